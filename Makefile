@@ -1,0 +1,40 @@
+# ax — build and test. `make test` is the one test command (README, .ci/run).
+GO      ?= go
+RACE    := ./queue/... ./lease/... ./region/...
+SUDO    := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
+
+.PHONY: test deps vet unit race fuzz build bench clean
+
+test: deps vet build unit race fuzz
+
+# Installs what a fresh Debian machine with only Go lacks.
+deps:
+	@command -v redis-server >/dev/null 2>&1 || { \
+		echo "redis-server missing: installing with apt-get"; \
+		$(SUDO) apt-get install -y redis-server >/dev/null 2>&1 || \
+		{ $(SUDO) apt-get update >/dev/null && $(SUDO) apt-get install -y redis-server; }; }
+	@command -v redis-server >/dev/null 2>&1 || { echo "FATAL: redis-server still missing"; exit 1; }
+	@redis-server --version
+
+vet:
+	$(GO) vet ./...
+	@test -z "$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go'))" || { gofmt -l .; echo "gofmt needed"; exit 1; }
+
+build:
+	$(GO) build -o bin/ax ./cmd/ax
+
+unit:
+	$(GO) test -count=1 -timeout 20m ./...
+
+race:
+	$(GO) test -count=1 -race -timeout 20m $(RACE)
+
+# Short fuzz runs of the committed targets (seed corpus always runs in `unit`).
+fuzz:
+	$(GO) test -run '^$$' -fuzz '^FuzzDecodeSpec$$' -fuzztime 10s ./queue/
+
+bench:
+	$(GO) test -run '^$$' -bench . -benchtime 2s ./queue/ ./placement/
+
+clean:
+	rm -rf bin .ax-dev
