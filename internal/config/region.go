@@ -1,0 +1,310 @@
+package config
+
+import "time"
+
+// Region is the whole configuration of one region: what its servers listen
+// on, where its etcd and Redis are, its worker pools and every tunable of
+// the scheduler. Keys are lowercase snake_case; the YAML key of each field is
+// in its tags. Load and Parse return a Region with every default applied and
+// every rule checked, so its users read the fields as they are.
+type Region struct {
+	// Name is the region's name, a lowercase DNS label; required.
+	Name string `mapstructure:"region" yaml:"region"`
+	// Provider says where the region runs: aws, gcp, azure or other.
+	// Informational: it is shown in `ax regions` and metrics.
+	Provider string `mapstructure:"provider" yaml:"provider"`
+	// Listen is the API's host:port.
+	Listen string `mapstructure:"listen" yaml:"listen"`
+	// PublicAddr is the URL other regions and clients use to reach this
+	// region's API; http://<listen> when empty.
+	PublicAddr string `mapstructure:"public_addr" yaml:"public_addr"`
+	// DataDir is an optional directory for local state (dev Redis files).
+	DataDir string `mapstructure:"data_dir" yaml:"data_dir"`
+	// Regions names every region of the federation, this one included.
+	// Keyed submits are routed by rendezvous hashing over this list, so every
+	// region must list the same names. Defaults to just this region.
+	Regions []string `mapstructure:"regions" yaml:"regions"`
+
+	Etcd  Etcd   `mapstructure:"etcd" yaml:"etcd"`
+	Redis Redis  `mapstructure:"redis" yaml:"redis"`
+	Pools []Pool `mapstructure:"pools" yaml:"pools"`
+	// Thresholds apply to every pool that has no thresholds of its own.
+	Thresholds Thresholds `mapstructure:"thresholds" yaml:"thresholds"`
+	Retry      Retry      `mapstructure:"retry" yaml:"retry"`
+	Lease      Lease      `mapstructure:"lease" yaml:"lease"`
+	Task       Task       `mapstructure:"task" yaml:"task"`
+	// AgingStep is how long a ready task waits to gain one priority level.
+	AgingStep time.Duration `mapstructure:"aging_step" yaml:"aging_step"`
+	Retention Retention     `mapstructure:"retention" yaml:"retention"`
+	// StarvationThreshold is the wait after which a task counts as starving
+	// in the starvation gauge.
+	StarvationThreshold time.Duration `mapstructure:"starvation_threshold" yaml:"starvation_threshold"`
+	Placement           Placement     `mapstructure:"placement" yaml:"placement"`
+	Preemption          Preemption    `mapstructure:"preemption" yaml:"preemption"`
+	Auth                Auth          `mapstructure:"auth" yaml:"auth"`
+	Worker              Worker        `mapstructure:"worker" yaml:"worker"`
+
+	// source names the file the region was read from, for error messages.
+	source string
+}
+
+// Source returns the name given to Load or Parse (the file's path).
+func (r *Region) Source() string { return r.source }
+
+// Pool returns the pool called name, or false.
+func (r *Region) Pool(name string) (Pool, bool) {
+	for _, p := range r.Pools {
+		if p.Name == name {
+			return p, true
+		}
+	}
+	return Pool{}, false
+}
+
+// Etcd names the two etcd roles. They may be the same cluster (ax dev, small
+// setups): the regional one elects this region's leader, the global one holds
+// registrations, the federation election, schedules and price overrides.
+type Etcd struct {
+	Regional EtcdCluster `mapstructure:"regional" yaml:"regional"`
+	// Global is a copy of Regional when its endpoints are empty.
+	Global EtcdCluster `mapstructure:"global" yaml:"global"`
+	// Prefix starts every key ax writes; it begins and ends with "/".
+	Prefix string `mapstructure:"prefix" yaml:"prefix"`
+	// SessionTTL is the TTL of the lease behind elections and registrations,
+	// in whole seconds (etcd's unit).
+	SessionTTL time.Duration `mapstructure:"session_ttl" yaml:"session_ttl"`
+}
+
+// EtcdCluster is how to reach one etcd cluster.
+type EtcdCluster struct {
+	Endpoints   []string      `mapstructure:"endpoints" yaml:"endpoints"`
+	DialTimeout time.Duration `mapstructure:"dial_timeout" yaml:"dial_timeout"`
+	Username    string        `mapstructure:"username" yaml:"username"`
+	Password    string        `mapstructure:"password" yaml:"password"`
+	TLS         TLS           `mapstructure:"tls" yaml:"tls"`
+}
+
+// TLS holds PEM file paths. CA alone verifies the server; Cert and Key
+// (both or neither) add a client certificate.
+type TLS struct {
+	CA   string `mapstructure:"ca" yaml:"ca"`
+	Cert string `mapstructure:"cert" yaml:"cert"`
+	Key  string `mapstructure:"key" yaml:"key"`
+}
+
+// Enabled reports whether any TLS file is set.
+func (t TLS) Enabled() bool { return t.CA != "" || t.Cert != "" || t.Key != "" }
+
+// Redis is how to reach this region's Redis, in exactly one of three modes:
+// a single Addr, Sentinel, or Cluster.
+type Redis struct {
+	Addr     string `mapstructure:"addr" yaml:"addr"`
+	Username string `mapstructure:"username" yaml:"username"`
+	Password string `mapstructure:"password" yaml:"password"`
+	DB       int    `mapstructure:"db" yaml:"db"`
+	// Sentinel mode is on when MasterName or Addrs is set.
+	Sentinel Sentinel `mapstructure:"sentinel" yaml:"sentinel"`
+	// Cluster mode is on when Addrs is set.
+	Cluster RedisCluster `mapstructure:"cluster" yaml:"cluster"`
+	// Shards is the number of hash-tagged key groups tasks are spread over;
+	// match it to the number of Redis masters (more on one Redis buys nothing).
+	Shards int `mapstructure:"shards" yaml:"shards"`
+	// WaitReplicas > 0 makes every task write wait (Redis WAIT) for that many
+	// replicas, so an accepted task survives a failover.
+	WaitReplicas int           `mapstructure:"wait_replicas" yaml:"wait_replicas"`
+	WaitTimeout  time.Duration `mapstructure:"wait_timeout" yaml:"wait_timeout"`
+}
+
+// Mode returns "addr", "sentinel" or "cluster".
+func (r Redis) Mode() string {
+	switch {
+	case r.Sentinel.MasterName != "" || len(r.Sentinel.Addrs) > 0:
+		return "sentinel"
+	case len(r.Cluster.Addrs) > 0:
+		return "cluster"
+	}
+	return "addr"
+}
+
+// Sentinel names a Sentinel-managed master and the sentinels to ask.
+type Sentinel struct {
+	MasterName string   `mapstructure:"master_name" yaml:"master_name"`
+	Addrs      []string `mapstructure:"addrs" yaml:"addrs"`
+}
+
+// RedisCluster lists seed nodes of a Redis Cluster.
+type RedisCluster struct {
+	Addrs []string `mapstructure:"addrs" yaml:"addrs"`
+}
+
+// Pool is a group of interchangeable workers: a task may run in a pool only
+// if the pool carries every one of the task's tags.
+type Pool struct {
+	Name string            `mapstructure:"name" yaml:"name"`
+	Tags map[string]string `mapstructure:"tags" yaml:"tags"`
+	// Slots is how many tasks the pool runs at once (one per vCPU or GPU).
+	Slots int `mapstructure:"slots" yaml:"slots"`
+	// QueueCapacity is the number of READY tasks at which the queue counts
+	// as full; the thresholds are fractions of it.
+	QueueCapacity int `mapstructure:"queue_capacity" yaml:"queue_capacity"`
+	// PricePerSlotHour is in US dollars, before Discount.
+	PricePerSlotHour float64 `mapstructure:"price_per_slot_hour" yaml:"price_per_slot_hour"`
+	Spot             bool    `mapstructure:"spot" yaml:"spot"`
+	// Discount is a negotiated fraction off the price, 0 ≤ d < 1.
+	Discount float64 `mapstructure:"discount" yaml:"discount"`
+	// ScaleFromZero lets placement pick the pool while it has no live slots.
+	ScaleFromZero bool `mapstructure:"scale_from_zero" yaml:"scale_from_zero"`
+	// Thresholds, when set, replace the region's for this pool; keys it
+	// leaves out are taken from the region's thresholds.
+	Thresholds       *Thresholds      `mapstructure:"thresholds" yaml:"thresholds,omitempty"`
+	CapacitySchedule CapacitySchedule `mapstructure:"capacity_schedule" yaml:"capacity_schedule"`
+}
+
+// EffectivePrice is the price per slot-hour after the discount.
+func (p Pool) EffectivePrice() float64 { return p.PricePerSlotHour * (1 - p.Discount) }
+
+// CapacitySchedule limits when a pool takes work. With no windows the pool
+// is always open with Slots slots. With windows it is open only inside one,
+// with that window's slots (at most the pool's Slots); outside every window
+// placement rejects it (NO_CAPACITY_WINDOW).
+type CapacitySchedule struct {
+	// Timezone is an IANA name (Europe/Amsterdam) the windows are read in.
+	Timezone string   `mapstructure:"timezone" yaml:"timezone"`
+	Windows  []Window `mapstructure:"windows" yaml:"windows"`
+}
+
+// Window is a daily span of local time, "HH:MM" to "HH:MM"; an end before
+// the start wraps past midnight (20:00–08:00), and End may be "24:00".
+// Windows of one pool must not overlap.
+type Window struct {
+	Start string `mapstructure:"start" yaml:"start"`
+	End   string `mapstructure:"end" yaml:"end"`
+	Slots int    `mapstructure:"slots" yaml:"slots"`
+}
+
+// Thresholds are fractions of a pool's queue capacity (queue fill = ready ÷
+// queue_capacity): at Alert the alert fires and priorities 3–4 are deferred,
+// at Spill non-critical work goes elsewhere or gets 429, at Pause low
+// priorities pause until fill drops below Resume.
+type Thresholds struct {
+	Alert  float64 `mapstructure:"alert" yaml:"alert"`
+	Spill  float64 `mapstructure:"spill" yaml:"spill"`
+	Pause  float64 `mapstructure:"pause" yaml:"pause"`
+	Resume float64 `mapstructure:"resume" yaml:"resume"`
+}
+
+// Retry is the default retry policy: min(Cap, Base·2^n) + jitter.
+type Retry struct {
+	MaxRetries int           `mapstructure:"max_retries" yaml:"max_retries"`
+	Base       time.Duration `mapstructure:"base" yaml:"base"`
+	Cap        time.Duration `mapstructure:"cap" yaml:"cap"`
+}
+
+// Lease is how long a claim lives without a heartbeat and how often workers
+// heartbeat; Heartbeat < Duration/2, so one lost heartbeat does not expire it.
+type Lease struct {
+	Duration  time.Duration `mapstructure:"duration" yaml:"duration"`
+	Heartbeat time.Duration `mapstructure:"heartbeat" yaml:"heartbeat"`
+}
+
+// Task holds defaults for task specs.
+type Task struct {
+	DefaultTimeout time.Duration `mapstructure:"default_timeout" yaml:"default_timeout"`
+	// MaxPayload is the largest payload accepted, in bytes.
+	MaxPayload int64 `mapstructure:"max_payload" yaml:"max_payload"`
+}
+
+// Retention is how long terminal records are kept, per final state.
+type Retention struct {
+	Success  time.Duration `mapstructure:"success" yaml:"success"`
+	Canceled time.Duration `mapstructure:"canceled" yaml:"canceled"`
+	Dead     time.Duration `mapstructure:"dead" yaml:"dead"`
+}
+
+// Placement tunes the placement filters and score.
+type Placement struct {
+	// StaleAfter: a region whose figures are older is skipped (STALE_STATUS).
+	StaleAfter time.Duration `mapstructure:"stale_after" yaml:"stale_after"`
+	// UnhealthyGrace: READY tasks of a pool without workers this long are
+	// re-placed.
+	UnhealthyGrace time.Duration `mapstructure:"unhealthy_grace" yaml:"unhealthy_grace"`
+	// CrossRegionPenalty is added, in dollars, to the score of every pool
+	// outside the task's home region.
+	CrossRegionPenalty float64 `mapstructure:"cross_region_penalty" yaml:"cross_region_penalty"`
+	// DefaultDuration is the expected run time of a task type not yet seen.
+	DefaultDuration time.Duration `mapstructure:"default_duration" yaml:"default_duration"`
+}
+
+// Preemption bounds when the leader may stop a running task for a more
+// urgent one.
+type Preemption struct {
+	Enabled bool `mapstructure:"enabled" yaml:"enabled"`
+	// MinPriorityGap: the victim is at least this many levels lower.
+	MinPriorityGap int `mapstructure:"min_priority_gap" yaml:"min_priority_gap"`
+	// MaxRuntime: only victims that have run less than this.
+	MaxRuntime time.Duration `mapstructure:"max_runtime" yaml:"max_runtime"`
+	// MaxPerTask: a task is preempted fewer than this many times.
+	MaxPerTask      int           `mapstructure:"max_per_task" yaml:"max_per_task"`
+	ReadmitDelayMin time.Duration `mapstructure:"readmit_delay_min" yaml:"readmit_delay_min"`
+	ReadmitDelayMax time.Duration `mapstructure:"readmit_delay_max" yaml:"readmit_delay_max"`
+	// ReadmitRate is the most preempted tasks re-admitted per second.
+	ReadmitRate           float64 `mapstructure:"readmit_rate" yaml:"readmit_rate"`
+	MaxPerWorkerPerMinute int     `mapstructure:"max_per_worker_per_minute" yaml:"max_per_worker_per_minute"`
+}
+
+// Auth is API authentication. Tokens are kept only as SHA-256 hashes.
+type Auth struct {
+	Enabled bool `mapstructure:"enabled" yaml:"enabled"`
+	// ClusterToken authenticates servers to each other (hand-off); best set
+	// through AX_AUTH_CLUSTER_TOKEN.
+	ClusterToken string  `mapstructure:"cluster_token" yaml:"cluster_token"`
+	Tokens       []Token `mapstructure:"tokens" yaml:"tokens"`
+}
+
+// Token is one API credential. A file gives either TokenSHA256 (hex) or the
+// plain Token; a plain token is hashed on load and Token is left empty.
+type Token struct {
+	Name        string `mapstructure:"name" yaml:"name"`
+	TokenSHA256 string `mapstructure:"token_sha256" yaml:"token_sha256"`
+	Token       string `mapstructure:"token" yaml:"token,omitempty"`
+	// Role is submitter, operator or admin.
+	Role string `mapstructure:"role" yaml:"role"`
+	// Tenant owns the tasks the token submits; required for submitters,
+	// empty on operator and admin tokens means every tenant.
+	Tenant string `mapstructure:"tenant" yaml:"tenant"`
+}
+
+// Worker configures `ax worker` and its built-in handlers.
+type Worker struct {
+	// Concurrency is the most handlers one worker runs at once.
+	Concurrency int `mapstructure:"concurrency" yaml:"concurrency"`
+	// ClaimBatch is the most tasks claimed in one round trip.
+	ClaimBatch int `mapstructure:"claim_batch" yaml:"claim_batch"`
+	// ShutdownGrace is how long running handlers get to finish on shutdown
+	// before their tasks are handed back.
+	ShutdownGrace time.Duration `mapstructure:"shutdown_grace" yaml:"shutdown_grace"`
+	Exec          Exec          `mapstructure:"exec" yaml:"exec"`
+	HTTP          HTTP          `mapstructure:"http" yaml:"http"`
+}
+
+// Exec is the built-in exec handler: it runs only the commands listed here.
+type Exec struct {
+	// Allow maps a task type to the command that handles it.
+	Allow map[string]ExecRule `mapstructure:"allow" yaml:"allow"`
+}
+
+// ExecRule is one allowed command. Argv elements after the first, and Env
+// values, are text/template strings filled from the task's JSON payload
+// ({{.msg}}); the program itself, Argv[0], is fixed.
+type ExecRule struct {
+	Argv []string          `mapstructure:"argv" yaml:"argv"`
+	Env  map[string]string `mapstructure:"env" yaml:"env"`
+	// Timeout caps one run; 0 means the task's own timeout.
+	Timeout time.Duration `mapstructure:"timeout" yaml:"timeout"`
+}
+
+// HTTP is the built-in http handler: it calls only URLs under these
+// prefixes, each an absolute http(s) URL with a path ("https://host/api/").
+type HTTP struct {
+	AllowPrefixes []string `mapstructure:"allow_prefixes" yaml:"allow_prefixes"`
+}

@@ -1,0 +1,507 @@
+package config
+
+import (
+	"fmt"
+	"math"
+	"net"
+	"net/url"
+	"regexp"
+	"strconv"
+	"strings"
+	"text/template"
+	"time"
+	_ "time/tzdata" // capacity windows name IANA zones; do not depend on the host having them
+)
+
+var (
+	dnsLabel = regexp.MustCompile(`^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$`)
+	tagKey   = regexp.MustCompile(`^[a-z0-9]([-a-z0-9._/]*[a-z0-9])?$`)
+	taskType = regexp.MustCompile(`^[A-Za-z0-9][-A-Za-z0-9._:]*$`)
+	envName  = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
+	sha256Re = regexp.MustCompile(`^[0-9a-f]{64}$`)
+	clock    = regexp.MustCompile(`^([01][0-9]|2[0-3]):[0-5][0-9]$`)
+)
+
+const (
+	dnsLabelRule = "must be a lowercase DNS label (a-z, 0-9 and '-', at most 63 characters)"
+	// maxPayload is Redis' limit on one string value.
+	maxPayload = 512 << 20
+	// maxShards is the number of Redis Cluster hash slots: more shards
+	// could not be spread over more masters.
+	maxShards = 16384
+	// maxClaimBatch matches the bound on one promotion batch: Lua's unpack
+	// fails near 8000 values and big scripts block Redis.
+	maxClaimBatch = 1000
+)
+
+var (
+	providers = []string{"aws", "gcp", "azure", "other"}
+	roles     = []string{"submitter", "operator", "admin"}
+)
+
+// Validate checks every rule and returns an Errors listing all the problems,
+// each as "file: key: message", or nil. Load and Parse call it; call it again
+// after changing a Region in code.
+func (r *Region) Validate() error {
+	file := r.source
+	if file == "" {
+		file = "config"
+	}
+	p := &problems{file: file}
+	r.validateIdentity(p)
+	validateEtcd(p, "etcd", r.Etcd)
+	validateRedis(p, "redis", r.Redis)
+	r.validatePools(p)
+	validateThresholds(p, "thresholds", r.Thresholds)
+	r.validateTimings(p)
+	r.validateAuth(p)
+	validateWorker(p, "worker", r.Worker)
+	return p.err()
+}
+
+func (r *Region) validateIdentity(p *problems) {
+	switch {
+	case r.Name == "":
+		p.add("region", "required")
+	case !dnsLabel.MatchString(r.Name):
+		p.add("region", "%s, got %q", dnsLabelRule, r.Name)
+	}
+	oneOf(p, "provider", r.Provider, providers)
+	if err := checkHostPort(r.Listen, true); err != nil {
+		p.add("listen", "%s", err)
+	}
+	if err := checkURL(r.PublicAddr, false); err != nil {
+		p.add("public_addr", "%s", err)
+	}
+	seen := map[string]int{}
+	for i, name := range r.Regions {
+		key := elemKey("regions", i)
+		if !dnsLabel.MatchString(name) {
+			p.add(key, "%s, got %q", dnsLabelRule, name)
+		} else if j, dup := seen[name]; dup {
+			p.add(key, "duplicate of regions[%d] %q", j, name)
+		}
+		seen[name] = i
+	}
+	if _, ok := seen[r.Name]; !ok && r.Name != "" {
+		p.add("regions", "must include this region %q (every region lists the whole federation)", r.Name)
+	}
+}
+
+func validateEtcd(p *problems, path string, e Etcd) {
+	validateEtcdCluster(p, joinKey(path, "regional"), e.Regional)
+	validateEtcdCluster(p, joinKey(path, "global"), e.Global)
+	if !strings.HasPrefix(e.Prefix, "/") || !strings.HasSuffix(e.Prefix, "/") {
+		p.add(joinKey(path, "prefix"), "must begin and end with \"/\", got %q", e.Prefix)
+	}
+	switch {
+	case e.SessionTTL < time.Second:
+		p.add(joinKey(path, "session_ttl"), "must be ≥ 1s, got %s", e.SessionTTL)
+	case e.SessionTTL%time.Second != 0:
+		p.add(joinKey(path, "session_ttl"), "must be whole seconds (etcd lease TTLs are), got %s", e.SessionTTL)
+	}
+}
+
+func validateEtcdCluster(p *problems, path string, c EtcdCluster) {
+	if len(c.Endpoints) == 0 {
+		p.add(joinKey(path, "endpoints"), "at least one endpoint is required")
+	}
+	for i, ep := range c.Endpoints {
+		if err := checkEndpoint(ep); err != nil {
+			p.add(elemKey(joinKey(path, "endpoints"), i), "%s", err)
+		}
+	}
+	positive(p, joinKey(path, "dial_timeout"), c.DialTimeout)
+	if c.Password != "" && c.Username == "" {
+		p.add(joinKey(path, "password"), "set without username")
+	}
+	if (c.TLS.Cert == "") != (c.TLS.Key == "") {
+		p.add(joinKey(path, "tls"), "set cert and key together, or neither")
+	}
+}
+
+func validateRedis(p *problems, path string, r Redis) {
+	var modes []string
+	if r.Addr != "" {
+		modes = append(modes, "addr")
+	}
+	if r.Sentinel.MasterName != "" || len(r.Sentinel.Addrs) > 0 {
+		modes = append(modes, "sentinel")
+	}
+	if len(r.Cluster.Addrs) > 0 {
+		modes = append(modes, "cluster")
+	}
+	switch len(modes) {
+	case 0:
+		p.add(path, "set one of addr, sentinel or cluster")
+	case 1:
+	default:
+		p.add(path, "set exactly one of addr, sentinel or cluster, found %s", strings.Join(modes, " and "))
+	}
+	if r.Addr != "" {
+		if err := checkHostPort(r.Addr, false); err != nil {
+			p.add(joinKey(path, "addr"), "%s", err)
+		}
+	}
+	sentinel := joinKey(path, "sentinel")
+	if len(r.Sentinel.Addrs) > 0 && r.Sentinel.MasterName == "" {
+		p.add(joinKey(sentinel, "master_name"), "required with sentinel addrs")
+	}
+	if r.Sentinel.MasterName != "" && len(r.Sentinel.Addrs) == 0 {
+		p.add(joinKey(sentinel, "addrs"), "at least one sentinel is required with master_name")
+	}
+	hostPorts(p, joinKey(sentinel, "addrs"), r.Sentinel.Addrs)
+	hostPorts(p, joinKey(path, "cluster.addrs"), r.Cluster.Addrs)
+	switch {
+	case r.DB < 0:
+		p.add(joinKey(path, "db"), "must be ≥ 0, got %d", r.DB)
+	case r.DB != 0 && len(r.Cluster.Addrs) > 0:
+		p.add(joinKey(path, "db"), "must be 0 with cluster (Redis Cluster has only db 0), got %d", r.DB)
+	}
+	if r.Shards < 1 || r.Shards > maxShards {
+		p.add(joinKey(path, "shards"), "must be between 1 and %d, got %d", maxShards, r.Shards)
+	}
+	if r.WaitReplicas < 0 {
+		p.add(joinKey(path, "wait_replicas"), "must be ≥ 0, got %d", r.WaitReplicas)
+	}
+	if r.WaitReplicas > 0 {
+		positive(p, joinKey(path, "wait_timeout"), r.WaitTimeout)
+	} else {
+		nonNegative(p, joinKey(path, "wait_timeout"), r.WaitTimeout)
+	}
+}
+
+func (r *Region) validatePools(p *problems) {
+	if len(r.Pools) == 0 {
+		p.add("pools", "at least one pool is required")
+	}
+	seen := map[string]int{}
+	for i, pool := range r.Pools {
+		path := elemKey("pools", i)
+		switch {
+		case pool.Name == "":
+			p.add(joinKey(path, "name"), "required")
+		case !dnsLabel.MatchString(pool.Name):
+			p.add(joinKey(path, "name"), "%s, got %q", dnsLabelRule, pool.Name)
+		default:
+			if j, dup := seen[pool.Name]; dup {
+				p.add(joinKey(path, "name"), "duplicate of pools[%d] %q", j, pool.Name)
+			} else {
+				seen[pool.Name] = i
+			}
+		}
+		for _, k := range sortedKeys(pool.Tags) {
+			key := mapKey(joinKey(path, "tags"), k)
+			switch {
+			case !tagKey.MatchString(k):
+				p.add(key, "tag keys are lowercase letters, digits, '-', '.', '_' and '/'")
+			case pool.Tags[k] == "":
+				p.add(key, "must not be empty")
+			}
+		}
+		if pool.Slots <= 0 {
+			p.add(joinKey(path, "slots"), "must be > 0")
+		}
+		if pool.QueueCapacity <= 0 {
+			p.add(joinKey(path, "queue_capacity"), "must be > 0")
+		}
+		if !(pool.PricePerSlotHour >= 0) || math.IsInf(pool.PricePerSlotHour, 0) {
+			p.add(joinKey(path, "price_per_slot_hour"), "must be ≥ 0, got %v", pool.PricePerSlotHour)
+		}
+		if !(pool.Discount >= 0 && pool.Discount < 1) {
+			p.add(joinKey(path, "discount"), "must be ≥ 0 and < 1, got %v", pool.Discount)
+		}
+		if pool.Thresholds != nil {
+			validateThresholds(p, joinKey(path, "thresholds"), *pool.Thresholds)
+		}
+		validateSchedule(p, joinKey(path, "capacity_schedule"), pool.CapacitySchedule, pool.Slots)
+	}
+}
+
+func validateSchedule(p *problems, path string, s CapacitySchedule, poolSlots int) {
+	if _, err := time.LoadLocation(s.Timezone); err != nil || s.Timezone == "" || s.Timezone == "Local" {
+		p.add(joinKey(path, "timezone"), "unknown IANA time zone %q (e.g. \"UTC\", \"Europe/Amsterdam\")", s.Timezone)
+	}
+	// owner[m] is 1 + the window that covers minute m of the day.
+	var owner [24 * 60]int
+	for i, w := range s.Windows {
+		key := elemKey(joinKey(path, "windows"), i)
+		start, errStart := parseClock(w.Start, false)
+		if errStart != nil {
+			p.add(joinKey(key, "start"), "%s", errStart)
+		}
+		end, errEnd := parseClock(w.End, true)
+		if errEnd != nil {
+			p.add(joinKey(key, "end"), "%s", errEnd)
+		}
+		if w.Slots < 0 || w.Slots > poolSlots {
+			p.add(joinKey(key, "slots"), "must be ≥ 0 and ≤ the pool's slots (%d), got %d", poolSlots, w.Slots)
+		}
+		if errStart != nil || errEnd != nil {
+			continue
+		}
+		if start == end%(24*60) {
+			p.add(key, "start and end are equal; use 00:00 to 24:00 for the whole day")
+			continue
+		}
+		for m := start; m != end%(24*60); m = (m + 1) % (24 * 60) {
+			if owner[m] != 0 {
+				p.add(key, "overlaps windows[%d]", owner[m]-1)
+				break
+			}
+			owner[m] = i + 1
+		}
+	}
+}
+
+// parseClock reads "HH:MM" as minutes since midnight; "24:00" only as an end.
+func parseClock(s string, end bool) (int, error) {
+	if end && s == "24:00" {
+		return 24 * 60, nil
+	}
+	if !clock.MatchString(s) {
+		return 0, fmt.Errorf("must be a time of day \"HH:MM\" (00:00 to 23:59), got %q", s)
+	}
+	h, _ := strconv.Atoi(s[:2])
+	m, _ := strconv.Atoi(s[3:])
+	return h*60 + m, nil
+}
+
+func validateThresholds(p *problems, path string, t Thresholds) {
+	if !(0 < t.Resume && t.Resume < t.Alert && t.Alert < t.Spill && t.Spill < t.Pause && t.Pause <= 1) {
+		p.add(path, "must satisfy 0 < resume < alert < spill < pause ≤ 1, got resume %v, alert %v, spill %v, pause %v",
+			t.Resume, t.Alert, t.Spill, t.Pause)
+	}
+}
+
+func (r *Region) validateTimings(p *problems) {
+	if r.Retry.MaxRetries < 0 {
+		p.add("retry.max_retries", "must be ≥ 0, got %d", r.Retry.MaxRetries)
+	}
+	positive(p, "retry.base", r.Retry.Base)
+	if r.Retry.Cap < r.Retry.Base {
+		p.add("retry.cap", "must be ≥ retry.base (%s), got %s", r.Retry.Base, r.Retry.Cap)
+	}
+
+	positive(p, "lease.duration", r.Lease.Duration)
+	positive(p, "lease.heartbeat", r.Lease.Heartbeat)
+	if r.Lease.Heartbeat > 0 && r.Lease.Heartbeat >= r.Lease.Duration/2 {
+		p.add("lease.heartbeat", "must be < lease.duration/2 (%s), so one late heartbeat does not lose the lease; got %s",
+			r.Lease.Duration/2, r.Lease.Heartbeat)
+	}
+
+	positive(p, "task.default_timeout", r.Task.DefaultTimeout)
+	if r.Task.MaxPayload <= 0 || r.Task.MaxPayload > maxPayload {
+		p.add("task.max_payload", "must be > 0 and ≤ %d bytes (Redis' limit), got %d", maxPayload, r.Task.MaxPayload)
+	}
+	positive(p, "aging_step", r.AgingStep)
+	positive(p, "retention.success", r.Retention.Success)
+	positive(p, "retention.canceled", r.Retention.Canceled)
+	positive(p, "retention.dead", r.Retention.Dead)
+	positive(p, "starvation_threshold", r.StarvationThreshold)
+
+	positive(p, "placement.stale_after", r.Placement.StaleAfter)
+	nonNegative(p, "placement.unhealthy_grace", r.Placement.UnhealthyGrace)
+	if c := r.Placement.CrossRegionPenalty; !(c >= 0) || math.IsInf(c, 0) {
+		p.add("placement.cross_region_penalty", "must be ≥ 0, got %v", c)
+	}
+	positive(p, "placement.default_duration", r.Placement.DefaultDuration)
+
+	pre := r.Preemption
+	if pre.MinPriorityGap < 1 || pre.MinPriorityGap > 4 {
+		p.add("preemption.min_priority_gap", "must be between 1 and 4 (priorities are 0–4), got %d", pre.MinPriorityGap)
+	}
+	positive(p, "preemption.max_runtime", pre.MaxRuntime)
+	if pre.MaxPerTask < 1 {
+		p.add("preemption.max_per_task", "must be ≥ 1, got %d", pre.MaxPerTask)
+	}
+	nonNegative(p, "preemption.readmit_delay_min", pre.ReadmitDelayMin)
+	if pre.ReadmitDelayMax < pre.ReadmitDelayMin {
+		p.add("preemption.readmit_delay_max", "must be ≥ preemption.readmit_delay_min (%s), got %s", pre.ReadmitDelayMin, pre.ReadmitDelayMax)
+	}
+	if !(pre.ReadmitRate > 0) || math.IsInf(pre.ReadmitRate, 0) {
+		p.add("preemption.readmit_rate", "must be > 0, got %v", pre.ReadmitRate)
+	}
+	if pre.MaxPerWorkerPerMinute < 1 {
+		p.add("preemption.max_per_worker_per_minute", "must be ≥ 1, got %d", pre.MaxPerWorkerPerMinute)
+	}
+}
+
+func (r *Region) validateAuth(p *problems) {
+	a := r.Auth
+	if a.Enabled && len(a.Tokens) == 0 {
+		p.add("auth.tokens", "at least one token is required when auth is enabled")
+	}
+	switch {
+	case a.ClusterToken != "" && len(a.ClusterToken) < minTokenLen:
+		p.add("auth.cluster_token", "too short: use at least %d characters", minTokenLen)
+	case a.ClusterToken == "" && a.Enabled && len(r.Regions) > 1:
+		p.add("auth.cluster_token", "required when auth is enabled and regions lists more than one region (set AX_AUTH_CLUSTER_TOKEN)")
+	}
+	names := map[string]int{}
+	hashes := map[string]int{}
+	for i, t := range a.Tokens {
+		path := elemKey("auth.tokens", i)
+		switch {
+		case t.Name == "":
+			p.add(joinKey(path, "name"), "required")
+		default:
+			if j, dup := names[t.Name]; dup {
+				p.add(joinKey(path, "name"), "duplicate of auth.tokens[%d] %q", j, t.Name)
+			} else {
+				names[t.Name] = i
+			}
+		}
+		switch {
+		case t.Token != "":
+			p.add(joinKey(path, "token"), "plain tokens are hashed by Load and Parse; set token_sha256")
+		case t.TokenSHA256 == "":
+			p.add(path, "set token_sha256 or token")
+		case !sha256Re.MatchString(t.TokenSHA256):
+			p.add(joinKey(path, "token_sha256"), "must be 64 lowercase hex digits (a SHA-256)")
+		default:
+			if j, dup := hashes[t.TokenSHA256]; dup {
+				p.add(joinKey(path, "token_sha256"), "same token as auth.tokens[%d]", j)
+			} else {
+				hashes[t.TokenSHA256] = i
+			}
+		}
+		oneOf(p, joinKey(path, "role"), t.Role, roles)
+		if t.Role == "submitter" && t.Tenant == "" {
+			p.add(joinKey(path, "tenant"), "required for a submitter (its tasks belong to that tenant)")
+		}
+	}
+}
+
+func validateWorker(p *problems, path string, w Worker) {
+	if w.Concurrency < 1 {
+		p.add(joinKey(path, "concurrency"), "must be ≥ 1, got %d", w.Concurrency)
+	}
+	if w.ClaimBatch < 1 || w.ClaimBatch > maxClaimBatch {
+		p.add(joinKey(path, "claim_batch"), "must be between 1 and %d, got %d", maxClaimBatch, w.ClaimBatch)
+	}
+	nonNegative(p, joinKey(path, "shutdown_grace"), w.ShutdownGrace)
+	allow := joinKey(path, "exec.allow")
+	for _, name := range sortedKeys(w.Exec.Allow) {
+		rule := w.Exec.Allow[name]
+		key := mapKey(allow, name)
+		if !taskType.MatchString(name) {
+			p.add(key, "must be a task type: letters, digits, '.', '_', ':' and '-'")
+		}
+		argv := joinKey(key, "argv")
+		switch {
+		case len(rule.Argv) == 0 || rule.Argv[0] == "":
+			p.add(argv, "must name a program")
+		case strings.Contains(rule.Argv[0], "{{"):
+			p.add(elemKey(argv, 0), "the program must be fixed, not a template")
+		}
+		for i, arg := range rule.Argv {
+			if i > 0 {
+				checkTemplate(p, elemKey(argv, i), arg)
+			}
+		}
+		for _, k := range sortedKeys(rule.Env) {
+			if !envName.MatchString(k) {
+				p.add(mapKey(joinKey(key, "env"), k), "must be an environment variable name")
+				continue
+			}
+			checkTemplate(p, mapKey(joinKey(key, "env"), k), rule.Env[k])
+		}
+		nonNegative(p, joinKey(key, "timeout"), rule.Timeout)
+	}
+	for i, prefix := range w.HTTP.AllowPrefixes {
+		if err := checkURL(prefix, true); err != nil {
+			p.add(elemKey(joinKey(path, "http.allow_prefixes"), i), "%s", err)
+		}
+	}
+}
+
+func checkTemplate(p *problems, key, text string) {
+	if _, err := template.New(key).Option("missingkey=error").Parse(text); err != nil {
+		p.add(key, "bad template: %s", err)
+	}
+}
+
+func positive(p *problems, key string, d time.Duration) {
+	if d <= 0 {
+		p.add(key, "must be > 0, got %s", d)
+	}
+}
+
+func nonNegative(p *problems, key string, d time.Duration) {
+	if d < 0 {
+		p.add(key, "must be ≥ 0, got %s", d)
+	}
+}
+
+func oneOf(p *problems, key, value string, allowed []string) {
+	for _, a := range allowed {
+		if value == a {
+			return
+		}
+	}
+	p.add(key, "must be one of %s, got %q", strings.Join(allowed, ", "), value)
+}
+
+func hostPorts(p *problems, path string, addrs []string) {
+	for i, a := range addrs {
+		if err := checkHostPort(a, false); err != nil {
+			p.add(elemKey(path, i), "%s", err)
+		}
+	}
+}
+
+// checkHostPort accepts "host:port"; port 0 (any free port) only if anyPort.
+func checkHostPort(addr string, anyPort bool) error {
+	host, port, err := net.SplitHostPort(addr)
+	if err != nil {
+		return fmt.Errorf("must be host:port, got %q", addr)
+	}
+	n, err := strconv.Atoi(port)
+	if err != nil || n < 0 || n > 65535 || (n == 0 && !anyPort) {
+		return fmt.Errorf("bad port in %q", addr)
+	}
+	if host == "" && !anyPort {
+		return fmt.Errorf("must name a host, got %q", addr)
+	}
+	return nil
+}
+
+// checkEndpoint accepts what the etcd client does: host:port or a URL.
+func checkEndpoint(ep string) error {
+	if !strings.Contains(ep, "://") {
+		return checkHostPort(ep, false)
+	}
+	u, err := url.Parse(ep)
+	if err != nil {
+		return fmt.Errorf("bad URL %q", ep)
+	}
+	switch u.Scheme {
+	case "http", "https":
+		return checkHostPort(u.Host, false)
+	case "unix", "unixs":
+		return nil
+	}
+	return fmt.Errorf("scheme must be http, https, unix or unixs, got %q", ep)
+}
+
+// checkURL accepts an absolute http(s) URL naming a reachable host. With
+// needPath the host must be followed by a path, so that as a prefix it
+// cannot match another host ("https://api.example.com" would match
+// "https://api.example.com.evil.net").
+func checkURL(s string, needPath bool) error {
+	u, err := url.Parse(s)
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		return fmt.Errorf("must be an absolute http or https URL, got %q", s)
+	}
+	if ip := net.ParseIP(u.Hostname()); u.Hostname() == "" || (ip != nil && ip.IsUnspecified()) {
+		return fmt.Errorf("must name a host others can reach, got %q (set it when listen has no host)", s)
+	}
+	if needPath && !strings.HasPrefix(u.Path, "/") {
+		return fmt.Errorf("must end the host with a path, e.g. %q, got %q", strings.TrimRight(s, "/")+"/", s)
+	}
+	if u.RawQuery != "" || u.Fragment != "" {
+		return fmt.Errorf("must not have a query or fragment, got %q", s)
+	}
+	return nil
+}

@@ -1,0 +1,34 @@
+// Package queue is the per-region task store: the only code that touches a
+// region's Redis.
+//
+// It owns the task record, the state machine (PENDING, READY, RUNNING,
+// SUCCESS, FAILED, CANCELED, HANDED_OFF, with the transient TIMEOUT step),
+// the key layout and the Lua scripts that make every transition atomic in one
+// round trip. It knows nothing of etcd, placement or HTTP: callers pass
+// already-decided values (which pool, which fencing token) and get typed
+// errors back.
+//
+// Key layout, per shard s (all keys of a shard share the hash tag {s}, so a
+// script stays on one Redis Cluster slot):
+//
+//	ax:{s}:t:<id>        HASH  task record (short field names, see record.go)
+//	ax:{s}:l:<id>        LIST  abnormal transitions of the task (the trail)
+//	ax:{s}:delayed       ZSET  PENDING tasks by due time (ms)
+//	ax:{s}:due           ZSET  PENDING tasks that are due and wait for placement
+//	ax:{s}:q:<pool>:<p>  ZSET  READY tasks of a pool and priority, by enqueue time
+//	ax:{s}:running       ZSET  RUNNING tasks by lease expiry (ms)
+//	ax:{s}:dead          ZSET  FAILED tasks (dead letters) by failure time
+//	ax:{s}:wake:<pool>   LIST  at most one wake-up marker for idle claimers
+//	ax:{s}:idem:<tenant>:<key> STRING id and spec hash, with the key's TTL
+//	ax:{s}:cnt           HASH  O(1) counters by state, pool and priority
+//	ax:{s}:seq           STRING lease token sequence
+//	ax:{s}:fence:<name>  STRING highest fencing token seen per election
+//	ax:{s}:events        STREAM one entry per script call, capped
+//	ax:{s}:workers:<pool> ZSET worker id by last heartbeat (ms)
+//	ax:{s}:slots:<pool>  HASH  worker id → slots
+//
+// Time inside scripts comes from Redis TIME; tests inject time through the
+// Clock option, which is passed as an explicit argument. Numbers cross the
+// Lua boundary as integer strings (string.format('%d')), never through
+// tostring, which keeps only 14 significant digits.
+package queue

@@ -1,0 +1,174 @@
+package queue
+
+import (
+	"errors"
+	"testing"
+	"time"
+)
+
+func TestHappyPathAndTrail(t *testing.T) {
+	e := newEnv(t)
+	id := e.submit("cpu")
+	if st := e.state(id); st != Ready {
+		t.Fatalf("after submit: %s", st)
+	}
+	e.clock.Advance(time.Second)
+	tk := e.claimOne("cpu")
+	if tk.ID != id || tk.State != Running || tk.Attempts != 1 || tk.LeaseToken == "" {
+		t.Fatalf("claimed: %+v", tk)
+	}
+	if string(tk.Payload) != `{"n":1}` {
+		t.Fatalf("payload %s", tk.Payload)
+	}
+	e.clock.Advance(time.Second)
+	errs, err := e.s.Complete(e.ctx, Completion{ID: id, Token: tk.LeaseToken, Result: "ok"})
+	if err != nil || errs[0] != nil {
+		t.Fatal(err, errs)
+	}
+	got, _ := e.s.Get(e.ctx, id)
+	if got.State != Success || got.Result != "ok" {
+		t.Fatalf("after complete: %+v", got)
+	}
+	tr, err := e.s.Trail(e.ctx, id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []State{Ready, Running, Success}
+	if len(tr) != len(want) {
+		t.Fatalf("trail %+v", tr)
+	}
+	for i, w := range want {
+		if tr[i].To != w {
+			t.Fatalf("trail[%d] = %+v, want to %s", i, tr[i], w)
+		}
+	}
+	c, _ := e.s.Counts(e.ctx)
+	if c.Ready != 0 || c.Running != 0 || c.Succeeded != 1 {
+		t.Fatalf("counts %+v", c)
+	}
+}
+
+func TestRetryThenDeadThenReplay(t *testing.T) {
+	e := newEnv(t)
+	id := e.submit("cpu", retries(1))
+	tk := e.claimOne("cpu")
+	st, due, err := e.s.Fail(e.ctx, Failure{ID: id, Token: tk.LeaseToken, Error: "boom", Retryable: true})
+	if err != nil || st != Pending {
+		t.Fatalf("fail 1: %s %v", st, err)
+	}
+	if d := due.Sub(e.clock.Now()); d < 300*time.Millisecond || d > 375*time.Millisecond {
+		t.Fatalf("backoff %v, want 300ms + ≤25%%", d)
+	}
+	e.clock.Advance(time.Second)
+	if _, err := e.s.Promote(e.ctx, leader, 100); err != nil {
+		t.Fatal(err)
+	}
+	tk = e.claimOne("cpu")
+	if tk.Attempts != 2 {
+		t.Fatalf("attempts %d", tk.Attempts)
+	}
+	st, _, err = e.s.Fail(e.ctx, Failure{ID: id, Token: tk.LeaseToken, Error: "boom again", Retryable: true})
+	if err != nil || st != Failed {
+		t.Fatalf("fail 2: %s %v", st, err)
+	}
+	dead, _ := e.s.DeadLetters(e.ctx, 0, 10)
+	if len(dead) != 1 || dead[0].LastError != "boom again" || dead[0].Reason != ReasonRetriesExhausted {
+		t.Fatalf("dead letters %+v", dead)
+	}
+	if err := e.s.Replay(e.ctx, id, "op"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.s.Promote(e.ctx, leader, 100); err != nil {
+		t.Fatal(err)
+	}
+	tk = e.claimOne("cpu")
+	if tk.Attempts != 1 {
+		t.Fatalf("replayed attempts %d", tk.Attempts)
+	}
+	tr, _ := e.s.Trail(e.ctx, id)
+	var reasons []string
+	for _, x := range tr {
+		reasons = append(reasons, x.Reason)
+	}
+	t.Logf("trail reasons %v", reasons)
+	if !contains(reasons, ReasonHandlerError) || !contains(reasons, ReasonRetriesExhausted) || !contains(reasons, ReasonReplayed) {
+		t.Fatalf("trail misses steps: %v", reasons)
+	}
+}
+
+func contains(xs []string, x string) bool {
+	for _, v := range xs {
+		if v == x {
+			return true
+		}
+	}
+	return false
+}
+
+func TestLeaseLossReapedAndRetried(t *testing.T) {
+	e := newEnv(t)
+	id := e.submit("cpu")
+	first := e.claimOne("cpu")
+	// Heartbeats stop; the lease (10s) expires.
+	e.clock.Advance(11 * time.Second)
+	n, _, err := e.s.Reap(e.ctx, leader, 100)
+	if err != nil || n != 1 {
+		t.Fatalf("reap: %d %v", n, err)
+	}
+	if st := e.state(id); st != Pending {
+		t.Fatalf("after reap: %s", st)
+	}
+	e.clock.Advance(time.Minute)
+	if _, err := e.s.Promote(e.ctx, leader, 100); err != nil {
+		t.Fatal(err)
+	}
+	second, err := e.s.Claim(e.ctx, ClaimRequest{Pool: "cpu", Worker: "w2", N: 1})
+	if err != nil || len(second) != 1 {
+		t.Fatal(err)
+	}
+	// The first claimant's late complete is rejected; its heartbeat reports the lost token.
+	errs, _ := e.s.Complete(e.ctx, Completion{ID: id, Token: first.LeaseToken})
+	if !errors.Is(errs[0], ErrLeaseLost) {
+		t.Fatalf("late complete: %v", errs[0])
+	}
+	stops, err := e.s.Heartbeat(e.ctx, "w1", "cpu", 4, []Lease{{ID: id, Token: first.LeaseToken}})
+	if err != nil || len(stops) != 1 || stops[0].Why != StopLost {
+		t.Fatalf("heartbeat: %v %v", stops, err)
+	}
+	errs, _ = e.s.Complete(e.ctx, Completion{ID: id, Token: second[0].LeaseToken})
+	if errs[0] != nil {
+		t.Fatal(errs[0])
+	}
+	tr, _ := e.s.Trail(e.ctx, id)
+	var sawTimeout bool
+	for _, x := range tr {
+		if x.To == Timeout && x.Reason == ReasonHeartbeatLost {
+			sawTimeout = true
+		}
+	}
+	if !sawTimeout || e.state(id) != Success {
+		t.Fatalf("trail %+v", tr)
+	}
+}
+
+func TestFencing(t *testing.T) {
+	e := newEnv(t)
+	e.submit("", delay(time.Second))
+	if _, err := e.s.Promote(e.ctx, Fence{Name: "region", Token: 7}, 10); err != nil {
+		t.Fatal(err)
+	}
+	e.clock.Advance(2 * time.Second)
+	_, err := e.s.Promote(e.ctx, Fence{Name: "region", Token: 6}, 10)
+	if !errors.Is(err, ErrFenced) {
+		t.Fatalf("token 6 after 7: %v", err)
+	}
+	c, _ := e.s.Counts(e.ctx)
+	due, _ := e.s.DueTasks(e.ctx, 10)
+	if c.Pending != 1 || len(due) != 0 {
+		t.Fatalf("a fenced promote changed something: %+v due=%d", c, len(due))
+	}
+	res, err := e.s.Promote(e.ctx, Fence{Name: "region", Token: 8}, 10)
+	if err != nil || res.Moved != 1 {
+		t.Fatalf("token 8: %+v %v", res, err)
+	}
+}

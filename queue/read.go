@@ -1,0 +1,278 @@
+package queue
+
+import (
+	"context"
+	"fmt"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// Get returns a task by id.
+func (s *Store) Get(ctx context.Context, id string) (*Task, error) {
+	shard, err := s.shardOf(id)
+	if err != nil {
+		return nil, err
+	}
+	h, err := s.rdb.HGetAll(ctx, s.keys[shard].prefix+"t:"+id).Result()
+	if err != nil {
+		return nil, fmt.Errorf("queue: get: %w", err)
+	}
+	if len(h) == 0 {
+		return nil, fmt.Errorf("%w: %s", ErrNotFound, id)
+	}
+	return decodeTask(id, h), nil
+}
+
+// getMany reads several tasks of one shard in one pipeline; missing ones are
+// left out.
+func (s *Store) getMany(ctx context.Context, shard int, ids []string) ([]*Task, error) {
+	if len(ids) == 0 {
+		return nil, nil
+	}
+	p := s.keys[shard].prefix
+	pipe := s.rdb.Pipeline()
+	cmds := make([]*redis.MapStringStringCmd, len(ids))
+	for i, id := range ids {
+		cmds[i] = pipe.HGetAll(ctx, p+"t:"+id)
+	}
+	if _, err := pipe.Exec(ctx); err != nil {
+		return nil, fmt.Errorf("queue: read tasks: %w", err)
+	}
+	out := make([]*Task, 0, len(ids))
+	for i, c := range cmds {
+		if h := c.Val(); len(h) > 0 {
+			out = append(out, decodeTask(ids[i], h))
+		}
+	}
+	return out, nil
+}
+
+// Trail returns a task's transitions, oldest first. The happy path is
+// rebuilt from the record's timestamps; abnormal steps come from its log.
+func (s *Store) Trail(ctx context.Context, id string) ([]Transition, error) {
+	shard, err := s.shardOf(id)
+	if err != nil {
+		return nil, err
+	}
+	p := s.keys[shard].prefix
+	pipe := s.rdb.Pipeline()
+	hc := pipe.HGetAll(ctx, p+"t:"+id)
+	lc := pipe.LRange(ctx, p+"l:"+id, 0, -1)
+	if _, err := pipe.Exec(ctx); err != nil {
+		return nil, fmt.Errorf("queue: trail: %w", err)
+	}
+	h := hc.Val()
+	if len(h) == 0 {
+		return nil, fmt.Errorf("%w: %s", ErrNotFound, id)
+	}
+	return buildTrail(h, lc.Val()), nil
+}
+
+func buildTrail(h map[string]string, log []string) []Transition {
+	var tr []Transition
+	at := func(s string) time.Time {
+		if t := msTime(s); t != nil {
+			return *t
+		}
+		return time.Time{}
+	}
+	attempt := atoi(h["at"])
+	born := Pending
+	bornReason := ReasonSubmitted
+	if h["rt"] != "" && h["rt"] == h["ct"] && len(log) == 0 {
+		born, bornReason = Ready, ReasonPlaced
+	}
+	tr = append(tr, Transition{At: at(h["ct"]), To: born, Reason: bornReason, By: "api"})
+	for _, line := range log {
+		f := strings.SplitN(line, "\t", 7)
+		if len(f) < 7 {
+			continue
+		}
+		ts, _ := strconv.ParseInt(f[0], 10, 64)
+		tr = append(tr, Transition{
+			At: time.UnixMilli(ts).UTC(), From: stateOf(f[1]), To: stateOf(f[2]), Reason: f[3],
+			By: f[4], Attempt: atoi(f[5]), Error: f[6],
+		})
+	}
+	st := stateOf(h["st"])
+	// Steps of the current attempt not yet flushed to the log.
+	if rt := h["rt"]; rt != "" && born != Ready {
+		tr = append(tr, Transition{At: at(rt), From: Pending, To: Ready, Reason: h["rs"], Attempt: attempt})
+		if st == Ready || st == Running || st == Success {
+			tr[len(tr)-1].Reason = readyReason(h)
+		}
+	}
+	if st == Running || st == Success {
+		tr = append(tr, Transition{At: at(h["sa"]), From: Ready, To: Running, Reason: ReasonClaimed, By: h["wk"], Attempt: attempt})
+	}
+	if st == Success {
+		tr = append(tr, Transition{At: at(h["fa"]), From: Running, To: Success, Reason: ReasonCompleted, By: h["wk"], Attempt: attempt})
+	}
+	sort.SliceStable(tr, func(i, j int) bool { return tr[i].At.Before(tr[j].At) })
+	return tr
+}
+
+func readyReason(h map[string]string) string {
+	switch h["rs"] {
+	case ReasonPlaced, ReasonDue, ReasonWorkerShutdown, ReasonPreempted:
+		return h["rs"]
+	}
+	return ReasonDue
+}
+
+// Counts are a region's O(1) counters.
+type Counts struct {
+	Pending, Ready, Running, Dead int
+	// Cumulative terminal transitions since the store began.
+	Succeeded, Canceled, Failed int
+	// ReadyBy[pool][priority], RunningBy[pool].
+	ReadyBy   map[string][MaxPriority + 1]int
+	RunningBy map[string]int
+}
+
+// Counts reads every counter of every shard (one HGETALL per shard).
+func (s *Store) Counts(ctx context.Context) (*Counts, error) {
+	c := &Counts{ReadyBy: map[string][MaxPriority + 1]int{}, RunningBy: map[string]int{}}
+	for shard := range s.keys {
+		h, err := s.rdb.HGetAll(ctx, s.keys[shard].base[5]).Result()
+		if err != nil {
+			return nil, fmt.Errorf("queue: counts: %w", err)
+		}
+		for k, v := range h {
+			n := atoi(v)
+			switch {
+			case k == "P":
+				c.Pending += n
+			case k == "R":
+				c.Ready += n
+			case k == "U":
+				c.Running += n
+			case k == "F":
+				c.Dead += n
+			case k == "tS":
+				c.Succeeded += n
+			case k == "tC":
+				c.Canceled += n
+			case k == "tF":
+				c.Failed += n
+			case strings.HasPrefix(k, "u:"):
+				c.RunningBy[k[2:]] += n
+			case strings.HasPrefix(k, "r:"):
+				i := strings.LastIndexByte(k, ':')
+				p := atoi(k[i+1:])
+				if i > 2 && p >= 0 && p <= MaxPriority {
+					a := c.ReadyBy[k[2:i]]
+					a[p] += n
+					c.ReadyBy[k[2:i]] = a
+				}
+			}
+		}
+	}
+	return c, nil
+}
+
+// ReadyIn is the number of READY tasks of a pool over all priorities.
+func (c *Counts) ReadyIn(pool string) int {
+	n := 0
+	for _, v := range c.ReadyBy[pool] {
+		n += v
+	}
+	return n
+}
+
+// DeadLetters lists FAILED tasks, newest first, from offset.
+func (s *Store) DeadLetters(ctx context.Context, offset, limit int) ([]*Task, error) {
+	limit = clampBatch(limit)
+	var out []*Task
+	for shard := range s.keys {
+		ids, err := s.rdb.ZRevRange(ctx, s.keys[shard].base[4], int64(offset), int64(offset+limit-1)).Result()
+		if err != nil {
+			return nil, fmt.Errorf("queue: dead letters: %w", err)
+		}
+		ts, err := s.getMany(ctx, shard, ids)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, ts...)
+	}
+	return out, nil
+}
+
+// Event is one entry of the region's event stream: one script call.
+type Event struct {
+	ID    string // stream entry id, to resume from
+	Shard int
+	Op    string   // submit, promote, place, claim, complete, retry, dead, reap, cancel, replay, return
+	N     int      // tasks concerned
+	Tasks []string // up to 32 of their ids
+}
+
+// Events reads entries after the given stream ids (one per shard, "$" or ""
+// for only new ones, "0" for all kept), blocking up to block (0: don't).
+func (s *Store) Events(ctx context.Context, after []string, count int, block time.Duration) ([]Event, []string, error) {
+	streams := make([]string, 0, 2*len(s.keys))
+	next := make([]string, len(s.keys))
+	for i := range s.keys {
+		streams = append(streams, s.keys[i].base[6])
+		a := "$"
+		if i < len(after) && after[i] != "" {
+			a = after[i]
+		}
+		next[i] = a
+	}
+	streams = append(streams, next...)
+	args := &redis.XReadArgs{Streams: streams, Count: int64(count), Block: block}
+	if block <= 0 {
+		args.Block = -1
+	}
+	res, err := s.rdb.XRead(ctx, args).Result()
+	if err == redis.Nil {
+		return nil, next, nil
+	}
+	if err != nil {
+		return nil, next, fmt.Errorf("queue: events: %w", err)
+	}
+	var out []Event
+	for _, st := range res {
+		shard := 0
+		for i := range s.keys {
+			if s.keys[i].base[6] == st.Stream {
+				shard = i
+			}
+		}
+		for _, m := range st.Messages {
+			e := Event{ID: m.ID, Shard: shard, Op: fmt.Sprint(m.Values["op"]), N: atoi(fmt.Sprint(m.Values["n"]))}
+			if ids := fmt.Sprint(m.Values["ids"]); ids != "" {
+				e.Tasks = strings.Split(ids, ",")
+			}
+			out = append(out, e)
+			next[shard] = m.ID
+		}
+	}
+	return out, next, nil
+}
+
+// LiveSlots reads a pool's live workers and slots without changing
+// anything: workers whose last heartbeat is within maxAge.
+func (s *Store) LiveSlots(ctx context.Context, pool string, maxAge time.Duration) (workers, slots int, err error) {
+	p := s.keys[0].prefix
+	min := strconv.FormatInt(s.now().Add(-maxAge).UnixMilli(), 10)
+	ws, err := s.rdb.ZRangeByScore(ctx, p+"workers:"+pool, &redis.ZRangeBy{Min: min, Max: "+inf"}).Result()
+	if err != nil || len(ws) == 0 {
+		return 0, 0, err
+	}
+	vals, err := s.rdb.HMGet(ctx, p+"slots:"+pool, ws...).Result()
+	if err != nil {
+		return 0, 0, err
+	}
+	for _, v := range vals {
+		if v != nil {
+			slots += atoi(fmt.Sprint(v))
+		}
+	}
+	return len(ws), slots, nil
+}

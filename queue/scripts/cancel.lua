@@ -1,0 +1,35 @@
+-- cancel.lua: PENDING/READY→CANCELED at once; RUNNING gets a cancel request
+-- (the worker stops the handler at its next heartbeat and acks, or the lease
+-- expires); HANDED_OFF answers with the region that holds the task.
+-- KEYS: 1-8 see lib.lua.
+-- ARGV: 1 clock, 2 id, 3 reason, 4 by, 5 retention ms.
+-- Returns: {0, 'C'} canceled; {0, 'U'} requested; {1, state} illegal;
+--          {2} not found; {3, region} handed off.
+local now = clock(ARGV[1])
+local id, reason, by = ARGV[2], ARGV[3], ARGV[4]
+local tk = tkey(id)
+local r = redis.call('HMGET', tk, 'st', 'po', 'pr', 'at', 'ho')
+local st = r[1]
+if not st then return {2} end
+if st == 'P' then
+  redis.call('ZREM', K_DELAYED, id)
+  redis.call('ZREM', K_DUE, id)
+  cnt('P', -1)
+elseif st == 'R' then
+  redis.call('ZREM', qkey(r[2], r[3]), id)
+  cnt('R', -1)
+  cnt('r:' .. r[2] .. ':' .. r[3], -1)
+elseif st == 'U' then
+  redis.call('HSET', tk, 'cx', '1')
+  return {0, 'U'}
+elseif st == 'H' then
+  return {3, r[5]}
+else
+  return {1, st}
+end
+redis.call('HSET', tk, 'st', 'C', 'rs', reason, 'fa', fmt(now))
+cnt('tC', 1)
+trail(id, now, st, 'C', reason, by, r[4] or '0', '')
+retain(id, ARGV[5])
+event('cancel', {id}, 1)
+return {0, 'C'}

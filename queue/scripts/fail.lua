@@ -1,0 +1,29 @@
+-- fail.lua: the lease holder reports a failed attempt. RUNNING→PENDING
+-- (retry with backoff) or RUNNING→FAILED (dead letters); RUNNING→CANCELED
+-- when a cancel was requested meanwhile.
+-- KEYS: 1-8 see lib.lua.
+-- ARGV: 1 clock, 2 id, 3 token, 4 error, 5 retryable '1'|'0', 6 jitter 0..999,
+--       7 dead retention ms, 8 canceled retention ms, 9 reason for the step
+--       (HANDLER_ERROR, DEADLINE_EXCEEDED, ...).
+-- Returns: {0, new state code, due_ms or '0'}; {1, state} lease lost; {2} not found.
+local now = clock(ARGV[1])
+local id, token, err = ARGV[2], ARGV[3], ARGV[4]
+local tk = tkey(id)
+local r = redis.call('HMGET', tk, 'st', 'lt', 'at', 'mr', 'rb', 'rc', 'po', 'rt', 'sa', 'wk', 'cx')
+if not r[1] then return {2} end
+if r[1] ~= 'U' or r[2] ~= token then return {1, r[1]} end
+leave_running(id, r[7])
+flush(id, r[8], r[9], r[10], r[3])
+redis.call('HSET', tk, 'er', err)
+if r[11] == '1' then
+  redis.call('HSET', tk, 'st', 'C', 'rs', 'CANCELED_BY_USER', 'fa', fmt(now))
+  cnt('tC', 1)
+  trail(id, now, 'U', 'C', 'CANCELED_BY_USER', r[10], r[3], err)
+  retain(id, ARGV[8])
+  event('cancel', {id}, 1)
+  return {0, 'C', '0'}
+end
+local st, due = retry_or_dead(id, now, tonumber(r[3]), tonumber(r[4]), tonumber(r[5]), tonumber(r[6]),
+  'U', ARGV[9], r[10], err, ARGV[5] == '1', tonumber(ARGV[6]), ARGV[7])
+event(st == 'F' and 'dead' or 'retry', {id}, 1)
+return {0, st, fmt(due)}

@@ -1,0 +1,134 @@
+-- lib.lua: prepended to every script (see scripts.go). Not a script itself.
+--
+-- Every script gets the same first eight KEYS, all sharing the shard's hash
+-- tag {s}:
+--   KEYS[1] shard prefix "ax:{s}:"   -- per-task and per-pool keys are built
+--                                       from it (t:<id>, l:<id>, q:<pool>:<p>,
+--                                       wake:<pool>): their names are only
+--                                       known inside the script, and the
+--                                       shared hash tag keeps them on KEYS[1]'s
+--                                       Cluster slot.
+--   KEYS[2] delayed  KEYS[3] due  KEYS[4] running  KEYS[5] dead
+--   KEYS[6] cnt      KEYS[7] events  KEYS[8] seq
+-- Scripts that need more declare them from KEYS[9] on.
+--
+-- ARGV[1] is always the clock: '' means Redis TIME; an integer string is a
+-- test-injected time in ms.
+--
+-- Numbers leave Lua only through fmt(): tostring keeps 14 digits.
+
+local K_PREFIX, K_DELAYED, K_DUE, K_RUNNING = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
+local K_DEAD, K_CNT, K_EVENTS, K_SEQ = KEYS[5], KEYS[6], KEYS[7], KEYS[8]
+
+local function fmt(n) return string.format('%d', n) end
+
+local function clock(arg)
+  if arg ~= nil and arg ~= '' then return tonumber(arg) end
+  local t = redis.call('TIME')
+  return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+end
+
+local function tkey(id) return K_PREFIX .. 't:' .. id end
+local function lkey(id) return K_PREFIX .. 'l:' .. id end
+local function qkey(pool, p) return K_PREFIX .. 'q:' .. pool .. ':' .. p end
+local function wkey(pool) return K_PREFIX .. 'wake:' .. pool end
+
+local function cnt(field, d) redis.call('HINCRBY', K_CNT, field, d) end
+
+-- fence checks a leader's token against the highest one seen for this
+-- election on this shard, and raises the record when the token is higher.
+-- false means a newer leader exists: the caller changes nothing.
+local function fence(key, tok)
+  local t = tonumber(tok)
+  local cur = tonumber(redis.call('GET', key) or '0')
+  if t == nil or t < cur then return false end
+  if t > cur then redis.call('SET', key, fmt(t)) end
+  return true
+end
+
+-- wake leaves one marker for idle claimers of a pool; never more than one.
+local function wake(pool)
+  if redis.call('LLEN', wkey(pool)) == 0 then redis.call('RPUSH', wkey(pool), '1') end
+end
+
+-- trail appends one abnormal transition. Fields are tab-separated; the
+-- caller has removed tabs and newlines from err.
+local function trail(id, ts, from, to, reason, by, attempt, err)
+  redis.call('RPUSH', lkey(id), fmt(ts) .. '\t' .. from .. '\t' .. to .. '\t' .. reason ..
+    '\t' .. (by or '') .. '\t' .. (attempt or '0') .. '\t' .. (err or ''))
+end
+
+-- flush writes the happy steps of the current attempt (READY, CLAIMED) to
+-- the trail before an abnormal step overwrites their timestamps.
+local function flush(id, rt, sa, wk, at)
+  if rt then
+    trail(id, tonumber(rt), 'P', 'R', 'DUE', '', at, '')
+    redis.call('HDEL', tkey(id), 'rt')
+  end
+  if sa then trail(id, tonumber(sa), 'R', 'U', 'CLAIMED', wk, at, '') end
+end
+
+-- event adds one entry per script call to the region's stream, capped.
+local function event(op, ids, n)
+  if n == 0 then return end
+  local shown = {}
+  for i = 1, math.min(#ids, 32) do shown[i] = ids[i] end
+  redis.call('XADD', K_EVENTS, 'MAXLEN', '~', '10000', '*', 'op', op, 'n', fmt(n),
+    'ids', table.concat(shown, ','))
+end
+
+-- finish sets retention on a terminal record and its trail.
+local function retain(id, ms)
+  redis.call('PEXPIRE', tkey(id), ms)
+  redis.call('PEXPIRE', lkey(id), ms)
+end
+
+-- backoff is min(cap, base*2^(attempt-1)) plus up to 25% jitter (j in 0..999).
+local function backoff(base, cap, attempt, j)
+  local d = base
+  for _ = 2, attempt do
+    d = d * 2
+    if d >= cap then break end
+  end
+  if d > cap then d = cap end
+  return d + math.floor(d * j / 4000)
+end
+
+-- retry_or_dead moves a task that left RUNNING unsuccessfully on: back to
+-- PENDING with backoff while retries are left (and retryable), else FAILED.
+-- Returns the new state code and the due time (0 when FAILED).
+local function retry_or_dead(id, now, at, mr, rb, rc, from, reason, by, err, retryable, j, dead_ret)
+  if retryable and at <= mr then
+    local due = now + backoff(rb, rc, at, j)
+    redis.call('HSET', tkey(id), 'st', 'P', 'rs', 'RETRY_BACKOFF', 'du', fmt(due))
+    redis.call('ZADD', K_DELAYED, fmt(due), id)
+    cnt('P', 1)
+    trail(id, now, from, 'P', reason, by, fmt(at), err)
+    return 'P', due
+  end
+  local r = retryable and 'RETRIES_EXHAUSTED' or 'NON_RETRYABLE'
+  redis.call('HSET', tkey(id), 'st', 'F', 'rs', r, 'fa', fmt(now))
+  redis.call('ZADD', K_DEAD, fmt(now), id)
+  cnt('F', 1)
+  cnt('tF', 1)
+  trail(id, now, from, 'F', r, by, fmt(at), err)
+  retain(id, dead_ret)
+  return 'F', 0
+end
+
+-- leave_running undoes a RUNNING task's bookkeeping.
+local function leave_running(id, pool)
+  redis.call('ZREM', K_RUNNING, id)
+  redis.call('HDEL', tkey(id), 'lt', 'dl', 'pq')
+  cnt('U', -1)
+  cnt('u:' .. pool, -1)
+end
+
+-- make_ready puts a PENDING task into its pool's ready set.
+local function make_ready(id, now, pool, prio, eq, reason)
+  redis.call('HSET', tkey(id), 'st', 'R', 'rs', reason, 'po', pool, 'eq', eq, 'rt', fmt(now))
+  redis.call('ZADD', qkey(pool, prio), eq, id)
+  cnt('R', 1)
+  cnt('r:' .. pool .. ':' .. prio, 1)
+  wake(pool)
+end

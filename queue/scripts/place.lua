@@ -1,0 +1,32 @@
+-- place.lua (leader, fenced): decide due tasks waiting for placement.
+-- Each item either names a local pool (PENDING→READY, PLACED) or defers the
+-- task to retry_at (stays PENDING, NO_CAPACITY).
+-- KEYS: 1-8 see lib.lua; 9 fence key.
+-- ARGV: 1 clock, 2 fencing token, 3 n, then per item: id, pool, retry_at_ms.
+-- Returns: {-1} when fenced; else {placed, deferred, skipped}.
+local now = clock(ARGV[1])
+if not fence(KEYS[9], ARGV[2]) then return {-1} end
+local n = tonumber(ARGV[3])
+local placed, deferred, skipped = 0, 0, 0
+local ids = {}
+for k = 0, n - 1 do
+  local id, pool, retry = ARGV[4 + 3 * k], ARGV[5 + 3 * k], ARGV[6 + 3 * k]
+  local r = redis.call('HMGET', tkey(id), 'st', 'pr', 'eq', 'ke', 'rs')
+  if redis.call('ZREM', K_DUE, id) == 0 or r[1] ~= 'P' then
+    skipped = skipped + 1
+  elseif pool ~= '' then
+    local eq = fmt(now)
+    if r[4] == '1' then eq = r[3]; redis.call('HDEL', tkey(id), 'ke') end
+    cnt('P', -1)
+    make_ready(id, now, pool, r[2], eq, 'PLACED')
+    placed = placed + 1
+    ids[#ids + 1] = id
+  else
+    redis.call('ZADD', K_DELAYED, retry, id)
+    redis.call('HSET', tkey(id), 'rs', 'NO_CAPACITY', 'du', retry)
+    if r[5] ~= 'NO_CAPACITY' then trail(id, now, 'P', 'P', 'NO_CAPACITY', 'leader', '0', '') end
+    deferred = deferred + 1
+  end
+end
+event('place', ids, placed)
+return {placed, deferred, skipped}

@@ -1,0 +1,24 @@
+-- priority.lua: change a live task's priority. A READY task moves to the
+-- ready set of its new priority keeping its enqueue time.
+-- KEYS: 1-8 see lib.lua.
+-- ARGV: 1 clock, 2 id, 3 new priority, 4 by.
+-- Returns: {0, old} changed; {1, state} terminal; {2} not found; {3, region} handed off.
+local now = clock(ARGV[1])
+local id, np = ARGV[2], ARGV[3]
+local tk = tkey(id)
+local r = redis.call('HMGET', tk, 'st', 'po', 'pr', 'at', 'ho')
+local st = r[1]
+if not st then return {2} end
+if st == 'H' then return {3, r[5]} end
+if st ~= 'P' and st ~= 'R' and st ~= 'U' then return {1, st} end
+if r[3] == np then return {0, np} end
+if st == 'R' then
+  local score = redis.call('ZSCORE', qkey(r[2], r[3]), id)
+  redis.call('ZREM', qkey(r[2], r[3]), id)
+  redis.call('ZADD', qkey(r[2], np), score, id)
+  cnt('r:' .. r[2] .. ':' .. r[3], -1)
+  cnt('r:' .. r[2] .. ':' .. np, 1)
+end
+redis.call('HSET', tk, 'pr', np)
+trail(id, now, st, st, 'PRIORITY_CHANGED', ARGV[4], r[4] or '0', r[3] .. '->' .. np)
+return {0, r[3]}

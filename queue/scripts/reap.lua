@@ -1,0 +1,39 @@
+-- reap.lua (leader, fenced): expired leases go through TIMEOUT (recorded in
+-- the trail) to PENDING with backoff, FAILED when retries are spent, or
+-- CANCELED when a cancel was requested. A lease expiry spends a retry.
+-- KEYS: 1-8 see lib.lua; 9 fence key.
+-- ARGV: 1 clock, 2 fencing token, 3 limit (≤ 1000), 4 jitter seed,
+--       5 dead retention ms, 6 canceled retention ms.
+-- Returns: {-1} when fenced; else {reaped, next_expiry_ms or ''}.
+local now = clock(ARGV[1])
+if not fence(KEYS[9], ARGV[2]) then return {-1} end
+local ids = redis.call('ZRANGEBYSCORE', K_RUNNING, '-inf', fmt(now), 'LIMIT', 0, tonumber(ARGV[3]))
+local seed = tonumber(ARGV[4])
+local done = {}
+for k, id in ipairs(ids) do
+  local tk = tkey(id)
+  local r = redis.call('HMGET', tk, 'st', 'at', 'mr', 'rb', 'rc', 'po', 'rt', 'sa', 'wk', 'cx', 'dl')
+  if r[1] ~= 'U' then
+    redis.call('ZREM', K_RUNNING, id) -- stale entry; nothing else to undo
+  else
+    leave_running(id, r[6])
+    flush(id, r[7], r[8], r[9], r[2])
+    local why = 'HEARTBEAT_LOST'
+    if r[11] and now >= tonumber(r[11]) then why = 'DEADLINE_EXCEEDED' end
+    trail(id, now, 'U', 'T', why, 'reaper', r[2], '')
+    redis.call('HSET', tk, 'er', why)
+    if r[10] == '1' then
+      redis.call('HSET', tk, 'st', 'C', 'rs', 'CANCELED_BY_USER', 'fa', fmt(now))
+      cnt('tC', 1)
+      trail(id, now, 'T', 'C', 'CANCELED_BY_USER', 'reaper', r[2], '')
+      retain(id, ARGV[6])
+    else
+      retry_or_dead(id, now, tonumber(r[2]), tonumber(r[3]), tonumber(r[4]), tonumber(r[5]),
+        'T', why, 'reaper', '', true, (seed + k * 7919) % 1000, ARGV[5])
+    end
+    done[#done + 1] = id
+  end
+end
+event('reap', done, #done)
+local nxt = redis.call('ZRANGE', K_RUNNING, 0, 0, 'WITHSCORES')
+return {#done, nxt[2] or ''}

@@ -1,0 +1,23 @@
+-- replay.lua: FAILED→PENDING (REPLAYED) with a fresh retry budget; the task
+-- is due at once and is placed (or made READY in its pinned pool) by the
+-- next promotion.
+-- KEYS: 1-8 see lib.lua.
+-- ARGV: 1 clock, 2 id, 3 by.
+-- Returns: {0} replayed; {1, state} not FAILED; {2} not found.
+local now = clock(ARGV[1])
+local id = ARGV[2]
+local tk = tkey(id)
+local st = redis.call('HGET', tk, 'st')
+if not st then return {2} end
+if st ~= 'F' then return {1, st} end
+redis.call('ZREM', K_DEAD, id)
+cnt('F', -1)
+redis.call('PERSIST', tk)
+redis.call('PERSIST', lkey(id))
+redis.call('HSET', tk, 'st', 'P', 'rs', 'REPLAYED', 'at', '0', 'du', fmt(now))
+redis.call('HDEL', tk, 'fa', 'rt', 'sa', 'wk')
+redis.call('ZADD', K_DELAYED, fmt(now), id)
+cnt('P', 1)
+trail(id, now, 'F', 'P', 'REPLAYED', ARGV[3], '0', '')
+event('replay', {id}, 1)
+return {0}

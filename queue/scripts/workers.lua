@@ -1,0 +1,17 @@
+-- workers.lua (leader, fenced): forget workers of a pool whose last
+-- heartbeat is older than the cutoff. Their tasks are reaped by lease expiry.
+-- KEYS: 1-8 see lib.lua; 9 fence key, 10 workers:<pool>, 11 slots:<pool>.
+-- ARGV: 1 clock, 2 fencing token, 3 cutoff age ms.
+-- Returns: {-1} fenced; else {removed, live workers, live slots}.
+local now = clock(ARGV[1])
+if not fence(KEYS[9], ARGV[2]) then return {-1} end
+local cutoff = now - tonumber(ARGV[3])
+local gone = redis.call('ZRANGEBYSCORE', KEYS[10], '-inf', '(' .. fmt(cutoff))
+for _, w in ipairs(gone) do
+  redis.call('ZREM', KEYS[10], w)
+  redis.call('HDEL', KEYS[11], w)
+end
+local live = redis.call('ZRANGE', KEYS[10], 0, -1)
+local slots = 0
+for _, w in ipairs(live) do slots = slots + tonumber(redis.call('HGET', KEYS[11], w) or '0') end
+return {#gone, #live, slots}

@@ -1,0 +1,741 @@
+package queue
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"hash/fnv"
+	"math/rand/v2"
+	"strconv"
+	"sync/atomic"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// MaxBatch bounds every batched script: Lua's unpack breaks near 8 000
+// values and one long script blocks the whole Redis.
+const MaxBatch = 1000
+
+// Options configure a Store. Zero values take the defaults noted.
+type Options struct {
+	Region    string        // home region written into new ids (required)
+	Shards    int           // shards of this region's Redis (default 1)
+	Prefix    string        // key prefix (default "ax")
+	Lease     time.Duration // lease per claim and heartbeat (default 10s)
+	AgingStep time.Duration // one priority level per step of waiting (default 60s)
+	// Retention of terminal records (defaults 24h, 24h, 7d).
+	RetainSuccess, RetainCanceled, RetainDead time.Duration
+	Defaults                                  Defaults
+	// WaitReplicas > 0 makes every accepted submit wait for that many
+	// replicas (Redis WAIT) before it is acknowledged, so it survives a
+	// failover. WaitTimeout bounds the wait (default 100ms).
+	WaitReplicas int
+	WaitTimeout  time.Duration
+	// Now, when set, replaces Redis TIME inside scripts. Tests only.
+	Now func() time.Time
+}
+
+func (o *Options) withDefaults() error {
+	if !regionRe.MatchString(o.Region) {
+		return fmt.Errorf("queue: region %q is not a region name", o.Region)
+	}
+	if o.Shards <= 0 {
+		o.Shards = 1
+	}
+	if o.Prefix == "" {
+		o.Prefix = "ax"
+	}
+	if o.Lease <= 0 {
+		o.Lease = 10 * time.Second
+	}
+	if o.AgingStep <= 0 {
+		o.AgingStep = 60 * time.Second
+	}
+	if o.RetainSuccess <= 0 {
+		o.RetainSuccess = 24 * time.Hour
+	}
+	if o.RetainCanceled <= 0 {
+		o.RetainCanceled = 24 * time.Hour
+	}
+	if o.RetainDead <= 0 {
+		o.RetainDead = 7 * 24 * time.Hour
+	}
+	if o.Defaults == (Defaults{}) {
+		o.Defaults = DefaultDefaults()
+	}
+	if o.WaitTimeout <= 0 {
+		o.WaitTimeout = 100 * time.Millisecond
+	}
+	return nil
+}
+
+// Store is a region's task store. It is safe for concurrent use.
+type Store struct {
+	rdb  redis.UniversalClient
+	opts Options
+	keys []shardKeys
+	rr   atomic.Uint32
+}
+
+type shardKeys struct {
+	prefix string
+	base   []string // KEYS[1..8] of every script
+}
+
+// New returns a Store over rdb.
+func New(rdb redis.UniversalClient, opts Options) (*Store, error) {
+	if err := opts.withDefaults(); err != nil {
+		return nil, err
+	}
+	s := &Store{rdb: rdb, opts: opts}
+	for i := 0; i < opts.Shards; i++ {
+		p := fmt.Sprintf("%s:{%s:%d}:", opts.Prefix, opts.Region, i)
+		s.keys = append(s.keys, shardKeys{prefix: p, base: []string{
+			p, p + "delayed", p + "due", p + "running", p + "dead", p + "cnt", p + "events", p + "seq",
+		}})
+	}
+	return s, nil
+}
+
+// Options returns the store's effective options.
+func (s *Store) Options() Options { return s.opts }
+
+// Client is the underlying Redis client.
+func (s *Store) Client() redis.UniversalClient { return s.rdb }
+
+// Fence identifies a leader-only write: the election and the leader's
+// fencing token (the CreateRevision of its election key).
+type Fence struct {
+	Name  string
+	Token int64
+}
+
+func (s *Store) clock() string {
+	if s.opts.Now == nil {
+		return ""
+	}
+	return strconv.FormatInt(s.opts.Now().UnixMilli(), 10)
+}
+
+func (s *Store) now() time.Time {
+	if s.opts.Now != nil {
+		return s.opts.Now()
+	}
+	return time.Now()
+}
+
+func (s *Store) keysWith(shard int, extra ...string) []string {
+	k := make([]string, 0, 8+len(extra))
+	k = append(k, s.keys[shard].base...)
+	return append(k, extra...)
+}
+
+func (s *Store) fenceKey(shard int, f Fence) string {
+	return s.keys[shard].prefix + "fence:" + f.Name
+}
+
+func (s *Store) shardOf(id string) (int, error) {
+	p, err := ParseID(id)
+	if err != nil {
+		return 0, err
+	}
+	if p.Region != s.opts.Region || p.Shard >= s.opts.Shards {
+		return 0, fmt.Errorf("%w: %s is not held by region %s", ErrNotFound, id, s.opts.Region)
+	}
+	return p.Shard, nil
+}
+
+// ShardForKey is the shard of a keyed submit: from tenant and key, so the
+// key is found without a lookup.
+func (s *Store) ShardForKey(tenant, key string) int {
+	h := fnv.New32a()
+	h.Write([]byte(tenant))
+	h.Write([]byte{0})
+	h.Write([]byte(key))
+	return int(h.Sum32() % uint32(s.opts.Shards))
+}
+
+// NewTask is one task to accept.
+type NewTask struct {
+	Spec   *Spec  // normalized (Spec.Normalize)
+	Pool   string // pool it is placed in; "" leaves it unplaced (PENDING until placed)
+	Pinned bool   // stays in Pool across retries and delays instead of being re-placed
+	ID     string // fixed id (hand-off, schedules); "" generates one
+}
+
+// SubmitResult is the outcome of one NewTask.
+type SubmitResult struct {
+	ID        string
+	State     State
+	Duplicate bool  // an earlier task with the same idempotency key and spec
+	Err       error // ErrIdempotencyConflict, ErrExists, or nil
+}
+
+// Submit accepts tasks, at most MaxBatch per Redis call. Results are in
+// input order. The error is for Redis failures; per-task outcomes are in
+// the results.
+func (s *Store) Submit(ctx context.Context, tasks ...NewTask) ([]SubmitResult, error) {
+	res := make([]SubmitResult, len(tasks))
+	byShard := make([][]int, s.opts.Shards)
+	now := s.now()
+	for i, t := range tasks {
+		var shard int
+		switch {
+		case t.ID != "":
+			p, err := ParseID(t.ID)
+			if err != nil {
+				return nil, err
+			}
+			shard = p.Shard % s.opts.Shards
+		case t.Spec.IdempotencyKey != "":
+			shard = s.ShardForKey(t.Spec.Tenant, t.Spec.IdempotencyKey)
+		default:
+			shard = int(s.rr.Add(1) % uint32(s.opts.Shards))
+		}
+		if t.ID == "" {
+			tasks[i].ID = NewID(s.opts.Region, shard, now)
+		}
+		byShard[shard] = append(byShard[shard], i)
+	}
+	for shard, idx := range byShard {
+		for start := 0; start < len(idx); start += MaxBatch {
+			end := min(start+MaxBatch, len(idx))
+			if err := s.submitShard(ctx, shard, tasks, idx[start:end], res); err != nil {
+				return nil, err
+			}
+		}
+	}
+	if s.opts.WaitReplicas > 0 {
+		n, err := s.rdb.Do(ctx, "WAIT", s.opts.WaitReplicas, s.opts.WaitTimeout.Milliseconds()).Int64()
+		if err != nil {
+			return nil, fmt.Errorf("queue: submit: wait for replicas: %w", err)
+		}
+		if int(n) < s.opts.WaitReplicas {
+			return nil, fmt.Errorf("queue: submit: only %d of %d replicas acknowledged", n, s.opts.WaitReplicas)
+		}
+	}
+	return res, nil
+}
+
+func (s *Store) submitShard(ctx context.Context, shard int, tasks []NewTask, idx []int, res []SubmitResult) error {
+	keys := s.keysWith(shard)
+	argv := make([]any, 0, 2+len(idx)*30)
+	argv = append(argv, s.clock(), len(idx))
+	nkeyed := 0
+	for _, i := range idx {
+		t := tasks[i]
+		sp := t.Spec
+		due := ""
+		if sp.RunAt != nil {
+			due = strconv.FormatInt(sp.RunAt.UnixMilli(), 10)
+		}
+		idem, ttl, hash := 0, "0", ""
+		if sp.IdempotencyKey != "" {
+			nkeyed++
+			idem = nkeyed
+			keys = append(keys, s.keys[shard].prefix+"idem:"+sp.Tenant+":"+sp.IdempotencyKey)
+			ttl = ms(time.Duration(sp.IdempotencyTTL))
+			hash = sp.Hash()
+		}
+		f := specFields(sp)
+		if t.Pinned && t.Pool != "" {
+			f = append(f, "pn", "1", "po", t.Pool)
+		}
+		argv = append(argv, t.ID, t.Pool, strconv.Itoa(*sp.Priority), due, idem, ttl, hash, len(f)/2)
+		argv = append(argv, f...)
+	}
+	out, err := scripts.submit.Run(ctx, s.rdb, keys, argv...).Slice()
+	if err != nil {
+		return fmt.Errorf("queue: submit: %w", err)
+	}
+	for k, i := range idx {
+		code, _ := out[3*k].(int64)
+		id, _ := out[3*k+1].(string)
+		st, _ := out[3*k+2].(string)
+		r := SubmitResult{ID: id, State: stateOf(st)}
+		switch code {
+		case 1:
+			r.Duplicate = true
+		case 2:
+			r.Err = ErrIdempotencyConflict
+		case 3:
+			r.Err = ErrExists
+		}
+		res[i] = r
+	}
+	return nil
+}
+
+// PromoteResult reports one promotion pass.
+type PromoteResult struct {
+	Moved   int       // tasks that left the delayed set
+	Ready   int       // of those, made READY in their pinned pool
+	NextDue time.Time // earliest remaining due time; zero when none
+}
+
+// Promote moves due delayed tasks on, at most limit per shard and call
+// (≤ MaxBatch). Pinned tasks become READY; the others wait in the due set
+// for placement (DueTasks, Place).
+func (s *Store) Promote(ctx context.Context, f Fence, limit int) (PromoteResult, error) {
+	limit = clampBatch(limit)
+	var res PromoteResult
+	for shard := range s.keys {
+		out, err := scripts.promote.Run(ctx, s.rdb, s.keysWith(shard, s.fenceKey(shard, f)),
+			s.clock(), f.Token, limit).Slice()
+		if err != nil {
+			return res, fmt.Errorf("queue: promote: %w", err)
+		}
+		if fenced(out) {
+			return res, ErrFenced
+		}
+		res.Moved += toInt(out[0])
+		res.Ready += toInt(out[1])
+		if t := msTime(toStr(out[2])); t != nil && (res.NextDue.IsZero() || t.Before(res.NextDue)) {
+			res.NextDue = *t
+		}
+	}
+	return res, nil
+}
+
+// DueTasks returns up to limit PENDING tasks that are due and wait for
+// placement, oldest first. Read-only.
+func (s *Store) DueTasks(ctx context.Context, limit int) ([]*Task, error) {
+	limit = clampBatch(limit)
+	var out []*Task
+	for shard := range s.keys {
+		ids, err := s.rdb.ZRange(ctx, s.keys[shard].base[2], 0, int64(limit-1)).Result()
+		if err != nil {
+			return nil, fmt.Errorf("queue: due tasks: %w", err)
+		}
+		ts, err := s.getMany(ctx, shard, ids)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, ts...)
+	}
+	return out, nil
+}
+
+// Assignment is a placement decision for a due task: a local pool, or no
+// capacity now (Pool "") with the time to try again.
+type Assignment struct {
+	ID      string
+	Pool    string
+	RetryAt time.Time
+}
+
+// PlaceResult counts what Place did.
+type PlaceResult struct{ Placed, Deferred, Skipped int }
+
+// Place applies placement decisions to due tasks (leader only).
+func (s *Store) Place(ctx context.Context, f Fence, as []Assignment) (PlaceResult, error) {
+	var res PlaceResult
+	byShard := make([][]any, s.opts.Shards)
+	for _, a := range as {
+		shard, err := s.shardOf(a.ID)
+		if err != nil {
+			res.Skipped++
+			continue
+		}
+		retry := ""
+		if a.Pool == "" {
+			retry = strconv.FormatInt(a.RetryAt.UnixMilli(), 10)
+		}
+		byShard[shard] = append(byShard[shard], a.ID, a.Pool, retry)
+	}
+	for shard, items := range byShard {
+		for start := 0; start < len(items); start += 3 * MaxBatch {
+			chunk := items[start:min(start+3*MaxBatch, len(items))]
+			argv := append([]any{s.clock(), f.Token, len(chunk) / 3}, chunk...)
+			out, err := scripts.place.Run(ctx, s.rdb, s.keysWith(shard, s.fenceKey(shard, f)), argv...).Slice()
+			if err != nil {
+				return res, fmt.Errorf("queue: place: %w", err)
+			}
+			if fenced(out) {
+				return res, ErrFenced
+			}
+			res.Placed += toInt(out[0])
+			res.Deferred += toInt(out[1])
+			res.Skipped += toInt(out[2])
+		}
+	}
+	return res, nil
+}
+
+// ClaimRequest asks for up to N READY tasks of a pool.
+type ClaimRequest struct {
+	Pool   string
+	Worker string
+	N      int
+	Price  float64 // price per slot-hour recorded on each task at claim (0: none)
+}
+
+// Claim takes up to N READY tasks of a pool (READY→RUNNING), each with a
+// lease token in Task.LeaseToken.
+func (s *Store) Claim(ctx context.Context, req ClaimRequest) ([]*Task, error) {
+	n := clampBatch(req.N)
+	price := ""
+	if req.Price > 0 {
+		price = strconv.FormatFloat(req.Price, 'f', -1, 64)
+	}
+	var out []*Task
+	start := int(s.rr.Add(1))
+	for i := 0; i < s.opts.Shards && len(out) < n; i++ {
+		shard := (start + i) % s.opts.Shards
+		res, err := scripts.claim.Run(ctx, s.rdb, s.keysWith(shard), s.clock(), req.Pool, req.Worker,
+			n-len(out), s.opts.Lease.Milliseconds(), s.opts.AgingStep.Milliseconds(), price).Slice()
+		if err != nil {
+			return out, fmt.Errorf("queue: claim: %w", err)
+		}
+		for _, r := range res {
+			item, _ := r.([]any)
+			if len(item) != 2 {
+				continue
+			}
+			pairs, _ := item[1].([]any)
+			out = append(out, decodeTask(toStr(item[0]), pairsToMap(pairs)))
+		}
+	}
+	return out, nil
+}
+
+// WaitForWork blocks until a wake-up marker for pool appears or timeout
+// passes. It returns true when woken. Idle claimers call it instead of
+// polling.
+func (s *Store) WaitForWork(ctx context.Context, pool string, timeout time.Duration) (bool, error) {
+	keys := make([]string, len(s.keys))
+	for i, k := range s.keys {
+		keys[i] = k.prefix + "wake:" + pool
+	}
+	_, err := s.rdb.BLPop(ctx, timeout, keys...).Result()
+	if errors.Is(err, redis.Nil) {
+		return false, nil
+	}
+	if err != nil {
+		return false, fmt.Errorf("queue: wait for work: %w", err)
+	}
+	return true, nil
+}
+
+// Lease identifies a held task.
+type Lease struct{ ID, Token string }
+
+// StopReason says why a worker must stop a task.
+type StopReason string
+
+const (
+	StopLost      StopReason = "LOST"
+	StopCanceled  StopReason = "CANCELED"
+	StopPreempted StopReason = "PREEMPTED"
+	StopDeadline  StopReason = "DEADLINE"
+)
+
+// Stop is a held task the worker must stop.
+type Stop struct {
+	Lease
+	Why StopReason
+}
+
+// Heartbeat extends every lease a worker holds and records the worker (with
+// its slots) as alive in its pool, one call per shard. It returns the tasks
+// to stop.
+func (s *Store) Heartbeat(ctx context.Context, worker, pool string, slots int, held []Lease) ([]Stop, error) {
+	byShard := make([][]any, s.opts.Shards)
+	var stops []Stop
+	for _, l := range held {
+		shard, err := s.shardOf(l.ID)
+		if err != nil {
+			stops = append(stops, Stop{Lease: l, Why: StopLost})
+			continue
+		}
+		byShard[shard] = append(byShard[shard], l.ID, l.Token)
+	}
+	for shard, items := range byShard {
+		if shard != 0 && len(items) == 0 {
+			continue // liveness lives in shard 0
+		}
+		p := s.keys[shard].prefix
+		argv := append([]any{s.clock(), worker, s.opts.Lease.Milliseconds(), slots, len(items) / 2}, items...)
+		out, err := scripts.heartbeat.Run(ctx, s.rdb, s.keysWith(shard, p+"workers:"+pool, p+"slots:"+pool), argv...).Slice()
+		if err != nil {
+			return nil, fmt.Errorf("queue: heartbeat: %w", err)
+		}
+		for i := 0; i+2 < len(out); i += 3 {
+			stops = append(stops, Stop{Lease: Lease{ID: toStr(out[i]), Token: toStr(out[i+1])}, Why: StopReason(toStr(out[i+2]))})
+		}
+	}
+	return stops, nil
+}
+
+// Completion is a successful attempt to record.
+type Completion struct {
+	ID, Token, Result string
+}
+
+// Complete records successes (RUNNING→SUCCESS) in batches. The returned
+// slice holds nil or ErrLeaseLost per completion.
+func (s *Store) Complete(ctx context.Context, cs ...Completion) ([]error, error) {
+	errs := make([]error, len(cs))
+	byShard := make([][]int, s.opts.Shards)
+	for i, c := range cs {
+		shard, err := s.shardOf(c.ID)
+		if err != nil {
+			errs[i] = err
+			continue
+		}
+		byShard[shard] = append(byShard[shard], i)
+	}
+	for shard, idx := range byShard {
+		for start := 0; start < len(idx); start += MaxBatch {
+			part := idx[start:min(start+MaxBatch, len(idx))]
+			argv := make([]any, 0, 3+3*len(part))
+			argv = append(argv, s.clock(), s.opts.RetainSuccess.Milliseconds(), len(part))
+			for _, i := range part {
+				argv = append(argv, cs[i].ID, cs[i].Token, clean(cs[i].Result, MaxResultLen))
+			}
+			out, err := scripts.complete.Run(ctx, s.rdb, s.keysWith(shard), argv...).Slice()
+			if err != nil {
+				return nil, fmt.Errorf("queue: complete: %w", err)
+			}
+			for k, i := range part {
+				if toInt(out[k]) != 0 {
+					errs[i] = ErrLeaseLost
+				}
+			}
+		}
+	}
+	return errs, nil
+}
+
+// Failure is a failed attempt to record.
+type Failure struct {
+	ID, Token string
+	Error     string
+	Retryable bool
+	Reason    string // trail reason of the step; default HANDLER_ERROR
+}
+
+// Fail records a failed attempt: retry with backoff and jitter while retries
+// are left and the error is retryable, else FAILED into the dead set. It
+// returns the new state and, for PENDING, when the retry is due.
+func (s *Store) Fail(ctx context.Context, f Failure) (State, time.Time, error) {
+	shard, err := s.shardOf(f.ID)
+	if err != nil {
+		return "", time.Time{}, err
+	}
+	reason := f.Reason
+	if reason == "" {
+		reason = ReasonHandlerError
+	}
+	retry := "0"
+	if f.Retryable {
+		retry = "1"
+	}
+	out, err := scripts.fail.Run(ctx, s.rdb, s.keysWith(shard), s.clock(), f.ID, f.Token,
+		clean(f.Error, MaxErrorLen), retry, rand.IntN(1000), s.opts.RetainDead.Milliseconds(),
+		s.opts.RetainCanceled.Milliseconds(), reason).Slice()
+	if err != nil {
+		return "", time.Time{}, fmt.Errorf("queue: fail: %w", err)
+	}
+	if err := leaseResult(f.ID, out); err != nil {
+		return "", time.Time{}, err
+	}
+	var due time.Time
+	if t := msTime(toStr(out[2])); t != nil && toStr(out[2]) != "0" {
+		due = *t
+	}
+	return stateOf(toStr(out[1])), due, nil
+}
+
+// Return gives a RUNNING task back without spending a retry (graceful
+// shutdown, preemption): READY at once with its original enqueue time, or
+// after delay.
+func (s *Store) Return(ctx context.Context, id, token, reason string, delay time.Duration) (State, error) {
+	shard, err := s.shardOf(id)
+	if err != nil {
+		return "", err
+	}
+	out, err := scripts.ret.Run(ctx, s.rdb, s.keysWith(shard), s.clock(), id, token, reason,
+		delay.Milliseconds(), s.opts.RetainCanceled.Milliseconds()).Slice()
+	if err != nil {
+		return "", fmt.Errorf("queue: return: %w", err)
+	}
+	if err := leaseResult(id, out); err != nil {
+		return "", err
+	}
+	return stateOf(toStr(out[1])), nil
+}
+
+func leaseResult(id string, out []any) error {
+	switch toInt(out[0]) {
+	case 0:
+		return nil
+	case 1:
+		return fmt.Errorf("%w: task %s is %s", ErrLeaseLost, id, stateOf(toStr(out[1])))
+	default:
+		return fmt.Errorf("%w: %s", ErrNotFound, id)
+	}
+}
+
+// Reap moves expired leases through TIMEOUT on (leader only), at most limit
+// per shard. It returns how many it moved and the next lease expiry.
+func (s *Store) Reap(ctx context.Context, f Fence, limit int) (int, time.Time, error) {
+	limit = clampBatch(limit)
+	total := 0
+	var next time.Time
+	for shard := range s.keys {
+		out, err := scripts.reap.Run(ctx, s.rdb, s.keysWith(shard, s.fenceKey(shard, f)), s.clock(), f.Token,
+			limit, rand.IntN(1000), s.opts.RetainDead.Milliseconds(), s.opts.RetainCanceled.Milliseconds()).Slice()
+		if err != nil {
+			return total, next, fmt.Errorf("queue: reap: %w", err)
+		}
+		if fenced(out) {
+			return total, next, ErrFenced
+		}
+		total += toInt(out[0])
+		if t := msTime(toStr(out[1])); t != nil && (next.IsZero() || t.Before(next)) {
+			next = *t
+		}
+	}
+	return total, next, nil
+}
+
+// HandedOffError says a task now lives in another region.
+type HandedOffError struct{ ID, Region string }
+
+func (e *HandedOffError) Error() string {
+	return fmt.Sprintf("queue: task %s was handed off to %s", e.ID, e.Region)
+}
+
+// Cancel cancels a task: PENDING/READY at once (returns CANCELED), RUNNING
+// as a request (returns RUNNING). Terminal tasks give a *TransitionError,
+// handed-off ones a *HandedOffError.
+func (s *Store) Cancel(ctx context.Context, id, reason, by string) (State, error) {
+	shard, err := s.shardOf(id)
+	if err != nil {
+		return "", err
+	}
+	if reason == "" {
+		reason = ReasonCanceledByUser
+	}
+	out, err := scripts.cancel.Run(ctx, s.rdb, s.keysWith(shard), s.clock(), id, reason, by,
+		s.opts.RetainCanceled.Milliseconds()).Slice()
+	if err != nil {
+		return "", fmt.Errorf("queue: cancel: %w", err)
+	}
+	return s.opResult(id, "cancel", out)
+}
+
+func (s *Store) opResult(id, op string, out []any) (State, error) {
+	switch toInt(out[0]) {
+	case 0:
+		if len(out) > 1 {
+			return stateOf(toStr(out[1])), nil
+		}
+		return "", nil
+	case 1:
+		return "", &TransitionError{ID: id, State: stateOf(toStr(out[1])), Op: op}
+	case 3:
+		return "", &HandedOffError{ID: id, Region: toStr(out[1])}
+	default:
+		return "", fmt.Errorf("%w: %s", ErrNotFound, id)
+	}
+}
+
+// Replay puts a dead letter back (FAILED→PENDING) with a fresh retry budget.
+func (s *Store) Replay(ctx context.Context, id, by string) error {
+	shard, err := s.shardOf(id)
+	if err != nil {
+		return err
+	}
+	out, err := scripts.replay.Run(ctx, s.rdb, s.keysWith(shard), s.clock(), id, by).Slice()
+	if err != nil {
+		return fmt.Errorf("queue: replay: %w", err)
+	}
+	_, err = s.opResult(id, "replay", out)
+	return err
+}
+
+// SetPriority changes a live task's priority; a READY task keeps its place
+// in time.
+func (s *Store) SetPriority(ctx context.Context, id string, priority int, by string) error {
+	if priority < 0 || priority > MaxPriority {
+		return &FieldError{Field: "priority", Msg: fmt.Sprintf("must be between 0 and %d", MaxPriority)}
+	}
+	shard, err := s.shardOf(id)
+	if err != nil {
+		return err
+	}
+	out, err := scripts.priority.Run(ctx, s.rdb, s.keysWith(shard), s.clock(), id, priority, by).Slice()
+	if err != nil {
+		return fmt.Errorf("queue: priority: %w", err)
+	}
+	_, err = s.opResult(id, "change the priority of", out)
+	return err
+}
+
+// Sweep drops dead letters older than the retention (leader only).
+func (s *Store) Sweep(ctx context.Context, f Fence, limit int) (int, error) {
+	total := 0
+	for shard := range s.keys {
+		out, err := scripts.sweep.Run(ctx, s.rdb, s.keysWith(shard, s.fenceKey(shard, f)), s.clock(), f.Token,
+			s.opts.RetainDead.Milliseconds(), clampBatch(limit)).Slice()
+		if err != nil {
+			return total, fmt.Errorf("queue: sweep: %w", err)
+		}
+		if fenced(out) {
+			return total, ErrFenced
+		}
+		total += toInt(out[0])
+	}
+	return total, nil
+}
+
+// PoolWorkers reports the live workers of a pool after forgetting those
+// silent for longer than cutoff (leader only).
+type PoolWorkers struct{ Removed, Live, Slots int }
+
+// CleanWorkers forgets a pool's dead workers and returns the live figures.
+func (s *Store) CleanWorkers(ctx context.Context, f Fence, pool string, cutoff time.Duration) (PoolWorkers, error) {
+	p := s.keys[0].prefix
+	out, err := scripts.workers.Run(ctx, s.rdb, s.keysWith(0, s.fenceKey(0, f), p+"workers:"+pool, p+"slots:"+pool),
+		s.clock(), f.Token, cutoff.Milliseconds()).Slice()
+	if err != nil {
+		return PoolWorkers{}, fmt.Errorf("queue: clean workers: %w", err)
+	}
+	if fenced(out) {
+		return PoolWorkers{}, ErrFenced
+	}
+	return PoolWorkers{Removed: toInt(out[0]), Live: toInt(out[1]), Slots: toInt(out[2])}, nil
+}
+
+func fenced(out []any) bool { return len(out) == 1 && toInt(out[0]) == -1 }
+
+func clampBatch(n int) int {
+	if n <= 0 || n > MaxBatch {
+		return MaxBatch
+	}
+	return n
+}
+
+func toInt(v any) int {
+	switch x := v.(type) {
+	case int64:
+		return int(x)
+	case string:
+		n, _ := strconv.Atoi(x)
+		return n
+	}
+	return 0
+}
+
+func toStr(v any) string {
+	switch x := v.(type) {
+	case string:
+		return x
+	case int64:
+		return strconv.FormatInt(x, 10)
+	}
+	return ""
+}

@@ -1,0 +1,383 @@
+package queue
+
+import (
+	"bytes"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"regexp"
+	"sort"
+	"strings"
+	"time"
+)
+
+// State is a task's place in the state machine (DESIGN §2).
+type State string
+
+const (
+	Pending   State = "PENDING"
+	HandedOff State = "HANDED_OFF"
+	Ready     State = "READY"
+	Running   State = "RUNNING"
+	Success   State = "SUCCESS"
+	Failed    State = "FAILED"
+	Canceled  State = "CANCELED"
+	// Timeout is never a resting state: the reaper records it in the trail
+	// and moves the task on to PENDING or FAILED in the same script.
+	Timeout State = "TIMEOUT"
+)
+
+// Terminal reports whether no transition leaves s except replay (FAILED).
+func (s State) Terminal() bool { return s == Success || s == Failed || s == Canceled }
+
+// Reason codes recorded with transitions.
+const (
+	ReasonSubmitted        = "SUBMITTED"
+	ReasonPlaced           = "PLACED"
+	ReasonDue              = "DUE"
+	ReasonNoCapacity       = "NO_CAPACITY"
+	ReasonClaimed          = "CLAIMED"
+	ReasonCompleted        = "COMPLETED"
+	ReasonHandlerError     = "HANDLER_ERROR"
+	ReasonRetryBackoff     = "RETRY_BACKOFF"
+	ReasonNonRetryable     = "NON_RETRYABLE"
+	ReasonRetriesExhausted = "RETRIES_EXHAUSTED"
+	ReasonHeartbeatLost    = "HEARTBEAT_LOST"
+	ReasonDeadline         = "DEADLINE_EXCEEDED"
+	ReasonCanceledByUser   = "CANCELED_BY_USER"
+	ReasonUpstreamFailed   = "UPSTREAM_FAILED"
+	ReasonPreempted        = "PREEMPTED"
+	ReasonWorkerShutdown   = "WORKER_SHUTDOWN"
+	ReasonReplayed         = "REPLAYED"
+	ReasonHandedOff        = "HANDED_OFF"
+	ReasonPriority         = "PRIORITY_CHANGED"
+)
+
+// Limits and defaults of a task spec (DESIGN §2). Region configs may change
+// the defaults through Defaults.
+const (
+	MaxPriority     = 4
+	DefaultPriority = 2
+	MaxTypeLen      = 128
+	MaxTags         = 32
+	MaxIdemKeyLen   = 256
+	MaxErrorLen     = 2048
+	MaxResultLen    = 4096
+)
+
+// Defaults are the region's values for fields a spec leaves out.
+type Defaults struct {
+	Timeout        time.Duration
+	MaxRetries     int
+	RetryBase      time.Duration
+	RetryCap       time.Duration
+	IdempotencyTTL time.Duration
+	MaxPayload     int
+}
+
+// DefaultDefaults are DESIGN §2's defaults.
+func DefaultDefaults() Defaults {
+	return Defaults{
+		Timeout:        30 * time.Minute,
+		MaxRetries:     4,
+		RetryBase:      300 * time.Millisecond,
+		RetryCap:       30 * time.Second,
+		IdempotencyTTL: 24 * time.Hour,
+		MaxPayload:     1 << 20,
+	}
+}
+
+// Duration is a time.Duration that reads and writes Go duration strings in
+// JSON ("1m30s"); a bare number is taken as milliseconds.
+type Duration time.Duration
+
+func (d Duration) MarshalJSON() ([]byte, error) {
+	return json.Marshal(time.Duration(d).String())
+}
+
+func (d *Duration) UnmarshalJSON(b []byte) error {
+	if len(b) > 0 && b[0] == '"' {
+		var s string
+		if err := json.Unmarshal(b, &s); err != nil {
+			return err
+		}
+		v, err := time.ParseDuration(s)
+		if err != nil {
+			return fmt.Errorf("invalid duration %q", s)
+		}
+		*d = Duration(v)
+		return nil
+	}
+	var ms int64
+	if err := json.Unmarshal(b, &ms); err != nil {
+		return fmt.Errorf("invalid duration %s", b)
+	}
+	*d = Duration(time.Duration(ms) * time.Millisecond)
+	return nil
+}
+
+// Spec is what a client submits (DESIGN §2).
+type Spec struct {
+	Type           string            `json:"type"`
+	Payload        json.RawMessage   `json:"payload,omitempty"`
+	Priority       *int              `json:"priority,omitempty"`
+	Tags           map[string]string `json:"tags,omitempty"`
+	Regions        []string          `json:"regions,omitempty"`
+	RunAt          *time.Time        `json:"run_at,omitempty"`
+	Delay          Duration          `json:"delay,omitempty"`
+	Timeout        Duration          `json:"timeout,omitempty"`
+	MaxRetries     *int              `json:"max_retries,omitempty"`
+	RetryBase      Duration          `json:"retry_base,omitempty"`
+	RetryCap       Duration          `json:"retry_cap,omitempty"`
+	IdempotencyKey string            `json:"idempotency_key,omitempty"`
+	IdempotencyTTL Duration          `json:"idempotency_ttl,omitempty"`
+	Preemptible    bool              `json:"preemptible,omitempty"`
+	Critical       bool              `json:"critical,omitempty"`
+	Tenant         string            `json:"tenant,omitempty"`
+	TraceID        string            `json:"trace_id,omitempty"`
+}
+
+// FieldError is a validation error that names the offending field.
+type FieldError struct {
+	Field string
+	Msg   string
+}
+
+func (e *FieldError) Error() string { return e.Field + ": " + e.Msg }
+
+func fieldErr(field, format string, args ...any) error {
+	return &FieldError{Field: field, Msg: fmt.Sprintf(format, args...)}
+}
+
+var (
+	typeRe   = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_.:/-]*$`)
+	tagKeyRe = regexp.MustCompile(`^[a-z0-9][a-z0-9_.-]{0,62}$`)
+	tenantRe = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$`)
+	regionRe = regexp.MustCompile(`^[a-z0-9][a-z0-9-]{0,62}$`)
+	traceRe  = regexp.MustCompile(`^[0-9a-f]{32}$`)
+)
+
+// DecodeSpec strictly decodes one JSON spec: unknown fields are rejected and
+// named, trailing data is an error.
+func DecodeSpec(data []byte) (*Spec, error) {
+	dec := json.NewDecoder(bytes.NewReader(data))
+	dec.DisallowUnknownFields()
+	var s Spec
+	if err := dec.Decode(&s); err != nil {
+		return nil, jsonFieldError(err)
+	}
+	if dec.More() {
+		return nil, fieldErr("", "unexpected data after the JSON object")
+	}
+	return &s, nil
+}
+
+// jsonFieldError turns encoding/json errors into FieldErrors.
+func jsonFieldError(err error) error {
+	var te *json.UnmarshalTypeError
+	if ok := asErr(err, &te); ok {
+		return fieldErr(te.Field, "must be %s", te.Type.String())
+	}
+	msg := err.Error()
+	if strings.HasPrefix(msg, "json: unknown field ") {
+		f := strings.Trim(strings.TrimPrefix(msg, "json: unknown field "), `"`)
+		return fieldErr(f, "unknown field")
+	}
+	return fieldErr("", "invalid JSON: %s", strings.TrimPrefix(msg, "json: "))
+}
+
+// Normalize validates the spec and fills defaults in place. now resolves
+// delay into run_at. Errors are *FieldError.
+func (s *Spec) Normalize(d Defaults, now time.Time) error {
+	switch {
+	case s.Type == "":
+		return fieldErr("type", "is required")
+	case len(s.Type) > MaxTypeLen:
+		return fieldErr("type", "longer than %d characters", MaxTypeLen)
+	case !typeRe.MatchString(s.Type):
+		return fieldErr("type", "may hold letters, digits and _ . : / - only")
+	}
+	if d.MaxPayload > 0 && len(s.Payload) > d.MaxPayload {
+		return fieldErr("payload", "larger than %d bytes", d.MaxPayload)
+	}
+	if len(s.Payload) > 0 {
+		if !json.Valid(s.Payload) {
+			return fieldErr("payload", "is not valid JSON")
+		}
+		var buf bytes.Buffer
+		if err := json.Compact(&buf, s.Payload); err == nil {
+			s.Payload = buf.Bytes()
+		}
+		if string(s.Payload) == "null" {
+			s.Payload = nil
+		}
+	}
+	if s.Priority == nil {
+		p := DefaultPriority
+		s.Priority = &p
+	} else if *s.Priority < 0 || *s.Priority > MaxPriority {
+		return fieldErr("priority", "must be between 0 and %d", MaxPriority)
+	}
+	if len(s.Tags) > MaxTags {
+		return fieldErr("tags", "more than %d tags", MaxTags)
+	}
+	for k, v := range s.Tags {
+		if !tagKeyRe.MatchString(k) {
+			return fieldErr("tags."+k, "tag keys are lowercase letters, digits, _ . - (at most 63)")
+		}
+		if v == "" || len(v) > 63 || strings.ContainsAny(v, ",=\t\n\"\\") {
+			return fieldErr("tags."+k, "tag values are 1–63 characters without , = quotes or control characters")
+		}
+	}
+	seen := map[string]bool{}
+	for i, r := range s.Regions {
+		if !regionRe.MatchString(r) {
+			return fieldErr(fmt.Sprintf("regions[%d]", i), "is not a region name")
+		}
+		if seen[r] {
+			return fieldErr(fmt.Sprintf("regions[%d]", i), "listed twice")
+		}
+		seen[r] = true
+	}
+	if s.RunAt != nil && s.Delay != 0 {
+		return fieldErr("delay", "give run_at or delay, not both")
+	}
+	if s.Delay < 0 {
+		return fieldErr("delay", "must not be negative")
+	}
+	if s.Delay > 0 {
+		t := now.Add(time.Duration(s.Delay)).UTC()
+		s.RunAt, s.Delay = &t, 0
+	}
+	if s.RunAt != nil {
+		if s.RunAt.Year() > 9999 || s.RunAt.Year() < 1970 {
+			return fieldErr("run_at", "out of range")
+		}
+		if !s.RunAt.After(now) {
+			s.RunAt = nil // due now
+		}
+	}
+	if s.Timeout < 0 {
+		return fieldErr("timeout", "must not be negative")
+	}
+	if s.Timeout == 0 {
+		s.Timeout = Duration(d.Timeout)
+	}
+	if time.Duration(s.Timeout) < time.Millisecond {
+		return fieldErr("timeout", "must be at least 1ms")
+	}
+	if s.MaxRetries == nil {
+		r := d.MaxRetries
+		s.MaxRetries = &r
+	} else if *s.MaxRetries < 0 || *s.MaxRetries > 100 {
+		return fieldErr("max_retries", "must be between 0 and 100")
+	}
+	if s.RetryBase < 0 {
+		return fieldErr("retry_base", "must not be negative")
+	}
+	if s.RetryBase == 0 {
+		s.RetryBase = Duration(d.RetryBase)
+	}
+	if s.RetryCap < 0 {
+		return fieldErr("retry_cap", "must not be negative")
+	}
+	if s.RetryCap == 0 {
+		s.RetryCap = Duration(d.RetryCap)
+	}
+	if s.RetryCap < s.RetryBase {
+		return fieldErr("retry_cap", "must not be below retry_base")
+	}
+	if len(s.IdempotencyKey) > MaxIdemKeyLen {
+		return fieldErr("idempotency_key", "longer than %d characters", MaxIdemKeyLen)
+	}
+	if s.IdempotencyTTL < 0 {
+		return fieldErr("idempotency_ttl", "must not be negative")
+	}
+	if s.IdempotencyKey != "" && s.IdempotencyTTL == 0 {
+		s.IdempotencyTTL = Duration(d.IdempotencyTTL)
+	}
+	if s.IdempotencyKey == "" && s.IdempotencyTTL != 0 {
+		return fieldErr("idempotency_ttl", "only with idempotency_key")
+	}
+	if s.Tenant == "" {
+		s.Tenant = "default"
+	} else if !tenantRe.MatchString(s.Tenant) {
+		return fieldErr("tenant", "letters, digits, _ . - only (at most 64)")
+	}
+	if s.TraceID != "" && !traceRe.MatchString(s.TraceID) {
+		return fieldErr("trace_id", "must be 32 lowercase hex digits (W3C trace-id)")
+	}
+	return nil
+}
+
+// Hash is a digest of everything that makes two specs "the same task" for
+// idempotency: the spec without its scheduling time and trace id.
+func (s *Spec) Hash() string {
+	c := *s
+	c.RunAt, c.Delay, c.TraceID = nil, 0, ""
+	b, _ := json.Marshal(canonical(c))
+	h := sha256.Sum256(b)
+	return hex.EncodeToString(h[:12])
+}
+
+// canonical returns a value whose JSON is stable: maps are sorted by
+// encoding/json already; regions are sorted here.
+func canonical(s Spec) Spec {
+	if len(s.Regions) > 1 {
+		r := append([]string(nil), s.Regions...)
+		sort.Strings(r)
+		s.Regions = r
+	}
+	return s
+}
+
+// Task is a task as stored: its spec and its state.
+type Task struct {
+	ID              string            `json:"id"`
+	Type            string            `json:"type"`
+	Payload         json.RawMessage   `json:"payload,omitempty"`
+	Priority        int               `json:"priority"`
+	Tags            map[string]string `json:"tags,omitempty"`
+	Regions         []string          `json:"regions,omitempty"`
+	Timeout         Duration          `json:"timeout"`
+	MaxRetries      int               `json:"max_retries"`
+	RetryBase       Duration          `json:"retry_base"`
+	RetryCap        Duration          `json:"retry_cap"`
+	IdempotencyKey  string            `json:"idempotency_key,omitempty"`
+	Preemptible     bool              `json:"preemptible,omitempty"`
+	Critical        bool              `json:"critical,omitempty"`
+	Tenant          string            `json:"tenant"`
+	TraceID         string            `json:"trace_id"`
+	State           State             `json:"state"`
+	Reason          string            `json:"reason,omitempty"`
+	Region          string            `json:"region"`
+	Pool            string            `json:"pool,omitempty"`
+	Pinned          bool              `json:"pinned,omitempty"`
+	Worker          string            `json:"worker,omitempty"`
+	Attempts        int               `json:"attempts"`
+	PreemptCount    int               `json:"preempt_count,omitempty"`
+	CancelRequested bool              `json:"cancel_requested,omitempty"`
+	HandedOffTo     string            `json:"handed_off_to,omitempty"`
+	LastError       string            `json:"last_error,omitempty"`
+	Result          string            `json:"result,omitempty"`
+	PricePerHour    float64           `json:"price_per_slot_hour,omitempty"`
+	CreatedAt       time.Time         `json:"created_at"`
+	DueAt           *time.Time        `json:"due_at,omitempty"`
+	EnqueuedAt      *time.Time        `json:"enqueued_at,omitempty"`
+	ReadyAt         *time.Time        `json:"ready_at,omitempty"`
+	StartedAt       *time.Time        `json:"started_at,omitempty"`
+	FinishedAt      *time.Time        `json:"finished_at,omitempty"`
+	LeaseToken      string            `json:"-"`
+}
+
+// Transition is one entry of a task's trail.
+type Transition struct {
+	At      time.Time `json:"ts"`
+	From    State     `json:"from,omitempty"`
+	To      State     `json:"to"`
+	Reason  string    `json:"reason"`
+	By      string    `json:"by,omitempty"`
+	Attempt int       `json:"attempt"`
+	Error   string    `json:"error,omitempty"`
+}
