@@ -101,10 +101,7 @@ func buildTrail(h map[string]string, log []string) []Transition {
 	st := stateOf(h["st"])
 	// Steps of the current attempt not yet flushed to the log.
 	if rt := h["rt"]; rt != "" && born != Ready {
-		tr = append(tr, Transition{At: at(rt), From: Pending, To: Ready, Reason: h["rs"], Attempt: attempt})
-		if st == Ready || st == Running || st == Success {
-			tr[len(tr)-1].Reason = readyReason(h)
-		}
+		tr = append(tr, Transition{At: at(rt), From: Pending, To: Ready, Reason: readyReason(h), Attempt: attempt})
 	}
 	if st == Running || st == Success {
 		tr = append(tr, Transition{At: at(h["sa"]), From: Ready, To: Running, Reason: ReasonClaimed, By: h["wk"], Attempt: attempt})
@@ -118,7 +115,7 @@ func buildTrail(h map[string]string, log []string) []Transition {
 
 func readyReason(h map[string]string) string {
 	switch h["rs"] {
-	case ReasonPlaced, ReasonDue, ReasonWorkerShutdown, ReasonPreempted:
+	case ReasonPlaced, ReasonDue:
 		return h["rs"]
 	}
 	return ReasonDue

@@ -84,7 +84,7 @@ func (r *Region) fillDerived(set func(key string) bool) {
 	if r.PublicAddr == "" {
 		r.PublicAddr = "http://" + r.Listen
 	}
-	if len(r.Regions) == 0 && r.Name != "" {
+	if len(r.Regions) == 0 && dnsLabel.MatchString(r.Name) {
 		r.Regions = []string{r.Name}
 	}
 	if len(r.Etcd.Global.Endpoints) == 0 {

@@ -48,6 +48,11 @@ func (r *Region) Validate() error {
 		file = "config"
 	}
 	p := &problems{file: file}
+	r.validate(p)
+	return p.err()
+}
+
+func (r *Region) validate(p *problems) {
 	r.validateIdentity(p)
 	validateEtcd(p, "etcd", r.Etcd)
 	validateRedis(p, "redis", r.Redis)
@@ -56,7 +61,6 @@ func (r *Region) Validate() error {
 	r.validateTimings(p)
 	r.validateAuth(p)
 	validateWorker(p, "worker", r.Worker)
-	return p.err()
 }
 
 func (r *Region) validateIdentity(p *problems) {
@@ -83,7 +87,7 @@ func (r *Region) validateIdentity(p *problems) {
 		}
 		seen[name] = i
 	}
-	if _, ok := seen[r.Name]; !ok && r.Name != "" {
+	if _, ok := seen[r.Name]; !ok && dnsLabel.MatchString(r.Name) {
 		p.add("regions", "must include this region %q (every region lists the whole federation)", r.Name)
 	}
 }

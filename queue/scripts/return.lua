@@ -29,6 +29,7 @@ end
 if delay <= 0 then
   trail(id, now, 'U', 'R', reason, r[9], r[3], '')
   make_ready(id, now, r[4], r[5], r[6], reason)
+  redis.call('HDEL', tk, 'rt') -- the log holds this step
   event('return', {id}, 1)
   return {0, 'R'}
 end

@@ -1,0 +1,229 @@
+package config
+
+import (
+	"math"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+)
+
+// full is a valid file that switches on every optional part, so that each
+// case below breaks exactly one rule.
+const full = `
+region: r1
+regions: [r0, r1]
+etcd:
+  regional: {endpoints: ["http://e1:2379"], username: u, password: p, tls: {ca: ca.pem, cert: c.pem, key: k.pem}}
+  global: {endpoints: ["g1:2379"]}
+redis: {addr: "redis:6379", wait_replicas: 1}
+pools:
+  - name: cpu
+    tags: {class: spot}
+    slots: 8
+    price_per_slot_hour: 0.01
+    discount: 0.1
+    thresholds: {spill: 0.7}
+    capacity_schedule:
+      timezone: Europe/Amsterdam
+      windows:
+        - {start: "20:00", end: "08:00", slots: 7}
+        - {start: "12:00", end: "13:00", slots: 2}
+  - {name: gpu, slots: 2}
+auth:
+  cluster_token: 0123456789abcdef0123
+  tokens:
+    - {name: ci, token: ci-token-0123456789, role: submitter, tenant: t1}
+    - {name: ops, token: ops-token-0123456789, role: operator}
+worker:
+  exec:
+    allow:
+      echo: {argv: [echo, "{{.msg}}"], env: {LANG: C}, timeout: 1m}
+  http: {allow_prefixes: ["https://hooks.example.com/"]}
+`
+
+func TestValidateEachRule(t *testing.T) {
+	base := func(t *testing.T) *Region {
+		t.Helper()
+		r := mustParse(t, full)
+		if err := r.Validate(); err != nil {
+			t.Fatalf("Validate(full) = %v", err)
+		}
+		return r
+	}
+	tests := []struct {
+		name   string
+		change func(r *Region)
+		want   string // the single problem, without "test.yaml: "
+	}{
+		{"region required", func(r *Region) { r.Name = "" }, "region: required"},
+		{"region not a label", func(r *Region) { r.Name = "EU_West" },
+			`region: must be a lowercase DNS label (a-z, 0-9 and '-', at most 63 characters), got "EU_West"`},
+		{"provider", func(r *Region) { r.Provider = "ibm" }, `provider: must be one of aws, gcp, azure, other, got "ibm"`},
+		{"listen", func(r *Region) { r.Listen = "8080" }, `listen: must be host:port, got "8080"`},
+		{"public_addr unspecified host", func(r *Region) { r.PublicAddr = "http://0.0.0.0:8080" },
+			`public_addr: must name a host others can reach, got "http://0.0.0.0:8080" (set it when listen has no host)`},
+		{"public_addr scheme", func(r *Region) { r.PublicAddr = "ftp://x" }, `public_addr: must be an absolute http or https URL, got "ftp://x"`},
+		{"regions without this one", func(r *Region) { r.Regions = []string{"r0"} },
+			`regions: must include this region "r1" (every region lists the whole federation)`},
+		{"regions duplicate", func(r *Region) { r.Regions = []string{"r0", "r1", "r0"} }, `regions[2]: duplicate of regions[0] "r0"`},
+		{"etcd endpoints empty", func(r *Region) { r.Etcd.Regional.Endpoints = nil }, "etcd.regional.endpoints: at least one endpoint is required"},
+		{"etcd endpoint scheme", func(r *Region) { r.Etcd.Global.Endpoints = []string{"grpc://g:2379"} },
+			`etcd.global.endpoints[0]: scheme must be http, https, unix or unixs, got "grpc://g:2379"`},
+		{"etcd dial timeout", func(r *Region) { r.Etcd.Regional.DialTimeout = 0 }, "etcd.regional.dial_timeout: must be > 0, got 0s"},
+		{"etcd password alone", func(r *Region) { r.Etcd.Global.Password = "p" }, "etcd.global.password: set without username"},
+		{"etcd cert without key", func(r *Region) { r.Etcd.Regional.TLS.Key = "" }, "etcd.regional.tls: set cert and key together, or neither"},
+		{"etcd prefix", func(r *Region) { r.Etcd.Prefix = "ax" }, `etcd.prefix: must begin and end with "/", got "ax"`},
+		{"etcd session ttl fraction", func(r *Region) { r.Etcd.SessionTTL = 1500 * time.Millisecond },
+			"etcd.session_ttl: must be whole seconds (etcd lease TTLs are), got 1.5s"},
+		{"redis no mode", func(r *Region) { r.Redis.Addr = "" }, "redis: set one of addr, sentinel or cluster"},
+		{"redis addr", func(r *Region) { r.Redis.Addr = "redis" }, `redis.addr: must be host:port, got "redis"`},
+		{"redis sentinel without master", func(r *Region) { r.Redis.Addr = ""; r.Redis.Sentinel.Addrs = []string{"s:26379"} },
+			"redis.sentinel.master_name: required with sentinel addrs"},
+		{"redis sentinel without addrs", func(r *Region) { r.Redis.Addr = ""; r.Redis.Sentinel.MasterName = "m" },
+			"redis.sentinel.addrs: at least one sentinel is required with master_name"},
+		{"redis cluster db", func(r *Region) { r.Redis.Addr = ""; r.Redis.Cluster.Addrs = []string{"c:7000"}; r.Redis.DB = 2 },
+			"redis.db: must be 0 with cluster (Redis Cluster has only db 0), got 2"},
+		{"redis shards", func(r *Region) { r.Redis.Shards = 0 }, "redis.shards: must be between 1 and 16384, got 0"},
+		{"redis wait timeout", func(r *Region) { r.Redis.WaitTimeout = 0 }, "redis.wait_timeout: must be > 0, got 0s"},
+		{"no pools", func(r *Region) { r.Pools = nil }, "pools: at least one pool is required"},
+		{"pool name", func(r *Region) { r.Pools[1].Name = "" }, "pools[1].name: required"},
+		{"pool name label", func(r *Region) { r.Pools[1].Name = "GPU" },
+			`pools[1].name: must be a lowercase DNS label (a-z, 0-9 and '-', at most 63 characters), got "GPU"`},
+		{"pool tag key", func(r *Region) { r.Pools[0].Tags["Zone"] = "a" },
+			"pools[0].tags[Zone]: tag keys are lowercase letters, digits, '-', '.', '_' and '/'"},
+		{"pool tag value", func(r *Region) { r.Pools[0].Tags["zone"] = "" }, "pools[0].tags[zone]: must not be empty"},
+		{"pool queue capacity", func(r *Region) { r.Pools[1].QueueCapacity = 0 }, "pools[1].queue_capacity: must be > 0"},
+		{"pool price", func(r *Region) { r.Pools[0].PricePerSlotHour = -1 }, "pools[0].price_per_slot_hour: must be ≥ 0, got -1"},
+		{"pool price NaN", func(r *Region) { r.Pools[0].PricePerSlotHour = math.NaN() }, "pools[0].price_per_slot_hour: must be ≥ 0, got NaN"},
+		{"pool discount", func(r *Region) { r.Pools[0].Discount = 1 }, "pools[0].discount: must be ≥ 0 and < 1, got 1"},
+		{"window clock", func(r *Region) { r.Pools[0].CapacitySchedule.Windows[0].Start = "8:00" },
+			`pools[0].capacity_schedule.windows[0].start: must be a time of day "HH:MM" (00:00 to 23:59), got "8:00"`},
+		{"window 24:00 is an end only", func(r *Region) { r.Pools[0].CapacitySchedule.Windows[1].Start = "24:00" },
+			`pools[0].capacity_schedule.windows[1].start: must be a time of day "HH:MM" (00:00 to 23:59), got "24:00"`},
+		{"window slots above pool", func(r *Region) { r.Pools[0].CapacitySchedule.Windows[0].Slots = 9 },
+			"pools[0].capacity_schedule.windows[0].slots: must be ≥ 0 and ≤ the pool's slots (8), got 9"},
+		{"window empty", func(r *Region) { r.Pools[0].CapacitySchedule.Windows[1].End = "12:00" },
+			"pools[0].capacity_schedule.windows[1]: start and end are equal; use 00:00 to 24:00 for the whole day"},
+		{"windows overlap across midnight", func(r *Region) {
+			r.Pools[0].CapacitySchedule.Windows[1] = Window{Start: "07:00", End: "09:00", Slots: 1}
+		}, "pools[0].capacity_schedule.windows[1]: overlaps windows[0]"},
+		{"empty timezone", func(r *Region) { r.Pools[0].CapacitySchedule.Timezone = "" },
+			`pools[0].capacity_schedule.timezone: unknown IANA time zone "" (e.g. "UTC", "Europe/Amsterdam")`},
+		{"pool thresholds", func(r *Region) { r.Pools[0].Thresholds.Pause = 1.2 },
+			"pools[0].thresholds: must satisfy 0 < resume < alert < spill < pause ≤ 1, got resume 0.4, alert 0.6, spill 0.7, pause 1.2"},
+		{"region thresholds zero", func(r *Region) { r.Thresholds.Resume = 0 },
+			"thresholds: must satisfy 0 < resume < alert < spill < pause ≤ 1, got resume 0, alert 0.6, spill 0.8, pause 0.95"},
+		{"retries", func(r *Region) { r.Retry.MaxRetries = -1 }, "retry.max_retries: must be ≥ 0, got -1"},
+		{"retry cap", func(r *Region) { r.Retry.Cap = time.Millisecond }, "retry.cap: must be ≥ retry.base (300ms), got 1ms"},
+		{"heartbeat", func(r *Region) { r.Lease.Heartbeat = 5 * time.Second },
+			"lease.heartbeat: must be < lease.duration/2 (5s), so one late heartbeat does not lose the lease; got 5s"},
+		{"task timeout", func(r *Region) { r.Task.DefaultTimeout = 0 }, "task.default_timeout: must be > 0, got 0s"},
+		{"max payload", func(r *Region) { r.Task.MaxPayload = 1 << 30 },
+			"task.max_payload: must be > 0 and ≤ 536870912 bytes (Redis' limit), got 1073741824"},
+		{"aging step", func(r *Region) { r.AgingStep = -time.Second }, "aging_step: must be > 0, got -1s"},
+		{"retention", func(r *Region) { r.Retention.Dead = 0 }, "retention.dead: must be > 0, got 0s"},
+		{"starvation", func(r *Region) { r.StarvationThreshold = 0 }, "starvation_threshold: must be > 0, got 0s"},
+		{"stale after", func(r *Region) { r.Placement.StaleAfter = 0 }, "placement.stale_after: must be > 0, got 0s"},
+		{"unhealthy grace", func(r *Region) { r.Placement.UnhealthyGrace = -1 }, "placement.unhealthy_grace: must be ≥ 0, got -1ns"},
+		{"cross region penalty", func(r *Region) { r.Placement.CrossRegionPenalty = -0.5 }, "placement.cross_region_penalty: must be ≥ 0, got -0.5"},
+		{"default duration", func(r *Region) { r.Placement.DefaultDuration = 0 }, "placement.default_duration: must be > 0, got 0s"},
+		{"priority gap", func(r *Region) { r.Preemption.MinPriorityGap = 5 },
+			"preemption.min_priority_gap: must be between 1 and 4 (priorities are 0–4), got 5"},
+		{"max runtime", func(r *Region) { r.Preemption.MaxRuntime = 0 }, "preemption.max_runtime: must be > 0, got 0s"},
+		{"max per task", func(r *Region) { r.Preemption.MaxPerTask = 0 }, "preemption.max_per_task: must be ≥ 1, got 0"},
+		{"readmit delays", func(r *Region) { r.Preemption.ReadmitDelayMax = time.Second },
+			"preemption.readmit_delay_max: must be ≥ preemption.readmit_delay_min (1m0s), got 1s"},
+		{"readmit rate", func(r *Region) { r.Preemption.ReadmitRate = 0 }, "preemption.readmit_rate: must be > 0, got 0"},
+		{"per worker", func(r *Region) { r.Preemption.MaxPerWorkerPerMinute = 0 }, "preemption.max_per_worker_per_minute: must be ≥ 1, got 0"},
+		{"auth without tokens", func(r *Region) { r.Auth.Tokens = nil }, "auth.tokens: at least one token is required when auth is enabled"},
+		{"auth cluster token missing", func(r *Region) { r.Auth.ClusterToken = "" },
+			"auth.cluster_token: required when auth is enabled and regions lists more than one region (set AX_AUTH_CLUSTER_TOKEN)"},
+		{"auth cluster token short", func(r *Region) { r.Auth.ClusterToken = "abc" }, "auth.cluster_token: too short: use at least 16 characters"},
+		{"token name duplicate", func(r *Region) { r.Auth.Tokens[1].Name = "ci" }, `auth.tokens[1].name: duplicate of auth.tokens[0] "ci"`},
+		{"token hash shape", func(r *Region) { r.Auth.Tokens[0].TokenSHA256 = "abc" },
+			"auth.tokens[0].token_sha256: must be 64 lowercase hex digits (a SHA-256)"},
+		{"token hash duplicate", func(r *Region) { r.Auth.Tokens[1].TokenSHA256 = r.Auth.Tokens[0].TokenSHA256 },
+			"auth.tokens[1].token_sha256: same token as auth.tokens[0]"},
+		{"token missing", func(r *Region) { r.Auth.Tokens[1].TokenSHA256 = "" }, "auth.tokens[1]: set token_sha256 or token"},
+		{"plain token in code", func(r *Region) { r.Auth.Tokens[1].Token = "x" },
+			"auth.tokens[1].token: plain tokens are hashed by Load and Parse; set token_sha256"},
+		{"token role", func(r *Region) { r.Auth.Tokens[1].Role = "root" }, `auth.tokens[1].role: must be one of submitter, operator, admin, got "root"`},
+		{"submitter tenant", func(r *Region) { r.Auth.Tokens[0].Tenant = "" },
+			"auth.tokens[0].tenant: required for a submitter (its tasks belong to that tenant)"},
+		{"concurrency", func(r *Region) { r.Worker.Concurrency = 0 }, "worker.concurrency: must be ≥ 1, got 0"},
+		{"claim batch", func(r *Region) { r.Worker.ClaimBatch = 5000 }, "worker.claim_batch: must be between 1 and 1000, got 5000"},
+		{"shutdown grace", func(r *Region) { r.Worker.ShutdownGrace = -time.Second }, "worker.shutdown_grace: must be ≥ 0, got -1s"},
+		{"exec no argv", func(r *Region) { r.Worker.Exec.Allow["echo"] = ExecRule{} }, "worker.exec.allow[echo].argv: must name a program"},
+		{"exec program template", func(r *Region) { r.Worker.Exec.Allow["echo"] = ExecRule{Argv: []string{"{{.prog}}"}} },
+			"worker.exec.allow[echo].argv[0]: the program must be fixed, not a template"},
+		{"exec bad template", func(r *Region) { r.Worker.Exec.Allow["echo"] = ExecRule{Argv: []string{"echo", "{{.msg"}} },
+			`worker.exec.allow[echo].argv[1]: bad template: template: worker.exec.allow[echo].argv[1]:1: unclosed action`},
+		{"exec env name", func(r *Region) { r.Worker.Exec.Allow["echo"].Env["1X"] = "y" },
+			"worker.exec.allow[echo].env[1X]: must be an environment variable name"},
+		{"exec type name", func(r *Region) { r.Worker.Exec.Allow["bad name"] = ExecRule{Argv: []string{"true"}} },
+			"worker.exec.allow[bad name]: must be a task type: letters, digits, '.', '_', ':' and '-'"},
+		{"exec timeout", func(r *Region) {
+			r.Worker.Exec.Allow["echo"] = ExecRule{Argv: []string{"echo"}, Timeout: -time.Second}
+		}, "worker.exec.allow[echo].timeout: must be ≥ 0, got -1s"},
+		{"http prefix without path", func(r *Region) { r.Worker.HTTP.AllowPrefixes = []string{"https://api.example.com"} },
+			`worker.http.allow_prefixes[0]: must end the host with a path, e.g. "https://api.example.com/", got "https://api.example.com"`},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			r := base(t)
+			tt.change(r)
+			want := []string{"test.yaml: " + tt.want}
+			if diff := cmp.Diff(want, problemLines(t, r.Validate())); diff != "" {
+				t.Errorf("Validate (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+// TestValidateListsEveryProblem: one file, many problems, all reported in
+// the order of the file's sections.
+func TestValidateListsEveryProblem(t *testing.T) {
+	_, err := Parse("configs/x.yaml", []byte(`
+region: Bad
+provider: ibm
+redis: {addr: "", cluster: {addrs: ["c:7000"]}, db: 3}
+pools:
+  - {name: a, slots: 1}
+  - {name: a, slots: 1}
+  - {name: c, slots: 0, discount: 1.5}
+thresholds: {alert: 0.9}
+lease: {heartbeat: 6s}
+auth:
+  tokens: [{name: t, token_sha256: nothex, role: submitter}]
+`))
+	want := []string{
+		`configs/x.yaml: region: must be a lowercase DNS label (a-z, 0-9 and '-', at most 63 characters), got "Bad"`,
+		`configs/x.yaml: provider: must be one of aws, gcp, azure, other, got "ibm"`,
+		`configs/x.yaml: redis.db: must be 0 with cluster (Redis Cluster has only db 0), got 3`,
+		`configs/x.yaml: pools[1].name: duplicate of pools[0] "a"`,
+		`configs/x.yaml: pools[2].slots: must be > 0`,
+		`configs/x.yaml: pools[2].discount: must be ≥ 0 and < 1, got 1.5`,
+		`configs/x.yaml: thresholds: must satisfy 0 < resume < alert < spill < pause ≤ 1, got resume 0.4, alert 0.9, spill 0.8, pause 0.95`,
+		`configs/x.yaml: lease.heartbeat: must be < lease.duration/2 (5s), so one late heartbeat does not lose the lease; got 6s`,
+		`configs/x.yaml: auth.tokens[0].token_sha256: must be 64 lowercase hex digits (a SHA-256)`,
+		`configs/x.yaml: auth.tokens[0].tenant: required for a submitter (its tasks belong to that tenant)`,
+	}
+	if diff := cmp.Diff(want, problemLines(t, err)); diff != "" {
+		t.Errorf("Parse (-want +got):\n%s", diff)
+	}
+}
+
+func TestValidateWithoutSource(t *testing.T) {
+	r := Default()
+	want := []string{
+		"config: region: required",
+		"config: public_addr: must be an absolute http or https URL, got \"\"",
+		"config: etcd.global.endpoints: at least one endpoint is required",
+		"config: pools: at least one pool is required",
+		"config: auth.tokens: at least one token is required when auth is enabled",
+	}
+	if diff := cmp.Diff(want, problemLines(t, r.Validate())); diff != "" {
+		t.Errorf("Default().Validate() (-want +got):\n%s", diff)
+	}
+}

@@ -1,0 +1,101 @@
+package queue
+
+import (
+	"encoding/json"
+	"errors"
+	"testing"
+	"time"
+)
+
+// FuzzDecodeSpec: decoding and validation never panic, reject with a
+// FieldError, and an accepted spec survives a JSON round trip unchanged.
+func FuzzDecodeSpec(f *testing.F) {
+	for _, s := range []string{
+		`{"type":"report.generate","payload":{"a":1},"priority":1,"tags":{"gpu":"a100"}}`,
+		`{"type":"x","delay":"90s","max_retries":0,"idempotency_key":"k","tenant":"acme"}`,
+		`{"type":"x","run_at":"2030-01-01T00:00:00Z","regions":["us-east-1","eastus"]}`,
+		`{"type":"x","priority":9}`,
+		`{"type":"","payload":null}`,
+		`{"type":"x","unknown":1}`,
+		`{"type":"x","timeout":1500,"retry_base":"1s","retry_cap":"2s"}`,
+		`{"type":"x","trace_id":"4bf92f3577b34da6a3ce929d0e0e4736","critical":true}`,
+		`[1,2]`, `{"type":"x"} {}`, `nul`,
+	} {
+		f.Add([]byte(s))
+	}
+	now := time.Date(2026, 11, 30, 0, 0, 0, 0, time.UTC)
+	f.Fuzz(func(t *testing.T, data []byte) {
+		sp, err := DecodeSpec(data)
+		if err != nil {
+			var fe *FieldError
+			if !errors.As(err, &fe) {
+				t.Fatalf("decode error is not a FieldError: %v", err)
+			}
+			return
+		}
+		if err := sp.Normalize(DefaultDefaults(), now); err != nil {
+			var fe *FieldError
+			if !errors.As(err, &fe) {
+				t.Fatalf("validation error is not a FieldError: %v", err)
+			}
+			return
+		}
+		b, err := json.Marshal(sp)
+		if err != nil {
+			t.Fatal(err)
+		}
+		back, err := DecodeSpec(b)
+		if err != nil {
+			t.Fatalf("round trip of %s: %v", b, err)
+		}
+		if err := back.Normalize(DefaultDefaults(), now); err != nil {
+			t.Fatalf("re-validate %s: %v", b, err)
+		}
+		if back.Hash() != sp.Hash() {
+			t.Fatalf("round trip changed the spec: %s", b)
+		}
+	})
+}
+
+func TestIDRoundTrip(t *testing.T) {
+	now := time.Date(2026, 11, 30, 12, 0, 0, 123e6, time.UTC)
+	a := NewID("us-east-1", 3, now)
+	b := NewID("us-east-1", 3, now)
+	if a >= b {
+		t.Fatalf("ids not increasing: %s %s", a, b)
+	}
+	p, err := ParseID(a)
+	if err != nil || p.Region != "us-east-1" || p.Shard != 3 || !p.Time.Equal(now.Truncate(time.Millisecond)) {
+		t.Fatalf("parse %s: %+v %v", a, p, err)
+	}
+	for _, bad := range []string{"", "x", "0123456789abcdef.0.", "0123456789abcdeZ.0.r", "0123456789abcdef.01.r", "0123456789abcdef.-1.r"} {
+		if _, err := ParseID(bad); !errors.Is(err, ErrBadID) {
+			t.Errorf("ParseID(%q) = %v", bad, err)
+		}
+	}
+}
+
+func TestSpecValidationNamesField(t *testing.T) {
+	cases := map[string]string{
+		`{"payload":1}`:                                             "type",
+		`{"type":"x","priority":5}`:                                 "priority",
+		`{"type":"x","tags":{"GPU":"a"}}`:                           "tags.GPU",
+		`{"type":"x","regions":["a","a"]}`:                          "regions[1]",
+		`{"type":"x","delay":"1s","run_at":"2030-01-01T00:00:00Z"}`: "delay",
+		`{"type":"x","retry_base":"2s","retry_cap":"1s"}`:           "retry_cap",
+		`{"type":"x","bogus":true}`:                                 "bogus",
+		`{"type":"x","priority":"high"}`:                            "priority",
+		`{"type":"x","idempotency_ttl":"1h"}`:                       "idempotency_ttl",
+		`{"type":"x","trace_id":"xyz"}`:                             "trace_id",
+	}
+	for in, field := range cases {
+		sp, err := DecodeSpec([]byte(in))
+		if err == nil {
+			err = sp.Normalize(DefaultDefaults(), time.Now())
+		}
+		var fe *FieldError
+		if !errors.As(err, &fe) || fe.Field != field {
+			t.Errorf("%s: got %v, want field %q", in, err, field)
+		}
+	}
+}

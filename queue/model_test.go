@@ -1,0 +1,473 @@
+package queue
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"math/rand/v2"
+	"sort"
+	"testing"
+	"time"
+)
+
+var modelSeed = flag.Uint64("model.seed", 0, "seed for TestModel (0: random)")
+var modelSteps = flag.Int("model.steps", 3000, "operations in TestModel")
+
+// mtask is the model's view of one task.
+type mtask struct {
+	id         string
+	state      State
+	pool       string // READY/RUNNING pool, or pinned pool
+	pinned     bool
+	prio       int
+	due        time.Time // PENDING in the delayed set
+	inDue      bool      // PENDING and waiting for placement
+	attempts   int
+	maxRetries int
+	token      string
+	worker     string
+	expiry     time.Time
+	cancelReq  bool
+	keepPool   bool // returned with a delay: goes back to its pool
+}
+
+type model struct {
+	tasks map[string]*mtask
+	order []string
+}
+
+var pools = []string{"cpu", "gpu"}
+
+// TestModel runs thousands of random operations against Redis and an
+// in-memory model, checking after every step that each task sits in exactly
+// the structures its state implies and that counts match.
+func TestModel(t *testing.T) {
+	seed := *modelSeed
+	if seed == 0 {
+		seed = rand.Uint64()
+	}
+	t.Logf("seed %d (rerun with -model.seed=%d)", seed, seed)
+	defer func() {
+		if t.Failed() {
+			t.Logf("FAILED with seed %d", seed)
+		}
+	}()
+	rng := rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15))
+	e := newEnv(t)
+	m := &model{tasks: map[string]*mtask{}}
+	workers := []string{"w1", "w2", "w3"}
+
+	pick := func(filter func(*mtask) bool) *mtask {
+		var c []*mtask
+		for _, id := range m.order {
+			if tk := m.tasks[id]; filter(tk) {
+				c = append(c, tk)
+			}
+		}
+		if len(c) == 0 {
+			return nil
+		}
+		return c[rng.IntN(len(c))]
+	}
+	running := func(tk *mtask) bool { return tk.state == Running }
+
+	for step := 0; step < *modelSteps; step++ {
+		now := e.clock.Now()
+		var what string
+		switch r := rng.IntN(100); {
+		case r < 20: // submit
+			p := rng.IntN(5)
+			n := rng.IntN(3)
+			var mods = []func(*Spec){prio(p), retries(n)}
+			d := time.Duration(0)
+			if rng.IntN(3) == 0 {
+				d = time.Duration(1+rng.IntN(20)) * time.Second
+				mods = append(mods, delay(d))
+			}
+			pool := ""
+			if rng.IntN(2) == 0 {
+				pool = pools[rng.IntN(2)]
+			}
+			id := e.submit(pool, mods...)
+			tk := &mtask{id: id, prio: p, maxRetries: n, pool: pool, pinned: pool != ""}
+			switch {
+			case d > 0:
+				tk.state, tk.due = Pending, now.Add(d).Truncate(time.Millisecond)
+			case pool != "":
+				tk.state = Ready
+			default:
+				tk.state, tk.inDue = Pending, true
+			}
+			m.tasks[id] = tk
+			m.order = append(m.order, id)
+			what = "submit " + id
+		case r < 28:
+			d := time.Duration(rng.IntN(12000)) * time.Millisecond
+			e.clock.Advance(d)
+			what = fmt.Sprintf("advance %v", d)
+		case r < 35: // promote
+			if _, err := e.s.Promote(e.ctx, leader, 1000); err != nil {
+				t.Fatal(err)
+			}
+			for _, tk := range m.tasks {
+				if tk.state == Pending && !tk.inDue && !tk.due.After(now) {
+					if (tk.pinned || tk.keepPool) && tk.pool != "" {
+						tk.state, tk.keepPool = Ready, false
+					} else {
+						tk.inDue = true
+					}
+				}
+			}
+			what = "promote"
+		case r < 42: // place
+			due, err := e.s.DueTasks(e.ctx, 1000)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var as []Assignment
+			for _, d := range due {
+				tk := m.tasks[d.ID]
+				if tk == nil || tk.state != Pending || !tk.inDue {
+					t.Fatalf("step %d: due set holds %s, model %+v", step, d.ID, tk)
+				}
+				if rng.IntN(4) == 0 {
+					retry := now.Add(5 * time.Second)
+					as = append(as, Assignment{ID: d.ID, RetryAt: retry})
+					tk.inDue, tk.due = false, retry.Truncate(time.Millisecond)
+				} else {
+					p := pools[rng.IntN(2)]
+					as = append(as, Assignment{ID: d.ID, Pool: p})
+					tk.inDue, tk.state, tk.pool = false, Ready, p
+				}
+			}
+			if _, err := e.s.Place(e.ctx, leader, as); err != nil {
+				t.Fatal(err)
+			}
+			what = fmt.Sprintf("place %d", len(as))
+		case r < 57: // claim
+			pool := pools[rng.IntN(2)]
+			w := workers[rng.IntN(3)]
+			n := 1 + rng.IntN(4)
+			var ready int
+			for _, tk := range m.tasks {
+				if tk.state == Ready && tk.pool == pool {
+					ready++
+				}
+			}
+			got, err := e.s.Claim(e.ctx, ClaimRequest{Pool: pool, Worker: w, N: n})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(got) != min(n, ready) {
+				t.Fatalf("step %d: claim %d from %s with %d ready: got %d", step, n, pool, ready, len(got))
+			}
+			for _, g := range got {
+				tk := m.tasks[g.ID]
+				if tk == nil || tk.state != Ready || tk.pool != pool {
+					t.Fatalf("step %d: claimed %s which the model has as %+v", step, g.ID, tk)
+				}
+				tk.state, tk.token, tk.worker = Running, g.LeaseToken, w
+				tk.attempts++
+				tk.expiry = now.Add(10 * time.Second)
+			}
+			what = fmt.Sprintf("claim %s %d→%d", pool, n, len(got))
+		case r < 63: // heartbeat of one worker
+			w := workers[rng.IntN(3)]
+			var held []Lease
+			want := map[string]StopReason{}
+			for _, id := range m.order {
+				tk := m.tasks[id]
+				if tk.worker == w && tk.token != "" {
+					held = append(held, Lease{ID: id, Token: tk.token})
+					switch {
+					case tk.state != Running:
+						want[id] = StopLost
+					case tk.cancelReq:
+						want[id] = StopCanceled
+					default:
+						tk.expiry = now.Add(10 * time.Second)
+					}
+				}
+			}
+			stops, err := e.s.Heartbeat(e.ctx, w, "cpu", 4, held)
+			if err != nil {
+				t.Fatal(err)
+			}
+			got := map[string]StopReason{}
+			for _, s := range stops {
+				got[s.ID] = s.Why
+			}
+			if fmt.Sprint(got) != fmt.Sprint(want) {
+				t.Fatalf("step %d: heartbeat stops %v, want %v", step, got, want)
+			}
+			// A worker forgets what it was told to stop, except cancels it acks below.
+			for id, why := range got {
+				if why == StopLost {
+					m.tasks[id].token, m.tasks[id].worker = "", ""
+				}
+			}
+			what = "heartbeat " + w
+		case r < 73: // complete (sometimes with a stale token)
+			tk := pick(func(x *mtask) bool { return x.token != "" })
+			if tk == nil {
+				continue
+			}
+			errs, err := e.s.Complete(e.ctx, Completion{ID: tk.id, Token: tk.token})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if tk.state == Running {
+				if errs[0] != nil {
+					t.Fatalf("step %d: complete %s: %v", step, tk.id, errs[0])
+				}
+				tk.state = Success
+			} else if !errors.Is(errs[0], ErrLeaseLost) {
+				t.Fatalf("step %d: stale complete of %s: %v", step, tk.id, errs[0])
+			}
+			tk.token, tk.worker = "", ""
+			what = "complete " + tk.id
+		case r < 80: // fail
+			tk := pick(running)
+			if tk == nil {
+				continue
+			}
+			retryable := rng.IntN(5) != 0
+			st, due, err := e.s.Fail(e.ctx, Failure{ID: tk.id, Token: tk.token, Error: "e", Retryable: retryable})
+			if err != nil {
+				t.Fatal(err)
+			}
+			want := Failed
+			switch {
+			case tk.cancelReq:
+				want = Canceled
+			case retryable && tk.attempts <= tk.maxRetries:
+				want = Pending
+				tk.due = due
+			}
+			if st != want {
+				t.Fatalf("step %d: fail %s → %s, want %s", step, tk.id, st, want)
+			}
+			tk.state, tk.token, tk.worker, tk.pool = want, "", "", pinnedPool(tk)
+			what = "fail " + tk.id
+		case r < 84: // return (shutdown or preempt with delay)
+			tk := pick(running)
+			if tk == nil {
+				continue
+			}
+			d := time.Duration(0)
+			if rng.IntN(2) == 0 {
+				d = time.Minute
+			}
+			st, err := e.s.Return(e.ctx, tk.id, tk.token, ReasonWorkerShutdown, d)
+			if err != nil {
+				t.Fatal(err)
+			}
+			tk.attempts--
+			want := Ready
+			switch {
+			case tk.cancelReq:
+				want = Canceled
+			case d > 0:
+				want, tk.due, tk.keepPool = Pending, now.Add(d), true
+			}
+			if st != want {
+				t.Fatalf("step %d: return → %s, want %s", step, st, want)
+			}
+			tk.state, tk.token, tk.worker = want, "", ""
+			what = "return " + tk.id
+		case r < 88: // reap
+			if _, _, err := e.s.Reap(e.ctx, leader, 1000); err != nil {
+				t.Fatal(err)
+			}
+			for _, id := range m.order {
+				tk := m.tasks[id]
+				if tk.state != Running || tk.expiry.After(now) {
+					continue
+				}
+				switch {
+				case tk.cancelReq:
+					tk.state = Canceled
+				case tk.attempts <= tk.maxRetries:
+					got, _ := e.s.Get(e.ctx, id)
+					tk.state, tk.due = Pending, *got.DueAt
+				default:
+					tk.state = Failed
+				}
+				tk.pool = pinnedPool(tk)
+			}
+			what = "reap"
+		case r < 93: // cancel
+			tk := pick(func(*mtask) bool { return true })
+			if tk == nil {
+				continue
+			}
+			st, err := e.s.Cancel(e.ctx, tk.id, "", "t")
+			switch tk.state {
+			case Pending, Ready:
+				if err != nil || st != Canceled {
+					t.Fatalf("step %d: cancel %s: %s %v", step, tk.state, st, err)
+				}
+				tk.state, tk.inDue = Canceled, false
+			case Running:
+				if err != nil || st != Running {
+					t.Fatalf("step %d: cancel running: %s %v", step, st, err)
+				}
+				tk.cancelReq = true
+			default:
+				var te *TransitionError
+				if !errors.As(err, &te) {
+					t.Fatalf("step %d: cancel %s: %v", step, tk.state, err)
+				}
+			}
+			what = "cancel " + tk.id
+		case r < 96: // replay
+			tk := pick(func(x *mtask) bool { return x.state == Failed })
+			if tk == nil {
+				continue
+			}
+			if err := e.s.Replay(e.ctx, tk.id, "t"); err != nil {
+				t.Fatal(err)
+			}
+			tk.state, tk.due, tk.attempts, tk.cancelReq = Pending, now.Truncate(time.Millisecond), 0, false
+			what = "replay " + tk.id
+		default: // priority
+			tk := pick(func(x *mtask) bool { return !x.state.Terminal() })
+			if tk == nil {
+				continue
+			}
+			p := rng.IntN(5)
+			if err := e.s.SetPriority(e.ctx, tk.id, p, "t"); err != nil {
+				t.Fatal(err)
+			}
+			tk.prio = p
+			what = "priority " + tk.id
+		}
+		m.check(t, e, step, what)
+	}
+	t.Logf("%d tasks, %d steps", len(m.tasks), *modelSteps)
+}
+
+func pinnedPool(tk *mtask) string {
+	if tk.pinned {
+		return tk.pool
+	}
+	return ""
+}
+
+// check compares every task and structure with the model.
+func (m *model) check(t *testing.T, e *env, step int, what string) {
+	t.Helper()
+	fail := func(format string, args ...any) {
+		t.Helper()
+		t.Fatalf("step %d (%s): %s", step, what, fmt.Sprintf(format, args...))
+	}
+	p := e.s.keys[0].prefix
+	members := func(key string) map[string]bool {
+		ids, err := e.s.rdb.ZRange(e.ctx, key, 0, -1).Result()
+		if err != nil {
+			t.Fatal(err)
+		}
+		s := map[string]bool{}
+		for _, id := range ids {
+			s[id] = true
+		}
+		return s
+	}
+	delayed, due, running, dead := members(p+"delayed"), members(p+"due"), members(p+"running"), members(p+"dead")
+	ready := map[string]map[string]bool{}
+	for _, pool := range pools {
+		for pr := 0; pr <= MaxPriority; pr++ {
+			ready[fmt.Sprintf("%s:%d", pool, pr)] = members(fmt.Sprintf("%sq:%s:%d", p, pool, pr))
+		}
+	}
+	var nP, nR, nU, nF int
+	readyBy := map[string]int{}
+	pipe := e.s.rdb.Pipeline()
+	sts := make([]interface{ Val() string }, len(m.order))
+	for i, id := range m.order {
+		sts[i] = pipe.HGet(e.ctx, p+"t:"+id, "st")
+	}
+	if _, err := pipe.Exec(e.ctx); err != nil {
+		fail("read states: %v", err)
+	}
+	for i, id := range m.order {
+		tk := m.tasks[id]
+		if got := stateOf(sts[i].Val()); got != tk.state {
+			fail("task %s is %q, model says %s", id, got, tk.state)
+		}
+		inReady := 0
+		for k, s := range ready {
+			if s[id] {
+				inReady++
+				if tk.state != Ready || k != fmt.Sprintf("%s:%d", tk.pool, tk.prio) {
+					fail("task %s (%s pool %q prio %d) is in ready set %s", id, tk.state, tk.pool, tk.prio, k)
+				}
+			}
+		}
+		want := map[string]bool{
+			"delayed": tk.state == Pending && !tk.inDue,
+			"due":     tk.state == Pending && tk.inDue,
+			"running": tk.state == Running,
+			"dead":    tk.state == Failed,
+			"ready":   tk.state == Ready,
+		}
+		have := map[string]bool{"delayed": delayed[id], "due": due[id], "running": running[id], "dead": dead[id], "ready": inReady == 1}
+		if fmt.Sprint(want) != fmt.Sprint(have) {
+			fail("task %s (%s): in %v, want %v", id, tk.state, have, want)
+		}
+		if tk.state == Pending && !tk.inDue && step%50 == 0 {
+			s, _ := e.s.rdb.ZScore(e.ctx, p+"delayed", id).Result()
+			if int64(s) != tk.due.UnixMilli() {
+				fail("task %s due %d, model %d", id, int64(s), tk.due.UnixMilli())
+			}
+		}
+		switch tk.state {
+		case Pending:
+			nP++
+		case Ready:
+			nR++
+			readyBy[fmt.Sprintf("%s:%d", tk.pool, tk.prio)]++
+		case Running:
+			nU++
+		case Failed:
+			nF++
+		}
+	}
+	c, err := e.s.Counts(e.ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.Pending != nP || c.Ready != nR || c.Running != nU || c.Dead != nF {
+		fail("counts P%d R%d U%d F%d, model P%d R%d U%d F%d", c.Pending, c.Ready, c.Running, c.Dead, nP, nR, nU, nF)
+	}
+	for k, n := range readyBy {
+		i := len(k) - 2
+		pool, pr := k[:i], int(k[i+1]-'0')
+		if c.ReadyBy[pool][pr] != n {
+			fail("ready count %s = %d, model %d", k, c.ReadyBy[pool][pr], n)
+		}
+	}
+	if total := len(delayed) + len(due) + len(running) + len(dead); total > len(m.tasks) {
+		fail("structures hold %d entries for %d tasks", total, len(m.tasks))
+	}
+	if step%500 == 0 {
+		m.checkTrails(t, e, fail)
+	}
+}
+
+// checkTrails checks every recorded transition against the table.
+func (m *model) checkTrails(t *testing.T, e *env, fail func(string, ...any)) {
+	ids := append([]string(nil), m.order...)
+	sort.Strings(ids)
+	for _, id := range ids {
+		tr, err := e.s.Trail(e.ctx, id)
+		if err != nil {
+			fail("trail %s: %v", id, err)
+		}
+		for _, x := range tr {
+			if !Legal(x.From, x.To, x.Reason) {
+				fail("task %s: illegal transition in trail %s→%s %s", id, x.From, x.To, x.Reason)
+			}
+		}
+	}
+}
