@@ -25,9 +25,8 @@ type ParsedID struct {
 }
 
 type idGen struct {
-	mu   sync.Mutex
-	last int64
-	seq  uint32
+	mu  sync.Mutex
+	seq uint32
 }
 
 var ids idGen
@@ -42,10 +41,6 @@ func init() {
 func NewID(region string, shard int, now time.Time) string {
 	ms := now.UnixMilli()
 	ids.mu.Lock()
-	if ms < ids.last {
-		ms = ids.last // never go backwards inside a process
-	}
-	ids.last = ms
 	ids.seq = (ids.seq + 1) & (1<<30 - 1)
 	seq := ids.seq
 	ids.mu.Unlock()

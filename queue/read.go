@@ -24,7 +24,7 @@ func (s *Store) Get(ctx context.Context, id string) (*Task, error) {
 	if len(h) == 0 {
 		return nil, fmt.Errorf("%w: %s", ErrNotFound, id)
 	}
-	return decodeTask(id, h), nil
+	return decodeTask(id, h, s.opts.Defaults), nil
 }
 
 // getMany reads several tasks of one shard in one pipeline; missing ones are
@@ -45,7 +45,7 @@ func (s *Store) getMany(ctx context.Context, shard int, ids []string) ([]*Task, 
 	out := make([]*Task, 0, len(ids))
 	for i, c := range cmds {
 		if h := c.Val(); len(h) > 0 {
-			out = append(out, decodeTask(ids[i], h))
+			out = append(out, decodeTask(ids[i], h, s.opts.Defaults))
 		}
 	}
 	return out, nil
@@ -117,6 +117,8 @@ func readyReason(h map[string]string) string {
 	switch h["rs"] {
 	case ReasonPlaced, ReasonDue:
 		return h["rs"]
+	case "":
+		return ReasonPlaced
 	}
 	return ReasonDue
 }

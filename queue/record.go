@@ -74,8 +74,9 @@ func decodeTags(s string) map[string]string {
 	return m
 }
 
-// specFields is the static part of a new task's hash.
-func specFields(s *Spec) []any {
+// specFields is the static part of a new task's hash. Fields equal to the
+// region defaults are left out (scripts and decodeTask fill them back).
+func specFields(s *Spec, d Defaults) []any {
 	f := make([]any, 0, 24)
 	f = append(f, "ty", s.Type)
 	if len(s.Payload) > 0 {
@@ -87,11 +88,18 @@ func specFields(s *Spec) []any {
 	if len(s.Regions) > 0 {
 		f = append(f, "rg", strings.Join(s.Regions, ","))
 	}
-	f = append(f,
-		"to", ms(time.Duration(s.Timeout)),
-		"mr", strconv.Itoa(*s.MaxRetries),
-		"rb", ms(time.Duration(s.RetryBase)),
-		"rc", ms(time.Duration(s.RetryCap)))
+	if time.Duration(s.Timeout) != d.Timeout {
+		f = append(f, "to", ms(time.Duration(s.Timeout)))
+	}
+	if *s.MaxRetries != d.MaxRetries {
+		f = append(f, "mr", strconv.Itoa(*s.MaxRetries))
+	}
+	if time.Duration(s.RetryBase) != d.RetryBase {
+		f = append(f, "rb", ms(time.Duration(s.RetryBase)))
+	}
+	if time.Duration(s.RetryCap) != d.RetryCap {
+		f = append(f, "rc", ms(time.Duration(s.RetryCap)))
+	}
 	if s.IdempotencyKey != "" {
 		f = append(f, "ik", s.IdempotencyKey)
 	}
@@ -142,8 +150,9 @@ func TraceIDFor(id string) string {
 	return hex.EncodeToString(b[:])
 }
 
-// decodeTask builds a Task from a hash given as field→value.
-func decodeTask(id string, h map[string]string) *Task {
+// decodeTask builds a Task from a hash given as field→value; d fills the
+// fields a record leaves out because they equal the region defaults.
+func decodeTask(id string, h map[string]string, d Defaults) *Task {
 	t := &Task{
 		ID:              id,
 		Type:            h["ty"],
@@ -181,6 +190,21 @@ func decodeTask(id string, h map[string]string) *Task {
 	}
 	if r := h["rg"]; r != "" {
 		t.Regions = strings.Split(r, ",")
+	}
+	if h["to"] == "" {
+		t.Timeout = Duration(d.Timeout)
+	}
+	if h["mr"] == "" {
+		t.MaxRetries = d.MaxRetries
+	}
+	if h["rb"] == "" {
+		t.RetryBase = Duration(d.RetryBase)
+	}
+	if h["rc"] == "" {
+		t.RetryCap = Duration(d.RetryCap)
+	}
+	if t.Reason == "" && t.State == Ready {
+		t.Reason = ReasonPlaced
 	}
 	if t.Tenant == "" {
 		t.Tenant = "default"

@@ -179,6 +179,7 @@ func (s *Store) Submit(ctx context.Context, tasks ...NewTask) ([]SubmitResult, e
 	res := make([]SubmitResult, len(tasks))
 	byShard := make([][]int, s.opts.Shards)
 	now := s.now()
+	ids := make([]string, len(tasks))
 	for i, t := range tasks {
 		var shard int
 		switch {
@@ -193,15 +194,16 @@ func (s *Store) Submit(ctx context.Context, tasks ...NewTask) ([]SubmitResult, e
 		default:
 			shard = int(s.rr.Add(1) % uint32(s.opts.Shards))
 		}
-		if t.ID == "" {
-			tasks[i].ID = NewID(s.opts.Region, shard, now)
+		ids[i] = t.ID
+		if ids[i] == "" {
+			ids[i] = NewID(s.opts.Region, shard, now)
 		}
 		byShard[shard] = append(byShard[shard], i)
 	}
 	for shard, idx := range byShard {
 		for start := 0; start < len(idx); start += MaxBatch {
 			end := min(start+MaxBatch, len(idx))
-			if err := s.submitShard(ctx, shard, tasks, idx[start:end], res); err != nil {
+			if err := s.submitShard(ctx, shard, tasks, ids, idx[start:end], res); err != nil {
 				return nil, err
 			}
 		}
@@ -218,7 +220,7 @@ func (s *Store) Submit(ctx context.Context, tasks ...NewTask) ([]SubmitResult, e
 	return res, nil
 }
 
-func (s *Store) submitShard(ctx context.Context, shard int, tasks []NewTask, idx []int, res []SubmitResult) error {
+func (s *Store) submitShard(ctx context.Context, shard int, tasks []NewTask, ids []string, idx []int, res []SubmitResult) error {
 	keys := s.keysWith(shard)
 	argv := make([]any, 0, 2+len(idx)*30)
 	argv = append(argv, s.clock(), len(idx))
@@ -238,11 +240,11 @@ func (s *Store) submitShard(ctx context.Context, shard int, tasks []NewTask, idx
 			ttl = ms(time.Duration(sp.IdempotencyTTL))
 			hash = sp.Hash()
 		}
-		f := specFields(sp)
+		f := specFields(sp, s.opts.Defaults)
 		if t.Pinned && t.Pool != "" {
 			f = append(f, "pn", "1", "po", t.Pool)
 		}
-		argv = append(argv, t.ID, t.Pool, strconv.Itoa(*sp.Priority), due, idem, ttl, hash, len(f)/2)
+		argv = append(argv, ids[i], t.Pool, strconv.Itoa(*sp.Priority), due, idem, ttl, hash, len(f)/2)
 		argv = append(argv, f...)
 	}
 	out, err := scripts.submit.Run(ctx, s.rdb, keys, argv...).Slice()
@@ -384,7 +386,8 @@ func (s *Store) Claim(ctx context.Context, req ClaimRequest) ([]*Task, error) {
 	for i := 0; i < s.opts.Shards && len(out) < n; i++ {
 		shard := (start + i) % s.opts.Shards
 		res, err := scripts.claim.Run(ctx, s.rdb, s.keysWith(shard), s.clock(), req.Pool, req.Worker,
-			n-len(out), s.opts.Lease.Milliseconds(), s.opts.AgingStep.Milliseconds(), price).Slice()
+			n-len(out), s.opts.Lease.Milliseconds(), s.opts.AgingStep.Milliseconds(), price,
+			s.opts.Defaults.Timeout.Milliseconds()).Slice()
 		if err != nil {
 			return out, fmt.Errorf("queue: claim: %w", err)
 		}
@@ -394,7 +397,7 @@ func (s *Store) Claim(ctx context.Context, req ClaimRequest) ([]*Task, error) {
 				continue
 			}
 			pairs, _ := item[1].([]any)
-			out = append(out, decodeTask(toStr(item[0]), pairsToMap(pairs)))
+			out = append(out, decodeTask(toStr(item[0]), pairsToMap(pairs), s.opts.Defaults))
 		}
 	}
 	return out, nil
@@ -534,7 +537,8 @@ func (s *Store) Fail(ctx context.Context, f Failure) (State, time.Time, error) {
 	}
 	out, err := scripts.fail.Run(ctx, s.rdb, s.keysWith(shard), s.clock(), f.ID, f.Token,
 		clean(f.Error, MaxErrorLen), retry, rand.IntN(1000), s.opts.RetainDead.Milliseconds(),
-		s.opts.RetainCanceled.Milliseconds(), reason).Slice()
+		s.opts.RetainCanceled.Milliseconds(), reason, s.opts.Defaults.MaxRetries,
+		s.opts.Defaults.RetryBase.Milliseconds(), s.opts.Defaults.RetryCap.Milliseconds()).Slice()
 	if err != nil {
 		return "", time.Time{}, fmt.Errorf("queue: fail: %w", err)
 	}
@@ -586,7 +590,8 @@ func (s *Store) Reap(ctx context.Context, f Fence, limit int) (int, time.Time, e
 	var next time.Time
 	for shard := range s.keys {
 		out, err := scripts.reap.Run(ctx, s.rdb, s.keysWith(shard, s.fenceKey(shard, f)), s.clock(), f.Token,
-			limit, rand.IntN(1000), s.opts.RetainDead.Milliseconds(), s.opts.RetainCanceled.Milliseconds()).Slice()
+			limit, rand.IntN(1000), s.opts.RetainDead.Milliseconds(), s.opts.RetainCanceled.Milliseconds(),
+			s.opts.Defaults.MaxRetries, s.opts.Defaults.RetryBase.Milliseconds(), s.opts.Defaults.RetryCap.Milliseconds()).Slice()
 		if err != nil {
 			return total, next, fmt.Errorf("queue: reap: %w", err)
 		}

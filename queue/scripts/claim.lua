@@ -5,7 +5,8 @@
 -- aging_step of waiting but never reaches priority 0.
 -- KEYS: 1-8 see lib.lua.
 -- ARGV: 1 clock, 2 pool, 3 worker, 4 n, 5 lease_ms, 6 aging_step_ms,
---       7 price per slot-hour at claim ('' = none).
+--       7 price per slot-hour at claim ('' = none), 8 default timeout ms
+--       (records omit fields equal to the region default).
 -- Returns: per claimed task {id, record as HGETALL pairs}
 -- (it includes the lease token as field 'lt').
 local now = clock(ARGV[1])
@@ -52,7 +53,7 @@ for k, c in ipairs(chosen) do
   local r = redis.call('HMGET', tk, 'to', 'at')
   local token = fmt(redis.call('INCR', K_SEQ))
   local at = tonumber(r[2] or '0') + 1
-  local dl = now + tonumber(r[1])
+  local dl = now + tonumber(r[1] or ARGV[8])
   local exp = now + lease
   if dl < exp then exp = dl end
   redis.call('HSET', tk, 'st', 'U', 'rs', 'CLAIMED', 'wk', worker, 'lt', token,

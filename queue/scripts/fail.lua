@@ -4,7 +4,8 @@
 -- KEYS: 1-8 see lib.lua.
 -- ARGV: 1 clock, 2 id, 3 token, 4 error, 5 retryable '1'|'0', 6 jitter 0..999,
 --       7 dead retention ms, 8 canceled retention ms, 9 reason for the step
---       (HANDLER_ERROR, DEADLINE_EXCEEDED, ...).
+--       (HANDLER_ERROR, DEADLINE_EXCEEDED, ...), 10-12 region defaults for
+--       max_retries, retry_base ms, retry_cap ms (for records that omit them).
 -- Returns: {0, new state code, due_ms or '0'}; {1, state} lease lost; {2} not found.
 local now = clock(ARGV[1])
 local id, token, err = ARGV[2], ARGV[3], ARGV[4]
@@ -23,7 +24,7 @@ if r[11] == '1' then
   event('cancel', {id}, 1)
   return {0, 'C', '0'}
 end
-local st, due = retry_or_dead(id, now, tonumber(r[3]), tonumber(r[4]), tonumber(r[5]), tonumber(r[6]),
-  'U', ARGV[9], r[10], err, ARGV[5] == '1', tonumber(ARGV[6]), ARGV[7])
+local st, due = retry_or_dead(id, now, tonumber(r[3]), tonumber(r[4] or ARGV[10]), tonumber(r[5] or ARGV[11]),
+  tonumber(r[6] or ARGV[12]), 'U', ARGV[9], r[10], err, ARGV[5] == '1', tonumber(ARGV[6]), ARGV[7])
 event(st == 'F' and 'dead' or 'retry', {id}, 1)
 return {0, st, fmt(due)}

@@ -3,7 +3,8 @@
 -- CANCELED when a cancel was requested. A lease expiry spends a retry.
 -- KEYS: 1-8 see lib.lua; 9 fence key.
 -- ARGV: 1 clock, 2 fencing token, 3 limit (≤ 1000), 4 jitter seed,
---       5 dead retention ms, 6 canceled retention ms.
+--       5 dead retention ms, 6 canceled retention ms, 7-9 region defaults for
+--       max_retries, retry_base ms, retry_cap ms.
 -- Returns: {-1} when fenced; else {reaped, next_expiry_ms or ''}.
 local now = clock(ARGV[1])
 if not fence(KEYS[9], ARGV[2]) then return {-1} end
@@ -28,7 +29,8 @@ for k, id in ipairs(ids) do
       trail(id, now, 'T', 'C', 'CANCELED_BY_USER', 'reaper', r[2], '')
       retain(id, ARGV[6])
     else
-      retry_or_dead(id, now, tonumber(r[2]), tonumber(r[3]), tonumber(r[4]), tonumber(r[5]),
+      retry_or_dead(id, now, tonumber(r[2]), tonumber(r[3] or ARGV[7]), tonumber(r[4] or ARGV[8]),
+        tonumber(r[5] or ARGV[9]),
         'T', why, 'reaper', '', true, (seed + k * 7919) % 1000, ARGV[5])
     end
     done[#done + 1] = id

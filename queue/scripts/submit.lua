@@ -51,7 +51,7 @@ for _ = 1, n do
       st = 'P'
     elseif pool ~= '' then
       local eq = fmt(now)
-      redis.call('HSET', tkey(id), 'st', 'R', 'rs', 'PLACED', 'po', pool, 'eq', eq, 'rt', eq)
+      redis.call('HSET', tkey(id), 'st', 'R', 'po', pool, 'eq', eq, 'rt', eq) -- reason PLACED implied
       redis.call('ZADD', qkey(pool, prio), eq, id)
       cnt('R', 1)
       cnt('r:' .. pool .. ':' .. prio, 1)
