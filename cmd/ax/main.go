@@ -1,12 +1,104 @@
-// Command ax is the scheduler's single binary: server, worker, dev and the CLI.
+// Command ax is the scheduler's single binary: `ax server`, `ax worker`,
+// `ax dev`, `ax bench`, and the client commands that talk to the HTTP API.
+//
+// Every flag can also come from the environment (AX_<FLAG>, dashes as
+// underscores, e.g. AX_API, AX_OUTPUT) or from a CLI settings file
+// (--settings, default $HOME/.config/ax/cli.yaml, keys named like the flags).
 package main
 
 import (
+	"errors"
 	"fmt"
 	"os"
+	"path/filepath"
+	"strings"
+
+	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
+	"github.com/spf13/viper"
 )
 
+// exitError carries a process exit code through cobra.
+type exitError struct {
+	code int
+	err  error
+}
+
+func (e *exitError) Error() string { return e.err.Error() }
+func (e *exitError) Unwrap() error { return e.err }
+
 func main() {
-	fmt.Fprintln(os.Stderr, "ax: not built yet")
-	os.Exit(1)
+	root := newRoot()
+	if err := root.Execute(); err != nil {
+		code := 1
+		var ee *exitError
+		if errors.As(err, &ee) {
+			code = ee.code
+		}
+		// One line, no usage dump.
+		fmt.Fprintln(os.Stderr, "ax: "+strings.ReplaceAll(err.Error(), "\n", "; "))
+		os.Exit(code)
+	}
+}
+
+// commands registers subcommand constructors; each file adds its own in init.
+var commands []func() *cobra.Command
+
+func newRoot() *cobra.Command {
+	root := &cobra.Command{
+		Use:           "ax",
+		Short:         "ax — an adaptive, federated task scheduler",
+		SilenceUsage:  true,
+		SilenceErrors: true,
+		PersistentPreRunE: func(cmd *cobra.Command, _ []string) error {
+			return bindViper(cmd)
+		},
+	}
+	pf := root.PersistentFlags()
+	pf.String("api", "http://127.0.0.1:8080", "ax server API address")
+	pf.String("token", "", "bearer token for the API")
+	pf.StringP("output", "o", "table", "output format: table or json")
+	pf.String("settings", defaultSettings(), "CLI settings file (YAML; keys named like the flags)")
+	for _, c := range commands {
+		root.AddCommand(c())
+	}
+	return root
+}
+
+func defaultSettings() string {
+	home, err := os.UserHomeDir()
+	if err != nil {
+		return ""
+	}
+	return filepath.Join(home, ".config", "ax", "cli.yaml")
+}
+
+// bindViper fills every flag the user did not set from AX_* env vars or the
+// settings file, so commands read plain flag values.
+func bindViper(cmd *cobra.Command) error {
+	v := viper.New()
+	v.SetEnvPrefix("AX")
+	v.SetEnvKeyReplacer(strings.NewReplacer("-", "_", ".", "_"))
+	v.AutomaticEnv()
+	settings, _ := cmd.Flags().GetString("settings")
+	if settings != "" {
+		if _, err := os.Stat(settings); err == nil {
+			v.SetConfigFile(settings)
+			if err := v.ReadInConfig(); err != nil {
+				return fmt.Errorf("settings %s: %w", settings, err)
+			}
+		}
+	}
+	var err error
+	cmd.Flags().VisitAll(func(f *pflag.Flag) {
+		if err != nil || f.Changed || f.Name == "settings" {
+			return
+		}
+		if v.IsSet(f.Name) {
+			if e := cmd.Flags().Set(f.Name, fmt.Sprint(v.Get(f.Name))); e != nil {
+				err = fmt.Errorf("%s (from AX_%s or settings): %w", f.Name, strings.ToUpper(strings.ReplaceAll(f.Name, "-", "_")), e)
+			}
+		}
+	})
+	return err
 }

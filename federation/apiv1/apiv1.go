@@ -1,0 +1,187 @@
+// Package apiv1 holds the JSON shapes of ax's HTTP API (DESIGN §6), shared
+// by the server (package federation) and the Go client (package client).
+// It holds types only.
+package apiv1
+
+import (
+	"encoding/json"
+	"time"
+
+	"github.com/ax-sched/ax/queue"
+)
+
+// Error is the one error shape: {"error":{"code","message","field"}}.
+type Error struct {
+	Code    string `json:"code"`
+	Message string `json:"message"`
+	Field   string `json:"field,omitempty"`
+	// Explanation is set on 422 (unplaceable): why every pool was rejected.
+	Explanation *Explanation `json:"explanation,omitempty"`
+	// RetryAfterSeconds mirrors the Retry-After header on 429 and 503.
+	RetryAfterSeconds int `json:"retry_after_seconds,omitempty"`
+}
+
+// ErrorBody wraps Error.
+type ErrorBody struct {
+	Error Error `json:"error"`
+}
+
+// Error codes. Each maps to one HTTP status in the server's one mapping.
+const (
+	CodeInvalid       = "invalid_argument"    // 400
+	CodeUnauthorized  = "unauthenticated"     // 401
+	CodeForbidden     = "permission_denied"   // 403
+	CodeNotFound      = "not_found"           // 404
+	CodeConflict      = "conflict"            // 409 (idempotency key reused, illegal transition)
+	CodeTooLarge      = "payload_too_large"   // 413
+	CodeUnplaceable   = "unplaceable"         // 422
+	CodeSaturated     = "saturated"           // 429
+	CodeUnavailable   = "unavailable"         // 503
+	CodeInternal      = "internal"            // 500
+	CodeFailedPrecond = "failed_precondition" // 409 (state does not allow the operation)
+)
+
+// SubmitResponse answers POST /v1/tasks (201, or 200 for an idempotent repeat).
+type SubmitResponse struct {
+	ID        string      `json:"id"`
+	State     queue.State `json:"state"`
+	Region    string      `json:"region"`
+	Pool      *string     `json:"pool"` // null while unplaced
+	Duplicate bool        `json:"duplicate,omitempty"`
+}
+
+// BatchRequest is POST /v1/tasks/batch.
+type BatchRequest struct {
+	Tasks []json.RawMessage `json:"tasks"`
+}
+
+// BatchItem is one result of a batch: either the response or an error.
+type BatchItem struct {
+	Status int             `json:"status"`
+	Task   *SubmitResponse `json:"task,omitempty"`
+	Error  *Error          `json:"error,omitempty"`
+}
+
+// BatchResponse answers POST /v1/tasks/batch (200; per-item statuses).
+type BatchResponse struct {
+	Results  []BatchItem `json:"results"`
+	Accepted int         `json:"accepted"`
+	Rejected int         `json:"rejected"`
+}
+
+// TrailResponse answers GET /v1/tasks/{id}/trail.
+type TrailResponse struct {
+	ID          string             `json:"id"`
+	Transitions []queue.Transition `json:"transitions"`
+}
+
+// CancelResponse answers POST /v1/tasks/{id}/cancel.
+type CancelResponse struct {
+	ID    string      `json:"id"`
+	State queue.State `json:"state"` // CANCELED, or RUNNING when the cancel is a request
+	// Requested is true when the task was RUNNING: the worker stops it at its
+	// next heartbeat.
+	Requested bool `json:"requested,omitempty"`
+}
+
+// PriorityRequest is POST /v1/tasks/{id}/priority.
+type PriorityRequest struct {
+	Priority *int `json:"priority"`
+}
+
+// BulkCancelRequest is POST /v1/tasks/cancel: a filter; at least one field.
+type BulkCancelRequest struct {
+	Type   string      `json:"type,omitempty"`
+	State  queue.State `json:"state,omitempty"` // PENDING or READY
+	Tenant string      `json:"tenant,omitempty"`
+}
+
+// BulkCancelResponse counts what a bulk cancel did.
+type BulkCancelResponse struct {
+	Canceled int `json:"canceled"`
+}
+
+// TaskList answers GET /v1/dlq.
+type TaskList struct {
+	Tasks []*queue.Task `json:"tasks"`
+}
+
+// PoolStatus is one pool as published by its region's leader.
+type PoolStatus struct {
+	Name             string            `json:"name"`
+	Tags             map[string]string `json:"tags"`
+	Slots            int               `json:"slots"`
+	Workers          int               `json:"workers"`
+	Running          int               `json:"running"`
+	Ready            int               `json:"ready"`
+	QueueCapacity    int               `json:"queue_capacity"`
+	Utilisation      float64           `json:"utilisation"`
+	QueueFill        float64           `json:"queue_fill"`
+	PricePerSlotHour float64           `json:"price_per_slot_hour"`
+	Spot             bool              `json:"spot"`
+	Discount         float64           `json:"discount,omitempty"`
+	Paused           bool              `json:"paused,omitempty"`
+}
+
+// RegionStatus is one region in GET /v1/regions.
+type RegionStatus struct {
+	Name      string       `json:"name"`
+	API       string       `json:"api"`
+	Leader    string       `json:"leader"`
+	Healthy   bool         `json:"healthy"`
+	Stale     bool         `json:"stale,omitempty"`
+	UpdatedAt time.Time    `json:"updated_at"`
+	Pools     []PoolStatus `json:"pools"`
+}
+
+// RegionsResponse answers GET /v1/regions.
+type RegionsResponse struct {
+	Regions []RegionStatus `json:"regions"`
+	// GlobalView is false when this server cannot reach the global etcd and
+	// answers from its last known view.
+	GlobalView bool `json:"global_view"`
+}
+
+// DrainResponse answers POST /v1/regions/{region}/drain.
+type DrainResponse struct {
+	Region string `json:"region"`
+	Moved  int    `json:"moved"`
+}
+
+// Candidate is one pool in a placement explanation.
+type Candidate struct {
+	Region           string  `json:"region"`
+	Pool             string  `json:"pool"`
+	Rejected         string  `json:"rejected,omitempty"` // reason code, empty when eligible
+	Detail           string  `json:"detail,omitempty"`
+	PricePerSlotHour float64 `json:"price_per_slot_hour"`
+	ExpectedSeconds  float64 `json:"expected_seconds"`
+	BaseCost         float64 `json:"base_cost"`
+	Penalty          float64 `json:"watermark_penalty"`
+	CrossRegion      float64 `json:"cross_region_penalty"`
+	Score            float64 `json:"score"`
+	QueueFill        float64 `json:"queue_fill"`
+	Chosen           bool    `json:"chosen,omitempty"`
+}
+
+// Explanation answers POST /v1/placement/explain and accompanies 422s.
+type Explanation struct {
+	Chosen     *Candidate  `json:"chosen,omitempty"`
+	Candidates []Candidate `json:"candidates"`
+	Outcome    string      `json:"outcome"` // PLACED, NO_CAPACITY, SATURATED, UNPLACEABLE
+}
+
+// HandOff is POST /v1/internal/handoff: a task accepted in its home region
+// and placed in the receiver's pool. The receiver accepts an id at most once.
+type HandOff struct {
+	ID   string          `json:"id"`
+	Pool string          `json:"pool"`
+	Spec json.RawMessage `json:"spec"`
+}
+
+// HandOffResponse is the receiver's definite answer.
+type HandOffResponse struct {
+	Accepted bool   `json:"accepted"`
+	State    string `json:"state,omitempty"`
+	Reason   string `json:"reason,omitempty"`
+}
