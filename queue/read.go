@@ -203,11 +203,11 @@ func (s *Store) DeadLetters(ctx context.Context, offset, limit int) ([]*Task, er
 
 // Event is one entry of the region's event stream: one script call.
 type Event struct {
-	ID    string // stream entry id, to resume from
-	Shard int
-	Op    string   // submit, promote, place, claim, complete, retry, dead, reap, cancel, replay, return
-	N     int      // tasks concerned
-	Tasks []string // up to 32 of their ids
+	ID    string   `json:"id"` // stream entry id, to resume from
+	Shard int      `json:"shard"`
+	Op    string   `json:"op"`    // submit, promote, place, claim, complete, retry, dead, reap, cancel, replay, return
+	N     int      `json:"n"`     // tasks concerned
+	Tasks []string `json:"tasks"` // up to 32 of their ids
 }
 
 // Events reads entries after the given stream ids (one per shard, "$" or ""

@@ -185,3 +185,13 @@ type HandOffResponse struct {
 	State    string `json:"state,omitempty"`
 	Reason   string `json:"reason,omitempty"`
 }
+
+// EventsResponse answers GET /v1/events?region=R&after=CURSOR&wait=10s, a
+// long poll over a region's event stream (one entry per script call).
+// Pass Next back as `after` to continue; an empty `after` starts at new
+// events only.
+type EventsResponse struct {
+	Region string        `json:"region"`
+	Events []queue.Event `json:"events"`
+	Next   string        `json:"next"`
+}
