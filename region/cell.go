@@ -1,0 +1,436 @@
+package region
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sort"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/ax-sched/ax/lease"
+	"github.com/ax-sched/ax/queue"
+	clientv3 "go.etcd.io/etcd/client/v3"
+)
+
+// Pool is a configured worker pool of the region.
+type Pool struct {
+	Name             string
+	Tags             map[string]string
+	QueueCapacity    int
+	PricePerSlotHour float64
+	Spot             bool
+	Discount         float64
+	ScaleFromZero    bool
+}
+
+// Placer decides due tasks: a local pool, or no capacity now (Pool "" with
+// RetryAt). Federation implements it across regions; LocalPlacer is the
+// region-only fallback.
+type Placer interface {
+	PlaceDue(ctx context.Context, tasks []*queue.Task) []queue.Assignment
+}
+
+// Config of a cell. Zero durations take the defaults noted.
+type Config struct {
+	Region string
+	ID     string // this server's id, announced in the election (e.g. host:port)
+	API    string // public API address published for other regions
+	Pools  []Pool
+	// Prefix is the etcd key prefix (default "/ax/"): the election is
+	// <prefix>elect/region/<region> on the regional etcd, the registration
+	// <prefix>regions/<region> on the global one.
+	Prefix          string
+	SessionTTL      time.Duration // default 5s
+	Heartbeat       time.Duration // workers' heartbeat interval, default 3s
+	PublishInterval time.Duration // default 2s
+	MaxSleep        time.Duration // longest the promote/reap loops sleep, default 1s
+	Logger          *slog.Logger
+}
+
+func (c *Config) defaults() {
+	if c.Prefix == "" {
+		c.Prefix = "/ax/"
+	}
+	if c.SessionTTL <= 0 {
+		c.SessionTTL = 5 * time.Second
+	}
+	if c.Heartbeat <= 0 {
+		c.Heartbeat = 3 * time.Second
+	}
+	if c.PublishInterval <= 0 {
+		c.PublishInterval = 2 * time.Second
+	}
+	if c.MaxSleep <= 0 {
+		c.MaxSleep = time.Second
+	}
+	if c.Logger == nil {
+		c.Logger = slog.Default()
+	}
+}
+
+// Cell is one server's membership in its region's cell.
+type Cell struct {
+	cfg      Config
+	store    *queue.Store
+	regional *clientv3.Client
+	global   *clientv3.Client // may equal regional
+	placer   Placer
+	metrics  *Metrics
+	log      *slog.Logger
+
+	wake chan struct{}
+
+	leading       atomic.Bool
+	token         atomic.Int64
+	globalHealthy atomic.Bool
+
+	mu      sync.Mutex
+	figures Figures
+}
+
+// New makes a cell. placer may be nil (LocalPlacer over cfg.Pools).
+func New(store *queue.Store, regional, global *clientv3.Client, cfg Config, placer Placer, m *Metrics) *Cell {
+	cfg.defaults()
+	if global == nil {
+		global = regional
+	}
+	if placer == nil {
+		placer = &LocalPlacer{Pools: cfg.Pools, Retry: 5 * time.Second}
+	}
+	if m == nil {
+		m = NewMetrics(nil)
+	}
+	c := &Cell{cfg: cfg, store: store, regional: regional, global: global, placer: placer, metrics: m,
+		log: cfg.Logger.With("region", cfg.Region), wake: make(chan struct{}, 1)}
+	c.globalHealthy.Store(true)
+	return c
+}
+
+// Leading reports whether this server leads its cell now.
+func (c *Cell) Leading() bool { return c.leading.Load() }
+
+// GlobalHealthy is false while the leader cannot publish to the global etcd.
+func (c *Cell) GlobalHealthy() bool { return c.globalHealthy.Load() }
+
+// Figures returns the last figures this server computed as leader.
+func (c *Cell) Figures() Figures {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.figures
+}
+
+// Wake makes the leader's promote loop look at once (a new earlier task, a
+// due task waiting for placement). Never blocks.
+func (c *Cell) Wake() {
+	select {
+	case c.wake <- struct{}{}:
+	default:
+	}
+}
+
+// Run campaigns for leadership of the cell until ctx ends, doing leader work
+// during each term.
+func (c *Cell) Run(ctx context.Context) error {
+	el := lease.NewElector(c.regional, c.cfg.Prefix+"elect/region/"+c.cfg.Region, c.cfg.ID,
+		lease.WithTTL(c.cfg.SessionTTL), lease.WithLogger(c.log))
+	err := el.Run(ctx, c.lead)
+	if errors.Is(err, context.Canceled) {
+		return nil
+	}
+	return err
+}
+
+// lead is one term. It returns when the term ends or ctx does.
+func (c *Cell) lead(ctx context.Context, l *lease.Leadership) {
+	fence := queue.Fence{Name: "region", Token: l.Token()}
+	c.token.Store(l.Token())
+	c.leading.Store(true)
+	c.metrics.leader.WithLabelValues(c.cfg.Region).Set(1)
+	c.metrics.leaderChanges.WithLabelValues(c.cfg.Region).Inc()
+	c.log.Info("leading the cell", "token", l.Token(), "id", c.cfg.ID)
+	defer func() {
+		c.leading.Store(false)
+		c.metrics.leader.WithLabelValues(c.cfg.Region).Set(0)
+		c.log.Info("stopped leading the cell", "token", l.Token(), "reason", l.Err())
+	}()
+
+	// lost is called by any loop whose fenced write was rejected: a newer
+	// leader exists, so stop everything now.
+	lost := func(err error) {
+		if errors.Is(err, queue.ErrFenced) {
+			c.metrics.fenced.WithLabelValues(c.cfg.Region).Inc()
+			c.log.Warn("fenced write rejected; resigning", "token", l.Token())
+			l.Lost(err)
+		}
+	}
+	var wg sync.WaitGroup
+	for _, loop := range []func(context.Context, queue.Fence, func(error)){c.promoteLoop, c.reapLoop, c.houseLoop} {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			loop(ctx, fence, lost)
+		}()
+	}
+	wg.Wait()
+}
+
+// sleep waits for d, a wake-up, or ctx; false when ctx ended.
+func (c *Cell) sleep(ctx context.Context, d time.Duration, wake <-chan struct{}) bool {
+	if d <= 0 {
+		return ctx.Err() == nil
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return false
+	case <-t.C:
+	case <-wake:
+	}
+	return true
+}
+
+func (c *Cell) untilNext(next time.Time) time.Duration {
+	if next.IsZero() {
+		return c.cfg.MaxSleep
+	}
+	return min(max(time.Until(next), time.Millisecond), c.cfg.MaxSleep)
+}
+
+// promoteLoop promotes due tasks and places the ones waiting for placement.
+func (c *Cell) promoteLoop(ctx context.Context, f queue.Fence, lost func(error)) {
+	for ctx.Err() == nil {
+		res, err := c.store.Promote(ctx, f, queue.MaxBatch)
+		if err != nil {
+			if c.failed(ctx, "promote", err, lost) {
+				return
+			}
+			continue
+		}
+		c.metrics.promoted.WithLabelValues(c.cfg.Region).Add(float64(res.Moved))
+		if err := c.placeDue(ctx, f); err != nil {
+			if c.failed(ctx, "place", err, lost) {
+				return
+			}
+			continue
+		}
+		if res.Moved == queue.MaxBatch {
+			continue // more are due now
+		}
+		if !c.sleep(ctx, c.untilNext(res.NextDue), c.wake) {
+			return
+		}
+	}
+}
+
+func (c *Cell) placeDue(ctx context.Context, f queue.Fence) error {
+	for ctx.Err() == nil {
+		due, err := c.store.DueTasks(ctx, queue.MaxBatch)
+		if err != nil || len(due) == 0 {
+			return err
+		}
+		as := c.placer.PlaceDue(ctx, due)
+		if len(as) == 0 {
+			return nil
+		}
+		res, err := c.store.Place(ctx, f, as)
+		if err != nil {
+			return err
+		}
+		c.metrics.placed.WithLabelValues(c.cfg.Region).Add(float64(res.Placed))
+		if len(due) < queue.MaxBatch {
+			return nil
+		}
+	}
+	return ctx.Err()
+}
+
+// reapLoop moves expired leases on, sleeping until the next expiry.
+func (c *Cell) reapLoop(ctx context.Context, f queue.Fence, lost func(error)) {
+	for ctx.Err() == nil {
+		n, next, err := c.store.Reap(ctx, f, queue.MaxBatch)
+		if err != nil {
+			if c.failed(ctx, "reap", err, lost) {
+				return
+			}
+			continue
+		}
+		if n > 0 {
+			c.metrics.reaped.WithLabelValues(c.cfg.Region).Add(float64(n))
+			c.log.Info("reaped expired leases", "n", n)
+			c.Wake() // reaped tasks may be due for retry soon
+		}
+		if n == queue.MaxBatch {
+			continue
+		}
+		if !c.sleep(ctx, c.untilNext(next), nil) {
+			return
+		}
+	}
+}
+
+// failed handles a loop error: true when the loop must end (fenced or ctx
+// done); otherwise it logs and backs off briefly.
+func (c *Cell) failed(ctx context.Context, op string, err error, lost func(error)) bool {
+	if ctx.Err() != nil {
+		return true
+	}
+	if errors.Is(err, queue.ErrFenced) {
+		lost(err)
+		return true
+	}
+	c.log.Warn("leader loop error", "op", op, "err", err)
+	return !c.sleep(ctx, 200*time.Millisecond, nil)
+}
+
+// houseLoop: dead workers, pool figures (published to the global etcd),
+// dead-letter retention.
+func (c *Cell) houseLoop(ctx context.Context, f queue.Fence, lost func(error)) {
+	mgr := lease.NewManager(c.global, lease.WithTTL(c.cfg.SessionTTL), lease.WithLogger(c.log))
+	var reg *lease.Registration
+	defer func() {
+		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Second)
+		defer cancel()
+		if reg != nil {
+			_ = reg.Close(cctx)
+		}
+		_ = mgr.Close(cctx)
+	}()
+	key := c.cfg.Prefix + "regions/" + c.cfg.Region
+	var last []PoolFigures
+	var lastPublish, lastSweep time.Time
+	tick := time.NewTicker(min(c.cfg.Heartbeat, time.Second))
+	defer tick.Stop()
+	for {
+		figs, err := c.collect(ctx, f)
+		if err != nil {
+			if c.failed(ctx, "figures", err, lost) {
+				return
+			}
+		} else {
+			c.observe(figs)
+			if moved(last, figs.Pools) || time.Since(lastPublish) >= c.cfg.PublishInterval {
+				b, _ := json.Marshal(figs)
+				pctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+				if reg == nil {
+					reg, err = lease.Register(pctx, mgr, key, b)
+				} else {
+					err = reg.Update(pctx, b)
+				}
+				cancel()
+				if err != nil {
+					if ctx.Err() != nil {
+						return
+					}
+					if c.globalHealthy.Swap(false) {
+						c.log.Warn("global etcd unreachable; scheduling on the region's own view", "err", err)
+					}
+					c.metrics.globalHealthy.WithLabelValues(c.cfg.Region).Set(0)
+				} else {
+					if !c.globalHealthy.Swap(true) {
+						c.log.Info("global etcd reachable again")
+					}
+					c.metrics.globalHealthy.WithLabelValues(c.cfg.Region).Set(1)
+					last, lastPublish = figs.Pools, time.Now()
+				}
+			}
+		}
+		if time.Since(lastSweep) > time.Minute {
+			if _, err := c.store.Sweep(ctx, f, queue.MaxBatch); err != nil && c.failed(ctx, "sweep", err, lost) {
+				return
+			}
+			lastSweep = time.Now()
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+		}
+	}
+}
+
+// collect forgets dead workers and reads every pool's figures.
+func (c *Cell) collect(ctx context.Context, f queue.Fence) (Figures, error) {
+	counts, err := c.store.Counts(ctx)
+	if err != nil {
+		return Figures{}, err
+	}
+	// A worker is dead after missing about three heartbeats.
+	cutoff := 3*c.cfg.Heartbeat + time.Second
+	figs := Figures{Region: c.cfg.Region, API: c.cfg.API, Leader: c.cfg.ID, Token: f.Token, UpdatedAt: time.Now().UTC()}
+	for _, p := range c.cfg.Pools {
+		w, err := c.store.CleanWorkers(ctx, f, p.Name, cutoff)
+		if err != nil {
+			return Figures{}, err
+		}
+		if w.Removed > 0 {
+			c.log.Info("forgot dead workers", "pool", p.Name, "n", w.Removed)
+		}
+		figs.Pools = append(figs.Pools, PoolFigures{
+			Name: p.Name, Tags: p.Tags, Slots: w.Slots, Workers: w.Live,
+			Running: counts.RunningBy[p.Name], Ready: counts.ReadyIn(p.Name),
+			QueueCapacity: p.QueueCapacity, PricePerSlotHour: p.PricePerSlotHour,
+			Spot: p.Spot, Discount: p.Discount, ScaleFromZero: p.ScaleFromZero,
+		})
+	}
+	sort.Slice(figs.Pools, func(i, j int) bool { return figs.Pools[i].Name < figs.Pools[j].Name })
+	return figs, nil
+}
+
+func (c *Cell) observe(f Figures) {
+	c.mu.Lock()
+	c.figures = f
+	c.mu.Unlock()
+	for _, p := range f.Pools {
+		l := []string{c.cfg.Region, p.Name}
+		c.metrics.slots.WithLabelValues(l...).Set(float64(p.Slots))
+		c.metrics.running.WithLabelValues(l...).Set(float64(p.Running))
+		c.metrics.ready.WithLabelValues(l...).Set(float64(p.Ready))
+		c.metrics.fill.WithLabelValues(l...).Set(p.QueueFill())
+		c.metrics.util.WithLabelValues(l...).Set(p.Utilisation())
+	}
+}
+
+// LocalPlacer places due tasks on the cheapest local pool that carries every
+// tag of the task; none → no capacity, retry after Retry.
+type LocalPlacer struct {
+	Pools []Pool
+	Retry time.Duration
+}
+
+var _ Placer = (*LocalPlacer)(nil)
+
+// PlaceDue implements Placer.
+func (p *LocalPlacer) PlaceDue(_ context.Context, tasks []*queue.Task) []queue.Assignment {
+	out := make([]queue.Assignment, 0, len(tasks))
+	for _, t := range tasks {
+		best := -1
+		for i, pool := range p.Pools {
+			if hasTags(pool.Tags, t.Tags) && (best < 0 || pool.PricePerSlotHour*(1-pool.Discount) < p.Pools[best].PricePerSlotHour*(1-p.Pools[best].Discount)) {
+				best = i
+			}
+		}
+		if best < 0 {
+			out = append(out, queue.Assignment{ID: t.ID, RetryAt: time.Now().Add(p.Retry)})
+			continue
+		}
+		out = append(out, queue.Assignment{ID: t.ID, Pool: p.Pools[best].Name})
+	}
+	return out
+}
+
+func hasTags(pool, want map[string]string) bool {
+	for k, v := range want {
+		if pool[k] != v {
+			return false
+		}
+	}
+	return true
+}
+
+// String is for logs.
+func (c *Cell) String() string { return fmt.Sprintf("cell(%s/%s)", c.cfg.Region, c.cfg.ID) }

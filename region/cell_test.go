@@ -1,0 +1,150 @@
+package region
+
+import (
+	"context"
+	"encoding/json"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/ax-sched/ax/internal/testenv"
+	"github.com/ax-sched/ax/queue"
+)
+
+type harness struct {
+	t     *testing.T
+	etcd  *testenv.Etcd
+	redis *testenv.Redis
+	store *queue.Store
+}
+
+func newHarness(t *testing.T) *harness {
+	e := testenv.StartEtcd(t)
+	r := testenv.StartRedis(t)
+	s, err := queue.New(r.Client(), queue.Options{Region: "eu-west"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &harness{t: t, etcd: e, redis: r, store: s}
+}
+
+// startCell runs a cell until the returned stop is called.
+func (h *harness) startCell(id string, m *Metrics) (*Cell, func()) {
+	c := New(h.store, h.etcd.Client(), nil, Config{
+		Region: "eu-west", ID: id, API: "http://" + id, SessionTTL: 2 * time.Second,
+		Heartbeat: 500 * time.Millisecond, PublishInterval: 300 * time.Millisecond,
+		Pools: []Pool{{Name: "cpu", QueueCapacity: 100, PricePerSlotHour: 0.05}},
+	}, nil, m)
+	ctx, cancel := context.WithCancel(context.Background())
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() { defer wg.Done(); _ = c.Run(ctx) }()
+	var once sync.Once
+	stop := func() { once.Do(func() { cancel(); wg.Wait() }) }
+	h.t.Cleanup(stop)
+	return c, stop
+}
+
+func waitFor(t *testing.T, within time.Duration, what string, cond func() bool) time.Duration {
+	t.Helper()
+	start := time.Now()
+	for time.Since(start) < within {
+		if cond() {
+			return time.Since(start)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	t.Fatalf("timed out after %v waiting for %s", within, what)
+	return 0
+}
+
+func (h *harness) submitDelayed(d time.Duration) string {
+	sp := &queue.Spec{Type: "t", Delay: queue.Duration(d)}
+	if err := sp.Normalize(queue.DefaultDefaults(), time.Now()); err != nil {
+		h.t.Fatal(err)
+	}
+	res, err := h.store.Submit(context.Background(), queue.NewTask{Spec: sp, Pool: "cpu", Pinned: true})
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	return res[0].ID
+}
+
+func (h *harness) state(id string) queue.State {
+	tk, err := h.store.Get(context.Background(), id)
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	return tk.State
+}
+
+func TestOneLeaderAndFailoverKeepsPromoting(t *testing.T) {
+	h := newHarness(t)
+	a, stopA := h.startCell("a", nil)
+	b, stopB := h.startCell("b", nil)
+	waitFor(t, 10*time.Second, "a leader", func() bool { return a.Leading() || b.Leading() })
+	time.Sleep(200 * time.Millisecond)
+	if a.Leading() && b.Leading() {
+		t.Fatal("two leaders")
+	}
+	leader, stopLeader, standby := a, stopA, b
+	if b.Leading() {
+		leader, stopLeader, standby = b, stopB, a
+	}
+	id := h.submitDelayed(300 * time.Millisecond)
+	waitFor(t, 3*time.Second, "promotion by the first leader", func() bool { return h.state(id) == queue.Ready })
+	stopLeader() // resigns: the standby takes over at once
+	took := waitFor(t, 4*time.Second, "standby leads", standby.Leading)
+	t.Logf("takeover after graceful stop: %v", took)
+	if leader.Leading() {
+		t.Fatal("the stopped cell still says it leads")
+	}
+	id2 := h.submitDelayed(200 * time.Millisecond)
+	waitFor(t, 3*time.Second, "promotion by the new leader", func() bool { return h.state(id2) == queue.Ready })
+}
+
+func TestFencedLeaderResigns(t *testing.T) {
+	h := newHarness(t)
+	m := NewMetrics(nil)
+	a, _ := h.startCell("a", m)
+	waitFor(t, 10*time.Second, "a leads", a.Leading)
+	// A newer leader's token reaches Redis first (as after a stall).
+	ctx := context.Background()
+	if _, err := h.store.Promote(ctx, queue.Fence{Name: "region", Token: a.token.Load() + 1000}, 1); err != nil {
+		t.Fatal(err)
+	}
+	id := h.submitDelayed(100 * time.Millisecond)
+	waitFor(t, 5*time.Second, "a resigns", func() bool { return m.FencedRejections("eu-west") >= 1 })
+	// a campaigns again and gets a higher token only from etcd: still below
+	// the fence, so nothing is promoted by it.
+	time.Sleep(500 * time.Millisecond)
+	if st := h.state(id); st != queue.Pending {
+		t.Fatalf("a fenced leader promoted a task: %s", st)
+	}
+}
+
+func TestPublishesFigures(t *testing.T) {
+	h := newHarness(t)
+	a, _ := h.startCell("a", nil)
+	waitFor(t, 10*time.Second, "a leads", a.Leading)
+	ctx := context.Background()
+	if _, err := h.store.Heartbeat(ctx, "w1", "cpu", 8, nil); err != nil {
+		t.Fatal(err)
+	}
+	h.submitDelayed(0)
+	cli := h.etcd.Client()
+	var f Figures
+	waitFor(t, 5*time.Second, "published figures with slots", func() bool {
+		r, err := cli.Get(ctx, "/ax/regions/eu-west")
+		if err != nil || len(r.Kvs) == 0 {
+			return false
+		}
+		_ = json.Unmarshal(r.Kvs[0].Value, &f)
+		return len(f.Pools) == 1 && f.Pools[0].Slots == 8 && f.Pools[0].Ready == 1
+	})
+	if f.Leader != "a" || f.API != "http://a" || f.Pools[0].QueueFill() != 0.01 {
+		t.Fatalf("figures %+v", f)
+	}
+	// A dead worker is forgotten and its slots leave the figures.
+	waitFor(t, 5*time.Second, "dead worker forgotten", func() bool { return a.Figures().Pools[0].Slots == 0 })
+}

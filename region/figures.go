@@ -1,0 +1,69 @@
+package region
+
+import "time"
+
+// Figures is what a region leader publishes to the global etcd under
+// /ax/regions/<region>, bound to its lease: the region's API address, who
+// leads, and each pool's live figures. Federation reads it back.
+type Figures struct {
+	Region    string        `json:"region"`
+	API       string        `json:"api"`
+	Leader    string        `json:"leader"`
+	Token     int64         `json:"token"`
+	UpdatedAt time.Time     `json:"updated_at"`
+	Pools     []PoolFigures `json:"pools"`
+}
+
+// PoolFigures are one pool's live numbers.
+type PoolFigures struct {
+	Name             string            `json:"name"`
+	Tags             map[string]string `json:"tags,omitempty"`
+	Slots            int               `json:"slots"`   // live slots (sum over live workers)
+	Workers          int               `json:"workers"` // live workers
+	Running          int               `json:"running"`
+	Ready            int               `json:"ready"`
+	QueueCapacity    int               `json:"queue_capacity"`
+	PricePerSlotHour float64           `json:"price_per_slot_hour"`
+	Spot             bool              `json:"spot,omitempty"`
+	Discount         float64           `json:"discount,omitempty"`
+	ScaleFromZero    bool              `json:"scale_from_zero,omitempty"`
+}
+
+// Utilisation is running ÷ live slots (0 without slots).
+func (p PoolFigures) Utilisation() float64 {
+	if p.Slots <= 0 {
+		return 0
+	}
+	return float64(p.Running) / float64(p.Slots)
+}
+
+// QueueFill is ready ÷ queue capacity.
+func (p PoolFigures) QueueFill() float64 {
+	if p.QueueCapacity <= 0 {
+		return 0
+	}
+	return float64(p.Ready) / float64(p.QueueCapacity)
+}
+
+// moved reports whether any figure moved by more than 5 % (or a count
+// changed from or to zero), which triggers an early publish.
+func moved(a, b []PoolFigures) bool {
+	if len(a) != len(b) {
+		return true
+	}
+	for i := range a {
+		if a[i].Name != b[i].Name || a[i].PricePerSlotHour != b[i].PricePerSlotHour {
+			return true
+		}
+		for _, pair := range [][2]int{{a[i].Slots, b[i].Slots}, {a[i].Running, b[i].Running}, {a[i].Ready, b[i].Ready}} {
+			x, y := float64(pair[0]), float64(pair[1])
+			if (x == 0) != (y == 0) {
+				return true
+			}
+			if d := x - y; d > 0.05*max(x, y) || -d > 0.05*max(x, y) {
+				return true
+			}
+		}
+	}
+	return false
+}

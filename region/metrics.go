@@ -1,0 +1,52 @@
+package region
+
+import "github.com/prometheus/client_golang/prometheus"
+
+// Metrics of a cell (ax_ prefix; labels region, pool).
+type Metrics struct {
+	leader, globalHealthy             *prometheus.GaugeVec
+	leaderChanges, fenced             *prometheus.CounterVec
+	promoted, placed, reaped          *prometheus.CounterVec
+	slots, running, ready, fill, util *prometheus.GaugeVec
+}
+
+// NewMetrics registers the cell's metrics with reg (nil: not registered).
+func NewMetrics(reg prometheus.Registerer) *Metrics {
+	g := func(name, help string, labels ...string) *prometheus.GaugeVec {
+		return prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: name, Help: help}, labels)
+	}
+	c := func(name, help string, labels ...string) *prometheus.CounterVec {
+		return prometheus.NewCounterVec(prometheus.CounterOpts{Name: name, Help: help}, labels)
+	}
+	m := &Metrics{
+		leader:        g("ax_region_leader", "1 while this server leads its region's cell.", "region"),
+		globalHealthy: g("ax_global_etcd_healthy", "0 while the leader cannot publish to the global etcd.", "region"),
+		leaderChanges: c("ax_leader_changes_total", "Terms this server started as its cell's leader.", "region"),
+		fenced:        c("ax_fenced_writes_rejected_total", "Leader-only writes rejected by the fence (a newer leader exists).", "region"),
+		promoted:      c("ax_tasks_promoted_total", "Delayed tasks that became due.", "region"),
+		placed:        c("ax_tasks_placed_total", "Due tasks placed in a pool by the leader.", "region"),
+		reaped:        c("ax_leases_reaped_total", "Expired leases moved through TIMEOUT.", "region"),
+		slots:         g("ax_pool_slots", "Live slots of a pool (sum over live workers).", "region", "pool"),
+		running:       g("ax_pool_running", "RUNNING tasks of a pool.", "region", "pool"),
+		ready:         g("ax_pool_ready", "READY tasks of a pool.", "region", "pool"),
+		fill:          g("ax_pool_queue_fill", "READY ÷ queue capacity.", "region", "pool"),
+		util:          g("ax_pool_utilisation", "RUNNING ÷ live slots.", "region", "pool"),
+	}
+	if reg != nil {
+		for _, col := range []prometheus.Collector{m.leader, m.globalHealthy, m.leaderChanges, m.fenced,
+			m.promoted, m.placed, m.reaped, m.slots, m.running, m.ready, m.fill, m.util} {
+			reg.MustRegister(col)
+		}
+	}
+	return m
+}
+
+// FencedRejections reads the fenced-write counter of a region (tests, status).
+func (m *Metrics) FencedRejections(region string) float64 {
+	return counterValue(m.fenced.WithLabelValues(region))
+}
+
+// LeaderChanges reads the terms counter of a region.
+func (m *Metrics) LeaderChanges(region string) float64 {
+	return counterValue(m.leaderChanges.WithLabelValues(region))
+}

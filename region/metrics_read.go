@@ -1,0 +1,14 @@
+package region
+
+import (
+	"github.com/prometheus/client_golang/prometheus"
+	dto "github.com/prometheus/client_model/go"
+)
+
+func counterValue(c prometheus.Counter) float64 {
+	var m dto.Metric
+	if err := c.Write(&m); err != nil || m.Counter == nil {
+		return 0
+	}
+	return m.Counter.GetValue()
+}
