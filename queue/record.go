@@ -19,6 +19,7 @@ import (
 //	po pool  pn pinned  wk worker  lt lease token  dl deadline  at attempts
 //	er last error  rv result  cx cancel requested  pq preempt requested
 //	pc preempt count  ho handed off to  px price at claim  ke keep enqueue
+//	ob hand-off target region (in the outbox)
 var stateCodes = map[State]string{
 	Pending: "P", Ready: "R", Running: "U", Success: "S", Failed: "F",
 	Canceled: "C", HandedOff: "H", Timeout: "T",
@@ -176,6 +177,7 @@ func decodeTask(id string, h map[string]string, d Defaults) *Task {
 		PreemptCount:    atoi(h["pc"]),
 		CancelRequested: h["cx"] == "1",
 		HandedOffTo:     h["ho"],
+		HandOffTarget:   h["ob"],
 		LastError:       h["er"],
 		Result:          h["rv"],
 		DueAt:           msTime(h["du"]),

@@ -14,7 +14,7 @@ var scriptFS embed.FS
 // its own body, loaded once per process and run with EVALSHA.
 var scripts = struct {
 	submit, promote, place, claim, heartbeat, complete, fail, ret,
-	reap, cancel, replay, priority, sweep, workers *redis.Script
+	reap, cancel, replay, priority, sweep, workers, handoff *redis.Script
 }{
 	submit:    load("submit"),
 	promote:   load("promote"),
@@ -30,6 +30,7 @@ var scripts = struct {
 	priority:  load("priority"),
 	sweep:     load("sweep"),
 	workers:   load("workers"),
+	handoff:   load("handoff"),
 }
 
 func load(name string) *redis.Script {

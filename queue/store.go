@@ -162,6 +162,9 @@ type NewTask struct {
 	Pool   string // pool it is placed in; "" leaves it unplaced (PENDING until placed)
 	Pinned bool   // stays in Pool across retries and delays instead of being re-placed
 	ID     string // fixed id (hand-off, schedules); "" generates one
+	// HandOff names another region: the task waits in this region's outbox
+	// (PENDING) until that region accepts it into Pool.
+	HandOff string
 }
 
 // SubmitResult is the outcome of one NewTask.
@@ -221,7 +224,7 @@ func (s *Store) Submit(ctx context.Context, tasks ...NewTask) ([]SubmitResult, e
 }
 
 func (s *Store) submitShard(ctx context.Context, shard int, tasks []NewTask, ids []string, idx []int, res []SubmitResult) error {
-	keys := s.keysWith(shard)
+	keys := s.keysWith(shard, s.keys[shard].prefix+"outbox")
 	argv := make([]any, 0, 2+len(idx)*30)
 	argv = append(argv, s.clock(), len(idx))
 	nkeyed := 0
@@ -244,7 +247,7 @@ func (s *Store) submitShard(ctx context.Context, shard int, tasks []NewTask, ids
 		if t.Pinned && t.Pool != "" {
 			f = append(f, "pn", "1", "po", t.Pool)
 		}
-		argv = append(argv, ids[i], t.Pool, strconv.Itoa(*sp.Priority), due, idem, ttl, hash, len(f)/2)
+		argv = append(argv, ids[i], t.Pool, strconv.Itoa(*sp.Priority), due, idem, ttl, hash, t.HandOff, len(f)/2)
 		argv = append(argv, f...)
 	}
 	out, err := scripts.submit.Run(ctx, s.rdb, keys, argv...).Slice()
@@ -325,6 +328,9 @@ type Assignment struct {
 	ID      string
 	Pool    string
 	RetryAt time.Time
+	// Region, when set, is another region: the task goes to the outbox to be
+	// handed to Pool there.
+	Region string
 }
 
 // PlaceResult counts what Place did.
@@ -344,13 +350,13 @@ func (s *Store) Place(ctx context.Context, f Fence, as []Assignment) (PlaceResul
 		if a.Pool == "" {
 			retry = strconv.FormatInt(a.RetryAt.UnixMilli(), 10)
 		}
-		byShard[shard] = append(byShard[shard], a.ID, a.Pool, retry)
+		byShard[shard] = append(byShard[shard], a.ID, a.Pool, retry, a.Region)
 	}
 	for shard, items := range byShard {
-		for start := 0; start < len(items); start += 3 * MaxBatch {
-			chunk := items[start:min(start+3*MaxBatch, len(items))]
-			argv := append([]any{s.clock(), f.Token, len(chunk) / 3}, chunk...)
-			out, err := scripts.place.Run(ctx, s.rdb, s.keysWith(shard, s.fenceKey(shard, f)), argv...).Slice()
+		for start := 0; start < len(items); start += 4 * MaxBatch {
+			chunk := items[start:min(start+4*MaxBatch, len(items))]
+			argv := append([]any{s.clock(), f.Token, len(chunk) / 4}, chunk...)
+			out, err := scripts.place.Run(ctx, s.rdb, s.keysWith(shard, s.fenceKey(shard, f), s.keys[shard].prefix+"outbox"), argv...).Slice()
 			if err != nil {
 				return res, fmt.Errorf("queue: place: %w", err)
 			}
@@ -643,6 +649,8 @@ func (s *Store) opResult(id, op string, out []any) (State, error) {
 		return "", &TransitionError{ID: id, State: stateOf(toStr(out[1])), Op: op}
 	case 3:
 		return "", &HandedOffError{ID: id, Region: toStr(out[1])}
+	case 4:
+		return "", &TransitionError{ID: id, State: "PENDING (hand-off to " + State(toStr(out[1])) + " in flight)", Op: op}
 	default:
 		return "", fmt.Errorf("%w: %s", ErrNotFound, id)
 	}

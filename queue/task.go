@@ -52,6 +52,7 @@ const (
 	ReasonReplayed         = "REPLAYED"
 	ReasonHandedOff        = "HANDED_OFF"
 	ReasonPriority         = "PRIORITY_CHANGED"
+	ReasonHandOffRefused   = "HANDOFF_REFUSED"
 )
 
 // Limits and defaults of a task spec (DESIGN §2). Region configs may change
@@ -359,6 +360,7 @@ type Task struct {
 	PreemptCount    int               `json:"preempt_count,omitempty"`
 	CancelRequested bool              `json:"cancel_requested,omitempty"`
 	HandedOffTo     string            `json:"handed_off_to,omitempty"`
+	HandOffTarget   string            `json:"handoff_target,omitempty"` // in the outbox, bound for this region
 	LastError       string            `json:"last_error,omitempty"`
 	Result          string            `json:"result,omitempty"`
 	PricePerHour    float64           `json:"price_per_slot_hour,omitempty"`

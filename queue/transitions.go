@@ -8,7 +8,7 @@ var transitions = map[State]map[State][]string{
 		Ready:   {ReasonPlaced},
 	},
 	Pending: {
-		Pending:   {ReasonNoCapacity, ReasonPriority},
+		Pending:   {ReasonNoCapacity, ReasonPriority, ReasonHandOffRefused},
 		HandedOff: {ReasonHandedOff},
 		Ready:     {ReasonDue, ReasonPlaced},
 		Canceled:  {ReasonCanceledByUser, ReasonUpstreamFailed},

@@ -4,14 +4,16 @@
 -- KEYS: 1-8 see lib.lua.
 -- ARGV: 1 clock, 2 id, 3 reason, 4 by, 5 retention ms.
 -- Returns: {0, 'C'} canceled; {0, 'U'} requested; {1, state} illegal;
---          {2} not found; {3, region} handed off.
+--          {2} not found; {3, region} handed off; {4, region} hand-off in flight.
 local now = clock(ARGV[1])
 local id, reason, by = ARGV[2], ARGV[3], ARGV[4]
 local tk = tkey(id)
-local r = redis.call('HMGET', tk, 'st', 'po', 'pr', 'at', 'ho')
+local r = redis.call('HMGET', tk, 'st', 'po', 'pr', 'at', 'ho', 'ob')
 local st = r[1]
 if not st then return {2} end
-if st == 'P' then
+if st == 'P' and r[6] then
+  return {4, r[6]} -- a hand-off to that region is in flight
+elseif st == 'P' then
   redis.call('ZREM', K_DELAYED, id)
   redis.call('ZREM', K_DUE, id)
   cnt('P', -1)

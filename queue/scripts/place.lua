@@ -1,8 +1,11 @@
 -- place.lua (leader, fenced): decide due tasks waiting for placement.
 -- Each item either names a local pool (PENDING→READY, PLACED) or defers the
 -- task to retry_at (stays PENDING, NO_CAPACITY).
--- KEYS: 1-8 see lib.lua; 9 fence key.
--- ARGV: 1 clock, 2 fencing token, 3 n, then per item: id, pool, retry_at_ms.
+-- KEYS: 1-8 see lib.lua; 9 fence key, 10 outbox.
+-- ARGV: 1 clock, 2 fencing token, 3 n, then per item: id, pool, retry_at_ms,
+--       handoff region ('' = local pool).
+-- An item with a handoff region goes to the outbox (stays PENDING) to be
+-- handed to pool in that region.
 -- Returns: {-1} when fenced; else {placed, deferred, skipped}.
 local now = clock(ARGV[1])
 if not fence(KEYS[9], ARGV[2]) then return {-1} end
@@ -10,10 +13,14 @@ local n = tonumber(ARGV[3])
 local placed, deferred, skipped = 0, 0, 0
 local ids = {}
 for k = 0, n - 1 do
-  local id, pool, retry = ARGV[4 + 3 * k], ARGV[5 + 3 * k], ARGV[6 + 3 * k]
+  local id, pool, retry, target = ARGV[4 + 4 * k], ARGV[5 + 4 * k], ARGV[6 + 4 * k], ARGV[7 + 4 * k]
   local r = redis.call('HMGET', tkey(id), 'st', 'pr', 'eq', 'ke', 'rs')
   if redis.call('ZREM', K_DUE, id) == 0 or r[1] ~= 'P' then
     skipped = skipped + 1
+  elseif target ~= '' then
+    redis.call('HSET', tkey(id), 'ob', target, 'po', pool)
+    redis.call('ZADD', KEYS[10], fmt(now), id)
+    placed = placed + 1
   elseif pool ~= '' then
     local eq = fmt(now)
     if r[4] == '1' then eq = r[3]; redis.call('HDEL', tkey(id), 'ke') end

@@ -1,0 +1,218 @@
+package placement
+
+import (
+	"math"
+	"testing"
+	"time"
+)
+
+// burstPools are four CPU pools, cheapest first, whose headroom (free slots + queue up to the
+// hard watermark) is 4000, 3000, 2000 and 1000 tasks: 10 000 in all, the cheapest the largest.
+func burstPools(tb testing.TB) []Pool {
+	shape := func(p Pool, slots, queue int) Pool {
+		p.Slots, p.Running, p.Ready, p.QueueCapacity = slots, 0, 0, queue
+		return p
+	}
+	return []Pool{
+		shape(cpuPool(tb, "aws", "us-east-1", "m6i.xlarge"), 200, 4000),            // 0.04800
+		shape(cpuPool(tb, "gcp", "us-central1", "n2-standard-4"), 150, 3000),       // 0.04856
+		shape(cpuPool(tb, "aws", "eu-west-1", "m6i.xlarge"), 100, 2000),            // 0.05350
+		shape(cpuPool(tb, "azure", "southcentralus", "Standard_D4s_v5"), 50, 1000), // 0.05750
+	}
+}
+
+func headroom(p Pool, hard float64) int {
+	return max(0, int(math.Floor(float64(p.QueueCapacity)*hard+1e-9))-p.Ready) + max(0, p.Slots-p.Running)
+}
+
+func TestBurstSpreadsByHeadroom(t *testing.T) {
+	pools := burstPools(t)
+	cfg := DefaultConfig()
+	total := 0
+	for _, p := range pools {
+		total += headroom(p, cfg.HardWatermark)
+	}
+	if total != 10_000 {
+		t.Fatalf("fixture headroom %d, want 10 000", total)
+	}
+	s := mustSnapshot(t, pools...)
+	p := mustPlacer(t, cfg, nil)
+	counts := make([]int, len(pools))
+	for n := 1; n <= 10_000; n++ {
+		d := p.Place(s, cpuTask(), t0)
+		if !d.OK {
+			t.Fatalf("placement %d failed: %v", n, d.Err())
+		}
+		counts[d.Index]++
+		switch n {
+		case 1000, 2500, 5000, 7500, 10_000:
+			t.Logf("after %5d: %v", n, counts)
+			for i := 1; i < len(counts); i++ {
+				if counts[i] > counts[0] {
+					t.Fatalf("after %d: pool %d got %d, more than the cheapest (%d)", n, i, counts[i], counts[0])
+				}
+			}
+		}
+		// Not all on the cheapest: once past its soft watermark it shares the work.
+		if n == 5000 && counts[0] > 5000*6/10 {
+			t.Fatalf("after 5000 the cheapest has %d", counts[0])
+		}
+	}
+	for i, pool := range pools {
+		want := float64(headroom(pool, cfg.HardWatermark)) / float64(total)
+		if got := float64(counts[i]) / 10_000; math.Abs(got-want) > 0.01 {
+			t.Errorf("%s: share %.3f, want %.3f ± 0.01", pool.Key(), got, want)
+		}
+	}
+	d := p.Place(s, cpuTask(), t0)
+	if d.OK || !d.AllSaturated() {
+		t.Fatalf("after every pool's headroom: %+v %v, want all saturated", d, d.Err())
+	}
+	crit := cpuTask()
+	crit.Critical = true
+	if d := p.Place(s, crit, t0); !d.OK || d.Index != 0 {
+		t.Fatalf("critical after saturation: %+v, want the cheapest pool", d)
+	}
+}
+
+func TestBurstBelowTotalHeadroom(t *testing.T) {
+	// Twice the room of the burst. Below the soft watermark the penalty is flat, so price alone
+	// decides there: pools take work cheapest first up to their soft watermark, and past it the
+	// penalty hands work to the next pool as soon as it is competitive. The cheapest stays the
+	// biggest, and the burst does not all land on it.
+	pools := burstPools(t)
+	for i := range pools {
+		pools[i].Slots *= 2
+		pools[i].QueueCapacity *= 2
+	}
+	cfg := DefaultConfig()
+	s := mustSnapshot(t, pools...)
+	p := mustPlacer(t, cfg, nil)
+	counts := make([]int, len(pools))
+	for range 10_000 {
+		counts[p.Place(s, cpuTask(), t0).Index]++
+	}
+	t.Logf("counts %v", counts)
+	last := 0
+	for i := range pools {
+		if counts[i] > 0 {
+			last = i
+		}
+		if i > 0 && counts[i] > counts[0] {
+			t.Errorf("%s got more than the cheapest", pools[i].Key())
+		}
+	}
+	if last < 2 || counts[0] > 6000 {
+		t.Fatalf("counts %v: the burst did not spread", counts)
+	}
+	for i := range last {
+		soft := pools[i].Slots + int(float64(pools[i].QueueCapacity)*cfg.SoftWatermark)
+		if counts[i] < soft {
+			t.Errorf("%s took %d before a dearer pool got work, short of its soft watermark (%d)", pools[i].Key(), counts[i], soft)
+		}
+	}
+}
+
+func TestEqualPricesSplitByCapacity(t *testing.T) {
+	a := cpuPool(t, "aws", "us-east-1", "m6i.xlarge")
+	b := cpuPool(t, "azure", "eastus", "Standard_D4s_v5") // the same 0.048 per vCPU-hour
+	a.Slots, a.Running, a.QueueCapacity = 10, 10, 3000
+	b.Slots, b.Running, b.QueueCapacity = 10, 10, 1000
+	s := mustSnapshot(t, a, b)
+	p := mustPlacer(t, DefaultConfig(), nil)
+	counts := make([]int, 2)
+	for range 3500 { // past both soft watermarks (2400), short of the hard ones (3800)
+		counts[p.Place(s, cpuTask(), t0).Index]++
+	}
+	if r := float64(counts[0]) / float64(counts[1]); math.Abs(r-3) > 0.05 {
+		t.Fatalf("counts %v: ratio %.3f, want 3 (the capacity ratio)", counts, r)
+	}
+}
+
+func TestServersShareHeadroom(t *testing.T) {
+	pools := burstPools(t)
+	cfg := DefaultConfig()
+	cfg.Servers = 4
+	s := mustSnapshot(t, pools...)
+	p := mustPlacer(t, cfg, nil)
+	counts := make([]int, len(pools))
+	for {
+		d := p.Place(s, cpuTask(), t0)
+		if !d.OK {
+			if !d.AllSaturated() {
+				t.Fatalf("stopped with %v", d.Err())
+			}
+			break
+		}
+		counts[d.Index]++
+	}
+	for i, pool := range pools {
+		if want := headroom(pool, cfg.HardWatermark) / 4; counts[i] != want {
+			t.Errorf("%s: %d placements, want a quarter of the headroom, %d", pool.Key(), counts[i], want)
+		}
+	}
+}
+
+func TestDampingResetsOnNewFigures(t *testing.T) {
+	cheap := cpuPool(t, "aws", "us-east-1", "m6i.xlarge")
+	cheap.Slots, cheap.Running, cheap.Ready, cheap.QueueCapacity = 10, 10, 0, 10 // headroom 9
+	dear := cpuPool(t, "aws", "eu-west-1", "m6i.xlarge")
+	dear.QueueCapacity, dear.PricePerSlotHour = 1_000_000, 1 // dear enough to lose until saturation
+	p := mustPlacer(t, DefaultConfig(), nil)
+	place := func(s *Snapshot) string { return key(p.Place(s, cpuTask(), t0)) }
+
+	s1 := mustSnapshot(t, cheap, dear)
+	for range 20 {
+		place(s1)
+	}
+	if got := p.Explain(s1, cpuTask(), t0).Candidates[0].Reason; got != ReasonSaturated {
+		t.Fatalf("after 20 placements the cheap pool is %q, want SATURATED", got)
+	}
+
+	// The same figures again (a snapshot rebuilt for another pool's sake): the count carries over.
+	other := cpuPool(t, "gcp", "us-central1", "n2-standard-16")
+	other.PricePerSlotHour = 1
+	s2 := mustSnapshot(t, other, dear, cheap)
+	if got := place(s2); got != dear.Key() {
+		t.Fatalf("same figures, new snapshot: placed in %s, want %s", got, dear.Key())
+	}
+	// Going back to an older snapshot must not reset either.
+	if got := place(s1); got != dear.Key() {
+		t.Fatalf("older snapshot: placed in %s", got)
+	}
+
+	// Newer figures for the cheap pool: its count restarts against them.
+	fresh := cheap
+	fresh.UpdatedAt = t0
+	s3 := mustSnapshot(t, fresh, dear)
+	if got := place(s3); got != cheap.Key() {
+		t.Fatalf("after new figures: placed in %s, want %s", got, cheap.Key())
+	}
+	if n := p.state(s3).placed[0].Load(); n != 1 {
+		t.Fatalf("cheap pool count %d after the reset and one placement, want 1", n)
+	}
+	// And an older snapshot now does not bring the old count back.
+	if got := p.Explain(s1, cpuTask(), t0).Candidates[0]; got.Reason != "" || got.Fill <= 0 {
+		t.Fatalf("back on the old snapshot the cheap pool is %+v", got)
+	}
+}
+
+func TestViewFollowsStaleness(t *testing.T) {
+	// One snapshot, time moving on: the cached filters must expire with the figures.
+	pool := cpuPool(t, "aws", "us-east-1", "m6i.xlarge")
+	s := mustSnapshot(t, pool)
+	p := mustPlacer(t, DefaultConfig(), nil)
+	for _, st := range []struct {
+		at time.Time
+		ok bool
+	}{
+		{t0, true},
+		{pool.UpdatedAt.Add(15 * time.Second), true},
+		{pool.UpdatedAt.Add(15*time.Second + 1), false},
+		{t0, true},
+	} {
+		if d := p.Place(s, cpuTask(), st.at); d.OK != st.ok {
+			t.Fatalf("at %v: OK %v, want %v (%v)", st.at, d.OK, st.ok, d.Err())
+		}
+	}
+}

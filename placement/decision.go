@@ -1,0 +1,167 @@
+package placement
+
+import (
+	"errors"
+	"fmt"
+	"time"
+)
+
+// Reason says why a pool was rejected. The values are the reason codes of DESIGN §4, used in
+// logs, metrics and the API as they are.
+type Reason string
+
+// Reasons, in the order the filters run; a pool gets the first that applies.
+const (
+	// ReasonTagMismatch: the pool lacks a tag of the task, or has another value for it.
+	ReasonTagMismatch Reason = "TAG_MISMATCH"
+	// ReasonRegionExcluded: the task's Regions do not include the pool's region.
+	ReasonRegionExcluded Reason = "REGION_EXCLUDED"
+	// ReasonUnhealthy: the pool's region is not registered or not healthy.
+	ReasonUnhealthy Reason = "UNHEALTHY"
+	// ReasonStaleStatus: the pool's figures are older than Config.StaleAfter.
+	ReasonStaleStatus Reason = "STALE_STATUS"
+	// ReasonNoCapacityWindow: a capacity window withdraws all of the pool's slots now.
+	ReasonNoCapacityWindow Reason = "NO_CAPACITY_WINDOW"
+	// ReasonNoSlots: the design's "pool has live slots" filter; the pool has none and does not
+	// scale from zero.
+	ReasonNoSlots Reason = "NO_SLOTS"
+	// ReasonSaturated: this server's share of the pool's headroom is used up (queue fill, with
+	// damping, at the hard watermark); critical tasks are still admitted.
+	ReasonSaturated Reason = "SATURATED"
+)
+
+// reason is a Reason as a small code, so per-pool arrays stay compact.
+type reason uint8
+
+const (
+	rNone reason = iota
+	rTagMismatch
+	rRegionExcluded
+	rUnhealthy
+	rStale
+	rWindow
+	rNoSlots
+	rSaturated
+)
+
+var reasonNames = [...]Reason{
+	rNone:           "",
+	rTagMismatch:    ReasonTagMismatch,
+	rRegionExcluded: ReasonRegionExcluded,
+	rUnhealthy:      ReasonUnhealthy,
+	rStale:          ReasonStaleStatus,
+	rWindow:         ReasonNoCapacityWindow,
+	rNoSlots:        ReasonNoSlots,
+	rSaturated:      ReasonSaturated,
+}
+
+// ErrNoCandidate is wrapped by every error of a failed Decision.
+var ErrNoCandidate = errors.New("placement: no candidate pool")
+
+// The errors of a failed Decision; the API maps them to HTTP statuses in one place.
+var (
+	// ErrUnplaceable: no pool carries the task's tags in an allowed region; it never will until
+	// pools change (HTTP 422 with the explanation).
+	ErrUnplaceable = fmt.Errorf("%w: no pool matches the task's tags and regions", ErrNoCandidate)
+	// ErrSaturated: every matching pool is saturated (HTTP 429 with Retry-After).
+	ErrSaturated = fmt.Errorf("%w: every matching pool is saturated", ErrNoCandidate)
+	// ErrNoCapacity: matching pools exist but none can take the task now (keep it PENDING with
+	// NO_CAPACITY).
+	ErrNoCapacity = fmt.Errorf("%w: no matching pool has capacity now", ErrNoCandidate)
+)
+
+type outcome uint8
+
+// The zero outcome is noCapacity, so a zero Decision is a failure, never a placement.
+const (
+	noCapacity outcome = iota
+	placed
+	unplaceable
+	allSaturated
+)
+
+// Decision is the result of a placement.
+type Decision struct {
+	// Region and Pool name the chosen pool; empty when !OK.
+	Region string
+	Pool   string
+	// Index is the chosen pool's position in the slice given to NewSnapshot; -1 when !OK.
+	Index int
+	// Cost is the chosen pool's score: expected cost of the task there, in USD.
+	Cost float64
+	// OK is true when a pool was chosen.
+	OK bool
+
+	outcome outcome
+}
+
+// Unplaceable reports that no pool could ever take the task: every pool was rejected for
+// TAG_MISMATCH or REGION_EXCLUDED. An empty snapshot is not unplaceable (the view may not be
+// loaded yet); it gives NO_CAPACITY.
+func (d Decision) Unplaceable() bool { return d.outcome == unplaceable }
+
+// AllSaturated reports that every pool passing the tag and region filters was rejected as
+// SATURATED. When some were rejected for another transient reason (unhealthy, stale, window, no
+// slots) the decision is plain NO_CAPACITY instead.
+func (d Decision) AllSaturated() bool { return d.outcome == allSaturated }
+
+// Err returns nil when OK, else ErrUnplaceable, ErrSaturated or ErrNoCapacity.
+func (d Decision) Err() error {
+	switch d.outcome {
+	case placed:
+		return nil
+	case unplaceable:
+		return ErrUnplaceable
+	case allSaturated:
+		return ErrSaturated
+	}
+	return ErrNoCapacity
+}
+
+// classify names the outcome of a decision that chose no pool, from the number of pools that
+// passed the tag and region filters and how many of those were then rejected as SATURATED.
+func classify(pools, matching, saturated int) outcome {
+	switch {
+	case pools > 0 && matching == 0:
+		return unplaceable
+	case matching > 0 && saturated == matching:
+		return allSaturated
+	}
+	return noCapacity
+}
+
+// Explanation is a dry-run decision with every pool's filters and score parts.
+type Explanation struct {
+	// Decision is what Place would have returned (nothing is counted).
+	Decision Decision
+	// Candidates has one entry per pool, in the order given to NewSnapshot.
+	Candidates []Candidate
+}
+
+// Candidate is one pool in an Explanation. The score parts are set for pools that passed the
+// filters before saturation (so a SATURATED pool shows what it would have cost); Price is always
+// set.
+type Candidate struct {
+	Region string
+	Pool   string
+	// Index in the slice given to NewSnapshot.
+	Index int
+	// Reason is why the pool was rejected; empty when it was eligible.
+	Reason Reason
+	// Price is the effective price per slot-hour, after discount.
+	Price float64
+	// Duration is the expected duration; DurationKnown is false when it is the default.
+	Duration      time.Duration
+	DurationKnown bool
+	// BaseCost = Price × Duration in hours.
+	BaseCost float64
+	// Fill is the effective queue fill, counting this server's damping; Penalty its multiplier.
+	Fill    float64
+	Penalty float64
+	// CrossRegion is the cross-region penalty in USD (0 in the home region).
+	CrossRegion float64
+	// Cost = BaseCost × Penalty + CrossRegion.
+	Cost float64
+	// Won marks the chosen pool.
+	Won bool
+}

@@ -1,0 +1,201 @@
+package placement
+
+import (
+	"fmt"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+)
+
+func TestEstimatorEWMA(t *testing.T) {
+	cfg := DefaultConfig() // alpha 0.2
+	e := mustEstimator(t, cfg)
+	if d, ok := e.Estimate("etl", "us-east-1/cpu"); ok || d != 0 {
+		t.Fatalf("empty estimator: %v, %v", d, ok)
+	}
+	steps := []struct {
+		observe time.Duration
+		want    time.Duration
+	}{
+		{10 * time.Second, 10 * time.Second}, // the first observation is the estimate
+		{20 * time.Second, 12 * time.Second}, // 0.2 × 20 + 0.8 × 10
+		{-time.Second, 12 * time.Second},     // ignored
+		{2 * time.Second, 10 * time.Second},  // 0.2 × 2 + 0.8 × 12 = 10
+	}
+	for i, st := range steps {
+		e.Observe("etl", "us-east-1/cpu", st.observe)
+		got, ok := e.Estimate("etl", "us-east-1/cpu")
+		if !ok || (got-st.want).Abs() > time.Microsecond {
+			t.Fatalf("step %d: estimate %v, %v; want %v", i, got, ok, st.want)
+		}
+	}
+	if _, ok := e.Estimate("etl", "eu-west-1/cpu"); ok {
+		t.Fatal("estimates leak between pools")
+	}
+	if _, ok := e.Estimate("train", "us-east-1/cpu"); ok {
+		t.Fatal("estimates leak between types")
+	}
+	e.Observe("tiny", "p", 0)
+	if d, _ := e.Estimate("tiny", "p"); d != shortestObservation {
+		t.Fatalf("a zero duration is kept as %v, want %v", d, shortestObservation)
+	}
+}
+
+func TestEstimatorLRU(t *testing.T) {
+	cfg := DefaultConfig()
+	cfg.EstimatorSize = 3
+	e := mustEstimator(t, cfg)
+	e.Observe("a", "p", time.Second)
+	e.Observe("b", "p", 2*time.Second)
+	e.Observe("c", "p", 3*time.Second)
+	e.Estimate("a", "p") // reads do not refresh: "a" is still the least recently observed
+	e.Observe("d", "p", 4*time.Second)
+	e.Observe("b", "p", 2*time.Second) // refreshes "b"
+	e.Observe("e", "p", 5*time.Second) // evicts "c"
+	for typ, want := range map[string]bool{"a": false, "b": true, "c": false, "d": true, "e": true} {
+		if _, ok := e.Estimate(typ, "p"); ok != want {
+			t.Errorf("%s kept = %v, want %v", typ, ok, want)
+		}
+	}
+}
+
+func TestPlacerRereadsEstimates(t *testing.T) {
+	use1 := cpuPool(t, "aws", "us-east-1", "m6i.xlarge") // 0.048
+	euw1 := cpuPool(t, "aws", "eu-west-1", "m6i.xlarge") // 0.0535
+	s := mustSnapshot(t, use1, euw1)
+	for _, refresh := range []time.Duration{0, time.Second} {
+		t.Run(fmt.Sprint("refresh=", refresh), func(t *testing.T) {
+			cfg := DefaultConfig()
+			cfg.EstimateRefresh = refresh
+			e := mustEstimator(t, cfg)
+			p := mustPlacer(t, cfg, e)
+			if got := key(p.Place(s, cpuTask(), t0)); got != use1.Key() {
+				t.Fatalf("no estimates: chose %s", got)
+			}
+			e.Observe("etl", use1.Key(), 2*time.Hour)
+			e.Observe("etl", euw1.Key(), time.Hour)
+			want := euw1.Key() // 0.0535 × 1 h < 0.048 × 2 h
+			if refresh > 0 {
+				want = use1.Key() // still on the estimates read a moment ago
+			}
+			if got := key(p.Place(s, cpuTask(), t0.Add(refresh/2))); got != want {
+				t.Fatalf("within the refresh period: chose %s, want %s", got, want)
+			}
+			if got := key(p.Place(s, cpuTask(), t0.Add(refresh))); got != euw1.Key() {
+				t.Fatalf("after the refresh period: chose %s, want %s", got, euw1.Key())
+			}
+		})
+	}
+}
+
+func TestEstimatesCarriedAcrossSnapshots(t *testing.T) {
+	use1 := cpuPool(t, "aws", "us-east-1", "m6i.xlarge")       // 0.048
+	euw1 := cpuPool(t, "aws", "eu-west-1", "m6i.xlarge")       // 0.0535
+	apne1 := cpuPool(t, "aws", "ap-northeast-1", "m6i.xlarge") // 0.062
+	cfg := DefaultConfig()
+	cfg.EstimateRefresh, cfg.DefaultDuration = time.Minute, time.Hour
+	e := mustEstimator(t, cfg)
+	usc1 := cpuPool(t, "gcp", "us-central1", "n2-standard-4")                          // 0.04856
+	usc1.PricePerSlotHour = priceOf(t, "gcp", "us-central1", "n2-standard-4").spot / 4 // 0.01388
+	want := map[string]time.Duration{use1.Key(): 2 * time.Hour, euw1.Key(): time.Hour, apne1.Key(): 10 * time.Minute}
+	for k, d := range want {
+		e.Observe("etl", k, d)
+	}
+	p := mustPlacer(t, cfg, e)
+	if got := key(p.Place(mustSnapshot(t, euw1, use1), cpuTask(), t0)); got != euw1.Key() {
+		t.Fatalf("first snapshot: chose %s", got)
+	}
+	// A new snapshot carries the table over, though every index moved (usc1 sorts first); the
+	// new pools' estimates are read (apne1, 0.0103 USD, wins) or defaulted (usc1).
+	s2 := mustSnapshot(t, apne1, use1, usc1, euw1)
+	exp := p.Explain(s2, cpuTask(), t0)
+	if got := key(exp.Decision); got != apne1.Key() {
+		t.Fatalf("second snapshot: chose %s, want %s", got, apne1.Key())
+	}
+	want[usc1.Key()] = cfg.DefaultDuration
+	for _, c := range exp.Candidates {
+		k := c.Region + "/" + c.Pool
+		if c.DurationKnown != (k != usc1.Key()) || (c.Duration-want[k]).Abs() > time.Millisecond {
+			t.Errorf("%s: duration %v (known %v), want %v", k, c.Duration, c.DurationKnown, want[k])
+		}
+	}
+}
+
+func TestEstimatorConcurrent(t *testing.T) {
+	cfg := DefaultConfig()
+	cfg.EstimatorSize = 64
+	e := mustEstimator(t, cfg)
+	p := mustPlacer(t, cfg, e)
+	pools := []Pool{cpuPool(t, "aws", "us-east-1", "m6i.xlarge"), cpuPool(t, "aws", "eu-west-1", "m6i.xlarge")}
+	for i := range pools {
+		pools[i].QueueCapacity = 1_000_000
+	}
+	s := mustSnapshot(t, pools...)
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	placed := 0
+	for g := range 4 {
+		wg.Go(func() {
+			n := 0
+			for i := range 2000 {
+				typ := fmt.Sprintf("t%d", i%10)
+				e.Observe(typ, pools[(g+i)%2].Key(), time.Duration(i%50+1)*time.Second)
+				if d := p.Place(s, Task{Type: typ}, t0); d.OK {
+					n++
+				}
+			}
+			mu.Lock()
+			placed += n
+			mu.Unlock()
+		})
+	}
+	wg.Wait()
+	st := p.state(s)
+	if got := st.placed[0].Load() + st.placed[1].Load(); got != int64(placed) {
+		t.Fatalf("counted %d placements, made %d", got, placed)
+	}
+}
+
+func TestPlaceConcurrentSnapshots(t *testing.T) {
+	// A Placer is shared by request goroutines while new snapshots arrive and completions are
+	// observed: no races (run with -race), and every failed decision says why.
+	cfg := DefaultConfig()
+	cfg.EstimateRefresh = 0
+	e := mustEstimator(t, cfg)
+	p := mustPlacer(t, cfg, e)
+	base := burstPools(t)
+	snaps := make([]*Snapshot, 3)
+	for j := range snaps {
+		pools := slices.Clone(base)
+		for i := range pools {
+			pools[i].UpdatedAt = t0.Add(time.Duration(j) * time.Millisecond)
+		}
+		snaps[j] = mustSnapshot(t, pools[j:]...)
+	}
+	var wg sync.WaitGroup
+	for g := range 4 {
+		wg.Go(func() {
+			for i := range 3000 {
+				s := snaps[(g+i/100)%len(snaps)]
+				task := cpuTask()
+				task.Critical = i%7 == 0
+				if i%50 == 0 {
+					exp := p.Explain(s, task, t0)
+					if len(exp.Candidates) != s.Len() {
+						t.Errorf("explain: %d candidates for %d pools", len(exp.Candidates), s.Len())
+						return
+					}
+					continue
+				}
+				if d := p.Place(s, task, t0); d.OK {
+					e.Observe(task.Type, base[d.Index+len(base)-s.Len()].Key(), time.Duration(1+i%30)*time.Second)
+				} else if d.Err() == nil {
+					t.Errorf("failed decision without an error: %+v", d)
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+}

@@ -1,0 +1,509 @@
+package placement
+
+import (
+	"math"
+	"math/bits"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// Placer places tasks for one server. It is safe for concurrent use; keep one per server.
+//
+// Damping: between two publications of a pool's figures, the Placer counts its own placements
+// into that pool and treats them as if every one of the Config.Servers servers had placed as many
+// (N × own). That is the same as claiming only 1/N of the pool's headroom, and it raises the
+// effective fill, hence the penalty, as the burst goes on: a cheap pool keeps winning only until
+// its penalty has eaten its price advantage, and nothing lands past a pool's headroom. The count
+// restarts when a snapshot brings newer figures (a later UpdatedAt) for that pool; by then the
+// published Ready includes what this server queued.
+type Placer struct {
+	cfg          Config
+	est          *Estimator
+	defaultHours float64
+
+	mu  sync.Mutex // serialises switching to another snapshot
+	cur atomic.Pointer[state]
+}
+
+// state is the Placer's damping and filter cache for one snapshot.
+type state struct {
+	snap *Snapshot
+	// ordered: the snapshot is sorted by this Placer's penalty curve, so a walk may stop early.
+	ordered bool
+	// placed[i] counts this server's placements into pool i since the figures of figuresAt[i].
+	placed    []atomic.Int64
+	figuresAt []time.Time
+	view      atomic.Pointer[view]
+
+	tablesMu sync.Mutex                            // serialises writers of tables
+	tables   atomic.Pointer[map[string]*durations] // per task type; copied on write
+	// The previous state's tables, and for each pool its index there (-1: new), so tables still
+	// fresh are carried over instead of reread from the Estimator.
+	prevTables map[string]*durations
+	remap      []int32
+}
+
+// maxTables bounds the duration tables a state keeps; past it they are dropped and reread.
+const maxTables = 1024
+
+// view holds what the filters say at a given time, independently of any task: health, staleness,
+// capacity windows, live slots. It holds for from <= now < until (Unix ns), until the next pool
+// turns stale or the next minute (a window edge) begins.
+type view struct {
+	from, until int64
+	avail       bitset   // pools that pass those filters
+	reason      []reason // why the others do not
+	room        []room
+	// saturated marks pools found saturated. Within a view headroom is fixed and counts only
+	// grow, so a set bit stays true; a clear bit only means "not known", and the score decides.
+	saturated []atomic.Uint64
+}
+
+// room is what a pool can take now, counting every server.
+type room struct {
+	free int64 // free slots: slots − running
+	// headroom is how many more tasks the pool takes before the hard watermark: free slots
+	// (they start at once) plus the queue up to ⌊capacity × hard⌋.
+	headroom int64
+}
+
+var emptySnapshot = &Snapshot{}
+
+// NewPlacer returns a Placer using cfg and the duration estimates of est (nil: always the default).
+func NewPlacer(cfg Config, est *Estimator) (*Placer, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	return &Placer{cfg: cfg, est: est, defaultHours: cfg.DefaultDuration.Hours()}, nil
+}
+
+// Place chooses a pool for t in s at now and counts the placement for damping. It does not
+// allocate, except on the first call with a new snapshot, when a pool changes state (turns stale,
+// a capacity window's minute passes) and when it rereads the estimates of t's type.
+//
+// Concurrent calls may overshoot a pool's headroom by at most the number of callers racing for
+// its last slot, and a placement racing a switch to another snapshot may go uncounted; both are
+// corrected by the next published figures.
+func (p *Placer) Place(s *Snapshot, t Task, now time.Time) Decision {
+	st := p.state(s)
+	d, i := p.evaluate(st, &t, now, nil)
+	if d.OK {
+		st.placed[i].Add(1)
+	}
+	return d
+}
+
+// Explain runs the same evaluation as Place and returns every pool's reason and score parts. It
+// counts nothing, so Place called next with the same arguments chooses the same pool.
+func (p *Placer) Explain(s *Snapshot, t Task, now time.Time) Explanation {
+	st := p.state(s)
+	exp := Explanation{Candidates: make([]Candidate, len(st.snap.pools))}
+	exp.Decision, _ = p.evaluate(st, &t, now, &exp)
+	return exp
+}
+
+// state returns the Placer's state for s, carrying the damping counts over from the previous
+// snapshot for pools whose figures did not advance. Alternating between two snapshots works but
+// pays this switch each time.
+func (p *Placer) state(s *Snapshot) *state {
+	if s == nil {
+		s = emptySnapshot
+	}
+	if st := p.cur.Load(); st != nil && st.snap == s {
+		return st
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	old := p.cur.Load()
+	if old != nil && old.snap == s {
+		return old
+	}
+	st := &state{
+		snap: s, ordered: s.curve == curveOf(&p.cfg),
+		placed: make([]atomic.Int64, len(s.pools)), figuresAt: make([]time.Time, len(s.pools)),
+	}
+	if old != nil {
+		if m := old.tables.Load(); m != nil {
+			st.prevTables, st.remap = *m, make([]int32, len(s.pools))
+		}
+	}
+	for i := range s.pools {
+		e := &s.pools[i]
+		st.figuresAt[i] = e.pool.UpdatedAt
+		if st.remap != nil {
+			st.remap[i] = -1
+		}
+		if old == nil {
+			continue
+		}
+		j, ok := old.snap.byKey[e.key]
+		if !ok {
+			continue
+		}
+		if st.remap != nil {
+			st.remap[i] = int32(j)
+		}
+		if !e.pool.UpdatedAt.After(old.figuresAt[j]) {
+			st.placed[i].Store(old.placed[j].Load())
+			st.figuresAt[i] = old.figuresAt[j]
+		}
+	}
+	p.cur.Store(st)
+	return st
+}
+
+func (p *Placer) view(st *state, now time.Time) *view {
+	n := now.UnixNano()
+	if v := st.view.Load(); v != nil && v.from <= n && n < v.until {
+		return v
+	}
+	v := p.buildView(st.snap, now)
+	st.view.Store(v)
+	return v
+}
+
+func (p *Placer) buildView(s *Snapshot, now time.Time) *view {
+	n := len(s.pools)
+	v := &view{
+		from: now.UnixNano(), until: math.MaxInt64,
+		avail: make(bitset, s.words), reason: make([]reason, n),
+		room: make([]room, n), saturated: make([]atomic.Uint64, s.words),
+	}
+	// Window slots change only when the local minute does (zone offsets are whole minutes).
+	nextMinute := nanos(now.Truncate(time.Minute).Add(time.Minute))
+	for i := range s.pools {
+		pl := s.pools[i].pool
+		freshUntil := pl.UpdatedAt.Add(p.cfg.StaleAfter)
+		switch {
+		case !pl.RegionHealthy:
+			v.reason[i] = rUnhealthy
+			continue
+		case now.After(freshUntil):
+			v.reason[i] = rStale
+			continue
+		}
+		v.until = min(v.until, nanos(freshUntil)+1)
+		if pl.Window != nil {
+			v.until = min(v.until, nextMinute)
+		}
+		slots, inWindow := pl.Window.SlotsAt(now, pl.Slots)
+		switch {
+		case inWindow && slots == 0:
+			v.reason[i] = rWindow
+			continue
+		case slots == 0 && !pl.ScaleFromZero:
+			v.reason[i] = rNoSlots
+			continue
+		}
+		v.avail.set(i)
+		// The small epsilon keeps e.g. 1000 × 0.95 at 950 despite binary rounding.
+		hardCap := int64(math.Floor(float64(pl.QueueCapacity)*p.cfg.HardWatermark + 1e-9))
+		free := int64(max(0, slots-pl.Running))
+		v.room[i] = room{free: free, headroom: max(0, hardCap-int64(pl.Ready)) + free}
+	}
+	return v
+}
+
+// nanos is t.UnixNano clamped to the int64 range.
+func nanos(t time.Time) int64 {
+	switch {
+	case !t.Before(time.Unix(0, math.MaxInt64)):
+		return math.MaxInt64
+	case t.Before(time.Unix(0, math.MinInt64)):
+		return math.MinInt64
+	}
+	return t.UnixNano()
+}
+
+// durations returns typ's duration table for st, rereading the estimator when it changed and the
+// table is older than Config.EstimateRefresh; nil without an estimator.
+func (p *Placer) durations(st *state, typ string, now time.Time) *durations {
+	if p.est == nil {
+		return nil
+	}
+	n := now.UnixNano()
+	fresh := func(d *durations) bool {
+		return d != nil && (d.version == p.est.version.Load() ||
+			(n >= d.builtAt && n-d.builtAt < int64(p.cfg.EstimateRefresh)))
+	}
+	var tables map[string]*durations
+	if m := st.tables.Load(); m != nil {
+		tables = *m
+	}
+	if d := tables[typ]; fresh(d) {
+		return d
+	}
+	st.tablesMu.Lock()
+	defer st.tablesMu.Unlock()
+	if m := st.tables.Load(); m != nil {
+		tables = *m
+	}
+	if d := tables[typ]; fresh(d) {
+		return d
+	}
+	var d *durations
+	if prev := st.prevTables[typ]; fresh(prev) {
+		d = p.est.carry(prev, st.remap, typ, st.snap, p.defaultHours)
+	} else {
+		d = p.est.table(typ, st.snap, p.defaultHours, n)
+	}
+	next := make(map[string]*durations, len(tables)+1)
+	if len(tables) < maxTables {
+		for k, v := range tables {
+			next[k] = v
+		}
+	}
+	next[typ] = d
+	st.tables.Store(&next)
+	return d
+}
+
+// query is one task resolved against one state.
+type query struct {
+	p    *Placer
+	st   *state
+	v    *view
+	t    *Task
+	durs *durations // nil: every duration is the default
+	home int32      // region number of t.Home; noHome, or foreignHome when no pool is in it
+}
+
+const (
+	noHome      int32 = -1
+	foreignHome int32 = -2
+)
+
+// parts is one pool's score.
+type parts struct {
+	hours     float64
+	known     bool
+	base      float64
+	fill      float64
+	penalty   float64
+	cross     float64
+	cost      float64
+	saturated bool
+}
+
+// score prices pool i for the task.
+func (q *query) score(i int) (sc parts) {
+	e := &q.st.snap.pools[i]
+	cfg := &q.p.cfg
+	sc.hours = q.p.defaultHours
+	if q.durs != nil {
+		sc.hours, sc.known = q.durs.hours[i], q.durs.known.has(i)
+	}
+	sc.base = e.price * sc.hours
+
+	absorbed := int64(cfg.Servers) * q.st.placed[i].Load()
+	sc.saturated = absorbed >= q.v.room[i].headroom
+	sc.fill = fill(e.ready+max(0, absorbed-q.v.room[i].free), e.queue)
+	sc.penalty = cfg.penalty(sc.fill)
+	if sc.saturated {
+		sc.penalty = cfg.PenaltyMax
+		q.v.saturated[i>>6].Or(1 << (i & 63))
+	}
+	if q.home != noHome && e.region != q.home {
+		sc.cross = cfg.CrossRegionPenalty
+	}
+	// price × penalty first, as the snapshot's sort key is, so the walk's bound never exceeds a
+	// score by rounding.
+	sc.cost = e.price*sc.penalty*sc.hours + sc.cross
+	return sc
+}
+
+// better reports whether pool i at cost beats pool best at bestCost. Ties go to the pool first in
+// snapshot order: lower published cost, then region, then name. Every server holding the same
+// figures makes the same choice, and the walk can stop at a tie, since every later pool loses it.
+func better(i int, cost float64, best int, bestCost float64) bool {
+	return best < 0 || cost < bestCost || (cost == bestCost && i < best)
+}
+
+// beyond reports whether pool i, whose score is at least bound, cannot beat pool best at bestCost.
+func beyond(i int, bound float64, best int, bestCost float64) bool {
+	return best >= 0 && (bound > bestCost || (bound == bestCost && i > best))
+}
+
+// evaluate is the one decision procedure behind Place and Explain. With exp nil it visits only the
+// pools that pass the task-independent filters, carry the task's tags and are not known to be
+// saturated, in the snapshot's order, and stops once a pool's published cost × the type's
+// shortest duration cannot beat the best score. With exp set it visits every pool, records why
+// each was rejected and how each eligible one scored, and skips nothing; the same bitsets, score
+// and comparison decide. It returns the decision and the chosen pool's snapshot index (-1: none).
+func (p *Placer) evaluate(st *state, t *Task, now time.Time, exp *Explanation) (Decision, int) {
+	s := st.snap
+	q := query{p: p, st: st, v: p.view(st, now), t: t, durs: p.durations(st, t.Type, now), home: noHome}
+
+	// Tag filter: the AND of the bitsets of the task's tag pairs; a pair no pool has matches none.
+	var tagBuf [8]bitset
+	tags, tagMiss := tagBuf[:0], false
+	for k, val := range t.Tags {
+		bs, ok := s.tags[tagPair{k, val}]
+		if !ok {
+			tagMiss = true
+			break
+		}
+		tags = append(tags, bs)
+	}
+	// Region filter, as a set of region numbers; nil allows every region.
+	var regBuf [4]uint64
+	var regions bitset
+	if len(t.Regions) > 0 {
+		if w := (len(s.regions) + 63) / 64; w <= len(regBuf) {
+			regions = regBuf[:w]
+		} else {
+			regions = make(bitset, w)
+		}
+		for _, r := range t.Regions {
+			if ri, ok := s.regions[r]; ok {
+				regions.set(int(ri))
+			}
+		}
+	}
+	if t.Home != "" {
+		q.home = foreignHome
+		if ri, ok := s.regions[t.Home]; ok {
+			q.home = ri
+		}
+	}
+	floor := p.defaultHours
+	if q.durs != nil {
+		floor = q.durs.floor
+	}
+
+	best, bestCost := -1, 0.0
+	matching, saturated := 0, 0
+	if exp == nil {
+		if !tagMiss {
+			w := walk{q: &q, tags: tags, regions: regions, floor: floor, best: -1}
+			switch cross := p.cfg.CrossRegionPenalty; {
+			case q.home >= 0 && cross > 0:
+				// Home pools and foreign ones are each in cost order but differ by the penalty:
+				// walk them apart so each walk can stop early.
+				w.run(s.inRegion[q.home], false, 0)
+				w.run(s.inRegion[q.home], true, cross)
+			case q.home == foreignHome:
+				w.run(nil, false, cross)
+			default:
+				w.run(nil, false, 0)
+			}
+			best, bestCost = w.best, w.bestCost
+		}
+		if best < 0 && !tagMiss {
+			// Nothing chosen, so nothing was cut short: every available matching pool was
+			// visited, or known, saturated. Count the matching ones to tell why.
+			for i := range s.pools {
+				if hasAll(tags, i) && (regions == nil || regions.has(int(s.pools[i].region))) {
+					matching++
+					if q.v.avail.has(i) {
+						saturated++
+					}
+				}
+			}
+		}
+	} else {
+		for i := range s.pools {
+			e := &s.pools[i]
+			c := &exp.Candidates[e.input]
+			c.Region, c.Pool, c.Index, c.Price = e.pool.Region, e.pool.Name, e.input, e.price
+			r := rNone
+			switch {
+			case tagMiss || !hasAll(tags, i):
+				r = rTagMismatch
+			case regions != nil && !regions.has(int(e.region)):
+				r = rRegionExcluded
+			default:
+				matching++
+				r = q.v.reason[i]
+			}
+			if r == rNone {
+				sc := q.score(i)
+				c.Duration, c.DurationKnown = time.Duration(sc.hours*float64(time.Hour)), sc.known
+				c.BaseCost, c.Fill, c.Penalty, c.CrossRegion, c.Cost = sc.base, sc.fill, sc.penalty, sc.cross, sc.cost
+				if sc.saturated && !t.Critical {
+					r = rSaturated
+					saturated++
+				} else if better(i, sc.cost, best, bestCost) {
+					best, bestCost = i, sc.cost
+				}
+			}
+			c.Reason = reasonNames[r]
+		}
+	}
+
+	if best < 0 {
+		return Decision{Index: -1, outcome: classify(len(s.pools), matching, saturated)}, -1
+	}
+	e := &s.pools[best]
+	if exp != nil {
+		exp.Candidates[e.input].Won = true
+	}
+	return Decision{Region: e.pool.Region, Pool: e.pool.Name, Index: e.input, Cost: bestCost, OK: true, outcome: placed}, best
+}
+
+// walk is Place's search: the candidates of one decision, cheapest bound first.
+type walk struct {
+	q        *query
+	tags     []bitset
+	regions  bitset
+	floor    float64 // the type's shortest duration, hours
+	best     int
+	bestCost float64
+}
+
+// run visits the available, matching, not known saturated pools inside part (outside it when
+// invert; every pool when part is nil), in snapshot order, and stops at the first pool whose
+// bound (published cost × floor + cross, the least it can score) exceeds the best so far.
+func (w *walk) run(part bitset, invert bool, cross float64) {
+	q := w.q
+	s := q.st.snap
+	for wd := range s.words {
+		m := q.v.avail[wd]
+		if !q.t.Critical {
+			m &^= q.v.saturated[wd].Load()
+		}
+		for _, bs := range w.tags {
+			m &= bs[wd]
+		}
+		if part != nil {
+			if invert {
+				m &^= part[wd]
+			} else {
+				m &= part[wd]
+			}
+		}
+		for ; m != 0; m &= m - 1 {
+			i := wd<<6 | bits.TrailingZeros64(m)
+			e := &s.pools[i]
+			if w.regions != nil && !w.regions.has(int(e.region)) {
+				continue
+			}
+			if q.st.ordered {
+				if beyond(i, e.cost*w.floor+cross, w.best, w.bestCost) {
+					return // nor can any later pool
+				}
+				// The same bound with this pool's own duration: cheaper than scoring it.
+				if q.durs != nil && beyond(i, e.cost*q.durs.hours[i]+cross, w.best, w.bestCost) {
+					continue
+				}
+			}
+			sc := q.score(i)
+			if sc.saturated && !q.t.Critical {
+				continue
+			}
+			if better(i, sc.cost, w.best, w.bestCost) {
+				w.best, w.bestCost = i, sc.cost
+			}
+		}
+	}
+}
+
+func hasAll(tags []bitset, i int) bool {
+	for _, bs := range tags {
+		if !bs.has(i) {
+			return false
+		}
+	}
+	return true
+}

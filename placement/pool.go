@@ -1,0 +1,52 @@
+package placement
+
+import "time"
+
+// Pool is one pool's published figures, as the etcd view holds them.
+type Pool struct {
+	Region string
+	Name   string
+	// Tags a task can require (gpu=a100, arch=arm64, ...).
+	Tags map[string]string
+	// Slots is the pool's live slots outside its capacity windows (the base capacity).
+	Slots int
+	// Running and Ready are the tasks running and queued in the pool.
+	Running int
+	Ready   int
+	// QueueCapacity is the ready queue's capacity: queue fill = Ready ÷ QueueCapacity.
+	QueueCapacity int
+	// PricePerSlotHour is the list price in USD of one slot for one hour.
+	PricePerSlotHour float64
+	// Spot marks a spot price. It does not change the score (PricePerSlotHour already is the
+	// price paid); it is carried so callers can show and count it.
+	Spot bool
+	// Discount in [0, 1] is taken off the price: effective = price × (1 − discount).
+	Discount float64
+	// Window optionally replaces Slots at some times of day.
+	Window *CapacitySchedule
+	// UpdatedAt is when these figures were published. A newer value also ends the damping of
+	// the placements this server counted into the pool (see Placer).
+	UpdatedAt time.Time
+	// RegionHealthy is false when the region is not registered or its leader is gone.
+	RegionHealthy bool
+	// ScaleFromZero admits tasks to a pool with no live slots (workers start on demand).
+	ScaleFromZero bool
+}
+
+// Key identifies a pool across snapshots and in an Estimator: "region/name".
+func (p Pool) Key() string { return p.Region + "/" + p.Name }
+
+// Task is what placement needs to know of a task.
+type Task struct {
+	// Type keys the duration estimates.
+	Type string
+	// Tags the pool must carry, each with the same value.
+	Tags map[string]string
+	// Regions allowed; empty means any.
+	Regions []string
+	// Critical tasks are admitted to saturated pools (at the maximum penalty).
+	Critical bool
+	// Home is the task's home region; pools elsewhere cost Config.CrossRegionPenalty more.
+	// Empty means no home, no penalty.
+	Home string
+}
