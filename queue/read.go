@@ -24,7 +24,9 @@ func (s *Store) Get(ctx context.Context, id string) (*Task, error) {
 	if len(h) == 0 {
 		return nil, fmt.Errorf("%w: %s", ErrNotFound, id)
 	}
-	return decodeTask(id, h, s.opts.Defaults), nil
+	t := decodeTask(id, h, s.opts.Defaults)
+	t.HeldBy = s.opts.Region
+	return t, nil
 }
 
 // getMany reads several tasks of one shard in one pipeline; missing ones are
@@ -45,7 +47,9 @@ func (s *Store) getMany(ctx context.Context, shard int, ids []string) ([]*Task, 
 	out := make([]*Task, 0, len(ids))
 	for i, c := range cmds {
 		if h := c.Val(); len(h) > 0 {
-			out = append(out, decodeTask(ids[i], h, s.opts.Defaults))
+			t := decodeTask(ids[i], h, s.opts.Defaults)
+			t.HeldBy = s.opts.Region
+			out = append(out, t)
 		}
 	}
 	return out, nil

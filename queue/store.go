@@ -140,10 +140,9 @@ func (s *Store) shardOf(id string) (int, error) {
 	if err != nil {
 		return 0, err
 	}
-	if p.Region != s.opts.Region || p.Shard >= s.opts.Shards {
-		return 0, fmt.Errorf("%w: %s is not held by region %s", ErrNotFound, id, s.opts.Region)
-	}
-	return p.Shard, nil
+	// A task handed off from another region keeps its id; it lives in the
+	// shard its id names, modulo this region's shard count.
+	return p.Shard % s.opts.Shards, nil
 }
 
 // ShardForKey is the shard of a keyed submit: from tenant and key, so the
@@ -403,7 +402,9 @@ func (s *Store) Claim(ctx context.Context, req ClaimRequest) ([]*Task, error) {
 				continue
 			}
 			pairs, _ := item[1].([]any)
-			out = append(out, decodeTask(toStr(item[0]), pairsToMap(pairs), s.opts.Defaults))
+			t := decodeTask(toStr(item[0]), pairsToMap(pairs), s.opts.Defaults)
+			t.HeldBy = s.opts.Region
+			out = append(out, t)
 		}
 	}
 	return out, nil

@@ -53,6 +53,7 @@ const (
 	ReasonHandedOff        = "HANDED_OFF"
 	ReasonPriority         = "PRIORITY_CHANGED"
 	ReasonHandOffRefused   = "HANDOFF_REFUSED"
+	ReasonDrained          = "DRAINED"
 )
 
 // Limits and defaults of a task spec (DESIGN §2). Region configs may change
@@ -352,7 +353,8 @@ type Task struct {
 	TraceID         string            `json:"trace_id"`
 	State           State             `json:"state"`
 	Reason          string            `json:"reason,omitempty"`
-	Region          string            `json:"region"`
+	Region          string            `json:"region"`  // home region (from the id)
+	HeldBy          string            `json:"held_by"` // region whose store holds this record
 	Pool            string            `json:"pool,omitempty"`
 	Pinned          bool              `json:"pinned,omitempty"`
 	Worker          string            `json:"worker,omitempty"`

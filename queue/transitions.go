@@ -15,6 +15,7 @@ var transitions = map[State]map[State][]string{
 	},
 	Ready: {
 		Ready:    {ReasonPriority},
+		Pending:  {ReasonDrained},
 		Running:  {ReasonClaimed},
 		Canceled: {ReasonCanceledByUser, ReasonUpstreamFailed},
 	},

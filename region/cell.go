@@ -25,6 +25,7 @@ type Pool struct {
 	Spot             bool
 	Discount         float64
 	ScaleFromZero    bool
+	Schedule         *Schedule // optional capacity windows
 }
 
 // Placer decides due tasks: a local pool, or no capacity now (Pool "" with
@@ -49,6 +50,10 @@ type Config struct {
 	PublishInterval time.Duration // default 2s
 	MaxSleep        time.Duration // longest the promote/reap loops sleep, default 1s
 	Logger          *slog.Logger
+	// LeaderLoops run beside the cell's own loops during every term (the
+	// federation's outbox sender, schedules). Each returns when ctx ends and
+	// calls lost when a fenced write is rejected.
+	LeaderLoops []func(ctx context.Context, f queue.Fence, lost func(error))
 }
 
 func (c *Config) defaults() {
@@ -105,7 +110,7 @@ func New(store *queue.Store, regional, global *clientv3.Client, cfg Config, plac
 		m = NewMetrics(nil)
 	}
 	c := &Cell{cfg: cfg, store: store, regional: regional, global: global, placer: placer, metrics: m,
-		log: cfg.Logger.With("region", cfg.Region), wake: make(chan struct{}, 1)}
+		log: cfg.Logger, wake: make(chan struct{}, 1)}
 	c.globalHealthy.Store(true)
 	return c
 }
@@ -168,7 +173,8 @@ func (c *Cell) lead(ctx context.Context, l *lease.Leadership) {
 		}
 	}
 	var wg sync.WaitGroup
-	for _, loop := range []func(context.Context, queue.Fence, func(error)){c.promoteLoop, c.reapLoop, c.houseLoop} {
+	loops := append([]func(context.Context, queue.Fence, func(error)){c.promoteLoop, c.reapLoop, c.houseLoop}, c.cfg.LeaderLoops...)
+	for _, loop := range loops {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
@@ -374,7 +380,7 @@ func (c *Cell) collect(ctx context.Context, f queue.Fence) (Figures, error) {
 			Name: p.Name, Tags: p.Tags, Slots: w.Slots, Workers: w.Live,
 			Running: counts.RunningBy[p.Name], Ready: counts.ReadyIn(p.Name),
 			QueueCapacity: p.QueueCapacity, PricePerSlotHour: p.PricePerSlotHour,
-			Spot: p.Spot, Discount: p.Discount, ScaleFromZero: p.ScaleFromZero,
+			Spot: p.Spot, Discount: p.Discount, ScaleFromZero: p.ScaleFromZero, Schedule: p.Schedule,
 		})
 	}
 	sort.Slice(figs.Pools, func(i, j int) bool { return figs.Pools[i].Name < figs.Pools[j].Name })

@@ -27,6 +27,21 @@ type PoolFigures struct {
 	Spot             bool              `json:"spot,omitempty"`
 	Discount         float64           `json:"discount,omitempty"`
 	ScaleFromZero    bool              `json:"scale_from_zero,omitempty"`
+	Schedule         *Schedule         `json:"capacity_schedule,omitempty"`
+}
+
+// Schedule is a pool's capacity windows: inside a window the pool has the
+// window's slots for this work; outside every window it has none.
+type Schedule struct {
+	Timezone string           `json:"timezone"`
+	Windows  []ScheduleWindow `json:"windows"`
+}
+
+// ScheduleWindow is "HH:MM"–"HH:MM" local time with a slot count.
+type ScheduleWindow struct {
+	Start string `json:"start"`
+	End   string `json:"end"`
+	Slots int    `json:"slots"`
 }
 
 // Utilisation is running ÷ live slots (0 without slots).

@@ -195,3 +195,17 @@ type EventsResponse struct {
 	Events []queue.Event `json:"events"`
 	Next   string        `json:"next"`
 }
+
+// ---------------------------------------------------------------------------
+// Added with package client (the Go client and the CLI). New types only.
+// ---------------------------------------------------------------------------
+
+// TaskUpdate answers POST /v1/tasks/{id}/replay and /v1/tasks/{id}/priority:
+// the task's id, state and priority after the action. Its fields are a
+// subset of queue.Task's, so a server that answers with the whole task is
+// read the same way.
+type TaskUpdate struct {
+	ID       string      `json:"id"`
+	State    queue.State `json:"state"`
+	Priority *int        `json:"priority,omitempty"`
+}

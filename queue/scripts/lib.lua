@@ -33,7 +33,9 @@ local function lkey(id) return K_PREFIX .. 'l:' .. id end
 local function qkey(pool, p) return K_PREFIX .. 'q:' .. pool .. ':' .. p end
 local function wkey(pool) return K_PREFIX .. 'wake:' .. pool end
 
-local function cnt(field, d) redis.call('HINCRBY', K_CNT, field, d) end
+local function cnt(field, d)
+  if d ~= 0 then redis.call('HINCRBY', K_CNT, field, fmt(d)) end
+end
 
 -- fence checks a leader's token against the highest one seen for this
 -- election on this shard, and raises the record when the token is higher.

@@ -1,0 +1,265 @@
+package federation
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"hash/fnv"
+	"log/slog"
+	"net/http"
+	"time"
+
+	"github.com/ax-sched/ax/placement"
+	"github.com/ax-sched/ax/queue"
+	"github.com/ax-sched/ax/region"
+)
+
+// Config of a federation node (one per ax server).
+type Config struct {
+	Region  string   // this server's region
+	Regions []string // every region of the federation (rendezvous hashing of keys)
+	// ClusterToken authenticates server-to-server calls (hand-off, forwarding).
+	ClusterToken string
+	Defaults     queue.Defaults
+	Placement    placement.Config
+	// NoCapacityRetry is how long a task that no pool can take now waits
+	// before it is placed again (first try; it doubles up to 1 min).
+	NoCapacityRetry time.Duration
+	// SaturatedRetryAfter is the Retry-After of a 429.
+	SaturatedRetryAfter time.Duration
+	Logger              *slog.Logger
+	// Now is the clock (tests inject one); nil is time.Now.
+	Now func() time.Time
+}
+
+// Node is the federation logic of one server.
+type Node struct {
+	cfg     Config
+	store   *queue.Store
+	cell    *region.Cell
+	view    *View
+	placer  *placement.Placer
+	est     *placement.Estimator
+	peers   *http.Client
+	log     *slog.Logger
+	metrics *Metrics
+}
+
+// NewNode ties a region's store and cell to the global view.
+func NewNode(cfg Config, store *queue.Store, view *View, m *Metrics) (*Node, error) {
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	if cfg.NoCapacityRetry <= 0 {
+		cfg.NoCapacityRetry = 2 * time.Second
+	}
+	if cfg.SaturatedRetryAfter <= 0 {
+		cfg.SaturatedRetryAfter = 5 * time.Second
+	}
+	if len(cfg.Regions) == 0 {
+		cfg.Regions = []string{cfg.Region}
+	}
+	if cfg.Defaults == (queue.Defaults{}) {
+		cfg.Defaults = queue.DefaultDefaults()
+	}
+	est, err := placement.NewEstimator(cfg.Placement)
+	if err != nil {
+		return nil, err
+	}
+	pl, err := placement.NewPlacer(cfg.Placement, est)
+	if err != nil {
+		return nil, err
+	}
+	if m == nil {
+		m = NewMetrics(nil)
+	}
+	return &Node{cfg: cfg, store: store, view: view, placer: pl, est: est, log: cfg.Logger.With("region", cfg.Region),
+		peers: &http.Client{Timeout: 10 * time.Second}, metrics: m}, nil
+}
+
+// SetCell attaches the region cell (woken after submits).
+func (n *Node) SetCell(c *region.Cell) { n.cell = c }
+
+// Store is the local region's store.
+func (n *Node) Store() *queue.Store { return n.store }
+
+// View is the global view.
+func (n *Node) View() *View { return n.view }
+
+// Estimator learns durations (the worker side feeds it through completions).
+func (n *Node) Estimator() *placement.Estimator { return n.est }
+
+// Errors of the submission path, mapped to HTTP statuses by the API.
+var (
+	ErrRegionUnavailable = errors.New("federation: the key's home region is unavailable")
+	ErrForbidden         = errors.New("federation: forbidden")
+)
+
+// PlacementError is a submit no pool can take: Unplaceable (422, no pool
+// could ever match) or Saturated (429, every candidate is saturated).
+type PlacementError struct {
+	Saturated   bool
+	RetryAfter  time.Duration
+	Explanation placement.Explanation
+}
+
+func (e *PlacementError) Error() string {
+	if e.Saturated {
+		return "every eligible pool is saturated; retry later"
+	}
+	return "no pool in any region matches this task's tags and regions"
+}
+
+// Outcome is the result of one submitted spec.
+type Outcome struct {
+	ID        string
+	State     queue.State
+	Region    string // where it runs (or will)
+	Pool      string // "" while unplaced
+	Duplicate bool
+	Err       error
+}
+
+// KeyHome is the home region of an idempotency key: rendezvous hashing of
+// tenant+key over the configured regions, so every server agrees without
+// talking and only 1/N of keys move when a region is added.
+func (n *Node) KeyHome(tenant, key string) string {
+	best, bestScore := "", uint64(0)
+	for _, r := range n.cfg.Regions {
+		h := fnv.New64a()
+		h.Write([]byte(tenant))
+		h.Write([]byte{0})
+		h.Write([]byte(key))
+		h.Write([]byte{0})
+		h.Write([]byte(r))
+		if s := h.Sum64(); best == "" || s > bestScore {
+			best, bestScore = r, s
+		}
+	}
+	return best
+}
+
+// Submit validates, routes and places specs (already decoded; tenant set).
+// forwarded is true for a submit another server routed here (never routed
+// again).
+func (n *Node) Submit(ctx context.Context, specs []*queue.Spec, forwarded bool) []Outcome {
+	out := make([]Outcome, len(specs))
+	now := n.cfg.Now()
+	var local []queue.NewTask
+	var localIdx []int
+	remote := map[string][]int{}
+	snap := n.view.Pools()
+	for i, sp := range specs {
+		if err := sp.Normalize(n.cfg.Defaults, now); err != nil {
+			out[i].Err = err
+			continue
+		}
+		if sp.IdempotencyKey != "" && !forwarded {
+			if home := n.KeyHome(sp.Tenant, sp.IdempotencyKey); home != n.cfg.Region {
+				remote[home] = append(remote[home], i)
+				continue
+			}
+		}
+		nt := queue.NewTask{Spec: sp}
+		out[i].Region = n.cfg.Region
+		if sp.RunAt == nil {
+			d := n.placer.Place(snap, placeTask(sp, n.cfg.Region), now)
+			switch {
+			case d.OK && d.Region == n.cfg.Region:
+				nt.Pool = d.Pool
+			case d.OK:
+				nt.Pool, nt.HandOff = d.Pool, d.Region
+				out[i].Region = d.Region
+			case d.Unplaceable():
+				out[i].Err = &PlacementError{Explanation: n.placer.Explain(snap, placeTask(sp, n.cfg.Region), now)}
+				n.metrics.rejected.WithLabelValues(n.cfg.Region, "unplaceable").Inc()
+				continue
+			case d.AllSaturated() && !sp.Critical:
+				out[i].Err = &PlacementError{Saturated: true, RetryAfter: n.cfg.SaturatedRetryAfter,
+					Explanation: n.placer.Explain(snap, placeTask(sp, n.cfg.Region), now)}
+				n.metrics.rejected.WithLabelValues(n.cfg.Region, "saturated").Inc()
+				continue
+			}
+			// No capacity now: accepted unplaced; the leader places it
+			// (NO_CAPACITY, retried with backoff) — never dropped.
+		}
+		local = append(local, nt)
+		localIdx = append(localIdx, i)
+	}
+	if len(local) > 0 {
+		res, err := n.store.Submit(ctx, local...)
+		for k, i := range localIdx {
+			if err != nil {
+				out[i].Err = err
+				continue
+			}
+			r := res[k]
+			out[i].ID, out[i].State, out[i].Duplicate, out[i].Err = r.ID, r.State, r.Duplicate, r.Err
+			if r.Err == nil && !r.Duplicate {
+				out[i].Pool = local[k].Pool
+				n.metrics.submitted.WithLabelValues(n.cfg.Region, specs[i].Tenant, specs[i].Type).Inc()
+			}
+			if r.Duplicate {
+				if t, err := n.store.Get(ctx, r.ID); err == nil {
+					out[i].Pool, out[i].State = t.Pool, t.State
+					if t.HandOffTarget != "" {
+						out[i].Region = t.HandOffTarget
+					}
+				}
+			}
+		}
+		if n.cell != nil {
+			n.cell.Wake()
+		}
+	}
+	for home, idx := range remote {
+		n.forwardSubmit(ctx, home, specs, idx, out)
+	}
+	return out
+}
+
+func placeTask(sp *queue.Spec, home string) placement.Task {
+	return placement.Task{Type: sp.Type, Tags: sp.Tags, Regions: sp.Regions, Critical: sp.Critical, Home: home}
+}
+
+// Explain is a dry-run placement of a spec.
+func (n *Node) Explain(sp *queue.Spec) (placement.Explanation, error) {
+	if err := sp.Normalize(n.cfg.Defaults, n.cfg.Now()); err != nil {
+		return placement.Explanation{}, err
+	}
+	return n.placer.Explain(n.view.Pools(), placeTask(sp, n.cfg.Region), n.cfg.Now()), nil
+}
+
+// PlaceDue implements region.Placer: due tasks of this region are placed
+// with the prices and watermarks of now, across regions.
+func (n *Node) PlaceDue(_ context.Context, tasks []*queue.Task) []queue.Assignment {
+	now := n.cfg.Now()
+	snap := n.view.Pools()
+	out := make([]queue.Assignment, 0, len(tasks))
+	for _, t := range tasks {
+		d := n.placer.Place(snap, placement.Task{Type: t.Type, Tags: t.Tags, Regions: t.Regions, Critical: t.Critical, Home: n.cfg.Region}, now)
+		switch {
+		case d.OK && d.Region == n.cfg.Region:
+			out = append(out, queue.Assignment{ID: t.ID, Pool: d.Pool})
+		case d.OK:
+			out = append(out, queue.Assignment{ID: t.ID, Pool: d.Pool, Region: d.Region})
+		default:
+			out = append(out, queue.Assignment{ID: t.ID, RetryAt: now.Add(n.cfg.NoCapacityRetry)})
+		}
+	}
+	return out
+}
+
+var _ region.Placer = (*Node)(nil)
+
+// peerAPI is the API address of a healthy region, or an error.
+func (n *Node) peerAPI(name string) (string, error) {
+	r, ok := n.view.Region(name)
+	if !ok || !r.Healthy || r.API == "" {
+		return "", fmt.Errorf("%w: %s", ErrRegionUnavailable, name)
+	}
+	return r.API, nil
+}

@@ -1,0 +1,194 @@
+package federation
+
+import (
+	"context"
+	"errors"
+	"net/http"
+	"sort"
+	"time"
+
+	"github.com/ax-sched/ax/federation/apiv1"
+	"github.com/ax-sched/ax/placement"
+	"github.com/ax-sched/ax/queue"
+)
+
+// maxHops bounds forwarding: a server forwards to the id's home region,
+// which may forward once more to where the task was handed off.
+const maxHops = 2
+
+// Get finds a task wherever it lives.
+func (n *Node) Get(ctx context.Context, id string, hops int) (*queue.Task, error) {
+	t, err := n.store.Get(ctx, id)
+	switch {
+	case err == nil && t.State == queue.HandedOff && hops < maxHops:
+		var remote queue.Task
+		if err := n.proxy(ctx, t.HandedOffTo, http.MethodGet, taskPath(id, ""), nil, &remote); err != nil {
+			if isPeerNotFound(err) {
+				return t, nil // the forwarding record is all we know
+			}
+			return nil, err
+		}
+		return &remote, nil
+	case errors.Is(err, queue.ErrNotFound) && hops < maxHops:
+		if home, ok := n.forwardTarget(id); ok {
+			var remote queue.Task
+			if err := n.proxy(ctx, home, http.MethodGet, taskPath(id, ""), nil, &remote); err != nil {
+				return nil, err
+			}
+			return &remote, nil
+		}
+	}
+	return t, err
+}
+
+// Trail returns a task's transitions wherever it lives; a handed-off
+// task's trail is the home part followed by the receiver's.
+func (n *Node) Trail(ctx context.Context, id string, hops int) ([]queue.Transition, error) {
+	tr, err := n.store.Trail(ctx, id)
+	if errors.Is(err, queue.ErrNotFound) && hops < maxHops {
+		if home, ok := n.forwardTarget(id); ok {
+			var r apiv1.TrailResponse
+			if err := n.proxy(ctx, home, http.MethodGet, taskPath(id, "/trail"), nil, &r); err != nil {
+				return nil, err
+			}
+			return r.Transitions, nil
+		}
+	}
+	if err != nil {
+		return nil, err
+	}
+	if t, gerr := n.store.Get(ctx, id); gerr == nil && t.State == queue.HandedOff && hops < maxHops {
+		var r apiv1.TrailResponse
+		if err := n.proxy(ctx, t.HandedOffTo, http.MethodGet, taskPath(id, "/trail"), nil, &r); err == nil {
+			tr = append(tr, r.Transitions...)
+			sort.SliceStable(tr, func(i, j int) bool { return tr[i].At.Before(tr[j].At) })
+		}
+	}
+	return tr, nil
+}
+
+// TaskOp is an operator action on one task.
+type TaskOp int
+
+const (
+	OpCancel TaskOp = iota
+	OpReplay
+	OpPriority
+)
+
+// Act cancels, replays or re-prioritises a task wherever it lives. For
+// cancel the state returned is CANCELED or RUNNING (requested).
+func (n *Node) Act(ctx context.Context, op TaskOp, id string, priority int, by string, hops int) (queue.State, error) {
+	var st queue.State
+	var err error
+	switch op {
+	case OpCancel:
+		st, err = n.store.Cancel(ctx, id, queue.ReasonCanceledByUser, by)
+	case OpReplay:
+		err = n.store.Replay(ctx, id, by)
+		st = queue.Pending
+	case OpPriority:
+		err = n.store.SetPriority(ctx, id, priority, by)
+	}
+	if err == nil && n.cell != nil {
+		n.cell.Wake()
+	}
+	target := ""
+	var ho *queue.HandedOffError
+	switch {
+	case errors.As(err, &ho):
+		target = ho.Region
+	case errors.Is(err, queue.ErrNotFound):
+		target, _ = n.forwardTarget(id)
+	}
+	if target == "" || hops >= maxHops {
+		return st, err
+	}
+	switch op {
+	case OpCancel:
+		var r apiv1.CancelResponse
+		if err := n.proxy(ctx, target, http.MethodPost, taskPath(id, "/cancel"), struct{}{}, &r); err != nil {
+			return "", err
+		}
+		return r.State, nil
+	case OpReplay:
+		return queue.Pending, n.proxy(ctx, target, http.MethodPost, taskPath(id, "/replay"), struct{}{}, nil)
+	default:
+		return "", n.proxy(ctx, target, http.MethodPost, taskPath(id, "/priority"), apiv1.PriorityRequest{Priority: &priority}, nil)
+	}
+}
+
+func isPeerNotFound(err error) bool {
+	var pe *PeerError
+	return errors.As(err, &pe) && pe.Status == http.StatusNotFound
+}
+
+// Drain moves READY tasks of this region to pools elsewhere through the
+// hand-off outbox, at most rate per second. It returns how many it moved.
+func (n *Node) Drain(ctx context.Context, rate int) (int, error) {
+	if rate <= 0 {
+		rate = 200
+	}
+	now := n.cfg.Now()
+	snap := n.view.Pools()
+	moved := 0
+	var batch []queue.DrainMove
+	flush := func() error {
+		if len(batch) == 0 {
+			return nil
+		}
+		k, err := n.store.Drain(ctx, batch)
+		moved += k
+		batch = batch[:0]
+		if err != nil {
+			return err
+		}
+		// Rate limit: rate tasks per second.
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(time.Duration(k) * time.Second / time.Duration(rate)):
+		}
+		return nil
+	}
+	err := n.store.Waiting(ctx, queue.Filter{State: queue.Ready}, func(ts []*queue.Task) error {
+		for _, t := range ts {
+			allowed := t.Regions
+			d := n.placer.Place(snap, placement.Task{Type: t.Type, Tags: t.Tags, Regions: without(allowed, n.cfg.Region, n.cfg.Regions),
+				Critical: t.Critical, Home: n.cfg.Region}, now)
+			if !d.OK || d.Region == n.cfg.Region {
+				continue // nowhere else to go now: it stays
+			}
+			batch = append(batch, queue.DrainMove{ID: t.ID, Region: d.Region, Pool: d.Pool})
+			if len(batch) >= min(rate, 500) {
+				if err := flush(); err != nil {
+					return err
+				}
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return moved, err
+	}
+	return moved, flush()
+}
+
+// without returns the allowed regions minus one (all regions when allowed
+// is empty).
+func without(allowed []string, drop string, all []string) []string {
+	src := allowed
+	if len(src) == 0 {
+		src = all
+	}
+	out := make([]string, 0, len(src))
+	for _, r := range src {
+		if r != drop {
+			out = append(out, r)
+		}
+	}
+	if len(out) == 0 {
+		return []string{"-"} // nothing allowed
+	}
+	return out
+}

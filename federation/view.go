@@ -1,0 +1,254 @@
+package federation
+
+import (
+	"encoding/json"
+	"log/slog"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/ax-sched/ax/lease"
+	"github.com/ax-sched/ax/placement"
+	"github.com/ax-sched/ax/region"
+	clientv3 "go.etcd.io/etcd/client/v3"
+)
+
+// RegionInfo is one region as this server sees it.
+type RegionInfo struct {
+	region.Figures
+	Registered bool // a registration exists now
+	Stale      bool // figures older than stale_after
+	Healthy    bool // after the grace period: registered and fresh
+}
+
+// View is this server's picture of every region, from a watch on the global
+// etcd: registrations (/ax/regions/<r>) and price overrides
+// (/ax/prices/<region>/<pool>). A region must look bad for a sustained
+// grace period before it counts as unhealthy, and recover the same way, so
+// one late publish does not flap placement.
+type View struct {
+	prefix     string
+	staleAfter time.Duration
+	grace      time.Duration
+	pcfg       placement.Config
+	log        *slog.Logger
+	regions    *lease.View
+	prices     *lease.View
+
+	mu     sync.Mutex
+	health map[string]*health
+
+	snap   atomic.Pointer[viewSnap]
+	stop   chan struct{}
+	done   chan struct{}
+	closed sync.Once
+}
+
+type health struct {
+	healthy bool
+	since   time.Time // when the current observation (good or bad) started differing
+}
+
+type viewSnap struct {
+	infos []RegionInfo
+	pools *placement.Snapshot
+	built time.Time
+}
+
+// NewView starts watching the global etcd under prefix (e.g. "/ax/").
+func NewView(c *clientv3.Client, prefix string, pcfg placement.Config, grace time.Duration, log *slog.Logger) *View {
+	if log == nil {
+		log = slog.Default()
+	}
+	v := &View{
+		prefix: prefix, staleAfter: pcfg.StaleAfter, grace: grace, pcfg: pcfg, log: log,
+		regions: lease.NewView(c, prefix+"regions/", lease.WithLogger(log)),
+		prices:  lease.NewView(c, prefix+"prices/", lease.WithLogger(log)),
+		health:  map[string]*health{},
+		stop:    make(chan struct{}), done: make(chan struct{}),
+	}
+	v.rebuild(time.Now())
+	go v.run()
+	return v
+}
+
+// run rebuilds the snapshot on every change, and at least every 200 ms so
+// staleness and grace periods advance without changes.
+func (v *View) run() {
+	defer close(v.done)
+	t := time.NewTicker(200 * time.Millisecond)
+	defer t.Stop()
+	for {
+		select {
+		case <-v.stop:
+			return
+		case <-v.regions.Changes():
+		case <-v.prices.Changes():
+		case <-t.C:
+		}
+		v.rebuild(time.Now())
+	}
+}
+
+// Close stops the watches.
+func (v *View) Close() {
+	v.closed.Do(func() {
+		close(v.stop)
+		<-v.done
+		v.regions.Close()
+		v.prices.Close()
+	})
+}
+
+// Connected is false while the global etcd cannot be reached (the view is
+// the last known one).
+func (v *View) Connected() bool { return v.regions.Healthy() }
+
+// Ready closes once the first listing arrived.
+func (v *View) Ready() <-chan struct{} { return v.regions.Ready() }
+
+// Regions returns every known region, sorted by name.
+func (v *View) Regions() []RegionInfo { return v.snap.Load().infos }
+
+// Region returns one region.
+func (v *View) Region(name string) (RegionInfo, bool) {
+	for _, r := range v.Regions() {
+		if r.Region == name {
+			return r, true
+		}
+	}
+	return RegionInfo{}, false
+}
+
+// Pools is the placement snapshot built from the current view.
+func (v *View) Pools() *placement.Snapshot { return v.snap.Load().pools }
+
+// Refresh rebuilds the snapshot now (tests, and after a known change).
+func (v *View) Refresh() { v.rebuild(time.Now()) }
+
+func (v *View) rebuild(now time.Time) {
+	prices := map[string]float64{}
+	for k, b := range v.prices.Snapshot().All() {
+		key := strings.TrimPrefix(k, v.prefix+"prices/")
+		var o struct {
+			Price *float64 `json:"price_per_slot_hour"`
+		}
+		if err := json.Unmarshal(b, &o); err == nil && o.Price != nil {
+			prices[key] = *o.Price
+		} else if f, err := strconv.ParseFloat(strings.TrimSpace(string(b)), 64); err == nil {
+			prices[key] = f
+		}
+	}
+	var infos []RegionInfo
+	for k, b := range v.regions.Snapshot().All() {
+		var f region.Figures
+		if err := json.Unmarshal(b, &f); err != nil {
+			v.log.Warn("bad region registration", "key", k, "err", err)
+			continue
+		}
+		for i, p := range f.Pools {
+			if pr, ok := prices[f.Region+"/"+p.Name]; ok {
+				f.Pools[i].PricePerSlotHour = pr
+			}
+		}
+		infos = append(infos, RegionInfo{Figures: f, Registered: true, Stale: now.Sub(f.UpdatedAt) > v.staleAfter})
+	}
+	v.mu.Lock()
+	seen := map[string]bool{}
+	for i := range infos {
+		r := &infos[i]
+		seen[r.Region] = true
+		r.Healthy = v.judge(r.Region, !r.Stale, now)
+	}
+	for name := range v.health {
+		if !seen[name] {
+			v.judge(name, false, now)
+		}
+	}
+	v.mu.Unlock()
+	sort.Slice(infos, func(i, j int) bool { return infos[i].Region < infos[j].Region })
+	var pools []placement.Pool
+	for _, r := range infos {
+		for _, p := range r.Pools {
+			pools = append(pools, placement.Pool{
+				Region: r.Region, Name: p.Name, Tags: p.Tags, Slots: p.Slots, Running: p.Running, Ready: p.Ready,
+				QueueCapacity: p.QueueCapacity, PricePerSlotHour: p.PricePerSlotHour, Spot: p.Spot,
+				Discount: p.Discount, Window: windowOf(p.Schedule), UpdatedAt: r.UpdatedAt,
+				RegionHealthy: r.Healthy, ScaleFromZero: p.ScaleFromZero,
+			})
+		}
+	}
+	snap, err := placement.NewSnapshot(v.pcfg, pools)
+	if err != nil {
+		v.log.Warn("placement snapshot", "err", err)
+		snap, _ = placement.NewSnapshot(v.pcfg, nil)
+	}
+	v.snap.Store(&viewSnap{infos: infos, pools: snap, built: now})
+}
+
+// judge applies the grace period to one region's observation; v.mu is held.
+func (v *View) judge(name string, good bool, now time.Time) bool {
+	h := v.health[name]
+	if h == nil {
+		// First sight: believe it at once (a fresh server must be able to place).
+		h = &health{healthy: good, since: time.Time{}}
+		v.health[name] = h
+		return good
+	}
+	if good == h.healthy {
+		h.since = time.Time{}
+		return h.healthy
+	}
+	if h.since.IsZero() {
+		h.since = now
+	}
+	if now.Sub(h.since) >= v.grace {
+		h.healthy, h.since = good, time.Time{}
+		v.log.Info("region health changed", "region", name, "healthy", good)
+	}
+	return h.healthy
+}
+
+// windowOf converts a published schedule to placement's: inside a window
+// the window's slots, outside every window none (the complement windows
+// carry 0 slots).
+func windowOf(s *region.Schedule) *placement.CapacitySchedule {
+	if s == nil || len(s.Windows) == 0 {
+		return nil
+	}
+	loc, err := time.LoadLocation(s.Timezone)
+	if err != nil {
+		loc = time.UTC
+	}
+	cs := &placement.CapacitySchedule{Location: loc}
+	type span struct{ a, b int }
+	var covered []span
+	for _, w := range s.Windows {
+		a, err1 := placement.ParseTimeOfDay(w.Start)
+		b, err2 := placement.ParseTimeOfDay(w.End)
+		if err1 != nil || err2 != nil {
+			continue
+		}
+		cs.Windows = append(cs.Windows, placement.Window{Start: a, End: b, Slots: w.Slots})
+		if b <= a { // wraps midnight
+			covered = append(covered, span{a, 1440}, span{0, b})
+		} else {
+			covered = append(covered, span{a, b})
+		}
+	}
+	sort.Slice(covered, func(i, j int) bool { return covered[i].a < covered[j].a })
+	at := 0
+	for _, c := range covered {
+		if c.a > at {
+			cs.Windows = append(cs.Windows, placement.Window{Start: at, End: c.a, Slots: 0})
+		}
+		at = max(at, c.b)
+	}
+	if at < 1440 {
+		cs.Windows = append(cs.Windows, placement.Window{Start: at, End: 1440 % 1440, Slots: 0})
+	}
+	return cs
+}

@@ -1,0 +1,135 @@
+package queue
+
+import (
+	"context"
+	"fmt"
+)
+
+// Filter selects tasks for operator bulk actions; empty fields match all.
+type Filter struct {
+	Type   string
+	Tenant string
+	State  State // PENDING or READY; "" both
+}
+
+func (f Filter) match(t *Task) bool {
+	return (f.Type == "" || t.Type == f.Type) && (f.Tenant == "" || t.Tenant == f.Tenant) &&
+		(f.State == "" || t.State == f.State)
+}
+
+// Waiting scans PENDING and READY tasks matching f, calling fn with
+// batches of up to 500. It is an operator path (O(waiting tasks)), not a
+// hot one.
+func (s *Store) Waiting(ctx context.Context, f Filter, fn func([]*Task) error) error {
+	for shard := range s.keys {
+		p := s.keys[shard].prefix
+		sets := []string{}
+		if f.State == "" || f.State == Pending {
+			sets = append(sets, p+"delayed", p+"due")
+		}
+		if f.State == "" || f.State == Ready {
+			var cursor uint64
+			for {
+				keys, next, err := s.rdb.Scan(ctx, cursor, p+"q:*", 500).Result()
+				if err != nil {
+					return fmt.Errorf("queue: scan: %w", err)
+				}
+				sets = append(sets, keys...)
+				if cursor = next; cursor == 0 {
+					break
+				}
+			}
+		}
+		for _, set := range sets {
+			var cursor uint64
+			for {
+				kv, next, err := s.rdb.ZScan(ctx, set, cursor, "", 500).Result()
+				if err != nil {
+					return fmt.Errorf("queue: zscan: %w", err)
+				}
+				ids := make([]string, 0, len(kv)/2)
+				for i := 0; i < len(kv); i += 2 {
+					ids = append(ids, kv[i])
+				}
+				ts, err := s.getMany(ctx, shard, ids)
+				if err != nil {
+					return err
+				}
+				var keep []*Task
+				for _, t := range ts {
+					if f.match(t) {
+						keep = append(keep, t)
+					}
+				}
+				if len(keep) > 0 {
+					if err := fn(keep); err != nil {
+						return err
+					}
+				}
+				if cursor = next; cursor == 0 {
+					break
+				}
+			}
+		}
+	}
+	return nil
+}
+
+// CancelWhere cancels every PENDING/READY task matching f and returns how
+// many it cancelled.
+func (s *Store) CancelWhere(ctx context.Context, f Filter, by string) (int, error) {
+	n := 0
+	err := s.Waiting(ctx, f, func(ts []*Task) error {
+		for _, t := range ts {
+			if _, err := s.Cancel(ctx, t.ID, ReasonCanceledByUser, by); err == nil {
+				n++
+			}
+		}
+		return nil
+	})
+	return n, err
+}
+
+// DrainMove is one READY task to move out of the region.
+type DrainMove struct{ ID, Region, Pool string }
+
+// Drain moves READY tasks into the outbox, bound for other regions.
+func (s *Store) Drain(ctx context.Context, moves []DrainMove) (int, error) {
+	byShard := make([][]any, s.opts.Shards)
+	for _, m := range moves {
+		shard, err := s.shardOf(m.ID)
+		if err != nil {
+			continue
+		}
+		byShard[shard] = append(byShard[shard], m.ID, m.Region, m.Pool)
+	}
+	total := 0
+	for shard, items := range byShard {
+		for start := 0; start < len(items); start += 3 * MaxBatch {
+			chunk := items[start:min(start+3*MaxBatch, len(items))]
+			argv := append([]any{s.clock(), len(chunk) / 3}, chunk...)
+			out, err := scripts.drain.Run(ctx, s.rdb, s.keysWith(shard, s.keys[shard].prefix+"outbox"), argv...).Slice()
+			if err != nil {
+				return total, fmt.Errorf("queue: drain: %w", err)
+			}
+			total += toInt(out[0])
+		}
+	}
+	return total, nil
+}
+
+// Ping checks the region's Redis answers and runs with noeviction (a
+// store that may evict can lose accepted tasks).
+func (s *Store) Ping(ctx context.Context) error {
+	if err := s.rdb.Ping(ctx).Err(); err != nil {
+		return fmt.Errorf("queue: redis: %w", err)
+	}
+	v, err := s.rdb.ConfigGet(ctx, "maxmemory-policy").Result()
+	if err != nil {
+		return fmt.Errorf("queue: redis config: %w", err)
+	}
+	if p := v["maxmemory-policy"]; p != "" && p != "noeviction" {
+		return fmt.Errorf("queue: redis maxmemory-policy is %q; ax needs noeviction", p)
+	}
+	return nil
+}

@@ -1,0 +1,27 @@
+-- drain.lua: move READY tasks of a pool out of this region: READY→PENDING
+-- into the outbox, bound for pool in region (DRAINED). The outbox sender
+-- hands them off like any placement.
+-- KEYS: 1-8 see lib.lua; 9 outbox.
+-- ARGV: 1 clock, 2 n, then per task: id, target region, target pool.
+-- Returns: {moved}.
+local now = clock(ARGV[1])
+local n = tonumber(ARGV[2])
+local moved, ids = 0, {}
+for k = 0, n - 1 do
+  local id, region, pool = ARGV[3 + 3 * k], ARGV[4 + 3 * k], ARGV[5 + 3 * k]
+  local tk = tkey(id)
+  local r = redis.call('HMGET', tk, 'st', 'po', 'pr', 'at')
+  if r[1] == 'R' and redis.call('ZREM', qkey(r[2], r[3]), id) == 1 then
+    cnt('R', -1)
+    cnt('r:' .. r[2] .. ':' .. r[3], -1)
+    cnt('P', 1)
+    redis.call('HSET', tk, 'st', 'P', 'rs', 'DRAINED', 'ob', region, 'po', pool)
+    redis.call('HDEL', tk, 'rt')
+    redis.call('ZADD', KEYS[9], fmt(now), id)
+    trail(id, now, 'R', 'P', 'DRAINED', region .. '/' .. pool, r[4] or '0', '')
+    moved = moved + 1
+    ids[#ids + 1] = id
+  end
+end
+event('drain', ids, moved)
+return {moved}
