@@ -1,0 +1,74 @@
+package client
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"net/http"
+	"net/url"
+)
+
+// DAG runs and cron schedules pass through as JSON: the client checks that
+// what it sends is JSON and returns the server's answer as it is.
+
+// SubmitDAG starts a DAG run (POST /v1/dags): nodes with id and depends_on.
+func (c *Client) SubmitDAG(ctx context.Context, dag json.RawMessage) (json.RawMessage, error) {
+	return c.rawCall(ctx, http.MethodPost, "/v1/dags", dag)
+}
+
+// GetDAG reads a DAG run and its nodes (GET /v1/dags/{id}).
+func (c *Client) GetDAG(ctx context.Context, id string) (json.RawMessage, error) {
+	return c.rawCall(ctx, http.MethodGet, "/v1/dags/"+url.PathEscape(id), nil)
+}
+
+// CreateSchedule creates a cron schedule (POST /v1/schedules).
+func (c *Client) CreateSchedule(ctx context.Context, schedule json.RawMessage) (json.RawMessage, error) {
+	return c.rawCall(ctx, http.MethodPost, "/v1/schedules", schedule)
+}
+
+// ListSchedules lists the schedules (GET /v1/schedules).
+func (c *Client) ListSchedules(ctx context.Context) (json.RawMessage, error) {
+	return c.rawCall(ctx, http.MethodGet, "/v1/schedules", nil)
+}
+
+// GetSchedule reads one schedule (GET /v1/schedules/{name}).
+func (c *Client) GetSchedule(ctx context.Context, name string) (json.RawMessage, error) {
+	return c.rawCall(ctx, http.MethodGet, schedulePath(name), nil)
+}
+
+// DeleteSchedule deletes a schedule (DELETE /v1/schedules/{name}).
+func (c *Client) DeleteSchedule(ctx context.Context, name string) error {
+	_, err := c.rawCall(ctx, http.MethodDelete, schedulePath(name), nil)
+	return err
+}
+
+// PauseSchedule stops a schedule from firing (POST
+// /v1/schedules/{name}/pause). The answer may be empty.
+func (c *Client) PauseSchedule(ctx context.Context, name string) (json.RawMessage, error) {
+	return c.rawCall(ctx, http.MethodPost, schedulePath(name)+"/pause", nil)
+}
+
+// ResumeSchedule lets a paused schedule fire again (POST
+// /v1/schedules/{name}/resume). The answer may be empty.
+func (c *Client) ResumeSchedule(ctx context.Context, name string) (json.RawMessage, error) {
+	return c.rawCall(ctx, http.MethodPost, schedulePath(name)+"/resume", nil)
+}
+
+func schedulePath(name string) string { return "/v1/schedules/" + url.PathEscape(name) }
+
+// rawCall sends body (when non-nil) and returns the answer's body, nil when
+// it is empty.
+func (c *Client) rawCall(ctx context.Context, method, path string, body json.RawMessage) (json.RawMessage, error) {
+	var in any
+	if body != nil {
+		if !json.Valid(body) {
+			return nil, errors.New("client: " + method + " " + path + ": body is not valid JSON")
+		}
+		in = body
+	}
+	var out json.RawMessage
+	if _, err := c.do(ctx, method, path, nil, in, &out); err != nil {
+		return nil, err
+	}
+	return out, nil
+}

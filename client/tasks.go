@@ -1,0 +1,147 @@
+package client
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"net/url"
+	"strconv"
+	"time"
+
+	"github.com/ax-sched/ax/federation/apiv1"
+	"github.com/ax-sched/ax/queue"
+)
+
+// Submit submits one task (POST /v1/tasks). A repeated idempotency key
+// answers 200 with the first task: Duplicate is set then.
+func (c *Client) Submit(ctx context.Context, spec *queue.Spec) (*apiv1.SubmitResponse, error) {
+	if spec == nil {
+		return nil, errors.New("client: Submit: nil spec")
+	}
+	var out apiv1.SubmitResponse
+	status, err := c.do(ctx, http.MethodPost, "/v1/tasks", nil, spec, &out)
+	if err != nil {
+		return nil, err
+	}
+	out.Duplicate = out.Duplicate || status == http.StatusOK
+	return &out, nil
+}
+
+// Get reads a task (GET /v1/tasks/{id}).
+func (c *Client) Get(ctx context.Context, id string) (*queue.Task, error) {
+	var out queue.Task
+	if _, err := c.do(ctx, http.MethodGet, taskPath(id), nil, nil, &out); err != nil {
+		return nil, err
+	}
+	return &out, nil
+}
+
+// Trail reads a task's transitions (GET /v1/tasks/{id}/trail).
+func (c *Client) Trail(ctx context.Context, id string) (*apiv1.TrailResponse, error) {
+	var out apiv1.TrailResponse
+	if _, err := c.do(ctx, http.MethodGet, taskPath(id, "trail"), nil, nil, &out); err != nil {
+		return nil, err
+	}
+	return &out, nil
+}
+
+// Cancel cancels a task (POST /v1/tasks/{id}/cancel). A RUNNING task is
+// only asked to stop: Requested is set and the worker stops it at its next
+// heartbeat.
+func (c *Client) Cancel(ctx context.Context, id string) (*apiv1.CancelResponse, error) {
+	var out apiv1.CancelResponse
+	if _, err := c.do(ctx, http.MethodPost, taskPath(id, "cancel"), nil, nil, &out); err != nil {
+		return nil, err
+	}
+	return &out, nil
+}
+
+// Replay puts a dead letter (FAILED) back to PENDING (POST
+// /v1/tasks/{id}/replay).
+func (c *Client) Replay(ctx context.Context, id string) (*apiv1.TaskUpdate, error) {
+	var out apiv1.TaskUpdate
+	if _, err := c.do(ctx, http.MethodPost, taskPath(id, "replay"), nil, nil, &out); err != nil {
+		return nil, err
+	}
+	return &out, nil
+}
+
+// SetPriority changes a waiting task's priority, 0 (highest) to
+// queue.MaxPriority (POST /v1/tasks/{id}/priority).
+func (c *Client) SetPriority(ctx context.Context, id string, priority int) (*apiv1.TaskUpdate, error) {
+	var out apiv1.TaskUpdate
+	in := apiv1.PriorityRequest{Priority: &priority}
+	if _, err := c.do(ctx, http.MethodPost, taskPath(id, "priority"), nil, in, &out); err != nil {
+		return nil, err
+	}
+	return &out, nil
+}
+
+// BulkCancel cancels every PENDING or READY task matching the filter (POST
+// /v1/tasks/cancel). An empty filter is refused here, before any request:
+// it would mean "everything".
+func (c *Client) BulkCancel(ctx context.Context, filter apiv1.BulkCancelRequest) (*apiv1.BulkCancelResponse, error) {
+	if filter == (apiv1.BulkCancelRequest{}) {
+		return nil, errors.New("client: BulkCancel: give at least one of type, state, tenant")
+	}
+	var out apiv1.BulkCancelResponse
+	if _, err := c.do(ctx, http.MethodPost, "/v1/tasks/cancel", nil, filter, &out); err != nil {
+		return nil, err
+	}
+	return &out, nil
+}
+
+// DeadLetterFilter selects dead letters; zero fields do not filter (a zero
+// Limit leaves the page size to the server).
+type DeadLetterFilter struct {
+	Type   string
+	Tenant string
+	Limit  int
+	Offset int
+}
+
+// DeadLetters lists dead letters (GET /v1/dlq?type=&tenant=&limit=&offset=).
+func (c *Client) DeadLetters(ctx context.Context, f DeadLetterFilter) (*apiv1.TaskList, error) {
+	q := url.Values{}
+	if f.Type != "" {
+		q.Set("type", f.Type)
+	}
+	if f.Tenant != "" {
+		q.Set("tenant", f.Tenant)
+	}
+	if f.Limit > 0 {
+		q.Set("limit", strconv.Itoa(f.Limit))
+	}
+	if f.Offset > 0 {
+		q.Set("offset", strconv.Itoa(f.Offset))
+	}
+	var out apiv1.TaskList
+	if _, err := c.do(ctx, http.MethodGet, "/v1/dlq", q, nil, &out); err != nil {
+		return nil, err
+	}
+	return &out, nil
+}
+
+// ValidateSpec checks a spec with the server's own rules (queue.Normalize
+// with the design's defaults) without changing it, so a caller can refuse
+// a bad spec before sending anything. Limits a region may configure (the
+// payload size) are left to the server. The error is a *queue.FieldError.
+func ValidateSpec(spec *queue.Spec) error {
+	if spec == nil {
+		return &queue.FieldError{Msg: "no spec"}
+	}
+	// A shallow copy is enough: Normalize assigns fields, it does not write
+	// through the spec's maps, slices or pointers.
+	c := *spec
+	d := queue.DefaultDefaults()
+	d.MaxPayload = 0
+	if err := c.Normalize(d, time.Now()); err != nil {
+		var fe *queue.FieldError
+		if errors.As(err, &fe) {
+			return fe
+		}
+		return &queue.FieldError{Msg: fmt.Sprint(err)}
+	}
+	return nil
+}

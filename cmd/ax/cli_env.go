@@ -1,0 +1,245 @@
+package main
+
+// Shared plumbing of the client commands (submit, get, regions, ...): the
+// API client built from --api/--token, output in table or JSON, usage
+// errors, input files. Names here carry a cli prefix or hang off cliEnv,
+// because other files of this package belong to other commands.
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+	"text/tabwriter"
+	"time"
+
+	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
+
+	"github.com/ax-sched/ax/client"
+)
+
+// cliHeaderTimeout bounds the wait for a server's answer to start. It is
+// well above the longest long poll (tail's --wait), so only a hung server
+// trips it.
+const cliHeaderTimeout = 2 * time.Minute
+
+// cliEnv is what a client command's body gets: the API client, the output
+// mode and the command's streams.
+type cliEnv struct {
+	cmd    *cobra.Command
+	api    *client.Client
+	json   bool
+	stdout io.Writer
+	stderr io.Writer
+}
+
+// cliRun adapts a client command's body to cobra: it checks --output,
+// builds the API client and a context that Ctrl-C cancels, and turns a
+// failure to reach the server into one line that names the address.
+func cliRun(body func(ctx context.Context, env *cliEnv, args []string) error) func(*cobra.Command, []string) error {
+	return func(cmd *cobra.Command, args []string) error {
+		out, _ := cmd.Flags().GetString("output")
+		switch out {
+		case "table", "":
+		case "json":
+		default:
+			return cliUsage("--output %q: want table or json", out)
+		}
+		addr, _ := cmd.Flags().GetString("api")
+		token, _ := cmd.Flags().GetString("token")
+		tr := http.DefaultTransport.(*http.Transport).Clone()
+		tr.ResponseHeaderTimeout = cliHeaderTimeout
+		defer tr.CloseIdleConnections()
+		api, err := client.New(addr, client.WithToken(token), client.WithUserAgent("ax-cli"),
+			client.WithHTTPClient(&http.Client{Transport: tr}))
+		if err != nil {
+			return cliUsage("--api: %v", strings.TrimPrefix(err.Error(), "client: "))
+		}
+		ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
+		defer stop()
+		env := &cliEnv{cmd: cmd, api: api, json: out == "json", stdout: cmd.OutOrStdout(), stderr: cmd.ErrOrStderr()}
+		err = body(ctx, env, args)
+		var opErr *net.OpError
+		if errors.As(err, &opErr) && opErr.Op == "dial" {
+			return fmt.Errorf("cannot reach the ax server at %s (--api): %v", api.BaseURL(), opErr.Err)
+		}
+		return err
+	}
+}
+
+// cliUsage is a usage error: exit status 2, no request sent.
+func cliUsage(format string, args ...any) error {
+	return &exitError{code: 2, err: fmt.Errorf(format, args...)}
+}
+
+// cliCommand sets what every client command shares: flag and argument
+// errors are usage errors.
+func cliCommand(c *cobra.Command) *cobra.Command {
+	c.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return &exitError{code: 2, err: err} })
+	if c.Args != nil {
+		check := c.Args
+		c.Args = func(cmd *cobra.Command, args []string) error {
+			if err := check(cmd, args); err != nil {
+				return &exitError{code: 2, err: fmt.Errorf("%v (usage: %s)", err, cmd.UseLine())}
+			}
+			return nil
+		}
+	}
+	return c
+}
+
+// cliTrackExplicit makes c remember which flags were typed on its command
+// line, before the root's hook (bindViper) fills the others from AX_* env
+// and the settings file; the returned func tells. Commands use it where a
+// value from the environment must not change what the command does: an
+// exported AX_TENANT must not turn `ax cancel` into a bulk cancel.
+func cliTrackExplicit(c *cobra.Command) func(name string) bool {
+	explicit := map[string]bool{}
+	c.PersistentPreRunE = func(cmd *cobra.Command, args []string) error {
+		cmd.Flags().Visit(func(f *pflag.Flag) { explicit[f.Name] = true })
+		if r := cmd.Root(); r != cmd && r.PersistentPreRunE != nil {
+			return r.PersistentPreRunE(cmd, args)
+		}
+		return nil
+	}
+	return func(name string) bool { return explicit[name] }
+}
+
+// show prints v as indented JSON with -o json, else calls table with a
+// tabwriter on stdout.
+func (e *cliEnv) show(v any, table func(w *tabwriter.Writer)) error {
+	if e.json {
+		return e.printJSON(v)
+	}
+	w := cliTable(e.stdout)
+	table(w)
+	return w.Flush()
+}
+
+// printJSON writes v as indented JSON; a json.RawMessage is indented as it
+// is, an empty one becomes {}.
+func (e *cliEnv) printJSON(v any) error {
+	var b []byte
+	if raw, ok := v.(json.RawMessage); ok {
+		if len(bytes.TrimSpace(raw)) == 0 {
+			raw = json.RawMessage("{}")
+		}
+		var buf bytes.Buffer
+		if err := json.Indent(&buf, raw, "", "  "); err != nil {
+			return fmt.Errorf("server answer is not JSON: %w", err)
+		}
+		b = buf.Bytes()
+	} else {
+		var err error
+		if b, err = json.MarshalIndent(v, "", "  "); err != nil {
+			return err
+		}
+	}
+	_, err := fmt.Fprintf(e.stdout, "%s\n", b)
+	return err
+}
+
+// readInput reads a file, or stdin for "-".
+func (e *cliEnv) readInput(path string) ([]byte, error) {
+	if path == "-" {
+		return io.ReadAll(e.cmd.InOrStdin())
+	}
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, cliUsage("%v", err)
+	}
+	return b, nil
+}
+
+// readJSONFile reads a JSON document given with -f.
+func (e *cliEnv) readJSONFile(path string) (json.RawMessage, error) {
+	if path == "" {
+		return nil, cliUsage("-f FILE is required (- for stdin)")
+	}
+	b, err := e.readInput(path)
+	if err != nil {
+		return nil, err
+	}
+	if !json.Valid(b) {
+		return nil, cliUsage("%s: not valid JSON", cliInputName(path))
+	}
+	return bytes.TrimSpace(b), nil
+}
+
+func cliInputName(path string) string {
+	if path == "-" {
+		return "stdin"
+	}
+	return path
+}
+
+func cliTable(w io.Writer) *tabwriter.Writer { return tabwriter.NewWriter(w, 0, 4, 2, ' ', 0) }
+
+// cliIsTerminal reports whether w is a terminal (progress bars go there
+// only).
+func cliIsTerminal(w io.Writer) bool {
+	f, ok := w.(*os.File)
+	if !ok {
+		return false
+	}
+	fi, err := f.Stat()
+	return err == nil && fi.Mode()&os.ModeCharDevice != 0
+}
+
+// cliTime is a time in the local zone, to the millisecond; "-" for none.
+func cliTime(t *time.Time) string {
+	if t == nil || t.IsZero() {
+		return "-"
+	}
+	return t.Local().Format("2006-01-02 15:04:05.000")
+}
+
+// cliOr is s, or "-" when empty.
+func cliOr(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
+}
+
+// cliCut shortens s to n runes on one line, for table cells.
+func cliCut(s string, n int) string {
+	s = strings.Join(strings.Fields(s), " ")
+	if r := []rune(s); len(r) > n {
+		return string(r[:n-1]) + "…"
+	}
+	return s
+}
+
+// each runs fn for every id, printing the failures of all but the last
+// to stderr, so one bad id does not stop the others. It fails when any
+// did.
+func (e *cliEnv) each(ids []string, fn func(id string) error) error {
+	failed := 0
+	var last error
+	for _, id := range ids {
+		if err := fn(id); err != nil {
+			failed++
+			last = err
+			if len(ids) > 1 {
+				fmt.Fprintf(e.stderr, "ax: %s: %v\n", id, err)
+			}
+		}
+	}
+	switch {
+	case failed == 0:
+		return nil
+	case len(ids) == 1:
+		return last
+	}
+	return fmt.Errorf("%d of %d failed", failed, len(ids))
+}

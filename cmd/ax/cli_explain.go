@@ -1,0 +1,121 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"sort"
+	"text/tabwriter"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/ax-sched/ax/federation/apiv1"
+	"github.com/ax-sched/ax/queue"
+)
+
+func init() { commands = append(commands, newExplainCmd) }
+
+func newExplainCmd() *cobra.Command {
+	var (
+		sf       specFlags
+		file     string
+		explicit func(string) bool
+	)
+	c := &cobra.Command{
+		Use:   "explain (--type T [flags] | -f spec.json)",
+		Short: "Dry-run placement: every candidate pool, its cost and why it was or was not chosen",
+		Long: `Ask where a task would be placed now, without submitting it. Every pool is
+listed: eligible ones with price, expected duration, cost, watermark penalty
+and score (lowest wins, marked with *), rejected ones with their reason code.`,
+		Example: `  ax explain --type render.frame --tag gpu=a100
+  ax explain -f spec.json`,
+		Args: cobra.NoArgs,
+		RunE: cliRun(func(ctx context.Context, env *cliEnv, _ []string) error {
+			var spec *queue.Spec
+			if file != "" {
+				if name, ok := sf.typed(explicit); ok {
+					return cliUsage("give -f or --%s (spec flags), not both", name)
+				}
+				raw, err := env.readJSONFile(file)
+				if err != nil {
+					return err
+				}
+				if spec, err = decodeSpecLine(raw); err != nil {
+					return cliUsage("%s: %s", cliInputName(file), cliFieldError(err))
+				}
+			} else {
+				var err error
+				if spec, err = sf.spec(env); err != nil {
+					return err
+				}
+			}
+			ex, err := env.api.Explain(ctx, spec)
+			if err != nil {
+				return err
+			}
+			return env.show(ex, func(w *tabwriter.Writer) { writeExplanation(w, ex) })
+		}),
+	}
+	explicit = cliTrackExplicit(c)
+	sf.register(c.Flags())
+	c.Flags().StringVarP(&file, "file", "f", "", "JSON file with one spec (- for stdin)")
+	return cliCommand(c)
+}
+
+// writeExplanation prints every candidate: the chosen first, then the
+// eligible by score, then the rejected in the server's order; and the
+// outcome.
+func writeExplanation(w *tabwriter.Writer, ex *apiv1.Explanation) {
+	cands := append([]apiv1.Candidate(nil), ex.Candidates...)
+	rank := func(c apiv1.Candidate) int {
+		switch {
+		case c.Chosen:
+			return 0
+		case c.Rejected == "":
+			return 1
+		}
+		return 2
+	}
+	sort.SliceStable(cands, func(i, j int) bool {
+		ri, rj := rank(cands[i]), rank(cands[j])
+		if ri != rj {
+			return ri < rj
+		}
+		return ri == 1 && cands[i].Score < cands[j].Score
+	})
+	fmt.Fprintln(w, "\tREGION\tPOOL\tPRICE\tEXP.DURATION\tCOST\tPENALTY\tSCORE\tSTATUS")
+	for _, c := range cands {
+		mark, status := "", "ok"
+		switch {
+		case c.Chosen:
+			mark, status = "*", "CHOSEN"
+		case c.Rejected != "":
+			status = c.Rejected
+			if c.Detail != "" {
+				status += ": " + c.Detail
+			}
+		}
+		// A rejected pool has score parts only when it passed the filters
+		// before saturation (it shows what it would have cost).
+		scored := c.Rejected == "" || c.Score > 0
+		dur, cost, pen, score := "-", "-", "-", "-"
+		if scored {
+			dur = (time.Duration(c.ExpectedSeconds * float64(time.Second))).Round(time.Second).String()
+			cost = fmt.Sprintf("$%.4f", c.BaseCost)
+			pen = fmt.Sprintf("×%.2f", c.Penalty)
+			if c.CrossRegion > 0 {
+				pen += fmt.Sprintf(" +$%.4f", c.CrossRegion)
+			}
+			score = fmt.Sprintf("$%.4f", c.Score)
+		}
+		fmt.Fprintf(w, "%s\t%s\t%s\t$%.3f/h\t%s\t%s\t%s\t%s\t%s\n", mark, c.Region, c.Pool, c.PricePerSlotHour, dur, cost, pen, score, status)
+	}
+	switch {
+	case ex.Chosen != nil:
+		fmt.Fprintf(w, "outcome: %s in %s/%s (score $%.4f)\n", ex.Outcome, ex.Chosen.Region, ex.Chosen.Pool, ex.Chosen.Score)
+	case ex.Outcome == "":
+		fmt.Fprintln(w, "outcome: no pool chosen")
+	default:
+		fmt.Fprintf(w, "outcome: %s\n", ex.Outcome)
+	}
+}

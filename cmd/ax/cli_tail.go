@@ -1,0 +1,124 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/ax-sched/ax/client"
+	"github.com/ax-sched/ax/queue"
+)
+
+func init() { commands = append(commands, newTailCmd) }
+
+// While the server is unreachable, tail retries with backoff from
+// tailRetryMin doubling to tailRetryMax, and says so once per outage.
+const (
+	tailRetryMin = 250 * time.Millisecond
+	tailRetryMax = 5 * time.Second
+	tailShownIDs = 3
+)
+
+func newTailCmd() *cobra.Command {
+	var (
+		region string
+		wait   time.Duration
+	)
+	c := &cobra.Command{
+		Use:   "tail",
+		Short: "Follow a region's event stream until Ctrl-C",
+		Long: `Follow a region's event stream (one event per scheduling script call:
+submit, promote, claim, complete, retry, reap, ...) with a long poll, until
+Ctrl-C. Each line: time, op, number of tasks, the first ids. With -o json,
+one JSON object per event.`,
+		Args: cobra.NoArgs,
+		RunE: cliRun(func(ctx context.Context, env *cliEnv, _ []string) error {
+			if wait <= 0 || wait > cliHeaderTimeout/2 {
+				return cliUsage("--wait %s: want between 1s and %s", wait, cliHeaderTimeout/2)
+			}
+			return tailEvents(ctx, env, region, wait)
+		}),
+	}
+	c.Flags().StringVar(&region, "region", "", "region to follow (default: the server's own)")
+	c.Flags().DurationVar(&wait, "wait", 20*time.Second, "long-poll wait per request")
+	return cliCommand(c)
+}
+
+func tailEvents(ctx context.Context, env *cliEnv, region string, wait time.Duration) error {
+	after := ""
+	backoff := tailRetryMin
+	down := false
+	enc := json.NewEncoder(env.stdout)
+	for {
+		resp, err := env.api.Events(ctx, region, after, wait)
+		if ctx.Err() != nil {
+			return nil // Ctrl-C
+		}
+		if err != nil {
+			var apiErr *client.APIError
+			if errors.As(err, &apiErr) && !apiErr.Temporary() {
+				return err
+			}
+			if !down {
+				fmt.Fprintf(env.stderr, "ax: %v; retrying\n", err)
+				down = true
+			}
+			d := backoff
+			if apiErr != nil && apiErr.RetryAfter > 0 {
+				d = apiErr.RetryAfter
+			}
+			backoff = min(2*backoff, tailRetryMax)
+			select {
+			case <-ctx.Done():
+				return nil
+			case <-time.After(d):
+			}
+			continue
+		}
+		if down {
+			fmt.Fprintln(env.stderr, "ax: reconnected")
+			down = false
+		}
+		backoff = tailRetryMin
+		for _, e := range resp.Events {
+			if env.json {
+				if err := enc.Encode(e); err != nil {
+					return err
+				}
+				continue
+			}
+			writeEvent(env.stdout, resp.Region, e)
+		}
+		if resp.Next != "" {
+			after = resp.Next
+		}
+	}
+}
+
+// writeEvent prints "15:04:05.000  eu-west  claim  32  id1 id2 id3 (+29)".
+func writeEvent(w io.Writer, region string, e queue.Event) {
+	ids := e.Tasks
+	more := ""
+	if len(ids) > tailShownIDs {
+		more = fmt.Sprintf(" (+%d)", e.N-tailShownIDs)
+		ids = ids[:tailShownIDs]
+	}
+	fmt.Fprintf(w, "%s  %s  %-8s  %5d  %s%s\n", eventTime(e.ID), cliOr(region), e.Op, e.N, strings.Join(ids, " "), more)
+}
+
+// eventTime reads the time out of a Redis stream id ("<ms>-<seq>").
+func eventTime(id string) string {
+	ms, _, _ := strings.Cut(id, "-")
+	n, err := strconv.ParseInt(ms, 10, 64)
+	if err != nil || n <= 0 {
+		return "--:--:--.---"
+	}
+	return time.UnixMilli(n).Local().Format("15:04:05.000")
+}

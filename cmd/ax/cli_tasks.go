@@ -1,0 +1,228 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"sort"
+	"strconv"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/ax-sched/ax/federation/apiv1"
+	"github.com/ax-sched/ax/queue"
+)
+
+func init() {
+	commands = append(commands, newGetCmd, newTrailCmd, newCancelCmd, newPriorityCmd)
+}
+
+func newGetCmd() *cobra.Command {
+	return cliCommand(&cobra.Command{
+		Use:   "get ID",
+		Short: "Show a task: spec, state, attempts, where it runs, times, last error",
+		Args:  cobra.ExactArgs(1),
+		RunE: cliRun(func(ctx context.Context, env *cliEnv, args []string) error {
+			t, err := env.api.Get(ctx, args[0])
+			if err != nil {
+				return err
+			}
+			return env.show(t, func(w *tabwriter.Writer) { writeTask(w, t) })
+		}),
+	})
+}
+
+// writeTask prints a task as "Field:  value" lines, the empty ones left out.
+func writeTask(w *tabwriter.Writer, t *queue.Task) {
+	row := func(k, v string) {
+		if v != "" && v != "-" {
+			fmt.Fprintf(w, "%s:\t%s\n", k, v)
+		}
+	}
+	state := string(t.State)
+	if t.Reason != "" {
+		state += " (" + t.Reason + ")"
+	}
+	if t.CancelRequested {
+		state += ", cancel requested"
+	}
+	row("ID", t.ID)
+	row("Type", t.Type)
+	row("State", state)
+	row("Priority", strconv.Itoa(t.Priority))
+	row("Tenant", t.Tenant)
+	row("Region", t.Region)
+	row("Pool", t.Pool)
+	row("Handed off to", t.HandedOffTo)
+	row("Worker", t.Worker)
+	row("Attempts", fmt.Sprintf("%d of %d", t.Attempts, t.MaxRetries+1))
+	if t.PreemptCount > 0 {
+		row("Preempted", fmt.Sprintf("%d times", t.PreemptCount))
+	}
+	row("Tags", formatTags(t.Tags))
+	row("Regions", strings.Join(t.Regions, ","))
+	var flags []string
+	if t.Preemptible {
+		flags = append(flags, "preemptible")
+	}
+	if t.Critical {
+		flags = append(flags, "critical")
+	}
+	if t.Pinned {
+		flags = append(flags, "pinned")
+	}
+	row("Flags", strings.Join(flags, ","))
+	row("Timeout", time.Duration(t.Timeout).String())
+	row("Retry backoff", fmt.Sprintf("%s … %s", time.Duration(t.RetryBase), time.Duration(t.RetryCap)))
+	row("Idempotency key", t.IdempotencyKey)
+	if t.PricePerHour > 0 {
+		row("Price", fmt.Sprintf("$%.3f/slot-h", t.PricePerHour))
+	}
+	row("Created", cliTime(&t.CreatedAt))
+	row("Due", cliTime(t.DueAt))
+	row("Enqueued", cliTime(t.EnqueuedAt))
+	row("Ready", cliTime(t.ReadyAt))
+	row("Started", cliTime(t.StartedAt))
+	row("Finished", cliTime(t.FinishedAt))
+	row("Last error", cliCut(t.LastError, 200))
+	row("Result", cliCut(t.Result, 200))
+	row("Payload", cliCut(string(t.Payload), 200))
+	row("Trace ID", t.TraceID)
+}
+
+func formatTags(tags map[string]string) string {
+	keys := make([]string, 0, len(tags))
+	for k := range tags {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	for i, k := range keys {
+		keys[i] = k + "=" + tags[k]
+	}
+	return strings.Join(keys, ",")
+}
+
+func newTrailCmd() *cobra.Command {
+	return cliCommand(&cobra.Command{
+		Use:   "trail ID",
+		Short: "Show a task's transitions with their reason codes",
+		Args:  cobra.ExactArgs(1),
+		RunE: cliRun(func(ctx context.Context, env *cliEnv, args []string) error {
+			tr, err := env.api.Trail(ctx, args[0])
+			if err != nil {
+				return err
+			}
+			return env.show(tr, func(w *tabwriter.Writer) {
+				fmt.Fprintln(w, "TIME\tFROM\tTO\tREASON\tBY\tATTEMPT\tERROR")
+				for _, s := range tr.Transitions {
+					fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%d\t%s\n", cliTime(&s.At), cliOr(string(s.From)), s.To,
+						cliOr(s.Reason), cliOr(s.By), s.Attempt, cliCut(s.Error, 80))
+				}
+			})
+		}),
+	})
+}
+
+func newCancelCmd() *cobra.Command {
+	var (
+		filter   struct{ typ, state, tenant string }
+		explicit func(string) bool
+	)
+	c := &cobra.Command{
+		Use:   "cancel (ID... | --type T --state S --tenant T)",
+		Short: "Cancel tasks by id, or every waiting task matching a filter",
+		Long: `Cancel tasks by id. A RUNNING task is asked to stop: its worker stops it at
+the next heartbeat. With --type, --state and/or --tenant instead of ids,
+cancel every PENDING or READY task that matches all the given filters.
+The filters are taken from the command line only, never from AX_* env or
+the settings file.`,
+		Example: `  ax cancel 01J9Z3K6X8
+  ax cancel --type report.generate --state READY --tenant acme`,
+		RunE: cliRun(func(ctx context.Context, env *cliEnv, args []string) error {
+			// Only typed filters count (see cliTrackExplicit); the others
+			// are cleared so the request carries exactly what was typed.
+			for name, v := range map[string]*string{"type": &filter.typ, "state": &filter.state, "tenant": &filter.tenant} {
+				if !explicit(name) {
+					*v = ""
+				}
+			}
+			bulk := filter.typ != "" || filter.state != "" || filter.tenant != ""
+			switch {
+			case bulk && len(args) > 0:
+				return cliUsage("give task ids or a filter (--type, --state, --tenant), not both")
+			case bulk:
+				state := queue.State(strings.ToUpper(filter.state))
+				if state != "" && state != queue.Pending && state != queue.Ready {
+					return cliUsage("--state %q: want PENDING or READY (cancel running tasks by id)", filter.state)
+				}
+				res, err := env.api.BulkCancel(ctx, apiv1.BulkCancelRequest{Type: filter.typ, State: state, Tenant: filter.tenant})
+				if err != nil {
+					return err
+				}
+				return env.show(res, func(w *tabwriter.Writer) { fmt.Fprintf(w, "canceled %d tasks\n", res.Canceled) })
+			case len(args) == 0:
+				return cliUsage("give task ids or a filter (--type, --state, --tenant)")
+			}
+			var done []*apiv1.CancelResponse
+			err := env.each(args, func(id string) error {
+				res, err := env.api.Cancel(ctx, id)
+				if err == nil {
+					done = append(done, res)
+				}
+				return err
+			})
+			if perr := cliShowEach(env, done, len(args), func(w *tabwriter.Writer) {
+				for _, r := range done {
+					note := ""
+					if r.Requested {
+						note = "cancel requested: the worker stops it at its next heartbeat"
+					}
+					fmt.Fprintf(w, "%s\t%s\t%s\n", r.ID, r.State, note)
+				}
+			}); perr != nil {
+				return perr
+			}
+			return err
+		}),
+	}
+	explicit = cliTrackExplicit(c)
+	c.Flags().StringVar(&filter.typ, "type", "", "bulk: cancel tasks of this type")
+	c.Flags().StringVar(&filter.state, "state", "", "bulk: cancel tasks in this state (PENDING or READY)")
+	c.Flags().StringVar(&filter.tenant, "tenant", "", "bulk: cancel tasks of this tenant")
+	return cliCommand(c)
+}
+
+// cliShowEach prints the results of a per-id action: with -o json one object
+// for one id, an array for several; nothing when every id failed.
+func cliShowEach[T any](e *cliEnv, done []T, ids int, table func(w *tabwriter.Writer)) error {
+	if len(done) == 0 {
+		return nil
+	}
+	if e.json && ids == 1 {
+		return e.printJSON(done[0])
+	}
+	return e.show(done, table)
+}
+
+func newPriorityCmd() *cobra.Command {
+	return cliCommand(&cobra.Command{
+		Use:   "priority ID P",
+		Short: fmt.Sprintf("Change a waiting task's priority: 0 (highest) to %d (lowest)", queue.MaxPriority),
+		Args:  cobra.ExactArgs(2),
+		RunE: cliRun(func(ctx context.Context, env *cliEnv, args []string) error {
+			p, err := strconv.Atoi(args[1])
+			if err != nil || p < 0 || p > queue.MaxPriority {
+				return cliUsage("priority %q: want an integer from 0 (highest) to %d (lowest)", args[1], queue.MaxPriority)
+			}
+			res, err := env.api.SetPriority(ctx, args[0], p)
+			if err != nil {
+				return err
+			}
+			return env.show(res, func(w *tabwriter.Writer) {
+				fmt.Fprintf(w, "%s\t%s\tpriority %d\n", res.ID, res.State, p)
+			})
+		}),
+	})
+}

@@ -1,0 +1,742 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/ax-sched/ax/federation/apiv1"
+	"github.com/ax-sched/ax/queue"
+)
+
+// cliSeen is a request the fake API received.
+type cliSeen struct {
+	Method, Path, Query, Body, Auth string
+}
+
+// cliFakeAPI serves canned answers by "METHOD /path" and records every
+// request; an unknown route is a JSON 404.
+type cliFakeAPI struct {
+	srv    *httptest.Server
+	mu     sync.Mutex
+	seen   []cliSeen
+	routes map[string]func(w http.ResponseWriter, r *http.Request, body []byte)
+}
+
+func newCLIFakeAPI(t *testing.T) *cliFakeAPI {
+	t.Helper()
+	f := &cliFakeAPI{routes: map[string]func(http.ResponseWriter, *http.Request, []byte){}}
+	f.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		b, _ := io.ReadAll(r.Body)
+		f.mu.Lock()
+		f.seen = append(f.seen, cliSeen{r.Method, r.URL.Path, r.URL.RawQuery, string(b), r.Header.Get("Authorization")})
+		h := f.routes[r.Method+" "+r.URL.Path]
+		f.mu.Unlock()
+		if h == nil {
+			cliReply(w, 404, `{"error":{"code":"not_found","message":"no route `+r.Method+" "+r.URL.Path+`"}}`)
+			return
+		}
+		h(w, r, b)
+	}))
+	t.Cleanup(f.srv.Close)
+	return f
+}
+
+// on answers route with a fixed status and body.
+func (f *cliFakeAPI) on(route string, status int, body string) *cliFakeAPI {
+	return f.handle(route, func(w http.ResponseWriter, _ *http.Request, _ []byte) { cliReply(w, status, body) })
+}
+
+func (f *cliFakeAPI) handle(route string, h func(http.ResponseWriter, *http.Request, []byte)) *cliFakeAPI {
+	f.mu.Lock()
+	f.routes[route] = h
+	f.mu.Unlock()
+	return f
+}
+
+func (f *cliFakeAPI) requests() []cliSeen {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return append([]cliSeen(nil), f.seen...)
+}
+
+func cliReply(w http.ResponseWriter, status int, body string) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	_, _ = io.WriteString(w, body)
+}
+
+// cliResult is one run of the root command.
+type cliResult struct {
+	stdout, stderr string
+	err            error
+	code           int // the process exit status main would use
+}
+
+// cliExec runs `ax args...` against the fake, with stdin.
+func cliExec(t *testing.T, ctx context.Context, f *cliFakeAPI, stdin string, args ...string) cliResult {
+	t.Helper()
+	if ctx == nil {
+		c, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		ctx = c
+	}
+	root := newRoot()
+	var out, errb bytes.Buffer
+	root.SetOut(&out)
+	root.SetErr(&errb)
+	root.SetIn(strings.NewReader(stdin))
+	root.SetArgs(append([]string{"--api", f.srv.URL, "--token", "tok", "--settings="}, args...))
+	err := root.ExecuteContext(ctx)
+	res := cliResult{stdout: out.String(), stderr: errb.String(), err: err}
+	if err != nil {
+		res.code = 1
+		var ee *exitError
+		if errors.As(err, &ee) {
+			res.code = ee.code
+		}
+		if strings.Contains(err.Error(), "\n") {
+			t.Errorf("error is not one line: %q", err)
+		}
+	}
+	return res
+}
+
+func TestCLISubmitPrintsID(t *testing.T) {
+	f := newCLIFakeAPI(t).on("POST /v1/tasks", 201, `{"id":"eu1-0-abc","state":"READY","region":"eu-west","pool":"cpu"}`)
+	r := cliExec(t, nil, f, "", "submit", "--type", "report.generate", "--payload", `{"day": 1}`,
+		"--priority", "0", "--tag", "gpu=a100", "--tag", "class=spot", "--region", "eu-west",
+		"--region", "us-east", "--delay", "10m", "--max-retries", "0", "--idempotency-key", "k1",
+		"--preemptible", "--tenant", "acme", "--timeout", "90s")
+	if r.err != nil {
+		t.Fatal(r.err)
+	}
+	if r.stdout != "eu1-0-abc\n" {
+		t.Errorf("stdout %q, want the id alone", r.stdout)
+	}
+	if !strings.Contains(r.stderr, "READY in eu-west/cpu") {
+		t.Errorf("stderr %q", r.stderr)
+	}
+	seen := f.requests()
+	if len(seen) != 1 || seen[0].Auth != "Bearer tok" {
+		t.Fatalf("requests %+v", seen)
+	}
+	spec, err := queue.DecodeSpec([]byte(seen[0].Body))
+	if err != nil {
+		t.Fatalf("body %s: %v", seen[0].Body, err)
+	}
+	if spec.Type != "report.generate" || string(spec.Payload) != `{"day":1}` || *spec.Priority != 0 ||
+		spec.Tags["gpu"] != "a100" || spec.Tags["class"] != "spot" || fmt.Sprint(spec.Regions) != "[eu-west us-east]" ||
+		time.Duration(spec.Delay) != 10*time.Minute || *spec.MaxRetries != 0 || spec.IdempotencyKey != "k1" ||
+		!spec.Preemptible || spec.Critical || spec.Tenant != "acme" || time.Duration(spec.Timeout) != 90*time.Second {
+		t.Errorf("spec sent: %s", seen[0].Body)
+	}
+}
+
+func TestCLISubmitLeavesDefaultsToTheServer(t *testing.T) {
+	f := newCLIFakeAPI(t).on("POST /v1/tasks", 200, `{"id":"t1","state":"PENDING","region":"eu-west","pool":null}`)
+	r := cliExec(t, nil, f, "", "submit", "--type", "a")
+	if r.err != nil {
+		t.Fatal(r.err)
+	}
+	if body := f.requests()[0].Body; body != `{"type":"a"}` {
+		t.Errorf("body %s, want only the type", body)
+	}
+	if !strings.Contains(r.stderr, "earlier submit") {
+		t.Errorf("a 200 is not reported as a duplicate: %q", r.stderr)
+	}
+}
+
+func TestCLISubmitJSONOutput(t *testing.T) {
+	f := newCLIFakeAPI(t).on("POST /v1/tasks", 200, `{"id":"t1","state":"PENDING","region":"eu-west","pool":null}`)
+	r := cliExec(t, nil, f, "", "-o", "json", "submit", "--type", "a", "--idempotency-key", "k")
+	if r.err != nil {
+		t.Fatal(r.err)
+	}
+	var got apiv1.SubmitResponse
+	if err := json.Unmarshal([]byte(r.stdout), &got); err != nil {
+		t.Fatalf("stdout is not JSON: %v\n%s", err, r.stdout)
+	}
+	if got.ID != "t1" || got.Pool != nil || !got.Duplicate {
+		t.Errorf("got %+v", got)
+	}
+	if r.stderr != "" {
+		t.Errorf("stderr %q, want nothing besides the JSON", r.stderr)
+	}
+}
+
+func TestCLIServerErrorIsOneLine(t *testing.T) {
+	f := newCLIFakeAPI(t).on("POST /v1/tasks", 400,
+		`{"error":{"code":"invalid_argument","message":"payload: larger than 1024 bytes","field":"payload"}}`)
+	r := cliExec(t, nil, f, "", "submit", "--type", "a", "--payload", `"x"`)
+	if r.code != 1 {
+		t.Fatalf("exit %d (%v), want 1", r.code, r.err)
+	}
+	if want := "payload: larger than 1024 bytes (field payload)"; r.err.Error() != want {
+		t.Errorf("error %q, want %q", r.err, want)
+	}
+	if r.stdout != "" {
+		t.Errorf("stdout %q", r.stdout)
+	}
+}
+
+func TestCLIUnplaceableShowsTheExplanation(t *testing.T) {
+	f := newCLIFakeAPI(t).on("POST /v1/tasks", 422, `{"error":{"code":"unplaceable","message":"no pool matches the task's tags and regions",
+		"explanation":{"outcome":"UNPLACEABLE","candidates":[{"region":"eu-west","pool":"cpu","rejected":"TAG_MISMATCH","detail":"gpu"}]}}}`)
+	r := cliExec(t, nil, f, "", "submit", "--type", "a", "--tag", "gpu=h100")
+	if r.code != 1 || !strings.Contains(r.err.Error(), "no pool matches") {
+		t.Fatalf("exit %d: %v", r.code, r.err)
+	}
+	if !strings.Contains(r.stderr, "TAG_MISMATCH: gpu") || !strings.Contains(r.stderr, "outcome: UNPLACEABLE") {
+		t.Errorf("stderr lacks the explanation:\n%s", r.stderr)
+	}
+}
+
+// Bad values are refused before any request, with exit status 2.
+func TestCLIRejectsBadInputBeforeAnyRequest(t *testing.T) {
+	cases := []struct {
+		args []string
+		want string
+	}{
+		{[]string{"submit", "--type", "a", "--tag", "gpu"}, `"--tag" flag`},
+		{[]string{"submit", "--type", "a", "--tag", "GPU=x"}, "(field tags.GPU)"},
+		{[]string{"submit", "--type", "a", "--delay", "soon"}, `"--delay" flag`},
+		{[]string{"submit", "--type", "a", "--delay", "-1m"}, "--delay -1m0s: must not be negative"},
+		{[]string{"submit", "--type", "a", "--priority", "5"}, "--priority 5: must be between 0 and 4"},
+		{[]string{"submit", "--type", "a", "--priority", "-1"}, "--priority -1"},
+		{[]string{"submit", "--type", "a", "--payload", "{nope"}, "--payload is not valid JSON"},
+		{[]string{"submit", "--type", "a", "--run-at", "tomorrow"}, "--run-at"},
+		{[]string{"submit", "--type", "a", "--run-at", "2030-01-01T00:00:00Z", "--delay", "1m"}, "not both"},
+		{[]string{"submit", "--type", "a", "--trace-id", "xyz"}, "(field trace_id)"},
+		{[]string{"submit", "--type", "a", "--region", "EU West"}, "(field regions[0])"},
+		{[]string{"submit"}, "--type is required"},
+		{[]string{"submit", "-f", "-", "--type", "a"}, "give -f or --type"},
+		{[]string{"submit", "--type", "a", "-o", "yaml"}, `--output "yaml"`},
+		{[]string{"submit", "--type", "a", "extra"}, "unknown command"},
+		{[]string{"explain", "--tag", "k=v"}, "--type is required"},
+		{[]string{"get"}, "accepts 1 arg(s)"},
+		{[]string{"priority", "t1", "high"}, `priority "high"`},
+		{[]string{"priority", "t1", "9"}, `priority "9"`},
+		{[]string{"cancel"}, "give task ids or a filter"},
+		{[]string{"cancel", "t1", "--type", "a"}, "not both"},
+		{[]string{"cancel", "--state", "RUNNING"}, "want PENDING or READY"},
+		{[]string{"dlq", "list", "--limit", "0"}, "--limit"},
+		{[]string{"dlq", "replay"}, "requires at least 1 arg"},
+		{[]string{"dag", "submit"}, "-f FILE is required"},
+		{[]string{"dag", "submit", "-f", "-"}, "stdin: not valid JSON"},
+		{[]string{"schedule", "create", "-f", "/nonexistent/s.json"}, "no such file"},
+		{[]string{"tail", "--wait", "0s"}, "--wait"},
+		{[]string{"--api", "ftp://x", "regions"}, "--api"},
+	}
+	for _, tc := range cases {
+		t.Run(strings.Join(tc.args, " "), func(t *testing.T) {
+			f := newCLIFakeAPI(t)
+			r := cliExec(t, nil, f, "{nope", tc.args...)
+			if r.code != 2 {
+				t.Errorf("exit %d (%v), want 2", r.code, r.err)
+			}
+			if r.err == nil || !strings.Contains(r.err.Error(), tc.want) {
+				t.Errorf("error %v, want it to contain %q", r.err, tc.want)
+			}
+			if n := len(f.requests()); n != 0 {
+				t.Errorf("%d requests sent", n)
+			}
+		})
+	}
+}
+
+// batchAPI accepts every spec in POST /v1/tasks/batch, except type "bad"
+// (400 on the field) and type "dup" (200, an earlier task).
+func batchAPI(t *testing.T) *cliFakeAPI {
+	calls := 0
+	return newCLIFakeAPI(t).handle("POST /v1/tasks/batch", func(w http.ResponseWriter, _ *http.Request, body []byte) {
+		calls++
+		var req apiv1.BatchRequest
+		if err := json.Unmarshal(body, &req); err != nil {
+			t.Errorf("batch body: %v", err)
+		}
+		var resp apiv1.BatchResponse
+		for i, raw := range req.Tasks {
+			var s queue.Spec
+			_ = json.Unmarshal(raw, &s)
+			item := apiv1.BatchItem{Status: 201, Task: &apiv1.SubmitResponse{ID: fmt.Sprintf("c%d-%d", calls, i), State: queue.Ready}}
+			switch s.Type {
+			case "bad":
+				item = apiv1.BatchItem{Status: 409, Error: &apiv1.Error{Code: "conflict", Message: "idempotency key reused with a different spec", Field: fmt.Sprintf("tasks[%d].idempotency_key", i)}}
+			case "dup":
+				item.Status = 200
+			}
+			if item.Status < 300 {
+				resp.Accepted++
+			} else {
+				resp.Rejected++
+			}
+			resp.Results = append(resp.Results, item)
+		}
+		b, _ := json.Marshal(resp)
+		cliReply(w, 200, string(b))
+	})
+}
+
+// specsFile is n JSON lines; line numbers (1-based) in bad and dup get
+// those types; a blank line follows line 10.
+func specsFile(n int, bad, dup map[int]bool) string {
+	var b strings.Builder
+	for i := 1; i <= n; i++ {
+		typ := "ok"
+		switch {
+		case bad[i]:
+			typ = "bad"
+		case dup[i]:
+			typ = "dup"
+		}
+		fmt.Fprintf(&b, `{"type":%q,"payload":{"i":%d},"idempotency_key":"k%d"}`+"\n", typ, i, i)
+		if i == 10 {
+			b.WriteString("\n")
+		}
+	}
+	return b.String()
+}
+
+func TestCLISubmitFileInBatches(t *testing.T) {
+	for _, viaStdin := range []bool{false, true} {
+		t.Run(fmt.Sprintf("stdin=%v", viaStdin), func(t *testing.T) {
+			f := batchAPI(t)
+			// Spec 1800 sits on file line 1801 (the blank line after 10).
+			data := specsFile(2500, map[int]bool{1800: true}, map[int]bool{3: true})
+			path, stdin := t.TempDir()+"/tasks.jsonl", ""
+			if viaStdin {
+				path, stdin = "-", data
+			} else if err := os.WriteFile(path, []byte(data), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			r := cliExec(t, nil, f, stdin, "submit", "-f", path)
+			seen := f.requests()
+			var sizes []int
+			for _, s := range seen {
+				var br apiv1.BatchRequest
+				_ = json.Unmarshal([]byte(s.Body), &br)
+				sizes = append(sizes, len(br.Tasks))
+			}
+			if fmt.Sprint(sizes) != "[1000 1000 500]" {
+				t.Errorf("batch sizes %v, want [1000 1000 500]", sizes)
+			}
+			if !strings.Contains(r.stdout, "2500 tasks sent: 2498 new, 1 duplicate, 1 rejected") {
+				t.Errorf("summary:\n%s", r.stdout)
+			}
+			if !strings.Contains(r.stdout, "line 1801:") || !strings.Contains(r.stdout, "idempotency key reused with a different spec (field idempotency_key)") {
+				t.Errorf("per-line errors:\n%s", r.stdout)
+			}
+			if r.code != 1 || !strings.Contains(r.err.Error(), "1 of 2500 tasks rejected") {
+				t.Errorf("exit %d: %v", r.code, r.err)
+			}
+			if r.stderr != "" { // not a terminal: no progress bar
+				t.Errorf("stderr %q", r.stderr)
+			}
+		})
+	}
+}
+
+func TestCLISubmitFileJSONOutput(t *testing.T) {
+	f := batchAPI(t)
+	r := cliExec(t, nil, f, specsFile(3, nil, nil), "submit", "-f", "-", "-o", "json")
+	if r.err != nil {
+		t.Fatal(r.err)
+	}
+	var got apiv1.BatchResponse
+	if err := json.Unmarshal([]byte(r.stdout), &got); err != nil || len(got.Results) != 3 || got.Accepted != 3 {
+		t.Errorf("stdout %s (%v)", r.stdout, err)
+	}
+}
+
+func TestCLISubmitFileRefusesBadLinesBeforeSending(t *testing.T) {
+	f := batchAPI(t)
+	data := `{"type":"ok"}` + "\n" + `{"type":"ok","priority":9}` + "\n" + `not json` + "\n" + `{"type":"ok","tags":"gpu"}` + "\n"
+	r := cliExec(t, nil, f, data, "submit", "-f", "-")
+	if r.code != 2 || !strings.Contains(r.err.Error(), "3 invalid line(s); nothing was submitted") {
+		t.Fatalf("exit %d: %v", r.code, r.err)
+	}
+	for _, want := range []string{"line 2: must be between 0 and 4 (field priority)", "line 3: not a JSON object", "line 4: must be map[string]string (field tags)"} {
+		if !strings.Contains(r.stderr, want) {
+			t.Errorf("stderr lacks %q:\n%s", want, r.stderr)
+		}
+	}
+	if n := len(f.requests()); n != 0 {
+		t.Errorf("%d requests sent", n)
+	}
+}
+
+func TestCLISubmitFileStopsAtAFailedBatch(t *testing.T) {
+	calls := 0
+	f := newCLIFakeAPI(t).handle("POST /v1/tasks/batch", func(w http.ResponseWriter, _ *http.Request, body []byte) {
+		calls++
+		if calls == 2 {
+			cliReply(w, 500, `{"error":{"code":"internal","message":"redis down"}}`)
+			return
+		}
+		var req apiv1.BatchRequest
+		_ = json.Unmarshal(body, &req)
+		resp := apiv1.BatchResponse{Accepted: len(req.Tasks)}
+		for range req.Tasks {
+			resp.Results = append(resp.Results, apiv1.BatchItem{Status: 201, Task: &apiv1.SubmitResponse{ID: "x"}})
+		}
+		b, _ := json.Marshal(resp)
+		cliReply(w, 200, string(b))
+	})
+	r := cliExec(t, nil, f, specsFile(1500, nil, nil), "submit", "-f", "-")
+	if r.code != 1 || !strings.Contains(r.err.Error(), "lines 1002–1501 not submitted") || !strings.Contains(r.err.Error(), "redis down") {
+		t.Fatalf("exit %d: %v", r.code, r.err)
+	}
+	if !strings.Contains(r.stdout, "1000 tasks sent: 1000 new") {
+		t.Errorf("summary:\n%s", r.stdout)
+	}
+}
+
+const explainAnswer = `{"outcome":"PLACED",
+ "chosen":{"region":"us-east","pool":"gpu-spot","price_per_slot_hour":1.2,"expected_seconds":300,"base_cost":0.1,"watermark_penalty":1,"score":0.1,"chosen":true},
+ "candidates":[
+  {"region":"eu-west","pool":"cpu","rejected":"TAG_MISMATCH","detail":"no tag gpu","price_per_slot_hour":0.05},
+  {"region":"eu-west","pool":"gpu","price_per_slot_hour":2.4,"expected_seconds":300,"base_cost":0.2,"watermark_penalty":1.5,"cross_region_penalty":0.01,"score":0.31},
+  {"region":"us-east","pool":"gpu-spot","price_per_slot_hour":1.2,"expected_seconds":300,"base_cost":0.1,"watermark_penalty":1,"score":0.1,"chosen":true},
+  {"region":"ap-south","pool":"gpu","rejected":"SATURATED","price_per_slot_hour":0.9,"expected_seconds":300,"base_cost":0.075,"watermark_penalty":4,"score":0.3,"queue_fill":0.97},
+  {"region":"ap-south","pool":"old","rejected":"STALE_STATUS","price_per_slot_hour":0.1}]}`
+
+func TestCLIExplainTable(t *testing.T) {
+	f := newCLIFakeAPI(t).on("POST /v1/placement/explain", 200, explainAnswer)
+	r := cliExec(t, nil, f, "", "explain", "--type", "render", "--tag", "gpu=a100")
+	if r.err != nil {
+		t.Fatal(r.err)
+	}
+	lines := strings.Split(strings.TrimSpace(r.stdout), "\n")
+	if len(lines) != 7 { // header, 5 candidates, outcome
+		t.Fatalf("%d lines:\n%s", len(lines), r.stdout)
+	}
+	for _, col := range []string{"REGION", "POOL", "PRICE", "EXP.DURATION", "COST", "PENALTY", "SCORE", "STATUS"} {
+		if !strings.Contains(lines[0], col) {
+			t.Errorf("header lacks %s: %q", col, lines[0])
+		}
+	}
+	// The chosen pool first and marked; eligible by score; rejected with
+	// their reason codes.
+	for i, want := range []string{
+		"* us-east gpu-spot $1.200/h 5m0s $0.1000 ×1.00 $0.1000 CHOSEN",
+		"eu-west gpu $2.400/h 5m0s $0.2000 ×1.50 +$0.0100 $0.3100 ok",
+		"eu-west cpu $0.050/h - - - - TAG_MISMATCH: no tag gpu",
+		"ap-south gpu $0.900/h 5m0s $0.0750 ×4.00 $0.3000 SATURATED",
+		"ap-south old $0.100/h - - - - STALE_STATUS",
+		"outcome: PLACED in us-east/gpu-spot (score $0.1000)",
+	} {
+		if got := strings.Join(strings.Fields(lines[i+1]), " "); got != want {
+			t.Errorf("line %d:\n got %q\nwant %q", i+1, got, want)
+		}
+	}
+	if body := f.requests()[0].Body; body != `{"type":"render","tags":{"gpu":"a100"}}` {
+		t.Errorf("spec sent: %s", body)
+	}
+}
+
+func TestCLIExplainFromFile(t *testing.T) {
+	f := newCLIFakeAPI(t).on("POST /v1/placement/explain", 200, explainAnswer)
+	r := cliExec(t, nil, f, `{"type":"render","regions":["eu-west"]}`, "explain", "-f", "-", "-o", "json")
+	if r.err != nil {
+		t.Fatal(r.err)
+	}
+	var ex apiv1.Explanation
+	if err := json.Unmarshal([]byte(r.stdout), &ex); err != nil || len(ex.Candidates) != 5 {
+		t.Errorf("stdout %s (%v)", r.stdout, err)
+	}
+	if body := f.requests()[0].Body; body != `{"type":"render","regions":["eu-west"]}` {
+		t.Errorf("spec sent: %s", body)
+	}
+}
+
+func TestCLIRegionsTable(t *testing.T) {
+	f := newCLIFakeAPI(t).on("GET /v1/regions", 200, `{"global_view":false,"regions":[
+	 {"name":"eu-west","leader":"srv-1","healthy":true,"pools":[
+	  {"name":"cpu","slots":16,"running":12,"ready":30,"queue_fill":0.3,"price_per_slot_hour":0.04,"spot":false},
+	  {"name":"gpu-spot","slots":8,"running":8,"ready":95,"queue_fill":0.95,"price_per_slot_hour":1.1,"spot":true,"paused":true}]},
+	 {"name":"us-east","leader":"","healthy":false,"stale":true,"pools":[]}]}`)
+	r := cliExec(t, nil, f, "", "regions")
+	if r.err != nil {
+		t.Fatal(r.err)
+	}
+	lines := strings.Split(strings.TrimSpace(r.stdout), "\n")
+	want := []string{
+		"REGION LEADER HEALTHY POOL SLOTS RUNNING READY FILL PRICE $/SLOT-H SPOT",
+		"eu-west srv-1 yes cpu 16 12 30 30.0% 0.040 no",
+		"eu-west srv-1 yes gpu-spot 8 8 95 95.0% paused 1.100 yes",
+		"us-east - stale - - - - - - -",
+	}
+	if len(lines) != len(want) {
+		t.Fatalf("table:\n%s", r.stdout)
+	}
+	for i := range want {
+		if got := strings.Join(strings.Fields(lines[i]), " "); got != want[i] {
+			t.Errorf("line %d:\n got %q\nwant %q", i, got, want[i])
+		}
+	}
+	if !strings.Contains(r.stderr, "last known view") {
+		t.Errorf("no warning about the global view: %q", r.stderr)
+	}
+}
+
+// Every other command: the request it makes, and what it prints.
+func TestCLICommands(t *testing.T) {
+	task := `{"id":"t1","type":"report.generate","state":"FAILED","reason":"RETRIES_EXHAUSTED","priority":1,"tenant":"acme",
+	  "region":"eu-west","pool":"cpu","attempts":5,"max_retries":4,"tags":{"gpu":"a100"},"last_error":"boom","created_at":"2026-01-02T03:04:05Z",
+	  "timeout":"30m0s","retry_base":"300ms","retry_cap":"30s","trace_id":"0af7651916cd43dd8448eb211c80319c"}`
+	cases := []struct {
+		name     string
+		args     []string
+		route    string
+		status   int
+		answer   string
+		stdin    string
+		wantReq  cliSeen // Method and Path always; Query and Body when set
+		wantOut  []string
+		wantCode int
+	}{
+		{name: "get", args: []string{"get", "t1"}, route: "GET /v1/tasks/t1", answer: task,
+			wantReq: cliSeen{Method: "GET", Path: "/v1/tasks/t1"},
+			wantOut: []string{"State:", "FAILED (RETRIES_EXHAUSTED)", "Attempts:", "5 of 5", "gpu=a100", "Last error:", "boom"}},
+		{name: "get not found", args: []string{"get", "nope"}, route: "GET /v1/tasks/nope", status: 404,
+			answer:  `{"error":{"code":"not_found","message":"task nope not found"}}`,
+			wantReq: cliSeen{Method: "GET", Path: "/v1/tasks/nope"}, wantCode: 1},
+		{name: "trail", args: []string{"trail", "t1"}, route: "GET /v1/tasks/t1/trail",
+			answer: `{"id":"t1","transitions":[{"ts":"2026-01-02T03:04:05Z","to":"PENDING","reason":"SUBMITTED","attempt":0},
+			  {"ts":"2026-01-02T03:04:06Z","from":"RUNNING","to":"PENDING","reason":"HANDLER_ERROR","by":"w1","attempt":1,"error":"boom"}]}`,
+			wantReq: cliSeen{Method: "GET", Path: "/v1/tasks/t1/trail"},
+			wantOut: []string{"TIME", "REASON", "SUBMITTED", "RUNNING", "HANDLER_ERROR", "w1", "boom"}},
+		{name: "cancel", args: []string{"cancel", "t1"}, route: "POST /v1/tasks/t1/cancel",
+			answer:  `{"id":"t1","state":"RUNNING","requested":true}`,
+			wantReq: cliSeen{Method: "POST", Path: "/v1/tasks/t1/cancel"},
+			wantOut: []string{"t1", "RUNNING", "cancel requested"}},
+		{name: "bulk cancel", args: []string{"cancel", "--type", "x", "--state", "ready", "--tenant", "acme"}, route: "POST /v1/tasks/cancel",
+			answer:  `{"canceled":12}`,
+			wantReq: cliSeen{Method: "POST", Path: "/v1/tasks/cancel", Body: `{"type":"x","state":"READY","tenant":"acme"}`},
+			wantOut: []string{"canceled 12 tasks"}},
+		{name: "dlq list", args: []string{"dlq", "list", "--type", "report.generate", "--tenant", "acme", "--limit", "1"}, route: "GET /v1/dlq",
+			answer:  `{"tasks":[` + task + `]}`,
+			wantReq: cliSeen{Method: "GET", Path: "/v1/dlq", Query: "limit=1&tenant=acme&type=report.generate"},
+			wantOut: []string{"ID", "LAST ERROR", "t1", "report.generate", "acme", "boom"}},
+		{name: "dlq replay", args: []string{"dlq", "replay", "t1"}, route: "POST /v1/tasks/t1/replay",
+			answer:  `{"id":"t1","state":"PENDING"}`,
+			wantReq: cliSeen{Method: "POST", Path: "/v1/tasks/t1/replay"},
+			wantOut: []string{"t1", "PENDING", "replayed"}},
+		{name: "priority", args: []string{"priority", "t1", "0"}, route: "POST /v1/tasks/t1/priority",
+			answer:  `{"id":"t1","state":"READY","priority":0}`,
+			wantReq: cliSeen{Method: "POST", Path: "/v1/tasks/t1/priority", Body: `{"priority":0}`},
+			wantOut: []string{"t1", "READY", "priority 0"}},
+		{name: "region drain", args: []string{"region", "drain", "eu-west"}, route: "POST /v1/regions/eu-west/drain",
+			answer:  `{"region":"eu-west","moved":42}`,
+			wantReq: cliSeen{Method: "POST", Path: "/v1/regions/eu-west/drain"},
+			wantOut: []string{"drained eu-west: 42 READY tasks moved"}},
+		{name: "dag submit", args: []string{"dag", "submit", "-f", "-"}, route: "POST /v1/dags", status: 201,
+			stdin:   `{"nodes":[{"id":"a","type":"x"},{"id":"b","type":"y","depends_on":["a"]}]}`,
+			answer:  `{"id":"dag-1","state":"RUNNING"}`,
+			wantReq: cliSeen{Method: "POST", Path: "/v1/dags", Body: `{"nodes":[{"id":"a","type":"x"},{"id":"b","type":"y","depends_on":["a"]}]}`},
+			wantOut: []string{"dag-1"}},
+		{name: "dag submit with a cycle", args: []string{"dag", "submit", "-f", "-"}, route: "POST /v1/dags", status: 400,
+			stdin:   `{"nodes":[]}`,
+			answer:  `{"error":{"code":"invalid_argument","message":"cycle: a -> b -> a","field":"nodes"}}`,
+			wantReq: cliSeen{Method: "POST", Path: "/v1/dags"}, wantCode: 1},
+		{name: "dag get", args: []string{"dag", "get", "dag-1"}, route: "GET /v1/dags/dag-1",
+			answer:  `{"id":"dag-1","state":"RUNNING","nodes":[{"id":"a","state":"SUCCESS","task_id":"t7"},{"id":"b","state":"PENDING","depends_on":["a"]}]}`,
+			wantReq: cliSeen{Method: "GET", Path: "/v1/dags/dag-1"},
+			wantOut: []string{"DAG dag-1", "NODE", "SUCCESS", "t7", "[a]"}},
+		{name: "schedule create", args: []string{"schedule", "create", "-f", "-"}, route: "POST /v1/schedules", status: 201,
+			stdin:   `{"name":"nightly","cron":"0 0 2 * * *","task":{"type":"x"}}`,
+			wantReq: cliSeen{Method: "POST", Path: "/v1/schedules", Body: `{"name":"nightly","cron":"0 0 2 * * *","task":{"type":"x"}}`},
+			wantOut: []string{"schedule nightly created"}},
+		{name: "schedule list", args: []string{"schedule", "list"}, route: "GET /v1/schedules",
+			answer:  `{"schedules":[{"name":"nightly","cron":"0 0 2 * * *","timezone":"Europe/Paris","paused":true}]}`,
+			wantReq: cliSeen{Method: "GET", Path: "/v1/schedules"},
+			wantOut: []string{"NAME", "nightly", "0 0 2 * * *", "Europe/Paris", "true"}},
+		{name: "schedule pause", args: []string{"schedule", "pause", "nightly"}, route: "POST /v1/schedules/nightly/pause", status: 204,
+			wantReq: cliSeen{Method: "POST", Path: "/v1/schedules/nightly/pause"},
+			wantOut: []string{"schedule nightly paused"}},
+		{name: "schedule resume", args: []string{"schedule", "resume", "nightly"}, route: "POST /v1/schedules/nightly/resume", status: 204,
+			wantReq: cliSeen{Method: "POST", Path: "/v1/schedules/nightly/resume"},
+			wantOut: []string{"schedule nightly resumed"}},
+		{name: "schedule delete", args: []string{"schedule", "delete", "nightly"}, route: "DELETE /v1/schedules/nightly", status: 204,
+			wantReq: cliSeen{Method: "DELETE", Path: "/v1/schedules/nightly"},
+			wantOut: []string{"schedule nightly deleted"}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			status := tc.status
+			if status == 0 {
+				status = 200
+			}
+			f := newCLIFakeAPI(t).on(tc.route, status, tc.answer)
+			r := cliExec(t, nil, f, tc.stdin, tc.args...)
+			if r.code != tc.wantCode {
+				t.Fatalf("exit %d (%v), want %d", r.code, r.err, tc.wantCode)
+			}
+			seen := f.requests()
+			if len(seen) != 1 {
+				t.Fatalf("requests %+v", seen)
+			}
+			got, want := seen[0], tc.wantReq
+			if got.Method != want.Method || got.Path != want.Path || got.Query != want.Query ||
+				(want.Body != "" && got.Body != want.Body) || got.Auth != "Bearer tok" {
+				t.Errorf("request %+v, want %+v", got, want)
+			}
+			for _, w := range tc.wantOut {
+				if !strings.Contains(r.stdout, w) {
+					t.Errorf("stdout lacks %q:\n%s", w, r.stdout)
+				}
+			}
+			// The same command with -o json prints one valid JSON document.
+			if tc.wantCode == 0 {
+				r := cliExec(t, nil, f, tc.stdin, append([]string{"-o", "json"}, tc.args...)...)
+				if r.err != nil || !json.Valid([]byte(r.stdout)) {
+					t.Errorf("-o json: %v\n%s", r.err, r.stdout)
+				}
+			}
+		})
+	}
+}
+
+func TestCLIPerIDActionsGoOnAfterAFailure(t *testing.T) {
+	f := newCLIFakeAPI(t).
+		on("POST /v1/tasks/a/replay", 200, `{"id":"a","state":"PENDING"}`).
+		on("POST /v1/tasks/c/replay", 200, `{"id":"c","state":"PENDING"}`)
+	r := cliExec(t, nil, f, "", "dlq", "replay", "a", "b", "c")
+	if r.code != 1 || r.err.Error() != "1 of 3 failed" {
+		t.Fatalf("exit %d: %v", r.code, r.err)
+	}
+	if len(f.requests()) != 3 || !strings.Contains(r.stdout, "a") || !strings.Contains(r.stdout, "c") {
+		t.Errorf("stdout:\n%s", r.stdout)
+	}
+	if !strings.Contains(r.stderr, "ax: b: no route") {
+		t.Errorf("stderr %q", r.stderr)
+	}
+	r = cliExec(t, nil, f, "", "-o", "json", "dlq", "replay", "a", "c")
+	var list []apiv1.TaskUpdate
+	if err := json.Unmarshal([]byte(r.stdout), &list); err != nil || len(list) != 2 {
+		t.Errorf("-o json with two ids: %v\n%s", err, r.stdout)
+	}
+}
+
+func TestCLITailFollowsUntilCanceled(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	var mu sync.Mutex
+	var afters []string
+	calls := 0
+	f := newCLIFakeAPI(t).handle("GET /v1/events", func(w http.ResponseWriter, r *http.Request, _ []byte) {
+		mu.Lock()
+		calls++
+		n := calls
+		afters = append(afters, r.URL.Query().Get("after"))
+		mu.Unlock()
+		switch n {
+		case 1:
+			cliReply(w, 200, `{"region":"eu-west","events":[{"id":"1767323045000-0","op":"submit","n":1,"tasks":["t1"]}],"next":"c1"}`)
+		case 2:
+			cliReply(w, 503, `{"error":{"code":"unavailable","message":"leader changing"}}`)
+		case 3:
+			cliReply(w, 200, `{"region":"eu-west","events":[{"id":"1767323046000-0","op":"claim","n":5,"tasks":["t1","t2","t3","t4","t5"]}],"next":"c2"}`)
+		default:
+			cancel() // Ctrl-C while the long poll waits
+			<-r.Context().Done()
+		}
+	})
+	r := cliExec(t, ctx, f, "", "tail", "--region", "eu-west", "--wait", "5s")
+	if r.err != nil {
+		t.Fatalf("tail ended with %v, want a clean stop", r.err)
+	}
+	lines := strings.Split(strings.TrimSpace(r.stdout), "\n")
+	if len(lines) != 2 {
+		t.Fatalf("stdout:\n%s", r.stdout)
+	}
+	if f := strings.Fields(lines[0]); len(f) != 5 || f[1] != "eu-west" || f[2] != "submit" || f[3] != "1" || f[4] != "t1" {
+		t.Errorf("line 1: %q", lines[0])
+	}
+	if !strings.HasSuffix(strings.Join(strings.Fields(lines[1]), " "), "eu-west claim 5 t1 t2 t3 (+2)") {
+		t.Errorf("line 2: %q", lines[1])
+	}
+	if !strings.Contains(r.stderr, "leader changing; retrying") || !strings.Contains(r.stderr, "reconnected") {
+		t.Errorf("stderr %q", r.stderr)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if fmt.Sprint(afters) != "[ c1 c1 c2]" {
+		t.Errorf("cursors sent %q, want each Next passed back", afters)
+	}
+	q := f.requests()[0].Query
+	if !strings.Contains(q, "region=eu-west") || !strings.Contains(q, "wait=5s") {
+		t.Errorf("query %q", q)
+	}
+}
+
+func TestCLITailStopsOnAClientError(t *testing.T) {
+	f := newCLIFakeAPI(t).on("GET /v1/events", 404, `{"error":{"code":"not_found","message":"no region mars"}}`)
+	r := cliExec(t, nil, f, "", "tail", "--region", "mars")
+	if r.code != 1 || r.err.Error() != "no region mars" {
+		t.Errorf("exit %d: %v", r.code, r.err)
+	}
+}
+
+func TestCLIRenderProgress(t *testing.T) {
+	for _, tc := range []struct {
+		done, total int
+		want        string
+	}{
+		{0, 2500, "[>         ] 0/2500   0%  1.5s"},
+		{1000, 2500, "[====>     ] 1000/2500  40%  1.5s"},
+		{2500, 2500, "[==========] 2500/2500 100%  1.5s"},
+	} {
+		if got := cliRenderProgress(tc.done, tc.total, 10, 1500*time.Millisecond); got != tc.want {
+			t.Errorf("got %q, want %q", got, tc.want)
+		}
+	}
+}
+
+// Flags come from AX_* env too, except where a value from the environment
+// would change what a destructive or file-driven command does.
+func TestCLIEnvironment(t *testing.T) {
+	t.Setenv("AX_TENANT", "acme")
+	t.Setenv("AX_PRIORITY", "1")
+	t.Setenv("AX_TYPE", "from.env")
+
+	f := newCLIFakeAPI(t).on("POST /v1/tasks", 201, `{"id":"t1","state":"READY","region":"r","pool":"p"}`)
+	if r := cliExec(t, nil, f, "", "submit"); r.err != nil {
+		t.Fatal(r.err)
+	}
+	if body := f.requests()[0].Body; body != `{"type":"from.env","priority":1,"tenant":"acme"}` {
+		t.Errorf("submit from env sent %s", body)
+	}
+
+	f = batchAPI(t)
+	if r := cliExec(t, nil, f, specsFile(2, nil, nil), "submit", "-f", "-"); r.err != nil {
+		t.Errorf("submit -f with spec flags in the environment: %v", r.err)
+	}
+
+	f = newCLIFakeAPI(t).on("POST /v1/tasks/t1/cancel", 200, `{"id":"t1","state":"CANCELED"}`)
+	if r := cliExec(t, nil, f, "", "cancel", "t1"); r.err != nil {
+		t.Errorf("cancel ID with AX_TENANT set: %v", r.err)
+	}
+	f = newCLIFakeAPI(t)
+	if r := cliExec(t, nil, f, "", "cancel"); r.code != 2 || len(f.requests()) != 0 {
+		t.Errorf("cancel without ids nor typed filters: exit %d (%v), %d requests", r.code, r.err, len(f.requests()))
+	}
+	f = newCLIFakeAPI(t).on("POST /v1/tasks/cancel", 200, `{"canceled":1}`)
+	if r := cliExec(t, nil, f, "", "cancel", "--state", "PENDING"); r.err != nil {
+		t.Fatal(r.err)
+	}
+	if body := f.requests()[0].Body; body != `{"state":"PENDING"}` {
+		t.Errorf("bulk cancel sent %s, want only the typed filter", body)
+	}
+}

@@ -1,0 +1,304 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io/fs"
+	"log/slog"
+	"net"
+	"net/url"
+	"os"
+	"os/exec"
+	"os/signal"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/alicebob/miniredis/v2"
+	"github.com/ax-sched/ax/configs"
+	"github.com/ax-sched/ax/internal/config"
+	"github.com/spf13/cobra"
+	"go.etcd.io/etcd/server/v3/embed"
+	"go.uber.org/zap"
+)
+
+func init() { commands = append(commands, newDevCmd) }
+
+func newDevCmd() *cobra.Command {
+	var dir string
+	var tmp bool
+	var apiPort int
+	var workers int
+	c := &cobra.Command{
+		Use:   "dev",
+		Short: "Run everything on this machine: embedded etcd, one Redis per region, three regions with leaders, workers and the API",
+		Long: `ax dev starts, in one process, an embedded etcd, one Redis per region (real
+redis-server child processes when redis-server is on PATH, else an in-process
+Redis-compatible server that is for trying ax out only), the three regions of
+configs/dev (AWS-, GCP- and Azure-like, example prices), a worker for every
+pool with the noop, sleep and demo exec handlers, and the API on
+127.0.0.1:8080 with auth OFF. Ctrl-C stops everything.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if tmp {
+				d, err := os.MkdirTemp("", "ax-dev-")
+				if err != nil {
+					return err
+				}
+				defer os.RemoveAll(d)
+				dir = d
+			}
+			ctx, stop := signal.NotifyContext(cmd.Context(), syscall.SIGINT, syscall.SIGTERM)
+			defer stop()
+			return runDev(ctx, dir, apiPort, workers, cmd.OutOrStdout())
+		},
+	}
+	c.Flags().StringVar(&dir, "dir", ".ax-dev", "state directory (etcd data, Redis files)")
+	c.Flags().BoolVar(&tmp, "tmp", false, "keep state in a temporary directory, removed on exit")
+	c.Flags().IntVar(&apiPort, "port", 8080, "API port of the first region; the others take the next ports")
+	c.Flags().IntVar(&workers, "worker-slots", 4, "slots of each dev worker (one worker per pool)")
+	return c
+}
+
+type devRedis struct {
+	addr string
+	cmd  *exec.Cmd
+	done chan struct{}
+	mini *miniredis.Miniredis
+}
+
+func (r *devRedis) stop() {
+	if r.mini != nil {
+		r.mini.Close()
+	}
+	if r.cmd != nil && r.cmd.Process != nil {
+		_ = r.cmd.Process.Signal(syscall.SIGTERM)
+		select {
+		case <-r.done:
+		case <-time.After(5 * time.Second):
+			_ = r.cmd.Process.Kill()
+			<-r.done
+		}
+	}
+}
+
+func freePort() (int, error) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return 0, err
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port, nil
+}
+
+func portFree(p int) bool {
+	l, err := net.Listen("tcp", "127.0.0.1:"+strconv.Itoa(p))
+	if err != nil {
+		return false
+	}
+	l.Close()
+	return true
+}
+
+// startDevRedis starts redis-server on port (or a free one) in dir, or an
+// in-process miniredis when redis-server is not installed.
+func startDevRedis(dir string, port int, log *slog.Logger) (*devRedis, error) {
+	if !portFree(port) {
+		p, err := freePort()
+		if err != nil {
+			return nil, err
+		}
+		port = p
+	}
+	if _, err := exec.LookPath("redis-server"); err != nil {
+		m := miniredis.NewMiniRedis()
+		if err := m.StartAddr("127.0.0.1:" + strconv.Itoa(port)); err != nil {
+			return nil, err
+		}
+		log.Warn("redis-server not found: using an in-process Redis-compatible server (miniredis). " +
+			"It is for trying ax out only: no persistence, no real Redis semantics under load. Install redis-server for anything else.")
+		return &devRedis{addr: m.Addr(), mini: m}, nil
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return nil, err
+	}
+	cmd := exec.Command("redis-server", "--port", strconv.Itoa(port), "--bind", "127.0.0.1", "--dir", dir,
+		"--appendonly", "yes", "--appendfsync", "everysec", "--save", "", "--maxmemory-policy", "noeviction",
+		"--logfile", filepath.Join(dir, "redis.log"))
+	// Pdeathsig: if ax dev dies hard, its Redis children die with it.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+	if err := cmd.Start(); err != nil {
+		return nil, err
+	}
+	r := &devRedis{addr: "127.0.0.1:" + strconv.Itoa(port), cmd: cmd, done: make(chan struct{})}
+	go func() { _ = cmd.Wait(); close(r.done) }()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		c, err := net.DialTimeout("tcp", r.addr, 100*time.Millisecond)
+		if err == nil {
+			c.Close()
+			return r, nil
+		}
+		select {
+		case <-r.done:
+			return nil, fmt.Errorf("redis-server on %s exited; see %s", r.addr, filepath.Join(dir, "redis.log"))
+		default:
+		}
+		if time.Now().After(deadline) {
+			r.stop()
+			return nil, fmt.Errorf("redis-server on %s did not start", r.addr)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+func startDevEtcd(dir string) (*embed.Etcd, string, error) {
+	cfg := embed.NewConfig()
+	cfg.Dir = filepath.Join(dir, "etcd")
+	cfg.Logger = "zap"
+	cfg.ZapLoggerBuilder = embed.NewZapLoggerBuilder(zap.NewNop())
+	cp, err := freePort()
+	if err != nil {
+		return nil, "", err
+	}
+	pp, err := freePort()
+	if err != nil {
+		return nil, "", err
+	}
+	cu, _ := url.Parse("http://127.0.0.1:" + strconv.Itoa(cp))
+	pu, _ := url.Parse("http://127.0.0.1:" + strconv.Itoa(pp))
+	cfg.ListenClientUrls, cfg.AdvertiseClientUrls = []url.URL{*cu}, []url.URL{*cu}
+	cfg.ListenPeerUrls, cfg.AdvertisePeerUrls = []url.URL{*pu}, []url.URL{*pu}
+	cfg.InitialCluster = cfg.Name + "=" + pu.String()
+	// A data dir from an earlier run holds another peer URL: start fresh.
+	_ = os.RemoveAll(cfg.Dir)
+	e, err := embed.StartEtcd(cfg)
+	if err != nil {
+		return nil, "", err
+	}
+	select {
+	case <-e.Server.ReadyNotify():
+	case <-time.After(30 * time.Second):
+		e.Close()
+		return nil, "", errors.New("embedded etcd did not become ready")
+	}
+	return e, cu.String(), nil
+}
+
+// devConfigs reads configs/dev (embedded in the binary).
+func devConfigs() ([]*config.Region, error) {
+	names, err := fs.Glob(configs.Dev, "dev/*.yaml")
+	if err != nil {
+		return nil, err
+	}
+	sort.Strings(names)
+	var out []*config.Region
+	for _, n := range names {
+		b, err := configs.Dev.ReadFile(n)
+		if err != nil {
+			return nil, err
+		}
+		cfg, err := config.Parse("configs/"+n, b)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, cfg)
+	}
+	// us-east-1 first: it gets the first port, the CLI's default.
+	sort.SliceStable(out, func(i, j int) bool { return out[i].Name == "us-east-1" })
+	return out, nil
+}
+
+func runDev(ctx context.Context, dir string, apiPort, slots int, stdout interface{ Write([]byte) (int, error) }) error {
+	log := newLogger(slog.LevelInfo)
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return err
+	}
+	abs, _ := filepath.Abs(dir)
+	cfgs, err := devConfigs()
+	if err != nil {
+		return err
+	}
+	etcd, endpoint, err := startDevEtcd(abs)
+	if err != nil {
+		return fmt.Errorf("embedded etcd: %w", err)
+	}
+	defer etcd.Close()
+	var reds []*devRedis
+	defer func() {
+		for _, r := range reds {
+			r.stop()
+		}
+	}()
+	runCtx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	var wg sync.WaitGroup
+	errc := make(chan error, 32)
+	var lines []string
+	for i, cfg := range cfgs {
+		port, _ := strconv.Atoi(cfg.Redis.Addr[strings.LastIndexByte(cfg.Redis.Addr, ':')+1:])
+		r, err := startDevRedis(filepath.Join(abs, cfg.Name), port, log)
+		if err != nil {
+			return fmt.Errorf("redis for %s: %w", cfg.Name, err)
+		}
+		reds = append(reds, r)
+		cfg.Redis.Addr = r.addr
+		cfg.Etcd.Regional.Endpoints = []string{endpoint}
+		cfg.Etcd.Global = cfg.Etcd.Regional
+		cfg.Etcd.SessionTTL = 3 * time.Second
+		cfg.Listen = "127.0.0.1:" + strconv.Itoa(apiPort+i)
+		cfg.PublicAddr = "http://" + cfg.Listen
+		cfg.Auth.Enabled = false
+		cfg.Worker.Concurrency = slots
+		cfg.Worker.ShutdownGrace = 5 * time.Second
+		s, err := startServer(runCtx, cfg, log)
+		if err != nil {
+			return fmt.Errorf("server for %s: %w", cfg.Name, err)
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if err := s.Run(runCtx); err != nil {
+				errc <- err
+			}
+		}()
+		for _, p := range cfg.Pools {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				if err := runWorker(runCtx, cfg, p, "dev-"+cfg.Name+"-"+p.Name, log); err != nil && runCtx.Err() == nil {
+					errc <- fmt.Errorf("worker %s/%s: %w", cfg.Name, p.Name, err)
+				}
+			}()
+		}
+		lines = append(lines, fmt.Sprintf("  %-13s API %-22s Redis %-16s pools: %s", cfg.Name, cfg.PublicAddr, r.addr, poolNames(cfg)))
+	}
+	log.Warn("ax dev: auth is OFF for every region (configs/dev); never expose these ports")
+	fmt.Fprintf(stdout, `
+ax dev is running (state in %s):
+  etcd          %s (embedded)
+%s
+  dashboard     http://127.0.0.1:%d/
+
+Try next:
+  go run ./cmd/ax submit --type noop --tag class=spot
+  go run ./cmd/ax regions
+  go run ./cmd/ax explain --type sleep --tag gpu=a100
+
+Ctrl-C stops everything.
+`, abs, endpoint, strings.Join(lines, "\n"), apiPort)
+	select {
+	case <-ctx.Done():
+	case err = <-errc:
+		log.Error("ax dev: a component failed; stopping", "err", err)
+	}
+	cancel()
+	wg.Wait()
+	fmt.Fprintln(stdout, "ax dev stopped.")
+	return err
+}

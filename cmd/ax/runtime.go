@@ -1,0 +1,256 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/ax-sched/ax/federation"
+	"github.com/ax-sched/ax/internal/config"
+	"github.com/ax-sched/ax/lease"
+	"github.com/ax-sched/ax/placement"
+	"github.com/ax-sched/ax/queue"
+	"github.com/ax-sched/ax/region"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/redis/go-redis/v9"
+	clientv3 "go.etcd.io/etcd/client/v3"
+)
+
+// newLogger is slog JSON on stderr (text when AX_LOG_FORMAT=text).
+func newLogger(level slog.Level) *slog.Logger {
+	opts := &slog.HandlerOptions{Level: level}
+	if os.Getenv("AX_LOG_FORMAT") == "text" {
+		return slog.New(slog.NewTextHandler(os.Stderr, opts))
+	}
+	return slog.New(slog.NewJSONHandler(os.Stderr, opts))
+}
+
+func etcdConfig(c config.EtcdCluster, prefix string, ttl time.Duration) lease.Config {
+	return lease.Config{
+		Endpoints: c.Endpoints, DialTimeout: c.DialTimeout, Username: c.Username, Password: c.Password,
+		TLS:        lease.TLSFiles{CAFile: c.TLS.CA, CertFile: c.TLS.Cert, KeyFile: c.TLS.Key},
+		SessionTTL: ttl, Prefix: prefix,
+	}
+}
+
+func redisClient(c config.Redis) redis.UniversalClient {
+	o := &redis.UniversalOptions{Username: c.Username, Password: c.Password, DB: c.DB}
+	switch {
+	case c.Sentinel.MasterName != "":
+		o.MasterName, o.Addrs = c.Sentinel.MasterName, c.Sentinel.Addrs
+	case len(c.Cluster.Addrs) > 0:
+		o.Addrs, o.IsClusterMode = c.Cluster.Addrs, true
+	default:
+		o.Addrs = []string{c.Addr}
+	}
+	return redis.NewUniversalClient(o)
+}
+
+func storeOptions(cfg *config.Region) queue.Options {
+	return queue.Options{
+		Region: cfg.Name, Shards: cfg.Redis.Shards, Lease: cfg.Lease.Duration, AgingStep: cfg.AgingStep,
+		RetainSuccess: cfg.Retention.Success, RetainCanceled: cfg.Retention.Canceled, RetainDead: cfg.Retention.Dead,
+		Defaults:     defaultsOf(cfg),
+		WaitReplicas: cfg.Redis.WaitReplicas, WaitTimeout: cfg.Redis.WaitTimeout,
+	}
+}
+
+func defaultsOf(cfg *config.Region) queue.Defaults {
+	return queue.Defaults{
+		Timeout: cfg.Task.DefaultTimeout, MaxRetries: cfg.Retry.MaxRetries, RetryBase: cfg.Retry.Base,
+		RetryCap: cfg.Retry.Cap, IdempotencyTTL: 24 * time.Hour, MaxPayload: int(cfg.Task.MaxPayload),
+	}
+}
+
+func placementConfig(cfg *config.Region) placement.Config {
+	pc := placement.DefaultConfig()
+	pc.StaleAfter = cfg.Placement.StaleAfter
+	pc.CrossRegionPenalty = cfg.Placement.CrossRegionPenalty
+	pc.DefaultDuration = cfg.Placement.DefaultDuration
+	pc.SoftWatermark = cfg.Thresholds.Alert
+	pc.HardWatermark = cfg.Thresholds.Pause
+	return pc
+}
+
+func regionPools(cfg *config.Region) []region.Pool {
+	var out []region.Pool
+	for _, p := range cfg.Pools {
+		rp := region.Pool{Name: p.Name, Tags: p.Tags, QueueCapacity: p.QueueCapacity, PricePerSlotHour: p.PricePerSlotHour,
+			Spot: p.Spot, Discount: p.Discount, ScaleFromZero: p.ScaleFromZero}
+		if len(p.CapacitySchedule.Windows) > 0 {
+			s := &region.Schedule{Timezone: p.CapacitySchedule.Timezone}
+			for _, w := range p.CapacitySchedule.Windows {
+				s.Windows = append(s.Windows, region.ScheduleWindow{Start: w.Start, End: w.End, Slots: w.Slots})
+			}
+			rp.Schedule = s
+		}
+		out = append(out, rp)
+	}
+	return out
+}
+
+// server is one running `ax server`: a region cell, the federation node and
+// the HTTP API.
+type server struct {
+	cfg      *config.Region
+	log      *slog.Logger
+	regional *clientv3.Client
+	global   *clientv3.Client
+	rdb      redis.UniversalClient
+	store    *queue.Store
+	view     *federation.View
+	node     *federation.Node
+	cell     *region.Cell
+	http     *http.Server
+	ln       net.Listener
+	id       string
+}
+
+// startServer builds every piece; Run then serves until ctx ends.
+func startServer(ctx context.Context, cfg *config.Region, log *slog.Logger) (*server, error) {
+	s := &server{cfg: cfg, log: log.With("region", cfg.Name)}
+	ok := false
+	defer func() {
+		if !ok {
+			s.close()
+		}
+	}()
+	rc := etcdConfig(cfg.Etcd.Regional, cfg.Etcd.Prefix, cfg.Etcd.SessionTTL)
+	gc := etcdConfig(cfg.Etcd.Global, cfg.Etcd.Prefix, cfg.Etcd.SessionTTL).Or(rc)
+	dctx, cancel := context.WithTimeout(ctx, 15*time.Second)
+	defer cancel()
+	var err error
+	if s.regional, err = rc.Dial(dctx); err != nil {
+		return nil, fmt.Errorf("regional etcd %v: %w", rc.Endpoints, err)
+	}
+	if strings.Join(gc.Endpoints, ",") == strings.Join(rc.Endpoints, ",") {
+		s.global = s.regional
+	} else if s.global, err = gc.Dial(dctx); err != nil {
+		// The region schedules its own work without the global etcd; but a
+		// server needs it once to start.
+		return nil, fmt.Errorf("global etcd %v: %w", gc.Endpoints, err)
+	}
+	s.rdb = redisClient(cfg.Redis)
+	if s.store, err = queue.New(s.rdb, storeOptions(cfg)); err != nil {
+		return nil, err
+	}
+	if err := s.store.Ping(dctx); err != nil {
+		return nil, err
+	}
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	pc := placementConfig(cfg)
+	s.view = federation.NewView(s.global, cfg.Etcd.Prefix, pc, cfg.Placement.UnhealthyGrace, s.log)
+	s.node, err = federation.NewNode(federation.Config{
+		Region: cfg.Name, Regions: cfg.Regions, ClusterToken: cfg.Auth.ClusterToken, Defaults: defaultsOf(cfg),
+		Placement: pc, Logger: s.log,
+	}, s.store, s.view, federation.NewMetrics(reg))
+	if err != nil {
+		return nil, err
+	}
+	s.ln, err = net.Listen("tcp", cfg.Listen)
+	if err != nil {
+		return nil, fmt.Errorf("listen %s: %w", cfg.Listen, err)
+	}
+	host, _ := os.Hostname()
+	s.id = fmt.Sprintf("%s/%s/%d", host, s.ln.Addr(), os.Getpid())
+	s.cell = region.New(s.store, s.regional, s.global, region.Config{
+		Region: cfg.Name, ID: s.id, API: cfg.PublicAddr, Pools: regionPools(cfg), Prefix: cfg.Etcd.Prefix,
+		SessionTTL: cfg.Etcd.SessionTTL, Heartbeat: cfg.Lease.Heartbeat, Logger: s.log,
+		LeaderLoops: []func(context.Context, queue.Fence, func(error)){s.node.OutboxLoop},
+	}, s.node, region.NewMetrics(reg))
+	s.node.SetCell(s.cell)
+	var pools []string
+	for _, p := range cfg.Pools {
+		pools = append(pools, p.Name)
+	}
+	auth := &federation.Auth{Enabled: cfg.Auth.Enabled, ClusterToken: cfg.Auth.ClusterToken}
+	for _, t := range cfg.Auth.Tokens {
+		role, _ := federation.ParseRole(t.Role)
+		auth.Tokens = append(auth.Tokens, federation.Token{Name: t.Name, SHA256: t.TokenSHA256, Role: role, Tenant: t.Tenant})
+	}
+	api := federation.NewAPI(s.node, federation.APIConfig{
+		Auth: auth, MaxPayload: int(cfg.Task.MaxPayload), Gatherer: reg, Pools: pools,
+		Ready: func(ctx context.Context) error {
+			_, err := s.regional.Get(clientv3.WithRequireLeader(ctx), cfg.Etcd.Prefix+"ready-probe")
+			if err != nil {
+				return fmt.Errorf("regional etcd: %w", err)
+			}
+			return nil
+		},
+	})
+	s.http = &http.Server{Handler: api, ReadHeaderTimeout: 10 * time.Second}
+	ok = true
+	return s, nil
+}
+
+// Run serves until ctx ends, then shuts down in order: stop accepting
+// requests (drain in-flight ones), stop the cell (resign), close the view,
+// close the clients.
+func (s *server) Run(ctx context.Context) error {
+	var wg sync.WaitGroup
+	errc := make(chan error, 2)
+	cctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	wg.Add(2)
+	go func() {
+		defer wg.Done()
+		if err := s.cell.Run(cctx); err != nil {
+			errc <- fmt.Errorf("cell: %w", err)
+		}
+	}()
+	go func() {
+		defer wg.Done()
+		if err := s.http.Serve(s.ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			errc <- fmt.Errorf("http: %w", err)
+		}
+	}()
+	s.log.Info("ax server started", "listen", s.ln.Addr().String(), "public", s.cfg.PublicAddr, "id", s.id,
+		"auth", s.cfg.Auth.Enabled)
+	var err error
+	select {
+	case <-ctx.Done():
+	case err = <-errc:
+	}
+	sctx, scancel := context.WithTimeout(context.Background(), 5*time.Second)
+	_ = s.http.Shutdown(sctx)
+	scancel()
+	cancel()
+	wg.Wait()
+	s.close()
+	s.log.Info("ax server stopped")
+	return err
+}
+
+func (s *server) close() {
+	if s.view != nil {
+		s.view.Close()
+	}
+	if s.rdb != nil {
+		_ = s.rdb.Close()
+	}
+	if s.global != nil && s.global != s.regional {
+		_ = s.global.Close()
+	}
+	if s.regional != nil {
+		_ = s.regional.Close()
+	}
+}
+
+func poolNames(cfg *config.Region) string {
+	var n []string
+	for _, p := range cfg.Pools {
+		n = append(n, p.Name)
+	}
+	sort.Strings(n)
+	return strings.Join(n, ", ")
+}

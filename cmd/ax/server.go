@@ -1,0 +1,40 @@
+package main
+
+import (
+	"log/slog"
+	"os/signal"
+	"syscall"
+
+	"github.com/ax-sched/ax/internal/config"
+	"github.com/spf13/cobra"
+)
+
+func init() { commands = append(commands, newServerCmd) }
+
+func newServerCmd() *cobra.Command {
+	var file string
+	c := &cobra.Command{
+		Use:   "server --config FILE",
+		Short: "Run an ax server for one region: its cell (leader or standby), the federation, the HTTP API",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			cfg, err := config.Load(file)
+			if err != nil {
+				return usageErr(err)
+			}
+			log := newLogger(slog.LevelInfo)
+			ctx, stop := signal.NotifyContext(cmd.Context(), syscall.SIGINT, syscall.SIGTERM)
+			defer stop()
+			s, err := startServer(ctx, cfg, log)
+			if err != nil {
+				return err
+			}
+			return s.Run(ctx)
+		},
+	}
+	c.Flags().StringVar(&file, "config", "", "region config file (YAML)")
+	_ = c.MarkFlagRequired("config")
+	return c
+}
+
+func usageErr(err error) error { return &exitError{code: 2, err: err} }

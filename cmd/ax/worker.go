@@ -1,0 +1,109 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"os"
+	"os/signal"
+	"syscall"
+	"time"
+
+	"github.com/ax-sched/ax/internal/config"
+	"github.com/ax-sched/ax/queue"
+	"github.com/ax-sched/ax/worker"
+	"github.com/ax-sched/ax/worker/handlers"
+	"github.com/spf13/cobra"
+)
+
+func init() { commands = append(commands, newWorkerCmd) }
+
+func newWorkerCmd() *cobra.Command {
+	var file, pool, id string
+	var concurrency int
+	c := &cobra.Command{
+		Use:   "worker --config FILE --pool P",
+		Short: "Run a worker for one pool of a region, with the built-in handlers (noop, sleep, exec, http)",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			cfg, err := config.Load(file)
+			if err != nil {
+				return usageErr(err)
+			}
+			p, ok := cfg.Pool(pool)
+			if !ok {
+				return usageErr(fmt.Errorf("%s: pools: no pool %q (have %s)", file, pool, poolNames(cfg)))
+			}
+			if concurrency > 0 {
+				cfg.Worker.Concurrency = concurrency
+			}
+			ctx, stop := signal.NotifyContext(cmd.Context(), syscall.SIGINT, syscall.SIGTERM)
+			defer stop()
+			return runWorker(ctx, cfg, p, id, newLogger(slog.LevelInfo))
+		},
+	}
+	c.Flags().StringVar(&file, "config", "", "region config file (YAML)")
+	c.Flags().StringVar(&pool, "pool", "", "pool to serve")
+	c.Flags().StringVar(&id, "id", "", "worker id (default host-pid)")
+	c.Flags().IntVar(&concurrency, "concurrency", 0, "slots (default worker.concurrency from the config)")
+	_ = c.MarkFlagRequired("config")
+	_ = c.MarkFlagRequired("pool")
+	return c
+}
+
+// runWorker serves one pool until ctx ends, then shuts down gracefully.
+func runWorker(ctx context.Context, cfg *config.Region, p config.Pool, id string, log *slog.Logger) error {
+	rdb := redisClient(cfg.Redis)
+	defer rdb.Close()
+	store, err := queue.New(rdb, storeOptions(cfg))
+	if err != nil {
+		return err
+	}
+	if id == "" {
+		host, _ := os.Hostname()
+		id = fmt.Sprintf("%s-%d-%s", host, os.Getpid(), p.Name)
+	}
+	w, err := worker.New(store, worker.Options{
+		Pool: p.Name, ID: id, Concurrency: cfg.Worker.Concurrency, ClaimBatch: cfg.Worker.ClaimBatch,
+		Heartbeat: cfg.Lease.Heartbeat, ShutdownGrace: cfg.Worker.ShutdownGrace,
+		PreemptDelayMin: cfg.Preemption.ReadmitDelayMin, PreemptDelayMax: cfg.Preemption.ReadmitDelayMax,
+		PricePerSlotHour: p.PricePerSlotHour * (1 - p.Discount),
+		Logger:           log.With("region", cfg.Name, "pool", p.Name, "worker", id),
+		OnFinish:         costObserver(cfg.Name, p.Name),
+	})
+	if err != nil {
+		return err
+	}
+	if err := registerBuiltins(w, cfg); err != nil {
+		return err
+	}
+	log.Info("ax worker started", "region", cfg.Name, "pool", p.Name, "id", id, "slots", cfg.Worker.Concurrency)
+	err = w.Run(ctx)
+	log.Info("ax worker stopped", "pool", p.Name, "id", id)
+	return err
+}
+
+// registerBuiltins adds noop, sleep, exec (the config's allowlist) and http
+// (the config's URL prefixes).
+func registerBuiltins(w *worker.Worker, cfg *config.Region) error {
+	w.Handle("noop", handlers.Noop)
+	w.Handle("sleep", handlers.Sleep)
+	if len(cfg.Worker.Exec.Allow) > 0 {
+		rules := map[string]handlers.ExecRule{}
+		for name, r := range cfg.Worker.Exec.Allow {
+			rules[name] = handlers.ExecRule{Argv: r.Argv, Env: r.Env, Timeout: r.Timeout}
+		}
+		h, err := handlers.Exec(rules)
+		if err != nil {
+			return fmt.Errorf("worker.exec.allow: %w", err)
+		}
+		w.Handle("exec", h)
+	}
+	return registerHTTP(w, cfg)
+}
+
+// costObserver is where completed work turns into cost figures (price at
+// claim × run time) — see cost.go.
+func costObserver(regionName, pool string) func(*worker.Task, queue.State, time.Duration) {
+	return func(t *worker.Task, st queue.State, d time.Duration) { observeCost(regionName, pool, t, st, d) }
+}

@@ -1,0 +1,294 @@
+package e2e
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/ax-sched/ax/internal/testenv"
+	"github.com/ax-sched/ax/lease"
+	"github.com/ax-sched/ax/queue"
+)
+
+var axBin string
+
+func TestMain(m *testing.M) {
+	dir, err := os.MkdirTemp("", "ax-e2e-")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	axBin = filepath.Join(dir, "ax")
+	build := exec.Command("go", "build", "-o", axBin, "github.com/ax-sched/ax/cmd/ax")
+	build.Stdout, build.Stderr = os.Stderr, os.Stderr
+	if err := build.Run(); err != nil {
+		fmt.Fprintln(os.Stderr, "build ax:", err)
+		os.Exit(1)
+	}
+	code := m.Run()
+	os.RemoveAll(dir)
+	os.Exit(code)
+}
+
+// cluster is one region: an etcd, a Redis, a config file, and the ax
+// processes a test starts.
+type cluster struct {
+	t      *testing.T
+	etcd   *testenv.Etcd
+	redis  *testenv.Redis
+	dir    string
+	store  *queue.Store
+	region string
+	ttl    time.Duration
+
+	mu    sync.Mutex
+	procs []*proc
+}
+
+type proc struct {
+	name string
+	cmd  *exec.Cmd
+	api  string
+	log  *bytes.Buffer
+	done chan struct{}
+}
+
+type clusterOpts struct {
+	lease, heartbeat time.Duration
+	ttl              time.Duration
+}
+
+func newCluster(t *testing.T, o clusterOpts) *cluster {
+	if o.lease == 0 {
+		o.lease, o.heartbeat = 3*time.Second, time.Second
+	}
+	if o.ttl == 0 {
+		o.ttl = 2 * time.Second
+	}
+	c := &cluster{t: t, etcd: testenv.StartEtcd(t), redis: testenv.StartRedis(t), dir: t.TempDir(), region: "eu-west", ttl: o.ttl}
+	s, err := queue.New(c.redis.Client(), queue.Options{Region: c.region, Lease: o.lease})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.store = s
+	cfg := fmt.Sprintf(`region: eu-west
+listen: 127.0.0.1:0
+etcd:
+  regional: {endpoints: [%s]}
+  session_ttl: %s
+redis: {addr: %s}
+pools:
+  - name: cpu
+    tags: {class: cpu}
+    slots: 200
+    price_per_slot_hour: 0.0355
+lease: {duration: %s, heartbeat: %s}
+retry: {base: 100ms, cap: 1s, max_retries: 4}
+auth: {enabled: false}
+worker:
+  concurrency: 200
+  shutdown_grace: 1s
+`, c.etcd.Endpoint(), o.ttl, c.redis.Addr(), o.lease, o.heartbeat)
+	if err := os.WriteFile(filepath.Join(c.dir, "eu-west.yaml"), []byte(cfg), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(c.stopAll)
+	return c
+}
+
+// start runs `ax <args>` with the cluster's config; servers get a free port.
+func (c *cluster) start(name string, args ...string) *proc {
+	c.t.Helper()
+	cfgPath := filepath.Join(c.dir, "eu-west.yaml")
+	p := &proc{name: name, log: &bytes.Buffer{}, done: make(chan struct{})}
+	if args[0] == "server" {
+		port := testenv.FreePort(c.t)
+		b, _ := os.ReadFile(cfgPath)
+		cfgPath = filepath.Join(c.dir, name+".yaml")
+		s := strings.Replace(string(b), "listen: 127.0.0.1:0", fmt.Sprintf("listen: 127.0.0.1:%d", port), 1)
+		if err := os.WriteFile(cfgPath, []byte(s), 0o600); err != nil {
+			c.t.Fatal(err)
+		}
+		p.api = fmt.Sprintf("http://127.0.0.1:%d", port)
+	}
+	args = append(args, "--config", cfgPath)
+	p.cmd = exec.Command(axBin, args...)
+	p.cmd.Env = append(os.Environ(), "AX_LOG_FORMAT=text")
+	p.cmd.Stdout, p.cmd.Stderr = p.log, p.log
+	p.cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+	if err := p.cmd.Start(); err != nil {
+		c.t.Fatal(err)
+	}
+	go func() { _ = p.cmd.Wait(); close(p.done) }()
+	c.mu.Lock()
+	c.procs = append(c.procs, p)
+	c.mu.Unlock()
+	return p
+}
+
+func (p *proc) pid() int { return p.cmd.Process.Pid }
+
+func (p *proc) signal(sig syscall.Signal) { _ = syscall.Kill(p.pid(), sig) }
+
+// kill sends SIGKILL and waits for the process to be gone.
+func (p *proc) kill() {
+	p.signal(syscall.SIGCONT)
+	p.signal(syscall.SIGKILL)
+	<-p.done
+}
+
+// stop sends SIGTERM and waits (SIGKILL after 10 s).
+func (p *proc) stop() {
+	p.signal(syscall.SIGCONT)
+	p.signal(syscall.SIGTERM)
+	select {
+	case <-p.done:
+	case <-time.After(10 * time.Second):
+		p.kill()
+	}
+}
+
+func (c *cluster) stopAll() {
+	c.mu.Lock()
+	ps := c.procs
+	c.procs = nil
+	c.mu.Unlock()
+	for _, p := range ps {
+		select {
+		case <-p.done:
+		default:
+			p.kill()
+		}
+		if c.t.Failed() {
+			c.t.Logf("--- %s (pid %d) log tail:\n%s", p.name, p.pid(), tail(p.log.String(), 3000))
+		}
+	}
+}
+
+func tail(s string, n int) string {
+	if len(s) > n {
+		return s[len(s)-n:]
+	}
+	return s
+}
+
+// leaderPID reads the current leader of the region's election from etcd
+// (its id ends with the server's pid), 0 when none.
+func (c *cluster) leaderPID(ctx context.Context) int {
+	l, err := lease.Observe(ctx, c.etcd.Client(), "/ax/elect/region/"+c.region)
+	if err != nil {
+		return 0
+	}
+	i := strings.LastIndexByte(l.Value, '/')
+	pid, _ := strconv.Atoi(l.Value[i+1:])
+	return pid
+}
+
+func (c *cluster) waitLeader(within time.Duration, not int) (int, time.Duration) {
+	c.t.Helper()
+	start := time.Now()
+	for time.Since(start) < within {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		pid := c.leaderPID(ctx)
+		cancel()
+		if pid != 0 && pid != not {
+			return pid, time.Since(start)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	c.t.Fatalf("no leader other than pid %d within %v", not, within)
+	return 0, 0
+}
+
+func waitUntil(t *testing.T, within time.Duration, what string, cond func() bool) time.Duration {
+	t.Helper()
+	start := time.Now()
+	for time.Since(start) < within {
+		if cond() {
+			return time.Since(start)
+		}
+		time.Sleep(25 * time.Millisecond)
+	}
+	t.Fatalf("timed out after %v waiting for %s", within, what)
+	return 0
+}
+
+func (c *cluster) waitReady(p *proc) {
+	c.t.Helper()
+	waitUntil(c.t, 20*time.Second, p.name+" /readyz", func() bool {
+		resp, err := http.Get(p.api + "/readyz")
+		if err != nil {
+			return false
+		}
+		resp.Body.Close()
+		return resp.StatusCode == 200
+	})
+}
+
+// submit puts tasks straight into the store (the API is tested elsewhere).
+func (c *cluster) submit(n int, mod func(*queue.Spec)) []string {
+	c.t.Helper()
+	var ids []string
+	for done := 0; done < n; done += queue.MaxBatch {
+		var batch []queue.NewTask
+		for i := done; i < min(n, done+queue.MaxBatch); i++ {
+			sp := &queue.Spec{Type: "noop", Tags: map[string]string{"class": "cpu"}}
+			if mod != nil {
+				mod(sp)
+			}
+			if err := sp.Normalize(queue.DefaultDefaults(), time.Now()); err != nil {
+				c.t.Fatal(err)
+			}
+			batch = append(batch, queue.NewTask{Spec: sp, Pool: "cpu", Pinned: true})
+		}
+		res, err := c.store.Submit(context.Background(), batch...)
+		if err != nil {
+			c.t.Fatal(err)
+		}
+		for _, r := range res {
+			ids = append(ids, r.ID)
+		}
+	}
+	return ids
+}
+
+func (c *cluster) counts() *queue.Counts {
+	c.t.Helper()
+	cn, err := c.store.Counts(context.Background())
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	return cn
+}
+
+func metric(t *testing.T, api, name string) float64 {
+	resp, err := http.Get(api + "/metrics")
+	if err != nil {
+		return -1
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	total := 0.0
+	for _, l := range strings.Split(string(b), "\n") {
+		if strings.HasPrefix(l, name+"{") || strings.HasPrefix(l, name+" ") {
+			f := strings.Fields(l)
+			v, _ := strconv.ParseFloat(f[len(f)-1], 64)
+			total += v
+		}
+	}
+	return total
+}
+
+var _ = json.Marshal

@@ -1,0 +1,144 @@
+package worker
+
+import (
+	"context"
+	"sync"
+	"time"
+
+	"github.com/ax-sched/ax/queue"
+)
+
+// acker records successes in batches: one store.Complete per ackBatch
+// successes or per ackDelay, whichever comes first. Its goroutine is owned
+// by Run, which closes it after the last job settled.
+type acker struct {
+	w       *Worker
+	mu      sync.Mutex
+	queue   []*job
+	kick    chan struct{} // capacity 1: a batch started or filled up
+	closing chan struct{}
+	once    sync.Once
+}
+
+func newAcker(w *Worker) *acker {
+	return &acker{w: w, kick: make(chan struct{}, 1), closing: make(chan struct{})}
+}
+
+// add queues a success.
+func (a *acker) add(j *job) {
+	a.mu.Lock()
+	a.queue = append(a.queue, j)
+	n := len(a.queue)
+	a.mu.Unlock()
+	if n == 1 || n == ackBatch {
+		select {
+		case a.kick <- struct{}{}:
+		default:
+		}
+	}
+}
+
+func (a *acker) pending() int {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return len(a.queue)
+}
+
+// close makes run flush what is queued and return. Nothing may be added
+// after it.
+func (a *acker) close() { a.once.Do(func() { close(a.closing) }) }
+
+func (a *acker) run(ctx context.Context) {
+	timer := time.NewTimer(time.Hour)
+	timer.Stop()
+	for {
+		select {
+		case <-a.kick:
+		case <-a.closing:
+			for a.pending() > 0 {
+				a.flush(ctx)
+			}
+			return
+		}
+		if a.pending() < ackBatch {
+			timer.Reset(ackDelay)
+			select {
+			case <-timer.C:
+			case <-a.kick: // filled up
+				timer.Stop()
+			case <-a.closing:
+				timer.Stop()
+			}
+		}
+		a.flush(ctx)
+	}
+}
+
+// flush records every queued success (queue.MaxBatch per call), retrying
+// Redis errors until recorded or the lease is known lost.
+func (a *acker) flush(ctx context.Context) {
+	w := a.w
+	a.mu.Lock()
+	batch := a.queue[:min(len(a.queue), queue.MaxBatch)]
+	a.queue = append([]*job(nil), a.queue[len(batch):]...)
+	a.mu.Unlock()
+	if len(batch) == 0 {
+		return
+	}
+	for attempt := 1; ; attempt++ {
+		batch = a.live(batch)
+		if len(batch) == 0 {
+			return
+		}
+		cs := make([]queue.Completion, len(batch))
+		for i, j := range batch {
+			cs[i] = queue.Completion{ID: j.id, Token: j.token, Result: clampText(j.task.Result(), queue.MaxResultLen)}
+		}
+		cctx, cancel := context.WithTimeout(ctx, callTimeout)
+		errs, err := w.store.Complete(cctx, cs...)
+		cancel()
+		if err != nil {
+			w.log.Warn("recording completions failed; retrying", "err", err, "tasks", len(batch), "attempt", attempt)
+			time.Sleep(backoff(attempt))
+			continue
+		}
+		for i, j := range batch {
+			// After a failed send, "lease lost" may mean that the earlier
+			// send was recorded and only its answer was lost.
+			if errs[i] != nil && (attempt == 1 || !a.recorded(ctx, j)) {
+				w.drop(j, errs[i].Error())
+				continue
+			}
+			w.stats.succeeded.Add(1)
+			w.finish(j, queue.Success)
+		}
+		return
+	}
+}
+
+// live filters out jobs whose completion can no longer be recorded: lease
+// known lost, or — once shutting down — surely expired.
+func (a *acker) live(batch []*job) []*job {
+	w := a.w
+	out := batch[:0]
+	now := time.Now()
+	for _, j := range batch {
+		switch {
+		case w.isLost(j):
+			w.drop(j, "lease lost before the completion was recorded")
+		case w.stopping.Load() && now.After(w.leaseEnd(j)):
+			w.drop(j, "gave up recording the completion at shutdown: lease expired")
+		default:
+			out = append(out, j)
+		}
+	}
+	return out
+}
+
+// recorded reports whether j's attempt is SUCCESS by this worker's hand.
+func (a *acker) recorded(ctx context.Context, j *job) bool {
+	cctx, cancel := context.WithTimeout(ctx, callTimeout)
+	defer cancel()
+	tk, err := a.w.store.Get(cctx, j.id)
+	return err == nil && tk.State == queue.Success && tk.Worker == a.w.opts.ID && tk.Attempts == j.task.Attempt
+}

@@ -1,0 +1,93 @@
+package worker
+
+import (
+	"context"
+	"time"
+
+	"github.com/ax-sched/ax/queue"
+)
+
+// claimLoop fills free slots until ctx ends. Handlers run under hctx, which
+// outlives ctx by the shutdown grace.
+func (w *Worker) claimLoop(ctx, hctx context.Context) {
+	// mayRemain: the last claim came back full, so more work may be queued
+	// and the next free slot claims at once; otherwise wait for a wake-up.
+	mayRemain := true
+	fails := 0
+	for ctx.Err() == nil {
+		if !mayRemain && !w.waitForWork(ctx, &fails) {
+			return
+		}
+		n := w.reserve(ctx, w.opts.ClaimBatch)
+		if n == 0 {
+			return
+		}
+		sent := time.Now()
+		// Not ctx: a shutdown must not drop the answer of a claim Redis ran,
+		// or those tasks would sit RUNNING until their leases expire.
+		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), callTimeout)
+		tasks, err := w.store.Claim(cctx, queue.ClaimRequest{
+			Pool: w.opts.Pool, Worker: w.opts.ID, N: n, Price: w.opts.PricePerSlotHour,
+		})
+		cancel()
+		w.release(n - len(tasks))
+		// A claim can fail after some shards answered: run what came back.
+		for _, qt := range tasks {
+			w.start(hctx, qt, sent, ctx.Err() != nil)
+		}
+		if err != nil {
+			fails++
+			w.log.Warn("claim failed; backing off", "err", err, "attempt", fails)
+			if !sleep(ctx, backoff(fails)) {
+				return
+			}
+			mayRemain = true
+			continue
+		}
+		fails = 0
+		mayRemain = len(tasks) == n
+	}
+}
+
+// waitForWork blocks until the pool's wake-up marker, the safety timeout
+// (IdleWait), or ctx. False when ctx ended. Redis does not abandon a
+// blocking pop when ctx ends, so an idle worker's shutdown can take up to
+// IdleWait.
+func (w *Worker) waitForWork(ctx context.Context, fails *int) bool {
+	_, err := w.store.WaitForWork(ctx, w.opts.Pool, w.opts.IdleWait)
+	if ctx.Err() != nil {
+		return false
+	}
+	if err == nil {
+		*fails = 0
+		return true
+	}
+	*fails++
+	w.log.Warn("waiting for work failed; backing off", "err", err, "attempt", *fails)
+	// Then claim: its answer tells whether Redis is back.
+	return sleep(ctx, backoff(*fails))
+}
+
+// start runs one claimed task in its own goroutine. A task claimed while
+// the worker is shutting down is given back unstarted.
+func (w *Worker) start(hctx context.Context, qt *queue.Task, sent time.Time, giveBack bool) {
+	deadline := sent.Add(time.Duration(qt.Timeout))
+	t := newTask(qt, deadline)
+	// The deadline counts from before the claim was sent, so the worker's
+	// timeout fires no later than the store's (which counts from the
+	// claim's Redis time) and its own DEADLINE_EXCEEDED is what is recorded.
+	ctx, cancel := context.WithCancelCause(hctx)
+	j := &job{task: t, id: qt.ID, token: qt.LeaseToken, claimedAt: sent, cancel: cancel}
+	w.mu.Lock()
+	w.held[j.id] = j
+	w.mu.Unlock()
+	w.stats.claimed.Add(1)
+	w.tasks.Add(1)
+	if giveBack {
+		cancel(ErrShutdown)
+		go w.giveBack(j)
+		return
+	}
+	w.stats.running.Add(1)
+	go w.execute(ctx, j)
+}

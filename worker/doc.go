@@ -1,0 +1,71 @@
+// Package worker is the Go worker runtime: it serves one pool of one region,
+// claiming tasks from that region's queue.Store, running the handler
+// registered for each task's type, keeping the leases alive and recording
+// every outcome. `ax worker` is built on it, and so is any program that runs
+// its own handlers.
+//
+//	w, err := worker.New(store, worker.Options{Pool: "cpu", Concurrency: 16})
+//	w.Handle("report.generate", func(ctx context.Context, t *worker.Task) error {
+//		t.SetResult("s3://reports/" + t.ID)
+//		return nil
+//	})
+//	err = w.Run(ctx) // until ctx is cancelled, then a graceful shutdown
+//
+// # Slots, claims and wake-ups
+//
+// A worker has Concurrency slots. Whenever slots are free it claims up to
+// min(free slots, ClaimBatch) tasks in one store.Claim. When a claim comes
+// back short the queue is empty, and the worker blocks on the pool's wake-up
+// marker (store.WaitForWork) instead of polling: a submit brings it back
+// within milliseconds; the wait's safety timeout (IdleWait, 1s) bounds the
+// cost of a lost marker. A claim that came back full means work may remain,
+// so the next free slot claims again at once.
+//
+// # Leases
+//
+// One store.Heartbeat call every Heartbeat (3s) extends the leases of every
+// task the worker holds (running, or finished and waiting for its ack) and
+// records the worker and its slots as alive; the first one goes out when Run
+// starts, so the pool's capacity shows before any task arrives. Heartbeat
+// answers name the tasks to stop; their handlers' contexts are cancelled
+// with a cause (context.Cause): ErrLeaseLost, ErrCanceled, ErrPreempted or
+// ErrDeadline. Each handler context also carries the task's deadline (its
+// timeout from claim), with cause ErrDeadline.
+//
+// # Outcomes
+//
+// When a handler returns, the task is settled by the first rule that holds:
+//
+//   - lease lost: nothing is recorded; someone else owns the task now.
+//   - the handler returned nil: SUCCESS with the text given to SetResult.
+//     A handler that finished its work is believed even if a stop arrived
+//     meanwhile. Successes are acknowledged in batches (up to 32, or after
+//     2ms), so a busy worker spends one round trip on many of them.
+//   - stopped by the worker's shutdown: given back (READY, no retry spent).
+//   - preempted: given back with a jittered 60–120s delay (no retry spent).
+//   - cancel requested: acknowledged as a failed attempt, which the store
+//     turns into CANCELED.
+//   - deadline passed: failed with reason DEADLINE_EXCEEDED (retryable).
+//   - the error is NonRetryable (errors.Is(err, ErrNonRetryable)), or no
+//     handler is registered for the type: FAILED, NON_RETRYABLE.
+//   - any other error, or a panic (its value and the top of its stack become
+//     the error text): failed with retry and backoff while retries are left.
+//
+// Result text is bounded to queue.MaxResultLen bytes, error text to
+// queue.MaxErrorLen. Redis errors never stop the worker: every call is
+// retried with capped, jittered backoff; an acknowledgement is retried until
+// it is recorded or the lease is known to be lost.
+//
+// # Shutdown
+//
+// Run's context ending starts the shutdown, in this order: claiming stops;
+// running handlers get ShutdownGrace to finish (their outcomes are recorded
+// as usual); then the rest are cancelled with cause ErrShutdown and their
+// tasks given back without spending a retry; queued acknowledgements are
+// flushed; heartbeats, which kept the leases alive until here, stop. Run
+// returns once every goroutine it started has exited — so a handler must
+// return when its context is done.
+//
+// Built-in handlers (noop, sleep, exec with an allowlist, http with a URL
+// allowlist) live in package worker/handlers.
+package worker

@@ -1,0 +1,213 @@
+package handlers_test
+
+import (
+	"bytes"
+	"errors"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/ax-sched/ax/queue"
+	"github.com/ax-sched/ax/worker"
+	"github.com/ax-sched/ax/worker/handlers"
+	wt "github.com/ax-sched/ax/worker/internal/workertest"
+)
+
+// The test-only rules record the pids of the shell (the group leader, so
+// also the group id) and of a child it starts in the background.
+var testRules = map[string]handlers.ExecRule{
+	"echo": {Argv: []string{"echo", "{{.msg}}"}},
+	"greet": {
+		Argv: []string{"sh", "-c", `printf '%s|%s' "$1" "$GREETING"`, "sh", "{{.name}}"},
+		Env:  map[string]string{"GREETING": "hi {{.name}}"},
+	},
+	"fail": {Argv: []string{"sh", "-c", "echo partial; echo oops >&2; exit 3"}},
+	"sleepy": {Argv: []string{"sh", "-c", `echo $$ > "$1"; sleep 30 & echo $! > "$2"; sleep 30`,
+		"sh", "{{.pidfile}}", "{{.childfile}}"}},
+	// Ignores SIGTERM (and so do its children): only SIGKILL ends it.
+	"stubborn": {Argv: []string{"sh", "-c", `trap "" TERM; echo $$ > "$1"; sleep 30 & echo $! > "$2"; wait`,
+		"sh", "{{.pidfile}}", "{{.childfile}}"}, KillGrace: 300 * time.Millisecond},
+	// Exits at once, leaving a child behind in its group.
+	"leftover":    {Argv: []string{"sh", "-c", `sleep 30 & echo $! > "$1"; echo done`, "sh", "{{.childfile}}"}},
+	"ruletimeout": {Argv: []string{"sleep", "30"}, Timeout: 300 * time.Millisecond},
+}
+
+func TestExec(t *testing.T) {
+	e := wt.New(t)
+	e.Leader()
+	run, err := handlers.Exec(testRules)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var mu sync.Mutex
+	runtimes := map[string]time.Duration{}
+	ran := func(id string) time.Duration { mu.Lock(); defer mu.Unlock(); return runtimes[id] }
+	w := e.Worker(worker.Options{Concurrency: 8, OnFinish: func(t *worker.Task, _ queue.State, rt time.Duration) {
+		mu.Lock()
+		runtimes[t.ID] = rt
+		mu.Unlock()
+	}})
+	w.Handle("exec", run)
+	e.Run(w)
+	dir := t.TempDir()
+	files := func(name string) map[string]any {
+		return map[string]any{"pidfile": filepath.Join(dir, name+".pid"), "childfile": filepath.Join(dir, name+".child")}
+	}
+	submit := func(cmd string, args map[string]any, mod ...func(*queue.Spec)) string {
+		return e.SubmitOne("exec", map[string]any{"command": cmd, "args": args}, mod...)
+	}
+	// Start the slow ones first; they run side by side with the rest.
+	// A retry, so the timeout shows as its own trail step (the last
+	// attempt's records only RETRIES_EXHAUSTED).
+	sleepy := submit("sleepy", files("sleepy"), wt.Timeout(500*time.Millisecond), wt.Retries(1), wt.FastRetry)
+	stubborn := submit("stubborn", files("stubborn"), wt.Timeout(500*time.Millisecond), wt.Retries(0))
+	leftover := submit("leftover", files("leftover"))
+
+	t.Run("allowlisted echo gets its argument from the payload", func(t *testing.T) {
+		tk := e.WaitState(submit("echo", map[string]any{"msg": "hello world"}), queue.Success, 5*time.Second)
+		// The store keeps results on one line (queue's clean: \n → space).
+		if tk.Result != "hello world " {
+			t.Fatalf("result %q", tk.Result)
+		}
+		tk = e.WaitState(submit("echo", map[string]any{"msg": 42.5}), queue.Success, 5*time.Second)
+		if tk.Result != "42.5 " {
+			t.Fatalf("result %q", tk.Result)
+		}
+	})
+	t.Run("payload text never reaches a shell", func(t *testing.T) {
+		evil := `$(touch ` + filepath.Join(dir, "pwned") + `); x`
+		tk := e.WaitState(submit("greet", map[string]any{"name": evil}), queue.Success, 5*time.Second)
+		if tk.Result != evil+"|hi "+evil {
+			t.Fatalf("result %q", tk.Result)
+		}
+		if _, err := os.Stat(filepath.Join(dir, "pwned")); err == nil {
+			t.Fatal("the payload was run by a shell")
+		}
+	})
+	for _, c := range []struct {
+		name, cmd string
+		args      map[string]any
+		want      string
+	}{
+		{"command not in the allowlist", "rm", map[string]any{"msg": "-rf /"}, `command "rm" is not in this worker's allowlist`},
+		{"placeholder missing", "echo", map[string]any{}, `payload args lack "msg"`},
+		{"placeholder not a string or number", "echo", map[string]any{"msg": map[string]any{"a": 1}}, "args.msg must be a string or a number"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			tk := e.WaitState(submit(c.cmd, c.args), queue.Failed, 5*time.Second)
+			if tk.Reason != queue.ReasonNonRetryable || tk.Attempts != 1 || !strings.Contains(tk.LastError, c.want) {
+				t.Fatalf("got %s after %d attempts: %q, want NON_RETRYABLE with %q", tk.Reason, tk.Attempts, tk.LastError, c.want)
+			}
+		})
+	}
+	t.Run("non-zero exit is retried, with the output's tail", func(t *testing.T) {
+		id := submit("fail", nil, wt.Retries(1), wt.FastRetry)
+		tk := e.WaitState(id, queue.Failed, 5*time.Second)
+		if tk.Reason != queue.ReasonRetriesExhausted || tk.Attempts != 2 ||
+			!strings.Contains(tk.LastError, "exit status 3") || !strings.HasSuffix(tk.LastError, "oops ") {
+			t.Fatalf("got %s after %d attempts: %q", tk.Reason, tk.Attempts, tk.LastError)
+		}
+	})
+	t.Run("the rule's own timeout", func(t *testing.T) {
+		tk := e.WaitState(submit("ruletimeout", nil, wt.Retries(0)), queue.Failed, 5*time.Second)
+		if !strings.Contains(tk.LastError, "killed after the rule's timeout of 300ms") {
+			t.Fatalf("error %q", tk.LastError)
+		}
+	})
+	t.Run("a timed-out command's process group is gone", func(t *testing.T) {
+		tk := e.WaitState(sleepy, queue.Failed, 5*time.Second)
+		if e.Step(sleepy, queue.ReasonDeadline) == nil {
+			t.Fatalf("task %+v: want a DEADLINE_EXCEEDED step", tk)
+		}
+		settled(t, w, sleepy)
+		if rt := ran(sleepy); rt > 800*time.Millisecond {
+			t.Fatalf("ran %v: SIGTERM should have ended it right after the 500ms timeout", rt)
+		}
+		checkGone(t, files("sleepy"))
+	})
+	t.Run("SIGKILL after the grace for a group that ignores SIGTERM", func(t *testing.T) {
+		e.WaitState(stubborn, queue.Failed, 5*time.Second)
+		settled(t, w, stubborn)
+		if rt := ran(stubborn); rt < 800*time.Millisecond || rt > 2*time.Second {
+			t.Fatalf("ran %v: want the 500ms timeout plus the 300ms kill grace", rt)
+		}
+		checkGone(t, files("stubborn"))
+	})
+	t.Run("what a finished command left running is stopped", func(t *testing.T) {
+		tk := e.WaitState(leftover, queue.Success, 5*time.Second)
+		if tk.Result != "done " || tk.FinishedAt.Sub(*tk.StartedAt) > 3*time.Second {
+			t.Fatalf("task %+v", tk)
+		}
+		checkGone(t, map[string]any{"childfile": files("leftover")["childfile"]})
+	})
+}
+
+func TestExecRulesAreChecked(t *testing.T) {
+	for _, c := range []struct {
+		name string
+		rule handlers.ExecRule
+		want string
+	}{
+		{"no program", handlers.ExecRule{}, "needs a program"},
+		{"templated program", handlers.ExecRule{Argv: []string{"{{.prog}}"}}, "may not be a template"},
+		{"bad template", handlers.ExecRule{Argv: []string{"echo", "{{.msg"}}, "unclosed action"},
+		{"bad env name", handlers.ExecRule{Argv: []string{"env"}, Env: map[string]string{"A=B": "x"}}, "not an environment variable name"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			_, err := handlers.Exec(map[string]handlers.ExecRule{"x": c.rule})
+			if err == nil || !strings.Contains(err.Error(), c.want) {
+				t.Fatalf("got %v, want %q", err, c.want)
+			}
+		})
+	}
+}
+
+// settled waits until the worker has recorded (or dropped) task id: its
+// handler has returned, so the command is over.
+func settled(t *testing.T, w *worker.Worker, id string) {
+	t.Helper()
+	wt.Eventually(t, 10*time.Second, "task "+id+" settled by the worker", func() bool { return w.Stats().InFlight == 0 })
+}
+
+// checkGone checks that no process recorded in the pid files runs any more
+// and that, once reaped, kill(2) finds neither them nor their group.
+func checkGone(t *testing.T, files map[string]any) {
+	t.Helper()
+	for kind, f := range files {
+		b, err := os.ReadFile(f.(string))
+		if err != nil {
+			t.Fatal(err)
+		}
+		pid, err := strconv.Atoi(strings.TrimSpace(string(b)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if running(pid) {
+			t.Fatalf("%s %d still runs", kind, pid)
+		}
+		target := pid
+		if kind == "pidfile" {
+			target = -pid // the leader's pid is the group id
+		}
+		// Orphans are reaped by init, in its own time.
+		wt.Eventually(t, 10*time.Second, "kill(2) gives ESRCH for "+strconv.Itoa(target), func() bool {
+			return errors.Is(syscall.Kill(target, 0), syscall.ESRCH)
+		})
+	}
+}
+
+// running reports whether pid exists and is not a zombie.
+func running(pid int) bool {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		return false
+	}
+	i := bytes.LastIndexByte(b, ')')
+	f := bytes.Fields(b[i+1:])
+	return len(f) > 0 && f[0][0] != 'Z' && f[0][0] != 'X'
+}

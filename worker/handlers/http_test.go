@@ -1,0 +1,124 @@
+package handlers_test
+
+import (
+	"context"
+	"errors"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/ax-sched/ax/queue"
+	"github.com/ax-sched/ax/worker"
+	"github.com/ax-sched/ax/worker/handlers"
+	wt "github.com/ax-sched/ax/worker/internal/workertest"
+)
+
+func TestHTTP(t *testing.T) {
+	var boomCalls atomic.Int32
+	headers := make(chan http.Header, 1)
+	mux := http.NewServeMux()
+	mux.HandleFunc("POST /hooks/ok", func(w http.ResponseWriter, r *http.Request) {
+		headers <- r.Header.Clone()
+		b, _ := io.ReadAll(r.Body)
+		_, _ = io.WriteString(w, "got: "+string(b))
+	})
+	mux.HandleFunc("POST /hooks/bad", func(w http.ResponseWriter, r *http.Request) {
+		http.Error(w, "missing field invoice", http.StatusBadRequest)
+	})
+	mux.HandleFunc("POST /hooks/boom", func(w http.ResponseWriter, r *http.Request) {
+		boomCalls.Add(1)
+		http.Error(w, "database down", http.StatusInternalServerError)
+	})
+	mux.HandleFunc("POST /hooks/away", func(w http.ResponseWriter, r *http.Request) {
+		http.Redirect(w, r, "/admin/delete-everything", http.StatusTemporaryRedirect)
+	})
+	srv := httptest.NewServer(mux)
+	defer srv.Close()
+
+	post, err := handlers.HTTP(handlers.HTTPOptions{Allow: []string{srv.URL + "/hooks/"}, Timeout: 2 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	e := wt.New(t)
+	e.Leader()
+	w := e.Worker(worker.Options{Concurrency: 4})
+	w.Handle("http", post)
+	e.Run(w)
+	submit := func(url string, mod ...func(*queue.Spec)) string {
+		return e.SubmitOne("http", map[string]any{"url": url, "body": map[string]int{"n": 1}}, mod...)
+	}
+
+	t.Run("200 succeeds with the response", func(t *testing.T) {
+		id := submit(srv.URL + "/hooks/ok")
+		tk := e.WaitState(id, queue.Success, 5*time.Second)
+		if tk.Result != `got: {"n":1}` {
+			t.Fatalf("result %q", tk.Result)
+		}
+		h := <-headers
+		if h.Get("Idempotency-Key") != id || h.Get("Content-Type") != "application/json" ||
+			!strings.HasPrefix(h.Get("Traceparent"), "00-"+tk.TraceID+"-") {
+			t.Fatalf("headers %v", h)
+		}
+	})
+	t.Run("400 is not retried", func(t *testing.T) {
+		tk := e.WaitState(submit(srv.URL+"/hooks/bad"), queue.Failed, 5*time.Second)
+		if tk.Reason != queue.ReasonNonRetryable || tk.Attempts != 1 || !strings.Contains(tk.LastError, "400 Bad Request: missing field invoice") {
+			t.Fatalf("got %s after %d attempts: %q", tk.Reason, tk.Attempts, tk.LastError)
+		}
+	})
+	t.Run("500 is retried", func(t *testing.T) {
+		id := submit(srv.URL+"/hooks/boom", wt.Retries(2), wt.FastRetry)
+		tk := e.WaitState(id, queue.Failed, 5*time.Second)
+		if tk.Reason != queue.ReasonRetriesExhausted || tk.Attempts != 3 || boomCalls.Load() != 3 ||
+			!strings.Contains(tk.LastError, "500 Internal Server Error: database down") {
+			t.Fatalf("got %s after %d attempts (%d calls): %q", tk.Reason, tk.Attempts, boomCalls.Load(), tk.LastError)
+		}
+	})
+	for _, c := range []struct{ name, url, want string }{
+		{"prefix not allowed", srv.URL + "/admin/x", "does not start with an allowed prefix"},
+		{"prefix without its boundary", srv.URL + "/hooks", "does not start with an allowed prefix"},
+		{"another host", "http://example.invalid/hooks/ok", "does not start with an allowed prefix"},
+		{"redirect out of the allowlist", srv.URL + "/hooks/away", "redirect to a URL outside the allowlist"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			tk := e.WaitState(submit(c.url), queue.Failed, 5*time.Second)
+			if tk.Reason != queue.ReasonNonRetryable || !strings.Contains(tk.LastError, c.want) {
+				t.Fatalf("got %s: %q, want NON_RETRYABLE with %q", tk.Reason, tk.LastError, c.want)
+			}
+		})
+	}
+}
+
+func TestHTTPClientTimeoutIsRetryable(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		select {
+		case <-r.Context().Done():
+		case <-time.After(5 * time.Second):
+		}
+	}))
+	defer srv.Close()
+	post, err := handlers.HTTP(handlers.HTTPOptions{Allow: []string{srv.URL}, Timeout: 100 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	start := time.Now()
+	err = post(context.Background(), &worker.Task{ID: "t1", Type: "http", Payload: []byte(`{"url":"` + srv.URL + `/x"}`)})
+	if err == nil || errors.Is(err, worker.ErrNonRetryable) || !strings.Contains(err.Error(), "deadline exceeded") {
+		t.Fatalf("got %v, want a retryable timeout", err)
+	}
+	if took := time.Since(start); took > 2*time.Second {
+		t.Fatalf("took %v", took)
+	}
+}
+
+func TestHTTPOptionsAreChecked(t *testing.T) {
+	for _, allow := range [][]string{nil, {"ftp://x/"}, {"/relative"}} {
+		if _, err := handlers.HTTP(handlers.HTTPOptions{Allow: allow}); err == nil {
+			t.Fatalf("Allow %q accepted", allow)
+		}
+	}
+}

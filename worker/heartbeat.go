@@ -1,0 +1,95 @@
+package worker
+
+import (
+	"context"
+	"time"
+
+	"github.com/ax-sched/ax/queue"
+)
+
+// heartbeatLoop sends one heartbeat at once, then one every Heartbeat, until
+// stop is closed. A failed one is retried sooner (backoff, at most one
+// interval), so a short Redis hiccup costs no lease.
+func (w *Worker) heartbeatLoop(ctx context.Context, stop <-chan struct{}) {
+	t := time.NewTimer(0)
+	defer t.Stop()
+	fails := 0
+	for {
+		select {
+		case <-stop:
+			return
+		case <-t.C:
+		}
+		if err := w.beat(ctx); err != nil {
+			fails++
+			w.log.Warn("heartbeat failed; retrying", "err", err, "attempt", fails)
+			t.Reset(min(backoff(fails), w.opts.Heartbeat))
+			continue
+		}
+		fails = 0
+		t.Reset(w.opts.Heartbeat)
+	}
+}
+
+// beat extends the lease of every held task in one call, registers the
+// worker's slots, and stops the handlers the store names.
+func (w *Worker) beat(ctx context.Context) error {
+	w.mu.Lock()
+	held := make([]queue.Lease, 0, len(w.held))
+	for _, j := range w.held {
+		if !j.lost {
+			held = append(held, queue.Lease{ID: j.id, Token: j.token})
+		}
+	}
+	w.mu.Unlock()
+	sent := time.Now()
+	cctx, cancel := context.WithTimeout(ctx, callTimeout)
+	stops, err := w.store.Heartbeat(cctx, w.opts.ID, w.opts.Pool, w.opts.Concurrency, held)
+	cancel()
+	if err != nil {
+		return err
+	}
+	w.lastBeat.Store(sent.UnixNano())
+	for _, s := range stops {
+		w.stopJob(s)
+	}
+	return nil
+}
+
+// stopJob applies one stop from the heartbeat. The first stop of a job
+// decides its outcome; a lost lease always wins.
+func (w *Worker) stopJob(s queue.Stop) {
+	w.mu.Lock()
+	j := w.held[s.ID]
+	if j == nil || j.token != s.Token {
+		w.mu.Unlock()
+		return
+	}
+	if s.Why == queue.StopLost {
+		j.lost = true
+	}
+	first := j.stop == ""
+	if first {
+		j.stop = s.Why
+	}
+	done := j.done
+	w.mu.Unlock()
+	if done || !first {
+		return
+	}
+	w.log.Info("stopping handler", "task", j.id, "trace", j.task.TraceID, "why", s.Why)
+	j.cancel(stopCause(s.Why))
+}
+
+func stopCause(why queue.StopReason) error {
+	switch why {
+	case queue.StopCanceled:
+		return ErrCanceled
+	case queue.StopPreempted:
+		return ErrPreempted
+	case queue.StopDeadline:
+		return ErrDeadline
+	default:
+		return ErrLeaseLost
+	}
+}

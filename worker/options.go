@@ -1,0 +1,133 @@
+package worker
+
+import (
+	"fmt"
+	"log/slog"
+	"os"
+	"runtime"
+	"strconv"
+	"time"
+
+	"github.com/ax-sched/ax/queue"
+)
+
+// Defaults of Options; zero values take them.
+const (
+	DefaultClaimBatch      = 32
+	DefaultHeartbeat       = 3 * time.Second
+	DefaultShutdownGrace   = 30 * time.Second
+	DefaultIdleWait        = time.Second
+	DefaultPreemptDelayMin = 60 * time.Second
+	DefaultPreemptDelayMax = 120 * time.Second
+)
+
+// Completions are acknowledged in batches: a batch goes out when ackBatch
+// successes are queued or ackDelay after the first, whichever is first.
+// 2ms costs a handler nothing noticeable and turns thousands of round trips
+// a second into tens.
+const (
+	ackBatch = 32
+	ackDelay = 2 * time.Millisecond
+)
+
+// callTimeout bounds every Redis call but the idle wait (which has its own).
+const callTimeout = 5 * time.Second
+
+// Options configure a Worker.
+type Options struct {
+	// Pool is the pool this worker serves (required).
+	Pool string
+	// ID names the worker in the store and in logs; default host-pid.
+	ID string
+	// Concurrency is the number of slots: handlers running at once
+	// (default runtime.NumCPU()).
+	Concurrency int
+	// ClaimBatch bounds the tasks taken by one claim (default 32, at most
+	// queue.MaxBatch).
+	ClaimBatch int
+	// Heartbeat is the interval of lease renewal (default 3s). It must be
+	// shorter than the store's lease; a third of it leaves room for two
+	// missed beats.
+	Heartbeat time.Duration
+	// ShutdownGrace is how long running handlers may take to finish once
+	// Run's context ends (default 30s; negative: none).
+	ShutdownGrace time.Duration
+	// IdleWait is the safety timeout of the idle wait for new work, in
+	// whole seconds (default and minimum 1s). A wake-up normally comes long
+	// before; it also bounds how long an idle worker takes to shut down.
+	IdleWait time.Duration
+	// A preempted task is given back for a random delay in
+	// [PreemptDelayMin, PreemptDelayMax] (default 60s–120s), so a burst of
+	// preemptions does not come back at once.
+	PreemptDelayMin, PreemptDelayMax time.Duration
+	// PricePerSlotHour is recorded on every task at claim, for cost reports.
+	PricePerSlotHour float64
+	// Logger receives the worker's logs (default slog.Default()).
+	Logger *slog.Logger
+	// OnFinish, when set, is called once per claimed task after its outcome
+	// is recorded, with the state the store moved it to (SUCCESS; PENDING
+	// for a retry or a delayed give-back; READY; FAILED; CANCELED), or ""
+	// when the lease was lost and the outcome belongs to another worker.
+	// runtime is the handler's run time; t.Price × runtime is its cost.
+	// It runs on the worker's own goroutines: keep it short.
+	OnFinish func(t *Task, state queue.State, runtime time.Duration)
+}
+
+func (o *Options) withDefaults(lease time.Duration) error {
+	if o.Pool == "" {
+		return fmt.Errorf("worker: Options.Pool is required")
+	}
+	if o.ID == "" {
+		host, _ := os.Hostname()
+		if host == "" {
+			host = "worker"
+		}
+		o.ID = host + "-" + strconv.Itoa(os.Getpid())
+	}
+	if o.Concurrency < 0 {
+		return fmt.Errorf("worker: Options.Concurrency %d must not be negative", o.Concurrency)
+	}
+	if o.Concurrency == 0 {
+		o.Concurrency = runtime.NumCPU()
+	}
+	if o.ClaimBatch < 0 {
+		return fmt.Errorf("worker: Options.ClaimBatch %d must not be negative", o.ClaimBatch)
+	}
+	if o.ClaimBatch == 0 {
+		o.ClaimBatch = DefaultClaimBatch
+	}
+	o.ClaimBatch = min(o.ClaimBatch, queue.MaxBatch)
+	if o.Heartbeat <= 0 {
+		o.Heartbeat = DefaultHeartbeat
+	}
+	if o.Heartbeat >= lease {
+		return fmt.Errorf("worker: Options.Heartbeat %v must be shorter than the store's lease %v", o.Heartbeat, lease)
+	}
+	switch {
+	case o.ShutdownGrace == 0:
+		o.ShutdownGrace = DefaultShutdownGrace
+	case o.ShutdownGrace < 0:
+		o.ShutdownGrace = 0
+	}
+	if o.IdleWait <= 0 {
+		o.IdleWait = DefaultIdleWait
+	}
+	// Blocking pops count whole seconds (go-redis truncates to them).
+	o.IdleWait = max(o.IdleWait.Truncate(time.Second), time.Second)
+	if o.PreemptDelayMin <= 0 {
+		o.PreemptDelayMin = DefaultPreemptDelayMin
+	}
+	if o.PreemptDelayMax <= 0 {
+		o.PreemptDelayMax = max(DefaultPreemptDelayMax, o.PreemptDelayMin)
+	}
+	if o.PreemptDelayMax < o.PreemptDelayMin {
+		return fmt.Errorf("worker: Options.PreemptDelayMax %v is below PreemptDelayMin %v", o.PreemptDelayMax, o.PreemptDelayMin)
+	}
+	if o.PricePerSlotHour < 0 {
+		return fmt.Errorf("worker: Options.PricePerSlotHour %v must not be negative", o.PricePerSlotHour)
+	}
+	if o.Logger == nil {
+		o.Logger = slog.Default()
+	}
+	return nil
+}

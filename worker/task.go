@@ -1,0 +1,127 @@
+package worker
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+	"unicode/utf8"
+
+	"github.com/ax-sched/ax/queue"
+)
+
+// Handler runs one attempt of a task. It must return when ctx is done; the
+// error decides what happens to the task (see the package documentation).
+type Handler func(ctx context.Context, t *Task) error
+
+// Task is what a handler sees of the task it runs. The fields are copies:
+// changing them changes nothing in the store.
+type Task struct {
+	ID         string
+	Type       string
+	Payload    json.RawMessage // nil when the task has none
+	Attempt    int             // 1 on the first run, counting retries
+	MaxRetries int             // retries allowed after the first attempt
+	Priority   int
+	Tags       map[string]string
+	Tenant     string
+	TraceID    string    // W3C trace id (32 hex digits)
+	Deadline   time.Time // when this attempt's timeout ends
+	Price      float64   // price per slot-hour recorded at claim (0: none)
+
+	mu     sync.Mutex
+	result string
+}
+
+func newTask(qt *queue.Task, deadline time.Time) *Task {
+	return &Task{
+		ID:         qt.ID,
+		Type:       qt.Type,
+		Payload:    qt.Payload,
+		Attempt:    qt.Attempts,
+		MaxRetries: qt.MaxRetries,
+		Priority:   qt.Priority,
+		Tags:       qt.Tags,
+		Tenant:     qt.Tenant,
+		TraceID:    qt.TraceID,
+		Deadline:   deadline,
+		Price:      qt.PricePerHour,
+	}
+}
+
+// SetResult sets the text recorded with a success (at most
+// queue.MaxResultLen bytes are kept). The last call wins.
+func (t *Task) SetResult(s string) {
+	t.mu.Lock()
+	t.result = s
+	t.mu.Unlock()
+}
+
+// Result is the text given to SetResult.
+func (t *Task) Result() string {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.result
+}
+
+// Decode unmarshals the payload into v. A malformed payload will not get
+// better on retry, so its error is NonRetryable.
+func (t *Task) Decode(v any) error {
+	if len(t.Payload) == 0 {
+		return nil
+	}
+	if err := json.Unmarshal(t.Payload, v); err != nil {
+		return NonRetryable(fmt.Errorf("payload of %s: %w", t.Type, err))
+	}
+	return nil
+}
+
+// Causes of a handler context ending early, as context.Cause reports them.
+var (
+	// ErrCanceled: the task's cancellation was requested.
+	ErrCanceled = errors.New("worker: task canceled")
+	// ErrPreempted: the leader preempts the task for a more urgent one; it
+	// is given back and runs again later.
+	ErrPreempted = errors.New("worker: task preempted")
+	// ErrLeaseLost: the lease expired or was taken over; another worker may
+	// already run the task, and nothing this attempt reports is recorded.
+	ErrLeaseLost = errors.New("worker: lease lost")
+	// ErrDeadline: the attempt's timeout passed.
+	ErrDeadline = errors.New("worker: task deadline exceeded")
+	// ErrShutdown: the worker is shutting down and the grace period is over;
+	// the task is given back without spending a retry.
+	ErrShutdown = errors.New("worker: worker shutting down")
+)
+
+// ErrNonRetryable marks errors that no retry can fix. Wrap it
+// (fmt.Errorf("bad input: %w", worker.ErrNonRetryable)) or use NonRetryable.
+var ErrNonRetryable = errors.New("non-retryable")
+
+// NonRetryable marks err as final: the task goes to FAILED (reason
+// NON_RETRYABLE) without spending its retries. The result still matches
+// err with errors.Is and errors.As. NonRetryable(nil) is nil.
+func NonRetryable(err error) error {
+	if err == nil {
+		return nil
+	}
+	return &nonRetryableError{err: err}
+}
+
+type nonRetryableError struct{ err error }
+
+func (e *nonRetryableError) Error() string   { return e.err.Error() }
+func (e *nonRetryableError) Unwrap() []error { return []error{e.err, ErrNonRetryable} }
+
+// clampText cuts s to at most max bytes without splitting a UTF-8 sequence.
+func clampText(s string, max int) string {
+	if len(s) <= max {
+		return s
+	}
+	cut := max
+	for cut > 0 && !utf8.RuneStart(s[cut]) {
+		cut--
+	}
+	return s[:cut]
+}

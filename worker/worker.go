@@ -1,0 +1,257 @@
+package worker
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math/rand/v2"
+	"sort"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/ax-sched/ax/queue"
+)
+
+// Worker serves one pool: see the package documentation. Create it with
+// New, register handlers with Handle, then call Run once.
+type Worker struct {
+	store *queue.Store
+	opts  Options
+	lease time.Duration
+	log   *slog.Logger
+
+	hmu      sync.RWMutex
+	handlers map[string]Handler
+
+	started  atomic.Bool
+	stopping atomic.Bool  // Run's context has ended
+	lastBeat atomic.Int64 // unix ns at which the last successful heartbeat was sent
+
+	mu        sync.Mutex
+	held      map[string]*job // claimed and not yet settled, by task id
+	free      int             // free slots
+	slotFreed chan struct{}   // a slot was freed (capacity 1)
+
+	tasks sync.WaitGroup // one per job goroutine
+	acks  *acker
+	stats counters
+}
+
+// job is one claimed attempt.
+type job struct {
+	task      *Task
+	id, token string
+	claimedAt time.Time // local time just before the claim was sent
+	cancel    context.CancelCauseFunc
+
+	// Under Worker.mu.
+	stop    queue.StopReason // first stop the heartbeat reported
+	lost    bool             // lease known lost: nothing is recorded
+	done    bool             // the handler returned
+	runtime time.Duration    // handler run time, once done
+}
+
+// New returns a worker for opts.Pool over store.
+func New(store *queue.Store, opts Options) (*Worker, error) {
+	if store == nil {
+		return nil, errors.New("worker: store is nil")
+	}
+	lease := store.Options().Lease
+	if err := opts.withDefaults(lease); err != nil {
+		return nil, err
+	}
+	w := &Worker{
+		store:     store,
+		opts:      opts,
+		lease:     lease,
+		log:       opts.Logger.With("component", "worker", "pool", opts.Pool, "worker", opts.ID),
+		handlers:  map[string]Handler{},
+		held:      map[string]*job{},
+		free:      opts.Concurrency,
+		slotFreed: make(chan struct{}, 1),
+	}
+	w.acks = newAcker(w)
+	return w, nil
+}
+
+// Options returns the worker's effective options.
+func (w *Worker) Options() Options { return w.opts }
+
+// Handle registers h for tasks of type typ, before or while Run runs. It
+// panics on an empty type, a nil handler or a type registered twice, like
+// http.Handle: all three are programming errors.
+func (w *Worker) Handle(typ string, h Handler) {
+	if typ == "" || h == nil {
+		panic("worker: Handle needs a task type and a handler")
+	}
+	w.hmu.Lock()
+	defer w.hmu.Unlock()
+	if _, dup := w.handlers[typ]; dup {
+		panic(fmt.Sprintf("worker: a handler for task type %q is already registered", typ))
+	}
+	w.handlers[typ] = h
+}
+
+// handler returns the handler for typ, or one that fails the task as
+// NonRetryable naming what this worker does handle.
+func (w *Worker) handler(typ string) Handler {
+	w.hmu.RLock()
+	h := w.handlers[typ]
+	w.hmu.RUnlock()
+	if h != nil {
+		return h
+	}
+	return func(context.Context, *Task) error {
+		return NonRetryable(fmt.Errorf("worker: no handler for task type %q in pool %q (worker %s handles: %s)",
+			typ, w.opts.Pool, w.opts.ID, strings.Join(w.types(), ", ")))
+	}
+}
+
+func (w *Worker) types() []string {
+	w.hmu.RLock()
+	defer w.hmu.RUnlock()
+	ts := make([]string, 0, len(w.handlers))
+	for t := range w.handlers {
+		ts = append(ts, t)
+	}
+	sort.Strings(ts)
+	return ts
+}
+
+// Run serves the pool until ctx ends, then shuts down gracefully and
+// returns nil once every goroutine it started has exited. It may be called
+// once.
+//
+// Shutdown order:
+//  1. claiming stops (tasks of a claim already sent are given back
+//     unstarted); meanwhile
+//  2. running handlers get ShutdownGrace to finish, recorded as usual;
+//  3. then the remaining ones are cancelled (cause ErrShutdown), and each
+//     task is given back as its handler returns;
+//  4. once every handler returned, queued completions are flushed;
+//  5. then heartbeats stop: until here they kept every held lease alive.
+func (w *Worker) Run(ctx context.Context) error {
+	if !w.started.CompareAndSwap(false, true) {
+		return errors.New("worker: Run called more than once")
+	}
+	w.log.Info("worker starting", "slots", w.opts.Concurrency, "handles", w.types())
+	// Acks, heartbeats and handlers must outlive ctx: they drain the shutdown.
+	base := context.WithoutCancel(ctx)
+	hctx, cancelHandlers := context.WithCancelCause(base)
+	defer cancelHandlers(nil)
+
+	beatStop, beatDone := make(chan struct{}), make(chan struct{})
+	go func() { defer close(beatDone); w.heartbeatLoop(base, beatStop) }()
+	ackDone := make(chan struct{})
+	go func() { defer close(ackDone); w.acks.run(base) }()
+	claimDone := make(chan struct{})
+	go func() { defer close(claimDone); w.claimLoop(ctx, hctx) }()
+
+	<-ctx.Done()
+	w.stopping.Store(true)
+	w.log.Info("worker shutting down", "running", w.Stats().Running, "grace", w.opts.ShutdownGrace)
+
+	// The claimer may sit in the idle wait (Redis does not abandon a
+	// blocking pop when ctx ends) for up to IdleWait; the grace runs
+	// meanwhile. No job starts after claimDone, so tasks.Wait is safe then.
+	idle := make(chan struct{})
+	go func() { <-claimDone; w.tasks.Wait(); close(idle) }()
+	grace := time.NewTimer(w.opts.ShutdownGrace)
+	select {
+	case <-idle:
+		grace.Stop()
+	case <-grace.C:
+		w.log.Warn("shutdown grace over: stopping handlers and giving their tasks back", "running", w.Stats().Running)
+		cancelHandlers(ErrShutdown)
+		w.waitStuck(idle)
+	}
+
+	w.acks.close()
+	<-ackDone
+	close(beatStop)
+	<-beatDone
+	s := w.Stats()
+	w.log.Info("worker stopped", "claimed", s.Claimed, "succeeded", s.Succeeded, "failed", s.Failed,
+		"canceled", s.Canceled, "returned", s.Returned, "lost", s.Lost, "unsettled", s.InFlight)
+	return nil
+}
+
+// waitStuck waits for idle, naming every 10s the tasks whose handlers ignore
+// their cancelled context.
+func (w *Worker) waitStuck(idle <-chan struct{}) {
+	t := time.NewTicker(10 * time.Second)
+	defer t.Stop()
+	for {
+		select {
+		case <-idle:
+			return
+		case <-t.C:
+			w.mu.Lock()
+			var ids []string
+			for id, j := range w.held {
+				if !j.done {
+					ids = append(ids, id)
+				}
+			}
+			w.mu.Unlock()
+			w.log.Error("handlers ignore their cancelled context; Run cannot return", "tasks", ids)
+		}
+	}
+}
+
+// reserve takes up to n free slots, waiting until at least one is free.
+// It returns 0 when ctx ends first.
+func (w *Worker) reserve(ctx context.Context, n int) int {
+	for {
+		w.mu.Lock()
+		k := min(w.free, n)
+		w.free -= k
+		w.mu.Unlock()
+		if k > 0 {
+			return k
+		}
+		select {
+		case <-ctx.Done():
+			return 0
+		case <-w.slotFreed:
+		}
+	}
+}
+
+// release gives n slots back.
+func (w *Worker) release(n int) {
+	if n <= 0 {
+		return
+	}
+	w.mu.Lock()
+	w.free += n
+	w.mu.Unlock()
+	select {
+	case w.slotFreed <- struct{}{}:
+	default:
+	}
+}
+
+// backoff is the wait before retry number attempt (from 1) of a failed
+// Redis call: exponential from 50ms, capped at 2s, with jitter over its
+// upper half so a fleet of workers does not retry in step.
+func backoff(attempt int) time.Duration {
+	d := 50 * time.Millisecond << min(max(attempt-1, 0), 6)
+	d = min(d, 2*time.Second)
+	return d/2 + rand.N(d/2+1)
+}
+
+// sleep waits d or until ctx ends; false when ctx ended.
+func sleep(ctx context.Context, d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return false
+	case <-t.C:
+		return true
+	}
+}
