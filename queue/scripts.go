@@ -14,7 +14,7 @@ var scriptFS embed.FS
 // its own body, loaded once per process and run with EVALSHA.
 var scripts = struct {
 	submit, promote, place, claim, heartbeat, complete, fail, ret,
-	reap, cancel, replay, priority, sweep, workers, handoff, drain *redis.Script
+	reap, cancel, replay, priority, sweep, workers, handoff, drain, preempt *redis.Script
 }{
 	submit:    load("submit"),
 	promote:   load("promote"),
@@ -32,6 +32,7 @@ var scripts = struct {
 	workers:   load("workers"),
 	handoff:   load("handoff"),
 	drain:     load("drain"),
+	preempt:   load("preempt"),
 }
 
 func load(name string) *redis.Script {

@@ -7,6 +7,7 @@ import (
 	"hash/fnv"
 	"math/rand/v2"
 	"strconv"
+	"strings"
 	"sync/atomic"
 	"time"
 
@@ -273,20 +274,41 @@ func (s *Store) submitShard(ctx context.Context, shard int, tasks []NewTask, ids
 
 // PromoteResult reports one promotion pass.
 type PromoteResult struct {
-	Moved   int       // tasks that left the delayed set
-	Ready   int       // of those, made READY in their pinned pool
-	NextDue time.Time // earliest remaining due time; zero when none
+	Moved    int       // tasks that left the delayed set
+	Ready    int       // of those, made READY in their pinned pool
+	Deferred int       // of those, put back: backpressure or the re-admission limit
+	Readmit  int       // preempted tasks made READY again
+	NextDue  time.Time // earliest remaining due time; zero when none
+}
+
+// PromoteOptions are the leader's adaptive limits for one promotion pass.
+type PromoteOptions struct {
+	// Readmit is how many preempted tasks may become READY in this pass
+	// (the re-admission rate limit); negative means no limit.
+	Readmit int
+	// HotPools are pools whose priorities 3–4 (not critical) are deferred
+	// by backpressure, each by a jittered 50–100 % of Spread.
+	HotPools []string
+	Spread   time.Duration
 }
 
 // Promote moves due delayed tasks on, at most limit per shard and call
 // (≤ MaxBatch). Pinned tasks become READY; the others wait in the due set
 // for placement (DueTasks, Place).
-func (s *Store) Promote(ctx context.Context, f Fence, limit int) (PromoteResult, error) {
+func (s *Store) Promote(ctx context.Context, f Fence, limit int, opt ...PromoteOptions) (PromoteResult, error) {
 	limit = clampBatch(limit)
+	o := PromoteOptions{Readmit: -1}
+	if len(opt) > 0 {
+		o = opt[0]
+	}
+	hot := ""
+	if len(o.HotPools) > 0 {
+		hot = "," + strings.Join(o.HotPools, ",") + ","
+	}
 	var res PromoteResult
 	for shard := range s.keys {
 		out, err := scripts.promote.Run(ctx, s.rdb, s.keysWith(shard, s.fenceKey(shard, f)),
-			s.clock(), f.Token, limit).Slice()
+			s.clock(), f.Token, limit, o.Readmit, hot, o.Spread.Milliseconds()).Slice()
 		if err != nil {
 			return res, fmt.Errorf("queue: promote: %w", err)
 		}
@@ -295,6 +317,10 @@ func (s *Store) Promote(ctx context.Context, f Fence, limit int) (PromoteResult,
 		}
 		res.Moved += toInt(out[0])
 		res.Ready += toInt(out[1])
+		if len(out) > 4 {
+			res.Deferred += toInt(out[3])
+			res.Readmit += toInt(out[4])
+		}
 		if t := msTime(toStr(out[2])); t != nil && (res.NextDue.IsZero() || t.Before(res.NextDue)) {
 			res.NextDue = *t
 		}
@@ -330,6 +356,9 @@ type Assignment struct {
 	// Region, when set, is another region: the task goes to the outbox to be
 	// handed to Pool there.
 	Region string
+	// Reason of a deferral (Pool ""): NO_CAPACITY (default) or
+	// DEFERRED_BACKPRESSURE.
+	Reason string
 }
 
 // PlaceResult counts what Place did.
@@ -349,12 +378,12 @@ func (s *Store) Place(ctx context.Context, f Fence, as []Assignment) (PlaceResul
 		if a.Pool == "" {
 			retry = strconv.FormatInt(a.RetryAt.UnixMilli(), 10)
 		}
-		byShard[shard] = append(byShard[shard], a.ID, a.Pool, retry, a.Region)
+		byShard[shard] = append(byShard[shard], a.ID, a.Pool, retry, a.Region, a.Reason)
 	}
 	for shard, items := range byShard {
-		for start := 0; start < len(items); start += 4 * MaxBatch {
-			chunk := items[start:min(start+4*MaxBatch, len(items))]
-			argv := append([]any{s.clock(), f.Token, len(chunk) / 4}, chunk...)
+		for start := 0; start < len(items); start += 5 * MaxBatch {
+			chunk := items[start:min(start+5*MaxBatch, len(items))]
+			argv := append([]any{s.clock(), f.Token, len(chunk) / 5}, chunk...)
 			out, err := scripts.place.Run(ctx, s.rdb, s.keysWith(shard, s.fenceKey(shard, f), s.keys[shard].prefix+"outbox"), argv...).Slice()
 			if err != nil {
 				return res, fmt.Errorf("queue: place: %w", err)

@@ -54,6 +54,8 @@ const (
 	ReasonPriority         = "PRIORITY_CHANGED"
 	ReasonHandOffRefused   = "HANDOFF_REFUSED"
 	ReasonDrained          = "DRAINED"
+	ReasonDeferred         = "DEFERRED_BACKPRESSURE"
+	ReasonPreemptRequested = "PREEMPT_REQUESTED"
 )
 
 // Limits and defaults of a task spec (DESIGN §2). Region configs may change

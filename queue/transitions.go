@@ -8,7 +8,7 @@ var transitions = map[State]map[State][]string{
 		Ready:   {ReasonPlaced},
 	},
 	Pending: {
-		Pending:   {ReasonNoCapacity, ReasonPriority, ReasonHandOffRefused},
+		Pending:   {ReasonNoCapacity, ReasonPriority, ReasonHandOffRefused, ReasonDeferred},
 		HandedOff: {ReasonHandedOff},
 		Ready:     {ReasonDue, ReasonPlaced},
 		Canceled:  {ReasonCanceledByUser, ReasonUpstreamFailed},
@@ -20,7 +20,7 @@ var transitions = map[State]map[State][]string{
 		Canceled: {ReasonCanceledByUser, ReasonUpstreamFailed},
 	},
 	Running: {
-		Running:  {ReasonPriority},
+		Running:  {ReasonPriority, ReasonPreemptRequested},
 		Success:  {ReasonCompleted},
 		Pending:  {ReasonHandlerError, ReasonDeadline, ReasonPreempted, ReasonWorkerShutdown},
 		Ready:    {ReasonPreempted, ReasonWorkerShutdown},

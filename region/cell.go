@@ -26,6 +26,8 @@ type Pool struct {
 	Discount         float64
 	ScaleFromZero    bool
 	Schedule         *Schedule // optional capacity windows
+	// Thresholds of queue fill for backpressure (zero: the region's).
+	Thresholds Thresholds
 }
 
 // Placer decides due tasks: a local pool, or no capacity now (Pool "" with
@@ -50,6 +52,11 @@ type Config struct {
 	PublishInterval time.Duration // default 2s
 	MaxSleep        time.Duration // longest the promote/reap loops sleep, default 1s
 	Logger          *slog.Logger
+	// Thresholds are the region's backpressure thresholds (defaults 0.60,
+	// 0.80, 0.95, 0.40).
+	Thresholds Thresholds
+	// Preemption limits (see preempt.go).
+	Preemption Preemption
 	// LeaderLoops run beside the cell's own loops during every term (the
 	// federation's outbox sender, schedules). Each returns when ctx ends and
 	// calls lost when a fenced write is rejected.
@@ -75,6 +82,15 @@ func (c *Config) defaults() {
 	if c.Logger == nil {
 		c.Logger = slog.Default()
 	}
+	if c.Thresholds == (Thresholds{}) {
+		c.Thresholds = DefaultThresholds()
+	}
+	for i := range c.Pools {
+		if c.Pools[i].Thresholds == (Thresholds{}) {
+			c.Pools[i].Thresholds = c.Thresholds
+		}
+	}
+	c.Preemption.defaults()
 }
 
 // Cell is one server's membership in its region's cell.
@@ -93,8 +109,9 @@ type Cell struct {
 	token         atomic.Int64
 	globalHealthy atomic.Bool
 
-	mu      sync.Mutex
-	figures Figures
+	mu       sync.Mutex
+	figures  Figures
+	pressure map[string]*pressure // by pool; leader-owned, read by PlaceDue
 }
 
 // New makes a cell. placer may be nil (LocalPlacer over cfg.Pools).
@@ -173,7 +190,7 @@ func (c *Cell) lead(ctx context.Context, l *lease.Leadership) {
 		}
 	}
 	var wg sync.WaitGroup
-	loops := append([]func(context.Context, queue.Fence, func(error)){c.promoteLoop, c.reapLoop, c.houseLoop}, c.cfg.LeaderLoops...)
+	loops := append([]func(context.Context, queue.Fence, func(error)){c.promoteLoop, c.reapLoop, c.houseLoop, c.preemptLoop}, c.cfg.LeaderLoops...)
 	for _, loop := range loops {
 		wg.Add(1)
 		go func() {
@@ -209,15 +226,23 @@ func (c *Cell) untilNext(next time.Time) time.Duration {
 
 // promoteLoop promotes due tasks and places the ones waiting for placement.
 func (c *Cell) promoteLoop(ctx context.Context, f queue.Fence, lost func(error)) {
+	readmit := newBucket(c.cfg.Preemption.ReadmitRate, max(c.cfg.Preemption.ReadmitRate, 1))
 	for ctx.Err() == nil {
-		res, err := c.store.Promote(ctx, f, queue.MaxBatch)
+		hot, spread := c.hotPools()
+		res, err := c.store.Promote(ctx, f, queue.MaxBatch, queue.PromoteOptions{
+			Readmit: readmit.available(time.Now()), HotPools: hot, Spread: spread,
+		})
 		if err != nil {
 			if c.failed(ctx, "promote", err, lost) {
 				return
 			}
 			continue
 		}
+		readmit.take(res.Readmit)
 		c.metrics.promoted.WithLabelValues(c.cfg.Region).Add(float64(res.Moved))
+		if res.Deferred > 0 {
+			c.metrics.deferred.WithLabelValues(c.cfg.Region).Add(float64(res.Deferred))
+		}
 		if err := c.placeDue(ctx, f); err != nil {
 			if c.failed(ctx, "place", err, lost) {
 				return
@@ -239,7 +264,7 @@ func (c *Cell) placeDue(ctx context.Context, f queue.Fence) error {
 		if err != nil || len(due) == 0 {
 			return err
 		}
-		as := c.placer.PlaceDue(ctx, due)
+		as := c.backpressure(due, c.placer.PlaceDue(ctx, due))
 		if len(as) == 0 {
 			return nil
 		}
@@ -384,6 +409,9 @@ func (c *Cell) collect(ctx context.Context, f queue.Fence) (Figures, error) {
 		})
 	}
 	sort.Slice(figs.Pools, func(i, j int) bool { return figs.Pools[i].Name < figs.Pools[j].Name })
+	for i := range figs.Pools {
+		figs.Pools[i].Paused = c.updatePressure(figs.Pools[i])
+	}
 	return figs, nil
 }
 
@@ -393,6 +421,7 @@ func (c *Cell) observe(f Figures) {
 	c.mu.Unlock()
 	for _, p := range f.Pools {
 		l := []string{c.cfg.Region, p.Name}
+		c.metrics.pressure.WithLabelValues(l...).Set(float64(c.pressureLevel(p.Name)))
 		c.metrics.slots.WithLabelValues(l...).Set(float64(p.Slots))
 		c.metrics.running.WithLabelValues(l...).Set(float64(p.Running))
 		c.metrics.ready.WithLabelValues(l...).Set(float64(p.Ready))

@@ -29,12 +29,16 @@ func newHarness(t *testing.T) *harness {
 }
 
 // startCell runs a cell until the returned stop is called.
-func (h *harness) startCell(id string, m *Metrics) (*Cell, func()) {
-	c := New(h.store, h.etcd.Client(), nil, Config{
+func (h *harness) startCell(id string, m *Metrics, mod ...func(*Config)) (*Cell, func()) {
+	cfg := Config{
 		Region: "eu-west", ID: id, API: "http://" + id, SessionTTL: 2 * time.Second,
 		Heartbeat: 500 * time.Millisecond, PublishInterval: 300 * time.Millisecond,
 		Pools: []Pool{{Name: "cpu", QueueCapacity: 100, PricePerSlotHour: 0.05}},
-	}, nil, m)
+	}
+	for _, f := range mod {
+		f(&cfg)
+	}
+	c := New(h.store, h.etcd.Client(), nil, cfg, nil, m)
 	ctx, cancel := context.WithCancel(context.Background())
 	var wg sync.WaitGroup
 	wg.Add(1)

@@ -28,6 +28,9 @@ type PoolFigures struct {
 	Discount         float64           `json:"discount,omitempty"`
 	ScaleFromZero    bool              `json:"scale_from_zero,omitempty"`
 	Schedule         *Schedule         `json:"capacity_schedule,omitempty"`
+	// Paused: backpressure holds priorities 3–4 until the fill falls under
+	// the resume threshold.
+	Paused bool `json:"paused,omitempty"`
 }
 
 // Schedule is a pool's capacity windows: inside a window the pool has the

@@ -8,6 +8,9 @@ type Metrics struct {
 	leaderChanges, fenced             *prometheus.CounterVec
 	promoted, placed, reaped          *prometheus.CounterVec
 	slots, running, ready, fill, util *prometheus.GaugeVec
+	pressure                          *prometheus.GaugeVec
+	deferred                          *prometheus.CounterVec
+	preemptions                       *prometheus.CounterVec
 }
 
 // NewMetrics registers the cell's metrics with reg (nil: not registered).
@@ -31,10 +34,14 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		ready:         g("ax_pool_ready", "READY tasks of a pool.", "region", "pool"),
 		fill:          g("ax_pool_queue_fill", "READY ÷ queue capacity.", "region", "pool"),
 		util:          g("ax_pool_utilisation", "RUNNING ÷ live slots.", "region", "pool"),
+		pressure:      g("ax_pool_pressure", "Backpressure level: 0 none, 1 alert (≥ alert, low priorities deferred), 2 spill (≥ spill), 3 paused (≥ pause until < resume).", "region", "pool"),
+		deferred:      c("ax_backpressure_deferrals_total", "Due tasks of priorities 3–4 put back by backpressure, or preempted tasks held by the re-admission limit.", "region"),
+		preemptions:   c("ax_preemptions_total", "Preemption decisions by reason: PREEMPTED or PREEMPT_DENIED_*.", "region", "pool", "reason"),
 	}
 	if reg != nil {
 		for _, col := range []prometheus.Collector{m.leader, m.globalHealthy, m.leaderChanges, m.fenced,
-			m.promoted, m.placed, m.reaped, m.slots, m.running, m.ready, m.fill, m.util} {
+			m.promoted, m.placed, m.reaped, m.slots, m.running, m.ready, m.fill, m.util,
+			m.pressure, m.deferred, m.preemptions} {
 			reg.MustRegister(col)
 		}
 	}
@@ -44,6 +51,11 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 // FencedRejections reads the fenced-write counter of a region (tests, status).
 func (m *Metrics) FencedRejections(region string) float64 {
 	return counterValue(m.fenced.WithLabelValues(region))
+}
+
+// Preemptions reads the preemption decisions of a pool with a reason.
+func (m *Metrics) Preemptions(region, pool, reason string) float64 {
+	return counterValue(m.preemptions.WithLabelValues(region, pool, reason))
 }
 
 // LeaderChanges reads the terms counter of a region.

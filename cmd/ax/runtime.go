@@ -76,8 +76,10 @@ func placementConfig(cfg *config.Region) placement.Config {
 	pc.StaleAfter = cfg.Placement.StaleAfter
 	pc.CrossRegionPenalty = cfg.Placement.CrossRegionPenalty
 	pc.DefaultDuration = cfg.Placement.DefaultDuration
+	// Placement's hard watermark is the spill threshold: at ≥ spill a pool
+	// is SATURATED for non-critical work, which goes elsewhere (or 429).
 	pc.SoftWatermark = cfg.Thresholds.Alert
-	pc.HardWatermark = cfg.Thresholds.Pause
+	pc.HardWatermark = cfg.Thresholds.Spill
 	return pc
 }
 
@@ -86,6 +88,9 @@ func regionPools(cfg *config.Region) []region.Pool {
 	for _, p := range cfg.Pools {
 		rp := region.Pool{Name: p.Name, Tags: p.Tags, QueueCapacity: p.QueueCapacity, PricePerSlotHour: p.PricePerSlotHour,
 			Spot: p.Spot, Discount: p.Discount, ScaleFromZero: p.ScaleFromZero}
+		if p.Thresholds != nil {
+			rp.Thresholds = thresholds(*p.Thresholds)
+		}
 		if len(p.CapacitySchedule.Windows) > 0 {
 			s := &region.Schedule{Timezone: p.CapacitySchedule.Timezone}
 			for _, w := range p.CapacitySchedule.Windows {
@@ -96,6 +101,17 @@ func regionPools(cfg *config.Region) []region.Pool {
 		out = append(out, rp)
 	}
 	return out
+}
+
+func thresholds(t config.Thresholds) region.Thresholds {
+	return region.Thresholds{Alert: t.Alert, Spill: t.Spill, Pause: t.Pause, Resume: t.Resume}
+}
+
+func preemption(p config.Preemption) region.Preemption {
+	return region.Preemption{
+		Disabled: !p.Enabled, MinPriorityGap: p.MinPriorityGap, MaxRuntime: p.MaxRuntime, MaxPerTask: p.MaxPerTask,
+		MaxPerWorkerPerMinute: p.MaxPerWorkerPerMinute, ReadmitRate: p.ReadmitRate,
+	}
 }
 
 // server is one running `ax server`: a region cell, the federation node and
@@ -166,6 +182,7 @@ func startServer(ctx context.Context, cfg *config.Region, log *slog.Logger) (*se
 	s.cell = region.New(s.store, s.regional, s.global, region.Config{
 		Region: cfg.Name, ID: s.id, API: cfg.PublicAddr, Pools: regionPools(cfg), Prefix: cfg.Etcd.Prefix,
 		SessionTTL: cfg.Etcd.SessionTTL, Heartbeat: cfg.Lease.Heartbeat, Logger: s.log,
+		Thresholds: thresholds(cfg.Thresholds), Preemption: preemption(cfg.Preemption),
 		LeaderLoops: []func(context.Context, queue.Fence, func(error)){s.node.OutboxLoop},
 	}, s.node, region.NewMetrics(reg))
 	s.node.SetCell(s.cell)

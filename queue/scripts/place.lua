@@ -3,7 +3,7 @@
 -- task to retry_at (stays PENDING, NO_CAPACITY).
 -- KEYS: 1-8 see lib.lua; 9 fence key, 10 outbox.
 -- ARGV: 1 clock, 2 fencing token, 3 n, then per item: id, pool, retry_at_ms,
---       handoff region ('' = local pool).
+--       handoff region ('' = local pool), reason of a deferral (default NO_CAPACITY).
 -- An item with a handoff region goes to the outbox (stays PENDING) to be
 -- handed to pool in that region.
 -- Returns: {-1} when fenced; else {placed, deferred, skipped}.
@@ -13,7 +13,9 @@ local n = tonumber(ARGV[3])
 local placed, deferred, skipped = 0, 0, 0
 local ids = {}
 for k = 0, n - 1 do
-  local id, pool, retry, target = ARGV[4 + 4 * k], ARGV[5 + 4 * k], ARGV[6 + 4 * k], ARGV[7 + 4 * k]
+  local id, pool, retry, target = ARGV[4 + 5 * k], ARGV[5 + 5 * k], ARGV[6 + 5 * k], ARGV[7 + 5 * k]
+  local why = ARGV[8 + 5 * k]
+  if why == nil or why == '' then why = 'NO_CAPACITY' end
   local r = redis.call('HMGET', tkey(id), 'st', 'pr', 'eq', 'ke', 'rs')
   if redis.call('ZREM', K_DUE, id) == 0 or r[1] ~= 'P' then
     skipped = skipped + 1
@@ -30,8 +32,8 @@ for k = 0, n - 1 do
     ids[#ids + 1] = id
   else
     redis.call('ZADD', K_DELAYED, retry, id)
-    redis.call('HSET', tkey(id), 'rs', 'NO_CAPACITY', 'du', retry)
-    if r[5] ~= 'NO_CAPACITY' then trail(id, now, 'P', 'P', 'NO_CAPACITY', 'leader', '0', '') end
+    redis.call('HSET', tkey(id), 'rs', why, 'du', retry)
+    if r[5] ~= why then trail(id, now, 'P', 'P', why, 'leader', '0', '') end
     deferred = deferred + 1
   end
 end

@@ -1,0 +1,311 @@
+package queue
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"hash/fnv"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// DAG runs (DESIGN §4) keep their state in one slot of their home region's
+// Redis, every key of a run sharing the hash tag {dag:<id>}:
+//
+//	ax:{dag:<id>}:def          STRING definition (JSON DAGDef), written once
+//	ax:{dag:<id>}:run          HASH   st RUNNING|SUCCESS|FAILED, tn tenant,
+//	                                  nm name, ct created, fa finished (ms)
+//	ax:{dag:<id>}:nodes        HASH   node id → "code|reason|attempts|region|pool|ms"
+//	ax:{dag:<id>}:fence:<name> STRING highest fencing token seen for the run
+//	ax:{dags}:active           ZSET   ids of RUNNING runs by creation (ms)
+//
+// The active set has its own slot, so no script writes it together with a
+// run: an id is added before its run is created and removed after the run
+// ended. The reconciler forgets ids whose run ended or never appeared, so a
+// crash between the two steps leaves nothing behind.
+//
+// Node transitions are compare-and-set: UpdateDAG applies a step only while
+// the node is in the state the caller read, so repeating a step (a retried
+// pass, a second leader that has not yet been fenced) changes nothing.
+
+var dagScripts = struct{ create, update *redis.Script }{
+	create: load("dag_create"),
+	update: load("dag_update"),
+}
+
+// ErrDAGNotFound: no DAG run with this id in this region (or it expired).
+var ErrDAGNotFound = errors.New("queue: DAG run not found")
+
+// DAGState is the state of a DAG run.
+type DAGState string
+
+const (
+	DAGRunning DAGState = "RUNNING"
+	DAGSuccess DAGState = "SUCCESS" // every node SUCCESS or SKIPPED
+	DAGFailed  DAGState = "FAILED"  // some node FAILED or CANCELED
+)
+
+// NodeState is the state of one node of a DAG run.
+type NodeState string
+
+const (
+	NodeWaiting  NodeState = "WAITING"  // upstream not settled yet
+	NodeReleased NodeState = "RELEASED" // its task was submitted
+	NodeSuccess  NodeState = "SUCCESS"
+	NodeFailed   NodeState = "FAILED"
+	NodeCanceled NodeState = "CANCELED" // its task was canceled, or never submitted (UPSTREAM_FAILED)
+	NodeSkipped  NodeState = "SKIPPED"  // its trigger rule can no longer hold
+)
+
+// Terminal reports whether the node is settled.
+func (s NodeState) Terminal() bool {
+	return s == NodeSuccess || s == NodeFailed || s == NodeCanceled || s == NodeSkipped
+}
+
+var nodeCodes = map[NodeState]string{
+	NodeWaiting: "W", NodeReleased: "R", NodeSuccess: "S", NodeFailed: "F", NodeCanceled: "C", NodeSkipped: "K",
+}
+
+func nodeStateOf(code string) NodeState {
+	for s, c := range nodeCodes {
+		if c == code {
+			return s
+		}
+	}
+	return NodeState(code)
+}
+
+// TriggerRule says when a node runs, given its upstream nodes.
+type TriggerRule string
+
+const (
+	AllSuccess TriggerRule = "all_success" // every upstream SUCCESS (the default)
+	AllDone    TriggerRule = "all_done"    // every upstream settled, whatever the outcome
+	OneFailed  TriggerRule = "one_failed"  // at least one upstream FAILED or CANCELED
+)
+
+// DAGDef is a run's definition as stored: validated, with every node's task
+// id derived (DAGTaskID). Task holds the node's task spec as submitted; it
+// is normalized again when the node is released, so delays count from then.
+type DAGDef struct {
+	ID     string       `json:"id"`
+	Name   string       `json:"name,omitempty"`
+	Tenant string       `json:"tenant"`
+	Nodes  []DAGNodeDef `json:"nodes"`
+}
+
+// DAGNodeDef is one node of a definition.
+type DAGNodeDef struct {
+	ID          string          `json:"id"`
+	DependsOn   []string        `json:"depends_on,omitempty"`
+	TriggerRule TriggerRule     `json:"trigger_rule"`
+	TaskID      string          `json:"task_id"`
+	Task        json.RawMessage `json:"task"`
+}
+
+// DAGNode is the recorded state of one node.
+type DAGNode struct {
+	State    NodeState
+	Reason   string // e.g. UPSTREAM_FAILED, or the task's reason when it ended
+	Attempts int    // attempts of its task when it ended
+	Region   string // where its task ran (when it ended)
+	Pool     string
+	At       time.Time // of the last change (Redis time)
+}
+
+func (n DAGNode) value() string {
+	clean := func(s string) string { return strings.ReplaceAll(s, "|", "_") }
+	return nodeCodes[n.State] + "|" + clean(n.Reason) + "|" + strconv.Itoa(n.Attempts) + "|" +
+		clean(n.Region) + "|" + clean(n.Pool)
+}
+
+func decodeDAGNode(v string) DAGNode {
+	f := strings.SplitN(v, "|", 6)
+	for len(f) < 6 {
+		f = append(f, "")
+	}
+	n := DAGNode{State: nodeStateOf(f[0]), Reason: f[1], Attempts: atoi(f[2]), Region: f[3], Pool: f[4]}
+	if t := msTime(f[5]); t != nil {
+		n.At = *t
+	}
+	return n
+}
+
+// DAGRun is a run's state: the run and every node, without the definition.
+type DAGRun struct {
+	ID         string
+	Name       string
+	Tenant     string
+	State      DAGState
+	CreatedAt  time.Time
+	FinishedAt *time.Time
+	Nodes      map[string]DAGNode
+}
+
+// DAGStep is one node transition: From is the state the caller read.
+type DAGStep struct {
+	Node string
+	From NodeState // NodeWaiting or NodeReleased
+	To   DAGNode   // its time is set by Redis
+}
+
+// DAGUpdate is what UpdateDAG did.
+type DAGUpdate struct {
+	Applied  int      // steps applied (the others found the node moved on)
+	Released int      // of those, WAITING → RELEASED
+	State    DAGState // the run's state after the call
+	Ended    bool     // this call ended the run
+}
+
+func (s *Store) dagKey(id, suffix string) string {
+	return s.opts.Prefix + ":{dag:" + id + "}:" + suffix
+}
+
+func (s *Store) activeDAGs() string { return s.opts.Prefix + ":{dags}:active" }
+
+// DAGTaskID derives the task id of a node: the run's id with its seq part
+// replaced by 30 bits of a hash of (run id, node id, salt). Releasing a node
+// twice thus submits the same id, which the store accepts once (ErrExists).
+// Salt is 0 unless two nodes of one run collide; the definition records the
+// result, so it is never derived again.
+func DAGTaskID(dagID, node string, salt int) (string, error) {
+	if _, err := ParseID(dagID); err != nil {
+		return "", err
+	}
+	h := fnv.New64a()
+	h.Write([]byte(dagID))
+	h.Write([]byte{0})
+	h.Write([]byte(node))
+	if salt > 0 {
+		h.Write([]byte{0})
+		h.Write([]byte(strconv.Itoa(salt)))
+	}
+	v := h.Sum64()
+	var seq [6]byte
+	for i := 5; i >= 0; i-- {
+		seq[i] = idAlphabet[v&31]
+		v >>= 5
+	}
+	return dagID[:10] + string(seq[:]) + dagID[16:], nil
+}
+
+// CreateDAG stores a new run: RUNNING, every node in its first state
+// (initial; nodes left out are WAITING). It fails with ErrExists when a run
+// with this id exists.
+func (s *Store) CreateDAG(ctx context.Context, def *DAGDef, initial map[string]DAGNode) error {
+	p, err := ParseID(def.ID)
+	if err != nil {
+		return err
+	}
+	b, err := json.Marshal(def)
+	if err != nil {
+		return fmt.Errorf("queue: create DAG: %w", err)
+	}
+	// Into the active set first: a run the reconciler does not know of
+	// would never move.
+	if err := s.rdb.ZAdd(ctx, s.activeDAGs(), redis.Z{Score: float64(p.Time.UnixMilli()), Member: def.ID}).Err(); err != nil {
+		return fmt.Errorf("queue: create DAG: %w", err)
+	}
+	argv := make([]any, 0, 5+2*len(def.Nodes))
+	argv = append(argv, s.clock(), string(b), def.Tenant, def.Name, len(def.Nodes))
+	for _, n := range def.Nodes {
+		st, ok := initial[n.ID]
+		if !ok {
+			st = DAGNode{State: NodeWaiting}
+		}
+		argv = append(argv, n.ID, st.value())
+	}
+	keys := []string{s.dagKey(def.ID, "def"), s.dagKey(def.ID, "run"), s.dagKey(def.ID, "nodes")}
+	code, err := dagScripts.create.Run(ctx, s.rdb, keys, argv...).Int()
+	if err != nil {
+		return fmt.Errorf("queue: create DAG: %w", err)
+	}
+	if code == 1 {
+		return fmt.Errorf("%w: DAG run %s", ErrExists, def.ID)
+	}
+	return nil
+}
+
+// DAGDefinition reads a run's definition.
+func (s *Store) DAGDefinition(ctx context.Context, id string) (*DAGDef, error) {
+	b, err := s.rdb.Get(ctx, s.dagKey(id, "def")).Bytes()
+	if errors.Is(err, redis.Nil) {
+		return nil, fmt.Errorf("%w: %s", ErrDAGNotFound, id)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("queue: DAG definition: %w", err)
+	}
+	var d DAGDef
+	if err := json.Unmarshal(b, &d); err != nil {
+		return nil, fmt.Errorf("queue: DAG definition %s: %w", id, err)
+	}
+	return &d, nil
+}
+
+// DAG reads a run's state and every node's (one round trip).
+func (s *Store) DAG(ctx context.Context, id string) (*DAGRun, error) {
+	pipe := s.rdb.Pipeline()
+	rc := pipe.HGetAll(ctx, s.dagKey(id, "run"))
+	nc := pipe.HGetAll(ctx, s.dagKey(id, "nodes"))
+	if _, err := pipe.Exec(ctx); err != nil {
+		return nil, fmt.Errorf("queue: DAG: %w", err)
+	}
+	h := rc.Val()
+	if len(h) == 0 {
+		return nil, fmt.Errorf("%w: %s", ErrDAGNotFound, id)
+	}
+	r := &DAGRun{ID: id, Name: h["nm"], Tenant: h["tn"], State: DAGState(h["st"]), FinishedAt: msTime(h["fa"]),
+		Nodes: make(map[string]DAGNode, len(nc.Val()))}
+	if t := msTime(h["ct"]); t != nil {
+		r.CreatedAt = *t
+	}
+	for k, v := range nc.Val() {
+		r.Nodes[k] = decodeDAGNode(v)
+	}
+	return r, nil
+}
+
+// ActiveDAGs lists up to limit ids of running DAG runs, oldest first.
+func (s *Store) ActiveDAGs(ctx context.Context, limit int) ([]string, error) {
+	ids, err := s.rdb.ZRange(ctx, s.activeDAGs(), 0, int64(clampBatch(limit)-1)).Result()
+	if err != nil {
+		return nil, fmt.Errorf("queue: active DAGs: %w", err)
+	}
+	return ids, nil
+}
+
+// ForgetDAG takes an ended (or never created) run out of the active set.
+func (s *Store) ForgetDAG(ctx context.Context, id string) error {
+	if err := s.rdb.ZRem(ctx, s.activeDAGs(), id).Err(); err != nil {
+		return fmt.Errorf("queue: forget DAG: %w", err)
+	}
+	return nil
+}
+
+// UpdateDAG applies node transitions of a run (leader only): each step only
+// while its node is still in step.From. When every node is settled the run
+// ends (SUCCESS, or FAILED when a node FAILED or was CANCELED) and its keys
+// expire after the retention of successes or dead letters.
+func (s *Store) UpdateDAG(ctx context.Context, f Fence, id string, steps []DAGStep) (DAGUpdate, error) {
+	argv := make([]any, 0, 5+3*len(steps))
+	argv = append(argv, s.clock(), f.Token, s.opts.RetainSuccess.Milliseconds(), s.opts.RetainDead.Milliseconds(), len(steps))
+	for _, st := range steps {
+		argv = append(argv, st.Node, nodeCodes[st.From], st.To.value())
+	}
+	keys := []string{s.dagKey(id, "def"), s.dagKey(id, "run"), s.dagKey(id, "nodes"), s.dagKey(id, "fence:"+f.Name)}
+	out, err := dagScripts.update.Run(ctx, s.rdb, keys, argv...).Slice()
+	if err != nil {
+		return DAGUpdate{}, fmt.Errorf("queue: update DAG: %w", err)
+	}
+	switch {
+	case fenced(out):
+		return DAGUpdate{}, ErrFenced
+	case len(out) == 1:
+		return DAGUpdate{}, fmt.Errorf("%w: %s", ErrDAGNotFound, id)
+	}
+	return DAGUpdate{Applied: toInt(out[0]), Released: toInt(out[1]), State: DAGState(toStr(out[2])), Ended: toInt(out[3]) == 1}, nil
+}
