@@ -1,6 +1,6 @@
 # ax — build and test. `make test` is the one test command (README, .ci/run).
 GO      ?= go
-RACE    := ./queue/... ./lease/... ./region/...
+RACE    := ./queue/... ./lease/... ./region/... ./worker/... ./federation/...
 SUDO    := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
 .PHONY: test deps vet unit race fuzz build bench clean
