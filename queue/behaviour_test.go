@@ -294,3 +294,28 @@ func TestDurabilityAcrossRedisRestart(t *testing.T) {
 	}
 	t.Logf("%d accepted, %d refused while Redis was down, all present", len(accepted), failures)
 }
+
+func TestWaitForWorkSubSecond(t *testing.T) {
+	e := newEnv(t)
+	start := time.Now()
+	ok, err := e.s.WaitForWork(e.ctx, "cpu", 200*time.Millisecond)
+	if err != nil || ok {
+		t.Fatalf("woken without work: %v %v", ok, err)
+	}
+	if d := time.Since(start); d < 150*time.Millisecond || d > 900*time.Millisecond {
+		t.Fatalf("a 200 ms wait took %v", d)
+	}
+}
+
+func TestResultKeepsNewlines(t *testing.T) {
+	e := newEnv(t)
+	id := e.submit("cpu")
+	tk := e.claimOne("cpu")
+	if errs, _ := e.s.Complete(e.ctx, Completion{ID: id, Token: tk.LeaseToken, Result: "line 1\nline 2"}); errs[0] != nil {
+		t.Fatal(errs[0])
+	}
+	got, _ := e.s.Get(e.ctx, id)
+	if got.Result != "line 1\nline 2" {
+		t.Fatalf("result %q", got.Result)
+	}
+}

@@ -7,6 +7,7 @@ import (
 	"strconv"
 	"strings"
 	"time"
+	"unicode/utf8"
 )
 
 // The task hash uses short field names to stay small (DESIGN §3):
@@ -234,6 +235,19 @@ func pairsToMap(v []any) map[string]string {
 		m[k] = s
 	}
 	return m
+}
+
+// bound cuts s to at most max bytes on a UTF-8 boundary (results keep
+// their newlines; they never go into the trail).
+func bound(s string, max int) string {
+	if len(s) <= max {
+		return s
+	}
+	s = s[:max]
+	for len(s) > 0 && !utf8.ValidString(s) {
+		s = s[:len(s)-1]
+	}
+	return s
 }
 
 // clean makes free text safe for the tab-separated trail and bounds it.

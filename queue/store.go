@@ -447,7 +447,21 @@ func (s *Store) WaitForWork(ctx context.Context, pool string, timeout time.Durat
 	for i, k := range s.keys {
 		keys[i] = k.prefix + "wake:" + pool
 	}
-	_, err := s.rdb.BLPop(ctx, timeout, keys...).Result()
+	var err error
+	if timeout%time.Second == 0 {
+		_, err = s.rdb.BLPop(ctx, timeout, keys...).Result()
+	} else {
+		// go-redis rounds BLPop's timeout to whole seconds; Redis ≥ 6 takes
+		// a decimal one. Sub-second waits stay under the client's read
+		// timeout (3 s by default).
+		args := make([]any, 0, len(keys)+2)
+		args = append(args, "BLPOP")
+		for _, k := range keys {
+			args = append(args, k)
+		}
+		args = append(args, strconv.FormatFloat(timeout.Seconds(), 'f', 3, 64))
+		err = s.rdb.Do(ctx, args...).Err()
+	}
 	if errors.Is(err, redis.Nil) {
 		return false, nil
 	}
@@ -531,7 +545,7 @@ func (s *Store) Complete(ctx context.Context, cs ...Completion) ([]error, error)
 			argv := make([]any, 0, 3+3*len(part))
 			argv = append(argv, s.clock(), s.opts.RetainSuccess.Milliseconds(), len(part))
 			for _, i := range part {
-				argv = append(argv, cs[i].ID, cs[i].Token, clean(cs[i].Result, MaxResultLen))
+				argv = append(argv, cs[i].ID, cs[i].Token, bound(cs[i].Result, MaxResultLen))
 			}
 			out, err := scripts.complete.Run(ctx, s.rdb, s.keysWith(shard), argv...).Slice()
 			if err != nil {
