@@ -196,7 +196,8 @@ func startServer(ctx context.Context, cfg *config.Region, log *slog.Logger) (*se
 		auth.Tokens = append(auth.Tokens, federation.Token{Name: t.Name, SHA256: t.TokenSHA256, Role: role, Tenant: t.Tenant})
 	}
 	api := federation.NewAPI(s.node, federation.APIConfig{
-		Auth: auth, MaxPayload: int(cfg.Task.MaxPayload), Gatherer: reg, Pools: pools,
+		// The worker registry is empty unless workers run in this process (ax dev).
+		Auth: auth, MaxPayload: int(cfg.Task.MaxPayload), Gatherer: prometheus.Gatherers{reg, workerRegistry}, Pools: pools,
 		Ready: func(ctx context.Context) error {
 			_, err := s.regional.Get(clientv3.WithRequireLeader(ctx), cfg.Etcd.Prefix+"ready-probe")
 			if err != nil {

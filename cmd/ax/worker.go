@@ -7,7 +7,6 @@ import (
 	"os"
 	"os/signal"
 	"syscall"
-	"time"
 
 	"github.com/ax-sched/ax/internal/config"
 	"github.com/ax-sched/ax/queue"
@@ -19,7 +18,7 @@ import (
 func init() { commands = append(commands, newWorkerCmd) }
 
 func newWorkerCmd() *cobra.Command {
-	var file, pool, id string
+	var file, pool, id, metricsAddr string
 	var concurrency int
 	c := &cobra.Command{
 		Use:   "worker --config FILE --pool P",
@@ -39,13 +38,22 @@ func newWorkerCmd() *cobra.Command {
 			}
 			ctx, stop := signal.NotifyContext(cmd.Context(), syscall.SIGINT, syscall.SIGTERM)
 			defer stop()
-			return runWorker(ctx, cfg, p, id, newLogger(slog.LevelInfo))
+			log := newLogger(slog.LevelInfo)
+			if metricsAddr != "" {
+				srv, err := serveMetrics(metricsAddr, log)
+				if err != nil {
+					return err
+				}
+				defer srv.Close()
+			}
+			return runWorker(ctx, cfg, p, id, log)
 		},
 	}
 	c.Flags().StringVar(&file, "config", "", "region config file (YAML)")
 	c.Flags().StringVar(&pool, "pool", "", "pool to serve")
 	c.Flags().StringVar(&id, "id", "", "worker id (default host-pid)")
 	c.Flags().IntVar(&concurrency, "concurrency", 0, "slots (default worker.concurrency from the config)")
+	c.Flags().StringVar(&metricsAddr, "metrics", "", "serve the worker's Prometheus metrics (cost, run time) on this address, e.g. :9101")
 	_ = c.MarkFlagRequired("config")
 	_ = c.MarkFlagRequired("pool")
 	return c
@@ -69,7 +77,7 @@ func runWorker(ctx context.Context, cfg *config.Region, p config.Pool, id string
 		PreemptDelayMin: cfg.Preemption.ReadmitDelayMin, PreemptDelayMax: cfg.Preemption.ReadmitDelayMax,
 		PricePerSlotHour: p.PricePerSlotHour * (1 - p.Discount),
 		Logger:           log.With("region", cfg.Name, "pool", p.Name, "worker", id),
-		OnFinish:         costObserver(cfg.Name, p.Name),
+		OnFinish:         costObserver(cfg, p.Name),
 	})
 	if err != nil {
 		return err
@@ -100,10 +108,4 @@ func registerBuiltins(w *worker.Worker, cfg *config.Region) error {
 		w.Handle("exec", h)
 	}
 	return registerHTTP(w, cfg)
-}
-
-// costObserver is where completed work turns into cost figures (price at
-// claim × run time) — see cost.go.
-func costObserver(regionName, pool string) func(*worker.Task, queue.State, time.Duration) {
-	return func(t *worker.Task, st queue.State, d time.Duration) { observeCost(regionName, pool, t, st, d) }
 }
