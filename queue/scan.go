@@ -9,12 +9,13 @@ import (
 type Filter struct {
 	Type   string
 	Tenant string
-	State  State // PENDING or READY; "" both
+	State  State  // PENDING or READY; "" both
+	Pool   string // READY tasks of this pool only
 }
 
 func (f Filter) match(t *Task) bool {
 	return (f.Type == "" || t.Type == f.Type) && (f.Tenant == "" || t.Tenant == f.Tenant) &&
-		(f.State == "" || t.State == f.State)
+		(f.State == "" || t.State == f.State) && (f.Pool == "" || t.Pool == f.Pool && t.State == Ready)
 }
 
 // Waiting scans PENDING and READY tasks matching f, calling fn with
@@ -30,7 +31,11 @@ func (s *Store) Waiting(ctx context.Context, f Filter, fn func([]*Task) error) e
 		if f.State == "" || f.State == Ready {
 			var cursor uint64
 			for {
-				keys, next, err := s.rdb.Scan(ctx, cursor, p+"q:*", 500).Result()
+				match := p + "q:*"
+				if f.Pool != "" {
+					match = p + "q:" + f.Pool + ":*"
+				}
+				keys, next, err := s.rdb.Scan(ctx, cursor, match, 500).Result()
 				if err != nil {
 					return fmt.Errorf("queue: scan: %w", err)
 				}
