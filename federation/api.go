@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/url"
 	"strconv"
 	"strings"
 	"time"
@@ -59,6 +60,8 @@ func NewAPI(n *Node, cfg APIConfig) *API {
 	a.route("POST /v1/placement/explain", RoleSubmitter, a.explain)
 	a.route("GET /v1/events", RoleSubmitter, a.events)
 	a.route("POST /v1/internal/handoff", RoleAdmin, a.handoff)
+	a.scheduleRoutes()
+	a.dagRoutes()
 	a.mux.Handle("GET /metrics", promhttp.HandlerFor(cfg.Gatherer, promhttp.HandlerOpts{}))
 	a.mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) { w.Write([]byte("ok\n")) })
 	a.mux.HandleFunc("GET /readyz", a.readyz)
@@ -93,6 +96,7 @@ func (a *API) route(pattern string, need Role, h handler) {
 			writeError(rec, &apiError{status: 403, code: apiv1.CodeForbidden, msg: "this token's role may not do that"})
 			return
 		}
+		r = r.WithContext(withHops(r.Context(), hops(r)))
 		if err := h(rec, r, p); err != nil {
 			writeError(rec, err)
 		}
@@ -318,7 +322,7 @@ func (a *API) submitBatch(w http.ResponseWriter, r *http.Request, p Principal) e
 		if o.Err != nil {
 			e := toAPIError(o.Err)
 			b := e.body()
-			if b.Field != "" && !strings.HasPrefix(b.Field, "tasks[") {
+			if b.Field != "" {
 				b.Field = fmt.Sprintf("tasks[%d].%s", i, b.Field)
 			}
 			resp.Results[i] = apiv1.BatchItem{Status: e.status, Error: &b}
@@ -513,7 +517,11 @@ func (a *API) drain(w http.ResponseWriter, r *http.Request, _ Principal) error {
 			return &apiError{status: 404, code: apiv1.CodeNotFound, msg: "region " + name + " is not served here"}
 		}
 		var resp apiv1.DrainResponse
-		if err := a.n.proxy(r.Context(), name, http.MethodPost, "/v1/regions/"+name+"/drain", struct{}{}, &resp); err != nil {
+		path := "/v1/regions/" + url.PathEscape(name) + "/drain"
+		if r.URL.RawQuery != "" {
+			path += "?" + r.URL.RawQuery // the rate goes with the request
+		}
+		if err := a.n.proxy(r.Context(), name, http.MethodPost, path, struct{}{}, &resp); err != nil {
 			return err
 		}
 		writeJSON(w, http.StatusOK, resp)

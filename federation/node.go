@@ -43,6 +43,7 @@ type Node struct {
 	peers   *http.Client
 	log     *slog.Logger
 	metrics *Metrics
+	flights *flights // placements not yet in their pools' published figures (inflight.go)
 }
 
 // NewNode ties a region's store and cell to the global view.
@@ -76,8 +77,13 @@ func NewNode(cfg Config, store *queue.Store, view *View, m *Metrics) (*Node, err
 	if m == nil {
 		m = NewMetrics(nil)
 	}
-	return &Node{cfg: cfg, store: store, view: view, placer: pl, est: est, log: cfg.Logger.With("region", cfg.Region),
-		peers: &http.Client{Timeout: 10 * time.Second}, metrics: m}, nil
+	n := &Node{cfg: cfg, store: store, view: view, placer: pl, est: est, log: cfg.Logger.With("region", cfg.Region),
+		peers: &http.Client{Timeout: 10 * time.Second}, metrics: m,
+		// A placement not seen landing after this long is no longer counted
+		// (its target is down, or another server of the region sends it).
+		flights: newFlights(max(2*cfg.Placement.StaleAfter, 30*time.Second))}
+	view.track(n.flights)
+	return n, nil
 }
 
 // SetCell attaches the region cell (woken after submits).
@@ -150,8 +156,10 @@ func (n *Node) Submit(ctx context.Context, specs []*queue.Spec, forwarded bool) 
 	now := n.cfg.Now()
 	var local []queue.NewTask
 	var localIdx []int
+	var tickets []string // per stored task: its placement's reservation in n.flights
 	remote := map[string][]int{}
-	snap := n.view.Pools()
+	vs := n.view.current()
+	snap := vs.pools
 	for i, sp := range specs {
 		if err := sp.Normalize(n.cfg.Defaults, now); err != nil {
 			out[i].Err = err
@@ -165,14 +173,20 @@ func (n *Node) Submit(ctx context.Context, specs []*queue.Spec, forwarded bool) 
 		}
 		nt := queue.NewTask{Spec: sp}
 		out[i].Region = n.cfg.Region
+		ticket := ""
 		if sp.RunAt == nil {
 			d := n.placer.Place(snap, placeTask(sp, n.cfg.Region), now)
+			if d.OK {
+				n.metrics.placements.WithLabelValues(d.Region, d.Pool).Inc()
+			}
 			switch {
 			case d.OK && d.Region == n.cfg.Region:
 				nt.Pool = d.Pool
+				ticket = n.flights.reserve(d.Region, d.Pool, vs.updated[d.Region], time.Now())
 			case d.OK:
 				nt.Pool, nt.HandOff = d.Pool, d.Region
 				out[i].Region = d.Region
+				ticket = n.flights.reserve(d.Region, d.Pool, vs.updated[d.Region], time.Now())
 			case d.Unplaceable():
 				out[i].Err = &PlacementError{Explanation: n.placer.Explain(snap, placeTask(sp, n.cfg.Region), now)}
 				n.metrics.rejected.WithLabelValues(n.cfg.Region, "unplaceable").Inc()
@@ -188,25 +202,44 @@ func (n *Node) Submit(ctx context.Context, specs []*queue.Spec, forwarded bool) 
 		}
 		local = append(local, nt)
 		localIdx = append(localIdx, i)
+		tickets = append(tickets, ticket)
 	}
 	if len(local) > 0 {
 		res, err := n.store.Submit(ctx, local...)
+		stored := time.Now()
 		for k, i := range localIdx {
 			if err != nil {
 				out[i].Err = err
+				n.flights.drop(tickets[k])
 				continue
 			}
 			r := res[k]
+			if tickets[k] != "" {
+				if r.Err == nil && !r.Duplicate {
+					n.flights.bind(tickets[k], r.ID)
+					if local[k].HandOff == "" {
+						n.flights.landed(r.ID, stored)
+					}
+				} else {
+					n.flights.drop(tickets[k])
+				}
+			}
 			out[i].ID, out[i].State, out[i].Duplicate, out[i].Err = r.ID, r.State, r.Duplicate, r.Err
 			if r.Err == nil && !r.Duplicate {
 				out[i].Pool = local[k].Pool
 				n.metrics.submitted.WithLabelValues(n.cfg.Region, specs[i].Tenant, specs[i].Type).Inc()
 			}
 			if r.Duplicate {
+				// The first task's answer: where it is, not where this
+				// spec would be placed now.
+				out[i].Region = n.cfg.Region
 				if t, err := n.store.Get(ctx, r.ID); err == nil {
 					out[i].Pool, out[i].State = t.Pool, t.State
-					if t.HandOffTarget != "" {
+					switch {
+					case t.HandOffTarget != "":
 						out[i].Region = t.HandOffTarget
+					case t.HandedOffTo != "":
+						out[i].Region = t.HandedOffTo
 					}
 				}
 			}
@@ -237,15 +270,20 @@ func (n *Node) Explain(sp *queue.Spec) (placement.Explanation, error) {
 // with the prices and watermarks of now, across regions.
 func (n *Node) PlaceDue(_ context.Context, tasks []*queue.Task) []queue.Assignment {
 	now := n.cfg.Now()
-	snap := n.view.Pools()
+	vs := n.view.current()
+	snap := vs.pools
 	out := make([]queue.Assignment, 0, len(tasks))
 	for _, t := range tasks {
 		d := n.placer.Place(snap, placement.Task{Type: t.Type, Tags: t.Tags, Regions: t.Regions, Critical: t.Critical, Home: n.cfg.Region}, now)
+		if d.OK {
+			n.metrics.placements.WithLabelValues(d.Region, d.Pool).Inc()
+		}
 		switch {
 		case d.OK && d.Region == n.cfg.Region:
 			out = append(out, queue.Assignment{ID: t.ID, Pool: d.Pool})
 		case d.OK:
 			out = append(out, queue.Assignment{ID: t.ID, Pool: d.Pool, Region: d.Region})
+			n.flights.add(t.ID, d.Region, d.Pool, vs.updated[d.Region], time.Now())
 		default:
 			out = append(out, queue.Assignment{ID: t.ID, RetryAt: now.Add(n.cfg.NoCapacityRetry)})
 		}

@@ -10,6 +10,8 @@ import (
 	"math/rand/v2"
 	"net/http"
 	"net/url"
+	"strconv"
+	"strings"
 	"time"
 
 	"github.com/ax-sched/ax/federation/apiv1"
@@ -20,6 +22,19 @@ import (
 const (
 	headerForwarded = "X-Ax-Forwarded" // hop count; a forwarded request is never routed again
 )
+
+type hopsKey struct{}
+
+// withHops records in ctx how many servers the request being served has
+// already passed through (its X-Ax-Forwarded header).
+func withHops(ctx context.Context, n int) context.Context {
+	return context.WithValue(ctx, hopsKey{}, n)
+}
+
+func hopsOf(ctx context.Context) int {
+	n, _ := ctx.Value(hopsKey{}).(int)
+	return n
+}
 
 // PeerError is a non-2xx answer of another region's server.
 type PeerError struct {
@@ -47,7 +62,9 @@ func (n *Node) call(ctx context.Context, base, method, path string, in, out any)
 		return 0, err
 	}
 	req.Header.Set("Content-Type", "application/json")
-	req.Header.Set(headerForwarded, "1")
+	// One more hop than the request being served: a chain of forwards ends
+	// at maxHops even when two regions each think the other holds the task.
+	req.Header.Set(headerForwarded, strconv.Itoa(hopsOf(ctx)+1))
 	if n.cfg.ClusterToken != "" {
 		req.Header.Set("Authorization", "Bearer "+n.cfg.ClusterToken)
 	}
@@ -102,7 +119,14 @@ func (n *Node) forwardSubmit(ctx context.Context, home string, specs []*queue.Sp
 		}
 		r := resp.Results[k]
 		if r.Error != nil {
-			out[i].Err = &PeerError{Status: r.Status, Body: *r.Error}
+			// The peer names a field by its place in the batch it got; name
+			// it by the spec, as a local error does (the API adds the caller's
+			// own tasks[i] prefix).
+			e := *r.Error
+			if f, ok := strings.CutPrefix(e.Field, fmt.Sprintf("tasks[%d]", k)); ok && (f == "" || f[0] == '.') {
+				e.Field = strings.TrimPrefix(f, ".")
+			}
+			out[i].Err = &PeerError{Status: r.Status, Body: e}
 			continue
 		}
 		out[i].ID, out[i].State, out[i].Region, out[i].Duplicate = r.Task.ID, r.Task.State, r.Task.Region, r.Task.Duplicate
@@ -165,6 +189,7 @@ func (n *Node) handOff(ctx context.Context, t *queue.Task, attempts map[string]i
 	switch {
 	case err == nil && resp.Accepted:
 		delete(attempts, t.ID)
+		n.flights.landed(t.ID, time.Now())
 		if err := n.store.HandOffDone(ctx, t.ID, true); err != nil {
 			n.log.Warn("hand-off accepted but not recorded", "id", t.ID, "err", err)
 		}
@@ -173,6 +198,7 @@ func (n *Node) handOff(ctx context.Context, t *queue.Task, attempts map[string]i
 	case errors.As(err, &pe) && pe.Status/100 == 4 && pe.Status != http.StatusUnauthorized && pe.Status != http.StatusTooManyRequests || err == nil && !resp.Accepted:
 		// A definite refusal: place the task again.
 		delete(attempts, t.ID)
+		n.flights.drop(t.ID)
 		if err := n.store.HandOffDone(ctx, t.ID, false); err != nil {
 			n.log.Warn("hand-off refusal not recorded", "id", t.ID, "err", err)
 		}
@@ -231,6 +257,12 @@ func (n *Node) proxy(ctx context.Context, regionName, method, path string, in, o
 	}
 	n.metrics.forwarded.WithLabelValues(n.cfg.Region, regionName).Inc()
 	_, err = n.call(ctx, api, method, path, in, out)
+	var pe *PeerError
+	if err != nil && !errors.As(err, &pe) {
+		// No answer at all (refused, timed out): the region is unavailable
+		// (503), not an internal error of this server.
+		return fmt.Errorf("%w: %s: %v", ErrRegionUnavailable, regionName, err)
+	}
 	return err
 }
 

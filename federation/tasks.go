@@ -126,11 +126,17 @@ func isPeerNotFound(err error) bool {
 // Drain moves READY tasks of this region to pools elsewhere through the
 // hand-off outbox, at most rate per second. It returns how many it moved.
 func (n *Node) Drain(ctx context.Context, rate int) (int, error) {
+	return n.drain(ctx, "", rate)
+}
+
+// drain moves READY tasks of one pool ("" = every pool) elsewhere.
+func (n *Node) drain(ctx context.Context, pool string, rate int) (int, error) {
 	if rate <= 0 {
 		rate = 200
 	}
 	now := n.cfg.Now()
-	snap := n.view.Pools()
+	vs := n.view.current()
+	snap := vs.pools
 	moved := 0
 	var batch []queue.DrainMove
 	flush := func() error {
@@ -151,7 +157,7 @@ func (n *Node) Drain(ctx context.Context, rate int) (int, error) {
 		}
 		return nil
 	}
-	err := n.store.Waiting(ctx, queue.Filter{State: queue.Ready}, func(ts []*queue.Task) error {
+	err := n.store.Waiting(ctx, queue.Filter{State: queue.Ready, Pool: pool}, func(ts []*queue.Task) error {
 		for _, t := range ts {
 			allowed := t.Regions
 			d := n.placer.Place(snap, placement.Task{Type: t.Type, Tags: t.Tags, Regions: without(allowed, n.cfg.Region, n.cfg.Regions),
@@ -159,7 +165,9 @@ func (n *Node) Drain(ctx context.Context, rate int) (int, error) {
 			if !d.OK || d.Region == n.cfg.Region {
 				continue // nowhere else to go now: it stays
 			}
+			n.metrics.placements.WithLabelValues(d.Region, d.Pool).Inc()
 			batch = append(batch, queue.DrainMove{ID: t.ID, Region: d.Region, Pool: d.Pool})
+			n.flights.add(t.ID, d.Region, d.Pool, vs.updated[d.Region], time.Now())
 			if len(batch) >= min(rate, 500) {
 				if err := flush(); err != nil {
 					return err

@@ -41,10 +41,11 @@ type View struct {
 	mu     sync.Mutex
 	health map[string]*health
 
-	snap   atomic.Pointer[viewSnap]
-	stop   chan struct{}
-	done   chan struct{}
-	closed sync.Once
+	snap    atomic.Pointer[viewSnap]
+	flights atomic.Pointer[flights] // the node's placements not yet in the figures (inflight.go)
+	stop    chan struct{}
+	done    chan struct{}
+	closed  sync.Once
 }
 
 type health struct {
@@ -53,9 +54,20 @@ type health struct {
 }
 
 type viewSnap struct {
-	infos []RegionInfo
-	pools *placement.Snapshot
-	built time.Time
+	infos   []RegionInfo
+	pools   *placement.Snapshot
+	updated map[string]time.Time // region → UpdatedAt of its figures in pools
+	built   time.Time
+}
+
+// current is the snapshot with the figure times it was built from.
+func (v *View) current() *viewSnap { return v.snap.Load() }
+
+// track makes placement count fl's placements that the published figures
+// miss into the Ready of their pools.
+func (v *View) track(fl *flights) {
+	v.flights.Store(fl)
+	v.Refresh()
 }
 
 // NewView starts watching the global etcd under prefix (e.g. "/ax/").
@@ -170,11 +182,20 @@ func (v *View) rebuild(now time.Time) {
 	}
 	v.mu.Unlock()
 	sort.Slice(infos, func(i, j int) bool { return infos[i].Region < infos[j].Region })
+	updated := make(map[string]time.Time, len(infos))
+	for _, r := range infos {
+		updated[r.Region] = r.UpdatedAt
+	}
+	var inFlight map[string]int
+	if fl := v.flights.Load(); fl != nil {
+		inFlight = fl.missing(updated, now)
+	}
 	var pools []placement.Pool
 	for _, r := range infos {
 		for _, p := range r.Pools {
 			pools = append(pools, placement.Pool{
-				Region: r.Region, Name: p.Name, Tags: p.Tags, Slots: p.Slots, Running: p.Running, Ready: p.Ready,
+				Region: r.Region, Name: p.Name, Tags: p.Tags, Slots: p.Slots, Running: p.Running,
+				Ready:         p.Ready + inFlight[r.Region+"/"+p.Name],
 				QueueCapacity: p.QueueCapacity, PricePerSlotHour: p.PricePerSlotHour, Spot: p.Spot,
 				Discount: p.Discount, Window: windowOf(p.Schedule), UpdatedAt: r.UpdatedAt,
 				RegionHealthy: r.Healthy, ScaleFromZero: p.ScaleFromZero,
@@ -186,7 +207,7 @@ func (v *View) rebuild(now time.Time) {
 		v.log.Warn("placement snapshot", "err", err)
 		snap, _ = placement.NewSnapshot(v.pcfg, nil)
 	}
-	v.snap.Store(&viewSnap{infos: infos, pools: snap, built: now})
+	v.snap.Store(&viewSnap{infos: infos, pools: snap, updated: updated, built: now})
 }
 
 // judge applies the grace period to one region's observation; v.mu is held.

@@ -99,3 +99,18 @@ func TestSpecValidationNamesField(t *testing.T) {
 		}
 	}
 }
+
+func TestBadTimesNameTheirField(t *testing.T) {
+	for in, field := range map[string]string{
+		`{"type":"x","delay":"soon"}`:       "delay",
+		`{"type":"x","timeout":true}`:       "timeout",
+		`{"type":"x","run_at":"tomorrow"}`:  "run_at",
+		`{"type":"x","retry_cap":"1 hour"}`: "retry_cap",
+	} {
+		_, err := DecodeSpec([]byte(in))
+		var fe *FieldError
+		if !errors.As(err, &fe) || fe.Field != field {
+			t.Errorf("%s: %v, want field %s", in, err, field)
+		}
+	}
+}

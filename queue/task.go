@@ -169,12 +169,40 @@ func DecodeSpec(data []byte) (*Spec, error) {
 	dec.DisallowUnknownFields()
 	var s Spec
 	if err := dec.Decode(&s); err != nil {
+		if f := badTimeField(data); f != nil {
+			return nil, f
+		}
 		return nil, jsonFieldError(err)
 	}
 	if dec.More() {
 		return nil, fieldErr("", "unexpected data after the JSON object")
 	}
 	return &s, nil
+}
+
+// badTimeField finds a duration or time field that does not parse, so its
+// error can name the field (encoding/json reports an Unmarshaler's error
+// without the field's name).
+func badTimeField(data []byte) *FieldError {
+	var m map[string]json.RawMessage
+	if json.Unmarshal(data, &m) != nil {
+		return nil
+	}
+	for _, f := range []string{"delay", "timeout", "retry_base", "retry_cap", "idempotency_ttl"} {
+		if raw, ok := m[f]; ok {
+			var d Duration
+			if err := json.Unmarshal(raw, &d); err != nil {
+				return &FieldError{Field: f, Msg: "must be a duration such as \"90s\" or a number of milliseconds"}
+			}
+		}
+	}
+	if raw, ok := m["run_at"]; ok {
+		var t time.Time
+		if err := json.Unmarshal(raw, &t); err != nil {
+			return &FieldError{Field: "run_at", Msg: "must be an RFC 3339 time such as \"2026-12-01T08:00:00Z\""}
+		}
+	}
+	return nil
 }
 
 // jsonFieldError turns encoding/json errors into FieldErrors.

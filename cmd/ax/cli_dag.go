@@ -20,7 +20,21 @@ func newDAGCmd() *cobra.Command {
 	submit := &cobra.Command{
 		Use:   "submit -f dag.json",
 		Short: "Start a DAG run (nodes with id and depends_on; cycles are rejected)",
-		Args:  cobra.NoArgs,
+		Long: `Start a DAG run in the region of the server that accepts it (its home).
+
+Each node has an id (lowercase letters, digits, - and _), depends_on (ids of
+other nodes), an optional trigger_rule (all_success, the default; all_done;
+one_failed) and its task spec under "task", as ax submit would send it:
+
+  {"name": "nightly",
+   "nodes": [
+     {"id": "extract", "task": {"type": "etl.extract", "tags": {"class": "spot"}}},
+     {"id": "load", "depends_on": ["extract"], "task": {"type": "etl.load"}},
+     {"id": "alert", "depends_on": ["load"], "trigger_rule": "one_failed",
+      "task": {"type": "notify.page"}}]}
+
+Prints the run's id; ax dag get ID shows every node.`,
+		Args: cobra.NoArgs,
 		RunE: cliRun(func(ctx context.Context, env *cliEnv, _ []string) error {
 			body, err := env.readJSONFile(file)
 			if err != nil {
@@ -58,15 +72,21 @@ func newDAGCmd() *cobra.Command {
 }
 
 // writeDAG prints a DAG run as a node table when it has the expected shape
-// ({id, state, nodes:[{id, state, task_id, depends_on}]}); false otherwise.
+// ({id, state, nodes:[{id, state, reason, task_id, task_state, region, pool,
+// depends_on}]}); false otherwise.
 func writeDAG(out io.Writer, raw json.RawMessage) bool {
 	var d struct {
 		ID    string `json:"id"`
+		Name  string `json:"name"`
 		State string `json:"state"`
 		Nodes []struct {
 			ID        string   `json:"id"`
 			State     string   `json:"state"`
+			Reason    string   `json:"reason"`
 			TaskID    string   `json:"task_id"`
+			TaskState string   `json:"task_state"`
+			Region    string   `json:"region"`
+			Pool      string   `json:"pool"`
 			DependsOn []string `json:"depends_on"`
 		} `json:"nodes"`
 	}
@@ -74,14 +94,22 @@ func writeDAG(out io.Writer, raw json.RawMessage) bool {
 		return false
 	}
 	w := cliTable(out)
-	fmt.Fprintf(w, "DAG %s\t%s\n\n", d.ID, cliOr(d.State))
-	fmt.Fprintln(w, "NODE\tSTATE\tTASK\tDEPENDS ON")
+	fmt.Fprintf(w, "DAG %s\t%s\t%s\n\n", d.ID, cliOr(d.State), d.Name)
+	fmt.Fprintln(w, "NODE\tSTATE\tTASK\tTASK STATE\tWHERE\tDEPENDS ON")
 	for _, n := range d.Nodes {
 		deps := "-"
 		if len(n.DependsOn) > 0 {
 			deps = fmt.Sprint(n.DependsOn)
 		}
-		fmt.Fprintf(w, "%s\t%s\t%s\t%s\n", n.ID, cliOr(n.State), cliOr(n.TaskID), deps)
+		st := cliOr(n.State)
+		if n.Reason != "" && n.State != "SUCCESS" {
+			st += " (" + n.Reason + ")"
+		}
+		where := "-"
+		if n.Region != "" {
+			where = n.Region + "/" + cliOr(n.Pool)
+		}
+		fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%s\n", n.ID, st, cliOr(n.TaskID), cliOr(n.TaskState), where, deps)
 	}
 	return w.Flush() == nil
 }

@@ -109,15 +109,17 @@ func scheduleAction(use, short, done string, call func(context.Context, *cliEnv,
 }
 
 // writeSchedules prints a schedule list as a table when it has the expected
-// shape ({"schedules":[{name, cron, timezone, paused, next_run}]} or a bare
-// array); false otherwise.
+// shape ({"schedules":[{name, cron, timezone, home_region, paused,
+// last_fired_slot, next_slot}]} or a bare array); false otherwise.
 func writeSchedules(out io.Writer, raw json.RawMessage) bool {
 	type sched struct {
-		Name     string `json:"name"`
-		Cron     string `json:"cron"`
-		TimeZone string `json:"timezone"`
-		Paused   bool   `json:"paused"`
-		NextRun  string `json:"next_run"`
+		Name          string `json:"name"`
+		Cron          string `json:"cron"`
+		TimeZone      string `json:"timezone"`
+		HomeRegion    string `json:"home_region"`
+		Paused        bool   `json:"paused"`
+		LastFiredSlot string `json:"last_fired_slot"`
+		NextSlot      string `json:"next_slot"`
 	}
 	var list []sched
 	var wrapped struct {
@@ -136,9 +138,10 @@ func writeSchedules(out io.Writer, raw json.RawMessage) bool {
 		}
 	}
 	w := cliTable(out)
-	fmt.Fprintln(w, "NAME\tCRON\tTIME ZONE\tPAUSED\tNEXT RUN")
+	fmt.Fprintln(w, "NAME\tCRON\tTIME ZONE\tHOME\tPAUSED\tLAST FIRED\tNEXT SLOT")
 	for _, s := range list {
-		fmt.Fprintf(w, "%s\t%s\t%s\t%v\t%s\n", s.Name, cliOr(s.Cron), cliOr(s.TimeZone), s.Paused, cliOr(s.NextRun))
+		fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%v\t%s\t%s\n", s.Name, cliOr(s.Cron), cliOr(s.TimeZone), cliOr(s.HomeRegion),
+			s.Paused, cliOr(s.LastFiredSlot), cliOr(s.NextSlot))
 	}
 	return w.Flush() == nil
 }

@@ -126,6 +126,7 @@ type server struct {
 	view     *federation.View
 	node     *federation.Node
 	cell     *region.Cell
+	sched    *federation.Scheduler
 	http     *http.Server
 	ln       net.Listener
 	id       string
@@ -179,11 +180,13 @@ func startServer(ctx context.Context, cfg *config.Region, log *slog.Logger) (*se
 	}
 	host, _ := os.Hostname()
 	s.id = fmt.Sprintf("%s/%s/%d", host, s.ln.Addr(), os.Getpid())
+	s.sched = federation.NewScheduler(s.node, s.global, federation.SchedulerConfig{
+		Prefix: cfg.Etcd.Prefix, ID: s.id, SessionTTL: cfg.Etcd.SessionTTL, Registerer: reg, Logger: s.log})
 	s.cell = region.New(s.store, s.regional, s.global, region.Config{
 		Region: cfg.Name, ID: s.id, API: cfg.PublicAddr, Pools: regionPools(cfg), Prefix: cfg.Etcd.Prefix,
 		SessionTTL: cfg.Etcd.SessionTTL, Heartbeat: cfg.Lease.Heartbeat, Logger: s.log,
 		Thresholds: thresholds(cfg.Thresholds), Preemption: preemption(cfg.Preemption),
-		LeaderLoops: []func(context.Context, queue.Fence, func(error)){s.node.OutboxLoop},
+		LeaderLoops: []func(context.Context, queue.Fence, func(error)){s.node.OutboxLoop, s.node.DAGLoop, s.node.StuckPoolLoop},
 	}, s.node, region.NewMetrics(reg))
 	s.node.SetCell(s.cell)
 	var pools []string
@@ -216,14 +219,20 @@ func startServer(ctx context.Context, cfg *config.Region, log *slog.Logger) (*se
 // close the clients.
 func (s *server) Run(ctx context.Context) error {
 	var wg sync.WaitGroup
-	errc := make(chan error, 2)
+	errc := make(chan error, 3)
 	cctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	wg.Add(2)
+	wg.Add(3)
 	go func() {
 		defer wg.Done()
 		if err := s.cell.Run(cctx); err != nil {
 			errc <- fmt.Errorf("cell: %w", err)
+		}
+	}()
+	go func() {
+		defer wg.Done()
+		if err := s.sched.Run(cctx); err != nil {
+			errc <- fmt.Errorf("schedules: %w", err)
 		}
 	}()
 	go func() {

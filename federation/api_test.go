@@ -1,0 +1,515 @@
+package federation
+
+import (
+	"fmt"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/ax-sched/ax/federation/apiv1"
+	"github.com/ax-sched/ax/queue"
+)
+
+// The API contract of issue 5 (DESIGN §6): every endpoint api.go serves and
+// every documented error, against three real regions. f.call checks that
+// every error body is {"error":{"code","message"[,"field"]}}.
+func TestAPIContract(t *testing.T) {
+	// AWS's L4 pool holds 4 with one slot: 429 comes quickly.
+	f := newFed(t, withCapacity(aws, poolGPU, 4))
+	ctx := testCtx(t)
+	tasks := f.r(aws).url() + "/v1/tasks"
+	// Local work: it stays in AWS (AWS spot is its cheapest pool).
+	local := func(typ string) spec { return spec{"type": typ, "tags": x86, "regions": []string{aws}} }
+
+	t.Run("health, readiness, metrics, dashboard", func(t *testing.T) {
+		rep := f.call(http.MethodGet, f.r(aws).url()+"/healthz", "", nil).want(t, http.StatusOK)
+		if strings.TrimSpace(string(rep.Body)) != "ok" {
+			t.Fatalf("healthz: %q", rep.Body)
+		}
+		var ready map[string]any
+		f.call(http.MethodGet, f.r(aws).url()+"/readyz", "", nil).want(t, http.StatusOK).json(t, &ready)
+		if ready["ready"] != true || ready["region"] != aws || ready["global_view"] != true {
+			t.Fatalf("readyz: %v", ready)
+		}
+		f.submitOK(aws, tokAcme, local("metrics.probe"))
+		rep = f.call(http.MethodGet, f.r(aws).url()+"/metrics", "", nil).want(t, http.StatusOK)
+		for _, m := range []string{"ax_tasks_submitted_total", "ax_http_requests_total", "ax_pool_",
+			`ax_placement_decisions_total{pool="cpu-spot",region="aws-use1"}`} {
+			if !strings.Contains(string(rep.Body), m) {
+				t.Errorf("/metrics lacks %s", m)
+			}
+		}
+		if !strings.Contains(string(rep.Body), `ax_tasks_submitted_total{region="aws-use1",tenant="acme",type="metrics.probe"} 1`) {
+			t.Errorf("submitted counter not counted by region, tenant, type")
+		}
+		rep = f.call(http.MethodGet, f.r(aws).url()+"/", "", nil).want(t, http.StatusOK)
+		if !strings.Contains(string(rep.Body), "/v1/regions") {
+			t.Errorf("dashboard does not poll /v1/regions")
+		}
+	})
+
+	t.Run("401 without or with an unknown token", func(t *testing.T) {
+		for _, ep := range []struct{ method, path string }{
+			{http.MethodPost, "/v1/tasks"}, {http.MethodPost, "/v1/tasks/batch"}, {http.MethodGet, "/v1/regions"},
+			{http.MethodGet, "/v1/dlq"}, {http.MethodPost, "/v1/placement/explain"}, {http.MethodPost, "/v1/tasks/cancel"},
+			{http.MethodPost, "/v1/internal/handoff"}, {http.MethodGet, "/v1/tasks/0000000000000000.0.aws-use1"},
+		} {
+			for _, tok := range []string{"", tokUnknown} {
+				rep := f.call(ep.method, f.r(aws).url()+ep.path, tok, spec{"type": "x"}).want(t, http.StatusUnauthorized)
+				if rep.err(t).Code != apiv1.CodeUnauthorized || rep.Header.Get("WWW-Authenticate") == "" {
+					t.Fatalf("%s %s token %q: %s %v", ep.method, ep.path, tok, rep.Body, rep.Header)
+				}
+			}
+		}
+		// "Bearer" is required; a bare token is not one.
+		req, _ := http.NewRequest(http.MethodGet, f.r(aws).url()+"/v1/regions", nil)
+		req.Header.Set("Authorization", tokAdmin)
+		resp, err := f.http.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusUnauthorized {
+			t.Fatalf("a token without Bearer: %d", resp.StatusCode)
+		}
+	})
+
+	t.Run("403 for roles, tenants and the hand-off endpoint", func(t *testing.T) {
+		sr := f.submitOK(aws, tokAcme, local("forbidden.probe"))
+		for _, path := range []string{"/cancel", "/replay", "/priority"} {
+			rep := f.call(http.MethodPost, tasks+"/"+sr.ID+path, tokAcme, spec{"priority": 1}).want(t, http.StatusForbidden)
+			if rep.err(t).Code != apiv1.CodeForbidden {
+				t.Fatalf("%s: %s", path, rep.Body)
+			}
+		}
+		f.call(http.MethodPost, tasks+"/cancel", tokAcme, spec{"type": "x"}).want(t, http.StatusForbidden)
+		f.call(http.MethodPost, f.r(aws).url()+"/v1/regions/"+aws+"/drain", tokGlobex, nil).want(t, http.StatusForbidden)
+		// Another tenant's name in the spec.
+		rep := f.submit(aws, tokAcme, spec{"type": "x", "tenant": "globex"}).want(t, http.StatusForbidden)
+		if rep.err(t).Field != "tenant" {
+			t.Fatalf("tenant mismatch: %s", rep.Body)
+		}
+		// The hand-off endpoint takes only the cluster token, not even an admin's.
+		body := apiv1.HandOff{ID: sr.ID, Pool: poolSpot, Spec: []byte(`{"type":"x"}`)}
+		for _, tok := range []string{tokAdmin, tokOperator, tokAcme} {
+			rep := f.call(http.MethodPost, f.r(gcp).url()+"/v1/internal/handoff", tok, body).want(t, http.StatusForbidden)
+			if !strings.Contains(rep.err(t).Message, "cluster token") {
+				t.Fatalf("hand-off with %s: %s", tok, rep.Body)
+			}
+		}
+		// The cluster token is refused an unknown pool (a definite refusal).
+		body.Pool = "no-such-pool"
+		f.call(http.MethodPost, f.r(gcp).url()+"/v1/internal/handoff", tokCluster, body).want(t, http.StatusUnprocessableEntity)
+	})
+
+	t.Run("400 names the field", func(t *testing.T) {
+		cases := []struct {
+			name, body, field string
+			fixedBug          string // a bug found here and fixed in queue (kept for the record)
+		}{
+			{"priority out of range", `{"type":"x","priority":9}`, "priority", ""},
+			{"negative priority", `{"type":"x","priority":-1}`, "priority", ""},
+			{"unknown field", `{"type":"x","colour":"red"}`, "colour", ""},
+			{"wrong type", `{"type":"x","priority":"high"}`, "priority", ""},
+			{"wrong type of tags", `{"type":"x","tags":["gpu"]}`, "tags", ""},
+			{"wrong type in a nested value", `{"type":"x","tags":{"gpu":1}}`, "tags", ""},
+			{"type missing", `{"priority":1}`, "type", ""},
+			{"type with spaces", `{"type":"two words"}`, "type", ""},
+			{"bad tag key", `{"type":"x","tags":{"GPU":"a100"}}`, "tags.GPU", ""},
+			{"bad region name", `{"type":"x","regions":["US East"]}`, "regions[0]", ""},
+			{"region twice", `{"type":"x","regions":["aws-use1","aws-use1"]}`, "regions[1]", ""},
+			{"run_at and delay", `{"type":"x","delay":"1m","run_at":"2099-01-01T00:00:00Z"}`, "delay", ""},
+			{"negative delay", `{"type":"x","delay":"-1s"}`, "delay", ""},
+			{"max_retries out of range", `{"type":"x","max_retries":1000}`, "max_retries", ""},
+			{"retry_cap below retry_base", `{"type":"x","retry_base":"2s","retry_cap":"1s"}`, "retry_cap", ""},
+			{"ttl without key", `{"type":"x","idempotency_ttl":"1h"}`, "idempotency_ttl", ""},
+			{"bad trace id", `{"type":"x","trace_id":"xyz"}`, "trace_id", ""},
+			{"bad duration", `{"type":"x","delay":"soon"}`, "delay", "queue: Duration.UnmarshalJSON errors name no field"},
+			{"wrong type of a duration", `{"type":"x","timeout":true}`, "timeout", "queue: Duration.UnmarshalJSON errors name no field"},
+			{"bad time", `{"type":"x","run_at":"tomorrow"}`, "run_at", "queue: time parse errors name no field"},
+			{"payload not JSON-typed", `{"type":"x","payload":}`, "", ""},
+			{"not JSON", `{"type":`, "", ""},
+			{"empty body", ``, "", ""},
+			{"trailing data", `{"type":"x"} {"type":"y"}`, "", ""},
+			{"an array", `[{"type":"x"}]`, "", ""},
+		}
+		for _, tc := range cases {
+			t.Run(tc.name, func(t *testing.T) {
+				rep := f.call(http.MethodPost, tasks, tokAcme, tc.body).want(t, http.StatusBadRequest)
+				e := rep.err(t)
+				if e.Code != apiv1.CodeInvalid || e.Field != tc.field {
+					t.Fatalf("code %q field %q, want %q %q: %s", e.Code, e.Field, apiv1.CodeInvalid, tc.field, rep.Body)
+				}
+			})
+		}
+	})
+
+	t.Run("404 for another tenant's task, a malformed id, an unknown one", func(t *testing.T) {
+		sr := f.submitOK(aws, tokAcme, local("tenant.private"))
+		for _, srv := range regionNames { // the home region and forwarded
+			_, rep := f.getTask(srv, tokGlobex, sr.ID)
+			rep.want(t, http.StatusNotFound)
+			f.call(http.MethodGet, f.r(srv).url()+"/v1/tasks/"+sr.ID+"/trail", tokGlobex, nil).want(t, http.StatusNotFound)
+			f.call(http.MethodPost, f.r(srv).url()+"/v1/tasks/"+sr.ID+"/cancel", tokGlobexOps, nil).want(t, http.StatusNotFound)
+			f.call(http.MethodPost, f.r(srv).url()+"/v1/tasks/"+sr.ID+"/priority", tokGlobexOps, spec{"priority": 0}).want(t, http.StatusNotFound)
+			// Its owner sees it from every server.
+			tk, rep := f.getTask(srv, tokAcme, sr.ID)
+			rep.want(t, http.StatusOK)
+			if tk.ID != sr.ID || tk.Tenant != "acme" || tk.HeldBy != aws {
+				t.Fatalf("GET on %s: %+v", srv, tk)
+			}
+		}
+		if tk, _ := f.r(aws).store.Get(ctx, sr.ID); tk.State != queue.Ready {
+			t.Fatalf("another tenant's cancel touched the task: %s", tk.State)
+		}
+		for _, id := range []string{"nope", "0000000000000000.0.aws-use1", "0000000000000000.0.gcp-euw4", "0000000000000000.0.mars-1"} {
+			_, rep := f.getTask(gcp, tokAcme, id)
+			if rep.Status != http.StatusNotFound && !(strings.HasSuffix(id, "mars-1") && rep.Status == http.StatusServiceUnavailable) {
+				t.Fatalf("GET %s: %d %s", id, rep.Status, rep.Body)
+			}
+		}
+		rep := f.call(http.MethodGet, f.r(aws).url()+"/v1/nothing-here", tokAcme, nil).want(t, http.StatusNotFound)
+		if rep.err(t).Code != apiv1.CodeNotFound {
+			t.Fatal(string(rep.Body))
+		}
+	})
+
+	t.Run("idempotent repeat 200, reused key 409", func(t *testing.T) {
+		sp := spec{"type": "pay.out", "tags": x86, "idempotency_key": "po-77", "payload": map[string]any{"amount": 12}}
+		first := f.submitOK(gcp, tokAcme, sp)
+		// The same spec, spelled differently (payload whitespace, a delay).
+		var again apiv1.SubmitResponse
+		f.call(http.MethodPost, f.r(gcp).url()+"/v1/tasks", tokAcme,
+			`{"payload": {"amount":12},"idempotency_key":"po-77","tags":{"arch":"x86"},"type":"pay.out"}`).want(t, http.StatusOK).json(t, &again)
+		if again.ID != first.ID || !again.Duplicate {
+			t.Fatalf("repeat: %+v, first %+v", again, first)
+		}
+		sp["payload"] = map[string]any{"amount": 13}
+		rep := f.submit(gcp, tokAcme, sp).want(t, http.StatusConflict)
+		if e := rep.err(t); e.Code != apiv1.CodeConflict || e.Field != "idempotency_key" {
+			t.Fatalf("409: %s", rep.Body)
+		}
+	})
+
+	t.Run("413 above 1 MiB", func(t *testing.T) {
+		big := strings.Repeat("a", 1<<20)
+		// A payload just over 1 MiB (the body fits the read limit).
+		rep := f.call(http.MethodPost, tasks, tokAcme, `{"type":"x","payload":"`+big+`"}`).want(t, http.StatusRequestEntityTooLarge)
+		if e := rep.err(t); e.Code != apiv1.CodeTooLarge || e.Field != "payload" {
+			t.Fatalf("413: %s", rep.Body)
+		}
+		// A body far over it.
+		rep = f.call(http.MethodPost, tasks, tokAcme, `{"type":"x","payload":"`+big+big+`"}`).want(t, http.StatusRequestEntityTooLarge)
+		if rep.err(t).Code != apiv1.CodeTooLarge {
+			t.Fatalf("413: %s", rep.Body)
+		}
+		// Exactly 1 MiB is allowed: the JSON string with its quotes.
+		f.call(http.MethodPost, tasks, tokAcme, `{"type":"x","regions":["aws-use1"],"payload":"`+big[:1<<20-2]+`"}`).want(t, http.StatusCreated)
+		// In a batch, the item says it.
+		var br apiv1.BatchResponse
+		f.call(http.MethodPost, tasks+"/batch", tokAcme, `{"tasks":[{"type":"x","regions":["aws-use1"]},{"type":"x","payload":"`+big+`"}]}`).
+			want(t, http.StatusOK).json(t, &br)
+		if br.Results[0].Status != http.StatusCreated || br.Results[1].Status != http.StatusRequestEntityTooLarge ||
+			br.Results[1].Error.Field != "tasks[1].payload" {
+			t.Fatalf("batch with a large item: %+v", br.Results)
+		}
+	})
+
+	t.Run("422 unplaceable with the explanation", func(t *testing.T) {
+		rep := f.submit(aws, tokAcme, spec{"type": "x", "tags": map[string]string{"gpu": "l4"}, "regions": []string{gcp, az}}).
+			want(t, http.StatusUnprocessableEntity)
+		e := rep.err(t)
+		if e.Code != apiv1.CodeUnplaceable || e.Explanation == nil || e.Explanation.Outcome != "UNPLACEABLE" {
+			t.Fatalf("422: %s", rep.Body)
+		}
+		for _, c := range e.Explanation.Candidates {
+			if c.Rejected != "TAG_MISMATCH" && c.Rejected != "REGION_EXCLUDED" {
+				t.Fatalf("candidate %+v", c)
+			}
+		}
+	})
+
+	t.Run("429 when every candidate is saturated; critical still admitted", func(t *testing.T) {
+		l4 := spec{"type": "infer", "tags": map[string]string{"gpu": "l4"}}
+		var rep reply
+		for i := 0; i < 30; i++ {
+			if rep = f.submit(aws, tokAcme, l4); rep.Status != http.StatusCreated {
+				break
+			}
+		}
+		rep.want(t, http.StatusTooManyRequests)
+		e := rep.err(t)
+		if e.Code != apiv1.CodeSaturated || rep.Header.Get("Retry-After") != "2" || e.RetryAfterSeconds != 2 {
+			t.Fatalf("429: %v %s", rep.Header, rep.Body)
+		}
+		if e.Explanation == nil || e.Explanation.Outcome != "SATURATED" {
+			t.Fatalf("429 without the explanation: %s", rep.Body)
+		}
+		l4["critical"] = true
+		sr := f.submitOK(aws, tokAcme, l4)
+		if sr.Region != aws || deref(sr.Pool) != poolGPU {
+			t.Fatalf("critical task: %+v", sr)
+		}
+		// Other servers refuse it too (they place with the same figures).
+		delete(l4, "critical")
+		eventually(t, 5*time.Second, "GCP sees the L4 pool saturated", func() bool {
+			return f.submit(gcp, tokAcme, l4).Status == http.StatusTooManyRequests
+		})
+	})
+
+	t.Run("batch: per-item results with tasks[i].field", func(t *testing.T) {
+		body := `{"tasks":[
+			{"type":"batch.ok","tags":{"arch":"x86"}},
+			{"type":"batch.bad","priority":7},
+			{"type":"batch.bad","colour":"red"},
+			{"type":"batch.bad","priority":"low"},
+			{"type":"batch.none","tags":{"gpu":"tpu"}},
+			{"type":"batch.keyed","idempotency_key":"b-1"},
+			{"type":"batch.keyed","idempotency_key":"b-1"},
+			{"type":"batch.keyed","idempotency_key":"b-1","priority":0},
+			{"type":"batch.bad","regions":["aws-use1","x y"]}
+		]}`
+		var br apiv1.BatchResponse
+		f.call(http.MethodPost, tasks+"/batch", tokAcme, body).want(t, http.StatusOK).json(t, &br)
+		want := []struct {
+			status int
+			field  string
+		}{{201, ""}, {400, "tasks[1].priority"}, {400, "tasks[2].colour"}, {400, "tasks[3].priority"}, {422, ""},
+			{201, ""}, {200, ""}, {409, "tasks[7].idempotency_key"}, {400, "tasks[8].regions[1]"}}
+		if len(br.Results) != len(want) {
+			t.Fatalf("%d results", len(br.Results))
+		}
+		for i, w := range want {
+			it := br.Results[i]
+			field := ""
+			if it.Error != nil {
+				field = it.Error.Field
+				if it.Error.Code == "" || it.Error.Message == "" {
+					t.Errorf("item %d: error without code or message: %+v", i, it.Error)
+				}
+			}
+			if it.Status != w.status || field != w.field || (it.Error == nil) != (it.Task != nil) {
+				t.Errorf("item %d: status %d field %q (%+v), want %d %q", i, it.Status, field, it, w.status, w.field)
+			}
+		}
+		if br.Results[5].Task == nil || br.Results[6].Task == nil || br.Results[5].Task.ID != br.Results[6].Task.ID {
+			t.Errorf("a key repeated inside a batch makes two tasks")
+		}
+		if br.Accepted != 3 || br.Rejected != 6 {
+			t.Errorf("accepted %d rejected %d", br.Accepted, br.Rejected)
+		}
+		f.call(http.MethodPost, tasks+"/batch", tokAcme, `{"tasks":[]}`).want(t, http.StatusBadRequest)
+		f.call(http.MethodPost, tasks+"/batch", tokAcme, `{"tasks":{}}`).want(t, http.StatusBadRequest)
+		f.call(http.MethodPost, tasks+"/batch", tokAcme, `{"tasks":[],"extra":1}`).want(t, http.StatusBadRequest)
+		items := make([]string, 1001)
+		for i := range items {
+			items[i] = `{"type":"x"}`
+		}
+		rep := f.call(http.MethodPost, tasks+"/batch", tokAcme, `{"tasks":[`+strings.Join(items, ",")+`]}`).want(t, http.StatusBadRequest)
+		if rep.err(t).Field != "tasks" {
+			t.Fatalf("1001 tasks: %s", rep.Body)
+		}
+	})
+
+	t.Run("get, trail, cancel, priority of one task", func(t *testing.T) {
+		sr := f.submitOK(aws, tokAcme, local("op.target"))
+		tk, rep := f.getTask(gcp, tokAcme, sr.ID) // forwarded to its home
+		rep.want(t, http.StatusOK)
+		if tk.State != queue.Ready || tk.Pool != poolSpot || tk.Type != "op.target" || tk.Priority != 2 || tk.CreatedAt.IsZero() {
+			t.Fatalf("GET: %+v", tk)
+		}
+		tr := f.trail(gcp, tokAcme, sr.ID)
+		if len(tr) == 0 || tr[0].To != queue.Ready || tr[0].Reason != queue.ReasonPlaced {
+			t.Fatalf("trail: %+v", tr)
+		}
+		for _, tc := range []struct {
+			body  string
+			field string
+		}{{`{"priority":7}`, "priority"}, {`{}`, "priority"}, {`{"priority":"x"}`, "priority"}, {`{"priority":1,"why":"x"}`, "why"}} {
+			rep := f.call(http.MethodPost, tasks+"/"+sr.ID+"/priority", tokOperator, tc.body).want(t, http.StatusBadRequest)
+			if rep.err(t).Field != tc.field {
+				t.Fatalf("priority %s: %s", tc.body, rep.Body)
+			}
+		}
+		var after queue.Task
+		f.call(http.MethodPost, f.r(az).url()+"/v1/tasks/"+sr.ID+"/priority", tokOperator, spec{"priority": 0}).want(t, http.StatusOK).json(t, &after)
+		if after.Priority != 0 || after.ID != sr.ID || after.State != queue.Ready {
+			t.Fatalf("after the priority change: %+v", after)
+		}
+		if !hasReason(f.trail(aws, tokAcme, sr.ID), queue.ReasonPriority) {
+			t.Fatal("the trail lacks PRIORITY_CHANGED")
+		}
+		var cr apiv1.CancelResponse
+		f.call(http.MethodPost, f.r(az).url()+"/v1/tasks/"+sr.ID+"/cancel", tokOperator, nil).want(t, http.StatusOK).json(t, &cr)
+		if cr.State != queue.Canceled || cr.Requested {
+			t.Fatalf("cancel: %+v", cr)
+		}
+		rep = f.call(http.MethodPost, tasks+"/"+sr.ID+"/cancel", tokOperator, nil).want(t, http.StatusConflict)
+		if rep.err(t).Code != apiv1.CodeFailedPrecond {
+			t.Fatalf("cancel twice: %s", rep.Body)
+		}
+		// A RUNNING task: the cancel is a request.
+		run := f.submitOK(aws, tokAcme, spec{"type": "op.running", "tags": x86, "regions": []string{aws}, "priority": 0})
+		held, err := f.r(aws).store.Claim(ctx, queue.ClaimRequest{Pool: poolSpot, Worker: "w-op", N: 1})
+		if err != nil || len(held) != 1 || held[0].ID != run.ID {
+			t.Fatalf("claim: %+v %v", held, err)
+		}
+		f.call(http.MethodPost, tasks+"/"+run.ID+"/cancel", tokAdmin, nil).want(t, http.StatusOK).json(t, &cr)
+		if cr.State != queue.Running || !cr.Requested {
+			t.Fatalf("cancel of a running task: %+v", cr)
+		}
+		stops, err := f.r(aws).store.Heartbeat(ctx, "w-op", poolSpot, 1, []queue.Lease{{ID: run.ID, Token: held[0].LeaseToken}})
+		if err != nil || len(stops) != 1 || stops[0].Why != queue.StopCanceled {
+			t.Fatalf("the worker learns the cancel at its heartbeat: %+v %v", stops, err)
+		}
+		// A handed-off task is cancelled where it went, through its home.
+		away := f.submitOK(aws, tokAcme, spec{"type": "op.away", "tags": x86})
+		if away.Region != az {
+			t.Fatalf("placed on %s", away.Region)
+		}
+		eventually(t, 5*time.Second, "handed off", func() bool {
+			tk, _ := f.r(aws).store.Get(ctx, away.ID)
+			return tk.State == queue.HandedOff
+		})
+		f.call(http.MethodPost, f.r(gcp).url()+"/v1/tasks/"+away.ID+"/cancel", tokOperator, nil).want(t, http.StatusOK).json(t, &cr)
+		if tk, _ := f.r(az).store.Get(ctx, away.ID); cr.State != queue.Canceled || tk.State != queue.Canceled {
+			t.Fatalf("cancel through the home: %+v, target record %s", cr, tk.State)
+		}
+	})
+
+	t.Run("bulk cancel by filter", func(t *testing.T) {
+		for i := 0; i < 5; i++ {
+			f.submitOK(aws, tokAcme, local("bulk.me"))
+			f.submitOK(aws, tokAcme, local("bulk.keep"))
+		}
+		for i := 0; i < 2; i++ {
+			f.submitOK(aws, tokGlobex, local("bulk.me"))
+		}
+		f.submitOK(aws, tokAcme, spec{"type": "bulk.me", "regions": []string{aws}, "tags": x86, "delay": "1h"})
+		f.call(http.MethodPost, tasks+"/cancel", tokOperator, spec{}).want(t, http.StatusBadRequest)
+		rep := f.call(http.MethodPost, tasks+"/cancel", tokOperator, spec{"type": "bulk.me", "state": "RUNNING"}).want(t, http.StatusBadRequest)
+		if rep.err(t).Field != "state" {
+			t.Fatal(string(rep.Body))
+		}
+		f.call(http.MethodPost, tasks+"/cancel", tokGlobexOps, spec{"type": "bulk.me", "tenant": "acme"}).want(t, http.StatusForbidden)
+		var bc apiv1.BulkCancelResponse
+		// A tenant's operator cancels only its tenant's tasks.
+		f.call(http.MethodPost, tasks+"/cancel", tokGlobexOps, spec{"type": "bulk.me"}).want(t, http.StatusOK).json(t, &bc)
+		if bc.Canceled != 2 {
+			t.Fatalf("globex's operator cancelled %d, want its 2", bc.Canceled)
+		}
+		f.call(http.MethodPost, tasks+"/cancel", tokOperator, spec{"type": "bulk.me", "state": "READY"}).want(t, http.StatusOK).json(t, &bc)
+		if bc.Canceled != 5 {
+			t.Fatalf("cancelled %d READY, want 5", bc.Canceled)
+		}
+		f.call(http.MethodPost, tasks+"/cancel", tokOperator, spec{"type": "bulk.me", "tenant": "acme"}).want(t, http.StatusOK).json(t, &bc)
+		if bc.Canceled != 1 {
+			t.Fatalf("cancelled %d PENDING, want the delayed one", bc.Canceled)
+		}
+		n := 0
+		_ = f.r(aws).store.Waiting(ctx, queue.Filter{Type: "bulk.keep"}, func(ts []*queue.Task) error { n += len(ts); return nil })
+		if n != 5 {
+			t.Fatalf("the filter hit other types: %d of 5 bulk.keep left", n)
+		}
+	})
+
+	t.Run("dead letters: list and replay", func(t *testing.T) {
+		sr := f.submitOK(aws, tokAcme, spec{"type": "dlq.poison", "tags": x86, "regions": []string{aws}, "priority": 0, "max_retries": 0})
+		held, err := f.r(aws).store.Claim(ctx, queue.ClaimRequest{Pool: poolSpot, Worker: "w-dlq", N: 1})
+		if err != nil || len(held) != 1 || held[0].ID != sr.ID {
+			t.Fatalf("claim: %+v %v", held, err)
+		}
+		st, _, err := f.r(aws).store.Fail(ctx, queue.Failure{ID: sr.ID, Token: held[0].LeaseToken, Error: "boom", Retryable: true})
+		if err != nil || st != queue.Failed {
+			t.Fatalf("fail: %s %v", st, err)
+		}
+		var dl apiv1.TaskList
+		f.call(http.MethodGet, f.r(aws).url()+"/v1/dlq?type=dlq.poison", tokAcme, nil).want(t, http.StatusOK).json(t, &dl)
+		if len(dl.Tasks) != 1 || dl.Tasks[0].ID != sr.ID || dl.Tasks[0].LastError != "boom" || dl.Tasks[0].State != queue.Failed {
+			t.Fatalf("dlq: %+v", dl.Tasks)
+		}
+		f.call(http.MethodGet, f.r(aws).url()+"/v1/dlq", tokGlobex, nil).want(t, http.StatusOK).json(t, &dl)
+		if len(dl.Tasks) != 0 {
+			t.Fatalf("globex sees acme's dead letters: %+v", dl.Tasks)
+		}
+		f.call(http.MethodGet, f.r(aws).url()+"/v1/dlq?type=other", tokOperator, nil).want(t, http.StatusOK).json(t, &dl)
+		if len(dl.Tasks) != 0 {
+			t.Fatalf("type filter: %+v", dl.Tasks)
+		}
+		for _, q := range []string{"limit=0", "limit=x", "offset=-1"} {
+			rep := f.call(http.MethodGet, f.r(aws).url()+"/v1/dlq?"+q, tokOperator, nil).want(t, http.StatusBadRequest)
+			if field := rep.err(t).Field; field != strings.Split(q, "=")[0] {
+				t.Fatalf("%s: field %q", q, field)
+			}
+		}
+		var replayed queue.Task
+		f.call(http.MethodPost, f.r(gcp).url()+"/v1/tasks/"+sr.ID+"/replay", tokOperator, nil).want(t, http.StatusOK).json(t, &replayed)
+		if replayed.ID != sr.ID || replayed.State == queue.Failed {
+			t.Fatalf("replay: %+v", replayed)
+		}
+		eventually(t, 5*time.Second, "the replayed task is placed again", func() bool {
+			tk, _ := f.getTask(aws, tokAcme, sr.ID)
+			return tk.State == queue.Ready
+		})
+		if !hasReason(f.trail(aws, tokAcme, sr.ID), queue.ReasonReplayed) {
+			t.Fatal("trail lacks REPLAYED")
+		}
+		f.call(http.MethodPost, tasks+"/"+sr.ID+"/replay", tokOperator, nil).want(t, http.StatusConflict)
+	})
+
+	t.Run("regions, explain, events", func(t *testing.T) {
+		var rr apiv1.RegionsResponse
+		f.call(http.MethodGet, f.r(az).url()+"/v1/regions", tokGlobex, nil).want(t, http.StatusOK).json(t, &rr)
+		if !rr.GlobalView || len(rr.Regions) != 3 {
+			t.Fatalf("regions: %+v", rr)
+		}
+		for i, r := range rr.Regions {
+			if r.Name != []string{aws, az, gcp}[i] {
+				t.Fatalf("regions not sorted: %+v", rr.Regions)
+			}
+			if !r.Healthy || r.API == "" || r.Leader == "" || len(r.Pools) != 3 || r.UpdatedAt.IsZero() {
+				t.Fatalf("region %+v", r)
+			}
+			for _, p := range r.Pools {
+				if p.PricePerSlotHour != priceOf(r.Name, p.Name) || p.Slots == 0 || p.QueueCapacity == 0 || p.Tags == nil {
+					t.Fatalf("pool %s/%+v", r.Name, p)
+				}
+			}
+		}
+		rep := f.call(http.MethodPost, f.r(aws).url()+"/v1/placement/explain", tokAcme, `{"type":"x","priority":11}`).want(t, http.StatusBadRequest)
+		if rep.err(t).Field != "priority" {
+			t.Fatal(string(rep.Body))
+		}
+		var ev apiv1.EventsResponse
+		f.call(http.MethodGet, f.r(aws).url()+"/v1/events?after=0&wait=10ms", tokOperator, nil).want(t, http.StatusOK).json(t, &ev)
+		if ev.Region != aws || len(ev.Events) == 0 || ev.Next == "" {
+			t.Fatalf("events: %+v", ev)
+		}
+		f.call(http.MethodGet, f.r(aws).url()+"/v1/events?region="+gcp+"&after=0&wait=10ms", tokOperator, nil).want(t, http.StatusOK).json(t, &ev)
+		if ev.Region != gcp {
+			t.Fatalf("events of another region: %+v", ev.Region)
+		}
+		f.call(http.MethodGet, f.r(aws).url()+"/v1/events?wait=2h", tokOperator, nil).want(t, http.StatusBadRequest)
+	})
+
+	// Last: it takes the region's Redis away.
+	t.Run("readyz 503 without the region's Redis", func(t *testing.T) {
+		f.r(az).redis.Kill()
+		rep := f.call(http.MethodGet, f.r(az).url()+"/readyz", "", nil)
+		if rep.Status != http.StatusServiceUnavailable {
+			t.Fatalf("readyz with Redis killed: %d %s", rep.Status, rep.Body)
+		}
+		var body map[string]any
+		rep.json(t, &body)
+		if body["ready"] != false || fmt.Sprint(body["problems"]) == "[]" {
+			t.Fatalf("readyz body: %s", rep.Body)
+		}
+		// The others stay ready; the region is ready again once Redis is back.
+		f.call(http.MethodGet, f.r(aws).url()+"/readyz", "", nil).want(t, http.StatusOK)
+		f.r(az).redis.Restart(false)
+		eventually(t, 10*time.Second, "ready again", func() bool {
+			return f.call(http.MethodGet, f.r(az).url()+"/readyz", "", nil).Status == http.StatusOK
+		})
+	})
+}

@@ -1,0 +1,125 @@
+package federation
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"strings"
+
+	"github.com/ax-sched/ax/federation/apiv1"
+	"github.com/ax-sched/ax/queue"
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// dagMetrics are process-wide (labelled by region): NewAPI registers them
+// with its Gatherer when that is also a Registerer (a *prometheus.Registry,
+// as the server's is).
+var dagMetrics = struct {
+	runs, released *prometheus.CounterVec
+}{
+	runs: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "ax_dag_runs_total",
+		Help: "DAG runs entering a state: RUNNING (accepted), SUCCESS, FAILED."}, []string{"region", "state"}),
+	released: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "ax_dag_nodes_released_total",
+		Help: "DAG nodes released (their task submitted), counted once per node."}, []string{"region"}),
+}
+
+// dagRoutes registers POST /v1/dags and GET /v1/dags/{id} (called by
+// NewAPI).
+func (a *API) dagRoutes() {
+	a.route("POST /v1/dags", RoleSubmitter, a.createDAG)
+	a.route("GET /v1/dags/{id}", RoleSubmitter, a.getDAG)
+	if reg, ok := a.cfg.Gatherer.(prometheus.Registerer); ok {
+		for _, c := range []prometheus.Collector{dagMetrics.runs, dagMetrics.released} {
+			var are prometheus.AlreadyRegisteredError
+			if err := reg.Register(c); err != nil && !errors.As(err, &are) {
+				a.n.log.Warn("DAG metrics not registered", "err", err)
+			}
+		}
+	}
+}
+
+// dagWire is a DAGRequest as read: nodes are decoded one by one, so an
+// error names its node.
+type dagWire struct {
+	Name   string            `json:"name"`
+	Tenant string            `json:"tenant"`
+	Nodes  []json.RawMessage `json:"nodes"`
+}
+
+func (a *API) createDAG(w http.ResponseWriter, r *http.Request, p Principal) error {
+	// Room for every node's payload, within reason.
+	limit := min(int64(MaxDAGNodes)*int64(a.cfg.MaxPayload+4<<10), 64<<20)
+	var wire dagWire
+	if err := decode(w, r, limit, &wire); err != nil {
+		return err
+	}
+	req := DAGRequest{Name: wire.Name, Tenant: wire.Tenant, Nodes: make([]DAGNodeSpec, len(wire.Nodes))}
+	if len(wire.Nodes) > MaxDAGNodes {
+		return &queue.FieldError{Field: "nodes", Msg: fmt.Sprintf("at most %d nodes", MaxDAGNodes)}
+	}
+	for i, raw := range wire.Nodes {
+		nd, err := decodeDAGNode(i, raw)
+		if err != nil {
+			return err
+		}
+		req.Nodes[i] = nd
+	}
+	if p.Tenant != "" {
+		if req.Tenant != "" && req.Tenant != p.Tenant {
+			return &apiError{status: 403, code: apiv1.CodeForbidden, msg: "this token may only submit for tenant " + p.Tenant, field: "tenant"}
+		}
+		req.Tenant = p.Tenant
+	}
+	st, err := a.n.CreateDAG(r.Context(), &req)
+	var fe *queue.FieldError
+	if errors.As(err, &fe) && strings.HasSuffix(fe.Field, ".task.payload") && strings.HasPrefix(fe.Msg, "larger than") {
+		return &apiError{status: 413, code: apiv1.CodeTooLarge, msg: fe.Error(), field: fe.Field}
+	}
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusCreated, st)
+	return nil
+}
+
+// decodeDAGNode strictly decodes node i; errors name nodes[i].<field>.
+func decodeDAGNode(i int, raw json.RawMessage) (DAGNodeSpec, error) {
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	dec.DisallowUnknownFields()
+	var nd DAGNodeSpec
+	err := dec.Decode(&nd)
+	if err == nil {
+		return nd, nil
+	}
+	var te *json.UnmarshalTypeError
+	if errors.As(err, &te) {
+		if te.Field == "" {
+			return nd, &queue.FieldError{Field: nodeField(i, ""), Msg: "must be an object"}
+		}
+		return nd, &queue.FieldError{Field: nodeField(i, te.Field), Msg: "must be " + te.Type.String()}
+	}
+	if f, ok := strings.CutPrefix(err.Error(), "json: unknown field "); ok {
+		f = strings.Trim(f, `"`)
+		msg := "unknown field"
+		if _, serr := queue.DecodeSpec([]byte(`{"` + f + `":null}`)); serr == nil {
+			msg = `unknown field: a node's task spec goes under "task"`
+		}
+		return nd, &queue.FieldError{Field: nodeField(i, f), Msg: msg}
+	}
+	return nd, &queue.FieldError{Field: nodeField(i, ""), Msg: "invalid JSON: " + strings.TrimPrefix(err.Error(), "json: ")}
+}
+
+func (a *API) getDAG(w http.ResponseWriter, r *http.Request, p Principal) error {
+	st, err := a.n.DAG(r.Context(), r.PathValue("id"), hops(r))
+	if errors.Is(err, queue.ErrDAGNotFound) || err == nil && !p.sees(st.Tenant) {
+		// Another tenant's run is as absent as a missing one.
+		return &apiError{status: 404, code: apiv1.CodeNotFound, msg: "no such DAG run", field: "id"}
+	}
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, st)
+	return nil
+}

@@ -1,0 +1,575 @@
+package federation
+
+import (
+	"context"
+	"encoding/json"
+	"net/http"
+	"sort"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/ax-sched/ax/lease"
+	"github.com/ax-sched/ax/queue"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+	clientv3 "go.etcd.io/etcd/client/v3"
+)
+
+// schedInstance is one server's Scheduler with its own etcd client, so a
+// test can crash it (close the client: nothing is resigned or revoked).
+type schedInstance struct {
+	id     string
+	region string
+	s      *Scheduler
+	cli    *clientv3.Client
+	cancel context.CancelFunc
+	done   chan struct{}
+	once   sync.Once
+}
+
+// scheduler attaches a Scheduler to a region's server (its API serves the
+// schedule endpoints from then on); start runs it. now nil is the real clock.
+func (f *fed) scheduler(regionName, id string, now func() time.Time) *schedInstance {
+	cli := f.etcd.Client()
+	s := NewScheduler(f.r(regionName).node(), cli, SchedulerConfig{ID: id, SessionTTL: testTTL,
+		CallTimeout: 2 * time.Second, Logger: f.log.With("scheduler", id), Now: now})
+	return &schedInstance{id: id, region: regionName, s: s, cli: cli}
+}
+
+func (in *schedInstance) start(t *testing.T) *schedInstance {
+	ctx, cancel := context.WithCancel(context.Background())
+	in.cancel, in.done = cancel, make(chan struct{})
+	go func() {
+		defer close(in.done)
+		_ = in.s.Run(ctx)
+	}()
+	t.Cleanup(in.stop)
+	return in
+}
+
+// stop ends the instance gracefully (it resigns).
+func (in *schedInstance) stop() {
+	in.once.Do(func() {
+		in.cancel()
+		<-in.done
+	})
+}
+
+// crash ends it as a dead process would: its etcd client goes first, so its
+// election key stays until the lease expires. It winds down in the
+// background (its etcd calls time out); stop waits for it.
+func (in *schedInstance) crash() {
+	_ = in.cli.Close()
+	in.cancel()
+}
+
+func (f *fed) createSchedule(regionName, token string, body any) reply {
+	f.t.Helper()
+	return f.call(http.MethodPost, f.r(regionName).url()+"/v1/schedules", token, body)
+}
+
+func (f *fed) schedStore() scheduleStore {
+	return scheduleStore{c: f.etcdCli, prefix: "/ax/", timeout: 5 * time.Second}
+}
+
+func (f *fed) schedState(name string) scheduleState {
+	f.t.Helper()
+	st, _, err := f.schedStore().state(context.Background(), name)
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	return st
+}
+
+// setLastSlot makes a schedule look as if its last slot handled was last.
+func (f *fed) setLastSlot(name string, last time.Time) {
+	f.t.Helper()
+	sd, err := f.schedStore().get(context.Background(), name)
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	b, _ := json.Marshal(scheduleState{DefRev: sd.rev, LastSlot: last, LastOutcome: outcomeFired})
+	if _, err := f.etcdCli.Put(context.Background(), "/ax/schedule-state/"+name, string(b)); err != nil {
+		f.t.Fatal(err)
+	}
+}
+
+// waitingTasks lists the PENDING and READY tasks of a type in one region.
+func (f *fed) waitingTasks(regionName, typ string) []*queue.Task {
+	f.t.Helper()
+	var out []*queue.Task
+	err := f.r(regionName).store.Waiting(testCtx(f.t), queue.Filter{Type: typ}, func(ts []*queue.Task) error {
+		out = append(out, ts...)
+		return nil
+	})
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	return out
+}
+
+func fires(in *schedInstance, name, outcome string) float64 {
+	return testutil.ToFloat64(in.s.fires.WithLabelValues(name, outcome))
+}
+
+// The acceptance test of issue 6 part 4: a schedule firing every second
+// runs for about 25 s while three schedulers on three regions compete for
+// the federation election. The leader is deposed twice without resigning —
+// once by revoking its lease while it keeps running, once by a crash — and
+// then every scheduler dies at once for 5 s. Every slot that fired has
+// exactly one task, under its derived id, in the home region; the gaps are
+// handled by fire_once (one late task per gap at most).
+func TestScheduleFailoverFiresEachSlotOnce(t *testing.T) {
+	t.Parallel()
+	f := newFed(t)
+	const name, typ = "tick", "sched.tick"
+	inst := map[string]*schedInstance{}
+	for _, r := range []string{gcp, az, aws} {
+		inst["sched-"+r] = f.scheduler(r, "sched-"+r, nil)
+	}
+	// Home aws (the creating server's region); pinned there so no hand-off
+	// moves the tasks.
+	f.createSchedule(aws, tokOperator, spec{"name": name, "cron": "*/1 * * * * *",
+		"task": spec{"type": typ, "regions": []string{aws}}}).want(t, http.StatusCreated)
+
+	ctx := testCtx(t)
+	leader := func() lease.Leader {
+		var ld lease.Leader
+		eventually(t, 15*time.Second, "a federation leader", func() bool {
+			var err error
+			ld, err = lease.Observe(ctx, f.etcdCli, "/ax/elect/federation")
+			return err == nil && inst[ld.Value] != nil && inst[ld.Value].s.Leading()
+		})
+		return ld
+	}
+	tokens := map[int64]bool{}
+	// gcp leads first (tasks cross to aws through /v1/internal/enqueue),
+	// then az, then aws (local enqueue).
+	inst["sched-"+gcp].start(t)
+	eventually(t, 10*time.Second, "gcp leads", inst["sched-"+gcp].s.Leading)
+	inst["sched-"+az].start(t)
+	inst["sched-"+aws].start(t)
+	time.Sleep(5 * time.Second)
+
+	// 1. Depose the leader by revoking its lease: the next candidate takes
+	// over at once while the old leader may still be mid-firing.
+	l1 := leader()
+	tokens[l1.Token] = true
+	if _, err := f.etcdCli.Revoke(ctx, l1.Lease); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 10*time.Second, "a new leader after the revoke", func() bool { return leader().Token != l1.Token })
+	time.Sleep(5 * time.Second)
+
+	// 2. Crash the leader: its key lives until its lease expires.
+	l2 := leader()
+	tokens[l2.Token] = true
+	inst[l2.Value].crash()
+	inst[l2.Value+"-2"] = f.scheduler(inst[l2.Value].region, l2.Value+"-2", nil).start(t)
+	time.Sleep(5 * time.Second)
+
+	// 3. Every scheduler dies at once; two come back 5 s later.
+	tokens[leader().Token] = true
+	outage := time.Now()
+	for _, in := range inst {
+		in.crash()
+	}
+	time.Sleep(5 * time.Second)
+	back := time.Now()
+	again := []*schedInstance{f.scheduler(gcp, "sched-gcp-3", nil).start(t), f.scheduler(az, "sched-az-3", nil).start(t)}
+	eventually(t, 10*time.Second, "a leader after the outage", func() bool {
+		ld, err := lease.Observe(ctx, f.etcdCli, "/ax/elect/federation")
+		return err == nil && !tokens[ld.Token] && f.schedState(name).Leader == ld.Token
+	})
+	time.Sleep(3 * time.Second)
+	tokens[f.schedState(name).Leader] = true
+	for _, in := range again {
+		in.stop()
+	}
+	if len(tokens) < 4 {
+		t.Errorf("%d leadership terms, want at least 4", len(tokens))
+	}
+
+	// Every task of the schedule is in the home region, under the derived id
+	// of its slot: so no slot can have two.
+	for _, r := range []string{gcp, az} {
+		if ts := f.waitingTasks(r, typ); len(ts) > 0 {
+			t.Errorf("%d scheduled tasks in %s, want none outside the home region", len(ts), r)
+		}
+	}
+	bySlot := map[int64]*queue.Task{}
+	for _, tk := range f.waitingTasks(aws, typ) {
+		p, err := queue.ParseID(tk.ID)
+		if err != nil {
+			t.Fatalf("task %s: %v", tk.ID, err)
+		}
+		if want := ScheduleTaskID(name, p.Time, aws); tk.ID != want || p.Time.UnixMilli()%1000 != 0 {
+			t.Errorf("task %s is not the derived id of a slot (want %s)", tk.ID, want)
+		}
+		if prev := bySlot[p.Time.Unix()]; prev != nil {
+			t.Errorf("slot %v has two tasks: %s and %s", p.Time, prev.ID, tk.ID)
+		}
+		bySlot[p.Time.Unix()] = tk
+	}
+	if len(bySlot) == 0 {
+		t.Fatal("nothing fired")
+	}
+	var slots []int64
+	for s := range bySlot {
+		slots = append(slots, s)
+	}
+	sort.Slice(slots, func(i, j int) bool { return slots[i] < slots[j] })
+	first, last := slots[0], slots[len(slots)-1]
+
+	// Walk the slots. After a gap (slots without a task) fire_once fires the
+	// latest missed slot, more than the tolerance after it, then the slots
+	// still on time; any other task that late would be a second firing for
+	// one gap (a catch-up).
+	const tolerance = 2 * time.Second
+	missing, inGap, gapInOutage, outageGap := 0, false, false, false
+	var gaps []string
+	for s := first; s <= last; s++ {
+		tk, slot := bySlot[s], time.Unix(s, 0)
+		if tk == nil {
+			missing++
+			if !inGap {
+				gaps = append(gaps, slot.Format("15:04:05"))
+				inGap, gapInOutage = true, false
+			}
+			if slot.After(outage) && slot.Before(back) {
+				gapInOutage, outageGap = true, true
+			}
+			continue
+		}
+		lateness := tk.CreatedAt.Sub(slot)
+		switch {
+		case inGap && gapInOutage && lateness <= tolerance:
+			t.Errorf("slot %v, first after the outage, fired %v after it: fire_once fires the latest missed slot", slot, lateness)
+		case !inGap && lateness > tolerance+time.Second:
+			t.Errorf("slot %v fired %v after it, and not first after a gap: a second missed slot fired", slot, lateness)
+		}
+		inGap = false
+	}
+	total := int(last - first + 1)
+	t.Logf("slots %d..%d: %d fired, %d missing in gaps starting %v; %d terms",
+		first, last, len(bySlot), missing, gaps, len(tokens))
+	if !outageGap {
+		t.Errorf("no slot missing during the 5 s outage: fire_once should have skipped all but the latest")
+	}
+	if len(bySlot) < total*6/10 {
+		t.Errorf("only %d of %d slots fired", len(bySlot), total)
+	}
+}
+
+// Overlap forbid skips slots while the previous run is unfinished; replace
+// cancels it and fires.
+func TestScheduleOverlap(t *testing.T) {
+	t.Parallel()
+	f := newFed(t)
+	in := f.scheduler(aws, "sched", nil)
+	// forbid's tasks go to aws/gpu, replace's to aws/cpu, so each claim
+	// takes its own schedule's task.
+	f.createSchedule(aws, tokOperator, spec{"name": "guarded", "cron": "*/1 * * * * *", "overlap": "forbid",
+		"task": spec{"type": "sched.guarded", "regions": []string{aws}, "tags": spec{"gpu": "l4"}}}).want(t, http.StatusCreated)
+	f.createSchedule(aws, tokOperator, spec{"name": "replacer", "cron": "*/2 * * * * *", "overlap": "replace",
+		"task": spec{"type": "sched.replacer", "regions": []string{aws}, "tags": spec{"class": "on-demand"}}}).want(t, http.StatusCreated)
+	in.start(t)
+	st := f.r(aws).store
+	ctx := testCtx(t)
+
+	// claim claims the schedule's waiting task in pool: its latest run
+	// (forbid fires no other; replace cancels the older one before firing).
+	claim := func(t *testing.T, name, pool string) *queue.Task {
+		t.Helper()
+		var got *queue.Task
+		eventually(t, 10*time.Second, name+" fires and its run is claimed", func() bool {
+			ts, err := st.Claim(ctx, queue.ClaimRequest{Pool: pool, Worker: "w-" + name, N: 1})
+			if err != nil || len(ts) == 0 {
+				return false
+			}
+			got = ts[0]
+			return true
+		})
+		if p, err := queue.ParseID(got.ID); err != nil || got.ID != ScheduleTaskID(name, p.Time, aws) {
+			t.Fatalf("claimed %s, not a run of %s", got.ID, name)
+		}
+		return got
+	}
+
+	t.Run("forbid", func(t *testing.T) {
+		run := claim(t, "guarded", poolGPU)
+		eventually(t, 10*time.Second, "two slots skipped", func() bool {
+			return fires(in, "guarded", outcomeSkippedOverlap) >= 2
+		})
+		if s := f.schedState("guarded"); s.LastOutcome != outcomeSkippedOverlap || s.LastTaskID != run.ID {
+			t.Errorf("state %+v, want the last slot skipped and %s the last task", s, run.ID)
+		}
+		if ts := f.waitingTasks(aws, "sched.guarded"); len(ts) != 0 {
+			t.Errorf("%d more tasks while the first runs", len(ts))
+		}
+		if errs, err := st.Complete(ctx, queue.Completion{ID: run.ID, Token: run.LeaseToken}); err != nil || errs[0] != nil {
+			t.Fatalf("complete: %v %v", err, errs)
+		}
+		eventually(t, 5*time.Second, "a new run once the first finished", func() bool {
+			s := f.schedState("guarded")
+			return s.LastOutcome == outcomeFired && s.LastTaskID != run.ID
+		})
+	})
+
+	t.Run("replace", func(t *testing.T) {
+		run := claim(t, "replacer", poolCPU)
+		p, _ := queue.ParseID(run.ID)
+		var next string
+		eventually(t, 5*time.Second, "the next slot fires", func() bool {
+			s := f.schedState("replacer")
+			next = s.LastTaskID
+			return s.LastFiredSlot != nil && s.LastFiredSlot.After(p.Time)
+		})
+		tk, err := st.Get(ctx, run.ID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !tk.CancelRequested && tk.State != queue.Canceled {
+			t.Errorf("the running run was not asked to stop: %s cancel_requested=%v", tk.State, tk.CancelRequested)
+		}
+		// The next slot replaces the waiting run at once (READY → CANCELED).
+		eventually(t, 5*time.Second, next+" replaced by the slot after", func() bool {
+			tk, err := st.Get(ctx, next)
+			return err == nil && tk.State == queue.Canceled && f.schedState("replacer").LastTaskID != next
+		})
+	})
+}
+
+// Misfire policies and pause/resume, with the scheduler's clock frozen at F
+// and each schedule's last slot 20 s before it: slots F-19 … F-3 are missed
+// (older than the 2 s tolerance), F-2 … F are on time.
+func TestScheduleMisfire(t *testing.T) {
+	t.Parallel()
+	f := newFed(t)
+	// An hour ahead of the stores' clock: a run the jitter puts after F
+	// stays delayed, due at exactly its slot + offset.
+	F := time.Now().Add(time.Hour).Truncate(time.Second)
+	in := f.scheduler(aws, "sched", func() time.Time { return F })
+	type tc struct {
+		name    string
+		body    spec
+		fired   []int // seconds before F that get a task
+		skipped float64
+	}
+	every := func(extra spec) spec {
+		b := spec{"cron": "*/1 * * * * *", "task": spec{"type": "sched.misfire", "regions": []string{aws}}}
+		for k, v := range extra {
+			b[k] = v
+		}
+		return b
+	}
+	cases := []tc{
+		{name: "mf-skip", body: every(spec{"misfire": "skip"}), fired: []int{2, 1, 0}, skipped: 17},
+		{name: "mf-once", body: every(nil), fired: []int{3, 2, 1, 0}, skipped: 16},
+		{name: "mf-catchup", body: every(spec{"misfire": "catch_up", "catch_up_limit": 5}), fired: []int{7, 6, 5, 4, 3, 2, 1, 0}, skipped: 12},
+		{name: "mf-jitter", body: every(spec{"misfire": "skip", "jitter": "900ms"}), fired: []int{2, 1, 0}, skipped: 17},
+	}
+	for _, c := range cases {
+		c.body["name"] = c.name
+		f.createSchedule(aws, tokOperator, c.body).want(t, http.StatusCreated)
+		f.setLastSlot(c.name, F.Add(-20*time.Second))
+	}
+	paused := every(spec{"name": "mf-paused", "paused": true})
+	f.createSchedule(aws, tokOperator, paused).want(t, http.StatusCreated)
+	f.setLastSlot("mf-paused", F.Add(-20*time.Second))
+	in.start(t)
+
+	ctx := testCtx(t)
+	check := func(t *testing.T, name string, fired []int) {
+		t.Helper()
+		want := map[int]bool{}
+		for _, s := range fired {
+			want[s] = true
+		}
+		for s := 19; s >= 0; s-- {
+			slot := F.Add(-time.Duration(s) * time.Second)
+			_, err := f.r(aws).store.Get(ctx, ScheduleTaskID(name, slot, aws))
+			if got := err == nil; got != want[s] {
+				t.Errorf("slot F-%ds: task %v, want %v (err %v)", s, got, want[s], err)
+			}
+		}
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			eventually(t, 10*time.Second, c.name+" reaches F", func() bool { return f.schedState(c.name).LastSlot.Equal(F) })
+			check(t, c.name, c.fired)
+			if got := fires(in, c.name, outcomeMisfireSkipped); got != c.skipped {
+				t.Errorf("misfire_skipped %v, want %v", got, c.skipped)
+			}
+			if got := fires(in, c.name, outcomeFired); got != float64(len(c.fired)) {
+				t.Errorf("fired %v, want %d", got, len(c.fired))
+			}
+		})
+	}
+	t.Run("jitter delays the run", func(t *testing.T) {
+		off := jitterOffset("mf-jitter", F, 900*time.Millisecond)
+		tk, err := f.r(aws).store.Get(ctx, ScheduleTaskID("mf-jitter", F, aws))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if off > 0 && (tk.DueAt == nil || !tk.DueAt.Equal(F.Add(off))) {
+			t.Errorf("due at %v, want slot + %v", tk.DueAt, off)
+		}
+	})
+	t.Run("paused, then resumed", func(t *testing.T) {
+		if s := f.schedState("mf-paused"); !s.LastSlot.Equal(F.Add(-20 * time.Second)) {
+			t.Fatalf("a paused schedule moved: %+v", s)
+		}
+		check(t, "mf-paused", nil)
+		var st ScheduleStatus
+		f.call(http.MethodPost, f.r(aws).url()+"/v1/schedules/mf-paused/resume", tokOperator, nil).want(t, http.StatusOK).json(t, &st)
+		if st.Paused || st.NextSlot == nil {
+			t.Errorf("resumed: %+v", st)
+		}
+		eventually(t, 10*time.Second, "mf-paused reaches F", func() bool { return f.schedState("mf-paused").LastSlot.Equal(F) })
+		check(t, "mf-paused", []int{3, 2, 1, 0}) // fire_once over the paused gap
+	})
+}
+
+// The API: validation names the field; create, read, list, pause, resume,
+// delete; roles and tenants; the internal enqueue endpoint.
+func TestScheduleAPI(t *testing.T) {
+	t.Parallel()
+	f := newFed(t)
+	for _, r := range regionNames {
+		f.scheduler(r, "sched-"+r, nil) // attached, not running: the API needs only etcd
+	}
+	base := func() spec {
+		return spec{"name": "nightly", "cron": "0 0 2 * * *", "timezone": "Europe/Paris", "task": spec{"type": "report.generate", "tenant": "acme"}}
+	}
+	with := func(k string, v any) spec {
+		b := base()
+		b[k] = v
+		return b
+	}
+	task := func(k string, v any) spec {
+		b := base()
+		b["task"].(spec)[k] = v
+		return b
+	}
+	invalid := []struct {
+		name  string
+		body  any
+		field string
+	}{
+		{"unknown field", with("colour", "blue"), "colour"},
+		{"unknown task field", task("colour", "blue"), "task.colour"},
+		{"bad cron", with("cron", "0 0 25 * * *"), "cron"},
+		{"cron with a zone", with("cron", "CRON_TZ=UTC 0 0 2 * * *"), "cron"},
+		{"four fields", with("cron", "0 2 * *"), "cron"},
+		{"bad timezone", with("timezone", "Europe/Atlantis"), "timezone"},
+		{"no task", with("task", nil), "task"},
+		{"task without type", with("task", spec{"priority": 1}), "task.type"},
+		{"task priority", task("priority", 9), "task.priority"},
+		{"task run_at", task("run_at", "2030-01-01T00:00:00Z"), "task.run_at"},
+		{"task idempotency key", task("idempotency_key", "k"), "task.idempotency_key"},
+		{"bad name", with("name", "Nightly_Report"), "name"},
+		{"no name", with("name", ""), "name"},
+		{"home region", with("home_region", "moon-1"), "home_region"},
+		{"misfire", with("misfire", "sometimes"), "misfire"},
+		{"overlap", with("overlap", "queue"), "overlap"},
+		{"catch_up_limit without catch_up", with("catch_up_limit", 3), "catch_up_limit"},
+		{"jitter", with("jitter", "soon"), "jitter"},
+		{"jitter as long as the interval", with("jitter", "24h"), "jitter"},
+		{"paused type", with("paused", "yes"), "paused"},
+	}
+	for _, tc := range invalid {
+		t.Run("400 "+tc.name, func(t *testing.T) {
+			rep := f.createSchedule(aws, tokOperator, tc.body).want(t, http.StatusBadRequest)
+			if e := rep.err(t); e.Field != tc.field {
+				t.Errorf("field %q, want %q (%s)", e.Field, tc.field, e.Message)
+			}
+		})
+	}
+	t.Run("roles and tenants", func(t *testing.T) {
+		f.createSchedule(aws, tokAcme, base()).want(t, http.StatusForbidden)
+		rep := f.createSchedule(aws, tokGlobexOps, task("tenant", "acme")).want(t, http.StatusForbidden)
+		if e := rep.err(t); e.Field != "task.tenant" {
+			t.Errorf("field %q, want task.tenant", e.Field)
+		}
+		f.call(http.MethodPost, f.r(aws).url()+"/v1/internal/enqueue", tokOperator,
+			spec{"id": ScheduleTaskID("x", time.Now(), aws), "spec": spec{"type": "x"}}).want(t, http.StatusForbidden)
+	})
+
+	url := f.r(aws).url() + "/v1/schedules"
+	var created ScheduleStatus
+	f.createSchedule(aws, tokOperator, base()).want(t, http.StatusCreated).json(t, &created)
+	if created.HomeRegion != aws || created.Misfire != MisfireFireOnce || created.Overlap != OverlapAllow ||
+		created.NextSlot == nil || created.LastFiredSlot != nil || created.CreatedBy != "oncall" {
+		t.Errorf("created: %+v", created)
+	}
+	paris, _ := time.LoadLocation("Europe/Paris")
+	if next := created.NextSlot.In(paris); next.Hour() != 2 || next.Minute() != 0 || !next.After(time.Now()) {
+		t.Errorf("next slot %v, want 02:00 Paris time", created.NextSlot)
+	}
+	rep := f.createSchedule(gcp, tokOperator, base()).want(t, http.StatusConflict)
+	if e := rep.err(t); e.Field != "name" {
+		t.Errorf("409 names %q, want name", e.Field)
+	}
+	// A schedule created on gcp is homed there; every server sees both.
+	var onGCP ScheduleStatus
+	f.createSchedule(gcp, tokGlobexOps, spec{"name": "globex-hourly", "cron": "@hourly", "task": spec{"type": "etl"}}).
+		want(t, http.StatusCreated).json(t, &onGCP)
+	if onGCP.HomeRegion != gcp || onGCP.Task.Tenant != "globex" {
+		t.Errorf("created on gcp by globex: home %s tenant %q", onGCP.HomeRegion, onGCP.Task.Tenant)
+	}
+	var list ScheduleList
+	f.call(http.MethodGet, f.r(az).url()+"/v1/schedules", tokOperator, nil).want(t, http.StatusOK).json(t, &list)
+	if len(list.Schedules) != 2 || list.Schedules[0].Name != "globex-hourly" || list.Schedules[1].Name != "nightly" {
+		t.Errorf("list: %+v", list)
+	}
+	f.call(http.MethodGet, f.r(az).url()+"/v1/schedules", tokGlobex, nil).want(t, http.StatusOK).json(t, &list)
+	if len(list.Schedules) != 1 || list.Schedules[0].Name != "globex-hourly" {
+		t.Errorf("globex sees %+v, want only its own", list)
+	}
+	f.call(http.MethodGet, url+"/nightly", tokGlobex, nil).want(t, http.StatusNotFound)
+	f.call(http.MethodPost, url+"/nightly/pause", tokGlobexOps, nil).want(t, http.StatusNotFound)
+
+	var st ScheduleStatus
+	f.call(http.MethodPost, url+"/nightly/pause", tokOperator, nil).want(t, http.StatusOK).json(t, &st)
+	if !st.Paused || st.NextSlot != nil {
+		t.Errorf("paused: %+v", st)
+	}
+	f.call(http.MethodGet, f.r(gcp).url()+"/v1/schedules/nightly", tokAcme, nil).want(t, http.StatusOK).json(t, &st)
+	if !st.Paused {
+		t.Errorf("gcp reads it unpaused")
+	}
+	f.call(http.MethodPost, url+"/nightly/resume", tokOperator, nil).want(t, http.StatusOK).json(t, &st)
+	if st.Paused || st.NextSlot == nil {
+		t.Errorf("resumed: %+v", st)
+	}
+	f.call(http.MethodPost, url+"/nightly/pause", tokAcme, nil).want(t, http.StatusForbidden)
+	f.call(http.MethodDelete, url+"/nightly", tokOperator, nil).want(t, http.StatusOK)
+	f.call(http.MethodDelete, url+"/nightly", tokOperator, nil).want(t, http.StatusNotFound)
+	f.call(http.MethodGet, url+"/nightly", tokOperator, nil).want(t, http.StatusNotFound)
+	f.call(http.MethodPost, url+"/nightly/resume", tokOperator, nil).want(t, http.StatusNotFound)
+
+	t.Run("internal enqueue", func(t *testing.T) {
+		slot := time.Now().Truncate(time.Second)
+		id := ScheduleTaskID("nightly", slot, aws)
+		enqueue := func(region, id string) reply {
+			return f.call(http.MethodPost, f.r(region).url()+"/v1/internal/enqueue", tokCluster,
+				spec{"id": id, "spec": spec{"type": "report.generate", "regions": []string{aws}}})
+		}
+		var r scheduleEnqueueResponse
+		enqueue(aws, id).want(t, http.StatusOK).json(t, &r)
+		if !r.Created || r.ID != id {
+			t.Errorf("first: %+v", r)
+		}
+		enqueue(aws, id).want(t, http.StatusOK).json(t, &r)
+		if r.Created {
+			t.Errorf("second enqueue of one id created it again")
+		}
+		if e := enqueue(gcp, id).want(t, http.StatusBadRequest).err(t); e.Field != "id" {
+			t.Errorf("an id of another region: field %q", e.Field)
+		}
+		if e := enqueue(aws, "nope").want(t, http.StatusBadRequest).err(t); e.Field != "id" {
+			t.Errorf("a malformed id: field %q", e.Field)
+		}
+	})
+}

@@ -1,0 +1,55 @@
+package federation
+
+import (
+	"context"
+	"time"
+
+	"github.com/ax-sched/ax/queue"
+)
+
+// StuckPoolGrace is how long a pool may hold READY tasks without a live
+// worker before they are re-placed elsewhere.
+const StuckPoolGrace = 30 * time.Second
+
+// StuckPoolLoop (a region leader loop) re-places the READY tasks of a pool
+// that lost all its workers, after StuckPoolGrace, through the same
+// rate-limited hand-off as a drain. Pools that scale from zero are left
+// alone: their workers start on demand.
+func (n *Node) StuckPoolLoop(ctx context.Context, _ queue.Fence, _ func(error)) {
+	since := map[string]time.Time{}
+	t := time.NewTicker(time.Second)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		if n.cell == nil {
+			continue
+		}
+		now := time.Now()
+		for _, p := range n.cell.Figures().Pools {
+			if p.Workers > 0 || p.Ready == 0 || p.ScaleFromZero {
+				delete(since, p.Name)
+				continue
+			}
+			if since[p.Name].IsZero() {
+				since[p.Name] = now
+				continue
+			}
+			if now.Sub(since[p.Name]) < StuckPoolGrace {
+				continue
+			}
+			moved, err := n.drain(ctx, p.Name, 200)
+			if err != nil && ctx.Err() == nil {
+				n.log.Warn("re-placing a pool without workers", "pool", p.Name, "err", err)
+				continue
+			}
+			if moved > 0 {
+				n.log.Info("re-placed READY tasks of a pool without workers", "pool", p.Name, "moved", moved, "reason", queue.ReasonDrained)
+			}
+			since[p.Name] = now // try again after another grace period
+		}
+	}
+}
