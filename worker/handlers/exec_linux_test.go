@@ -71,11 +71,11 @@ func TestExec(t *testing.T) {
 	t.Run("allowlisted echo gets its argument from the payload", func(t *testing.T) {
 		tk := e.WaitState(submit("echo", map[string]any{"msg": "hello world"}), queue.Success, 5*time.Second)
 		// The store keeps results on one line (queue's clean: \n → space).
-		if tk.Result != "hello world " {
+		if tk.Result != "hello world\n" {
 			t.Fatalf("result %q", tk.Result)
 		}
 		tk = e.WaitState(submit("echo", map[string]any{"msg": 42.5}), queue.Success, 5*time.Second)
-		if tk.Result != "42.5 " {
+		if tk.Result != "42.5\n" {
 			t.Fatalf("result %q", tk.Result)
 		}
 	})
@@ -140,7 +140,7 @@ func TestExec(t *testing.T) {
 	})
 	t.Run("what a finished command left running is stopped", func(t *testing.T) {
 		tk := e.WaitState(leftover, queue.Success, 5*time.Second)
-		if tk.Result != "done " || tk.FinishedAt.Sub(*tk.StartedAt) > 3*time.Second {
+		if tk.Result != "done\n" || tk.FinishedAt.Sub(*tk.StartedAt) > 3*time.Second {
 			t.Fatalf("task %+v", tk)
 		}
 		checkGone(t, map[string]any{"childfile": files("leftover")["childfile"]})
