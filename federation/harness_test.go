@@ -140,6 +140,7 @@ type fedConfig struct {
 	slots    map[string]int // "region/pool" → slots of the worker the harness registers (0: none)
 	soft     float64
 	hard     float64
+	stuck    time.Duration // re-placement grace of pools without workers (0: the default)
 }
 
 type fedOption func(*fedConfig)
@@ -304,7 +305,7 @@ func (r *regionEnv) start() {
 	view := NewView(cli, "/ax/", r.f.pcfg, testGrace, log)
 	node, err := NewNode(Config{
 		Region: r.name, Regions: regionNames, ClusterToken: tokCluster, Placement: r.f.pcfg, Logger: log,
-		NoCapacityRetry: 300 * time.Millisecond, SaturatedRetryAfter: 2 * time.Second,
+		NoCapacityRetry: 300 * time.Millisecond, SaturatedRetryAfter: 2 * time.Second, StuckPoolGrace: r.f.cfg.stuck,
 	}, r.store, view, NewMetrics(reg))
 	if err != nil {
 		view.Close()
@@ -330,7 +331,7 @@ func (r *regionEnv) start() {
 		Region: r.name, ID: r.name + "-server", API: hs.URL, Pools: r.pools,
 		SessionTTL: testTTL, Heartbeat: testHeartbeat, PublishInterval: testPublish, MaxSleep: 200 * time.Millisecond,
 		Logger:      log,
-		LeaderLoops: []func(context.Context, queue.Fence, func(error)){node.OutboxLoop},
+		LeaderLoops: []func(context.Context, queue.Fence, func(error)){node.OutboxLoop, node.StuckPoolLoop},
 	}, node, region.NewMetrics(reg))
 	node.SetCell(cell)
 	ctx, cancel := context.WithCancel(context.Background())

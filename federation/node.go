@@ -27,7 +27,10 @@ type Config struct {
 	NoCapacityRetry time.Duration
 	// SaturatedRetryAfter is the Retry-After of a 429.
 	SaturatedRetryAfter time.Duration
-	Logger              *slog.Logger
+	// StuckPoolGrace is how long a pool may hold READY tasks without a live
+	// worker before they are re-placed elsewhere (default 30s).
+	StuckPoolGrace time.Duration
+	Logger         *slog.Logger
 	// Now is the clock (tests inject one); nil is time.Now.
 	Now func() time.Time
 }
@@ -56,6 +59,9 @@ func NewNode(cfg Config, store *queue.Store, view *View, m *Metrics) (*Node, err
 	}
 	if cfg.NoCapacityRetry <= 0 {
 		cfg.NoCapacityRetry = 2 * time.Second
+	}
+	if cfg.StuckPoolGrace <= 0 {
+		cfg.StuckPoolGrace = 30 * time.Second
 	}
 	if cfg.SaturatedRetryAfter <= 0 {
 		cfg.SaturatedRetryAfter = 5 * time.Second

@@ -7,17 +7,13 @@ import (
 	"github.com/ax-sched/ax/queue"
 )
 
-// StuckPoolGrace is how long a pool may hold READY tasks without a live
-// worker before they are re-placed elsewhere.
-const StuckPoolGrace = 30 * time.Second
-
 // StuckPoolLoop (a region leader loop) re-places the READY tasks of a pool
-// that lost all its workers, after StuckPoolGrace, through the same
+// that lost all its workers, after Config.StuckPoolGrace, through the same
 // rate-limited hand-off as a drain. Pools that scale from zero are left
 // alone: their workers start on demand.
 func (n *Node) StuckPoolLoop(ctx context.Context, _ queue.Fence, _ func(error)) {
 	since := map[string]time.Time{}
-	t := time.NewTicker(time.Second)
+	t := time.NewTicker(min(time.Second, n.cfg.StuckPoolGrace/4))
 	defer t.Stop()
 	for {
 		select {
@@ -38,7 +34,7 @@ func (n *Node) StuckPoolLoop(ctx context.Context, _ queue.Fence, _ func(error)) 
 				since[p.Name] = now
 				continue
 			}
-			if now.Sub(since[p.Name]) < StuckPoolGrace {
+			if now.Sub(since[p.Name]) < n.cfg.StuckPoolGrace {
 				continue
 			}
 			moved, err := n.drain(ctx, p.Name, 200)
