@@ -10,7 +10,6 @@ type Metrics struct {
 	forwarded  *prometheus.CounterVec
 	requests   *prometheus.CounterVec
 	placements *prometheus.CounterVec
-	globalView prometheus.Gauge
 }
 
 // NewMetrics registers with reg (nil: not registered).
@@ -28,11 +27,9 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Help: "API requests by route and status code."}, []string{"route", "code"}),
 		placements: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "ax_placement_decisions_total",
 			Help: "Placement decisions by chosen region and pool."}, []string{"region", "pool"}),
-		globalView: prometheus.NewGauge(prometheus.GaugeOpts{Name: "ax_global_view_connected",
-			Help: "1 while this server's watch of the global etcd is current."}),
 	}
 	if reg != nil {
-		reg.MustRegister(m.submitted, m.rejected, m.handoffs, m.forwarded, m.requests, m.placements, m.globalView)
+		reg.MustRegister(m.submitted, m.rejected, m.handoffs, m.forwarded, m.requests, m.placements)
 	}
 	return m
 }

@@ -13,6 +13,7 @@ import (
 	"github.com/ax-sched/ax/lease"
 	"github.com/ax-sched/ax/placement"
 	"github.com/ax-sched/ax/region"
+	"github.com/prometheus/client_golang/prometheus"
 	clientv3 "go.etcd.io/etcd/client/v3"
 )
 
@@ -118,6 +119,18 @@ func (v *View) Close() {
 // Connected is false while the global etcd cannot be reached (the view is
 // the last known one).
 func (v *View) Connected() bool { return v.regions.Healthy() }
+
+// ConnectedGauge exports Connected as ax_global_view_connected.
+func (v *View) ConnectedGauge() prometheus.Collector {
+	return prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "ax_global_view_connected",
+		Help: "1 while this server's watch of the global etcd is current; 0 while it runs on its last known view."},
+		func() float64 {
+			if v.Connected() {
+				return 1
+			}
+			return 0
+		})
+}
 
 // Ready closes once the first listing arrived.
 func (v *View) Ready() <-chan struct{} { return v.regions.Ready() }

@@ -167,6 +167,7 @@ func startServer(ctx context.Context, cfg *config.Region, log *slog.Logger) (*se
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	pc := placementConfig(cfg)
 	s.view = federation.NewView(s.global, cfg.Etcd.Prefix, pc, cfg.Placement.UnhealthyGrace, s.log)
+	reg.MustRegister(s.view.ConnectedGauge())
 	s.node, err = federation.NewNode(federation.Config{
 		Region: cfg.Name, Regions: cfg.Regions, ClusterToken: cfg.Auth.ClusterToken, Defaults: defaultsOf(cfg),
 		Placement: pc, Logger: s.log,

@@ -46,6 +46,9 @@ func TestCLIAgainstRealServer(t *testing.T) {
 			len(r.Regions[0].Pools) == 1 && r.Regions[0].Pools[0].Slots == 200
 	})
 
+	if v := metric(t, srv.api, "ax_global_view_connected"); v != 1 {
+		t.Fatalf("ax_global_view_connected = %v, want 1", v)
+	}
 	out, stderr, code := runAx(t, srv.api, "submit", "--type", "noop", "--tag", "class=cpu")
 	if code != 0 {
 		t.Fatalf("submit: exit %d: %s", code, stderr)
