@@ -11,6 +11,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"sort"
 	"strings"
 
 	"github.com/spf13/cobra"
@@ -73,6 +74,27 @@ func defaultSettings() string {
 	return filepath.Join(home, ".config", "ax", "cli.yaml")
 }
 
+// settingList reads a list setting: a YAML sequence, or a comma-separated
+// string (environment).
+func settingList(v any) []string {
+	switch x := v.(type) {
+	case []any:
+		out := make([]string, 0, len(x))
+		for _, e := range x {
+			out = append(out, fmt.Sprint(e))
+		}
+		return out
+	case []string:
+		return x
+	case string:
+		if x == "" {
+			return nil
+		}
+		return strings.Split(x, ",")
+	}
+	return []string{fmt.Sprint(v)}
+}
+
 // bindViper fills every flag the user did not set from AX_* env vars or the
 // settings file, so commands read plain flag values.
 func bindViper(cmd *cobra.Command) error {
@@ -95,7 +117,24 @@ func bindViper(cmd *cobra.Command) error {
 			return
 		}
 		if v.IsSet(f.Name) {
-			if e := cmd.Flags().Set(f.Name, fmt.Sprint(v.Get(f.Name))); e != nil {
+			// Lists (settings-file YAML sequences or comma-separated env
+			// values) replace a slice flag's value element by element.
+			if sv, ok := f.Value.(pflag.SliceValue); ok {
+				if e := sv.Replace(settingList(v.Get(f.Name))); e != nil {
+					err = fmt.Errorf("%s (from AX_%s or settings): %w", f.Name, strings.ToUpper(strings.ReplaceAll(f.Name, "-", "_")), e)
+				}
+				return
+			}
+			val := fmt.Sprint(v.Get(f.Name))
+			if m, ok := v.Get(f.Name).(map[string]any); ok { // k=v maps (--tag) from the settings file
+				kv := make([]string, 0, len(m))
+				for k, x := range m {
+					kv = append(kv, k+"="+fmt.Sprint(x))
+				}
+				sort.Strings(kv)
+				val = strings.Join(kv, ",")
+			}
+			if e := cmd.Flags().Set(f.Name, val); e != nil {
 				err = fmt.Errorf("%s (from AX_%s or settings): %w", f.Name, strings.ToUpper(strings.ReplaceAll(f.Name, "-", "_")), e)
 			}
 		}
