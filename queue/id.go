@@ -57,30 +57,58 @@ func NewID(region string, shard int, now time.Time) string {
 	return string(b[:]) + "." + strconv.Itoa(shard) + "." + region
 }
 
-// ParseID takes an id apart; ErrBadID when it is not one of ours.
+// ParseID takes an id apart; ErrBadID when it is not one of ours. It runs
+// for every claimed and completed task, so it neither allocates nor uses
+// regular expressions.
 func ParseID(id string) (ParsedID, error) {
 	var p ParsedID
-	parts := strings.SplitN(id, ".", 3)
-	if len(parts) != 3 || len(parts[0]) != 16 || parts[2] == "" || !regionRe.MatchString(parts[2]) {
-		return p, fmt.Errorf("%w: %q", ErrBadID, id)
+	bad := func() (ParsedID, error) { return ParsedID{}, fmt.Errorf("%w: %q", ErrBadID, id) }
+	if len(id) < 20 || id[16] != '.' {
+		return bad()
 	}
 	var ms uint64
 	for i := 0; i < 16; i++ {
-		c := parts[0][i]
-		d := strings.IndexByte(idAlphabet, c)
+		d := strings.IndexByte(idAlphabet, id[i])
 		if d < 0 {
-			return p, fmt.Errorf("%w: %q", ErrBadID, id)
+			return bad()
 		}
 		if i < 10 {
 			ms = ms<<5 | uint64(d)
 		}
 	}
-	shard, err := strconv.Atoi(parts[1])
-	if err != nil || shard < 0 || shard > 4095 || strconv.Itoa(shard) != parts[1] {
-		return p, fmt.Errorf("%w: %q", ErrBadID, id)
+	rest := id[17:]
+	dot := strings.IndexByte(rest, '.')
+	if dot < 1 || dot > 4 || (dot > 1 && rest[0] == '0') {
+		return bad() // 1–4 digits, no leading zero: shard ≤ 4095 written canonically
+	}
+	shard := 0
+	for i := 0; i < dot; i++ {
+		c := rest[i]
+		if c < '0' || c > '9' {
+			return bad()
+		}
+		shard = shard*10 + int(c-'0')
+	}
+	region := rest[dot+1:]
+	if shard > 4095 || !isRegionName(region) {
+		return bad()
 	}
 	p.Time = time.UnixMilli(int64(ms)).UTC()
 	p.Shard = shard
-	p.Region = parts[2]
+	p.Region = region
 	return p, nil
+}
+
+// isRegionName is regionRe (^[a-z0-9][a-z0-9-]{0,62}$) without the regexp.
+func isRegionName(s string) bool {
+	if len(s) == 0 || len(s) > 63 || s[0] == '-' {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if !(c >= 'a' && c <= 'z' || c >= '0' && c <= '9' || c == '-') {
+			return false
+		}
+	}
+	return true
 }

@@ -211,7 +211,7 @@ type Event struct {
 	Shard int      `json:"shard"`
 	Op    string   `json:"op"`    // submit, promote, place, claim, complete, retry, dead, reap, cancel, replay, return
 	N     int      `json:"n"`     // tasks concerned
-	Tasks []string `json:"tasks"` // up to 32 of their ids
+	Tasks []string `json:"tasks"` // up to 8 of their ids
 }
 
 // Events reads entries after the given stream ids (one per shard, "$" or ""

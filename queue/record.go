@@ -12,15 +12,16 @@ import (
 
 // The task hash uses short field names to stay small (DESIGN §3):
 //
-//	st state code  rs reason    ty type      pl payload   pr priority
+//	st state code  rs reason (CLAIMED implied while st is U)  ty type  pl payload  pr priority
 //	tg tags k=v,.. rg regions   to timeout   mr max retries
 //	rb/rc retry base/cap (ms)   ik idem key  pe preemptible cr critical
 //	tn tenant (absent: default) tr trace id (absent: derived from the id)
 //	ct created  du due  eq enqueue  rt ready  sa started  fa finished (ms)
-//	po pool  pn pinned  wk worker  lt lease token  dl deadline  at attempts
+//	po pool  pn pinned  wk worker  lt lease token  at attempts (an attempt's
+//	deadline is sa + timeout, not stored)
 //	er last error  rv result  cx cancel requested  pq preempt requested
 //	pc preempt count  ho handed off to  px price at claim  ke keep enqueue
-//	ob hand-off target region (in the outbox)
+//	ob hand-off target region (in the outbox)  lg the trail list exists
 var stateCodes = map[State]string{
 	Pending: "P", Ready: "R", Running: "U", Success: "S", Failed: "F",
 	Canceled: "C", HandedOff: "H", Timeout: "T",
@@ -155,86 +156,147 @@ func TraceIDFor(id string) string {
 // decodeTask builds a Task from a hash given as field→value; d fills the
 // fields a record leaves out because they equal the region defaults.
 func decodeTask(id string, h map[string]string, d Defaults) *Task {
-	t := &Task{
-		ID:              id,
-		Type:            h["ty"],
-		Priority:        atoi(h["pr"]),
-		Tags:            decodeTags(h["tg"]),
-		Timeout:         msDur(h["to"]),
-		MaxRetries:      atoi(h["mr"]),
-		RetryBase:       msDur(h["rb"]),
-		RetryCap:        msDur(h["rc"]),
-		IdempotencyKey:  h["ik"],
-		Preemptible:     h["pe"] == "1",
-		Critical:        h["cr"] == "1",
-		Tenant:          h["tn"],
-		TraceID:         h["tr"],
-		State:           stateOf(h["st"]),
-		Reason:          h["rs"],
-		Pool:            h["po"],
-		Pinned:          h["pn"] == "1",
-		Worker:          h["wk"],
-		Attempts:        atoi(h["at"]),
-		PreemptCount:    atoi(h["pc"]),
-		CancelRequested: h["cx"] == "1",
-		HandedOffTo:     h["ho"],
-		HandOffTarget:   h["ob"],
-		LastError:       h["er"],
-		Result:          h["rv"],
-		DueAt:           msTime(h["du"]),
-		EnqueuedAt:      msTime(h["eq"]),
-		ReadyAt:         msTime(h["rt"]),
-		StartedAt:       msTime(h["sa"]),
-		FinishedAt:      msTime(h["fa"]),
-		LeaseToken:      h["lt"],
+	var r taskReader
+	r.t = &Task{ID: id}
+	for k, v := range h {
+		r.set(k, v)
 	}
-	if p := h["pl"]; p != "" {
-		t.Payload = json.RawMessage(p)
+	return r.finish(d)
+}
+
+// decodePairs is decodeTask for a flat field, value, … reply (a record as
+// a script returns it), without building a map: claims decode every
+// record they take.
+func decodePairs(id string, pairs []any, d Defaults) *Task {
+	var r taskReader
+	r.t = &Task{ID: id}
+	for i := 0; i+1 < len(pairs); i += 2 {
+		k, _ := pairs[i].(string)
+		v, _ := pairs[i+1].(string)
+		r.set(k, v)
 	}
-	if r := h["rg"]; r != "" {
-		t.Regions = strings.Split(r, ",")
+	return r.finish(d)
+}
+
+// taskReader fills a Task field by field and remembers which of the
+// fields that default to the region's values were present.
+type taskReader struct {
+	t                          *Task
+	hasTo, hasMr, hasRb, hasRc bool
+}
+
+func (r *taskReader) set(k, v string) {
+	t := r.t
+	switch k {
+	case "ty":
+		t.Type = v
+	case "pl":
+		if v != "" {
+			t.Payload = json.RawMessage(v)
+		}
+	case "pr":
+		t.Priority = atoi(v)
+	case "tg":
+		t.Tags = decodeTags(v)
+	case "rg":
+		if v != "" {
+			t.Regions = strings.Split(v, ",")
+		}
+	case "to":
+		t.Timeout, r.hasTo = msDur(v), v != ""
+	case "mr":
+		t.MaxRetries, r.hasMr = atoi(v), v != ""
+	case "rb":
+		t.RetryBase, r.hasRb = msDur(v), v != ""
+	case "rc":
+		t.RetryCap, r.hasRc = msDur(v), v != ""
+	case "ik":
+		t.IdempotencyKey = v
+	case "pe":
+		t.Preemptible = v == "1"
+	case "cr":
+		t.Critical = v == "1"
+	case "tn":
+		t.Tenant = v
+	case "tr":
+		t.TraceID = v
+	case "st":
+		t.State = stateOf(v)
+	case "rs":
+		t.Reason = v
+	case "po":
+		t.Pool = v
+	case "pn":
+		t.Pinned = v == "1"
+	case "wk":
+		t.Worker = v
+	case "at":
+		t.Attempts = atoi(v)
+	case "pc":
+		t.PreemptCount = atoi(v)
+	case "cx":
+		t.CancelRequested = v == "1"
+	case "ho":
+		t.HandedOffTo = v
+	case "ob":
+		t.HandOffTarget = v
+	case "er":
+		t.LastError = v
+	case "rv":
+		t.Result = v
+	case "du":
+		t.DueAt = msTime(v)
+	case "eq":
+		t.EnqueuedAt = msTime(v)
+	case "rt":
+		t.ReadyAt = msTime(v)
+	case "sa":
+		t.StartedAt = msTime(v)
+	case "fa":
+		t.FinishedAt = msTime(v)
+	case "lt":
+		t.LeaseToken = v
+	case "ct":
+		if c := msTime(v); c != nil {
+			t.CreatedAt = *c
+		}
+	case "px":
+		if v != "" {
+			t.PricePerHour, _ = strconv.ParseFloat(v, 64)
+		}
 	}
-	if h["to"] == "" {
+}
+
+func (r *taskReader) finish(d Defaults) *Task {
+	t := r.t
+	if !r.hasTo {
 		t.Timeout = Duration(d.Timeout)
 	}
-	if h["mr"] == "" {
+	if !r.hasMr {
 		t.MaxRetries = d.MaxRetries
 	}
-	if h["rb"] == "" {
+	if !r.hasRb {
 		t.RetryBase = Duration(d.RetryBase)
 	}
-	if h["rc"] == "" {
+	if !r.hasRc {
 		t.RetryCap = Duration(d.RetryCap)
 	}
-	if t.Reason == "" && t.State == Ready {
+	switch {
+	case t.State == Running:
+		t.Reason = ReasonClaimed // implied: claim leaves rs as it was
+	case t.Reason == "" && t.State == Ready:
 		t.Reason = ReasonPlaced
 	}
 	if t.Tenant == "" {
 		t.Tenant = "default"
 	}
 	if t.TraceID == "" {
-		t.TraceID = TraceIDFor(id)
+		t.TraceID = TraceIDFor(t.ID)
 	}
-	if c := msTime(h["ct"]); c != nil {
-		t.CreatedAt = *c
-	}
-	if px := h["px"]; px != "" {
-		t.PricePerHour, _ = strconv.ParseFloat(px, 64)
-	}
-	if p, err := ParseID(id); err == nil {
+	if p, err := ParseID(t.ID); err == nil {
 		t.Region = p.Region
 	}
 	return t
-}
-
-func pairsToMap(v []any) map[string]string {
-	m := make(map[string]string, len(v)/2)
-	for i := 0; i+1 < len(v); i += 2 {
-		k, _ := v[i].(string)
-		s, _ := v[i+1].(string)
-		m[k] = s
-	}
-	return m
 }
 
 // bound cuts s to at most max bytes on a UTF-8 boundary (results keep

@@ -11,7 +11,8 @@ import (
 var scriptFS embed.FS
 
 // scripts holds every transition, each the shared prelude (lib.lua) plus
-// its own body, loaded once per process and run with EVALSHA.
+// its own body wrapped in a function, loaded once per process and run with
+// EVALSHA.
 var scripts = struct {
 	submit, promote, place, claim, heartbeat, complete, fail, ret,
 	reap, cancel, replay, priority, sweep, workers, handoff, drain, preempt *redis.Script
@@ -49,6 +50,10 @@ func load(name string) *redis.Script {
 	b.WriteString("\n-- ")
 	b.WriteString(name)
 	b.WriteString(".lua\n")
+	// The body runs as a function so that finish() (lib.lua) writes the
+	// queued counters and sorted-set members whichever return it takes.
+	b.WriteString("local function body()\n")
 	b.Write(body)
+	b.WriteString("\nend\nlocal result = body()\nfinish()\nreturn result\n")
 	return redis.NewScript(b.String())
 }

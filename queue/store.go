@@ -228,6 +228,10 @@ func (s *Store) submitShard(ctx context.Context, shard int, tasks []NewTask, ids
 	argv := make([]any, 0, 2+len(idx)*30)
 	argv = append(argv, s.clock(), len(idx))
 	nkeyed := 0
+	var f []any
+	var prevSpec *Spec
+	var prevPool string
+	var prevPinned bool
 	for _, i := range idx {
 		t := tasks[i]
 		sp := t.Spec
@@ -243,9 +247,14 @@ func (s *Store) submitShard(ctx context.Context, shard int, tasks []NewTask, ids
 			ttl = ms(time.Duration(sp.IdempotencyTTL))
 			hash = sp.Hash()
 		}
-		f := specFields(sp, s.opts.Defaults)
-		if t.Pinned && t.Pool != "" {
-			f = append(f, "pn", "1", "po", t.Pool)
+		// Tasks of one call often share a spec (fan-out, schedules, batches
+		// built from one template): encode it once. argv copies f.
+		if f == nil || sp != prevSpec || t.Pool != prevPool || t.Pinned != prevPinned {
+			f = specFields(sp, s.opts.Defaults)
+			if t.Pinned && t.Pool != "" {
+				f = append(f, "pn", "1", "po", t.Pool)
+			}
+			prevSpec, prevPool, prevPinned = sp, t.Pool, t.Pinned
 		}
 		argv = append(argv, ids[i], t.Pool, strconv.Itoa(*sp.Priority), due, idem, ttl, hash, t.HandOff, len(f)/2)
 		argv = append(argv, f...)
@@ -254,18 +263,30 @@ func (s *Store) submitShard(ctx context.Context, shard int, tasks []NewTask, ids
 	if err != nil {
 		return fmt.Errorf("queue: submit: %w", err)
 	}
+	codes := toStr(out[0])
+	if len(codes) != len(idx) {
+		return fmt.Errorf("queue: submit: %d results for %d tasks", len(codes), len(idx))
+	}
+	next := 1 // the next id, state pair of a task not created
 	for k, i := range idx {
-		code, _ := out[3*k].(int64)
-		id, _ := out[3*k+1].(string)
-		st, _ := out[3*k+2].(string)
-		r := SubmitResult{ID: id, State: stateOf(st)}
-		switch code {
-		case 1:
-			r.Duplicate = true
-		case 2:
-			r.Err = ErrIdempotencyConflict
-		case 3:
-			r.Err = ErrExists
+		var r SubmitResult
+		switch c := codes[k]; c {
+		case '1', '2', '3':
+			if next+1 >= len(out) {
+				return fmt.Errorf("queue: submit: short answer")
+			}
+			r = SubmitResult{ID: toStr(out[next]), State: stateOf(toStr(out[next+1]))}
+			next += 2
+			switch c {
+			case '1':
+				r.Duplicate = true
+			case '2':
+				r.Err = ErrIdempotencyConflict
+			case '3':
+				r.Err = ErrExists
+			}
+		default:
+			r = SubmitResult{ID: ids[i], State: stateOf(string(c))}
 		}
 		res[i] = r
 	}
@@ -293,8 +314,9 @@ type PromoteOptions struct {
 }
 
 // Promote moves due delayed tasks on, at most limit per shard and call
-// (≤ MaxBatch). Pinned tasks become READY; the others wait in the due set
-// for placement (DueTasks, Place).
+// (≤ MaxBatch), in scripts of at most promoteChunk tasks. Pinned tasks
+// become READY; the others wait in the due set for placement (DueTasks,
+// Place).
 func (s *Store) Promote(ctx context.Context, f Fence, limit int, opt ...PromoteOptions) (PromoteResult, error) {
 	limit = clampBatch(limit)
 	o := PromoteOptions{Readmit: -1}
@@ -307,26 +329,47 @@ func (s *Store) Promote(ctx context.Context, f Fence, limit int, opt ...PromoteO
 	}
 	var res PromoteResult
 	for shard := range s.keys {
-		out, err := scripts.promote.Run(ctx, s.rdb, s.keysWith(shard, s.fenceKey(shard, f)),
-			s.clock(), f.Token, limit, o.Readmit, hot, o.Spread.Milliseconds()).Slice()
-		if err != nil {
-			return res, fmt.Errorf("queue: promote: %w", err)
+		var next *time.Time
+		readmitted := 0
+		for done := 0; done < limit; {
+			n := min(promoteChunk, limit-done)
+			budget := o.Readmit
+			if budget >= 0 {
+				budget = max(0, budget-readmitted)
+			}
+			out, err := scripts.promote.Run(ctx, s.rdb, s.keysWith(shard, s.fenceKey(shard, f)),
+				s.clock(), f.Token, n, budget, hot, o.Spread.Milliseconds()).Slice()
+			if err != nil {
+				return res, fmt.Errorf("queue: promote: %w", err)
+			}
+			if fenced(out) {
+				return res, ErrFenced
+			}
+			moved := toInt(out[0])
+			res.Moved += moved
+			res.Ready += toInt(out[1])
+			if len(out) > 4 {
+				res.Deferred += toInt(out[3])
+				readmitted += toInt(out[4])
+			}
+			next = msTime(toStr(out[2]))
+			if done += moved; moved < n {
+				break // nothing more is due now
+			}
 		}
-		if fenced(out) {
-			return res, ErrFenced
-		}
-		res.Moved += toInt(out[0])
-		res.Ready += toInt(out[1])
-		if len(out) > 4 {
-			res.Deferred += toInt(out[3])
-			res.Readmit += toInt(out[4])
-		}
-		if t := msTime(toStr(out[2])); t != nil && (res.NextDue.IsZero() || t.Before(res.NextDue)) {
-			res.NextDue = *t
+		res.Readmit += readmitted
+		if next != nil && (res.NextDue.IsZero() || next.Before(res.NextDue)) {
+			res.NextDue = *next
 		}
 	}
 	return res, nil
 }
+
+// promoteChunk bounds one promote script. On a Redis holding a million
+// tasks a promotion costs about 10 µs a task, so 1 000 in one script would
+// block every other client for 10 ms; 500 keep each script near 5 ms. A
+// Promote call of up to MaxBatch runs as two scripts then.
+const promoteChunk = 500
 
 // DueTasks returns up to limit PENDING tasks that are due and wait for
 // placement, oldest first. Read-only.
@@ -425,13 +468,25 @@ func (s *Store) Claim(ctx context.Context, req ClaimRequest) ([]*Task, error) {
 		if err != nil {
 			return out, fmt.Errorf("queue: claim: %w", err)
 		}
-		for _, r := range res {
-			item, _ := r.([]any)
-			if len(item) != 2 {
-				continue
+		if len(res) < 2 {
+			continue
+		}
+		now := msTime(toStr(res[0]))
+		first, _ := strconv.ParseInt(toStr(res[1]), 10, 64)
+		for j := 2; j+1 < len(res); j += 2 {
+			pairs, _ := res[j+1].([]any)
+			t := decodePairs(toStr(res[j]), pairs, s.opts.Defaults)
+			// What the claim set in Redis, applied to the copy read before it.
+			t.State, t.Reason, t.Worker = Running, ReasonClaimed, req.Worker
+			t.LeaseToken = strconv.FormatInt(first+int64(j/2-1), 10)
+			if now != nil {
+				sa := *now
+				t.StartedAt = &sa
 			}
-			pairs, _ := item[1].([]any)
-			t := decodeTask(toStr(item[0]), pairsToMap(pairs), s.opts.Defaults)
+			t.Attempts++
+			if price != "" {
+				t.PricePerHour = req.Price
+			}
 			t.HeldBy = s.opts.Region
 			out = append(out, t)
 		}
@@ -509,7 +564,8 @@ func (s *Store) Heartbeat(ctx context.Context, worker, pool string, slots int, h
 			continue // liveness lives in shard 0
 		}
 		p := s.keys[shard].prefix
-		argv := append([]any{s.clock(), worker, s.opts.Lease.Milliseconds(), slots, len(items) / 2}, items...)
+		argv := append([]any{s.clock(), worker, s.opts.Lease.Milliseconds(), slots, len(items) / 2,
+			s.opts.Defaults.Timeout.Milliseconds()}, items...)
 		out, err := scripts.heartbeat.Run(ctx, s.rdb, s.keysWith(shard, p+"workers:"+pool, p+"slots:"+pool), argv...).Slice()
 		if err != nil {
 			return nil, fmt.Errorf("queue: heartbeat: %w", err)
@@ -641,7 +697,8 @@ func (s *Store) Reap(ctx context.Context, f Fence, limit int) (int, time.Time, e
 	for shard := range s.keys {
 		out, err := scripts.reap.Run(ctx, s.rdb, s.keysWith(shard, s.fenceKey(shard, f)), s.clock(), f.Token,
 			limit, rand.IntN(1000), s.opts.RetainDead.Milliseconds(), s.opts.RetainCanceled.Milliseconds(),
-			s.opts.Defaults.MaxRetries, s.opts.Defaults.RetryBase.Milliseconds(), s.opts.Defaults.RetryCap.Milliseconds()).Slice()
+			s.opts.Defaults.MaxRetries, s.opts.Defaults.RetryBase.Milliseconds(), s.opts.Defaults.RetryCap.Milliseconds(),
+			s.opts.Defaults.Timeout.Milliseconds()).Slice()
 		if err != nil {
 			return total, next, fmt.Errorf("queue: reap: %w", err)
 		}

@@ -7,9 +7,10 @@ import (
 	"github.com/ax-sched/ax/queue"
 )
 
-// claimLoop fills free slots until ctx ends. Handlers run under hctx, which
-// outlives ctx by the shutdown grace.
-func (w *Worker) claimLoop(ctx, hctx context.Context) {
+// claimLoop fills free slots until ctx ends. Handlers run under base, which
+// the end of ctx does not cancel: the shutdown stops them itself, after the
+// grace (stopHandlers).
+func (w *Worker) claimLoop(ctx, base context.Context) {
 	// mayRemain: the last claim came back full, so more work may be queued
 	// and the next free slot claims at once; otherwise wait for a wake-up.
 	mayRemain := true
@@ -33,7 +34,7 @@ func (w *Worker) claimLoop(ctx, hctx context.Context) {
 		w.release(n - len(tasks))
 		// A claim can fail after some shards answered: run what came back.
 		for _, qt := range tasks {
-			w.start(hctx, qt, sent, ctx.Err() != nil)
+			w.start(base, qt, sent, ctx.Err() != nil)
 		}
 		if err != nil {
 			fails++
@@ -70,17 +71,23 @@ func (w *Worker) waitForWork(ctx context.Context, fails *int) bool {
 
 // start runs one claimed task in its own goroutine. A task claimed while
 // the worker is shutting down is given back unstarted.
-func (w *Worker) start(hctx context.Context, qt *queue.Task, sent time.Time, giveBack bool) {
+func (w *Worker) start(base context.Context, qt *queue.Task, sent time.Time, giveBack bool) {
 	deadline := sent.Add(time.Duration(qt.Timeout))
 	t := newTask(qt, deadline)
 	// The deadline counts from before the claim was sent, so the worker's
 	// timeout fires no later than the store's (which counts from the
 	// claim's Redis time) and its own DEADLINE_EXCEEDED is what is recorded.
-	ctx, cancel := context.WithCancelCause(hctx)
+	// base never ends, so a job's context costs no registration with a
+	// shared parent: thousands of tasks a second would contend on its lock.
+	ctx, cancel := context.WithCancelCause(base)
 	j := &job{task: t, id: qt.ID, token: qt.LeaseToken, claimedAt: sent, cancel: cancel}
 	w.mu.Lock()
 	w.held[j.id] = j
+	halted := w.halted
 	w.mu.Unlock()
+	if halted && !giveBack {
+		cancel(ErrShutdown) // the grace is over: it runs stopped, and is given back
+	}
 	w.stats.claimed.Add(1)
 	w.tasks.Add(1)
 	if giveBack {

@@ -30,13 +30,22 @@ type Task struct {
 	TraceID    string    // W3C trace id (32 hex digits)
 	Deadline   time.Time // when this attempt's timeout ends
 	Price      float64   // price per slot-hour recorded at claim (0: none)
+	// ReadyAt is when the task last became READY, by the Redis clock (ms);
+	// zero when the store did not keep it. Start − ReadyAt is the
+	// scheduling latency.
+	ReadyAt time.Time
 
 	mu     sync.Mutex
 	result string
 }
 
 func newTask(qt *queue.Task, deadline time.Time) *Task {
+	var ready time.Time
+	if qt.ReadyAt != nil {
+		ready = *qt.ReadyAt
+	}
 	return &Task{
+		ReadyAt:    ready,
 		ID:         qt.ID,
 		Type:       qt.Type,
 		Payload:    qt.Payload,

@@ -33,6 +33,7 @@ type Worker struct {
 	mu        sync.Mutex
 	held      map[string]*job // claimed and not yet settled, by task id
 	free      int             // free slots
+	halted    bool            // the shutdown grace is over: handlers are stopped
 	slotFreed chan struct{}   // a slot was freed (capacity 1)
 
 	tasks sync.WaitGroup // one per job goroutine
@@ -140,15 +141,13 @@ func (w *Worker) Run(ctx context.Context) error {
 	w.log.Info("worker starting", "slots", w.opts.Concurrency, "handles", w.types())
 	// Acks, heartbeats and handlers must outlive ctx: they drain the shutdown.
 	base := context.WithoutCancel(ctx)
-	hctx, cancelHandlers := context.WithCancelCause(base)
-	defer cancelHandlers(nil)
 
 	beatStop, beatDone := make(chan struct{}), make(chan struct{})
 	go func() { defer close(beatDone); w.heartbeatLoop(base, beatStop) }()
 	ackDone := make(chan struct{})
 	go func() { defer close(ackDone); w.acks.run(base) }()
 	claimDone := make(chan struct{})
-	go func() { defer close(claimDone); w.claimLoop(ctx, hctx) }()
+	go func() { defer close(claimDone); w.claimLoop(ctx, base) }()
 
 	<-ctx.Done()
 	w.stopping.Store(true)
@@ -165,7 +164,7 @@ func (w *Worker) Run(ctx context.Context) error {
 		grace.Stop()
 	case <-grace.C:
 		w.log.Warn("shutdown grace over: stopping handlers and giving their tasks back", "running", w.Stats().Running)
-		cancelHandlers(ErrShutdown)
+		w.stopHandlers(ErrShutdown)
 		w.waitStuck(idle)
 	}
 
@@ -177,6 +176,23 @@ func (w *Worker) Run(ctx context.Context) error {
 	w.log.Info("worker stopped", "claimed", s.Claimed, "succeeded", s.Succeeded, "failed", s.Failed,
 		"canceled", s.Canceled, "returned", s.Returned, "lost", s.Lost, "unsettled", s.InFlight)
 	return nil
+}
+
+// stopHandlers cancels every running handler with cause; a job that starts
+// afterwards is cancelled as it starts.
+func (w *Worker) stopHandlers(cause error) {
+	w.mu.Lock()
+	w.halted = true
+	var stop []context.CancelCauseFunc
+	for _, j := range w.held {
+		if !j.done {
+			stop = append(stop, j.cancel)
+		}
+	}
+	w.mu.Unlock()
+	for _, cancel := range stop {
+		cancel(cause)
+	}
 }
 
 // waitStuck waits for idle, naming every 10s the tasks whose handlers ignore

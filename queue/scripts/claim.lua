@@ -7,16 +7,21 @@
 -- ARGV: 1 clock, 2 pool, 3 worker, 4 n, 5 lease_ms, 6 aging_step_ms,
 --       7 price per slot-hour at claim ('' = none), 8 default timeout ms
 --       (records omit fields equal to the region default).
--- Returns: per claimed task {id, record as HGETALL pairs}
--- (it includes the lease token as field 'lt').
+-- Returns: {now_ms, first lease token, then per claimed task: id, its record
+-- as HGETALL pairs before the claim}. The j-th task (from 1) holds token
+-- first+j-1; the caller applies what the claim set (st U, wk, lt,
+-- sa now, at+1, px) to its copy.
 local now = clock(ARGV[1])
 local pool, worker, n = ARGV[2], ARGV[3], tonumber(ARGV[4])
 local lease, step, price = tonumber(ARGV[5]), tonumber(ARGV[6]), ARGV[7]
 
 local chosen = {} -- {id, prio}
+local taken = {}  -- prio -> ids, removed from that ready set with one ZREM
 local function take(p, id)
   chosen[#chosen + 1] = {id, p}
-  redis.call('ZREM', qkey(pool, p), id)
+  local l = taken[p]
+  if l == nil then l = {}; taken[p] = l end
+  l[#l + 1] = id
 end
 
 local top = redis.call('ZRANGE', qkey(pool, 0), 0, n - 1)
@@ -45,34 +50,53 @@ if left > 0 then
     left = left - 1
   end
 end
+for p = 0, 4 do
+  if taken[p] then redis.call('ZREM', qkey(pool, p), unpack(taken[p])) end
+end
 
-local out, ids = {}, {}
-for k, c in ipairs(chosen) do
-  local id, p = c[1], c[2]
-  local tk = tkey(id)
-  local r = redis.call('HMGET', tk, 'to', 'at')
-  local token = fmt(redis.call('INCR', K_SEQ))
-  local at = tonumber(r[2] or '0') + 1
-  local dl = now + tonumber(r[1] or ARGV[8])
-  local exp = now + lease
-  if dl < exp then exp = dl end
-  redis.call('HSET', tk, 'st', 'U', 'rs', 'CLAIMED', 'wk', worker, 'lt', token,
-    'sa', fmt(now), 'dl', fmt(dl), 'at', fmt(at))
-  if price ~= '' then redis.call('HSET', tk, 'px', price) end
-  redis.call('ZADD', K_RUNNING, fmt(exp), id)
-  cnt('R', -1)
-  cnt('r:' .. pool .. ':' .. p, -1)
-  cnt('U', 1)
-  cnt('u:' .. pool, 1)
-  out[k] = {id, redis.call('HGETALL', tk)}
-  ids[k] = id
+-- The reason CLAIMED is implied by st U (nothing else sets rs while RUNNING),
+-- so rs keeps why the task became READY, which the trail shows.
+local k = #chosen
+local out, ids = {fmt(now), '0'}, {}
+if k > 0 then
+  -- Lease tokens: one INCRBY for the batch.
+  local first = redis.call('INCRBY', K_SEQ, k) - k + 1
+  out[2] = fmt(first)
+  local snow = fmt(now)
+  for j, c in ipairs(chosen) do
+    local id, p = c[1], c[2]
+    local tk = tkey(id)
+    -- The record as it was: the caller applies what this claim sets.
+    local h = redis.call('HGETALL', tk)
+    local to, at
+    for x = 1, #h, 2 do
+      local f = h[x]
+      if f == 'to' then to = h[x + 1] elseif f == 'at' then at = h[x + 1] end
+    end
+    local dl = now + tonumber(to or ARGV[8])
+    local exp = now + lease
+    if dl < exp then exp = dl end
+    if price ~= '' then
+      redis.call('HSET', tk, 'st', 'U', 'wk', worker, 'lt', fmt(first + j - 1), 'sa', snow,
+        'at', fmt(tonumber(at or '0') + 1), 'px', price)
+    else
+      redis.call('HSET', tk, 'st', 'U', 'wk', worker, 'lt', fmt(first + j - 1), 'sa', snow,
+        'at', fmt(tonumber(at or '0') + 1))
+    end
+    zadd(K_RUNNING, fmt(exp), id)
+    cnt(rfield(pool, p), -1)
+    out[#out + 1] = id
+    out[#out + 1] = h
+    ids[j] = id
+  end
+  cnt('R', -k)
+  cnt('U', k)
+  cnt('u:' .. pool, k)
 end
 
 -- Chain the wake-up: if work remains, leave a marker for the next idle claimer.
-if #chosen == n then
-  for p = 0, 4 do
-    if redis.call('EXISTS', qkey(pool, p)) == 1 then wake(pool); break end
-  end
+if k == n and redis.call('EXISTS', qkey(pool, 0), qkey(pool, 1), qkey(pool, 2), qkey(pool, 3), qkey(pool, 4)) > 0 then
+  wake(pool)
 end
-event('claim', ids, #ids)
+event('claim', ids, k)
 return out

@@ -4,23 +4,33 @@
 -- ARGV: 1 clock, 2 retention_ms, 3 n, then per task: id, token, result.
 -- Returns: per task a code: 0 done; 1 lease lost (nothing changed).
 local now = clock(ARGV[1])
+local snow = fmt(now)
 local ret, n = ARGV[2], tonumber(ARGV[3])
 local out, ids = {}, {}
 for k = 0, n - 1 do
   local id, token, result = ARGV[4 + 3 * k], ARGV[5 + 3 * k], ARGV[6 + 3 * k]
   local tk = tkey(id)
-  local r = redis.call('HMGET', tk, 'st', 'lt', 'po')
+  local r = redis.call('HMGET', tk, 'st', 'lt', 'po', 'lg')
   if r[1] ~= 'U' or r[2] ~= token then
     out[k + 1] = 1
   else
-    leave_running(id, r[3])
-    redis.call('HSET', tk, 'st', 'S', 'rs', 'COMPLETED', 'fa', fmt(now))
-    if result ~= '' then redis.call('HSET', tk, 'rv', result) end
-    cnt('tS', 1)
-    retain(id, ret)
+    -- leave_running (lib.lua) with the running-set removal batched below.
+    redis.call('HDEL', tk, 'lt', 'pq')
+    if result ~= '' then
+      redis.call('HSET', tk, 'st', 'S', 'rs', 'COMPLETED', 'fa', snow, 'rv', result)
+    else
+      redis.call('HSET', tk, 'st', 'S', 'rs', 'COMPLETED', 'fa', snow)
+    end
+    cnt('u:' .. r[3], -1)
+    retain(id, ret, r[4] == '1')
     out[k + 1] = 0
     ids[#ids + 1] = id
   end
+end
+if #ids > 0 then
+  redis.call('ZREM', K_RUNNING, unpack(ids))
+  cnt('U', -#ids)
+  cnt('tS', #ids)
 end
 event('complete', ids, #ids)
 return out

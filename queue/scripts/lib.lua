@@ -22,6 +22,14 @@ local K_DEAD, K_CNT, K_EVENTS, K_SEQ = KEYS[5], KEYS[6], KEYS[7], KEYS[8]
 
 local function fmt(n) return string.format('%d', n) end
 
+-- fmt_now is fmt for the script's clock, which batch scripts format for
+-- every task: once is enough.
+local FMT_N, FMT_S
+local function fmt_now(n)
+  if n ~= FMT_N then FMT_N, FMT_S = n, fmt(n) end
+  return FMT_S
+end
+
 local function clock(arg)
   if arg ~= nil and arg ~= '' then return tonumber(arg) end
   local t = redis.call('TIME')
@@ -30,11 +38,56 @@ end
 
 local function tkey(id) return K_PREFIX .. 't:' .. id end
 local function lkey(id) return K_PREFIX .. 'l:' .. id end
-local function qkey(pool, p) return K_PREFIX .. 'q:' .. pool .. ':' .. p end
+-- qkey and rfield are memoized: batch scripts build them for every task,
+-- and each concatenation is a new interned Lua string.
+local QKEYS, RFIELDS = {}, {}
+local function memo2(cache, a, b, make)
+  local t = cache[a]
+  if t == nil then t = {}; cache[a] = t end
+  local v = t[b]
+  if v == nil then v = make(a, b); t[b] = v end
+  return v
+end
+local function make_qkey(pool, p) return K_PREFIX .. 'q:' .. pool .. ':' .. p end
+local function make_rfield(pool, p) return 'r:' .. pool .. ':' .. p end
+local function qkey(pool, p) return memo2(QKEYS, pool, p, make_qkey) end
+-- rfield is the counter field of a pool's READY tasks of one priority.
+local function rfield(pool, p) return memo2(RFIELDS, pool, p, make_rfield) end
 local function wkey(pool) return K_PREFIX .. 'wake:' .. pool end
 
+-- Counter deltas add up in a table and reach Redis once per field when the
+-- script ends (scripts.go runs every body as a function, then finish()):
+-- one HINCRBY per field and call instead of several per task.
+local CNT, CNT_FIELDS = {}, {}
 local function cnt(field, d)
-  if d ~= 0 then redis.call('HINCRBY', K_CNT, field, fmt(d)) end
+  local v = CNT[field]
+  if v == nil then CNT_FIELDS[#CNT_FIELDS + 1] = field; v = 0 end
+  CNT[field] = v + d
+end
+
+-- zadd queues a sorted-set member; finish() writes each key with one ZADD.
+-- Only for keys the rest of the script does not read again.
+local ZADDS, ZKEYS = {}, {}
+local function zadd(key, score, member)
+  local t = ZADDS[key]
+  if t == nil then t = {}; ZADDS[key] = t; ZKEYS[#ZKEYS + 1] = key end
+  t[#t + 1] = score
+  t[#t + 1] = member
+end
+
+-- finish writes what cnt and zadd queued.
+local function finish()
+  for _, k in ipairs(ZKEYS) do
+    local t = ZADDS[k]
+    -- unpack breaks near 8 000 values: write in chunks.
+    for i = 1, #t, 2000 do
+      redis.call('ZADD', k, unpack(t, i, math.min(i + 1999, #t)))
+    end
+  end
+  for _, f in ipairs(CNT_FIELDS) do
+    local d = CNT[f]
+    if d ~= 0 then redis.call('HINCRBY', K_CNT, f, fmt(d)) end
+  end
 end
 
 -- fence checks a leader's token against the highest one seen for this
@@ -49,15 +102,22 @@ local function fence(key, tok)
 end
 
 -- wake leaves one marker for idle claimers of a pool; never more than one.
+-- Once per pool and script is enough.
+local WOKEN = {}
 local function wake(pool)
+  if WOKEN[pool] then return end
+  WOKEN[pool] = true
   if redis.call('LLEN', wkey(pool)) == 0 then redis.call('RPUSH', wkey(pool), '1') end
 end
 
 -- trail appends one abnormal transition. Fields are tab-separated; the
 -- caller has removed tabs and newlines from err.
+-- The record's field lg marks that the trail list exists, so completing a
+-- task that never left the happy path need not touch a list it has not.
 local function trail(id, ts, from, to, reason, by, attempt, err)
-  redis.call('RPUSH', lkey(id), fmt(ts) .. '\t' .. from .. '\t' .. to .. '\t' .. reason ..
+  local n = redis.call('RPUSH', lkey(id), fmt(ts) .. '\t' .. from .. '\t' .. to .. '\t' .. reason ..
     '\t' .. (by or '') .. '\t' .. (attempt or '0') .. '\t' .. (err or ''))
+  if n == 1 then redis.call('HSET', tkey(id), 'lg', '1') end
 end
 
 -- flush writes the happy steps of the current attempt (READY, CLAIMED) to
@@ -70,19 +130,22 @@ local function flush(id, rt, sa, wk, at)
   if sa then trail(id, tonumber(sa), 'R', 'U', 'CLAIMED', wk, at, '') end
 end
 
--- event adds one entry per script call to the region's stream, capped.
+-- event adds one entry per script call to the region's stream, capped. It
+-- names the first 8 ids only: a batch's full list made every entry ~1 KB
+-- and cost the busiest scripts a few % of their time.
 local function event(op, ids, n)
   if n == 0 then return end
   local shown = {}
-  for i = 1, math.min(#ids, 32) do shown[i] = ids[i] end
+  for i = 1, math.min(#ids, 8) do shown[i] = ids[i] end
   redis.call('XADD', K_EVENTS, 'MAXLEN', '~', '10000', '*', 'op', op, 'n', fmt(n),
     'ids', table.concat(shown, ','))
 end
 
--- finish sets retention on a terminal record and its trail.
-local function retain(id, ms)
+-- retain sets retention on a terminal record and its trail. has_log is the
+-- record's lg field when the caller read it (nil: not read).
+local function retain(id, ms, has_log)
   redis.call('PEXPIRE', tkey(id), ms)
-  redis.call('PEXPIRE', lkey(id), ms)
+  if has_log ~= false then redis.call('PEXPIRE', lkey(id), ms) end
 end
 
 -- backoff is min(cap, base*2^(attempt-1)) plus up to 25% jitter (j in 0..999).
@@ -121,16 +184,21 @@ end
 -- leave_running undoes a RUNNING task's bookkeeping.
 local function leave_running(id, pool)
   redis.call('ZREM', K_RUNNING, id)
-  redis.call('HDEL', tkey(id), 'lt', 'dl', 'pq')
+  redis.call('HDEL', tkey(id), 'lt', 'pq')
   cnt('U', -1)
   cnt('u:' .. pool, -1)
 end
 
--- make_ready puts a PENDING task into its pool's ready set.
-local function make_ready(id, now, pool, prio, eq, reason)
-  redis.call('HSET', tkey(id), 'st', 'R', 'rs', reason, 'po', pool, 'eq', eq, 'rt', fmt(now))
-  redis.call('ZADD', qkey(pool, prio), eq, id)
+-- make_ready puts a PENDING task into its pool's ready set. has_pool: the
+-- record names this pool already.
+local function make_ready(id, now, pool, prio, eq, reason, has_pool)
+  if has_pool then
+    redis.call('HSET', tkey(id), 'st', 'R', 'rs', reason, 'eq', eq, 'rt', fmt_now(now))
+  else
+    redis.call('HSET', tkey(id), 'st', 'R', 'rs', reason, 'po', pool, 'eq', eq, 'rt', fmt_now(now))
+  end
+  zadd(qkey(pool, prio), eq, id)
   cnt('R', 1)
-  cnt('r:' .. pool .. ':' .. prio, 1)
+  cnt(rfield(pool, prio), 1)
   wake(pool)
 end

@@ -24,33 +24,41 @@ local function jit(id)
 end
 local ids = redis.call('ZRANGEBYSCORE', K_DELAYED, '-inf', fmt(now), 'LIMIT', 0, limit)
 local ready = 0
+-- The ids are the set's lowest ranks (scores from -inf): one call removes them.
+if #ids > 0 then redis.call('ZREMRANGEBYRANK', K_DELAYED, 0, #ids - 1) end
 for _, id in ipairs(ids) do
-  redis.call('ZREM', K_DELAYED, id)
-  local r = redis.call('HMGET', tkey(id), 'st', 'po', 'pn', 'pr', 'eq', 'ke', 'du', 'cr', 'rs')
+  local tk = tkey(id)
+  -- What every task needs; the other fields are read on the rarer paths
+  -- only (each field an HMGET looks up costs Redis as much as the rest).
+  local r = redis.call('HMGET', tk, 'st', 'po', 'pn', 'pr', 'ke')
+  local pool, prio, ke = r[2], r[4], r[5] == '1'
+  local placed = (r[3] == '1' or ke) and pool
   if r[1] == 'P' then
-    local low = tonumber(r[4]) >= 3 and r[8] ~= '1'
-    if (r[3] == '1' or r[6] == '1') and r[2] and low and hot ~= '' and string.find(hot, ',' .. r[2] .. ',', 1, true) then
+    if placed and hot ~= '' and tonumber(prio) >= 3 and string.find(hot, ',' .. pool .. ',', 1, true)
+        and redis.call('HGET', tk, 'cr') ~= '1' then
       local due = now + math.floor(spread * (0.5 + jit(id) / 2))
       redis.call('ZADD', K_DELAYED, fmt(due), id)
-      redis.call('HSET', tkey(id), 'rs', 'DEFERRED_BACKPRESSURE', 'du', fmt(due))
-      if r[9] ~= 'DEFERRED_BACKPRESSURE' then trail(id, now, 'P', 'P', 'DEFERRED_BACKPRESSURE', 'leader', '0', r[2]) end
+      local rs = redis.call('HGET', tk, 'rs')
+      redis.call('HSET', tk, 'rs', 'DEFERRED_BACKPRESSURE', 'du', fmt(due))
+      if rs ~= 'DEFERRED_BACKPRESSURE' then trail(id, now, 'P', 'P', 'DEFERRED_BACKPRESSURE', 'leader', '0', pool) end
       deferred = deferred + 1
-    elseif r[6] == '1' and r[2] and budget == 0 then
+    elseif ke and pool and budget == 0 then
       local due = now + 100 + math.floor(900 * jit(id))
       redis.call('ZADD', K_DELAYED, fmt(due), id)
       deferred = deferred + 1
-    elseif (r[3] == '1' or r[6] == '1') and r[2] then
-      if r[6] == '1' then
+    elseif placed then
+      local eq = fmt_now(now)
+      if ke then
         readmitted = readmitted + 1
         if budget > 0 then budget = budget - 1 end
+        eq = redis.call('HGET', tk, 'eq') or eq
+        redis.call('HDEL', tk, 'ke')
       end
-      local eq = fmt(now)
-      if r[6] == '1' then eq = r[5]; redis.call('HDEL', tkey(id), 'ke') end
       cnt('P', -1)
-      make_ready(id, now, r[2], r[4], eq, 'DUE')
+      make_ready(id, now, pool, prio, eq, 'DUE', true)
       ready = ready + 1
     else
-      redis.call('ZADD', K_DUE, r[7] or fmt(now), id)
+      zadd(K_DUE, redis.call('HGET', tk, 'du') or fmt_now(now), id)
     end
   end
 end

@@ -4,7 +4,7 @@
 -- KEYS: 1-8 see lib.lua; 9 fence key.
 -- ARGV: 1 clock, 2 fencing token, 3 limit (≤ 1000), 4 jitter seed,
 --       5 dead retention ms, 6 canceled retention ms, 7-9 region defaults for
---       max_retries, retry_base ms, retry_cap ms.
+--       max_retries, retry_base ms, retry_cap ms, 10 default timeout ms.
 -- Returns: {-1} when fenced; else {reaped, next_expiry_ms or ''}.
 local now = clock(ARGV[1])
 if not fence(KEYS[9], ARGV[2]) then return {-1} end
@@ -13,14 +13,15 @@ local seed = tonumber(ARGV[4])
 local done = {}
 for k, id in ipairs(ids) do
   local tk = tkey(id)
-  local r = redis.call('HMGET', tk, 'st', 'at', 'mr', 'rb', 'rc', 'po', 'rt', 'sa', 'wk', 'cx', 'dl')
+  local r = redis.call('HMGET', tk, 'st', 'at', 'mr', 'rb', 'rc', 'po', 'rt', 'sa', 'wk', 'cx', 'to')
   if r[1] ~= 'U' then
     redis.call('ZREM', K_RUNNING, id) -- stale entry; nothing else to undo
   else
     leave_running(id, r[6])
     flush(id, r[7], r[8], r[9], r[2])
     local why = 'HEARTBEAT_LOST'
-    if r[11] and now >= tonumber(r[11]) then why = 'DEADLINE_EXCEEDED' end
+    -- The attempt's deadline: started + timeout (claim does not store it).
+    if r[8] and now >= tonumber(r[8]) + tonumber(r[11] or ARGV[10]) then why = 'DEADLINE_EXCEEDED' end
     trail(id, now, 'U', 'T', why, 'reaper', r[2], '')
     redis.call('HSET', tk, 'er', why)
     if r[10] == '1' then

@@ -28,7 +28,7 @@ if r[10] == '1' then
 end
 if delay <= 0 then
   trail(id, now, 'U', 'R', reason, r[9], r[3], '')
-  make_ready(id, now, r[4], r[5], r[6], reason)
+  make_ready(id, now, r[4], r[5], r[6], reason, true)
   redis.call('HDEL', tk, 'rt') -- the log holds this step
   event('return', {id}, 1)
   return {0, 'R'}

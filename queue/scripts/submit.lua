@@ -5,13 +5,17 @@
 --   else KEYS[8+idem_index]), idem_ttl_ms, spec_hash, handoff region ('' = none:
 --   else the task waits in the outbox to be handed to pool in that region),
 --   nf, then nf field/value pairs.
--- Returns: per task 3 values: code, id, state
---   code 0 created; 1 duplicate of an earlier task with the same key and spec
---   (id and state are that task's); 2 key reused with another spec (id of the
---   first task); 3 a task with this id already exists.
+-- Returns: {codes, then id, state for each task not created}. codes has one
+--   character per task, in order: its state code (P, R) when created; 1 a
+--   duplicate of an earlier task with the same key and spec (the pair is that
+--   task's id and state); 2 key reused with another spec (the first task's id,
+--   ''); 3 a task with this id already exists (its id and state). A created
+--   task's id is the one sent.
 local now = clock(ARGV[1])
+local snow = fmt(now)
 local n = tonumber(ARGV[2])
-local out = {}
+local out = {''} -- out[1] becomes the codes
+local codes = {}
 local created = {}
 local i = 3
 for _ = 1, n do
@@ -28,55 +32,60 @@ for _ = 1, n do
       local eid, eh = string.sub(v, 1, sep - 1), string.sub(v, sep + 1)
       if eh == hash then
         local est = redis.call('HGET', tkey(eid), 'st') or ''
-        out[#out + 1] = 1; out[#out + 1] = eid; out[#out + 1] = est
+        codes[#codes + 1] = '1'; out[#out + 1] = eid; out[#out + 1] = est
       else
-        out[#out + 1] = 2; out[#out + 1] = eid; out[#out + 1] = ''
+        codes[#codes + 1] = '2'; out[#out + 1] = eid; out[#out + 1] = ''
       end
       done = true
     end
   end
   if not done and redis.call('EXISTS', tkey(id)) == 1 then
-    out[#out + 1] = 3; out[#out + 1] = id; out[#out + 1] = redis.call('HGET', tkey(id), 'st') or ''
+    codes[#codes + 1] = '3'; out[#out + 1] = id; out[#out + 1] = redis.call('HGET', tkey(id), 'st') or ''
     done = true
   end
   if not done then
+    -- One HSET per task: the spec's fields and the state's together.
     local f = {}
     for j = fstart, fstart + 2 * nf - 1 do f[#f + 1] = ARGV[j] end
-    f[#f + 1] = 'ct'; f[#f + 1] = fmt(now)
+    f[#f + 1] = 'ct'; f[#f + 1] = snow
     f[#f + 1] = 'pr'; f[#f + 1] = prio
-    redis.call('HSET', tkey(id), unpack(f))
     local dueN = tonumber(due)
     local st
     if dueN and dueN > now then
-      redis.call('HSET', tkey(id), 'st', 'P', 'rs', 'SUBMITTED', 'du', due)
-      redis.call('ZADD', K_DELAYED, due, id)
+      f[#f + 1] = 'st'; f[#f + 1] = 'P'; f[#f + 1] = 'rs'; f[#f + 1] = 'SUBMITTED'
+      f[#f + 1] = 'du'; f[#f + 1] = due
+      zadd(K_DELAYED, due, id)
       cnt('P', 1)
       st = 'P'
     elseif target ~= '' then
-      redis.call('HSET', tkey(id), 'st', 'P', 'rs', 'SUBMITTED', 'ob', target, 'po', pool)
-      redis.call('ZADD', KEYS[9], fmt(now), id)
+      f[#f + 1] = 'st'; f[#f + 1] = 'P'; f[#f + 1] = 'rs'; f[#f + 1] = 'SUBMITTED'
+      f[#f + 1] = 'ob'; f[#f + 1] = target; f[#f + 1] = 'po'; f[#f + 1] = pool
+      zadd(KEYS[9], snow, id)
       cnt('P', 1)
       st = 'P'
     elseif pool ~= '' then
-      local eq = fmt(now)
-      redis.call('HSET', tkey(id), 'st', 'R', 'po', pool, 'eq', eq, 'rt', eq) -- reason PLACED implied
-      redis.call('ZADD', qkey(pool, prio), eq, id)
+      -- reason PLACED implied
+      f[#f + 1] = 'st'; f[#f + 1] = 'R'; f[#f + 1] = 'po'; f[#f + 1] = pool
+      f[#f + 1] = 'eq'; f[#f + 1] = snow; f[#f + 1] = 'rt'; f[#f + 1] = snow
+      zadd(qkey(pool, prio), snow, id)
       cnt('R', 1)
-      cnt('r:' .. pool .. ':' .. prio, 1)
+      cnt(rfield(pool, prio), 1)
       wake(pool)
       st = 'R'
     else
-      redis.call('HSET', tkey(id), 'st', 'P', 'rs', 'SUBMITTED')
-      redis.call('ZADD', K_DUE, fmt(now), id)
+      f[#f + 1] = 'st'; f[#f + 1] = 'P'; f[#f + 1] = 'rs'; f[#f + 1] = 'SUBMITTED'
+      zadd(K_DUE, snow, id)
       cnt('P', 1)
       st = 'P'
     end
+    redis.call('HSET', tkey(id), unpack(f))
     if idx > 0 then
       redis.call('SET', KEYS[9 + idx], id .. '|' .. hash, 'PX', ttl)
     end
     created[#created + 1] = id
-    out[#out + 1] = 0; out[#out + 1] = id; out[#out + 1] = st
+    codes[#codes + 1] = st
   end
 end
 event('submit', created, #created)
+out[1] = table.concat(codes)
 return out

@@ -1,0 +1,288 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"os/signal"
+	"runtime/pprof"
+	"syscall"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/ax-sched/ax/internal/bench"
+)
+
+func init() { commands = append(commands, newBenchCmd) }
+
+// benchFlags are the flags every `ax bench` mode shares.
+type benchFlags struct {
+	target     bench.Target
+	compare    string
+	cpuprofile string
+	verbose    bool
+	workers    bench.WorkerOptions
+}
+
+func newBenchCmd() *cobra.Command {
+	bf := &benchFlags{}
+	c := &cobra.Command{
+		Use:   "bench",
+		Short: "Load generator: throughput, latency, delayed promotion, the seed stress test, placement",
+		Long: `ax bench measures ax on this machine and prints a summary (-o json for JSON;
+--compare FILE for the change against an earlier JSON summary).
+
+It drives a region's task store and the worker runtime directly, as a worker
+process does: against a region's Redis (--redis ADDR; the bench's keys live
+under --prefix and are removed afterwards) or, by default, a temporary
+redis-server it starts itself with appendonly no, save "" and
+maxmemory-policy noeviction (no persistence: the summary says so).
+
+See docs/benchmarks.md for the figures of record and how to compare ax
+with another Redis queue fairly.`,
+	}
+	pf := c.PersistentFlags()
+	pf.StringVar(&bf.target.Addr, "redis", "", "a region's Redis (host:port); empty: start a temporary redis-server")
+	pf.StringVar(&bf.target.Password, "redis-password", "", "password of --redis")
+	pf.StringVar(&bf.target.RedisServer, "redis-server", "redis-server", "redis-server binary to start when --redis is empty")
+	pf.StringVar(&bf.target.Region, "region", "bench", "region name written into the bench's task ids")
+	pf.StringVar(&bf.target.Prefix, "prefix", "axbench", "key prefix of the bench's keys (never a live region's prefix)")
+	pf.StringVar(&bf.target.Pool, "pool", "bench", "pool the bench submits to and its workers serve")
+	pf.BoolVar(&bf.target.Keep, "keep", false, "leave the bench's keys in --redis after the run")
+	pf.StringVar(&bf.compare, "compare", "", "print deltas against this earlier JSON summary (-o json output)")
+	pf.StringVar(&bf.cpuprofile, "cpuprofile", "", "write a Go CPU profile of the run to this file")
+	pf.BoolVar(&bf.verbose, "verbose", false, "log the workers' info messages to stderr")
+	pf.IntVar(&bf.workers.Workers, "workers", 2, "in-process workers")
+	pf.IntVar(&bf.workers.Concurrency, "concurrency", 128, "slots per worker")
+	pf.IntVar(&bf.workers.ClaimBatch, "claim-batch", 0, "most tasks one claim takes (0: the worker default)")
+	c.AddCommand(newBenchThroughputCmd(bf), newBenchLatencyCmd(bf), newBenchDelayedCmd(bf),
+		newBenchStressCmd(bf), newBenchPlacementCmd(bf))
+	return c
+}
+
+// benchRun opens the target (unless the mode needs no Redis), runs the
+// mode with a progress bar on a terminal's stderr, and prints the summary.
+func benchRun(cmd *cobra.Command, bf *benchFlags, needsRedis bool, run func(context.Context, *bench.Env, bench.Progress) (*bench.Summary, error)) error {
+	ctx, stop := signal.NotifyContext(cmd.Context(), syscall.SIGINT, syscall.SIGTERM)
+	defer stop()
+	stdout, stderr := cmd.OutOrStdout(), cmd.ErrOrStderr()
+	asJSON, err := benchJSON(cmd)
+	if err != nil {
+		return err
+	}
+	var prev *bench.Summary
+	if bf.compare != "" {
+		if prev, err = bench.ReadSummary(bf.compare); err != nil {
+			return err
+		}
+	}
+	level := slog.LevelError
+	if bf.verbose {
+		level = slog.LevelInfo
+	}
+	bf.target.Log = slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: level}))
+	var env *bench.Env
+	if needsRedis {
+		env, err = bench.Open(ctx, bf.target)
+		if err != nil {
+			return err
+		}
+		defer env.Close()
+		if env.Managed() {
+			fmt.Fprintf(stderr, "ax bench: started a temporary redis-server on %s (appendonly no, save \"\", maxmemory-policy noeviction)\n", env.Addr())
+		}
+	}
+	if bf.cpuprofile != "" {
+		f, err := os.Create(bf.cpuprofile)
+		if err != nil {
+			return err
+		}
+		defer f.Close()
+		if err := pprof.StartCPUProfile(f); err != nil {
+			return err
+		}
+		defer pprof.StopCPUProfile()
+	}
+	bar := newBenchBar(stderr)
+	sum, err := run(ctx, env, bar.update)
+	bar.finish()
+	if err != nil {
+		return err
+	}
+	if asJSON {
+		if err := sum.WriteJSON(stdout); err != nil {
+			return err
+		}
+		if prev != nil {
+			// Deltas go to stderr so stdout stays one JSON document.
+			bench.WriteCompare(stderr, prev, sum)
+		}
+		return nil
+	}
+	sum.WriteText(stdout)
+	if prev != nil {
+		bench.WriteCompare(stdout, prev, sum)
+	}
+	return nil
+}
+
+func benchJSON(cmd *cobra.Command) (bool, error) {
+	out, _ := cmd.Flags().GetString("output")
+	switch out {
+	case "json":
+		return true, nil
+	case "table", "text", "":
+		return false, nil
+	}
+	return false, fmt.Errorf("--output %q: want table or json", out)
+}
+
+// benchBar draws one progress line per phase on a terminal, nothing
+// elsewhere.
+type benchBar struct {
+	w     io.Writer
+	tty   bool
+	phase string
+	bar   *cliProgress
+}
+
+func newBenchBar(w io.Writer) *benchBar { return &benchBar{w: w, tty: cliIsTerminal(w)} }
+
+func (b *benchBar) update(phase string, done, total int) {
+	if !b.tty {
+		return
+	}
+	if phase != b.phase {
+		b.finish()
+		b.phase, b.bar = phase, newCLIProgress(b.w, fmt.Sprintf("%-13s", phase))
+	}
+	b.bar.update(done, total)
+}
+
+func (b *benchBar) finish() {
+	if b.bar != nil {
+		b.bar.finish()
+		b.bar = nil
+	}
+}
+
+func newBenchThroughputCmd(bf *benchFlags) *cobra.Command {
+	var o bench.ThroughputOptions
+	c := &cobra.Command{
+		Use:   "throughput",
+		Short: "No-op tasks: submit rates (one per call, batched), drain rate, submit-while-draining rate, CPU of ax and Redis",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			o.WorkerOptions = bf.workers
+			if cmd.Flags().Changed("api") {
+				o.API, _ = cmd.Flags().GetString("api")
+				o.APIToken, _ = cmd.Flags().GetString("token")
+			}
+			return benchRun(cmd, bf, true, func(ctx context.Context, e *bench.Env, p bench.Progress) (*bench.Summary, error) {
+				return bench.Throughput(ctx, e, o, p)
+			})
+		},
+	}
+	f := c.Flags()
+	f.IntVarP(&o.N, "tasks", "n", 200000, "tasks per drain phase (the run submits 2×N)")
+	f.IntVar(&o.Single, "single", 20000, "of the first N, tasks submitted one per call")
+	f.IntVar(&o.SingleConns, "single-conns", 16, "goroutines submitting one task per call")
+	f.IntVar(&o.Batch, "batch", 1000, "tasks per batched submit")
+	f.IntVar(&o.Submitters, "submitters", 2, "goroutines submitting batches")
+	f.IntVar(&o.APITasks, "api-tasks", 10000, "with --api: tasks submitted through the API per mode (one per request, batched)")
+	return c
+}
+
+func newBenchLatencyCmd(bf *benchFlags) *cobra.Command {
+	var o bench.LatencyOptions
+	c := &cobra.Command{
+		Use:   "latency",
+		Short: "Open-loop submission at a fixed rate: ready→start and submit→done p50/p99/max, idle pickup",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			o.WorkerOptions = bf.workers
+			return benchRun(cmd, bf, true, func(ctx context.Context, e *bench.Env, p bench.Progress) (*bench.Summary, error) {
+				return bench.Latency(ctx, e, o, p)
+			})
+		},
+	}
+	f := c.Flags()
+	f.Float64Var(&o.Rate, "rate", 0, "tasks/s (0: half of a quick peak measurement, 5000 if that fails)")
+	f.IntVar(&o.PeakTasks, "peak-tasks", 30000, "tasks submitted and drained at full speed to measure the peak when --rate is 0")
+	f.DurationVar(&o.Duration, "duration", 10*time.Second, "length of the open-loop phase")
+	f.DurationVar(&o.Tick, "tick", time.Millisecond, "pacing step: the tasks due in one step go out in one submit call")
+	f.IntVar(&o.Idle, "idle", 10, "idle-worker pickups measured at the end")
+	return c
+}
+
+func newBenchDelayedCmd(bf *benchFlags) *cobra.Command {
+	var o bench.DelayedOptions
+	c := &cobra.Command{
+		Use:   "delayed",
+		Short: "Many delayed tasks due at the same second, promoted in bounded batches: rate, lateness, longest script",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			return benchRun(cmd, bf, true, func(ctx context.Context, e *bench.Env, p bench.Progress) (*bench.Summary, error) {
+				return bench.Delayed(ctx, e, o, p)
+			})
+		},
+	}
+	f := c.Flags()
+	f.IntVarP(&o.N, "tasks", "n", 1000000, "delayed tasks")
+	f.IntVar(&o.Batch, "batch", 1000, "tasks per submit call")
+	f.IntVar(&o.Submitters, "submitters", 2, "goroutines submitting")
+	f.IntVar(&o.PromoteBatch, "promote-batch", 1000, "most tasks one promote call moves (≤ 1000)")
+	f.DurationVar(&o.Lead, "lead", 0, "from the start of submission to the due time (0: N ÷ 40000/s + 3s)")
+	return c
+}
+
+func newBenchStressCmd(bf *benchFlags) *cobra.Command {
+	var o bench.StressOptions
+	c := &cobra.Command{
+		Use:   "seed-stress",
+		Short: "The seed's stress test on this machine: tenants, random durations, transient failures, retries",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			o.WorkerOptions = bf.workers
+			// This mode's own defaults: more slots, as handlers sleep.
+			if !cmd.Flags().Changed("workers") {
+				o.Workers = 4
+			}
+			if !cmd.Flags().Changed("concurrency") {
+				o.Concurrency = 256
+			}
+			return benchRun(cmd, bf, true, func(ctx context.Context, e *bench.Env, p bench.Progress) (*bench.Summary, error) {
+				return bench.Stress(ctx, e, o, p)
+			})
+		},
+	}
+	f := c.Flags()
+	f.IntVarP(&o.N, "tasks", "n", 500000, "tasks")
+	f.IntVar(&o.Tenants, "tenants", 10, "tenants, one submitting goroutine each")
+	f.IntVar(&o.Batch, "batch", 100, "tasks per submit call")
+	f.DurationVar(&o.MaxDuration, "max-duration", 20*time.Millisecond, "handler durations are uniform in [0, this)")
+	f.Float64Var(&o.FailRate, "fail-rate", 0.05, "share of attempts that fail with a retryable error")
+	f.DurationVar(&o.RetryBase, "retry-base", 50*time.Millisecond, "retry backoff base (cap and max retries stay the defaults)")
+	return c
+}
+
+func newBenchPlacementCmd(bf *benchFlags) *cobra.Command {
+	var o bench.PlacementOptions
+	c := &cobra.Command{
+		Use:   "placement",
+		Short: "Placement decisions per second over 10, 100 and 1000 pools (no Redis)",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			return benchRun(cmd, bf, false, func(ctx context.Context, _ *bench.Env, p bench.Progress) (*bench.Summary, error) {
+				return bench.Placement(ctx, o, p)
+			})
+		},
+	}
+	f := c.Flags()
+	f.IntSliceVar(&o.Pools, "pools", []int{10, 100, 1000}, "pool counts to measure")
+	f.DurationVar(&o.Duration, "duration", 2*time.Second, "measuring time per pool count")
+	return c
+}

@@ -1,0 +1,186 @@
+package bench
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"sync/atomic"
+	"time"
+
+	"github.com/ax-sched/ax/queue"
+)
+
+// DelayedOptions size a delayed-promotion run. Zero values take the
+// defaults.
+type DelayedOptions struct {
+	N            int // delayed tasks (default 1 000 000)
+	Batch        int // tasks per submit call (default 1 000)
+	Submitters   int // goroutines submitting (default 2)
+	PromoteBatch int // most tasks one promote call moves (default queue.MaxBatch)
+	// Lead is the time from the start of submission to the common due
+	// time; it must cover the submission. 0: N ÷ 40 000/s + 3s.
+	Lead time.Duration
+}
+
+func (o *DelayedOptions) defaults() {
+	if o.N <= 0 {
+		o.N = 1000000
+	}
+	if o.Batch <= 0 {
+		o.Batch = queue.MaxBatch
+	}
+	if o.Submitters <= 0 {
+		o.Submitters = 2
+	}
+	if o.PromoteBatch <= 0 || o.PromoteBatch > queue.MaxBatch {
+		o.PromoteBatch = queue.MaxBatch
+	}
+	if o.Lead <= 0 {
+		o.Lead = time.Duration(float64(o.N)/40000*float64(time.Second)) + 3*time.Second
+	}
+}
+
+// Delayed submits N tasks pinned to the bench's pool, all due at the same
+// whole second, then runs the leader's promote call (bounded batches,
+// fenced) until every one is READY. It reports the promotion rate, the
+// lateness (batch done − due time) and the longest single script from
+// SLOWLOG (on its own Redis it logs every command: slowlog-log-slower-than
+// 0).
+func Delayed(ctx context.Context, e *Env, o DelayedOptions, progress Progress) (*Summary, error) {
+	o.defaults()
+	s := newSummary("delayed")
+	s.Redis = e.RedisDescription(ctx)
+	s.Params = map[string]any{"n": o.N, "batch": o.Batch, "submitters": o.Submitters, "promote_batch": o.PromoteBatch,
+		"lead": o.Lead.String(), "payload_bytes": len(payload64)}
+	rdb := e.Client()
+	if e.Managed() {
+		if err := rdb.ConfigSet(ctx, "slowlog-log-slower-than", "0").Err(); err != nil {
+			return nil, err
+		}
+		if err := rdb.ConfigSet(ctx, "slowlog-max-len", fmt.Sprint(2*o.N/o.PromoteBatch+10000)).Err(); err != nil {
+			return nil, err
+		}
+	} else {
+		cfg, _ := rdb.ConfigGet(ctx, "slowlog-log-slower-than").Result()
+		s.Notes = append(s.Notes, "external Redis: SLOWLOG keeps only scripts slower than its slowlog-log-slower-than ("+
+			cfg["slowlog-log-slower-than"]+" µs) and its slowlog-max-len newest")
+	}
+	due := time.Now().Add(o.Lead).Truncate(time.Second).Add(time.Second)
+	sp, err := spec(noopType, payload64, func(sp *queue.Spec) { sp.RunAt = &due })
+	if err != nil {
+		return nil, err
+	}
+	mem0 := e.redisMemory(ctx)
+	var sent atomic.Int64
+	mk := func(int) queue.NewTask { return queue.NewTask{Spec: sp, Pool: e.Target.Pool, Pinned: true} }
+	m := e.startMeter(ctx)
+	sctx, cancel := context.WithCancel(ctx)
+	var tooSlow atomic.Bool
+	stopBar := ticker(ctx, func() {
+		n := sent.Load()
+		progress.report("submit", int(n), o.N)
+		// Stop early when the submission would not finish before the due time.
+		if el := time.Since(m.start); n > 0 && el > time.Second &&
+			m.start.Add(time.Duration(float64(el)*float64(o.N)/float64(n))).After(due.Add(-200*time.Millisecond)) {
+			tooSlow.Store(true)
+			cancel()
+		}
+	})
+	err = e.submitBatches(sctx, o.N, o.Batch, o.Submitters, mk, func(k int) { sent.Add(int64(k)) })
+	stopBar()
+	cancel()
+	if tooSlow.Load() {
+		return nil, fmt.Errorf("bench: submitting %d tasks would not finish before their due time %v after the start: pass a longer --lead", o.N, o.Lead)
+	}
+	if err != nil {
+		return nil, err
+	}
+	sub := s.phase("submit", int64(o.N), m.stop(ctx))
+	c, err := e.Store.Counts(ctx)
+	if err != nil {
+		return nil, err
+	}
+	if c.Pending != o.N {
+		return nil, fmt.Errorf("bench: %d of %d tasks are delayed after the submission (the rest were due already): pass a longer --lead", c.Pending, o.N)
+	}
+	perTask := float64(e.redisMemory(ctx)-mem0) / float64(o.N)
+
+	if err := rdb.SlowLogReset(ctx).Err(); err != nil {
+		return nil, err
+	}
+	progress.report("wait for due", 0, 0)
+	if !sleepCtx(ctx, time.Until(due)) {
+		return nil, ctx.Err()
+	}
+	var late samples
+	var longestCall time.Duration
+	calls, moved := 0, 0
+	f := queue.Fence{Name: "bench", Token: 1}
+	m = e.startMeter(ctx)
+	for moved < o.N && ctx.Err() == nil {
+		t := time.Now()
+		r, err := e.Store.Promote(ctx, f, o.PromoteBatch)
+		if err != nil {
+			return nil, err
+		}
+		now := time.Now()
+		calls++
+		longestCall = max(longestCall, now.Sub(t))
+		moved += r.Moved
+		late.addN(now.Sub(due), r.Moved)
+		if r.Moved == 0 {
+			if !sleepCtx(ctx, time.Millisecond) {
+				break
+			}
+		}
+		if calls%20 == 0 {
+			progress.report("promote", moved, o.N)
+		}
+	}
+	progress.report("promote", moved, o.N)
+	pro := s.phase("promote", int64(moved), m.stop(ctx))
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	logs, err := rdb.SlowLogGet(ctx, -1).Result()
+	if err != nil {
+		return nil, err
+	}
+	var scripts samples
+	var over10 int
+	for _, l := range logs {
+		if len(l.Args) == 0 || !strings.HasPrefix(strings.ToLower(l.Args[0]), "eval") {
+			continue
+		}
+		scripts.add(l.Duration)
+		if l.Duration > 10*time.Millisecond {
+			over10++
+		}
+	}
+	sd := scripts.dist()
+	longest := sd.Max
+	c, err = e.Store.Counts(ctx)
+	if err != nil {
+		return nil, err
+	}
+	ld := late.dist()
+	s.metric("promote_rate", pro.PerS, "tasks/s", "higher", "≥ 200000")
+	s.metric("lateness_p50", ms(ld.P50), "ms", "lower", "")
+	s.metric("lateness_p99", ms(ld.P99), "ms", "lower", "")
+	s.metric("lateness_max", ms(ld.Max), "ms", "lower", "")
+	s.metric("longest_script", ms(longest), "ms", "lower", "≤ 10")
+	s.metric("script_p50", ms(sd.P50), "ms", "lower", "")
+	s.metric("script_p99", ms(sd.P99), "ms", "lower", "")
+	s.metric("longest_promote_call_client", ms(longestCall), "ms", "lower", "")
+	s.metric("submit_delayed", sub.PerS, "tasks/s", "higher", "")
+	s.metric("redis_bytes_per_delayed_task", perTask, "B", "lower", "")
+	s.metric("promote_redis_cpu_per_task", pro.RedisUsPer, "µs", "lower", "")
+	s.Counts["submitted"] = int64(o.N)
+	s.Counts["promoted"] = int64(moved)
+	s.Counts["ready_after"] = int64(c.Ready)
+	s.Counts["promote_calls"] = int64(calls)
+	s.Counts["slowlog_entries"] = int64(len(logs))
+	s.Counts["scripts_over_10ms"] = int64(over10)
+	s.finish()
+	return s, nil
+}

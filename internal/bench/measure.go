@@ -1,0 +1,160 @@
+package bench
+
+import (
+	"context"
+	"os"
+	"runtime"
+	"sort"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+)
+
+// processCPU is the CPU time ax has used so far (user + system, all
+// threads).
+func processCPU() time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
+// redisCPU is the CPU time the Redis server has used so far (INFO cpu:
+// used_cpu_sys + used_cpu_user, main thread and background threads).
+func (e *Env) redisCPU(ctx context.Context) time.Duration {
+	info, err := e.rdb.Info(ctx, "cpu").Result()
+	if err != nil {
+		return 0
+	}
+	sys, _ := strconv.ParseFloat(infoField(info, "used_cpu_sys"), 64)
+	usr, _ := strconv.ParseFloat(infoField(info, "used_cpu_user"), 64)
+	return time.Duration((sys + usr) * float64(time.Second))
+}
+
+// redisMemory is INFO memory's used_memory.
+func (e *Env) redisMemory(ctx context.Context) int64 {
+	info, err := e.rdb.Info(ctx, "memory").Result()
+	if err != nil {
+		return 0
+	}
+	n, _ := strconv.ParseInt(infoField(info, "used_memory"), 10, 64)
+	return n
+}
+
+// cmdStat is one line of INFO commandstats.
+type cmdStat struct {
+	calls int64
+	usec  int64
+}
+
+func (e *Env) commandStats(ctx context.Context) map[string]cmdStat {
+	info, err := e.rdb.Info(ctx, "commandstats").Result()
+	if err != nil {
+		return nil
+	}
+	out := map[string]cmdStat{}
+	for _, l := range strings.Split(info, "\r\n") {
+		// cmdstat_evalsha:calls=12,usec=345,usec_per_call=28.75,...
+		name, rest, ok := strings.Cut(strings.TrimPrefix(l, "cmdstat_"), ":")
+		if !ok || !strings.HasPrefix(l, "cmdstat_") {
+			continue
+		}
+		var s cmdStat
+		for _, kv := range strings.Split(rest, ",") {
+			k, v, _ := strings.Cut(kv, "=")
+			switch k {
+			case "calls":
+				s.calls, _ = strconv.ParseInt(v, 10, 64)
+			case "usec":
+				s.usec, _ = strconv.ParseInt(v, 10, 64)
+			}
+		}
+		out[name] = s
+	}
+	return out
+}
+
+// Usage is the CPU both sides spent during one phase, and what Redis spent
+// it on.
+type Usage struct {
+	Wall     time.Duration
+	AxCPU    time.Duration
+	RedisCPU time.Duration
+	Commands []CommandUsage // INFO commandstats deltas, most time first
+}
+
+// CommandUsage is one command's share of Redis time during a phase.
+// Commands called from scripts are counted on their own line as well as in
+// the script's (evalsha) time.
+type CommandUsage struct {
+	Command string  `json:"command"`
+	Calls   int64   `json:"calls"`
+	Usec    int64   `json:"usec"`
+	PerCall float64 `json:"usec_per_call"`
+}
+
+// meter measures one phase.
+type meter struct {
+	e     *Env
+	start time.Time
+	ax    time.Duration
+	redis time.Duration
+	cmds  map[string]cmdStat
+}
+
+func (e *Env) startMeter(ctx context.Context) *meter {
+	return &meter{e: e, start: time.Now(), ax: processCPU(), redis: e.redisCPU(ctx), cmds: e.commandStats(ctx)}
+}
+
+func (m *meter) stop(ctx context.Context) Usage {
+	u := Usage{Wall: time.Since(m.start), AxCPU: processCPU() - m.ax, RedisCPU: m.e.redisCPU(ctx) - m.redis}
+	for name, s := range m.e.commandStats(ctx) {
+		d := cmdStat{s.calls - m.cmds[name].calls, s.usec - m.cmds[name].usec}
+		if d.calls <= 0 {
+			continue
+		}
+		u.Commands = append(u.Commands, CommandUsage{Command: name, Calls: d.calls, Usec: d.usec, PerCall: float64(d.usec) / float64(d.calls)})
+	}
+	sort.Slice(u.Commands, func(i, j int) bool { return u.Commands[i].Usec > u.Commands[j].Usec })
+	return u
+}
+
+// Host describes the machine a run measured.
+type Host struct {
+	CPUs      int     `json:"cpus"`
+	Model     string  `json:"cpu_model,omitempty"`
+	GoVersion string  `json:"go"`
+	OS        string  `json:"os"`
+	Load1     float64 `json:"load1_before"`
+	Load1End  float64 `json:"load1_after"`
+}
+
+func hostInfo() Host {
+	h := Host{CPUs: runtime.NumCPU(), GoVersion: runtime.Version(), OS: runtime.GOOS + "/" + runtime.GOARCH, Load1: load1()}
+	if b, err := os.ReadFile("/proc/cpuinfo"); err == nil {
+		for _, l := range strings.Split(string(b), "\n") {
+			if k, v, ok := strings.Cut(l, ":"); ok && strings.TrimSpace(k) == "model name" {
+				h.Model = strings.TrimSpace(v)
+				break
+			}
+		}
+	}
+	return h
+}
+
+// load1 is the one-minute load average (0 when unknown): other jobs on the
+// machine change every figure, so each summary records it.
+func load1() float64 {
+	b, err := os.ReadFile("/proc/loadavg")
+	if err != nil {
+		return 0
+	}
+	f := strings.Fields(string(b))
+	if len(f) == 0 {
+		return 0
+	}
+	v, _ := strconv.ParseFloat(f[0], 64)
+	return v
+}
