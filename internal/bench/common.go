@@ -23,8 +23,8 @@ func (p Progress) report(phase string, done, total int) {
 	}
 }
 
-// Fleet is the worker side of a run: Options.Workers workers of the
-// bench's pool in this process, counting outcomes.
+// WorkerOptions size the worker side of a run: Workers workers of the
+// bench's pool in this process, each with Concurrency slots.
 type WorkerOptions struct {
 	Workers     int // default 2
 	Concurrency int // slots per worker (default 128)
@@ -43,6 +43,8 @@ func (o *WorkerOptions) defaults() {
 	}
 }
 
+// fleet is the running workers, counting outcomes by the state the store
+// moved each task to.
 type fleet struct {
 	ws     []*worker.Worker
 	cancel context.CancelFunc
@@ -61,7 +63,7 @@ func (e *Env) startFleet(o WorkerOptions, handlers map[string]worker.Handler, on
 	for i := range o.Workers {
 		w, err := worker.New(e.Store, worker.Options{
 			Pool: e.Target.Pool, ID: fmt.Sprintf("bench-%d", i), Concurrency: o.Concurrency, ClaimBatch: o.ClaimBatch,
-			ShutdownGrace: time.Second, Logger: e.Target.Log,
+			ShutdownGrace: 5 * time.Second, Logger: e.Target.Log,
 			OnFinish: func(t *worker.Task, st queue.State, rt time.Duration) {
 				switch st {
 				case queue.Success:

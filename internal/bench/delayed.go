@@ -105,12 +105,21 @@ func Delayed(ctx context.Context, e *Env, o DelayedOptions, progress Progress) (
 	}
 	perTask := float64(e.redisMemory(ctx)-mem0) / float64(o.N)
 
-	if err := rdb.SlowLogReset(ctx).Err(); err != nil {
-		return nil, err
+	// Only entries newer than this one count: a live Redis's own SLOWLOG is
+	// not reset under its operators.
+	var lastID int64 = -1
+	if e.Managed() {
+		if err := rdb.SlowLogReset(ctx).Err(); err != nil {
+			return nil, err
+		}
+	} else if last, err := rdb.SlowLogGet(ctx, 1).Result(); err == nil && len(last) > 0 {
+		lastID = last[0].ID
 	}
-	progress.report("wait for due", 0, 0)
-	if !sleepCtx(ctx, time.Until(due)) {
-		return nil, ctx.Err()
+	for wait := time.Until(due); wait > 0; wait = time.Until(due) {
+		progress.report("wait for due", int(o.Lead-wait)/int(time.Millisecond), int(o.Lead/time.Millisecond))
+		if !sleepCtx(ctx, min(wait, 100*time.Millisecond)) {
+			return nil, ctx.Err()
+		}
 	}
 	var late samples
 	var longestCall time.Duration
@@ -149,7 +158,7 @@ func Delayed(ctx context.Context, e *Env, o DelayedOptions, progress Progress) (
 	var scripts samples
 	var over10 int
 	for _, l := range logs {
-		if len(l.Args) == 0 || !strings.HasPrefix(strings.ToLower(l.Args[0]), "eval") {
+		if l.ID <= lastID || len(l.Args) == 0 || !strings.HasPrefix(strings.ToLower(l.Args[0]), "eval") {
 			continue
 		}
 		scripts.add(l.Duration)

@@ -5,7 +5,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
 	"net"
 	"os"
@@ -263,6 +262,3 @@ func infoField(info, name string) string {
 	}
 	return ""
 }
-
-// discard is a logger that drops everything.
-var discard = slog.New(slog.NewTextHandler(io.Discard, nil))
