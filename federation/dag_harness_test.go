@@ -1,22 +1,17 @@
 package federation
 
 import (
-	"bytes"
 	"context"
-	"encoding/json"
 	"fmt"
-	"io"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"os"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
-	"github.com/ax-sched/ax/federation/apiv1"
 	"github.com/ax-sched/ax/internal/testenv"
 	"github.com/ax-sched/ax/placement"
 	"github.com/ax-sched/ax/queue"
@@ -234,7 +229,7 @@ func (r *dagRegion) crash(s *dagServer) {
 // waitReady waits until every server sees every region healthy with slots.
 func (e *dagEnv) waitReady() {
 	e.t.Helper()
-	dagEventually(e.t, 20*time.Second, "every server sees every region with live slots", func() bool {
+	eventually(e.t, 20*time.Second, "every server sees every region with live slots", func() bool {
 		for _, r := range e.regions {
 			r.mu.Lock()
 			ss := append([]*dagServer(nil), r.servers...)
@@ -359,73 +354,14 @@ func (w *dagWorkers) ran(taskID string) []dagRunRec {
 	return append([]dagRunRec(nil), w.runs[taskID]...)
 }
 
-// dagReply is one HTTP answer.
-type dagReply struct {
-	Status int
-	Body   []byte
-}
-
-func (rep dagReply) want(t testing.TB, status int) dagReply {
-	t.Helper()
-	if rep.Status != status {
-		t.Fatalf("status %d, want %d: %s", rep.Status, status, rep.Body)
-	}
-	return rep
-}
-
-func (rep dagReply) json(t testing.TB, v any) {
-	t.Helper()
-	if err := json.Unmarshal(rep.Body, v); err != nil {
-		t.Fatalf("decode %q: %v", rep.Body, err)
-	}
-}
-
-func (rep dagReply) err(t testing.TB) apiv1.Error {
-	t.Helper()
-	var eb apiv1.ErrorBody
-	rep.json(t, &eb)
-	if eb.Error.Code == "" || eb.Error.Message == "" {
-		t.Fatalf("not an error body: %s", rep.Body)
-	}
-	return eb.Error
-}
-
-// call sends one request; body is JSON-encoded unless it is a string.
-func (e *dagEnv) call(method, url, token string, body any) dagReply {
+// call sends one request (see httpCall).
+func (e *dagEnv) call(method, url, token string, body any) reply {
 	e.t.Helper()
-	var rd io.Reader
-	switch b := body.(type) {
-	case nil:
-	case string:
-		rd = strings.NewReader(b)
-	default:
-		j, err := json.Marshal(b)
-		if err != nil {
-			e.t.Fatal(err)
-		}
-		rd = bytes.NewReader(j)
-	}
-	req, err := http.NewRequest(method, url, rd)
-	if err != nil {
-		e.t.Fatal(err)
-	}
-	if token != "" {
-		req.Header.Set("Authorization", "Bearer "+token)
-	}
-	resp, err := e.http.Do(req)
-	if err != nil {
-		e.t.Fatalf("%s %s: %v", method, url, err)
-	}
-	defer resp.Body.Close()
-	b, err := io.ReadAll(resp.Body)
-	if err != nil {
-		e.t.Fatal(err)
-	}
-	return dagReply{Status: resp.StatusCode, Body: b}
+	return httpCall(e.t, e.http, method, url, token, body)
 }
 
 // submitDAG posts a DAG to a server.
-func (e *dagEnv) submitDAG(s *dagServer, token string, body any) dagReply {
+func (e *dagEnv) submitDAG(s *dagServer, token string, body any) reply {
 	e.t.Helper()
 	return e.call(http.MethodPost, s.http.URL+"/v1/dags", token, body)
 }
@@ -442,7 +378,7 @@ func (e *dagEnv) getDAG(s *dagServer, token, id string) DAGStatus {
 func (e *dagEnv) waitDAG(home *dagRegion, id string, within time.Duration) DAGStatus {
 	e.t.Helper()
 	var st DAGStatus
-	dagEventually(e.t, within, "DAG "+id+" ends", func() bool {
+	eventually(e.t, within, "DAG "+id+" ends", func() bool {
 		rep := e.call(http.MethodGet, home.any().http.URL+"/v1/dags/"+id, dagTokAdmin, nil)
 		if rep.Status != http.StatusOK {
 			return false
@@ -451,18 +387,6 @@ func (e *dagEnv) waitDAG(home *dagRegion, id string, within time.Duration) DAGSt
 		return st.State != queue.DAGRunning
 	})
 	return st
-}
-
-// dagEventually polls cond every 20 ms until it holds or within passes.
-func dagEventually(t testing.TB, within time.Duration, what string, cond func() bool) {
-	t.Helper()
-	start := time.Now()
-	for !cond() {
-		if time.Since(start) > within {
-			t.Fatalf("not within %v: %s", within, what)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
 }
 
 // node is a node of a DAG request: a task of typ forced into one region.

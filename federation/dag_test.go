@@ -284,10 +284,10 @@ func testDAGLeaderKill(t *testing.T, e *dagEnv, home *dagRegion, w *dagWorkers) 
 		}
 		return n
 	}
-	dagEventually(t, 20*time.Second, "4 nodes done", func() bool { return done() >= 4 })
+	eventually(t, 20*time.Second, "4 nodes done", func() bool { return done() >= 4 })
 	home.crash(leader)
 	before := done()
-	dagEventually(t, 15*time.Second, "the standby leads", standby.cell.Leading)
+	eventually(t, 15*time.Second, "the standby leads", standby.cell.Leading)
 	t.Logf("leader killed with %d of 12 nodes done", before)
 	if before == len(nodes) {
 		t.Fatal("the run ended before the leader was killed")

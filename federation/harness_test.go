@@ -498,10 +498,22 @@ type reply struct {
 	Body   []byte
 }
 
-// call sends one request. body is sent as is when it is []byte or string,
-// else as JSON; nil sends no body. token "" sends no Authorization.
+// call sends one request and checks the error shape of every non-2xx
+// answer. body is sent as is when it is []byte or string, else as JSON;
+// nil sends no body. token "" sends no Authorization.
 func (f *fed) call(method, url, token string, body any) reply {
 	f.t.Helper()
+	rep := httpCall(f.t, f.http, method, url, token, body)
+	// /readyz answers 503 with its own report (ready, problems), for probes.
+	if rep.Status >= 400 && !strings.HasSuffix(url, "/readyz") {
+		checkErrorShape(f.t, method+" "+url, rep)
+	}
+	return rep
+}
+
+// httpCall sends one request with c (see fed.call for body and token).
+func httpCall(t testing.TB, c *http.Client, method, url, token string, body any) reply {
+	t.Helper()
 	var rd io.Reader
 	switch b := body.(type) {
 	case nil:
@@ -512,13 +524,13 @@ func (f *fed) call(method, url, token string, body any) reply {
 	default:
 		j, err := json.Marshal(b)
 		if err != nil {
-			f.t.Fatal(err)
+			t.Fatal(err)
 		}
 		rd = bytes.NewReader(j)
 	}
 	req, err := http.NewRequest(method, url, rd)
 	if err != nil {
-		f.t.Fatal(err)
+		t.Fatal(err)
 	}
 	if rd != nil {
 		req.Header.Set("Content-Type", "application/json")
@@ -526,21 +538,16 @@ func (f *fed) call(method, url, token string, body any) reply {
 	if token != "" {
 		req.Header.Set("Authorization", "Bearer "+token)
 	}
-	resp, err := f.http.Do(req)
+	resp, err := c.Do(req)
 	if err != nil {
-		f.t.Fatalf("%s %s: %v", method, url, err)
+		t.Fatalf("%s %s: %v", method, url, err)
 	}
 	defer resp.Body.Close()
 	b, err := io.ReadAll(resp.Body)
 	if err != nil {
-		f.t.Fatalf("%s %s: read: %v", method, url, err)
+		t.Fatalf("%s %s: read: %v", method, url, err)
 	}
-	rep := reply{Status: resp.StatusCode, Header: resp.Header, Body: b}
-	// /readyz answers 503 with its own report (ready, problems), for probes.
-	if rep.Status >= 400 && !strings.HasSuffix(req.URL.Path, "/readyz") {
-		checkErrorShape(f.t, method+" "+url, rep)
-	}
-	return rep
+	return reply{Status: resp.StatusCode, Header: resp.Header, Body: b}
 }
 
 // checkErrorShape: every error is {"error":{"code","message"[,"field"]}}.
@@ -577,6 +584,9 @@ func (rep reply) err(t testing.TB) apiv1.Error {
 	t.Helper()
 	var eb apiv1.ErrorBody
 	rep.json(t, &eb)
+	if eb.Error.Code == "" || eb.Error.Message == "" {
+		t.Fatalf("not an error body: %s", rep.Body)
+	}
 	return eb.Error
 }
 
