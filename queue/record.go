@@ -314,13 +314,10 @@ func bound(s string, max int) string {
 
 // clean makes free text safe for the tab-separated trail and bounds it.
 func clean(s string, max int) string {
-	if len(s) > max {
-		s = s[:max]
-	}
 	return strings.Map(func(r rune) rune {
 		if r == '\t' || r == '\n' || r == '\r' {
 			return ' '
 		}
 		return r
-	}, s)
+	}, bound(s, max))
 }
