@@ -60,7 +60,7 @@ pool with the noop, sleep and demo exec handlers, and the API on
 	}
 	c.Flags().StringVar(&dir, "dir", ".ax-dev", "state directory (etcd data, Redis files)")
 	c.Flags().BoolVar(&tmp, "tmp", false, "keep state in a temporary directory, removed on exit")
-	c.Flags().IntVar(&apiPort, "port", 8080, "API port of the first region; the others take the next ports")
+	c.Flags().IntVar(&apiPort, "port", 8080, "API port of the first region; the others take the next ports (0: any free ports, printed at start)")
 	c.Flags().IntVar(&workers, "worker-slots", 4, "slots of each dev worker (one worker per pool)")
 	return c
 }
@@ -85,6 +85,27 @@ func (r *devRedis) stop() {
 			<-r.done
 		}
 	}
+}
+
+// listenDev binds n API listeners on 127.0.0.1: port, port+1, ... or, when
+// port is 0, n ports the kernel chooses.
+func listenDev(port, n int) ([]net.Listener, error) {
+	var lns []net.Listener
+	for i := 0; i < n; i++ {
+		addr := "127.0.0.1:0"
+		if port != 0 {
+			addr = "127.0.0.1:" + strconv.Itoa(port+i)
+		}
+		l, err := net.Listen("tcp", addr)
+		if err != nil {
+			for _, l := range lns {
+				_ = l.Close()
+			}
+			return nil, fmt.Errorf("ax dev: API port: %w (use --port to pick others, 0 for any)", err)
+		}
+		lns = append(lns, l)
+	}
+	return lns, nil
 }
 
 func freePort() (int, error) {
@@ -157,7 +178,18 @@ func startDevRedis(dir string, port int, log *slog.Logger) (*devRedis, error) {
 	}
 }
 
-func startDevEtcd(dir string) (*embed.Etcd, string, error) {
+// startDevEtcd starts the embedded etcd on free ports, trying again when a
+// port was taken between choosing and binding it.
+func startDevEtcd(dir string) (e *embed.Etcd, endpoint string, err error) {
+	for attempt := 0; attempt < 3; attempt++ {
+		if e, endpoint, err = startDevEtcdOnce(dir); err == nil {
+			return e, endpoint, nil
+		}
+	}
+	return nil, "", err
+}
+
+func startDevEtcdOnce(dir string) (*embed.Etcd, string, error) {
 	cfg := embed.NewConfig()
 	cfg.Dir = filepath.Join(dir, "etcd")
 	cfg.Logger = "zap"
@@ -224,6 +256,19 @@ func runDev(ctx context.Context, dir string, apiPort, slots int, stdout interfac
 	if err != nil {
 		return err
 	}
+	// Bind every API port before etcd and Redis pick their free ports, so
+	// they cannot take one of ours. Port 0 lets the kernel choose each.
+	lns, err := listenDev(apiPort, len(cfgs))
+	if err != nil {
+		return err
+	}
+	defer func() {
+		for _, l := range lns {
+			if l != nil {
+				_ = l.Close()
+			}
+		}
+	}()
 	etcd, endpoint, err := startDevEtcd(abs)
 	if err != nil {
 		return fmt.Errorf("embedded etcd: %w", err)
@@ -251,12 +296,13 @@ func runDev(ctx context.Context, dir string, apiPort, slots int, stdout interfac
 		cfg.Etcd.Regional.Endpoints = []string{endpoint}
 		cfg.Etcd.Global = cfg.Etcd.Regional
 		cfg.Etcd.SessionTTL = 3 * time.Second
-		cfg.Listen = "127.0.0.1:" + strconv.Itoa(apiPort+i)
+		cfg.Listen = lns[i].Addr().String()
 		cfg.PublicAddr = "http://" + cfg.Listen
 		cfg.Auth.Enabled = false
 		cfg.Worker.Concurrency = slots
 		cfg.Worker.ShutdownGrace = 5 * time.Second
-		s, err := startServer(runCtx, cfg, log)
+		s, err := startServer(runCtx, cfg, lns[i], log)
+		lns[i] = nil // the server owns it now
 		if err != nil {
 			return fmt.Errorf("server for %s: %w", cfg.Name, err)
 		}
@@ -283,7 +329,7 @@ func runDev(ctx context.Context, dir string, apiPort, slots int, stdout interfac
 ax dev is running (state in %s):
   etcd          %s (embedded)
 %s
-  dashboard     http://127.0.0.1:%d/
+  dashboard     %s/
 
 Try next:
   go run ./cmd/ax submit --type noop --tag class=spot
@@ -291,7 +337,7 @@ Try next:
   go run ./cmd/ax explain --type sleep --tag gpu=a100
 
 Ctrl-C stops everything.
-`, abs, endpoint, strings.Join(lines, "\n"), apiPort)
+`, abs, endpoint, strings.Join(lines, "\n"), cfgs[0].PublicAddr)
 	select {
 	case <-ctx.Done():
 	case err = <-errc:

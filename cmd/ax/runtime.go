@@ -133,11 +133,18 @@ type server struct {
 }
 
 // startServer builds every piece; Run then serves until ctx ends.
-func startServer(ctx context.Context, cfg *config.Region, log *slog.Logger) (*server, error) {
-	s := &server{cfg: cfg, log: log.With("region", cfg.Name)}
+// startServer assembles a region's server. ln, when not nil, is an already
+// bound API listener (ax dev binds every port before it starts anything, so
+// its own Redis and etcd children cannot take them); otherwise cfg.Listen is
+// bound here. The server owns ln from here on, also on error.
+func startServer(ctx context.Context, cfg *config.Region, ln net.Listener, log *slog.Logger) (*server, error) {
+	s := &server{cfg: cfg, log: log.With("region", cfg.Name), ln: ln}
 	ok := false
 	defer func() {
 		if !ok {
+			if s.ln != nil {
+				_ = s.ln.Close()
+			}
 			s.close()
 		}
 	}()
@@ -175,9 +182,15 @@ func startServer(ctx context.Context, cfg *config.Region, log *slog.Logger) (*se
 	if err != nil {
 		return nil, err
 	}
-	s.ln, err = net.Listen("tcp", cfg.Listen)
-	if err != nil {
-		return nil, fmt.Errorf("listen %s: %w", cfg.Listen, err)
+	if s.ln == nil {
+		if s.ln, err = net.Listen("tcp", cfg.Listen); err != nil {
+			return nil, fmt.Errorf("listen %s: %w", cfg.Listen, err)
+		}
+	}
+	// listen: host:0 with the default public address: publish the port the
+	// kernel chose, not ":0".
+	if cfg.PublicAddr == "http://"+cfg.Listen && strings.HasSuffix(cfg.Listen, ":0") {
+		cfg.PublicAddr = "http://" + s.ln.Addr().String()
 	}
 	host, _ := os.Hostname()
 	s.id = fmt.Sprintf("%s/%s/%d", host, s.ln.Addr(), os.Getpid())

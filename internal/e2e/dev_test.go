@@ -7,13 +7,13 @@ import (
 	"net/http"
 	"os"
 	"os/exec"
+	"regexp"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
-
-	"github.com/ax-sched/ax/internal/testenv"
 )
 
 // children lists the pids whose parent is pid.
@@ -50,15 +50,11 @@ func alive(pid int) bool {
 // `ax dev`: start it, wait for /readyz, submit 100 tasks across the three
 // regions, all SUCCESS, stop it with SIGINT, and no child process is left.
 func TestDevSmoke(t *testing.T) {
-	var port int
-	for i := 0; i < 20; i++ {
-		port = testenv.FreePort(t)
-		if portsFree(port+1, port+2) {
-			break
-		}
-	}
-	var log bytes.Buffer
-	cmd := exec.Command(axBin, "dev", "--tmp", "--port", strconv.Itoa(port))
+	// --port 0: ax dev binds three free ports itself before it starts its
+	// Redis and etcd children, and prints them. A port chosen here could be
+	// taken by another test's process before ax dev binds it.
+	var log lockedBuffer
+	cmd := exec.Command(axBin, "dev", "--tmp", "--port", "0")
 	cmd.Stdout, cmd.Stderr = &log, &log
 	cmd.Env = append(os.Environ(), "AX_LOG_FORMAT=text")
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
@@ -82,7 +78,14 @@ func TestDevSmoke(t *testing.T) {
 			}
 		}
 	}()
-	api := fmt.Sprintf("http://127.0.0.1:%d", port)
+	var api string
+	waitUntil(t, 60*time.Second, "ax dev to print its API address", func() bool {
+		m := devAPI.FindStringSubmatch(log.String())
+		if m != nil {
+			api = m[1]
+		}
+		return m != nil
+	})
 	waitUntil(t, 60*time.Second, "ax dev /readyz", func() bool {
 		resp, err := http.Get(api + "/readyz")
 		if err != nil {
@@ -162,22 +165,25 @@ func TestDevSmoke(t *testing.T) {
 	}
 }
 
-func portsFree(ps ...int) bool {
-	for _, p := range ps {
-		if !portFree(p) {
-			return false
-		}
-	}
-	return true
+// devAPI finds the first region's API in ax dev's banner.
+var devAPI = regexp.MustCompile(`us-east-1\s+API (http://127\.0\.0\.1:\d+)`)
+
+// lockedBuffer collects a child's output while the test reads it.
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
 }
 
-func portFree(p int) bool {
-	resp, err := http.Get(fmt.Sprintf("http://127.0.0.1:%d/", p))
-	if err == nil {
-		resp.Body.Close()
-		return false
-	}
-	return true
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
 }
 
 func getJSON(url string, v any) error {

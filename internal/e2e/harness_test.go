@@ -1,7 +1,6 @@
 package e2e
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -10,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strconv"
 	"strings"
 	"sync"
@@ -61,7 +61,7 @@ type proc struct {
 	name string
 	cmd  *exec.Cmd
 	api  string
-	log  *bytes.Buffer
+	log  *lockedBuffer
 	done chan struct{}
 }
 
@@ -108,21 +108,17 @@ worker:
 	return c
 }
 
-// start runs `ax <args>` with the cluster's config; servers get a free port.
+// serverListen finds the address a server bound in its start-up log line.
+var serverListen = regexp.MustCompile(`msg="ax server started".* listen=(127\.0\.0\.1:\d+)`)
+
+// start runs `ax <args>` with the cluster's config. Servers listen on a port
+// the kernel chooses (a port picked here and handed over could be taken by
+// another test's process meanwhile); start waits for the server's start-up
+// line and takes its API address from there.
 func (c *cluster) start(name string, args ...string) *proc {
 	c.t.Helper()
 	cfgPath := filepath.Join(c.dir, "eu-west.yaml")
-	p := &proc{name: name, log: &bytes.Buffer{}, done: make(chan struct{})}
-	if args[0] == "server" {
-		port := testenv.FreePort(c.t)
-		b, _ := os.ReadFile(cfgPath)
-		cfgPath = filepath.Join(c.dir, name+".yaml")
-		s := strings.Replace(string(b), "listen: 127.0.0.1:0", fmt.Sprintf("listen: 127.0.0.1:%d", port), 1)
-		if err := os.WriteFile(cfgPath, []byte(s), 0o600); err != nil {
-			c.t.Fatal(err)
-		}
-		p.api = fmt.Sprintf("http://127.0.0.1:%d", port)
-	}
+	p := &proc{name: name, log: &lockedBuffer{}, done: make(chan struct{})}
 	args = append(args, "--config", cfgPath)
 	p.cmd = exec.Command(axBin, args...)
 	p.cmd.Env = append(os.Environ(), "AX_LOG_FORMAT=text")
@@ -135,6 +131,15 @@ func (c *cluster) start(name string, args ...string) *proc {
 	c.mu.Lock()
 	c.procs = append(c.procs, p)
 	c.mu.Unlock()
+	if args[0] == "server" {
+		waitUntil(c.t, 30*time.Second, name+" to start listening", func() bool {
+			if m := serverListen.FindStringSubmatch(p.log.String()); m != nil {
+				p.api = "http://" + m[1]
+				return true
+			}
+			return false
+		})
+	}
 	return p
 }
 
