@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"sort"
+	"strings"
 	"testing"
 	"time"
 )
@@ -22,6 +23,7 @@ type mtask struct {
 	prio       int
 	due        time.Time // PENDING in the delayed set
 	inDue      bool      // PENDING and waiting for placement
+	lazy       bool      // pinned with a delay: in its pool's delayed set, then READY with the record untouched until claimed
 	attempts   int
 	maxRetries int
 	token      string
@@ -89,7 +91,7 @@ func TestModel(t *testing.T) {
 				pool = pools[rng.IntN(2)]
 			}
 			id := e.submit(pool, mods...)
-			tk := &mtask{id: id, prio: p, maxRetries: n, pool: pool, pinned: pool != ""}
+			tk := &mtask{id: id, prio: p, maxRetries: n, pool: pool, pinned: pool != "", lazy: pool != "" && d > 0}
 			switch {
 			case d > 0:
 				tk.state, tk.due = Pending, now.Add(d).Truncate(time.Millisecond)
@@ -166,7 +168,7 @@ func TestModel(t *testing.T) {
 				if tk == nil || tk.state != Ready || tk.pool != pool {
 					t.Fatalf("step %d: claimed %s which the model has as %+v", step, g.ID, tk)
 				}
-				tk.state, tk.token, tk.worker = Running, g.LeaseToken, w
+				tk.state, tk.token, tk.worker, tk.lazy = Running, g.LeaseToken, w, false
 				tk.attempts++
 				tk.expiry = now.Add(10 * time.Second)
 			}
@@ -374,6 +376,17 @@ func (m *model) check(t *testing.T, e *env, step int, what string) {
 		return s
 	}
 	delayed, due, running, dead := members(p+"delayed"), members(p+"due"), members(p+"running"), members(p+"dead")
+	for id := range delayed {
+		if strings.HasPrefix(id, "~") { // markers of pinned delayed sets
+			delete(delayed, id)
+		}
+	}
+	dsets := map[string]map[string]bool{}
+	for _, pool := range pools {
+		for pr := 0; pr <= MaxPriority; pr++ {
+			dsets[fmt.Sprintf("%s:%d", pool, pr)] = members(fmt.Sprintf("%sd:%s:%d", p, pool, pr))
+		}
+	}
 	ready := map[string]map[string]bool{}
 	for _, pool := range pools {
 		for pr := 0; pr <= MaxPriority; pr++ {
@@ -392,8 +405,22 @@ func (m *model) check(t *testing.T, e *env, step int, what string) {
 	}
 	for i, id := range m.order {
 		tk := m.tasks[id]
-		if got := stateOf(sts[i].Val()); got != tk.state {
-			fail("task %s is %q, model says %s", id, got, tk.state)
+		// A lazily promoted task's record stays PENDING; reads resolve it.
+		wantRaw := tk.state
+		if tk.lazy && tk.state == Ready {
+			wantRaw = Pending
+		}
+		if got := stateOf(sts[i].Val()); got != wantRaw {
+			fail("task %s is %q in Redis, model says %s (lazy %v)", id, got, wantRaw, tk.lazy)
+		}
+		inDset := 0
+		for k, s := range dsets {
+			if s[id] {
+				inDset++
+				if tk.state != Pending || !tk.lazy || k != fmt.Sprintf("%s:%d", tk.pool, tk.prio) {
+					fail("task %s (%s pool %q prio %d lazy %v) is in delayed set %s", id, tk.state, tk.pool, tk.prio, tk.lazy, k)
+				}
+			}
 		}
 		inReady := 0
 		for k, s := range ready {
@@ -405,18 +432,23 @@ func (m *model) check(t *testing.T, e *env, step int, what string) {
 			}
 		}
 		want := map[string]bool{
-			"delayed": tk.state == Pending && !tk.inDue,
+			"delayed": tk.state == Pending && !tk.inDue && !tk.lazy,
+			"dset":    tk.state == Pending && tk.lazy,
 			"due":     tk.state == Pending && tk.inDue,
 			"running": tk.state == Running,
 			"dead":    tk.state == Failed,
 			"ready":   tk.state == Ready,
 		}
-		have := map[string]bool{"delayed": delayed[id], "due": due[id], "running": running[id], "dead": dead[id], "ready": inReady == 1}
+		have := map[string]bool{"delayed": delayed[id], "dset": inDset == 1, "due": due[id], "running": running[id], "dead": dead[id], "ready": inReady == 1}
 		if fmt.Sprint(want) != fmt.Sprint(have) {
 			fail("task %s (%s): in %v, want %v", id, tk.state, have, want)
 		}
 		if tk.state == Pending && !tk.inDue && step%50 == 0 {
-			s, _ := e.s.rdb.ZScore(e.ctx, p+"delayed", id).Result()
+			key := p + "delayed"
+			if tk.lazy {
+				key = fmt.Sprintf("%sd:%s:%d", p, tk.pool, tk.prio)
+			}
+			s, _ := e.s.rdb.ZScore(e.ctx, key, id).Result()
 			if int64(s) != tk.due.UnixMilli() {
 				fail("task %s due %d, model %d", id, int64(s), tk.due.UnixMilli())
 			}
@@ -449,6 +481,18 @@ func (m *model) check(t *testing.T, e *env, step int, what string) {
 	}
 	if total := len(delayed) + len(due) + len(running) + len(dead); total > len(m.tasks) {
 		fail("structures hold %d entries for %d tasks", total, len(m.tasks))
+	}
+	if step%25 == 0 {
+		// What readers see: every record's state as the model has it.
+		ts, err := e.s.getMany(e.ctx, 0, m.order)
+		if err != nil {
+			fail("read: %v", err)
+		}
+		for _, x := range ts {
+			if tk := m.tasks[x.ID]; x.State != tk.state {
+				fail("task %s reads %s, model %s (lazy %v)", x.ID, x.State, tk.state, tk.lazy)
+			}
+		}
 	}
 	if step%500 == 0 {
 		m.checkTrails(t, e, fail)

@@ -26,7 +26,54 @@ func (s *Store) Get(ctx context.Context, id string) (*Task, error) {
 	}
 	t := decodeTask(id, h, s.opts.Defaults)
 	t.HeldBy = s.opts.Region
+	if err := s.resolveLazy(ctx, shard, []*Task{t}); err != nil {
+		return nil, err
+	}
 	return t, nil
+}
+
+// mayBeLazy tells a record that may have been promoted untouched: a pinned
+// task submitted with a delay still as submitted (scripts/lib.lua). It is
+// READY when it is in its pool's ready set.
+func mayBeLazy(t *Task) bool {
+	return t.State == Pending && t.Reason == ReasonSubmitted && t.Pinned && t.Pool != "" &&
+		t.HandOffTarget == "" && t.DueAt != nil
+}
+
+// markLazyReady applies to t what a promotion implies without writing it.
+func markLazyReady(t *Task) {
+	t.State, t.Reason = Ready, ReasonDue
+	d := *t.DueAt
+	t.ReadyAt, t.EnqueuedAt = &d, &d
+}
+
+// resolveLazy settles the state of records that may have been promoted
+// untouched, with one ZSCORE each (one pipeline).
+func (s *Store) resolveLazy(ctx context.Context, shard int, ts []*Task) error {
+	var lazy []*Task
+	for _, t := range ts {
+		if mayBeLazy(t) {
+			lazy = append(lazy, t)
+		}
+	}
+	if len(lazy) == 0 {
+		return nil
+	}
+	p := s.keys[shard].prefix
+	pipe := s.rdb.Pipeline()
+	cmds := make([]*redis.FloatCmd, len(lazy))
+	for i, t := range lazy {
+		cmds[i] = pipe.ZScore(ctx, p+"q:"+t.Pool+":"+strconv.Itoa(t.Priority), t.ID)
+	}
+	if _, err := pipe.Exec(ctx); err != nil && err != redis.Nil {
+		return fmt.Errorf("queue: read tasks: %w", err)
+	}
+	for i, t := range lazy {
+		if cmds[i].Err() == nil {
+			markLazyReady(t)
+		}
+	}
+	return nil
 }
 
 // getMany reads several tasks of one shard in one pipeline; missing ones are
@@ -52,6 +99,9 @@ func (s *Store) getMany(ctx context.Context, shard int, ids []string) ([]*Task, 
 			out = append(out, t)
 		}
 	}
+	if err := s.resolveLazy(ctx, shard, out); err != nil {
+		return nil, err
+	}
 	return out, nil
 }
 
@@ -72,6 +122,14 @@ func (s *Store) Trail(ctx context.Context, id string) ([]Transition, error) {
 	h := hc.Val()
 	if len(h) == 0 {
 		return nil, fmt.Errorf("%w: %s", ErrNotFound, id)
+	}
+	if t := decodeTask(id, h, s.opts.Defaults); mayBeLazy(t) {
+		if err := s.resolveLazy(ctx, shard, []*Task{t}); err != nil {
+			return nil, err
+		}
+		if t.State == Ready {
+			h["st"], h["rs"], h["rt"] = "R", ReasonDue, h["du"]
+		}
 	}
 	return buildTrail(h, lc.Val()), nil
 }

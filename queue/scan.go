@@ -3,6 +3,7 @@ package queue
 import (
 	"context"
 	"fmt"
+	"strings"
 )
 
 // Filter selects tasks for operator bulk actions; empty fields match all.
@@ -27,23 +28,23 @@ func (s *Store) Waiting(ctx context.Context, f Filter, fn func([]*Task) error) e
 		sets := []string{}
 		if f.State == "" || f.State == Pending {
 			sets = append(sets, p+"delayed", p+"due")
+			// Pinned delayed tasks wait in per-pool delayed sets.
+			ds, err := s.scanKeys(ctx, p+"d:*")
+			if err != nil {
+				return err
+			}
+			sets = append(sets, ds...)
 		}
 		if f.State == "" || f.State == Ready {
-			var cursor uint64
-			for {
-				match := p + "q:*"
-				if f.Pool != "" {
-					match = p + "q:" + f.Pool + ":*"
-				}
-				keys, next, err := s.rdb.Scan(ctx, cursor, match, 500).Result()
-				if err != nil {
-					return fmt.Errorf("queue: scan: %w", err)
-				}
-				sets = append(sets, keys...)
-				if cursor = next; cursor == 0 {
-					break
-				}
+			match := p + "q:*"
+			if f.Pool != "" {
+				match = p + "q:" + f.Pool + ":*"
 			}
+			qs, err := s.scanKeys(ctx, match)
+			if err != nil {
+				return err
+			}
+			sets = append(sets, qs...)
 		}
 		for _, set := range sets {
 			var cursor uint64
@@ -54,7 +55,9 @@ func (s *Store) Waiting(ctx context.Context, f Filter, fn func([]*Task) error) e
 				}
 				ids := make([]string, 0, len(kv)/2)
 				for i := 0; i < len(kv); i += 2 {
-					ids = append(ids, kv[i])
+					if !strings.HasPrefix(kv[i], "~") { // a marker of a pinned delayed set
+						ids = append(ids, kv[i])
+					}
 				}
 				ts, err := s.getMany(ctx, shard, ids)
 				if err != nil {
@@ -78,6 +81,22 @@ func (s *Store) Waiting(ctx context.Context, f Filter, fn func([]*Task) error) e
 		}
 	}
 	return nil
+}
+
+// scanKeys lists the keys matching a pattern.
+func (s *Store) scanKeys(ctx context.Context, match string) ([]string, error) {
+	var out []string
+	var cursor uint64
+	for {
+		keys, next, err := s.rdb.Scan(ctx, cursor, match, 500).Result()
+		if err != nil {
+			return nil, fmt.Errorf("queue: scan: %w", err)
+		}
+		out = append(out, keys...)
+		if cursor = next; cursor == 0 {
+			return out, nil
+		}
+	}
 }
 
 // CancelWhere cancels every PENDING/READY task matching f and returns how

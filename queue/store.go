@@ -225,7 +225,7 @@ func (s *Store) Submit(ctx context.Context, tasks ...NewTask) ([]SubmitResult, e
 
 func (s *Store) submitShard(ctx context.Context, shard int, tasks []NewTask, ids []string, idx []int, res []SubmitResult) error {
 	keys := s.keysWith(shard, s.keys[shard].prefix+"outbox")
-	argv := make([]any, 0, 2+len(idx)*30)
+	argv := make([]any, 0, 2+len(idx)*31)
 	argv = append(argv, s.clock(), len(idx))
 	nkeyed := 0
 	var f []any
@@ -256,7 +256,11 @@ func (s *Store) submitShard(ctx context.Context, shard int, tasks []NewTask, ids
 			}
 			prevSpec, prevPool, prevPinned = sp, t.Pool, t.Pinned
 		}
-		argv = append(argv, ids[i], t.Pool, strconv.Itoa(*sp.Priority), due, idem, ttl, hash, t.HandOff, len(f)/2)
+		pinned := ""
+		if t.Pinned {
+			pinned = "1"
+		}
+		argv = append(argv, ids[i], t.Pool, pinned, strconv.Itoa(*sp.Priority), due, idem, ttl, hash, t.HandOff, len(f)/2)
 		argv = append(argv, f...)
 	}
 	out, err := scripts.submit.Run(ctx, s.rdb, keys, argv...).Slice()
@@ -353,8 +357,12 @@ func (s *Store) Promote(ctx context.Context, f Fence, limit int, opt ...PromoteO
 				readmitted += toInt(out[4])
 			}
 			next = msTime(toStr(out[2]))
-			if done += moved; moved < n {
+			done += moved
+			if len(out) > 5 && toInt(out[5]) == 0 || len(out) <= 5 && moved < n {
 				break // nothing more is due now
+			}
+			if moved == 0 {
+				done++ // the limit was reached by markers alone: still bounded
 			}
 		}
 		res.Readmit += readmitted
@@ -476,6 +484,9 @@ func (s *Store) Claim(ctx context.Context, req ClaimRequest) ([]*Task, error) {
 		for j := 2; j+1 < len(res); j += 2 {
 			pairs, _ := res[j+1].([]any)
 			t := decodePairs(toStr(res[j]), pairs, s.opts.Defaults)
+			if mayBeLazy(t) {
+				markLazyReady(t) // the claim wrote rs, rt, eq as well
+			}
 			// What the claim set in Redis, applied to the copy read before it.
 			t.State, t.Reason, t.Worker = Running, ReasonClaimed, req.Worker
 			t.LeaseToken = strconv.FormatInt(first+int64(j/2-1), 10)

@@ -8,14 +8,17 @@
 local now = clock(ARGV[1])
 local id, reason, by = ARGV[2], ARGV[3], ARGV[4]
 local tk = tkey(id)
-local r = redis.call('HMGET', tk, 'st', 'po', 'pr', 'at', 'ho', 'ob')
+local r = redis.call('HMGET', tk, 'st', 'po', 'pr', 'at', 'ho', 'ob', 'rs', 'pn')
 local st = r[1]
 if not st then return {2} end
+local lazy = is_lazy(st, r[7], r[8], r[6])
+if lazy then st = lazy_state(id, r[2], r[3]) end
 if st == 'P' and r[6] then
   return {4, r[6]} -- a hand-off to that region is in flight
 elseif st == 'P' then
   redis.call('ZREM', K_DELAYED, id)
   redis.call('ZREM', K_DUE, id)
+  if lazy then redis.call('ZREM', dkey(r[2], r[3]), id) end
   cnt('P', -1)
 elseif st == 'R' then
   redis.call('ZREM', qkey(r[2], r[3]), id)

@@ -10,7 +10,8 @@
 -- Returns: {now_ms, first lease token, then per claimed task: id, its record
 -- as HGETALL pairs before the claim}. The j-th task (from 1) holds token
 -- first+j-1; the caller applies what the claim set (st U, wk, lt,
--- sa now, at+1, px) to its copy.
+-- sa now, at+1, px; for a task promoted untouched, rs DUE and rt, eq its
+-- due time) to its copy.
 local now = clock(ARGV[1])
 local pool, worker, n = ARGV[2], ARGV[3], tonumber(ARGV[4])
 local lease, step, price = tonumber(ARGV[5]), tonumber(ARGV[6]), ARGV[7]
@@ -68,10 +69,16 @@ if k > 0 then
     local tk = tkey(id)
     -- The record as it was: the caller applies what this claim sets.
     local h = redis.call('HGETALL', tk)
-    local to, at
+    local to, at, st, du
     for x = 1, #h, 2 do
       local f = h[x]
-      if f == 'to' then to = h[x + 1] elseif f == 'at' then at = h[x + 1] end
+      if f == 'to' then to = h[x + 1] elseif f == 'at' then at = h[x + 1]
+      elseif f == 'st' then st = h[x + 1] elseif f == 'du' then du = h[x + 1] end
+    end
+    if st == 'P' and du then
+      -- Promoted with its record untouched (lib.lua): it became READY at
+      -- its due time, which is also its enqueue time.
+      redis.call('HSET', tk, 'rs', 'DUE', 'rt', du, 'eq', du)
     end
     local dl = now + tonumber(to or ARGV[8])
     local exp = now + lease

@@ -10,8 +10,10 @@ local moved, ids = 0, {}
 for k = 0, n - 1 do
   local id, region, pool = ARGV[3 + 3 * k], ARGV[4 + 3 * k], ARGV[5 + 3 * k]
   local tk = tkey(id)
-  local r = redis.call('HMGET', tk, 'st', 'po', 'pr', 'at')
-  if r[1] == 'R' and redis.call('ZREM', qkey(r[2], r[3]), id) == 1 then
+  local r = redis.call('HMGET', tk, 'st', 'po', 'pr', 'at', 'ob', 'rs', 'pn')
+  local st = r[1]
+  if is_lazy(st, r[6], r[7], r[5]) then st = lazy_state(id, r[2], r[3]) end
+  if st == 'R' and redis.call('ZREM', qkey(r[2], r[3]), id) == 1 then
     cnt('R', -1)
     cnt('r:' .. r[2] .. ':' .. r[3], -1)
     cnt('P', 1)

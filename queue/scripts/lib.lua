@@ -55,6 +55,32 @@ local function qkey(pool, p) return memo2(QKEYS, pool, p, make_qkey) end
 local function rfield(pool, p) return memo2(RFIELDS, pool, p, make_rfield) end
 local function wkey(pool) return K_PREFIX .. 'wake:' .. pool end
 
+-- Pinned delayed tasks (state implied by structure). A task submitted with
+-- a delay and pinned to a pool waits in that pool's delayed set of its
+-- priority, d:<pool>:<p>, scored by due time; the shard's delayed set holds
+-- one marker '~<pool>:<p>' per such set, scored by (at most) the set's
+-- earliest due time, so promotion finds it in due-time order with the
+-- other delayed tasks. Promotion moves due ids from d:<pool>:<p> to
+-- q:<pool>:<p> with the due time as enqueue time and leaves their records
+-- as submitted (st P, rs SUBMITTED): such a record in its ready set is
+-- READY. is_lazy tells a record that may be there; lazy_state which it is.
+local DKEYS, MARKS = {}, {}
+local function make_dkey(pool, p) return K_PREFIX .. 'd:' .. pool .. ':' .. p end
+local function make_mark(pool, p) return '~' .. pool .. ':' .. p end
+local function dkey(pool, p) return memo2(DKEYS, pool, p, make_dkey) end
+local function mark(pool, p) return memo2(MARKS, pool, p, make_mark) end
+local function is_lazy(st, rs, pn, ob) return st == 'P' and rs == 'SUBMITTED' and pn == '1' and not ob end
+local function lazy_state(id, pool, p)
+  if redis.call('ZSCORE', qkey(pool, p), id) then return 'R' end
+  return 'P'
+end
+-- remark lowers a marker to due (ZADD LT: a lower score wins, a new member
+-- is added). A marker scored before its set's head is harmless: promotion
+-- re-scores it.
+local function remark(pool, p, due)
+  redis.call('ZADD', K_DELAYED, 'LT', due, mark(pool, p))
+end
+
 -- Counter deltas add up in a table and reach Redis once per field when the
 -- script ends (scripts.go runs every body as a function, then finish()):
 -- one HINCRBY per field and call instead of several per task.

@@ -6,13 +6,23 @@
 local now = clock(ARGV[1])
 local id, np = ARGV[2], ARGV[3]
 local tk = tkey(id)
-local r = redis.call('HMGET', tk, 'st', 'po', 'pr', 'at', 'ho')
+local r = redis.call('HMGET', tk, 'st', 'po', 'pr', 'at', 'ho', 'ob', 'rs', 'pn')
 local st = r[1]
 if not st then return {2} end
+local lazy = is_lazy(st, r[7], r[8], r[6])
+if lazy then st = lazy_state(id, r[2], r[3]) end
 if st == 'H' then return {3, r[5]} end
 if st ~= 'P' and st ~= 'R' and st ~= 'U' then return {1, st} end
 if r[3] == np then return {0, np} end
-if st == 'R' then
+if st == 'P' and lazy then
+  -- Waiting in its pool's delayed set of the old priority: move it.
+  local due = redis.call('ZSCORE', dkey(r[2], r[3]), id)
+  if due then
+    redis.call('ZREM', dkey(r[2], r[3]), id)
+    redis.call('ZADD', dkey(r[2], np), due, id)
+    remark(r[2], np, due)
+  end
+elseif st == 'R' then
   local score = redis.call('ZSCORE', qkey(r[2], r[3]), id)
   redis.call('ZREM', qkey(r[2], r[3]), id)
   redis.call('ZADD', qkey(r[2], np), score, id)

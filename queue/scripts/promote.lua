@@ -1,5 +1,9 @@
 -- promote.lua (leader, fenced): move due PENDING tasks on. A task pinned to a
 -- pool becomes READY there; any other waits in the due set for placement.
+-- Pinned tasks submitted with a delay wait in per-(pool, priority) delayed
+-- sets behind a marker (lib.lua): their due ids move to the ready set in one
+-- ZADD with their records untouched, except in a hot pool's priorities 3–4,
+-- which are deferred one by one as below (critical ones excepted).
 -- KEYS: 1-8 see lib.lua; 9 fence key.
 -- ARGV: 1 clock, 2 fencing token, 3 limit (≤ 1000),
 --       4 re-admission budget: preempted tasks (ke) that may become READY in
@@ -8,7 +12,8 @@
 --         are deferred by backpressure ('' = none),
 --       6 deferral spread ms: a deferred task waits a jittered 50–100 % of it.
 -- Returns: {-1} when fenced; else {moved, made_ready, next_due_ms or '', deferred,
---          readmitted (preempted tasks made READY)}.
+--          readmitted (preempted tasks made READY), more (1: the limit was
+--          reached, more may be due now)}.
 local now = clock(ARGV[1])
 if not fence(KEYS[9], ARGV[2]) then return {-1} end
 local limit = tonumber(ARGV[3])
@@ -26,7 +31,8 @@ local ids = redis.call('ZRANGEBYSCORE', K_DELAYED, '-inf', fmt(now), 'LIMIT', 0,
 local ready = 0
 -- The ids are the set's lowest ranks (scores from -inf): one call removes them.
 if #ids > 0 then redis.call('ZREMRANGEBYRANK', K_DELAYED, 0, #ids - 1) end
-for _, id in ipairs(ids) do
+-- promote_one moves one ordinary delayed task on.
+local function promote_one(id)
   local tk = tkey(id)
   -- What every task needs; the other fields are read on the rarer paths
   -- only (each field an HMGET looks up costs Redis as much as the rest).
@@ -62,6 +68,72 @@ for _, id in ipairs(ids) do
     end
   end
 end
-event('promote', ids, #ids)
+
+local marks, moved, shown = {}, 0, {}
+for _, id in ipairs(ids) do
+  if string.byte(id, 1) == 126 then -- '~': a pinned delayed set, after the rest
+    marks[#marks + 1] = id
+  else
+    moved = moved + 1
+    if #shown < 8 then shown[#shown + 1] = id end
+    promote_one(id)
+  end
+end
+-- Pinned delayed sets: what is due, up to the limit left.
+for _, m in ipairs(marks) do
+  local sep = #m
+  while string.byte(m, sep) ~= 58 do sep = sep - 1 end -- the last ':'
+  local pool, prio = string.sub(m, 2, sep - 1), string.sub(m, sep + 1)
+  local dk = dkey(pool, prio)
+  local left = limit - moved
+  local due = {}
+  if left > 0 then
+    due = redis.call('ZRANGEBYSCORE', dk, '-inf', fmt(now), 'WITHSCORES', 'LIMIT', 0, left)
+  end
+  local k = #due / 2
+  if k > 0 then
+    redis.call('ZREMRANGEBYRANK', dk, 0, k - 1)
+    moved = moved + k
+    if hot ~= '' and tonumber(prio) >= 3 and string.find(hot, ',' .. pool .. ',', 1, true) then
+      -- Backpressure: defer one by one into the shard's delayed set, where
+      -- they continue as ordinary delayed tasks (rs no longer SUBMITTED).
+      for j = 1, #due, 2 do
+        local id = due[j]
+        if redis.call('HGET', tkey(id), 'cr') == '1' then
+          zadd(qkey(pool, prio), due[j + 1], id)
+          cnt('P', -1); cnt('R', 1); cnt(rfield(pool, prio), 1)
+          wake(pool)
+          ready = ready + 1
+        else
+          local at = now + math.floor(spread * (0.5 + jit(id) / 2))
+          redis.call('ZADD', K_DELAYED, fmt(at), id)
+          redis.call('HSET', tkey(id), 'rs', 'DEFERRED_BACKPRESSURE', 'du', fmt(at))
+          trail(id, now, 'P', 'P', 'DEFERRED_BACKPRESSURE', 'leader', '0', pool)
+          deferred = deferred + 1
+        end
+      end
+    else
+      -- READY with the due time as enqueue time, records untouched.
+      local args = {}
+      for j = 1, #due, 2 do
+        args[j] = due[j + 1]
+        args[j + 1] = due[j]
+      end
+      redis.call('ZADD', qkey(pool, prio), unpack(args))
+      cnt('P', -k); cnt('R', k); cnt(rfield(pool, prio), k)
+      wake(pool)
+      ready = ready + k
+    end
+    for j = 1, #due, 2 do
+      if #shown >= 8 then break end
+      shown[#shown + 1] = due[j]
+    end
+  end
+  local head = redis.call('ZRANGE', dk, 0, 0, 'WITHSCORES')
+  if head[2] then redis.call('ZADD', K_DELAYED, head[2], m) end
+end
+event('promote', shown, moved)
 local nxt = redis.call('ZRANGE', K_DELAYED, 0, 0, 'WITHSCORES')
-return {#ids, ready, nxt[2] or '', deferred, readmitted}
+-- more: the limit was reached, so more may be due now.
+local more = (#ids == limit or moved >= limit) and 1 or 0
+return {moved, ready, nxt[2] or '', deferred, readmitted, more}

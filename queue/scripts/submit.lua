@@ -1,10 +1,12 @@
 -- submit.lua: accept a batch of new tasks (—→PENDING or —→READY).
 -- KEYS: 1-8 see lib.lua; 9 outbox; 10.. the idempotency keys of the keyed tasks, in order.
 -- ARGV: 1 clock, 2 n, then per task:
---   id, pool ('' = unplaced), priority, due_ms ('' = now), idem_index (0 = none,
+--   id, pool ('' = unplaced), pinned ('1' or ''), priority, due_ms ('' = now),
+--   idem_index (0 = none,
 --   else KEYS[8+idem_index]), idem_ttl_ms, spec_hash, handoff region ('' = none:
 --   else the task waits in the outbox to be handed to pool in that region),
---   nf, then nf field/value pairs.
+--   nf, then nf field/value pairs. A pinned task with a delay waits in its
+--   pool's delayed set (see lib.lua: state implied by structure).
 -- Returns: {codes, then id, state for each task not created}. codes has one
 --   character per task, in order: its state code (P, R) when created; 1 a
 --   duplicate of an earlier task with the same key and spec (the pair is that
@@ -17,12 +19,13 @@ local n = tonumber(ARGV[2])
 local out = {''} -- out[1] becomes the codes
 local codes = {}
 local created = {}
+local LOW = {} -- '<pool>:<p>' -> {pool, p, earliest due} of pinned delayed tasks
 local i = 3
 for _ = 1, n do
-  local id, pool, prio, due = ARGV[i], ARGV[i + 1], ARGV[i + 2], ARGV[i + 3]
-  local idx, ttl, hash, target = tonumber(ARGV[i + 4]), ARGV[i + 5], ARGV[i + 6], ARGV[i + 7]
-  local nf = tonumber(ARGV[i + 8])
-  local fstart = i + 9
+  local id, pool, pinned, prio, due = ARGV[i], ARGV[i + 1], ARGV[i + 2], ARGV[i + 3], ARGV[i + 4]
+  local idx, ttl, hash, target = tonumber(ARGV[i + 5]), ARGV[i + 6], ARGV[i + 7], ARGV[i + 8]
+  local nf = tonumber(ARGV[i + 9])
+  local fstart = i + 10
   i = fstart + 2 * nf
   local done = false
   if idx > 0 then
@@ -54,7 +57,18 @@ for _ = 1, n do
     if dueN and dueN > now then
       f[#f + 1] = 'st'; f[#f + 1] = 'P'; f[#f + 1] = 'rs'; f[#f + 1] = 'SUBMITTED'
       f[#f + 1] = 'du'; f[#f + 1] = due
-      zadd(K_DELAYED, due, id)
+      if pinned == '1' and pool ~= '' and target == '' then
+        -- The record carries pn 1 and po (the spec fields): is_lazy holds.
+        zadd(dkey(pool, prio), due, id)
+        local m = LOW[pool .. ':' .. prio]
+        if m == nil then
+          LOW[pool .. ':' .. prio] = {pool, prio, dueN}
+        elseif dueN < m[3] then
+          m[3] = dueN
+        end
+      else
+        zadd(K_DELAYED, due, id)
+      end
       cnt('P', 1)
       st = 'P'
     elseif target ~= '' then
@@ -86,6 +100,7 @@ for _ = 1, n do
     codes[#codes + 1] = st
   end
 end
+for _, m in pairs(LOW) do remark(m[1], m[2], fmt(m[3])) end
 event('submit', created, #created)
 out[1] = table.concat(codes)
 return out

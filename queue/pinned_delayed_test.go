@@ -1,0 +1,233 @@
+package queue
+
+import (
+	"fmt"
+	"testing"
+	"time"
+)
+
+// Pinned tasks submitted with a delay wait in their pool's delayed set and
+// are promoted without their records being written (scripts/lib.lua). Every
+// read, and every operation, must still see the state the task is in.
+
+func TestPinnedDelayedLifecycle(t *testing.T) {
+	e := newEnv(t)
+	id := e.submit("gpu", delay(10*time.Second), prio(2))
+	due := e.clock.Now().Add(10 * time.Second).Truncate(time.Millisecond)
+	if st := e.state(id); st != Pending {
+		t.Fatalf("before due: %s, want PENDING", st)
+	}
+	res, err := e.s.Promote(e.ctx, leader, 100)
+	if err != nil || res.Moved != 0 || !res.NextDue.Equal(due) {
+		t.Fatalf("promote before due: %+v %v, want nothing moved and next due %v", res, err, due)
+	}
+	e.clock.Advance(11 * time.Second)
+	if res, err = e.s.Promote(e.ctx, leader, 100); err != nil || res.Moved != 1 || res.Ready != 1 || !res.NextDue.IsZero() {
+		t.Fatalf("promote: %+v %v, want 1 moved, 1 ready, no next due", res, err)
+	}
+	tk, err := e.s.Get(e.ctx, id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if tk.State != Ready || tk.Reason != ReasonDue || tk.ReadyAt == nil || !tk.ReadyAt.Equal(due) || tk.Pool != "gpu" {
+		t.Fatalf("after promotion: %s %s ready %v pool %s; want READY DUE at %v in gpu", tk.State, tk.Reason, tk.ReadyAt, tk.Pool, due)
+	}
+	c, _ := e.s.Counts(e.ctx)
+	if c.Pending != 0 || c.Ready != 1 || c.ReadyBy["gpu"][2] != 1 {
+		t.Fatalf("counts after promotion: %+v", c)
+	}
+	tr, err := e.s.Trail(e.ctx, id)
+	if err != nil || len(tr) != 2 || tr[1].From != Pending || tr[1].To != Ready || tr[1].Reason != ReasonDue || !tr[1].At.Equal(due) {
+		t.Fatalf("trail while READY: %+v %v", tr, err)
+	}
+	w := e.claimOne("gpu")
+	if w.ID != id || w.ReadyAt == nil || !w.ReadyAt.Equal(due) || w.State != Running {
+		t.Fatalf("claimed %+v", w)
+	}
+	if errs, err := e.s.Complete(e.ctx, Completion{ID: id, Token: w.LeaseToken}); err != nil || errs[0] != nil {
+		t.Fatalf("complete: %v %v", err, errs)
+	}
+	tr, err = e.s.Trail(e.ctx, id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var steps []string
+	for _, x := range tr {
+		if !Legal(x.From, x.To, x.Reason) {
+			t.Fatalf("illegal step %+v", x)
+		}
+		steps = append(steps, fmt.Sprintf("%s>%s %s", x.From, x.To, x.Reason))
+	}
+	want := "[>PENDING SUBMITTED PENDING>READY DUE READY>RUNNING CLAIMED RUNNING>SUCCESS COMPLETED]"
+	if fmt.Sprint(steps) != want {
+		t.Fatalf("trail %v, want %s", steps, want)
+	}
+	if tr[1].At != due {
+		t.Fatalf("READY at %v, want the due time %v", tr[1].At, due)
+	}
+}
+
+func TestPinnedDelayedCancelAndPriority(t *testing.T) {
+	e := newEnv(t)
+	waiting := e.submit("cpu", delay(time.Minute), prio(3))
+	bumped := e.submit("cpu", delay(time.Minute), prio(3))
+	readyOne := e.submit("cpu", delay(time.Second), prio(3))
+	e.clock.Advance(2 * time.Second)
+	if _, err := e.s.Promote(e.ctx, leader, 100); err != nil {
+		t.Fatal(err)
+	}
+	if st := e.state(readyOne); st != Ready {
+		t.Fatalf("due task %s", st)
+	}
+	// Cancel while waiting and while (implicitly) READY.
+	for _, id := range []string{waiting, readyOne} {
+		if st, err := e.s.Cancel(e.ctx, id, "", "op"); err != nil || st != Canceled {
+			t.Fatalf("cancel %s: %s %v", id, st, err)
+		}
+	}
+	c, _ := e.s.Counts(e.ctx)
+	if c.Pending != 1 || c.Ready != 0 || c.ReadyBy["cpu"][3] != 0 {
+		t.Fatalf("counts after cancels: %+v", c)
+	}
+	// A cancelled task is never promoted nor claimed.
+	if err := e.s.SetPriority(e.ctx, bumped, 0, "op"); err != nil {
+		t.Fatal(err)
+	}
+	e.clock.Advance(time.Minute)
+	res, err := e.s.Promote(e.ctx, leader, 100)
+	if err != nil || res.Ready != 1 {
+		t.Fatalf("promote: %+v %v, want the bumped task only", res, err)
+	}
+	tk, _ := e.s.Get(e.ctx, bumped)
+	if tk.State != Ready || tk.Priority != 0 {
+		t.Fatalf("bumped: %s prio %d", tk.State, tk.Priority)
+	}
+	ts := e.claim("cpu", 10)
+	if len(ts) != 1 || ts[0].ID != bumped {
+		t.Fatalf("claimed %d tasks, want only %s", len(ts), bumped)
+	}
+	if c, _ := e.s.Counts(e.ctx); c.Pending != 0 || c.Ready != 0 || c.Running != 1 {
+		t.Fatalf("final counts %+v", c)
+	}
+}
+
+func TestPinnedDelayedBoundedBatchesAndNextDue(t *testing.T) {
+	e := newEnv(t)
+	var batch []NewTask
+	for i := 0; i < 1200; i++ {
+		p := i % 2
+		batch = append(batch, NewTask{Spec: e.spec(delay(time.Second), prio(p)), Pool: "cpu", Pinned: true})
+	}
+	for start := 0; start < len(batch); start += MaxBatch {
+		if _, err := e.s.Submit(e.ctx, batch[start:min(start+MaxBatch, len(batch))]...); err != nil {
+			t.Fatal(err)
+		}
+	}
+	later := e.submit("cpu", delay(time.Hour))
+	classic := e.submit("", delay(time.Second)) // unpinned: the due set, for placement
+	e.clock.Advance(2 * time.Second)
+	first, err := e.s.Promote(e.ctx, leader, 700)
+	if err != nil || first.Moved != 700 || !first.NextDue.Equal(e.clock.Now().Add(-time.Second).Truncate(time.Millisecond)) {
+		t.Fatalf("first pass: %+v %v, want 700 moved, more due now", first, err)
+	}
+	res, err := e.s.Promote(e.ctx, leader, 1000)
+	if err != nil || first.Moved+res.Moved != 1201 || first.Ready+res.Ready != 1200 {
+		t.Fatalf("second pass: %+v %v after %+v, want 1201 moved in all (1200 ready, 1 unpinned)", res, err, first)
+	}
+	if want := e.clock.Now().Add(time.Hour - 2*time.Second).Truncate(time.Millisecond); !res.NextDue.Equal(want) {
+		t.Fatalf("next due %v, want %v", res.NextDue, want)
+	}
+	c, _ := e.s.Counts(e.ctx)
+	if c.Ready != 1200 || c.ReadyBy["cpu"][0] != 600 || c.ReadyBy["cpu"][1] != 600 || c.Pending != 2 {
+		t.Fatalf("counts %+v", c)
+	}
+	if st := e.state(later); st != Pending {
+		t.Fatalf("task due in an hour: %s", st)
+	}
+	due, _ := e.s.DueTasks(e.ctx, 10)
+	if len(due) != 1 || due[0].ID != classic {
+		t.Fatalf("due set %v, want the unpinned task", due)
+	}
+	// Waiting sees both kinds; CancelWhere cancels them.
+	var pend, ready int
+	if err := e.s.Waiting(e.ctx, Filter{}, func(ts []*Task) error {
+		for _, x := range ts {
+			switch x.State {
+			case Pending:
+				pend++
+			case Ready:
+				ready++
+			}
+		}
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if pend != 2 || ready != 1200 {
+		t.Fatalf("waiting: %d pending %d ready, want 2 and 1200", pend, ready)
+	}
+	n, err := e.s.CancelWhere(e.ctx, Filter{State: Pending}, "op")
+	if err != nil || n != 2 {
+		t.Fatalf("cancel pending: %d %v", n, err)
+	}
+	// Claim priority 0 first, aging aside.
+	ts := e.claim("cpu", 1000)
+	if len(ts) != 1000 || ts[0].Priority != 0 {
+		t.Fatalf("claimed %d, first prio %d", len(ts), ts[0].Priority)
+	}
+	if c, _ := e.s.Counts(e.ctx); c.Ready != 200 || c.Running != 1000 || c.Pending != 0 {
+		t.Fatalf("counts after claim %+v", c)
+	}
+}
+
+func TestPinnedDelayedBackpressure(t *testing.T) {
+	e := newEnv(t)
+	low := e.submit("cpu", delay(time.Second), prio(4))
+	crit := e.submit("cpu", delay(time.Second), prio(4), func(s *Spec) { s.Critical = true })
+	high := e.submit("cpu", delay(time.Second), prio(1))
+	e.clock.Advance(2 * time.Second)
+	res, err := e.s.Promote(e.ctx, leader, 100, PromoteOptions{Readmit: -1, HotPools: []string{"cpu"}, Spread: 10 * time.Second})
+	if err != nil || res.Ready != 2 || res.Deferred != 1 {
+		t.Fatalf("hot promote: %+v %v, want 2 ready (critical, prio 1), 1 deferred", res, err)
+	}
+	for id, want := range map[string]State{low: Pending, crit: Ready, high: Ready} {
+		if st := e.state(id); st != want {
+			t.Fatalf("%s: %s, want %s", id, st, want)
+		}
+	}
+	tk, _ := e.s.Get(e.ctx, low)
+	if tk.Reason != ReasonDeferred || tk.DueAt == nil || !tk.DueAt.After(e.clock.Now()) {
+		t.Fatalf("deferred task: %s due %v", tk.Reason, tk.DueAt)
+	}
+	// Cooled down: the deferred task goes on as an ordinary delayed task.
+	e.clock.Advance(11 * time.Second)
+	if res, err = e.s.Promote(e.ctx, leader, 100); err != nil || res.Ready != 1 {
+		t.Fatalf("cool promote: %+v %v", res, err)
+	}
+	if st := e.state(low); st != Ready {
+		t.Fatalf("low after cooling: %s", st)
+	}
+	if c, _ := e.s.Counts(e.ctx); c.Ready != 3 || c.Pending != 0 || c.ReadyBy["cpu"][4] != 2 {
+		t.Fatalf("counts %+v", c)
+	}
+}
+
+func TestPinnedDelayedDrain(t *testing.T) {
+	e := newEnv(t)
+	id := e.submit("cpu", delay(time.Second))
+	e.clock.Advance(2 * time.Second)
+	if _, err := e.s.Promote(e.ctx, leader, 100); err != nil {
+		t.Fatal(err)
+	}
+	n, err := e.s.Drain(e.ctx, []DrainMove{{ID: id, Region: "us-east", Pool: "cpu"}})
+	if err != nil || n != 1 {
+		t.Fatalf("drain: %d %v", n, err)
+	}
+	tk, _ := e.s.Get(e.ctx, id)
+	if tk.State != Pending || tk.HandOffTarget != "us-east" {
+		t.Fatalf("drained: %s target %q", tk.State, tk.HandOffTarget)
+	}
+	if ts := e.claim("cpu", 10); len(ts) != 0 {
+		t.Fatalf("drained task claimed")
+	}
+}
