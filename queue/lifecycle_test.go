@@ -2,6 +2,7 @@ package queue
 
 import (
 	"errors"
+	"fmt"
 	"testing"
 	"time"
 )
@@ -170,5 +171,41 @@ func TestFencing(t *testing.T) {
 	res, err := e.s.Promote(e.ctx, Fence{Name: "region", Token: 8}, 10)
 	if err != nil || res.Moved != 1 {
 		t.Fatalf("token 8: %+v %v", res, err)
+	}
+}
+
+// An attempt that ran past its deadline keeps DEADLINE_EXCEEDED in the trail
+// when it retries and when it ends FAILED, through TIMEOUT as a reaped one.
+func TestDeadlineFailureThroughTimeout(t *testing.T) {
+	e := newEnv(t)
+	id := e.submit("cpu", retries(1))
+	for attempt, want := range []State{Pending, Failed} {
+		if attempt == 1 {
+			e.clock.Advance(time.Minute)
+			if _, err := e.s.Promote(e.ctx, leader, 10); err != nil {
+				t.Fatal(err)
+			}
+		}
+		tk := e.claimOne("cpu")
+		st, _, err := e.s.Fail(e.ctx, Failure{ID: id, Token: tk.LeaseToken, Error: "ran past its deadline", Retryable: true, Reason: ReasonDeadline})
+		if err != nil || st != want {
+			t.Fatalf("attempt %d: %s %v, want %s", attempt+1, st, err, want)
+		}
+	}
+	tr, err := e.s.Trail(e.ctx, id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var steps []string
+	for _, x := range tr {
+		if !Legal(x.From, x.To, x.Reason) {
+			t.Fatalf("illegal step %+v", x)
+		}
+		steps = append(steps, fmt.Sprintf("%s>%s %s", x.From, x.To, x.Reason))
+	}
+	want := "[>READY PLACED READY>RUNNING CLAIMED RUNNING>TIMEOUT DEADLINE_EXCEEDED TIMEOUT>PENDING DEADLINE_EXCEEDED " +
+		"PENDING>READY DUE READY>RUNNING CLAIMED RUNNING>TIMEOUT DEADLINE_EXCEEDED TIMEOUT>FAILED RETRIES_EXHAUSTED]"
+	if fmt.Sprint(steps) != want {
+		t.Fatalf("trail\n %v\nwant\n %s", steps, want)
 	}
 }

@@ -148,7 +148,11 @@ func buildTrail(h map[string]string, log []string) []Transition {
 	if h["rt"] != "" && h["rt"] == h["ct"] && len(log) == 0 {
 		born, bornReason = Ready, ReasonPlaced
 	}
-	tr = append(tr, Transition{At: at(h["ct"]), To: born, Reason: bornReason, By: "api"})
+	// A task placed at submit whose READY step was flushed to the log has
+	// its birth there ("" → READY PLACED).
+	if len(log) == 0 || !strings.HasPrefix(log[0], h["ct"]+"\t\t") {
+		tr = append(tr, Transition{At: at(h["ct"]), To: born, Reason: bornReason, By: "api"})
+	}
 	for _, line := range log {
 		f := strings.SplitN(line, "\t", 7)
 		if len(f) < 7 {

@@ -1,6 +1,7 @@
 -- fail.lua: the lease holder reports a failed attempt. RUNNING→PENDING
 -- (retry with backoff) or RUNNING→FAILED (dead letters); RUNNING→CANCELED
--- when a cancel was requested meanwhile.
+-- when a cancel was requested meanwhile; past the deadline RUNNING→TIMEOUT
+-- →PENDING or →FAILED.
 -- KEYS: 1-8 see lib.lua.
 -- ARGV: 1 clock, 2 id, 3 token, 4 error, 5 retryable '1'|'0', 6 jitter 0..999,
 --       7 dead retention ms, 8 canceled retention ms, 9 reason for the step
@@ -24,7 +25,15 @@ if r[11] == '1' then
   event('cancel', {id}, 1)
   return {0, 'C', '0'}
 end
+-- An attempt that ran past its deadline goes through TIMEOUT, as a reaped
+-- one does, so the trail keeps DEADLINE_EXCEEDED also when it ends FAILED
+-- with RETRIES_EXHAUSTED.
+local from = 'U'
+if ARGV[9] == 'DEADLINE_EXCEEDED' and ARGV[5] == '1' then
+  trail(id, now, 'U', 'T', 'DEADLINE_EXCEEDED', r[10], r[3], err)
+  from = 'T'
+end
 local st, due = retry_or_dead(id, now, tonumber(r[3]), tonumber(r[4] or ARGV[10]), tonumber(r[5] or ARGV[11]),
-  tonumber(r[6] or ARGV[12]), 'U', ARGV[9], r[10], err, ARGV[5] == '1', tonumber(ARGV[6]), ARGV[7])
+  tonumber(r[6] or ARGV[12]), from, ARGV[9], r[10], err, ARGV[5] == '1', tonumber(ARGV[6]), ARGV[7])
 event(st == 'F' and 'dead' or 'retry', {id}, 1)
 return {0, st, fmt(due)}

@@ -148,9 +148,17 @@ end
 
 -- flush writes the happy steps of the current attempt (READY, CLAIMED) to
 -- the trail before an abnormal step overwrites their timestamps.
+-- The READY step keeps its reason (rs: DUE or PLACED); a task placed at
+-- submit has none and was born READY: that step is written as its birth
+-- ('' → R PLACED), which the trail reader takes instead of a PENDING birth.
 local function flush(id, rt, sa, wk, at)
   if rt then
-    trail(id, tonumber(rt), 'P', 'R', 'DUE', '', at, '')
+    local rs = redis.call('HGET', tkey(id), 'rs')
+    if rs then
+      trail(id, tonumber(rt), 'P', 'R', rs, '', at, '')
+    else
+      trail(id, tonumber(rt), '', 'R', 'PLACED', 'api', at, '')
+    end
     redis.call('HDEL', tkey(id), 'rt')
   end
   if sa then trail(id, tonumber(sa), 'R', 'U', 'CLAIMED', wk, at, '') end
