@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -34,21 +35,74 @@ func (s *Store) Outbox(ctx context.Context, limit int) ([]*Task, error) {
 // task to HANDED_OFF (its record forwards there); refused sends it back to
 // placement.
 func (s *Store) HandOffDone(ctx context.Context, id string, accepted bool) error {
-	shard, err := s.shardOf(id)
+	errs, err := s.HandOffDoneMany(ctx, []HandOffAnswer{{ID: id, Accepted: accepted}})
 	if err != nil {
 		return err
 	}
-	outcome := "refused"
-	if accepted {
-		outcome = "accepted"
+	return errs[0]
+}
+
+// HandOffAnswer is a receiver's definite answer about one task in the
+// outbox.
+type HandOffAnswer struct {
+	ID       string
+	Accepted bool // false: refused; the task is placed again
+}
+
+// HandOffDoneMany records many definite answers (HandOffDone for each) in
+// one script call per shard and at most MaxBatch answers. Per-answer errors
+// are in input order: nil when recorded, ErrBadID, or a *TransitionError
+// when the task is not in the outbox (nothing changed for it). The error is
+// for Redis failures; answers of shards not written by then carry it too.
+func (s *Store) HandOffDoneMany(ctx context.Context, answers []HandOffAnswer) ([]error, error) {
+	errs := make([]error, len(answers))
+	byShard := make([][]int, s.opts.Shards)
+	for i, a := range answers {
+		shard, err := s.shardOf(a.ID)
+		if err != nil {
+			errs[i] = err
+			continue
+		}
+		byShard[shard] = append(byShard[shard], i)
 	}
-	out, err := scripts.handoff.Run(ctx, s.rdb, s.keysWith(shard, s.keys[shard].prefix+"outbox"),
-		s.clock(), id, outcome, s.opts.RetainDead.Milliseconds()).Slice()
+	var failed error
+	for shard, idx := range byShard {
+		for start := 0; start < len(idx); start += MaxBatch {
+			chunk := idx[start:min(start+MaxBatch, len(idx))]
+			if failed == nil {
+				failed = s.handOffDoneShard(ctx, shard, answers, chunk, errs)
+			}
+			if failed != nil {
+				for _, i := range chunk {
+					errs[i] = failed
+				}
+			}
+		}
+	}
+	return errs, failed
+}
+
+func (s *Store) handOffDoneShard(ctx context.Context, shard int, answers []HandOffAnswer, idx []int, errs []error) error {
+	argv := make([]any, 0, 2+2*len(idx))
+	argv = append(argv, s.clock(), s.opts.RetainDead.Milliseconds())
+	for _, i := range idx {
+		outcome := "refused"
+		if answers[i].Accepted {
+			outcome = "accepted"
+		}
+		argv = append(argv, answers[i].ID, outcome)
+	}
+	out, err := scripts.handoff.Run(ctx, s.rdb, s.keysWith(shard, s.keys[shard].prefix+"outbox"), argv...).Slice()
 	if err != nil {
 		return fmt.Errorf("queue: hand-off: %w", err)
 	}
-	if toInt(out[0]) != 0 {
-		return &TransitionError{ID: id, State: stateOf(toStr(out[1])), Op: "complete the hand-off of"}
+	if len(out) != len(idx) {
+		return fmt.Errorf("queue: hand-off: %d results for %d answers", len(out), len(idx))
+	}
+	for k, i := range idx {
+		if r := toStr(out[k]); r != "0" {
+			errs[i] = &TransitionError{ID: answers[i].ID, State: stateOf(strings.TrimPrefix(r, "1")), Op: "complete the hand-off of"}
+		}
 	}
 	return nil
 }
@@ -56,11 +110,40 @@ func (s *Store) HandOffDone(ctx context.Context, id string, accepted bool) error
 // HandOffRetry schedules the next attempt of an unanswered hand-off — the
 // same target, the same id — at the given time.
 func (s *Store) HandOffRetry(ctx context.Context, id string, at time.Time) error {
-	shard, err := s.shardOf(id)
-	if err != nil {
-		return err
+	return s.HandOffRetryMany(ctx, []OutboxRetry{{ID: id, At: at}})
+}
+
+// OutboxRetry is the next attempt of one unanswered hand-off.
+type OutboxRetry struct {
+	ID string
+	At time.Time
+}
+
+// HandOffRetryMany schedules the next attempts of many unanswered
+// hand-offs (HandOffRetry for each) in one round trip: one ZADD XX per
+// shard. Tasks no longer in the outbox are left alone.
+func (s *Store) HandOffRetryMany(ctx context.Context, retries []OutboxRetry) error {
+	byShard := make([][]redis.Z, s.opts.Shards)
+	for _, r := range retries {
+		shard, err := s.shardOf(r.ID)
+		if err != nil {
+			return err
+		}
+		byShard[shard] = append(byShard[shard], redis.Z{Score: float64(r.At.UnixMilli()), Member: r.ID})
 	}
-	return s.rdb.ZAddXX(ctx, s.keys[shard].prefix+"outbox", redis.Z{Score: float64(at.UnixMilli()), Member: id}).Err()
+	pipe := s.rdb.Pipeline()
+	for shard, zs := range byShard {
+		for start := 0; start < len(zs); start += MaxBatch {
+			pipe.ZAddXX(ctx, s.keys[shard].prefix+"outbox", zs[start:min(start+MaxBatch, len(zs))]...)
+		}
+	}
+	if pipe.Len() == 0 {
+		return nil
+	}
+	if _, err := pipe.Exec(ctx); err != nil {
+		return fmt.Errorf("queue: hand-off retry: %w", err)
+	}
+	return nil
 }
 
 // SpecOf rebuilds the submittable spec of a stored task (for hand-off).

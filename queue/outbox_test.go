@@ -1,0 +1,244 @@
+package queue
+
+import (
+	"errors"
+	"sort"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+)
+
+// outboxIDs submits n tasks bound for region "us-east" (pool "cpu") and
+// returns their ids; with several shards they spread over all of them.
+func (e *env) outboxIDs(n int) []string {
+	e.t.Helper()
+	var ids []string
+	for start := 0; start < n; start += MaxBatch {
+		var ts []NewTask
+		for i := start; i < min(start+MaxBatch, n); i++ {
+			ts = append(ts, NewTask{Spec: e.spec(), Pool: "cpu", HandOff: "us-east"})
+		}
+		res, err := e.s.Submit(e.ctx, ts...)
+		if err != nil {
+			e.t.Fatal(err)
+		}
+		for _, r := range res {
+			if r.Err != nil || r.State != Pending {
+				e.t.Fatalf("submit: %+v", r)
+			}
+			ids = append(ids, r.ID)
+		}
+	}
+	return ids
+}
+
+// outboxDue lists the ids of the outbox due now, sorted.
+func (e *env) outboxDue() []string {
+	e.t.Helper()
+	ts, err := e.s.Outbox(e.ctx, MaxBatch)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	ids := make([]string, 0, len(ts))
+	for _, t := range ts {
+		ids = append(ids, t.ID)
+	}
+	sort.Strings(ids)
+	return ids
+}
+
+func sortedIDs(ids []string) []string {
+	out := append([]string(nil), ids...)
+	sort.Strings(out)
+	return out
+}
+
+func TestHandOffDoneMany(t *testing.T) {
+	e := newEnv(t, func(o *Options) { o.Shards = 2 })
+	ids := e.outboxIDs(6)
+	shards := map[int]bool{}
+	for _, id := range ids {
+		p, _ := ParseID(id)
+		shards[p.Shard] = true
+	}
+	if len(shards) != 2 {
+		t.Fatalf("the tasks sit in shards %v; the test needs both", shards)
+	}
+	ready := e.submit("cpu") // READY here: never in the outbox
+	answers := []HandOffAnswer{
+		{ID: ids[0], Accepted: true}, {ID: ids[1], Accepted: true}, {ID: ids[2], Accepted: true},
+		{ID: ids[3], Accepted: false},
+		{ID: ready, Accepted: true},
+		{ID: "not-an-id", Accepted: true},
+		{ID: ids[4], Accepted: false},
+	}
+	errs, err := e.s.HandOffDoneMany(e.ctx, answers)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, a := range answers {
+		var te *TransitionError
+		switch a.ID {
+		case ready:
+			if !errors.As(errs[i], &te) || te.State != Ready || te.ID != ready {
+				t.Fatalf("a READY task: %v, want a TransitionError in READY", errs[i])
+			}
+		case "not-an-id":
+			if !errors.Is(errs[i], ErrBadID) {
+				t.Fatalf("a malformed id: %v, want ErrBadID", errs[i])
+			}
+		default:
+			if errs[i] != nil {
+				t.Fatalf("answer %d (%+v): %v", i, a, errs[i])
+			}
+		}
+	}
+	for _, id := range ids[:3] {
+		tk, err := e.s.Get(e.ctx, id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if tk.State != HandedOff || tk.HandedOffTo != "us-east" || tk.HandOffTarget != "" || tk.Reason != ReasonHandedOff {
+			t.Fatalf("accepted %s: %+v", id, tk)
+		}
+		tr, err := e.s.Trail(e.ctx, id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if last := tr[len(tr)-1]; last.To != HandedOff || last.Reason != ReasonHandedOff || last.By != "us-east/cpu" {
+			t.Fatalf("trail of %s ends with %+v", id, last)
+		}
+	}
+	for _, id := range []string{ids[3], ids[4]} {
+		tk, err := e.s.Get(e.ctx, id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if tk.State != Pending || tk.HandOffTarget != "" || tk.Pool != "" {
+			t.Fatalf("refused %s: %+v, want PENDING, unplaced, out of the outbox", id, tk)
+		}
+	}
+	// The refused wait for placement again, in the due set.
+	dueTasks, err := e.s.DueTasks(e.ctx, MaxBatch)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var dueIDs []string
+	for _, tk := range dueTasks {
+		dueIDs = append(dueIDs, tk.ID)
+	}
+	if d := cmp.Diff(sortedIDs([]string{ids[3], ids[4]}), sortedIDs(dueIDs)); d != "" {
+		t.Fatalf("due set (-want +got):\n%s", d)
+	}
+	if d := cmp.Diff([]string{ids[5]}, e.outboxDue()); d != "" {
+		t.Fatalf("outbox (-want +got):\n%s", d)
+	}
+	c, err := e.s.Counts(e.ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.Pending != 3 || c.Ready != 1 {
+		t.Fatalf("counts: %d pending, %d ready; want 3 (2 refused + 1 in the outbox), 1", c.Pending, c.Ready)
+	}
+
+	// A repeat of an answer changes nothing: the task left the outbox.
+	errs, err = e.s.HandOffDoneMany(e.ctx, []HandOffAnswer{{ID: ids[0], Accepted: false}, {ID: ids[3], Accepted: true}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, want := range []State{HandedOff, Pending} {
+		var te *TransitionError
+		if !errors.As(errs[i], &te) || te.State != want {
+			t.Fatalf("repeat %d: %v, want a TransitionError in %s", i, errs[i], want)
+		}
+	}
+	if tk, _ := e.s.Get(e.ctx, ids[0]); tk.State != HandedOff {
+		t.Fatalf("a repeated answer changed %s: %+v", ids[0], tk)
+	}
+
+	// HandOffDone is the one-answer form.
+	if err := e.s.HandOffDone(e.ctx, ids[5], true); err != nil {
+		t.Fatal(err)
+	}
+	var te *TransitionError
+	if err := e.s.HandOffDone(e.ctx, ids[5], true); !errors.As(err, &te) || te.State != HandedOff {
+		t.Fatalf("second HandOffDone: %v", err)
+	}
+}
+
+// More answers than one script takes (MaxBatch) are split, per shard.
+func TestHandOffDoneManyLargeBatch(t *testing.T) {
+	e := newEnv(t, func(o *Options) { o.Shards = 2 })
+	ids := e.outboxIDs(2500)
+	answers := make([]HandOffAnswer, len(ids))
+	for i, id := range ids {
+		answers[i] = HandOffAnswer{ID: id, Accepted: i%10 != 0}
+	}
+	errs, err := e.s.HandOffDoneMany(e.ctx, answers)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, err := range errs {
+		if err != nil {
+			t.Fatalf("answer %d: %v", i, err)
+		}
+	}
+	if d := e.outboxDue(); len(d) != 0 {
+		t.Fatalf("%d tasks still in the outbox", len(d))
+	}
+	c, err := e.s.Counts(e.ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.Pending != 250 {
+		t.Fatalf("%d pending, want the 250 refused", c.Pending)
+	}
+	for _, i := range []int{0, 1, 999, 1000, 2499} {
+		want := HandedOff
+		if i%10 == 0 {
+			want = Pending
+		}
+		if st := e.state(ids[i]); st != want {
+			t.Fatalf("task %d: %s, want %s", i, st, want)
+		}
+	}
+}
+
+func TestHandOffRetryMany(t *testing.T) {
+	e := newEnv(t, func(o *Options) { o.Shards = 2 })
+	ids := e.outboxIDs(4)
+	gone := ids[3]
+	if err := e.s.HandOffDone(e.ctx, gone, true); err != nil {
+		t.Fatal(err)
+	}
+	now := e.clock.Now()
+	err := e.s.HandOffRetryMany(e.ctx, []OutboxRetry{
+		{ID: ids[0], At: now.Add(time.Second)},
+		{ID: ids[1], At: now.Add(3 * time.Second)},
+		{ID: gone, At: now.Add(time.Second)}, // not in the outbox: left alone
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d := cmp.Diff([]string{ids[2]}, e.outboxDue()); d != "" {
+		t.Fatalf("due now (-want +got):\n%s", d)
+	}
+	e.clock.Advance(time.Second)
+	if d := cmp.Diff(sortedIDs([]string{ids[0], ids[2]}), e.outboxDue()); d != "" {
+		t.Fatalf("due after 1s (-want +got):\n%s", d)
+	}
+	e.clock.Advance(2 * time.Second)
+	if d := cmp.Diff(sortedIDs(ids[:3]), e.outboxDue()); d != "" {
+		t.Fatalf("due after 3s (-want +got):\n%s", d)
+	}
+	if st := e.state(gone); st != HandedOff {
+		t.Fatalf("a retry of a task not in the outbox changed it: %s", st)
+	}
+	if err := e.s.HandOffRetryMany(e.ctx, nil); err != nil {
+		t.Fatalf("no retries: %v", err)
+	}
+	if err := e.s.HandOffRetryMany(e.ctx, []OutboxRetry{{ID: "nope", At: now}}); !errors.Is(err, ErrBadID) {
+		t.Fatalf("a malformed id: %v, want ErrBadID", err)
+	}
+}
