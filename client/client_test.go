@@ -153,6 +153,26 @@ func TestCalls(t *testing.T) {
 			result: &apiv1.TaskList{Tasks: []*queue.Task{{ID: "t9", Type: "a.b", State: queue.Failed, LastError: "boom"}}},
 		},
 		{
+			name: "bulk cancel in every region, one unavailable",
+			call: func(ctx context.Context, c *Client) (any, error) {
+				return c.BulkCancel(ctx, apiv1.BulkCancelRequest{Type: "x", Region: "eu-west"})
+			},
+			answer: `{"canceled":3,"regions":[{"region":"eu-west","count":3},{"region":"us-east","count":0,"error":{"code":"unavailable","message":"down"}}],"unavailable":["us-east"]}`,
+			want:   request{Method: "POST", Path: "/v1/tasks/cancel", Body: `{"type":"x","region":"eu-west"}`},
+			result: &apiv1.BulkCancelResponse{Canceled: 3, Unavailable: []string{"us-east"}, Regions: []apiv1.RegionOutcome{
+				{Region: "eu-west", Count: 3}, {Region: "us-east", Error: &apiv1.Error{Code: apiv1.CodeUnavailable, Message: "down"}}}},
+		},
+		{
+			name: "dead letters of one region, from a cursor",
+			call: func(ctx context.Context, c *Client) (any, error) {
+				return c.DeadLetters(ctx, DeadLetterFilter{Region: "eu-west", Cursor: "MTox", Limit: 1})
+			},
+			answer: `{"tasks":[{"id":"t9","state":"FAILED","held_by":"eu-west"}],"next_cursor":"MToy","regions":[{"region":"eu-west","count":1}],"unavailable":[]}`,
+			want:   request{Method: "GET", Path: "/v1/dlq", Query: "cursor=MTox&limit=1&region=eu-west"},
+			result: &apiv1.TaskList{Tasks: []*queue.Task{{ID: "t9", State: queue.Failed, HeldBy: "eu-west"}}, NextCursor: "MToy",
+				Regions: []apiv1.RegionOutcome{{Region: "eu-west", Count: 1}}, Unavailable: []string{}},
+		},
+		{
 			name:   "dead letters without a filter",
 			call:   func(ctx context.Context, c *Client) (any, error) { return c.DeadLetters(ctx, DeadLetterFilter{}) },
 			answer: `{"tasks":[]}`,
@@ -520,6 +540,9 @@ func TestRefusedBeforeAnyRequest(t *testing.T) {
 	ctx := ctxT(t)
 	if _, err := c.BulkCancel(ctx, apiv1.BulkCancelRequest{}); err == nil {
 		t.Error("BulkCancel with an empty filter: no error")
+	}
+	if _, err := c.BulkCancel(ctx, apiv1.BulkCancelRequest{Region: "eu-west"}); err == nil {
+		t.Error("BulkCancel with a region and no filter: no error")
 	}
 	if _, err := c.SubmitBatch(ctx, make([]json.RawMessage, MaxBatch+1)); !errors.Is(err, ErrBatchTooLarge) {
 		t.Errorf("SubmitBatch(%d): got %v", MaxBatch+1, err)

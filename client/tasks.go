@@ -79,10 +79,15 @@ func (c *Client) SetPriority(ctx context.Context, id string, priority int) (*api
 }
 
 // BulkCancel cancels every PENDING or READY task matching the filter (POST
-// /v1/tasks/cancel). An empty filter is refused here, before any request:
+// /v1/tasks/cancel), in every region of the federation, or in
+// filter.Region only. An empty filter is refused here, before any request:
 // it would mean "everything".
+//
+// The answer counts the cancelled tasks in all and per region. A region
+// that did not answer is listed in Unavailable (the call still succeeds
+// when one region answered); repeating the call is safe.
 func (c *Client) BulkCancel(ctx context.Context, filter apiv1.BulkCancelRequest) (*apiv1.BulkCancelResponse, error) {
-	if filter == (apiv1.BulkCancelRequest{}) {
+	if filter.Type == "" && filter.State == "" && filter.Tenant == "" {
 		return nil, errors.New("client: BulkCancel: give at least one of type, state, tenant")
 	}
 	var out apiv1.BulkCancelResponse
@@ -97,11 +102,23 @@ func (c *Client) BulkCancel(ctx context.Context, filter apiv1.BulkCancelRequest)
 type DeadLetterFilter struct {
 	Type   string
 	Tenant string
+	// Region lists only the dead letters held in this region; "" lists
+	// every region's.
+	Region string
 	Limit  int
+	// Cursor continues a listing: the NextCursor of the previous page.
+	Cursor string
+	// Offset skips this many (after Cursor). Prefer Cursor: it does not
+	// shift when dead letters arrive or leave between pages.
 	Offset int
 }
 
-// DeadLetters lists dead letters (GET /v1/dlq?type=&tenant=&limit=&offset=).
+// DeadLetters lists dead letters, newest first, merged from every region of
+// the federation (GET /v1/dlq?type=&tenant=&region=&limit=&cursor=&offset=).
+// Each task's HeldBy names its region. Pass the answer's NextCursor back
+// as Cursor for the next page; it is empty after the last. A region that
+// did not answer is listed in Unavailable and its dead letters are missing
+// (the call still succeeds when one region answered).
 func (c *Client) DeadLetters(ctx context.Context, f DeadLetterFilter) (*apiv1.TaskList, error) {
 	q := url.Values{}
 	if f.Type != "" {
@@ -110,8 +127,14 @@ func (c *Client) DeadLetters(ctx context.Context, f DeadLetterFilter) (*apiv1.Ta
 	if f.Tenant != "" {
 		q.Set("tenant", f.Tenant)
 	}
+	if f.Region != "" {
+		q.Set("region", f.Region)
+	}
 	if f.Limit > 0 {
 		q.Set("limit", strconv.Itoa(f.Limit))
+	}
+	if f.Cursor != "" {
+		q.Set("cursor", f.Cursor)
 	}
 	if f.Offset > 0 {
 		q.Set("offset", strconv.Itoa(f.Offset))

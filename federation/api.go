@@ -1,6 +1,7 @@
 package federation
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -60,6 +61,7 @@ func NewAPI(n *Node, cfg APIConfig) *API {
 	a.route("POST /v1/placement/explain", RoleSubmitter, a.explain)
 	a.route("GET /v1/events", RoleSubmitter, a.events)
 	a.route("POST /v1/internal/handoff", RoleAdmin, a.handoff)
+	a.route("POST /v1/internal/handoff/batch", RoleAdmin, a.handoffBatch)
 	a.scheduleRoutes()
 	a.dagRoutes()
 	a.mux.Handle("GET /metrics", promhttp.HandlerFor(cfg.Gatherer, promhttp.HandlerOpts{}))
@@ -426,6 +428,9 @@ func (a *API) act(op TaskOp) handler {
 	}
 }
 
+// bulkCancel is POST /v1/tasks/cancel: every region's matching PENDING and
+// READY tasks (or region's only), answered with per-region counts; see
+// fanout.go for regions that do not answer.
 func (a *API) bulkCancel(w http.ResponseWriter, r *http.Request, p Principal) error {
 	var req apiv1.BulkCancelRequest
 	if err := decode(w, r, 4<<10, &req); err != nil {
@@ -443,53 +448,27 @@ func (a *API) bulkCancel(w http.ResponseWriter, r *http.Request, p Principal) er
 		}
 		req.Tenant = p.Tenant
 	}
-	n, err := a.n.store.CancelWhere(r.Context(), queue.Filter{Type: req.Type, Tenant: req.Tenant, State: req.State}, p.Name)
+	f := queue.Filter{Type: req.Type, Tenant: req.Tenant, State: req.State}
+	resp, err := a.n.bulkCancel(r.Context(), f, req.Region, actor(r, p), hops(r))
 	if err != nil {
 		return err
 	}
-	writeJSON(w, http.StatusOK, apiv1.BulkCancelResponse{Canceled: n})
+	writeJSON(w, http.StatusOK, resp)
 	return nil
 }
 
+// dlq is GET /v1/dlq: every region's dead letters (or only those of
+// region=), merged newest first and paged by cursor; see fanout.go.
 func (a *API) dlq(w http.ResponseWriter, r *http.Request, p Principal) error {
-	q := r.URL.Query()
-	limit, offset := 100, 0
-	if v := q.Get("limit"); v != "" {
-		n, err := strconv.Atoi(v)
-		if err != nil || n < 1 || n > 1000 {
-			return &queue.FieldError{Field: "limit", Msg: "must be 1..1000"}
-		}
-		limit = n
+	q, err := parseDLQQuery(r.URL.RawQuery, p)
+	if err != nil {
+		return err
 	}
-	if v := q.Get("offset"); v != "" {
-		n, err := strconv.Atoi(v)
-		if err != nil || n < 0 {
-			return &queue.FieldError{Field: "offset", Msg: "must be ≥ 0"}
-		}
-		offset = n
+	resp, err := a.n.deadLetters(r.Context(), q, hops(r))
+	if err != nil {
+		return err
 	}
-	typ, tenant := q.Get("type"), q.Get("tenant")
-	if p.Tenant != "" {
-		tenant = p.Tenant
-	}
-	out := []*queue.Task{}
-	// Filtered pages: read ahead until limit matches or the set ends.
-	for scanned := offset; len(out) < limit; {
-		ts, err := a.n.store.DeadLetters(r.Context(), scanned, 500)
-		if err != nil {
-			return err
-		}
-		for _, t := range ts {
-			if (typ == "" || t.Type == typ) && (tenant == "" || t.Tenant == tenant) && len(out) < limit {
-				out = append(out, t)
-			}
-		}
-		if len(ts) < 500 {
-			break
-		}
-		scanned += len(ts)
-	}
-	writeJSON(w, http.StatusOK, apiv1.TaskList{Tasks: out})
+	writeJSON(w, http.StatusOK, resp)
 	return nil
 }
 
@@ -626,15 +605,7 @@ func (a *API) handoff(w http.ResponseWriter, r *http.Request, _ Principal) error
 	if err := decode(w, r, int64(a.cfg.MaxPayload)+(1<<20), &h); err != nil {
 		return err
 	}
-	known := func(pool string) bool {
-		for _, p := range a.cfg.Pools {
-			if p == pool {
-				return true
-			}
-		}
-		return false
-	}
-	resp, err := a.n.Accept(r.Context(), h, known)
+	resp, err := a.n.Accept(r.Context(), h, a.knownPool)
 	if err != nil {
 		return err
 	}
@@ -646,6 +617,118 @@ func (a *API) handoff(w http.ResponseWriter, r *http.Request, _ Principal) error
 	}
 	writeJSON(w, status, resp)
 	return nil
+}
+
+// knownPool reports whether pool is one of this region's (hand-off
+// receivers take tasks only into their own pools).
+func (a *API) knownPool(pool string) bool {
+	for _, p := range a.cfg.Pools {
+		if p == pool {
+			return true
+		}
+	}
+	return false
+}
+
+// handoffBatch serves POST /v1/internal/handoff/batch (apiv1.HandOffBatch).
+//
+// The request's shape is checked first, for every item: JSON, known
+// fields and their types, 1 to MaxBatch items, no id twice. A fault there
+// is a 400 naming the field (items[i].id, ...) and nothing is stored.
+// Then each item's content (id, pool, spec) is judged on its own, as the
+// single-item endpoint judges it: a faulty item is refused in its result,
+// with the status and error that endpoint would give and the field named
+// items[i]...; the others are accepted (or found already held), all in one
+// store call. A store failure fails the whole request (5xx): the sender
+// retries every item, and ids stored before the failure are answered
+// "accepted" then.
+func (a *API) handoffBatch(w http.ResponseWriter, r *http.Request, _ Principal) error {
+	// Items stay raw here so that a fault in one can be named by its place.
+	var req struct {
+		Items []json.RawMessage `json:"items"`
+	}
+	if err := decode(w, r, int64(MaxBatch)*int64(a.cfg.MaxPayload/16+4<<10)+(64<<20), &req); err != nil {
+		return err
+	}
+	if len(req.Items) == 0 || len(req.Items) > MaxBatch {
+		return &queue.FieldError{Field: "items", Msg: fmt.Sprintf("a batch holds 1 to %d hand-offs", MaxBatch)}
+	}
+	hs := make([]apiv1.HandOff, len(req.Items))
+	first := make(map[string]int, len(hs))
+	for i, raw := range req.Items {
+		if err := decodeHandOff(raw, &hs[i]); err != nil {
+			err.Field = strings.TrimSuffix(fmt.Sprintf("items[%d].%s", i, err.Field), ".")
+			return err
+		}
+		if j, ok := first[hs[i].ID]; ok {
+			return &queue.FieldError{Field: fmt.Sprintf("items[%d].id", i), Msg: fmt.Sprintf("repeats items[%d].id", j)}
+		}
+		first[hs[i].ID] = i
+	}
+	res, err := a.n.acceptMany(r.Context(), hs, a.knownPool)
+	if err != nil {
+		return err
+	}
+	resp := apiv1.HandOffBatchResponse{Results: make([]apiv1.HandOffItem, len(hs))}
+	for i, x := range res {
+		it := apiv1.HandOffItem{ID: hs[i].ID}
+		if x.Err != nil {
+			st, e := handOffRefusal(i, x.Err)
+			it.Status, it.Error = st, &e
+			resp.Refused++
+		} else {
+			it.Status, it.Accepted, it.State, it.Duplicate = http.StatusOK, true, string(x.State), x.Duplicate
+			resp.Accepted++
+		}
+		resp.Results[i] = it
+	}
+	writeJSON(w, http.StatusOK, resp)
+	return nil
+}
+
+// decodeHandOff reads one item of a hand-off batch strictly; the error's
+// field is relative to the item.
+func decodeHandOff(raw json.RawMessage, h *apiv1.HandOff) *queue.FieldError {
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	dec.DisallowUnknownFields()
+	err := dec.Decode(h)
+	if err == nil {
+		return nil
+	}
+	var te *json.UnmarshalTypeError
+	switch {
+	case errors.As(err, &te) && te.Field == "":
+		return &queue.FieldError{Msg: "must be a JSON object {id, pool, spec}"}
+	case errors.As(err, &te):
+		return &queue.FieldError{Field: te.Field, Msg: "must be " + te.Type.String()}
+	}
+	if f, ok := strings.CutPrefix(err.Error(), "json: unknown field "); ok {
+		return &queue.FieldError{Field: strings.Trim(f, `"`), Msg: "unknown field"}
+	}
+	return &queue.FieldError{Msg: "invalid hand-off: " + strings.TrimPrefix(err.Error(), "json: ")}
+}
+
+// handOffRefusal is the status and error of item i of a batch that is not
+// accepted: what the single-item endpoint answers, the field named by the
+// item's place.
+func handOffRefusal(i int, err error) (int, apiv1.Error) {
+	item := fmt.Sprintf("items[%d]", i)
+	var rf *refusal
+	switch {
+	case errors.As(err, &rf):
+		e := apiv1.Error{Code: apiv1.CodeUnplaceable, Message: rf.reason}
+		if rf.field != "" {
+			e.Field = item + "." + rf.field
+		}
+		return http.StatusUnprocessableEntity, e
+	case errors.Is(err, queue.ErrBadID):
+		return http.StatusBadRequest, apiv1.Error{Code: apiv1.CodeInvalid, Message: err.Error(), Field: item + ".id"}
+	}
+	// The spec's own faults (queue.FieldError: 400, or 413 for its payload).
+	e := toAPIError(err)
+	b := e.body()
+	b.Field = strings.TrimSuffix(item+".spec."+b.Field, ".")
+	return e.status, b
 }
 
 func (a *API) readyz(w http.ResponseWriter, r *http.Request) {

@@ -2,16 +2,19 @@ package federation
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"math/rand/v2"
 	"net/http"
 	"net/url"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/ax-sched/ax/federation/apiv1"
@@ -136,23 +139,50 @@ func (n *Node) forwardSubmit(ctx context.Context, home string, specs []*queue.Sp
 	}
 }
 
+// Hand-off batching (OutboxLoop).
+const (
+	// handOffRead is how many due outbox tasks one round reads per shard.
+	handOffRead = MaxBatch
+	// handOffBytes bounds the specs of one batch request, far below what a
+	// receiver reads (≥ 64 MiB, see API.handoffBatch), so that a run of
+	// large payloads never makes a request the receiver cuts off.
+	handOffBytes = 16 << 20
+	// handOffTargets is how many target regions one round serves at once.
+	handOffTargets = 4
+	// handOffTimeout bounds a single-item request. A batch stores its tasks
+	// in one script of a few milliseconds; its longer bound is for moving up
+	// to handOffBytes across regions.
+	handOffTimeout      = 5 * time.Second
+	handOffBatchTimeout = 10 * time.Second
+	// noBatchFor is how long a target that does not serve the batch
+	// endpoint (an older server) gets one task per request before a batch
+	// is tried again.
+	noBatchFor = 5 * time.Minute
+)
+
 // OutboxLoop hands tasks in the outbox to their target regions (a region
 // leader loop). Each task goes to the same target with the same id until a
 // definite answer: accepted (or already there) → HANDED_OFF; refused →
-// placed again. Timeouts and 5xx retry the same target, so a lost answer
-// never makes a second copy.
+// placed again. Timeouts, 5xx, 401 and 429 retry the same target with
+// backoff, so a lost answer never makes a second copy.
+//
+// Each round groups the due tasks by target and sends each group in batch
+// requests (POST /v1/internal/handoff/batch, at most MaxBatch tasks and
+// handOffBytes each, in turn), up to handOffTargets targets at once; a
+// single task goes to the single-item endpoint, which every server version
+// serves, and so does every task for a target that has no batch endpoint.
+// A request with no definite answer puts every task of it, and the
+// target's tasks not sent yet, back with backoff.
 func (n *Node) OutboxLoop(ctx context.Context, _ queue.Fence, _ func(error)) {
-	attempts := map[string]int{}
+	o := &outbox{n: n, attempts: map[string]int{}, noBatch: map[string]time.Time{}}
 	for ctx.Err() == nil {
-		tasks, err := n.store.Outbox(ctx, 100)
+		tasks, err := n.store.Outbox(ctx, handOffRead)
 		if err != nil {
 			n.log.Warn("outbox read", "err", err)
 		}
-		for _, t := range tasks {
-			n.handOff(ctx, t, attempts)
-		}
+		o.round(ctx, tasks)
 		wait := 200 * time.Millisecond
-		if len(tasks) == 100 {
+		if len(tasks) >= handOffRead {
 			wait = 0
 		}
 		select {
@@ -163,80 +193,406 @@ func (n *Node) OutboxLoop(ctx context.Context, _ queue.Fence, _ func(error)) {
 	}
 }
 
-func (n *Node) handOff(ctx context.Context, t *queue.Task, attempts map[string]int) {
-	target := t.HandOffTarget
-	retry := func(why error) {
-		attempts[t.ID]++
-		d := min(100*time.Millisecond<<min(attempts[t.ID], 9), 30*time.Second)
-		d += time.Duration(rand.Int64N(int64(d/4) + 1))
-		n.metrics.handoffs.WithLabelValues(n.cfg.Region, target, "retry").Inc()
-		n.log.Info("hand-off unanswered; retrying the same target", "id", t.ID, "target", target, "in", d, "err", why)
-		if err := n.store.HandOffRetry(ctx, t.ID, time.Now().Add(d)); err != nil {
-			n.log.Warn("outbox retry", "id", t.ID, "err", err)
+// outbox is OutboxLoop's memory across rounds.
+type outbox struct {
+	n *Node
+
+	mu       sync.Mutex
+	attempts map[string]int       // task id → unanswered attempts so far (its backoff)
+	noBatch  map[string]time.Time // target → until when it gets one task per request
+}
+
+// verdict is what a target's answer means for one task.
+type verdict int
+
+const (
+	handedOff  verdict = iota + 1 // accepted, or already held by the target
+	refused                       // a definite refusal: the task is placed again
+	unanswered                    // no definite answer: the same target again, later
+)
+
+type answer struct {
+	t   *queue.Task
+	v   verdict
+	err error // refused or unanswered: why
+}
+
+// parcel is the tasks of one request to one target.
+type parcel struct {
+	tasks []*queue.Task
+	items []apiv1.HandOff
+}
+
+// definite reports whether a 4xx refuses for good: 401 (a token being
+// rotated) and 429 (busy) may pass.
+func definite(status int) bool {
+	return status/100 == 4 && status != http.StatusUnauthorized && status != http.StatusTooManyRequests
+}
+
+// round hands tasks off, grouped by target, up to handOffTargets targets
+// at once, and returns when every group is answered or put back.
+func (o *outbox) round(ctx context.Context, tasks []*queue.Task) {
+	byTarget := map[string][]*queue.Task{}
+	var targets []string
+	for _, t := range tasks {
+		if _, ok := byTarget[t.HandOffTarget]; !ok {
+			targets = append(targets, t.HandOffTarget)
 		}
+		byTarget[t.HandOffTarget] = append(byTarget[t.HandOffTarget], t)
 	}
-	r, ok := n.view.Region(target)
+	sem := make(chan struct{}, handOffTargets)
+	var wg sync.WaitGroup
+	for _, target := range targets {
+		sem <- struct{}{}
+		wg.Go(func() {
+			defer func() { <-sem }()
+			o.send(ctx, target, byTarget[target])
+		})
+	}
+	wg.Wait()
+}
+
+// send hands one target's tasks off, parcel after parcel, and stops at the
+// first request that gets no definite answer.
+func (o *outbox) send(ctx context.Context, target string, tasks []*queue.Task) {
+	r, ok := o.n.view.Region(target)
 	if !ok || r.API == "" {
-		retry(fmt.Errorf("region %s not in the view", target))
+		o.settle(ctx, target, unansweredAll(tasks, fmt.Errorf("region %s not in the view", target)))
 		return
 	}
-	spec, _ := json.Marshal(queue.SpecOf(t))
-	cctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-	var resp apiv1.HandOffResponse
-	_, err := n.call(cctx, r.API, http.MethodPost, "/v1/internal/handoff", apiv1.HandOff{ID: t.ID, Pool: t.Pool, Spec: spec}, &resp)
-	cancel()
+	parcels := parcelsOf(tasks)
+	for k, p := range parcels {
+		var as []answer
+		var failed error
+		each := len(p.tasks) == 1 || o.single(target)
+		if !each {
+			as, failed, each = o.sendBatch(ctx, target, r.API, p)
+		}
+		if each {
+			as, failed = o.sendEach(ctx, r.API, p)
+		}
+		if failed != nil {
+			// The target does not answer: what was not sent yet waits as
+			// long as what was.
+			why := fmt.Errorf("not sent: %s did not answer an earlier request: %w", target, failed)
+			as = append(as, unansweredAll(p.tasks[len(as):], why)...)
+			for _, q := range parcels[k+1:] {
+				as = append(as, unansweredAll(q.tasks, why)...)
+			}
+		}
+		o.settle(ctx, target, as)
+		if failed != nil {
+			return
+		}
+	}
+}
+
+// parcelsOf cuts one target's tasks into requests of at most MaxBatch
+// tasks and handOffBytes of specs (a larger task goes alone).
+func parcelsOf(tasks []*queue.Task) []parcel {
+	var out []parcel
+	var cur parcel
+	size := 0
+	for _, t := range tasks {
+		spec, _ := json.Marshal(queue.SpecOf(t))
+		sz := len(spec) + len(t.ID) + len(t.Pool) + 32
+		if len(cur.tasks) > 0 && (len(cur.tasks) == MaxBatch || size+sz > handOffBytes) {
+			out = append(out, cur)
+			cur, size = parcel{}, 0
+		}
+		cur.tasks = append(cur.tasks, t)
+		cur.items = append(cur.items, apiv1.HandOff{ID: t.ID, Pool: t.Pool, Spec: spec})
+		size += sz
+	}
+	if len(cur.tasks) > 0 {
+		out = append(out, cur)
+	}
+	return out
+}
+
+// single reports whether target gets one task per request for now.
+func (o *outbox) single(target string) bool {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return time.Now().Before(o.noBatch[target])
+}
+
+// sendBatch sends a parcel in one batch request. failed is set when the
+// request got no definite answer (every answer is unanswered then). each
+// is set when the target refused the request itself, not its tasks (no
+// batch endpoint: an older server; or a shape it does not take): nothing
+// was decided, and the parcel goes one task per request.
+func (o *outbox) sendBatch(ctx context.Context, target, api string, p parcel) (as []answer, failed error, each bool) {
+	cctx, cancel := context.WithTimeout(ctx, handOffBatchTimeout)
+	defer cancel()
+	var resp apiv1.HandOffBatchResponse
+	_, err := o.n.call(cctx, api, http.MethodPost, "/v1/internal/handoff/batch", apiv1.HandOffBatch{Items: p.items}, &resp)
 	var pe *PeerError
 	switch {
-	case err == nil && resp.Accepted:
-		delete(attempts, t.ID)
-		n.flights.landed(t.ID, time.Now())
-		if err := n.store.HandOffDone(ctx, t.ID, true); err != nil {
-			n.log.Warn("hand-off accepted but not recorded", "id", t.ID, "err", err)
+	case err == nil:
+	case errors.As(err, &pe) && definite(pe.Status):
+		if pe.Status == http.StatusNotFound || pe.Status == http.StatusMethodNotAllowed {
+			o.mu.Lock()
+			o.noBatch[target] = time.Now().Add(noBatchFor)
+			o.mu.Unlock()
+			o.n.log.Info("target has no batch hand-off endpoint; sending one task per request", "target", target, "for", noBatchFor)
+		} else {
+			o.n.log.Warn("target refused a hand-off batch; sending one task per request", "target", target, "err", err)
 		}
-		n.metrics.handoffs.WithLabelValues(n.cfg.Region, target, "accepted").Inc()
-		n.log.Info("handed off", "id", t.ID, "target", target, "pool", t.Pool, "reason", queue.ReasonHandedOff)
-	case errors.As(err, &pe) && pe.Status/100 == 4 && pe.Status != http.StatusUnauthorized && pe.Status != http.StatusTooManyRequests || err == nil && !resp.Accepted:
-		// A definite refusal: place the task again.
-		delete(attempts, t.ID)
-		n.flights.drop(t.ID)
-		if err := n.store.HandOffDone(ctx, t.ID, false); err != nil {
-			n.log.Warn("hand-off refusal not recorded", "id", t.ID, "err", err)
+		return nil, nil, true
+	default:
+		return unansweredAll(p.tasks, err), err, false
+	}
+	as = make([]answer, len(p.tasks))
+	for i, t := range p.tasks {
+		if i >= len(resp.Results) || resp.Results[i].ID != t.ID {
+			as[i] = answer{t: t, v: unanswered, err: fmt.Errorf("no answer for item %d in the batch's answer", i)}
+			continue
 		}
-		n.metrics.handoffs.WithLabelValues(n.cfg.Region, target, "refused").Inc()
-		n.log.Info("hand-off refused; placing again", "id", t.ID, "target", target, "err", err)
+		r := resp.Results[i]
+		var why error = fmt.Errorf("peer answered %d for the item", r.Status)
+		if r.Error != nil {
+			why = &PeerError{Status: r.Status, Body: *r.Error}
+		}
+		switch {
+		case r.Accepted:
+			as[i] = answer{t: t, v: handedOff}
+		case r.Status/100 == 2 || definite(r.Status):
+			as[i] = answer{t: t, v: refused, err: why}
+		default:
+			as[i] = answer{t: t, v: unanswered, err: why}
+		}
+	}
+	return as, nil, false
+}
+
+// sendEach sends a parcel one task per request, to the single-item
+// endpoint, in turn, and stops at the first request that gets no definite
+// answer (failed): the tasks after it are not sent.
+func (o *outbox) sendEach(ctx context.Context, api string, p parcel) (as []answer, failed error) {
+	for i, t := range p.tasks {
+		cctx, cancel := context.WithTimeout(ctx, handOffTimeout)
+		var resp apiv1.HandOffResponse
+		_, err := o.n.call(cctx, api, http.MethodPost, "/v1/internal/handoff", p.items[i], &resp)
+		cancel()
+		var pe *PeerError
+		switch {
+		case err == nil && resp.Accepted:
+			as = append(as, answer{t: t, v: handedOff})
+		case err == nil:
+			as = append(as, answer{t: t, v: refused, err: errors.New(resp.Reason)})
+		case errors.As(err, &pe) && definite(pe.Status):
+			as = append(as, answer{t: t, v: refused, err: err})
+		default:
+			return append(as, answer{t: t, v: unanswered, err: err}), err
+		}
+	}
+	return as, nil
+}
+
+func unansweredAll(tasks []*queue.Task, why error) []answer {
+	as := make([]answer, len(tasks))
+	for i, t := range tasks {
+		as[i] = answer{t: t, v: unanswered, err: why}
+	}
+	return as
+}
+
+// settle applies a target's answers: definite ones are recorded in one
+// store call (handed off, or placed again), unanswered ones wait in the
+// outbox with backoff and jitter; the in-flight counts, metrics and logs
+// follow (one Info line per outcome and request, one Debug line per task).
+func (o *outbox) settle(ctx context.Context, target string, as []answer) {
+	n := o.n
+	if len(as) == 0 {
+		return
+	}
+	now := time.Now()
+	// One jitter per request: its retries stay together, in one batch.
+	jitter := rand.Float64() / 4
+	var done []queue.HandOffAnswer
+	var retries []queue.OutboxRetry
+	var accepted, refusedIDs, later []string
+	var refusedErr, laterErr error
+	var wait time.Duration
+	o.mu.Lock()
+	for _, a := range as {
+		id := a.t.ID
+		switch a.v {
+		case handedOff:
+			delete(o.attempts, id)
+			n.flights.landed(id, now)
+			done = append(done, queue.HandOffAnswer{ID: id, Accepted: true})
+			accepted = append(accepted, id)
+		case refused:
+			delete(o.attempts, id)
+			n.flights.drop(id)
+			done = append(done, queue.HandOffAnswer{ID: id, Accepted: false})
+			refusedIDs = append(refusedIDs, id)
+			refusedErr = cmp.Or(refusedErr, a.err)
+		default:
+			o.attempts[id]++
+			d := min(100*time.Millisecond<<min(o.attempts[id], 9), 30*time.Second)
+			d += time.Duration(float64(d) * jitter)
+			retries = append(retries, queue.OutboxRetry{ID: id, At: now.Add(d)})
+			later = append(later, id)
+			laterErr = cmp.Or(laterErr, a.err)
+			if wait == 0 || d < wait {
+				wait = d
+			}
+		}
+	}
+	o.mu.Unlock()
+
+	// Definite answers are recorded even when the loop is stopping: an
+	// answer not recorded is asked for again, and the target repeats it.
+	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+	defer cancel()
+	if len(done) > 0 {
+		errs, err := n.store.HandOffDoneMany(rctx, done)
+		if err != nil {
+			n.log.Warn("hand-off answers not recorded; asking again", "target", target, "n", len(done), "err", err)
+		} else {
+			for i, err := range errs {
+				if err != nil {
+					n.log.Warn("hand-off answer not recorded", "id", done[i].ID, "accepted", done[i].Accepted, "err", err)
+				}
+			}
+		}
+	}
+	// An unanswered task of a stopping loop stays due: the next leader
+	// sends it at once.
+	if len(retries) > 0 && ctx.Err() == nil {
+		if err := n.store.HandOffRetryMany(rctx, retries); err != nil {
+			n.log.Warn("outbox retry", "target", target, "n", len(retries), "err", err)
+		}
+	}
+
+	m := n.metrics.handoffs
+	if len(accepted) > 0 {
+		m.WithLabelValues(n.cfg.Region, target, "accepted").Add(float64(len(accepted)))
+		n.log.Info("handed off", "target", target, "n", len(accepted), idsAttr(accepted), "reason", queue.ReasonHandedOff)
+	}
+	if len(refusedIDs) > 0 {
+		m.WithLabelValues(n.cfg.Region, target, "refused").Add(float64(len(refusedIDs)))
+		n.log.Info("hand-off refused; placing again", "target", target, "n", len(refusedIDs), idsAttr(refusedIDs),
+			"reason", queue.ReasonHandOffRefused, "err", refusedErr)
 		if n.cell != nil {
 			n.cell.Wake()
 		}
-	default:
-		retry(err)
 	}
+	if len(later) > 0 {
+		m.WithLabelValues(n.cfg.Region, target, "retry").Add(float64(len(later)))
+		n.log.Info("hand-off unanswered; retrying the same target", "target", target, "n", len(later), idsAttr(later),
+			"in", wait, "err", laterErr)
+	}
+	if n.log.Enabled(ctx, slog.LevelDebug) {
+		for _, a := range as {
+			args := []any{"id", a.t.ID, "trace_id", a.t.TraceID, "target", target, "pool", a.t.Pool}
+			switch a.v {
+			case handedOff:
+				args = append(args, "outcome", "accepted", "reason", queue.ReasonHandedOff)
+			case refused:
+				args = append(args, "outcome", "refused", "reason", queue.ReasonHandOffRefused, "err", a.err)
+			default:
+				args = append(args, "outcome", "retry", "err", a.err)
+			}
+			n.log.Debug("hand-off", args...)
+		}
+	}
+}
+
+// idsAttr names the tasks of a log line: the id of one, the first 8 of
+// more (the count is logged beside).
+func idsAttr(ids []string) slog.Attr {
+	if len(ids) == 1 {
+		return slog.String("id", ids[0])
+	}
+	return slog.Any("ids", ids[:min(len(ids), 8)])
 }
 
 // Accept is the receiving side of a hand-off: a task id is accepted at most
 // once; a repeat of an id it already holds is answered "accepted" again
 // (the sender lost the first answer).
 func (n *Node) Accept(ctx context.Context, h apiv1.HandOff, known func(pool string) bool) (apiv1.HandOffResponse, error) {
-	sp, err := queue.DecodeSpec(h.Spec)
+	res, err := n.acceptMany(ctx, []apiv1.HandOff{h}, known)
 	if err != nil {
 		return apiv1.HandOffResponse{}, err
 	}
-	if err := sp.Normalize(n.cfg.Defaults, n.cfg.Now()); err != nil {
-		return apiv1.HandOffResponse{}, err
-	}
-	if _, err := queue.ParseID(h.ID); err != nil {
-		return apiv1.HandOffResponse{}, err
-	}
-	if !known(h.Pool) {
-		return apiv1.HandOffResponse{Accepted: false, Reason: "no pool " + h.Pool + " in " + n.cfg.Region}, nil
-	}
-	res, err := n.store.Submit(ctx, queue.NewTask{ID: h.ID, Spec: sp, Pool: h.Pool})
-	if err != nil {
-		return apiv1.HandOffResponse{}, err
-	}
-	if res[0].Err != nil && !errors.Is(res[0].Err, queue.ErrExists) {
-		return apiv1.HandOffResponse{Accepted: false, Reason: res[0].Err.Error()}, nil
+	var rf *refusal
+	switch r := res[0]; {
+	case errors.As(r.Err, &rf):
+		return apiv1.HandOffResponse{Accepted: false, Reason: rf.reason}, nil
+	case r.Err != nil:
+		return apiv1.HandOffResponse{}, r.Err
 	}
 	return apiv1.HandOffResponse{Accepted: true, State: string(res[0].State)}, nil
+}
+
+// accepted is the receiver's outcome of one hand-off.
+type accepted struct {
+	State     queue.State
+	Duplicate bool  // the id was held already (an earlier attempt landed)
+	Err       error // not accepted: the spec's *queue.FieldError, queue.ErrBadID, or a *refusal
+}
+
+// refusal is a well-formed hand-off the receiver will not take: no such
+// pool here, or its store refused the id.
+type refusal struct {
+	field  string // "pool", or "" when not one field's fault
+	reason string
+}
+
+func (r *refusal) Error() string { return r.reason }
+
+// acceptMany is Accept for many hand-offs: each is judged on its own, and
+// all the acceptable ones are stored in one store call. The error is for
+// store failures (nothing is decided then; ids stored before the failure
+// are answered "accepted" when the sender retries).
+func (n *Node) acceptMany(ctx context.Context, hs []apiv1.HandOff, known func(pool string) bool) ([]accepted, error) {
+	out := make([]accepted, len(hs))
+	var tasks []queue.NewTask
+	var idx []int
+	now := n.cfg.Now()
+	for i, h := range hs {
+		sp, err := queue.DecodeSpec(h.Spec)
+		if err == nil {
+			err = sp.Normalize(n.cfg.Defaults, now)
+		}
+		if err == nil {
+			_, err = queue.ParseID(h.ID)
+		}
+		if err == nil && !known(h.Pool) {
+			err = &refusal{field: "pool", reason: "no pool " + h.Pool + " in " + n.cfg.Region}
+		}
+		if err != nil {
+			out[i].Err = err
+			continue
+		}
+		// Returning: a task this region handed off earlier may come back
+		// (a drain over there); it replaces its forwarding record here.
+		tasks = append(tasks, queue.NewTask{ID: h.ID, Spec: sp, Pool: h.Pool, Returning: true})
+		idx = append(idx, i)
+	}
+	if len(tasks) == 0 {
+		return out, nil
+	}
+	res, err := n.store.Submit(ctx, tasks...)
+	if err != nil {
+		return nil, err
+	}
+	for k, i := range idx {
+		r := res[k]
+		switch {
+		case r.Err == nil:
+			out[i].State = r.State
+		case errors.Is(r.Err, queue.ErrExists):
+			out[i].State, out[i].Duplicate = r.State, true
+		default:
+			out[i].Err = &refusal{reason: r.Err.Error()}
+		}
+	}
+	return out, nil
 }
 
 // forwardTarget says where a request about id must go when this server

@@ -3,6 +3,7 @@ package queue
 import (
 	"errors"
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 )
@@ -207,5 +208,58 @@ func TestDeadlineFailureThroughTimeout(t *testing.T) {
 		"PENDING>READY DUE READY>RUNNING CLAIMED RUNNING>TIMEOUT DEADLINE_EXCEEDED TIMEOUT>FAILED RETRIES_EXHAUSTED]"
 	if fmt.Sprint(steps) != want {
 		t.Fatalf("trail\n %v\nwant\n %s", steps, want)
+	}
+}
+
+// A task handed off and later handed back (a drain of the other region)
+// replaces its HANDED_OFF record here: it is live again, not "already
+// there" — which would leave both regions forwarding to each other.
+func TestHandedBackReplacesForwardingRecord(t *testing.T) {
+	e := newEnv(t)
+	res, err := e.s.Submit(e.ctx, NewTask{Spec: e.spec(), Pool: "cpu", HandOff: "us-east"})
+	if err != nil || res[0].Err != nil {
+		t.Fatal(err, res)
+	}
+	id := res[0].ID
+	if err := e.s.HandOffDone(e.ctx, id, true); err != nil {
+		t.Fatal(err)
+	}
+	if st := e.state(id); st != HandedOff {
+		t.Fatalf("after hand-off: %s", st)
+	}
+	// The same id arriving without the flag (a schedule slot, a DAG node)
+	// is a duplicate and changes nothing.
+	again, err := e.s.Submit(e.ctx, NewTask{ID: id, Spec: e.spec(), Pool: "cpu"})
+	if err != nil || !errors.Is(again[0].Err, ErrExists) || again[0].State != HandedOff {
+		t.Fatalf("plain resubmit: %+v %v", again, err)
+	}
+	back, err := e.s.Submit(e.ctx, NewTask{ID: id, Spec: e.spec(), Pool: "gpu", Returning: true})
+	if err != nil || back[0].Err != nil || back[0].State != Ready {
+		t.Fatalf("handed back: %+v %v", back, err)
+	}
+	tk, err := e.s.Get(e.ctx, id)
+	if err != nil || tk.State != Ready || tk.Pool != "gpu" || tk.HandedOffTo != "" {
+		t.Fatalf("record after coming back: %+v %v", tk, err)
+	}
+	if ttl := e.redis.Client().PTTL(e.ctx, e.s.keys[0].prefix+"l:"+id).Val(); ttl >= 0 {
+		t.Fatalf("trail list still expires in %v", ttl)
+	}
+	tr, _ := e.s.Trail(e.ctx, id)
+	var steps []string
+	for _, x := range tr {
+		if !Legal(x.From, x.To, x.Reason) {
+			t.Fatalf("illegal step %+v", x)
+		}
+		steps = append(steps, fmt.Sprintf("%s>%s %s", x.From, x.To, x.Reason))
+	}
+	if !strings.Contains(fmt.Sprint(steps), "PENDING>HANDED_OFF HANDED_OFF") || !strings.HasSuffix(fmt.Sprint(steps), ">READY PLACED]") {
+		t.Fatalf("trail %v: want the hand-off, then the return", steps)
+	}
+	ts := e.claim("gpu", 5)
+	if len(ts) != 1 || ts[0].ID != id {
+		t.Fatalf("claimed %v", ts)
+	}
+	if c, _ := e.s.Counts(e.ctx); c.Running != 1 || c.Pending != 0 || c.Ready != 0 {
+		t.Fatalf("counts %+v", c)
 	}
 }

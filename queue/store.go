@@ -165,6 +165,10 @@ type NewTask struct {
 	// HandOff names another region: the task waits in this region's outbox
 	// (PENDING) until that region accepts it into Pool.
 	HandOff string
+	// Returning marks a hand-off being accepted: a HANDED_OFF record of the
+	// same id here (the task left this region earlier and comes back) is
+	// replaced by the live task instead of answering ErrExists.
+	Returning bool
 }
 
 // SubmitResult is the outcome of one NewTask.
@@ -256,11 +260,14 @@ func (s *Store) submitShard(ctx context.Context, shard int, tasks []NewTask, ids
 			}
 			prevSpec, prevPool, prevPinned = sp, t.Pool, t.Pinned
 		}
-		pinned := ""
+		flags := ""
 		if t.Pinned {
-			pinned = "1"
+			flags = "p"
 		}
-		argv = append(argv, ids[i], t.Pool, pinned, strconv.Itoa(*sp.Priority), due, idem, ttl, hash, t.HandOff, len(f)/2)
+		if t.Returning {
+			flags += "r"
+		}
+		argv = append(argv, ids[i], t.Pool, flags, strconv.Itoa(*sp.Priority), due, idem, ttl, hash, t.HandOff, len(f)/2)
 		argv = append(argv, f...)
 	}
 	out, err := scripts.submit.Run(ctx, s.rdb, keys, argv...).Slice()

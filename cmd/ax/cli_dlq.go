@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"strings"
 	"text/tabwriter"
 
 	"github.com/spf13/cobra"
@@ -23,37 +24,74 @@ func newDLQCmd() *cobra.Command {
 }
 
 func newDLQListCmd() *cobra.Command {
-	var f client.DeadLetterFilter
+	var (
+		f        client.DeadLetterFilter
+		explicit func(string) bool
+	)
 	c := &cobra.Command{
 		Use:   "list",
-		Short: "List dead letters, newest first",
-		Args:  cobra.NoArgs,
+		Short: "List dead letters of every region, newest first",
+		Long: `List dead letters, newest first, gathered from every region of the
+federation by the server you ask (or from --region only). The REGION column
+is the region that holds each one. A region that did not answer is named on
+stderr and the command exits 1 after printing what the others gave.
+--region is taken from the command line only, never from AX_* env or the
+settings file.`,
+		Example: `  ax dlq list --type report.generate
+  ax dlq list --limit 20 --cursor <next cursor printed by the previous page>`,
+		Args: cobra.NoArgs,
 		RunE: cliRun(func(ctx context.Context, env *cliEnv, _ []string) error {
 			if f.Limit < 1 || f.Offset < 0 {
 				return cliUsage("--limit must be at least 1 and --offset not negative")
+			}
+			if !explicit("region") {
+				// An AX_REGION exported for another command must not hide
+				// the other regions' dead letters.
+				f.Region = ""
 			}
 			res, err := env.api.DeadLetters(ctx, f)
 			if err != nil {
 				return err
 			}
 			err = env.show(res, func(w *tabwriter.Writer) {
-				fmt.Fprintln(w, "ID\tTYPE\tTENANT\tATTEMPTS\tFAILED\tLAST ERROR")
+				fmt.Fprintln(w, "ID\tREGION\tTYPE\tTENANT\tATTEMPTS\tFAILED\tLAST ERROR")
 				for _, t := range res.Tasks {
-					fmt.Fprintf(w, "%s\t%s\t%s\t%d\t%s\t%s\n", t.ID, t.Type, cliOr(t.Tenant), t.Attempts,
+					fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%d\t%s\t%s\n", t.ID, cliOr(t.HeldBy), t.Type, cliOr(t.Tenant), t.Attempts,
 						cliTime(t.FinishedAt), cliOr(cliCut(t.LastError, 60)))
 				}
 			})
-			if err == nil && !env.json && len(res.Tasks) == f.Limit {
-				fmt.Fprintf(env.stderr, "(%d shown; more with --offset %d)\n", len(res.Tasks), f.Offset+f.Limit)
+			if err != nil {
+				return err
 			}
-			return err
+			if !env.json && res.NextCursor != "" {
+				fmt.Fprintf(env.stderr, "(%d shown; more with --cursor %s)\n", len(res.Tasks), res.NextCursor)
+			}
+			return cliPartial(env, res.Regions, res.Unavailable)
 		}),
 	}
+	explicit = cliTrackExplicit(c)
 	c.Flags().StringVar(&f.Type, "type", "", "only tasks of this type")
 	c.Flags().StringVar(&f.Tenant, "tenant", "", "only tasks of this tenant")
+	c.Flags().StringVar(&f.Region, "region", "", "only dead letters held in this region (default: every region)")
 	c.Flags().IntVar(&f.Limit, "limit", 50, "at most this many")
-	c.Flags().IntVar(&f.Offset, "offset", 0, "skip this many")
+	c.Flags().StringVar(&f.Cursor, "cursor", "", "continue after the previous page (its next cursor)")
+	c.Flags().IntVar(&f.Offset, "offset", 0, "skip this many (prefer --cursor)")
 	return cliCommand(c)
+}
+
+// cliPartial reports the regions a fanned-out call could not reach: one
+// line each on stderr, and an error (exit 1) after the results are printed,
+// so neither a reader nor a script takes a partial answer for a whole one.
+func cliPartial(env *cliEnv, regions []apiv1.RegionOutcome, unavailable []string) error {
+	if len(unavailable) == 0 {
+		return nil
+	}
+	for _, r := range regions {
+		if r.Error != nil {
+			fmt.Fprintf(env.stderr, "ax: region %s did not answer: %s\n", r.Region, r.Error.Message)
+		}
+	}
+	return fmt.Errorf("partial result: unavailable region(s): %s", strings.Join(unavailable, ", "))
 }
 
 func newDLQReplayCmd() *cobra.Command {

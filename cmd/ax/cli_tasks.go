@@ -127,23 +127,27 @@ func newTrailCmd() *cobra.Command {
 
 func newCancelCmd() *cobra.Command {
 	var (
-		filter   struct{ typ, state, tenant string }
+		filter   struct{ typ, state, tenant, region string }
 		explicit func(string) bool
 	)
 	c := &cobra.Command{
-		Use:   "cancel (ID... | --type T --state S --tenant T)",
+		Use:   "cancel (ID... | --type T --state S --tenant T [--region R])",
 		Short: "Cancel tasks by id, or every waiting task matching a filter",
 		Long: `Cancel tasks by id. A RUNNING task is asked to stop: its worker stops it at
 the next heartbeat. With --type, --state and/or --tenant instead of ids,
-cancel every PENDING or READY task that matches all the given filters.
+cancel every PENDING or READY task that matches all the given filters, in
+every region of the federation (or in --region only), and print how many
+each region cancelled. A region that did not answer is named on stderr and
+the command exits 1; running it again is safe.
 The filters are taken from the command line only, never from AX_* env or
 the settings file.`,
 		Example: `  ax cancel 01J9Z3K6X8
-  ax cancel --type report.generate --state READY --tenant acme`,
+  ax cancel --type report.generate --state READY --tenant acme
+  ax cancel --type report.generate --region us-east-1`,
 		RunE: cliRun(func(ctx context.Context, env *cliEnv, args []string) error {
 			// Only typed filters count (see cliTrackExplicit); the others
 			// are cleared so the request carries exactly what was typed.
-			for name, v := range map[string]*string{"type": &filter.typ, "state": &filter.state, "tenant": &filter.tenant} {
+			for name, v := range map[string]*string{"type": &filter.typ, "state": &filter.state, "tenant": &filter.tenant, "region": &filter.region} {
 				if !explicit(name) {
 					*v = ""
 				}
@@ -152,16 +156,34 @@ the settings file.`,
 			switch {
 			case bulk && len(args) > 0:
 				return cliUsage("give task ids or a filter (--type, --state, --tenant), not both")
+			case !bulk && filter.region != "":
+				return cliUsage("--region limits a bulk cancel: give --type, --state or --tenant too")
 			case bulk:
 				state := queue.State(strings.ToUpper(filter.state))
 				if state != "" && state != queue.Pending && state != queue.Ready {
 					return cliUsage("--state %q: want PENDING or READY (cancel running tasks by id)", filter.state)
 				}
-				res, err := env.api.BulkCancel(ctx, apiv1.BulkCancelRequest{Type: filter.typ, State: state, Tenant: filter.tenant})
+				res, err := env.api.BulkCancel(ctx, apiv1.BulkCancelRequest{Type: filter.typ, State: state, Tenant: filter.tenant, Region: filter.region})
 				if err != nil {
 					return err
 				}
-				return env.show(res, func(w *tabwriter.Writer) { fmt.Fprintf(w, "canceled %d tasks\n", res.Canceled) })
+				err = env.show(res, func(w *tabwriter.Writer) {
+					if len(res.Regions) > 0 {
+						fmt.Fprintln(w, "REGION\tCANCELED")
+						for _, r := range res.Regions {
+							n := strconv.Itoa(r.Count)
+							if r.Error != nil {
+								n = "unavailable"
+							}
+							fmt.Fprintf(w, "%s\t%s\n", r.Region, n)
+						}
+					}
+					fmt.Fprintf(w, "canceled %d tasks\n", res.Canceled)
+				})
+				if err != nil {
+					return err
+				}
+				return cliPartial(env, res.Regions, res.Unavailable)
 			case len(args) == 0:
 				return cliUsage("give task ids or a filter (--type, --state, --tenant)")
 			}
@@ -191,6 +213,7 @@ the settings file.`,
 	c.Flags().StringVar(&filter.typ, "type", "", "bulk: cancel tasks of this type")
 	c.Flags().StringVar(&filter.state, "state", "", "bulk: cancel tasks in this state (PENDING or READY)")
 	c.Flags().StringVar(&filter.tenant, "tenant", "", "bulk: cancel tasks of this tenant")
+	c.Flags().StringVar(&filter.region, "region", "", "bulk: cancel in this region only (default: every region)")
 	return cliCommand(c)
 }
 

@@ -528,7 +528,7 @@ func TestCLICommands(t *testing.T) {
 		{name: "dlq list", args: []string{"dlq", "list", "--type", "report.generate", "--tenant", "acme", "--limit", "1"}, route: "GET /v1/dlq",
 			answer:  `{"tasks":[` + task + `]}`,
 			wantReq: cliSeen{Method: "GET", Path: "/v1/dlq", Query: "limit=1&tenant=acme&type=report.generate"},
-			wantOut: []string{"ID", "LAST ERROR", "t1", "report.generate", "acme", "boom"}},
+			wantOut: []string{"ID", "REGION", "LAST ERROR", "t1", "report.generate", "acme", "boom"}},
 		{name: "dlq replay", args: []string{"dlq", "replay", "t1"}, route: "POST /v1/tasks/t1/replay",
 			answer:  `{"id":"t1","state":"PENDING"}`,
 			wantReq: cliSeen{Method: "POST", Path: "/v1/tasks/t1/replay"},
@@ -738,5 +738,90 @@ func TestCLIEnvironment(t *testing.T) {
 	}
 	if body := f.requests()[0].Body; body != `{"state":"PENDING"}` {
 		t.Errorf("bulk cancel sent %s, want only the typed filter", body)
+	}
+}
+
+// Dead letters and bulk cancels gathered from every region: the REGION
+// column, the cursor, and the regions that did not answer (named on
+// stderr, exit 1 after the results; -o json prints the answer as it is).
+func TestCLIDLQListAcrossRegions(t *testing.T) {
+	page := `{"tasks":[
+	  {"id":"t2","type":"a","state":"FAILED","tenant":"acme","held_by":"us-east","attempts":1,"last_error":"boom"},
+	  {"id":"t1","type":"a","state":"FAILED","tenant":"acme","held_by":"eu-west","attempts":1,"last_error":"bang"}],
+	  "next_cursor":"MTox","regions":[{"region":"eu-west","count":1},{"region":"us-east","count":1}],"unavailable":[]}`
+	f := newCLIFakeAPI(t).on("GET /v1/dlq", 200, page)
+	r := cliExec(t, nil, f, "", "dlq", "list", "--limit", "2", "--region", "eu-west", "--cursor", "MTow")
+	if r.err != nil {
+		t.Fatal(r.err)
+	}
+	if q := f.requests()[0].Query; q != "cursor=MTow&limit=2&region=eu-west" {
+		t.Errorf("query %q", q)
+	}
+	lines := strings.Split(strings.TrimSpace(r.stdout), "\n")
+	if len(lines) != 3 || !strings.Contains(lines[0], "REGION") || !strings.Contains(lines[1], "us-east") || !strings.Contains(lines[2], "eu-west") {
+		t.Errorf("table:\n%s", r.stdout)
+	}
+	if !strings.Contains(r.stderr, "more with --cursor MTox") {
+		t.Errorf("stderr %q lacks the next cursor", r.stderr)
+	}
+
+	partial := `{"tasks":[{"id":"t1","type":"a","state":"FAILED","held_by":"eu-west"}],
+	  "regions":[{"region":"eu-west","count":1},{"region":"us-east","count":0,"error":{"code":"unavailable","message":"connection refused"}}],
+	  "unavailable":["us-east"]}`
+	f = newCLIFakeAPI(t).on("GET /v1/dlq", 200, partial)
+	r = cliExec(t, nil, f, "", "dlq", "list")
+	if r.code != 1 || !strings.Contains(r.err.Error(), "us-east") {
+		t.Fatalf("exit %d (%v), want 1 naming us-east", r.code, r.err)
+	}
+	if !strings.Contains(r.stdout, "t1") || !strings.Contains(r.stderr, "region us-east did not answer: connection refused") {
+		t.Errorf("stdout %q stderr %q", r.stdout, r.stderr)
+	}
+	r = cliExec(t, nil, f, "", "-o", "json", "dlq", "list")
+	var got struct{ Unavailable []string }
+	if err := json.Unmarshal([]byte(r.stdout), &got); err != nil || r.code != 1 || len(got.Unavailable) != 1 {
+		t.Errorf("-o json: exit %d, %v:\n%s", r.code, err, r.stdout)
+	}
+
+	// AX_REGION, exported for another command, does not narrow the listing.
+	t.Setenv("AX_REGION", "eu-west")
+	f = newCLIFakeAPI(t).on("GET /v1/dlq", 200, `{"tasks":[],"unavailable":[]}`)
+	if r := cliExec(t, nil, f, "", "dlq", "list"); r.err != nil || f.requests()[0].Query != "limit=50" {
+		t.Errorf("dlq list with AX_REGION: %v, query %q", r.err, f.requests()[0].Query)
+	}
+}
+
+func TestCLIBulkCancelPerRegion(t *testing.T) {
+	answer := `{"canceled":5,"regions":[{"region":"eu-west","count":2},{"region":"ap-south","count":0,"error":{"code":"unavailable","message":"timed out"}},
+	  {"region":"us-east","count":3}],"unavailable":["ap-south"]}`
+	f := newCLIFakeAPI(t).on("POST /v1/tasks/cancel", 200, answer)
+	r := cliExec(t, nil, f, "", "cancel", "--type", "x")
+	if r.code != 1 || !strings.Contains(r.err.Error(), "ap-south") {
+		t.Fatalf("exit %d (%v), want 1 naming ap-south", r.code, r.err)
+	}
+	for _, w := range []string{"REGION", "eu-west", "2", "ap-south", "unavailable", "us-east", "3", "canceled 5 tasks"} {
+		if !strings.Contains(r.stdout, w) {
+			t.Errorf("stdout lacks %q:\n%s", w, r.stdout)
+		}
+	}
+	if !strings.Contains(r.stderr, "region ap-south did not answer: timed out") {
+		t.Errorf("stderr %q", r.stderr)
+	}
+
+	f = newCLIFakeAPI(t).on("POST /v1/tasks/cancel", 200, `{"canceled":1,"regions":[{"region":"eu-west","count":1}],"unavailable":[]}`)
+	if r := cliExec(t, nil, f, "", "cancel", "--type", "x", "--region", "eu-west"); r.err != nil {
+		t.Fatal(r.err)
+	}
+	if body := f.requests()[0].Body; body != `{"type":"x","region":"eu-west"}` {
+		t.Errorf("body %s", body)
+	}
+	f = newCLIFakeAPI(t)
+	if r := cliExec(t, nil, f, "", "cancel", "--region", "eu-west"); r.code != 2 || len(f.requests()) != 0 {
+		t.Errorf("--region alone: exit %d (%v), %d requests", r.code, r.err, len(f.requests()))
+	}
+	// AX_REGION does not narrow (nor, alone, start) a bulk cancel.
+	t.Setenv("AX_REGION", "eu-west")
+	f = newCLIFakeAPI(t).on("POST /v1/tasks/cancel", 200, `{"canceled":0,"unavailable":[]}`)
+	if r := cliExec(t, nil, f, "", "cancel", "--type", "x"); r.err != nil || f.requests()[0].Body != `{"type":"x"}` {
+		t.Errorf("bulk cancel with AX_REGION: %v, body %s", r.err, f.requests()[0].Body)
 	}
 }

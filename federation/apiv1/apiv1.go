@@ -89,21 +89,53 @@ type PriorityRequest struct {
 	Priority *int `json:"priority"`
 }
 
-// BulkCancelRequest is POST /v1/tasks/cancel: a filter; at least one field.
+// BulkCancelRequest is POST /v1/tasks/cancel: a filter of at least one of
+// type, state, tenant. The server that receives it cancels in every region
+// of the federation; Region limits it to one (the request is routed there).
 type BulkCancelRequest struct {
 	Type   string      `json:"type,omitempty"`
 	State  queue.State `json:"state,omitempty"` // PENDING or READY
 	Tenant string      `json:"tenant,omitempty"`
+	Region string      `json:"region,omitempty"` // only this region; "" every region
 }
 
-// BulkCancelResponse counts what a bulk cancel did.
+// BulkCancelResponse counts what a bulk cancel did: the sum, and each
+// region's part. The answer is 200 as long as one region answered: a region
+// that did not is named in Unavailable (it may have cancelled some of its
+// tasks before it failed; a bulk cancel can be repeated safely).
 type BulkCancelResponse struct {
-	Canceled int `json:"canceled"`
+	Canceled    int             `json:"canceled"`
+	Regions     []RegionOutcome `json:"regions,omitempty"`
+	Unavailable []string        `json:"unavailable"`
 }
 
-// TaskList answers GET /v1/dlq.
+// TaskList answers GET /v1/dlq?type=&tenant=&region=&limit=&cursor=&offset=:
+// the dead letters of every region (or of region=), newest first (by
+// failure time, then id). Each task's held_by is the region that holds it.
+// The answer is 200 as long as one region answered: a region that did not
+// is named in Unavailable and its dead letters are missing from the page.
 type TaskList struct {
 	Tasks []*queue.Task `json:"tasks"`
+	// NextCursor continues the listing after the last task of this page:
+	// pass it back as cursor= with the same filters. Empty when the regions
+	// that answered have nothing more. It is opaque; it marks a place in
+	// the merged order (a failure time and an id), not a position, so dead
+	// letters that arrive or leave meanwhile do not shift the pages.
+	NextCursor  string          `json:"next_cursor,omitempty"`
+	Regions     []RegionOutcome `json:"regions,omitempty"`
+	Unavailable []string        `json:"unavailable"`
+}
+
+// RegionOutcome is one region's part of an answer gathered from every
+// region (GET /v1/dlq, POST /v1/tasks/cancel).
+type RegionOutcome struct {
+	Region string `json:"region"`
+	// Count is what the region contributed: the dead letters of this page
+	// that it holds, or the tasks it cancelled.
+	Count int `json:"count"`
+	// Error says why the region did not answer; it is then also listed in
+	// the answer's Unavailable.
+	Error *Error `json:"error,omitempty"`
 }
 
 // PoolStatus is one pool as published by its region's leader.

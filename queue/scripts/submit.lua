@@ -1,7 +1,8 @@
 -- submit.lua: accept a batch of new tasks (—→PENDING or —→READY).
 -- KEYS: 1-8 see lib.lua; 9 outbox; 10.. the idempotency keys of the keyed tasks, in order.
 -- ARGV: 1 clock, 2 n, then per task:
---   id, pool ('' = unplaced), pinned ('1' or ''), priority, due_ms ('' = now),
+--   id, pool ('' = unplaced), flags ('p' pinned, 'r' may replace a HANDED_OFF
+--   record of the same id: a hand-off coming back), priority, due_ms ('' = now),
 --   idem_index (0 = none,
 --   else KEYS[8+idem_index]), idem_ttl_ms, spec_hash, handoff region ('' = none:
 --   else the task waits in the outbox to be handed to pool in that region),
@@ -22,7 +23,7 @@ local created = {}
 local LOW = {} -- '<pool>:<p>' -> {pool, p, earliest due} of pinned delayed tasks
 local i = 3
 for _ = 1, n do
-  local id, pool, pinned, prio, due = ARGV[i], ARGV[i + 1], ARGV[i + 2], ARGV[i + 3], ARGV[i + 4]
+  local id, pool, flags, prio, due = ARGV[i], ARGV[i + 1], ARGV[i + 2], ARGV[i + 3], ARGV[i + 4]
   local idx, ttl, hash, target = tonumber(ARGV[i + 5]), ARGV[i + 6], ARGV[i + 7], ARGV[i + 8]
   local nf = tonumber(ARGV[i + 9])
   local fstart = i + 10
@@ -42,14 +43,24 @@ for _ = 1, n do
       done = true
     end
   end
+  local back = false
   if not done and redis.call('EXISTS', tkey(id)) == 1 then
-    codes[#codes + 1] = '3'; out[#out + 1] = id; out[#out + 1] = redis.call('HGET', tkey(id), 'st') or ''
-    done = true
+    local est = redis.call('HGET', tkey(id), 'st') or ''
+    if est == 'H' and string.find(flags, 'r', 1, true) then
+      -- Handed off from here earlier and now handed back: the live task
+      -- replaces the forwarding record; its trail goes on in the same list.
+      redis.call('DEL', tkey(id))
+      back = redis.call('PERSIST', lkey(id)) == 1 or redis.call('EXISTS', lkey(id)) == 1
+    else
+      codes[#codes + 1] = '3'; out[#out + 1] = id; out[#out + 1] = est
+      done = true
+    end
   end
   if not done then
     -- One HSET per task: the spec's fields and the state's together.
     local f = {}
     for j = fstart, fstart + 2 * nf - 1 do f[#f + 1] = ARGV[j] end
+    if back then f[#f + 1] = 'lg'; f[#f + 1] = '1' end
     f[#f + 1] = 'ct'; f[#f + 1] = snow
     f[#f + 1] = 'pr'; f[#f + 1] = prio
     local dueN = tonumber(due)
@@ -57,7 +68,7 @@ for _ = 1, n do
     if dueN and dueN > now then
       f[#f + 1] = 'st'; f[#f + 1] = 'P'; f[#f + 1] = 'rs'; f[#f + 1] = 'SUBMITTED'
       f[#f + 1] = 'du'; f[#f + 1] = due
-      if pinned == '1' and pool ~= '' and target == '' then
+      if string.find(flags, 'p', 1, true) and pool ~= '' and target == '' then
         -- The record carries pn 1 and po (the spec fields): is_lazy holds.
         zadd(dkey(pool, prio), due, id)
         local m = LOW[pool .. ':' .. prio]

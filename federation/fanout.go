@@ -1,0 +1,516 @@
+package federation
+
+// Fan-out: the operator listings and bulk actions that span the federation
+// (GET /v1/dlq, POST /v1/tasks/cancel). The server that receives such a
+// request asks every other region's server in parallel — with the cluster
+// token, one hop, and a deadline — and merges their answers with its own. A
+// request that arrives forwarded (X-Ax-Forwarded > 0) is answered from this
+// region alone, so a fan-out never loops.
+//
+// A region that does not answer (not healthy in the view, refused, timed
+// out, failed) is named in the answer's "unavailable" with its error in
+// "regions"; it is never dropped silently. The answer stays 200 while at
+// least one region answered; 503 (or the one region's own error) when none
+// did.
+//
+// Tenancy: a peer sees the cluster token, an unscoped principal, so the
+// caller's tenant travels as an explicit filter (tenant=), which narrows
+// what any unscoped principal sees and which a scoped principal cannot
+// widen. The caller's name travels as on_behalf_of=, honoured only on
+// cluster-token calls, so the trails of tasks cancelled in other regions
+// name the operator, not "cluster".
+
+import (
+	"context"
+	"encoding/base64"
+	"errors"
+	"fmt"
+	"net/http"
+	"net/url"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/ax-sched/ax/federation/apiv1"
+	"github.com/ax-sched/ax/queue"
+)
+
+// fanOutDeadline bounds each peer's part of a fan-out. It is below the peer
+// client's own 10 s timeout, so a slow region is reported by this deadline.
+const fanOutDeadline = 8 * time.Second
+
+// maxDLQLimit is the largest page of GET /v1/dlq.
+const maxDLQLimit = 1000
+
+// onBehalfOf is the query parameter that carries the caller's name on a
+// fanned-out bulk cancel (honoured from the cluster token only).
+const onBehalfOf = "on_behalf_of"
+
+// regionPart is one region's answer to a fan-out.
+type regionPart[T any] struct {
+	region string
+	val    T
+	err    error
+}
+
+// fanOut runs one operation in each region — this one locally, the others
+// through their API — in parallel, and returns the parts in the order of
+// regions once every part has answered or given up. A remote part that
+// got no answer at all is an ErrRegionUnavailable; a peer's error answer
+// is a *PeerError.
+func fanOut[T any](ctx context.Context, n *Node, regions []string,
+	local func(ctx context.Context) (T, error),
+	remote func(ctx context.Context, api string) (T, error)) []regionPart[T] {
+	parts := make([]regionPart[T], len(regions))
+	var wg sync.WaitGroup
+	for i, name := range regions {
+		parts[i].region = name
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if name == n.cfg.Region {
+				parts[i].val, parts[i].err = local(ctx)
+				return
+			}
+			api, err := n.peerAPI(name)
+			if err != nil {
+				parts[i].err = err
+				return
+			}
+			n.metrics.forwarded.WithLabelValues(n.cfg.Region, name).Inc()
+			cctx, cancel := context.WithTimeout(ctx, fanOutDeadline)
+			defer cancel()
+			parts[i].val, err = remote(cctx, api)
+			var pe *PeerError
+			if err != nil && !errors.As(err, &pe) {
+				err = fmt.Errorf("%w: %s: %v", ErrRegionUnavailable, name, err)
+			}
+			parts[i].err = err
+		}()
+	}
+	wg.Wait()
+	return parts
+}
+
+// fanOutRegions are the regions a request asks: this one alone when it was
+// forwarded; only when given (a region of the federation); else every
+// region configured or in the view, sorted by name.
+func (n *Node) fanOutRegions(only string, hops int) ([]string, error) {
+	if hops > 0 {
+		if only != "" && only != n.cfg.Region {
+			return nil, &apiError{status: 404, code: apiv1.CodeNotFound, msg: "region " + only + " is not served here"}
+		}
+		return []string{n.cfg.Region}, nil
+	}
+	set := map[string]bool{n.cfg.Region: true}
+	for _, r := range n.cfg.Regions {
+		set[r] = true
+	}
+	for _, ri := range n.view.Regions() {
+		set[ri.Region] = true
+	}
+	if only != "" {
+		if !set[only] {
+			return nil, &queue.FieldError{Field: "region", Msg: "no region " + strconv.Quote(only) + " in the federation"}
+		}
+		return []string{only}, nil
+	}
+	out := make([]string, 0, len(set))
+	for r := range set {
+		out = append(out, r)
+	}
+	sort.Strings(out)
+	return out, nil
+}
+
+// gather turns a fan-out's parts into the answer's per-region outcomes and
+// the regions that did not answer. When no part answered it returns an
+// error instead: the part's own when one region was asked, else
+// ErrRegionUnavailable naming each.
+func gather[T any](n *Node, op string, parts []regionPart[T], count func(T) int) ([]apiv1.RegionOutcome, []string, error) {
+	outs := make([]apiv1.RegionOutcome, 0, len(parts))
+	unavailable := []string{}
+	var why []string
+	for _, p := range parts {
+		o := apiv1.RegionOutcome{Region: p.region, Count: count(p.val)}
+		if p.err != nil {
+			b := toAPIError(p.err).body()
+			o.Error = &b
+			unavailable = append(unavailable, p.region)
+			why = append(why, p.region+": "+b.Message)
+			n.log.Warn("fan-out: a region did not answer", "op", op, "target", p.region, "err", p.err)
+		}
+		outs = append(outs, o)
+	}
+	switch {
+	case len(unavailable) < len(parts):
+		return outs, unavailable, nil
+	case len(parts) == 1:
+		return nil, nil, parts[0].err
+	}
+	return nil, nil, fmt.Errorf("%w: no region answered: %s", ErrRegionUnavailable, strings.Join(why, "; "))
+}
+
+// ---------------------------------------------------------------------------
+// Bulk cancel
+// ---------------------------------------------------------------------------
+
+// bulkCancel cancels the PENDING and READY tasks matching f in every region
+// (or only), each region counting its own; by is recorded in the trails.
+func (n *Node) bulkCancel(ctx context.Context, f queue.Filter, only, by string, hops int) (*apiv1.BulkCancelResponse, error) {
+	regions, err := n.fanOutRegions(only, hops)
+	if err != nil {
+		return nil, err
+	}
+	path := "/v1/tasks/cancel?" + url.Values{onBehalfOf: {by}}.Encode()
+	body := apiv1.BulkCancelRequest{Type: f.Type, State: f.State, Tenant: f.Tenant}
+	parts := fanOut(ctx, n, regions,
+		func(ctx context.Context) (int, error) {
+			// A partial count is kept with the error: those tasks are cancelled.
+			return n.store.CancelWhere(ctx, f, by)
+		},
+		func(ctx context.Context, api string) (int, error) {
+			var out apiv1.BulkCancelResponse
+			_, err := n.call(ctx, api, http.MethodPost, path, body, &out)
+			return out.Canceled, err
+		})
+	outs, unavailable, err := gather(n, "bulk cancel", parts, func(k int) int { return k })
+	if err != nil {
+		return nil, err
+	}
+	resp := &apiv1.BulkCancelResponse{Regions: outs, Unavailable: unavailable}
+	for _, o := range outs {
+		resp.Canceled += o.Count
+	}
+	return resp, nil
+}
+
+// actor is who a bulk action is recorded as: the principal, or on a
+// cluster-token call the caller the forwarding server names.
+func actor(r *http.Request, p Principal) string {
+	if v := r.URL.Query().Get(onBehalfOf); p.Cluster && v != "" {
+		return cut(v, 128)
+	}
+	return p.Name
+}
+
+// cut bounds s to n bytes, dropping a rune split at the end.
+func cut(s string, n int) string {
+	if len(s) > n {
+		return strings.ToValidUTF8(s[:n], "")
+	}
+	return s
+}
+
+// ---------------------------------------------------------------------------
+// Dead letters
+// ---------------------------------------------------------------------------
+
+// dlqQuery is a validated GET /v1/dlq.
+type dlqQuery struct {
+	typ, tenant string
+	region      string // only this region; "" every region
+	limit       int    // 1..maxDLQLimit
+	offset      int    // skip this many after the cursor
+	after       *dlqMark
+}
+
+func (q dlqQuery) matches(t *queue.Task) bool {
+	return (q.typ == "" || t.Type == q.typ) && (q.tenant == "" || t.Tenant == q.tenant)
+}
+
+// parseDLQQuery reads GET /v1/dlq's parameters; a scoped principal's tenant
+// replaces any tenant= it gives. An unknown parameter is refused rather
+// than ignored: a typo (typ=) must not turn a filtered listing into a full
+// one.
+func parseDLQQuery(raw string, p Principal) (dlqQuery, error) {
+	q := dlqQuery{limit: 100}
+	v, err := url.ParseQuery(raw)
+	if err != nil {
+		return q, &queue.FieldError{Field: badQueryParam(raw), Msg: "malformed query: " + err.Error()}
+	}
+	for k := range v {
+		switch k {
+		case "type", "tenant", "region", "limit", "offset", "cursor":
+		default:
+			return q, &queue.FieldError{Field: k, Msg: "unknown parameter (type, tenant, region, limit, offset, cursor)"}
+		}
+	}
+	if s := v.Get("limit"); s != "" {
+		k, err := strconv.Atoi(s)
+		if err != nil || k < 1 || k > maxDLQLimit {
+			return q, &queue.FieldError{Field: "limit", Msg: fmt.Sprintf("must be 1..%d", maxDLQLimit)}
+		}
+		q.limit = k
+	}
+	if s := v.Get("offset"); s != "" {
+		k, err := strconv.Atoi(s)
+		if err != nil || k < 0 {
+			return q, &queue.FieldError{Field: "offset", Msg: "must be ≥ 0"}
+		}
+		q.offset = k
+	}
+	if s := v.Get("cursor"); s != "" {
+		m, err := parseCursor(s)
+		if err != nil {
+			return q, err
+		}
+		q.after = &m
+	}
+	q.typ, q.tenant, q.region = v.Get("type"), v.Get("tenant"), v.Get("region")
+	if p.Tenant != "" {
+		q.tenant = p.Tenant
+	}
+	return q, nil
+}
+
+// badQueryParam names the parameter of a query string that does not
+// unescape ("" when it is the name itself).
+func badQueryParam(raw string) string {
+	for _, kv := range strings.Split(raw, "&") {
+		k, v, _ := strings.Cut(kv, "=")
+		name, err := url.QueryUnescape(k)
+		if err != nil {
+			return ""
+		}
+		if _, err := url.QueryUnescape(v); err != nil {
+			return name
+		}
+	}
+	return ""
+}
+
+// dlqMark is a place in the listing of dead letters, which runs newest
+// first: by failure time (ms, the dead set's score), then by id, both
+// descending. Ids are unique across regions, so the order is total and the
+// same in every region: a mark is a cursor that every region understands.
+type dlqMark struct {
+	ms int64
+	id string
+}
+
+func markOf(t *queue.Task) dlqMark {
+	m := dlqMark{id: t.ID}
+	if t.FinishedAt != nil {
+		m.ms = t.FinishedAt.UnixMilli()
+	}
+	return m
+}
+
+// newer reports whether a comes before b in the listing.
+func (a dlqMark) newer(b dlqMark) bool { return a.ms > b.ms || a.ms == b.ms && a.id > b.id }
+
+// Cursors are opaque to clients: base64url of "1:<ms>:<id>" (1 is the
+// format's version).
+func (a dlqMark) cursor() string {
+	return base64.RawURLEncoding.EncodeToString([]byte("1:" + strconv.FormatInt(a.ms, 10) + ":" + a.id))
+}
+
+func parseCursor(s string) (dlqMark, error) {
+	bad := &queue.FieldError{Field: "cursor", Msg: "not a cursor of this listing (pass next_cursor back as it was given)"}
+	b, err := base64.RawURLEncoding.DecodeString(s)
+	if err != nil {
+		return dlqMark{}, bad
+	}
+	parts := strings.SplitN(string(b), ":", 3)
+	if len(parts) != 3 || parts[0] != "1" {
+		return dlqMark{}, bad
+	}
+	ms, err := strconv.ParseInt(parts[1], 10, 64)
+	if err != nil || ms < 0 {
+		return dlqMark{}, bad
+	}
+	if _, err := queue.ParseID(parts[2]); err != nil {
+		return dlqMark{}, bad
+	}
+	return dlqMark{ms: ms, id: parts[2]}, nil
+}
+
+func sortNewestFirst(ts []*queue.Task) {
+	sort.Slice(ts, func(i, j int) bool { return markOf(ts[i]).newer(markOf(ts[j])) })
+}
+
+// deadLetters lists the dead letters of every region (or q.region) that
+// match q, newest first, merged: a page of q.limit after q.after, skipping
+// q.offset first.
+func (n *Node) deadLetters(ctx context.Context, q dlqQuery, hops int) (*apiv1.TaskList, error) {
+	regions, err := n.fanOutRegions(q.region, hops)
+	if err != nil {
+		return nil, err
+	}
+	after := q.after
+	gone := map[string]bool{}
+	// offset= (kept from the single-region API) skips whole pages by
+	// cursor, so it means the same as paging there would.
+	for skip := q.offset; skip > 0; {
+		pg, err := n.dlqPage(ctx, regions, q, after, min(skip, maxDLQLimit))
+		if err != nil {
+			return nil, err
+		}
+		for _, r := range pg.Unavailable {
+			gone[r] = true
+		}
+		if pg.NextCursor == "" || len(pg.Tasks) == 0 {
+			// Nothing left past the offset.
+			pg.Tasks, pg.NextCursor = []*queue.Task{}, ""
+			for i := range pg.Regions {
+				pg.Regions[i].Count = 0
+			}
+			return withGone(pg, gone), nil
+		}
+		m := markOf(pg.Tasks[len(pg.Tasks)-1])
+		after = &m
+		skip -= len(pg.Tasks)
+	}
+	pg, err := n.dlqPage(ctx, regions, q, after, q.limit)
+	if err != nil {
+		return nil, err
+	}
+	return withGone(pg, gone), nil
+}
+
+// withGone adds to a page the regions that did not answer while its offset
+// was skipped.
+func withGone(pg *apiv1.TaskList, gone map[string]bool) *apiv1.TaskList {
+	for _, r := range pg.Unavailable {
+		delete(gone, r)
+	}
+	for r := range gone {
+		pg.Unavailable = append(pg.Unavailable, r)
+	}
+	sort.Strings(pg.Unavailable)
+	return pg
+}
+
+// dlqPage asks each region for its first limit dead letters after `after`
+// and keeps the first limit of all of them.
+func (n *Node) dlqPage(ctx context.Context, regions []string, q dlqQuery, after *dlqMark, limit int) (*apiv1.TaskList, error) {
+	path := url.Values{"limit": {strconv.Itoa(limit)}}
+	if q.typ != "" {
+		path.Set("type", q.typ)
+	}
+	if q.tenant != "" {
+		path.Set("tenant", q.tenant)
+	}
+	if after != nil {
+		path.Set("cursor", after.cursor())
+	}
+	parts := fanOut(ctx, n, regions,
+		func(ctx context.Context) (*apiv1.TaskList, error) {
+			ts, more, err := n.localDeadLetters(ctx, q, after, limit)
+			out := &apiv1.TaskList{Tasks: ts}
+			if more {
+				out.NextCursor = markOf(ts[len(ts)-1]).cursor()
+			}
+			return out, err
+		},
+		func(ctx context.Context, api string) (*apiv1.TaskList, error) {
+			var out apiv1.TaskList
+			_, err := n.call(ctx, api, http.MethodGet, "/v1/dlq?"+path.Encode(), nil, &out)
+			return &out, err
+		})
+	all := []*queue.Task{}
+	more := false
+	for _, p := range parts {
+		if p.err != nil || p.val == nil {
+			continue
+		}
+		for _, t := range p.val.Tasks {
+			// A peer's answer is checked against the query too: a server
+			// that ignored the cursor or a filter cannot repeat or leak
+			// entries.
+			if t == nil || !q.matches(t) || after != nil && !after.newer(markOf(t)) {
+				continue
+			}
+			t.HeldBy = p.region
+			all = append(all, t)
+		}
+		more = more || p.val.NextCursor != ""
+	}
+	sortNewestFirst(all)
+	if len(all) > limit {
+		all, more = all[:limit], true
+	}
+	outs, unavailable, err := gather(n, "dead letters", parts, func(*apiv1.TaskList) int { return 0 })
+	if err != nil {
+		return nil, err
+	}
+	held := map[string]int{}
+	for _, t := range all {
+		held[t.HeldBy]++
+	}
+	for i := range outs {
+		outs[i].Count = held[outs[i].Region]
+	}
+	pg := &apiv1.TaskList{Tasks: all, Regions: outs, Unavailable: unavailable}
+	if more && len(all) > 0 {
+		pg.NextCursor = markOf(all[len(all)-1]).cursor()
+	}
+	return pg, nil
+}
+
+// Reads of this region's dead set: deadLetterChunk entries per shard, each
+// read overlapping the previous by deadLetterOverlap, so that entries
+// leaving the set between two reads (replayed, swept) make the scan skip
+// none.
+const (
+	deadLetterChunk   = 500
+	deadLetterOverlap = 50
+)
+
+// localDeadLetters lists this region's dead letters that match q and come
+// after `after`, newest first: at most limit, and whether more follow.
+//
+// The store reads every shard's dead set at the same offset, each newest
+// first. An entry is known to be in its place once it is not older than
+// the newest of the last entries read from the shards that have more
+// (everything not read yet is older than that). The scan starts at the
+// newest entry each time, so a page deep in the set costs reads in
+// proportion to its depth: an operator path, bounded by the dead-letter
+// retention.
+func (n *Node) localDeadLetters(ctx context.Context, q dlqQuery, after *dlqMark, limit int) ([]*queue.Task, bool, error) {
+	shards := max(n.store.Options().Shards, 1)
+	seen := map[string]bool{}
+	found := []*queue.Task{}
+	for off := 0; ; off += deadLetterChunk - deadLetterOverlap {
+		ts, err := n.store.DeadLetters(ctx, off, deadLetterChunk)
+		if err != nil {
+			return nil, false, err
+		}
+		got := make([]int, shards)
+		last := make([]dlqMark, shards)
+		for _, t := range ts {
+			m := markOf(t)
+			if p, err := queue.ParseID(t.ID); err == nil {
+				got[p.Shard%shards]++
+				last[p.Shard%shards] = m
+			}
+			if seen[t.ID] {
+				continue
+			}
+			seen[t.ID] = true
+			if q.matches(t) && (after == nil || after.newer(m)) {
+				found = append(found, t)
+			}
+		}
+		var edge *dlqMark
+		for s := range shards {
+			if got[s] == deadLetterChunk && (edge == nil || last[s].newer(*edge)) {
+				edge = &last[s]
+			}
+		}
+		sortNewestFirst(found)
+		settled := len(found)
+		if edge != nil {
+			settled = sort.Search(len(found), func(i int) bool { return edge.newer(markOf(found[i])) })
+		}
+		if edge == nil || settled > limit {
+			if settled > limit {
+				return found[:limit], true, nil
+			}
+			return found[:settled], false, nil
+		}
+	}
+}

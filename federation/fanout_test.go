@@ -1,0 +1,580 @@
+package federation
+
+import (
+	"bytes"
+	"encoding/base64"
+	"encoding/json"
+	"net/http"
+	"net/url"
+	"slices"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/ax-sched/ax/federation/apiv1"
+	"github.com/ax-sched/ax/internal/testenv"
+	"github.com/ax-sched/ax/queue"
+	"github.com/google/go-cmp/cmp"
+)
+
+// dead makes one dead letter in a region: a task of typ for token's tenant,
+// claimed there and failed for good. It returns the task's id. Failures are
+// a few ms apart, so the dead letters' order is the order of the calls.
+func (f *fed) dead(regionName, token, typ string) string {
+	f.t.Helper()
+	ctx := testCtx(f.t)
+	sr := f.submitOK(regionName, token, spec{"type": typ, "tags": x86, "regions": []string{regionName}, "priority": 0, "max_retries": 0})
+	st := f.r(regionName).store
+	held, err := st.Claim(ctx, queue.ClaimRequest{Pool: deref(sr.Pool), Worker: "w-fanout", N: 1})
+	if err != nil || len(held) != 1 || held[0].ID != sr.ID {
+		f.t.Fatalf("claim in %s: %+v %v", regionName, held, err)
+	}
+	s, _, err := st.Fail(ctx, queue.Failure{ID: sr.ID, Token: held[0].LeaseToken, Error: "boom in " + regionName})
+	if err != nil || s != queue.Failed {
+		f.t.Fatalf("fail: %s %v", s, err)
+	}
+	time.Sleep(3 * time.Millisecond)
+	return sr.ID
+}
+
+// forwarded sends a request as another server would: with X-Ax-Forwarded.
+func (f *fed) forwarded(method, url, token string, body any) reply {
+	f.t.Helper()
+	var b []byte
+	if body != nil {
+		b, _ = json.Marshal(body)
+	}
+	req, err := http.NewRequest(method, url, bytes.NewReader(b))
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	req.Header.Set(headerForwarded, "1")
+	req.Header.Set("Authorization", "Bearer "+token)
+	resp, err := f.http.Do(req)
+	if err != nil {
+		f.t.Fatalf("%s %s: %v", method, url, err)
+	}
+	defer resp.Body.Close()
+	var buf bytes.Buffer
+	_, _ = buf.ReadFrom(resp.Body)
+	return reply{Status: resp.StatusCode, Header: resp.Header, Body: buf.Bytes()}
+}
+
+func ids(ts []*queue.Task) []string {
+	out := make([]string, 0, len(ts))
+	for _, t := range ts {
+		out = append(out, t.ID)
+	}
+	return out
+}
+
+func outcomes(l []apiv1.RegionOutcome) map[string]int {
+	m := map[string]int{}
+	for _, o := range l {
+		if o.Error != nil {
+			m[o.Region] = -1
+			continue
+		}
+		m[o.Region] = o.Count
+	}
+	return m
+}
+
+// Dead letters of every region, listed from any region's API: merged
+// newest first, paged by a cursor that crosses regions, filtered by region
+// and tenant, with the regions that do not answer named.
+func TestFanoutDeadLetters(t *testing.T) {
+	f := newFed(t)
+	// acme's dead letters alternate between AWS and GCP; then globex's two.
+	held := map[string]string{}
+	var order []string // oldest first
+	add := func(regionName, token, typ string) string {
+		id := f.dead(regionName, token, typ)
+		held[id] = regionName
+		order = append(order, id)
+		return id
+	}
+	var acme []string
+	for i := 0; i < 3; i++ {
+		acme = append(acme, add(aws, tokAcme, "fan.dead"), add(gcp, tokAcme, "fan.dead"))
+	}
+	globex := []string{add(gcp, tokGlobex, "fan.dead"), add(aws, tokGlobex, "fan.other")}
+	newest := func(of []string) []string { c := slices.Clone(of); slices.Reverse(c); return c }
+
+	list := func(t *testing.T, regionName, token, query string) (apiv1.TaskList, reply) {
+		t.Helper()
+		rep := f.call(http.MethodGet, f.r(regionName).url()+"/v1/dlq?"+query, token, nil).want(t, http.StatusOK)
+		var l apiv1.TaskList
+		rep.json(t, &l)
+		return l, rep
+	}
+
+	t.Run("every region's, newest first, from a third region", func(t *testing.T) {
+		l, rep := list(t, az, tokOperator, "")
+		if diff := cmp.Diff(newest(order), ids(l.Tasks)); diff != "" {
+			t.Fatalf("order (-want +got):\n%s", diff)
+		}
+		for _, tk := range l.Tasks {
+			if tk.HeldBy != held[tk.ID] || tk.State != queue.Failed || tk.LastError != "boom in "+held[tk.ID] {
+				t.Fatalf("entry %+v", tk)
+			}
+		}
+		if diff := cmp.Diff(map[string]int{aws: 4, az: 0, gcp: 4}, outcomes(l.Regions)); diff != "" {
+			t.Fatalf("per-region counts (-want +got):\n%s", diff)
+		}
+		if l.NextCursor != "" || !strings.Contains(string(rep.Body), `"unavailable":[]`) {
+			t.Fatalf("a complete listing: next %q, body %s", l.NextCursor, rep.Body)
+		}
+		l, _ = list(t, az, tokOperator, "type=fan.dead")
+		if diff := cmp.Diff(newest(append(slices.Clone(acme), globex[0])), ids(l.Tasks)); diff != "" {
+			t.Fatalf("type filter (-want +got):\n%s", diff)
+		}
+	})
+
+	t.Run("the cursor pages through every region, each entry once", func(t *testing.T) {
+		for _, limit := range []string{"1", "3", "8"} {
+			var got []string
+			pages, cursor := 0, ""
+			for {
+				q := url.Values{"limit": {limit}}
+				if cursor != "" {
+					q.Set("cursor", cursor)
+				}
+				l, _ := list(t, az, tokOperator, q.Encode())
+				got = append(got, ids(l.Tasks)...)
+				pages++
+				if l.NextCursor == "" {
+					break
+				}
+				if pages > 20 {
+					t.Fatalf("limit %s: no end", limit)
+				}
+				cursor = l.NextCursor
+			}
+			if diff := cmp.Diff(newest(order), got); diff != "" {
+				t.Fatalf("limit %s: pages (-want +got):\n%s", limit, diff)
+			}
+		}
+		// A dead letter that arrives between pages does not shift them:
+		// the cursor is a place in the order, not a position.
+		first, _ := list(t, aws, tokOperator, "limit=3")
+		late := add(az, tokAcme, "fan.dead")
+		acme = append(acme, late)
+		rest, _ := list(t, aws, tokOperator, "limit=10&cursor="+url.QueryEscape(first.NextCursor))
+		if diff := cmp.Diff(newest(order[:len(order)-1]), append(ids(first.Tasks), ids(rest.Tasks)...)); diff != "" {
+			t.Fatalf("pages around a new dead letter (-want +got):\n%s", diff)
+		}
+		l, _ := list(t, gcp, tokOperator, "limit=1")
+		if len(l.Tasks) != 1 || l.Tasks[0].ID != late || l.Tasks[0].HeldBy != az {
+			t.Fatalf("a new listing starts with the newest: %+v", l.Tasks)
+		}
+		// offset= still skips, over the merged order.
+		l, _ = list(t, gcp, tokOperator, "offset=2&limit=3")
+		if diff := cmp.Diff(newest(order)[2:5], ids(l.Tasks)); diff != "" {
+			t.Fatalf("offset (-want +got):\n%s", diff)
+		}
+	})
+
+	t.Run("region= lists one region, routed there", func(t *testing.T) {
+		l, _ := list(t, az, tokOperator, "region="+gcp)
+		var want []string
+		for _, id := range newest(order) {
+			if held[id] == gcp {
+				want = append(want, id)
+			}
+		}
+		if diff := cmp.Diff(want, ids(l.Tasks)); diff != "" {
+			t.Fatalf("region=%s (-want +got):\n%s", gcp, diff)
+		}
+		if diff := cmp.Diff(map[string]int{gcp: 4}, outcomes(l.Regions)); diff != "" {
+			t.Fatalf("regions (-want +got):\n%s", diff)
+		}
+		l, _ = list(t, aws, tokOperator, "region="+az)
+		if len(l.Tasks) != 1 || l.Tasks[0].HeldBy != az {
+			t.Fatalf("region=%s: %+v", az, ids(l.Tasks))
+		}
+	})
+
+	t.Run("a tenant sees its own dead letters in every region", func(t *testing.T) {
+		for _, srv := range regionNames {
+			l, _ := list(t, srv, tokAcme, "")
+			if diff := cmp.Diff(newest(acme), ids(l.Tasks)); diff != "" {
+				t.Fatalf("acme from %s (-want +got):\n%s", srv, diff)
+			}
+			// Asking for another tenant does not widen the scope.
+			l, _ = list(t, srv, tokAcme, "tenant=globex")
+			if diff := cmp.Diff(newest(acme), ids(l.Tasks)); diff != "" {
+				t.Fatalf("acme asking for globex from %s (-want +got):\n%s", srv, diff)
+			}
+			l, _ = list(t, srv, tokGlobex, "")
+			if diff := cmp.Diff(newest(globex), ids(l.Tasks)); diff != "" {
+				t.Fatalf("globex from %s (-want +got):\n%s", srv, diff)
+			}
+		}
+		// An operator of every tenant filters by tenant.
+		l, _ := list(t, aws, tokOperator, "tenant=globex")
+		if diff := cmp.Diff(newest(globex), ids(l.Tasks)); diff != "" {
+			t.Fatalf("operator, tenant=globex (-want +got):\n%s", diff)
+		}
+	})
+
+	t.Run("400 names the field", func(t *testing.T) {
+		wrongVersion := base64.RawURLEncoding.EncodeToString([]byte("2:1:" + acme[0]))
+		notAnID := base64.RawURLEncoding.EncodeToString([]byte("1:1:nope"))
+		for _, tc := range []struct{ query, field string }{
+			{"cursor=%%%", "cursor"}, {"cursor=%25%25", "cursor"}, {"cursor=" + wrongVersion, "cursor"}, {"cursor=" + notAnID, "cursor"},
+			{"limit=0", "limit"}, {"limit=1001", "limit"}, {"limit=x", "limit"}, {"offset=-1", "offset"},
+			{"typ=fan.dead", "typ"}, {"region=mars-1", "region"},
+		} {
+			rep := f.call(http.MethodGet, f.r(az).url()+"/v1/dlq?"+tc.query, tokOperator, nil).want(t, http.StatusBadRequest)
+			if e := rep.err(t); e.Code != apiv1.CodeInvalid || e.Field != tc.field {
+				t.Fatalf("%s: %s", tc.query, rep.Body)
+			}
+		}
+	})
+
+	t.Run("a forwarded request lists its own region only", func(t *testing.T) {
+		var l apiv1.TaskList
+		f.forwarded(http.MethodGet, f.r(gcp).url()+"/v1/dlq", tokCluster, nil).want(t, http.StatusOK).json(t, &l)
+		for _, tk := range l.Tasks {
+			if tk.HeldBy != gcp {
+				t.Fatalf("a forwarded listing went on to %s", tk.HeldBy)
+			}
+		}
+		if len(l.Tasks) != 4 || len(l.Regions) != 1 || l.Regions[0].Region != gcp {
+			t.Fatalf("forwarded: %d tasks, regions %+v", len(l.Tasks), l.Regions)
+		}
+		// The tenant the calling server passes narrows the cluster token's view.
+		f.forwarded(http.MethodGet, f.r(gcp).url()+"/v1/dlq?tenant=globex", tokCluster, nil).want(t, http.StatusOK).json(t, &l)
+		if diff := cmp.Diff([]string{globex[0]}, ids(l.Tasks)); diff != "" {
+			t.Fatalf("forwarded with tenant (-want +got):\n%s", diff)
+		}
+		f.forwarded(http.MethodGet, f.r(gcp).url()+"/v1/dlq?region="+aws, tokCluster, nil).want(t, http.StatusNotFound)
+	})
+
+	t.Run("a region that fails is named; the others still answer", func(t *testing.T) {
+		// GCP's server drops every fanned-out listing without an answer.
+		drop := func(w http.ResponseWriter, r *http.Request, next http.Handler) {
+			if r.Header.Get(headerForwarded) != "" && r.URL.Path == "/v1/dlq" {
+				if c, _, err := w.(http.Hijacker).Hijack(); err == nil {
+					c.Close()
+				}
+				return
+			}
+			next.ServeHTTP(w, r)
+		}
+		f.r(gcp).intercept.Store(&drop)
+		l, _ := list(t, az, tokOperator, "")
+		f.r(gcp).intercept.Store(nil)
+		var want []string
+		for _, id := range newest(order) {
+			if held[id] != gcp {
+				want = append(want, id)
+			}
+		}
+		if diff := cmp.Diff(want, ids(l.Tasks)); diff != "" {
+			t.Fatalf("without GCP (-want +got):\n%s", diff)
+		}
+		if diff := cmp.Diff([]string{gcp}, l.Unavailable); diff != "" {
+			t.Fatalf("unavailable (-want +got):\n%s", diff)
+		}
+		if diff := cmp.Diff(map[string]int{aws: 4, az: 1, gcp: -1}, outcomes(l.Regions)); diff != "" {
+			t.Fatalf("regions (-want +got):\n%s", diff)
+		}
+	})
+
+	// Last: it stops GCP's server.
+	t.Run("a stopped region is named; the others still answer", func(t *testing.T) {
+		f.r(gcp).stop()
+		for _, srv := range []string{aws, az} {
+			l, _ := list(t, srv, tokAcme, "")
+			var want []string
+			for _, id := range newest(acme) {
+				if held[id] != gcp {
+					want = append(want, id)
+				}
+			}
+			if diff := cmp.Diff(want, ids(l.Tasks)); diff != "" {
+				t.Fatalf("from %s without GCP (-want +got):\n%s", srv, diff)
+			}
+			if diff := cmp.Diff([]string{gcp}, l.Unavailable); diff != "" {
+				t.Fatalf("from %s: unavailable (-want +got):\n%s", srv, diff)
+			}
+			for _, o := range l.Regions {
+				if (o.Region == gcp) != (o.Error != nil) {
+					t.Fatalf("from %s: outcome %+v", srv, o)
+				}
+			}
+		}
+		// Asked for GCP alone: nothing to return, so 503.
+		rep := f.call(http.MethodGet, f.r(aws).url()+"/v1/dlq?region="+gcp, tokOperator, nil).want(t, http.StatusServiceUnavailable)
+		if rep.err(t).Code != apiv1.CodeUnavailable {
+			t.Fatal(string(rep.Body))
+		}
+	})
+}
+
+// Bulk cancel from one region's API cancels matching PENDING and READY
+// tasks in every region and counts them per region.
+func TestFanoutBulkCancel(t *testing.T) {
+	f := newFed(t)
+	ctx := testCtx(t)
+	type task struct{ id, region string }
+	submit := func(regionName, token, typ string, extra spec) task {
+		sp := spec{"type": typ, "tags": x86, "regions": []string{regionName}}
+		for k, v := range extra {
+			sp[k] = v
+		}
+		return task{f.submitOK(regionName, token, sp).ID, regionName}
+	}
+	var cancelMe, keep []task
+	for _, r := range regionNames {
+		cancelMe = append(cancelMe, submit(r, tokAcme, "fan.cancel", nil), submit(r, tokAcme, "fan.cancel", nil))
+		keep = append(keep, submit(r, tokAcme, "fan.keep", nil))
+	}
+	delayed := submit(gcp, tokAcme, "fan.cancel", spec{"delay": "1h"})
+	theirs := submit(az, tokGlobex, "fan.cancel", nil)
+	state := func(tk task) queue.State {
+		got, err := f.r(tk.region).store.Get(ctx, tk.id)
+		if err != nil {
+			t.Fatalf("%s in %s: %v", tk.id, tk.region, err)
+		}
+		return got.State
+	}
+	waiting := func(typ string) int {
+		n := 0
+		for _, r := range regionNames {
+			_ = f.r(r).store.Waiting(ctx, queue.Filter{Type: typ}, func(ts []*queue.Task) error { n += len(ts); return nil })
+		}
+		return n
+	}
+	cancel := func(t *testing.T, regionName, token string, body any) (apiv1.BulkCancelResponse, reply) {
+		t.Helper()
+		rep := f.call(http.MethodPost, f.r(regionName).url()+"/v1/tasks/cancel", token, body).want(t, http.StatusOK)
+		var bc apiv1.BulkCancelResponse
+		rep.json(t, &bc)
+		return bc, rep
+	}
+
+	t.Run("400 names the field and changes nothing", func(t *testing.T) {
+		for _, tc := range []struct{ body, field string }{
+			{`{"typ":"fan.cancel"}`, "typ"},
+			{`{"type":"fan.cancel","state":"DONE"}`, "state"},
+			{`{"type":"fan.cancel","state":"RUNNING"}`, "state"},
+			{`{"type":"fan.cancel","region":"mars-1"}`, "region"},
+			{`{"region":"` + gcp + `"}`, "type"},
+			{`{"type":"fan.cancel","region":7}`, "region"},
+		} {
+			rep := f.call(http.MethodPost, f.r(aws).url()+"/v1/tasks/cancel", tokOperator, tc.body).want(t, http.StatusBadRequest)
+			if e := rep.err(t); e.Code != apiv1.CodeInvalid || e.Field != tc.field {
+				t.Fatalf("%s: %s", tc.body, rep.Body)
+			}
+		}
+		if n := waiting("fan.cancel"); n != 8 {
+			t.Fatalf("%d fan.cancel tasks waiting after refused requests, want 8", n)
+		}
+		f.call(http.MethodPost, f.r(aws).url()+"/v1/tasks/cancel", tokAcme, spec{"type": "fan.cancel"}).want(t, http.StatusForbidden)
+	})
+
+	t.Run("state and region filters", func(t *testing.T) {
+		bc, _ := cancel(t, aws, tokOperator, spec{"type": "fan.cancel", "state": "PENDING", "region": gcp})
+		if bc.Canceled != 1 || len(bc.Unavailable) != 0 {
+			t.Fatalf("PENDING in %s: %+v", gcp, bc)
+		}
+		if diff := cmp.Diff(map[string]int{gcp: 1}, outcomes(bc.Regions)); diff != "" {
+			t.Fatalf("regions (-want +got):\n%s", diff)
+		}
+		if state(delayed) != queue.Canceled || waiting("fan.cancel") != 7 {
+			t.Fatalf("the delayed task is %s; %d waiting", state(delayed), waiting("fan.cancel"))
+		}
+	})
+
+	t.Run("a tenant's operator cancels its tenant's tasks in every region", func(t *testing.T) {
+		bc, _ := cancel(t, gcp, tokGlobexOps, spec{"type": "fan.cancel"})
+		if diff := cmp.Diff(map[string]int{aws: 0, az: 1, gcp: 0}, outcomes(bc.Regions)); diff != "" || bc.Canceled != 1 {
+			t.Fatalf("globex's operator: %+v (-want +got):\n%s", bc, diff)
+		}
+		if state(theirs) != queue.Canceled {
+			t.Fatalf("globex's task: %s", state(theirs))
+		}
+	})
+
+	t.Run("every region's matching tasks, counted per region", func(t *testing.T) {
+		bc, rep := cancel(t, aws, tokOperator, spec{"type": "fan.cancel", "tenant": "acme"})
+		if diff := cmp.Diff(map[string]int{aws: 2, az: 2, gcp: 2}, outcomes(bc.Regions)); diff != "" || bc.Canceled != 6 {
+			t.Fatalf("%s (-want +got):\n%s", rep.Body, diff)
+		}
+		if !strings.Contains(string(rep.Body), `"unavailable":[]`) {
+			t.Fatalf("no unavailable list: %s", rep.Body)
+		}
+		for _, tk := range cancelMe {
+			if state(tk) != queue.Canceled {
+				t.Fatalf("%s in %s: %s", tk.id, tk.region, state(tk))
+			}
+		}
+		for _, tk := range keep {
+			if state(tk) != queue.Ready {
+				t.Fatalf("a task the filter does not match: %s in %s is %s", tk.id, tk.region, state(tk))
+			}
+		}
+		// The trail names the operator in every region, not the cluster token.
+		for _, tk := range cancelMe {
+			tr := f.trail(tk.region, tokAcme, tk.id)
+			if last := tr[len(tr)-1]; last.To != queue.Canceled || last.By != "oncall" {
+				t.Fatalf("%s in %s: last step %+v", tk.id, tk.region, last)
+			}
+		}
+		bc, _ = cancel(t, az, tokOperator, spec{"type": "fan.cancel"})
+		if bc.Canceled != 0 {
+			t.Fatalf("again: %+v", bc)
+		}
+	})
+
+	t.Run("a forwarded request cancels in its own region only", func(t *testing.T) {
+		var bc apiv1.BulkCancelResponse
+		f.forwarded(http.MethodPost, f.r(az).url()+"/v1/tasks/cancel?on_behalf_of=jane", tokCluster, spec{"type": "fan.keep"}).
+			want(t, http.StatusOK).json(t, &bc)
+		if diff := cmp.Diff(map[string]int{az: 1}, outcomes(bc.Regions)); diff != "" || bc.Canceled != 1 {
+			t.Fatalf("forwarded: %+v (-want +got):\n%s", bc, diff)
+		}
+		// on_behalf_of counts from the cluster token only.
+		f.forwarded(http.MethodPost, f.r(aws).url()+"/v1/tasks/cancel?on_behalf_of=mallory", tokOperator, spec{"type": "fan.keep"}).
+			want(t, http.StatusOK).json(t, &bc)
+		if bc.Canceled != 1 {
+			t.Fatalf("forwarded by an operator: %+v", bc)
+		}
+		for _, tk := range keep {
+			tr := f.trail(tk.region, tokAcme, tk.id)
+			last := tr[len(tr)-1]
+			switch tk.region {
+			case az:
+				if last.To != queue.Canceled || last.By != "jane" {
+					t.Fatalf("cancelled for jane: %+v", last)
+				}
+			case aws:
+				if last.To != queue.Canceled || last.By != "oncall" {
+					t.Fatalf("cancelled by the operator: %+v", last)
+				}
+			default:
+				if state(tk) != queue.Ready {
+					t.Fatalf("%s's task: %s", tk.region, state(tk))
+				}
+			}
+		}
+	})
+
+	// Last: it stops GCP's server.
+	t.Run("a stopped region is named; the others still cancel", func(t *testing.T) {
+		var late []task
+		for _, r := range regionNames {
+			late = append(late, submit(r, tokAcme, "fan.late", nil))
+		}
+		f.r(gcp).stop()
+		bc, _ := cancel(t, aws, tokOperator, spec{"type": "fan.late"})
+		if bc.Canceled != 2 || !slices.Equal(bc.Unavailable, []string{gcp}) {
+			t.Fatalf("without GCP: %+v", bc)
+		}
+		if diff := cmp.Diff(map[string]int{aws: 1, az: 1, gcp: -1}, outcomes(bc.Regions)); diff != "" {
+			t.Fatalf("regions (-want +got):\n%s", diff)
+		}
+		for _, tk := range late {
+			if want := map[bool]queue.State{true: queue.Ready, false: queue.Canceled}[tk.region == gcp]; state(tk) != want {
+				t.Fatalf("%s's task: %s, want %s", tk.region, state(tk), want)
+			}
+		}
+		rep := f.call(http.MethodPost, f.r(az).url()+"/v1/tasks/cancel", tokOperator, spec{"type": "fan.late", "region": gcp}).
+			want(t, http.StatusServiceUnavailable)
+		if rep.err(t).Code != apiv1.CodeUnavailable {
+			t.Fatal(string(rep.Body))
+		}
+	})
+}
+
+// One region's listing with several shards and more dead letters per shard
+// than one read takes: the merge over shards and reads keeps the order
+// (failure time, then id, both descending; many share a millisecond), and
+// the cursor pages through it once.
+func TestFanoutLocalDeadLettersAcrossShards(t *testing.T) {
+	ctx := testCtx(t)
+	r := testenv.StartRedis(t)
+	var clock atomic.Int64
+	clock.Store(time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC).UnixMilli())
+	st, err := queue.New(r.Client(), queue.Options{Region: aws, Shards: 3, Now: func() time.Time { return time.UnixMilli(clock.Load()) }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	const total = 1800 // 600 per shard: more than deadLetterChunk
+	var batch []queue.NewTask
+	for i := range total {
+		zero := 0
+		sp := &queue.Spec{Type: "shard.dead", Tenant: []string{"a", "b"}[i%2], MaxRetries: &zero}
+		if err := sp.Normalize(queue.DefaultDefaults(), time.UnixMilli(clock.Load())); err != nil {
+			t.Fatal(err)
+		}
+		batch = append(batch, queue.NewTask{Spec: sp, Pool: poolCPU})
+	}
+	if _, err := st.Submit(ctx, batch...); err != nil {
+		t.Fatal(err)
+	}
+	var held []*queue.Task
+	for len(held) < total {
+		got, err := st.Claim(ctx, queue.ClaimRequest{Pool: poolCPU, Worker: "w", N: 1000})
+		if err != nil || len(got) == 0 {
+			t.Fatalf("claim: %d %v", len(got), err)
+		}
+		held = append(held, got...)
+	}
+	tenant := map[string]string{}
+	marks := map[string]dlqMark{}
+	for i, tk := range held {
+		// Three failures per millisecond, in no particular id order.
+		clock.Store(clock.Load() + int64(i%3/2))
+		if s, _, err := st.Fail(ctx, queue.Failure{ID: tk.ID, Token: tk.LeaseToken, Error: "x"}); err != nil || s != queue.Failed {
+			t.Fatalf("fail: %s %v", s, err)
+		}
+		tenant[tk.ID] = tk.Tenant
+		marks[tk.ID] = dlqMark{ms: clock.Load(), id: tk.ID}
+	}
+	want := func(q dlqQuery) []string {
+		var out []string
+		for id := range marks {
+			if q.tenant == "" || tenant[id] == q.tenant {
+				out = append(out, id)
+			}
+		}
+		slices.SortFunc(out, func(a, b string) int {
+			if marks[a].newer(marks[b]) {
+				return -1
+			}
+			return 1
+		})
+		return out
+	}
+	n := &Node{store: st}
+	for _, tc := range []struct {
+		q     dlqQuery
+		limit int
+	}{{dlqQuery{}, 1000}, {dlqQuery{}, 97}, {dlqQuery{tenant: "b"}, 333}} {
+		var got []string
+		var after *dlqMark
+		for pages := 0; ; pages++ {
+			ts, more, err := n.localDeadLetters(ctx, tc.q, after, tc.limit)
+			if err != nil {
+				t.Fatal(err)
+			}
+			got = append(got, ids(ts)...)
+			if !more {
+				break
+			}
+			if len(ts) != tc.limit || pages > total {
+				t.Fatalf("a page of %d before the end (limit %d)", len(ts), tc.limit)
+			}
+			m := markOf(ts[len(ts)-1])
+			after = &m
+		}
+		if diff := cmp.Diff(want(tc.q), got); diff != "" {
+			t.Fatalf("tenant %q, limit %d (-want +got):\n%s", tc.q.tenant, tc.limit, diff)
+		}
+	}
+}

@@ -1,0 +1,54 @@
+package federation
+
+import (
+	"testing"
+	"time"
+
+	"github.com/ax-sched/ax/queue"
+)
+
+// A task handed from aws to az and later drained back from az to aws must
+// be live in aws again (not "already there" because of aws's forwarding
+// record, which would leave both regions pointing at each other and the
+// task nowhere), and every region's API must find it.
+func TestHandedBackTaskIsLiveAgain(t *testing.T) {
+	f := newFed(t)
+	ctx := testCtx(t)
+	ids := fillOutbox(t, ctx, f.r(aws), az, poolSpot, 3, payloadN)
+	eventually(t, 30*time.Second, "hand-off to az", func() bool { return f.outboxEmpty(ctx) })
+	checkHandedOffOnce(t, ctx, f, ids, aws, az)
+
+	var moves []queue.DrainMove
+	for _, id := range ids {
+		moves = append(moves, queue.DrainMove{ID: id, Region: aws, Pool: poolSpot})
+	}
+	n, err := f.r(az).store.Drain(ctx, moves)
+	if err != nil || n != len(ids) {
+		t.Fatalf("drain in az: %d %v", n, err)
+	}
+	eventually(t, 30*time.Second, "hand-back to aws", func() bool { return f.outboxEmpty(ctx) })
+	for _, id := range ids {
+		if w := f.where(ctx, id); len(w) != 1 || w[0] != aws {
+			t.Fatalf("task %s lives in %v, want exactly [%s]", id, w, aws)
+		}
+		back, err := f.r(az).store.Get(ctx, id)
+		if err != nil || back.State != queue.HandedOff || back.HandedOffTo != aws {
+			t.Fatalf("az record of %s: %+v %v", id, back, err)
+		}
+		for _, name := range regionNames {
+			tk, rep := f.getTask(name, tokAcme, id)
+			if rep.Status != 200 || tk.State == queue.HandedOff || tk.HeldBy != aws {
+				t.Fatalf("GET %s from %s: %d %s held by %s", id, name, rep.Status, tk.State, tk.HeldBy)
+			}
+		}
+		tr := f.trail(aws, tokAcme, id)
+		for _, x := range tr {
+			if !queue.Legal(x.From, x.To, x.Reason) {
+				t.Fatalf("illegal step in %s's trail: %+v", id, x)
+			}
+		}
+		if !hasReason(tr, queue.ReasonHandedOff) {
+			t.Fatalf("trail of %s lost its first hand-off: %+v", id, tr)
+		}
+	}
+}

@@ -1,0 +1,551 @@
+package federation
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/ax-sched/ax/federation/apiv1"
+	"github.com/ax-sched/ax/queue"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+)
+
+// handOffCounter counts the hand-off requests a region's server receives
+// (single-item and batch), and when the first one arrived.
+type handOffCounter struct {
+	single, batch atomic.Int64
+	mu            sync.Mutex
+	first         time.Time
+}
+
+// count makes r's server count hand-off requests in c; then, when not nil,
+// answer passes them on or answers them itself. It is removed at the
+// test's end.
+func (c *handOffCounter) install(t testing.TB, r *regionEnv, answer func(w http.ResponseWriter, req *http.Request, next http.Handler)) {
+	intercept := func(w http.ResponseWriter, req *http.Request, next http.Handler) {
+		if !strings.HasPrefix(req.URL.Path, "/v1/internal/handoff") || req.Header.Get(headerForwarded) == "" {
+			next.ServeHTTP(w, req)
+			return
+		}
+		c.mu.Lock()
+		if c.first.IsZero() {
+			c.first = time.Now()
+		}
+		c.mu.Unlock()
+		if req.URL.Path == "/v1/internal/handoff" {
+			c.single.Add(1)
+		} else {
+			c.batch.Add(1)
+		}
+		if answer != nil {
+			answer(w, req, next)
+			return
+		}
+		next.ServeHTTP(w, req)
+	}
+	r.intercept.Store(&intercept)
+	t.Cleanup(func() { r.intercept.Store(nil) })
+}
+
+func (c *handOffCounter) firstAt() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.first
+}
+
+// fillOutbox stores n tasks in from's outbox, bound for to's pool, as a
+// placement in from would (straight into the store: the test controls
+// when the sender runs). payload makes task i's payload.
+func fillOutbox(t testing.TB, ctx context.Context, from *regionEnv, to, pool string, n int, payload func(i int) string) []string {
+	t.Helper()
+	var ids []string
+	for start := 0; start < n; start += queue.MaxBatch {
+		var batch []queue.NewTask
+		for i := start; i < min(start+queue.MaxBatch, n); i++ {
+			sp, err := queue.DecodeSpec([]byte(`{"type":"handoff.bulk","tenant":"acme","tags":{"arch":"x86"},"payload":` + payload(i) + `}`))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := sp.Normalize(queue.DefaultDefaults(), time.Now()); err != nil {
+				t.Fatal(err)
+			}
+			batch = append(batch, queue.NewTask{Spec: sp, Pool: pool, HandOff: to})
+		}
+		res, err := from.store.Submit(ctx, batch...)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, r := range res {
+			if r.Err != nil {
+				t.Fatal(r.Err)
+			}
+			ids = append(ids, r.ID)
+		}
+	}
+	return ids
+}
+
+// TestHandOffRate measures how fast one region hands a backlog of tasks to
+// another (docs/benchmarks.md, "federation: cross-region hand-off"). It
+// asserts nothing about time; it runs only when AX_HANDOFF_RATE is set (to
+// the backlog size, e.g. 5000), as it takes a while on the single-item
+// path:
+//
+//	AX_HANDOFF_RATE=5000 go test -count=1 -run TestHandOffRate -v ./federation/
+func TestHandOffRate(t *testing.T) {
+	n, _ := strconv.Atoi(os.Getenv("AX_HANDOFF_RATE"))
+	if n <= 0 {
+		t.Skip("set AX_HANDOFF_RATE=<tasks> to measure the hand-off rate")
+	}
+	for _, mode := range []string{"batch", "single"} {
+		t.Run(mode, func(t *testing.T) {
+			f := newFed(t)
+			ctx := testCtx(t)
+			var c handOffCounter
+			var answer func(w http.ResponseWriter, req *http.Request, next http.Handler)
+			if mode == "single" {
+				// An older receiver: no batch endpoint, so the sender falls
+				// back to one request per task.
+				answer = func(w http.ResponseWriter, req *http.Request, next http.Handler) {
+					if req.URL.Path != "/v1/internal/handoff" {
+						w.Header().Set("Content-Type", "application/json")
+						w.WriteHeader(http.StatusNotFound)
+						_, _ = w.Write([]byte(`{"error":{"code":"not_found","message":"no such endpoint"}}`))
+						return
+					}
+					next.ServeHTTP(w, req)
+				}
+			}
+			c.install(t, f.r(az), answer)
+			// The sender is stopped while its outbox fills, so the backlog is
+			// all there when it starts.
+			f.r(aws).stop()
+			ids := fillOutbox(t, ctx, f.r(aws), az, poolSpot, n, func(i int) string {
+				return fmt.Sprintf(`{"k":"%058d"}`, i) // 64 bytes
+			})
+			f.r(aws).start()
+			eventually(t, 10*time.Minute, "every hand-off answered", func() bool {
+				ts, err := f.r(aws).later.Outbox(ctx, 1)
+				return err == nil && len(ts) == 0
+			})
+			took := time.Since(c.firstAt())
+			checkHandedOffOnce(t, ctx, f, ids, aws, az)
+			t.Logf("%s: %d tasks handed off in %v: %.0f tasks/s; %d single + %d batch requests",
+				mode, n, took.Round(time.Millisecond), float64(n)/took.Seconds(), c.single.Load(), c.batch.Load())
+		})
+	}
+}
+
+// checkHandedOffOnce: every id is HANDED_OFF to dst in src and held once,
+// by dst, across the regions.
+func checkHandedOffOnce(t testing.TB, ctx context.Context, f *fed, ids []string, src, dst string) {
+	t.Helper()
+	for _, id := range ids {
+		home, err := f.r(src).store.Get(ctx, id)
+		if err != nil || home.State != queue.HandedOff || home.HandedOffTo != dst {
+			t.Fatalf("home record of %s: %+v, %v", id, home, err)
+		}
+		if w := f.where(ctx, id); len(w) != 1 || w[0] != dst {
+			t.Fatalf("task %s lives in %v, want exactly [%s]", id, w, dst)
+		}
+	}
+}
+
+// handOffs is the sender's hand-off count of one outcome towards target.
+func handOffs(r *regionEnv, target, outcome string) int {
+	return int(testutil.ToFloat64(r.node().metrics.handoffs.WithLabelValues(r.name, target, outcome)))
+}
+
+func payloadN(i int) string { return strconv.Itoa(i) }
+
+// Issue: hand-offs go in batches. 500 tasks for one target land there
+// exactly once, in far fewer requests than tasks.
+func TestHandOffBatchLandsEveryTaskOnce(t *testing.T) {
+	f := newFed(t)
+	ctx := testCtx(t)
+	var c handOffCounter
+	c.install(t, f.r(az), nil)
+	const n = 500
+	ids := fillOutbox(t, ctx, f.r(aws), az, poolSpot, n, payloadN)
+	eventually(t, 30*time.Second, "every hand-off answered", func() bool { return f.outboxEmpty(ctx) })
+	checkHandedOffOnce(t, ctx, f, ids, aws, az)
+	held, err := f.r(az).store.Counts(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if held.Ready != n || held.ReadyBy[poolSpot][queue.DefaultPriority] != n {
+		t.Fatalf("the target holds %d READY (%v), want %d", held.Ready, held.ReadyBy, n)
+	}
+	for _, other := range []string{aws, gcp} {
+		if c, _ := f.r(other).store.Counts(ctx); c.Ready != 0 {
+			t.Fatalf("%s holds %d READY tasks", other, c.Ready)
+		}
+	}
+	// Every task went in a batch request (at most MaxBatch each), none alone.
+	single, batch := c.single.Load(), c.batch.Load()
+	if single != 0 || batch == 0 || batch > 5 {
+		t.Fatalf("%d tasks took %d single and %d batch requests; want a few batches", n, single, batch)
+	}
+	served := testutil.ToFloat64(f.r(az).node().metrics.requests.WithLabelValues("POST /v1/internal/handoff/batch", "200"))
+	if int64(served) != batch {
+		t.Fatalf("the target's metric counts %v batch requests, the test saw %d", served, batch)
+	}
+	if got := handOffs(f.r(aws), az, "accepted"); got != n {
+		t.Fatalf("ax_handoffs_total{outcome=accepted} = %d, want %d", got, n)
+	}
+	if got := handOffs(f.r(aws), az, "refused") + handOffs(f.r(aws), az, "retry"); got != 0 {
+		t.Fatalf("%d refused or retried hand-offs, want none", got)
+	}
+	// The trail tells the story, read through the home region; the task
+	// reads as held by the target.
+	if tr := f.trail(aws, tokAcme, ids[n-1]); !hasReason(tr, queue.ReasonHandedOff) {
+		t.Fatalf("trail lacks HANDED_OFF: %+v", tr)
+	}
+	if tk, rep := f.getTask(aws, tokAcme, ids[0]); rep.Status != http.StatusOK || tk.HeldBy != az || tk.State != queue.Ready {
+		t.Fatalf("GET through the home region: %d %+v", rep.Status, tk)
+	}
+}
+
+// Items the target refuses (here: a pool it does not have) are placed
+// again by the sender; the rest of the batch is accepted.
+func TestHandOffBatchRefusedItemsArePlacedAgain(t *testing.T) {
+	f := newFed(t)
+	ctx := testCtx(t)
+	var c handOffCounter
+	var refusedItems atomic.Int64
+	c.install(t, f.r(az), func(w http.ResponseWriter, req *http.Request, next http.Handler) {
+		if req.URL.Path != "/v1/internal/handoff/batch" {
+			next.ServeHTTP(w, req)
+			return
+		}
+		rec := httptest.NewRecorder()
+		next.ServeHTTP(rec, req)
+		var br apiv1.HandOffBatchResponse
+		if rec.Code == http.StatusOK && json.Unmarshal(rec.Body.Bytes(), &br) == nil {
+			for i, it := range br.Results {
+				if it.Error != nil {
+					if it.Status != http.StatusUnprocessableEntity || it.Error.Code != apiv1.CodeUnplaceable ||
+						it.Error.Field != fmt.Sprintf("items[%d].pool", i) || it.Error.Message == "" {
+						t.Errorf("refused item %d: %d %+v", i, it.Status, *it.Error)
+					}
+					refusedItems.Add(1)
+				}
+			}
+		}
+		for k, v := range rec.Header() {
+			w.Header()[k] = v
+		}
+		w.WriteHeader(rec.Code)
+		_, _ = w.Write(rec.Body.Bytes())
+	})
+	// The sender's figures are stale: it placed 30 tasks in a pool the
+	// target no longer has.
+	f.r(aws).stop()
+	good := fillOutbox(t, ctx, f.r(aws), az, poolSpot, 270, payloadN)
+	gone := fillOutbox(t, ctx, f.r(aws), az, "cpu-retired", 30, payloadN)
+	f.r(aws).start()
+	eventually(t, 30*time.Second, "every hand-off answered and every refused task placed again", func() bool {
+		if !f.outboxEmpty(ctx) {
+			return false
+		}
+		for _, id := range gone {
+			if tk, err := f.r(aws).store.Get(ctx, id); err != nil || tk.State != queue.HandedOff && tk.State != queue.Ready {
+				return false
+			}
+		}
+		return true
+	})
+	checkHandedOffOnce(t, ctx, f, good, aws, az)
+	for _, id := range gone {
+		if w := f.where(ctx, id); len(w) != 1 {
+			t.Fatalf("refused task %s lives in %v: want exactly one place", id, w)
+		}
+		tr, err := f.r(aws).store.Trail(ctx, id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !hasReason(tr, queue.ReasonHandOffRefused) {
+			t.Fatalf("trail of %s lacks HANDOFF_REFUSED: %+v", id, tr)
+		}
+		if tk, _ := f.r(aws).store.Get(ctx, id); tk.State == queue.HandedOff && tk.Pool == "cpu-retired" {
+			t.Fatalf("%s handed off into the retired pool: %+v", id, tk)
+		}
+	}
+	if got := refusedItems.Load(); got != int64(len(gone)) {
+		t.Fatalf("the target refused %d items, want %d", got, len(gone))
+	}
+	if got := handOffs(f.r(aws), az, "refused"); got != len(gone) {
+		t.Fatalf("ax_handoffs_total{outcome=refused} = %d, want %d", got, len(gone))
+	}
+	if c.batch.Load() == 0 || c.single.Load()+c.batch.Load() > 20 {
+		t.Fatalf("%d single and %d batch requests for %d tasks", c.single.Load(), c.batch.Load(), len(good)+len(gone))
+	}
+}
+
+// A batch whose answer is lost (the target stored every task) is sent
+// again, the same ids to the same target, and yields one copy of each.
+func TestHandOffBatchAnswerLostMakesOneCopy(t *testing.T) {
+	f := newFed(t)
+	ctx := testCtx(t)
+	var c handOffCounter
+	var dropped atomic.Bool
+	c.install(t, f.r(az), func(w http.ResponseWriter, req *http.Request, next http.Handler) {
+		if req.URL.Path == "/v1/internal/handoff/batch" && dropped.CompareAndSwap(false, true) {
+			next.ServeHTTP(httptest.NewRecorder(), req)
+			if conn, _, err := http.NewResponseController(w).Hijack(); err == nil {
+				_ = conn.Close()
+			}
+			return
+		}
+		next.ServeHTTP(w, req)
+	})
+	f.r(aws).stop()
+	ids := fillOutbox(t, ctx, f.r(aws), az, poolSpot, 200, payloadN)
+	f.r(aws).start()
+	eventually(t, 30*time.Second, "every hand-off answered", func() bool { return f.outboxEmpty(ctx) })
+	checkHandedOffOnce(t, ctx, f, ids, aws, az)
+	if !dropped.Load() || c.batch.Load() < 2 {
+		t.Fatalf("%d batch requests; want the lost one and its retry", c.batch.Load())
+	}
+	if held, _ := f.r(az).store.Counts(ctx); held.Ready != len(ids) {
+		t.Fatalf("the target holds %d READY, want %d", held.Ready, len(ids))
+	}
+	if got := handOffs(f.r(aws), az, "retry"); got < len(ids) {
+		t.Fatalf("ax_handoffs_total{outcome=retry} = %d, want every task of the lost batch (%d)", got, len(ids))
+	}
+	if got := handOffs(f.r(aws), az, "accepted"); got != len(ids) {
+		t.Fatalf("ax_handoffs_total{outcome=accepted} = %d, want %d", got, len(ids))
+	}
+}
+
+// A target that is down, then back, gets every task once.
+func TestHandOffTargetDownThenBack(t *testing.T) {
+	f := newFed(t)
+	ctx := testCtx(t)
+	// First the target answers every batch with 503 (up, but failing), then
+	// it is gone altogether.
+	var failing atomic.Bool
+	failing.Store(true)
+	var c handOffCounter
+	c.install(t, f.r(az), func(w http.ResponseWriter, req *http.Request, next http.Handler) {
+		if failing.Load() {
+			w.Header().Set("Content-Type", "application/json")
+			w.WriteHeader(http.StatusServiceUnavailable)
+			_, _ = w.Write([]byte(`{"error":{"code":"unavailable","message":"down for maintenance"}}`))
+			return
+		}
+		next.ServeHTTP(w, req)
+	})
+	ids := fillOutbox(t, ctx, f.r(aws), az, poolSpot, 300, payloadN)
+	eventually(t, 10*time.Second, "the sender retried the failing target", func() bool { return c.batch.Load() >= 2 })
+	f.r(az).stop()
+	if held, _ := f.r(az).store.Counts(ctx); held.Ready != 0 {
+		t.Fatalf("the failing target stored %d tasks", held.Ready)
+	}
+	more := fillOutbox(t, ctx, f.r(aws), az, poolSpot, 200, payloadN)
+	ids = append(ids, more...)
+	time.Sleep(time.Second) // rounds against a target that is not there
+	for _, id := range ids {
+		if tk, err := f.r(aws).store.Get(ctx, id); err != nil || tk.State != queue.Pending || tk.HandOffTarget != az {
+			t.Fatalf("while the target is down %s is %+v, %v; want it waiting for the same target", id, tk, err)
+		}
+	}
+	failing.Store(false)
+	f.r(az).start()
+	eventually(t, 30*time.Second, "every hand-off answered", func() bool { return f.outboxEmpty(ctx) })
+	checkHandedOffOnce(t, ctx, f, ids, aws, az)
+	if held, _ := f.r(az).store.Counts(ctx); held.Ready != len(ids) {
+		t.Fatalf("the target holds %d READY, want %d", held.Ready, len(ids))
+	}
+	if got := handOffs(f.r(aws), az, "accepted"); got != len(ids) {
+		t.Fatalf("ax_handoffs_total{outcome=accepted} = %d, want %d", got, len(ids))
+	}
+	if got := handOffs(f.r(aws), az, "refused"); got != 0 {
+		t.Fatalf("%d hand-offs refused; a target that is down refuses nothing", got)
+	}
+	if handOffs(f.r(aws), az, "retry") == 0 {
+		t.Fatal("no retry counted")
+	}
+}
+
+// An older target (no batch endpoint) gets one task per request.
+func TestHandOffBatchOlderTargetGetsSingleRequests(t *testing.T) {
+	f := newFed(t)
+	ctx := testCtx(t)
+	var c handOffCounter
+	c.install(t, f.r(az), func(w http.ResponseWriter, req *http.Request, next http.Handler) {
+		if req.URL.Path != "/v1/internal/handoff" {
+			w.Header().Set("Content-Type", "application/json")
+			w.WriteHeader(http.StatusNotFound)
+			_, _ = w.Write([]byte(`{"error":{"code":"not_found","message":"no such endpoint: POST ` + req.URL.Path + `"}}`))
+			return
+		}
+		next.ServeHTTP(w, req)
+	})
+	ids := fillOutbox(t, ctx, f.r(aws), az, poolSpot, 40, payloadN)
+	eventually(t, 30*time.Second, "every hand-off answered", func() bool { return f.outboxEmpty(ctx) })
+	more := fillOutbox(t, ctx, f.r(aws), az, poolSpot, 40, payloadN)
+	eventually(t, 30*time.Second, "every hand-off answered", func() bool { return f.outboxEmpty(ctx) })
+	checkHandedOffOnce(t, ctx, f, append(ids, more...), aws, az)
+	// One batch try; then the sender remembers.
+	if c.batch.Load() != 1 || c.single.Load() != int64(len(ids)+len(more)) {
+		t.Fatalf("%d batch and %d single requests for %d tasks; want 1 and one per task", c.batch.Load(), c.single.Load(), len(ids)+len(more))
+	}
+	if got := handOffs(f.r(aws), az, "refused"); got != 0 {
+		t.Fatalf("%d hand-offs refused", got)
+	}
+}
+
+// The batch endpoint: the cluster token only; a request of the wrong shape
+// is a 400 naming the field and stores nothing; item faults are answered
+// per item, in the usual error shape, and the rest is accepted once.
+func TestHandOffBatchEndpoint(t *testing.T) {
+	f := newFed(t)
+	ctx := testCtx(t)
+	url := f.r(az).url() + "/v1/internal/handoff/batch"
+	spec := func(extra string) json.RawMessage {
+		return json.RawMessage(`{"type":"etl.step","tags":{"arch":"x86"}` + extra + `}`)
+	}
+	newID := func() string { return queue.NewID(aws, 0, time.Now()) }
+	item := func(id string) apiv1.HandOff { return apiv1.HandOff{ID: id, Pool: poolSpot, Spec: spec("")} }
+	stored := func() int {
+		c, err := f.r(az).store.Counts(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return c.Ready + c.Pending
+	}
+	before := stored()
+	okID := newID()
+
+	t.Run("cluster token only", func(t *testing.T) {
+		body := apiv1.HandOffBatch{Items: []apiv1.HandOff{item(okID)}}
+		if e := f.call(http.MethodPost, url, "", body).want(t, http.StatusUnauthorized).err(t); e.Code != apiv1.CodeUnauthorized {
+			t.Fatalf("no token: %+v", e)
+		}
+		for _, tok := range []string{tokAdmin, tokOperator, tokAcme} {
+			if e := f.call(http.MethodPost, url, tok, body).want(t, http.StatusForbidden).err(t); e.Code != apiv1.CodeForbidden {
+				t.Fatalf("%s: %+v", tok, e)
+			}
+		}
+		if e := f.call(http.MethodPost, url, tokUnknown, body).want(t, http.StatusUnauthorized).err(t); e.Code != apiv1.CodeUnauthorized {
+			t.Fatalf("unknown token: %+v", e)
+		}
+	})
+
+	t.Run("wrong shape: 400 naming the field, nothing stored", func(t *testing.T) {
+		var tooMany []apiv1.HandOff
+		for range MaxBatch + 1 {
+			tooMany = append(tooMany, item(newID()))
+		}
+		dupID := newID()
+		for _, tc := range []struct {
+			name  string
+			body  any
+			field string
+		}{
+			{"unknown field", `{"items":[{"id":"` + okID + `","pool":"cpu-spot","spec":{"type":"x"}}],"priority":1}`, "priority"},
+			{"unknown item field", `{"items":[{"id":"` + okID + `","pool":"cpu-spot","spec":{"type":"x"}},{"id":"` + newID() + `","pool":"cpu-spot","spec":{"type":"x"},"region":"x"}]}`, "items[1].region"},
+			{"item field of the wrong type", `{"items":[{"id":"` + okID + `","pool":7,"spec":{"type":"x"}}]}`, "items[0].pool"},
+			{"item not an object", `{"items":["` + okID + `"]}`, "items[0]"},
+			{"no items", apiv1.HandOffBatch{}, "items"},
+			{"empty items", `{"items":[]}`, "items"},
+			{"more than 1000 items", apiv1.HandOffBatch{Items: tooMany}, "items"},
+			{"an id twice", apiv1.HandOffBatch{Items: []apiv1.HandOff{item(okID), item(dupID), item(dupID)}}, "items[2].id"},
+		} {
+			t.Run(tc.name, func(t *testing.T) {
+				e := f.call(http.MethodPost, url, tokCluster, tc.body).want(t, http.StatusBadRequest).err(t)
+				if e.Code != apiv1.CodeInvalid || e.Field != tc.field {
+					t.Fatalf("error %+v, want code %s field %q", e, apiv1.CodeInvalid, tc.field)
+				}
+			})
+		}
+		if n := stored(); n != before {
+			t.Fatalf("bad requests stored %d tasks", n-before)
+		}
+		for _, id := range []string{okID, dupID, tooMany[0].ID} {
+			if _, err := f.r(az).store.Get(ctx, id); !errors.Is(err, queue.ErrNotFound) {
+				t.Fatalf("%s after bad requests: %v, want not found", id, err)
+			}
+		}
+	})
+
+	t.Run("answers per item", func(t *testing.T) {
+		badSpec, badPool, otherOK := newID(), newID(), newID()
+		body := apiv1.HandOffBatch{Items: []apiv1.HandOff{
+			item(okID),
+			{ID: badSpec, Pool: poolSpot, Spec: spec(`,"priority":9`)},
+			{ID: badPool, Pool: "cpu-retired", Spec: spec("")},
+			{ID: "not-a-task-id", Pool: poolSpot, Spec: spec("")},
+			item(otherOK),
+		}}
+		var br apiv1.HandOffBatchResponse
+		f.call(http.MethodPost, url, tokCluster, body).want(t, http.StatusOK).json(t, &br)
+		if br.Accepted != 2 || br.Refused != 3 || len(br.Results) != 5 {
+			t.Fatalf("answer %+v", br)
+		}
+		for i, want := range []struct {
+			status      int
+			code, field string
+		}{
+			{http.StatusOK, "", ""},
+			{http.StatusBadRequest, apiv1.CodeInvalid, "items[1].spec.priority"},
+			{http.StatusUnprocessableEntity, apiv1.CodeUnplaceable, "items[2].pool"},
+			{http.StatusBadRequest, apiv1.CodeInvalid, "items[3].id"},
+			{http.StatusOK, "", ""},
+		} {
+			it := br.Results[i]
+			if it.ID != body.Items[i].ID || it.Status != want.status {
+				t.Fatalf("item %d: %+v, want status %d", i, it, want.status)
+			}
+			if want.code == "" {
+				if !it.Accepted || it.Duplicate || it.Error != nil || it.State != string(queue.Ready) {
+					t.Fatalf("item %d: %+v, want accepted READY", i, it)
+				}
+				continue
+			}
+			if it.Accepted || it.Error == nil || it.Error.Code != want.code || it.Error.Field != want.field || it.Error.Message == "" {
+				t.Fatalf("item %d: %+v (%+v), want %s on %s", i, it, it.Error, want.code, want.field)
+			}
+		}
+		for _, id := range []string{okID, otherOK} {
+			if tk, err := f.r(az).store.Get(ctx, id); err != nil || tk.State != queue.Ready || tk.Pool != poolSpot {
+				t.Fatalf("accepted %s: %+v, %v", id, tk, err)
+			}
+		}
+		for _, id := range []string{badSpec, badPool} {
+			if _, err := f.r(az).store.Get(ctx, id); !errors.Is(err, queue.ErrNotFound) {
+				t.Fatalf("refused %s: %v, want not found", id, err)
+			}
+		}
+		// A repeat (the sender lost the answer) adds nothing: the ids held
+		// are answered accepted again, as duplicates.
+		var again apiv1.HandOffBatchResponse
+		f.call(http.MethodPost, url, tokCluster, apiv1.HandOffBatch{Items: []apiv1.HandOff{item(otherOK), item(okID)}}).
+			want(t, http.StatusOK).json(t, &again)
+		for _, it := range again.Results {
+			if !it.Accepted || !it.Duplicate || it.Status != http.StatusOK {
+				t.Fatalf("repeat: %+v", it)
+			}
+		}
+		if n := stored(); n != before+2 {
+			t.Fatalf("the target stored %d tasks, want 2", n-before)
+		}
+		// The single-item endpoint agrees: the id is held.
+		var hr apiv1.HandOffResponse
+		f.call(http.MethodPost, f.r(az).url()+"/v1/internal/handoff", tokCluster, item(okID)).want(t, http.StatusOK).json(t, &hr)
+		if !hr.Accepted {
+			t.Fatalf("single-item repeat: %+v", hr)
+		}
+	})
+}
