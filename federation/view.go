@@ -38,6 +38,7 @@ type View struct {
 	log        *slog.Logger
 	regions    *lease.View
 	prices     *lease.View
+	servers    *lease.View // <prefix>servers/: every announced server (Announce)
 
 	mu     sync.Mutex
 	health map[string]*health
@@ -80,6 +81,7 @@ func NewView(c *clientv3.Client, prefix string, pcfg placement.Config, grace tim
 		prefix: prefix, staleAfter: pcfg.StaleAfter, grace: grace, pcfg: pcfg, log: log,
 		regions: lease.NewView(c, prefix+"regions/", lease.WithLogger(log)),
 		prices:  lease.NewView(c, prefix+"prices/", lease.WithLogger(log)),
+		servers: lease.NewView(c, prefix+"servers/", lease.WithLogger(log)),
 		health:  map[string]*health{},
 		stop:    make(chan struct{}), done: make(chan struct{}),
 	}
@@ -100,6 +102,7 @@ func (v *View) run() {
 			return
 		case <-v.regions.Changes():
 		case <-v.prices.Changes():
+		case <-v.servers.Changes():
 		case <-t.C:
 		}
 		v.rebuild(time.Now())
@@ -113,6 +116,7 @@ func (v *View) Close() {
 		<-v.done
 		v.regions.Close()
 		v.prices.Close()
+		v.servers.Close()
 	})
 }
 
@@ -220,6 +224,9 @@ func (v *View) rebuild(now time.Time) {
 		v.log.Warn("placement snapshot", "err", err)
 		snap, _ = placement.NewSnapshot(v.pcfg, nil)
 	}
+	// Servers announced in the global etcd (Announce) share each pool's
+	// headroom; none announced: the configured count.
+	snap.WithServers(v.servers.Snapshot().Len())
 	v.snap.Store(&viewSnap{infos: infos, pools: snap, updated: updated, built: now})
 }
 

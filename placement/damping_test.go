@@ -216,3 +216,28 @@ func TestViewFollowsStaleness(t *testing.T) {
 		}
 	}
 }
+
+// The count of registered servers a snapshot carries overrides
+// Config.Servers: four servers each take a quarter of the headroom.
+func TestSnapshotServersOverrideConfig(t *testing.T) {
+	pools := burstPools(t)
+	cfg := DefaultConfig() // Servers 1
+	s := mustSnapshot(t, pools...).WithServers(4)
+	p := mustPlacer(t, cfg, nil)
+	counts := make([]int, len(pools))
+	for {
+		d := p.Place(s, cpuTask(), t0)
+		if !d.OK {
+			break
+		}
+		counts[d.Index]++
+	}
+	for i, pool := range pools {
+		if want := headroom(pool, cfg.HardWatermark) / 4; counts[i] != want {
+			t.Errorf("%s: %d placements, want a quarter of the headroom, %d", pool.Key(), counts[i], want)
+		}
+	}
+	if s.WithServers(0).Servers() != 0 {
+		t.Fatal("WithServers(0) must fall back to the config")
+	}
+}

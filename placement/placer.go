@@ -11,7 +11,8 @@ import (
 // Placer places tasks for one server. It is safe for concurrent use; keep one per server.
 //
 // Damping: between two publications of a pool's figures, the Placer counts its own placements
-// into that pool and treats them as if every one of the Config.Servers servers had placed as many
+// into that pool and treats them as if every one of the servers (the snapshot's count of
+// registered servers, else Config.Servers) had placed as many
 // (N × own). That is the same as claiming only 1/N of the pool's headroom, and it raises the
 // effective fill, hence the penalty, as the burst goes on: a cheap pool keeps winning only until
 // its penalty has eaten its price advantage, and nothing lands past a pool's headroom. The count
@@ -296,7 +297,11 @@ func (q *query) score(i int) (sc parts) {
 	}
 	sc.base = e.price * sc.hours
 
-	absorbed := int64(cfg.Servers) * q.st.placed[i].Load()
+	servers := q.st.snap.servers
+	if servers < 1 {
+		servers = cfg.Servers
+	}
+	absorbed := int64(servers) * q.st.placed[i].Load()
 	sc.saturated = absorbed >= q.v.room[i].headroom
 	sc.fill = fill(e.ready+max(0, absorbed-q.v.room[i].free), e.queue)
 	sc.penalty = cfg.penalty(sc.fill)

@@ -26,7 +26,20 @@ type Snapshot struct {
 	tags     map[tagPair]bitset // tag pair → pools carrying it
 	words    int                // length of every bitset
 	curve    curve              // the penalty the order was computed with
+	servers  int                // servers placing into these pools (0: the Placer's Config.Servers)
 }
+
+// WithServers records how many servers place into these pools (counted from
+// their registrations), so each assumes 1/n of a pool's headroom; n < 1
+// leaves the Placer's Config.Servers in force. Call it before the snapshot is
+// shared; it returns s.
+func (s *Snapshot) WithServers(n int) *Snapshot {
+	s.servers = max(n, 0)
+	return s
+}
+
+// Servers is the count WithServers recorded (0: none).
+func (s *Snapshot) Servers() int { return s.servers }
 
 // curve is the part of a Config the snapshot order depends on.
 type curve struct{ soft, hard, max float64 }

@@ -236,7 +236,12 @@ func (s *server) Run(ctx context.Context) error {
 	errc := make(chan error, 3)
 	cctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	wg.Add(3)
+	wg.Add(4)
+	go func() {
+		defer wg.Done()
+		federation.Announce(cctx, s.global, s.cfg.Etcd.Prefix, federation.ServerInfo{
+			Region: s.cfg.Name, ID: s.id, API: s.cfg.PublicAddr, Started: time.Now().UTC()}, s.cfg.Etcd.SessionTTL, s.log)
+	}()
 	go func() {
 		defer wg.Done()
 		if err := s.cell.Run(cctx); err != nil {

@@ -1,0 +1,44 @@
+package federation
+
+import (
+	"context"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/ax-sched/ax/internal/testenv"
+	"github.com/ax-sched/ax/placement"
+)
+
+// Servers announce themselves in the global etcd; every View counts them
+// and its snapshots carry the count, so placement shares each pool's
+// headroom among them. A server that stops is no longer counted.
+func TestViewCountsAnnouncedServers(t *testing.T) {
+	e := testenv.StartEtcd(t)
+	c := e.Client()
+	v := NewView(c, "/ax/", placement.DefaultConfig(), time.Second, nil)
+	t.Cleanup(v.Close)
+	if n := v.Pools().Servers(); n != 0 {
+		t.Fatalf("servers before any announcement: %d", n)
+	}
+	var wg sync.WaitGroup
+	cancels := map[string]context.CancelFunc{}
+	for _, id := range []string{"a", "b", "c"} {
+		ctx, cancel := context.WithCancel(context.Background())
+		cancels[id] = cancel
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			Announce(ctx, c, "/ax/", ServerInfo{Region: "r1", ID: id, API: "http://" + id}, 2*time.Second, nil)
+		}()
+	}
+	t.Cleanup(func() {
+		for _, cancel := range cancels {
+			cancel()
+		}
+		wg.Wait()
+	})
+	eventually(t, 10*time.Second, "three servers counted", func() bool { return v.Pools().Servers() == 3 })
+	cancels["b"]()
+	eventually(t, 10*time.Second, "two servers after one stopped", func() bool { return v.Pools().Servers() == 2 })
+}
