@@ -261,7 +261,11 @@ func (n *Node) Submit(ctx context.Context, specs []*queue.Spec, forwarded bool) 
 }
 
 func placeTask(sp *queue.Spec, home string) placement.Task {
-	return placement.Task{Type: sp.Type, Tags: sp.Tags, Regions: sp.Regions, Critical: sp.Critical, Home: home}
+	prio := 0
+	if sp.Priority != nil {
+		prio = *sp.Priority
+	}
+	return placement.Task{Type: sp.Type, Tags: sp.Tags, Regions: sp.Regions, Critical: sp.Critical, Priority: prio, Home: home}
 }
 
 // Explain is a dry-run placement of a spec.
@@ -280,7 +284,7 @@ func (n *Node) PlaceDue(_ context.Context, tasks []*queue.Task) []queue.Assignme
 	snap := vs.pools
 	out := make([]queue.Assignment, 0, len(tasks))
 	for _, t := range tasks {
-		d := n.placer.Place(snap, placement.Task{Type: t.Type, Tags: t.Tags, Regions: t.Regions, Critical: t.Critical, Home: n.cfg.Region}, now)
+		d := n.placer.Place(snap, placement.Task{Type: t.Type, Tags: t.Tags, Regions: t.Regions, Critical: t.Critical, Priority: t.Priority, Home: n.cfg.Region}, now)
 		if d.OK {
 			n.metrics.placements.WithLabelValues(d.Region, d.Pool).Inc()
 		}

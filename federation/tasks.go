@@ -161,7 +161,7 @@ func (n *Node) drain(ctx context.Context, pool string, rate int) (int, error) {
 		for _, t := range ts {
 			allowed := t.Regions
 			d := n.placer.Place(snap, placement.Task{Type: t.Type, Tags: t.Tags, Regions: without(allowed, n.cfg.Region, n.cfg.Regions),
-				Critical: t.Critical, Home: n.cfg.Region}, now)
+				Critical: t.Critical, Priority: t.Priority, Home: n.cfg.Region}, now)
 			if !d.OK || d.Region == n.cfg.Region {
 				continue // nowhere else to go now: it stays
 			}

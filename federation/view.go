@@ -215,7 +215,7 @@ func (v *View) rebuild(now time.Time) {
 				Ready:         p.Ready + inFlight[r.Region+"/"+p.Name],
 				QueueCapacity: p.QueueCapacity, PricePerSlotHour: p.PricePerSlotHour, Spot: p.Spot,
 				Discount: p.Discount, Window: windowOf(p.Schedule), UpdatedAt: r.UpdatedAt,
-				RegionHealthy: r.Healthy, ScaleFromZero: p.ScaleFromZero,
+				RegionHealthy: r.Healthy, ScaleFromZero: p.ScaleFromZero, Paused: p.Paused,
 			})
 		}
 	}

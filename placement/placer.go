@@ -59,7 +59,12 @@ type view struct {
 	// saturated marks pools found saturated. Within a view headroom is fixed and counts only
 	// grow, so a set bit stays true; a clear bit only means "not known", and the score decides.
 	saturated []atomic.Uint64
+	// paused marks available pools whose low priorities backpressure holds (Pool.Paused).
+	paused bitset
 }
+
+// lowHeld reports whether backpressure's pause applies to t: priorities 3–4, not critical.
+func lowHeld(t *Task) bool { return t.Priority >= 3 && !t.Critical }
 
 // room is what a pool can take now, counting every server.
 type room struct {
@@ -170,6 +175,7 @@ func (p *Placer) buildView(s *Snapshot, now time.Time) *view {
 		from: now.UnixNano(), until: math.MaxInt64,
 		avail: make(bitset, s.words), reason: make([]reason, n),
 		room: make([]room, n), saturated: make([]atomic.Uint64, s.words),
+		paused: make(bitset, s.words),
 	}
 	// Window slots change only when the local minute does (zone offsets are whole minutes).
 	nextMinute := nanos(now.Truncate(time.Minute).Add(time.Minute))
@@ -198,6 +204,9 @@ func (p *Placer) buildView(s *Snapshot, now time.Time) *view {
 			continue
 		}
 		v.avail.set(i)
+		if pl.Paused {
+			v.paused.set(i)
+		}
 		// The small epsilon keeps e.g. 1000 × 0.95 at 950 despite binary rounding.
 		hardCap := int64(math.Floor(float64(pl.QueueCapacity)*p.cfg.HardWatermark + 1e-9))
 		free := int64(max(0, slots-pl.Running))
@@ -426,7 +435,7 @@ func (p *Placer) evaluate(st *state, t *Task, now time.Time, exp *Explanation) (
 				sc := q.score(i)
 				c.Duration, c.DurationKnown = time.Duration(sc.hours*float64(time.Hour)), sc.known
 				c.BaseCost, c.Fill, c.Penalty, c.CrossRegion, c.Cost = sc.base, sc.fill, sc.penalty, sc.cross, sc.cost
-				if sc.saturated && !t.Critical {
+				if sc.saturated && !t.Critical || lowHeld(t) && q.v.paused.has(i) {
 					r = rSaturated
 					saturated++
 				} else if better(i, sc.cost, best, bestCost) {
@@ -467,6 +476,9 @@ func (w *walk) run(part bitset, invert bool, cross float64) {
 		m := q.v.avail[wd]
 		if !q.t.Critical {
 			m &^= q.v.saturated[wd].Load()
+		}
+		if lowHeld(q.t) {
+			m &^= q.v.paused[wd]
 		}
 		for _, bs := range w.tags {
 			m &= bs[wd]

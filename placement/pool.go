@@ -31,6 +31,9 @@ type Pool struct {
 	RegionHealthy bool
 	// ScaleFromZero admits tasks to a pool with no live slots (workers start on demand).
 	ScaleFromZero bool
+	// Paused: backpressure holds the pool's low priorities (3–4) until its fill falls under the
+	// resume threshold; such tasks (unless critical) are not admitted, as if it were saturated.
+	Paused bool
 }
 
 // Key identifies a pool across snapshots and in an Estimator: "region/name".
@@ -46,6 +49,8 @@ type Task struct {
 	Regions []string
 	// Critical tasks are admitted to saturated pools (at the maximum penalty).
 	Critical bool
+	// Priority 0 (highest) to 4; priorities 3–4 are not admitted to a Paused pool.
+	Priority int
 	// Home is the task's home region; pools elsewhere cost Config.CrossRegionPenalty more.
 	// Empty means no home, no penalty.
 	Home string

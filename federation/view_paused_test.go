@@ -1,0 +1,63 @@
+package federation
+
+import (
+	"context"
+	"encoding/json"
+	"testing"
+	"time"
+
+	"github.com/ax-sched/ax/internal/testenv"
+	"github.com/ax-sched/ax/placement"
+	"github.com/ax-sched/ax/region"
+)
+
+// A pool the region leader publishes as paused (backpressure's hysteresis:
+// from the pause threshold until the fill is under the resume one, whatever
+// the fill in between) admits no priority 3–4 task: the view carries the
+// flag into placement, which sends such a task to another pool, or reports
+// every candidate saturated (429 at the API).
+func TestViewCarriesPausedIntoPlacement(t *testing.T) {
+	e := testenv.StartEtcd(t)
+	c := e.Client()
+	v := NewView(c, "/ax/", placement.DefaultConfig(), time.Millisecond, nil)
+	t.Cleanup(v.Close)
+	publish := func(paused ...bool) {
+		t.Helper()
+		f := region.Figures{Region: "r1", API: "http://r1", Leader: "x", UpdatedAt: time.Now()}
+		for i, name := range []string{"cheap", "dear"} {
+			f.Pools = append(f.Pools, region.PoolFigures{Name: name, Tags: map[string]string{"class": "cpu"},
+				Slots: 10, Running: 10, Ready: 500, QueueCapacity: 1000, PricePerSlotHour: 0.01 * float64(i+1),
+				Paused: paused[i]})
+		}
+		b, _ := json.Marshal(f)
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		if _, err := c.Put(ctx, "/ax/regions/r1", string(b)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	p, err := placement.NewPlacer(placement.DefaultConfig(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	low := placement.Task{Type: "etl", Tags: map[string]string{"class": "cpu"}, Priority: 4}
+	high := low
+	high.Priority = 1
+	place := func(tk placement.Task) placement.Decision {
+		v.Refresh()
+		return p.Place(v.Pools(), tk, time.Now())
+	}
+	publish(true, false)
+	eventually(t, 10*time.Second, "low priority placed in the pool that is not paused", func() bool {
+		d := place(low)
+		return d.OK && d.Pool == "dear"
+	})
+	if d := place(high); !d.OK || d.Pool != "cheap" {
+		t.Fatalf("priority 1: %+v, want the cheap pool despite its pause", d)
+	}
+	publish(true, true)
+	eventually(t, 10*time.Second, "low priority refused as saturated", func() bool {
+		d := place(low)
+		return !d.OK && d.AllSaturated()
+	})
+}
