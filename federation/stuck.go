@@ -2,6 +2,7 @@ package federation
 
 import (
 	"context"
+	"errors"
 	"time"
 
 	"github.com/ax-sched/ax/queue"
@@ -11,7 +12,9 @@ import (
 // that lost all its workers, after Config.StuckPoolGrace, through the same
 // rate-limited hand-off as a drain. Pools that scale from zero are left
 // alone: their workers start on demand.
-func (n *Node) StuckPoolLoop(ctx context.Context, _ queue.Fence, _ func(error)) {
+// Its moves are fenced: a deposed leader's loop changes nothing and ends
+// the term (lost).
+func (n *Node) StuckPoolLoop(ctx context.Context, f queue.Fence, lost func(error)) {
 	since := map[string]time.Time{}
 	t := time.NewTicker(min(time.Second, n.cfg.StuckPoolGrace/4))
 	defer t.Stop()
@@ -37,7 +40,11 @@ func (n *Node) StuckPoolLoop(ctx context.Context, _ queue.Fence, _ func(error)) 
 			if now.Sub(since[p.Name]) < n.cfg.StuckPoolGrace {
 				continue
 			}
-			moved, err := n.drain(ctx, p.Name, 200)
+			moved, err := n.drain(ctx, p.Name, 200, &f)
+			if errors.Is(err, queue.ErrFenced) {
+				lost(err)
+				return
+			}
 			if err != nil && ctx.Err() == nil {
 				n.log.Warn("re-placing a pool without workers", "pool", p.Name, "err", err)
 				continue

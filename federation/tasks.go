@@ -126,11 +126,12 @@ func isPeerNotFound(err error) bool {
 // Drain moves READY tasks of this region to pools elsewhere through the
 // hand-off outbox, at most rate per second. It returns how many it moved.
 func (n *Node) Drain(ctx context.Context, rate int) (int, error) {
-	return n.drain(ctx, "", rate)
+	return n.drain(ctx, "", rate, nil)
 }
 
-// drain moves READY tasks of one pool ("" = every pool) elsewhere.
-func (n *Node) drain(ctx context.Context, pool string, rate int) (int, error) {
+// drain moves READY tasks of one pool ("" = every pool) elsewhere; a leader
+// loop passes its fence (nil: an operator's drain).
+func (n *Node) drain(ctx context.Context, pool string, rate int, f *queue.Fence) (int, error) {
 	if rate <= 0 {
 		rate = 200
 	}
@@ -143,7 +144,11 @@ func (n *Node) drain(ctx context.Context, pool string, rate int) (int, error) {
 		if len(batch) == 0 {
 			return nil
 		}
-		k, err := n.store.Drain(ctx, batch)
+		var fs []queue.Fence
+		if f != nil {
+			fs = append(fs, *f)
+		}
+		k, err := n.store.Drain(ctx, batch, fs...)
 		moved += k
 		batch = batch[:0]
 		if err != nil {

@@ -175,6 +175,34 @@ func TestFencing(t *testing.T) {
 	}
 }
 
+// A leader loop's drain is fenced (an operator's is not): a deposed
+// leader's re-placement moves nothing.
+func TestDrainFencing(t *testing.T) {
+	e := newEnv(t)
+	a, b := e.submit("cpu"), e.submit("cpu")
+	if _, err := e.s.Promote(e.ctx, Fence{Name: "region", Token: 7}, 10); err != nil {
+		t.Fatal(err)
+	}
+	n, err := e.s.Drain(e.ctx, []DrainMove{{ID: a, Region: "us-east", Pool: "cpu"}}, Fence{Name: "region", Token: 6})
+	if !errors.Is(err, ErrFenced) || n != 0 {
+		t.Fatalf("token 6 after 7: %d %v", n, err)
+	}
+	if st := e.state(a); st != Ready {
+		t.Fatalf("a fenced drain moved the task: %s", st)
+	}
+	if n, err = e.s.Drain(e.ctx, []DrainMove{{ID: a, Region: "us-east", Pool: "cpu"}}, Fence{Name: "region", Token: 7}); err != nil || n != 1 {
+		t.Fatalf("token 7: %d %v", n, err)
+	}
+	if n, err = e.s.Drain(e.ctx, []DrainMove{{ID: b, Region: "us-east", Pool: "cpu"}}); err != nil || n != 1 {
+		t.Fatalf("operator drain: %d %v", n, err)
+	}
+	for _, id := range []string{a, b} {
+		if tk, _ := e.s.Get(e.ctx, id); tk.State != Pending || tk.HandOffTarget != "us-east" {
+			t.Fatalf("%s: %s target %q", id, tk.State, tk.HandOffTarget)
+		}
+	}
+}
+
 // An attempt that ran past its deadline keeps DEADLINE_EXCEEDED in the trail
 // when it retries and when it ends FAILED, through TIMEOUT as a reaped one.
 func TestDeadlineFailureThroughTimeout(t *testing.T) {

@@ -3,6 +3,7 @@ package queue
 import (
 	"context"
 	"fmt"
+	"strconv"
 	"strings"
 )
 
@@ -117,8 +118,10 @@ func (s *Store) CancelWhere(ctx context.Context, f Filter, by string) (int, erro
 // DrainMove is one READY task to move out of the region.
 type DrainMove struct{ ID, Region, Pool string }
 
-// Drain moves READY tasks into the outbox, bound for other regions.
-func (s *Store) Drain(ctx context.Context, moves []DrainMove) (int, error) {
+// Drain moves READY tasks into the outbox, bound for other regions. An
+// operator's drain passes no fence; a leader loop passes its own, and gets
+// ErrFenced once a newer leader exists.
+func (s *Store) Drain(ctx context.Context, moves []DrainMove, f ...Fence) (int, error) {
 	byShard := make([][]any, s.opts.Shards)
 	for _, m := range moves {
 		shard, err := s.shardOf(m.ID)
@@ -131,10 +134,19 @@ func (s *Store) Drain(ctx context.Context, moves []DrainMove) (int, error) {
 	for shard, items := range byShard {
 		for start := 0; start < len(items); start += 3 * MaxBatch {
 			chunk := items[start:min(start+3*MaxBatch, len(items))]
-			argv := append([]any{s.clock(), len(chunk) / 3}, chunk...)
-			out, err := scripts.drain.Run(ctx, s.rdb, s.keysWith(shard, s.keys[shard].prefix+"outbox"), argv...).Slice()
+			keys := s.keysWith(shard, s.keys[shard].prefix+"outbox")
+			token := ""
+			if len(f) > 0 {
+				keys = append(keys, s.fenceKey(shard, f[0]))
+				token = strconv.FormatInt(f[0].Token, 10)
+			}
+			argv := append([]any{s.clock(), len(chunk) / 3, token}, chunk...)
+			out, err := scripts.drain.Run(ctx, s.rdb, keys, argv...).Slice()
 			if err != nil {
 				return total, fmt.Errorf("queue: drain: %w", err)
+			}
+			if fenced(out) {
+				return total, ErrFenced
 			}
 			total += toInt(out[0])
 		}

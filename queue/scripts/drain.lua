@@ -1,14 +1,18 @@
 -- drain.lua: move READY tasks of a pool out of this region: READY→PENDING
 -- into the outbox, bound for pool in region (DRAINED). The outbox sender
 -- hands them off like any placement.
--- KEYS: 1-8 see lib.lua; 9 outbox.
--- ARGV: 1 clock, 2 n, then per task: id, target region, target pool.
--- Returns: {moved}.
+-- An operator's drain may run on any server (each task moves at most once);
+-- the leader's re-placement of a pool without workers is fenced.
+-- KEYS: 1-8 see lib.lua; 9 outbox; 10 fence key (when fenced).
+-- ARGV: 1 clock, 2 n, 3 fencing token ('' = not fenced), then per task: id,
+--       target region, target pool.
+-- Returns: {-1} fenced; else {moved}.
 local now = clock(ARGV[1])
 local n = tonumber(ARGV[2])
+if ARGV[3] ~= '' and not fence(KEYS[10], ARGV[3]) then return {-1} end
 local moved, ids = 0, {}
 for k = 0, n - 1 do
-  local id, region, pool = ARGV[3 + 3 * k], ARGV[4 + 3 * k], ARGV[5 + 3 * k]
+  local id, region, pool = ARGV[4 + 3 * k], ARGV[5 + 3 * k], ARGV[6 + 3 * k]
   local tk = tkey(id)
   local r = redis.call('HMGET', tk, 'st', 'po', 'pr', 'at', 'ob', 'rs', 'pn')
   local st = r[1]
