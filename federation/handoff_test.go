@@ -549,3 +549,37 @@ func TestHandOffBatchEndpoint(t *testing.T) {
 		}
 	})
 }
+
+// A target that rejects the cluster token (403: tokens rotated or mistyped
+// on one side) is a configuration fault, not a refusal of the tasks: they
+// wait for the same target, never re-placed, and land once the tokens agree.
+func TestHandOffForbiddenWaitsForTheSameTarget(t *testing.T) {
+	f := newFed(t)
+	ctx := testCtx(t)
+	var forbidden atomic.Bool
+	forbidden.Store(true)
+	var c handOffCounter
+	c.install(t, f.r(az), func(w http.ResponseWriter, req *http.Request, next http.Handler) {
+		if forbidden.Load() {
+			w.Header().Set("Content-Type", "application/json")
+			w.WriteHeader(http.StatusForbidden)
+			_, _ = w.Write([]byte(`{"error":{"code":"forbidden","message":"not the cluster token"}}`))
+			return
+		}
+		next.ServeHTTP(w, req)
+	})
+	ids := fillOutbox(t, ctx, f.r(aws), az, poolSpot, 50, payloadN)
+	eventually(t, 10*time.Second, "the sender tried twice", func() bool { return c.batch.Load()+c.single.Load() >= 2 })
+	for _, id := range ids {
+		tk, err := f.r(aws).store.Get(ctx, id)
+		if err != nil || tk.State != queue.Pending || tk.HandOffTarget != az {
+			t.Fatalf("while forbidden %s is %+v, %v; want it waiting for the same target", id, tk, err)
+		}
+	}
+	if got := handOffs(f.r(aws), az, "refused"); got != 0 {
+		t.Fatalf("%d hand-offs counted as refused", got)
+	}
+	forbidden.Store(false)
+	eventually(t, 60*time.Second, "every hand-off answered", func() bool { return f.outboxEmpty(ctx) })
+	checkHandedOffOnce(t, ctx, f, ids, aws, az)
+}

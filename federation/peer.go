@@ -223,10 +223,16 @@ type parcel struct {
 	items []apiv1.HandOff
 }
 
-// definite reports whether a 4xx refuses for good: 401 (a token being
-// rotated) and 429 (busy) may pass.
+// definite reports whether a 4xx refuses for good: 401 and 403 (a cluster
+// token being rotated or mistyped: a configuration fault, not the task's)
+// and 429 (busy) may pass, so tasks wait for the same target instead of
+// being placed again and again while the tokens disagree.
 func definite(status int) bool {
-	return status/100 == 4 && status != http.StatusUnauthorized && status != http.StatusTooManyRequests
+	switch status {
+	case http.StatusUnauthorized, http.StatusForbidden, http.StatusTooManyRequests:
+		return false
+	}
+	return status/100 == 4
 }
 
 // round hands tasks off, grouped by target, up to handOffTargets targets
