@@ -44,6 +44,10 @@ func NewID(region string, shard int, now time.Time) string {
 	ids.seq = (ids.seq + 1) & (1<<30 - 1)
 	seq := ids.seq
 	ids.mu.Unlock()
+	return formatID(region, shard, ms, seq)
+}
+
+func formatID(region string, shard int, ms int64, seq uint32) string {
 	var b [16]byte
 	v := uint64(ms)
 	for i := 9; i >= 0; i-- {

@@ -291,3 +291,24 @@ func TestHandedBackReplacesForwardingRecord(t *testing.T) {
 		t.Fatalf("counts %+v", c)
 	}
 }
+
+// A generated id that is already taken (another process generated the same
+// millisecond and sequence) is replaced, and the task is accepted: a fresh
+// submit never fails with ErrExists.
+func TestGeneratedIDCollisionGetsANewID(t *testing.T) {
+	e := newEnv(t)
+	ids.mu.Lock()
+	next := formatID("eu-west", 0, e.clock.Now().UnixMilli(), (ids.seq+1)&(1<<30-1))
+	ids.mu.Unlock()
+	// Another process stored a task under exactly that id.
+	if err := e.redis.Client().HSet(e.ctx, e.s.keys[0].prefix+"t:"+next, "st", "R", "ty", "other").Err(); err != nil {
+		t.Fatal(err)
+	}
+	res, err := e.s.Submit(e.ctx, NewTask{Spec: e.spec(), Pool: "cpu"})
+	if err != nil || res[0].Err != nil || res[0].ID == next || res[0].State != Ready {
+		t.Fatalf("submit: %+v %v; want a new id, READY", res, err)
+	}
+	if tk, _ := e.s.Get(e.ctx, next); tk.Type != "other" {
+		t.Fatalf("the other process's task was touched: %+v", tk)
+	}
+}

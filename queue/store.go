@@ -213,6 +213,24 @@ func (s *Store) Submit(ctx context.Context, tasks ...NewTask) ([]SubmitResult, e
 			if err := s.submitShard(ctx, shard, tasks, ids, idx[start:end], res); err != nil {
 				return nil, err
 			}
+			// A generated id another process generated too (same millisecond
+			// and sequence: rare, but possible with many servers) was not
+			// stored: give those tasks new ids and try again.
+			for round := 0; round < 5; round++ {
+				var again []int
+				for _, i := range idx[start:end] {
+					if tasks[i].ID == "" && errors.Is(res[i].Err, ErrExists) {
+						ids[i] = NewID(s.opts.Region, shard, s.now())
+						again = append(again, i)
+					}
+				}
+				if len(again) == 0 {
+					break
+				}
+				if err := s.submitShard(ctx, shard, tasks, ids, again, res); err != nil {
+					return nil, err
+				}
+			}
 		}
 	}
 	if s.opts.WaitReplicas > 0 {
