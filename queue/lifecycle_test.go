@@ -312,3 +312,16 @@ func TestGeneratedIDCollisionGetsANewID(t *testing.T) {
 		t.Fatalf("the other process's task was touched: %+v", tk)
 	}
 }
+
+// Place decides each due task once, even when a batch names it twice.
+func TestPlaceTwiceInOneBatchPlacesOnce(t *testing.T) {
+	e := newEnv(t)
+	id := e.submit("")
+	res, err := e.s.Place(e.ctx, leader, []Assignment{{ID: id, Pool: "cpu"}, {ID: id, Pool: "gpu"}})
+	if err != nil || res.Placed != 1 || res.Skipped != 1 {
+		t.Fatalf("place: %+v %v", res, err)
+	}
+	if c, _ := e.s.Counts(e.ctx); c.Ready != 1 || c.Pending != 0 || c.ReadyBy["cpu"][2] != 1 {
+		t.Fatalf("counts %+v", c)
+	}
+}

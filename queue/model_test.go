@@ -377,9 +377,16 @@ func (m *model) check(t *testing.T, e *env, step int, what string) {
 	}
 	delayed, due, running, dead := members(p+"delayed"), members(p+"due"), members(p+"running"), members(p+"dead")
 	for id := range delayed {
-		if strings.HasPrefix(id, "~") { // markers of pinned delayed sets
+		if strings.HasPrefix(id, "~") { // markers of the delayed sets below
 			delete(delayed, id)
 		}
+	}
+	// Unplaced tasks submitted with a delay wait in dn: delayed as well.
+	for id := range members(p + "dn") {
+		if delayed[id] {
+			fail("task %s is in both delayed and dn", id)
+		}
+		delayed[id] = true
 	}
 	dsets := map[string]map[string]bool{}
 	for _, pool := range pools {
@@ -448,7 +455,10 @@ func (m *model) check(t *testing.T, e *env, step int, what string) {
 			if tk.lazy {
 				key = fmt.Sprintf("%sd:%s:%d", p, tk.pool, tk.prio)
 			}
-			s, _ := e.s.rdb.ZScore(e.ctx, key, id).Result()
+			s, err := e.s.rdb.ZScore(e.ctx, key, id).Result()
+			if err != nil && !tk.lazy {
+				s, _ = e.s.rdb.ZScore(e.ctx, p+"dn", id).Result()
+			}
 			if int64(s) != tk.due.UnixMilli() {
 				fail("task %s due %d, model %d", id, int64(s), tk.due.UnixMilli())
 			}

@@ -231,3 +231,74 @@ func TestPinnedDelayedDrain(t *testing.T) {
 		t.Fatalf("drained task claimed")
 	}
 }
+
+// Unplaced tasks submitted with a delay wait in dn and move to the due set
+// at promotion without their records being read; they stay PENDING until
+// placed. Cancel finds them there; promotion is bounded and reports the
+// next due time.
+func TestUnplacedDelayedThroughDueSet(t *testing.T) {
+	e := newEnv(t)
+	var batch []NewTask
+	for i := 0; i < 1100; i++ {
+		batch = append(batch, NewTask{Spec: e.spec(delay(time.Second))})
+	}
+	for start := 0; start < len(batch); start += MaxBatch {
+		if _, err := e.s.Submit(e.ctx, batch[start:min(start+MaxBatch, len(batch))]...); err != nil {
+			t.Fatal(err)
+		}
+	}
+	gone := e.submit("", delay(time.Second))
+	later := e.submit("", delay(time.Hour))
+	if st, err := e.s.Cancel(e.ctx, gone, "", "op"); err != nil || st != Canceled {
+		t.Fatalf("cancel while delayed: %s %v", st, err)
+	}
+	e.clock.Advance(2 * time.Second)
+	first, err := e.s.Promote(e.ctx, leader, 600)
+	if err != nil || first.Moved != 600 || first.Ready != 0 {
+		t.Fatalf("first pass: %+v %v", first, err)
+	}
+	second, err := e.s.Promote(e.ctx, leader, 1000)
+	if err != nil || second.Moved != 500 {
+		t.Fatalf("second pass: %+v %v", second, err)
+	}
+	if want := e.clock.Now().Add(time.Hour - 2*time.Second).Truncate(time.Millisecond); !second.NextDue.Equal(want) {
+		t.Fatalf("next due %v, want %v", second.NextDue, want)
+	}
+	placed := 0
+	for {
+		due, err := e.s.DueTasks(e.ctx, 1000)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(due) == 0 {
+			break
+		}
+		var as []Assignment
+		for _, x := range due {
+			if x.ID == gone || x.State != Pending {
+				t.Fatalf("due: %s %s", x.ID, x.State)
+			}
+			as = append(as, Assignment{ID: x.ID, Pool: "cpu"})
+		}
+		res, err := e.s.Place(e.ctx, leader, as)
+		if err != nil || res.Placed != len(as) {
+			t.Fatalf("place: %+v %v", res, err)
+		}
+		placed += res.Placed
+	}
+	if placed != 1100 {
+		t.Fatalf("placed %d, want 1100", placed)
+	}
+	c, _ := e.s.Counts(e.ctx)
+	if c.Ready != 1100 || c.Pending != 1 {
+		t.Fatalf("counts %+v", c)
+	}
+	if st := e.state(later); st != Pending {
+		t.Fatalf("the task due in an hour: %s", st)
+	}
+	var pend int
+	_ = e.s.Waiting(e.ctx, Filter{State: Pending}, func(ts []*Task) error { pend += len(ts); return nil })
+	if pend != 1 {
+		t.Fatalf("waiting pending: %d, want 1", pend)
+	}
+}

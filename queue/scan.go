@@ -28,7 +28,7 @@ func (s *Store) Waiting(ctx context.Context, f Filter, fn func([]*Task) error) e
 		p := s.keys[shard].prefix
 		sets := []string{}
 		if f.State == "" || f.State == Pending {
-			sets = append(sets, p+"delayed", p+"due")
+			sets = append(sets, p+"delayed", p+"dn", p+"due")
 			// Pinned delayed tasks wait in per-pool delayed sets.
 			ds, err := s.scanKeys(ctx, p+"d:*")
 			if err != nil {

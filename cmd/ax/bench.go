@@ -235,6 +235,7 @@ func newBenchDelayedCmd(bf *benchFlags) *cobra.Command {
 	f.IntVar(&o.Batch, "batch", 1000, "tasks per submit call")
 	f.IntVar(&o.Submitters, "submitters", 2, "goroutines submitting")
 	f.IntVar(&o.PromoteBatch, "promote-batch", 1000, "most tasks one promote call moves (≤ 1000)")
+	f.BoolVar(&o.Unpinned, "unpinned", false, "submit the tasks unplaced, as the API does, so each is placed when due: promote to the due set, read, place (the federation's path; pinned tasks skip the last two)")
 	f.DurationVar(&o.Lead, "lead", 0, "from the start of submission to the due time (0: N ÷ 40000/s + 3s)")
 	return c
 }

@@ -20,6 +20,11 @@ type DelayedOptions struct {
 	// Lead is the time from the start of submission to the common due
 	// time; it must cover the submission. 0: N ÷ 40 000/s + 3s.
 	Lead time.Duration
+	// Unpinned submits the tasks unplaced, as the API does: promotion
+	// moves them to the due set, and the leader reads them (DueTasks) and
+	// places them (Place, every task in the bench's pool). The placement
+	// decision itself (placement.Placer, ~0.5 µs) is not included.
+	Unpinned bool
 }
 
 func (o *DelayedOptions) defaults() {
@@ -51,7 +56,7 @@ func Delayed(ctx context.Context, e *Env, o DelayedOptions, progress Progress) (
 	s := newSummary("delayed")
 	s.Redis = e.RedisDescription(ctx)
 	s.Params = map[string]any{"n": o.N, "batch": o.Batch, "submitters": o.Submitters, "promote_batch": o.PromoteBatch,
-		"lead": o.Lead.String(), "payload_bytes": len(payload64)}
+		"lead": o.Lead.String(), "payload_bytes": len(payload64), "unpinned": o.Unpinned}
 	rdb := e.Client()
 	if e.Managed() {
 		if err := rdb.ConfigSet(ctx, "slowlog-log-slower-than", "0").Err(); err != nil {
@@ -73,6 +78,9 @@ func Delayed(ctx context.Context, e *Env, o DelayedOptions, progress Progress) (
 	mem0 := e.redisMemory(ctx)
 	var sent atomic.Int64
 	mk := func(int) queue.NewTask { return queue.NewTask{Spec: sp, Pool: e.Target.Pool, Pinned: true} }
+	if o.Unpinned {
+		mk = func(int) queue.NewTask { return queue.NewTask{Spec: sp} }
+	}
 	m := e.startMeter(ctx)
 	sctx, cancel := context.WithCancel(ctx)
 	var tooSlow atomic.Bool
@@ -126,7 +134,8 @@ func Delayed(ctx context.Context, e *Env, o DelayedOptions, progress Progress) (
 	calls, moved := 0, 0
 	f := queue.Fence{Name: "bench", Token: 1}
 	m = e.startMeter(ctx)
-	for moved < o.N && ctx.Err() == nil {
+	ready := 0 // READY so far: promoted (pinned) or placed (unpinned)
+	for ready < o.N && ctx.Err() == nil {
 		t := time.Now()
 		r, err := e.Store.Promote(ctx, f, o.PromoteBatch)
 		if err != nil {
@@ -136,18 +145,44 @@ func Delayed(ctx context.Context, e *Env, o DelayedOptions, progress Progress) (
 		calls++
 		longestCall = max(longestCall, now.Sub(t))
 		moved += r.Moved
-		late.addN(now.Sub(due), r.Moved)
+		if !o.Unpinned {
+			ready += r.Moved
+			late.addN(now.Sub(due), r.Moved)
+		}
+		for o.Unpinned {
+			t := time.Now()
+			ts, err := e.Store.DueTasks(ctx, o.PromoteBatch)
+			if err != nil || len(ts) == 0 {
+				if err != nil {
+					return nil, err
+				}
+				break
+			}
+			as := make([]queue.Assignment, len(ts))
+			for i, tk := range ts {
+				as[i] = queue.Assignment{ID: tk.ID, Pool: e.Target.Pool}
+			}
+			pr, err := e.Store.Place(ctx, f, as)
+			if err != nil {
+				return nil, err
+			}
+			now := time.Now()
+			calls++
+			longestCall = max(longestCall, now.Sub(t))
+			ready += pr.Placed
+			late.addN(now.Sub(due), pr.Placed)
+		}
 		if r.Moved == 0 {
 			if !sleepCtx(ctx, time.Millisecond) {
 				break
 			}
 		}
 		if calls%20 == 0 {
-			progress.report("promote", moved, o.N)
+			progress.report("promote", ready, o.N)
 		}
 	}
-	progress.report("promote", moved, o.N)
-	pro := s.phase("promote", int64(moved), m.stop(ctx))
+	progress.report("promote", ready, o.N)
+	pro := s.phase("promote", int64(ready), m.stop(ctx))
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
@@ -186,6 +221,7 @@ func Delayed(ctx context.Context, e *Env, o DelayedOptions, progress Progress) (
 	s.metric("promote_redis_cpu_per_task", pro.RedisUsPer, "µs", "lower", "")
 	s.Counts["submitted"] = int64(o.N)
 	s.Counts["promoted"] = int64(moved)
+	s.Counts["made_ready"] = int64(ready)
 	s.Counts["ready_after"] = int64(c.Ready)
 	s.Counts["promote_calls"] = int64(calls)
 	s.Counts["slowlog_entries"] = int64(len(logs))

@@ -69,6 +69,10 @@ local function make_dkey(pool, p) return K_PREFIX .. 'd:' .. pool .. ':' .. p en
 local function make_mark(pool, p) return '~' .. pool .. ':' .. p end
 local function dkey(pool, p) return memo2(DKEYS, pool, p, make_dkey) end
 local function mark(pool, p) return memo2(MARKS, pool, p, make_mark) end
+-- Unplaced tasks submitted with a delay wait in one set, dn, behind the
+-- marker '~' in the delayed set; promotion moves their due ids to the due
+-- set (placement) without reading their records: they stay PENDING.
+local function dnkey() return K_PREFIX .. 'dn' end
 local function is_lazy(st, rs, pn, ob) return st == 'P' and rs == 'SUBMITTED' and pn == '1' and not ob end
 local function lazy_state(id, pool, p)
   if redis.call('ZSCORE', qkey(pool, p), id) then return 'R' end

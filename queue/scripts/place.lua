@@ -12,12 +12,22 @@ if not fence(KEYS[9], ARGV[2]) then return {-1} end
 local n = tonumber(ARGV[3])
 local placed, deferred, skipped = 0, 0, 0
 local ids = {}
+-- Which items are still in the due set: one ZMSCORE, then one ZREM for all.
+local all = {}
+for k = 0, n - 1 do all[k + 1] = ARGV[4 + 5 * k] end
+local inDue, seen = {}, {}
+if n > 0 then
+  inDue = redis.call('ZMSCORE', K_DUE, unpack(all))
+  redis.call('ZREM', K_DUE, unpack(all))
+end
 for k = 0, n - 1 do
   local id, pool, retry, target = ARGV[4 + 5 * k], ARGV[5 + 5 * k], ARGV[6 + 5 * k], ARGV[7 + 5 * k]
   local why = ARGV[8 + 5 * k]
   if why == nil or why == '' then why = 'NO_CAPACITY' end
-  local r = redis.call('HMGET', tkey(id), 'st', 'pr', 'eq', 'ke', 'rs')
-  if redis.call('ZREM', K_DUE, id) == 0 or r[1] ~= 'P' then
+  local fresh = inDue[k + 1] and not seen[id] -- an id given twice is placed once
+  seen[id] = true
+  local r = fresh and redis.call('HMGET', tkey(id), 'st', 'pr', 'eq', 'ke', 'rs') or {}
+  if not fresh or r[1] ~= 'P' then
     skipped = skipped + 1
   elseif target ~= '' then
     redis.call('HSET', tkey(id), 'ob', target, 'po', pool)

@@ -81,6 +81,25 @@ for _, id in ipairs(ids) do
 end
 -- Pinned delayed sets: what is due, up to the limit left.
 for _, m in ipairs(marks) do
+  if m == '~' then
+    -- Unplaced delayed tasks: to the due set, records untouched.
+    local left = limit - moved
+    local due = {}
+    if left > 0 then
+      due = redis.call('ZRANGEBYSCORE', dnkey(), '-inf', fmt(now), 'WITHSCORES', 'LIMIT', 0, left)
+    end
+    local k = #due / 2
+    if k > 0 then
+      redis.call('ZREMRANGEBYRANK', dnkey(), 0, k - 1)
+      moved = moved + k
+      for j = 1, #due, 2 do
+        zadd(K_DUE, due[j + 1], due[j])
+        if #shown < 8 then shown[#shown + 1] = due[j] end
+      end
+    end
+    local head = redis.call('ZRANGE', dnkey(), 0, 0, 'WITHSCORES')
+    if head[2] then redis.call('ZADD', K_DELAYED, head[2], m) end
+  else
   local sep = #m
   while string.byte(m, sep) ~= 58 do sep = sep - 1 end -- the last ':'
   local pool, prio = string.sub(m, 2, sep - 1), string.sub(m, sep + 1)
@@ -131,6 +150,7 @@ for _, m in ipairs(marks) do
   end
   local head = redis.call('ZRANGE', dk, 0, 0, 'WITHSCORES')
   if head[2] then redis.call('ZADD', K_DELAYED, head[2], m) end
+  end
 end
 event('promote', shown, moved)
 local nxt = redis.call('ZRANGE', K_DELAYED, 0, 0, 'WITHSCORES')

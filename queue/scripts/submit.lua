@@ -7,7 +7,8 @@
 --   else KEYS[8+idem_index]), idem_ttl_ms, spec_hash, handoff region ('' = none:
 --   else the task waits in the outbox to be handed to pool in that region),
 --   nf, then nf field/value pairs. A pinned task with a delay waits in its
---   pool's delayed set (see lib.lua: state implied by structure).
+--   pool's delayed set (see lib.lua: state implied by structure), an
+--   unplaced one in dn.
 -- Returns: {codes, then id, state for each task not created}. codes has one
 --   character per task, in order: its state code (P, R) when created; 1 a
 --   duplicate of an earlier task with the same key and spec (the pair is that
@@ -21,6 +22,7 @@ local out = {''} -- out[1] becomes the codes
 local codes = {}
 local created = {}
 local LOW = {} -- '<pool>:<p>' -> {pool, p, earliest due} of pinned delayed tasks
+local DN         -- earliest due of unplaced delayed tasks
 local i = 3
 for _ = 1, n do
   local id, pool, flags, prio, due = ARGV[i], ARGV[i + 1], ARGV[i + 2], ARGV[i + 3], ARGV[i + 4]
@@ -77,6 +79,9 @@ for _ = 1, n do
         elseif dueN < m[3] then
           m[3] = dueN
         end
+      elseif pool == '' and target == '' then
+        zadd(dnkey(), due, id)
+        if DN == nil or dueN < DN then DN = dueN end
       else
         zadd(K_DELAYED, due, id)
       end
@@ -112,6 +117,7 @@ for _ = 1, n do
   end
 end
 for _, m in pairs(LOW) do remark(m[1], m[2], fmt(m[3])) end
+if DN then redis.call('ZADD', K_DELAYED, 'LT', fmt(DN), '~') end
 event('submit', created, #created)
 out[1] = table.concat(codes)
 return out
