@@ -18,6 +18,9 @@
 //	ax:{s}:d:<pool>:<p>  ZSET  PENDING tasks pinned to a pool, submitted with a
 //	                           delay, by due time; promotion moves them to
 //	                           q:<pool>:<p> without writing their records
+//	ax:{s}:dn            ZSET  PENDING unplaced tasks submitted with a delay,
+//	                           by due time (marker ~); promotion moves them to
+//	                           the due set without reading their records
 //	ax:{s}:due           ZSET  PENDING tasks that are due and wait for placement
 //	ax:{s}:q:<pool>:<p>  ZSET  READY tasks of a pool and priority, by enqueue time
 //	ax:{s}:running       ZSET  RUNNING tasks by lease expiry (ms)
