@@ -416,7 +416,9 @@ func (a *API) act(op TaskOp) handler {
 		}
 		switch op {
 		case OpCancel:
-			writeJSON(w, http.StatusOK, apiv1.CancelResponse{ID: id, State: st, Requested: st == queue.Running})
+			// RUNNING: the worker stops it; PENDING: its hand-off to another
+			// region is in flight and carries the cancel there.
+			writeJSON(w, http.StatusOK, apiv1.CancelResponse{ID: id, State: st, Requested: st == queue.Running || st == queue.Pending})
 		default:
 			t, err := a.n.Get(r.Context(), id, hops(r))
 			if err != nil {
@@ -677,7 +679,7 @@ func (a *API) handoffBatch(w http.ResponseWriter, r *http.Request, _ Principal) 
 			it.Status, it.Error = st, &e
 			resp.Refused++
 		} else {
-			it.Status, it.Accepted, it.State, it.Duplicate = http.StatusOK, true, string(x.State), x.Duplicate
+			it.Status, it.Accepted, it.State, it.Duplicate, it.Canceled = http.StatusOK, true, string(x.State), x.Duplicate, x.Canceled
 			resp.Accepted++
 		}
 		resp.Results[i] = it

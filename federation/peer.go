@@ -212,9 +212,10 @@ const (
 )
 
 type answer struct {
-	t   *queue.Task
-	v   verdict
-	err error // refused or unanswered: why
+	t        *queue.Task
+	v        verdict
+	canceled bool  // handedOff: the target also carried out the cancel the item carried
+	err      error // refused or unanswered: why
 }
 
 // parcel is the tasks of one request to one target.
@@ -307,7 +308,7 @@ func parcelsOf(tasks []*queue.Task) []parcel {
 			cur, size = parcel{}, 0
 		}
 		cur.tasks = append(cur.tasks, t)
-		cur.items = append(cur.items, apiv1.HandOff{ID: t.ID, Pool: t.Pool, Spec: spec})
+		cur.items = append(cur.items, apiv1.HandOff{ID: t.ID, Pool: t.Pool, Spec: spec, Cancel: t.CancelRequested})
 		size += sz
 	}
 	if len(cur.tasks) > 0 {
@@ -362,7 +363,7 @@ func (o *outbox) sendBatch(ctx context.Context, target, api string, p parcel) (a
 		}
 		switch {
 		case r.Accepted:
-			as[i] = answer{t: t, v: handedOff}
+			as[i] = answer{t: t, v: handedOff, canceled: r.Canceled}
 		case r.Status/100 == 2 || definite(r.Status):
 			as[i] = answer{t: t, v: refused, err: why}
 		default:
@@ -384,7 +385,7 @@ func (o *outbox) sendEach(ctx context.Context, api string, p parcel) (as []answe
 		var pe *PeerError
 		switch {
 		case err == nil && resp.Accepted:
-			as = append(as, answer{t: t, v: handedOff})
+			as = append(as, answer{t: t, v: handedOff, canceled: resp.Canceled})
 		case err == nil:
 			as = append(as, answer{t: t, v: refused, err: errors.New(resp.Reason)})
 		case errors.As(err, &pe) && definite(pe.Status):
@@ -428,7 +429,7 @@ func (o *outbox) settle(ctx context.Context, target string, as []answer) {
 		case handedOff:
 			delete(o.attempts, id)
 			n.flights.landed(id, now)
-			done = append(done, queue.HandOffAnswer{ID: id, Accepted: true})
+			done = append(done, queue.HandOffAnswer{ID: id, Accepted: true, Canceled: a.canceled})
 			accepted = append(accepted, id)
 		case refused:
 			delete(o.attempts, id)
@@ -460,6 +461,10 @@ func (o *outbox) settle(ctx context.Context, target string, as []answer) {
 			n.log.Warn("hand-off answers not recorded; asking again", "target", target, "n", len(done), "err", err)
 		} else {
 			for i, err := range errs {
+				if errors.Is(err, queue.ErrSendCancel) {
+					n.log.Info("cancel requested during the hand-off; sending it again with the cancel", "id", done[i].ID, "target", target)
+					continue
+				}
 				if err != nil {
 					n.log.Warn("hand-off answer not recorded", "id", done[i].ID, "accepted", done[i].Accepted, "err", err)
 				}
@@ -532,13 +537,14 @@ func (n *Node) Accept(ctx context.Context, h apiv1.HandOff, known func(pool stri
 	case r.Err != nil:
 		return apiv1.HandOffResponse{}, r.Err
 	}
-	return apiv1.HandOffResponse{Accepted: true, State: string(res[0].State)}, nil
+	return apiv1.HandOffResponse{Accepted: true, State: string(res[0].State), Canceled: res[0].Canceled}, nil
 }
 
 // accepted is the receiver's outcome of one hand-off.
 type accepted struct {
 	State     queue.State
 	Duplicate bool  // the id was held already (an earlier attempt landed)
+	Canceled  bool  // the hand-off's Cancel was carried out
 	Err       error // not accepted: the spec's *queue.FieldError, queue.ErrBadID, or a *refusal
 }
 
@@ -596,6 +602,21 @@ func (n *Node) acceptMany(ctx context.Context, hs []apiv1.HandOff, known func(po
 			out[i].State, out[i].Duplicate = r.State, true
 		default:
 			out[i].Err = &refusal{reason: r.Err.Error()}
+		}
+		// A cancel requested at home while the hand-off was in flight: carry
+		// it out here, also on a repeat (the first attempt may have stored
+		// the task and not cancelled it). Already ended counts as done.
+		if hs[i].Cancel && out[i].Err == nil {
+			st, err := n.store.Cancel(ctx, hs[i].ID, queue.ReasonCanceledByUser, "handoff")
+			var te *queue.TransitionError
+			switch {
+			case err == nil:
+				out[i].State, out[i].Canceled = st, true
+			case errors.As(err, &te):
+				out[i].Canceled = true
+			default:
+				return nil, err
+			}
 		}
 	}
 	return out, nil

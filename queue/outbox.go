@@ -2,6 +2,7 @@ package queue
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strconv"
 	"strings"
@@ -46,8 +47,17 @@ func (s *Store) HandOffDone(ctx context.Context, id string, accepted bool) error
 // outbox.
 type HandOffAnswer struct {
 	ID       string
-	Accepted bool // false: refused; the task is placed again
+	Accepted bool // false: refused; the task is placed again (canceled, when a cancel was requested)
+	// Canceled: the receiver also carried out the cancel request the
+	// hand-off carried (HandOff's Cancel).
+	Canceled bool
 }
+
+// ErrSendCancel answers an accepted hand-off that did not carry out a
+// cancel requested meanwhile: the task stays in the outbox, due now, to be
+// sent again with the cancel (the receiver answers the repeat as a
+// duplicate and cancels it).
+var ErrSendCancel = errors.New("queue: a cancel was requested during the hand-off: send it again with the cancel")
 
 // HandOffDoneMany records many definite answers (HandOffDone for each) in
 // one script call per shard and at most MaxBatch answers. Per-answer errors
@@ -83,11 +93,14 @@ func (s *Store) HandOffDoneMany(ctx context.Context, answers []HandOffAnswer) ([
 }
 
 func (s *Store) handOffDoneShard(ctx context.Context, shard int, answers []HandOffAnswer, idx []int, errs []error) error {
-	argv := make([]any, 0, 2+2*len(idx))
-	argv = append(argv, s.clock(), s.opts.RetainDead.Milliseconds())
+	argv := make([]any, 0, 3+2*len(idx))
+	argv = append(argv, s.clock(), s.opts.RetainDead.Milliseconds(), s.opts.RetainCanceled.Milliseconds())
 	for _, i := range idx {
 		outcome := "refused"
-		if answers[i].Accepted {
+		switch {
+		case answers[i].Accepted && answers[i].Canceled:
+			outcome = "accepted-canceled"
+		case answers[i].Accepted:
 			outcome = "accepted"
 		}
 		argv = append(argv, answers[i].ID, outcome)
@@ -100,7 +113,11 @@ func (s *Store) handOffDoneShard(ctx context.Context, shard int, answers []HandO
 		return fmt.Errorf("queue: hand-off: %d results for %d answers", len(out), len(idx))
 	}
 	for k, i := range idx {
-		if r := toStr(out[k]); r != "0" {
+		switch r := toStr(out[k]); r {
+		case "0":
+		case "2":
+			errs[i] = ErrSendCancel
+		default:
 			errs[i] = &TransitionError{ID: answers[i].ID, State: stateOf(strings.TrimPrefix(r, "1")), Op: "complete the hand-off of"}
 		}
 	}

@@ -242,3 +242,63 @@ func TestHandOffRetryMany(t *testing.T) {
 		t.Fatalf("a malformed id: %v, want ErrBadID", err)
 	}
 }
+
+// A cancel while the hand-off is in flight is a request: an "accepted"
+// answer that did not carry it out sends the task again (ErrSendCancel);
+// "accepted-canceled" ends the hand-off; a refusal cancels it here.
+func TestCancelDuringHandOff(t *testing.T) {
+	e := newEnv(t)
+	res, err := e.s.Submit(e.ctx,
+		NewTask{Spec: e.spec(), Pool: "cpu", HandOff: "us-east"},
+		NewTask{Spec: e.spec(), Pool: "cpu", HandOff: "us-east"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	a, b := res[0].ID, res[1].ID
+	for _, id := range []string{a, b} {
+		st, err := e.s.Cancel(e.ctx, id, "", "op")
+		if err != nil || st != Pending {
+			t.Fatalf("cancel in flight: %s %v, want a request (PENDING)", st, err)
+		}
+	}
+	ts, _ := e.s.Outbox(e.ctx, 10)
+	if len(ts) != 2 || !ts[0].CancelRequested || !ts[1].CancelRequested {
+		t.Fatalf("outbox %+v: want both with the cancel request", ts)
+	}
+	errs, err := e.s.HandOffDoneMany(e.ctx, []HandOffAnswer{{ID: a, Accepted: true}, {ID: b, Accepted: false}})
+	if err != nil || !errors.Is(errs[0], ErrSendCancel) || errs[1] != nil {
+		t.Fatalf("answers: %v %v", errs, err)
+	}
+	if tk, _ := e.s.Get(e.ctx, a); tk.State != Pending || tk.HandOffTarget != "us-east" {
+		t.Fatalf("accepted without the cancel: %s target %q, want still in the outbox", tk.State, tk.HandOffTarget)
+	}
+	if tk, _ := e.s.Get(e.ctx, b); tk.State != Canceled {
+		t.Fatalf("refused after a cancel request: %s, want CANCELED", tk.State)
+	}
+	errs, err = e.s.HandOffDoneMany(e.ctx, []HandOffAnswer{{ID: a, Accepted: true, Canceled: true}})
+	if err != nil || errs[0] != nil {
+		t.Fatalf("accepted-canceled: %v %v", errs, err)
+	}
+	if tk, _ := e.s.Get(e.ctx, a); tk.State != HandedOff || tk.HandedOffTo != "us-east" {
+		t.Fatalf("after the cancel went along: %s", tk.State)
+	}
+	for _, id := range []string{a, b} {
+		tr, _ := e.s.Trail(e.ctx, id)
+		for _, x := range tr {
+			if !Legal(x.From, x.To, x.Reason) {
+				t.Fatalf("%s: illegal step %+v", id, x)
+			}
+		}
+	}
+	if c, _ := e.s.Counts(e.ctx); c.Pending != 0 || c.Canceled != 1 {
+		t.Fatalf("counts %+v", c)
+	}
+	// A bulk cancel reaches tasks in the outbox too.
+	res, _ = e.s.Submit(e.ctx, NewTask{Spec: e.spec(), Pool: "cpu", HandOff: "us-east"})
+	if n, err := e.s.CancelWhere(e.ctx, Filter{}, "op"); err != nil || n != 1 {
+		t.Fatalf("bulk cancel: %d %v", n, err)
+	}
+	if tk, _ := e.s.Get(e.ctx, res[0].ID); !tk.CancelRequested {
+		t.Fatalf("bulk cancel did not request the in-flight task's cancel")
+	}
+}

@@ -28,7 +28,9 @@ func (s *Store) Waiting(ctx context.Context, f Filter, fn func([]*Task) error) e
 		p := s.keys[shard].prefix
 		sets := []string{}
 		if f.State == "" || f.State == Pending {
-			sets = append(sets, p+"delayed", p+"dn", p+"due")
+			// The outbox too: a cancel there is a request the hand-off
+			// carries (cancel.lua).
+			sets = append(sets, p+"delayed", p+"dn", p+"due", p+"outbox")
 			// Pinned delayed tasks wait in per-pool delayed sets.
 			ds, err := s.scanKeys(ctx, p+"d:*")
 			if err != nil {

@@ -198,7 +198,10 @@ the settings file.`,
 			if perr := cliShowEach(env, done, len(args), func(w *tabwriter.Writer) {
 				for _, r := range done {
 					note := ""
-					if r.Requested {
+					switch {
+					case r.Requested && r.State == queue.Pending:
+						note = "cancel requested: its hand-off to another region carries it there"
+					case r.Requested:
 						note = "cancel requested: the worker stops it at its next heartbeat"
 					}
 					fmt.Fprintf(w, "%s\t%s\t%s\n", r.ID, r.State, note)

@@ -78,9 +78,11 @@ type TrailResponse struct {
 // CancelResponse answers POST /v1/tasks/{id}/cancel.
 type CancelResponse struct {
 	ID    string      `json:"id"`
-	State queue.State `json:"state"` // CANCELED, or RUNNING when the cancel is a request
-	// Requested is true when the task was RUNNING: the worker stops it at its
-	// next heartbeat.
+	State queue.State `json:"state"` // CANCELED, or RUNNING/PENDING when the cancel is a request
+	// Requested is true when the task was RUNNING (the worker stops it at
+	// its next heartbeat) or PENDING with its hand-off to another region in
+	// flight (the hand-off carries the cancel there; a refusal cancels it
+	// here).
 	Requested bool `json:"requested,omitempty"`
 }
 
@@ -209,6 +211,10 @@ type HandOff struct {
 	ID   string          `json:"id"`
 	Pool string          `json:"pool"`
 	Spec json.RawMessage `json:"spec"`
+	// Cancel: a cancel was requested at home while the hand-off was in
+	// flight; the receiver accepts the task and cancels it (also when it
+	// holds the id already), and says so in Canceled.
+	Cancel bool `json:"cancel,omitempty"`
 }
 
 // HandOffResponse is the receiver's definite answer.
@@ -216,6 +222,7 @@ type HandOffResponse struct {
 	Accepted bool   `json:"accepted"`
 	State    string `json:"state,omitempty"`
 	Reason   string `json:"reason,omitempty"`
+	Canceled bool   `json:"canceled,omitempty"` // the item's Cancel was carried out
 }
 
 // EventsResponse answers GET /v1/events?region=R&after=CURSOR&wait=10s, a

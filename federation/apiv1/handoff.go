@@ -22,7 +22,8 @@ type HandOffItem struct {
 	// Duplicate is true when the receiver held this id already: an earlier
 	// attempt landed and its answer was lost.
 	Duplicate bool   `json:"duplicate,omitempty"`
-	Error     *Error `json:"error,omitempty"` // refused: why, field named items[i]....
+	Canceled  bool   `json:"canceled,omitempty"` // the item's Cancel was carried out
+	Error     *Error `json:"error,omitempty"`    // refused: why, field named items[i]....
 }
 
 // HandOffBatchResponse answers a HandOffBatch (200; per-item answers).

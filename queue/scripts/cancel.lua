@@ -1,10 +1,13 @@
 -- cancel.lua: PENDING/READY→CANCELED at once; RUNNING gets a cancel request
 -- (the worker stops the handler at its next heartbeat and acks, or the lease
--- expires); HANDED_OFF answers with the region that holds the task.
+-- expires); HANDED_OFF answers with the region that holds the task; a task
+-- whose hand-off is in flight gets a cancel request (cx) that the hand-off
+-- carries to the receiver, or that cancels it here if the receiver refuses.
 -- KEYS: 1-8 see lib.lua.
 -- ARGV: 1 clock, 2 id, 3 reason, 4 by, 5 retention ms.
--- Returns: {0, 'C'} canceled; {0, 'U'} requested; {1, state} illegal;
---          {2} not found; {3, region} handed off; {4, region} hand-off in flight.
+-- Returns: {0, 'C'} canceled; {0, 'U'} requested (running); {0, 'P'}
+--          requested (hand-off in flight); {1, state} illegal; {2} not found;
+--          {3, region} handed off.
 local now = clock(ARGV[1])
 local id, reason, by = ARGV[2], ARGV[3], ARGV[4]
 local tk = tkey(id)
@@ -14,7 +17,8 @@ if not st then return {2} end
 local lazy = is_lazy(st, r[7], r[8], r[6])
 if lazy then st = lazy_state(id, r[2], r[3]) end
 if st == 'P' and r[6] then
-  return {4, r[6]} -- a hand-off to that region is in flight
+  redis.call('HSET', tk, 'cx', '1') -- a hand-off to r[6] is in flight
+  return {0, 'P'}
 elseif st == 'P' then
   redis.call('ZREM', K_DELAYED, id)
   redis.call('ZREM', K_DUE, id)

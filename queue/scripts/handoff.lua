@@ -5,26 +5,43 @@
 -- keeps it in the outbox: the sender retries the same target with the same
 -- id (see Store.HandOffRetry).
 -- KEYS: 1-8 see lib.lua; 9 outbox.
--- ARGV: 1 clock, 2 forwarding retention ms, then per task: id,
---   'accepted'|'refused'.
--- Returns: one entry per task, in order: '0' done; '1' followed by its state
---   code ('1' alone when there is no record) when the task is not in the
---   outbox (nothing changed for it).
+-- A cancel requested while the hand-off was in flight (cx): an 'accepted'
+-- answer that did not carry it out ('accepted-canceled' did) leaves the
+-- task in the outbox, due now, to be sent again with the cancel; a refusal
+-- cancels it here (PENDING→CANCELED) instead of placing it again.
+-- ARGV: 1 clock, 2 forwarding retention ms, 3 canceled retention ms, then
+--   per task: id, 'accepted'|'accepted-canceled'|'refused'.
+-- Returns: one entry per task, in order: '0' done; '2' to be sent again with
+--   the cancel; '1' followed by its state code ('1' alone when there is no
+--   record) when the task is not in the outbox (nothing changed for it).
 local now = clock(ARGV[1])
 local snow = fmt_now(now)
 local out = {}
 local handed = {}
-for i = 3, #ARGV, 2 do
+for i = 4, #ARGV, 2 do
   local id, outcome = ARGV[i], ARGV[i + 1]
   local tk = tkey(id)
-  local r = redis.call('HMGET', tk, 'st', 'ob', 'at', 'po')
+  local r = redis.call('HMGET', tk, 'st', 'ob', 'at', 'po', 'cx')
+  local cx = r[5] == '1'
   if r[1] ~= 'P' or not r[2] or redis.call('ZSCORE', KEYS[9], id) == false then
     out[#out + 1] = '1' .. (r[1] or '')
+  elseif outcome == 'accepted' and cx then
+    redis.call('ZADD', KEYS[9], snow, id) -- again, now, with the cancel
+    out[#out + 1] = '2'
+  elseif outcome == 'refused' and cx then
+    redis.call('ZREM', KEYS[9], id)
+    redis.call('HSET', tk, 'st', 'C', 'rs', 'CANCELED_BY_USER', 'fa', snow)
+    redis.call('HDEL', tk, 'ob', 'cx')
+    cnt('P', -1)
+    cnt('tC', 1)
+    trail(id, now, 'P', 'C', 'CANCELED_BY_USER', r[2], r[3] or '0', 'the hand-off was refused after a cancel request')
+    retain(id, ARGV[3])
+    out[#out + 1] = '0'
   else
     redis.call('ZREM', KEYS[9], id)
-    if outcome == 'accepted' then
+    if outcome == 'accepted' or outcome == 'accepted-canceled' then
       redis.call('HSET', tk, 'st', 'H', 'rs', 'HANDED_OFF', 'ho', r[2], 'fa', snow)
-      redis.call('HDEL', tk, 'ob')
+      redis.call('HDEL', tk, 'ob', 'cx')
       cnt('P', -1)
       cnt('tH', 1)
       trail(id, now, 'P', 'H', 'HANDED_OFF', r[2] .. '/' .. (r[4] or ''), r[3] or '0', '')

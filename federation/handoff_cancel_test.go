@@ -1,0 +1,53 @@
+package federation
+
+import (
+	"net/http"
+	"testing"
+	"time"
+
+	"github.com/ax-sched/ax/federation/apiv1"
+	"github.com/ax-sched/ax/queue"
+)
+
+// A cancel that arrives while a task's hand-off is in flight is not
+// refused and not lost: the API answers "requested", the hand-off carries
+// it to the receiver, and the task ends CANCELED there (never READY for a
+// worker), found from the home region's API.
+func TestCancelWhileHandOffInFlight(t *testing.T) {
+	f := newFed(t)
+	ctx := testCtx(t)
+	hold := make(chan struct{})
+	var c handOffCounter
+	c.install(t, f.r(az), func(w http.ResponseWriter, req *http.Request, next http.Handler) {
+		<-hold // the first answer is late: the cancel comes meanwhile
+		next.ServeHTTP(w, req)
+	})
+	ids := fillOutbox(t, ctx, f.r(aws), az, poolSpot, 3, payloadN)
+	eventually(t, 10*time.Second, "the hand-off request is on its way", func() bool { return c.batch.Load()+c.single.Load() > 0 })
+	var resp apiv1.CancelResponse
+	f.call(http.MethodPost, f.r(aws).url()+"/v1/tasks/"+ids[0]+"/cancel", tokOperator, struct{}{}).want(t, 200).json(t, &resp)
+	if !resp.Requested || resp.State != queue.Pending {
+		t.Fatalf("cancel during the hand-off: %+v, want requested (PENDING)", resp)
+	}
+	close(hold)
+	eventually(t, 30*time.Second, "every hand-off settled", func() bool { return f.outboxEmpty(ctx) })
+	checkHandedOffOnce(t, ctx, f, ids, aws, az)
+	held, err := f.r(az).store.Get(ctx, ids[0])
+	if err != nil || held.State != queue.Canceled {
+		t.Fatalf("the canceled task in the receiver: %+v %v, want CANCELED", held, err)
+	}
+	tk, rep := f.getTask(aws, tokAcme, ids[0])
+	if rep.Status != 200 || tk.State != queue.Canceled || tk.HeldBy != az {
+		t.Fatalf("GET from home: %d %s held by %s", rep.Status, tk.State, tk.HeldBy)
+	}
+	for _, id := range ids[1:] {
+		if tk, _ := f.r(az).store.Get(ctx, id); tk.State != queue.Ready {
+			t.Fatalf("an uncancelled task in the receiver: %s", tk.State)
+		}
+	}
+	for _, x := range f.trail(az, tokAcme, ids[0]) {
+		if !queue.Legal(x.From, x.To, x.Reason) {
+			t.Fatalf("illegal step %+v", x)
+		}
+	}
+}
