@@ -325,3 +325,48 @@ func TestPlaceTwiceInOneBatchPlacesOnce(t *testing.T) {
 		t.Fatalf("counts %+v", c)
 	}
 }
+
+// Dead letters of several shards come back as one list, newest first, and
+// pages of it neither repeat nor skip an entry.
+func TestDeadLettersAcrossShardsNewestFirst(t *testing.T) {
+	e := newEnv(t, func(o *Options) { o.Shards = 3 })
+	const n = 30
+	for i := 0; i < n; i++ {
+		id := e.submit("cpu", retries(0))
+		tk := e.claimOne("cpu")
+		if tk.ID != id {
+			t.Fatalf("claimed %s, want %s", tk.ID, id)
+		}
+		if st, _, err := e.s.Fail(e.ctx, Failure{ID: id, Token: tk.LeaseToken, Error: "boom", Retryable: true}); err != nil || st != Failed {
+			t.Fatalf("fail: %s %v", st, err)
+		}
+		e.clock.Advance(time.Millisecond)
+	}
+	var all []*Task
+	for off := 0; ; off += 7 {
+		page, err := e.s.DeadLetters(e.ctx, off, 7)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(page) == 0 {
+			break
+		}
+		if len(page) > 7 {
+			t.Fatalf("page of %d, want at most 7", len(page))
+		}
+		all = append(all, page...)
+	}
+	if len(all) != n {
+		t.Fatalf("%d dead letters over the pages, want %d", len(all), n)
+	}
+	seen := map[string]bool{}
+	for i, tk := range all {
+		if seen[tk.ID] {
+			t.Fatalf("%s twice", tk.ID)
+		}
+		seen[tk.ID] = true
+		if i > 0 && tk.FinishedAt.After(*all[i-1].FinishedAt) {
+			t.Fatalf("entry %d (%v) newer than entry %d (%v)", i, tk.FinishedAt, i-1, all[i-1].FinishedAt)
+		}
+	}
+}

@@ -252,17 +252,54 @@ func (c *Counts) ReadyIn(pool string) int {
 // DeadLetters lists FAILED tasks, newest first, from offset.
 func (s *Store) DeadLetters(ctx context.Context, offset, limit int) ([]*Task, error) {
 	limit = clampBatch(limit)
-	var out []*Task
+	offset = max(offset, 0)
+	// Each shard's newest offset+limit, merged newest first (then by id,
+	// descending): the page is the same whatever the shard count.
+	type entry struct {
+		id    string
+		at    float64
+		shard int
+	}
+	var all []entry
 	for shard := range s.keys {
-		ids, err := s.rdb.ZRevRange(ctx, s.keys[shard].base[4], int64(offset), int64(offset+limit-1)).Result()
+		zs, err := s.rdb.ZRevRangeWithScores(ctx, s.keys[shard].base[4], 0, int64(offset+limit-1)).Result()
 		if err != nil {
 			return nil, fmt.Errorf("queue: dead letters: %w", err)
 		}
+		for _, z := range zs {
+			id, _ := z.Member.(string)
+			all = append(all, entry{id, z.Score, shard})
+		}
+	}
+	sort.Slice(all, func(i, j int) bool {
+		if all[i].at != all[j].at {
+			return all[i].at > all[j].at
+		}
+		return all[i].id > all[j].id
+	})
+	if offset >= len(all) {
+		return nil, nil
+	}
+	page := all[offset:min(offset+limit, len(all))]
+	byShard := make([][]string, len(s.keys))
+	for _, e := range page {
+		byShard[e.shard] = append(byShard[e.shard], e.id)
+	}
+	got := make(map[string]*Task, len(page))
+	for shard, ids := range byShard {
 		ts, err := s.getMany(ctx, shard, ids)
 		if err != nil {
 			return nil, err
 		}
-		out = append(out, ts...)
+		for _, t := range ts {
+			got[t.ID] = t
+		}
+	}
+	out := make([]*Task, 0, len(page))
+	for _, e := range page {
+		if t := got[e.id]; t != nil {
+			out = append(out, t)
+		}
 	}
 	return out, nil
 }
