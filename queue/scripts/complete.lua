@@ -10,16 +10,18 @@ local out, ids = {}, {}
 for k = 0, n - 1 do
   local id, token, result = ARGV[4 + 3 * k], ARGV[5 + 3 * k], ARGV[6 + 3 * k]
   local tk = tkey(id)
-  local r = redis.call('HMGET', tk, 'st', 'lt', 'po', 'lg')
+  local r = redis.call('HMGET', tk, 'st', 'lt', 'po', 'lg', 'pq')
   if r[1] ~= 'U' or r[2] ~= token then
     out[k + 1] = 1
   else
-    -- leave_running (lib.lua) with the running-set removal batched below.
-    redis.call('HDEL', tk, 'lt', 'pq')
+    -- leave_running (lib.lua) with the running-set removal batched below;
+    -- the lease token is blanked in the same HSET (an HDEL per task cost
+    -- a command), a preemption request deleted only when there is one.
+    if r[5] then redis.call('HDEL', tk, 'pq') end
     if result ~= '' then
-      redis.call('HSET', tk, 'st', 'S', 'rs', 'COMPLETED', 'fa', snow, 'rv', result)
+      redis.call('HSET', tk, 'st', 'S', 'rs', 'COMPLETED', 'fa', snow, 'lt', '', 'rv', result)
     else
-      redis.call('HSET', tk, 'st', 'S', 'rs', 'COMPLETED', 'fa', snow)
+      redis.call('HSET', tk, 'st', 'S', 'rs', 'COMPLETED', 'fa', snow, 'lt', '')
     end
     cnt('u:' .. r[3], -1)
     retain(id, ret, r[4] == '1')
