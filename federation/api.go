@@ -477,12 +477,13 @@ func (a *API) dlq(w http.ResponseWriter, r *http.Request, p Principal) error {
 func (a *API) regions(w http.ResponseWriter, _ *http.Request, _ Principal) error {
 	resp := apiv1.RegionsResponse{GlobalView: a.n.view.Connected(), Regions: []apiv1.RegionStatus{}}
 	for _, ri := range a.n.view.Regions() {
-		rs := apiv1.RegionStatus{Name: ri.Region, API: ri.API, Leader: ri.Leader, Healthy: ri.Healthy, Stale: ri.Stale, UpdatedAt: ri.UpdatedAt}
+		rs := apiv1.RegionStatus{Name: ri.Region, API: ri.API, Leader: ri.Leader, Healthy: ri.Healthy, Stale: ri.Stale,
+			UpdatedAt: ri.UpdatedAt, Servers: a.n.view.Servers(ri.Region)}
 		for _, p := range ri.Pools {
 			rs.Pools = append(rs.Pools, apiv1.PoolStatus{
 				Name: p.Name, Tags: p.Tags, Slots: p.Slots, Workers: p.Workers, Running: p.Running, Ready: p.Ready,
 				QueueCapacity: p.QueueCapacity, Utilisation: p.Utilisation(), QueueFill: p.QueueFill(),
-				PricePerSlotHour: p.PricePerSlotHour, Spot: p.Spot, Discount: p.Discount,
+				PricePerSlotHour: p.PricePerSlotHour, Spot: p.Spot, Discount: p.Discount, Paused: p.Paused,
 			})
 		}
 		resp.Regions = append(resp.Regions, rs)

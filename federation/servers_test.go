@@ -2,10 +2,12 @@ package federation
 
 import (
 	"context"
+	"net/http"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/ax-sched/ax/federation/apiv1"
 	"github.com/ax-sched/ax/internal/testenv"
 	"github.com/ax-sched/ax/placement"
 )
@@ -41,4 +43,27 @@ func TestViewCountsAnnouncedServers(t *testing.T) {
 	eventually(t, 10*time.Second, "three servers counted", func() bool { return v.Pools().Servers() == 3 })
 	cancels["b"]()
 	eventually(t, 10*time.Second, "two servers after one stopped", func() bool { return v.Pools().Servers() == 2 })
+}
+
+// GET /v1/regions shows each region's announced servers.
+func TestRegionsShowAnnouncedServers(t *testing.T) {
+	f := newFed(t)
+	ctx := testCtx(t)
+	done := make(chan struct{})
+	cctx, cancel := context.WithCancel(ctx)
+	go func() {
+		defer close(done)
+		Announce(cctx, f.etcdCli, "/ax/", ServerInfo{Region: aws, ID: "extra", API: "http://x"}, 2*time.Second, nil)
+	}()
+	t.Cleanup(func() { cancel(); <-done })
+	eventually(t, 10*time.Second, "aws shows its announced server", func() bool {
+		var r apiv1.RegionsResponse
+		f.call(http.MethodGet, f.r(gcp).url()+"/v1/regions", tokAcme, nil).want(t, 200).json(t, &r)
+		for _, g := range r.Regions {
+			if g.Name == aws {
+				return g.Servers == 1
+			}
+		}
+		return false
+	})
 }

@@ -152,6 +152,18 @@ func (v *View) Region(name string) (RegionInfo, bool) {
 	return RegionInfo{}, false
 }
 
+// Servers is how many servers of region are announced (Announce).
+func (v *View) Servers(region string) int {
+	n := 0
+	prefix := v.prefix + "servers/" + region + "/"
+	for k := range v.servers.Snapshot().All() {
+		if strings.HasPrefix(k, prefix) {
+			n++
+		}
+	}
+	return n
+}
+
 // Pools is the placement snapshot built from the current view.
 func (v *View) Pools() *placement.Snapshot { return v.snap.Load().pools }
 

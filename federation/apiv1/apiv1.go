@@ -159,13 +159,16 @@ type PoolStatus struct {
 
 // RegionStatus is one region in GET /v1/regions.
 type RegionStatus struct {
-	Name      string       `json:"name"`
-	API       string       `json:"api"`
-	Leader    string       `json:"leader"`
-	Healthy   bool         `json:"healthy"`
-	Stale     bool         `json:"stale,omitempty"`
-	UpdatedAt time.Time    `json:"updated_at"`
-	Pools     []PoolStatus `json:"pools"`
+	Name      string    `json:"name"`
+	API       string    `json:"api"`
+	Leader    string    `json:"leader"`
+	Healthy   bool      `json:"healthy"`
+	Stale     bool      `json:"stale,omitempty"`
+	UpdatedAt time.Time `json:"updated_at"`
+	// Servers is how many of the region's servers are announced in the
+	// global etcd (placement shares pool headroom among all of them).
+	Servers int          `json:"servers"`
+	Pools   []PoolStatus `json:"pools"`
 }
 
 // RegionsResponse answers GET /v1/regions.
