@@ -233,6 +233,13 @@ func TestCalls(t *testing.T) {
 			result: json.RawMessage(`{"id":"d1","state":"RUNNING"}`),
 		},
 		{
+			name:   "cancel dag",
+			call:   func(ctx context.Context, c *Client) (any, error) { return c.CancelDAG(ctx, "d1") },
+			answer: `{"id":"d1","state":"RUNNING","cancel_requested_at":"2026-01-02T03:04:05Z"}`,
+			want:   request{Method: "POST", Path: "/v1/dags/d1/cancel"},
+			result: json.RawMessage(`{"id":"d1","state":"RUNNING","cancel_requested_at":"2026-01-02T03:04:05Z"}`),
+		},
+		{
 			name: "create schedule",
 			call: func(ctx context.Context, c *Client) (any, error) {
 				return c.CreateSchedule(ctx, json.RawMessage(`{"name":"n","cron":"0 * * * * *"}`))

@@ -21,6 +21,15 @@ func (c *Client) GetDAG(ctx context.Context, id string) (json.RawMessage, error)
 	return c.rawCall(ctx, http.MethodGet, "/v1/dags/"+url.PathEscape(id), nil)
 }
 
+// CancelDAG cancels a DAG run (POST /v1/dags/{id}/cancel): its WAITING
+// nodes end CANCELED at once, its released nodes' tasks are cancelled (a
+// RUNNING one is asked to stop), and the run ends CANCELED once every node
+// settled. The answer is the run (GetDAG's shape, with cancel_requested_at);
+// a repeat, or a run that had already ended, answers the run unchanged.
+func (c *Client) CancelDAG(ctx context.Context, id string) (json.RawMessage, error) {
+	return c.rawCall(ctx, http.MethodPost, "/v1/dags/"+url.PathEscape(id)+"/cancel", nil)
+}
+
 // CreateSchedule creates a cron schedule (POST /v1/schedules).
 func (c *Client) CreateSchedule(ctx context.Context, schedule json.RawMessage) (json.RawMessage, error) {
 	return c.rawCall(ctx, http.MethodPost, "/v1/schedules", schedule)

@@ -28,7 +28,8 @@ import (
 // submitted unplaced into the home region's store; the region leader places
 // it like any due task — in any region, handed off through the outbox — so
 // every node is placed on its own. The reconciler (DAGLoop) settles nodes
-// and releases their dependents.
+// and releases their dependents. A cancel (CancelDAG) stops a run: its
+// waiting nodes are never released, its released nodes' tasks are cancelled.
 
 // MaxDAGNodes bounds one DAG run.
 const MaxDAGNodes = 1000
@@ -54,14 +55,18 @@ type DAGNodeSpec struct {
 // DAGStatus is a DAG run as the API shows it (201 of POST /v1/dags, 200 of
 // GET /v1/dags/{id}).
 type DAGStatus struct {
-	ID         string          `json:"id"`
-	Name       string          `json:"name,omitempty"`
-	Tenant     string          `json:"tenant"`
-	Region     string          `json:"region"` // home: where the run's state lives
-	State      queue.DAGState  `json:"state"`
-	CreatedAt  time.Time       `json:"created_at"`
-	FinishedAt *time.Time      `json:"finished_at,omitempty"`
-	Nodes      []DAGNodeStatus `json:"nodes"`
+	ID         string         `json:"id"`
+	Name       string         `json:"name,omitempty"`
+	Tenant     string         `json:"tenant"`
+	Region     string         `json:"region"` // home: where the run's state lives
+	State      queue.DAGState `json:"state"`
+	CreatedAt  time.Time      `json:"created_at"`
+	FinishedAt *time.Time     `json:"finished_at,omitempty"`
+	// CancelRequestedAt is set once POST /v1/dags/{id}/cancel reached the
+	// run while it was RUNNING; the run ends CANCELED once every node settled.
+	CancelRequestedAt *time.Time      `json:"cancel_requested_at,omitempty"`
+	CancelRequestedBy string          `json:"cancel_requested_by,omitempty"`
+	Nodes             []DAGNodeStatus `json:"nodes"`
 }
 
 // DAGNodeStatus is one node of a DAGStatus.
@@ -72,7 +77,8 @@ type DAGNodeStatus struct {
 	State       queue.NodeState   `json:"state"`
 	Reason      string            `json:"reason,omitempty"`
 	// TaskID is the id the node's task has, or will have once released.
-	// Nodes SKIPPED or CANCELED for an upstream failure never get a task.
+	// Nodes SKIPPED, CANCELED for an upstream failure, or CANCELED by a
+	// cancel of the run while WAITING never get a task.
 	TaskID    string      `json:"task_id"`
 	TaskState queue.State `json:"task_state,omitempty"`
 	Region    string      `json:"region,omitempty"` // where its task runs or ran
@@ -422,7 +428,8 @@ func (n *Node) DAG(ctx context.Context, id string, hops int) (*DAGStatus, error)
 		return nil, err
 	}
 	st := &DAGStatus{ID: id, Name: def.Name, Tenant: def.Tenant, Region: n.cfg.Region, State: run.State,
-		CreatedAt: run.CreatedAt, FinishedAt: run.FinishedAt, Nodes: make([]DAGNodeStatus, len(def.Nodes))}
+		CreatedAt: run.CreatedAt, FinishedAt: run.FinishedAt, CancelRequestedAt: run.CancelRequestedAt,
+		CancelRequestedBy: run.CanceledBy, Nodes: make([]DAGNodeStatus, len(def.Nodes))}
 	var live []string
 	for _, nd := range def.Nodes {
 		if run.Nodes[nd.ID].State == queue.NodeReleased {
@@ -453,7 +460,7 @@ func (n *Node) DAG(ctx context.Context, id string, hops int) (*DAGStatus, error)
 				ns.TaskState = queue.Failed
 			}
 		case queue.NodeCanceled:
-			if rec.Reason != queue.ReasonUpstreamFailed {
+			if !neverSubmitted(rec) {
 				ns.TaskState = queue.Canceled
 			}
 		}
@@ -491,4 +498,127 @@ func (n *Node) dagTasks(ctx context.Context, ids []string) map[string]dagTask {
 	}
 	wg.Wait()
 	return out
+}
+
+// neverSubmitted reports whether a CANCELED node settled without a task:
+// for an upstream failure, or because its run was cancelled while it was
+// WAITING. A node whose task ended CANCELED records the region that held the
+// task; a node cancelled while WAITING records none.
+func neverSubmitted(rec queue.DAGNode) bool {
+	return rec.Reason == queue.ReasonUpstreamFailed || canceledWaiting(rec)
+}
+
+// canceledWaiting reports whether a node was WAITING when its run was
+// cancelled (queue.Store.CancelDAG records no region).
+func canceledWaiting(rec queue.DAGNode) bool {
+	return rec.State == queue.NodeCanceled && rec.Reason == queue.ReasonCanceledByUser && rec.Region == ""
+}
+
+// forTenant is the query parameter by which a forwarding server passes its
+// caller's tenant with a cancel (cluster-token calls only, like onBehalfOf):
+// the home region then cancels only a run of that tenant.
+const forTenant = "for_tenant"
+
+// CancelDAG cancels a DAG run wherever it lives: at home, or through one
+// forward to the home region named in the id (as DAG reads do). At home it
+// records the request and moves every WAITING node to CANCELED
+// (CANCELED_BY_USER) in one script (queue.Store.CancelDAG), then asks every
+// released node's task to stop through the task cancel path (Act: PENDING
+// and READY end CANCELED at once, RUNNING gets a cancel request, a task
+// handed off is reached where it is). What did not get through now — a
+// region unreachable — the leader's reconciler asks again; it records every
+// node's outcome and ends the run CANCELED once all settled. A repeat, or a
+// cancel of a run that ended, changes nothing. tenant, when not "", must be
+// the run's: another tenant's run is queue.ErrDAGNotFound and untouched. by
+// is recorded as who asked. The run is returned as DAG returns it.
+func (n *Node) CancelDAG(ctx context.Context, id, tenant, by string, hops int) (*DAGStatus, error) {
+	p, err := queue.ParseID(id)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %s", queue.ErrDAGNotFound, id)
+	}
+	if p.Region != n.cfg.Region {
+		if hops > 0 {
+			return nil, fmt.Errorf("%w: %s", queue.ErrDAGNotFound, id)
+		}
+		q := url.Values{onBehalfOf: {by}}
+		if tenant != "" {
+			q.Set(forTenant, tenant)
+		}
+		var st DAGStatus
+		path := "/v1/dags/" + url.PathEscape(id) + "/cancel?" + q.Encode()
+		if err := n.proxy(ctx, p.Region, http.MethodPost, path, nil, &st); err != nil {
+			return nil, err
+		}
+		return &st, nil
+	}
+	c, err := n.store.CancelDAG(ctx, id, tenant, by)
+	if err != nil {
+		return nil, err
+	}
+	if c.First {
+		n.log.Info("DAG run cancel requested", "dag", id, "by", by, "waiting_canceled", c.Canceled)
+	}
+	if c.State == queue.DAGRunning {
+		def, err := n.store.DAGDefinition(ctx, id)
+		if err != nil {
+			return nil, err
+		}
+		run, err := n.store.DAG(ctx, id)
+		if err != nil {
+			return nil, err
+		}
+		// Every released task, and the derived id of every node cancelled
+		// while WAITING: a release the cancel overtook may have submitted it.
+		var ids []string
+		for _, nd := range def.Nodes {
+			rec := run.Nodes[nd.ID]
+			if rec.State == queue.NodeReleased || canceledWaiting(rec) {
+				ids = append(ids, nd.TaskID)
+			}
+		}
+		if err := n.cancelDAGTasks(ctx, ids, by); err != nil {
+			// The request is recorded: the leader's reconciler asks again.
+			n.log.Warn("DAG cancel: some tasks not reached yet; the reconciler will retry", "dag", id, "err", err)
+		}
+	}
+	return n.DAG(ctx, id, hops)
+}
+
+// cancelDAGTasks cancels tasks of a DAG run, wherever each is held, a few at
+// a time, through the task cancel path (Act), as by. Tasks that are missing
+// or already ended count as done; it returns the first other error.
+func (n *Node) cancelDAGTasks(ctx context.Context, ids []string, by string) error {
+	// The run's home is the origin of these calls whoever asked: a task is
+	// at most one forward away from here.
+	ctx = withHops(ctx, 0)
+	var mu sync.Mutex
+	var first error
+	var wg sync.WaitGroup
+	sem := make(chan struct{}, 16)
+	for _, id := range ids {
+		wg.Add(1)
+		sem <- struct{}{}
+		go func() {
+			defer wg.Done()
+			defer func() { <-sem }()
+			cctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+			_, err := n.Act(cctx, OpCancel, id, 0, by, 0)
+			cancel()
+			var te *queue.TransitionError
+			var pe *PeerError
+			switch {
+			case err == nil, errors.Is(err, queue.ErrNotFound), errors.As(err, &te):
+				return
+			case errors.As(err, &pe) && (pe.Status == http.StatusNotFound || pe.Status == http.StatusConflict):
+				return // the region that holds it says so: missing, or ended
+			}
+			mu.Lock()
+			if first == nil {
+				first = fmt.Errorf("cancel task %s: %w", id, err)
+			}
+			mu.Unlock()
+		}()
+	}
+	wg.Wait()
+	return first
 }

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"net/http"
 	"strings"
 
@@ -20,16 +21,19 @@ var dagMetrics = struct {
 	runs, released *prometheus.CounterVec
 }{
 	runs: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "ax_dag_runs_total",
-		Help: "DAG runs entering a state: RUNNING (accepted), SUCCESS, FAILED."}, []string{"region", "state"}),
+		Help: "DAG runs entering a state: RUNNING (accepted), SUCCESS, FAILED, CANCELED."}, []string{"region", "state"}),
 	released: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "ax_dag_nodes_released_total",
 		Help: "DAG nodes released (their task submitted), counted once per node."}, []string{"region"}),
 }
 
-// dagRoutes registers POST /v1/dags and GET /v1/dags/{id} (called by
-// NewAPI).
+// dagRoutes registers POST /v1/dags, GET /v1/dags/{id} and POST
+// /v1/dags/{id}/cancel (called by NewAPI).
 func (a *API) dagRoutes() {
 	a.route("POST /v1/dags", RoleSubmitter, a.createDAG)
 	a.route("GET /v1/dags/{id}", RoleSubmitter, a.getDAG)
+	// Submitters pass the route; cancelDAG lets them cancel only their own
+	// tenant's runs.
+	a.route("POST /v1/dags/{id}/cancel", RoleSubmitter, a.cancelDAG)
 	if reg, ok := a.cfg.Gatherer.(prometheus.Registerer); ok {
 		for _, c := range []prometheus.Collector{dagMetrics.runs, dagMetrics.released} {
 			var are prometheus.AlreadyRegisteredError
@@ -121,5 +125,60 @@ func (a *API) getDAG(w http.ResponseWriter, r *http.Request, p Principal) error 
 		return err
 	}
 	writeJSON(w, http.StatusOK, st)
+	return nil
+}
+
+// cancelDAG is POST /v1/dags/{id}/cancel: 200 with the run (GET's shape,
+// cancel_requested_at set), also for a repeat and for a run that had already
+// ended (then unchanged). An operator (or admin) may cancel the runs it sees,
+// like tasks; a submitter may cancel the runs of its own tenant — its own
+// work — and so needs a token bound to a tenant. Another tenant's run is
+// 404, as for reads. The body, if any, must be empty or {}.
+func (a *API) cancelDAG(w http.ResponseWriter, r *http.Request, p Principal) error {
+	if p.Role < RoleOperator && p.Tenant == "" {
+		return &apiError{status: 403, code: apiv1.CodeForbidden,
+			msg: "a submitter token may cancel only its own tenant's DAG runs, and this one names no tenant; use an operator token"}
+	}
+	if err := emptyBody(w, r); err != nil {
+		return err
+	}
+	tenant := p.Tenant
+	if p.Cluster {
+		tenant = r.URL.Query().Get(forTenant) // the forwarding server's caller
+	}
+	st, err := a.n.CancelDAG(r.Context(), r.PathValue("id"), tenant, actor(r, p), hops(r))
+	if errors.Is(err, queue.ErrDAGNotFound) {
+		return &apiError{status: 404, code: apiv1.CodeNotFound, msg: "no such DAG run", field: "id"}
+	}
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, st)
+	return nil
+}
+
+// emptyBody accepts a request without a body, or with {}: the body of an
+// action that takes no arguments.
+func emptyBody(w http.ResponseWriter, r *http.Request) error {
+	r.Body = http.MaxBytesReader(w, r.Body, 4<<10)
+	b, err := io.ReadAll(r.Body)
+	if err != nil {
+		return err
+	}
+	if len(bytes.TrimSpace(b)) == 0 {
+		return nil
+	}
+	dec := json.NewDecoder(bytes.NewReader(b))
+	dec.DisallowUnknownFields()
+	var none struct{}
+	if err := dec.Decode(&none); err != nil {
+		if f, ok := strings.CutPrefix(err.Error(), "json: unknown field "); ok {
+			return &queue.FieldError{Field: strings.Trim(f, `"`), Msg: "unknown field: this action takes no arguments"}
+		}
+		return &queue.FieldError{Msg: "the body must be empty or {}"}
+	}
+	if dec.More() {
+		return &queue.FieldError{Msg: "the body must be empty or {}"}
+	}
 	return nil
 }

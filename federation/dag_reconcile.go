@@ -56,6 +56,17 @@ const dagParallel = 8
 // A leader that was replaced is fenced: its writes carry its token, which
 // the run's fence key rejects once a newer leader wrote; the loop then
 // calls lost and returns.
+//
+// A run whose cancel was requested (Node.CancelDAG) has no WAITING node
+// left: the cancel moved them all to CANCELED in the same script that
+// recorded it, and UpdateDAG releases nothing of such a run. Each pass then
+// records outcomes as usual, asks every released task that is not ended and
+// not yet asked to stop through the task cancel path (the request's own
+// attempt may have missed a region), and ends the run CANCELED once every
+// node settled. A pass that submitted releases which a cancel overtook (its
+// compare-and-set found the nodes CANCELED) cancels those tasks itself; so
+// does, once a term, the first pass over a cancelled run, for a pass that
+// died between its submit and its record.
 func (n *Node) DAGLoop(ctx context.Context, f queue.Fence, lost func(error)) {
 	r := &dagReconciler{n: n, fence: f, plans: map[string]*dagPlan{}}
 	t := time.NewTicker(dagInterval)
@@ -80,6 +91,7 @@ type dagReconciler struct {
 
 	mu    sync.Mutex
 	plans map[string]*dagPlan // definitions read this term; they never change
+	swept map[string]bool     // cancelled runs whose overtaken releases were withdrawn this term
 }
 
 // dagPlan is a run's definition prepared for reconciling.
@@ -107,6 +119,11 @@ func (r *dagReconciler) pass(ctx context.Context) error {
 	for id := range r.plans {
 		if !active[id] {
 			delete(r.plans, id)
+		}
+	}
+	for id := range r.swept {
+		if !active[id] {
+			delete(r.swept, id)
 		}
 	}
 	r.mu.Unlock()
@@ -160,6 +177,7 @@ func (r *dagReconciler) plan(ctx context.Context, id string) (*dagPlan, error) {
 func (r *dagReconciler) forget(ctx context.Context, id string) error {
 	r.mu.Lock()
 	delete(r.plans, id)
+	delete(r.swept, id)
 	r.mu.Unlock()
 	return r.n.store.ForgetDAG(ctx, id)
 }
@@ -186,6 +204,7 @@ func (r *dagReconciler) reconcile(ctx context.Context, id string) error {
 		return err
 	}
 	def := plan.def
+	canceling := run.CancelRequestedAt != nil
 	states := make(map[string]queue.NodeState, len(def.Nodes))
 	var taskIDs []string
 	for _, nd := range def.Nodes {
@@ -196,6 +215,7 @@ func (r *dagReconciler) reconcile(ctx context.Context, id string) error {
 	}
 	var steps []queue.DAGStep
 	var missing []string
+	var stop []string // task ids to cancel (a cancelled run)
 	// 1. Outcomes of released nodes.
 	tasks := n.dagTasks(ctx, taskIDs)
 	for _, nd := range def.Nodes {
@@ -210,6 +230,9 @@ func (r *dagReconciler) reconcile(ctx context.Context, id string) error {
 		case res.err != nil:
 			continue // unreachable now; read again next pass
 		case !res.task.State.Terminal():
+			if canceling && !res.task.CancelRequested {
+				stop = append(stop, nd.TaskID)
+			}
 			continue
 		}
 		t := res.task
@@ -226,6 +249,13 @@ func (r *dagReconciler) reconcile(ctx context.Context, id string) error {
 	for _, i := range plan.order {
 		nd := def.Nodes[i]
 		if states[nd.ID] != queue.NodeWaiting {
+			continue
+		}
+		if canceling {
+			// Not reached in practice: the cancel settled every WAITING node.
+			to := queue.DAGNode{State: queue.NodeCanceled, Reason: queue.ReasonCanceledByUser}
+			steps = append(steps, queue.DAGStep{Node: nd.ID, From: queue.NodeWaiting, To: to})
+			states[nd.ID] = to.State
 			continue
 		}
 		ups := make([]queue.NodeState, len(nd.DependsOn))
@@ -260,14 +290,39 @@ func (r *dagReconciler) reconcile(ctx context.Context, id string) error {
 	for _, node := range missing {
 		if err := invalid[node]; err != nil {
 			steps = append(steps, queue.DAGStep{Node: node, From: queue.NodeReleased, To: queue.DAGNode{State: queue.NodeFailed, Reason: reasonInvalidSpec}})
+			states[node] = queue.NodeFailed
 		} else {
 			n.log.Info("DAG node task missing; submitted again", "dag", id, "node", node)
+			if canceling {
+				// Submitted only to be cancelled: the CANCELED task it leaves
+				// refuses a submit still in flight (a create's roots), so the
+				// node's outcome is settled by its task like any other.
+				stop = append(stop, plan.tasks[node])
+			}
 		}
 	}
-	if len(steps) == 0 {
+	if canceling {
+		swept := r.overtaken(id, def, run)
+		if err := n.cancelDAGTasks(ctx, append(stop, swept...), run.CanceledBy); err != nil {
+			n.log.Warn("DAG cancel: tasks not reached yet; asking again next pass", "dag", id, "err", err)
+		} else if swept != nil {
+			r.mu.Lock()
+			r.swept[id] = true
+			r.mu.Unlock()
+		}
+	}
+	settled := true
+	for _, s := range states {
+		settled = settled && s.Terminal()
+	}
+	// A cancelled run may have settled its last nodes without a step here.
+	if len(steps) == 0 && !(canceling && settled) {
 		return nil
 	}
 	up, err := st.UpdateDAG(ctx, r.fence, id, steps)
+	if len(release) > 0 && (err != nil || up.Applied < len(steps)) {
+		r.withdraw(ctx, id, plan, release)
+	}
 	if err != nil {
 		return err
 	}
@@ -336,4 +391,53 @@ func decide(rule queue.TriggerRule, ups []queue.NodeState) (queue.NodeState, str
 		}
 	}
 	return "", ""
+}
+
+// overtaken returns the task ids of nodes cancelled while WAITING, until
+// they were all cancelled once this term (swept): a pass that submitted one
+// of them and died before recording it (or before withdrawing it) left a
+// task that must not run. Most are missing; cancelling a missing task is a
+// no-op. It returns nil once swept, and a non-nil slice before.
+func (r *dagReconciler) overtaken(id string, def *queue.DAGDef, run *queue.DAGRun) []string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.swept[id] {
+		return nil
+	}
+	if r.swept == nil {
+		r.swept = map[string]bool{}
+	}
+	ids := []string{}
+	for _, nd := range def.Nodes {
+		if canceledWaiting(run.Nodes[nd.ID]) {
+			ids = append(ids, nd.TaskID)
+		}
+	}
+	return ids
+}
+
+// withdraw cancels the tasks this pass submitted for nodes whose release
+// was not recorded because a cancel of the run overtook it (the nodes are
+// CANCELED now, never to be released). It also runs when this leader was
+// fenced: a node cancelled while WAITING must not run whoever submitted its
+// task.
+func (r *dagReconciler) withdraw(ctx context.Context, id string, plan *dagPlan, nodes []string) {
+	run, err := r.n.store.DAG(ctx, id)
+	if err != nil {
+		r.n.log.Warn("DAG cancel: overtaken releases not checked", "dag", id, "err", err)
+		return
+	}
+	var ids []string
+	for _, node := range nodes {
+		if canceledWaiting(run.Nodes[node]) {
+			ids = append(ids, plan.tasks[node])
+		}
+	}
+	if len(ids) == 0 {
+		return
+	}
+	r.n.log.Info("DAG cancel overtook releases; their tasks are cancelled", "dag", id, "tasks", len(ids))
+	if err := r.n.cancelDAGTasks(ctx, ids, run.CanceledBy); err != nil {
+		r.n.log.Warn("DAG cancel: overtaken releases not all cancelled", "dag", id, "err", err)
+	}
 }

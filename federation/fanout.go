@@ -463,15 +463,13 @@ const (
 // localDeadLetters lists this region's dead letters that match q and come
 // after `after`, newest first: at most limit, and whether more follow.
 //
-// The store reads every shard's dead set at the same offset, each newest
-// first. An entry is known to be in its place once it is not older than
-// the newest of the last entries read from the shards that have more
-// (everything not read yet is older than that). The scan starts at the
-// newest entry each time, so a page deep in the set costs reads in
-// proportion to its depth: an operator path, bounded by the dead-letter
-// retention.
+// The store pages its shards merged newest first, in the listing's order
+// (failure time, then id, both descending). Reads overlap by
+// deadLetterOverlap, so entries leaving the set between two reads
+// (replayed, swept) make the scan skip none. The scan starts at the newest
+// entry each time, so a page deep in the set costs reads in proportion to
+// its depth: an operator path, bounded by the dead-letter retention.
 func (n *Node) localDeadLetters(ctx context.Context, q dlqQuery, after *dlqMark, limit int) ([]*queue.Task, bool, error) {
-	shards := max(n.store.Options().Shards, 1)
 	seen := map[string]bool{}
 	found := []*queue.Task{}
 	for off := 0; ; off += deadLetterChunk - deadLetterOverlap {
@@ -479,38 +477,21 @@ func (n *Node) localDeadLetters(ctx context.Context, q dlqQuery, after *dlqMark,
 		if err != nil {
 			return nil, false, err
 		}
-		got := make([]int, shards)
-		last := make([]dlqMark, shards)
 		for _, t := range ts {
-			m := markOf(t)
-			if p, err := queue.ParseID(t.ID); err == nil {
-				got[p.Shard%shards]++
-				last[p.Shard%shards] = m
-			}
 			if seen[t.ID] {
 				continue
 			}
 			seen[t.ID] = true
-			if q.matches(t) && (after == nil || after.newer(m)) {
+			if q.matches(t) && (after == nil || after.newer(markOf(t))) {
 				found = append(found, t)
 			}
 		}
-		var edge *dlqMark
-		for s := range shards {
-			if got[s] == deadLetterChunk && (edge == nil || last[s].newer(*edge)) {
-				edge = &last[s]
-			}
-		}
 		sortNewestFirst(found)
-		settled := len(found)
-		if edge != nil {
-			settled = sort.Search(len(found), func(i int) bool { return edge.newer(markOf(found[i])) })
+		if len(found) > limit {
+			return found[:limit], true, nil
 		}
-		if edge == nil || settled > limit {
-			if settled > limit {
-				return found[:limit], true, nil
-			}
-			return found[:settled], false, nil
+		if len(ts) < deadLetterChunk {
+			return found, false, nil
 		}
 	}
 }

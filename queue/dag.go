@@ -17,8 +17,10 @@ import (
 // Redis, every key of a run sharing the hash tag {dag:<id>}:
 //
 //	ax:{dag:<id>}:def          STRING definition (JSON DAGDef), written once
-//	ax:{dag:<id>}:run          HASH   st RUNNING|SUCCESS|FAILED, tn tenant,
-//	                                  nm name, ct created, fa finished (ms)
+//	ax:{dag:<id>}:run          HASH   st RUNNING|SUCCESS|FAILED|CANCELED,
+//	                                  tn tenant, nm name, ct created, fa
+//	                                  finished, cx cancel requested (ms), cb
+//	                                  who requested it
 //	ax:{dag:<id>}:nodes        HASH   node id → "code|reason|attempts|region|pool|ms"
 //	ax:{dag:<id>}:fence:<name> STRING highest fencing token seen for the run
 //	ax:{dags}:active           ZSET   ids of RUNNING runs by creation (ms)
@@ -31,10 +33,13 @@ import (
 // Node transitions are compare-and-set: UpdateDAG applies a step only while
 // the node is in the state the caller read, so repeating a step (a retried
 // pass, a second leader that has not yet been fenced) changes nothing.
+//
+// A cancel (CancelDAG) is the one write that is not the leader's: see there.
 
-var dagScripts = struct{ create, update *redis.Script }{
+var dagScripts = struct{ create, update, cancel *redis.Script }{
 	create: load("dag_create"),
 	update: load("dag_update"),
+	cancel: load("dag_cancel"),
 }
 
 // ErrDAGNotFound: no DAG run with this id in this region (or it expired).
@@ -47,6 +52,9 @@ const (
 	DAGRunning DAGState = "RUNNING"
 	DAGSuccess DAGState = "SUCCESS" // every node SUCCESS or SKIPPED
 	DAGFailed  DAGState = "FAILED"  // some node FAILED or CANCELED
+	// DAGCanceled: a cancel was requested (CancelDAG) before the run ended;
+	// its nodes say what each did.
+	DAGCanceled DAGState = "CANCELED"
 )
 
 // NodeState is the state of one node of a DAG run.
@@ -57,7 +65,7 @@ const (
 	NodeReleased NodeState = "RELEASED" // its task was submitted
 	NodeSuccess  NodeState = "SUCCESS"
 	NodeFailed   NodeState = "FAILED"
-	NodeCanceled NodeState = "CANCELED" // its task was canceled, or never submitted (UPSTREAM_FAILED)
+	NodeCanceled NodeState = "CANCELED" // its task was canceled, or never submitted (UPSTREAM_FAILED, or CANCELED_BY_USER while WAITING)
 	NodeSkipped  NodeState = "SKIPPED"  // its trigger rule can no longer hold
 )
 
@@ -143,7 +151,11 @@ type DAGRun struct {
 	State      DAGState
 	CreatedAt  time.Time
 	FinishedAt *time.Time
-	Nodes      map[string]DAGNode
+	// CancelRequestedAt is set once a cancel was requested (CancelDAG) while
+	// the run was RUNNING; CanceledBy names who asked.
+	CancelRequestedAt *time.Time
+	CanceledBy        string
+	Nodes             map[string]DAGNode
 }
 
 // DAGStep is one node transition: From is the state the caller read.
@@ -159,6 +171,18 @@ type DAGUpdate struct {
 	Released int      // of those, WAITING → RELEASED
 	State    DAGState // the run's state after the call
 	Ended    bool     // this call ended the run
+	// Canceling: a cancel was requested; no step released a node.
+	Canceling bool
+}
+
+// DAGCancel is what CancelDAG did.
+type DAGCancel struct {
+	First    bool     // this call recorded the request (false: asked before, or the run had ended)
+	Canceled int      // WAITING nodes this call moved to CANCELED
+	State    DAGState // the run's state (RUNNING until the leader ends it)
+	// RequestedAt is when the cancel was requested (Redis time), nil when
+	// the run ended without one.
+	RequestedAt *time.Time
 }
 
 func (s *Store) dagKey(id, suffix string) string {
@@ -259,7 +283,7 @@ func (s *Store) DAG(ctx context.Context, id string) (*DAGRun, error) {
 		return nil, fmt.Errorf("%w: %s", ErrDAGNotFound, id)
 	}
 	r := &DAGRun{ID: id, Name: h["nm"], Tenant: h["tn"], State: DAGState(h["st"]), FinishedAt: msTime(h["fa"]),
-		Nodes: make(map[string]DAGNode, len(nc.Val()))}
+		CancelRequestedAt: msTime(h["cx"]), CanceledBy: h["cb"], Nodes: make(map[string]DAGNode, len(nc.Val()))}
 	if t := msTime(h["ct"]); t != nil {
 		r.CreatedAt = *t
 	}
@@ -287,12 +311,16 @@ func (s *Store) ForgetDAG(ctx context.Context, id string) error {
 }
 
 // UpdateDAG applies node transitions of a run (leader only): each step only
-// while its node is still in step.From. When every node is settled the run
-// ends (SUCCESS, or FAILED when a node FAILED or was CANCELED) and its keys
-// expire after the retention of successes or dead letters.
+// while its node is still in step.From, and no release once a cancel was
+// requested. When every node is settled the run ends — CANCELED when a
+// cancel was requested, else SUCCESS, or FAILED when a node FAILED or was
+// CANCELED — and its keys expire after the retention of successes, dead
+// letters or cancellations. With a cancel requested, steps may be empty:
+// the call then only ends the run if every node is settled.
 func (s *Store) UpdateDAG(ctx context.Context, f Fence, id string, steps []DAGStep) (DAGUpdate, error) {
-	argv := make([]any, 0, 5+3*len(steps))
-	argv = append(argv, s.clock(), f.Token, s.opts.RetainSuccess.Milliseconds(), s.opts.RetainDead.Milliseconds(), len(steps))
+	argv := make([]any, 0, 6+3*len(steps))
+	argv = append(argv, s.clock(), f.Token, s.opts.RetainSuccess.Milliseconds(), s.opts.RetainDead.Milliseconds(),
+		s.opts.RetainCanceled.Milliseconds(), len(steps))
 	for _, st := range steps {
 		argv = append(argv, st.Node, nodeCodes[st.From], st.To.value())
 	}
@@ -307,5 +335,35 @@ func (s *Store) UpdateDAG(ctx context.Context, f Fence, id string, steps []DAGSt
 	case len(out) == 1:
 		return DAGUpdate{}, fmt.Errorf("%w: %s", ErrDAGNotFound, id)
 	}
-	return DAGUpdate{Applied: toInt(out[0]), Released: toInt(out[1]), State: DAGState(toStr(out[2])), Ended: toInt(out[3]) == 1}, nil
+	return DAGUpdate{Applied: toInt(out[0]), Released: toInt(out[1]), State: DAGState(toStr(out[2])), Ended: toInt(out[3]) == 1,
+		Canceling: toInt(out[4]) == 1}, nil
+}
+
+// CancelDAG records a user's cancel of a RUNNING run and moves its WAITING
+// nodes to CANCELED (reason CANCELED_BY_USER) at once; by is who asked.
+// RELEASED nodes are the caller's to cancel (their tasks, through the task
+// cancel path); the leader's next UpdateDAG records their outcomes and ends
+// the run CANCELED. A repeat, or a cancel of an ended run, changes nothing
+// and says what is. tenant, when not "", must be the run's: another
+// tenant's run is ErrDAGNotFound and left untouched.
+//
+// Unlike UpdateDAG this write is not fenced, and need not be: a cancel is a
+// user's request, not a leader's decision that a deposed leader could
+// repeat from a stale view. It only ever moves a node out of WAITING, which
+// the leader's steps check atomically (compare-and-set), and sets a flag that
+// is never cleared, so whatever a leader — current or deposed — writes
+// before or after it, no node is released after it and no outcome is lost.
+// Only the leader ends the run, so the run's fence key keeps its expiry.
+func (s *Store) CancelDAG(ctx context.Context, id, tenant, by string) (DAGCancel, error) {
+	canceled := DAGNode{State: NodeCanceled, Reason: ReasonCanceledByUser}
+	keys := []string{s.dagKey(id, "run"), s.dagKey(id, "nodes")}
+	out, err := dagScripts.cancel.Run(ctx, s.rdb, keys, s.clock(), tenant, by, canceled.value()).Slice()
+	if err != nil {
+		return DAGCancel{}, fmt.Errorf("queue: cancel DAG: %w", err)
+	}
+	if len(out) == 1 {
+		return DAGCancel{}, fmt.Errorf("%w: %s", ErrDAGNotFound, id)
+	}
+	return DAGCancel{First: toInt(out[0]) == 1, Canceled: toInt(out[1]), State: DAGState(toStr(out[2])),
+		RequestedAt: msTime(toStr(out[3]))}, nil
 }

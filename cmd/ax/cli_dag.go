@@ -33,7 +33,7 @@ one_failed) and its task spec under "task", as ax submit would send it:
      {"id": "alert", "depends_on": ["load"], "trigger_rule": "one_failed",
       "task": {"type": "notify.page"}}]}
 
-Prints the run's id; ax dag get ID shows every node.`,
+Prints the run's id; ax dag get ID shows every node, ax dag cancel ID stops the run.`,
 		Args: cobra.NoArgs,
 		RunE: cliRun(func(ctx context.Context, env *cliEnv, _ []string) error {
 			body, err := env.readJSONFile(file)
@@ -67,8 +67,69 @@ Prints the run's id; ax dag get ID shows every node.`,
 			return nil
 		}),
 	}
-	c.AddCommand(cliCommand(submit), cliCommand(get))
+	cancel := &cobra.Command{
+		Use:   "cancel ID",
+		Short: "Cancel a DAG run: waiting nodes never run, released tasks are cancelled",
+		Long: `Cancel a DAG run. Its WAITING nodes end CANCELED (CANCELED_BY_USER) at once
+and are never released; the task of every released node is cancelled (a
+RUNNING one is asked to stop: its worker stops it at its next heartbeat);
+nodes that already ended stay as they are. The run ends CANCELED once every
+node settled. Cancelling again, or cancelling a run that already ended,
+changes nothing and says what is.`,
+		Args: cobra.ExactArgs(1),
+		RunE: cliRun(func(ctx context.Context, env *cliEnv, args []string) error {
+			res, err := env.api.CancelDAG(ctx, args[0])
+			if err != nil {
+				return err
+			}
+			if env.json || !writeDAGCancel(env.stdout, args[0], res) {
+				return env.printJSON(res)
+			}
+			return nil
+		}),
+	}
+	c.AddCommand(cliCommand(submit), cliCommand(get), cliCommand(cancel))
 	return c
+}
+
+// writeDAGCancel prints the answer of a DAG cancel as one line; false when
+// it does not have the expected shape.
+func writeDAGCancel(out io.Writer, id string, raw json.RawMessage) bool {
+	var d struct {
+		ID              string  `json:"id"`
+		State           string  `json:"state"`
+		CancelRequested *string `json:"cancel_requested_at"`
+		Nodes           []struct {
+			State     string `json:"state"`
+			TaskState string `json:"task_state"`
+		} `json:"nodes"`
+	}
+	if json.Unmarshal(raw, &d) != nil || d.State == "" {
+		return false
+	}
+	if d.ID != "" {
+		id = d.ID
+	}
+	if d.CancelRequested == nil {
+		_, err := fmt.Fprintf(out, "DAG %s already ended %s: nothing to cancel\n", id, d.State)
+		return err == nil
+	}
+	canceled, stopping := 0, 0
+	for _, n := range d.Nodes {
+		switch {
+		case n.State == "CANCELED" || n.TaskState == "CANCELED":
+			canceled++
+		case n.State == "RELEASED":
+			stopping++
+		}
+	}
+	var err error
+	if d.State == "RUNNING" {
+		_, err = fmt.Fprintf(out, "DAG %s cancel requested: %d nodes canceled, %d tasks stopping; it ends CANCELED once they stop\n", id, canceled, stopping)
+	} else {
+		_, err = fmt.Fprintf(out, "DAG %s %s: %d nodes canceled\n", id, d.State, canceled)
+	}
+	return err == nil
 }
 
 // writeDAG prints a DAG run as a node table when it has the expected shape

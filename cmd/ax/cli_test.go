@@ -462,7 +462,7 @@ func TestCLIExplainFromFile(t *testing.T) {
 
 func TestCLIRegionsTable(t *testing.T) {
 	f := newCLIFakeAPI(t).on("GET /v1/regions", 200, `{"global_view":false,"regions":[
-	 {"name":"eu-west","leader":"srv-1","healthy":true,"pools":[
+	 {"name":"eu-west","leader":"srv-1","healthy":true,"servers":2,"pools":[
 	  {"name":"cpu","slots":16,"running":12,"ready":30,"queue_fill":0.3,"price_per_slot_hour":0.04,"spot":false},
 	  {"name":"gpu-spot","slots":8,"running":8,"ready":95,"queue_fill":0.95,"price_per_slot_hour":1.1,"spot":true,"paused":true}]},
 	 {"name":"us-east","leader":"","healthy":false,"stale":true,"pools":[]}]}`)
@@ -472,10 +472,10 @@ func TestCLIRegionsTable(t *testing.T) {
 	}
 	lines := strings.Split(strings.TrimSpace(r.stdout), "\n")
 	want := []string{
-		"REGION LEADER HEALTHY POOL SLOTS RUNNING READY FILL PRICE $/SLOT-H SPOT",
-		"eu-west srv-1 yes cpu 16 12 30 30.0% 0.040 no",
-		"eu-west srv-1 yes gpu-spot 8 8 95 95.0% paused 1.100 yes",
-		"us-east - stale - - - - - - -",
+		"REGION LEADER SERVERS HEALTHY POOL SLOTS RUNNING READY FILL PRICE $/SLOT-H SPOT",
+		"eu-west srv-1 2 yes cpu 16 12 30 30.0% 0.040 no",
+		"eu-west srv-1 2 yes gpu-spot 8 8 95 95.0% paused 1.100 yes",
+		"us-east - 0 stale - - - - - - -",
 	}
 	if len(lines) != len(want) {
 		t.Fatalf("table:\n%s", r.stdout)
@@ -554,6 +554,22 @@ func TestCLICommands(t *testing.T) {
 			answer:  `{"id":"dag-1","state":"RUNNING","nodes":[{"id":"a","state":"SUCCESS","task_id":"t7"},{"id":"b","state":"PENDING","depends_on":["a"]}]}`,
 			wantReq: cliSeen{Method: "GET", Path: "/v1/dags/dag-1"},
 			wantOut: []string{"DAG dag-1", "NODE", "SUCCESS", "t7", "[a]"}},
+		{name: "dag cancel", args: []string{"dag", "cancel", "dag-1"}, route: "POST /v1/dags/dag-1/cancel",
+			answer: `{"id":"dag-1","state":"RUNNING","cancel_requested_at":"2026-01-02T03:04:05Z","nodes":[{"id":"a","state":"SUCCESS","task_state":"SUCCESS"},
+			  {"id":"b","state":"RELEASED","task_state":"RUNNING"},{"id":"c","state":"CANCELED","reason":"CANCELED_BY_USER"}]}`,
+			wantReq: cliSeen{Method: "POST", Path: "/v1/dags/dag-1/cancel"},
+			wantOut: []string{"DAG dag-1 cancel requested: 1 nodes canceled, 1 tasks stopping"}},
+		{name: "dag cancel when it ended canceled", args: []string{"dag", "cancel", "dag-1"}, route: "POST /v1/dags/dag-1/cancel",
+			answer:  `{"id":"dag-1","state":"CANCELED","cancel_requested_at":"2026-01-02T03:04:05Z","nodes":[{"id":"a","state":"CANCELED","task_state":"CANCELED"}]}`,
+			wantReq: cliSeen{Method: "POST", Path: "/v1/dags/dag-1/cancel"},
+			wantOut: []string{"DAG dag-1 CANCELED: 1 nodes canceled"}},
+		{name: "dag cancel of a run that ended", args: []string{"dag", "cancel", "dag-1"}, route: "POST /v1/dags/dag-1/cancel",
+			answer:  `{"id":"dag-1","state":"SUCCESS","nodes":[{"id":"a","state":"SUCCESS","task_state":"SUCCESS"}]}`,
+			wantReq: cliSeen{Method: "POST", Path: "/v1/dags/dag-1/cancel"},
+			wantOut: []string{"DAG dag-1 already ended SUCCESS: nothing to cancel"}},
+		{name: "dag cancel not found", args: []string{"dag", "cancel", "nope"}, route: "POST /v1/dags/nope/cancel", status: 404,
+			answer:  `{"error":{"code":"not_found","message":"no such DAG run","field":"id"}}`,
+			wantReq: cliSeen{Method: "POST", Path: "/v1/dags/nope/cancel"}, wantCode: 1},
 		{name: "schedule create", args: []string{"schedule", "create", "-f", "-"}, route: "POST /v1/schedules", status: 201,
 			stdin:   `{"name":"nightly","cron":"0 0 2 * * *","task":{"type":"x"}}`,
 			wantReq: cliSeen{Method: "POST", Path: "/v1/schedules", Body: `{"name":"nightly","cron":"0 0 2 * * *","task":{"type":"x"}}`},
@@ -605,6 +621,20 @@ func TestCLICommands(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+func TestCLIDAGCancelErrorIsOneLine(t *testing.T) {
+	f := newCLIFakeAPI(t).on("POST /v1/dags/d9/cancel", 404, `{"error":{"code":"not_found","message":"no such DAG run","field":"id"}}`)
+	r := cliExec(t, nil, f, "", "dag", "cancel", "d9")
+	if r.code == 0 || r.err == nil || !strings.Contains(r.err.Error(), "no such DAG run") {
+		t.Fatalf("exit %d: %v", r.code, r.err)
+	}
+	if r.stdout != "" {
+		t.Errorf("stdout %q, want nothing", r.stdout)
+	}
+	if r := cliExec(t, nil, f, "", "dag", "cancel"); r.code != 2 {
+		t.Errorf("no id: exit %d (%v), want a usage error", r.code, r.err)
 	}
 }
 
