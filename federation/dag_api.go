@@ -31,9 +31,8 @@ var dagMetrics = struct {
 func (a *API) dagRoutes() {
 	a.route("POST /v1/dags", RoleSubmitter, a.createDAG)
 	a.route("GET /v1/dags/{id}", RoleSubmitter, a.getDAG)
-	// Submitters pass the route; cancelDAG lets them cancel only their own
-	// tenant's runs.
-	a.route("POST /v1/dags/{id}/cancel", RoleSubmitter, a.cancelDAG)
+	// Cancelling is an operator action, as for tasks (DESIGN §6 roles).
+	a.route("POST /v1/dags/{id}/cancel", RoleOperator, a.cancelDAG)
 	if reg, ok := a.cfg.Gatherer.(prometheus.Registerer); ok {
 		for _, c := range []prometheus.Collector{dagMetrics.runs, dagMetrics.released} {
 			var are prometheus.AlreadyRegisteredError
@@ -130,15 +129,10 @@ func (a *API) getDAG(w http.ResponseWriter, r *http.Request, p Principal) error 
 
 // cancelDAG is POST /v1/dags/{id}/cancel: 200 with the run (GET's shape,
 // cancel_requested_at set), also for a repeat and for a run that had already
-// ended (then unchanged). An operator (or admin) may cancel the runs it sees,
-// like tasks; a submitter may cancel the runs of its own tenant — its own
-// work — and so needs a token bound to a tenant. Another tenant's run is
-// 404, as for reads. The body, if any, must be empty or {}.
+// ended (then unchanged). Operators (and admins) cancel the runs they see,
+// as they cancel tasks; a tenant-bound operator only its tenant's: another
+// tenant's run is 404, as for reads. The body, if any, must be empty or {}.
 func (a *API) cancelDAG(w http.ResponseWriter, r *http.Request, p Principal) error {
-	if p.Role < RoleOperator && p.Tenant == "" {
-		return &apiError{status: 403, code: apiv1.CodeForbidden,
-			msg: "a submitter token may cancel only its own tenant's DAG runs, and this one names no tenant; use an operator token"}
-	}
 	if err := emptyBody(w, r); err != nil {
 		return err
 	}

@@ -33,6 +33,7 @@ const (
 	dagTokAcme    = "dag-tok-acme"
 	dagTokGlobex  = "dag-tok-globex"
 	dagTokAdmin   = "dag-tok-admin"
+	dagTokAcmeOps = "dag-tok-acme-ops" // operator, tenant acme
 	dagTokCluster = "dag-tok-cluster"
 )
 
@@ -88,6 +89,7 @@ func newDAGEnv(t *testing.T, servers map[string]int) *dagEnv {
 		{Name: "acme", SHA256: HashToken(dagTokAcme), Role: RoleSubmitter, Tenant: "acme"},
 		{Name: "globex", SHA256: HashToken(dagTokGlobex), Role: RoleSubmitter, Tenant: "globex"},
 		{Name: "root", SHA256: HashToken(dagTokAdmin), Role: RoleAdmin},
+		{Name: "acme-ops", SHA256: HashToken(dagTokAcmeOps), Role: RoleOperator, Tenant: "acme"},
 	}}
 	e.etcd = testenv.StartEtcd(t)
 	t.Cleanup(e.http.CloseIdleConnections)
