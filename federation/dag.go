@@ -475,11 +475,10 @@ type dagTask struct {
 	err  error
 }
 
-// dagTasks reads tasks wherever they run (Node.Get forwards), a few at a
-// time.
-func (n *Node) dagTasks(ctx context.Context, ids []string) map[string]dagTask {
-	out := make(map[string]dagTask, len(ids))
-	var mu sync.Mutex
+// eachTask runs fn for every id, up to 16 at a time (the tasks may live in
+// other regions: one call each), and returns when all are done. fn runs
+// concurrently: it guards what it shares.
+func eachTask(ids []string, fn func(id string)) {
 	var wg sync.WaitGroup
 	sem := make(chan struct{}, 16)
 	for _, id := range ids {
@@ -488,15 +487,25 @@ func (n *Node) dagTasks(ctx context.Context, ids []string) map[string]dagTask {
 		go func() {
 			defer wg.Done()
 			defer func() { <-sem }()
-			cctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-			t, err := n.Get(cctx, id, 0)
-			cancel()
-			mu.Lock()
-			out[id] = dagTask{task: t, err: err}
-			mu.Unlock()
+			fn(id)
 		}()
 	}
 	wg.Wait()
+}
+
+// dagTasks reads tasks wherever they run (Node.Get forwards), a few at a
+// time.
+func (n *Node) dagTasks(ctx context.Context, ids []string) map[string]dagTask {
+	out := make(map[string]dagTask, len(ids))
+	var mu sync.Mutex
+	eachTask(ids, func(id string) {
+		cctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		t, err := n.Get(cctx, id, 0)
+		cancel()
+		mu.Lock()
+		out[id] = dagTask{task: t, err: err}
+		mu.Unlock()
+	})
 	return out
 }
 
@@ -593,32 +602,23 @@ func (n *Node) cancelDAGTasks(ctx context.Context, ids []string, by string) erro
 	ctx = withHops(ctx, 0)
 	var mu sync.Mutex
 	var first error
-	var wg sync.WaitGroup
-	sem := make(chan struct{}, 16)
-	for _, id := range ids {
-		wg.Add(1)
-		sem <- struct{}{}
-		go func() {
-			defer wg.Done()
-			defer func() { <-sem }()
-			cctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-			_, err := n.Act(cctx, OpCancel, id, 0, by, 0)
-			cancel()
-			var te *queue.TransitionError
-			var pe *PeerError
-			switch {
-			case err == nil, errors.Is(err, queue.ErrNotFound), errors.As(err, &te):
-				return
-			case errors.As(err, &pe) && (pe.Status == http.StatusNotFound || pe.Status == http.StatusConflict):
-				return // the region that holds it says so: missing, or ended
-			}
-			mu.Lock()
-			if first == nil {
-				first = fmt.Errorf("cancel task %s: %w", id, err)
-			}
-			mu.Unlock()
-		}()
-	}
-	wg.Wait()
+	eachTask(ids, func(id string) {
+		cctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		_, err := n.Act(cctx, OpCancel, id, 0, by, 0)
+		cancel()
+		var te *queue.TransitionError
+		var pe *PeerError
+		switch {
+		case err == nil, errors.Is(err, queue.ErrNotFound), errors.As(err, &te):
+			return
+		case errors.As(err, &pe) && (pe.Status == http.StatusNotFound || pe.Status == http.StatusConflict):
+			return // the region that holds it says so: missing, or ended
+		}
+		mu.Lock()
+		if first == nil {
+			first = fmt.Errorf("cancel task %s: %w", id, err)
+		}
+		mu.Unlock()
+	})
 	return first
 }
