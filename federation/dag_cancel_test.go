@@ -9,8 +9,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/ax-sched/ax/internal/testenv"
-	"github.com/ax-sched/ax/placement"
 	"github.com/ax-sched/ax/queue"
 	"github.com/ax-sched/ax/worker"
 	"github.com/prometheus/client_golang/prometheus"
@@ -277,20 +275,8 @@ func testDAGCancelEnded(t *testing.T, e *dagEnv, home *dagRegion) {
 // was not submitted yet. No node canceled while WAITING runs, and the run
 // ends CANCELED.
 func TestDAGCancelOvertakesRelease(t *testing.T) {
-	etcd := testenv.StartEtcd(t)
-	rd := testenv.StartRedis(t)
+	n, st, _ := leaderlessNode(t)
 	const name = "us-east-1"
-	st, err := queue.New(rd.Client(), queue.Options{Region: name})
-	if err != nil {
-		t.Fatal(err)
-	}
-	pcfg := placement.DefaultConfig()
-	view := NewView(etcd.Client(), "/ax/", pcfg, time.Second, nil)
-	t.Cleanup(view.Close)
-	n, err := NewNode(Config{Region: name, Placement: pcfg, Logger: discardLog()}, st, view, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
 	ctx := testCtx(t)
 	fence := queue.Fence{Name: "region", Token: 7}
 	recon := func() *dagReconciler { return &dagReconciler{n: n, fence: fence, plans: map[string]*dagPlan{}} }

@@ -314,20 +314,8 @@ func testDAGLeaderKill(t *testing.T, e *dagEnv, home *dagRegion, w *dagWorkers) 
 // record each outcome once, and a released node whose task went missing is
 // submitted again.
 func TestDAGReconcileIdempotent(t *testing.T) {
-	etcd := testenv.StartEtcd(t)
-	rd := testenv.StartRedis(t)
+	n, st, rd := leaderlessNode(t)
 	const name = "us-east-1"
-	st, err := queue.New(rd.Client(), queue.Options{Region: name})
-	if err != nil {
-		t.Fatal(err)
-	}
-	pcfg := placement.DefaultConfig()
-	view := NewView(etcd.Client(), "/ax/", pcfg, time.Second, nil)
-	t.Cleanup(view.Close)
-	n, err := NewNode(Config{Region: name, Placement: pcfg, Logger: discardLog()}, st, view, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
 	ctx := context.Background()
 	fence := queue.Fence{Name: "region", Token: 7}
 	recon := func() *dagReconciler { return &dagReconciler{n: n, fence: fence, plans: map[string]*dagPlan{}} }
@@ -482,4 +470,24 @@ func counterValue(c prometheus.Counter) float64 {
 		return -1
 	}
 	return m.GetCounter().GetValue()
+}
+
+// leaderlessNode is a node of region us-east-1 on its own Redis and etcd,
+// with no cell: tests drive its leader loops by hand.
+func leaderlessNode(t *testing.T) (*Node, *queue.Store, *testenv.Redis) {
+	t.Helper()
+	etcd := testenv.StartEtcd(t)
+	rd := testenv.StartRedis(t)
+	st, err := queue.New(rd.Client(), queue.Options{Region: "us-east-1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	pcfg := placement.DefaultConfig()
+	view := NewView(etcd.Client(), "/ax/", pcfg, time.Second, nil)
+	t.Cleanup(view.Close)
+	n, err := NewNode(Config{Region: "us-east-1", Placement: pcfg, Logger: discardLog()}, st, view, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return n, st, rd
 }
