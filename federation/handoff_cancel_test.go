@@ -32,6 +32,9 @@ func TestCancelWhileHandOffInFlight(t *testing.T) {
 	close(hold)
 	eventually(t, 30*time.Second, "every hand-off settled", func() bool { return f.outboxEmpty(ctx) })
 	checkHandedOffOnce(t, ctx, f, ids, aws, az)
+	if got := handOffs(f.r(aws), az, "accepted"); got != len(ids) {
+		t.Fatalf("ax_handoffs_total{outcome=accepted} = %d, want %d (the resend with the cancel counts once)", got, len(ids))
+	}
 	held, err := f.r(az).store.Get(ctx, ids[0])
 	if err != nil || held.State != queue.Canceled {
 		t.Fatalf("the canceled task in the receiver: %+v %v, want CANCELED", held, err)

@@ -12,6 +12,7 @@ import (
 	"math/rand/v2"
 	"net/http"
 	"net/url"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -460,14 +461,20 @@ func (o *outbox) settle(ctx context.Context, target string, as []answer) {
 		if err != nil {
 			n.log.Warn("hand-off answers not recorded; asking again", "target", target, "n", len(done), "err", err)
 		} else {
+			resend := map[string]bool{}
 			for i, err := range errs {
 				if errors.Is(err, queue.ErrSendCancel) {
 					n.log.Info("cancel requested during the hand-off; sending it again with the cancel", "id", done[i].ID, "target", target)
+					resend[done[i].ID] = true
 					continue
 				}
 				if err != nil {
 					n.log.Warn("hand-off answer not recorded", "id", done[i].ID, "accepted", done[i].Accepted, "err", err)
 				}
+			}
+			if len(resend) > 0 {
+				// Counted when the repeat (with the cancel) is answered.
+				accepted = slices.DeleteFunc(accepted, func(id string) bool { return resend[id] })
 			}
 		}
 	}
