@@ -79,27 +79,32 @@ for _, id in ipairs(ids) do
     promote_one(id)
   end
 end
--- Pinned delayed sets: what is due, up to the limit left.
-for _, m in ipairs(marks) do
-  if m == '~' then
-    -- Unplaced delayed tasks: to the due set, records untouched.
-    local left = limit - moved
-    local due = {}
-    if left > 0 then
-      due = redis.call('ZRANGEBYSCORE', dnkey(), '-inf', fmt(now), 'WITHSCORES', 'LIMIT', 0, left)
+-- promote_unplaced moves what is due of the unplaced delayed tasks (dn) to
+-- the due set, up to the limit left; their records stay as they are.
+local function promote_unplaced()
+  local left = limit - moved
+  local due = {}
+  if left > 0 then
+    due = redis.call('ZRANGEBYSCORE', dnkey(), '-inf', fmt(now), 'WITHSCORES', 'LIMIT', 0, left)
+  end
+  local k = #due / 2
+  if k > 0 then
+    redis.call('ZREMRANGEBYRANK', dnkey(), 0, k - 1)
+    moved = moved + k
+    for j = 1, #due, 2 do
+      zadd(K_DUE, due[j + 1], due[j])
+      if #shown < 8 then shown[#shown + 1] = due[j] end
     end
-    local k = #due / 2
-    if k > 0 then
-      redis.call('ZREMRANGEBYRANK', dnkey(), 0, k - 1)
-      moved = moved + k
-      for j = 1, #due, 2 do
-        zadd(K_DUE, due[j + 1], due[j])
-        if #shown < 8 then shown[#shown + 1] = due[j] end
-      end
-    end
-    local head = redis.call('ZRANGE', dnkey(), 0, 0, 'WITHSCORES')
-    if head[2] then redis.call('ZADD', K_DELAYED, head[2], m) end
-  else
+  end
+  return dnkey()
+end
+
+-- promote_pinned moves what is due of one pinned delayed set to its ready
+-- set (READY with the due time as enqueue time, records untouched), up to
+-- the limit left. A hot pool's priorities 3–4 are deferred one by one into
+-- the shard's delayed set instead, where they go on as ordinary delayed
+-- tasks (rs no longer SUBMITTED); critical ones are not deferred.
+local function promote_pinned(m)
   local sep = #m
   while string.byte(m, sep) ~= 58 do sep = sep - 1 end -- the last ':'
   local pool, prio = string.sub(m, 2, sep - 1), string.sub(m, sep + 1)
@@ -110,47 +115,49 @@ for _, m in ipairs(marks) do
     due = redis.call('ZRANGEBYSCORE', dk, '-inf', fmt(now), 'WITHSCORES', 'LIMIT', 0, left)
   end
   local k = #due / 2
-  if k > 0 then
-    redis.call('ZREMRANGEBYRANK', dk, 0, k - 1)
-    moved = moved + k
-    if hot ~= '' and tonumber(prio) >= 3 and string.find(hot, ',' .. pool .. ',', 1, true) then
-      -- Backpressure: defer one by one into the shard's delayed set, where
-      -- they continue as ordinary delayed tasks (rs no longer SUBMITTED).
-      for j = 1, #due, 2 do
-        local id = due[j]
-        if redis.call('HGET', tkey(id), 'cr') == '1' then
-          zadd(qkey(pool, prio), due[j + 1], id)
-          cnt('P', -1); cnt('R', 1); cnt(rfield(pool, prio), 1)
-          wake(pool)
-          ready = ready + 1
-        else
-          local at = now + math.floor(spread * (0.5 + jit(id) / 2))
-          redis.call('ZADD', K_DELAYED, fmt(at), id)
-          redis.call('HSET', tkey(id), 'rs', 'DEFERRED_BACKPRESSURE', 'du', fmt(at))
-          trail(id, now, 'P', 'P', 'DEFERRED_BACKPRESSURE', 'leader', '0', pool)
-          deferred = deferred + 1
-        end
-      end
-    else
-      -- READY with the due time as enqueue time, records untouched.
-      local args = {}
-      for j = 1, #due, 2 do
-        args[j] = due[j + 1]
-        args[j + 1] = due[j]
-      end
-      redis.call('ZADD', qkey(pool, prio), unpack(args))
-      cnt('P', -k); cnt('R', k); cnt(rfield(pool, prio), k)
-      wake(pool)
-      ready = ready + k
-    end
+  if k == 0 then return dk end
+  redis.call('ZREMRANGEBYRANK', dk, 0, k - 1)
+  moved = moved + k
+  if hot ~= '' and tonumber(prio) >= 3 and string.find(hot, ',' .. pool .. ',', 1, true) then
     for j = 1, #due, 2 do
-      if #shown >= 8 then break end
-      shown[#shown + 1] = due[j]
+      local id = due[j]
+      if redis.call('HGET', tkey(id), 'cr') == '1' then
+        zadd(qkey(pool, prio), due[j + 1], id)
+        cnt('P', -1); cnt('R', 1); cnt(rfield(pool, prio), 1)
+        wake(pool)
+        ready = ready + 1
+      else
+        local at = now + math.floor(spread * (0.5 + jit(id) / 2))
+        redis.call('ZADD', K_DELAYED, fmt(at), id)
+        redis.call('HSET', tkey(id), 'rs', 'DEFERRED_BACKPRESSURE', 'du', fmt(at))
+        trail(id, now, 'P', 'P', 'DEFERRED_BACKPRESSURE', 'leader', '0', pool)
+        deferred = deferred + 1
+      end
     end
+  else
+    local args = {}
+    for j = 1, #due, 2 do
+      args[j] = due[j + 1]
+      args[j + 1] = due[j]
+    end
+    redis.call('ZADD', qkey(pool, prio), unpack(args))
+    cnt('P', -k); cnt('R', k); cnt(rfield(pool, prio), k)
+    wake(pool)
+    ready = ready + k
   end
-  local head = redis.call('ZRANGE', dk, 0, 0, 'WITHSCORES')
+  for j = 1, #due, 2 do
+    if #shown >= 8 then break end
+    shown[#shown + 1] = due[j]
+  end
+  return dk
+end
+
+-- The sets behind the markers; each marker goes back at its set's new head.
+for _, m in ipairs(marks) do
+  local set
+  if m == '~' then set = promote_unplaced() else set = promote_pinned(m) end
+  local head = redis.call('ZRANGE', set, 0, 0, 'WITHSCORES')
   if head[2] then redis.call('ZADD', K_DELAYED, head[2], m) end
-  end
 end
 event('promote', shown, moved)
 local nxt = redis.call('ZRANGE', K_DELAYED, 0, 0, 'WITHSCORES')
