@@ -79,23 +79,29 @@ for _, id in ipairs(ids) do
     promote_one(id)
   end
 end
--- promote_unplaced moves what is due of the unplaced delayed tasks (dn) to
--- the due set, up to the limit left; their records stay as they are.
-local function promote_unplaced()
+
+-- take_due removes from set what is due, up to the limit left, and returns
+-- it as {id, due, id, due, ...} (counted as moved).
+local function take_due(set)
   local left = limit - moved
-  local due = {}
-  if left > 0 then
-    due = redis.call('ZRANGEBYSCORE', dnkey(), '-inf', fmt(now), 'WITHSCORES', 'LIMIT', 0, left)
-  end
-  local k = #due / 2
-  if k > 0 then
-    redis.call('ZREMRANGEBYRANK', dnkey(), 0, k - 1)
-    moved = moved + k
+  if left <= 0 then return {} end
+  local due = redis.call('ZRANGEBYSCORE', set, '-inf', fmt(now), 'WITHSCORES', 'LIMIT', 0, left)
+  if #due > 0 then
+    redis.call('ZREMRANGEBYRANK', set, 0, #due / 2 - 1)
+    moved = moved + #due / 2
     for j = 1, #due, 2 do
-      zadd(K_DUE, due[j + 1], due[j])
-      if #shown < 8 then shown[#shown + 1] = due[j] end
+      if #shown >= 8 then break end
+      shown[#shown + 1] = due[j]
     end
   end
+  return due
+end
+
+-- promote_unplaced moves what is due of the unplaced delayed tasks (dn) to
+-- the due set; their records stay as they are.
+local function promote_unplaced()
+  local due = take_due(dnkey())
+  for j = 1, #due, 2 do zadd(K_DUE, due[j + 1], due[j]) end
   return dnkey()
 end
 
@@ -109,15 +115,9 @@ local function promote_pinned(m)
   while string.byte(m, sep) ~= 58 do sep = sep - 1 end -- the last ':'
   local pool, prio = string.sub(m, 2, sep - 1), string.sub(m, sep + 1)
   local dk = dkey(pool, prio)
-  local left = limit - moved
-  local due = {}
-  if left > 0 then
-    due = redis.call('ZRANGEBYSCORE', dk, '-inf', fmt(now), 'WITHSCORES', 'LIMIT', 0, left)
-  end
+  local due = take_due(dk)
   local k = #due / 2
   if k == 0 then return dk end
-  redis.call('ZREMRANGEBYRANK', dk, 0, k - 1)
-  moved = moved + k
   if hot ~= '' and tonumber(prio) >= 3 and string.find(hot, ',' .. pool .. ',', 1, true) then
     for j = 1, #due, 2 do
       local id = due[j]
@@ -144,10 +144,6 @@ local function promote_pinned(m)
     cnt('P', -k); cnt('R', k); cnt(rfield(pool, prio), k)
     wake(pool)
     ready = ready + k
-  end
-  for j = 1, #due, 2 do
-    if #shown >= 8 then break end
-    shown[#shown + 1] = due[j]
   end
   return dk
 end
