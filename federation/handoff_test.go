@@ -118,9 +118,7 @@ func TestHandOffRate(t *testing.T) {
 				// back to one request per task.
 				answer = func(w http.ResponseWriter, req *http.Request, next http.Handler) {
 					if req.URL.Path != "/v1/internal/handoff" {
-						w.Header().Set("Content-Type", "application/json")
-						w.WriteHeader(http.StatusNotFound)
-						_, _ = w.Write([]byte(`{"error":{"code":"not_found","message":"no such endpoint"}}`))
+						writeJSON(w, http.StatusNotFound, apiv1.ErrorBody{Error: apiv1.Error{Code: "not_found", Message: "no such endpoint"}})
 						return
 					}
 					next.ServeHTTP(w, req)
@@ -339,9 +337,7 @@ func TestHandOffTargetDownThenBack(t *testing.T) {
 	var c handOffCounter
 	c.install(t, f.r(az), func(w http.ResponseWriter, req *http.Request, next http.Handler) {
 		if failing.Load() {
-			w.Header().Set("Content-Type", "application/json")
-			w.WriteHeader(http.StatusServiceUnavailable)
-			_, _ = w.Write([]byte(`{"error":{"code":"unavailable","message":"down for maintenance"}}`))
+			writeJSON(w, http.StatusServiceUnavailable, apiv1.ErrorBody{Error: apiv1.Error{Code: "unavailable", Message: "down for maintenance"}})
 			return
 		}
 		next.ServeHTTP(w, req)
@@ -385,9 +381,7 @@ func TestHandOffBatchOlderTargetGetsSingleRequests(t *testing.T) {
 	var c handOffCounter
 	c.install(t, f.r(az), func(w http.ResponseWriter, req *http.Request, next http.Handler) {
 		if req.URL.Path != "/v1/internal/handoff" {
-			w.Header().Set("Content-Type", "application/json")
-			w.WriteHeader(http.StatusNotFound)
-			_, _ = w.Write([]byte(`{"error":{"code":"not_found","message":"no such endpoint: POST ` + req.URL.Path + `"}}`))
+			writeJSON(w, http.StatusNotFound, apiv1.ErrorBody{Error: apiv1.Error{Code: "not_found", Message: "no such endpoint: POST " + req.URL.Path}})
 			return
 		}
 		next.ServeHTTP(w, req)
@@ -561,9 +555,7 @@ func TestHandOffForbiddenWaitsForTheSameTarget(t *testing.T) {
 	var c handOffCounter
 	c.install(t, f.r(az), func(w http.ResponseWriter, req *http.Request, next http.Handler) {
 		if forbidden.Load() {
-			w.Header().Set("Content-Type", "application/json")
-			w.WriteHeader(http.StatusForbidden)
-			_, _ = w.Write([]byte(`{"error":{"code":"forbidden","message":"not the cluster token"}}`))
+			writeJSON(w, http.StatusForbidden, apiv1.ErrorBody{Error: apiv1.Error{Code: "forbidden", Message: "not the cluster token"}})
 			return
 		}
 		next.ServeHTTP(w, req)
