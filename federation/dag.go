@@ -401,20 +401,28 @@ func (n *Node) releaseDAGNodes(ctx context.Context, def *queue.DAGDef, nodes []s
 	return invalid, nil
 }
 
+// dagHome is the home region a DAG run id names, where its state lives;
+// ErrDAGNotFound for an id that is not one, or for another region's run
+// asked of a forwarded request (one forward at most).
+func (n *Node) dagHome(id string, hops int) (string, error) {
+	p, err := queue.ParseID(id)
+	if err != nil || p.Region != n.cfg.Region && hops > 0 {
+		return "", fmt.Errorf("%w: %s", queue.ErrDAGNotFound, id)
+	}
+	return p.Region, nil
+}
+
 // DAG returns a DAG run wherever it lives: from this region's store when
 // it is home, else from its home region (named in the id) through one
 // forward. Tenant checks are the caller's.
 func (n *Node) DAG(ctx context.Context, id string, hops int) (*DAGStatus, error) {
-	p, err := queue.ParseID(id)
+	home, err := n.dagHome(id, hops)
 	if err != nil {
-		return nil, fmt.Errorf("%w: %s", queue.ErrDAGNotFound, id)
+		return nil, err
 	}
-	if p.Region != n.cfg.Region {
-		if hops > 0 {
-			return nil, fmt.Errorf("%w: %s", queue.ErrDAGNotFound, id)
-		}
+	if home != n.cfg.Region {
 		var st DAGStatus
-		if err := n.proxy(ctx, p.Region, http.MethodGet, "/v1/dags/"+url.PathEscape(id), nil, &st); err != nil {
+		if err := n.proxy(ctx, home, http.MethodGet, "/v1/dags/"+url.PathEscape(id), nil, &st); err != nil {
 			return nil, err
 		}
 		return &st, nil
@@ -541,21 +549,18 @@ const forTenant = "for_tenant"
 // the run's: another tenant's run is queue.ErrDAGNotFound and untouched. by
 // is recorded as who asked. The run is returned as DAG returns it.
 func (n *Node) CancelDAG(ctx context.Context, id, tenant, by string, hops int) (*DAGStatus, error) {
-	p, err := queue.ParseID(id)
+	home, err := n.dagHome(id, hops)
 	if err != nil {
-		return nil, fmt.Errorf("%w: %s", queue.ErrDAGNotFound, id)
+		return nil, err
 	}
-	if p.Region != n.cfg.Region {
-		if hops > 0 {
-			return nil, fmt.Errorf("%w: %s", queue.ErrDAGNotFound, id)
-		}
+	if home != n.cfg.Region {
 		q := url.Values{onBehalfOf: {by}}
 		if tenant != "" {
 			q.Set(forTenant, tenant)
 		}
 		var st DAGStatus
 		path := "/v1/dags/" + url.PathEscape(id) + "/cancel?" + q.Encode()
-		if err := n.proxy(ctx, p.Region, http.MethodPost, path, nil, &st); err != nil {
+		if err := n.proxy(ctx, home, http.MethodPost, path, nil, &st); err != nil {
 			return nil, err
 		}
 		return &st, nil
