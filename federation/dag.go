@@ -483,12 +483,15 @@ type dagTask struct {
 	err  error
 }
 
-// eachTask runs fn for every id, up to 16 at a time (the tasks may live in
-// other regions: one call each), and returns when all are done. fn runs
-// concurrently: it guards what it shares.
-func eachTask(ids []string, fn func(id string)) {
+// dagTaskParallel bounds the calls about a run's tasks made at once (they
+// may live in other regions: one call each).
+const dagTaskParallel = 16
+
+// eachID runs fn for every id, up to limit at a time, and returns when all
+// are done. fn runs concurrently: it guards what it shares.
+func eachID(ids []string, limit int, fn func(id string)) {
 	var wg sync.WaitGroup
-	sem := make(chan struct{}, 16)
+	sem := make(chan struct{}, limit)
 	for _, id := range ids {
 		wg.Add(1)
 		sem <- struct{}{}
@@ -506,7 +509,7 @@ func eachTask(ids []string, fn func(id string)) {
 func (n *Node) dagTasks(ctx context.Context, ids []string) map[string]dagTask {
 	out := make(map[string]dagTask, len(ids))
 	var mu sync.Mutex
-	eachTask(ids, func(id string) {
+	eachID(ids, dagTaskParallel, func(id string) {
 		cctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 		t, err := n.Get(cctx, id, 0)
 		cancel()
@@ -607,7 +610,7 @@ func (n *Node) cancelDAGTasks(ctx context.Context, ids []string, by string) erro
 	ctx = withHops(ctx, 0)
 	var mu sync.Mutex
 	var first error
-	eachTask(ids, func(id string) {
+	eachID(ids, dagTaskParallel, func(id string) {
 		cctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 		_, err := n.Act(cctx, OpCancel, id, 0, by, 0)
 		cancel()

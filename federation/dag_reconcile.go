@@ -127,28 +127,19 @@ func (r *dagReconciler) pass(ctx context.Context) error {
 		}
 	}
 	r.mu.Unlock()
-	var wg sync.WaitGroup
 	var fenced error
 	var fmu sync.Mutex
-	sem := make(chan struct{}, dagParallel)
-	for _, id := range ids {
-		wg.Add(1)
-		sem <- struct{}{}
-		go func() {
-			defer wg.Done()
-			defer func() { <-sem }()
-			err := r.reconcile(ctx, id)
-			switch {
-			case errors.Is(err, queue.ErrFenced):
-				fmu.Lock()
-				fenced = err
-				fmu.Unlock()
-			case err != nil && ctx.Err() == nil:
-				r.n.log.Warn("DAG reconciler", "dag", id, "err", err)
-			}
-		}()
-	}
-	wg.Wait()
+	eachID(ids, dagParallel, func(id string) {
+		err := r.reconcile(ctx, id)
+		switch {
+		case errors.Is(err, queue.ErrFenced):
+			fmu.Lock()
+			fenced = err
+			fmu.Unlock()
+		case err != nil && ctx.Err() == nil:
+			r.n.log.Warn("DAG reconciler", "dag", id, "err", err)
+		}
+	})
 	return fenced
 }
 
