@@ -52,9 +52,7 @@ type cluster struct {
 	store  *queue.Store
 	region string
 	ttl    time.Duration
-
-	mu    sync.Mutex
-	procs []*proc
+	procs  *procGroup
 }
 
 type proc struct {
@@ -77,7 +75,8 @@ func newCluster(t *testing.T, o clusterOpts) *cluster {
 	if o.ttl == 0 {
 		o.ttl = 2 * time.Second
 	}
-	c := &cluster{t: t, etcd: testenv.StartEtcd(t), redis: testenv.StartRedis(t), dir: t.TempDir(), region: "eu-west", ttl: o.ttl}
+	c := &cluster{t: t, etcd: testenv.StartEtcd(t), redis: testenv.StartRedis(t), dir: t.TempDir(), region: "eu-west", ttl: o.ttl,
+		procs: newProcGroup(t)}
 	s, err := queue.New(c.redis.Client(), queue.Options{Region: c.region, Lease: o.lease})
 	if err != nil {
 		t.Fatal(err)
@@ -104,38 +103,61 @@ worker:
 	if err := os.WriteFile(filepath.Join(c.dir, "eu-west.yaml"), []byte(cfg), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(c.stopAll)
 	return c
 }
 
 // serverListen finds the address a server bound in its start-up log line.
 var serverListen = regexp.MustCompile(`msg="ax server started".* listen=(127\.0\.0\.1:\d+)`)
 
-// start runs `ax <args>` with the cluster's config. Servers listen on a port
-// the kernel chooses (a port picked here and handed over could be taken by
-// another test's process meanwhile); start waits for the server's start-up
-// line and takes its API address from there.
+// start runs `ax <args>` with the cluster's config.
 func (c *cluster) start(name string, args ...string) *proc {
 	c.t.Helper()
-	cfgPath := filepath.Join(c.dir, "eu-west.yaml")
+	args = append(args, "--config", filepath.Join(c.dir, "eu-west.yaml"))
+	return c.procs.start(name, append(os.Environ(), "AX_LOG_FORMAT=text"), args...)
+}
+
+// procGroup owns the ax processes of one test: every one is killed when
+// the test ends, and their logs are printed when it failed.
+type procGroup struct {
+	t     *testing.T
+	mu    sync.Mutex
+	procs []*proc
+}
+
+func newProcGroup(t *testing.T) *procGroup {
+	g := &procGroup{t: t}
+	t.Cleanup(g.stopAll)
+	return g
+}
+
+// start runs `ax <args>` with env as its whole environment. Servers listen
+// on a port the kernel chooses (a port picked here and handed over could be
+// taken by another test's process meanwhile); start waits for the server's
+// start-up line and takes its API address from there.
+func (g *procGroup) start(name string, env []string, args ...string) *proc {
+	g.t.Helper()
 	p := &proc{name: name, log: &lockedBuffer{}, done: make(chan struct{})}
-	args = append(args, "--config", cfgPath)
 	p.cmd = exec.Command(axBin, args...)
-	p.cmd.Env = append(os.Environ(), "AX_LOG_FORMAT=text")
+	p.cmd.Env = env
 	p.cmd.Stdout, p.cmd.Stderr = p.log, p.log
 	p.cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
 	if err := p.cmd.Start(); err != nil {
-		c.t.Fatal(err)
+		g.t.Fatal(err)
 	}
 	go func() { _ = p.cmd.Wait(); close(p.done) }()
-	c.mu.Lock()
-	c.procs = append(c.procs, p)
-	c.mu.Unlock()
+	g.mu.Lock()
+	g.procs = append(g.procs, p)
+	g.mu.Unlock()
 	if args[0] == "server" {
-		waitUntil(c.t, 30*time.Second, name+" to start listening", func() bool {
+		waitUntil(g.t, 30*time.Second, name+" to start listening", func() bool {
 			if m := serverListen.FindStringSubmatch(p.log.String()); m != nil {
 				p.api = "http://" + m[1]
 				return true
+			}
+			select {
+			case <-p.done:
+				g.t.Fatalf("%s exited before it listened: %s", name, tail(p.log.String(), 3000))
+			default:
 			}
 			return false
 		})
@@ -165,19 +187,19 @@ func (p *proc) stop() {
 	}
 }
 
-func (c *cluster) stopAll() {
-	c.mu.Lock()
-	ps := c.procs
-	c.procs = nil
-	c.mu.Unlock()
+func (g *procGroup) stopAll() {
+	g.mu.Lock()
+	ps := g.procs
+	g.procs = nil
+	g.mu.Unlock()
 	for _, p := range ps {
 		select {
 		case <-p.done:
 		default:
 			p.kill()
 		}
-		if c.t.Failed() {
-			c.t.Logf("--- %s (pid %d) log tail:\n%s", p.name, p.pid(), tail(p.log.String(), 3000))
+		if g.t.Failed() {
+			g.t.Logf("--- %s (pid %d) log tail:\n%s", p.name, p.pid(), tail(p.log.String(), 3000))
 		}
 	}
 }

@@ -28,6 +28,9 @@ type RedisOptions struct {
 	AOFAlways bool
 	// Extra are additional config directives ("name value").
 	Extra []string
+	// Password, when set, is required of every client (requirepass);
+	// Client and Flush use it.
+	Password string
 }
 
 // Redis is a redis-server child process owned by a test.
@@ -96,6 +99,9 @@ func (r *Redis) start() error {
 	} else {
 		conf = append(conf, "appendonly no")
 	}
+	if r.opts.Password != "" {
+		conf = append(conf, "requirepass "+r.opts.Password)
+	}
 	conf = append(conf, r.opts.Extra...)
 	cfg := filepath.Join(r.dir, "redis.conf")
 	if err := os.WriteFile(cfg, []byte(strings.Join(conf, "\n")+"\n"), 0o600); err != nil {
@@ -120,9 +126,17 @@ func (r *Redis) start() error {
 		}
 		c, err := net.DialTimeout("tcp", r.Addr(), 100*time.Millisecond)
 		if err == nil {
-			_, _ = c.Write([]byte("PING\r\n"))
+			req := "PING\r\n"
+			if pw := r.opts.Password; pw != "" {
+				req = fmt.Sprintf("*2\r\n$4\r\nAUTH\r\n$%d\r\n%s\r\n", len(pw), pw) + req
+			}
+			_, _ = c.Write([]byte(req))
 			_ = c.SetReadDeadline(time.Now().Add(time.Second))
-			line, _ := bufio.NewReader(c).ReadString('\n')
+			br := bufio.NewReader(c)
+			line, _ := br.ReadString('\n')
+			if r.opts.Password != "" && strings.HasPrefix(line, "+OK") {
+				line, _ = br.ReadString('\n')
+			}
 			c.Close()
 			if strings.HasPrefix(line, "+PONG") {
 				r.mu.Lock()
@@ -151,7 +165,7 @@ func (r *Redis) Dir() string { return r.dir }
 
 // Client returns a new go-redis client, closed with t.Cleanup.
 func (r *Redis) Client() *redis.Client {
-	c := redis.NewClient(&redis.Options{Addr: r.Addr(), MaxRetries: -1})
+	c := redis.NewClient(&redis.Options{Addr: r.Addr(), Password: r.opts.Password, MaxRetries: -1})
 	r.t.Cleanup(func() { _ = c.Close() })
 	return c
 }
@@ -212,7 +226,7 @@ func (r *Redis) Restart(hard bool) {
 
 // Flush empties the server; handy between sub-tests.
 func (r *Redis) Flush(ctx context.Context) error {
-	c := redis.NewClient(&redis.Options{Addr: r.Addr()})
+	c := redis.NewClient(&redis.Options{Addr: r.Addr(), Password: r.opts.Password})
 	defer c.Close()
 	return c.FlushAll(ctx).Err()
 }

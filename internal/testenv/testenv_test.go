@@ -2,8 +2,11 @@ package testenv
 
 import (
 	"context"
+	"strings"
 	"testing"
 	"time"
+
+	"github.com/redis/go-redis/v9"
 )
 
 func TestRedisRestartKeepsAOFData(t *testing.T) {
@@ -35,4 +38,18 @@ func TestEtcdPutGet(t *testing.T) {
 	}
 	e.Close()
 	e.Close()
+}
+
+func TestRedisPasswordIsRequired(t *testing.T) {
+	r := StartRedis(t, RedisOptions{Password: "s3cret-pass"})
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := r.Client().Set(ctx, "k", "v", 0).Err(); err != nil {
+		t.Fatalf("with the password: %v", err)
+	}
+	anon := redis.NewClient(&redis.Options{Addr: r.Addr()})
+	defer anon.Close()
+	if err := anon.Get(ctx, "k").Err(); err == nil || !strings.Contains(err.Error(), "NOAUTH") {
+		t.Fatalf("without the password: %v, want NOAUTH", err)
+	}
 }

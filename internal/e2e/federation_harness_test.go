@@ -1,0 +1,481 @@
+package e2e
+
+// A federation of real ax processes for end-to-end tests: two (or more)
+// regions, each with its own redis-server (password required), one or more
+// `ax server`s and one `ax worker` per pool, auth ON with two tenants'
+// tokens and a cluster token. Use it like this:
+//
+//	fed := newFederation(t, fedOpts{})           // us-east-1 and eu-west-1, ready to place
+//	api := fed.server("us-east-1").api            // http://127.0.0.1:port
+//	id, where := fed.submit("us-east-1", tokSubmitterA, map[string]any{"type": "noop"})
+//	h := fed.handedOffTask("us-east-1", "eu-west-1", tokSubmitterA, map[string]any{"type": "noop"})
+//	tk := fed.waitState("us-east-1", tokSubmitterA, h.ID, queue.Success, 20*time.Second)
+//	status, body := fed.call("eu-west-1", tokOperator, "POST", "/v1/tasks/"+h.ID+"/replay", nil)
+//	rec := fed.region("eu-west-1").task(t, h.ID) // straight from that region's Redis
+//
+// Every region's pool is "cpu" with tags {class: cpu}, so a spec without
+// tags or with {class: cpu} can run anywhere; handedOffTask pins the task
+// to the other region with the spec's `regions` field (a hard placement
+// filter), which is the deterministic way to make the home region hand a
+// task off: the submit lands in `from`, placement picks `to`, and `from`'s
+// leader sends it over with the cluster token.
+//
+// Options: fedOpts.worker is YAML put inside every region's `worker:` block
+// (exec rules, http prefixes), fedOpts.extra is top-level YAML added to each
+// file (keys the harness does not write itself), fedOpts.ownEtcd gives each
+// region its own regional etcd (the global one is always shared),
+// fedOpts.servers starts more servers per region. Secrets reach the
+// processes the way operators are told to pass them: the Redis password as
+// AX_REDIS_PASSWORD and the cluster token as AX_AUTH_CLUSTER_TOKEN, in the
+// environment, never in the file. fed.secrets() lists them, for tests that
+// check nothing leaks them.
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/ax-sched/ax/internal/testenv"
+	"github.com/ax-sched/ax/queue"
+	"github.com/redis/go-redis/v9"
+)
+
+// Token names of a federation (fed.token(name) is the secret itself).
+const (
+	tokSubmitterA = "submitter-a" // submitter of tenant team-a
+	tokSubmitterB = "submitter-b" // submitter of tenant team-b
+	tokOperatorA  = "operator-a"  // operator of tenant team-a only
+	tokOperator   = "operator"    // operator of every tenant
+	tokAdmin      = "admin"       // admin of every tenant
+)
+
+// tenantOf is the tenant each token's tasks belong to ("" for all).
+var tenantOf = map[string]string{
+	tokSubmitterA: "team-a", tokSubmitterB: "team-b", tokOperatorA: "team-a", tokOperator: "", tokAdmin: "",
+}
+
+type fedOpts struct {
+	// regions of the federation; default us-east-1 and eu-west-1.
+	regions []string
+	// servers per region; default 1.
+	servers int
+	// noWorkers starts no worker (fed.startWorker starts them later); the
+	// federation is then not waited for to be placeable.
+	noWorkers bool
+	// ownEtcd gives each region its own regional etcd; the global etcd is
+	// shared. Default: one etcd for everything (cheaper on small machines).
+	ownEtcd bool
+	// lease, heartbeat and ttl (etcd session) default to 3s, 1s and 2s.
+	lease, heartbeat, ttl time.Duration
+	// worker is YAML inside each region's `worker:` block, unindented.
+	worker string
+	// extra is top-level YAML added to each region's file.
+	extra string
+}
+
+type federation struct {
+	t       *testing.T
+	opts    fedOpts
+	global  *testenv.Etcd
+	regions map[string]*fedRegion
+	order   []string
+	tokens  map[string]string // name → plain token
+	cluster string            // the cluster token
+	procs   *procGroup
+}
+
+// fedRegion is one region of a federation.
+type fedRegion struct {
+	name     string
+	etcd     *testenv.Etcd // regional (== the global one unless ownEtcd)
+	redis    *testenv.Redis
+	password string
+	rdb      *redis.Client
+	store    *queue.Store
+	cfgPath  string
+	servers  []*proc
+	workers  []*proc
+}
+
+func newFederation(t *testing.T, o fedOpts) *federation {
+	t.Helper()
+	if len(o.regions) == 0 {
+		o.regions = []string{"us-east-1", "eu-west-1"}
+	}
+	if o.servers == 0 {
+		o.servers = 1
+	}
+	if o.lease == 0 {
+		o.lease, o.heartbeat = 3*time.Second, time.Second
+	}
+	if o.ttl == 0 {
+		o.ttl = 2 * time.Second
+	}
+	f := &federation{t: t, opts: o, global: testenv.StartEtcd(t), regions: map[string]*fedRegion{},
+		order: o.regions, tokens: map[string]string{}, cluster: "cluster-" + randomHex(16)}
+	for name := range tenantOf {
+		f.tokens[name] = name + "-" + randomHex(16)
+	}
+	dir := t.TempDir()
+	for _, name := range o.regions {
+		r := &fedRegion{name: name, etcd: f.global, password: "redis-" + randomHex(12),
+			cfgPath: filepath.Join(dir, name+".yaml")}
+		if o.ownEtcd {
+			r.etcd = testenv.StartEtcd(t)
+		}
+		r.redis = testenv.StartRedis(t, testenv.RedisOptions{Password: r.password})
+		r.rdb = r.redis.Client()
+		s, err := queue.New(r.rdb, queue.Options{Region: name, Lease: o.lease})
+		if err != nil {
+			t.Fatal(err)
+		}
+		r.store = s
+		if err := os.WriteFile(r.cfgPath, []byte(f.config(r)), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		f.regions[name] = r
+	}
+	// Registered after the Redis and etcd cleanups, so it runs before them.
+	f.procs = newProcGroup(t)
+	for _, name := range o.regions {
+		for i := 0; i < o.servers; i++ {
+			f.startServer(name)
+		}
+	}
+	if !o.noWorkers {
+		for _, name := range o.regions {
+			f.startWorker(name, "cpu")
+		}
+		f.waitPlaceable()
+	}
+	return f
+}
+
+func randomHex(n int) string {
+	b := make([]byte, n)
+	_, _ = rand.Read(b)
+	return hex.EncodeToString(b)
+}
+
+func sha256Hex(s string) string {
+	h := sha256.Sum256([]byte(s))
+	return hex.EncodeToString(h[:])
+}
+
+// config is one region's file. Tokens are given as their SHA-256 only; the
+// secrets come from the environment (env).
+func (f *federation) config(r *fedRegion) string {
+	var tokens strings.Builder
+	for _, name := range []string{tokSubmitterA, tokSubmitterB, tokOperatorA, tokOperator, tokAdmin} {
+		role := strings.TrimSuffix(strings.TrimSuffix(name, "-a"), "-b")
+		fmt.Fprintf(&tokens, "    - {name: %s, token_sha256: %s, role: %s, tenant: %q}\n",
+			name, sha256Hex(f.tokens[name]), role, tenantOf[name])
+	}
+	o := f.opts
+	return fmt.Sprintf(`region: %s
+listen: 127.0.0.1:0
+regions: [%s]
+etcd:
+  regional: {endpoints: [%s]}
+  global: {endpoints: [%s]}
+  session_ttl: %s
+redis: {addr: %s}
+pools:
+  - name: cpu
+    tags: {class: cpu}
+    slots: 50
+    price_per_slot_hour: 0.04
+lease: {duration: %s, heartbeat: %s}
+retry: {base: 100ms, cap: 1s, max_retries: 2}
+auth:
+  enabled: true
+  tokens:
+%sworker:
+  concurrency: 20
+  shutdown_grace: 1s
+%s
+%s
+`, r.name, strings.Join(f.order, ", "), r.etcd.Endpoint(), f.global.Endpoint(), o.ttl, r.redis.Addr(),
+		o.lease, o.heartbeat, tokens.String(), indent(o.worker, "  "), o.extra)
+}
+
+func indent(s, by string) string {
+	if s == "" {
+		return ""
+	}
+	lines := strings.Split(strings.TrimRight(s, "\n"), "\n")
+	for i, l := range lines {
+		if l != "" {
+			lines[i] = by + l
+		}
+	}
+	return strings.Join(lines, "\n")
+}
+
+// baseEnv is the test's environment without any AX_ variable, plus text logs.
+func baseEnv() []string {
+	var env []string
+	for _, kv := range os.Environ() {
+		if !strings.HasPrefix(kv, "AX_") {
+			env = append(env, kv)
+		}
+	}
+	return append(env, "AX_LOG_FORMAT=text")
+}
+
+// serverEnv is what a region's servers get: the Redis password and the
+// cluster token.
+func (f *federation) serverEnv(r *fedRegion) []string {
+	return append(baseEnv(), "AX_REDIS_PASSWORD="+r.password, "AX_AUTH_CLUSTER_TOKEN="+f.cluster)
+}
+
+// workerEnv is what a region's workers get.
+func (f *federation) workerEnv(r *fedRegion) []string {
+	return f.serverEnv(r)
+}
+
+// secrets are the values no task may ever see: the cluster token and every
+// region's Redis password.
+func (f *federation) secrets() map[string]string {
+	s := map[string]string{"cluster token": f.cluster}
+	for _, name := range f.order {
+		s[name+" Redis password"] = f.regions[name].password
+	}
+	return s
+}
+
+// region returns a region of the federation.
+func (f *federation) region(name string) *fedRegion {
+	f.t.Helper()
+	r := f.regions[name]
+	if r == nil {
+		f.t.Fatalf("no region %q in the federation (%v)", name, f.order)
+	}
+	return r
+}
+
+// server is the region's first server.
+func (f *federation) server(region string) *proc { return f.region(region).servers[0] }
+
+// token is the plain token of one of the tok* names.
+func (f *federation) token(name string) string {
+	f.t.Helper()
+	tok, ok := f.tokens[name]
+	if !ok {
+		f.t.Fatalf("no token %q", name)
+	}
+	return tok
+}
+
+// startServer starts one more `ax server` in region and waits until it
+// listens.
+func (f *federation) startServer(region string) *proc {
+	f.t.Helper()
+	r := f.region(region)
+	p := f.procs.start(fmt.Sprintf("%s/server-%d", region, len(r.servers)+1), f.serverEnv(r),
+		"server", "--config", r.cfgPath)
+	r.servers = append(r.servers, p)
+	return p
+}
+
+// startWorker starts an `ax worker` for pool in region; args are added to
+// its command line (e.g. "--concurrency", "4").
+func (f *federation) startWorker(region, pool string, args ...string) *proc {
+	f.t.Helper()
+	r := f.region(region)
+	id := fmt.Sprintf("%s-%s-w%d", region, pool, len(r.workers)+1)
+	p := f.procs.start(region+"/"+id, f.workerEnv(r),
+		append([]string{"worker", "--config", r.cfgPath, "--pool", pool, "--id", id}, args...)...)
+	r.workers = append(r.workers, p)
+	return p
+}
+
+// waitPlaceable waits until every server sees every region healthy, with a
+// leader and live slots in each pool: from then on a submit is placed at
+// once and a hand-off has a receiver.
+func (f *federation) waitPlaceable() {
+	f.t.Helper()
+	for _, name := range f.order {
+		for _, s := range f.region(name).servers {
+			waitUntil(f.t, 30*time.Second, s.name+" to see every region placeable", func() bool {
+				var rs struct {
+					Regions []struct {
+						Name    string `json:"name"`
+						Healthy bool   `json:"healthy"`
+						Leader  string `json:"leader"`
+						Pools   []struct {
+							Slots int `json:"slots"`
+						} `json:"pools"`
+					} `json:"regions"`
+				}
+				code, body := f.callAPI(s.api, tokAdmin, http.MethodGet, "/v1/regions", nil)
+				if code != 200 || json.Unmarshal(body, &rs) != nil || len(rs.Regions) != len(f.order) {
+					return false
+				}
+				for _, g := range rs.Regions {
+					if !g.Healthy || g.Leader == "" || len(g.Pools) == 0 {
+						return false
+					}
+					for _, p := range g.Pools {
+						if p.Slots == 0 {
+							return false
+						}
+					}
+				}
+				return true
+			})
+		}
+	}
+}
+
+// call sends one request to region's first server with the named token
+// ("" for none); body, when not nil, is sent as JSON (a []byte or string
+// as it is). It returns the status and the body.
+func (f *federation) call(region, token, method, path string, body any) (int, []byte) {
+	f.t.Helper()
+	return f.callAPI(f.server(region).api, token, method, path, body)
+}
+
+func (f *federation) callAPI(api, token, method, path string, body any) (int, []byte) {
+	f.t.Helper()
+	var rd io.Reader
+	switch b := body.(type) {
+	case nil:
+	case []byte:
+		rd = bytes.NewReader(b)
+	case string:
+		rd = strings.NewReader(b)
+	default:
+		j, err := json.Marshal(b)
+		if err != nil {
+			f.t.Fatal(err)
+		}
+		rd = bytes.NewReader(j)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, method, api+path, rd)
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	if rd != nil {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	if token != "" {
+		req.Header.Set("Authorization", "Bearer "+f.token(token))
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return 0, []byte(err.Error())
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, b
+}
+
+// submit posts one spec to region with token and returns the task's id and
+// the region it was placed in; a refusal fails the test.
+func (f *federation) submit(region, token string, spec map[string]any) (id, where string) {
+	f.t.Helper()
+	code, body := f.call(region, token, http.MethodPost, "/v1/tasks", spec)
+	var r struct {
+		ID     string `json:"id"`
+		Region string `json:"region"`
+	}
+	if code != http.StatusCreated || json.Unmarshal(body, &r) != nil || r.ID == "" {
+		f.t.Fatalf("submit to %s: %d %s", region, code, body)
+	}
+	return r.ID, r.Region
+}
+
+// handedOff is a task submitted in Home and handed off to Region.
+type handedOff struct {
+	ID     string
+	Home   string // where it was submitted: keeps a HANDED_OFF forwarding record
+	Region string // where it lives and runs
+}
+
+// handedOffTask submits spec (the harness adds regions: [to], and tags
+// {class: cpu} when it has none) to from's server with token, and waits
+// until from has handed it to `to`: from's store holds a HANDED_OFF record
+// pointing at `to`, and `to`'s store holds the task.
+func (f *federation) handedOffTask(from, to, token string, spec map[string]any) handedOff {
+	f.t.Helper()
+	if from == to {
+		f.t.Fatalf("handedOffTask: from and to are both %s", from)
+	}
+	sp := map[string]any{}
+	for k, v := range spec {
+		sp[k] = v
+	}
+	sp["regions"] = []string{to}
+	if _, ok := sp["tags"]; !ok {
+		sp["tags"] = map[string]string{"class": "cpu"}
+	}
+	id, where := f.submit(from, token, sp)
+	if where != to {
+		f.t.Fatalf("task %s placed in %s, want %s", id, where, to)
+	}
+	home, dest := f.region(from), f.region(to)
+	waitUntil(f.t, 20*time.Second, "task "+id+" handed off from "+from+" to "+to, func() bool {
+		h, err := home.store.Get(context.Background(), id)
+		if err != nil || h.State != queue.HandedOff || h.HandedOffTo != to {
+			return false
+		}
+		_, err = dest.store.Get(context.Background(), id)
+		return err == nil
+	})
+	return handedOff{ID: id, Home: from, Region: to}
+}
+
+// getTask reads a task through region's API with token.
+func (f *federation) getTask(region, token, id string) (queue.Task, int) {
+	f.t.Helper()
+	code, body := f.call(region, token, http.MethodGet, "/v1/tasks/"+id, nil)
+	var tk queue.Task
+	if code == 200 {
+		if err := json.Unmarshal(body, &tk); err != nil {
+			f.t.Fatalf("GET task %s: %v: %s", id, err, body)
+		}
+	}
+	return tk, code
+}
+
+// waitState waits until the task, read through region's API with token, is
+// in state, and returns it.
+func (f *federation) waitState(region, token, id string, state queue.State, within time.Duration) queue.Task {
+	f.t.Helper()
+	var tk queue.Task
+	var code int
+	start := time.Now()
+	for time.Since(start) < within {
+		if tk, code = f.getTask(region, token, id); code == 200 && tk.State == state {
+			return tk
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	f.t.Fatalf("task %s via %s: want %s within %v, last seen %d %s (reason %s, error %q)",
+		id, region, state, within, code, tk.State, tk.Reason, tk.LastError)
+	return tk
+}
+
+// task reads a task straight from the region's Redis.
+func (r *fedRegion) task(t *testing.T, id string) *queue.Task {
+	t.Helper()
+	tk, err := r.store.Get(context.Background(), id)
+	if err != nil {
+		t.Fatalf("%s: task %s: %v", r.name, id, err)
+	}
+	return tk
+}

@@ -1,0 +1,50 @@
+package e2e
+
+import (
+	"net/http"
+	"testing"
+	"time"
+
+	"github.com/ax-sched/ax/queue"
+)
+
+// Two regions, auth on: a task submitted in us-east-1 for eu-west-1 is
+// handed off with the cluster token, runs on eu-west-1's worker and is
+// readable by its tenant through either region; the other tenant gets 404
+// and a request without a token 401. Once with one etcd for everything,
+// once with a regional etcd per region and two servers in each.
+func TestFederationHandedOffTaskSucceedsWithAuth(t *testing.T) {
+	for _, c := range []struct {
+		name string
+		opts fedOpts
+	}{
+		{"one etcd", fedOpts{}},
+		{"regional etcds, two servers each", fedOpts{ownEtcd: true, servers: 2}},
+	} {
+		t.Run(c.name, func(t *testing.T) { handedOffSucceeds(t, newFederation(t, c.opts)) })
+	}
+}
+
+func handedOffSucceeds(t *testing.T, fed *federation) {
+	h := fed.handedOffTask("us-east-1", "eu-west-1", tokSubmitterA, map[string]any{
+		"type": "sleep", "payload": map[string]int{"ms": 10}})
+	for _, via := range []string{h.Home, h.Region} {
+		tk := fed.waitState(via, tokSubmitterA, h.ID, queue.Success, 20*time.Second)
+		if tk.Tenant != "team-a" || tk.HeldBy != "eu-west-1" || tk.Result != "slept 10ms" {
+			t.Fatalf("via %s: task %+v", via, tk)
+		}
+		if _, code := fed.getTask(via, tokSubmitterB, h.ID); code != http.StatusNotFound {
+			t.Fatalf("via %s: the other tenant's GET answered %d, want 404", via, code)
+		}
+		if _, code := fed.getTask(via, "", h.ID); code != http.StatusUnauthorized {
+			t.Fatalf("via %s: GET without a token answered %d, want 401", via, code)
+		}
+	}
+	rec := fed.region("eu-west-1").task(t, h.ID)
+	if rec.Worker != "eu-west-1-cpu-w1" || rec.State != queue.Success {
+		t.Fatalf("eu-west-1's record: %+v", rec)
+	}
+	if home := fed.region("us-east-1").task(t, h.ID); home.State != queue.HandedOff || home.HandedOffTo != "eu-west-1" {
+		t.Fatalf("us-east-1's record: %+v", home)
+	}
+}
