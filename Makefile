@@ -2,6 +2,11 @@
 GO      ?= go
 RACE    := ./queue/... ./lease/... ./region/... ./worker/... ./federation/...
 SUDO    := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
+# What `ax version` reports (internal/buildinfo); deploy/docker/Dockerfile stamps the same three.
+VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
+COMMIT  ?= $(shell git rev-parse HEAD 2>/dev/null || echo unknown)
+DATE    ?= $(shell date -u +%Y-%m-%dT%H:%M:%SZ)
+LDFLAGS ?= -X github.com/ax-sched/ax/internal/buildinfo.version=$(VERSION) -X github.com/ax-sched/ax/internal/buildinfo.commit=$(COMMIT) -X github.com/ax-sched/ax/internal/buildinfo.date=$(DATE)
 
 .PHONY: test deps vet unit race fuzz build bench clean
 
@@ -21,7 +26,7 @@ vet:
 	@test -z "$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go'))" || { gofmt -l .; echo "gofmt needed"; exit 1; }
 
 build:
-	$(GO) build -o bin/ax ./cmd/ax
+	$(GO) build -ldflags "$(LDFLAGS)" -o bin/ax ./cmd/ax
 
 unit:
 	$(GO) test -count=1 -timeout 20m ./...

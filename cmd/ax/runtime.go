@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/ax-sched/ax/federation"
+	"github.com/ax-sched/ax/internal/buildinfo"
 	"github.com/ax-sched/ax/internal/config"
 	"github.com/ax-sched/ax/lease"
 	"github.com/ax-sched/ax/placement"
@@ -261,7 +262,7 @@ func (s *server) Run(ctx context.Context) error {
 		}
 	}()
 	s.log.Info("ax server started", "listen", s.ln.Addr().String(), "public", s.cfg.PublicAddr, "id", s.id,
-		"auth", s.cfg.Auth.Enabled)
+		"auth", s.cfg.Auth.Enabled, "version", buildinfo.Get().Version, "commit", buildinfo.Get().Commit)
 	var err error
 	select {
 	case <-ctx.Done():

@@ -8,6 +8,7 @@ import (
 	"os/signal"
 	"syscall"
 
+	"github.com/ax-sched/ax/internal/buildinfo"
 	"github.com/ax-sched/ax/internal/config"
 	"github.com/ax-sched/ax/queue"
 	"github.com/ax-sched/ax/worker"
@@ -85,7 +86,8 @@ func runWorker(ctx context.Context, cfg *config.Region, p config.Pool, id string
 	if err := registerBuiltins(w, cfg); err != nil {
 		return err
 	}
-	log.Info("ax worker started", "region", cfg.Name, "pool", p.Name, "id", id, "slots", cfg.Worker.Concurrency)
+	log.Info("ax worker started", "region", cfg.Name, "pool", p.Name, "id", id, "slots", cfg.Worker.Concurrency,
+		"version", buildinfo.Get().Version, "commit", buildinfo.Get().Commit)
 	err = w.Run(ctx)
 	log.Info("ax worker stopped", "pool", p.Name, "id", id)
 	return err
