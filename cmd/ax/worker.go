@@ -101,7 +101,7 @@ func registerBuiltins(w *worker.Worker, cfg *config.Region) error {
 	if len(cfg.Worker.Exec.Allow) > 0 {
 		rules := map[string]handlers.ExecRule{}
 		for name, r := range cfg.Worker.Exec.Allow {
-			rules[name] = handlers.ExecRule{Argv: r.Argv, Env: r.Env, Timeout: r.Timeout}
+			rules[name] = r.Handler()
 		}
 		h, err := handlers.Exec(rules)
 		if err != nil {

@@ -146,7 +146,7 @@ func TestExampleIsTheDefaults(t *testing.T) {
 	}
 	want.Worker.Exec.Allow = map[string]ExecRule{"report.generate": {
 		Argv:    []string{"/usr/local/bin/report", "--id", "{{.id}}"},
-		Env:     map[string]string{"REPORT_FORMAT": "pdf"},
+		Env:     []string{"REPORT_FORMAT=pdf", "LANG=C.UTF-8", "PATH"},
 		Timeout: 10 * time.Minute,
 	}}
 	want.Worker.HTTP.AllowPrefixes = []string{"https://hooks.example.com/"}

@@ -177,7 +177,7 @@ worker:
     allow:
       report.generate:
         argv: [/bin/report, "{{.id}}"]
-        env: {PATH: /usr/bin, Report_Mode: "{{.mode}}"}
+        env: [PATH=/usr/bin, "Report_Mode={{.mode}}", HOME]
 `)
 	wantTags := map[string]string{"topology.kubernetes.io/zone": "eu-1a", "gpu": "A100"}
 	if diff := cmp.Diff(wantTags, r.Pools[0].Tags); diff != "" {
@@ -185,7 +185,7 @@ worker:
 	}
 	want := map[string]ExecRule{"report.generate": {
 		Argv: []string{"/bin/report", "{{.id}}"},
-		Env:  map[string]string{"PATH": "/usr/bin", "Report_Mode": "{{.mode}}"},
+		Env:  []string{"PATH=/usr/bin", "Report_Mode={{.mode}}", "HOME"},
 	}}
 	if diff := cmp.Diff(want, r.Worker.Exec.Allow); diff != "" {
 		t.Errorf("worker.exec.allow (-want +got):\n%s", diff)

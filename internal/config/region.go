@@ -1,6 +1,10 @@
 package config
 
-import "time"
+import (
+	"time"
+
+	"github.com/ax-sched/ax/worker/handlers"
+)
 
 // Region is the whole configuration of one region: what its servers listen
 // on, where its etcd and Redis are, its worker pools and every tunable of
@@ -297,10 +301,19 @@ type Exec struct {
 // values, are text/template strings filled from the task's JSON payload
 // ({{.msg}}); the program itself, Argv[0], is fixed.
 type ExecRule struct {
-	Argv []string          `mapstructure:"argv" yaml:"argv"`
-	Env  map[string]string `mapstructure:"env" yaml:"env"`
+	Argv []string `mapstructure:"argv" yaml:"argv"`
+	// Env is the command's whole environment (besides AX_TASK_ID...):
+	// "NAME=value" entries, value a template, and "NAME" entries passed
+	// through from the worker's environment. Nothing else of the worker's
+	// environment reaches the command.
+	Env []string `mapstructure:"env" yaml:"env"`
 	// Timeout caps one run; 0 means the task's own timeout.
 	Timeout time.Duration `mapstructure:"timeout" yaml:"timeout"`
+}
+
+// Handler is the rule as the exec handler takes it.
+func (r ExecRule) Handler() handlers.ExecRule {
+	return handlers.ExecRule{Argv: r.Argv, Env: r.Env, Timeout: r.Timeout}
 }
 
 // HTTP is the built-in http handler: it calls only URLs under these

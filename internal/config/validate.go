@@ -8,16 +8,16 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
-	"text/template"
 	"time"
 	_ "time/tzdata" // capacity windows name IANA zones; do not depend on the host having them
+
+	"github.com/ax-sched/ax/worker/handlers"
 )
 
 var (
 	dnsLabel = regexp.MustCompile(`^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$`)
 	tagKey   = regexp.MustCompile(`^[a-z0-9]([-a-z0-9._/]*[a-z0-9])?$`)
 	taskType = regexp.MustCompile(`^[A-Za-z0-9][-A-Za-z0-9._:]*$`)
-	envName  = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
 	sha256Re = regexp.MustCompile(`^[0-9a-f]{64}$`)
 	clock    = regexp.MustCompile(`^([01][0-9]|2[0-3]):[0-5][0-9]$`)
 )
@@ -392,37 +392,15 @@ func validateWorker(p *problems, path string, w Worker) {
 		if !taskType.MatchString(name) {
 			p.add(key, "must be a task type: letters, digits, '.', '_', ':' and '-'")
 		}
-		argv := joinKey(key, "argv")
-		switch {
-		case len(rule.Argv) == 0 || rule.Argv[0] == "":
-			p.add(argv, "must name a program")
-		case strings.Contains(rule.Argv[0], "{{"):
-			p.add(elemKey(argv, 0), "the program must be fixed, not a template")
+		// The handler's own check, so that what loads is what runs.
+		for _, e := range handlers.CheckExecRule(rule.Handler()) {
+			p.add(joinKey(key, e.Field), "%s", e.Msg)
 		}
-		for i, arg := range rule.Argv {
-			if i > 0 {
-				checkTemplate(p, elemKey(argv, i), arg)
-			}
-		}
-		for _, k := range sortedKeys(rule.Env) {
-			if !envName.MatchString(k) {
-				p.add(mapKey(joinKey(key, "env"), k), "must be an environment variable name")
-				continue
-			}
-			checkTemplate(p, mapKey(joinKey(key, "env"), k), rule.Env[k])
-		}
-		nonNegative(p, joinKey(key, "timeout"), rule.Timeout)
 	}
 	for i, prefix := range w.HTTP.AllowPrefixes {
 		if err := checkURL(prefix, true); err != nil {
 			p.add(elemKey(joinKey(path, "http.allow_prefixes"), i), "%s", err)
 		}
-	}
-}
-
-func checkTemplate(p *problems, key, text string) {
-	if _, err := template.New(key).Option("missingkey=error").Parse(text); err != nil {
-		p.add(key, "bad template: %s", err)
 	}
 }
 

@@ -38,7 +38,7 @@ auth:
 worker:
   exec:
     allow:
-      echo: {argv: [echo, "{{.msg}}"], env: {LANG: C}, timeout: 1m}
+      echo: {argv: [echo, "{{.msg}}"], env: [LANG=C, "GREETING=hi {{.msg}}", HOME], timeout: 1m}
   http: {allow_prefixes: ["https://hooks.example.com/"]}
 `
 
@@ -154,18 +154,23 @@ func TestValidateEachRule(t *testing.T) {
 		{"concurrency", func(r *Region) { r.Worker.Concurrency = 0 }, "worker.concurrency: must be ≥ 1, got 0"},
 		{"claim batch", func(r *Region) { r.Worker.ClaimBatch = 5000 }, "worker.claim_batch: must be between 1 and 1000, got 5000"},
 		{"shutdown grace", func(r *Region) { r.Worker.ShutdownGrace = -time.Second }, "worker.shutdown_grace: must be ≥ 0, got -1s"},
-		{"exec no argv", func(r *Region) { r.Worker.Exec.Allow["echo"] = ExecRule{} }, "worker.exec.allow[echo].argv: must name a program"},
+		{"exec no argv", func(r *Region) { r.Worker.Exec.Allow["echo"] = ExecRule{} }, "worker.exec.allow[echo].argv: needs a program"},
 		{"exec program template", func(r *Region) { r.Worker.Exec.Allow["echo"] = ExecRule{Argv: []string{"{{.prog}}"}} },
-			"worker.exec.allow[echo].argv[0]: the program must be fixed, not a template"},
+			"worker.exec.allow[echo].argv[0]: the program may not be a template: payloads must not choose it"},
 		{"exec bad template", func(r *Region) { r.Worker.Exec.Allow["echo"] = ExecRule{Argv: []string{"echo", "{{.msg"}} },
-			`worker.exec.allow[echo].argv[1]: bad template: template: worker.exec.allow[echo].argv[1]:1: unclosed action`},
-		{"exec env name", func(r *Region) { r.Worker.Exec.Allow["echo"].Env["1X"] = "y" },
-			"worker.exec.allow[echo].env[1X]: must be an environment variable name"},
+			`worker.exec.allow[echo].argv[1]: bad template: template: argv[1]:1: unclosed action`},
+		{"exec env name", func(r *Region) { setEnv(r, "echo", 1, "1X=y") },
+			`worker.exec.allow[echo].env[1]: "1X=y": not an environment variable name (letters, digits and '_', not starting with a digit)`},
+		{"exec env of the worker", func(r *Region) { setEnv(r, "echo", 2, "AX_AUTH_CLUSTER_TOKEN") },
+			`worker.exec.allow[echo].env[2]: "AX_AUTH_CLUSTER_TOKEN": names starting with AX_ are the worker's own (its settings and secrets, AX_TASK_ID...)`},
+		{"exec env twice", func(r *Region) { setEnv(r, "echo", 2, "LANG=en") }, "worker.exec.allow[echo].env[2]: LANG is already env[0]"},
+		{"exec env template", func(r *Region) { setEnv(r, "echo", 1, "GREETING={{.msg") },
+			"worker.exec.allow[echo].env[1]: bad template: template: env[1]:1: unclosed action"},
 		{"exec type name", func(r *Region) { r.Worker.Exec.Allow["bad name"] = ExecRule{Argv: []string{"true"}} },
 			"worker.exec.allow[bad name]: must be a task type: letters, digits, '.', '_', ':' and '-'"},
 		{"exec timeout", func(r *Region) {
 			r.Worker.Exec.Allow["echo"] = ExecRule{Argv: []string{"echo"}, Timeout: -time.Second}
-		}, "worker.exec.allow[echo].timeout: must be ≥ 0, got -1s"},
+		}, "worker.exec.allow[echo].timeout: must not be negative"},
 		{"http prefix without path", func(r *Region) { r.Worker.HTTP.AllowPrefixes = []string{"https://api.example.com"} },
 			`worker.http.allow_prefixes[0]: must end the host with a path, e.g. "https://api.example.com/", got "https://api.example.com"`},
 	}
@@ -226,4 +231,12 @@ func TestValidateWithoutSource(t *testing.T) {
 	if diff := cmp.Diff(want, problemLines(t, r.Validate())); diff != "" {
 		t.Errorf("Default().Validate() (-want +got):\n%s", diff)
 	}
+}
+
+// setEnv replaces entry i of an exec rule's env.
+func setEnv(r *Region, rule string, i int, entry string) {
+	er := r.Worker.Exec.Allow[rule]
+	er.Env = append([]string(nil), er.Env...)
+	er.Env[i] = entry
+	r.Worker.Exec.Allow[rule] = er
 }

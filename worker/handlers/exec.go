@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"os"
 	"regexp"
-	"sort"
 	"strconv"
 	"strings"
 	"text/template"
@@ -31,9 +30,16 @@ type ExecRule struct {
 	// present in args. Each element stays exactly one argument whatever it
 	// holds: the payload never reaches a shell.
 	Argv []string
-	// Env is added to the worker's environment (as are AX_TASK_ID,
-	// AX_TASK_TYPE, AX_ATTEMPT and AX_TRACE_ID); values are templates too.
-	Env map[string]string
+	// Env is the command's whole environment, besides AX_TASK_ID,
+	// AX_TASK_TYPE, AX_ATTEMPT and AX_TRACE_ID, which every command gets:
+	// nothing of the worker's own environment (its Redis password, its
+	// cloud credentials) reaches the command unless named here. Each entry
+	// is "NAME=value", where value is a template like the arguments, or
+	// "NAME", which passes the worker's own NAME through (read once, by
+	// Exec; left out when the worker has none). Names starting with AX_ are
+	// the worker's and may not be listed. Give "PATH" when the command
+	// runs programs by name.
+	Env []string
 	// Dir is the working directory ("": the worker's).
 	Dir string
 	// Timeout bounds one run (0: only the task's own timeout applies).
@@ -53,15 +59,31 @@ type command struct {
 	name string
 	rule ExecRule
 	args []*template.Template // Argv[1:]
-	env  []envTemplate        // sorted by name
+	env  []envEntry           // in the rule's order
 }
 
-type envTemplate struct {
-	name string
-	tmpl *template.Template
+// envEntry is one variable of a rule's environment: a template, or a fixed
+// value passed through from the worker's environment (tmpl nil).
+type envEntry struct {
+	name  string
+	tmpl  *template.Template
+	value string
 }
 
 var envNameRe = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
+
+// CheckEnvName reports whether name may be listed in an ExecRule's Env: a
+// variable name that does not start with AX_ (those are the worker's own
+// settings, its secrets among them, and the task's AX_TASK_ID...).
+func CheckEnvName(name string) error {
+	switch {
+	case !envNameRe.MatchString(name):
+		return errors.New("not an environment variable name (letters, digits and '_', not starting with a digit)")
+	case strings.HasPrefix(strings.ToUpper(name), "AX_"):
+		return errors.New("names starting with AX_ are the worker's own (its settings and secrets, AX_TASK_ID...)")
+	}
+	return nil
+}
 
 // Exec returns the exec handler for an allowlist of commands, by the name
 // payloads use. Templates are checked here, so a bad rule fails at start.
@@ -80,11 +102,6 @@ func Exec(rules map[string]ExecRule) (worker.Handler, error) {
 		}
 		cmds[name] = c
 	}
-	allowed := make([]string, 0, len(cmds))
-	for name := range cmds {
-		allowed = append(allowed, name)
-	}
-	sort.Strings(allowed)
 	return func(ctx context.Context, t *worker.Task) error {
 		var p execPayload
 		dec := json.NewDecoder(bytes.NewReader(t.Payload))
@@ -94,8 +111,9 @@ func Exec(rules map[string]ExecRule) (worker.Handler, error) {
 		}
 		c := cmds[p.Command]
 		if c == nil {
-			return worker.NonRetryable(fmt.Errorf("exec: command %q is not in this worker's allowlist (allowed: %s)",
-				p.Command, strings.Join(allowed, ", ")))
+			// Not the list of allowed commands: a tenant learns nothing of
+			// what else this worker runs.
+			return worker.NonRetryable(fmt.Errorf("exec: command %q is not in this worker's allowlist", p.Command))
 		}
 		argv, env, err := c.render(p.Args, t)
 		if err != nil {
@@ -105,41 +123,92 @@ func Exec(rules map[string]ExecRule) (worker.Handler, error) {
 	}, nil
 }
 
+// RuleError is one problem with one field of an ExecRule. Field is the
+// field's path inside the rule as a config file writes it: "argv[2]",
+// "env[0]", "timeout".
+type RuleError struct {
+	Field string
+	Msg   string
+}
+
+func (e *RuleError) Error() string { return e.Field + ": " + e.Msg }
+
+// CheckExecRule lists every problem of a rule (nil when it has none), for
+// config validation; Exec refuses a rule with any.
+func CheckExecRule(r ExecRule) []*RuleError {
+	_, errs := build("", r)
+	return errs
+}
+
 func compile(name string, r ExecRule) (*command, error) {
 	if name == "" {
 		return nil, errors.New("exec: a rule needs a name")
 	}
-	if len(r.Argv) == 0 || r.Argv[0] == "" {
-		return nil, fmt.Errorf("exec: rule %q: Argv needs a program", name)
+	c, errs := build(name, r)
+	if len(errs) > 0 {
+		return nil, fmt.Errorf("exec: rule %q: %w", name, errs[0])
 	}
-	if strings.Contains(r.Argv[0], "{{") {
-		return nil, fmt.Errorf("exec: rule %q: the program (Argv[0]) may not be a template: payloads must not choose it", name)
+	return c, nil
+}
+
+// build compiles a rule, or lists what is wrong with it.
+func build(name string, r ExecRule) (*command, []*RuleError) {
+	var errs []*RuleError
+	bad := func(field, format string, args ...any) {
+		errs = append(errs, &RuleError{Field: field, Msg: fmt.Sprintf(format, args...)})
 	}
-	if r.Timeout < 0 || r.KillGrace < 0 {
-		return nil, fmt.Errorf("exec: rule %q: Timeout and KillGrace must not be negative", name)
+	switch {
+	case len(r.Argv) == 0 || r.Argv[0] == "":
+		bad("argv", "needs a program")
+	case strings.Contains(r.Argv[0], "{{"):
+		bad("argv[0]", "the program may not be a template: payloads must not choose it")
+	}
+	if r.Timeout < 0 {
+		bad("timeout", "must not be negative")
+	}
+	if r.KillGrace < 0 {
+		bad("kill_grace", "must not be negative")
 	}
 	if r.KillGrace == 0 {
 		r.KillGrace = DefaultKillGrace
 	}
 	c := &command{name: name, rule: r}
-	for i, a := range r.Argv[1:] {
-		tm, err := template.New(fmt.Sprintf("%s argument %d", name, i+1)).Option("missingkey=error").Parse(a)
+	parse := func(field, text string) *template.Template {
+		tm, err := template.New(strings.TrimSpace(name + " " + field)).Option("missingkey=error").Parse(text)
 		if err != nil {
-			return nil, fmt.Errorf("exec: rule %q: %w", name, err)
+			bad(field, "bad template: %v", err)
 		}
-		c.args = append(c.args, tm)
+		return tm
 	}
-	for k, v := range r.Env {
-		if !envNameRe.MatchString(k) {
-			return nil, fmt.Errorf("exec: rule %q: %q is not an environment variable name", name, k)
+	for i, a := range r.Argv {
+		if i > 0 {
+			c.args = append(c.args, parse(fmt.Sprintf("argv[%d]", i), a))
 		}
-		tm, err := template.New(fmt.Sprintf("%s env %s", name, k)).Option("missingkey=error").Parse(v)
-		if err != nil {
-			return nil, fmt.Errorf("exec: rule %q: %w", name, err)
-		}
-		c.env = append(c.env, envTemplate{k, tm})
 	}
-	sort.Slice(c.env, func(i, j int) bool { return c.env[i].name < c.env[j].name })
+	seen := map[string]int{}
+	for i, e := range r.Env {
+		field := fmt.Sprintf("env[%d]", i)
+		k, v, templated := strings.Cut(e, "=")
+		if err := CheckEnvName(k); err != nil {
+			bad(field, "%q: %v", e, err)
+			continue
+		}
+		if j, dup := seen[k]; dup {
+			bad(field, "%s is already env[%d]", k, j)
+			continue
+		}
+		seen[k] = i
+		if !templated {
+			if v, ok := os.LookupEnv(k); ok {
+				c.env = append(c.env, envEntry{name: k, value: v})
+			}
+			continue
+		}
+		c.env = append(c.env, envEntry{name: k, tmpl: parse(field, v)})
+	}
+	if len(errs) > 0 {
+		return nil, errs
+	}
 	return c, nil
 }
 
@@ -168,7 +237,7 @@ func (c *command) render(args map[string]json.RawMessage, t *worker.Task) (argv,
 		var b strings.Builder
 		if err := tm.Execute(&b, data); err != nil {
 			if m := missingKeyRe.FindStringSubmatch(err.Error()); m != nil {
-				return "", fmt.Errorf("exec %s: payload args lack %q, which the rule's %s uses", c.name, m[1], tm.Name()[len(c.name)+1:])
+				return "", fmt.Errorf("exec %s: payload args lack %q, which the rule's %s uses", c.name, m[1], strings.TrimPrefix(tm.Name(), c.name+" "))
 			}
 			return "", fmt.Errorf("exec %s: %v", c.name, err)
 		}
@@ -182,14 +251,16 @@ func (c *command) render(args map[string]json.RawMessage, t *worker.Task) (argv,
 		}
 		argv = append(argv, s)
 	}
-	env = append(os.Environ(),
-		"AX_TASK_ID="+t.ID, "AX_TASK_TYPE="+t.Type, "AX_ATTEMPT="+strconv.Itoa(t.Attempt), "AX_TRACE_ID="+t.TraceID)
+	// Never nil: os/exec gives a nil Env the worker's whole environment.
+	env = []string{"AX_TASK_ID=" + t.ID, "AX_TASK_TYPE=" + t.Type, "AX_ATTEMPT=" + strconv.Itoa(t.Attempt), "AX_TRACE_ID=" + t.TraceID}
 	for _, e := range c.env {
-		s, err := fill(e.tmpl)
-		if err != nil {
-			return nil, nil, err
+		s := e.value
+		if e.tmpl != nil {
+			if s, err = fill(e.tmpl); err != nil {
+				return nil, nil, err
+			}
 		}
-		env = append(env, e.name+"="+s) // later entries win in os/exec
+		env = append(env, e.name+"="+s)
 	}
 	return argv, env, nil
 }

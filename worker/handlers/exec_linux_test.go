@@ -2,15 +2,19 @@ package handlers_test
 
 import (
 	"bytes"
+	"context"
 	"errors"
 	"os"
 	"path/filepath"
+	"sort"
 	"strconv"
 	"strings"
 	"sync"
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/google/go-cmp/cmp"
 
 	"github.com/ax-sched/ax/queue"
 	"github.com/ax-sched/ax/worker"
@@ -24,7 +28,7 @@ var testRules = map[string]handlers.ExecRule{
 	"echo": {Argv: []string{"echo", "{{.msg}}"}},
 	"greet": {
 		Argv: []string{"sh", "-c", `printf '%s|%s' "$1" "$GREETING"`, "sh", "{{.name}}"},
-		Env:  map[string]string{"GREETING": "hi {{.name}}"},
+		Env:  []string{"GREETING=hi {{.name}}"},
 	},
 	"fail": {Argv: []string{"sh", "-c", "echo partial; echo oops >&2; exit 3"}},
 	"sleepy": {Argv: []string{"sh", "-c", `echo $$ > "$1"; sleep 30 & echo $! > "$2"; sleep 30`,
@@ -94,7 +98,7 @@ func TestExec(t *testing.T) {
 		args      map[string]any
 		want      string
 	}{
-		{"command not in the allowlist", "rm", map[string]any{"msg": "-rf /"}, `command "rm" is not in this worker's allowlist`},
+		{"command not in the allowlist", "rm", map[string]any{"msg": "x"}, `exec: command "rm" is not in this worker's allowlist`},
 		{"placeholder missing", "echo", map[string]any{}, `payload args lack "msg"`},
 		{"placeholder not a string or number", "echo", map[string]any{"msg": map[string]any{"a": 1}}, "args.msg must be a string or a number"},
 	} {
@@ -158,7 +162,11 @@ func TestExecRulesAreChecked(t *testing.T) {
 		{"no program", handlers.ExecRule{}, "needs a program"},
 		{"templated program", handlers.ExecRule{Argv: []string{"{{.prog}}"}}, "may not be a template"},
 		{"bad template", handlers.ExecRule{Argv: []string{"echo", "{{.msg"}}, "unclosed action"},
-		{"bad env name", handlers.ExecRule{Argv: []string{"env"}, Env: map[string]string{"A=B": "x"}}, "not an environment variable name"},
+		{"bad env name", handlers.ExecRule{Argv: []string{"env"}, Env: []string{"A-B=x"}}, "not an environment variable name"},
+		{"empty env name", handlers.ExecRule{Argv: []string{"env"}, Env: []string{"=x"}}, "not an environment variable name"},
+		{"worker's own env name", handlers.ExecRule{Argv: []string{"env"}, Env: []string{"AX_REDIS_PASSWORD"}}, "names starting with AX_ are the worker's own"},
+		{"task's env name", handlers.ExecRule{Argv: []string{"env"}, Env: []string{"ax_task_id=x"}}, "names starting with AX_ are the worker's own"},
+		{"env twice", handlers.ExecRule{Argv: []string{"env"}, Env: []string{"LANG=C", "LANG"}}, `exec: rule "x": env[1]: LANG is already env[0]`},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			_, err := handlers.Exec(map[string]handlers.ExecRule{"x": c.rule})
@@ -212,4 +220,43 @@ func running(pid int) bool {
 	i := bytes.LastIndexByte(b, ')')
 	f := bytes.Fields(b[i+1:])
 	return len(f) > 0 && f[0][0] != 'Z' && f[0][0] != 'X'
+}
+
+// A command sees only the variables its rule names, never the worker's
+// secrets: the finding was an allowlisted printenv that returned the
+// cluster token and the Redis password.
+func TestExecEnvironmentIsOnlyWhatTheRuleNames(t *testing.T) {
+	t.Setenv("AX_AUTH_CLUSTER_TOKEN", "cluster-token-0123456789")
+	t.Setenv("AX_REDIS_PASSWORD", "redis-password-0123456789")
+	t.Setenv("AWS_SECRET_ACCESS_KEY", "aws-secret-0123456789")
+	t.Setenv("PASSED_THROUGH", "from the worker")
+	os.Unsetenv("NOT_SET_ON_THE_WORKER")
+	run, err := handlers.Exec(map[string]handlers.ExecRule{
+		"printenv": {Argv: []string{"env"}, Env: []string{"LANG=C", "GREETING=hi {{.name}}", "PASSED_THROUGH", "NOT_SET_ON_THE_WORKER"}},
+		"bare":     {Argv: []string{"env"}},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		command string
+		want    []string
+	}{
+		{"printenv", []string{"AX_ATTEMPT=2", "AX_TASK_ID=t1", "AX_TASK_TYPE=exec", "AX_TRACE_ID=0123456789abcdef0123456789abcdef",
+			"GREETING=hi ann", "LANG=C", "PASSED_THROUGH=from the worker"}},
+		{"bare", []string{"AX_ATTEMPT=2", "AX_TASK_ID=t1", "AX_TASK_TYPE=exec", "AX_TRACE_ID=0123456789abcdef0123456789abcdef"}},
+	} {
+		t.Run(c.command, func(t *testing.T) {
+			tk := &worker.Task{ID: "t1", Type: "exec", Attempt: 2, TraceID: "0123456789abcdef0123456789abcdef",
+				Payload: []byte(`{"command":"` + c.command + `","args":{"name":"ann"}}`)}
+			if err := run(context.Background(), tk); err != nil {
+				t.Fatal(err)
+			}
+			got := strings.Split(strings.TrimSpace(tk.Result()), "\n")
+			sort.Strings(got)
+			if diff := cmp.Diff(c.want, got); diff != "" {
+				t.Fatalf("environment (-want +got):\n%s", diff)
+			}
+		})
+	}
 }
