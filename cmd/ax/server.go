@@ -19,6 +19,9 @@ func newServerCmd() *cobra.Command {
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			cfg, err := config.Load(file)
+			if err == nil {
+				err = cfg.ValidateServer()
+			}
 			if err != nil {
 				return usageErr(err)
 			}

@@ -26,10 +26,15 @@ func newWorkerCmd() *cobra.Command {
 		Short: "Run a worker for one pool of a region, with the built-in handlers (noop, sleep, exec, http)",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			// A worker never calls another server: it does not take the
+			// cluster token (nor the API tokens), so that nothing it runs
+			// can find them in its memory or environment.
+			_ = os.Unsetenv(config.EnvPrefix + "_AUTH_CLUSTER_TOKEN")
 			cfg, err := config.Load(file)
 			if err != nil {
 				return usageErr(err)
 			}
+			cfg.Auth = config.Auth{}
 			p, ok := cfg.Pool(pool)
 			if !ok {
 				return usageErr(fmt.Errorf("%s: pools: no pool %q (have %s)", file, pool, poolNames(cfg)))

@@ -43,13 +43,29 @@ var (
 // each as "file: key: message", or nil. Load and Parse call it; call it again
 // after changing a Region in code.
 func (r *Region) Validate() error {
-	file := r.source
-	if file == "" {
-		file = "config"
-	}
-	p := &problems{file: file}
+	p := &problems{file: r.sourceName()}
 	r.validate(p)
 	return p.err()
+}
+
+// ValidateServer checks, on top of Validate, what only `ax server` needs:
+// the cluster token when auth is on and the federation has more than one
+// region (servers hand tasks off and forward requests with it). `ax worker`
+// skips it: a worker talks to its region's Redis only, and what it does not
+// hold its tasks cannot leak.
+func (r *Region) ValidateServer() error {
+	p := &problems{file: r.sourceName()}
+	if a := r.Auth; a.ClusterToken == "" && a.Enabled && len(r.Regions) > 1 {
+		p.add("auth.cluster_token", "required when auth is enabled and regions lists more than one region (set AX_AUTH_CLUSTER_TOKEN)")
+	}
+	return p.err()
+}
+
+func (r *Region) sourceName() string {
+	if r.source == "" {
+		return "config"
+	}
+	return r.source
 }
 
 func (r *Region) validate(p *problems) {
@@ -336,11 +352,10 @@ func (r *Region) validateAuth(p *problems) {
 	if a.Enabled && len(a.Tokens) == 0 {
 		p.add("auth.tokens", "at least one token is required when auth is enabled")
 	}
-	switch {
-	case a.ClusterToken != "" && len(a.ClusterToken) < minTokenLen:
+	// Required only of servers (ValidateServer): workers never call
+	// another server, so they start without it.
+	if a.ClusterToken != "" && len(a.ClusterToken) < minTokenLen {
 		p.add("auth.cluster_token", "too short: use at least %d characters", minTokenLen)
-	case a.ClusterToken == "" && a.Enabled && len(r.Regions) > 1:
-		p.add("auth.cluster_token", "required when auth is enabled and regions lists more than one region (set AX_AUTH_CLUSTER_TOKEN)")
 	}
 	names := map[string]int{}
 	hashes := map[string]int{}

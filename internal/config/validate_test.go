@@ -137,8 +137,6 @@ func TestValidateEachRule(t *testing.T) {
 		{"readmit rate", func(r *Region) { r.Preemption.ReadmitRate = 0 }, "preemption.readmit_rate: must be > 0, got 0"},
 		{"per worker", func(r *Region) { r.Preemption.MaxPerWorkerPerMinute = 0 }, "preemption.max_per_worker_per_minute: must be ≥ 1, got 0"},
 		{"auth without tokens", func(r *Region) { r.Auth.Tokens = nil }, "auth.tokens: at least one token is required when auth is enabled"},
-		{"auth cluster token missing", func(r *Region) { r.Auth.ClusterToken = "" },
-			"auth.cluster_token: required when auth is enabled and regions lists more than one region (set AX_AUTH_CLUSTER_TOKEN)"},
 		{"auth cluster token short", func(r *Region) { r.Auth.ClusterToken = "abc" }, "auth.cluster_token: too short: use at least 16 characters"},
 		{"token name duplicate", func(r *Region) { r.Auth.Tokens[1].Name = "ci" }, `auth.tokens[1].name: duplicate of auth.tokens[0] "ci"`},
 		{"token hash shape", func(r *Region) { r.Auth.Tokens[0].TokenSHA256 = "abc" },
@@ -239,4 +237,25 @@ func setEnv(r *Region, rule string, i int, entry string) {
 	er.Env = append([]string(nil), er.Env...)
 	er.Env[i] = entry
 	r.Worker.Exec.Allow[rule] = er
+}
+
+// A server of a federation with auth on needs the cluster token; a worker
+// (Validate alone) does not.
+func TestClusterTokenIsRequiredOfServersOnly(t *testing.T) {
+	r := mustParse(t, full)
+	if err := r.ValidateServer(); err != nil {
+		t.Fatalf("ValidateServer(full) = %v", err)
+	}
+	r.Auth.ClusterToken = ""
+	if err := r.Validate(); err != nil {
+		t.Fatalf("Validate without a cluster token = %v, want nil (workers do not need it)", err)
+	}
+	want := []string{"test.yaml: auth.cluster_token: required when auth is enabled and regions lists more than one region (set AX_AUTH_CLUSTER_TOKEN)"}
+	if diff := cmp.Diff(want, problemLines(t, r.ValidateServer())); diff != "" {
+		t.Errorf("ValidateServer (-want +got):\n%s", diff)
+	}
+	r.Regions = []string{r.Name}
+	if err := r.ValidateServer(); err != nil {
+		t.Fatalf("ValidateServer of a lone region = %v", err)
+	}
 }

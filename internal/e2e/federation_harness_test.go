@@ -27,8 +27,9 @@ package e2e
 // fedOpts.servers starts more servers per region. Secrets reach the
 // processes the way operators are told to pass them: the Redis password as
 // AX_REDIS_PASSWORD and the cluster token as AX_AUTH_CLUSTER_TOKEN, in the
-// environment, never in the file. fed.secrets() lists them, for tests that
-// check nothing leaks them.
+// environment, never in the file; workers get only the Redis password
+// unless fedOpts.sharedEnv. fed.secrets() lists them, for tests that check
+// nothing leaks them.
 
 import (
 	"bytes"
@@ -82,6 +83,10 @@ type fedOpts struct {
 	worker string
 	// extra is top-level YAML added to each region's file.
 	extra string
+	// sharedEnv gives workers the servers' environment, cluster token
+	// included (one env file for both, as many deployments have). Default:
+	// workers get only the Redis password.
+	sharedEnv bool
 }
 
 type federation struct {
@@ -240,9 +245,14 @@ func (f *federation) serverEnv(r *fedRegion) []string {
 	return append(baseEnv(), "AX_REDIS_PASSWORD="+r.password, "AX_AUTH_CLUSTER_TOKEN="+f.cluster)
 }
 
-// workerEnv is what a region's workers get.
+// workerEnv is what a region's workers get: the Redis password only (a
+// worker needs no cluster token), or with sharedEnv the servers' whole
+// environment.
 func (f *federation) workerEnv(r *fedRegion) []string {
-	return f.serverEnv(r)
+	if f.opts.sharedEnv {
+		return f.serverEnv(r)
+	}
+	return append(baseEnv(), "AX_REDIS_PASSWORD="+r.password)
 }
 
 // secrets are the values no task may ever see: the cluster token and every

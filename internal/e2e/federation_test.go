@@ -11,7 +11,8 @@ import (
 // Two regions, auth on: a task submitted in us-east-1 for eu-west-1 is
 // handed off with the cluster token, runs on eu-west-1's worker and is
 // readable by its tenant through either region; the other tenant gets 404
-// and a request without a token 401. Once with one etcd for everything,
+// and a request without a token 401. The workers run without the cluster
+// token (they never need it: issue 11). Once with one etcd for everything,
 // once with a regional etcd per region and two servers in each.
 func TestFederationHandedOffTaskSucceedsWithAuth(t *testing.T) {
 	for _, c := range []struct {

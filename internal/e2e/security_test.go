@@ -15,7 +15,7 @@ import (
 // rule that succeeds and in one that fails with its output in the error,
 // and neither shows a secret.
 func TestExecChildrenDoNotSeeTheWorkersSecrets(t *testing.T) {
-	fed := newFederation(t, fedOpts{worker: `
+	fed := newFederation(t, fedOpts{sharedEnv: true, worker: `
 exec:
   allow:
     printenv: {argv: [env], env: [LANG=C]}
