@@ -29,6 +29,8 @@ type APIConfig struct {
 	Ready func(ctx context.Context) error
 	// Pools are this region's pool names (hand-off receivers check them).
 	Pools []string
+	// Schedules serves /v1/schedules (nil: 503, this server runs none).
+	Schedules Schedules
 }
 
 // API serves DESIGN §6's HTTP API for one server.
@@ -137,9 +139,13 @@ func toAPIError(err error) *apiError {
 	var pe *PlacementError
 	var peer *PeerError
 	var mbe *http.MaxBytesError
+	var we *apiv1.Error
 	switch {
 	case errors.As(err, &ae):
 		return ae
+	case errors.As(err, &we):
+		return &apiError{status: statusOf(we.Code), code: we.Code, msg: we.Message, field: we.Field,
+			retryAfter: time.Duration(we.RetryAfterSeconds) * time.Second, expl: we.Explanation}
 	case errors.As(err, &mbe):
 		return &apiError{status: 413, code: apiv1.CodeTooLarge, msg: fmt.Sprintf("request body larger than %d bytes", mbe.Limit)}
 	case errors.As(err, &fe):
@@ -173,6 +179,31 @@ func toAPIError(err error) *apiError {
 		return &apiError{status: 503, code: apiv1.CodeUnavailable, msg: err.Error(), retryAfter: time.Second}
 	}
 	return &apiError{status: 500, code: apiv1.CodeInternal, msg: err.Error()}
+}
+
+// statusOf is the HTTP status of an API error code.
+func statusOf(code string) int {
+	switch code {
+	case apiv1.CodeInvalid:
+		return http.StatusBadRequest
+	case apiv1.CodeUnauthorized:
+		return http.StatusUnauthorized
+	case apiv1.CodeForbidden:
+		return http.StatusForbidden
+	case apiv1.CodeNotFound:
+		return http.StatusNotFound
+	case apiv1.CodeConflict, apiv1.CodeFailedPrecond:
+		return http.StatusConflict
+	case apiv1.CodeTooLarge:
+		return http.StatusRequestEntityTooLarge
+	case apiv1.CodeUnplaceable:
+		return http.StatusUnprocessableEntity
+	case apiv1.CodeSaturated:
+		return http.StatusTooManyRequests
+	case apiv1.CodeUnavailable:
+		return http.StatusServiceUnavailable
+	}
+	return http.StatusInternalServerError
 }
 
 func (e *apiError) body() apiv1.Error {

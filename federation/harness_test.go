@@ -207,7 +207,8 @@ type server struct {
 	view   *View
 	node   *Node
 	cell   *region.Cell
-	api    *API
+	apiCfg APIConfig
+	api    atomic.Pointer[API] // replaced by serveSchedules
 	http   *httptest.Server
 	reg    *prometheus.Registry
 	cancel context.CancelFunc
@@ -315,12 +316,15 @@ func (r *regionEnv) start() {
 	for _, p := range r.pools {
 		names = append(names, p.Name)
 	}
-	api := NewAPI(node, APIConfig{Auth: r.f.auth, Gatherer: reg, Pools: names,
+	apiCfg := APIConfig{Auth: r.f.auth, Gatherer: reg, Pools: names,
 		Ready: func(ctx context.Context) error {
 			_, err := cli.Get(clientv3.WithRequireLeader(ctx), "/ax/ready-probe")
 			return err
-		}})
-	hs := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+		}}
+	s := &server{cli: cli, view: view, node: node, apiCfg: apiCfg, reg: reg, done: make(chan struct{})}
+	s.api.Store(NewAPI(node, apiCfg))
+	s.http = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+		api := s.api.Load()
 		if f := r.intercept.Load(); f != nil {
 			(*f)(w, req, api)
 			return
@@ -328,19 +332,28 @@ func (r *regionEnv) start() {
 		api.ServeHTTP(w, req)
 	}))
 	cell := region.New(r.store, cli, cli, region.Config{
-		Region: r.name, ID: r.name + "-server", API: hs.URL, Pools: r.pools,
+		Region: r.name, ID: r.name + "-server", API: s.http.URL, Pools: r.pools,
 		SessionTTL: testTTL, Heartbeat: testHeartbeat, PublishInterval: testPublish, MaxSleep: 200 * time.Millisecond,
 		Logger:      log,
 		LeaderLoops: []func(context.Context, queue.Fence, func(error)){node.OutboxLoop, node.StuckPoolLoop},
 	}, node, region.NewMetrics(reg))
 	node.SetCell(cell)
 	ctx, cancel := context.WithCancel(context.Background())
-	s := &server{cli: cli, view: view, node: node, cell: cell, api: api, http: hs, reg: reg, cancel: cancel, done: make(chan struct{})}
+	s.cell, s.cancel = cell, cancel
 	go func() {
 		defer close(s.done)
 		_ = cell.Run(ctx)
 	}()
 	r.srv = s
+}
+
+// serveSchedules makes the region's server serve the schedule endpoints
+// through sc from now on, as a server started with it would.
+func (r *regionEnv) serveSchedules(sc Schedules) {
+	s := r.server()
+	cfg := s.apiCfg
+	cfg.Schedules = sc
+	s.api.Store(NewAPI(s.node, cfg))
 }
 
 // stop kills the region's server: its cell stops (resigns, its registration

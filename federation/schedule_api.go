@@ -2,35 +2,27 @@ package federation
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"net/http"
-	"time"
 
 	"github.com/ax-sched/ax/federation/apiv1"
 	"github.com/ax-sched/ax/queue"
 )
 
-// scheduleEnqueue is POST /v1/internal/enqueue: the federation leader hands
-// a slot's task to the schedule's home region under the slot's derived id.
-type scheduleEnqueue struct {
-	ID   string          `json:"id"`
-	Spec json.RawMessage `json:"spec"`
-}
-
-// scheduleEnqueueResponse answers it: 200 whether the id was created now
-// or existed already.
-type scheduleEnqueueResponse struct {
-	ID      string      `json:"id"`
-	State   queue.State `json:"state"`
-	Created bool        `json:"created"`
-}
-
-// ScheduleDeleted answers DELETE /v1/schedules/{name}.
-type ScheduleDeleted struct {
-	Name    string `json:"name"`
-	Deleted bool   `json:"deleted"`
+// Schedules is what the schedule endpoints need; *schedule.Scheduler
+// implements it. tenant is the caller's ("" sees every schedule). Errors
+// are *queue.FieldError or *apiv1.Error (conflict, not found, the global
+// etcd unavailable), mapped by toAPIError like any other.
+type Schedules interface {
+	// Validate checks a request and builds the definition.
+	Validate(req *apiv1.ScheduleRequest) (*apiv1.Schedule, error)
+	// Create stores a definition Validate built, its task's tenant settled.
+	Create(ctx context.Context, d *apiv1.Schedule, by string) (*apiv1.ScheduleStatus, error)
+	List(ctx context.Context, tenant string) ([]apiv1.ScheduleStatus, error)
+	Get(ctx context.Context, name, tenant string) (*apiv1.ScheduleStatus, error)
+	Delete(ctx context.Context, name, tenant string) error
+	SetPaused(ctx context.Context, name, tenant string, paused bool) (*apiv1.ScheduleStatus, error)
 }
 
 // scheduleRoutes registers the schedule endpoints (DESIGN §6) and the
@@ -45,28 +37,13 @@ func (a *API) scheduleRoutes() {
 	a.route("POST /v1/internal/enqueue", RoleAdmin, a.enqueueScheduled)
 }
 
-// schedules is the server's Scheduler, or a 503 when it runs none.
-func (a *API) schedules() (*Scheduler, error) {
-	if s := a.n.scheduler(); s != nil {
-		return s, nil
+// schedules is the server's schedules, or a 503 when it runs none.
+func (a *API) schedules() (Schedules, error) {
+	if a.cfg.Schedules != nil {
+		return a.cfg.Schedules, nil
 	}
 	return nil, &apiError{status: http.StatusServiceUnavailable, code: apiv1.CodeUnavailable,
 		msg: "this server runs no scheduler: schedules need the global etcd"}
-}
-
-// scheduleError maps the schedule store's errors; anything else from it is
-// the global etcd failing.
-func scheduleError(err error) error {
-	switch {
-	case errors.Is(err, ErrScheduleExists):
-		return &apiError{status: http.StatusConflict, code: apiv1.CodeConflict, msg: "a schedule with this name exists", field: "name"}
-	case errors.Is(err, ErrScheduleNotFound):
-		return &apiError{status: http.StatusNotFound, code: apiv1.CodeNotFound, msg: "no such schedule"}
-	case errors.Is(err, context.Canceled):
-		return err
-	}
-	return &apiError{status: http.StatusServiceUnavailable, code: apiv1.CodeUnavailable,
-		msg: "global etcd: " + err.Error(), retryAfter: time.Second}
 }
 
 func (a *API) createSchedule(w http.ResponseWriter, r *http.Request, p Principal) error {
@@ -74,12 +51,11 @@ func (a *API) createSchedule(w http.ResponseWriter, r *http.Request, p Principal
 	if err != nil {
 		return err
 	}
-	var req scheduleRequest
+	var req apiv1.ScheduleRequest
 	if err := decode(w, r, int64(a.cfg.MaxPayload)+(64<<10), &req); err != nil {
 		return err
 	}
-	now := sc.now()
-	d, err := a.n.validateSchedule(req, now)
+	d, err := sc.Validate(&req)
 	if err != nil {
 		return err
 	}
@@ -92,26 +68,11 @@ func (a *API) createSchedule(w http.ResponseWriter, r *http.Request, p Principal
 		}
 		return err
 	}
-	if err := a.n.checkTask(d.Task, now); err != nil {
+	st, err := sc.Create(r.Context(), d, p.Name)
+	if err != nil {
 		return err
 	}
-	d.CreatedAt, d.CreatedBy = now.UTC(), p.Name
-	ctx := r.Context()
-	defs, _, err := sc.store.list(ctx)
-	if err != nil {
-		return scheduleError(err)
-	}
-	for _, o := range defs {
-		if o.def.Name != d.Name && scheduleSeq(o.def.Name) == scheduleSeq(d.Name) {
-			return &apiError{status: http.StatusConflict, code: apiv1.CodeConflict, field: "name",
-				msg: fmt.Sprintf("this name's task ids would collide with schedule %q's; choose another name", o.def.Name)}
-		}
-	}
-	rev, err := sc.store.create(ctx, d)
-	if err != nil {
-		return scheduleError(err)
-	}
-	writeJSON(w, http.StatusCreated, sc.status(storedSchedule{def: d, rev: rev}, scheduleState{}, now))
+	writeJSON(w, http.StatusCreated, st)
 	return nil
 }
 
@@ -120,36 +81,12 @@ func (a *API) listSchedules(w http.ResponseWriter, r *http.Request, p Principal)
 	if err != nil {
 		return err
 	}
-	defs, _, err := sc.store.list(r.Context())
+	list, err := sc.List(r.Context(), p.Tenant)
 	if err != nil {
-		return scheduleError(err)
+		return err
 	}
-	states, err := sc.store.states(r.Context())
-	if err != nil {
-		return scheduleError(err)
-	}
-	now := sc.now()
-	out := ScheduleList{Schedules: []ScheduleStatus{}}
-	for _, sd := range defs {
-		if p.sees(sd.def.Task.Tenant) {
-			out.Schedules = append(out.Schedules, sc.status(sd, states[sd.def.Name], now))
-		}
-	}
-	writeJSON(w, http.StatusOK, out)
+	writeJSON(w, http.StatusOK, apiv1.ScheduleList{Schedules: list})
 	return nil
-}
-
-// visibleSchedule reads a schedule the principal may see (404 otherwise,
-// so names of other tenants' schedules do not leak).
-func (a *API) visibleSchedule(ctx context.Context, sc *Scheduler, p Principal, name string) (storedSchedule, error) {
-	sd, err := sc.store.get(ctx, name)
-	if err != nil {
-		return storedSchedule{}, scheduleError(err)
-	}
-	if !p.sees(sd.def.Task.Tenant) {
-		return storedSchedule{}, scheduleError(ErrScheduleNotFound)
-	}
-	return sd, nil
 }
 
 func (a *API) getSchedule(w http.ResponseWriter, r *http.Request, p Principal) error {
@@ -157,15 +94,11 @@ func (a *API) getSchedule(w http.ResponseWriter, r *http.Request, p Principal) e
 	if err != nil {
 		return err
 	}
-	sd, err := a.visibleSchedule(r.Context(), sc, p, r.PathValue("name"))
+	st, err := sc.Get(r.Context(), r.PathValue("name"), p.Tenant)
 	if err != nil {
 		return err
 	}
-	st, _, err := sc.store.state(r.Context(), sd.def.Name)
-	if err != nil {
-		return scheduleError(err)
-	}
-	writeJSON(w, http.StatusOK, sc.status(sd, st, sc.now()))
+	writeJSON(w, http.StatusOK, st)
 	return nil
 }
 
@@ -175,37 +108,25 @@ func (a *API) deleteSchedule(w http.ResponseWriter, r *http.Request, p Principal
 		return err
 	}
 	name := r.PathValue("name")
-	if _, err := a.visibleSchedule(r.Context(), sc, p, name); err != nil {
+	if err := sc.Delete(r.Context(), name, p.Tenant); err != nil {
 		return err
 	}
-	if err := sc.store.remove(r.Context(), name); err != nil {
-		return scheduleError(err)
-	}
-	writeJSON(w, http.StatusOK, ScheduleDeleted{Name: name, Deleted: true})
+	writeJSON(w, http.StatusOK, apiv1.ScheduleDeleted{Name: name, Deleted: true})
 	return nil
 }
 
-// pauseSchedule flips paused. A resumed schedule's missed slots go through
-// its misfire policy.
+// pauseSchedule flips paused.
 func (a *API) pauseSchedule(paused bool) handler {
 	return func(w http.ResponseWriter, r *http.Request, p Principal) error {
 		sc, err := a.schedules()
 		if err != nil {
 			return err
 		}
-		name := r.PathValue("name")
-		if _, err := a.visibleSchedule(r.Context(), sc, p, name); err != nil {
+		st, err := sc.SetPaused(r.Context(), r.PathValue("name"), p.Tenant, paused)
+		if err != nil {
 			return err
 		}
-		sd, err := sc.store.update(r.Context(), name, func(d *Schedule) { d.Paused = paused })
-		if err != nil {
-			return scheduleError(err)
-		}
-		st, _, err := sc.store.state(r.Context(), name)
-		if err != nil {
-			return scheduleError(err)
-		}
-		writeJSON(w, http.StatusOK, sc.status(sd, st, sc.now()))
+		writeJSON(w, http.StatusOK, st)
 		return nil
 	}
 }
@@ -213,50 +134,39 @@ func (a *API) pauseSchedule(paused bool) handler {
 // enqueueScheduled is the home region's side of a firing: it accepts the
 // slot's task under its derived id at most once.
 func (a *API) enqueueScheduled(w http.ResponseWriter, r *http.Request, _ Principal) error {
-	var req scheduleEnqueue
+	var req apiv1.ScheduleEnqueue
 	if err := decode(w, r, int64(a.cfg.MaxPayload)+(64<<10), &req); err != nil {
 		return err
 	}
 	id, err := queue.ParseID(req.ID)
 	if err != nil {
-		return fieldError("id", "is not a task id")
+		return &queue.FieldError{Field: "id", Msg: "is not a task id"}
 	}
 	if id.Region != a.n.cfg.Region {
-		return fieldError("id", fmt.Sprintf("names home region %s; this is %s", id.Region, a.n.cfg.Region))
+		return &queue.FieldError{Field: "id", Msg: fmt.Sprintf("names home region %s; this is %s", id.Region, a.n.cfg.Region)}
 	}
 	sp, err := queue.DecodeSpec(req.Spec)
 	if err != nil {
 		return prefixField("spec", err)
 	}
-	created, st, err := a.n.enqueueFixed(r.Context(), req.ID, sp, a.n.cfg.Now())
+	created, st, err := a.n.EnqueueFixed(r.Context(), req.ID, sp)
 	if err != nil {
 		return prefixField("spec", err)
 	}
-	writeJSON(w, http.StatusOK, scheduleEnqueueResponse{ID: req.ID, State: st, Created: created})
+	writeJSON(w, http.StatusOK, apiv1.ScheduleEnqueueResponse{ID: req.ID, State: st, Created: created})
 	return nil
 }
 
-// status is a schedule as the API shows it: its definition, what the
-// leader last did with it (when the state belongs to this definition), and
-// its next slot. Times are in the schedule's zone.
-func (s *Scheduler) status(sd storedSchedule, st scheduleState, now time.Time) ScheduleStatus {
-	out := ScheduleStatus{Schedule: *sd.def}
-	comp, err := compileSchedule(sd.def.Cron, sd.def.Timezone)
-	if err != nil {
-		return out
-	}
-	if st.DefRev == sd.rev && !st.LastSlot.IsZero() {
-		ls := st.LastSlot.In(comp.loc)
-		out.LastSlot, out.LastOutcome = &ls, st.LastOutcome
-		if st.LastFiredSlot != nil {
-			lf := st.LastFiredSlot.In(comp.loc)
-			out.LastFiredSlot, out.LastTaskID = &lf, st.LastTaskID
+// prefixField names a nested object's field error from the outer object:
+// "tags.gpu" in "spec" becomes "spec.tags.gpu".
+func prefixField(prefix string, err error) error {
+	var fe *queue.FieldError
+	if errors.As(err, &fe) {
+		f := prefix
+		if fe.Field != "" {
+			f += "." + fe.Field
 		}
+		return &queue.FieldError{Field: f, Msg: fe.Msg}
 	}
-	if !sd.def.Paused {
-		if next := comp.next(now); !next.IsZero() {
-			out.NextSlot = &next
-		}
-	}
-	return out
+	return err
 }

@@ -20,6 +20,7 @@ import (
 	"github.com/ax-sched/ax/placement"
 	"github.com/ax-sched/ax/queue"
 	"github.com/ax-sched/ax/region"
+	"github.com/ax-sched/ax/schedule"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/redis/go-redis/v9"
@@ -127,7 +128,7 @@ type server struct {
 	view     *federation.View
 	node     *federation.Node
 	cell     *region.Cell
-	sched    *federation.Scheduler
+	sched    *schedule.Scheduler
 	http     *http.Server
 	ln       net.Listener
 	id       string
@@ -195,7 +196,8 @@ func startServer(ctx context.Context, cfg *config.Region, ln net.Listener, log *
 	}
 	host, _ := os.Hostname()
 	s.id = fmt.Sprintf("%s/%s/%d", host, s.ln.Addr(), os.Getpid())
-	s.sched = federation.NewScheduler(s.node, s.global, federation.SchedulerConfig{
+	s.sched = schedule.New(s.global, s.node, schedule.Config{
+		Region: cfg.Name, Regions: cfg.Regions, Defaults: defaultsOf(cfg),
 		Prefix: cfg.Etcd.Prefix, ID: s.id, SessionTTL: cfg.Etcd.SessionTTL, Registerer: reg, Logger: s.log})
 	s.cell = region.New(s.store, s.regional, s.global, region.Config{
 		Region: cfg.Name, ID: s.id, API: cfg.PublicAddr, Pools: regionPools(cfg), Prefix: cfg.Etcd.Prefix,
@@ -216,6 +218,7 @@ func startServer(ctx context.Context, cfg *config.Region, ln net.Listener, log *
 	api := federation.NewAPI(s.node, federation.APIConfig{
 		// The worker registry is empty unless workers run in this process (ax dev).
 		Auth: auth, MaxPayload: int(cfg.Task.MaxPayload), Gatherer: prometheus.Gatherers{reg, workerRegistry}, Pools: pools,
+		Schedules: s.sched,
 		Ready: func(ctx context.Context) error {
 			_, err := s.regional.Get(clientv3.WithRequireLeader(ctx), cfg.Etcd.Prefix+"ready-probe")
 			if err != nil {

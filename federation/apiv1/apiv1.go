@@ -21,6 +21,12 @@ type Error struct {
 	RetryAfterSeconds int `json:"retry_after_seconds,omitempty"`
 }
 
+// Error makes an Error a Go error too, for the packages the HTTP API serves
+// through interfaces rather than imports (schedule): they return the
+// errors a caller sees as *Error, and the API maps Code to its HTTP status
+// in its one mapping.
+func (e *Error) Error() string { return e.Message }
+
 // ErrorBody wraps Error.
 type ErrorBody struct {
 	Error Error `json:"error"`

@@ -1,13 +1,10 @@
-package federation
+package schedule
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"log/slog"
-	"net/http"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"time"
 
@@ -17,17 +14,43 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 )
 
-// SchedulerConfig configures the schedules of one server. Zero values take
-// the defaults named.
-type SchedulerConfig struct {
+// Enqueuer is what the scheduler needs of the federation; federation.Node
+// implements it. Every call has a deadline (Config.CallTimeout).
+type Enqueuer interface {
+	// Enqueue submits sp, under the fixed id, into the region home,
+	// unplaced (that region's leader places it when due), and at most
+	// once: created is false when a task with the id exists already.
+	// refused is set, and err nil, when home refuses the task itself (it
+	// is invalid there): sending it again cannot help. err is for no
+	// answer (the region unreachable, its store failing): the slot is
+	// tried again.
+	Enqueue(ctx context.Context, home, id string, sp *queue.Spec) (created bool, refused, err error)
+	// Unfinished reports whether the task id exists in some region and has
+	// not ended. A task no region knows (expired after its retention) has
+	// finished.
+	Unfinished(ctx context.Context, id string) (bool, error)
+	// CancelTask asks the task id to stop wherever it is held, recorded as
+	// by; a task missing or ended already is not an error.
+	CancelTask(ctx context.Context, id, by string) error
+}
+
+// Config configures the schedules of one server. Zero values take the
+// defaults named.
+type Config struct {
+	Region  string   // this server's region: the default home region
+	Regions []string // the federation's regions: the home regions allowed (default [Region])
+	// Defaults are the task defaults a schedule's task is checked with at
+	// creation, as its home region will at each firing (default
+	// queue.DefaultDefaults()).
+	Defaults   queue.Defaults
 	Prefix     string        // etcd key prefix (default "/ax/")
-	ID         string        // this server's value in the federation election
+	ID         string        // this server's value in the federation election (default Region)
 	SessionTTL time.Duration // of the federation election (default lease.DefaultSessionTTL)
 	// Tolerance is how late a slot may be reached and still fire as on time
 	// (default 2s); older slots are missed and the misfire policy decides.
 	Tolerance time.Duration
-	// CallTimeout bounds each etcd request and each call to another region
-	// (default 5s).
+	// CallTimeout bounds each etcd request and each call through the
+	// Enqueuer (default 5s).
 	CallTimeout time.Duration
 	Registerer  prometheus.Registerer // nil: metrics are not registered
 	Logger      *slog.Logger
@@ -35,36 +58,40 @@ type SchedulerConfig struct {
 }
 
 // Scheduler serves a server's schedules: the API reads and writes
-// definitions through it, and Run campaigns in the federation election
-// (<prefix>elect/federation) and, while it leads, fires the schedules.
+// definitions through it (service.go), and Run campaigns in the federation
+// election (<prefix>elect/federation) and, while it leads, fires the
+// schedules.
 type Scheduler struct {
-	n       *Node
-	store   scheduleStore
-	cfg     SchedulerConfig
+	tasks   Enqueuer
+	store   store
+	cfg     Config
 	log     *slog.Logger
 	fires   *prometheus.CounterVec
 	leader  prometheus.Gauge
 	leading atomic.Bool
 }
 
-// Outcomes of a slot (the outcome label of ax_schedule_fires_total).
+// Outcomes of a slot: the outcome label of ax_schedule_fires_total, and
+// State.LastOutcome.
 const (
-	outcomeFired          = "fired"           // its task was enqueued
-	outcomeAlreadyFired   = "already_fired"   // its task existed (an earlier leader enqueued it)
-	outcomeSkippedOverlap = "skipped_overlap" // overlap forbid: the previous run had not finished
-	outcomeMisfireSkipped = "misfire_skipped" // missed, and the misfire policy gave it up
-	outcomeRejected       = "rejected"        // the home region refused the task for good (invalid there)
+	OutcomeFired          = "fired"           // its task was enqueued
+	OutcomeAlreadyFired   = "already_fired"   // its task existed (an earlier leader enqueued it)
+	OutcomeSkippedOverlap = "skipped_overlap" // overlap forbid: the previous run had not finished
+	OutcomeMisfireSkipped = "misfire_skipped" // missed, and the misfire policy gave it up
+	OutcomeRejected       = "rejected"        // the home region refused the task for good (invalid there)
 )
 
-// schedulers attaches a Scheduler to its Node, so the API (built from the
-// Node alone) finds it.
-var schedulers sync.Map // *Node → *Scheduler
-
-// NewScheduler prepares the schedules of the server of n, kept in the
-// global etcd c, and attaches them to n's API.
-func NewScheduler(n *Node, c *clientv3.Client, cfg SchedulerConfig) *Scheduler {
+// New prepares the schedules kept in the global etcd c, fired through
+// tasks.
+func New(c *clientv3.Client, tasks Enqueuer, cfg Config) *Scheduler {
 	if cfg.Prefix == "" {
 		cfg.Prefix = "/ax/"
+	}
+	if len(cfg.Regions) == 0 {
+		cfg.Regions = []string{cfg.Region}
+	}
+	if cfg.Defaults == (queue.Defaults{}) {
+		cfg.Defaults = queue.DefaultDefaults()
 	}
 	if cfg.SessionTTL <= 0 {
 		cfg.SessionTTL = lease.DefaultSessionTTL
@@ -76,17 +103,17 @@ func NewScheduler(n *Node, c *clientv3.Client, cfg SchedulerConfig) *Scheduler {
 		cfg.CallTimeout = 5 * time.Second
 	}
 	if cfg.Logger == nil {
-		cfg.Logger = n.log
+		cfg.Logger = slog.Default()
 	}
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}
 	if cfg.ID == "" {
-		cfg.ID = n.cfg.Region
+		cfg.ID = cfg.Region
 	}
 	s := &Scheduler{
-		n: n, cfg: cfg, log: cfg.Logger.With("component", "schedules"),
-		store: scheduleStore{c: c, prefix: cfg.Prefix, timeout: cfg.CallTimeout},
+		tasks: tasks, cfg: cfg, log: cfg.Logger.With("component", "schedules"),
+		store: store{c: c, prefix: cfg.Prefix, timeout: cfg.CallTimeout},
 		fires: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "ax_schedule_fires_total",
 			Help: "Slots of cron schedules handled by the federation leader, by outcome (fired, already_fired, skipped_overlap, misfire_skipped, rejected)."},
 			[]string{"schedule", "outcome"}),
@@ -96,16 +123,7 @@ func NewScheduler(n *Node, c *clientv3.Client, cfg SchedulerConfig) *Scheduler {
 	if cfg.Registerer != nil {
 		cfg.Registerer.MustRegister(s.fires, s.leader)
 	}
-	schedulers.Store(n, s)
 	return s
-}
-
-// scheduler is the Scheduler attached to n, or nil.
-func (n *Node) scheduler() *Scheduler {
-	if v, ok := schedulers.Load(n); ok {
-		return v.(*Scheduler)
-	}
-	return nil
 }
 
 // Leading reports whether this server fires the schedules now.
@@ -128,19 +146,17 @@ func (s *Scheduler) Run(ctx context.Context) error {
 // term is one term as federation leader.
 type term struct {
 	l       *lease.Leadership
-	loaded  map[string]scheduleState // states as read when the term began
-	entries map[string]*scheduleEntry
+	loaded  map[string]State // states as read when the term began
+	entries map[string]*entry
 	warned  map[string]bool // unreadable definitions already logged
 }
 
-// scheduleEntry is the leader's copy of one schedule. Its state is read
-// from etcd once per term and then kept here: only this term writes it.
-type scheduleEntry struct {
-	def     *Schedule
-	rev     int64 // definition's create revision (its generation)
-	modRev  int64
+// entry is the leader's copy of one schedule. Its state is read from etcd
+// once per term and then kept here: only this term writes it.
+type entry struct {
+	stored
 	comp    compiled
-	st      scheduleState
+	st      State
 	lastErr string // logged once until it changes
 }
 
@@ -155,7 +171,7 @@ func (s *Scheduler) lead(ctx context.Context, l *lease.Leadership) {
 		s.leader.Set(0)
 		s.log.Info("stopped leading the federation", "token", l.Token(), "reason", l.Err())
 	}()
-	t := &term{l: l, entries: map[string]*scheduleEntry{}, warned: map[string]bool{}}
+	t := &term{l: l, entries: map[string]*entry{}, warned: map[string]bool{}}
 	for t.loaded == nil {
 		st, err := s.store.states(ctx)
 		if err == nil {
@@ -196,7 +212,7 @@ func (s *Scheduler) pass(ctx context.Context, t *term) time.Duration {
 		seen[name] = true
 		e := t.entries[name]
 		if e == nil || e.rev != sd.rev {
-			comp, err := compileSchedule(sd.def.Cron, sd.def.Timezone)
+			comp, err := compile(sd.def.Cron, sd.def.Timezone)
 			if err != nil {
 				if k := s.store.defKey(name); !t.warned[k] {
 					t.warned[k] = true
@@ -204,7 +220,7 @@ func (s *Scheduler) pass(ctx context.Context, t *term) time.Duration {
 				}
 				continue
 			}
-			e = &scheduleEntry{def: sd.def, rev: sd.rev, modRev: sd.modRev, comp: comp}
+			e = &entry{stored: sd, comp: comp}
 			if st, ok := t.loaded[name]; ok && st.DefRev == sd.rev {
 				e.st = st
 			}
@@ -217,11 +233,11 @@ func (s *Scheduler) pass(ctx context.Context, t *term) time.Duration {
 		}
 		next, err := s.advance(ctx, t.l, e)
 		switch {
-		case errors.Is(err, errNotFederationLeader):
+		case errors.Is(err, errNotLeader):
 			s.log.Warn("schedules: the election key is no longer ours; stopping", "token", t.l.Token())
 			t.l.Lost(err)
 			return 0
-		case errors.Is(err, errScheduleGone):
+		case errors.Is(err, errGone):
 			delete(t.entries, name)
 			continue
 		case err != nil:
@@ -251,7 +267,7 @@ func (s *Scheduler) pass(ctx context.Context, t *term) time.Duration {
 // returns its next slot. Order per slot: enqueue, then record; a slot
 // enqueued but not recorded is enqueued again by the next pass or leader,
 // which the store refuses (same id).
-func (s *Scheduler) advance(ctx context.Context, l *lease.Leadership, e *scheduleEntry) (time.Time, error) {
+func (s *Scheduler) advance(ctx context.Context, l *lease.Leadership, e *entry) (time.Time, error) {
 	now := s.now()
 	after := e.st.LastSlot
 	if after.IsZero() {
@@ -261,11 +277,11 @@ func (s *Scheduler) advance(ctx context.Context, l *lease.Leadership, e *schedul
 	name := e.def.Name
 	if !p.skipTo.IsZero() {
 		st := e.st
-		st.LastSlot, st.LastOutcome = p.skipTo, outcomeMisfireSkipped
+		st.LastSlot, st.LastOutcome = p.skipTo, OutcomeMisfireSkipped
 		if err := s.record(ctx, l, e, st); err != nil {
 			return time.Time{}, err
 		}
-		s.fires.WithLabelValues(name, outcomeMisfireSkipped).Add(float64(p.skipped))
+		s.fires.WithLabelValues(name, OutcomeMisfireSkipped).Add(float64(p.skipped))
 		s.log.Info("schedule: missed slots skipped", "schedule", name, "slots", p.skipped, "through", p.skipTo,
 			"misfire", e.def.Misfire, "reason", "MISFIRE_SKIPPED")
 	}
@@ -285,7 +301,7 @@ func (s *Scheduler) advance(ctx context.Context, l *lease.Leadership, e *schedul
 		}
 		s.fires.WithLabelValues(name, outcome).Inc()
 		if i == 0 && p.skipped > 0 && p.skipTo.IsZero() {
-			s.fires.WithLabelValues(name, outcomeMisfireSkipped).Add(float64(p.skipped))
+			s.fires.WithLabelValues(name, OutcomeMisfireSkipped).Add(float64(p.skipped))
 			s.log.Info("schedule: missed slots skipped", "schedule", name, "slots", p.skipped, "before", slot,
 				"misfire", e.def.Misfire, "reason", "MISFIRE_SKIPPED")
 		}
@@ -307,7 +323,7 @@ func traceOf(sp *queue.Spec, id string) string {
 }
 
 // record writes the entry's new state under the term's guard.
-func (s *Scheduler) record(ctx context.Context, l *lease.Leadership, e *scheduleEntry, st scheduleState) error {
+func (s *Scheduler) record(ctx context.Context, l *lease.Leadership, e *entry, st State) error {
 	st.DefRev, st.UpdatedAt, st.Leader = e.rev, s.now().UTC(), l.Token()
 	if err := s.store.advance(ctx, l, e.def.Name, e.rev, st); err != nil {
 		return err
@@ -319,141 +335,51 @@ func (s *Scheduler) record(ctx context.Context, l *lease.Leadership, e *schedule
 // fire applies the overlap policy and enqueues the slot's task. It returns
 // the outcome and, when the slot has a task, its id; an error leaves the
 // slot for the next pass.
-func (s *Scheduler) fire(ctx context.Context, e *scheduleEntry, slot time.Time) (outcome, id string, err error) {
+func (s *Scheduler) fire(ctx context.Context, e *entry, slot time.Time) (outcome, id string, err error) {
 	d := e.def
 	if d.Overlap != OverlapAllow && e.st.LastFiredSlot != nil {
-		prev := ScheduleTaskID(d.Name, *e.st.LastFiredSlot, d.HomeRegion)
-		busy, err := s.unfinished(ctx, prev)
+		prev := TaskID(d.Name, *e.st.LastFiredSlot, d.HomeRegion)
+		cctx, cancel := context.WithTimeout(ctx, s.cfg.CallTimeout)
+		busy, err := s.tasks.Unfinished(cctx, prev)
+		cancel()
 		if err != nil {
 			return "", "", err
 		}
 		if busy && d.Overlap == OverlapForbid {
 			s.log.Info("schedule: previous run unfinished; slot skipped", "schedule", d.Name, "slot", slot,
 				"previous", prev, "reason", "OVERLAP_FORBIDDEN")
-			return outcomeSkippedOverlap, "", nil
+			return OutcomeSkippedOverlap, "", nil
 		}
 		if busy {
-			if err := s.cancel(ctx, d.Name, prev); err != nil {
+			// A run that finished meanwhile is fine (CancelTask's contract).
+			cctx, cancel := context.WithTimeout(ctx, s.cfg.CallTimeout)
+			err := s.tasks.CancelTask(cctx, prev, "schedule:"+d.Name)
+			cancel()
+			if err != nil {
 				return "", "", err
 			}
 			s.log.Info("schedule: previous run replaced", "schedule", d.Name, "slot", slot, "previous", prev,
 				"reason", "OVERLAP_REPLACED")
 		}
 	}
-	id = ScheduleTaskID(d.Name, slot, d.HomeRegion)
-	created, err := s.enqueue(ctx, d, id, slot)
-	switch {
-	case refusedForGood(err):
-		s.log.Error("schedule: the home region refuses the task; slot given up", "schedule", d.Name, "slot", slot,
-			"id", id, "home_region", d.HomeRegion, "err", err, "reason", "REJECTED")
-		return outcomeRejected, "", nil
-	case err != nil:
-		return "", "", err
-	case created:
-		return outcomeFired, id, nil
-	}
-	return outcomeAlreadyFired, id, nil
-}
-
-// unfinished reports whether the task id exists and is not terminal. A
-// task no region knows (expired after its retention) has finished.
-func (s *Scheduler) unfinished(ctx context.Context, id string) (bool, error) {
-	cctx, cancel := context.WithTimeout(ctx, s.cfg.CallTimeout)
-	defer cancel()
-	t, err := s.n.Get(cctx, id, 0)
-	switch {
-	case errors.Is(err, queue.ErrNotFound), isPeerNotFound(err):
-		return false, nil
-	case err != nil:
-		return false, err
-	}
-	return !t.State.Terminal(), nil
-}
-
-// cancel asks for the previous run to stop (overlap replace); a run that
-// finished meanwhile is fine.
-func (s *Scheduler) cancel(ctx context.Context, name, id string) error {
-	cctx, cancel := context.WithTimeout(ctx, s.cfg.CallTimeout)
-	defer cancel()
-	_, err := s.n.Act(cctx, OpCancel, id, 0, "schedule:"+name, 0)
-	var te *queue.TransitionError
-	var pe *PeerError
-	switch {
-	case err == nil, errors.As(err, &te), errors.Is(err, queue.ErrNotFound):
-		return nil
-	case errors.As(err, &pe) && (pe.Status == http.StatusNotFound || pe.Status == http.StatusConflict):
-		return nil
-	}
-	return err
-}
-
-// enqueue submits a slot's task into the schedule's home region: into the
-// local store when that is this server's region, else through the home
-// region's internal endpoint. created is false when the id existed.
-func (s *Scheduler) enqueue(ctx context.Context, d *Schedule, id string, slot time.Time) (bool, error) {
+	id = TaskID(d.Name, slot, d.HomeRegion)
 	sp := *d.Task
 	runAt := slot.Add(jitterOffset(d.Name, slot, time.Duration(d.Jitter))).UTC()
 	sp.RunAt = &runAt
 	cctx, cancel := context.WithTimeout(ctx, s.cfg.CallTimeout)
-	defer cancel()
-	if d.HomeRegion == s.n.cfg.Region {
-		created, _, err := s.n.enqueueFixed(cctx, id, &sp, s.now())
-		return created, err
-	}
-	api, err := s.n.peerAPI(d.HomeRegion)
-	if err != nil {
-		return false, err
-	}
-	spec, err := json.Marshal(&sp)
-	if err != nil {
-		return false, err
-	}
-	s.n.metrics.forwarded.WithLabelValues(s.n.cfg.Region, d.HomeRegion).Inc()
-	var resp scheduleEnqueueResponse
-	if _, err := s.n.call(cctx, api, http.MethodPost, "/v1/internal/enqueue", scheduleEnqueue{ID: id, Spec: spec}, &resp); err != nil {
-		return false, err
-	}
-	return resp.Created, nil
-}
-
-// refusedForGood: the task itself is invalid in its home region; sending it
-// again cannot help.
-func refusedForGood(err error) bool {
-	var fe *queue.FieldError
-	var pe *PeerError
+	created, refused, err := s.tasks.Enqueue(cctx, d.HomeRegion, id, &sp)
+	cancel()
 	switch {
-	case errors.As(err, &fe):
-		return true
-	case errors.As(err, &pe):
-		return pe.Status == http.StatusBadRequest || pe.Status == http.StatusRequestEntityTooLarge ||
-			pe.Status == http.StatusUnprocessableEntity
+	case err != nil:
+		return "", "", err
+	case refused != nil:
+		s.log.Error("schedule: the home region refuses the task; slot given up", "schedule", d.Name, "slot", slot,
+			"id", id, "home_region", d.HomeRegion, "err", refused, "reason", "REJECTED")
+		return OutcomeRejected, "", nil
+	case created:
+		return OutcomeFired, id, nil
 	}
-	return false
-}
-
-// enqueueFixed accepts a task under a fixed id in this region, unplaced (the
-// region leader places it when due). created is false when a task with the
-// id exists already.
-func (n *Node) enqueueFixed(ctx context.Context, id string, sp *queue.Spec, now time.Time) (bool, queue.State, error) {
-	if err := sp.Normalize(n.cfg.Defaults, now); err != nil {
-		return false, "", err
-	}
-	res, err := n.store.Submit(ctx, queue.NewTask{ID: id, Spec: sp})
-	if err != nil {
-		return false, "", err
-	}
-	r := res[0]
-	switch {
-	case errors.Is(r.Err, queue.ErrExists):
-		return false, r.State, nil
-	case r.Err != nil:
-		return false, "", r.Err
-	}
-	n.metrics.submitted.WithLabelValues(n.cfg.Region, sp.Tenant, sp.Type).Inc()
-	if n.cell != nil {
-		n.cell.Wake()
-	}
-	return true, r.State, nil
+	return OutcomeAlreadyFired, id, nil
 }
 
 // sleepCtx waits for d or until ctx ends; false when ctx ended.

@@ -1,17 +1,18 @@
-package federation
+package schedule
 
 import (
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/ax-sched/ax/federation/apiv1"
 	"github.com/ax-sched/ax/queue"
 	"github.com/google/go-cmp/cmp"
 )
 
 // Derived ids are valid ax ids: the slot's time, shard 0, the home region,
 // and a sequence part that only the schedule's name decides.
-func TestScheduleTaskIDRoundTrip(t *testing.T) {
+func TestTaskIDRoundTrip(t *testing.T) {
 	slots := []time.Time{
 		time.Date(2026, 3, 29, 1, 59, 59, 0, time.UTC),
 		time.Date(1970, 1, 1, 0, 0, 1, 0, time.UTC),
@@ -19,7 +20,7 @@ func TestScheduleTaskIDRoundTrip(t *testing.T) {
 	}
 	for _, name := range []string{"nightly", "a", "report-eu-1", strings.Repeat("z", 63)} {
 		for _, slot := range slots {
-			id := ScheduleTaskID(name, slot, "gcp-euw4")
+			id := TaskID(name, slot, "gcp-euw4")
 			p, err := queue.ParseID(id)
 			if err != nil {
 				t.Fatalf("%s: %v", id, err)
@@ -28,13 +29,13 @@ func TestScheduleTaskIDRoundTrip(t *testing.T) {
 			if diff := cmp.Diff(want, p); diff != "" {
 				t.Errorf("%s (-want +got):\n%s", id, diff)
 			}
-			if again := ScheduleTaskID(name, slot, "gcp-euw4"); again != id {
+			if again := TaskID(name, slot, "gcp-euw4"); again != id {
 				t.Errorf("not deterministic: %s then %s", id, again)
 			}
-			if other := ScheduleTaskID(name+"x", slot, "gcp-euw4"); other[10:16] == id[10:16] {
+			if other := TaskID(name+"x", slot, "gcp-euw4"); other[10:16] == id[10:16] {
 				t.Errorf("%s and %sx share a sequence part", name, name)
 			}
-			if next := ScheduleTaskID(name, slot.Add(time.Second), "gcp-euw4"); next <= id || next[10:] != id[10:] {
+			if next := TaskID(name, slot.Add(time.Second), "gcp-euw4"); next <= id || next[10:] != id[10:] {
 				t.Errorf("ids of later slots must sort after, with the same name part: %s, %s", id, next)
 			}
 		}
@@ -69,7 +70,7 @@ func TestScheduleCron(t *testing.T) {
 			if tz == "" {
 				tz = "UTC"
 			}
-			c, err := compileSchedule(tc.cron, tz)
+			c, err := compile(tc.cron, tz)
 			if tc.err != "" {
 				fe, ok := err.(*queue.FieldError)
 				if !ok || fe.Field != tc.err {
@@ -96,7 +97,7 @@ func TestScheduleCron(t *testing.T) {
 // missed, the rest are on time.
 func TestSchedulePlan(t *testing.T) {
 	now := time.Date(2026, 5, 1, 12, 0, 0, 0, time.UTC)
-	c, err := compileSchedule("*/1 * * * * *", "UTC")
+	c, err := compile("*/1 * * * * *", "UTC")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -130,7 +131,7 @@ func TestSchedulePlan(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			d := &Schedule{Name: "s", Misfire: tc.misfire, CatchUpLimit: tc.limit}
+			d := &apiv1.Schedule{Name: "s", Misfire: tc.misfire, CatchUpLimit: tc.limit}
 			got := planSlots(c, d, tc.after, now, 2*time.Second)
 			if diff := cmp.Diff(tc.want, got, cmp.AllowUnexported(firePlan{})); diff != "" {
 				t.Errorf("plan (-want +got):\n%s", diff)
@@ -142,14 +143,14 @@ func TestSchedulePlan(t *testing.T) {
 // A long gap of a sparse schedule is planned without walking it second by
 // second: the latest missed slot comes from a binary search.
 func TestSchedulePlanLongGap(t *testing.T) {
-	c, err := compileSchedule("* * * 1 1 *", "Europe/Paris") // every second of 1 January
+	c, err := compile("* * * 1 1 *", "Europe/Paris") // every second of 1 January
 	if err != nil {
 		t.Fatal(err)
 	}
 	now := time.Date(2027, 12, 31, 12, 0, 0, 0, time.UTC)
 	after := time.Date(2020, 6, 1, 0, 0, 0, 0, time.UTC)
 	start := time.Now()
-	p := planSlots(c, &Schedule{Misfire: MisfireCatchUp, CatchUpLimit: 3}, after, now, 2*time.Second)
+	p := planSlots(c, &apiv1.Schedule{Misfire: MisfireCatchUp, CatchUpLimit: 3}, after, now, 2*time.Second)
 	if el := time.Since(start); el > 2*time.Second {
 		t.Errorf("planning took %v", el)
 	}

@@ -1,4 +1,4 @@
-package federation
+package schedule
 
 import (
 	"context"
@@ -8,48 +8,49 @@ import (
 	"strings"
 	"time"
 
+	"github.com/ax-sched/ax/federation/apiv1"
 	"github.com/ax-sched/ax/lease"
 	clientv3 "go.etcd.io/etcd/client/v3"
 )
 
-// Schedule errors.
+// Schedule errors. The exported ones are what an API caller sees, so they
+// carry their API code (see doc.go).
 var (
-	ErrScheduleExists   = errors.New("federation: a schedule with this name exists")
-	ErrScheduleNotFound = errors.New("federation: no such schedule")
-	// errScheduleGone: the definition was deleted (or replaced) while the
-	// leader was firing it; its state is not written.
-	errScheduleGone = errors.New("federation: schedule deleted while firing")
-	// errNotFederationLeader: a state write found the election key no
-	// longer ours.
-	errNotFederationLeader = errors.New("federation: no longer the federation leader")
+	ErrExists   error = &apiv1.Error{Code: apiv1.CodeConflict, Message: "a schedule with this name exists", Field: "name"}
+	ErrNotFound error = &apiv1.Error{Code: apiv1.CodeNotFound, Message: "no such schedule"}
+	// errGone: the definition was deleted (or replaced) while the leader
+	// was firing it; its state is not written.
+	errGone = errors.New("schedule: deleted while firing")
+	// errNotLeader: a state write found the election key no longer ours.
+	errNotLeader = errors.New("schedule: no longer the federation leader")
 )
 
-// scheduleStore keeps definitions and states in the global etcd.
-type scheduleStore struct {
+// store keeps definitions and states in the global etcd.
+type store struct {
 	c       *clientv3.Client
 	prefix  string // "/ax/"
 	timeout time.Duration
 }
 
-func (st scheduleStore) defKey(name string) string   { return st.prefix + "schedules/" + name }
-func (st scheduleStore) stateKey(name string) string { return st.prefix + "schedule-state/" + name }
+func (st store) defKey(name string) string   { return st.prefix + "schedules/" + name }
+func (st store) stateKey(name string) string { return st.prefix + "schedule-state/" + name }
 
 // call bounds one etcd request and fails fast on a member without a raft
 // leader (as package lease does).
-func (st scheduleStore) call(ctx context.Context) (context.Context, context.CancelFunc) {
+func (st store) call(ctx context.Context) (context.Context, context.CancelFunc) {
 	ctx, cancel := context.WithTimeout(ctx, st.timeout)
 	return clientv3.WithRequireLeader(ctx), cancel
 }
 
-// storedSchedule is a definition with the revisions that identify it.
-type storedSchedule struct {
-	def    *Schedule
+// stored is a definition with the revisions that identify it.
+type stored struct {
+	def    *apiv1.Schedule
 	rev    int64 // create revision: a new one for a schedule created again
 	modRev int64
 }
 
 // create writes a new definition and clears any state left under its name.
-func (st scheduleStore) create(ctx context.Context, d *Schedule) (int64, error) {
+func (st store) create(ctx context.Context, d *apiv1.Schedule) (int64, error) {
 	b, err := json.Marshal(d)
 	if err != nil {
 		return 0, err
@@ -65,33 +66,33 @@ func (st scheduleStore) create(ctx context.Context, d *Schedule) (int64, error) 
 		return 0, fmt.Errorf("schedule %s: create: %w", d.Name, err)
 	}
 	if !resp.Succeeded {
-		return 0, ErrScheduleExists
+		return 0, ErrExists
 	}
 	return resp.Header.Revision, nil
 }
 
 // get reads one definition.
-func (st scheduleStore) get(ctx context.Context, name string) (storedSchedule, error) {
+func (st store) get(ctx context.Context, name string) (stored, error) {
 	cctx, cancel := st.call(ctx)
 	defer cancel()
 	resp, err := st.c.Get(cctx, st.defKey(name))
 	if err != nil {
-		return storedSchedule{}, fmt.Errorf("schedule %s: read: %w", name, err)
+		return stored{}, fmt.Errorf("schedule %s: read: %w", name, err)
 	}
 	if len(resp.Kvs) == 0 {
-		return storedSchedule{}, ErrScheduleNotFound
+		return stored{}, ErrNotFound
 	}
 	kv := resp.Kvs[0]
-	var d Schedule
+	var d apiv1.Schedule
 	if err := json.Unmarshal(kv.Value, &d); err != nil || d.Task == nil || d.Name != name {
-		return storedSchedule{}, fmt.Errorf("schedule %s: stored definition is not one (%v)", name, err)
+		return stored{}, fmt.Errorf("schedule %s: stored definition is not one (%v)", name, err)
 	}
-	return storedSchedule{def: &d, rev: kv.CreateRevision, modRev: kv.ModRevision}, nil
+	return stored{def: &d, rev: kv.CreateRevision, modRev: kv.ModRevision}, nil
 }
 
 // list reads every definition, sorted by name; unreadable ones are
 // returned in bad.
-func (st scheduleStore) list(ctx context.Context) (defs []storedSchedule, bad []string, err error) {
+func (st store) list(ctx context.Context) (defs []stored, bad []string, err error) {
 	cctx, cancel := st.call(ctx)
 	defer cancel()
 	resp, err := st.c.Get(cctx, st.prefix+"schedules/", clientv3.WithPrefix(), clientv3.WithSort(clientv3.SortByKey, clientv3.SortAscend))
@@ -99,18 +100,18 @@ func (st scheduleStore) list(ctx context.Context) (defs []storedSchedule, bad []
 		return nil, nil, fmt.Errorf("schedules: list: %w", err)
 	}
 	for _, kv := range resp.Kvs {
-		var d Schedule
+		var d apiv1.Schedule
 		if err := json.Unmarshal(kv.Value, &d); err != nil || string(kv.Key) != st.defKey(d.Name) || d.Task == nil {
 			bad = append(bad, string(kv.Key))
 			continue
 		}
-		defs = append(defs, storedSchedule{def: &d, rev: kv.CreateRevision, modRev: kv.ModRevision})
+		defs = append(defs, stored{def: &d, rev: kv.CreateRevision, modRev: kv.ModRevision})
 	}
 	return defs, bad, nil
 }
 
 // states reads every schedule's state, by name.
-func (st scheduleStore) states(ctx context.Context) (map[string]scheduleState, error) {
+func (st store) states(ctx context.Context) (map[string]State, error) {
 	pfx := st.prefix + "schedule-state/"
 	cctx, cancel := st.call(ctx)
 	defer cancel()
@@ -118,9 +119,9 @@ func (st scheduleStore) states(ctx context.Context) (map[string]scheduleState, e
 	if err != nil {
 		return nil, fmt.Errorf("schedules: read states: %w", err)
 	}
-	out := make(map[string]scheduleState, len(resp.Kvs))
+	out := make(map[string]State, len(resp.Kvs))
 	for _, kv := range resp.Kvs {
-		var s scheduleState
+		var s State
 		if json.Unmarshal(kv.Value, &s) == nil {
 			out[strings.TrimPrefix(string(kv.Key), pfx)] = s
 		}
@@ -129,25 +130,25 @@ func (st scheduleStore) states(ctx context.Context) (map[string]scheduleState, e
 }
 
 // state reads one schedule's state; ok is false when it has none yet.
-func (st scheduleStore) state(ctx context.Context, name string) (scheduleState, bool, error) {
+func (st store) state(ctx context.Context, name string) (State, bool, error) {
 	cctx, cancel := st.call(ctx)
 	defer cancel()
 	resp, err := st.c.Get(cctx, st.stateKey(name))
 	if err != nil {
-		return scheduleState{}, false, fmt.Errorf("schedule %s: read state: %w", name, err)
+		return State{}, false, fmt.Errorf("schedule %s: read state: %w", name, err)
 	}
 	if len(resp.Kvs) == 0 {
-		return scheduleState{}, false, nil
+		return State{}, false, nil
 	}
-	var s scheduleState
+	var s State
 	if err := json.Unmarshal(resp.Kvs[0].Value, &s); err != nil {
-		return scheduleState{}, false, nil
+		return State{}, false, nil
 	}
 	return s, true, nil
 }
 
 // remove deletes a definition and its state.
-func (st scheduleStore) remove(ctx context.Context, name string) error {
+func (st store) remove(ctx context.Context, name string) error {
 	key := st.defKey(name)
 	cctx, cancel := st.call(ctx)
 	defer cancel()
@@ -159,23 +160,23 @@ func (st scheduleStore) remove(ctx context.Context, name string) error {
 		return fmt.Errorf("schedule %s: delete: %w", name, err)
 	}
 	if !resp.Succeeded {
-		return ErrScheduleNotFound
+		return ErrNotFound
 	}
 	return nil
 }
 
 // update changes a definition with f, guarded by its mod revision (another
 // writer in between makes it read and try again).
-func (st scheduleStore) update(ctx context.Context, name string, f func(*Schedule)) (storedSchedule, error) {
+func (st store) update(ctx context.Context, name string, f func(*apiv1.Schedule)) (stored, error) {
 	for attempt := 0; ; attempt++ {
 		cur, err := st.get(ctx, name)
 		if err != nil {
-			return storedSchedule{}, err
+			return stored{}, err
 		}
 		f(cur.def)
 		b, err := json.Marshal(cur.def)
 		if err != nil {
-			return storedSchedule{}, err
+			return stored{}, err
 		}
 		key := st.defKey(name)
 		cctx, cancel := st.call(ctx)
@@ -185,23 +186,23 @@ func (st scheduleStore) update(ctx context.Context, name string, f func(*Schedul
 			Commit()
 		cancel()
 		if err != nil {
-			return storedSchedule{}, fmt.Errorf("schedule %s: update: %w", name, err)
+			return stored{}, fmt.Errorf("schedule %s: update: %w", name, err)
 		}
 		if resp.Succeeded {
 			cur.modRev = resp.Header.Revision
 			return cur, nil
 		}
 		if attempt >= 4 {
-			return storedSchedule{}, fmt.Errorf("schedule %s: update: concurrent writers", name)
+			return stored{}, fmt.Errorf("schedule %s: update: concurrent writers", name)
 		}
 	}
 }
 
 // advance writes a schedule's state, only while l leads the federation and
 // only for the definition generation defRev. It returns
-// errNotFederationLeader when the election key is no longer ours, and
-// errScheduleGone when the definition was deleted or created again.
-func (st scheduleStore) advance(ctx context.Context, l *lease.Leadership, name string, defRev int64, s scheduleState) error {
+// errNotLeader when the election key is no longer ours, and
+// errGone when the definition was deleted or created again.
+func (st store) advance(ctx context.Context, l *lease.Leadership, name string, defRev int64, s State) error {
 	b, err := json.Marshal(s)
 	if err != nil {
 		return err
@@ -219,10 +220,10 @@ func (st scheduleStore) advance(ctx context.Context, l *lease.Leadership, name s
 		return fmt.Errorf("schedule %s: record slot: %w", name, err)
 	}
 	if !resp.Succeeded {
-		return errNotFederationLeader
+		return errNotLeader
 	}
 	if inner := resp.Responses[0].GetResponseTxn(); inner == nil || !inner.Succeeded {
-		return errScheduleGone
+		return errGone
 	}
 	return nil
 }

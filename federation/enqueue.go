@@ -1,0 +1,116 @@
+package federation
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"net/http"
+
+	"github.com/ax-sched/ax/federation/apiv1"
+	"github.com/ax-sched/ax/queue"
+)
+
+// Tasks under fixed ids, for the packages that derive them (schedule: one
+// per slot; dag: one per node) and reach the federation through small
+// interfaces of their own: Node implements schedule.Enqueuer (the check is
+// in contracts_test.go, which may import schedule; this package does not).
+
+// Enqueue submits sp under the fixed id into the region home, unplaced:
+// into this region's store when home is this region, else through home's
+// internal endpoint (POST /v1/internal/enqueue). created is false when a
+// task with the id exists already; refused is home's refusal of the task
+// itself (invalid there: a *queue.FieldError, or the peer's 400, 413 or
+// 422), which sending again cannot change. The region that stores the task
+// normalizes it with its own clock.
+func (n *Node) Enqueue(ctx context.Context, home, id string, sp *queue.Spec) (created bool, refused, err error) {
+	if home == n.cfg.Region {
+		created, _, err := n.EnqueueFixed(ctx, id, sp)
+		var fe *queue.FieldError
+		if errors.As(err, &fe) {
+			return false, err, nil
+		}
+		return created, nil, err
+	}
+	api, err := n.peerAPI(home)
+	if err != nil {
+		return false, nil, err
+	}
+	spec, err := json.Marshal(sp)
+	if err != nil {
+		return false, nil, err
+	}
+	n.metrics.forwarded.WithLabelValues(n.cfg.Region, home).Inc()
+	var resp apiv1.ScheduleEnqueueResponse
+	_, err = n.call(ctx, api, http.MethodPost, "/v1/internal/enqueue", apiv1.ScheduleEnqueue{ID: id, Spec: spec}, &resp)
+	var pe *PeerError
+	if errors.As(err, &pe) && (pe.Status == http.StatusBadRequest || pe.Status == http.StatusRequestEntityTooLarge ||
+		pe.Status == http.StatusUnprocessableEntity) {
+		return false, err, nil
+	}
+	if err != nil {
+		return false, nil, err
+	}
+	return resp.Created, nil, nil
+}
+
+// EnqueueFixed accepts a task under a fixed id in this region, unplaced
+// (the region leader places it when due). created is false when a task
+// with the id exists already; state is the task's state either way.
+func (n *Node) EnqueueFixed(ctx context.Context, id string, sp *queue.Spec) (created bool, state queue.State, err error) {
+	if err := sp.Normalize(n.cfg.Defaults, n.cfg.Now()); err != nil {
+		return false, "", err
+	}
+	res, err := n.store.Submit(ctx, queue.NewTask{ID: id, Spec: sp})
+	if err != nil {
+		return false, "", err
+	}
+	r := res[0]
+	switch {
+	case errors.Is(r.Err, queue.ErrExists):
+		return false, r.State, nil
+	case r.Err != nil:
+		return false, "", r.Err
+	}
+	n.metrics.submitted.WithLabelValues(n.cfg.Region, sp.Tenant, sp.Type).Inc()
+	n.wake()
+	return true, r.State, nil
+}
+
+// Unfinished reports whether the task id exists and has not ended, wherever
+// it is held. A task no region knows (expired after its retention) has
+// finished.
+func (n *Node) Unfinished(ctx context.Context, id string) (bool, error) {
+	t, err := n.Get(ctx, id, 0)
+	switch {
+	case errors.Is(err, queue.ErrNotFound), isPeerNotFound(err):
+		return false, nil
+	case err != nil:
+		return false, err
+	}
+	return !t.State.Terminal(), nil
+}
+
+// CancelTask asks the task id to stop wherever it is held, as by, through
+// the task cancel path (Act), from this server as the origin of the call
+// (a task is at most one forward away). A task missing or ended already,
+// here or in the region that holds it, is not an error.
+func (n *Node) CancelTask(ctx context.Context, id, by string) error {
+	_, err := n.Act(withHops(ctx, 0), OpCancel, id, 0, by, 0)
+	var te *queue.TransitionError
+	var pe *PeerError
+	switch {
+	case err == nil, errors.Is(err, queue.ErrNotFound), errors.As(err, &te):
+		return nil
+	case errors.As(err, &pe) && (pe.Status == http.StatusNotFound || pe.Status == http.StatusConflict):
+		return nil // the region that holds it says so: missing, or ended
+	}
+	return err
+}
+
+// wake tells the region's cell that tasks arrived, so its leader places
+// them now rather than at its next pass.
+func (n *Node) wake() {
+	if n.cell != nil {
+		n.cell.Wake()
+	}
+}

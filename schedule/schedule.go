@@ -1,0 +1,166 @@
+package schedule
+
+import (
+	"errors"
+	"fmt"
+	"regexp"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/ax-sched/ax/federation/apiv1"
+	"github.com/ax-sched/ax/queue"
+)
+
+// Misfire policies: what the leader does with slots it finds older than the
+// tolerance (no leader ran, the home region was down, the schedule was
+// paused).
+const (
+	MisfireSkip     = "skip"      // fire none of them; go on from now
+	MisfireFireOnce = "fire_once" // one task, for the most recent missed slot
+	MisfireCatchUp  = "catch_up"  // the most recent catch_up_limit missed slots, oldest first
+)
+
+// Overlap policies, as Kubernetes' concurrencyPolicy: what a slot does when
+// the previous slot's task has not finished.
+const (
+	OverlapAllow   = "allow"   // fire anyway
+	OverlapForbid  = "forbid"  // skip this slot
+	OverlapReplace = "replace" // cancel the previous task, then fire
+)
+
+// Catch-up bounds.
+const (
+	DefaultCatchUpLimit = 10
+	MaxCatchUpLimit     = 1000
+)
+
+// State is <prefix>schedule-state/<name>, written by the leader.
+type State struct {
+	// DefRev is the create revision of the definition this state belongs
+	// to: a schedule deleted and created again starts afresh.
+	DefRev        int64      `json:"def_rev"`
+	LastSlot      time.Time  `json:"last_slot"`
+	LastOutcome   string     `json:"last_outcome"`
+	LastFiredSlot *time.Time `json:"last_fired_slot,omitempty"`
+	LastTaskID    string     `json:"last_task_id,omitempty"`
+	UpdatedAt     time.Time  `json:"updated_at"`
+	Leader        int64      `json:"leader_token"` // fencing token of the term that wrote it
+}
+
+var nameRe = regexp.MustCompile(`^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$`)
+
+// Validate checks a request and builds the definition (CreatedAt and
+// CreatedBy are Create's). Errors are *queue.FieldError; a task error names
+// its field as "task.<field>".
+func (s *Scheduler) Validate(req *apiv1.ScheduleRequest) (*apiv1.Schedule, error) {
+	now := s.now()
+	d := &apiv1.Schedule{Name: req.Name, Cron: strings.TrimSpace(req.Cron), Timezone: req.Timezone,
+		HomeRegion: req.HomeRegion, Misfire: req.Misfire, Overlap: req.Overlap, Paused: req.Paused}
+	if d.Name == "" {
+		return nil, fieldError("name", "is required")
+	}
+	if !nameRe.MatchString(d.Name) {
+		return nil, fieldError("name", "must be a DNS label: lowercase letters, digits and -, at most 63, starting and ending with a letter or digit")
+	}
+	if d.Cron == "" {
+		return nil, fieldError("cron", "is required")
+	}
+	if d.Timezone == "" {
+		d.Timezone = "UTC"
+	}
+	c, err := compile(d.Cron, d.Timezone)
+	if err != nil {
+		return nil, err
+	}
+	if c.next(now).IsZero() {
+		return nil, fieldError("cron", "never fires")
+	}
+	if d.HomeRegion == "" {
+		d.HomeRegion = s.cfg.Region
+	}
+	if !slices.Contains(s.cfg.Regions, d.HomeRegion) {
+		return nil, fieldError("home_region", fmt.Sprintf("must be one of the federation's regions %v", s.cfg.Regions))
+	}
+	switch d.Misfire {
+	case "":
+		d.Misfire = MisfireFireOnce
+	case MisfireSkip, MisfireFireOnce, MisfireCatchUp:
+	default:
+		return nil, fieldError("misfire", "must be skip, fire_once or catch_up")
+	}
+	if req.CatchUpLimit != nil {
+		if d.Misfire != MisfireCatchUp {
+			return nil, fieldError("catch_up_limit", "only with misfire catch_up")
+		}
+		if *req.CatchUpLimit < 1 || *req.CatchUpLimit > MaxCatchUpLimit {
+			return nil, fieldError("catch_up_limit", fmt.Sprintf("must be between 1 and %d", MaxCatchUpLimit))
+		}
+		d.CatchUpLimit = *req.CatchUpLimit
+	} else if d.Misfire == MisfireCatchUp {
+		d.CatchUpLimit = DefaultCatchUpLimit
+	}
+	switch d.Overlap {
+	case "":
+		d.Overlap = OverlapAllow
+	case OverlapAllow, OverlapForbid, OverlapReplace:
+	default:
+		return nil, fieldError("overlap", "must be allow, forbid or replace")
+	}
+	if len(req.Jitter) > 0 && string(req.Jitter) != "null" {
+		if err := d.Jitter.UnmarshalJSON(req.Jitter); err != nil {
+			return nil, fieldError("jitter", "must be a duration such as \"30s\"")
+		}
+		if d.Jitter < 0 {
+			return nil, fieldError("jitter", "must not be negative")
+		}
+		// A window as long as the interval would let a run start after the
+		// next slot's run: overlap policies would compare the wrong runs.
+		if gap := c.minGap(now, 16); d.Jitter > 0 && time.Duration(d.Jitter) >= gap {
+			return nil, fieldError("jitter", fmt.Sprintf("must be shorter than the interval between slots (%v)", gap))
+		}
+	}
+	if len(req.Task) == 0 || string(req.Task) == "null" {
+		return nil, fieldError("task", "is required")
+	}
+	sp, err := queue.DecodeSpec(req.Task)
+	if err != nil {
+		return nil, taskFieldError(err)
+	}
+	switch {
+	case sp.RunAt != nil:
+		return nil, fieldError("task.run_at", "a schedule sets each run's time (use jitter to spread runs)")
+	case sp.Delay != 0:
+		return nil, fieldError("task.delay", "a schedule sets each run's time (use jitter to spread runs)")
+	case sp.IdempotencyKey != "" || sp.IdempotencyTTL != 0:
+		return nil, fieldError("task.idempotency_key", "each run's id is derived from the schedule and slot; a key would merge runs")
+	}
+	d.Task = sp
+	return d, nil
+}
+
+// checkTask validates the task as its home region will at each firing,
+// without keeping the defaults it fills in.
+func (s *Scheduler) checkTask(sp *queue.Spec, now time.Time) error {
+	c := *sp
+	if err := c.Normalize(s.cfg.Defaults, now); err != nil {
+		return taskFieldError(err)
+	}
+	return nil
+}
+
+func fieldError(field, msg string) error { return &queue.FieldError{Field: field, Msg: msg} }
+
+// taskFieldError names a spec's field error as a field of "task":
+// "tags.gpu" becomes "task.tags.gpu".
+func taskFieldError(err error) error {
+	var fe *queue.FieldError
+	if errors.As(err, &fe) {
+		f := "task"
+		if fe.Field != "" {
+			f += "." + fe.Field
+		}
+		return &queue.FieldError{Field: f, Msg: fe.Msg}
+	}
+	return err
+}
