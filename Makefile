@@ -36,7 +36,7 @@ race:
 
 # Short fuzz runs of the committed targets (seed corpus always runs in `unit`).
 fuzz:
-	$(GO) test -run '^$$' -fuzz '^FuzzDecodeSpec$$' -fuzztime 10s ./queue/
+	$(GO) test -run '^$$' -fuzz '^FuzzDecodeSpec$$' -fuzztime 10s ./task/
 	$(GO) test -run '^$$' -fuzz '^FuzzSubmitDecode$$' -fuzztime 10s ./federation/
 
 bench:

@@ -9,7 +9,7 @@ import (
 	"time"
 
 	"github.com/ax-sched/ax/federation/apiv1"
-	"github.com/ax-sched/ax/queue"
+	"github.com/ax-sched/ax/task"
 )
 
 // MaxBatch is the most specs one POST /v1/tasks/batch may carry.
@@ -97,7 +97,7 @@ func (c *Client) submitBatchPatiently(ctx context.Context, batch []json.RawMessa
 
 // EncodeSpecs turns specs into the JSON objects SubmitBatch and SubmitAll
 // take.
-func EncodeSpecs(specs ...*queue.Spec) ([]json.RawMessage, error) {
+func EncodeSpecs(specs ...*task.Spec) ([]json.RawMessage, error) {
 	out := make([]json.RawMessage, len(specs))
 	for i, s := range specs {
 		b, err := json.Marshal(s)

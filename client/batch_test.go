@@ -12,7 +12,7 @@ import (
 	"time"
 
 	"github.com/ax-sched/ax/federation/apiv1"
-	"github.com/ax-sched/ax/queue"
+	"github.com/ax-sched/ax/task"
 )
 
 // batchServer accepts every spec whose type is not "bad", answering 201 (or
@@ -34,7 +34,7 @@ func batchServer(t *testing.T, whole ...int) (*fake, *Client) {
 		}
 		var resp apiv1.BatchResponse
 		for i, raw := range req.Tasks {
-			var s queue.Spec
+			var s task.Spec
 			_ = json.Unmarshal(raw, &s)
 			switch s.Type {
 			case "bad":
@@ -46,7 +46,7 @@ func batchServer(t *testing.T, whole ...int) (*fake, *Client) {
 					st = 200
 				}
 				resp.Accepted++
-				resp.Results = append(resp.Results, apiv1.BatchItem{Status: st, Task: &apiv1.SubmitResponse{ID: fmt.Sprintf("c%d-%d", calls, i), State: queue.Ready}})
+				resp.Results = append(resp.Results, apiv1.BatchItem{Status: st, Task: &apiv1.SubmitResponse{ID: fmt.Sprintf("c%d-%d", calls, i), State: task.Ready}})
 			}
 		}
 		_ = json.NewEncoder(w).Encode(resp)
@@ -141,7 +141,7 @@ func TestSubmitAllGivesUpOnLongSaturation(t *testing.T) {
 }
 
 func TestEncodeSpecs(t *testing.T) {
-	raw, err := EncodeSpecs(&queue.Spec{Type: "a"}, &queue.Spec{Type: "b", Critical: true})
+	raw, err := EncodeSpecs(&task.Spec{Type: "a"}, &task.Spec{Type: "b", Critical: true})
 	if err != nil {
 		t.Fatal(err)
 	}

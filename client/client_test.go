@@ -17,7 +17,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/ax-sched/ax/federation/apiv1"
-	"github.com/ax-sched/ax/queue"
+	"github.com/ax-sched/ax/task"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
@@ -84,7 +84,7 @@ func ptr[T any](v T) *T { return &v }
 // Every call: method, path, query, body, headers, and the decoded answer.
 func TestCalls(t *testing.T) {
 	prio := 1
-	spec := &queue.Spec{Type: "report.generate", Priority: &prio, Tags: map[string]string{"gpu": "a100"}}
+	spec := &task.Spec{Type: "report.generate", Priority: &prio, Tags: map[string]string{"gpu": "a100"}}
 	cases := []struct {
 		name   string
 		call   func(context.Context, *Client) (any, error)
@@ -97,47 +97,47 @@ func TestCalls(t *testing.T) {
 			call:   func(ctx context.Context, c *Client) (any, error) { return c.Submit(ctx, spec) },
 			answer: `{"id":"t1","state":"READY","region":"eu-west","pool":"cpu"}`,
 			want:   request{Method: "POST", Path: "/v1/tasks", Body: `{"type":"report.generate","priority":1,"tags":{"gpu":"a100"}}`},
-			result: &apiv1.SubmitResponse{ID: "t1", State: queue.Ready, Region: "eu-west", Pool: ptr("cpu")},
+			result: &apiv1.SubmitResponse{ID: "t1", State: task.Ready, Region: "eu-west", Pool: ptr("cpu")},
 		},
 		{
 			name:   "get escapes the id",
 			call:   func(ctx context.Context, c *Client) (any, error) { return c.Get(ctx, "eu/1 x") },
 			answer: `{"id":"eu/1 x","type":"a","state":"RUNNING","attempts":2}`,
 			want:   request{Method: "GET", Path: "/v1/tasks/eu%2F1%20x"},
-			result: &queue.Task{ID: "eu/1 x", Type: "a", State: queue.Running, Attempts: 2},
+			result: &task.Task{ID: "eu/1 x", Type: "a", State: task.Running, Attempts: 2},
 		},
 		{
 			name:   "trail",
 			call:   func(ctx context.Context, c *Client) (any, error) { return c.Trail(ctx, "t1") },
 			answer: `{"id":"t1","transitions":[{"ts":"2026-01-02T03:04:05Z","to":"PENDING","reason":"SUBMITTED","attempt":0}]}`,
 			want:   request{Method: "GET", Path: "/v1/tasks/t1/trail"},
-			result: &apiv1.TrailResponse{ID: "t1", Transitions: []queue.Transition{{At: time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC), To: queue.Pending, Reason: "SUBMITTED"}}},
+			result: &apiv1.TrailResponse{ID: "t1", Transitions: []task.Transition{{At: time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC), To: task.Pending, Reason: "SUBMITTED"}}},
 		},
 		{
 			name:   "cancel",
 			call:   func(ctx context.Context, c *Client) (any, error) { return c.Cancel(ctx, "t1") },
 			answer: `{"id":"t1","state":"RUNNING","requested":true}`,
 			want:   request{Method: "POST", Path: "/v1/tasks/t1/cancel"},
-			result: &apiv1.CancelResponse{ID: "t1", State: queue.Running, Requested: true},
+			result: &apiv1.CancelResponse{ID: "t1", State: task.Running, Requested: true},
 		},
 		{
 			name:   "replay",
 			call:   func(ctx context.Context, c *Client) (any, error) { return c.Replay(ctx, "t1") },
 			answer: `{"id":"t1","state":"PENDING","type":"a","attempts":5}`, // a whole task reads the same
 			want:   request{Method: "POST", Path: "/v1/tasks/t1/replay"},
-			result: &apiv1.TaskUpdate{ID: "t1", State: queue.Pending},
+			result: &apiv1.TaskUpdate{ID: "t1", State: task.Pending},
 		},
 		{
 			name:   "priority",
 			call:   func(ctx context.Context, c *Client) (any, error) { return c.SetPriority(ctx, "t1", 0) },
 			answer: `{"id":"t1","state":"READY","priority":0}`,
 			want:   request{Method: "POST", Path: "/v1/tasks/t1/priority", Body: `{"priority":0}`},
-			result: &apiv1.TaskUpdate{ID: "t1", State: queue.Ready, Priority: ptr(0)},
+			result: &apiv1.TaskUpdate{ID: "t1", State: task.Ready, Priority: ptr(0)},
 		},
 		{
 			name: "bulk cancel",
 			call: func(ctx context.Context, c *Client) (any, error) {
-				return c.BulkCancel(ctx, apiv1.BulkCancelRequest{Type: "x", State: queue.Ready})
+				return c.BulkCancel(ctx, apiv1.BulkCancelRequest{Type: "x", State: task.Ready})
 			},
 			answer: `{"canceled":7}`,
 			want:   request{Method: "POST", Path: "/v1/tasks/cancel", Body: `{"type":"x","state":"READY"}`},
@@ -150,7 +150,7 @@ func TestCalls(t *testing.T) {
 			},
 			answer: `{"tasks":[{"id":"t9","type":"a.b","state":"FAILED","last_error":"boom"}]}`,
 			want:   request{Method: "GET", Path: "/v1/dlq", Query: "limit=50&offset=100&tenant=acme&type=a.b"},
-			result: &apiv1.TaskList{Tasks: []*queue.Task{{ID: "t9", Type: "a.b", State: queue.Failed, LastError: "boom"}}},
+			result: &apiv1.TaskList{Tasks: []*task.Task{{ID: "t9", Type: "a.b", State: task.Failed, LastError: "boom"}}},
 		},
 		{
 			name: "bulk cancel in every region, one unavailable",
@@ -169,7 +169,7 @@ func TestCalls(t *testing.T) {
 			},
 			answer: `{"tasks":[{"id":"t9","state":"FAILED","held_by":"eu-west"}],"next_cursor":"MToy","regions":[{"region":"eu-west","count":1}],"unavailable":[]}`,
 			want:   request{Method: "GET", Path: "/v1/dlq", Query: "cursor=MTox&limit=1&region=eu-west"},
-			result: &apiv1.TaskList{Tasks: []*queue.Task{{ID: "t9", State: queue.Failed, HeldBy: "eu-west"}}, NextCursor: "MToy",
+			result: &apiv1.TaskList{Tasks: []*task.Task{{ID: "t9", State: task.Failed, HeldBy: "eu-west"}}, NextCursor: "MToy",
 				Regions: []apiv1.RegionOutcome{{Region: "eu-west", Count: 1}}, Unavailable: []string{}},
 		},
 		{
@@ -177,7 +177,7 @@ func TestCalls(t *testing.T) {
 			call:   func(ctx context.Context, c *Client) (any, error) { return c.DeadLetters(ctx, DeadLetterFilter{}) },
 			answer: `{"tasks":[]}`,
 			want:   request{Method: "GET", Path: "/v1/dlq"},
-			result: &apiv1.TaskList{Tasks: []*queue.Task{}},
+			result: &apiv1.TaskList{Tasks: []*task.Task{}},
 		},
 		{
 			name:   "regions",
@@ -198,7 +198,7 @@ func TestCalls(t *testing.T) {
 		},
 		{
 			name:   "explain",
-			call:   func(ctx context.Context, c *Client) (any, error) { return c.Explain(ctx, &queue.Spec{Type: "a"}) },
+			call:   func(ctx context.Context, c *Client) (any, error) { return c.Explain(ctx, &task.Spec{Type: "a"}) },
 			answer: `{"outcome":"PLACED","chosen":{"region":"r","pool":"p","chosen":true},"candidates":[{"region":"r","pool":"p","chosen":true},{"region":"r","pool":"q","rejected":"TAG_MISMATCH"}]}`,
 			want:   request{Method: "POST", Path: "/v1/placement/explain", Body: `{"type":"a"}`},
 			result: &apiv1.Explanation{
@@ -214,7 +214,7 @@ func TestCalls(t *testing.T) {
 			},
 			answer: `{"region":"eu-west","events":[{"id":"3-0","shard":0,"op":"claim","n":2,"tasks":["a","b"]}],"next":"3-0,2-0"}`,
 			want:   request{Method: "GET", Path: "/v1/events", Query: "after=1-0%2C2-0&region=eu-west&wait=15s"},
-			result: &apiv1.EventsResponse{Region: "eu-west", Next: "3-0,2-0", Events: []queue.Event{{ID: "3-0", Op: "claim", N: 2, Tasks: []string{"a", "b"}}}},
+			result: &apiv1.EventsResponse{Region: "eu-west", Next: "3-0,2-0", Events: []task.Event{{ID: "3-0", Op: "claim", N: 2, Tasks: []string{"a", "b"}}}},
 		},
 		{
 			name: "submit dag",
@@ -329,7 +329,7 @@ func TestSubmitDuplicate(t *testing.T) {
 	}{{http.StatusCreated, false}, {http.StatusOK, true}} {
 		t.Run(fmt.Sprint(tc.status), func(t *testing.T) {
 			_, c := newFake(t, reply(tc.status, `{"id":"t1","state":"PENDING","region":"r","pool":null}`))
-			got, err := c.Submit(ctxT(t), &queue.Spec{Type: "a", IdempotencyKey: "k"})
+			got, err := c.Submit(ctxT(t), &task.Spec{Type: "a", IdempotencyKey: "k"})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -568,20 +568,20 @@ func TestRefusedBeforeAnyRequest(t *testing.T) {
 func TestValidateSpec(t *testing.T) {
 	bad := 9
 	for _, tc := range []struct {
-		spec  queue.Spec
+		spec  task.Spec
 		field string
 	}{
-		{spec: queue.Spec{Type: "a"}},
-		{spec: queue.Spec{Type: ""}, field: "type"},
-		{spec: queue.Spec{Type: "a", Priority: &bad}, field: "priority"},
-		{spec: queue.Spec{Type: "a", Tags: map[string]string{"GPU": "x"}}, field: "tags.GPU"},
-		{spec: queue.Spec{Type: "a", Delay: queue.Duration(-time.Second)}, field: "delay"},
-		{spec: queue.Spec{Type: "a", Payload: json.RawMessage(strings.Repeat("1", 2<<20))}}, // size is the server's to judge
+		{spec: task.Spec{Type: "a"}},
+		{spec: task.Spec{Type: ""}, field: "type"},
+		{spec: task.Spec{Type: "a", Priority: &bad}, field: "priority"},
+		{spec: task.Spec{Type: "a", Tags: map[string]string{"GPU": "x"}}, field: "tags.GPU"},
+		{spec: task.Spec{Type: "a", Delay: task.Duration(-time.Second)}, field: "delay"},
+		{spec: task.Spec{Type: "a", Payload: json.RawMessage(strings.Repeat("1", 2<<20))}}, // size is the server's to judge
 	} {
 		s := tc.spec
 		before := s
 		err := ValidateSpec(&s)
-		var fe *queue.FieldError
+		var fe *task.FieldError
 		switch {
 		case tc.field == "" && err != nil:
 			t.Errorf("%+v: %v", tc.spec.Type, err)

@@ -8,7 +8,7 @@ import (
 	"time"
 
 	"github.com/ax-sched/ax/federation/apiv1"
-	"github.com/ax-sched/ax/queue"
+	"github.com/ax-sched/ax/task"
 )
 
 // Regions lists the regions with their leaders and pools (GET /v1/regions).
@@ -34,7 +34,7 @@ func (c *Client) Drain(ctx context.Context, region string) (*apiv1.DrainResponse
 // Explain asks where the spec would be placed now, with every candidate
 // pool's filters and score parts (POST /v1/placement/explain). Nothing is
 // submitted or counted.
-func (c *Client) Explain(ctx context.Context, spec *queue.Spec) (*apiv1.Explanation, error) {
+func (c *Client) Explain(ctx context.Context, spec *task.Spec) (*apiv1.Explanation, error) {
 	if spec == nil {
 		return nil, errors.New("client: Explain: nil spec")
 	}

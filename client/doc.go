@@ -11,7 +11,7 @@
 // # Wire types
 //
 // Requests and answers are the types of package apiv1 (shared with the
-// server) and queue.Spec / queue.Task. DAGs and schedules pass through as
+// server) and task.Spec / task.Task. DAGs and schedules pass through as
 // json.RawMessage: the client adds nothing to them.
 //
 // # Errors

@@ -8,7 +8,7 @@ import (
 	"time"
 
 	"github.com/ax-sched/ax/client"
-	"github.com/ax-sched/ax/queue"
+	"github.com/ax-sched/ax/task"
 )
 
 // Submit a task, wait out backpressure, and tell a bad spec from the rest.
@@ -21,7 +21,7 @@ func ExampleClient_Submit() {
 	defer cancel()
 
 	prio := 1
-	spec := &queue.Spec{Type: "report.generate", Priority: &prio, Tags: map[string]string{"class": "spot"}}
+	spec := &task.Spec{Type: "report.generate", Priority: &prio, Tags: map[string]string{"class": "spot"}}
 	for {
 		res, err := c.Submit(ctx, spec)
 		var apiErr *client.APIError

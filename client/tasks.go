@@ -10,12 +10,12 @@ import (
 	"time"
 
 	"github.com/ax-sched/ax/federation/apiv1"
-	"github.com/ax-sched/ax/queue"
+	"github.com/ax-sched/ax/task"
 )
 
 // Submit submits one task (POST /v1/tasks). A repeated idempotency key
 // answers 200 with the first task: Duplicate is set then.
-func (c *Client) Submit(ctx context.Context, spec *queue.Spec) (*apiv1.SubmitResponse, error) {
+func (c *Client) Submit(ctx context.Context, spec *task.Spec) (*apiv1.SubmitResponse, error) {
 	if spec == nil {
 		return nil, errors.New("client: Submit: nil spec")
 	}
@@ -29,8 +29,8 @@ func (c *Client) Submit(ctx context.Context, spec *queue.Spec) (*apiv1.SubmitRes
 }
 
 // Get reads a task (GET /v1/tasks/{id}).
-func (c *Client) Get(ctx context.Context, id string) (*queue.Task, error) {
-	var out queue.Task
+func (c *Client) Get(ctx context.Context, id string) (*task.Task, error) {
+	var out task.Task
 	if _, err := c.do(ctx, http.MethodGet, taskPath(id), nil, nil, &out); err != nil {
 		return nil, err
 	}
@@ -68,7 +68,7 @@ func (c *Client) Replay(ctx context.Context, id string) (*apiv1.TaskUpdate, erro
 }
 
 // SetPriority changes a waiting task's priority, 0 (highest) to
-// queue.MaxPriority (POST /v1/tasks/{id}/priority).
+// task.MaxPriority (POST /v1/tasks/{id}/priority).
 func (c *Client) SetPriority(ctx context.Context, id string, priority int) (*apiv1.TaskUpdate, error) {
 	var out apiv1.TaskUpdate
 	in := apiv1.PriorityRequest{Priority: &priority}
@@ -146,25 +146,25 @@ func (c *Client) DeadLetters(ctx context.Context, f DeadLetterFilter) (*apiv1.Ta
 	return &out, nil
 }
 
-// ValidateSpec checks a spec with the server's own rules (queue.Normalize
+// ValidateSpec checks a spec with the server's own rules (task.Spec.Normalize
 // with the design's defaults) without changing it, so a caller can refuse
 // a bad spec before sending anything. Limits a region may configure (the
-// payload size) are left to the server. The error is a *queue.FieldError.
-func ValidateSpec(spec *queue.Spec) error {
+// payload size) are left to the server. The error is a *task.FieldError.
+func ValidateSpec(spec *task.Spec) error {
 	if spec == nil {
-		return &queue.FieldError{Msg: "no spec"}
+		return &task.FieldError{Msg: "no spec"}
 	}
 	// A shallow copy is enough: Normalize assigns fields, it does not write
 	// through the spec's maps, slices or pointers.
 	c := *spec
-	d := queue.DefaultDefaults()
+	d := task.DefaultDefaults()
 	d.MaxPayload = 0
 	if err := c.Normalize(d, time.Now()); err != nil {
-		var fe *queue.FieldError
+		var fe *task.FieldError
 		if errors.As(err, &fe) {
 			return fe
 		}
-		return &queue.FieldError{Msg: fmt.Sprint(err)}
+		return &task.FieldError{Msg: fmt.Sprint(err)}
 	}
 	return nil
 }

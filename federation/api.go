@@ -16,6 +16,7 @@ import (
 	"github.com/ax-sched/ax/federation/apiv1"
 	"github.com/ax-sched/ax/placement"
 	"github.com/ax-sched/ax/queue"
+	"github.com/ax-sched/ax/task"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 )
@@ -134,8 +135,8 @@ func (e *apiError) Error() string { return e.msg }
 // toAPIError is the one mapping of internal errors to HTTP statuses.
 func toAPIError(err error) *apiError {
 	var ae *apiError
-	var fe *queue.FieldError
-	var te *queue.TransitionError
+	var fe *task.FieldError
+	var te *task.TransitionError
 	var pe *PlacementError
 	var peer *PeerError
 	var mbe *http.MaxBytesError
@@ -153,11 +154,11 @@ func toAPIError(err error) *apiError {
 			return &apiError{status: 413, code: apiv1.CodeTooLarge, msg: fe.Error(), field: "payload"}
 		}
 		return &apiError{status: 400, code: apiv1.CodeInvalid, msg: fe.Msg, field: fe.Field}
-	case errors.Is(err, queue.ErrBadID):
+	case errors.Is(err, task.ErrBadID):
 		return &apiError{status: 404, code: apiv1.CodeNotFound, msg: "no such task (malformed id)", field: "id"}
-	case errors.Is(err, queue.ErrNotFound):
+	case errors.Is(err, task.ErrNotFound):
 		return &apiError{status: 404, code: apiv1.CodeNotFound, msg: "no such task"}
-	case errors.Is(err, queue.ErrIdempotencyConflict):
+	case errors.Is(err, task.ErrIdempotencyConflict):
 		return &apiError{status: 409, code: apiv1.CodeConflict, msg: "idempotency key already used with a different spec", field: "idempotency_key"}
 	case errors.As(err, &te):
 		return &apiError{status: 409, code: apiv1.CodeFailedPrecond, msg: te.Error()}
@@ -243,20 +244,20 @@ func decode(w http.ResponseWriter, r *http.Request, limit int64, v any) error {
 			return err
 		}
 		if errors.Is(err, io.EOF) {
-			return &queue.FieldError{Field: "", Msg: "empty body; a JSON object is required"}
+			return &task.FieldError{Field: "", Msg: "empty body; a JSON object is required"}
 		}
 		var te *json.UnmarshalTypeError
 		if errors.As(err, &te) {
-			return &queue.FieldError{Field: te.Field, Msg: "must be " + te.Type.String()}
+			return &task.FieldError{Field: te.Field, Msg: "must be " + te.Type.String()}
 		}
 		msg := err.Error()
 		if f, ok := strings.CutPrefix(msg, "json: unknown field "); ok {
-			return &queue.FieldError{Field: strings.Trim(f, `"`), Msg: "unknown field"}
+			return &task.FieldError{Field: strings.Trim(f, `"`), Msg: "unknown field"}
 		}
-		return &queue.FieldError{Msg: "invalid JSON: " + strings.TrimPrefix(msg, "json: ")}
+		return &task.FieldError{Msg: "invalid JSON: " + strings.TrimPrefix(msg, "json: ")}
 	}
 	if dec.More() {
-		return &queue.FieldError{Msg: "unexpected data after the JSON object"}
+		return &task.FieldError{Msg: "unexpected data after the JSON object"}
 	}
 	return nil
 }
@@ -267,20 +268,20 @@ func hops(r *http.Request) int {
 }
 
 // readSpec reads one spec body and applies the principal's tenant.
-func (a *API) readSpec(w http.ResponseWriter, r *http.Request, p Principal) (*queue.Spec, error) {
+func (a *API) readSpec(w http.ResponseWriter, r *http.Request, p Principal) (*task.Spec, error) {
 	r.Body = http.MaxBytesReader(w, r.Body, int64(a.cfg.MaxPayload)+64<<10)
 	b, err := io.ReadAll(r.Body)
 	if err != nil {
 		return nil, err
 	}
-	sp, err := queue.DecodeSpec(b)
+	sp, err := task.DecodeSpec(b)
 	if err != nil {
 		return nil, err
 	}
 	return sp, a.applyTenant(sp, p)
 }
 
-func (a *API) applyTenant(sp *queue.Spec, p Principal) error {
+func (a *API) applyTenant(sp *task.Spec, p Principal) error {
 	if p.Tenant != "" {
 		if sp.Tenant != "" && sp.Tenant != p.Tenant {
 			return &apiError{status: 403, code: apiv1.CodeForbidden, msg: "this token may only submit for tenant " + p.Tenant, field: "tenant"}
@@ -307,7 +308,7 @@ func (a *API) submit(w http.ResponseWriter, r *http.Request, p Principal) error 
 	if err != nil {
 		return err
 	}
-	o := a.n.Submit(r.Context(), []*queue.Spec{sp}, hops(r) > 0)[0]
+	o := a.n.Submit(r.Context(), []*task.Spec{sp}, hops(r) > 0)[0]
 	if o.Err != nil {
 		return o.Err
 	}
@@ -331,10 +332,10 @@ func (a *API) submitBatch(w http.ResponseWriter, r *http.Request, p Principal) e
 		return &apiError{status: 400, code: apiv1.CodeInvalid, msg: fmt.Sprintf("a batch holds 1 to %d tasks", MaxBatch), field: "tasks"}
 	}
 	resp := apiv1.BatchResponse{Results: make([]apiv1.BatchItem, len(req.Tasks))}
-	var specs []*queue.Spec
+	var specs []*task.Spec
 	var idx []int
 	for i, raw := range req.Tasks {
-		sp, err := queue.DecodeSpec(raw)
+		sp, err := task.DecodeSpec(raw)
 		if err == nil {
 			err = a.applyTenant(sp, p)
 		}
@@ -384,7 +385,7 @@ func (a *API) get(w http.ResponseWriter, r *http.Request, p Principal) error {
 		return err
 	}
 	if !p.sees(t.Tenant) {
-		return queue.ErrNotFound // 404, so ids of other tenants do not leak
+		return task.ErrNotFound // 404, so ids of other tenants do not leak
 	}
 	writeJSON(w, http.StatusOK, t)
 	return nil
@@ -400,7 +401,7 @@ func (a *API) visible(ctx context.Context, p Principal, id string, h int) error 
 		return err
 	}
 	if !p.sees(t.Tenant) {
-		return queue.ErrNotFound
+		return task.ErrNotFound
 	}
 	return nil
 }
@@ -415,7 +416,7 @@ func (a *API) trail(w http.ResponseWriter, r *http.Request, p Principal) error {
 		return err
 	}
 	if tr == nil {
-		tr = []queue.Transition{}
+		tr = []task.Transition{}
 	}
 	writeJSON(w, http.StatusOK, apiv1.TrailResponse{ID: id, Transitions: tr})
 	return nil
@@ -431,10 +432,10 @@ func (a *API) act(op TaskOp) handler {
 				return err
 			}
 			if req.Priority == nil {
-				return &queue.FieldError{Field: "priority", Msg: "is required"}
+				return &task.FieldError{Field: "priority", Msg: "is required"}
 			}
-			if *req.Priority < 0 || *req.Priority > queue.MaxPriority {
-				return &queue.FieldError{Field: "priority", Msg: fmt.Sprintf("must be between 0 and %d", queue.MaxPriority)}
+			if *req.Priority < 0 || *req.Priority > task.MaxPriority {
+				return &task.FieldError{Field: "priority", Msg: fmt.Sprintf("must be between 0 and %d", task.MaxPriority)}
 			}
 			prio = *req.Priority
 		}
@@ -449,7 +450,7 @@ func (a *API) act(op TaskOp) handler {
 		case OpCancel:
 			// RUNNING: the worker stops it; PENDING: its hand-off to another
 			// region is in flight and carries the cancel there.
-			writeJSON(w, http.StatusOK, apiv1.CancelResponse{ID: id, State: st, Requested: st == queue.Running || st == queue.Pending})
+			writeJSON(w, http.StatusOK, apiv1.CancelResponse{ID: id, State: st, Requested: st == task.Running || st == task.Pending})
 		default:
 			t, err := a.n.Get(r.Context(), id, hops(r))
 			if err != nil {
@@ -470,10 +471,10 @@ func (a *API) bulkCancel(w http.ResponseWriter, r *http.Request, p Principal) er
 		return err
 	}
 	if req.Type == "" && req.State == "" && req.Tenant == "" {
-		return &queue.FieldError{Field: "type", Msg: "give at least one of type, state, tenant"}
+		return &task.FieldError{Field: "type", Msg: "give at least one of type, state, tenant"}
 	}
-	if req.State != "" && req.State != queue.Pending && req.State != queue.Ready {
-		return &queue.FieldError{Field: "state", Msg: "must be PENDING or READY"}
+	if req.State != "" && req.State != task.Pending && req.State != task.Ready {
+		return &task.FieldError{Field: "state", Msg: "must be PENDING or READY"}
 	}
 	if p.Tenant != "" {
 		if req.Tenant != "" && req.Tenant != p.Tenant {
@@ -544,7 +545,7 @@ func (a *API) drain(w http.ResponseWriter, r *http.Request, _ Principal) error {
 	if v := r.URL.Query().Get("rate"); v != "" {
 		n, err := strconv.Atoi(v)
 		if err != nil || n < 1 {
-			return &queue.FieldError{Field: "rate", Msg: "must be a positive integer (tasks per second)"}
+			return &task.FieldError{Field: "rate", Msg: "must be a positive integer (tasks per second)"}
 		}
 		rate = n
 	}
@@ -612,7 +613,7 @@ func (a *API) events(w http.ResponseWriter, r *http.Request, _ Principal) error 
 	if v := q.Get("wait"); v != "" {
 		d, err := time.ParseDuration(v)
 		if err != nil || d < 0 || d > time.Minute {
-			return &queue.FieldError{Field: "wait", Msg: "a duration up to 1m"}
+			return &task.FieldError{Field: "wait", Msg: "a duration up to 1m"}
 		}
 		wait = d
 	}
@@ -628,7 +629,7 @@ func (a *API) events(w http.ResponseWriter, r *http.Request, _ Principal) error 
 		return err
 	}
 	if evs == nil {
-		evs = []queue.Event{}
+		evs = []task.Event{}
 	}
 	writeJSON(w, http.StatusOK, apiv1.EventsResponse{Region: a.n.cfg.Region, Events: evs, Next: strings.Join(next, ",")})
 	return nil
@@ -685,7 +686,7 @@ func (a *API) handoffBatch(w http.ResponseWriter, r *http.Request, _ Principal) 
 		return err
 	}
 	if len(req.Items) == 0 || len(req.Items) > MaxBatch {
-		return &queue.FieldError{Field: "items", Msg: fmt.Sprintf("a batch holds 1 to %d hand-offs", MaxBatch)}
+		return &task.FieldError{Field: "items", Msg: fmt.Sprintf("a batch holds 1 to %d hand-offs", MaxBatch)}
 	}
 	hs := make([]apiv1.HandOff, len(req.Items))
 	first := make(map[string]int, len(hs))
@@ -695,7 +696,7 @@ func (a *API) handoffBatch(w http.ResponseWriter, r *http.Request, _ Principal) 
 			return err
 		}
 		if j, ok := first[hs[i].ID]; ok {
-			return &queue.FieldError{Field: fmt.Sprintf("items[%d].id", i), Msg: fmt.Sprintf("repeats items[%d].id", j)}
+			return &task.FieldError{Field: fmt.Sprintf("items[%d].id", i), Msg: fmt.Sprintf("repeats items[%d].id", j)}
 		}
 		first[hs[i].ID] = i
 	}
@@ -722,7 +723,7 @@ func (a *API) handoffBatch(w http.ResponseWriter, r *http.Request, _ Principal) 
 
 // decodeHandOff reads one item of a hand-off batch strictly; the error's
 // field is relative to the item.
-func decodeHandOff(raw json.RawMessage, h *apiv1.HandOff) *queue.FieldError {
+func decodeHandOff(raw json.RawMessage, h *apiv1.HandOff) *task.FieldError {
 	dec := json.NewDecoder(bytes.NewReader(raw))
 	dec.DisallowUnknownFields()
 	err := dec.Decode(h)
@@ -732,14 +733,14 @@ func decodeHandOff(raw json.RawMessage, h *apiv1.HandOff) *queue.FieldError {
 	var te *json.UnmarshalTypeError
 	switch {
 	case errors.As(err, &te) && te.Field == "":
-		return &queue.FieldError{Msg: "must be a JSON object {id, pool, spec}"}
+		return &task.FieldError{Msg: "must be a JSON object {id, pool, spec}"}
 	case errors.As(err, &te):
-		return &queue.FieldError{Field: te.Field, Msg: "must be " + te.Type.String()}
+		return &task.FieldError{Field: te.Field, Msg: "must be " + te.Type.String()}
 	}
 	if f, ok := strings.CutPrefix(err.Error(), "json: unknown field "); ok {
-		return &queue.FieldError{Field: strings.Trim(f, `"`), Msg: "unknown field"}
+		return &task.FieldError{Field: strings.Trim(f, `"`), Msg: "unknown field"}
 	}
-	return &queue.FieldError{Msg: "invalid hand-off: " + strings.TrimPrefix(err.Error(), "json: ")}
+	return &task.FieldError{Msg: "invalid hand-off: " + strings.TrimPrefix(err.Error(), "json: ")}
 }
 
 // handOffRefusal is the status and error of item i of a batch that is not
@@ -755,10 +756,10 @@ func handOffRefusal(i int, err error) (int, apiv1.Error) {
 			e.Field = item + "." + rf.field
 		}
 		return http.StatusUnprocessableEntity, e
-	case errors.Is(err, queue.ErrBadID):
+	case errors.Is(err, task.ErrBadID):
 		return http.StatusBadRequest, apiv1.Error{Code: apiv1.CodeInvalid, Message: err.Error(), Field: item + ".id"}
 	}
-	// The spec's own faults (queue.FieldError: 400, or 413 for its payload).
+	// The spec's own faults (task.FieldError: 400, or 413 for its payload).
 	e := toAPIError(err)
 	b := e.body()
 	b.Field = strings.TrimSuffix(item+".spec."+b.Field, ".")

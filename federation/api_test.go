@@ -9,6 +9,7 @@ import (
 
 	"github.com/ax-sched/ax/federation/apiv1"
 	"github.com/ax-sched/ax/queue"
+	"github.com/ax-sched/ax/task"
 )
 
 // The API contract of issue 5 (DESIGN §6): every endpoint api.go serves and
@@ -160,7 +161,7 @@ func TestAPIContract(t *testing.T) {
 				t.Fatalf("GET on %s: %+v", srv, tk)
 			}
 		}
-		if tk, _ := f.r(aws).store.Get(ctx, sr.ID); tk.State != queue.Ready {
+		if tk, _ := f.r(aws).store.Get(ctx, sr.ID); tk.State != task.Ready {
 			t.Fatalf("another tenant's cancel touched the task: %s", tk.State)
 		}
 		for _, id := range []string{"nope", "0000000000000000.0.aws-use1", "0000000000000000.0.gcp-euw4", "0000000000000000.0.mars-1"} {
@@ -316,11 +317,11 @@ func TestAPIContract(t *testing.T) {
 		sr := f.submitOK(aws, tokAcme, local("op.target"))
 		tk, rep := f.getTask(gcp, tokAcme, sr.ID) // forwarded to its home
 		rep.want(t, http.StatusOK)
-		if tk.State != queue.Ready || tk.Pool != poolSpot || tk.Type != "op.target" || tk.Priority != 2 || tk.CreatedAt.IsZero() {
+		if tk.State != task.Ready || tk.Pool != poolSpot || tk.Type != "op.target" || tk.Priority != 2 || tk.CreatedAt.IsZero() {
 			t.Fatalf("GET: %+v", tk)
 		}
 		tr := f.trail(gcp, tokAcme, sr.ID)
-		if len(tr) == 0 || tr[0].To != queue.Ready || tr[0].Reason != queue.ReasonPlaced {
+		if len(tr) == 0 || tr[0].To != task.Ready || tr[0].Reason != task.ReasonPlaced {
 			t.Fatalf("trail: %+v", tr)
 		}
 		for _, tc := range []struct {
@@ -332,17 +333,17 @@ func TestAPIContract(t *testing.T) {
 				t.Fatalf("priority %s: %s", tc.body, rep.Body)
 			}
 		}
-		var after queue.Task
+		var after task.Task
 		f.call(http.MethodPost, f.r(az).url()+"/v1/tasks/"+sr.ID+"/priority", tokOperator, spec{"priority": 0}).want(t, http.StatusOK).json(t, &after)
-		if after.Priority != 0 || after.ID != sr.ID || after.State != queue.Ready {
+		if after.Priority != 0 || after.ID != sr.ID || after.State != task.Ready {
 			t.Fatalf("after the priority change: %+v", after)
 		}
-		if !hasReason(f.trail(aws, tokAcme, sr.ID), queue.ReasonPriority) {
+		if !hasReason(f.trail(aws, tokAcme, sr.ID), task.ReasonPriority) {
 			t.Fatal("the trail lacks PRIORITY_CHANGED")
 		}
 		var cr apiv1.CancelResponse
 		f.call(http.MethodPost, f.r(az).url()+"/v1/tasks/"+sr.ID+"/cancel", tokOperator, nil).want(t, http.StatusOK).json(t, &cr)
-		if cr.State != queue.Canceled || cr.Requested {
+		if cr.State != task.Canceled || cr.Requested {
 			t.Fatalf("cancel: %+v", cr)
 		}
 		rep = f.call(http.MethodPost, tasks+"/"+sr.ID+"/cancel", tokOperator, nil).want(t, http.StatusConflict)
@@ -356,7 +357,7 @@ func TestAPIContract(t *testing.T) {
 			t.Fatalf("claim: %+v %v", held, err)
 		}
 		f.call(http.MethodPost, tasks+"/"+run.ID+"/cancel", tokAdmin, nil).want(t, http.StatusOK).json(t, &cr)
-		if cr.State != queue.Running || !cr.Requested {
+		if cr.State != task.Running || !cr.Requested {
 			t.Fatalf("cancel of a running task: %+v", cr)
 		}
 		stops, err := f.r(aws).store.Heartbeat(ctx, "w-op", poolSpot, 1, []queue.Lease{{ID: run.ID, Token: held[0].LeaseToken}})
@@ -370,10 +371,10 @@ func TestAPIContract(t *testing.T) {
 		}
 		eventually(t, 5*time.Second, "handed off", func() bool {
 			tk, _ := f.r(aws).store.Get(ctx, away.ID)
-			return tk.State == queue.HandedOff
+			return tk.State == task.HandedOff
 		})
 		f.call(http.MethodPost, f.r(gcp).url()+"/v1/tasks/"+away.ID+"/cancel", tokOperator, nil).want(t, http.StatusOK).json(t, &cr)
-		if tk, _ := f.r(az).store.Get(ctx, away.ID); cr.State != queue.Canceled || tk.State != queue.Canceled {
+		if tk, _ := f.r(az).store.Get(ctx, away.ID); cr.State != task.Canceled || tk.State != task.Canceled {
 			t.Fatalf("cancel through the home: %+v, target record %s", cr, tk.State)
 		}
 	})
@@ -408,7 +409,7 @@ func TestAPIContract(t *testing.T) {
 			t.Fatalf("cancelled %d PENDING, want the delayed one", bc.Canceled)
 		}
 		n := 0
-		_ = f.r(aws).store.Waiting(ctx, queue.Filter{Type: "bulk.keep"}, func(ts []*queue.Task) error { n += len(ts); return nil })
+		_ = f.r(aws).store.Waiting(ctx, queue.Filter{Type: "bulk.keep"}, func(ts []*task.Task) error { n += len(ts); return nil })
 		if n != 5 {
 			t.Fatalf("the filter hit other types: %d of 5 bulk.keep left", n)
 		}
@@ -421,12 +422,12 @@ func TestAPIContract(t *testing.T) {
 			t.Fatalf("claim: %+v %v", held, err)
 		}
 		st, _, err := f.r(aws).store.Fail(ctx, queue.Failure{ID: sr.ID, Token: held[0].LeaseToken, Error: "boom", Retryable: true})
-		if err != nil || st != queue.Failed {
+		if err != nil || st != task.Failed {
 			t.Fatalf("fail: %s %v", st, err)
 		}
 		var dl apiv1.TaskList
 		f.call(http.MethodGet, f.r(aws).url()+"/v1/dlq?type=dlq.poison", tokAcme, nil).want(t, http.StatusOK).json(t, &dl)
-		if len(dl.Tasks) != 1 || dl.Tasks[0].ID != sr.ID || dl.Tasks[0].LastError != "boom" || dl.Tasks[0].State != queue.Failed {
+		if len(dl.Tasks) != 1 || dl.Tasks[0].ID != sr.ID || dl.Tasks[0].LastError != "boom" || dl.Tasks[0].State != task.Failed {
 			t.Fatalf("dlq: %+v", dl.Tasks)
 		}
 		f.call(http.MethodGet, f.r(aws).url()+"/v1/dlq", tokGlobex, nil).want(t, http.StatusOK).json(t, &dl)
@@ -443,16 +444,16 @@ func TestAPIContract(t *testing.T) {
 				t.Fatalf("%s: field %q", q, field)
 			}
 		}
-		var replayed queue.Task
+		var replayed task.Task
 		f.call(http.MethodPost, f.r(gcp).url()+"/v1/tasks/"+sr.ID+"/replay", tokOperator, nil).want(t, http.StatusOK).json(t, &replayed)
-		if replayed.ID != sr.ID || replayed.State == queue.Failed {
+		if replayed.ID != sr.ID || replayed.State == task.Failed {
 			t.Fatalf("replay: %+v", replayed)
 		}
 		eventually(t, 5*time.Second, "the replayed task is placed again", func() bool {
 			tk, _ := f.getTask(aws, tokAcme, sr.ID)
-			return tk.State == queue.Ready
+			return tk.State == task.Ready
 		})
-		if !hasReason(f.trail(aws, tokAcme, sr.ID), queue.ReasonReplayed) {
+		if !hasReason(f.trail(aws, tokAcme, sr.ID), task.ReasonReplayed) {
 			t.Fatal("trail lacks REPLAYED")
 		}
 		f.call(http.MethodPost, tasks+"/"+sr.ID+"/replay", tokOperator, nil).want(t, http.StatusConflict)

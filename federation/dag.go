@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/ax-sched/ax/queue"
+	"github.com/ax-sched/ax/task"
 )
 
 // DAG runs (DESIGN §4, issue 6): tasks with dependencies.
@@ -79,12 +80,12 @@ type DAGNodeStatus struct {
 	// TaskID is the id the node's task has, or will have once released.
 	// Nodes SKIPPED, CANCELED for an upstream failure, or CANCELED by a
 	// cancel of the run while WAITING never get a task.
-	TaskID    string      `json:"task_id"`
-	TaskState queue.State `json:"task_state,omitempty"`
-	Region    string      `json:"region,omitempty"` // where its task runs or ran
-	Pool      string      `json:"pool,omitempty"`
-	Attempts  int         `json:"attempts,omitempty"`
-	UpdatedAt *time.Time  `json:"updated_at,omitempty"`
+	TaskID    string     `json:"task_id"`
+	TaskState task.State `json:"task_state,omitempty"`
+	Region    string     `json:"region,omitempty"` // where its task runs or ran
+	Pool      string     `json:"pool,omitempty"`
+	Attempts  int        `json:"attempts,omitempty"`
+	UpdatedAt *time.Time `json:"updated_at,omitempty"`
 }
 
 // Reasons a node settles with besides its task's own.
@@ -110,49 +111,49 @@ func nodeField(i int, rest string) string {
 
 // prefixed moves a spec's FieldError under nodes[i].task.
 func prefixed(i int, err error) error {
-	var fe *queue.FieldError
+	var fe *task.FieldError
 	if errors.As(err, &fe) {
 		f := nodeField(i, "task")
 		if fe.Field != "" {
 			f += "." + fe.Field
 		}
-		return &queue.FieldError{Field: f, Msg: fe.Msg}
+		return &task.FieldError{Field: f, Msg: fe.Msg}
 	}
 	return err
 }
 
 // planDAG validates a request (tenant already settled) into a definition
-// with its id and derived task ids. Errors are *queue.FieldError naming the
+// with its id and derived task ids. Errors are *task.FieldError naming the
 // field: nodes[i].id, nodes[i].depends_on[j], nodes[i].task.<field>, and
 // nodes for a cycle, whose message walks it: "cycle: a -> b -> a" (x -> y:
 // y depends on x).
 func (n *Node) planDAG(req *DAGRequest, now time.Time) (*queue.DAGDef, error) {
 	if req.Name != "" && !dagNameRe.MatchString(req.Name) {
-		return nil, &queue.FieldError{Field: "name", Msg: "1–128 letters, digits and _ . : / - only"}
+		return nil, &task.FieldError{Field: "name", Msg: "1–128 letters, digits and _ . : / - only"}
 	}
 	tenant := req.Tenant
 	if tenant == "" {
 		tenant = "default"
 	} else if !tenantRe.MatchString(tenant) {
-		return nil, &queue.FieldError{Field: "tenant", Msg: "letters, digits, _ . - only (at most 64)"}
+		return nil, &task.FieldError{Field: "tenant", Msg: "letters, digits, _ . - only (at most 64)"}
 	}
 	switch {
 	case len(req.Nodes) == 0:
-		return nil, &queue.FieldError{Field: "nodes", Msg: "a DAG needs at least one node"}
+		return nil, &task.FieldError{Field: "nodes", Msg: "a DAG needs at least one node"}
 	case len(req.Nodes) > MaxDAGNodes:
-		return nil, &queue.FieldError{Field: "nodes", Msg: fmt.Sprintf("at most %d nodes", MaxDAGNodes)}
+		return nil, &task.FieldError{Field: "nodes", Msg: fmt.Sprintf("at most %d nodes", MaxDAGNodes)}
 	}
 	def := &queue.DAGDef{Name: req.Name, Tenant: tenant, Nodes: make([]queue.DAGNodeDef, len(req.Nodes))}
 	index := make(map[string]int, len(req.Nodes))
 	for i, nd := range req.Nodes {
 		switch {
 		case nd.ID == "":
-			return nil, &queue.FieldError{Field: nodeField(i, "id"), Msg: "is required"}
+			return nil, &task.FieldError{Field: nodeField(i, "id"), Msg: "is required"}
 		case !nodeIDRe.MatchString(nd.ID):
-			return nil, &queue.FieldError{Field: nodeField(i, "id"), Msg: fmt.Sprintf("node id %q: 1–63 lowercase letters, digits, - and _, starting and ending with a letter or digit", nd.ID)}
+			return nil, &task.FieldError{Field: nodeField(i, "id"), Msg: fmt.Sprintf("node id %q: 1–63 lowercase letters, digits, - and _, starting and ending with a letter or digit", nd.ID)}
 		}
 		if j, dup := index[nd.ID]; dup {
-			return nil, &queue.FieldError{Field: nodeField(i, "id"), Msg: fmt.Sprintf("duplicate node id %q (also nodes[%d])", nd.ID, j)}
+			return nil, &task.FieldError{Field: nodeField(i, "id"), Msg: fmt.Sprintf("duplicate node id %q (also nodes[%d])", nd.ID, j)}
 		}
 		index[nd.ID] = i
 		rule := nd.TriggerRule
@@ -162,23 +163,23 @@ func (n *Node) planDAG(req *DAGRequest, now time.Time) (*queue.DAGDef, error) {
 		case queue.AllSuccess, queue.AllDone:
 		case queue.OneFailed:
 			if len(nd.DependsOn) == 0 {
-				return nil, &queue.FieldError{Field: nodeField(i, "trigger_rule"), Msg: "one_failed needs at least one depends_on"}
+				return nil, &task.FieldError{Field: nodeField(i, "trigger_rule"), Msg: "one_failed needs at least one depends_on"}
 			}
 		default:
-			return nil, &queue.FieldError{Field: nodeField(i, "trigger_rule"), Msg: fmt.Sprintf("%q: must be all_success, all_done or one_failed", rule)}
+			return nil, &task.FieldError{Field: nodeField(i, "trigger_rule"), Msg: fmt.Sprintf("%q: must be all_success, all_done or one_failed", rule)}
 		}
 		if t := strings.TrimSpace(string(nd.Task)); t == "" || t == "null" {
-			return nil, &queue.FieldError{Field: nodeField(i, "task"), Msg: "is required: the node's task spec"}
+			return nil, &task.FieldError{Field: nodeField(i, "task"), Msg: "is required: the node's task spec"}
 		}
-		sp, err := queue.DecodeSpec(nd.Task)
+		sp, err := task.DecodeSpec(nd.Task)
 		if err != nil {
 			return nil, prefixed(i, err)
 		}
 		if sp.Tenant != "" && sp.Tenant != tenant {
-			return nil, &queue.FieldError{Field: nodeField(i, "task.tenant"), Msg: fmt.Sprintf("must be the DAG's tenant %q (or left out)", tenant)}
+			return nil, &task.FieldError{Field: nodeField(i, "task.tenant"), Msg: fmt.Sprintf("must be the DAG's tenant %q (or left out)", tenant)}
 		}
 		if sp.IdempotencyKey != "" {
-			return nil, &queue.FieldError{Field: nodeField(i, "task.idempotency_key"), Msg: "not allowed in a DAG node: its task id is derived from the run and the node"}
+			return nil, &task.FieldError{Field: nodeField(i, "task.idempotency_key"), Msg: "not allowed in a DAG node: its task id is derived from the run and the node"}
 		}
 		sp.Tenant = tenant
 		if err := sp.Normalize(n.cfg.Defaults, now); err != nil {
@@ -191,18 +192,18 @@ func (n *Node) planDAG(req *DAGRequest, now time.Time) (*queue.DAGDef, error) {
 		for j, dep := range nd.DependsOn {
 			f := nodeField(i, fmt.Sprintf("depends_on[%d]", j))
 			if _, ok := index[dep]; !ok {
-				return nil, &queue.FieldError{Field: f, Msg: fmt.Sprintf("node %q depends on unknown node %q", nd.ID, dep)}
+				return nil, &task.FieldError{Field: f, Msg: fmt.Sprintf("node %q depends on unknown node %q", nd.ID, dep)}
 			}
 			if seen[dep] {
-				return nil, &queue.FieldError{Field: f, Msg: fmt.Sprintf("node %q lists %q twice", nd.ID, dep)}
+				return nil, &task.FieldError{Field: f, Msg: fmt.Sprintf("node %q lists %q twice", nd.ID, dep)}
 			}
 			seen[dep] = true
 		}
 	}
 	if _, cycle := topoOrder(def.Nodes); cycle != nil {
-		return nil, &queue.FieldError{Field: "nodes", Msg: "cycle: " + strings.Join(cycle, " -> ")}
+		return nil, &task.FieldError{Field: "nodes", Msg: "cycle: " + strings.Join(cycle, " -> ")}
 	}
-	def.ID = queue.NewID(n.cfg.Region, rand.IntN(n.store.Options().Shards), now)
+	def.ID = n.store.NewID(rand.IntN(n.store.Options().Shards), now)
 	used := make(map[string]bool, len(def.Nodes))
 	for i := range def.Nodes {
 		// 30 bits of hash: two nodes of one run collide about once in 2 000
@@ -342,8 +343,8 @@ func (n *Node) CreateDAG(ctx context.Context, req *DAGRequest) (*DAGStatus, erro
 	return st, nil
 }
 
-func mustParseID(id string) queue.ParsedID {
-	p, _ := queue.ParseID(id)
+func mustParseID(id string) task.ParsedID {
+	p, _ := task.ParseID(id)
 	return p
 }
 
@@ -365,7 +366,7 @@ func (n *Node) releaseDAGNodes(ctx context.Context, def *queue.DAGDef, nodes []s
 	tasks := make([]queue.NewTask, 0, len(nodes))
 	for _, id := range nodes {
 		nd := byID[id]
-		sp, err := queue.DecodeSpec(nd.Task)
+		sp, err := task.DecodeSpec(nd.Task)
 		if err == nil {
 			sp.Tenant = def.Tenant
 			err = sp.Normalize(n.cfg.Defaults, now)
@@ -390,7 +391,7 @@ func (n *Node) releaseDAGNodes(ctx context.Context, def *queue.DAGDef, nodes []s
 		switch {
 		case r.Err == nil:
 			n.metrics.submitted.WithLabelValues(n.cfg.Region, def.Tenant, tasks[k].Spec.Type).Inc()
-		case errors.Is(r.Err, queue.ErrExists):
+		case errors.Is(r.Err, task.ErrExists):
 		default:
 			return nil, fmt.Errorf("release DAG %s task %s: %w", def.ID, r.ID, r.Err)
 		}
@@ -405,7 +406,7 @@ func (n *Node) releaseDAGNodes(ctx context.Context, def *queue.DAGDef, nodes []s
 // ErrDAGNotFound for an id that is not one, or for another region's run
 // asked of a forwarded request (one forward at most).
 func (n *Node) dagHome(id string, hops int) (string, error) {
-	p, err := queue.ParseID(id)
+	p, err := task.ParseID(id)
 	if err != nil || p.Region != n.cfg.Region && hops > 0 {
 		return "", fmt.Errorf("%w: %s", queue.ErrDAGNotFound, id)
 	}
@@ -457,19 +458,19 @@ func (n *Node) DAG(ctx context.Context, id string, hops int) (*DAGStatus, error)
 		case queue.NodeReleased:
 			if r := tasks[nd.TaskID]; r.task != nil {
 				ns.TaskState, ns.Region, ns.Pool, ns.Attempts = r.task.State, r.task.HeldBy, r.task.Pool, r.task.Attempts
-				if r.task.State == queue.HandedOff {
+				if r.task.State == task.HandedOff {
 					ns.Region = r.task.HandedOffTo
 				}
 			}
 		case queue.NodeSuccess:
-			ns.TaskState = queue.Success
+			ns.TaskState = task.Success
 		case queue.NodeFailed:
 			if rec.Reason != reasonInvalidSpec {
-				ns.TaskState = queue.Failed
+				ns.TaskState = task.Failed
 			}
 		case queue.NodeCanceled:
 			if !neverSubmitted(rec) {
-				ns.TaskState = queue.Canceled
+				ns.TaskState = task.Canceled
 			}
 		}
 		st.Nodes[i] = ns
@@ -479,7 +480,7 @@ func (n *Node) DAG(ctx context.Context, id string, hops int) (*DAGStatus, error)
 
 // dagTask is one task read for a DAG node: the task or why not.
 type dagTask struct {
-	task *queue.Task
+	task *task.Task
 	err  error
 }
 
@@ -525,13 +526,13 @@ func (n *Node) dagTasks(ctx context.Context, ids []string) map[string]dagTask {
 // WAITING. A node whose task ended CANCELED records the region that held the
 // task; a node cancelled while WAITING records none.
 func neverSubmitted(rec queue.DAGNode) bool {
-	return rec.Reason == queue.ReasonUpstreamFailed || canceledWaiting(rec)
+	return rec.Reason == task.ReasonUpstreamFailed || canceledWaiting(rec)
 }
 
 // canceledWaiting reports whether a node was WAITING when its run was
 // cancelled (queue.Store.CancelDAG records no region).
 func canceledWaiting(rec queue.DAGNode) bool {
-	return rec.State == queue.NodeCanceled && rec.Reason == queue.ReasonCanceledByUser && rec.Region == ""
+	return rec.State == queue.NodeCanceled && rec.Reason == task.ReasonCanceledByUser && rec.Region == ""
 }
 
 // forTenant is the query parameter by which a forwarding server passes its
@@ -614,10 +615,10 @@ func (n *Node) cancelDAGTasks(ctx context.Context, ids []string, by string) erro
 		cctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 		_, err := n.Act(cctx, OpCancel, id, 0, by, 0)
 		cancel()
-		var te *queue.TransitionError
+		var te *task.TransitionError
 		var pe *PeerError
 		switch {
-		case err == nil, errors.Is(err, queue.ErrNotFound), errors.As(err, &te):
+		case err == nil, errors.Is(err, task.ErrNotFound), errors.As(err, &te):
 			return
 		case errors.As(err, &pe) && (pe.Status == http.StatusNotFound || pe.Status == http.StatusConflict):
 			return // the region that holds it says so: missing, or ended

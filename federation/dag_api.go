@@ -11,6 +11,7 @@ import (
 
 	"github.com/ax-sched/ax/federation/apiv1"
 	"github.com/ax-sched/ax/queue"
+	"github.com/ax-sched/ax/task"
 	"github.com/prometheus/client_golang/prometheus"
 )
 
@@ -60,7 +61,7 @@ func (a *API) createDAG(w http.ResponseWriter, r *http.Request, p Principal) err
 	}
 	req := DAGRequest{Name: wire.Name, Tenant: wire.Tenant, Nodes: make([]DAGNodeSpec, len(wire.Nodes))}
 	if len(wire.Nodes) > MaxDAGNodes {
-		return &queue.FieldError{Field: "nodes", Msg: fmt.Sprintf("at most %d nodes", MaxDAGNodes)}
+		return &task.FieldError{Field: "nodes", Msg: fmt.Sprintf("at most %d nodes", MaxDAGNodes)}
 	}
 	for i, raw := range wire.Nodes {
 		nd, err := decodeDAGNode(i, raw)
@@ -76,7 +77,7 @@ func (a *API) createDAG(w http.ResponseWriter, r *http.Request, p Principal) err
 		req.Tenant = p.Tenant
 	}
 	st, err := a.n.CreateDAG(r.Context(), &req)
-	var fe *queue.FieldError
+	var fe *task.FieldError
 	if errors.As(err, &fe) && strings.HasSuffix(fe.Field, ".task.payload") && strings.HasPrefix(fe.Msg, "larger than") {
 		return &apiError{status: 413, code: apiv1.CodeTooLarge, msg: fe.Error(), field: fe.Field}
 	}
@@ -99,19 +100,19 @@ func decodeDAGNode(i int, raw json.RawMessage) (DAGNodeSpec, error) {
 	var te *json.UnmarshalTypeError
 	if errors.As(err, &te) {
 		if te.Field == "" {
-			return nd, &queue.FieldError{Field: nodeField(i, ""), Msg: "must be an object"}
+			return nd, &task.FieldError{Field: nodeField(i, ""), Msg: "must be an object"}
 		}
-		return nd, &queue.FieldError{Field: nodeField(i, te.Field), Msg: "must be " + te.Type.String()}
+		return nd, &task.FieldError{Field: nodeField(i, te.Field), Msg: "must be " + te.Type.String()}
 	}
 	if f, ok := strings.CutPrefix(err.Error(), "json: unknown field "); ok {
 		f = strings.Trim(f, `"`)
 		msg := "unknown field"
-		if _, serr := queue.DecodeSpec([]byte(`{"` + f + `":null}`)); serr == nil {
+		if _, serr := task.DecodeSpec([]byte(`{"` + f + `":null}`)); serr == nil {
 			msg = `unknown field: a node's task spec goes under "task"`
 		}
-		return nd, &queue.FieldError{Field: nodeField(i, f), Msg: msg}
+		return nd, &task.FieldError{Field: nodeField(i, f), Msg: msg}
 	}
-	return nd, &queue.FieldError{Field: nodeField(i, ""), Msg: "invalid JSON: " + strings.TrimPrefix(err.Error(), "json: ")}
+	return nd, &task.FieldError{Field: nodeField(i, ""), Msg: "invalid JSON: " + strings.TrimPrefix(err.Error(), "json: ")}
 }
 
 func (a *API) getDAG(w http.ResponseWriter, r *http.Request, p Principal) error {
@@ -167,12 +168,12 @@ func emptyBody(w http.ResponseWriter, r *http.Request) error {
 	var none struct{}
 	if err := dec.Decode(&none); err != nil {
 		if f, ok := strings.CutPrefix(err.Error(), "json: unknown field "); ok {
-			return &queue.FieldError{Field: strings.Trim(f, `"`), Msg: "unknown field: this action takes no arguments"}
+			return &task.FieldError{Field: strings.Trim(f, `"`), Msg: "unknown field: this action takes no arguments"}
 		}
-		return &queue.FieldError{Msg: "the body must be empty or {}"}
+		return &task.FieldError{Msg: "the body must be empty or {}"}
 	}
 	if dec.More() {
-		return &queue.FieldError{Msg: "the body must be empty or {}"}
+		return &task.FieldError{Msg: "the body must be empty or {}"}
 	}
 	return nil
 }

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/ax-sched/ax/queue"
+	"github.com/ax-sched/ax/task"
 	"github.com/ax-sched/ax/worker"
 	"github.com/prometheus/client_golang/prometheus"
 )
@@ -52,18 +53,18 @@ func testDAGCancelRun(t *testing.T, e *dagEnv, home *dagRegion, w *cancelWorkers
 	var created DAGStatus
 	e.submitDAG(home.any(), dagTokAcme, map[string]any{"name": "to-cancel", "nodes": nodes}).want(t, http.StatusCreated).json(t, &created)
 	id := created.ID
-	task := map[string]string{}
+	taskOf := map[string]string{}
 	for _, nd := range created.Nodes {
-		task[nd.ID] = nd.TaskID
+		taskOf[nd.ID] = nd.TaskID
 	}
-	w.waitStarted(t, task["slow"], task["stubborn"], task["gate"])
+	w.waitStarted(t, taskOf["slow"], taskOf["stubborn"], taskOf["gate"])
 	close(w.gate)
 	// queued is released once gate succeeded, and waits READY behind slow.
 	eventually(t, 20*time.Second, "queued READY in eu-west-1 and later PENDING", func() bool {
 		st := e.getDAG(home.any(), dagTokAcme, id)
 		n := nodeByID(st)
-		return n["queued"].TaskState == queue.Ready && n["queued"].Region == "eu-west-1" &&
-			n["later"].TaskState == queue.Pending && n["slow"].TaskState == queue.Running && n["stubborn"].TaskState == queue.Running
+		return n["queued"].TaskState == task.Ready && n["queued"].Region == "eu-west-1" &&
+			n["later"].TaskState == task.Pending && n["slow"].TaskState == task.Running && n["stubborn"].TaskState == task.Running
 	})
 
 	away := e.r("ap-south-1").any()
@@ -93,13 +94,13 @@ func testDAGCancelRun(t *testing.T, e *dagEnv, home *dagRegion, w *cancelWorkers
 	}
 	n := nodeByID(got)
 	for _, wn := range []string{"w1", "w2", "w3", "w4", "w5"} {
-		if nd := n[wn]; nd.State != queue.NodeCanceled || nd.Reason != queue.ReasonCanceledByUser || nd.TaskState != "" {
+		if nd := n[wn]; nd.State != queue.NodeCanceled || nd.Reason != task.ReasonCanceledByUser || nd.TaskState != "" {
 			t.Errorf("answer: waiting node %s is %s %s task %q; want CANCELED CANCELED_BY_USER without a task", wn, nd.State, nd.Reason, nd.TaskState)
 		}
 	}
 	// READY and PENDING tasks end at once, before the answer.
 	for _, cn := range []string{"queued", "later"} {
-		if nd := n[cn]; nd.TaskState != queue.Canceled {
+		if nd := n[cn]; nd.TaskState != task.Canceled {
 			t.Errorf("answer: node %s task %s, want CANCELED at once", cn, nd.TaskState)
 		}
 	}
@@ -107,9 +108,9 @@ func testDAGCancelRun(t *testing.T, e *dagEnv, home *dagRegion, w *cancelWorkers
 	// The running handlers are told: slow stops on its context, stubborn
 	// completes anyway (a late completion of w2's upstream).
 	eventually(t, 15*time.Second, "both running handlers see their context end", func() bool {
-		return w.cause(task["slow"]) != nil && w.cause(task["stubborn"]) != nil
+		return w.cause(taskOf["slow"]) != nil && w.cause(taskOf["stubborn"]) != nil
 	})
-	if c := w.cause(task["slow"]); !errors.Is(c, worker.ErrCanceled) {
+	if c := w.cause(taskOf["slow"]); !errors.Is(c, worker.ErrCanceled) {
 		t.Errorf("slow's handler context ended with %v, want worker.ErrCanceled", c)
 	}
 	st := e.waitDAG(home, id, 30*time.Second)
@@ -119,19 +120,19 @@ func testDAGCancelRun(t *testing.T, e *dagEnv, home *dagRegion, w *cancelWorkers
 	want := map[string]struct {
 		state  queue.NodeState
 		reason string
-		task   queue.State
+		task   task.State
 		region string
 	}{
-		"slow":     {queue.NodeCanceled, queue.ReasonCanceledByUser, queue.Canceled, "eu-west-1"},
-		"stubborn": {queue.NodeSuccess, queue.ReasonCompleted, queue.Success, "ap-south-1"},
-		"gate":     {queue.NodeSuccess, queue.ReasonCompleted, queue.Success, "us-east-1"},
-		"queued":   {queue.NodeCanceled, queue.ReasonCanceledByUser, queue.Canceled, "eu-west-1"},
-		"later":    {queue.NodeCanceled, queue.ReasonCanceledByUser, queue.Canceled, home.name},
-		"w1":       {queue.NodeCanceled, queue.ReasonCanceledByUser, "", ""},
-		"w2":       {queue.NodeCanceled, queue.ReasonCanceledByUser, "", ""},
-		"w3":       {queue.NodeCanceled, queue.ReasonCanceledByUser, "", ""},
-		"w4":       {queue.NodeCanceled, queue.ReasonCanceledByUser, "", ""},
-		"w5":       {queue.NodeCanceled, queue.ReasonCanceledByUser, "", ""},
+		"slow":     {queue.NodeCanceled, task.ReasonCanceledByUser, task.Canceled, "eu-west-1"},
+		"stubborn": {queue.NodeSuccess, task.ReasonCompleted, task.Success, "ap-south-1"},
+		"gate":     {queue.NodeSuccess, task.ReasonCompleted, task.Success, "us-east-1"},
+		"queued":   {queue.NodeCanceled, task.ReasonCanceledByUser, task.Canceled, "eu-west-1"},
+		"later":    {queue.NodeCanceled, task.ReasonCanceledByUser, task.Canceled, home.name},
+		"w1":       {queue.NodeCanceled, task.ReasonCanceledByUser, "", ""},
+		"w2":       {queue.NodeCanceled, task.ReasonCanceledByUser, "", ""},
+		"w3":       {queue.NodeCanceled, task.ReasonCanceledByUser, "", ""},
+		"w4":       {queue.NodeCanceled, task.ReasonCanceledByUser, "", ""},
+		"w5":       {queue.NodeCanceled, task.ReasonCanceledByUser, "", ""},
 	}
 	ctx := testCtx(t)
 	for _, nd := range st.Nodes {
@@ -142,23 +143,23 @@ func testDAGCancelRun(t *testing.T, e *dagEnv, home *dagRegion, w *cancelWorkers
 		}
 		if wn.task == "" {
 			for _, name := range dagRegions {
-				if _, err := e.r(name).store.Get(ctx, nd.TaskID); !errors.Is(err, queue.ErrNotFound) {
+				if _, err := e.r(name).store.Get(ctx, nd.TaskID); !errors.Is(err, task.ErrNotFound) {
 					t.Errorf("node %s: %s holds its task (%v)", nd.ID, name, err)
 				}
 			}
 			continue
 		}
 		// Every task's trail, home part and receiver's, is legal.
-		var tr struct{ Transitions []queue.Transition }
+		var tr struct{ Transitions []task.Transition }
 		e.call(http.MethodGet, home.any().http.URL+"/v1/tasks/"+nd.TaskID+"/trail", dagTokAdmin, nil).want(t, http.StatusOK).json(t, &tr)
 		for _, x := range tr.Transitions {
-			if !queue.Legal(x.From, x.To, x.Reason) {
+			if !task.Legal(x.From, x.To, x.Reason) {
 				t.Errorf("node %s: illegal step %s → %s (%s)", nd.ID, x.From, x.To, x.Reason)
 			}
 		}
 	}
 	for _, never := range []string{"queued", "later", "w1", "w2", "w3", "w4", "w5"} {
-		if w.ran(task[never]) {
+		if w.ran(taskOf[never]) {
 			t.Errorf("node %s ran", never)
 		}
 	}
@@ -181,7 +182,7 @@ func testDAGCancelRun(t *testing.T, e *dagEnv, home *dagRegion, w *cancelWorkers
 	// Nothing is released later either (the reconciler forgot the run).
 	time.Sleep(3 * dagInterval)
 	for _, never := range []string{"w1", "w2", "w3", "w4", "w5"} {
-		if w.ran(task[never]) {
+		if w.ran(taskOf[never]) {
 			t.Errorf("node %s ran after the run ended", never)
 		}
 	}
@@ -244,7 +245,7 @@ func testDAGCancelAuth(t *testing.T, e *dagEnv, home *dagRegion, w *cancelWorker
 // asked; a run that ended answers 200 as it is, unmarked.
 func testDAGCancelEnded(t *testing.T, e *dagEnv, home *dagRegion) {
 	away := e.r("eu-west-1").any()
-	missing := queue.NewID(home.name, 0, time.Now())
+	missing := task.NewIDGen().New(home.name, 0, time.Now())
 	for _, s := range []*dagServer{home.any(), away} {
 		for _, id := range []string{missing, "not-an-id"} {
 			rep := e.call(http.MethodPost, s.http.URL+"/v1/dags/"+id+"/cancel", dagTokAdmin, nil).want(t, http.StatusNotFound)
@@ -291,19 +292,19 @@ func TestDAGCancelOvertakesRelease(t *testing.T) {
 		t.Fatal(err)
 	}
 	id := created.ID
-	task := map[string]string{}
+	taskOf := map[string]string{}
 	for _, nd := range created.Nodes {
-		task[nd.ID] = nd.TaskID
+		taskOf[nd.ID] = nd.TaskID
 	}
 	// a runs; d waits READY.
-	if _, err := st.Place(ctx, fence, []queue.Assignment{{ID: task["a"], Pool: "cpu"}}); err != nil {
+	if _, err := st.Place(ctx, fence, []queue.Assignment{{ID: taskOf["a"], Pool: "cpu"}}); err != nil {
 		t.Fatal(err)
 	}
 	claimed, err := st.Claim(ctx, queue.ClaimRequest{Pool: "cpu", Worker: "w", N: 10})
-	if err != nil || len(claimed) != 1 || claimed[0].ID != task["a"] {
+	if err != nil || len(claimed) != 1 || claimed[0].ID != taskOf["a"] {
 		t.Fatalf("claim: %v %v", claimed, err)
 	}
-	if _, err := st.Place(ctx, fence, []queue.Assignment{{ID: task["d"], Pool: "cpu"}}); err != nil {
+	if _, err := st.Place(ctx, fence, []queue.Assignment{{ID: taskOf["d"], Pool: "cpu"}}); err != nil {
 		t.Fatal(err)
 	}
 	def, err := st.DAGDefinition(ctx, id)
@@ -320,21 +321,21 @@ func TestDAGCancelOvertakesRelease(t *testing.T) {
 		t.Fatal(err)
 	}
 	nodes := nodeByID(*got)
-	if got.CancelRequestedAt == nil || got.State != queue.DAGRunning || nodes["a"].TaskState != queue.Running ||
-		nodes["d"].TaskState != queue.Canceled || nodes["b"].State != queue.NodeCanceled || nodes["c"].State != queue.NodeCanceled {
+	if got.CancelRequestedAt == nil || got.State != queue.DAGRunning || nodes["a"].TaskState != task.Running ||
+		nodes["d"].TaskState != task.Canceled || nodes["b"].State != queue.NodeCanceled || nodes["c"].State != queue.NodeCanceled {
 		t.Fatalf("after the cancel: %+v", got)
 	}
-	if tk, err := st.Get(ctx, task["a"]); err != nil || !tk.CancelRequested {
+	if tk, err := st.Get(ctx, taskOf["a"]); err != nil || !tk.CancelRequested {
 		t.Fatalf("a's task: %+v %v", tk, err)
 	}
-	wantState := func(node string, want queue.State) {
+	wantState := func(node string, want task.State) {
 		t.Helper()
-		tk, err := st.Get(ctx, task[node])
+		tk, err := st.Get(ctx, taskOf[node])
 		if err != nil || tk.State != want {
 			t.Fatalf("%s's task: %v %v, want %s", node, tk, err, want)
 		}
 	}
-	wantState("b", queue.Canceled)
+	wantState("b", task.Canceled)
 
 	// A pass that read the run before the cancel submits c's task and
 	// records its release: refused, and it withdraws the task.
@@ -351,7 +352,7 @@ func TestDAGCancelOvertakesRelease(t *testing.T) {
 		t.Fatal(err)
 	}
 	r.withdraw(ctx, id, plan, []string{"c"})
-	wantState("c", queue.Canceled)
+	wantState("c", task.Canceled)
 
 	// a completes after all (its handler finished): the late completion
 	// releases nothing, and the run ends CANCELED.
@@ -383,12 +384,12 @@ func TestDAGCancelOvertakesRelease(t *testing.T) {
 		t.Errorf("tasks waiting for placement: %v %v", due, err)
 	}
 	for _, node := range []string{"a", "b", "c", "d"} {
-		tr, err := st.Trail(ctx, task[node])
+		tr, err := st.Trail(ctx, taskOf[node])
 		if err != nil {
 			t.Fatal(err)
 		}
 		for _, x := range tr {
-			if !queue.Legal(x.From, x.To, x.Reason) {
+			if !task.Legal(x.From, x.To, x.Reason) {
 				t.Errorf("%s: illegal step %+v", node, x)
 			}
 		}
@@ -397,7 +398,7 @@ func TestDAGCancelOvertakesRelease(t *testing.T) {
 	// A root whose task was not submitted yet (the create's submit still in
 	// flight) when the run is cancelled: the reconciler submits it only to
 	// cancel it, so the late submit of the create finds it and runs nothing.
-	def2 := &queue.DAGDef{ID: queue.NewID(name, 0, time.Now()), Tenant: "acme",
+	def2 := &queue.DAGDef{ID: task.NewIDGen().New(name, 0, time.Now()), Tenant: "acme",
 		Nodes: []queue.DAGNodeDef{{ID: "x", TriggerRule: queue.AllSuccess, Task: spec}}}
 	def2.Nodes[0].TaskID, _ = queue.DAGTaskID(def2.ID, "x", 0)
 	if err := st.CreateDAG(ctx, def2, map[string]queue.DAGNode{"x": {State: queue.NodeReleased}}); err != nil {
@@ -414,7 +415,7 @@ func TestDAGCancelOvertakesRelease(t *testing.T) {
 	if _, err := n.releaseDAGNodes(ctx, def2, []string{"x"}); err != nil {
 		t.Fatal(err)
 	}
-	if tk, err := st.Get(ctx, def2.Nodes[0].TaskID); err != nil || tk.State != queue.Canceled {
+	if tk, err := st.Get(ctx, def2.Nodes[0].TaskID); err != nil || tk.State != task.Canceled {
 		t.Fatalf("x's task: %v %v", tk, err)
 	}
 	if run, err := st.DAG(ctx, def2.ID); err != nil || run.State != queue.DAGCanceled || run.Nodes["x"].State != queue.NodeCanceled {

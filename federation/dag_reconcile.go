@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/ax-sched/ax/queue"
+	"github.com/ax-sched/ax/task"
 )
 
 // dagInterval is how often the reconciler looks at every running DAG run: a
@@ -48,7 +49,7 @@ const dagParallel = 8
 // successor reads the same states and repeats the same steps. Repeats are
 // harmless: a node's outcome is recorded only while the node is still
 // RELEASED (once per node and task attempt that ended it), a release only
-// while it is WAITING, and a task id is accepted once (queue.ErrExists), so
+// while it is WAITING, and a task id is accepted once (task.ErrExists), so
 // a node never runs twice because a step was repeated. A RELEASED node whose
 // task is missing (a crash between recording and submitting) is submitted
 // again.
@@ -179,7 +180,7 @@ func (r *dagReconciler) reconcile(ctx context.Context, id string) error {
 	n, st := r.n, r.n.store
 	run, err := st.DAG(ctx, id)
 	if errors.Is(err, queue.ErrDAGNotFound) {
-		if p, perr := queue.ParseID(id); perr != nil || time.Since(p.Time) > dagOrphanAfter {
+		if p, perr := task.ParseID(id); perr != nil || time.Since(p.Time) > dagOrphanAfter {
 			return r.forget(ctx, id)
 		}
 		return nil // being created
@@ -215,7 +216,7 @@ func (r *dagReconciler) reconcile(ctx context.Context, id string) error {
 		}
 		res := tasks[nd.TaskID]
 		switch {
-		case errors.Is(res.err, queue.ErrNotFound):
+		case errors.Is(res.err, task.ErrNotFound):
 			missing = append(missing, nd.ID)
 			continue
 		case res.err != nil:
@@ -228,8 +229,8 @@ func (r *dagReconciler) reconcile(ctx context.Context, id string) error {
 		}
 		t := res.task
 		to := queue.DAGNode{State: outcomeOf(t.State), Reason: t.Reason, Attempts: t.Attempts, Region: t.HeldBy, Pool: t.Pool}
-		if to.Reason == "" && t.State == queue.Success {
-			to.Reason = queue.ReasonCompleted
+		if to.Reason == "" && t.State == task.Success {
+			to.Reason = task.ReasonCompleted
 		}
 		steps = append(steps, queue.DAGStep{Node: nd.ID, From: queue.NodeReleased, To: to})
 		states[nd.ID] = to.State
@@ -244,7 +245,7 @@ func (r *dagReconciler) reconcile(ctx context.Context, id string) error {
 		}
 		if canceling {
 			// Not reached in practice: the cancel settled every WAITING node.
-			to := queue.DAGNode{State: queue.NodeCanceled, Reason: queue.ReasonCanceledByUser}
+			to := queue.DAGNode{State: queue.NodeCanceled, Reason: task.ReasonCanceledByUser}
 			steps = append(steps, queue.DAGStep{Node: nd.ID, From: queue.NodeWaiting, To: to})
 			states[nd.ID] = to.State
 			continue
@@ -333,11 +334,11 @@ func (r *dagReconciler) reconcile(ctx context.Context, id string) error {
 }
 
 // outcomeOf is a node's state for its task's terminal state.
-func outcomeOf(s queue.State) queue.NodeState {
+func outcomeOf(s task.State) queue.NodeState {
 	switch s {
-	case queue.Success:
+	case task.Success:
 		return queue.NodeSuccess
-	case queue.Failed:
+	case task.Failed:
 		return queue.NodeFailed
 	}
 	return queue.NodeCanceled
@@ -374,7 +375,7 @@ func decide(rule queue.TriggerRule, ups []queue.NodeState) (queue.NodeState, str
 	default: // all_success
 		switch {
 		case failed > 0:
-			return queue.NodeCanceled, queue.ReasonUpstreamFailed
+			return queue.NodeCanceled, task.ReasonUpstreamFailed
 		case skipped > 0:
 			return queue.NodeSkipped, reasonUpstreamSkipped
 		case all:

@@ -15,6 +15,7 @@ import (
 	"github.com/ax-sched/ax/internal/testenv"
 	"github.com/ax-sched/ax/placement"
 	"github.com/ax-sched/ax/queue"
+	"github.com/ax-sched/ax/task"
 	"github.com/prometheus/client_golang/prometheus"
 	dto "github.com/prometheus/client_model/go"
 )
@@ -121,7 +122,7 @@ func testDAGFifty(t *testing.T, e *dagEnv, home *dagRegion, w *dagWorkers) {
 	if created.State != queue.DAGRunning || len(created.Nodes) != 50 || created.Region != home.name {
 		t.Fatalf("created: %+v", created)
 	}
-	if p, err := queue.ParseID(created.ID); err != nil || p.Region != home.name {
+	if p, err := task.ParseID(created.ID); err != nil || p.Region != home.name {
 		t.Fatalf("DAG id %q does not name its home region: %v", created.ID, err)
 	}
 	st := e.waitDAG(home, created.ID, 45*time.Second)
@@ -132,13 +133,13 @@ func testDAGFifty(t *testing.T, e *dagEnv, home *dagRegion, w *dagWorkers) {
 	taskOf := map[string]string{}
 	regionsUsed := map[string]bool{}
 	for i, nd := range st.Nodes {
-		if nd.State != queue.NodeSuccess || nd.TaskState != queue.Success || nd.TaskID == "" {
+		if nd.State != queue.NodeSuccess || nd.TaskState != task.Success || nd.TaskID == "" {
 			t.Fatalf("node %s: %+v", nd.ID, nd)
 		}
 		if want := dagRegions[i%3]; nd.Region != want || nd.Pool != dagPool {
 			t.Errorf("node %s ran in %s/%s, want %s/%s", nd.ID, nd.Region, nd.Pool, want, dagPool)
 		}
-		if p, err := queue.ParseID(nd.TaskID); err != nil || p.Region != home.name || !strings.HasPrefix(nd.TaskID, created.ID[:10]) {
+		if p, err := task.ParseID(nd.TaskID); err != nil || p.Region != home.name || !strings.HasPrefix(nd.TaskID, created.ID[:10]) {
 			t.Errorf("node %s task id %s is not derived from the DAG id %s", nd.ID, nd.TaskID, created.ID)
 		}
 		taskOf[nd.ID] = nd.TaskID
@@ -183,17 +184,17 @@ func testDAGFailure(t *testing.T, e *dagEnv, home *dagRegion, w *dagWorkers) {
 	want := map[string]struct {
 		state  queue.NodeState
 		reason string
-		task   queue.State
+		task   task.State
 	}{
-		"a": {queue.NodeFailed, queue.ReasonNonRetryable, queue.Failed},
-		"b": {queue.NodeCanceled, queue.ReasonUpstreamFailed, ""},
-		"c": {queue.NodeCanceled, queue.ReasonUpstreamFailed, ""},
-		"d": {queue.NodeSuccess, queue.ReasonCompleted, queue.Success},
-		"e": {queue.NodeSuccess, queue.ReasonCompleted, queue.Success},
-		"f": {queue.NodeSuccess, queue.ReasonCompleted, queue.Success},
+		"a": {queue.NodeFailed, task.ReasonNonRetryable, task.Failed},
+		"b": {queue.NodeCanceled, task.ReasonUpstreamFailed, ""},
+		"c": {queue.NodeCanceled, task.ReasonUpstreamFailed, ""},
+		"d": {queue.NodeSuccess, task.ReasonCompleted, task.Success},
+		"e": {queue.NodeSuccess, task.ReasonCompleted, task.Success},
+		"f": {queue.NodeSuccess, task.ReasonCompleted, task.Success},
 		"g": {queue.NodeSkipped, reasonNoneFailed, ""},
 		"h": {queue.NodeSkipped, reasonUpstreamSkipped, ""},
-		"i": {queue.NodeSuccess, queue.ReasonCompleted, queue.Success},
+		"i": {queue.NodeSuccess, task.ReasonCompleted, task.Success},
 	}
 	ctx := context.Background()
 	for _, nd := range st.Nodes {
@@ -204,7 +205,7 @@ func testDAGFailure(t *testing.T, e *dagEnv, home *dagRegion, w *dagWorkers) {
 		if wn.task == "" {
 			// Never submitted: no region holds its task, no worker ran it.
 			for _, name := range dagRegions {
-				if _, err := e.r(name).store.Get(ctx, nd.TaskID); !errors.Is(err, queue.ErrNotFound) {
+				if _, err := e.r(name).store.Get(ctx, nd.TaskID); !errors.Is(err, task.ErrNotFound) {
 					t.Errorf("node %s: %s holds its task (%v)", nd.ID, name, err)
 				}
 			}
@@ -243,7 +244,7 @@ func testDAGReads(t *testing.T, e *dagEnv, home *dagRegion) {
 			t.Errorf("another tenant: %+v", er)
 		}
 	}
-	missing := queue.NewID(home.name, 0, time.Now())
+	missing := task.NewIDGen().New(home.name, 0, time.Now())
 	e.call(http.MethodGet, away.http.URL+"/v1/dags/"+missing, dagTokAcme, nil).want(t, http.StatusNotFound)
 	e.call(http.MethodGet, away.http.URL+"/v1/dags/not-an-id", dagTokAcme, nil).want(t, http.StatusNotFound)
 	e.waitDAG(home, created.ID, 20*time.Second)
@@ -319,11 +320,11 @@ func TestDAGReconcileIdempotent(t *testing.T) {
 	ctx := context.Background()
 	fence := queue.Fence{Name: "region", Token: 7}
 	recon := func() *dagReconciler { return &dagReconciler{n: n, fence: fence, plans: map[string]*dagPlan{}} }
-	task := func(typ string) []byte { return []byte(`{"type":"` + typ + `"}`) }
+	specOf := func(typ string) []byte { return []byte(`{"type":"` + typ + `"}`) }
 	created, err := n.CreateDAG(ctx, &DAGRequest{Name: "idem", Tenant: "acme", Nodes: []DAGNodeSpec{
-		{ID: "a", Task: task("ok")},
-		{ID: "b", DependsOn: []string{"a"}, Task: task("ok")},
-		{ID: "c", DependsOn: []string{"a"}, Task: task("ok")},
+		{ID: "a", Task: specOf("ok")},
+		{ID: "b", DependsOn: []string{"a"}, Task: specOf("ok")},
+		{ID: "c", DependsOn: []string{"a"}, Task: specOf("ok")},
 	}})
 	if err != nil {
 		t.Fatal(err)
@@ -398,7 +399,7 @@ func TestDAGReconcileIdempotent(t *testing.T) {
 	if err := recon().reconcile(ctx, id); err != nil {
 		t.Fatal(err)
 	}
-	if tk, err := st.Get(ctx, taskOf["c"]); err != nil || tk.State != queue.Pending {
+	if tk, err := st.Get(ctx, taskOf["c"]); err != nil || tk.State != task.Pending {
 		t.Fatalf("c's task after repair: %v %v", tk, err)
 	}
 	// A leader with an older token is fenced.
@@ -411,13 +412,13 @@ func TestDAGReconcileIdempotent(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := st.CreateDAG(ctx, def, nil); !errors.Is(err, queue.ErrExists) {
+	if err := st.CreateDAG(ctx, def, nil); !errors.Is(err, task.ErrExists) {
 		t.Errorf("create twice: %v", err)
 	}
 }
 
 func TestDAGTaskIDs(t *testing.T) {
-	dag := queue.NewID("eu-west-1", 3, time.UnixMilli(1_700_000_000_000))
+	dag := task.NewIDGen().New("eu-west-1", 3, time.UnixMilli(1_700_000_000_000))
 	a, err := queue.DAGTaskID(dag, "extract", 0)
 	if err != nil {
 		t.Fatal(err)
@@ -428,7 +429,7 @@ func TestDAGTaskIDs(t *testing.T) {
 	if a != again || a == other || a == salted {
 		t.Fatalf("derived ids: %s %s %s %s", a, again, other, salted)
 	}
-	p, err := queue.ParseID(a)
+	p, err := task.ParseID(a)
 	if err != nil || p.Region != "eu-west-1" || p.Shard != 3 || !p.Time.Equal(time.UnixMilli(1_700_000_000_000)) || a[:10] != dag[:10] {
 		t.Fatalf("%s parses as %+v (%v)", a, p, err)
 	}
@@ -445,8 +446,8 @@ func TestDAGDecide(t *testing.T) {
 		{queue.AllSuccess, nil, R, ""},
 		{queue.AllSuccess, []queue.NodeState{S, S}, R, ""},
 		{queue.AllSuccess, []queue.NodeState{S, R}, "", ""},
-		{queue.AllSuccess, []queue.NodeState{F, R}, C, queue.ReasonUpstreamFailed},
-		{queue.AllSuccess, []queue.NodeState{C, S}, C, queue.ReasonUpstreamFailed},
+		{queue.AllSuccess, []queue.NodeState{F, R}, C, task.ReasonUpstreamFailed},
+		{queue.AllSuccess, []queue.NodeState{C, S}, C, task.ReasonUpstreamFailed},
 		{queue.AllSuccess, []queue.NodeState{K, S}, K, reasonUpstreamSkipped},
 		{queue.AllDone, []queue.NodeState{F, S, K}, R, ""},
 		{queue.AllDone, []queue.NodeState{F, W}, "", ""},

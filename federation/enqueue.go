@@ -8,6 +8,7 @@ import (
 
 	"github.com/ax-sched/ax/federation/apiv1"
 	"github.com/ax-sched/ax/queue"
+	"github.com/ax-sched/ax/task"
 )
 
 // Tasks under fixed ids, for the packages that derive them (schedule: one
@@ -19,13 +20,13 @@ import (
 // into this region's store when home is this region, else through home's
 // internal endpoint (POST /v1/internal/enqueue). created is false when a
 // task with the id exists already; refused is home's refusal of the task
-// itself (invalid there: a *queue.FieldError, or the peer's 400, 413 or
+// itself (invalid there: a *task.FieldError, or the peer's 400, 413 or
 // 422), which sending again cannot change. The region that stores the task
 // normalizes it with its own clock.
-func (n *Node) Enqueue(ctx context.Context, home, id string, sp *queue.Spec) (created bool, refused, err error) {
+func (n *Node) Enqueue(ctx context.Context, home, id string, sp *task.Spec) (created bool, refused, err error) {
 	if home == n.cfg.Region {
 		created, _, err := n.EnqueueFixed(ctx, id, sp)
-		var fe *queue.FieldError
+		var fe *task.FieldError
 		if errors.As(err, &fe) {
 			return false, err, nil
 		}
@@ -56,7 +57,7 @@ func (n *Node) Enqueue(ctx context.Context, home, id string, sp *queue.Spec) (cr
 // EnqueueFixed accepts a task under a fixed id in this region, unplaced
 // (the region leader places it when due). created is false when a task
 // with the id exists already; state is the task's state either way.
-func (n *Node) EnqueueFixed(ctx context.Context, id string, sp *queue.Spec) (created bool, state queue.State, err error) {
+func (n *Node) EnqueueFixed(ctx context.Context, id string, sp *task.Spec) (created bool, state task.State, err error) {
 	if err := sp.Normalize(n.cfg.Defaults, n.cfg.Now()); err != nil {
 		return false, "", err
 	}
@@ -66,7 +67,7 @@ func (n *Node) EnqueueFixed(ctx context.Context, id string, sp *queue.Spec) (cre
 	}
 	r := res[0]
 	switch {
-	case errors.Is(r.Err, queue.ErrExists):
+	case errors.Is(r.Err, task.ErrExists):
 		return false, r.State, nil
 	case r.Err != nil:
 		return false, "", r.Err
@@ -82,7 +83,7 @@ func (n *Node) EnqueueFixed(ctx context.Context, id string, sp *queue.Spec) (cre
 func (n *Node) Unfinished(ctx context.Context, id string) (bool, error) {
 	t, err := n.Get(ctx, id, 0)
 	switch {
-	case errors.Is(err, queue.ErrNotFound), isPeerNotFound(err):
+	case errors.Is(err, task.ErrNotFound), isPeerNotFound(err):
 		return false, nil
 	case err != nil:
 		return false, err
@@ -96,10 +97,10 @@ func (n *Node) Unfinished(ctx context.Context, id string) (bool, error) {
 // here or in the region that holds it, is not an error.
 func (n *Node) CancelTask(ctx context.Context, id, by string) error {
 	_, err := n.Act(withHops(ctx, 0), OpCancel, id, 0, by, 0)
-	var te *queue.TransitionError
+	var te *task.TransitionError
 	var pe *PeerError
 	switch {
-	case err == nil, errors.Is(err, queue.ErrNotFound), errors.As(err, &te):
+	case err == nil, errors.Is(err, task.ErrNotFound), errors.As(err, &te):
 		return nil
 	case errors.As(err, &pe) && (pe.Status == http.StatusNotFound || pe.Status == http.StatusConflict):
 		return nil // the region that holds it says so: missing, or ended

@@ -35,6 +35,7 @@ import (
 
 	"github.com/ax-sched/ax/federation/apiv1"
 	"github.com/ax-sched/ax/queue"
+	"github.com/ax-sched/ax/task"
 )
 
 // fanOutDeadline bounds each peer's part of a fan-out. It is below the peer
@@ -113,7 +114,7 @@ func (n *Node) fanOutRegions(only string, hops int) ([]string, error) {
 	}
 	if only != "" {
 		if !set[only] {
-			return nil, &queue.FieldError{Field: "region", Msg: "no region " + strconv.Quote(only) + " in the federation"}
+			return nil, &task.FieldError{Field: "region", Msg: "no region " + strconv.Quote(only) + " in the federation"}
 		}
 		return []string{only}, nil
 	}
@@ -217,7 +218,7 @@ type dlqQuery struct {
 	after       *dlqMark
 }
 
-func (q dlqQuery) matches(t *queue.Task) bool {
+func (q dlqQuery) matches(t *task.Task) bool {
 	return (q.typ == "" || t.Type == q.typ) && (q.tenant == "" || t.Tenant == q.tenant)
 }
 
@@ -229,26 +230,26 @@ func parseDLQQuery(raw string, p Principal) (dlqQuery, error) {
 	q := dlqQuery{limit: 100}
 	v, err := url.ParseQuery(raw)
 	if err != nil {
-		return q, &queue.FieldError{Field: badQueryParam(raw), Msg: "malformed query: " + err.Error()}
+		return q, &task.FieldError{Field: badQueryParam(raw), Msg: "malformed query: " + err.Error()}
 	}
 	for k := range v {
 		switch k {
 		case "type", "tenant", "region", "limit", "offset", "cursor":
 		default:
-			return q, &queue.FieldError{Field: k, Msg: "unknown parameter (type, tenant, region, limit, offset, cursor)"}
+			return q, &task.FieldError{Field: k, Msg: "unknown parameter (type, tenant, region, limit, offset, cursor)"}
 		}
 	}
 	if s := v.Get("limit"); s != "" {
 		k, err := strconv.Atoi(s)
 		if err != nil || k < 1 || k > maxDLQLimit {
-			return q, &queue.FieldError{Field: "limit", Msg: fmt.Sprintf("must be 1..%d", maxDLQLimit)}
+			return q, &task.FieldError{Field: "limit", Msg: fmt.Sprintf("must be 1..%d", maxDLQLimit)}
 		}
 		q.limit = k
 	}
 	if s := v.Get("offset"); s != "" {
 		k, err := strconv.Atoi(s)
 		if err != nil || k < 0 {
-			return q, &queue.FieldError{Field: "offset", Msg: "must be ≥ 0"}
+			return q, &task.FieldError{Field: "offset", Msg: "must be ≥ 0"}
 		}
 		q.offset = k
 	}
@@ -291,7 +292,7 @@ type dlqMark struct {
 	id string
 }
 
-func markOf(t *queue.Task) dlqMark {
+func markOf(t *task.Task) dlqMark {
 	m := dlqMark{id: t.ID}
 	if t.FinishedAt != nil {
 		m.ms = t.FinishedAt.UnixMilli()
@@ -309,7 +310,7 @@ func (a dlqMark) cursor() string {
 }
 
 func parseCursor(s string) (dlqMark, error) {
-	bad := &queue.FieldError{Field: "cursor", Msg: "not a cursor of this listing (pass next_cursor back as it was given)"}
+	bad := &task.FieldError{Field: "cursor", Msg: "not a cursor of this listing (pass next_cursor back as it was given)"}
 	b, err := base64.RawURLEncoding.DecodeString(s)
 	if err != nil {
 		return dlqMark{}, bad
@@ -322,13 +323,13 @@ func parseCursor(s string) (dlqMark, error) {
 	if err != nil || ms < 0 {
 		return dlqMark{}, bad
 	}
-	if _, err := queue.ParseID(parts[2]); err != nil {
+	if _, err := task.ParseID(parts[2]); err != nil {
 		return dlqMark{}, bad
 	}
 	return dlqMark{ms: ms, id: parts[2]}, nil
 }
 
-func sortNewestFirst(ts []*queue.Task) {
+func sortNewestFirst(ts []*task.Task) {
 	sort.Slice(ts, func(i, j int) bool { return markOf(ts[i]).newer(markOf(ts[j])) })
 }
 
@@ -354,7 +355,7 @@ func (n *Node) deadLetters(ctx context.Context, q dlqQuery, hops int) (*apiv1.Ta
 		}
 		if pg.NextCursor == "" || len(pg.Tasks) == 0 {
 			// Nothing left past the offset.
-			pg.Tasks, pg.NextCursor = []*queue.Task{}, ""
+			pg.Tasks, pg.NextCursor = []*task.Task{}, ""
 			for i := range pg.Regions {
 				pg.Regions[i].Count = 0
 			}
@@ -411,7 +412,7 @@ func (n *Node) dlqPage(ctx context.Context, regions []string, q dlqQuery, after 
 			_, err := n.call(ctx, api, http.MethodGet, "/v1/dlq?"+path.Encode(), nil, &out)
 			return &out, err
 		})
-	all := []*queue.Task{}
+	all := []*task.Task{}
 	more := false
 	for _, p := range parts {
 		if p.err != nil || p.val == nil {
@@ -469,9 +470,9 @@ const (
 // (replayed, swept) make the scan skip none. The scan starts at the newest
 // entry each time, so a page deep in the set costs reads in proportion to
 // its depth: an operator path, bounded by the dead-letter retention.
-func (n *Node) localDeadLetters(ctx context.Context, q dlqQuery, after *dlqMark, limit int) ([]*queue.Task, bool, error) {
+func (n *Node) localDeadLetters(ctx context.Context, q dlqQuery, after *dlqMark, limit int) ([]*task.Task, bool, error) {
 	seen := map[string]bool{}
-	found := []*queue.Task{}
+	found := []*task.Task{}
 	for off := 0; ; off += deadLetterChunk - deadLetterOverlap {
 		ts, err := n.store.DeadLetters(ctx, off, deadLetterChunk)
 		if err != nil {

@@ -15,6 +15,7 @@ import (
 	"github.com/ax-sched/ax/federation/apiv1"
 	"github.com/ax-sched/ax/internal/testenv"
 	"github.com/ax-sched/ax/queue"
+	"github.com/ax-sched/ax/task"
 	"github.com/google/go-cmp/cmp"
 )
 
@@ -31,7 +32,7 @@ func (f *fed) dead(regionName, token, typ string) string {
 		f.t.Fatalf("claim in %s: %+v %v", regionName, held, err)
 	}
 	s, _, err := st.Fail(ctx, queue.Failure{ID: sr.ID, Token: held[0].LeaseToken, Error: "boom in " + regionName})
-	if err != nil || s != queue.Failed {
+	if err != nil || s != task.Failed {
 		f.t.Fatalf("fail: %s %v", s, err)
 	}
 	time.Sleep(3 * time.Millisecond)
@@ -61,7 +62,7 @@ func (f *fed) forwarded(method, url, token string, body any) reply {
 	return reply{Status: resp.StatusCode, Header: resp.Header, Body: buf.Bytes()}
 }
 
-func ids(ts []*queue.Task) []string {
+func ids(ts []*task.Task) []string {
 	out := make([]string, 0, len(ts))
 	for _, t := range ts {
 		out = append(out, t.ID)
@@ -116,7 +117,7 @@ func TestFanoutDeadLetters(t *testing.T) {
 			t.Fatalf("order (-want +got):\n%s", diff)
 		}
 		for _, tk := range l.Tasks {
-			if tk.HeldBy != held[tk.ID] || tk.State != queue.Failed || tk.LastError != "boom in "+held[tk.ID] {
+			if tk.HeldBy != held[tk.ID] || tk.State != task.Failed || tk.LastError != "boom in "+held[tk.ID] {
 				t.Fatalf("entry %+v", tk)
 			}
 		}
@@ -320,22 +321,22 @@ func TestFanoutDeadLetters(t *testing.T) {
 func TestFanoutBulkCancel(t *testing.T) {
 	f := newFed(t)
 	ctx := testCtx(t)
-	type task struct{ id, region string }
-	submit := func(regionName, token, typ string, extra spec) task {
+	type sent struct{ id, region string }
+	submit := func(regionName, token, typ string, extra spec) sent {
 		sp := spec{"type": typ, "tags": x86, "regions": []string{regionName}}
 		for k, v := range extra {
 			sp[k] = v
 		}
-		return task{f.submitOK(regionName, token, sp).ID, regionName}
+		return sent{f.submitOK(regionName, token, sp).ID, regionName}
 	}
-	var cancelMe, keep []task
+	var cancelMe, keep []sent
 	for _, r := range regionNames {
 		cancelMe = append(cancelMe, submit(r, tokAcme, "fan.cancel", nil), submit(r, tokAcme, "fan.cancel", nil))
 		keep = append(keep, submit(r, tokAcme, "fan.keep", nil))
 	}
 	delayed := submit(gcp, tokAcme, "fan.cancel", spec{"delay": "1h"})
 	theirs := submit(az, tokGlobex, "fan.cancel", nil)
-	state := func(tk task) queue.State {
+	state := func(tk sent) task.State {
 		got, err := f.r(tk.region).store.Get(ctx, tk.id)
 		if err != nil {
 			t.Fatalf("%s in %s: %v", tk.id, tk.region, err)
@@ -345,7 +346,7 @@ func TestFanoutBulkCancel(t *testing.T) {
 	waiting := func(typ string) int {
 		n := 0
 		for _, r := range regionNames {
-			_ = f.r(r).store.Waiting(ctx, queue.Filter{Type: typ}, func(ts []*queue.Task) error { n += len(ts); return nil })
+			_ = f.r(r).store.Waiting(ctx, queue.Filter{Type: typ}, func(ts []*task.Task) error { n += len(ts); return nil })
 		}
 		return n
 	}
@@ -385,7 +386,7 @@ func TestFanoutBulkCancel(t *testing.T) {
 		if diff := cmp.Diff(map[string]int{gcp: 1}, outcomes(bc.Regions)); diff != "" {
 			t.Fatalf("regions (-want +got):\n%s", diff)
 		}
-		if state(delayed) != queue.Canceled || waiting("fan.cancel") != 7 {
+		if state(delayed) != task.Canceled || waiting("fan.cancel") != 7 {
 			t.Fatalf("the delayed task is %s; %d waiting", state(delayed), waiting("fan.cancel"))
 		}
 	})
@@ -395,7 +396,7 @@ func TestFanoutBulkCancel(t *testing.T) {
 		if diff := cmp.Diff(map[string]int{aws: 0, az: 1, gcp: 0}, outcomes(bc.Regions)); diff != "" || bc.Canceled != 1 {
 			t.Fatalf("globex's operator: %+v (-want +got):\n%s", bc, diff)
 		}
-		if state(theirs) != queue.Canceled {
+		if state(theirs) != task.Canceled {
 			t.Fatalf("globex's task: %s", state(theirs))
 		}
 	})
@@ -409,19 +410,19 @@ func TestFanoutBulkCancel(t *testing.T) {
 			t.Fatalf("no unavailable list: %s", rep.Body)
 		}
 		for _, tk := range cancelMe {
-			if state(tk) != queue.Canceled {
+			if state(tk) != task.Canceled {
 				t.Fatalf("%s in %s: %s", tk.id, tk.region, state(tk))
 			}
 		}
 		for _, tk := range keep {
-			if state(tk) != queue.Ready {
+			if state(tk) != task.Ready {
 				t.Fatalf("a task the filter does not match: %s in %s is %s", tk.id, tk.region, state(tk))
 			}
 		}
 		// The trail names the operator in every region, not the cluster token.
 		for _, tk := range cancelMe {
 			tr := f.trail(tk.region, tokAcme, tk.id)
-			if last := tr[len(tr)-1]; last.To != queue.Canceled || last.By != "oncall" {
+			if last := tr[len(tr)-1]; last.To != task.Canceled || last.By != "oncall" {
 				t.Fatalf("%s in %s: last step %+v", tk.id, tk.region, last)
 			}
 		}
@@ -449,15 +450,15 @@ func TestFanoutBulkCancel(t *testing.T) {
 			last := tr[len(tr)-1]
 			switch tk.region {
 			case az:
-				if last.To != queue.Canceled || last.By != "jane" {
+				if last.To != task.Canceled || last.By != "jane" {
 					t.Fatalf("cancelled for jane: %+v", last)
 				}
 			case aws:
-				if last.To != queue.Canceled || last.By != "oncall" {
+				if last.To != task.Canceled || last.By != "oncall" {
 					t.Fatalf("cancelled by the operator: %+v", last)
 				}
 			default:
-				if state(tk) != queue.Ready {
+				if state(tk) != task.Ready {
 					t.Fatalf("%s's task: %s", tk.region, state(tk))
 				}
 			}
@@ -466,7 +467,7 @@ func TestFanoutBulkCancel(t *testing.T) {
 
 	// Last: it stops GCP's server.
 	t.Run("a stopped region is named; the others still cancel", func(t *testing.T) {
-		var late []task
+		var late []sent
 		for _, r := range regionNames {
 			late = append(late, submit(r, tokAcme, "fan.late", nil))
 		}
@@ -479,7 +480,7 @@ func TestFanoutBulkCancel(t *testing.T) {
 			t.Fatalf("regions (-want +got):\n%s", diff)
 		}
 		for _, tk := range late {
-			if want := map[bool]queue.State{true: queue.Ready, false: queue.Canceled}[tk.region == gcp]; state(tk) != want {
+			if want := map[bool]task.State{true: task.Ready, false: task.Canceled}[tk.region == gcp]; state(tk) != want {
 				t.Fatalf("%s's task: %s, want %s", tk.region, state(tk), want)
 			}
 		}
@@ -508,8 +509,8 @@ func TestFanoutLocalDeadLettersAcrossShards(t *testing.T) {
 	var batch []queue.NewTask
 	for i := range total {
 		zero := 0
-		sp := &queue.Spec{Type: "shard.dead", Tenant: []string{"a", "b"}[i%2], MaxRetries: &zero}
-		if err := sp.Normalize(queue.DefaultDefaults(), time.UnixMilli(clock.Load())); err != nil {
+		sp := &task.Spec{Type: "shard.dead", Tenant: []string{"a", "b"}[i%2], MaxRetries: &zero}
+		if err := sp.Normalize(task.DefaultDefaults(), time.UnixMilli(clock.Load())); err != nil {
 			t.Fatal(err)
 		}
 		batch = append(batch, queue.NewTask{Spec: sp, Pool: poolCPU})
@@ -517,7 +518,7 @@ func TestFanoutLocalDeadLettersAcrossShards(t *testing.T) {
 	if _, err := st.Submit(ctx, batch...); err != nil {
 		t.Fatal(err)
 	}
-	var held []*queue.Task
+	var held []*task.Task
 	for len(held) < total {
 		got, err := st.Claim(ctx, queue.ClaimRequest{Pool: poolCPU, Worker: "w", N: 1000})
 		if err != nil || len(got) == 0 {
@@ -530,7 +531,7 @@ func TestFanoutLocalDeadLettersAcrossShards(t *testing.T) {
 	for i, tk := range held {
 		// Three failures per millisecond, in no particular id order.
 		clock.Store(clock.Load() + int64(i%3/2))
-		if s, _, err := st.Fail(ctx, queue.Failure{ID: tk.ID, Token: tk.LeaseToken, Error: "x"}); err != nil || s != queue.Failed {
+		if s, _, err := st.Fail(ctx, queue.Failure{ID: tk.ID, Token: tk.LeaseToken, Error: "x"}); err != nil || s != task.Failed {
 			t.Fatalf("fail: %s %v", s, err)
 		}
 		tenant[tk.ID] = tk.Tenant

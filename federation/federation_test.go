@@ -16,6 +16,7 @@ import (
 
 	"github.com/ax-sched/ax/federation/apiv1"
 	"github.com/ax-sched/ax/queue"
+	"github.com/ax-sched/ax/task"
 )
 
 // Acceptance tests of issue 4: placement across regions, backpressure,
@@ -125,7 +126,7 @@ func TestPlacementCheapestEligiblePool(t *testing.T) {
 					return false
 				}
 				tk, err := f.r(tc.wantRegion).store.Get(ctx, sr.ID)
-				return err == nil && tk.State == queue.Ready && tk.Pool == tc.wantPool
+				return err == nil && tk.State == task.Ready && tk.Pool == tc.wantPool
 			})
 		})
 	}
@@ -326,7 +327,7 @@ func TestKilledRegionIsAvoidedAndComesBack(t *testing.T) {
 	// Its queued tasks wait in its Redis.
 	for _, id := range queued {
 		tk, err := f.r(az).store.Get(ctx, id)
-		if err != nil || tk.State != queue.Ready || tk.Pool != poolSpot {
+		if err != nil || tk.State != task.Ready || tk.Pool != poolSpot {
 			t.Fatalf("queued task %s after the kill: %+v, %v", id, tk, err)
 		}
 	}
@@ -387,7 +388,7 @@ func TestDrainMovesEveryReadyTaskExactlyOnce(t *testing.T) {
 		}
 		per[w[0]]++
 		home, err := f.r(az).store.Get(ctx, id)
-		if err != nil || home.State != queue.HandedOff || home.HandedOffTo != w[0] {
+		if err != nil || home.State != task.HandedOff || home.HandedOffTo != w[0] {
 			t.Fatalf("home record of %s: %+v, %v", id, home, err)
 		}
 	}
@@ -408,7 +409,7 @@ func TestDrainMovesEveryReadyTaskExactlyOnce(t *testing.T) {
 	t.Logf("drained %d: %v", len(ids), per)
 	// The trail tells the story, read through the home region.
 	tr := f.trail(az, tokAcme, ids[0])
-	if !hasReason(tr, queue.ReasonDrained) || !hasReason(tr, queue.ReasonHandedOff) {
+	if !hasReason(tr, task.ReasonDrained) || !hasReason(tr, task.ReasonHandedOff) {
 		t.Fatalf("trail lacks DRAINED / HANDED_OFF: %+v", tr)
 	}
 }
@@ -425,7 +426,7 @@ func TestPriceOverrideFlipsPlacement(t *testing.T) {
 		}
 	}
 	delayed := f.submitOK(aws, tokAcme, spec{"type": "etl.step", "tags": x86, "delay": "2s"})
-	if delayed.State != queue.Pending || delayed.Pool != nil {
+	if delayed.State != task.Pending || delayed.Pool != nil {
 		t.Fatalf("a delayed task is placed when due, not now: %+v", delayed)
 	}
 	// Azure spot becomes dearer than every CPU pool but GCP on-demand.
@@ -457,7 +458,7 @@ func TestPriceOverrideFlipsPlacement(t *testing.T) {
 	// The delayed task, due 2 s after submit, goes where it is cheapest then.
 	eventually(t, 10*time.Second, "the delayed task placed with the new price", func() bool {
 		tk, rep := f.getTask(aws, tokAcme, delayed.ID)
-		return rep.Status == http.StatusOK && tk.State == queue.Ready && tk.HeldBy == gcp && tk.Pool == poolSpot
+		return rep.Status == http.StatusOK && tk.State == task.Ready && tk.HeldBy == gcp && tk.Pool == poolSpot
 	})
 	if time.Since(set) < 500*time.Millisecond {
 		t.Fatal("the delayed task ran early")
@@ -482,7 +483,7 @@ func TestHandOffAnswerLostMakesOneCopy(t *testing.T) {
 		t.Helper()
 		eventually(t, 10*time.Second, "the home record is HANDED_OFF", func() bool {
 			tk, err := f.r(aws).store.Get(ctx, id)
-			return err == nil && tk.State == queue.HandedOff
+			return err == nil && tk.State == task.HandedOff
 		})
 		if n := attempts.Load(); n < 2 {
 			t.Fatalf("the receiver saw %d hand-off attempts; want the retry", n)
@@ -496,15 +497,15 @@ func TestHandOffAnswerLostMakesOneCopy(t *testing.T) {
 		}
 		tk, rep := f.getTask(aws, tokAcme, id)
 		rep.want(t, http.StatusOK)
-		if tk.HeldBy != az || tk.State != queue.Ready || tk.Pool != poolSpot || tk.Region != aws {
+		if tk.HeldBy != az || tk.State != task.Ready || tk.Pool != poolSpot || tk.Region != aws {
 			t.Fatalf("GET through the home region: %+v", tk)
 		}
-		if tr := f.trail(aws, tokAcme, id); !hasReason(tr, queue.ReasonHandedOff) {
+		if tr := f.trail(aws, tokAcme, id); !hasReason(tr, task.ReasonHandedOff) {
 			t.Fatalf("trail lacks HANDED_OFF: %+v", tr)
 		}
 		// A late duplicate of the hand-off is answered "accepted" and adds nothing.
 		tkStore, _ := f.r(aws).store.Get(ctx, id)
-		body, _ := json.Marshal(queue.SpecOf(tkStore))
+		body, _ := json.Marshal(tkStore.Spec())
 		var hr apiv1.HandOffResponse
 		f.call(http.MethodPost, f.r(az).url()+"/v1/internal/handoff", tokCluster,
 			apiv1.HandOff{ID: id, Pool: poolSpot, Spec: body}).want(t, http.StatusOK).json(t, &hr)
@@ -630,24 +631,24 @@ func TestUnplaceableAndNoCapacity(t *testing.T) {
 		}
 	}
 	sr := f.submitOK(aws, tokAcme, a100)
-	if sr.State != queue.Pending || sr.Pool != nil {
+	if sr.State != task.Pending || sr.Pool != nil {
 		t.Fatalf("no capacity: %+v, want PENDING with pool null", sr)
 	}
 	eventually(t, 5*time.Second, "the leader tried and recorded NO_CAPACITY", func() bool {
 		tk, _ := f.getTask(aws, tokAcme, sr.ID)
-		return tk.Reason == queue.ReasonNoCapacity && hasReason(f.trail(aws, tokAcme, sr.ID), queue.ReasonNoCapacity)
+		return tk.Reason == task.ReasonNoCapacity && hasReason(f.trail(aws, tokAcme, sr.ID), task.ReasonNoCapacity)
 	})
 	time.Sleep(time.Second) // several placement rounds: still waiting, never dropped
-	if tk, _ := f.getTask(aws, tokAcme, sr.ID); tk.State != queue.Pending {
+	if tk, _ := f.getTask(aws, tokAcme, sr.ID); tk.State != task.Pending {
 		t.Fatalf("without capacity the task is %s", tk.State)
 	}
 
 	// A worker brings one a100 slot in GCP: the task goes there.
 	f.worker(gcp, poolGPU, 1)
-	var tk queue.Task
+	var tk task.Task
 	eventually(t, 10*time.Second, "placed once slots appear", func() bool {
 		tk, _ = f.getTask(aws, tokAcme, sr.ID)
-		return tk.State == queue.Ready && tk.HeldBy == gcp && tk.Pool == poolGPU
+		return tk.State == task.Ready && tk.HeldBy == gcp && tk.Pool == poolGPU
 	})
 	claimed, err := f.r(gcp).store.Claim(ctx, queue.ClaimRequest{Pool: poolGPU, Worker: "gpu-worker", N: 1})
 	if err != nil || len(claimed) != 1 || claimed[0].ID != sr.ID {
@@ -658,11 +659,11 @@ func TestUnplaceableAndNoCapacity(t *testing.T) {
 		t.Fatalf("complete: %v %v", errs, err)
 	}
 	tk, _ = f.getTask(aws, tokAcme, sr.ID)
-	if tk.State != queue.Success || tk.HeldBy != gcp {
+	if tk.State != task.Success || tk.HeldBy != gcp {
 		t.Fatalf("after completion: %+v", tk)
 	}
 	tr := f.trail(aws, tokAcme, sr.ID)
-	for _, want := range []string{queue.ReasonNoCapacity, queue.ReasonHandedOff, queue.ReasonClaimed, queue.ReasonCompleted} {
+	for _, want := range []string{task.ReasonNoCapacity, task.ReasonHandedOff, task.ReasonClaimed, task.ReasonCompleted} {
 		if !hasReason(tr, want) {
 			t.Fatalf("trail lacks %s: %+v", want, tr)
 		}
@@ -697,7 +698,7 @@ func TestKeyedSubmitsRouteToTheKeysHome(t *testing.T) {
 	}
 	sp := spec{"type": "invoice.send", "tags": x86, "idempotency_key": key}
 	first := f.submitOK(aws, tokAcme, sp)
-	if p, _ := queue.ParseID(first.ID); p.Region != gcp {
+	if p, _ := task.ParseID(first.ID); p.Region != gcp {
 		t.Fatalf("a keyed submit on %s made task %s; its home must be %s", aws, first.ID, gcp)
 	}
 	if first.Region != az || deref(first.Pool) != poolSpot {
@@ -705,7 +706,7 @@ func TestKeyedSubmitsRouteToTheKeysHome(t *testing.T) {
 	}
 	eventually(t, 5*time.Second, "handed off from its home", func() bool {
 		tk, err := f.r(gcp).store.Get(testCtx(t), first.ID)
-		return err == nil && tk.State == queue.HandedOff
+		return err == nil && tk.State == task.HandedOff
 	})
 	// Prices move: a repeat still answers where the task went.
 	if _, err := f.etcdCli.Put(testCtx(t), "/ax/prices/"+az+"/"+poolSpot, `{"price_per_slot_hour": 0.05}`); err != nil {
@@ -760,7 +761,7 @@ func TestHandedOffTaskLostAtTheTarget(t *testing.T) {
 	}
 	eventually(t, 5*time.Second, "handed off", func() bool {
 		tk, _ := f.r(aws).store.Get(ctx, sr.ID)
-		return tk.State == queue.HandedOff
+		return tk.State == task.HandedOff
 	})
 	if err := f.r(az).redis.Flush(ctx); err != nil {
 		t.Fatal(err)
@@ -769,13 +770,13 @@ func TestHandedOffTaskLostAtTheTarget(t *testing.T) {
 		start := time.Now()
 		tk, rep := f.getTask(srv, tokAcme, sr.ID)
 		rep.want(t, http.StatusOK)
-		if tk.State != queue.HandedOff || tk.HandedOffTo != az || tk.HeldBy != aws {
+		if tk.State != task.HandedOff || tk.HandedOffTo != az || tk.HeldBy != aws {
 			t.Fatalf("GET on %s: %+v", srv, tk)
 		}
 		if d := time.Since(start); d > 2*time.Second {
 			t.Fatalf("GET on %s took %v", srv, d)
 		}
-		if tr := f.trail(srv, tokAcme, sr.ID); !hasReason(tr, queue.ReasonHandedOff) {
+		if tr := f.trail(srv, tokAcme, sr.ID); !hasReason(tr, task.ReasonHandedOff) {
 			t.Fatalf("trail on %s: %+v", srv, tr)
 		}
 	}

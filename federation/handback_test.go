@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/ax-sched/ax/queue"
+	"github.com/ax-sched/ax/task"
 )
 
 // A task handed from aws to az and later drained back from az to aws must
@@ -32,22 +33,22 @@ func TestHandedBackTaskIsLiveAgain(t *testing.T) {
 			t.Fatalf("task %s lives in %v, want exactly [%s]", id, w, aws)
 		}
 		back, err := f.r(az).store.Get(ctx, id)
-		if err != nil || back.State != queue.HandedOff || back.HandedOffTo != aws {
+		if err != nil || back.State != task.HandedOff || back.HandedOffTo != aws {
 			t.Fatalf("az record of %s: %+v %v", id, back, err)
 		}
 		for _, name := range regionNames {
 			tk, rep := f.getTask(name, tokAcme, id)
-			if rep.Status != 200 || tk.State == queue.HandedOff || tk.HeldBy != aws {
+			if rep.Status != 200 || tk.State == task.HandedOff || tk.HeldBy != aws {
 				t.Fatalf("GET %s from %s: %d %s held by %s", id, name, rep.Status, tk.State, tk.HeldBy)
 			}
 		}
 		tr := f.trail(aws, tokAcme, id)
 		for _, x := range tr {
-			if !queue.Legal(x.From, x.To, x.Reason) {
+			if !task.Legal(x.From, x.To, x.Reason) {
 				t.Fatalf("illegal step in %s's trail: %+v", id, x)
 			}
 		}
-		if !hasReason(tr, queue.ReasonHandedOff) {
+		if !hasReason(tr, task.ReasonHandedOff) {
 			t.Fatalf("trail of %s lost its first hand-off: %+v", id, tr)
 		}
 	}

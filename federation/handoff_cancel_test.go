@@ -6,7 +6,7 @@ import (
 	"time"
 
 	"github.com/ax-sched/ax/federation/apiv1"
-	"github.com/ax-sched/ax/queue"
+	"github.com/ax-sched/ax/task"
 )
 
 // A cancel that arrives while a task's hand-off is in flight is not
@@ -26,7 +26,7 @@ func TestCancelWhileHandOffInFlight(t *testing.T) {
 	eventually(t, 10*time.Second, "the hand-off request is on its way", func() bool { return c.batch.Load()+c.single.Load() > 0 })
 	var resp apiv1.CancelResponse
 	f.call(http.MethodPost, f.r(aws).url()+"/v1/tasks/"+ids[0]+"/cancel", tokOperator, struct{}{}).want(t, 200).json(t, &resp)
-	if !resp.Requested || resp.State != queue.Pending {
+	if !resp.Requested || resp.State != task.Pending {
 		t.Fatalf("cancel during the hand-off: %+v, want requested (PENDING)", resp)
 	}
 	close(hold)
@@ -36,20 +36,20 @@ func TestCancelWhileHandOffInFlight(t *testing.T) {
 		t.Fatalf("ax_handoffs_total{outcome=accepted} = %d, want %d (the resend with the cancel counts once)", got, len(ids))
 	}
 	held, err := f.r(az).store.Get(ctx, ids[0])
-	if err != nil || held.State != queue.Canceled {
+	if err != nil || held.State != task.Canceled {
 		t.Fatalf("the canceled task in the receiver: %+v %v, want CANCELED", held, err)
 	}
 	tk, rep := f.getTask(aws, tokAcme, ids[0])
-	if rep.Status != 200 || tk.State != queue.Canceled || tk.HeldBy != az {
+	if rep.Status != 200 || tk.State != task.Canceled || tk.HeldBy != az {
 		t.Fatalf("GET from home: %d %s held by %s", rep.Status, tk.State, tk.HeldBy)
 	}
 	for _, id := range ids[1:] {
-		if tk, _ := f.r(az).store.Get(ctx, id); tk.State != queue.Ready {
+		if tk, _ := f.r(az).store.Get(ctx, id); tk.State != task.Ready {
 			t.Fatalf("an uncancelled task in the receiver: %s", tk.State)
 		}
 	}
 	for _, x := range f.trail(az, tokAcme, ids[0]) {
-		if !queue.Legal(x.From, x.To, x.Reason) {
+		if !task.Legal(x.From, x.To, x.Reason) {
 			t.Fatalf("illegal step %+v", x)
 		}
 	}

@@ -17,6 +17,7 @@ import (
 
 	"github.com/ax-sched/ax/federation/apiv1"
 	"github.com/ax-sched/ax/queue"
+	"github.com/ax-sched/ax/task"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 )
 
@@ -72,11 +73,11 @@ func fillOutbox(t testing.TB, ctx context.Context, from *regionEnv, to, pool str
 	for start := 0; start < n; start += queue.MaxBatch {
 		var batch []queue.NewTask
 		for i := start; i < min(start+queue.MaxBatch, n); i++ {
-			sp, err := queue.DecodeSpec([]byte(`{"type":"handoff.bulk","tenant":"acme","tags":{"arch":"x86"},"payload":` + payload(i) + `}`))
+			sp, err := task.DecodeSpec([]byte(`{"type":"handoff.bulk","tenant":"acme","tags":{"arch":"x86"},"payload":` + payload(i) + `}`))
 			if err != nil {
 				t.Fatal(err)
 			}
-			if err := sp.Normalize(queue.DefaultDefaults(), time.Now()); err != nil {
+			if err := sp.Normalize(task.DefaultDefaults(), time.Now()); err != nil {
 				t.Fatal(err)
 			}
 			batch = append(batch, queue.NewTask{Spec: sp, Pool: pool, HandOff: to})
@@ -150,7 +151,7 @@ func checkHandedOffOnce(t testing.TB, ctx context.Context, f *fed, ids []string,
 	t.Helper()
 	for _, id := range ids {
 		home, err := f.r(src).store.Get(ctx, id)
-		if err != nil || home.State != queue.HandedOff || home.HandedOffTo != dst {
+		if err != nil || home.State != task.HandedOff || home.HandedOffTo != dst {
 			t.Fatalf("home record of %s: %+v, %v", id, home, err)
 		}
 		if w := f.where(ctx, id); len(w) != 1 || w[0] != dst {
@@ -181,7 +182,7 @@ func TestHandOffBatchLandsEveryTaskOnce(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if held.Ready != n || held.ReadyBy[poolSpot][queue.DefaultPriority] != n {
+	if held.Ready != n || held.ReadyBy[poolSpot][task.DefaultPriority] != n {
 		t.Fatalf("the target holds %d READY (%v), want %d", held.Ready, held.ReadyBy, n)
 	}
 	for _, other := range []string{aws, gcp} {
@@ -206,10 +207,10 @@ func TestHandOffBatchLandsEveryTaskOnce(t *testing.T) {
 	}
 	// The trail tells the story, read through the home region; the task
 	// reads as held by the target.
-	if tr := f.trail(aws, tokAcme, ids[n-1]); !hasReason(tr, queue.ReasonHandedOff) {
+	if tr := f.trail(aws, tokAcme, ids[n-1]); !hasReason(tr, task.ReasonHandedOff) {
 		t.Fatalf("trail lacks HANDED_OFF: %+v", tr)
 	}
-	if tk, rep := f.getTask(aws, tokAcme, ids[0]); rep.Status != http.StatusOK || tk.HeldBy != az || tk.State != queue.Ready {
+	if tk, rep := f.getTask(aws, tokAcme, ids[0]); rep.Status != http.StatusOK || tk.HeldBy != az || tk.State != task.Ready {
 		t.Fatalf("GET through the home region: %d %+v", rep.Status, tk)
 	}
 }
@@ -257,7 +258,7 @@ func TestHandOffBatchRefusedItemsArePlacedAgain(t *testing.T) {
 			return false
 		}
 		for _, id := range gone {
-			if tk, err := f.r(aws).store.Get(ctx, id); err != nil || tk.State != queue.HandedOff && tk.State != queue.Ready {
+			if tk, err := f.r(aws).store.Get(ctx, id); err != nil || tk.State != task.HandedOff && tk.State != task.Ready {
 				return false
 			}
 		}
@@ -272,10 +273,10 @@ func TestHandOffBatchRefusedItemsArePlacedAgain(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if !hasReason(tr, queue.ReasonHandOffRefused) {
+		if !hasReason(tr, task.ReasonHandOffRefused) {
 			t.Fatalf("trail of %s lacks HANDOFF_REFUSED: %+v", id, tr)
 		}
-		if tk, _ := f.r(aws).store.Get(ctx, id); tk.State == queue.HandedOff && tk.Pool == "cpu-retired" {
+		if tk, _ := f.r(aws).store.Get(ctx, id); tk.State == task.HandedOff && tk.Pool == "cpu-retired" {
 			t.Fatalf("%s handed off into the retired pool: %+v", id, tk)
 		}
 	}
@@ -352,7 +353,7 @@ func TestHandOffTargetDownThenBack(t *testing.T) {
 	ids = append(ids, more...)
 	time.Sleep(time.Second) // rounds against a target that is not there
 	for _, id := range ids {
-		if tk, err := f.r(aws).store.Get(ctx, id); err != nil || tk.State != queue.Pending || tk.HandOffTarget != az {
+		if tk, err := f.r(aws).store.Get(ctx, id); err != nil || tk.State != task.Pending || tk.HandOffTarget != az {
 			t.Fatalf("while the target is down %s is %+v, %v; want it waiting for the same target", id, tk, err)
 		}
 	}
@@ -410,7 +411,7 @@ func TestHandOffBatchEndpoint(t *testing.T) {
 	spec := func(extra string) json.RawMessage {
 		return json.RawMessage(`{"type":"etl.step","tags":{"arch":"x86"}` + extra + `}`)
 	}
-	newID := func() string { return queue.NewID(aws, 0, time.Now()) }
+	newID := func() string { return task.NewIDGen().New(aws, 0, time.Now()) }
 	item := func(id string) apiv1.HandOff { return apiv1.HandOff{ID: id, Pool: poolSpot, Spec: spec("")} }
 	stored := func() int {
 		c, err := f.r(az).store.Counts(ctx)
@@ -468,7 +469,7 @@ func TestHandOffBatchEndpoint(t *testing.T) {
 			t.Fatalf("bad requests stored %d tasks", n-before)
 		}
 		for _, id := range []string{okID, dupID, tooMany[0].ID} {
-			if _, err := f.r(az).store.Get(ctx, id); !errors.Is(err, queue.ErrNotFound) {
+			if _, err := f.r(az).store.Get(ctx, id); !errors.Is(err, task.ErrNotFound) {
 				t.Fatalf("%s after bad requests: %v, want not found", id, err)
 			}
 		}
@@ -503,7 +504,7 @@ func TestHandOffBatchEndpoint(t *testing.T) {
 				t.Fatalf("item %d: %+v, want status %d", i, it, want.status)
 			}
 			if want.code == "" {
-				if !it.Accepted || it.Duplicate || it.Error != nil || it.State != string(queue.Ready) {
+				if !it.Accepted || it.Duplicate || it.Error != nil || it.State != string(task.Ready) {
 					t.Fatalf("item %d: %+v, want accepted READY", i, it)
 				}
 				continue
@@ -513,12 +514,12 @@ func TestHandOffBatchEndpoint(t *testing.T) {
 			}
 		}
 		for _, id := range []string{okID, otherOK} {
-			if tk, err := f.r(az).store.Get(ctx, id); err != nil || tk.State != queue.Ready || tk.Pool != poolSpot {
+			if tk, err := f.r(az).store.Get(ctx, id); err != nil || tk.State != task.Ready || tk.Pool != poolSpot {
 				t.Fatalf("accepted %s: %+v, %v", id, tk, err)
 			}
 		}
 		for _, id := range []string{badSpec, badPool} {
-			if _, err := f.r(az).store.Get(ctx, id); !errors.Is(err, queue.ErrNotFound) {
+			if _, err := f.r(az).store.Get(ctx, id); !errors.Is(err, task.ErrNotFound) {
 				t.Fatalf("refused %s: %v, want not found", id, err)
 			}
 		}
@@ -564,7 +565,7 @@ func TestHandOffForbiddenWaitsForTheSameTarget(t *testing.T) {
 	eventually(t, 10*time.Second, "the sender tried twice", func() bool { return c.batch.Load()+c.single.Load() >= 2 })
 	for _, id := range ids {
 		tk, err := f.r(aws).store.Get(ctx, id)
-		if err != nil || tk.State != queue.Pending || tk.HandOffTarget != az {
+		if err != nil || tk.State != task.Pending || tk.HandOffTarget != az {
 			t.Fatalf("while forbidden %s is %+v, %v; want it waiting for the same target", id, tk, err)
 		}
 	}

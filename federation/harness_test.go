@@ -22,6 +22,7 @@ import (
 	"github.com/ax-sched/ax/placement"
 	"github.com/ax-sched/ax/queue"
 	"github.com/ax-sched/ax/region"
+	"github.com/ax-sched/ax/task"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/redis/go-redis/v9"
 	clientv3 "go.etcd.io/etcd/client/v3"
@@ -635,10 +636,10 @@ func (f *fed) explain(regionName string, spec any) apiv1.Explanation {
 }
 
 // getTask reads a task through a region's server.
-func (f *fed) getTask(regionName, token, id string) (queue.Task, reply) {
+func (f *fed) getTask(regionName, token, id string) (task.Task, reply) {
 	f.t.Helper()
 	rep := f.call(http.MethodGet, f.r(regionName).url()+"/v1/tasks/"+id, token, nil)
-	var tk queue.Task
+	var tk task.Task
 	if rep.Status == http.StatusOK {
 		rep.json(f.t, &tk)
 	}
@@ -646,14 +647,14 @@ func (f *fed) getTask(regionName, token, id string) (queue.Task, reply) {
 }
 
 // trail reads a task's trail through a region's server.
-func (f *fed) trail(regionName, token, id string) []queue.Transition {
+func (f *fed) trail(regionName, token, id string) []task.Transition {
 	f.t.Helper()
 	var tr apiv1.TrailResponse
 	f.call(http.MethodGet, f.r(regionName).url()+"/v1/tasks/"+id+"/trail", token, nil).want(f.t, http.StatusOK).json(f.t, &tr)
 	return tr.Transitions
 }
 
-func hasReason(tr []queue.Transition, reason string) bool {
+func hasReason(tr []task.Transition, reason string) bool {
 	for _, x := range tr {
 		if x.Reason == reason {
 			return true
@@ -672,7 +673,7 @@ func (f *fed) where(ctx context.Context, id string) []string {
 		if err != nil {
 			continue
 		}
-		if tk.State != queue.HandedOff {
+		if tk.State != task.HandedOff {
 			out = append(out, name)
 		}
 	}

@@ -12,6 +12,7 @@ import (
 	"github.com/ax-sched/ax/placement"
 	"github.com/ax-sched/ax/queue"
 	"github.com/ax-sched/ax/region"
+	"github.com/ax-sched/ax/task"
 )
 
 // Config of a federation node (one per ax server).
@@ -20,7 +21,7 @@ type Config struct {
 	Regions []string // every region of the federation (rendezvous hashing of keys)
 	// ClusterToken authenticates server-to-server calls (hand-off, forwarding).
 	ClusterToken string
-	Defaults     queue.Defaults
+	Defaults     task.Defaults
 	Placement    placement.Config
 	// NoCapacityRetry is how long a task that no pool can take now waits
 	// before it is placed again (first try; it doubles up to 1 min).
@@ -69,8 +70,8 @@ func NewNode(cfg Config, store *queue.Store, view *View, m *Metrics) (*Node, err
 	if len(cfg.Regions) == 0 {
 		cfg.Regions = []string{cfg.Region}
 	}
-	if cfg.Defaults == (queue.Defaults{}) {
-		cfg.Defaults = queue.DefaultDefaults()
+	if cfg.Defaults == (task.Defaults{}) {
+		cfg.Defaults = task.DefaultDefaults()
 	}
 	est, err := placement.NewEstimator(cfg.Placement)
 	if err != nil {
@@ -128,7 +129,7 @@ func (e *PlacementError) Error() string {
 // Outcome is the result of one submitted spec.
 type Outcome struct {
 	ID        string
-	State     queue.State
+	State     task.State
 	Region    string // where it runs (or will)
 	Pool      string // "" while unplaced
 	Duplicate bool
@@ -157,7 +158,7 @@ func (n *Node) KeyHome(tenant, key string) string {
 // Submit validates, routes and places specs (already decoded; tenant set).
 // forwarded is true for a submit another server routed here (never routed
 // again).
-func (n *Node) Submit(ctx context.Context, specs []*queue.Spec, forwarded bool) []Outcome {
+func (n *Node) Submit(ctx context.Context, specs []*task.Spec, forwarded bool) []Outcome {
 	out := make([]Outcome, len(specs))
 	now := n.cfg.Now()
 	var local []queue.NewTask
@@ -260,7 +261,7 @@ func (n *Node) Submit(ctx context.Context, specs []*queue.Spec, forwarded bool) 
 	return out
 }
 
-func placeTask(sp *queue.Spec, home string) placement.Task {
+func placeTask(sp *task.Spec, home string) placement.Task {
 	prio := 0
 	if sp.Priority != nil {
 		prio = *sp.Priority
@@ -269,7 +270,7 @@ func placeTask(sp *queue.Spec, home string) placement.Task {
 }
 
 // Explain is a dry-run placement of a spec.
-func (n *Node) Explain(sp *queue.Spec) (placement.Explanation, error) {
+func (n *Node) Explain(sp *task.Spec) (placement.Explanation, error) {
 	if err := sp.Normalize(n.cfg.Defaults, n.cfg.Now()); err != nil {
 		return placement.Explanation{}, err
 	}
@@ -278,7 +279,7 @@ func (n *Node) Explain(sp *queue.Spec) (placement.Explanation, error) {
 
 // PlaceDue implements region.Placer: due tasks of this region are placed
 // with the prices and watermarks of now, across regions.
-func (n *Node) PlaceDue(_ context.Context, tasks []*queue.Task) []queue.Assignment {
+func (n *Node) PlaceDue(_ context.Context, tasks []*task.Task) []queue.Assignment {
 	now := n.cfg.Now()
 	vs := n.view.current()
 	snap := vs.pools

@@ -20,6 +20,7 @@ import (
 
 	"github.com/ax-sched/ax/federation/apiv1"
 	"github.com/ax-sched/ax/queue"
+	"github.com/ax-sched/ax/task"
 )
 
 // Headers of server-to-server calls.
@@ -95,7 +96,7 @@ func (n *Node) call(ctx context.Context, base, method, path string, in, out any)
 }
 
 // forwardSubmit sends keyed specs to their key's home region in one batch.
-func (n *Node) forwardSubmit(ctx context.Context, home string, specs []*queue.Spec, idx []int, out []Outcome) {
+func (n *Node) forwardSubmit(ctx context.Context, home string, specs []*task.Spec, idx []int, out []Outcome) {
 	api, err := n.peerAPI(home)
 	if err != nil {
 		for _, i := range idx {
@@ -213,7 +214,7 @@ const (
 )
 
 type answer struct {
-	t        *queue.Task
+	t        *task.Task
 	v        verdict
 	canceled bool  // handedOff: the target also carried out the cancel the item carried
 	err      error // refused or unanswered: why
@@ -221,7 +222,7 @@ type answer struct {
 
 // parcel is the tasks of one request to one target.
 type parcel struct {
-	tasks []*queue.Task
+	tasks []*task.Task
 	items []apiv1.HandOff
 }
 
@@ -239,8 +240,8 @@ func definite(status int) bool {
 
 // round hands tasks off, grouped by target, up to handOffTargets targets
 // at once, and returns when every group is answered or put back.
-func (o *outbox) round(ctx context.Context, tasks []*queue.Task) {
-	byTarget := map[string][]*queue.Task{}
+func (o *outbox) round(ctx context.Context, tasks []*task.Task) {
+	byTarget := map[string][]*task.Task{}
 	var targets []string
 	for _, t := range tasks {
 		if _, ok := byTarget[t.HandOffTarget]; !ok {
@@ -262,7 +263,7 @@ func (o *outbox) round(ctx context.Context, tasks []*queue.Task) {
 
 // send hands one target's tasks off, parcel after parcel, and stops at the
 // first request that gets no definite answer.
-func (o *outbox) send(ctx context.Context, target string, tasks []*queue.Task) {
+func (o *outbox) send(ctx context.Context, target string, tasks []*task.Task) {
 	r, ok := o.n.view.Region(target)
 	if !ok || r.API == "" {
 		o.settle(ctx, target, unansweredAll(tasks, fmt.Errorf("region %s not in the view", target)))
@@ -297,12 +298,12 @@ func (o *outbox) send(ctx context.Context, target string, tasks []*queue.Task) {
 
 // parcelsOf cuts one target's tasks into requests of at most MaxBatch
 // tasks and handOffBytes of specs (a larger task goes alone).
-func parcelsOf(tasks []*queue.Task) []parcel {
+func parcelsOf(tasks []*task.Task) []parcel {
 	var out []parcel
 	var cur parcel
 	size := 0
 	for _, t := range tasks {
-		spec, _ := json.Marshal(queue.SpecOf(t))
+		spec, _ := json.Marshal(t.Spec())
 		sz := len(spec) + len(t.ID) + len(t.Pool) + 32
 		if len(cur.tasks) > 0 && (len(cur.tasks) == MaxBatch || size+sz > handOffBytes) {
 			out = append(out, cur)
@@ -398,7 +399,7 @@ func (o *outbox) sendEach(ctx context.Context, api string, p parcel) (as []answe
 	return as, nil
 }
 
-func unansweredAll(tasks []*queue.Task, why error) []answer {
+func unansweredAll(tasks []*task.Task, why error) []answer {
 	as := make([]answer, len(tasks))
 	for i, t := range tasks {
 		as[i] = answer{t: t, v: unanswered, err: why}
@@ -489,12 +490,12 @@ func (o *outbox) settle(ctx context.Context, target string, as []answer) {
 	m := n.metrics.handoffs
 	if len(accepted) > 0 {
 		m.WithLabelValues(n.cfg.Region, target, "accepted").Add(float64(len(accepted)))
-		n.log.Info("handed off", "target", target, "n", len(accepted), idsAttr(accepted), "reason", queue.ReasonHandedOff)
+		n.log.Info("handed off", "target", target, "n", len(accepted), idsAttr(accepted), "reason", task.ReasonHandedOff)
 	}
 	if len(refusedIDs) > 0 {
 		m.WithLabelValues(n.cfg.Region, target, "refused").Add(float64(len(refusedIDs)))
 		n.log.Info("hand-off refused; placing again", "target", target, "n", len(refusedIDs), idsAttr(refusedIDs),
-			"reason", queue.ReasonHandOffRefused, "err", refusedErr)
+			"reason", task.ReasonHandOffRefused, "err", refusedErr)
 		if n.cell != nil {
 			n.cell.Wake()
 		}
@@ -509,9 +510,9 @@ func (o *outbox) settle(ctx context.Context, target string, as []answer) {
 			args := []any{"id", a.t.ID, "trace_id", a.t.TraceID, "target", target, "pool", a.t.Pool}
 			switch a.v {
 			case handedOff:
-				args = append(args, "outcome", "accepted", "reason", queue.ReasonHandedOff)
+				args = append(args, "outcome", "accepted", "reason", task.ReasonHandedOff)
 			case refused:
-				args = append(args, "outcome", "refused", "reason", queue.ReasonHandOffRefused, "err", a.err)
+				args = append(args, "outcome", "refused", "reason", task.ReasonHandOffRefused, "err", a.err)
 			default:
 				args = append(args, "outcome", "retry", "err", a.err)
 			}
@@ -549,10 +550,10 @@ func (n *Node) Accept(ctx context.Context, h apiv1.HandOff, known func(pool stri
 
 // accepted is the receiver's outcome of one hand-off.
 type accepted struct {
-	State     queue.State
+	State     task.State
 	Duplicate bool  // the id was held already (an earlier attempt landed)
 	Canceled  bool  // the hand-off's Cancel was carried out
-	Err       error // not accepted: the spec's *queue.FieldError, queue.ErrBadID, or a *refusal
+	Err       error // not accepted: the spec's *task.FieldError, task.ErrBadID, or a *refusal
 }
 
 // refusal is a well-formed hand-off the receiver will not take: no such
@@ -574,12 +575,12 @@ func (n *Node) acceptMany(ctx context.Context, hs []apiv1.HandOff, known func(po
 	var idx []int
 	now := n.cfg.Now()
 	for i, h := range hs {
-		sp, err := queue.DecodeSpec(h.Spec)
+		sp, err := task.DecodeSpec(h.Spec)
 		if err == nil {
 			err = sp.Normalize(n.cfg.Defaults, now)
 		}
 		if err == nil {
-			_, err = queue.ParseID(h.ID)
+			_, err = task.ParseID(h.ID)
 		}
 		if err == nil && !known(h.Pool) {
 			err = &refusal{field: "pool", reason: "no pool " + h.Pool + " in " + n.cfg.Region}
@@ -605,7 +606,7 @@ func (n *Node) acceptMany(ctx context.Context, hs []apiv1.HandOff, known func(po
 		switch {
 		case r.Err == nil:
 			out[i].State = r.State
-		case errors.Is(r.Err, queue.ErrExists):
+		case errors.Is(r.Err, task.ErrExists):
 			out[i].State, out[i].Duplicate = r.State, true
 		default:
 			out[i].Err = &refusal{reason: r.Err.Error()}
@@ -614,8 +615,8 @@ func (n *Node) acceptMany(ctx context.Context, hs []apiv1.HandOff, known func(po
 		// it out here, also on a repeat (the first attempt may have stored
 		// the task and not cancelled it). Already ended counts as done.
 		if hs[i].Cancel && out[i].Err == nil {
-			st, err := n.store.Cancel(ctx, hs[i].ID, queue.ReasonCanceledByUser, "handoff")
-			var te *queue.TransitionError
+			st, err := n.store.Cancel(ctx, hs[i].ID, task.ReasonCanceledByUser, "handoff")
+			var te *task.TransitionError
 			switch {
 			case err == nil:
 				out[i].State, out[i].Canceled = st, true
@@ -632,7 +633,7 @@ func (n *Node) acceptMany(ctx context.Context, hs []apiv1.HandOff, known func(po
 // forwardTarget says where a request about id must go when this server
 // does not hold the task: the home region named in the id.
 func (n *Node) forwardTarget(id string) (string, bool) {
-	p, err := queue.ParseID(id)
+	p, err := task.ParseID(id)
 	if err != nil || p.Region == n.cfg.Region {
 		return "", false
 	}

@@ -7,12 +7,12 @@ import (
 	"net/http"
 
 	"github.com/ax-sched/ax/federation/apiv1"
-	"github.com/ax-sched/ax/queue"
+	"github.com/ax-sched/ax/task"
 )
 
 // Schedules is what the schedule endpoints need; *schedule.Scheduler
 // implements it. tenant is the caller's ("" sees every schedule). Errors
-// are *queue.FieldError or *apiv1.Error (conflict, not found, the global
+// are *task.FieldError or *apiv1.Error (conflict, not found, the global
 // etcd unavailable), mapped by toAPIError like any other.
 type Schedules interface {
 	// Validate checks a request and builds the definition.
@@ -138,14 +138,14 @@ func (a *API) enqueueScheduled(w http.ResponseWriter, r *http.Request, _ Princip
 	if err := decode(w, r, int64(a.cfg.MaxPayload)+(64<<10), &req); err != nil {
 		return err
 	}
-	id, err := queue.ParseID(req.ID)
+	id, err := task.ParseID(req.ID)
 	if err != nil {
-		return &queue.FieldError{Field: "id", Msg: "is not a task id"}
+		return &task.FieldError{Field: "id", Msg: "is not a task id"}
 	}
 	if id.Region != a.n.cfg.Region {
-		return &queue.FieldError{Field: "id", Msg: fmt.Sprintf("names home region %s; this is %s", id.Region, a.n.cfg.Region)}
+		return &task.FieldError{Field: "id", Msg: fmt.Sprintf("names home region %s; this is %s", id.Region, a.n.cfg.Region)}
 	}
-	sp, err := queue.DecodeSpec(req.Spec)
+	sp, err := task.DecodeSpec(req.Spec)
 	if err != nil {
 		return prefixField("spec", err)
 	}
@@ -160,13 +160,13 @@ func (a *API) enqueueScheduled(w http.ResponseWriter, r *http.Request, _ Princip
 // prefixField names a nested object's field error from the outer object:
 // "tags.gpu" in "spec" becomes "spec.tags.gpu".
 func prefixField(prefix string, err error) error {
-	var fe *queue.FieldError
+	var fe *task.FieldError
 	if errors.As(err, &fe) {
 		f := prefix
 		if fe.Field != "" {
 			f += "." + fe.Field
 		}
-		return &queue.FieldError{Field: f, Msg: fe.Msg}
+		return &task.FieldError{Field: f, Msg: fe.Msg}
 	}
 	return err
 }

@@ -15,6 +15,7 @@ import (
 	"github.com/ax-sched/ax/lease"
 	"github.com/ax-sched/ax/queue"
 	"github.com/ax-sched/ax/schedule"
+	"github.com/ax-sched/ax/task"
 	"github.com/prometheus/client_golang/prometheus"
 	clientv3 "go.etcd.io/etcd/client/v3"
 )
@@ -105,10 +106,10 @@ func (f *fed) setLastSlot(name string, last time.Time) {
 }
 
 // waitingTasks lists the PENDING and READY tasks of a type in one region.
-func (f *fed) waitingTasks(regionName, typ string) []*queue.Task {
+func (f *fed) waitingTasks(regionName, typ string) []*task.Task {
 	f.t.Helper()
-	var out []*queue.Task
-	err := f.r(regionName).store.Waiting(testCtx(f.t), queue.Filter{Type: typ}, func(ts []*queue.Task) error {
+	var out []*task.Task
+	err := f.r(regionName).store.Waiting(testCtx(f.t), queue.Filter{Type: typ}, func(ts []*task.Task) error {
 		out = append(out, ts...)
 		return nil
 	})
@@ -244,9 +245,9 @@ func TestScheduleFailoverFiresEachSlotOnce(t *testing.T) {
 			t.Errorf("%d scheduled tasks in %s, want none outside the home region", len(ts), r)
 		}
 	}
-	bySlot := map[int64]*queue.Task{}
+	bySlot := map[int64]*task.Task{}
 	for _, tk := range f.waitingTasks(aws, typ) {
-		p, err := queue.ParseID(tk.ID)
+		p, err := task.ParseID(tk.ID)
 		if err != nil {
 			t.Fatalf("task %s: %v", tk.ID, err)
 		}
@@ -326,9 +327,9 @@ func TestScheduleOverlap(t *testing.T) {
 
 	// claim claims the schedule's waiting task in pool: its latest run
 	// (forbid fires no other; replace cancels the older one before firing).
-	claim := func(t *testing.T, name, pool string) *queue.Task {
+	claim := func(t *testing.T, name, pool string) *task.Task {
 		t.Helper()
-		var got *queue.Task
+		var got *task.Task
 		eventually(t, 10*time.Second, name+" fires and its run is claimed", func() bool {
 			ts, err := st.Claim(ctx, queue.ClaimRequest{Pool: pool, Worker: "w-" + name, N: 1})
 			if err != nil || len(ts) == 0 {
@@ -337,7 +338,7 @@ func TestScheduleOverlap(t *testing.T) {
 			got = ts[0]
 			return true
 		})
-		if p, err := queue.ParseID(got.ID); err != nil || got.ID != schedule.TaskID(name, p.Time, aws) {
+		if p, err := task.ParseID(got.ID); err != nil || got.ID != schedule.TaskID(name, p.Time, aws) {
 			t.Fatalf("claimed %s, not a run of %s", got.ID, name)
 		}
 		return got
@@ -365,7 +366,7 @@ func TestScheduleOverlap(t *testing.T) {
 
 	t.Run("replace", func(t *testing.T) {
 		run := claim(t, "replacer", poolCPU)
-		p, _ := queue.ParseID(run.ID)
+		p, _ := task.ParseID(run.ID)
 		var next string
 		eventually(t, 5*time.Second, "the next slot fires", func() bool {
 			s := f.schedState("replacer")
@@ -376,13 +377,13 @@ func TestScheduleOverlap(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if !tk.CancelRequested && tk.State != queue.Canceled {
+		if !tk.CancelRequested && tk.State != task.Canceled {
 			t.Errorf("the running run was not asked to stop: %s cancel_requested=%v", tk.State, tk.CancelRequested)
 		}
 		// The next slot replaces the waiting run at once (READY → CANCELED).
 		eventually(t, 5*time.Second, next+" replaced by the slot after", func() bool {
 			tk, err := st.Get(ctx, next)
-			return err == nil && tk.State == queue.Canceled && f.schedState("replacer").LastTaskID != next
+			return err == nil && tk.State == task.Canceled && f.schedState("replacer").LastTaskID != next
 		})
 	})
 }

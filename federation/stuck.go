@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/ax-sched/ax/queue"
+	"github.com/ax-sched/ax/task"
 )
 
 // StuckPoolLoop (a region leader loop) re-places the READY tasks of a pool
@@ -50,7 +51,7 @@ func (n *Node) StuckPoolLoop(ctx context.Context, f queue.Fence, lost func(error
 				continue
 			}
 			if moved > 0 {
-				n.log.Info("re-placed READY tasks of a pool without workers", "pool", p.Name, "moved", moved, "reason", queue.ReasonDrained)
+				n.log.Info("re-placed READY tasks of a pool without workers", "pool", p.Name, "moved", moved, "reason", task.ReasonDrained)
 			}
 			since[p.Name] = now // try again after another grace period
 		}

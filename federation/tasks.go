@@ -10,6 +10,7 @@ import (
 	"github.com/ax-sched/ax/federation/apiv1"
 	"github.com/ax-sched/ax/placement"
 	"github.com/ax-sched/ax/queue"
+	"github.com/ax-sched/ax/task"
 )
 
 // maxHops bounds forwarding: a server forwards to the id's home region,
@@ -17,11 +18,11 @@ import (
 const maxHops = 2
 
 // Get finds a task wherever it lives.
-func (n *Node) Get(ctx context.Context, id string, hops int) (*queue.Task, error) {
+func (n *Node) Get(ctx context.Context, id string, hops int) (*task.Task, error) {
 	t, err := n.store.Get(ctx, id)
 	switch {
-	case err == nil && t.State == queue.HandedOff && hops < maxHops:
-		var remote queue.Task
+	case err == nil && t.State == task.HandedOff && hops < maxHops:
+		var remote task.Task
 		if err := n.proxy(ctx, t.HandedOffTo, http.MethodGet, taskPath(id, ""), nil, &remote); err != nil {
 			if isPeerNotFound(err) {
 				return t, nil // the forwarding record is all we know
@@ -29,9 +30,9 @@ func (n *Node) Get(ctx context.Context, id string, hops int) (*queue.Task, error
 			return nil, err
 		}
 		return &remote, nil
-	case errors.Is(err, queue.ErrNotFound) && hops < maxHops:
+	case errors.Is(err, task.ErrNotFound) && hops < maxHops:
 		if home, ok := n.forwardTarget(id); ok {
-			var remote queue.Task
+			var remote task.Task
 			if err := n.proxy(ctx, home, http.MethodGet, taskPath(id, ""), nil, &remote); err != nil {
 				return nil, err
 			}
@@ -43,9 +44,9 @@ func (n *Node) Get(ctx context.Context, id string, hops int) (*queue.Task, error
 
 // Trail returns a task's transitions wherever it lives; a handed-off
 // task's trail is the home part followed by the receiver's.
-func (n *Node) Trail(ctx context.Context, id string, hops int) ([]queue.Transition, error) {
+func (n *Node) Trail(ctx context.Context, id string, hops int) ([]task.Transition, error) {
 	tr, err := n.store.Trail(ctx, id)
-	if errors.Is(err, queue.ErrNotFound) && hops < maxHops {
+	if errors.Is(err, task.ErrNotFound) && hops < maxHops {
 		if home, ok := n.forwardTarget(id); ok {
 			var r apiv1.TrailResponse
 			if err := n.proxy(ctx, home, http.MethodGet, taskPath(id, "/trail"), nil, &r); err != nil {
@@ -57,7 +58,7 @@ func (n *Node) Trail(ctx context.Context, id string, hops int) ([]queue.Transiti
 	if err != nil {
 		return nil, err
 	}
-	if t, gerr := n.store.Get(ctx, id); gerr == nil && t.State == queue.HandedOff && hops < maxHops {
+	if t, gerr := n.store.Get(ctx, id); gerr == nil && t.State == task.HandedOff && hops < maxHops {
 		var r apiv1.TrailResponse
 		if err := n.proxy(ctx, t.HandedOffTo, http.MethodGet, taskPath(id, "/trail"), nil, &r); err == nil {
 			tr = append(tr, r.Transitions...)
@@ -78,15 +79,15 @@ const (
 
 // Act cancels, replays or re-prioritises a task wherever it lives. For
 // cancel the state returned is CANCELED or RUNNING (requested).
-func (n *Node) Act(ctx context.Context, op TaskOp, id string, priority int, by string, hops int) (queue.State, error) {
-	var st queue.State
+func (n *Node) Act(ctx context.Context, op TaskOp, id string, priority int, by string, hops int) (task.State, error) {
+	var st task.State
 	var err error
 	switch op {
 	case OpCancel:
-		st, err = n.store.Cancel(ctx, id, queue.ReasonCanceledByUser, by)
+		st, err = n.store.Cancel(ctx, id, task.ReasonCanceledByUser, by)
 	case OpReplay:
 		err = n.store.Replay(ctx, id, by)
-		st = queue.Pending
+		st = task.Pending
 	case OpPriority:
 		err = n.store.SetPriority(ctx, id, priority, by)
 	}
@@ -98,7 +99,7 @@ func (n *Node) Act(ctx context.Context, op TaskOp, id string, priority int, by s
 	switch {
 	case errors.As(err, &ho):
 		target = ho.Region
-	case errors.Is(err, queue.ErrNotFound):
+	case errors.Is(err, task.ErrNotFound):
 		target, _ = n.forwardTarget(id)
 	}
 	if target == "" || hops >= maxHops {
@@ -112,7 +113,7 @@ func (n *Node) Act(ctx context.Context, op TaskOp, id string, priority int, by s
 		}
 		return r.State, nil
 	case OpReplay:
-		return queue.Pending, n.proxy(ctx, target, http.MethodPost, taskPath(id, "/replay"), struct{}{}, nil)
+		return task.Pending, n.proxy(ctx, target, http.MethodPost, taskPath(id, "/replay"), struct{}{}, nil)
 	default:
 		return "", n.proxy(ctx, target, http.MethodPost, taskPath(id, "/priority"), apiv1.PriorityRequest{Priority: &priority}, nil)
 	}
@@ -162,7 +163,7 @@ func (n *Node) drain(ctx context.Context, pool string, rate int, f *queue.Fence)
 		}
 		return nil
 	}
-	err := n.store.Waiting(ctx, queue.Filter{State: queue.Ready, Pool: pool}, func(ts []*queue.Task) error {
+	err := n.store.Waiting(ctx, queue.Filter{State: task.Ready, Pool: pool}, func(ts []*task.Task) error {
 		for _, t := range ts {
 			allowed := t.Regions
 			d := n.placer.Place(snap, placement.Task{Type: t.Type, Tags: t.Tags, Regions: without(allowed, n.cfg.Region, n.cfg.Regions),

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/ax-sched/ax/internal/testenv"
+	"github.com/ax-sched/ax/task"
 	"github.com/redis/go-redis/v9"
 )
 
@@ -91,21 +92,21 @@ func TestAgingBounded(t *testing.T) {
 
 func TestIdempotency(t *testing.T) {
 	e := newEnv(t)
-	key := func(s *Spec) { s.IdempotencyKey = "order-42" }
+	key := func(s *task.Spec) { s.IdempotencyKey = "order-42" }
 	res, err := e.s.Submit(e.ctx, NewTask{Spec: e.spec(key), Pool: "cpu"})
 	if err != nil || res[0].Err != nil {
 		t.Fatal(err, res)
 	}
 	first := res[0].ID
 	res, _ = e.s.Submit(e.ctx, NewTask{Spec: e.spec(key), Pool: "cpu"})
-	if !res[0].Duplicate || res[0].ID != first || res[0].State != Ready {
+	if !res[0].Duplicate || res[0].ID != first || res[0].State != task.Ready {
 		t.Fatalf("repeat: %+v", res[0])
 	}
 	res, _ = e.s.Submit(e.ctx, NewTask{Spec: e.spec(key, prio(0)), Pool: "cpu"})
-	if !errors.Is(res[0].Err, ErrIdempotencyConflict) || res[0].ID != first {
+	if !errors.Is(res[0].Err, task.ErrIdempotencyConflict) || res[0].ID != first {
 		t.Fatalf("other spec: %+v", res[0])
 	}
-	other := func(s *Spec) { s.IdempotencyKey = "order-42"; s.Tenant = "acme" }
+	other := func(s *task.Spec) { s.IdempotencyKey = "order-42"; s.Tenant = "acme" }
 	res, _ = e.s.Submit(e.ctx, NewTask{Spec: e.spec(other), Pool: "cpu"})
 	if res[0].Err != nil || res[0].Duplicate {
 		t.Fatalf("keys are per tenant: %+v", res[0])
@@ -115,8 +116,8 @@ func TestIdempotency(t *testing.T) {
 		t.Fatalf("ready %d, want 2", c.Ready)
 	}
 	// A fixed id is accepted once (hand-off receivers rely on it).
-	id := NewID("eu-west", 0, e.clock.Now())
-	for i, want := range []error{nil, ErrExists} {
+	id := e.s.NewID(0, e.clock.Now())
+	for i, want := range []error{nil, task.ErrExists} {
 		res, _ := e.s.Submit(e.ctx, NewTask{Spec: e.spec(), Pool: "cpu", ID: id})
 		if !errors.Is(res[0].Err, want) {
 			t.Fatalf("fixed id submit %d: %v", i, res[0].Err)
@@ -139,7 +140,7 @@ func TestPromoteReturnsNextDueAndCancelRunning(t *testing.T) {
 	}
 	tk := e.claimOne("cpu")
 	st, err := e.s.Cancel(e.ctx, tk.ID, "", "op")
-	if err != nil || st != Running {
+	if err != nil || st != task.Running {
 		t.Fatalf("cancel running: %s %v", st, err)
 	}
 	stops, _ := e.s.Heartbeat(e.ctx, "w1", "cpu", 1, []Lease{{ID: tk.ID, Token: tk.LeaseToken}})
@@ -147,7 +148,7 @@ func TestPromoteReturnsNextDueAndCancelRunning(t *testing.T) {
 		t.Fatalf("heartbeat after cancel: %v", stops)
 	}
 	st, _, err = e.s.Fail(e.ctx, Failure{ID: tk.ID, Token: tk.LeaseToken, Error: "context canceled", Retryable: true})
-	if err != nil || st != Canceled {
+	if err != nil || st != task.Canceled {
 		t.Fatalf("ack: %s %v", st, err)
 	}
 }
@@ -158,8 +159,8 @@ func TestReturnKeepsRetryAndEnqueueTime(t *testing.T) {
 	enq := e.clock.Now().UnixMilli()
 	e.clock.Advance(time.Minute)
 	tk := e.claimOne("cpu")
-	st, err := e.s.Return(e.ctx, id, tk.LeaseToken, ReasonPreempted, 90*time.Second)
-	if err != nil || st != Pending {
+	st, err := e.s.Return(e.ctx, id, tk.LeaseToken, task.ReasonPreempted, 90*time.Second)
+	if err != nil || st != task.Pending {
 		t.Fatal(st, err)
 	}
 	e.clock.Advance(91 * time.Second)
@@ -167,7 +168,7 @@ func TestReturnKeepsRetryAndEnqueueTime(t *testing.T) {
 		t.Fatal(err)
 	}
 	got, _ := e.s.Get(e.ctx, id)
-	if got.State != Ready || got.Attempts != 0 || got.PreemptCount != 1 || got.EnqueuedAt.UnixMilli() != enq {
+	if got.State != task.Ready || got.Attempts != 0 || got.PreemptCount != 1 || got.EnqueuedAt.UnixMilli() != enq {
 		t.Fatalf("after preemption: %+v", got)
 	}
 	// The retry budget is intact: max_retries 0 still allows a first attempt that fails into the DLQ only once.
@@ -264,8 +265,8 @@ func TestDurabilityAcrossRedisRestart(t *testing.T) {
 				return
 			default:
 			}
-			sp := &Spec{Type: "t"}
-			_ = sp.Normalize(DefaultDefaults(), time.Now())
+			sp := &task.Spec{Type: "t"}
+			_ = sp.Normalize(task.DefaultDefaults(), time.Now())
 			res, err := s.Submit(ctx, NewTask{Spec: sp, Pool: "cpu"})
 			if err != nil {
 				failures++

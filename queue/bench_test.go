@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/ax-sched/ax/internal/testenv"
+	"github.com/ax-sched/ax/task"
 )
 
 // 64-byte payload, as in the memory target.
@@ -23,9 +24,9 @@ func benchStore(b *testing.B) (*Store, context.Context, *testenv.Redis) {
 	return s, context.Background(), r
 }
 
-func benchSpec(b *testing.B) *Spec {
-	sp := &Spec{Type: "bench.noop", Payload: payload64}
-	if err := sp.Normalize(DefaultDefaults(), time.Now()); err != nil {
+func benchSpec(b *testing.B) *task.Spec {
+	sp := &task.Spec{Type: "bench.noop", Payload: payload64}
+	if err := sp.Normalize(task.DefaultDefaults(), time.Now()); err != nil {
 		b.Fatal(err)
 	}
 	return sp

@@ -10,6 +10,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/ax-sched/ax/task"
 	"github.com/redis/go-redis/v9"
 )
 
@@ -197,7 +198,7 @@ func (s *Store) activeDAGs() string { return s.opts.Prefix + ":{dags}:active" }
 // Salt is 0 unless two nodes of one run collide; the definition records the
 // result, so it is never derived again.
 func DAGTaskID(dagID, node string, salt int) (string, error) {
-	if _, err := ParseID(dagID); err != nil {
+	if _, err := task.ParseID(dagID); err != nil {
 		return "", err
 	}
 	h := fnv.New64a()
@@ -208,20 +209,14 @@ func DAGTaskID(dagID, node string, salt int) (string, error) {
 		h.Write([]byte{0})
 		h.Write([]byte(strconv.Itoa(salt)))
 	}
-	v := h.Sum64()
-	var seq [6]byte
-	for i := 5; i >= 0; i-- {
-		seq[i] = idAlphabet[v&31]
-		v >>= 5
-	}
-	return dagID[:10] + string(seq[:]) + dagID[16:], nil
+	return task.WithSeq(dagID, h.Sum64()), nil
 }
 
 // CreateDAG stores a new run: RUNNING, every node in its first state
 // (initial; nodes left out are WAITING). It fails with ErrExists when a run
 // with this id exists.
 func (s *Store) CreateDAG(ctx context.Context, def *DAGDef, initial map[string]DAGNode) error {
-	p, err := ParseID(def.ID)
+	p, err := task.ParseID(def.ID)
 	if err != nil {
 		return err
 	}
@@ -249,7 +244,7 @@ func (s *Store) CreateDAG(ctx context.Context, def *DAGDef, initial map[string]D
 		return fmt.Errorf("queue: create DAG: %w", err)
 	}
 	if code == 1 {
-		return fmt.Errorf("%w: DAG run %s", ErrExists, def.ID)
+		return fmt.Errorf("%w: DAG run %s", task.ErrExists, def.ID)
 	}
 	return nil
 }
@@ -355,7 +350,7 @@ func (s *Store) UpdateDAG(ctx context.Context, f Fence, id string, steps []DAGSt
 // before or after it, no node is released after it and no outcome is lost.
 // Only the leader ends the run, so the run's fence key keeps its expiry.
 func (s *Store) CancelDAG(ctx context.Context, id, tenant, by string) (DAGCancel, error) {
-	canceled := DAGNode{State: NodeCanceled, Reason: ReasonCanceledByUser}
+	canceled := DAGNode{State: NodeCanceled, Reason: task.ReasonCanceledByUser}
 	keys := []string{s.dagKey(id, "run"), s.dagKey(id, "nodes")}
 	out, err := dagScripts.cancel.Run(ctx, s.rdb, keys, s.clock(), tenant, by, canceled.value()).Slice()
 	if err != nil {

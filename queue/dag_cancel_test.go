@@ -5,6 +5,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/ax-sched/ax/task"
 )
 
 // TestDAGCancel drives dag_cancel.lua and its interplay with dag_update.lua
@@ -18,7 +20,7 @@ func TestDAGCancel(t *testing.T) {
 	// task runs; b, c and e are WAITING.
 	def := e.dagDef("a", "b:a", "c:b", "d", "e:d")
 	if err := e.s.CreateDAG(e.ctx, def, map[string]DAGNode{
-		"a": {State: NodeReleased}, "d": {State: NodeSuccess, Reason: ReasonCompleted, Attempts: 1, Region: "eu-west", Pool: "cpu"},
+		"a": {State: NodeReleased}, "d": {State: NodeSuccess, Reason: task.ReasonCompleted, Attempts: 1, Region: "eu-west", Pool: "cpu"},
 	}); err != nil {
 		t.Fatal(err)
 	}
@@ -35,7 +37,7 @@ func TestDAGCancel(t *testing.T) {
 	if run := e.dag(def.ID); run.CancelRequestedAt != nil || run.Nodes["b"].State != NodeWaiting {
 		t.Fatalf("another tenant's cancel changed the run: %+v", run)
 	}
-	if _, err := e.s.CancelDAG(e.ctx, NewID("eu-west", 0, e.clock.Now()), "", "op"); !errors.Is(err, ErrDAGNotFound) {
+	if _, err := e.s.CancelDAG(e.ctx, e.s.NewID(0, e.clock.Now()), "", "op"); !errors.Is(err, ErrDAGNotFound) {
 		t.Fatalf("unknown run: %v, want ErrDAGNotFound", err)
 	}
 
@@ -53,10 +55,10 @@ func TestDAGCancel(t *testing.T) {
 	}
 	want := map[string]DAGNode{
 		"a": {State: NodeReleased},
-		"b": {State: NodeCanceled, Reason: ReasonCanceledByUser},
-		"c": {State: NodeCanceled, Reason: ReasonCanceledByUser},
-		"d": {State: NodeSuccess, Reason: ReasonCompleted, Attempts: 1, Region: "eu-west", Pool: "cpu"},
-		"e": {State: NodeCanceled, Reason: ReasonCanceledByUser},
+		"b": {State: NodeCanceled, Reason: task.ReasonCanceledByUser},
+		"c": {State: NodeCanceled, Reason: task.ReasonCanceledByUser},
+		"d": {State: NodeSuccess, Reason: task.ReasonCompleted, Attempts: 1, Region: "eu-west", Pool: "cpu"},
+		"e": {State: NodeCanceled, Reason: task.ReasonCanceledByUser},
 	}
 	e.wantNodes(run, want)
 
@@ -97,16 +99,16 @@ func TestDAGCancel(t *testing.T) {
 
 	// The released node's task is cancelled the ordinary way: RUNNING gets a
 	// request, the worker acknowledges it, the task ends CANCELED.
-	if st, err := e.s.Cancel(e.ctx, taskA, ReasonCanceledByUser, "alice"); err != nil || st != Running {
+	if st, err := e.s.Cancel(e.ctx, taskA, task.ReasonCanceledByUser, "alice"); err != nil || st != task.Running {
 		t.Fatalf("cancel a's task: %s %v", st, err)
 	}
-	if st, err := e.s.Cancel(e.ctx, taskA, ReasonCanceledByUser, "alice"); err != nil || st != Running {
+	if st, err := e.s.Cancel(e.ctx, taskA, task.ReasonCanceledByUser, "alice"); err != nil || st != task.Running {
 		t.Fatalf("cancel a's task again: %s %v", st, err)
 	}
-	if st, _, err := e.s.Fail(e.ctx, Failure{ID: taskA, Token: running.LeaseToken, Error: "context canceled"}); err != nil || st != Canceled {
+	if st, _, err := e.s.Fail(e.ctx, Failure{ID: taskA, Token: running.LeaseToken, Error: "context canceled"}); err != nil || st != task.Canceled {
 		t.Fatalf("worker's ack: %s %v", st, err)
 	}
-	e.legalTrail(taskA, Running, Canceled)
+	e.legalTrail(taskA, task.Running, task.Canceled)
 
 	// The leader records a's outcome: every node settled, the run ends
 	// CANCELED and expires after the retention of cancellations.
@@ -147,7 +149,7 @@ func TestDAGCancel(t *testing.T) {
 func TestDAGCancelEnds(t *testing.T) {
 	e := newEnv(t)
 	def := e.dagDef("a", "b:a")
-	if err := e.s.CreateDAG(e.ctx, def, map[string]DAGNode{"a": {State: NodeFailed, Reason: ReasonNonRetryable, Region: "eu-west"}}); err != nil {
+	if err := e.s.CreateDAG(e.ctx, def, map[string]DAGNode{"a": {State: NodeFailed, Reason: task.ReasonNonRetryable, Region: "eu-west"}}); err != nil {
 		t.Fatal(err)
 	}
 	c, err := e.s.CancelDAG(e.ctx, def.ID, "", "op")
@@ -166,7 +168,7 @@ func TestDAGCancelEnds(t *testing.T) {
 	if err := e.s.CreateDAG(e.ctx, done, map[string]DAGNode{"x": {State: NodeReleased}}); err != nil {
 		t.Fatal(err)
 	}
-	up, err = e.s.UpdateDAG(e.ctx, leader, done.ID, []DAGStep{{Node: "x", From: NodeReleased, To: DAGNode{State: NodeSuccess, Reason: ReasonCompleted}}})
+	up, err = e.s.UpdateDAG(e.ctx, leader, done.ID, []DAGStep{{Node: "x", From: NodeReleased, To: DAGNode{State: NodeSuccess, Reason: task.ReasonCompleted}}})
 	if err != nil || !up.Ended || up.State != DAGSuccess || up.Canceling {
 		t.Fatalf("x: %+v %v", up, err)
 	}
@@ -192,7 +194,7 @@ func TestDAGCancelEnds(t *testing.T) {
 func (e *env) dagDef(nodes ...string) *DAGDef {
 	e.t.Helper()
 	e.clock.Advance(time.Millisecond) // a fresh id each call
-	def := &DAGDef{ID: NewID("eu-west", 0, e.clock.Now()), Tenant: "acme"}
+	def := &DAGDef{ID: e.s.NewID(0, e.clock.Now()), Tenant: "acme"}
 	for _, spec := range nodes {
 		nd := DAGNodeDef{TriggerRule: AllSuccess, Task: []byte(`{"type":"test.noop"}`)}
 		id, deps, _ := strings.Cut(spec, ":")
@@ -236,7 +238,7 @@ func (e *env) wantNodes(run *DAGRun, want map[string]DAGNode) {
 
 // legalTrail checks every step of a task's trail against the transition
 // table, and that it holds the step from → to.
-func (e *env) legalTrail(id string, from, to State) {
+func (e *env) legalTrail(id string, from, to task.State) {
 	e.t.Helper()
 	tr, err := e.s.Trail(e.ctx, id)
 	if err != nil {
@@ -244,7 +246,7 @@ func (e *env) legalTrail(id string, from, to State) {
 	}
 	seen := false
 	for _, x := range tr {
-		if !Legal(x.From, x.To, x.Reason) {
+		if !task.Legal(x.From, x.To, x.Reason) {
 			e.t.Errorf("illegal transition in %s's trail: %+v", id, x)
 		}
 		seen = seen || x.From == from && x.To == to

@@ -1,15 +1,16 @@
 // Package queue is the per-region task store: the only code that touches a
 // region's Redis.
 //
-// It owns the task record, the state machine (PENDING, READY, RUNNING,
-// SUCCESS, FAILED, CANCELED, HANDED_OFF, with the transient TIMEOUT step),
-// the key layout and the Lua scripts that make every transition atomic in one
-// round trip. It knows nothing of etcd, placement or HTTP: callers pass
-// already-decided values (which pool, which fencing token) and get typed
-// errors back.
+// It owns the task record, the key layout and the Lua scripts that make
+// every transition of the state machine (package task: states, reasons and
+// the transition table) atomic in one round trip. It stores task.Task values
+// and takes task.Spec values; it knows nothing of etcd, placement or HTTP:
+// callers pass already-decided values (which pool, which fencing token) and
+// get typed errors back (task.ErrNotFound, ErrLeaseLost, ErrFenced, …).
 //
-// Key layout, per shard s (all keys of a shard share the hash tag {s}, so a
-// script stays on one Redis Cluster slot):
+// Key layout, per shard: s below stands for "<region>:<shard>" (all keys of
+// a shard share the hash tag {s}, so a script stays on one Redis Cluster
+// slot; DAG runs have their own tag, see dag.go):
 //
 //	ax:{s}:t:<id>        HASH  task record (short field names, see record.go)
 //	ax:{s}:l:<id>        LIST  abnormal transitions of the task (the trail)
@@ -33,6 +34,8 @@
 //	ax:{s}:events        STREAM one entry per script call, capped
 //	ax:{s}:workers:<pool> ZSET worker id by last heartbeat (ms)
 //	ax:{s}:slots:<pool>  HASH  worker id → slots
+//	ax:{s}:outbox        ZSET  HANDED_OFF tasks not yet accepted by their
+//	                           target region, by next send time (ms)
 //
 // State implied by structure: a pinned delayed task's record keeps st P and
 // rs SUBMITTED after promotion; it is READY while it is in its ready set.
@@ -41,8 +44,8 @@
 // This makes promotion of a million such tasks cost ~4 µs of Redis a task
 // instead of ~10 (docs/benchmarks.md).
 //
-// Time inside scripts comes from Redis TIME; tests inject time through the
-// Clock option, which is passed as an explicit argument. Numbers cross the
-// Lua boundary as integer strings (string.format('%d')), never through
-// tostring, which keeps only 14 significant digits.
+// Time inside scripts comes from Redis TIME; tests inject time through
+// Options.Now, which is passed to every script as an explicit argument.
+// Numbers cross the Lua boundary as integer strings (string.format('%d')),
+// never through tostring, which keeps only 14 significant digits.
 package queue

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/ax-sched/ax/internal/testenv"
+	"github.com/ax-sched/ax/task"
 )
 
 // fakeClock is a settable clock injected into scripts.
@@ -53,26 +54,28 @@ func newEnv(t *testing.T, mod ...func(*Options)) *env {
 	return &env{t: t, ctx: ctx, redis: r, s: s, clock: clock}
 }
 
-func (e *env) spec(mod ...func(*Spec)) *Spec {
+func (e *env) spec(mod ...func(*task.Spec)) *task.Spec {
 	e.t.Helper()
-	sp := &Spec{Type: "test.noop", Payload: []byte(`{"n":1}`)}
+	sp := &task.Spec{Type: "test.noop", Payload: []byte(`{"n":1}`)}
 	for _, m := range mod {
 		m(sp)
 	}
-	if err := sp.Normalize(DefaultDefaults(), e.clock.Now()); err != nil {
+	if err := sp.Normalize(task.DefaultDefaults(), e.clock.Now()); err != nil {
 		e.t.Fatal(err)
 	}
 	return sp
 }
 
-func prio(p int) func(*Spec) { return func(s *Spec) { s.Priority = &p } }
+func prio(p int) func(*task.Spec) { return func(s *task.Spec) { s.Priority = &p } }
 
-func retries(n int) func(*Spec) { return func(s *Spec) { s.MaxRetries = &n } }
+func retries(n int) func(*task.Spec) { return func(s *task.Spec) { s.MaxRetries = &n } }
 
-func delay(d time.Duration) func(*Spec) { return func(s *Spec) { s.Delay = Duration(d) } }
+func delay(d time.Duration) func(*task.Spec) {
+	return func(s *task.Spec) { s.Delay = task.Duration(d) }
+}
 
 // submit accepts one task into pool ("" = unplaced) and returns its id.
-func (e *env) submit(pool string, mod ...func(*Spec)) string {
+func (e *env) submit(pool string, mod ...func(*task.Spec)) string {
 	e.t.Helper()
 	res, err := e.s.Submit(e.ctx, NewTask{Spec: e.spec(mod...), Pool: pool, Pinned: pool != ""})
 	if err != nil || res[0].Err != nil {
@@ -81,7 +84,7 @@ func (e *env) submit(pool string, mod ...func(*Spec)) string {
 	return res[0].ID
 }
 
-func (e *env) state(id string) State {
+func (e *env) state(id string) task.State {
 	e.t.Helper()
 	tk, err := e.s.Get(e.ctx, id)
 	if err != nil {
@@ -90,7 +93,7 @@ func (e *env) state(id string) State {
 	return tk.State
 }
 
-func (e *env) claim(pool string, n int) []*Task {
+func (e *env) claim(pool string, n int) []*task.Task {
 	e.t.Helper()
 	ts, err := e.s.Claim(e.ctx, ClaimRequest{Pool: pool, Worker: "w1", N: n})
 	if err != nil {
@@ -99,7 +102,7 @@ func (e *env) claim(pool string, n int) []*Task {
 	return ts
 }
 
-func (e *env) claimOne(pool string) *Task {
+func (e *env) claimOne(pool string) *task.Task {
 	e.t.Helper()
 	ts := e.claim(pool, 1)
 	if len(ts) != 1 {

@@ -6,17 +6,19 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/ax-sched/ax/task"
 )
 
 func TestHappyPathAndTrail(t *testing.T) {
 	e := newEnv(t)
 	id := e.submit("cpu")
-	if st := e.state(id); st != Ready {
+	if st := e.state(id); st != task.Ready {
 		t.Fatalf("after submit: %s", st)
 	}
 	e.clock.Advance(time.Second)
 	tk := e.claimOne("cpu")
-	if tk.ID != id || tk.State != Running || tk.Attempts != 1 || tk.LeaseToken == "" {
+	if tk.ID != id || tk.State != task.Running || tk.Attempts != 1 || tk.LeaseToken == "" {
 		t.Fatalf("claimed: %+v", tk)
 	}
 	if string(tk.Payload) != `{"n":1}` {
@@ -28,14 +30,14 @@ func TestHappyPathAndTrail(t *testing.T) {
 		t.Fatal(err, errs)
 	}
 	got, _ := e.s.Get(e.ctx, id)
-	if got.State != Success || got.Result != "ok" {
+	if got.State != task.Success || got.Result != "ok" {
 		t.Fatalf("after complete: %+v", got)
 	}
 	tr, err := e.s.Trail(e.ctx, id)
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := []State{Ready, Running, Success}
+	want := []task.State{task.Ready, task.Running, task.Success}
 	if len(tr) != len(want) {
 		t.Fatalf("trail %+v", tr)
 	}
@@ -55,7 +57,7 @@ func TestRetryThenDeadThenReplay(t *testing.T) {
 	id := e.submit("cpu", retries(1))
 	tk := e.claimOne("cpu")
 	st, due, err := e.s.Fail(e.ctx, Failure{ID: id, Token: tk.LeaseToken, Error: "boom", Retryable: true})
-	if err != nil || st != Pending {
+	if err != nil || st != task.Pending {
 		t.Fatalf("fail 1: %s %v", st, err)
 	}
 	if d := due.Sub(e.clock.Now()); d < 300*time.Millisecond || d > 375*time.Millisecond {
@@ -70,11 +72,11 @@ func TestRetryThenDeadThenReplay(t *testing.T) {
 		t.Fatalf("attempts %d", tk.Attempts)
 	}
 	st, _, err = e.s.Fail(e.ctx, Failure{ID: id, Token: tk.LeaseToken, Error: "boom again", Retryable: true})
-	if err != nil || st != Failed {
+	if err != nil || st != task.Failed {
 		t.Fatalf("fail 2: %s %v", st, err)
 	}
 	dead, _ := e.s.DeadLetters(e.ctx, 0, 10)
-	if len(dead) != 1 || dead[0].LastError != "boom again" || dead[0].Reason != ReasonRetriesExhausted {
+	if len(dead) != 1 || dead[0].LastError != "boom again" || dead[0].Reason != task.ReasonRetriesExhausted {
 		t.Fatalf("dead letters %+v", dead)
 	}
 	if err := e.s.Replay(e.ctx, id, "op"); err != nil {
@@ -93,7 +95,7 @@ func TestRetryThenDeadThenReplay(t *testing.T) {
 		reasons = append(reasons, x.Reason)
 	}
 	t.Logf("trail reasons %v", reasons)
-	if !contains(reasons, ReasonHandlerError) || !contains(reasons, ReasonRetriesExhausted) || !contains(reasons, ReasonReplayed) {
+	if !contains(reasons, task.ReasonHandlerError) || !contains(reasons, task.ReasonRetriesExhausted) || !contains(reasons, task.ReasonReplayed) {
 		t.Fatalf("trail misses steps: %v", reasons)
 	}
 }
@@ -117,7 +119,7 @@ func TestLeaseLossReapedAndRetried(t *testing.T) {
 	if err != nil || n != 1 {
 		t.Fatalf("reap: %d %v", n, err)
 	}
-	if st := e.state(id); st != Pending {
+	if st := e.state(id); st != task.Pending {
 		t.Fatalf("after reap: %s", st)
 	}
 	e.clock.Advance(time.Minute)
@@ -144,11 +146,11 @@ func TestLeaseLossReapedAndRetried(t *testing.T) {
 	tr, _ := e.s.Trail(e.ctx, id)
 	var sawTimeout bool
 	for _, x := range tr {
-		if x.To == Timeout && x.Reason == ReasonHeartbeatLost {
+		if x.To == task.Timeout && x.Reason == task.ReasonHeartbeatLost {
 			sawTimeout = true
 		}
 	}
-	if !sawTimeout || e.state(id) != Success {
+	if !sawTimeout || e.state(id) != task.Success {
 		t.Fatalf("trail %+v", tr)
 	}
 }
@@ -187,7 +189,7 @@ func TestDrainFencing(t *testing.T) {
 	if !errors.Is(err, ErrFenced) || n != 0 {
 		t.Fatalf("token 6 after 7: %d %v", n, err)
 	}
-	if st := e.state(a); st != Ready {
+	if st := e.state(a); st != task.Ready {
 		t.Fatalf("a fenced drain moved the task: %s", st)
 	}
 	if n, err = e.s.Drain(e.ctx, []DrainMove{{ID: a, Region: "us-east", Pool: "cpu"}}, Fence{Name: "region", Token: 7}); err != nil || n != 1 {
@@ -197,7 +199,7 @@ func TestDrainFencing(t *testing.T) {
 		t.Fatalf("operator drain: %d %v", n, err)
 	}
 	for _, id := range []string{a, b} {
-		if tk, _ := e.s.Get(e.ctx, id); tk.State != Pending || tk.HandOffTarget != "us-east" {
+		if tk, _ := e.s.Get(e.ctx, id); tk.State != task.Pending || tk.HandOffTarget != "us-east" {
 			t.Fatalf("%s: %s target %q", id, tk.State, tk.HandOffTarget)
 		}
 	}
@@ -208,7 +210,7 @@ func TestDrainFencing(t *testing.T) {
 func TestDeadlineFailureThroughTimeout(t *testing.T) {
 	e := newEnv(t)
 	id := e.submit("cpu", retries(1))
-	for attempt, want := range []State{Pending, Failed} {
+	for attempt, want := range []task.State{task.Pending, task.Failed} {
 		if attempt == 1 {
 			e.clock.Advance(time.Minute)
 			if _, err := e.s.Promote(e.ctx, leader, 10); err != nil {
@@ -216,7 +218,7 @@ func TestDeadlineFailureThroughTimeout(t *testing.T) {
 			}
 		}
 		tk := e.claimOne("cpu")
-		st, _, err := e.s.Fail(e.ctx, Failure{ID: id, Token: tk.LeaseToken, Error: "ran past its deadline", Retryable: true, Reason: ReasonDeadline})
+		st, _, err := e.s.Fail(e.ctx, Failure{ID: id, Token: tk.LeaseToken, Error: "ran past its deadline", Retryable: true, Reason: task.ReasonDeadline})
 		if err != nil || st != want {
 			t.Fatalf("attempt %d: %s %v, want %s", attempt+1, st, err, want)
 		}
@@ -227,7 +229,7 @@ func TestDeadlineFailureThroughTimeout(t *testing.T) {
 	}
 	var steps []string
 	for _, x := range tr {
-		if !Legal(x.From, x.To, x.Reason) {
+		if !task.Legal(x.From, x.To, x.Reason) {
 			t.Fatalf("illegal step %+v", x)
 		}
 		steps = append(steps, fmt.Sprintf("%s>%s %s", x.From, x.To, x.Reason))
@@ -252,21 +254,21 @@ func TestHandedBackReplacesForwardingRecord(t *testing.T) {
 	if err := e.s.HandOffDone(e.ctx, id, true); err != nil {
 		t.Fatal(err)
 	}
-	if st := e.state(id); st != HandedOff {
+	if st := e.state(id); st != task.HandedOff {
 		t.Fatalf("after hand-off: %s", st)
 	}
 	// The same id arriving without the flag (a schedule slot, a DAG node)
 	// is a duplicate and changes nothing.
 	again, err := e.s.Submit(e.ctx, NewTask{ID: id, Spec: e.spec(), Pool: "cpu"})
-	if err != nil || !errors.Is(again[0].Err, ErrExists) || again[0].State != HandedOff {
+	if err != nil || !errors.Is(again[0].Err, task.ErrExists) || again[0].State != task.HandedOff {
 		t.Fatalf("plain resubmit: %+v %v", again, err)
 	}
 	back, err := e.s.Submit(e.ctx, NewTask{ID: id, Spec: e.spec(), Pool: "gpu", Returning: true})
-	if err != nil || back[0].Err != nil || back[0].State != Ready {
+	if err != nil || back[0].Err != nil || back[0].State != task.Ready {
 		t.Fatalf("handed back: %+v %v", back, err)
 	}
 	tk, err := e.s.Get(e.ctx, id)
-	if err != nil || tk.State != Ready || tk.Pool != "gpu" || tk.HandedOffTo != "" {
+	if err != nil || tk.State != task.Ready || tk.Pool != "gpu" || tk.HandedOffTo != "" {
 		t.Fatalf("record after coming back: %+v %v", tk, err)
 	}
 	if ttl := e.redis.Client().PTTL(e.ctx, e.s.keys[0].prefix+"l:"+id).Val(); ttl >= 0 {
@@ -275,7 +277,7 @@ func TestHandedBackReplacesForwardingRecord(t *testing.T) {
 	tr, _ := e.s.Trail(e.ctx, id)
 	var steps []string
 	for _, x := range tr {
-		if !Legal(x.From, x.To, x.Reason) {
+		if !task.Legal(x.From, x.To, x.Reason) {
 			t.Fatalf("illegal step %+v", x)
 		}
 		steps = append(steps, fmt.Sprintf("%s>%s %s", x.From, x.To, x.Reason))
@@ -296,16 +298,15 @@ func TestHandedBackReplacesForwardingRecord(t *testing.T) {
 // millisecond and sequence) is replaced, and the task is accepted: a fresh
 // submit never fails with ErrExists.
 func TestGeneratedIDCollisionGetsANewID(t *testing.T) {
-	e := newEnv(t)
-	ids.mu.Lock()
-	next := formatID("eu-west", 0, e.clock.Now().UnixMilli(), (ids.seq+1)&(1<<30-1))
-	ids.mu.Unlock()
+	const seq = 12345
+	e := newEnv(t, func(o *Options) { o.IDs = task.NewIDGenAt(seq) })
+	next := task.FormatID("eu-west", 0, e.clock.Now().UnixMilli(), seq+1)
 	// Another process stored a task under exactly that id.
 	if err := e.redis.Client().HSet(e.ctx, e.s.keys[0].prefix+"t:"+next, "st", "R", "ty", "other").Err(); err != nil {
 		t.Fatal(err)
 	}
 	res, err := e.s.Submit(e.ctx, NewTask{Spec: e.spec(), Pool: "cpu"})
-	if err != nil || res[0].Err != nil || res[0].ID == next || res[0].State != Ready {
+	if err != nil || res[0].Err != nil || res[0].ID == next || res[0].State != task.Ready {
 		t.Fatalf("submit: %+v %v; want a new id, READY", res, err)
 	}
 	if tk, _ := e.s.Get(e.ctx, next); tk.Type != "other" {
@@ -337,12 +338,12 @@ func TestDeadLettersAcrossShardsNewestFirst(t *testing.T) {
 		if tk.ID != id {
 			t.Fatalf("claimed %s, want %s", tk.ID, id)
 		}
-		if st, _, err := e.s.Fail(e.ctx, Failure{ID: id, Token: tk.LeaseToken, Error: "boom", Retryable: true}); err != nil || st != Failed {
+		if st, _, err := e.s.Fail(e.ctx, Failure{ID: id, Token: tk.LeaseToken, Error: "boom", Retryable: true}); err != nil || st != task.Failed {
 			t.Fatalf("fail: %s %v", st, err)
 		}
 		e.clock.Advance(time.Millisecond)
 	}
-	var all []*Task
+	var all []*task.Task
 	for off := 0; ; off += 7 {
 		page, err := e.s.DeadLetters(e.ctx, off, 7)
 		if err != nil {

@@ -9,6 +9,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/ax-sched/ax/task"
 )
 
 var modelSeed = flag.Uint64("model.seed", 0, "seed for TestModel (0: random)")
@@ -17,7 +19,7 @@ var modelSteps = flag.Int("model.steps", 3000, "operations in TestModel")
 // mtask is the model's view of one task.
 type mtask struct {
 	id         string
-	state      State
+	state      task.State
 	pool       string // READY/RUNNING pool, or pinned pool
 	pinned     bool
 	prio       int
@@ -71,7 +73,7 @@ func TestModel(t *testing.T) {
 		}
 		return c[rng.IntN(len(c))]
 	}
-	running := func(tk *mtask) bool { return tk.state == Running }
+	running := func(tk *mtask) bool { return tk.state == task.Running }
 
 	for step := 0; step < *modelSteps; step++ {
 		now := e.clock.Now()
@@ -80,7 +82,7 @@ func TestModel(t *testing.T) {
 		case r < 20: // submit
 			p := rng.IntN(5)
 			n := rng.IntN(3)
-			var mods = []func(*Spec){prio(p), retries(n)}
+			var mods = []func(*task.Spec){prio(p), retries(n)}
 			d := time.Duration(0)
 			if rng.IntN(3) == 0 {
 				d = time.Duration(1+rng.IntN(20)) * time.Second
@@ -94,11 +96,11 @@ func TestModel(t *testing.T) {
 			tk := &mtask{id: id, prio: p, maxRetries: n, pool: pool, pinned: pool != "", lazy: pool != "" && d > 0}
 			switch {
 			case d > 0:
-				tk.state, tk.due = Pending, now.Add(d).Truncate(time.Millisecond)
+				tk.state, tk.due = task.Pending, now.Add(d).Truncate(time.Millisecond)
 			case pool != "":
-				tk.state = Ready
+				tk.state = task.Ready
 			default:
-				tk.state, tk.inDue = Pending, true
+				tk.state, tk.inDue = task.Pending, true
 			}
 			m.tasks[id] = tk
 			m.order = append(m.order, id)
@@ -112,9 +114,9 @@ func TestModel(t *testing.T) {
 				t.Fatal(err)
 			}
 			for _, tk := range m.tasks {
-				if tk.state == Pending && !tk.inDue && !tk.due.After(now) {
+				if tk.state == task.Pending && !tk.inDue && !tk.due.After(now) {
 					if (tk.pinned || tk.keepPool) && tk.pool != "" {
-						tk.state, tk.keepPool = Ready, false
+						tk.state, tk.keepPool = task.Ready, false
 					} else {
 						tk.inDue = true
 					}
@@ -129,7 +131,7 @@ func TestModel(t *testing.T) {
 			var as []Assignment
 			for _, d := range due {
 				tk := m.tasks[d.ID]
-				if tk == nil || tk.state != Pending || !tk.inDue {
+				if tk == nil || tk.state != task.Pending || !tk.inDue {
 					t.Fatalf("step %d: due set holds %s, model %+v", step, d.ID, tk)
 				}
 				if rng.IntN(4) == 0 {
@@ -139,7 +141,7 @@ func TestModel(t *testing.T) {
 				} else {
 					p := pools[rng.IntN(2)]
 					as = append(as, Assignment{ID: d.ID, Pool: p})
-					tk.inDue, tk.state, tk.pool = false, Ready, p
+					tk.inDue, tk.state, tk.pool = false, task.Ready, p
 				}
 			}
 			if _, err := e.s.Place(e.ctx, leader, as); err != nil {
@@ -152,7 +154,7 @@ func TestModel(t *testing.T) {
 			n := 1 + rng.IntN(4)
 			var ready int
 			for _, tk := range m.tasks {
-				if tk.state == Ready && tk.pool == pool {
+				if tk.state == task.Ready && tk.pool == pool {
 					ready++
 				}
 			}
@@ -165,10 +167,10 @@ func TestModel(t *testing.T) {
 			}
 			for _, g := range got {
 				tk := m.tasks[g.ID]
-				if tk == nil || tk.state != Ready || tk.pool != pool {
+				if tk == nil || tk.state != task.Ready || tk.pool != pool {
 					t.Fatalf("step %d: claimed %s which the model has as %+v", step, g.ID, tk)
 				}
-				tk.state, tk.token, tk.worker, tk.lazy = Running, g.LeaseToken, w, false
+				tk.state, tk.token, tk.worker, tk.lazy = task.Running, g.LeaseToken, w, false
 				tk.attempts++
 				tk.expiry = now.Add(10 * time.Second)
 			}
@@ -182,7 +184,7 @@ func TestModel(t *testing.T) {
 				if tk.worker == w && tk.token != "" {
 					held = append(held, Lease{ID: id, Token: tk.token})
 					switch {
-					case tk.state != Running:
+					case tk.state != task.Running:
 						want[id] = StopLost
 					case tk.cancelReq:
 						want[id] = StopCanceled
@@ -218,11 +220,11 @@ func TestModel(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if tk.state == Running {
+			if tk.state == task.Running {
 				if errs[0] != nil {
 					t.Fatalf("step %d: complete %s: %v", step, tk.id, errs[0])
 				}
-				tk.state = Success
+				tk.state = task.Success
 			} else if !errors.Is(errs[0], ErrLeaseLost) {
 				t.Fatalf("step %d: stale complete of %s: %v", step, tk.id, errs[0])
 			}
@@ -238,12 +240,12 @@ func TestModel(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			want := Failed
+			want := task.Failed
 			switch {
 			case tk.cancelReq:
-				want = Canceled
+				want = task.Canceled
 			case retryable && tk.attempts <= tk.maxRetries:
-				want = Pending
+				want = task.Pending
 				tk.due = due
 			}
 			if st != want {
@@ -260,17 +262,17 @@ func TestModel(t *testing.T) {
 			if rng.IntN(2) == 0 {
 				d = time.Minute
 			}
-			st, err := e.s.Return(e.ctx, tk.id, tk.token, ReasonWorkerShutdown, d)
+			st, err := e.s.Return(e.ctx, tk.id, tk.token, task.ReasonWorkerShutdown, d)
 			if err != nil {
 				t.Fatal(err)
 			}
 			tk.attempts--
-			want := Ready
+			want := task.Ready
 			switch {
 			case tk.cancelReq:
-				want = Canceled
+				want = task.Canceled
 			case d > 0:
-				want, tk.due, tk.keepPool = Pending, now.Add(d), true
+				want, tk.due, tk.keepPool = task.Pending, now.Add(d), true
 			}
 			if st != want {
 				t.Fatalf("step %d: return → %s, want %s", step, st, want)
@@ -283,17 +285,17 @@ func TestModel(t *testing.T) {
 			}
 			for _, id := range m.order {
 				tk := m.tasks[id]
-				if tk.state != Running || tk.expiry.After(now) {
+				if tk.state != task.Running || tk.expiry.After(now) {
 					continue
 				}
 				switch {
 				case tk.cancelReq:
-					tk.state = Canceled
+					tk.state = task.Canceled
 				case tk.attempts <= tk.maxRetries:
 					got, _ := e.s.Get(e.ctx, id)
-					tk.state, tk.due = Pending, *got.DueAt
+					tk.state, tk.due = task.Pending, *got.DueAt
 				default:
-					tk.state = Failed
+					tk.state = task.Failed
 				}
 				tk.pool = pinnedPool(tk)
 			}
@@ -305,32 +307,32 @@ func TestModel(t *testing.T) {
 			}
 			st, err := e.s.Cancel(e.ctx, tk.id, "", "t")
 			switch tk.state {
-			case Pending, Ready:
-				if err != nil || st != Canceled {
+			case task.Pending, task.Ready:
+				if err != nil || st != task.Canceled {
 					t.Fatalf("step %d: cancel %s: %s %v", step, tk.state, st, err)
 				}
-				tk.state, tk.inDue = Canceled, false
-			case Running:
-				if err != nil || st != Running {
+				tk.state, tk.inDue = task.Canceled, false
+			case task.Running:
+				if err != nil || st != task.Running {
 					t.Fatalf("step %d: cancel running: %s %v", step, st, err)
 				}
 				tk.cancelReq = true
 			default:
-				var te *TransitionError
+				var te *task.TransitionError
 				if !errors.As(err, &te) {
 					t.Fatalf("step %d: cancel %s: %v", step, tk.state, err)
 				}
 			}
 			what = "cancel " + tk.id
 		case r < 96: // replay
-			tk := pick(func(x *mtask) bool { return x.state == Failed })
+			tk := pick(func(x *mtask) bool { return x.state == task.Failed })
 			if tk == nil {
 				continue
 			}
 			if err := e.s.Replay(e.ctx, tk.id, "t"); err != nil {
 				t.Fatal(err)
 			}
-			tk.state, tk.due, tk.attempts, tk.cancelReq = Pending, now.Truncate(time.Millisecond), 0, false
+			tk.state, tk.due, tk.attempts, tk.cancelReq = task.Pending, now.Truncate(time.Millisecond), 0, false
 			what = "replay " + tk.id
 		default: // priority
 			tk := pick(func(x *mtask) bool { return !x.state.Terminal() })
@@ -390,13 +392,13 @@ func (m *model) check(t *testing.T, e *env, step int, what string) {
 	}
 	dsets := map[string]map[string]bool{}
 	for _, pool := range pools {
-		for pr := 0; pr <= MaxPriority; pr++ {
+		for pr := 0; pr <= task.MaxPriority; pr++ {
 			dsets[fmt.Sprintf("%s:%d", pool, pr)] = members(fmt.Sprintf("%sd:%s:%d", p, pool, pr))
 		}
 	}
 	ready := map[string]map[string]bool{}
 	for _, pool := range pools {
-		for pr := 0; pr <= MaxPriority; pr++ {
+		for pr := 0; pr <= task.MaxPriority; pr++ {
 			ready[fmt.Sprintf("%s:%d", pool, pr)] = members(fmt.Sprintf("%sq:%s:%d", p, pool, pr))
 		}
 	}
@@ -414,8 +416,8 @@ func (m *model) check(t *testing.T, e *env, step int, what string) {
 		tk := m.tasks[id]
 		// A lazily promoted task's record stays PENDING; reads resolve it.
 		wantRaw := tk.state
-		if tk.lazy && tk.state == Ready {
-			wantRaw = Pending
+		if tk.lazy && tk.state == task.Ready {
+			wantRaw = task.Pending
 		}
 		if got := stateOf(sts[i].Val()); got != wantRaw {
 			fail("task %s is %q in Redis, model says %s (lazy %v)", id, got, wantRaw, tk.lazy)
@@ -424,7 +426,7 @@ func (m *model) check(t *testing.T, e *env, step int, what string) {
 		for k, s := range dsets {
 			if s[id] {
 				inDset++
-				if tk.state != Pending || !tk.lazy || k != fmt.Sprintf("%s:%d", tk.pool, tk.prio) {
+				if tk.state != task.Pending || !tk.lazy || k != fmt.Sprintf("%s:%d", tk.pool, tk.prio) {
 					fail("task %s (%s pool %q prio %d lazy %v) is in delayed set %s", id, tk.state, tk.pool, tk.prio, tk.lazy, k)
 				}
 			}
@@ -433,24 +435,24 @@ func (m *model) check(t *testing.T, e *env, step int, what string) {
 		for k, s := range ready {
 			if s[id] {
 				inReady++
-				if tk.state != Ready || k != fmt.Sprintf("%s:%d", tk.pool, tk.prio) {
+				if tk.state != task.Ready || k != fmt.Sprintf("%s:%d", tk.pool, tk.prio) {
 					fail("task %s (%s pool %q prio %d) is in ready set %s", id, tk.state, tk.pool, tk.prio, k)
 				}
 			}
 		}
 		want := map[string]bool{
-			"delayed": tk.state == Pending && !tk.inDue && !tk.lazy,
-			"dset":    tk.state == Pending && tk.lazy,
-			"due":     tk.state == Pending && tk.inDue,
-			"running": tk.state == Running,
-			"dead":    tk.state == Failed,
-			"ready":   tk.state == Ready,
+			"delayed": tk.state == task.Pending && !tk.inDue && !tk.lazy,
+			"dset":    tk.state == task.Pending && tk.lazy,
+			"due":     tk.state == task.Pending && tk.inDue,
+			"running": tk.state == task.Running,
+			"dead":    tk.state == task.Failed,
+			"ready":   tk.state == task.Ready,
 		}
 		have := map[string]bool{"delayed": delayed[id], "dset": inDset == 1, "due": due[id], "running": running[id], "dead": dead[id], "ready": inReady == 1}
 		if fmt.Sprint(want) != fmt.Sprint(have) {
 			fail("task %s (%s): in %v, want %v", id, tk.state, have, want)
 		}
-		if tk.state == Pending && !tk.inDue && step%50 == 0 {
+		if tk.state == task.Pending && !tk.inDue && step%50 == 0 {
 			key := p + "delayed"
 			if tk.lazy {
 				key = fmt.Sprintf("%sd:%s:%d", p, tk.pool, tk.prio)
@@ -464,14 +466,14 @@ func (m *model) check(t *testing.T, e *env, step int, what string) {
 			}
 		}
 		switch tk.state {
-		case Pending:
+		case task.Pending:
 			nP++
-		case Ready:
+		case task.Ready:
 			nR++
 			readyBy[fmt.Sprintf("%s:%d", tk.pool, tk.prio)]++
-		case Running:
+		case task.Running:
 			nU++
-		case Failed:
+		case task.Failed:
 			nF++
 		}
 	}
@@ -519,7 +521,7 @@ func (m *model) checkTrails(t *testing.T, e *env, fail func(string, ...any)) {
 			fail("trail %s: %v", id, err)
 		}
 		for _, x := range tr {
-			if !Legal(x.From, x.To, x.Reason) {
+			if !task.Legal(x.From, x.To, x.Reason) {
 				fail("task %s: illegal transition in trail %s→%s %s", id, x.From, x.To, x.Reason)
 			}
 		}

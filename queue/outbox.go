@@ -8,15 +8,16 @@ import (
 	"strings"
 	"time"
 
+	"github.com/ax-sched/ax/task"
 	"github.com/redis/go-redis/v9"
 )
 
 // Outbox returns up to limit tasks waiting to be handed to another region
 // whose next attempt is due. Each has HandOffTarget and Pool set. Read-only.
-func (s *Store) Outbox(ctx context.Context, limit int) ([]*Task, error) {
+func (s *Store) Outbox(ctx context.Context, limit int) ([]*task.Task, error) {
 	limit = clampBatch(limit)
 	now := strconv.FormatInt(s.now().UnixMilli(), 10)
-	var out []*Task
+	var out []*task.Task
 	for shard := range s.keys {
 		ids, err := s.rdb.ZRangeByScore(ctx, s.keys[shard].prefix+"outbox",
 			&redis.ZRangeBy{Min: "-inf", Max: now, Count: int64(limit)}).Result()
@@ -118,7 +119,7 @@ func (s *Store) handOffDoneShard(ctx context.Context, shard int, answers []HandO
 		case "2":
 			errs[i] = ErrSendCancel
 		default:
-			errs[i] = &TransitionError{ID: answers[i].ID, State: stateOf(strings.TrimPrefix(r, "1")), Op: "complete the hand-off of"}
+			errs[i] = &task.TransitionError{ID: answers[i].ID, State: stateOf(strings.TrimPrefix(r, "1")), Op: "complete the hand-off of"}
 		}
 	}
 	return nil
@@ -161,15 +162,4 @@ func (s *Store) HandOffRetryMany(ctx context.Context, retries []OutboxRetry) err
 		return fmt.Errorf("queue: hand-off retry: %w", err)
 	}
 	return nil
-}
-
-// SpecOf rebuilds the submittable spec of a stored task (for hand-off).
-func SpecOf(t *Task) *Spec {
-	p, mr := t.Priority, t.MaxRetries
-	sp := &Spec{
-		Type: t.Type, Payload: t.Payload, Priority: &p, Tags: t.Tags, Regions: t.Regions,
-		Timeout: t.Timeout, MaxRetries: &mr, RetryBase: t.RetryBase, RetryCap: t.RetryCap,
-		Preemptible: t.Preemptible, Critical: t.Critical, Tenant: t.Tenant, TraceID: t.TraceID,
-	}
-	return sp
 }

@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ax-sched/ax/task"
 	"github.com/google/go-cmp/cmp"
 )
 
@@ -24,7 +25,7 @@ func (e *env) outboxIDs(n int) []string {
 			e.t.Fatal(err)
 		}
 		for _, r := range res {
-			if r.Err != nil || r.State != Pending {
+			if r.Err != nil || r.State != task.Pending {
 				e.t.Fatalf("submit: %+v", r)
 			}
 			ids = append(ids, r.ID)
@@ -59,7 +60,7 @@ func TestHandOffDoneMany(t *testing.T) {
 	ids := e.outboxIDs(6)
 	shards := map[int]bool{}
 	for _, id := range ids {
-		p, _ := ParseID(id)
+		p, _ := task.ParseID(id)
 		shards[p.Shard] = true
 	}
 	if len(shards) != 2 {
@@ -78,14 +79,14 @@ func TestHandOffDoneMany(t *testing.T) {
 		t.Fatal(err)
 	}
 	for i, a := range answers {
-		var te *TransitionError
+		var te *task.TransitionError
 		switch a.ID {
 		case ready:
-			if !errors.As(errs[i], &te) || te.State != Ready || te.ID != ready {
+			if !errors.As(errs[i], &te) || te.State != task.Ready || te.ID != ready {
 				t.Fatalf("a READY task: %v, want a TransitionError in READY", errs[i])
 			}
 		case "not-an-id":
-			if !errors.Is(errs[i], ErrBadID) {
+			if !errors.Is(errs[i], task.ErrBadID) {
 				t.Fatalf("a malformed id: %v, want ErrBadID", errs[i])
 			}
 		default:
@@ -99,14 +100,14 @@ func TestHandOffDoneMany(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if tk.State != HandedOff || tk.HandedOffTo != "us-east" || tk.HandOffTarget != "" || tk.Reason != ReasonHandedOff {
+		if tk.State != task.HandedOff || tk.HandedOffTo != "us-east" || tk.HandOffTarget != "" || tk.Reason != task.ReasonHandedOff {
 			t.Fatalf("accepted %s: %+v", id, tk)
 		}
 		tr, err := e.s.Trail(e.ctx, id)
 		if err != nil {
 			t.Fatal(err)
 		}
-		if last := tr[len(tr)-1]; last.To != HandedOff || last.Reason != ReasonHandedOff || last.By != "us-east/cpu" {
+		if last := tr[len(tr)-1]; last.To != task.HandedOff || last.Reason != task.ReasonHandedOff || last.By != "us-east/cpu" {
 			t.Fatalf("trail of %s ends with %+v", id, last)
 		}
 	}
@@ -115,7 +116,7 @@ func TestHandOffDoneMany(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if tk.State != Pending || tk.HandOffTarget != "" || tk.Pool != "" {
+		if tk.State != task.Pending || tk.HandOffTarget != "" || tk.Pool != "" {
 			t.Fatalf("refused %s: %+v, want PENDING, unplaced, out of the outbox", id, tk)
 		}
 	}
@@ -147,13 +148,13 @@ func TestHandOffDoneMany(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for i, want := range []State{HandedOff, Pending} {
-		var te *TransitionError
+	for i, want := range []task.State{task.HandedOff, task.Pending} {
+		var te *task.TransitionError
 		if !errors.As(errs[i], &te) || te.State != want {
 			t.Fatalf("repeat %d: %v, want a TransitionError in %s", i, errs[i], want)
 		}
 	}
-	if tk, _ := e.s.Get(e.ctx, ids[0]); tk.State != HandedOff {
+	if tk, _ := e.s.Get(e.ctx, ids[0]); tk.State != task.HandedOff {
 		t.Fatalf("a repeated answer changed %s: %+v", ids[0], tk)
 	}
 
@@ -161,8 +162,8 @@ func TestHandOffDoneMany(t *testing.T) {
 	if err := e.s.HandOffDone(e.ctx, ids[5], true); err != nil {
 		t.Fatal(err)
 	}
-	var te *TransitionError
-	if err := e.s.HandOffDone(e.ctx, ids[5], true); !errors.As(err, &te) || te.State != HandedOff {
+	var te *task.TransitionError
+	if err := e.s.HandOffDone(e.ctx, ids[5], true); !errors.As(err, &te) || te.State != task.HandedOff {
 		t.Fatalf("second HandOffDone: %v", err)
 	}
 }
@@ -195,9 +196,9 @@ func TestHandOffDoneManyLargeBatch(t *testing.T) {
 		t.Fatalf("%d pending, want the 250 refused", c.Pending)
 	}
 	for _, i := range []int{0, 1, 999, 1000, 2499} {
-		want := HandedOff
+		want := task.HandedOff
 		if i%10 == 0 {
-			want = Pending
+			want = task.Pending
 		}
 		if st := e.state(ids[i]); st != want {
 			t.Fatalf("task %d: %s, want %s", i, st, want)
@@ -232,13 +233,13 @@ func TestHandOffRetryMany(t *testing.T) {
 	if d := cmp.Diff(sortedIDs(ids[:3]), e.outboxDue()); d != "" {
 		t.Fatalf("due after 3s (-want +got):\n%s", d)
 	}
-	if st := e.state(gone); st != HandedOff {
+	if st := e.state(gone); st != task.HandedOff {
 		t.Fatalf("a retry of a task not in the outbox changed it: %s", st)
 	}
 	if err := e.s.HandOffRetryMany(e.ctx, nil); err != nil {
 		t.Fatalf("no retries: %v", err)
 	}
-	if err := e.s.HandOffRetryMany(e.ctx, []OutboxRetry{{ID: "nope", At: now}}); !errors.Is(err, ErrBadID) {
+	if err := e.s.HandOffRetryMany(e.ctx, []OutboxRetry{{ID: "nope", At: now}}); !errors.Is(err, task.ErrBadID) {
 		t.Fatalf("a malformed id: %v, want ErrBadID", err)
 	}
 }
@@ -257,7 +258,7 @@ func TestCancelDuringHandOff(t *testing.T) {
 	a, b := res[0].ID, res[1].ID
 	for _, id := range []string{a, b} {
 		st, err := e.s.Cancel(e.ctx, id, "", "op")
-		if err != nil || st != Pending {
+		if err != nil || st != task.Pending {
 			t.Fatalf("cancel in flight: %s %v, want a request (PENDING)", st, err)
 		}
 	}
@@ -269,23 +270,23 @@ func TestCancelDuringHandOff(t *testing.T) {
 	if err != nil || !errors.Is(errs[0], ErrSendCancel) || errs[1] != nil {
 		t.Fatalf("answers: %v %v", errs, err)
 	}
-	if tk, _ := e.s.Get(e.ctx, a); tk.State != Pending || tk.HandOffTarget != "us-east" {
+	if tk, _ := e.s.Get(e.ctx, a); tk.State != task.Pending || tk.HandOffTarget != "us-east" {
 		t.Fatalf("accepted without the cancel: %s target %q, want still in the outbox", tk.State, tk.HandOffTarget)
 	}
-	if tk, _ := e.s.Get(e.ctx, b); tk.State != Canceled {
+	if tk, _ := e.s.Get(e.ctx, b); tk.State != task.Canceled {
 		t.Fatalf("refused after a cancel request: %s, want CANCELED", tk.State)
 	}
 	errs, err = e.s.HandOffDoneMany(e.ctx, []HandOffAnswer{{ID: a, Accepted: true, Canceled: true}})
 	if err != nil || errs[0] != nil {
 		t.Fatalf("accepted-canceled: %v %v", errs, err)
 	}
-	if tk, _ := e.s.Get(e.ctx, a); tk.State != HandedOff || tk.HandedOffTo != "us-east" {
+	if tk, _ := e.s.Get(e.ctx, a); tk.State != task.HandedOff || tk.HandedOffTo != "us-east" {
 		t.Fatalf("after the cancel went along: %s", tk.State)
 	}
 	for _, id := range []string{a, b} {
 		tr, _ := e.s.Trail(e.ctx, id)
 		for _, x := range tr {
-			if !Legal(x.From, x.To, x.Reason) {
+			if !task.Legal(x.From, x.To, x.Reason) {
 				t.Fatalf("%s: illegal step %+v", id, x)
 			}
 		}

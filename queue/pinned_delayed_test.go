@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"testing"
 	"time"
+
+	"github.com/ax-sched/ax/task"
 )
 
 // Pinned tasks submitted with a delay wait in their pool's delayed set and
@@ -14,7 +16,7 @@ func TestPinnedDelayedLifecycle(t *testing.T) {
 	e := newEnv(t)
 	id := e.submit("gpu", delay(10*time.Second), prio(2))
 	due := e.clock.Now().Add(10 * time.Second).Truncate(time.Millisecond)
-	if st := e.state(id); st != Pending {
+	if st := e.state(id); st != task.Pending {
 		t.Fatalf("before due: %s, want PENDING", st)
 	}
 	res, err := e.s.Promote(e.ctx, leader, 100)
@@ -29,7 +31,7 @@ func TestPinnedDelayedLifecycle(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if tk.State != Ready || tk.Reason != ReasonDue || tk.ReadyAt == nil || !tk.ReadyAt.Equal(due) || tk.Pool != "gpu" {
+	if tk.State != task.Ready || tk.Reason != task.ReasonDue || tk.ReadyAt == nil || !tk.ReadyAt.Equal(due) || tk.Pool != "gpu" {
 		t.Fatalf("after promotion: %s %s ready %v pool %s; want READY DUE at %v in gpu", tk.State, tk.Reason, tk.ReadyAt, tk.Pool, due)
 	}
 	c, _ := e.s.Counts(e.ctx)
@@ -37,11 +39,11 @@ func TestPinnedDelayedLifecycle(t *testing.T) {
 		t.Fatalf("counts after promotion: %+v", c)
 	}
 	tr, err := e.s.Trail(e.ctx, id)
-	if err != nil || len(tr) != 2 || tr[1].From != Pending || tr[1].To != Ready || tr[1].Reason != ReasonDue || !tr[1].At.Equal(due) {
+	if err != nil || len(tr) != 2 || tr[1].From != task.Pending || tr[1].To != task.Ready || tr[1].Reason != task.ReasonDue || !tr[1].At.Equal(due) {
 		t.Fatalf("trail while READY: %+v %v", tr, err)
 	}
 	w := e.claimOne("gpu")
-	if w.ID != id || w.ReadyAt == nil || !w.ReadyAt.Equal(due) || w.State != Running {
+	if w.ID != id || w.ReadyAt == nil || !w.ReadyAt.Equal(due) || w.State != task.Running {
 		t.Fatalf("claimed %+v", w)
 	}
 	if errs, err := e.s.Complete(e.ctx, Completion{ID: id, Token: w.LeaseToken}); err != nil || errs[0] != nil {
@@ -53,7 +55,7 @@ func TestPinnedDelayedLifecycle(t *testing.T) {
 	}
 	var steps []string
 	for _, x := range tr {
-		if !Legal(x.From, x.To, x.Reason) {
+		if !task.Legal(x.From, x.To, x.Reason) {
 			t.Fatalf("illegal step %+v", x)
 		}
 		steps = append(steps, fmt.Sprintf("%s>%s %s", x.From, x.To, x.Reason))
@@ -76,12 +78,12 @@ func TestPinnedDelayedCancelAndPriority(t *testing.T) {
 	if _, err := e.s.Promote(e.ctx, leader, 100); err != nil {
 		t.Fatal(err)
 	}
-	if st := e.state(readyOne); st != Ready {
+	if st := e.state(readyOne); st != task.Ready {
 		t.Fatalf("due task %s", st)
 	}
 	// Cancel while waiting and while (implicitly) READY.
 	for _, id := range []string{waiting, readyOne} {
-		if st, err := e.s.Cancel(e.ctx, id, "", "op"); err != nil || st != Canceled {
+		if st, err := e.s.Cancel(e.ctx, id, "", "op"); err != nil || st != task.Canceled {
 			t.Fatalf("cancel %s: %s %v", id, st, err)
 		}
 	}
@@ -99,7 +101,7 @@ func TestPinnedDelayedCancelAndPriority(t *testing.T) {
 		t.Fatalf("promote: %+v %v, want the bumped task only", res, err)
 	}
 	tk, _ := e.s.Get(e.ctx, bumped)
-	if tk.State != Ready || tk.Priority != 0 {
+	if tk.State != task.Ready || tk.Priority != 0 {
 		t.Fatalf("bumped: %s prio %d", tk.State, tk.Priority)
 	}
 	ts := e.claim("cpu", 10)
@@ -141,7 +143,7 @@ func TestPinnedDelayedBoundedBatchesAndNextDue(t *testing.T) {
 	if c.Ready != 1200 || c.ReadyBy["cpu"][0] != 600 || c.ReadyBy["cpu"][1] != 600 || c.Pending != 2 {
 		t.Fatalf("counts %+v", c)
 	}
-	if st := e.state(later); st != Pending {
+	if st := e.state(later); st != task.Pending {
 		t.Fatalf("task due in an hour: %s", st)
 	}
 	due, _ := e.s.DueTasks(e.ctx, 10)
@@ -150,12 +152,12 @@ func TestPinnedDelayedBoundedBatchesAndNextDue(t *testing.T) {
 	}
 	// Waiting sees both kinds; CancelWhere cancels them.
 	var pend, ready int
-	if err := e.s.Waiting(e.ctx, Filter{}, func(ts []*Task) error {
+	if err := e.s.Waiting(e.ctx, Filter{}, func(ts []*task.Task) error {
 		for _, x := range ts {
 			switch x.State {
-			case Pending:
+			case task.Pending:
 				pend++
-			case Ready:
+			case task.Ready:
 				ready++
 			}
 		}
@@ -166,7 +168,7 @@ func TestPinnedDelayedBoundedBatchesAndNextDue(t *testing.T) {
 	if pend != 2 || ready != 1200 {
 		t.Fatalf("waiting: %d pending %d ready, want 2 and 1200", pend, ready)
 	}
-	n, err := e.s.CancelWhere(e.ctx, Filter{State: Pending}, "op")
+	n, err := e.s.CancelWhere(e.ctx, Filter{State: task.Pending}, "op")
 	if err != nil || n != 2 {
 		t.Fatalf("cancel pending: %d %v", n, err)
 	}
@@ -183,20 +185,20 @@ func TestPinnedDelayedBoundedBatchesAndNextDue(t *testing.T) {
 func TestPinnedDelayedBackpressure(t *testing.T) {
 	e := newEnv(t)
 	low := e.submit("cpu", delay(time.Second), prio(4))
-	crit := e.submit("cpu", delay(time.Second), prio(4), func(s *Spec) { s.Critical = true })
+	crit := e.submit("cpu", delay(time.Second), prio(4), func(s *task.Spec) { s.Critical = true })
 	high := e.submit("cpu", delay(time.Second), prio(1))
 	e.clock.Advance(2 * time.Second)
 	res, err := e.s.Promote(e.ctx, leader, 100, PromoteOptions{Readmit: -1, HotPools: []string{"cpu"}, Spread: 10 * time.Second})
 	if err != nil || res.Ready != 2 || res.Deferred != 1 {
 		t.Fatalf("hot promote: %+v %v, want 2 ready (critical, prio 1), 1 deferred", res, err)
 	}
-	for id, want := range map[string]State{low: Pending, crit: Ready, high: Ready} {
+	for id, want := range map[string]task.State{low: task.Pending, crit: task.Ready, high: task.Ready} {
 		if st := e.state(id); st != want {
 			t.Fatalf("%s: %s, want %s", id, st, want)
 		}
 	}
 	tk, _ := e.s.Get(e.ctx, low)
-	if tk.Reason != ReasonDeferred || tk.DueAt == nil || !tk.DueAt.After(e.clock.Now()) {
+	if tk.Reason != task.ReasonDeferred || tk.DueAt == nil || !tk.DueAt.After(e.clock.Now()) {
 		t.Fatalf("deferred task: %s due %v", tk.Reason, tk.DueAt)
 	}
 	// Cooled down: the deferred task goes on as an ordinary delayed task.
@@ -204,7 +206,7 @@ func TestPinnedDelayedBackpressure(t *testing.T) {
 	if res, err = e.s.Promote(e.ctx, leader, 100); err != nil || res.Ready != 1 {
 		t.Fatalf("cool promote: %+v %v", res, err)
 	}
-	if st := e.state(low); st != Ready {
+	if st := e.state(low); st != task.Ready {
 		t.Fatalf("low after cooling: %s", st)
 	}
 	if c, _ := e.s.Counts(e.ctx); c.Ready != 3 || c.Pending != 0 || c.ReadyBy["cpu"][4] != 2 {
@@ -224,7 +226,7 @@ func TestPinnedDelayedDrain(t *testing.T) {
 		t.Fatalf("drain: %d %v", n, err)
 	}
 	tk, _ := e.s.Get(e.ctx, id)
-	if tk.State != Pending || tk.HandOffTarget != "us-east" {
+	if tk.State != task.Pending || tk.HandOffTarget != "us-east" {
 		t.Fatalf("drained: %s target %q", tk.State, tk.HandOffTarget)
 	}
 	if ts := e.claim("cpu", 10); len(ts) != 0 {
@@ -249,7 +251,7 @@ func TestUnplacedDelayedThroughDueSet(t *testing.T) {
 	}
 	gone := e.submit("", delay(time.Second))
 	later := e.submit("", delay(time.Hour))
-	if st, err := e.s.Cancel(e.ctx, gone, "", "op"); err != nil || st != Canceled {
+	if st, err := e.s.Cancel(e.ctx, gone, "", "op"); err != nil || st != task.Canceled {
 		t.Fatalf("cancel while delayed: %s %v", st, err)
 	}
 	e.clock.Advance(2 * time.Second)
@@ -275,7 +277,7 @@ func TestUnplacedDelayedThroughDueSet(t *testing.T) {
 		}
 		var as []Assignment
 		for _, x := range due {
-			if x.ID == gone || x.State != Pending {
+			if x.ID == gone || x.State != task.Pending {
 				t.Fatalf("due: %s %s", x.ID, x.State)
 			}
 			as = append(as, Assignment{ID: x.ID, Pool: "cpu"})
@@ -293,11 +295,11 @@ func TestUnplacedDelayedThroughDueSet(t *testing.T) {
 	if c.Ready != 1100 || c.Pending != 1 {
 		t.Fatalf("counts %+v", c)
 	}
-	if st := e.state(later); st != Pending {
+	if st := e.state(later); st != task.Pending {
 		t.Fatalf("the task due in an hour: %s", st)
 	}
 	var pend int
-	_ = e.s.Waiting(e.ctx, Filter{State: Pending}, func(ts []*Task) error { pend += len(ts); return nil })
+	_ = e.s.Waiting(e.ctx, Filter{State: task.Pending}, func(ts []*task.Task) error { pend += len(ts); return nil })
 	if pend != 1 {
 		t.Fatalf("waiting pending: %d, want 1", pend)
 	}

@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"strconv"
 	"time"
+
+	"github.com/ax-sched/ax/task"
 )
 
 // RunningTask is what the preemption decision needs of a RUNNING task.
@@ -65,7 +67,7 @@ type WaitingHead struct {
 func (s *Store) Heads(ctx context.Context, pool string) ([]WaitingHead, error) {
 	var out []WaitingHead
 	for shard := range s.keys {
-		for p := 0; p <= MaxPriority; p++ {
+		for p := 0; p <= task.MaxPriority; p++ {
 			z, err := s.rdb.ZRangeWithScores(ctx, s.keys[shard].prefix+"q:"+pool+":"+strconv.Itoa(p), 0, 0).Result()
 			if err != nil {
 				return nil, fmt.Errorf("queue: heads: %w", err)

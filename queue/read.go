@@ -8,11 +8,12 @@ import (
 	"strings"
 	"time"
 
+	"github.com/ax-sched/ax/task"
 	"github.com/redis/go-redis/v9"
 )
 
 // Get returns a task by id.
-func (s *Store) Get(ctx context.Context, id string) (*Task, error) {
+func (s *Store) Get(ctx context.Context, id string) (*task.Task, error) {
 	shard, err := s.shardOf(id)
 	if err != nil {
 		return nil, err
@@ -22,11 +23,11 @@ func (s *Store) Get(ctx context.Context, id string) (*Task, error) {
 		return nil, fmt.Errorf("queue: get: %w", err)
 	}
 	if len(h) == 0 {
-		return nil, fmt.Errorf("%w: %s", ErrNotFound, id)
+		return nil, fmt.Errorf("%w: %s", task.ErrNotFound, id)
 	}
 	t := decodeTask(id, h, s.opts.Defaults)
 	t.HeldBy = s.opts.Region
-	if err := s.resolveLazy(ctx, shard, []*Task{t}); err != nil {
+	if err := s.resolveLazy(ctx, shard, []*task.Task{t}); err != nil {
 		return nil, err
 	}
 	return t, nil
@@ -35,22 +36,22 @@ func (s *Store) Get(ctx context.Context, id string) (*Task, error) {
 // mayBeLazy tells a record that may have been promoted untouched: a pinned
 // task submitted with a delay still as submitted (scripts/lib.lua). It is
 // READY when it is in its pool's ready set.
-func mayBeLazy(t *Task) bool {
-	return t.State == Pending && t.Reason == ReasonSubmitted && t.Pinned && t.Pool != "" &&
+func mayBeLazy(t *task.Task) bool {
+	return t.State == task.Pending && t.Reason == task.ReasonSubmitted && t.Pinned && t.Pool != "" &&
 		t.HandOffTarget == "" && t.DueAt != nil
 }
 
 // markLazyReady applies to t what a promotion implies without writing it.
-func markLazyReady(t *Task) {
-	t.State, t.Reason = Ready, ReasonDue
+func markLazyReady(t *task.Task) {
+	t.State, t.Reason = task.Ready, task.ReasonDue
 	d := *t.DueAt
 	t.ReadyAt, t.EnqueuedAt = &d, &d
 }
 
 // resolveLazy settles the state of records that may have been promoted
 // untouched, with one ZSCORE each (one pipeline).
-func (s *Store) resolveLazy(ctx context.Context, shard int, ts []*Task) error {
-	var lazy []*Task
+func (s *Store) resolveLazy(ctx context.Context, shard int, ts []*task.Task) error {
+	var lazy []*task.Task
 	for _, t := range ts {
 		if mayBeLazy(t) {
 			lazy = append(lazy, t)
@@ -78,7 +79,7 @@ func (s *Store) resolveLazy(ctx context.Context, shard int, ts []*Task) error {
 
 // getMany reads several tasks of one shard in one pipeline; missing ones are
 // left out.
-func (s *Store) getMany(ctx context.Context, shard int, ids []string) ([]*Task, error) {
+func (s *Store) getMany(ctx context.Context, shard int, ids []string) ([]*task.Task, error) {
 	if len(ids) == 0 {
 		return nil, nil
 	}
@@ -91,7 +92,7 @@ func (s *Store) getMany(ctx context.Context, shard int, ids []string) ([]*Task, 
 	if _, err := pipe.Exec(ctx); err != nil {
 		return nil, fmt.Errorf("queue: read tasks: %w", err)
 	}
-	out := make([]*Task, 0, len(ids))
+	out := make([]*task.Task, 0, len(ids))
 	for i, c := range cmds {
 		if h := c.Val(); len(h) > 0 {
 			t := decodeTask(ids[i], h, s.opts.Defaults)
@@ -107,7 +108,7 @@ func (s *Store) getMany(ctx context.Context, shard int, ids []string) ([]*Task, 
 
 // Trail returns a task's transitions, oldest first. The happy path is
 // rebuilt from the record's timestamps; abnormal steps come from its log.
-func (s *Store) Trail(ctx context.Context, id string) ([]Transition, error) {
+func (s *Store) Trail(ctx context.Context, id string) ([]task.Transition, error) {
 	shard, err := s.shardOf(id)
 	if err != nil {
 		return nil, err
@@ -121,21 +122,21 @@ func (s *Store) Trail(ctx context.Context, id string) ([]Transition, error) {
 	}
 	h := hc.Val()
 	if len(h) == 0 {
-		return nil, fmt.Errorf("%w: %s", ErrNotFound, id)
+		return nil, fmt.Errorf("%w: %s", task.ErrNotFound, id)
 	}
 	if t := decodeTask(id, h, s.opts.Defaults); mayBeLazy(t) {
-		if err := s.resolveLazy(ctx, shard, []*Task{t}); err != nil {
+		if err := s.resolveLazy(ctx, shard, []*task.Task{t}); err != nil {
 			return nil, err
 		}
-		if t.State == Ready {
-			h["st"], h["rs"], h["rt"] = "R", ReasonDue, h["du"]
+		if t.State == task.Ready {
+			h["st"], h["rs"], h["rt"] = "R", task.ReasonDue, h["du"]
 		}
 	}
 	return buildTrail(h, lc.Val()), nil
 }
 
-func buildTrail(h map[string]string, log []string) []Transition {
-	var tr []Transition
+func buildTrail(h map[string]string, log []string) []task.Transition {
+	var tr []task.Transition
 	at := func(s string) time.Time {
 		if t := msTime(s); t != nil {
 			return *t
@@ -143,15 +144,15 @@ func buildTrail(h map[string]string, log []string) []Transition {
 		return time.Time{}
 	}
 	attempt := atoi(h["at"])
-	born := Pending
-	bornReason := ReasonSubmitted
+	born := task.Pending
+	bornReason := task.ReasonSubmitted
 	if h["rt"] != "" && h["rt"] == h["ct"] && len(log) == 0 {
-		born, bornReason = Ready, ReasonPlaced
+		born, bornReason = task.Ready, task.ReasonPlaced
 	}
 	// A task placed at submit whose READY step was flushed to the log has
 	// its birth there ("" → READY PLACED).
 	if len(log) == 0 || !strings.HasPrefix(log[0], h["ct"]+"\t\t") {
-		tr = append(tr, Transition{At: at(h["ct"]), To: born, Reason: bornReason, By: "api"})
+		tr = append(tr, task.Transition{At: at(h["ct"]), To: born, Reason: bornReason, By: "api"})
 	}
 	for _, line := range log {
 		f := strings.SplitN(line, "\t", 7)
@@ -159,21 +160,21 @@ func buildTrail(h map[string]string, log []string) []Transition {
 			continue
 		}
 		ts, _ := strconv.ParseInt(f[0], 10, 64)
-		tr = append(tr, Transition{
+		tr = append(tr, task.Transition{
 			At: time.UnixMilli(ts).UTC(), From: stateOf(f[1]), To: stateOf(f[2]), Reason: f[3],
 			By: f[4], Attempt: atoi(f[5]), Error: f[6],
 		})
 	}
 	st := stateOf(h["st"])
 	// Steps of the current attempt not yet flushed to the log.
-	if rt := h["rt"]; rt != "" && born != Ready {
-		tr = append(tr, Transition{At: at(rt), From: Pending, To: Ready, Reason: readyReason(h), Attempt: attempt})
+	if rt := h["rt"]; rt != "" && born != task.Ready {
+		tr = append(tr, task.Transition{At: at(rt), From: task.Pending, To: task.Ready, Reason: readyReason(h), Attempt: attempt})
 	}
-	if st == Running || st == Success {
-		tr = append(tr, Transition{At: at(h["sa"]), From: Ready, To: Running, Reason: ReasonClaimed, By: h["wk"], Attempt: attempt})
+	if st == task.Running || st == task.Success {
+		tr = append(tr, task.Transition{At: at(h["sa"]), From: task.Ready, To: task.Running, Reason: task.ReasonClaimed, By: h["wk"], Attempt: attempt})
 	}
-	if st == Success {
-		tr = append(tr, Transition{At: at(h["fa"]), From: Running, To: Success, Reason: ReasonCompleted, By: h["wk"], Attempt: attempt})
+	if st == task.Success {
+		tr = append(tr, task.Transition{At: at(h["fa"]), From: task.Running, To: task.Success, Reason: task.ReasonCompleted, By: h["wk"], Attempt: attempt})
 	}
 	sort.SliceStable(tr, func(i, j int) bool { return tr[i].At.Before(tr[j].At) })
 	return tr
@@ -181,12 +182,12 @@ func buildTrail(h map[string]string, log []string) []Transition {
 
 func readyReason(h map[string]string) string {
 	switch h["rs"] {
-	case ReasonPlaced, ReasonDue:
+	case task.ReasonPlaced, task.ReasonDue:
 		return h["rs"]
 	case "":
-		return ReasonPlaced
+		return task.ReasonPlaced
 	}
-	return ReasonDue
+	return task.ReasonDue
 }
 
 // Counts are a region's O(1) counters.
@@ -195,13 +196,13 @@ type Counts struct {
 	// Cumulative terminal transitions since the store began.
 	Succeeded, Canceled, Failed int
 	// ReadyBy[pool][priority], RunningBy[pool].
-	ReadyBy   map[string][MaxPriority + 1]int
+	ReadyBy   map[string][task.MaxPriority + 1]int
 	RunningBy map[string]int
 }
 
 // Counts reads every counter of every shard (one HGETALL per shard).
 func (s *Store) Counts(ctx context.Context) (*Counts, error) {
-	c := &Counts{ReadyBy: map[string][MaxPriority + 1]int{}, RunningBy: map[string]int{}}
+	c := &Counts{ReadyBy: map[string][task.MaxPriority + 1]int{}, RunningBy: map[string]int{}}
 	for shard := range s.keys {
 		h, err := s.rdb.HGetAll(ctx, s.keys[shard].base[5]).Result()
 		if err != nil {
@@ -229,7 +230,7 @@ func (s *Store) Counts(ctx context.Context) (*Counts, error) {
 			case strings.HasPrefix(k, "r:"):
 				i := strings.LastIndexByte(k, ':')
 				p := atoi(k[i+1:])
-				if i > 2 && p >= 0 && p <= MaxPriority {
+				if i > 2 && p >= 0 && p <= task.MaxPriority {
 					a := c.ReadyBy[k[2:i]]
 					a[p] += n
 					c.ReadyBy[k[2:i]] = a
@@ -250,7 +251,7 @@ func (c *Counts) ReadyIn(pool string) int {
 }
 
 // DeadLetters lists FAILED tasks, newest first, from offset.
-func (s *Store) DeadLetters(ctx context.Context, offset, limit int) ([]*Task, error) {
+func (s *Store) DeadLetters(ctx context.Context, offset, limit int) ([]*task.Task, error) {
 	limit = clampBatch(limit)
 	offset = max(offset, 0)
 	// Each shard's newest offset+limit, merged newest first (then by id,
@@ -285,7 +286,7 @@ func (s *Store) DeadLetters(ctx context.Context, offset, limit int) ([]*Task, er
 	for _, e := range page {
 		byShard[e.shard] = append(byShard[e.shard], e.id)
 	}
-	got := make(map[string]*Task, len(page))
+	got := make(map[string]*task.Task, len(page))
 	for shard, ids := range byShard {
 		ts, err := s.getMany(ctx, shard, ids)
 		if err != nil {
@@ -295,7 +296,7 @@ func (s *Store) DeadLetters(ctx context.Context, offset, limit int) ([]*Task, er
 			got[t.ID] = t
 		}
 	}
-	out := make([]*Task, 0, len(page))
+	out := make([]*task.Task, 0, len(page))
 	for _, e := range page {
 		if t := got[e.id]; t != nil {
 			out = append(out, t)
@@ -304,18 +305,9 @@ func (s *Store) DeadLetters(ctx context.Context, offset, limit int) ([]*Task, er
 	return out, nil
 }
 
-// Event is one entry of the region's event stream: one script call.
-type Event struct {
-	ID    string   `json:"id"` // stream entry id, to resume from
-	Shard int      `json:"shard"`
-	Op    string   `json:"op"`    // submit, promote, place, claim, complete, retry, dead, reap, cancel, replay, return
-	N     int      `json:"n"`     // tasks concerned
-	Tasks []string `json:"tasks"` // up to 8 of their ids
-}
-
 // Events reads entries after the given stream ids (one per shard, "$" or ""
 // for only new ones, "0" for all kept), blocking up to block (0: don't).
-func (s *Store) Events(ctx context.Context, after []string, count int, block time.Duration) ([]Event, []string, error) {
+func (s *Store) Events(ctx context.Context, after []string, count int, block time.Duration) ([]task.Event, []string, error) {
 	streams := make([]string, 0, 2*len(s.keys))
 	next := make([]string, len(s.keys))
 	for i := range s.keys {
@@ -338,7 +330,7 @@ func (s *Store) Events(ctx context.Context, after []string, count int, block tim
 	if err != nil {
 		return nil, next, fmt.Errorf("queue: events: %w", err)
 	}
-	var out []Event
+	var out []task.Event
 	for _, st := range res {
 		shard := 0
 		for i := range s.keys {
@@ -347,7 +339,7 @@ func (s *Store) Events(ctx context.Context, after []string, count int, block tim
 			}
 		}
 		for _, m := range st.Messages {
-			e := Event{ID: m.ID, Shard: shard, Op: fmt.Sprint(m.Values["op"]), N: atoi(fmt.Sprint(m.Values["n"]))}
+			e := task.Event{ID: m.ID, Shard: shard, Op: fmt.Sprint(m.Values["op"]), N: atoi(fmt.Sprint(m.Values["n"]))}
 			if ids := fmt.Sprint(m.Values["ids"]); ids != "" {
 				e.Tasks = strings.Split(ids, ",")
 			}

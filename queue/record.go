@@ -1,13 +1,14 @@
 package queue
 
 import (
-	"encoding/hex"
 	"encoding/json"
 	"sort"
 	"strconv"
 	"strings"
 	"time"
 	"unicode/utf8"
+
+	"github.com/ax-sched/ax/task"
 )
 
 // The task hash uses short field names to stay small (DESIGN §3):
@@ -22,24 +23,24 @@ import (
 //	er last error  rv result  cx cancel requested  pq preempt requested
 //	pc preempt count  ho handed off to  px price at claim  ke keep enqueue
 //	ob hand-off target region (in the outbox)  lg the trail list exists
-var stateCodes = map[State]string{
-	Pending: "P", Ready: "R", Running: "U", Success: "S", Failed: "F",
-	Canceled: "C", HandedOff: "H", Timeout: "T",
+var stateCodes = map[task.State]string{
+	task.Pending: "P", task.Ready: "R", task.Running: "U", task.Success: "S", task.Failed: "F",
+	task.Canceled: "C", task.HandedOff: "H", task.Timeout: "T",
 }
 
-var codeStates = func() map[string]State {
-	m := make(map[string]State, len(stateCodes))
+var codeStates = func() map[string]task.State {
+	m := make(map[string]task.State, len(stateCodes))
 	for s, c := range stateCodes {
 		m[c] = s
 	}
 	return m
 }()
 
-func stateOf(code string) State {
+func stateOf(code string) task.State {
 	if s, ok := codeStates[code]; ok {
 		return s
 	}
-	return State(code)
+	return task.State(code)
 }
 
 // encodeTags writes tags as sorted "k=v,k=v" (values cannot hold , or =).
@@ -79,7 +80,7 @@ func decodeTags(s string) map[string]string {
 
 // specFields is the static part of a new task's hash. Fields equal to the
 // region defaults are left out (scripts and decodeTask fill them back).
-func specFields(s *Spec, d Defaults) []any {
+func specFields(s *task.Spec, d task.Defaults) []any {
 	f := make([]any, 0, 24)
 	f = append(f, "ty", s.Type)
 	if len(s.Payload) > 0 {
@@ -137,27 +138,16 @@ func msTime(s string) *time.Time {
 
 func atoi(s string) int { v, _ := strconv.Atoi(s); return v }
 
-func msDur(s string) Duration {
+func msDur(s string) task.Duration {
 	v, _ := strconv.ParseInt(s, 10, 64)
-	return Duration(time.Duration(v) * time.Millisecond)
-}
-
-// TraceIDFor derives a stable W3C trace id from a task id when the client
-// gave none, so no bytes are spent storing a generated one.
-func TraceIDFor(id string) string {
-	var b [16]byte
-	copy(b[:], id)
-	for i := 16; i < len(id); i++ {
-		b[i%16] ^= id[i]
-	}
-	return hex.EncodeToString(b[:])
+	return task.Duration(time.Duration(v) * time.Millisecond)
 }
 
 // decodeTask builds a Task from a hash given as field→value; d fills the
 // fields a record leaves out because they equal the region defaults.
-func decodeTask(id string, h map[string]string, d Defaults) *Task {
+func decodeTask(id string, h map[string]string, d task.Defaults) *task.Task {
 	var r taskReader
-	r.t = &Task{ID: id}
+	r.t = &task.Task{ID: id}
 	for k, v := range h {
 		r.set(k, v)
 	}
@@ -167,9 +157,9 @@ func decodeTask(id string, h map[string]string, d Defaults) *Task {
 // decodePairs is decodeTask for a flat field, value, … reply (a record as
 // a script returns it), without building a map: claims decode every
 // record they take.
-func decodePairs(id string, pairs []any, d Defaults) *Task {
+func decodePairs(id string, pairs []any, d task.Defaults) *task.Task {
 	var r taskReader
-	r.t = &Task{ID: id}
+	r.t = &task.Task{ID: id}
 	for i := 0; i+1 < len(pairs); i += 2 {
 		k, _ := pairs[i].(string)
 		v, _ := pairs[i+1].(string)
@@ -181,7 +171,7 @@ func decodePairs(id string, pairs []any, d Defaults) *Task {
 // taskReader fills a Task field by field and remembers which of the
 // fields that default to the region's values were present.
 type taskReader struct {
-	t                          *Task
+	t                          *task.Task
 	hasTo, hasMr, hasRb, hasRc bool
 }
 
@@ -267,33 +257,33 @@ func (r *taskReader) set(k, v string) {
 	}
 }
 
-func (r *taskReader) finish(d Defaults) *Task {
+func (r *taskReader) finish(d task.Defaults) *task.Task {
 	t := r.t
 	if !r.hasTo {
-		t.Timeout = Duration(d.Timeout)
+		t.Timeout = task.Duration(d.Timeout)
 	}
 	if !r.hasMr {
 		t.MaxRetries = d.MaxRetries
 	}
 	if !r.hasRb {
-		t.RetryBase = Duration(d.RetryBase)
+		t.RetryBase = task.Duration(d.RetryBase)
 	}
 	if !r.hasRc {
-		t.RetryCap = Duration(d.RetryCap)
+		t.RetryCap = task.Duration(d.RetryCap)
 	}
 	switch {
-	case t.State == Running:
-		t.Reason = ReasonClaimed // implied: claim leaves rs as it was
-	case t.Reason == "" && t.State == Ready:
-		t.Reason = ReasonPlaced
+	case t.State == task.Running:
+		t.Reason = task.ReasonClaimed // implied: claim leaves rs as it was
+	case t.Reason == "" && t.State == task.Ready:
+		t.Reason = task.ReasonPlaced
 	}
 	if t.Tenant == "" {
 		t.Tenant = "default"
 	}
 	if t.TraceID == "" {
-		t.TraceID = TraceIDFor(t.ID)
+		t.TraceID = task.TraceIDFor(t.ID)
 	}
-	if p, err := ParseID(t.ID); err == nil {
+	if p, err := task.ParseID(t.ID); err == nil {
 		t.Region = p.Region
 	}
 	return t

@@ -5,29 +5,31 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+
+	"github.com/ax-sched/ax/task"
 )
 
 // Filter selects tasks for operator bulk actions; empty fields match all.
 type Filter struct {
 	Type   string
 	Tenant string
-	State  State  // PENDING or READY; "" both
-	Pool   string // READY tasks of this pool only
+	State  task.State // PENDING or READY; "" both
+	Pool   string     // READY tasks of this pool only
 }
 
-func (f Filter) match(t *Task) bool {
+func (f Filter) match(t *task.Task) bool {
 	return (f.Type == "" || t.Type == f.Type) && (f.Tenant == "" || t.Tenant == f.Tenant) &&
-		(f.State == "" || t.State == f.State) && (f.Pool == "" || t.Pool == f.Pool && t.State == Ready)
+		(f.State == "" || t.State == f.State) && (f.Pool == "" || t.Pool == f.Pool && t.State == task.Ready)
 }
 
 // Waiting scans PENDING and READY tasks matching f, calling fn with
 // batches of up to 500. It is an operator path (O(waiting tasks)), not a
 // hot one.
-func (s *Store) Waiting(ctx context.Context, f Filter, fn func([]*Task) error) error {
+func (s *Store) Waiting(ctx context.Context, f Filter, fn func([]*task.Task) error) error {
 	for shard := range s.keys {
 		p := s.keys[shard].prefix
 		sets := []string{}
-		if f.State == "" || f.State == Pending {
+		if f.State == "" || f.State == task.Pending {
 			// The outbox too: a cancel there is a request the hand-off
 			// carries (cancel.lua).
 			sets = append(sets, p+"delayed", p+"dn", p+"due", p+"outbox")
@@ -38,7 +40,7 @@ func (s *Store) Waiting(ctx context.Context, f Filter, fn func([]*Task) error) e
 			}
 			sets = append(sets, ds...)
 		}
-		if f.State == "" || f.State == Ready {
+		if f.State == "" || f.State == task.Ready {
 			match := p + "q:*"
 			if f.Pool != "" {
 				match = p + "q:" + f.Pool + ":*"
@@ -66,7 +68,7 @@ func (s *Store) Waiting(ctx context.Context, f Filter, fn func([]*Task) error) e
 				if err != nil {
 					return err
 				}
-				var keep []*Task
+				var keep []*task.Task
 				for _, t := range ts {
 					if f.match(t) {
 						keep = append(keep, t)
@@ -106,9 +108,9 @@ func (s *Store) scanKeys(ctx context.Context, match string) ([]string, error) {
 // many it cancelled.
 func (s *Store) CancelWhere(ctx context.Context, f Filter, by string) (int, error) {
 	n := 0
-	err := s.Waiting(ctx, f, func(ts []*Task) error {
+	err := s.Waiting(ctx, f, func(ts []*task.Task) error {
 		for _, t := range ts {
-			if _, err := s.Cancel(ctx, t.ID, ReasonCanceledByUser, by); err == nil {
+			if _, err := s.Cancel(ctx, t.ID, task.ReasonCanceledByUser, by); err == nil {
 				n++
 			}
 		}

@@ -11,6 +11,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/ax-sched/ax/task"
 	"github.com/redis/go-redis/v9"
 )
 
@@ -27,7 +28,7 @@ type Options struct {
 	AgingStep time.Duration // one priority level per step of waiting (default 60s)
 	// Retention of terminal records (defaults 24h, 24h, 7d).
 	RetainSuccess, RetainCanceled, RetainDead time.Duration
-	Defaults                                  Defaults
+	Defaults                                  task.Defaults
 	// WaitReplicas > 0 makes every accepted submit wait for that many
 	// replicas (Redis WAIT) before it is acknowledged, so it survives a
 	// failover. WaitTimeout bounds the wait (default 100ms).
@@ -35,14 +36,20 @@ type Options struct {
 	WaitTimeout  time.Duration
 	// Now, when set, replaces Redis TIME inside scripts. Tests only.
 	Now func() time.Time
+	// IDs generates the ids of new tasks (default: a randomly seeded
+	// generator of the store's own). Tests inject one to provoke collisions.
+	IDs *task.IDGen
 }
 
 func (o *Options) withDefaults() error {
-	if !regionRe.MatchString(o.Region) {
+	if !task.ValidRegionName(o.Region) {
 		return fmt.Errorf("queue: region %q is not a region name", o.Region)
 	}
 	if o.Shards <= 0 {
 		o.Shards = 1
+	}
+	if o.IDs == nil {
+		o.IDs = task.NewIDGen()
 	}
 	if o.Prefix == "" {
 		o.Prefix = "ax"
@@ -62,8 +69,8 @@ func (o *Options) withDefaults() error {
 	if o.RetainDead <= 0 {
 		o.RetainDead = 7 * 24 * time.Hour
 	}
-	if o.Defaults == (Defaults{}) {
-		o.Defaults = DefaultDefaults()
+	if o.Defaults == (task.Defaults{}) {
+		o.Defaults = task.DefaultDefaults()
 	}
 	if o.WaitTimeout <= 0 {
 		o.WaitTimeout = 100 * time.Millisecond
@@ -137,7 +144,7 @@ func (s *Store) fenceKey(shard int, f Fence) string {
 }
 
 func (s *Store) shardOf(id string) (int, error) {
-	p, err := ParseID(id)
+	p, err := task.ParseID(id)
 	if err != nil {
 		return 0, err
 	}
@@ -158,10 +165,10 @@ func (s *Store) ShardForKey(tenant, key string) int {
 
 // NewTask is one task to accept.
 type NewTask struct {
-	Spec   *Spec  // normalized (Spec.Normalize)
-	Pool   string // pool it is placed in; "" leaves it unplaced (PENDING until placed)
-	Pinned bool   // stays in Pool across retries and delays instead of being re-placed
-	ID     string // fixed id (hand-off, schedules); "" generates one
+	Spec   *task.Spec // normalized (Spec.Normalize)
+	Pool   string     // pool it is placed in; "" leaves it unplaced (PENDING until placed)
+	Pinned bool       // stays in Pool across retries and delays instead of being re-placed
+	ID     string     // fixed id (hand-off, schedules); "" generates one
 	// HandOff names another region: the task waits in this region's outbox
 	// (PENDING) until that region accepts it into Pool.
 	HandOff string
@@ -174,7 +181,7 @@ type NewTask struct {
 // SubmitResult is the outcome of one NewTask.
 type SubmitResult struct {
 	ID        string
-	State     State
+	State     task.State
 	Duplicate bool  // an earlier task with the same idempotency key and spec
 	Err       error // ErrIdempotencyConflict, ErrExists, or nil
 }
@@ -191,7 +198,7 @@ func (s *Store) Submit(ctx context.Context, tasks ...NewTask) ([]SubmitResult, e
 		var shard int
 		switch {
 		case t.ID != "":
-			p, err := ParseID(t.ID)
+			p, err := task.ParseID(t.ID)
 			if err != nil {
 				return nil, err
 			}
@@ -203,7 +210,7 @@ func (s *Store) Submit(ctx context.Context, tasks ...NewTask) ([]SubmitResult, e
 		}
 		ids[i] = t.ID
 		if ids[i] == "" {
-			ids[i] = NewID(s.opts.Region, shard, now)
+			ids[i] = s.opts.IDs.New(s.opts.Region, shard, now)
 		}
 		byShard[shard] = append(byShard[shard], i)
 	}
@@ -219,8 +226,8 @@ func (s *Store) Submit(ctx context.Context, tasks ...NewTask) ([]SubmitResult, e
 			for round := 0; round < 5; round++ {
 				var again []int
 				for _, i := range idx[start:end] {
-					if tasks[i].ID == "" && errors.Is(res[i].Err, ErrExists) {
-						ids[i] = NewID(s.opts.Region, shard, s.now())
+					if tasks[i].ID == "" && errors.Is(res[i].Err, task.ErrExists) {
+						ids[i] = s.opts.IDs.New(s.opts.Region, shard, s.now())
 						again = append(again, i)
 					}
 				}
@@ -251,7 +258,7 @@ func (s *Store) submitShard(ctx context.Context, shard int, tasks []NewTask, ids
 	argv = append(argv, s.clock(), len(idx))
 	nkeyed := 0
 	var f []any
-	var prevSpec *Spec
+	var prevSpec *task.Spec
 	var prevPool string
 	var prevPinned bool
 	for _, i := range idx {
@@ -310,9 +317,9 @@ func (s *Store) submitShard(ctx context.Context, shard int, tasks []NewTask, ids
 			case '1':
 				r.Duplicate = true
 			case '2':
-				r.Err = ErrIdempotencyConflict
+				r.Err = task.ErrIdempotencyConflict
 			case '3':
-				r.Err = ErrExists
+				r.Err = task.ErrExists
 			}
 		default:
 			r = SubmitResult{ID: ids[i], State: stateOf(string(c))}
@@ -408,9 +415,9 @@ const promoteChunk = 500
 // placement, oldest first. Read-only. Only what placement reads is filled
 // in (id, state, type, tags, regions, priority, critical, tenant, trace):
 // leaving the payload and the rest in Redis halves the cost of the read.
-func (s *Store) DueTasks(ctx context.Context, limit int) ([]*Task, error) {
+func (s *Store) DueTasks(ctx context.Context, limit int) ([]*task.Task, error) {
 	limit = clampBatch(limit)
-	var out []*Task
+	var out []*task.Task
 	for shard := range s.keys {
 		ids, err := s.rdb.ZRange(ctx, s.keys[shard].base[2], 0, int64(limit-1)).Result()
 		if err != nil {
@@ -434,7 +441,7 @@ func (s *Store) DueTasks(ctx context.Context, limit int) ([]*Task, error) {
 				continue // gone meanwhile
 			}
 			var r taskReader
-			r.t = &Task{ID: ids[i]}
+			r.t = &task.Task{ID: ids[i]}
 			for j, v := range vals {
 				if v, ok := v.(string); ok {
 					r.set(placementFields[j], v)
@@ -515,13 +522,13 @@ type ClaimRequest struct {
 
 // Claim takes up to N READY tasks of a pool (READY→RUNNING), each with a
 // lease token in Task.LeaseToken.
-func (s *Store) Claim(ctx context.Context, req ClaimRequest) ([]*Task, error) {
+func (s *Store) Claim(ctx context.Context, req ClaimRequest) ([]*task.Task, error) {
 	n := clampBatch(req.N)
 	price := ""
 	if req.Price > 0 {
 		price = strconv.FormatFloat(req.Price, 'f', -1, 64)
 	}
-	var out []*Task
+	var out []*task.Task
 	start := int(s.rr.Add(1))
 	for i := 0; i < s.opts.Shards && len(out) < n; i++ {
 		shard := (start + i) % s.opts.Shards
@@ -543,7 +550,7 @@ func (s *Store) Claim(ctx context.Context, req ClaimRequest) ([]*Task, error) {
 				markLazyReady(t) // the claim wrote rs, rt, eq as well
 			}
 			// What the claim set in Redis, applied to the copy read before it.
-			t.State, t.Reason, t.Worker = Running, ReasonClaimed, req.Worker
+			t.State, t.Reason, t.Worker = task.Running, task.ReasonClaimed, req.Worker
 			t.LeaseToken = strconv.FormatInt(first+int64(j/2-1), 10)
 			if now != nil {
 				sa := *now
@@ -667,7 +674,7 @@ func (s *Store) Complete(ctx context.Context, cs ...Completion) ([]error, error)
 			argv := make([]any, 0, 3+3*len(part))
 			argv = append(argv, s.clock(), s.opts.RetainSuccess.Milliseconds(), len(part))
 			for _, i := range part {
-				argv = append(argv, cs[i].ID, cs[i].Token, bound(cs[i].Result, MaxResultLen))
+				argv = append(argv, cs[i].ID, cs[i].Token, bound(cs[i].Result, task.MaxResultLen))
 			}
 			out, err := scripts.complete.Run(ctx, s.rdb, s.keysWith(shard), argv...).Slice()
 			if err != nil {
@@ -694,21 +701,21 @@ type Failure struct {
 // Fail records a failed attempt: retry with backoff and jitter while retries
 // are left and the error is retryable, else FAILED into the dead set. It
 // returns the new state and, for PENDING, when the retry is due.
-func (s *Store) Fail(ctx context.Context, f Failure) (State, time.Time, error) {
+func (s *Store) Fail(ctx context.Context, f Failure) (task.State, time.Time, error) {
 	shard, err := s.shardOf(f.ID)
 	if err != nil {
 		return "", time.Time{}, err
 	}
 	reason := f.Reason
 	if reason == "" {
-		reason = ReasonHandlerError
+		reason = task.ReasonHandlerError
 	}
 	retry := "0"
 	if f.Retryable {
 		retry = "1"
 	}
 	out, err := scripts.fail.Run(ctx, s.rdb, s.keysWith(shard), s.clock(), f.ID, f.Token,
-		clean(f.Error, MaxErrorLen), retry, rand.IntN(1000), s.opts.RetainDead.Milliseconds(),
+		clean(f.Error, task.MaxErrorLen), retry, rand.IntN(1000), s.opts.RetainDead.Milliseconds(),
 		s.opts.RetainCanceled.Milliseconds(), reason, s.opts.Defaults.MaxRetries,
 		s.opts.Defaults.RetryBase.Milliseconds(), s.opts.Defaults.RetryCap.Milliseconds()).Slice()
 	if err != nil {
@@ -727,7 +734,7 @@ func (s *Store) Fail(ctx context.Context, f Failure) (State, time.Time, error) {
 // Return gives a RUNNING task back without spending a retry (graceful
 // shutdown, preemption): READY at once with its original enqueue time, or
 // after delay.
-func (s *Store) Return(ctx context.Context, id, token, reason string, delay time.Duration) (State, error) {
+func (s *Store) Return(ctx context.Context, id, token, reason string, delay time.Duration) (task.State, error) {
 	shard, err := s.shardOf(id)
 	if err != nil {
 		return "", err
@@ -750,7 +757,7 @@ func leaseResult(id string, out []any) error {
 	case 1:
 		return fmt.Errorf("%w: task %s is %s", ErrLeaseLost, id, stateOf(toStr(out[1])))
 	default:
-		return fmt.Errorf("%w: %s", ErrNotFound, id)
+		return fmt.Errorf("%w: %s", task.ErrNotFound, id)
 	}
 }
 
@@ -789,13 +796,13 @@ func (e *HandedOffError) Error() string {
 // Cancel cancels a task: PENDING/READY at once (returns CANCELED), RUNNING
 // as a request (returns RUNNING). Terminal tasks give a *TransitionError,
 // handed-off ones a *HandedOffError.
-func (s *Store) Cancel(ctx context.Context, id, reason, by string) (State, error) {
+func (s *Store) Cancel(ctx context.Context, id, reason, by string) (task.State, error) {
 	shard, err := s.shardOf(id)
 	if err != nil {
 		return "", err
 	}
 	if reason == "" {
-		reason = ReasonCanceledByUser
+		reason = task.ReasonCanceledByUser
 	}
 	out, err := scripts.cancel.Run(ctx, s.rdb, s.keysWith(shard), s.clock(), id, reason, by,
 		s.opts.RetainCanceled.Milliseconds()).Slice()
@@ -805,7 +812,7 @@ func (s *Store) Cancel(ctx context.Context, id, reason, by string) (State, error
 	return s.opResult(id, "cancel", out)
 }
 
-func (s *Store) opResult(id, op string, out []any) (State, error) {
+func (s *Store) opResult(id, op string, out []any) (task.State, error) {
 	switch toInt(out[0]) {
 	case 0:
 		if len(out) > 1 {
@@ -813,13 +820,13 @@ func (s *Store) opResult(id, op string, out []any) (State, error) {
 		}
 		return "", nil
 	case 1:
-		return "", &TransitionError{ID: id, State: stateOf(toStr(out[1])), Op: op}
+		return "", &task.TransitionError{ID: id, State: stateOf(toStr(out[1])), Op: op}
 	case 3:
 		return "", &HandedOffError{ID: id, Region: toStr(out[1])}
 	case 4:
-		return "", &TransitionError{ID: id, State: "PENDING (hand-off to " + State(toStr(out[1])) + " in flight)", Op: op}
+		return "", &task.TransitionError{ID: id, State: "PENDING (hand-off to " + task.State(toStr(out[1])) + " in flight)", Op: op}
 	default:
-		return "", fmt.Errorf("%w: %s", ErrNotFound, id)
+		return "", fmt.Errorf("%w: %s", task.ErrNotFound, id)
 	}
 }
 
@@ -840,8 +847,8 @@ func (s *Store) Replay(ctx context.Context, id, by string) error {
 // SetPriority changes a live task's priority; a READY task keeps its place
 // in time.
 func (s *Store) SetPriority(ctx context.Context, id string, priority int, by string) error {
-	if priority < 0 || priority > MaxPriority {
-		return &FieldError{Field: "priority", Msg: fmt.Sprintf("must be between 0 and %d", MaxPriority)}
+	if priority < 0 || priority > task.MaxPriority {
+		return &task.FieldError{Field: "priority", Msg: fmt.Sprintf("must be between 0 and %d", task.MaxPriority)}
 	}
 	shard, err := s.shardOf(id)
 	if err != nil {
@@ -918,4 +925,9 @@ func toStr(v any) string {
 		return strconv.FormatInt(x, 10)
 	}
 	return ""
+}
+
+// NewID returns a new id of this region on shard, from the store's generator.
+func (s *Store) NewID(shard int, now time.Time) string {
+	return s.opts.IDs.New(s.opts.Region, shard, now)
 }

@@ -7,6 +7,8 @@ import (
 	"sort"
 	"testing"
 	"time"
+
+	"github.com/ax-sched/ax/task"
 )
 
 // snapshot is every key of the shard with its full content, to prove that
@@ -33,26 +35,26 @@ func (e *env) snapshot() string {
 }
 
 // into brings a new task into a state and returns its id and lease token.
-func (e *env) into(st State) (string, string) {
+func (e *env) into(st task.State) (string, string) {
 	e.t.Helper()
 	switch st {
-	case Pending:
+	case task.Pending:
 		return e.submit("", delay(time.Hour)), ""
-	case Ready:
+	case task.Ready:
 		return e.submit("cpu"), ""
-	case Running, Success, Failed, Canceled:
+	case task.Running, task.Success, task.Failed, task.Canceled:
 		id := e.submit("cpu", retries(0))
 		tk := e.claimOne("cpu")
 		switch st {
-		case Success:
+		case task.Success:
 			if errs, _ := e.s.Complete(e.ctx, Completion{ID: id, Token: tk.LeaseToken}); errs[0] != nil {
 				e.t.Fatal(errs[0])
 			}
-		case Failed:
+		case task.Failed:
 			if _, _, err := e.s.Fail(e.ctx, Failure{ID: id, Token: tk.LeaseToken, Error: "x", Retryable: true}); err != nil {
 				e.t.Fatal(err)
 			}
-		case Canceled:
+		case task.Canceled:
 			if _, err := e.s.Cancel(e.ctx, id, "", "t"); err != nil {
 				e.t.Fatal(err)
 			}
@@ -68,18 +70,18 @@ func (e *env) into(st State) (string, string) {
 
 type op struct {
 	name string
-	do   func(e *env, id, token string) (State, error)
+	do   func(e *env, id, token string) (task.State, error)
 }
 
 var ops = []op{
-	{"cancel", func(e *env, id, _ string) (State, error) { return e.s.Cancel(e.ctx, id, "", "t") }},
-	{"replay", func(e *env, id, _ string) (State, error) {
+	{"cancel", func(e *env, id, _ string) (task.State, error) { return e.s.Cancel(e.ctx, id, "", "t") }},
+	{"replay", func(e *env, id, _ string) (task.State, error) {
 		if err := e.s.Replay(e.ctx, id, "t"); err != nil {
 			return "", err
 		}
-		return Pending, nil
+		return task.Pending, nil
 	}},
-	{"complete", func(e *env, id, tok string) (State, error) {
+	{"complete", func(e *env, id, tok string) (task.State, error) {
 		errs, err := e.s.Complete(e.ctx, Completion{ID: id, Token: tok})
 		if err != nil {
 			return "", err
@@ -87,16 +89,16 @@ var ops = []op{
 		if errs[0] != nil {
 			return "", errs[0]
 		}
-		return Success, nil
+		return task.Success, nil
 	}},
-	{"fail", func(e *env, id, tok string) (State, error) {
+	{"fail", func(e *env, id, tok string) (task.State, error) {
 		st, _, err := e.s.Fail(e.ctx, Failure{ID: id, Token: tok, Error: "e", Retryable: true})
 		return st, err
 	}},
-	{"return", func(e *env, id, tok string) (State, error) {
-		return e.s.Return(e.ctx, id, tok, ReasonWorkerShutdown, 0)
+	{"return", func(e *env, id, tok string) (task.State, error) {
+		return e.s.Return(e.ctx, id, tok, task.ReasonWorkerShutdown, 0)
 	}},
-	{"priority", func(e *env, id, _ string) (State, error) {
+	{"priority", func(e *env, id, _ string) (task.State, error) {
 		return "", e.s.SetPriority(e.ctx, id, 0, "t")
 	}},
 }
@@ -104,13 +106,13 @@ var ops = []op{
 func TestTransitionTable(t *testing.T) {
 	// want: the state after the op, or "illegal".
 	const illegal = "illegal"
-	table := map[State]map[string]State{
-		Pending:  {"cancel": Canceled, "replay": illegal, "complete": illegal, "fail": illegal, "return": illegal, "priority": Pending},
-		Ready:    {"cancel": Canceled, "replay": illegal, "complete": illegal, "fail": illegal, "return": illegal, "priority": Ready},
-		Running:  {"cancel": Running, "replay": illegal, "complete": Success, "fail": Failed, "return": Ready, "priority": Running},
-		Success:  {"cancel": illegal, "replay": illegal, "complete": illegal, "fail": illegal, "return": illegal, "priority": illegal},
-		Failed:   {"cancel": illegal, "replay": Pending, "complete": illegal, "fail": illegal, "return": illegal, "priority": illegal},
-		Canceled: {"cancel": illegal, "replay": illegal, "complete": illegal, "fail": illegal, "return": illegal, "priority": illegal},
+	table := map[task.State]map[string]task.State{
+		task.Pending:  {"cancel": task.Canceled, "replay": illegal, "complete": illegal, "fail": illegal, "return": illegal, "priority": task.Pending},
+		task.Ready:    {"cancel": task.Canceled, "replay": illegal, "complete": illegal, "fail": illegal, "return": illegal, "priority": task.Ready},
+		task.Running:  {"cancel": task.Running, "replay": illegal, "complete": task.Success, "fail": task.Failed, "return": task.Ready, "priority": task.Running},
+		task.Success:  {"cancel": illegal, "replay": illegal, "complete": illegal, "fail": illegal, "return": illegal, "priority": illegal},
+		task.Failed:   {"cancel": illegal, "replay": task.Pending, "complete": illegal, "fail": illegal, "return": illegal, "priority": illegal},
+		task.Canceled: {"cancel": illegal, "replay": illegal, "complete": illegal, "fail": illegal, "return": illegal, "priority": illegal},
 	}
 	e := newEnv(t)
 	for from, row := range table {
@@ -125,7 +127,7 @@ func TestTransitionTable(t *testing.T) {
 				before := e.snapshot()
 				_, err := o.do(e, id, tok)
 				if want == illegal {
-					var te *TransitionError
+					var te *task.TransitionError
 					if err == nil || !(errors.As(err, &te) || errors.Is(err, ErrLeaseLost)) {
 						t.Fatalf("want a typed error, got %v", err)
 					}

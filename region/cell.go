@@ -13,6 +13,7 @@ import (
 
 	"github.com/ax-sched/ax/lease"
 	"github.com/ax-sched/ax/queue"
+	"github.com/ax-sched/ax/task"
 	clientv3 "go.etcd.io/etcd/client/v3"
 )
 
@@ -34,7 +35,7 @@ type Pool struct {
 // RetryAt). Federation implements it across regions; LocalPlacer is the
 // region-only fallback.
 type Placer interface {
-	PlaceDue(ctx context.Context, tasks []*queue.Task) []queue.Assignment
+	PlaceDue(ctx context.Context, tasks []*task.Task) []queue.Assignment
 }
 
 // Config of a cell. Zero durations take the defaults noted.
@@ -440,7 +441,7 @@ type LocalPlacer struct {
 var _ Placer = (*LocalPlacer)(nil)
 
 // PlaceDue implements Placer.
-func (p *LocalPlacer) PlaceDue(_ context.Context, tasks []*queue.Task) []queue.Assignment {
+func (p *LocalPlacer) PlaceDue(_ context.Context, tasks []*task.Task) []queue.Assignment {
 	out := make([]queue.Assignment, 0, len(tasks))
 	for _, t := range tasks {
 		best := -1

@@ -9,6 +9,7 @@ import (
 
 	"github.com/ax-sched/ax/internal/testenv"
 	"github.com/ax-sched/ax/queue"
+	"github.com/ax-sched/ax/task"
 )
 
 type harness struct {
@@ -63,8 +64,8 @@ func waitFor(t *testing.T, within time.Duration, what string, cond func() bool) 
 }
 
 func (h *harness) submitDelayed(d time.Duration) string {
-	sp := &queue.Spec{Type: "t", Delay: queue.Duration(d)}
-	if err := sp.Normalize(queue.DefaultDefaults(), time.Now()); err != nil {
+	sp := &task.Spec{Type: "t", Delay: task.Duration(d)}
+	if err := sp.Normalize(task.DefaultDefaults(), time.Now()); err != nil {
 		h.t.Fatal(err)
 	}
 	res, err := h.store.Submit(context.Background(), queue.NewTask{Spec: sp, Pool: "cpu", Pinned: true})
@@ -74,7 +75,7 @@ func (h *harness) submitDelayed(d time.Duration) string {
 	return res[0].ID
 }
 
-func (h *harness) state(id string) queue.State {
+func (h *harness) state(id string) task.State {
 	tk, err := h.store.Get(context.Background(), id)
 	if err != nil {
 		h.t.Fatal(err)
@@ -96,7 +97,7 @@ func TestOneLeaderAndFailoverKeepsPromoting(t *testing.T) {
 		leader, stopLeader, standby = b, stopB, a
 	}
 	id := h.submitDelayed(300 * time.Millisecond)
-	waitFor(t, 3*time.Second, "promotion by the first leader", func() bool { return h.state(id) == queue.Ready })
+	waitFor(t, 3*time.Second, "promotion by the first leader", func() bool { return h.state(id) == task.Ready })
 	stopLeader() // resigns: the standby takes over at once
 	took := waitFor(t, 4*time.Second, "standby leads", standby.Leading)
 	t.Logf("takeover after graceful stop: %v", took)
@@ -104,7 +105,7 @@ func TestOneLeaderAndFailoverKeepsPromoting(t *testing.T) {
 		t.Fatal("the stopped cell still says it leads")
 	}
 	id2 := h.submitDelayed(200 * time.Millisecond)
-	waitFor(t, 3*time.Second, "promotion by the new leader", func() bool { return h.state(id2) == queue.Ready })
+	waitFor(t, 3*time.Second, "promotion by the new leader", func() bool { return h.state(id2) == task.Ready })
 }
 
 func TestFencedLeaderResigns(t *testing.T) {
@@ -122,7 +123,7 @@ func TestFencedLeaderResigns(t *testing.T) {
 	// a campaigns again and gets a higher token only from etcd: still below
 	// the fence, so nothing is promoted by it.
 	time.Sleep(500 * time.Millisecond)
-	if st := h.state(id); st != queue.Pending {
+	if st := h.state(id); st != task.Pending {
 		t.Fatalf("a fenced leader promoted a task: %s", st)
 	}
 }

@@ -7,7 +7,7 @@ import (
 	"time"
 
 	"github.com/ax-sched/ax/internal/testenv"
-	"github.com/ax-sched/ax/queue"
+	"github.com/ax-sched/ax/task"
 )
 
 // With the global etcd gone, the cell keeps leading and scheduling its own
@@ -37,7 +37,7 @@ func TestGlobalEtcdLossKeepsRegionScheduling(t *testing.T) {
 	global.Close() // the global etcd is gone for good
 	waitFor(t, 15*time.Second, "global etcd reported unreachable", func() bool { return !c.GlobalHealthy() })
 	id := h.submitDelayed(200 * time.Millisecond)
-	waitFor(t, 5*time.Second, "promotion without the global etcd", func() bool { return h.state(id) == queue.Ready })
+	waitFor(t, 5*time.Second, "promotion without the global etcd", func() bool { return h.state(id) == task.Ready })
 	if !c.Leading() {
 		t.Fatal("the cell stopped leading because the global etcd went away")
 	}

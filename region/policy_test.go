@@ -8,15 +8,16 @@ import (
 	"time"
 
 	"github.com/ax-sched/ax/queue"
+	"github.com/ax-sched/ax/task"
 	"github.com/ax-sched/ax/worker"
 )
 
-func (h *harness) submitPinned(mod func(*queue.Spec)) string {
-	sp := &queue.Spec{Type: "t"}
+func (h *harness) submitPinned(mod func(*task.Spec)) string {
+	sp := &task.Spec{Type: "t"}
 	if mod != nil {
 		mod(sp)
 	}
-	if err := sp.Normalize(queue.DefaultDefaults(), time.Now()); err != nil {
+	if err := sp.Normalize(task.DefaultDefaults(), time.Now()); err != nil {
 		h.t.Fatal(err)
 	}
 	res, err := h.store.Submit(context.Background(), queue.NewTask{Spec: sp, Pool: "cpu", Pinned: true})
@@ -26,10 +27,10 @@ func (h *harness) submitPinned(mod func(*queue.Spec)) string {
 	return res[0].ID
 }
 
-func prioDelay(p int, d time.Duration, critical bool) func(*queue.Spec) {
-	return func(s *queue.Spec) {
+func prioDelay(p int, d time.Duration, critical bool) func(*task.Spec) {
+	return func(s *task.Spec) {
 		s.Priority = &p
-		s.Delay = queue.Duration(d)
+		s.Delay = task.Duration(d)
 		s.Critical = critical
 	}
 }
@@ -52,7 +53,7 @@ func (h *harness) drain(n int) {
 	}
 }
 
-func hasReason(tr []queue.Transition, reason string) bool {
+func hasReason(tr []task.Transition, reason string) bool {
 	for _, x := range tr {
 		if x.Reason == reason {
 			return true
@@ -80,7 +81,7 @@ func TestBackpressurePausesLowPrioritiesWithHysteresis(t *testing.T) {
 	crit := h.submitPinned(prioDelay(4, 200*time.Millisecond, true))
 	high := h.submitPinned(prioDelay(1, 200*time.Millisecond, false))
 	waitFor(t, 5*time.Second, "critical and priority-1 promoted", func() bool {
-		return h.state(crit) == queue.Ready && h.state(high) == queue.Ready
+		return h.state(crit) == task.Ready && h.state(high) == task.Ready
 	})
 	// Drain to a fill of 0.6: between resume and pause, still paused.
 	h.drain(38)
@@ -89,7 +90,7 @@ func TestBackpressurePausesLowPrioritiesWithHysteresis(t *testing.T) {
 		t.Fatalf("at fill 0.60 the pause must hold (hysteresis); level %d", lvl)
 	}
 	for _, id := range low {
-		if st := h.state(id); st != queue.Pending {
+		if st := h.state(id); st != task.Pending {
 			t.Fatalf("low-priority task %s promoted while paused: %s", id, st)
 		}
 	}
@@ -97,14 +98,14 @@ func TestBackpressurePausesLowPrioritiesWithHysteresis(t *testing.T) {
 	h.drain(25)
 	waitFor(t, 15*time.Second, "deferred low priorities promoted", func() bool {
 		for _, id := range low {
-			if h.state(id) != queue.Ready {
+			if h.state(id) != task.Ready {
 				return false
 			}
 		}
 		return true
 	})
 	tr, _ := h.store.Trail(context.Background(), low[0])
-	if !hasReason(tr, queue.ReasonDeferred) {
+	if !hasReason(tr, task.ReasonDeferred) {
 		t.Fatalf("trail lacks DEFERRED_BACKPRESSURE: %+v", tr)
 	}
 	if lvl := c.pressureLevel("cpu"); lvl == 3 {
@@ -140,8 +141,8 @@ func TestPreemption(t *testing.T) {
 	go func() { defer wg.Done(); _ = w.Run(ctx) }()
 	t.Cleanup(func() { cancel(); wg.Wait() })
 
-	p := func(prio int, preemptible bool) func(*queue.Spec) {
-		return func(s *queue.Spec) { s.Priority = &prio; s.Preemptible = preemptible }
+	p := func(prio int, preemptible bool) func(*task.Spec) {
+		return func(s *task.Spec) { s.Priority = &prio; s.Preemptible = preemptible }
 	}
 	a := h.submitPinned(p(1, true))  // gap too small
 	b := h.submitPinned(p(3, false)) // not preemptible
@@ -151,12 +152,12 @@ func TestPreemption(t *testing.T) {
 	urgent := h.submitPinned(p(0, false))
 	waitFor(t, 10*time.Second, "the preemptor runs", func() bool { _, ok := startedCopy(&mu, started)[urgent]; return ok })
 	for _, id := range []string{a, b} {
-		if st := h.state(id); st != queue.Running {
+		if st := h.state(id); st != task.Running {
 			t.Fatalf("task %s was disturbed: %s", id, st)
 		}
 	}
 	got, _ := h.store.Get(context.Background(), victim)
-	if got.State != queue.Pending && got.State != queue.Ready {
+	if got.State != task.Pending && got.State != task.Ready {
 		t.Fatalf("victim state %s", got.State)
 	}
 	if got.Attempts != 0 || got.PreemptCount != 1 || !got.EnqueuedAt.Equal(*victimTask.EnqueuedAt) {
@@ -164,7 +165,7 @@ func TestPreemption(t *testing.T) {
 			got.Attempts, got.PreemptCount, victimTask.EnqueuedAt, got.EnqueuedAt)
 	}
 	tr, _ := h.store.Trail(context.Background(), victim)
-	if !hasReason(tr, queue.ReasonPreemptRequested) || !hasReason(tr, queue.ReasonPreempted) {
+	if !hasReason(tr, task.ReasonPreemptRequested) || !hasReason(tr, task.ReasonPreempted) {
 		t.Fatalf("victim trail: %+v", tr)
 	}
 	if n := m.Preemptions("eu-west", "cpu", Preempted); n != 1 {
@@ -187,14 +188,14 @@ func TestPreemptedWorkReadmittedAtRate(t *testing.T) {
 	h := newHarness(t)
 	ctx := context.Background()
 	for i := 0; i < 100; i++ {
-		h.submitPinned(func(s *queue.Spec) { s.Payload = json.RawMessage(`{}`) })
+		h.submitPinned(func(s *task.Spec) { s.Payload = json.RawMessage(`{}`) })
 	}
 	ts, err := h.store.Claim(ctx, queue.ClaimRequest{Pool: "cpu", Worker: "w", N: 100})
 	if err != nil || len(ts) != 100 {
 		t.Fatal(err, len(ts))
 	}
 	for _, tk := range ts {
-		if _, err := h.store.Return(ctx, tk.ID, tk.LeaseToken, queue.ReasonPreempted, 200*time.Millisecond); err != nil {
+		if _, err := h.store.Return(ctx, tk.ID, tk.LeaseToken, task.ReasonPreempted, 200*time.Millisecond); err != nil {
 			t.Fatal(err)
 		}
 	}

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/ax-sched/ax/queue"
+	"github.com/ax-sched/ax/task"
 )
 
 // Preemption limits (DESIGN §5). Zero values take the defaults noted.
@@ -106,7 +107,7 @@ func (c *Cell) preemptPool(ctx context.Context, f queue.Fence, pool string, byWo
 	var urgent *queue.WaitingHead
 	for i := range heads {
 		h := &heads[i]
-		if h.Priority+cfg.MinPriorityGap > queue.MaxPriority || now.Sub(h.EnqueuedAt) < cfg.Wait {
+		if h.Priority+cfg.MinPriorityGap > task.MaxPriority || now.Sub(h.EnqueuedAt) < cfg.Wait {
 			continue
 		}
 		if urgent == nil || h.Priority < urgent.Priority {

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/ax-sched/ax/queue"
+	"github.com/ax-sched/ax/task"
 )
 
 // Thresholds of queue fill (ready ÷ queue capacity), DESIGN §5.
@@ -106,7 +107,7 @@ func (c *Cell) hotPools() ([]string, time.Duration) {
 
 // backpressure turns placements of low-priority due tasks into a hot local
 // pool into jittered deferrals (DEFERRED_BACKPRESSURE).
-func (c *Cell) backpressure(tasks []*queue.Task, as []queue.Assignment) []queue.Assignment {
+func (c *Cell) backpressure(tasks []*task.Task, as []queue.Assignment) []queue.Assignment {
 	hot, spread := c.hotPools()
 	if len(hot) == 0 {
 		return as
@@ -115,7 +116,7 @@ func (c *Cell) backpressure(tasks []*queue.Task, as []queue.Assignment) []queue.
 	for _, h := range hot {
 		isHot[h] = true
 	}
-	byID := make(map[string]*queue.Task, len(tasks))
+	byID := make(map[string]*task.Task, len(tasks))
 	for _, t := range tasks {
 		byID[t.ID] = t
 	}
@@ -125,7 +126,7 @@ func (c *Cell) backpressure(tasks []*queue.Task, as []queue.Assignment) []queue.
 		if t == nil || a.Pool == "" || a.Region != "" || !isHot[a.Pool] || t.Priority < 3 || t.Critical {
 			continue
 		}
-		as[i] = queue.Assignment{ID: a.ID, RetryAt: now.Add(jitterOf(a.ID, spread)), Reason: queue.ReasonDeferred}
+		as[i] = queue.Assignment{ID: a.ID, RetryAt: now.Add(jitterOf(a.ID, spread)), Reason: task.ReasonDeferred}
 		c.metrics.deferred.WithLabelValues(c.cfg.Region).Inc()
 	}
 	return as

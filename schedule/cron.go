@@ -27,7 +27,7 @@ type compiled struct {
 	loc   *time.Location
 }
 
-// compile parses expr in the zone tz. Errors are *queue.FieldError.
+// compile parses expr in the zone tz. Errors are *task.FieldError.
 func compile(expr, tz string) (compiled, error) {
 	if tz == "Local" {
 		return compiled{}, fieldError("timezone", "name an IANA zone such as Europe/Paris; Local differs between servers")

@@ -13,7 +13,7 @@
 //     leader enqueues the task into the schedule's home region first and
 //     records the slot second, so a leader that dies in between makes its
 //     successor enqueue the same id again, which the store refuses
-//     (queue.ErrExists). Each slot is enqueued once and runs at least once.
+//     (task.ErrExists). Each slot is enqueued once and runs at least once.
 //
 // The cron syntax is robfig/cron/v3's with a seconds field first
 // ("*/10 * * * * *"); five-field expressions (no seconds) and the
@@ -27,6 +27,6 @@
 // federation or httpapi. The HTTP API serves it through an interface of
 // its own (httpapi.Schedules) that *Scheduler implements; cmd/ax wires the
 // two. Errors a caller sees are *apiv1.Error (conflict, not found,
-// unavailable) or *queue.FieldError, so the API maps them without
+// unavailable) or *task.FieldError, so the API maps them without
 // importing this package.
 package schedule

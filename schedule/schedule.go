@@ -9,7 +9,7 @@ import (
 	"time"
 
 	"github.com/ax-sched/ax/federation/apiv1"
-	"github.com/ax-sched/ax/queue"
+	"github.com/ax-sched/ax/task"
 )
 
 // Misfire policies: what the leader does with slots it finds older than the
@@ -51,7 +51,7 @@ type State struct {
 var nameRe = regexp.MustCompile(`^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$`)
 
 // Validate checks a request and builds the definition (CreatedAt and
-// CreatedBy are Create's). Errors are *queue.FieldError; a task error names
+// CreatedBy are Create's). Errors are *task.FieldError; a task error names
 // its field as "task.<field>".
 func (s *Scheduler) Validate(req *apiv1.ScheduleRequest) (*apiv1.Schedule, error) {
 	now := s.now()
@@ -123,7 +123,7 @@ func (s *Scheduler) Validate(req *apiv1.ScheduleRequest) (*apiv1.Schedule, error
 	if len(req.Task) == 0 || string(req.Task) == "null" {
 		return nil, fieldError("task", "is required")
 	}
-	sp, err := queue.DecodeSpec(req.Task)
+	sp, err := task.DecodeSpec(req.Task)
 	if err != nil {
 		return nil, taskFieldError(err)
 	}
@@ -141,7 +141,7 @@ func (s *Scheduler) Validate(req *apiv1.ScheduleRequest) (*apiv1.Schedule, error
 
 // checkTask validates the task as its home region will at each firing,
 // without keeping the defaults it fills in.
-func (s *Scheduler) checkTask(sp *queue.Spec, now time.Time) error {
+func (s *Scheduler) checkTask(sp *task.Spec, now time.Time) error {
 	c := *sp
 	if err := c.Normalize(s.cfg.Defaults, now); err != nil {
 		return taskFieldError(err)
@@ -149,18 +149,18 @@ func (s *Scheduler) checkTask(sp *queue.Spec, now time.Time) error {
 	return nil
 }
 
-func fieldError(field, msg string) error { return &queue.FieldError{Field: field, Msg: msg} }
+func fieldError(field, msg string) error { return &task.FieldError{Field: field, Msg: msg} }
 
 // taskFieldError names a spec's field error as a field of "task":
 // "tags.gpu" becomes "task.tags.gpu".
 func taskFieldError(err error) error {
-	var fe *queue.FieldError
+	var fe *task.FieldError
 	if errors.As(err, &fe) {
 		f := "task"
 		if fe.Field != "" {
 			f += "." + fe.Field
 		}
-		return &queue.FieldError{Field: f, Msg: fe.Msg}
+		return &task.FieldError{Field: f, Msg: fe.Msg}
 	}
 	return err
 }

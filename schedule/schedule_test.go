@@ -6,7 +6,7 @@ import (
 	"time"
 
 	"github.com/ax-sched/ax/federation/apiv1"
-	"github.com/ax-sched/ax/queue"
+	"github.com/ax-sched/ax/task"
 	"github.com/google/go-cmp/cmp"
 )
 
@@ -21,11 +21,11 @@ func TestTaskIDRoundTrip(t *testing.T) {
 	for _, name := range []string{"nightly", "a", "report-eu-1", strings.Repeat("z", 63)} {
 		for _, slot := range slots {
 			id := TaskID(name, slot, "gcp-euw4")
-			p, err := queue.ParseID(id)
+			p, err := task.ParseID(id)
 			if err != nil {
 				t.Fatalf("%s: %v", id, err)
 			}
-			want := queue.ParsedID{Time: time.UnixMilli(slot.UnixMilli()).UTC(), Shard: 0, Region: "gcp-euw4"}
+			want := task.ParsedID{Time: time.UnixMilli(slot.UnixMilli()).UTC(), Shard: 0, Region: "gcp-euw4"}
 			if diff := cmp.Diff(want, p); diff != "" {
 				t.Errorf("%s (-want +got):\n%s", id, diff)
 			}
@@ -72,7 +72,7 @@ func TestScheduleCron(t *testing.T) {
 			}
 			c, err := compile(tc.cron, tz)
 			if tc.err != "" {
-				fe, ok := err.(*queue.FieldError)
+				fe, ok := err.(*task.FieldError)
 				if !ok || fe.Field != tc.err {
 					t.Fatalf("error %v, want one naming %q", err, tc.err)
 				}

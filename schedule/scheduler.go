@@ -9,7 +9,7 @@ import (
 	"time"
 
 	"github.com/ax-sched/ax/lease"
-	"github.com/ax-sched/ax/queue"
+	"github.com/ax-sched/ax/task"
 	"github.com/prometheus/client_golang/prometheus"
 	clientv3 "go.etcd.io/etcd/client/v3"
 )
@@ -24,7 +24,7 @@ type Enqueuer interface {
 	// is invalid there): sending it again cannot help. err is for no
 	// answer (the region unreachable, its store failing): the slot is
 	// tried again.
-	Enqueue(ctx context.Context, home, id string, sp *queue.Spec) (created bool, refused, err error)
+	Enqueue(ctx context.Context, home, id string, sp *task.Spec) (created bool, refused, err error)
 	// Unfinished reports whether the task id exists in some region and has
 	// not ended. A task no region knows (expired after its retention) has
 	// finished.
@@ -41,8 +41,8 @@ type Config struct {
 	Regions []string // the federation's regions: the home regions allowed (default [Region])
 	// Defaults are the task defaults a schedule's task is checked with at
 	// creation, as its home region will at each firing (default
-	// queue.DefaultDefaults()).
-	Defaults   queue.Defaults
+	// task.DefaultDefaults()).
+	Defaults   task.Defaults
 	Prefix     string        // etcd key prefix (default "/ax/")
 	ID         string        // this server's value in the federation election (default Region)
 	SessionTTL time.Duration // of the federation election (default lease.DefaultSessionTTL)
@@ -90,8 +90,8 @@ func New(c *clientv3.Client, tasks Enqueuer, cfg Config) *Scheduler {
 	if len(cfg.Regions) == 0 {
 		cfg.Regions = []string{cfg.Region}
 	}
-	if cfg.Defaults == (queue.Defaults{}) {
-		cfg.Defaults = queue.DefaultDefaults()
+	if cfg.Defaults == (task.Defaults{}) {
+		cfg.Defaults = task.DefaultDefaults()
 	}
 	if cfg.SessionTTL <= 0 {
 		cfg.SessionTTL = lease.DefaultSessionTTL
@@ -315,11 +315,11 @@ func (s *Scheduler) advance(ctx context.Context, l *lease.Leadership, e *entry) 
 	return e.comp.next(now), nil
 }
 
-func traceOf(sp *queue.Spec, id string) string {
+func traceOf(sp *task.Spec, id string) string {
 	if sp != nil && sp.TraceID != "" {
 		return sp.TraceID
 	}
-	return queue.TraceIDFor(id)
+	return task.TraceIDFor(id)
 }
 
 // record writes the entry's new state under the term's guard.

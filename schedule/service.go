@@ -12,7 +12,7 @@ import (
 // The definitions as the API reads and writes them. tenant, where given,
 // is the caller's: "" sees every schedule, another value only the
 // schedules whose task is that tenant's (others are ErrNotFound, so their
-// names do not leak). Errors are *queue.FieldError, ErrExists, ErrNotFound,
+// names do not leak). Errors are *task.FieldError, ErrExists, ErrNotFound,
 // another *apiv1.Error, or the global etcd failing (*apiv1.Error
 // unavailable, retry after a second).
 

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/ax-sched/ax/queue"
+	"github.com/ax-sched/ax/task"
 )
 
 // acker records successes in batches: one store.Complete per ackBatch
@@ -92,7 +93,7 @@ func (a *acker) flush(ctx context.Context) {
 		}
 		cs := make([]queue.Completion, len(batch))
 		for i, j := range batch {
-			cs[i] = queue.Completion{ID: j.id, Token: j.token, Result: clampText(j.task.Result(), queue.MaxResultLen)}
+			cs[i] = queue.Completion{ID: j.id, Token: j.token, Result: clampText(j.task.Result(), task.MaxResultLen)}
 		}
 		cctx, cancel := context.WithTimeout(ctx, callTimeout)
 		errs, err := w.store.Complete(cctx, cs...)
@@ -110,7 +111,7 @@ func (a *acker) flush(ctx context.Context) {
 				continue
 			}
 			w.stats.succeeded.Add(1)
-			w.finish(j, queue.Success)
+			w.finish(j, task.Success)
 		}
 		return
 	}
@@ -140,5 +141,5 @@ func (a *acker) recorded(ctx context.Context, j *job) bool {
 	cctx, cancel := context.WithTimeout(ctx, callTimeout)
 	defer cancel()
 	tk, err := a.w.store.Get(cctx, j.id)
-	return err == nil && tk.State == queue.Success && tk.Worker == a.w.opts.ID && tk.Attempts == j.task.Attempt
+	return err == nil && tk.State == task.Success && tk.Worker == a.w.opts.ID && tk.Attempts == j.task.Attempt
 }

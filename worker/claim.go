@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/ax-sched/ax/queue"
+	"github.com/ax-sched/ax/task"
 )
 
 // claimLoop fills free slots until ctx ends. Handlers run under base, which
@@ -71,7 +72,7 @@ func (w *Worker) waitForWork(ctx context.Context, fails *int) bool {
 
 // start runs one claimed task in its own goroutine. A task claimed while
 // the worker is shutting down is given back unstarted.
-func (w *Worker) start(base context.Context, qt *queue.Task, sent time.Time, giveBack bool) {
+func (w *Worker) start(base context.Context, qt *task.Task, sent time.Time, giveBack bool) {
 	deadline := sent.Add(time.Duration(qt.Timeout))
 	t := newTask(qt, deadline)
 	// The deadline counts from before the claim was sent, so the worker's

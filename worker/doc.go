@@ -51,8 +51,8 @@
 //   - any other error, or a panic (its value and the top of its stack become
 //     the error text): failed with retry and backoff while retries are left.
 //
-// Result text is bounded to queue.MaxResultLen bytes, error text to
-// queue.MaxErrorLen. Redis errors never stop the worker: every call is
+// Result text is bounded to task.MaxResultLen bytes, error text to
+// task.MaxErrorLen. Redis errors never stop the worker: every call is
 // retried with capped, jittered backoff; an acknowledgement is retried until
 // it is recorded or the lease is known to be lost.
 //

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/ax-sched/ax/queue"
+	"github.com/ax-sched/ax/task"
 )
 
 // execute runs one attempt and settles it.
@@ -96,16 +97,16 @@ func (w *Worker) settle(j *job, err, cause error, runtime time.Duration) {
 	case err == nil:
 		w.acks.add(j)
 	case stop == "" && errors.Is(cause, ErrShutdown):
-		w.giveBackAs(j, queue.ReasonWorkerShutdown, 0)
+		w.giveBackAs(j, task.ReasonWorkerShutdown, 0)
 	case stop == queue.StopPreempted:
 		d := w.opts.PreemptDelayMin + rand.N(w.opts.PreemptDelayMax-w.opts.PreemptDelayMin+1)
-		w.giveBackAs(j, queue.ReasonPreempted, d)
+		w.giveBackAs(j, task.ReasonPreempted, d)
 	case stop == queue.StopCanceled:
 		w.fail(j, queue.Failure{Error: "canceled while running: " + err.Error(), Retryable: true})
 	case stop == queue.StopDeadline || errors.Is(cause, ErrDeadline):
 		w.fail(j, queue.Failure{
 			Error:     fmt.Sprintf("timeout: the attempt ran past its deadline (%s): %v", t.Deadline.Format(time.RFC3339Nano), err),
-			Retryable: true, Reason: queue.ReasonDeadline,
+			Retryable: true, Reason: task.ReasonDeadline,
 		})
 	case errors.Is(err, ErrNonRetryable):
 		w.fail(j, queue.Failure{Error: err.Error(), Retryable: false})
@@ -121,12 +122,12 @@ func (w *Worker) giveBack(j *job) {
 	w.mu.Lock()
 	j.done = true
 	w.mu.Unlock()
-	w.giveBackAs(j, queue.ReasonWorkerShutdown, 0)
+	w.giveBackAs(j, task.ReasonWorkerShutdown, 0)
 }
 
 // giveBackAs is store.Return: the task leaves without spending a retry.
 func (w *Worker) giveBackAs(j *job, reason string, delay time.Duration) {
-	var st queue.State
+	var st task.State
 	ok := w.record(j, "return", func(ctx context.Context) (err error) {
 		st, err = w.store.Return(ctx, j.id, j.token, reason, delay)
 		return err
@@ -135,7 +136,7 @@ func (w *Worker) giveBackAs(j *job, reason string, delay time.Duration) {
 		return
 	}
 	w.log.Info("task given back", "task", j.id, "trace", j.task.TraceID, "reason", reason, "state", st, "delay", delay)
-	if st == queue.Canceled {
+	if st == task.Canceled {
 		w.stats.canceled.Add(1) // a cancel requested meanwhile wins
 	} else {
 		w.stats.returned.Add(1)
@@ -146,8 +147,8 @@ func (w *Worker) giveBackAs(j *job, reason string, delay time.Duration) {
 // fail is store.Fail for one attempt.
 func (w *Worker) fail(j *job, f queue.Failure) {
 	f.ID, f.Token = j.id, j.token
-	f.Error = clampText(f.Error, queue.MaxErrorLen)
-	var st queue.State
+	f.Error = clampText(f.Error, task.MaxErrorLen)
+	var st task.State
 	var due time.Time
 	ok := w.record(j, "fail", func(ctx context.Context) (err error) {
 		st, due, err = w.store.Fail(ctx, f)
@@ -157,12 +158,12 @@ func (w *Worker) fail(j *job, f queue.Failure) {
 		return
 	}
 	lvl := w.log.Info
-	if st == queue.Failed {
+	if st == task.Failed {
 		lvl = w.log.Warn
 	}
 	lvl("task attempt failed", "task", j.id, "trace", j.task.TraceID, "type", j.task.Type,
 		"attempt", j.task.Attempt, "state", st, "retry_at", due, "retryable", f.Retryable, "reason", f.Reason, "err", f.Error)
-	if st == queue.Canceled {
+	if st == task.Canceled {
 		w.stats.canceled.Add(1)
 	} else {
 		w.stats.failed.Add(1)
@@ -182,7 +183,7 @@ func (w *Worker) record(j *job, op string, f func(context.Context) error) bool {
 		switch {
 		case err == nil:
 			return true
-		case errors.Is(err, queue.ErrLeaseLost), errors.Is(err, queue.ErrNotFound), errors.Is(err, queue.ErrBadID):
+		case errors.Is(err, queue.ErrLeaseLost), errors.Is(err, task.ErrNotFound), errors.Is(err, task.ErrBadID):
 			w.drop(j, err.Error())
 			return false
 		}
@@ -228,7 +229,7 @@ func (w *Worker) drop(j *job, why string) {
 }
 
 // finish forgets a settled job and reports it.
-func (w *Worker) finish(j *job, st queue.State) {
+func (w *Worker) finish(j *job, st task.State) {
 	w.mu.Lock()
 	if cur := w.held[j.id]; cur == j {
 		delete(w.held, j.id)

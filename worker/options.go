@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/ax-sched/ax/queue"
+	"github.com/ax-sched/ax/task"
 )
 
 // Defaults of Options; zero values take them.
@@ -70,7 +71,7 @@ type Options struct {
 	// when the lease was lost and the outcome belongs to another worker.
 	// runtime is the handler's run time; t.Price × runtime is its cost.
 	// It runs on the worker's own goroutines: keep it short.
-	OnFinish func(t *Task, state queue.State, runtime time.Duration)
+	OnFinish func(t *Task, state task.State, runtime time.Duration)
 }
 
 func (o *Options) withDefaults(lease time.Duration) error {

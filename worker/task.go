@@ -9,7 +9,7 @@ import (
 	"time"
 	"unicode/utf8"
 
-	"github.com/ax-sched/ax/queue"
+	"github.com/ax-sched/ax/task"
 )
 
 // Handler runs one attempt of a task. It must return when ctx is done; the
@@ -39,7 +39,7 @@ type Task struct {
 	result string
 }
 
-func newTask(qt *queue.Task, deadline time.Time) *Task {
+func newTask(qt *task.Task, deadline time.Time) *Task {
 	var ready time.Time
 	if qt.ReadyAt != nil {
 		ready = *qt.ReadyAt
@@ -61,7 +61,7 @@ func newTask(qt *queue.Task, deadline time.Time) *Task {
 }
 
 // SetResult sets the text recorded with a success (at most
-// queue.MaxResultLen bytes are kept). The last call wins.
+// task.MaxResultLen bytes are kept). The last call wins.
 func (t *Task) SetResult(s string) {
 	t.mu.Lock()
 	t.result = s

@@ -16,6 +16,7 @@ import (
 
 	"github.com/ax-sched/ax/internal/testenv"
 	"github.com/ax-sched/ax/queue"
+	"github.com/ax-sched/ax/task"
 	"github.com/ax-sched/ax/worker"
 	wt "github.com/ax-sched/ax/worker/internal/workertest"
 )
@@ -174,7 +175,7 @@ func TestSlotsBoundConcurrencyAndClaimsAreBatched(t *testing.T) {
 	})
 	e.Run(w)
 	for _, id := range ids {
-		e.WaitState(id, queue.Success, 10*time.Second)
+		e.WaitState(id, task.Success, 10*time.Second)
 	}
 	if p := peak.Load(); p != 8 {
 		t.Fatalf("peak concurrency %d, want the 8 slots", p)
@@ -213,24 +214,24 @@ func TestPanicFailsTheAttemptAndTheWorkerGoesOn(t *testing.T) {
 
 	flaky := e.SubmitOne("flaky", nil, wt.FastRetry)
 	always := e.SubmitOne("always", nil, wt.Retries(0))
-	tk := e.WaitState(flaky, queue.Success, 5*time.Second)
+	tk := e.WaitState(flaky, task.Success, 5*time.Second)
 	if tk.Attempts != 2 || tk.Result != "ok on attempt 2" {
 		t.Fatalf("flaky task: %+v", tk)
 	}
-	step := e.Step(flaky, queue.ReasonHandlerError)
+	step := e.Step(flaky, task.ReasonHandlerError)
 	if step == nil || !strings.Contains(step.Error, "panic: kaboom") || !strings.Contains(step.Error, "worker_test.go") {
 		t.Fatalf("panic step %+v: want the panic value and the stack head", step)
 	}
 	t.Logf("panic error text: %s", step.Error)
-	tk = e.WaitState(always, queue.Failed, 5*time.Second)
-	if tk.Reason != queue.ReasonRetriesExhausted || !strings.Contains(tk.LastError, "panic: always 42") {
+	tk = e.WaitState(always, task.Failed, 5*time.Second)
+	if tk.Reason != task.ReasonRetriesExhausted || !strings.Contains(tk.LastError, "panic: always 42") {
 		t.Fatalf("always-panicking task: %+v", tk)
 	}
-	tk = e.WaitState(e.SubmitOne("goexit", nil, wt.Retries(0)), queue.Failed, 5*time.Second)
+	tk = e.WaitState(e.SubmitOne("goexit", nil, wt.Retries(0)), task.Failed, 5*time.Second)
 	if !strings.Contains(tk.LastError, "runtime.Goexit") {
 		t.Fatalf("goexit task: %+v", tk)
 	}
-	e.WaitState(e.SubmitOne("noop", nil), queue.Success, 5*time.Second)
+	e.WaitState(e.SubmitOne("noop", nil), task.Success, 5*time.Second)
 }
 
 func TestNonRetryableAndUnknownTypeFailAtOnce(t *testing.T) {
@@ -250,8 +251,8 @@ func TestNonRetryableAndUnknownTypeFailAtOnce(t *testing.T) {
 	} {
 		t.Run(c.typ, func(t *testing.T) {
 			id := e.SubmitOne(c.typ, nil, wt.Retries(4))
-			tk := e.WaitState(id, queue.Failed, 5*time.Second)
-			if tk.Reason != queue.ReasonNonRetryable || tk.Attempts != 1 || !strings.Contains(tk.LastError, c.text) {
+			tk := e.WaitState(id, task.Failed, 5*time.Second)
+			if tk.Reason != task.ReasonNonRetryable || tk.Attempts != 1 || !strings.Contains(tk.LastError, c.text) {
 				t.Fatalf("got %s %s after %d attempts, error %q", tk.State, tk.Reason, tk.Attempts, tk.LastError)
 			}
 		})
@@ -270,7 +271,7 @@ func TestCancelRunningTask(t *testing.T) {
 	id := e.SubmitOne("long", nil)
 	recv(t, started, 2*time.Second, "handler start")
 	asked := time.Now()
-	if st, err := e.Store.Cancel(e.Ctx, id, "", "test"); err != nil || st != queue.Running {
+	if st, err := e.Store.Cancel(e.Ctx, id, "", "test"); err != nil || st != task.Running {
 		t.Fatalf("cancel: %s %v", st, err)
 	}
 	cause := recv(t, causes, 2*time.Second, "handler context cancelled")
@@ -282,8 +283,8 @@ func TestCancelRunningTask(t *testing.T) {
 	if took > 3*wt.Heartbeat+200*time.Millisecond {
 		t.Fatalf("cancel took %v to reach the handler", took)
 	}
-	tk := e.WaitState(id, queue.Canceled, 2*time.Second)
-	if tk.Reason != queue.ReasonCanceledByUser {
+	tk := e.WaitState(id, task.Canceled, 2*time.Second)
+	if tk.Reason != task.ReasonCanceledByUser {
 		t.Fatalf("reason %s", tk.Reason)
 	}
 	wt.Eventually(t, time.Second, "stats count the cancel", func() bool { return w.Stats().Canceled == 1 })
@@ -314,7 +315,7 @@ func TestLostLeaseStopsTheHandler(t *testing.T) {
 	}
 	wt.Eventually(t, time.Second, "the worker drops the task", func() bool { return w.Stats().Lost == 1 })
 	tk := e.Get(id)
-	if tk.State != queue.Pending || tk.Reason != queue.ReasonRetryBackoff || e.Step(id, queue.ReasonHeartbeatLost) == nil {
+	if tk.State != task.Pending || tk.Reason != task.ReasonRetryBackoff || e.Step(id, task.ReasonHeartbeatLost) == nil {
 		t.Fatalf("after the reap the worker must leave the task alone: %+v", tk)
 	}
 	if s := w.Stats(); s.Failed != 0 || s.InFlight != 0 {
@@ -333,13 +334,13 @@ func TestTimeoutFailsWithDeadlineExceeded(t *testing.T) {
 	if c := recv(t, causes, 3*time.Second, "first attempt times out"); !errors.Is(c, worker.ErrDeadline) {
 		t.Fatalf("cause %v, want ErrDeadline", c)
 	}
-	tk := e.WaitState(id, queue.Failed, 5*time.Second)
+	tk := e.WaitState(id, task.Failed, 5*time.Second)
 	// The worker's failure and the leader's reaper race at the deadline:
 	// either records the step (RUNNING→PENDING, or RUNNING→TIMEOUT).
-	if step := e.Step(id, queue.ReasonDeadline); step == nil || step.From != queue.Running {
+	if step := e.Step(id, task.ReasonDeadline); step == nil || step.From != task.Running {
 		t.Fatalf("trail %+v: want a DEADLINE_EXCEEDED step", e.Trail(id))
 	}
-	if tk.Attempts != 2 || tk.Reason != queue.ReasonRetriesExhausted {
+	if tk.Attempts != 2 || tk.Reason != task.ReasonRetriesExhausted {
 		t.Fatalf("task %+v", tk)
 	}
 }
@@ -354,7 +355,7 @@ func TestPreemptionGivesTheTaskBackLater(t *testing.T) {
 	recv(t, started, 2*time.Second, "handler start")
 	// The store has no preemption request yet (the leader's job); set the
 	// record's flag as its script will.
-	p, _ := queue.ParseID(id)
+	p, _ := task.ParseID(id)
 	key := fmt.Sprintf("ax:{eu-west:%d}:t:%s", p.Shard, id)
 	if err := e.Store.Client().HSet(e.Ctx, key, "pq", "1").Err(); err != nil {
 		t.Fatal(err)
@@ -363,8 +364,8 @@ func TestPreemptionGivesTheTaskBackLater(t *testing.T) {
 	if c := recv(t, causes, 2*time.Second, "handler stopped"); !errors.Is(c, worker.ErrPreempted) {
 		t.Fatalf("cause %v, want ErrPreempted", c)
 	}
-	tk := e.WaitState(id, queue.Pending, 2*time.Second)
-	if tk.Reason != queue.ReasonPreempted || tk.Attempts != 0 || tk.PreemptCount != 1 || tk.DueAt == nil {
+	tk := e.WaitState(id, task.Pending, 2*time.Second)
+	if tk.Reason != task.ReasonPreempted || tk.Attempts != 0 || tk.PreemptCount != 1 || tk.DueAt == nil {
 		t.Fatalf("preempted task %+v", tk)
 	}
 	if d := tk.DueAt.Sub(asked); d < 59*time.Second || d > 121*time.Second {
@@ -395,7 +396,7 @@ func TestGracefulShutdownGivesUnfinishedTasksBack(t *testing.T) {
 	}
 	for _, id := range ids {
 		tk := e.Get(id)
-		if tk.State != queue.Ready || tk.Attempts != 0 || e.Step(id, queue.ReasonWorkerShutdown) == nil {
+		if tk.State != task.Ready || tk.Attempts != 0 || e.Step(id, task.ReasonWorkerShutdown) == nil {
 			t.Fatalf("task %+v: want READY again with no attempt spent", tk)
 		}
 	}
@@ -422,7 +423,7 @@ func TestGracefulShutdownLetsHandlersFinish(t *testing.T) {
 		t.Fatalf("Run took %v", took)
 	}
 	for _, id := range ids {
-		if tk := e.Get(id); tk.State != queue.Success {
+		if tk := e.Get(id); tk.State != task.Success {
 			t.Fatalf("task %+v: the completion must be flushed before Run returns", tk)
 		}
 	}
@@ -439,12 +440,12 @@ func TestResultAndErrorTextAreBounded(t *testing.T) {
 		return worker.NonRetryable(errors.New(strings.Repeat("ü", 5000)))
 	})
 	e.Run(w)
-	tk := e.WaitState(e.SubmitOne("big", nil), queue.Success, 5*time.Second)
-	if len(tk.Result) > queue.MaxResultLen || len(tk.Result) < queue.MaxResultLen-1 || !utf8.ValidString(tk.Result) {
+	tk := e.WaitState(e.SubmitOne("big", nil), task.Success, 5*time.Second)
+	if len(tk.Result) > task.MaxResultLen || len(tk.Result) < task.MaxResultLen-1 || !utf8.ValidString(tk.Result) {
 		t.Fatalf("result of %d bytes (valid UTF-8: %v)", len(tk.Result), utf8.ValidString(tk.Result))
 	}
-	tk = e.WaitState(e.SubmitOne("loud", nil), queue.Failed, 5*time.Second)
-	if len(tk.LastError) > queue.MaxErrorLen || !utf8.ValidString(tk.LastError) {
+	tk = e.WaitState(e.SubmitOne("loud", nil), task.Failed, 5*time.Second)
+	if len(tk.LastError) > task.MaxErrorLen || !utf8.ValidString(tk.LastError) {
 		t.Fatalf("error of %d bytes", len(tk.LastError))
 	}
 }
@@ -452,23 +453,23 @@ func TestResultAndErrorTextAreBounded(t *testing.T) {
 func TestOnFinishReportsStateRuntimeAndPrice(t *testing.T) {
 	e := wt.New(t)
 	type fin struct {
-		state queue.State
+		state task.State
 		rt    time.Duration
 		price float64
 	}
 	fins := make(chan fin, 2)
 	w := e.Worker(worker.Options{Concurrency: 2, PricePerSlotHour: 0.048,
-		OnFinish: func(t *worker.Task, st queue.State, rt time.Duration) { fins <- fin{st, rt, t.Price} }})
+		OnFinish: func(t *worker.Task, st task.State, rt time.Duration) { fins <- fin{st, rt, t.Price} }})
 	w.Handle("nap", func(context.Context, *worker.Task) error { time.Sleep(50 * time.Millisecond); return nil })
 	w.Handle("fail", func(context.Context, *worker.Task) error { return worker.NonRetryable(errors.New("no")) })
 	e.Run(w)
 	e.SubmitOne("nap", nil)
 	f := recv(t, fins, 5*time.Second, "OnFinish")
-	if f.state != queue.Success || f.rt < 50*time.Millisecond || f.price != 0.048 {
+	if f.state != task.Success || f.rt < 50*time.Millisecond || f.price != 0.048 {
 		t.Fatalf("OnFinish got %+v", f)
 	}
 	e.SubmitOne("fail", nil)
-	if f := recv(t, fins, 5*time.Second, "OnFinish"); f.state != queue.Failed {
+	if f := recv(t, fins, 5*time.Second, "OnFinish"); f.state != task.Failed {
 		t.Fatalf("OnFinish got %+v", f)
 	}
 }
@@ -487,10 +488,10 @@ func TestSurvivesRedisRestart(t *testing.T) {
 	e.Redis.Restart(false)
 	deadline := time.Now().Add(20 * time.Second)
 	for _, id := range ids {
-		for e.Get(id).State != queue.Success && time.Now().Before(deadline) {
+		for e.Get(id).State != task.Success && time.Now().Before(deadline) {
 			time.Sleep(10 * time.Millisecond)
 		}
-		if tk := e.Get(id); tk.State != queue.Success {
+		if tk := e.Get(id); tk.State != task.Success {
 			t.Fatalf("task %+v\ntrail %+v\nstats %+v", tk, e.Trail(id), w.Stats())
 		}
 	}
@@ -511,11 +512,11 @@ func TestRunLeavesNoGoroutines(t *testing.T) {
 	ids := e.Submit("noop", nil, 50)
 	long := e.SubmitOne("long", nil)
 	for _, id := range ids {
-		e.WaitState(id, queue.Success, 5*time.Second)
+		e.WaitState(id, task.Success, 5*time.Second)
 	}
 	stop()
 	goleak.VerifyNone(t, ignore)
-	if tk := e.Get(long); tk.State != queue.Ready {
+	if tk := e.Get(long); tk.State != task.Ready {
 		t.Fatalf("long task %s after shutdown", tk.State)
 	}
 	if err := w.Run(context.Background()); err == nil {

@@ -10,7 +10,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/ax-sched/ax/federation/apiv1"
-	"github.com/ax-sched/ax/queue"
+	"github.com/ax-sched/ax/task"
 )
 
 func init() { commands = append(commands, newExplainCmd) }
@@ -31,7 +31,7 @@ and score (lowest wins, marked with *), rejected ones with their reason code.`,
   ax explain -f spec.json`,
 		Args: cobra.NoArgs,
 		RunE: cliRun(func(ctx context.Context, env *cliEnv, _ []string) error {
-			var spec *queue.Spec
+			var spec *task.Spec
 			if file != "" {
 				if name, ok := sf.typed(explicit); ok {
 					return cliUsage("give -f or --%s (spec flags), not both", name)

@@ -10,7 +10,7 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/ax-sched/ax/client"
-	"github.com/ax-sched/ax/queue"
+	"github.com/ax-sched/ax/task"
 )
 
 // specFlags are the task spec flags of `ax submit` and `ax explain`.
@@ -46,7 +46,7 @@ func (f *specFlags) register(fs *pflag.FlagSet) {
 	fs.StringVar(&f.typ, "type", "", "task type (handler name), e.g. report.generate")
 	fs.StringVar(&f.payload, "payload", "", "payload as a JSON value, e.g. '{\"n\":1}'")
 	fs.StringVar(&f.payloadFile, "payload-file", "", "read the payload (JSON) from a file; - for stdin")
-	fs.IntVar(&f.priority, "priority", queue.DefaultPriority, fmt.Sprintf("priority, 0 (highest) to %d (lowest)", queue.MaxPriority))
+	fs.IntVar(&f.priority, "priority", task.DefaultPriority, fmt.Sprintf("priority, 0 (highest) to %d (lowest)", task.MaxPriority))
 	fs.StringToStringVar(&f.tags, "tag", nil, "resource tag key=value a pool must carry (repeatable)")
 	fs.StringSliceVar(&f.regions, "region", nil, "region the task may run in (repeatable; none: any)")
 	fs.DurationVar(&f.delay, "delay", 0, "earliest start, from now (e.g. 10m)")
@@ -76,18 +76,18 @@ func (f *specFlags) typed(explicit func(string) bool) (string, bool) {
 
 // spec builds the spec from the flags and checks it with the server's rules,
 // so a bad value is a usage error before any request.
-func (f *specFlags) spec(env *cliEnv) (*queue.Spec, error) {
+func (f *specFlags) spec(env *cliEnv) (*task.Spec, error) {
 	fl := env.cmd.Flags()
-	s := &queue.Spec{
+	s := &task.Spec{
 		Type:           f.typ,
 		Tags:           f.tags,
 		Regions:        f.regions,
-		Delay:          queue.Duration(f.delay),
-		Timeout:        queue.Duration(f.timeout),
-		RetryBase:      queue.Duration(f.retryBase),
-		RetryCap:       queue.Duration(f.retryCap),
+		Delay:          task.Duration(f.delay),
+		Timeout:        task.Duration(f.timeout),
+		RetryBase:      task.Duration(f.retryBase),
+		RetryCap:       task.Duration(f.retryCap),
 		IdempotencyKey: f.idempotencyKey,
-		IdempotencyTTL: queue.Duration(f.idempotencyTTL),
+		IdempotencyTTL: task.Duration(f.idempotencyTTL),
 		Preemptible:    f.preemptible,
 		Critical:       f.critical,
 		Tenant:         f.tenant,
@@ -97,8 +97,8 @@ func (f *specFlags) spec(env *cliEnv) (*queue.Spec, error) {
 		return nil, cliUsage("--type is required (or -f FILE)")
 	}
 	if fl.Changed("priority") {
-		if f.priority < 0 || f.priority > queue.MaxPriority {
-			return nil, cliUsage("--priority %d: must be between 0 and %d", f.priority, queue.MaxPriority)
+		if f.priority < 0 || f.priority > task.MaxPriority {
+			return nil, cliUsage("--priority %d: must be between 0 and %d", f.priority, task.MaxPriority)
 		}
 		s.Priority = &f.priority
 	}
@@ -150,7 +150,7 @@ func (f *specFlags) spec(env *cliEnv) (*queue.Spec, error) {
 // cliFieldError formats a spec validation error like the server's:
 // "<message> (field <f>)".
 func cliFieldError(err error) string {
-	var fe *queue.FieldError
+	var fe *task.FieldError
 	if errors.As(err, &fe) {
 		if fe.Field == "" {
 			return fe.Msg
@@ -162,14 +162,14 @@ func cliFieldError(err error) string {
 
 // decodeSpecLine reads one spec of a file: lenient on unknown fields (the
 // server names those), strict on the rules that hold everywhere.
-func decodeSpecLine(b []byte) (*queue.Spec, error) {
-	var s queue.Spec
+func decodeSpecLine(b []byte) (*task.Spec, error) {
+	var s task.Spec
 	if err := json.Unmarshal(b, &s); err != nil {
 		var te *json.UnmarshalTypeError
 		if errors.As(err, &te) && te.Field != "" {
-			return nil, &queue.FieldError{Field: te.Field, Msg: "must be " + te.Type.String()}
+			return nil, &task.FieldError{Field: te.Field, Msg: "must be " + te.Type.String()}
 		}
-		return nil, &queue.FieldError{Msg: "not a JSON object: " + strings.TrimPrefix(err.Error(), "json: ")}
+		return nil, &task.FieldError{Msg: "not a JSON object: " + strings.TrimPrefix(err.Error(), "json: ")}
 	}
 	if err := client.ValidateSpec(&s); err != nil {
 		return nil, err

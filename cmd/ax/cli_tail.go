@@ -13,7 +13,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/ax-sched/ax/client"
-	"github.com/ax-sched/ax/queue"
+	"github.com/ax-sched/ax/task"
 )
 
 func init() { commands = append(commands, newTailCmd) }
@@ -103,7 +103,7 @@ func tailEvents(ctx context.Context, env *cliEnv, region string, wait time.Durat
 }
 
 // writeEvent prints "15:04:05.000  eu-west  claim  32  id1 id2 id3 (+29)".
-func writeEvent(w io.Writer, region string, e queue.Event) {
+func writeEvent(w io.Writer, region string, e task.Event) {
 	ids := e.Tasks
 	more := ""
 	if len(ids) > tailShownIDs {

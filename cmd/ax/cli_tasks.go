@@ -12,7 +12,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/ax-sched/ax/federation/apiv1"
-	"github.com/ax-sched/ax/queue"
+	"github.com/ax-sched/ax/task"
 )
 
 func init() {
@@ -35,7 +35,7 @@ func newGetCmd() *cobra.Command {
 }
 
 // writeTask prints a task as "Field:  value" lines, the empty ones left out.
-func writeTask(w *tabwriter.Writer, t *queue.Task) {
+func writeTask(w *tabwriter.Writer, t *task.Task) {
 	row := func(k, v string) {
 		if v != "" && v != "-" {
 			fmt.Fprintf(w, "%s:\t%s\n", k, v)
@@ -159,8 +159,8 @@ the settings file.`,
 			case !bulk && filter.region != "":
 				return cliUsage("--region limits a bulk cancel: give --type, --state or --tenant too")
 			case bulk:
-				state := queue.State(strings.ToUpper(filter.state))
-				if state != "" && state != queue.Pending && state != queue.Ready {
+				state := task.State(strings.ToUpper(filter.state))
+				if state != "" && state != task.Pending && state != task.Ready {
 					return cliUsage("--state %q: want PENDING or READY (cancel running tasks by id)", filter.state)
 				}
 				res, err := env.api.BulkCancel(ctx, apiv1.BulkCancelRequest{Type: filter.typ, State: state, Tenant: filter.tenant, Region: filter.region})
@@ -199,7 +199,7 @@ the settings file.`,
 				for _, r := range done {
 					note := ""
 					switch {
-					case r.Requested && r.State == queue.Pending:
+					case r.Requested && r.State == task.Pending:
 						note = "cancel requested: its hand-off to another region carries it there"
 					case r.Requested:
 						note = "cancel requested: the worker stops it at its next heartbeat"
@@ -235,12 +235,12 @@ func cliShowEach[T any](e *cliEnv, done []T, ids int, table func(w *tabwriter.Wr
 func newPriorityCmd() *cobra.Command {
 	return cliCommand(&cobra.Command{
 		Use:   "priority ID P",
-		Short: fmt.Sprintf("Change a waiting task's priority: 0 (highest) to %d (lowest)", queue.MaxPriority),
+		Short: fmt.Sprintf("Change a waiting task's priority: 0 (highest) to %d (lowest)", task.MaxPriority),
 		Args:  cobra.ExactArgs(2),
 		RunE: cliRun(func(ctx context.Context, env *cliEnv, args []string) error {
 			p, err := strconv.Atoi(args[1])
-			if err != nil || p < 0 || p > queue.MaxPriority {
-				return cliUsage("priority %q: want an integer from 0 (highest) to %d (lowest)", args[1], queue.MaxPriority)
+			if err != nil || p < 0 || p > task.MaxPriority {
+				return cliUsage("priority %q: want an integer from 0 (highest) to %d (lowest)", args[1], task.MaxPriority)
 			}
 			res, err := env.api.SetPriority(ctx, args[0], p)
 			if err != nil {

@@ -16,7 +16,7 @@ import (
 	"time"
 
 	"github.com/ax-sched/ax/federation/apiv1"
-	"github.com/ax-sched/ax/queue"
+	"github.com/ax-sched/ax/task"
 )
 
 // cliSeen is a request the fake API received.
@@ -131,7 +131,7 @@ func TestCLISubmitPrintsID(t *testing.T) {
 	if len(seen) != 1 || seen[0].Auth != "Bearer tok" {
 		t.Fatalf("requests %+v", seen)
 	}
-	spec, err := queue.DecodeSpec([]byte(seen[0].Body))
+	spec, err := task.DecodeSpec([]byte(seen[0].Body))
 	if err != nil {
 		t.Fatalf("body %s: %v", seen[0].Body, err)
 	}
@@ -267,9 +267,9 @@ func batchAPI(t *testing.T) *cliFakeAPI {
 		}
 		var resp apiv1.BatchResponse
 		for i, raw := range req.Tasks {
-			var s queue.Spec
+			var s task.Spec
 			_ = json.Unmarshal(raw, &s)
-			item := apiv1.BatchItem{Status: 201, Task: &apiv1.SubmitResponse{ID: fmt.Sprintf("c%d-%d", calls, i), State: queue.Ready}}
+			item := apiv1.BatchItem{Status: 201, Task: &apiv1.SubmitResponse{ID: fmt.Sprintf("c%d-%d", calls, i), State: task.Ready}}
 			switch s.Type {
 			case "bad":
 				item = apiv1.BatchItem{Status: 409, Error: &apiv1.Error{Code: "conflict", Message: "idempotency key reused with a different spec", Field: fmt.Sprintf("tasks[%d].idempotency_key", i)}}

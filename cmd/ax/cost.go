@@ -8,7 +8,7 @@ import (
 	"time"
 
 	"github.com/ax-sched/ax/internal/config"
-	"github.com/ax-sched/ax/queue"
+	"github.com/ax-sched/ax/task"
 	"github.com/ax-sched/ax/worker"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
@@ -58,8 +58,8 @@ func serveMetrics(addr string, log *slog.Logger) (*http.Server, error) {
 // costObserver is where completed work turns into cost figures: cost =
 // price at claim × run time (one slot per task); savings against the most
 // expensive on-demand pool of the region that carries the task's tags.
-func costObserver(cfg *config.Region, pool string) func(*worker.Task, queue.State, time.Duration) {
-	return func(t *worker.Task, st queue.State, d time.Duration) {
+func costObserver(cfg *config.Region, pool string) func(*worker.Task, task.State, time.Duration) {
+	return func(t *worker.Task, st task.State, d time.Duration) {
 		observeCost(cfg.Name, pool, t, st, d)
 		if st == "" {
 			return
@@ -92,7 +92,7 @@ func referencePrice(cfg *config.Region, tags map[string]string) float64 {
 	return best
 }
 
-func observeCost(regionName, pool string, t *worker.Task, st queue.State, d time.Duration) {
+func observeCost(regionName, pool string, t *worker.Task, st task.State, d time.Duration) {
 	if st == "" {
 		return // the lease was lost: another worker owns the outcome
 	}

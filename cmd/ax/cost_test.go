@@ -6,7 +6,7 @@ import (
 	"time"
 
 	"github.com/ax-sched/ax/internal/config"
-	"github.com/ax-sched/ax/queue"
+	"github.com/ax-sched/ax/task"
 	"github.com/ax-sched/ax/worker"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 )
@@ -23,7 +23,7 @@ func TestCostCountersMatchPriceTimesRunTime(t *testing.T) {
 	want, wantSaved := 0.0, 0.0
 	for _, d := range runs {
 		tk := &worker.Task{Type: "etl", Tenant: "acme", Price: 0.017, Tags: map[string]string{"cpu": "x86"}}
-		obs(tk, queue.Success, d)
+		obs(tk, task.Success, d)
 		want += 0.017 * d.Hours()
 		wantSaved += (0.048 - 0.017) * d.Hours()
 	}

@@ -21,6 +21,7 @@ import (
 	"github.com/ax-sched/ax/queue"
 	"github.com/ax-sched/ax/region"
 	"github.com/ax-sched/ax/schedule"
+	"github.com/ax-sched/ax/task"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/redis/go-redis/v9"
@@ -66,8 +67,8 @@ func storeOptions(cfg *config.Region) queue.Options {
 	}
 }
 
-func defaultsOf(cfg *config.Region) queue.Defaults {
-	return queue.Defaults{
+func defaultsOf(cfg *config.Region) task.Defaults {
+	return task.Defaults{
 		Timeout: cfg.Task.DefaultTimeout, MaxRetries: cfg.Retry.MaxRetries, RetryBase: cfg.Retry.Base,
 		RetryCap: cfg.Retry.Cap, IdempotencyTTL: 24 * time.Hour, MaxPayload: int(cfg.Task.MaxPayload),
 	}

@@ -7,7 +7,7 @@ import (
 	"encoding/json"
 	"time"
 
-	"github.com/ax-sched/ax/queue"
+	"github.com/ax-sched/ax/task"
 )
 
 // Error is the one error shape: {"error":{"code","message","field"}}.
@@ -49,11 +49,11 @@ const (
 
 // SubmitResponse answers POST /v1/tasks (201, or 200 for an idempotent repeat).
 type SubmitResponse struct {
-	ID        string      `json:"id"`
-	State     queue.State `json:"state"`
-	Region    string      `json:"region"`
-	Pool      *string     `json:"pool"` // null while unplaced
-	Duplicate bool        `json:"duplicate,omitempty"`
+	ID        string     `json:"id"`
+	State     task.State `json:"state"`
+	Region    string     `json:"region"`
+	Pool      *string    `json:"pool"` // null while unplaced
+	Duplicate bool       `json:"duplicate,omitempty"`
 }
 
 // BatchRequest is POST /v1/tasks/batch.
@@ -77,14 +77,14 @@ type BatchResponse struct {
 
 // TrailResponse answers GET /v1/tasks/{id}/trail.
 type TrailResponse struct {
-	ID          string             `json:"id"`
-	Transitions []queue.Transition `json:"transitions"`
+	ID          string            `json:"id"`
+	Transitions []task.Transition `json:"transitions"`
 }
 
 // CancelResponse answers POST /v1/tasks/{id}/cancel.
 type CancelResponse struct {
-	ID    string      `json:"id"`
-	State queue.State `json:"state"` // CANCELED, or RUNNING/PENDING when the cancel is a request
+	ID    string     `json:"id"`
+	State task.State `json:"state"` // CANCELED, or RUNNING/PENDING when the cancel is a request
 	// Requested is true when the task was RUNNING (the worker stops it at
 	// its next heartbeat) or PENDING with its hand-off to another region in
 	// flight (the hand-off carries the cancel there; a refusal cancels it
@@ -101,10 +101,10 @@ type PriorityRequest struct {
 // type, state, tenant. The server that receives it cancels in every region
 // of the federation; Region limits it to one (the request is routed there).
 type BulkCancelRequest struct {
-	Type   string      `json:"type,omitempty"`
-	State  queue.State `json:"state,omitempty"` // PENDING or READY
-	Tenant string      `json:"tenant,omitempty"`
-	Region string      `json:"region,omitempty"` // only this region; "" every region
+	Type   string     `json:"type,omitempty"`
+	State  task.State `json:"state,omitempty"` // PENDING or READY
+	Tenant string     `json:"tenant,omitempty"`
+	Region string     `json:"region,omitempty"` // only this region; "" every region
 }
 
 // BulkCancelResponse counts what a bulk cancel did: the sum, and each
@@ -123,7 +123,7 @@ type BulkCancelResponse struct {
 // The answer is 200 as long as one region answered: a region that did not
 // is named in Unavailable and its dead letters are missing from the page.
 type TaskList struct {
-	Tasks []*queue.Task `json:"tasks"`
+	Tasks []*task.Task `json:"tasks"`
 	// NextCursor continues the listing after the last task of this page:
 	// pass it back as cursor= with the same filters. Empty when the regions
 	// that answered have nothing more. It is opaque; it marks a place in
@@ -239,9 +239,9 @@ type HandOffResponse struct {
 // Pass Next back as `after` to continue; an empty `after` starts at new
 // events only.
 type EventsResponse struct {
-	Region string        `json:"region"`
-	Events []queue.Event `json:"events"`
-	Next   string        `json:"next"`
+	Region string       `json:"region"`
+	Events []task.Event `json:"events"`
+	Next   string       `json:"next"`
 }
 
 // ---------------------------------------------------------------------------
@@ -250,10 +250,10 @@ type EventsResponse struct {
 
 // TaskUpdate answers POST /v1/tasks/{id}/replay and /v1/tasks/{id}/priority:
 // the task's id, state and priority after the action. Its fields are a
-// subset of queue.Task's, so a server that answers with the whole task is
+// subset of task.Task's, so a server that answers with the whole task is
 // read the same way.
 type TaskUpdate struct {
-	ID       string      `json:"id"`
-	State    queue.State `json:"state"`
-	Priority *int        `json:"priority,omitempty"`
+	ID       string     `json:"id"`
+	State    task.State `json:"state"`
+	Priority *int       `json:"priority,omitempty"`
 }

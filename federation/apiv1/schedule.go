@@ -4,25 +4,25 @@ import (
 	"encoding/json"
 	"time"
 
-	"github.com/ax-sched/ax/queue"
+	"github.com/ax-sched/ax/task"
 )
 
 // Schedule is a cron schedule's definition (package schedule), as stored
 // in the global etcd and returned by the API.
 type Schedule struct {
-	Name       string      `json:"name"`
-	Cron       string      `json:"cron"`
-	Timezone   string      `json:"timezone"`
-	Task       *queue.Spec `json:"task"` // as given (tenant applied), normalized at each firing by the home region
-	HomeRegion string      `json:"home_region"`
-	Misfire    string      `json:"misfire"`
+	Name       string     `json:"name"`
+	Cron       string     `json:"cron"`
+	Timezone   string     `json:"timezone"`
+	Task       *task.Spec `json:"task"` // as given (tenant applied), normalized at each firing by the home region
+	HomeRegion string     `json:"home_region"`
+	Misfire    string     `json:"misfire"`
 	// CatchUpLimit bounds a catch-up (misfire catch_up only).
-	CatchUpLimit int            `json:"catch_up_limit,omitempty"`
-	Overlap      string         `json:"overlap"`
-	Jitter       queue.Duration `json:"jitter,omitempty"`
-	Paused       bool           `json:"paused"`
-	CreatedAt    time.Time      `json:"created_at"`
-	CreatedBy    string         `json:"created_by,omitempty"`
+	CatchUpLimit int           `json:"catch_up_limit,omitempty"`
+	Overlap      string        `json:"overlap"`
+	Jitter       task.Duration `json:"jitter,omitempty"`
+	Paused       bool          `json:"paused"`
+	CreatedAt    time.Time     `json:"created_at"`
+	CreatedBy    string        `json:"created_by,omitempty"`
 }
 
 // ScheduleStatus is a schedule with what the federation leader has done
@@ -75,7 +75,7 @@ type ScheduleEnqueue struct {
 // ScheduleEnqueueResponse answers it: 200 whether the id was created now
 // or existed already.
 type ScheduleEnqueueResponse struct {
-	ID      string      `json:"id"`
-	State   queue.State `json:"state"`
-	Created bool        `json:"created"`
+	ID      string     `json:"id"`
+	State   task.State `json:"state"`
+	Created bool       `json:"created"`
 }

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/ax-sched/ax/queue"
+	"github.com/ax-sched/ax/task"
 	"github.com/ax-sched/ax/worker"
 )
 
@@ -55,7 +56,7 @@ type fleet struct {
 
 // startFleet starts the workers with handlers; onFinish (optional) sees
 // every recorded outcome after the fleet counted it.
-func (e *Env) startFleet(o WorkerOptions, handlers map[string]worker.Handler, onFinish func(*worker.Task, queue.State, time.Duration)) (*fleet, error) {
+func (e *Env) startFleet(o WorkerOptions, handlers map[string]worker.Handler, onFinish func(*worker.Task, task.State, time.Duration)) (*fleet, error) {
 	o.defaults()
 	f := &fleet{}
 	ctx, cancel := context.WithCancel(context.Background())
@@ -64,13 +65,13 @@ func (e *Env) startFleet(o WorkerOptions, handlers map[string]worker.Handler, on
 		w, err := worker.New(e.Store, worker.Options{
 			Pool: e.Target.Pool, ID: fmt.Sprintf("bench-%d", i), Concurrency: o.Concurrency, ClaimBatch: o.ClaimBatch,
 			ShutdownGrace: 5 * time.Second, Logger: e.Target.Log,
-			OnFinish: func(t *worker.Task, st queue.State, rt time.Duration) {
+			OnFinish: func(t *worker.Task, st task.State, rt time.Duration) {
 				switch st {
-				case queue.Success:
+				case task.Success:
 					f.succeeded.Add(1)
-				case queue.Failed:
+				case task.Failed:
 					f.dead.Add(1)
-				case queue.Pending:
+				case task.Pending:
 					f.retried.Add(1)
 				default:
 					f.other.Add(1)
@@ -114,12 +115,12 @@ func (f *fleet) claimed() int64 {
 var payload64 = []byte(`{"k":"` + strings.Repeat("x", 56) + `"}`)
 
 // spec returns a normalized spec of typ with payload; mods adjust it first.
-func spec(typ string, payload []byte, mods ...func(*queue.Spec)) (*queue.Spec, error) {
-	sp := &queue.Spec{Type: typ, Payload: payload}
+func spec(typ string, payload []byte, mods ...func(*task.Spec)) (*task.Spec, error) {
+	sp := &task.Spec{Type: typ, Payload: payload}
 	for _, m := range mods {
 		m(sp)
 	}
-	if err := sp.Normalize(queue.DefaultDefaults(), time.Now()); err != nil {
+	if err := sp.Normalize(task.DefaultDefaults(), time.Now()); err != nil {
 		return nil, err
 	}
 	return sp, nil

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/ax-sched/ax/queue"
+	"github.com/ax-sched/ax/task"
 )
 
 // DelayedOptions size a delayed-promotion run. Zero values take the
@@ -71,7 +72,7 @@ func Delayed(ctx context.Context, e *Env, o DelayedOptions, progress Progress) (
 			cfg["slowlog-log-slower-than"]+" µs) and its slowlog-max-len newest")
 	}
 	due := time.Now().Add(o.Lead).Truncate(time.Second).Add(time.Second)
-	sp, err := spec(noopType, payload64, func(sp *queue.Spec) { sp.RunAt = &due })
+	sp, err := spec(noopType, payload64, func(sp *task.Spec) { sp.RunAt = &due })
 	if err != nil {
 		return nil, err
 	}

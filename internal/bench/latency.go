@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/ax-sched/ax/queue"
+	"github.com/ax-sched/ax/task"
 	"github.com/ax-sched/ax/worker"
 )
 
@@ -117,8 +118,8 @@ func Latency(ctx context.Context, e *Env, o LatencyOptions, progress Progress) (
 		}
 		return nil
 	}
-	onFinish := func(t *worker.Task, st queue.State, _ time.Duration) {
-		if t.Type != latencyType || st != queue.Success {
+	onFinish := func(t *worker.Task, st task.State, _ time.Duration) {
+		if t.Type != latencyType || st != task.Success {
 			return
 		}
 		finished.Add(1)

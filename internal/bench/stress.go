@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/ax-sched/ax/queue"
+	"github.com/ax-sched/ax/task"
 	"github.com/ax-sched/ax/worker"
 )
 
@@ -71,11 +72,11 @@ func Stress(ctx context.Context, e *Env, o StressOptions, progress Progress) (*S
 	s.Params = map[string]any{"n": o.N, "tenants": o.Tenants, "batch": o.Batch, "max_duration": o.MaxDuration.String(),
 		"fail_rate": o.FailRate, "retry_base": o.RetryBase.String(), "workers": o.Workers, "concurrency": o.Concurrency,
 		"claim_batch": o.ClaimBatch, "payload_bytes": len(payload64)}
-	specs := make([]*queue.Spec, o.Tenants)
+	specs := make([]*task.Spec, o.Tenants)
 	for i := range specs {
-		sp, err := spec(stressType, payload64, func(sp *queue.Spec) {
+		sp, err := spec(stressType, payload64, func(sp *task.Spec) {
 			sp.Tenant = fmt.Sprintf("tenant-%d", i)
-			sp.RetryBase = queue.Duration(o.RetryBase)
+			sp.RetryBase = task.Duration(o.RetryBase)
 		})
 		if err != nil {
 			return nil, err

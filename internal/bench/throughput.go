@@ -10,6 +10,7 @@ import (
 
 	"github.com/ax-sched/ax/client"
 	"github.com/ax-sched/ax/queue"
+	"github.com/ax-sched/ax/task"
 	"github.com/ax-sched/ax/worker"
 )
 
@@ -181,7 +182,7 @@ func apiSubmit(ctx context.Context, s *Summary, o ThroughputOptions, progress Pr
 	if err != nil {
 		return err
 	}
-	sp := &queue.Spec{Type: "noop", Payload: payload64}
+	sp := &task.Spec{Type: "noop", Payload: payload64}
 	raw, err := json.Marshal(sp)
 	if err != nil {
 		return err

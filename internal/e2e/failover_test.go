@@ -7,21 +7,21 @@ import (
 	"testing"
 	"time"
 
-	"github.com/ax-sched/ax/queue"
+	"github.com/ax-sched/ax/task"
 )
 
-func sleepMS(ms int) func(*queue.Spec) {
-	return func(s *queue.Spec) {
+func sleepMS(ms int) func(*task.Spec) {
+	return func(s *task.Spec) {
 		s.Type = "sleep"
 		s.Payload, _ = json.Marshal(map[string]int{"ms": ms})
 	}
 }
 
-func delayed(d time.Duration) func(*queue.Spec) {
-	return func(s *queue.Spec) { s.Delay = queue.Duration(d) }
+func delayed(d time.Duration) func(*task.Spec) {
+	return func(s *task.Spec) { s.Delay = task.Duration(d) }
 }
 
-func (c *cluster) state(id string) queue.State {
+func (c *cluster) state(id string) task.State {
 	t, err := c.store.Get(context.Background(), id)
 	if err != nil {
 		c.t.Fatalf("task %s: %v", id, err)
@@ -55,7 +55,7 @@ func TestLeaderKilledStandbyTakesOver(t *testing.T) {
 	}
 	waitUntil(t, 5*time.Second, "promotion by b", func() bool { return c.counts().Ready == 40 })
 	for _, id := range append(early, late...) {
-		if st := c.state(id); st != queue.Ready {
+		if st := c.state(id); st != task.Ready {
 			t.Fatalf("task %s is %s", id, st)
 		}
 	}
@@ -96,11 +96,11 @@ func TestPausedLeaderIsFenced(t *testing.T) {
 		}
 		n := 0
 		for _, x := range tr {
-			if x.To == queue.Ready {
+			if x.To == task.Ready {
 				n++
 			}
 		}
-		if n != 1 || c.state(id) != queue.Ready {
+		if n != 1 || c.state(id) != task.Ready {
 			t.Fatalf("task %s: %d transitions to READY, state %s: %+v", id, n, c.state(id), tr)
 		}
 	}
@@ -129,7 +129,7 @@ func TestKilledWorkerTasksFinishElsewhere(t *testing.T) {
 	}
 	for _, id := range ids {
 		tk, err := c.store.Get(context.Background(), id)
-		if err != nil || tk.State != queue.Success || tk.Worker != "w2" {
+		if err != nil || tk.State != task.Success || tk.Worker != "w2" {
 			t.Fatalf("task %s: %+v %v", id, tk, err)
 		}
 	}
@@ -177,7 +177,7 @@ func TestTenThousandTasksThroughKills(t *testing.T) {
 		t.Fatalf("counts %+v", cn)
 	}
 	for _, id := range ids {
-		if st := c.state(id); st != queue.Success {
+		if st := c.state(id); st != task.Success {
 			t.Fatalf("task %s is %s", id, st)
 		}
 	}

@@ -9,7 +9,7 @@ package e2e
 //	api := fed.server("us-east-1").api            // http://127.0.0.1:port
 //	id, where := fed.submit("us-east-1", tokSubmitterA, map[string]any{"type": "noop"})
 //	h := fed.handedOffTask("us-east-1", "eu-west-1", tokSubmitterA, map[string]any{"type": "noop"})
-//	tk := fed.waitState("us-east-1", tokSubmitterA, h.ID, queue.Success, 20*time.Second)
+//	tk := fed.waitState("us-east-1", tokSubmitterA, h.ID, task.Success, 20*time.Second)
 //	status, body := fed.call("eu-west-1", tokOperator, "POST", "/v1/tasks/"+h.ID+"/replay", nil)
 //	rec := fed.region("eu-west-1").task(t, h.ID) // straight from that region's Redis
 //
@@ -49,6 +49,7 @@ import (
 
 	"github.com/ax-sched/ax/internal/testenv"
 	"github.com/ax-sched/ax/queue"
+	"github.com/ax-sched/ax/task"
 	"github.com/redis/go-redis/v9"
 )
 
@@ -440,7 +441,7 @@ func (f *federation) handedOffTask(from, to, token string, spec map[string]any) 
 	home, dest := f.region(from), f.region(to)
 	waitUntil(f.t, 20*time.Second, "task "+id+" handed off from "+from+" to "+to, func() bool {
 		h, err := home.store.Get(context.Background(), id)
-		if err != nil || h.State != queue.HandedOff || h.HandedOffTo != to {
+		if err != nil || h.State != task.HandedOff || h.HandedOffTo != to {
 			return false
 		}
 		_, err = dest.store.Get(context.Background(), id)
@@ -450,10 +451,10 @@ func (f *federation) handedOffTask(from, to, token string, spec map[string]any) 
 }
 
 // getTask reads a task through region's API with token.
-func (f *federation) getTask(region, token, id string) (queue.Task, int) {
+func (f *federation) getTask(region, token, id string) (task.Task, int) {
 	f.t.Helper()
 	code, body := f.call(region, token, http.MethodGet, "/v1/tasks/"+id, nil)
-	var tk queue.Task
+	var tk task.Task
 	if code == 200 {
 		if err := json.Unmarshal(body, &tk); err != nil {
 			f.t.Fatalf("GET task %s: %v: %s", id, err, body)
@@ -464,9 +465,9 @@ func (f *federation) getTask(region, token, id string) (queue.Task, int) {
 
 // waitState waits until the task, read through region's API with token, is
 // in state, and returns it.
-func (f *federation) waitState(region, token, id string, state queue.State, within time.Duration) queue.Task {
+func (f *federation) waitState(region, token, id string, state task.State, within time.Duration) task.Task {
 	f.t.Helper()
-	var tk queue.Task
+	var tk task.Task
 	var code int
 	start := time.Now()
 	for time.Since(start) < within {
@@ -481,7 +482,7 @@ func (f *federation) waitState(region, token, id string, state queue.State, with
 }
 
 // task reads a task straight from the region's Redis.
-func (r *fedRegion) task(t *testing.T, id string) *queue.Task {
+func (r *fedRegion) task(t *testing.T, id string) *task.Task {
 	t.Helper()
 	tk, err := r.store.Get(context.Background(), id)
 	if err != nil {

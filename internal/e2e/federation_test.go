@@ -5,7 +5,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/ax-sched/ax/queue"
+	"github.com/ax-sched/ax/task"
 )
 
 // Two regions, auth on: a task submitted in us-east-1 for eu-west-1 is
@@ -30,7 +30,7 @@ func handedOffSucceeds(t *testing.T, fed *federation) {
 	h := fed.handedOffTask("us-east-1", "eu-west-1", tokSubmitterA, map[string]any{
 		"type": "sleep", "payload": map[string]int{"ms": 10}})
 	for _, via := range []string{h.Home, h.Region} {
-		tk := fed.waitState(via, tokSubmitterA, h.ID, queue.Success, 20*time.Second)
+		tk := fed.waitState(via, tokSubmitterA, h.ID, task.Success, 20*time.Second)
 		if tk.Tenant != "team-a" || tk.HeldBy != "eu-west-1" || tk.Result != "slept 10ms" {
 			t.Fatalf("via %s: task %+v", via, tk)
 		}
@@ -42,10 +42,10 @@ func handedOffSucceeds(t *testing.T, fed *federation) {
 		}
 	}
 	rec := fed.region("eu-west-1").task(t, h.ID)
-	if rec.Worker != "eu-west-1-cpu-w1" || rec.State != queue.Success {
+	if rec.Worker != "eu-west-1-cpu-w1" || rec.State != task.Success {
 		t.Fatalf("eu-west-1's record: %+v", rec)
 	}
-	if home := fed.region("us-east-1").task(t, h.ID); home.State != queue.HandedOff || home.HandedOffTo != "eu-west-1" {
+	if home := fed.region("us-east-1").task(t, h.ID); home.State != task.HandedOff || home.HandedOffTo != "eu-west-1" {
 		t.Fatalf("us-east-1's record: %+v", home)
 	}
 }

@@ -20,6 +20,7 @@ import (
 	"github.com/ax-sched/ax/internal/testenv"
 	"github.com/ax-sched/ax/lease"
 	"github.com/ax-sched/ax/queue"
+	"github.com/ax-sched/ax/task"
 )
 
 var axBin string
@@ -265,17 +266,17 @@ func (c *cluster) waitReady(p *proc) {
 }
 
 // submit puts tasks straight into the store (the API is tested elsewhere).
-func (c *cluster) submit(n int, mod func(*queue.Spec)) []string {
+func (c *cluster) submit(n int, mod func(*task.Spec)) []string {
 	c.t.Helper()
 	var ids []string
 	for done := 0; done < n; done += queue.MaxBatch {
 		var batch []queue.NewTask
 		for i := done; i < min(n, done+queue.MaxBatch); i++ {
-			sp := &queue.Spec{Type: "noop", Tags: map[string]string{"class": "cpu"}}
+			sp := &task.Spec{Type: "noop", Tags: map[string]string{"class": "cpu"}}
 			if mod != nil {
 				mod(sp)
 			}
-			if err := sp.Normalize(queue.DefaultDefaults(), time.Now()); err != nil {
+			if err := sp.Normalize(task.DefaultDefaults(), time.Now()); err != nil {
 				c.t.Fatal(err)
 			}
 			batch = append(batch, queue.NewTask{Spec: sp, Pool: "cpu", Pinned: true})

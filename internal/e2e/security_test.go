@@ -5,7 +5,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/ax-sched/ax/queue"
+	"github.com/ax-sched/ax/task"
 )
 
 // Finding 1 of issue 11: an allowlisted printenv-style command returned the
@@ -25,12 +25,12 @@ exec:
 		"type": "exec", "payload": map[string]any{"command": "printenv"}})
 	failed := fed.handedOffTask("us-east-1", "eu-west-1", tokSubmitterA, map[string]any{
 		"type": "exec", "max_retries": 0, "payload": map[string]any{"command": "printenv-fail"}})
-	tk := fed.waitState("us-east-1", tokSubmitterA, ok.ID, queue.Success, 20*time.Second)
+	tk := fed.waitState("us-east-1", tokSubmitterA, ok.ID, task.Success, 20*time.Second)
 	// The store keeps the result on one line.
 	if !strings.Contains(tk.Result, "AX_TASK_ID="+ok.ID) || !strings.Contains(tk.Result, "LANG=C") {
 		t.Fatalf("the command's environment lacks what its rule names: %q", tk.Result)
 	}
-	tf := fed.waitState("us-east-1", tokSubmitterA, failed.ID, queue.Failed, 20*time.Second)
+	tf := fed.waitState("us-east-1", tokSubmitterA, failed.ID, task.Failed, 20*time.Second)
 	if !strings.Contains(tf.LastError, "exit status 3") || !strings.Contains(tf.LastError, "AX_TASK_ID="+failed.ID) {
 		t.Fatalf("the failed command's error: %q", tf.LastError)
 	}

@@ -13,7 +13,7 @@ import (
 	"text/template"
 	"time"
 
-	"github.com/ax-sched/ax/queue"
+	"github.com/ax-sched/ax/task"
 	"github.com/ax-sched/ax/worker"
 )
 
@@ -283,7 +283,7 @@ func (c *command) outcome(t *worker.Task, stopped, waitErr error, stdout, stderr
 	if out.last(1) == "" {
 		out = stdout
 	}
-	if s := out.last(queue.MaxErrorLen - len(head) - 2); s != "" {
+	if s := out.last(task.MaxErrorLen - len(head) - 2); s != "" {
 		head += ": " + s
 	}
 	if stopped != nil && !errors.Is(stopped, errRuleTimeout) {

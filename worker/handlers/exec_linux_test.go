@@ -16,7 +16,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
-	"github.com/ax-sched/ax/queue"
+	"github.com/ax-sched/ax/task"
 	"github.com/ax-sched/ax/worker"
 	"github.com/ax-sched/ax/worker/handlers"
 	wt "github.com/ax-sched/ax/worker/internal/workertest"
@@ -51,7 +51,7 @@ func TestExec(t *testing.T) {
 	var mu sync.Mutex
 	runtimes := map[string]time.Duration{}
 	ran := func(id string) time.Duration { mu.Lock(); defer mu.Unlock(); return runtimes[id] }
-	w := e.Worker(worker.Options{Concurrency: 8, OnFinish: func(t *worker.Task, _ queue.State, rt time.Duration) {
+	w := e.Worker(worker.Options{Concurrency: 8, OnFinish: func(t *worker.Task, _ task.State, rt time.Duration) {
 		mu.Lock()
 		runtimes[t.ID] = rt
 		mu.Unlock()
@@ -62,7 +62,7 @@ func TestExec(t *testing.T) {
 	files := func(name string) map[string]any {
 		return map[string]any{"pidfile": filepath.Join(dir, name+".pid"), "childfile": filepath.Join(dir, name+".child")}
 	}
-	submit := func(cmd string, args map[string]any, mod ...func(*queue.Spec)) string {
+	submit := func(cmd string, args map[string]any, mod ...func(*task.Spec)) string {
 		return e.SubmitOne("exec", map[string]any{"command": cmd, "args": args}, mod...)
 	}
 	// Start the slow ones first; they run side by side with the rest.
@@ -73,19 +73,19 @@ func TestExec(t *testing.T) {
 	leftover := submit("leftover", files("leftover"))
 
 	t.Run("allowlisted echo gets its argument from the payload", func(t *testing.T) {
-		tk := e.WaitState(submit("echo", map[string]any{"msg": "hello world"}), queue.Success, 5*time.Second)
+		tk := e.WaitState(submit("echo", map[string]any{"msg": "hello world"}), task.Success, 5*time.Second)
 		// The store keeps results on one line (queue's clean: \n → space).
 		if tk.Result != "hello world\n" {
 			t.Fatalf("result %q", tk.Result)
 		}
-		tk = e.WaitState(submit("echo", map[string]any{"msg": 42.5}), queue.Success, 5*time.Second)
+		tk = e.WaitState(submit("echo", map[string]any{"msg": 42.5}), task.Success, 5*time.Second)
 		if tk.Result != "42.5\n" {
 			t.Fatalf("result %q", tk.Result)
 		}
 	})
 	t.Run("payload text never reaches a shell", func(t *testing.T) {
 		evil := `$(touch ` + filepath.Join(dir, "pwned") + `); x`
-		tk := e.WaitState(submit("greet", map[string]any{"name": evil}), queue.Success, 5*time.Second)
+		tk := e.WaitState(submit("greet", map[string]any{"name": evil}), task.Success, 5*time.Second)
 		if tk.Result != evil+"|hi "+evil {
 			t.Fatalf("result %q", tk.Result)
 		}
@@ -103,29 +103,29 @@ func TestExec(t *testing.T) {
 		{"placeholder not a string or number", "echo", map[string]any{"msg": map[string]any{"a": 1}}, "args.msg must be a string or a number"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			tk := e.WaitState(submit(c.cmd, c.args), queue.Failed, 5*time.Second)
-			if tk.Reason != queue.ReasonNonRetryable || tk.Attempts != 1 || !strings.Contains(tk.LastError, c.want) {
+			tk := e.WaitState(submit(c.cmd, c.args), task.Failed, 5*time.Second)
+			if tk.Reason != task.ReasonNonRetryable || tk.Attempts != 1 || !strings.Contains(tk.LastError, c.want) {
 				t.Fatalf("got %s after %d attempts: %q, want NON_RETRYABLE with %q", tk.Reason, tk.Attempts, tk.LastError, c.want)
 			}
 		})
 	}
 	t.Run("non-zero exit is retried, with the output's tail", func(t *testing.T) {
 		id := submit("fail", nil, wt.Retries(1), wt.FastRetry)
-		tk := e.WaitState(id, queue.Failed, 5*time.Second)
-		if tk.Reason != queue.ReasonRetriesExhausted || tk.Attempts != 2 ||
+		tk := e.WaitState(id, task.Failed, 5*time.Second)
+		if tk.Reason != task.ReasonRetriesExhausted || tk.Attempts != 2 ||
 			!strings.Contains(tk.LastError, "exit status 3") || !strings.HasSuffix(tk.LastError, "oops ") {
 			t.Fatalf("got %s after %d attempts: %q", tk.Reason, tk.Attempts, tk.LastError)
 		}
 	})
 	t.Run("the rule's own timeout", func(t *testing.T) {
-		tk := e.WaitState(submit("ruletimeout", nil, wt.Retries(0)), queue.Failed, 5*time.Second)
+		tk := e.WaitState(submit("ruletimeout", nil, wt.Retries(0)), task.Failed, 5*time.Second)
 		if !strings.Contains(tk.LastError, "killed after the rule's timeout of 300ms") {
 			t.Fatalf("error %q", tk.LastError)
 		}
 	})
 	t.Run("a timed-out command's process group is gone", func(t *testing.T) {
-		tk := e.WaitState(sleepy, queue.Failed, 5*time.Second)
-		if e.Step(sleepy, queue.ReasonDeadline) == nil {
+		tk := e.WaitState(sleepy, task.Failed, 5*time.Second)
+		if e.Step(sleepy, task.ReasonDeadline) == nil {
 			t.Fatalf("task %+v: want a DEADLINE_EXCEEDED step", tk)
 		}
 		settled(t, w, sleepy)
@@ -135,7 +135,7 @@ func TestExec(t *testing.T) {
 		checkGone(t, files("sleepy"))
 	})
 	t.Run("SIGKILL after the grace for a group that ignores SIGTERM", func(t *testing.T) {
-		e.WaitState(stubborn, queue.Failed, 5*time.Second)
+		e.WaitState(stubborn, task.Failed, 5*time.Second)
 		settled(t, w, stubborn)
 		// The deadline counts from the claim's Redis time, a few ms before
 		// the handler starts: the run can be a little under 500+300 ms.
@@ -145,7 +145,7 @@ func TestExec(t *testing.T) {
 		checkGone(t, files("stubborn"))
 	})
 	t.Run("what a finished command left running is stopped", func(t *testing.T) {
-		tk := e.WaitState(leftover, queue.Success, 5*time.Second)
+		tk := e.WaitState(leftover, task.Success, 5*time.Second)
 		if tk.Result != "done\n" || tk.FinishedAt.Sub(*tk.StartedAt) > 3*time.Second {
 			t.Fatalf("task %+v", tk)
 		}

@@ -15,7 +15,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/ax-sched/ax/queue"
+	"github.com/ax-sched/ax/task"
 	"github.com/ax-sched/ax/worker"
 )
 
@@ -125,7 +125,7 @@ func HTTP(opts HTTPOptions) (worker.Handler, error) {
 
 func statusText(resp *http.Response, body *tail) string {
 	head := "http: " + resp.Request.URL.Redacted() + ": " + resp.Status
-	if s := body.last(queue.MaxErrorLen - len(head) - 2); s != "" {
+	if s := body.last(task.MaxErrorLen - len(head) - 2); s != "" {
 		head += ": " + s
 	}
 	return head

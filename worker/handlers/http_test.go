@@ -11,7 +11,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/ax-sched/ax/queue"
+	"github.com/ax-sched/ax/task"
 	"github.com/ax-sched/ax/worker"
 	"github.com/ax-sched/ax/worker/handlers"
 	wt "github.com/ax-sched/ax/worker/internal/workertest"
@@ -48,13 +48,13 @@ func TestHTTP(t *testing.T) {
 	w := e.Worker(worker.Options{Concurrency: 4})
 	w.Handle("http", post)
 	e.Run(w)
-	submit := func(url string, mod ...func(*queue.Spec)) string {
+	submit := func(url string, mod ...func(*task.Spec)) string {
 		return e.SubmitOne("http", map[string]any{"url": url, "body": map[string]int{"n": 1}}, mod...)
 	}
 
 	t.Run("200 succeeds with the response", func(t *testing.T) {
 		id := submit(srv.URL + "/hooks/ok")
-		tk := e.WaitState(id, queue.Success, 5*time.Second)
+		tk := e.WaitState(id, task.Success, 5*time.Second)
 		if tk.Result != `got: {"n":1}` {
 			t.Fatalf("result %q", tk.Result)
 		}
@@ -65,15 +65,15 @@ func TestHTTP(t *testing.T) {
 		}
 	})
 	t.Run("400 is not retried", func(t *testing.T) {
-		tk := e.WaitState(submit(srv.URL+"/hooks/bad"), queue.Failed, 5*time.Second)
-		if tk.Reason != queue.ReasonNonRetryable || tk.Attempts != 1 || !strings.Contains(tk.LastError, "400 Bad Request: missing field invoice") {
+		tk := e.WaitState(submit(srv.URL+"/hooks/bad"), task.Failed, 5*time.Second)
+		if tk.Reason != task.ReasonNonRetryable || tk.Attempts != 1 || !strings.Contains(tk.LastError, "400 Bad Request: missing field invoice") {
 			t.Fatalf("got %s after %d attempts: %q", tk.Reason, tk.Attempts, tk.LastError)
 		}
 	})
 	t.Run("500 is retried", func(t *testing.T) {
 		id := submit(srv.URL+"/hooks/boom", wt.Retries(2), wt.FastRetry)
-		tk := e.WaitState(id, queue.Failed, 5*time.Second)
-		if tk.Reason != queue.ReasonRetriesExhausted || tk.Attempts != 3 || boomCalls.Load() != 3 ||
+		tk := e.WaitState(id, task.Failed, 5*time.Second)
+		if tk.Reason != task.ReasonRetriesExhausted || tk.Attempts != 3 || boomCalls.Load() != 3 ||
 			!strings.Contains(tk.LastError, "500 Internal Server Error: database down") {
 			t.Fatalf("got %s after %d attempts (%d calls): %q", tk.Reason, tk.Attempts, boomCalls.Load(), tk.LastError)
 		}
@@ -85,8 +85,8 @@ func TestHTTP(t *testing.T) {
 		{"redirect out of the allowlist", srv.URL + "/hooks/away", "redirect to a URL outside the allowlist"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			tk := e.WaitState(submit(c.url), queue.Failed, 5*time.Second)
-			if tk.Reason != queue.ReasonNonRetryable || !strings.Contains(tk.LastError, c.want) {
+			tk := e.WaitState(submit(c.url), task.Failed, 5*time.Second)
+			if tk.Reason != task.ReasonNonRetryable || !strings.Contains(tk.LastError, c.want) {
 				t.Fatalf("got %s: %q, want NON_RETRYABLE with %q", tk.Reason, tk.LastError, c.want)
 			}
 		})

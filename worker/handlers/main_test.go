@@ -8,7 +8,7 @@ import (
 
 	"go.uber.org/goleak"
 
-	"github.com/ax-sched/ax/queue"
+	"github.com/ax-sched/ax/task"
 	"github.com/ax-sched/ax/worker"
 	"github.com/ax-sched/ax/worker/handlers"
 	wt "github.com/ax-sched/ax/worker/internal/workertest"
@@ -25,13 +25,13 @@ func TestNoopAndSleepThroughAWorker(t *testing.T) {
 	w.Handle("noop", handlers.Noop)
 	w.Handle("sleep", handlers.Sleep)
 	e.Run(w)
-	e.WaitState(e.SubmitOne("noop", map[string]any{"anything": true}), queue.Success, 5*time.Second)
-	tk := e.WaitState(e.SubmitOne("sleep", map[string]any{"ms": 30}), queue.Success, 5*time.Second)
+	e.WaitState(e.SubmitOne("noop", map[string]any{"anything": true}), task.Success, 5*time.Second)
+	tk := e.WaitState(e.SubmitOne("sleep", map[string]any{"ms": 30}), task.Success, 5*time.Second)
 	if tk.Result != "slept 30ms" || tk.FinishedAt.Sub(*tk.StartedAt) < 30*time.Millisecond {
 		t.Fatalf("sleep task %+v", tk)
 	}
-	tk = e.WaitState(e.SubmitOne("sleep", map[string]any{"ms": "soon"}), queue.Failed, 5*time.Second)
-	if tk.Reason != queue.ReasonNonRetryable {
+	tk = e.WaitState(e.SubmitOne("sleep", map[string]any{"ms": "soon"}), task.Failed, 5*time.Second)
+	if tk.Reason != task.ReasonNonRetryable {
 		t.Fatalf("bad sleep payload: %s %s", tk.Reason, tk.LastError)
 	}
 }

@@ -16,6 +16,7 @@ import (
 
 	"github.com/ax-sched/ax/internal/testenv"
 	"github.com/ax-sched/ax/queue"
+	"github.com/ax-sched/ax/task"
 	"github.com/ax-sched/ax/worker"
 )
 
@@ -54,20 +55,20 @@ func New(t testing.TB, opts ...testenv.RedisOptions) *Env {
 }
 
 // Spec options.
-func Retries(n int) func(*queue.Spec) { return func(s *queue.Spec) { s.MaxRetries = &n } }
+func Retries(n int) func(*task.Spec) { return func(s *task.Spec) { s.MaxRetries = &n } }
 
 // FastRetry makes backoff 10–20ms, so retries run within a test.
-func FastRetry(s *queue.Spec) {
-	s.RetryBase = queue.Duration(10 * time.Millisecond)
-	s.RetryCap = queue.Duration(20 * time.Millisecond)
+func FastRetry(s *task.Spec) {
+	s.RetryBase = task.Duration(10 * time.Millisecond)
+	s.RetryCap = task.Duration(20 * time.Millisecond)
 }
 
-func Timeout(d time.Duration) func(*queue.Spec) {
-	return func(s *queue.Spec) { s.Timeout = queue.Duration(d) }
+func Timeout(d time.Duration) func(*task.Spec) {
+	return func(s *task.Spec) { s.Timeout = task.Duration(d) }
 }
 
 // Submit accepts n tasks of typ pinned to Pool and returns their ids.
-func (e *Env) Submit(typ string, payload any, n int, mod ...func(*queue.Spec)) []string {
+func (e *Env) Submit(typ string, payload any, n int, mod ...func(*task.Spec)) []string {
 	e.T.Helper()
 	var raw json.RawMessage
 	if payload != nil {
@@ -79,11 +80,11 @@ func (e *Env) Submit(typ string, payload any, n int, mod ...func(*queue.Spec)) [
 	}
 	tasks := make([]queue.NewTask, n)
 	for i := range tasks {
-		sp := &queue.Spec{Type: typ, Payload: raw}
+		sp := &task.Spec{Type: typ, Payload: raw}
 		for _, m := range mod {
 			m(sp)
 		}
-		if err := sp.Normalize(queue.DefaultDefaults(), time.Now()); err != nil {
+		if err := sp.Normalize(task.DefaultDefaults(), time.Now()); err != nil {
 			e.T.Fatal(err)
 		}
 		tasks[i] = queue.NewTask{Spec: sp, Pool: Pool, Pinned: true}
@@ -103,7 +104,7 @@ func (e *Env) Submit(typ string, payload any, n int, mod ...func(*queue.Spec)) [
 }
 
 // SubmitOne accepts one task and returns its id.
-func (e *Env) SubmitOne(typ string, payload any, mod ...func(*queue.Spec)) string {
+func (e *Env) SubmitOne(typ string, payload any, mod ...func(*task.Spec)) string {
 	e.T.Helper()
 	return e.Submit(typ, payload, 1, mod...)[0]
 }
@@ -183,7 +184,7 @@ func (e *Env) Leader() (stop func()) {
 }
 
 // Get reads a task.
-func (e *Env) Get(id string) *queue.Task {
+func (e *Env) Get(id string) *task.Task {
 	e.T.Helper()
 	tk, err := e.Store.Get(e.Ctx, id)
 	if err != nil {
@@ -193,9 +194,9 @@ func (e *Env) Get(id string) *queue.Task {
 }
 
 // WaitState waits until task id is in state st and returns it.
-func (e *Env) WaitState(id string, st queue.State, within time.Duration) *queue.Task {
+func (e *Env) WaitState(id string, st task.State, within time.Duration) *task.Task {
 	e.T.Helper()
-	var tk *queue.Task
+	var tk *task.Task
 	Eventually(e.T, within, "task "+id+" in state "+string(st), func() bool {
 		tk = e.Get(id)
 		return tk.State == st
@@ -204,7 +205,7 @@ func (e *Env) WaitState(id string, st queue.State, within time.Duration) *queue.
 }
 
 // Trail returns a task's transitions.
-func (e *Env) Trail(id string) []queue.Transition {
+func (e *Env) Trail(id string) []task.Transition {
 	e.T.Helper()
 	tr, err := e.Store.Trail(e.Ctx, id)
 	if err != nil {
@@ -214,7 +215,7 @@ func (e *Env) Trail(id string) []queue.Transition {
 }
 
 // Step returns the first trail entry with reason, or nil.
-func (e *Env) Step(id, reason string) *queue.Transition {
+func (e *Env) Step(id, reason string) *task.Transition {
 	e.T.Helper()
 	for _, tr := range e.Trail(id) {
 		if tr.Reason == reason {

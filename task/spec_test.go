@@ -1,10 +1,12 @@
-package queue
+package task_test
 
 import (
 	"encoding/json"
 	"errors"
 	"testing"
 	"time"
+
+	"github.com/ax-sched/ax/task"
 )
 
 // FuzzDecodeSpec: decoding and validation never panic, reject with a
@@ -25,16 +27,16 @@ func FuzzDecodeSpec(f *testing.F) {
 	}
 	now := time.Date(2026, 11, 30, 0, 0, 0, 0, time.UTC)
 	f.Fuzz(func(t *testing.T, data []byte) {
-		sp, err := DecodeSpec(data)
+		sp, err := task.DecodeSpec(data)
 		if err != nil {
-			var fe *FieldError
+			var fe *task.FieldError
 			if !errors.As(err, &fe) {
 				t.Fatalf("decode error is not a FieldError: %v", err)
 			}
 			return
 		}
-		if err := sp.Normalize(DefaultDefaults(), now); err != nil {
-			var fe *FieldError
+		if err := sp.Normalize(task.DefaultDefaults(), now); err != nil {
+			var fe *task.FieldError
 			if !errors.As(err, &fe) {
 				t.Fatalf("validation error is not a FieldError: %v", err)
 			}
@@ -44,11 +46,11 @@ func FuzzDecodeSpec(f *testing.F) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		back, err := DecodeSpec(b)
+		back, err := task.DecodeSpec(b)
 		if err != nil {
 			t.Fatalf("round trip of %s: %v", b, err)
 		}
-		if err := back.Normalize(DefaultDefaults(), now); err != nil {
+		if err := back.Normalize(task.DefaultDefaults(), now); err != nil {
 			t.Fatalf("re-validate %s: %v", b, err)
 		}
 		if back.Hash() != sp.Hash() {
@@ -59,17 +61,18 @@ func FuzzDecodeSpec(f *testing.F) {
 
 func TestIDRoundTrip(t *testing.T) {
 	now := time.Date(2026, 11, 30, 12, 0, 0, 123e6, time.UTC)
-	a := NewID("us-east-1", 3, now)
-	b := NewID("us-east-1", 3, now)
+	g := task.NewIDGen()
+	a := g.New("us-east-1", 3, now)
+	b := g.New("us-east-1", 3, now)
 	if a >= b {
 		t.Fatalf("ids not increasing: %s %s", a, b)
 	}
-	p, err := ParseID(a)
+	p, err := task.ParseID(a)
 	if err != nil || p.Region != "us-east-1" || p.Shard != 3 || !p.Time.Equal(now.Truncate(time.Millisecond)) {
 		t.Fatalf("parse %s: %+v %v", a, p, err)
 	}
 	for _, bad := range []string{"", "x", "0123456789abcdef.0.", "0123456789abcdeZ.0.r", "0123456789abcdef.01.r", "0123456789abcdef.-1.r"} {
-		if _, err := ParseID(bad); !errors.Is(err, ErrBadID) {
+		if _, err := task.ParseID(bad); !errors.Is(err, task.ErrBadID) {
 			t.Errorf("ParseID(%q) = %v", bad, err)
 		}
 	}
@@ -89,11 +92,11 @@ func TestSpecValidationNamesField(t *testing.T) {
 		`{"type":"x","trace_id":"xyz"}`:                             "trace_id",
 	}
 	for in, field := range cases {
-		sp, err := DecodeSpec([]byte(in))
+		sp, err := task.DecodeSpec([]byte(in))
 		if err == nil {
-			err = sp.Normalize(DefaultDefaults(), time.Now())
+			err = sp.Normalize(task.DefaultDefaults(), time.Now())
 		}
-		var fe *FieldError
+		var fe *task.FieldError
 		if !errors.As(err, &fe) || fe.Field != field {
 			t.Errorf("%s: got %v, want field %q", in, err, field)
 		}
@@ -107,8 +110,8 @@ func TestBadTimesNameTheirField(t *testing.T) {
 		`{"type":"x","run_at":"tomorrow"}`:  "run_at",
 		`{"type":"x","retry_cap":"1 hour"}`: "retry_cap",
 	} {
-		_, err := DecodeSpec([]byte(in))
-		var fe *FieldError
+		_, err := task.DecodeSpec([]byte(in))
+		var fe *task.FieldError
 		if !errors.As(err, &fe) || fe.Field != field {
 			t.Errorf("%s: %v, want field %s", in, err, field)
 		}

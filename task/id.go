@@ -1,4 +1,4 @@
-package queue
+package task
 
 import (
 	"crypto/rand"
@@ -11,8 +11,8 @@ import (
 )
 
 // IDs look like "06f1c2d9k3m8q2zx.0.us-east-1": 10 base32hex characters of
-// Unix milliseconds and 6 of a per-process sequence seeded randomly (so ids
-// sort by creation time and never collide inside one process), then the
+// Unix milliseconds and 6 of a per-generator sequence seeded randomly (so ids
+// sort by creation time and never collide inside one generator), then the
 // shard and the home region. Any server can find a task from its id alone.
 
 const idAlphabet = "0123456789abcdefghijklmnopqrstuv" // base32hex: sorts like the numbers
@@ -24,30 +24,37 @@ type ParsedID struct {
 	Region string
 }
 
-type idGen struct {
+// IDGen makes task ids. One generator per store: two generators of one
+// region collide only when they draw the same sequence in the same
+// millisecond, which the store detects (ErrExists) and answers with a new id.
+type IDGen struct {
 	mu  sync.Mutex
 	seq uint32
 }
 
-var ids idGen
-
-func init() {
+// NewIDGen returns a generator whose sequence starts at a random point.
+func NewIDGen() *IDGen {
 	var b [4]byte
 	_, _ = rand.Read(b[:])
-	ids.seq = binary.BigEndian.Uint32(b[:]) & (1<<30 - 1)
+	return NewIDGenAt(binary.BigEndian.Uint32(b[:]))
 }
 
-// NewID returns a new id for a task accepted in region on shard.
-func NewID(region string, shard int, now time.Time) string {
+// NewIDGenAt returns a generator whose next id carries sequence seq+1 (tests
+// use it to provoke a collision).
+func NewIDGenAt(seq uint32) *IDGen { return &IDGen{seq: seq & (1<<30 - 1)} }
+
+// New returns a new id for a task accepted in region on shard.
+func (g *IDGen) New(region string, shard int, now time.Time) string {
 	ms := now.UnixMilli()
-	ids.mu.Lock()
-	ids.seq = (ids.seq + 1) & (1<<30 - 1)
-	seq := ids.seq
-	ids.mu.Unlock()
-	return formatID(region, shard, ms, seq)
+	g.mu.Lock()
+	g.seq = (g.seq + 1) & (1<<30 - 1)
+	seq := g.seq
+	g.mu.Unlock()
+	return FormatID(region, shard, ms, seq)
 }
 
-func formatID(region string, shard int, ms int64, seq uint32) string {
+// FormatID writes the id of sequence seq at Unix millisecond ms.
+func FormatID(region string, shard int, ms int64, seq uint32) string {
 	var b [16]byte
 	v := uint64(ms)
 	for i := 9; i >= 0; i-- {
@@ -115,4 +122,20 @@ func isRegionName(s string) bool {
 		}
 	}
 	return true
+}
+
+// ValidRegionName reports whether s can be a region's name (lowercase
+// letters, digits and '-', at most 63, not starting with '-').
+func ValidRegionName(s string) bool { return isRegionName(s) }
+
+// WithSeq returns the id with its sequence part (characters 10–15) set
+// from the low 30 bits of v: the same time, shard and region, so the new id
+// lives where the original does. The caller must pass a well-formed id.
+func WithSeq(id string, v uint64) string {
+	var seq [6]byte
+	for i := 5; i >= 0; i-- {
+		seq[i] = idAlphabet[v&31]
+		v >>= 5
+	}
+	return id[:10] + string(seq[:]) + id[16:]
 }

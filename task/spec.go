@@ -1,61 +1,16 @@
-package queue
+package task
 
 import (
 	"bytes"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"regexp"
 	"sort"
 	"strings"
 	"time"
-)
-
-// State is a task's place in the state machine (DESIGN §2).
-type State string
-
-const (
-	Pending   State = "PENDING"
-	HandedOff State = "HANDED_OFF"
-	Ready     State = "READY"
-	Running   State = "RUNNING"
-	Success   State = "SUCCESS"
-	Failed    State = "FAILED"
-	Canceled  State = "CANCELED"
-	// Timeout is never a resting state: the reaper records it in the trail
-	// and moves the task on to PENDING or FAILED in the same script.
-	Timeout State = "TIMEOUT"
-)
-
-// Terminal reports whether no transition leaves s except replay (FAILED).
-func (s State) Terminal() bool { return s == Success || s == Failed || s == Canceled }
-
-// Reason codes recorded with transitions.
-const (
-	ReasonSubmitted        = "SUBMITTED"
-	ReasonPlaced           = "PLACED"
-	ReasonDue              = "DUE"
-	ReasonNoCapacity       = "NO_CAPACITY"
-	ReasonClaimed          = "CLAIMED"
-	ReasonCompleted        = "COMPLETED"
-	ReasonHandlerError     = "HANDLER_ERROR"
-	ReasonRetryBackoff     = "RETRY_BACKOFF"
-	ReasonNonRetryable     = "NON_RETRYABLE"
-	ReasonRetriesExhausted = "RETRIES_EXHAUSTED"
-	ReasonHeartbeatLost    = "HEARTBEAT_LOST"
-	ReasonDeadline         = "DEADLINE_EXCEEDED"
-	ReasonCanceledByUser   = "CANCELED_BY_USER"
-	ReasonUpstreamFailed   = "UPSTREAM_FAILED"
-	ReasonPreempted        = "PREEMPTED"
-	ReasonWorkerShutdown   = "WORKER_SHUTDOWN"
-	ReasonReplayed         = "REPLAYED"
-	ReasonHandedOff        = "HANDED_OFF"
-	ReasonPriority         = "PRIORITY_CHANGED"
-	ReasonHandOffRefused   = "HANDOFF_REFUSED"
-	ReasonDrained          = "DRAINED"
-	ReasonDeferred         = "DEFERRED_BACKPRESSURE"
-	ReasonPreemptRequested = "PREEMPT_REQUESTED"
 )
 
 // Limits and defaults of a task spec (DESIGN §2). Region configs may change
@@ -142,18 +97,6 @@ type Spec struct {
 	TraceID        string            `json:"trace_id,omitempty"`
 }
 
-// FieldError is a validation error that names the offending field.
-type FieldError struct {
-	Field string
-	Msg   string
-}
-
-func (e *FieldError) Error() string { return e.Field + ": " + e.Msg }
-
-func fieldErr(field, format string, args ...any) error {
-	return &FieldError{Field: field, Msg: fmt.Sprintf(format, args...)}
-}
-
 var (
 	typeRe   = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_.:/-]*$`)
 	tagKeyRe = regexp.MustCompile(`^[a-z0-9][a-z0-9_.-]{0,62}$`)
@@ -208,7 +151,7 @@ func badTimeField(data []byte) *FieldError {
 // jsonFieldError turns encoding/json errors into FieldErrors.
 func jsonFieldError(err error) error {
 	var te *json.UnmarshalTypeError
-	if ok := asErr(err, &te); ok {
+	if errors.As(err, &te) {
 		return fieldErr(te.Field, "must be %s", te.Type.String())
 	}
 	msg := err.Error()
@@ -362,56 +305,4 @@ func canonical(s Spec) Spec {
 		s.Regions = r
 	}
 	return s
-}
-
-// Task is a task as stored: its spec and its state.
-type Task struct {
-	ID              string            `json:"id"`
-	Type            string            `json:"type"`
-	Payload         json.RawMessage   `json:"payload,omitempty"`
-	Priority        int               `json:"priority"`
-	Tags            map[string]string `json:"tags,omitempty"`
-	Regions         []string          `json:"regions,omitempty"`
-	Timeout         Duration          `json:"timeout"`
-	MaxRetries      int               `json:"max_retries"`
-	RetryBase       Duration          `json:"retry_base"`
-	RetryCap        Duration          `json:"retry_cap"`
-	IdempotencyKey  string            `json:"idempotency_key,omitempty"`
-	Preemptible     bool              `json:"preemptible,omitempty"`
-	Critical        bool              `json:"critical,omitempty"`
-	Tenant          string            `json:"tenant"`
-	TraceID         string            `json:"trace_id"`
-	State           State             `json:"state"`
-	Reason          string            `json:"reason,omitempty"`
-	Region          string            `json:"region"`  // home region (from the id)
-	HeldBy          string            `json:"held_by"` // region whose store holds this record
-	Pool            string            `json:"pool,omitempty"`
-	Pinned          bool              `json:"pinned,omitempty"`
-	Worker          string            `json:"worker,omitempty"`
-	Attempts        int               `json:"attempts"`
-	PreemptCount    int               `json:"preempt_count,omitempty"`
-	CancelRequested bool              `json:"cancel_requested,omitempty"`
-	HandedOffTo     string            `json:"handed_off_to,omitempty"`
-	HandOffTarget   string            `json:"handoff_target,omitempty"` // in the outbox, bound for this region
-	LastError       string            `json:"last_error,omitempty"`
-	Result          string            `json:"result,omitempty"`
-	PricePerHour    float64           `json:"price_per_slot_hour,omitempty"`
-	CreatedAt       time.Time         `json:"created_at"`
-	DueAt           *time.Time        `json:"due_at,omitempty"`
-	EnqueuedAt      *time.Time        `json:"enqueued_at,omitempty"`
-	ReadyAt         *time.Time        `json:"ready_at,omitempty"`
-	StartedAt       *time.Time        `json:"started_at,omitempty"`
-	FinishedAt      *time.Time        `json:"finished_at,omitempty"`
-	LeaseToken      string            `json:"-"`
-}
-
-// Transition is one entry of a task's trail.
-type Transition struct {
-	At      time.Time `json:"ts"`
-	From    State     `json:"from,omitempty"`
-	To      State     `json:"to"`
-	Reason  string    `json:"reason"`
-	By      string    `json:"by,omitempty"`
-	Attempt int       `json:"attempt"`
-	Error   string    `json:"error,omitempty"`
 }

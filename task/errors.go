@@ -1,0 +1,44 @@
+package task
+
+import (
+	"errors"
+	"fmt"
+)
+
+// FieldError is a validation error that names the offending field.
+type FieldError struct {
+	Field string
+	Msg   string
+}
+
+func (e *FieldError) Error() string { return e.Field + ": " + e.Msg }
+
+func fieldErr(field, format string, args ...any) error {
+	return &FieldError{Field: field, Msg: fmt.Sprintf(format, args...)}
+}
+
+// Errors every layer shares about a task. Stores wrap them with detail;
+// callers test them with errors.Is and the API maps them to HTTP statuses.
+var (
+	// ErrNotFound: no task with this id in this region (or its record expired).
+	ErrNotFound = errors.New("task not found")
+	// ErrBadID: the string is not a task id.
+	ErrBadID = errors.New("malformed task id")
+	// ErrIdempotencyConflict: the idempotency key is in use by a different spec.
+	ErrIdempotencyConflict = errors.New("idempotency key reused with a different spec")
+	// ErrExists: a task with this id is already stored (hand-off receivers
+	// accept an id once).
+	ErrExists = errors.New("task id already exists")
+)
+
+// TransitionError is returned when an operation is illegal in the task's
+// current state. Nothing was changed.
+type TransitionError struct {
+	ID    string
+	State State
+	Op    string
+}
+
+func (e *TransitionError) Error() string {
+	return fmt.Sprintf("cannot %s task %s in state %s", e.Op, e.ID, e.State)
+}

@@ -1,0 +1,95 @@
+package task
+
+// State is a task's place in the state machine (DESIGN §2).
+type State string
+
+const (
+	Pending   State = "PENDING"
+	HandedOff State = "HANDED_OFF"
+	Ready     State = "READY"
+	Running   State = "RUNNING"
+	Success   State = "SUCCESS"
+	Failed    State = "FAILED"
+	Canceled  State = "CANCELED"
+	// Timeout is never a resting state: the reaper records it in the trail
+	// and moves the task on to PENDING or FAILED in the same script.
+	Timeout State = "TIMEOUT"
+)
+
+// Terminal reports whether no transition leaves s except replay (FAILED).
+func (s State) Terminal() bool { return s == Success || s == Failed || s == Canceled }
+
+// Reason codes recorded with transitions.
+const (
+	ReasonSubmitted        = "SUBMITTED"
+	ReasonPlaced           = "PLACED"
+	ReasonDue              = "DUE"
+	ReasonNoCapacity       = "NO_CAPACITY"
+	ReasonClaimed          = "CLAIMED"
+	ReasonCompleted        = "COMPLETED"
+	ReasonHandlerError     = "HANDLER_ERROR"
+	ReasonRetryBackoff     = "RETRY_BACKOFF"
+	ReasonNonRetryable     = "NON_RETRYABLE"
+	ReasonRetriesExhausted = "RETRIES_EXHAUSTED"
+	ReasonHeartbeatLost    = "HEARTBEAT_LOST"
+	ReasonDeadline         = "DEADLINE_EXCEEDED"
+	ReasonCanceledByUser   = "CANCELED_BY_USER"
+	ReasonUpstreamFailed   = "UPSTREAM_FAILED"
+	ReasonPreempted        = "PREEMPTED"
+	ReasonWorkerShutdown   = "WORKER_SHUTDOWN"
+	ReasonReplayed         = "REPLAYED"
+	ReasonHandedOff        = "HANDED_OFF"
+	ReasonPriority         = "PRIORITY_CHANGED"
+	ReasonHandOffRefused   = "HANDOFF_REFUSED"
+	ReasonDrained          = "DRAINED"
+	ReasonDeferred         = "DEFERRED_BACKPRESSURE"
+	ReasonPreemptRequested = "PREEMPT_REQUESTED"
+)
+
+// Transition table (DESIGN §2) as data. Every script moves a task only along
+// these edges; the model test checks every trail entry against it.
+var transitions = map[State]map[State][]string{
+	"": {
+		Pending: {ReasonSubmitted},
+		Ready:   {ReasonPlaced},
+	},
+	Pending: {
+		Pending:   {ReasonNoCapacity, ReasonPriority, ReasonHandOffRefused, ReasonDeferred},
+		HandedOff: {ReasonHandedOff},
+		Ready:     {ReasonDue, ReasonPlaced},
+		Canceled:  {ReasonCanceledByUser, ReasonUpstreamFailed},
+	},
+	Ready: {
+		Ready:    {ReasonPriority},
+		Pending:  {ReasonDrained},
+		Running:  {ReasonClaimed},
+		Canceled: {ReasonCanceledByUser, ReasonUpstreamFailed},
+	},
+	Running: {
+		Running:  {ReasonPriority, ReasonPreemptRequested},
+		Success:  {ReasonCompleted},
+		Pending:  {ReasonHandlerError, ReasonDeadline, ReasonPreempted, ReasonWorkerShutdown},
+		Ready:    {ReasonPreempted, ReasonWorkerShutdown},
+		Timeout:  {ReasonHeartbeatLost, ReasonDeadline},
+		Failed:   {ReasonRetriesExhausted, ReasonNonRetryable},
+		Canceled: {ReasonCanceledByUser},
+	},
+	Timeout: {
+		Pending:  {ReasonHeartbeatLost, ReasonDeadline},
+		Failed:   {ReasonRetriesExhausted},
+		Canceled: {ReasonCanceledByUser},
+	},
+	Failed: {
+		Pending: {ReasonReplayed},
+	},
+}
+
+// Legal reports whether from→to with reason is an edge of the state machine.
+func Legal(from, to State, reason string) bool {
+	for _, r := range transitions[from][to] {
+		if r == reason {
+			return true
+		}
+	}
+	return false
+}
