@@ -13,7 +13,7 @@ import (
 	"time"
 )
 
-// Limits and defaults of a task spec (DESIGN §2). Region configs may change
+// Limits and defaults of a task spec (docs/architecture.md §3). Region configs may change
 // the defaults through Defaults.
 const (
 	MaxPriority     = 4
@@ -35,7 +35,7 @@ type Defaults struct {
 	MaxPayload     int
 }
 
-// DefaultDefaults are DESIGN §2's defaults.
+// DefaultDefaults are docs/architecture.md §3's defaults.
 func DefaultDefaults() Defaults {
 	return Defaults{
 		Timeout:        30 * time.Minute,
@@ -76,7 +76,7 @@ func (d *Duration) UnmarshalJSON(b []byte) error {
 	return nil
 }
 
-// Spec is what a client submits (DESIGN §2).
+// Spec is what a client submits (docs/architecture.md §3).
 type Spec struct {
 	Type           string            `json:"type"`
 	Payload        json.RawMessage   `json:"payload,omitempty"`

@@ -1,6 +1,6 @@
 package task
 
-// State is a task's place in the state machine (DESIGN §2).
+// State is a task's place in the state machine (docs/architecture.md §3).
 type State string
 
 const (
@@ -46,7 +46,7 @@ const (
 	ReasonPreemptRequested = "PREEMPT_REQUESTED"
 )
 
-// Transition table (DESIGN §2) as data. Every script moves a task only along
+// Transition table (docs/architecture.md §3) as data. Every script moves a task only along
 // these edges; the model test checks every trail entry against it.
 var transitions = map[State]map[State][]string{
 	"": {
