@@ -1,0 +1,85 @@
+// Package deploy holds no code: its tests check the deploy artifacts next to
+// them (the Dockerfile, the compose file, the Helm chart) the way each is
+// used, as far as this machine allows. Docker itself (a daemon, `docker
+// build`, `docker compose`) is not available where these tests run, so:
+//
+//   - the Dockerfile's `go build` line is run as written, in a copy of the
+//     build context that .dockerignore leaves (dockerfile_test.go);
+//   - the compose file is parsed and cross-checked against the region
+//     configs it mounts and the Prometheus config (compose_test.go);
+//   - the Helm chart is rendered with a real `helm template` (helm_test.go).
+package deploy
+
+import (
+	"bytes"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"go.yaml.in/yaml/v3"
+
+	"github.com/ax-sched/ax/internal/config"
+)
+
+// repoRoot is the module root, one level above this directory.
+func repoRoot(t *testing.T) string {
+	t.Helper()
+	root, err := filepath.Abs("..")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(filepath.Join(root, "go.mod")); err != nil {
+		t.Fatalf("module root: %v", err)
+	}
+	return root
+}
+
+// run runs a command and fails the test with its output if it fails.
+func run(t *testing.T, dir string, env []string, name string, args ...string) []byte {
+	t.Helper()
+	cmd := exec.Command(name, args...)
+	cmd.Dir = dir
+	cmd.Env = append(os.Environ(), env...)
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("%s %s: %v\n%s%s", name, strings.Join(args, " "), err, out, stderr.String())
+	}
+	return out
+}
+
+// readYAML decodes a YAML file into v.
+func readYAML(t *testing.T, path string, v any) {
+	t.Helper()
+	data, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := yaml.Unmarshal(data, v); err != nil {
+		t.Fatalf("%s: %v", path, err)
+	}
+}
+
+// loadRegion runs ax's own config loader on a region file with the given
+// AX_* environment, as the server or worker would see it. Every AX_
+// variable of the test process is cleared first, so only env counts.
+func loadRegion(t *testing.T, name string, data []byte, env map[string]string) *config.Region {
+	t.Helper()
+	for _, kv := range os.Environ() {
+		if k, _, _ := strings.Cut(kv, "="); strings.HasPrefix(k, config.EnvPrefix+"_") {
+			t.Setenv(k, "")
+			os.Unsetenv(k)
+		}
+	}
+	for k, v := range env {
+		t.Setenv(k, v)
+	}
+	r, err := config.Parse(name, data)
+	if err != nil {
+		t.Fatalf("ax config validation: %v", err)
+	}
+	return r
+}
