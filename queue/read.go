@@ -132,10 +132,12 @@ func (s *Store) Trail(ctx context.Context, id string) ([]task.Transition, error)
 			h["st"], h["rs"], h["rt"] = "R", task.ReasonDue, h["du"]
 		}
 	}
-	return buildTrail(h, lc.Val()), nil
+	return buildTrail(h, lc.Val(), s.opts.Region), nil
 }
 
-func buildTrail(h map[string]string, log []string) []task.Transition {
+// buildTrail merges the record's happy steps with its trail list; steps
+// without a region of their own (this region's) get region.
+func buildTrail(h map[string]string, log []string, region string) []task.Transition {
 	var tr []task.Transition
 	at := func(s string) time.Time {
 		if t := msTime(s); t != nil {
@@ -151,30 +153,36 @@ func buildTrail(h map[string]string, log []string) []task.Transition {
 	}
 	// A task placed at submit whose READY step was flushed to the log has
 	// its birth there ("" → READY PLACED).
-	if len(log) == 0 || !strings.HasPrefix(log[0], h["ct"]+"\t\t") {
-		tr = append(tr, task.Transition{At: at(h["ct"]), To: born, Reason: bornReason, By: "api"})
+	// A task received from another region brought its birth in its trail.
+	if h["hx"] == "" && (len(log) == 0 || !strings.HasPrefix(log[0], h["ct"]+"\t\t")) {
+		tr = append(tr, task.Transition{At: at(h["ct"]), To: born, Reason: bornReason, By: "api", Region: region})
 	}
 	for _, line := range log {
-		f := strings.SplitN(line, "\t", 7)
+		f := strings.SplitN(line, "\t", 8)
 		if len(f) < 7 {
 			continue
 		}
 		ts, _ := strconv.ParseInt(f[0], 10, 64)
+		r := region
+		if len(f) == 8 && f[7] != "" {
+			r = f[7] // a step carried from the region that recorded it
+		}
 		tr = append(tr, task.Transition{
 			At: time.UnixMilli(ts).UTC(), From: stateOf(f[1]), To: stateOf(f[2]), Reason: f[3],
-			By: f[4], Attempt: atoi(f[5]), Error: f[6],
+			By: f[4], Attempt: atoi(f[5]), Error: f[6], Region: r,
 		})
 	}
 	st := stateOf(h["st"])
 	// Steps of the current attempt not yet flushed to the log.
-	if rt := h["rt"]; rt != "" && born != task.Ready {
-		tr = append(tr, task.Transition{At: at(rt), From: task.Pending, To: task.Ready, Reason: readyReason(h), Attempt: attempt})
+	// (A task received READY has that step logged as RECEIVED.)
+	if rt := h["rt"]; rt != "" && born != task.Ready && h["rs"] != task.ReasonReceived {
+		tr = append(tr, task.Transition{At: at(rt), From: task.Pending, To: task.Ready, Reason: readyReason(h), Attempt: attempt, Region: region})
 	}
 	if st == task.Running || st == task.Success {
-		tr = append(tr, task.Transition{At: at(h["sa"]), From: task.Ready, To: task.Running, Reason: task.ReasonClaimed, By: h["wk"], Attempt: attempt})
+		tr = append(tr, task.Transition{At: at(h["sa"]), From: task.Ready, To: task.Running, Reason: task.ReasonClaimed, By: h["wk"], Attempt: attempt, Region: region})
 	}
 	if st == task.Success {
-		tr = append(tr, task.Transition{At: at(h["fa"]), From: task.Running, To: task.Success, Reason: task.ReasonCompleted, By: h["wk"], Attempt: attempt})
+		tr = append(tr, task.Transition{At: at(h["fa"]), From: task.Running, To: task.Success, Reason: task.ReasonCompleted, By: h["wk"], Attempt: attempt, Region: region})
 	}
 	sort.SliceStable(tr, func(i, j int) bool { return tr[i].At.Before(tr[j].At) })
 	return tr

@@ -23,6 +23,8 @@ import (
 //	er last error  rv result  cx cancel requested  pq preempt requested
 //	pc preempt count  ho handed off to  px price at claim  ke keep enqueue
 //	ob hand-off target region (in the outbox)  lg the trail list exists
+//	hx received from another region at (ms): the trail list holds the steps
+//	   it brought and its RECEIVED step
 var stateCodes = map[task.State]string{
 	task.Pending: "P", task.Ready: "R", task.Running: "U", task.Success: "S", task.Failed: "F",
 	task.Canceled: "C", task.HandedOff: "H", task.Timeout: "T",
@@ -35,6 +37,14 @@ var codeStates = func() map[string]task.State {
 	}
 	return m
 }()
+
+// stateCodeOf is the record's code of a state ("" for none).
+func stateCodeOf(st task.State) string {
+	if c, ok := stateCodes[st]; ok {
+		return c
+	}
+	return string(st)
+}
 
 func stateOf(code string) task.State {
 	if s, ok := codeStates[code]; ok {

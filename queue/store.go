@@ -176,6 +176,62 @@ type NewTask struct {
 	// same id here (the task left this region earlier and comes back) is
 	// replaced by the live task instead of answering ErrExists.
 	Returning bool
+	// History is what a handed-off task brings from the region that sent
+	// it (nil for a new task): the receiver goes on counting its attempts
+	// and keeps its creation time and trail.
+	History *History
+}
+
+// History is the part of a task's past that travels with it from region to
+// region, so a hand-off neither restarts its retry budget nor loses its trail.
+type History struct {
+	CreatedAt    time.Time
+	Attempts     int
+	PreemptCount int
+	LastError    string
+	// Trail is the sender's whole trail (Store.Trail), each step naming its
+	// region; at most MaxCarriedTrail steps are kept (the first and the
+	// latest ones).
+	Trail []task.Transition
+}
+
+// MaxCarriedTrail bounds the steps a hand-off carries: a task that retried
+// hundreds of times keeps its birth and its latest steps.
+const MaxCarriedTrail = 256
+
+// historyFields are the record fields and trail lines (field "~") that
+// carry h into the receiving region's record.
+func historyFields(h *History, region string) []any {
+	f := []any{"ct", strconv.FormatInt(h.CreatedAt.UnixMilli(), 10)}
+	if h.Attempts > 0 {
+		f = append(f, "at", strconv.Itoa(h.Attempts))
+	}
+	if h.PreemptCount > 0 {
+		f = append(f, "pc", strconv.Itoa(h.PreemptCount))
+	}
+	if h.LastError != "" {
+		f = append(f, "er", clean(h.LastError, task.MaxErrorLen))
+	}
+	tr := h.Trail
+	if len(tr) > MaxCarriedTrail {
+		tr = append(append([]task.Transition(nil), tr[:16]...), tr[len(tr)-(MaxCarriedTrail-16):]...)
+	}
+	for _, t := range tr {
+		r := t.Region
+		if r == "" {
+			r = region
+		}
+		f = append(f, "~", trailLine(t, r))
+	}
+	return f
+}
+
+// trailLine writes a step in the trail list's format (lib.lua trail), with
+// the region of a carried step as an eighth column.
+func trailLine(t task.Transition, region string) string {
+	return strconv.FormatInt(t.At.UnixMilli(), 10) + "\t" + stateCodeOf(t.From) + "\t" + stateCodeOf(t.To) + "\t" +
+		clean(t.Reason, 64) + "\t" + clean(t.By, 128) + "\t" + strconv.Itoa(t.Attempt) + "\t" +
+		clean(t.Error, task.MaxErrorLen) + "\t" + clean(region, 63)
 }
 
 // SubmitResult is the outcome of one NewTask.
@@ -292,8 +348,13 @@ func (s *Store) submitShard(ctx context.Context, shard int, tasks []NewTask, ids
 		if t.Returning {
 			flags += "r"
 		}
-		argv = append(argv, ids[i], t.Pool, flags, strconv.Itoa(*sp.Priority), due, idem, ttl, hash, t.HandOff, len(f)/2)
-		argv = append(argv, f...)
+		fields := f
+		if t.History != nil {
+			flags += "h"
+			fields = append(append([]any(nil), f...), historyFields(t.History, s.opts.Region)...)
+		}
+		argv = append(argv, ids[i], t.Pool, flags, strconv.Itoa(*sp.Priority), due, idem, ttl, hash, t.HandOff, len(fields)/2)
+		argv = append(argv, fields...)
 	}
 	out, err := scripts.submit.Run(ctx, s.rdb, keys, argv...).Slice()
 	if err != nil {

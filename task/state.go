@@ -39,6 +39,9 @@ const (
 	ReasonWorkerShutdown   = "WORKER_SHUTDOWN"
 	ReasonReplayed         = "REPLAYED"
 	ReasonHandedOff        = "HANDED_OFF"
+	// ReasonReceived: a region accepted a task handed to it; the step
+	// follows the sender's HANDED_OFF step in the carried trail.
+	ReasonReceived         = "RECEIVED"
 	ReasonPriority         = "PRIORITY_CHANGED"
 	ReasonHandOffRefused   = "HANDOFF_REFUSED"
 	ReasonDrained          = "DRAINED"
@@ -81,6 +84,12 @@ var transitions = map[State]map[State][]string{
 	},
 	Failed: {
 		Pending: {ReasonReplayed},
+	},
+	// In the receiving region, a handed-off task goes on from its sender's
+	// HANDED_OFF step.
+	HandedOff: {
+		Ready:   {ReasonReceived},
+		Pending: {ReasonReceived},
 	},
 }
 

@@ -55,6 +55,10 @@ type Transition struct {
 	By      string    `json:"by,omitempty"`
 	Attempt int       `json:"attempt"`
 	Error   string    `json:"error,omitempty"`
+	// Region is the region whose store recorded the step: a task handed
+	// from region to region carries its trail, so one trail tells its
+	// whole history.
+	Region string `json:"region,omitempty"`
 }
 
 // Event is one entry of the region's event stream: one script call.

@@ -155,10 +155,13 @@ end
 -- The READY step keeps its reason (rs: DUE or PLACED); a task placed at
 -- submit has none and was born READY: that step is written as its birth
 -- ('' → R PLACED), which the trail reader takes instead of a PENDING birth.
+-- A task received from another region has its RECEIVED step logged.
 local function flush(id, rt, sa, wk, at)
   if rt then
     local rs = redis.call('HGET', tkey(id), 'rs')
-    if rs then
+    if rs == 'RECEIVED' then
+      -- the RECEIVED step is in the trail already (submit.lua)
+    elseif rs then
       trail(id, tonumber(rt), 'P', 'R', rs, '', at, '')
     else
       trail(id, tonumber(rt), '', 'R', 'PLACED', 'api', at, '')

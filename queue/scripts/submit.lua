@@ -6,7 +6,11 @@
 --   idem_index (0 = none,
 --   else KEYS[8+idem_index]), idem_ttl_ms, spec_hash, handoff region ('' = none:
 --   else the task waits in the outbox to be handed to pool in that region),
---   nf, then nf field/value pairs. A pinned task with a delay waits in its
+--   nf, then nf field/value pairs (field '~' is not a record field: its
+--   value is a trail line to append, see flag 'h'). Flag 'h': a hand-off
+--   received with its history — ct, at, pc, er come in the fields, the '~'
+--   lines are the sender's trail (they replace a returning task's list), and
+--   a RECEIVED step is added. A pinned task with a delay waits in its
 --   pool's delayed set (see lib.lua: state implied by structure), an
 --   unplaced one in dn.
 -- Returns: {codes, then id, state for each task not created}. codes has one
@@ -46,13 +50,20 @@ for _ = 1, n do
     end
   end
   local back = false
+  local carried = string.find(flags, 'h', 1, true) ~= nil
   if not done and redis.call('EXISTS', tkey(id)) == 1 then
     local est = redis.call('HGET', tkey(id), 'st') or ''
     if est == 'H' and string.find(flags, 'r', 1, true) then
       -- Handed off from here earlier and now handed back: the live task
-      -- replaces the forwarding record; its trail goes on in the same list.
+      -- replaces the forwarding record. Its trail goes on in the same list,
+      -- or is replaced by the carried one, which holds this region's steps
+      -- too.
       redis.call('DEL', tkey(id))
-      back = redis.call('PERSIST', lkey(id)) == 1 or redis.call('EXISTS', lkey(id)) == 1
+      if carried then
+        redis.call('DEL', lkey(id))
+      else
+        back = redis.call('PERSIST', lkey(id)) == 1 or redis.call('EXISTS', lkey(id)) == 1
+      end
     else
       codes[#codes + 1] = '3'; out[#out + 1] = id; out[#out + 1] = est
       done = true
@@ -61,14 +72,23 @@ for _ = 1, n do
   if not done then
     -- One HSET per task: the spec's fields and the state's together.
     local f = {}
-    for j = fstart, fstart + 2 * nf - 1 do f[#f + 1] = ARGV[j] end
+    local lines = {}
+    for j = fstart, fstart + 2 * nf - 1, 2 do
+      if ARGV[j] == '~' then
+        lines[#lines + 1] = ARGV[j + 1]
+      else
+        f[#f + 1] = ARGV[j]; f[#f + 1] = ARGV[j + 1]
+      end
+    end
     if back then f[#f + 1] = 'lg'; f[#f + 1] = '1' end
-    f[#f + 1] = 'ct'; f[#f + 1] = snow
+    if not carried then f[#f + 1] = 'ct'; f[#f + 1] = snow end
     f[#f + 1] = 'pr'; f[#f + 1] = prio
+    local born = 'SUBMITTED'
+    if carried then born = 'RECEIVED' end
     local dueN = tonumber(due)
     local st
     if dueN and dueN > now then
-      f[#f + 1] = 'st'; f[#f + 1] = 'P'; f[#f + 1] = 'rs'; f[#f + 1] = 'SUBMITTED'
+      f[#f + 1] = 'st'; f[#f + 1] = 'P'; f[#f + 1] = 'rs'; f[#f + 1] = born
       f[#f + 1] = 'du'; f[#f + 1] = due
       if string.find(flags, 'p', 1, true) and pool ~= '' and target == '' then
         -- The record carries pn 1 and po (the spec fields): is_lazy holds.
@@ -88,14 +108,15 @@ for _ = 1, n do
       cnt('P', 1)
       st = 'P'
     elseif target ~= '' then
-      f[#f + 1] = 'st'; f[#f + 1] = 'P'; f[#f + 1] = 'rs'; f[#f + 1] = 'SUBMITTED'
+      f[#f + 1] = 'st'; f[#f + 1] = 'P'; f[#f + 1] = 'rs'; f[#f + 1] = born
       f[#f + 1] = 'ob'; f[#f + 1] = target; f[#f + 1] = 'po'; f[#f + 1] = pool
       zadd(KEYS[9], snow, id)
       cnt('P', 1)
       st = 'P'
     elseif pool ~= '' then
-      -- reason PLACED implied
+      -- reason PLACED implied (RECEIVED recorded)
       f[#f + 1] = 'st'; f[#f + 1] = 'R'; f[#f + 1] = 'po'; f[#f + 1] = pool
+      if carried then f[#f + 1] = 'rs'; f[#f + 1] = born end
       f[#f + 1] = 'eq'; f[#f + 1] = snow; f[#f + 1] = 'rt'; f[#f + 1] = snow
       zadd(qkey(pool, prio), snow, id)
       cnt('R', 1)
@@ -103,10 +124,20 @@ for _ = 1, n do
       wake(pool)
       st = 'R'
     else
-      f[#f + 1] = 'st'; f[#f + 1] = 'P'; f[#f + 1] = 'rs'; f[#f + 1] = 'SUBMITTED'
+      f[#f + 1] = 'st'; f[#f + 1] = 'P'; f[#f + 1] = 'rs'; f[#f + 1] = born
       zadd(K_DUE, snow, id)
       cnt('P', 1)
       st = 'P'
+    end
+    if carried then
+      f[#f + 1] = 'hx'; f[#f + 1] = snow
+      f[#f + 1] = 'lg'; f[#f + 1] = '1'
+      local at = '0'
+      for j = 1, #f, 2 do if f[j] == 'at' then at = f[j + 1] end end
+      lines[#lines + 1] = snow .. '\tH\t' .. st .. '\tRECEIVED\thandoff\t' .. at .. '\t'
+      for j = 1, #lines, 500 do
+        redis.call('RPUSH', lkey(id), unpack(lines, j, math.min(j + 499, #lines)))
+      end
     end
     redis.call('HSET', tkey(id), unpack(f))
     if idx > 0 then
