@@ -200,7 +200,9 @@ func cliTime(t *time.Time) string {
 	if t == nil || t.IsZero() {
 		return "-"
 	}
-	return t.Local().Format("2006-01-02 15:04:05.000")
+	// RFC 3339 with milliseconds and the zone's offset, so a time read
+	// from one machine means the same on another.
+	return t.Local().Format("2006-01-02T15:04:05.000Z07:00")
 }
 
 // cliOr is s, or "-" when empty.

@@ -53,7 +53,8 @@ func writeTask(w *tabwriter.Writer, t *task.Task) {
 	row("State", state)
 	row("Priority", strconv.Itoa(t.Priority))
 	row("Tenant", t.Tenant)
-	row("Region", t.Region)
+	row("Home region", t.Region)
+	row("Held by", t.HeldBy)
 	row("Pool", t.Pool)
 	row("Handed off to", t.HandedOffTo)
 	row("Worker", t.Worker)
@@ -115,9 +116,9 @@ func newTrailCmd() *cobra.Command {
 				return err
 			}
 			return env.show(tr, func(w *tabwriter.Writer) {
-				fmt.Fprintln(w, "TIME\tFROM\tTO\tREASON\tBY\tATTEMPT\tERROR")
+				fmt.Fprintln(w, "TIME\tREGION\tFROM\tTO\tREASON\tBY\tATTEMPT\tERROR")
 				for _, s := range tr.Transitions {
-					fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%d\t%s\n", cliTime(&s.At), cliOr(string(s.From)), s.To,
+					fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%s\t%d\t%s\n", cliTime(&s.At), cliOr(s.Region), cliOr(string(s.From)), s.To,
 						cliOr(s.Reason), cliOr(s.By), s.Attempt, cliCut(s.Error, 80))
 				}
 			})
