@@ -147,6 +147,7 @@ func TestExampleIsTheDefaults(t *testing.T) {
 	want.Worker.Exec.Allow = map[string]ExecRule{"report.generate": {
 		Argv:    []string{"/usr/local/bin/report", "--id", "{{.id}}"},
 		Env:     []string{"REPORT_FORMAT=pdf", "LANG=C.UTF-8", "PATH"},
+		Args:    map[string]ExecArg{"id": {Pattern: "[a-z0-9-]{1,64}"}},
 		Timeout: 10 * time.Minute,
 	}}
 	want.Worker.HTTP.AllowPrefixes = []string{"https://hooks.example.com/"}

@@ -307,13 +307,33 @@ type ExecRule struct {
 	// through from the worker's environment. Nothing else of the worker's
 	// environment reaches the command.
 	Env []string `mapstructure:"env" yaml:"env"`
+	// Args constrain the payload's args by name. Without an entry a value
+	// still may not start with '-' nor contain ".." (nor a NUL byte).
+	Args map[string]ExecArg `mapstructure:"args" yaml:"args"`
 	// Timeout caps one run; 0 means the task's own timeout.
 	Timeout time.Duration `mapstructure:"timeout" yaml:"timeout"`
 }
 
+// ExecArg constrains one payload arg of an exec rule.
+type ExecArg struct {
+	// Pattern is a regular expression (RE2) the whole value must match.
+	Pattern string `mapstructure:"pattern" yaml:"pattern"`
+	// AllowLeadingDash lets the value start with '-'.
+	AllowLeadingDash bool `mapstructure:"allow_leading_dash" yaml:"allow_leading_dash"`
+	// AllowDotDot lets the value contain "..".
+	AllowDotDot bool `mapstructure:"allow_dotdot" yaml:"allow_dotdot"`
+}
+
 // Handler is the rule as the exec handler takes it.
 func (r ExecRule) Handler() handlers.ExecRule {
-	return handlers.ExecRule{Argv: r.Argv, Env: r.Env, Timeout: r.Timeout}
+	h := handlers.ExecRule{Argv: r.Argv, Env: r.Env, Timeout: r.Timeout}
+	if len(r.Args) > 0 {
+		h.Args = make(map[string]handlers.ArgRule, len(r.Args))
+		for k, a := range r.Args {
+			h.Args[k] = handlers.ArgRule{Pattern: a.Pattern, AllowLeadingDash: a.AllowLeadingDash, AllowDotDot: a.AllowDotDot}
+		}
+	}
+	return h
 }
 
 // HTTP is the built-in http handler: it calls only URLs under these

@@ -38,7 +38,11 @@ auth:
 worker:
   exec:
     allow:
-      echo: {argv: [echo, "{{.msg}}"], env: [LANG=C, "GREETING=hi {{.msg}}", HOME], timeout: 1m}
+      echo:
+        argv: [echo, "{{.msg}}"]
+        env: [LANG=C, "GREETING=hi {{.msg}}", HOME]
+        args: {msg: {pattern: "[a-z ]+", allow_leading_dash: true, allow_dotdot: true}}
+        timeout: 1m
   http: {allow_prefixes: ["https://hooks.example.com/"]}
 `
 
@@ -164,6 +168,10 @@ func TestValidateEachRule(t *testing.T) {
 		{"exec env twice", func(r *Region) { setEnv(r, "echo", 2, "LANG=en") }, "worker.exec.allow[echo].env[2]: LANG is already env[0]"},
 		{"exec env template", func(r *Region) { setEnv(r, "echo", 1, "GREETING={{.msg") },
 			"worker.exec.allow[echo].env[1]: bad template: template: env[1]:1: unclosed action"},
+		{"exec arg pattern", func(r *Region) { r.Worker.Exec.Allow["echo"].Args["msg"] = ExecArg{Pattern: "(a"} },
+			"worker.exec.allow[echo].args[msg].pattern: bad pattern: error parsing regexp: missing closing ): `(a`"},
+		{"exec arg unused", func(r *Region) { r.Worker.Exec.Allow["echo"].Args["mgs"] = ExecArg{} },
+			"worker.exec.allow[echo].args[mgs]: no argv or env template of the rule uses {{.mgs}}"},
 		{"exec type name", func(r *Region) { r.Worker.Exec.Allow["bad name"] = ExecRule{Argv: []string{"true"}} },
 			"worker.exec.allow[bad name]: must be a task type: letters, digits, '.', '_', ':' and '-'"},
 		{"exec timeout", func(r *Region) {

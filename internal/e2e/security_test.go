@@ -1,6 +1,9 @@
 package e2e
 
 import (
+	"fmt"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -45,5 +48,47 @@ exec:
 		if strings.Contains(tk.Result, name) {
 			t.Fatalf("the command's environment has %s, which its rule does not name: %q", name, tk.Result)
 		}
+	}
+}
+
+// Finding 9 of issue 11: template values were not guarded. Through real
+// servers and workers, on tasks handed to the other region: --output=…
+// is refused NON_RETRYABLE before sort runs (the file is not created),
+// ../../../etc/passwd is refused before cat runs; a plain value still runs.
+func TestExecTemplateValuesAreRefused(t *testing.T) {
+	data := t.TempDir()
+	if err := os.WriteFile(filepath.Join(data, "ok.txt"), []byte("fine\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	fed := newFederation(t, fedOpts{worker: fmt.Sprintf(`
+exec:
+  allow:
+    sort: {argv: [sort, "{{.file}}"]}
+    cat: {argv: [cat, "%s/{{.file}}"]}
+`, data)})
+	out := filepath.Join(t.TempDir(), "x")
+	for _, c := range []struct {
+		command, file, refused string
+	}{
+		{"sort", "--output=" + out, `exec sort: args.file "--output=`},
+		{"cat", "../../../../../../../../etc/passwd", `exec cat: args.file "../../../../../../../../etc/passwd" contains ".."`},
+	} {
+		h := fed.handedOffTask("us-east-1", "eu-west-1", tokSubmitterA, map[string]any{
+			"type": "exec", "payload": map[string]any{"command": c.command, "args": map[string]string{"file": c.file}}})
+		tk := fed.waitState("us-east-1", tokSubmitterA, h.ID, task.Failed, 20*time.Second)
+		if tk.Reason != task.ReasonNonRetryable || tk.Attempts != 1 || !strings.Contains(tk.LastError, c.refused) {
+			t.Fatalf("%s %q: %s after %d attempts: %q, want NON_RETRYABLE with %q", c.command, c.file, tk.Reason, tk.Attempts, tk.LastError, c.refused)
+		}
+		if strings.Contains(tk.LastError, "root:") {
+			t.Fatalf("the error shows /etc/passwd: %q", tk.LastError)
+		}
+	}
+	if _, err := os.Stat(out); !os.IsNotExist(err) {
+		t.Fatalf("sort --output created %s (stat: %v)", out, err)
+	}
+	h := fed.handedOffTask("us-east-1", "eu-west-1", tokSubmitterA, map[string]any{
+		"type": "exec", "payload": map[string]any{"command": "cat", "args": map[string]string{"file": "ok.txt"}}})
+	if tk := fed.waitState("us-east-1", tokSubmitterA, h.ID, task.Success, 20*time.Second); tk.Result != "fine " && tk.Result != "fine\n" {
+		t.Fatalf("cat ok.txt: result %q", tk.Result)
 	}
 }

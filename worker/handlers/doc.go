@@ -18,7 +18,10 @@
 //	       runs the allowlisted command named "echo" (see ExecRule); args
 //	       fill the rule's {{.name}} placeholders and must be strings or
 //	       numbers. The payload never reaches a shell: each argv element is
-//	       one argument. Success records the last 4 KiB of stdout; a non-zero
+//	       one argument. Values starting with '-' or holding ".." are
+//	       refused unless the rule's Args allow them (ArgRule, with an
+//	       optional pattern), and the command's environment is only what
+//	       the rule's Env names. Success records the last 4 KiB of stdout; a non-zero
 //	       exit is a retryable failure with the last bytes of stderr (or
 //	       stdout when stderr is empty).
 //	http   {"url": "https://hooks.example.com/x", "body": {...}}

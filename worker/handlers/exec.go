@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"os"
 	"regexp"
-	"strconv"
 	"strings"
 	"text/template"
 	"time"
@@ -40,6 +39,13 @@ type ExecRule struct {
 	// the worker's and may not be listed. Give "PATH" when the command
 	// runs programs by name.
 	Env []string
+	// Args constrain the payload's args, by name. Every value, of an arg
+	// named here or not, is refused when it holds a NUL byte, starts with
+	// '-' (a program could read it as an option: --output=/etc/x) or
+	// contains ".." (a path climbing out of its directory: ../../etc/x),
+	// unless its ArgRule allows it; nor may values put together make an
+	// argument start with '-' or hold ".." that the rule's own text does not.
+	Args map[string]ArgRule
 	// Dir is the working directory ("": the worker's).
 	Dir string
 	// Timeout bounds one run (0: only the task's own timeout applies).
@@ -49,6 +55,19 @@ type ExecRule struct {
 	KillGrace time.Duration
 }
 
+// ArgRule constrains the values one payload arg may take.
+type ArgRule struct {
+	// Pattern, when set, is a regular expression (RE2 syntax) the whole
+	// value must match: "[0-9]+" refuses "12x". A rule that puts a value
+	// into a path or an option should give one.
+	Pattern string
+	// AllowLeadingDash lets the value start with '-' (negative numbers,
+	// say; then give a Pattern too).
+	AllowLeadingDash bool
+	// AllowDotDot lets the value contain "..".
+	AllowDotDot bool
+}
+
 // execPayload is the exec handler's payload.
 type execPayload struct {
 	Command string                     `json:"command"`
@@ -56,10 +75,11 @@ type execPayload struct {
 }
 
 type command struct {
-	name string
-	rule ExecRule
-	args []*template.Template // Argv[1:]
-	env  []envEntry           // in the rule's order
+	name   string
+	rule   ExecRule
+	args   []*template.Template // Argv[1:]
+	env    []envEntry           // in the rule's order
+	guards map[string]guard     // by arg name; absent: the defaults
 }
 
 // envEntry is one variable of a rule's environment: a template, or a fixed
@@ -206,63 +226,34 @@ func build(name string, r ExecRule) (*command, []*RuleError) {
 		}
 		c.env = append(c.env, envEntry{name: k, tmpl: parse(field, v)})
 	}
+	used := map[string]bool{}
+	for _, tm := range c.templates() {
+		if tm != nil {
+			fieldsOf(tm.Root, used)
+		}
+	}
+	c.guards = map[string]guard{}
+	for _, k := range sortedKeys(r.Args) {
+		a := r.Args[k]
+		field := "args[" + k + "]"
+		g := guard{ArgRule: a}
+		if a.Pattern != "" {
+			// Checked as written, so the error shows the operator's text.
+			if _, err := regexp.Compile(a.Pattern); err != nil {
+				bad(field+".pattern", "bad pattern: %v", err)
+			} else if g.re, err = regexp.Compile(`^(?:` + a.Pattern + `)$`); err != nil {
+				bad(field+".pattern", "bad pattern: %v", err)
+			}
+		}
+		if !used[k] {
+			bad(field, "no argv or env template of the rule uses {{.%s}}", k)
+		}
+		c.guards[k] = g
+	}
 	if len(errs) > 0 {
 		return nil, errs
 	}
 	return c, nil
-}
-
-var missingKeyRe = regexp.MustCompile(`map has no entry for key "([^"]*)"`)
-
-// render fills the rule's templates from args (strings and numbers only).
-func (c *command) render(args map[string]json.RawMessage, t *worker.Task) (argv, env []string, err error) {
-	data := make(map[string]string, len(args))
-	for k, raw := range args {
-		var v any
-		dec := json.NewDecoder(bytes.NewReader(raw))
-		dec.UseNumber()
-		if err := dec.Decode(&v); err != nil {
-			return nil, nil, fmt.Errorf("exec %s: args.%s: %v", c.name, k, err)
-		}
-		switch x := v.(type) {
-		case string:
-			data[k] = x
-		case json.Number:
-			data[k] = x.String()
-		default:
-			return nil, nil, fmt.Errorf("exec %s: args.%s must be a string or a number", c.name, k)
-		}
-	}
-	fill := func(tm *template.Template) (string, error) {
-		var b strings.Builder
-		if err := tm.Execute(&b, data); err != nil {
-			if m := missingKeyRe.FindStringSubmatch(err.Error()); m != nil {
-				return "", fmt.Errorf("exec %s: payload args lack %q, which the rule's %s uses", c.name, m[1], strings.TrimPrefix(tm.Name(), c.name+" "))
-			}
-			return "", fmt.Errorf("exec %s: %v", c.name, err)
-		}
-		return b.String(), nil
-	}
-	argv = []string{c.rule.Argv[0]}
-	for _, tm := range c.args {
-		s, err := fill(tm)
-		if err != nil {
-			return nil, nil, err
-		}
-		argv = append(argv, s)
-	}
-	// Never nil: os/exec gives a nil Env the worker's whole environment.
-	env = []string{"AX_TASK_ID=" + t.ID, "AX_TASK_TYPE=" + t.Type, "AX_ATTEMPT=" + strconv.Itoa(t.Attempt), "AX_TRACE_ID=" + t.TraceID}
-	for _, e := range c.env {
-		s := e.value
-		if e.tmpl != nil {
-			if s, err = fill(e.tmpl); err != nil {
-				return nil, nil, err
-			}
-		}
-		env = append(env, e.name+"="+s)
-	}
-	return argv, env, nil
 }
 
 // outcome turns how a run ended into the handler's result.
