@@ -32,6 +32,8 @@ type APIConfig struct {
 	Pools []string
 	// Schedules serves /v1/schedules (nil: 503, this server runs none).
 	Schedules Schedules
+	// DAGs serves /v1/dags (nil: 503).
+	DAGs DAGs
 }
 
 // API serves DESIGN §6's HTTP API for one server.
@@ -158,6 +160,8 @@ func toAPIError(err error) *apiError {
 		return &apiError{status: 404, code: apiv1.CodeNotFound, msg: "no such task (malformed id)", field: "id"}
 	case errors.Is(err, task.ErrNotFound):
 		return &apiError{status: 404, code: apiv1.CodeNotFound, msg: "no such task"}
+	case errors.Is(err, queue.ErrDAGNotFound):
+		return &apiError{status: 404, code: apiv1.CodeNotFound, msg: "no such DAG run", field: "id"}
 	case errors.Is(err, task.ErrIdempotencyConflict):
 		return &apiError{status: 409, code: apiv1.CodeConflict, msg: "idempotency key already used with a different spec", field: "idempotency_key"}
 	case errors.As(err, &te):
@@ -535,7 +539,7 @@ func (a *API) drain(w http.ResponseWriter, r *http.Request, _ Principal) error {
 		if r.URL.RawQuery != "" {
 			path += "?" + r.URL.RawQuery // the rate goes with the request
 		}
-		if err := a.n.proxy(r.Context(), name, http.MethodPost, path, struct{}{}, &resp); err != nil {
+		if err := a.n.Proxy(r.Context(), name, http.MethodPost, path, struct{}{}, &resp); err != nil {
 			return err
 		}
 		writeJSON(w, http.StatusOK, resp)
@@ -603,7 +607,7 @@ func (a *API) events(w http.ResponseWriter, r *http.Request, _ Principal) error 
 		}
 		var resp apiv1.EventsResponse
 		path := "/v1/events?" + q.Encode()
-		if err := a.n.proxy(r.Context(), reg, http.MethodGet, path, nil, &resp); err != nil {
+		if err := a.n.Proxy(r.Context(), reg, http.MethodGet, path, nil, &resp); err != nil {
 			return err
 		}
 		writeJSON(w, http.StatusOK, resp)

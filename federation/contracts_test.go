@@ -1,6 +1,7 @@
 package federation_test
 
 import (
+	"github.com/ax-sched/ax/dag"
 	"github.com/ax-sched/ax/federation"
 	"github.com/ax-sched/ax/schedule"
 )
@@ -11,5 +12,7 @@ import (
 // beside the methods.
 var (
 	_ schedule.Enqueuer    = (*federation.Node)(nil)
+	_ dag.Tasks            = (*federation.Node)(nil)
 	_ federation.Schedules = (*schedule.Scheduler)(nil)
+	_ federation.DAGs      = (*dag.Runs)(nil)
 )

@@ -2,6 +2,7 @@ package federation
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -12,19 +13,18 @@ import (
 	"github.com/ax-sched/ax/federation/apiv1"
 	"github.com/ax-sched/ax/queue"
 	"github.com/ax-sched/ax/task"
-	"github.com/prometheus/client_golang/prometheus"
 )
 
-// dagMetrics are process-wide (labelled by region): NewAPI registers them
-// with its Gatherer when that is also a Registerer (a *prometheus.Registry,
-// as the server's is).
-var dagMetrics = struct {
-	runs, released *prometheus.CounterVec
-}{
-	runs: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "ax_dag_runs_total",
-		Help: "DAG runs entering a state: RUNNING (accepted), SUCCESS, FAILED, CANCELED."}, []string{"region", "state"}),
-	released: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "ax_dag_nodes_released_total",
-		Help: "DAG nodes released (their task submitted), counted once per node."}, []string{"region"}),
+// DAGs is what the DAG endpoints need; *dag.Runs implements it. Errors
+// are *task.FieldError, queue.ErrDAGNotFound, and the federation's own
+// (a home region unreachable), mapped by toAPIError like any other.
+type DAGs interface {
+	// Create validates and starts a run in this region, its tenant settled.
+	Create(ctx context.Context, req *apiv1.DAGRequest) (*apiv1.DAGStatus, error)
+	// Status reads a run wherever it lives (hops: see Node.Get).
+	Status(ctx context.Context, id string, hops int) (*apiv1.DAGStatus, error)
+	// Cancel cancels a run of tenant ("" any) wherever it lives, as by.
+	Cancel(ctx context.Context, id, tenant, by string, hops int) (*apiv1.DAGStatus, error)
 }
 
 // dagRoutes registers POST /v1/dags, GET /v1/dags/{id} and POST
@@ -34,14 +34,15 @@ func (a *API) dagRoutes() {
 	a.route("GET /v1/dags/{id}", RoleSubmitter, a.getDAG)
 	// Cancelling is an operator action, as for tasks (DESIGN §6 roles).
 	a.route("POST /v1/dags/{id}/cancel", RoleOperator, a.cancelDAG)
-	if reg, ok := a.cfg.Gatherer.(prometheus.Registerer); ok {
-		for _, c := range []prometheus.Collector{dagMetrics.runs, dagMetrics.released} {
-			var are prometheus.AlreadyRegisteredError
-			if err := reg.Register(c); err != nil && !errors.As(err, &are) {
-				a.n.log.Warn("DAG metrics not registered", "err", err)
-			}
-		}
+}
+
+// dags is the server's DAG runs, or a 503 when it serves none.
+func (a *API) dags() (DAGs, error) {
+	if a.cfg.DAGs != nil {
+		return a.cfg.DAGs, nil
 	}
+	return nil, &apiError{status: http.StatusServiceUnavailable, code: apiv1.CodeUnavailable,
+		msg: "this server runs no DAG runs"}
 }
 
 // dagWire is a DAGRequest as read: nodes are decoded one by one, so an
@@ -53,15 +54,19 @@ type dagWire struct {
 }
 
 func (a *API) createDAG(w http.ResponseWriter, r *http.Request, p Principal) error {
+	dags, err := a.dags()
+	if err != nil {
+		return err
+	}
 	// Room for every node's payload, within reason.
-	limit := min(int64(MaxDAGNodes)*int64(a.cfg.MaxPayload+4<<10), 64<<20)
+	limit := min(int64(apiv1.MaxDAGNodes)*int64(a.cfg.MaxPayload+4<<10), 64<<20)
 	var wire dagWire
 	if err := decode(w, r, limit, &wire); err != nil {
 		return err
 	}
-	req := DAGRequest{Name: wire.Name, Tenant: wire.Tenant, Nodes: make([]DAGNodeSpec, len(wire.Nodes))}
-	if len(wire.Nodes) > MaxDAGNodes {
-		return &task.FieldError{Field: "nodes", Msg: fmt.Sprintf("at most %d nodes", MaxDAGNodes)}
+	req := apiv1.DAGRequest{Name: wire.Name, Tenant: wire.Tenant, Nodes: make([]apiv1.DAGNodeSpec, len(wire.Nodes))}
+	if len(wire.Nodes) > apiv1.MaxDAGNodes {
+		return &task.FieldError{Field: "nodes", Msg: fmt.Sprintf("at most %d nodes", apiv1.MaxDAGNodes)}
 	}
 	for i, raw := range wire.Nodes {
 		nd, err := decodeDAGNode(i, raw)
@@ -76,7 +81,7 @@ func (a *API) createDAG(w http.ResponseWriter, r *http.Request, p Principal) err
 		}
 		req.Tenant = p.Tenant
 	}
-	st, err := a.n.CreateDAG(r.Context(), &req)
+	st, err := dags.Create(r.Context(), &req)
 	var fe *task.FieldError
 	if errors.As(err, &fe) && strings.HasSuffix(fe.Field, ".task.payload") && strings.HasPrefix(fe.Msg, "larger than") {
 		return &apiError{status: 413, code: apiv1.CodeTooLarge, msg: fe.Error(), field: fe.Field}
@@ -89,10 +94,10 @@ func (a *API) createDAG(w http.ResponseWriter, r *http.Request, p Principal) err
 }
 
 // decodeDAGNode strictly decodes node i; errors name nodes[i].<field>.
-func decodeDAGNode(i int, raw json.RawMessage) (DAGNodeSpec, error) {
+func decodeDAGNode(i int, raw json.RawMessage) (apiv1.DAGNodeSpec, error) {
 	dec := json.NewDecoder(bytes.NewReader(raw))
 	dec.DisallowUnknownFields()
-	var nd DAGNodeSpec
+	var nd apiv1.DAGNodeSpec
 	err := dec.Decode(&nd)
 	if err == nil {
 		return nd, nil
@@ -100,9 +105,9 @@ func decodeDAGNode(i int, raw json.RawMessage) (DAGNodeSpec, error) {
 	var te *json.UnmarshalTypeError
 	if errors.As(err, &te) {
 		if te.Field == "" {
-			return nd, &task.FieldError{Field: nodeField(i, ""), Msg: "must be an object"}
+			return nd, &task.FieldError{Field: fmt.Sprintf("nodes[%d]", i), Msg: "must be an object"}
 		}
-		return nd, &task.FieldError{Field: nodeField(i, te.Field), Msg: "must be " + te.Type.String()}
+		return nd, &task.FieldError{Field: fmt.Sprintf("nodes[%d].%s", i, te.Field), Msg: "must be " + te.Type.String()}
 	}
 	if f, ok := strings.CutPrefix(err.Error(), "json: unknown field "); ok {
 		f = strings.Trim(f, `"`)
@@ -110,19 +115,22 @@ func decodeDAGNode(i int, raw json.RawMessage) (DAGNodeSpec, error) {
 		if _, serr := task.DecodeSpec([]byte(`{"` + f + `":null}`)); serr == nil {
 			msg = `unknown field: a node's task spec goes under "task"`
 		}
-		return nd, &task.FieldError{Field: nodeField(i, f), Msg: msg}
+		return nd, &task.FieldError{Field: fmt.Sprintf("nodes[%d].%s", i, f), Msg: msg}
 	}
-	return nd, &task.FieldError{Field: nodeField(i, ""), Msg: "invalid JSON: " + strings.TrimPrefix(err.Error(), "json: ")}
+	return nd, &task.FieldError{Field: fmt.Sprintf("nodes[%d]", i), Msg: "invalid JSON: " + strings.TrimPrefix(err.Error(), "json: ")}
 }
 
 func (a *API) getDAG(w http.ResponseWriter, r *http.Request, p Principal) error {
-	st, err := a.n.DAG(r.Context(), r.PathValue("id"), hops(r))
-	if errors.Is(err, queue.ErrDAGNotFound) || err == nil && !p.sees(st.Tenant) {
-		// Another tenant's run is as absent as a missing one.
-		return &apiError{status: 404, code: apiv1.CodeNotFound, msg: "no such DAG run", field: "id"}
-	}
+	dags, err := a.dags()
 	if err != nil {
 		return err
+	}
+	st, err := dags.Status(r.Context(), r.PathValue("id"), hops(r))
+	if err != nil {
+		return err
+	}
+	if !p.sees(st.Tenant) {
+		return queue.ErrDAGNotFound // another tenant's run is as absent as a missing one
 	}
 	writeJSON(w, http.StatusOK, st)
 	return nil
@@ -134,17 +142,18 @@ func (a *API) getDAG(w http.ResponseWriter, r *http.Request, p Principal) error 
 // as they cancel tasks; a tenant-bound operator only its tenant's: another
 // tenant's run is 404, as for reads. The body, if any, must be empty or {}.
 func (a *API) cancelDAG(w http.ResponseWriter, r *http.Request, p Principal) error {
+	dags, err := a.dags()
+	if err != nil {
+		return err
+	}
 	if err := emptyBody(w, r); err != nil {
 		return err
 	}
 	tenant := p.Tenant
 	if p.Cluster {
-		tenant = r.URL.Query().Get(forTenant) // the forwarding server's caller
+		tenant = r.URL.Query().Get(apiv1.ParamForTenant) // the forwarding server's caller
 	}
-	st, err := a.n.CancelDAG(r.Context(), r.PathValue("id"), tenant, actor(r, p), hops(r))
-	if errors.Is(err, queue.ErrDAGNotFound) {
-		return &apiError{status: 404, code: apiv1.CodeNotFound, msg: "no such DAG run", field: "id"}
-	}
+	st, err := dags.Cancel(r.Context(), r.PathValue("id"), tenant, actor(r, p), hops(r))
 	if err != nil {
 		return err
 	}

@@ -13,8 +13,9 @@ import (
 
 // Tasks under fixed ids, for the packages that derive them (schedule: one
 // per slot; dag: one per node) and reach the federation through small
-// interfaces of their own: Node implements schedule.Enqueuer (the check is
-// in contracts_test.go, which may import schedule; this package does not).
+// interfaces of their own: Node implements schedule.Enqueuer and dag.Tasks
+// (the checks are in contracts_test.go, which may import them; this package
+// does not).
 
 // Enqueue submits sp under the fixed id into the region home, unplaced:
 // into this region's store when home is this region, else through home's
@@ -61,7 +62,7 @@ func (n *Node) EnqueueFixed(ctx context.Context, id string, sp *task.Spec) (crea
 	if err := sp.Normalize(n.cfg.Defaults, n.cfg.Now()); err != nil {
 		return false, "", err
 	}
-	res, err := n.store.Submit(ctx, queue.NewTask{ID: id, Spec: sp})
+	res, err := n.SubmitFixed(ctx, queue.NewTask{ID: id, Spec: sp})
 	if err != nil {
 		return false, "", err
 	}
@@ -72,9 +73,25 @@ func (n *Node) EnqueueFixed(ctx context.Context, id string, sp *task.Spec) (crea
 	case r.Err != nil:
 		return false, "", r.Err
 	}
-	n.metrics.submitted.WithLabelValues(n.cfg.Region, sp.Tenant, sp.Type).Inc()
-	n.wake()
 	return true, r.State, nil
+}
+
+// SubmitFixed stores tasks (normalized, with their fixed ids) in this
+// region, unplaced: the region leader places each one when due, and is
+// woken to do it now. It counts the tasks it created. The results are
+// queue.Store.Submit's: an id held already is task.ErrExists.
+func (n *Node) SubmitFixed(ctx context.Context, tasks ...queue.NewTask) ([]queue.SubmitResult, error) {
+	res, err := n.store.Submit(ctx, tasks...)
+	if err != nil {
+		return nil, err
+	}
+	for k, r := range res {
+		if r.Err == nil {
+			n.metrics.submitted.WithLabelValues(n.cfg.Region, tasks[k].Spec.Tenant, tasks[k].Spec.Type).Inc()
+		}
+	}
+	n.wake()
+	return res, nil
 }
 
 // Unfinished reports whether the task id exists and has not ended, wherever

@@ -93,6 +93,10 @@ func NewNode(cfg Config, store *queue.Store, view *View, m *Metrics) (*Node, err
 	return n, nil
 }
 
+// Close releases the node's idle connections to other regions' servers
+// (call it once the API and the leader loops stopped).
+func (n *Node) Close() { n.peers.CloseIdleConnections() }
+
 // SetCell attaches the region cell (woken after submits).
 func (n *Node) SetCell(c *region.Cell) { n.cell = c }
 

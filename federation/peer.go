@@ -640,8 +640,11 @@ func (n *Node) forwardTarget(id string) (string, bool) {
 	return p.Region, true
 }
 
-// proxy forwards one request about a task to another region's server.
-func (n *Node) proxy(ctx context.Context, regionName, method, path string, in, out any) error {
+// Proxy forwards one request to another region's server (about a task,
+// or a DAG run: package dag reaches other regions through it). An answer
+// with an error status is a *PeerError; no answer at all is
+// ErrRegionUnavailable.
+func (n *Node) Proxy(ctx context.Context, regionName, method, path string, in, out any) error {
 	api, err := n.peerAPI(regionName)
 	if err != nil {
 		return err

@@ -23,7 +23,7 @@ func (n *Node) Get(ctx context.Context, id string, hops int) (*task.Task, error)
 	switch {
 	case err == nil && t.State == task.HandedOff && hops < maxHops:
 		var remote task.Task
-		if err := n.proxy(ctx, t.HandedOffTo, http.MethodGet, taskPath(id, ""), nil, &remote); err != nil {
+		if err := n.Proxy(ctx, t.HandedOffTo, http.MethodGet, taskPath(id, ""), nil, &remote); err != nil {
 			if isPeerNotFound(err) {
 				return t, nil // the forwarding record is all we know
 			}
@@ -33,7 +33,7 @@ func (n *Node) Get(ctx context.Context, id string, hops int) (*task.Task, error)
 	case errors.Is(err, task.ErrNotFound) && hops < maxHops:
 		if home, ok := n.forwardTarget(id); ok {
 			var remote task.Task
-			if err := n.proxy(ctx, home, http.MethodGet, taskPath(id, ""), nil, &remote); err != nil {
+			if err := n.Proxy(ctx, home, http.MethodGet, taskPath(id, ""), nil, &remote); err != nil {
 				return nil, err
 			}
 			return &remote, nil
@@ -49,7 +49,7 @@ func (n *Node) Trail(ctx context.Context, id string, hops int) ([]task.Transitio
 	if errors.Is(err, task.ErrNotFound) && hops < maxHops {
 		if home, ok := n.forwardTarget(id); ok {
 			var r apiv1.TrailResponse
-			if err := n.proxy(ctx, home, http.MethodGet, taskPath(id, "/trail"), nil, &r); err != nil {
+			if err := n.Proxy(ctx, home, http.MethodGet, taskPath(id, "/trail"), nil, &r); err != nil {
 				return nil, err
 			}
 			return r.Transitions, nil
@@ -60,7 +60,7 @@ func (n *Node) Trail(ctx context.Context, id string, hops int) ([]task.Transitio
 	}
 	if t, gerr := n.store.Get(ctx, id); gerr == nil && t.State == task.HandedOff && hops < maxHops {
 		var r apiv1.TrailResponse
-		if err := n.proxy(ctx, t.HandedOffTo, http.MethodGet, taskPath(id, "/trail"), nil, &r); err == nil {
+		if err := n.Proxy(ctx, t.HandedOffTo, http.MethodGet, taskPath(id, "/trail"), nil, &r); err == nil {
 			tr = append(tr, r.Transitions...)
 			sort.SliceStable(tr, func(i, j int) bool { return tr[i].At.Before(tr[j].At) })
 		}
@@ -108,14 +108,14 @@ func (n *Node) Act(ctx context.Context, op TaskOp, id string, priority int, by s
 	switch op {
 	case OpCancel:
 		var r apiv1.CancelResponse
-		if err := n.proxy(ctx, target, http.MethodPost, taskPath(id, "/cancel"), struct{}{}, &r); err != nil {
+		if err := n.Proxy(ctx, target, http.MethodPost, taskPath(id, "/cancel"), struct{}{}, &r); err != nil {
 			return "", err
 		}
 		return r.State, nil
 	case OpReplay:
-		return task.Pending, n.proxy(ctx, target, http.MethodPost, taskPath(id, "/replay"), struct{}{}, nil)
+		return task.Pending, n.Proxy(ctx, target, http.MethodPost, taskPath(id, "/replay"), struct{}{}, nil)
 	default:
-		return "", n.proxy(ctx, target, http.MethodPost, taskPath(id, "/priority"), apiv1.PriorityRequest{Priority: &priority}, nil)
+		return "", n.Proxy(ctx, target, http.MethodPost, taskPath(id, "/priority"), apiv1.PriorityRequest{Priority: &priority}, nil)
 	}
 }
 

@@ -46,56 +46,18 @@ var dagScripts = struct{ create, update, cancel *redis.Script }{
 // ErrDAGNotFound: no DAG run with this id in this region (or it expired).
 var ErrDAGNotFound = errors.New("queue: DAG run not found")
 
-// DAGState is the state of a DAG run.
-type DAGState string
-
-const (
-	DAGRunning DAGState = "RUNNING"
-	DAGSuccess DAGState = "SUCCESS" // every node SUCCESS or SKIPPED
-	DAGFailed  DAGState = "FAILED"  // some node FAILED or CANCELED
-	// DAGCanceled: a cancel was requested (CancelDAG) before the run ended;
-	// its nodes say what each did.
-	DAGCanceled DAGState = "CANCELED"
-)
-
-// NodeState is the state of one node of a DAG run.
-type NodeState string
-
-const (
-	NodeWaiting  NodeState = "WAITING"  // upstream not settled yet
-	NodeReleased NodeState = "RELEASED" // its task was submitted
-	NodeSuccess  NodeState = "SUCCESS"
-	NodeFailed   NodeState = "FAILED"
-	NodeCanceled NodeState = "CANCELED" // its task was canceled, or never submitted (UPSTREAM_FAILED, or CANCELED_BY_USER while WAITING)
-	NodeSkipped  NodeState = "SKIPPED"  // its trigger rule can no longer hold
-)
-
-// Terminal reports whether the node is settled.
-func (s NodeState) Terminal() bool {
-	return s == NodeSuccess || s == NodeFailed || s == NodeCanceled || s == NodeSkipped
+var nodeCodes = map[task.NodeState]string{
+	task.NodeWaiting: "W", task.NodeReleased: "R", task.NodeSuccess: "S", task.NodeFailed: "F", task.NodeCanceled: "C", task.NodeSkipped: "K",
 }
 
-var nodeCodes = map[NodeState]string{
-	NodeWaiting: "W", NodeReleased: "R", NodeSuccess: "S", NodeFailed: "F", NodeCanceled: "C", NodeSkipped: "K",
-}
-
-func nodeStateOf(code string) NodeState {
+func nodeStateOf(code string) task.NodeState {
 	for s, c := range nodeCodes {
 		if c == code {
 			return s
 		}
 	}
-	return NodeState(code)
+	return task.NodeState(code)
 }
-
-// TriggerRule says when a node runs, given its upstream nodes.
-type TriggerRule string
-
-const (
-	AllSuccess TriggerRule = "all_success" // every upstream SUCCESS (the default)
-	AllDone    TriggerRule = "all_done"    // every upstream settled, whatever the outcome
-	OneFailed  TriggerRule = "one_failed"  // at least one upstream FAILED or CANCELED
-)
 
 // DAGDef is a run's definition as stored: validated, with every node's task
 // id derived (DAGTaskID). Task holds the node's task spec as submitted; it
@@ -109,16 +71,16 @@ type DAGDef struct {
 
 // DAGNodeDef is one node of a definition.
 type DAGNodeDef struct {
-	ID          string          `json:"id"`
-	DependsOn   []string        `json:"depends_on,omitempty"`
-	TriggerRule TriggerRule     `json:"trigger_rule"`
-	TaskID      string          `json:"task_id"`
-	Task        json.RawMessage `json:"task"`
+	ID          string           `json:"id"`
+	DependsOn   []string         `json:"depends_on,omitempty"`
+	TriggerRule task.TriggerRule `json:"trigger_rule"`
+	TaskID      string           `json:"task_id"`
+	Task        json.RawMessage  `json:"task"`
 }
 
 // DAGNode is the recorded state of one node.
 type DAGNode struct {
-	State    NodeState
+	State    task.NodeState
 	Reason   string // e.g. UPSTREAM_FAILED, or the task's reason when it ended
 	Attempts int    // attempts of its task when it ended
 	Region   string // where its task ran (when it ended)
@@ -149,7 +111,7 @@ type DAGRun struct {
 	ID         string
 	Name       string
 	Tenant     string
-	State      DAGState
+	State      task.DAGState
 	CreatedAt  time.Time
 	FinishedAt *time.Time
 	// CancelRequestedAt is set once a cancel was requested (CancelDAG) while
@@ -162,25 +124,25 @@ type DAGRun struct {
 // DAGStep is one node transition: From is the state the caller read.
 type DAGStep struct {
 	Node string
-	From NodeState // NodeWaiting or NodeReleased
-	To   DAGNode   // its time is set by Redis
+	From task.NodeState // task.NodeWaiting or task.NodeReleased
+	To   DAGNode        // its time is set by Redis
 }
 
 // DAGUpdate is what UpdateDAG did.
 type DAGUpdate struct {
-	Applied  int      // steps applied (the others found the node moved on)
-	Released int      // of those, WAITING → RELEASED
-	State    DAGState // the run's state after the call
-	Ended    bool     // this call ended the run
+	Applied  int           // steps applied (the others found the node moved on)
+	Released int           // of those, WAITING → RELEASED
+	State    task.DAGState // the run's state after the call
+	Ended    bool          // this call ended the run
 	// Canceling: a cancel was requested; no step released a node.
 	Canceling bool
 }
 
 // DAGCancel is what CancelDAG did.
 type DAGCancel struct {
-	First    bool     // this call recorded the request (false: asked before, or the run had ended)
-	Canceled int      // WAITING nodes this call moved to CANCELED
-	State    DAGState // the run's state (RUNNING until the leader ends it)
+	First    bool          // this call recorded the request (false: asked before, or the run had ended)
+	Canceled int           // WAITING nodes this call moved to CANCELED
+	State    task.DAGState // the run's state (RUNNING until the leader ends it)
 	// RequestedAt is when the cancel was requested (Redis time), nil when
 	// the run ended without one.
 	RequestedAt *time.Time
@@ -234,7 +196,7 @@ func (s *Store) CreateDAG(ctx context.Context, def *DAGDef, initial map[string]D
 	for _, n := range def.Nodes {
 		st, ok := initial[n.ID]
 		if !ok {
-			st = DAGNode{State: NodeWaiting}
+			st = DAGNode{State: task.NodeWaiting}
 		}
 		argv = append(argv, n.ID, st.value())
 	}
@@ -277,7 +239,7 @@ func (s *Store) DAG(ctx context.Context, id string) (*DAGRun, error) {
 	if len(h) == 0 {
 		return nil, fmt.Errorf("%w: %s", ErrDAGNotFound, id)
 	}
-	r := &DAGRun{ID: id, Name: h["nm"], Tenant: h["tn"], State: DAGState(h["st"]), FinishedAt: msTime(h["fa"]),
+	r := &DAGRun{ID: id, Name: h["nm"], Tenant: h["tn"], State: task.DAGState(h["st"]), FinishedAt: msTime(h["fa"]),
 		CancelRequestedAt: msTime(h["cx"]), CanceledBy: h["cb"], Nodes: make(map[string]DAGNode, len(nc.Val()))}
 	if t := msTime(h["ct"]); t != nil {
 		r.CreatedAt = *t
@@ -330,7 +292,7 @@ func (s *Store) UpdateDAG(ctx context.Context, f Fence, id string, steps []DAGSt
 	case len(out) == 1:
 		return DAGUpdate{}, fmt.Errorf("%w: %s", ErrDAGNotFound, id)
 	}
-	return DAGUpdate{Applied: toInt(out[0]), Released: toInt(out[1]), State: DAGState(toStr(out[2])), Ended: toInt(out[3]) == 1,
+	return DAGUpdate{Applied: toInt(out[0]), Released: toInt(out[1]), State: task.DAGState(toStr(out[2])), Ended: toInt(out[3]) == 1,
 		Canceling: toInt(out[4]) == 1}, nil
 }
 
@@ -350,7 +312,7 @@ func (s *Store) UpdateDAG(ctx context.Context, f Fence, id string, steps []DAGSt
 // before or after it, no node is released after it and no outcome is lost.
 // Only the leader ends the run, so the run's fence key keeps its expiry.
 func (s *Store) CancelDAG(ctx context.Context, id, tenant, by string) (DAGCancel, error) {
-	canceled := DAGNode{State: NodeCanceled, Reason: task.ReasonCanceledByUser}
+	canceled := DAGNode{State: task.NodeCanceled, Reason: task.ReasonCanceledByUser}
 	keys := []string{s.dagKey(id, "run"), s.dagKey(id, "nodes")}
 	out, err := dagScripts.cancel.Run(ctx, s.rdb, keys, s.clock(), tenant, by, canceled.value()).Slice()
 	if err != nil {
@@ -359,6 +321,6 @@ func (s *Store) CancelDAG(ctx context.Context, id, tenant, by string) (DAGCancel
 	if len(out) == 1 {
 		return DAGCancel{}, fmt.Errorf("%w: %s", ErrDAGNotFound, id)
 	}
-	return DAGCancel{First: toInt(out[0]) == 1, Canceled: toInt(out[1]), State: DAGState(toStr(out[2])),
+	return DAGCancel{First: toInt(out[0]) == 1, Canceled: toInt(out[1]), State: task.DAGState(toStr(out[2])),
 		RequestedAt: msTime(toStr(out[3]))}, nil
 }

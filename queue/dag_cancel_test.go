@@ -20,7 +20,7 @@ func TestDAGCancel(t *testing.T) {
 	// task runs; b, c and e are WAITING.
 	def := e.dagDef("a", "b:a", "c:b", "d", "e:d")
 	if err := e.s.CreateDAG(e.ctx, def, map[string]DAGNode{
-		"a": {State: NodeReleased}, "d": {State: NodeSuccess, Reason: task.ReasonCompleted, Attempts: 1, Region: "eu-west", Pool: "cpu"},
+		"a": {State: task.NodeReleased}, "d": {State: task.NodeSuccess, Reason: task.ReasonCompleted, Attempts: 1, Region: "eu-west", Pool: "cpu"},
 	}); err != nil {
 		t.Fatal(err)
 	}
@@ -34,7 +34,7 @@ func TestDAGCancel(t *testing.T) {
 	if _, err := e.s.CancelDAG(e.ctx, def.ID, "globex", "mallory"); !errors.Is(err, ErrDAGNotFound) {
 		t.Fatalf("another tenant's cancel: %v, want ErrDAGNotFound", err)
 	}
-	if run := e.dag(def.ID); run.CancelRequestedAt != nil || run.Nodes["b"].State != NodeWaiting {
+	if run := e.dag(def.ID); run.CancelRequestedAt != nil || run.Nodes["b"].State != task.NodeWaiting {
 		t.Fatalf("another tenant's cancel changed the run: %+v", run)
 	}
 	if _, err := e.s.CancelDAG(e.ctx, e.s.NewID(0, e.clock.Now()), "", "op"); !errors.Is(err, ErrDAGNotFound) {
@@ -46,19 +46,19 @@ func TestDAGCancel(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !c.First || c.Canceled != 3 || c.State != DAGRunning || c.RequestedAt == nil || !c.RequestedAt.Equal(asked) {
+	if !c.First || c.Canceled != 3 || c.State != task.DAGRunning || c.RequestedAt == nil || !c.RequestedAt.Equal(asked) {
 		t.Fatalf("first cancel: %+v", c)
 	}
 	run := e.dag(def.ID)
-	if run.CancelRequestedAt == nil || !run.CancelRequestedAt.Equal(asked) || run.CanceledBy != "alice" || run.State != DAGRunning {
+	if run.CancelRequestedAt == nil || !run.CancelRequestedAt.Equal(asked) || run.CanceledBy != "alice" || run.State != task.DAGRunning {
 		t.Fatalf("run after the cancel: %+v", run)
 	}
 	want := map[string]DAGNode{
-		"a": {State: NodeReleased},
-		"b": {State: NodeCanceled, Reason: task.ReasonCanceledByUser},
-		"c": {State: NodeCanceled, Reason: task.ReasonCanceledByUser},
-		"d": {State: NodeSuccess, Reason: task.ReasonCompleted, Attempts: 1, Region: "eu-west", Pool: "cpu"},
-		"e": {State: NodeCanceled, Reason: task.ReasonCanceledByUser},
+		"a": {State: task.NodeReleased},
+		"b": {State: task.NodeCanceled, Reason: task.ReasonCanceledByUser},
+		"c": {State: task.NodeCanceled, Reason: task.ReasonCanceledByUser},
+		"d": {State: task.NodeSuccess, Reason: task.ReasonCompleted, Attempts: 1, Region: "eu-west", Pool: "cpu"},
+		"e": {State: task.NodeCanceled, Reason: task.ReasonCanceledByUser},
 	}
 	e.wantNodes(run, want)
 
@@ -68,7 +68,7 @@ func TestDAGCancel(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if again.First || again.Canceled != 0 || again.State != DAGRunning || !again.RequestedAt.Equal(asked) {
+	if again.First || again.Canceled != 0 || again.State != task.DAGRunning || !again.RequestedAt.Equal(asked) {
 		t.Fatalf("second cancel: %+v", again)
 	}
 	if r := e.dag(def.ID); r.CanceledBy != "alice" || !r.CancelRequestedAt.Equal(asked) {
@@ -79,7 +79,7 @@ func TestDAGCancel(t *testing.T) {
 	// A leader's pass that read b WAITING before the cancel cannot release
 	// it: the node moved on. Nor can any step release a node of a cancelled
 	// run, even one found WAITING (the guard behind the compare-and-set).
-	up, err := e.s.UpdateDAG(e.ctx, leader, def.ID, []DAGStep{{Node: "b", From: NodeWaiting, To: DAGNode{State: NodeReleased}}})
+	up, err := e.s.UpdateDAG(e.ctx, leader, def.ID, []DAGStep{{Node: "b", From: task.NodeWaiting, To: DAGNode{State: task.NodeReleased}}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -89,7 +89,7 @@ func TestDAGCancel(t *testing.T) {
 	if err := e.redis.Client().HSet(e.ctx, e.s.dagKey(def.ID, "nodes"), "c", "W||0|||1").Err(); err != nil {
 		t.Fatal(err)
 	}
-	up, err = e.s.UpdateDAG(e.ctx, leader, def.ID, []DAGStep{{Node: "c", From: NodeWaiting, To: DAGNode{State: NodeReleased}}})
+	up, err = e.s.UpdateDAG(e.ctx, leader, def.ID, []DAGStep{{Node: "c", From: task.NodeWaiting, To: DAGNode{State: task.NodeReleased}}})
 	if err != nil || up.Applied != 0 || up.Released != 0 {
 		t.Fatalf("release of a cancelled run's WAITING node: %+v %v", up, err)
 	}
@@ -116,16 +116,16 @@ func TestDAGCancel(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	outcome := DAGNode{State: NodeCanceled, Reason: tk.Reason, Attempts: tk.Attempts, Region: tk.HeldBy, Pool: tk.Pool}
-	up, err = e.s.UpdateDAG(e.ctx, leader, def.ID, []DAGStep{{Node: "a", From: NodeReleased, To: outcome}})
+	outcome := DAGNode{State: task.NodeCanceled, Reason: tk.Reason, Attempts: tk.Attempts, Region: tk.HeldBy, Pool: tk.Pool}
+	up, err = e.s.UpdateDAG(e.ctx, leader, def.ID, []DAGStep{{Node: "a", From: task.NodeReleased, To: outcome}})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if up.Applied != 1 || !up.Ended || up.State != DAGCanceled {
+	if up.Applied != 1 || !up.Ended || up.State != task.DAGCanceled {
 		t.Fatalf("recording a: %+v", up)
 	}
 	run = e.dag(def.ID)
-	if run.State != DAGCanceled || run.FinishedAt == nil {
+	if run.State != task.DAGCanceled || run.FinishedAt == nil {
 		t.Fatalf("ended run: %+v", run)
 	}
 	want["a"] = outcome
@@ -138,7 +138,7 @@ func TestDAGCancel(t *testing.T) {
 	}
 	// A cancel of the ended run answers what is.
 	late, err := e.s.CancelDAG(e.ctx, def.ID, "", "bob")
-	if err != nil || late.First || late.Canceled != 0 || late.State != DAGCanceled || !late.RequestedAt.Equal(asked) {
+	if err != nil || late.First || late.Canceled != 0 || late.State != task.DAGCanceled || !late.RequestedAt.Equal(asked) {
 		t.Fatalf("cancel after the end: %+v %v", late, err)
 	}
 }
@@ -149,42 +149,42 @@ func TestDAGCancel(t *testing.T) {
 func TestDAGCancelEnds(t *testing.T) {
 	e := newEnv(t)
 	def := e.dagDef("a", "b:a")
-	if err := e.s.CreateDAG(e.ctx, def, map[string]DAGNode{"a": {State: NodeFailed, Reason: task.ReasonNonRetryable, Region: "eu-west"}}); err != nil {
+	if err := e.s.CreateDAG(e.ctx, def, map[string]DAGNode{"a": {State: task.NodeFailed, Reason: task.ReasonNonRetryable, Region: "eu-west"}}); err != nil {
 		t.Fatal(err)
 	}
 	c, err := e.s.CancelDAG(e.ctx, def.ID, "", "op")
-	if err != nil || !c.First || c.Canceled != 1 || c.State != DAGRunning {
+	if err != nil || !c.First || c.Canceled != 1 || c.State != task.DAGRunning {
 		t.Fatalf("cancel: %+v %v", c, err)
 	}
 	up, err := e.s.UpdateDAG(e.ctx, leader, def.ID, nil)
-	if err != nil || !up.Ended || up.State != DAGCanceled || up.Applied != 0 {
+	if err != nil || !up.Ended || up.State != task.DAGCanceled || up.Applied != 0 {
 		t.Fatalf("update without steps: %+v %v", up, err)
 	}
-	if up, err := e.s.UpdateDAG(e.ctx, leader, def.ID, nil); err != nil || up.Ended || up.State != DAGCanceled {
+	if up, err := e.s.UpdateDAG(e.ctx, leader, def.ID, nil); err != nil || up.Ended || up.State != task.DAGCanceled {
 		t.Fatalf("again: %+v %v", up, err)
 	}
 
 	done := e.dagDef("x")
-	if err := e.s.CreateDAG(e.ctx, done, map[string]DAGNode{"x": {State: NodeReleased}}); err != nil {
+	if err := e.s.CreateDAG(e.ctx, done, map[string]DAGNode{"x": {State: task.NodeReleased}}); err != nil {
 		t.Fatal(err)
 	}
-	up, err = e.s.UpdateDAG(e.ctx, leader, done.ID, []DAGStep{{Node: "x", From: NodeReleased, To: DAGNode{State: NodeSuccess, Reason: task.ReasonCompleted}}})
-	if err != nil || !up.Ended || up.State != DAGSuccess || up.Canceling {
+	up, err = e.s.UpdateDAG(e.ctx, leader, done.ID, []DAGStep{{Node: "x", From: task.NodeReleased, To: DAGNode{State: task.NodeSuccess, Reason: task.ReasonCompleted}}})
+	if err != nil || !up.Ended || up.State != task.DAGSuccess || up.Canceling {
 		t.Fatalf("x: %+v %v", up, err)
 	}
 	c, err = e.s.CancelDAG(e.ctx, done.ID, "", "op")
-	if err != nil || c.First || c.State != DAGSuccess || c.RequestedAt != nil {
+	if err != nil || c.First || c.State != task.DAGSuccess || c.RequestedAt != nil {
 		t.Fatalf("cancel of a run that succeeded: %+v %v", c, err)
 	}
-	if run := e.dag(done.ID); run.State != DAGSuccess || run.CancelRequestedAt != nil || run.CanceledBy != "" {
+	if run := e.dag(done.ID); run.State != task.DAGSuccess || run.CancelRequestedAt != nil || run.CanceledBy != "" {
 		t.Fatalf("the ended run was marked: %+v", run)
 	}
 	// Without a cancel, an update with no step changes nothing.
 	plain := e.dagDef("p", "q:p")
-	if err := e.s.CreateDAG(e.ctx, plain, map[string]DAGNode{"p": {State: NodeReleased}}); err != nil {
+	if err := e.s.CreateDAG(e.ctx, plain, map[string]DAGNode{"p": {State: task.NodeReleased}}); err != nil {
 		t.Fatal(err)
 	}
-	if up, err := e.s.UpdateDAG(e.ctx, leader, plain.ID, nil); err != nil || up.Ended || up.State != DAGRunning || up.Canceling {
+	if up, err := e.s.UpdateDAG(e.ctx, leader, plain.ID, nil); err != nil || up.Ended || up.State != task.DAGRunning || up.Canceling {
 		t.Fatalf("update without steps nor cancel: %+v %v", up, err)
 	}
 }
@@ -196,7 +196,7 @@ func (e *env) dagDef(nodes ...string) *DAGDef {
 	e.clock.Advance(time.Millisecond) // a fresh id each call
 	def := &DAGDef{ID: e.s.NewID(0, e.clock.Now()), Tenant: "acme"}
 	for _, spec := range nodes {
-		nd := DAGNodeDef{TriggerRule: AllSuccess, Task: []byte(`{"type":"test.noop"}`)}
+		nd := DAGNodeDef{TriggerRule: task.AllSuccess, Task: []byte(`{"type":"test.noop"}`)}
 		id, deps, _ := strings.Cut(spec, ":")
 		nd.ID = id
 		if deps != "" {

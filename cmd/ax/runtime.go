@@ -13,6 +13,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/ax-sched/ax/dag"
 	"github.com/ax-sched/ax/federation"
 	"github.com/ax-sched/ax/internal/buildinfo"
 	"github.com/ax-sched/ax/internal/config"
@@ -130,6 +131,7 @@ type server struct {
 	node     *federation.Node
 	cell     *region.Cell
 	sched    *schedule.Scheduler
+	dags     *dag.Runs
 	http     *http.Server
 	ln       net.Listener
 	id       string
@@ -200,11 +202,12 @@ func startServer(ctx context.Context, cfg *config.Region, ln net.Listener, log *
 	s.sched = schedule.New(s.global, s.node, schedule.Config{
 		Region: cfg.Name, Regions: cfg.Regions, Defaults: defaultsOf(cfg),
 		Prefix: cfg.Etcd.Prefix, ID: s.id, SessionTTL: cfg.Etcd.SessionTTL, Registerer: reg, Logger: s.log})
+	s.dags = dag.New(s.store, s.node, dag.Config{Region: cfg.Name, Defaults: defaultsOf(cfg), Registerer: reg, Logger: s.log})
 	s.cell = region.New(s.store, s.regional, s.global, region.Config{
 		Region: cfg.Name, ID: s.id, API: cfg.PublicAddr, Pools: regionPools(cfg), Prefix: cfg.Etcd.Prefix,
 		SessionTTL: cfg.Etcd.SessionTTL, Heartbeat: cfg.Lease.Heartbeat, Logger: s.log,
 		Thresholds: thresholds(cfg.Thresholds), Preemption: preemption(cfg.Preemption),
-		LeaderLoops: []func(context.Context, queue.Fence, func(error)){s.node.OutboxLoop, s.node.DAGLoop, s.node.StuckPoolLoop},
+		LeaderLoops: []func(context.Context, queue.Fence, func(error)){s.node.OutboxLoop, s.dags.Loop, s.node.StuckPoolLoop},
 	}, s.node, region.NewMetrics(reg))
 	s.node.SetCell(s.cell)
 	var pools []string
@@ -219,7 +222,7 @@ func startServer(ctx context.Context, cfg *config.Region, ln net.Listener, log *
 	api := federation.NewAPI(s.node, federation.APIConfig{
 		// The worker registry is empty unless workers run in this process (ax dev).
 		Auth: auth, MaxPayload: int(cfg.Task.MaxPayload), Gatherer: prometheus.Gatherers{reg, workerRegistry}, Pools: pools,
-		Schedules: s.sched,
+		Schedules: s.sched, DAGs: s.dags,
 		Ready: func(ctx context.Context) error {
 			_, err := s.regional.Get(clientv3.WithRequireLeader(ctx), cfg.Etcd.Prefix+"ready-probe")
 			if err != nil {

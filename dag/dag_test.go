@@ -1,4 +1,4 @@
-package federation
+package dag
 
 import (
 	"context"
@@ -12,6 +12,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ax-sched/ax/federation"
+	"github.com/ax-sched/ax/federation/apiv1"
+	"github.com/ax-sched/ax/internal/fedtest"
 	"github.com/ax-sched/ax/internal/testenv"
 	"github.com/ax-sched/ax/placement"
 	"github.com/ax-sched/ax/queue"
@@ -48,7 +51,7 @@ func testDAGValidation(t *testing.T, e *dagEnv, s *dagServer) {
 		return m
 	}
 	dag := func(nodes ...map[string]any) map[string]any { return map[string]any{"name": "v", "nodes": nodes} }
-	tooMany := make([]map[string]any, MaxDAGNodes+1)
+	tooMany := make([]map[string]any, apiv1.MaxDAGNodes+1)
 	for i := range tooMany {
 		tooMany[i] = n(fmt.Sprintf("n%d", i))
 	}
@@ -84,8 +87,8 @@ func testDAGValidation(t *testing.T, e *dagEnv, s *dagServer) {
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			rep := e.submitDAG(s, c.token, c.body).want(t, c.status)
-			er := rep.err(t)
+			rep := e.submitDAG(s, c.token, c.body).Want(t, c.status)
+			er := rep.Err(t)
 			if er.Field != c.field || !strings.Contains(er.Message, c.want) {
 				t.Fatalf("error field %q message %q; want field %q and a message with %q", er.Field, er.Message, c.field, c.want)
 			}
@@ -117,9 +120,9 @@ func testDAGFifty(t *testing.T, e *dagEnv, home *dagRegion, w *dagWorkers) {
 		nodes = append(nodes, dagNode(id, "ok", dagRegions[i%3], ds...))
 	}
 	start := time.Now()
-	var created DAGStatus
-	e.submitDAG(home.any(), dagTokAcme, map[string]any{"name": "fifty", "nodes": nodes}).want(t, http.StatusCreated).json(t, &created)
-	if created.State != queue.DAGRunning || len(created.Nodes) != 50 || created.Region != home.name {
+	var created apiv1.DAGStatus
+	e.submitDAG(home.any(), dagTokAcme, map[string]any{"name": "fifty", "nodes": nodes}).Want(t, http.StatusCreated).JSON(t, &created)
+	if created.State != task.DAGRunning || len(created.Nodes) != 50 || created.Region != home.name {
 		t.Fatalf("created: %+v", created)
 	}
 	if p, err := task.ParseID(created.ID); err != nil || p.Region != home.name {
@@ -127,13 +130,13 @@ func testDAGFifty(t *testing.T, e *dagEnv, home *dagRegion, w *dagWorkers) {
 	}
 	st := e.waitDAG(home, created.ID, 45*time.Second)
 	t.Logf("50-node DAG ran in %v", time.Since(start).Round(time.Millisecond))
-	if st.State != queue.DAGSuccess {
+	if st.State != task.DAGSuccess {
 		t.Fatalf("DAG ended %s: %+v", st.State, st.Nodes)
 	}
 	taskOf := map[string]string{}
 	regionsUsed := map[string]bool{}
 	for i, nd := range st.Nodes {
-		if nd.State != queue.NodeSuccess || nd.TaskState != task.Success || nd.TaskID == "" {
+		if nd.State != task.NodeSuccess || nd.TaskState != task.Success || nd.TaskID == "" {
 			t.Fatalf("node %s: %+v", nd.ID, nd)
 		}
 		if want := dagRegions[i%3]; nd.Region != want || nd.Pool != dagPool {
@@ -163,38 +166,38 @@ func testDAGFifty(t *testing.T, e *dagEnv, home *dagRegion, w *dagWorkers) {
 }
 
 func testDAGFailure(t *testing.T, e *dagEnv, home *dagRegion, w *dagWorkers) {
-	rule := func(n map[string]any, r queue.TriggerRule) map[string]any { n["trigger_rule"] = string(r); return n }
+	rule := func(n map[string]any, r task.TriggerRule) map[string]any { n["trigger_rule"] = string(r); return n }
 	nodes := []map[string]any{
 		dagNode("a", "fail", "eu-west-1"),
 		dagNode("b", "ok", "", "a"), // all_success: CANCELED, UPSTREAM_FAILED
 		dagNode("c", "ok", "", "b"), // below b: CANCELED too
-		rule(dagNode("d", "ok", "ap-south-1", "a"), queue.AllDone),
-		rule(dagNode("e", "ok", "us-east-1", "a"), queue.OneFailed),
+		rule(dagNode("d", "ok", "ap-south-1", "a"), task.AllDone),
+		rule(dagNode("e", "ok", "us-east-1", "a"), task.OneFailed),
 		dagNode("f", "ok", "ap-south-1"),
-		rule(dagNode("g", "ok", "", "f"), queue.OneFailed), // nothing failed: SKIPPED
-		dagNode("h", "ok", "", "g"),                        // below a skip: SKIPPED
-		dagNode("i", "ok", "", "d", "e"),                   // both ran: runs
+		rule(dagNode("g", "ok", "", "f"), task.OneFailed), // nothing failed: SKIPPED
+		dagNode("h", "ok", "", "g"),                       // below a skip: SKIPPED
+		dagNode("i", "ok", "", "d", "e"),                  // both ran: runs
 	}
-	var created DAGStatus
-	e.submitDAG(home.any(), dagTokAcme, map[string]any{"name": "failing", "nodes": nodes}).want(t, http.StatusCreated).json(t, &created)
+	var created apiv1.DAGStatus
+	e.submitDAG(home.any(), dagTokAcme, map[string]any{"name": "failing", "nodes": nodes}).Want(t, http.StatusCreated).JSON(t, &created)
 	st := e.waitDAG(home, created.ID, 30*time.Second)
-	if st.State != queue.DAGFailed {
+	if st.State != task.DAGFailed {
 		t.Fatalf("DAG ended %s, want FAILED", st.State)
 	}
 	want := map[string]struct {
-		state  queue.NodeState
+		state  task.NodeState
 		reason string
 		task   task.State
 	}{
-		"a": {queue.NodeFailed, task.ReasonNonRetryable, task.Failed},
-		"b": {queue.NodeCanceled, task.ReasonUpstreamFailed, ""},
-		"c": {queue.NodeCanceled, task.ReasonUpstreamFailed, ""},
-		"d": {queue.NodeSuccess, task.ReasonCompleted, task.Success},
-		"e": {queue.NodeSuccess, task.ReasonCompleted, task.Success},
-		"f": {queue.NodeSuccess, task.ReasonCompleted, task.Success},
-		"g": {queue.NodeSkipped, reasonNoneFailed, ""},
-		"h": {queue.NodeSkipped, reasonUpstreamSkipped, ""},
-		"i": {queue.NodeSuccess, task.ReasonCompleted, task.Success},
+		"a": {task.NodeFailed, task.ReasonNonRetryable, task.Failed},
+		"b": {task.NodeCanceled, task.ReasonUpstreamFailed, ""},
+		"c": {task.NodeCanceled, task.ReasonUpstreamFailed, ""},
+		"d": {task.NodeSuccess, task.ReasonCompleted, task.Success},
+		"e": {task.NodeSuccess, task.ReasonCompleted, task.Success},
+		"f": {task.NodeSuccess, task.ReasonCompleted, task.Success},
+		"g": {task.NodeSkipped, reasonNoneFailed, ""},
+		"h": {task.NodeSkipped, reasonUpstreamSkipped, ""},
+		"i": {task.NodeSuccess, task.ReasonCompleted, task.Success},
 	}
 	ctx := context.Background()
 	for _, nd := range st.Nodes {
@@ -214,11 +217,11 @@ func testDAGFailure(t *testing.T, e *dagEnv, home *dagRegion, w *dagWorkers) {
 			}
 		}
 	}
-	if got := counterValue(dagMetrics.runs.WithLabelValues(home.name, "FAILED")); got < 1 {
+	if got := home.counter("ax_dag_runs_total", "FAILED"); got < 1 {
 		t.Errorf("ax_dag_runs_total{state=FAILED} = %v", got)
 	}
 	// The metrics are served with the server's own.
-	rep := e.call(http.MethodGet, home.any().http.URL+"/metrics", "", nil).want(t, http.StatusOK)
+	rep := e.call(http.MethodGet, home.any().http.URL+"/metrics", "", nil).Want(t, http.StatusOK)
 	for _, m := range []string{`ax_dag_runs_total{region="us-east-1",state="FAILED"}`, `ax_dag_nodes_released_total{region="us-east-1"}`} {
 		if !strings.Contains(string(rep.Body), m) {
 			t.Errorf("/metrics lacks %s", m)
@@ -227,8 +230,8 @@ func testDAGFailure(t *testing.T, e *dagEnv, home *dagRegion, w *dagWorkers) {
 }
 
 func testDAGReads(t *testing.T, e *dagEnv, home *dagRegion) {
-	var created DAGStatus
-	e.submitDAG(home.any(), dagTokAcme, map[string]any{"nodes": []any{dagNode("only", "ok", "")}}).want(t, http.StatusCreated).json(t, &created)
+	var created apiv1.DAGStatus
+	e.submitDAG(home.any(), dagTokAcme, map[string]any{"nodes": []any{dagNode("only", "ok", "")}}).Want(t, http.StatusCreated).JSON(t, &created)
 	if created.Tenant != "acme" {
 		t.Errorf("tenant %q, want the token's", created.Tenant)
 	}
@@ -239,14 +242,14 @@ func testDAGReads(t *testing.T, e *dagEnv, home *dagRegion) {
 		t.Fatalf("read through ap-south-1: %+v", got)
 	}
 	for _, s := range []*dagServer{home.any(), away} {
-		er := e.call(http.MethodGet, s.http.URL+"/v1/dags/"+created.ID, dagTokGlobex, nil).want(t, http.StatusNotFound).err(t)
+		er := e.call(http.MethodGet, s.http.URL+"/v1/dags/"+created.ID, dagTokGlobex, nil).Want(t, http.StatusNotFound).Err(t)
 		if er.Code != "not_found" {
 			t.Errorf("another tenant: %+v", er)
 		}
 	}
 	missing := task.NewIDGen().New(home.name, 0, time.Now())
-	e.call(http.MethodGet, away.http.URL+"/v1/dags/"+missing, dagTokAcme, nil).want(t, http.StatusNotFound)
-	e.call(http.MethodGet, away.http.URL+"/v1/dags/not-an-id", dagTokAcme, nil).want(t, http.StatusNotFound)
+	e.call(http.MethodGet, away.http.URL+"/v1/dags/"+missing, dagTokAcme, nil).Want(t, http.StatusNotFound)
+	e.call(http.MethodGet, away.http.URL+"/v1/dags/not-an-id", dagTokAcme, nil).Want(t, http.StatusNotFound)
 	e.waitDAG(home, created.ID, 20*time.Second)
 }
 
@@ -266,8 +269,8 @@ func testDAGLeaderKill(t *testing.T, e *dagEnv, home *dagRegion, w *dagWorkers) 
 	if leader == nil {
 		t.Fatal("no leader in the home region")
 	}
-	var created DAGStatus
-	e.submitDAG(leader, dagTokAcme, map[string]any{"name": "chain", "nodes": nodes}).want(t, http.StatusCreated).json(t, &created)
+	var created apiv1.DAGStatus
+	e.submitDAG(leader, dagTokAcme, map[string]any{"name": "chain", "nodes": nodes}).Want(t, http.StatusCreated).JSON(t, &created)
 	var standby *dagServer
 	home.mu.Lock()
 	for _, s := range home.servers {
@@ -279,22 +282,22 @@ func testDAGLeaderKill(t *testing.T, e *dagEnv, home *dagRegion, w *dagWorkers) 
 	done := func() int {
 		n := 0
 		for _, nd := range e.getDAG(standby, dagTokAcme, created.ID).Nodes {
-			if nd.State == queue.NodeSuccess {
+			if nd.State == task.NodeSuccess {
 				n++
 			}
 		}
 		return n
 	}
-	eventually(t, 20*time.Second, "4 nodes done", func() bool { return done() >= 4 })
+	fedtest.Eventually(t, 20*time.Second, "4 nodes done", func() bool { return done() >= 4 })
 	home.crash(leader)
 	before := done()
-	eventually(t, 15*time.Second, "the standby leads", standby.cell.Leading)
+	fedtest.Eventually(t, 15*time.Second, "the standby leads", standby.cell.Leading)
 	t.Logf("leader killed with %d of 12 nodes done", before)
 	if before == len(nodes) {
 		t.Fatal("the run ended before the leader was killed")
 	}
 	st := e.waitDAG(home, created.ID, 30*time.Second)
-	if st.State != queue.DAGSuccess {
+	if st.State != task.DAGSuccess {
 		t.Fatalf("DAG ended %s: %+v", st.State, st.Nodes)
 	}
 	var prevEnd int64
@@ -315,13 +318,13 @@ func testDAGLeaderKill(t *testing.T, e *dagEnv, home *dagRegion, w *dagWorkers) 
 // record each outcome once, and a released node whose task went missing is
 // submitted again.
 func TestDAGReconcileIdempotent(t *testing.T) {
-	n, st, rd := leaderlessNode(t)
+	runs, st, rd := leaderlessRuns(t)
 	const name = "us-east-1"
 	ctx := context.Background()
 	fence := queue.Fence{Name: "region", Token: 7}
-	recon := func() *dagReconciler { return &dagReconciler{n: n, fence: fence, plans: map[string]*dagPlan{}} }
+	recon := func() *reconciler { return &reconciler{runs: runs, fence: fence, plans: map[string]*runPlan{}} }
 	specOf := func(typ string) []byte { return []byte(`{"type":"` + typ + `"}`) }
-	created, err := n.CreateDAG(ctx, &DAGRequest{Name: "idem", Tenant: "acme", Nodes: []DAGNodeSpec{
+	created, err := runs.Create(ctx, &apiv1.DAGRequest{Name: "idem", Tenant: "acme", Nodes: []apiv1.DAGNodeSpec{
 		{ID: "a", Task: specOf("ok")},
 		{ID: "b", DependsOn: []string{"a"}, Task: specOf("ok")},
 		{ID: "c", DependsOn: []string{"a"}, Task: specOf("ok")},
@@ -334,7 +337,7 @@ func TestDAGReconcileIdempotent(t *testing.T) {
 	for _, nd := range created.Nodes {
 		taskOf[nd.ID] = nd.TaskID
 	}
-	released := func() float64 { return counterValue(dagMetrics.released.WithLabelValues(name)) }
+	released := func() float64 { return counterValue(runs.metrics.released.WithLabelValues(name)) }
 	before := released()
 
 	// Nothing ended yet: passes change nothing.
@@ -383,11 +386,11 @@ func TestDAGReconcileIdempotent(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if a := run.Nodes["a"]; a.State != queue.NodeSuccess || a.Attempts != 1 || a.Region != name || a.Pool != "cpu" {
+	if a := run.Nodes["a"]; a.State != task.NodeSuccess || a.Attempts != 1 || a.Region != name || a.Pool != "cpu" {
 		t.Errorf("node a recorded as %+v", a)
 	}
 	for _, nd := range []string{"b", "c"} {
-		if run.Nodes[nd].State != queue.NodeReleased {
+		if run.Nodes[nd].State != task.NodeReleased {
 			t.Errorf("node %s is %s", nd, run.Nodes[nd].State)
 		}
 	}
@@ -403,8 +406,8 @@ func TestDAGReconcileIdempotent(t *testing.T) {
 		t.Fatalf("c's task after repair: %v %v", tk, err)
 	}
 	// A leader with an older token is fenced.
-	old := &dagReconciler{n: n, fence: queue.Fence{Name: "region", Token: 3}, plans: map[string]*dagPlan{}}
-	if _, err := st.UpdateDAG(ctx, old.fence, id, []queue.DAGStep{{Node: "b", From: queue.NodeReleased, To: queue.DAGNode{State: queue.NodeFailed}}}); !errors.Is(err, queue.ErrFenced) {
+	old := &reconciler{runs: runs, fence: queue.Fence{Name: "region", Token: 3}, plans: map[string]*runPlan{}}
+	if _, err := st.UpdateDAG(ctx, old.fence, id, []queue.DAGStep{{Node: "b", From: task.NodeReleased, To: queue.DAGNode{State: task.NodeFailed}}}); !errors.Is(err, queue.ErrFenced) {
 		t.Errorf("older token: %v, want ErrFenced", err)
 	}
 	// The same id twice is refused.
@@ -436,24 +439,24 @@ func TestDAGTaskIDs(t *testing.T) {
 }
 
 func TestDAGDecide(t *testing.T) {
-	S, F, C, K, W, R := queue.NodeSuccess, queue.NodeFailed, queue.NodeCanceled, queue.NodeSkipped, queue.NodeWaiting, queue.NodeReleased
+	S, F, C, K, W, R := task.NodeSuccess, task.NodeFailed, task.NodeCanceled, task.NodeSkipped, task.NodeWaiting, task.NodeReleased
 	cases := []struct {
-		rule   queue.TriggerRule
-		ups    []queue.NodeState
-		want   queue.NodeState
+		rule   task.TriggerRule
+		ups    []task.NodeState
+		want   task.NodeState
 		reason string
 	}{
-		{queue.AllSuccess, nil, R, ""},
-		{queue.AllSuccess, []queue.NodeState{S, S}, R, ""},
-		{queue.AllSuccess, []queue.NodeState{S, R}, "", ""},
-		{queue.AllSuccess, []queue.NodeState{F, R}, C, task.ReasonUpstreamFailed},
-		{queue.AllSuccess, []queue.NodeState{C, S}, C, task.ReasonUpstreamFailed},
-		{queue.AllSuccess, []queue.NodeState{K, S}, K, reasonUpstreamSkipped},
-		{queue.AllDone, []queue.NodeState{F, S, K}, R, ""},
-		{queue.AllDone, []queue.NodeState{F, W}, "", ""},
-		{queue.OneFailed, []queue.NodeState{F, R}, R, ""},
-		{queue.OneFailed, []queue.NodeState{S, R}, "", ""},
-		{queue.OneFailed, []queue.NodeState{S, K}, K, reasonNoneFailed},
+		{task.AllSuccess, nil, R, ""},
+		{task.AllSuccess, []task.NodeState{S, S}, R, ""},
+		{task.AllSuccess, []task.NodeState{S, R}, "", ""},
+		{task.AllSuccess, []task.NodeState{F, R}, C, task.ReasonUpstreamFailed},
+		{task.AllSuccess, []task.NodeState{C, S}, C, task.ReasonUpstreamFailed},
+		{task.AllSuccess, []task.NodeState{K, S}, K, reasonUpstreamSkipped},
+		{task.AllDone, []task.NodeState{F, S, K}, R, ""},
+		{task.AllDone, []task.NodeState{F, W}, "", ""},
+		{task.OneFailed, []task.NodeState{F, R}, R, ""},
+		{task.OneFailed, []task.NodeState{S, R}, "", ""},
+		{task.OneFailed, []task.NodeState{S, K}, K, reasonNoneFailed},
 	}
 	for _, c := range cases {
 		got, reason := decide(c.rule, c.ups)
@@ -473,9 +476,9 @@ func counterValue(c prometheus.Counter) float64 {
 	return m.GetCounter().GetValue()
 }
 
-// leaderlessNode is a node of region us-east-1 on its own Redis and etcd,
-// with no cell: tests drive its leader loops by hand.
-func leaderlessNode(t *testing.T) (*Node, *queue.Store, *testenv.Redis) {
+// leaderlessRuns are the DAG runs of a node of region us-east-1 on its own
+// Redis and etcd, with no cell: tests drive its leader loops by hand.
+func leaderlessRuns(t *testing.T) (*Runs, *queue.Store, *testenv.Redis) {
 	t.Helper()
 	etcd := testenv.StartEtcd(t)
 	rd := testenv.StartRedis(t)
@@ -484,11 +487,11 @@ func leaderlessNode(t *testing.T) (*Node, *queue.Store, *testenv.Redis) {
 		t.Fatal(err)
 	}
 	pcfg := placement.DefaultConfig()
-	view := NewView(etcd.Client(), "/ax/", pcfg, time.Second, nil)
+	view := federation.NewView(etcd.Client(), "/ax/", pcfg, time.Second, nil)
 	t.Cleanup(view.Close)
-	n, err := NewNode(Config{Region: "us-east-1", Placement: pcfg, Logger: discardLog()}, st, view, nil)
+	n, err := federation.NewNode(federation.Config{Region: "us-east-1", Placement: pcfg, Logger: discardLog()}, st, view, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	return n, st, rd
+	return New(st, n, Config{Region: "us-east-1", Logger: discardLog()}), st, rd
 }

@@ -1,4 +1,4 @@
-package federation
+package dag
 
 import (
 	"context"
@@ -10,23 +10,23 @@ import (
 	"github.com/ax-sched/ax/task"
 )
 
-// dagInterval is how often the reconciler looks at every running DAG run: a
+// interval is how often the reconciler looks at every running DAG run: a
 // node's dependents are released at most this long after it ends (plus the
 // read of its task).
-const dagInterval = 250 * time.Millisecond
+const interval = 250 * time.Millisecond
 
-// dagOrphanAfter: an id in the active set whose run does not exist this long
+// orphanAfter: an id in the active set whose run does not exist this long
 // after its creation time belongs to a create that failed half-way.
-const dagOrphanAfter = time.Minute
+const orphanAfter = time.Minute
 
-// dagParallel bounds the runs reconciled at once.
-const dagParallel = 8
+// runParallel bounds the runs reconciled at once.
+const runParallel = 8
 
-// DAGLoop is the DAG reconciler, a region leader loop (region.Config
-// LeaderLoops) of every run's home region. Every dagInterval, for each
+// Loop is the DAG reconciler, a region leader loop (region.Config
+// LeaderLoops) of every run's home region. Every interval, for each
 // running DAG of the region, it
 //
-//  1. reads the task of every RELEASED node where it runs now (Node.Get
+//  1. reads the task of every RELEASED node where it runs now (Tasks.Get
 //     forwards to the region that holds it) and records a terminal task
 //     state — SUCCESS, FAILED, CANCELED — as the node's outcome, with the
 //     task's attempts, region and pool;
@@ -58,7 +58,7 @@ const dagParallel = 8
 // the run's fence key rejects once a newer leader wrote; the loop then
 // calls lost and returns.
 //
-// A run whose cancel was requested (Node.CancelDAG) has no WAITING node
+// A run whose cancel was requested (Runs.Cancel) has no WAITING node
 // left: the cancel moved them all to CANCELED in the same script that
 // recorded it, and UpdateDAG releases nothing of such a run. Each pass then
 // records outcomes as usual, asks every released task that is not ended and
@@ -68,12 +68,12 @@ const dagParallel = 8
 // compare-and-set found the nodes CANCELED) cancels those tasks itself; so
 // does, once a term, the first pass over a cancelled run, for a pass that
 // died between its submit and its record.
-func (n *Node) DAGLoop(ctx context.Context, f queue.Fence, lost func(error)) {
-	r := &dagReconciler{n: n, fence: f, plans: map[string]*dagPlan{}}
-	t := time.NewTicker(dagInterval)
+func (r *Runs) Loop(ctx context.Context, f queue.Fence, lost func(error)) {
+	rc := &reconciler{runs: r, fence: f, plans: map[string]*runPlan{}}
+	t := time.NewTicker(interval)
 	defer t.Stop()
 	for {
-		if err := r.pass(ctx); errors.Is(err, queue.ErrFenced) {
+		if err := rc.pass(ctx); errors.Is(err, queue.ErrFenced) {
 			lost(err)
 			return
 		}
@@ -85,18 +85,18 @@ func (n *Node) DAGLoop(ctx context.Context, f queue.Fence, lost func(error)) {
 	}
 }
 
-// dagReconciler is one leader term's reconciler.
-type dagReconciler struct {
-	n     *Node
+// reconciler is one leader term's reconciler.
+type reconciler struct {
+	runs  *Runs
 	fence queue.Fence
 
 	mu    sync.Mutex
-	plans map[string]*dagPlan // definitions read this term; they never change
+	plans map[string]*runPlan // definitions read this term; they never change
 	swept map[string]bool     // cancelled runs whose overtaken releases were withdrawn this term
 }
 
-// dagPlan is a run's definition prepared for reconciling.
-type dagPlan struct {
+// runPlan is a run's definition prepared for reconciling.
+type runPlan struct {
 	def   *queue.DAGDef
 	order []int             // node indexes, upstream first
 	tasks map[string]string // node id → task id
@@ -104,104 +104,104 @@ type dagPlan struct {
 
 // pass reconciles every running DAG of the region once. It returns
 // queue.ErrFenced when this leader was replaced.
-func (r *dagReconciler) pass(ctx context.Context) error {
-	ids, err := r.n.store.ActiveDAGs(ctx, queue.MaxBatch)
+func (rc *reconciler) pass(ctx context.Context) error {
+	ids, err := rc.runs.store.ActiveDAGs(ctx, queue.MaxBatch)
 	if err != nil {
 		if ctx.Err() == nil {
-			r.n.log.Warn("DAG reconciler: active runs", "err", err)
+			rc.runs.log.Warn("DAG reconciler: active runs", "err", err)
 		}
 		return err
 	}
-	r.mu.Lock()
+	rc.mu.Lock()
 	active := make(map[string]bool, len(ids))
 	for _, id := range ids {
 		active[id] = true
 	}
-	for id := range r.plans {
+	for id := range rc.plans {
 		if !active[id] {
-			delete(r.plans, id)
+			delete(rc.plans, id)
 		}
 	}
-	for id := range r.swept {
+	for id := range rc.swept {
 		if !active[id] {
-			delete(r.swept, id)
+			delete(rc.swept, id)
 		}
 	}
-	r.mu.Unlock()
+	rc.mu.Unlock()
 	var fenced error
 	var fmu sync.Mutex
-	eachID(ids, dagParallel, func(id string) {
-		err := r.reconcile(ctx, id)
+	eachID(ids, runParallel, func(id string) {
+		err := rc.reconcile(ctx, id)
 		switch {
 		case errors.Is(err, queue.ErrFenced):
 			fmu.Lock()
 			fenced = err
 			fmu.Unlock()
 		case err != nil && ctx.Err() == nil:
-			r.n.log.Warn("DAG reconciler", "dag", id, "err", err)
+			rc.runs.log.Warn("DAG reconciler", "dag", id, "err", err)
 		}
 	})
 	return fenced
 }
 
-func (r *dagReconciler) plan(ctx context.Context, id string) (*dagPlan, error) {
-	r.mu.Lock()
-	p := r.plans[id]
-	r.mu.Unlock()
+func (rc *reconciler) plan(ctx context.Context, id string) (*runPlan, error) {
+	rc.mu.Lock()
+	p := rc.plans[id]
+	rc.mu.Unlock()
 	if p != nil {
 		return p, nil
 	}
-	def, err := r.n.store.DAGDefinition(ctx, id)
+	def, err := rc.runs.store.DAGDefinition(ctx, id)
 	if err != nil {
 		return nil, err
 	}
 	order, _ := topoOrder(def.Nodes) // validated acyclic at create
-	p = &dagPlan{def: def, order: order, tasks: make(map[string]string, len(def.Nodes))}
+	p = &runPlan{def: def, order: order, tasks: make(map[string]string, len(def.Nodes))}
 	for _, nd := range def.Nodes {
 		p.tasks[nd.ID] = nd.TaskID
 	}
-	r.mu.Lock()
-	r.plans[id] = p
-	r.mu.Unlock()
+	rc.mu.Lock()
+	rc.plans[id] = p
+	rc.mu.Unlock()
 	return p, nil
 }
 
-func (r *dagReconciler) forget(ctx context.Context, id string) error {
-	r.mu.Lock()
-	delete(r.plans, id)
-	delete(r.swept, id)
-	r.mu.Unlock()
-	return r.n.store.ForgetDAG(ctx, id)
+func (rc *reconciler) forget(ctx context.Context, id string) error {
+	rc.mu.Lock()
+	delete(rc.plans, id)
+	delete(rc.swept, id)
+	rc.mu.Unlock()
+	return rc.runs.store.ForgetDAG(ctx, id)
 }
 
-// reconcile is one step of one run (see DAGLoop). Running it twice, or on
+// reconcile is one step of one run (see Loop). Running it twice, or on
 // two servers at once, changes nothing the first did not.
-func (r *dagReconciler) reconcile(ctx context.Context, id string) error {
-	n, st := r.n, r.n.store
+func (rc *reconciler) reconcile(ctx context.Context, id string) error {
+	st := rc.runs.store
 	run, err := st.DAG(ctx, id)
 	if errors.Is(err, queue.ErrDAGNotFound) {
-		if p, perr := task.ParseID(id); perr != nil || time.Since(p.Time) > dagOrphanAfter {
-			return r.forget(ctx, id)
+		if p, perr := task.ParseID(id); perr != nil || time.Since(p.Time) > orphanAfter {
+			return rc.forget(ctx, id)
 		}
 		return nil // being created
 	}
 	if err != nil {
 		return err
 	}
-	if run.State != queue.DAGRunning {
-		return r.forget(ctx, id) // ended; the active set missed it
+	if run.State != task.DAGRunning {
+		return rc.forget(ctx, id) // ended; the active set missed it
 	}
-	plan, err := r.plan(ctx, id)
+	plan, err := rc.plan(ctx, id)
 	if err != nil {
 		return err
 	}
 	def := plan.def
 	canceling := run.CancelRequestedAt != nil
-	states := make(map[string]queue.NodeState, len(def.Nodes))
+	states := make(map[string]task.NodeState, len(def.Nodes))
 	var taskIDs []string
 	for _, nd := range def.Nodes {
 		states[nd.ID] = run.Nodes[nd.ID].State
-		if states[nd.ID] == queue.NodeReleased {
+		if states[nd.ID] == task.NodeReleased {
 			taskIDs = append(taskIDs, nd.TaskID)
 		}
 	}
@@ -209,9 +209,9 @@ func (r *dagReconciler) reconcile(ctx context.Context, id string) error {
 	var missing []string
 	var stop []string // task ids to cancel (a cancelled run)
 	// 1. Outcomes of released nodes.
-	tasks := n.dagTasks(ctx, taskIDs)
+	tasks := rc.runs.tasksOf(ctx, taskIDs)
 	for _, nd := range def.Nodes {
-		if states[nd.ID] != queue.NodeReleased {
+		if states[nd.ID] != task.NodeReleased {
 			continue
 		}
 		res := tasks[nd.TaskID]
@@ -232,7 +232,7 @@ func (r *dagReconciler) reconcile(ctx context.Context, id string) error {
 		if to.Reason == "" && t.State == task.Success {
 			to.Reason = task.ReasonCompleted
 		}
-		steps = append(steps, queue.DAGStep{Node: nd.ID, From: queue.NodeReleased, To: to})
+		steps = append(steps, queue.DAGStep{Node: nd.ID, From: task.NodeReleased, To: to})
 		states[nd.ID] = to.State
 	}
 	// 2. Waiting nodes, upstream first, so a cancel or skip reaches every
@@ -240,17 +240,17 @@ func (r *dagReconciler) reconcile(ctx context.Context, id string) error {
 	var release []string
 	for _, i := range plan.order {
 		nd := def.Nodes[i]
-		if states[nd.ID] != queue.NodeWaiting {
+		if states[nd.ID] != task.NodeWaiting {
 			continue
 		}
 		if canceling {
 			// Not reached in practice: the cancel settled every WAITING node.
-			to := queue.DAGNode{State: queue.NodeCanceled, Reason: task.ReasonCanceledByUser}
-			steps = append(steps, queue.DAGStep{Node: nd.ID, From: queue.NodeWaiting, To: to})
+			to := queue.DAGNode{State: task.NodeCanceled, Reason: task.ReasonCanceledByUser}
+			steps = append(steps, queue.DAGStep{Node: nd.ID, From: task.NodeWaiting, To: to})
 			states[nd.ID] = to.State
 			continue
 		}
-		ups := make([]queue.NodeState, len(nd.DependsOn))
+		ups := make([]task.NodeState, len(nd.DependsOn))
 		for k, dep := range nd.DependsOn {
 			ups[k] = states[dep]
 		}
@@ -258,33 +258,33 @@ func (r *dagReconciler) reconcile(ctx context.Context, id string) error {
 		switch to {
 		case "":
 			continue
-		case queue.NodeReleased:
+		case task.NodeReleased:
 			release = append(release, nd.ID)
 		default:
-			steps = append(steps, queue.DAGStep{Node: nd.ID, From: queue.NodeWaiting, To: queue.DAGNode{State: to, Reason: reason}})
+			steps = append(steps, queue.DAGStep{Node: nd.ID, From: task.NodeWaiting, To: queue.DAGNode{State: to, Reason: reason}})
 		}
 		states[nd.ID] = to
 	}
 	// 3. Submit first, record after: a crash in between leaves a WAITING
 	// node whose task exists, and the next pass's submit finds it.
-	invalid, err := n.releaseDAGNodes(ctx, def, append(release, missing...))
+	invalid, err := rc.runs.release(ctx, def, append(release, missing...))
 	if err != nil {
 		return err
 	}
 	for _, node := range release {
-		to := queue.DAGNode{State: queue.NodeReleased}
+		to := queue.DAGNode{State: task.NodeReleased}
 		if err := invalid[node]; err != nil {
-			to = queue.DAGNode{State: queue.NodeFailed, Reason: reasonInvalidSpec}
-			n.log.Warn("DAG node spec no longer valid", "dag", id, "node", node, "err", err)
+			to = queue.DAGNode{State: task.NodeFailed, Reason: reasonInvalidSpec}
+			rc.runs.log.Warn("DAG node spec no longer valid", "dag", id, "node", node, "err", err)
 		}
-		steps = append(steps, queue.DAGStep{Node: node, From: queue.NodeWaiting, To: to})
+		steps = append(steps, queue.DAGStep{Node: node, From: task.NodeWaiting, To: to})
 	}
 	for _, node := range missing {
 		if err := invalid[node]; err != nil {
-			steps = append(steps, queue.DAGStep{Node: node, From: queue.NodeReleased, To: queue.DAGNode{State: queue.NodeFailed, Reason: reasonInvalidSpec}})
-			states[node] = queue.NodeFailed
+			steps = append(steps, queue.DAGStep{Node: node, From: task.NodeReleased, To: queue.DAGNode{State: task.NodeFailed, Reason: reasonInvalidSpec}})
+			states[node] = task.NodeFailed
 		} else {
-			n.log.Info("DAG node task missing; submitted again", "dag", id, "node", node)
+			rc.runs.log.Info("DAG node task missing; submitted again", "dag", id, "node", node)
 			if canceling {
 				// Submitted only to be cancelled: the CANCELED task it leaves
 				// refuses a submit still in flight (a create's roots), so the
@@ -294,13 +294,13 @@ func (r *dagReconciler) reconcile(ctx context.Context, id string) error {
 		}
 	}
 	if canceling {
-		swept := r.overtaken(id, def, run)
-		if err := n.cancelDAGTasks(ctx, append(stop, swept...), run.CanceledBy); err != nil {
-			n.log.Warn("DAG cancel: tasks not reached yet; asking again next pass", "dag", id, "err", err)
+		swept := rc.overtaken(id, def, run)
+		if err := rc.runs.cancelTasks(ctx, append(stop, swept...), run.CanceledBy); err != nil {
+			rc.runs.log.Warn("DAG cancel: tasks not reached yet; asking again next pass", "dag", id, "err", err)
 		} else if swept != nil {
-			r.mu.Lock()
-			r.swept[id] = true
-			r.mu.Unlock()
+			rc.mu.Lock()
+			rc.swept[id] = true
+			rc.mu.Unlock()
 		}
 	}
 	settled := true
@@ -311,75 +311,75 @@ func (r *dagReconciler) reconcile(ctx context.Context, id string) error {
 	if len(steps) == 0 && !(canceling && settled) {
 		return nil
 	}
-	up, err := st.UpdateDAG(ctx, r.fence, id, steps)
+	up, err := st.UpdateDAG(ctx, rc.fence, id, steps)
 	if len(release) > 0 && (err != nil || up.Applied < len(steps)) {
-		r.withdraw(ctx, id, plan, release)
+		rc.withdraw(ctx, id, plan, release)
 	}
 	if err != nil {
 		return err
 	}
 	if up.Applied == len(steps) { // else another pass moved first and logged
 		for _, s := range steps {
-			n.log.Info("DAG node", "dag", id, "node", s.Node, "state", s.To.State, "reason", s.To.Reason,
+			rc.runs.log.Info("DAG node", "dag", id, "node", s.Node, "state", s.To.State, "reason", s.To.Reason,
 				"task", plan.tasks[s.Node])
 		}
 	}
-	dagMetrics.released.WithLabelValues(n.cfg.Region).Add(float64(up.Released))
+	rc.runs.metrics.released.WithLabelValues(rc.runs.cfg.Region).Add(float64(up.Released))
 	if up.Ended {
-		dagMetrics.runs.WithLabelValues(n.cfg.Region, string(up.State)).Inc()
-		n.log.Info("DAG run ended", "dag", id, "state", up.State)
-		return r.forget(ctx, id)
+		rc.runs.metrics.runs.WithLabelValues(rc.runs.cfg.Region, string(up.State)).Inc()
+		rc.runs.log.Info("DAG run ended", "dag", id, "state", up.State)
+		return rc.forget(ctx, id)
 	}
 	return nil
 }
 
 // outcomeOf is a node's state for its task's terminal state.
-func outcomeOf(s task.State) queue.NodeState {
+func outcomeOf(s task.State) task.NodeState {
 	switch s {
 	case task.Success:
-		return queue.NodeSuccess
+		return task.NodeSuccess
 	case task.Failed:
-		return queue.NodeFailed
+		return task.NodeFailed
 	}
-	return queue.NodeCanceled
+	return task.NodeCanceled
 }
 
 // decide applies a trigger rule to a WAITING node's upstream states: what
 // it becomes and why, or "" to keep waiting.
-func decide(rule queue.TriggerRule, ups []queue.NodeState) (queue.NodeState, string) {
+func decide(rule task.TriggerRule, ups []task.NodeState) (task.NodeState, string) {
 	var settled, failed, skipped int
 	for _, s := range ups {
 		if s.Terminal() {
 			settled++
 		}
 		switch s {
-		case queue.NodeFailed, queue.NodeCanceled:
+		case task.NodeFailed, task.NodeCanceled:
 			failed++
-		case queue.NodeSkipped:
+		case task.NodeSkipped:
 			skipped++
 		}
 	}
 	all := settled == len(ups)
 	switch rule {
-	case queue.AllDone:
+	case task.AllDone:
 		if all {
-			return queue.NodeReleased, ""
+			return task.NodeReleased, ""
 		}
-	case queue.OneFailed:
+	case task.OneFailed:
 		switch {
 		case failed > 0:
-			return queue.NodeReleased, ""
+			return task.NodeReleased, ""
 		case all:
-			return queue.NodeSkipped, reasonNoneFailed
+			return task.NodeSkipped, reasonNoneFailed
 		}
 	default: // all_success
 		switch {
 		case failed > 0:
-			return queue.NodeCanceled, task.ReasonUpstreamFailed
+			return task.NodeCanceled, task.ReasonUpstreamFailed
 		case skipped > 0:
-			return queue.NodeSkipped, reasonUpstreamSkipped
+			return task.NodeSkipped, reasonUpstreamSkipped
 		case all:
-			return queue.NodeReleased, ""
+			return task.NodeReleased, ""
 		}
 	}
 	return "", ""
@@ -390,14 +390,14 @@ func decide(rule queue.TriggerRule, ups []queue.NodeState) (queue.NodeState, str
 // of them and died before recording it (or before withdrawing it) left a
 // task that must not run. Most are missing; cancelling a missing task is a
 // no-op. It returns nil once swept, and a non-nil slice before.
-func (r *dagReconciler) overtaken(id string, def *queue.DAGDef, run *queue.DAGRun) []string {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	if r.swept[id] {
+func (rc *reconciler) overtaken(id string, def *queue.DAGDef, run *queue.DAGRun) []string {
+	rc.mu.Lock()
+	defer rc.mu.Unlock()
+	if rc.swept[id] {
 		return nil
 	}
-	if r.swept == nil {
-		r.swept = map[string]bool{}
+	if rc.swept == nil {
+		rc.swept = map[string]bool{}
 	}
 	ids := []string{}
 	for _, nd := range def.Nodes {
@@ -413,10 +413,10 @@ func (r *dagReconciler) overtaken(id string, def *queue.DAGDef, run *queue.DAGRu
 // CANCELED now, never to be released). It also runs when this leader was
 // fenced: a node cancelled while WAITING must not run whoever submitted its
 // task.
-func (r *dagReconciler) withdraw(ctx context.Context, id string, plan *dagPlan, nodes []string) {
-	run, err := r.n.store.DAG(ctx, id)
+func (rc *reconciler) withdraw(ctx context.Context, id string, plan *runPlan, nodes []string) {
+	run, err := rc.runs.store.DAG(ctx, id)
 	if err != nil {
-		r.n.log.Warn("DAG cancel: overtaken releases not checked", "dag", id, "err", err)
+		rc.runs.log.Warn("DAG cancel: overtaken releases not checked", "dag", id, "err", err)
 		return
 	}
 	var ids []string
@@ -428,8 +428,8 @@ func (r *dagReconciler) withdraw(ctx context.Context, id string, plan *dagPlan, 
 	if len(ids) == 0 {
 		return
 	}
-	r.n.log.Info("DAG cancel overtook releases; their tasks are cancelled", "dag", id, "tasks", len(ids))
-	if err := r.n.cancelDAGTasks(ctx, ids, run.CanceledBy); err != nil {
-		r.n.log.Warn("DAG cancel: overtaken releases not all cancelled", "dag", id, "err", err)
+	rc.runs.log.Info("DAG cancel overtook releases; their tasks are cancelled", "dag", id, "tasks", len(ids))
+	if err := rc.runs.cancelTasks(ctx, ids, run.CanceledBy); err != nil {
+		rc.runs.log.Warn("DAG cancel: overtaken releases not all cancelled", "dag", id, "err", err)
 	}
 }

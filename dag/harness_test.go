@@ -1,4 +1,4 @@
-package federation
+package dag
 
 import (
 	"context"
@@ -12,10 +12,14 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ax-sched/ax/federation"
+	"github.com/ax-sched/ax/federation/apiv1"
+	"github.com/ax-sched/ax/internal/fedtest"
 	"github.com/ax-sched/ax/internal/testenv"
 	"github.com/ax-sched/ax/placement"
 	"github.com/ax-sched/ax/queue"
 	"github.com/ax-sched/ax/region"
+	"github.com/ax-sched/ax/task"
 	"github.com/prometheus/client_golang/prometheus"
 	clientv3 "go.etcd.io/etcd/client/v3"
 )
@@ -41,7 +45,7 @@ const (
 type dagEnv struct {
 	t       *testing.T
 	etcd    *testenv.Etcd
-	auth    *Auth
+	auth    *federation.Auth
 	pcfg    placement.Config
 	log     *slog.Logger
 	http    *http.Client
@@ -59,6 +63,7 @@ type dagRegion struct {
 
 	mu      sync.Mutex
 	servers []*dagServer
+	ever    []*dagServer // every server started, running or not (counter)
 	started int
 }
 
@@ -66,8 +71,9 @@ type dagRegion struct {
 type dagServer struct {
 	id     string
 	cli    *clientv3.Client
-	view   *View
-	node   *Node
+	view   *federation.View
+	node   *federation.Node
+	runs   *Runs
 	cell   *region.Cell
 	http   *httptest.Server
 	cancel context.CancelFunc
@@ -85,11 +91,11 @@ func newDAGEnv(t *testing.T, servers map[string]int) *dagEnv {
 	}
 	e.pcfg = placement.DefaultConfig()
 	e.pcfg.StaleAfter = 3 * time.Second
-	e.auth = &Auth{Enabled: true, ClusterToken: dagTokCluster, Tokens: []Token{
-		{Name: "acme", SHA256: HashToken(dagTokAcme), Role: RoleSubmitter, Tenant: "acme"},
-		{Name: "globex", SHA256: HashToken(dagTokGlobex), Role: RoleSubmitter, Tenant: "globex"},
-		{Name: "root", SHA256: HashToken(dagTokAdmin), Role: RoleAdmin},
-		{Name: "acme-ops", SHA256: HashToken(dagTokAcmeOps), Role: RoleOperator, Tenant: "acme"},
+	e.auth = &federation.Auth{Enabled: true, ClusterToken: dagTokCluster, Tokens: []federation.Token{
+		{Name: "acme", SHA256: federation.HashToken(dagTokAcme), Role: federation.RoleSubmitter, Tenant: "acme"},
+		{Name: "globex", SHA256: federation.HashToken(dagTokGlobex), Role: federation.RoleSubmitter, Tenant: "globex"},
+		{Name: "root", SHA256: federation.HashToken(dagTokAdmin), Role: federation.RoleAdmin},
+		{Name: "acme-ops", SHA256: federation.HashToken(dagTokAcmeOps), Role: federation.RoleOperator, Tenant: "acme"},
 	}}
 	e.etcd = testenv.StartEtcd(t)
 	t.Cleanup(e.http.CloseIdleConnections)
@@ -132,34 +138,53 @@ func (r *dagRegion) start() *dagServer {
 	cli := e.etcd.Client()
 	reg := prometheus.NewRegistry()
 	log := e.log.With("server", id)
-	view := NewView(cli, "/ax/", e.pcfg, time.Second, log)
-	node, err := NewNode(Config{
+	view := federation.NewView(cli, "/ax/", e.pcfg, time.Second, log)
+	node, err := federation.NewNode(federation.Config{
 		Region: r.name, Regions: dagRegions, ClusterToken: dagTokCluster, Placement: e.pcfg, Logger: log,
 		NoCapacityRetry: 300 * time.Millisecond, SaturatedRetryAfter: 2 * time.Second,
-	}, r.store, view, NewMetrics(reg))
+	}, r.store, view, federation.NewMetrics(reg))
 	if err != nil {
 		view.Close()
 		e.t.Fatal(err)
 	}
-	api := NewAPI(node, APIConfig{Auth: e.auth, Gatherer: reg, Pools: []string{dagPool}})
+	runs := New(r.store, node, Config{Region: r.name, Registerer: reg, Logger: log})
+	api := federation.NewAPI(node, federation.APIConfig{Auth: e.auth, Gatherer: reg, Pools: []string{dagPool}, DAGs: runs})
 	hs := httptest.NewServer(api)
 	cell := region.New(r.store, cli, cli, region.Config{
 		Region: r.name, ID: id, API: hs.URL, Pools: r.pools,
 		SessionTTL: 2 * time.Second, Heartbeat: 500 * time.Millisecond, PublishInterval: 250 * time.Millisecond,
 		MaxSleep: 200 * time.Millisecond, Logger: log,
-		LeaderLoops: []func(context.Context, queue.Fence, func(error)){node.OutboxLoop, node.DAGLoop},
+		LeaderLoops: []func(context.Context, queue.Fence, func(error)){node.OutboxLoop, runs.Loop},
 	}, node, region.NewMetrics(reg))
 	node.SetCell(cell)
 	ctx, cancel := context.WithCancel(context.Background())
-	s := &dagServer{id: id, cli: cli, view: view, node: node, cell: cell, http: hs, cancel: cancel, done: make(chan struct{})}
+	s := &dagServer{id: id, cli: cli, view: view, node: node, runs: runs, cell: cell, http: hs, cancel: cancel, done: make(chan struct{})}
 	go func() {
 		defer close(s.done)
 		_ = cell.Run(ctx)
 	}()
 	r.mu.Lock()
 	r.servers = append(r.servers, s)
+	r.ever = append(r.ever, s)
 	r.mu.Unlock()
 	return s
+}
+
+// counter is the sum over every server the region ever ran (each counts
+// what it did while it led) of the DAG counter name with the region's and
+// these labels.
+func (r *dagRegion) counter(name string, labels ...string) float64 {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	sum := 0.0
+	for _, s := range r.ever {
+		c := s.runs.metrics.released
+		if name == "ax_dag_runs_total" {
+			c = s.runs.metrics.runs
+		}
+		sum += counterValue(c.WithLabelValues(append([]string{r.name}, labels...)...))
+	}
+	return sum
 }
 
 func (s *dagServer) stop() {
@@ -168,7 +193,7 @@ func (s *dagServer) stop() {
 	s.http.CloseClientConnections()
 	s.http.Close()
 	s.view.Close()
-	s.node.peers.CloseIdleConnections()
+	s.node.Close()
 }
 
 func (r *dagRegion) stopAll() {
@@ -224,14 +249,14 @@ func (r *dagRegion) crash(s *dagServer) {
 		defer r.e.zombies.Done()
 		<-s.done
 		s.view.Close()
-		s.node.peers.CloseIdleConnections()
+		s.node.Close()
 	}()
 }
 
 // waitReady waits until every server sees every region healthy with slots.
 func (e *dagEnv) waitReady() {
 	e.t.Helper()
-	eventually(e.t, 20*time.Second, "every server sees every region with live slots", func() bool {
+	fedtest.Eventually(e.t, 20*time.Second, "every server sees every region with live slots", func() bool {
 		for _, r := range e.regions {
 			r.mu.Lock()
 			ss := append([]*dagServer(nil), r.servers...)
@@ -357,36 +382,36 @@ func (w *dagWorkers) ran(taskID string) []dagRunRec {
 }
 
 // call sends one request (see httpCall).
-func (e *dagEnv) call(method, url, token string, body any) reply {
+func (e *dagEnv) call(method, url, token string, body any) fedtest.Reply {
 	e.t.Helper()
-	return httpCall(e.t, e.http, method, url, token, body)
+	return fedtest.Call(e.t, e.http, method, url, token, body)
 }
 
 // submitDAG posts a DAG to a server.
-func (e *dagEnv) submitDAG(s *dagServer, token string, body any) reply {
+func (e *dagEnv) submitDAG(s *dagServer, token string, body any) fedtest.Reply {
 	e.t.Helper()
 	return e.call(http.MethodPost, s.http.URL+"/v1/dags", token, body)
 }
 
 // getDAG reads a DAG through a server; it fails the test unless 200.
-func (e *dagEnv) getDAG(s *dagServer, token, id string) DAGStatus {
+func (e *dagEnv) getDAG(s *dagServer, token, id string) apiv1.DAGStatus {
 	e.t.Helper()
-	var st DAGStatus
-	e.call(http.MethodGet, s.http.URL+"/v1/dags/"+id, token, nil).want(e.t, http.StatusOK).json(e.t, &st)
+	var st apiv1.DAGStatus
+	e.call(http.MethodGet, s.http.URL+"/v1/dags/"+id, token, nil).Want(e.t, http.StatusOK).JSON(e.t, &st)
 	return st
 }
 
 // waitDAG waits until the run ended and returns it.
-func (e *dagEnv) waitDAG(home *dagRegion, id string, within time.Duration) DAGStatus {
+func (e *dagEnv) waitDAG(home *dagRegion, id string, within time.Duration) apiv1.DAGStatus {
 	e.t.Helper()
-	var st DAGStatus
-	eventually(e.t, within, "DAG "+id+" ends", func() bool {
+	var st apiv1.DAGStatus
+	fedtest.Eventually(e.t, within, "DAG "+id+" ends", func() bool {
 		rep := e.call(http.MethodGet, home.any().http.URL+"/v1/dags/"+id, dagTokAdmin, nil)
 		if rep.Status != http.StatusOK {
 			return false
 		}
-		rep.json(e.t, &st)
-		return st.State != queue.DAGRunning
+		rep.JSON(e.t, &st)
+		return st.State != task.DAGRunning
 	})
 	return st
 }

@@ -1,4 +1,4 @@
-package federation
+package dag
 
 import (
 	"context"
@@ -9,6 +9,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ax-sched/ax/federation"
+	"github.com/ax-sched/ax/federation/apiv1"
+	"github.com/ax-sched/ax/internal/fedtest"
 	"github.com/ax-sched/ax/queue"
 	"github.com/ax-sched/ax/task"
 	"github.com/ax-sched/ax/worker"
@@ -35,7 +38,7 @@ func TestDAGCancel(t *testing.T) {
 // WAITING nodes of every trigger rule. It is cancelled from ap-south-1, which
 // forwards home.
 func testDAGCancelRun(t *testing.T, e *dagEnv, home *dagRegion, w *cancelWorkers) {
-	rule := func(n map[string]any, r queue.TriggerRule) map[string]any { n["trigger_rule"] = string(r); return n }
+	rule := func(n map[string]any, r task.TriggerRule) map[string]any { n["trigger_rule"] = string(r); return n }
 	later := dagNode("later", "ok", "ap-south-1")
 	later["task"].(map[string]any)["delay"] = "1h"
 	nodes := []map[string]any{
@@ -46,12 +49,12 @@ func testDAGCancelRun(t *testing.T, e *dagEnv, home *dagRegion, w *cancelWorkers
 		later,
 		dagNode("w1", "ok", "", "slow"),
 		dagNode("w2", "ok", "", "stubborn"), // its upstream completes after the cancel
-		rule(dagNode("w3", "ok", "", "queued"), queue.AllDone),
-		rule(dagNode("w4", "ok", "", "slow"), queue.OneFailed), // slow ends CANCELED: would run without the cancel
-		rule(dagNode("w5", "ok", "", "w1"), queue.OneFailed),
+		rule(dagNode("w3", "ok", "", "queued"), task.AllDone),
+		rule(dagNode("w4", "ok", "", "slow"), task.OneFailed), // slow ends CANCELED: would run without the cancel
+		rule(dagNode("w5", "ok", "", "w1"), task.OneFailed),
 	}
-	var created DAGStatus
-	e.submitDAG(home.any(), dagTokAcme, map[string]any{"name": "to-cancel", "nodes": nodes}).want(t, http.StatusCreated).json(t, &created)
+	var created apiv1.DAGStatus
+	e.submitDAG(home.any(), dagTokAcme, map[string]any{"name": "to-cancel", "nodes": nodes}).Want(t, http.StatusCreated).JSON(t, &created)
 	id := created.ID
 	taskOf := map[string]string{}
 	for _, nd := range created.Nodes {
@@ -60,7 +63,7 @@ func testDAGCancelRun(t *testing.T, e *dagEnv, home *dagRegion, w *cancelWorkers
 	w.waitStarted(t, taskOf["slow"], taskOf["stubborn"], taskOf["gate"])
 	close(w.gate)
 	// queued is released once gate succeeded, and waits READY behind slow.
-	eventually(t, 20*time.Second, "queued READY in eu-west-1 and later PENDING", func() bool {
+	fedtest.Eventually(t, 20*time.Second, "queued READY in eu-west-1 and later PENDING", func() bool {
 		st := e.getDAG(home.any(), dagTokAcme, id)
 		n := nodeByID(st)
 		return n["queued"].TaskState == task.Ready && n["queued"].Region == "eu-west-1" &&
@@ -74,27 +77,27 @@ func testDAGCancelRun(t *testing.T, e *dagEnv, home *dagRegion, w *cancelWorkers
 	// even their own tenant's run; nothing changes.
 	for _, tok := range []string{dagTokGlobex, dagTokAcme} {
 		for _, s := range []*dagServer{home.any(), away} {
-			rep := e.call(http.MethodPost, cancelURL(s), tok, nil).want(t, http.StatusForbidden)
-			checkErrorShape(t, "submitter cancel", rep)
+			rep := e.call(http.MethodPost, cancelURL(s), tok, nil).Want(t, http.StatusForbidden)
+			fedtest.CheckErrorShape(t, "submitter cancel", rep)
 		}
 	}
-	if st := e.getDAG(home.any(), dagTokAcme, id); st.CancelRequestedAt != nil || nodeByID(st)["w1"].State != queue.NodeWaiting {
+	if st := e.getDAG(home.any(), dagTokAcme, id); st.CancelRequestedAt != nil || nodeByID(st)["w1"].State != task.NodeWaiting {
 		t.Fatalf("another tenant's cancel changed the run: %+v", st)
 	}
 
 	// The tenant's operator, through a server of another region.
 	asked := time.Now()
-	var got DAGStatus
-	e.call(http.MethodPost, cancelURL(away), dagTokAcmeOps, nil).want(t, http.StatusOK).json(t, &got)
+	var got apiv1.DAGStatus
+	e.call(http.MethodPost, cancelURL(away), dagTokAcmeOps, nil).Want(t, http.StatusOK).JSON(t, &got)
 	if got.ID != id || got.Region != home.name || got.CancelRequestedAt == nil || got.CancelRequestedBy != "acme-ops" {
 		t.Fatalf("cancel answer: %+v", got)
 	}
-	if got.State != queue.DAGRunning && got.State != queue.DAGCanceled {
+	if got.State != task.DAGRunning && got.State != task.DAGCanceled {
 		t.Fatalf("cancel answer state %s", got.State)
 	}
 	n := nodeByID(got)
 	for _, wn := range []string{"w1", "w2", "w3", "w4", "w5"} {
-		if nd := n[wn]; nd.State != queue.NodeCanceled || nd.Reason != task.ReasonCanceledByUser || nd.TaskState != "" {
+		if nd := n[wn]; nd.State != task.NodeCanceled || nd.Reason != task.ReasonCanceledByUser || nd.TaskState != "" {
 			t.Errorf("answer: waiting node %s is %s %s task %q; want CANCELED CANCELED_BY_USER without a task", wn, nd.State, nd.Reason, nd.TaskState)
 		}
 	}
@@ -107,34 +110,34 @@ func testDAGCancelRun(t *testing.T, e *dagEnv, home *dagRegion, w *cancelWorkers
 
 	// The running handlers are told: slow stops on its context, stubborn
 	// completes anyway (a late completion of w2's upstream).
-	eventually(t, 15*time.Second, "both running handlers see their context end", func() bool {
+	fedtest.Eventually(t, 15*time.Second, "both running handlers see their context end", func() bool {
 		return w.cause(taskOf["slow"]) != nil && w.cause(taskOf["stubborn"]) != nil
 	})
 	if c := w.cause(taskOf["slow"]); !errors.Is(c, worker.ErrCanceled) {
 		t.Errorf("slow's handler context ended with %v, want worker.ErrCanceled", c)
 	}
 	st := e.waitDAG(home, id, 30*time.Second)
-	if st.State != queue.DAGCanceled || st.FinishedAt == nil || st.CancelRequestedAt == nil || st.CancelRequestedAt.Before(asked.Add(-time.Second)) {
+	if st.State != task.DAGCanceled || st.FinishedAt == nil || st.CancelRequestedAt == nil || st.CancelRequestedAt.Before(asked.Add(-time.Second)) {
 		t.Fatalf("run ended %s: %+v", st.State, st)
 	}
 	want := map[string]struct {
-		state  queue.NodeState
+		state  task.NodeState
 		reason string
 		task   task.State
 		region string
 	}{
-		"slow":     {queue.NodeCanceled, task.ReasonCanceledByUser, task.Canceled, "eu-west-1"},
-		"stubborn": {queue.NodeSuccess, task.ReasonCompleted, task.Success, "ap-south-1"},
-		"gate":     {queue.NodeSuccess, task.ReasonCompleted, task.Success, "us-east-1"},
-		"queued":   {queue.NodeCanceled, task.ReasonCanceledByUser, task.Canceled, "eu-west-1"},
-		"later":    {queue.NodeCanceled, task.ReasonCanceledByUser, task.Canceled, home.name},
-		"w1":       {queue.NodeCanceled, task.ReasonCanceledByUser, "", ""},
-		"w2":       {queue.NodeCanceled, task.ReasonCanceledByUser, "", ""},
-		"w3":       {queue.NodeCanceled, task.ReasonCanceledByUser, "", ""},
-		"w4":       {queue.NodeCanceled, task.ReasonCanceledByUser, "", ""},
-		"w5":       {queue.NodeCanceled, task.ReasonCanceledByUser, "", ""},
+		"slow":     {task.NodeCanceled, task.ReasonCanceledByUser, task.Canceled, "eu-west-1"},
+		"stubborn": {task.NodeSuccess, task.ReasonCompleted, task.Success, "ap-south-1"},
+		"gate":     {task.NodeSuccess, task.ReasonCompleted, task.Success, "us-east-1"},
+		"queued":   {task.NodeCanceled, task.ReasonCanceledByUser, task.Canceled, "eu-west-1"},
+		"later":    {task.NodeCanceled, task.ReasonCanceledByUser, task.Canceled, home.name},
+		"w1":       {task.NodeCanceled, task.ReasonCanceledByUser, "", ""},
+		"w2":       {task.NodeCanceled, task.ReasonCanceledByUser, "", ""},
+		"w3":       {task.NodeCanceled, task.ReasonCanceledByUser, "", ""},
+		"w4":       {task.NodeCanceled, task.ReasonCanceledByUser, "", ""},
+		"w5":       {task.NodeCanceled, task.ReasonCanceledByUser, "", ""},
 	}
-	ctx := testCtx(t)
+	ctx := fedtest.Ctx(t)
 	for _, nd := range st.Nodes {
 		wn := want[nd.ID]
 		if nd.State != wn.state || nd.Reason != wn.reason || nd.TaskState != wn.task || nd.Region != wn.region {
@@ -151,7 +154,7 @@ func testDAGCancelRun(t *testing.T, e *dagEnv, home *dagRegion, w *cancelWorkers
 		}
 		// Every task's trail, home part and receiver's, is legal.
 		var tr struct{ Transitions []task.Transition }
-		e.call(http.MethodGet, home.any().http.URL+"/v1/tasks/"+nd.TaskID+"/trail", dagTokAdmin, nil).want(t, http.StatusOK).json(t, &tr)
+		e.call(http.MethodGet, home.any().http.URL+"/v1/tasks/"+nd.TaskID+"/trail", dagTokAdmin, nil).Want(t, http.StatusOK).JSON(t, &tr)
 		for _, x := range tr.Transitions {
 			if !task.Legal(x.From, x.To, x.Reason) {
 				t.Errorf("node %s: illegal step %s → %s (%s)", nd.ID, x.From, x.To, x.Reason)
@@ -163,14 +166,14 @@ func testDAGCancelRun(t *testing.T, e *dagEnv, home *dagRegion, w *cancelWorkers
 			t.Errorf("node %s ran", never)
 		}
 	}
-	if got := counterValue(dagMetrics.runs.WithLabelValues(home.name, "CANCELED")); got < 1 {
+	if got := home.counter("ax_dag_runs_total", "CANCELED"); got < 1 {
 		t.Errorf("ax_dag_runs_total{state=CANCELED} = %v", got)
 	}
 
 	// A second cancel, from home this time: 200 with the run as it is.
-	var again DAGStatus
-	e.call(http.MethodPost, cancelURL(home.any()), dagTokAcmeOps, nil).want(t, http.StatusOK).json(t, &again)
-	if again.State != queue.DAGCanceled || again.CancelRequestedAt == nil || !again.CancelRequestedAt.Equal(*st.CancelRequestedAt) ||
+	var again apiv1.DAGStatus
+	e.call(http.MethodPost, cancelURL(home.any()), dagTokAcmeOps, nil).Want(t, http.StatusOK).JSON(t, &again)
+	if again.State != task.DAGCanceled || again.CancelRequestedAt == nil || !again.CancelRequestedAt.Equal(*st.CancelRequestedAt) ||
 		again.FinishedAt == nil || !again.FinishedAt.Equal(*st.FinishedAt) {
 		t.Fatalf("second cancel: %+v", again)
 	}
@@ -180,7 +183,7 @@ func testDAGCancelRun(t *testing.T, e *dagEnv, home *dagRegion, w *cancelWorkers
 		}
 	}
 	// Nothing is released later either (the reconciler forgot the run).
-	time.Sleep(3 * dagInterval)
+	time.Sleep(3 * interval)
 	for _, never := range []string{"w1", "w2", "w3", "w4", "w5"} {
 		if w.ran(taskOf[never]) {
 			t.Errorf("node %s ran after the run ended", never)
@@ -192,51 +195,52 @@ func testDAGCancelRun(t *testing.T, e *dagEnv, home *dagRegion, w *cancelWorkers
 // a tenant-bound operator only its tenant's; a submitter (with or without a tenant)
 // none (403).
 func testDAGCancelAuth(t *testing.T, e *dagEnv, home *dagRegion, w *cancelWorkers) {
-	hold := func(name string) DAGStatus {
-		var st DAGStatus
+	hold := func(name string) apiv1.DAGStatus {
+		var st apiv1.DAGStatus
 		e.submitDAG(home.any(), dagTokAcme, map[string]any{"name": name, "nodes": []any{
-			dagNode("hold", "hold", "ap-south-1"), dagNode("after", "ok", "", "hold")}}).want(t, http.StatusCreated).json(t, &st)
+			dagNode("hold", "hold", "ap-south-1"), dagNode("after", "ok", "", "hold")}}).Want(t, http.StatusCreated).JSON(t, &st)
 		w.waitStarted(t, st.Nodes[0].TaskID)
 		return st
 	}
 	// The admin, through another region.
 	run := hold("admin-cancels")
-	var got DAGStatus
-	e.call(http.MethodPost, e.r("eu-west-1").any().http.URL+"/v1/dags/"+run.ID+"/cancel", dagTokAdmin, nil).want(t, http.StatusOK).json(t, &got)
+	var got apiv1.DAGStatus
+	e.call(http.MethodPost, e.r("eu-west-1").any().http.URL+"/v1/dags/"+run.ID+"/cancel", dagTokAdmin, nil).Want(t, http.StatusOK).JSON(t, &got)
 	if got.CancelRequestedBy != "root" {
 		t.Errorf("cancel recorded as by %q, want root", got.CancelRequestedBy)
 	}
-	if st := e.waitDAG(home, run.ID, 20*time.Second); st.State != queue.DAGCanceled {
+	if st := e.waitDAG(home, run.ID, 20*time.Second); st.State != task.DAGCanceled {
 		t.Fatalf("admin's cancel: run ended %s", st.State)
 	}
 
 	// Operators and a tenant-less submitter, on an API of their own over a
 	// home server.
 	const opAcme, opGlobex, subAll = "op-acme", "op-globex", "sub-all"
-	api := NewAPI(home.any().node, APIConfig{Gatherer: prometheus.NewRegistry(), Pools: []string{dagPool}, Auth: &Auth{
-		Enabled: true, ClusterToken: dagTokCluster, Tokens: []Token{
-			{Name: "op-acme", SHA256: HashToken(opAcme), Role: RoleOperator, Tenant: "acme"},
-			{Name: "op-globex", SHA256: HashToken(opGlobex), Role: RoleOperator, Tenant: "globex"},
-			{Name: "sub-all", SHA256: HashToken(subAll), Role: RoleSubmitter},
+	hs := home.any()
+	api := federation.NewAPI(hs.node, federation.APIConfig{Gatherer: prometheus.NewRegistry(), Pools: []string{dagPool}, DAGs: hs.runs, Auth: &federation.Auth{
+		Enabled: true, ClusterToken: dagTokCluster, Tokens: []federation.Token{
+			{Name: "op-acme", SHA256: federation.HashToken(opAcme), Role: federation.RoleOperator, Tenant: "acme"},
+			{Name: "op-globex", SHA256: federation.HashToken(opGlobex), Role: federation.RoleOperator, Tenant: "globex"},
+			{Name: "sub-all", SHA256: federation.HashToken(subAll), Role: federation.RoleSubmitter},
 		}}})
 	srv := httptest.NewServer(api)
 	t.Cleanup(srv.Close)
 	run = hold("operator-cancels")
 	url := srv.URL + "/v1/dags/" + run.ID + "/cancel"
-	if er := e.call(http.MethodPost, url, opGlobex, nil).want(t, http.StatusNotFound).err(t); er.Code != "not_found" {
+	if er := e.call(http.MethodPost, url, opGlobex, nil).Want(t, http.StatusNotFound).Err(t); er.Code != "not_found" {
 		t.Errorf("another tenant's operator: %+v", er)
 	}
-	if er := e.call(http.MethodPost, url, subAll, nil).want(t, http.StatusForbidden).err(t); er.Code != "permission_denied" {
+	if er := e.call(http.MethodPost, url, subAll, nil).Want(t, http.StatusForbidden).Err(t); er.Code != "permission_denied" {
 		t.Errorf("a submitter without a tenant: %+v", er)
 	}
 	if st := e.getDAG(home.any(), dagTokAcme, run.ID); st.CancelRequestedAt != nil {
 		t.Fatalf("a refused cancel changed the run: %+v", st)
 	}
-	if er := e.call(http.MethodPost, url, opAcme, `{"force":true}`).want(t, http.StatusBadRequest).err(t); er.Field != "force" {
+	if er := e.call(http.MethodPost, url, opAcme, `{"force":true}`).Want(t, http.StatusBadRequest).Err(t); er.Field != "force" {
 		t.Errorf("a body with a field: %+v", er)
 	}
-	e.call(http.MethodPost, url, opAcme, `{}`).want(t, http.StatusOK)
-	if st := e.waitDAG(home, run.ID, 20*time.Second); st.State != queue.DAGCanceled || st.CancelRequestedBy != "op-acme" {
+	e.call(http.MethodPost, url, opAcme, `{}`).Want(t, http.StatusOK)
+	if st := e.waitDAG(home, run.ID, 20*time.Second); st.State != task.DAGCanceled || st.CancelRequestedBy != "op-acme" {
 		t.Fatalf("operator's cancel: run ended %s by %q", st.State, st.CancelRequestedBy)
 	}
 }
@@ -248,22 +252,22 @@ func testDAGCancelEnded(t *testing.T, e *dagEnv, home *dagRegion) {
 	missing := task.NewIDGen().New(home.name, 0, time.Now())
 	for _, s := range []*dagServer{home.any(), away} {
 		for _, id := range []string{missing, "not-an-id"} {
-			rep := e.call(http.MethodPost, s.http.URL+"/v1/dags/"+id+"/cancel", dagTokAdmin, nil).want(t, http.StatusNotFound)
-			checkErrorShape(t, "cancel "+id, rep)
-			if er := rep.err(t); er.Code != "not_found" || er.Field != "id" || er.Message != "no such DAG run" {
+			rep := e.call(http.MethodPost, s.http.URL+"/v1/dags/"+id+"/cancel", dagTokAdmin, nil).Want(t, http.StatusNotFound)
+			fedtest.CheckErrorShape(t, "cancel "+id, rep)
+			if er := rep.Err(t); er.Code != "not_found" || er.Field != "id" || er.Message != "no such DAG run" {
 				t.Errorf("cancel %s through %s: %+v", id, s.id, er)
 			}
 		}
 	}
-	var created DAGStatus
-	e.submitDAG(home.any(), dagTokAcme, map[string]any{"nodes": []any{dagNode("quick", "ok", "")}}).want(t, http.StatusCreated).json(t, &created)
+	var created apiv1.DAGStatus
+	e.submitDAG(home.any(), dagTokAcme, map[string]any{"nodes": []any{dagNode("quick", "ok", "")}}).Want(t, http.StatusCreated).JSON(t, &created)
 	done := e.waitDAG(home, created.ID, 20*time.Second)
-	if done.State != queue.DAGSuccess {
+	if done.State != task.DAGSuccess {
 		t.Fatalf("run ended %s", done.State)
 	}
-	var got DAGStatus
-	e.call(http.MethodPost, away.http.URL+"/v1/dags/"+created.ID+"/cancel", dagTokAcmeOps, nil).want(t, http.StatusOK).json(t, &got)
-	if got.State != queue.DAGSuccess || got.CancelRequestedAt != nil || got.FinishedAt == nil || done.FinishedAt == nil ||
+	var got apiv1.DAGStatus
+	e.call(http.MethodPost, away.http.URL+"/v1/dags/"+created.ID+"/cancel", dagTokAcmeOps, nil).Want(t, http.StatusOK).JSON(t, &got)
+	if got.State != task.DAGSuccess || got.CancelRequestedAt != nil || got.FinishedAt == nil || done.FinishedAt == nil ||
 		!got.FinishedAt.Equal(*done.FinishedAt) {
 		t.Fatalf("cancel of an ended run: %+v", got)
 	}
@@ -276,13 +280,13 @@ func testDAGCancelEnded(t *testing.T, e *dagEnv, home *dagRegion) {
 // was not submitted yet. No node canceled while WAITING runs, and the run
 // ends CANCELED.
 func TestDAGCancelOvertakesRelease(t *testing.T) {
-	n, st, _ := leaderlessNode(t)
+	runs, st, _ := leaderlessRuns(t)
 	const name = "us-east-1"
-	ctx := testCtx(t)
+	ctx := fedtest.Ctx(t)
 	fence := queue.Fence{Name: "region", Token: 7}
-	recon := func() *dagReconciler { return &dagReconciler{n: n, fence: fence, plans: map[string]*dagPlan{}} }
+	recon := func() *reconciler { return &reconciler{runs: runs, fence: fence, plans: map[string]*runPlan{}} }
 	spec := []byte(`{"type":"ok"}`)
-	created, err := n.CreateDAG(ctx, &DAGRequest{Tenant: "acme", Nodes: []DAGNodeSpec{
+	created, err := runs.Create(ctx, &apiv1.DAGRequest{Tenant: "acme", Nodes: []apiv1.DAGNodeSpec{
 		{ID: "a", Task: spec},
 		{ID: "b", DependsOn: []string{"a"}, Task: spec},
 		{ID: "c", DependsOn: []string{"a"}, Task: spec},
@@ -313,16 +317,16 @@ func TestDAGCancelOvertakesRelease(t *testing.T) {
 	}
 	// A pass submitted b's task (its release not recorded yet) when the
 	// cancel arrives: the cancel withdraws it.
-	if _, err := n.releaseDAGNodes(ctx, def, []string{"b"}); err != nil {
+	if _, err := runs.release(ctx, def, []string{"b"}); err != nil {
 		t.Fatal(err)
 	}
-	got, err := n.CancelDAG(ctx, id, "acme", "alice", 0)
+	got, err := runs.Cancel(ctx, id, "acme", "alice", 0)
 	if err != nil {
 		t.Fatal(err)
 	}
 	nodes := nodeByID(*got)
-	if got.CancelRequestedAt == nil || got.State != queue.DAGRunning || nodes["a"].TaskState != task.Running ||
-		nodes["d"].TaskState != task.Canceled || nodes["b"].State != queue.NodeCanceled || nodes["c"].State != queue.NodeCanceled {
+	if got.CancelRequestedAt == nil || got.State != task.DAGRunning || nodes["a"].TaskState != task.Running ||
+		nodes["d"].TaskState != task.Canceled || nodes["b"].State != task.NodeCanceled || nodes["c"].State != task.NodeCanceled {
 		t.Fatalf("after the cancel: %+v", got)
 	}
 	if tk, err := st.Get(ctx, taskOf["a"]); err != nil || !tk.CancelRequested {
@@ -339,10 +343,10 @@ func TestDAGCancelOvertakesRelease(t *testing.T) {
 
 	// A pass that read the run before the cancel submits c's task and
 	// records its release: refused, and it withdraws the task.
-	if _, err := n.releaseDAGNodes(ctx, def, []string{"c"}); err != nil {
+	if _, err := runs.release(ctx, def, []string{"c"}); err != nil {
 		t.Fatal(err)
 	}
-	up, err := st.UpdateDAG(ctx, fence, id, []queue.DAGStep{{Node: "c", From: queue.NodeWaiting, To: queue.DAGNode{State: queue.NodeReleased}}})
+	up, err := st.UpdateDAG(ctx, fence, id, []queue.DAGStep{{Node: "c", From: task.NodeWaiting, To: queue.DAGNode{State: task.NodeReleased}}})
 	if err != nil || up.Applied != 0 || !up.Canceling {
 		t.Fatalf("stale release: %+v %v", up, err)
 	}
@@ -359,7 +363,7 @@ func TestDAGCancelOvertakesRelease(t *testing.T) {
 	if _, err := st.Complete(ctx, queue.Completion{ID: claimed[0].ID, Token: claimed[0].LeaseToken}); err != nil {
 		t.Fatal(err)
 	}
-	before := counterValue(dagMetrics.runs.WithLabelValues(name, "CANCELED"))
+	before := counterValue(runs.metrics.runs.WithLabelValues(name, "CANCELED"))
 	for range 2 {
 		if err := recon().reconcile(ctx, id); err != nil {
 			t.Fatal(err)
@@ -369,13 +373,13 @@ func TestDAGCancelOvertakesRelease(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if run.State != queue.DAGCanceled {
+	if run.State != task.DAGCanceled {
 		t.Fatalf("run %s: %+v", run.State, run.Nodes)
 	}
-	if got := counterValue(dagMetrics.runs.WithLabelValues(name, "CANCELED")) - before; got != 1 {
+	if got := counterValue(runs.metrics.runs.WithLabelValues(name, "CANCELED")) - before; got != 1 {
 		t.Errorf("ax_dag_runs_total{state=CANCELED} rose by %v, want 1", got)
 	}
-	for node, want := range map[string]queue.NodeState{"a": queue.NodeSuccess, "b": queue.NodeCanceled, "c": queue.NodeCanceled, "d": queue.NodeCanceled} {
+	for node, want := range map[string]task.NodeState{"a": task.NodeSuccess, "b": task.NodeCanceled, "c": task.NodeCanceled, "d": task.NodeCanceled} {
 		if run.Nodes[node].State != want {
 			t.Errorf("node %s: %+v, want %s", node, run.Nodes[node], want)
 		}
@@ -399,12 +403,12 @@ func TestDAGCancelOvertakesRelease(t *testing.T) {
 	// flight) when the run is cancelled: the reconciler submits it only to
 	// cancel it, so the late submit of the create finds it and runs nothing.
 	def2 := &queue.DAGDef{ID: task.NewIDGen().New(name, 0, time.Now()), Tenant: "acme",
-		Nodes: []queue.DAGNodeDef{{ID: "x", TriggerRule: queue.AllSuccess, Task: spec}}}
+		Nodes: []queue.DAGNodeDef{{ID: "x", TriggerRule: task.AllSuccess, Task: spec}}}
 	def2.Nodes[0].TaskID, _ = queue.DAGTaskID(def2.ID, "x", 0)
-	if err := st.CreateDAG(ctx, def2, map[string]queue.DAGNode{"x": {State: queue.NodeReleased}}); err != nil {
+	if err := st.CreateDAG(ctx, def2, map[string]queue.DAGNode{"x": {State: task.NodeReleased}}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := n.CancelDAG(ctx, def2.ID, "", "op", 0); err != nil {
+	if _, err := runs.Cancel(ctx, def2.ID, "", "op", 0); err != nil {
 		t.Fatal(err)
 	}
 	for range 2 {
@@ -412,19 +416,19 @@ func TestDAGCancelOvertakesRelease(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if _, err := n.releaseDAGNodes(ctx, def2, []string{"x"}); err != nil {
+	if _, err := runs.release(ctx, def2, []string{"x"}); err != nil {
 		t.Fatal(err)
 	}
 	if tk, err := st.Get(ctx, def2.Nodes[0].TaskID); err != nil || tk.State != task.Canceled {
 		t.Fatalf("x's task: %v %v", tk, err)
 	}
-	if run, err := st.DAG(ctx, def2.ID); err != nil || run.State != queue.DAGCanceled || run.Nodes["x"].State != queue.NodeCanceled {
+	if run, err := st.DAG(ctx, def2.ID); err != nil || run.State != task.DAGCanceled || run.Nodes["x"].State != task.NodeCanceled {
 		t.Fatalf("x's run: %+v %v", run, err)
 	}
 }
 
-func nodeByID(st DAGStatus) map[string]DAGNodeStatus {
-	m := make(map[string]DAGNodeStatus, len(st.Nodes))
+func nodeByID(st apiv1.DAGStatus) map[string]apiv1.DAGNodeStatus {
+	m := make(map[string]apiv1.DAGNodeStatus, len(st.Nodes))
 	for _, nd := range st.Nodes {
 		m[nd.ID] = nd
 	}
@@ -524,7 +528,7 @@ func (w *cancelWorkers) cause(id string) error {
 
 func (w *cancelWorkers) waitStarted(t *testing.T, ids ...string) {
 	t.Helper()
-	eventually(t, 20*time.Second, "handlers started", func() bool {
+	fedtest.Eventually(t, 20*time.Second, "handlers started", func() bool {
 		for _, id := range ids {
 			if !w.ran(id) {
 				return false

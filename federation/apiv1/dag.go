@@ -1,0 +1,76 @@
+package apiv1
+
+import (
+	"encoding/json"
+	"time"
+
+	"github.com/ax-sched/ax/task"
+)
+
+// MaxDAGNodes bounds one DAG run.
+const MaxDAGNodes = 1000
+
+// DAGRequest is the body of POST /v1/dags. Each node's task spec goes
+// under "task", as the body of POST /v1/tasks would (idempotency_key
+// excepted: a node's task id is derived from the run).
+type DAGRequest struct {
+	Name   string `json:"name,omitempty"`
+	Tenant string `json:"tenant,omitempty"` // from the token when it names one
+	// Nodes in any order; at most MaxDAGNodes.
+	Nodes []DAGNodeSpec `json:"nodes"`
+}
+
+// DAGNodeSpec is one node of a DAGRequest.
+type DAGNodeSpec struct {
+	ID          string           `json:"id"`
+	DependsOn   []string         `json:"depends_on,omitempty"`
+	TriggerRule task.TriggerRule `json:"trigger_rule,omitempty"` // default all_success
+	Task        json.RawMessage  `json:"task"`
+}
+
+// DAGStatus is a DAG run as the API shows it (201 of POST /v1/dags, 200 of
+// GET /v1/dags/{id} and of POST /v1/dags/{id}/cancel).
+type DAGStatus struct {
+	ID         string        `json:"id"`
+	Name       string        `json:"name,omitempty"`
+	Tenant     string        `json:"tenant"`
+	Region     string        `json:"region"` // home: where the run's state lives
+	State      task.DAGState `json:"state"`
+	CreatedAt  time.Time     `json:"created_at"`
+	FinishedAt *time.Time    `json:"finished_at,omitempty"`
+	// CancelRequestedAt is set once POST /v1/dags/{id}/cancel reached the
+	// run while it was RUNNING; the run ends CANCELED once every node settled.
+	CancelRequestedAt *time.Time      `json:"cancel_requested_at,omitempty"`
+	CancelRequestedBy string          `json:"cancel_requested_by,omitempty"`
+	Nodes             []DAGNodeStatus `json:"nodes"`
+}
+
+// DAGNodeStatus is one node of a DAGStatus.
+type DAGNodeStatus struct {
+	ID          string           `json:"id"`
+	DependsOn   []string         `json:"depends_on,omitempty"`
+	TriggerRule task.TriggerRule `json:"trigger_rule"`
+	State       task.NodeState   `json:"state"`
+	Reason      string           `json:"reason,omitempty"`
+	// TaskID is the id the node's task has, or will have once released.
+	// Nodes SKIPPED, CANCELED for an upstream failure, or CANCELED by a
+	// cancel of the run while WAITING never get a task.
+	TaskID    string     `json:"task_id"`
+	TaskState task.State `json:"task_state,omitempty"`
+	Region    string     `json:"region,omitempty"` // where its task runs or ran
+	Pool      string     `json:"pool,omitempty"`
+	Attempts  int        `json:"attempts,omitempty"`
+	UpdatedAt *time.Time `json:"updated_at,omitempty"`
+}
+
+// Query parameters of server-to-server calls, honoured only on calls with
+// the cluster token.
+const (
+	// ParamOnBehalfOf carries the caller's name on a forwarded or fanned-out
+	// action, so the trails of tasks acted on in other regions name the
+	// operator, not "cluster".
+	ParamOnBehalfOf = "on_behalf_of"
+	// ParamForTenant carries the caller's tenant with a forwarded DAG
+	// cancel: the home region then cancels only a run of that tenant.
+	ParamForTenant = "for_tenant"
+)
