@@ -83,3 +83,60 @@ func loadRegion(t *testing.T, name string, data []byte, env map[string]string) *
 	}
 	return r
 }
+
+// axBinary builds cmd/ax into a temp dir and returns its path.
+func axBinary(t *testing.T) string {
+	t.Helper()
+	bin := filepath.Join(t.TempDir(), "ax")
+	run(t, repoRoot(t), nil, "go", "build", "-o", bin, "./cmd/ax")
+	return bin
+}
+
+// axFlags lists the long flags `ax <sub> --help` documents, global ones
+// included.
+func axFlags(t *testing.T, bin, sub string) map[string]bool {
+	t.Helper()
+	help := string(run(t, "", nil, bin, sub, "--help"))
+	flags := map[string]bool{}
+	for _, w := range strings.Fields(help) {
+		if name, ok := strings.CutPrefix(strings.TrimSuffix(w, ","), "--"); ok && name != "" {
+			flags[name] = true
+		}
+	}
+	if !flags["config"] {
+		t.Fatalf("ax %s --help lists no --config:\n%s", sub, help)
+	}
+	return flags
+}
+
+// checkAxArgs checks argv (after the binary) of an ax server or worker:
+// a known subcommand, only flags it has, each with a value. It returns the
+// subcommand and the flags' values.
+func checkAxArgs(t *testing.T, where string, flags map[string]map[string]bool, argv []string) (string, map[string]string) {
+	t.Helper()
+	if len(argv) == 0 || flags[argv[0]] == nil {
+		t.Fatalf("%s: command %q: want ax server or ax worker", where, argv)
+	}
+	sub, vals := argv[0], map[string]string{}
+	for i := 1; i < len(argv); i++ {
+		name, ok := strings.CutPrefix(argv[i], "--")
+		if !ok {
+			t.Errorf("%s: %q is not a flag (ax %s takes no arguments)", where, argv[i], sub)
+			continue
+		}
+		name, val, hasVal := strings.Cut(name, "=")
+		if !flags[sub][name] {
+			t.Errorf("%s: ax %s has no flag --%s", where, sub, name)
+		}
+		if !hasVal {
+			if i+1 >= len(argv) {
+				t.Errorf("%s: --%s has no value", where, name)
+				continue
+			}
+			val = argv[i+1]
+			i++
+		}
+		vals[name] = val
+	}
+	return sub, vals
+}

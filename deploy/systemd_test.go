@@ -1,0 +1,83 @@
+package deploy
+
+import (
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/ax-sched/ax/internal/config"
+)
+
+// unitService reads the [Service] section of a systemd unit: key → values
+// (a key may repeat).
+func unitService(t *testing.T, path string) map[string][]string {
+	t.Helper()
+	data, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := map[string][]string{}
+	section := ""
+	for _, line := range strings.Split(string(data), "\n") {
+		line = strings.TrimSpace(line)
+		switch {
+		case line == "" || strings.HasPrefix(line, "#"):
+		case strings.HasPrefix(line, "["):
+			section = line
+		case section == "[Service]":
+			k, v, ok := strings.Cut(line, "=")
+			if !ok {
+				t.Fatalf("%s: %q is not KEY=VALUE", path, line)
+			}
+			out[k] = append(out[k], v)
+		}
+	}
+	return out
+}
+
+// TestSystemdUnits checks that the units run ax with flags its server and
+// worker commands have, as a non-root user, and give a worker more time to
+// stop than its default shutdown grace.
+func TestSystemdUnits(t *testing.T) {
+	bin := axBinary(t)
+	flags := map[string]map[string]bool{"server": axFlags(t, bin, "server"), "worker": axFlags(t, bin, "worker")}
+	dir := filepath.Join(repoRoot(t), "deploy", "systemd")
+	for unit, sub := range map[string]string{"ax-server.service": "server", "ax-worker@.service": "worker"} {
+		t.Run(unit, func(t *testing.T) {
+			s := unitService(t, filepath.Join(dir, unit))
+			if len(s["ExecStart"]) != 1 {
+				t.Fatalf("ExecStart %q: want one", s["ExecStart"])
+			}
+			argv := strings.Fields(strings.ReplaceAll(s["ExecStart"][0], "%i", "cpu-spot"))
+			if argv[0] != "/usr/local/bin/ax" {
+				t.Errorf("ExecStart runs %s; want /usr/local/bin/ax", argv[0])
+			}
+			got, vals := checkAxArgs(t, unit, flags, argv[1:])
+			if got != sub {
+				t.Errorf("runs ax %s; want ax %s", got, sub)
+			}
+			if vals["config"] != "/etc/ax/region.yaml" {
+				t.Errorf("--config %q; want /etc/ax/region.yaml", vals["config"])
+			}
+			if sub == "worker" && vals["pool"] != "cpu-spot" {
+				t.Errorf("--pool %q; want the instance name (%%i)", vals["pool"])
+			}
+			if u := s["User"]; len(u) != 1 || u[0] == "root" || u[0] == "0" {
+				t.Errorf("User %q: want a non-root user", u)
+			}
+			if k := s["KillSignal"]; len(k) != 1 || k[0] != "SIGTERM" {
+				t.Errorf("KillSignal %q: ax stops gracefully on SIGTERM", k)
+			}
+			stop, err := strconv.Atoi(strings.Join(s["TimeoutStopSec"], ""))
+			if err != nil {
+				t.Fatalf("TimeoutStopSec %q: %v", s["TimeoutStopSec"], err)
+			}
+			if grace := config.Default().Worker.ShutdownGrace; sub == "worker" && time.Duration(stop)*time.Second <= grace {
+				t.Errorf("TimeoutStopSec=%d is not above worker.shutdown_grace's default %v: systemd would kill running handlers", stop, grace)
+			}
+		})
+	}
+}
