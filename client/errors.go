@@ -9,7 +9,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/ax-sched/ax/federation/apiv1"
+	"github.com/ax-sched/ax/apiv1"
 )
 
 // Sentinels for errors.Is on an *APIError. Each matches the error code of

@@ -9,7 +9,7 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/ax-sched/ax/federation/apiv1"
+	"github.com/ax-sched/ax/apiv1"
 	"github.com/ax-sched/ax/task"
 )
 

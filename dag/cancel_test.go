@@ -9,8 +9,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ax-sched/ax/apiv1"
 	"github.com/ax-sched/ax/federation"
-	"github.com/ax-sched/ax/federation/apiv1"
 	"github.com/ax-sched/ax/internal/fedtest"
 	"github.com/ax-sched/ax/queue"
 	"github.com/ax-sched/ax/task"

@@ -12,8 +12,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ax-sched/ax/apiv1"
 	"github.com/ax-sched/ax/federation"
-	"github.com/ax-sched/ax/federation/apiv1"
 	"github.com/ax-sched/ax/internal/fedtest"
 	"github.com/ax-sched/ax/internal/testenv"
 	"github.com/ax-sched/ax/placement"

@@ -6,7 +6,7 @@ import (
 	"errors"
 	"net/http"
 
-	"github.com/ax-sched/ax/federation/apiv1"
+	"github.com/ax-sched/ax/apiv1"
 	"github.com/ax-sched/ax/queue"
 	"github.com/ax-sched/ax/task"
 )

@@ -33,7 +33,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/ax-sched/ax/federation/apiv1"
+	"github.com/ax-sched/ax/apiv1"
 	"github.com/ax-sched/ax/queue"
 	"github.com/ax-sched/ax/task"
 )

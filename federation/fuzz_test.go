@@ -11,7 +11,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/ax-sched/ax/federation/apiv1"
+	"github.com/ax-sched/ax/apiv1"
 	"github.com/ax-sched/ax/internal/testenv"
 	"github.com/ax-sched/ax/placement"
 	"github.com/ax-sched/ax/queue"

@@ -5,7 +5,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/ax-sched/ax/federation/apiv1"
+	"github.com/ax-sched/ax/apiv1"
 	"github.com/ax-sched/ax/task"
 )
 

@@ -11,7 +11,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/ax-sched/ax/federation/apiv1"
+	"github.com/ax-sched/ax/apiv1"
 	"github.com/ax-sched/ax/lease"
 	"github.com/ax-sched/ax/queue"
 	"github.com/ax-sched/ax/schedule"

@@ -7,7 +7,7 @@ import (
 	"sort"
 	"time"
 
-	"github.com/ax-sched/ax/federation/apiv1"
+	"github.com/ax-sched/ax/apiv1"
 	"github.com/ax-sched/ax/placement"
 	"github.com/ax-sched/ax/queue"
 	"github.com/ax-sched/ax/task"

@@ -3,7 +3,7 @@ package schedule
 import (
 	"time"
 
-	"github.com/ax-sched/ax/federation/apiv1"
+	"github.com/ax-sched/ax/apiv1"
 )
 
 // firePlan is what one pass does with a schedule's due slots.

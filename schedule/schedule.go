@@ -8,7 +8,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/ax-sched/ax/federation/apiv1"
+	"github.com/ax-sched/ax/apiv1"
 	"github.com/ax-sched/ax/task"
 )
 

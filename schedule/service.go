@@ -6,7 +6,7 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/ax-sched/ax/federation/apiv1"
+	"github.com/ax-sched/ax/apiv1"
 )
 
 // The definitions as the API reads and writes them. tenant, where given,

@@ -14,8 +14,8 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/ax-sched/ax/apiv1"
 	"github.com/ax-sched/ax/client"
-	"github.com/ax-sched/ax/federation/apiv1"
 )
 
 func init() { commands = append(commands, newSubmitCmd) }

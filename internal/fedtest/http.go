@@ -10,7 +10,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/ax-sched/ax/federation/apiv1"
+	"github.com/ax-sched/ax/apiv1"
 )
 
 // Spec is a task spec (or any JSON object) as a test writes it.
