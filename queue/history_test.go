@@ -1,6 +1,7 @@
 package queue
 
 import (
+	"errors"
 	"testing"
 	"time"
 
@@ -142,5 +143,25 @@ func TestHandOffBackReplacesTrail(t *testing.T) {
 		if s.Reason == task.ReasonSubmitted && s.Region != "eu-west" {
 			t.Fatalf("a second birth: %+v", s)
 		}
+	}
+}
+
+// Replay and priority of a handed-off task name the region holding it, as a
+// cancel does, so the federation asks that region instead of answering 409.
+func TestActionsOnAHandedOffTaskNameItsRegion(t *testing.T) {
+	e := newEnv(t)
+	id := e.outboxIDs(1)[0]
+	if err := e.s.HandOffDone(e.ctx, id, true); err != nil {
+		t.Fatal(err)
+	}
+	var ho *HandedOffError
+	if err := e.s.Replay(e.ctx, id, "op"); !errors.As(err, &ho) || ho.Region != "us-east" {
+		t.Fatalf("replay: %v, want a HandedOffError naming us-east", err)
+	}
+	if err := e.s.SetPriority(e.ctx, id, 1, "op"); !errors.As(err, &ho) || ho.Region != "us-east" {
+		t.Fatalf("priority: %v, want a HandedOffError naming us-east", err)
+	}
+	if _, err := e.s.Cancel(e.ctx, id, "", "op"); !errors.As(err, &ho) || ho.Region != "us-east" {
+		t.Fatalf("cancel: %v, want a HandedOffError naming us-east", err)
 	}
 }

@@ -892,6 +892,7 @@ func (s *Store) opResult(id, op string, out []any) (task.State, error) {
 }
 
 // Replay puts a dead letter back (FAILED→PENDING) with a fresh retry budget.
+// A handed-off task gives a *HandedOffError naming where it lives.
 func (s *Store) Replay(ctx context.Context, id, by string) error {
 	shard, err := s.shardOf(id)
 	if err != nil {

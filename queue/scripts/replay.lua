@@ -3,12 +3,15 @@
 -- next promotion.
 -- KEYS: 1-8 see lib.lua.
 -- ARGV: 1 clock, 2 id, 3 by.
--- Returns: {0} replayed; {1, state} not FAILED; {2} not found.
+-- Returns: {0} replayed; {1, state} not FAILED; {2} not found; {3, region}
+-- handed off (the task lives there: the caller asks that region).
 local now = clock(ARGV[1])
 local id = ARGV[2]
 local tk = tkey(id)
-local st = redis.call('HGET', tk, 'st')
+local r = redis.call('HMGET', tk, 'st', 'ho')
+local st = r[1]
 if not st then return {2} end
+if st == 'H' then return {3, r[2]} end
 if st ~= 'F' then return {1, st} end
 redis.call('ZREM', K_DEAD, id)
 cnt('F', -1)
