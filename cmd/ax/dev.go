@@ -9,7 +9,6 @@ import (
 	"net"
 	"net/url"
 	"os"
-	"os/exec"
 	"os/signal"
 	"path/filepath"
 	"sort"
@@ -22,6 +21,7 @@ import (
 	"github.com/alicebob/miniredis/v2"
 	"github.com/ax-sched/ax/configs"
 	"github.com/ax-sched/ax/internal/config"
+	"github.com/ax-sched/ax/internal/redisproc"
 	"github.com/spf13/cobra"
 	"go.etcd.io/etcd/server/v3/embed"
 	"go.uber.org/zap"
@@ -67,8 +67,7 @@ pool with the noop, sleep and demo exec handlers, and the API on
 
 type devRedis struct {
 	addr string
-	cmd  *exec.Cmd
-	done chan struct{}
+	srv  *redisproc.Server
 	mini *miniredis.Miniredis
 }
 
@@ -76,14 +75,8 @@ func (r *devRedis) stop() {
 	if r.mini != nil {
 		r.mini.Close()
 	}
-	if r.cmd != nil && r.cmd.Process != nil {
-		_ = r.cmd.Process.Signal(syscall.SIGTERM)
-		select {
-		case <-r.done:
-		case <-time.After(5 * time.Second):
-			_ = r.cmd.Process.Kill()
-			<-r.done
-		}
+	if r.srv != nil {
+		r.srv.Stop()
 	}
 }
 
@@ -127,17 +120,22 @@ func portFree(p int) bool {
 }
 
 // startDevRedis starts redis-server on port (or a free one) in dir, or an
-// in-process miniredis when redis-server is not installed.
-func startDevRedis(dir string, port int, log *slog.Logger) (*devRedis, error) {
+// in-process miniredis when redis-server is not installed. It returns once
+// the server has loaded what an earlier run left in dir, which takes a
+// while after a big run; ctx (Ctrl-C) ends the wait.
+func startDevRedis(ctx context.Context, dir string, port int, log *slog.Logger) (*devRedis, error) {
 	if !portFree(port) {
-		p, err := freePort()
-		if err != nil {
-			return nil, err
-		}
-		port = p
+		port = 0 // redisproc picks a free one
 	}
-	if _, err := exec.LookPath("redis-server"); err != nil {
+	srv, err := redisproc.Start(ctx, redisproc.WithDir(dir), redisproc.WithPort(port),
+		redisproc.WithAOF("everysec"), redisproc.WithLogger(log))
+	if errors.Is(err, redisproc.ErrNotFound) {
 		m := miniredis.NewMiniRedis()
+		if port == 0 {
+			if port, err = freePort(); err != nil {
+				return nil, err
+			}
+		}
 		if err := m.StartAddr("127.0.0.1:" + strconv.Itoa(port)); err != nil {
 			return nil, err
 		}
@@ -145,37 +143,10 @@ func startDevRedis(dir string, port int, log *slog.Logger) (*devRedis, error) {
 			"It is for trying ax out only: no persistence, no real Redis semantics under load. Install redis-server for anything else.")
 		return &devRedis{addr: m.Addr(), mini: m}, nil
 	}
-	if err := os.MkdirAll(dir, 0o755); err != nil {
+	if err != nil {
 		return nil, err
 	}
-	cmd := exec.Command("redis-server", "--port", strconv.Itoa(port), "--bind", "127.0.0.1", "--dir", dir,
-		"--appendonly", "yes", "--appendfsync", "everysec", "--save", "", "--maxmemory-policy", "noeviction",
-		"--logfile", filepath.Join(dir, "redis.log"))
-	// Pdeathsig: if ax dev dies hard, its Redis children die with it.
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
-	if err := cmd.Start(); err != nil {
-		return nil, err
-	}
-	r := &devRedis{addr: "127.0.0.1:" + strconv.Itoa(port), cmd: cmd, done: make(chan struct{})}
-	go func() { _ = cmd.Wait(); close(r.done) }()
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		c, err := net.DialTimeout("tcp", r.addr, 100*time.Millisecond)
-		if err == nil {
-			c.Close()
-			return r, nil
-		}
-		select {
-		case <-r.done:
-			return nil, fmt.Errorf("redis-server on %s exited; see %s", r.addr, filepath.Join(dir, "redis.log"))
-		default:
-		}
-		if time.Now().After(deadline) {
-			r.stop()
-			return nil, fmt.Errorf("redis-server on %s did not start", r.addr)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	return &devRedis{addr: srv.Addr(), srv: srv}, nil
 }
 
 // startDevEtcd starts the embedded etcd on free ports, trying again when a
@@ -287,7 +258,7 @@ func runDev(ctx context.Context, dir string, apiPort, slots int, stdout interfac
 	var lines []string
 	for i, cfg := range cfgs {
 		port, _ := strconv.Atoi(cfg.Redis.Addr[strings.LastIndexByte(cfg.Redis.Addr, ':')+1:])
-		r, err := startDevRedis(filepath.Join(abs, cfg.Name), port, log)
+		r, err := startDevRedis(ctx, filepath.Join(abs, cfg.Name), port, log)
 		if err != nil {
 			return fmt.Errorf("redis for %s: %w", cfg.Name, err)
 		}

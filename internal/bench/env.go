@@ -1,22 +1,17 @@
 package bench
 
 import (
-	"bufio"
 	"context"
 	"errors"
 	"fmt"
 	"log/slog"
-	"net"
 	"os"
-	"os/exec"
-	"path/filepath"
-	"strconv"
 	"strings"
-	"syscall"
 	"time"
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/ax-sched/ax/internal/redisproc"
 	"github.com/ax-sched/ax/queue"
 )
 
@@ -47,7 +42,7 @@ type Target struct {
 type Env struct {
 	Target Target
 	rdb    *redis.Client
-	srv    *server
+	srv    *redisproc.Server
 	// Store is the region's task store as a worker process builds it.
 	Store *queue.Store
 }
@@ -72,11 +67,18 @@ func Open(ctx context.Context, t Target) (*Env, error) {
 	e := &Env{Target: t}
 	addr := t.Addr
 	if addr == "" {
-		s, err := startServer(t.RedisServer)
-		if err != nil {
-			return nil, err
+		// No persistence: the bench measures the scheduler, not the disk;
+		// the summary says so (RedisDescription).
+		sctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+		s, err := redisproc.Start(sctx, redisproc.WithBinary(t.RedisServer))
+		cancel()
+		if errors.Is(err, redisproc.ErrNotFound) {
+			return nil, fmt.Errorf("bench: %s not found on PATH: install Redis or pass --redis ADDR", t.RedisServer)
 		}
-		e.srv, addr = s, s.addr
+		if err != nil {
+			return nil, fmt.Errorf("bench: %w", err)
+		}
+		e.srv, addr = s, s.Addr()
 	}
 	// Enough connections for every worker, submitter and the leader loop.
 	e.rdb = redis.NewClient(&redis.Options{Addr: addr, Password: t.Password, PoolSize: 256, MaxRetries: -1})
@@ -122,7 +124,7 @@ func (e *Env) Close() {
 		_ = e.rdb.Close()
 	}
 	if e.srv != nil {
-		e.srv.stop()
+		e.srv.Stop()
 	}
 }
 
@@ -161,96 +163,6 @@ func (e *Env) RedisDescription(ctx context.Context) RedisInfo {
 		ri.Config = "external Redis: appendonly " + cfg["appendonly"]
 	}
 	return ri
-}
-
-// server is a temporary redis-server child process.
-type server struct {
-	addr string
-	dir  string
-	cmd  *exec.Cmd
-	done chan struct{}
-}
-
-func startServer(bin string) (*server, error) {
-	if _, err := exec.LookPath(bin); err != nil {
-		return nil, fmt.Errorf("bench: %s not found on PATH: install Redis or pass --redis ADDR: %w", bin, err)
-	}
-	dir, err := os.MkdirTemp("", "ax-bench-")
-	if err != nil {
-		return nil, err
-	}
-	var lastErr error
-	for attempt := 0; attempt < 5; attempt++ {
-		port, err := freePort()
-		if err != nil {
-			os.RemoveAll(dir)
-			return nil, err
-		}
-		s := &server{addr: "127.0.0.1:" + strconv.Itoa(port), dir: dir, done: make(chan struct{})}
-		if lastErr = s.start(bin, port); lastErr == nil {
-			return s, nil
-		}
-	}
-	os.RemoveAll(dir)
-	return nil, lastErr
-}
-
-func (s *server) start(bin string, port int) error {
-	// No persistence: the bench measures the scheduler, not the disk; the
-	// summary says so. noeviction is what ax requires of every Redis.
-	s.cmd = exec.Command(bin, "--port", strconv.Itoa(port), "--bind", "127.0.0.1", "--dir", s.dir,
-		"--appendonly", "no", "--save", "", "--maxmemory-policy", "noeviction",
-		"--logfile", filepath.Join(s.dir, "redis.log"))
-	// Its own process group, and it dies with ax bench.
-	s.cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
-	if err := s.cmd.Start(); err != nil {
-		return err
-	}
-	go func() { _ = s.cmd.Wait(); close(s.done) }()
-	deadline := time.Now().Add(10 * time.Second)
-	for time.Now().Before(deadline) {
-		select {
-		case <-s.done:
-			b, _ := os.ReadFile(filepath.Join(s.dir, "redis.log"))
-			return fmt.Errorf("bench: redis-server exited: %s", strings.TrimSpace(string(b)))
-		default:
-		}
-		if c, err := net.DialTimeout("tcp", s.addr, 100*time.Millisecond); err == nil {
-			_, _ = c.Write([]byte("PING\r\n"))
-			_ = c.SetReadDeadline(time.Now().Add(time.Second))
-			line, _ := bufio.NewReader(c).ReadString('\n')
-			c.Close()
-			if strings.HasPrefix(line, "+PONG") {
-				return nil
-			}
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-	s.stop()
-	return errors.New("bench: redis-server did not answer within 10s")
-}
-
-func (s *server) stop() {
-	if s.cmd == nil || s.cmd.Process == nil {
-		return
-	}
-	_ = s.cmd.Process.Signal(syscall.SIGTERM)
-	select {
-	case <-s.done:
-	case <-time.After(5 * time.Second):
-		_ = s.cmd.Process.Kill()
-		<-s.done
-	}
-	os.RemoveAll(s.dir)
-}
-
-func freePort() (int, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return 0, err
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port, nil
 }
 
 // infoField reads one "name:value" line of an INFO answer.

@@ -4,21 +4,18 @@
 package testenv
 
 import (
-	"bufio"
 	"context"
-	"fmt"
+	"errors"
 	"net"
-	"os"
-	"os/exec"
-	"path/filepath"
 	"strconv"
-	"strings"
 	"sync"
 	"syscall"
 	"testing"
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/ax-sched/ax/internal/redisproc"
 )
 
 // RedisOptions tune a test Redis.
@@ -26,23 +23,26 @@ type RedisOptions struct {
 	// AOFAlways turns on the append-only file with appendfsync always, so a
 	// restart keeps every acknowledged write.
 	AOFAlways bool
-	// Extra are additional config directives ("name value").
-	Extra []string
 	// Password, when set, is required of every client (requirepass);
 	// Client and Flush use it.
 	Password string
+	// Cluster starts the server with cluster-enabled yes.
+	Cluster bool
+	// Extra are additional config directives ("name value").
+	Extra []string
 }
 
-// Redis is a redis-server child process owned by a test.
+// Redis is a redis-server child process owned by a test (an
+// internal/redisproc server that is stopped with t.Cleanup and can be
+// killed, paused and restarted on the same port and data).
 type Redis struct {
 	t    testing.TB
 	dir  string
 	port int
 	opts RedisOptions
 
-	mu   sync.Mutex
-	cmd  *exec.Cmd
-	done chan struct{} // closed when cmd has been reaped
+	mu  sync.Mutex
+	srv *redisproc.Server // nil while stopped
 }
 
 // FreePort returns a TCP port that was free a moment ago on 127.0.0.1.
@@ -60,101 +60,45 @@ func FreePort(t testing.TB) int {
 // stopped with t.Cleanup.
 func StartRedis(t testing.TB, opts ...RedisOptions) *Redis {
 	t.Helper()
-	bin, err := exec.LookPath("redis-server")
-	if err != nil {
-		t.Fatalf("testenv: redis-server not found on PATH (run `make test`, which installs it): %v", err)
-	}
-	_ = bin
 	r := &Redis{t: t, dir: t.TempDir()}
 	if len(opts) > 0 {
 		r.opts = opts[0]
 	}
-	var lastErr error
-	for attempt := 0; attempt < 5; attempt++ {
-		r.port = FreePort(t)
-		if lastErr = r.start(); lastErr == nil {
-			break
-		}
+	srv, err := r.start(0)
+	if errors.Is(err, redisproc.ErrNotFound) {
+		t.Fatalf("testenv: %v (run `make deps` or `make test`, which install it)", err)
 	}
-	if lastErr != nil {
-		t.Fatalf("testenv: start redis: %v", lastErr)
+	if err != nil {
+		t.Fatalf("testenv: start redis: %v", err)
 	}
+	r.port = srv.Port()
+	r.srv = srv
 	t.Cleanup(r.Stop)
 	return r
 }
 
-func (r *Redis) start() error {
-	conf := []string{
-		"port " + strconv.Itoa(r.port),
-		"bind 127.0.0.1",
-		"dir " + r.dir,
-		"save \"\"",
-		"maxmemory-policy noeviction",
-		"daemonize no",
-		"loglevel warning",
-		"logfile " + filepath.Join(r.dir, "redis.log"),
+// start starts the server on port (0: a free one).
+func (r *Redis) start(port int) (*redisproc.Server, error) {
+	opts := []redisproc.Option{redisproc.WithDir(r.dir), redisproc.WithConfig("loglevel warning"),
+		redisproc.WithStopGrace(5 * time.Second)}
+	if port != 0 {
+		opts = append(opts, redisproc.WithPort(port))
 	}
 	if r.opts.AOFAlways {
-		conf = append(conf, "appendonly yes", "appendfsync always")
-	} else {
-		conf = append(conf, "appendonly no")
+		opts = append(opts, redisproc.WithAOF("always"))
 	}
 	if r.opts.Password != "" {
-		conf = append(conf, "requirepass "+r.opts.Password)
+		opts = append(opts, redisproc.WithPassword(r.opts.Password))
 	}
-	conf = append(conf, r.opts.Extra...)
-	cfg := filepath.Join(r.dir, "redis.conf")
-	if err := os.WriteFile(cfg, []byte(strings.Join(conf, "\n")+"\n"), 0o600); err != nil {
-		return err
+	if r.opts.Cluster {
+		opts = append(opts, redisproc.WithCluster())
 	}
-	cmd := exec.Command("redis-server", cfg)
-	// Own process group, so a test's kill reaches only this server, and
-	// Pdeathsig so a crashed test binary does not leave it running.
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
-	if err := cmd.Start(); err != nil {
-		return err
-	}
-	done := make(chan error, 1)
-	reaped := make(chan struct{})
-	go func() { done <- cmd.Wait(); close(reaped) }()
-	deadline := time.Now().Add(10 * time.Second)
-	for time.Now().Before(deadline) {
-		select {
-		case err := <-done:
-			return fmt.Errorf("redis-server exited: %v: %s", err, r.log())
-		default:
-		}
-		c, err := net.DialTimeout("tcp", r.Addr(), 100*time.Millisecond)
-		if err == nil {
-			req := "PING\r\n"
-			if pw := r.opts.Password; pw != "" {
-				req = fmt.Sprintf("*2\r\n$4\r\nAUTH\r\n$%d\r\n%s\r\n", len(pw), pw) + req
-			}
-			_, _ = c.Write([]byte(req))
-			_ = c.SetReadDeadline(time.Now().Add(time.Second))
-			br := bufio.NewReader(c)
-			line, _ := br.ReadString('\n')
-			if r.opts.Password != "" && strings.HasPrefix(line, "+OK") {
-				line, _ = br.ReadString('\n')
-			}
-			c.Close()
-			if strings.HasPrefix(line, "+PONG") {
-				r.mu.Lock()
-				r.cmd, r.done = cmd, reaped
-				r.mu.Unlock()
-				return nil
-			}
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-	_ = cmd.Process.Kill()
-	<-reaped
-	return fmt.Errorf("redis-server did not answer on %s: %s", r.Addr(), r.log())
-}
-
-func (r *Redis) log() string {
-	b, _ := os.ReadFile(filepath.Join(r.dir, "redis.log"))
-	return strings.TrimSpace(string(b))
+	opts = append(opts, redisproc.WithConfig(r.opts.Extra...))
+	// Generous: the machine may be busy, and a restarted server with data
+	// loads it first.
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	return redisproc.Start(ctx, opts...)
 }
 
 // Addr is host:port of the server.
@@ -171,26 +115,25 @@ func (r *Redis) Client() *redis.Client {
 }
 
 // Kill sends SIGKILL and waits until the process is gone.
-func (r *Redis) Kill() { r.signalAndWait(syscall.SIGKILL) }
+func (r *Redis) Kill() {
+	if srv := r.take(); srv != nil {
+		srv.Kill()
+	}
+}
 
 // Stop shuts the server down (SIGTERM, then SIGKILL after 5 s). Safe to call twice.
-func (r *Redis) Stop() { r.signalAndWait(syscall.SIGTERM) }
+func (r *Redis) Stop() {
+	if srv := r.take(); srv != nil {
+		srv.Stop()
+	}
+}
 
-func (r *Redis) signalAndWait(sig syscall.Signal) {
+func (r *Redis) take() *redisproc.Server {
 	r.mu.Lock()
-	cmd, done := r.cmd, r.done
-	r.cmd, r.done = nil, nil
-	r.mu.Unlock()
-	if cmd == nil {
-		return
-	}
-	_ = cmd.Process.Signal(sig)
-	select {
-	case <-done:
-	case <-time.After(5 * time.Second):
-		_ = cmd.Process.Kill()
-		<-done
-	}
+	defer r.mu.Unlock()
+	srv := r.srv
+	r.srv = nil
+	return srv
 }
 
 // Pause sends SIGSTOP; Resume sends SIGCONT.
@@ -200,13 +143,14 @@ func (r *Redis) Resume() { r.signal(syscall.SIGCONT) }
 func (r *Redis) signal(sig syscall.Signal) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	if r.cmd != nil {
-		_ = r.cmd.Process.Signal(sig)
+	if r.srv != nil {
+		_ = r.srv.Signal(sig)
 	}
 }
 
 // Restart stops the server (SIGTERM, or SIGKILL when hard is true) and starts
-// it again on the same port with the same data dir.
+// it again on the same port with the same data dir; it returns once the
+// server has loaded its data.
 func (r *Redis) Restart(hard bool) {
 	r.t.Helper()
 	if hard {
@@ -215,8 +159,13 @@ func (r *Redis) Restart(hard bool) {
 		r.Stop()
 	}
 	var err error
+	// A killed server's port can take a moment to be released.
 	for i := 0; i < 50; i++ {
-		if err = r.start(); err == nil {
+		var srv *redisproc.Server
+		if srv, err = r.start(r.port); err == nil {
+			r.mu.Lock()
+			r.srv = srv
+			r.mu.Unlock()
 			return
 		}
 		time.Sleep(100 * time.Millisecond)
