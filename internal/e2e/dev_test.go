@@ -8,7 +8,6 @@ import (
 	"os"
 	"os/exec"
 	"regexp"
-	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -16,78 +15,46 @@ import (
 	"time"
 )
 
-// children lists the pids whose parent is pid.
-func children(pid int) []int {
-	var out []int
-	ents, _ := os.ReadDir("/proc")
-	for _, e := range ents {
-		p, err := strconv.Atoi(e.Name())
-		if err != nil {
-			continue
-		}
-		b, err := os.ReadFile("/proc/" + e.Name() + "/stat")
-		if err != nil {
-			continue
-		}
-		s := string(b)
-		f := strings.Fields(s[strings.LastIndexByte(s, ')')+2:])
-		if len(f) > 1 && f[1] == strconv.Itoa(pid) {
-			out = append(out, p)
-		}
-	}
-	return out
+// devProc is one `ax dev` process a test runs.
+type devProc struct {
+	t    *testing.T
+	cmd  *exec.Cmd
+	log  lockedBuffer
+	done chan struct{} // closed once ax dev has been reaped
+	api  string        // us-east-1's API
 }
 
-func alive(pid int) bool {
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
-	if err != nil {
-		return false
-	}
-	s := string(b)
-	return s[strings.LastIndexByte(s, ')')+2] != 'Z'
-}
-
-// `ax dev`: start it, wait for /readyz, submit 100 tasks across the three
-// regions, all SUCCESS, stop it with SIGINT, and no child process is left.
-func TestDevSmoke(t *testing.T) {
-	// --port 0: ax dev binds three free ports itself before it starts its
-	// Redis and etcd children, and prints them. A port chosen here could be
-	// taken by another test's process before ax dev binds it.
-	var log lockedBuffer
-	cmd := exec.Command(axBin, "dev", "--tmp", "--port", "0")
-	cmd.Stdout, cmd.Stderr = &log, &log
-	cmd.Env = append(os.Environ(), "AX_LOG_FORMAT=text")
-	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
-	if err := cmd.Start(); err != nil {
+// startDev runs `ax dev --port 0 <args>` and waits until its three regions
+// are healthy with workers. --port 0: ax dev binds three free ports itself
+// before it starts its Redis and etcd children, and prints them; a port
+// chosen here could be taken by another test's process before ax dev binds
+// it.
+func startDev(t *testing.T, args ...string) *devProc {
+	t.Helper()
+	d := &devProc{t: t, done: make(chan struct{})}
+	d.cmd = exec.Command(axBin, append([]string{"dev", "--port", "0"}, args...)...)
+	d.cmd.Stdout, d.cmd.Stderr = &d.log, &d.log
+	d.cmd.Env = append(os.Environ(), "AX_LOG_FORMAT=text")
+	dieWithTest(d.cmd, false)
+	if err := d.cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	done := make(chan struct{}) // closed once ax dev has been reaped
-	go func() { _ = cmd.Wait(); close(done) }()
-	defer func() {
-		if t.Failed() {
-			t.Logf("ax dev log:\n%s", tail(log.String(), 4000))
+	go func() { _ = d.cmd.Wait(); close(d.done) }()
+	t.Cleanup(d.kill)
+	waitUntil(t, 60*time.Second, "ax dev to print its API address", func() bool {
+		if m := devAPI.FindStringSubmatch(d.log.String()); m != nil {
+			d.api = m[1]
+			return true
 		}
 		select {
-		case <-done:
+		case <-d.done:
+			t.Fatalf("ax dev exited before it was running (%v):\n%s", d.cmd.ProcessState, tail(d.log.String(), 3000))
 		default:
-			_ = cmd.Process.Kill()
-			select {
-			case <-done:
-			case <-time.After(10 * time.Second):
-				t.Errorf("ax dev (pid %d) still not reaped after SIGKILL", cmd.Process.Pid)
-			}
 		}
-	}()
-	var api string
-	waitUntil(t, 60*time.Second, "ax dev to print its API address", func() bool {
-		m := devAPI.FindStringSubmatch(log.String())
-		if m != nil {
-			api = m[1]
-		}
-		return m != nil
+		return false
 	})
 	waitUntil(t, 60*time.Second, "ax dev /readyz", func() bool {
-		resp, err := http.Get(api + "/readyz")
+		resp, err := http.Get(d.api + "/readyz")
 		if err != nil {
 			return false
 		}
@@ -104,7 +71,7 @@ func TestDevSmoke(t *testing.T) {
 				} `json:"pools"`
 			} `json:"regions"`
 		}
-		if getJSON(api+"/v1/regions", &r) != nil || len(r.Regions) != 3 {
+		if getJSON(d.api+"/v1/regions", &r) != nil || len(r.Regions) != 3 {
 			return false
 		}
 		for _, g := range r.Regions {
@@ -114,11 +81,127 @@ func TestDevSmoke(t *testing.T) {
 		}
 		return true
 	})
+	return d
+}
+
+// interrupt stops ax dev as Ctrl-C does and checks it stopped cleanly and
+// left no child process running.
+func (d *devProc) interrupt() {
+	d.t.Helper()
+	kids := children(d.cmd.Process.Pid)
+	d.t.Logf("ax dev children before SIGINT: %v", kids)
+	_ = d.cmd.Process.Signal(syscall.SIGINT)
+	select {
+	case <-d.done:
+	case <-time.After(30 * time.Second):
+		d.t.Fatal("ax dev did not stop within 30 s of SIGINT")
+	}
+	for _, k := range kids {
+		if alive(k) {
+			d.t.Fatalf("child %d of ax dev still runs after it stopped", k)
+		}
+	}
+	if !strings.Contains(d.log.String(), "ax dev stopped.") {
+		d.t.Fatalf("ax dev did not report a clean stop:\n%s", tail(d.log.String(), 3000))
+	}
+}
+
+func (d *devProc) kill() {
+	if d.t.Failed() {
+		d.t.Logf("ax dev log:\n%s", tail(d.log.String(), 4000))
+	}
+	select {
+	case <-d.done:
+	default:
+		_ = d.cmd.Process.Kill()
+		select {
+		case <-d.done:
+		case <-time.After(10 * time.Second):
+			d.t.Errorf("ax dev (pid %d) still not reaped after SIGKILL", d.cmd.Process.Pid)
+		}
+	}
+}
+
+// submitBatch submits n noop tasks to region in batches of 1000 and
+// returns their ids. Items refused as saturated (admission control while
+// the region's queue is deep) are sent again after a pause, as a client
+// honouring 429 would.
+func (d *devProc) submitBatch(region string, n int) []string {
+	d.t.Helper()
+	item := fmt.Sprintf(`{"type":"noop","regions":[%q],"tags":{"cpu":"x86"}}`, region)
+	var ids []string
+	deadline := time.Now().Add(90 * time.Second)
+	for len(ids) < n {
+		if time.Now().After(deadline) {
+			d.t.Fatalf("batch submit: %d of %d accepted within 90 s", len(ids), n)
+		}
+		k := min(1000, n-len(ids))
+		body := `{"tasks":[` + strings.TrimSuffix(strings.Repeat(item+",", k), ",") + `]}`
+		resp, err := http.Post(d.api+"/v1/tasks/batch", "application/json", strings.NewReader(body))
+		if err != nil {
+			d.t.Fatal(err)
+		}
+		var r struct {
+			Results []struct {
+				Task *struct {
+					ID string `json:"id"`
+				} `json:"task"`
+				Error *struct {
+					Code    string `json:"code"`
+					Message string `json:"message"`
+				} `json:"error"`
+			} `json:"results"`
+		}
+		err = json.NewDecoder(resp.Body).Decode(&r)
+		resp.Body.Close()
+		if err != nil || resp.StatusCode != 200 || len(r.Results) != k {
+			d.t.Fatalf("batch submit: status %d, %d results for %d tasks, %v", resp.StatusCode, len(r.Results), k, err)
+		}
+		saturated := false
+		for _, it := range r.Results {
+			switch {
+			case it.Task != nil:
+				ids = append(ids, it.Task.ID)
+			case it.Error != nil && it.Error.Code == "saturated":
+				saturated = true
+			default:
+				d.t.Fatalf("batch submit: item refused: %+v", it.Error)
+			}
+		}
+		if saturated {
+			time.Sleep(200 * time.Millisecond)
+		}
+	}
+	return ids
+}
+
+// waitSuccess waits until every task in ids is SUCCESS.
+func (d *devProc) waitSuccess(within time.Duration, ids []string) {
+	d.t.Helper()
+	left := ids
+	waitUntil(d.t, within, fmt.Sprintf("%d tasks SUCCESS", len(ids)), func() bool {
+		for len(left) > 0 {
+			var tk struct {
+				State string `json:"state"`
+			}
+			if getJSON(d.api+"/v1/tasks/"+left[0], &tk) != nil || tk.State != "SUCCESS" {
+				return false
+			}
+			left = left[1:]
+		}
+		return true
+	})
+}
+
+// `ax dev`: start it, wait for /readyz, submit 100 tasks across the three
+// regions, all SUCCESS, stop it with SIGINT, and no child process is left.
+func TestDevSmoke(t *testing.T) {
+	d := startDev(t, "--tmp")
 	regions := []string{"us-east-1", "europe-west4", "eastus"}
 	var ids []string
 	for i := 0; i < 100; i++ {
 		body := fmt.Sprintf(`{"type":"noop","regions":[%q],"tags":{"cpu":"x86"}}`, regions[i%3])
-		resp, err := http.Post(api+"/v1/tasks", "application/json", strings.NewReader(body))
+		resp, err := http.Post(d.api+"/v1/tasks", "application/json", strings.NewReader(body))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -136,33 +219,34 @@ func TestDevSmoke(t *testing.T) {
 		}
 		ids = append(ids, r.ID)
 	}
-	waitUntil(t, 60*time.Second, "100 SUCCESS", func() bool {
-		for _, id := range ids {
-			var tk struct {
-				State string `json:"state"`
-			}
-			if getJSON(api+"/v1/tasks/"+id, &tk) != nil || tk.State != "SUCCESS" {
-				return false
-			}
-		}
-		return true
-	})
-	kids := children(cmd.Process.Pid)
-	t.Logf("ax dev children before SIGINT: %v", kids)
-	_ = cmd.Process.Signal(syscall.SIGINT)
-	select {
-	case <-done:
-	case <-time.After(30 * time.Second):
-		t.Fatal("ax dev did not stop within 30 s of SIGINT")
+	d.waitSuccess(60*time.Second, ids)
+	d.interrupt()
+}
+
+// `ax dev` restarts on its own state (issue 12: after ≈ 25 k tasks it
+// exited with "LOADING Redis is loading the dataset in memory"): a run with
+// 25 k tasks, Ctrl-C, a second run on the same --dir comes up, still knows
+// the first run's tasks and runs new ones.
+func TestDevRestartOnState(t *testing.T) {
+	if testing.Short() {
+		t.Skip("slow: two ax dev runs with 25 k tasks (make test runs it)")
 	}
-	for _, k := range kids {
-		if alive(k) {
-			t.Fatalf("child %d of ax dev still runs after it stopped", k)
-		}
+	dir := t.TempDir()
+	d := startDev(t, "--dir", dir)
+	ids := d.submitBatch("us-east-1", 25_000)
+	// Every 250th task: the wait is for the queue to drain, not a GET each.
+	var sample []string
+	for i := 0; i < len(ids); i += 250 {
+		sample = append(sample, ids[i])
 	}
-	if !strings.Contains(log.String(), "ax dev stopped.") {
-		t.Fatal("ax dev did not report a clean stop")
-	}
+	sample = append(sample, ids[len(ids)-1])
+	d.waitSuccess(120*time.Second, sample)
+	d.interrupt()
+
+	d2 := startDev(t, "--dir", dir)
+	d2.waitSuccess(10*time.Second, sample) // the first run's tasks are still there
+	d2.waitSuccess(60*time.Second, d2.submitBatch("us-east-1", 100))
+	d2.interrupt()
 }
 
 // devAPI finds the first region's API in ax dev's banner.

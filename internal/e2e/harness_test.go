@@ -141,7 +141,7 @@ func (g *procGroup) start(name string, env []string, args ...string) *proc {
 	p.cmd = exec.Command(axBin, args...)
 	p.cmd.Env = env
 	p.cmd.Stdout, p.cmd.Stderr = p.log, p.log
-	p.cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+	dieWithTest(p.cmd, true)
 	if err := p.cmd.Start(); err != nil {
 		g.t.Fatal(err)
 	}
