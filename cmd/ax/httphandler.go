@@ -13,7 +13,7 @@ func registerHTTP(w *worker.Worker, cfg *config.Region) error {
 	if len(cfg.Worker.HTTP.AllowPrefixes) == 0 {
 		return nil
 	}
-	h, err := handlers.HTTP(handlers.HTTPOptions{Allow: cfg.Worker.HTTP.AllowPrefixes})
+	h, err := handlers.HTTP(handlers.HTTPOptions{Allow: cfg.Worker.HTTP.AllowPrefixes, DenyPrivate: cfg.Worker.HTTP.DenyPrivate})
 	if err != nil {
 		return fmt.Errorf("worker.http: %w", err)
 	}

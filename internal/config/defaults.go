@@ -66,6 +66,9 @@ func Default() *Region {
 			Concurrency:   16,
 			ClaimBatch:    32,
 			ShutdownGrace: 30 * time.Second,
+			// A tenant's URL must not reach the worker's own network
+			// (cloud metadata, Redis, etcd) unless the operator says so.
+			HTTP: HTTP{DenyPrivate: true},
 		},
 	}
 }

@@ -340,4 +340,8 @@ func (r ExecRule) Handler() handlers.ExecRule {
 // prefixes, each an absolute http(s) URL with a path ("https://host/api/").
 type HTTP struct {
 	AllowPrefixes []string `mapstructure:"allow_prefixes" yaml:"allow_prefixes"`
+	// DenyPrivate refuses loopback, private, link-local and other
+	// non-public target addresses, checked at each connection after DNS
+	// resolution.
+	DenyPrivate bool `mapstructure:"deny_private" yaml:"deny_private"`
 }

@@ -413,8 +413,13 @@ func validateWorker(p *problems, path string, w Worker) {
 		}
 	}
 	for i, prefix := range w.HTTP.AllowPrefixes {
+		key := elemKey(joinKey(path, "http.allow_prefixes"), i)
 		if err := checkURL(prefix, true); err != nil {
-			p.add(elemKey(joinKey(path, "http.allow_prefixes"), i), "%s", err)
+			p.add(key, "%s", err)
+		} else if err := handlers.CheckHTTPPrefix(prefix, false); err != nil {
+			p.add(key, "%s", err)
+		} else if err := handlers.CheckHTTPPrefix(prefix, w.HTTP.DenyPrivate); err != nil {
+			p.add(key, "%s (worker.http.deny_private is on by default: set it to false to allow internal targets)", err)
 		}
 	}
 }

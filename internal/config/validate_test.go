@@ -177,6 +177,10 @@ func TestValidateEachRule(t *testing.T) {
 		{"exec timeout", func(r *Region) {
 			r.Worker.Exec.Allow["echo"] = ExecRule{Argv: []string{"echo"}, Timeout: -time.Second}
 		}, "worker.exec.allow[echo].timeout: must not be negative"},
+		{"http prefix at a private address", func(r *Region) { r.Worker.HTTP.AllowPrefixes = []string{"http://10.0.0.5:8080/hooks/"} },
+			`worker.http.allow_prefixes[0]: allowed prefix "http://10.0.0.5:8080/hooks/" names a private address, which deny_private refuses (worker.http.deny_private is on by default: set it to false to allow internal targets)`},
+		{"http prefix not plain", func(r *Region) { r.Worker.HTTP.AllowPrefixes = []string{"https://h.example.com/a/%2e%2e/b/"} },
+			`worker.http.allow_prefixes[0]: allowed prefix "https://h.example.com/a/%2e%2e/b/" is not in its plain form (https://h.example.com/b/)`},
 		{"http prefix without path", func(r *Region) { r.Worker.HTTP.AllowPrefixes = []string{"https://api.example.com"} },
 			`worker.http.allow_prefixes[0]: must end the host with a path, e.g. "https://api.example.com/", got "https://api.example.com"`},
 	}
@@ -265,5 +269,14 @@ func TestClusterTokenIsRequiredOfServersOnly(t *testing.T) {
 	r.Regions = []string{r.Name}
 	if err := r.ValidateServer(); err != nil {
 		t.Fatalf("ValidateServer of a lone region = %v", err)
+	}
+}
+
+func TestInternalPrefixesNeedDenyPrivateOff(t *testing.T) {
+	r := mustParse(t, full)
+	r.Worker.HTTP.AllowPrefixes = []string{"http://127.0.0.1:9000/hooks/", "http://[fd00::1]/x/"}
+	r.Worker.HTTP.DenyPrivate = false
+	if err := r.Validate(); err != nil {
+		t.Fatalf("internal prefixes with deny_private false: %v", err)
 	}
 }

@@ -2,9 +2,13 @@ package e2e
 
 import (
 	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -91,4 +95,59 @@ exec:
 	if tk := fed.waitState("us-east-1", tokSubmitterA, h.ID, task.Success, 20*time.Second); tk.Result != "fine " && tk.Result != "fine\n" {
 		t.Fatalf("cat ok.txt: result %q", tk.Result)
 	}
+}
+
+// Finding 8 of issue 11: the http handler checked the prefix on the raw
+// URL, so "<prefix>../admin", "%2e%2e" and "..%2f" reached paths outside
+// it. Through real servers and workers, on tasks handed to the other
+// region, each is refused NON_RETRYABLE and the hook server never sees a
+// path outside /hooks/; a URL under the prefix still succeeds. With
+// deny_private on (the default), a prefix host that resolves to loopback
+// is refused when connecting.
+func TestHTTPTargetsAreCleanedAndChecked(t *testing.T) {
+	var mu sync.Mutex
+	var paths []string
+	hook := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		paths = append(paths, r.URL.EscapedPath())
+		mu.Unlock()
+		_, _ = io.WriteString(w, "hooked "+r.URL.EscapedPath())
+	}))
+	defer hook.Close()
+	seen := func() []string { mu.Lock(); defer mu.Unlock(); return append([]string(nil), paths...) }
+	prefix := hook.URL + "/hooks/"
+
+	t.Run("traversal", func(t *testing.T) {
+		fed := newFederation(t, fedOpts{worker: fmt.Sprintf("http: {allow_prefixes: [%q], deny_private: false}\n", prefix)})
+		for _, url := range []string{prefix + "../admin", prefix + "%2e%2e/admin", prefix + "..%2fadmin", prefix + "%2E%2E%2Fadmin"} {
+			h := fed.handedOffTask("us-east-1", "eu-west-1", tokSubmitterA, map[string]any{
+				"type": "http", "payload": map[string]any{"url": url, "body": map[string]int{"n": 1}}})
+			tk := fed.waitState("us-east-1", tokSubmitterA, h.ID, task.Failed, 20*time.Second)
+			if tk.Reason != task.ReasonNonRetryable || !strings.Contains(tk.LastError, "not under an allowed prefix: "+hook.URL+"/admin") {
+				t.Fatalf("%s: %s %q, want NON_RETRYABLE, not under an allowed prefix", url, tk.Reason, tk.LastError)
+			}
+		}
+		if got := seen(); len(got) != 0 {
+			t.Fatalf("the hook server saw %q", got)
+		}
+		h := fed.handedOffTask("us-east-1", "eu-west-1", tokSubmitterA, map[string]any{
+			"type": "http", "payload": map[string]any{"url": prefix + "a/./b/../ok", "body": map[string]int{"n": 1}}})
+		if tk := fed.waitState("us-east-1", tokSubmitterA, h.ID, task.Success, 20*time.Second); tk.Result != "hooked /hooks/a/ok" {
+			t.Fatalf("result %q", tk.Result)
+		}
+	})
+	t.Run("deny_private", func(t *testing.T) {
+		local := strings.Replace(prefix, "127.0.0.1", "localhost", 1)
+		fed := newFederation(t, fedOpts{worker: fmt.Sprintf("http: {allow_prefixes: [%q]}\n", local)})
+		before := len(seen())
+		h := fed.handedOffTask("us-east-1", "eu-west-1", tokSubmitterA, map[string]any{
+			"type": "http", "payload": map[string]any{"url": local + "x", "body": map[string]int{"n": 1}}})
+		tk := fed.waitState("us-east-1", tokSubmitterA, h.ID, task.Failed, 20*time.Second)
+		if tk.Reason != task.ReasonNonRetryable || !strings.Contains(tk.LastError, "is a loopback address") {
+			t.Fatalf("%s %q, want NON_RETRYABLE, a loopback address", tk.Reason, tk.LastError)
+		}
+		if got := seen(); len(got) != before {
+			t.Fatalf("the hook server was reached: %q", got[before:])
+		}
+	})
 }

@@ -25,7 +25,10 @@
 //	       exit is a retryable failure with the last bytes of stderr (or
 //	       stdout when stderr is empty).
 //	http   {"url": "https://hooks.example.com/x", "body": {...}}
-//	       POSTs body (JSON) to url if url starts with an allowlisted prefix.
+//	       POSTs body (JSON) to url if its clean form (percent-encoding
+//	       decoded, dot segments resolved) lies under an allowlisted
+//	       prefix; redirects are checked the same way, and DenyPrivate
+//	       refuses internal addresses at connection time.
 //	       2xx succeeds with the last 4 KiB of the response; 4xx fails for
 //	       good (NonRetryable) except 408, 425 and 429; 5xx and transport
 //	       errors are retried.

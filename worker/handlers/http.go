@@ -9,10 +9,10 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"net/url"
 	"strconv"
-	"strings"
 	"time"
 
 	"github.com/ax-sched/ax/task"
@@ -25,14 +25,29 @@ const DefaultHTTPTimeout = 30 * time.Second
 // HTTPOptions configure the http handler.
 type HTTPOptions struct {
 	// Allow lists the URL prefixes a payload may post to, e.g.
-	// "https://hooks.example.com/" (required). A prefix matches only up to
-	// a boundary: "https://a.example.com" does not allow
-	// "https://a.example.com.evil.net/". Redirects are checked too.
+	// "https://hooks.example.com/" (required), each in its plain form (no
+	// "..", no percent-encoded dots, no query). A URL is checked in its
+	// clean form: parsed, its path's percent-encoding decoded and its dot
+	// segments resolved, so "<prefix>../admin", "<prefix>%2e%2e/admin" and
+	// "<prefix>..%2fadmin" are outside the prefix; the clean form is what
+	// is sent. Scheme and host must be the prefix's exactly
+	// ("https://a.example.com" does not allow "https://a.example.com.evil.net/"),
+	// and the path must be the prefix's or below it at a '/'. Redirects go
+	// through the same check.
 	Allow []string
+	// DenyPrivate refuses to connect to loopback, private (RFC 1918, ULA),
+	// link-local (cloud metadata at 169.254.169.254), carrier-grade NAT,
+	// multicast and other non-public addresses. The address is checked at
+	// each connection, after DNS resolution, so a host name that resolves
+	// to one, now or after a later re-resolution, is refused too. The
+	// environment's HTTP(S)_PROXY is then not used (the check would see
+	// the proxy, not the target).
+	DenyPrivate bool
 	// Timeout bounds one request, body included (default 30s).
 	Timeout time.Duration
 	// Transport sends the requests (default: a clone of
-	// http.DefaultTransport).
+	// http.DefaultTransport). With DenyPrivate it must be an
+	// *http.Transport (a clone of it is given the checking dialer).
 	Transport http.RoundTripper
 }
 
@@ -50,28 +65,41 @@ func HTTP(opts HTTPOptions) (worker.Handler, error) {
 	if len(opts.Allow) == 0 {
 		return nil, errors.New("http: Allow needs at least one URL prefix")
 	}
-	for _, p := range opts.Allow {
-		u, err := url.Parse(p)
-		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-			return nil, fmt.Errorf("http: allowed prefix %q is not an http(s) URL", p)
+	var allow []prefix
+	for _, s := range opts.Allow {
+		if err := CheckHTTPPrefix(s, opts.DenyPrivate); err != nil {
+			return nil, fmt.Errorf("http: %w", err)
 		}
+		p, _ := parsePrefix(s)
+		allow = append(allow, p)
 	}
 	if opts.Timeout <= 0 {
 		opts.Timeout = DefaultHTTPTimeout
 	}
 	if opts.Transport == nil {
-		opts.Transport = http.DefaultTransport.(*http.Transport).Clone()
+		opts.Transport = http.DefaultTransport.(*http.Transport)
 	}
-	allow := append([]string(nil), opts.Allow...)
+	if tr, ok := opts.Transport.(*http.Transport); ok {
+		tr = tr.Clone()
+		if opts.DenyPrivate {
+			d := &net.Dialer{Timeout: 30 * time.Second, KeepAlive: 30 * time.Second, Control: denyPrivate}
+			tr.DialContext, tr.Proxy = d.DialContext, nil
+		}
+		opts.Transport = tr
+	} else if opts.DenyPrivate {
+		return nil, errors.New("http: DenyPrivate needs an *http.Transport")
+	}
 	client := &http.Client{
 		Transport: opts.Transport,
 		CheckRedirect: func(req *http.Request, via []*http.Request) error {
 			if len(via) >= 10 {
 				return errors.New("stopped after 10 redirects")
 			}
-			if !allowed(allow, req.URL.String()) {
-				return fmt.Errorf("%w: %s", errRedirectRefused, req.URL.Redacted())
+			u, err := target(allow, req.URL)
+			if err != nil {
+				return fmt.Errorf("%w: %v", errRedirectRefused, err)
 			}
+			req.URL = u // what was checked is what is sent
 			return nil
 		},
 	}
@@ -82,12 +110,18 @@ func HTTP(opts HTTPOptions) (worker.Handler, error) {
 		if err := dec.Decode(&p); err != nil {
 			return worker.NonRetryable(fmt.Errorf(`http: payload must be {"url": URL, "body": JSON}: %v`, err))
 		}
-		if !allowed(allow, p.URL) {
-			return worker.NonRetryable(fmt.Errorf("http: %q does not start with an allowed prefix (%s)", p.URL, strings.Join(allow, ", ")))
+		u, err := url.Parse(p.URL)
+		if err == nil {
+			u, err = target(allow, u)
+		}
+		if err != nil {
+			// Not the allowlist: a tenant learns nothing of where else
+			// this worker may post.
+			return worker.NonRetryable(fmt.Errorf("http: %q refused: %v", p.URL, err))
 		}
 		ctx, cancel := context.WithTimeout(ctx, opts.Timeout)
 		defer cancel()
-		req, err := http.NewRequestWithContext(ctx, http.MethodPost, p.URL, bytes.NewReader(p.Body))
+		req, err := http.NewRequestWithContext(ctx, http.MethodPost, u.String(), bytes.NewReader(p.Body))
 		if err != nil {
 			return worker.NonRetryable(fmt.Errorf("http: %v", err))
 		}
@@ -100,7 +134,7 @@ func HTTP(opts HTTPOptions) (worker.Handler, error) {
 		}
 		resp, err := client.Do(req)
 		if err != nil {
-			if errors.Is(err, errRedirectRefused) {
+			if errors.Is(err, errRedirectRefused) || errors.Is(err, errPrivateTarget) {
 				return worker.NonRetryable(fmt.Errorf("http: %v", err))
 			}
 			return fmt.Errorf("http: %w", err) // transport: retry
@@ -129,24 +163,6 @@ func statusText(resp *http.Response, body *tail) string {
 		head += ": " + s
 	}
 	return head
-}
-
-// allowed reports whether u starts with one of the prefixes at a boundary:
-// the prefix ends in '/', or u continues with '/', '?', '#' or ends there.
-func allowed(prefixes []string, u string) bool {
-	pu, err := url.Parse(u)
-	if err != nil || (pu.Scheme != "http" && pu.Scheme != "https") || pu.User != nil {
-		return false
-	}
-	for _, p := range prefixes {
-		if !strings.HasPrefix(u, p) {
-			continue
-		}
-		if len(u) == len(p) || strings.HasSuffix(p, "/") || strings.ContainsRune("/?#", rune(u[len(p)])) {
-			return true
-		}
-	}
-	return false
 }
 
 func spanID() string {

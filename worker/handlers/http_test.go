@@ -36,7 +36,33 @@ func TestHTTP(t *testing.T) {
 	mux.HandleFunc("POST /hooks/away", func(w http.ResponseWriter, r *http.Request) {
 		http.Redirect(w, r, "/admin/delete-everything", http.StatusTemporaryRedirect)
 	})
-	srv := httptest.NewServer(mux)
+	// Redirects whose raw Location climbs out of /hooks/.
+	for name, loc := range map[string]string{"dots": "/hooks/../admin/x", "encoded": "/hooks/%2e%2e/admin/x", "slash": "/hooks/..%2fadmin/x"} {
+		mux.HandleFunc("POST /hooks/away-"+name, func(w http.ResponseWriter, r *http.Request) {
+			w.Header().Set("Location", loc)
+			w.WriteHeader(http.StatusTemporaryRedirect)
+		})
+	}
+	mux.HandleFunc("POST /hooks/around", func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Location", "/hooks/x/../ok")
+		w.WriteHeader(http.StatusTemporaryRedirect)
+	})
+	var adminCalls atomic.Int32
+	mux.HandleFunc("/admin/", func(w http.ResponseWriter, r *http.Request) {
+		adminCalls.Add(1)
+		_, _ = io.WriteString(w, "admin reached")
+	})
+	// Go's mux would redirect /hooks/../admin itself; a server that does
+	// not clean paths is what the handler must not rely on.
+	raw := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if strings.Contains(r.URL.EscapedPath(), "..") || strings.Contains(strings.ToLower(r.URL.EscapedPath()), "%2e") {
+			adminCalls.Add(1)
+			http.Error(w, "unclean path reached the server: "+r.URL.EscapedPath(), http.StatusTeapot)
+			return
+		}
+		mux.ServeHTTP(w, r)
+	})
+	srv := httptest.NewServer(raw)
 	defer srv.Close()
 
 	post, err := handlers.HTTP(handlers.HTTPOptions{Allow: []string{srv.URL + "/hooks/"}, Timeout: 2 * time.Second})
@@ -78,11 +104,26 @@ func TestHTTP(t *testing.T) {
 			t.Fatalf("got %s after %d attempts (%d calls): %q", tk.Reason, tk.Attempts, boomCalls.Load(), tk.LastError)
 		}
 	})
+	t.Run("a redirect is cleaned and checked like the payload's URL", func(t *testing.T) {
+		tk := e.WaitState(submit(srv.URL+"/hooks/around"), task.Success, 5*time.Second)
+		if tk.Result != `got: {"n":1}` {
+			t.Fatalf("result %q", tk.Result)
+		}
+		<-headers
+	})
 	for _, c := range []struct{ name, url, want string }{
-		{"prefix not allowed", srv.URL + "/admin/x", "does not start with an allowed prefix"},
-		{"prefix without its boundary", srv.URL + "/hooks", "does not start with an allowed prefix"},
-		{"another host", "http://example.invalid/hooks/ok", "does not start with an allowed prefix"},
+		{"prefix not allowed", srv.URL + "/admin/x", "not under an allowed prefix"},
+		{"prefix without its boundary", srv.URL + "/hooks", "not under an allowed prefix"},
+		{"another host", "http://example.invalid/hooks/ok", "not under an allowed prefix"},
+		{"dot segments", srv.URL + "/hooks/../admin/x", "not under an allowed prefix: " + srv.URL + "/admin/x"},
+		{"encoded dots", srv.URL + "/hooks/%2e%2e/admin/x", "not under an allowed prefix: " + srv.URL + "/admin/x"},
+		{"encoded slash", srv.URL + "/hooks/..%2fadmin/x", "not under an allowed prefix: " + srv.URL + "/admin/x"},
+		{"double encoding", srv.URL + "/hooks/%252e%252e/admin/x", "servers read in different ways"},
+		{"userinfo", strings.Replace(srv.URL, "://", "://u:p@", 1) + "/hooks/ok", "URLs with a user or password are refused"},
 		{"redirect out of the allowlist", srv.URL + "/hooks/away", "redirect to a URL outside the allowlist"},
+		{"redirect with dot segments", srv.URL + "/hooks/away-dots", "redirect to a URL outside the allowlist"},
+		{"redirect with encoded dots", srv.URL + "/hooks/away-encoded", "redirect to a URL outside the allowlist"},
+		{"redirect with an encoded slash", srv.URL + "/hooks/away-slash", "redirect to a URL outside the allowlist"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			tk := e.WaitState(submit(c.url), task.Failed, 5*time.Second)
@@ -90,6 +131,9 @@ func TestHTTP(t *testing.T) {
 				t.Fatalf("got %s: %q, want NON_RETRYABLE with %q", tk.Reason, tk.LastError, c.want)
 			}
 		})
+	}
+	if n := adminCalls.Load(); n != 0 {
+		t.Fatalf("%d requests reached /admin or an unclean path", n)
 	}
 }
 
@@ -116,9 +160,41 @@ func TestHTTPClientTimeoutIsRetryable(t *testing.T) {
 }
 
 func TestHTTPOptionsAreChecked(t *testing.T) {
-	for _, allow := range [][]string{nil, {"ftp://x/"}, {"/relative"}} {
+	for _, allow := range [][]string{nil, {"ftp://x/"}, {"/relative"}, {"https://x.example.com/a/../b/"}, {"https://x.example.com/?q"}} {
 		if _, err := handlers.HTTP(handlers.HTTPOptions{Allow: allow}); err == nil {
 			t.Fatalf("Allow %q accepted", allow)
+		}
+	}
+}
+
+// DenyPrivate checks the address each connection goes to, after DNS: a
+// name that resolves to loopback is refused for good; an address literal
+// is refused when the handler is made.
+func TestHTTPDenyPrivate(t *testing.T) {
+	var calls atomic.Int32
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		calls.Add(1)
+		_, _ = io.WriteString(w, "reached")
+	}))
+	defer srv.Close()
+	port := srv.URL[strings.LastIndexByte(srv.URL, ':')+1:]
+	if _, err := handlers.HTTP(handlers.HTTPOptions{Allow: []string{srv.URL + "/hooks/"}, DenyPrivate: true}); err == nil ||
+		!strings.Contains(err.Error(), "names a loopback address, which deny_private refuses") {
+		t.Fatalf("a loopback literal prefix with DenyPrivate: %v", err)
+	}
+	payload := []byte(`{"url":"http://localhost:` + port + `/hooks/x"}`)
+	for _, deny := range []bool{true, false} {
+		post, err := handlers.HTTP(handlers.HTTPOptions{Allow: []string{"http://localhost:" + port + "/hooks/"}, DenyPrivate: deny, Timeout: 2 * time.Second})
+		if err != nil {
+			t.Fatal(err)
+		}
+		tk := &worker.Task{ID: "t1", Type: "http", Payload: payload}
+		err = post(context.Background(), tk)
+		switch {
+		case deny && (!errors.Is(err, worker.ErrNonRetryable) || !strings.Contains(err.Error(), "is a loopback address") || calls.Load() != 0):
+			t.Fatalf("DenyPrivate: %v after %d calls, want a NonRetryable refusal of a loopback address and no call", err, calls.Load())
+		case !deny && (err != nil || tk.Result() != "reached"):
+			t.Fatalf("without DenyPrivate: %v, result %q", err, tk.Result())
 		}
 	}
 }
