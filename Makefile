@@ -6,6 +6,8 @@ SUDO    := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 COMMIT  ?= $(shell git rev-parse HEAD 2>/dev/null || echo unknown)
 DATE    ?= $(shell date -u +%Y-%m-%dT%H:%M:%SZ)
+# helm for deploy/helm_test.go, built from its module (no go.mod change): $(go env GOPATH)/bin/helm.
+HELM    := helm.sh/helm/v3/cmd/helm@v3.22.0
 LDFLAGS ?= -X github.com/ax-sched/ax/internal/buildinfo.version=$(VERSION) -X github.com/ax-sched/ax/internal/buildinfo.commit=$(COMMIT) -X github.com/ax-sched/ax/internal/buildinfo.date=$(DATE)
 
 .PHONY: test deps vet unit race fuzz build bench clean
@@ -20,6 +22,7 @@ deps:
 		{ $(SUDO) apt-get update >/dev/null && $(SUDO) apt-get install -y redis-server; }; }
 	@command -v redis-server >/dev/null 2>&1 || { echo "FATAL: redis-server still missing"; exit 1; }
 	@redis-server --version
+	@command -v helm >/dev/null 2>&1 || test -x "$$($(GO) env GOPATH)/bin/helm" || { echo "helm missing (deploy/helm_test.go renders the chart): go install $(HELM)"; $(GO) install $(HELM); }
 
 vet:
 	$(GO) vet ./...
