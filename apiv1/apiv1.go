@@ -226,6 +226,15 @@ type HandOff struct {
 	// flight; the receiver accepts the task and cancels it (also when it
 	// holds the id already), and says so in Canceled.
 	Cancel bool `json:"cancel,omitempty"`
+	// What the task brings from the sender, so the receiver goes on from
+	// it instead of starting over: attempts so far (its retry budget),
+	// preemptions, creation time, last error, and its trail (each step
+	// naming its region). Absent from older senders.
+	Attempts     int               `json:"attempts,omitempty"`
+	PreemptCount int               `json:"preempt_count,omitempty"`
+	CreatedAt    *time.Time        `json:"created_at,omitempty"`
+	LastError    string            `json:"last_error,omitempty"`
+	Trail        []task.Transition `json:"trail,omitempty"`
 }
 
 // HandOffResponse is the receiver's definite answer.

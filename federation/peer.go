@@ -269,7 +269,17 @@ func (o *outbox) send(ctx context.Context, target string, tasks []*task.Task) {
 		o.settle(ctx, target, unansweredAll(tasks, fmt.Errorf("region %s not in the view", target)))
 		return
 	}
-	parcels := parcelsOf(tasks)
+	ids := make([]string, len(tasks))
+	for i, t := range tasks {
+		ids[i] = t.ID
+	}
+	// The trails travel with the tasks; without them the hand-off still
+	// goes (the receiver's trail then starts at its RECEIVED step).
+	trails, err := o.n.store.Trails(ctx, ids)
+	if err != nil {
+		o.n.log.Warn("hand-off: reading trails failed; sending without them", "err", err)
+	}
+	parcels := parcelsOf(tasks, trails, o.n.cfg.Region, o.n.cfg.Now())
 	for k, p := range parcels {
 		var as []answer
 		var failed error
@@ -296,21 +306,36 @@ func (o *outbox) send(ctx context.Context, target string, tasks []*task.Task) {
 	}
 }
 
+// handOffOf is the wire form of a task handed off with its history.
+func handOffOf(t *task.Task, spec json.RawMessage, trail []task.Transition, region string, now time.Time) apiv1.HandOff {
+	created := t.CreatedAt
+	if len(trail) >= queue.MaxCarriedTrail {
+		trail = append(append([]task.Transition(nil), trail[:16]...), trail[len(trail)-(queue.MaxCarriedTrail-17):]...)
+	}
+	// The HANDED_OFF step is recorded here once the receiver accepts; the
+	// carried trail has it already, as of the sending.
+	trail = append(trail[:len(trail):len(trail)], task.Transition{At: now, From: task.Pending, To: task.HandedOff,
+		Reason: task.ReasonHandedOff, By: t.HandOffTarget + "/" + t.Pool, Attempt: t.Attempts, Region: region})
+	return apiv1.HandOff{ID: t.ID, Pool: t.Pool, Spec: spec, Cancel: t.CancelRequested,
+		Attempts: t.Attempts, PreemptCount: t.PreemptCount, CreatedAt: &created, LastError: t.LastError, Trail: trail}
+}
+
 // parcelsOf cuts one target's tasks into requests of at most MaxBatch
 // tasks and handOffBytes of specs (a larger task goes alone).
-func parcelsOf(tasks []*task.Task) []parcel {
+func parcelsOf(tasks []*task.Task, trails map[string][]task.Transition, region string, now time.Time) []parcel {
 	var out []parcel
 	var cur parcel
 	size := 0
 	for _, t := range tasks {
 		spec, _ := json.Marshal(t.Spec())
-		sz := len(spec) + len(t.ID) + len(t.Pool) + 32
+		item := handOffOf(t, spec, trails[t.ID], region, now)
+		sz := len(spec) + len(t.ID) + len(t.Pool) + len(item.LastError) + 160*len(item.Trail) + 96
 		if len(cur.tasks) > 0 && (len(cur.tasks) == MaxBatch || size+sz > handOffBytes) {
 			out = append(out, cur)
 			cur, size = parcel{}, 0
 		}
 		cur.tasks = append(cur.tasks, t)
-		cur.items = append(cur.items, apiv1.HandOff{ID: t.ID, Pool: t.Pool, Spec: spec, Cancel: t.CancelRequested})
+		cur.items = append(cur.items, item)
 		size += sz
 	}
 	if len(cur.tasks) > 0 {
@@ -582,6 +607,9 @@ func (n *Node) acceptMany(ctx context.Context, hs []apiv1.HandOff, known func(po
 		if err == nil {
 			_, err = task.ParseID(h.ID)
 		}
+		if err == nil {
+			err = checkHistory(h, now)
+		}
 		if err == nil && !known(h.Pool) {
 			err = &refusal{field: "pool", reason: "no pool " + h.Pool + " in " + n.cfg.Region}
 		}
@@ -591,7 +619,7 @@ func (n *Node) acceptMany(ctx context.Context, hs []apiv1.HandOff, known func(po
 		}
 		// Returning: a task this region handed off earlier may come back
 		// (a drain over there); it replaces its forwarding record here.
-		tasks = append(tasks, queue.NewTask{ID: h.ID, Spec: sp, Pool: h.Pool, Returning: true})
+		tasks = append(tasks, queue.NewTask{ID: h.ID, Spec: sp, Pool: h.Pool, Returning: true, History: historyOf(h)})
 		idx = append(idx, i)
 	}
 	if len(tasks) == 0 {
@@ -628,6 +656,37 @@ func (n *Node) acceptMany(ctx context.Context, hs []apiv1.HandOff, known func(po
 		}
 	}
 	return out, nil
+}
+
+// historyOf is what a hand-off brings of the task's past (nil from a
+// sender that sends none).
+func historyOf(h apiv1.HandOff) *queue.History {
+	if h.CreatedAt == nil {
+		return nil
+	}
+	return &queue.History{CreatedAt: *h.CreatedAt, Attempts: h.Attempts, PreemptCount: h.PreemptCount,
+		LastError: h.LastError, Trail: h.Trail}
+}
+
+// maxCarriedAttempts bounds the attempts a hand-off may claim (max_retries
+// is at most 100; preemptions and replays add a few).
+const maxCarriedAttempts = 1000
+
+// checkHistory refuses a history no sender of ours would write.
+func checkHistory(h apiv1.HandOff, now time.Time) error {
+	switch {
+	case h.Attempts < 0 || h.Attempts > maxCarriedAttempts:
+		return &refusal{field: "attempts", reason: fmt.Sprintf("must be between 0 and %d", maxCarriedAttempts)}
+	case h.PreemptCount < 0 || h.PreemptCount > maxCarriedAttempts:
+		return &refusal{field: "preempt_count", reason: fmt.Sprintf("must be between 0 and %d", maxCarriedAttempts)}
+	case h.CreatedAt != nil && (h.CreatedAt.Year() < 2000 || h.CreatedAt.After(now.Add(time.Hour))):
+		return &refusal{field: "created_at", reason: "out of range"}
+	case len(h.Trail) > queue.MaxCarriedTrail:
+		return &refusal{field: "trail", reason: fmt.Sprintf("more than %d steps", queue.MaxCarriedTrail)}
+	case len(h.LastError) > 4*task.MaxErrorLen:
+		return &refusal{field: "last_error", reason: "too long"}
+	}
+	return nil
 }
 
 // forwardTarget says where a request about id must go when this server

@@ -42,8 +42,20 @@ func (n *Node) Get(ctx context.Context, id string, hops int) (*task.Task, error)
 	return t, err
 }
 
-// Trail returns a task's transitions wherever it lives; a handed-off
-// task's trail is the home part followed by the receiver's.
+// carried reports whether a trail came with its task from another region
+// (it has a RECEIVED step): it is then the task's whole history.
+func carried(tr []task.Transition) bool {
+	for _, s := range tr {
+		if s.Reason == task.ReasonReceived {
+			return true
+		}
+	}
+	return false
+}
+
+// Trail returns a task's transitions wherever it lives: the holder's trail,
+// which a hand-off carries from region to region (from an older sender
+// that carried none, the home part followed by the receiver's).
 func (n *Node) Trail(ctx context.Context, id string, hops int) ([]task.Transition, error) {
 	tr, err := n.store.Trail(ctx, id)
 	if errors.Is(err, task.ErrNotFound) && hops < maxHops {
@@ -61,6 +73,11 @@ func (n *Node) Trail(ctx context.Context, id string, hops int) ([]task.Transitio
 	if t, gerr := n.store.Get(ctx, id); gerr == nil && t.State == task.HandedOff && hops < maxHops {
 		var r apiv1.TrailResponse
 		if err := n.Proxy(ctx, t.HandedOffTo, http.MethodGet, taskPath(id, "/trail"), nil, &r); err == nil {
+			if carried(r.Transitions) {
+				// The holder's trail holds this region's steps too: the
+				// hand-off carried them.
+				return r.Transitions, nil
+			}
 			tr = append(tr, r.Transitions...)
 			sort.SliceStable(tr, func(i, j int) bool { return tr[i].At.Before(tr[j].At) })
 		}

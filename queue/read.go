@@ -2,6 +2,7 @@ package queue
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sort"
 	"strconv"
@@ -133,6 +134,38 @@ func (s *Store) Trail(ctx context.Context, id string) ([]task.Transition, error)
 		}
 	}
 	return buildTrail(h, lc.Val(), s.opts.Region), nil
+}
+
+// Trails reads the trails of many tasks in one pipelined round trip (the
+// outbox sends them with the tasks it hands off). Ids not found are left
+// out.
+func (s *Store) Trails(ctx context.Context, ids []string) (map[string][]task.Transition, error) {
+	type reads struct {
+		h *redis.MapStringStringCmd
+		l *redis.StringSliceCmd
+	}
+	rs := make([]reads, len(ids))
+	pipe := s.rdb.Pipeline()
+	for i, id := range ids {
+		shard, err := s.shardOf(id)
+		if err != nil {
+			return nil, err
+		}
+		p := s.keys[shard].prefix
+		rs[i] = reads{pipe.HGetAll(ctx, p+"t:"+id), pipe.LRange(ctx, p+"l:"+id, 0, -1)}
+	}
+	if len(ids) > 0 {
+		if _, err := pipe.Exec(ctx); err != nil && !errors.Is(err, redis.Nil) {
+			return nil, fmt.Errorf("queue: trails: %w", err)
+		}
+	}
+	out := make(map[string][]task.Transition, len(ids))
+	for i, id := range ids {
+		if h := rs[i].h.Val(); len(h) > 0 {
+			out[id] = buildTrail(h, rs[i].l.Val(), s.opts.Region)
+		}
+	}
+	return out, nil
 }
 
 // buildTrail merges the record's happy steps with its trail list; steps
