@@ -105,16 +105,15 @@ func (n *Node) fanOutRegions(only string, hops int) ([]string, error) {
 		}
 		return []string{n.cfg.Region}, nil
 	}
+	// Only the configured regions: a registration in the global etcd is no
+	// reason to send a request (with the cluster token) anywhere.
 	set := map[string]bool{n.cfg.Region: true}
 	for _, r := range n.cfg.Regions {
 		set[r] = true
 	}
-	for _, ri := range n.view.Regions() {
-		set[ri.Region] = true
-	}
 	if only != "" {
 		if !set[only] {
-			return nil, &task.FieldError{Field: "region", Msg: "no region " + strconv.Quote(only) + " in the federation"}
+			return nil, unknownRegion(only)
 		}
 		return []string{only}, nil
 	}

@@ -7,6 +7,8 @@ import (
 	"hash/fnv"
 	"log/slog"
 	"net/http"
+	"slices"
+	"strconv"
 	"time"
 
 	"github.com/ax-sched/ax/placement"
@@ -89,6 +91,7 @@ func NewNode(cfg Config, store *queue.Store, view *View, m *Metrics) (*Node, err
 		// A placement not seen landing after this long is no longer counted
 		// (its target is down, or another server of the region sends it).
 		flights: newFlights(max(2*cfg.Placement.StaleAfter, 30*time.Second))}
+	view.only(cfg.Regions)
 	view.track(n.flights)
 	return n, nil
 }
@@ -309,7 +312,22 @@ func (n *Node) PlaceDue(_ context.Context, tasks []*task.Task) []queue.Assignmen
 var _ region.Placer = (*Node)(nil)
 
 // peerAPI is the API address of a healthy region, or an error.
+// KnownRegion reports whether name is a region of the federation (this
+// server's region or one of config `regions:`). Nothing else is contacted.
+func (n *Node) KnownRegion(name string) bool {
+	return name == n.cfg.Region || slices.Contains(n.cfg.Regions, name)
+}
+
+// unknownRegion is the error for a region name outside the federation: a
+// client's mistake (400 naming the field), never "unavailable, retry".
+func unknownRegion(name string) error {
+	return &task.FieldError{Field: "region", Msg: "no region " + strconv.Quote(name) + " in the federation"}
+}
+
 func (n *Node) peerAPI(name string) (string, error) {
+	if !n.KnownRegion(name) {
+		return "", unknownRegion(name)
+	}
 	r, ok := n.view.Region(name)
 	if !ok || !r.Healthy || r.API == "" {
 		return "", fmt.Errorf("%w: %s", ErrRegionUnavailable, name)

@@ -693,7 +693,9 @@ func checkHistory(h apiv1.HandOff, now time.Time) error {
 // does not hold the task: the home region named in the id.
 func (n *Node) forwardTarget(id string) (string, bool) {
 	p, err := task.ParseID(id)
-	if err != nil || p.Region == n.cfg.Region {
+	// An id of a region outside the federation names no task we can have:
+	// not found (404), not "unavailable".
+	if err != nil || p.Region == n.cfg.Region || !n.KnownRegion(p.Region) {
 		return "", false
 	}
 	return p.Region, true

@@ -45,6 +45,11 @@ type View struct {
 
 	snap    atomic.Pointer[viewSnap]
 	flights atomic.Pointer[flights] // the node's placements not yet in the figures (inflight.go)
+	// members are the regions of the federation (config `regions:`); a
+	// registration of any other name is ignored, so a stray or forged entry
+	// in the global etcd is never placed on or contacted. nil: all.
+	members atomic.Pointer[map[string]bool]
+	ignored map[string]bool // non-members already warned about (under mu)
 	stop    chan struct{}
 	done    chan struct{}
 	closed  sync.Once
@@ -69,6 +74,16 @@ func (v *View) current() *viewSnap { return v.snap.Load() }
 // miss into the Ready of their pools.
 func (v *View) track(fl *flights) {
 	v.flights.Store(fl)
+	v.Refresh()
+}
+
+// only limits the view to the federation's regions.
+func (v *View) only(regions []string) {
+	m := make(map[string]bool, len(regions))
+	for _, r := range regions {
+		m[r] = true
+	}
+	v.members.Store(&m)
 	v.Refresh()
 }
 
@@ -170,6 +185,26 @@ func (v *View) Pools() *placement.Snapshot { return v.snap.Load().pools }
 // Refresh rebuilds the snapshot now (tests, and after a known change).
 func (v *View) Refresh() { v.rebuild(time.Now()) }
 
+// member reports whether name is a region of the federation.
+func (v *View) member(name string) bool {
+	m := v.members.Load()
+	return m == nil || (*m)[name]
+}
+
+// ignore warns once about a registration that is not one of the
+// federation's regions (or names another region than its key).
+func (v *View) ignore(key, name string) {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	if v.ignored == nil {
+		v.ignored = map[string]bool{}
+	}
+	if !v.ignored[key+"="+name] {
+		v.ignored[key+"="+name] = true
+		v.log.Warn("ignoring a region registration that is not in regions: (check who can write the global etcd)", "key", key, "region", name)
+	}
+}
+
 func (v *View) rebuild(now time.Time) {
 	prices := map[string]float64{}
 	for k, b := range v.prices.Snapshot().All() {
@@ -188,6 +223,10 @@ func (v *View) rebuild(now time.Time) {
 		var f region.Figures
 		if err := json.Unmarshal(b, &f); err != nil {
 			v.log.Warn("bad region registration", "key", k, "err", err)
+			continue
+		}
+		if name := strings.TrimPrefix(k, v.prefix+"regions/"); name != f.Region || !v.member(name) {
+			v.ignore(k, f.Region)
 			continue
 		}
 		for i, p := range f.Pools {
