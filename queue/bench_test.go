@@ -88,23 +88,35 @@ func BenchmarkPromote1000(b *testing.B) {
 	b.ReportMetric(float64(b.N*1000)/b.Elapsed().Seconds(), "tasks/s")
 }
 
-// BenchmarkClaimComplete: claim 32, complete 32 in one call each.
-func BenchmarkClaimComplete32(b *testing.B) {
-	s, ctx, _ := benchStore(b)
+// BenchmarkClaimComplete32: claim 32, complete 32 in one call each.
+func BenchmarkClaimComplete32(b *testing.B) { benchClaimComplete(b, 32) }
+
+// BenchmarkClaimComplete1: one task per claim and per complete, the most
+// a script's fixed cost can weigh on a task.
+func BenchmarkClaimComplete1(b *testing.B) { benchClaimComplete(b, 1) }
+
+// benchClaimComplete claims and completes n tasks a call, and reports
+// what Redis spends per task on both: CPU time (INFO cpu, user + sys: what
+// the process used, however busy the machine; round trips included) and
+// time inside the scripts (INFO commandstats, EVALSHA usec: wall time, so
+// it grows when other processes take the cores).
+func benchClaimComplete(b *testing.B, n int) {
+	s, ctx, r := benchStore(b)
 	sp := benchSpec(b)
 	batch := make([]NewTask, 1000)
 	for j := range batch {
 		batch[j] = NewTask{Spec: sp, Pool: "cpu"}
 	}
-	for n := 0; n < b.N*32; n += 1000 {
+	for k := 0; k < b.N*n; k += 1000 {
 		if _, err := s.Submit(ctx, batch...); err != nil {
 			b.Fatal(err)
 		}
 	}
-	cs := make([]Completion, 0, 32)
+	cs := make([]Completion, 0, n)
+	cpu0, script0 := redisTimes(b, r)
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
-		ts, err := s.Claim(ctx, ClaimRequest{Pool: "cpu", Worker: "w", N: 32})
+		ts, err := s.Claim(ctx, ClaimRequest{Pool: "cpu", Worker: "w", N: n})
 		if err != nil || len(ts) == 0 {
 			b.Fatal(len(ts), err)
 		}
@@ -116,7 +128,40 @@ func BenchmarkClaimComplete32(b *testing.B) {
 			b.Fatal(err)
 		}
 	}
-	b.ReportMetric(float64(b.N*32)/b.Elapsed().Seconds(), "tasks/s")
+	b.StopTimer()
+	cpu1, script1 := redisTimes(b, r)
+	tasks := float64(b.N * n)
+	b.ReportMetric(tasks/b.Elapsed().Seconds(), "tasks/s")
+	b.ReportMetric((cpu1-cpu0)/tasks, "redis-cpu-µs/task")
+	b.ReportMetric((script1-script0)/tasks, "script-µs/task")
+}
+
+// redisTimes returns the CPU time Redis has used (user + sys) and the time
+// it has spent in EVALSHA, both in µs since it started.
+func redisTimes(b *testing.B, r *testenv.Redis) (cpu, script float64) {
+	b.Helper()
+	info, err := r.Client().Info(context.Background(), "cpu", "commandstats").Result()
+	if err != nil {
+		b.Fatal(err)
+	}
+	for _, l := range strings.Split(info, "\r\n") {
+		if v, ok := strings.CutPrefix(l, "used_cpu_user:"); ok {
+			f, _ := strconv.ParseFloat(v, 64)
+			cpu += f * 1e6
+		}
+		if v, ok := strings.CutPrefix(l, "used_cpu_sys:"); ok {
+			f, _ := strconv.ParseFloat(v, 64)
+			cpu += f * 1e6
+		}
+		if rest, ok := strings.CutPrefix(l, "cmdstat_evalsha:"); ok {
+			for _, kv := range strings.Split(rest, ",") {
+				if v, ok := strings.CutPrefix(kv, "usec="); ok {
+					script, _ = strconv.ParseFloat(v, 64)
+				}
+			}
+		}
+	}
+	return cpu, script
 }
 
 // BenchmarkMemoryPerTask reports Redis memory per READY task with a 64 B
