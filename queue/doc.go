@@ -36,6 +36,10 @@
 //	ax:{s}:slots:<pool>  HASH  worker id → slots
 //	ax:{s}:outbox        ZSET  HANDED_OFF tasks not yet accepted by their
 //	                           target region, by next send time (ms)
+//	ax:{s}:rt            HASH  "<pool> <type>" → run-time count, moving mean
+//	                           and spread (µs), last (ms); capped (runtime.go)
+//	ax:{s}:px            HASH  pool → live price per slot-hour, which claims
+//	                           record (the leader writes it, prices.go)
 //
 // State implied by structure: a pinned delayed task's record keeps st P and
 // rs SUBMITTED after promotion; it is READY while it is in its ready set.

@@ -16,7 +16,7 @@ var scriptFS embed.FS
 // EVALSHA.
 var scripts = struct {
 	submit, promote, place, claim, heartbeat, complete, fail, ret,
-	reap, cancel, replay, priority, sweep, workers, handoff, drain, preempt *redis.Script
+	reap, cancel, replay, priority, sweep, workers, handoff, drain, preempt, rtTrim, prices *redis.Script
 }{
 	submit:    load("submit"),
 	promote:   load("promote"),
@@ -35,6 +35,8 @@ var scripts = struct {
 	handoff:   load("handoff"),
 	drain:     load("drain"),
 	preempt:   load("preempt"),
+	rtTrim:    load("rt_trim"),
+	prices:    load("prices"),
 }
 
 func load(name string) *redis.Script {

@@ -39,6 +39,11 @@ type Options struct {
 	// IDs generates the ids of new tasks (default: a randomly seeded
 	// generator of the store's own). Tests inject one to provoke collisions.
 	IDs *task.IDGen
+	// RunTimePairs caps the (pool, type) pairs whose run times a shard
+	// keeps (default 1024); RunTimeAlpha is the weight of a new run time in
+	// a pair's moving average (default 0.2). See runtime.go.
+	RunTimePairs int
+	RunTimeAlpha float64
 }
 
 func (o *Options) withDefaults() error {
@@ -75,6 +80,14 @@ func (o *Options) withDefaults() error {
 	if o.WaitTimeout <= 0 {
 		o.WaitTimeout = 100 * time.Millisecond
 	}
+	if o.RunTimePairs <= 0 {
+		o.RunTimePairs = 1024
+	}
+	if !(o.RunTimeAlpha > 0 && o.RunTimeAlpha <= 1) {
+		// 0.2 follows a change of a type's run time within ~10 completions
+		// without chasing one outlier (the placement Estimator's default).
+		o.RunTimeAlpha = 0.2
+	}
 	return nil
 }
 
@@ -89,6 +102,8 @@ type Store struct {
 type shardKeys struct {
 	prefix string
 	base   []string // KEYS[1..8] of every script
+	rt     string   // run times (runtime.go)
+	px     string   // live prices (prices.go)
 }
 
 // New returns a Store over rdb.
@@ -101,7 +116,7 @@ func New(rdb redis.UniversalClient, opts Options) (*Store, error) {
 		p := fmt.Sprintf("%s:{%s:%d}:", opts.Prefix, opts.Region, i)
 		s.keys = append(s.keys, shardKeys{prefix: p, base: []string{
 			p, p + "delayed", p + "due", p + "running", p + "dead", p + "cnt", p + "events", p + "seq",
-		}})
+		}, rt: p + "rt", px: p + "px"})
 	}
 	return s, nil
 }
@@ -578,7 +593,10 @@ type ClaimRequest struct {
 	Pool   string
 	Worker string
 	N      int
-	Price  float64 // price per slot-hour recorded on each task at claim (0: none)
+	// Price is the worker's price per slot-hour, recorded on each task
+	// at claim when the region leader has published no live price for the
+	// pool (SetPrices); 0: none.
+	Price float64
 }
 
 // Claim takes up to N READY tasks of a pool (READY→RUNNING), each with a
@@ -593,18 +611,19 @@ func (s *Store) Claim(ctx context.Context, req ClaimRequest) ([]*task.Task, erro
 	start := int(s.rr.Add(1))
 	for i := 0; i < s.opts.Shards && len(out) < n; i++ {
 		shard := (start + i) % s.opts.Shards
-		res, err := scripts.claim.Run(ctx, s.rdb, s.keysWith(shard), s.clock(), req.Pool, req.Worker,
+		res, err := scripts.claim.Run(ctx, s.rdb, s.keysWith(shard, s.keys[shard].px), s.clock(), req.Pool, req.Worker,
 			n-len(out), s.opts.Lease.Milliseconds(), s.opts.AgingStep.Milliseconds(), price,
 			s.opts.Defaults.Timeout.Milliseconds()).Slice()
 		if err != nil {
 			return out, fmt.Errorf("queue: claim: %w", err)
 		}
-		if len(res) < 2 {
+		if len(res) < 3 {
 			continue
 		}
 		now := msTime(toStr(res[0]))
 		first, _ := strconv.ParseInt(toStr(res[1]), 10, 64)
-		for j := 2; j+1 < len(res); j += 2 {
+		paid, _ := strconv.ParseFloat(toStr(res[2]), 64)
+		for j := 3; j+1 < len(res); j += 2 {
 			pairs, _ := res[j+1].([]any)
 			t := decodePairs(toStr(res[j]), pairs, s.opts.Defaults)
 			if mayBeLazy(t) {
@@ -612,15 +631,13 @@ func (s *Store) Claim(ctx context.Context, req ClaimRequest) ([]*task.Task, erro
 			}
 			// What the claim set in Redis, applied to the copy read before it.
 			t.State, t.Reason, t.Worker = task.Running, task.ReasonClaimed, req.Worker
-			t.LeaseToken = strconv.FormatInt(first+int64(j/2-1), 10)
+			t.LeaseToken = strconv.FormatInt(first+int64((j-3)/2), 10)
 			if now != nil {
 				sa := *now
 				t.StartedAt = &sa
 			}
 			t.Attempts++
-			if price != "" {
-				t.PricePerHour = req.Price
-			}
+			t.PricePerHour = paid
 			t.HeldBy = s.opts.Region
 			out = append(out, t)
 		}
@@ -732,12 +749,12 @@ func (s *Store) Complete(ctx context.Context, cs ...Completion) ([]error, error)
 	for shard, idx := range byShard {
 		for start := 0; start < len(idx); start += MaxBatch {
 			part := idx[start:min(start+MaxBatch, len(idx))]
-			argv := make([]any, 0, 3+3*len(part))
-			argv = append(argv, s.clock(), s.opts.RetainSuccess.Milliseconds(), len(part))
+			argv := make([]any, 0, 5+3*len(part))
+			argv = append(argv, s.clock(), s.opts.RetainSuccess.Milliseconds(), len(part), s.opts.RunTimePairs, s.alpha())
 			for _, i := range part {
 				argv = append(argv, cs[i].ID, cs[i].Token, bound(cs[i].Result, task.MaxResultLen))
 			}
-			out, err := scripts.complete.Run(ctx, s.rdb, s.keysWith(shard), argv...).Slice()
+			out, err := scripts.complete.Run(ctx, s.rdb, s.keysWith(shard, s.keys[shard].rt), argv...).Slice()
 			if err != nil {
 				return nil, fmt.Errorf("queue: complete: %w", err)
 			}
@@ -775,10 +792,11 @@ func (s *Store) Fail(ctx context.Context, f Failure) (task.State, time.Time, err
 	if f.Retryable {
 		retry = "1"
 	}
-	out, err := scripts.fail.Run(ctx, s.rdb, s.keysWith(shard), s.clock(), f.ID, f.Token,
+	out, err := scripts.fail.Run(ctx, s.rdb, s.keysWith(shard, s.keys[shard].rt), s.clock(), f.ID, f.Token,
 		clean(f.Error, task.MaxErrorLen), retry, rand.IntN(1000), s.opts.RetainDead.Milliseconds(),
 		s.opts.RetainCanceled.Milliseconds(), reason, s.opts.Defaults.MaxRetries,
-		s.opts.Defaults.RetryBase.Milliseconds(), s.opts.Defaults.RetryCap.Milliseconds()).Slice()
+		s.opts.Defaults.RetryBase.Milliseconds(), s.opts.Defaults.RetryCap.Milliseconds(),
+		s.opts.RunTimePairs, s.alpha()).Slice()
 	if err != nil {
 		return "", time.Time{}, fmt.Errorf("queue: fail: %w", err)
 	}

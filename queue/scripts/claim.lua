@@ -3,15 +3,18 @@
 -- Order: priority 0 is a strict tier; among 1..4 the lowest
 -- enqueue_ms + priority*aging_step wins, so a task gains one level per
 -- aging_step of waiting but never reaches priority 0.
--- KEYS: 1-8 see lib.lua.
+-- The price recorded on each task (px) is the pool's live price, which the
+-- region leader keeps in the prices hash (overrides included, prices.lua);
+-- the worker's configured price only when the leader has written none.
+-- KEYS: 1-8 see lib.lua; 9 prices.
 -- ARGV: 1 clock, 2 pool, 3 worker, 4 n, 5 lease_ms, 6 aging_step_ms,
---       7 price per slot-hour at claim ('' = none), 8 default timeout ms
---       (records omit fields equal to the region default).
--- Returns: {now_ms, first lease token, then per claimed task: id, its record
--- as HGETALL pairs before the claim}. The j-th task (from 1) holds token
--- first+j-1; the caller applies what the claim set (st U, wk, lt,
--- sa now, at+1, px; for a task promoted untouched, rs DUE and rt, eq its
--- due time) to its copy.
+--       7 the worker's price per slot-hour ('' = none), 8 default timeout
+--       ms (records omit fields equal to the region default).
+-- Returns: {now_ms, first lease token, price recorded ('' = none), then per
+-- claimed task: id, its record as HGETALL pairs before the claim}. The j-th
+-- task (from 1) holds token first+j-1; the caller applies what the claim
+-- set (st U, wk, lt, sa now, at+1, px; for a task promoted untouched, rs
+-- DUE and rt, eq its due time) to its copy.
 local now = clock(ARGV[1])
 local pool, worker, n = ARGV[2], ARGV[3], tonumber(ARGV[4])
 local lease, step, price = tonumber(ARGV[5]), tonumber(ARGV[6]), ARGV[7]
@@ -58,8 +61,10 @@ end
 -- The reason CLAIMED is implied by st U (nothing else sets rs while RUNNING),
 -- so rs keeps why the task became READY, which the trail shows.
 local k = #chosen
-local out, ids = {fmt(now), '0'}, {}
+local out, ids = {fmt(now), '0', ''}, {}
 if k > 0 then
+  price = redis.call('HGET', KEYS[9], pool) or price
+  out[3] = price
   -- Lease tokens: one INCRBY for the batch.
   local first = redis.call('INCRBY', K_SEQ, k) - k + 1
   out[2] = fmt(first)

@@ -1,16 +1,20 @@
 -- complete.lua: RUNNING→SUCCESS for a batch, each only with its current
 -- lease token.
--- KEYS: 1-8 see lib.lua.
--- ARGV: 1 clock, 2 retention_ms, 3 n, then per task: id, token, result.
+-- Each success is a run-time observation of its (pool, type) (lib.lua
+-- runtime): from its start (sa) to now.
+-- KEYS: 1-8 see lib.lua; 9 run times.
+-- ARGV: 1 clock, 2 retention_ms, 3 n, 4 run-time pairs cap, 5 run-time
+--       weight alpha, then per task: id, token, result.
 -- Returns: per task a code: 0 done; 1 lease lost (nothing changed).
 local now = clock(ARGV[1])
 local snow = fmt(now)
 local ret, n = ARGV[2], tonumber(ARGV[3])
+local rtcap, alpha = tonumber(ARGV[4]), tonumber(ARGV[5])
 local out, ids = {}, {}
 for k = 0, n - 1 do
-  local id, token, result = ARGV[4 + 3 * k], ARGV[5 + 3 * k], ARGV[6 + 3 * k]
+  local id, token, result = ARGV[6 + 3 * k], ARGV[7 + 3 * k], ARGV[8 + 3 * k]
   local tk = tkey(id)
-  local r = redis.call('HMGET', tk, 'st', 'lt', 'po', 'lg', 'pq')
+  local r = redis.call('HMGET', tk, 'st', 'lt', 'po', 'lg', 'pq', 'ty', 'sa')
   if r[1] ~= 'U' or r[2] ~= token then
     out[k + 1] = 1
   else
@@ -25,6 +29,7 @@ for k = 0, n - 1 do
     end
     cnt('u:' .. r[3], -1)
     retain(id, ret, r[4] == '1')
+    if r[7] then runtime(r[3], r[6], now - tonumber(r[7])) end
     out[k + 1] = 0
     ids[#ids + 1] = id
   end
@@ -33,6 +38,7 @@ if #ids > 0 then
   redis.call('ZREM', K_RUNNING, unpack(ids))
   cnt('U', -#ids)
   cnt('tS', #ids)
+  write_runtimes(KEYS[9], now, rtcap, alpha)
 end
 event('complete', ids, #ids)
 return out

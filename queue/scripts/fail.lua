@@ -2,16 +2,22 @@
 -- (retry with backoff) or RUNNING→FAILED (dead letters); RUNNING→CANCELED
 -- when a cancel was requested meanwhile; past the deadline RUNNING→TIMEOUT
 -- →PENDING or →FAILED.
--- KEYS: 1-8 see lib.lua.
+-- An attempt that ran into its deadline is a run-time observation of its
+-- (pool, type) (lib.lua runtime): the work takes at least that long there.
+-- Other failures are not: how soon a handler fails says nothing of how
+-- long the work takes, and a pool failing a type at once would look the
+-- fastest and draw all of it.
+-- KEYS: 1-8 see lib.lua; 9 run times.
 -- ARGV: 1 clock, 2 id, 3 token, 4 error, 5 retryable '1'|'0', 6 jitter 0..999,
 --       7 dead retention ms, 8 canceled retention ms, 9 reason for the step
 --       (HANDLER_ERROR, DEADLINE_EXCEEDED, ...), 10-12 region defaults for
---       max_retries, retry_base ms, retry_cap ms (for records that omit them).
+--       max_retries, retry_base ms, retry_cap ms (for records that omit them),
+--       13 run-time pairs cap, 14 run-time weight alpha.
 -- Returns: {0, new state code, due_ms or '0'}; {1, state} lease lost; {2} not found.
 local now = clock(ARGV[1])
 local id, token, err = ARGV[2], ARGV[3], ARGV[4]
 local tk = tkey(id)
-local r = redis.call('HMGET', tk, 'st', 'lt', 'at', 'mr', 'rb', 'rc', 'po', 'rt', 'sa', 'wk', 'cx')
+local r = redis.call('HMGET', tk, 'st', 'lt', 'at', 'mr', 'rb', 'rc', 'po', 'rt', 'sa', 'wk', 'cx', 'ty')
 if not r[1] then return {2} end
 if r[1] ~= 'U' or r[2] ~= token then return {1, r[1]} end
 leave_running(id, r[7])
@@ -24,6 +30,10 @@ if r[11] == '1' then
   retain(id, ARGV[8])
   event('cancel', {id}, 1)
   return {0, 'C', '0'}
+end
+if ARGV[9] == 'DEADLINE_EXCEEDED' and r[9] then
+  runtime(r[7], r[12], now - tonumber(r[9]))
+  write_runtimes(KEYS[9], now, tonumber(ARGV[13]), tonumber(ARGV[14]))
 end
 -- An attempt that ran past its deadline goes through TIMEOUT, as a reaped
 -- one does, so the trail keeps DEADLINE_EXCEEDED also when it ends FAILED

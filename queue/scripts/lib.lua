@@ -120,6 +120,51 @@ local function finish()
   end
 end
 
+-- Run times (issue 14): how long a pool takes to run a task type, learnt
+-- from completions and published by the region leader for placement. One
+-- hash per shard (the caller's key), one field per pair,
+-- "<pool> <type>" → "n mean_us sd_us last_ms": the count, an exponentially
+-- weighted mean and standard deviation of the run time, and the last
+-- observation. The weight of a new observation is max(alpha, 1/n), so the
+-- estimate is the plain mean until n reaches 1/alpha. runtime() queues an
+-- observation; write_runtimes() folds them, one HGET and one HSET per pair
+-- and script whatever the batch. The hash holds at most cap pairs: a new
+-- pair is dropped while it is full (the leader trims the least used,
+-- rt_trim.lua), so a flood of new type names costs one HLEN each and grows
+-- nothing.
+local RT, RT_FIELDS = {}, {}
+local function runtime(pool, ty, ms)
+  if not pool or not ty or ms == nil then return end
+  local f = pool .. ' ' .. ty
+  local t = RT[f]
+  if t == nil then t = {}; RT[f] = t; RT_FIELDS[#RT_FIELDS + 1] = f end
+  t[#t + 1] = ms
+end
+local function write_runtimes(key, now, cap, alpha)
+  for _, f in ipairs(RT_FIELDS) do
+    local n, mean, sd
+    local v = redis.call('HGET', key, f)
+    if v then
+      local a, b, c = string.match(v, '^(%d+) (%d+) (%d+)')
+      n, mean, sd = tonumber(a), tonumber(b), tonumber(c)
+    end
+    if n or redis.call('HLEN', key) < cap then
+      n, mean = n or 0, mean or 0
+      local var = (sd or 0) ^ 2
+      for _, ms in ipairs(RT[f]) do
+        local x = math.max(ms, 0) * 1000
+        n = n + 1
+        local w = math.max(alpha, 1 / n)
+        local d = x - mean
+        mean = mean + w * d
+        var = (1 - w) * (var + w * d * d)
+      end
+      redis.call('HSET', key, f, fmt(n) .. ' ' .. fmt(math.floor(mean + 0.5)) .. ' ' ..
+        fmt(math.floor(math.sqrt(var) + 0.5)) .. ' ' .. fmt(now))
+    end
+  end
+end
+
 -- fence checks a leader's token against the highest one seen for this
 -- election on this shard, and raises the record when the token is higher.
 -- false means a newer leader exists: the caller changes nothing.

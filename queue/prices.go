@@ -1,0 +1,38 @@
+package queue
+
+import (
+	"context"
+	"fmt"
+	"sort"
+	"strconv"
+)
+
+// SetPrices replaces the live price per slot-hour of the region's pools
+// (leader only): what a claim records on each task it takes from a pool,
+// instead of the claiming worker's configured price, so that a price
+// override reaches per-task cost at once (issue 14). A pool left out, or
+// priced ≤ 0, gets the worker's price again.
+func (s *Store) SetPrices(ctx context.Context, f Fence, prices map[string]float64) error {
+	pools := make([]string, 0, len(prices))
+	for p, v := range prices {
+		if v > 0 {
+			pools = append(pools, p)
+		}
+	}
+	sort.Strings(pools)
+	for shard := range s.keys {
+		argv := make([]any, 0, 2+2*len(pools))
+		argv = append(argv, s.clock(), f.Token)
+		for _, p := range pools {
+			argv = append(argv, p, strconv.FormatFloat(prices[p], 'f', -1, 64))
+		}
+		out, err := scripts.prices.Run(ctx, s.rdb, s.keysWith(shard, s.fenceKey(shard, f), s.keys[shard].px), argv...).Slice()
+		if err != nil {
+			return fmt.Errorf("queue: set prices: %w", err)
+		}
+		if fenced(out) {
+			return ErrFenced
+		}
+	}
+	return nil
+}
