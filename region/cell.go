@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"sort"
 	"sync"
 	"sync/atomic"
@@ -58,6 +59,13 @@ type Config struct {
 	Thresholds Thresholds
 	// Preemption limits (see preempt.go).
 	Preemption Preemption
+	// RunTimeTypes bounds the learnt run times published per pool: the
+	// types with the most observations (default 32).
+	RunTimeTypes int
+	// LivePrice, when set, returns a pool's price override per slot-hour
+	// (before discount): the leader keeps each pool's live price in the
+	// store, which claims record on the tasks (issue 14).
+	LivePrice func(pool string) (float64, bool)
 	// LeaderLoops run beside the cell's own loops during every term (the
 	// federation's outbox sender, schedules). Each returns when ctx ends and
 	// calls lost when a fenced write is rejected.
@@ -79,6 +87,9 @@ func (c *Config) defaults() {
 	}
 	if c.MaxSleep <= 0 {
 		c.MaxSleep = time.Second
+	}
+	if c.RunTimeTypes <= 0 {
+		c.RunTimeTypes = 32
 	}
 	if c.Logger == nil {
 		c.Logger = slog.Default()
@@ -335,6 +346,7 @@ func (c *Cell) houseLoop(ctx context.Context, f queue.Fence, lost func(error)) {
 	key := c.cfg.Prefix + "regions/" + c.cfg.Region
 	var last []PoolFigures
 	var lastPublish, lastSweep time.Time
+	var prices map[string]float64 // last written this term
 	tick := time.NewTicker(min(c.cfg.Heartbeat, time.Second))
 	defer tick.Stop()
 	for {
@@ -371,6 +383,18 @@ func (c *Cell) houseLoop(ctx context.Context, f queue.Fence, lost func(error)) {
 				}
 			}
 		}
+		if p := c.livePrices(); prices == nil || !maps.Equal(p, prices) {
+			if err := c.store.SetPrices(ctx, f, p); err != nil {
+				if c.failed(ctx, "prices", err, lost) {
+					return
+				}
+			} else {
+				prices = p
+			}
+		}
+		if _, err := c.store.TrimRunTimes(ctx, f); err != nil && c.failed(ctx, "trim run times", err, lost) {
+			return
+		}
 		if time.Since(lastSweep) > time.Minute {
 			if _, err := c.store.Sweep(ctx, f, queue.MaxBatch); err != nil && c.failed(ctx, "sweep", err, lost) {
 				return
@@ -391,6 +415,11 @@ func (c *Cell) collect(ctx context.Context, f queue.Fence) (Figures, error) {
 	if err != nil {
 		return Figures{}, err
 	}
+	rts, err := c.store.RunTimes(ctx)
+	if err != nil {
+		return Figures{}, err
+	}
+	learnt := runTimesByPool(rts, c.cfg.RunTimeTypes)
 	// A worker is dead after missing about three heartbeats.
 	cutoff := 3*c.cfg.Heartbeat + time.Second
 	figs := Figures{Region: c.cfg.Region, API: c.cfg.API, Leader: c.cfg.ID, Token: f.Token, UpdatedAt: time.Now().UTC()}
@@ -407,6 +436,7 @@ func (c *Cell) collect(ctx context.Context, f queue.Fence) (Figures, error) {
 			Running: counts.RunningBy[p.Name], Ready: counts.ReadyIn(p.Name),
 			QueueCapacity: p.QueueCapacity, PricePerSlotHour: p.PricePerSlotHour,
 			Spot: p.Spot, Discount: p.Discount, ScaleFromZero: p.ScaleFromZero, Schedule: p.Schedule,
+			RunTimes: learnt[p.Name],
 		})
 	}
 	sort.Slice(figs.Pools, func(i, j int) bool { return figs.Pools[i].Name < figs.Pools[j].Name })
@@ -414,6 +444,36 @@ func (c *Cell) collect(ctx context.Context, f queue.Fence) (Figures, error) {
 		figs.Pools[i].Paused = c.updatePressure(figs.Pools[i])
 	}
 	return figs, nil
+}
+
+// runTimesByPool keeps each pool's top types (rts comes sorted by pool,
+// then count, highest first).
+func runTimesByPool(rts []queue.RunTime, top int) map[string][]RunTime {
+	out := map[string][]RunTime{}
+	for _, r := range rts {
+		if len(out[r.Pool]) < top {
+			out[r.Pool] = append(out[r.Pool], RunTime{Type: r.Type, Count: r.Count,
+				Seconds: r.Mean.Seconds(), Spread: r.Spread.Seconds()})
+		}
+	}
+	return out
+}
+
+// livePrices is each pool's price per slot-hour now: its override, else
+// its configured price, after its discount (what a worker of the pool is
+// configured to record).
+func (c *Cell) livePrices() map[string]float64 {
+	out := make(map[string]float64, len(c.cfg.Pools))
+	for _, p := range c.cfg.Pools {
+		price := p.PricePerSlotHour
+		if c.cfg.LivePrice != nil {
+			if o, ok := c.cfg.LivePrice(p.Name); ok {
+				price = o
+			}
+		}
+		out[p.Name] = price * (1 - p.Discount)
+	}
+	return out
 }
 
 func (c *Cell) observe(f Figures) {

@@ -31,6 +31,20 @@ type PoolFigures struct {
 	// Paused: backpressure holds priorities 3–4 until the fill falls under
 	// the resume threshold.
 	Paused bool `json:"paused,omitempty"`
+	// RunTimes are the pool's learnt run times per task type, the types
+	// with the most observations first, at most Config.RunTimeTypes.
+	RunTimes []RunTime `json:"run_times,omitempty"`
+}
+
+// RunTime is how long one task type runs in a pool, learnt from its
+// completions (queue.RunTime): placement's expected duration.
+type RunTime struct {
+	Type  string `json:"type"`
+	Count int64  `json:"count"`
+	// Seconds is the exponentially weighted mean run time; Spread its
+	// standard deviation, both in seconds.
+	Seconds float64 `json:"seconds"`
+	Spread  float64 `json:"spread"`
 }
 
 // Schedule is a pool's capacity windows: inside a window the pool has the
