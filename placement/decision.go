@@ -150,9 +150,15 @@ type Candidate struct {
 	Reason Reason
 	// Price is the effective price per slot-hour, after discount.
 	Price float64
-	// Duration is the expected duration; DurationKnown is false when it is the default.
-	Duration      time.Duration
-	DurationKnown bool
+	// Duration is the expected duration; DurationKnown is true when it is the pool's own
+	// learnt estimate. DurationSource says where it came from, Observations how many runs are
+	// behind it (the pool's own, or those of every pool a type_other_pools value was taken
+	// from; 0 for the default), Spread their standard deviation (learnt only; 0 if unknown).
+	Duration       time.Duration
+	DurationKnown  bool
+	DurationSource Source
+	Observations   int64
+	Spread         time.Duration
 	// BaseCost = Price × Duration in hours.
 	BaseCost float64
 	// Fill is the effective queue fill, counting this server's damping; Penalty its multiplier.

@@ -9,9 +9,10 @@
 // region whose figures are healthy and fresher than [Config.StaleAfter], have live slots (or scale
 // from zero), be inside a capacity window that grants slots, and not be saturated; each rejected
 // pool keeps a [Reason]. Score: expected cost in USD = effective price per slot-hour × expected
-// duration of this task type in that pool (an EWMA kept by an [Estimator]) × a watermark penalty
-// that climbs from 1 at the soft to [Config.PenaltyMax] at the hard queue fill, plus an optional
-// cross-region penalty; lowest wins, ties go to the pool with the lower published cost, then
+// duration of this task type in that pool (learnt from completions and kept by an [Estimator]; a
+// pool without one takes the type's estimate in the other pools, then [Config.DefaultDuration]) ×
+// a watermark penalty that climbs from 1 at the soft to [Config.PenaltyMax] at the hard queue
+// fill, plus an optional cross-region penalty; lowest wins, ties go to the pool with the lower published cost, then
 // region, then name. Damping: a [Placer] counts its own placements into each pool's figures until
 // that pool's next published figures arrive, and claims only its share of the pool's headroom
 // (headroom ÷ [Config.Servers]), so a burst spreads over pools instead of all landing on the

@@ -9,22 +9,60 @@ import (
 	"github.com/hashicorp/golang-lru/v2/simplelru"
 )
 
-// Estimator learns how long each task type runs in each pool: an exponentially weighted moving
-// average per (type, pool key) of observed durations, in an LRU bounded by Config.EstimatorSize.
-// Entries are ordered by their last observation (reads do not refresh them), so pairs that stopped
-// completing are the first dropped. It is safe for concurrent use; share one between Placers.
+// Estimator holds how long each task type runs in each pool: per (type, pool key), an estimate
+// learnt from completions, in an LRU bounded by Config.EstimatorSize. Estimates arrive two ways:
+// [Estimator.Set] takes one learnt elsewhere (in production, the region leaders publish what
+// their stores learnt from every completion, and each server's view sets them here, so every
+// server places with the same ones); [Estimator.Observe] folds one run into an exponentially
+// weighted moving average. Entries are ordered by their last update (reads do not refresh them),
+// so pairs that stopped completing are the first dropped. It is safe for concurrent use; share
+// one between Placers.
+//
+// A pool with no estimate of a type takes the type's estimate in the other pools of the snapshot
+// (their means weighted by observation count, unscaled: how much faster one pool runs another
+// type says little about this one), and the default only when no pool has one. Unscaled, an
+// unknown pool is judged by its price against the known ones, as if it ran at their speed.
 type Estimator struct {
 	alpha float64
-	// version counts observations, so a Placer knows when its copy of the estimates is behind.
+	// version counts changes, so a Placer knows when its copy of the estimates is behind.
 	version atomic.Uint64
 
 	// One lock around the plain LRU rather than lru.Cache's own: Observe's read-modify-write
 	// must be atomic, and a Placer reads a whole type's estimates under a single read lock.
 	mu  sync.RWMutex
-	lru *simplelru.LRU[estKey, float64] // seconds
+	lru *simplelru.LRU[estKey, learnt]
 }
 
 type estKey struct{ typ, pool string }
+
+// learnt is an Estimate in seconds.
+type learnt struct {
+	mean, variance float64
+	count          int64
+}
+
+// Estimate is a learnt duration of a task type in one pool.
+type Estimate struct {
+	// Mean is the expected duration: a moving average of observed run times.
+	Mean time.Duration
+	// Spread is the standard deviation around Mean (0 when not known).
+	Spread time.Duration
+	// Count is the number of observations behind it.
+	Count int64
+}
+
+// Source says where a pool's expected duration of a task type came from.
+type Source string
+
+const (
+	// SourceLearnt: the pool's own estimate for the type.
+	SourceLearnt Source = "learnt"
+	// SourceTypeOtherPools: the pool has none; the type's estimates in the other pools, weighted
+	// by their observation counts.
+	SourceTypeOtherPools Source = "type_other_pools"
+	// SourceDefault: no pool has an estimate for the type: Config.DefaultDuration.
+	SourceDefault Source = "default"
+)
 
 // shortestObservation: a task that finished faster still held a slot. It also keeps every
 // estimate above zero, which the pruning of a decision's walk relies on to stop early.
@@ -35,7 +73,7 @@ func NewEstimator(cfg Config) (*Estimator, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	lru, err := simplelru.NewLRU[estKey, float64](cfg.EstimatorSize, nil)
+	lru, err := simplelru.NewLRU[estKey, learnt](cfg.EstimatorSize, nil)
 	if err != nil {
 		return nil, err
 	}
@@ -43,7 +81,8 @@ func NewEstimator(cfg Config) (*Estimator, error) {
 }
 
 // Observe folds one completed run of a task of type typ in pool poolKey (Pool.Key) into its
-// estimate. Negative durations are ignored.
+// estimate: weight Config.EWMAAlpha for the new run (the first one is the estimate). Negative
+// durations are ignored.
 func (e *Estimator) Observe(typ, poolKey string, d time.Duration) {
 	if d < 0 {
 		return
@@ -52,59 +91,91 @@ func (e *Estimator) Observe(typ, poolKey string, d time.Duration) {
 	k := estKey{typ, poolKey}
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	if v, ok := e.lru.Get(k); ok {
-		x = e.alpha*x + (1-e.alpha)*v
+	v, ok := e.lru.Get(k)
+	if ok {
+		a := e.alpha
+		diff := x - v.mean
+		v.mean += a * diff
+		v.variance = (1 - a) * (v.variance + a*diff*diff)
+		v.count++
+	} else {
+		v = learnt{mean: x, count: 1}
 	}
-	e.lru.Add(k, x)
+	e.lru.Add(k, v)
+	e.version.Add(1)
+}
+
+// Set replaces the estimate of typ in poolKey with est, learnt elsewhere. A mean ≤ 0 is ignored;
+// a count < 1 counts as 1.
+func (e *Estimator) Set(typ, poolKey string, est Estimate) {
+	if est.Mean <= 0 {
+		return
+	}
+	v := learnt{mean: max(est.Mean, shortestObservation).Seconds(), variance: math.Pow(max(est.Spread, 0).Seconds(), 2),
+		count: max(est.Count, 1)}
+	k := estKey{typ, poolKey}
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if old, ok := e.lru.Get(k); ok && old == v {
+		return // refreshed in the LRU; nothing a Placer must reread
+	}
+	e.lru.Add(k, v)
 	e.version.Add(1)
 }
 
 // Estimate returns the estimated duration of typ in poolKey, or known false when there is none.
 func (e *Estimator) Estimate(typ, poolKey string) (d time.Duration, known bool) {
-	e.mu.RLock()
-	defer e.mu.RUnlock()
-	s, ok := e.lru.Peek(estKey{typ, poolKey})
-	return time.Duration(s * float64(time.Second)), ok
+	est, ok := e.Lookup(typ, poolKey)
+	return est.Mean, ok
 }
 
-// table reads typ's estimates for every pool of s, in hours, with defaultHours where there is none.
-func (e *Estimator) table(typ string, s *Snapshot, defaultHours float64, now int64) *durations {
-	d := &durations{
-		builtAt: now, hours: make([]float64, len(s.pools)), known: make(bitset, s.words),
-		floor: math.Inf(1),
+// Lookup returns the estimate of typ in poolKey, or false when there is none.
+func (e *Estimator) Lookup(typ, poolKey string) (Estimate, bool) {
+	e.mu.RLock()
+	defer e.mu.RUnlock()
+	v, ok := e.lru.Peek(estKey{typ, poolKey})
+	if !ok {
+		return Estimate{}, false
 	}
+	return v.estimate(), true
+}
+
+func (v learnt) estimate() Estimate {
+	return Estimate{Mean: seconds(v.mean), Spread: seconds(math.Sqrt(v.variance)), Count: v.count}
+}
+
+func seconds(s float64) time.Duration { return time.Duration(s * float64(time.Second)) }
+
+// table reads typ's estimates for every pool of s, with the fallbacks for the pools without one.
+func (e *Estimator) table(typ string, s *Snapshot, defaultHours float64, now int64) *durations {
+	d := newDurations(len(s.pools), s.words)
+	d.builtAt = now
 	e.mu.RLock()
 	defer e.mu.RUnlock()
 	// Read the version under the lock: no observation can land between it and the values.
 	d.version = e.version.Load()
 	for i := range s.pools {
-		h := defaultHours
-		if sec, ok := e.lru.Peek(estKey{typ, s.pools[i].key}); ok {
-			h = sec / 3600
-			d.known.set(i)
+		if v, ok := e.lru.Peek(estKey{typ, s.pools[i].key}); ok {
+			d.learn(i, v)
 		}
-		d.hours[i] = h
-		d.floor = min(d.floor, h)
 	}
+	d.fallback(defaultHours)
 	return d
 }
 
 // carry moves prev, a table of the same type for an earlier snapshot, onto s: pools s shares
-// with it (remap[i] is the index there, -1 for a new pool) keep their values, new pools are read.
-// The result is as fresh as prev.
+// with it (remap[i] is the index there, -1 for a new pool) keep their learnt values, new pools
+// are read, and the fallbacks are worked out again. The result is as fresh as prev.
 func (e *Estimator) carry(prev *durations, remap []int32, typ string, s *Snapshot, defaultHours float64) *durations {
-	d := &durations{
-		version: prev.version, builtAt: prev.builtAt, hours: make([]float64, len(s.pools)),
-		known: make(bitset, s.words), floor: math.Inf(1),
-	}
+	d := newDurations(len(s.pools), s.words)
+	d.version, d.builtAt = prev.version, prev.builtAt
 	locked := false
 	for i, j := range remap {
-		h := defaultHours
 		switch {
 		case j >= 0:
-			h = prev.hours[j]
 			if prev.known.has(int(j)) {
 				d.known.set(i)
+				d.hours[i], d.spread[i], d.count[i] = prev.hours[j], prev.spread[j], prev.count[j]
 			}
 		default:
 			if !locked {
@@ -112,14 +183,12 @@ func (e *Estimator) carry(prev *durations, remap []int32, typ string, s *Snapsho
 				defer e.mu.RUnlock()
 				locked = true
 			}
-			if sec, ok := e.lru.Peek(estKey{typ, s.pools[i].key}); ok {
-				h = sec / 3600
-				d.known.set(i)
+			if v, ok := e.lru.Peek(estKey{typ, s.pools[i].key}); ok {
+				d.learn(i, v)
 			}
 		}
-		d.hours[i] = h
-		d.floor = min(d.floor, h)
 	}
+	d.fallback(defaultHours)
 	return d
 }
 
@@ -128,6 +197,58 @@ type durations struct {
 	version uint64 // of the Estimator it was read from
 	builtAt int64  // decision time (Unix ns) it was read at
 	hours   []float64
-	known   bitset
-	floor   float64 // the smallest of hours: the walk stops on it
+	spread  []float64 // hours; learnt pools only
+	// count is the observations behind hours: the pool's own (learnt), or those of every pool
+	// the fallback was taken from.
+	count []int64
+	known bitset  // learnt: the pool's own estimate
+	other bitset  // the type's estimate in other pools
+	floor float64 // the smallest of hours: the walk stops on it
+}
+
+func newDurations(pools, words int) *durations {
+	return &durations{hours: make([]float64, pools), spread: make([]float64, pools), count: make([]int64, pools),
+		known: make(bitset, words), other: make(bitset, words)}
+}
+
+func (d *durations) learn(i int, v learnt) {
+	d.known.set(i)
+	d.hours[i], d.spread[i], d.count[i] = v.mean/3600, math.Sqrt(v.variance)/3600, v.count
+}
+
+// fallback fills the pools without a learnt value: the count-weighted mean of the learnt ones,
+// else defaultHours; then the floor.
+func (d *durations) fallback(defaultHours float64) {
+	var sum float64
+	var n int64
+	for i := range d.hours {
+		if d.known.has(i) {
+			sum += float64(d.count[i]) * d.hours[i]
+			n += d.count[i]
+		}
+	}
+	d.floor = math.Inf(1)
+	for i := range d.hours {
+		if !d.known.has(i) {
+			d.spread[i] = 0
+			if n > 0 {
+				d.hours[i], d.count[i] = sum/float64(n), n
+				d.other.set(i)
+			} else {
+				d.hours[i], d.count[i] = defaultHours, 0
+			}
+		}
+		d.floor = min(d.floor, d.hours[i])
+	}
+}
+
+// source names where pool i's value came from.
+func (d *durations) source(i int) Source {
+	switch {
+	case d.known.has(i):
+		return SourceLearnt
+	case d.other.has(i):
+		return SourceTypeOtherPools
+	}
+	return SourceDefault
 }

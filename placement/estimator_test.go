@@ -107,17 +107,25 @@ func TestEstimatesCarriedAcrossSnapshots(t *testing.T) {
 		t.Fatalf("first snapshot: chose %s", got)
 	}
 	// A new snapshot carries the table over, though every index moved (usc1 sorts first); the
-	// new pools' estimates are read (apne1, 0.0103 USD, wins) or defaulted (usc1).
+	// new pools' estimates are read (apne1, 0.0103 USD, wins) or taken from the other pools
+	// (usc1, which has none).
 	s2 := mustSnapshot(t, apne1, use1, usc1, euw1)
 	exp := p.Explain(s2, cpuTask(), t0)
 	if got := key(exp.Decision); got != apne1.Key() {
 		t.Fatalf("second snapshot: chose %s, want %s", got, apne1.Key())
 	}
-	want[usc1.Key()] = cfg.DefaultDuration
+	// usc1 has no estimate of its own: the type's in the other three pools, one run each.
+	want[usc1.Key()] = (2*time.Hour + time.Hour + 10*time.Minute) / 3
 	for _, c := range exp.Candidates {
 		k := c.Region + "/" + c.Pool
-		if c.DurationKnown != (k != usc1.Key()) || (c.Duration-want[k]).Abs() > time.Millisecond {
-			t.Errorf("%s: duration %v (known %v), want %v", k, c.Duration, c.DurationKnown, want[k])
+		src, runs := SourceLearnt, int64(1)
+		if k == usc1.Key() {
+			src, runs = SourceTypeOtherPools, 3
+		}
+		if c.DurationKnown != (k != usc1.Key()) || c.DurationSource != src || c.Observations != runs ||
+			(c.Duration-want[k]).Abs() > time.Millisecond {
+			t.Errorf("%s: duration %v (%s, %d runs), want %v (%s, %d runs)", k, c.Duration, c.DurationSource,
+				c.Observations, want[k], src, runs)
 		}
 	}
 }
@@ -198,4 +206,72 @@ func TestPlaceConcurrentSnapshots(t *testing.T) {
 		})
 	}
 	wg.Wait()
+}
+
+// Published estimates: a pool's own first, then the type's in the other pools (weighted by
+// their observations), then the default; Explain says which, and on how many runs.
+func TestFallbackOrder(t *testing.T) {
+	pool := func(region string, price float64) Pool {
+		return Pool{Region: region, Name: "cpu", Tags: map[string]string{"class": "cpu"}, Slots: 10,
+			QueueCapacity: 100, PricePerSlotHour: price, UpdatedAt: t0.Add(-time.Second), RegionHealthy: true}
+	}
+	slow, fast, third := pool("spot-1", 0.01), pool("ondemand-1", 0.03), pool("other-1", 0.02)
+	s := mustSnapshot(t, slow, fast, third)
+	cfg := DefaultConfig()
+	cfg.EstimateRefresh = 0
+	e := mustEstimator(t, cfg)
+	p := mustPlacer(t, cfg, e)
+	type want struct {
+		d    time.Duration
+		src  Source
+		runs int64
+	}
+	check := func(step string, task Task, winner string, ws map[string]want) {
+		t.Helper()
+		exp := p.Explain(s, task, t0)
+		if got := key(exp.Decision); got != winner {
+			t.Errorf("%s: chose %s, want %s", step, got, winner)
+		}
+		for _, c := range exp.Candidates {
+			k := c.Region + "/" + c.Pool
+			w := ws[k]
+			if (c.Duration-w.d).Abs() > time.Millisecond || c.DurationSource != w.src || c.Observations != w.runs ||
+				c.DurationKnown != (w.src == SourceLearnt) {
+				t.Errorf("%s: %s %v (%s, %d runs), want %v (%s, %d runs)", step, k, c.Duration, c.DurationSource,
+					c.Observations, w.d, w.src, w.runs)
+			}
+		}
+	}
+	etl := cpuTask()
+	check("nothing learnt", etl, slow.Key(), map[string]want{
+		slow.Key(): {time.Second, SourceDefault, 0}, fast.Key(): {time.Second, SourceDefault, 0},
+		third.Key(): {time.Second, SourceDefault, 0},
+	})
+	// The slow pool's runs take 4 min: the others are assumed as slow, so price still decides.
+	e.Set("etl", slow.Key(), Estimate{Mean: 4 * time.Minute, Spread: 30 * time.Second, Count: 300})
+	check("one pool learnt", etl, slow.Key(), map[string]want{
+		slow.Key(): {4 * time.Minute, SourceLearnt, 300}, fast.Key(): {4 * time.Minute, SourceTypeOtherPools, 300},
+		third.Key(): {4 * time.Minute, SourceTypeOtherPools, 300},
+	})
+	// The fast pool runs it in 1 min: 0.03 × 1 < 0.01 × 4, it wins; the third pool takes the
+	// count-weighted mean (300 × 4 + 100 × 1) / 400 = 3.25 min.
+	e.Set("etl", fast.Key(), Estimate{Mean: time.Minute, Count: 100})
+	check("two pools learnt", etl, fast.Key(), map[string]want{
+		slow.Key(): {4 * time.Minute, SourceLearnt, 300}, fast.Key(): {time.Minute, SourceLearnt, 100},
+		third.Key(): {3*time.Minute + 15*time.Second, SourceTypeOtherPools, 400},
+	})
+	// Another type learns nothing from etl.
+	check("another type", Task{Type: "resize", Tags: etl.Tags}, slow.Key(), map[string]want{
+		slow.Key(): {time.Second, SourceDefault, 0}, fast.Key(): {time.Second, SourceDefault, 0},
+		third.Key(): {time.Second, SourceDefault, 0},
+	})
+	if c := p.Explain(s, etl, t0).Candidates[0]; c.Spread != 30*time.Second {
+		t.Errorf("spread of the slow pool: %v, want 30s", c.Spread)
+	}
+	// Setting the same estimate again changes nothing a Placer must reread.
+	v := e.version.Load()
+	e.Set("etl", fast.Key(), Estimate{Mean: time.Minute, Count: 100})
+	if e.version.Load() != v {
+		t.Error("an unchanged Set bumped the version")
+	}
 }

@@ -287,7 +287,6 @@ const (
 // parts is one pool's score.
 type parts struct {
 	hours     float64
-	known     bool
 	base      float64
 	fill      float64
 	penalty   float64
@@ -302,7 +301,7 @@ func (q *query) score(i int) (sc parts) {
 	cfg := &q.p.cfg
 	sc.hours = q.p.defaultHours
 	if q.durs != nil {
-		sc.hours, sc.known = q.durs.hours[i], q.durs.known.has(i)
+		sc.hours = q.durs.hours[i]
 	}
 	sc.base = e.price * sc.hours
 
@@ -433,7 +432,12 @@ func (p *Placer) evaluate(st *state, t *Task, now time.Time, exp *Explanation) (
 			}
 			if r == rNone {
 				sc := q.score(i)
-				c.Duration, c.DurationKnown = time.Duration(sc.hours*float64(time.Hour)), sc.known
+				c.Duration, c.DurationSource = time.Duration(sc.hours*float64(time.Hour)), SourceDefault
+				if q.durs != nil {
+					c.DurationSource, c.Observations = q.durs.source(i), q.durs.count[i]
+					c.Spread = time.Duration(q.durs.spread[i] * float64(time.Hour))
+				}
+				c.DurationKnown = c.DurationSource == SourceLearnt
 				c.BaseCost, c.Fill, c.Penalty, c.CrossRegion, c.Cost = sc.base, sc.fill, sc.penalty, sc.cross, sc.cost
 				if sc.saturated && !t.Critical || lowHeld(t) && q.v.paused.has(i) {
 					r = rSaturated

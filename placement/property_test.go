@@ -148,13 +148,11 @@ func TestExplainMatchesPlace(t *testing.T) {
 					won++
 				}
 				if c.Reason == "" || c.Reason == ReasonSaturated {
-					d, known := est.Estimate(task.Type, pools[i].Key())
-					if !known {
-						d = cfg.DefaultDuration
-					}
-					if known != c.DurationKnown || (c.Duration-d).Abs() > time.Microsecond {
-						t.Fatalf("iter %d step %d: %s duration %v (known %v), estimator %v (%v)",
-							iter, step, pools[i].Key(), c.Duration, c.DurationKnown, d, known)
+					d, src, n := naiveDuration(est, task.Type, pools, i, cfg.DefaultDuration)
+					if src != c.DurationSource || n != c.Observations || (src == SourceLearnt) != c.DurationKnown ||
+						(c.Duration-d).Abs() > time.Microsecond {
+						t.Fatalf("iter %d step %d: %s duration %v (%s, %d runs), naive %v (%s, %d runs)",
+							iter, step, pools[i].Key(), c.Duration, c.DurationSource, c.Observations, d, src, n)
 					}
 				}
 				if c.Reason == "" && d.OK && c.Cost < d.Cost {
@@ -166,4 +164,24 @@ func TestExplainMatchesPlace(t *testing.T) {
 			}
 		}
 	}
+}
+
+// naiveDuration is the expected duration of typ in pools[i] by the fallback order: the pool's
+// own estimate, the count-weighted mean of the type's estimates in the other pools, the default.
+func naiveDuration(est *Estimator, typ string, pools []Pool, i int, def time.Duration) (time.Duration, Source, int64) {
+	if e, ok := est.Lookup(typ, pools[i].Key()); ok {
+		return e.Mean, SourceLearnt, e.Count
+	}
+	var sum float64
+	var n int64
+	for _, p := range pools {
+		if e, ok := est.Lookup(typ, p.Key()); ok {
+			sum += float64(e.Count) * e.Mean.Seconds()
+			n += e.Count
+		}
+	}
+	if n == 0 {
+		return def, SourceDefault, 0
+	}
+	return time.Duration(sum / float64(n) * float64(time.Second)), SourceTypeOtherPools, n
 }
