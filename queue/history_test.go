@@ -2,6 +2,7 @@ package queue
 
 import (
 	"errors"
+	"strings"
 	"testing"
 	"time"
 
@@ -163,5 +164,33 @@ func TestActionsOnAHandedOffTaskNameItsRegion(t *testing.T) {
 	}
 	if _, err := e.s.Cancel(e.ctx, id, "", "op"); !errors.As(err, &ho) || ho.Region != "us-east" {
 		t.Fatalf("cancel: %v, want a HandedOffError naming us-east", err)
+	}
+}
+
+// A received task that succeeds shows its READY step once (RECEIVED).
+func TestReceivedTaskSucceedsWithOneReadyStep(t *testing.T) {
+	e := newEnv(t)
+	rs := e.receiver("us-east")
+	id := e.s.NewID(0, e.clock.Now())
+	now := e.clock.Now()
+	res, err := rs.Submit(e.ctx, NewTask{ID: id, Spec: e.spec(), Pool: "cpu", Returning: true,
+		History: &History{CreatedAt: now, Trail: []task.Transition{{At: now, To: task.Pending, Reason: task.ReasonSubmitted, By: "api", Region: "eu-west"}}}})
+	if err != nil || res[0].Err != nil {
+		t.Fatalf("receive: %+v %v", res, err)
+	}
+	cl, err := rs.Claim(e.ctx, ClaimRequest{Pool: "cpu", Worker: "w1", N: 1})
+	if err != nil || len(cl) != 1 {
+		t.Fatalf("claim: %+v %v", cl, err)
+	}
+	if errs, err := rs.Complete(e.ctx, Completion{ID: id, Token: cl[0].LeaseToken}); err != nil || errs[0] != nil {
+		t.Fatal(err, errs)
+	}
+	tr, _ := rs.Trail(e.ctx, id)
+	var reasons []string
+	for _, s := range tr {
+		reasons = append(reasons, s.Reason)
+	}
+	if got := strings.Join(reasons, " "); got != "SUBMITTED RECEIVED CLAIMED COMPLETED" {
+		t.Fatalf("trail reasons %q", got)
 	}
 }

@@ -208,7 +208,7 @@ func buildTrail(h map[string]string, log []string, region string) []task.Transit
 	st := stateOf(h["st"])
 	// Steps of the current attempt not yet flushed to the log.
 	// (A task received READY has that step logged as RECEIVED.)
-	if rt := h["rt"]; rt != "" && born != task.Ready && h["rs"] != task.ReasonReceived {
+	if rt := h["rt"]; rt != "" && born != task.Ready && rt != h["hx"] {
 		tr = append(tr, task.Transition{At: at(rt), From: task.Pending, To: task.Ready, Reason: readyReason(h), Attempt: attempt, Region: region})
 	}
 	if st == task.Running || st == task.Success {

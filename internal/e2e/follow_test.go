@@ -1,0 +1,165 @@
+package e2e
+
+import (
+	"encoding/json"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/ax-sched/ax/task"
+)
+
+// Every per-task operation reaches a task wherever it is (issue 12): two
+// regions, auth on, tasks handed from us-east-1 to eu-west-1, each
+// operation sent to the home server and to the holder's.
+func TestEveryTaskOperationFollowsAHandedOffTask(t *testing.T) {
+	fed := newFederation(t, fedOpts{})
+
+	t.Run("trail and times read as one history from any server", func(t *testing.T) {
+		h := fed.handedOffTask("us-east-1", "eu-west-1", tokSubmitterA, map[string]any{
+			"type": "sleep", "payload": map[string]int{"ms": 10}})
+		fed.waitState(h.Home, tokSubmitterA, h.ID, task.Success, 20*time.Second)
+		home := fed.region(h.Home).task(t, h.ID)
+		var trails [][]task.Transition
+		for _, via := range []string{h.Home, h.Region} {
+			tk, code := fed.getTask(via, tokSubmitterA, h.ID)
+			if code != http.StatusOK || !tk.CreatedAt.Equal(home.CreatedAt) {
+				t.Fatalf("via %s: %d created_at %v, want the home's %v (a hand-off keeps it)", via, code, tk.CreatedAt, home.CreatedAt)
+			}
+			if tk.Attempts != 1 {
+				t.Fatalf("via %s: attempts %d, want 1", via, tk.Attempts)
+			}
+			tr := fed.trail(via, tokSubmitterA, h.ID)
+			want := []struct{ reason, region string }{
+				{task.ReasonSubmitted, "us-east-1"},
+				{task.ReasonHandedOff, "us-east-1"},
+				{task.ReasonReceived, "eu-west-1"},
+				{task.ReasonClaimed, "eu-west-1"},
+				{task.ReasonCompleted, "eu-west-1"},
+			}
+			if len(tr) != len(want) {
+				t.Fatalf("via %s: trail %+v, want %d steps", via, tr, len(want))
+			}
+			for i, w := range want {
+				if tr[i].Reason != w.reason || tr[i].Region != w.region {
+					t.Fatalf("via %s: step %d is %+v, want %s in %s", via, i, tr[i], w.reason, w.region)
+				}
+			}
+			trails = append(trails, tr)
+		}
+		a, _ := json.Marshal(trails[0])
+		b, _ := json.Marshal(trails[1])
+		if string(a) != string(b) {
+			t.Fatalf("the two servers tell different histories:\n%s\n%s", a, b)
+		}
+	})
+
+	t.Run("replay", func(t *testing.T) {
+		h := fed.handedOffTask("us-east-1", "eu-west-1", tokSubmitterA, map[string]any{
+			"type": "exec", "payload": map[string]string{"command": "not-allowlisted"}, "max_retries": 0})
+		fed.waitState(h.Home, tokSubmitterA, h.ID, task.Failed, 20*time.Second)
+		for i, via := range []string{h.Home, h.Region} {
+			code, body := fed.call(via, tokOperator, http.MethodPost, "/v1/tasks/"+h.ID+"/replay", nil)
+			if code != http.StatusOK {
+				t.Fatalf("replay via %s: %d %s", via, code, body)
+			}
+			// A replay gives a fresh retry budget: one attempt of this run.
+			waitUntil(t, 20*time.Second, "replayed task FAILED again", func() bool {
+				tk, _ := fed.getTask(via, tokSubmitterA, h.ID)
+				return tk.State == task.Failed && tk.Attempts == 1 && countReason(fed.trail(via, tokSubmitterA, h.ID), task.ReasonReplayed) == i+1
+			})
+		}
+		tr := fed.trail(h.Home, tokSubmitterA, h.ID)
+		if n := countReason(tr, task.ReasonClaimed); n != 3 {
+			t.Fatalf("%d CLAIMED steps, want 3 (the first run and two replays): %+v", n, tr)
+		}
+		// Another tenant's operator cannot replay it, through either server.
+		for _, via := range []string{h.Home, h.Region} {
+			if code, body := fed.call(via, tokSubmitterB, http.MethodPost, "/v1/tasks/"+h.ID+"/replay", nil); code != http.StatusNotFound && code != http.StatusForbidden {
+				t.Fatalf("replay by the other tenant via %s: %d %s", via, code, body)
+			}
+		}
+	})
+
+	t.Run("priority", func(t *testing.T) {
+		h := fed.handedOffTask("us-east-1", "eu-west-1", tokSubmitterA, map[string]any{
+			"type": "sleep", "payload": map[string]int{"ms": 20000}})
+		fed.waitState(h.Home, tokSubmitterA, h.ID, task.Running, 20*time.Second)
+		for i, via := range []string{h.Home, h.Region} {
+			code, body := fed.call(via, tokOperator, http.MethodPost, "/v1/tasks/"+h.ID+"/priority", map[string]int{"priority": i})
+			if code != http.StatusOK {
+				t.Fatalf("priority via %s: %d %s", via, code, body)
+			}
+			if tk, _ := fed.getTask(h.Home, tokSubmitterA, h.ID); tk.Priority != i {
+				t.Fatalf("after priority %d via %s: %d", i, via, tk.Priority)
+			}
+		}
+		if code, body := fed.call(h.Home, tokOperator, http.MethodPost, "/v1/tasks/"+h.ID+"/cancel", nil); code != http.StatusOK {
+			t.Fatalf("cancel: %d %s", code, body)
+		}
+	})
+
+	t.Run("unknown regions are 404 or 400, never 503", func(t *testing.T) {
+		mars := "0123456789abcdef.0.mars-1"
+		for _, c := range []struct {
+			method, path string
+			want         int
+			field        string
+		}{
+			{http.MethodGet, "/v1/tasks/" + mars, http.StatusNotFound, ""},
+			{http.MethodGet, "/v1/tasks/" + mars + "/trail", http.StatusNotFound, ""},
+			{http.MethodPost, "/v1/tasks/" + mars + "/cancel", http.StatusNotFound, ""},
+			{http.MethodPost, "/v1/tasks/" + mars + "/replay", http.StatusNotFound, ""},
+			{http.MethodGet, "/v1/events?region=mars-1", http.StatusBadRequest, "region"},
+			{http.MethodPost, "/v1/regions/mars-1/drain", http.StatusBadRequest, "region"},
+			{http.MethodGet, "/v1/dlq?region=mars-1", http.StatusBadRequest, "region"},
+		} {
+			body := any(nil)
+			if c.method == http.MethodPost && strings.HasSuffix(c.path, "/drain") {
+				body = map[string]any{}
+			}
+			code, resp := fed.call("us-east-1", tokOperator, c.method, c.path, body)
+			if code != c.want {
+				t.Errorf("%s %s: %d %s, want %d", c.method, c.path, code, resp, c.want)
+				continue
+			}
+			var e struct {
+				Error struct{ Code, Message, Field string } `json:"error"`
+			}
+			if err := json.Unmarshal(resp, &e); err != nil || e.Error.Message == "" || e.Error.Field != c.field {
+				t.Errorf("%s %s: error body %s, want a message and field %q", c.method, c.path, resp, c.field)
+			}
+		}
+		_, stderr, code := runAx(t, fed.server("us-east-1").api, "--token", fed.token(tokOperator), "tail", "--region", "nope")
+		if code == 0 || strings.Count(strings.TrimSpace(stderr), "\n") != 0 || !strings.Contains(stderr, "region") {
+			t.Fatalf("ax tail --region nope: exit %d, stderr %q; want one line naming the region and a non-zero exit", code, stderr)
+		}
+	})
+}
+
+func countReason(tr []task.Transition, reason string) int {
+	n := 0
+	for _, s := range tr {
+		if s.Reason == reason {
+			n++
+		}
+	}
+	return n
+}
+
+// trail reads a task's trail through a region's API.
+func (f *federation) trail(region, token, id string) []task.Transition {
+	f.t.Helper()
+	code, body := f.call(region, token, http.MethodGet, "/v1/tasks/"+id+"/trail", nil)
+	if code != http.StatusOK {
+		f.t.Fatalf("trail of %s via %s: %d %s", id, region, code, body)
+	}
+	var r struct {
+		Transitions []task.Transition `json:"transitions"`
+	}
+	if err := json.Unmarshal(body, &r); err != nil {
+		f.t.Fatal(err)
+	}
+	return r.Transitions
+}
