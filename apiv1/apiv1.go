@@ -207,6 +207,14 @@ type Candidate struct {
 	Score            float64 `json:"score"`
 	QueueFill        float64 `json:"queue_fill"`
 	Chosen           bool    `json:"chosen,omitempty"`
+	// EstimateSource says where ExpectedSeconds came from: "learnt" (the
+	// pool's own completions), "type_other_pools" (the type's estimate in
+	// the other pools, weighted by their observations) or "default".
+	// Observations are the runs behind it; SpreadSeconds their standard
+	// deviation (learnt only).
+	EstimateSource string  `json:"estimate_source,omitempty"`
+	Observations   int64   `json:"observations"`
+	SpreadSeconds  float64 `json:"spread_seconds,omitempty"`
 }
 
 // Explanation answers POST /v1/placement/explain and accompanies 422s.

@@ -337,6 +337,7 @@ func (r *regionEnv) start() {
 		SessionTTL: testTTL, Heartbeat: testHeartbeat, PublishInterval: testPublish, MaxSleep: 200 * time.Millisecond,
 		Logger:      log,
 		LeaderLoops: []func(context.Context, queue.Fence, func(error)){node.OutboxLoop, node.StuckPoolLoop},
+		LivePrice:   func(pool string) (float64, bool) { return view.PriceOverride(r.name, pool) },
 	}, node, region.NewMetrics(reg))
 	node.SetCell(cell)
 	ctx, cancel := context.WithCancel(context.Background())

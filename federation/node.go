@@ -93,6 +93,7 @@ func NewNode(cfg Config, store *queue.Store, view *View, m *Metrics) (*Node, err
 		flights: newFlights(max(2*cfg.Placement.StaleAfter, 30*time.Second))}
 	view.only(cfg.Regions)
 	view.track(n.flights)
+	view.learn(est)
 	return n, nil
 }
 
@@ -109,7 +110,8 @@ func (n *Node) Store() *queue.Store { return n.store }
 // View is the global view.
 func (n *Node) View() *View { return n.view }
 
-// Estimator learns durations (the worker side feeds it through completions).
+// Estimator holds the learnt durations placement uses: the view sets what
+// every region's leader publishes (View.learn).
 func (n *Node) Estimator() *placement.Estimator { return n.est }
 
 // Errors of the submission path, mapped to HTTP statuses by the API.

@@ -44,7 +44,9 @@ type View struct {
 	health map[string]*health
 
 	snap    atomic.Pointer[viewSnap]
-	flights atomic.Pointer[flights] // the node's placements not yet in the figures (inflight.go)
+	flights atomic.Pointer[flights]             // the node's placements not yet in the figures (inflight.go)
+	est     atomic.Pointer[placement.Estimator] // gets the published run times (estimates.go)
+	taught  map[string]time.Time                // region → UpdatedAt of the figures est got (under mu)
 	// members are the regions of the federation (config `regions:`); a
 	// registration of any other name is ignored, so a stray or forged entry
 	// in the global etcd is never placed on or contacted. nil: all.
@@ -64,6 +66,7 @@ type viewSnap struct {
 	infos   []RegionInfo
 	pools   *placement.Snapshot
 	updated map[string]time.Time // region → UpdatedAt of its figures in pools
+	prices  map[string]float64   // "<region>/<pool>" → price override
 	built   time.Time
 }
 
@@ -254,6 +257,9 @@ func (v *View) rebuild(now time.Time) {
 	for _, r := range infos {
 		updated[r.Region] = r.UpdatedAt
 	}
+	if est := v.est.Load(); est != nil {
+		v.teach(est, infos)
+	}
 	var inFlight map[string]int
 	if fl := v.flights.Load(); fl != nil {
 		inFlight = fl.missing(updated, now)
@@ -278,7 +284,7 @@ func (v *View) rebuild(now time.Time) {
 	// Servers announced in the global etcd (Announce) share each pool's
 	// headroom; none announced: the configured count.
 	snap.WithServers(v.servers.Snapshot().Len())
-	v.snap.Store(&viewSnap{infos: infos, pools: snap, updated: updated, built: now})
+	v.snap.Store(&viewSnap{infos: infos, pools: snap, updated: updated, prices: prices, built: now})
 }
 
 // judge applies the grace period to one region's observation; v.mu is held.

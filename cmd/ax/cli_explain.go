@@ -100,7 +100,7 @@ func writeExplanation(w *tabwriter.Writer, ex *apiv1.Explanation) {
 		scored := c.Rejected == "" || c.Score > 0
 		dur, cost, pen, score := "-", "-", "-", "-"
 		if scored {
-			dur = (time.Duration(c.ExpectedSeconds * float64(time.Second))).Round(time.Second).String()
+			dur = expectedDuration(c)
 			cost = fmt.Sprintf("$%.4f", c.BaseCost)
 			pen = fmt.Sprintf("×%.2f", c.Penalty)
 			if c.CrossRegion > 0 {
@@ -118,4 +118,22 @@ func writeExplanation(w *tabwriter.Writer, ex *apiv1.Explanation) {
 	default:
 		fmt.Fprintf(w, "outcome: %s\n", ex.Outcome)
 	}
+}
+
+// expectedDuration is a candidate's expected duration and where it came
+// from: "4m0s (learnt, 312 runs)", "1s (default)".
+func expectedDuration(c apiv1.Candidate) string {
+	d := time.Duration(c.ExpectedSeconds * float64(time.Second))
+	if d < 10*time.Second {
+		d = d.Round(time.Millisecond)
+	} else {
+		d = d.Round(time.Second)
+	}
+	switch c.EstimateSource {
+	case "":
+		return d.String()
+	case "default":
+		return d.String() + " (default)"
+	}
+	return fmt.Sprintf("%s (%s, %d runs)", d, c.EstimateSource, c.Observations)
 }

@@ -208,6 +208,8 @@ func startServer(ctx context.Context, cfg *config.Region, ln net.Listener, log *
 		SessionTTL: cfg.Etcd.SessionTTL, Heartbeat: cfg.Lease.Heartbeat, Logger: s.log,
 		Thresholds: thresholds(cfg.Thresholds), Preemption: preemption(cfg.Preemption),
 		LeaderLoops: []func(context.Context, queue.Fence, func(error)){s.node.OutboxLoop, s.dags.Loop, s.node.StuckPoolLoop},
+		// Claims record the live price: the operator's override, if any.
+		LivePrice: func(pool string) (float64, bool) { return s.view.PriceOverride(cfg.Name, pool) },
 	}, s.node, region.NewMetrics(reg))
 	s.node.SetCell(s.cell)
 	var pools []string
