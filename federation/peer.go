@@ -10,6 +10,7 @@ import (
 	"io"
 	"log/slog"
 	"math/rand/v2"
+	"net"
 	"net/http"
 	"net/url"
 	"slices"
@@ -176,7 +177,7 @@ const (
 // A request with no definite answer puts every task of it, and the
 // target's tasks not sent yet, back with backoff.
 func (n *Node) OutboxLoop(ctx context.Context, _ queue.Fence, _ func(error)) {
-	o := &outbox{n: n, attempts: map[string]int{}, noBatch: map[string]time.Time{}}
+	o := &outbox{n: n, attempts: map[string]int{}, noBatch: map[string]time.Time{}, maybeSent: map[string]bool{}}
 	for ctx.Err() == nil {
 		tasks, err := n.store.Outbox(ctx, handOffRead)
 		if err != nil {
@@ -200,8 +201,15 @@ type outbox struct {
 	n *Node
 
 	mu       sync.Mutex
-	attempts map[string]int       // task id → unanswered attempts so far (its backoff)
-	noBatch  map[string]time.Time // target → until when it gets one task per request
+	attempts map[string]int // task id → unanswered attempts so far (its backoff)
+	// maybeSent holds the tasks of which some attempt may have reached its
+	// target (anything but a failed dial): only those must wait for a
+	// definite answer. A task whose every attempt failed to connect was
+	// never seen by the target, so it can be placed again without any risk
+	// of a second copy (docs/architecture.md, region loss). Memory only: after
+	// a restart every unanswered task counts as maybe sent.
+	maybeSent map[string]bool
+	noBatch   map[string]time.Time // target → until when it gets one task per request
 }
 
 // verdict is what a target's answer means for one task.
@@ -266,7 +274,7 @@ func (o *outbox) round(ctx context.Context, tasks []*task.Task) {
 func (o *outbox) send(ctx context.Context, target string, tasks []*task.Task) {
 	r, ok := o.n.view.Region(target)
 	if !ok || r.API == "" {
-		o.settle(ctx, target, unansweredAll(tasks, fmt.Errorf("region %s not in the view", target)))
+		o.settle(ctx, target, unansweredAll(tasks, fmt.Errorf("%w: region %s not in the view", errNotSent, target)))
 		return
 	}
 	ids := make([]string, len(tasks))
@@ -446,7 +454,7 @@ func (o *outbox) settle(ctx context.Context, target string, as []answer) {
 	jitter := rand.Float64() / 4
 	var done []queue.HandOffAnswer
 	var retries []queue.OutboxRetry
-	var accepted, refusedIDs, later []string
+	var accepted, refusedIDs, later, replaced []string
 	var refusedErr, laterErr error
 	var wait time.Duration
 	o.mu.Lock()
@@ -455,16 +463,31 @@ func (o *outbox) settle(ctx context.Context, target string, as []answer) {
 		switch a.v {
 		case handedOff:
 			delete(o.attempts, id)
+			delete(o.maybeSent, id)
 			n.flights.landed(id, now)
 			done = append(done, queue.HandOffAnswer{ID: id, Accepted: true, Canceled: a.canceled})
 			accepted = append(accepted, id)
 		case refused:
 			delete(o.attempts, id)
+			delete(o.maybeSent, id)
 			n.flights.drop(id)
 			done = append(done, queue.HandOffAnswer{ID: id, Accepted: false})
 			refusedIDs = append(refusedIDs, id)
 			refusedErr = cmp.Or(refusedErr, a.err)
 		default:
+			if !neverSent(a.err) {
+				o.maybeSent[id] = true
+			}
+			if o.attempts[id]+1 >= strandedAfter && !o.maybeSent[id] && !n.view.healthy(target) {
+				// The target is down and never saw this task: place it
+				// again (HANDOFF_REFUSED) instead of waiting for the
+				// region to return.
+				delete(o.attempts, id)
+				n.flights.drop(id)
+				done = append(done, queue.HandOffAnswer{ID: id, Accepted: false})
+				replaced = append(replaced, id)
+				continue
+			}
 			o.attempts[id]++
 			d := min(100*time.Millisecond<<min(o.attempts[id], 9), 30*time.Second)
 			d += time.Duration(float64(d) * jitter)
@@ -512,6 +535,20 @@ func (o *outbox) settle(ctx context.Context, target string, as []answer) {
 		}
 	}
 
+	// A definite answer vouches for the target; none at all (every task
+	// unanswered for want of a reply) makes it a suspect, so placement
+	// stops sending new work there now rather than when its registration
+	// expires.
+	if len(done) > len(replaced) {
+		n.view.Vouch(target)
+	} else if len(later)+len(replaced) > 0 && (len(replaced) > 0 || noReply(laterErr)) {
+		n.view.Suspect(target, now)
+	}
+	if len(replaced) > 0 {
+		n.metrics.handoffs.WithLabelValues(n.cfg.Region, target, "replaced").Add(float64(len(replaced)))
+		n.log.Warn("hand-offs to an unreachable region placed again (it never received them)", "target", target,
+			"n", len(replaced), idsAttr(replaced), "reason", task.ReasonHandOffRefused)
+	}
 	m := n.metrics.handoffs
 	if len(accepted) > 0 {
 		m.WithLabelValues(n.cfg.Region, target, "accepted").Add(float64(len(accepted)))
@@ -656,6 +693,29 @@ func (n *Node) acceptMany(ctx context.Context, hs []apiv1.HandOff, known func(po
 		}
 	}
 	return out, nil
+}
+
+// strandedAfter is how many failed dials to a target that placement no
+// longer considers healthy make an outbox task be placed elsewhere (with the
+// backoff: about 1.5 s).
+const strandedAfter = 3
+
+// neverSent reports whether err proves the request never left: the
+// connection could not be made. Anything else (a timeout after connecting,
+// a reset mid-answer) may have reached the target.
+func neverSent(err error) bool {
+	var op *net.OpError
+	return errors.Is(err, errNotSent) || errors.As(err, &op) && op.Op == "dial"
+}
+
+// errNotSent: the outbox did not send the request at all.
+var errNotSent = errors.New("not sent")
+
+// noReply reports whether err is the lack of any answer (refused
+// connection, timeout), as opposed to an answer that said "not now".
+func noReply(err error) bool {
+	var pe *PeerError
+	return err != nil && !errors.As(err, &pe)
 }
 
 // historyOf is what a hand-off brings of the task's past (nil from a

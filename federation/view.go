@@ -22,7 +22,8 @@ type RegionInfo struct {
 	region.Figures
 	Registered bool // a registration exists now
 	Stale      bool // figures older than stale_after
-	Healthy    bool // after the grace period: registered and fresh
+	Healthy    bool // after the grace period: registered and fresh, and not suspected
+	Suspect    bool // requests to it went unanswered moments ago (View.Suspect)
 }
 
 // View is this server's picture of every region, from a watch on the global
@@ -52,6 +53,12 @@ type View struct {
 	// in the global etcd is never placed on or contacted. nil: all.
 	members atomic.Pointer[map[string]bool]
 	ignored map[string]bool // non-members already warned about (under mu)
+	// suspects are regions whose hand-offs went unanswered (no reply at
+	// all), until when (under mu): placement treats them as unhealthy at
+	// once, without waiting for their registration to expire or for the
+	// health grace, so a dead region stops drawing new work within one
+	// outbox round.
+	suspects map[string]time.Time
 	stop    chan struct{}
 	done    chan struct{}
 	closed  sync.Once
@@ -188,6 +195,40 @@ func (v *View) Pools() *placement.Snapshot { return v.snap.Load().pools }
 // Refresh rebuilds the snapshot now (tests, and after a known change).
 func (v *View) Refresh() { v.rebuild(time.Now()) }
 
+// Suspect marks a region unhealthy for the stale window (placement's
+// stale_after, at least 1 s): a request to it got no answer at all.
+func (v *View) Suspect(name string, now time.Time) {
+	v.mu.Lock()
+	if v.suspects == nil {
+		v.suspects = map[string]time.Time{}
+	}
+	_, was := v.suspects[name]
+	v.suspects[name] = now.Add(max(v.staleAfter, time.Second))
+	v.mu.Unlock()
+	if !was {
+		v.log.Warn("region suspected down: requests to it went unanswered; placing elsewhere", "region", name)
+	}
+	v.rebuild(now)
+}
+
+// Vouch clears a suspicion: the region answered.
+func (v *View) Vouch(name string) {
+	v.mu.Lock()
+	_, was := v.suspects[name]
+	delete(v.suspects, name)
+	v.mu.Unlock()
+	if was {
+		v.log.Info("region answers again", "region", name)
+		v.rebuild(time.Now())
+	}
+}
+
+// healthy reports whether placement may choose the region now.
+func (v *View) healthy(name string) bool {
+	r, ok := v.Region(name)
+	return ok && r.Healthy
+}
+
 // member reports whether name is a region of the federation.
 func (v *View) member(name string) bool {
 	m := v.members.Load()
@@ -245,6 +286,13 @@ func (v *View) rebuild(now time.Time) {
 		r := &infos[i]
 		seen[r.Region] = true
 		r.Healthy = v.judge(r.Region, !r.Stale, now)
+		if until, ok := v.suspects[r.Region]; ok {
+			if now.Before(until) {
+				r.Healthy, r.Suspect = false, true
+			} else {
+				delete(v.suspects, r.Region)
+			}
+		}
 	}
 	for name := range v.health {
 		if !seen[name] {
