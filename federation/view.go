@@ -59,9 +59,9 @@ type View struct {
 	// health grace, so a dead region stops drawing new work within one
 	// outbox round.
 	suspects map[string]time.Time
-	stop    chan struct{}
-	done    chan struct{}
-	closed  sync.Once
+	stop     chan struct{}
+	done     chan struct{}
+	closed   sync.Once
 }
 
 type health struct {
