@@ -21,7 +21,9 @@ package e2e
 // leader sends it over with the cluster token.
 //
 // Options: fedOpts.worker is YAML put inside every region's `worker:` block
-// (exec rules, http prefixes), fedOpts.extra is top-level YAML added to each
+// (exec rules, http prefixes), fedOpts.regionWorker the same for one region
+// only, fedOpts.pools replaces one region's pool list (prices, queue
+// capacity), fedOpts.extra is top-level YAML added to each
 // file (keys the harness does not write itself), fedOpts.ownEtcd gives each
 // region its own regional etcd (the global one is always shared),
 // fedOpts.servers starts more servers per region. Secrets reach the
@@ -82,6 +84,12 @@ type fedOpts struct {
 	lease, heartbeat, ttl time.Duration
 	// worker is YAML inside each region's `worker:` block, unindented.
 	worker string
+	// regionWorker is YAML added to one region's `worker:` block (after
+	// worker): handler configs that differ between regions.
+	regionWorker map[string]string
+	// pools replaces one region's `pools:` list (YAML list items,
+	// unindented); default: cpu {class: cpu}, 50 slots, $0.04/slot-hour.
+	pools map[string]string
 	// extra is top-level YAML added to each region's file.
 	extra string
 	// sharedEnv gives workers the servers' environment, cluster token
@@ -189,6 +197,10 @@ func (f *federation) config(r *fedRegion) string {
 			name, sha256Hex(f.tokens[name]), role, tenantOf[name])
 	}
 	o := f.opts
+	pools := o.pools[r.name]
+	if pools == "" {
+		pools = "- {name: cpu, tags: {class: cpu}, slots: 50, price_per_slot_hour: 0.04}"
+	}
 	return fmt.Sprintf(`region: %s
 listen: 127.0.0.1:0
 regions: [%s]
@@ -198,11 +210,7 @@ etcd:
   session_ttl: %s
 redis: {addr: %s}
 pools:
-  - name: cpu
-    tags: {class: cpu}
-    slots: 50
-    price_per_slot_hour: 0.04
-lease: {duration: %s, heartbeat: %s}
+%slease: {duration: %s, heartbeat: %s}
 retry: {base: 100ms, cap: 1s, max_retries: 2}
 auth:
   enabled: true
@@ -212,8 +220,10 @@ auth:
   shutdown_grace: 1s
 %s
 %s
+%s
 `, r.name, strings.Join(f.order, ", "), r.etcd.Endpoint(), f.global.Endpoint(), o.ttl, r.redis.Addr(),
-		o.lease, o.heartbeat, tokens.String(), indent(o.worker, "  "), o.extra)
+		indent(pools, "  ")+"\n", o.lease, o.heartbeat, tokens.String(), indent(o.worker, "  "),
+		indent(o.regionWorker[r.name], "  "), o.extra)
 }
 
 func indent(s, by string) string {

@@ -1,0 +1,165 @@
+package e2e
+
+import (
+	"context"
+	"encoding/json"
+	"net/http"
+	"testing"
+	"time"
+
+	"github.com/ax-sched/ax/apiv1"
+)
+
+// Issue 14, learnt durations: two regions, each with one CPU pool. The
+// pool of us-east-1 costs half as much per slot-hour but runs the work 4x
+// slower (its workers' exec rule sleeps 0.8 s, eu-west-1's 0.2 s: the same
+// task type, different handler configs). Before anything ran every server
+// places on the cheap pool (both durations are the 1 s default). Under a
+// steady stream the cheap pool's queue fills and spills, the fast pool
+// completes tasks too, both leaders publish what their completions taught
+// them, and every server of both regions then sees the slow pool's real
+// cost: new tasks land in eu-west-1 though its price is twice as high, and
+// `ax explain -o json` shows both estimates as learnt.
+func TestSlowCheapPoolStopsWinningOnceLearnt(t *testing.T) {
+	slow, fast := "us-east-1", "eu-west-1"
+	fed := newFederation(t, fedOpts{servers: 2,
+		pools: map[string]string{
+			slow: "- {name: cpu, tags: {class: cpu}, slots: 20, price_per_slot_hour: 0.02, queue_capacity: 40}",
+			fast: "- {name: cpu, tags: {class: cpu}, slots: 20, price_per_slot_hour: 0.04, queue_capacity: 40}",
+		},
+		regionWorker: map[string]string{
+			slow: `exec: {allow: {work: {argv: [/bin/sleep, "0.8"]}}}`,
+			fast: `exec: {allow: {work: {argv: [/bin/sleep, "0.2"]}}}`,
+		}})
+	spec := map[string]any{"type": "exec", "tags": map[string]string{"class": "cpu"},
+		"payload": map[string]any{"command": "work"}}
+	var servers []*proc
+	for _, r := range fed.order {
+		servers = append(servers, fed.region(r).servers...)
+	}
+	explain := func(s *proc) apiv1.Explanation {
+		t.Helper()
+		code, body := fed.callAPI(s.api, tokSubmitterA, http.MethodPost, "/v1/placement/explain", spec)
+		var ex apiv1.Explanation
+		if code != http.StatusOK || json.Unmarshal(body, &ex) != nil {
+			t.Fatalf("explain on %s: %d %s", s.name, code, body)
+		}
+		return ex
+	}
+	cand := func(ex apiv1.Explanation, region string) apiv1.Candidate {
+		for _, c := range ex.Candidates {
+			if c.Region == region {
+				return c
+			}
+		}
+		t.Fatalf("no candidate in %s: %+v", region, ex.Candidates)
+		return apiv1.Candidate{}
+	}
+	for _, s := range servers {
+		ex := explain(s)
+		if ex.Chosen == nil || ex.Chosen.Region != slow || cand(ex, fast).EstimateSource != "default" ||
+			cand(ex, slow).EstimateSource != "default" {
+			t.Fatalf("before any run %s chooses %+v (candidates %+v)", s.name, ex.Chosen, ex.Candidates)
+		}
+	}
+	// learnt: the server judges by learnt durations alone (price × duration,
+	// before the queue penalty) that the slow pool costs more.
+	learnt := func(s *proc) bool {
+		ex := explain(s)
+		a, b := cand(ex, slow), cand(ex, fast)
+		return a.EstimateSource == "learnt" && b.EstimateSource == "learnt" && b.BaseCost < a.BaseCost
+	}
+	succeeded := func() int {
+		n := 0
+		for _, r := range fed.order {
+			c, err := fed.region(r).store.Counts(context.Background())
+			if err != nil {
+				t.Fatal(err)
+			}
+			n += c.Succeeded
+		}
+		return n
+	}
+
+	// A steady stream of ~40 tasks/s over every server, more than the slow
+	// pool drains (20 slots / 0.8 s = 25/s), until every server has learnt.
+	landed := map[string]int{}
+	refused, flipAt, submitted := 0, -1, 0
+	start := time.Now()
+	for flipAt < 0 {
+		if time.Since(start) > 3*time.Minute {
+			t.Fatalf("not learnt after %v: %d submitted (%v, %d refused), %d succeeded", time.Since(start), submitted,
+				landed, refused, succeeded())
+		}
+		for range 4 {
+			s := servers[submitted%len(servers)]
+			submitted++
+			code, body := fed.callAPI(s.api, tokSubmitterA, http.MethodPost, "/v1/tasks", spec)
+			var r struct {
+				Region string `json:"region"`
+			}
+			switch {
+			case code == http.StatusCreated && json.Unmarshal(body, &r) == nil:
+				landed[r.Region]++
+			case code == http.StatusTooManyRequests:
+				refused++
+			default:
+				t.Fatalf("submit to %s: %d %s", s.name, code, body)
+			}
+		}
+		time.Sleep(100 * time.Millisecond)
+		if submitted%12 == 0 {
+			done := succeeded()
+			all := true
+			for _, s := range servers {
+				all = all && learnt(s)
+			}
+			if all {
+				flipAt = done
+			}
+		}
+	}
+	t.Logf("every server judged the slow pool dearer after %d completions (%v after the first submit); "+
+		"submitted %d: %v, %d refused (429)", flipAt, time.Since(start).Round(100*time.Millisecond), submitted, landed, refused)
+
+	// Once the queues are empty, new tasks land in the fast pool whichever
+	// server takes them: the price is twice as high, the task 4x shorter.
+	waitUntil(t, 2*time.Minute, "both regions idle", func() bool {
+		for _, r := range fed.order {
+			c, err := fed.region(r).store.Counts(context.Background())
+			if err != nil || c.Ready+c.Running+c.Pending > 0 {
+				return false
+			}
+		}
+		return true
+	})
+	for i := range 20 {
+		s := servers[i%len(servers)]
+		code, body := fed.callAPI(s.api, tokSubmitterA, http.MethodPost, "/v1/tasks", spec)
+		var r struct {
+			Region string `json:"region"`
+		}
+		if code != http.StatusCreated || json.Unmarshal(body, &r) != nil || r.Region != fast {
+			t.Fatalf("task %d submitted to %s: %d %s, want it in %s", i, s.name, code, body, fast)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+
+	// What an operator sees: `ax explain -o json` on every server.
+	for _, s := range servers {
+		out, stderr, code := runAx(t, s.api, "--token", fed.token(tokSubmitterA), "explain", "--type", "exec",
+			"--tag", "class=cpu", "-o", "json")
+		var ex apiv1.Explanation
+		if code != 0 || json.Unmarshal([]byte(out), &ex) != nil {
+			t.Fatalf("ax explain on %s: exit %d: %s %s", s.name, code, out, stderr)
+		}
+		a, b := cand(ex, slow), cand(ex, fast)
+		if ex.Chosen == nil || ex.Chosen.Region != fast || a.EstimateSource != "learnt" || b.EstimateSource != "learnt" ||
+			a.Observations == 0 || b.Observations == 0 || a.ExpectedSeconds < 0.8 || b.ExpectedSeconds < 0.2 ||
+			b.ExpectedSeconds >= a.ExpectedSeconds/2 {
+			t.Fatalf("ax explain on %s: chosen %+v\nslow %+v\nfast %+v", s.name, ex.Chosen, a, b)
+		}
+		t.Logf("%s: slow %.3f s (%d runs, spread %.3f s), fast %.3f s (%d runs, spread %.3f s)", s.name,
+			a.ExpectedSeconds, a.Observations, a.SpreadSeconds, b.ExpectedSeconds, b.Observations, b.SpreadSeconds)
+	}
+}
