@@ -29,6 +29,15 @@ type Error struct {
 // in its one mapping.
 func (e *Error) Error() string { return e.Message }
 
+// HeaderForwarded is the header of server-to-server calls that counts the
+// servers a request passed through: a forwarded request is never routed
+// again.
+const HeaderForwarded = "X-Ax-Forwarded"
+
+// MaxBatch bounds the tasks of one POST /v1/tasks/batch and the hand-offs
+// of one POST /v1/internal/handoff/batch.
+const MaxBatch = 1000
+
 // ErrorBody wraps Error.
 type ErrorBody struct {
 	Error Error `json:"error"`

@@ -10,7 +10,7 @@ import (
 	"time"
 
 	"github.com/ax-sched/ax/apiv1"
-	"github.com/ax-sched/ax/federation"
+	"github.com/ax-sched/ax/httpapi"
 	"github.com/ax-sched/ax/internal/fedtest"
 	"github.com/ax-sched/ax/queue"
 	"github.com/ax-sched/ax/task"
@@ -217,11 +217,11 @@ func testDAGCancelAuth(t *testing.T, e *dagEnv, home *dagRegion, w *cancelWorker
 	// home server.
 	const opAcme, opGlobex, subAll = "op-acme", "op-globex", "sub-all"
 	hs := home.any()
-	api := federation.NewAPI(hs.node, federation.APIConfig{Gatherer: prometheus.NewRegistry(), Pools: []string{dagPool}, DAGs: hs.runs, Auth: &federation.Auth{
-		Enabled: true, ClusterToken: dagTokCluster, Tokens: []federation.Token{
-			{Name: "op-acme", SHA256: federation.HashToken(opAcme), Role: federation.RoleOperator, Tenant: "acme"},
-			{Name: "op-globex", SHA256: federation.HashToken(opGlobex), Role: federation.RoleOperator, Tenant: "globex"},
-			{Name: "sub-all", SHA256: federation.HashToken(subAll), Role: federation.RoleSubmitter},
+	api := httpapi.New(hs.node, httpapi.Config{Gatherer: prometheus.NewRegistry(), Pools: []string{dagPool}, DAGs: hs.runs, Auth: &httpapi.Auth{
+		Enabled: true, ClusterToken: dagTokCluster, Tokens: []httpapi.Token{
+			{Name: "op-acme", SHA256: httpapi.HashToken(opAcme), Role: httpapi.RoleOperator, Tenant: "acme"},
+			{Name: "op-globex", SHA256: httpapi.HashToken(opGlobex), Role: httpapi.RoleOperator, Tenant: "globex"},
+			{Name: "sub-all", SHA256: httpapi.HashToken(subAll), Role: httpapi.RoleSubmitter},
 		}}})
 	srv := httptest.NewServer(api)
 	t.Cleanup(srv.Close)

@@ -41,11 +41,7 @@ func nodeField(i int, rest string) string {
 func prefixed(i int, err error) error {
 	var fe *task.FieldError
 	if errors.As(err, &fe) {
-		f := nodeField(i, "task")
-		if fe.Field != "" {
-			f += "." + fe.Field
-		}
-		return &task.FieldError{Field: f, Msg: fe.Msg}
+		return fe.Under(nodeField(i, "task"))
 	}
 	return err
 }

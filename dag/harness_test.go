@@ -14,6 +14,7 @@ import (
 
 	"github.com/ax-sched/ax/apiv1"
 	"github.com/ax-sched/ax/federation"
+	"github.com/ax-sched/ax/httpapi"
 	"github.com/ax-sched/ax/internal/fedtest"
 	"github.com/ax-sched/ax/internal/testenv"
 	"github.com/ax-sched/ax/placement"
@@ -45,7 +46,7 @@ const (
 type dagEnv struct {
 	t       *testing.T
 	etcd    *testenv.Etcd
-	auth    *federation.Auth
+	auth    *httpapi.Auth
 	pcfg    placement.Config
 	log     *slog.Logger
 	http    *http.Client
@@ -91,11 +92,11 @@ func newDAGEnv(t *testing.T, servers map[string]int) *dagEnv {
 	}
 	e.pcfg = placement.DefaultConfig()
 	e.pcfg.StaleAfter = 3 * time.Second
-	e.auth = &federation.Auth{Enabled: true, ClusterToken: dagTokCluster, Tokens: []federation.Token{
-		{Name: "acme", SHA256: federation.HashToken(dagTokAcme), Role: federation.RoleSubmitter, Tenant: "acme"},
-		{Name: "globex", SHA256: federation.HashToken(dagTokGlobex), Role: federation.RoleSubmitter, Tenant: "globex"},
-		{Name: "root", SHA256: federation.HashToken(dagTokAdmin), Role: federation.RoleAdmin},
-		{Name: "acme-ops", SHA256: federation.HashToken(dagTokAcmeOps), Role: federation.RoleOperator, Tenant: "acme"},
+	e.auth = &httpapi.Auth{Enabled: true, ClusterToken: dagTokCluster, Tokens: []httpapi.Token{
+		{Name: "acme", SHA256: httpapi.HashToken(dagTokAcme), Role: httpapi.RoleSubmitter, Tenant: "acme"},
+		{Name: "globex", SHA256: httpapi.HashToken(dagTokGlobex), Role: httpapi.RoleSubmitter, Tenant: "globex"},
+		{Name: "root", SHA256: httpapi.HashToken(dagTokAdmin), Role: httpapi.RoleAdmin},
+		{Name: "acme-ops", SHA256: httpapi.HashToken(dagTokAcmeOps), Role: httpapi.RoleOperator, Tenant: "acme"},
 	}}
 	e.etcd = testenv.StartEtcd(t)
 	t.Cleanup(e.http.CloseIdleConnections)
@@ -148,7 +149,7 @@ func (r *dagRegion) start() *dagServer {
 		e.t.Fatal(err)
 	}
 	runs := New(r.store, node, Config{Region: r.name, Registerer: reg, Logger: log})
-	api := federation.NewAPI(node, federation.APIConfig{Auth: e.auth, Gatherer: reg, Pools: []string{dagPool}, DAGs: runs})
+	api := httpapi.New(node, httpapi.Config{Auth: e.auth, Gatherer: reg, Pools: []string{dagPool}, DAGs: runs})
 	hs := httptest.NewServer(api)
 	cell := region.New(r.store, cli, cli, region.Config{
 		Region: r.name, ID: id, API: hs.URL, Pools: r.pools,

@@ -1,10 +1,20 @@
 // Package federation is what every ax server does beyond its own region:
-// it keeps the global view of regions and pools (a watch on the global
-// etcd), places each submitted task on the cheapest healthy pool across
-// regions (package placement), routes keyed submits to the key's home
-// region, hands tasks off to other regions through an outbox, forwards
-// reads and cancels to wherever a task lives, and serves the HTTP API.
+// it keeps the global view of regions and pools (view.go, servers.go: a
+// watch on the global etcd), places each submitted task on the cheapest
+// healthy pool across regions (node.go, with package placement; inflight.go
+// counts its placements the published figures miss), routes keyed submits
+// to the key's home region, hands tasks off to other regions through the
+// outbox and receives theirs (peer.go), follows a task wherever it lives
+// for reads and actions (tasks.go), answers the federation-wide listings
+// and bulk actions by asking every region (fanout.go), re-places the work
+// of pools that lost their workers (stuck.go), and accepts tasks under
+// fixed ids for the packages that derive them (enqueue.go).
 //
-// Imports point one way: federation → region → {queue, lease}; placement is
-// pure and takes values.
+// Boundary: federation → region → {queue, lease}; placement is pure and
+// takes values; task and apiv1 are the model and the wire shapes. Schedules
+// (package schedule) and DAG runs (package dag) are built on top: each
+// defines the small interface it needs (schedule.Enqueuer, dag.Tasks) and
+// *Node implements both (checked in contracts_test.go), so federation
+// imports neither. The HTTP API (package httpapi) imports federation; cmd/ax
+// wires them all.
 package federation

@@ -113,7 +113,7 @@ func (n *Node) Unfinished(ctx context.Context, id string) (bool, error) {
 // (a task is at most one forward away). A task missing or ended already,
 // here or in the region that holds it, is not an error.
 func (n *Node) CancelTask(ctx context.Context, id, by string) error {
-	_, err := n.Act(withHops(ctx, 0), OpCancel, id, 0, by, 0)
+	_, err := n.Act(WithHops(ctx, 0), OpCancel, id, 0, by, 0)
 	var te *task.TransitionError
 	var pe *PeerError
 	switch {

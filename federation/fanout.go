@@ -42,12 +42,8 @@ import (
 // client's own 10 s timeout, so a slow region is reported by this deadline.
 const fanOutDeadline = 8 * time.Second
 
-// maxDLQLimit is the largest page of GET /v1/dlq.
-const maxDLQLimit = 1000
-
-// onBehalfOf is the query parameter that carries the caller's name on a
-// fanned-out bulk cancel (honoured from the cluster token only).
-const onBehalfOf = "on_behalf_of"
+// MaxDLQLimit is the largest page of GET /v1/dlq.
+const MaxDLQLimit = 1000
 
 // regionPart is one region's answer to a fan-out.
 type regionPart[T any] struct {
@@ -95,13 +91,19 @@ func fanOut[T any](ctx context.Context, n *Node, regions []string,
 	return parts
 }
 
+// NotServedError is a forwarded request about another region than this
+// server's: a request is forwarded once, to the region it names.
+type NotServedError struct{ Region string }
+
+func (e *NotServedError) Error() string { return "region " + e.Region + " is not served here" }
+
 // fanOutRegions are the regions a request asks: this one alone when it was
 // forwarded; only when given (a region of the federation); else every
 // region configured or in the view, sorted by name.
 func (n *Node) fanOutRegions(only string, hops int) ([]string, error) {
 	if hops > 0 {
 		if only != "" && only != n.cfg.Region {
-			return nil, &apiError{status: 404, code: apiv1.CodeNotFound, msg: "region " + only + " is not served here"}
+			return nil, &NotServedError{Region: only}
 		}
 		return []string{n.cfg.Region}, nil
 	}
@@ -125,21 +127,39 @@ func (n *Node) fanOutRegions(only string, hops int) ([]string, error) {
 	return out, nil
 }
 
-// gather turns a fan-out's parts into the answer's per-region outcomes and
-// the regions that did not answer. When no part answered it returns an
-// error instead: the part's own when one region was asked, else
-// ErrRegionUnavailable naming each.
-func gather[T any](n *Node, op string, parts []regionPart[T], count func(T) int) ([]apiv1.RegionOutcome, []string, error) {
-	outs := make([]apiv1.RegionOutcome, 0, len(parts))
+// RegionPart is one region's part of an answer gathered from every region:
+// what it contributed (Count: the dead letters of a page it holds, or the
+// tasks it cancelled), or why it did not answer (Err).
+type RegionPart struct {
+	Region string
+	Count  int
+	Err    error
+}
+
+// NoRegionAnswered is a fan-out that no region of several answered: each
+// part says why. It is an ErrRegionUnavailable.
+type NoRegionAnswered struct{ Parts []RegionPart }
+
+func (e *NoRegionAnswered) Error() string {
+	why := make([]string, len(e.Parts))
+	for i, p := range e.Parts {
+		why[i] = p.Region + ": " + p.Err.Error()
+	}
+	return ErrRegionUnavailable.Error() + ": no region answered: " + strings.Join(why, "; ")
+}
+
+func (e *NoRegionAnswered) Unwrap() error { return ErrRegionUnavailable }
+
+// gather turns a fan-out's parts into per-region parts and the regions that
+// did not answer. When no part answered it returns an error instead: the
+// part's own when one region was asked, else a *NoRegionAnswered.
+func gather[T any](n *Node, op string, parts []regionPart[T], count func(T) int) ([]RegionPart, []string, error) {
+	outs := make([]RegionPart, 0, len(parts))
 	unavailable := []string{}
-	var why []string
 	for _, p := range parts {
-		o := apiv1.RegionOutcome{Region: p.region, Count: count(p.val)}
+		o := RegionPart{Region: p.region, Count: count(p.val), Err: p.err}
 		if p.err != nil {
-			b := toAPIError(p.err).body()
-			o.Error = &b
 			unavailable = append(unavailable, p.region)
-			why = append(why, p.region+": "+b.Message)
 			n.log.Warn("fan-out: a region did not answer", "op", op, "target", p.region, "err", p.err)
 		}
 		outs = append(outs, o)
@@ -150,21 +170,29 @@ func gather[T any](n *Node, op string, parts []regionPart[T], count func(T) int)
 	case len(parts) == 1:
 		return nil, nil, parts[0].err
 	}
-	return nil, nil, fmt.Errorf("%w: no region answered: %s", ErrRegionUnavailable, strings.Join(why, "; "))
+	return nil, nil, &NoRegionAnswered{Parts: outs}
 }
 
 // ---------------------------------------------------------------------------
 // Bulk cancel
 // ---------------------------------------------------------------------------
 
-// bulkCancel cancels the PENDING and READY tasks matching f in every region
+// BulkCanceled is what a bulk cancel did: the sum, and each region's part.
+type BulkCanceled struct {
+	Canceled    int
+	Regions     []RegionPart
+	Unavailable []string // the regions that did not answer (they are in Regions too, with their error)
+}
+
+// BulkCancel cancels the PENDING and READY tasks matching f in every region
 // (or only), each region counting its own; by is recorded in the trails.
-func (n *Node) bulkCancel(ctx context.Context, f queue.Filter, only, by string, hops int) (*apiv1.BulkCancelResponse, error) {
+// hops is how many servers the request being served has passed.
+func (n *Node) BulkCancel(ctx context.Context, f queue.Filter, only, by string, hops int) (*BulkCanceled, error) {
 	regions, err := n.fanOutRegions(only, hops)
 	if err != nil {
 		return nil, err
 	}
-	path := "/v1/tasks/cancel?" + url.Values{onBehalfOf: {by}}.Encode()
+	path := "/v1/tasks/cancel?" + url.Values{apiv1.ParamOnBehalfOf: {by}}.Encode()
 	body := apiv1.BulkCancelRequest{Type: f.Type, State: f.State, Tenant: f.Tenant}
 	parts := fanOut(ctx, n, regions,
 		func(ctx context.Context) (int, error) {
@@ -180,106 +208,35 @@ func (n *Node) bulkCancel(ctx context.Context, f queue.Filter, only, by string, 
 	if err != nil {
 		return nil, err
 	}
-	resp := &apiv1.BulkCancelResponse{Regions: outs, Unavailable: unavailable}
+	resp := &BulkCanceled{Regions: outs, Unavailable: unavailable}
 	for _, o := range outs {
 		resp.Canceled += o.Count
 	}
 	return resp, nil
 }
 
-// actor is who a bulk action is recorded as: the principal, or on a
-// cluster-token call the caller the forwarding server names.
-func actor(r *http.Request, p Principal) string {
-	if v := r.URL.Query().Get(onBehalfOf); p.Cluster && v != "" {
-		return cut(v, 128)
-	}
-	return p.Name
-}
-
-// cut bounds s to n bytes, dropping a rune split at the end.
-func cut(s string, n int) string {
-	if len(s) > n {
-		return strings.ToValidUTF8(s[:n], "")
-	}
-	return s
-}
-
 // ---------------------------------------------------------------------------
 // Dead letters
 // ---------------------------------------------------------------------------
 
-// dlqQuery is a validated GET /v1/dlq.
+// DLQQuery is a listing of dead letters (GET /v1/dlq), its values checked
+// by the API.
+type DLQQuery struct {
+	Type, Tenant string
+	Region       string // only this region; "" every region
+	Limit        int    // 1..MaxDLQLimit
+	Offset       int    // skip this many after the cursor
+	Cursor       string // "" from the newest; else a page's NextCursor
+}
+
+// dlqQuery is a DLQQuery with its cursor read.
 type dlqQuery struct {
-	typ, tenant string
-	region      string // only this region; "" every region
-	limit       int    // 1..maxDLQLimit
-	offset      int    // skip this many after the cursor
-	after       *dlqMark
+	DLQQuery
+	after *dlqMark
 }
 
 func (q dlqQuery) matches(t *task.Task) bool {
-	return (q.typ == "" || t.Type == q.typ) && (q.tenant == "" || t.Tenant == q.tenant)
-}
-
-// parseDLQQuery reads GET /v1/dlq's parameters; a scoped principal's tenant
-// replaces any tenant= it gives. An unknown parameter is refused rather
-// than ignored: a typo (typ=) must not turn a filtered listing into a full
-// one.
-func parseDLQQuery(raw string, p Principal) (dlqQuery, error) {
-	q := dlqQuery{limit: 100}
-	v, err := url.ParseQuery(raw)
-	if err != nil {
-		return q, &task.FieldError{Field: badQueryParam(raw), Msg: "malformed query: " + err.Error()}
-	}
-	for k := range v {
-		switch k {
-		case "type", "tenant", "region", "limit", "offset", "cursor":
-		default:
-			return q, &task.FieldError{Field: k, Msg: "unknown parameter (type, tenant, region, limit, offset, cursor)"}
-		}
-	}
-	if s := v.Get("limit"); s != "" {
-		k, err := strconv.Atoi(s)
-		if err != nil || k < 1 || k > maxDLQLimit {
-			return q, &task.FieldError{Field: "limit", Msg: fmt.Sprintf("must be 1..%d", maxDLQLimit)}
-		}
-		q.limit = k
-	}
-	if s := v.Get("offset"); s != "" {
-		k, err := strconv.Atoi(s)
-		if err != nil || k < 0 {
-			return q, &task.FieldError{Field: "offset", Msg: "must be ≥ 0"}
-		}
-		q.offset = k
-	}
-	if s := v.Get("cursor"); s != "" {
-		m, err := parseCursor(s)
-		if err != nil {
-			return q, err
-		}
-		q.after = &m
-	}
-	q.typ, q.tenant, q.region = v.Get("type"), v.Get("tenant"), v.Get("region")
-	if p.Tenant != "" {
-		q.tenant = p.Tenant
-	}
-	return q, nil
-}
-
-// badQueryParam names the parameter of a query string that does not
-// unescape ("" when it is the name itself).
-func badQueryParam(raw string) string {
-	for _, kv := range strings.Split(raw, "&") {
-		k, v, _ := strings.Cut(kv, "=")
-		name, err := url.QueryUnescape(k)
-		if err != nil {
-			return ""
-		}
-		if _, err := url.QueryUnescape(v); err != nil {
-			return name
-		}
-	}
-	return ""
+	return (q.Type == "" || t.Type == q.Type) && (q.Tenant == "" || t.Tenant == q.Tenant)
 }
 
 // dlqMark is a place in the listing of dead letters, which runs newest
@@ -332,11 +289,30 @@ func sortNewestFirst(ts []*task.Task) {
 	sort.Slice(ts, func(i, j int) bool { return markOf(ts[i]).newer(markOf(ts[j])) })
 }
 
-// deadLetters lists the dead letters of every region (or q.region) that
-// match q, newest first, merged: a page of q.limit after q.after, skipping
-// q.offset first.
-func (n *Node) deadLetters(ctx context.Context, q dlqQuery, hops int) (*apiv1.TaskList, error) {
-	regions, err := n.fanOutRegions(q.region, hops)
+// DeadLetterPage is a page of the merged listing of dead letters.
+type DeadLetterPage struct {
+	Tasks      []*task.Task // newest first; HeldBy names the region holding each
+	NextCursor string       // continues the listing; "" when nothing follows
+	// Regions count each region's tasks of the page, or say why it did not
+	// answer; those are in Unavailable too.
+	Regions     []RegionPart
+	Unavailable []string
+}
+
+// DeadLetters lists the dead letters of every region (or q.Region) that
+// match q, newest first, merged: a page of q.Limit after q.Cursor, skipping
+// q.Offset first. A cursor that is not one of this listing's is a
+// *task.FieldError (cursor).
+func (n *Node) DeadLetters(ctx context.Context, query DLQQuery, hops int) (*DeadLetterPage, error) {
+	q := dlqQuery{DLQQuery: query}
+	if query.Cursor != "" {
+		m, err := parseCursor(query.Cursor)
+		if err != nil {
+			return nil, err
+		}
+		q.after = &m
+	}
+	regions, err := n.fanOutRegions(q.Region, hops)
 	if err != nil {
 		return nil, err
 	}
@@ -344,8 +320,8 @@ func (n *Node) deadLetters(ctx context.Context, q dlqQuery, hops int) (*apiv1.Ta
 	gone := map[string]bool{}
 	// offset= (kept from the single-region API) skips whole pages by
 	// cursor, so it means the same as paging there would.
-	for skip := q.offset; skip > 0; {
-		pg, err := n.dlqPage(ctx, regions, q, after, min(skip, maxDLQLimit))
+	for skip := q.Offset; skip > 0; {
+		pg, err := n.dlqPage(ctx, regions, q, after, min(skip, MaxDLQLimit))
 		if err != nil {
 			return nil, err
 		}
@@ -364,7 +340,7 @@ func (n *Node) deadLetters(ctx context.Context, q dlqQuery, hops int) (*apiv1.Ta
 		after = &m
 		skip -= len(pg.Tasks)
 	}
-	pg, err := n.dlqPage(ctx, regions, q, after, q.limit)
+	pg, err := n.dlqPage(ctx, regions, q, after, q.Limit)
 	if err != nil {
 		return nil, err
 	}
@@ -373,7 +349,7 @@ func (n *Node) deadLetters(ctx context.Context, q dlqQuery, hops int) (*apiv1.Ta
 
 // withGone adds to a page the regions that did not answer while its offset
 // was skipped.
-func withGone(pg *apiv1.TaskList, gone map[string]bool) *apiv1.TaskList {
+func withGone(pg *DeadLetterPage, gone map[string]bool) *DeadLetterPage {
 	for _, r := range pg.Unavailable {
 		delete(gone, r)
 	}
@@ -386,13 +362,13 @@ func withGone(pg *apiv1.TaskList, gone map[string]bool) *apiv1.TaskList {
 
 // dlqPage asks each region for its first limit dead letters after `after`
 // and keeps the first limit of all of them.
-func (n *Node) dlqPage(ctx context.Context, regions []string, q dlqQuery, after *dlqMark, limit int) (*apiv1.TaskList, error) {
+func (n *Node) dlqPage(ctx context.Context, regions []string, q dlqQuery, after *dlqMark, limit int) (*DeadLetterPage, error) {
 	path := url.Values{"limit": {strconv.Itoa(limit)}}
-	if q.typ != "" {
-		path.Set("type", q.typ)
+	if q.Type != "" {
+		path.Set("type", q.Type)
 	}
-	if q.tenant != "" {
-		path.Set("tenant", q.tenant)
+	if q.Tenant != "" {
+		path.Set("tenant", q.Tenant)
 	}
 	if after != nil {
 		path.Set("cursor", after.cursor())
@@ -444,7 +420,7 @@ func (n *Node) dlqPage(ctx context.Context, regions []string, q dlqQuery, after 
 	for i := range outs {
 		outs[i].Count = held[outs[i].Region]
 	}
-	pg := &apiv1.TaskList{Tasks: all, Regions: outs, Unavailable: unavailable}
+	pg := &DeadLetterPage{Tasks: all, Regions: outs, Unavailable: unavailable}
 	if more && len(all) > 0 {
 		pg.NextCursor = markOf(all[len(all)-1]).cursor()
 	}

@@ -1,4 +1,4 @@
-package federation
+package federation_test
 
 import (
 	"bytes"
@@ -8,12 +8,11 @@ import (
 	"net/url"
 	"slices"
 	"strings"
-	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/ax-sched/ax/apiv1"
-	"github.com/ax-sched/ax/internal/testenv"
+	"github.com/ax-sched/ax/internal/fedtest"
 	"github.com/ax-sched/ax/queue"
 	"github.com/ax-sched/ax/task"
 	"github.com/google/go-cmp/cmp"
@@ -23,17 +22,17 @@ import (
 // claimed there and failed for good. It returns the task's id. Failures are
 // a few ms apart, so the dead letters' order is the order of the calls.
 func (f *fed) dead(regionName, token, typ string) string {
-	f.t.Helper()
-	ctx := testCtx(f.t)
-	sr := f.submitOK(regionName, token, spec{"type": typ, "tags": x86, "regions": []string{regionName}, "priority": 0, "max_retries": 0})
-	st := f.r(regionName).store
+	f.T.Helper()
+	ctx := fedtest.Ctx(f.T)
+	sr := f.SubmitOK(regionName, token, spec{"type": typ, "tags": x86, "regions": []string{regionName}, "priority": 0, "max_retries": 0})
+	st := f.R(regionName).Store
 	held, err := st.Claim(ctx, queue.ClaimRequest{Pool: deref(sr.Pool), Worker: "w-fanout", N: 1})
 	if err != nil || len(held) != 1 || held[0].ID != sr.ID {
-		f.t.Fatalf("claim in %s: %+v %v", regionName, held, err)
+		f.T.Fatalf("claim in %s: %+v %v", regionName, held, err)
 	}
 	s, _, err := st.Fail(ctx, queue.Failure{ID: sr.ID, Token: held[0].LeaseToken, Error: "boom in " + regionName})
 	if err != nil || s != task.Failed {
-		f.t.Fatalf("fail: %s %v", s, err)
+		f.T.Fatalf("fail: %s %v", s, err)
 	}
 	time.Sleep(3 * time.Millisecond)
 	return sr.ID
@@ -41,20 +40,20 @@ func (f *fed) dead(regionName, token, typ string) string {
 
 // forwarded sends a request as another server would: with X-Ax-Forwarded.
 func (f *fed) forwarded(method, url, token string, body any) reply {
-	f.t.Helper()
+	f.T.Helper()
 	var b []byte
 	if body != nil {
 		b, _ = json.Marshal(body)
 	}
 	req, err := http.NewRequest(method, url, bytes.NewReader(b))
 	if err != nil {
-		f.t.Fatal(err)
+		f.T.Fatal(err)
 	}
-	req.Header.Set(headerForwarded, "1")
+	req.Header.Set(apiv1.HeaderForwarded, "1")
 	req.Header.Set("Authorization", "Bearer "+token)
-	resp, err := f.http.Do(req)
+	resp, err := f.HTTP.Do(req)
 	if err != nil {
-		f.t.Fatalf("%s %s: %v", method, url, err)
+		f.T.Fatalf("%s %s: %v", method, url, err)
 	}
 	defer resp.Body.Close()
 	var buf bytes.Buffer
@@ -105,9 +104,9 @@ func TestFanoutDeadLetters(t *testing.T) {
 
 	list := func(t *testing.T, regionName, token, query string) (apiv1.TaskList, reply) {
 		t.Helper()
-		rep := f.call(http.MethodGet, f.r(regionName).url()+"/v1/dlq?"+query, token, nil).want(t, http.StatusOK)
+		rep := f.Call(http.MethodGet, f.R(regionName).URL()+"/v1/dlq?"+query, token, nil).Want(t, http.StatusOK)
 		var l apiv1.TaskList
-		rep.json(t, &l)
+		rep.JSON(t, &l)
 		return l, rep
 	}
 
@@ -198,7 +197,7 @@ func TestFanoutDeadLetters(t *testing.T) {
 	})
 
 	t.Run("a tenant sees its own dead letters in every region", func(t *testing.T) {
-		for _, srv := range regionNames {
+		for _, srv := range fedtest.Regions {
 			l, _ := list(t, srv, tokAcme, "")
 			if diff := cmp.Diff(newest(acme), ids(l.Tasks)); diff != "" {
 				t.Fatalf("acme from %s (-want +got):\n%s", srv, diff)
@@ -228,8 +227,8 @@ func TestFanoutDeadLetters(t *testing.T) {
 			{"limit=0", "limit"}, {"limit=1001", "limit"}, {"limit=x", "limit"}, {"offset=-1", "offset"},
 			{"typ=fan.dead", "typ"}, {"region=mars-1", "region"},
 		} {
-			rep := f.call(http.MethodGet, f.r(az).url()+"/v1/dlq?"+tc.query, tokOperator, nil).want(t, http.StatusBadRequest)
-			if e := rep.err(t); e.Code != apiv1.CodeInvalid || e.Field != tc.field {
+			rep := f.Call(http.MethodGet, f.R(az).URL()+"/v1/dlq?"+tc.query, tokOperator, nil).Want(t, http.StatusBadRequest)
+			if e := rep.Err(t); e.Code != apiv1.CodeInvalid || e.Field != tc.field {
 				t.Fatalf("%s: %s", tc.query, rep.Body)
 			}
 		}
@@ -237,7 +236,7 @@ func TestFanoutDeadLetters(t *testing.T) {
 
 	t.Run("a forwarded request lists its own region only", func(t *testing.T) {
 		var l apiv1.TaskList
-		f.forwarded(http.MethodGet, f.r(gcp).url()+"/v1/dlq", tokCluster, nil).want(t, http.StatusOK).json(t, &l)
+		f.forwarded(http.MethodGet, f.R(gcp).URL()+"/v1/dlq", tokCluster, nil).Want(t, http.StatusOK).JSON(t, &l)
 		for _, tk := range l.Tasks {
 			if tk.HeldBy != gcp {
 				t.Fatalf("a forwarded listing went on to %s", tk.HeldBy)
@@ -247,17 +246,17 @@ func TestFanoutDeadLetters(t *testing.T) {
 			t.Fatalf("forwarded: %d tasks, regions %+v", len(l.Tasks), l.Regions)
 		}
 		// The tenant the calling server passes narrows the cluster token's view.
-		f.forwarded(http.MethodGet, f.r(gcp).url()+"/v1/dlq?tenant=globex", tokCluster, nil).want(t, http.StatusOK).json(t, &l)
+		f.forwarded(http.MethodGet, f.R(gcp).URL()+"/v1/dlq?tenant=globex", tokCluster, nil).Want(t, http.StatusOK).JSON(t, &l)
 		if diff := cmp.Diff([]string{globex[0]}, ids(l.Tasks)); diff != "" {
 			t.Fatalf("forwarded with tenant (-want +got):\n%s", diff)
 		}
-		f.forwarded(http.MethodGet, f.r(gcp).url()+"/v1/dlq?region="+aws, tokCluster, nil).want(t, http.StatusNotFound)
+		f.forwarded(http.MethodGet, f.R(gcp).URL()+"/v1/dlq?region="+aws, tokCluster, nil).Want(t, http.StatusNotFound)
 	})
 
 	t.Run("a region that fails is named; the others still answer", func(t *testing.T) {
 		// GCP's server drops every fanned-out listing without an answer.
 		drop := func(w http.ResponseWriter, r *http.Request, next http.Handler) {
-			if r.Header.Get(headerForwarded) != "" && r.URL.Path == "/v1/dlq" {
+			if r.Header.Get(apiv1.HeaderForwarded) != "" && r.URL.Path == "/v1/dlq" {
 				if c, _, err := w.(http.Hijacker).Hijack(); err == nil {
 					c.Close()
 				}
@@ -265,9 +264,9 @@ func TestFanoutDeadLetters(t *testing.T) {
 			}
 			next.ServeHTTP(w, r)
 		}
-		f.r(gcp).intercept.Store(&drop)
+		f.R(gcp).Intercept.Store(&drop)
 		l, _ := list(t, az, tokOperator, "")
-		f.r(gcp).intercept.Store(nil)
+		f.R(gcp).Intercept.Store(nil)
 		var want []string
 		for _, id := range newest(order) {
 			if held[id] != gcp {
@@ -287,7 +286,7 @@ func TestFanoutDeadLetters(t *testing.T) {
 
 	// Last: it stops GCP's server.
 	t.Run("a stopped region is named; the others still answer", func(t *testing.T) {
-		f.r(gcp).stop()
+		f.R(gcp).Stop()
 		for _, srv := range []string{aws, az} {
 			l, _ := list(t, srv, tokAcme, "")
 			var want []string
@@ -309,8 +308,8 @@ func TestFanoutDeadLetters(t *testing.T) {
 			}
 		}
 		// Asked for GCP alone: nothing to return, so 503.
-		rep := f.call(http.MethodGet, f.r(aws).url()+"/v1/dlq?region="+gcp, tokOperator, nil).want(t, http.StatusServiceUnavailable)
-		if rep.err(t).Code != apiv1.CodeUnavailable {
+		rep := f.Call(http.MethodGet, f.R(aws).URL()+"/v1/dlq?region="+gcp, tokOperator, nil).Want(t, http.StatusServiceUnavailable)
+		if rep.Err(t).Code != apiv1.CodeUnavailable {
 			t.Fatal(string(rep.Body))
 		}
 	})
@@ -320,24 +319,24 @@ func TestFanoutDeadLetters(t *testing.T) {
 // tasks in every region and counts them per region.
 func TestFanoutBulkCancel(t *testing.T) {
 	f := newFed(t)
-	ctx := testCtx(t)
+	ctx := fedtest.Ctx(t)
 	type sent struct{ id, region string }
 	submit := func(regionName, token, typ string, extra spec) sent {
 		sp := spec{"type": typ, "tags": x86, "regions": []string{regionName}}
 		for k, v := range extra {
 			sp[k] = v
 		}
-		return sent{f.submitOK(regionName, token, sp).ID, regionName}
+		return sent{f.SubmitOK(regionName, token, sp).ID, regionName}
 	}
 	var cancelMe, keep []sent
-	for _, r := range regionNames {
+	for _, r := range fedtest.Regions {
 		cancelMe = append(cancelMe, submit(r, tokAcme, "fan.cancel", nil), submit(r, tokAcme, "fan.cancel", nil))
 		keep = append(keep, submit(r, tokAcme, "fan.keep", nil))
 	}
 	delayed := submit(gcp, tokAcme, "fan.cancel", spec{"delay": "1h"})
 	theirs := submit(az, tokGlobex, "fan.cancel", nil)
 	state := func(tk sent) task.State {
-		got, err := f.r(tk.region).store.Get(ctx, tk.id)
+		got, err := f.R(tk.region).Store.Get(ctx, tk.id)
 		if err != nil {
 			t.Fatalf("%s in %s: %v", tk.id, tk.region, err)
 		}
@@ -345,16 +344,16 @@ func TestFanoutBulkCancel(t *testing.T) {
 	}
 	waiting := func(typ string) int {
 		n := 0
-		for _, r := range regionNames {
-			_ = f.r(r).store.Waiting(ctx, queue.Filter{Type: typ}, func(ts []*task.Task) error { n += len(ts); return nil })
+		for _, r := range fedtest.Regions {
+			_ = f.R(r).Store.Waiting(ctx, queue.Filter{Type: typ}, func(ts []*task.Task) error { n += len(ts); return nil })
 		}
 		return n
 	}
 	cancel := func(t *testing.T, regionName, token string, body any) (apiv1.BulkCancelResponse, reply) {
 		t.Helper()
-		rep := f.call(http.MethodPost, f.r(regionName).url()+"/v1/tasks/cancel", token, body).want(t, http.StatusOK)
+		rep := f.Call(http.MethodPost, f.R(regionName).URL()+"/v1/tasks/cancel", token, body).Want(t, http.StatusOK)
 		var bc apiv1.BulkCancelResponse
-		rep.json(t, &bc)
+		rep.JSON(t, &bc)
 		return bc, rep
 	}
 
@@ -367,15 +366,15 @@ func TestFanoutBulkCancel(t *testing.T) {
 			{`{"region":"` + gcp + `"}`, "type"},
 			{`{"type":"fan.cancel","region":7}`, "region"},
 		} {
-			rep := f.call(http.MethodPost, f.r(aws).url()+"/v1/tasks/cancel", tokOperator, tc.body).want(t, http.StatusBadRequest)
-			if e := rep.err(t); e.Code != apiv1.CodeInvalid || e.Field != tc.field {
+			rep := f.Call(http.MethodPost, f.R(aws).URL()+"/v1/tasks/cancel", tokOperator, tc.body).Want(t, http.StatusBadRequest)
+			if e := rep.Err(t); e.Code != apiv1.CodeInvalid || e.Field != tc.field {
 				t.Fatalf("%s: %s", tc.body, rep.Body)
 			}
 		}
 		if n := waiting("fan.cancel"); n != 8 {
 			t.Fatalf("%d fan.cancel tasks waiting after refused requests, want 8", n)
 		}
-		f.call(http.MethodPost, f.r(aws).url()+"/v1/tasks/cancel", tokAcme, spec{"type": "fan.cancel"}).want(t, http.StatusForbidden)
+		f.Call(http.MethodPost, f.R(aws).URL()+"/v1/tasks/cancel", tokAcme, spec{"type": "fan.cancel"}).Want(t, http.StatusForbidden)
 	})
 
 	t.Run("state and region filters", func(t *testing.T) {
@@ -421,7 +420,7 @@ func TestFanoutBulkCancel(t *testing.T) {
 		}
 		// The trail names the operator in every region, not the cluster token.
 		for _, tk := range cancelMe {
-			tr := f.trail(tk.region, tokAcme, tk.id)
+			tr := f.Trail(tk.region, tokAcme, tk.id)
 			if last := tr[len(tr)-1]; last.To != task.Canceled || last.By != "oncall" {
 				t.Fatalf("%s in %s: last step %+v", tk.id, tk.region, last)
 			}
@@ -434,19 +433,19 @@ func TestFanoutBulkCancel(t *testing.T) {
 
 	t.Run("a forwarded request cancels in its own region only", func(t *testing.T) {
 		var bc apiv1.BulkCancelResponse
-		f.forwarded(http.MethodPost, f.r(az).url()+"/v1/tasks/cancel?on_behalf_of=jane", tokCluster, spec{"type": "fan.keep"}).
-			want(t, http.StatusOK).json(t, &bc)
+		f.forwarded(http.MethodPost, f.R(az).URL()+"/v1/tasks/cancel?on_behalf_of=jane", tokCluster, spec{"type": "fan.keep"}).
+			Want(t, http.StatusOK).JSON(t, &bc)
 		if diff := cmp.Diff(map[string]int{az: 1}, outcomes(bc.Regions)); diff != "" || bc.Canceled != 1 {
 			t.Fatalf("forwarded: %+v (-want +got):\n%s", bc, diff)
 		}
 		// on_behalf_of counts from the cluster token only.
-		f.forwarded(http.MethodPost, f.r(aws).url()+"/v1/tasks/cancel?on_behalf_of=mallory", tokOperator, spec{"type": "fan.keep"}).
-			want(t, http.StatusOK).json(t, &bc)
+		f.forwarded(http.MethodPost, f.R(aws).URL()+"/v1/tasks/cancel?on_behalf_of=mallory", tokOperator, spec{"type": "fan.keep"}).
+			Want(t, http.StatusOK).JSON(t, &bc)
 		if bc.Canceled != 1 {
 			t.Fatalf("forwarded by an operator: %+v", bc)
 		}
 		for _, tk := range keep {
-			tr := f.trail(tk.region, tokAcme, tk.id)
+			tr := f.Trail(tk.region, tokAcme, tk.id)
 			last := tr[len(tr)-1]
 			switch tk.region {
 			case az:
@@ -468,10 +467,10 @@ func TestFanoutBulkCancel(t *testing.T) {
 	// Last: it stops GCP's server.
 	t.Run("a stopped region is named; the others still cancel", func(t *testing.T) {
 		var late []sent
-		for _, r := range regionNames {
+		for _, r := range fedtest.Regions {
 			late = append(late, submit(r, tokAcme, "fan.late", nil))
 		}
-		f.r(gcp).stop()
+		f.R(gcp).Stop()
 		bc, _ := cancel(t, aws, tokOperator, spec{"type": "fan.late"})
 		if bc.Canceled != 2 || !slices.Equal(bc.Unavailable, []string{gcp}) {
 			t.Fatalf("without GCP: %+v", bc)
@@ -484,98 +483,10 @@ func TestFanoutBulkCancel(t *testing.T) {
 				t.Fatalf("%s's task: %s, want %s", tk.region, state(tk), want)
 			}
 		}
-		rep := f.call(http.MethodPost, f.r(az).url()+"/v1/tasks/cancel", tokOperator, spec{"type": "fan.late", "region": gcp}).
-			want(t, http.StatusServiceUnavailable)
-		if rep.err(t).Code != apiv1.CodeUnavailable {
+		rep := f.Call(http.MethodPost, f.R(az).URL()+"/v1/tasks/cancel", tokOperator, spec{"type": "fan.late", "region": gcp}).
+			Want(t, http.StatusServiceUnavailable)
+		if rep.Err(t).Code != apiv1.CodeUnavailable {
 			t.Fatal(string(rep.Body))
 		}
 	})
-}
-
-// One region's listing with several shards and more dead letters per shard
-// than one read takes: the merge over shards and reads keeps the order
-// (failure time, then id, both descending; many share a millisecond), and
-// the cursor pages through it once.
-func TestFanoutLocalDeadLettersAcrossShards(t *testing.T) {
-	ctx := testCtx(t)
-	r := testenv.StartRedis(t)
-	var clock atomic.Int64
-	clock.Store(time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC).UnixMilli())
-	st, err := queue.New(r.Client(), queue.Options{Region: aws, Shards: 3, Now: func() time.Time { return time.UnixMilli(clock.Load()) }})
-	if err != nil {
-		t.Fatal(err)
-	}
-	const total = 1800 // 600 per shard: more than deadLetterChunk
-	var batch []queue.NewTask
-	for i := range total {
-		zero := 0
-		sp := &task.Spec{Type: "shard.dead", Tenant: []string{"a", "b"}[i%2], MaxRetries: &zero}
-		if err := sp.Normalize(task.DefaultDefaults(), time.UnixMilli(clock.Load())); err != nil {
-			t.Fatal(err)
-		}
-		batch = append(batch, queue.NewTask{Spec: sp, Pool: poolCPU})
-	}
-	if _, err := st.Submit(ctx, batch...); err != nil {
-		t.Fatal(err)
-	}
-	var held []*task.Task
-	for len(held) < total {
-		got, err := st.Claim(ctx, queue.ClaimRequest{Pool: poolCPU, Worker: "w", N: 1000})
-		if err != nil || len(got) == 0 {
-			t.Fatalf("claim: %d %v", len(got), err)
-		}
-		held = append(held, got...)
-	}
-	tenant := map[string]string{}
-	marks := map[string]dlqMark{}
-	for i, tk := range held {
-		// Three failures per millisecond, in no particular id order.
-		clock.Store(clock.Load() + int64(i%3/2))
-		if s, _, err := st.Fail(ctx, queue.Failure{ID: tk.ID, Token: tk.LeaseToken, Error: "x"}); err != nil || s != task.Failed {
-			t.Fatalf("fail: %s %v", s, err)
-		}
-		tenant[tk.ID] = tk.Tenant
-		marks[tk.ID] = dlqMark{ms: clock.Load(), id: tk.ID}
-	}
-	want := func(q dlqQuery) []string {
-		var out []string
-		for id := range marks {
-			if q.tenant == "" || tenant[id] == q.tenant {
-				out = append(out, id)
-			}
-		}
-		slices.SortFunc(out, func(a, b string) int {
-			if marks[a].newer(marks[b]) {
-				return -1
-			}
-			return 1
-		})
-		return out
-	}
-	n := &Node{store: st}
-	for _, tc := range []struct {
-		q     dlqQuery
-		limit int
-	}{{dlqQuery{}, 1000}, {dlqQuery{}, 97}, {dlqQuery{tenant: "b"}, 333}} {
-		var got []string
-		var after *dlqMark
-		for pages := 0; ; pages++ {
-			ts, more, err := n.localDeadLetters(ctx, tc.q, after, tc.limit)
-			if err != nil {
-				t.Fatal(err)
-			}
-			got = append(got, ids(ts)...)
-			if !more {
-				break
-			}
-			if len(ts) != tc.limit || pages > total {
-				t.Fatalf("a page of %d before the end (limit %d)", len(ts), tc.limit)
-			}
-			m := markOf(ts[len(ts)-1])
-			after = &m
-		}
-		if diff := cmp.Diff(want(tc.q), got); diff != "" {
-			t.Fatalf("tenant %q, limit %d (-want +got):\n%s", tc.q.tenant, tc.limit, diff)
-		}
-	}
 }

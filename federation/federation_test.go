@@ -1,4 +1,4 @@
-package federation
+package federation_test
 
 import (
 	"bytes"
@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/ax-sched/ax/apiv1"
+	"github.com/ax-sched/ax/internal/fedtest"
 	"github.com/ax-sched/ax/queue"
 	"github.com/ax-sched/ax/task"
 )
@@ -33,18 +34,18 @@ var (
 // ("") — every harness pool has live slots and room.
 func wantReasons(tags map[string]string, regions []string) map[string]string {
 	out := map[string]string{}
-	for _, r := range regionNames {
-		for _, p := range pricedPools[r] {
+	for _, r := range fedtest.Regions {
+		for _, p := range fedtest.PricedPools[r] {
 			reason := ""
 			for k, v := range tags {
-				if p.tags[k] != v {
+				if p.Tags[k] != v {
 					reason = "TAG_MISMATCH"
 				}
 			}
 			if reason == "" && len(regions) > 0 && !slices.Contains(regions, r) {
 				reason = "REGION_EXCLUDED"
 			}
-			out[r+"/"+p.name] = reason
+			out[r+"/"+p.Name] = reason
 		}
 	}
 	return out
@@ -76,7 +77,7 @@ func checkExplanation(t *testing.T, ex apiv1.Explanation, want map[string]string
 		if c.Rejected == "" && ex.Chosen != nil && c.Score < ex.Chosen.Score {
 			t.Errorf("%s scores %v, below the chosen %v", key, c.Score, ex.Chosen.Score)
 		}
-		if want := priceOf(c.Region, c.Pool); c.PricePerSlotHour != want {
+		if want := fedtest.PriceOf(c.Region, c.Pool); c.PricePerSlotHour != want {
 			t.Errorf("%s: price %v, want %v", key, c.PricePerSlotHour, want)
 		}
 	}
@@ -89,7 +90,7 @@ func checkExplanation(t *testing.T, ex apiv1.Explanation, want map[string]string
 // regions filter; explain lists every pool with its reason.
 func TestPlacementCheapestEligiblePool(t *testing.T) {
 	f := newFed(t)
-	ctx := testCtx(t)
+	ctx := fedtest.Ctx(t)
 	cases := []struct {
 		name       string
 		tags       map[string]string
@@ -113,19 +114,19 @@ func TestPlacementCheapestEligiblePool(t *testing.T) {
 			}
 			want := wantReasons(tc.tags, tc.regions)
 			// Every server decides alike from the same view.
-			for _, srv := range regionNames {
-				checkExplanation(t, f.explain(srv, sp), want, tc.wantRegion, tc.wantPool)
+			for _, srv := range fedtest.Regions {
+				checkExplanation(t, f.Explain(srv, sp), want, tc.wantRegion, tc.wantPool)
 			}
-			sr := f.submitOK(aws, tokAcme, sp)
+			sr := f.SubmitOK(aws, tokAcme, sp)
 			if sr.Region != tc.wantRegion || sr.Pool == nil || *sr.Pool != tc.wantPool {
 				t.Fatalf("submit placed on %s/%v, want %s/%s", sr.Region, deref(sr.Pool), tc.wantRegion, tc.wantPool)
 			}
-			eventually(t, 10*time.Second, "the task is READY in its pool, in one region only", func() bool {
-				w := f.where(ctx, sr.ID)
+			fedtest.Eventually(t, 10*time.Second, "the task is READY in its pool, in one region only", func() bool {
+				w := f.Where(ctx, sr.ID)
 				if len(w) != 1 || w[0] != tc.wantRegion {
 					return false
 				}
-				tk, err := f.r(tc.wantRegion).store.Get(ctx, sr.ID)
+				tk, err := f.R(tc.wantRegion).Store.Get(ctx, sr.ID)
 				return err == nil && tk.State == task.Ready && tk.Pool == tc.wantPool
 			})
 		})
@@ -143,21 +144,21 @@ func deref(p *string) string {
 // 10 000-task burst spreads over the pools by headroom.
 func TestSaturationSpillsToTheNextCheapest(t *testing.T) {
 	// Azure spot (the cheapest) holds 20: saturated at 16 ready (hard watermark 0.8).
-	f := newFed(t, withCapacity(az, poolSpot, 20))
-	ctx := testCtx(t)
+	f := newFed(t, fedtest.WithCapacity(az, poolSpot, 20))
+	ctx := fedtest.Ctx(t)
 	sp := spec{"type": "etl.step", "tags": x86Spot}
 	// Its 4 slots busy, so its headroom is its queue alone.
 	for i := 0; i < 4; i++ {
-		if sr := f.submitOK(az, tokAcme, sp); sr.Region != az || deref(sr.Pool) != poolSpot {
+		if sr := f.SubmitOK(az, tokAcme, sp); sr.Region != az || deref(sr.Pool) != poolSpot {
 			t.Fatalf("task %d went to %s/%s, want the cheapest pool", i, sr.Region, deref(sr.Pool))
 		}
 	}
-	held, err := f.r(az).store.Claim(ctx, queue.ClaimRequest{Pool: poolSpot, Worker: "busy", N: 4})
+	held, err := f.R(az).Store.Claim(ctx, queue.ClaimRequest{Pool: poolSpot, Worker: "busy", N: 4})
 	if err != nil || len(held) != 4 {
 		t.Fatalf("claim: %d tasks, %v", len(held), err)
 	}
-	eventually(t, 5*time.Second, "the view shows the 4 running", func() bool {
-		ri, _ := f.r(az).node().View().Region(az)
+	fedtest.Eventually(t, 5*time.Second, "the view shows the 4 running", func() bool {
+		ri, _ := f.R(az).Node().View().Region(az)
 		for _, p := range ri.Pools {
 			if p.Name == poolSpot {
 				return p.Running == 4 && p.Ready == 0
@@ -167,7 +168,7 @@ func TestSaturationSpillsToTheNextCheapest(t *testing.T) {
 	})
 	got := map[string]int{}
 	for i := 0; i < 40; i++ {
-		sr := f.submitOK(az, tokAcme, sp)
+		sr := f.SubmitOK(az, tokAcme, sp)
 		got[sr.Region+"/"+deref(sr.Pool)]++
 	}
 	t.Logf("40 submits: %v", got)
@@ -181,8 +182,8 @@ func TestSaturationSpillsToTheNextCheapest(t *testing.T) {
 		t.Errorf("spilled %d to the next cheapest (gcp spot), want every other task (%d): %v", next, 40-cheapest, got)
 	}
 	// With the figures published, the explanation says why.
-	eventually(t, 5*time.Second, "published figures show the queue", func() bool {
-		ri, _ := f.r(aws).node().View().Region(az)
+	fedtest.Eventually(t, 5*time.Second, "published figures show the queue", func() bool {
+		ri, _ := f.R(aws).Node().View().Region(az)
 		for _, p := range ri.Pools {
 			if p.Name == poolSpot {
 				return p.Ready == cheapest
@@ -190,7 +191,7 @@ func TestSaturationSpillsToTheNextCheapest(t *testing.T) {
 		}
 		return false
 	})
-	ex := f.explain(aws, sp)
+	ex := f.Explain(aws, sp)
 	for _, c := range ex.Candidates {
 		if c.Region == az && c.Pool == poolSpot && (c.Chosen || c.Penalty <= 1) {
 			t.Errorf("the full pool is %+v; want a watermark penalty and not chosen", c)
@@ -200,7 +201,7 @@ func TestSaturationSpillsToTheNextCheapest(t *testing.T) {
 		t.Errorf("explain chose %+v, want gcp spot", ex.Chosen)
 	}
 	for _, h := range held {
-		if _, err := f.r(az).store.Complete(ctx, queue.Completion{ID: h.ID, Token: h.LeaseToken}); err != nil {
+		if _, err := f.R(az).Store.Complete(ctx, queue.Completion{ID: h.ID, Token: h.LeaseToken}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -213,10 +214,10 @@ func TestBurstSpreadsByHeadroom(t *testing.T) {
 		az + "/" + poolSpot: 4000, gcp + "/" + poolSpot: 2000, aws + "/" + poolSpot: 1000,
 		aws + "/" + poolCPU: 3000, gcp + "/" + poolCPU: 3000, az + "/" + poolCPU: 3000,
 	}
-	var opts []fedOption
+	var opts []fedtest.Option
 	for k, n := range caps {
 		r, p, _ := strings.Cut(k, "/")
-		opts = append(opts, withCapacity(r, p, n))
+		opts = append(opts, fedtest.WithCapacity(r, p, n))
 	}
 	f := newFed(t, opts...)
 	got := map[string]int{}
@@ -228,7 +229,7 @@ func TestBurstSpreadsByHeadroom(t *testing.T) {
 			req.Tasks = append(req.Tasks, []byte(fmt.Sprintf(`{"type":"burst.item","tags":{"arch":"x86"},"payload":{"n":%d}}`, call*1000+i)))
 		}
 		var br apiv1.BatchResponse
-		f.call(http.MethodPost, f.r(aws).url()+"/v1/tasks/batch", tokAcme, req).want(t, http.StatusOK).json(t, &br)
+		f.Call(http.MethodPost, f.R(aws).URL()+"/v1/tasks/batch", tokAcme, req).Want(t, http.StatusOK).JSON(t, &br)
 		if len(br.Results) != 1000 || br.Accepted+br.Rejected != 1000 {
 			t.Fatalf("batch %d: %d results, %d accepted, %d rejected", call, len(br.Results), br.Accepted, br.Rejected)
 		}
@@ -270,7 +271,7 @@ func TestBurstSpreadsByHeadroom(t *testing.T) {
 	// The home region's own share is READY in its pools at once. (The
 	// hand-offs take ~10 s with -race; TestDrainMovesEveryReadyTaskExactlyOnce
 	// checks that hand-offs deliver every task once.)
-	c, err := f.r(aws).store.Counts(testCtx(t))
+	c, err := f.R(aws).Store.Counts(fedtest.Ctx(t))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -286,22 +287,22 @@ func TestBurstSpreadsByHeadroom(t *testing.T) {
 // restart.
 func TestKilledRegionIsAvoidedAndComesBack(t *testing.T) {
 	f := newFed(t)
-	ctx := testCtx(t)
+	ctx := fedtest.Ctx(t)
 	sp := spec{"type": "etl.step", "tags": x86}
 	var queued []string
 	for i := 0; i < 5; i++ {
-		sr := f.submitOK(az, tokAcme, sp)
+		sr := f.SubmitOK(az, tokAcme, sp)
 		if sr.Region != az {
 			t.Fatalf("placed on %s, want %s (the cheapest)", sr.Region, az)
 		}
 		queued = append(queued, sr.ID)
 	}
-	f.r(az).crash()
+	f.R(az).Crash()
 	killed := time.Now()
 	bound := testTTL + testStale + testGrace
-	took := eventually(t, bound+time.Second, "no server places on the killed region", func() bool {
+	took := fedtest.Eventually(t, bound+time.Second, "no server places on the killed region", func() bool {
 		for _, srv := range []string{aws, gcp} {
-			ex := f.explain(srv, sp)
+			ex := f.Explain(srv, sp)
 			for _, c := range ex.Candidates {
 				if c.Region == az && c.Rejected == "" {
 					return false
@@ -319,32 +320,32 @@ func TestKilledRegionIsAvoidedAndComesBack(t *testing.T) {
 	}
 	for i := 0; i < 10; i++ {
 		for _, srv := range []string{aws, gcp} {
-			if sr := f.submitOK(srv, tokAcme, sp); sr.Region == az {
+			if sr := f.SubmitOK(srv, tokAcme, sp); sr.Region == az {
 				t.Fatalf("a task was placed on the killed region: %+v", sr)
 			}
 		}
 	}
 	// Its queued tasks wait in its Redis.
 	for _, id := range queued {
-		tk, err := f.r(az).store.Get(ctx, id)
+		tk, err := f.R(az).Store.Get(ctx, id)
 		if err != nil || tk.State != task.Ready || tk.Pool != poolSpot {
 			t.Fatalf("queued task %s after the kill: %+v, %v", id, tk, err)
 		}
 	}
-	f.r(az).start()
-	eventually(t, 10*time.Second, "the restarted region is chosen again", func() bool {
-		for _, srv := range regionNames {
-			if ex := f.explain(srv, sp); ex.Chosen == nil || ex.Chosen.Region != az {
+	f.R(az).Start()
+	fedtest.Eventually(t, 10*time.Second, "the restarted region is chosen again", func() bool {
+		for _, srv := range fedtest.Regions {
+			if ex := f.Explain(srv, sp); ex.Chosen == nil || ex.Chosen.Region != az {
 				return false
 			}
 		}
 		return true
 	})
-	if sr := f.submitOK(aws, tokAcme, sp); sr.Region != az {
+	if sr := f.SubmitOK(aws, tokAcme, sp); sr.Region != az {
 		t.Fatalf("after the restart placed on %s, want %s", sr.Region, az)
 	}
 	for _, id := range queued {
-		if w := f.where(ctx, id); len(w) != 1 || w[0] != az {
+		if w := f.Where(ctx, id); len(w) != 1 || w[0] != az {
 			t.Fatalf("queued task %s is in %v", id, w)
 		}
 	}
@@ -354,13 +355,13 @@ func TestKilledRegionIsAvoidedAndComesBack(t *testing.T) {
 // hand-off; every task ends in exactly one place.
 func TestDrainMovesEveryReadyTaskExactlyOnce(t *testing.T) {
 	f := newFed(t)
-	ctx := testCtx(t)
+	ctx := fedtest.Ctx(t)
 	req := apiv1.BatchRequest{}
 	for i := 0; i < 300; i++ {
 		req.Tasks = append(req.Tasks, []byte(fmt.Sprintf(`{"type":"drain.me","tags":{"arch":"x86"},"payload":%d}`, i)))
 	}
 	var br apiv1.BatchResponse
-	f.call(http.MethodPost, f.r(az).url()+"/v1/tasks/batch", tokAcme, req).want(t, http.StatusOK).json(t, &br)
+	f.Call(http.MethodPost, f.R(az).URL()+"/v1/tasks/batch", tokAcme, req).Want(t, http.StatusOK).JSON(t, &br)
 	var ids []string
 	for _, it := range br.Results {
 		if it.Task == nil || it.Task.Region != az {
@@ -369,17 +370,17 @@ func TestDrainMovesEveryReadyTaskExactlyOnce(t *testing.T) {
 		ids = append(ids, it.Task.ID)
 	}
 	// A submitter may not drain; an operator may, through any server.
-	f.call(http.MethodPost, f.r(aws).url()+"/v1/regions/"+az+"/drain", tokAcme, struct{}{}).want(t, http.StatusForbidden)
-	f.call(http.MethodPost, f.r(aws).url()+"/v1/regions/"+az+"/drain?rate=0", tokOperator, struct{}{}).want(t, http.StatusBadRequest)
+	f.Call(http.MethodPost, f.R(aws).URL()+"/v1/regions/"+az+"/drain", tokAcme, struct{}{}).Want(t, http.StatusForbidden)
+	f.Call(http.MethodPost, f.R(aws).URL()+"/v1/regions/"+az+"/drain?rate=0", tokOperator, struct{}{}).Want(t, http.StatusBadRequest)
 	var dr apiv1.DrainResponse
-	f.call(http.MethodPost, f.r(aws).url()+"/v1/regions/"+az+"/drain?rate=5000", tokOperator, struct{}{}).want(t, http.StatusOK).json(t, &dr)
+	f.Call(http.MethodPost, f.R(aws).URL()+"/v1/regions/"+az+"/drain?rate=5000", tokOperator, struct{}{}).Want(t, http.StatusOK).JSON(t, &dr)
 	if dr.Region != az || dr.Moved != len(ids) {
 		t.Fatalf("drain: %+v, want %d moved", dr, len(ids))
 	}
-	eventually(t, 30*time.Second, "every hand-off answered", func() bool { return f.outboxEmpty(ctx) })
+	fedtest.Eventually(t, 30*time.Second, "every hand-off answered", func() bool { return f.OutboxEmpty(ctx) })
 	per := map[string]int{}
 	for _, id := range ids {
-		w := f.where(ctx, id)
+		w := f.Where(ctx, id)
 		if len(w) != 1 {
 			t.Fatalf("task %s lives in %v: want exactly one place", id, w)
 		}
@@ -387,14 +388,14 @@ func TestDrainMovesEveryReadyTaskExactlyOnce(t *testing.T) {
 			t.Fatalf("task %s was not drained", id)
 		}
 		per[w[0]]++
-		home, err := f.r(az).store.Get(ctx, id)
+		home, err := f.R(az).Store.Get(ctx, id)
 		if err != nil || home.State != task.HandedOff || home.HandedOffTo != w[0] {
 			t.Fatalf("home record of %s: %+v, %v", id, home, err)
 		}
 	}
 	total := 0
-	for _, name := range regionNames {
-		c, err := f.r(name).store.Counts(ctx)
+	for _, name := range fedtest.Regions {
+		c, err := f.R(name).Store.Counts(ctx)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -408,8 +409,8 @@ func TestDrainMovesEveryReadyTaskExactlyOnce(t *testing.T) {
 	}
 	t.Logf("drained %d: %v", len(ids), per)
 	// The trail tells the story, read through the home region.
-	tr := f.trail(az, tokAcme, ids[0])
-	if !hasReason(tr, task.ReasonDrained) || !hasReason(tr, task.ReasonHandedOff) {
+	tr := f.Trail(az, tokAcme, ids[0])
+	if !fedtest.HasReason(tr, task.ReasonDrained) || !fedtest.HasReason(tr, task.ReasonHandedOff) {
 		t.Fatalf("trail lacks DRAINED / HANDED_OFF: %+v", tr)
 	}
 }
@@ -418,25 +419,25 @@ func TestDrainMovesEveryReadyTaskExactlyOnce(t *testing.T) {
 // delayed task is placed with the price of when it becomes due.
 func TestPriceOverrideFlipsPlacement(t *testing.T) {
 	f := newFed(t)
-	ctx := testCtx(t)
+	ctx := fedtest.Ctx(t)
 	sp := spec{"type": "etl.step", "tags": x86}
-	for _, srv := range regionNames {
-		if ex := f.explain(srv, sp); ex.Chosen == nil || ex.Chosen.Region != az {
+	for _, srv := range fedtest.Regions {
+		if ex := f.Explain(srv, sp); ex.Chosen == nil || ex.Chosen.Region != az {
 			t.Fatalf("before the override %s chooses %+v", srv, ex.Chosen)
 		}
 	}
-	delayed := f.submitOK(aws, tokAcme, spec{"type": "etl.step", "tags": x86, "delay": "2s"})
+	delayed := f.SubmitOK(aws, tokAcme, spec{"type": "etl.step", "tags": x86, "delay": "2s"})
 	if delayed.State != task.Pending || delayed.Pool != nil {
 		t.Fatalf("a delayed task is placed when due, not now: %+v", delayed)
 	}
 	// Azure spot becomes dearer than every CPU pool but GCP on-demand.
-	if _, err := f.etcdCli.Put(ctx, "/ax/prices/"+az+"/"+poolSpot, `{"price_per_slot_hour": 0.05}`); err != nil {
+	if _, err := f.EtcdCli.Put(ctx, "/ax/prices/"+az+"/"+poolSpot, `{"price_per_slot_hour": 0.05}`); err != nil {
 		t.Fatal(err)
 	}
 	set := time.Now()
-	took := eventually(t, time.Second, "every server flips to GCP spot", func() bool {
-		for _, srv := range regionNames {
-			if ex := f.explain(srv, sp); ex.Chosen == nil || ex.Chosen.Region != gcp || ex.Chosen.Pool != poolSpot {
+	took := fedtest.Eventually(t, time.Second, "every server flips to GCP spot", func() bool {
+		for _, srv := range fedtest.Regions {
+			if ex := f.Explain(srv, sp); ex.Chosen == nil || ex.Chosen.Region != gcp || ex.Chosen.Pool != poolSpot {
 				return false
 			}
 		}
@@ -444,7 +445,7 @@ func TestPriceOverrideFlipsPlacement(t *testing.T) {
 	})
 	t.Logf("price override applied after %v", took.Round(time.Millisecond))
 	var regions apiv1.RegionsResponse
-	f.call(http.MethodGet, f.r(gcp).url()+"/v1/regions", tokAcme, nil).want(t, http.StatusOK).json(t, &regions)
+	f.Call(http.MethodGet, f.R(gcp).URL()+"/v1/regions", tokAcme, nil).Want(t, http.StatusOK).JSON(t, &regions)
 	for _, r := range regions.Regions {
 		for _, p := range r.Pools {
 			if r.Name == az && p.Name == poolSpot && p.PricePerSlotHour != 0.05 {
@@ -452,23 +453,23 @@ func TestPriceOverrideFlipsPlacement(t *testing.T) {
 			}
 		}
 	}
-	if sr := f.submitOK(az, tokAcme, sp); sr.Region != gcp || deref(sr.Pool) != poolSpot {
+	if sr := f.SubmitOK(az, tokAcme, sp); sr.Region != gcp || deref(sr.Pool) != poolSpot {
 		t.Fatalf("after the override placed on %s/%s", sr.Region, deref(sr.Pool))
 	}
 	// The delayed task, due 2 s after submit, goes where it is cheapest then.
-	eventually(t, 10*time.Second, "the delayed task placed with the new price", func() bool {
-		tk, rep := f.getTask(aws, tokAcme, delayed.ID)
+	fedtest.Eventually(t, 10*time.Second, "the delayed task placed with the new price", func() bool {
+		tk, rep := f.GetTask(aws, tokAcme, delayed.ID)
 		return rep.Status == http.StatusOK && tk.State == task.Ready && tk.HeldBy == gcp && tk.Pool == poolSpot
 	})
 	if time.Since(set) < 500*time.Millisecond {
 		t.Fatal("the delayed task ran early")
 	}
 	// Removing the override restores the list price.
-	if _, err := f.etcdCli.Delete(ctx, "/ax/prices/"+az+"/"+poolSpot); err != nil {
+	if _, err := f.EtcdCli.Delete(ctx, "/ax/prices/"+az+"/"+poolSpot); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, time.Second, "the list price is back", func() bool {
-		ex := f.explain(aws, sp)
+	fedtest.Eventually(t, time.Second, "the list price is back", func() bool {
+		ex := f.Explain(aws, sp)
 		return ex.Chosen != nil && ex.Chosen.Region == az
 	})
 }
@@ -476,43 +477,43 @@ func TestPriceOverrideFlipsPlacement(t *testing.T) {
 // Issue 4.5: a hand-off whose answer is lost yields exactly one task.
 func TestHandOffAnswerLostMakesOneCopy(t *testing.T) {
 	f := newFed(t)
-	ctx := testCtx(t)
+	ctx := fedtest.Ctx(t)
 	sp := spec{"type": "etl.step", "tags": x86}
 
 	check := func(t *testing.T, id string, attempts *atomic.Int32) {
 		t.Helper()
-		eventually(t, 10*time.Second, "the home record is HANDED_OFF", func() bool {
-			tk, err := f.r(aws).store.Get(ctx, id)
+		fedtest.Eventually(t, 10*time.Second, "the home record is HANDED_OFF", func() bool {
+			tk, err := f.R(aws).Store.Get(ctx, id)
 			return err == nil && tk.State == task.HandedOff
 		})
 		if n := attempts.Load(); n < 2 {
 			t.Fatalf("the receiver saw %d hand-off attempts; want the retry", n)
 		}
-		if w := f.where(ctx, id); len(w) != 1 || w[0] != az {
+		if w := f.Where(ctx, id); len(w) != 1 || w[0] != az {
 			t.Fatalf("task lives in %v, want exactly [%s]", w, az)
 		}
-		home, _ := f.r(aws).store.Get(ctx, id)
+		home, _ := f.R(aws).Store.Get(ctx, id)
 		if home.HandedOffTo != az {
 			t.Fatalf("home forwards to %q", home.HandedOffTo)
 		}
-		tk, rep := f.getTask(aws, tokAcme, id)
-		rep.want(t, http.StatusOK)
+		tk, rep := f.GetTask(aws, tokAcme, id)
+		rep.Want(t, http.StatusOK)
 		if tk.HeldBy != az || tk.State != task.Ready || tk.Pool != poolSpot || tk.Region != aws {
 			t.Fatalf("GET through the home region: %+v", tk)
 		}
-		if tr := f.trail(aws, tokAcme, id); !hasReason(tr, task.ReasonHandedOff) {
+		if tr := f.Trail(aws, tokAcme, id); !fedtest.HasReason(tr, task.ReasonHandedOff) {
 			t.Fatalf("trail lacks HANDED_OFF: %+v", tr)
 		}
 		// A late duplicate of the hand-off is answered "accepted" and adds nothing.
-		tkStore, _ := f.r(aws).store.Get(ctx, id)
+		tkStore, _ := f.R(aws).Store.Get(ctx, id)
 		body, _ := json.Marshal(tkStore.Spec())
 		var hr apiv1.HandOffResponse
-		f.call(http.MethodPost, f.r(az).url()+"/v1/internal/handoff", tokCluster,
-			apiv1.HandOff{ID: id, Pool: poolSpot, Spec: body}).want(t, http.StatusOK).json(t, &hr)
+		f.Call(http.MethodPost, f.R(az).URL()+"/v1/internal/handoff", tokCluster,
+			apiv1.HandOff{ID: id, Pool: poolSpot, Spec: body}).Want(t, http.StatusOK).JSON(t, &hr)
 		if !hr.Accepted {
 			t.Fatalf("a repeat of a known id: %+v", hr)
 		}
-		if w := f.where(ctx, id); len(w) != 1 {
+		if w := f.Where(ctx, id); len(w) != 1 {
 			t.Fatalf("after a repeat the task lives in %v", w)
 		}
 	}
@@ -537,9 +538,9 @@ func TestHandOffAnswerLostMakesOneCopy(t *testing.T) {
 			}
 			next.ServeHTTP(w, r)
 		}
-		f.r(az).intercept.Store(&intercept)
-		defer f.r(az).intercept.Store(nil)
-		sr := f.submitOK(aws, tokAcme, sp)
+		f.R(az).Intercept.Store(&intercept)
+		defer f.R(az).Intercept.Store(nil)
+		sr := f.SubmitOK(aws, tokAcme, sp)
 		if sr.Region != az {
 			t.Fatalf("placed on %s, want %s", sr.Region, az)
 		}
@@ -551,11 +552,11 @@ func TestHandOffAnswerLostMakesOneCopy(t *testing.T) {
 		// attempt had landed); the sender's own first call times out at a
 		// gateway (503), so it retries the same target with the same id.
 		var attempts atomic.Int32
-		url := f.r(az).url()
+		url := f.R(az).URL()
 		var mu sync.Mutex
 		delivered := map[string]bool{}
 		intercept := func(w http.ResponseWriter, r *http.Request, next http.Handler) {
-			if r.URL.Path != "/v1/internal/handoff" || r.Header.Get(headerForwarded) == "" {
+			if r.URL.Path != "/v1/internal/handoff" || r.Header.Get(apiv1.HeaderForwarded) == "" {
 				next.ServeHTTP(w, r)
 				return
 			}
@@ -572,7 +573,7 @@ func TestHandOffAnswerLostMakesOneCopy(t *testing.T) {
 				req, _ := http.NewRequest(http.MethodPost, url+"/v1/internal/handoff", bytes.NewReader(b))
 				req.Header.Set("Authorization", "Bearer "+tokCluster)
 				var hr apiv1.HandOffResponse
-				resp, err := f.http.Do(req)
+				resp, err := f.HTTP.Do(req)
 				if err == nil {
 					err = json.NewDecoder(resp.Body).Decode(&hr)
 					resp.Body.Close()
@@ -589,9 +590,9 @@ func TestHandOffAnswerLostMakesOneCopy(t *testing.T) {
 			r.Body = io.NopCloser(bytes.NewReader(b))
 			next.ServeHTTP(w, r)
 		}
-		f.r(az).intercept.Store(&intercept)
-		defer f.r(az).intercept.Store(nil)
-		sr := f.submitOK(aws, tokAcme, sp)
+		f.R(az).Intercept.Store(&intercept)
+		defer f.R(az).Intercept.Store(nil)
+		sr := f.SubmitOK(aws, tokAcme, sp)
 		if sr.Region != az {
 			t.Fatalf("placed on %s, want %s", sr.Region, az)
 		}
@@ -602,11 +603,11 @@ func TestHandOffAnswerLostMakesOneCopy(t *testing.T) {
 // Issue 4.6: unmatchable tags are 422 with the explanation; no free pool
 // is 201 PENDING with NO_CAPACITY until a worker brings slots.
 func TestUnplaceableAndNoCapacity(t *testing.T) {
-	f := newFed(t, withoutGPUWorkers())
-	ctx := testCtx(t)
+	f := newFed(t, fedtest.WithoutGPUWorkers())
+	ctx := fedtest.Ctx(t)
 
-	rep := f.submit(aws, tokAcme, spec{"type": "train", "tags": map[string]string{"gpu": "h100"}}).want(t, http.StatusUnprocessableEntity)
-	e := rep.err(t)
+	rep := f.Submit(aws, tokAcme, spec{"type": "train", "tags": map[string]string{"gpu": "h100"}}).Want(t, http.StatusUnprocessableEntity)
+	e := rep.Err(t)
 	if e.Code != apiv1.CodeUnplaceable || e.Explanation == nil || e.Explanation.Outcome != "UNPLACEABLE" {
 		t.Fatalf("422 body: %s", rep.Body)
 	}
@@ -621,7 +622,7 @@ func TestUnplaceableAndNoCapacity(t *testing.T) {
 
 	// a100 pools exist (GCP, Azure) but no worker serves them.
 	a100 := spec{"type": "train", "tags": map[string]string{"gpu": "a100"}}
-	ex := f.explain(aws, a100)
+	ex := f.Explain(aws, a100)
 	if ex.Outcome != "NO_CAPACITY" || ex.Chosen != nil {
 		t.Fatalf("explain without slots: %+v", ex)
 	}
@@ -630,41 +631,41 @@ func TestUnplaceableAndNoCapacity(t *testing.T) {
 			t.Fatalf("candidate %+v, want NO_SLOTS", c)
 		}
 	}
-	sr := f.submitOK(aws, tokAcme, a100)
+	sr := f.SubmitOK(aws, tokAcme, a100)
 	if sr.State != task.Pending || sr.Pool != nil {
 		t.Fatalf("no capacity: %+v, want PENDING with pool null", sr)
 	}
-	eventually(t, 5*time.Second, "the leader tried and recorded NO_CAPACITY", func() bool {
-		tk, _ := f.getTask(aws, tokAcme, sr.ID)
-		return tk.Reason == task.ReasonNoCapacity && hasReason(f.trail(aws, tokAcme, sr.ID), task.ReasonNoCapacity)
+	fedtest.Eventually(t, 5*time.Second, "the leader tried and recorded NO_CAPACITY", func() bool {
+		tk, _ := f.GetTask(aws, tokAcme, sr.ID)
+		return tk.Reason == task.ReasonNoCapacity && fedtest.HasReason(f.Trail(aws, tokAcme, sr.ID), task.ReasonNoCapacity)
 	})
 	time.Sleep(time.Second) // several placement rounds: still waiting, never dropped
-	if tk, _ := f.getTask(aws, tokAcme, sr.ID); tk.State != task.Pending {
+	if tk, _ := f.GetTask(aws, tokAcme, sr.ID); tk.State != task.Pending {
 		t.Fatalf("without capacity the task is %s", tk.State)
 	}
 
 	// A worker brings one a100 slot in GCP: the task goes there.
-	f.worker(gcp, poolGPU, 1)
+	f.Worker(gcp, poolGPU, 1)
 	var tk task.Task
-	eventually(t, 10*time.Second, "placed once slots appear", func() bool {
-		tk, _ = f.getTask(aws, tokAcme, sr.ID)
+	fedtest.Eventually(t, 10*time.Second, "placed once slots appear", func() bool {
+		tk, _ = f.GetTask(aws, tokAcme, sr.ID)
 		return tk.State == task.Ready && tk.HeldBy == gcp && tk.Pool == poolGPU
 	})
-	claimed, err := f.r(gcp).store.Claim(ctx, queue.ClaimRequest{Pool: poolGPU, Worker: "gpu-worker", N: 1})
+	claimed, err := f.R(gcp).Store.Claim(ctx, queue.ClaimRequest{Pool: poolGPU, Worker: "gpu-worker", N: 1})
 	if err != nil || len(claimed) != 1 || claimed[0].ID != sr.ID {
 		t.Fatalf("claim: %+v, %v", claimed, err)
 	}
-	errs, err := f.r(gcp).store.Complete(ctx, queue.Completion{ID: sr.ID, Token: claimed[0].LeaseToken, Result: "ok"})
+	errs, err := f.R(gcp).Store.Complete(ctx, queue.Completion{ID: sr.ID, Token: claimed[0].LeaseToken, Result: "ok"})
 	if err != nil || errs[0] != nil {
 		t.Fatalf("complete: %v %v", errs, err)
 	}
-	tk, _ = f.getTask(aws, tokAcme, sr.ID)
+	tk, _ = f.GetTask(aws, tokAcme, sr.ID)
 	if tk.State != task.Success || tk.HeldBy != gcp {
 		t.Fatalf("after completion: %+v", tk)
 	}
-	tr := f.trail(aws, tokAcme, sr.ID)
+	tr := f.Trail(aws, tokAcme, sr.ID)
 	for _, want := range []string{task.ReasonNoCapacity, task.ReasonHandedOff, task.ReasonClaimed, task.ReasonCompleted} {
-		if !hasReason(tr, want) {
+		if !fedtest.HasReason(tr, want) {
 			t.Fatalf("trail lacks %s: %+v", want, tr)
 		}
 	}
@@ -678,75 +679,75 @@ func TestKeyedSubmitsRouteToTheKeysHome(t *testing.T) {
 	key := ""
 	for i := 0; key == ""; i++ {
 		k := fmt.Sprintf("invoice-%d", i)
-		if f.r(aws).node().KeyHome("acme", k) == gcp {
+		if f.R(aws).Node().KeyHome("acme", k) == gcp {
 			key = k
 		}
 	}
-	for _, srv := range regionNames {
-		if h := f.r(srv).node().KeyHome("acme", key); h != gcp {
+	for _, srv := range fedtest.Regions {
+		if h := f.R(srv).Node().KeyHome("acme", key); h != gcp {
 			t.Fatalf("%s computes home %s for the key, want %s", srv, h, gcp)
 		}
 	}
 	homes := map[string]int{}
 	for i := 0; i < 300; i++ {
-		homes[f.r(az).node().KeyHome("acme", fmt.Sprint(i))]++
+		homes[f.R(az).Node().KeyHome("acme", fmt.Sprint(i))]++
 	}
-	for _, r := range regionNames {
+	for _, r := range fedtest.Regions {
 		if homes[r] < 50 {
 			t.Errorf("rendezvous hashing is lopsided: %v", homes)
 		}
 	}
 	sp := spec{"type": "invoice.send", "tags": x86, "idempotency_key": key}
-	first := f.submitOK(aws, tokAcme, sp)
+	first := f.SubmitOK(aws, tokAcme, sp)
 	if p, _ := task.ParseID(first.ID); p.Region != gcp {
 		t.Fatalf("a keyed submit on %s made task %s; its home must be %s", aws, first.ID, gcp)
 	}
 	if first.Region != az || deref(first.Pool) != poolSpot {
 		t.Fatalf("placed on %s/%s, want the cheapest pool", first.Region, deref(first.Pool))
 	}
-	eventually(t, 5*time.Second, "handed off from its home", func() bool {
-		tk, err := f.r(gcp).store.Get(testCtx(t), first.ID)
+	fedtest.Eventually(t, 5*time.Second, "handed off from its home", func() bool {
+		tk, err := f.R(gcp).Store.Get(fedtest.Ctx(t), first.ID)
 		return err == nil && tk.State == task.HandedOff
 	})
 	// Prices move: a repeat still answers where the task went.
-	if _, err := f.etcdCli.Put(testCtx(t), "/ax/prices/"+az+"/"+poolSpot, `{"price_per_slot_hour": 0.05}`); err != nil {
+	if _, err := f.EtcdCli.Put(fedtest.Ctx(t), "/ax/prices/"+az+"/"+poolSpot, `{"price_per_slot_hour": 0.05}`); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, 2*time.Second, "the override applied", func() bool {
-		ex := f.explain(gcp, spec{"type": "x", "tags": x86})
+	fedtest.Eventually(t, 2*time.Second, "the override applied", func() bool {
+		ex := f.Explain(gcp, spec{"type": "x", "tags": x86})
 		return ex.Chosen != nil && ex.Chosen.Region == gcp
 	})
-	for _, srv := range regionNames {
+	for _, srv := range fedtest.Regions {
 		var again apiv1.SubmitResponse
-		f.submit(srv, tokAcme, sp).want(t, http.StatusOK).json(t, &again)
+		f.Submit(srv, tokAcme, sp).Want(t, http.StatusOK).JSON(t, &again)
 		// The same body: where the task went, not its home.
 		if again.ID != first.ID || !again.Duplicate || again.Region != first.Region || deref(again.Pool) != deref(first.Pool) {
 			t.Fatalf("repeat on %s: %+v, want %+v", srv, again, first)
 		}
 	}
 	// Another tenant's same key is another task.
-	other := f.submitOK(aws, tokGlobex, sp)
+	other := f.SubmitOK(aws, tokGlobex, sp)
 	if other.ID == first.ID {
 		t.Fatal("two tenants share a key")
 	}
 	// The same key with another spec is 409 wherever it arrives.
-	f.submit(az, tokAcme, spec{"type": "invoice.send", "tags": x86, "idempotency_key": key, "priority": 0}).want(t, http.StatusConflict)
+	f.Submit(az, tokAcme, spec{"type": "invoice.send", "tags": x86, "idempotency_key": key, "priority": 0}).Want(t, http.StatusConflict)
 
-	f.r(gcp).stop()
-	eventually(t, 5*time.Second, "GCP gone from the view of AWS", func() bool {
-		ri, ok := f.r(aws).node().View().Region(gcp)
+	f.R(gcp).Stop()
+	fedtest.Eventually(t, 5*time.Second, "GCP gone from the view of AWS", func() bool {
+		ri, ok := f.R(aws).Node().View().Region(gcp)
 		return !ok || !ri.Healthy
 	})
-	rep := f.submit(aws, tokAcme, spec{"type": "invoice.send", "idempotency_key": key + "-new"})
-	if h := f.r(aws).node().KeyHome("acme", key+"-new"); h == gcp {
-		rep.want(t, http.StatusServiceUnavailable)
+	rep := f.Submit(aws, tokAcme, spec{"type": "invoice.send", "idempotency_key": key + "-new"})
+	if h := f.R(aws).Node().KeyHome("acme", key+"-new"); h == gcp {
+		rep.Want(t, http.StatusServiceUnavailable)
 	}
-	rep = f.submit(aws, tokAcme, sp).want(t, http.StatusServiceUnavailable)
-	if rep.Header.Get("Retry-After") == "" || rep.err(t).Code != apiv1.CodeUnavailable {
+	rep = f.Submit(aws, tokAcme, sp).Want(t, http.StatusServiceUnavailable)
+	if rep.Header.Get("Retry-After") == "" || rep.Err(t).Code != apiv1.CodeUnavailable {
 		t.Fatalf("503 without Retry-After or code: %v %s", rep.Header, rep.Body)
 	}
 	// Unkeyed work still flows.
-	f.submitOK(aws, tokAcme, spec{"type": "invoice.send", "tags": x86})
+	f.SubmitOK(aws, tokAcme, spec{"type": "invoice.send", "tags": x86})
 }
 
 // A handed-off task whose record the target lost (expired, or its Redis was
@@ -754,29 +755,29 @@ func TestKeyedSubmitsRouteToTheKeysHome(t *testing.T) {
 // never bounce between the regions.
 func TestHandedOffTaskLostAtTheTarget(t *testing.T) {
 	f := newFed(t)
-	ctx := testCtx(t)
-	sr := f.submitOK(aws, tokAcme, spec{"type": "etl.step", "tags": x86})
+	ctx := fedtest.Ctx(t)
+	sr := f.SubmitOK(aws, tokAcme, spec{"type": "etl.step", "tags": x86})
 	if sr.Region != az {
 		t.Fatalf("placed on %s", sr.Region)
 	}
-	eventually(t, 5*time.Second, "handed off", func() bool {
-		tk, _ := f.r(aws).store.Get(ctx, sr.ID)
+	fedtest.Eventually(t, 5*time.Second, "handed off", func() bool {
+		tk, _ := f.R(aws).Store.Get(ctx, sr.ID)
 		return tk.State == task.HandedOff
 	})
-	if err := f.r(az).redis.Flush(ctx); err != nil {
+	if err := f.R(az).Redis.Flush(ctx); err != nil {
 		t.Fatal(err)
 	}
-	for _, srv := range regionNames {
+	for _, srv := range fedtest.Regions {
 		start := time.Now()
-		tk, rep := f.getTask(srv, tokAcme, sr.ID)
-		rep.want(t, http.StatusOK)
+		tk, rep := f.GetTask(srv, tokAcme, sr.ID)
+		rep.Want(t, http.StatusOK)
 		if tk.State != task.HandedOff || tk.HandedOffTo != az || tk.HeldBy != aws {
 			t.Fatalf("GET on %s: %+v", srv, tk)
 		}
 		if d := time.Since(start); d > 2*time.Second {
 			t.Fatalf("GET on %s took %v", srv, d)
 		}
-		if tr := f.trail(srv, tokAcme, sr.ID); !hasReason(tr, task.ReasonHandedOff) {
+		if tr := f.Trail(srv, tokAcme, sr.ID); !fedtest.HasReason(tr, task.ReasonHandedOff) {
 			t.Fatalf("trail on %s: %+v", srv, tr)
 		}
 	}

@@ -1,4 +1,4 @@
-package federation
+package federation_test
 
 import (
 	"context"
@@ -16,9 +16,9 @@ import (
 	"time"
 
 	"github.com/ax-sched/ax/apiv1"
+	"github.com/ax-sched/ax/internal/fedtest"
 	"github.com/ax-sched/ax/queue"
 	"github.com/ax-sched/ax/task"
-	"github.com/prometheus/client_golang/prometheus/testutil"
 )
 
 // handOffCounter counts the hand-off requests a region's server receives
@@ -34,7 +34,7 @@ type handOffCounter struct {
 // test's end.
 func (c *handOffCounter) install(t testing.TB, r *regionEnv, answer func(w http.ResponseWriter, req *http.Request, next http.Handler)) {
 	intercept := func(w http.ResponseWriter, req *http.Request, next http.Handler) {
-		if !strings.HasPrefix(req.URL.Path, "/v1/internal/handoff") || req.Header.Get(headerForwarded) == "" {
+		if !strings.HasPrefix(req.URL.Path, "/v1/internal/handoff") || req.Header.Get(apiv1.HeaderForwarded) == "" {
 			next.ServeHTTP(w, req)
 			return
 		}
@@ -54,8 +54,8 @@ func (c *handOffCounter) install(t testing.TB, r *regionEnv, answer func(w http.
 		}
 		next.ServeHTTP(w, req)
 	}
-	r.intercept.Store(&intercept)
-	t.Cleanup(func() { r.intercept.Store(nil) })
+	r.Intercept.Store(&intercept)
+	t.Cleanup(func() { r.Intercept.Store(nil) })
 }
 
 func (c *handOffCounter) firstAt() time.Time {
@@ -82,7 +82,7 @@ func fillOutbox(t testing.TB, ctx context.Context, from *regionEnv, to, pool str
 			}
 			batch = append(batch, queue.NewTask{Spec: sp, Pool: pool, HandOff: to})
 		}
-		res, err := from.store.Submit(ctx, batch...)
+		res, err := from.Store.Submit(ctx, batch...)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -111,7 +111,7 @@ func TestHandOffRate(t *testing.T) {
 	for _, mode := range []string{"batch", "single"} {
 		t.Run(mode, func(t *testing.T) {
 			f := newFed(t)
-			ctx := testCtx(t)
+			ctx := fedtest.Ctx(t)
 			var c handOffCounter
 			var answer func(w http.ResponseWriter, req *http.Request, next http.Handler)
 			if mode == "single" {
@@ -119,22 +119,22 @@ func TestHandOffRate(t *testing.T) {
 				// back to one request per task.
 				answer = func(w http.ResponseWriter, req *http.Request, next http.Handler) {
 					if req.URL.Path != "/v1/internal/handoff" {
-						writeJSON(w, http.StatusNotFound, apiv1.ErrorBody{Error: apiv1.Error{Code: "not_found", Message: "no such endpoint"}})
+						fedtest.WriteJSON(w, http.StatusNotFound, apiv1.ErrorBody{Error: apiv1.Error{Code: "not_found", Message: "no such endpoint"}})
 						return
 					}
 					next.ServeHTTP(w, req)
 				}
 			}
-			c.install(t, f.r(az), answer)
+			c.install(t, f.R(az), answer)
 			// The sender is stopped while its outbox fills, so the backlog is
 			// all there when it starts.
-			f.r(aws).stop()
-			ids := fillOutbox(t, ctx, f.r(aws), az, poolSpot, n, func(i int) string {
+			f.R(aws).Stop()
+			ids := fillOutbox(t, ctx, f.R(aws), az, poolSpot, n, func(i int) string {
 				return fmt.Sprintf(`{"k":"%058d"}`, i) // 64 bytes
 			})
-			f.r(aws).start()
-			eventually(t, 10*time.Minute, "every hand-off answered", func() bool {
-				ts, err := f.r(aws).later.Outbox(ctx, 1)
+			f.R(aws).Start()
+			fedtest.Eventually(t, 10*time.Minute, "every hand-off answered", func() bool {
+				ts, err := f.R(aws).Later.Outbox(ctx, 1)
 				return err == nil && len(ts) == 0
 			})
 			took := time.Since(c.firstAt())
@@ -150,11 +150,11 @@ func TestHandOffRate(t *testing.T) {
 func checkHandedOffOnce(t testing.TB, ctx context.Context, f *fed, ids []string, src, dst string) {
 	t.Helper()
 	for _, id := range ids {
-		home, err := f.r(src).store.Get(ctx, id)
+		home, err := f.R(src).Store.Get(ctx, id)
 		if err != nil || home.State != task.HandedOff || home.HandedOffTo != dst {
 			t.Fatalf("home record of %s: %+v, %v", id, home, err)
 		}
-		if w := f.where(ctx, id); len(w) != 1 || w[0] != dst {
+		if w := f.Where(ctx, id); len(w) != 1 || w[0] != dst {
 			t.Fatalf("task %s lives in %v, want exactly [%s]", id, w, dst)
 		}
 	}
@@ -162,7 +162,7 @@ func checkHandedOffOnce(t testing.TB, ctx context.Context, f *fed, ids []string,
 
 // handOffs is the sender's hand-off count of one outcome towards target.
 func handOffs(r *regionEnv, target, outcome string) int {
-	return int(testutil.ToFloat64(r.node().metrics.handoffs.WithLabelValues(r.name, target, outcome)))
+	return int(fedtest.CounterValue(r.Server().Reg, "ax_handoffs_total", map[string]string{"region": r.Name, "target": target, "outcome": outcome}))
 }
 
 func payloadN(i int) string { return strconv.Itoa(i) }
@@ -171,14 +171,14 @@ func payloadN(i int) string { return strconv.Itoa(i) }
 // exactly once, in far fewer requests than tasks.
 func TestHandOffBatchLandsEveryTaskOnce(t *testing.T) {
 	f := newFed(t)
-	ctx := testCtx(t)
+	ctx := fedtest.Ctx(t)
 	var c handOffCounter
-	c.install(t, f.r(az), nil)
+	c.install(t, f.R(az), nil)
 	const n = 500
-	ids := fillOutbox(t, ctx, f.r(aws), az, poolSpot, n, payloadN)
-	eventually(t, 30*time.Second, "every hand-off answered", func() bool { return f.outboxEmpty(ctx) })
+	ids := fillOutbox(t, ctx, f.R(aws), az, poolSpot, n, payloadN)
+	fedtest.Eventually(t, 30*time.Second, "every hand-off answered", func() bool { return f.OutboxEmpty(ctx) })
 	checkHandedOffOnce(t, ctx, f, ids, aws, az)
-	held, err := f.r(az).store.Counts(ctx)
+	held, err := f.R(az).Store.Counts(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -186,31 +186,31 @@ func TestHandOffBatchLandsEveryTaskOnce(t *testing.T) {
 		t.Fatalf("the target holds %d READY (%v), want %d", held.Ready, held.ReadyBy, n)
 	}
 	for _, other := range []string{aws, gcp} {
-		if c, _ := f.r(other).store.Counts(ctx); c.Ready != 0 {
+		if c, _ := f.R(other).Store.Counts(ctx); c.Ready != 0 {
 			t.Fatalf("%s holds %d READY tasks", other, c.Ready)
 		}
 	}
-	// Every task went in a batch request (at most MaxBatch each), none alone.
+	// Every task went in a batch request (at most apiv1.MaxBatch each), none alone.
 	single, batch := c.single.Load(), c.batch.Load()
 	if single != 0 || batch == 0 || batch > 5 {
 		t.Fatalf("%d tasks took %d single and %d batch requests; want a few batches", n, single, batch)
 	}
-	served := testutil.ToFloat64(f.r(az).node().metrics.requests.WithLabelValues("POST /v1/internal/handoff/batch", "200"))
+	served := fedtest.CounterValue(f.R(az).Server().Reg, "ax_http_requests_total", map[string]string{"route": "POST /v1/internal/handoff/batch", "code": "200"})
 	if int64(served) != batch {
 		t.Fatalf("the target's metric counts %v batch requests, the test saw %d", served, batch)
 	}
-	if got := handOffs(f.r(aws), az, "accepted"); got != n {
+	if got := handOffs(f.R(aws), az, "accepted"); got != n {
 		t.Fatalf("ax_handoffs_total{outcome=accepted} = %d, want %d", got, n)
 	}
-	if got := handOffs(f.r(aws), az, "refused") + handOffs(f.r(aws), az, "retry"); got != 0 {
+	if got := handOffs(f.R(aws), az, "refused") + handOffs(f.R(aws), az, "retry"); got != 0 {
 		t.Fatalf("%d refused or retried hand-offs, want none", got)
 	}
 	// The trail tells the story, read through the home region; the task
 	// reads as held by the target.
-	if tr := f.trail(aws, tokAcme, ids[n-1]); !hasReason(tr, task.ReasonHandedOff) {
+	if tr := f.Trail(aws, tokAcme, ids[n-1]); !fedtest.HasReason(tr, task.ReasonHandedOff) {
 		t.Fatalf("trail lacks HANDED_OFF: %+v", tr)
 	}
-	if tk, rep := f.getTask(aws, tokAcme, ids[0]); rep.Status != http.StatusOK || tk.HeldBy != az || tk.State != task.Ready {
+	if tk, rep := f.GetTask(aws, tokAcme, ids[0]); rep.Status != http.StatusOK || tk.HeldBy != az || tk.State != task.Ready {
 		t.Fatalf("GET through the home region: %d %+v", rep.Status, tk)
 	}
 }
@@ -219,10 +219,10 @@ func TestHandOffBatchLandsEveryTaskOnce(t *testing.T) {
 // again by the sender; the rest of the batch is accepted.
 func TestHandOffBatchRefusedItemsArePlacedAgain(t *testing.T) {
 	f := newFed(t)
-	ctx := testCtx(t)
+	ctx := fedtest.Ctx(t)
 	var c handOffCounter
 	var refusedItems atomic.Int64
-	c.install(t, f.r(az), func(w http.ResponseWriter, req *http.Request, next http.Handler) {
+	c.install(t, f.R(az), func(w http.ResponseWriter, req *http.Request, next http.Handler) {
 		if req.URL.Path != "/v1/internal/handoff/batch" {
 			next.ServeHTTP(w, req)
 			return
@@ -249,16 +249,16 @@ func TestHandOffBatchRefusedItemsArePlacedAgain(t *testing.T) {
 	})
 	// The sender's figures are stale: it placed 30 tasks in a pool the
 	// target no longer has.
-	f.r(aws).stop()
-	good := fillOutbox(t, ctx, f.r(aws), az, poolSpot, 270, payloadN)
-	gone := fillOutbox(t, ctx, f.r(aws), az, "cpu-retired", 30, payloadN)
-	f.r(aws).start()
-	eventually(t, 30*time.Second, "every hand-off answered and every refused task placed again", func() bool {
-		if !f.outboxEmpty(ctx) {
+	f.R(aws).Stop()
+	good := fillOutbox(t, ctx, f.R(aws), az, poolSpot, 270, payloadN)
+	gone := fillOutbox(t, ctx, f.R(aws), az, "cpu-retired", 30, payloadN)
+	f.R(aws).Start()
+	fedtest.Eventually(t, 30*time.Second, "every hand-off answered and every refused task placed again", func() bool {
+		if !f.OutboxEmpty(ctx) {
 			return false
 		}
 		for _, id := range gone {
-			if tk, err := f.r(aws).store.Get(ctx, id); err != nil || tk.State != task.HandedOff && tk.State != task.Ready {
+			if tk, err := f.R(aws).Store.Get(ctx, id); err != nil || tk.State != task.HandedOff && tk.State != task.Ready {
 				return false
 			}
 		}
@@ -266,24 +266,24 @@ func TestHandOffBatchRefusedItemsArePlacedAgain(t *testing.T) {
 	})
 	checkHandedOffOnce(t, ctx, f, good, aws, az)
 	for _, id := range gone {
-		if w := f.where(ctx, id); len(w) != 1 {
+		if w := f.Where(ctx, id); len(w) != 1 {
 			t.Fatalf("refused task %s lives in %v: want exactly one place", id, w)
 		}
-		tr, err := f.r(aws).store.Trail(ctx, id)
+		tr, err := f.R(aws).Store.Trail(ctx, id)
 		if err != nil {
 			t.Fatal(err)
 		}
-		if !hasReason(tr, task.ReasonHandOffRefused) {
+		if !fedtest.HasReason(tr, task.ReasonHandOffRefused) {
 			t.Fatalf("trail of %s lacks HANDOFF_REFUSED: %+v", id, tr)
 		}
-		if tk, _ := f.r(aws).store.Get(ctx, id); tk.State == task.HandedOff && tk.Pool == "cpu-retired" {
+		if tk, _ := f.R(aws).Store.Get(ctx, id); tk.State == task.HandedOff && tk.Pool == "cpu-retired" {
 			t.Fatalf("%s handed off into the retired pool: %+v", id, tk)
 		}
 	}
 	if got := refusedItems.Load(); got != int64(len(gone)) {
 		t.Fatalf("the target refused %d items, want %d", got, len(gone))
 	}
-	if got := handOffs(f.r(aws), az, "refused"); got != len(gone) {
+	if got := handOffs(f.R(aws), az, "refused"); got != len(gone) {
 		t.Fatalf("ax_handoffs_total{outcome=refused} = %d, want %d", got, len(gone))
 	}
 	if c.batch.Load() == 0 || c.single.Load()+c.batch.Load() > 20 {
@@ -295,10 +295,10 @@ func TestHandOffBatchRefusedItemsArePlacedAgain(t *testing.T) {
 // again, the same ids to the same target, and yields one copy of each.
 func TestHandOffBatchAnswerLostMakesOneCopy(t *testing.T) {
 	f := newFed(t)
-	ctx := testCtx(t)
+	ctx := fedtest.Ctx(t)
 	var c handOffCounter
 	var dropped atomic.Bool
-	c.install(t, f.r(az), func(w http.ResponseWriter, req *http.Request, next http.Handler) {
+	c.install(t, f.R(az), func(w http.ResponseWriter, req *http.Request, next http.Handler) {
 		if req.URL.Path == "/v1/internal/handoff/batch" && dropped.CompareAndSwap(false, true) {
 			next.ServeHTTP(httptest.NewRecorder(), req)
 			if conn, _, err := http.NewResponseController(w).Hijack(); err == nil {
@@ -308,21 +308,21 @@ func TestHandOffBatchAnswerLostMakesOneCopy(t *testing.T) {
 		}
 		next.ServeHTTP(w, req)
 	})
-	f.r(aws).stop()
-	ids := fillOutbox(t, ctx, f.r(aws), az, poolSpot, 200, payloadN)
-	f.r(aws).start()
-	eventually(t, 30*time.Second, "every hand-off answered", func() bool { return f.outboxEmpty(ctx) })
+	f.R(aws).Stop()
+	ids := fillOutbox(t, ctx, f.R(aws), az, poolSpot, 200, payloadN)
+	f.R(aws).Start()
+	fedtest.Eventually(t, 30*time.Second, "every hand-off answered", func() bool { return f.OutboxEmpty(ctx) })
 	checkHandedOffOnce(t, ctx, f, ids, aws, az)
 	if !dropped.Load() || c.batch.Load() < 2 {
 		t.Fatalf("%d batch requests; want the lost one and its retry", c.batch.Load())
 	}
-	if held, _ := f.r(az).store.Counts(ctx); held.Ready != len(ids) {
+	if held, _ := f.R(az).Store.Counts(ctx); held.Ready != len(ids) {
 		t.Fatalf("the target holds %d READY, want %d", held.Ready, len(ids))
 	}
-	if got := handOffs(f.r(aws), az, "retry"); got < len(ids) {
+	if got := handOffs(f.R(aws), az, "retry"); got < len(ids) {
 		t.Fatalf("ax_handoffs_total{outcome=retry} = %d, want every task of the lost batch (%d)", got, len(ids))
 	}
-	if got := handOffs(f.r(aws), az, "accepted"); got != len(ids) {
+	if got := handOffs(f.R(aws), az, "accepted"); got != len(ids) {
 		t.Fatalf("ax_handoffs_total{outcome=accepted} = %d, want %d", got, len(ids))
 	}
 }
@@ -330,47 +330,47 @@ func TestHandOffBatchAnswerLostMakesOneCopy(t *testing.T) {
 // A target that is down, then back, gets every task once.
 func TestHandOffTargetDownThenBack(t *testing.T) {
 	f := newFed(t)
-	ctx := testCtx(t)
+	ctx := fedtest.Ctx(t)
 	// First the target answers every batch with 503 (up, but failing), then
 	// it is gone altogether.
 	var failing atomic.Bool
 	failing.Store(true)
 	var c handOffCounter
-	c.install(t, f.r(az), func(w http.ResponseWriter, req *http.Request, next http.Handler) {
+	c.install(t, f.R(az), func(w http.ResponseWriter, req *http.Request, next http.Handler) {
 		if failing.Load() {
-			writeJSON(w, http.StatusServiceUnavailable, apiv1.ErrorBody{Error: apiv1.Error{Code: "unavailable", Message: "down for maintenance"}})
+			fedtest.WriteJSON(w, http.StatusServiceUnavailable, apiv1.ErrorBody{Error: apiv1.Error{Code: "unavailable", Message: "down for maintenance"}})
 			return
 		}
 		next.ServeHTTP(w, req)
 	})
-	ids := fillOutbox(t, ctx, f.r(aws), az, poolSpot, 300, payloadN)
-	eventually(t, 10*time.Second, "the sender retried the failing target", func() bool { return c.batch.Load() >= 2 })
-	f.r(az).stop()
-	if held, _ := f.r(az).store.Counts(ctx); held.Ready != 0 {
+	ids := fillOutbox(t, ctx, f.R(aws), az, poolSpot, 300, payloadN)
+	fedtest.Eventually(t, 10*time.Second, "the sender retried the failing target", func() bool { return c.batch.Load() >= 2 })
+	f.R(az).Stop()
+	if held, _ := f.R(az).Store.Counts(ctx); held.Ready != 0 {
 		t.Fatalf("the failing target stored %d tasks", held.Ready)
 	}
-	more := fillOutbox(t, ctx, f.r(aws), az, poolSpot, 200, payloadN)
+	more := fillOutbox(t, ctx, f.R(aws), az, poolSpot, 200, payloadN)
 	ids = append(ids, more...)
 	time.Sleep(time.Second) // rounds against a target that is not there
 	for _, id := range ids {
-		if tk, err := f.r(aws).store.Get(ctx, id); err != nil || tk.State != task.Pending || tk.HandOffTarget != az {
+		if tk, err := f.R(aws).Store.Get(ctx, id); err != nil || tk.State != task.Pending || tk.HandOffTarget != az {
 			t.Fatalf("while the target is down %s is %+v, %v; want it waiting for the same target", id, tk, err)
 		}
 	}
 	failing.Store(false)
-	f.r(az).start()
-	eventually(t, 30*time.Second, "every hand-off answered", func() bool { return f.outboxEmpty(ctx) })
+	f.R(az).Start()
+	fedtest.Eventually(t, 30*time.Second, "every hand-off answered", func() bool { return f.OutboxEmpty(ctx) })
 	checkHandedOffOnce(t, ctx, f, ids, aws, az)
-	if held, _ := f.r(az).store.Counts(ctx); held.Ready != len(ids) {
+	if held, _ := f.R(az).Store.Counts(ctx); held.Ready != len(ids) {
 		t.Fatalf("the target holds %d READY, want %d", held.Ready, len(ids))
 	}
-	if got := handOffs(f.r(aws), az, "accepted"); got != len(ids) {
+	if got := handOffs(f.R(aws), az, "accepted"); got != len(ids) {
 		t.Fatalf("ax_handoffs_total{outcome=accepted} = %d, want %d", got, len(ids))
 	}
-	if got := handOffs(f.r(aws), az, "refused"); got != 0 {
+	if got := handOffs(f.R(aws), az, "refused"); got != 0 {
 		t.Fatalf("%d hand-offs refused; a target that is down refuses nothing", got)
 	}
-	if handOffs(f.r(aws), az, "retry") == 0 {
+	if handOffs(f.R(aws), az, "retry") == 0 {
 		t.Fatal("no retry counted")
 	}
 }
@@ -378,25 +378,25 @@ func TestHandOffTargetDownThenBack(t *testing.T) {
 // An older target (no batch endpoint) gets one task per request.
 func TestHandOffBatchOlderTargetGetsSingleRequests(t *testing.T) {
 	f := newFed(t)
-	ctx := testCtx(t)
+	ctx := fedtest.Ctx(t)
 	var c handOffCounter
-	c.install(t, f.r(az), func(w http.ResponseWriter, req *http.Request, next http.Handler) {
+	c.install(t, f.R(az), func(w http.ResponseWriter, req *http.Request, next http.Handler) {
 		if req.URL.Path != "/v1/internal/handoff" {
-			writeJSON(w, http.StatusNotFound, apiv1.ErrorBody{Error: apiv1.Error{Code: "not_found", Message: "no such endpoint: POST " + req.URL.Path}})
+			fedtest.WriteJSON(w, http.StatusNotFound, apiv1.ErrorBody{Error: apiv1.Error{Code: "not_found", Message: "no such endpoint: POST " + req.URL.Path}})
 			return
 		}
 		next.ServeHTTP(w, req)
 	})
-	ids := fillOutbox(t, ctx, f.r(aws), az, poolSpot, 40, payloadN)
-	eventually(t, 30*time.Second, "every hand-off answered", func() bool { return f.outboxEmpty(ctx) })
-	more := fillOutbox(t, ctx, f.r(aws), az, poolSpot, 40, payloadN)
-	eventually(t, 30*time.Second, "every hand-off answered", func() bool { return f.outboxEmpty(ctx) })
+	ids := fillOutbox(t, ctx, f.R(aws), az, poolSpot, 40, payloadN)
+	fedtest.Eventually(t, 30*time.Second, "every hand-off answered", func() bool { return f.OutboxEmpty(ctx) })
+	more := fillOutbox(t, ctx, f.R(aws), az, poolSpot, 40, payloadN)
+	fedtest.Eventually(t, 30*time.Second, "every hand-off answered", func() bool { return f.OutboxEmpty(ctx) })
 	checkHandedOffOnce(t, ctx, f, append(ids, more...), aws, az)
 	// One batch try; then the sender remembers.
 	if c.batch.Load() != 1 || c.single.Load() != int64(len(ids)+len(more)) {
 		t.Fatalf("%d batch and %d single requests for %d tasks; want 1 and one per task", c.batch.Load(), c.single.Load(), len(ids)+len(more))
 	}
-	if got := handOffs(f.r(aws), az, "refused"); got != 0 {
+	if got := handOffs(f.R(aws), az, "refused"); got != 0 {
 		t.Fatalf("%d hand-offs refused", got)
 	}
 }
@@ -406,15 +406,15 @@ func TestHandOffBatchOlderTargetGetsSingleRequests(t *testing.T) {
 // per item, in the usual error shape, and the rest is accepted once.
 func TestHandOffBatchEndpoint(t *testing.T) {
 	f := newFed(t)
-	ctx := testCtx(t)
-	url := f.r(az).url() + "/v1/internal/handoff/batch"
+	ctx := fedtest.Ctx(t)
+	url := f.R(az).URL() + "/v1/internal/handoff/batch"
 	spec := func(extra string) json.RawMessage {
 		return json.RawMessage(`{"type":"etl.step","tags":{"arch":"x86"}` + extra + `}`)
 	}
 	newID := func() string { return task.NewIDGen().New(aws, 0, time.Now()) }
 	item := func(id string) apiv1.HandOff { return apiv1.HandOff{ID: id, Pool: poolSpot, Spec: spec("")} }
 	stored := func() int {
-		c, err := f.r(az).store.Counts(ctx)
+		c, err := f.R(az).Store.Counts(ctx)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -425,22 +425,22 @@ func TestHandOffBatchEndpoint(t *testing.T) {
 
 	t.Run("cluster token only", func(t *testing.T) {
 		body := apiv1.HandOffBatch{Items: []apiv1.HandOff{item(okID)}}
-		if e := f.call(http.MethodPost, url, "", body).want(t, http.StatusUnauthorized).err(t); e.Code != apiv1.CodeUnauthorized {
+		if e := f.Call(http.MethodPost, url, "", body).Want(t, http.StatusUnauthorized).Err(t); e.Code != apiv1.CodeUnauthorized {
 			t.Fatalf("no token: %+v", e)
 		}
 		for _, tok := range []string{tokAdmin, tokOperator, tokAcme} {
-			if e := f.call(http.MethodPost, url, tok, body).want(t, http.StatusForbidden).err(t); e.Code != apiv1.CodeForbidden {
+			if e := f.Call(http.MethodPost, url, tok, body).Want(t, http.StatusForbidden).Err(t); e.Code != apiv1.CodeForbidden {
 				t.Fatalf("%s: %+v", tok, e)
 			}
 		}
-		if e := f.call(http.MethodPost, url, tokUnknown, body).want(t, http.StatusUnauthorized).err(t); e.Code != apiv1.CodeUnauthorized {
+		if e := f.Call(http.MethodPost, url, tokUnknown, body).Want(t, http.StatusUnauthorized).Err(t); e.Code != apiv1.CodeUnauthorized {
 			t.Fatalf("unknown token: %+v", e)
 		}
 	})
 
 	t.Run("wrong shape: 400 naming the field, nothing stored", func(t *testing.T) {
 		var tooMany []apiv1.HandOff
-		for range MaxBatch + 1 {
+		for range apiv1.MaxBatch + 1 {
 			tooMany = append(tooMany, item(newID()))
 		}
 		dupID := newID()
@@ -459,7 +459,7 @@ func TestHandOffBatchEndpoint(t *testing.T) {
 			{"an id twice", apiv1.HandOffBatch{Items: []apiv1.HandOff{item(okID), item(dupID), item(dupID)}}, "items[2].id"},
 		} {
 			t.Run(tc.name, func(t *testing.T) {
-				e := f.call(http.MethodPost, url, tokCluster, tc.body).want(t, http.StatusBadRequest).err(t)
+				e := f.Call(http.MethodPost, url, tokCluster, tc.body).Want(t, http.StatusBadRequest).Err(t)
 				if e.Code != apiv1.CodeInvalid || e.Field != tc.field {
 					t.Fatalf("error %+v, want code %s field %q", e, apiv1.CodeInvalid, tc.field)
 				}
@@ -469,7 +469,7 @@ func TestHandOffBatchEndpoint(t *testing.T) {
 			t.Fatalf("bad requests stored %d tasks", n-before)
 		}
 		for _, id := range []string{okID, dupID, tooMany[0].ID} {
-			if _, err := f.r(az).store.Get(ctx, id); !errors.Is(err, task.ErrNotFound) {
+			if _, err := f.R(az).Store.Get(ctx, id); !errors.Is(err, task.ErrNotFound) {
 				t.Fatalf("%s after bad requests: %v, want not found", id, err)
 			}
 		}
@@ -485,7 +485,7 @@ func TestHandOffBatchEndpoint(t *testing.T) {
 			item(otherOK),
 		}}
 		var br apiv1.HandOffBatchResponse
-		f.call(http.MethodPost, url, tokCluster, body).want(t, http.StatusOK).json(t, &br)
+		f.Call(http.MethodPost, url, tokCluster, body).Want(t, http.StatusOK).JSON(t, &br)
 		if br.Accepted != 2 || br.Refused != 3 || len(br.Results) != 5 {
 			t.Fatalf("answer %+v", br)
 		}
@@ -514,20 +514,20 @@ func TestHandOffBatchEndpoint(t *testing.T) {
 			}
 		}
 		for _, id := range []string{okID, otherOK} {
-			if tk, err := f.r(az).store.Get(ctx, id); err != nil || tk.State != task.Ready || tk.Pool != poolSpot {
+			if tk, err := f.R(az).Store.Get(ctx, id); err != nil || tk.State != task.Ready || tk.Pool != poolSpot {
 				t.Fatalf("accepted %s: %+v, %v", id, tk, err)
 			}
 		}
 		for _, id := range []string{badSpec, badPool} {
-			if _, err := f.r(az).store.Get(ctx, id); !errors.Is(err, task.ErrNotFound) {
+			if _, err := f.R(az).Store.Get(ctx, id); !errors.Is(err, task.ErrNotFound) {
 				t.Fatalf("refused %s: %v, want not found", id, err)
 			}
 		}
 		// A repeat (the sender lost the answer) adds nothing: the ids held
 		// are answered accepted again, as duplicates.
 		var again apiv1.HandOffBatchResponse
-		f.call(http.MethodPost, url, tokCluster, apiv1.HandOffBatch{Items: []apiv1.HandOff{item(otherOK), item(okID)}}).
-			want(t, http.StatusOK).json(t, &again)
+		f.Call(http.MethodPost, url, tokCluster, apiv1.HandOffBatch{Items: []apiv1.HandOff{item(otherOK), item(okID)}}).
+			Want(t, http.StatusOK).JSON(t, &again)
 		for _, it := range again.Results {
 			if !it.Accepted || !it.Duplicate || it.Status != http.StatusOK {
 				t.Fatalf("repeat: %+v", it)
@@ -538,7 +538,7 @@ func TestHandOffBatchEndpoint(t *testing.T) {
 		}
 		// The single-item endpoint agrees: the id is held.
 		var hr apiv1.HandOffResponse
-		f.call(http.MethodPost, f.r(az).url()+"/v1/internal/handoff", tokCluster, item(okID)).want(t, http.StatusOK).json(t, &hr)
+		f.Call(http.MethodPost, f.R(az).URL()+"/v1/internal/handoff", tokCluster, item(okID)).Want(t, http.StatusOK).JSON(t, &hr)
 		if !hr.Accepted {
 			t.Fatalf("single-item repeat: %+v", hr)
 		}
@@ -550,29 +550,29 @@ func TestHandOffBatchEndpoint(t *testing.T) {
 // wait for the same target, never re-placed, and land once the tokens agree.
 func TestHandOffForbiddenWaitsForTheSameTarget(t *testing.T) {
 	f := newFed(t)
-	ctx := testCtx(t)
+	ctx := fedtest.Ctx(t)
 	var forbidden atomic.Bool
 	forbidden.Store(true)
 	var c handOffCounter
-	c.install(t, f.r(az), func(w http.ResponseWriter, req *http.Request, next http.Handler) {
+	c.install(t, f.R(az), func(w http.ResponseWriter, req *http.Request, next http.Handler) {
 		if forbidden.Load() {
-			writeJSON(w, http.StatusForbidden, apiv1.ErrorBody{Error: apiv1.Error{Code: "forbidden", Message: "not the cluster token"}})
+			fedtest.WriteJSON(w, http.StatusForbidden, apiv1.ErrorBody{Error: apiv1.Error{Code: "forbidden", Message: "not the cluster token"}})
 			return
 		}
 		next.ServeHTTP(w, req)
 	})
-	ids := fillOutbox(t, ctx, f.r(aws), az, poolSpot, 50, payloadN)
-	eventually(t, 10*time.Second, "the sender tried twice", func() bool { return c.batch.Load()+c.single.Load() >= 2 })
+	ids := fillOutbox(t, ctx, f.R(aws), az, poolSpot, 50, payloadN)
+	fedtest.Eventually(t, 10*time.Second, "the sender tried twice", func() bool { return c.batch.Load()+c.single.Load() >= 2 })
 	for _, id := range ids {
-		tk, err := f.r(aws).store.Get(ctx, id)
+		tk, err := f.R(aws).Store.Get(ctx, id)
 		if err != nil || tk.State != task.Pending || tk.HandOffTarget != az {
 			t.Fatalf("while forbidden %s is %+v, %v; want it waiting for the same target", id, tk, err)
 		}
 	}
-	if got := handOffs(f.r(aws), az, "refused"); got != 0 {
+	if got := handOffs(f.R(aws), az, "refused"); got != 0 {
 		t.Fatalf("%d hand-offs counted as refused", got)
 	}
 	forbidden.Store(false)
-	eventually(t, 60*time.Second, "every hand-off answered", func() bool { return f.outboxEmpty(ctx) })
+	fedtest.Eventually(t, 60*time.Second, "every hand-off answered", func() bool { return f.OutboxEmpty(ctx) })
 	checkHandedOffOnce(t, ctx, f, ids, aws, az)
 }

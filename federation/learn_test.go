@@ -1,4 +1,4 @@
-package federation
+package federation_test
 
 import (
 	"math"
@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/ax-sched/ax/apiv1"
+	"github.com/ax-sched/ax/internal/fedtest"
 	"github.com/ax-sched/ax/queue"
 	"github.com/ax-sched/ax/task"
 )
@@ -15,16 +16,16 @@ import (
 // runs completes n tasks of typ in a region's pool, each taking d, on a
 // clock of its own over the region's Redis (the harness has no real
 // workers); the region's leader learns from them and publishes.
-func (r *regionEnv) runs(t *testing.T, pool, typ string, n int, d time.Duration) {
+func runs(r *regionEnv, t *testing.T, pool, typ string, n int, d time.Duration) {
 	t.Helper()
 	var mu sync.Mutex
 	now := time.Now()
-	ws, err := queue.New(r.redis.Client(), queue.Options{Region: r.name,
+	ws, err := queue.New(r.Redis.Client(), queue.Options{Region: r.Name,
 		Now: func() time.Time { mu.Lock(); defer mu.Unlock(); return now }})
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctx := testCtx(t)
+	ctx := fedtest.Ctx(t)
 	for range n {
 		sp := &task.Spec{Type: typ}
 		if err := sp.Normalize(task.DefaultDefaults(), time.Now()); err != nil {
@@ -63,18 +64,18 @@ func candidate(ex apiv1.Explanation, regionName, pool string) apiv1.Candidate {
 func TestLearntDurationsReachEveryServer(t *testing.T) {
 	f := newFed(t)
 	sp := spec{"type": "etl.learn", "tags": x86}
-	for _, srv := range regionNames {
-		ex := f.explain(srv, sp)
+	for _, srv := range fedtest.Regions {
+		ex := f.Explain(srv, sp)
 		if ex.Chosen == nil || ex.Chosen.Region != az || ex.Chosen.Pool != poolSpot || ex.Chosen.EstimateSource != "default" {
 			t.Fatalf("before any run %s chooses %+v", srv, ex.Chosen)
 		}
 	}
 	// 0.00528 × 60 s > 0.0177175 × 5 s.
-	f.r(az).runs(t, poolSpot, "etl.learn", 20, time.Minute)
-	f.r(gcp).runs(t, poolSpot, "etl.learn", 20, 5*time.Second)
-	took := eventually(t, 10*time.Second, "every server places on GCP spot with learnt estimates", func() bool {
-		for _, srv := range regionNames {
-			ex := f.explain(srv, sp)
+	runs(f.R(az), t, poolSpot, "etl.learn", 20, time.Minute)
+	runs(f.R(gcp), t, poolSpot, "etl.learn", 20, 5*time.Second)
+	took := fedtest.Eventually(t, 10*time.Second, "every server places on GCP spot with learnt estimates", func() bool {
+		for _, srv := range fedtest.Regions {
+			ex := f.Explain(srv, sp)
 			if ex.Chosen == nil || ex.Chosen.Region != gcp || ex.Chosen.Pool != poolSpot {
 				return false
 			}
@@ -82,8 +83,8 @@ func TestLearntDurationsReachEveryServer(t *testing.T) {
 		return true
 	})
 	t.Logf("learnt by every server %v after the last completion", took.Round(time.Millisecond))
-	for _, srv := range regionNames {
-		ex := f.explain(srv, sp)
+	for _, srv := range fedtest.Regions {
+		ex := f.Explain(srv, sp)
 		for _, c := range []struct {
 			region, pool, source string
 			seconds              float64
@@ -100,7 +101,7 @@ func TestLearntDurationsReachEveryServer(t *testing.T) {
 					got.ExpectedSeconds, got.EstimateSource, got.Observations, c.seconds, c.source, c.runs)
 			}
 		}
-		if got := candidate(f.explain(srv, spec{"type": "etl.other", "tags": x86}), az, poolSpot); got.EstimateSource != "default" {
+		if got := candidate(f.Explain(srv, spec{"type": "etl.other", "tags": x86}), az, poolSpot); got.EstimateSource != "default" {
 			t.Errorf("%s: another type got %+v", srv, got)
 		}
 	}
@@ -110,8 +111,8 @@ func TestLearntDurationsReachEveryServer(t *testing.T) {
 // record, not the worker's configured price.
 func TestPriceOverrideRecordedAtClaim(t *testing.T) {
 	f := newFed(t)
-	ctx := testCtx(t)
-	st := f.r(az).store
+	ctx := fedtest.Ctx(t)
+	st := f.R(az).Store
 	claimed := func() float64 {
 		t.Helper()
 		sp := &task.Spec{Type: "etl.price"}
@@ -121,23 +122,23 @@ func TestPriceOverrideRecordedAtClaim(t *testing.T) {
 		if _, err := st.Submit(ctx, queue.NewTask{Spec: sp, Pool: poolSpot, Pinned: true}); err != nil {
 			t.Fatal(err)
 		}
-		ts, err := st.Claim(ctx, queue.ClaimRequest{Pool: poolSpot, Worker: "w", N: 1, Price: priceOf(az, poolSpot)})
+		ts, err := st.Claim(ctx, queue.ClaimRequest{Pool: poolSpot, Worker: "w", N: 1, Price: fedtest.PriceOf(az, poolSpot)})
 		if err != nil || len(ts) != 1 {
 			t.Fatalf("claim: %v %v", ts, err)
 		}
 		return ts[0].PricePerHour
 	}
-	if p := claimed(); p != priceOf(az, poolSpot) {
+	if p := claimed(); p != fedtest.PriceOf(az, poolSpot) {
 		t.Fatalf("before the override: %v", p)
 	}
-	spike := 5 * priceOf(az, poolSpot)
-	if _, err := f.etcdCli.Put(ctx, "/ax/prices/"+az+"/"+poolSpot, `{"price_per_slot_hour": `+
+	spike := 5 * fedtest.PriceOf(az, poolSpot)
+	if _, err := f.EtcdCli.Put(ctx, "/ax/prices/"+az+"/"+poolSpot, `{"price_per_slot_hour": `+
 		strconv.FormatFloat(spike, 'f', -1, 64)+`}`); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, 5*time.Second, "claims record the 5x price", func() bool { return claimed() == spike })
-	if _, err := f.etcdCli.Delete(ctx, "/ax/prices/"+az+"/"+poolSpot); err != nil {
+	fedtest.Eventually(t, 5*time.Second, "claims record the 5x price", func() bool { return claimed() == spike })
+	if _, err := f.EtcdCli.Delete(ctx, "/ax/prices/"+az+"/"+poolSpot); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, 5*time.Second, "claims record the list price again", func() bool { return claimed() == priceOf(az, poolSpot) })
+	fedtest.Eventually(t, 5*time.Second, "claims record the list price again", func() bool { return claimed() == fedtest.PriceOf(az, poolSpot) })
 }

@@ -8,7 +8,6 @@ type Metrics struct {
 	rejected   *prometheus.CounterVec
 	handoffs   *prometheus.CounterVec
 	forwarded  *prometheus.CounterVec
-	requests   *prometheus.CounterVec
 	placements *prometheus.CounterVec
 }
 
@@ -23,13 +22,11 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Help: "Hand-off attempts by outcome (accepted, refused, retry)."}, []string{"region", "target", "outcome"}),
 		forwarded: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "ax_forwarded_requests_total",
 			Help: "Requests forwarded to another region (keyed submits, reads, cancels)."}, []string{"region", "target"}),
-		requests: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "ax_http_requests_total",
-			Help: "API requests by route and status code."}, []string{"route", "code"}),
 		placements: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "ax_placement_decisions_total",
 			Help: "Placement decisions by chosen region and pool."}, []string{"region", "pool"}),
 	}
 	if reg != nil {
-		reg.MustRegister(m.submitted, m.rejected, m.handoffs, m.forwarded, m.requests, m.placements)
+		reg.MustRegister(m.submitted, m.rejected, m.handoffs, m.forwarded, m.placements)
 	}
 	return m
 }

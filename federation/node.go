@@ -104,6 +104,9 @@ func (n *Node) Close() { n.peers.CloseIdleConnections() }
 // SetCell attaches the region cell (woken after submits).
 func (n *Node) SetCell(c *region.Cell) { n.cell = c }
 
+// Region is this server's region.
+func (n *Node) Region() string { return n.cfg.Region }
+
 // Store is the local region's store.
 func (n *Node) Store() *queue.Store { return n.store }
 

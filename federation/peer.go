@@ -24,16 +24,12 @@ import (
 	"github.com/ax-sched/ax/task"
 )
 
-// Headers of server-to-server calls.
-const (
-	headerForwarded = "X-Ax-Forwarded" // hop count; a forwarded request is never routed again
-)
-
 type hopsKey struct{}
 
-// withHops records in ctx how many servers the request being served has
-// already passed through (its X-Ax-Forwarded header).
-func withHops(ctx context.Context, n int) context.Context {
+// WithHops records in ctx how many servers the request being served has
+// already passed through (its X-Ax-Forwarded header): calls to peers made
+// while serving it carry one more.
+func WithHops(ctx context.Context, n int) context.Context {
 	return context.WithValue(ctx, hopsKey{}, n)
 }
 
@@ -70,7 +66,7 @@ func (n *Node) call(ctx context.Context, base, method, path string, in, out any)
 	req.Header.Set("Content-Type", "application/json")
 	// One more hop than the request being served: a chain of forwards ends
 	// at maxHops even when two regions each think the other holds the task.
-	req.Header.Set(headerForwarded, strconv.Itoa(hopsOf(ctx)+1))
+	req.Header.Set(apiv1.HeaderForwarded, strconv.Itoa(hopsOf(ctx)+1))
 	if n.cfg.ClusterToken != "" {
 		req.Header.Set("Authorization", "Bearer "+n.cfg.ClusterToken)
 	}
@@ -145,7 +141,7 @@ func (n *Node) forwardSubmit(ctx context.Context, home string, specs []*task.Spe
 // Hand-off batching (OutboxLoop).
 const (
 	// handOffRead is how many due outbox tasks one round reads per shard.
-	handOffRead = MaxBatch
+	handOffRead = apiv1.MaxBatch
 	// handOffBytes bounds the specs of one batch request, far below what a
 	// receiver reads (≥ 64 MiB, see API.handoffBatch), so that a run of
 	// large payloads never makes a request the receiver cuts off.
@@ -170,7 +166,7 @@ const (
 // backoff, so a lost answer never makes a second copy.
 //
 // Each round groups the due tasks by target and sends each group in batch
-// requests (POST /v1/internal/handoff/batch, at most MaxBatch tasks and
+// requests (POST /v1/internal/handoff/batch, at most apiv1.MaxBatch tasks and
 // handOffBytes each, in turn), up to handOffTargets targets at once; a
 // single task goes to the single-item endpoint, which every server version
 // serves, and so does every task for a target that has no batch endpoint.
@@ -328,7 +324,7 @@ func handOffOf(t *task.Task, spec json.RawMessage, trail []task.Transition, regi
 		Attempts: t.Attempts, PreemptCount: t.PreemptCount, CreatedAt: &created, LastError: t.LastError, Trail: trail}
 }
 
-// parcelsOf cuts one target's tasks into requests of at most MaxBatch
+// parcelsOf cuts one target's tasks into requests of at most apiv1.MaxBatch
 // tasks and handOffBytes of specs (a larger task goes alone).
 func parcelsOf(tasks []*task.Task, trails map[string][]task.Transition, region string, now time.Time) []parcel {
 	var out []parcel
@@ -338,7 +334,7 @@ func parcelsOf(tasks []*task.Task, trails map[string][]task.Transition, region s
 		spec, _ := json.Marshal(t.Spec())
 		item := handOffOf(t, spec, trails[t.ID], region, now)
 		sz := len(spec) + len(t.ID) + len(t.Pool) + len(item.LastError) + 160*len(item.Trail) + 96
-		if len(cur.tasks) > 0 && (len(cur.tasks) == MaxBatch || size+sz > handOffBytes) {
+		if len(cur.tasks) > 0 && (len(cur.tasks) == apiv1.MaxBatch || size+sz > handOffBytes) {
 			out = append(out, cur)
 			cur, size = parcel{}, 0
 		}
@@ -596,43 +592,43 @@ func idsAttr(ids []string) slog.Attr {
 // once; a repeat of an id it already holds is answered "accepted" again
 // (the sender lost the first answer).
 func (n *Node) Accept(ctx context.Context, h apiv1.HandOff, known func(pool string) bool) (apiv1.HandOffResponse, error) {
-	res, err := n.acceptMany(ctx, []apiv1.HandOff{h}, known)
+	res, err := n.AcceptMany(ctx, []apiv1.HandOff{h}, known)
 	if err != nil {
 		return apiv1.HandOffResponse{}, err
 	}
-	var rf *refusal
+	var rf *Refusal
 	switch r := res[0]; {
 	case errors.As(r.Err, &rf):
-		return apiv1.HandOffResponse{Accepted: false, Reason: rf.reason}, nil
+		return apiv1.HandOffResponse{Accepted: false, Reason: rf.Reason}, nil
 	case r.Err != nil:
 		return apiv1.HandOffResponse{}, r.Err
 	}
 	return apiv1.HandOffResponse{Accepted: true, State: string(res[0].State), Canceled: res[0].Canceled}, nil
 }
 
-// accepted is the receiver's outcome of one hand-off.
-type accepted struct {
+// Accepted is the receiver's outcome of one hand-off.
+type Accepted struct {
 	State     task.State
 	Duplicate bool  // the id was held already (an earlier attempt landed)
 	Canceled  bool  // the hand-off's Cancel was carried out
-	Err       error // not accepted: the spec's *task.FieldError, task.ErrBadID, or a *refusal
+	Err       error // not accepted: the spec's *task.FieldError, task.ErrBadID, or a *Refusal
 }
 
-// refusal is a well-formed hand-off the receiver will not take: no such
+// Refusal is a well-formed hand-off the receiver will not take: no such
 // pool here, or its store refused the id.
-type refusal struct {
-	field  string // "pool", or "" when not one field's fault
-	reason string
+type Refusal struct {
+	Field  string // "pool", or "" when not one field's fault
+	Reason string
 }
 
-func (r *refusal) Error() string { return r.reason }
+func (r *Refusal) Error() string { return r.Reason }
 
-// acceptMany is Accept for many hand-offs: each is judged on its own, and
+// AcceptMany is Accept for many hand-offs: each is judged on its own, and
 // all the acceptable ones are stored in one store call. The error is for
 // store failures (nothing is decided then; ids stored before the failure
 // are answered "accepted" when the sender retries).
-func (n *Node) acceptMany(ctx context.Context, hs []apiv1.HandOff, known func(pool string) bool) ([]accepted, error) {
-	out := make([]accepted, len(hs))
+func (n *Node) AcceptMany(ctx context.Context, hs []apiv1.HandOff, known func(pool string) bool) ([]Accepted, error) {
+	out := make([]Accepted, len(hs))
 	var tasks []queue.NewTask
 	var idx []int
 	now := n.cfg.Now()
@@ -648,7 +644,7 @@ func (n *Node) acceptMany(ctx context.Context, hs []apiv1.HandOff, known func(po
 			err = checkHistory(h, now)
 		}
 		if err == nil && !known(h.Pool) {
-			err = &refusal{field: "pool", reason: "no pool " + h.Pool + " in " + n.cfg.Region}
+			err = &Refusal{Field: "pool", Reason: "no pool " + h.Pool + " in " + n.cfg.Region}
 		}
 		if err != nil {
 			out[i].Err = err
@@ -674,7 +670,7 @@ func (n *Node) acceptMany(ctx context.Context, hs []apiv1.HandOff, known func(po
 		case errors.Is(r.Err, task.ErrExists):
 			out[i].State, out[i].Duplicate = r.State, true
 		default:
-			out[i].Err = &refusal{reason: r.Err.Error()}
+			out[i].Err = &Refusal{Reason: r.Err.Error()}
 		}
 		// A cancel requested at home while the hand-off was in flight: carry
 		// it out here, also on a repeat (the first attempt may have stored
@@ -736,15 +732,15 @@ const maxCarriedAttempts = 1000
 func checkHistory(h apiv1.HandOff, now time.Time) error {
 	switch {
 	case h.Attempts < 0 || h.Attempts > maxCarriedAttempts:
-		return &refusal{field: "attempts", reason: fmt.Sprintf("must be between 0 and %d", maxCarriedAttempts)}
+		return &Refusal{Field: "attempts", Reason: fmt.Sprintf("must be between 0 and %d", maxCarriedAttempts)}
 	case h.PreemptCount < 0 || h.PreemptCount > maxCarriedAttempts:
-		return &refusal{field: "preempt_count", reason: fmt.Sprintf("must be between 0 and %d", maxCarriedAttempts)}
+		return &Refusal{Field: "preempt_count", Reason: fmt.Sprintf("must be between 0 and %d", maxCarriedAttempts)}
 	case h.CreatedAt != nil && (h.CreatedAt.Year() < 2000 || h.CreatedAt.After(now.Add(time.Hour))):
-		return &refusal{field: "created_at", reason: "out of range"}
+		return &Refusal{Field: "created_at", Reason: "out of range"}
 	case len(h.Trail) > queue.MaxCarriedTrail:
-		return &refusal{field: "trail", reason: fmt.Sprintf("more than %d steps", queue.MaxCarriedTrail)}
+		return &Refusal{Field: "trail", Reason: fmt.Sprintf("more than %d steps", queue.MaxCarriedTrail)}
 	case len(h.LastError) > 4*task.MaxErrorLen:
-		return &refusal{field: "last_error", reason: "too long"}
+		return &Refusal{Field: "last_error", Reason: "too long"}
 	}
 	return nil
 }

@@ -1,4 +1,4 @@
-package federation
+package federation_test
 
 import (
 	"context"
@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"github.com/ax-sched/ax/apiv1"
+	"github.com/ax-sched/ax/federation"
+	"github.com/ax-sched/ax/internal/fedtest"
 	"github.com/ax-sched/ax/internal/testenv"
 	"github.com/ax-sched/ax/placement"
 )
@@ -18,7 +20,7 @@ import (
 func TestViewCountsAnnouncedServers(t *testing.T) {
 	e := testenv.StartEtcd(t)
 	c := e.Client()
-	v := NewView(c, "/ax/", placement.DefaultConfig(), time.Second, nil)
+	v := federation.NewView(c, "/ax/", placement.DefaultConfig(), time.Second, nil)
 	t.Cleanup(v.Close)
 	if n := v.Pools().Servers(); n != 0 {
 		t.Fatalf("servers before any announcement: %d", n)
@@ -31,7 +33,7 @@ func TestViewCountsAnnouncedServers(t *testing.T) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			Announce(ctx, c, "/ax/", ServerInfo{Region: "r1", ID: id, API: "http://" + id}, 2*time.Second, nil)
+			federation.Announce(ctx, c, "/ax/", federation.ServerInfo{Region: "r1", ID: id, API: "http://" + id}, 2*time.Second, nil)
 		}()
 	}
 	t.Cleanup(func() {
@@ -40,25 +42,25 @@ func TestViewCountsAnnouncedServers(t *testing.T) {
 		}
 		wg.Wait()
 	})
-	eventually(t, 10*time.Second, "three servers counted", func() bool { return v.Pools().Servers() == 3 })
+	fedtest.Eventually(t, 10*time.Second, "three servers counted", func() bool { return v.Pools().Servers() == 3 })
 	cancels["b"]()
-	eventually(t, 10*time.Second, "two servers after one stopped", func() bool { return v.Pools().Servers() == 2 })
+	fedtest.Eventually(t, 10*time.Second, "two servers after one stopped", func() bool { return v.Pools().Servers() == 2 })
 }
 
 // GET /v1/regions shows each region's announced servers.
 func TestRegionsShowAnnouncedServers(t *testing.T) {
 	f := newFed(t)
-	ctx := testCtx(t)
+	ctx := fedtest.Ctx(t)
 	done := make(chan struct{})
 	cctx, cancel := context.WithCancel(ctx)
 	go func() {
 		defer close(done)
-		Announce(cctx, f.etcdCli, "/ax/", ServerInfo{Region: aws, ID: "extra", API: "http://x"}, 2*time.Second, nil)
+		federation.Announce(cctx, f.EtcdCli, "/ax/", federation.ServerInfo{Region: aws, ID: "extra", API: "http://x"}, 2*time.Second, nil)
 	}()
 	t.Cleanup(func() { cancel(); <-done })
-	eventually(t, 10*time.Second, "aws shows its announced server", func() bool {
+	fedtest.Eventually(t, 10*time.Second, "aws shows its announced server", func() bool {
 		var r apiv1.RegionsResponse
-		f.call(http.MethodGet, f.r(gcp).url()+"/v1/regions", tokAcme, nil).want(t, 200).json(t, &r)
+		f.Call(http.MethodGet, f.R(gcp).URL()+"/v1/regions", tokAcme, nil).Want(t, 200).JSON(t, &r)
 		for _, g := range r.Regions {
 			if g.Name == aws {
 				return g.Servers == 1

@@ -1,4 +1,4 @@
-package federation
+package federation_test
 
 import (
 	"context"
@@ -6,6 +6,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ax-sched/ax/federation"
+	"github.com/ax-sched/ax/internal/fedtest"
 	"github.com/ax-sched/ax/internal/testenv"
 	"github.com/ax-sched/ax/placement"
 	"github.com/ax-sched/ax/region"
@@ -19,7 +21,7 @@ import (
 func TestViewCarriesPausedIntoPlacement(t *testing.T) {
 	e := testenv.StartEtcd(t)
 	c := e.Client()
-	v := NewView(c, "/ax/", placement.DefaultConfig(), time.Millisecond, nil)
+	v := federation.NewView(c, "/ax/", placement.DefaultConfig(), time.Millisecond, nil)
 	t.Cleanup(v.Close)
 	publish := func(paused ...bool) {
 		t.Helper()
@@ -48,7 +50,7 @@ func TestViewCarriesPausedIntoPlacement(t *testing.T) {
 		return p.Place(v.Pools(), tk, time.Now())
 	}
 	publish(true, false)
-	eventually(t, 10*time.Second, "low priority placed in the pool that is not paused", func() bool {
+	fedtest.Eventually(t, 10*time.Second, "low priority placed in the pool that is not paused", func() bool {
 		d := place(low)
 		return d.OK && d.Pool == "dear"
 	})
@@ -56,7 +58,7 @@ func TestViewCarriesPausedIntoPlacement(t *testing.T) {
 		t.Fatalf("priority 1: %+v, want the cheap pool despite its pause", d)
 	}
 	publish(true, true)
-	eventually(t, 10*time.Second, "low priority refused as saturated", func() bool {
+	fedtest.Eventually(t, 10*time.Second, "low priority refused as saturated", func() bool {
 		d := place(low)
 		return !d.OK && d.AllSaturated()
 	})

@@ -156,11 +156,7 @@ func fieldError(field, msg string) error { return &task.FieldError{Field: field,
 func taskFieldError(err error) error {
 	var fe *task.FieldError
 	if errors.As(err, &fe) {
-		f := "task"
-		if fe.Field != "" {
-			f += "." + fe.Field
-		}
-		return &task.FieldError{Field: f, Msg: fe.Msg}
+		return fe.Under("task")
 	}
 	return err
 }

@@ -9,9 +9,23 @@ import (
 type FieldError struct {
 	Field string
 	Msg   string
+	// TooLarge: the value is over a size limit (the API answers 413, not
+	// 400). Code that moves the error under another field keeps it.
+	TooLarge bool
 }
 
 func (e *FieldError) Error() string { return e.Field + ": " + e.Msg }
+
+// Under is e named from an enclosing object: field "tags.gpu" under "task"
+// is "task.tags.gpu", and an error of the whole value (field "") is "task".
+func (e *FieldError) Under(prefix string) *FieldError {
+	c := *e
+	c.Field = prefix
+	if e.Field != "" {
+		c.Field += "." + e.Field
+	}
+	return &c
+}
 
 func fieldErr(field, format string, args ...any) error {
 	return &FieldError{Field: field, Msg: fmt.Sprintf(format, args...)}

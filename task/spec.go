@@ -174,7 +174,7 @@ func (s *Spec) Normalize(d Defaults, now time.Time) error {
 		return fieldErr("type", "may hold letters, digits and _ . : / - only")
 	}
 	if d.MaxPayload > 0 && len(s.Payload) > d.MaxPayload {
-		return fieldErr("payload", "larger than %d bytes", d.MaxPayload)
+		return &FieldError{Field: "payload", Msg: fmt.Sprintf("larger than %d bytes", d.MaxPayload), TooLarge: true}
 	}
 	if len(s.Payload) > 0 {
 		if !json.Valid(s.Payload) {

@@ -15,6 +15,7 @@ import (
 
 	"github.com/ax-sched/ax/dag"
 	"github.com/ax-sched/ax/federation"
+	"github.com/ax-sched/ax/httpapi"
 	"github.com/ax-sched/ax/internal/buildinfo"
 	"github.com/ax-sched/ax/internal/config"
 	"github.com/ax-sched/ax/lease"
@@ -216,14 +217,14 @@ func startServer(ctx context.Context, cfg *config.Region, ln net.Listener, log *
 	for _, p := range cfg.Pools {
 		pools = append(pools, p.Name)
 	}
-	auth := &federation.Auth{Enabled: cfg.Auth.Enabled, ClusterToken: cfg.Auth.ClusterToken}
+	auth := &httpapi.Auth{Enabled: cfg.Auth.Enabled, ClusterToken: cfg.Auth.ClusterToken}
 	for _, t := range cfg.Auth.Tokens {
-		role, _ := federation.ParseRole(t.Role)
-		auth.Tokens = append(auth.Tokens, federation.Token{Name: t.Name, SHA256: t.TokenSHA256, Role: role, Tenant: t.Tenant})
+		role, _ := httpapi.ParseRole(t.Role)
+		auth.Tokens = append(auth.Tokens, httpapi.Token{Name: t.Name, SHA256: t.TokenSHA256, Role: role, Tenant: t.Tenant})
 	}
-	api := federation.NewAPI(s.node, federation.APIConfig{
+	api := httpapi.New(s.node, httpapi.Config{
 		// The worker registry is empty unless workers run in this process (ax dev).
-		Auth: auth, MaxPayload: int(cfg.Task.MaxPayload), Gatherer: prometheus.Gatherers{reg, workerRegistry}, Pools: pools,
+		Auth: auth, MaxPayload: int(cfg.Task.MaxPayload), Gatherer: prometheus.Gatherers{reg, workerRegistry}, Registerer: reg, Pools: pools,
 		Schedules: s.sched, DAGs: s.dags,
 		Ready: func(ctx context.Context) error {
 			_, err := s.regional.Get(clientv3.WithRequireLeader(ctx), cfg.Etcd.Prefix+"ready-probe")

@@ -1,13 +1,11 @@
-package federation
+package httpapi
 
 import (
 	"context"
 	"errors"
-	"fmt"
 	"net/http"
 
 	"github.com/ax-sched/ax/apiv1"
-	"github.com/ax-sched/ax/task"
 )
 
 // Schedules is what the schedule endpoints need; *schedule.Scheduler
@@ -25,8 +23,8 @@ type Schedules interface {
 	SetPaused(ctx context.Context, name, tenant string, paused bool) (*apiv1.ScheduleStatus, error)
 }
 
-// scheduleRoutes registers the schedule endpoints (DESIGN §6) and the
-// internal enqueue endpoint schedules use across regions.
+// scheduleRoutes registers the schedule endpoints (DESIGN §6); the
+// internal one a firing uses across regions is in handoff.go.
 func (a *API) scheduleRoutes() {
 	a.route("POST /v1/schedules", RoleOperator, a.createSchedule)
 	a.route("GET /v1/schedules", RoleSubmitter, a.listSchedules)
@@ -34,7 +32,6 @@ func (a *API) scheduleRoutes() {
 	a.route("DELETE /v1/schedules/{name}", RoleOperator, a.deleteSchedule)
 	a.route("POST /v1/schedules/{name}/pause", RoleOperator, a.pauseSchedule(true))
 	a.route("POST /v1/schedules/{name}/resume", RoleOperator, a.pauseSchedule(false))
-	a.route("POST /v1/internal/enqueue", RoleAdmin, a.enqueueScheduled)
 }
 
 // schedules is the server's schedules, or a 503 when it runs none.
@@ -129,44 +126,4 @@ func (a *API) pauseSchedule(paused bool) handler {
 		writeJSON(w, http.StatusOK, st)
 		return nil
 	}
-}
-
-// enqueueScheduled is the home region's side of a firing: it accepts the
-// slot's task under its derived id at most once.
-func (a *API) enqueueScheduled(w http.ResponseWriter, r *http.Request, _ Principal) error {
-	var req apiv1.ScheduleEnqueue
-	if err := decode(w, r, int64(a.cfg.MaxPayload)+(64<<10), &req); err != nil {
-		return err
-	}
-	id, err := task.ParseID(req.ID)
-	if err != nil {
-		return &task.FieldError{Field: "id", Msg: "is not a task id"}
-	}
-	if id.Region != a.n.cfg.Region {
-		return &task.FieldError{Field: "id", Msg: fmt.Sprintf("names home region %s; this is %s", id.Region, a.n.cfg.Region)}
-	}
-	sp, err := task.DecodeSpec(req.Spec)
-	if err != nil {
-		return prefixField("spec", err)
-	}
-	created, st, err := a.n.EnqueueFixed(r.Context(), req.ID, sp)
-	if err != nil {
-		return prefixField("spec", err)
-	}
-	writeJSON(w, http.StatusOK, apiv1.ScheduleEnqueueResponse{ID: req.ID, State: st, Created: created})
-	return nil
-}
-
-// prefixField names a nested object's field error from the outer object:
-// "tags.gpu" in "spec" becomes "spec.tags.gpu".
-func prefixField(prefix string, err error) error {
-	var fe *task.FieldError
-	if errors.As(err, &fe) {
-		f := prefix
-		if fe.Field != "" {
-			f += "." + fe.Field
-		}
-		return &task.FieldError{Field: f, Msg: fe.Msg}
-	}
-	return err
 }

@@ -1,10 +1,8 @@
-package federation
+package schedule
 
 import (
 	"context"
-	"encoding/binary"
 	"encoding/json"
-	"hash/fnv"
 	"net/http"
 	"sort"
 	"sync"
@@ -12,11 +10,11 @@ import (
 	"time"
 
 	"github.com/ax-sched/ax/apiv1"
+	"github.com/ax-sched/ax/internal/fedtest"
 	"github.com/ax-sched/ax/lease"
 	"github.com/ax-sched/ax/queue"
-	"github.com/ax-sched/ax/schedule"
 	"github.com/ax-sched/ax/task"
-	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
 	clientv3 "go.etcd.io/etcd/client/v3"
 )
 
@@ -25,8 +23,7 @@ import (
 type schedInstance struct {
 	id     string
 	region string
-	s      *schedule.Scheduler
-	reg    *prometheus.Registry // its metrics
+	s      *Scheduler
 	cli    *clientv3.Client
 	cancel context.CancelFunc
 	done   chan struct{}
@@ -34,130 +31,90 @@ type schedInstance struct {
 }
 
 // scheduler attaches a Scheduler to a region's server (its API serves the
-// schedule endpoints from then on); start runs it. now nil is the real clock.
+// schedule endpoints from then on); Start runs it. now nil is the real clock.
 func (f *fed) scheduler(regionName, id string, now func() time.Time) *schedInstance {
-	cli := f.etcd.Client()
-	reg := prometheus.NewRegistry()
-	s := schedule.New(cli, f.r(regionName).node(), schedule.Config{Region: regionName, Regions: regionNames,
-		ID: id, SessionTTL: testTTL, CallTimeout: 2 * time.Second, Registerer: reg,
-		Logger: f.log.With("server", regionName, "scheduler", id), Now: now})
-	f.r(regionName).serveSchedules(s)
-	return &schedInstance{id: id, region: regionName, s: s, reg: reg, cli: cli}
+	cli := f.Etcd.Client()
+	s := New(cli, f.R(regionName).Node(), Config{Region: regionName, Regions: fedtest.Regions,
+		ID: id, SessionTTL: testTTL, CallTimeout: 2 * time.Second,
+		Logger: f.Log.With("server", regionName, "scheduler", id), Now: now})
+	f.R(regionName).ServeSchedules(s)
+	return &schedInstance{id: id, region: regionName, s: s, cli: cli}
 }
 
-func (in *schedInstance) start(t *testing.T) *schedInstance {
+func (in *schedInstance) Start(t *testing.T) *schedInstance {
 	ctx, cancel := context.WithCancel(context.Background())
 	in.cancel, in.done = cancel, make(chan struct{})
 	go func() {
 		defer close(in.done)
 		_ = in.s.Run(ctx)
 	}()
-	t.Cleanup(in.stop)
+	t.Cleanup(in.Stop)
 	return in
 }
 
-// stop ends the instance gracefully (it resigns).
-func (in *schedInstance) stop() {
+// Stop ends the instance gracefully (it resigns).
+func (in *schedInstance) Stop() {
 	in.once.Do(func() {
 		in.cancel()
 		<-in.done
 	})
 }
 
-// crash ends it as a dead process would: its etcd client goes first, so its
+// Crash ends it as a dead process would: its etcd client goes first, so its
 // election key stays until the lease expires. It winds down in the
-// background (its etcd calls time out); stop waits for it.
-func (in *schedInstance) crash() {
+// background (its etcd calls time out); Stop waits for it.
+func (in *schedInstance) Crash() {
 	_ = in.cli.Close()
 	in.cancel()
 }
 
 func (f *fed) createSchedule(regionName, token string, body any) reply {
-	f.t.Helper()
-	return f.call(http.MethodPost, f.r(regionName).url()+"/v1/schedules", token, body)
+	f.T.Helper()
+	return f.Call(http.MethodPost, f.R(regionName).URL()+"/v1/schedules", token, body)
 }
 
-// schedState reads a schedule's state as the leader wrote it (the zero
-// State while it has none).
-func (f *fed) schedState(name string) schedule.State {
-	f.t.Helper()
-	resp, err := f.etcdCli.Get(context.Background(), "/ax/schedule-state/"+name)
+func (f *fed) schedStore() store {
+	return store{c: f.EtcdCli, prefix: "/ax/", timeout: 5 * time.Second}
+}
+
+func (f *fed) schedState(name string) State {
+	f.T.Helper()
+	st, _, err := f.schedStore().state(context.Background(), name)
 	if err != nil {
-		f.t.Fatal(err)
-	}
-	var st schedule.State
-	if len(resp.Kvs) > 0 {
-		_ = json.Unmarshal(resp.Kvs[0].Value, &st)
+		f.T.Fatal(err)
 	}
 	return st
 }
 
 // setLastSlot makes a schedule look as if its last slot handled was last.
 func (f *fed) setLastSlot(name string, last time.Time) {
-	f.t.Helper()
-	resp, err := f.etcdCli.Get(context.Background(), "/ax/schedules/"+name)
-	if err != nil || len(resp.Kvs) == 0 {
-		f.t.Fatalf("schedule %s: %v", name, err)
+	f.T.Helper()
+	sd, err := f.schedStore().get(context.Background(), name)
+	if err != nil {
+		f.T.Fatal(err)
 	}
-	b, _ := json.Marshal(schedule.State{DefRev: resp.Kvs[0].CreateRevision, LastSlot: last, LastOutcome: schedule.OutcomeFired})
-	if _, err := f.etcdCli.Put(context.Background(), "/ax/schedule-state/"+name, string(b)); err != nil {
-		f.t.Fatal(err)
+	b, _ := json.Marshal(State{DefRev: sd.rev, LastSlot: last, LastOutcome: OutcomeFired})
+	if _, err := f.EtcdCli.Put(context.Background(), "/ax/schedule-state/"+name, string(b)); err != nil {
+		f.T.Fatal(err)
 	}
 }
 
 // waitingTasks lists the PENDING and READY tasks of a type in one region.
 func (f *fed) waitingTasks(regionName, typ string) []*task.Task {
-	f.t.Helper()
+	f.T.Helper()
 	var out []*task.Task
-	err := f.r(regionName).store.Waiting(testCtx(f.t), queue.Filter{Type: typ}, func(ts []*task.Task) error {
+	err := f.R(regionName).Store.Waiting(fedtest.Ctx(f.T), queue.Filter{Type: typ}, func(ts []*task.Task) error {
 		out = append(out, ts...)
 		return nil
 	})
 	if err != nil {
-		f.t.Fatal(err)
+		f.T.Fatal(err)
 	}
 	return out
 }
 
-// fires is the instance's ax_schedule_fires_total{schedule=name,outcome}.
 func fires(in *schedInstance, name, outcome string) float64 {
-	mfs, err := in.reg.Gather()
-	if err != nil {
-		panic(err)
-	}
-	for _, mf := range mfs {
-		if mf.GetName() != "ax_schedule_fires_total" {
-			continue
-		}
-		for _, m := range mf.GetMetric() {
-			l := map[string]string{}
-			for _, p := range m.GetLabel() {
-				l[p.GetName()] = p.GetValue()
-			}
-			if l["schedule"] == name && l["outcome"] == outcome {
-				return m.GetCounter().GetValue()
-			}
-		}
-	}
-	return 0
-}
-
-// jitterOffset is schedule's: a run's delay after its slot, in [0, window),
-// from a hash of name and slot.
-// TODO(split): read it through schedule's export_test.go once this test
-// lives in package schedule_test.
-func jitterOffset(name string, slot time.Time, window time.Duration) time.Duration {
-	ms := window.Milliseconds()
-	if ms <= 0 {
-		return 0
-	}
-	h := fnv.New64a()
-	h.Write([]byte(name))
-	h.Write([]byte{0})
-	var b [8]byte
-	binary.BigEndian.PutUint64(b[:], uint64(slot.UnixMilli()))
-	h.Write(b[:])
-	return time.Duration(h.Sum64()%uint64(ms)) * time.Millisecond
+	return testutil.ToFloat64(in.s.fires.WithLabelValues(name, outcome))
 }
 
 // The acceptance test of issue 6 part 4: a schedule firing every second
@@ -178,14 +135,14 @@ func TestScheduleFailoverFiresEachSlotOnce(t *testing.T) {
 	// Home aws (the creating server's region); pinned there so no hand-off
 	// moves the tasks.
 	f.createSchedule(aws, tokOperator, spec{"name": name, "cron": "*/1 * * * * *",
-		"task": spec{"type": typ, "regions": []string{aws}}}).want(t, http.StatusCreated)
+		"task": spec{"type": typ, "regions": []string{aws}}}).Want(t, http.StatusCreated)
 
-	ctx := testCtx(t)
+	ctx := fedtest.Ctx(t)
 	leader := func() lease.Leader {
 		var ld lease.Leader
-		eventually(t, 15*time.Second, "a federation leader", func() bool {
+		fedtest.Eventually(t, 15*time.Second, "a federation leader", func() bool {
 			var err error
-			ld, err = lease.Observe(ctx, f.etcdCli, "/ax/elect/federation")
+			ld, err = lease.Observe(ctx, f.EtcdCli, "/ax/elect/federation")
 			return err == nil && inst[ld.Value] != nil && inst[ld.Value].s.Leading()
 		})
 		return ld
@@ -193,46 +150,46 @@ func TestScheduleFailoverFiresEachSlotOnce(t *testing.T) {
 	tokens := map[int64]bool{}
 	// gcp leads first (tasks cross to aws through /v1/internal/enqueue),
 	// then az, then aws (local enqueue).
-	inst["sched-"+gcp].start(t)
-	eventually(t, 10*time.Second, "gcp leads", inst["sched-"+gcp].s.Leading)
-	inst["sched-"+az].start(t)
-	inst["sched-"+aws].start(t)
+	inst["sched-"+gcp].Start(t)
+	fedtest.Eventually(t, 10*time.Second, "gcp leads", inst["sched-"+gcp].s.Leading)
+	inst["sched-"+az].Start(t)
+	inst["sched-"+aws].Start(t)
 	time.Sleep(5 * time.Second)
 
 	// 1. Depose the leader by revoking its lease: the next candidate takes
 	// over at once while the old leader may still be mid-firing.
 	l1 := leader()
 	tokens[l1.Token] = true
-	if _, err := f.etcdCli.Revoke(ctx, l1.Lease); err != nil {
+	if _, err := f.EtcdCli.Revoke(ctx, l1.Lease); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, 10*time.Second, "a new leader after the revoke", func() bool { return leader().Token != l1.Token })
+	fedtest.Eventually(t, 10*time.Second, "a new leader after the revoke", func() bool { return leader().Token != l1.Token })
 	time.Sleep(5 * time.Second)
 
 	// 2. Crash the leader: its key lives until its lease expires.
 	l2 := leader()
 	tokens[l2.Token] = true
-	inst[l2.Value].crash()
-	inst[l2.Value+"-2"] = f.scheduler(inst[l2.Value].region, l2.Value+"-2", nil).start(t)
+	inst[l2.Value].Crash()
+	inst[l2.Value+"-2"] = f.scheduler(inst[l2.Value].region, l2.Value+"-2", nil).Start(t)
 	time.Sleep(5 * time.Second)
 
 	// 3. Every scheduler dies at once; two come back 5 s later.
 	tokens[leader().Token] = true
 	outage := time.Now()
 	for _, in := range inst {
-		in.crash()
+		in.Crash()
 	}
 	time.Sleep(5 * time.Second)
 	back := time.Now()
-	again := []*schedInstance{f.scheduler(gcp, "sched-gcp-3", nil).start(t), f.scheduler(az, "sched-az-3", nil).start(t)}
-	eventually(t, 10*time.Second, "a leader after the outage", func() bool {
-		ld, err := lease.Observe(ctx, f.etcdCli, "/ax/elect/federation")
+	again := []*schedInstance{f.scheduler(gcp, "sched-gcp-3", nil).Start(t), f.scheduler(az, "sched-az-3", nil).Start(t)}
+	fedtest.Eventually(t, 10*time.Second, "a leader after the outage", func() bool {
+		ld, err := lease.Observe(ctx, f.EtcdCli, "/ax/elect/federation")
 		return err == nil && !tokens[ld.Token] && f.schedState(name).Leader == ld.Token
 	})
 	time.Sleep(3 * time.Second)
 	tokens[f.schedState(name).Leader] = true
 	for _, in := range again {
-		in.stop()
+		in.Stop()
 	}
 	if len(tokens) < 4 {
 		t.Errorf("%d leadership terms, want at least 4", len(tokens))
@@ -251,7 +208,7 @@ func TestScheduleFailoverFiresEachSlotOnce(t *testing.T) {
 		if err != nil {
 			t.Fatalf("task %s: %v", tk.ID, err)
 		}
-		if want := schedule.TaskID(name, p.Time, aws); tk.ID != want || p.Time.UnixMilli()%1000 != 0 {
+		if want := TaskID(name, p.Time, aws); tk.ID != want || p.Time.UnixMilli()%1000 != 0 {
 			t.Errorf("task %s is not the derived id of a slot (want %s)", tk.ID, want)
 		}
 		if prev := bySlot[p.Time.Unix()]; prev != nil {
@@ -318,19 +275,19 @@ func TestScheduleOverlap(t *testing.T) {
 	// forbid's tasks go to aws/gpu, replace's to aws/cpu, so each claim
 	// takes its own schedule's task.
 	f.createSchedule(aws, tokOperator, spec{"name": "guarded", "cron": "*/1 * * * * *", "overlap": "forbid",
-		"task": spec{"type": "sched.guarded", "regions": []string{aws}, "tags": spec{"gpu": "l4"}}}).want(t, http.StatusCreated)
+		"task": spec{"type": "sched.guarded", "regions": []string{aws}, "tags": spec{"gpu": "l4"}}}).Want(t, http.StatusCreated)
 	f.createSchedule(aws, tokOperator, spec{"name": "replacer", "cron": "*/2 * * * * *", "overlap": "replace",
-		"task": spec{"type": "sched.replacer", "regions": []string{aws}, "tags": spec{"class": "on-demand"}}}).want(t, http.StatusCreated)
-	in.start(t)
-	st := f.r(aws).store
-	ctx := testCtx(t)
+		"task": spec{"type": "sched.replacer", "regions": []string{aws}, "tags": spec{"class": "on-demand"}}}).Want(t, http.StatusCreated)
+	in.Start(t)
+	st := f.R(aws).Store
+	ctx := fedtest.Ctx(t)
 
 	// claim claims the schedule's waiting task in pool: its latest run
 	// (forbid fires no other; replace cancels the older one before firing).
 	claim := func(t *testing.T, name, pool string) *task.Task {
 		t.Helper()
 		var got *task.Task
-		eventually(t, 10*time.Second, name+" fires and its run is claimed", func() bool {
+		fedtest.Eventually(t, 10*time.Second, name+" fires and its run is claimed", func() bool {
 			ts, err := st.Claim(ctx, queue.ClaimRequest{Pool: pool, Worker: "w-" + name, N: 1})
 			if err != nil || len(ts) == 0 {
 				return false
@@ -338,7 +295,7 @@ func TestScheduleOverlap(t *testing.T) {
 			got = ts[0]
 			return true
 		})
-		if p, err := task.ParseID(got.ID); err != nil || got.ID != schedule.TaskID(name, p.Time, aws) {
+		if p, err := task.ParseID(got.ID); err != nil || got.ID != TaskID(name, p.Time, aws) {
 			t.Fatalf("claimed %s, not a run of %s", got.ID, name)
 		}
 		return got
@@ -346,10 +303,10 @@ func TestScheduleOverlap(t *testing.T) {
 
 	t.Run("forbid", func(t *testing.T) {
 		run := claim(t, "guarded", poolGPU)
-		eventually(t, 10*time.Second, "two slots skipped", func() bool {
-			return fires(in, "guarded", schedule.OutcomeSkippedOverlap) >= 2
+		fedtest.Eventually(t, 10*time.Second, "two slots skipped", func() bool {
+			return fires(in, "guarded", OutcomeSkippedOverlap) >= 2
 		})
-		if s := f.schedState("guarded"); s.LastOutcome != schedule.OutcomeSkippedOverlap || s.LastTaskID != run.ID {
+		if s := f.schedState("guarded"); s.LastOutcome != OutcomeSkippedOverlap || s.LastTaskID != run.ID {
 			t.Errorf("state %+v, want the last slot skipped and %s the last task", s, run.ID)
 		}
 		if ts := f.waitingTasks(aws, "sched.guarded"); len(ts) != 0 {
@@ -358,9 +315,9 @@ func TestScheduleOverlap(t *testing.T) {
 		if errs, err := st.Complete(ctx, queue.Completion{ID: run.ID, Token: run.LeaseToken}); err != nil || errs[0] != nil {
 			t.Fatalf("complete: %v %v", err, errs)
 		}
-		eventually(t, 5*time.Second, "a new run once the first finished", func() bool {
+		fedtest.Eventually(t, 5*time.Second, "a new run once the first finished", func() bool {
 			s := f.schedState("guarded")
-			return s.LastOutcome == schedule.OutcomeFired && s.LastTaskID != run.ID
+			return s.LastOutcome == OutcomeFired && s.LastTaskID != run.ID
 		})
 	})
 
@@ -368,7 +325,7 @@ func TestScheduleOverlap(t *testing.T) {
 		run := claim(t, "replacer", poolCPU)
 		p, _ := task.ParseID(run.ID)
 		var next string
-		eventually(t, 5*time.Second, "the next slot fires", func() bool {
+		fedtest.Eventually(t, 5*time.Second, "the next slot fires", func() bool {
 			s := f.schedState("replacer")
 			next = s.LastTaskID
 			return s.LastFiredSlot != nil && s.LastFiredSlot.After(p.Time)
@@ -381,7 +338,7 @@ func TestScheduleOverlap(t *testing.T) {
 			t.Errorf("the running run was not asked to stop: %s cancel_requested=%v", tk.State, tk.CancelRequested)
 		}
 		// The next slot replaces the waiting run at once (READY → CANCELED).
-		eventually(t, 5*time.Second, next+" replaced by the slot after", func() bool {
+		fedtest.Eventually(t, 5*time.Second, next+" replaced by the slot after", func() bool {
 			tk, err := st.Get(ctx, next)
 			return err == nil && tk.State == task.Canceled && f.schedState("replacer").LastTaskID != next
 		})
@@ -419,15 +376,15 @@ func TestScheduleMisfire(t *testing.T) {
 	}
 	for _, c := range cases {
 		c.body["name"] = c.name
-		f.createSchedule(aws, tokOperator, c.body).want(t, http.StatusCreated)
+		f.createSchedule(aws, tokOperator, c.body).Want(t, http.StatusCreated)
 		f.setLastSlot(c.name, F.Add(-20*time.Second))
 	}
 	paused := every(spec{"name": "mf-paused", "paused": true})
-	f.createSchedule(aws, tokOperator, paused).want(t, http.StatusCreated)
+	f.createSchedule(aws, tokOperator, paused).Want(t, http.StatusCreated)
 	f.setLastSlot("mf-paused", F.Add(-20*time.Second))
-	in.start(t)
+	in.Start(t)
 
-	ctx := testCtx(t)
+	ctx := fedtest.Ctx(t)
 	check := func(t *testing.T, name string, fired []int) {
 		t.Helper()
 		want := map[int]bool{}
@@ -436,7 +393,7 @@ func TestScheduleMisfire(t *testing.T) {
 		}
 		for s := 19; s >= 0; s-- {
 			slot := F.Add(-time.Duration(s) * time.Second)
-			_, err := f.r(aws).store.Get(ctx, schedule.TaskID(name, slot, aws))
+			_, err := f.R(aws).Store.Get(ctx, TaskID(name, slot, aws))
 			if got := err == nil; got != want[s] {
 				t.Errorf("slot F-%ds: task %v, want %v (err %v)", s, got, want[s], err)
 			}
@@ -444,19 +401,19 @@ func TestScheduleMisfire(t *testing.T) {
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			eventually(t, 10*time.Second, c.name+" reaches F", func() bool { return f.schedState(c.name).LastSlot.Equal(F) })
+			fedtest.Eventually(t, 10*time.Second, c.name+" reaches F", func() bool { return f.schedState(c.name).LastSlot.Equal(F) })
 			check(t, c.name, c.fired)
-			if got := fires(in, c.name, schedule.OutcomeMisfireSkipped); got != c.skipped {
+			if got := fires(in, c.name, OutcomeMisfireSkipped); got != c.skipped {
 				t.Errorf("misfire_skipped %v, want %v", got, c.skipped)
 			}
-			if got := fires(in, c.name, schedule.OutcomeFired); got != float64(len(c.fired)) {
+			if got := fires(in, c.name, OutcomeFired); got != float64(len(c.fired)) {
 				t.Errorf("fired %v, want %d", got, len(c.fired))
 			}
 		})
 	}
 	t.Run("jitter delays the run", func(t *testing.T) {
 		off := jitterOffset("mf-jitter", F, 900*time.Millisecond)
-		tk, err := f.r(aws).store.Get(ctx, schedule.TaskID("mf-jitter", F, aws))
+		tk, err := f.R(aws).Store.Get(ctx, TaskID("mf-jitter", F, aws))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -470,11 +427,11 @@ func TestScheduleMisfire(t *testing.T) {
 		}
 		check(t, "mf-paused", nil)
 		var st apiv1.ScheduleStatus
-		f.call(http.MethodPost, f.r(aws).url()+"/v1/schedules/mf-paused/resume", tokOperator, nil).want(t, http.StatusOK).json(t, &st)
+		f.Call(http.MethodPost, f.R(aws).URL()+"/v1/schedules/mf-paused/resume", tokOperator, nil).Want(t, http.StatusOK).JSON(t, &st)
 		if st.Paused || st.NextSlot == nil {
 			t.Errorf("resumed: %+v", st)
 		}
-		eventually(t, 10*time.Second, "mf-paused reaches F", func() bool { return f.schedState("mf-paused").LastSlot.Equal(F) })
+		fedtest.Eventually(t, 10*time.Second, "mf-paused reaches F", func() bool { return f.schedState("mf-paused").LastSlot.Equal(F) })
 		check(t, "mf-paused", []int{3, 2, 1, 0}) // fire_once over the paused gap
 	})
 }
@@ -484,7 +441,7 @@ func TestScheduleMisfire(t *testing.T) {
 func TestScheduleAPI(t *testing.T) {
 	t.Parallel()
 	f := newFed(t)
-	for _, r := range regionNames {
+	for _, r := range fedtest.Regions {
 		f.scheduler(r, "sched-"+r, nil) // attached, not running: the API needs only etcd
 	}
 	base := func() spec {
@@ -528,26 +485,26 @@ func TestScheduleAPI(t *testing.T) {
 	}
 	for _, tc := range invalid {
 		t.Run("400 "+tc.name, func(t *testing.T) {
-			rep := f.createSchedule(aws, tokOperator, tc.body).want(t, http.StatusBadRequest)
-			if e := rep.err(t); e.Field != tc.field {
+			rep := f.createSchedule(aws, tokOperator, tc.body).Want(t, http.StatusBadRequest)
+			if e := rep.Err(t); e.Field != tc.field {
 				t.Errorf("field %q, want %q (%s)", e.Field, tc.field, e.Message)
 			}
 		})
 	}
 	t.Run("roles and tenants", func(t *testing.T) {
-		f.createSchedule(aws, tokAcme, base()).want(t, http.StatusForbidden)
-		rep := f.createSchedule(aws, tokGlobexOps, task("tenant", "acme")).want(t, http.StatusForbidden)
-		if e := rep.err(t); e.Field != "task.tenant" {
+		f.createSchedule(aws, tokAcme, base()).Want(t, http.StatusForbidden)
+		rep := f.createSchedule(aws, tokGlobexOps, task("tenant", "acme")).Want(t, http.StatusForbidden)
+		if e := rep.Err(t); e.Field != "task.tenant" {
 			t.Errorf("field %q, want task.tenant", e.Field)
 		}
-		f.call(http.MethodPost, f.r(aws).url()+"/v1/internal/enqueue", tokOperator,
-			spec{"id": schedule.TaskID("x", time.Now(), aws), "spec": spec{"type": "x"}}).want(t, http.StatusForbidden)
+		f.Call(http.MethodPost, f.R(aws).URL()+"/v1/internal/enqueue", tokOperator,
+			spec{"id": TaskID("x", time.Now(), aws), "spec": spec{"type": "x"}}).Want(t, http.StatusForbidden)
 	})
 
-	url := f.r(aws).url() + "/v1/schedules"
+	url := f.R(aws).URL() + "/v1/schedules"
 	var created apiv1.ScheduleStatus
-	f.createSchedule(aws, tokOperator, base()).want(t, http.StatusCreated).json(t, &created)
-	if created.HomeRegion != aws || created.Misfire != schedule.MisfireFireOnce || created.Overlap != schedule.OverlapAllow ||
+	f.createSchedule(aws, tokOperator, base()).Want(t, http.StatusCreated).JSON(t, &created)
+	if created.HomeRegion != aws || created.Misfire != MisfireFireOnce || created.Overlap != OverlapAllow ||
 		created.NextSlot == nil || created.LastFiredSlot != nil || created.CreatedBy != "oncall" {
 		t.Errorf("created: %+v", created)
 	}
@@ -555,68 +512,68 @@ func TestScheduleAPI(t *testing.T) {
 	if next := created.NextSlot.In(paris); next.Hour() != 2 || next.Minute() != 0 || !next.After(time.Now()) {
 		t.Errorf("next slot %v, want 02:00 Paris time", created.NextSlot)
 	}
-	rep := f.createSchedule(gcp, tokOperator, base()).want(t, http.StatusConflict)
-	if e := rep.err(t); e.Field != "name" {
+	rep := f.createSchedule(gcp, tokOperator, base()).Want(t, http.StatusConflict)
+	if e := rep.Err(t); e.Field != "name" {
 		t.Errorf("409 names %q, want name", e.Field)
 	}
 	// A schedule created on gcp is homed there; every server sees both.
 	var onGCP apiv1.ScheduleStatus
 	f.createSchedule(gcp, tokGlobexOps, spec{"name": "globex-hourly", "cron": "@hourly", "task": spec{"type": "etl"}}).
-		want(t, http.StatusCreated).json(t, &onGCP)
+		Want(t, http.StatusCreated).JSON(t, &onGCP)
 	if onGCP.HomeRegion != gcp || onGCP.Task.Tenant != "globex" {
 		t.Errorf("created on gcp by globex: home %s tenant %q", onGCP.HomeRegion, onGCP.Task.Tenant)
 	}
 	var list apiv1.ScheduleList
-	f.call(http.MethodGet, f.r(az).url()+"/v1/schedules", tokOperator, nil).want(t, http.StatusOK).json(t, &list)
+	f.Call(http.MethodGet, f.R(az).URL()+"/v1/schedules", tokOperator, nil).Want(t, http.StatusOK).JSON(t, &list)
 	if len(list.Schedules) != 2 || list.Schedules[0].Name != "globex-hourly" || list.Schedules[1].Name != "nightly" {
 		t.Errorf("list: %+v", list)
 	}
-	f.call(http.MethodGet, f.r(az).url()+"/v1/schedules", tokGlobex, nil).want(t, http.StatusOK).json(t, &list)
+	f.Call(http.MethodGet, f.R(az).URL()+"/v1/schedules", tokGlobex, nil).Want(t, http.StatusOK).JSON(t, &list)
 	if len(list.Schedules) != 1 || list.Schedules[0].Name != "globex-hourly" {
 		t.Errorf("globex sees %+v, want only its own", list)
 	}
-	f.call(http.MethodGet, url+"/nightly", tokGlobex, nil).want(t, http.StatusNotFound)
-	f.call(http.MethodPost, url+"/nightly/pause", tokGlobexOps, nil).want(t, http.StatusNotFound)
+	f.Call(http.MethodGet, url+"/nightly", tokGlobex, nil).Want(t, http.StatusNotFound)
+	f.Call(http.MethodPost, url+"/nightly/pause", tokGlobexOps, nil).Want(t, http.StatusNotFound)
 
 	var st apiv1.ScheduleStatus
-	f.call(http.MethodPost, url+"/nightly/pause", tokOperator, nil).want(t, http.StatusOK).json(t, &st)
+	f.Call(http.MethodPost, url+"/nightly/pause", tokOperator, nil).Want(t, http.StatusOK).JSON(t, &st)
 	if !st.Paused || st.NextSlot != nil {
 		t.Errorf("paused: %+v", st)
 	}
-	f.call(http.MethodGet, f.r(gcp).url()+"/v1/schedules/nightly", tokAcme, nil).want(t, http.StatusOK).json(t, &st)
+	f.Call(http.MethodGet, f.R(gcp).URL()+"/v1/schedules/nightly", tokAcme, nil).Want(t, http.StatusOK).JSON(t, &st)
 	if !st.Paused {
 		t.Errorf("gcp reads it unpaused")
 	}
-	f.call(http.MethodPost, url+"/nightly/resume", tokOperator, nil).want(t, http.StatusOK).json(t, &st)
+	f.Call(http.MethodPost, url+"/nightly/resume", tokOperator, nil).Want(t, http.StatusOK).JSON(t, &st)
 	if st.Paused || st.NextSlot == nil {
 		t.Errorf("resumed: %+v", st)
 	}
-	f.call(http.MethodPost, url+"/nightly/pause", tokAcme, nil).want(t, http.StatusForbidden)
-	f.call(http.MethodDelete, url+"/nightly", tokOperator, nil).want(t, http.StatusOK)
-	f.call(http.MethodDelete, url+"/nightly", tokOperator, nil).want(t, http.StatusNotFound)
-	f.call(http.MethodGet, url+"/nightly", tokOperator, nil).want(t, http.StatusNotFound)
-	f.call(http.MethodPost, url+"/nightly/resume", tokOperator, nil).want(t, http.StatusNotFound)
+	f.Call(http.MethodPost, url+"/nightly/pause", tokAcme, nil).Want(t, http.StatusForbidden)
+	f.Call(http.MethodDelete, url+"/nightly", tokOperator, nil).Want(t, http.StatusOK)
+	f.Call(http.MethodDelete, url+"/nightly", tokOperator, nil).Want(t, http.StatusNotFound)
+	f.Call(http.MethodGet, url+"/nightly", tokOperator, nil).Want(t, http.StatusNotFound)
+	f.Call(http.MethodPost, url+"/nightly/resume", tokOperator, nil).Want(t, http.StatusNotFound)
 
 	t.Run("internal enqueue", func(t *testing.T) {
 		slot := time.Now().Truncate(time.Second)
-		id := schedule.TaskID("nightly", slot, aws)
+		id := TaskID("nightly", slot, aws)
 		enqueue := func(region, id string) reply {
-			return f.call(http.MethodPost, f.r(region).url()+"/v1/internal/enqueue", tokCluster,
+			return f.Call(http.MethodPost, f.R(region).URL()+"/v1/internal/enqueue", tokCluster,
 				spec{"id": id, "spec": spec{"type": "report.generate", "regions": []string{aws}}})
 		}
 		var r apiv1.ScheduleEnqueueResponse
-		enqueue(aws, id).want(t, http.StatusOK).json(t, &r)
+		enqueue(aws, id).Want(t, http.StatusOK).JSON(t, &r)
 		if !r.Created || r.ID != id {
 			t.Errorf("first: %+v", r)
 		}
-		enqueue(aws, id).want(t, http.StatusOK).json(t, &r)
+		enqueue(aws, id).Want(t, http.StatusOK).JSON(t, &r)
 		if r.Created {
 			t.Errorf("second enqueue of one id created it again")
 		}
-		if e := enqueue(gcp, id).want(t, http.StatusBadRequest).err(t); e.Field != "id" {
+		if e := enqueue(gcp, id).Want(t, http.StatusBadRequest).Err(t); e.Field != "id" {
 			t.Errorf("an id of another region: field %q", e.Field)
 		}
-		if e := enqueue(aws, "nope").want(t, http.StatusBadRequest).err(t); e.Field != "id" {
+		if e := enqueue(aws, "nope").Want(t, http.StatusBadRequest).Err(t); e.Field != "id" {
 			t.Errorf("a malformed id: field %q", e.Field)
 		}
 	})

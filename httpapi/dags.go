@@ -1,14 +1,12 @@
-package federation
+package httpapi
 
 import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
-	"io"
 	"net/http"
-	"strings"
+	"reflect"
 
 	"github.com/ax-sched/ax/apiv1"
 	"github.com/ax-sched/ax/queue"
@@ -28,7 +26,7 @@ type DAGs interface {
 }
 
 // dagRoutes registers POST /v1/dags, GET /v1/dags/{id} and POST
-// /v1/dags/{id}/cancel (called by NewAPI).
+// /v1/dags/{id}/cancel (called by New).
 func (a *API) dagRoutes() {
 	a.route("POST /v1/dags", RoleSubmitter, a.createDAG)
 	a.route("GET /v1/dags/{id}", RoleSubmitter, a.getDAG)
@@ -82,10 +80,6 @@ func (a *API) createDAG(w http.ResponseWriter, r *http.Request, p Principal) err
 		req.Tenant = p.Tenant
 	}
 	st, err := dags.Create(r.Context(), &req)
-	var fe *task.FieldError
-	if errors.As(err, &fe) && strings.HasSuffix(fe.Field, ".task.payload") && strings.HasPrefix(fe.Msg, "larger than") {
-		return &apiError{status: 413, code: apiv1.CodeTooLarge, msg: fe.Error(), field: fe.Field}
-	}
 	if err != nil {
 		return err
 	}
@@ -95,29 +89,25 @@ func (a *API) createDAG(w http.ResponseWriter, r *http.Request, p Principal) err
 
 // decodeDAGNode strictly decodes node i; errors name nodes[i].<field>.
 func decodeDAGNode(i int, raw json.RawMessage) (apiv1.DAGNodeSpec, error) {
-	dec := json.NewDecoder(bytes.NewReader(raw))
-	dec.DisallowUnknownFields()
 	var nd apiv1.DAGNodeSpec
-	err := dec.Decode(&nd)
+	err := decodeStrict(raw, &nd)
 	if err == nil {
 		return nd, nil
 	}
-	var te *json.UnmarshalTypeError
-	if errors.As(err, &te) {
-		if te.Field == "" {
-			return nd, &task.FieldError{Field: fmt.Sprintf("nodes[%d]", i), Msg: "must be an object"}
-		}
-		return nd, &task.FieldError{Field: fmt.Sprintf("nodes[%d].%s", i, te.Field), Msg: "must be " + te.Type.String()}
+	fe := err.fieldError("a node is an object")
+	switch {
+	case err.fault == faultNotObject:
+		fe.Msg = "must be an object"
+	case err.fault == faultUnknown && isSpecField(err.field):
+		fe.Msg = `unknown field: a node's task spec goes under "task"`
 	}
-	if f, ok := strings.CutPrefix(err.Error(), "json: unknown field "); ok {
-		f = strings.Trim(f, `"`)
-		msg := "unknown field"
-		if _, serr := task.DecodeSpec([]byte(`{"` + f + `":null}`)); serr == nil {
-			msg = `unknown field: a node's task spec goes under "task"`
-		}
-		return nd, &task.FieldError{Field: fmt.Sprintf("nodes[%d].%s", i, f), Msg: msg}
-	}
-	return nd, &task.FieldError{Field: fmt.Sprintf("nodes[%d]", i), Msg: "invalid JSON: " + strings.TrimPrefix(err.Error(), "json: ")}
+	return nd, fe.Under(fmt.Sprintf("nodes[%d]", i))
+}
+
+// isSpecField reports whether key is a field of a task spec (a node that
+// has one is a spec written where its "task" should be).
+func isSpecField(key string) bool {
+	return fieldNames(reflect.TypeFor[task.Spec](), nil).has(key)
 }
 
 func (a *API) getDAG(w http.ResponseWriter, r *http.Request, p Principal) error {
@@ -164,24 +154,18 @@ func (a *API) cancelDAG(w http.ResponseWriter, r *http.Request, p Principal) err
 // emptyBody accepts a request without a body, or with {}: the body of an
 // action that takes no arguments.
 func emptyBody(w http.ResponseWriter, r *http.Request) error {
-	r.Body = http.MaxBytesReader(w, r.Body, 4<<10)
-	b, err := io.ReadAll(r.Body)
+	b, err := readBody(w, r, 4<<10)
 	if err != nil {
 		return err
 	}
 	if len(bytes.TrimSpace(b)) == 0 {
 		return nil
 	}
-	dec := json.NewDecoder(bytes.NewReader(b))
-	dec.DisallowUnknownFields()
 	var none struct{}
-	if err := dec.Decode(&none); err != nil {
-		if f, ok := strings.CutPrefix(err.Error(), "json: unknown field "); ok {
-			return &task.FieldError{Field: strings.Trim(f, `"`), Msg: "unknown field: this action takes no arguments"}
+	if derr := decodeStrict(b, &none); derr != nil {
+		if derr.fault == faultUnknown {
+			return &task.FieldError{Field: derr.field, Msg: "unknown field: this action takes no arguments"}
 		}
-		return &task.FieldError{Msg: "the body must be empty or {}"}
-	}
-	if dec.More() {
 		return &task.FieldError{Msg: "the body must be empty or {}"}
 	}
 	return nil

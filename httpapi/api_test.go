@@ -1,4 +1,4 @@
-package federation
+package httpapi_test
 
 import (
 	"fmt"
@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/ax-sched/ax/apiv1"
+	"github.com/ax-sched/ax/internal/fedtest"
 	"github.com/ax-sched/ax/queue"
 	"github.com/ax-sched/ax/task"
 )
@@ -17,24 +18,24 @@ import (
 // every error body is {"error":{"code","message"[,"field"]}}.
 func TestAPIContract(t *testing.T) {
 	// AWS's L4 pool holds 4 with one slot: 429 comes quickly.
-	f := newFed(t, withCapacity(aws, poolGPU, 4))
-	ctx := testCtx(t)
-	tasks := f.r(aws).url() + "/v1/tasks"
+	f := newFed(t, fedtest.WithCapacity(aws, poolGPU, 4))
+	ctx := fedtest.Ctx(t)
+	tasks := f.R(aws).URL() + "/v1/tasks"
 	// Local work: it stays in AWS (AWS spot is its cheapest pool).
 	local := func(typ string) spec { return spec{"type": typ, "tags": x86, "regions": []string{aws}} }
 
 	t.Run("health, readiness, metrics, dashboard", func(t *testing.T) {
-		rep := f.call(http.MethodGet, f.r(aws).url()+"/healthz", "", nil).want(t, http.StatusOK)
+		rep := f.Call(http.MethodGet, f.R(aws).URL()+"/healthz", "", nil).Want(t, http.StatusOK)
 		if strings.TrimSpace(string(rep.Body)) != "ok" {
 			t.Fatalf("healthz: %q", rep.Body)
 		}
 		var ready map[string]any
-		f.call(http.MethodGet, f.r(aws).url()+"/readyz", "", nil).want(t, http.StatusOK).json(t, &ready)
+		f.Call(http.MethodGet, f.R(aws).URL()+"/readyz", "", nil).Want(t, http.StatusOK).JSON(t, &ready)
 		if ready["ready"] != true || ready["region"] != aws || ready["global_view"] != true {
 			t.Fatalf("readyz: %v", ready)
 		}
-		f.submitOK(aws, tokAcme, local("metrics.probe"))
-		rep = f.call(http.MethodGet, f.r(aws).url()+"/metrics", "", nil).want(t, http.StatusOK)
+		f.SubmitOK(aws, tokAcme, local("metrics.probe"))
+		rep = f.Call(http.MethodGet, f.R(aws).URL()+"/metrics", "", nil).Want(t, http.StatusOK)
 		for _, m := range []string{"ax_tasks_submitted_total", "ax_http_requests_total", "ax_pool_",
 			`ax_placement_decisions_total{pool="cpu-spot",region="aws-use1"}`} {
 			if !strings.Contains(string(rep.Body), m) {
@@ -44,7 +45,7 @@ func TestAPIContract(t *testing.T) {
 		if !strings.Contains(string(rep.Body), `ax_tasks_submitted_total{region="aws-use1",tenant="acme",type="metrics.probe"} 1`) {
 			t.Errorf("submitted counter not counted by region, tenant, type")
 		}
-		rep = f.call(http.MethodGet, f.r(aws).url()+"/", "", nil).want(t, http.StatusOK)
+		rep = f.Call(http.MethodGet, f.R(aws).URL()+"/", "", nil).Want(t, http.StatusOK)
 		if !strings.Contains(string(rep.Body), "/v1/regions") {
 			t.Errorf("dashboard does not poll /v1/regions")
 		}
@@ -57,16 +58,16 @@ func TestAPIContract(t *testing.T) {
 			{http.MethodPost, "/v1/internal/handoff"}, {http.MethodGet, "/v1/tasks/0000000000000000.0.aws-use1"},
 		} {
 			for _, tok := range []string{"", tokUnknown} {
-				rep := f.call(ep.method, f.r(aws).url()+ep.path, tok, spec{"type": "x"}).want(t, http.StatusUnauthorized)
-				if rep.err(t).Code != apiv1.CodeUnauthorized || rep.Header.Get("WWW-Authenticate") == "" {
+				rep := f.Call(ep.method, f.R(aws).URL()+ep.path, tok, spec{"type": "x"}).Want(t, http.StatusUnauthorized)
+				if rep.Err(t).Code != apiv1.CodeUnauthorized || rep.Header.Get("WWW-Authenticate") == "" {
 					t.Fatalf("%s %s token %q: %s %v", ep.method, ep.path, tok, rep.Body, rep.Header)
 				}
 			}
 		}
 		// "Bearer" is required; a bare token is not one.
-		req, _ := http.NewRequest(http.MethodGet, f.r(aws).url()+"/v1/regions", nil)
+		req, _ := http.NewRequest(http.MethodGet, f.R(aws).URL()+"/v1/regions", nil)
 		req.Header.Set("Authorization", tokAdmin)
-		resp, err := f.http.Do(req)
+		resp, err := f.HTTP.Do(req)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -77,31 +78,31 @@ func TestAPIContract(t *testing.T) {
 	})
 
 	t.Run("403 for roles, tenants and the hand-off endpoint", func(t *testing.T) {
-		sr := f.submitOK(aws, tokAcme, local("forbidden.probe"))
+		sr := f.SubmitOK(aws, tokAcme, local("forbidden.probe"))
 		for _, path := range []string{"/cancel", "/replay", "/priority"} {
-			rep := f.call(http.MethodPost, tasks+"/"+sr.ID+path, tokAcme, spec{"priority": 1}).want(t, http.StatusForbidden)
-			if rep.err(t).Code != apiv1.CodeForbidden {
+			rep := f.Call(http.MethodPost, tasks+"/"+sr.ID+path, tokAcme, spec{"priority": 1}).Want(t, http.StatusForbidden)
+			if rep.Err(t).Code != apiv1.CodeForbidden {
 				t.Fatalf("%s: %s", path, rep.Body)
 			}
 		}
-		f.call(http.MethodPost, tasks+"/cancel", tokAcme, spec{"type": "x"}).want(t, http.StatusForbidden)
-		f.call(http.MethodPost, f.r(aws).url()+"/v1/regions/"+aws+"/drain", tokGlobex, nil).want(t, http.StatusForbidden)
+		f.Call(http.MethodPost, tasks+"/cancel", tokAcme, spec{"type": "x"}).Want(t, http.StatusForbidden)
+		f.Call(http.MethodPost, f.R(aws).URL()+"/v1/regions/"+aws+"/drain", tokGlobex, nil).Want(t, http.StatusForbidden)
 		// Another tenant's name in the spec.
-		rep := f.submit(aws, tokAcme, spec{"type": "x", "tenant": "globex"}).want(t, http.StatusForbidden)
-		if rep.err(t).Field != "tenant" {
+		rep := f.Submit(aws, tokAcme, spec{"type": "x", "tenant": "globex"}).Want(t, http.StatusForbidden)
+		if rep.Err(t).Field != "tenant" {
 			t.Fatalf("tenant mismatch: %s", rep.Body)
 		}
 		// The hand-off endpoint takes only the cluster token, not even an admin's.
 		body := apiv1.HandOff{ID: sr.ID, Pool: poolSpot, Spec: []byte(`{"type":"x"}`)}
 		for _, tok := range []string{tokAdmin, tokOperator, tokAcme} {
-			rep := f.call(http.MethodPost, f.r(gcp).url()+"/v1/internal/handoff", tok, body).want(t, http.StatusForbidden)
-			if !strings.Contains(rep.err(t).Message, "cluster token") {
+			rep := f.Call(http.MethodPost, f.R(gcp).URL()+"/v1/internal/handoff", tok, body).Want(t, http.StatusForbidden)
+			if !strings.Contains(rep.Err(t).Message, "cluster token") {
 				t.Fatalf("hand-off with %s: %s", tok, rep.Body)
 			}
 		}
 		// The cluster token is refused an unknown pool (a definite refusal).
 		body.Pool = "no-such-pool"
-		f.call(http.MethodPost, f.r(gcp).url()+"/v1/internal/handoff", tokCluster, body).want(t, http.StatusUnprocessableEntity)
+		f.Call(http.MethodPost, f.R(gcp).URL()+"/v1/internal/handoff", tokCluster, body).Want(t, http.StatusUnprocessableEntity)
 	})
 
 	t.Run("400 names the field", func(t *testing.T) {
@@ -137,8 +138,8 @@ func TestAPIContract(t *testing.T) {
 		}
 		for _, tc := range cases {
 			t.Run(tc.name, func(t *testing.T) {
-				rep := f.call(http.MethodPost, tasks, tokAcme, tc.body).want(t, http.StatusBadRequest)
-				e := rep.err(t)
+				rep := f.Call(http.MethodPost, tasks, tokAcme, tc.body).Want(t, http.StatusBadRequest)
+				e := rep.Err(t)
 				if e.Code != apiv1.CodeInvalid || e.Field != tc.field {
 					t.Fatalf("code %q field %q, want %q %q: %s", e.Code, e.Field, apiv1.CodeInvalid, tc.field, rep.Body)
 				}
@@ -147,48 +148,48 @@ func TestAPIContract(t *testing.T) {
 	})
 
 	t.Run("404 for another tenant's task, a malformed id, an unknown one", func(t *testing.T) {
-		sr := f.submitOK(aws, tokAcme, local("tenant.private"))
-		for _, srv := range regionNames { // the home region and forwarded
-			_, rep := f.getTask(srv, tokGlobex, sr.ID)
-			rep.want(t, http.StatusNotFound)
-			f.call(http.MethodGet, f.r(srv).url()+"/v1/tasks/"+sr.ID+"/trail", tokGlobex, nil).want(t, http.StatusNotFound)
-			f.call(http.MethodPost, f.r(srv).url()+"/v1/tasks/"+sr.ID+"/cancel", tokGlobexOps, nil).want(t, http.StatusNotFound)
-			f.call(http.MethodPost, f.r(srv).url()+"/v1/tasks/"+sr.ID+"/priority", tokGlobexOps, spec{"priority": 0}).want(t, http.StatusNotFound)
+		sr := f.SubmitOK(aws, tokAcme, local("tenant.private"))
+		for _, srv := range fedtest.Regions { // the home region and forwarded
+			_, rep := f.GetTask(srv, tokGlobex, sr.ID)
+			rep.Want(t, http.StatusNotFound)
+			f.Call(http.MethodGet, f.R(srv).URL()+"/v1/tasks/"+sr.ID+"/trail", tokGlobex, nil).Want(t, http.StatusNotFound)
+			f.Call(http.MethodPost, f.R(srv).URL()+"/v1/tasks/"+sr.ID+"/cancel", tokGlobexOps, nil).Want(t, http.StatusNotFound)
+			f.Call(http.MethodPost, f.R(srv).URL()+"/v1/tasks/"+sr.ID+"/priority", tokGlobexOps, spec{"priority": 0}).Want(t, http.StatusNotFound)
 			// Its owner sees it from every server.
-			tk, rep := f.getTask(srv, tokAcme, sr.ID)
-			rep.want(t, http.StatusOK)
+			tk, rep := f.GetTask(srv, tokAcme, sr.ID)
+			rep.Want(t, http.StatusOK)
 			if tk.ID != sr.ID || tk.Tenant != "acme" || tk.HeldBy != aws {
 				t.Fatalf("GET on %s: %+v", srv, tk)
 			}
 		}
-		if tk, _ := f.r(aws).store.Get(ctx, sr.ID); tk.State != task.Ready {
+		if tk, _ := f.R(aws).Store.Get(ctx, sr.ID); tk.State != task.Ready {
 			t.Fatalf("another tenant's cancel touched the task: %s", tk.State)
 		}
 		for _, id := range []string{"nope", "0000000000000000.0.aws-use1", "0000000000000000.0.gcp-euw4", "0000000000000000.0.mars-1"} {
-			_, rep := f.getTask(gcp, tokAcme, id)
+			_, rep := f.GetTask(gcp, tokAcme, id)
 			if rep.Status != http.StatusNotFound && !(strings.HasSuffix(id, "mars-1") && rep.Status == http.StatusServiceUnavailable) {
 				t.Fatalf("GET %s: %d %s", id, rep.Status, rep.Body)
 			}
 		}
-		rep := f.call(http.MethodGet, f.r(aws).url()+"/v1/nothing-here", tokAcme, nil).want(t, http.StatusNotFound)
-		if rep.err(t).Code != apiv1.CodeNotFound {
+		rep := f.Call(http.MethodGet, f.R(aws).URL()+"/v1/nothing-here", tokAcme, nil).Want(t, http.StatusNotFound)
+		if rep.Err(t).Code != apiv1.CodeNotFound {
 			t.Fatal(string(rep.Body))
 		}
 	})
 
 	t.Run("idempotent repeat 200, reused key 409", func(t *testing.T) {
 		sp := spec{"type": "pay.out", "tags": x86, "idempotency_key": "po-77", "payload": map[string]any{"amount": 12}}
-		first := f.submitOK(gcp, tokAcme, sp)
+		first := f.SubmitOK(gcp, tokAcme, sp)
 		// The same spec, spelled differently (payload whitespace, a delay).
 		var again apiv1.SubmitResponse
-		f.call(http.MethodPost, f.r(gcp).url()+"/v1/tasks", tokAcme,
-			`{"payload": {"amount":12},"idempotency_key":"po-77","tags":{"arch":"x86"},"type":"pay.out"}`).want(t, http.StatusOK).json(t, &again)
+		f.Call(http.MethodPost, f.R(gcp).URL()+"/v1/tasks", tokAcme,
+			`{"payload": {"amount":12},"idempotency_key":"po-77","tags":{"arch":"x86"},"type":"pay.out"}`).Want(t, http.StatusOK).JSON(t, &again)
 		if again.ID != first.ID || !again.Duplicate {
 			t.Fatalf("repeat: %+v, first %+v", again, first)
 		}
 		sp["payload"] = map[string]any{"amount": 13}
-		rep := f.submit(gcp, tokAcme, sp).want(t, http.StatusConflict)
-		if e := rep.err(t); e.Code != apiv1.CodeConflict || e.Field != "idempotency_key" {
+		rep := f.Submit(gcp, tokAcme, sp).Want(t, http.StatusConflict)
+		if e := rep.Err(t); e.Code != apiv1.CodeConflict || e.Field != "idempotency_key" {
 			t.Fatalf("409: %s", rep.Body)
 		}
 	})
@@ -196,21 +197,21 @@ func TestAPIContract(t *testing.T) {
 	t.Run("413 above 1 MiB", func(t *testing.T) {
 		big := strings.Repeat("a", 1<<20)
 		// A payload just over 1 MiB (the body fits the read limit).
-		rep := f.call(http.MethodPost, tasks, tokAcme, `{"type":"x","payload":"`+big+`"}`).want(t, http.StatusRequestEntityTooLarge)
-		if e := rep.err(t); e.Code != apiv1.CodeTooLarge || e.Field != "payload" {
+		rep := f.Call(http.MethodPost, tasks, tokAcme, `{"type":"x","payload":"`+big+`"}`).Want(t, http.StatusRequestEntityTooLarge)
+		if e := rep.Err(t); e.Code != apiv1.CodeTooLarge || e.Field != "payload" {
 			t.Fatalf("413: %s", rep.Body)
 		}
 		// A body far over it.
-		rep = f.call(http.MethodPost, tasks, tokAcme, `{"type":"x","payload":"`+big+big+`"}`).want(t, http.StatusRequestEntityTooLarge)
-		if rep.err(t).Code != apiv1.CodeTooLarge {
+		rep = f.Call(http.MethodPost, tasks, tokAcme, `{"type":"x","payload":"`+big+big+`"}`).Want(t, http.StatusRequestEntityTooLarge)
+		if rep.Err(t).Code != apiv1.CodeTooLarge {
 			t.Fatalf("413: %s", rep.Body)
 		}
 		// Exactly 1 MiB is allowed: the JSON string with its quotes.
-		f.call(http.MethodPost, tasks, tokAcme, `{"type":"x","regions":["aws-use1"],"payload":"`+big[:1<<20-2]+`"}`).want(t, http.StatusCreated)
+		f.Call(http.MethodPost, tasks, tokAcme, `{"type":"x","regions":["aws-use1"],"payload":"`+big[:1<<20-2]+`"}`).Want(t, http.StatusCreated)
 		// In a batch, the item says it.
 		var br apiv1.BatchResponse
-		f.call(http.MethodPost, tasks+"/batch", tokAcme, `{"tasks":[{"type":"x","regions":["aws-use1"]},{"type":"x","payload":"`+big+`"}]}`).
-			want(t, http.StatusOK).json(t, &br)
+		f.Call(http.MethodPost, tasks+"/batch", tokAcme, `{"tasks":[{"type":"x","regions":["aws-use1"]},{"type":"x","payload":"`+big+`"}]}`).
+			Want(t, http.StatusOK).JSON(t, &br)
 		if br.Results[0].Status != http.StatusCreated || br.Results[1].Status != http.StatusRequestEntityTooLarge ||
 			br.Results[1].Error.Field != "tasks[1].payload" {
 			t.Fatalf("batch with a large item: %+v", br.Results)
@@ -218,9 +219,9 @@ func TestAPIContract(t *testing.T) {
 	})
 
 	t.Run("422 unplaceable with the explanation", func(t *testing.T) {
-		rep := f.submit(aws, tokAcme, spec{"type": "x", "tags": map[string]string{"gpu": "l4"}, "regions": []string{gcp, az}}).
-			want(t, http.StatusUnprocessableEntity)
-		e := rep.err(t)
+		rep := f.Submit(aws, tokAcme, spec{"type": "x", "tags": map[string]string{"gpu": "l4"}, "regions": []string{gcp, az}}).
+			Want(t, http.StatusUnprocessableEntity)
+		e := rep.Err(t)
 		if e.Code != apiv1.CodeUnplaceable || e.Explanation == nil || e.Explanation.Outcome != "UNPLACEABLE" {
 			t.Fatalf("422: %s", rep.Body)
 		}
@@ -235,12 +236,12 @@ func TestAPIContract(t *testing.T) {
 		l4 := spec{"type": "infer", "tags": map[string]string{"gpu": "l4"}}
 		var rep reply
 		for i := 0; i < 30; i++ {
-			if rep = f.submit(aws, tokAcme, l4); rep.Status != http.StatusCreated {
+			if rep = f.Submit(aws, tokAcme, l4); rep.Status != http.StatusCreated {
 				break
 			}
 		}
-		rep.want(t, http.StatusTooManyRequests)
-		e := rep.err(t)
+		rep.Want(t, http.StatusTooManyRequests)
+		e := rep.Err(t)
 		if e.Code != apiv1.CodeSaturated || rep.Header.Get("Retry-After") != "2" || e.RetryAfterSeconds != 2 {
 			t.Fatalf("429: %v %s", rep.Header, rep.Body)
 		}
@@ -248,14 +249,14 @@ func TestAPIContract(t *testing.T) {
 			t.Fatalf("429 without the explanation: %s", rep.Body)
 		}
 		l4["critical"] = true
-		sr := f.submitOK(aws, tokAcme, l4)
+		sr := f.SubmitOK(aws, tokAcme, l4)
 		if sr.Region != aws || deref(sr.Pool) != poolGPU {
 			t.Fatalf("critical task: %+v", sr)
 		}
 		// Other servers refuse it too (they place with the same figures).
 		delete(l4, "critical")
-		eventually(t, 5*time.Second, "GCP sees the L4 pool saturated", func() bool {
-			return f.submit(gcp, tokAcme, l4).Status == http.StatusTooManyRequests
+		fedtest.Eventually(t, 5*time.Second, "GCP sees the L4 pool saturated", func() bool {
+			return f.Submit(gcp, tokAcme, l4).Status == http.StatusTooManyRequests
 		})
 	})
 
@@ -272,7 +273,7 @@ func TestAPIContract(t *testing.T) {
 			{"type":"batch.bad","regions":["aws-use1","x y"]}
 		]}`
 		var br apiv1.BatchResponse
-		f.call(http.MethodPost, tasks+"/batch", tokAcme, body).want(t, http.StatusOK).json(t, &br)
+		f.Call(http.MethodPost, tasks+"/batch", tokAcme, body).Want(t, http.StatusOK).JSON(t, &br)
 		want := []struct {
 			status int
 			field  string
@@ -300,27 +301,27 @@ func TestAPIContract(t *testing.T) {
 		if br.Accepted != 3 || br.Rejected != 6 {
 			t.Errorf("accepted %d rejected %d", br.Accepted, br.Rejected)
 		}
-		f.call(http.MethodPost, tasks+"/batch", tokAcme, `{"tasks":[]}`).want(t, http.StatusBadRequest)
-		f.call(http.MethodPost, tasks+"/batch", tokAcme, `{"tasks":{}}`).want(t, http.StatusBadRequest)
-		f.call(http.MethodPost, tasks+"/batch", tokAcme, `{"tasks":[],"extra":1}`).want(t, http.StatusBadRequest)
+		f.Call(http.MethodPost, tasks+"/batch", tokAcme, `{"tasks":[]}`).Want(t, http.StatusBadRequest)
+		f.Call(http.MethodPost, tasks+"/batch", tokAcme, `{"tasks":{}}`).Want(t, http.StatusBadRequest)
+		f.Call(http.MethodPost, tasks+"/batch", tokAcme, `{"tasks":[],"extra":1}`).Want(t, http.StatusBadRequest)
 		items := make([]string, 1001)
 		for i := range items {
 			items[i] = `{"type":"x"}`
 		}
-		rep := f.call(http.MethodPost, tasks+"/batch", tokAcme, `{"tasks":[`+strings.Join(items, ",")+`]}`).want(t, http.StatusBadRequest)
-		if rep.err(t).Field != "tasks" {
+		rep := f.Call(http.MethodPost, tasks+"/batch", tokAcme, `{"tasks":[`+strings.Join(items, ",")+`]}`).Want(t, http.StatusBadRequest)
+		if rep.Err(t).Field != "tasks" {
 			t.Fatalf("1001 tasks: %s", rep.Body)
 		}
 	})
 
 	t.Run("get, trail, cancel, priority of one task", func(t *testing.T) {
-		sr := f.submitOK(aws, tokAcme, local("op.target"))
-		tk, rep := f.getTask(gcp, tokAcme, sr.ID) // forwarded to its home
-		rep.want(t, http.StatusOK)
+		sr := f.SubmitOK(aws, tokAcme, local("op.target"))
+		tk, rep := f.GetTask(gcp, tokAcme, sr.ID) // forwarded to its home
+		rep.Want(t, http.StatusOK)
 		if tk.State != task.Ready || tk.Pool != poolSpot || tk.Type != "op.target" || tk.Priority != 2 || tk.CreatedAt.IsZero() {
 			t.Fatalf("GET: %+v", tk)
 		}
-		tr := f.trail(gcp, tokAcme, sr.ID)
+		tr := f.Trail(gcp, tokAcme, sr.ID)
 		if len(tr) == 0 || tr[0].To != task.Ready || tr[0].Reason != task.ReasonPlaced {
 			t.Fatalf("trail: %+v", tr)
 		}
@@ -328,140 +329,140 @@ func TestAPIContract(t *testing.T) {
 			body  string
 			field string
 		}{{`{"priority":7}`, "priority"}, {`{}`, "priority"}, {`{"priority":"x"}`, "priority"}, {`{"priority":1,"why":"x"}`, "why"}} {
-			rep := f.call(http.MethodPost, tasks+"/"+sr.ID+"/priority", tokOperator, tc.body).want(t, http.StatusBadRequest)
-			if rep.err(t).Field != tc.field {
+			rep := f.Call(http.MethodPost, tasks+"/"+sr.ID+"/priority", tokOperator, tc.body).Want(t, http.StatusBadRequest)
+			if rep.Err(t).Field != tc.field {
 				t.Fatalf("priority %s: %s", tc.body, rep.Body)
 			}
 		}
 		var after task.Task
-		f.call(http.MethodPost, f.r(az).url()+"/v1/tasks/"+sr.ID+"/priority", tokOperator, spec{"priority": 0}).want(t, http.StatusOK).json(t, &after)
+		f.Call(http.MethodPost, f.R(az).URL()+"/v1/tasks/"+sr.ID+"/priority", tokOperator, spec{"priority": 0}).Want(t, http.StatusOK).JSON(t, &after)
 		if after.Priority != 0 || after.ID != sr.ID || after.State != task.Ready {
 			t.Fatalf("after the priority change: %+v", after)
 		}
-		if !hasReason(f.trail(aws, tokAcme, sr.ID), task.ReasonPriority) {
+		if !fedtest.HasReason(f.Trail(aws, tokAcme, sr.ID), task.ReasonPriority) {
 			t.Fatal("the trail lacks PRIORITY_CHANGED")
 		}
 		var cr apiv1.CancelResponse
-		f.call(http.MethodPost, f.r(az).url()+"/v1/tasks/"+sr.ID+"/cancel", tokOperator, nil).want(t, http.StatusOK).json(t, &cr)
+		f.Call(http.MethodPost, f.R(az).URL()+"/v1/tasks/"+sr.ID+"/cancel", tokOperator, nil).Want(t, http.StatusOK).JSON(t, &cr)
 		if cr.State != task.Canceled || cr.Requested {
 			t.Fatalf("cancel: %+v", cr)
 		}
-		rep = f.call(http.MethodPost, tasks+"/"+sr.ID+"/cancel", tokOperator, nil).want(t, http.StatusConflict)
-		if rep.err(t).Code != apiv1.CodeFailedPrecond {
+		rep = f.Call(http.MethodPost, tasks+"/"+sr.ID+"/cancel", tokOperator, nil).Want(t, http.StatusConflict)
+		if rep.Err(t).Code != apiv1.CodeFailedPrecond {
 			t.Fatalf("cancel twice: %s", rep.Body)
 		}
 		// A RUNNING task: the cancel is a request.
-		run := f.submitOK(aws, tokAcme, spec{"type": "op.running", "tags": x86, "regions": []string{aws}, "priority": 0})
-		held, err := f.r(aws).store.Claim(ctx, queue.ClaimRequest{Pool: poolSpot, Worker: "w-op", N: 1})
+		run := f.SubmitOK(aws, tokAcme, spec{"type": "op.running", "tags": x86, "regions": []string{aws}, "priority": 0})
+		held, err := f.R(aws).Store.Claim(ctx, queue.ClaimRequest{Pool: poolSpot, Worker: "w-op", N: 1})
 		if err != nil || len(held) != 1 || held[0].ID != run.ID {
 			t.Fatalf("claim: %+v %v", held, err)
 		}
-		f.call(http.MethodPost, tasks+"/"+run.ID+"/cancel", tokAdmin, nil).want(t, http.StatusOK).json(t, &cr)
+		f.Call(http.MethodPost, tasks+"/"+run.ID+"/cancel", tokAdmin, nil).Want(t, http.StatusOK).JSON(t, &cr)
 		if cr.State != task.Running || !cr.Requested {
 			t.Fatalf("cancel of a running task: %+v", cr)
 		}
-		stops, err := f.r(aws).store.Heartbeat(ctx, "w-op", poolSpot, 1, []queue.Lease{{ID: run.ID, Token: held[0].LeaseToken}})
+		stops, err := f.R(aws).Store.Heartbeat(ctx, "w-op", poolSpot, 1, []queue.Lease{{ID: run.ID, Token: held[0].LeaseToken}})
 		if err != nil || len(stops) != 1 || stops[0].Why != queue.StopCanceled {
 			t.Fatalf("the worker learns the cancel at its heartbeat: %+v %v", stops, err)
 		}
 		// A handed-off task is cancelled where it went, through its home.
-		away := f.submitOK(aws, tokAcme, spec{"type": "op.away", "tags": x86})
+		away := f.SubmitOK(aws, tokAcme, spec{"type": "op.away", "tags": x86})
 		if away.Region != az {
 			t.Fatalf("placed on %s", away.Region)
 		}
-		eventually(t, 5*time.Second, "handed off", func() bool {
-			tk, _ := f.r(aws).store.Get(ctx, away.ID)
+		fedtest.Eventually(t, 5*time.Second, "handed off", func() bool {
+			tk, _ := f.R(aws).Store.Get(ctx, away.ID)
 			return tk.State == task.HandedOff
 		})
-		f.call(http.MethodPost, f.r(gcp).url()+"/v1/tasks/"+away.ID+"/cancel", tokOperator, nil).want(t, http.StatusOK).json(t, &cr)
-		if tk, _ := f.r(az).store.Get(ctx, away.ID); cr.State != task.Canceled || tk.State != task.Canceled {
+		f.Call(http.MethodPost, f.R(gcp).URL()+"/v1/tasks/"+away.ID+"/cancel", tokOperator, nil).Want(t, http.StatusOK).JSON(t, &cr)
+		if tk, _ := f.R(az).Store.Get(ctx, away.ID); cr.State != task.Canceled || tk.State != task.Canceled {
 			t.Fatalf("cancel through the home: %+v, target record %s", cr, tk.State)
 		}
 	})
 
 	t.Run("bulk cancel by filter", func(t *testing.T) {
 		for i := 0; i < 5; i++ {
-			f.submitOK(aws, tokAcme, local("bulk.me"))
-			f.submitOK(aws, tokAcme, local("bulk.keep"))
+			f.SubmitOK(aws, tokAcme, local("bulk.me"))
+			f.SubmitOK(aws, tokAcme, local("bulk.keep"))
 		}
 		for i := 0; i < 2; i++ {
-			f.submitOK(aws, tokGlobex, local("bulk.me"))
+			f.SubmitOK(aws, tokGlobex, local("bulk.me"))
 		}
-		f.submitOK(aws, tokAcme, spec{"type": "bulk.me", "regions": []string{aws}, "tags": x86, "delay": "1h"})
-		f.call(http.MethodPost, tasks+"/cancel", tokOperator, spec{}).want(t, http.StatusBadRequest)
-		rep := f.call(http.MethodPost, tasks+"/cancel", tokOperator, spec{"type": "bulk.me", "state": "RUNNING"}).want(t, http.StatusBadRequest)
-		if rep.err(t).Field != "state" {
+		f.SubmitOK(aws, tokAcme, spec{"type": "bulk.me", "regions": []string{aws}, "tags": x86, "delay": "1h"})
+		f.Call(http.MethodPost, tasks+"/cancel", tokOperator, spec{}).Want(t, http.StatusBadRequest)
+		rep := f.Call(http.MethodPost, tasks+"/cancel", tokOperator, spec{"type": "bulk.me", "state": "RUNNING"}).Want(t, http.StatusBadRequest)
+		if rep.Err(t).Field != "state" {
 			t.Fatal(string(rep.Body))
 		}
-		f.call(http.MethodPost, tasks+"/cancel", tokGlobexOps, spec{"type": "bulk.me", "tenant": "acme"}).want(t, http.StatusForbidden)
+		f.Call(http.MethodPost, tasks+"/cancel", tokGlobexOps, spec{"type": "bulk.me", "tenant": "acme"}).Want(t, http.StatusForbidden)
 		var bc apiv1.BulkCancelResponse
 		// A tenant's operator cancels only its tenant's tasks.
-		f.call(http.MethodPost, tasks+"/cancel", tokGlobexOps, spec{"type": "bulk.me"}).want(t, http.StatusOK).json(t, &bc)
+		f.Call(http.MethodPost, tasks+"/cancel", tokGlobexOps, spec{"type": "bulk.me"}).Want(t, http.StatusOK).JSON(t, &bc)
 		if bc.Canceled != 2 {
 			t.Fatalf("globex's operator cancelled %d, want its 2", bc.Canceled)
 		}
-		f.call(http.MethodPost, tasks+"/cancel", tokOperator, spec{"type": "bulk.me", "state": "READY"}).want(t, http.StatusOK).json(t, &bc)
+		f.Call(http.MethodPost, tasks+"/cancel", tokOperator, spec{"type": "bulk.me", "state": "READY"}).Want(t, http.StatusOK).JSON(t, &bc)
 		if bc.Canceled != 5 {
 			t.Fatalf("cancelled %d READY, want 5", bc.Canceled)
 		}
-		f.call(http.MethodPost, tasks+"/cancel", tokOperator, spec{"type": "bulk.me", "tenant": "acme"}).want(t, http.StatusOK).json(t, &bc)
+		f.Call(http.MethodPost, tasks+"/cancel", tokOperator, spec{"type": "bulk.me", "tenant": "acme"}).Want(t, http.StatusOK).JSON(t, &bc)
 		if bc.Canceled != 1 {
 			t.Fatalf("cancelled %d PENDING, want the delayed one", bc.Canceled)
 		}
 		n := 0
-		_ = f.r(aws).store.Waiting(ctx, queue.Filter{Type: "bulk.keep"}, func(ts []*task.Task) error { n += len(ts); return nil })
+		_ = f.R(aws).Store.Waiting(ctx, queue.Filter{Type: "bulk.keep"}, func(ts []*task.Task) error { n += len(ts); return nil })
 		if n != 5 {
 			t.Fatalf("the filter hit other types: %d of 5 bulk.keep left", n)
 		}
 	})
 
 	t.Run("dead letters: list and replay", func(t *testing.T) {
-		sr := f.submitOK(aws, tokAcme, spec{"type": "dlq.poison", "tags": x86, "regions": []string{aws}, "priority": 0, "max_retries": 0})
-		held, err := f.r(aws).store.Claim(ctx, queue.ClaimRequest{Pool: poolSpot, Worker: "w-dlq", N: 1})
+		sr := f.SubmitOK(aws, tokAcme, spec{"type": "dlq.poison", "tags": x86, "regions": []string{aws}, "priority": 0, "max_retries": 0})
+		held, err := f.R(aws).Store.Claim(ctx, queue.ClaimRequest{Pool: poolSpot, Worker: "w-dlq", N: 1})
 		if err != nil || len(held) != 1 || held[0].ID != sr.ID {
 			t.Fatalf("claim: %+v %v", held, err)
 		}
-		st, _, err := f.r(aws).store.Fail(ctx, queue.Failure{ID: sr.ID, Token: held[0].LeaseToken, Error: "boom", Retryable: true})
+		st, _, err := f.R(aws).Store.Fail(ctx, queue.Failure{ID: sr.ID, Token: held[0].LeaseToken, Error: "boom", Retryable: true})
 		if err != nil || st != task.Failed {
 			t.Fatalf("fail: %s %v", st, err)
 		}
 		var dl apiv1.TaskList
-		f.call(http.MethodGet, f.r(aws).url()+"/v1/dlq?type=dlq.poison", tokAcme, nil).want(t, http.StatusOK).json(t, &dl)
+		f.Call(http.MethodGet, f.R(aws).URL()+"/v1/dlq?type=dlq.poison", tokAcme, nil).Want(t, http.StatusOK).JSON(t, &dl)
 		if len(dl.Tasks) != 1 || dl.Tasks[0].ID != sr.ID || dl.Tasks[0].LastError != "boom" || dl.Tasks[0].State != task.Failed {
 			t.Fatalf("dlq: %+v", dl.Tasks)
 		}
-		f.call(http.MethodGet, f.r(aws).url()+"/v1/dlq", tokGlobex, nil).want(t, http.StatusOK).json(t, &dl)
+		f.Call(http.MethodGet, f.R(aws).URL()+"/v1/dlq", tokGlobex, nil).Want(t, http.StatusOK).JSON(t, &dl)
 		if len(dl.Tasks) != 0 {
 			t.Fatalf("globex sees acme's dead letters: %+v", dl.Tasks)
 		}
-		f.call(http.MethodGet, f.r(aws).url()+"/v1/dlq?type=other", tokOperator, nil).want(t, http.StatusOK).json(t, &dl)
+		f.Call(http.MethodGet, f.R(aws).URL()+"/v1/dlq?type=other", tokOperator, nil).Want(t, http.StatusOK).JSON(t, &dl)
 		if len(dl.Tasks) != 0 {
 			t.Fatalf("type filter: %+v", dl.Tasks)
 		}
 		for _, q := range []string{"limit=0", "limit=x", "offset=-1"} {
-			rep := f.call(http.MethodGet, f.r(aws).url()+"/v1/dlq?"+q, tokOperator, nil).want(t, http.StatusBadRequest)
-			if field := rep.err(t).Field; field != strings.Split(q, "=")[0] {
+			rep := f.Call(http.MethodGet, f.R(aws).URL()+"/v1/dlq?"+q, tokOperator, nil).Want(t, http.StatusBadRequest)
+			if field := rep.Err(t).Field; field != strings.Split(q, "=")[0] {
 				t.Fatalf("%s: field %q", q, field)
 			}
 		}
 		var replayed task.Task
-		f.call(http.MethodPost, f.r(gcp).url()+"/v1/tasks/"+sr.ID+"/replay", tokOperator, nil).want(t, http.StatusOK).json(t, &replayed)
+		f.Call(http.MethodPost, f.R(gcp).URL()+"/v1/tasks/"+sr.ID+"/replay", tokOperator, nil).Want(t, http.StatusOK).JSON(t, &replayed)
 		if replayed.ID != sr.ID || replayed.State == task.Failed {
 			t.Fatalf("replay: %+v", replayed)
 		}
-		eventually(t, 5*time.Second, "the replayed task is placed again", func() bool {
-			tk, _ := f.getTask(aws, tokAcme, sr.ID)
+		fedtest.Eventually(t, 5*time.Second, "the replayed task is placed again", func() bool {
+			tk, _ := f.GetTask(aws, tokAcme, sr.ID)
 			return tk.State == task.Ready
 		})
-		if !hasReason(f.trail(aws, tokAcme, sr.ID), task.ReasonReplayed) {
+		if !fedtest.HasReason(f.Trail(aws, tokAcme, sr.ID), task.ReasonReplayed) {
 			t.Fatal("trail lacks REPLAYED")
 		}
-		f.call(http.MethodPost, tasks+"/"+sr.ID+"/replay", tokOperator, nil).want(t, http.StatusConflict)
+		f.Call(http.MethodPost, tasks+"/"+sr.ID+"/replay", tokOperator, nil).Want(t, http.StatusConflict)
 	})
 
 	t.Run("regions, explain, events", func(t *testing.T) {
 		var rr apiv1.RegionsResponse
-		f.call(http.MethodGet, f.r(az).url()+"/v1/regions", tokGlobex, nil).want(t, http.StatusOK).json(t, &rr)
+		f.Call(http.MethodGet, f.R(az).URL()+"/v1/regions", tokGlobex, nil).Want(t, http.StatusOK).JSON(t, &rr)
 		if !rr.GlobalView || len(rr.Regions) != 3 {
 			t.Fatalf("regions: %+v", rr)
 		}
@@ -473,44 +474,44 @@ func TestAPIContract(t *testing.T) {
 				t.Fatalf("region %+v", r)
 			}
 			for _, p := range r.Pools {
-				if p.PricePerSlotHour != priceOf(r.Name, p.Name) || p.Slots == 0 || p.QueueCapacity == 0 || p.Tags == nil {
+				if p.PricePerSlotHour != fedtest.PriceOf(r.Name, p.Name) || p.Slots == 0 || p.QueueCapacity == 0 || p.Tags == nil {
 					t.Fatalf("pool %s/%+v", r.Name, p)
 				}
 			}
 		}
-		rep := f.call(http.MethodPost, f.r(aws).url()+"/v1/placement/explain", tokAcme, `{"type":"x","priority":11}`).want(t, http.StatusBadRequest)
-		if rep.err(t).Field != "priority" {
+		rep := f.Call(http.MethodPost, f.R(aws).URL()+"/v1/placement/explain", tokAcme, `{"type":"x","priority":11}`).Want(t, http.StatusBadRequest)
+		if rep.Err(t).Field != "priority" {
 			t.Fatal(string(rep.Body))
 		}
 		var ev apiv1.EventsResponse
-		f.call(http.MethodGet, f.r(aws).url()+"/v1/events?after=0&wait=10ms", tokOperator, nil).want(t, http.StatusOK).json(t, &ev)
+		f.Call(http.MethodGet, f.R(aws).URL()+"/v1/events?after=0&wait=10ms", tokOperator, nil).Want(t, http.StatusOK).JSON(t, &ev)
 		if ev.Region != aws || len(ev.Events) == 0 || ev.Next == "" {
 			t.Fatalf("events: %+v", ev)
 		}
-		f.call(http.MethodGet, f.r(aws).url()+"/v1/events?region="+gcp+"&after=0&wait=10ms", tokOperator, nil).want(t, http.StatusOK).json(t, &ev)
+		f.Call(http.MethodGet, f.R(aws).URL()+"/v1/events?region="+gcp+"&after=0&wait=10ms", tokOperator, nil).Want(t, http.StatusOK).JSON(t, &ev)
 		if ev.Region != gcp {
 			t.Fatalf("events of another region: %+v", ev.Region)
 		}
-		f.call(http.MethodGet, f.r(aws).url()+"/v1/events?wait=2h", tokOperator, nil).want(t, http.StatusBadRequest)
+		f.Call(http.MethodGet, f.R(aws).URL()+"/v1/events?wait=2h", tokOperator, nil).Want(t, http.StatusBadRequest)
 	})
 
 	// Last: it takes the region's Redis away.
 	t.Run("readyz 503 without the region's Redis", func(t *testing.T) {
-		f.r(az).redis.Kill()
-		rep := f.call(http.MethodGet, f.r(az).url()+"/readyz", "", nil)
+		f.R(az).Redis.Kill()
+		rep := f.Call(http.MethodGet, f.R(az).URL()+"/readyz", "", nil)
 		if rep.Status != http.StatusServiceUnavailable {
 			t.Fatalf("readyz with Redis killed: %d %s", rep.Status, rep.Body)
 		}
 		var body map[string]any
-		rep.json(t, &body)
+		rep.JSON(t, &body)
 		if body["ready"] != false || fmt.Sprint(body["problems"]) == "[]" {
 			t.Fatalf("readyz body: %s", rep.Body)
 		}
 		// The others stay ready; the region is ready again once Redis is back.
-		f.call(http.MethodGet, f.r(aws).url()+"/readyz", "", nil).want(t, http.StatusOK)
-		f.r(az).redis.Restart(false)
-		eventually(t, 10*time.Second, "ready again", func() bool {
-			return f.call(http.MethodGet, f.r(az).url()+"/readyz", "", nil).Status == http.StatusOK
+		f.Call(http.MethodGet, f.R(aws).URL()+"/readyz", "", nil).Want(t, http.StatusOK)
+		f.R(az).Redis.Restart(false)
+		fedtest.Eventually(t, 10*time.Second, "ready again", func() bool {
+			return f.Call(http.MethodGet, f.R(az).URL()+"/readyz", "", nil).Status == http.StatusOK
 		})
 	})
 }

@@ -1,4 +1,4 @@
-package federation
+package httpapi
 
 import (
 	"crypto/sha256"

@@ -1,4 +1,4 @@
-package federation
+package httpapi_test
 
 import (
 	"bytes"
@@ -12,6 +12,9 @@ import (
 	"time"
 
 	"github.com/ax-sched/ax/apiv1"
+	"github.com/ax-sched/ax/federation"
+	"github.com/ax-sched/ax/httpapi"
+	"github.com/ax-sched/ax/internal/fedtest"
 	"github.com/ax-sched/ax/internal/testenv"
 	"github.com/ax-sched/ax/placement"
 	"github.com/ax-sched/ax/queue"
@@ -23,7 +26,7 @@ import (
 // etcd once, by the test, as a leader would publish them), so the store
 // changes only through the requests the fuzzer sends.
 type fuzzEnv struct {
-	api   *API
+	api   *httpapi.API
 	store *queue.Store
 }
 
@@ -39,9 +42,9 @@ func newFuzzEnv(tb testing.TB) *fuzzEnv {
 	figs := region.Figures{Region: aws, API: "http://127.0.0.1:1", Leader: "fuzz", UpdatedAt: time.Now().UTC(),
 		Pools: []region.PoolFigures{
 			{Name: poolSpot, Tags: map[string]string{"arch": "x86", "class": "spot"}, Slots: 8,
-				QueueCapacity: 1 << 30, PricePerSlotHour: priceOf(aws, poolSpot), Spot: true},
+				QueueCapacity: 1 << 30, PricePerSlotHour: fedtest.PriceOf(aws, poolSpot), Spot: true},
 			// Two tasks saturate it: the fuzzer reaches 429 too.
-			{Name: poolGPU, Tags: map[string]string{"gpu": "l4"}, Slots: 1, QueueCapacity: 2, PricePerSlotHour: priceOf(aws, poolGPU)},
+			{Name: poolGPU, Tags: map[string]string{"gpu": "l4"}, Slots: 1, QueueCapacity: 2, PricePerSlotHour: fedtest.PriceOf(aws, poolGPU)},
 		}}
 	b, _ := json.Marshal(figs)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
@@ -52,19 +55,19 @@ func newFuzzEnv(tb testing.TB) *fuzzEnv {
 	pcfg := placement.DefaultConfig()
 	pcfg.StaleAfter = 24 * time.Hour // the figures are written once
 	quiet := slog.New(slog.DiscardHandler)
-	view := NewView(cli, "/ax/", pcfg, time.Second, quiet)
+	view := federation.NewView(cli, "/ax/", pcfg, time.Second, quiet)
 	tb.Cleanup(view.Close)
-	eventually(tb, 10*time.Second, "the view holds the region", func() bool {
+	fedtest.Eventually(tb, 10*time.Second, "the view holds the region", func() bool {
 		ri, ok := view.Region(aws)
 		return ok && ri.Healthy
 	})
-	n, err := NewNode(Config{Region: aws, Regions: []string{aws}, ClusterToken: tokCluster, Placement: pcfg, Logger: quiet}, st, view, nil)
+	n, err := federation.NewNode(federation.Config{Region: aws, Regions: []string{aws}, ClusterToken: tokCluster, Placement: pcfg, Logger: quiet}, st, view, nil)
 	if err != nil {
 		tb.Fatal(err)
 	}
-	auth := &Auth{Enabled: true, ClusterToken: tokCluster, Tokens: []Token{
-		{Name: "acme-ci", SHA256: HashToken(tokAcme), Role: RoleSubmitter, Tenant: "acme"}}}
-	return &fuzzEnv{api: NewAPI(n, APIConfig{Auth: auth, Pools: []string{poolSpot, poolGPU}}), store: st}
+	auth := &httpapi.Auth{Enabled: true, ClusterToken: tokCluster, Tokens: []httpapi.Token{
+		{Name: "acme-ci", SHA256: httpapi.HashToken(tokAcme), Role: httpapi.RoleSubmitter, Tenant: "acme"}}}
+	return &fuzzEnv{api: httpapi.New(n, httpapi.Config{Auth: auth, Pools: []string{poolSpot, poolGPU}}), store: st}
 }
 
 // queued is every task the region holds (nothing moves them here).
@@ -101,7 +104,7 @@ func FuzzSubmitDecode(f *testing.F) {
 			t.Fatalf("%d for %q: %s", rep.Status, body, rep.Body)
 		}
 		if rep.Status >= 400 {
-			checkErrorShape(t, "POST "+path, rep)
+			fedtest.CheckErrorShape(t, "POST "+path, rep)
 			if after != before {
 				t.Fatalf("%d changed the store: %d tasks before, %d after, for %q", rep.Status, before, after, body)
 			}
@@ -113,13 +116,13 @@ func FuzzSubmitDecode(f *testing.F) {
 			created = 1
 		case !batch && rep.Status == http.StatusOK: // an idempotent repeat
 			var sr apiv1.SubmitResponse
-			rep.json(t, &sr)
+			rep.JSON(t, &sr)
 			if !sr.Duplicate || sr.ID == "" {
 				t.Fatalf("200 that is no repeat: %s", rep.Body)
 			}
 		case batch && rep.Status == http.StatusOK:
 			var br apiv1.BatchResponse
-			rep.json(t, &br)
+			rep.JSON(t, &br)
 			if br.Accepted+br.Rejected != len(br.Results) {
 				t.Fatalf("batch counts: %s", rep.Body)
 			}

@@ -1,0 +1,157 @@
+package httpapi
+
+import (
+	"context"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/ax-sched/ax/apiv1"
+	"github.com/ax-sched/ax/federation"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+)
+
+// Config configures the HTTP API.
+type Config struct {
+	Auth       *Auth
+	MaxPayload int // bytes of one task's payload (default 1 MiB): 413 above
+	// Gatherer serves GET /metrics (default prometheus.DefaultGatherer);
+	// Registerer, when set, gets the API's own metrics.
+	Gatherer   prometheus.Gatherer
+	Registerer prometheus.Registerer
+	// Ready reports readiness beyond Redis (etcd reachable, ...).
+	Ready func(ctx context.Context) error
+	// Pools are this region's pool names (hand-off receivers check them).
+	Pools []string
+	// Schedules serves /v1/schedules (nil: 503, this server runs none).
+	Schedules Schedules
+	// DAGs serves /v1/dags (nil: 503).
+	DAGs DAGs
+}
+
+// API serves DESIGN §6's HTTP API for one server.
+type API struct {
+	n        *federation.Node
+	cfg      Config
+	mux      *http.ServeMux
+	requests *prometheus.CounterVec
+}
+
+// New builds the API of the server whose federation node is n.
+func New(n *federation.Node, cfg Config) *API {
+	if cfg.MaxPayload <= 0 {
+		cfg.MaxPayload = 1 << 20
+	}
+	if cfg.Gatherer == nil {
+		cfg.Gatherer = prometheus.DefaultGatherer
+	}
+	a := &API{n: n, cfg: cfg, mux: http.NewServeMux(),
+		requests: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "ax_http_requests_total",
+			Help: "API requests by route and status code."}, []string{"route", "code"})}
+	if cfg.Registerer != nil {
+		cfg.Registerer.MustRegister(a.requests)
+	}
+	a.route("POST /v1/tasks", RoleSubmitter, a.submit)
+	a.route("POST /v1/tasks/batch", RoleSubmitter, a.submitBatch)
+	a.route("GET /v1/tasks/{id}", RoleSubmitter, a.get)
+	a.route("GET /v1/tasks/{id}/trail", RoleSubmitter, a.trail)
+	a.route("POST /v1/tasks/{id}/cancel", RoleOperator, a.act(federation.OpCancel))
+	a.route("POST /v1/tasks/{id}/replay", RoleOperator, a.act(federation.OpReplay))
+	a.route("POST /v1/tasks/{id}/priority", RoleOperator, a.act(federation.OpPriority))
+	a.route("POST /v1/tasks/cancel", RoleOperator, a.bulkCancel)
+	a.route("GET /v1/dlq", RoleSubmitter, a.dlq)
+	a.route("GET /v1/regions", RoleSubmitter, a.regions)
+	a.route("POST /v1/regions/{region}/drain", RoleOperator, a.drain)
+	a.route("POST /v1/placement/explain", RoleSubmitter, a.explain)
+	a.route("GET /v1/events", RoleSubmitter, a.events)
+	a.route("POST /v1/internal/handoff", RoleAdmin, a.handoff)
+	a.route("POST /v1/internal/handoff/batch", RoleAdmin, a.handoffBatch)
+	a.route("POST /v1/internal/enqueue", RoleAdmin, a.enqueueScheduled)
+	a.scheduleRoutes()
+	a.dagRoutes()
+	a.mux.Handle("GET /metrics", promhttp.HandlerFor(cfg.Gatherer, promhttp.HandlerOpts{}))
+	a.mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) { w.Write([]byte("ok\n")) })
+	a.mux.HandleFunc("GET /readyz", a.readyz)
+	a.mux.HandleFunc("GET /{$}", dashboard)
+	a.mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
+		writeError(w, &apiError{status: 404, code: apiv1.CodeNotFound, msg: "no such endpoint: " + r.Method + " " + r.URL.Path})
+	})
+	return a
+}
+
+func (a *API) ServeHTTP(w http.ResponseWriter, r *http.Request) { a.mux.ServeHTTP(w, r) }
+
+type handler func(w http.ResponseWriter, r *http.Request, p Principal) error
+
+// route registers one endpoint behind authentication and a role check, and
+// counts it. A handler's error is answered through writeError, the one
+// mapping of errors to HTTP.
+func (a *API) route(pattern string, need Role, h handler) {
+	a.mux.HandleFunc(pattern, func(w http.ResponseWriter, r *http.Request) {
+		rec := &statusRecorder{ResponseWriter: w, code: 200}
+		defer func() { a.requests.WithLabelValues(pattern, strconv.Itoa(rec.code)).Inc() }()
+		p, ok := a.cfg.Auth.Authenticate(r)
+		if !ok {
+			rec.Header().Set("WWW-Authenticate", `Bearer realm="ax"`)
+			writeError(rec, &apiError{status: 401, code: apiv1.CodeUnauthorized, msg: "missing or unknown bearer token"})
+			return
+		}
+		if strings.HasPrefix(pattern, "POST /v1/internal/") && !p.Cluster && a.cfg.Auth != nil && a.cfg.Auth.Enabled {
+			writeError(rec, &apiError{status: 403, code: apiv1.CodeForbidden, msg: "the hand-off endpoint needs the cluster token"})
+			return
+		}
+		if p.Role < need {
+			writeError(rec, &apiError{status: 403, code: apiv1.CodeForbidden, msg: "this token's role may not do that"})
+			return
+		}
+		r = r.WithContext(federation.WithHops(r.Context(), hops(r)))
+		if err := h(rec, r, p); err != nil {
+			writeError(rec, err)
+		}
+	})
+}
+
+type statusRecorder struct {
+	http.ResponseWriter
+	code int
+}
+
+func (s *statusRecorder) WriteHeader(c int) { s.code = c; s.ResponseWriter.WriteHeader(c) }
+func (s *statusRecorder) Flush() {
+	if f, ok := s.ResponseWriter.(http.Flusher); ok {
+		f.Flush()
+	}
+}
+
+// hops is how many servers the request has passed (X-Ax-Forwarded): a
+// forwarded request is never routed again.
+func hops(r *http.Request) int {
+	n, _ := strconv.Atoi(r.Header.Get(apiv1.HeaderForwarded))
+	return n
+}
+
+func (a *API) readyz(w http.ResponseWriter, r *http.Request) {
+	ctx, cancel := context.WithTimeout(r.Context(), 2*time.Second)
+	defer cancel()
+	var problems []string
+	if err := a.n.Store().Ping(ctx); err != nil {
+		problems = append(problems, err.Error())
+	}
+	if a.cfg.Ready != nil {
+		if err := a.cfg.Ready(ctx); err != nil {
+			problems = append(problems, err.Error())
+		}
+	}
+	view := a.n.View()
+	if !view.Connected() {
+		// Not fatal: the region keeps scheduling its own work on its last view.
+		w.Header().Set("X-Ax-Global-View", "stale")
+	}
+	if len(problems) > 0 {
+		writeJSON(w, http.StatusServiceUnavailable, map[string]any{"ready": false, "problems": problems, "global_view": view.Connected()})
+		return
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"ready": true, "region": a.n.Region(), "global_view": view.Connected()})
+}

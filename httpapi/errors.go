@@ -1,0 +1,159 @@
+package httpapi
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/ax-sched/ax/apiv1"
+	"github.com/ax-sched/ax/federation"
+	"github.com/ax-sched/ax/queue"
+	"github.com/ax-sched/ax/task"
+)
+
+// apiError is an error with its HTTP shape.
+type apiError struct {
+	status     int
+	code, msg  string
+	field      string
+	retryAfter time.Duration
+	expl       *apiv1.Explanation
+	peer       *apiv1.Error
+}
+
+func (e *apiError) Error() string { return e.msg }
+
+// toAPIError is the one mapping of errors to HTTP statuses: every
+// handler's error goes through it (writeError), and so does every region's
+// part of a fan-out (outcomes).
+func toAPIError(err error) *apiError {
+	var ae *apiError
+	var fe *task.FieldError
+	var te *task.TransitionError
+	var pe *federation.PlacementError
+	var peer *federation.PeerError
+	var ns *federation.NotServedError
+	var none *federation.NoRegionAnswered
+	var tl *TooLargeError
+	var rf *federation.Refusal
+	var we *apiv1.Error
+	switch {
+	case errors.As(err, &ae):
+		return ae
+	case errors.As(err, &we):
+		// The errors of packages served through interfaces (Schedules):
+		// they name their code; the status is the code's.
+		return &apiError{status: statusOf(we.Code), code: we.Code, msg: we.Message, field: we.Field,
+			retryAfter: time.Duration(we.RetryAfterSeconds) * time.Second, expl: we.Explanation}
+	case errors.As(err, &tl):
+		return &apiError{status: 413, code: apiv1.CodeTooLarge, msg: tl.Error()}
+	case errors.As(err, &fe) && fe.TooLarge:
+		return &apiError{status: 413, code: apiv1.CodeTooLarge, msg: fe.Error(), field: fe.Field}
+	case errors.As(err, &fe):
+		return &apiError{status: 400, code: apiv1.CodeInvalid, msg: fe.Msg, field: fe.Field}
+	case errors.Is(err, task.ErrBadID):
+		return &apiError{status: 404, code: apiv1.CodeNotFound, msg: "no such task (malformed id)", field: "id"}
+	case errors.Is(err, task.ErrNotFound):
+		return &apiError{status: 404, code: apiv1.CodeNotFound, msg: "no such task"}
+	case errors.Is(err, queue.ErrDAGNotFound):
+		return &apiError{status: 404, code: apiv1.CodeNotFound, msg: "no such DAG run", field: "id"}
+	case errors.Is(err, task.ErrIdempotencyConflict):
+		return &apiError{status: 409, code: apiv1.CodeConflict, msg: "idempotency key already used with a different spec", field: "idempotency_key"}
+	case errors.As(err, &te):
+		return &apiError{status: 409, code: apiv1.CodeFailedPrecond, msg: te.Error()}
+	case errors.As(err, &pe):
+		ex := toExplanation(pe.Explanation)
+		if pe.Saturated {
+			return &apiError{status: 429, code: apiv1.CodeSaturated, msg: pe.Error(), retryAfter: pe.RetryAfter, expl: &ex}
+		}
+		return &apiError{status: 422, code: apiv1.CodeUnplaceable, msg: pe.Error(), expl: &ex}
+	case errors.As(err, &rf):
+		return &apiError{status: 422, code: apiv1.CodeUnplaceable, msg: rf.Reason, field: rf.Field}
+	case errors.As(err, &ns):
+		return &apiError{status: 404, code: apiv1.CodeNotFound, msg: ns.Error()}
+	case errors.As(err, &none):
+		// Each region as its own error would be answered.
+		why := make([]string, len(none.Parts))
+		for i, p := range none.Parts {
+			why[i] = p.Region + ": " + toAPIError(p.Err).body().Message
+		}
+		return &apiError{status: 503, code: apiv1.CodeUnavailable, retryAfter: 5 * time.Second,
+			msg: federation.ErrRegionUnavailable.Error() + ": no region answered: " + strings.Join(why, "; ")}
+	case errors.Is(err, federation.ErrRegionUnavailable):
+		return &apiError{status: 503, code: apiv1.CodeUnavailable, msg: err.Error(), retryAfter: 5 * time.Second}
+	case errors.As(err, &peer):
+		if peer.Status >= 400 && peer.Status < 600 && peer.Body.Code != "" {
+			b := peer.Body
+			return &apiError{status: peer.Status, code: b.Code, msg: b.Message, field: b.Field, peer: &b}
+		}
+		return &apiError{status: 502, code: apiv1.CodeUnavailable, msg: err.Error()}
+	case errors.Is(err, context.DeadlineExceeded), errors.Is(err, context.Canceled):
+		return &apiError{status: 503, code: apiv1.CodeUnavailable, msg: err.Error(), retryAfter: time.Second}
+	}
+	return &apiError{status: 500, code: apiv1.CodeInternal, msg: err.Error()}
+}
+
+// statusOf is the HTTP status of an API error code.
+func statusOf(code string) int {
+	switch code {
+	case apiv1.CodeInvalid:
+		return http.StatusBadRequest
+	case apiv1.CodeUnauthorized:
+		return http.StatusUnauthorized
+	case apiv1.CodeForbidden:
+		return http.StatusForbidden
+	case apiv1.CodeNotFound:
+		return http.StatusNotFound
+	case apiv1.CodeConflict, apiv1.CodeFailedPrecond:
+		return http.StatusConflict
+	case apiv1.CodeTooLarge:
+		return http.StatusRequestEntityTooLarge
+	case apiv1.CodeUnplaceable:
+		return http.StatusUnprocessableEntity
+	case apiv1.CodeSaturated:
+		return http.StatusTooManyRequests
+	case apiv1.CodeUnavailable:
+		return http.StatusServiceUnavailable
+	}
+	return http.StatusInternalServerError
+}
+
+func (e *apiError) body() apiv1.Error {
+	if e.peer != nil {
+		return *e.peer
+	}
+	b := apiv1.Error{Code: e.code, Message: e.msg, Field: e.field, Explanation: e.expl}
+	if e.retryAfter > 0 {
+		b.RetryAfterSeconds = int((e.retryAfter + time.Second - 1) / time.Second)
+	}
+	return b
+}
+
+func writeError(w http.ResponseWriter, err error) {
+	e := toAPIError(err)
+	if e.retryAfter > 0 {
+		w.Header().Set("Retry-After", strconv.Itoa(int((e.retryAfter+time.Second-1)/time.Second)))
+	}
+	writeJSON(w, e.status, apiv1.ErrorBody{Error: e.body()})
+}
+
+// prefixField names a nested object's field error from the outer object:
+// "tags.gpu" in "spec" becomes "spec.tags.gpu".
+func prefixField(prefix string, err error) error {
+	var fe *task.FieldError
+	if errors.As(err, &fe) {
+		return fe.Under(prefix)
+	}
+	return err
+}
+
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	enc := json.NewEncoder(w)
+	_ = enc.Encode(v)
+}

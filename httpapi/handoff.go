@@ -1,0 +1,151 @@
+package httpapi
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"strings"
+
+	"github.com/ax-sched/ax/apiv1"
+	"github.com/ax-sched/ax/federation"
+	"github.com/ax-sched/ax/task"
+)
+
+// The internal endpoints, served to other ax servers (the cluster token):
+// the receiving side of hand-offs, and of schedule firings.
+
+func (a *API) handoff(w http.ResponseWriter, r *http.Request, _ Principal) error {
+	var h apiv1.HandOff
+	if err := decode(w, r, int64(a.cfg.MaxPayload)+(1<<20), &h); err != nil {
+		return err
+	}
+	resp, err := a.n.Accept(r.Context(), h, a.knownPool)
+	if err != nil {
+		return err
+	}
+	if !resp.Accepted {
+		return &apiError{status: http.StatusUnprocessableEntity, code: apiv1.CodeUnplaceable, msg: resp.Reason}
+	}
+	writeJSON(w, http.StatusOK, resp)
+	return nil
+}
+
+// knownPool reports whether pool is one of this region's (hand-off
+// receivers take tasks only into their own pools).
+func (a *API) knownPool(pool string) bool {
+	for _, p := range a.cfg.Pools {
+		if p == pool {
+			return true
+		}
+	}
+	return false
+}
+
+// handoffBatch serves POST /v1/internal/handoff/batch (apiv1.HandOffBatch).
+//
+// The request's shape is checked first, for every item: JSON, known
+// fields and their types, 1 to apiv1.MaxBatch items, no id twice. A fault there
+// is a 400 naming the field (items[i].id, ...) and nothing is stored.
+// Then each item's content (id, pool, spec) is judged on its own, as the
+// single-item endpoint judges it: a faulty item is refused in its result,
+// with the status and error that endpoint would give and the field named
+// items[i]...; the others are accepted (or found already held), all in one
+// store call. A store failure fails the whole request (5xx): the sender
+// retries every item, and ids stored before the failure are answered
+// "accepted" then.
+func (a *API) handoffBatch(w http.ResponseWriter, r *http.Request, _ Principal) error {
+	// Items stay raw here so that a fault in one can be named by its place.
+	var req struct {
+		Items []json.RawMessage `json:"items"`
+	}
+	if err := decode(w, r, int64(apiv1.MaxBatch)*int64(a.cfg.MaxPayload/16+4<<10)+(64<<20), &req); err != nil {
+		return err
+	}
+	if len(req.Items) == 0 || len(req.Items) > apiv1.MaxBatch {
+		return &task.FieldError{Field: "items", Msg: fmt.Sprintf("a batch holds 1 to %d hand-offs", apiv1.MaxBatch)}
+	}
+	hs := make([]apiv1.HandOff, len(req.Items))
+	first := make(map[string]int, len(hs))
+	for i, raw := range req.Items {
+		if err := decodeStrict(raw, &hs[i]); err != nil {
+			fe := err.fieldError("a JSON object {id, pool, spec} is required")
+			switch err.fault {
+			case faultNotObject:
+				fe.Msg = "must be a JSON object {id, pool, spec}"
+			case faultSyntax, faultValue:
+				fe.Msg = "invalid hand-off: " + err.detail
+			}
+			return fe.Under(fmt.Sprintf("items[%d]", i))
+		}
+		if j, ok := first[hs[i].ID]; ok {
+			return &task.FieldError{Field: fmt.Sprintf("items[%d].id", i), Msg: fmt.Sprintf("repeats items[%d].id", j)}
+		}
+		first[hs[i].ID] = i
+	}
+	res, err := a.n.AcceptMany(r.Context(), hs, a.knownPool)
+	if err != nil {
+		return err
+	}
+	resp := apiv1.HandOffBatchResponse{Results: make([]apiv1.HandOffItem, len(hs))}
+	for i, x := range res {
+		it := apiv1.HandOffItem{ID: hs[i].ID}
+		if x.Err != nil {
+			st, e := handOffRefusal(i, x.Err)
+			it.Status, it.Error = st, &e
+			resp.Refused++
+		} else {
+			it.Status, it.Accepted, it.State, it.Duplicate, it.Canceled = http.StatusOK, true, string(x.State), x.Duplicate, x.Canceled
+			resp.Accepted++
+		}
+		resp.Results[i] = it
+	}
+	writeJSON(w, http.StatusOK, resp)
+	return nil
+}
+
+// handOffRefusal is the status and error of item i of a batch that is not
+// accepted: what the single-item endpoint answers, the field named by the
+// item's place.
+func handOffRefusal(i int, err error) (int, apiv1.Error) {
+	var rf *federation.Refusal
+	switch {
+	case errors.As(err, &rf): // its field is the item's (pool)
+	case errors.Is(err, task.ErrBadID):
+		// An id in a body that is not one is a bad argument (400), not a
+		// missing task.
+		err = &task.FieldError{Field: "id", Msg: err.Error()}
+	default:
+		err = prefixField("spec", err) // the spec's own faults: 400, or 413 for its payload
+	}
+	e := toAPIError(err)
+	b := e.body()
+	b.Field = strings.TrimSuffix(fmt.Sprintf("items[%d].%s", i, b.Field), ".")
+	return e.status, b
+}
+
+// enqueueScheduled is the home region's side of a firing: it accepts the
+// slot's task under its derived id at most once.
+func (a *API) enqueueScheduled(w http.ResponseWriter, r *http.Request, _ Principal) error {
+	var req apiv1.ScheduleEnqueue
+	if err := decode(w, r, int64(a.cfg.MaxPayload)+(64<<10), &req); err != nil {
+		return err
+	}
+	id, err := task.ParseID(req.ID)
+	if err != nil {
+		return &task.FieldError{Field: "id", Msg: "is not a task id"}
+	}
+	if id.Region != a.n.Region() {
+		return &task.FieldError{Field: "id", Msg: fmt.Sprintf("names home region %s; this is %s", id.Region, a.n.Region())}
+	}
+	sp, err := task.DecodeSpec(req.Spec)
+	if err != nil {
+		return prefixField("spec", err)
+	}
+	created, st, err := a.n.EnqueueFixed(r.Context(), req.ID, sp)
+	if err != nil {
+		return prefixField("spec", err)
+	}
+	writeJSON(w, http.StatusOK, apiv1.ScheduleEnqueueResponse{ID: req.ID, State: st, Created: created})
+	return nil
+}
