@@ -1,0 +1,496 @@
+package federation
+
+import (
+	"cmp"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math/rand/v2"
+	"net"
+	"net/http"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/ax-sched/ax/apiv1"
+	"github.com/ax-sched/ax/queue"
+	"github.com/ax-sched/ax/task"
+)
+
+// The hand-off sender: the outbox loop that moves tasks placed in other
+// regions to them.
+
+// Hand-off batching (OutboxLoop).
+const (
+	// handOffRead is how many due outbox tasks one round reads per shard.
+	handOffRead = apiv1.MaxBatch
+	// handOffBytes bounds the specs of one batch request, far below what a
+	// receiver reads (≥ 64 MiB: httpapi's handoffBatch), so that a run of
+	// large payloads never makes a request the receiver cuts off.
+	handOffBytes = 16 << 20
+	// handOffTargets is how many target regions one round serves at once.
+	handOffTargets = 4
+	// handOffTimeout bounds a single-item request. A batch stores its tasks
+	// in one script of a few milliseconds; its longer bound is for moving up
+	// to handOffBytes across regions.
+	handOffTimeout      = 5 * time.Second
+	handOffBatchTimeout = 10 * time.Second
+	// noBatchFor is how long a target that does not serve the batch
+	// endpoint (an older server) gets one task per request before a batch
+	// is tried again.
+	noBatchFor = 5 * time.Minute
+)
+
+// OutboxLoop hands tasks in the outbox to their target regions (a region
+// leader loop). Each task goes to the same target with the same id until a
+// definite answer: accepted (or already there) → HANDED_OFF; refused →
+// placed again. Timeouts, 5xx, 401 and 429 retry the same target with
+// backoff, so a lost answer never makes a second copy.
+//
+// Each round groups the due tasks by target and sends each group in batch
+// requests (POST /v1/internal/handoff/batch, at most apiv1.MaxBatch tasks and
+// handOffBytes each, in turn), up to handOffTargets targets at once; a
+// single task goes to the single-item endpoint, which every server version
+// serves, and so does every task for a target that has no batch endpoint.
+// A request with no definite answer puts every task of it, and the
+// target's tasks not sent yet, back with backoff.
+func (n *Node) OutboxLoop(ctx context.Context, _ queue.Fence, _ func(error)) {
+	o := &outbox{n: n, attempts: map[string]int{}, noBatch: map[string]time.Time{}, maybeSent: map[string]bool{}}
+	for ctx.Err() == nil {
+		tasks, err := n.store.Outbox(ctx, handOffRead)
+		if err != nil {
+			n.log.Warn("outbox read", "err", err)
+		}
+		o.round(ctx, tasks)
+		wait := 200 * time.Millisecond
+		if len(tasks) >= handOffRead {
+			wait = 0
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(wait):
+		}
+	}
+}
+
+// outbox is OutboxLoop's memory across rounds.
+type outbox struct {
+	n *Node
+
+	mu       sync.Mutex
+	attempts map[string]int // task id → unanswered attempts so far (its backoff)
+	// maybeSent holds the tasks of which some attempt may have reached its
+	// target (anything but a failed dial): only those must wait for a
+	// definite answer. A task whose every attempt failed to connect was
+	// never seen by the target, so it can be placed again without any risk
+	// of a second copy (docs/architecture.md, region loss). Memory only: after
+	// a restart every unanswered task counts as maybe sent.
+	maybeSent map[string]bool
+	noBatch   map[string]time.Time // target → until when it gets one task per request
+}
+
+// verdict is what a target's answer means for one task.
+type verdict int
+
+const (
+	handedOff  verdict = iota + 1 // accepted, or already held by the target
+	refused                       // a definite refusal: the task is placed again
+	unanswered                    // no definite answer: the same target again, later
+)
+
+type answer struct {
+	t        *task.Task
+	v        verdict
+	canceled bool  // handedOff: the target also carried out the cancel the item carried
+	err      error // refused or unanswered: why
+}
+
+// parcel is the tasks of one request to one target.
+type parcel struct {
+	tasks []*task.Task
+	items []apiv1.HandOff
+}
+
+// definite reports whether a 4xx refuses for good: 401 and 403 (a cluster
+// token being rotated or mistyped: a configuration fault, not the task's)
+// and 429 (busy) may pass, so tasks wait for the same target instead of
+// being placed again and again while the tokens disagree.
+func definite(status int) bool {
+	switch status {
+	case http.StatusUnauthorized, http.StatusForbidden, http.StatusTooManyRequests:
+		return false
+	}
+	return status/100 == 4
+}
+
+// round hands tasks off, grouped by target, up to handOffTargets targets
+// at once, and returns when every group is answered or put back.
+func (o *outbox) round(ctx context.Context, tasks []*task.Task) {
+	byTarget := map[string][]*task.Task{}
+	var targets []string
+	for _, t := range tasks {
+		if _, ok := byTarget[t.HandOffTarget]; !ok {
+			targets = append(targets, t.HandOffTarget)
+		}
+		byTarget[t.HandOffTarget] = append(byTarget[t.HandOffTarget], t)
+	}
+	sem := make(chan struct{}, handOffTargets)
+	var wg sync.WaitGroup
+	for _, target := range targets {
+		sem <- struct{}{}
+		wg.Go(func() {
+			defer func() { <-sem }()
+			o.send(ctx, target, byTarget[target])
+		})
+	}
+	wg.Wait()
+}
+
+// send hands one target's tasks off, parcel after parcel, and stops at the
+// first request that gets no definite answer.
+func (o *outbox) send(ctx context.Context, target string, tasks []*task.Task) {
+	r, ok := o.n.view.Region(target)
+	if !ok || r.API == "" {
+		o.settle(ctx, target, unansweredAll(tasks, fmt.Errorf("%w: region %s not in the view", errNotSent, target)))
+		return
+	}
+	ids := make([]string, len(tasks))
+	for i, t := range tasks {
+		ids[i] = t.ID
+	}
+	// The trails travel with the tasks; without them the hand-off still
+	// goes (the receiver's trail then starts at its RECEIVED step).
+	trails, err := o.n.store.Trails(ctx, ids)
+	if err != nil {
+		o.n.log.Warn("hand-off: reading trails failed; sending without them", "err", err)
+	}
+	parcels := parcelsOf(tasks, trails, o.n.cfg.Region, o.n.cfg.Now())
+	for k, p := range parcels {
+		var as []answer
+		var failed error
+		each := len(p.tasks) == 1 || o.single(target)
+		if !each {
+			as, failed, each = o.sendBatch(ctx, target, r.API, p)
+		}
+		if each {
+			as, failed = o.sendEach(ctx, r.API, p)
+		}
+		if failed != nil {
+			// The target does not answer: what was not sent yet waits as
+			// long as what was.
+			why := fmt.Errorf("not sent: %s did not answer an earlier request: %w", target, failed)
+			as = append(as, unansweredAll(p.tasks[len(as):], why)...)
+			for _, q := range parcels[k+1:] {
+				as = append(as, unansweredAll(q.tasks, why)...)
+			}
+		}
+		o.settle(ctx, target, as)
+		if failed != nil {
+			return
+		}
+	}
+}
+
+// handOffOf is the wire form of a task handed off with its history.
+func handOffOf(t *task.Task, spec json.RawMessage, trail []task.Transition, region string, now time.Time) apiv1.HandOff {
+	created := t.CreatedAt
+	if len(trail) >= queue.MaxCarriedTrail {
+		trail = append(append([]task.Transition(nil), trail[:16]...), trail[len(trail)-(queue.MaxCarriedTrail-17):]...)
+	}
+	// The HANDED_OFF step is recorded here once the receiver accepts; the
+	// carried trail has it already, as of the sending.
+	trail = append(trail[:len(trail):len(trail)], task.Transition{At: now, From: task.Pending, To: task.HandedOff,
+		Reason: task.ReasonHandedOff, By: t.HandOffTarget + "/" + t.Pool, Attempt: t.Attempts, Region: region})
+	return apiv1.HandOff{ID: t.ID, Pool: t.Pool, Spec: spec, Cancel: t.CancelRequested,
+		Attempts: t.Attempts, PreemptCount: t.PreemptCount, CreatedAt: &created, LastError: t.LastError, Trail: trail}
+}
+
+// parcelsOf cuts one target's tasks into requests of at most apiv1.MaxBatch
+// tasks and handOffBytes of specs (a larger task goes alone).
+func parcelsOf(tasks []*task.Task, trails map[string][]task.Transition, region string, now time.Time) []parcel {
+	var out []parcel
+	var cur parcel
+	size := 0
+	for _, t := range tasks {
+		spec, _ := json.Marshal(t.Spec())
+		item := handOffOf(t, spec, trails[t.ID], region, now)
+		sz := len(spec) + len(t.ID) + len(t.Pool) + len(item.LastError) + 160*len(item.Trail) + 96
+		if len(cur.tasks) > 0 && (len(cur.tasks) == apiv1.MaxBatch || size+sz > handOffBytes) {
+			out = append(out, cur)
+			cur, size = parcel{}, 0
+		}
+		cur.tasks = append(cur.tasks, t)
+		cur.items = append(cur.items, item)
+		size += sz
+	}
+	if len(cur.tasks) > 0 {
+		out = append(out, cur)
+	}
+	return out
+}
+
+// single reports whether target gets one task per request for now.
+func (o *outbox) single(target string) bool {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return time.Now().Before(o.noBatch[target])
+}
+
+// sendBatch sends a parcel in one batch request. failed is set when the
+// request got no definite answer (every answer is unanswered then). each
+// is set when the target refused the request itself, not its tasks (no
+// batch endpoint: an older server; or a shape it does not take): nothing
+// was decided, and the parcel goes one task per request.
+func (o *outbox) sendBatch(ctx context.Context, target, api string, p parcel) (as []answer, failed error, each bool) {
+	cctx, cancel := context.WithTimeout(ctx, handOffBatchTimeout)
+	defer cancel()
+	var resp apiv1.HandOffBatchResponse
+	_, err := o.n.call(cctx, api, http.MethodPost, "/v1/internal/handoff/batch", apiv1.HandOffBatch{Items: p.items}, &resp)
+	var pe *PeerError
+	switch {
+	case err == nil:
+	case errors.As(err, &pe) && definite(pe.Status):
+		if pe.Status == http.StatusNotFound || pe.Status == http.StatusMethodNotAllowed {
+			o.mu.Lock()
+			o.noBatch[target] = time.Now().Add(noBatchFor)
+			o.mu.Unlock()
+			o.n.log.Info("target has no batch hand-off endpoint; sending one task per request", "target", target, "for", noBatchFor)
+		} else {
+			o.n.log.Warn("target refused a hand-off batch; sending one task per request", "target", target, "err", err)
+		}
+		return nil, nil, true
+	default:
+		return unansweredAll(p.tasks, err), err, false
+	}
+	as = make([]answer, len(p.tasks))
+	for i, t := range p.tasks {
+		if i >= len(resp.Results) || resp.Results[i].ID != t.ID {
+			as[i] = answer{t: t, v: unanswered, err: fmt.Errorf("no answer for item %d in the batch's answer", i)}
+			continue
+		}
+		r := resp.Results[i]
+		var why error = fmt.Errorf("peer answered %d for the item", r.Status)
+		if r.Error != nil {
+			why = &PeerError{Status: r.Status, Body: *r.Error}
+		}
+		switch {
+		case r.Accepted:
+			as[i] = answer{t: t, v: handedOff, canceled: r.Canceled}
+		case r.Status/100 == 2 || definite(r.Status):
+			as[i] = answer{t: t, v: refused, err: why}
+		default:
+			as[i] = answer{t: t, v: unanswered, err: why}
+		}
+	}
+	return as, nil, false
+}
+
+// sendEach sends a parcel one task per request, to the single-item
+// endpoint, in turn, and stops at the first request that gets no definite
+// answer (failed): the tasks after it are not sent.
+func (o *outbox) sendEach(ctx context.Context, api string, p parcel) (as []answer, failed error) {
+	for i, t := range p.tasks {
+		cctx, cancel := context.WithTimeout(ctx, handOffTimeout)
+		var resp apiv1.HandOffResponse
+		_, err := o.n.call(cctx, api, http.MethodPost, "/v1/internal/handoff", p.items[i], &resp)
+		cancel()
+		var pe *PeerError
+		switch {
+		case err == nil && resp.Accepted:
+			as = append(as, answer{t: t, v: handedOff, canceled: resp.Canceled})
+		case err == nil:
+			as = append(as, answer{t: t, v: refused, err: errors.New(resp.Reason)})
+		case errors.As(err, &pe) && definite(pe.Status):
+			as = append(as, answer{t: t, v: refused, err: err})
+		default:
+			return append(as, answer{t: t, v: unanswered, err: err}), err
+		}
+	}
+	return as, nil
+}
+
+func unansweredAll(tasks []*task.Task, why error) []answer {
+	as := make([]answer, len(tasks))
+	for i, t := range tasks {
+		as[i] = answer{t: t, v: unanswered, err: why}
+	}
+	return as
+}
+
+// settle applies a target's answers: definite ones are recorded in one
+// store call (handed off, or placed again), unanswered ones wait in the
+// outbox with backoff and jitter; the in-flight counts, metrics and logs
+// follow (one Info line per outcome and request, one Debug line per task).
+func (o *outbox) settle(ctx context.Context, target string, as []answer) {
+	n := o.n
+	if len(as) == 0 {
+		return
+	}
+	now := time.Now()
+	// One jitter per request: its retries stay together, in one batch.
+	jitter := rand.Float64() / 4
+	var done []queue.HandOffAnswer
+	var retries []queue.OutboxRetry
+	var accepted, refusedIDs, later, replaced []string
+	var refusedErr, laterErr error
+	var wait time.Duration
+	o.mu.Lock()
+	for _, a := range as {
+		id := a.t.ID
+		switch a.v {
+		case handedOff:
+			delete(o.attempts, id)
+			delete(o.maybeSent, id)
+			n.flights.landed(id, now)
+			done = append(done, queue.HandOffAnswer{ID: id, Accepted: true, Canceled: a.canceled})
+			accepted = append(accepted, id)
+		case refused:
+			delete(o.attempts, id)
+			delete(o.maybeSent, id)
+			n.flights.drop(id)
+			done = append(done, queue.HandOffAnswer{ID: id, Accepted: false})
+			refusedIDs = append(refusedIDs, id)
+			refusedErr = cmp.Or(refusedErr, a.err)
+		default:
+			if !neverSent(a.err) {
+				o.maybeSent[id] = true
+			}
+			if o.attempts[id]+1 >= strandedAfter && !o.maybeSent[id] && !n.view.healthy(target) {
+				// The target is down and never saw this task: place it
+				// again (HANDOFF_REFUSED) instead of waiting for the
+				// region to return.
+				delete(o.attempts, id)
+				n.flights.drop(id)
+				done = append(done, queue.HandOffAnswer{ID: id, Accepted: false})
+				replaced = append(replaced, id)
+				continue
+			}
+			o.attempts[id]++
+			d := min(100*time.Millisecond<<min(o.attempts[id], 9), 30*time.Second)
+			d += time.Duration(float64(d) * jitter)
+			retries = append(retries, queue.OutboxRetry{ID: id, At: now.Add(d)})
+			later = append(later, id)
+			laterErr = cmp.Or(laterErr, a.err)
+			if wait == 0 || d < wait {
+				wait = d
+			}
+		}
+	}
+	o.mu.Unlock()
+
+	// Definite answers are recorded even when the loop is stopping: an
+	// answer not recorded is asked for again, and the target repeats it.
+	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+	defer cancel()
+	if len(done) > 0 {
+		errs, err := n.store.HandOffDoneMany(rctx, done)
+		if err != nil {
+			n.log.Warn("hand-off answers not recorded; asking again", "target", target, "n", len(done), "err", err)
+		} else {
+			resend := map[string]bool{}
+			for i, err := range errs {
+				if errors.Is(err, queue.ErrSendCancel) {
+					n.log.Info("cancel requested during the hand-off; sending it again with the cancel", "id", done[i].ID, "target", target)
+					resend[done[i].ID] = true
+					continue
+				}
+				if err != nil {
+					n.log.Warn("hand-off answer not recorded", "id", done[i].ID, "accepted", done[i].Accepted, "err", err)
+				}
+			}
+			if len(resend) > 0 {
+				// Counted when the repeat (with the cancel) is answered.
+				accepted = slices.DeleteFunc(accepted, func(id string) bool { return resend[id] })
+			}
+		}
+	}
+	// An unanswered task of a stopping loop stays due: the next leader
+	// sends it at once.
+	if len(retries) > 0 && ctx.Err() == nil {
+		if err := n.store.HandOffRetryMany(rctx, retries); err != nil {
+			n.log.Warn("outbox retry", "target", target, "n", len(retries), "err", err)
+		}
+	}
+
+	// A definite answer vouches for the target; none at all (every task
+	// unanswered for want of a reply) makes it a suspect, so placement
+	// stops sending new work there now rather than when its registration
+	// expires.
+	if len(done) > len(replaced) {
+		n.view.Vouch(target)
+	} else if len(later)+len(replaced) > 0 && (len(replaced) > 0 || noReply(laterErr)) {
+		n.view.Suspect(target, now)
+	}
+	if len(replaced) > 0 {
+		n.metrics.handoffs.WithLabelValues(n.cfg.Region, target, "replaced").Add(float64(len(replaced)))
+		n.log.Warn("hand-offs to an unreachable region placed again (it never received them)", "target", target,
+			"n", len(replaced), idsAttr(replaced), "reason", task.ReasonHandOffRefused)
+	}
+	m := n.metrics.handoffs
+	if len(accepted) > 0 {
+		m.WithLabelValues(n.cfg.Region, target, "accepted").Add(float64(len(accepted)))
+		n.log.Info("handed off", "target", target, "n", len(accepted), idsAttr(accepted), "reason", task.ReasonHandedOff)
+	}
+	if len(refusedIDs) > 0 {
+		m.WithLabelValues(n.cfg.Region, target, "refused").Add(float64(len(refusedIDs)))
+		n.log.Info("hand-off refused; placing again", "target", target, "n", len(refusedIDs), idsAttr(refusedIDs),
+			"reason", task.ReasonHandOffRefused, "err", refusedErr)
+		if n.cell != nil {
+			n.cell.Wake()
+		}
+	}
+	if len(later) > 0 {
+		m.WithLabelValues(n.cfg.Region, target, "retry").Add(float64(len(later)))
+		n.log.Info("hand-off unanswered; retrying the same target", "target", target, "n", len(later), idsAttr(later),
+			"in", wait, "err", laterErr)
+	}
+	if n.log.Enabled(ctx, slog.LevelDebug) {
+		for _, a := range as {
+			args := []any{"id", a.t.ID, "trace_id", a.t.TraceID, "target", target, "pool", a.t.Pool}
+			switch a.v {
+			case handedOff:
+				args = append(args, "outcome", "accepted", "reason", task.ReasonHandedOff)
+			case refused:
+				args = append(args, "outcome", "refused", "reason", task.ReasonHandOffRefused, "err", a.err)
+			default:
+				args = append(args, "outcome", "retry", "err", a.err)
+			}
+			n.log.Debug("hand-off", args...)
+		}
+	}
+}
+
+// idsAttr names the tasks of a log line: the id of one, the first 8 of
+// more (the count is logged beside).
+func idsAttr(ids []string) slog.Attr {
+	if len(ids) == 1 {
+		return slog.String("id", ids[0])
+	}
+	return slog.Any("ids", ids[:min(len(ids), 8)])
+}
+
+// strandedAfter is how many failed dials to a target that placement no
+// longer considers healthy make an outbox task be placed elsewhere (with the
+// backoff: about 1.5 s).
+const strandedAfter = 3
+
+// neverSent reports whether err proves the request never left: the
+// connection could not be made. Anything else (a timeout after connecting,
+// a reset mid-answer) may have reached the target.
+func neverSent(err error) bool {
+	var op *net.OpError
+	return errors.Is(err, errNotSent) || errors.As(err, &op) && op.Op == "dial"
+}
+
+// errNotSent: the outbox did not send the request at all.
+var errNotSent = errors.New("not sent")
+
+// noReply reports whether err is the lack of any answer (refused
+// connection, timeout), as opposed to an answer that said "not now".
+func noReply(err error) bool {
+	var pe *PeerError
+	return err != nil && !errors.As(err, &pe)
+}
