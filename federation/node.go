@@ -34,7 +34,9 @@ type Config struct {
 	// worker before they are re-placed elsewhere (default 30s).
 	StuckPoolGrace time.Duration
 	Logger         *slog.Logger
-	// Now is the clock (tests inject one); nil is time.Now.
+	// Now is the node's one clock: placement, in-flight accounting, stuck
+	// pools (tests inject one); nil is time.Now. The view keeps the wall
+	// clock: it judges figures other servers stamped with theirs.
 	Now func() time.Time
 }
 
@@ -120,7 +122,6 @@ func (n *Node) Estimator() *placement.Estimator { return n.est }
 // Errors of the submission path, mapped to HTTP statuses by the API.
 var (
 	ErrRegionUnavailable = errors.New("federation: the key's home region is unavailable")
-	ErrForbidden         = errors.New("federation: forbidden")
 )
 
 // PlacementError is a submit no pool can take: Unplaceable (422, no pool
@@ -201,11 +202,11 @@ func (n *Node) Submit(ctx context.Context, specs []*task.Spec, forwarded bool) [
 			switch {
 			case d.OK && d.Region == n.cfg.Region:
 				nt.Pool = d.Pool
-				ticket = n.flights.reserve(d.Region, d.Pool, vs.updated[d.Region], time.Now())
+				ticket = n.flights.reserve(d.Region, d.Pool, vs.updated[d.Region], now)
 			case d.OK:
 				nt.Pool, nt.HandOff = d.Pool, d.Region
 				out[i].Region = d.Region
-				ticket = n.flights.reserve(d.Region, d.Pool, vs.updated[d.Region], time.Now())
+				ticket = n.flights.reserve(d.Region, d.Pool, vs.updated[d.Region], now)
 			case d.Unplaceable():
 				out[i].Err = &PlacementError{Explanation: n.placer.Explain(snap, placeTask(sp, n.cfg.Region), now)}
 				n.metrics.rejected.WithLabelValues(n.cfg.Region, "unplaceable").Inc()
@@ -225,7 +226,7 @@ func (n *Node) Submit(ctx context.Context, specs []*task.Spec, forwarded bool) [
 	}
 	if len(local) > 0 {
 		res, err := n.store.Submit(ctx, local...)
-		stored := time.Now()
+		stored := n.cfg.Now()
 		for k, i := range localIdx {
 			if err != nil {
 				out[i].Err = err
@@ -306,7 +307,7 @@ func (n *Node) PlaceDue(_ context.Context, tasks []*task.Task) []queue.Assignmen
 			out = append(out, queue.Assignment{ID: t.ID, Pool: d.Pool})
 		case d.OK:
 			out = append(out, queue.Assignment{ID: t.ID, Pool: d.Pool, Region: d.Region})
-			n.flights.add(t.ID, d.Region, d.Pool, vs.updated[d.Region], time.Now())
+			n.flights.add(t.ID, d.Region, d.Pool, vs.updated[d.Region], now)
 		default:
 			out = append(out, queue.Assignment{ID: t.ID, RetryAt: now.Add(n.cfg.NoCapacityRetry)})
 		}

@@ -12,6 +12,7 @@ import (
 	"net/http"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/ax-sched/ax/apiv1"
@@ -56,9 +57,19 @@ const (
 // serves, and so does every task for a target that has no batch endpoint.
 // A request with no definite answer puts every task of it, and the
 // target's tasks not sent yet, back with backoff.
-func (n *Node) OutboxLoop(ctx context.Context, _ queue.Fence, _ func(error)) {
-	o := &outbox{n: n, attempts: map[string]int{}, noBatch: map[string]time.Time{}, maybeSent: map[string]bool{}}
-	for ctx.Err() == nil {
+//
+// The answers are recorded under the leader's fence f: once a newer leader
+// of the region has written, this loop's records are refused, it calls lost
+// and stops. Sending needs no fence (a receiver accepts an id once, so two
+// leaders sending one task make one copy), but recording does: two terms
+// could get different definite answers about one id (refused, then
+// accepted after the target gained the pool), and the older term's record
+// of the refusal would place the task again at home while the target runs
+// it.
+func (n *Node) OutboxLoop(ctx context.Context, f queue.Fence, lost func(error)) {
+	o := &outbox{n: n, fence: f, attempts: map[string]int{}, noBatch: map[string]time.Time{}, maybeSent: map[string]bool{}}
+	o.lost = sync.OnceFunc(func() { lost(queue.ErrFenced) })
+	for ctx.Err() == nil && !o.fenced.Load() {
 		tasks, err := n.store.Outbox(ctx, handOffRead)
 		if err != nil {
 			n.log.Warn("outbox read", "err", err)
@@ -78,7 +89,9 @@ func (n *Node) OutboxLoop(ctx context.Context, _ queue.Fence, _ func(error)) {
 
 // outbox is OutboxLoop's memory across rounds.
 type outbox struct {
-	n *Node
+	n     *Node
+	fence queue.Fence
+	lost  func() // the term is over: a newer leader's records exist
 
 	mu       sync.Mutex
 	attempts map[string]int // task id → unanswered attempts so far (its backoff)
@@ -90,6 +103,7 @@ type outbox struct {
 	// a restart every unanswered task counts as maybe sent.
 	maybeSent map[string]bool
 	noBatch   map[string]time.Time // target → until when it gets one task per request
+	fenced    atomic.Bool          // a record was refused: the loop stops
 }
 
 // verdict is what a target's answer means for one task.
@@ -329,7 +343,7 @@ func (o *outbox) settle(ctx context.Context, target string, as []answer) {
 	if len(as) == 0 {
 		return
 	}
-	now := time.Now()
+	now := n.cfg.Now()
 	// One jitter per request: its retries stay together, in one batch.
 	jitter := rand.Float64() / 4
 	var done []queue.HandOffAnswer
@@ -386,7 +400,14 @@ func (o *outbox) settle(ctx context.Context, target string, as []answer) {
 	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
 	defer cancel()
 	if len(done) > 0 {
-		errs, err := n.store.HandOffDoneMany(rctx, done)
+		errs, err := n.store.HandOffDoneMany(rctx, done, o.fence)
+		if errors.Is(err, queue.ErrFenced) {
+			// The tasks are the newer leader's to settle: nothing more here.
+			n.log.Warn("hand-off answers not recorded: a newer leader exists", "target", target, "n", len(done))
+			o.fenced.Store(true)
+			o.lost()
+			return
+		}
 		if err != nil {
 			n.log.Warn("hand-off answers not recorded; asking again", "target", target, "n", len(done), "err", err)
 		} else {

@@ -28,7 +28,7 @@ func (n *Node) StuckPoolLoop(ctx context.Context, f queue.Fence, lost func(error
 		if n.cell == nil {
 			continue
 		}
-		now := time.Now()
+		now := n.cfg.Now()
 		for _, p := range n.cell.Figures().Pools {
 			if p.Workers > 0 || p.Ready == 0 || p.ScaleFromZero {
 				delete(since, p.Name)

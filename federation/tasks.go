@@ -190,7 +190,7 @@ func (n *Node) drain(ctx context.Context, pool string, rate int, f *queue.Fence)
 			}
 			n.metrics.placements.WithLabelValues(d.Region, d.Pool).Inc()
 			batch = append(batch, queue.DrainMove{ID: t.ID, Region: d.Region, Pool: d.Pool})
-			n.flights.add(t.ID, d.Region, d.Pool, vs.updated[d.Region], time.Now())
+			n.flights.add(t.ID, d.Region, d.Pool, vs.updated[d.Region], now)
 			if len(batch) >= min(rate, 500) {
 				if err := flush(); err != nil {
 					return err

@@ -394,7 +394,8 @@ func windowOf(s *region.Schedule) *placement.CapacitySchedule {
 		at = max(at, c.b)
 	}
 	if at < 1440 {
-		cs.Windows = append(cs.Windows, placement.Window{Start: at, End: 1440 % 1440, Slots: 0})
+		// End 0 is midnight: the window runs to the end of the day.
+		cs.Windows = append(cs.Windows, placement.Window{Start: at, End: 0, Slots: 0})
 	}
 	return cs
 }

@@ -366,12 +366,11 @@ func (a *API) events(w http.ResponseWriter, r *http.Request, _ Principal) error 
 		}
 		wait = d
 	}
+	// No after starts at the newest entry: a first call returns only new
+	// events.
 	var after []string
 	if v := q.Get("after"); v != "" {
 		after = strings.Split(v, ",")
-	} else {
-		// Start at the newest entry so a first call returns only new events.
-		after = nil
 	}
 	evs, next, err := a.n.Store().Events(r.Context(), after, 200, max(wait, time.Millisecond))
 	if err != nil {

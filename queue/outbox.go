@@ -35,9 +35,9 @@ func (s *Store) Outbox(ctx context.Context, limit int) ([]*task.Task, error) {
 
 // HandOffDone records the receiver's definite answer: accepted moves the
 // task to HANDED_OFF (its record forwards there); refused sends it back to
-// placement.
-func (s *Store) HandOffDone(ctx context.Context, id string, accepted bool) error {
-	errs, err := s.HandOffDoneMany(ctx, []HandOffAnswer{{ID: id, Accepted: accepted}})
+// placement. A leader passes its fence (see HandOffDoneMany).
+func (s *Store) HandOffDone(ctx context.Context, id string, accepted bool, f ...Fence) error {
+	errs, err := s.HandOffDoneMany(ctx, []HandOffAnswer{{ID: id, Accepted: accepted}}, f...)
 	if err != nil {
 		return err
 	}
@@ -64,8 +64,10 @@ var ErrSendCancel = errors.New("queue: a cancel was requested during the hand-of
 // one script call per shard and at most MaxBatch answers. Per-answer errors
 // are in input order: nil when recorded, ErrBadID, or a *TransitionError
 // when the task is not in the outbox (nothing changed for it). The error is
-// for Redis failures; answers of shards not written by then carry it too.
-func (s *Store) HandOffDoneMany(ctx context.Context, answers []HandOffAnswer) ([]error, error) {
+// for Redis failures, and ErrFenced when f, the caller's leadership, is
+// older than one a shard has seen (nothing is recorded there then); answers
+// of shards not written by then carry it too.
+func (s *Store) HandOffDoneMany(ctx context.Context, answers []HandOffAnswer, f ...Fence) ([]error, error) {
 	errs := make([]error, len(answers))
 	byShard := make([][]int, s.opts.Shards)
 	for i, a := range answers {
@@ -81,7 +83,7 @@ func (s *Store) HandOffDoneMany(ctx context.Context, answers []HandOffAnswer) ([
 		for start := 0; start < len(idx); start += MaxBatch {
 			chunk := idx[start:min(start+MaxBatch, len(idx))]
 			if failed == nil {
-				failed = s.handOffDoneShard(ctx, shard, answers, chunk, errs)
+				failed = s.handOffDoneShard(ctx, shard, answers, chunk, errs, f)
 			}
 			if failed != nil {
 				for _, i := range chunk {
@@ -93,9 +95,15 @@ func (s *Store) HandOffDoneMany(ctx context.Context, answers []HandOffAnswer) ([
 	return errs, failed
 }
 
-func (s *Store) handOffDoneShard(ctx context.Context, shard int, answers []HandOffAnswer, idx []int, errs []error) error {
-	argv := make([]any, 0, 3+2*len(idx))
-	argv = append(argv, s.clock(), s.opts.RetainDead.Milliseconds(), s.opts.RetainCanceled.Milliseconds())
+func (s *Store) handOffDoneShard(ctx context.Context, shard int, answers []HandOffAnswer, idx []int, errs []error, f []Fence) error {
+	keys := s.keysWith(shard, s.keys[shard].prefix+"outbox")
+	token := ""
+	if len(f) > 0 {
+		keys = append(keys, s.fenceKey(shard, f[0]))
+		token = strconv.FormatInt(f[0].Token, 10)
+	}
+	argv := make([]any, 0, 4+2*len(idx))
+	argv = append(argv, s.clock(), s.opts.RetainDead.Milliseconds(), s.opts.RetainCanceled.Milliseconds(), token)
 	for _, i := range idx {
 		outcome := "refused"
 		switch {
@@ -106,9 +114,12 @@ func (s *Store) handOffDoneShard(ctx context.Context, shard int, answers []HandO
 		}
 		argv = append(argv, answers[i].ID, outcome)
 	}
-	out, err := scripts.handoff.Run(ctx, s.rdb, s.keysWith(shard, s.keys[shard].prefix+"outbox"), argv...).Slice()
+	out, err := scripts.handoff.Run(ctx, s.rdb, keys, argv...).Slice()
 	if err != nil {
 		return fmt.Errorf("queue: hand-off: %w", err)
+	}
+	if fenced(out) {
+		return ErrFenced
 	}
 	if len(out) != len(idx) {
 		return fmt.Errorf("queue: hand-off: %d results for %d answers", len(out), len(idx))
@@ -139,7 +150,10 @@ type OutboxRetry struct {
 
 // HandOffRetryMany schedules the next attempts of many unanswered
 // hand-offs (HandOffRetry for each) in one round trip: one ZADD XX per
-// shard. Tasks no longer in the outbox are left alone.
+// shard. Tasks no longer in the outbox are left alone. It takes no fence: it
+// changes only when a task in the outbox is sent next, never what becomes
+// of it, so a deposed leader's retry at worst delays the next leader's
+// attempt by one backoff.
 func (s *Store) HandOffRetryMany(ctx context.Context, retries []OutboxRetry) error {
 	byShard := make([][]redis.Z, s.opts.Shards)
 	for _, r := range retries {

@@ -303,3 +303,37 @@ func TestCancelDuringHandOff(t *testing.T) {
 		t.Fatalf("bulk cancel did not request the in-flight task's cancel")
 	}
 }
+
+// A leader's answers are fenced: once a newer term wrote, the older term's
+// answer about a task is refused (ErrFenced) and leaves it as it was, so
+// only one term's answers about a task are ever recorded.
+func TestHandOffDoneIsFenced(t *testing.T) {
+	e := newEnv(t)
+	ids := e.outboxIDs(3)
+	older, newer := Fence{Name: "region", Token: 4}, Fence{Name: "region", Token: 5}
+	errs, err := e.s.HandOffDoneMany(e.ctx, []HandOffAnswer{{ID: ids[0], Accepted: true}}, newer)
+	if err != nil || errs[0] != nil {
+		t.Fatalf("the newer term's answer: %v %v", errs, err)
+	}
+	// The older term got a refusal for ids[1]: recording it would place the
+	// task again here.
+	errs, err = e.s.HandOffDoneMany(e.ctx, []HandOffAnswer{{ID: ids[1], Accepted: false}, {ID: ids[2], Accepted: true}}, older)
+	if !errors.Is(err, ErrFenced) || !errors.Is(errs[0], ErrFenced) || !errors.Is(errs[1], ErrFenced) {
+		t.Fatalf("the older term's answers: %v %v, want ErrFenced", errs, err)
+	}
+	if diff := cmp.Diff(sortedIDs(ids[1:]), e.outboxDue()); diff != "" {
+		t.Fatalf("the outbox after a fenced answer (-want +got):\n%s", diff)
+	}
+	for _, id := range ids[1:] {
+		if tk, err := e.s.Get(e.ctx, id); err != nil || tk.State != task.Pending || tk.HandOffTarget != "us-east" {
+			t.Fatalf("%s after a fenced answer: %+v %v", id, tk, err)
+		}
+	}
+	if tk, err := e.s.Get(e.ctx, ids[0]); err != nil || tk.State != task.HandedOff {
+		t.Fatalf("%s answered by the newer term: %+v %v", ids[0], tk, err)
+	}
+	// Without a fence (tools, tests) the answer is recorded as before.
+	if err := e.s.HandOffDone(e.ctx, ids[2], true); err != nil {
+		t.Fatal(err)
+	}
+}

@@ -4,21 +4,28 @@
 -- leaves the outbox and waits for placement again (due set). Anything else
 -- keeps it in the outbox: the sender retries the same target with the same
 -- id (see Store.HandOffRetry).
--- KEYS: 1-8 see lib.lua; 9 outbox.
+-- KEYS: 1-8 see lib.lua; 9 outbox; 10 fence key (when fenced).
 -- A cancel requested while the hand-off was in flight (cx): an 'accepted'
 -- answer that did not carry it out ('accepted-canceled' did) leaves the
 -- task in the outbox, due now, to be sent again with the cancel; a refusal
 -- cancels it here (PENDING→CANCELED) instead of placing it again.
--- ARGV: 1 clock, 2 forwarding retention ms, 3 canceled retention ms, then
---   per task: id, 'accepted'|'accepted-canceled'|'refused'.
--- Returns: one entry per task, in order: '0' done; '2' to be sent again with
---   the cancel; '1' followed by its state code ('1' alone when there is no
---   record) when the task is not in the outbox (nothing changed for it).
+-- The answers are the region leader's (its outbox loop), fenced: a leader
+-- deposed while a request was in flight records nothing, so only one term's
+-- answers about a task are ever recorded (two terms' differing answers
+-- about one id, refused then accepted, would otherwise run it twice).
+-- ARGV: 1 clock, 2 forwarding retention ms, 3 canceled retention ms,
+--   4 fencing token ('' = not fenced), then per task: id,
+--   'accepted'|'accepted-canceled'|'refused'.
+-- Returns: {-1} fenced; else one entry per task, in order: '0' done; '2' to
+--   be sent again with the cancel; '1' followed by its state code ('1' alone
+--   when there is no record) when the task is not in the outbox (nothing
+--   changed for it).
+if ARGV[4] ~= '' and not fence(KEYS[10], ARGV[4]) then return {-1} end
 local now = clock(ARGV[1])
 local snow = fmt_now(now)
 local out = {}
 local handed = {}
-for i = 4, #ARGV, 2 do
+for i = 5, #ARGV, 2 do
   local id, outcome = ARGV[i], ARGV[i + 1]
   local tk = tkey(id)
   local r = redis.call('HMGET', tk, 'st', 'ob', 'at', 'po', 'cx')
