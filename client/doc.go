@@ -1,4 +1,4 @@
-// Package client is the Go client of ax's HTTP API (DESIGN §6). The `ax`
+// Package client is the Go client of ax's HTTP API (docs/architecture.md §7). The `ax`
 // CLI uses it, and so can any program that submits or inspects tasks.
 //
 // One Client talks to one ax server; any server of any region answers for

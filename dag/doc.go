@@ -1,4 +1,4 @@
-// Package dag runs DAGs (DESIGN §4, issue 6): tasks with dependencies.
+// Package dag runs DAGs (docs/architecture.md §5, issue 6): tasks with dependencies.
 //
 // Any server accepts a run; its region becomes the run's home, written into
 // the run's id (the task id format). The definition and every node's state

@@ -21,7 +21,7 @@ type ServerInfo struct {
 // Announce registers this server in the global etcd, bound to a session of
 // ttl, until ctx ends (then removes it). Every server's View counts these
 // registrations, and placement assumes only 1/count of a pool's headroom
-// (DESIGN §4 step 3), so servers bursting at once do not overfill a pool.
+// (docs/architecture.md §5 step 3), so servers bursting at once do not overfill a pool.
 // While the global etcd cannot be reached it keeps trying; placement then
 // falls back to placement.Config.Servers.
 func Announce(ctx context.Context, c *clientv3.Client, prefix string, info ServerInfo, ttl time.Duration, log *slog.Logger) {

@@ -31,7 +31,7 @@ type Config struct {
 	DAGs DAGs
 }
 
-// API serves DESIGN §6's HTTP API for one server.
+// API serves docs/architecture.md §7's HTTP API for one server.
 type API struct {
 	n        *federation.Node
 	cfg      Config

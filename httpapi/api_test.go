@@ -13,7 +13,7 @@ import (
 	"github.com/ax-sched/ax/task"
 )
 
-// The API contract of issue 5 (DESIGN §6): every endpoint api.go serves and
+// The API contract of issue 5 (docs/architecture.md §7): every endpoint api.go serves and
 // every documented error, against three real regions. f.call checks that
 // every error body is {"error":{"code","message"[,"field"]}}.
 func TestAPIContract(t *testing.T) {

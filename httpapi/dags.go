@@ -30,7 +30,7 @@ type DAGs interface {
 func (a *API) dagRoutes() {
 	a.route("POST /v1/dags", RoleSubmitter, a.createDAG)
 	a.route("GET /v1/dags/{id}", RoleSubmitter, a.getDAG)
-	// Cancelling is an operator action, as for tasks (DESIGN §6 roles).
+	// Cancelling is an operator action, as for tasks (docs/architecture.md §7 roles).
 	a.route("POST /v1/dags/{id}/cancel", RoleOperator, a.cancelDAG)
 }
 

@@ -1,4 +1,4 @@
-// Package httpapi is ax's HTTP API (DESIGN §6) for one server: routing,
+// Package httpapi is ax's HTTP API (docs/architecture.md §7) for one server: routing,
 // bearer tokens and roles (auth.go), the one strict JSON decoder of request
 // bodies (decode.go), the one mapping of errors to HTTP statuses and to the
 // {"error":{code,message,field}} shape (errors.go), the dashboard, and the

@@ -23,7 +23,7 @@ type Schedules interface {
 	SetPaused(ctx context.Context, name, tenant string, paused bool) (*apiv1.ScheduleStatus, error)
 }
 
-// scheduleRoutes registers the schedule endpoints (DESIGN §6); the
+// scheduleRoutes registers the schedule endpoints (docs/architecture.md §7); the
 // internal one a firing uses across regions is in handoff.go.
 func (a *API) scheduleRoutes() {
 	a.route("POST /v1/schedules", RoleOperator, a.createSchedule)

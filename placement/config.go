@@ -33,7 +33,7 @@ type Config struct {
 	EstimateRefresh time.Duration
 }
 
-// DefaultConfig returns the defaults of DESIGN §4–§5. It is the only place defaults live.
+// DefaultConfig returns the defaults of docs/architecture.md §5–§5. It is the only place defaults live.
 func DefaultConfig() Config {
 	return Config{
 		StaleAfter:         15 * time.Second,

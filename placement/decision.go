@@ -6,7 +6,7 @@ import (
 	"time"
 )
 
-// Reason says why a pool was rejected. The values are the reason codes of DESIGN §4, used in
+// Reason says why a pool was rejected. The values are the reason codes of docs/architecture.md §5, used in
 // logs, metrics and the API as they are.
 type Reason string
 

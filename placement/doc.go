@@ -1,6 +1,6 @@
 // Package placement decides which pool, in which region, a task should run in.
 //
-// It is the pure core of DESIGN §4: it takes plain values (a [Snapshot] of every pool's published
+// It is the pure core of docs/architecture.md §5: it takes plain values (a [Snapshot] of every pool's published
 // figures, a [Task], the time) and returns a [Decision]; it does no I/O, starts no goroutines and
 // imports nothing else of ax. Reading the etcd view, handing a task off to another region and
 // mapping a failed decision to an HTTP status belong to the callers.

@@ -7,7 +7,7 @@ import (
 	"time"
 )
 
-// naiveReason is the filter of DESIGN §4 written the obvious way, one pool at a time, without the
+// naiveReason is the filter of docs/architecture.md §5 written the obvious way, one pool at a time, without the
 // snapshot's indexes; saturation is left out (it depends on the Placer's counts).
 func naiveReason(p Pool, t Task, now time.Time, cfg Config) Reason {
 	for k, v := range t.Tags {

@@ -14,7 +14,7 @@ import (
 	"github.com/redis/go-redis/v9"
 )
 
-// DAG runs (DESIGN §4) keep their state in one slot of their home region's
+// DAG runs (docs/architecture.md §5) keep their state in one slot of their home region's
 // Redis, every key of a run sharing the hash tag {dag:<id>}:
 //
 //	ax:{dag:<id>}:def          STRING definition (JSON DAGDef), written once

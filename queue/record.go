@@ -11,7 +11,7 @@ import (
 	"github.com/ax-sched/ax/task"
 )
 
-// The task hash uses short field names to stay small (DESIGN §3):
+// The task hash uses short field names to stay small (docs/architecture.md §4):
 //
 //	st state code  rs reason (CLAIMED implied while st is U)  ty type  pl payload  pr priority
 //	tg tags k=v,.. rg regions   to timeout   mr max retries

@@ -9,7 +9,7 @@ import (
 	"github.com/ax-sched/ax/task"
 )
 
-// Preemption limits (DESIGN §5). Zero values take the defaults noted.
+// Preemption limits (docs/architecture.md §6). Zero values take the defaults noted.
 type Preemption struct {
 	Disabled              bool
 	MinPriorityGap        int           // victim at least this many levels lower (default 2)

@@ -9,7 +9,7 @@ import (
 	"github.com/ax-sched/ax/task"
 )
 
-// Thresholds of queue fill (ready ÷ queue capacity), DESIGN §5.
+// Thresholds of queue fill (ready ÷ queue capacity), docs/architecture.md §6.
 type Thresholds struct {
 	Alert  float64 // alert metric; priorities 3–4 deferred first
 	Spill  float64 // non-critical work placed elsewhere (placement's hard watermark)

@@ -1,4 +1,4 @@
-// Package schedule runs cron schedules across the federation (DESIGN §4,
+// Package schedule runs cron schedules across the federation (docs/architecture.md §5,
 // §5): definitions kept in the global etcd, fired by the federation leader
 // into each schedule's home region.
 //

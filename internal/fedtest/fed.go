@@ -228,7 +228,7 @@ func New(t *testing.T, opts ...Option) *Fed {
 	}
 	f.Placement = placement.DefaultConfig()
 	f.Placement.StaleAfter = Stale
-	// DESIGN §5: ≥ 60 % the penalty starts, ≥ 80 % non-critical work goes
+	// docs/architecture.md §6: ≥ 60 % the penalty starts, ≥ 80 % non-critical work goes
 	// elsewhere or gets 429.
 	f.Placement.SoftWatermark, f.Placement.HardWatermark = cfg.soft, cfg.hard
 	f.Auth = &httpapi.Auth{Enabled: true, ClusterToken: TokCluster, Tokens: []httpapi.Token{
