@@ -10,9 +10,9 @@ DATE    ?= $(shell date -u +%Y-%m-%dT%H:%M:%SZ)
 HELM    := helm.sh/helm/v3/cmd/helm@v3.22.0
 LDFLAGS ?= -X github.com/ax-sched/ax/internal/buildinfo.version=$(VERSION) -X github.com/ax-sched/ax/internal/buildinfo.commit=$(COMMIT) -X github.com/ax-sched/ax/internal/buildinfo.date=$(DATE)
 
-.PHONY: test deps vet unit race fuzz build bench clean
+.PHONY: test deps vet unit cluster race fuzz build bench clean
 
-test: deps vet build unit race fuzz
+test: deps vet build unit cluster race fuzz
 
 # Installs what a fresh Debian machine with only Go lacks.
 deps:
@@ -22,6 +22,11 @@ deps:
 		{ $(SUDO) apt-get update >/dev/null && $(SUDO) apt-get install -y redis-server; }; }
 	@command -v redis-server >/dev/null 2>&1 || { echo "FATAL: redis-server still missing"; exit 1; }
 	@redis-server --version
+	@command -v redis-cli >/dev/null 2>&1 || { \
+		echo "redis-cli missing (testenv forms Redis Clusters with it): installing redis-tools with apt-get"; \
+		$(SUDO) apt-get install -y redis-tools >/dev/null 2>&1 || \
+		{ $(SUDO) apt-get update >/dev/null && $(SUDO) apt-get install -y redis-tools; }; }
+	@command -v redis-cli >/dev/null 2>&1 || { echo "FATAL: redis-cli still missing"; exit 1; }
 	@command -v helm >/dev/null 2>&1 || test -x "$$($(GO) env GOPATH)/bin/helm" || { echo "helm missing (deploy/helm_test.go renders the chart): go install $(HELM)"; $(GO) install $(HELM); }
 
 vet:
@@ -33,6 +38,11 @@ build:
 
 unit:
 	$(GO) test -count=1 -timeout 20m ./...
+
+# The queue and worker suites once more on a real 3-master Redis Cluster
+# (internal/testenv: redis-server --cluster-enabled, redis-cli --cluster create).
+cluster:
+	AX_TEST_REDIS=cluster $(GO) test -count=1 -timeout 5m ./queue/ ./worker/
 
 race:
 	$(GO) test -count=1 -race -timeout 20m $(RACE)

@@ -62,7 +62,8 @@ func TestConcurrentClaimsEachExactlyOnce(t *testing.T) {
 }
 
 func TestAgingBounded(t *testing.T) {
-	e := newEnv(t) // aging step 60s
+	// Priority order is a shard's: a claim takes from the shards in turn.
+	e := newEnv(t, oneShard) // aging step 60s
 	old4 := e.submit("cpu", prio(4))
 	e.clock.Advance(3*time.Minute + time.Second)
 	fresh1 := e.submit("cpu", prio(1))
@@ -197,12 +198,15 @@ func TestWakeUpMarker(t *testing.T) {
 	case <-time.After(3 * time.Second):
 		t.Fatal("idle claimer was not woken")
 	}
-	// Only one marker, however many submits.
-	for i := 0; i < 5; i++ {
+	// Only one marker per shard, however many submits (round-robin over
+	// the shards: 6 reach every one of up to 3 shards twice).
+	for i := 0; i < 6; i++ {
 		e.submit("cpu")
 	}
-	if n, _ := e.s.rdb.LLen(e.ctx, e.s.keys[0].prefix+"wake:cpu").Result(); n != 1 {
-		t.Fatalf("%d markers, want 1", n)
+	for _, k := range e.s.keys {
+		if n, _ := e.s.rdb.LLen(e.ctx, k.prefix+"wake:cpu").Result(); n != 1 {
+			t.Fatalf("%s: %d markers, want 1", k.prefix, n)
+		}
 	}
 }
 
@@ -231,7 +235,7 @@ func TestLuaNumbersNear2to53(t *testing.T) {
 	if pr, _ = e.s.Promote(e.ctx, leader, 10); pr.Ready != 1 {
 		t.Fatalf("not promoted at %d", big)
 	}
-	score, _ := e.s.rdb.ZScore(e.ctx, e.s.keys[0].prefix+"q:cpu:2", res[0].ID).Result()
+	score, _ := e.s.rdb.ZScore(e.ctx, e.shardPrefix(res[0].ID)+"q:cpu:2", res[0].ID).Result()
 	if int64(score) != big {
 		t.Fatalf("ready score %d, want %d", int64(score), big)
 	}

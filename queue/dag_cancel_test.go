@@ -86,7 +86,7 @@ func TestDAGCancel(t *testing.T) {
 	if up.Applied != 0 || up.Released != 0 || up.Ended || !up.Canceling {
 		t.Fatalf("stale release: %+v", up)
 	}
-	if err := e.redis.Client().HSet(e.ctx, e.s.dagKey(def.ID, "nodes"), "c", "W||0|||1").Err(); err != nil {
+	if err := e.rdb.HSet(e.ctx, e.s.dagKey(def.ID, "nodes"), "c", "W||0|||1").Err(); err != nil {
 		t.Fatal(err)
 	}
 	up, err = e.s.UpdateDAG(e.ctx, leader, def.ID, []DAGStep{{Node: "c", From: task.NodeWaiting, To: DAGNode{State: task.NodeReleased}}})
@@ -131,7 +131,7 @@ func TestDAGCancel(t *testing.T) {
 	want["a"] = outcome
 	e.wantNodes(run, want)
 	for _, k := range []string{"def", "run", "nodes", "fence:region"} {
-		ttl, err := e.redis.Client().PTTL(e.ctx, e.s.dagKey(def.ID, k)).Result()
+		ttl, err := e.rdb.PTTL(e.ctx, e.s.dagKey(def.ID, k)).Result()
 		if err != nil || ttl <= 2*time.Hour || ttl > 3*time.Hour {
 			t.Errorf("%s expires in %v (%v), want the retention of cancellations", k, ttl, err)
 		}

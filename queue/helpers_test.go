@@ -2,12 +2,14 @@ package queue
 
 import (
 	"context"
+	"os"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/ax-sched/ax/internal/testenv"
 	"github.com/ax-sched/ax/task"
+	"github.com/redis/go-redis/v9"
 )
 
 // fakeClock is a settable clock injected into scripts.
@@ -29,29 +31,87 @@ func (c *fakeClock) Advance(d time.Duration) {
 
 var leader = Fence{Name: "region", Token: 10}
 
+// TestMain runs the suite against one Redis per test, or with
+// AX_TEST_REDIS=cluster against a real 3-master Redis Cluster (testenv.Main).
+func TestMain(m *testing.M) { os.Exit(testenv.Main(m).Run()) }
+
 type env struct {
-	t     *testing.T
-	ctx   context.Context
-	redis *testenv.Redis
+	t   *testing.T
+	ctx context.Context
+	// rdb reaches every key of the test's Redis: a client of the test's
+	// redis-server, or of the shared cluster (testenv.ModeEnv).
+	rdb   redis.UniversalClient
+	flush func(context.Context) error
 	s     *Store
 	clock *fakeClock
 }
 
+// newEnv builds a store (region eu-west, a fake clock) on a Redis of the
+// test's own, or in cluster mode on the shared 3-master cluster with 3
+// shards (mod may change the shard count).
 func newEnv(t *testing.T, mod ...func(*Options)) *env {
 	t.Helper()
-	r := testenv.StartRedis(t)
 	clock := newFakeClock()
 	opts := Options{Region: "eu-west", Now: clock.Now}
+	e := &env{t: t, clock: clock}
+	if c := testenv.SuiteCluster(t); c != nil {
+		e.rdb, e.flush = c.Client(t), c.Flush
+		opts.Shards = testenv.SuiteMasters
+	} else {
+		r := testenv.StartRedis(t)
+		e.rdb, e.flush = r.Client(), r.Flush
+	}
 	for _, m := range mod {
 		m(&opts)
 	}
-	s, err := New(r.Client(), opts)
+	s, err := New(e.rdb, opts)
 	if err != nil {
 		t.Fatal(err)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	t.Cleanup(cancel)
-	return &env{t: t, ctx: ctx, redis: r, s: s, clock: clock}
+	e.ctx, e.s = ctx, s
+	return e
+}
+
+// keys lists the keys matching pattern on every master.
+func (e *env) keys(pattern string) []string {
+	e.t.Helper()
+	var out []string
+	var mu sync.Mutex
+	each := func(ctx context.Context, c *redis.Client) error {
+		ks, err := c.Keys(ctx, pattern).Result()
+		mu.Lock()
+		out = append(out, ks...)
+		mu.Unlock()
+		return err
+	}
+	var err error
+	switch c := e.rdb.(type) {
+	case *redis.ClusterClient:
+		err = c.ForEachMaster(e.ctx, each)
+	case *redis.Client:
+		err = each(e.ctx, c)
+	}
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	return out
+}
+
+// oneShard keeps a test's store on one shard, in cluster mode too
+// (where newEnv gives it three), for tests of what holds within a shard:
+// strict priority order, per-shard batch bounds and caps.
+func oneShard(o *Options) { o.Shards = 1 }
+
+// shardPrefix is the key prefix of the shard holding id.
+func (e *env) shardPrefix(id string) string {
+	e.t.Helper()
+	sh, err := e.s.shardOf(id)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	return e.s.keys[sh].prefix
 }
 
 func (e *env) spec(mod ...func(*task.Spec)) *task.Spec {

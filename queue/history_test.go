@@ -13,7 +13,7 @@ import (
 // region), sharing the env's clock.
 func (e *env) receiver(region string) *Store {
 	e.t.Helper()
-	s, err := New(e.redis.Client(), Options{Region: region, Now: e.clock.Now})
+	s, err := New(e.rdb, Options{Region: region, Now: e.clock.Now})
 	if err != nil {
 		e.t.Fatal(err)
 	}

@@ -271,7 +271,7 @@ func TestHandedBackReplacesForwardingRecord(t *testing.T) {
 	if err != nil || tk.State != task.Ready || tk.Pool != "gpu" || tk.HandedOffTo != "" {
 		t.Fatalf("record after coming back: %+v %v", tk, err)
 	}
-	if ttl := e.redis.Client().PTTL(e.ctx, e.s.keys[0].prefix+"l:"+id).Val(); ttl >= 0 {
+	if ttl := e.rdb.PTTL(e.ctx, e.s.keys[0].prefix+"l:"+id).Val(); ttl >= 0 {
 		t.Fatalf("trail list still expires in %v", ttl)
 	}
 	tr, _ := e.s.Trail(e.ctx, id)
@@ -302,7 +302,7 @@ func TestGeneratedIDCollisionGetsANewID(t *testing.T) {
 	e := newEnv(t, func(o *Options) { o.IDs = task.NewIDGenAt(seq) })
 	next := task.FormatID("eu-west", 0, e.clock.Now().UnixMilli(), seq+1)
 	// Another process stored a task under exactly that id.
-	if err := e.redis.Client().HSet(e.ctx, e.s.keys[0].prefix+"t:"+next, "st", "R", "ty", "other").Err(); err != nil {
+	if err := e.rdb.HSet(e.ctx, e.s.keys[0].prefix+"t:"+next, "st", "R", "ty", "other").Err(); err != nil {
 		t.Fatal(err)
 	}
 	res, err := e.s.Submit(e.ctx, NewTask{Spec: e.spec(), Pool: "cpu"})

@@ -57,7 +57,7 @@ func TestModel(t *testing.T) {
 		}
 	}()
 	rng := rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15))
-	e := newEnv(t)
+	e := newEnv(t, oneShard) // the model is one shard's keys
 	m := &model{tasks: map[string]*mtask{}}
 	workers := []string{"w1", "w2", "w3"}
 

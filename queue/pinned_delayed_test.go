@@ -114,7 +114,7 @@ func TestPinnedDelayedCancelAndPriority(t *testing.T) {
 }
 
 func TestPinnedDelayedBoundedBatchesAndNextDue(t *testing.T) {
-	e := newEnv(t)
+	e := newEnv(t, oneShard) // the bounds are per shard
 	var batch []NewTask
 	for i := 0; i < 1200; i++ {
 		p := i % 2
@@ -239,7 +239,7 @@ func TestPinnedDelayedDrain(t *testing.T) {
 // placed. Cancel finds them there; promotion is bounded and reports the
 // next due time.
 func TestUnplacedDelayedThroughDueSet(t *testing.T) {
-	e := newEnv(t)
+	e := newEnv(t, oneShard) // the bounds are per shard
 	var batch []NewTask
 	for i := 0; i < 1100; i++ {
 		batch = append(batch, NewTask{Spec: e.spec(delay(time.Second))})

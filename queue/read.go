@@ -348,47 +348,124 @@ func (s *Store) DeadLetters(ctx context.Context, offset, limit int) ([]*task.Tas
 
 // Events reads entries after the given stream ids (one per shard, "$" or ""
 // for only new ones, "0" for all kept), blocking up to block (0: don't).
+// The returned ids continue each shard's stream where this read ended; a
+// "$" becomes the stream's latest id, so nothing written between two calls
+// is missed.
 func (s *Store) Events(ctx context.Context, after []string, count int, block time.Duration) ([]task.Event, []string, error) {
-	streams := make([]string, 0, 2*len(s.keys))
 	next := make([]string, len(s.keys))
 	for i := range s.keys {
-		streams = append(streams, s.keys[i].base[6])
-		a := "$"
+		next[i] = "$"
 		if i < len(after) && after[i] != "" {
-			a = after[i]
+			next[i] = after[i]
 		}
-		next[i] = a
 	}
-	streams = append(streams, next...)
-	args := &redis.XReadArgs{Streams: streams, Count: int64(count), Block: block}
-	if block <= 0 {
-		args.Block = -1
+	if err := s.resolveLatest(ctx, next); err != nil {
+		return nil, next, err
 	}
-	res, err := s.rdb.XRead(ctx, args).Result()
-	if err == redis.Nil {
-		return nil, next, nil
+	if s.oneNode() {
+		streams := make([]string, 0, 2*len(s.keys))
+		for i := range s.keys {
+			streams = append(streams, s.keys[i].base[6])
+		}
+		args := &redis.XReadArgs{Streams: append(streams, next...), Count: int64(count), Block: block}
+		if block <= 0 {
+			args.Block = -1
+		}
+		res, err := s.rdb.XRead(ctx, args).Result()
+		if err != nil && err != redis.Nil {
+			return nil, next, fmt.Errorf("queue: events: %w", err)
+		}
+		var out []task.Event
+		for _, st := range res {
+			for shard := range s.keys {
+				if s.keys[shard].base[6] == st.Stream {
+					out = s.appendEvents(out, next, shard, st.Messages)
+				}
+			}
+		}
+		return out, next, nil
 	}
-	if err != nil {
+	// A cluster: one XREAD per shard (its stream's slot), all at once in
+	// one pipeline, then, when none had anything, one blocking XREAD per
+	// shard on connections of their own until the first answers.
+	res := make([][]redis.XMessage, len(s.keys))
+	pipe := s.rdb.Pipeline()
+	cmds := make([]*redis.XStreamSliceCmd, len(s.keys))
+	for i := range s.keys {
+		cmds[i] = pipe.XRead(ctx, &redis.XReadArgs{Streams: []string{s.keys[i].base[6], next[i]}, Count: int64(count), Block: -1})
+	}
+	if _, err := pipe.Exec(ctx); err != nil && err != redis.Nil {
 		return nil, next, fmt.Errorf("queue: events: %w", err)
 	}
-	var out []task.Event
-	for _, st := range res {
-		shard := 0
-		for i := range s.keys {
-			if s.keys[i].base[6] == st.Stream {
-				shard = i
-			}
-		}
-		for _, m := range st.Messages {
-			e := task.Event{ID: m.ID, Shard: shard, Op: fmt.Sprint(m.Values["op"]), N: atoi(fmt.Sprint(m.Values["n"]))}
-			if ids := fmt.Sprint(m.Values["ids"]); ids != "" {
-				e.Tasks = strings.Split(ids, ",")
-			}
-			out = append(out, e)
-			next[shard] = m.ID
+	found := false
+	for i, c := range cmds {
+		if st := c.Val(); len(st) > 0 {
+			res[i], found = st[0].Messages, true
 		}
 	}
+	if !found && block > 0 {
+		err := s.blockEach(ctx, len(s.keys), func(ctx context.Context, c *redis.Conn, shard int) (bool, error) {
+			st, err := c.XRead(ctx, &redis.XReadArgs{Streams: []string{s.keys[shard].base[6], next[shard]},
+				Count: int64(count), Block: block}).Result()
+			if err == redis.Nil || err == nil && len(st) == 0 {
+				return false, nil
+			}
+			if err != nil {
+				return false, err
+			}
+			res[shard] = st[0].Messages
+			return true, nil
+		})
+		if err != nil {
+			return nil, next, fmt.Errorf("queue: events: %w", err)
+		}
+	}
+	var out []task.Event
+	for shard, ms := range res {
+		out = s.appendEvents(out, next, shard, ms)
+	}
 	return out, next, nil
+}
+
+// resolveLatest replaces each "$" in ids with its shard's latest stream
+// entry id ("0-0" for an empty stream), in one pipeline.
+func (s *Store) resolveLatest(ctx context.Context, ids []string) error {
+	pipe := s.rdb.Pipeline()
+	cmds := make([]*redis.XMessageSliceCmd, len(ids))
+	for i, id := range ids {
+		if id == "$" {
+			cmds[i] = pipe.XRevRangeN(ctx, s.keys[i].base[6], "+", "-", 1)
+		}
+	}
+	if pipe.Len() == 0 {
+		return nil
+	}
+	if _, err := pipe.Exec(ctx); err != nil && err != redis.Nil {
+		return fmt.Errorf("queue: events: %w", err)
+	}
+	for i, c := range cmds {
+		if c == nil {
+			continue
+		}
+		ids[i] = "0-0"
+		if ms := c.Val(); len(ms) > 0 {
+			ids[i] = ms[0].ID
+		}
+	}
+	return nil
+}
+
+// appendEvents decodes one shard's stream entries and moves its cursor.
+func (s *Store) appendEvents(out []task.Event, next []string, shard int, ms []redis.XMessage) []task.Event {
+	for _, m := range ms {
+		e := task.Event{ID: m.ID, Shard: shard, Op: fmt.Sprint(m.Values["op"]), N: atoi(fmt.Sprint(m.Values["n"]))}
+		if ids := fmt.Sprint(m.Values["ids"]); ids != "" {
+			e.Tasks = strings.Split(ids, ",")
+		}
+		out = append(out, e)
+		next[shard] = m.ID
+	}
+	return out
 }
 
 // LiveSlots reads a pool's live workers and slots without changing

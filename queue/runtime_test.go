@@ -49,7 +49,9 @@ func (e *env) runTimes() map[string]RunTime {
 // deviation for the first 1/alpha, then a moving average; one batch of
 // mixed pairs folds into each.
 func TestRunTimesAfterCompletes(t *testing.T) {
-	e := newEnv(t)
+	// The spreads below are one shard's (the script's µs steps); merged
+	// over shards they differ in the last digits (TestRunTimesAcrossShards).
+	e := newEnv(t, oneShard)
 	start := e.clock.Now()
 	// 100, 200, 300 ms of "resize" in cpu, one at a time.
 	for _, ms := range []int{100, 200, 300} {
@@ -129,7 +131,7 @@ func TestRunTimesFromFailures(t *testing.T) {
 // the leader's trim keeps the types that carry the work.
 func TestRunTimesBounded(t *testing.T) {
 	const pairs = 8
-	e := newEnv(t, func(o *Options) { o.RunTimePairs = pairs })
+	e := newEnv(t, oneShard, func(o *Options) { o.RunTimePairs = pairs }) // a shard's cap
 	// Two real types, each with many completions.
 	for range 5 {
 		e.submit("cpu", typ("resize"))
@@ -144,7 +146,7 @@ func TestRunTimesBounded(t *testing.T) {
 		e.runFor("cpu", time.Millisecond)
 	}
 	rt := e.s.keys[0].rt
-	if n := e.redis.Client().HLen(e.ctx, rt).Val(); n != pairs {
+	if n := e.rdb.HLen(e.ctx, rt).Val(); n != pairs {
 		t.Fatalf("hash holds %d pairs, want the cap %d", n, pairs)
 	}
 	got := e.runTimes()
@@ -176,7 +178,7 @@ func TestRunTimesBounded(t *testing.T) {
 		t.Fatalf("trim by an old leader: %v, want ErrFenced", err)
 	}
 	// Under 3/4 of the cap nothing is trimmed.
-	e.redis.Client().Del(e.ctx, rt)
+	e.rdb.Del(e.ctx, rt)
 	e.submit("cpu", typ("resize"))
 	e.runFor("cpu", time.Millisecond)
 	if n, err := e.s.TrimRunTimes(e.ctx, leader); err != nil || n != 0 {
@@ -203,7 +205,7 @@ func TestRunTimesAcrossShards(t *testing.T) {
 		t.Fatal(err)
 	}
 	for sh := range 2 {
-		if e.redis.Client().HLen(e.ctx, e.s.keys[sh].rt).Val() != 1 {
+		if e.rdb.HLen(e.ctx, e.s.keys[sh].rt).Val() != 1 {
 			t.Fatalf("shard %d has no run time", sh)
 		}
 	}

@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"github.com/ax-sched/ax/task"
+	"github.com/redis/go-redis/v9"
 )
 
 // Filter selects tasks for operator bulk actions; empty fields match all.
@@ -88,7 +89,9 @@ func (s *Store) Waiting(ctx context.Context, f Filter, fn func([]*task.Task) err
 	return nil
 }
 
-// scanKeys lists the keys matching a pattern.
+// scanKeys lists the keys matching a pattern. On a cluster the client
+// sends a SCAN whose pattern holds a hash tag (every shard's does) to the
+// master serving that slot.
 func (s *Store) scanKeys(ctx context.Context, match string) ([]string, error) {
 	var out []string
 	var cursor uint64
@@ -159,12 +162,20 @@ func (s *Store) Drain(ctx context.Context, moves []DrainMove, f ...Fence) (int, 
 }
 
 // Ping checks the region's Redis answers and runs with noeviction (a
-// store that may evict can lose accepted tasks).
+// store that may evict can lose accepted tasks): every master of a
+// cluster.
 func (s *Store) Ping(ctx context.Context) error {
-	if err := s.rdb.Ping(ctx).Err(); err != nil {
+	if cc := s.cluster(); cc != nil {
+		return cc.ForEachMaster(ctx, func(ctx context.Context, c *redis.Client) error { return ping(ctx, c) })
+	}
+	return ping(ctx, s.rdb)
+}
+
+func ping(ctx context.Context, rdb redis.Cmdable) error {
+	if err := rdb.Ping(ctx).Err(); err != nil {
 		return fmt.Errorf("queue: redis: %w", err)
 	}
-	v, err := s.rdb.ConfigGet(ctx, "maxmemory-policy").Result()
+	v, err := rdb.ConfigGet(ctx, "maxmemory-policy").Result()
 	if err != nil {
 		return fmt.Errorf("queue: redis config: %w", err)
 	}

@@ -16,7 +16,7 @@ var scriptFS embed.FS
 // EVALSHA.
 var scripts = struct {
 	submit, promote, place, claim, heartbeat, complete, fail, ret,
-	reap, cancel, replay, priority, sweep, workers, handoff, drain, preempt, rtTrim, prices *redis.Script
+	reap, cancel, replay, priority, sweep, workers, handoff, drain, preempt, rtTrim, prices, rewake *redis.Script
 }{
 	submit:    load("submit"),
 	promote:   load("promote"),
@@ -37,6 +37,7 @@ var scripts = struct {
 	preempt:   load("preempt"),
 	rtTrim:    load("rt_trim"),
 	prices:    load("prices"),
+	rewake:    load("rewake"),
 }
 
 func load(name string) *redis.Script {

@@ -286,9 +286,24 @@ func (s *Store) Submit(ctx context.Context, tasks ...NewTask) ([]SubmitResult, e
 		byShard[shard] = append(byShard[shard], i)
 	}
 	for shard, idx := range byShard {
+		if len(idx) == 0 {
+			continue
+		}
+		var sc redis.Scripter = s.rdb
+		if s.opts.WaitReplicas > 0 {
+			// WAIT counts the replicas that have this connection's writes:
+			// the scripts and the WAIT must share one connection (of a
+			// pool, WAIT would answer for another connection's, maybe none).
+			c, err := s.conn(ctx, shard)
+			if err != nil {
+				return nil, fmt.Errorf("queue: submit: %w", err)
+			}
+			defer c.Close()
+			sc = c
+		}
 		for start := 0; start < len(idx); start += MaxBatch {
 			end := min(start+MaxBatch, len(idx))
-			if err := s.submitShard(ctx, shard, tasks, ids, idx[start:end], res); err != nil {
+			if err := s.submitShard(ctx, sc, shard, tasks, ids, idx[start:end], res); err != nil {
 				return nil, err
 			}
 			// A generated id another process generated too (same millisecond
@@ -305,25 +320,25 @@ func (s *Store) Submit(ctx context.Context, tasks ...NewTask) ([]SubmitResult, e
 				if len(again) == 0 {
 					break
 				}
-				if err := s.submitShard(ctx, shard, tasks, ids, again, res); err != nil {
+				if err := s.submitShard(ctx, sc, shard, tasks, ids, again, res); err != nil {
 					return nil, err
 				}
 			}
 		}
-	}
-	if s.opts.WaitReplicas > 0 {
-		n, err := s.rdb.Do(ctx, "WAIT", s.opts.WaitReplicas, s.opts.WaitTimeout.Milliseconds()).Int64()
-		if err != nil {
-			return nil, fmt.Errorf("queue: submit: wait for replicas: %w", err)
-		}
-		if int(n) < s.opts.WaitReplicas {
-			return nil, fmt.Errorf("queue: submit: only %d of %d replicas acknowledged", n, s.opts.WaitReplicas)
+		if c, ok := sc.(*redis.Conn); ok {
+			n, err := c.Wait(ctx, s.opts.WaitReplicas, s.opts.WaitTimeout).Result()
+			if err != nil {
+				return nil, fmt.Errorf("queue: submit: wait for replicas: %w", err)
+			}
+			if int(n) < s.opts.WaitReplicas {
+				return nil, fmt.Errorf("queue: submit: only %d of %d replicas acknowledged", n, s.opts.WaitReplicas)
+			}
 		}
 	}
 	return res, nil
 }
 
-func (s *Store) submitShard(ctx context.Context, shard int, tasks []NewTask, ids []string, idx []int, res []SubmitResult) error {
+func (s *Store) submitShard(ctx context.Context, sc redis.Scripter, shard int, tasks []NewTask, ids []string, idx []int, res []SubmitResult) error {
 	keys := s.keysWith(shard, s.keys[shard].prefix+"outbox")
 	argv := make([]any, 0, 2+len(idx)*31)
 	argv = append(argv, s.clock(), len(idx))
@@ -371,7 +386,7 @@ func (s *Store) submitShard(ctx context.Context, shard int, tasks []NewTask, ids
 		argv = append(argv, ids[i], t.Pool, flags, strconv.Itoa(*sp.Priority), due, idem, ttl, hash, t.HandOff, len(fields)/2)
 		argv = append(argv, fields...)
 	}
-	out, err := scripts.submit.Run(ctx, s.rdb, keys, argv...).Slice()
+	out, err := scripts.submit.Run(ctx, sc, keys, argv...).Slice()
 	if err != nil {
 		return fmt.Errorf("queue: submit: %w", err)
 	}
@@ -646,35 +661,13 @@ func (s *Store) Claim(ctx context.Context, req ClaimRequest) ([]*task.Task, erro
 }
 
 // WaitForWork blocks until a wake-up marker for pool appears or timeout
-// passes. It returns true when woken. Idle claimers call it instead of
-// polling.
+// passes. It returns true when woken. A claimer that waits again and again
+// keeps a Waker instead (on a Redis Cluster this call sets one up and tears
+// it down each time).
 func (s *Store) WaitForWork(ctx context.Context, pool string, timeout time.Duration) (bool, error) {
-	keys := make([]string, len(s.keys))
-	for i, k := range s.keys {
-		keys[i] = k.prefix + "wake:" + pool
-	}
-	var err error
-	if timeout%time.Second == 0 {
-		_, err = s.rdb.BLPop(ctx, timeout, keys...).Result()
-	} else {
-		// go-redis rounds BLPop's timeout to whole seconds; Redis ≥ 6 takes
-		// a decimal one. Sub-second waits stay under the client's read
-		// timeout (3 s by default).
-		args := make([]any, 0, len(keys)+2)
-		args = append(args, "BLPOP")
-		for _, k := range keys {
-			args = append(args, k)
-		}
-		args = append(args, strconv.FormatFloat(timeout.Seconds(), 'f', 3, 64))
-		err = s.rdb.Do(ctx, args...).Err()
-	}
-	if errors.Is(err, redis.Nil) {
-		return false, nil
-	}
-	if err != nil {
-		return false, fmt.Errorf("queue: wait for work: %w", err)
-	}
-	return true, nil
+	w := s.NewWaker(pool)
+	defer w.Close()
+	return w.Wait(ctx, timeout)
 }
 
 // Lease identifies a held task.

@@ -56,7 +56,7 @@ func (w *Worker) claimLoop(ctx, base context.Context) {
 // blocking pop when ctx ends, so an idle worker's shutdown can take up to
 // IdleWait.
 func (w *Worker) waitForWork(ctx context.Context, fails *int) bool {
-	_, err := w.store.WaitForWork(ctx, w.opts.Pool, w.opts.IdleWait)
+	_, err := w.waker.Wait(ctx, w.opts.IdleWait)
 	if ctx.Err() != nil {
 		return false
 	}

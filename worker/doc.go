@@ -16,9 +16,10 @@
 // A worker has Concurrency slots. Whenever slots are free it claims up to
 // min(free slots, ClaimBatch) tasks in one store.Claim. When a claim comes
 // back short the queue is empty, and the worker blocks on the pool's wake-up
-// marker (store.WaitForWork) instead of polling: a submit brings it back
-// within milliseconds; the wait's safety timeout (IdleWait, 1s) bounds the
-// cost of a lost marker. A claim that came back full means work may remain,
+// markers (a queue.Waker: one BLPOP over every shard on one Redis, one
+// blocking pop per shard on a Redis Cluster) instead of polling: a submit
+// brings it back within milliseconds; the wait's safety timeout (IdleWait,
+// 1s) bounds the cost of a lost marker. A claim that came back full means work may remain,
 // so the next free slot claims again at once.
 //
 // # Leases

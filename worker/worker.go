@@ -22,6 +22,10 @@ type Worker struct {
 	opts  Options
 	lease time.Duration
 	log   *slog.Logger
+	// waker is the claimer's idle wait, set by Run before the claimer
+	// starts and closed when it ends (on a Redis Cluster it holds one
+	// blocking pop per shard).
+	waker *queue.Waker
 
 	hmu      sync.RWMutex
 	handlers map[string]Handler
@@ -147,7 +151,8 @@ func (w *Worker) Run(ctx context.Context) error {
 	ackDone := make(chan struct{})
 	go func() { defer close(ackDone); w.acks.run(base) }()
 	claimDone := make(chan struct{})
-	go func() { defer close(claimDone); w.claimLoop(ctx, base) }()
+	w.waker = w.store.NewWaker(w.opts.Pool)
+	go func() { defer close(claimDone); defer w.waker.Close(); w.claimLoop(ctx, base) }()
 
 	<-ctx.Done()
 	w.stopping.Store(true)

@@ -2,6 +2,7 @@ package testenv
 
 import (
 	"context"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -51,5 +52,41 @@ func TestRedisPasswordIsRequired(t *testing.T) {
 	defer anon.Close()
 	if err := anon.Get(ctx, "k").Err(); err == nil || !strings.Contains(err.Error(), "NOAUTH") {
 		t.Fatalf("without the password: %v, want NOAUTH", err)
+	}
+}
+
+func TestRedisClusterServesEverySlot(t *testing.T) {
+	c := StartRedisCluster(t, 3)
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	cc := c.Client(t)
+	slots, err := cc.ClusterSlots(ctx).Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	served, masters := 0, map[string]bool{}
+	for _, s := range slots {
+		served += s.End - s.Start + 1
+		masters[s.Nodes[0].Addr] = true
+	}
+	if served != 16384 || len(masters) != 3 {
+		t.Fatalf("%d slots served by %d masters; want 16384 by 3", served, len(masters))
+	}
+	for i := range 30 {
+		k := "k" + strconv.Itoa(i)
+		if err := cc.Set(ctx, k, "v", 0).Err(); err != nil {
+			t.Fatalf("set %s: %v", k, err)
+		}
+	}
+	// A real cluster refuses a multi-key command across slots.
+	if err := cc.Do(ctx, "MGET", "{a}x", "{b}x").Err(); err == nil || !strings.Contains(err.Error(), "CROSSSLOT") {
+		t.Fatalf("MGET across slots: %v, want CROSSSLOT", err)
+	}
+	if err := c.Flush(ctx); err != nil {
+		t.Fatal(err)
+	}
+	n, err := cc.DBSize(ctx).Result()
+	if err != nil || n != 0 {
+		t.Fatalf("after Flush: dbsize %d, %v", n, err)
 	}
 }

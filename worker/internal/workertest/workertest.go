@@ -18,6 +18,7 @@ import (
 	"github.com/ax-sched/ax/queue"
 	"github.com/ax-sched/ax/task"
 	"github.com/ax-sched/ax/worker"
+	"github.com/redis/go-redis/v9"
 )
 
 // Pool is the pool every test worker serves.
@@ -32,17 +33,30 @@ const (
 
 // Env is one Redis and a store over it.
 type Env struct {
-	T     testing.TB
-	Ctx   context.Context
+	T   testing.TB
+	Ctx context.Context
+	// Redis is the test's own redis-server; nil in cluster mode
+	// (testenv.ModeEnv), where Store is on the shared cluster.
 	Redis *testenv.Redis
 	Store *queue.Store
 }
 
-// New starts a Redis and a store (region eu-west, lease Lease).
+// New starts a Redis and a store (region eu-west, lease Lease); in
+// cluster mode (testenv.ModeEnv=cluster, with testenv.Main in TestMain) the
+// store is on the shared 3-master cluster with 3 shards instead, and opts
+// are not used.
 func New(t testing.TB, opts ...testenv.RedisOptions) *Env {
 	t.Helper()
-	r := testenv.StartRedis(t, opts...)
-	s, err := queue.New(r.Client(), queue.Options{Region: "eu-west", Lease: Lease})
+	var rdb redis.UniversalClient
+	o := queue.Options{Region: "eu-west", Lease: Lease}
+	var r *testenv.Redis
+	if c := testenv.SuiteCluster(t); c != nil {
+		rdb, o.Shards = c.Client(t), testenv.SuiteMasters
+	} else {
+		r = testenv.StartRedis(t, opts...)
+		rdb = r.Client()
+	}
+	s, err := queue.New(rdb, o)
 	if err != nil {
 		t.Fatal(err)
 	}
