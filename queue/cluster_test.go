@@ -17,19 +17,28 @@ import (
 // one of the test's own.
 func newClusterEnv(t *testing.T) *env {
 	t.Helper()
+	var e *env
 	if testenv.ClusterMode() {
-		return newEnv(t)
+		e = newEnv(t)
+	} else {
+		c := testenv.StartRedisCluster(t, testenv.SuiteMasters)
+		clock := newFakeClock()
+		e = &env{t: t, clock: clock, rdb: c.Client(t), flush: c.Flush}
+		s, err := New(e.rdb, Options{Region: "eu-west", Now: clock.Now, Shards: testenv.SuiteMasters})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+		t.Cleanup(cancel)
+		e.ctx, e.s = ctx, s
 	}
-	c := testenv.StartRedisCluster(t, testenv.SuiteMasters)
-	clock := newFakeClock()
-	e := &env{t: t, clock: clock, rdb: c.Client(t), flush: c.Flush}
-	s, err := New(e.rdb, Options{Region: "eu-west", Now: clock.Now, Shards: testenv.SuiteMasters})
-	if err != nil {
+	s, ctx := e.s, e.ctx
+	// The cluster client opens a client (with goroutines of its own) per
+	// node on first use: open them all now, before a test takes its
+	// goroutine baseline.
+	if err := s.Ping(ctx); err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	t.Cleanup(cancel)
-	e.ctx, e.s = ctx, s
 	// Which masters serve the shards depends on the hash tags' slots (with
 	// region eu-west: two of them share one).
 	masters := map[string]bool{}
