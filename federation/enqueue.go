@@ -87,7 +87,7 @@ func (n *Node) SubmitFixed(ctx context.Context, tasks ...queue.NewTask) ([]queue
 	}
 	for k, r := range res {
 		if r.Err == nil {
-			n.metrics.submitted.WithLabelValues(n.cfg.Region, tasks[k].Spec.Tenant, tasks[k].Spec.Type).Inc()
+			n.metrics.submit(n.cfg.Region, tasks[k].Spec.Tenant, tasks[k].Spec.Type)
 		}
 	}
 	n.wake()

@@ -1,6 +1,17 @@
 package federation
 
-import "github.com/prometheus/client_golang/prometheus"
+import (
+	"github.com/ax-sched/ax/internal/labelcap"
+	"github.com/ax-sched/ax/placement"
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// Caps of the tenant and type label values of ax_tasks_submitted_total
+// (internal/labelcap): a submitter inventing names costs one series.
+const (
+	maxTenantLabels = 50
+	maxTypeLabels   = 50
+)
 
 // Metrics of the federation layer (ax_ prefix).
 type Metrics struct {
@@ -9,6 +20,8 @@ type Metrics struct {
 	handoffs   *prometheus.CounterVec
 	forwarded  *prometheus.CounterVec
 	placements *prometheus.CounterVec
+
+	tenants, types *labelcap.Set
 }
 
 // NewMetrics registers with reg (nil: not registered).
@@ -23,10 +36,43 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		forwarded: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "ax_forwarded_requests_total",
 			Help: "Requests forwarded to another region (keyed submits, reads, cancels)."}, []string{"region", "target"}),
 		placements: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "ax_placement_decisions_total",
-			Help: "Placement decisions by chosen region and pool."}, []string{"region", "pool"}),
+			Help: "Placement decisions of this region's server by outcome (placed, no_capacity, unplaceable, saturated), " +
+				"with the chosen region (target) and pool when placed."}, []string{"region", "target", "pool", "outcome"}),
+		tenants: labelcap.New(maxTenantLabels),
+		types:   labelcap.New(maxTypeLabels),
 	}
 	if reg != nil {
 		reg.MustRegister(m.submitted, m.rejected, m.handoffs, m.forwarded, m.placements)
 	}
 	return m
+}
+
+// init makes the region's bounded series exist at zero, so rates and
+// alerts see them before the first event.
+func (m *Metrics) init(region string) {
+	for _, r := range []string{"unplaceable", "saturated"} {
+		m.rejected.WithLabelValues(region, r)
+	}
+	for _, o := range []string{"no_capacity", "unplaceable", "saturated"} {
+		m.placements.WithLabelValues(region, "", "", o)
+	}
+}
+
+// decision counts a placement decision made by this region's server.
+func (m *Metrics) decision(region string, d placement.Decision) {
+	switch {
+	case d.OK:
+		m.placements.WithLabelValues(region, d.Region, d.Pool, "placed").Inc()
+	case d.Unplaceable():
+		m.placements.WithLabelValues(region, "", "", "unplaceable").Inc()
+	case d.AllSaturated():
+		m.placements.WithLabelValues(region, "", "", "saturated").Inc()
+	default:
+		m.placements.WithLabelValues(region, "", "", "no_capacity").Inc()
+	}
+}
+
+// submit counts an accepted task.
+func (m *Metrics) submit(region, tenant, typ string) {
+	m.submitted.WithLabelValues(region, m.tenants.Value(tenant), m.types.Value(typ)).Inc()
 }

@@ -88,6 +88,7 @@ func NewNode(cfg Config, store *queue.Store, view *View, m *Metrics) (*Node, err
 	if m == nil {
 		m = NewMetrics(nil)
 	}
+	m.init(cfg.Region)
 	n := &Node{cfg: cfg, store: store, view: view, placer: pl, est: est, log: cfg.Logger.With("region", cfg.Region),
 		peers: &http.Client{Timeout: 10 * time.Second}, metrics: m,
 		// A placement not seen landing after this long is no longer counted
@@ -196,9 +197,7 @@ func (n *Node) Submit(ctx context.Context, specs []*task.Spec, forwarded bool) [
 		ticket := ""
 		if sp.RunAt == nil {
 			d := n.placer.Place(snap, placeTask(sp, n.cfg.Region), now)
-			if d.OK {
-				n.metrics.placements.WithLabelValues(d.Region, d.Pool).Inc()
-			}
+			n.metrics.decision(n.cfg.Region, d)
 			switch {
 			case d.OK && d.Region == n.cfg.Region:
 				nt.Pool = d.Pool
@@ -247,7 +246,7 @@ func (n *Node) Submit(ctx context.Context, specs []*task.Spec, forwarded bool) [
 			out[i].ID, out[i].State, out[i].Duplicate, out[i].Err = r.ID, r.State, r.Duplicate, r.Err
 			if r.Err == nil && !r.Duplicate {
 				out[i].Pool = local[k].Pool
-				n.metrics.submitted.WithLabelValues(n.cfg.Region, specs[i].Tenant, specs[i].Type).Inc()
+				n.metrics.submit(n.cfg.Region, specs[i].Tenant, specs[i].Type)
 			}
 			if r.Duplicate {
 				// The first task's answer: where it is, not where this
@@ -299,9 +298,7 @@ func (n *Node) PlaceDue(_ context.Context, tasks []*task.Task) []queue.Assignmen
 	out := make([]queue.Assignment, 0, len(tasks))
 	for _, t := range tasks {
 		d := n.placer.Place(snap, placement.Task{Type: t.Type, Tags: t.Tags, Regions: t.Regions, Critical: t.Critical, Priority: t.Priority, Home: n.cfg.Region}, now)
-		if d.OK {
-			n.metrics.placements.WithLabelValues(d.Region, d.Pool).Inc()
-		}
+		n.metrics.decision(n.cfg.Region, d)
 		switch {
 		case d.OK && d.Region == n.cfg.Region:
 			out = append(out, queue.Assignment{ID: t.ID, Pool: d.Pool})

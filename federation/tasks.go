@@ -188,7 +188,7 @@ func (n *Node) drain(ctx context.Context, pool string, rate int, f *queue.Fence)
 			if !d.OK || d.Region == n.cfg.Region {
 				continue // nowhere else to go now: it stays
 			}
-			n.metrics.placements.WithLabelValues(d.Region, d.Pool).Inc()
+			n.metrics.decision(n.cfg.Region, d)
 			batch = append(batch, queue.DrainMove{ID: t.ID, Region: d.Region, Pool: d.Pool})
 			n.flights.add(t.ID, d.Region, d.Pool, vs.updated[d.Region], now)
 			if len(batch) >= min(rate, 500) {

@@ -37,7 +37,7 @@ func TestAPIContract(t *testing.T) {
 		f.SubmitOK(aws, tokAcme, local("metrics.probe"))
 		rep = f.Call(http.MethodGet, f.R(aws).URL()+"/metrics", "", nil).Want(t, http.StatusOK)
 		for _, m := range []string{"ax_tasks_submitted_total", "ax_http_requests_total", "ax_pool_",
-			`ax_placement_decisions_total{pool="cpu-spot",region="aws-use1"}`} {
+			`ax_placement_decisions_total{outcome="placed",pool="cpu-spot",region="aws-use1",target="aws-use1"}`} {
 			if !strings.Contains(string(rep.Body), m) {
 				t.Errorf("/metrics lacks %s", m)
 			}

@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"maps"
 	"sort"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -59,6 +60,9 @@ type Config struct {
 	Thresholds Thresholds
 	// Preemption limits (see preempt.go).
 	Preemption Preemption
+	// StarvationThreshold: a task waiting longer counts in the starvation
+	// gauge, ax_tasks_starving (default 10m).
+	StarvationThreshold time.Duration
 	// RunTimeTypes bounds the learnt run times published per pool: the
 	// types with the most observations (default 32).
 	RunTimeTypes int
@@ -87,6 +91,9 @@ func (c *Config) defaults() {
 	}
 	if c.MaxSleep <= 0 {
 		c.MaxSleep = time.Second
+	}
+	if c.StarvationThreshold <= 0 {
+		c.StarvationThreshold = 10 * time.Minute
 	}
 	if c.RunTimeTypes <= 0 {
 		c.RunTimeTypes = 32
@@ -141,6 +148,7 @@ func New(store *queue.Store, regional, global *clientv3.Client, cfg Config, plac
 	c := &Cell{cfg: cfg, store: store, regional: regional, global: global, placer: placer, metrics: m,
 		log: cfg.Logger, wake: make(chan struct{}, 1)}
 	c.globalHealthy.Store(true)
+	m.init(cfg.Region)
 	return c
 }
 
@@ -189,6 +197,7 @@ func (c *Cell) lead(ctx context.Context, l *lease.Leadership) {
 	defer func() {
 		c.leading.Store(false)
 		c.metrics.leader.WithLabelValues(c.cfg.Region).Set(0)
+		c.metrics.forget(c.cfg.Region)
 		c.log.Info("stopped leading the cell", "token", l.Token(), "reason", l.Err())
 	}()
 
@@ -350,13 +359,13 @@ func (c *Cell) houseLoop(ctx context.Context, f queue.Fence, lost func(error)) {
 	tick := time.NewTicker(min(c.cfg.Heartbeat, time.Second))
 	defer tick.Stop()
 	for {
-		figs, err := c.collect(ctx, f)
+		figs, qf, err := c.collect(ctx, f)
 		if err != nil {
 			if c.failed(ctx, "figures", err, lost) {
 				return
 			}
 		} else {
-			c.observe(figs)
+			c.observe(figs, qf)
 			if moved(last, figs.Pools) || time.Since(lastPublish) >= c.cfg.PublishInterval {
 				b, _ := json.Marshal(figs)
 				pctx, cancel := context.WithTimeout(ctx, 2*time.Second)
@@ -409,15 +418,29 @@ func (c *Cell) houseLoop(ctx context.Context, f queue.Fence, lost func(error)) {
 	}
 }
 
+// queueFigures are the store's figures the leader exports as metrics only.
+type queueFigures struct {
+	dead, pending int
+	starving      queue.Starving
+}
+
 // collect forgets dead workers and reads every pool's figures.
-func (c *Cell) collect(ctx context.Context, f queue.Fence) (Figures, error) {
+func (c *Cell) collect(ctx context.Context, f queue.Fence) (Figures, queueFigures, error) {
 	counts, err := c.store.Counts(ctx)
 	if err != nil {
-		return Figures{}, err
+		return Figures{}, queueFigures{}, err
+	}
+	qf := queueFigures{dead: counts.Dead, pending: counts.Pending}
+	pools := make([]string, len(c.cfg.Pools))
+	for i, p := range c.cfg.Pools {
+		pools[i] = p.Name
+	}
+	if qf.starving, err = c.store.Starving(ctx, pools, c.cfg.StarvationThreshold); err != nil {
+		return Figures{}, queueFigures{}, err
 	}
 	rts, err := c.store.RunTimes(ctx)
 	if err != nil {
-		return Figures{}, err
+		return Figures{}, queueFigures{}, err
 	}
 	learnt := runTimesByPool(rts, c.cfg.RunTimeTypes)
 	// A worker is dead after missing about three heartbeats.
@@ -426,7 +449,7 @@ func (c *Cell) collect(ctx context.Context, f queue.Fence) (Figures, error) {
 	for _, p := range c.cfg.Pools {
 		w, err := c.store.CleanWorkers(ctx, f, p.Name, cutoff)
 		if err != nil {
-			return Figures{}, err
+			return Figures{}, queueFigures{}, err
 		}
 		if w.Removed > 0 {
 			c.log.Info("forgot dead workers", "pool", p.Name, "n", w.Removed)
@@ -443,7 +466,7 @@ func (c *Cell) collect(ctx context.Context, f queue.Fence) (Figures, error) {
 	for i := range figs.Pools {
 		figs.Pools[i].Paused = c.updatePressure(figs.Pools[i])
 	}
-	return figs, nil
+	return figs, qf, nil
 }
 
 // runTimesByPool keeps each pool's top types (rts comes sorted by pool,
@@ -476,10 +499,19 @@ func (c *Cell) livePrices() map[string]float64 {
 	return out
 }
 
-func (c *Cell) observe(f Figures) {
+func (c *Cell) observe(f Figures, q queueFigures) {
 	c.mu.Lock()
 	c.figures = f
 	c.mu.Unlock()
+	r := c.cfg.Region
+	c.metrics.dead.WithLabelValues(r).Set(float64(q.dead))
+	c.metrics.pending.WithLabelValues(r).Set(float64(q.pending))
+	c.metrics.starving.WithLabelValues(r, "", "").Set(float64(q.starving.Unplaced))
+	for pool, byPrio := range q.starving.Ready {
+		for prio, n := range byPrio {
+			c.metrics.starving.WithLabelValues(r, pool, strconv.Itoa(prio)).Set(float64(n))
+		}
+	}
 	for _, p := range f.Pools {
 		l := []string{c.cfg.Region, p.Name}
 		c.metrics.pressure.WithLabelValues(l...).Set(float64(c.pressureLevel(p.Name)))

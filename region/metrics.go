@@ -9,6 +9,7 @@ type Metrics struct {
 	promoted, placed, reaped          *prometheus.CounterVec
 	slots, running, ready, fill, util *prometheus.GaugeVec
 	pressure                          *prometheus.GaugeVec
+	starving, dead, pending           *prometheus.GaugeVec
 	deferred                          *prometheus.CounterVec
 	preemptions                       *prometheus.CounterVec
 }
@@ -35,17 +36,41 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		fill:          g("ax_pool_queue_fill", "READY ÷ queue capacity.", "region", "pool"),
 		util:          g("ax_pool_utilisation", "RUNNING ÷ live slots.", "region", "pool"),
 		pressure:      g("ax_pool_pressure", "Backpressure level: 0 none, 1 alert (≥ alert, low priorities deferred), 2 spill (≥ spill), 3 paused (≥ pause until < resume).", "region", "pool"),
-		deferred:      c("ax_backpressure_deferrals_total", "Due tasks of priorities 3–4 put back by backpressure, or preempted tasks held by the re-admission limit.", "region"),
-		preemptions:   c("ax_preemptions_total", "Preemption decisions by reason: PREEMPTED or PREEMPT_DENIED_*.", "region", "pool", "reason"),
+		starving: g("ax_tasks_starving", "Tasks waiting longer than starvation_threshold: READY by pool and nominal priority, "+
+			"and due tasks waiting for placement (pool and priority empty).", "region", "pool", "priority"),
+		dead:        g("ax_dlq_tasks", "Tasks in the dead-letter queue (FAILED, kept for retention.dead).", "region"),
+		pending:     g("ax_tasks_pending", "PENDING tasks: delayed, waiting for a retry, or due and waiting for placement.", "region"),
+		deferred:    c("ax_backpressure_deferrals_total", "Due tasks of priorities 3–4 put back by backpressure, or preempted tasks held by the re-admission limit.", "region"),
+		preemptions: c("ax_preemptions_total", "Preemption decisions by reason: PREEMPTED or PREEMPT_DENIED_*.", "region", "pool", "reason"),
 	}
 	if reg != nil {
 		for _, col := range []prometheus.Collector{m.leader, m.globalHealthy, m.leaderChanges, m.fenced,
 			m.promoted, m.placed, m.reaped, m.slots, m.running, m.ready, m.fill, m.util,
-			m.pressure, m.deferred, m.preemptions} {
+			m.pressure, m.starving, m.dead, m.pending, m.deferred, m.preemptions} {
 			reg.MustRegister(col)
 		}
 	}
 	return m
+}
+
+// init makes the region's counters exist at zero, so rates and alerts see
+// them before the first event.
+func (m *Metrics) init(region string) {
+	for _, c := range []*prometheus.CounterVec{m.leaderChanges, m.fenced, m.promoted, m.placed, m.reaped, m.deferred} {
+		c.WithLabelValues(region)
+	}
+	m.leader.WithLabelValues(region)
+}
+
+// forget drops the figures only the leader keeps up to date (pool gauges,
+// queue figures, global etcd health) when a term ends, so a standby never
+// exports a stale copy next to the new leader's.
+func (m *Metrics) forget(region string) {
+	l := prometheus.Labels{"region": region}
+	for _, g := range []*prometheus.GaugeVec{m.globalHealthy, m.slots, m.running, m.ready, m.fill, m.util, m.pressure,
+		m.starving, m.dead, m.pending} {
+		g.DeletePartialMatch(l)
+	}
 }
 
 // FencedRejections reads the fenced-write counter of a region (tests, status).

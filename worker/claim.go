@@ -90,6 +90,9 @@ func (w *Worker) start(base context.Context, qt *task.Task, sent time.Time, give
 		cancel(ErrShutdown) // the grace is over: it runs stopped, and is given back
 	}
 	w.stats.claimed.Add(1)
+	if m := w.opts.Metrics; m != nil {
+		m.claimed(w.opts.Pool, qt, !giveBack)
+	}
 	w.tasks.Add(1)
 	if giveBack {
 		cancel(ErrShutdown)

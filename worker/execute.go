@@ -168,6 +168,9 @@ func (w *Worker) fail(j *job, f queue.Failure) {
 	} else {
 		w.stats.failed.Add(1)
 	}
+	if m := w.opts.Metrics; m != nil {
+		m.failed(w.opts.Pool, st, f.Reason)
+	}
 	w.finish(j, st)
 }
 
@@ -236,6 +239,9 @@ func (w *Worker) finish(j *job, st task.State) {
 	}
 	rt := j.runtime
 	w.mu.Unlock()
+	if m := w.opts.Metrics; m != nil {
+		m.finish(w.opts.Pool, j.task, st, rt)
+	}
 	if w.opts.OnFinish != nil {
 		w.opts.OnFinish(j.task, st, rt)
 	}

@@ -72,6 +72,9 @@ type Options struct {
 	// runtime is the handler's run time; t.Price × runtime is its cost.
 	// It runs on the worker's own goroutines: keep it short.
 	OnFinish func(t *Task, state task.State, runtime time.Duration)
+	// Metrics, when set, receives the worker's figures (NewMetrics): one
+	// Metrics for every worker of a region in the process.
+	Metrics *Metrics
 }
 
 func (o *Options) withDefaults(lease time.Duration) error {

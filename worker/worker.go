@@ -79,6 +79,9 @@ func New(store *queue.Store, opts Options) (*Worker, error) {
 		slotFreed: make(chan struct{}, 1),
 	}
 	w.acks = newAcker(w)
+	if opts.Metrics != nil {
+		opts.Metrics.pool(opts.Pool)
+	}
 	return w, nil
 }
 

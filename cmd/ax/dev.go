@@ -272,7 +272,11 @@ func runDev(ctx context.Context, dir string, apiPort, slots int, stdout interfac
 		cfg.Auth.Enabled = false
 		cfg.Worker.Concurrency = slots
 		cfg.Worker.ShutdownGrace = 5 * time.Second
-		s, err := startServer(runCtx, cfg, lns[i], log)
+		// One registry per region: its API exports its own region's
+		// series only, its workers' included.
+		reg := newRegistry()
+		wm := workerMetrics(cfg, reg)
+		s, err := startServer(runCtx, cfg, lns[i], reg, log)
 		lns[i] = nil // the server owns it now
 		if err != nil {
 			return fmt.Errorf("server for %s: %w", cfg.Name, err)
@@ -288,7 +292,7 @@ func runDev(ctx context.Context, dir string, apiPort, slots int, stdout interfac
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
-				if err := runWorker(runCtx, cfg, p, "dev-"+cfg.Name+"-"+p.Name, log); err != nil && runCtx.Err() == nil {
+				if err := runWorker(runCtx, cfg, p, "dev-"+cfg.Name+"-"+p.Name, wm, log); err != nil && runCtx.Err() == nil {
 					errc <- fmt.Errorf("worker %s/%s: %w", cfg.Name, p.Name, err)
 				}
 			}()

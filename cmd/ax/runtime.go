@@ -25,7 +25,6 @@ import (
 	"github.com/ax-sched/ax/schedule"
 	"github.com/ax-sched/ax/task"
 	"github.com/prometheus/client_golang/prometheus"
-	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/redis/go-redis/v9"
 	clientv3 "go.etcd.io/etcd/client/v3"
 )
@@ -143,7 +142,8 @@ type server struct {
 // bound API listener (ax dev binds every port before it starts anything, so
 // its own Redis and etcd children cannot take them); otherwise cfg.Listen is
 // bound here. The server owns ln from here on, also on error.
-func startServer(ctx context.Context, cfg *config.Region, ln net.Listener, log *slog.Logger) (*server, error) {
+// reg (nil: a new one) is the registry its /metrics exports.
+func startServer(ctx context.Context, cfg *config.Region, ln net.Listener, reg *prometheus.Registry, log *slog.Logger) (*server, error) {
 	s := &server{cfg: cfg, log: log.With("region", cfg.Name), ln: ln}
 	ok := false
 	defer func() {
@@ -176,11 +176,15 @@ func startServer(ctx context.Context, cfg *config.Region, ln net.Listener, log *
 	if err := s.store.Ping(dctx); err != nil {
 		return nil, err
 	}
-	reg := prometheus.NewRegistry()
-	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	if reg == nil {
+		reg = newRegistry()
+	}
 	pc := placementConfig(cfg)
 	s.view = federation.NewView(s.global, cfg.Etcd.Prefix, pc, cfg.Placement.UnhealthyGrace, s.log)
-	reg.MustRegister(s.view.ConnectedGauge())
+	// The view and the schedules export no region of their own: label them
+	// with this server's, like every other series it exports.
+	own := prometheus.WrapRegistererWith(prometheus.Labels{"region": cfg.Name}, reg)
+	own.MustRegister(s.view.ConnectedGauge())
 	s.node, err = federation.NewNode(federation.Config{
 		Region: cfg.Name, Regions: cfg.Regions, ClusterToken: cfg.Auth.ClusterToken, Defaults: defaultsOf(cfg),
 		Placement: pc, Logger: s.log,
@@ -202,12 +206,12 @@ func startServer(ctx context.Context, cfg *config.Region, ln net.Listener, log *
 	s.id = fmt.Sprintf("%s/%s/%d", host, s.ln.Addr(), os.Getpid())
 	s.sched = schedule.New(s.global, s.node, schedule.Config{
 		Region: cfg.Name, Regions: cfg.Regions, Defaults: defaultsOf(cfg),
-		Prefix: cfg.Etcd.Prefix, ID: s.id, SessionTTL: cfg.Etcd.SessionTTL, Registerer: reg, Logger: s.log})
+		Prefix: cfg.Etcd.Prefix, ID: s.id, SessionTTL: cfg.Etcd.SessionTTL, Registerer: own, Logger: s.log})
 	s.dags = dag.New(s.store, s.node, dag.Config{Region: cfg.Name, Defaults: defaultsOf(cfg), Registerer: reg, Logger: s.log})
 	s.cell = region.New(s.store, s.regional, s.global, region.Config{
 		Region: cfg.Name, ID: s.id, API: cfg.PublicAddr, Pools: regionPools(cfg), Prefix: cfg.Etcd.Prefix,
 		SessionTTL: cfg.Etcd.SessionTTL, Heartbeat: cfg.Lease.Heartbeat, Logger: s.log,
-		Thresholds: thresholds(cfg.Thresholds), Preemption: preemption(cfg.Preemption),
+		Thresholds: thresholds(cfg.Thresholds), Preemption: preemption(cfg.Preemption), StarvationThreshold: cfg.StarvationThreshold,
 		LeaderLoops: []func(context.Context, queue.Fence, func(error)){s.node.OutboxLoop, s.dags.Loop, s.node.StuckPoolLoop},
 		// Claims record the live price: the operator's override, if any.
 		LivePrice: func(pool string) (float64, bool) { return s.view.PriceOverride(cfg.Name, pool) },
@@ -223,8 +227,8 @@ func startServer(ctx context.Context, cfg *config.Region, ln net.Listener, log *
 		auth.Tokens = append(auth.Tokens, httpapi.Token{Name: t.Name, SHA256: t.TokenSHA256, Role: role, Tenant: t.Tenant})
 	}
 	api := httpapi.New(s.node, httpapi.Config{
-		// The worker registry is empty unless workers run in this process (ax dev).
-		Auth: auth, MaxPayload: int(cfg.Task.MaxPayload), Gatherer: prometheus.Gatherers{reg, workerRegistry}, Registerer: reg, Pools: pools,
+		// In ax dev the region's workers register with reg too.
+		Auth: auth, MaxPayload: int(cfg.Task.MaxPayload), Gatherer: reg, Registerer: own, Pools: pools,
 		Schedules: s.sched, DAGs: s.dags,
 		Ready: func(ctx context.Context) error {
 			_, err := s.regional.Get(clientv3.WithRequireLeader(ctx), cfg.Etcd.Prefix+"ready-probe")

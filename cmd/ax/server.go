@@ -28,7 +28,7 @@ func newServerCmd() *cobra.Command {
 			log := newLogger(slog.LevelInfo)
 			ctx, stop := signal.NotifyContext(cmd.Context(), syscall.SIGINT, syscall.SIGTERM)
 			defer stop()
-			s, err := startServer(ctx, cfg, nil, log)
+			s, err := startServer(ctx, cfg, nil, nil, log)
 			if err != nil {
 				return err
 			}

@@ -45,28 +45,32 @@ func newWorkerCmd() *cobra.Command {
 			ctx, stop := signal.NotifyContext(cmd.Context(), syscall.SIGINT, syscall.SIGTERM)
 			defer stop()
 			log := newLogger(slog.LevelInfo)
+			var m *worker.Metrics
 			if metricsAddr != "" {
-				srv, err := serveMetrics(metricsAddr, log)
+				reg := newRegistry()
+				m = workerMetrics(cfg, reg)
+				srv, err := serveMetrics(metricsAddr, reg, log)
 				if err != nil {
 					return err
 				}
 				defer srv.Close()
 			}
-			return runWorker(ctx, cfg, p, id, log)
+			return runWorker(ctx, cfg, p, id, m, log)
 		},
 	}
 	c.Flags().StringVar(&file, "config", "", "region config file (YAML)")
 	c.Flags().StringVar(&pool, "pool", "", "pool to serve")
 	c.Flags().StringVar(&id, "id", "", "worker id (default host-pid)")
 	c.Flags().IntVar(&concurrency, "concurrency", 0, "slots (default worker.concurrency from the config)")
-	c.Flags().StringVar(&metricsAddr, "metrics", "", "serve the worker's Prometheus metrics (cost, run time) on this address, e.g. :9101")
+	c.Flags().StringVar(&metricsAddr, "metrics", "", "serve the worker's Prometheus metrics (schedule latency, wait, outcomes, cost) on this address, e.g. :9101")
 	_ = c.MarkFlagRequired("config")
 	_ = c.MarkFlagRequired("pool")
 	return c
 }
 
-// runWorker serves one pool until ctx ends, then shuts down gracefully.
-func runWorker(ctx context.Context, cfg *config.Region, p config.Pool, id string, log *slog.Logger) error {
+// runWorker serves one pool until ctx ends, then shuts down gracefully. m
+// (may be nil) receives its figures.
+func runWorker(ctx context.Context, cfg *config.Region, p config.Pool, id string, m *worker.Metrics, log *slog.Logger) error {
 	rdb := redisClient(cfg.Redis)
 	defer rdb.Close()
 	store, err := queue.New(rdb, storeOptions(cfg))
@@ -83,7 +87,7 @@ func runWorker(ctx context.Context, cfg *config.Region, p config.Pool, id string
 		PreemptDelayMin: cfg.Preemption.ReadmitDelayMin, PreemptDelayMax: cfg.Preemption.ReadmitDelayMax,
 		PricePerSlotHour: p.PricePerSlotHour * (1 - p.Discount),
 		Logger:           log.With("region", cfg.Name, "pool", p.Name, "worker", id),
-		OnFinish:         costObserver(cfg, p.Name),
+		Metrics:          m,
 	})
 	if err != nil {
 		return err

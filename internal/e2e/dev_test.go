@@ -220,7 +220,53 @@ func TestDevSmoke(t *testing.T) {
 		ids = append(ids, r.ID)
 	}
 	d.waitSuccess(60*time.Second, ids)
+	d.checkMetrics(map[string]float64{"us-east-1": 34, "europe-west4": 33, "eastus": 33})
 	d.interrupt()
+}
+
+// checkMetrics checks that each region's /metrics exports its own series
+// only (issue 12: every endpoint exported every region's counters, so sums
+// over the endpoints were tripled): no series names another region, the
+// submits are counted once (all went to us-east-1's API), and each
+// region's workers' successes appear on its own endpoint, as ran[region].
+func (d *devProc) checkMetrics(ran map[string]float64) {
+	d.t.Helper()
+	apis := map[string]string{}
+	for _, m := range devAPIs.FindAllStringSubmatch(d.log.String(), -1) {
+		apis[m[1]] = m[2]
+	}
+	if len(apis) != len(ran) {
+		d.t.Fatalf("ax dev printed the APIs of %v, want %d regions", apis, len(ran))
+	}
+	total := 0.0
+	for _, n := range ran {
+		total += n
+	}
+	submitted := 0.0
+	for region, api := range apis {
+		// Successes are counted as the workers record them, just after
+		// the task reads SUCCESS.
+		var body string
+		waitUntil(d.t, 10*time.Second, region+"'s successes on its own /metrics", func() bool {
+			body = scrape(d.t, api+"/metrics")
+			v, _ := sum(body, "ax_tasks_finished_total", map[string]string{"state": "SUCCESS"})
+			return v >= ran[region]
+		})
+		if bad := foreignRegions(body, region); len(bad) > 0 {
+			d.t.Errorf("%s's /metrics exports other regions' series: %v", region, bad)
+		}
+		if v, _ := sum(body, "ax_tasks_finished_total", map[string]string{"state": "SUCCESS"}); v != ran[region] {
+			d.t.Errorf("%s's /metrics: %v successes, want %v", region, v, ran[region])
+		}
+		if _, ok := sum(body, "ax_task_schedule_latency_seconds_count", map[string]string{"region": region}); !ok {
+			d.t.Errorf("%s's /metrics has no schedule latency of its workers", region)
+		}
+		v, _ := sum(body, "ax_tasks_submitted_total", nil)
+		submitted += v
+	}
+	if submitted != total {
+		d.t.Errorf("ax_tasks_submitted_total summed over the endpoints = %v, want %v (each submit once)", submitted, total)
+	}
 }
 
 // `ax dev` restarts on its own state (issue 12: after ≈ 25 k tasks it
@@ -251,6 +297,9 @@ func TestDevRestartOnState(t *testing.T) {
 
 // devAPI finds the first region's API in ax dev's banner.
 var devAPI = regexp.MustCompile(`us-east-1\s+API (http://127\.0\.0\.1:\d+)`)
+
+// devAPIs finds every region's API in ax dev's banner.
+var devAPIs = regexp.MustCompile(`(?m)^\s+(\S+)\s+API (http://127\.0\.0\.1:\d+)`)
 
 // lockedBuffer collects a child's output while the test reads it.
 type lockedBuffer struct {

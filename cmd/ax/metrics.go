@@ -1,0 +1,72 @@
+package main
+
+import (
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"time"
+
+	"github.com/ax-sched/ax/internal/config"
+	"github.com/ax-sched/ax/worker"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+)
+
+// newRegistry is a registry with the Go runtime and process collectors:
+// one per server, and in `ax dev` one per region (each region's API
+// exports its own series only), which the region's workers share.
+func newRegistry() *prometheus.Registry {
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	return reg
+}
+
+// workerMetrics registers the figures of cfg's workers with reg: cost =
+// price at claim × run time (one slot per task); savings against the
+// dearest on-demand pool of the region that carries the task's tags.
+func workerMetrics(cfg *config.Region, reg prometheus.Registerer) *worker.Metrics {
+	return worker.NewMetrics(reg, worker.MetricsOptions{Region: cfg.Name,
+		ReferencePrice: func(tags map[string]string) float64 { return referencePrice(cfg, tags) }})
+}
+
+// serveMetrics exposes g on addr (/metrics): a worker's --metrics.
+func serveMetrics(addr string, g prometheus.Gatherer, log *slog.Logger) (*http.Server, error) {
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return nil, fmt.Errorf("metrics listen %s: %w", addr, err)
+	}
+	mux := http.NewServeMux()
+	mux.Handle("GET /metrics", promhttp.HandlerFor(g, promhttp.HandlerOpts{}))
+	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
+	log.Info("metrics listening", "addr", ln.Addr().String())
+	go func() {
+		if err := srv.Serve(ln); err != nil && err != http.ErrServerClosed {
+			log.Warn("metrics server", "err", err)
+		}
+	}()
+	return srv, nil
+}
+
+// referencePrice is the highest effective price of an on-demand pool whose
+// tags include every tag of the task (0 when none).
+func referencePrice(cfg *config.Region, tags map[string]string) float64 {
+	best := 0.0
+	for _, p := range cfg.Pools {
+		if p.Spot {
+			continue
+		}
+		ok := true
+		for k, v := range tags {
+			if p.Tags[k] != v {
+				ok = false
+				break
+			}
+		}
+		if price := p.PricePerSlotHour * (1 - p.Discount); ok && price > best {
+			best = price
+		}
+	}
+	return best
+}

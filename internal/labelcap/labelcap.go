@@ -1,0 +1,50 @@
+// Package labelcap bounds the distinct values of a Prometheus label whose
+// values come from users (tenant, task type): the first Max distinct values
+// seen keep their own label value, every later one reads as Other. A
+// submitter who invents a new tenant or type per task then costs one
+// series, not one per task.
+//
+// Which values win is first come, first served, per process: two
+// processes can keep different sets once the cap is reached. Raise the cap
+// (or give the busiest values to the early starters) if that matters.
+package labelcap
+
+import "sync"
+
+// Other is the label value of every value past the cap.
+const Other = "_other"
+
+// Set keeps the first Max distinct values. The zero Set is not usable; use
+// New. It is safe for concurrent use.
+type Set struct {
+	max  int
+	mu   sync.RWMutex
+	seen map[string]struct{}
+}
+
+// New returns a Set keeping up to max distinct values; max ≤ 0 keeps none
+// (every value reads as Other).
+func New(max int) *Set {
+	return &Set{max: max, seen: make(map[string]struct{})}
+}
+
+// Value is v while v is one of the kept values (or there is still room to
+// keep it), Other otherwise.
+func (s *Set) Value(v string) string {
+	s.mu.RLock()
+	_, ok := s.seen[v]
+	s.mu.RUnlock()
+	if ok {
+		return v
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if _, ok := s.seen[v]; ok {
+		return v
+	}
+	if len(s.seen) >= s.max {
+		return Other
+	}
+	s.seen[v] = struct{}{}
+	return v
+}

@@ -1,0 +1,47 @@
+package queue
+
+import (
+	"testing"
+	"time"
+
+	"github.com/ax-sched/ax/task"
+	"github.com/google/go-cmp/cmp"
+)
+
+// Starving counts READY tasks by pool and priority, and due tasks waiting
+// for placement, that have waited longer than the threshold, over every
+// shard; a task claimed, or one that became READY later, is not counted.
+func TestStarvingCountsLongWaitsBySet(t *testing.T) {
+	e := newEnv(t, func(o *Options) { o.Shards = 3 })
+	e.submit("cpu")
+	e.submit("cpu")
+	e.submit("cpu", prio(0))
+	e.submit("gpu", prio(4))
+	e.submit("") // unplaced: due, waiting for placement
+	e.submit("")
+	e.clock.Advance(11 * time.Minute)
+	e.submit("cpu") // fresh: not starving
+	e.submit("")
+	got, err := e.s.Starving(e.ctx, []string{"cpu", "gpu", "idle"}, 10*time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := Starving{Ready: map[string][task.MaxPriority + 1]int{
+		"cpu": {1, 0, 2, 0, 0}, "gpu": {0, 0, 0, 0, 1}, "idle": {},
+	}, Unplaced: 2}
+	if d := cmp.Diff(want, got); d != "" {
+		t.Fatalf("starving (-want +got):\n%s", d)
+	}
+	// Claimed tasks stop starving.
+	ts, err := e.s.Claim(e.ctx, ClaimRequest{Pool: "cpu", Worker: "w", N: 10})
+	if err != nil || len(ts) != 4 {
+		t.Fatalf("claim: %d %v", len(ts), err)
+	}
+	got, err = e.s.Starving(e.ctx, []string{"cpu"}, 10*time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := got.Ready["cpu"]; n != [task.MaxPriority + 1]int{} {
+		t.Fatalf("cpu after claiming every cpu task: %v", n)
+	}
+}
