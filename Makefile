@@ -28,6 +28,11 @@ deps:
 		{ $(SUDO) apt-get update >/dev/null && $(SUDO) apt-get install -y redis-tools; }; }
 	@command -v redis-cli >/dev/null 2>&1 || { echo "FATAL: redis-cli still missing"; exit 1; }
 	@command -v helm >/dev/null 2>&1 || test -x "$$($(GO) env GOPATH)/bin/helm" || { echo "helm missing (deploy/helm_test.go renders the chart): go install $(HELM)"; $(GO) install $(HELM); }
+	@command -v promtool >/dev/null 2>&1 || { \
+		echo "promtool missing (metrics, dashboard and alert-rule tests): apt-get install prometheus"; \
+		$(SUDO) apt-get install -y --no-install-recommends prometheus >/dev/null 2>&1 || \
+		{ $(SUDO) apt-get update >/dev/null && $(SUDO) apt-get install -y --no-install-recommends prometheus; }; }
+	@command -v promtool >/dev/null 2>&1 || { echo "FATAL: promtool still missing (apt package prometheus)"; exit 1; }
 
 vet:
 	$(GO) vet ./...
