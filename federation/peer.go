@@ -29,6 +29,9 @@ func WithHops(ctx context.Context, n int) context.Context {
 	return context.WithValue(ctx, hopsKey{}, n)
 }
 
+// HopsOf is the hop count WithHops recorded in ctx (0 when none).
+func HopsOf(ctx context.Context) int { return hopsOf(ctx) }
+
 func hopsOf(ctx context.Context) int {
 	n, _ := ctx.Value(hopsKey{}).(int)
 	return n

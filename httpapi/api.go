@@ -106,7 +106,7 @@ func (a *API) route(pattern string, need Role, h handler) {
 			writeError(rec, &apiError{status: 403, code: apiv1.CodeForbidden, msg: "this token's role may not do that"})
 			return
 		}
-		r = r.WithContext(federation.WithHops(r.Context(), hops(r)))
+		r = r.WithContext(federation.WithHops(r.Context(), a.trustedHops(r, p)))
 		if err := h(rec, r, p); err != nil {
 			writeError(rec, err)
 		}
@@ -125,12 +125,30 @@ func (s *statusRecorder) Flush() {
 	}
 }
 
-// hops is how many servers the request has passed (X-Ax-Forwarded): a
-// forwarded request is never routed again.
-func hops(r *http.Request) int {
-	n, _ := strconv.Atoi(r.Header.Get(apiv1.HeaderForwarded))
-	return n
+// maxHopHeader bounds the X-Ax-Forwarded value a server accepts; the
+// federation stops forwarding well before it (federation.maxHops).
+const maxHopHeader = 8
+
+// trustedHops is how many servers the request has passed (X-Ax-Forwarded):
+// a forwarded request is never routed again. Only another ax server (the
+// cluster token) may say so: from any other token the header is ignored,
+// so a submitter can neither skip routing (a keyed submit answered here
+// twice) nor, with a negative count, make every region fan out again. With
+// auth off (ax dev) every caller is trusted, but the count is still
+// clamped to 0..maxHopHeader.
+func (a *API) trustedHops(r *http.Request, p Principal) int {
+	if a.cfg.Auth != nil && a.cfg.Auth.Enabled && !p.Cluster {
+		return 0
+	}
+	n, err := strconv.Atoi(r.Header.Get(apiv1.HeaderForwarded))
+	if err != nil || n < 0 {
+		return 0
+	}
+	return min(n, maxHopHeader)
 }
+
+// hops is the request's trusted hop count (see trustedHops), set by route.
+func hops(r *http.Request) int { return federation.HopsOf(r.Context()) }
 
 func (a *API) readyz(w http.ResponseWriter, r *http.Request) {
 	ctx, cancel := context.WithTimeout(r.Context(), 2*time.Second)

@@ -1,0 +1,122 @@
+package e2e
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"io"
+	"net/http"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+)
+
+// rawCall is fed.call with extra request headers.
+func (f *federation) rawCall(region, token, method, path string, body []byte, hdr map[string]string) (int, []byte) {
+	f.t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, method, f.server(region).api+path, bytes.NewReader(body))
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	if body != nil {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	if token != "" {
+		req.Header.Set("Authorization", "Bearer "+f.token(token))
+	}
+	for k, v := range hdr {
+		req.Header.Set(k, v)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return 0, []byte(err.Error())
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, b
+}
+
+// metricWhere sums the samples of name whose label set contains every one
+// of labels (`route="GET /v1/dlq"`), from api's /metrics (with token, when
+// metrics details are behind one).
+func metricWhere(t *testing.T, api, name string, labels ...string) float64 {
+	t.Helper()
+	resp, err := http.Get(api + "/metrics")
+	if err != nil {
+		t.Fatalf("GET /metrics: %v", err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	total := 0.0
+	for _, l := range strings.Split(string(b), "\n") {
+		if !strings.HasPrefix(l, name+"{") && !strings.HasPrefix(l, name+" ") {
+			continue
+		}
+		ok := true
+		for _, want := range labels {
+			ok = ok && strings.Contains(l, want)
+		}
+		if ok {
+			f := strings.Fields(l)
+			v, _ := strconv.ParseFloat(f[len(f)-1], 64)
+			total += v
+		}
+	}
+	return total
+}
+
+// Finding 2 of issue 11: X-Ax-Forwarded was trusted from any token. A DLQ
+// listing with -12 from a submitter became thousands of requests between
+// the regions; 1 on a keyed submit made the receiving server skip routing,
+// so two regions each kept a task under one idempotency key. Now only the
+// cluster token's hop count counts.
+func TestForwardedHeaderIsTrustedOnlyFromTheClusterToken(t *testing.T) {
+	fed := newFederation(t, fedOpts{})
+	dlqCount := func(region string) float64 {
+		return metricWhere(t, fed.server(region).api, "ax_http_requests_total", `route="GET /v1/dlq"`)
+	}
+	fwdCount := func(region string) float64 {
+		return metricWhere(t, fed.server(region).api, "ax_forwarded_requests_total")
+	}
+	before := map[string]float64{}
+	fwdBefore := map[string]float64{}
+	for _, r := range fed.order {
+		before[r], fwdBefore[r] = dlqCount(r), fwdCount(r)
+	}
+	code, body := fed.rawCall("us-east-1", tokSubmitterA, http.MethodGet, "/v1/dlq", nil,
+		map[string]string{"X-Ax-Forwarded": "-12"})
+	if code != http.StatusOK {
+		t.Fatalf("DLQ listing with a forged hop count: %d %s", code, body)
+	}
+	time.Sleep(500 * time.Millisecond) // any runaway fan-out would still be going
+	for _, r := range fed.order {
+		if d := dlqCount(r) - before[r]; d > 1 {
+			t.Errorf("%s served %v DLQ requests for one client request (a forwarding storm)", r, d)
+		}
+		if d := fwdCount(r) - fwdBefore[r]; d > 1 {
+			t.Errorf("%s forwarded %v requests for one client request", r, d)
+		}
+	}
+
+	// A keyed submit with a forged "already forwarded" at both regions: the
+	// key's home region answers both, one task.
+	spec, _ := json.Marshal(map[string]any{"type": "noop", "idempotency_key": "forged-hop-" + randomHex(4)})
+	ids := map[string]bool{}
+	for _, r := range fed.order {
+		code, body := fed.rawCall(r, tokSubmitterA, http.MethodPost, "/v1/tasks", spec,
+			map[string]string{"X-Ax-Forwarded": "1"})
+		var resp struct {
+			ID string `json:"id"`
+		}
+		if code/100 != 2 || json.Unmarshal(body, &resp) != nil || resp.ID == "" {
+			t.Fatalf("keyed submit to %s: %d %s", r, code, body)
+		}
+		ids[resp.ID] = true
+	}
+	if len(ids) != 1 {
+		t.Fatalf("one idempotency key, %d tasks: %v", len(ids), ids)
+	}
+}
