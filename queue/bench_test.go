@@ -2,6 +2,8 @@ package queue
 
 import (
 	"context"
+	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -9,6 +11,7 @@ import (
 
 	"github.com/ax-sched/ax/internal/testenv"
 	"github.com/ax-sched/ax/task"
+	"github.com/redis/go-redis/v9"
 )
 
 // 64-byte payload, as in the memory target.
@@ -200,4 +203,105 @@ func BenchmarkMemoryPerTask(b *testing.B) {
 		c.Del(ctx, s.keys[0].base[6])
 		b.ReportMetric(float64(used()-before)/n, "bytes/task")
 	}
+}
+
+// BenchmarkCompleteLearning is what learning run times (runtime.go) adds to
+// complete.lua: in one Redis, calls of the script as it is and of the same
+// script without the run-time lines (no 'ty'/'sa' in its HMGET, no
+// runtime(), no write_runtimes()) alternate, each on n tasks claimed just
+// before, and SLOWLOG gives every call's own time. Medians, in µs a task,
+// so that whatever else the machine runs weighs on both the same.
+func BenchmarkCompleteLearning(b *testing.B) {
+	for _, n := range []int{1, 32} {
+		b.Run(fmt.Sprintf("n=%d", n), func(b *testing.B) { benchCompleteLearning(b, n) })
+	}
+}
+
+func benchCompleteLearning(b *testing.B, n int) {
+	s, ctx, r := benchStore(b)
+	rdb := r.Client()
+	body, err := scriptFS.ReadFile("scripts/complete.lua")
+	if err != nil {
+		b.Fatal(err)
+	}
+	plainBody := string(body)
+	for _, cut := range [][2]string{
+		{", 'ty', 'sa')", ")"},
+		{"if r[7] then runtime(r[3], r[6], now - tonumber(r[7])) end", ""},
+		{"write_runtimes(KEYS[9], now, rtcap, alpha)", ""},
+	} {
+		if !strings.Contains(plainBody, cut[0]) {
+			b.Fatalf("complete.lua no longer has %q", cut[0])
+		}
+		plainBody = strings.Replace(plainBody, cut[0], cut[1], 1)
+	}
+	lib, _ := scriptFS.ReadFile("scripts/lib.lua")
+	plain := redis.NewScript(prelude(string(lib), plainBody) + "\nlocal function body()\n" + plainBody +
+		"\nend\nlocal result = body()\nfinish()\nreturn result\n")
+	arms := []*redis.Script{plain, scripts.complete}
+	for _, sc := range arms {
+		if err := sc.Load(ctx, rdb).Err(); err != nil {
+			b.Fatal(err)
+		}
+	}
+	for _, kv := range [][2]string{{"slowlog-log-slower-than", "0"}, {"slowlog-max-len", "100000"}} {
+		if err := rdb.ConfigSet(ctx, kv[0], kv[1]).Err(); err != nil {
+			b.Fatal(err)
+		}
+	}
+	sp := benchSpec(b)
+	batch := make([]NewTask, n)
+	durs := [2][]int64{}
+	collect := func() {
+		logs, err := rdb.SlowLogGet(ctx, -1).Result()
+		if err != nil {
+			b.Fatal(err)
+		}
+		for _, l := range logs {
+			for a, sc := range arms {
+				if len(l.Args) > 1 && strings.EqualFold(l.Args[0], "evalsha") && l.Args[1] == sc.Hash() {
+					durs[a] = append(durs[a], l.Duration.Microseconds())
+				}
+			}
+		}
+		rdb.SlowLogReset(ctx)
+	}
+	rdb.SlowLogReset(ctx)
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		for k := range 2 {
+			a := (i + k) % 2 // each arm first every other round
+			for j := range batch {
+				batch[j] = NewTask{Spec: sp, Pool: "cpu"}
+			}
+			if _, err := s.Submit(ctx, batch...); err != nil {
+				b.Fatal(err)
+			}
+			ts, err := s.Claim(ctx, ClaimRequest{Pool: "cpu", Worker: "w", N: n})
+			if err != nil || len(ts) != n {
+				b.Fatal(len(ts), err)
+			}
+			argv := []any{"", s.opts.RetainSuccess.Milliseconds(), n, s.opts.RunTimePairs, s.alpha()}
+			for _, t := range ts {
+				argv = append(argv, t.ID, t.LeaseToken, "")
+			}
+			if err := arms[a].Run(ctx, rdb, s.keysWith(0, s.keys[0].rt), argv...).Err(); err != nil {
+				b.Fatal(err)
+			}
+		}
+		if i%200 == 199 {
+			collect()
+		}
+	}
+	b.StopTimer()
+	collect()
+	med := func(v []int64) float64 {
+		slices.Sort(v)
+		if len(v) == 0 {
+			return 0
+		}
+		return float64(v[len(v)/2]) / float64(n)
+	}
+	b.ReportMetric(med(durs[0]), "plain-µs/task")
+	b.ReportMetric(med(durs[1]), "learning-µs/task")
 }

@@ -132,16 +132,18 @@ end
 -- pair is dropped while it is full (the leader trims the least used,
 -- rt_trim.lua), so a flood of new type names costs one HLEN each and grows
 -- nothing.
-local RT, RT_FIELDS = {}, {}
+local RT, RT_PAIRS = {}, {}
 local function runtime(pool, ty, ms)
   if not pool or not ty or ms == nil then return end
-  local f = pool .. ' ' .. ty
-  local t = RT[f]
-  if t == nil then t = {}; RT[f] = t; RT_FIELDS[#RT_FIELDS + 1] = f end
+  local p = RT[pool]
+  if p == nil then p = {}; RT[pool] = p end
+  local t = p[ty]
+  if t == nil then t = {}; p[ty] = t; RT_PAIRS[#RT_PAIRS + 1] = {pool .. ' ' .. ty, t} end
   t[#t + 1] = ms
 end
 local function write_runtimes(key, now, cap, alpha)
-  for _, f in ipairs(RT_FIELDS) do
+  for _, pair in ipairs(RT_PAIRS) do
+    local f, obs = pair[1], pair[2]
     local n, mean, sd
     local v = redis.call('HGET', key, f)
     if v then
@@ -151,7 +153,7 @@ local function write_runtimes(key, now, cap, alpha)
     if n or redis.call('HLEN', key) < cap then
       n, mean = n or 0, mean or 0
       local var = (sd or 0) ^ 2
-      for _, ms in ipairs(RT[f]) do
+      for _, ms in ipairs(obs) do
         local x = math.max(ms, 0) * 1000
         n = n + 1
         local w = math.max(alpha, 1 / n)
@@ -159,8 +161,8 @@ local function write_runtimes(key, now, cap, alpha)
         mean = mean + w * d
         var = (1 - w) * (var + w * d * d)
       end
-      redis.call('HSET', key, f, fmt(n) .. ' ' .. fmt(math.floor(mean + 0.5)) .. ' ' ..
-        fmt(math.floor(math.sqrt(var) + 0.5)) .. ' ' .. fmt(now))
+      redis.call('HSET', key, f, string.format('%d %d %d %d', n, math.floor(mean + 0.5),
+        math.floor(math.sqrt(var) + 0.5), now))
     end
   end
 end
