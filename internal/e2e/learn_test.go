@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/ax-sched/ax/apiv1"
+	"github.com/ax-sched/ax/task"
 )
 
 // Issue 14, learnt durations: two regions, each with one CPU pool. The
@@ -162,4 +163,33 @@ func TestSlowCheapPoolStopsWinningOnceLearnt(t *testing.T) {
 		t.Logf("%s: slow %.3f s (%d runs, spread %.3f s), fast %.3f s (%d runs, spread %.3f s)", s.name,
 			a.ExpectedSeconds, a.Observations, a.SpreadSeconds, b.ExpectedSeconds, b.Observations, b.SpreadSeconds)
 	}
+}
+
+// Issue 14: during a live price override the tasks recorded the worker's
+// configured price. Through real processes: an override put in the global
+// etcd is what the next tasks record at claim, and removing it brings the
+// configured price back.
+func TestLivePriceOverrideIsRecorded(t *testing.T) {
+	fed := newFederation(t, fedOpts{})
+	spec := map[string]any{"type": "noop", "regions": []string{"us-east-1"}, "tags": map[string]string{"class": "cpu"}}
+	recorded := func() float64 {
+		t.Helper()
+		id, _ := fed.submit("us-east-1", tokSubmitterA, spec)
+		return fed.waitState("us-east-1", tokSubmitterA, id, task.Success, 20*time.Second).PricePerHour
+	}
+	if p := recorded(); p != 0.04 {
+		t.Fatalf("before the override the task recorded %v, want the configured 0.04", p)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	key := "/ax/prices/us-east-1/cpu"
+	if _, err := fed.global.Client().Put(ctx, key, `{"price_per_slot_hour": 0.2}`); err != nil {
+		t.Fatal(err)
+	}
+	took := waitUntil(t, 15*time.Second, "tasks record the 5x override", func() bool { return recorded() == 0.2 })
+	t.Logf("override recorded by claims %v after it was set", took.Round(100*time.Millisecond))
+	if _, err := fed.global.Client().Delete(ctx, key); err != nil {
+		t.Fatal(err)
+	}
+	waitUntil(t, 15*time.Second, "tasks record the configured price again", func() bool { return recorded() == 0.04 })
 }
