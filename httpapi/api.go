@@ -2,6 +2,8 @@ package httpapi
 
 import (
 	"context"
+	"encoding/json"
+	"fmt"
 	"net/http"
 	"strconv"
 	"strings"
@@ -94,8 +96,7 @@ func (a *API) route(pattern string, need Role, h handler) {
 		defer func() { a.requests.WithLabelValues(pattern, strconv.Itoa(rec.code)).Inc() }()
 		p, ok := a.cfg.Auth.Authenticate(r)
 		if !ok {
-			rec.Header().Set("WWW-Authenticate", `Bearer realm="ax"`)
-			writeError(rec, &apiError{status: 401, code: apiv1.CodeUnauthorized, msg: "missing or unknown bearer token"})
+			unauthorized(rec, r)
 			return
 		}
 		if strings.HasPrefix(pattern, "POST /v1/internal/") && !p.Cluster && a.cfg.Auth != nil && a.cfg.Auth.Enabled {
@@ -113,12 +114,43 @@ func (a *API) route(pattern string, need Role, h handler) {
 	})
 }
 
+// unauthorized answers 401. A caller we do not know is not waited for: a
+// request with a body (still being sent, perhaps slowly) is answered at
+// once on the raw connection, which is then closed, the body never read.
+func unauthorized(rec *statusRecorder, r *http.Request) {
+	e := &apiError{status: 401, code: apiv1.CodeUnauthorized, msg: "missing or unknown bearer token"}
+	if r.ProtoMajor == 1 && r.ContentLength != 0 {
+		if conn, buf, err := http.NewResponseController(rec.ResponseWriter).Hijack(); err == nil {
+			body, _ := json.Marshal(apiv1.ErrorBody{Error: e.body()})
+			body = append(body, '\n')
+			fmt.Fprintf(buf, "HTTP/1.1 401 Unauthorized\r\nContent-Type: application/json\r\n"+
+				"WWW-Authenticate: Bearer realm=\"ax\"\r\nContent-Length: %d\r\nConnection: close\r\n\r\n%s", len(body), body)
+			_ = buf.Flush()
+			rec.code = http.StatusUnauthorized
+			// Half-close, then close a little later: closing with the
+			// unread body in the socket would reset the connection before
+			// the client reads its answer.
+			if cw, ok := conn.(interface{ CloseWrite() error }); ok {
+				_ = cw.CloseWrite()
+			}
+			time.AfterFunc(500*time.Millisecond, func() { _ = conn.Close() })
+			return
+		}
+	}
+	rec.Header().Set("WWW-Authenticate", `Bearer realm="ax"`)
+	writeError(rec, e)
+}
+
 type statusRecorder struct {
 	http.ResponseWriter
 	code int
 }
 
 func (s *statusRecorder) WriteHeader(c int) { s.code = c; s.ResponseWriter.WriteHeader(c) }
+
+// Unwrap lets http.ResponseController reach the connection (deadlines).
+func (s *statusRecorder) Unwrap() http.ResponseWriter { return s.ResponseWriter }
+
 func (s *statusRecorder) Flush() {
 	if f, ok := s.ResponseWriter.(http.Flusher); ok {
 		f.Flush()

@@ -366,6 +366,11 @@ func (a *API) events(w http.ResponseWriter, r *http.Request, _ Principal) error 
 		}
 		wait = d
 	}
+	// The server's read and write timeouts would end a long-poll early:
+	// this request gets its wait on top of them.
+	rc := http.NewResponseController(w)
+	_ = rc.SetReadDeadline(time.Time{})
+	_ = rc.SetWriteDeadline(time.Now().Add(wait + 30*time.Second))
 	// No after starts at the newest entry: a first call returns only new
 	// events.
 	var after []string

@@ -238,7 +238,10 @@ func startServer(ctx context.Context, cfg *config.Region, ln net.Listener, reg *
 			return nil
 		},
 	})
-	s.http = &http.Server{Handler: api, ReadHeaderTimeout: 10 * time.Second}
+	hs := cfg.HTTPServer
+	s.http = &http.Server{Handler: api, ReadHeaderTimeout: hs.ReadHeaderTimeout, ReadTimeout: hs.ReadTimeout,
+		WriteTimeout: hs.WriteTimeout, IdleTimeout: hs.IdleTimeout, MaxHeaderBytes: hs.MaxHeaderBytes}
+	s.ln = httpapi.LimitListener(s.ln, hs.MaxConnections)
 	ok = true
 	return s, nil
 }

@@ -46,6 +46,8 @@ type Region struct {
 	Placement           Placement     `mapstructure:"placement" yaml:"placement"`
 	Preemption          Preemption    `mapstructure:"preemption" yaml:"preemption"`
 	Auth                Auth          `mapstructure:"auth" yaml:"auth"`
+	// HTTPServer bounds the API's connections (timeouts, header size, count).
+	HTTPServer HTTPServer `mapstructure:"http_server" yaml:"http_server"`
 	Worker              Worker        `mapstructure:"worker" yaml:"worker"`
 
 	// source names the file the region was read from, for error messages.
@@ -344,4 +346,23 @@ type HTTP struct {
 	// non-public target addresses, checked at each connection after DNS
 	// resolution.
 	DenyPrivate bool `mapstructure:"deny_private" yaml:"deny_private"`
+}
+
+// HTTPServer bounds the API server's connections so that idle or slow
+// clients cannot hold its memory or file descriptors.
+type HTTPServer struct {
+	// ReadHeaderTimeout is the time to send a request's headers.
+	ReadHeaderTimeout time.Duration `mapstructure:"read_header_timeout" yaml:"read_header_timeout"`
+	// ReadTimeout is the time to send a whole request, body included.
+	ReadTimeout time.Duration `mapstructure:"read_timeout" yaml:"read_timeout"`
+	// WriteTimeout is the time to answer a request; long-polls
+	// (/v1/events?wait=) extend it by their wait.
+	WriteTimeout time.Duration `mapstructure:"write_timeout" yaml:"write_timeout"`
+	// IdleTimeout closes a keep-alive connection idle this long.
+	IdleTimeout time.Duration `mapstructure:"idle_timeout" yaml:"idle_timeout"`
+	// MaxHeaderBytes bounds a request's headers (and its request line).
+	MaxHeaderBytes int `mapstructure:"max_header_bytes" yaml:"max_header_bytes"`
+	// MaxConnections caps open API connections; more wait in the kernel's
+	// backlog until one closes.
+	MaxConnections int `mapstructure:"max_connections" yaml:"max_connections"`
 }

@@ -319,6 +319,17 @@ func (r *Region) validateTimings(p *problems) {
 	positive(p, "retention.canceled", r.Retention.Canceled)
 	positive(p, "retention.dead", r.Retention.Dead)
 	positive(p, "starvation_threshold", r.StarvationThreshold)
+	hs := r.HTTPServer
+	positive(p, "http_server.read_header_timeout", hs.ReadHeaderTimeout)
+	positive(p, "http_server.read_timeout", hs.ReadTimeout)
+	positive(p, "http_server.write_timeout", hs.WriteTimeout)
+	positive(p, "http_server.idle_timeout", hs.IdleTimeout)
+	if hs.MaxHeaderBytes < 4<<10 {
+		p.add("http_server.max_header_bytes", "must be ≥ 4096, got %d", hs.MaxHeaderBytes)
+	}
+	if hs.MaxConnections < 1 {
+		p.add("http_server.max_connections", "must be ≥ 1, got %d", hs.MaxConnections)
+	}
 
 	positive(p, "placement.stale_after", r.Placement.StaleAfter)
 	nonNegative(p, "placement.unhealthy_grace", r.Placement.UnhealthyGrace)

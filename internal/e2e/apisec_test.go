@@ -120,3 +120,19 @@ func TestForwardedHeaderIsTrustedOnlyFromTheClusterToken(t *testing.T) {
 		t.Fatalf("one idempotency key, %d tasks: %v", len(ids), ids)
 	}
 }
+
+// Finding 7 of issue 11: the server's timeouts bound every request, but a
+// long-poll (/v1/events?wait=) still gets its whole wait: with read and
+// write timeouts of 2s, a 4s wait answers 200 after its wait.
+func TestLongPollOutlivesTheServerTimeouts(t *testing.T) {
+	fed := newFederation(t, fedOpts{noWorkers: true, regions: []string{"us-east-1"},
+		extra: "http_server:\n  read_timeout: 2s\n  write_timeout: 2s\n"})
+	start := time.Now()
+	code, body := fed.call("us-east-1", tokSubmitterA, http.MethodGet, "/v1/events?wait=4s", nil)
+	if code != http.StatusOK || !strings.Contains(string(body), `"events"`) {
+		t.Fatalf("a 4s long-poll behind 2s timeouts: %d %s", code, body)
+	}
+	if took := time.Since(start); took < 3*time.Second {
+		t.Fatalf("the long-poll answered after %s, before its wait (nothing happened meanwhile)", took)
+	}
+}
