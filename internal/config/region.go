@@ -48,7 +48,7 @@ type Region struct {
 	Auth                Auth          `mapstructure:"auth" yaml:"auth"`
 	// HTTPServer bounds the API's connections (timeouts, header size, count).
 	HTTPServer HTTPServer `mapstructure:"http_server" yaml:"http_server"`
-	Worker              Worker        `mapstructure:"worker" yaml:"worker"`
+	Worker     Worker     `mapstructure:"worker" yaml:"worker"`
 
 	// source names the file the region was read from, for error messages.
 	source string
