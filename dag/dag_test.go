@@ -489,7 +489,7 @@ func leaderlessRuns(t *testing.T) (*Runs, *queue.Store, *testenv.Redis) {
 	pcfg := placement.DefaultConfig()
 	view := federation.NewView(etcd.Client(), "/ax/", pcfg, time.Second, nil)
 	t.Cleanup(view.Close)
-	n, err := federation.NewNode(federation.Config{Region: "us-east-1", Placement: pcfg, Logger: discardLog()}, st, view, nil)
+	n, err := federation.NewNode(federation.Config{Region: "us-east-1", Placement: pcfg, Logger: discardLog()}, st, view, nil, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -140,29 +140,31 @@ func (r *dagRegion) start() *dagServer {
 	reg := prometheus.NewRegistry()
 	log := e.log.With("server", id)
 	view := federation.NewView(cli, "/ax/", e.pcfg, time.Second, log)
-	node, err := federation.NewNode(federation.Config{
-		Region: r.name, Regions: dagRegions, ClusterToken: dagTokCluster, Placement: e.pcfg, Logger: log,
-		NoCapacityRetry: 300 * time.Millisecond, SaturatedRetryAfter: 2 * time.Second,
-	}, r.store, view, federation.NewMetrics(reg))
-	if err != nil {
-		view.Close()
-		e.t.Fatal(err)
-	}
-	runs := New(r.store, node, Config{Region: r.name, Registerer: reg, Logger: log})
-	api := httpapi.New(node, httpapi.Config{Auth: e.auth, Gatherer: reg, Pools: []string{dagPool}, DAGs: runs})
-	hs := httptest.NewServer(api)
+	// The HTTP server first (the cell publishes its address), serving the
+	// API built below.
+	var api atomic.Pointer[httpapi.API]
+	hs := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) { api.Load().ServeHTTP(w, req) }))
 	cell := region.New(r.store, cli, cli, region.Config{
 		Region: r.name, ID: id, API: hs.URL, Pools: r.pools,
 		SessionTTL: 2 * time.Second, Heartbeat: 500 * time.Millisecond, PublishInterval: 250 * time.Millisecond,
 		MaxSleep: 200 * time.Millisecond, Logger: log,
-		LeaderLoops: []func(context.Context, queue.Fence, func(error)){node.OutboxLoop, runs.Loop},
-	}, node, region.NewMetrics(reg))
-	node.SetCell(cell)
+	}, region.NewMetrics(reg))
+	node, err := federation.NewNode(federation.Config{
+		Region: r.name, Regions: dagRegions, ClusterToken: dagTokCluster, Placement: e.pcfg, Logger: log,
+		NoCapacityRetry: 300 * time.Millisecond, SaturatedRetryAfter: 2 * time.Second,
+	}, r.store, view, cell, federation.NewMetrics(reg))
+	if err != nil {
+		hs.Close()
+		view.Close()
+		e.t.Fatal(err)
+	}
+	runs := New(r.store, node, Config{Region: r.name, Registerer: reg, Logger: log})
+	api.Store(httpapi.New(node, httpapi.Config{Auth: e.auth, Gatherer: reg, Pools: []string{dagPool}, DAGs: runs}))
 	ctx, cancel := context.WithCancel(context.Background())
 	s := &dagServer{id: id, cli: cli, view: view, node: node, runs: runs, cell: cell, http: hs, cancel: cancel, done: make(chan struct{})}
 	go func() {
 		defer close(s.done)
-		_ = cell.Run(ctx)
+		_ = cell.Run(ctx, node, node.OutboxLoop, runs.Loop)
 	}()
 	r.mu.Lock()
 	r.servers = append(r.servers, s)

@@ -22,8 +22,8 @@ const orphanAfter = time.Minute
 // runParallel bounds the runs reconciled at once.
 const runParallel = 8
 
-// Loop is the DAG reconciler, a region leader loop (region.Config
-// LeaderLoops) of every run's home region. Every interval, for each
+// Loop is the DAG reconciler, a region leader loop (region.LeaderLoop) of
+// every run's home region. Every interval, for each
 // running DAG of the region, it
 //
 //  1. reads the task of every RELEASED node where it runs now (Tasks.Get

@@ -54,8 +54,11 @@ type Node struct {
 	flights *flights // placements not yet in their pools' published figures (inflight.go)
 }
 
-// NewNode ties a region's store and cell to the global view.
-func NewNode(cfg Config, store *queue.Store, view *View, m *Metrics) (*Node, error) {
+// NewNode ties a region's store and cell to the global view. The node is
+// the cell's placer and runs leader loops beside it (cmd/ax passes them to
+// cell.Run); it wakes the cell after submits and reads its figures. cell
+// may be nil for a node that places nothing (tests drive its loops).
+func NewNode(cfg Config, store *queue.Store, view *View, cell *region.Cell, m *Metrics) (*Node, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
@@ -89,7 +92,7 @@ func NewNode(cfg Config, store *queue.Store, view *View, m *Metrics) (*Node, err
 		m = NewMetrics(nil)
 	}
 	m.init(cfg.Region)
-	n := &Node{cfg: cfg, store: store, view: view, placer: pl, est: est, log: cfg.Logger.With("region", cfg.Region),
+	n := &Node{cfg: cfg, store: store, cell: cell, view: view, placer: pl, est: est, log: cfg.Logger.With("region", cfg.Region),
 		peers: &http.Client{Timeout: 10 * time.Second}, metrics: m,
 		// A placement not seen landing after this long is no longer counted
 		// (its target is down, or another server of the region sends it).
@@ -103,9 +106,6 @@ func NewNode(cfg Config, store *queue.Store, view *View, m *Metrics) (*Node, err
 // Close releases the node's idle connections to other regions' servers
 // (call it once the API and the leader loops stopped).
 func (n *Node) Close() { n.peers.CloseIdleConnections() }
-
-// SetCell attaches the region cell (woken after submits).
-func (n *Node) SetCell(c *region.Cell) { n.cell = c }
 
 // Region is this server's region.
 func (n *Node) Region() string { return n.cfg.Region }
@@ -263,9 +263,7 @@ func (n *Node) Submit(ctx context.Context, specs []*task.Spec, forwarded bool) [
 				}
 			}
 		}
-		if n.cell != nil {
-			n.cell.Wake()
-		}
+		n.wake()
 	}
 	for home, idx := range remote {
 		n.forwardSubmit(ctx, home, specs, idx, out)

@@ -459,9 +459,7 @@ func (o *outbox) settle(ctx context.Context, target string, as []answer) {
 		m.WithLabelValues(n.cfg.Region, target, "refused").Add(float64(len(refusedIDs)))
 		n.log.Info("hand-off refused; placing again", "target", target, "n", len(refusedIDs), idsAttr(refusedIDs),
 			"reason", task.ReasonHandOffRefused, "err", refusedErr)
-		if n.cell != nil {
-			n.cell.Wake()
-		}
+		n.wake()
 	}
 	if len(later) > 0 {
 		m.WithLabelValues(n.cfg.Region, target, "retry").Add(float64(len(later)))

@@ -108,8 +108,8 @@ func (n *Node) Act(ctx context.Context, op TaskOp, id string, priority int, by s
 	case OpPriority:
 		err = n.store.SetPriority(ctx, id, priority, by)
 	}
-	if err == nil && n.cell != nil {
-		n.cell.Wake()
+	if err == nil {
+		n.wake()
 	}
 	target := ""
 	var ho *queue.HandedOffError

@@ -61,7 +61,7 @@ func newFuzzEnv(tb testing.TB) *fuzzEnv {
 		ri, ok := view.Region(aws)
 		return ok && ri.Healthy
 	})
-	n, err := federation.NewNode(federation.Config{Region: aws, Regions: []string{aws}, ClusterToken: tokCluster, Placement: pcfg, Logger: quiet}, st, view, nil)
+	n, err := federation.NewNode(federation.Config{Region: aws, Regions: []string{aws}, ClusterToken: tokCluster, Placement: pcfg, Logger: quiet}, st, view, nil, nil)
 	if err != nil {
 		tb.Fatal(err)
 	}

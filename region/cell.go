@@ -33,12 +33,18 @@ type Pool struct {
 	Thresholds Thresholds
 }
 
-// Placer decides due tasks: a local pool, or no capacity now (Pool "" with
-// RetryAt). Federation implements it across regions; LocalPlacer is the
-// region-only fallback.
+// Placer decides due tasks: a local pool, a pool of another region (the
+// task goes through the outbox), or no capacity now (Pool "" with RetryAt).
+// federation.Node implements it.
 type Placer interface {
 	PlaceDue(ctx context.Context, tasks []*task.Task) []queue.Assignment
 }
+
+// LeaderLoop is work a leader does during its term beside the cell's own
+// loops (the federation's outbox sender, the DAG reconciler, ...). It
+// returns when ctx ends, and calls lost when a fenced write of its was
+// rejected (a newer leader exists).
+type LeaderLoop func(ctx context.Context, f queue.Fence, lost func(error))
 
 // Config of a cell. Zero durations take the defaults noted.
 type Config struct {
@@ -70,10 +76,6 @@ type Config struct {
 	// (before discount): the leader keeps each pool's live price in the
 	// store, which claims record on the tasks (issue 14).
 	LivePrice func(pool string) (float64, bool)
-	// LeaderLoops run beside the cell's own loops during every term (the
-	// federation's outbox sender, schedules). Each returns when ctx ends and
-	// calls lost when a fenced write is rejected.
-	LeaderLoops []func(ctx context.Context, f queue.Fence, lost func(error))
 }
 
 func (c *Config) defaults() {
@@ -118,7 +120,6 @@ type Cell struct {
 	store    *queue.Store
 	regional *clientv3.Client
 	global   *clientv3.Client // may equal regional
-	placer   Placer
 	metrics  *Metrics
 	log      *slog.Logger
 
@@ -133,19 +134,18 @@ type Cell struct {
 	pressure map[string]*pressure // by pool; leader-owned, read by PlaceDue
 }
 
-// New makes a cell. placer may be nil (LocalPlacer over cfg.Pools).
-func New(store *queue.Store, regional, global *clientv3.Client, cfg Config, placer Placer, m *Metrics) *Cell {
+// New makes a cell; Run runs it. Its Wake and Figures work from the start,
+// so the federation node is built with the cell, and the cell runs with
+// the node as its placer.
+func New(store *queue.Store, regional, global *clientv3.Client, cfg Config, m *Metrics) *Cell {
 	cfg.defaults()
 	if global == nil {
 		global = regional
 	}
-	if placer == nil {
-		placer = &LocalPlacer{Pools: cfg.Pools, Retry: 5 * time.Second}
-	}
 	if m == nil {
 		m = NewMetrics(nil)
 	}
-	c := &Cell{cfg: cfg, store: store, regional: regional, global: global, placer: placer, metrics: m,
+	c := &Cell{cfg: cfg, store: store, regional: regional, global: global, metrics: m,
 		log: cfg.Logger, wake: make(chan struct{}, 1)}
 	c.globalHealthy.Store(true)
 	m.init(cfg.Region)
@@ -175,11 +175,12 @@ func (c *Cell) Wake() {
 }
 
 // Run campaigns for leadership of the cell until ctx ends, doing leader work
-// during each term.
-func (c *Cell) Run(ctx context.Context) error {
+// during each term: its own loops, placing due tasks with p, and loops
+// beside them.
+func (c *Cell) Run(ctx context.Context, p Placer, loops ...LeaderLoop) error {
 	el := lease.NewElector(c.regional, c.cfg.Prefix+"elect/region/"+c.cfg.Region, c.cfg.ID,
 		lease.WithTTL(c.cfg.SessionTTL), lease.WithLogger(c.log))
-	err := el.Run(ctx, c.lead)
+	err := el.Run(ctx, func(ctx context.Context, l *lease.Leadership) { c.lead(ctx, l, p, loops) })
 	if errors.Is(err, context.Canceled) {
 		return nil
 	}
@@ -187,7 +188,7 @@ func (c *Cell) Run(ctx context.Context) error {
 }
 
 // lead is one term. It returns when the term ends or ctx does.
-func (c *Cell) lead(ctx context.Context, l *lease.Leadership) {
+func (c *Cell) lead(ctx context.Context, l *lease.Leadership, p Placer, extra []LeaderLoop) {
 	fence := queue.Fence{Name: "region", Token: l.Token()}
 	c.token.Store(l.Token())
 	c.leading.Store(true)
@@ -211,7 +212,8 @@ func (c *Cell) lead(ctx context.Context, l *lease.Leadership) {
 		}
 	}
 	var wg sync.WaitGroup
-	loops := append([]func(context.Context, queue.Fence, func(error)){c.promoteLoop, c.reapLoop, c.houseLoop, c.preemptLoop}, c.cfg.LeaderLoops...)
+	promote := func(ctx context.Context, f queue.Fence, lost func(error)) { c.promoteLoop(ctx, f, lost, p) }
+	loops := append([]LeaderLoop{promote, c.reapLoop, c.houseLoop, c.preemptLoop}, extra...)
 	for _, loop := range loops {
 		wg.Add(1)
 		go func() {
@@ -246,7 +248,7 @@ func (c *Cell) untilNext(next time.Time) time.Duration {
 }
 
 // promoteLoop promotes due tasks and places the ones waiting for placement.
-func (c *Cell) promoteLoop(ctx context.Context, f queue.Fence, lost func(error)) {
+func (c *Cell) promoteLoop(ctx context.Context, f queue.Fence, lost func(error), p Placer) {
 	readmit := newBucket(c.cfg.Preemption.ReadmitRate, max(c.cfg.Preemption.ReadmitRate, 1))
 	for ctx.Err() == nil {
 		hot, spread := c.hotPools()
@@ -264,7 +266,7 @@ func (c *Cell) promoteLoop(ctx context.Context, f queue.Fence, lost func(error))
 		if res.Deferred > 0 {
 			c.metrics.deferred.WithLabelValues(c.cfg.Region).Add(float64(res.Deferred))
 		}
-		if err := c.placeDue(ctx, f); err != nil {
+		if err := c.placeDue(ctx, f, p); err != nil {
 			if c.failed(ctx, "place", err, lost) {
 				return
 			}
@@ -279,13 +281,13 @@ func (c *Cell) promoteLoop(ctx context.Context, f queue.Fence, lost func(error))
 	}
 }
 
-func (c *Cell) placeDue(ctx context.Context, f queue.Fence) error {
+func (c *Cell) placeDue(ctx context.Context, f queue.Fence, p Placer) error {
 	for ctx.Err() == nil {
 		due, err := c.store.DueTasks(ctx, queue.MaxBatch)
 		if err != nil || len(due) == 0 {
 			return err
 		}
-		as := c.backpressure(due, c.placer.PlaceDue(ctx, due))
+		as := c.backpressure(due, p.PlaceDue(ctx, due))
 		if len(as) == 0 {
 			return nil
 		}
@@ -523,42 +525,4 @@ func (c *Cell) observe(f Figures, q queueFigures) {
 	}
 }
 
-// LocalPlacer places due tasks on the cheapest local pool that carries every
-// tag of the task; none → no capacity, retry after Retry.
-type LocalPlacer struct {
-	Pools []Pool
-	Retry time.Duration
-}
-
-var _ Placer = (*LocalPlacer)(nil)
-
-// PlaceDue implements Placer.
-func (p *LocalPlacer) PlaceDue(_ context.Context, tasks []*task.Task) []queue.Assignment {
-	out := make([]queue.Assignment, 0, len(tasks))
-	for _, t := range tasks {
-		best := -1
-		for i, pool := range p.Pools {
-			if hasTags(pool.Tags, t.Tags) && (best < 0 || pool.PricePerSlotHour*(1-pool.Discount) < p.Pools[best].PricePerSlotHour*(1-p.Pools[best].Discount)) {
-				best = i
-			}
-		}
-		if best < 0 {
-			out = append(out, queue.Assignment{ID: t.ID, RetryAt: time.Now().Add(p.Retry)})
-			continue
-		}
-		out = append(out, queue.Assignment{ID: t.ID, Pool: p.Pools[best].Name})
-	}
-	return out
-}
-
-func hasTags(pool, want map[string]string) bool {
-	for k, v := range want {
-		if pool[k] != v {
-			return false
-		}
-	}
-	return true
-}
-
-// String is for logs.
 func (c *Cell) String() string { return fmt.Sprintf("cell(%s/%s)", c.cfg.Region, c.cfg.ID) }

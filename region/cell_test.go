@@ -39,15 +39,28 @@ func (h *harness) startCell(id string, m *Metrics, mod ...func(*Config)) (*Cell,
 	for _, f := range mod {
 		f(&cfg)
 	}
-	c := New(h.store, h.etcd.Client(), nil, cfg, nil, m)
+	c := New(h.store, h.etcd.Client(), nil, cfg, m)
 	ctx, cancel := context.WithCancel(context.Background())
 	var wg sync.WaitGroup
 	wg.Add(1)
-	go func() { defer wg.Done(); _ = c.Run(ctx) }()
+	go func() { defer wg.Done(); _ = c.Run(ctx, waitPlacer{}) }()
 	var once sync.Once
 	stop := func() { once.Do(func() { cancel(); wg.Wait() }) }
 	h.t.Cleanup(stop)
 	return c, stop
+}
+
+// waitPlacer places nothing: the cell's tests submit their tasks pinned to
+// a pool, so none waits for placement (the federation's placement is
+// tested through federation.Node, the one Placer).
+type waitPlacer struct{}
+
+func (waitPlacer) PlaceDue(_ context.Context, ts []*task.Task) []queue.Assignment {
+	out := make([]queue.Assignment, len(ts))
+	for i, t := range ts {
+		out[i] = queue.Assignment{ID: t.ID, RetryAt: time.Now().Add(time.Second)}
+	}
+	return out
 }
 
 func waitFor(t *testing.T, within time.Duration, what string, cond func() bool) time.Duration {

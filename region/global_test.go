@@ -20,11 +20,11 @@ func TestGlobalEtcdLossKeepsRegionScheduling(t *testing.T) {
 		Region: "eu-west", ID: "a", API: "http://a", SessionTTL: 2 * time.Second,
 		Heartbeat: 500 * time.Millisecond, PublishInterval: 300 * time.Millisecond,
 		Pools: []Pool{{Name: "cpu", QueueCapacity: 100, PricePerSlotHour: 0.05}},
-	}, nil, m)
+	}, m)
 	ctx, cancel := context.WithCancel(context.Background())
 	var wg sync.WaitGroup
 	wg.Add(1)
-	go func() { defer wg.Done(); _ = c.Run(ctx) }()
+	go func() { defer wg.Done(); _ = c.Run(ctx, waitPlacer{}) }()
 	t.Cleanup(func() { cancel(); wg.Wait() })
 	waitFor(t, 10*time.Second, "leader", c.Leading)
 	waitFor(t, 5*time.Second, "published to the global etcd", func() bool {

@@ -185,13 +185,6 @@ func startServer(ctx context.Context, cfg *config.Region, ln net.Listener, reg *
 	// with this server's, like every other series it exports.
 	own := prometheus.WrapRegistererWith(prometheus.Labels{"region": cfg.Name}, reg)
 	own.MustRegister(s.view.ConnectedGauge())
-	s.node, err = federation.NewNode(federation.Config{
-		Region: cfg.Name, Regions: cfg.Regions, ClusterToken: cfg.Auth.ClusterToken, Defaults: defaultsOf(cfg),
-		Placement: pc, Logger: s.log,
-	}, s.store, s.view, federation.NewMetrics(reg))
-	if err != nil {
-		return nil, err
-	}
 	if s.ln == nil {
 		if s.ln, err = net.Listen("tcp", cfg.Listen); err != nil {
 			return nil, fmt.Errorf("listen %s: %w", cfg.Listen, err)
@@ -204,19 +197,27 @@ func startServer(ctx context.Context, cfg *config.Region, ln net.Listener, reg *
 	}
 	host, _ := os.Hostname()
 	s.id = fmt.Sprintf("%s/%s/%d", host, s.ln.Addr(), os.Getpid())
-	s.sched = schedule.New(s.global, s.node, schedule.Config{
-		Region: cfg.Name, Regions: cfg.Regions, Defaults: defaultsOf(cfg),
-		Prefix: cfg.Etcd.Prefix, ID: s.id, SessionTTL: cfg.Etcd.SessionTTL, Registerer: own, Logger: s.log})
-	s.dags = dag.New(s.store, s.node, dag.Config{Region: cfg.Name, Defaults: defaultsOf(cfg), Registerer: reg, Logger: s.log})
+	// The cell first (the node wakes it and reads its figures), then the
+	// node, then what builds on the node; Run starts the cell with the node
+	// as its placer and the leader loops beside its own.
 	s.cell = region.New(s.store, s.regional, s.global, region.Config{
 		Region: cfg.Name, ID: s.id, API: cfg.PublicAddr, Pools: regionPools(cfg), Prefix: cfg.Etcd.Prefix,
 		SessionTTL: cfg.Etcd.SessionTTL, Heartbeat: cfg.Lease.Heartbeat, Logger: s.log,
 		Thresholds: thresholds(cfg.Thresholds), Preemption: preemption(cfg.Preemption), StarvationThreshold: cfg.StarvationThreshold,
-		LeaderLoops: []func(context.Context, queue.Fence, func(error)){s.node.OutboxLoop, s.dags.Loop, s.node.StuckPoolLoop},
 		// Claims record the live price: the operator's override, if any.
 		LivePrice: func(pool string) (float64, bool) { return s.view.PriceOverride(cfg.Name, pool) },
-	}, s.node, region.NewMetrics(reg))
-	s.node.SetCell(s.cell)
+	}, region.NewMetrics(reg))
+	s.node, err = federation.NewNode(federation.Config{
+		Region: cfg.Name, Regions: cfg.Regions, ClusterToken: cfg.Auth.ClusterToken, Defaults: defaultsOf(cfg),
+		Placement: pc, Logger: s.log,
+	}, s.store, s.view, s.cell, federation.NewMetrics(reg))
+	if err != nil {
+		return nil, err
+	}
+	s.sched = schedule.New(s.global, s.node, schedule.Config{
+		Region: cfg.Name, Regions: cfg.Regions, Defaults: defaultsOf(cfg),
+		Prefix: cfg.Etcd.Prefix, ID: s.id, SessionTTL: cfg.Etcd.SessionTTL, Registerer: own, Logger: s.log})
+	s.dags = dag.New(s.store, s.node, dag.Config{Region: cfg.Name, Defaults: defaultsOf(cfg), Registerer: reg, Logger: s.log})
 	var pools []string
 	for _, p := range cfg.Pools {
 		pools = append(pools, p.Name)
@@ -262,7 +263,7 @@ func (s *server) Run(ctx context.Context) error {
 	}()
 	go func() {
 		defer wg.Done()
-		if err := s.cell.Run(cctx); err != nil {
+		if err := s.cell.Run(cctx, s.node, s.node.OutboxLoop, s.dags.Loop, s.node.StuckPoolLoop); err != nil {
 			errc <- fmt.Errorf("cell: %w", err)
 		}
 	}()

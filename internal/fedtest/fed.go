@@ -299,25 +299,9 @@ func (r *Region) Start() {
 	reg := prometheus.NewRegistry()
 	log := r.f.Log.With("server", r.Name)
 	view := federation.NewView(cli, "/ax/", r.f.Placement, Grace, log)
-	node, err := federation.NewNode(federation.Config{
-		Region: r.Name, Regions: Regions, ClusterToken: TokCluster, Placement: r.f.Placement, Logger: log,
-		NoCapacityRetry: 300 * time.Millisecond, SaturatedRetryAfter: 2 * time.Second, StuckPoolGrace: r.f.cfg.stuck,
-	}, r.Store, view, federation.NewMetrics(reg))
-	if err != nil {
-		view.Close()
-		t.Fatal(err)
-	}
-	var names []string
-	for _, p := range r.Pools {
-		names = append(names, p.Name)
-	}
-	apiCfg := httpapi.Config{Auth: r.f.Auth, Gatherer: reg, Registerer: reg, Pools: names,
-		Ready: func(ctx context.Context) error {
-			_, err := cli.Get(clientv3.WithRequireLeader(ctx), "/ax/ready-probe")
-			return err
-		}}
-	s := &Server{Cli: cli, View: view, Node: node, apiCfg: apiCfg, Reg: reg, done: make(chan struct{})}
-	s.api.Store(httpapi.New(node, apiCfg))
+	s := &Server{Cli: cli, View: view, Reg: reg, done: make(chan struct{})}
+	// The HTTP server first (the cell publishes its address); it serves
+	// the API stored below, before anyone learns the address.
 	s.HTTP = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
 		api := s.api.Load()
 		if f := r.Intercept.Load(); f != nil {
@@ -329,16 +313,34 @@ func (r *Region) Start() {
 	cell := region.New(r.Store, cli, cli, region.Config{
 		Region: r.Name, ID: r.Name + "-server", API: s.HTTP.URL, Pools: r.Pools,
 		SessionTTL: TTL, Heartbeat: Heartbeat, PublishInterval: Publish, MaxSleep: 200 * time.Millisecond,
-		Logger:      log,
-		LeaderLoops: []func(context.Context, queue.Fence, func(error)){node.OutboxLoop, node.StuckPoolLoop},
-		LivePrice:   func(pool string) (float64, bool) { return view.PriceOverride(r.Name, pool) },
-	}, node, region.NewMetrics(reg))
-	node.SetCell(cell)
+		Logger:    log,
+		LivePrice: func(pool string) (float64, bool) { return view.PriceOverride(r.Name, pool) },
+	}, region.NewMetrics(reg))
+	node, err := federation.NewNode(federation.Config{
+		Region: r.Name, Regions: Regions, ClusterToken: TokCluster, Placement: r.f.Placement, Logger: log,
+		NoCapacityRetry: 300 * time.Millisecond, SaturatedRetryAfter: 2 * time.Second, StuckPoolGrace: r.f.cfg.stuck,
+	}, r.Store, view, cell, federation.NewMetrics(reg))
+	if err != nil {
+		s.HTTP.Close()
+		view.Close()
+		t.Fatal(err)
+	}
+	var names []string
+	for _, p := range r.Pools {
+		names = append(names, p.Name)
+	}
+	s.apiCfg = httpapi.Config{Auth: r.f.Auth, Gatherer: reg, Registerer: reg, Pools: names,
+		Ready: func(ctx context.Context) error {
+			_, err := cli.Get(clientv3.WithRequireLeader(ctx), "/ax/ready-probe")
+			return err
+		}}
+	s.Node, s.Cell = node, cell
+	s.api.Store(httpapi.New(node, s.apiCfg))
 	ctx, cancel := context.WithCancel(context.Background())
-	s.Cell, s.cancel = cell, cancel
+	s.cancel = cancel
 	go func() {
 		defer close(s.done)
-		_ = cell.Run(ctx)
+		_ = cell.Run(ctx, node, node.OutboxLoop, node.StuckPoolLoop)
 	}()
 	r.srv = s
 }
