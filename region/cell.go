@@ -358,6 +358,7 @@ func (c *Cell) houseLoop(ctx context.Context, f queue.Fence, lost func(error)) {
 	var last []PoolFigures
 	var lastPublish, lastSweep time.Time
 	var prices map[string]float64 // last written this term
+	var pricesAt time.Time
 	tick := time.NewTicker(min(c.cfg.Heartbeat, time.Second))
 	defer tick.Stop()
 	for {
@@ -394,13 +395,15 @@ func (c *Cell) houseLoop(ctx context.Context, f queue.Fence, lost func(error)) {
 				}
 			}
 		}
-		if p := c.livePrices(); prices == nil || !maps.Equal(p, prices) {
+		// Written when they change, and again every half minute in case the
+		// store lost them (a Redis restarted empty).
+		if p := c.livePrices(); prices == nil || !maps.Equal(p, prices) || time.Since(pricesAt) > 30*time.Second {
 			if err := c.store.SetPrices(ctx, f, p); err != nil {
 				if c.failed(ctx, "prices", err, lost) {
 					return
 				}
 			} else {
-				prices = p
+				prices, pricesAt = p, time.Now()
 			}
 		}
 		if _, err := c.store.TrimRunTimes(ctx, f); err != nil && c.failed(ctx, "trim run times", err, lost) {
