@@ -31,6 +31,9 @@ type Config struct {
 	Schedules Schedules
 	// DAGs serves /v1/dags (nil: 503).
 	DAGs DAGs
+	// LongPolls caps concurrent /v1/events long-polls on this server
+	// (default 8), LongPollsPerTenant those of one tenant (default 2).
+	LongPolls, LongPollsPerTenant int
 }
 
 // API serves docs/architecture.md §7's HTTP API for one server.
@@ -39,6 +42,7 @@ type API struct {
 	cfg      Config
 	mux      *http.ServeMux
 	requests *prometheus.CounterVec
+	polls    *longPolls
 }
 
 // New builds the API of the server whose federation node is n.
@@ -49,7 +53,7 @@ func New(n *federation.Node, cfg Config) *API {
 	if cfg.Gatherer == nil {
 		cfg.Gatherer = prometheus.DefaultGatherer
 	}
-	a := &API{n: n, cfg: cfg, mux: http.NewServeMux(),
+	a := &API{n: n, cfg: cfg, mux: http.NewServeMux(), polls: newLongPolls(cfg.LongPolls, cfg.LongPollsPerTenant),
 		requests: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "ax_http_requests_total",
 			Help: "API requests by route and status code."}, []string{"route", "code"})}
 	if cfg.Registerer != nil {

@@ -344,8 +344,20 @@ func toExplanation(ex placement.Explanation) apiv1.Explanation {
 	return out
 }
 
-func (a *API) events(w http.ResponseWriter, r *http.Request, _ Principal) error {
+func (a *API) events(w http.ResponseWriter, r *http.Request, p Principal) error {
 	q := r.URL.Query()
+	who := "tenant:" + p.Tenant
+	if p.Tenant == "" {
+		who = "token:" + p.Name
+	}
+	if p.Cluster {
+		who = ""
+	}
+	release, err := a.polls.acquire(who)
+	if err != nil {
+		return err
+	}
+	defer release()
 	if reg := q.Get("region"); reg != "" && reg != a.n.Region() {
 		if hops(r) > 0 {
 			return &federation.NotServedError{Region: reg}

@@ -47,7 +47,8 @@ func Default() *Region {
 		},
 		StarvationThreshold: 10 * time.Minute,
 		HTTPServer: HTTPServer{ReadHeaderTimeout: 10 * time.Second, ReadTimeout: 30 * time.Second,
-			WriteTimeout: 30 * time.Second, IdleTimeout: 60 * time.Second, MaxHeaderBytes: 64 << 10, MaxConnections: 4096},
+			WriteTimeout: 30 * time.Second, IdleTimeout: 60 * time.Second, MaxHeaderBytes: 64 << 10, MaxConnections: 4096,
+			MaxLongPolls: 8, MaxLongPollsPerTenant: 2},
 		Placement: Placement{
 			StaleAfter:      15 * time.Second,
 			UnhealthyGrace:  10 * time.Second,

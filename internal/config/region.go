@@ -365,4 +365,9 @@ type HTTPServer struct {
 	// MaxConnections caps open API connections; more wait in the kernel's
 	// backlog until one closes.
 	MaxConnections int `mapstructure:"max_connections" yaml:"max_connections"`
+	// MaxLongPolls caps concurrent /v1/events long-polls on one server, and
+	// MaxLongPollsPerTenant those of one tenant (429 beyond): each holds a
+	// Redis connection for its wait.
+	MaxLongPolls          int `mapstructure:"max_long_polls" yaml:"max_long_polls"`
+	MaxLongPollsPerTenant int `mapstructure:"max_long_polls_per_tenant" yaml:"max_long_polls_per_tenant"`
 }

@@ -327,6 +327,10 @@ func (r *Region) validateTimings(p *problems) {
 	if hs.MaxHeaderBytes < 4<<10 {
 		p.add("http_server.max_header_bytes", "must be ≥ 4096, got %d", hs.MaxHeaderBytes)
 	}
+	if hs.MaxLongPolls < 1 || hs.MaxLongPollsPerTenant < 1 || hs.MaxLongPollsPerTenant > hs.MaxLongPolls {
+		p.add("http_server.max_long_polls", "max_long_polls and max_long_polls_per_tenant must be ≥ 1, per tenant ≤ total, got %d and %d",
+			hs.MaxLongPolls, hs.MaxLongPollsPerTenant)
+	}
 	if hs.MaxConnections < 1 {
 		p.add("http_server.max_connections", "must be ≥ 1, got %d", hs.MaxConnections)
 	}

@@ -136,3 +136,40 @@ func TestLongPollOutlivesTheServerTimeouts(t *testing.T) {
 		t.Fatalf("the long-poll answered after %s, before its wait (nothing happened meanwhile)", took)
 	}
 }
+
+// Finding 3 of issue 11: 30 long-polls by one tenant took the Redis pool;
+// another tenant's submit failed with 500 and /readyz answered 503. Now a
+// tenant holds at most max_long_polls_per_tenant (2) long-polls, the rest
+// get 429 at once, and the other tenant and /readyz are unaffected.
+func TestLongPollsOfOneTenantDoNotStarveAnother(t *testing.T) {
+	fed := newFederation(t, fedOpts{})
+	codes := make(chan int, 30)
+	for range 30 {
+		go func() {
+			code, _ := fed.rawCall("us-east-1", tokSubmitterA, http.MethodGet, "/v1/events?wait=1m", nil, nil)
+			codes <- code
+		}()
+	}
+	// The 429s come at once; the two admitted long-polls keep waiting.
+	saturated := 0
+	for range 28 {
+		select {
+		case c := <-codes:
+			if c != http.StatusTooManyRequests {
+				t.Fatalf("a long-poll beyond the tenant's cap answered %d, not 429", c)
+			}
+			saturated++
+		case <-time.After(10 * time.Second):
+			t.Fatalf("only %d of 28 long-polls beyond the cap were refused", saturated)
+		}
+	}
+	for i := range 5 {
+		id, _ := fed.submit("us-east-1", tokSubmitterB, map[string]any{"type": "noop"})
+		if id == "" {
+			t.Fatalf("submit %d of tenant B failed", i)
+		}
+	}
+	if code, body := fed.call("us-east-1", "", http.MethodGet, "/readyz", nil); code != http.StatusOK {
+		t.Fatalf("/readyz with the tenant's long-polls held: %d %s", code, body)
+	}
+}

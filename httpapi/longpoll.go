@@ -1,0 +1,59 @@
+package httpapi
+
+import (
+	"sync"
+	"time"
+
+	"github.com/ax-sched/ax/apiv1"
+)
+
+// longPolls bounds the long-polls (/v1/events) a server holds: each holds
+// a Redis connection for its whole wait, so without a bound one tenant's
+// long-polls take the pool every submit, claim and leader loop needs.
+// Beyond the per-tenant or the server-wide cap a long-poll gets 429.
+type longPolls struct {
+	mu        sync.Mutex
+	max       int
+	perTenant int
+	total     int
+	by        map[string]int
+}
+
+func newLongPolls(max, perTenant int) *longPolls {
+	if max <= 0 {
+		max = 8
+	}
+	if perTenant <= 0 {
+		perTenant = 2
+	}
+	return &longPolls{max: max, perTenant: perTenant, by: map[string]int{}}
+}
+
+// acquire takes a place for who (a tenant, or the token's name for an
+// every-tenant token; "" for another server's proxied long-poll, whose
+// tenant its own server counted); release gives it back.
+func (l *longPolls) acquire(who string) (release func(), err error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if who != "" && l.by[who] >= l.perTenant {
+		return nil, &apiError{status: 429, code: apiv1.CodeSaturated, retryAfter: time.Second,
+			msg: "too many concurrent long-polls for this tenant"}
+	}
+	if l.total >= l.max {
+		return nil, &apiError{status: 429, code: apiv1.CodeSaturated, retryAfter: time.Second,
+			msg: "too many concurrent long-polls on this server"}
+	}
+	l.by[who]++
+	l.total++
+	var once sync.Once
+	return func() {
+		once.Do(func() {
+			l.mu.Lock()
+			defer l.mu.Unlock()
+			l.total--
+			if l.by[who]--; l.by[who] == 0 {
+				delete(l.by, who)
+			}
+		})
+	}, nil
+}
