@@ -752,7 +752,7 @@ func (s *Store) Complete(ctx context.Context, cs ...Completion) ([]error, error)
 				return nil, fmt.Errorf("queue: complete: %w", err)
 			}
 			for k, i := range part {
-				if toInt(out[k]) != 0 {
+				if toInt(out[k]) != codeOK {
 					errs[i] = ErrLeaseLost
 				}
 			}
@@ -824,9 +824,9 @@ func (s *Store) Return(ctx context.Context, id, token, reason string, delay time
 
 func leaseResult(id string, out []any) error {
 	switch toInt(out[0]) {
-	case 0:
+	case codeOK:
 		return nil
-	case 1:
+	case codeLeaseLost:
 		return fmt.Errorf("%w: task %s is %s", ErrLeaseLost, id, stateOf(toStr(out[1])))
 	default:
 		return fmt.Errorf("%w: %s", task.ErrNotFound, id)
@@ -886,16 +886,16 @@ func (s *Store) Cancel(ctx context.Context, id, reason, by string) (task.State, 
 
 func (s *Store) opResult(id, op string, out []any) (task.State, error) {
 	switch toInt(out[0]) {
-	case 0:
+	case codeOK:
 		if len(out) > 1 {
 			return stateOf(toStr(out[1])), nil
 		}
 		return "", nil
-	case 1:
+	case codeIllegal:
 		return "", &task.TransitionError{ID: id, State: stateOf(toStr(out[1])), Op: op}
-	case 3:
+	case codeHandedOff:
 		return "", &HandedOffError{ID: id, Region: toStr(out[1])}
-	case 4:
+	case codeHandOffInFlight:
 		return "", &task.TransitionError{ID: id, State: "PENDING (hand-off to " + task.State(toStr(out[1])) + " in flight)", Op: op}
 	default:
 		return "", fmt.Errorf("%w: %s", task.ErrNotFound, id)
@@ -970,7 +970,19 @@ func (s *Store) CleanWorkers(ctx context.Context, f Fence, pool string, cutoff t
 	return PoolWorkers{Removed: toInt(out[0]), Live: toInt(out[1]), Slots: toInt(out[2])}, nil
 }
 
-func fenced(out []any) bool { return len(out) == 1 && toInt(out[0]) == -1 }
+// Result codes of the scripts that act on one task (the first entry of
+// their answer; each script's Returns header says what follows it).
+const (
+	codeFenced          = -1 // a leader-only write with an old fencing token (the whole answer)
+	codeOK              = 0  // done
+	codeIllegal         = 1  // the task's state does not allow it; next: the state
+	codeLeaseLost       = 1  // (complete, fail, return) the lease token is not the task's; next: the state
+	codeNotFound        = 2  // no such task
+	codeHandedOff       = 3  // it lives in another region; next: the region
+	codeHandOffInFlight = 4  // its hand-off is in flight; next: the target region
+)
+
+func fenced(out []any) bool { return len(out) == 1 && toInt(out[0]) == codeFenced }
 
 func clampBatch(n int) int {
 	if n <= 0 || n > MaxBatch {
