@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"log/slog"
 	"net/http"
 	"strconv"
 	"strings"
@@ -34,6 +35,8 @@ type Config struct {
 	// LongPolls caps concurrent /v1/events long-polls on this server
 	// (default 8), LongPollsPerTenant those of one tenant (default 2).
 	LongPolls, LongPollsPerTenant int
+	// Logger gets the causes of 5xx answers (default: discarded).
+	Logger *slog.Logger
 }
 
 // API serves docs/architecture.md §7's HTTP API for one server.
@@ -49,6 +52,9 @@ type API struct {
 func New(n *federation.Node, cfg Config) *API {
 	if cfg.MaxPayload <= 0 {
 		cfg.MaxPayload = 1 << 20
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
 	if cfg.Gatherer == nil {
 		cfg.Gatherer = prometheus.DefaultGatherer
@@ -113,7 +119,11 @@ func (a *API) route(pattern string, need Role, h handler) {
 		}
 		r = r.WithContext(federation.WithHops(r.Context(), a.trustedHops(r, p)))
 		if err := h(rec, r, p); err != nil {
-			writeError(rec, err)
+			e := toAPIError(err)
+			if e.ref != "" {
+				a.cfg.Logger.Error("request failed", "route", pattern, "status", e.status, "ref", e.ref, "err", e.detail)
+			}
+			writeError(rec, e)
 		}
 	})
 }

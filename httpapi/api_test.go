@@ -507,6 +507,15 @@ func TestAPIContract(t *testing.T) {
 		if body["ready"] != false || fmt.Sprint(body["problems"]) == "[]" {
 			t.Fatalf("readyz body: %s", rep.Body)
 		}
+		// A submit there: 503 with Retry-After, and nothing of Redis in it.
+		rep = f.Call(http.MethodPost, f.R(az).URL()+"/v1/tasks", tokAcme, spec{"type": "x", "regions": []string{az}})
+		if rep.Status != http.StatusServiceUnavailable || rep.Header.Get("Retry-After") == "" {
+			t.Fatalf("submit with Redis killed: %d %v %s", rep.Status, rep.Header, rep.Body)
+		}
+		if m := rep.Err(t).Message; strings.Contains(strings.ToLower(m), "redis") || strings.Contains(m, "127.0.0.1") ||
+			strings.Contains(m, "dial") || !strings.Contains(m, "ref ") {
+			t.Fatalf("the 503 tells the cause: %q", m)
+		}
 		// The others stay ready; the region is ready again once Redis is back.
 		f.Call(http.MethodGet, f.R(aws).URL()+"/readyz", "", nil).Want(t, http.StatusOK)
 		f.R(az).Redis.Restart(false)

@@ -2,17 +2,23 @@ package httpapi
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
+	"io"
+	"net"
 	"net/http"
 	"strconv"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/ax-sched/ax/apiv1"
 	"github.com/ax-sched/ax/federation"
 	"github.com/ax-sched/ax/queue"
 	"github.com/ax-sched/ax/task"
+	"github.com/redis/go-redis/v9"
 )
 
 // apiError is an error with its HTTP shape.
@@ -23,6 +29,10 @@ type apiError struct {
 	retryAfter time.Duration
 	expl       *apiv1.Explanation
 	peer       *apiv1.Error
+	// detail is what the caller is not told (a Redis error, a script
+	// hash, a peer's URL): logged with ref, the correlation id the
+	// answer's message names.
+	detail, ref string
 }
 
 func (e *apiError) Error() string { return e.msg }
@@ -90,11 +100,35 @@ func toAPIError(err error) *apiError {
 			b := peer.Body
 			return &apiError{status: peer.Status, code: b.Code, msg: b.Message, field: b.Field, peer: &b}
 		}
-		return &apiError{status: 502, code: apiv1.CodeUnavailable, msg: err.Error()}
+		return hidden(502, apiv1.CodeUnavailable, "another region's server gave an unusable answer", 0, err)
 	case errors.Is(err, context.DeadlineExceeded), errors.Is(err, context.Canceled):
 		return &apiError{status: 503, code: apiv1.CodeUnavailable, msg: err.Error(), retryAfter: time.Second}
+	case isStoreOutage(err):
+		// Redis down, out of memory, its pool exhausted: retry later.
+		return hidden(503, apiv1.CodeUnavailable, "the task store is unavailable, retry later", 5*time.Second, err)
 	}
-	return &apiError{status: 500, code: apiv1.CodeInternal, msg: err.Error()}
+	return hidden(500, apiv1.CodeInternal, "internal error", 0, err)
+}
+
+// hidden is an answer whose cause stays in the server's log: the message
+// names a correlation id, the log line has the same id and the error.
+func hidden(status int, code, msg string, retryAfter time.Duration, err error) *apiError {
+	var b [8]byte
+	_, _ = rand.Read(b[:])
+	ref := hex.EncodeToString(b[:])
+	return &apiError{status: status, code: code, msg: msg + " (ref " + ref + ")", retryAfter: retryAfter,
+		detail: err.Error(), ref: ref}
+}
+
+// isStoreOutage reports a Redis failure: an error Redis answered (OOM,
+// NOSCRIPT, READONLY, ...), a closed or exhausted client, or a network
+// error reaching it.
+func isStoreOutage(err error) bool {
+	var re redis.Error
+	var ne net.Error
+	return errors.As(err, &re) || errors.As(err, &ne) || errors.Is(err, redis.ErrClosed) ||
+		errors.Is(err, redis.ErrPoolTimeout) || errors.Is(err, redis.ErrPoolExhausted) ||
+		errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, syscall.ECONNREFUSED)
 }
 
 // statusOf is the HTTP status of an API error code.

@@ -1,0 +1,43 @@
+package httpapi
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+	"testing"
+
+	"github.com/ax-sched/ax/apiv1"
+	"github.com/ax-sched/ax/internal/testenv"
+)
+
+// Finding 6 of issue 11: a Redis out of memory answered 500 with the Lua
+// script's hash and line. A real Redis' OOM error is now a 503 with
+// Retry-After and a generic message; any other unexpected error is a
+// generic 500 with a correlation id, its text only in the log.
+func TestStoreErrorsAreNotShown(t *testing.T) {
+	rd := testenv.StartRedis(t)
+	c := rd.Client()
+	ctx := t.Context()
+	if err := c.ConfigSet(ctx, "maxmemory-policy", "noeviction").Err(); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.ConfigSet(ctx, "maxmemory", "1").Err(); err != nil {
+		t.Fatal(err)
+	}
+	oom := c.Eval(ctx, "return redis.call('SET', KEYS[1], ARGV[1])", []string{"k"}, strings.Repeat("x", 1000)).Err()
+	if oom == nil || !strings.Contains(oom.Error(), "OOM") {
+		t.Fatalf("no OOM from a Redis at maxmemory 1: %v", oom)
+	}
+	e := toAPIError(fmt.Errorf("submit: %w", oom))
+	if e.status != 503 || e.code != apiv1.CodeUnavailable || e.retryAfter <= 0 {
+		t.Fatalf("OOM: %+v", e)
+	}
+	if strings.Contains(e.msg, "OOM") || strings.Contains(e.msg, "script") || !strings.Contains(e.msg, "ref "+e.ref) ||
+		!strings.Contains(e.detail, "OOM") {
+		t.Fatalf("OOM message %q, detail %q", e.msg, e.detail)
+	}
+	e = toAPIError(errors.New("f_3a9c… line 12: user_script secret detail"))
+	if e.status != 500 || strings.Contains(e.msg, "secret") || !strings.HasPrefix(e.msg, "internal error (ref ") || e.ref == "" {
+		t.Fatalf("500: %+v", e)
+	}
+}
