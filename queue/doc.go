@@ -52,4 +52,9 @@
 // Options.Now, which is passed to every script as an explicit argument.
 // Numbers cross the Lua boundary as integer strings (string.format('%d')),
 // never through tostring, which keeps only 14 significant digits.
+//
+// At about 3 600 lines of non-test Go queue is over the 2 500 the house
+// allows a package: each script's Go side (arguments, result codes), the
+// record encoding and the reads all share the key layout and the record's
+// field names, which a split would have to export to every part.
 package queue
