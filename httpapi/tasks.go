@@ -272,7 +272,11 @@ func (a *API) regions(w http.ResponseWriter, _ *http.Request, _ Principal) error
 	return nil
 }
 
-func (a *API) drain(w http.ResponseWriter, r *http.Request, _ Principal) error {
+func (a *API) drain(w http.ResponseWriter, r *http.Request, p Principal) error {
+	// Draining moves every tenant's work: not for a token of one tenant.
+	if p.Tenant != "" {
+		return &apiError{status: 403, code: apiv1.CodeForbidden, msg: "draining a region needs a token of every tenant"}
+	}
 	name := r.PathValue("region")
 	if name != a.n.Region() {
 		if hops(r) > 0 {
@@ -367,6 +371,7 @@ func (a *API) events(w http.ResponseWriter, r *http.Request, p Principal) error 
 		if err := a.n.Proxy(r.Context(), reg, http.MethodGet, path, nil, &resp); err != nil {
 			return err
 		}
+		resp.Events = scopeEvents(resp.Events, p)
 		writeJSON(w, http.StatusOK, resp)
 		return nil
 	}
@@ -396,8 +401,21 @@ func (a *API) events(w http.ResponseWriter, r *http.Request, p Principal) error 
 	if evs == nil {
 		evs = []task.Event{}
 	}
-	writeJSON(w, http.StatusOK, apiv1.EventsResponse{Region: a.n.Region(), Events: evs, Next: strings.Join(next, ",")})
+	writeJSON(w, http.StatusOK, apiv1.EventsResponse{Region: a.n.Region(), Events: scopeEvents(evs, p), Next: strings.Join(next, ",")})
 	return nil
+}
+
+// scopeEvents hides task ids from a token of one tenant: the stream is the
+// region's, every tenant's tasks in it. What happened and how many tasks
+// stay; which tasks is for tokens of every tenant.
+func scopeEvents(evs []task.Event, p Principal) []task.Event {
+	if p.Tenant == "" {
+		return evs
+	}
+	for i := range evs {
+		evs[i].Tasks = nil
+	}
+	return evs
 }
 
 // actor is who a bulk action is recorded as: the principal, or on a

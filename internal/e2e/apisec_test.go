@@ -173,3 +173,22 @@ func TestLongPollsOfOneTenantDoNotStarveAnother(t *testing.T) {
 		t.Fatalf("/readyz with the tenant's long-polls held: %d %s", code, body)
 	}
 }
+
+// Finding 10 of issue 11: the event stream showed other tenants' task ids
+// and a tenant-scoped operator drained a region (every tenant's tasks).
+func TestTenantTokensSeeNoOtherTenantsEventsAndCannotDrain(t *testing.T) {
+	fed := newFederation(t, fedOpts{})
+	idB, _ := fed.submit("us-east-1", tokSubmitterB, map[string]any{"type": "noop", "regions": []string{"us-east-1"}})
+	waitUntil(t, 10*time.Second, "the submit in the event stream", func() bool {
+		_, body := fed.call("us-east-1", tokOperator, http.MethodGet, "/v1/events?after=0&wait=10ms", nil)
+		return strings.Contains(string(body), idB)
+	})
+	code, body := fed.call("us-east-1", tokSubmitterA, http.MethodGet, "/v1/events?after=0&wait=10ms", nil)
+	if code != http.StatusOK || !strings.Contains(string(body), `"op":"submit"`) || strings.Contains(string(body), idB) {
+		t.Fatalf("tenant A's view of the event stream: %d %s", code, body)
+	}
+	code, body = fed.call("us-east-1", tokOperatorA, http.MethodPost, "/v1/regions/eu-west-1/drain", nil)
+	if code != http.StatusForbidden {
+		t.Fatalf("a tenant's operator drained a region: %d %s", code, body)
+	}
+}
