@@ -148,7 +148,7 @@ func New(store *queue.Store, regional, global *clientv3.Client, cfg Config, m *M
 	c := &Cell{cfg: cfg, store: store, regional: regional, global: global, metrics: m,
 		log: cfg.Logger, wake: make(chan struct{}, 1)}
 	c.globalHealthy.Store(true)
-	m.init(cfg.Region)
+	m.init(cfg.Region, cfg.Pools)
 	return c
 }
 

@@ -55,11 +55,14 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 
 // init makes the region's counters exist at zero, so rates and alerts see
 // them before the first event.
-func (m *Metrics) init(region string) {
+func (m *Metrics) init(region string, pools []Pool) {
 	for _, c := range []*prometheus.CounterVec{m.leaderChanges, m.fenced, m.promoted, m.placed, m.reaped, m.deferred} {
 		c.WithLabelValues(region)
 	}
 	m.leader.WithLabelValues(region)
+	for _, p := range pools {
+		m.preemptions.WithLabelValues(region, p.Name, Preempted)
+	}
 }
 
 // forget drops the figures only the leader keeps up to date (pool gauges,

@@ -5,6 +5,7 @@ import (
 	"io"
 	"net/http"
 	"os/exec"
+	"path/filepath"
 	"regexp"
 	"sort"
 	"strconv"
@@ -12,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ax-sched/ax/internal/promcheck"
 	"github.com/ax-sched/ax/task"
 )
 
@@ -107,9 +109,9 @@ func promtoolCheckMetrics(t *testing.T, body string) {
 // promtool is the path of promtool; a test that needs it fails without it.
 func promtool(t *testing.T) string {
 	t.Helper()
-	p, err := exec.LookPath("promtool")
+	p, err := promcheck.Promtool()
 	if err != nil {
-		t.Fatal("promtool not found: install the Debian package prometheus (make deps does)")
+		t.Fatal(err)
 	}
 	return p
 }
@@ -127,7 +129,12 @@ type metricsFederation struct {
 func newMetricsFederation(t *testing.T) *metricsFederation {
 	t.Helper()
 	promtool(t)
-	fed := newFederation(t, fedOpts{noWorkers: true})
+	// us-east-1's cpu pool is spot, half the price of an on-demand pool
+	// with the same tags: its tasks save money (ax_savings_dollars_total).
+	fed := newFederation(t, fedOpts{noWorkers: true, pools: map[string]string{"us-east-1": `
+- {name: cpu, tags: {class: cpu}, slots: 50, price_per_slot_hour: 0.04, spot: true}
+- {name: reserve, tags: {class: cpu}, slots: 4, price_per_slot_hour: 0.08}`}})
+	fed.startWorker("us-east-1", "reserve")
 	workers := map[string]string{}
 	for _, r := range fed.order {
 		p := fed.startWorker(r, "cpu", "--metrics", "127.0.0.1:0")
@@ -231,6 +238,7 @@ func TestMetricsOfRealServersAndWorkers(t *testing.T) {
 		{"in flight", worker, "ax_worker_tasks_inflight", us, 0},
 		{"finished", worker, "ax_tasks_finished_total", with("state", "SUCCESS"), 5},
 		{"cost", worker, "ax_cost_dollars_total", with("tenant", "team-a", "type", "sleep"), -1},
+		{"savings", worker, "ax_savings_dollars_total", with("tenant", "team-a", "type", "sleep"), -1},
 		{"starving", server, "ax_tasks_starving", with("pool", "cpu", "priority", "2"), 0},
 		{"DLQ", server, "ax_dlq_tasks", us, 1},
 		{"pending", server, "ax_tasks_pending", us, 0},
@@ -243,6 +251,7 @@ func TestMetricsOfRealServersAndWorkers(t *testing.T) {
 		{"fenced writes", server, "ax_fenced_writes_rejected_total", us, 0},
 		{"global etcd", server, "ax_global_etcd_healthy", us, 1},
 		{"view", server, "ax_global_view_connected", us, 1},
+		{"API requests", server, "ax_http_requests_total", us, -1},
 		{"hand-offs", server, "ax_handoffs_total", with("target", "eu-west-1", "outcome", "accepted"), 1},
 	} {
 		got, ok := sum(c.body, c.name, c.labels)
@@ -250,6 +259,33 @@ func TestMetricsOfRealServersAndWorkers(t *testing.T) {
 			t.Errorf("%s: %s%v = %v (present %v), want %v", c.what, c.name, c.labels, got, ok, c.want)
 		}
 	}
+	t.Run("every metric of the dashboards and alert rules is exported", func(t *testing.T) {
+		exported := m.exported()
+		dashboards, _ := filepath.Glob(filepath.Join("..", "..", "deploy", "grafana", "*.json"))
+		if len(dashboards) == 0 {
+			t.Fatal("no dashboards in deploy/grafana")
+		}
+		var exprs []promcheck.Expr
+		for _, f := range dashboards {
+			es, err := promcheck.Dashboard(f)
+			if err != nil {
+				t.Fatal(err)
+			}
+			exprs = append(exprs, es...)
+		}
+		es, err := promcheck.Rules(filepath.Join("..", "..", "deploy", "prometheus", "ax-rules.yaml"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		exprs = append(exprs, es...)
+		for _, e := range exprs {
+			for _, n := range promcheck.Names(e.Expr) {
+				if !exported[n] {
+					t.Errorf("%s reads %s, which no server or worker exports", e.Where, n)
+				}
+			}
+		}
+	})
 	if t.Failed() {
 		names := []string{}
 		for n := range m.exported() {
