@@ -121,12 +121,12 @@ func hidden(status int, code, msg string, retryAfter time.Duration, err error) *
 }
 
 // isStoreOutage reports a Redis failure: an error Redis answered (OOM,
-// NOSCRIPT, READONLY, ...), a closed or exhausted client, or a network
-// error reaching it.
+// NOSCRIPT, READONLY, ...), a closed or exhausted client, a network error
+// reaching it, or too few replicas acknowledging a write (queue.ErrUnavailable).
 func isStoreOutage(err error) bool {
 	var re redis.Error
 	var ne net.Error
-	return errors.As(err, &re) || errors.As(err, &ne) || errors.Is(err, redis.ErrClosed) ||
+	return errors.As(err, &re) || errors.As(err, &ne) || errors.Is(err, queue.ErrUnavailable) || errors.Is(err, redis.ErrClosed) ||
 		errors.Is(err, redis.ErrPoolTimeout) || errors.Is(err, redis.ErrPoolExhausted) ||
 		errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, syscall.ECONNREFUSED)
 }

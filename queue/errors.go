@@ -9,4 +9,9 @@ var (
 	// ErrFenced: a leader-only write carried a fencing token lower than one
 	// already seen; the caller is no longer the leader and must resign.
 	ErrFenced = errors.New("queue: fenced: a newer leader exists")
+	// ErrUnavailable: Redis took a write but too few replicas acknowledged
+	// it (Options.WaitReplicas): a dependency outage, not a fault of the
+	// call. The refused submit may still have been stored: retry it with
+	// its idempotency key, which finds the stored task.
+	ErrUnavailable = errors.New("queue: redis unavailable")
 )

@@ -331,7 +331,7 @@ func (s *Store) Submit(ctx context.Context, tasks ...NewTask) ([]SubmitResult, e
 				return nil, fmt.Errorf("queue: submit: wait for replicas: %w", err)
 			}
 			if int(n) < s.opts.WaitReplicas {
-				return nil, fmt.Errorf("queue: submit: only %d of %d replicas acknowledged", n, s.opts.WaitReplicas)
+				return nil, fmt.Errorf("%w: submit: only %d of %d replicas acknowledged", ErrUnavailable, n, s.opts.WaitReplicas)
 			}
 		}
 	}

@@ -51,6 +51,7 @@ func redisClient(c config.Redis) redis.UniversalClient {
 	switch {
 	case c.Sentinel.MasterName != "":
 		o.MasterName, o.Addrs = c.Sentinel.MasterName, c.Sentinel.Addrs
+		o.SentinelUsername, o.SentinelPassword = c.Sentinel.Username, c.Sentinel.Password
 	case len(c.Cluster.Addrs) > 0:
 		o.Addrs, o.IsClusterMode = c.Cluster.Addrs, true
 	default:

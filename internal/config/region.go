@@ -133,9 +133,13 @@ func (r Redis) Mode() string {
 }
 
 // Sentinel names a Sentinel-managed master and the sentinels to ask.
+// Username and Password are the sentinels' own (their requirepass or ACL
+// user), apart from the data nodes' redis.username and redis.password.
 type Sentinel struct {
 	MasterName string   `mapstructure:"master_name" yaml:"master_name"`
 	Addrs      []string `mapstructure:"addrs" yaml:"addrs"`
+	Username   string   `mapstructure:"username" yaml:"username"`
+	Password   string   `mapstructure:"password" yaml:"password"`
 }
 
 // RedisCluster lists seed nodes of a Redis Cluster.

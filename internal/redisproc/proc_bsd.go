@@ -10,4 +10,6 @@ import (
 // launch runs redis-server under the stdin watchdog (watchdog.go): macOS and
 // the BSDs have no parent-death signal, and a dev server must not outlive an
 // ax dev that was killed.
-func launch(bin, conf string) (*exec.Cmd, io.Closer, error) { return launchWatchdog(bin, conf) }
+func launch(bin string, args ...string) (*exec.Cmd, io.Closer, error) {
+	return launchWatchdog(bin, args...)
+}

@@ -12,8 +12,8 @@ import (
 // so a crashed test binary or ax dev leaves no server behind. (Pdeathsig
 // follows the OS thread that started the child; Go keeps threads alive
 // unless a goroutine exits while locked to one, which ax does not do.)
-func launch(bin, conf string) (*exec.Cmd, io.Closer, error) {
-	cmd := exec.Command(bin, conf)
+func launch(bin string, args ...string) (*exec.Cmd, io.Closer, error) {
+	cmd := exec.Command(bin, args...)
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
 	return cmd, nil, nil
 }

@@ -31,11 +31,12 @@ type config struct {
 	fsync      string // "" = no append-only file
 	password   string
 	cluster    bool
+	sentinel   bool
 	directives []string
 	log        *slog.Logger
 	stopGrace  time.Duration
 	// launch builds the command; tests swap in the watchdog launcher.
-	launch func(bin, conf string) (*exec.Cmd, io.Closer, error)
+	launch func(bin string, args ...string) (*exec.Cmd, io.Closer, error)
 }
 
 // WithBinary runs bin instead of "redis-server" (looked up on PATH).
@@ -62,6 +63,12 @@ func WithPassword(pw string) Option { return func(c *config) { c.password = pw }
 // directory). Forming the cluster (redis-cli --cluster create) is the
 // caller's job.
 func WithCluster() Option { return func(c *config) { c.cluster = true } }
+
+// WithSentinel runs the server as a Sentinel (redis-server --sentinel);
+// the "sentinel monitor ..." and other sentinel directives come with
+// WithConfig. Sentinel rewrites its config file as it learns, in the
+// server's directory.
+func WithSentinel() Option { return func(c *config) { c.sentinel = true } }
 
 // WithConfig adds redis.conf directives ("name value ..."), written after
 // the package's own, so they override them.
@@ -162,7 +169,11 @@ func startOnce(ctx context.Context, cfg config, port int) (*Server, error) {
 	if err := os.WriteFile(conf, []byte(cfg.conf(port)), 0o600); err != nil {
 		return nil, fmt.Errorf("redisproc: %w", err)
 	}
-	cmd, stdin, err := cfg.launch(cfg.bin, conf)
+	args := []string{conf}
+	if cfg.sentinel {
+		args = append(args, "--sentinel")
+	}
+	cmd, stdin, err := cfg.launch(cfg.bin, args...)
 	if err != nil {
 		return nil, fmt.Errorf("redisproc: %w", err)
 	}

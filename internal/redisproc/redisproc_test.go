@@ -167,6 +167,20 @@ func TestPasswordAndCluster(t *testing.T) {
 	}
 }
 
+func TestSentinel(t *testing.T) {
+	data := start(t)
+	s := start(t, WithSentinel(), WithPassword("sentinel-pw"),
+		WithConfig("sentinel monitor m 127.0.0.1 "+strconv.Itoa(data.Port())+" 1"))
+	ctx := context.Background()
+	info, err := client(t, s, "sentinel-pw").Info(ctx, "sentinel").Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(info, "sentinel_masters:1") || !strings.Contains(info, "address=127.0.0.1:"+strconv.Itoa(data.Port())) {
+		t.Fatalf("not a sentinel monitoring the data server: %q", info)
+	}
+}
+
 // The watchdog (how macOS and the BSDs tie the server to its parent) runs
 // on Linux too: closing its stdin pipe, as the kernel does when the parent
 // dies, ends redis-server; Stop and Signal work through the shell.

@@ -24,8 +24,8 @@ wait "$pid"
 `
 
 // launchWatchdog is launch where there is no parent-death signal.
-func launchWatchdog(bin, conf string) (*exec.Cmd, io.Closer, error) {
-	cmd := exec.Command("/bin/sh", "-c", watchdogScript, "redisproc-watchdog", bin, conf)
+func launchWatchdog(bin string, args ...string) (*exec.Cmd, io.Closer, error) {
+	cmd := exec.Command("/bin/sh", append([]string{"-c", watchdogScript, "redisproc-watchdog", bin}, args...)...)
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	w, err := cmd.StdinPipe()
 	if err != nil {

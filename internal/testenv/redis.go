@@ -28,6 +28,9 @@ type RedisOptions struct {
 	Password string
 	// Cluster starts the server with cluster-enabled yes.
 	Cluster bool
+	// Sentinel starts a Sentinel (redis-server --sentinel); Extra holds its
+	// sentinel directives.
+	Sentinel bool
 	// Extra are additional config directives ("name value").
 	Extra []string
 }
@@ -92,6 +95,9 @@ func (r *Redis) start(port int) (*redisproc.Server, error) {
 	}
 	if r.opts.Cluster {
 		opts = append(opts, redisproc.WithCluster())
+	}
+	if r.opts.Sentinel {
+		opts = append(opts, redisproc.WithSentinel())
 	}
 	opts = append(opts, redisproc.WithConfig(r.opts.Extra...))
 	// Generous: the machine may be busy, and a restarted server with data

@@ -90,3 +90,31 @@ func TestRedisClusterServesEverySlot(t *testing.T) {
 		t.Fatalf("after Flush: dbsize %d, %v", n, err)
 	}
 }
+
+func TestRedisSentinelFailsOver(t *testing.T) {
+	s := StartRedisSentinel(t, SentinelOptions{Password: "data-pw", SentinelPassword: "sentinel-pw"})
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	c := s.Client()
+	if err := c.Set(ctx, "k", "v", 0).Err(); err != nil {
+		t.Fatal(err)
+	}
+	if n, err := c.Wait(ctx, 1, time.Second).Result(); err != nil || n != 1 {
+		t.Fatalf("WAIT: %d %v, want 1 replica", n, err)
+	}
+	s.Master.Kill()
+	for {
+		a, err := s.MasterAddr(ctx)
+		if err == nil && a == s.Replicas[0].Addr() {
+			break
+		}
+		if ctx.Err() != nil {
+			t.Fatalf("no failover to %s: %s %v", s.Replicas[0].Addr(), a, err)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	got, err := c.Get(ctx, "k").Result()
+	if err != nil || got != "v" {
+		t.Fatalf("after the failover: %q %v", got, err)
+	}
+}
