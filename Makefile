@@ -55,7 +55,8 @@ race:
 # Short fuzz runs of the committed targets (seed corpus always runs in `unit`).
 fuzz:
 	$(GO) test -run '^$$' -fuzz '^FuzzDecodeSpec$$' -fuzztime 10s ./task/
-	$(GO) test -run '^$$' -fuzz '^FuzzSubmitDecode$$' -fuzztime 10s ./federation/
+	$(GO) test -run '^$$' -fuzz '^FuzzSubmitDecode$$' -fuzztime 10s ./httpapi/
+	$(GO) test -run '^$$' -fuzz '^FuzzRequestDecoders$$' -fuzztime=20000x ./httpapi/
 
 bench:
 	$(GO) test -run '^$$' -bench . -benchtime 2s ./queue/ ./placement/

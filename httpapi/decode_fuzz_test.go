@@ -1,0 +1,58 @@
+package httpapi
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"net/http"
+	"net/http/httptest"
+	"testing"
+
+	"github.com/ax-sched/ax/apiv1"
+	"github.com/ax-sched/ax/task"
+)
+
+// FuzzRequestDecoders feeds arbitrary bodies to the one strict decoder
+// with every request type a handler decodes (which picks the type): it
+// never panics, and every error it returns maps to a 4xx in the one error
+// shape, never a 5xx.
+func FuzzRequestDecoders(f *testing.F) {
+	for _, s := range []string{`{}`, `{"items":[]}`, `{"tasks":[{"type":"a"}]}`, `{"priority":1}`,
+		`{"filter":{"type":"x"}}`, `{"name":"s","every":"1s","task":{"type":"a"}}`, `{"nodes":[]}`,
+		`{"spec":{"type":"a"}}`, `{"a":1,"a":2}`, `[`, `{"priority":1e999}`, "\x00", `{"tasks":null}`} {
+		for k := range 8 {
+			f.Add(uint8(k), []byte(s))
+		}
+	}
+	f.Fuzz(func(t *testing.T, kind uint8, body []byte) {
+		targets := []func() any{
+			func() any { return new(apiv1.BatchRequest) },
+			func() any { return new(apiv1.PriorityRequest) },
+			func() any { return new(apiv1.BulkCancelRequest) },
+			func() any { return new(apiv1.ScheduleRequest) },
+			func() any { return new(apiv1.ScheduleEnqueue) },
+			func() any { return new(apiv1.HandOff) },
+			func() any { return new(dagWire) },
+			func() any {
+				return &struct {
+					Items []json.RawMessage `json:"items"`
+				}{}
+			},
+		}
+		v := targets[int(kind)%len(targets)]()
+		r := httptest.NewRequest(http.MethodPost, "/", bytes.NewReader(body))
+		w := httptest.NewRecorder()
+		err := decode(w, r, 1<<20, v)
+		if err == nil {
+			return
+		}
+		e := toAPIError(err)
+		if e.status < 400 || e.status >= 500 || e.code == "" || e.msg == "" {
+			t.Fatalf("decoding %q into %T: %v → %d %q %q", body, v, err, e.status, e.code, e.msg)
+		}
+		var fe *task.FieldError
+		if errors.As(err, &fe) && fe.Field == "" && e.field != "" {
+			t.Fatalf("field lost: %+v", e)
+		}
+	})
+}
