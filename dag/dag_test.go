@@ -38,7 +38,10 @@ func TestDAGRuns(t *testing.T) {
 		testDAGFailure(t, e, home, w)
 	})
 	t.Run("reads are forwarded home and tenant-scoped", func(t *testing.T) { testDAGReads(t, e, home) })
-	t.Run("killing the home leader mid-run loses nothing", func(t *testing.T) { testDAGLeaderKill(t, e, home, w) })
+	t.Run("killing the home leader mid-run loses nothing", func(t *testing.T) {
+		testenv.Slow(t)
+		testDAGLeaderKill(t, e, home, w)
+	})
 }
 
 func testDAGValidation(t *testing.T, e *dagEnv, s *dagServer) {

@@ -16,6 +16,7 @@ import (
 
 	"github.com/ax-sched/ax/apiv1"
 	"github.com/ax-sched/ax/internal/fedtest"
+	"github.com/ax-sched/ax/internal/testenv"
 	"github.com/ax-sched/ax/queue"
 	"github.com/ax-sched/ax/task"
 )
@@ -286,6 +287,7 @@ func TestBurstSpreadsByHeadroom(t *testing.T) {
 // grace; its queued tasks stay in its Redis; it is placed on again after a
 // restart.
 func TestKilledRegionIsAvoidedAndComesBack(t *testing.T) {
+	testenv.Slow(t)
 	f := newFed(t)
 	ctx := fedtest.Ctx(t)
 	sp := spec{"type": "etl.step", "tags": x86}

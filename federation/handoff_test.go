@@ -17,6 +17,7 @@ import (
 
 	"github.com/ax-sched/ax/apiv1"
 	"github.com/ax-sched/ax/internal/fedtest"
+	"github.com/ax-sched/ax/internal/testenv"
 	"github.com/ax-sched/ax/queue"
 	"github.com/ax-sched/ax/task"
 )
@@ -329,6 +330,7 @@ func TestHandOffBatchAnswerLostMakesOneCopy(t *testing.T) {
 
 // A target that is down, then back, gets every task once.
 func TestHandOffTargetDownThenBack(t *testing.T) {
+	testenv.Slow(t)
 	f := newFed(t)
 	ctx := fedtest.Ctx(t)
 	// First the target answers every batch with 503 (up, but failing), then

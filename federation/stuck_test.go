@@ -6,11 +6,13 @@ import (
 	"time"
 
 	"github.com/ax-sched/ax/internal/fedtest"
+	"github.com/ax-sched/ax/internal/testenv"
 )
 
 // READY tasks of a pool that lost all its workers are re-placed elsewhere
 // after the grace period: none lost, none duplicated.
 func TestPoolWithoutWorkersIsReplaced(t *testing.T) {
+	testenv.Slow(t)
 	f := newFed(t, fedtest.WithSlots(az, poolSpot, 0), fedtest.WithStuckGrace(time.Second))
 	stop := f.Worker(az, poolSpot, 4) // registers slots, never claims
 	f.WaitReady()

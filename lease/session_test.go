@@ -12,6 +12,7 @@ import (
 )
 
 func TestSessionEnds(t *testing.T) {
+	testenv.Slow(t)
 	checkLeaks(t)
 	e := testenv.StartEtcd(t)
 	admin := e.Client()
@@ -117,6 +118,7 @@ func TestManagerReplacesLostSession(t *testing.T) {
 // The manager keeps trying while etcd is unreachable and comes back with a
 // new session once it answers again.
 func TestManagerSurvivesOutage(t *testing.T) {
+	testenv.Slow(t)
 	checkLeaks(t)
 	e := testenv.StartEtcd(t)
 	p := startProxy(t, e.Endpoint())

@@ -13,6 +13,7 @@ import (
 // With the global etcd gone, the cell keeps leading and scheduling its own
 // work, and reports the global etcd as unreachable.
 func TestGlobalEtcdLossKeepsRegionScheduling(t *testing.T) {
+	testenv.Slow(t)
 	h := newHarness(t)
 	global := testenv.StartEtcd(t)
 	m := NewMetrics(nil)

@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ax-sched/ax/internal/testenv"
 	"github.com/ax-sched/ax/queue"
 	"github.com/ax-sched/ax/task"
 	"github.com/ax-sched/ax/worker"
@@ -66,6 +67,7 @@ func hasReason(tr []task.Transition, reason string) bool {
 // 40 %; critical and higher-priority tasks are still promoted; the pause
 // lifts once queued work drains.
 func TestBackpressurePausesLowPrioritiesWithHysteresis(t *testing.T) {
+	testenv.Slow(t)
 	h := newHarness(t)
 	m := NewMetrics(nil)
 	c, _ := h.startCell("a", m)
@@ -185,6 +187,7 @@ func startedCopy(mu *sync.Mutex, m map[string]time.Time) map[string]time.Time {
 
 // 100 preempted tasks coming back at once are re-admitted at ≤ 10/s.
 func TestPreemptedWorkReadmittedAtRate(t *testing.T) {
+	testenv.Slow(t)
 	h := newHarness(t)
 	ctx := context.Background()
 	for i := 0; i < 100; i++ {

@@ -11,6 +11,7 @@ import (
 
 	"github.com/ax-sched/ax/apiv1"
 	"github.com/ax-sched/ax/internal/fedtest"
+	"github.com/ax-sched/ax/internal/testenv"
 	"github.com/ax-sched/ax/lease"
 	"github.com/ax-sched/ax/queue"
 	"github.com/ax-sched/ax/task"
@@ -125,6 +126,7 @@ func fires(in *schedInstance, name, outcome string) float64 {
 // exactly one task, under its derived id, in the home region; the gaps are
 // handled by fire_once (one late task per gap at most).
 func TestScheduleFailoverFiresEachSlotOnce(t *testing.T) {
+	testenv.Slow(t)
 	t.Parallel()
 	f := newFed(t)
 	const name, typ = "tick", "sched.tick"
@@ -269,6 +271,7 @@ func TestScheduleFailoverFiresEachSlotOnce(t *testing.T) {
 // Overlap forbid skips slots while the previous run is unfinished; replace
 // cancels it and fires.
 func TestScheduleOverlap(t *testing.T) {
+	testenv.Slow(t)
 	t.Parallel()
 	f := newFed(t)
 	in := f.scheduler(aws, "sched", nil)

@@ -141,6 +141,7 @@ func TestManyTasksTwoWorkersEachRunsOnce(t *testing.T) {
 }
 
 func TestIdleWorkerPicksUpWithinMilliseconds(t *testing.T) {
+	testenv.Slow(t)
 	e := wt.New(t)
 	w := e.Worker(worker.Options{Concurrency: 4})
 	started := make(chan time.Time, 1)

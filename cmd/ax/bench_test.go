@@ -47,6 +47,7 @@ func benchJSONRun(t *testing.T, args ...string) *bench.Summary {
 // Tiny runs of every mode: the summary parses and its counts add up. How
 // fast anything was is not checked (docs/architecture.md §8: no timed assertions).
 func TestBenchModesSmoke(t *testing.T) {
+	testenv.Slow(t)
 	r := testenv.StartRedis(t)
 	redisArgs := []string{"--redis", r.Addr(), "--workers", "2", "--concurrency", "8"}
 

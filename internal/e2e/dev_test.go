@@ -274,9 +274,6 @@ func (d *devProc) checkMetrics(ran map[string]float64) {
 // 25 k tasks, Ctrl-C, a second run on the same --dir comes up, still knows
 // the first run's tasks and runs new ones.
 func TestDevRestartOnState(t *testing.T) {
-	if testing.Short() {
-		t.Skip("slow: two ax dev runs with 25 k tasks (make test runs it)")
-	}
 	dir := t.TempDir()
 	d := startDev(t, "--dir", dir)
 	ids := d.submitBatch("us-east-1", 25_000)

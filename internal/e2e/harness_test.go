@@ -3,6 +3,7 @@ package e2e
 import (
 	"context"
 	"encoding/json"
+	"flag"
 	"fmt"
 	"io"
 	"net/http"
@@ -26,6 +27,13 @@ import (
 var axBin string
 
 func TestMain(m *testing.M) {
+	flag.Parse()
+	if testing.Short() {
+		// Every test here builds and runs real ax processes: the slow kind
+		// that `make check` (-short) leaves to `make test`.
+		fmt.Println("e2e: skipped under -short (real processes); `make test` runs it")
+		os.Exit(0)
+	}
 	dir, err := os.MkdirTemp("", "ax-e2e-")
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)

@@ -90,6 +90,9 @@ func (l *logRecorder) saw(prefix string) bool {
 // while (ax dev used to exit on it): Start returns only once it is usable,
 // and the data is all there.
 func TestRestartWaitsWhileLoadingAOF(t *testing.T) {
+	if testing.Short() {
+		t.Skip("slow: half a million keys written and loaded; make test runs it")
+	}
 	const keys = 500_000
 	dir := t.TempDir()
 	// A RESP (not RDB-preamble) AOF loads slowest; DEBUG POPULATE plus a
