@@ -95,7 +95,14 @@ func TestExplainMatchesPlace(t *testing.T) {
 	cfg := DefaultConfig()
 	cfg.CrossRegionPenalty = 0.00002
 	cfg.EstimateRefresh = 0 // so every score must use the Estimator's current values
-	for iter := range 300 {
+	// Under -race (make test) a tenth of the walk: it is one goroutine, so the
+	// detector has nothing to find and takes 80 s for all of it; make check
+	// (no -race) walks all of it.
+	iters := 300
+	if raceEnabled {
+		iters = 30
+	}
+	for iter := range iters {
 		pools := randomPools(rng, rows, 1+rng.IntN(150))
 		s, err := NewSnapshot(cfg, pools)
 		if err != nil {
