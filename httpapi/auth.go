@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"net/http"
 	"strings"
+	"sync"
 )
 
 // Role orders what a token may do.
@@ -52,6 +53,15 @@ type Auth struct {
 	Enabled      bool
 	Tokens       []Token
 	ClusterToken string
+
+	mu sync.RWMutex // guards Tokens once serving (SetTokens)
+}
+
+// SetTokens replaces the API tokens of a running server (SIGHUP reload).
+func (a *Auth) SetTokens(ts []Token) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	a.Tokens = ts
 }
 
 // HashToken is the stored form of a token.
@@ -74,6 +84,8 @@ func (a *Auth) Authenticate(r *http.Request) (Principal, bool) {
 		return Principal{Name: "cluster", Role: RoleAdmin, Cluster: true}, true
 	}
 	sum := HashToken(tok)
+	a.mu.RLock()
+	defer a.mu.RUnlock()
 	for _, t := range a.Tokens {
 		if subtle.ConstantTimeCompare([]byte(sum), []byte(strings.ToLower(t.SHA256))) == 1 {
 			return Principal{Name: t.Name, Role: t.Role, Tenant: t.Tenant}, true

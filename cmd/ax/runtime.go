@@ -134,6 +134,7 @@ type server struct {
 	sched    *schedule.Scheduler
 	dags     *dag.Runs
 	http     *http.Server
+	auth     *httpapi.Auth
 	ln       net.Listener
 	id       string
 }
@@ -223,11 +224,8 @@ func startServer(ctx context.Context, cfg *config.Region, ln net.Listener, reg *
 	for _, p := range cfg.Pools {
 		pools = append(pools, p.Name)
 	}
-	auth := &httpapi.Auth{Enabled: cfg.Auth.Enabled, ClusterToken: cfg.Auth.ClusterToken}
-	for _, t := range cfg.Auth.Tokens {
-		role, _ := httpapi.ParseRole(t.Role)
-		auth.Tokens = append(auth.Tokens, httpapi.Token{Name: t.Name, SHA256: t.TokenSHA256, Role: role, Tenant: t.Tenant})
-	}
+	auth := &httpapi.Auth{Enabled: cfg.Auth.Enabled, ClusterToken: cfg.Auth.ClusterToken, Tokens: apiTokens(cfg)}
+	s.auth = auth
 	api := httpapi.New(s.node, httpapi.Config{
 		// In ax dev the region's workers register with reg too.
 		Auth: auth, MaxPayload: int(cfg.Task.MaxPayload), Gatherer: reg, Registerer: own, Pools: pools,
@@ -320,4 +318,29 @@ func poolNames(cfg *config.Region) string {
 	}
 	sort.Strings(n)
 	return strings.Join(n, ", ")
+}
+
+// apiTokens are the region file's API tokens as the API checks them.
+func apiTokens(cfg *config.Region) []httpapi.Token {
+	var ts []httpapi.Token
+	for _, t := range cfg.Auth.Tokens {
+		role, _ := httpapi.ParseRole(t.Role)
+		ts = append(ts, httpapi.Token{Name: t.Name, SHA256: t.TokenSHA256, Role: role, Tenant: t.Tenant})
+	}
+	return ts
+}
+
+// reloadTokens re-reads file's API tokens into the running server (SIGHUP).
+// A file that does not load or validate changes nothing.
+func (s *server) reloadTokens(file string) {
+	cfg, err := config.Load(file)
+	if err == nil {
+		err = cfg.ValidateServer()
+	}
+	if err != nil {
+		s.log.Error("SIGHUP: config not reloaded", "err", err)
+		return
+	}
+	s.auth.SetTokens(apiTokens(cfg))
+	s.log.Info("SIGHUP: API tokens reloaded", "tokens", len(cfg.Auth.Tokens))
 }

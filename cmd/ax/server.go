@@ -2,6 +2,7 @@ package main
 
 import (
 	"log/slog"
+	"os"
 	"os/signal"
 	"syscall"
 
@@ -28,10 +29,24 @@ func newServerCmd() *cobra.Command {
 			log := newLogger(slog.LevelInfo)
 			ctx, stop := signal.NotifyContext(cmd.Context(), syscall.SIGINT, syscall.SIGTERM)
 			defer stop()
+			// SIGHUP reloads the API tokens; it never ends the server.
+			hup := make(chan os.Signal, 1)
+			signal.Notify(hup, syscall.SIGHUP)
+			defer signal.Stop(hup)
 			s, err := startServer(ctx, cfg, nil, nil, log)
 			if err != nil {
 				return err
 			}
+			go func() {
+				for {
+					select {
+					case <-ctx.Done():
+						return
+					case <-hup:
+						s.reloadTokens(file)
+					}
+				}
+			}()
 			return s.Run(ctx)
 		},
 	}

@@ -6,8 +6,10 @@ import (
 	"encoding/json"
 	"io"
 	"net/http"
+	"os"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -190,5 +192,38 @@ func TestTenantTokensSeeNoOtherTenantsEventsAndCannotDrain(t *testing.T) {
 	code, body = fed.call("us-east-1", tokOperatorA, http.MethodPost, "/v1/regions/eu-west-1/drain", nil)
 	if code != http.StatusForbidden {
 		t.Fatalf("a tenant's operator drained a region: %d %s", code, body)
+	}
+}
+
+// Finding 10 of issue 11: SIGHUP killed the server. Now it reloads the API
+// tokens from the file: a token removed from the file stops working, the
+// server keeps serving.
+func TestSIGHUPReloadsTokensAndKeepsServing(t *testing.T) {
+	fed := newFederation(t, fedOpts{noWorkers: true, regions: []string{"us-east-1"}})
+	r := fed.region("us-east-1")
+	b, err := os.ReadFile(r.cfgPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Drop tenant B's submitter token (one line) from the file.
+	var kept []string
+	for _, l := range strings.Split(string(b), "\n") {
+		if !strings.Contains(l, "name: "+tokSubmitterB+",") {
+			kept = append(kept, l)
+		}
+	}
+	if len(kept) == len(strings.Split(string(b), "\n")) {
+		t.Fatalf("no %s in the config:\n%s", tokSubmitterB, b)
+	}
+	if err := os.WriteFile(r.cfgPath, []byte(strings.Join(kept, "\n")), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	fed.server("us-east-1").signal(syscall.SIGHUP)
+	waitUntil(t, 10*time.Second, "the removed token refused", func() bool {
+		code, _ := fed.call("us-east-1", tokSubmitterB, http.MethodGet, "/v1/regions", nil)
+		return code == http.StatusUnauthorized
+	})
+	if code, body := fed.call("us-east-1", tokSubmitterA, http.MethodGet, "/v1/regions", nil); code != http.StatusOK {
+		t.Fatalf("after SIGHUP a kept token: %d %s", code, body)
 	}
 }
