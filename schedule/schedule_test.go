@@ -12,7 +12,7 @@ import (
 
 // Derived ids are valid ax ids: the slot's time, shard 0, the home region,
 // and a sequence part that only the schedule's name decides.
-func TestTaskIDRoundTrip(t *testing.T) {
+func TestScheduleTaskIDRoundTrip(t *testing.T) {
 	slots := []time.Time{
 		time.Date(2026, 3, 29, 1, 59, 59, 0, time.UTC),
 		time.Date(1970, 1, 1, 0, 0, 1, 0, time.UTC),
