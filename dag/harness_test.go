@@ -309,7 +309,7 @@ func (e *dagEnv) startWorkers(delay time.Duration) *dagWorkers {
 		beat := func() {
 			cctx, cc := context.WithTimeout(ctx, 2*time.Second)
 			defer cc()
-			_, _ = st.Heartbeat(cctx, id, dagPool, 16, nil)
+			_, _ = st.Heartbeat(cctx, id, dagPool, 16, queue.Types{}, nil)
 		}
 		beat()
 		wg.Add(2)

@@ -361,7 +361,7 @@ func TestAPIContract(t *testing.T) {
 		if cr.State != task.Running || !cr.Requested {
 			t.Fatalf("cancel of a running task: %+v", cr)
 		}
-		stops, err := f.R(aws).Store.Heartbeat(ctx, "w-op", poolSpot, 1, []queue.Lease{{ID: run.ID, Token: held[0].LeaseToken}})
+		stops, err := f.R(aws).Store.Heartbeat(ctx, "w-op", poolSpot, 1, queue.Types{}, []queue.Lease{{ID: run.ID, Token: held[0].LeaseToken}})
 		if err != nil || len(stops) != 1 || stops[0].Why != queue.StopCanceled {
 			t.Fatalf("the worker learns the cancel at its heartbeat: %+v %v", stops, err)
 		}

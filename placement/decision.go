@@ -25,6 +25,9 @@ const (
 	// ReasonNoSlots: the design's "pool has live slots" filter; the pool has none and does not
 	// scale from zero.
 	ReasonNoSlots Reason = "NO_SLOTS"
+	// ReasonNoHandler: the pool's live workers publish the task types they serve and the
+	// task's is not among them (a worker that serves it may come: it is not unplaceable).
+	ReasonNoHandler Reason = "NO_HANDLER"
 	// ReasonSaturated: this server's share of the pool's headroom is used up (queue fill, with
 	// damping, at the hard watermark); critical tasks are still admitted.
 	ReasonSaturated Reason = "SATURATED"
@@ -41,6 +44,7 @@ const (
 	rStale
 	rWindow
 	rNoSlots
+	rNoHandler
 	rSaturated
 )
 
@@ -52,6 +56,7 @@ var reasonNames = [...]Reason{
 	rStale:          ReasonStaleStatus,
 	rWindow:         ReasonNoCapacityWindow,
 	rNoSlots:        ReasonNoSlots,
+	rNoHandler:      ReasonNoHandler,
 	rSaturated:      ReasonSaturated,
 }
 
@@ -97,12 +102,12 @@ type Decision struct {
 
 // Unplaceable reports that no pool could ever take the task: every pool was rejected for
 // TAG_MISMATCH or REGION_EXCLUDED. An empty snapshot is not unplaceable (the view may not be
-// loaded yet); it gives NO_CAPACITY.
+// loaded yet); it gives NO_CAPACITY, and so does NO_HANDLER (a worker may start).
 func (d Decision) Unplaceable() bool { return d.outcome == unplaceable }
 
 // AllSaturated reports that every pool passing the tag and region filters was rejected as
 // SATURATED. When some were rejected for another transient reason (unhealthy, stale, window, no
-// slots) the decision is plain NO_CAPACITY instead.
+// slots, no handler) the decision is plain NO_CAPACITY instead.
 func (d Decision) AllSaturated() bool { return d.outcome == allSaturated }
 
 // Err returns nil when OK, else ErrUnplaceable, ErrSaturated or ErrNoCapacity.

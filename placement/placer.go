@@ -384,12 +384,14 @@ func (p *Placer) evaluate(st *state, t *Task, now time.Time, exp *Explanation) (
 	if q.durs != nil {
 		floor = q.durs.floor
 	}
+	// The pools whose live workers serve the type; nil: every pool does.
+	serving := s.serving(t.Type)
 
 	best, bestCost := -1, 0.0
 	matching, saturated := 0, 0
 	if exp == nil {
 		if !tagMiss {
-			w := walk{q: &q, tags: tags, regions: regions, floor: floor, best: -1}
+			w := walk{q: &q, tags: tags, regions: regions, serving: serving, floor: floor, best: -1}
 			switch cross := p.cfg.CrossRegionPenalty; {
 			case q.home >= 0 && cross > 0:
 				// Home pools and foreign ones are each in cost order but differ by the penalty:
@@ -409,7 +411,7 @@ func (p *Placer) evaluate(st *state, t *Task, now time.Time, exp *Explanation) (
 			for i := range s.pools {
 				if hasAll(tags, i) && (regions == nil || regions.has(int(s.pools[i].region))) {
 					matching++
-					if q.v.avail.has(i) {
+					if q.v.avail.has(i) && (serving == nil || serving.has(i)) {
 						saturated++
 					}
 				}
@@ -429,6 +431,9 @@ func (p *Placer) evaluate(st *state, t *Task, now time.Time, exp *Explanation) (
 			default:
 				matching++
 				r = q.v.reason[i]
+				if r == rNone && serving != nil && !serving.has(i) {
+					r = rNoHandler
+				}
 			}
 			if r == rNone {
 				sc := q.score(i)
@@ -465,6 +470,7 @@ type walk struct {
 	q        *query
 	tags     []bitset
 	regions  bitset
+	serving  bitset  // pools that serve the task's type; nil: all
 	floor    float64 // the type's shortest duration, hours
 	best     int
 	bestCost float64
@@ -486,6 +492,9 @@ func (w *walk) run(part bitset, invert bool, cross float64) {
 		}
 		for _, bs := range w.tags {
 			m &= bs[wd]
+		}
+		if w.serving != nil {
+			m &= w.serving[wd]
 		}
 		if part != nil {
 			if invert {

@@ -111,6 +111,10 @@ func TestFilterReasons(t *testing.T) {
 			p.Window = &CapacitySchedule{Windows: []Window{{Start: 11 * 60, End: 13 * 60, Slots: 0}}}
 		}),
 		named("saturated", func(p *Pool) { p.Running, p.Ready = p.Slots, 950 }),
+		named("no-handler", func(p *Pool) { p.Types = []string{"report", "etl.v2"} }),
+		named("serves-none", func(p *Pool) { p.Types = []string{} }),
+		named("no-slots-no-handler", func(p *Pool) { p.Slots, p.Types = 0, []string{"report"} }),
+		named("handler", func(p *Pool) { p.Types = []string{"report", "etl"}; p.PricePerSlotHour += 1 }),
 		named("winner", func(*Pool) {}),
 	}
 	want := map[string]Reason{
@@ -118,6 +122,7 @@ func TestFilterReasons(t *testing.T) {
 		"stale": ReasonStaleStatus, "fresh-at-limit": "", "never-published": ReasonStaleStatus,
 		"no-slots": ReasonNoSlots, "scale-from-zero": "", "window-closed": ReasonNoCapacityWindow,
 		"saturated": ReasonSaturated, "winner": "",
+		"no-handler": ReasonNoHandler, "serves-none": ReasonNoHandler, "no-slots-no-handler": ReasonNoSlots, "handler": "",
 	}
 	task := Task{Type: "etl", Tags: map[string]string{"arch": "amd64"}, Regions: []string{"us-east-1"}}
 	p := mustPlacer(t, DefaultConfig(), nil)
@@ -347,6 +352,10 @@ func TestOutcomes(t *testing.T) {
 			with(euw1, func(p *Pool) { p.Slots = 0 }),
 		}, cpuTask(), ErrNoCapacity},
 		{"placed", []Pool{with(use1, saturate), euw1}, cpuTask(), nil},
+		// A worker that serves the type may come: NO_HANDLER is never unplaceable.
+		{"no pool serves the type", []Pool{with(use1, serves("report")), with(euw1, serves())}, cpuTask(), ErrNoCapacity},
+		{"the serving pool saturated", []Pool{with(use1, serves("report")), with(euw1, saturate)}, cpuTask(), ErrNoCapacity},
+		{"the serving pool placed", []Pool{with(use1, serves("report")), with(euw1, serves("etl"))}, cpuTask(), nil},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -538,4 +547,52 @@ func ExamplePlacer_Place() {
 	// Output:
 	// placement: no candidate pool: every matching pool is saturated
 	// map[eu-west-1:99 us-east-1:99]
+}
+
+func serves(types ...string) func(*Pool) {
+	return func(p *Pool) { p.Types = append([]string{}, types...) }
+}
+
+// Placement skips pools whose live workers do not serve the task's type, however cheap; pools
+// that do not publish their types (nil) serve any type.
+func TestNoHandler(t *testing.T) {
+	use1 := cpuPool(t, "aws", "us-east-1", "m6i.xlarge")      // 0.0480, the cheapest
+	usc1 := cpuPool(t, "gcp", "us-central1", "n2-standard-4") // 0.04856
+	euw1 := cpuPool(t, "aws", "eu-west-1", "m6i.xlarge")      // 0.0535
+	for _, c := range []struct {
+		name  string
+		pools []Pool
+		typ   string
+		want  string
+	}{
+		{"cheapest serves it", []Pool{with(use1, serves("etl")), usc1}, "etl", "us-east-1/m6i.xlarge"},
+		{"cheapest does not", []Pool{with(use1, serves("report")), usc1, euw1}, "etl", "us-central1/n2-standard-4"},
+		{"only the dearest does", []Pool{with(use1, serves("report")), with(usc1, serves()), with(euw1, serves("etl", "report"))}, "etl", "eu-west-1/m6i.xlarge"},
+		{"a type no pool names goes to unrestricted pools", []Pool{with(use1, serves("report")), euw1}, "thumbnail", "eu-west-1/m6i.xlarge"},
+		{"nobody restricts", []Pool{use1, euw1}, "etl", "us-east-1/m6i.xlarge"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			s := mustSnapshot(t, c.pools...)
+			p := mustPlacer(t, DefaultConfig(), nil)
+			task := Task{Type: c.typ}
+			d := p.Place(s, task, t0)
+			if key(d) != c.want {
+				t.Fatalf("placed in %s, want %s", key(d), c.want)
+			}
+			for _, cand := range p.Explain(s, task, t0).Candidates {
+				pool := c.pools[cand.Index]
+				wantNo := pool.Types != nil && !slices.Contains(pool.Types, c.typ)
+				if (cand.Reason == ReasonNoHandler) != wantNo {
+					t.Errorf("%s (types %v): reason %q", pool.Key(), pool.Types, cand.Reason)
+				}
+			}
+		})
+	}
+	// The snapshot keeps its own copy of the types.
+	pools := []Pool{with(use1, serves("etl")), usc1}
+	s := mustSnapshot(t, pools...)
+	pools[0].Types[0] = "report"
+	if d := mustPlacer(t, DefaultConfig(), nil).Place(s, Task{Type: "etl"}, t0); key(d) != "us-east-1/m6i.xlarge" {
+		t.Fatalf("placed in %s after the caller changed its slice", key(d))
+	}
 }

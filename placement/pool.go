@@ -34,6 +34,11 @@ type Pool struct {
 	// Paused: backpressure holds the pool's low priorities (3–4) until its fill falls under the
 	// resume threshold; such tasks (unless critical) are not admitted, as if it were saturated.
 	Paused bool
+	// Types lists the task types the pool's live workers serve; a task of another type is
+	// rejected with NO_HANDLER. Nil means any type: the leader does not know (workers that do
+	// not publish their types, a catch-all handler, more types than it publishes, an older
+	// leader), and the pool is placed as before types were published.
+	Types []string
 }
 
 // Key identifies a pool across snapshots and in an Estimator: "region/name".

@@ -3,6 +3,7 @@ package placement
 import (
 	"fmt"
 	"math/rand/v2"
+	"slices"
 	"testing"
 	"time"
 )
@@ -33,6 +34,8 @@ func naiveReason(p Pool, t Task, now time.Time, cfg Config) Reason {
 		return ReasonNoCapacityWindow
 	case slots == 0 && !p.ScaleFromZero:
 		return ReasonNoSlots
+	case p.Types != nil && !slices.Contains(p.Types, t.Type):
+		return ReasonNoHandler
 	}
 	return ""
 }
@@ -56,6 +59,14 @@ func randomPools(rng *rand.Rand, rows []priceRow, n int) []Pool {
 		}
 		if rng.IntN(3) == 0 {
 			p.Discount = 0.3
+		}
+		if rng.IntN(3) == 0 {
+			p.Types = []string{} // the pool's workers serve a subset of the tasks' types
+			for k := range 3 {
+				if rng.IntN(2) == 0 {
+					p.Types = append(p.Types, fmt.Sprintf("type-%d", k))
+				}
+			}
 		}
 		if rng.IntN(4) == 0 {
 			start := rng.IntN(minutesPerDay)

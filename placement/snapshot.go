@@ -24,9 +24,13 @@ type Snapshot struct {
 	regions  map[string]int32   // region → region number
 	inRegion []bitset           // region number → its pools
 	tags     map[tagPair]bitset // tag pair → pools carrying it
-	words    int                // length of every bitset
-	curve    curve              // the penalty the order was computed with
-	servers  int                // servers placing into these pools (0: the Placer's Config.Servers)
+	// handles: task type → pools that serve it (those with Types nil included); nil when no
+	// pool lists its types, and then no type is filtered. open: the pools with Types nil.
+	handles map[string]bitset
+	open    bitset
+	words   int   // length of every bitset
+	curve   curve // the penalty the order was computed with
+	servers int   // servers placing into these pools (0: the Placer's Config.Servers)
 }
 
 // WithServers records how many servers place into these pools (counted from
@@ -87,6 +91,7 @@ func NewSnapshot(cfg Config, pools []Pool) (*Snapshot, error) {
 		}
 		s.byKey[key] = i
 		p.Tags = maps.Clone(p.Tags)
+		p.Types = slices.Clone(p.Types) // nil stays nil: any type
 		price := p.PricePerSlotHour * (1 - p.Discount)
 		cost := price * cfg.penalty(fill(int64(p.Ready), p.QueueCapacity))
 		s.src[i] = p
@@ -127,7 +132,47 @@ func NewSnapshot(cfg Config, pools []Pool) (*Snapshot, error) {
 			bs.set(i)
 		}
 	}
+	s.indexTypes()
 	return s, nil
+}
+
+// indexTypes builds handles and open from the pools' Types.
+func (s *Snapshot) indexTypes() {
+	s.open = make(bitset, s.words)
+	for i := range s.pools {
+		types := s.pools[i].pool.Types
+		if types == nil {
+			s.open.set(i)
+			continue
+		}
+		if s.handles == nil {
+			s.handles = map[string]bitset{}
+		}
+		for _, t := range types {
+			bs, ok := s.handles[t]
+			if !ok {
+				bs = make(bitset, s.words)
+				s.handles[t] = bs
+			}
+			bs.set(i)
+		}
+	}
+	for _, bs := range s.handles {
+		for w := range bs {
+			bs[w] |= s.open[w]
+		}
+	}
+}
+
+// serving is the set of pools that serve typ; nil when no pool restricts its types.
+func (s *Snapshot) serving(typ string) bitset {
+	if s.handles == nil {
+		return nil
+	}
+	if bs, ok := s.handles[typ]; ok {
+		return bs
+	}
+	return s.open
 }
 
 // Len returns the number of pools.

@@ -144,7 +144,7 @@ func TestPromoteReturnsNextDueAndCancelRunning(t *testing.T) {
 	if err != nil || st != task.Running {
 		t.Fatalf("cancel running: %s %v", st, err)
 	}
-	stops, _ := e.s.Heartbeat(e.ctx, "w1", "cpu", 1, []Lease{{ID: tk.ID, Token: tk.LeaseToken}})
+	stops, _ := e.s.Heartbeat(e.ctx, "w1", "cpu", 1, Types{}, []Lease{{ID: tk.ID, Token: tk.LeaseToken}})
 	if len(stops) != 1 || stops[0].Why != StopCanceled {
 		t.Fatalf("heartbeat after cancel: %v", stops)
 	}

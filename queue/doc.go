@@ -34,6 +34,8 @@
 //	ax:{s}:events        STREAM one entry per script call, capped
 //	ax:{s}:workers:<pool> ZSET worker id by last heartbeat (ms)
 //	ax:{s}:slots:<pool>  HASH  worker id → slots
+//	ax:{s}:types:<pool>  HASH  worker id → task types it serves (",a,b,";
+//	                           "*" every type; absent: not said), shard 0
 //	ax:{s}:outbox        ZSET  HANDED_OFF tasks not yet accepted by their
 //	                           target region, by next send time (ms)
 //	ax:{s}:rt            HASH  "<pool> <type>" → run-time count, moving mean

@@ -135,7 +135,7 @@ func TestLeaseLossReapedAndRetried(t *testing.T) {
 	if !errors.Is(errs[0], ErrLeaseLost) {
 		t.Fatalf("late complete: %v", errs[0])
 	}
-	stops, err := e.s.Heartbeat(e.ctx, "w1", "cpu", 4, []Lease{{ID: id, Token: first.LeaseToken}})
+	stops, err := e.s.Heartbeat(e.ctx, "w1", "cpu", 4, Types{}, []Lease{{ID: id, Token: first.LeaseToken}})
 	if err != nil || len(stops) != 1 || stops[0].Why != StopLost {
 		t.Fatalf("heartbeat: %v %v", stops, err)
 	}

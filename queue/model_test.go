@@ -33,6 +33,7 @@ type mtask struct {
 	expiry     time.Time
 	cancelReq  bool
 	keepPool   bool // returned with a delay: goes back to its pool
+	typ        string
 }
 
 type model struct {
@@ -41,6 +42,8 @@ type model struct {
 }
 
 var pools = []string{"cpu", "gpu"}
+
+var modelTypes = []string{"t.a", "t.b"}
 
 // TestModel runs thousands of random operations against Redis and an
 // in-memory model, checking after every step that each task sits in exactly
@@ -96,8 +99,10 @@ func TestModel(t *testing.T) {
 			if rng.IntN(2) == 0 {
 				pool = pools[rng.IntN(2)]
 			}
+			ty := modelTypes[rng.IntN(len(modelTypes))]
+			mods = append(mods, typ(ty))
 			id := e.submit(pool, mods...)
-			tk := &mtask{id: id, prio: p, maxRetries: n, pool: pool, pinned: pool != "", lazy: pool != "" && d > 0}
+			tk := &mtask{id: id, prio: p, maxRetries: n, pool: pool, pinned: pool != "", lazy: pool != "" && d > 0, typ: ty}
 			switch {
 			case d > 0:
 				tk.state, tk.due = task.Pending, now.Add(d).Truncate(time.Millisecond)
@@ -156,23 +161,31 @@ func TestModel(t *testing.T) {
 			pool := pools[rng.IntN(2)]
 			w := workers[rng.IntN(3)]
 			n := 1 + rng.IntN(4)
-			var ready int
+			// Claimers serve every type, one of them, or none.
+			served := []Types{{}, AnyType, serve(t, modelTypes[0]), serve(t, modelTypes[1]), serve(t)}[rng.IntN(5)]
+			var ready, other int
 			for _, tk := range m.tasks {
 				if tk.state == task.Ready && tk.pool == pool {
-					ready++
+					if served.Serves(tk.typ) {
+						ready++
+					} else {
+						other++
+					}
 				}
 			}
-			got, err := e.s.Claim(e.ctx, ClaimRequest{Pool: pool, Worker: w, N: n})
+			got, err := e.s.Claim(e.ctx, ClaimRequest{Pool: pool, Worker: w, N: n, Types: served})
 			if err != nil {
 				t.Fatal(err)
 			}
-			if len(got) != min(n, ready) {
-				t.Fatalf("step %d: claim %d from %s with %d ready: got %d", step, n, pool, ready, len(got))
+			// Behind more than claimSkip tasks of other types a claim may see fewer.
+			if len(got) != min(n, ready) && (other < claimSkip || len(got) > min(n, ready)) {
+				t.Fatalf("step %d: claim %d from %s serving %v with %d ready (%d of other types): got %d",
+					step, n, pool, served, ready, other, len(got))
 			}
 			for _, g := range got {
 				tk := m.tasks[g.ID]
-				if tk == nil || tk.state != task.Ready || tk.pool != pool {
-					t.Fatalf("step %d: claimed %s which the model has as %+v", step, g.ID, tk)
+				if tk == nil || tk.state != task.Ready || tk.pool != pool || !served.Serves(tk.typ) {
+					t.Fatalf("step %d: claimed %s (serving %v) which the model has as %+v", step, g.ID, served, tk)
 				}
 				tk.state, tk.token, tk.worker, tk.lazy = task.Running, g.LeaseToken, w, false
 				tk.attempts++
@@ -197,7 +210,7 @@ func TestModel(t *testing.T) {
 					}
 				}
 			}
-			stops, err := e.s.Heartbeat(e.ctx, w, "cpu", 4, held)
+			stops, err := e.s.Heartbeat(e.ctx, w, "cpu", 4, Types{}, held)
 			if err != nil {
 				t.Fatal(err)
 			}

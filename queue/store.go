@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"hash/fnv"
 	"math/rand/v2"
+	"sort"
 	"strconv"
 	"strings"
 	"sync/atomic"
@@ -612,12 +613,21 @@ type ClaimRequest struct {
 	// at claim when the region leader has published no live price for the
 	// pool (SetPrices); 0: none.
 	Price float64
+	// Types the claimer serves: only tasks of these types are taken (the
+	// zero value: every type). Tasks of other types keep their place.
+	Types Types
 }
 
 // Claim takes up to N READY tasks of a pool (READY→RUNNING), each with a
 // lease token in Task.LeaseToken.
 func (s *Store) Claim(ctx context.Context, req ClaimRequest) ([]*task.Task, error) {
 	n := clampBatch(req.N)
+	served := req.Types.code
+	if req.Types.All() {
+		served = "*"
+	} else if served == "," {
+		return nil, nil // serves no type
+	}
 	price := ""
 	if req.Price > 0 {
 		price = strconv.FormatFloat(req.Price, 'f', -1, 64)
@@ -628,7 +638,7 @@ func (s *Store) Claim(ctx context.Context, req ClaimRequest) ([]*task.Task, erro
 		shard := (start + i) % s.opts.Shards
 		res, err := scripts.claim.Run(ctx, s.rdb, s.keysWith(shard, s.keys[shard].px), s.clock(), req.Pool, req.Worker,
 			n-len(out), s.opts.Lease.Milliseconds(), s.opts.AgingStep.Milliseconds(), price,
-			s.opts.Defaults.Timeout.Milliseconds()).Slice()
+			s.opts.Defaults.Timeout.Milliseconds(), served, claimSkip).Slice()
 		if err != nil {
 			return out, fmt.Errorf("queue: claim: %w", err)
 		}
@@ -690,9 +700,9 @@ type Stop struct {
 }
 
 // Heartbeat extends every lease a worker holds and records the worker (with
-// its slots) as alive in its pool, one call per shard. It returns the tasks
-// to stop.
-func (s *Store) Heartbeat(ctx context.Context, worker, pool string, slots int, held []Lease) ([]Stop, error) {
+// its slots and the task types it serves; the zero Types: not said) as
+// alive in its pool, one call per shard. It returns the tasks to stop.
+func (s *Store) Heartbeat(ctx context.Context, worker, pool string, slots int, types Types, held []Lease) ([]Stop, error) {
 	byShard := make([][]any, s.opts.Shards)
 	var stops []Stop
 	for _, l := range held {
@@ -708,9 +718,15 @@ func (s *Store) Heartbeat(ctx context.Context, worker, pool string, slots int, h
 			continue // liveness lives in shard 0
 		}
 		p := s.keys[shard].prefix
+		// The types live where the leader reads liveness: shard 0.
+		typ := "-"
+		if shard == 0 {
+			typ = types.code
+		}
 		argv := append([]any{s.clock(), worker, s.opts.Lease.Milliseconds(), slots, len(items) / 2,
-			s.opts.Defaults.Timeout.Milliseconds()}, items...)
-		out, err := scripts.heartbeat.Run(ctx, s.rdb, s.keysWith(shard, p+"workers:"+pool, p+"slots:"+pool), argv...).Slice()
+			s.opts.Defaults.Timeout.Milliseconds(), typ}, items...)
+		out, err := scripts.heartbeat.Run(ctx, s.rdb, s.keysWith(shard, p+"workers:"+pool, p+"slots:"+pool,
+			p+"types:"+pool), argv...).Slice()
 		if err != nil {
 			return nil, fmt.Errorf("queue: heartbeat: %w", err)
 		}
@@ -954,20 +970,46 @@ func (s *Store) Sweep(ctx context.Context, f Fence, limit int) (int, error) {
 
 // PoolWorkers reports the live workers of a pool after forgetting those
 // silent for longer than cutoff (leader only).
-type PoolWorkers struct{ Removed, Live, Slots int }
+type PoolWorkers struct {
+	Removed, Live, Slots int
+	// Types is the union of the task types the live workers serve, sorted;
+	// nil when nothing restricts the pool: no live workers, a live worker
+	// did not say (built before types were published) or serves every
+	// type, or the union exceeds MaxPoolTypes. Empty (not nil) when the
+	// live workers serve no type.
+	Types []string
+}
 
 // CleanWorkers forgets a pool's dead workers and returns the live figures.
 func (s *Store) CleanWorkers(ctx context.Context, f Fence, pool string, cutoff time.Duration) (PoolWorkers, error) {
 	p := s.keys[0].prefix
-	out, err := scripts.workers.Run(ctx, s.rdb, s.keysWith(0, s.fenceKey(0, f), p+"workers:"+pool, p+"slots:"+pool),
-		s.clock(), f.Token, cutoff.Milliseconds()).Slice()
+	out, err := scripts.workers.Run(ctx, s.rdb, s.keysWith(0, s.fenceKey(0, f), p+"workers:"+pool, p+"slots:"+pool,
+		p+"types:"+pool), s.clock(), f.Token, cutoff.Milliseconds()).Slice()
 	if err != nil {
 		return PoolWorkers{}, fmt.Errorf("queue: clean workers: %w", err)
 	}
 	if fenced(out) {
 		return PoolWorkers{}, ErrFenced
 	}
-	return PoolWorkers{Removed: toInt(out[0]), Live: toInt(out[1]), Slots: toInt(out[2])}, nil
+	pw := PoolWorkers{Removed: toInt(out[0]), Live: toInt(out[1]), Slots: toInt(out[2])}
+	if pw.Live == 0 || toInt(out[3]) != 0 {
+		return pw, nil // no worker, or one that may serve any type
+	}
+	union := map[string]bool{}
+	for _, v := range out[4:] {
+		for _, t := range splitTypes(toStr(v)) {
+			union[t] = true
+		}
+		if len(union) > MaxPoolTypes {
+			return pw, nil
+		}
+	}
+	pw.Types = make([]string, 0, len(union))
+	for t := range union {
+		pw.Types = append(pw.Types, t)
+	}
+	sort.Strings(pw.Types)
+	return pw, nil
 }
 
 // Result codes of the scripts that act on one task (the first entry of

@@ -459,12 +459,16 @@ func (c *Cell) collect(ctx context.Context, f queue.Fence) (Figures, queueFigure
 		if w.Removed > 0 {
 			c.log.Info("forgot dead workers", "pool", p.Name, "n", w.Removed)
 		}
+		if p.ScaleFromZero {
+			w.Types = nil // the workers it starts on demand may serve anything
+		}
 		figs.Pools = append(figs.Pools, PoolFigures{
 			Name: p.Name, Tags: p.Tags, Slots: w.Slots, Workers: w.Live,
 			Running: counts.RunningBy[p.Name], Ready: counts.ReadyIn(p.Name),
 			QueueCapacity: p.QueueCapacity, PricePerSlotHour: p.PricePerSlotHour,
 			Spot: p.Spot, Discount: p.Discount, ScaleFromZero: p.ScaleFromZero, Schedule: p.Schedule,
 			RunTimes: learnt[p.Name],
+			Types:    w.Types,
 		})
 	}
 	sort.Slice(figs.Pools, func(i, j int) bool { return figs.Pools[i].Name < figs.Pools[j].Name })

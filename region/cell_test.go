@@ -146,7 +146,7 @@ func TestPublishesFigures(t *testing.T) {
 	a, _ := h.startCell("a", nil)
 	waitFor(t, 10*time.Second, "a leads", a.Leading)
 	ctx := context.Background()
-	if _, err := h.store.Heartbeat(ctx, "w1", "cpu", 8, nil); err != nil {
+	if _, err := h.store.Heartbeat(ctx, "w1", "cpu", 8, queue.Types{}, nil); err != nil {
 		t.Fatal(err)
 	}
 	h.submitDelayed(0)

@@ -1,6 +1,9 @@
 package region
 
-import "time"
+import (
+	"slices"
+	"time"
+)
 
 // Figures is what a region leader publishes to the global etcd under
 // /ax/regions/<region>, bound to its lease: the region's API address, who
@@ -34,6 +37,9 @@ type PoolFigures struct {
 	// RunTimes are the pool's learnt run times per task type, the types
 	// with the most observations first, at most Config.RunTimeTypes.
 	RunTimes []RunTime `json:"run_times,omitempty"`
+	// Types the live workers serve (queue.PoolWorkers.Types); null: any
+	// type, as far as the leader knows (and what older leaders publish).
+	Types []string `json:"types"`
 }
 
 // RunTime is how long one task type runs in a pool, learnt from its
@@ -78,13 +84,15 @@ func (p PoolFigures) QueueFill() float64 {
 }
 
 // moved reports whether any figure moved by more than 5 % (or a count
-// changed from or to zero), which triggers an early publish.
+// changed from or to zero, or the served types changed), which triggers an
+// early publish.
 func moved(a, b []PoolFigures) bool {
 	if len(a) != len(b) {
 		return true
 	}
 	for i := range a {
-		if a[i].Name != b[i].Name || a[i].PricePerSlotHour != b[i].PricePerSlotHour {
+		if a[i].Name != b[i].Name || a[i].PricePerSlotHour != b[i].PricePerSlotHour ||
+			(a[i].Types == nil) != (b[i].Types == nil) || !slices.Equal(a[i].Types, b[i].Types) {
 			return true
 		}
 		for _, pair := range [][2]int{{a[i].Slots, b[i].Slots}, {a[i].Running, b[i].Running}, {a[i].Ready, b[i].Ready}} {

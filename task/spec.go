@@ -162,16 +162,26 @@ func jsonFieldError(err error) error {
 	return fieldErr("", "invalid JSON: %s", strings.TrimPrefix(msg, "json: "))
 }
 
+// CheckType reports whether typ is a task type name: 1 to MaxTypeLen
+// letters, digits and _ . : / - (so a list of types can be comma-joined),
+// starting with a letter or digit. The error is a *FieldError on "type".
+func CheckType(typ string) error {
+	switch {
+	case typ == "":
+		return fieldErr("type", "is required")
+	case len(typ) > MaxTypeLen:
+		return fieldErr("type", "longer than %d characters", MaxTypeLen)
+	case !typeRe.MatchString(typ):
+		return fieldErr("type", "may hold letters, digits and _ . : / - only")
+	}
+	return nil
+}
+
 // Normalize validates the spec and fills defaults in place. now resolves
 // delay into run_at. Errors are *FieldError.
 func (s *Spec) Normalize(d Defaults, now time.Time) error {
-	switch {
-	case s.Type == "":
-		return fieldErr("type", "is required")
-	case len(s.Type) > MaxTypeLen:
-		return fieldErr("type", "longer than %d characters", MaxTypeLen)
-	case !typeRe.MatchString(s.Type):
-		return fieldErr("type", "may hold letters, digits and _ . : / - only")
+	if err := CheckType(s.Type); err != nil {
+		return err
 	}
 	if d.MaxPayload > 0 && len(s.Payload) > d.MaxPayload {
 		return &FieldError{Field: "payload", Msg: fmt.Sprintf("larger than %d bytes", d.MaxPayload), TooLarge: true}

@@ -2,6 +2,7 @@ package worker
 
 import (
 	"context"
+	"math/rand/v2"
 	"time"
 
 	"github.com/ax-sched/ax/queue"
@@ -16,9 +17,23 @@ func (w *Worker) claimLoop(ctx, base context.Context) {
 	// and the next free slot claims at once; otherwise wait for a wake-up.
 	mayRemain := true
 	fails := 0
+	// wasted counts wake-ups in a row whose claim took nothing. A claim
+	// takes only the types this worker serves and leaves a wake-up for the
+	// tasks it passed over (claim.lua), which are another worker's: while
+	// that worker is busy, this one would take its own wake-up back at once
+	// and spin. From the second in a row it waits, from 20ms doubling up to
+	// IdleWait, before it listens again; its own types wait as long at most.
+	wasted := 0
 	for ctx.Err() == nil {
-		if !mayRemain && !w.waitForWork(ctx, &fails) {
-			return
+		woken := false
+		if !mayRemain {
+			if wasted > 1 && !sleep(ctx, wastedWait(wasted-1, w.opts.IdleWait)) {
+				return
+			}
+			var ok bool
+			if woken, ok = w.waitForWork(ctx, &fails); !ok {
+				return
+			}
 		}
 		n := w.reserve(ctx, w.opts.ClaimBatch)
 		if n == 0 {
@@ -29,10 +44,16 @@ func (w *Worker) claimLoop(ctx, base context.Context) {
 		// or those tasks would sit RUNNING until their leases expire.
 		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), callTimeout)
 		tasks, err := w.store.Claim(cctx, queue.ClaimRequest{
-			Pool: w.opts.Pool, Worker: w.opts.ID, N: n, Price: w.opts.PricePerSlotHour,
+			Pool: w.opts.Pool, Worker: w.opts.ID, N: n, Price: w.opts.PricePerSlotHour, Types: w.Types(),
 		})
 		cancel()
 		w.release(n - len(tasks))
+		switch {
+		case len(tasks) > 0 || !woken:
+			wasted = 0
+		default:
+			wasted++
+		}
 		// A claim can fail after some shards answered: run what came back.
 		for _, qt := range tasks {
 			w.start(base, qt, sent, ctx.Err() != nil)
@@ -51,23 +72,30 @@ func (w *Worker) claimLoop(ctx, base context.Context) {
 	}
 }
 
-// waitForWork blocks until the pool's wake-up marker, the safety timeout
-// (IdleWait), or ctx. False when ctx ended. Redis does not abandon a
-// blocking pop when ctx ends, so an idle worker's shutdown can take up to
-// IdleWait.
-func (w *Worker) waitForWork(ctx context.Context, fails *int) bool {
-	_, err := w.waker.Wait(ctx, w.opts.IdleWait)
+// waitForWork blocks until the pool's wake-up marker (woken), the safety
+// timeout (IdleWait), or ctx. ok is false when ctx ended. Redis does not
+// abandon a blocking pop when ctx ends, so an idle worker's shutdown can
+// take up to IdleWait.
+func (w *Worker) waitForWork(ctx context.Context, fails *int) (woken, ok bool) {
+	woken, err := w.waker.Wait(ctx, w.opts.IdleWait)
 	if ctx.Err() != nil {
-		return false
+		return false, false
 	}
 	if err == nil {
 		*fails = 0
-		return true
+		return woken, true
 	}
 	*fails++
 	w.log.Warn("waiting for work failed; backing off", "err", err, "attempt", *fails)
 	// Then claim: its answer tells whether Redis is back.
-	return sleep(ctx, backoff(*fails))
+	return false, sleep(ctx, backoff(*fails))
+}
+
+// wastedWait is the pause after the k-th (from 1) wasted wake-up beyond
+// the first: 20ms doubling, capped at most, with jitter over its upper half.
+func wastedWait(k int, most time.Duration) time.Duration {
+	d := min(20*time.Millisecond<<min(k-1, 10), most)
+	return d/2 + rand.N(d/2+1)
 }
 
 // start runs one claimed task in its own goroutine. A task claimed while

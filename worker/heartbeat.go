@@ -32,7 +32,8 @@ func (w *Worker) heartbeatLoop(ctx context.Context, stop <-chan struct{}) {
 }
 
 // beat extends the lease of every held task in one call, registers the
-// worker's slots, and stops the handlers the store names.
+// worker's slots and the task types it serves, and stops the handlers the
+// store names.
 func (w *Worker) beat(ctx context.Context) error {
 	w.mu.Lock()
 	held := make([]queue.Lease, 0, len(w.held))
@@ -44,7 +45,7 @@ func (w *Worker) beat(ctx context.Context) error {
 	w.mu.Unlock()
 	sent := time.Now()
 	cctx, cancel := context.WithTimeout(ctx, callTimeout)
-	stops, err := w.store.Heartbeat(cctx, w.opts.ID, w.opts.Pool, w.opts.Concurrency, held)
+	stops, err := w.store.Heartbeat(cctx, w.opts.ID, w.opts.Pool, w.opts.Concurrency, w.Types(), held)
 	cancel()
 	if err != nil {
 		return err

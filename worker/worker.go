@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/ax-sched/ax/queue"
+	"github.com/ax-sched/ax/task"
 )
 
 // Worker serves one pool: see the package documentation. Create it with
@@ -29,6 +30,8 @@ type Worker struct {
 
 	hmu      sync.RWMutex
 	handlers map[string]Handler
+	any      Handler     // HandleAny's catch-all; nil: none
+	served   queue.Types // what claims take and heartbeats publish: the registered types, or AnyType
 
 	started  atomic.Bool
 	stopping atomic.Bool  // Run's context has ended
@@ -74,6 +77,7 @@ func New(store *queue.Store, opts Options) (*Worker, error) {
 		lease:     lease,
 		log:       opts.Logger.With("component", "worker", "pool", opts.Pool, "worker", opts.ID),
 		handlers:  map[string]Handler{},
+		served:    mustServe(),
 		held:      map[string]*job{},
 		free:      opts.Concurrency,
 		slotFreed: make(chan struct{}, 1),
@@ -88,26 +92,78 @@ func New(store *queue.Store, opts Options) (*Worker, error) {
 // Options returns the worker's effective options.
 func (w *Worker) Options() Options { return w.opts }
 
-// Handle registers h for tasks of type typ, before or while Run runs. It
-// panics on an empty type, a nil handler or a type registered twice, like
-// http.Handle: all three are programming errors.
+// Handle registers h for tasks of type typ, before or while Run runs. The
+// worker claims only the types it has handlers for, and publishes them with
+// its heartbeat so that placement sends a type only to pools whose workers
+// serve it. It panics on a nil handler, a type that is not a task type name
+// (task.CheckType), a type registered twice, or more than
+// queue.MaxWorkerTypes types, like http.Handle: all are programming errors
+// (a worker that serves more types takes them all with HandleAny).
 func (w *Worker) Handle(typ string, h Handler) {
-	if typ == "" || h == nil {
-		panic("worker: Handle needs a task type and a handler")
+	if h == nil {
+		panic("worker: Handle needs a handler")
+	}
+	if err := task.CheckType(typ); err != nil {
+		panic(fmt.Sprintf("worker: Handle(%q): %v", typ, err))
 	}
 	w.hmu.Lock()
 	defer w.hmu.Unlock()
 	if _, dup := w.handlers[typ]; dup {
 		panic(fmt.Sprintf("worker: a handler for task type %q is already registered", typ))
 	}
+	if w.any == nil {
+		served, err := queue.ServeTypes(append(w.typesLocked(), typ)...)
+		if err != nil {
+			panic(fmt.Sprintf("worker: Handle(%q): %v", typ, err))
+		}
+		w.served = served
+	}
 	w.handlers[typ] = h
 }
 
-// handler returns the handler for typ, or one that fails the task as
-// NonRetryable naming what this worker does handle.
+// HandleAny registers h for every task type without a handler of its own
+// (a catch-all: a router, a proxy to another service). The worker then
+// claims tasks of any type and publishes that it serves every type. It
+// panics on a nil handler or a second call.
+func (w *Worker) HandleAny(h Handler) {
+	if h == nil {
+		panic("worker: HandleAny needs a handler")
+	}
+	w.hmu.Lock()
+	defer w.hmu.Unlock()
+	if w.any != nil {
+		panic("worker: HandleAny called twice")
+	}
+	w.any, w.served = h, queue.AnyType
+}
+
+// Types returns what the worker serves: the types it has handlers for, or
+// queue.AnyType after HandleAny.
+func (w *Worker) Types() queue.Types {
+	w.hmu.RLock()
+	defer w.hmu.RUnlock()
+	return w.served
+}
+
+// mustServe is the empty set: a worker with no handler claims nothing.
+func mustServe() queue.Types {
+	t, err := queue.ServeTypes()
+	if err != nil {
+		panic(err)
+	}
+	return t
+}
+
+// handler returns the handler for typ, else the catch-all, else one that
+// fails the task as NonRetryable naming what this worker does handle (a
+// claim takes only served types, so only a store used without
+// ClaimRequest.Types gets there).
 func (w *Worker) handler(typ string) Handler {
 	w.hmu.RLock()
 	h := w.handlers[typ]
+	if h == nil {
+		h = w.any
+	}
 	w.hmu.RUnlock()
 	if h != nil {
 		return h
@@ -121,7 +177,12 @@ func (w *Worker) handler(typ string) Handler {
 func (w *Worker) types() []string {
 	w.hmu.RLock()
 	defer w.hmu.RUnlock()
-	ts := make([]string, 0, len(w.handlers))
+	return w.typesLocked()
+}
+
+// typesLocked lists the registered types, sorted; w.hmu is held.
+func (w *Worker) typesLocked() []string {
+	ts := make([]string, 0, len(w.handlers)+1)
 	for t := range w.handlers {
 		ts = append(ts, t)
 	}
@@ -145,7 +206,7 @@ func (w *Worker) Run(ctx context.Context) error {
 	if !w.started.CompareAndSwap(false, true) {
 		return errors.New("worker: Run called more than once")
 	}
-	w.log.Info("worker starting", "slots", w.opts.Concurrency, "handles", w.types())
+	w.log.Info("worker starting", "slots", w.opts.Concurrency, "handles", w.Types().String())
 	// Acks, heartbeats and handlers must outlive ctx: they drain the shutdown.
 	base := context.WithoutCancel(ctx)
 

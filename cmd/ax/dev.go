@@ -34,6 +34,7 @@ func newDevCmd() *cobra.Command {
 	var tmp bool
 	var apiPort int
 	var workers int
+	var noDemo bool
 	c := &cobra.Command{
 		Use:   "dev",
 		Short: "Run everything on this machine: embedded etcd, one Redis per region, three regions with leaders, workers and the API",
@@ -41,7 +42,8 @@ func newDevCmd() *cobra.Command {
 redis-server child processes when redis-server is on PATH, else an in-process
 Redis-compatible server that is for trying ax out only), the three regions of
 configs/dev (AWS-, GCP- and Azure-like, example prices), a worker for every
-pool with the noop, sleep and demo exec handlers, and the API on
+pool with the noop, sleep and demo exec handlers (none with
+--no-demo-workers: run your own, see the README), and the API on
 127.0.0.1:8080 with auth OFF. Ctrl-C stops everything.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
@@ -55,13 +57,14 @@ pool with the noop, sleep and demo exec handlers, and the API on
 			}
 			ctx, stop := signal.NotifyContext(cmd.Context(), syscall.SIGINT, syscall.SIGTERM)
 			defer stop()
-			return runDev(ctx, dir, apiPort, workers, cmd.OutOrStdout())
+			return runDev(ctx, dir, apiPort, workers, !noDemo, cmd.OutOrStdout())
 		},
 	}
 	c.Flags().StringVar(&dir, "dir", ".ax-dev", "state directory (etcd data, Redis files)")
 	c.Flags().BoolVar(&tmp, "tmp", false, "keep state in a temporary directory, removed on exit")
 	c.Flags().IntVar(&apiPort, "port", 8080, "API port of the first region; the others take the next ports (0: any free ports, printed at start)")
 	c.Flags().IntVar(&workers, "worker-slots", 4, "slots of each dev worker (one worker per pool)")
+	c.Flags().BoolVar(&noDemo, "no-demo-workers", false, "start no worker: pools have no slots until you run your own (README: your own handler)")
 	return c
 }
 
@@ -217,7 +220,7 @@ func devConfigs() ([]*config.Region, error) {
 	return out, nil
 }
 
-func runDev(ctx context.Context, dir string, apiPort, slots int, stdout interface{ Write([]byte) (int, error) }) error {
+func runDev(ctx context.Context, dir string, apiPort, slots int, demo bool, stdout interface{ Write([]byte) (int, error) }) error {
 	log := newLogger(slog.LevelInfo)
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return err
@@ -289,6 +292,9 @@ func runDev(ctx context.Context, dir string, apiPort, slots int, stdout interfac
 			}
 		}()
 		for _, p := range cfg.Pools {
+			if !demo {
+				break // --no-demo-workers
+			}
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
@@ -300,6 +306,10 @@ func runDev(ctx context.Context, dir string, apiPort, slots int, stdout interfac
 		lines = append(lines, fmt.Sprintf("  %-13s API %-22s Redis %-16s pools: %s", cfg.Name, cfg.PublicAddr, r.addr, poolNames(cfg)))
 	}
 	log.Warn("ax dev: auth is OFF for every region (configs/dev); never expose these ports")
+	if !demo {
+		lines = append(lines, "  no workers (--no-demo-workers): run your own, e.g.\n"+
+			"  go run ./examples/customhandler --redis "+reds[0].addr+" --region "+cfgs[0].Name+" --pool cpu-spot")
+	}
 	fmt.Fprintf(stdout, `
 ax dev is running (state in %s):
   etcd          %s (embedded)

@@ -423,7 +423,7 @@ func (f *Fed) Worker(regionName, pool string, slots int) (stop func()) {
 	beat := func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 		defer cancel()
-		_, _ = st.Heartbeat(ctx, id, pool, slots, nil)
+		_, _ = st.Heartbeat(ctx, id, pool, slots, queue.Types{}, nil)
 	}
 	beat()
 	done, exited := make(chan struct{}), make(chan struct{})

@@ -6,10 +6,18 @@
 -- The price recorded on each task (px) is the pool's live price, which the
 -- region leader keeps in the prices hash (overrides included, prices.lua);
 -- the worker's configured price only when the leader has written none.
+-- Types: a worker names the task types it serves (ARGV 9) and takes only
+-- those; READY tasks of other types stay where they are, in order, for the
+-- pool's other workers. Passing them over reads their type field, so a claim
+-- passes over at most ARGV 10 of them per priority: behind more than that a
+-- claimer sees nothing of that priority until the workers that serve them
+-- drain them (placement sends a type only to pools whose workers serve it).
 -- KEYS: 1-8 see lib.lua; 9 prices.
 -- ARGV: 1 clock, 2 pool, 3 worker, 4 n, 5 lease_ms, 6 aging_step_ms,
 --       7 the worker's price per slot-hour ('' = none), 8 default timeout
---       ms (records omit fields equal to the region default).
+--       ms (records omit fields equal to the region default), 9 served
+--       types: '*' every type, else ',a,b,' (',' none), 10 per-priority
+--       skip bound.
 -- Returns: {now_ms, first lease token, price recorded ('' = none), then per
 -- claimed task: id, its record as HGETALL pairs before the claim}. The j-th
 -- task (from 1) holds token first+j-1; the caller applies what the claim
@@ -18,6 +26,19 @@
 local now = clock(ARGV[1])
 local pool, worker, n = ARGV[2], ARGV[3], tonumber(ARGV[4])
 local lease, step, price = tonumber(ARGV[5]), tonumber(ARGV[6]), ARGV[7]
+local served = ARGV[9]
+local filter = served ~= '*'
+local bound = 0
+if filter then bound = tonumber(ARGV[10]) end
+local skipped = 0
+-- serves: whether this claimer takes task id (counting the ones it passes over).
+local function serves(id)
+  if not filter then return true end
+  local ty = redis.call('HGET', tkey(id), 'ty')
+  if ty and string.find(served, ',' .. ty .. ',', 1, true) then return true end
+  skipped = skipped + 1
+  return false
+end
 
 local chosen = {} -- {id, prio}
 local taken = {}  -- prio -> ids, removed from that ready set with one ZREM
@@ -28,30 +49,46 @@ local function take(p, id)
   l[#l + 1] = id
 end
 
-local top = redis.call('ZRANGE', qkey(pool, 0), 0, n - 1)
-for _, id in ipairs(top) do take(0, id) end
+local top = redis.call('ZRANGE', qkey(pool, 0), 0, n + bound - 1)
+local passed = 0
+for _, id in ipairs(top) do
+  if #chosen == n then break end
+  if serves(id) then
+    take(0, id)
+  else
+    passed = passed + 1
+    if passed >= bound then break end
+  end
+end
 
 local left = n - #chosen
 if left > 0 then
-  -- heads of priorities 1..4: up to `left` candidates each, merged by key.
-  local heads, pos = {}, {}
+  -- heads of priorities 1..4: up to `left` (+ the skip bound) candidates
+  -- each, merged by key; a priority that passed over `bound` tasks is done.
+  local heads, pos, over = {}, {}, {}
   for p = 1, 4 do
-    heads[p] = redis.call('ZRANGE', qkey(pool, p), 0, left - 1, 'WITHSCORES')
+    heads[p] = redis.call('ZRANGE', qkey(pool, p), 0, left + bound - 1, 'WITHSCORES')
     pos[p] = 1
+    over[p] = 0
   end
   while left > 0 do
     local best, bestKey = nil, nil
     for p = 1, 4 do
       local h = heads[p]
-      if pos[p] < #h then
+      if pos[p] < #h and (not filter or over[p] < bound) then
         local key = tonumber(h[pos[p] + 1]) + p * step
         if bestKey == nil or key < bestKey then best, bestKey = p, key end
       end
     end
     if best == nil then break end
-    take(best, heads[best][pos[best]])
+    local id = heads[best][pos[best]]
     pos[best] = pos[best] + 2
-    left = left - 1
+    if serves(id) then
+      take(best, id)
+      left = left - 1
+    else
+      over[best] = over[best] + 1
+    end
   end
 end
 for p = 0, 4 do
@@ -106,8 +143,10 @@ if k > 0 then
   cnt('u:' .. pool, k)
 end
 
--- Chain the wake-up: if work remains, leave a marker for the next idle claimer.
-if k == n and redis.call('EXISTS', qkey(pool, 0), qkey(pool, 1), qkey(pool, 2), qkey(pool, 3), qkey(pool, 4)) > 0 then
+-- Chain the wake-up: if work remains, leave a marker for the next idle
+-- claimer; tasks passed over are work for another worker of the pool (the
+-- worker backs off when such wake-ups keep finding it nothing to take).
+if skipped > 0 or (k == n and redis.call('EXISTS', qkey(pool, 0), qkey(pool, 1), qkey(pool, 2), qkey(pool, 3), qkey(pool, 4)) > 0) then
   wake(pool)
 end
 event('claim', ids, k)
