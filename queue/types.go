@@ -32,6 +32,12 @@ const (
 // The zero value says nothing: claims take every type, and the worker's
 // pool counts as serving every type (a worker built before types were
 // published). AnyType is a worker with a catch-all handler.
+//
+// Why the claim filters instead of taking a task and giving it back: a
+// give-back costs two scripts per task, spends the worker's slots, and
+// puts the task back at the head where the same claimer takes it again;
+// passing a task over costs one field read and changes nothing, bounded
+// per claim by claimSkip.
 type Types struct {
 	code string // "": unsaid; "*": every type; else ",a,b," (sorted), "," for none
 }

@@ -22,6 +22,18 @@
 // 1s) bounds the cost of a lost marker. A claim that came back full means work may remain,
 // so the next free slot claims again at once.
 //
+// # Task types
+//
+// A worker claims only the task types it has handlers for (Handle; at most
+// queue.MaxWorkerTypes), or every type once HandleAny registered a
+// catch-all. Tasks of other types stay READY, in order, for the pool's
+// other workers. The heartbeat publishes the types, and the region leader
+// publishes per pool what its live workers serve, so placement sends a
+// type only to pools that serve it (NO_HANDLER in explanations). A wake-up
+// a claim passed on for another worker's types can come back to this one
+// while that worker is busy: from the second such wake-up in a row the
+// worker waits (20ms doubling up to IdleWait) before it listens again.
+//
 // # Leases
 //
 // One store.Heartbeat call every Heartbeat (3s) extends the leases of every
@@ -47,8 +59,8 @@
 //   - cancel requested: acknowledged as a failed attempt, which the store
 //     turns into CANCELED.
 //   - deadline passed: failed with reason DEADLINE_EXCEEDED (retryable).
-//   - the error is NonRetryable (errors.Is(err, ErrNonRetryable)), or no
-//     handler is registered for the type: FAILED, NON_RETRYABLE.
+//   - the error is NonRetryable (errors.Is(err, ErrNonRetryable)):
+//     FAILED, NON_RETRYABLE.
 //   - any other error, or a panic (its value and the top of its stack become
 //     the error text): failed with retry and backoff while retries are left.
 //

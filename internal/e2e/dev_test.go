@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"regexp"
+	"slices"
 	"strings"
 	"sync"
 	"syscall"
@@ -25,7 +26,7 @@ type devProc struct {
 }
 
 // startDev runs `ax dev --port 0 <args>` and waits until its three regions
-// are healthy with workers. --port 0: ax dev binds three free ports itself
+// are healthy with workers (healthy only, with --no-demo-workers). --port 0: ax dev binds three free ports itself
 // before it starts its Redis and etcd children, and prints them; a port
 // chosen here could be taken by another test's process before ax dev binds
 // it.
@@ -61,6 +62,7 @@ func startDev(t *testing.T, args ...string) *devProc {
 		resp.Body.Close()
 		return resp.StatusCode == 200
 	})
+	demo := !slices.Contains(args, "--no-demo-workers")
 	waitUntil(t, 30*time.Second, "three healthy regions", func() bool {
 		var r struct {
 			Regions []struct {
@@ -75,7 +77,7 @@ func startDev(t *testing.T, args ...string) *devProc {
 			return false
 		}
 		for _, g := range r.Regions {
-			if !g.Healthy || len(g.Pools) == 0 || g.Pools[0].Slots == 0 {
+			if !g.Healthy || len(g.Pools) == 0 || (demo && g.Pools[0].Slots == 0) {
 				return false
 			}
 		}

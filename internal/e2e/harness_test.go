@@ -145,8 +145,14 @@ func newProcGroup(t *testing.T) *procGroup {
 // start-up line and takes its API address from there.
 func (g *procGroup) start(name string, env []string, args ...string) *proc {
 	g.t.Helper()
+	return g.startBin(axBin, name, env, args...)
+}
+
+// startBin is start for another program than ax (e.g. an SDK worker).
+func (g *procGroup) startBin(bin, name string, env []string, args ...string) *proc {
+	g.t.Helper()
 	p := &proc{name: name, log: &lockedBuffer{}, done: make(chan struct{})}
-	p.cmd = exec.Command(axBin, args...)
+	p.cmd = exec.Command(bin, args...)
 	p.cmd.Env = env
 	p.cmd.Stdout, p.cmd.Stderr = p.log, p.log
 	dieWithTest(p.cmd, true)
@@ -157,7 +163,7 @@ func (g *procGroup) start(name string, env []string, args ...string) *proc {
 	g.mu.Lock()
 	g.procs = append(g.procs, p)
 	g.mu.Unlock()
-	if args[0] == "server" {
+	if bin == axBin && args[0] == "server" {
 		waitUntil(g.t, 30*time.Second, name+" to start listening", func() bool {
 			if m := serverListen.FindStringSubmatch(p.log.String()); m != nil {
 				p.api = "http://" + m[1]
