@@ -39,7 +39,9 @@ It drives a region's task store and the worker runtime directly, as a worker
 process does: against a region's Redis (--redis ADDR; the bench's keys live
 under --prefix and are removed afterwards) or, by default, a temporary
 redis-server it starts itself with appendonly no, save "" and
-maxmemory-policy noeviction (no persistence: the summary says so).
+maxmemory-policy noeviction (no persistence: the summary says so);
+--cluster N starts a temporary N-master Redis Cluster like it instead, with
+the store on N shards.
 
 See docs/benchmarks.md for the figures of record and how to compare ax
 with another Redis queue fairly.`,
@@ -48,6 +50,7 @@ with another Redis queue fairly.`,
 	pf.StringVar(&bf.target.Addr, "redis", "", "a region's Redis (host:port); empty: start a temporary redis-server")
 	pf.StringVar(&bf.target.Password, "redis-password", "", "password of --redis")
 	pf.StringVar(&bf.target.RedisServer, "redis-server", "redis-server", "redis-server binary to start when --redis is empty")
+	pf.IntVar(&bf.target.Cluster, "cluster", 0, "start a temporary Redis Cluster of this many masters (≥ 3, formed with redis-cli) instead of one redis-server, the store on as many shards")
 	pf.StringVar(&bf.target.Region, "region", "bench", "region name written into the bench's task ids")
 	pf.StringVar(&bf.target.Prefix, "prefix", "axbench", "key prefix of the bench's keys (never a live region's prefix)")
 	pf.StringVar(&bf.target.Pool, "pool", "bench", "pool the bench submits to and its workers serve")
@@ -91,7 +94,10 @@ func benchRun(cmd *cobra.Command, bf *benchFlags, needsRedis bool, run func(cont
 			return err
 		}
 		defer env.Close()
-		if env.Managed() {
+		switch {
+		case env.Clustered():
+			fmt.Fprintf(stderr, "ax bench: started a temporary Redis Cluster on %s (appendonly no, save \"\", maxmemory-policy noeviction)\n", env.Addr())
+		case env.Managed():
 			fmt.Fprintf(stderr, "ax bench: started a temporary redis-server on %s (appendonly no, save \"\", maxmemory-policy noeviction)\n", env.Addr())
 		}
 	}

@@ -82,6 +82,19 @@ func TestBenchModesSmoke(t *testing.T) {
 			t.Fatalf("p50 %v above p99 %v", p50.Value, p99.Value)
 		}
 	})
+	t.Run("throughput and latency on its own 3-master cluster", func(t *testing.T) {
+		s := benchJSONRun(t, "throughput", "--cluster", "3", "-n", "1500", "--single", "100", "--batch", "200", "--workers", "2", "--concurrency", "8")
+		if c := s.Counts; c["submitted"] != 3000 || c["succeeded"] != 3000 || c["store_succeeded"] != 3000 || c["store_ready"] != 0 {
+			t.Fatalf("counts %v: want 3000 submitted and succeeded, none left", c)
+		}
+		if !s.Redis.Managed || !strings.Contains(s.Redis.Config, "Redis Cluster of 3 masters") || strings.Count(s.Redis.Addr, ",") != 2 {
+			t.Fatalf("redis %+v: want its own 3-master cluster", s.Redis)
+		}
+		s = benchJSONRun(t, "latency", "--cluster", "3", "--rate", "400", "--duration", "1s", "--idle", "3", "--workers", "2", "--concurrency", "8")
+		if c := s.Counts; c["succeeded"] != 400 || c["idle_pickups"] != 3 {
+			t.Fatalf("counts %v: want 400 run and 3 idle pickups", c)
+		}
+	})
 	t.Run("delayed on its own redis-server", func(t *testing.T) {
 		s := benchJSONRun(t, "delayed", "-n", "2500", "--promote-batch", "400", "--lead", "2s")
 		c := s.Counts

@@ -2,6 +2,7 @@ package bench
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strings"
 	"sync/atomic"
@@ -53,6 +54,9 @@ func (o *DelayedOptions) defaults() {
 // SLOWLOG (on its own Redis it logs every command: slowlog-log-slower-than
 // 0).
 func Delayed(ctx context.Context, e *Env, o DelayedOptions, progress Progress) (*Summary, error) {
+	if e.Clustered() {
+		return nil, errors.New("bench delayed: not on a cluster (its SLOWLOG figures are one server's)")
+	}
 	o.defaults()
 	s := newSummary("delayed")
 	s.Redis = e.RedisDescription(ctx)

@@ -24,6 +24,10 @@ type Target struct {
 	// RedisServer is the binary started when Addr is empty (default
 	// "redis-server" on PATH).
 	RedisServer string
+	// Cluster > 0 starts a temporary Redis Cluster of that many masters
+	// (≥ 3; formed with redis-cli) instead of one redis-server, and spreads
+	// the store over as many shards. Addr must be empty.
+	Cluster int
 	// Region and Prefix name the bench's keys (defaults "bench" and
 	// "axbench"), so a run against a live Redis touches none of its data.
 	Region, Prefix string
@@ -41,8 +45,12 @@ type Target struct {
 // server when the bench started one.
 type Env struct {
 	Target Target
-	rdb    *redis.Client
-	srv    *redisproc.Server
+	rdb    redis.UniversalClient
+	// nodes are a client per server (the one Redis, or every master), for
+	// what INFO reports per server.
+	nodes []*redis.Client
+	srv   *redisproc.Server
+	cl    *redisproc.Cluster
 	// Store is the region's task store as a worker process builds it.
 	Store *queue.Store
 }
@@ -66,7 +74,23 @@ func Open(ctx context.Context, t Target) (*Env, error) {
 	}
 	e := &Env{Target: t}
 	addr := t.Addr
-	if addr == "" {
+	shards := 1
+	if t.Cluster > 0 {
+		if addr != "" {
+			return nil, errors.New("bench: --cluster starts a cluster of its own: leave --redis empty")
+		}
+		sctx, cancel := context.WithTimeout(ctx, 90*time.Second)
+		c, err := redisproc.StartCluster(sctx, t.Cluster, redisproc.WithBinary(t.RedisServer))
+		cancel()
+		if err != nil {
+			return nil, fmt.Errorf("bench: %w", err)
+		}
+		e.cl, shards = c, t.Cluster
+		e.rdb = redis.NewClusterClient(&redis.ClusterOptions{Addrs: c.Addrs(), PoolSize: 256})
+		for _, a := range c.Addrs() {
+			e.nodes = append(e.nodes, redis.NewClient(&redis.Options{Addr: a, PoolSize: 4, MaxRetries: -1}))
+		}
+	} else if addr == "" {
 		// No persistence: the bench measures the scheduler, not the disk;
 		// the summary says so (RedisDescription).
 		sctx, cancel := context.WithTimeout(ctx, 30*time.Second)
@@ -80,8 +104,11 @@ func Open(ctx context.Context, t Target) (*Env, error) {
 		}
 		e.srv, addr = s, s.Addr()
 	}
-	// Enough connections for every worker, submitter and the leader loop.
-	e.rdb = redis.NewClient(&redis.Options{Addr: addr, Password: t.Password, PoolSize: 256, MaxRetries: -1})
+	if e.rdb == nil {
+		// Enough connections for every worker, submitter and the leader loop.
+		c := redis.NewClient(&redis.Options{Addr: addr, Password: t.Password, PoolSize: 256, MaxRetries: -1})
+		e.rdb, e.nodes = c, []*redis.Client{c}
+	}
 	pctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
 	if err := e.rdb.Ping(pctx).Err(); err != nil {
@@ -93,7 +120,7 @@ func Open(ctx context.Context, t Target) (*Env, error) {
 		return nil, err
 	}
 	var err error
-	e.Store, err = queue.New(e.rdb, queue.Options{Region: t.Region, Prefix: t.Prefix})
+	e.Store, err = queue.New(e.rdb, queue.Options{Region: t.Region, Prefix: t.Prefix, Shards: shards})
 	if err != nil {
 		e.Close()
 		return nil, err
@@ -102,18 +129,26 @@ func Open(ctx context.Context, t Target) (*Env, error) {
 }
 
 // Managed reports whether the bench started the Redis itself.
-func (e *Env) Managed() bool { return e.srv != nil }
+func (e *Env) Managed() bool { return e.srv != nil || e.cl != nil }
 
-// Client is the Redis client every part of the run shares.
-func (e *Env) Client() *redis.Client { return e.rdb }
+// Clustered reports whether the run is on a Redis Cluster (Target.Cluster).
+func (e *Env) Clustered() bool { return e.cl != nil }
 
-// Addr is the Redis address.
-func (e *Env) Addr() string { return e.rdb.Options().Addr }
+// Client is the client of the one Redis (not a cluster's).
+func (e *Env) Client() *redis.Client { return e.nodes[0] }
+
+// Addr is the Redis address (a cluster's masters, comma-separated).
+func (e *Env) Addr() string {
+	if e.cl != nil {
+		return strings.Join(e.cl.Addrs(), ",")
+	}
+	return e.nodes[0].Options().Addr
+}
 
 // Close removes the bench's keys from an external Redis (unless Keep) or
 // stops the temporary server.
 func (e *Env) Close() {
-	if e.rdb != nil && e.srv == nil && !e.Target.Keep {
+	if e.rdb != nil && !e.Managed() && !e.Target.Keep {
 		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 		if err := e.clean(ctx); err != nil {
 			e.Target.Log.Error("bench: removing the bench's keys failed", "err", err)
@@ -123,6 +158,12 @@ func (e *Env) Close() {
 	if e.rdb != nil {
 		_ = e.rdb.Close()
 	}
+	if e.cl != nil {
+		for _, n := range e.nodes {
+			_ = n.Close()
+		}
+		e.cl.Stop()
+	}
 	if e.srv != nil {
 		e.srv.Stop()
 	}
@@ -131,17 +172,17 @@ func (e *Env) Close() {
 // clean deletes every key under the bench's prefix (external Redis only:
 // a fresh temporary server holds nothing).
 func (e *Env) clean(ctx context.Context) error {
-	if e.srv != nil {
+	if e.Managed() {
 		return nil
 	}
 	var cursor uint64
 	for {
-		keys, next, err := e.rdb.Scan(ctx, cursor, e.Target.Prefix+":*", 5000).Result()
+		keys, next, err := e.nodes[0].Scan(ctx, cursor, e.Target.Prefix+":*", 5000).Result()
 		if err != nil {
 			return fmt.Errorf("bench: scanning old bench keys: %w", err)
 		}
 		if len(keys) > 0 {
-			if err := e.rdb.Unlink(ctx, keys...).Err(); err != nil {
+			if err := e.nodes[0].Unlink(ctx, keys...).Err(); err != nil {
 				return fmt.Errorf("bench: removing old bench keys: %w", err)
 			}
 		}
@@ -154,12 +195,15 @@ func (e *Env) clean(ctx context.Context) error {
 // RedisDescription says which Redis the run used, for the summary.
 func (e *Env) RedisDescription(ctx context.Context) RedisInfo {
 	ri := RedisInfo{Addr: e.Addr(), Managed: e.Managed()}
-	info, _ := e.rdb.Info(ctx, "server").Result()
+	info, _ := e.nodes[0].Info(ctx, "server").Result()
 	ri.Version = infoField(info, "redis_version")
-	if e.Managed() {
+	if e.cl != nil {
+		ri.Config = fmt.Sprintf("temporary Redis Cluster of %d masters (no replicas) started by ax bench, store on %d shards: "+
+			"appendonly no, save \"\", maxmemory-policy noeviction", len(e.nodes), e.Store.Options().Shards)
+	} else if e.Managed() {
 		ri.Config = "temporary redis-server started by ax bench: appendonly no, save \"\", maxmemory-policy noeviction"
 	} else {
-		cfg, _ := e.rdb.ConfigGet(ctx, "appendonly").Result()
+		cfg, _ := e.nodes[0].ConfigGet(ctx, "appendonly").Result()
 		ri.Config = "external Redis: appendonly " + cfg["appendonly"]
 	}
 	return ri

@@ -21,26 +21,35 @@ func processCPU() time.Duration {
 	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
 
-// redisCPU is the CPU time the Redis server has used so far (INFO cpu:
-// used_cpu_sys + used_cpu_user, main thread and background threads).
+// redisCPU is the CPU time the Redis servers have used so far (INFO cpu:
+// used_cpu_sys + used_cpu_user, main thread and background threads; every
+// master's, summed).
 func (e *Env) redisCPU(ctx context.Context) time.Duration {
-	info, err := e.rdb.Info(ctx, "cpu").Result()
-	if err != nil {
-		return 0
+	var total time.Duration
+	for _, n := range e.nodes {
+		info, err := n.Info(ctx, "cpu").Result()
+		if err != nil {
+			return 0
+		}
+		sys, _ := strconv.ParseFloat(infoField(info, "used_cpu_sys"), 64)
+		usr, _ := strconv.ParseFloat(infoField(info, "used_cpu_user"), 64)
+		total += time.Duration((sys + usr) * float64(time.Second))
 	}
-	sys, _ := strconv.ParseFloat(infoField(info, "used_cpu_sys"), 64)
-	usr, _ := strconv.ParseFloat(infoField(info, "used_cpu_user"), 64)
-	return time.Duration((sys + usr) * float64(time.Second))
+	return total
 }
 
-// redisMemory is INFO memory's used_memory.
+// redisMemory is INFO memory's used_memory (every master's, summed).
 func (e *Env) redisMemory(ctx context.Context) int64 {
-	info, err := e.rdb.Info(ctx, "memory").Result()
-	if err != nil {
-		return 0
+	var total int64
+	for _, n := range e.nodes {
+		info, err := n.Info(ctx, "memory").Result()
+		if err != nil {
+			return 0
+		}
+		v, _ := strconv.ParseInt(infoField(info, "used_memory"), 10, 64)
+		total += v
 	}
-	n, _ := strconv.ParseInt(infoField(info, "used_memory"), 10, 64)
-	return n
+	return total
 }
 
 // cmdStat is one line of INFO commandstats.
@@ -49,12 +58,20 @@ type cmdStat struct {
 	usec  int64
 }
 
+// commandStats sums every master's INFO commandstats.
 func (e *Env) commandStats(ctx context.Context) map[string]cmdStat {
-	info, err := e.rdb.Info(ctx, "commandstats").Result()
-	if err != nil {
-		return nil
-	}
 	out := map[string]cmdStat{}
+	for _, n := range e.nodes {
+		info, err := n.Info(ctx, "commandstats").Result()
+		if err != nil {
+			return nil
+		}
+		addCommandStats(out, info)
+	}
+	return out
+}
+
+func addCommandStats(out map[string]cmdStat, info string) {
 	for _, l := range strings.Split(info, "\r\n") {
 		// cmdstat_evalsha:calls=12,usec=345,usec_per_call=28.75,...
 		name, rest, ok := strings.Cut(strings.TrimPrefix(l, "cmdstat_"), ":")
@@ -71,9 +88,9 @@ func (e *Env) commandStats(ctx context.Context) map[string]cmdStat {
 				s.usec, _ = strconv.ParseInt(v, 10, 64)
 			}
 		}
-		out[name] = s
+		t := out[name]
+		out[name] = cmdStat{calls: t.calls + s.calls, usec: t.usec + s.usec}
 	}
-	return out
 }
 
 // Usage is the CPU both sides spent during one phase, and what Redis spent

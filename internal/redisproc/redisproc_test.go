@@ -253,3 +253,30 @@ func processAlive(pid int) bool {
 	s := string(b)
 	return s[strings.LastIndexByte(s, ')')+2] != 'Z'
 }
+
+func TestStartClusterWithPassword(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	defer cancel()
+	c, err := StartCluster(ctx, 3, WithPassword("cl-pw"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(c.Stop)
+	cc := redis.NewClusterClient(&redis.ClusterOptions{Addrs: c.Addrs(), Password: "cl-pw"})
+	defer cc.Close()
+	masters := map[string]bool{}
+	for i := range 20 {
+		k := "k" + strconv.Itoa(i)
+		if err := cc.Set(ctx, k, "v", 0).Err(); err != nil {
+			t.Fatalf("set %s: %v", k, err)
+		}
+		n, err := cc.MasterForKey(ctx, k)
+		if err != nil {
+			t.Fatal(err)
+		}
+		masters[n.Options().Addr] = true
+	}
+	if len(masters) != 3 {
+		t.Fatalf("20 keys on %d masters, want 3", len(masters))
+	}
+}

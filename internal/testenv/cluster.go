@@ -5,9 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"os/exec"
-	"strconv"
-	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -17,11 +14,11 @@ import (
 	"github.com/ax-sched/ax/internal/redisproc"
 )
 
-// RedisCluster is a real Redis Cluster of masters only: redis-server
-// processes started with cluster-enabled yes and joined by
-// `redis-cli --cluster create`, every one of the 16384 slots served.
+// RedisCluster is a real Redis Cluster of masters only (redisproc.StartCluster:
+// redis-server processes started with cluster-enabled yes and joined by
+// `redis-cli --cluster create`, every one of the 16384 slots served).
 type RedisCluster struct {
-	nodes []*redisproc.Server
+	*redisproc.Cluster
 }
 
 // StartRedisCluster starts a cluster of masters (≥ 3, as redis-cli
@@ -41,103 +38,15 @@ func StartRedisCluster(t testing.TB, masters int) *RedisCluster {
 }
 
 func startCluster(ctx context.Context, masters int) (*RedisCluster, error) {
-	if masters < 3 {
-		return nil, fmt.Errorf("start redis cluster: %d masters; redis-cli --cluster create needs at least 3", masters)
+	c, err := redisproc.StartCluster(ctx, masters, redisproc.WithStopGrace(5*time.Second),
+		redisproc.WithConfig("loglevel warning", "cluster-node-timeout 5000"))
+	if errors.Is(err, redisproc.ErrNotFound) || errors.Is(err, redisproc.ErrCLINotFound) {
+		return nil, fmt.Errorf("start redis cluster: %v (run `make deps` or `make test`, which install it)", err)
 	}
-	cli, err := exec.LookPath("redis-cli")
 	if err != nil {
-		return nil, fmt.Errorf("start redis cluster: redis-cli not found on PATH (Debian's redis-tools; `make deps` installs it): %v", err)
+		return nil, fmt.Errorf("start redis cluster: %w", err)
 	}
-	c := &RedisCluster{}
-	for range masters {
-		srv, err := redisproc.Start(ctx, redisproc.WithCluster(), redisproc.WithStopGrace(5*time.Second),
-			redisproc.WithConfig("loglevel warning", "cluster-node-timeout 5000"))
-		if err != nil {
-			c.Stop()
-			if errors.Is(err, redisproc.ErrNotFound) {
-				return nil, fmt.Errorf("%v (run `make deps` or `make test`, which install it)", err)
-			}
-			return nil, fmt.Errorf("start redis cluster node: %w", err)
-		}
-		c.nodes = append(c.nodes, srv)
-	}
-	args := append(c.Addrs(), "--cluster-yes")
-	out, err := exec.CommandContext(ctx, cli, append([]string{"--cluster", "create"}, args...)...).CombinedOutput()
-	if err != nil {
-		c.Stop()
-		return nil, fmt.Errorf("redis-cli --cluster create: %v: %s", err, out)
-	}
-	if err := c.waitOK(ctx); err != nil {
-		c.Stop()
-		return nil, err
-	}
-	return c, nil
-}
-
-// waitOK polls every node until it says cluster_state:ok, knows every
-// other node and sees all 16384 slots served: redis-cli returns once the
-// configuration is sent, before every node has agreed on it.
-func (c *RedisCluster) waitOK(ctx context.Context) error {
-	want := map[string]string{
-		"cluster_state":          "ok",
-		"cluster_slots_assigned": "16384",
-		"cluster_slots_ok":       "16384",
-		"cluster_known_nodes":    strconv.Itoa(len(c.nodes)),
-		"cluster_size":           strconv.Itoa(len(c.nodes)),
-	}
-	var last string
-	for {
-		ok := true
-		for _, n := range c.nodes {
-			info, err := clusterInfo(ctx, n.Addr())
-			if err != nil {
-				ok, last = false, err.Error()
-				break
-			}
-			for k, v := range want {
-				if info[k] != v {
-					ok, last = false, fmt.Sprintf("%s: %s=%s, want %s", n.Addr(), k, info[k], v)
-					break
-				}
-			}
-			if !ok {
-				break
-			}
-		}
-		if ok {
-			return nil
-		}
-		select {
-		case <-ctx.Done():
-			return fmt.Errorf("redis cluster not ready: %s: %w", last, ctx.Err())
-		case <-time.After(50 * time.Millisecond):
-		}
-	}
-}
-
-func clusterInfo(ctx context.Context, addr string) (map[string]string, error) {
-	rc := redis.NewClient(&redis.Options{Addr: addr, MaxRetries: -1})
-	defer rc.Close()
-	s, err := rc.ClusterInfo(ctx).Result()
-	if err != nil {
-		return nil, err
-	}
-	info := map[string]string{}
-	for _, line := range strings.Split(s, "\n") {
-		if k, v, ok := strings.Cut(strings.TrimSpace(line), ":"); ok {
-			info[k] = v
-		}
-	}
-	return info, nil
-}
-
-// Addrs are the masters' host:port.
-func (c *RedisCluster) Addrs() []string {
-	out := make([]string, len(c.nodes))
-	for i, n := range c.nodes {
-		out[i] = n.Addr()
-	}
-	return out
+	return &RedisCluster{c}, nil
 }
 
 // Client returns a new cluster client, closed with t.Cleanup.
@@ -149,7 +58,7 @@ func (c *RedisCluster) Client(t testing.TB) *redis.ClusterClient {
 
 // Flush empties every master.
 func (c *RedisCluster) Flush(ctx context.Context) error {
-	for _, n := range c.nodes {
+	for _, n := range c.Nodes() {
 		rc := redis.NewClient(&redis.Options{Addr: n.Addr(), MaxRetries: -1})
 		err := rc.FlushAll(ctx).Err()
 		_ = rc.Close()
@@ -158,16 +67,6 @@ func (c *RedisCluster) Flush(ctx context.Context) error {
 		}
 	}
 	return nil
-}
-
-// Stop stops every node. Safe to call twice.
-func (c *RedisCluster) Stop() {
-	var wg sync.WaitGroup
-	for _, n := range c.nodes {
-		wg.Add(1)
-		go func() { defer wg.Done(); n.Stop() }()
-	}
-	wg.Wait()
 }
 
 // ModeEnv selects the Redis that suites built on Suite run against:
