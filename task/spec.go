@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"reflect"
 	"regexp"
 	"sort"
 	"strings"
@@ -108,8 +109,10 @@ var (
 // DecodeSpec strictly decodes one JSON spec: unknown fields are rejected and
 // named, trailing data is an error.
 func DecodeSpec(data []byte) (*Spec, error) {
+	if f := unknownSpecField(data); f != nil {
+		return nil, f
+	}
 	dec := json.NewDecoder(bytes.NewReader(data))
-	dec.DisallowUnknownFields()
 	var s Spec
 	if err := dec.Decode(&s); err != nil {
 		if f := badTimeField(data); f != nil {
@@ -121,6 +124,44 @@ func DecodeSpec(data []byte) (*Spec, error) {
 		return nil, fieldErr("", "unexpected data after the JSON object")
 	}
 	return &s, nil
+}
+
+// specKeys are the JSON names of Spec's fields, lower-cased (read once from
+// its tags): encoding/json matches keys without regard to case, so does
+// unknownSpecField.
+var specKeys = func() map[string]bool {
+	m := map[string]bool{}
+	t := reflect.TypeOf(Spec{})
+	for i := 0; i < t.NumField(); i++ {
+		name, _, _ := strings.Cut(t.Field(i).Tag.Get("json"), ",")
+		m[strings.ToLower(name)] = true
+	}
+	return m
+}()
+
+// unknownSpecField walks the object's keys in document order and names the
+// first one Spec does not have, without reading encoding/json's error text.
+// Anything that is not a well-formed object is left to Decode to report.
+func unknownSpecField(data []byte) *FieldError {
+	dec := json.NewDecoder(bytes.NewReader(data))
+	if tok, err := dec.Token(); err != nil || tok != json.Delim('{') {
+		return nil
+	}
+	for dec.More() {
+		tok, err := dec.Token()
+		if err != nil {
+			return nil
+		}
+		key, _ := tok.(string)
+		if !specKeys[strings.ToLower(key)] {
+			return &FieldError{Field: key, Msg: "unknown field"}
+		}
+		var skip json.RawMessage
+		if dec.Decode(&skip) != nil {
+			return nil
+		}
+	}
+	return nil
 }
 
 // badTimeField finds a duration or time field that does not parse, so its
@@ -148,18 +189,18 @@ func badTimeField(data []byte) *FieldError {
 	return nil
 }
 
-// jsonFieldError turns encoding/json errors into FieldErrors.
+// jsonFieldError turns encoding/json errors into FieldErrors by their
+// types (never by their text).
 func jsonFieldError(err error) error {
 	var te *json.UnmarshalTypeError
 	if errors.As(err, &te) {
 		return fieldErr(te.Field, "must be %s", te.Type.String())
 	}
-	msg := err.Error()
-	if strings.HasPrefix(msg, "json: unknown field ") {
-		f := strings.Trim(strings.TrimPrefix(msg, "json: unknown field "), `"`)
-		return fieldErr(f, "unknown field")
+	var se *json.SyntaxError
+	if errors.As(err, &se) {
+		return fieldErr("", "invalid JSON at byte %d: %v", se.Offset, se)
 	}
-	return fieldErr("", "invalid JSON: %s", strings.TrimPrefix(msg, "json: "))
+	return fieldErr("", "invalid JSON: %v", err)
 }
 
 // CheckType reports whether typ is a task type name: 1 to MaxTypeLen
