@@ -57,7 +57,7 @@ func TestEveryTaskOperationFollowsAHandedOffTask(t *testing.T) {
 
 	t.Run("replay", func(t *testing.T) {
 		h := fed.handedOffTask("us-east-1", "eu-west-1", tokSubmitterA, map[string]any{
-			"type": "exec", "payload": map[string]string{"command": "not-allowlisted"}, "max_retries": 0})
+			"type": "sleep", "payload": map[string]int{"ms": -1}, "max_retries": 0}) // a bad payload: FAILED NON_RETRYABLE
 		fed.waitState(h.Home, tokSubmitterA, h.ID, task.Failed, 20*time.Second)
 		for i, via := range []string{h.Home, h.Region} {
 			code, body := fed.call(via, tokOperator, http.MethodPost, "/v1/tasks/"+h.ID+"/replay", nil)
