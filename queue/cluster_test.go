@@ -140,6 +140,35 @@ func TestClusterWakerLeavesMarkersForOthers(t *testing.T) {
 	goleak.VerifyNone(t, ignore)
 }
 
+// A wait takes one marker, as one BLPOP would: work arriving on two shards
+// at once wakes two idle claimers, not one twice.
+func TestClusterWakerTakesOneMarkerAWait(t *testing.T) {
+	e := newClusterEnv(t)
+	ignore := goleak.IgnoreCurrent()
+	a, b := e.s.NewWaker("cpu"), e.s.NewWaker("cpu")
+	for round := range 5 {
+		woke := waitAsync(e.ctx, a, 5*time.Second)
+		time.Sleep(20 * time.Millisecond)
+		// One call, two shards: both markers appear within one round trip.
+		res, err := e.s.Submit(e.ctx,
+			NewTask{Spec: e.spec(), Pool: "cpu", Pinned: true, ID: e.s.NewID(1, e.clock.Now())},
+			NewTask{Spec: e.spec(), Pool: "cpu", Pinned: true, ID: e.s.NewID(2, e.clock.Now())})
+		if err != nil || res[0].Err != nil || res[1].Err != nil {
+			t.Fatalf("submit: %v %v", err, res)
+		}
+		if err := <-woke; err != nil {
+			t.Fatalf("round %d: the first claimer: %v", round, err)
+		}
+		if ok, err := b.Wait(e.ctx, 5*time.Second); !ok || err != nil {
+			t.Fatalf("round %d: the second claimer: woken %v, %v (the first one took both markers)", round, ok, err)
+		}
+		e.claim("cpu", 2)
+	}
+	a.Close()
+	b.Close()
+	goleak.VerifyNone(t, ignore)
+}
+
 // A wait that ctx ends returns at once, and Close ends pops blocked in
 // Redis without waiting out their timeout.
 func TestClusterWakerCancelAndClose(t *testing.T) {

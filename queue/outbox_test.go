@@ -308,7 +308,9 @@ func TestCancelDuringHandOff(t *testing.T) {
 // answer about a task is refused (ErrFenced) and leaves it as it was, so
 // only one term's answers about a task are ever recorded.
 func TestHandOffDoneIsFenced(t *testing.T) {
-	e := newEnv(t)
+	// A fence is a shard's: the older term is refused where the newer one
+	// has written (every shard, once its loops ran). One shard here.
+	e := newEnv(t, oneShard)
 	ids := e.outboxIDs(3)
 	older, newer := Fence{Name: "region", Token: 4}, Fence{Name: "region", Token: 5}
 	errs, err := e.s.HandOffDoneMany(e.ctx, []HandOffAnswer{{ID: ids[0], Accepted: true}}, newer)

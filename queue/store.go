@@ -389,6 +389,11 @@ func (s *Store) submitShard(ctx context.Context, sc redis.Scripter, shard int, t
 	}
 	out, err := scripts.submit.Run(ctx, sc, keys, argv...).Slice()
 	if err != nil {
+		if cc := s.cluster(); cc != nil && sc != redis.Scripter(s.rdb) {
+			// On a connection of its own the cluster client does not see
+			// a dead master or a moved slot: have it ask the cluster again.
+			cc.ReloadState(ctx)
+		}
 		return fmt.Errorf("queue: submit: %w", err)
 	}
 	codes := toStr(out[0])

@@ -20,11 +20,13 @@ import (
 // one BLPOP over all of them. On a Redis Cluster the lists hash to
 // different slots, which one command cannot name (CROSSSLOT): the Waker
 // then keeps one blocking pop per shard running, each on a connection of its
-// own to the master serving that shard, and merges them. A pop runs only
-// while a Wait is waiting (or finishing the pop it started for one), and a
-// marker it takes after every waiter left is given back at once (the
+// own to the master serving that shard, and merges them. As with the one
+// BLPOP, a Wait takes one marker: a pop runs only while a Wait is waiting
+// (or finishing the pop it started for one), and a marker taken beyond one
+// per waiter, or after every waiter left, is given back at once (the
 // script's own one-marker rule), so no marker is taken without a claimer to
-// hear it: another idle claimer of the pool still wakes.
+// hear it: another idle claimer of the pool still wakes. A pop that gave a
+// marker back pops again only for the next Wait, not to take it again.
 //
 // Close stops the pops (CLIENT UNBLOCK) and waits for their goroutines.
 type Waker struct {
@@ -36,7 +38,8 @@ type Waker struct {
 	mu      sync.Mutex
 	waiters int
 	open    chan struct{} // closed while waiters > 0: pops may run
-	pending []int         // shards whose marker was taken for the waiters
+	ended   chan struct{} // closed when waiters drop back to 0
+	pending []int         // shards whose marker was taken for the waiters, ≤ waiters
 	err     error         // a pop's failure, for the waiters
 	signal  chan struct{} // cap 1: pending or err changed
 	conns   []*blockingConn
@@ -90,6 +93,7 @@ func (w *Waker) Wait(ctx context.Context, timeout time.Duration) (bool, error) {
 	}
 	w.waiters++
 	if w.waiters == 1 {
+		w.ended = make(chan struct{})
 		close(w.open)
 	}
 	w.mu.Unlock()
@@ -103,6 +107,9 @@ func (w *Waker) Wait(ctx context.Context, timeout time.Duration) (bool, error) {
 			woken, err := w.takeLocked()
 			if woken || err != nil {
 				w.leaveLocked()
+				if len(w.pending) > 0 {
+					w.notify() // another waiter's marker: one signal wakes one waiter
+				}
 				w.mu.Unlock()
 				return woken, err
 			}
@@ -118,12 +125,10 @@ func (w *Waker) Wait(ctx context.Context, timeout time.Duration) (bool, error) {
 }
 
 // takeLocked consumes what the pops found: woken when a marker was taken
-// (the claim that follows reads every shard, so all pending markers are
-// answered by it), else a pop's error.
+// (one: the others are other waiters'), else a pop's error.
 func (w *Waker) takeLocked() (bool, error) {
 	if len(w.pending) > 0 {
-		w.pending = w.pending[:0]
-		w.err = nil
+		w.pending = w.pending[1:]
 		return true, nil
 	}
 	if err := w.err; err != nil {
@@ -136,19 +141,21 @@ func (w *Waker) takeLocked() (bool, error) {
 func (w *Waker) leaveLocked() {
 	w.waiters--
 	if w.waiters == 0 {
+		close(w.ended)
 		w.open = make(chan struct{})
 	}
 }
 
-// leave ends a wait that heard nothing. When the last waiter leaves,
-// markers taken for it in the meantime are given back.
+// leave ends a wait that heard nothing. Markers taken for it in the
+// meantime are given back.
 func (w *Waker) leave(ctx context.Context) {
 	w.mu.Lock()
 	w.leaveLocked()
 	var back []int
-	if w.waiters == 0 {
-		back = append(back, w.pending...)
-		w.pending = w.pending[:0]
+	if n := len(w.pending) - w.waiters; n > 0 {
+		// More markers than waiters now: the extra are other claimers'.
+		back = append(back, w.pending[w.waiters:]...)
+		w.pending = w.pending[:w.waiters]
 	}
 	w.mu.Unlock()
 	for _, shard := range back {
@@ -189,15 +196,28 @@ func (w *Waker) popLoop(shard int) {
 		case found:
 			fails = 0
 			w.mu.Lock()
-			deliver := w.waiters > 0
+			deliver := len(w.pending) < w.waiters
+			var ended chan struct{}
 			if deliver {
 				w.pending = append(w.pending, shard)
+			} else if w.waiters > 0 {
+				ended = w.ended
 			}
 			w.mu.Unlock()
 			if deliver {
 				w.notify()
-			} else {
-				w.giveBack(context.Background(), shard)
+				continue
+			}
+			w.giveBack(context.Background(), shard)
+			if ended != nil {
+				// Every waiter has its marker: this one is for another
+				// claimer. Popping it again now would only take it back.
+				select {
+				case <-w.stop:
+					w.dropConn(shard)
+					return
+				case <-ended:
+				}
 			}
 		default:
 			fails = 0

@@ -80,7 +80,7 @@ func Open(ctx context.Context, t Target) (*Env, error) {
 			return nil, errors.New("bench: --cluster starts a cluster of its own: leave --redis empty")
 		}
 		sctx, cancel := context.WithTimeout(ctx, 90*time.Second)
-		c, err := redisproc.StartCluster(sctx, t.Cluster, redisproc.WithBinary(t.RedisServer))
+		c, err := redisproc.StartCluster(sctx, t.Cluster, 0, redisproc.WithBinary(t.RedisServer))
 		cancel()
 		if err != nil {
 			return nil, fmt.Errorf("bench: %w", err)

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"net"
 	"os/exec"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
@@ -17,17 +18,20 @@ import (
 // redis-tools), which forms the cluster, is not on PATH.
 var ErrCLINotFound = errors.New("redisproc: redis-cli not found on PATH (Debian's redis-tools)")
 
-// Cluster is a Redis Cluster of masters only: servers started with
-// cluster-enabled yes and joined by `redis-cli --cluster create`.
+// Cluster is a Redis Cluster: servers started with cluster-enabled yes and
+// joined by `redis-cli --cluster create`.
 type Cluster struct {
-	nodes []*Server
+	nodes   []*Server
+	masters int
 }
 
 // StartCluster starts masters (≥ 3, as redis-cli requires) servers with
-// opts and WithCluster, forms them into a cluster and waits until every
-// node says cluster_state:ok, knows every other one and sees all 16384
-// slots served, or until ctx ends.
-func StartCluster(ctx context.Context, masters int, opts ...Option) (*Cluster, error) {
+// opts and WithCluster, and replicas replicas of each, forms them into a
+// cluster and waits until every node says cluster_state:ok, knows every
+// other one and sees all 16384 slots served, and every replica is in sync,
+// or until ctx ends. With WithDir, node i keeps its files in dir/node-i
+// (a node started again there rejoins with its nodes.conf).
+func StartCluster(ctx context.Context, masters, replicas int, opts ...Option) (*Cluster, error) {
 	if masters < 3 {
 		return nil, fmt.Errorf("redisproc: a cluster of %d masters; redis-cli --cluster create needs at least 3", masters)
 	}
@@ -35,17 +39,18 @@ func StartCluster(ctx context.Context, masters int, opts ...Option) (*Cluster, e
 	if err != nil {
 		return nil, fmt.Errorf("%w: %v", ErrCLINotFound, err)
 	}
-	var password string
+	var seen config
 	for _, o := range opts {
-		var c config
-		o(&c)
-		if c.password != "" {
-			password = c.password
-		}
+		o(&seen)
 	}
-	c := &Cluster{}
-	for range masters {
-		s, err := Start(ctx, append(append([]Option(nil), opts...), WithCluster())...)
+	password := seen.password
+	c := &Cluster{masters: masters}
+	for i := range masters * (1 + replicas) {
+		o := append(append([]Option(nil), opts...), WithCluster())
+		if seen.dir != "" {
+			o = append(o, WithDir(filepath.Join(seen.dir, "node-"+strconv.Itoa(i))))
+		}
+		s, err := Start(ctx, o...)
 		if err != nil {
 			c.Stop()
 			return nil, err
@@ -53,7 +58,7 @@ func StartCluster(ctx context.Context, masters int, opts ...Option) (*Cluster, e
 		c.nodes = append(c.nodes, s)
 	}
 	args := append([]string{"--cluster", "create"}, c.Addrs()...)
-	args = append(args, "--cluster-yes")
+	args = append(args, "--cluster-yes", "--cluster-replicas", strconv.Itoa(replicas))
 	cmd := exec.CommandContext(ctx, cli, args...)
 	if password != "" {
 		cmd.Env = append(cmd.Environ(), "REDISCLI_AUTH="+password)
@@ -77,13 +82,13 @@ func (c *Cluster) waitOK(ctx context.Context, password string) error {
 		"cluster_slots_assigned": "16384",
 		"cluster_slots_ok":       "16384",
 		"cluster_known_nodes":    strconv.Itoa(len(c.nodes)),
-		"cluster_size":           strconv.Itoa(len(c.nodes)),
+		"cluster_size":           strconv.Itoa(c.masters),
 	}
 	var last string
 	for {
 		ok := true
 		for _, n := range c.nodes {
-			info, err := clusterInfo(ctx, n.Addr(), password)
+			info, err := ask(ctx, n.Addr(), password, "CLUSTER", "INFO")
 			if err != nil {
 				ok, last = false, err.Error()
 				break
@@ -95,6 +100,12 @@ func (c *Cluster) waitOK(ctx context.Context, password string) error {
 				}
 			}
 			if !ok {
+				break
+			}
+			// A replica counts once it has synced with its master.
+			if repl, err := ask(ctx, n.Addr(), password, "INFO", "replication"); err != nil ||
+				repl["role"] == "slave" && repl["master_link_status"] != "up" {
+				ok, last = false, fmt.Sprintf("%s: replica not in sync: %v %v", n.Addr(), repl["master_link_status"], err)
 				break
 			}
 		}
@@ -109,8 +120,9 @@ func (c *Cluster) waitOK(ctx context.Context, password string) error {
 	}
 }
 
-// clusterInfo asks one node CLUSTER INFO.
-func clusterInfo(ctx context.Context, addr, password string) (map[string]string, error) {
+// ask sends one node a command answering "name:value" lines (CLUSTER
+// INFO, INFO) and returns them.
+func ask(ctx context.Context, addr, password string, cmd ...string) (map[string]string, error) {
 	d := net.Dialer{Timeout: time.Second}
 	conn, err := d.DialContext(ctx, "tcp", addr)
 	if err != nil {
@@ -118,7 +130,7 @@ func clusterInfo(ctx context.Context, addr, password string) (map[string]string,
 	}
 	defer conn.Close()
 	_ = conn.SetDeadline(time.Now().Add(2 * time.Second))
-	req := command("CLUSTER", "INFO")
+	req := command(cmd...)
 	if password != "" {
 		req = command("AUTH", password) + req
 	}
@@ -136,7 +148,7 @@ func clusterInfo(ctx context.Context, addr, password string) (map[string]string,
 		return nil, err
 	}
 	if strings.HasPrefix(r, "-") {
-		return nil, fmt.Errorf("%s: CLUSTER INFO: %s", addr, r[1:])
+		return nil, fmt.Errorf("%s: %s: %s", addr, strings.Join(cmd, " "), r[1:])
 	}
 	info := map[string]string{}
 	for _, line := range strings.Split(r, "\n") {
@@ -147,7 +159,7 @@ func clusterInfo(ctx context.Context, addr, password string) (map[string]string,
 	return info, nil
 }
 
-// Addrs are the masters' host:port.
+// Addrs are every node's host:port (the masters first, as formed).
 func (c *Cluster) Addrs() []string {
 	out := make([]string, len(c.nodes))
 	for i, n := range c.nodes {
@@ -156,7 +168,8 @@ func (c *Cluster) Addrs() []string {
 	return out
 }
 
-// Nodes are the masters' servers.
+// Nodes are every node's server (the masters first, as formed; a failover
+// changes their roles).
 func (c *Cluster) Nodes() []*Server { return c.nodes }
 
 // Stop stops every node (each as Server.Stop). Safe to call twice.

@@ -257,7 +257,7 @@ func processAlive(pid int) bool {
 func TestStartClusterWithPassword(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	defer cancel()
-	c, err := StartCluster(ctx, 3, WithPassword("cl-pw"))
+	c, err := StartCluster(ctx, 3, 0, WithPassword("cl-pw"))
 	if err != nil {
 		t.Fatal(err)
 	}

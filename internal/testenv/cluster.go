@@ -38,7 +38,7 @@ func StartRedisCluster(t testing.TB, masters int) *RedisCluster {
 }
 
 func startCluster(ctx context.Context, masters int) (*RedisCluster, error) {
-	c, err := redisproc.StartCluster(ctx, masters, redisproc.WithStopGrace(5*time.Second),
+	c, err := redisproc.StartCluster(ctx, masters, 0, redisproc.WithStopGrace(5*time.Second),
 		redisproc.WithConfig("loglevel warning", "cluster-node-timeout 5000"))
 	if errors.Is(err, redisproc.ErrNotFound) || errors.Is(err, redisproc.ErrCLINotFound) {
 		return nil, fmt.Errorf("start redis cluster: %v (run `make deps` or `make test`, which install it)", err)
