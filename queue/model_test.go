@@ -78,9 +78,15 @@ func TestModel(t *testing.T) {
 	}
 	running := func(tk *mtask) bool { return tk.state == task.Running }
 
+	// make check (-short): a tenth of the walk. make test (-race): a third,
+	// since the walk is one goroutine and the detector made it 74 s of the
+	// package's 141; each run draws a new seed, so runs add up.
 	steps := *modelSteps
-	if testing.Short() {
-		steps = min(steps, 300) // make check: a tenth of the walk
+	switch {
+	case testing.Short():
+		steps = min(steps, 300)
+	case raceEnabled:
+		steps = min(steps, 1000)
 	}
 	for step := 0; step < steps; step++ {
 		now := e.clock.Now()
