@@ -306,73 +306,72 @@ func benchCompleteLearning(b *testing.B, n int) {
 	b.ReportMetric(med(durs[1]), "learning-µs/task")
 }
 
-// BenchmarkClaimTypes: claim 32 and complete them, by a claimer that serves
-// every type (no filter), one that names the pool's only type among four,
-// and, in a pool of two interleaved types, two claimers taking turns that
-// serve one each (each passes over about one task per task it takes).
-// redis-us/task is the Redis time of the scripts (INFO commandstats) per
-// claimed task.
+// BenchmarkClaimTypes times claim.lua in Redis (SLOWLOG, call by call,
+// the arms interleaved in one Redis so load drift hits each alike), per
+// claimed task, median: 32 at a time by a claimer that serves every type (no
+// filter), by one that names the pool's only type among four, and in a pool
+// of two interleaved types by two claimers taking turns that serve one each
+// (each passes over about one task per task it takes).
 func BenchmarkClaimTypes(b *testing.B) {
-	for _, c := range []struct {
-		name  string
-		mixed bool
-		types []string
-	}{
-		{"every type", false, nil},
-		{"served of 4", false, []string{"bench.a", "bench.b", "bench.noop", "bench.z"}},
-		{"half passed over", true, []string{"bench.noop"}},
-	} {
-		b.Run(c.name, func(b *testing.B) {
-			s, ctx, r := benchStore(b)
-			sp := benchSpec(b)
-			other := benchSpec(b)
-			other.Type = "bench.other"
-			claimers := []Types{{}}
-			if c.types != nil {
-				ts, err := ServeTypes(c.types...)
-				if err != nil {
-					b.Fatal(err)
-				}
-				claimers[0] = ts
+	s, ctx, r := benchStore(b)
+	rdb := r.Client()
+	for _, kv := range [][2]string{{"slowlog-log-slower-than", "0"}, {"slowlog-max-len", "100000"}} {
+		if err := rdb.ConfigSet(ctx, kv[0], kv[1]).Err(); err != nil {
+			b.Fatal(err)
+		}
+	}
+	served := func(types ...string) Types {
+		ts, err := ServeTypes(types...)
+		if err != nil {
+			b.Fatal(err)
+		}
+		return ts
+	}
+	type claimer struct {
+		worker, pool string
+		types        Types
+	}
+	// Each arm is a claim or, for the mixed pool, the two turns in order.
+	arms := [][]claimer{
+		{{"every-type", "cpu", Types{}}},
+		{{"served-of-4", "cpu", served("bench.a", "bench.b", "bench.noop", "bench.z")}},
+		{{"mixed", "mix", served("bench.noop")}, {"mixed", "mix", served("bench.other")}},
+	}
+	sp, other := benchSpec(b), benchSpec(b)
+	other.Type = "bench.other"
+	batch := make([]NewTask, 0, 1500)
+	for n := 0; n < b.N*64; n += 500 {
+		batch = batch[:0]
+		for j := 0; j < 500; j++ {
+			batch = append(batch, NewTask{Spec: sp, Pool: "cpu"}, NewTask{Spec: sp, Pool: "mix"}, NewTask{Spec: other, Pool: "mix"})
+		}
+		if _, err := s.Submit(ctx, batch...); err != nil {
+			b.Fatal(err)
+		}
+	}
+	durs := map[string][]int64{}
+	collect := func() {
+		logs, err := rdb.SlowLogGet(ctx, -1).Result()
+		if err != nil {
+			b.Fatal(err)
+		}
+		for _, l := range logs {
+			// evalsha sha numkeys, 9 keys, then clock pool worker …
+			if len(l.Args) > 14 && strings.EqualFold(l.Args[0], "evalsha") && l.Args[1] == scripts.claim.Hash() {
+				durs[l.Args[14]] = append(durs[l.Args[14]], l.Duration.Microseconds())
 			}
-			if c.mixed {
-				ts, _ := ServeTypes("bench.other")
-				claimers = append(claimers, ts)
-			}
-			batch := make([]NewTask, 0, 1000)
-			for n := 0; n < b.N*32; n += len(batch) {
-				batch = batch[:0]
-				for j := 0; j < 1000; j++ {
-					batch = append(batch, NewTask{Spec: sp, Pool: "cpu"})
-					if c.mixed {
-						batch = append(batch, NewTask{Spec: other, Pool: "cpu"})
-					}
-				}
-				if _, err := s.Submit(ctx, batch...); err != nil {
-					b.Fatal(err)
-				}
-			}
-			usec := func() float64 {
-				info, _ := r.Client().Info(ctx, "commandstats").Result()
-				for _, l := range strings.Split(info, "\r\n") {
-					if rest, ok := strings.CutPrefix(l, "cmdstat_evalsha:"); ok {
-						for _, kv := range strings.Split(rest, ",") {
-							if v, ok := strings.CutPrefix(kv, "usec="); ok {
-								f, _ := strconv.ParseFloat(v, 64)
-								return f
-							}
-						}
-					}
-				}
-				return 0
-			}
-			cs := make([]Completion, 0, 32)
-			before := usec()
-			b.ResetTimer()
-			for i := 0; i < b.N; i++ {
-				got, err := s.Claim(ctx, ClaimRequest{Pool: "cpu", Worker: "w", N: 32, Types: claimers[i%len(claimers)]})
+		}
+		rdb.SlowLogReset(ctx)
+	}
+	rdb.SlowLogReset(ctx)
+	cs := make([]Completion, 0, 32)
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		for k := range arms {
+			for _, c := range arms[(i+k)%len(arms)] {
+				got, err := s.Claim(ctx, ClaimRequest{Pool: c.pool, Worker: c.worker, N: 32, Types: c.types})
 				if err != nil || len(got) != 32 {
-					b.Fatal(len(got), err)
+					b.Fatal(c.worker, len(got), err)
 				}
 				cs = cs[:0]
 				for _, t := range got {
@@ -382,8 +381,19 @@ func BenchmarkClaimTypes(b *testing.B) {
 					b.Fatal(err)
 				}
 			}
-			b.StopTimer()
-			b.ReportMetric((usec()-before)/float64(b.N*32), "redis-us/task")
-		})
+		}
+		if i%1000 == 999 {
+			collect()
+		}
+	}
+	b.StopTimer()
+	collect()
+	for _, arm := range arms {
+		v := durs[arm[0].worker]
+		if len(v) == 0 {
+			b.Fatalf("no claims of %s in the slow log", arm[0].worker)
+		}
+		slices.Sort(v)
+		b.ReportMetric(float64(v[len(v)/2])/32, arm[0].worker+"-µs/task")
 	}
 }

@@ -26,16 +26,18 @@
 local now = clock(ARGV[1])
 local pool, worker, n = ARGV[2], ARGV[3], tonumber(ARGV[4])
 local lease, step, price = tonumber(ARGV[5]), tonumber(ARGV[6]), ARGV[7]
-local served = ARGV[9]
-local filter = served ~= '*'
-local bound = 0
-if filter then bound = tonumber(ARGV[10]) end
+local filter = ARGV[9] ~= '*'
+local bound, served = 0, {}
+if filter then
+  bound = tonumber(ARGV[10])
+  for ty in string.gmatch(ARGV[9], '[^,]+') do served[ty] = true end
+end
 local skipped = 0
 -- serves: whether this claimer takes task id (counting the ones it passes over).
 local function serves(id)
   if not filter then return true end
   local ty = redis.call('HGET', tkey(id), 'ty')
-  if ty and string.find(served, ',' .. ty .. ',', 1, true) then return true end
+  if ty and served[ty] then return true end
   skipped = skipped + 1
   return false
 end
@@ -49,32 +51,48 @@ local function take(p, id)
   l[#l + 1] = id
 end
 
-local top = redis.call('ZRANGE', qkey(pool, 0), 0, n + bound - 1)
-local passed = 0
-for _, id in ipairs(top) do
-  if #chosen == n then break end
-  if serves(id) then
-    take(0, id)
-  else
-    passed = passed + 1
-    if passed >= bound then break end
+-- Each priority's head is read `left` at a time and read further only once
+-- tasks were passed over, so a claimer that serves what it finds reads no
+-- more than an unfiltered claim.
+local off0, passed = 0, 0
+while #chosen < n and passed < math.max(bound, 1) do
+  local want = n - #chosen
+  local top = redis.call('ZRANGE', qkey(pool, 0), off0, off0 + want - 1)
+  off0 = off0 + #top
+  for _, id in ipairs(top) do
+    if serves(id) then
+      take(0, id)
+    else
+      passed = passed + 1
+      if passed >= bound then break end
+    end
   end
+  if #top < want or not filter then break end
 end
 
 local left = n - #chosen
 if left > 0 then
-  -- heads of priorities 1..4: up to `left` (+ the skip bound) candidates
-  -- each, merged by key; a priority that passed over `bound` tasks is done.
-  local heads, pos, over = {}, {}, {}
-  for p = 1, 4 do
-    heads[p] = redis.call('ZRANGE', qkey(pool, p), 0, left + bound - 1, 'WITHSCORES')
+  -- heads of priorities 1..4, merged by key; a priority that passed over
+  -- `bound` tasks is done for this claim.
+  local heads, pos, off, over, more = {}, {}, {}, {}, {}
+  local function refill(p)
+    heads[p] = redis.call('ZRANGE', qkey(pool, p), off[p], off[p] + left - 1, 'WITHSCORES')
     pos[p] = 1
-    over[p] = 0
+    off[p] = off[p] + #heads[p] / 2
+    more[p] = #heads[p] == 2 * left -- a full read: the set may hold more
+  end
+  for p = 1, 4 do
+    off[p], over[p] = 0, 0
+    refill(p)
   end
   while left > 0 do
     local best, bestKey = nil, nil
     for p = 1, 4 do
       local h = heads[p]
+      if pos[p] >= #h and more[p] and over[p] > 0 and over[p] < bound then
+        refill(p) -- read on past what this claim passed over
+        h = heads[p]
+      end
       if pos[p] < #h and (not filter or over[p] < bound) then
         local key = tonumber(h[pos[p] + 1]) + p * step
         if bestKey == nil or key < bestKey then best, bestKey = p, key end
