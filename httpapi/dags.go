@@ -107,7 +107,7 @@ func decodeDAGNode(i int, raw json.RawMessage) (apiv1.DAGNodeSpec, error) {
 // isSpecField reports whether key is a field of a task spec (a node that
 // has one is a spec written where its "task" should be).
 func isSpecField(key string) bool {
-	return fieldNames(reflect.TypeFor[task.Spec](), nil).has(key)
+	return task.HasJSONField(reflect.TypeFor[task.Spec](), key)
 }
 
 func (a *API) getDAG(w http.ResponseWriter, r *http.Request, p Principal) error {

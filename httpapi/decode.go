@@ -109,7 +109,7 @@ func decodeStrict(data []byte, v any) *decodeError {
 		return &decodeError{fault: faultTrailing}
 	}
 	if t := reflect.TypeOf(v); t.Kind() == reflect.Pointer && t.Elem().Kind() == reflect.Struct && isObject(raw) {
-		if key, ok := unknownKey(raw, t.Elem()); ok {
+		if key, ok := task.UnknownKey(raw, t.Elem()); ok {
 			return &decodeError{fault: faultUnknown, field: key}
 		}
 	}
@@ -135,74 +135,4 @@ func syntaxDetail(err error) string { return strings.TrimPrefix(err.Error(), "js
 func isObject(raw json.RawMessage) bool {
 	b := bytes.TrimSpace(raw)
 	return len(b) > 0 && b[0] == '{'
-}
-
-// unknownKey is the first key of the object raw that names no field of
-// the struct type t.
-func unknownKey(raw json.RawMessage, t reflect.Type) (string, bool) {
-	names := fieldNames(t, nil)
-	dec := json.NewDecoder(bytes.NewReader(raw))
-	if _, err := dec.Token(); err != nil { // {
-		return "", false
-	}
-	for dec.More() {
-		tok, err := dec.Token()
-		if err != nil {
-			return "", false
-		}
-		key, _ := tok.(string)
-		if !names.has(key) {
-			return key, true
-		}
-		var skip json.RawMessage
-		if err := dec.Decode(&skip); err != nil {
-			return "", false
-		}
-	}
-	return "", false
-}
-
-// jsonNames are the JSON names of a struct's fields.
-type jsonNames []string
-
-// has reports whether key names one of them as encoding/json matches keys:
-// exactly, or else ignoring case.
-func (ns jsonNames) has(key string) bool {
-	for _, n := range ns {
-		if n == key || strings.EqualFold(n, key) {
-			return true
-		}
-	}
-	return false
-}
-
-// fieldNames adds to ns the JSON names of t's exported fields, those of
-// embedded structs included.
-func fieldNames(t reflect.Type, ns jsonNames) jsonNames {
-	for i := range t.NumField() {
-		f := t.Field(i)
-		tag := f.Tag.Get("json")
-		if tag == "-" {
-			continue
-		}
-		name, _, _ := strings.Cut(tag, ",")
-		if f.Anonymous && name == "" {
-			ft := f.Type
-			if ft.Kind() == reflect.Pointer {
-				ft = ft.Elem()
-			}
-			if ft.Kind() == reflect.Struct {
-				ns = fieldNames(ft, ns)
-				continue
-			}
-		}
-		if !f.IsExported() {
-			continue
-		}
-		if name == "" {
-			name = f.Name
-		}
-		ns = append(ns, name)
-	}
-	return ns
 }

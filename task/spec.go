@@ -109,8 +109,8 @@ var (
 // DecodeSpec strictly decodes one JSON spec: unknown fields are rejected and
 // named, trailing data is an error.
 func DecodeSpec(data []byte) (*Spec, error) {
-	if f := unknownSpecField(data); f != nil {
-		return nil, f
+	if key, ok := UnknownKey(data, reflect.TypeFor[Spec]()); ok {
+		return nil, &FieldError{Field: key, Msg: "unknown field"}
 	}
 	dec := json.NewDecoder(bytes.NewReader(data))
 	var s Spec
@@ -124,44 +124,6 @@ func DecodeSpec(data []byte) (*Spec, error) {
 		return nil, fieldErr("", "unexpected data after the JSON object")
 	}
 	return &s, nil
-}
-
-// specKeys are the JSON names of Spec's fields, lower-cased (read once from
-// its tags): encoding/json matches keys without regard to case, so does
-// unknownSpecField.
-var specKeys = func() map[string]bool {
-	m := map[string]bool{}
-	t := reflect.TypeOf(Spec{})
-	for i := 0; i < t.NumField(); i++ {
-		name, _, _ := strings.Cut(t.Field(i).Tag.Get("json"), ",")
-		m[strings.ToLower(name)] = true
-	}
-	return m
-}()
-
-// unknownSpecField walks the object's keys in document order and names the
-// first one Spec does not have, without reading encoding/json's error text.
-// Anything that is not a well-formed object is left to Decode to report.
-func unknownSpecField(data []byte) *FieldError {
-	dec := json.NewDecoder(bytes.NewReader(data))
-	if tok, err := dec.Token(); err != nil || tok != json.Delim('{') {
-		return nil
-	}
-	for dec.More() {
-		tok, err := dec.Token()
-		if err != nil {
-			return nil
-		}
-		key, _ := tok.(string)
-		if !specKeys[strings.ToLower(key)] {
-			return &FieldError{Field: key, Msg: "unknown field"}
-		}
-		var skip json.RawMessage
-		if dec.Decode(&skip) != nil {
-			return nil
-		}
-	}
-	return nil
 }
 
 // badTimeField finds a duration or time field that does not parse, so its
