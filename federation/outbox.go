@@ -211,13 +211,10 @@ func (o *outbox) send(ctx context.Context, target string, tasks []*task.Task) {
 // handOffOf is the wire form of a task handed off with its history.
 func handOffOf(t *task.Task, spec json.RawMessage, trail []task.Transition, region string, now time.Time) apiv1.HandOff {
 	created := t.CreatedAt
-	if len(trail) >= queue.MaxCarriedTrail {
-		trail = append(append([]task.Transition(nil), trail[:16]...), trail[len(trail)-(queue.MaxCarriedTrail-17):]...)
-	}
 	// The HANDED_OFF step is recorded here once the receiver accepts; the
 	// carried trail has it already, as of the sending.
-	trail = append(trail[:len(trail):len(trail)], task.Transition{At: now, From: task.Pending, To: task.HandedOff,
-		Reason: task.ReasonHandedOff, By: t.HandOffTarget + "/" + t.Pool, Attempt: t.Attempts, Region: region})
+	trail = queue.CapTrail(append(trail[:len(trail):len(trail)], task.Transition{At: now, From: task.Pending, To: task.HandedOff,
+		Reason: task.ReasonHandedOff, By: t.HandOffTarget + "/" + t.Pool, Attempt: t.Attempts, Region: region}))
 	return apiv1.HandOff{ID: t.ID, Pool: t.Pool, Spec: spec, Cancel: t.CancelRequested,
 		Attempts: t.Attempts, PreemptCount: t.PreemptCount, CreatedAt: &created, LastError: t.LastError, Trail: trail}
 }

@@ -110,35 +110,20 @@ func (s *Store) getMany(ctx context.Context, shard int, ids []string) ([]*task.T
 // Trail returns a task's transitions, oldest first. The happy path is
 // rebuilt from the record's timestamps; abnormal steps come from its log.
 func (s *Store) Trail(ctx context.Context, id string) ([]task.Transition, error) {
-	shard, err := s.shardOf(id)
+	trs, err := s.Trails(ctx, []string{id})
 	if err != nil {
 		return nil, err
 	}
-	p := s.keys[shard].prefix
-	pipe := s.rdb.Pipeline()
-	hc := pipe.HGetAll(ctx, p+"t:"+id)
-	lc := pipe.LRange(ctx, p+"l:"+id, 0, -1)
-	if _, err := pipe.Exec(ctx); err != nil {
-		return nil, fmt.Errorf("queue: trail: %w", err)
-	}
-	h := hc.Val()
-	if len(h) == 0 {
+	tr, ok := trs[id]
+	if !ok {
 		return nil, fmt.Errorf("%w: %s", task.ErrNotFound, id)
 	}
-	if t := decodeTask(id, h, s.opts.Defaults); mayBeLazy(t) {
-		if err := s.resolveLazy(ctx, shard, []*task.Task{t}); err != nil {
-			return nil, err
-		}
-		if t.State == task.Ready {
-			h["st"], h["rs"], h["rt"] = "R", task.ReasonDue, h["du"]
-		}
-	}
-	return buildTrail(h, lc.Val(), s.opts.Region), nil
+	return tr, nil
 }
 
 // Trails reads the trails of many tasks in one pipelined round trip (the
-// outbox sends them with the tasks it hands off). Ids not found are left
-// out.
+// outbox sends them with the tasks it hands off; Trail is Trails of one).
+// Ids not found are left out.
 func (s *Store) Trails(ctx context.Context, ids []string) (map[string][]task.Transition, error) {
 	type reads struct {
 		h *redis.MapStringStringCmd
@@ -159,11 +144,37 @@ func (s *Store) Trails(ctx context.Context, ids []string) (map[string][]task.Tra
 			return nil, fmt.Errorf("queue: trails: %w", err)
 		}
 	}
+	// Pinned delayed tasks may be READY by structure (see resolveLazy): the
+	// trail shows that step.
+	lazy := map[int][]*task.Task{}
+	hs := make([]map[string]string, len(ids))
+	for i, id := range ids {
+		if hs[i] = rs[i].h.Val(); len(hs[i]) > 0 {
+			if t := decodeTask(id, hs[i], s.opts.Defaults); mayBeLazy(t) {
+				shard, _ := s.shardOf(id)
+				lazy[shard] = append(lazy[shard], t)
+			}
+		}
+	}
+	ready := map[string]bool{}
+	for shard, ts := range lazy {
+		if err := s.resolveLazy(ctx, shard, ts); err != nil {
+			return nil, err
+		}
+		for _, t := range ts {
+			ready[t.ID] = t.State == task.Ready
+		}
+	}
 	out := make(map[string][]task.Transition, len(ids))
 	for i, id := range ids {
-		if h := rs[i].h.Val(); len(h) > 0 {
-			out[id] = buildTrail(h, rs[i].l.Val(), s.opts.Region)
+		h := hs[i]
+		if len(h) == 0 {
+			continue
 		}
+		if ready[id] {
+			h["st"], h["rs"], h["rt"] = "R", task.ReasonDue, h["du"]
+		}
+		out[id] = buildTrail(h, rs[i].l.Val(), s.opts.Region)
 	}
 	return out, nil
 }

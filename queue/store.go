@@ -215,6 +215,15 @@ type History struct {
 // hundreds of times keeps its birth and its latest steps.
 const MaxCarriedTrail = 256
 
+// CapTrail keeps at most MaxCarriedTrail steps of tr: the first 16 (the
+// birth and the first hand-offs) and the latest ones.
+func CapTrail(tr []task.Transition) []task.Transition {
+	if len(tr) <= MaxCarriedTrail {
+		return tr
+	}
+	return append(append([]task.Transition(nil), tr[:16]...), tr[len(tr)-(MaxCarriedTrail-16):]...)
+}
+
 // historyFields are the record fields and trail lines (field "~") that
 // carry h into the receiving region's record.
 func historyFields(h *History, region string) []any {
@@ -228,11 +237,7 @@ func historyFields(h *History, region string) []any {
 	if h.LastError != "" {
 		f = append(f, "er", clean(h.LastError, task.MaxErrorLen))
 	}
-	tr := h.Trail
-	if len(tr) > MaxCarriedTrail {
-		tr = append(append([]task.Transition(nil), tr[:16]...), tr[len(tr)-(MaxCarriedTrail-16):]...)
-	}
-	for _, t := range tr {
+	for _, t := range CapTrail(h.Trail) {
 		r := t.Region
 		if r == "" {
 			r = region
