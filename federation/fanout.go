@@ -27,6 +27,7 @@ import (
 	"fmt"
 	"net/http"
 	"net/url"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -109,22 +110,15 @@ func (n *Node) fanOutRegions(only string, hops int) ([]string, error) {
 	}
 	// Only the configured regions: a registration in the global etcd is no
 	// reason to send a request (with the cluster token) anywhere.
-	set := map[string]bool{n.cfg.Region: true}
-	for _, r := range n.cfg.Regions {
-		set[r] = true
-	}
 	if only != "" {
-		if !set[only] {
+		if !n.KnownRegion(only) {
 			return nil, unknownRegion(only)
 		}
 		return []string{only}, nil
 	}
-	out := make([]string, 0, len(set))
-	for r := range set {
-		out = append(out, r)
-	}
+	out := append([]string{n.cfg.Region}, n.cfg.Regions...)
 	sort.Strings(out)
-	return out, nil
+	return slices.Compact(out), nil
 }
 
 // RegionPart is one region's part of an answer gathered from every region:

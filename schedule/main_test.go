@@ -1,21 +1,9 @@
 package schedule
 
 import (
-	"context"
 	"testing"
 
-	"github.com/redis/go-redis/v9"
-	"go.uber.org/goleak"
+	"github.com/ax-sched/ax/internal/fedtest"
 )
 
-// Every goroutine a test starts (servers, cells, views, workers, outbox
-// senders, HTTP connections) must be gone when the package's tests end.
-func TestMain(m *testing.M) {
-	// go-redis logs every failed dial to stderr; tests kill Redis on purpose.
-	redis.SetLogger(quietRedis{})
-	goleak.VerifyTestMain(m)
-}
-
-type quietRedis struct{}
-
-func (quietRedis) Printf(context.Context, string, ...any) {}
+func TestMain(m *testing.M) { fedtest.Main(m) }
