@@ -24,8 +24,14 @@ type Config struct {
 	// Registerer, when set, gets the API's own metrics.
 	Gatherer   prometheus.Gatherer
 	Registerer prometheus.Registerer
-	// Ready reports readiness beyond Redis (etcd reachable, ...).
+	// Ready reports readiness beyond Redis (the regional etcd reachable):
+	// an error makes /readyz answer 503.
 	Ready func(ctx context.Context) error
+	// GlobalEtcd reports whether the global etcd answers (nil: not asked).
+	// Its loss does not make the server unready — the region schedules its
+	// own work on its last view — but /readyz says so, from the same probe
+	// as ax_global_etcd_healthy, so the two agree.
+	GlobalEtcd func() error
 	// Pools are this region's pool names (hand-off receivers check them).
 	Pools []string
 	// Schedules serves /v1/schedules (nil: 503, this server runs none).
@@ -209,13 +215,21 @@ func (a *API) readyz(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	view := a.n.View()
-	if !view.Connected() {
+	global := true
+	if a.cfg.GlobalEtcd != nil {
+		if err := a.cfg.GlobalEtcd(); err != nil {
+			global = false
+		}
+	}
+	if !view.Connected() || !global {
 		// Not fatal: the region keeps scheduling its own work on its last view.
 		w.Header().Set("X-Ax-Global-View", "stale")
 	}
 	if len(problems) > 0 {
-		writeJSON(w, http.StatusServiceUnavailable, map[string]any{"ready": false, "problems": problems, "global_view": view.Connected()})
+		writeJSON(w, http.StatusServiceUnavailable, map[string]any{"ready": false, "problems": problems,
+			"global_view": view.Connected(), "global_etcd": global})
 		return
 	}
-	writeJSON(w, http.StatusOK, map[string]any{"ready": true, "region": a.n.Region(), "global_view": view.Connected()})
+	writeJSON(w, http.StatusOK, map[string]any{"ready": true, "region": a.n.Region(),
+		"global_view": view.Connected(), "global_etcd": global})
 }

@@ -25,6 +25,15 @@ var (
 	ErrLost = errors.New("lease: leadership given up")
 )
 
+// Probe errors (Probe.Err).
+var (
+	// ErrProbePending: the probe has not had its first answer yet.
+	ErrProbePending = errors.New("lease: probe: no answer yet")
+	// ErrProbeStale: the last good answer is older than the probe allows
+	// (a call is stuck, as behind a partition).
+	ErrProbeStale = errors.New("lease: probe: no recent answer")
+)
+
 // Leadership is one term as leader of an election. It is valid until Done
 // is closed; its Token orders terms (a later term has a higher token), which
 // is what fenced writes compare.

@@ -270,7 +270,7 @@ func TestLeadershipLostWithLease(t *testing.T) {
 func TestLeadershipLostOnEtcdStall(t *testing.T) {
 	checkLeaks(t)
 	e := testenv.StartEtcd(t)
-	p := startProxy(t, e.Endpoint())
+	p := testenv.StartProxy(t, e.Endpoint())
 	ctx := testCtx(t)
 
 	stalled := newSession(t, ctx, newClient(t, p.URL()))

@@ -79,7 +79,7 @@ func TestRegistrationUpdateDuringOutage(t *testing.T) {
 	checkLeaks(t)
 	e := testenv.StartEtcd(t)
 	admin := e.Client()
-	p := startProxy(t, e.Endpoint())
+	p := testenv.StartProxy(t, e.Endpoint())
 	ctx := testCtx(t)
 	m := NewManager(newClient(t, p.URL()), testOptions()...)
 	t.Cleanup(func() { _ = m.Close(context.Background()) })

@@ -121,7 +121,7 @@ func TestManagerSurvivesOutage(t *testing.T) {
 	testenv.Slow(t)
 	checkLeaks(t)
 	e := testenv.StartEtcd(t)
-	p := startProxy(t, e.Endpoint())
+	p := testenv.StartProxy(t, e.Endpoint())
 	ctx := testCtx(t)
 	m := NewManager(newClient(t, p.URL()), testOptions()...)
 	t.Cleanup(func() { _ = m.Close(context.Background()) })

@@ -113,7 +113,7 @@ func TestViewRelistsAfterCompaction(t *testing.T) {
 	checkLeaks(t)
 	e := testenv.StartEtcd(t)
 	admin := e.Client()
-	p := startProxy(t, e.Endpoint())
+	p := testenv.StartProxy(t, e.Endpoint())
 	ctx := testCtx(t)
 	log := &logRecorder{}
 	v := startView(t, newClient(t, p.URL()), "/ax/", WithLogger(slog.New(log)))

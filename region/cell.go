@@ -385,12 +385,10 @@ func (c *Cell) houseLoop(ctx context.Context, f queue.Fence, lost func(error)) {
 					if c.globalHealthy.Swap(false) {
 						c.log.Warn("global etcd unreachable; scheduling on the region's own view", "err", err)
 					}
-					c.metrics.globalHealthy.WithLabelValues(c.cfg.Region).Set(0)
 				} else {
 					if !c.globalHealthy.Swap(true) {
 						c.log.Info("global etcd reachable again")
 					}
-					c.metrics.globalHealthy.WithLabelValues(c.cfg.Region).Set(1)
 					last, lastPublish = figs.Pools, time.Now()
 				}
 			}

@@ -4,7 +4,7 @@ import "github.com/prometheus/client_golang/prometheus"
 
 // Metrics of a cell (ax_ prefix; labels region, pool).
 type Metrics struct {
-	leader, globalHealthy             *prometheus.GaugeVec
+	leader                            *prometheus.GaugeVec
 	leaderChanges, fenced             *prometheus.CounterVec
 	promoted, placed, reaped          *prometheus.CounterVec
 	slots, running, ready, fill, util *prometheus.GaugeVec
@@ -24,7 +24,6 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 	}
 	m := &Metrics{
 		leader:        g("ax_region_leader", "1 while this server leads its region's cell.", "region"),
-		globalHealthy: g("ax_global_etcd_healthy", "0 while the leader cannot publish to the global etcd.", "region"),
 		leaderChanges: c("ax_leader_changes_total", "Terms this server started as its cell's leader.", "region"),
 		fenced:        c("ax_fenced_writes_rejected_total", "Leader-only writes rejected by the fence (a newer leader exists).", "region"),
 		promoted:      c("ax_tasks_promoted_total", "Delayed tasks that became due.", "region"),
@@ -44,7 +43,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		preemptions: c("ax_preemptions_total", "Preemption decisions by reason: PREEMPTED or PREEMPT_DENIED_*.", "region", "pool", "reason"),
 	}
 	if reg != nil {
-		for _, col := range []prometheus.Collector{m.leader, m.globalHealthy, m.leaderChanges, m.fenced,
+		for _, col := range []prometheus.Collector{m.leader, m.leaderChanges, m.fenced,
 			m.promoted, m.placed, m.reaped, m.slots, m.running, m.ready, m.fill, m.util,
 			m.pressure, m.starving, m.dead, m.pending, m.deferred, m.preemptions} {
 			reg.MustRegister(col)
@@ -66,11 +65,11 @@ func (m *Metrics) init(region string, pools []Pool) {
 }
 
 // forget drops the figures only the leader keeps up to date (pool gauges,
-// queue figures, global etcd health) when a term ends, so a standby never
+// queue figures) when a term ends, so a standby never
 // exports a stale copy next to the new leader's.
 func (m *Metrics) forget(region string) {
 	l := prometheus.Labels{"region": region}
-	for _, g := range []*prometheus.GaugeVec{m.globalHealthy, m.slots, m.running, m.ready, m.fill, m.util, m.pressure,
+	for _, g := range []*prometheus.GaugeVec{m.slots, m.running, m.ready, m.fill, m.util, m.pressure,
 		m.starving, m.dead, m.pending} {
 		g.DeletePartialMatch(l)
 	}

@@ -63,7 +63,7 @@ func TestLeaderExportsStarvationAndDLQAndForgetsThemAfterItsTerm(t *testing.T) {
 	}
 	stopA()
 	waitFor(t, 5*time.Second, "b leads", b.Leading)
-	for _, name := range []string{"ax_tasks_starving", "ax_dlq_tasks", "ax_tasks_pending", "ax_pool_ready", "ax_global_etcd_healthy"} {
+	for _, name := range []string{"ax_tasks_starving", "ax_dlq_tasks", "ax_tasks_pending", "ax_pool_ready"} {
 		if n := series(t, regA, name); n != 0 {
 			t.Errorf("the former leader still exports %d series of %s", n, name)
 		}

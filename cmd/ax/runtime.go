@@ -126,17 +126,20 @@ type server struct {
 	log      *slog.Logger
 	regional *clientv3.Client
 	global   *clientv3.Client
-	rdb      redis.UniversalClient
-	store    *queue.Store
-	view     *federation.View
-	node     *federation.Node
-	cell     *region.Cell
-	sched    *schedule.Scheduler
-	dags     *dag.Runs
-	http     *http.Server
-	auth     *httpapi.Auth
-	ln       net.Listener
-	id       string
+	// probes of the two etcds (one when they are the same): /readyz and the
+	// ax_*_etcd_healthy gauges read them, so they agree within a probe.
+	regionalProbe, globalProbe *lease.Probe
+	rdb                        redis.UniversalClient
+	store                      *queue.Store
+	view                       *federation.View
+	node                       *federation.Node
+	cell                       *region.Cell
+	sched                      *schedule.Scheduler
+	dags                       *dag.Runs
+	http                       *http.Server
+	auth                       *httpapi.Auth
+	ln                         net.Listener
+	id                         string
 }
 
 // startServer builds every piece; Run then serves until ctx ends.
@@ -187,6 +190,13 @@ func startServer(ctx context.Context, cfg *config.Region, ln net.Listener, reg *
 	// with this server's, like every other series it exports.
 	own := prometheus.WrapRegistererWith(prometheus.Labels{"region": cfg.Name}, reg)
 	own.MustRegister(s.view.ConnectedGauge())
+	s.regionalProbe = lease.NewProbe(s.regional, cfg.Etcd.Prefix+"ready-probe", 0, 0)
+	s.globalProbe = s.regionalProbe
+	if s.global != s.regional {
+		s.globalProbe = lease.NewProbe(s.global, cfg.Etcd.Prefix+"ready-probe", 0, 0)
+	}
+	own.MustRegister(probeGauge("ax_regional_etcd_healthy", "1 while this server's probe of its region's etcd answers (every 500 ms, 1 s timeout); /readyz is 503 while it is 0.", s.regionalProbe),
+		probeGauge("ax_global_etcd_healthy", "1 while this server's probe of the global etcd answers (every 500 ms, 1 s timeout); /readyz reports global_etcd false while it is 0.", s.globalProbe))
 	if s.ln == nil {
 		if s.ln, err = net.Listen("tcp", cfg.Listen); err != nil {
 			return nil, fmt.Errorf("listen %s: %w", cfg.Listen, err)
@@ -231,13 +241,13 @@ func startServer(ctx context.Context, cfg *config.Region, ln net.Listener, reg *
 		Auth: auth, MaxPayload: int(cfg.Task.MaxPayload), Gatherer: reg, Registerer: own, Pools: pools,
 		Schedules: s.sched, DAGs: s.dags,
 		Logger: s.log, LongPolls: cfg.HTTPServer.MaxLongPolls, LongPollsPerTenant: cfg.HTTPServer.MaxLongPollsPerTenant,
-		Ready: func(ctx context.Context) error {
-			_, err := s.regional.Get(clientv3.WithRequireLeader(ctx), cfg.Etcd.Prefix+"ready-probe")
-			if err != nil {
+		Ready: func(context.Context) error {
+			if err := s.regionalProbe.Err(); err != nil {
 				return fmt.Errorf("regional etcd: %w", err)
 			}
 			return nil
 		},
+		GlobalEtcd: s.globalProbe.Err,
 	})
 	hs := cfg.HTTPServer
 	s.http = &http.Server{Handler: api, ReadHeaderTimeout: hs.ReadHeaderTimeout, ReadTimeout: hs.ReadTimeout,
@@ -300,6 +310,12 @@ func (s *server) close() {
 	if s.view != nil {
 		s.view.Close()
 	}
+	if s.globalProbe != nil && s.globalProbe != s.regionalProbe {
+		s.globalProbe.Close()
+	}
+	if s.regionalProbe != nil {
+		s.regionalProbe.Close()
+	}
 	if s.rdb != nil {
 		_ = s.rdb.Close()
 	}
@@ -309,6 +325,16 @@ func (s *server) close() {
 	if s.regional != nil {
 		_ = s.regional.Close()
 	}
+}
+
+// probeGauge exports a probe's health as 1 or 0.
+func probeGauge(name, help string, p *lease.Probe) prometheus.Collector {
+	return prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: name, Help: help}, func() float64 {
+		if p.Healthy() {
+			return 1
+		}
+		return 0
+	})
 }
 
 func poolNames(cfg *config.Region) string {

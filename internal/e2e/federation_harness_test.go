@@ -99,14 +99,17 @@ type fedOpts struct {
 }
 
 type federation struct {
-	t       *testing.T
-	opts    fedOpts
-	global  *testenv.Etcd
-	regions map[string]*fedRegion
-	order   []string
-	tokens  map[string]string // name → plain token
-	cluster string            // the cluster token
-	procs   *procGroup
+	t      *testing.T
+	opts   fedOpts
+	global *testenv.Etcd
+	// globalProxy stands between the servers and workers and the global
+	// etcd (and the regional one unless ownEtcd): Freeze it for an outage.
+	globalProxy *testenv.Proxy
+	regions     map[string]*fedRegion
+	order       []string
+	tokens      map[string]string // name → plain token
+	cluster     string            // the cluster token
+	procs       *procGroup
 }
 
 // fedRegion is one region of a federation.
@@ -138,6 +141,7 @@ func newFederation(t *testing.T, o fedOpts) *federation {
 	}
 	f := &federation{t: t, opts: o, global: testenv.StartEtcd(t), regions: map[string]*fedRegion{},
 		order: o.regions, tokens: map[string]string{}, cluster: "cluster-" + randomHex(16)}
+	f.globalProxy = testenv.StartProxy(t, f.global.Endpoint())
 	for name := range tenantOf {
 		f.tokens[name] = name + "-" + randomHex(16)
 	}
@@ -221,9 +225,18 @@ auth:
 %s
 %s
 %s
-`, r.name, strings.Join(f.order, ", "), r.etcd.Endpoint(), f.global.Endpoint(), o.ttl, r.redis.Addr(),
+`, r.name, strings.Join(f.order, ", "), f.regionalEndpoint(r), f.globalProxy.URL(), o.ttl, r.redis.Addr(),
 		indent(pools, "  ")+"\n", o.lease, o.heartbeat, tokens.String(), indent(o.worker, "  "),
 		indent(o.regionWorker[r.name], "  "), o.extra)
+}
+
+// regionalEndpoint is the regional etcd as the region's processes reach it:
+// its own etcd, or the global one through the proxy (one etcd for all).
+func (f *federation) regionalEndpoint(r *fedRegion) string {
+	if r.etcd == f.global {
+		return f.globalProxy.URL()
+	}
+	return r.etcd.Endpoint()
 }
 
 func indent(s, by string) string {

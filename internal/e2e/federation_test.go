@@ -13,7 +13,8 @@ import (
 // readable by its tenant through either region; the other tenant gets 404
 // and a request without a token 401. The workers run without the cluster
 // token (they never need it: issue 11). Once with one etcd for everything,
-// once with a regional etcd per region and two servers in each.
+// once with a regional etcd per region and two servers in each; then the
+// global etcd goes silent and /readyz and the gauge say so (etcdOutageIsReported).
 func TestFederationHandedOffTaskSucceedsWithAuth(t *testing.T) {
 	for _, c := range []struct {
 		name string
@@ -22,7 +23,11 @@ func TestFederationHandedOffTaskSucceedsWithAuth(t *testing.T) {
 		{"one etcd", fedOpts{}},
 		{"regional etcds, two servers each", fedOpts{ownEtcd: true, servers: 2}},
 	} {
-		t.Run(c.name, func(t *testing.T) { handedOffSucceeds(t, newFederation(t, c.opts)) })
+		t.Run(c.name, func(t *testing.T) {
+			fed := newFederation(t, c.opts)
+			handedOffSucceeds(t, fed)
+			etcdOutageIsReported(t, fed, !c.opts.ownEtcd)
+		})
 	}
 }
 
