@@ -224,6 +224,18 @@ type Candidate struct {
 	EstimateSource string  `json:"estimate_source,omitempty"`
 	Observations   int64   `json:"observations"`
 	SpreadSeconds  float64 `json:"spread_seconds,omitempty"`
+	// ExpectedWaitSeconds is how long the task would wait for a slot here:
+	// TasksAhead (queued + this server's recent placements − free slots;
+	// < 0: a slot is free) ÷ DrainPerSecond, a measured rate
+	// (WaitSource "measured_drain"), else slots ÷ ExpectedSeconds ("slots");
+	// "free_slot" when it waits for nothing. WaitTargetSeconds is the
+	// target that applied (0: none); OverWaitTarget: the wait is past it.
+	ExpectedWaitSeconds float64 `json:"expected_wait_seconds"`
+	TasksAhead          int64   `json:"tasks_ahead"`
+	DrainPerSecond      float64 `json:"drain_per_second"`
+	WaitSource          string  `json:"wait_source,omitempty"`
+	WaitTargetSeconds   float64 `json:"wait_target_seconds,omitempty"`
+	OverWaitTarget      bool    `json:"over_wait_target,omitempty"`
 }
 
 // Explanation answers POST /v1/placement/explain and accompanies 422s.
@@ -231,6 +243,10 @@ type Explanation struct {
 	Chosen     *Candidate  `json:"chosen,omitempty"`
 	Candidates []Candidate `json:"candidates"`
 	Outcome    string      `json:"outcome"` // PLACED, NO_CAPACITY, SATURATED, UNPLACEABLE
+	// Rule is how cost and expected wait were traded: "cheapest" (no
+	// target), "cheapest_within_wait", or "least_wait" (every eligible
+	// pool's wait was past its target).
+	Rule string `json:"rule,omitempty"`
 }
 
 // HandOff is POST /v1/internal/handoff: a task accepted in its home region

@@ -31,6 +31,14 @@ type Config struct {
 	// EstimateRefresh is how long a Placer may keep deciding on duration estimates that have
 	// changed since it last read them (0: reread after every change).
 	EstimateRefresh time.Duration
+	// MaxWait is the default target for a task's expected wait in a pool (a pool's or the
+	// task's own MaxWait, when set, is used instead; the tightest of those set applies); 0:
+	// none. The rule: the cheapest pool whose expected wait stays within its target wins;
+	// when every eligible pool's expected wait is past its target, the pool with the least
+	// expected wait wins (ties by cost). A pool's expected wait is the tasks ahead of a new
+	// one (queued, plus this server's damped placements, minus free slots) ÷ its drain rate
+	// (Pool.DrainRate when measured, else its slots ÷ the type's expected duration there).
+	MaxWait time.Duration
 }
 
 // DefaultConfig returns the defaults of docs/architecture.md §5–§5. It is the only place defaults live.
@@ -80,6 +88,8 @@ func (c Config) Validate() error {
 		return bad("ewma_alpha", c.EWMAAlpha, "must be in (0, 1]")
 	case c.EstimateRefresh < 0:
 		return bad("estimate_refresh", c.EstimateRefresh, "must be >= 0")
+	case c.MaxWait < 0:
+		return bad("max_wait", c.MaxWait, "must be >= 0")
 	}
 	return nil
 }

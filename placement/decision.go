@@ -96,6 +96,10 @@ type Decision struct {
 	Cost float64
 	// OK is true when a pool was chosen.
 	OK bool
+	// Wait is the chosen pool's expected wait for the task; OverTarget is true when it is
+	// past the task's target there (every eligible pool was: the least-wait pool won).
+	Wait       time.Duration
+	OverTarget bool
 
 	outcome outcome
 }
@@ -141,7 +145,33 @@ type Explanation struct {
 	Decision Decision
 	// Candidates has one entry per pool, in the order given to NewSnapshot.
 	Candidates []Candidate
+	// Rule says how the winner was chosen among the eligible pools.
+	Rule Rule
 }
+
+// Rule names how a decision traded cost against expected wait (Config.MaxWait).
+type Rule string
+
+const (
+	// RuleCheapest: no eligible pool had a wait target; the cheapest won.
+	RuleCheapest Rule = "cheapest"
+	// RuleCheapestWithinWait: the cheapest pool whose expected wait is within its target won.
+	RuleCheapestWithinWait Rule = "cheapest_within_wait"
+	// RuleLeastWait: every eligible pool's expected wait was past its target; the least won.
+	RuleLeastWait Rule = "least_wait"
+)
+
+// WaitSource says which drain rate a pool's expected wait was worked out with.
+type WaitSource string
+
+const (
+	// WaitFreeSlot: a slot is free for the task; it waits for nothing.
+	WaitFreeSlot WaitSource = "free_slot"
+	// WaitMeasured: the tasks ahead ÷ the pool's measured drain rate (Pool.DrainRate).
+	WaitMeasured WaitSource = "measured_drain"
+	// WaitSlots: no measured rate; the tasks ahead ÷ (slots ÷ the type's expected duration).
+	WaitSlots WaitSource = "slots"
+)
 
 // Candidate is one pool in an Explanation. The score parts are set for pools that passed the
 // filters before saturation (so a SATURATED pool shows what it would have cost); Price is always
@@ -175,4 +205,14 @@ type Candidate struct {
 	Cost float64
 	// Won marks the chosen pool.
 	Won bool
+	// Wait is the expected wait of the task in this pool: Ahead tasks (queued, plus this
+	// server's damped placements, minus free slots; < 0 means a slot is free) ÷ DrainRate
+	// (tasks per second, from WaitSource). WaitTarget is the target that applied (0: none);
+	// OverTarget is Wait > WaitTarget.
+	Wait       time.Duration
+	Ahead      int64
+	DrainRate  float64
+	WaitSource WaitSource
+	WaitTarget time.Duration
+	OverTarget bool
 }

@@ -72,6 +72,7 @@ type room struct {
 	// headroom is how many more tasks the pool takes before the hard watermark: free slots
 	// (they start at once) plus the queue up to ⌊capacity × hard⌋.
 	headroom int64
+	slots    int64 // slots now (a capacity window's, else the base)
 }
 
 var emptySnapshot = &Snapshot{}
@@ -210,7 +211,7 @@ func (p *Placer) buildView(s *Snapshot, now time.Time) *view {
 		// The small epsilon keeps e.g. 1000 × 0.95 at 950 despite binary rounding.
 		hardCap := int64(math.Floor(float64(pl.QueueCapacity)*p.cfg.HardWatermark + 1e-9))
 		free := int64(max(0, slots-pl.Running))
-		v.room[i] = room{free: free, headroom: max(0, hardCap-int64(pl.Ready)) + free}
+		v.room[i] = room{free: free, headroom: max(0, hardCap-int64(pl.Ready)) + free, slots: int64(slots)}
 	}
 	return v
 }
@@ -277,6 +278,8 @@ type query struct {
 	t    *Task
 	durs *durations // nil: every duration is the default
 	home int32      // region number of t.Home; noHome, or foreignHome when no pool is in it
+	// maxWait is the tighter of the task's and the configured wait target, seconds; 0: none.
+	maxWait float64
 }
 
 const (
@@ -293,6 +296,12 @@ type parts struct {
 	cross     float64
 	cost      float64
 	saturated bool
+	ahead     int64   // tasks ahead of this one (< 0: a slot is free)
+	rate      float64 // drain rate used, tasks per second
+	src       WaitSource
+	wait      float64 // expected wait, seconds
+	target    float64 // wait target, seconds; 0: none
+	over      bool    // wait > target
 }
 
 // score prices pool i for the task.
@@ -323,7 +332,47 @@ func (q *query) score(i int) (sc parts) {
 	// price × penalty first, as the snapshot's sort key is, so the walk's bound never exceeds a
 	// score by rounding.
 	sc.cost = e.price*sc.penalty*sc.hours + sc.cross
+	q.wait(i, e, absorbed, &sc)
 	return sc
+}
+
+// wait sets the expected wait of the task in pool i: the tasks that will start before it (the
+// queue, plus what this server placed there since its figures, minus the free slots that take
+// them at once) ÷ the rate the pool finishes tasks at. The measured rate already reflects the
+// queue's mix of types; without one, the pool's slots each running this type stand in for it.
+func (q *query) wait(i int, e *entry, absorbed int64, sc *parts) {
+	r := &q.v.room[i]
+	sc.target = tighter(q.maxWait, e.maxWait)
+	sc.ahead = e.ready + absorbed - r.free
+	switch {
+	case sc.ahead < 0:
+		sc.src, sc.rate, sc.wait = WaitFreeSlot, e.drain, 0
+	case e.drain > 0:
+		sc.src, sc.rate = WaitMeasured, e.drain
+		sc.wait = float64(sc.ahead+1) / sc.rate
+	default:
+		// A pool scaling from zero has no slots yet: as if one slot ran the queue.
+		sc.src, sc.rate = WaitSlots, float64(max(r.slots, 1))/(sc.hours*3600)
+		sc.wait = float64(sc.ahead+1) / sc.rate
+	}
+	sc.over = sc.target > 0 && sc.wait > sc.target
+}
+
+// tighter is the smaller of two wait targets, 0 meaning none.
+func tighter(a, b float64) float64 {
+	switch {
+	case a <= 0:
+		return b
+	case b <= 0:
+		return a
+	}
+	return min(a, b)
+}
+
+// lessWait reports whether pool i (wait, cost) beats pool best as the least-wait fallback: less
+// wait, then less cost, then snapshot order.
+func lessWait(i int, wait, cost float64, best int, bestWait, bestCost float64) bool {
+	return best < 0 || wait < bestWait || (wait == bestWait && better(i, cost, best, bestCost))
 }
 
 // better reports whether pool i at cost beats pool best at bestCost. Ties go to the pool first in
@@ -346,7 +395,8 @@ func beyond(i int, bound float64, best int, bestCost float64) bool {
 // and comparison decide. It returns the decision and the chosen pool's snapshot index (-1: none).
 func (p *Placer) evaluate(st *state, t *Task, now time.Time, exp *Explanation) (Decision, int) {
 	s := st.snap
-	q := query{p: p, st: st, v: p.view(st, now), t: t, durs: p.durations(st, t.Type, now), home: noHome}
+	q := query{p: p, st: st, v: p.view(st, now), t: t, durs: p.durations(st, t.Type, now), home: noHome,
+		maxWait: tighter(t.MaxWait.Seconds(), p.cfg.MaxWait.Seconds())}
 
 	// Tag filter: the AND of the bitsets of the task's tag pairs; a pair no pool has matches none.
 	var tagBuf [8]bitset
@@ -387,11 +437,15 @@ func (p *Placer) evaluate(st *state, t *Task, now time.Time, exp *Explanation) (
 	// The pools whose live workers serve the type; nil: every pool does.
 	serving := s.serving(t.Type)
 
-	best, bestCost := -1, 0.0
+	best, bestCost, bestWait := -1, 0.0, 0.0
+	// The least-wait pool, for when every eligible pool is past its wait target; targeted: some
+	// eligible pool had a target.
+	fb := fallback{best: -1}
+	targeted := false
 	matching, saturated := 0, 0
 	if exp == nil {
 		if !tagMiss {
-			w := walk{q: &q, tags: tags, regions: regions, serving: serving, floor: floor, best: -1}
+			w := walk{q: &q, tags: tags, regions: regions, serving: serving, floor: floor, best: -1, fb: fallback{best: -1}}
 			switch cross := p.cfg.CrossRegionPenalty; {
 			case q.home >= 0 && cross > 0:
 				// Home pools and foreign ones are each in cost order but differ by the penalty:
@@ -403,7 +457,7 @@ func (p *Placer) evaluate(st *state, t *Task, now time.Time, exp *Explanation) (
 			default:
 				w.run(nil, false, 0)
 			}
-			best, bestCost = w.best, w.bestCost
+			best, bestCost, bestWait, fb = w.best, w.bestCost, w.bestWait, w.fb
 		}
 		if best < 0 && !tagMiss {
 			// Nothing chosen, so nothing was cut short: every available matching pool was
@@ -444,25 +498,56 @@ func (p *Placer) evaluate(st *state, t *Task, now time.Time, exp *Explanation) (
 				}
 				c.DurationKnown = c.DurationSource == SourceLearnt
 				c.BaseCost, c.Fill, c.Penalty, c.CrossRegion, c.Cost = sc.base, sc.fill, sc.penalty, sc.cross, sc.cost
-				if sc.saturated && !t.Critical || lowHeld(t) && q.v.paused.has(i) {
+				c.Wait, c.Ahead, c.DrainRate, c.WaitSource = seconds(sc.wait), sc.ahead, sc.rate, sc.src
+				c.WaitTarget, c.OverTarget = seconds(sc.target), sc.over
+				switch {
+				case sc.saturated && !t.Critical || lowHeld(t) && q.v.paused.has(i):
 					r = rSaturated
 					saturated++
-				} else if better(i, sc.cost, best, bestCost) {
-					best, bestCost = i, sc.cost
+				case sc.over:
+					targeted = true
+					fb.offer(i, &sc)
+				default:
+					targeted = targeted || sc.target > 0
+					if better(i, sc.cost, best, bestCost) {
+						best, bestCost, bestWait = i, sc.cost, sc.wait
+					}
 				}
 			}
 			c.Reason = reasonNames[r]
 		}
 	}
 
+	rule := RuleCheapest
+	if targeted {
+		rule = RuleCheapestWithinWait
+	}
+	over := false
+	if best < 0 && fb.best >= 0 {
+		best, bestCost, bestWait, over, rule = fb.best, fb.cost, fb.wait, true, RuleLeastWait
+	}
 	if best < 0 {
 		return Decision{Index: -1, outcome: classify(len(s.pools), matching, saturated)}, -1
 	}
 	e := &s.pools[best]
 	if exp != nil {
 		exp.Candidates[e.input].Won = true
+		exp.Rule = rule
 	}
-	return Decision{Region: e.pool.Region, Pool: e.pool.Name, Index: e.input, Cost: bestCost, OK: true, outcome: placed}, best
+	return Decision{Region: e.pool.Region, Pool: e.pool.Name, Index: e.input, Cost: bestCost, OK: true,
+		Wait: seconds(bestWait), OverTarget: over, outcome: placed}, best
+}
+
+// fallback is the least-wait pool among those past their wait target.
+type fallback struct {
+	best       int
+	wait, cost float64
+}
+
+func (f *fallback) offer(i int, sc *parts) {
+	if lessWait(i, sc.wait, sc.cost, f.best, f.wait, f.cost) {
+		f.best, f.wait, f.cost = i, sc.wait, sc.cost
+	}
 }
 
 // walk is Place's search: the candidates of one decision, cheapest bound first.
@@ -474,6 +559,8 @@ type walk struct {
 	floor    float64 // the type's shortest duration, hours
 	best     int
 	bestCost float64
+	bestWait float64
+	fb       fallback // the least-wait pool past its target
 }
 
 // run visits the available, matching, not known saturated pools inside part (outside it when
@@ -522,8 +609,14 @@ func (w *walk) run(part bitset, invert bool, cross float64) {
 			if sc.saturated && !q.t.Critical {
 				continue
 			}
+			if sc.over {
+				// Only needed when no pool within its target is found, and then nothing was
+				// cut short (the bounds need a best), so every candidate was offered.
+				w.fb.offer(i, &sc)
+				continue
+			}
 			if better(i, sc.cost, w.best, w.bestCost) {
-				w.best, w.bestCost = i, sc.cost
+				w.best, w.bestCost, w.bestWait = i, sc.cost, sc.wait
 			}
 		}
 	}

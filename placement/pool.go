@@ -39,6 +39,13 @@ type Pool struct {
 	// not publish their types, a catch-all handler, more types than it publishes, an older
 	// leader), and the pool is placed as before types were published.
 	Types []string
+	// DrainRate is how many tasks per second the pool finished lately (the region leader's
+	// measure of completions, placement.DrainMeter); 0 when not measured. With the learnt
+	// durations it gives a new task's expected wait: the tasks ahead of it ÷ this rate.
+	DrainRate float64
+	// MaxWait is the operator's target for a task's expected wait in this pool (config
+	// pools[].max_wait); 0: none. See Config.MaxWait for the rule.
+	MaxWait time.Duration
 }
 
 // Key identifies a pool across snapshots and in an Estimator: "region/name".
@@ -59,4 +66,7 @@ type Task struct {
 	// Home is the task's home region; pools elsewhere cost Config.CrossRegionPenalty more.
 	// Empty means no home, no penalty.
 	Home string
+	// MaxWait is the task's own target for its expected wait (its deadline to start); 0: none.
+	// The tighter of it and the pool's target applies.
+	MaxWait time.Duration
 }

@@ -68,6 +68,12 @@ func randomPools(rng *rand.Rand, rows []priceRow, n int) []Pool {
 				}
 			}
 		}
+		if rng.IntN(2) == 0 {
+			p.DrainRate = float64(rng.IntN(40)) / 10
+		}
+		if rng.IntN(3) == 0 {
+			p.MaxWait = time.Duration(rng.IntN(30)) * time.Second
+		}
 		if rng.IntN(4) == 0 {
 			start := rng.IntN(minutesPerDay)
 			p.Window = &CapacitySchedule{Windows: []Window{{Start: start, End: (start + 1 + rng.IntN(600)) % minutesPerDay, Slots: rng.IntN(3)}}}
@@ -93,6 +99,9 @@ func randomTask(rng *rand.Rand) Task {
 	}
 	if rng.IntN(2) == 0 {
 		t.Home = []string{"us-east-1", "eu-west-1", "nowhere"}[rng.IntN(3)]
+	}
+	if rng.IntN(3) == 0 {
+		t.MaxWait = time.Duration(rng.IntN(20)) * time.Second
 	}
 	return t
 }
@@ -173,8 +182,25 @@ func TestExplainMatchesPlace(t *testing.T) {
 							iter, step, pools[i].Key(), c.Duration, c.DurationSource, c.Observations, d, src, n)
 					}
 				}
-				if c.Reason == "" && d.OK && c.Cost < d.Cost {
-					t.Fatalf("iter %d step %d: %s costs %v < winner %v", iter, step, pools[i].Key(), c.Cost, d.Cost)
+				if c.Reason == "" {
+					// The rule: the cheapest within its wait target, else the least wait.
+					switch {
+					case !d.OK:
+						t.Fatalf("iter %d step %d: %s eligible, nothing chosen", iter, step, pools[i].Key())
+					case !c.OverTarget && d.OverTarget:
+						t.Fatalf("iter %d step %d: %s within target, winner past it", iter, step, pools[i].Key())
+					case !c.OverTarget && c.Cost < d.Cost:
+						t.Fatalf("iter %d step %d: %s costs %v < winner %v", iter, step, pools[i].Key(), c.Cost, d.Cost)
+					case d.OverTarget && c.Wait < d.Wait:
+						t.Fatalf("iter %d step %d: %s waits %v < least-wait winner %v", iter, step, pools[i].Key(), c.Wait, d.Wait)
+					}
+					if ahead, w := naiveWait(pools[i], now, c.Ahead, c.Duration); c.Ahead < ahead || (w-c.Wait).Abs() > time.Millisecond {
+						t.Fatalf("iter %d step %d: %s %d ahead, wait %v; naive %d ahead at least, wait %v",
+							iter, step, pools[i].Key(), c.Ahead, c.Wait, ahead, w)
+					}
+				}
+				if c.Won && (c.Wait != d.Wait || c.OverTarget != d.OverTarget) {
+					t.Fatalf("iter %d step %d: winner wait %v/%v, decision %v/%v", iter, step, c.Wait, c.OverTarget, d.Wait, d.OverTarget)
 				}
 			}
 			if (won == 1) != d.OK || won > 1 {
@@ -202,4 +228,20 @@ func naiveDuration(est *Estimator, typ string, pools []Pool, i int, def time.Dur
 		return def, SourceDefault, 0
 	}
 	return time.Duration(sum / float64(n) * float64(time.Second)), SourceTypeOtherPools, n
+}
+
+// naiveWait returns how many tasks the published figures put ahead of a new one in p (the queue
+// beyond its free slots; damping only adds to it), and the expected wait with ahead tasks ahead:
+// ahead + 1 ÷ the measured drain rate, else the slots ÷ the expected duration; 0 with a free slot.
+func naiveWait(p Pool, now time.Time, ahead int64, d time.Duration) (int64, time.Duration) {
+	slots, _ := p.Window.SlotsAt(now, p.Slots)
+	published := int64(p.Ready - max(0, slots-p.Running))
+	if ahead < 0 {
+		return published, 0
+	}
+	rate := p.DrainRate
+	if rate <= 0 {
+		rate = float64(max(slots, 1)) / d.Seconds()
+	}
+	return published, time.Duration(float64(ahead+1) / rate * float64(time.Second))
 }

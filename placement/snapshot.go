@@ -55,9 +55,11 @@ type entry struct {
 	price    float64 // effective USD per slot-hour
 	ready    int64
 	queue    int
-	region   int32 // region number
-	nameRank int32 // rank by (region, name): orders pools of equal published cost
-	input    int   // index in the slice given to NewSnapshot
+	region   int32   // region number
+	nameRank int32   // rank by (region, name): orders pools of equal published cost
+	input    int     // index in the slice given to NewSnapshot
+	drain    float64 // Pool.DrainRate, tasks per second
+	maxWait  float64 // Pool.MaxWait in seconds; 0: none
 	key      string
 	pool     *Pool // into src
 }
@@ -97,6 +99,7 @@ func NewSnapshot(cfg Config, pools []Pool) (*Snapshot, error) {
 		s.src[i] = p
 		s.pools[i] = entry{
 			cost: cost, price: price, ready: int64(p.Ready), queue: p.QueueCapacity,
+			drain: p.DrainRate, maxWait: p.MaxWait.Seconds(),
 			input: i, key: key, pool: &s.src[i],
 		}
 	}
@@ -200,6 +203,10 @@ func validatePool(p *Pool) error {
 		return fmt.Errorf("price per slot-hour %v must be >= 0", p.PricePerSlotHour)
 	case !finite(p.Discount) || p.Discount < 0 || p.Discount > 1:
 		return fmt.Errorf("discount %v must be in [0, 1]", p.Discount)
+	case !finite(p.DrainRate) || p.DrainRate < 0:
+		return fmt.Errorf("drain rate %v must be >= 0", p.DrainRate)
+	case p.MaxWait < 0:
+		return fmt.Errorf("max wait %v must be >= 0", p.MaxWait)
 	}
 	if err := p.Window.validate(); err != nil {
 		return fmt.Errorf("capacity schedule: %w", err)

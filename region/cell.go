@@ -31,6 +31,9 @@ type Pool struct {
 	Schedule         *Schedule // optional capacity windows
 	// Thresholds of queue fill for backpressure (zero: the region's).
 	Thresholds Thresholds
+	// MaxWait is the operator's target for a task's expected wait in the
+	// pool (0: none), published for placement.
+	MaxWait time.Duration
 }
 
 // Placer decides due tasks: a local pool, a pool of another region (the
@@ -129,6 +132,8 @@ type Cell struct {
 	token         atomic.Int64
 	globalHealthy atomic.Bool
 
+	drain *drainRates // the house loop's (one at a time)
+
 	mu       sync.Mutex
 	figures  Figures
 	pressure map[string]*pressure // by pool; leader-owned, read by PlaceDue
@@ -146,7 +151,7 @@ func New(store *queue.Store, regional, global *clientv3.Client, cfg Config, m *M
 		m = NewMetrics(nil)
 	}
 	c := &Cell{cfg: cfg, store: store, regional: regional, global: global, metrics: m,
-		log: cfg.Logger, wake: make(chan struct{}, 1)}
+		log: cfg.Logger, wake: make(chan struct{}, 1), drain: newDrainRates()}
 	c.globalHealthy.Store(true)
 	m.init(cfg.Region, cfg.Pools)
 	return c
@@ -446,6 +451,7 @@ func (c *Cell) collect(ctx context.Context, f queue.Fence) (Figures, queueFigure
 		return Figures{}, queueFigures{}, err
 	}
 	learnt := runTimesByPool(rts, c.cfg.RunTimeTypes)
+	rates := c.drain.observe(time.Now(), rts)
 	// A worker is dead after missing about three heartbeats.
 	cutoff := 3*c.cfg.Heartbeat + time.Second
 	figs := Figures{Region: c.cfg.Region, API: c.cfg.API, Leader: c.cfg.ID, Token: f.Token, UpdatedAt: time.Now().UTC()}
@@ -465,8 +471,9 @@ func (c *Cell) collect(ctx context.Context, f queue.Fence) (Figures, queueFigure
 			Running: counts.RunningBy[p.Name], Ready: counts.ReadyIn(p.Name),
 			QueueCapacity: p.QueueCapacity, PricePerSlotHour: p.PricePerSlotHour,
 			Spot: p.Spot, Discount: p.Discount, ScaleFromZero: p.ScaleFromZero, Schedule: p.Schedule,
-			RunTimes: learnt[p.Name],
-			Types:    w.Types,
+			RunTimes:  learnt[p.Name],
+			Types:     w.Types,
+			DrainRate: rates[p.Name], MaxWaitSeconds: p.MaxWait.Seconds(),
 		})
 	}
 	sort.Slice(figs.Pools, func(i, j int) bool { return figs.Pools[i].Name < figs.Pools[j].Name })

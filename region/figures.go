@@ -40,6 +40,13 @@ type PoolFigures struct {
 	// Types the live workers serve (queue.PoolWorkers.Types); null: any
 	// type, as far as the leader knows (and what older leaders publish).
 	Types []string `json:"types"`
+	// DrainRate is how many tasks per second the pool finished over the
+	// last half minute (completions and handler failures, from the learnt
+	// run times' counts): placement's measure of how fast its queue moves.
+	DrainRate float64 `json:"drain_per_second"`
+	// MaxWaitSeconds is the pool's target for a task's expected wait
+	// (config pools[].max_wait); 0: none.
+	MaxWaitSeconds float64 `json:"max_wait_seconds,omitempty"`
 }
 
 // RunTime is how long one task type runs in a pool, learnt from its

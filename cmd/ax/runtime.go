@@ -81,6 +81,7 @@ func placementConfig(cfg *config.Region) placement.Config {
 	pc.StaleAfter = cfg.Placement.StaleAfter
 	pc.CrossRegionPenalty = cfg.Placement.CrossRegionPenalty
 	pc.DefaultDuration = cfg.Placement.DefaultDuration
+	pc.MaxWait = cfg.Placement.MaxWait
 	// Placement's hard watermark is the spill threshold: at ≥ spill a pool
 	// is SATURATED for non-critical work, which goes elsewhere (or 429).
 	pc.SoftWatermark = cfg.Thresholds.Alert
@@ -92,7 +93,7 @@ func regionPools(cfg *config.Region) []region.Pool {
 	var out []region.Pool
 	for _, p := range cfg.Pools {
 		rp := region.Pool{Name: p.Name, Tags: p.Tags, QueueCapacity: p.QueueCapacity, PricePerSlotHour: p.PricePerSlotHour,
-			Spot: p.Spot, Discount: p.Discount, ScaleFromZero: p.ScaleFromZero}
+			Spot: p.Spot, Discount: p.Discount, ScaleFromZero: p.ScaleFromZero, MaxWait: p.MaxWait}
 		if p.Thresholds != nil {
 			rp.Thresholds = thresholds(*p.Thresholds)
 		}

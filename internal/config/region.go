@@ -168,6 +168,9 @@ type Pool struct {
 	// leaves out are taken from the region's thresholds.
 	Thresholds       *Thresholds      `mapstructure:"thresholds" yaml:"thresholds,omitempty"`
 	CapacitySchedule CapacitySchedule `mapstructure:"capacity_schedule" yaml:"capacity_schedule"`
+	// MaxWait is the target for a task's expected wait in this pool (its
+	// queue ÷ its measured drain rate); 0: placement.max_wait applies.
+	MaxWait time.Duration `mapstructure:"max_wait" yaml:"max_wait"`
 }
 
 // EffectivePrice is the price per slot-hour after the discount.
@@ -243,6 +246,12 @@ type Placement struct {
 	CrossRegionPenalty float64 `mapstructure:"cross_region_penalty" yaml:"cross_region_penalty"`
 	// DefaultDuration is the expected run time of a task type not yet seen.
 	DefaultDuration time.Duration `mapstructure:"default_duration" yaml:"default_duration"`
+	// MaxWait is the default target for a task's expected wait in a pool:
+	// placement takes the cheapest pool whose expected wait stays within
+	// its target (the pool's max_wait when set, the tighter of the two),
+	// else the pool with the least expected wait. 0: no target, cost and
+	// fill alone decide.
+	MaxWait time.Duration `mapstructure:"max_wait" yaml:"max_wait"`
 }
 
 // Preemption bounds when the leader may stop a running task for a more

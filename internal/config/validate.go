@@ -235,6 +235,7 @@ func (r *Region) validatePools(p *problems) {
 			validateThresholds(p, joinKey(path, "thresholds"), *pool.Thresholds)
 		}
 		validateSchedule(p, joinKey(path, "capacity_schedule"), pool.CapacitySchedule, pool.Slots)
+		nonNegative(p, joinKey(path, "max_wait"), pool.MaxWait)
 	}
 }
 
@@ -341,6 +342,7 @@ func (r *Region) validateTimings(p *problems) {
 		p.add("placement.cross_region_penalty", "must be ≥ 0, got %v", c)
 	}
 	positive(p, "placement.default_duration", r.Placement.DefaultDuration)
+	nonNegative(p, "placement.max_wait", r.Placement.MaxWait)
 
 	pre := r.Preemption
 	if pre.MinPriorityGap < 1 || pre.MinPriorityGap > 4 {
