@@ -313,7 +313,8 @@ func TestHandOffDoneIsFenced(t *testing.T) {
 	// which are all of them once the newer leader's loops ran. On three
 	// shards the newer answer about ids[0] fences only ids[0]'s shard, so
 	// the older term's answers about the others were recorded: one shard
-	// here, also on the cluster.
+	// here, also on the cluster. That is why a new leader fences every
+	// shard before its first write (Store.Fence: TestFenceRaisesEveryShard).
 	e := newEnv(t, oneShard)
 	ids := e.outboxIDs(3)
 	older, newer := Fence{Name: "region", Token: 4}, Fence{Name: "region", Token: 5}
@@ -341,5 +342,36 @@ func TestHandOffDoneIsFenced(t *testing.T) {
 	// Without a fence (tools, tests) the answer is recorded as before.
 	if err := e.s.HandOffDone(e.ctx, ids[2], true); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// Store.Fence, which a new leader runs before its first write, closes what
+// TestHandOffDoneIsFenced shows: once it ran, the older term is refused on
+// every shard, whichever the newer term has written to (on the cluster, the
+// ids below spread over its shards; one answer per call reaches one shard).
+func TestFenceRaisesEveryShard(t *testing.T) {
+	e := newEnv(t)
+	ids := e.outboxIDs(12)
+	older, newer := Fence{Name: "region", Token: 4}, Fence{Name: "region", Token: 5}
+	if err := e.s.Fence(e.ctx, older); err != nil {
+		t.Fatal(err)
+	}
+	if err := e.s.Fence(e.ctx, newer); err != nil {
+		t.Fatal(err)
+	}
+	for _, id := range ids {
+		errs, err := e.s.HandOffDoneMany(e.ctx, []HandOffAnswer{{ID: id, Accepted: true}}, older)
+		if !errors.Is(err, ErrFenced) || !errors.Is(errs[0], ErrFenced) {
+			t.Fatalf("the older term's answer about %s: %v %v, want ErrFenced", id, errs, err)
+		}
+	}
+	if diff := cmp.Diff(sortedIDs(ids), e.outboxDue()); diff != "" {
+		t.Fatalf("the outbox after fenced answers (-want +got):\n%s", diff)
+	}
+	if err := e.s.Fence(e.ctx, older); !errors.Is(err, ErrFenced) {
+		t.Fatalf("fencing with the older token: %v, want ErrFenced", err)
+	}
+	if err := e.s.Fence(e.ctx, newer); err != nil {
+		t.Fatalf("fencing again with the same token: %v", err)
 	}
 }

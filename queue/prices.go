@@ -36,3 +36,20 @@ func (s *Store) SetPrices(ctx context.Context, f Fence, prices map[string]float6
 	}
 	return nil
 }
+
+// Fence raises f's fence on every shard to f.Token, so from now on a leader
+// with a lower token is refused on all of them (ErrFenced), whichever it
+// writes to first. A new leader calls it before its first leader-only
+// write; ErrFenced means a newer leader exists already.
+func (s *Store) Fence(ctx context.Context, f Fence) error {
+	for shard := range s.keys {
+		out, err := scripts.fence.Run(ctx, s.rdb, s.keysWith(shard, s.fenceKey(shard, f)), s.clock(), f.Token).Slice()
+		if err != nil {
+			return fmt.Errorf("queue: fence: %w", err)
+		}
+		if fenced(out) {
+			return ErrFenced
+		}
+	}
+	return nil
+}

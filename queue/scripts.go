@@ -16,7 +16,7 @@ var scriptFS embed.FS
 // EVALSHA.
 var scripts = struct {
 	submit, promote, place, claim, heartbeat, complete, fail, ret,
-	reap, cancel, replay, priority, sweep, workers, handoff, drain, preempt, rtTrim, prices, rewake *redis.Script
+	reap, cancel, replay, priority, sweep, workers, handoff, drain, preempt, rtTrim, prices, rewake, fence *redis.Script
 }{
 	submit:    load("submit"),
 	promote:   load("promote"),
@@ -38,6 +38,7 @@ var scripts = struct {
 	rtTrim:    load("rt_trim"),
 	prices:    load("prices"),
 	rewake:    load("rewake"),
+	fence:     load("fence"),
 }
 
 func load(name string) *redis.Script {

@@ -216,6 +216,26 @@ func (c *Cell) lead(ctx context.Context, l *lease.Leadership, p Placer, extra []
 			l.Lost(err)
 		}
 	}
+	// Fence every shard before any loop writes: a deposed leader that has
+	// not noticed yet is refused on each shard from here on, not only on
+	// the shards this term happens to write to first.
+	for {
+		err := c.store.Fence(ctx, fence)
+		if err == nil {
+			break
+		}
+		if errors.Is(err, queue.ErrFenced) {
+			lost(err)
+			return
+		}
+		if ctx.Err() != nil {
+			return
+		}
+		c.log.Warn("cannot fence the store at the start of the term; retrying", "err", err)
+		if !c.sleep(ctx, 200*time.Millisecond, nil) {
+			return
+		}
+	}
 	var wg sync.WaitGroup
 	promote := func(ctx context.Context, f queue.Fence, lost func(error)) { c.promoteLoop(ctx, f, lost, p) }
 	loops := append([]LeaderLoop{promote, c.reapLoop, c.houseLoop, c.preemptLoop}, extra...)
