@@ -24,7 +24,11 @@ func (s *Store) Get(ctx context.Context, id string) (*task.Task, error) {
 		return nil, fmt.Errorf("queue: get: %w", err)
 	}
 	if len(h) == 0 {
-		return nil, fmt.Errorf("%w: %s", task.ErrNotFound, id)
+		err := fmt.Errorf("%w: %s", task.ErrNotFound, id)
+		if s.thawedOn(ctx, id, err) {
+			return s.Get(ctx, id)
+		}
+		return nil, err
 	}
 	t := decodeTask(id, h, s.opts.Defaults)
 	t.HeldBy = s.opts.Region
@@ -166,15 +170,28 @@ func (s *Store) Trails(ctx context.Context, ids []string) (map[string][]task.Tra
 		}
 	}
 	out := make(map[string][]task.Transition, len(ids))
+	var thawed []string
 	for i, id := range ids {
 		h := hs[i]
 		if len(h) == 0 {
+			if s.thawedOn(ctx, id, task.ErrNotFound) {
+				thawed = append(thawed, id)
+			}
 			continue
 		}
 		if ready[id] {
 			h["st"], h["rs"], h["rt"] = "R", task.ReasonDue, h["du"]
 		}
 		out[id] = buildTrail(h, rs[i].l.Val(), s.opts.Region)
+	}
+	if len(thawed) > 0 {
+		more, err := s.Trails(ctx, thawed)
+		if err != nil {
+			return nil, err
+		}
+		for id, tr := range more {
+			out[id] = tr
+		}
 	}
 	return out, nil
 }

@@ -85,6 +85,11 @@ func (s *Store) Waiting(ctx context.Context, f Filter, fn func([]*task.Task) err
 				}
 			}
 		}
+		if f.State == "" || f.State == task.Pending {
+			if err := s.waitingCold(ctx, shard, f, fn); err != nil {
+				return err
+			}
+		}
 	}
 	return nil
 }

@@ -16,7 +16,7 @@ var scriptFS embed.FS
 // EVALSHA.
 var scripts = struct {
 	submit, promote, place, claim, heartbeat, complete, fail, ret,
-	reap, cancel, replay, priority, sweep, workers, handoff, drain, preempt, rtTrim, prices, rewake, fence *redis.Script
+	reap, cancel, replay, priority, sweep, workers, handoff, drain, preempt, rtTrim, prices, rewake, fence, cold *redis.Script
 }{
 	submit:    load("submit"),
 	promote:   load("promote"),
@@ -39,6 +39,7 @@ var scripts = struct {
 	prices:    load("prices"),
 	rewake:    load("rewake"),
 	fence:     load("fence"),
+	cold:      load("cold"),
 }
 
 func load(name string) *redis.Script {

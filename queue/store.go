@@ -45,6 +45,10 @@ type Options struct {
 	// a pair's moving average (default 0.2). See runtime.go.
 	RunTimePairs int
 	RunTimeAlpha float64
+	// ColdHorizon > 0 keeps delayed tasks due later than now + ColdHorizon
+	// in the cold tier (cold.go) until the leader's PromoteCold moves them
+	// half a horizon ahead of their time. 0: every delayed task is hot.
+	ColdHorizon time.Duration
 }
 
 func (o *Options) withDefaults() error {
@@ -345,6 +349,12 @@ func (s *Store) Submit(ctx context.Context, tasks ...NewTask) ([]SubmitResult, e
 }
 
 func (s *Store) submitShard(ctx context.Context, sc redis.Scripter, shard int, tasks []NewTask, ids []string, idx []int, res []SubmitResult) error {
+	if cold, hot := s.splitCold(tasks, idx); len(cold) > 0 {
+		if err := s.submitCold(ctx, sc, shard, tasks, ids, cold, res); err != nil || len(hot) == 0 {
+			return err
+		}
+		idx = hot
+	}
 	keys := s.keysWith(shard, s.keys[shard].prefix+"outbox")
 	argv := make([]any, 0, 2+len(idx)*31)
 	argv = append(argv, s.clock(), len(idx))
@@ -907,7 +917,11 @@ func (s *Store) Cancel(ctx context.Context, id, reason, by string) (task.State, 
 	if err != nil {
 		return "", fmt.Errorf("queue: cancel: %w", err)
 	}
-	return s.opResult(id, "cancel", out)
+	st, err := s.opResult(id, "cancel", out)
+	if s.thawedOn(ctx, id, err) {
+		return s.Cancel(ctx, id, reason, by)
+	}
+	return st, err
 }
 
 func (s *Store) opResult(id, op string, out []any) (task.State, error) {
@@ -940,6 +954,9 @@ func (s *Store) Replay(ctx context.Context, id, by string) error {
 		return fmt.Errorf("queue: replay: %w", err)
 	}
 	_, err = s.opResult(id, "replay", out)
+	if s.thawedOn(ctx, id, err) {
+		return s.Replay(ctx, id, by)
+	}
 	return err
 }
 
@@ -958,6 +975,9 @@ func (s *Store) SetPriority(ctx context.Context, id string, priority int, by str
 		return fmt.Errorf("queue: priority: %w", err)
 	}
 	_, err = s.opResult(id, "change the priority of", out)
+	if s.thawedOn(ctx, id, err) {
+		return s.SetPriority(ctx, id, priority, by)
+	}
 	return err
 }
 

@@ -238,7 +238,7 @@ func (c *Cell) lead(ctx context.Context, l *lease.Leadership, p Placer, extra []
 	}
 	var wg sync.WaitGroup
 	promote := func(ctx context.Context, f queue.Fence, lost func(error)) { c.promoteLoop(ctx, f, lost, p) }
-	loops := append([]LeaderLoop{promote, c.reapLoop, c.houseLoop, c.preemptLoop}, extra...)
+	loops := append([]LeaderLoop{promote, c.reapLoop, c.houseLoop, c.preemptLoop, c.coldLoop}, extra...)
 	for _, loop := range loops {
 		wg.Add(1)
 		go func() {

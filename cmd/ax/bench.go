@@ -62,7 +62,7 @@ with another Redis queue fairly.`,
 	pf.IntVar(&bf.workers.Concurrency, "concurrency", 128, "slots per worker")
 	pf.IntVar(&bf.workers.ClaimBatch, "claim-batch", 0, "most tasks one claim takes (0: the worker default)")
 	c.AddCommand(newBenchThroughputCmd(bf), newBenchLatencyCmd(bf), newBenchDelayedCmd(bf),
-		newBenchStressCmd(bf), newBenchPlacementCmd(bf))
+		newBenchStressCmd(bf), newBenchPlacementCmd(bf), newBenchAPICmd(bf))
 	return c
 }
 
@@ -291,5 +291,60 @@ func newBenchPlacementCmd(bf *benchFlags) *cobra.Command {
 	f := c.Flags()
 	f.IntSliceVar(&o.Pools, "pools", []int{10, 100, 1000}, "pool counts to measure")
 	f.DurationVar(&o.Duration, "duration", 2*time.Second, "measuring time per pool count")
+	return c
+}
+
+func newBenchAPICmd(bf *benchFlags) *cobra.Command {
+	var o bench.APIOptions
+	var handoffOnly, localOnly bool
+	c := &cobra.Command{
+		Use:   "api",
+		Short: "Through real ax server and ax worker processes (auth on): single and batched POSTs, one region and a hand-off to a second",
+		Long: `ax bench api starts an embedded etcd, one redis-server per region, one
+ax server per region and --workers ax worker processes (this binary), with
+auth on, and submits no-op tasks through the HTTP API while the workers
+drain them: one task per request over --conns keep-alive connections, then
+batches. Mode "local" is one region; mode "handoff" is two regions, every
+task submitted to the first and handed off to the second, which runs it.
+Figures: accepted/s, done/s, submit→start p50/p99 (one task in
+--sample-every), CPU of the servers and workers per task (/proc/<pid>/stat)
+and Redis per task (INFO cpu, commandstats).`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			exe, err := os.Executable()
+			if err != nil {
+				return err
+			}
+			o.Exe, o.RedisServer = exe, bf.target.RedisServer
+			o.Workers, o.Concurrency = bf.workers.Workers, bf.workers.Concurrency
+			switch {
+			case handoffOnly && localOnly:
+				return fmt.Errorf("--local and --handoff: choose one (neither runs both)")
+			case handoffOnly:
+				o.Modes = []string{"handoff"}
+			case localOnly:
+				o.Modes = []string{"local"}
+			}
+			o.Etcd = func(dir string) (string, func(), error) {
+				e, endpoint, err := startDevEtcd(dir)
+				if err != nil {
+					return "", nil, err
+				}
+				return endpoint, e.Close, nil
+			}
+			return benchRun(cmd, bf, false, func(ctx context.Context, _ *bench.Env, p bench.Progress) (*bench.Summary, error) {
+				return bench.API(ctx, o, p)
+			})
+		},
+	}
+	f := c.Flags()
+	f.IntVar(&o.Single, "single", 20000, "tasks submitted one per request")
+	f.IntVar(&o.Conns, "conns", 16, "keep-alive connections submitting one task per request")
+	f.IntVar(&o.Batched, "batched", 100000, "tasks submitted in batches")
+	f.IntVar(&o.Batch, "batch", 1000, "tasks per POST /v1/tasks/batch (≤ 1000)")
+	f.IntVar(&o.BatchConns, "batch-conns", 2, "connections submitting batches")
+	f.IntVar(&o.SampleEvery, "sample-every", 10, "one task in this many has its submit→start read back")
+	f.BoolVar(&localOnly, "local", false, "only the one-region mode")
+	f.BoolVar(&handoffOnly, "handoff", false, "only the two-region hand-off mode")
 	return c
 }

@@ -66,6 +66,7 @@ func storeOptions(cfg *config.Region) queue.Options {
 		RetainSuccess: cfg.Retention.Success, RetainCanceled: cfg.Retention.Canceled, RetainDead: cfg.Retention.Dead,
 		Defaults:     defaultsOf(cfg),
 		WaitReplicas: cfg.Redis.WaitReplicas, WaitTimeout: cfg.Redis.WaitTimeout,
+		ColdHorizon: cfg.Task.ColdHorizon,
 	}
 }
 

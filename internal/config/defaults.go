@@ -38,7 +38,7 @@ func Default() *Region {
 		Thresholds: Thresholds{Alert: 0.60, Spill: 0.80, Pause: 0.95, Resume: 0.40},
 		Retry:      Retry{MaxRetries: 4, Base: 300 * time.Millisecond, Cap: 30 * time.Second},
 		Lease:      Lease{Duration: 10 * time.Second, Heartbeat: 3 * time.Second},
-		Task:       Task{DefaultTimeout: 30 * time.Minute, MaxPayload: 1 << 20},
+		Task:       Task{DefaultTimeout: 30 * time.Minute, MaxPayload: 1 << 20, ColdHorizon: 5 * time.Minute},
 		AgingStep:  60 * time.Second,
 		Retention: Retention{
 			Success:  24 * time.Hour,

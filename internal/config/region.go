@@ -225,6 +225,10 @@ type Task struct {
 	DefaultTimeout time.Duration `mapstructure:"default_timeout" yaml:"default_timeout"`
 	// MaxPayload is the largest payload accepted, in bytes.
 	MaxPayload int64 `mapstructure:"max_payload" yaml:"max_payload"`
+	// ColdHorizon: delayed tasks due later than this wait in the compact
+	// cold tier until the leader moves them to the hot delayed sets, half a
+	// horizon ahead of their time. 0 keeps every delayed task hot.
+	ColdHorizon time.Duration `mapstructure:"cold_horizon" yaml:"cold_horizon"`
 }
 
 // Retention is how long terminal records are kept, per final state.

@@ -315,6 +315,9 @@ func (r *Region) validateTimings(p *problems) {
 	if r.Task.MaxPayload <= 0 || r.Task.MaxPayload > maxPayload {
 		p.add("task.max_payload", "must be > 0 and ≤ %d bytes (Redis' limit), got %d", maxPayload, r.Task.MaxPayload)
 	}
+	if h := r.Task.ColdHorizon; h != 0 && h < time.Minute {
+		p.add("task.cold_horizon", "must be 0 (every delayed task hot) or ≥ 1m, got %s", h)
+	}
 	positive(p, "aging_step", r.AgingStep)
 	positive(p, "retention.success", r.Retention.Success)
 	positive(p, "retention.canceled", r.Retention.Canceled)

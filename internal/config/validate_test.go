@@ -125,6 +125,8 @@ func TestValidateEachRule(t *testing.T) {
 		{"task timeout", func(r *Region) { r.Task.DefaultTimeout = 0 }, "task.default_timeout: must be > 0, got 0s"},
 		{"max payload", func(r *Region) { r.Task.MaxPayload = 1 << 30 },
 			"task.max_payload: must be > 0 and ≤ 536870912 bytes (Redis' limit), got 1073741824"},
+		{"cold horizon", func(r *Region) { r.Task.ColdHorizon = 10 * time.Second },
+			"task.cold_horizon: must be 0 (every delayed task hot) or ≥ 1m, got 10s"},
 		{"aging step", func(r *Region) { r.AgingStep = -time.Second }, "aging_step: must be > 0, got -1s"},
 		{"retention", func(r *Region) { r.Retention.Dead = 0 }, "retention.dead: must be > 0, got 0s"},
 		{"starvation", func(r *Region) { r.StarvationThreshold = 0 }, "starvation_threshold: must be > 0, got 0s"},

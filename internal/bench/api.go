@@ -1,0 +1,552 @@
+package bench
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/ax-sched/ax/apiv1"
+	"github.com/ax-sched/ax/client"
+	"github.com/ax-sched/ax/internal/redisproc"
+	"github.com/ax-sched/ax/queue"
+	"github.com/ax-sched/ax/task"
+)
+
+// APIOptions size an `ax bench api` run.
+type APIOptions struct {
+	Single     int // tasks submitted one per request (default 20 000)
+	Conns      int // keep-alive connections submitting one task per request (default 16)
+	Batched    int // tasks submitted in batches (default 100 000)
+	Batch      int // tasks per POST /v1/tasks/batch (default 1 000)
+	BatchConns int // connections submitting batches (default 2)
+	Workers    int // `ax worker` processes draining (default 2)
+	// Concurrency is each worker's slots (default 128).
+	Concurrency int
+	// Modes: "local" (one region), "handoff" (two regions, every task
+	// submitted to the first and run in the second). Default both.
+	Modes []string
+	// Exe is the ax binary started as `ax server` and `ax worker`.
+	Exe string
+	// Etcd starts an etcd for the run (regional and global) in dir and
+	// returns its endpoint and a stop function; cmd/ax passes the embedded
+	// one `ax dev` uses.
+	Etcd func(dir string) (endpoint string, stop func(), err error)
+	// RedisServer is the redis-server binary (default on PATH).
+	RedisServer string
+	// SampleEvery: one task in this many has its submit→start measured
+	// (default 10).
+	SampleEvery int
+}
+
+func (o *APIOptions) defaults() {
+	if o.Single <= 0 {
+		o.Single = 20000
+	}
+	if o.Conns <= 0 {
+		o.Conns = 16
+	}
+	if o.Batched <= 0 {
+		o.Batched = 100000
+	}
+	if o.Batch <= 0 || o.Batch > client.MaxBatch {
+		o.Batch = client.MaxBatch
+	}
+	if o.BatchConns <= 0 {
+		o.BatchConns = 2
+	}
+	if o.Workers <= 0 {
+		o.Workers = 2
+	}
+	if o.Concurrency <= 0 {
+		o.Concurrency = 128
+	}
+	if len(o.Modes) == 0 {
+		o.Modes = []string{"local", "handoff"}
+	}
+	if o.RedisServer == "" {
+		o.RedisServer = "redis-server"
+	}
+	if o.SampleEvery <= 0 {
+		o.SampleEvery = 10
+	}
+}
+
+// API measures the path users take, through real processes: HTTP API
+// (auth on) → validation → placement → enqueue (→ hand-off) → claim by an
+// `ax worker` → ack. Per mode it starts an etcd, one redis-server
+// (password required) and one `ax server` per region, and Workers
+// `ax worker`s in the region that runs the tasks; then
+//
+//  1. single: Single tasks, POST /v1/tasks from Conns keep-alive connections;
+//  2. batch: Batched tasks, POST /v1/tasks/batch of Batch from BatchConns;
+//
+// each timed from the first request to the last answer (accepted/s) and to
+// the last task's success (done/s), with the workers draining meanwhile.
+// CPU of the servers and the workers is read from /proc/<pid>/stat, the
+// Redis servers' from INFO cpu and commandstats.
+func API(ctx context.Context, o APIOptions, progress Progress) (*Summary, error) {
+	o.defaults()
+	if o.Exe == "" {
+		return nil, errNoExe
+	}
+	if o.Etcd == nil {
+		return nil, errors.New("bench: api: no etcd starter (APIOptions.Etcd)")
+	}
+	s := newSummary("api")
+	s.Params = map[string]any{"single": o.Single, "conns": o.Conns, "batched": o.Batched, "batch": o.Batch,
+		"batch_conns": o.BatchConns, "workers": o.Workers, "concurrency": o.Concurrency, "modes": o.Modes,
+		"payload_bytes": len(payload64), "auth": true}
+	for _, mode := range o.Modes {
+		if mode != "local" && mode != "handoff" {
+			return nil, fmt.Errorf("bench: api: mode %q: want local or handoff", mode)
+		}
+		if err := apiMode(ctx, s, o, mode, progress); err != nil {
+			return nil, fmt.Errorf("bench: api %s: %w", mode, err)
+		}
+	}
+	s.finish()
+	return s, nil
+}
+
+// apiRegion is one region of an API run.
+type apiRegion struct {
+	name     string
+	redis    *redisproc.Server
+	rdb      *redis.Client
+	store    *queue.Store
+	api      string
+	cfg      string
+	server   *axProc
+	password string
+}
+
+// apiFed is the federation of one mode.
+type apiFed struct {
+	o       APIOptions
+	dir     string
+	regions []*apiRegion
+	workers []*axProc
+	submit  string // submitter token
+	admin   string // admin token (reads /v1/regions)
+	cluster string
+	stops   []func()
+}
+
+func (f *apiFed) close() {
+	for _, w := range f.workers {
+		w.stop()
+	}
+	for _, r := range f.regions {
+		if r.server != nil {
+			r.server.stop()
+		}
+	}
+	for i := len(f.stops) - 1; i >= 0; i-- {
+		f.stops[i]()
+	}
+	_ = os.RemoveAll(f.dir)
+}
+
+func (f *apiFed) procs() []*axProc {
+	ps := append([]*axProc(nil), f.workers...)
+	for _, r := range f.regions {
+		ps = append(ps, r.server)
+	}
+	return ps
+}
+
+func secret() string {
+	b := make([]byte, 16)
+	_, _ = rand.Read(b)
+	return hex.EncodeToString(b)
+}
+
+func sha(s string) string {
+	h := sha256.Sum256([]byte(s))
+	return hex.EncodeToString(h[:])
+}
+
+// startFed starts the regions of a mode: names[len-1] runs the tasks.
+func startFed(ctx context.Context, o APIOptions, names []string) (_ *apiFed, err error) {
+	dir, err := os.MkdirTemp("", "ax-bench-api-")
+	if err != nil {
+		return nil, err
+	}
+	f := &apiFed{o: o, dir: dir, submit: secret(), admin: secret(), cluster: secret()}
+	defer func() {
+		if err != nil {
+			f.close()
+		}
+	}()
+	endpoint, stop, err := o.Etcd(filepath.Join(dir, "etcd"))
+	if err != nil {
+		return nil, fmt.Errorf("etcd: %w", err)
+	}
+	f.stops = append(f.stops, stop)
+	for _, name := range names {
+		r := &apiRegion{name: name, password: secret(), cfg: filepath.Join(dir, name+".yaml")}
+		sctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+		r.redis, err = redisproc.Start(sctx, redisproc.WithBinary(o.RedisServer), redisproc.WithPassword(r.password))
+		cancel()
+		if err != nil {
+			return nil, err
+		}
+		f.stops = append(f.stops, r.redis.Stop)
+		r.rdb = redis.NewClient(&redis.Options{Addr: r.redis.Addr(), Password: r.password, PoolSize: 8})
+		f.stops = append(f.stops, func() { _ = r.rdb.Close() })
+		if r.store, err = queue.New(r.rdb, queue.Options{Region: name}); err != nil {
+			return nil, err
+		}
+		listen, err := freeAddr()
+		if err != nil {
+			return nil, err
+		}
+		r.api = "http://" + listen
+		if err := os.WriteFile(r.cfg, []byte(f.config(r, names, endpoint, listen)), 0o600); err != nil {
+			return nil, err
+		}
+		f.regions = append(f.regions, r)
+	}
+	for _, r := range f.regions {
+		env := append(axEnv(), "AX_REDIS_PASSWORD="+r.password, "AX_AUTH_CLUSTER_TOKEN="+f.cluster)
+		if r.server, err = startAx(o.Exe, r.name+"/server", env, "server", "--config", r.cfg); err != nil {
+			return nil, err
+		}
+	}
+	run := f.regions[len(f.regions)-1]
+	for i := range o.Workers {
+		id := fmt.Sprintf("%s-w%d", run.name, i+1)
+		w, err := startAx(o.Exe, run.name+"/"+id, append(axEnv(), "AX_REDIS_PASSWORD="+run.password),
+			"worker", "--config", run.cfg, "--pool", "cpu", "--id", id)
+		if err != nil {
+			return nil, err
+		}
+		f.workers = append(f.workers, w)
+	}
+	hc := &http.Client{Timeout: 5 * time.Second}
+	err = waitFor(ctx, 60*time.Second, "every region placeable", f.procs(), func() bool {
+		for _, r := range f.regions {
+			if !f.placeable(ctx, hc, r.api, run.name) {
+				return false
+			}
+		}
+		return true
+	})
+	return f, err
+}
+
+// axEnv is the bench's environment without AX_ settings, logs as text.
+func axEnv() []string {
+	var env []string
+	for _, kv := range os.Environ() {
+		if !strings.HasPrefix(kv, "AX_") {
+			env = append(env, kv)
+		}
+	}
+	return append(env, "AX_LOG_FORMAT=text")
+}
+
+// config is one region's file: auth on (tokens as SHA-256; the secrets
+// reach the processes in the environment), one pool with room for every
+// task of the run, so backpressure never refuses the bench.
+func (f *apiFed) config(r *apiRegion, names []string, etcd, listen string) string {
+	o := f.o
+	return fmt.Sprintf(`region: %s
+listen: %s
+regions: [%s]
+etcd:
+  regional: {endpoints: [%s]}
+  global: {endpoints: [%s]}
+  prefix: /axbench/
+redis: {addr: %s}
+pools:
+  - {name: cpu, tags: {class: cpu}, slots: %d, queue_capacity: %d, price_per_slot_hour: 0.04}
+auth:
+  enabled: true
+  tokens:
+    - {name: bench, token_sha256: %s, role: submitter, tenant: bench}
+    - {name: bench-admin, token_sha256: %s, role: admin, tenant: ""}
+worker:
+  concurrency: %d
+`, r.name, listen, strings.Join(names, ", "), etcd, etcd, r.redis.Addr(),
+		o.Workers*o.Concurrency, 4*(o.Single+o.Batched), sha(f.submit), sha(f.admin), o.Concurrency)
+}
+
+// placeable: the server at api sees every region healthy with a leader,
+// and run's pool with live slots.
+func (f *apiFed) placeable(ctx context.Context, hc *http.Client, api, run string) bool {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, api+"/v1/regions", nil)
+	if err != nil {
+		return false
+	}
+	req.Header.Set("Authorization", "Bearer "+f.admin)
+	resp, err := hc.Do(req)
+	if err != nil {
+		return false
+	}
+	defer resp.Body.Close()
+	var rs struct {
+		Regions []struct {
+			Name    string `json:"name"`
+			Healthy bool   `json:"healthy"`
+			Leader  string `json:"leader"`
+			Pools   []struct {
+				Slots int `json:"slots"`
+			} `json:"pools"`
+		} `json:"regions"`
+	}
+	if resp.StatusCode != 200 || json.NewDecoder(resp.Body).Decode(&rs) != nil || len(rs.Regions) != len(f.regions) {
+		return false
+	}
+	for _, g := range rs.Regions {
+		if !g.Healthy || g.Leader == "" {
+			return false
+		}
+		if g.Name == run && (len(g.Pools) == 0 || g.Pools[0].Slots == 0) {
+			return false
+		}
+	}
+	return true
+}
+
+// apiMeter reads the CPU of every process and Redis of a federation.
+type apiMeter struct {
+	f       *apiFed
+	env     *Env // the regions' Redis servers, for INFO
+	start   time.Time
+	servers time.Duration
+	workers time.Duration
+	inner   *meter
+}
+
+func (f *apiFed) cpu(ps []*axProc) time.Duration {
+	var t time.Duration
+	for _, p := range ps {
+		t += p.cpu()
+	}
+	return t
+}
+
+func (f *apiFed) serverProcs() []*axProc {
+	var ps []*axProc
+	for _, r := range f.regions {
+		ps = append(ps, r.server)
+	}
+	return ps
+}
+
+func (f *apiFed) startMeter(ctx context.Context, env *Env) *apiMeter {
+	return &apiMeter{f: f, env: env, start: time.Now(), servers: f.cpu(f.serverProcs()),
+		workers: f.cpu(f.workers), inner: env.startMeter(ctx)}
+}
+
+// succeeded sums the regions' success counters.
+func (f *apiFed) succeeded(ctx context.Context) int64 {
+	var n int64
+	for _, r := range f.regions {
+		c, err := r.store.Counts(ctx)
+		if err != nil {
+			return -1
+		}
+		n += int64(c.Succeeded)
+	}
+	return n
+}
+
+// apiMode runs the two submit phases of one mode.
+func apiMode(ctx context.Context, s *Summary, o APIOptions, mode string, progress Progress) error {
+	names := []string{"bench-a"}
+	if mode == "handoff" {
+		names = []string{"bench-a", "bench-b"}
+	}
+	progress.report(mode+" start", 0, 0)
+	f, err := startFed(ctx, o, names)
+	if err != nil {
+		return err
+	}
+	defer f.close()
+	env := &Env{}
+	for _, r := range f.regions {
+		env.nodes = append(env.nodes, r.rdb)
+	}
+	if s.Redis.Version == "" {
+		s.Redis = RedisInfo{Managed: true, Version: infoField(must(f.regions[0].rdb.Info(ctx, "server").Result()), "redis_version"),
+			Config: "one temporary redis-server per region started by ax bench (requirepass): appendonly no, save \"\", maxmemory-policy noeviction"}
+	}
+	run := f.regions[len(f.regions)-1]
+	sp := map[string]any{"type": "noop", "payload": json.RawMessage(payload64), "tags": map[string]string{"class": "cpu"}}
+	if mode == "handoff" {
+		sp["regions"] = []string{run.name}
+	}
+	raw, err := json.Marshal(sp)
+	if err != nil {
+		return err
+	}
+	// Keep-alive: one idle connection kept per submitting goroutine.
+	tr := &http.Transport{MaxIdleConns: 64, MaxIdleConnsPerHost: max(o.Conns, o.BatchConns), MaxConnsPerHost: max(o.Conns, o.BatchConns),
+		IdleConnTimeout: 30 * time.Second}
+	defer tr.CloseIdleConnections()
+	c, err := client.New(f.regions[0].api, client.WithToken(f.submit), client.WithHTTPClient(&http.Client{Transport: tr, Timeout: 30 * time.Second}))
+	if err != nil {
+		return err
+	}
+	for _, ph := range []struct {
+		name      string
+		n, per, k int
+	}{{"single", o.Single, 1, o.Conns}, {"batch", o.Batched, o.Batch, o.BatchConns}} {
+		if ph.n == 0 {
+			continue
+		}
+		if err := apiPhase(ctx, s, f, env, c, raw, mode+"/"+ph.name, ph.n, ph.per, ph.k, run, progress); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func must(s string, _ error) string { return s }
+
+// apiPhase submits n tasks in requests of per from k goroutines and waits
+// until all succeeded.
+func apiPhase(ctx context.Context, s *Summary, f *apiFed, env *Env, c *client.Client, raw []byte,
+	name string, n, per, k int, run *apiRegion, progress Progress) error {
+	base := f.succeeded(ctx)
+	type sample struct {
+		id   string
+		sent time.Time
+	}
+	var (
+		next, accepted atomic.Int64
+		mu             sync.Mutex
+		firstErr       error
+		picks          []sample
+		wg             sync.WaitGroup
+	)
+	// A batch body is the same for every request: encode it once.
+	var body []json.RawMessage
+	if per > 1 {
+		body = make([]json.RawMessage, per)
+		for i := range body {
+			body[i] = raw
+		}
+	}
+	var one task.Spec
+	if err := json.Unmarshal(raw, &one); err != nil {
+		return err
+	}
+	fail := func(err error) {
+		mu.Lock()
+		if firstErr == nil {
+			firstErr = err
+		}
+		mu.Unlock()
+	}
+	stopBar := ticker(ctx, func() { progress.report(name, int(accepted.Load()), n) })
+	m := f.startMeter(ctx, env)
+	for range k {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for {
+				start := int(next.Add(int64(per))) - per
+				if start >= n || ctx.Err() != nil {
+					return
+				}
+				cnt := min(per, n-start)
+				sent := time.Now()
+				if per == 1 {
+					r, err := c.Submit(ctx, &one)
+					if err != nil {
+						fail(fmt.Errorf("POST /v1/tasks: %w", err))
+						return
+					}
+					if start%f.o.SampleEvery == 0 {
+						mu.Lock()
+						picks = append(picks, sample{r.ID, sent})
+						mu.Unlock()
+					}
+				} else {
+					r, err := c.SubmitBatch(ctx, body[:cnt])
+					if err != nil {
+						fail(fmt.Errorf("POST /v1/tasks/batch: %w", err))
+						return
+					}
+					if r.Rejected > 0 {
+						fail(fmt.Errorf("POST /v1/tasks/batch: %d of %d rejected: %s", r.Rejected, cnt, firstRejection(r)))
+						return
+					}
+					mu.Lock()
+					for i := 0; i < cnt; i += f.o.SampleEvery {
+						picks = append(picks, sample{r.Results[i].Task.ID, sent})
+					}
+					mu.Unlock()
+				}
+				accepted.Add(int64(cnt))
+			}
+		}()
+	}
+	wg.Wait()
+	acceptWall := time.Since(m.start)
+	stopBar()
+	if firstErr != nil {
+		return firstErr
+	}
+	err := await(ctx, name+" drain", n, func() int64 { return f.succeeded(ctx) - base }, progress)
+	if err != nil {
+		return err
+	}
+	u := m.inner.stop(ctx)
+	serverCPU := f.cpu(f.serverProcs()) - m.servers
+	workerCPU := f.cpu(f.workers) - m.workers
+	u.AxCPU = serverCPU
+	ph := s.phase(name, int64(n), u)
+
+	var lat samples
+	for _, p := range picks {
+		tk, err := run.store.Get(ctx, p.id)
+		if err != nil {
+			return fmt.Errorf("reading task %s: %w", p.id, err)
+		}
+		if tk.StartedAt != nil {
+			lat.add(tk.StartedAt.Sub(p.sent))
+		}
+	}
+	d := lat.dist()
+	per1 := func(t time.Duration) float64 { return round(float64(t.Microseconds())/float64(n), 2) }
+	target := map[string]string{"local/single": "≥ 10000", "local/batch": "≥ 50000", "handoff/batch": "≥ 20000"}[name]
+	key := strings.ReplaceAll(name, "/", "_")
+	s.metric(key+"_accepted", float64(n)/acceptWall.Seconds(), "tasks/s", "higher", target)
+	s.metric(key+"_done", ph.PerS, "tasks/s", "higher", "")
+	s.metric(key+"_submit_to_start_p50", ms(d.P50), "ms", "lower", "")
+	s.metric(key+"_submit_to_start_p99", ms(d.P99), "ms", "lower", "")
+	s.metric(key+"_server_cpu_per_task", per1(serverCPU), "µs", "lower", "")
+	s.metric(key+"_worker_cpu_per_task", per1(workerCPU), "µs", "lower", "")
+	s.metric(key+"_redis_cpu_per_task", ph.RedisUsPer, "µs", "lower", "")
+	s.Counts[key+"_sampled"] = int64(d.N)
+	return nil
+}
+
+func firstRejection(r *apiv1.BatchResponse) string {
+	for _, it := range r.Results {
+		if it.Error != nil {
+			var b bytes.Buffer
+			_ = json.NewEncoder(&b).Encode(it.Error)
+			return strings.TrimSpace(b.String())
+		}
+	}
+	return ""
+}

@@ -1,0 +1,9 @@
+//go:build !linux
+
+package bench
+
+import "syscall"
+
+// procAttr: own process group (no parent-death signal off Linux: stop the
+// bench with Ctrl-C, which stops its children).
+func procAttr() *syscall.SysProcAttr { return &syscall.SysProcAttr{Setpgid: true} }

@@ -1,0 +1,237 @@
+package queue
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/ax-sched/ax/task"
+)
+
+// The cold tier (scripts/cold.lua). A delayed task due later than
+// Options.ColdHorizon waits without a record: its id in a time bucket of
+// coldBucket and in an id-sharded index hash, its spec once per submit call
+// in a template. That is ~100 B of Redis a task instead of ~430 B for a
+// record and a delayed-set entry, so millions of far-off tasks fit, and no
+// per-second scan touches them: the leader's PromoteCold moves whole
+// buckets to the hot delayed sets half a horizon ahead of their time, in
+// bounded batches, fenced. Any read or action on a cold task thaws it
+// first (Get, Trails, Cancel, SetPriority, Replay): it becomes the
+// ordinary delayed task it would have been, still PENDING, so every other
+// path is unchanged.
+//
+// Only tasks with a generated id, no idempotency key, no hand-off and no
+// carried history go cold: those are the ones whose every other reader
+// finds them by id alone.
+
+// coldBucket is the span of one cold time bucket.
+const coldBucket = 10 * time.Second
+
+func (s *Store) coldKeys(shard int, extra ...string) []string {
+	p := s.keys[shard].prefix
+	return s.keysWith(shard, append([]string{p + "cold", p + "cseq"}, extra...)...)
+}
+
+// coldEligible reports whether the task goes to the cold tier.
+func (s *Store) coldEligible(t NewTask, now time.Time) bool {
+	sp := t.Spec
+	return s.opts.ColdHorizon > 0 && t.ID == "" && sp.RunAt != nil && !sp.RunAt.Before(now.Add(s.opts.ColdHorizon)) &&
+		sp.IdempotencyKey == "" && t.HandOff == "" && t.History == nil && !t.Returning
+}
+
+// splitCold takes the cold tasks out of idx.
+func (s *Store) splitCold(tasks []NewTask, idx []int) (cold, hot []int) {
+	if s.opts.ColdHorizon <= 0 {
+		return nil, idx
+	}
+	now := s.now()
+	for _, i := range idx {
+		if s.coldEligible(tasks[i], now) {
+			cold = append(cold, i)
+		} else {
+			hot = append(hot, i)
+		}
+	}
+	return cold, hot
+}
+
+// submitCold stores tasks idx of one shard in the cold tier, one template
+// per distinct (spec, pool, pinned) in the call.
+func (s *Store) submitCold(ctx context.Context, sc redis.Scripter, shard int, tasks []NewTask, ids []string, idx []int, res []SubmitResult) error {
+	type tplKey struct {
+		sp     *task.Spec
+		pool   string
+		pinned bool
+	}
+	tpls := map[tplKey]int{}
+	var specs []any
+	refs := make([]int, len(idx))
+	for k, i := range idx {
+		t := tasks[i]
+		key := tplKey{t.Spec, t.Pool, t.Pinned && t.Pool != ""}
+		ref, ok := tpls[key]
+		if !ok {
+			f := specFields(t.Spec, s.opts.Defaults)
+			if key.pinned {
+				f = append(f, "pn", "1", "po", t.Pool)
+			}
+			f = append(f, "pr", strconv.Itoa(*t.Spec.Priority))
+			specs = append(specs, len(f)/2)
+			specs = append(specs, f...)
+			ref = len(tpls) + 1
+			tpls[key] = ref
+		}
+		refs[k] = ref
+	}
+	argv := make([]any, 0, 4+len(specs)+1+3*len(idx))
+	argv = append(argv, s.clock(), "submit", coldBucket.Milliseconds(), len(tpls))
+	argv = append(argv, specs...)
+	argv = append(argv, len(idx))
+	for k, i := range idx {
+		argv = append(argv, ids[i], refs[k], tasks[i].Spec.RunAt.UnixMilli())
+	}
+	codes, err := scripts.cold.Run(ctx, sc, s.coldKeys(shard), argv...).Text()
+	if err != nil {
+		return fmt.Errorf("queue: submit (cold): %w", err)
+	}
+	if len(codes) != len(idx) {
+		return fmt.Errorf("queue: submit (cold): %d results for %d tasks", len(codes), len(idx))
+	}
+	for k, i := range idx {
+		r := SubmitResult{ID: ids[i], State: task.Pending}
+		if codes[k] == '3' {
+			r.Err = task.ErrExists
+		}
+		res[i] = r
+	}
+	return nil
+}
+
+// PromoteCold moves cold tasks whose bucket starts within half the cold
+// horizon to the hot delayed sets, at most limit per shard and call
+// (≤ MaxBatch), in scripts of at most promoteChunk. It returns how many
+// moved and the start of the earliest bucket left (zero when none).
+// Leader only: fenced.
+func (s *Store) PromoteCold(ctx context.Context, f Fence, limit int) (int, time.Time, error) {
+	limit = clampBatch(limit)
+	lead := (s.opts.ColdHorizon / 2).Milliseconds()
+	moved := 0
+	var next time.Time
+	for shard := range s.keys {
+		for done := 0; done < limit; {
+			n := min(promoteChunk, limit-done)
+			out, err := scripts.cold.Run(ctx, s.rdb, s.coldKeys(shard, s.fenceKey(shard, f)),
+				s.clock(), "promote", f.Token, lead, n).Slice()
+			if err != nil {
+				return moved, next, fmt.Errorf("queue: promote cold: %w", err)
+			}
+			if fenced(out) {
+				return moved, next, ErrFenced
+			}
+			m := toInt(out[0])
+			moved += m
+			nb := msTime(toStr(out[1]))
+			if nb != nil && (next.IsZero() || nb.Before(next)) {
+				next = *nb
+			}
+			seen := toInt(out[2])
+			if seen < n {
+				break // no more ahead
+			}
+			done += seen
+		}
+	}
+	return moved, next, nil
+}
+
+// thaw makes a cold task an ordinary delayed one; false when id is not in
+// the cold tier.
+func (s *Store) thaw(ctx context.Context, id string) (bool, error) {
+	shard, err := s.shardOf(id)
+	if err != nil {
+		return false, err
+	}
+	n, err := scripts.cold.Run(ctx, s.rdb, s.coldKeys(shard), s.clock(), "thaw", id).Int()
+	if err != nil {
+		return false, fmt.Errorf("queue: thaw: %w", err)
+	}
+	return n == 1, nil
+}
+
+// ColdWaiting counts the tasks in the cold tier, every shard's.
+func (s *Store) ColdWaiting(ctx context.Context) (int, error) {
+	total := 0
+	for shard := range s.keys {
+		v, err := s.rdb.HGet(ctx, s.keys[shard].base[5], "cold").Int()
+		if err != nil && err != redis.Nil {
+			return 0, fmt.Errorf("queue: cold count: %w", err)
+		}
+		total += v
+	}
+	return total, nil
+}
+
+// thawedOn reports whether err says id was not found and id was in the
+// cold tier, now thawed: the caller tries again. A cold task is PENDING;
+// every read and action sees it as the ordinary delayed task it becomes.
+func (s *Store) thawedOn(ctx context.Context, id string, err error) bool {
+	if !errors.Is(err, task.ErrNotFound) {
+		return false
+	}
+	ok, terr := s.thaw(ctx, id)
+	return terr == nil && ok
+}
+
+// waitingCold is Waiting over one shard's cold tier: each index hash is
+// read whole (a few hundred entries), each template once.
+func (s *Store) waitingCold(ctx context.Context, shard int, f Filter, fn func([]*task.Task) error) error {
+	p := s.keys[shard].prefix
+	idx, err := s.scanKeys(ctx, p+"cx:*")
+	if err != nil {
+		return err
+	}
+	tpls := map[string]map[string]string{}
+	for _, k := range idx {
+		kv, err := s.rdb.HGetAll(ctx, k).Result()
+		if err != nil {
+			return fmt.Errorf("queue: cold index: %w", err)
+		}
+		var keep []*task.Task
+		for id, v := range kv {
+			due, ref, ok := strings.Cut(v, " ")
+			if !ok {
+				continue
+			}
+			tpl, ok := tpls[ref]
+			if !ok {
+				if tpl, err = s.rdb.HGetAll(ctx, p+"cs:"+ref).Result(); err != nil {
+					return fmt.Errorf("queue: cold template: %w", err)
+				}
+				tpls[ref] = tpl
+			}
+			h := make(map[string]string, len(tpl)+3)
+			for k, v := range tpl {
+				if k != "#" {
+					h[k] = v
+				}
+			}
+			h["st"], h["rs"], h["du"] = "P", task.ReasonSubmitted, due
+			t := decodeTask(id, h, s.opts.Defaults)
+			t.HeldBy = s.opts.Region
+			if f.match(t) {
+				keep = append(keep, t)
+			}
+		}
+		if len(keep) > 0 {
+			if err := fn(keep); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
