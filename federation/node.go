@@ -33,7 +33,9 @@ type Config struct {
 	// StuckPoolGrace is how long a pool may hold READY tasks without a live
 	// worker before they are re-placed elsewhere (default 30s).
 	StuckPoolGrace time.Duration
-	Logger         *slog.Logger
+	// Logger carries the server's identity (cmd/ax adds its region); the
+	// node adds none, so no key appears twice. Other regions are "peer".
+	Logger *slog.Logger
 	// Now is the node's one clock: placement, in-flight accounting, stuck
 	// pools (tests inject one); nil is time.Now. The view keeps the wall
 	// clock: it judges figures other servers stamped with theirs.
@@ -92,7 +94,7 @@ func NewNode(cfg Config, store *queue.Store, view *View, cell *region.Cell, m *M
 		m = NewMetrics(nil)
 	}
 	m.init(cfg.Region)
-	n := &Node{cfg: cfg, store: store, cell: cell, view: view, placer: pl, est: est, log: cfg.Logger.With("region", cfg.Region),
+	n := &Node{cfg: cfg, store: store, cell: cell, view: view, placer: pl, est: est, log: cfg.Logger,
 		peers: &http.Client{Timeout: 10 * time.Second}, metrics: m,
 		// A placement not seen landing after this long is no longer counted
 		// (its target is down, or another server of the region sends it).

@@ -206,7 +206,7 @@ func (v *View) Suspect(name string, now time.Time) {
 	v.suspects[name] = now.Add(max(v.staleAfter, time.Second))
 	v.mu.Unlock()
 	if !was {
-		v.log.Warn("region suspected down: requests to it went unanswered; placing elsewhere", "region", name)
+		v.log.Warn("region suspected down: requests to it went unanswered; placing elsewhere", "peer", name)
 	}
 	v.rebuild(now)
 }
@@ -218,7 +218,7 @@ func (v *View) Vouch(name string) {
 	delete(v.suspects, name)
 	v.mu.Unlock()
 	if was {
-		v.log.Info("region answers again", "region", name)
+		v.log.Info("region answers again", "peer", name)
 		v.rebuild(time.Now())
 	}
 }
@@ -245,7 +245,7 @@ func (v *View) ignore(key, name string) {
 	}
 	if !v.ignored[key+"="+name] {
 		v.ignored[key+"="+name] = true
-		v.log.Warn("ignoring a region registration that is not in regions: (check who can write the global etcd)", "key", key, "region", name)
+		v.log.Warn("ignoring a region registration that is not in regions: (check who can write the global etcd)", "key", key, "peer", name)
 	}
 }
 
@@ -354,7 +354,7 @@ func (v *View) judge(name string, good bool, now time.Time) bool {
 	}
 	if now.Sub(h.since) >= v.grace {
 		h.healthy, h.since = good, time.Time{}
-		v.log.Info("region health changed", "region", name, "healthy", good)
+		v.log.Info("region health changed", "peer", name, "healthy", good)
 	}
 	return h.healthy
 }

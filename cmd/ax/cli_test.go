@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -100,13 +99,10 @@ func cliExec(t *testing.T, ctx context.Context, f *cliFakeAPI, stdin string, arg
 	err := root.ExecuteContext(ctx)
 	res := cliResult{stdout: out.String(), stderr: errb.String(), err: err}
 	if err != nil {
-		res.code = 1
-		var ee *exitError
-		if errors.As(err, &ee) {
-			res.code = ee.code
-		}
-		if strings.Contains(err.Error(), "\n") {
-			t.Errorf("error is not one line: %q", err)
+		var rep bytes.Buffer
+		res.code = report(&rep, err)
+		if strings.Count(rep.String(), "\n") != 1 {
+			t.Errorf("error is not one line: %q", rep.String())
 		}
 	}
 	return res

@@ -15,11 +15,13 @@ package main
 import (
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"sort"
 	"strings"
 
+	"github.com/ax-sched/ax/internal/config"
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 	"github.com/spf13/viper"
@@ -35,17 +37,29 @@ func (e *exitError) Error() string { return e.err.Error() }
 func (e *exitError) Unwrap() error { return e.err }
 
 func main() {
-	root := newRoot()
-	if err := root.Execute(); err != nil {
-		code := 1
-		var ee *exitError
-		if errors.As(err, &ee) {
-			code = ee.code
-		}
-		// One line, no usage dump.
-		fmt.Fprintln(os.Stderr, "ax: "+strings.ReplaceAll(err.Error(), "\n", "; "))
-		os.Exit(code)
+	if err := newRoot().Execute(); err != nil {
+		os.Exit(report(os.Stderr, err))
 	}
+}
+
+// report writes a command's error to w and returns the exit code: no usage
+// dump; a config file's problems one per line (each names its file and
+// key), any other error on one line.
+func report(w io.Writer, err error) int {
+	code := 1
+	var ee *exitError
+	if errors.As(err, &ee) {
+		code = ee.code
+	}
+	var ce config.Errors
+	if errors.As(err, &ce) {
+		for _, fe := range ce {
+			fmt.Fprintln(w, "ax: "+fe.Error())
+		}
+		return code
+	}
+	fmt.Fprintln(w, "ax: "+strings.ReplaceAll(err.Error(), "\n", "; "))
+	return code
 }
 
 // commands registers subcommand constructors; each file adds its own in init.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"net"
 	"net/http"
@@ -29,13 +30,36 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 )
 
-// newLogger is slog JSON on stderr (text when AX_LOG_FORMAT=text).
+// newLogger writes to stderr: text on a terminal, JSON otherwise (what log
+// collectors read); AX_LOG_FORMAT=text or json chooses. Durations are
+// written as Go durations ("1.5s"), not nanoseconds.
 func newLogger(level slog.Level) *slog.Logger {
-	opts := &slog.HandlerOptions{Level: level}
-	if os.Getenv("AX_LOG_FORMAT") == "text" {
-		return slog.New(slog.NewTextHandler(os.Stderr, opts))
+	return logTo(os.Stderr, logText(os.Getenv("AX_LOG_FORMAT"), os.Stderr), level)
+}
+
+func logTo(w io.Writer, text bool, level slog.Level) *slog.Logger {
+	opts := &slog.HandlerOptions{Level: level, ReplaceAttr: func(_ []string, a slog.Attr) slog.Attr {
+		if a.Value.Kind() == slog.KindDuration {
+			a.Value = slog.StringValue(a.Value.Duration().String())
+		}
+		return a
+	}}
+	if text {
+		return slog.New(slog.NewTextHandler(w, opts))
 	}
-	return slog.New(slog.NewJSONHandler(os.Stderr, opts))
+	return slog.New(slog.NewJSONHandler(w, opts))
+}
+
+// logText: the format asked for, else text when f is a terminal.
+func logText(format string, f *os.File) bool {
+	switch format {
+	case "text":
+		return true
+	case "json":
+		return false
+	}
+	st, err := f.Stat()
+	return err == nil && st.Mode()&os.ModeCharDevice != 0
 }
 
 func etcdConfig(c config.EtcdCluster, prefix string, ttl time.Duration) lease.Config {

@@ -86,7 +86,7 @@ func runWorker(ctx context.Context, cfg *config.Region, p config.Pool, id string
 		Heartbeat: cfg.Lease.Heartbeat, ShutdownGrace: cfg.Worker.ShutdownGrace,
 		PreemptDelayMin: cfg.Preemption.ReadmitDelayMin, PreemptDelayMax: cfg.Preemption.ReadmitDelayMax,
 		PricePerSlotHour: p.PricePerSlotHour * (1 - p.Discount),
-		Logger:           log.With("region", cfg.Name, "pool", p.Name, "worker", id),
+		Logger:           log.With("region", cfg.Name), // the worker adds pool and worker
 		Metrics:          m,
 	})
 	if err != nil {
