@@ -460,6 +460,80 @@ func TestAPIContract(t *testing.T) {
 		f.Call(http.MethodPost, tasks+"/"+sr.ID+"/replay", tokOperator, nil).Want(t, http.StatusConflict)
 	})
 
+	t.Run("cost report across regions, by tenant", func(t *testing.T) {
+		// acme's task runs in AWS; globex's is submitted to AWS and handed
+		// off to GCP, whose spend it is.
+		a := f.SubmitOK(aws, tokAcme, spec{"type": "cost.probe", "tags": x86, "regions": []string{aws}, "priority": 0})
+		g := f.SubmitOK(aws, tokGlobex, spec{"type": "cost.probe", "tags": x86, "regions": []string{gcp}, "priority": 0})
+		fedtest.Eventually(t, 10*time.Second, "the hand-off to GCP", func() bool {
+			w := f.Where(ctx, g.ID)
+			return len(w) == 1 && w[0] == gcp
+		})
+		probeType, err := queue.ServeTypes("cost.probe")
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, run := range []struct{ region, id string }{{aws, a.ID}, {gcp, g.ID}} {
+			held, err := f.R(run.region).Store.Claim(ctx, queue.ClaimRequest{Pool: poolSpot, Worker: "w-cost", N: 1,
+				Price: fedtest.PriceOf(run.region, poolSpot), Types: probeType})
+			if err != nil || len(held) != 1 || held[0].ID != run.id {
+				t.Fatalf("claim in %s: %+v %v", run.region, held, err)
+			}
+			time.Sleep(100 * time.Millisecond)
+			if _, err := f.R(run.region).Store.Complete(ctx, queue.Completion{ID: run.id, Token: held[0].LeaseToken}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		probe := func(rep apiv1.CostReport) map[string]apiv1.CostRow {
+			m := map[string]apiv1.CostRow{}
+			for _, r := range rep.Rows {
+				if r.Type == "cost.probe" {
+					m[r.Tenant+" "+r.Region+" "+r.Pool] = r
+				}
+			}
+			return m
+		}
+		// The cheapest on-demand pool carrying arch=x86: AWS's (and AZ's) cpu.
+		ref := fedtest.PriceOf(aws, "cpu")
+		var rep apiv1.CostReport
+		f.Call(http.MethodGet, f.R(az).URL()+"/v1/cost?group_by=tenant,type,pool,region", tokOperator, nil).Want(t, http.StatusOK).JSON(t, &rep)
+		rows := probe(rep)
+		for _, w := range []struct{ key, region string }{{"acme " + aws + " " + poolSpot, aws}, {"globex " + gcp + " " + poolSpot, gcp}} {
+			r, ok := rows[w.key]
+			if !ok || r.Runs != 1 || r.FailedRuns != 0 || r.SpotRuns != 1 || r.RunSeconds < 0.1 || r.RunSeconds > 5 {
+				t.Fatalf("%s: %+v (rows %+v)", w.key, r, rep.Rows)
+			}
+			price := fedtest.PriceOf(w.region, poolSpot)
+			if d := r.SpendUSD - price*r.RunSeconds/3600; d > 1e-9 || d < -1e-9 {
+				t.Errorf("%s: spend %g, want %g × %gs", w.key, r.SpendUSD, price, r.RunSeconds)
+			}
+			if d := r.ReferenceUSD - ref*r.RunSeconds/3600; d > 1e-9 || d < -1e-9 || r.SavingsUSD <= 0 ||
+				r.SavingsUSD-(r.ReferenceUSD-r.SpendUSD) > 1e-12 {
+				t.Errorf("%s: reference %g savings %g, want %g × %gs", w.key, r.ReferenceUSD, r.SavingsUSD, ref, r.RunSeconds)
+			}
+		}
+		if len(rep.Unavailable) != 0 || len(rep.Regions) != 3 || rep.Total.Runs < 2 {
+			t.Fatalf("regions %+v unavailable %v total %+v", rep.Regions, rep.Unavailable, rep.Total)
+		}
+		// A tenant's token sees its own tenant only, whatever it asks.
+		f.Call(http.MethodGet, f.R(gcp).URL()+"/v1/cost?group_by=tenant,region&tenant=globex", tokAcme, nil).Want(t, http.StatusOK).JSON(t, &rep)
+		for _, r := range rep.Rows {
+			if r.Tenant != "acme" {
+				t.Fatalf("acme's token sees %+v", r)
+			}
+		}
+		if len(rep.Rows) == 0 || rep.GroupBy[0] != "tenant" {
+			t.Fatalf("acme's report: %+v", rep)
+		}
+		for q, field := range map[string]string{"group_by=color": "group_by", "from=2026-13-01": "from",
+			"from=2026-11-02&to=2026-11-01": "to", "from=2020-01-01&to=2026-01-01": "to", "typ=x": "typ"} {
+			rep := f.Call(http.MethodGet, f.R(aws).URL()+"/v1/cost?"+q, tokOperator, nil).Want(t, http.StatusBadRequest)
+			if got := rep.Err(t).Field; got != field {
+				t.Errorf("%s: field %q, want %q", q, got, field)
+			}
+		}
+	})
+
 	t.Run("regions, explain, events", func(t *testing.T) {
 		var rr apiv1.RegionsResponse
 		f.Call(http.MethodGet, f.R(az).URL()+"/v1/regions", tokGlobex, nil).Want(t, http.StatusOK).JSON(t, &rr)

@@ -42,6 +42,10 @@
 //	                           and spread (µs), last (ms); capped (runtime.go)
 //	ax:{s}:px            HASH  pool → live price per slot-hour, which claims
 //	                           record (the leader writes it, prices.go)
+//	ax:{s}:cost:<day>    HASH  "<tenant>\t<type>\t<pool>\t<tags>" → runs,
+//	                           failed, run ms, cost (1e-12 USD) of the attempts
+//	                           that ended that UTC day (days since the epoch);
+//	                           capped, expires after MaxCostDays (cost.go)
 //
 // State implied by structure: a pinned delayed task's record keeps st P and
 // rs SUBMITTED after promotion; it is READY while it is in its ready set.

@@ -31,7 +31,7 @@ type MetricsOptions struct {
 	// create: (MaxTenants+1) × (MaxTypes+1) per pool and counter.
 	MaxTenants, MaxTypes int
 	// ReferencePrice, when set, is the price per slot-hour a task would
-	// have cost on the dearest pool it could have run on; savings count
+	// have cost on the cheapest on-demand pool it could have run on; savings count
 	// (reference − price at claim) × run time when positive.
 	ReferencePrice func(tags map[string]string) float64
 }
@@ -86,7 +86,7 @@ func NewMetrics(reg prometheus.Registerer, o MetricsOptions) *Metrics {
 		run:      c("ax_task_run_seconds_total", "Handler run time of finished attempts.", "tenant", "type"),
 		cost:     c("ax_cost_dollars_total", "Cost of finished attempts: price per slot-hour at claim × run time.", "tenant", "type"),
 		savings: c("ax_savings_dollars_total",
-			"Savings of finished attempts against the dearest eligible on-demand pool of the region: (that price − price at claim) × run time.", "tenant", "type"),
+			"Savings of finished attempts against the cheapest eligible on-demand pool of the region: (that price − price at claim) × run time.", "tenant", "type"),
 	}
 	if reg != nil {
 		reg.MustRegister(m.latency, m.wait, m.inflight, m.finished, m.retries, m.timeouts, m.run, m.cost, m.savings)

@@ -25,7 +25,8 @@ func newRegistry() *prometheus.Registry {
 
 // workerMetrics registers the figures of cfg's workers with reg: cost =
 // price at claim × run time (one slot per task); savings against the
-// dearest on-demand pool of the region that carries the task's tags.
+// cheapest on-demand pool of the region that carries the task's tags (the
+// reference of GET /v1/cost, which looks at every region: docs/cost.md).
 func workerMetrics(cfg *config.Region, reg prometheus.Registerer) *worker.Metrics {
 	return worker.NewMetrics(reg, worker.MetricsOptions{Region: cfg.Name,
 		ReferencePrice: func(tags map[string]string) float64 { return referencePrice(cfg, tags) }})
@@ -49,10 +50,10 @@ func serveMetrics(addr string, g prometheus.Gatherer, log *slog.Logger) (*http.S
 	return srv, nil
 }
 
-// referencePrice is the highest effective price of an on-demand pool whose
+// referencePrice is the lowest effective price of an on-demand pool whose
 // tags include every tag of the task (0 when none).
 func referencePrice(cfg *config.Region, tags map[string]string) float64 {
-	best := 0.0
+	best, found := 0.0, false
 	for _, p := range cfg.Pools {
 		if p.Spot {
 			continue
@@ -64,8 +65,8 @@ func referencePrice(cfg *config.Region, tags map[string]string) float64 {
 				break
 			}
 		}
-		if price := p.PricePerSlotHour * (1 - p.Discount); ok && price > best {
-			best = price
+		if price := p.PricePerSlotHour * (1 - p.Discount); ok && (!found || price < best) {
+			best, found = price, true
 		}
 	}
 	return best

@@ -195,14 +195,18 @@ func (d *devProc) waitSuccess(within time.Duration, ids []string) {
 	})
 }
 
-// `ax dev`: start it, wait for /readyz, submit 100 tasks across the three
-// regions, all SUCCESS, stop it with SIGINT, and no child process is left.
+// `ax dev`: start it, wait for /readyz, submit 100 tasks of two tenants
+// across the three regions (two thirds handed off from us-east-1's API),
+// all SUCCESS; `ax cost` shows their spend and savings per tenant, pool
+// and the region that ran them; stop it with SIGINT, and no child process
+// is left.
 func TestDevSmoke(t *testing.T) {
 	d := startDev(t, "--tmp")
 	regions := []string{"us-east-1", "europe-west4", "eastus"}
 	var ids []string
 	for i := 0; i < 100; i++ {
-		body := fmt.Sprintf(`{"type":"noop","regions":[%q],"tags":{"cpu":"x86"}}`, regions[i%3])
+		body := fmt.Sprintf(`{"type":"sleep","payload":{"ms":20},"tenant":"team-%c","regions":[%q],"tags":{"cpu":"x86"}}`,
+			'a'+i%2, regions[i%3])
 		resp, err := http.Post(d.api+"/v1/tasks", "application/json", strings.NewReader(body))
 		if err != nil {
 			t.Fatal(err)
@@ -223,7 +227,57 @@ func TestDevSmoke(t *testing.T) {
 	}
 	d.waitSuccess(60*time.Second, ids)
 	d.checkMetrics(map[string]float64{"us-east-1": 34, "europe-west4": 33, "eastus": 33})
+	d.checkCost(map[string]int64{"us-east-1": 34, "europe-west4": 33, "eastus": 33})
 	d.interrupt()
+}
+
+// checkCost reads `ax cost` by tenant, pool and region after TestDevSmoke's
+// workload: every region's spot pool ran its tasks (handed-off ones counted
+// where they ran), each at its spot price × run time, and saved against
+// the cheapest on-demand pool with cpu=x86 ($0.048 per slot-hour).
+func (d *devProc) checkCost(ran map[string]int64) {
+	d.t.Helper()
+	spot := map[string]float64{"us-east-1": 0.01700625, "europe-west4": 0.017718125, "eastus": 0.00528}
+	var rep struct {
+		Rows []struct {
+			Tenant, Pool, Region string
+			R                    int64   `json:"runs"`
+			S                    int64   `json:"spot_runs"`
+			RunSeconds           float64 `json:"run_seconds"`
+			Spend                float64 `json:"spend_usd"`
+			Reference            float64 `json:"reference_usd"`
+			Savings              float64 `json:"savings_usd"`
+		} `json:"rows"`
+		Unavailable []string `json:"unavailable"`
+	}
+	out, errOut, code := runAx(d.t, d.api, "cost", "--group-by", "tenant,pool,region", "-o", "json")
+	if code != 0 || json.Unmarshal([]byte(out), &rep) != nil || len(rep.Unavailable) != 0 {
+		d.t.Fatalf("ax cost -o json: exit %d, %s\n%s", code, errOut, out)
+	}
+	got := map[string]int64{}
+	tenants := map[string]bool{}
+	for _, r := range rep.Rows {
+		if r.Pool != "cpu-spot" || r.S != r.R || r.RunSeconds < 0.02*float64(r.R) {
+			d.t.Errorf("row %+v: want spot runs of ≥ 20 ms each", r)
+		}
+		if want := spot[r.Region] * r.RunSeconds / 3600; r.Spend < want*0.999 || r.Spend > want*1.001 {
+			d.t.Errorf("row %+v: spend, want %g", r, want)
+		}
+		if want := 0.048 * r.RunSeconds / 3600; r.Reference < want*0.999 || r.Reference > want*1.001 || r.Savings <= 0 {
+			d.t.Errorf("row %+v: reference and savings, want %g", r, want)
+		}
+		got[r.Region] += r.R
+		tenants[r.Tenant] = true
+	}
+	if fmt.Sprint(got) != fmt.Sprint(ran) || !tenants["team-a"] || !tenants["team-b"] {
+		d.t.Fatalf("ax cost: runs by region %v (want %v), tenants %v:\n%s", got, ran, tenants, out)
+	}
+	out, _, code = runAx(d.t, d.api, "cost")
+	if code != 0 || !strings.Contains(out, "team-a") || !strings.Contains(out, "cpu-spot") || !strings.Contains(out, "TOTAL") ||
+		!strings.Contains(out, "SAVINGS") {
+		d.t.Fatalf("ax cost: exit %d\n%s", code, out)
+	}
+	d.t.Logf("ax cost:\n%s", out)
 }
 
 // checkMetrics checks that each region's /metrics exports its own series

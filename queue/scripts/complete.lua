@@ -1,7 +1,7 @@
 -- complete.lua: RUNNING→SUCCESS for a batch, each only with its current
 -- lease token.
 -- Each success is a run-time observation of its (pool, type) (lib.lua
--- runtime): from its start (sa) to now.
+-- runtime): from its start (sa) to now, and a cost record (lib.lua cost).
 -- KEYS: 1-8 see lib.lua; 9 run times.
 -- ARGV: 1 clock, 2 retention_ms, 3 n, 4 run-time pairs cap, 5 run-time
 --       weight alpha, then per task: id, token, result.
@@ -14,7 +14,7 @@ local out, ids = {}, {}
 for k = 0, n - 1 do
   local id, token, result = ARGV[6 + 3 * k], ARGV[7 + 3 * k], ARGV[8 + 3 * k]
   local tk = tkey(id)
-  local r = redis.call('HMGET', tk, 'st', 'lt', 'po', 'lg', 'pq', 'ty', 'sa')
+  local r = redis.call('HMGET', tk, 'st', 'lt', 'po', 'lg', 'pq', 'ty', 'sa', 'tn', 'tg', 'px')
   if r[1] ~= 'U' or r[2] ~= token then
     out[k + 1] = 1
   else
@@ -29,7 +29,10 @@ for k = 0, n - 1 do
     end
     cnt('u:' .. r[3], -1)
     retain(id, ret, r[4] == '1')
-    if r[7] then runtime(r[3], r[6], now - tonumber(r[7])) end
+    if r[7] then
+      runtime(r[3], r[6], now - tonumber(r[7]))
+      cost(r[8], r[6], r[3], r[9], r[10], now - tonumber(r[7]), false)
+    end
     out[k + 1] = 0
     ids[#ids + 1] = id
   end
@@ -39,6 +42,7 @@ if #ids > 0 then
   cnt('U', -#ids)
   cnt('tS', #ids)
   write_runtimes(KEYS[9], now, rtcap, alpha)
+  write_costs(now)
 end
 event('complete', ids, #ids)
 return out

@@ -7,6 +7,7 @@
 -- Other failures are not: how soon a handler fails says nothing of how
 -- long the work takes, and a pool failing a type at once would look the
 -- fastest and draw all of it.
+-- Every attempt that ran is a cost record (lib.lua cost), counted failed.
 -- KEYS: 1-8 see lib.lua; 9 run times.
 -- ARGV: 1 clock, 2 id, 3 token, 4 error, 5 retryable '1'|'0', 6 jitter 0..999,
 --       7 dead retention ms, 8 canceled retention ms, 9 reason for the step
@@ -17,12 +18,16 @@
 local now = clock(ARGV[1])
 local id, token, err = ARGV[2], ARGV[3], ARGV[4]
 local tk = tkey(id)
-local r = redis.call('HMGET', tk, 'st', 'lt', 'at', 'mr', 'rb', 'rc', 'po', 'rt', 'sa', 'wk', 'cx', 'ty')
+local r = redis.call('HMGET', tk, 'st', 'lt', 'at', 'mr', 'rb', 'rc', 'po', 'rt', 'sa', 'wk', 'cx', 'ty', 'tn', 'tg', 'px')
 if not r[1] then return {2} end
 if r[1] ~= 'U' or r[2] ~= token then return {1, r[1]} end
 leave_running(id, r[7])
 flush(id, r[8], r[9], r[10], r[3])
 redis.call('HSET', tk, 'er', err)
+if r[9] then
+  cost(r[13], r[12], r[7], r[14], r[15], now - tonumber(r[9]), true)
+  write_costs(now)
+end
 if r[11] == '1' then
   redis.call('HSET', tk, 'st', 'C', 'rs', 'CANCELED_BY_USER', 'fa', fmt(now))
   cnt('tC', 1)

@@ -290,3 +290,50 @@ local function make_ready(id, now, pool, prio, eq, reason, has_pool)
   cnt(rfield(pool, prio), 1)
   wake(pool)
 end
+
+-- Cost records (issue 14, docs/cost.md): what every ended attempt cost, in
+-- the region that ran it. One hash per shard and UTC day, cost:<day> (days
+-- since the Unix epoch, by the script's clock), one field per
+-- "<tenant>\t<type>\t<pool>\t<tags>" → "runs failed run_ms pico_usd": the
+-- attempts, how many of them did not succeed, their run time (claim to end)
+-- and their cost, price at claim (px) × run time, in 1e-12 USD. cost()
+-- queues an attempt; write_costs() folds them, one HGET and one HSET per
+-- field and script. A day's hash holds at most COST_CAP fields: past it a
+-- new field is counted under "_other\t_other\t<pool>\t" (pools are the
+-- operator's, so that grows by at most one field per pool), and every key
+-- expires COST_TTL_MS after its last write: a submitter inventing tenants
+-- or types grows neither the key count nor a key.
+local COST_CAP, COST_TTL_MS = 4096, 400 * 86400000
+local COSTS, COST_FIELDS = {}, {}
+local function cost(tenant, ty, pool, tags, price, ms, failed)
+  if not pool or not ty or ms == nil then return end
+  local f = (tenant or 'default') .. '\t' .. ty .. '\t' .. pool .. '\t' .. (tags or '')
+  local c = COSTS[f]
+  if c == nil then c = {0, 0, 0, 0, pool}; COSTS[f] = c; COST_FIELDS[#COST_FIELDS + 1] = f end
+  ms = math.max(ms, 0)
+  c[1] = c[1] + 1
+  if failed then c[2] = c[2] + 1 end
+  c[3] = c[3] + ms
+  -- $/slot-hour × ms ÷ 3.6e6 ms/h × 1e12 p$/$
+  c[4] = c[4] + (tonumber(price or '') or 0) * ms * 1e6 / 3.6
+end
+local function write_costs(now)
+  if #COST_FIELDS == 0 then return end
+  local key = K_PREFIX .. 'cost:' .. fmt(math.floor(now / 86400000))
+  for _, f in ipairs(COST_FIELDS) do
+    local c = COSTS[f]
+    local v = redis.call('HGET', key, f)
+    if not v and redis.call('HLEN', key) >= COST_CAP then
+      f = '_other\t_other\t' .. c[5] .. '\t'
+      v = redis.call('HGET', key, f)
+    end
+    local n, fl, ms, pico = 0, 0, 0, 0
+    if v then
+      local a, b, d, e = string.match(v, '^(%d+) (%d+) (%d+) (%d+)')
+      n, fl, ms, pico = tonumber(a) or 0, tonumber(b) or 0, tonumber(d) or 0, tonumber(e) or 0
+    end
+    redis.call('HSET', key, f, string.format('%d %d %d %d', n + c[1], fl + c[2], ms + c[3],
+      math.floor(pico + c[4] + 0.5)))
+  end
+  redis.call('PEXPIRE', key, COST_TTL_MS)
+end

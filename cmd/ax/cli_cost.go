@@ -1,0 +1,125 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"strings"
+	"text/tabwriter"
+
+	"github.com/spf13/cobra"
+
+	"github.com/ax-sched/ax/apiv1"
+	"github.com/ax-sched/ax/client"
+)
+
+func init() { commands = append(commands, newCostCmd) }
+
+func newCostCmd() *cobra.Command {
+	var (
+		f        client.CostFilter
+		groupBy  string
+		explicit func(string) bool
+	)
+	c := &cobra.Command{
+		Use:   "cost",
+		Short: "Spend, savings and spot use of the attempts every region ran, by tenant, type, pool, region or day",
+		Long: `Report what the attempts that ended (succeeded or failed) cost, gathered
+from every region by the server you ask: each attempt is counted in the
+region that ran it, at the price per slot-hour recorded when it was claimed
+× its run time. SAVINGS is what the same run time would have cost on the
+cheapest on-demand pool (any region) that carries the task's tags, minus
+the spend (negative: dearer than that pool); docs/cost.md says precisely
+how. A tenant's token sees its own tenant only. A region that did not
+answer is named on stderr and the command exits 1 after printing the rest.
+--region is taken from the command line only.`,
+		Example: `  ax cost                                  # this month, by tenant and pool
+  ax cost --from 2026-11-01 --to 2026-11-30 --group-by tenant,type,region
+  ax cost --group-by day -o json`,
+		Args: cobra.NoArgs,
+		RunE: cliRun(func(ctx context.Context, env *cliEnv, _ []string) error {
+			if !explicit("region") {
+				f.Region = ""
+			}
+			f.GroupBy = nil
+			for _, g := range strings.Split(groupBy, ",") {
+				if g = strings.TrimSpace(g); g != "" {
+					f.GroupBy = append(f.GroupBy, g)
+				}
+			}
+			if explicit("group-by") && f.GroupBy == nil {
+				f.GroupBy = []string{}
+			}
+			res, err := env.api.Cost(ctx, f)
+			if err != nil {
+				return err
+			}
+			err = env.show(res, func(w *tabwriter.Writer) {
+				head := make([]string, 0, len(res.GroupBy)+7)
+				for _, g := range res.GroupBy {
+					head = append(head, strings.ToUpper(g))
+				}
+				fmt.Fprintln(w, strings.Join(append(head, "RUNS", "FAILED", "RUN TIME", "SPEND", "ON-DEMAND", "SAVINGS", "SPOT RUNS", "SPOT TIME"), "\t"))
+				if len(res.GroupBy) > 0 {
+					for _, r := range res.Rows {
+						fmt.Fprintln(w, costLine(res.GroupBy, r, false))
+					}
+				}
+				fmt.Fprintln(w, costLine(res.GroupBy, res.Total, true))
+			})
+			if err != nil {
+				return err
+			}
+			if !env.json {
+				fmt.Fprintf(env.stderr, "(%s to %s, UTC days; ON-DEMAND: the same run time on the cheapest on-demand pool that fits)\n", res.From, res.To)
+			}
+			return cliPartial(env, res.Regions, res.Unavailable)
+		}),
+	}
+	explicit = cliTrackExplicit(c)
+	c.Flags().StringVar(&f.From, "from", "", "first UTC day, YYYY-MM-DD (default: the first of this month)")
+	c.Flags().StringVar(&f.To, "to", "", "last UTC day, YYYY-MM-DD, inclusive (default: today)")
+	c.Flags().StringVar(&groupBy, "group-by", "tenant,pool", "dimensions, comma-separated: "+strings.Join(apiv1.CostGroups, ","))
+	c.Flags().StringVar(&f.Tenant, "tenant", "", "only this tenant")
+	c.Flags().StringVar(&f.Region, "region", "", "only the attempts this region ran (default: every region)")
+	return cliCommand(c)
+}
+
+// costLine is one row of the table: its dimensions, then the figures at
+// full precision (a task can cost well under a cent).
+func costLine(by []string, r apiv1.CostRow, total bool) string {
+	cells := make([]string, 0, len(by)+8)
+	for i, g := range by {
+		v := map[string]string{apiv1.CostGroupTenant: r.Tenant, apiv1.CostGroupType: r.Type, apiv1.CostGroupPool: r.Pool,
+			apiv1.CostGroupRegion: r.Region, apiv1.CostGroupDay: r.Day}[g]
+		if total {
+			v = ""
+			if i == 0 {
+				v = "TOTAL"
+			}
+		}
+		cells = append(cells, cliOr(v))
+	}
+	return strings.Join(append(cells,
+		fmt.Sprint(r.Runs), fmt.Sprint(r.FailedRuns), fmt.Sprintf("%.1fs", r.RunSeconds),
+		usd(r.SpendUSD), usd(r.ReferenceUSD), usd(r.SavingsUSD), fmt.Sprint(r.SpotRuns), fmt.Sprintf("%.1fs", r.SpotSeconds)), "\t")
+}
+
+// usd prints dollars at full precision, never rounding a small figure to
+// $0.0000: four decimals from $1 up, else six significant digits
+// ($12.3457, $0.000123457).
+func usd(v float64) string {
+	sign, a := "", v
+	if v < 0 {
+		sign, a = "-", -v
+	}
+	switch {
+	case a == 0:
+		return "$0"
+	case a >= 1:
+		return sign + "$" + strconv.FormatFloat(a, 'f', 4, 64)
+	}
+	// The shortest decimal of a rounded to six significant digits.
+	r, _ := strconv.ParseFloat(strconv.FormatFloat(a, 'g', 6, 64), 64)
+	return sign + "$" + strconv.FormatFloat(r, 'f', -1, 64)
+}

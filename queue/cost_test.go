@@ -1,0 +1,104 @@
+package queue
+
+import (
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/ax-sched/ax/task"
+	"github.com/google/go-cmp/cmp"
+)
+
+// costSum merges records by (day, tenant, type, pool, tags): the shards'
+// parts of one field.
+func costSum(rs []CostRecord) map[string]CostRecord {
+	m := map[string]CostRecord{}
+	for _, r := range rs {
+		k := fmt.Sprintf("%s %s %s %s %s", r.Day.Format(time.DateOnly), r.Tenant, r.Type, r.Pool, encodeTags(r.Tags))
+		s := m[k]
+		s.Day, s.Tenant, s.Type, s.Pool, s.Tags = r.Day, r.Tenant, r.Type, r.Pool, r.Tags
+		s.Runs += r.Runs
+		s.Failed += r.Failed
+		s.RunTime += r.RunTime
+		s.PicoUSD += r.PicoUSD
+		m[k] = s
+	}
+	return m
+}
+
+// Every ended attempt is recorded on the day it ended, with the price the
+// claim recorded × its run time: successes in one batch, a failure (and
+// its retry's success) one by one; a new day starts a new record.
+func TestCostRecords(t *testing.T) {
+	e := newEnv(t)
+	tenant := func(n string) func(*task.Spec) { return func(s *task.Spec) { s.Tenant = n } }
+	gpu := func(s *task.Spec) { s.Tags = map[string]string{"gpu": "a100"} }
+	day := CostDay(e.clock.Now())
+	// Two of acme's at $3.60/h for 2 s each: 2 × $0.002.
+	e.submit("cpu", tenant("acme"), gpu)
+	e.submit("cpu", tenant("acme"), gpu)
+	ts, err := e.s.Claim(e.ctx, ClaimRequest{Pool: "cpu", Worker: "w1", N: 10, Price: 3.6})
+	if err != nil || len(ts) != 2 {
+		t.Fatal(len(ts), err)
+	}
+	e.clock.Advance(2 * time.Second)
+	var cs []Completion
+	for _, tk := range ts {
+		cs = append(cs, Completion{ID: tk.ID, Token: tk.LeaseToken})
+	}
+	if _, err := e.s.Complete(e.ctx, cs...); err != nil {
+		t.Fatal(err)
+	}
+	// One of the default tenant at $0.36/h: fails after 500 ms, then
+	// succeeds after 1 s (the next day).
+	id := e.submit("spot", retries(1))
+	tk, err := e.s.Claim(e.ctx, ClaimRequest{Pool: "spot", Worker: "w1", N: 1, Price: 0.36})
+	if err != nil || len(tk) != 1 {
+		t.Fatal(err)
+	}
+	e.clock.Advance(500 * time.Millisecond)
+	if _, _, err := e.s.Fail(e.ctx, Failure{ID: id, Token: tk[0].LeaseToken, Error: "boom", Retryable: true}); err != nil {
+		t.Fatal(err)
+	}
+	e.clock.Advance(24 * time.Hour)
+	if _, err := e.s.Promote(e.ctx, leader, 100); err != nil {
+		t.Fatal(err)
+	}
+	tk, err = e.s.Claim(e.ctx, ClaimRequest{Pool: "spot", Worker: "w1", N: 1, Price: 0.36})
+	if err != nil || len(tk) != 1 {
+		t.Fatal(len(tk), err)
+	}
+	e.clock.Advance(time.Second)
+	if _, err := e.s.Complete(e.ctx, Completion{ID: id, Token: tk[0].LeaseToken}); err != nil {
+		t.Fatal(err)
+	}
+	rs, err := e.s.Costs(e.ctx, day, day.Add(24*time.Hour))
+	if err != nil {
+		t.Fatal(err)
+	}
+	next := day.Add(24 * time.Hour)
+	want := map[string]CostRecord{
+		day.Format(time.DateOnly) + " acme test.noop cpu gpu=a100": {Day: day, Tenant: "acme", Type: "test.noop", Pool: "cpu",
+			Tags: map[string]string{"gpu": "a100"}, Runs: 2, RunTime: 4 * time.Second, PicoUSD: 4_000_000_000},
+		day.Format(time.DateOnly) + " default test.noop spot ": {Day: day, Tenant: "default", Type: "test.noop", Pool: "spot",
+			Runs: 1, Failed: 1, RunTime: 500 * time.Millisecond, PicoUSD: 50_000_000},
+		next.Format(time.DateOnly) + " default test.noop spot ": {Day: next, Tenant: "default", Type: "test.noop", Pool: "spot",
+			Runs: 1, RunTime: time.Second, PicoUSD: 100_000_000},
+	}
+	if d := cmp.Diff(want, costSum(rs)); d != "" {
+		t.Fatalf("cost records (-want +got):\n%s", d)
+	}
+	// Keys expire: none is kept forever.
+	for _, k := range e.keys("ax:*cost:*") {
+		if ttl := e.rdb.PTTL(e.ctx, k).Val(); ttl <= 0 || ttl > MaxCostDays*24*time.Hour {
+			t.Fatalf("%s: ttl %v", k, ttl)
+		}
+	}
+	// A range outside the records is empty; one too long is refused.
+	if rs, err := e.s.Costs(e.ctx, day.Add(-48*time.Hour), day.Add(-24*time.Hour)); err != nil || len(rs) != 0 {
+		t.Fatalf("before: %v %v", rs, err)
+	}
+	if _, err := e.s.Costs(e.ctx, day, day.Add(MaxCostDays*24*time.Hour)); err == nil {
+		t.Fatal("a range past MaxCostDays was read")
+	}
+}
