@@ -2,6 +2,7 @@ package federation
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"hash/fnv"
@@ -23,8 +24,14 @@ type Config struct {
 	Regions []string // every region of the federation (rendezvous hashing of keys)
 	// ClusterToken authenticates server-to-server calls (hand-off, forwarding).
 	ClusterToken string
-	Defaults     task.Defaults
-	Placement    placement.Config
+	// PeerTLS is the client side TLS of calls to https peers (their CA,
+	// this server's certificate for mutual TLS); nil: the system roots.
+	PeerTLS *tls.Config
+	// AllowInsecurePeers lets the cluster token go to a plain-http peer off
+	// the loopback interface; without it such a call is refused unsent.
+	AllowInsecurePeers bool
+	Defaults           task.Defaults
+	Placement          placement.Config
 	// NoCapacityRetry is how long a task that no pool can take now waits
 	// before it is placed again (first try; it doubles up to 1 min).
 	NoCapacityRetry time.Duration
@@ -95,7 +102,7 @@ func NewNode(cfg Config, store *queue.Store, view *View, cell *region.Cell, m *M
 	}
 	m.init(cfg.Region)
 	n := &Node{cfg: cfg, store: store, cell: cell, view: view, placer: pl, est: est, log: cfg.Logger,
-		peers: &http.Client{Timeout: 10 * time.Second}, metrics: m,
+		peers: peerClient(cfg.PeerTLS), metrics: m,
 		// A placement not seen landing after this long is no longer counted
 		// (its target is down, or another server of the region sends it).
 		flights: newFlights(max(2*cfg.Placement.StaleAfter, 30*time.Second))}

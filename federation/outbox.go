@@ -3,6 +3,7 @@ package federation
 import (
 	"cmp"
 	"context"
+	"crypto/tls"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -498,7 +499,10 @@ const strandedAfter = 3
 // a reset mid-answer) may have reached the target.
 func neverSent(err error) bool {
 	var op *net.OpError
-	return errors.Is(err, errNotSent) || errors.As(err, &op) && op.Op == "dial"
+	// A failed TLS handshake sent nothing of the request either.
+	var cv *tls.CertificateVerificationError
+	var rh tls.RecordHeaderError
+	return errors.Is(err, errNotSent) || errors.As(err, &op) && op.Op == "dial" || errors.As(err, &cv) || errors.As(err, &rh)
 }
 
 // errNotSent: the outbox did not send the request at all.

@@ -3,14 +3,17 @@ package federation
 import (
 	"bytes"
 	"context"
+	"crypto/tls"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"net/url"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/ax-sched/ax/apiv1"
 	"github.com/ax-sched/ax/task"
@@ -47,9 +50,46 @@ func (e *PeerError) Error() string {
 	return fmt.Sprintf("peer answered %d %s: %s", e.Status, e.Body.Code, e.Body.Message)
 }
 
+// peerClient is the HTTP client of calls to peers.
+func peerClient(tc *tls.Config) *http.Client {
+	tr := http.DefaultTransport.(*http.Transport).Clone()
+	// Peers are ax servers at their public_addr: a proxy from the
+	// environment would see the cluster token.
+	tr.Proxy = nil
+	if tc != nil {
+		tr.TLSClientConfig = tc.Clone()
+	}
+	return &http.Client{Timeout: 10 * time.Second, Transport: tr}
+}
+
+// errInsecurePeer: the call would send the cluster token in clear text.
+var errInsecurePeer = errors.New("refused to send the cluster token over plain http (give the peer https, or set auth.allow_insecure_peers)")
+
+// insecure reports whether base is a plain-http peer the cluster token may
+// not be sent to: off the loopback interface, unless the operator allowed it.
+func (n *Node) insecure(base string) bool {
+	if n.cfg.ClusterToken == "" || n.cfg.AllowInsecurePeers {
+		return false
+	}
+	u, err := url.Parse(base)
+	if err != nil || u.Scheme != "http" {
+		return err != nil
+	}
+	if h := u.Hostname(); h == "localhost" {
+		return false
+	} else if ip := net.ParseIP(h); ip != nil && ip.IsLoopback() {
+		return false
+	}
+	return true
+}
+
 // call sends one JSON request to a peer with the cluster token; out may be
 // nil. A non-2xx answer is a *PeerError.
 func (n *Node) call(ctx context.Context, base, method, path string, in, out any) (int, error) {
+	if n.insecure(base) {
+		n.log.Warn("peer call refused", "peer", base, "path", path, "err", errInsecurePeer)
+		return 0, fmt.Errorf("%w: %s: %w", errNotSent, base, errInsecurePeer)
+	}
 	var body io.Reader
 	if in != nil {
 		b, err := json.Marshal(in)

@@ -25,6 +25,7 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/ax-sched/ax/client"
+	"github.com/ax-sched/ax/internal/tlsconf"
 )
 
 // cliHeaderTimeout bounds the wait for a server's answer to start. It is
@@ -59,6 +60,16 @@ func cliRun(body func(ctx context.Context, env *cliEnv, args []string) error) fu
 		tr := http.DefaultTransport.(*http.Transport).Clone()
 		tr.ResponseHeaderTimeout = cliHeaderTimeout
 		defer tr.CloseIdleConnections()
+		ca, _ := cmd.Flags().GetString("ca")
+		cert, _ := cmd.Flags().GetString("cert")
+		key, _ := cmd.Flags().GetString("key")
+		if ca != "" || cert != "" || key != "" {
+			tc, err := tlsconf.Client(tlsconf.Files{CA: ca, Cert: cert, Key: key})
+			if err != nil {
+				return cliUsage("--ca/--cert/--key: %v", strings.TrimPrefix(err.Error(), "tls: "))
+			}
+			tr.TLSClientConfig = tc
+		}
 		api, err := client.New(addr, client.WithToken(token), client.WithUserAgent("ax-cli"),
 			client.WithHTTPClient(&http.Client{Transport: tr}))
 		if err != nil {

@@ -78,6 +78,9 @@ func newRoot() *cobra.Command {
 	pf := root.PersistentFlags()
 	pf.String("api", "http://127.0.0.1:8080", "ax server API address")
 	pf.String("token", "", "bearer token for the API")
+	pf.String("ca", "", "PEM CA that signed the API's certificate (https --api; default: the system roots)")
+	pf.String("cert", "", "PEM client certificate, for an API that requires one (mutual TLS; with --key)")
+	pf.String("key", "", "PEM key of --cert")
 	pf.StringP("output", "o", "table", "output format: table or json")
 	pf.String("settings", defaultSettings(), "CLI settings file (YAML; keys named like the flags)")
 	for _, c := range commands {

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"io"
@@ -19,6 +20,7 @@ import (
 	"github.com/ax-sched/ax/httpapi"
 	"github.com/ax-sched/ax/internal/buildinfo"
 	"github.com/ax-sched/ax/internal/config"
+	"github.com/ax-sched/ax/internal/tlsconf"
 	"github.com/ax-sched/ax/lease"
 	"github.com/ax-sched/ax/placement"
 	"github.com/ax-sched/ax/queue"
@@ -70,7 +72,10 @@ func etcdConfig(c config.EtcdCluster, prefix string, ttl time.Duration) lease.Co
 	}
 }
 
-func redisClient(c config.Redis) redis.UniversalClient {
+// redisClient is the one place ax's processes build a Redis client: single,
+// Sentinel (its own credentials) or Cluster, over TLS when redis.tls or a
+// rediss:// addr says so (sentinels and every node too).
+func redisClient(c config.Redis) (redis.UniversalClient, error) {
 	o := &redis.UniversalOptions{Username: c.Username, Password: c.Password, DB: c.DB}
 	switch {
 	case c.Sentinel.MasterName != "":
@@ -79,9 +84,18 @@ func redisClient(c config.Redis) redis.UniversalClient {
 	case len(c.Cluster.Addrs) > 0:
 		o.Addrs, o.IsClusterMode = c.Cluster.Addrs, true
 	default:
-		o.Addrs = []string{c.Addr}
+		o.Addrs = []string{c.HostPort()}
 	}
-	return redis.NewUniversalClient(o)
+	if c.TLSOn() {
+		t := c.TLS
+		tc, err := tlsconf.Client(tlsconf.Files{CA: t.CA, Cert: t.Cert, Key: t.Key, ServerName: t.ServerName,
+			InsecureSkipVerify: t.InsecureSkipVerify && t.AllowInsecure})
+		if err != nil {
+			return nil, fmt.Errorf("redis.%w", err)
+		}
+		o.TLSConfig = tc
+	}
+	return redis.NewUniversalClient(o), nil
 }
 
 func storeOptions(cfg *config.Region) queue.Options {
@@ -164,6 +178,7 @@ type server struct {
 	dags                       *dag.Runs
 	http                       *http.Server
 	auth                       *httpapi.Auth
+	tls                        *tlsconf.Server // nil: plain http
 	ln                         net.Listener
 	id                         string
 }
@@ -200,12 +215,29 @@ func startServer(ctx context.Context, cfg *config.Region, ln net.Listener, reg *
 		// server needs it once to start.
 		return nil, fmt.Errorf("global etcd %v: %w", gc.Endpoints, err)
 	}
-	s.rdb = redisClient(cfg.Redis)
+	if s.rdb, err = redisClient(cfg.Redis); err != nil {
+		return nil, err
+	}
 	if s.store, err = queue.New(s.rdb, storeOptions(cfg)); err != nil {
 		return nil, err
 	}
 	if err := s.store.Ping(dctx); err != nil {
 		return nil, err
+	}
+	var peerTLS *tls.Config
+	if t := cfg.HTTPServer.TLS; t.On() {
+		if s.tls, err = tlsconf.NewServer(t.Cert, t.Key, t.ClientCA); err != nil {
+			return nil, fmt.Errorf("http_server.%w", err)
+		}
+		peerTLS, err = s.tls.Peer(t.CA)
+	} else if t.CA != "" {
+		peerTLS, err = tlsconf.Client(tlsconf.Files{CA: t.CA})
+	}
+	if err != nil {
+		return nil, fmt.Errorf("http_server.%w", err)
+	}
+	if cfg.Auth.AllowInsecurePeers {
+		s.log.Warn("auth.allow_insecure_peers is on: the cluster token may go to other regions in clear text")
 	}
 	if reg == nil {
 		reg = newRegistry()
@@ -230,8 +262,10 @@ func startServer(ctx context.Context, cfg *config.Region, ln net.Listener, reg *
 	}
 	// listen: host:0 with the default public address: publish the port the
 	// kernel chose, not ":0".
-	if cfg.PublicAddr == "http://"+cfg.Listen && strings.HasSuffix(cfg.Listen, ":0") {
-		cfg.PublicAddr = "http://" + s.ln.Addr().String()
+	for _, scheme := range []string{"http://", "https://"} {
+		if cfg.PublicAddr == scheme+cfg.Listen && strings.HasSuffix(cfg.Listen, ":0") {
+			cfg.PublicAddr = scheme + s.ln.Addr().String()
+		}
 	}
 	host, _ := os.Hostname()
 	s.id = fmt.Sprintf("%s/%s/%d", host, s.ln.Addr(), os.Getpid())
@@ -247,7 +281,7 @@ func startServer(ctx context.Context, cfg *config.Region, ln net.Listener, reg *
 	}, region.NewMetrics(reg))
 	s.node, err = federation.NewNode(federation.Config{
 		Region: cfg.Name, Regions: cfg.Regions, ClusterToken: cfg.Auth.ClusterToken, Defaults: defaultsOf(cfg),
-		Placement: pc, Logger: s.log,
+		Placement: pc, Logger: s.log, PeerTLS: peerTLS, AllowInsecurePeers: cfg.Auth.AllowInsecurePeers,
 	}, s.store, s.view, s.cell, federation.NewMetrics(reg))
 	if err != nil {
 		return nil, err
@@ -279,6 +313,10 @@ func startServer(ctx context.Context, cfg *config.Region, ln net.Listener, reg *
 	s.http = &http.Server{Handler: api, ReadHeaderTimeout: hs.ReadHeaderTimeout, ReadTimeout: hs.ReadTimeout,
 		WriteTimeout: hs.WriteTimeout, IdleTimeout: hs.IdleTimeout, MaxHeaderBytes: hs.MaxHeaderBytes}
 	s.ln = httpapi.LimitListener(s.ln, hs.MaxConnections)
+	if s.tls != nil {
+		// After the cap: a handshake holds a connection like a request.
+		s.ln = tls.NewListener(s.ln, s.tls.Config())
+	}
 	ok = true
 	return s, nil
 }
@@ -316,7 +354,7 @@ func (s *server) Run(ctx context.Context) error {
 		}
 	}()
 	s.log.Info("ax server started", "listen", s.ln.Addr().String(), "public", s.cfg.PublicAddr, "id", s.id,
-		"auth", s.cfg.Auth.Enabled, "version", buildinfo.Get().Version, "commit", buildinfo.Get().Commit)
+		"auth", s.cfg.Auth.Enabled, "tls", s.tls != nil, "version", buildinfo.Get().Version, "commit", buildinfo.Get().Commit)
 	var err error
 	select {
 	case <-ctx.Done():
@@ -395,4 +433,13 @@ func (s *server) reloadTokens(file string) {
 	}
 	s.auth.SetTokens(apiTokens(cfg))
 	s.log.Info("SIGHUP: API tokens reloaded", "tokens", len(cfg.Auth.Tokens))
+	if s.tls != nil {
+		// The files the server started with, re-read (new paths need a
+		// restart).
+		if err := s.tls.Reload(); err != nil {
+			s.log.Error("SIGHUP: API certificate not reloaded", "err", err)
+			return
+		}
+		s.log.Info("SIGHUP: API certificate reloaded")
+	}
 }

@@ -71,7 +71,10 @@ func newWorkerCmd() *cobra.Command {
 // runWorker serves one pool until ctx ends, then shuts down gracefully. m
 // (may be nil) receives its figures.
 func runWorker(ctx context.Context, cfg *config.Region, p config.Pool, id string, m *worker.Metrics, log *slog.Logger) error {
-	rdb := redisClient(cfg.Redis)
+	rdb, err := redisClient(cfg.Redis)
+	if err != nil {
+		return err
+	}
 	defer rdb.Close()
 	store, err := queue.New(rdb, storeOptions(cfg))
 	if err != nil {

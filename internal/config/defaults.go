@@ -7,7 +7,7 @@ import "time"
 // equal). A few defaults depend on other keys and are filled in by Parse once
 // the file is read:
 //
-//   - public_addr: http://<listen>
+//   - public_addr: http://<listen> (https:// with http_server.tls)
 //   - regions: [<region>]
 //   - etcd.global: all of etcd.regional, when etcd.global.endpoints is empty
 //   - redis.addr: dropped when Sentinel or Cluster is configured and addr was
@@ -89,6 +89,9 @@ func defaultPool() Pool {
 func (r *Region) fillDerived(set func(key string) bool) {
 	if r.PublicAddr == "" {
 		r.PublicAddr = "http://" + r.Listen
+		if r.HTTPServer.TLS.On() {
+			r.PublicAddr = "https://" + r.Listen
+		}
 	}
 	if len(r.Regions) == 0 && dnsLabel.MatchString(r.Name) {
 		r.Regions = []string{r.Name}

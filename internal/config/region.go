@@ -1,6 +1,8 @@
 package config
 
 import (
+	"net/url"
+	"strings"
 	"time"
 
 	"github.com/ax-sched/ax/worker/handlers"
@@ -104,6 +106,7 @@ func (t TLS) Enabled() bool { return t.CA != "" || t.Cert != "" || t.Key != "" }
 // Redis is how to reach this region's Redis, in exactly one of three modes:
 // a single Addr, Sentinel, or Cluster.
 type Redis struct {
+	// Addr is host:port, or a redis:// or rediss:// (TLS) URL of one.
 	Addr     string `mapstructure:"addr" yaml:"addr"`
 	Username string `mapstructure:"username" yaml:"username"`
 	Password string `mapstructure:"password" yaml:"password"`
@@ -119,6 +122,41 @@ type Redis struct {
 	// replicas, so an accepted task survives a failover.
 	WaitReplicas int           `mapstructure:"wait_replicas" yaml:"wait_replicas"`
 	WaitTimeout  time.Duration `mapstructure:"wait_timeout" yaml:"wait_timeout"`
+	// TLS to Redis: the data nodes, the sentinels and every cluster node.
+	TLS RedisTLS `mapstructure:"tls" yaml:"tls"`
+}
+
+// RedisTLS is TLS to Redis. It is on when Enabled, when any file is set or
+// when addr is a rediss:// URL.
+type RedisTLS struct {
+	Enabled bool `mapstructure:"enabled" yaml:"enabled"`
+	// CA verifies Redis' certificate; the system roots when empty.
+	CA string `mapstructure:"ca" yaml:"ca"`
+	// Cert and Key (both or neither) are a client certificate, for a Redis
+	// with tls-auth-clients yes.
+	Cert string `mapstructure:"cert" yaml:"cert"`
+	Key  string `mapstructure:"key" yaml:"key"`
+	// ServerName is the name checked in Redis' certificate; the host
+	// dialled when empty.
+	ServerName string `mapstructure:"server_name" yaml:"server_name"`
+	// InsecureSkipVerify accepts any certificate (anyone on the path can
+	// then read the traffic); refused unless AllowInsecure says so too.
+	InsecureSkipVerify bool `mapstructure:"insecure_skip_verify" yaml:"insecure_skip_verify"`
+	AllowInsecure      bool `mapstructure:"allow_insecure" yaml:"allow_insecure"`
+}
+
+// TLSOn reports whether r's connections use TLS.
+func (r Redis) TLSOn() bool {
+	t := r.TLS
+	return t.Enabled || t.CA != "" || t.Cert != "" || t.Key != "" || t.ServerName != "" || strings.HasPrefix(r.Addr, "rediss://")
+}
+
+// HostPort is addr without its redis:// or rediss:// scheme.
+func (r Redis) HostPort() string {
+	if u, err := url.Parse(r.Addr); err == nil && (u.Scheme == "redis" || u.Scheme == "rediss") {
+		return u.Host
+	}
+	return r.Addr
 }
 
 // Mode returns "addr", "sentinel" or "cluster".
@@ -282,6 +320,10 @@ type Auth struct {
 	// through AX_AUTH_CLUSTER_TOKEN.
 	ClusterToken string  `mapstructure:"cluster_token" yaml:"cluster_token"`
 	Tokens       []Token `mapstructure:"tokens" yaml:"tokens"`
+	// AllowInsecurePeers lets servers send the cluster token to another
+	// region over plain http (a peer on the loopback interface is always
+	// allowed). Off, such calls are refused and logged.
+	AllowInsecurePeers bool `mapstructure:"allow_insecure_peers" yaml:"allow_insecure_peers"`
 }
 
 // Token is one API credential. A file gives either TokenSHA256 (hex) or the
@@ -385,6 +427,23 @@ type HTTPServer struct {
 	// MaxLongPolls caps concurrent /v1/events long-polls on one server, and
 	// MaxLongPollsPerTenant those of one tenant (429 beyond): each holds a
 	// Redis connection for its wait.
-	MaxLongPolls          int `mapstructure:"max_long_polls" yaml:"max_long_polls"`
-	MaxLongPollsPerTenant int `mapstructure:"max_long_polls_per_tenant" yaml:"max_long_polls_per_tenant"`
+	MaxLongPolls          int    `mapstructure:"max_long_polls" yaml:"max_long_polls"`
+	MaxLongPollsPerTenant int    `mapstructure:"max_long_polls_per_tenant" yaml:"max_long_polls_per_tenant"`
+	TLS                   APITLS `mapstructure:"tls" yaml:"tls"`
 }
+
+// APITLS is the API's TLS. With Cert and Key set the API serves https only;
+// SIGHUP re-reads the files.
+type APITLS struct {
+	Cert string `mapstructure:"cert" yaml:"cert"`
+	Key  string `mapstructure:"key" yaml:"key"`
+	// ClientCA, when set, makes every client present a certificate it
+	// signed (mutual TLS); servers offer their own Cert to each other.
+	ClientCA string `mapstructure:"client_ca" yaml:"client_ca"`
+	// CA verifies other regions' servers when their public_addr is https
+	// (hand-off, forwarded requests); the system roots when empty.
+	CA string `mapstructure:"ca" yaml:"ca"`
+}
+
+// On reports whether the API serves https.
+func (t APITLS) On() bool { return t.Cert != "" }

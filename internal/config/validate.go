@@ -108,6 +108,22 @@ func (r *Region) validateIdentity(p *problems) {
 	}
 }
 
+// checkRedisAddr accepts host:port or a redis:// or rediss:// URL of one
+// (credentials and the database have keys of their own).
+func checkRedisAddr(addr string) error {
+	if !strings.Contains(addr, "://") {
+		return checkHostPort(addr, false)
+	}
+	u, err := url.Parse(addr)
+	if err != nil || (u.Scheme != "redis" && u.Scheme != "rediss") {
+		return fmt.Errorf("must be host:port or a redis:// or rediss:// URL, got %q", addr)
+	}
+	if u.User != nil || (u.Path != "" && u.Path != "/") || u.RawQuery != "" || u.Fragment != "" {
+		return fmt.Errorf("only scheme://host:port (set username, password and db as their own keys), got %q", addr)
+	}
+	return checkHostPort(u.Host, false)
+}
+
 func validateEtcd(p *problems, path string, e Etcd) {
 	validateEtcdCluster(p, joinKey(path, "regional"), e.Regional)
 	validateEtcdCluster(p, joinKey(path, "global"), e.Global)
@@ -159,9 +175,19 @@ func validateRedis(p *problems, path string, r Redis) {
 		p.add(path, "set exactly one of addr, sentinel or cluster, found %s", strings.Join(modes, " and "))
 	}
 	if r.Addr != "" {
-		if err := checkHostPort(r.Addr, false); err != nil {
+		if err := checkRedisAddr(r.Addr); err != nil {
 			p.add(joinKey(path, "addr"), "%s", err)
 		}
+	}
+	t := r.TLS
+	if (t.Cert == "") != (t.Key == "") {
+		p.add(joinKey(path, "tls"), "set cert and key together, or neither")
+	}
+	if t.InsecureSkipVerify && !t.AllowInsecure {
+		p.add(joinKey(path, "tls.insecure_skip_verify"), "accepts any certificate, so anyone on the path reads the traffic; set tls.allow_insecure: true too if you mean it")
+	}
+	if strings.HasPrefix(r.Addr, "redis://") && r.TLSOn() {
+		p.add(joinKey(path, "addr"), "redis:// is plain TCP but redis.tls is set: use rediss://")
 	}
 	sentinel := joinKey(path, "sentinel")
 	if len(r.Sentinel.Addrs) > 0 && r.Sentinel.MasterName == "" {
@@ -334,6 +360,13 @@ func (r *Region) validateTimings(p *problems) {
 	if hs.MaxLongPolls < 1 || hs.MaxLongPollsPerTenant < 1 || hs.MaxLongPollsPerTenant > hs.MaxLongPolls {
 		p.add("http_server.max_long_polls", "max_long_polls and max_long_polls_per_tenant must be ≥ 1, per tenant ≤ total, got %d and %d",
 			hs.MaxLongPolls, hs.MaxLongPollsPerTenant)
+	}
+	if t := hs.TLS; (t.Cert == "") != (t.Key == "") {
+		p.add("http_server.tls", "set cert and key together, or neither")
+	} else if t.ClientCA != "" && t.Cert == "" {
+		p.add("http_server.tls.client_ca", "needs http_server.tls.cert and key (client certificates are asked for over TLS only)")
+	} else if t.On() && strings.HasPrefix(r.PublicAddr, "http://") {
+		p.add("public_addr", "must be https:// when http_server.tls is set, got %q", r.PublicAddr)
 	}
 	if hs.MaxConnections < 1 {
 		p.add("http_server.max_connections", "must be ≥ 1, got %d", hs.MaxConnections)

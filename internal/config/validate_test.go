@@ -185,6 +185,21 @@ func TestValidateEachRule(t *testing.T) {
 			`worker.http.allow_prefixes[0]: allowed prefix "http://10.0.0.5:8080/hooks/" names a private address, which deny_private refuses (worker.http.deny_private is on by default: set it to false to allow internal targets)`},
 		{"http prefix not plain", func(r *Region) { r.Worker.HTTP.AllowPrefixes = []string{"https://h.example.com/a/%2e%2e/b/"} },
 			`worker.http.allow_prefixes[0]: allowed prefix "https://h.example.com/a/%2e%2e/b/" is not in its plain form (https://h.example.com/b/)`},
+		{"redis url with password", func(r *Region) { r.Redis.Addr = "rediss://u:pw@h:6380" },
+			`redis.addr: only scheme://host:port (set username, password and db as their own keys), got "rediss://u:pw@h:6380"`},
+		{"redis url scheme", func(r *Region) { r.Redis.Addr = "http://h:6380" },
+			`redis.addr: must be host:port or a redis:// or rediss:// URL, got "http://h:6380"`},
+		{"redis plain url with tls", func(r *Region) { r.Redis.Addr, r.Redis.TLS.CA = "redis://h:6380", "ca.pem" },
+			"redis.addr: redis:// is plain TCP but redis.tls is set: use rediss://"},
+		{"redis tls half a pair", func(r *Region) { r.Redis.TLS.Cert = "c.pem" }, "redis.tls: set cert and key together, or neither"},
+		{"redis tls skip verify", func(r *Region) { r.Redis.TLS.InsecureSkipVerify = true },
+			"redis.tls.insecure_skip_verify: accepts any certificate, so anyone on the path reads the traffic; set tls.allow_insecure: true too if you mean it"},
+		{"api tls half a pair", func(r *Region) { r.HTTPServer.TLS.Key = "k.pem" }, "http_server.tls: set cert and key together, or neither"},
+		{"api client ca without cert", func(r *Region) { r.HTTPServer.TLS.ClientCA = "ca.pem" },
+			"http_server.tls.client_ca: needs http_server.tls.cert and key (client certificates are asked for over TLS only)"},
+		{"api tls with http public addr", func(r *Region) {
+			r.HTTPServer.TLS.Cert, r.HTTPServer.TLS.Key, r.PublicAddr = "c.pem", "k.pem", "http://h:8080"
+		}, `public_addr: must be https:// when http_server.tls is set, got "http://h:8080"`},
 		{"http prefix without path", func(r *Region) { r.Worker.HTTP.AllowPrefixes = []string{"https://api.example.com"} },
 			`worker.http.allow_prefixes[0]: must end the host with a path, e.g. "https://api.example.com/", got "https://api.example.com"`},
 	}

@@ -50,6 +50,7 @@ import (
 	"time"
 
 	"github.com/ax-sched/ax/internal/testenv"
+	"github.com/ax-sched/ax/internal/tlsconf"
 	"github.com/ax-sched/ax/queue"
 	"github.com/ax-sched/ax/task"
 	"github.com/redis/go-redis/v9"
@@ -96,6 +97,12 @@ type fedOpts struct {
 	// included (one env file for both, as many deployments have). Default:
 	// workers get only the Redis password.
 	sharedEnv bool
+	// tls puts TLS on every hop: the API serves https only and asks every
+	// client for a certificate (mutual TLS, servers between regions too),
+	// servers and workers reach Redis only on its TLS port (rediss://, with
+	// a client certificate). fed.certs holds the files; fed.callAPI
+	// presents the client certificate.
+	tls bool
 }
 
 type federation struct {
@@ -110,6 +117,8 @@ type federation struct {
 	tokens      map[string]string // name → plain token
 	cluster     string            // the cluster token
 	procs       *procGroup
+	certs       *testenv.Certs // with opts.tls
+	http        *http.Client   // the harness's API client (with opts.tls: the CA and the client certificate)
 }
 
 // fedRegion is one region of a federation.
@@ -119,6 +128,7 @@ type fedRegion struct {
 	redis    *testenv.Redis
 	password string
 	rdb      *redis.Client
+	tlsPort  int // with opts.tls: the Redis TLS port, the only one ax processes use
 	store    *queue.Store
 	cfgPath  string
 	servers  []*proc
@@ -145,6 +155,18 @@ func newFederation(t *testing.T, o fedOpts) *federation {
 	for name := range tenantOf {
 		f.tokens[name] = name + "-" + randomHex(16)
 	}
+	f.http = http.DefaultClient
+	if o.tls {
+		f.certs = testenv.NewCerts(t)
+		tc, err := tlsconf.Client(tlsconf.Files{CA: f.certs.CA, Cert: f.certs.Client, Key: f.certs.ClientKey})
+		if err != nil {
+			t.Fatal(err)
+		}
+		tr := http.DefaultTransport.(*http.Transport).Clone()
+		tr.TLSClientConfig = tc
+		f.http = &http.Client{Transport: tr}
+		t.Cleanup(tr.CloseIdleConnections)
+	}
 	dir := t.TempDir()
 	for _, name := range o.regions {
 		r := &fedRegion{name: name, etcd: f.global, password: "redis-" + randomHex(12),
@@ -152,7 +174,12 @@ func newFederation(t *testing.T, o fedOpts) *federation {
 		if o.ownEtcd {
 			r.etcd = testenv.StartEtcd(t)
 		}
-		r.redis = testenv.StartRedis(t, testenv.RedisOptions{Password: r.password})
+		ro := testenv.RedisOptions{Password: r.password}
+		if o.tls {
+			r.tlsPort = testenv.FreePort(t)
+			ro.Extra = f.certs.RedisTLS(r.tlsPort)
+		}
+		r.redis = testenv.StartRedis(t, ro)
 		r.rdb = r.redis.Client()
 		s, err := queue.New(r.rdb, queue.Options{Region: name, Lease: o.lease})
 		if err != nil {
@@ -201,6 +228,13 @@ func (f *federation) config(r *fedRegion) string {
 			name, sha256Hex(f.tokens[name]), role, tenantOf[name])
 	}
 	o := f.opts
+	redisAddr := fmt.Sprintf("{addr: %s}", r.redis.Addr())
+	extra := o.extra
+	if o.tls {
+		c := f.certs
+		redisAddr = fmt.Sprintf("{addr: \"rediss://127.0.0.1:%d\", tls: {ca: %q, cert: %q, key: %q}}", r.tlsPort, c.CA, c.Client, c.ClientKey)
+		extra += fmt.Sprintf("\nhttp_server:\n  tls: {cert: %q, key: %q, client_ca: %q, ca: %q}\n", c.Cert, c.Key, c.CA, c.CA)
+	}
 	pools := o.pools[r.name]
 	if pools == "" {
 		pools = "- {name: cpu, tags: {class: cpu}, slots: 50, price_per_slot_hour: 0.04}"
@@ -212,7 +246,7 @@ etcd:
   regional: {endpoints: [%s]}
   global: {endpoints: [%s]}
   session_ttl: %s
-redis: {addr: %s}
+redis: %s
 pools:
 %slease: {duration: %s, heartbeat: %s}
 retry: {base: 100ms, cap: 1s, max_retries: 2}
@@ -225,9 +259,9 @@ auth:
 %s
 %s
 %s
-`, r.name, strings.Join(f.order, ", "), f.regionalEndpoint(r), f.globalProxy.URL(), o.ttl, r.redis.Addr(),
+`, r.name, strings.Join(f.order, ", "), f.regionalEndpoint(r), f.globalProxy.URL(), o.ttl, redisAddr,
 		indent(pools, "  ")+"\n", o.lease, o.heartbeat, tokens.String(), indent(o.worker, "  "),
-		indent(o.regionWorker[r.name], "  "), o.extra)
+		indent(o.regionWorker[r.name], "  "), extra)
 }
 
 // regionalEndpoint is the regional etcd as the region's processes reach it:
@@ -319,6 +353,9 @@ func (f *federation) startServer(region string) *proc {
 	r := f.region(region)
 	p := f.procs.start(fmt.Sprintf("%s/server-%d", region, len(r.servers)+1), f.serverEnv(r),
 		"server", "--config", r.cfgPath)
+	if f.opts.tls {
+		p.api = "https://" + strings.TrimPrefix(p.api, "http://")
+	}
 	r.servers = append(r.servers, p)
 	return p
 }
@@ -409,7 +446,7 @@ func (f *federation) callAPI(api, token, method, path string, body any) (int, []
 	if token != "" {
 		req.Header.Set("Authorization", "Bearer "+f.token(token))
 	}
-	resp, err := http.DefaultClient.Do(req)
+	resp, err := f.http.Do(req)
 	if err != nil {
 		return 0, []byte(err.Error())
 	}

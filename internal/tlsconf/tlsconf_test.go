@@ -1,0 +1,54 @@
+package tlsconf
+
+import (
+	"crypto/x509"
+	"os"
+	"testing"
+
+	"github.com/ax-sched/ax/internal/testenv"
+)
+
+func serial(t *testing.T, s *Server) int64 {
+	t.Helper()
+	cfg, err := s.Config().GetConfigForClient(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := x509.ParseCertificate(cfg.Certificates[0].Certificate[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c.SerialNumber.Int64()
+}
+
+// Reload puts renewed files in service; files that do not load leave the
+// last good ones.
+func TestServerReload(t *testing.T) {
+	c := testenv.NewCerts(t)
+	s, err := NewServer(c.Cert, c.Key, c.CA)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := serial(t, s); got != 2 {
+		t.Fatalf("serial %d, want 2", got)
+	}
+	c.Issue("server", 7)
+	if err := s.Reload(); err != nil {
+		t.Fatal(err)
+	}
+	if got := serial(t, s); got != 7 {
+		t.Fatalf("after Reload: serial %d, want 7", got)
+	}
+	if err := os.WriteFile(c.Cert, []byte("not PEM"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Reload(); err == nil {
+		t.Fatal("Reload of a broken file: no error")
+	}
+	if got := serial(t, s); got != 7 {
+		t.Fatalf("after a failed Reload: serial %d, want 7", got)
+	}
+	if _, err := Client(Files{CA: c.Cert + ".missing"}); err == nil {
+		t.Fatal("Client with a missing CA: no error")
+	}
+}
