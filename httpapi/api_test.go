@@ -229,6 +229,12 @@ func TestAPIContract(t *testing.T) {
 			if c.Rejected != "TAG_MISMATCH" && c.Rejected != "REGION_EXCLUDED" {
 				t.Fatalf("candidate %+v", c)
 			}
+			// Each reason carries its figure.
+			want := map[string]string{gcp + "/" + poolGPU: "needs gpu=l4; the pool has gpu=a100", gcp + "/" + poolCPU: "needs gpu=l4; the pool has no gpu",
+				aws + "/" + poolGPU: "the task allows only " + gcp + ", " + az}[c.Region+"/"+c.Pool]
+			if want != "" && c.Detail != want {
+				t.Errorf("%s/%s: detail %q, want %q", c.Region, c.Pool, c.Detail, want)
+			}
 		}
 	})
 
@@ -247,6 +253,11 @@ func TestAPIContract(t *testing.T) {
 		}
 		if e.Explanation == nil || e.Explanation.Outcome != "SATURATED" {
 			t.Fatalf("429 without the explanation: %s", rep.Body)
+		}
+		for _, c := range e.Explanation.Candidates {
+			if c.Rejected == "SATURATED" && !strings.Contains(c.Detail, "hard watermark") {
+				t.Errorf("%s/%s: SATURATED without its figure: %q", c.Region, c.Pool, c.Detail)
+			}
 		}
 		l4["critical"] = true
 		sr := f.SubmitOK(aws, tokAcme, l4)

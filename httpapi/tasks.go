@@ -325,7 +325,7 @@ func (a *API) explain(w http.ResponseWriter, r *http.Request, p Principal) error
 func toExplanation(ex placement.Explanation) apiv1.Explanation {
 	out := apiv1.Explanation{Candidates: make([]apiv1.Candidate, 0, len(ex.Candidates)), Rule: string(ex.Rule)}
 	for _, c := range ex.Candidates {
-		ac := apiv1.Candidate{Region: c.Region, Pool: c.Pool, Rejected: string(c.Reason), PricePerSlotHour: c.Price,
+		ac := apiv1.Candidate{Region: c.Region, Pool: c.Pool, Rejected: string(c.Reason), Detail: c.Detail, PricePerSlotHour: c.Price,
 			ExpectedSeconds: c.Duration.Seconds(), EstimateSource: string(c.DurationSource), Observations: c.Observations,
 			SpreadSeconds: c.Spread.Seconds(), BaseCost: c.BaseCost, Penalty: c.Penalty, CrossRegion: c.CrossRegion,
 			Score: c.Cost, QueueFill: c.Fill, Chosen: c.Won,

@@ -183,6 +183,9 @@ type Candidate struct {
 	Index int
 	// Reason is why the pool was rejected; empty when it was eligible.
 	Reason Reason
+	// Detail is the figure behind Reason ("0.96 fill ≥ 0.95 hard watermark (…)"), or for an
+	// eligible pool its watermark penalty; set by Explain only.
+	Detail string
 	// Price is the effective price per slot-hour, after discount.
 	Price float64
 	// Duration is the expected duration; DurationKnown is true when it is the pool's own

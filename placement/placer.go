@@ -107,6 +107,7 @@ func (p *Placer) Explain(s *Snapshot, t Task, now time.Time) Explanation {
 	st := p.state(s)
 	exp := Explanation{Candidates: make([]Candidate, len(st.snap.pools))}
 	exp.Decision, _ = p.evaluate(st, &t, now, &exp)
+	p.describe(st.snap, &t, now, &exp)
 	return exp
 }
 

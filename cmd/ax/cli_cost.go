@@ -106,18 +106,14 @@ func costLine(by []string, r apiv1.CostRow, total bool) string {
 }
 
 // usd prints dollars at full precision, never rounding a small figure to
-// $0.0000: four decimals from $1 up, else six significant digits
-// ($12.3457, $0.000123457).
+// $0.0000: six significant digits ($12.3457, $0.05, $0.000123457).
 func usd(v float64) string {
 	sign, a := "", v
 	if v < 0 {
 		sign, a = "-", -v
 	}
-	switch {
-	case a == 0:
+	if a == 0 {
 		return "$0"
-	case a >= 1:
-		return sign + "$" + strconv.FormatFloat(a, 'f', 4, 64)
 	}
 	// The shortest decimal of a rounded to six significant digits.
 	r, _ := strconv.ParseFloat(strconv.FormatFloat(a, 'g', 6, 64), 64)

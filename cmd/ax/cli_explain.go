@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"sort"
+	"strconv"
 	"text/tabwriter"
 	"time"
 
@@ -25,8 +26,11 @@ func newExplainCmd() *cobra.Command {
 		Use:   "explain (--type T [flags] | -f spec.json)",
 		Short: "Dry-run placement: every candidate pool, its cost and why it was or was not chosen",
 		Long: `Ask where a task would be placed now, without submitting it. Every pool is
-listed: eligible ones with price, expected duration, cost, watermark penalty
-and score (lowest wins, marked with *), rejected ones with their reason code.`,
+listed: eligible ones with price, expected duration, cost per task, watermark
+penalty and score (lowest wins, marked with *), rejected ones with their
+reason code and the figure behind it. Figures are printed at full precision
+(a task can cost $0.000000123). Exits 1 when the task could not be
+submitted now (UNPLACEABLE: 422; SATURATED: 429), after printing why.`,
 		Example: `  ax explain --type render.frame --tag gpu=a100
   ax explain -f spec.json`,
 		Args: cobra.NoArgs,
@@ -53,7 +57,16 @@ and score (lowest wins, marked with *), rejected ones with their reason code.`,
 			if err != nil {
 				return err
 			}
-			return env.show(ex, func(w *tabwriter.Writer) { writeExplanation(w, ex) })
+			if err := env.show(ex, func(w *tabwriter.Writer) { writeExplanation(w, ex) }); err != nil {
+				return err
+			}
+			switch ex.Outcome {
+			case "UNPLACEABLE":
+				return fmt.Errorf("unplaceable: no pool in any region matches this task's tags and regions")
+			case "SATURATED":
+				return fmt.Errorf("saturated: every eligible pool refuses it now (a submit gets 429)")
+			}
+			return nil
 		}),
 	}
 	explicit = cliTrackExplicit(c)
@@ -91,9 +104,9 @@ func writeExplanation(w *tabwriter.Writer, ex *apiv1.Explanation) {
 			mark, status = "*", "CHOSEN"
 		case c.Rejected != "":
 			status = c.Rejected
-			if c.Detail != "" {
-				status += ": " + c.Detail
-			}
+		}
+		if c.Detail != "" {
+			status += ": " + c.Detail
 		}
 		// A rejected pool has score parts only when it passed the filters
 		// before saturation (it shows what it would have cost).
@@ -101,18 +114,18 @@ func writeExplanation(w *tabwriter.Writer, ex *apiv1.Explanation) {
 		dur, cost, pen, score := "-", "-", "-", "-"
 		if scored {
 			dur = expectedDuration(c)
-			cost = fmt.Sprintf("$%.4f", c.BaseCost)
-			pen = fmt.Sprintf("×%.2f", c.Penalty)
+			cost = usd(c.BaseCost) + "/task"
+			pen = "×" + strconv.FormatFloat(c.Penalty, 'g', 4, 64)
 			if c.CrossRegion > 0 {
-				pen += fmt.Sprintf(" +$%.4f", c.CrossRegion)
+				pen += " +" + usd(c.CrossRegion)
 			}
-			score = fmt.Sprintf("$%.4f", c.Score)
+			score = usd(c.Score)
 		}
-		fmt.Fprintf(w, "%s\t%s\t%s\t$%.3f/h\t%s\t%s\t%s\t%s\t%s\n", mark, c.Region, c.Pool, c.PricePerSlotHour, dur, cost, pen, score, status)
+		fmt.Fprintf(w, "%s\t%s\t%s\t%s/h\t%s\t%s\t%s\t%s\t%s\n", mark, c.Region, c.Pool, usd(c.PricePerSlotHour), dur, cost, pen, score, status)
 	}
 	switch {
 	case ex.Chosen != nil:
-		fmt.Fprintf(w, "outcome: %s in %s/%s (score $%.4f)\n", ex.Outcome, ex.Chosen.Region, ex.Chosen.Pool, ex.Chosen.Score)
+		fmt.Fprintf(w, "outcome: %s in %s/%s (score %s)\n", ex.Outcome, ex.Chosen.Region, ex.Chosen.Pool, usd(ex.Chosen.Score))
 	case ex.Outcome == "":
 		fmt.Fprintln(w, "outcome: no pool chosen")
 	default:

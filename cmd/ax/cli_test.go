@@ -425,12 +425,12 @@ func TestCLIExplainTable(t *testing.T) {
 	// The chosen pool first and marked; eligible by score; rejected with
 	// their reason codes.
 	for i, want := range []string{
-		"* us-east gpu-spot $1.200/h 5m0s $0.1000 ×1.00 $0.1000 CHOSEN",
-		"eu-west gpu $2.400/h 5m0s $0.2000 ×1.50 +$0.0100 $0.3100 ok",
-		"eu-west cpu $0.050/h - - - - TAG_MISMATCH: no tag gpu",
-		"ap-south gpu $0.900/h 5m0s $0.0750 ×4.00 $0.3000 SATURATED",
-		"ap-south old $0.100/h - - - - STALE_STATUS",
-		"outcome: PLACED in us-east/gpu-spot (score $0.1000)",
+		"* us-east gpu-spot $1.2/h 5m0s $0.1/task ×1 $0.1 CHOSEN",
+		"eu-west gpu $2.4/h 5m0s $0.2/task ×1.5 +$0.01 $0.31 ok",
+		"eu-west cpu $0.05/h - - - - TAG_MISMATCH: no tag gpu",
+		"ap-south gpu $0.9/h 5m0s $0.075/task ×4 $0.3 SATURATED",
+		"ap-south old $0.1/h - - - - STALE_STATUS",
+		"outcome: PLACED in us-east/gpu-spot (score $0.1)",
 	} {
 		if got := strings.Join(strings.Fields(lines[i+1]), " "); got != want {
 			t.Errorf("line %d:\n got %q\nwant %q", i+1, got, want)
@@ -438,6 +438,28 @@ func TestCLIExplainTable(t *testing.T) {
 	}
 	if body := f.requests()[0].Body; body != `{"type":"render","tags":{"gpu":"a100"}}` {
 		t.Errorf("spec sent: %s", body)
+	}
+}
+
+// Tiny figures keep their digits; an unplaceable task prints why and
+// exits non-zero, as does a saturated one.
+func TestCLIExplainPrecisionAndExit(t *testing.T) {
+	f := newCLIFakeAPI(t).on("POST /v1/placement/explain", 200, `{"outcome":"UNPLACEABLE","candidates":[
+  {"region":"eu-west","pool":"cpu","rejected":"TAG_MISMATCH","detail":"needs gpu=a100; the pool has no gpu","price_per_slot_hour":0.00528}]}`)
+	r := cliExec(t, nil, f, "", "explain", "--type", "render", "--tag", "gpu=a100")
+	if r.err == nil || !strings.Contains(r.err.Error(), "unplaceable") {
+		t.Fatalf("exit: %v\n%s", r.err, r.stdout)
+	}
+	if !strings.Contains(r.stdout, "$0.00528/h") || !strings.Contains(r.stdout, "TAG_MISMATCH: needs gpu=a100; the pool has no gpu") {
+		t.Errorf("table:\n%s", r.stdout)
+	}
+	f = newCLIFakeAPI(t).on("POST /v1/placement/explain", 200, `{"outcome":"SATURATED","candidates":[
+  {"region":"eu-west","pool":"cpu","rejected":"SATURATED","detail":"0.96 fill ≥ 0.95 hard watermark","price_per_slot_hour":0.048,
+   "expected_seconds":0.0092,"base_cost":0.000000122666,"watermark_penalty":4,"score":0.000000490666}]}`)
+	r = cliExec(t, nil, f, "", "explain", "--type", "render")
+	if r.err == nil || !strings.Contains(r.stdout, "$0.000000122666/task") || !strings.Contains(r.stdout, "$0.000000490666") ||
+		!strings.Contains(r.stdout, "0.96 fill ≥ 0.95 hard watermark") {
+		t.Errorf("saturated: %v\n%s", r.err, r.stdout)
 	}
 }
 

@@ -1,0 +1,72 @@
+package placement
+
+import (
+	"fmt"
+	"sort"
+	"strings"
+	"time"
+)
+
+// describe sets each candidate's Detail: the figure behind its reason code, so an operator
+// reads "0.96 fill ≥ 0.95 hard watermark" rather than a bare SATURATED. Explain only: Place
+// never formats.
+func (p *Placer) describe(s *Snapshot, t *Task, now time.Time, exp *Explanation) {
+	if s == nil {
+		return
+	}
+	for i := range s.pools {
+		e := &s.pools[i]
+		if e.input >= len(exp.Candidates) {
+			continue
+		}
+		c := &exp.Candidates[e.input]
+		c.Detail = p.detail(e.pool, c, t, now)
+	}
+}
+
+func (p *Placer) detail(pl *Pool, c *Candidate, t *Task, now time.Time) string {
+	switch c.Reason {
+	case ReasonTagMismatch:
+		keys := make([]string, 0, len(t.Tags))
+		for k := range t.Tags {
+			keys = append(keys, k)
+		}
+		sort.Strings(keys)
+		for _, k := range keys {
+			if have, ok := pl.Tags[k]; !ok {
+				return fmt.Sprintf("needs %s=%s; the pool has no %s", k, t.Tags[k], k)
+			} else if have != t.Tags[k] {
+				return fmt.Sprintf("needs %s=%s; the pool has %s=%s", k, t.Tags[k], k, have)
+			}
+		}
+		return "needs tags the pool does not carry"
+	case ReasonRegionExcluded:
+		return "the task allows only " + strings.Join(t.Regions, ", ")
+	case ReasonUnhealthy:
+		return "its region is not registered, its leader is gone, or it did not answer moments ago"
+	case ReasonStaleStatus:
+		return fmt.Sprintf("figures %.1fs old > stale_after %s", now.Sub(pl.UpdatedAt).Seconds(), p.cfg.StaleAfter)
+	case ReasonNoCapacityWindow:
+		return "its capacity window gives it 0 slots now"
+	case ReasonNoSlots:
+		return "0 live slots (no live worker)"
+	case ReasonNoHandler:
+		types := pl.Types
+		more := ""
+		if len(types) > 8 {
+			types, more = types[:8], fmt.Sprintf(" and %d more", len(pl.Types)-8)
+		}
+		return fmt.Sprintf("its live workers serve %s%s, not %s", strings.Join(types, ", "), more, t.Type)
+	case ReasonSaturated:
+		if pl.Paused && lowHeld(t) {
+			return fmt.Sprintf("paused for priorities 3-4 (priority %d) until its fill falls under the resume threshold", t.Priority)
+		}
+		return fmt.Sprintf("%.2f fill ≥ %.2f hard watermark (%d ready of capacity %d, %d running of %d slots, with this server's share of the headroom)",
+			c.Fill, p.cfg.HardWatermark, pl.Ready, pl.QueueCapacity, pl.Running, pl.Slots)
+	case "":
+		if c.Penalty > 1 {
+			return fmt.Sprintf("%.2f fill > %.2f soft watermark: cost ×%.3g", c.Fill, p.cfg.SoftWatermark, c.Penalty)
+		}
+	}
+	return ""
+}
