@@ -46,6 +46,10 @@
 //	                           failed, run ms, cost (1e-12 USD) of the attempts
 //	                           that ended that UTC day (days since the epoch);
 //	                           capped, expires after MaxCostDays (cost.go)
+//	ax:{s}:lim|lb|lc|lp  HASH  limits by key (the leader's, limits.go), token
+//	                           buckets, running counts, pauses (lib.lua)
+//	ax:{s}:pkd           ZSET  limit keys with parked tasks → next look (ms)
+//	ax:{s}:pk:<key>      ZSET  READY tasks parked by a limit of key
 //
 // State implied by structure: a pinned delayed task's record keeps st P and
 // rs SUBMITTED after promotion; it is READY while it is in its ready set.

@@ -267,11 +267,17 @@ type Counts struct {
 	// ReadyBy[pool][priority], RunningBy[pool].
 	ReadyBy   map[string][task.MaxPriority + 1]int
 	RunningBy map[string]int
+	// ParkedBy[pool]: READY tasks set aside by a limit (counted in ReadyBy
+	// too); LimitedBy[pool][kind]: parkings since the store began, by kind
+	// (rate, concurrency, paused).
+	ParkedBy  map[string]int
+	LimitedBy map[string]map[string]int
 }
 
 // Counts reads every counter of every shard (one HGETALL per shard).
 func (s *Store) Counts(ctx context.Context) (*Counts, error) {
-	c := &Counts{ReadyBy: map[string][task.MaxPriority + 1]int{}, RunningBy: map[string]int{}}
+	c := &Counts{ReadyBy: map[string][task.MaxPriority + 1]int{}, RunningBy: map[string]int{},
+		ParkedBy: map[string]int{}, LimitedBy: map[string]map[string]int{}}
 	for shard := range s.keys {
 		h, err := s.rdb.HGetAll(ctx, s.keys[shard].base[5]).Result()
 		if err != nil {
@@ -296,6 +302,15 @@ func (s *Store) Counts(ctx context.Context) (*Counts, error) {
 				c.Failed += n
 			case strings.HasPrefix(k, "u:"):
 				c.RunningBy[k[2:]] += n
+			case strings.HasPrefix(k, "pk:"):
+				c.ParkedBy[k[3:]] += n
+			case strings.HasPrefix(k, "lim:"):
+				if kind, pool, ok := strings.Cut(k[4:], ":"); ok {
+					if c.LimitedBy[pool] == nil {
+						c.LimitedBy[pool] = map[string]int{}
+					}
+					c.LimitedBy[pool][kind] += n
+				}
 			case strings.HasPrefix(k, "r:"):
 				i := strings.LastIndexByte(k, ':')
 				p := atoi(k[i+1:])

@@ -25,6 +25,8 @@ import (
 //	ob hand-off target region (in the outbox)  lg the trail list exists
 //	hx received from another region at (ms): the trail list holds the steps
 //	   it brought and its RECEIVED step
+//	lk limit key  lc the limit keys whose concurrency a RUNNING task holds
+//	   (",k:a,n:b,")  pk the limit key a READY task is parked under (limits.go)
 var stateCodes = map[task.State]string{
 	task.Pending: "P", task.Ready: "R", task.Running: "U", task.Success: "S", task.Failed: "F",
 	task.Canceled: "C", task.HandedOff: "H", task.Timeout: "T",
@@ -129,6 +131,9 @@ func specFields(s *task.Spec, d task.Defaults) []any {
 	if s.TraceID != "" {
 		f = append(f, "tr", s.TraceID)
 	}
+	if s.LimitKey != "" {
+		f = append(f, "lk", s.LimitKey)
+	}
 	return f
 }
 
@@ -220,6 +225,8 @@ func (r *taskReader) set(k, v string) {
 		t.Tenant = v
 	case "tr":
 		t.TraceID = v
+	case "lk":
+		t.LimitKey = v
 	case "st":
 		t.State = stateOf(v)
 	case "rs":

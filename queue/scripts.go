@@ -16,7 +16,7 @@ var scriptFS embed.FS
 // EVALSHA.
 var scripts = struct {
 	submit, promote, place, claim, heartbeat, complete, fail, ret,
-	reap, cancel, replay, priority, sweep, workers, handoff, drain, preempt, rtTrim, prices, rewake, fence, cold *redis.Script
+	reap, cancel, replay, priority, sweep, workers, handoff, drain, preempt, rtTrim, prices, rewake, fence, cold, limits *redis.Script
 }{
 	submit:    load("submit"),
 	promote:   load("promote"),
@@ -40,6 +40,7 @@ var scripts = struct {
 	rewake:    load("rewake"),
 	fence:     load("fence"),
 	cold:      load("cold"),
+	limits:    load("limits"),
 }
 
 func load(name string) *redis.Script {

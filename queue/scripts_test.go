@@ -25,12 +25,13 @@ func TestPreludeKeepsWhatScriptsUse(t *testing.T) {
 			t.Errorf("claim's prelude lacks %q", must)
 		}
 	}
-	for _, not := range []string{"local function retry_or_dead", "local function trail", "local function lazy_state", "local function fence"} {
+	// trail stays: a claim that parks a limited task logs it (lib.lua park).
+	for _, not := range []string{"local function retry_or_dead", "local function lazy_state", "local function fence"} {
 		if strings.Contains(p, not) {
 			t.Errorf("claim's prelude keeps %q, which it does not use", not)
 		}
 	}
-	if len(p) >= len(lib)/2 {
+	if len(p) >= len(lib)*3/5 {
 		t.Errorf("claim's prelude is %d of lib.lua's %d bytes", len(p), len(lib))
 	}
 }

@@ -641,12 +641,28 @@ type ClaimRequest struct {
 // Claim takes up to N READY tasks of a pool (READY→RUNNING), each with a
 // lease token in Task.LeaseToken.
 func (s *Store) Claim(ctx context.Context, req ClaimRequest) ([]*task.Task, error) {
+	c, err := s.ClaimTasks(ctx, req)
+	return c.Tasks, err
+}
+
+// Claimed is a claim's answer.
+type Claimed struct {
+	Tasks []*task.Task
+	// Parked is how soon tasks parked by a limit are looked at again, on
+	// the shards this claim visited (0: none parked): a claimer that found
+	// nothing claims again then instead of waiting for a wake-up.
+	Parked time.Duration
+}
+
+// ClaimTasks is Claim that also says when parked tasks may be released.
+func (s *Store) ClaimTasks(ctx context.Context, req ClaimRequest) (Claimed, error) {
+	var c Claimed
 	n := clampBatch(req.N)
 	served := req.Types.code
 	if req.Types.All() {
 		served = "*"
 	} else if served == "," {
-		return nil, nil // serves no type
+		return c, nil // serves no type
 	}
 	price := ""
 	if req.Price > 0 {
@@ -660,15 +676,22 @@ func (s *Store) Claim(ctx context.Context, req ClaimRequest) ([]*task.Task, erro
 			n-len(out), s.opts.Lease.Milliseconds(), s.opts.AgingStep.Milliseconds(), price,
 			s.opts.Defaults.Timeout.Milliseconds(), served, claimSkip).Slice()
 		if err != nil {
-			return out, fmt.Errorf("queue: claim: %w", err)
+			c.Tasks = out
+			return c, fmt.Errorf("queue: claim: %w", err)
 		}
-		if len(res) < 3 {
+		if len(res) < 4 {
 			continue
 		}
 		now := msTime(toStr(res[0]))
 		first, _ := strconv.ParseInt(toStr(res[1]), 10, 64)
 		paid, _ := strconv.ParseFloat(toStr(res[2]), 64)
-		for j := 3; j+1 < len(res); j += 2 {
+		if p := toStr(res[3]); p != "" {
+			d := time.Duration(toInt(p)) * time.Millisecond
+			if c.Parked == 0 || d < c.Parked {
+				c.Parked = max(d, time.Millisecond)
+			}
+		}
+		for j := 4; j+1 < len(res); j += 2 {
 			pairs, _ := res[j+1].([]any)
 			t := decodePairs(toStr(res[j]), pairs, s.opts.Defaults)
 			if mayBeLazy(t) {
@@ -676,7 +699,7 @@ func (s *Store) Claim(ctx context.Context, req ClaimRequest) ([]*task.Task, erro
 			}
 			// What the claim set in Redis, applied to the copy read before it.
 			t.State, t.Reason, t.Worker = task.Running, task.ReasonClaimed, req.Worker
-			t.LeaseToken = strconv.FormatInt(first+int64((j-3)/2), 10)
+			t.LeaseToken = strconv.FormatInt(first+int64((j-4)/2), 10)
 			if now != nil {
 				sa := *now
 				t.StartedAt = &sa
@@ -687,7 +710,8 @@ func (s *Store) Claim(ctx context.Context, req ClaimRequest) ([]*task.Task, erro
 			out = append(out, t)
 		}
 	}
-	return out, nil
+	c.Tasks = out
+	return c, nil
 }
 
 // WaitForWork blocks until a wake-up marker for pool appears or timeout

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"log/slog"
 	"maps"
+	"slices"
 	"sort"
 	"strconv"
 	"sync"
@@ -79,6 +80,10 @@ type Config struct {
 	// (before discount): the leader keeps each pool's live price in the
 	// store, which claims record on the tasks (issue 14).
 	LivePrice func(pool string) (float64, bool)
+	// Limits, when set, returns the region's limits now (its share of
+	// federation-wide ones): the leader keeps them in the store, which
+	// claims enforce (docs/limits.md). Called every tick: it may change.
+	Limits func() []queue.Limit
 }
 
 func (c *Config) defaults() {
@@ -137,6 +142,8 @@ type Cell struct {
 	mu       sync.Mutex
 	figures  Figures
 	pressure map[string]*pressure // by pool; leader-owned, read by PlaceDue
+
+	limitedSeen map[string]int // "pool kind" → the store's count last exported (leader loop only)
 }
 
 // New makes a cell; Run runs it. Its Wake and Figures work from the start,
@@ -151,7 +158,7 @@ func New(store *queue.Store, regional, global *clientv3.Client, cfg Config, m *M
 		m = NewMetrics(nil)
 	}
 	c := &Cell{cfg: cfg, store: store, regional: regional, global: global, metrics: m,
-		log: cfg.Logger, wake: make(chan struct{}, 1), drain: newDrainRates()}
+		log: cfg.Logger, wake: make(chan struct{}, 1), drain: newDrainRates(), limitedSeen: map[string]int{}}
 	c.globalHealthy.Store(true)
 	m.init(cfg.Region, cfg.Pools)
 	return c
@@ -384,6 +391,9 @@ func (c *Cell) houseLoop(ctx context.Context, f queue.Fence, lost func(error)) {
 	var lastPublish, lastSweep time.Time
 	var prices map[string]float64 // last written this term
 	var pricesAt time.Time
+	var limits []queue.Limit // last written this term
+	var limitsAt time.Time
+	limitsSet := false
 	tick := time.NewTicker(min(c.cfg.Heartbeat, time.Second))
 	defer tick.Stop()
 	for {
@@ -429,6 +439,17 @@ func (c *Cell) houseLoop(ctx context.Context, f queue.Fence, lost func(error)) {
 				prices, pricesAt = p, time.Now()
 			}
 		}
+		if c.cfg.Limits != nil {
+			if l := c.cfg.Limits(); !limitsSet || !slices.Equal(l, limits) || time.Since(limitsAt) > 30*time.Second {
+				if err := c.store.SetLimits(ctx, f, l); err != nil {
+					if c.failed(ctx, "limits", err, lost) {
+						return
+					}
+				} else {
+					limits, limitsAt, limitsSet = slices.Clone(l), time.Now(), true
+				}
+			}
+		}
 		if _, err := c.store.TrimRunTimes(ctx, f); err != nil && c.failed(ctx, "trim run times", err, lost) {
 			return
 		}
@@ -450,6 +471,8 @@ func (c *Cell) houseLoop(ctx context.Context, f queue.Fence, lost func(error)) {
 type queueFigures struct {
 	dead, pending int
 	starving      queue.Starving
+	parked        map[string]int            // by pool
+	limited       map[string]map[string]int // by pool and kind, since the store began
 }
 
 // collect forgets dead workers and reads every pool's figures.
@@ -458,7 +481,7 @@ func (c *Cell) collect(ctx context.Context, f queue.Fence) (Figures, queueFigure
 	if err != nil {
 		return Figures{}, queueFigures{}, err
 	}
-	qf := queueFigures{dead: counts.Dead, pending: counts.Pending}
+	qf := queueFigures{dead: counts.Dead, pending: counts.Pending, parked: counts.ParkedBy, limited: counts.LimitedBy}
 	pools := make([]string, len(c.cfg.Pools))
 	for i, p := range c.cfg.Pools {
 		pools[i] = p.Name
@@ -554,6 +577,16 @@ func (c *Cell) observe(f Figures, q queueFigures) {
 		c.metrics.ready.WithLabelValues(l...).Set(float64(p.Ready))
 		c.metrics.fill.WithLabelValues(l...).Set(p.QueueFill())
 		c.metrics.util.WithLabelValues(l...).Set(p.Utilisation())
+		c.metrics.parked.WithLabelValues(l...).Set(float64(q.parked[p.Name]))
+		for kind, n := range q.limited[p.Name] {
+			// The store counts since it began; the counter follows it
+			// (a leader's first look adds all of it).
+			k := p.Name + " " + kind
+			if d := n - c.limitedSeen[k]; d > 0 {
+				c.metrics.limited.WithLabelValues(c.cfg.Region, p.Name, kind).Add(float64(d))
+			}
+			c.limitedSeen[k] = n
+		}
 	}
 }
 

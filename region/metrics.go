@@ -12,6 +12,8 @@ type Metrics struct {
 	starving, dead, pending           *prometheus.GaugeVec
 	deferred                          *prometheus.CounterVec
 	preemptions                       *prometheus.CounterVec
+	limited                           *prometheus.CounterVec
+	parked                            *prometheus.GaugeVec
 }
 
 // NewMetrics registers the cell's metrics with reg (nil: not registered).
@@ -41,11 +43,14 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		pending:     g("ax_tasks_pending", "PENDING tasks: delayed, waiting for a retry, or due and waiting for placement.", "region"),
 		deferred:    c("ax_backpressure_deferrals_total", "Due tasks of priorities 3–4 put back by backpressure, or preempted tasks held by the re-admission limit.", "region"),
 		preemptions: c("ax_preemptions_total", "Preemption decisions by reason: PREEMPTED or PREEMPT_DENIED_*.", "region", "pool", "reason"),
+		limited: c("ax_limited_total", "READY tasks a limit set aside (parked), once per parking, by kind: rate, concurrency, "+
+			"or paused (a handler's retry after); counted by the store since it began.", "region", "pool", "kind"),
+		parked: g("ax_pool_parked", "READY tasks set aside by a limit now (counted in ax_pool_ready too).", "region", "pool"),
 	}
 	if reg != nil {
 		for _, col := range []prometheus.Collector{m.leader, m.leaderChanges, m.fenced,
 			m.promoted, m.placed, m.reaped, m.slots, m.running, m.ready, m.fill, m.util,
-			m.pressure, m.starving, m.dead, m.pending, m.deferred, m.preemptions} {
+			m.pressure, m.starving, m.dead, m.pending, m.deferred, m.preemptions, m.limited, m.parked} {
 			reg.MustRegister(col)
 		}
 	}
@@ -61,6 +66,9 @@ func (m *Metrics) init(region string, pools []Pool) {
 	m.leader.WithLabelValues(region)
 	for _, p := range pools {
 		m.preemptions.WithLabelValues(region, p.Name, Preempted)
+		for _, k := range []string{"rate", "concurrency", "paused"} {
+			m.limited.WithLabelValues(region, p.Name, k)
+		}
 	}
 }
 
@@ -70,7 +78,7 @@ func (m *Metrics) init(region string, pools []Pool) {
 func (m *Metrics) forget(region string) {
 	l := prometheus.Labels{"region": region}
 	for _, g := range []*prometheus.GaugeVec{m.slots, m.running, m.ready, m.fill, m.util, m.pressure,
-		m.starving, m.dead, m.pending} {
+		m.starving, m.dead, m.pending, m.parked} {
 		g.DeletePartialMatch(l)
 	}
 }

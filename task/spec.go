@@ -22,6 +22,7 @@ const (
 	MaxTypeLen      = 128
 	MaxTags         = 32
 	MaxIdemKeyLen   = 256
+	MaxLimitKeyLen  = 64
 	MaxErrorLen     = 2048
 	MaxResultLen    = 4096
 )
@@ -96,6 +97,9 @@ type Spec struct {
 	Critical       bool              `json:"critical,omitempty"`
 	Tenant         string            `json:"tenant,omitempty"`
 	TraceID        string            `json:"trace_id,omitempty"`
+	// LimitKey names a shared resource (an upstream API, a licence) whose
+	// rate and concurrency limits the region's config sets (docs/limits.md).
+	LimitKey string `json:"limit_key,omitempty"`
 }
 
 var (
@@ -104,6 +108,7 @@ var (
 	tenantRe = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$`)
 	regionRe = regexp.MustCompile(`^[a-z0-9][a-z0-9-]{0,62}$`)
 	traceRe  = regexp.MustCompile(`^[0-9a-f]{32}$`)
+	limitRe  = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_.:/-]*$`)
 )
 
 // DecodeSpec strictly decodes one JSON spec: unknown fields are rejected and
@@ -293,6 +298,9 @@ func (s *Spec) Normalize(d Defaults, now time.Time) error {
 	} else if !tenantRe.MatchString(s.Tenant) {
 		return fieldErr("tenant", "letters, digits, _ . - only (at most 64)")
 	}
+	if err := ValidLimitKey(s.LimitKey); err != "" && s.LimitKey != "" {
+		return fieldErr("limit_key", "%s", err)
+	}
 	if s.TraceID != "" && !traceRe.MatchString(s.TraceID) {
 		return fieldErr("trace_id", "must be 32 lowercase hex digits (W3C trace-id)")
 	}
@@ -318,4 +326,19 @@ func canonical(s Spec) Spec {
 		s.Regions = r
 	}
 	return s
+}
+
+// ValidLimitKey says what is wrong with a limit key ("" when nothing): at
+// most MaxLimitKeyLen bytes of letters, digits and _ . : / - (the record
+// keeps a task's keys in one comma-separated field).
+func ValidLimitKey(k string) string {
+	switch {
+	case k == "":
+		return "must not be empty"
+	case len(k) > MaxLimitKeyLen:
+		return fmt.Sprintf("longer than %d bytes", MaxLimitKeyLen)
+	case !limitRe.MatchString(k):
+		return "letters, digits, _ . : / - only, starting with a letter or digit"
+	}
+	return ""
 }

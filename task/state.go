@@ -47,6 +47,14 @@ const (
 	ReasonDrained          = "DRAINED"
 	ReasonDeferred         = "DEFERRED_BACKPRESSURE"
 	ReasonPreemptRequested = "PREEMPT_REQUESTED"
+	// A READY task set aside by a limit of one of its keys (docs/limits.md):
+	// once per parking episode, not per claim that finds it limited.
+	ReasonRateLimited        = "RATE_LIMITED"
+	ReasonConcurrencyLimited = "CONCURRENCY_LIMITED"
+	// ReasonRetryAfter: the handler asked to be called again later
+	// (worker.RetryAfter); the task's key is paused until then and the task
+	// waits READY without spending a retry.
+	ReasonRetryAfter = "RETRY_AFTER"
 )
 
 // Transition table (docs/architecture.md §3) as data. Every script moves a task only along
@@ -63,7 +71,7 @@ var transitions = map[State]map[State][]string{
 		Canceled:  {ReasonCanceledByUser, ReasonUpstreamFailed},
 	},
 	Ready: {
-		Ready:    {ReasonPriority},
+		Ready:    {ReasonPriority, ReasonRateLimited, ReasonConcurrencyLimited, ReasonRetryAfter},
 		Pending:  {ReasonDrained},
 		Running:  {ReasonClaimed},
 		Canceled: {ReasonCanceledByUser, ReasonUpstreamFailed},
@@ -72,7 +80,7 @@ var transitions = map[State]map[State][]string{
 		Running:  {ReasonPriority, ReasonPreemptRequested},
 		Success:  {ReasonCompleted},
 		Pending:  {ReasonHandlerError, ReasonDeadline, ReasonPreempted, ReasonWorkerShutdown},
-		Ready:    {ReasonPreempted, ReasonWorkerShutdown},
+		Ready:    {ReasonPreempted, ReasonWorkerShutdown, ReasonRetryAfter},
 		Timeout:  {ReasonHeartbeatLost, ReasonDeadline},
 		Failed:   {ReasonRetriesExhausted, ReasonNonRetryable},
 		Canceled: {ReasonCanceledByUser},

@@ -22,6 +22,7 @@ type Task struct {
 	Critical        bool              `json:"critical,omitempty"`
 	Tenant          string            `json:"tenant"`
 	TraceID         string            `json:"trace_id"`
+	LimitKey        string            `json:"limit_key,omitempty"`
 	State           State             `json:"state"`
 	Reason          string            `json:"reason,omitempty"`
 	Region          string            `json:"region"`  // home region (from the id)
@@ -77,6 +78,7 @@ func (t *Task) Spec() *Spec {
 		Type: t.Type, Payload: t.Payload, Priority: &p, Tags: t.Tags, Regions: t.Regions,
 		Timeout: t.Timeout, MaxRetries: &mr, RetryBase: t.RetryBase, RetryCap: t.RetryCap,
 		Preemptible: t.Preemptible, Critical: t.Critical, Tenant: t.Tenant, TraceID: t.TraceID,
+		LimitKey: t.LimitKey,
 	}
 	return sp
 }

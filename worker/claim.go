@@ -24,9 +24,17 @@ func (w *Worker) claimLoop(ctx, base context.Context) {
 	// and spin. From the second in a row it waits, from 20ms doubling up to
 	// IdleWait, before it listens again; its own types wait as long at most.
 	wasted := 0
+	// parked: how soon tasks a limit set aside may be released (the last
+	// claim's answer); sooner than the idle wait, the worker claims again
+	// then instead of waiting for a wake-up, which a release sends no one.
+	var parked time.Duration
 	for ctx.Err() == nil {
 		woken := false
-		if !mayRemain {
+		if !mayRemain && parked > 0 {
+			if !sleep(ctx, parked) {
+				return
+			}
+		} else if !mayRemain {
 			if wasted > 1 && !sleep(ctx, wastedWait(wasted-1, w.opts.IdleWait)) {
 				return
 			}
@@ -43,10 +51,15 @@ func (w *Worker) claimLoop(ctx, base context.Context) {
 		// Not ctx: a shutdown must not drop the answer of a claim Redis ran,
 		// or those tasks would sit RUNNING until their leases expire.
 		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), callTimeout)
-		tasks, err := w.store.Claim(cctx, queue.ClaimRequest{
+		claimed, err := w.store.ClaimTasks(cctx, queue.ClaimRequest{
 			Pool: w.opts.Pool, Worker: w.opts.ID, N: n, Price: w.opts.PricePerSlotHour, Types: w.Types(),
 		})
 		cancel()
+		tasks := claimed.Tasks
+		parked = 0
+		if claimed.Parked < w.opts.IdleWait {
+			parked = claimed.Parked
+		}
 		w.release(n - len(tasks))
 		switch {
 		case len(tasks) > 0 || !woken:

@@ -91,6 +91,7 @@ func (w *Worker) settle(j *job, err, cause error, runtime time.Duration) {
 	stop, lost := j.stop, j.lost
 	w.mu.Unlock()
 	t := j.task
+	var ra *RetryAfterError
 	switch {
 	case lost:
 		w.drop(j, "lease lost while running")
@@ -110,6 +111,8 @@ func (w *Worker) settle(j *job, err, cause error, runtime time.Duration) {
 		})
 	case errors.Is(err, ErrNonRetryable):
 		w.fail(j, queue.Failure{Error: err.Error(), Retryable: false})
+	case errors.As(err, &ra):
+		w.retryAfter(j, ra.After, err)
 	default:
 		w.fail(j, queue.Failure{Error: err.Error(), Retryable: true})
 	}
@@ -138,6 +141,26 @@ func (w *Worker) giveBackAs(j *job, reason string, delay time.Duration) {
 	w.log.Info("task given back", "task", j.id, "trace", j.task.TraceID, "reason", reason, "state", st, "delay", delay)
 	if st == task.Canceled {
 		w.stats.canceled.Add(1) // a cancel requested meanwhile wins
+	} else {
+		w.stats.returned.Add(1)
+	}
+	w.finish(j, st)
+}
+
+// retryAfter is store.RetryAfter: the task's key is paused for every
+// worker and the task waits READY, no retry spent.
+func (w *Worker) retryAfter(j *job, d time.Duration, err error) {
+	var st task.State
+	ok := w.record(j, "retry after", func(ctx context.Context) (err error) {
+		st, err = w.store.RetryAfter(ctx, j.id, j.token, d)
+		return err
+	})
+	if !ok {
+		return
+	}
+	w.log.Info("task paused its key", "task", j.id, "trace", j.task.TraceID, "after", d, "err", err, "state", st)
+	if st == task.Canceled {
+		w.stats.canceled.Add(1)
 	} else {
 		w.stats.returned.Add(1)
 	}

@@ -28,6 +28,7 @@ type Task struct {
 	Tags       map[string]string
 	Tenant     string
 	TraceID    string    // W3C trace id (32 hex digits)
+	LimitKey   string    // the spec's limit_key ("" when none)
 	Deadline   time.Time // when this attempt's timeout ends
 	Price      float64   // price per slot-hour recorded at claim (0: none)
 	// ReadyAt is when the task last became READY, by the Redis clock (ms);
@@ -55,6 +56,7 @@ func newTask(qt *task.Task, deadline time.Time) *Task {
 		Tags:       qt.Tags,
 		Tenant:     qt.Tenant,
 		TraceID:    qt.TraceID,
+		LimitKey:   qt.LimitKey,
 		Deadline:   deadline,
 		Price:      qt.PricePerHour,
 	}
@@ -122,6 +124,31 @@ type nonRetryableError struct{ err error }
 
 func (e *nonRetryableError) Error() string   { return e.err.Error() }
 func (e *nonRetryableError) Unwrap() []error { return []error{e.err, ErrNonRetryable} }
+
+// RetryAfter asks for the task to run again after d, because what it calls
+// is not ready (an upstream's 429 with Retry-After, a quota window): the
+// task's limit key (its type when it names none) is paused until then for
+// every worker of the region, and the task goes back READY without
+// spending a retry (docs/limits.md). d is cut to queue.MaxRetryAfter (1h).
+// err says why (it may be nil); the result matches it with errors.Is/As.
+func RetryAfter(d time.Duration, err error) error {
+	return &RetryAfterError{After: d, Err: err}
+}
+
+// RetryAfterError is what RetryAfter returns; errors.As finds it.
+type RetryAfterError struct {
+	After time.Duration
+	Err   error
+}
+
+func (e *RetryAfterError) Error() string {
+	if e.Err == nil {
+		return fmt.Sprintf("retry after %s", e.After)
+	}
+	return fmt.Sprintf("retry after %s: %v", e.After, e.Err)
+}
+
+func (e *RetryAfterError) Unwrap() error { return e.Err }
 
 // clampText cuts s to at most max bytes without splitting a UTF-8 sequence.
 func clampText(s string, max int) string {

@@ -33,13 +33,14 @@ type specFlags struct {
 	critical       bool
 	tenant         string
 	traceID        string
+	limitKey       string
 }
 
 // specFlagNames are the flags above, to tell whether any was given.
 var specFlagNames = []string{
 	"type", "payload", "payload-file", "priority", "tag", "region", "delay", "run-at", "timeout",
 	"max-retries", "retry-base", "retry-cap", "idempotency-key", "idempotency-ttl", "preemptible",
-	"critical", "tenant", "trace-id",
+	"critical", "tenant", "trace-id", "limit-key",
 }
 
 func (f *specFlags) register(fs *pflag.FlagSet) {
@@ -61,6 +62,7 @@ func (f *specFlags) register(fs *pflag.FlagSet) {
 	fs.BoolVar(&f.critical, "critical", false, "admitted even under backpressure")
 	fs.StringVar(&f.tenant, "tenant", "", "owning tenant (default: the token's)")
 	fs.StringVar(&f.traceID, "trace-id", "", "W3C trace id to propagate (32 hex digits; default: generated)")
+	fs.StringVar(&f.limitKey, "limit-key", "", "the shared resource whose limits apply (the region's limits: config, at most 64 bytes)")
 }
 
 // typed names a spec flag given on the command line, to refuse it next to
@@ -92,6 +94,7 @@ func (f *specFlags) spec(env *cliEnv) (*task.Spec, error) {
 		Critical:       f.critical,
 		Tenant:         f.tenant,
 		TraceID:        f.traceID,
+		LimitKey:       f.limitKey,
 	}
 	if s.Type == "" {
 		return nil, cliUsage("--type is required (or -f FILE)")

@@ -91,6 +91,7 @@ func writeTask(w *tabwriter.Writer, t *task.Task) {
 	row("Result", cliCut(t.Result, 200))
 	row("Payload", cliCut(string(t.Payload), 200))
 	row("Trace ID", t.TraceID)
+	row("Limit key", t.LimitKey)
 }
 
 func formatTags(tags map[string]string) string {

@@ -13,6 +13,7 @@ import (
 	"sort"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/ax-sched/ax/dag"
@@ -181,6 +182,7 @@ type server struct {
 	tls                        *tlsconf.Server // nil: plain http
 	ln                         net.Listener
 	id                         string
+	limits                     atomic.Pointer[[]queue.Limit] // the region's limits (SIGHUP reloads them)
 }
 
 // startServer builds every piece; Run then serves until ctx ends.
@@ -272,12 +274,15 @@ func startServer(ctx context.Context, cfg *config.Region, ln net.Listener, reg *
 	// The cell first (the node wakes it and reads its figures), then the
 	// node, then what builds on the node; Run starts the cell with the node
 	// as its placer and the leader loops beside its own.
+	lim := limitsOf(cfg)
+	s.limits.Store(&lim)
 	s.cell = region.New(s.store, s.regional, s.global, region.Config{
 		Region: cfg.Name, ID: s.id, API: cfg.PublicAddr, Pools: regionPools(cfg), Prefix: cfg.Etcd.Prefix,
 		SessionTTL: cfg.Etcd.SessionTTL, Heartbeat: cfg.Lease.Heartbeat, Logger: s.log,
 		Thresholds: thresholds(cfg.Thresholds), Preemption: preemption(cfg.Preemption), StarvationThreshold: cfg.StarvationThreshold,
 		// Claims record the live price: the operator's override, if any.
 		LivePrice: func(pool string) (float64, bool) { return s.view.PriceOverride(cfg.Name, pool) },
+		Limits:    func() []queue.Limit { return *s.limits.Load() },
 	}, region.NewMetrics(reg))
 	s.node, err = federation.NewNode(federation.Config{
 		Region: cfg.Name, Regions: cfg.Regions, ClusterToken: cfg.Auth.ClusterToken, Defaults: defaultsOf(cfg),
@@ -432,7 +437,9 @@ func (s *server) reloadTokens(file string) {
 		return
 	}
 	s.auth.SetTokens(apiTokens(cfg))
-	s.log.Info("SIGHUP: API tokens reloaded", "tokens", len(cfg.Auth.Tokens))
+	l := limitsOf(cfg)
+	s.limits.Store(&l)
+	s.log.Info("SIGHUP: API tokens and limits reloaded", "tokens", len(cfg.Auth.Tokens), "limits", len(l))
 	if s.tls != nil {
 		// The files the server started with, re-read (new paths need a
 		// restart).
@@ -442,4 +449,14 @@ func (s *server) reloadTokens(file string) {
 		}
 		s.log.Info("SIGHUP: API certificate reloaded")
 	}
+}
+
+// limitsOf is this region's share of cfg's limits (docs/limits.md).
+func limitsOf(cfg *config.Region) []queue.Limit {
+	var out []queue.Limit
+	for _, l := range cfg.Limits {
+		sh := l.Share(cfg.Name, cfg.Regions)
+		out = append(out, queue.Limit{Kind: sh.Kind, Name: sh.Name, Rate: sh.Rate, Burst: sh.Burst, Concurrency: sh.Concurrency})
+	}
+	return out
 }

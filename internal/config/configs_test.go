@@ -151,6 +151,11 @@ func TestExampleIsTheDefaults(t *testing.T) {
 		Timeout: 10 * time.Minute,
 	}}
 	want.Worker.HTTP.AllowPrefixes = []string{"https://hooks.example.com/"}
+	rate, burst, conc := 50.0, 5, 5
+	want.Limits = []Limit{{Key: "stripe-api", Rate: &rate, Burst: &burst, Concurrency: &conc,
+		Scope: "federation", Weights: map[string]float64{"eu-central": 2}}}
+	tconc, trate := 20, 0.5
+	want.Limits = append(want.Limits, Limit{Tenant: "default", Concurrency: &tconc}, Limit{Type: "report.build", Rate: &trate})
 	if diff := cmp.Diff(want, got, cmpRegion); diff != "" {
 		t.Errorf("%s (-want +got):\n%s", path, diff)
 	}

@@ -1,6 +1,7 @@
 package config
 
 import (
+	"math"
 	"net/url"
 	"strings"
 	"time"
@@ -51,6 +52,9 @@ type Region struct {
 	// HTTPServer bounds the API's connections (timeouts, header size, count).
 	HTTPServer HTTPServer `mapstructure:"http_server" yaml:"http_server"`
 	Worker     Worker     `mapstructure:"worker" yaml:"worker"`
+	// Limits are rate and concurrency limits per task type, tenant or
+	// limit_key, enforced at claim (docs/limits.md). SIGHUP reloads them.
+	Limits []Limit `mapstructure:"limits" yaml:"limits"`
 
 	// source names the file the region was read from, for error messages.
 	source string
@@ -447,3 +451,117 @@ type APITLS struct {
 
 // On reports whether the API serves https.
 func (t APITLS) On() bool { return t.Cert != "" }
+
+// Limit is one rate and/or concurrency limit. Exactly one of Type, Tenant
+// and Key names what it counts; Rate and Concurrency left out mean no such
+// limit (0 is an error: a limit nothing passes).
+type Limit struct {
+	Type   string `mapstructure:"type" yaml:"type"`
+	Tenant string `mapstructure:"tenant" yaml:"tenant"`
+	Key    string `mapstructure:"key" yaml:"key"`
+	// Rate is tasks started per second over every worker in scope; Burst
+	// how many may start at once after a quiet spell (default max(1, rate)).
+	Rate  *float64 `mapstructure:"rate" yaml:"rate"`
+	Burst *int     `mapstructure:"burst" yaml:"burst"`
+	// Concurrency is tasks RUNNING at once over every worker in scope.
+	Concurrency *int `mapstructure:"concurrency" yaml:"concurrency"`
+	// Scope is "region" (default: the numbers hold in this region) or
+	// "federation": they hold over all regions, each region enforcing its
+	// share, by Weights (region → weight; regions left out weigh 1).
+	Scope   string             `mapstructure:"scope" yaml:"scope"`
+	Weights map[string]float64 `mapstructure:"weights" yaml:"weights"`
+}
+
+// Kind is what l counts: "type", "tenant" or "key"; Name its name.
+func (l Limit) Kind() (kind, name string) {
+	switch {
+	case l.Key != "":
+		return "key", l.Key
+	case l.Tenant != "":
+		return "tenant", l.Tenant
+	}
+	return "type", l.Type
+}
+
+// LimitShare is what one region enforces of a limit.
+type LimitShare struct {
+	Kind, Name  string
+	Rate        float64 // 0: none
+	Burst       int
+	Concurrency int // 0: none
+}
+
+// Share is region's part of l among regions (the federation's, sorted as
+// given): all of it for scope region; for scope federation the rate by
+// weight, burst and concurrency by weight with the largest remainder, at
+// least 1 each (so with fewer slots than regions the federation's total is
+// the number of regions).
+func (l Limit) Share(region string, regions []string) LimitShare {
+	kind, name := l.Kind()
+	s := LimitShare{Kind: kind, Name: name}
+	if l.Rate != nil {
+		s.Rate = *l.Rate
+	}
+	if l.Burst != nil {
+		s.Burst = *l.Burst
+	} else if s.Rate > 0 {
+		s.Burst = max(1, int(math.Ceil(s.Rate)))
+	}
+	if l.Concurrency != nil {
+		s.Concurrency = *l.Concurrency
+	}
+	if l.Scope != "federation" || len(regions) < 2 {
+		return s
+	}
+	total, mine, at := 0.0, 0.0, -1
+	ws := make([]float64, len(regions))
+	for i, r := range regions {
+		w, ok := l.Weights[r]
+		if !ok {
+			w = 1
+		}
+		ws[i], total = w, total+w
+		if r == region {
+			mine, at = w, i
+		}
+	}
+	if at < 0 || total <= 0 {
+		return s
+	}
+	s.Rate *= mine / total
+	s.Burst = largestRemainder(s.Burst, ws, at)
+	s.Concurrency = largestRemainder(s.Concurrency, ws, at)
+	return s
+}
+
+// largestRemainder is part at of v split by weights ws: floors, then one
+// more to the largest remainders (ties to the earlier region), at least 1.
+func largestRemainder(v int, ws []float64, at int) int {
+	if v <= 0 {
+		return 0
+	}
+	total := 0.0
+	for _, w := range ws {
+		total += w
+	}
+	parts := make([]int, len(ws))
+	rem := make([]float64, len(ws))
+	left := v
+	for i, w := range ws {
+		x := float64(v) * w / total
+		parts[i] = int(math.Floor(x))
+		rem[i] = x - float64(parts[i])
+		left -= parts[i]
+	}
+	for ; left > 0; left-- {
+		best := 0
+		for i := range rem {
+			if rem[i] > rem[best] {
+				best = i
+			}
+		}
+		parts[best]++
+		rem[best] = -1
+	}
+	return max(parts[at], 1)
+}

@@ -11,6 +11,7 @@ import (
 	"time"
 	_ "time/tzdata" // capacity windows name IANA zones; do not depend on the host having them
 
+	"github.com/ax-sched/ax/task"
 	"github.com/ax-sched/ax/worker/handlers"
 )
 
@@ -77,6 +78,84 @@ func (r *Region) validate(p *problems) {
 	r.validateTimings(p)
 	r.validateAuth(p)
 	validateWorker(p, "worker", r.Worker)
+	r.validateLimits(p)
+}
+
+// validateLimits checks limits[]: each names one known key, with positive
+// numbers; no key is limited twice.
+func (r *Region) validateLimits(p *problems) {
+	tenants := map[string]bool{"default": true}
+	for _, t := range r.Auth.Tokens {
+		if t.Tenant != "" {
+			tenants[t.Tenant] = true
+		}
+	}
+	inFed := map[string]bool{}
+	for _, name := range r.Regions {
+		inFed[name] = true
+	}
+	seen := map[string]int{}
+	for i, l := range r.Limits {
+		path := elemKey("limits", i)
+		set := 0
+		for _, v := range []string{l.Type, l.Tenant, l.Key} {
+			if v != "" {
+				set++
+			}
+		}
+		if set != 1 {
+			p.add(path, "set exactly one of type, tenant or key")
+			continue
+		}
+		kind, name := l.Kind()
+		key := joinKey(path, kind)
+		switch kind {
+		case "key":
+			if msg := task.ValidLimitKey(name); msg != "" {
+				p.add(key, "%s, got %q", msg, name)
+			}
+		case "tenant":
+			if r.Auth.Enabled && !tenants[name] {
+				p.add(key, "unknown tenant %q: no auth.tokens entry submits for it", name)
+			}
+		case "type":
+			if !taskType.MatchString(name) || len(name) > task.MaxTypeLen {
+				p.add(key, "not a task type name, got %q", name)
+			}
+		}
+		if j, dup := seen[kind+" "+name]; dup {
+			p.add(key, "%s %q is limited by limits[%d] already", kind, name, j)
+		}
+		seen[kind+" "+name] = i
+		if l.Rate == nil && l.Concurrency == nil {
+			p.add(path, "set rate, concurrency or both")
+		}
+		if l.Rate != nil && !(*l.Rate > 0) {
+			p.add(joinKey(path, "rate"), "must be > 0 tasks/s (leave it out for no rate limit), got %v", *l.Rate)
+		}
+		if l.Burst != nil && (*l.Burst <= 0 || l.Rate == nil) {
+			p.add(joinKey(path, "burst"), "must be > 0 and given with rate, got %d", *l.Burst)
+		}
+		if l.Concurrency != nil && *l.Concurrency <= 0 {
+			p.add(joinKey(path, "concurrency"), "must be > 0 (leave it out for no concurrency limit), got %d", *l.Concurrency)
+		}
+		switch l.Scope {
+		case "", "region":
+			if len(l.Weights) > 0 {
+				p.add(joinKey(path, "weights"), "only with scope federation")
+			}
+		case "federation":
+			for reg, w := range l.Weights {
+				if !inFed[reg] {
+					p.add(joinKey(joinKey(path, "weights"), reg), "not a region of regions")
+				} else if !(w > 0) {
+					p.add(joinKey(joinKey(path, "weights"), reg), "must be > 0, got %v", w)
+				}
+			}
+		default:
+			p.add(joinKey(path, "scope"), "must be region or federation, got %q", l.Scope)
+		}
+	}
 }
 
 func (r *Region) validateIdentity(p *problems) {

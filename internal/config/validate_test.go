@@ -2,6 +2,7 @@ package config
 
 import (
 	"math"
+	"strings"
 	"testing"
 	"time"
 
@@ -44,6 +45,10 @@ worker:
         args: {msg: {pattern: "[a-z ]+", allow_leading_dash: true, allow_dotdot: true}}
         timeout: 1m
   http: {allow_prefixes: ["https://hooks.example.com/"]}
+limits:
+  - {key: stripe-api, rate: 50, burst: 5, concurrency: 5}
+  - {tenant: default, concurrency: 4, scope: federation, weights: {r0: 2}}
+  - {type: report.build, rate: 0.5}
 `
 
 func TestValidateEachRule(t *testing.T) {
@@ -202,6 +207,25 @@ func TestValidateEachRule(t *testing.T) {
 		}, `public_addr: must be https:// when http_server.tls is set, got "http://h:8080"`},
 		{"http prefix without path", func(r *Region) { r.Worker.HTTP.AllowPrefixes = []string{"https://api.example.com"} },
 			`worker.http.allow_prefixes[0]: must end the host with a path, e.g. "https://api.example.com/", got "https://api.example.com"`},
+		{"limit unknown tenant", func(r *Region) { r.Limits[1].Tenant = "t9" },
+			`limits[1].tenant: unknown tenant "t9": no auth.tokens entry submits for it`},
+		{"limit negative rate", func(r *Region) { v := -1.0; r.Limits[0].Rate = &v },
+			"limits[0].rate: must be > 0 tasks/s (leave it out for no rate limit), got -1"},
+		{"limit rate 0", func(r *Region) { v := 0.0; r.Limits[2].Rate = &v },
+			"limits[2].rate: must be > 0 tasks/s (leave it out for no rate limit), got 0"},
+		{"limit concurrency 0", func(r *Region) { v := 0; r.Limits[1].Concurrency = &v },
+			"limits[1].concurrency: must be > 0 (leave it out for no concurrency limit), got 0"},
+		{"limit key too long", func(r *Region) { r.Limits[0].Key = strings.Repeat("k", 65) },
+			`limits[0].key: longer than 64 bytes, got "` + strings.Repeat("k", 65) + `"`},
+		{"limit two names", func(r *Region) { r.Limits[0].Type = "x" }, "limits[0]: set exactly one of type, tenant or key"},
+		{"limit no numbers", func(r *Region) { r.Limits[1].Concurrency = nil }, "limits[1]: set rate, concurrency or both"},
+		{"limit burst without rate", func(r *Region) { v := 3; r.Limits[1].Burst = &v },
+			"limits[1].burst: must be > 0 and given with rate, got 3"},
+		{"limit weight of no region", func(r *Region) { r.Limits[1].Weights = map[string]float64{"r7": 1} },
+			"limits[1].weights.r7: not a region of regions"},
+		{"limit duplicate", func(r *Region) { r.Limits[2].Type, r.Limits[2].Key = "", "stripe-api" },
+			`limits[2].key: key "stripe-api" is limited by limits[0] already`},
+		{"limit scope", func(r *Region) { r.Limits[0].Scope = "world" }, `limits[0].scope: must be region or federation, got "world"`},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -297,5 +321,23 @@ func TestInternalPrefixesNeedDenyPrivateOff(t *testing.T) {
 	r.Worker.HTTP.DenyPrivate = false
 	if err := r.Validate(); err != nil {
 		t.Fatalf("internal prefixes with deny_private false: %v", err)
+	}
+}
+
+func TestLimitShare(t *testing.T) {
+	r := mustParse(t, full)
+	regions := []string{"r0", "r1"}
+	if got, want := r.Limits[0].Share("r1", regions), (LimitShare{Kind: "key", Name: "stripe-api", Rate: 50, Burst: 5, Concurrency: 5}); got != want {
+		t.Errorf("region scope: %+v, want %+v", got, want)
+	}
+	// tenant default: concurrency 4 over r0 (weight 2) and r1 (1): 3 and 1.
+	if got := r.Limits[1].Share("r0", regions); got.Concurrency != 3 {
+		t.Errorf("r0's share %+v, want concurrency 3", got)
+	}
+	if got := r.Limits[1].Share("r1", regions); got.Concurrency != 1 {
+		t.Errorf("r1's share %+v, want concurrency 1", got)
+	}
+	if got := r.Limits[2].Share("r0", regions); got.Rate != 0.5 || got.Burst != 1 {
+		t.Errorf("default burst: %+v", got)
 	}
 }

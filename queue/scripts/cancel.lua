@@ -11,7 +11,7 @@
 local now = clock(ARGV[1])
 local id, reason, by = ARGV[2], ARGV[3], ARGV[4]
 local tk = tkey(id)
-local r = redis.call('HMGET', tk, 'st', 'po', 'pr', 'at', 'ho', 'ob', 'rs', 'pn')
+local r = redis.call('HMGET', tk, 'st', 'po', 'pr', 'at', 'ho', 'ob', 'rs', 'pn', 'pk')
 local st = r[1]
 if not st then return {2} end
 local lazy = is_lazy(st, r[7], r[8], r[6])
@@ -27,6 +27,10 @@ elseif st == 'P' then
   cnt('P', -1)
 elseif st == 'R' then
   redis.call('ZREM', qkey(r[2], r[3]), id)
+  if r[9] then -- parked by a limit (lib.lua park)
+    redis.call('ZREM', lmkey('pk:' .. r[9]), id)
+    cnt('pk:' .. r[2], -1)
+  end
   cnt('R', -1)
   cnt('r:' .. r[2] .. ':' .. r[3], -1)
 elseif st == 'U' then

@@ -12,14 +12,21 @@
 -- passes over at most ARGV 10 of them per priority: behind more than that a
 -- claimer sees nothing of that priority until the workers that serve them
 -- drain them (placement sends a type only to pools whose workers serve it).
+-- Limits (lib.lua, docs/limits.md): when the shard has limits, pauses or
+-- parked tasks, a claim first unparks the keys whose time has come (at
+-- most 8 keys), then checks each task it would take against its keys: a
+-- limited one is parked (taken out of the ready set, RATE_LIMITED,
+-- CONCURRENCY_LIMITED or RETRY_AFTER in the trail), at most 64 per claim,
+-- and the claim goes on behind it.
 -- KEYS: 1-8 see lib.lua; 9 prices.
 -- ARGV: 1 clock, 2 pool, 3 worker, 4 n, 5 lease_ms, 6 aging_step_ms,
 --       7 the worker's price per slot-hour ('' = none), 8 default timeout
 --       ms (records omit fields equal to the region default), 9 served
 --       types: '*' every type, else ',a,b,' (',' none), 10 per-priority
 --       skip bound.
--- Returns: {now_ms, first lease token, price recorded ('' = none), then per
--- claimed task: id, its record as HGETALL pairs before the claim}. The j-th
+-- Returns: {now_ms, first lease token, price recorded ('' = none), ms until
+-- parked tasks are looked at again ('' = none parked), then per claimed
+-- task: id, its record as HGETALL pairs before the claim}. The j-th
 -- task (from 1) holds token first+j-1; the caller applies what the claim
 -- set (st U, wk, lt, sa now, at+1, px; for a task promoted untouched, rs
 -- DUE and rt, eq its due time) to its copy.
@@ -33,48 +40,130 @@ if filter then
   for ty in string.gmatch(ARGV[9], '[^,]+') do served[ty] = true end
 end
 local skipped = 0
--- serves: whether this claimer takes task id (counting the ones it passes over).
-local function serves(id)
-  if not filter then return true end
-  local ty = redis.call('HGET', tkey(id), 'ty')
-  if ty and served[ty] then return true end
-  skipped = skipped + 1
-  return false
+-- LIM: the shard has limits, pauses or parked tasks (one EXISTS a claim);
+-- otherwise no limit code runs.
+local LIM = redis.call('EXISTS', lmkey('lim'), lmkey('lp'), lmkey('pkd')) > 0
+if LIM then
+  for _, key in ipairs(redis.call('ZRANGEBYSCORE', lmkey('pkd'), '-inf', fmt(now), 'LIMIT', 0, 8)) do
+    local room, again = lim_room(key, now)
+    if room > 0 and unpark(key, room) > 0 then
+      local c = lim_cfg(key)
+      -- the rest: after the next token, or a safety look (freed slots unpark)
+      again = now + 1000
+      if c and c.rate > 0 then again = now + math.ceil(1e6 / c.rate) end
+      if not c then again = now end
+    end
+    if room <= 0 or redis.call('ZSCORE', lmkey('pkd'), key) then
+      redis.call('ZADD', lmkey('pkd'), again, key)
+    end
+  end
+end
+local PARK_MAX, parked = 64, 0
+-- keys_of: a task's limit keys, built once
+-- per (type, tenant, limit_key) and claim.
+local KC = {}
+local function keys_of(ty, tn, lk)
+  local a = KC[ty]
+  if a == nil then a = {}; KC[ty] = a end
+  local b = a[tn]
+  if b == nil then b = {}; a[tn] = b end
+  local ks = b[lk]
+  if ks == nil then
+    ks = {'y:' .. ty, 'n:' .. tn}
+    if lk ~= '' then ks[3] = 'k:' .. lk end
+    b[lk] = ks
+  end
+  return ks
+end
+local held = {} -- id -> ',key,...,' of the concurrency it takes
+local rec = {}  -- id -> its record as read by admit (limits on)
+-- admit: 'take' this task, 'skip' it (not a type this claimer serves: it
+-- stays, counting towards the bound) or 'park' it (limited).
+local function admit(id, p, pool, score)
+  local ty, tn, lk
+  if LIM then
+    -- the record, read once: the claim returns it (rec) if it takes the task
+    local h = redis.call('HGETALL', tkey(id))
+    for x = 1, #h, 2 do
+      local f = h[x]
+      if f == 'ty' then ty = h[x + 1] elseif f == 'tn' then tn = h[x + 1] elseif f == 'lk' then lk = h[x + 1] end
+    end
+    rec[id] = h
+  elseif filter then
+    ty = redis.call('HGET', tkey(id), 'ty')
+  end
+  if filter and not (ty and served[ty]) then
+    skipped = skipped + 1
+    return 'skip'
+  end
+  if not LIM then return 'take' end
+  local ks = keys_of(ty or '', tn or 'default', lk or '')
+  for _, key in ipairs(ks) do
+    local room, again, kind = lim_room(key, now)
+    if room <= 0 then
+      park(id, pool, score, key, kind, now, again, true)
+      parked = parked + 1
+      return 'park'
+    end
+  end
+  -- the keys whose concurrency the task counts, for its record: the same
+  -- for every task of these keys in this claim
+  local hl = ks.held
+  if hl == nil then
+    hl = false
+    for _, key in ipairs(ks) do
+      local c = lim_cfg(key)
+      if c and c.conc > 0 then hl = (hl or ',') .. key .. ',' end
+    end
+    ks.held = hl
+  end
+  for _, key in ipairs(ks) do lim_take(key, now) end
+  if hl then held[id] = hl end
+  return 'take'
 end
 
 local chosen = {} -- {id, prio}
-local taken = {}  -- prio -> ids, removed from that ready set with one ZREM
+local gone = {}   -- prio -> ids taken or parked, removed from that ready set with one ZREM
+local function remove(p, id)
+  local l = gone[p]
+  if l == nil then l = {}; gone[p] = l end
+  l[#l + 1] = id
+end
 local function take(p, id)
   chosen[#chosen + 1] = {id, p}
-  local l = taken[p]
-  if l == nil then l = {}; taken[p] = l end
-  l[#l + 1] = id
+  remove(p, id)
 end
 
 -- Each priority's head is read `left` at a time and read further only once
--- tasks were passed over, so a claimer that serves what it finds reads no
--- more than an unfiltered claim.
+-- tasks were passed over or parked, so a claimer that serves what it finds
+-- reads no more than an unfiltered claim.
 local off0, passed = 0, 0
-while #chosen < n and passed < math.max(bound, 1) do
+while #chosen < n and passed < math.max(bound, 1) and parked < PARK_MAX do
   local want = n - #chosen
-  local top = redis.call('ZRANGE', qkey(pool, 0), off0, off0 + want - 1)
-  off0 = off0 + #top
-  for _, id in ipairs(top) do
-    if serves(id) then
+  local top = redis.call('ZRANGE', qkey(pool, 0), off0, off0 + want - 1, 'WITHSCORES')
+  off0 = off0 + #top / 2
+  local parked0 = parked
+  for i = 1, #top, 2 do
+    local id = top[i]
+    local a = admit(id, 0, pool, top[i + 1])
+    if a == 'take' then
       take(0, id)
+    elseif a == 'park' then
+      remove(0, id)
+      if parked >= PARK_MAX then break end
     else
       passed = passed + 1
       if passed >= bound then break end
     end
   end
-  if #top < want or not filter then break end
+  if #top < 2 * want or (not filter and parked == parked0) then break end
 end
 
 local left = n - #chosen
-if left > 0 then
+if left > 0 and parked < PARK_MAX then
   -- heads of priorities 1..4, merged by key; a priority that passed over
   -- `bound` tasks is done for this claim.
-  local heads, pos, off, over, more = {}, {}, {}, {}, {}
+  local heads, pos, off, over, more, pkn = {}, {}, {}, {}, {}, {}
   local function refill(p)
     heads[p] = redis.call('ZRANGE', qkey(pool, p), off[p], off[p] + left - 1, 'WITHSCORES')
     pos[p] = 1
@@ -82,15 +171,15 @@ if left > 0 then
     more[p] = #heads[p] == 2 * left -- a full read: the set may hold more
   end
   for p = 1, 4 do
-    off[p], over[p] = 0, 0
+    off[p], over[p], pkn[p] = 0, 0, 0
     refill(p)
   end
-  while left > 0 do
+  while left > 0 and parked < PARK_MAX do
     local best, bestKey = nil, nil
     for p = 1, 4 do
       local h = heads[p]
-      if pos[p] >= #h and more[p] and over[p] > 0 and over[p] < bound then
-        refill(p) -- read on past what this claim passed over
+      if pos[p] >= #h and more[p] and ((over[p] > 0 and over[p] < bound) or pkn[p] > 0) then
+        refill(p) -- read on past what this claim passed over or parked
         h = heads[p]
       end
       if pos[p] < #h and (not filter or over[p] < bound) then
@@ -100,23 +189,27 @@ if left > 0 then
     end
     if best == nil then break end
     local id = heads[best][pos[best]]
+    local a = admit(id, best, pool, heads[best][pos[best] + 1])
     pos[best] = pos[best] + 2
-    if serves(id) then
+    if a == 'take' then
       take(best, id)
       left = left - 1
+    elseif a == 'park' then
+      remove(best, id)
+      pkn[best] = pkn[best] + 1
     else
       over[best] = over[best] + 1
     end
   end
 end
 for p = 0, 4 do
-  if taken[p] then redis.call('ZREM', qkey(pool, p), unpack(taken[p])) end
+  if gone[p] then redis.call('ZREM', qkey(pool, p), unpack(gone[p])) end
 end
 
 -- The reason CLAIMED is implied by st U (nothing else sets rs while RUNNING),
 -- so rs keeps why the task became READY, which the trail shows.
 local k = #chosen
-local out, ids = {fmt(now), '0', ''}, {}
+local out, ids = {fmt(now), '0', '', ''}, {}
 if k > 0 then
   price = redis.call('HGET', KEYS[9], pool) or price
   out[3] = price
@@ -128,7 +221,7 @@ if k > 0 then
     local id, p = c[1], c[2]
     local tk = tkey(id)
     -- The record as it was: the caller applies what this claim sets.
-    local h = redis.call('HGETALL', tk)
+    local h = rec[id] or redis.call('HGETALL', tk)
     local to, at, st, du
     for x = 1, #h, 2 do
       local f = h[x]
@@ -143,9 +236,16 @@ if k > 0 then
     local dl = now + tonumber(to or ARGV[8])
     local exp = now + lease
     if dl < exp then exp = dl end
-    if price ~= '' then
+    local hl = held[id]
+    if price ~= '' and hl then
+      redis.call('HSET', tk, 'st', 'U', 'wk', worker, 'lt', fmt(first + j - 1), 'sa', snow,
+        'at', fmt(tonumber(at or '0') + 1), 'px', price, 'lc', hl)
+    elseif price ~= '' then
       redis.call('HSET', tk, 'st', 'U', 'wk', worker, 'lt', fmt(first + j - 1), 'sa', snow,
         'at', fmt(tonumber(at or '0') + 1), 'px', price)
+    elseif hl then
+      redis.call('HSET', tk, 'st', 'U', 'wk', worker, 'lt', fmt(first + j - 1), 'sa', snow,
+        'at', fmt(tonumber(at or '0') + 1), 'lc', hl)
     else
       redis.call('HSET', tk, 'st', 'U', 'wk', worker, 'lt', fmt(first + j - 1), 'sa', snow,
         'at', fmt(tonumber(at or '0') + 1))
@@ -164,8 +264,13 @@ end
 -- Chain the wake-up: if work remains, leave a marker for the next idle
 -- claimer; tasks passed over are work for another worker of the pool (the
 -- worker backs off when such wake-ups keep finding it nothing to take).
-if skipped > 0 or (k == n and redis.call('EXISTS', qkey(pool, 0), qkey(pool, 1), qkey(pool, 2), qkey(pool, 3), qkey(pool, 4)) > 0) then
+if skipped > 0 or parked >= PARK_MAX or (k == n and redis.call('EXISTS', qkey(pool, 0), qkey(pool, 1), qkey(pool, 2), qkey(pool, 3), qkey(pool, 4)) > 0) then
   wake(pool)
+end
+if LIM then
+  lim_flush(now)
+  local nx = redis.call('ZRANGE', lmkey('pkd'), 0, 0, 'WITHSCORES')
+  if #nx > 0 then out[4] = fmt(math.max(tonumber(nx[2]) - now, 0)) end
 end
 event('claim', ids, k)
 return out

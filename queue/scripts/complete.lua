@@ -14,7 +14,7 @@ local out, ids = {}, {}
 for k = 0, n - 1 do
   local id, token, result = ARGV[6 + 3 * k], ARGV[7 + 3 * k], ARGV[8 + 3 * k]
   local tk = tkey(id)
-  local r = redis.call('HMGET', tk, 'st', 'lt', 'po', 'lg', 'pq', 'ty', 'sa', 'tn', 'tg', 'px')
+  local r = redis.call('HMGET', tk, 'st', 'lt', 'po', 'lg', 'pq', 'ty', 'sa', 'tn', 'tg', 'px', 'lc')
   if r[1] ~= 'U' or r[2] ~= token then
     out[k + 1] = 1
   else
@@ -22,7 +22,14 @@ for k = 0, n - 1 do
     -- the lease token is blanked in the same HSET (an HDEL per task cost
     -- a command), a preemption request deleted only when there is one.
     if r[5] then redis.call('HDEL', tk, 'pq') end
-    if result ~= '' then
+    if r[11] and r[11] ~= '' then
+      release_add(r[11]) -- concurrency held under a limit (lib.lua)
+      if result ~= '' then
+        redis.call('HSET', tk, 'st', 'S', 'rs', 'COMPLETED', 'fa', snow, 'lt', '', 'lc', '', 'rv', result)
+      else
+        redis.call('HSET', tk, 'st', 'S', 'rs', 'COMPLETED', 'fa', snow, 'lt', '', 'lc', '')
+      end
+    elseif result ~= '' then
       redis.call('HSET', tk, 'st', 'S', 'rs', 'COMPLETED', 'fa', snow, 'lt', '', 'rv', result)
     else
       redis.call('HSET', tk, 'st', 'S', 'rs', 'COMPLETED', 'fa', snow, 'lt', '')
@@ -43,6 +50,7 @@ if #ids > 0 then
   cnt('tS', #ids)
   write_runtimes(KEYS[9], now, rtcap, alpha)
   write_costs(now)
+  release_flush()
 end
 event('complete', ids, #ids)
 return out

@@ -269,10 +269,199 @@ local function retry_or_dead(id, now, at, mr, rb, rc, from, reason, by, err, ret
   return 'F', 0
 end
 
+-- Limits (issue 13, docs/limits.md, queue/limits.go). A task has the limit
+-- keys 'y:<type>', 'n:<tenant>' and, when it names one, 'k:<limit_key>'.
+-- Per shard, every key built from the prefix (the shared hash tag keeps
+-- them on the shard's Cluster slot):
+--   lim  HASH  key → "rate burst concurrency" (the leader's, limits.lua;
+--              rate in milli-tasks/s, 0 = none)
+--   lb   HASH  key → "tokens last_ms": token buckets, 1 task = 1e6 tokens
+--   lc   HASH  key → tasks RUNNING under its concurrency limit
+--   lp   HASH  key → paused until (ms): a handler's retry after
+--   pkd  ZSET  key → when its parked tasks are looked at again (ms)
+--   pk:<key> ZSET parked READY tasks by their ready-set score
+-- A claim that finds a task limited parks it (moves it from its ready set
+-- to pk:<key>, record field pk) instead of passing over it, so the tasks
+-- behind it flow; parked tasks go back to their ready sets, in order, when
+-- the key has room again (claims look at pkd, a freed slot unparks one).
+local function lmkey(s) return K_PREFIX .. s end
+local LCFG, LPAUSE = {}, {}
+-- lim_cfg is the key's limit {rate, burst, conc} or false (memoized).
+local function lim_cfg(key)
+  local c = LCFG[key]
+  if c == nil then
+    c = false
+    local v = redis.call('HGET', lmkey('lim'), key)
+    if v then
+      local a, b, d = string.match(v, '^(%d+) (%d+) (%d+)')
+      c = {rate = tonumber(a), burst = tonumber(b), conc = tonumber(d)}
+    end
+    LCFG[key] = c
+  end
+  return c
+end
+-- lim_pause is when the key's pause ends (0: none; memoized).
+local function lim_pause(key, now)
+  local u = LPAUSE[key]
+  if u == nil then
+    u = tonumber(redis.call('HGET', lmkey('lp'), key) or '0')
+    if u ~= 0 and u <= now then
+      redis.call('HDEL', lmkey('lp'), key) -- over: the hash empties again
+      u = 0
+    end
+    LPAUSE[key] = u
+  end
+  return u
+end
+local LB, LB_KEYS, LC, LC_KEYS = {}, {}, {}, {}
+local function lim_bucket(key, c, now)
+  local b = LB[key]
+  if b == nil then
+    local full = c.burst * 1e6
+    local v = redis.call('HGET', lmkey('lb'), key)
+    local tok, last = full, now
+    if v then
+      local a, t = string.match(v, '^(%-?%d+) (%d+)')
+      tok, last = tonumber(a), tonumber(t)
+    end
+    if now > last then tok = tok + (now - last) * c.rate end
+    if tok > full then tok = full end
+    b = {tok = tok}
+    LB[key] = b
+    LB_KEYS[#LB_KEYS + 1] = key
+  end
+  return b
+end
+local function lim_running(key)
+  local n = LC[key]
+  if n == nil then
+    n = tonumber(redis.call('HGET', lmkey('lc'), key) or '0')
+    LC[key] = n
+  end
+  return n
+end
+-- lim_room is how many tasks of key may start now (at most 64); when none,
+-- also when to look again and the kind of limit (rate, concurrency, paused).
+local function lim_room(key, now)
+  local u = lim_pause(key, now)
+  if u > now then return 0, u, 'paused' end
+  local c = lim_cfg(key)
+  if not c then return 64, now end
+  local room = 64
+  if c.conc > 0 then
+    room = c.conc - lim_running(key)
+    if room <= 0 then return 0, now + 1000, 'concurrency' end
+  end
+  if c.rate > 0 then
+    local b = lim_bucket(key, c, now)
+    local t = math.floor(b.tok / 1e6)
+    if t <= 0 then return 0, now + math.ceil((1e6 - b.tok) / c.rate), 'rate' end
+    room = math.min(room, t)
+  end
+  return room, now
+end
+-- lim_take spends one task's worth of key; returns whether its
+-- concurrency is counted (the record lists such keys in lc).
+local function lim_take(key, now)
+  local c = lim_cfg(key)
+  if not c then return false end
+  if c.rate > 0 then
+    local b = lim_bucket(key, c, now)
+    b.tok = b.tok - 1e6
+  end
+  if c.conc > 0 then
+    if LC[key] == nil then lim_running(key) end
+    if LC_KEYS[key] == nil then LC_KEYS[key] = LC[key] end -- the value read
+    LC[key] = LC[key] + 1
+    return true
+  end
+  return false
+end
+-- lim_flush writes the buckets and counters this script changed.
+local function lim_flush(now)
+  for _, key in ipairs(LB_KEYS) do
+    redis.call('HSET', lmkey('lb'), key, string.format('%d %d', LB[key].tok, now))
+  end
+  for key, was in pairs(LC_KEYS) do
+    if LC[key] ~= was then redis.call('HINCRBY', lmkey('lc'), key, fmt(LC[key] - was)) end
+  end
+end
+local LIM_REASON = {rate = 'RATE_LIMITED', concurrency = 'CONCURRENCY_LIMITED', paused = 'RETRY_AFTER'}
+-- park sets a READY task aside under key until the key has room, and
+-- looks at key again at `again` (ms). score: its ready-set score. The
+-- step is logged once per parking (log false: the caller logged it).
+local function park(id, pool, score, key, kind, now, again, log)
+  local tk = tkey(id)
+  if log then
+    local r = redis.call('HMGET', tk, 'st', 'du', 'rt', 'at')
+    local rt = r[3]
+    if r[1] == 'P' and r[2] then
+      -- promoted with its record untouched (pinned delayed): READY since due
+      redis.call('HSET', tk, 'st', 'R', 'rs', 'DUE', 'eq', r[2])
+      rt = r[2]
+    end
+    flush(id, rt, nil, nil, r[4] or '0')
+    trail(id, now, 'R', 'R', LIM_REASON[kind], 'limits', r[4] or '0', string.sub(key, 3) .. ' (' .. kind .. ')')
+  end
+  redis.call('HSET', tk, 'pk', key)
+  redis.call('ZADD', lmkey('pk:' .. key), score, id)
+  redis.call('ZADD', lmkey('pkd'), 'LT', again, key)
+  cnt('pk:' .. pool, 1)
+  cnt('lim:' .. kind .. ':' .. pool, 1)
+end
+-- unpark puts up to n of key's parked tasks back into their ready sets, in
+-- order, and wakes their pools; it forgets key in pkd when none is left.
+-- Returns how many are left.
+local function unpark(key, n)
+  local pk = lmkey('pk:' .. key)
+  local got = redis.call('ZRANGE', pk, 0, n - 1, 'WITHSCORES')
+  local ids = {}
+  for i = 1, #got, 2 do
+    local id = got[i]
+    ids[#ids + 1] = id
+    local r = redis.call('HMGET', tkey(id), 'st', 'pk', 'po', 'pr')
+    if r[3] then cnt('pk:' .. r[3], -1) end
+    if r[1] == 'R' and r[2] == key then
+      redis.call('HDEL', tkey(id), 'pk')
+      redis.call('ZADD', qkey(r[3], r[4]), got[i + 1], id)
+      wake(r[3])
+    end
+  end
+  if #ids > 0 then redis.call('ZREM', pk, unpack(ids)) end
+  local left = redis.call('ZCARD', pk)
+  if left == 0 then redis.call('ZREM', lmkey('pkd'), key) end
+  return left
+end
+-- release_add queues giving back the concurrency a task held (its lc
+-- field); release_flush gives it back, one HINCRBY per key and script, and
+-- unparks as many tasks of each key as slots came back.
+local REL, REL_KEYS = {}, {}
+local function release_add(lcv)
+  for key in string.gmatch(lcv, '[^,]+') do
+    local n = REL[key]
+    if n == nil then REL_KEYS[#REL_KEYS + 1] = key; n = 0 end
+    REL[key] = n + 1
+  end
+end
+local function release_flush()
+  for _, key in ipairs(REL_KEYS) do
+    local n = REL[key]
+    if redis.call('HINCRBY', lmkey('lc'), key, -n) <= 0 then redis.call('HDEL', lmkey('lc'), key) end
+    if redis.call('ZSCORE', lmkey('pkd'), key) then unpark(key, n) end
+    REL[key] = nil
+  end
+  REL_KEYS = {}
+end
+local function release_slots(lcv)
+  release_add(lcv)
+  release_flush()
+end
 -- leave_running undoes a RUNNING task's bookkeeping.
 local function leave_running(id, pool)
   redis.call('ZREM', K_RUNNING, id)
-  redis.call('HDEL', tkey(id), 'lt', 'pq')
+  local lcv = redis.call('HGET', tkey(id), 'lc')
+  if lcv and lcv ~= '' then release_slots(lcv) end
+  redis.call('HDEL', tkey(id), 'lt', 'pq', 'lc')
   cnt('U', -1)
   cnt('u:' .. pool, -1)
 end

@@ -2,14 +2,19 @@
 -- (graceful shutdown, preemption). RUNNING→READY in the same pool with its
 -- original enqueue time, or RUNNING→PENDING for delay_ms (then READY in the
 -- same pool, still with the original enqueue time).
+-- With a pause (RETRY_AFTER: the handler's retry after, worker.RetryAfter)
+-- the task's limit key (its type's when it names none) is paused for every
+-- worker until now + pause_ms, and the task waits READY, parked under that
+-- key (lib.lua park), until then.
 -- KEYS: 1-8 see lib.lua.
--- ARGV: 1 clock, 2 id, 3 token, 4 reason (WORKER_SHUTDOWN|PREEMPTED),
---       5 delay_ms, 6 canceled retention ms.
+-- ARGV: 1 clock, 2 id, 3 token, 4 reason (WORKER_SHUTDOWN|PREEMPTED|
+--       RETRY_AFTER), 5 delay_ms, 6 canceled retention ms, 7 pause_ms
+--       (optional, with delay 0).
 -- Returns: {0, new state code}; {1, state} lease lost; {2} not found.
 local now = clock(ARGV[1])
 local id, token, reason, delay = ARGV[2], ARGV[3], ARGV[4], tonumber(ARGV[5])
 local tk = tkey(id)
-local r = redis.call('HMGET', tk, 'st', 'lt', 'at', 'po', 'pr', 'eq', 'rt', 'sa', 'wk', 'cx', 'pc')
+local r = redis.call('HMGET', tk, 'st', 'lt', 'at', 'po', 'pr', 'eq', 'rt', 'sa', 'wk', 'cx', 'pc', 'lk', 'ty')
 if not r[1] then return {2} end
 if r[1] ~= 'U' or r[2] ~= token then return {1, r[1]} end
 leave_running(id, r[4])
@@ -25,6 +30,20 @@ if r[10] == '1' then
   trail(id, now, 'U', 'C', 'CANCELED_BY_USER', r[9], r[3], '')
   retain(id, ARGV[6])
   return {0, 'C'}
+end
+local pause = tonumber(ARGV[7] or '0')
+if delay <= 0 and pause > 0 then
+  local key = r[12] and ('k:' .. r[12]) or ('y:' .. r[13])
+  local u = now + pause
+  local cur = tonumber(redis.call('HGET', lmkey('lp'), key) or '0')
+  if u > cur then redis.call('HSET', lmkey('lp'), key, fmt(u)) else u = cur end
+  trail(id, now, 'U', 'R', reason, r[9], r[3], string.sub(key, 3) .. ' paused for ' .. fmt(pause) .. ' ms')
+  redis.call('HSET', tk, 'st', 'R', 'rs', reason)
+  cnt('R', 1)
+  cnt(rfield(r[4], r[5]), 1)
+  park(id, r[4], r[6], key, 'paused', now, u, false)
+  event('return', {id}, 1)
+  return {0, 'R'}
 end
 if delay <= 0 then
   trail(id, now, 'U', 'R', reason, r[9], r[3], '')

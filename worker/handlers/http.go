@@ -13,6 +13,7 @@ import (
 	"net/http"
 	"net/url"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/ax-sched/ax/task"
@@ -142,7 +143,15 @@ func HTTP(opts HTTPOptions) (worker.Handler, error) {
 		defer resp.Body.Close()
 		body := newTail(tailBytes)
 		_, rerr := io.Copy(body, resp.Body)
-		switch code := resp.StatusCode; {
+		code := resp.StatusCode
+		if code >= 200 && code < 300 || code == http.StatusTooManyRequests || code == http.StatusServiceUnavailable {
+			// The target asks to be called later: its key pauses for
+			// every worker, and the task waits without spending a retry.
+			if d, ok := retryAfter(resp, body.String(), time.Now()); ok {
+				return worker.RetryAfter(d, errors.New(statusText(resp, body)))
+			}
+		}
+		switch {
 		case code >= 200 && code < 300:
 			if rerr != nil {
 				return fmt.Errorf("http: %s: reading the response: %w", resp.Status, rerr)
@@ -155,6 +164,32 @@ func HTTP(opts HTTPOptions) (worker.Handler, error) {
 			return worker.NonRetryable(errors.New(statusText(resp, body)))
 		}
 	}, nil
+}
+
+// retryAfter reads a target's "call me later": a JSON answer's
+// retry_after_seconds (any of 2xx, 429, 503), else a 429's or 503's
+// Retry-After header (seconds or an HTTP date).
+func retryAfter(resp *http.Response, body string, now time.Time) (time.Duration, bool) {
+	var ans struct {
+		RetryAfterSeconds float64 `json:"retry_after_seconds"`
+	}
+	if strings.HasPrefix(strings.TrimSpace(body), "{") && json.Unmarshal([]byte(body), &ans) == nil && ans.RetryAfterSeconds > 0 {
+		return time.Duration(ans.RetryAfterSeconds * float64(time.Second)), true
+	}
+	if resp.StatusCode < 300 {
+		return 0, false
+	}
+	h := strings.TrimSpace(resp.Header.Get("Retry-After"))
+	if h == "" {
+		return 0, false
+	}
+	if n, err := strconv.ParseFloat(h, 64); err == nil && n > 0 {
+		return time.Duration(n * float64(time.Second)), true
+	}
+	if at, err := http.ParseTime(h); err == nil && at.After(now) {
+		return at.Sub(now), true
+	}
+	return 0, false
 }
 
 func statusText(resp *http.Response, body *tail) string {

@@ -1,10 +1,12 @@
 package handlers
 
 import (
+	"net/http"
 	"net/netip"
 	"net/url"
 	"strings"
 	"testing"
+	"time"
 	"unicode/utf8"
 )
 
@@ -113,5 +115,33 @@ func TestTailKeepsTheEndOnARuneBoundary(t *testing.T) {
 	}
 	if got := tl.last(6); got != "üend" || !utf8.ValidString(got) {
 		t.Fatalf("last(6) = %q", got)
+	}
+}
+
+func TestRetryAfterAnswer(t *testing.T) {
+	now := time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC)
+	for _, c := range []struct {
+		code   int
+		header string
+		body   string
+		want   time.Duration
+		ok     bool
+	}{
+		{200, "", `{"retry_after_seconds": 2}`, 2 * time.Second, true},
+		{200, "", `{"retry_after_seconds": 0}`, 0, false},
+		{200, "5", `ok`, 0, false}, // a success's header asks nothing
+		{429, "3", ``, 3 * time.Second, true},
+		{503, now.Add(4 * time.Second).Format(http.TimeFormat), ``, 4 * time.Second, true},
+		{429, "soon", ``, 0, false},
+		{429, "", `{"retry_after_seconds": 1.5}`, 1500 * time.Millisecond, true},
+	} {
+		resp := &http.Response{StatusCode: c.code, Header: http.Header{}}
+		if c.header != "" {
+			resp.Header.Set("Retry-After", c.header)
+		}
+		got, ok := retryAfter(resp, c.body, now)
+		if got != c.want || ok != c.ok {
+			t.Errorf("%d %q %q: %v %v, want %v %v", c.code, c.header, c.body, got, ok, c.want, c.ok)
+		}
 	}
 }

@@ -1,0 +1,228 @@
+package e2e
+
+import (
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"regexp"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/ax-sched/ax/internal/testenv"
+	"github.com/ax-sched/ax/task"
+)
+
+// hookLog records the calls the http handler makes to a test server, by
+// path: when each arrived and how many ran at once.
+type hookLog struct {
+	mu      sync.Mutex
+	calls   map[string][]time.Time
+	running map[string]int
+	most    map[string]int
+	pauses  map[string]int // retry-after answers still to give, by path
+}
+
+func (h *hookLog) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	_, _ = io.Copy(io.Discard, r.Body)
+	p := r.URL.Path
+	h.mu.Lock()
+	h.calls[p] = append(h.calls[p], time.Now())
+	h.running[p]++
+	h.most[p] = max(h.most[p], h.running[p])
+	pause := h.pauses[p] > 0
+	if pause {
+		h.pauses[p]--
+	}
+	h.mu.Unlock()
+	defer func() { h.mu.Lock(); h.running[p]--; h.mu.Unlock() }()
+	if pause {
+		w.Header().Set("Retry-After", "2")
+		http.Error(w, "slow down", http.StatusTooManyRequests)
+		return
+	}
+	if strings.HasSuffix(p, "/slow") {
+		time.Sleep(300 * time.Millisecond)
+	}
+	_, _ = io.WriteString(w, "ok")
+}
+
+func (h *hookLog) of(path string) (calls []time.Time, most int) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return append([]time.Time(nil), h.calls[path]...), h.most[path]
+}
+
+// Limits through real processes (docs/limits.md): two regions with auth,
+// three `ax worker`s in eu-west-1's pool, each running up to 20 tasks, and
+// the built-in http handler calling a hook server that records every call.
+//   - a limit_key limited to 50/s (burst 5) runs at 50 ± 5/s across the
+//     three workers, and the unlimited tasks submitted behind it finish
+//     while it is still being limited;
+//   - a concurrency limit of 5 (tasks handed off from us-east-1) never has
+//     a sixth running, and reaches 5;
+//   - a 429 with Retry-After: 2 pauses its key for every worker: no call of
+//     that key for 2 s, then every task of it succeeds;
+//   - no limited task spends a retry (each SUCCESS at attempt 1), their
+//     trails say RATE_LIMITED, CONCURRENCY_LIMITED and RETRY_AFTER, and
+//     eu-west-1's /metrics counts ax_limited_total by kind;
+//   - a limit_key over 64 bytes is a 400 naming limit_key.
+func TestLimitsAcrossWorkers(t *testing.T) {
+	testenv.Slow(t)
+	hooks := &hookLog{calls: map[string][]time.Time{}, running: map[string]int{}, most: map[string]int{},
+		pauses: map[string]int{"/hooks/paused": 1}}
+	srv := httptest.NewServer(hooks)
+	defer srv.Close()
+	fed := newFederation(t, fedOpts{
+		worker: fmt.Sprintf("http: {allow_prefixes: [%q], deny_private: false}\n", srv.URL+"/hooks/"),
+		extra: `limits:
+  - {key: fifty, rate: 50, burst: 5}
+  - {key: five, concurrency: 5}
+`,
+	})
+	fed.startWorker("eu-west-1", "cpu")
+	fed.startWorker("eu-west-1", "cpu")
+
+	code, body := fed.call("us-east-1", tokSubmitterA, http.MethodPost, "/v1/tasks", map[string]any{
+		"type": "noop", "limit_key": strings.Repeat("k", 65)})
+	if code != http.StatusBadRequest || !strings.Contains(string(body), `"field":"limit_key"`) {
+		t.Fatalf("a 65-byte limit_key: %d %s, want 400 naming limit_key", code, body)
+	}
+
+	hookTask := func(path, key string) map[string]any {
+		return map[string]any{"type": "http", "limit_key": key, "regions": []string{"eu-west-1"},
+			"payload": map[string]any{"url": srv.URL + "/hooks/" + path, "body": map[string]int{"n": 1}}}
+	}
+	// Every task of the phase SUCCESS at its first attempt.
+	settle := func(region string, ids []string, within time.Duration) {
+		t.Helper()
+		for _, id := range ids {
+			tk := fed.waitState(region, tokSubmitterA, id, task.Success, within)
+			if tk.Attempts != 1 {
+				t.Errorf("%s: %d attempts, want 1 (a limited task spends no retry)", id, tk.Attempts)
+			}
+		}
+	}
+	reasonIn := func(region, id, reason string) bool {
+		for _, s := range fed.trail(region, tokSubmitterA, id) {
+			if s.Reason == reason {
+				return true
+			}
+		}
+		return false
+	}
+
+	// Rate: 250 tasks of key fifty straight into eu-west-1, then 20
+	// unlimited ones behind them.
+	var rated, free []string
+	for i := 0; i < 250; i++ {
+		id, _ := fed.submit("eu-west-1", tokSubmitterA, hookTask("rated", "fifty"))
+		rated = append(rated, id)
+	}
+	for i := 0; i < 20; i++ {
+		sp := hookTask("free", "")
+		delete(sp, "limit_key")
+		id, _ := fed.submit("eu-west-1", tokSubmitterA, sp)
+		free = append(free, id)
+	}
+	settle("eu-west-1", free, 30*time.Second)
+	freeDone := time.Now()
+	settle("eu-west-1", rated, 60*time.Second)
+	calls, _ := hooks.of("/hooks/rated")
+	if len(calls) != 250 {
+		t.Fatalf("the rated hook saw %d calls, want 250", len(calls))
+	}
+	sort.Slice(calls, func(i, j int) bool { return calls[i].Before(calls[j]) })
+	// After the burst (5), the steady rate.
+	rate := float64(len(calls)-6) / calls[len(calls)-1].Sub(calls[5]).Seconds()
+	t.Logf("key fifty: %d calls over %s: %.1f/s after the burst", len(calls), calls[len(calls)-1].Sub(calls[0]), rate)
+	if rate < 45 || rate > 55 {
+		t.Errorf("key fifty ran at %.1f/s, want 50 ± 5", rate)
+	}
+	if !freeDone.Before(calls[len(calls)-1]) {
+		t.Errorf("the unlimited tasks finished at %s, after the last limited one (%s): they waited behind the limit",
+			freeDone.Format(time.StampMilli), calls[len(calls)-1].Format(time.StampMilli))
+	}
+	if !reasonIn("eu-west-1", rated[len(rated)-1], task.ReasonRateLimited) {
+		t.Errorf("the last rated task's trail has no RATE_LIMITED step")
+	}
+
+	// Concurrency: 40 tasks of key five submitted in us-east-1 and handed
+	// off to eu-west-1, each holding its slot 300 ms.
+	var conc []string
+	for i := 0; i < 40; i++ {
+		id, where := fed.submit("us-east-1", tokSubmitterA, hookTask("five/slow", "five"))
+		if where != "eu-west-1" {
+			t.Fatalf("task %s placed in %s, want eu-west-1", id, where)
+		}
+		conc = append(conc, id)
+	}
+	settle("us-east-1", conc, 60*time.Second)
+	calls, most := hooks.of("/hooks/five/slow")
+	t.Logf("key five: %d calls, at most %d at once", len(calls), most)
+	if most > 5 {
+		t.Errorf("key five had %d running at once, limit 5", most)
+	}
+	if most < 5 {
+		t.Errorf("key five reached only %d at once with 40 waiting, want 5", most)
+	}
+	if len(calls) != 40 {
+		t.Errorf("the five hook saw %d calls, want 40", len(calls))
+	}
+	limitedSeen := false
+	for _, id := range conc {
+		if reasonIn("us-east-1", id, task.ReasonConcurrencyLimited) {
+			limitedSeen = true
+			break
+		}
+	}
+	if !limitedSeen {
+		t.Errorf("no task of key five has a CONCURRENCY_LIMITED step")
+	}
+
+	// Retry after: the first call of key paused answers 429 Retry-After: 2.
+	first, _ := fed.submit("eu-west-1", tokSubmitterA, hookTask("paused", "paused"))
+	waitUntil(t, 20*time.Second, "the first call of key paused", func() bool {
+		c, _ := hooks.of("/hooks/paused")
+		return len(c) > 0
+	})
+	paused := []string{first}
+	for i := 0; i < 6; i++ {
+		id, _ := fed.submit("eu-west-1", tokSubmitterA, hookTask("paused", "paused"))
+		paused = append(paused, id)
+	}
+	settle("eu-west-1", paused, 30*time.Second)
+	calls, _ = hooks.of("/hooks/paused")
+	sort.Slice(calls, func(i, j int) bool { return calls[i].Before(calls[j]) })
+	if len(calls) != 8 {
+		t.Fatalf("the paused hook saw %d calls, want 8 (one 429, then each task once)", len(calls))
+	}
+	// 2 s from the 429, less the handler's and Redis' clocks' skew (one
+	// machine: a few ms).
+	if gap := calls[1].Sub(calls[0]); gap < 1950*time.Millisecond {
+		t.Errorf("a call of key paused %s after its Retry-After: 2, want none within 2 s", gap)
+	}
+	if !reasonIn("eu-west-1", first, task.ReasonRetryAfter) || !reasonIn("eu-west-1", paused[len(paused)-1], task.ReasonRetryAfter) {
+		t.Errorf("no RETRY_AFTER step in the trails of key paused")
+	}
+
+	// /metrics of eu-west-1's server (its leader) counts the parkings.
+	waitUntil(t, 10*time.Second, "ax_limited_total of rate, concurrency and paused in eu-west-1's /metrics", func() bool {
+		_, body := fed.call("eu-west-1", "", http.MethodGet, "/metrics", nil)
+		for _, kind := range []string{"rate", "concurrency", "paused"} {
+			re := regexp.MustCompile(`ax_limited_total\{kind="` + kind + `",pool="cpu",region="eu-west-1"\} (\S+)`)
+			m := re.FindSubmatch(body)
+			if m == nil {
+				return false
+			}
+			if v, _ := strconv.ParseFloat(string(m[1]), 64); v <= 0 {
+				return false
+			}
+		}
+		return strings.Contains(string(body), `ax_pool_parked{pool="cpu",region="eu-west-1"}`)
+	})
+}

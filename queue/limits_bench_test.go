@@ -1,0 +1,112 @@
+package queue
+
+import (
+	"context"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/ax-sched/ax/internal/testenv"
+)
+
+// BenchmarkClaimLimits times claim.lua and complete.lua in Redis (SLOWLOG,
+// call by call, median per task, 32 tasks a call), with limits off and on,
+// the arms interleaved in one Redis: two stores of two regions on it, one
+// without limits (one EXISTS a claim), one whose every task has a rate
+// limit on its type and a concurrency limit on its tenant that never bind
+// (each claim checks both keys for every task and counts the slot; each
+// completion gives it back). Limits that bind park tasks instead: that cost
+// is per parked task, once (docs/limits.md).
+func BenchmarkClaimLimits(b *testing.B) {
+	r := testenv.StartRedis(b)
+	rdb := r.Client()
+	ctx := context.Background()
+	for _, kv := range [][2]string{{"slowlog-log-slower-than", "0"}, {"slowlog-max-len", "100000"}} {
+		if err := rdb.ConfigSet(ctx, kv[0], kv[1]).Err(); err != nil {
+			b.Fatal(err)
+		}
+	}
+	off, err := New(rdb, Options{Region: "bench-off"})
+	if err != nil {
+		b.Fatal(err)
+	}
+	on, err := New(rdb, Options{Region: "bench-on"})
+	if err != nil {
+		b.Fatal(err)
+	}
+	if err := on.SetLimits(ctx, Fence{Name: "region", Token: 1}, []Limit{
+		{Kind: LimitType, Name: "bench.noop", Rate: 1e9, Burst: 1e9},
+		{Kind: LimitTenant, Name: "default", Concurrency: 1e9},
+	}); err != nil {
+		b.Fatal(err)
+	}
+	sp := benchSpec(b)
+	for _, s := range []*Store{off, on} {
+		batch := make([]NewTask, 0, 1000)
+		for n := 0; n < b.N*32; n += 1000 {
+			batch = batch[:0]
+			for j := 0; j < 1000; j++ {
+				batch = append(batch, NewTask{Spec: sp, Pool: "cpu"})
+			}
+			if _, err := s.Submit(ctx, batch...); err != nil {
+				b.Fatal(err)
+			}
+		}
+	}
+	durs := map[string][]int64{}
+	collect := func() {
+		logs, err := rdb.SlowLogGet(ctx, -1).Result()
+		if err != nil {
+			b.Fatal(err)
+		}
+		for _, l := range logs {
+			if len(l.Args) < 4 || !strings.EqualFold(l.Args[0], "evalsha") {
+				continue
+			}
+			arm := "off"
+			if strings.Contains(l.Args[3], "bench-on") {
+				arm = "on"
+			}
+			switch l.Args[1] {
+			case scripts.claim.Hash():
+				durs["claim-"+arm] = append(durs["claim-"+arm], l.Duration.Microseconds())
+			case scripts.complete.Hash():
+				durs["complete-"+arm] = append(durs["complete-"+arm], l.Duration.Microseconds())
+			}
+		}
+		rdb.SlowLogReset(ctx)
+	}
+	rdb.SlowLogReset(ctx)
+	stores := []*Store{off, on}
+	cs := make([]Completion, 0, 32)
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		for k := range stores {
+			s := stores[(i+k)%2]
+			got, err := s.Claim(ctx, ClaimRequest{Pool: "cpu", Worker: "w", N: 32})
+			if err != nil || len(got) != 32 {
+				b.Fatal(len(got), err)
+			}
+			cs = cs[:0]
+			for _, t := range got {
+				cs = append(cs, Completion{ID: t.ID, Token: t.LeaseToken})
+			}
+			if _, err := s.Complete(ctx, cs...); err != nil {
+				b.Fatal(err)
+			}
+		}
+		if i%1000 == 999 {
+			collect()
+		}
+	}
+	b.StopTimer()
+	collect()
+	for _, name := range []string{"claim-off", "claim-on", "complete-off", "complete-on"} {
+		v := durs[name]
+		if len(v) == 0 {
+			b.Fatalf("no %s calls in the slow log", name)
+		}
+		slices.Sort(v)
+		b.ReportMetric(float64(v[len(v)/2])/32, name+"-µs/task")
+	}
+}

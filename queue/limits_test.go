@@ -1,0 +1,275 @@
+package queue
+
+import (
+	"testing"
+	"time"
+
+	"github.com/ax-sched/ax/task"
+)
+
+func limitKeyOf(k string) func(*task.Spec) { return func(s *task.Spec) { s.LimitKey = k } }
+
+func typeOf(ty string) func(*task.Spec) { return func(s *task.Spec) { s.Type = ty } }
+
+func (e *env) setLimits(ls ...Limit) {
+	e.t.Helper()
+	if err := e.s.SetLimits(e.ctx, leader, ls); err != nil {
+		e.t.Fatal(err)
+	}
+}
+
+func (e *env) limitState(kind, name string) LimitState {
+	e.t.Helper()
+	st, err := e.s.LimitStatus(e.ctx, kind, name)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	return st
+}
+
+// reasons counts the trail steps of id by reason.
+func (e *env) reasons(id string) map[string]int {
+	e.t.Helper()
+	tr, err := e.s.Trail(e.ctx, id)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	m := map[string]int{}
+	for _, s := range tr {
+		if !task.Legal(s.From, s.To, s.Reason) {
+			e.t.Errorf("%s: illegal step %s→%s %s", id, s.From, s.To, s.Reason)
+		}
+		m[s.Reason]++
+	}
+	return m
+}
+
+func ids(ts []*task.Task) map[string]bool {
+	m := map[string]bool{}
+	for _, t := range ts {
+		m[t.ID] = true
+	}
+	return m
+}
+
+// A rate-limited key at the head of a pool is parked aside: the unlimited
+// tasks behind it are claimed in the same claim, the limited ones wait
+// READY (no attempt spent, one RATE_LIMITED step however many claims find
+// them), and come back in order as tokens do.
+func TestRateLimitParksAndReleases(t *testing.T) {
+	e := newEnv(t, oneShard)
+	e.setLimits(Limit{Kind: LimitKey, Name: "stripe", Rate: 10, Burst: 2})
+	var limited, free []string
+	for i := 0; i < 5; i++ {
+		limited = append(limited, e.submit("p", limitKeyOf("stripe")))
+	}
+	for i := 0; i < 3; i++ {
+		free = append(free, e.submit("p"))
+	}
+	c, err := e.s.ClaimTasks(e.ctx, ClaimRequest{Pool: "p", Worker: "w1", N: 10})
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := ids(c.Tasks)
+	if len(c.Tasks) != 5 || !got[limited[0]] || !got[limited[1]] {
+		t.Fatalf("claimed %d (%v), want the burst of 2 and the 3 unlimited", len(c.Tasks), got)
+	}
+	for _, id := range free {
+		if !got[id] {
+			t.Errorf("unlimited task %s behind the limited ones was not claimed", id)
+		}
+	}
+	if c.Parked <= 0 || c.Parked > 100*time.Millisecond {
+		t.Errorf("Parked = %v, want the next token within 100ms", c.Parked)
+	}
+	if st := e.limitState(LimitKey, "stripe"); st.Parked != 3 {
+		t.Errorf("parked %d, want 3", st.Parked)
+	}
+	// Claims that find no token change nothing and log nothing more.
+	for i := 0; i < 3; i++ {
+		if ts := e.claim("p", 10); len(ts) != 0 {
+			t.Fatalf("claimed %d without a token", len(ts))
+		}
+	}
+	for _, id := range limited[2:] {
+		tk, _ := e.s.Get(e.ctx, id)
+		if tk.State != task.Ready || tk.Attempts != 0 {
+			t.Errorf("%s: %s attempts %d, want READY 0", id, tk.State, tk.Attempts)
+		}
+		if n := e.reasons(id)[task.ReasonRateLimited]; n != 1 {
+			t.Errorf("%s: %d RATE_LIMITED steps, want 1", id, n)
+		}
+	}
+	cn, _ := e.s.Counts(e.ctx)
+	if cn.ParkedBy["p"] != 3 || cn.LimitedBy["p"]["rate"] != 3 || cn.ReadyIn("p") != 3 {
+		t.Errorf("counts parked %v limited %v ready %d", cn.ParkedBy, cn.LimitedBy, cn.ReadyIn("p"))
+	}
+	// 100ms: one token, the oldest parked task.
+	e.clock.Advance(100 * time.Millisecond)
+	if ts := e.claim("p", 10); len(ts) != 1 || ts[0].ID != limited[2] {
+		t.Fatalf("after one token: %v, want %s", ids(ts), limited[2])
+	}
+	e.clock.Advance(time.Second)
+	ts := e.claim("p", 10)
+	if len(ts) != 2 || ts[0].ID != limited[3] || ts[1].ID != limited[4] {
+		t.Fatalf("after the burst refilled: %v", ids(ts))
+	}
+	if st := e.limitState(LimitKey, "stripe"); st.Parked != 0 {
+		t.Errorf("parked %d after release, want 0", st.Parked)
+	}
+	cn, _ = e.s.Counts(e.ctx)
+	if cn.ParkedBy["p"] != 0 {
+		t.Errorf("parked gauge %d, want 0", cn.ParkedBy["p"])
+	}
+}
+
+// A concurrency limit holds over claims and is given back on every way out
+// of RUNNING: complete, fail, return, and the reaper's lease expiry (a
+// crashed worker), each unparking a waiting task.
+func TestConcurrencyLimitSlotsComeBack(t *testing.T) {
+	e := newEnv(t, oneShard)
+	e.setLimits(Limit{Kind: LimitType, Name: "t.c", Concurrency: 2})
+	var all []string
+	for i := 0; i < 6; i++ {
+		all = append(all, e.submit("p", typeOf("t.c")))
+	}
+	ts := e.claim("p", 10)
+	if len(ts) != 2 {
+		t.Fatalf("claimed %d, want 2", len(ts))
+	}
+	if st := e.limitState(LimitType, "t.c"); st.Running != 2 || st.Parked != 4 {
+		t.Fatalf("state %+v, want 2 running 4 parked", st)
+	}
+	if n := e.reasons(all[2])[task.ReasonConcurrencyLimited]; n != 1 {
+		t.Errorf("%d CONCURRENCY_LIMITED steps, want 1", n)
+	}
+	// complete → one slot, one task unparked.
+	if _, err := e.s.Complete(e.ctx, Completion{ID: ts[0].ID, Token: ts[0].LeaseToken}); err != nil {
+		t.Fatal(err)
+	}
+	next := e.claim("p", 10)
+	if len(next) != 1 || next[0].ID != all[2] {
+		t.Fatalf("after complete: %v, want %s", ids(next), all[2])
+	}
+	// fail → retry backoff (PENDING), slot back.
+	if _, _, err := e.s.Fail(e.ctx, Failure{ID: ts[1].ID, Token: ts[1].LeaseToken, Error: "x", Retryable: true}); err != nil {
+		t.Fatal(err)
+	}
+	if got := e.claim("p", 10); len(got) != 1 {
+		t.Fatalf("after fail: claimed %d, want 1", len(got))
+	} else {
+		next = append(next, got...)
+	}
+	// A worker that dies: its leases expire, the reaper frees the slots.
+	e.clock.Advance(time.Minute)
+	if n, _, err := e.s.Reap(e.ctx, leader, 100); err != nil || n != 2 {
+		t.Fatalf("reap: %d %v", n, err)
+	}
+	if st := e.limitState(LimitType, "t.c"); st.Running != 0 {
+		t.Fatalf("running %d after the reap, want 0", st.Running)
+	}
+	got := e.claim("p", 10)
+	if len(got) != 2 {
+		t.Fatalf("after the reap: claimed %d, want 2", len(got))
+	}
+	// return (shutdown) gives the slot back too.
+	if _, err := e.s.Return(e.ctx, got[0].ID, got[0].LeaseToken, task.ReasonWorkerShutdown, 0); err != nil {
+		t.Fatal(err)
+	}
+	if st := e.limitState(LimitType, "t.c"); st.Running != 1 {
+		t.Fatalf("running %d after a return, want 1", st.Running)
+	}
+	// A parked task canceled leaves its parked set.
+	before := e.limitState(LimitType, "t.c").Parked
+	var parkedID string
+	for _, id := range all {
+		if tk, _ := e.s.Get(e.ctx, id); tk.State == task.Ready && e.reasons(id)[task.ReasonConcurrencyLimited] > 0 {
+			parkedID = id
+		}
+	}
+	if parkedID != "" {
+		if _, err := e.s.Cancel(e.ctx, parkedID, "", "test"); err != nil {
+			t.Fatal(err)
+		}
+		if after := e.limitState(LimitType, "t.c").Parked; after >= before && before > 0 {
+			t.Errorf("parked %d → %d after a cancel", before, after)
+		}
+	}
+}
+
+// A handler's retry after pauses its limit key for every claimer: the task
+// goes back READY without spending its attempt, other tasks of the key
+// wait (RETRY_AFTER), tasks of other keys and types do not, and all run
+// once the pause is over.
+func TestRetryAfterPausesTheKey(t *testing.T) {
+	e := newEnv(t, oneShard)
+	a := e.submit("p", limitKeyOf("acme"))
+	tk := e.claimOne("p")
+	st, err := e.s.RetryAfter(e.ctx, tk.ID, tk.LeaseToken, 2*time.Second)
+	if err != nil || st != task.Ready {
+		t.Fatalf("retry after: %s %v", st, err)
+	}
+	b := e.submit("p", limitKeyOf("acme"))
+	other := e.submit("p", limitKeyOf("other"))
+	plain := e.submit("p")
+	got := ids(e.claim("p", 10))
+	if len(got) != 2 || !got[other] || !got[plain] {
+		t.Fatalf("while paused claimed %v, want only %s and %s", got, other, plain)
+	}
+	if ps := e.limitState(LimitKey, "acme"); ps.Parked != 2 || ps.PausedUntil.IsZero() {
+		t.Fatalf("acme %+v, want 2 parked and a pause", ps)
+	}
+	e.clock.Advance(1900 * time.Millisecond)
+	if n := len(e.claim("p", 10)); n != 0 {
+		t.Fatalf("claimed %d before the pause ended", n)
+	}
+	e.clock.Advance(200 * time.Millisecond)
+	ts := e.claim("p", 10)
+	if len(ts) != 2 || ts[0].ID != a || ts[1].ID != b {
+		t.Fatalf("after the pause: %v, want %s then %s", ids(ts), a, b)
+	}
+	if ts[0].Attempts != 1 {
+		t.Errorf("attempts %d after a retry after, want 1 (none spent)", ts[0].Attempts)
+	}
+	if r := e.reasons(a); r[task.ReasonRetryAfter] != 1 {
+		t.Errorf("trail of %s: %v, want one RETRY_AFTER", a, r)
+	}
+	if r := e.reasons(b); r[task.ReasonRetryAfter] != 1 {
+		t.Errorf("trail of %s: %v, want one RETRY_AFTER", b, r)
+	}
+}
+
+// A key that is no longer limited releases what it parked.
+func TestRemovedLimitReleases(t *testing.T) {
+	e := newEnv(t, oneShard)
+	e.setLimits(Limit{Kind: LimitTenant, Name: "default", Rate: 1, Burst: 1})
+	for i := 0; i < 4; i++ {
+		e.submit("p")
+	}
+	if n := len(e.claim("p", 10)); n != 1 {
+		t.Fatalf("claimed %d, want 1", n)
+	}
+	e.setLimits()
+	if n := len(e.claim("p", 10)); n != 3 {
+		t.Fatalf("claimed %d after the limit went, want 3", n)
+	}
+}
+
+func TestShardShare(t *testing.T) {
+	for _, c := range []struct {
+		l          Limit
+		i, n       int
+		rate       int64
+		burst, cnc int
+	}{
+		{Limit{Rate: 50, Concurrency: 5}, 0, 1, 50000, 50, 5},
+		{Limit{Rate: 50, Burst: 5, Concurrency: 5}, 0, 3, 16667, 2, 2},
+		{Limit{Rate: 50, Burst: 5, Concurrency: 5}, 2, 3, 16667, 1, 1},
+		{Limit{Rate: 0.5, Concurrency: 1}, 1, 3, 167, 1, 1},
+	} {
+		r, b, cc := shardShare(c.l, c.i, c.n)
+		if r != c.rate || b != c.burst || cc != c.cnc {
+			t.Errorf("shardShare(%+v, %d, %d) = %d %d %d, want %d %d %d", c.l, c.i, c.n, r, b, cc, c.rate, c.burst, c.cnc)
+		}
+	}
+}
