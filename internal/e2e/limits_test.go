@@ -186,9 +186,12 @@ func TestLimitsAcrossWorkers(t *testing.T) {
 
 	// Retry after: the first call of key paused answers 429 Retry-After: 2.
 	first, _ := fed.submit("eu-west-1", tokSubmitterA, hookTask("paused", "paused"))
-	waitUntil(t, 20*time.Second, "the first call of key paused", func() bool {
+	// The pause holds from when the worker records it, a few ms after the
+	// 429: the other tasks are submitted once it is (the task is READY).
+	waitUntil(t, 20*time.Second, "the first task of key paused back READY after its 429", func() bool {
 		c, _ := hooks.of("/hooks/paused")
-		return len(c) > 0
+		tk, _ := fed.getTask("eu-west-1", tokSubmitterA, first)
+		return len(c) > 0 && tk.State == task.Ready
 	})
 	paused := []string{first}
 	for i := 0; i < 6; i++ {
