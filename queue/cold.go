@@ -32,6 +32,12 @@ import (
 // coldBucket is the span of one cold time bucket.
 const coldBucket = 10 * time.Second
 
+// coldChunk bounds one cold promotion script: a task costs it a record
+// write, an index read and delete and a delayed-set entry (~10 µs on a busy
+// 2-vCPU VM), so 100 keep a script near 1 ms; 500 made 18 ms scripts under
+// load (docs/benchmarks.md).
+const coldChunk = 100
+
 func (s *Store) coldKeys(shard int, extra ...string) []string {
 	p := s.keys[shard].prefix
 	return s.keysWith(shard, append([]string{p + "cold", p + "cseq"}, extra...)...)
@@ -63,33 +69,45 @@ func (s *Store) splitCold(tasks []NewTask, idx []int) (cold, hot []int) {
 // submitCold stores tasks idx of one shard in the cold tier, one template
 // per distinct (spec, pool, pinned) in the call.
 func (s *Store) submitCold(ctx context.Context, sc redis.Scripter, shard int, tasks []NewTask, ids []string, idx []int, res []SubmitResult) error {
-	type tplKey struct {
+	// Templates are told apart by content: tasks of one call usually differ
+	// only in their due time (one spec each, the same fields).
+	type ptrKey struct {
 		sp     *task.Spec
 		pool   string
 		pinned bool
 	}
-	tpls := map[tplKey]int{}
+	byPtr := map[ptrKey]int{}
+	byText := map[string]int{}
 	var specs []any
 	refs := make([]int, len(idx))
+	var b strings.Builder
 	for k, i := range idx {
 		t := tasks[i]
-		key := tplKey{t.Spec, t.Pool, t.Pinned && t.Pool != ""}
-		ref, ok := tpls[key]
+		pk := ptrKey{t.Spec, t.Pool, t.Pinned && t.Pool != ""}
+		ref, ok := byPtr[pk]
 		if !ok {
 			f := specFields(t.Spec, s.opts.Defaults)
-			if key.pinned {
+			if pk.pinned {
 				f = append(f, "pn", "1", "po", t.Pool)
 			}
 			f = append(f, "pr", strconv.Itoa(*t.Spec.Priority))
-			specs = append(specs, len(f)/2)
-			specs = append(specs, f...)
-			ref = len(tpls) + 1
-			tpls[key] = ref
+			b.Reset()
+			for _, v := range f {
+				b.WriteString(v.(string))
+				b.WriteByte(0)
+			}
+			if ref, ok = byText[b.String()]; !ok {
+				specs = append(specs, len(f)/2)
+				specs = append(specs, f...)
+				ref = len(byText) + 1
+				byText[b.String()] = ref
+			}
+			byPtr[pk] = ref
 		}
 		refs[k] = ref
 	}
 	argv := make([]any, 0, 4+len(specs)+1+3*len(idx))
-	argv = append(argv, s.clock(), "submit", coldBucket.Milliseconds(), len(tpls))
+	argv = append(argv, s.clock(), "submit", coldBucket.Milliseconds(), len(byText))
 	argv = append(argv, specs...)
 	argv = append(argv, len(idx))
 	for k, i := range idx {
@@ -114,7 +132,7 @@ func (s *Store) submitCold(ctx context.Context, sc redis.Scripter, shard int, ta
 
 // PromoteCold moves cold tasks whose bucket starts within half the cold
 // horizon to the hot delayed sets, at most limit per shard and call
-// (≤ MaxBatch), in scripts of at most promoteChunk. It returns how many
+// (≤ MaxBatch), in scripts of at most coldChunk. It returns how many
 // moved and the start of the earliest bucket left (zero when none).
 // Leader only: fenced.
 func (s *Store) PromoteCold(ctx context.Context, f Fence, limit int) (int, time.Time, error) {
@@ -124,7 +142,7 @@ func (s *Store) PromoteCold(ctx context.Context, f Fence, limit int) (int, time.
 	var next time.Time
 	for shard := range s.keys {
 		for done := 0; done < limit; {
-			n := min(promoteChunk, limit-done)
+			n := min(coldChunk, limit-done)
 			out, err := scripts.cold.Run(ctx, s.rdb, s.coldKeys(shard, s.fenceKey(shard, f)),
 				s.clock(), "promote", f.Token, lead, n).Slice()
 			if err != nil {

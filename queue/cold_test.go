@@ -184,3 +184,22 @@ func TestColdTier(t *testing.T) {
 		t.Fatalf("counts at the end: %+v", c)
 	}
 }
+
+// Tasks of one call that differ only in their due time share one template.
+func TestColdTemplatesByContent(t *testing.T) {
+	e := newEnv(t, oneShard, func(o *Options) { o.ColdHorizon = 5 * time.Minute })
+	var batch []NewTask
+	for i := range 50 {
+		batch = append(batch, NewTask{Spec: e.spec(delay(time.Hour + time.Duration(i)*time.Second)), Pool: "gpu", Pinned: true})
+	}
+	batch = append(batch, NewTask{Spec: e.spec(delay(time.Hour), prio(0)), Pool: "gpu", Pinned: true})
+	if _, err := e.s.Submit(e.ctx, batch...); err != nil {
+		t.Fatal(err)
+	}
+	if ks := e.keys("*:cs:*"); len(ks) != 2 {
+		t.Fatalf("templates %v, want 2 (one per distinct spec)", ks)
+	}
+	if ks := e.keys("*:cb:*"); len(ks) != 5 {
+		t.Fatalf("buckets %v, want 5 (50 s of due times in 10 s buckets, the first aligned)", ks)
+	}
+}

@@ -226,17 +226,27 @@ func newBenchLatencyCmd(bf *benchFlags) *cobra.Command {
 
 func newBenchDelayedCmd(bf *benchFlags) *cobra.Command {
 	var o bench.DelayedOptions
+	var cold bool
+	var co bench.ColdOptions
 	c := &cobra.Command{
 		Use:   "delayed",
 		Short: "Many delayed tasks due at the same second, promoted in bounded batches: rate, lateness, longest script",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			return benchRun(cmd, bf, true, func(ctx context.Context, e *bench.Env, p bench.Progress) (*bench.Summary, error) {
+				if cold {
+					co.N, co.Batch, co.Submitters = o.N, o.Batch, o.Submitters
+					return bench.DelayedCold(ctx, e, co, p)
+				}
 				return bench.Delayed(ctx, e, o, p)
 			})
 		},
 	}
 	f := c.Flags()
+	f.BoolVar(&cold, "cold", false, "the cold tier: --tasks waiting, due one after another at --rate/s past --horizon; memory per task, then the leader's cold and promote loops for --window: lateness, longest script")
+	f.Float64Var(&co.Rate, "rate", 1000, "with --cold: tasks due per second")
+	f.DurationVar(&co.Horizon, "horizon", 30*time.Second, "with --cold: the store's cold horizon")
+	f.DurationVar(&co.Window, "window", 30*time.Second, "with --cold: steady promotion measured for this long")
 	f.IntVarP(&o.N, "tasks", "n", 1000000, "delayed tasks")
 	f.IntVar(&o.Batch, "batch", 1000, "tasks per submit call")
 	f.IntVar(&o.Submitters, "submitters", 2, "goroutines submitting")

@@ -1,0 +1,245 @@
+package bench
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/ax-sched/ax/queue"
+)
+
+// ColdOptions size `ax bench delayed --cold`.
+type ColdOptions struct {
+	N          int           // delayed tasks waiting (default 1 000 000)
+	Rate       float64       // tasks due per second from the first due time on (default 1 000)
+	Horizon    time.Duration // the store's cold horizon (default 30s)
+	Window     time.Duration // steady promotion measured for this long (default 30s)
+	Batch      int           // tasks per submit call (default 1 000)
+	Submitters int           // goroutines submitting (default 2)
+}
+
+func (o *ColdOptions) defaults() {
+	if o.N <= 0 {
+		o.N = 1000000
+	}
+	if o.Rate <= 0 {
+		o.Rate = 1000
+	}
+	if o.Horizon <= 0 {
+		o.Horizon = 30 * time.Second
+	}
+	if o.Window <= 0 {
+		o.Window = 30 * time.Second
+	}
+	if o.Batch <= 0 {
+		o.Batch = queue.MaxBatch
+	}
+	if o.Submitters <= 0 {
+		o.Submitters = 2
+	}
+}
+
+// DelayedCold measures the cold tier (queue/cold.go): N tasks pinned to the
+// bench's pool, 64 B payload, due one after another at Rate per second from
+// a first due time a day ahead, are submitted (every one lands in the
+// cold tier); Redis memory per task is the used_memory delta over the
+// submission ÷ N (index hashes, bucket lists, one template per submit call
+// holding the payload, the bucket set, the event stream's entries and
+// counters: everything the submission added). Then the region leader's two
+// loops run as region.Cell runs them — the cold loop (PromoteCold every
+// quarter horizon) and the promote loop (Promote, sleeping until the next
+// due time, at most 1 s) — for Window after the first due time; lateness is
+// each task's promote call end − its due time; SLOWLOG (logging every
+// command from the window's start) gives the longest script.
+func DelayedCold(ctx context.Context, e *Env, o ColdOptions, progress Progress) (*Summary, error) {
+	if e.Clustered() {
+		return nil, errors.New("bench delayed --cold: not on a cluster (its SLOWLOG and memory figures are one server's)")
+	}
+	if !e.Managed() {
+		return nil, errors.New("bench delayed --cold: on a temporary Redis only (it measures used_memory and SLOWLOG of the whole server)")
+	}
+	o.defaults()
+	s := newSummary("delayed-cold")
+	s.Redis = e.RedisDescription(ctx)
+	s.Params = map[string]any{"n": o.N, "rate": o.Rate, "horizon": o.Horizon.String(), "window": o.Window.String(),
+		"batch": o.Batch, "submitters": o.Submitters, "payload_bytes": len(payload64)}
+	// The store's clock (the scripts' too) runs ahead of the wall clock by
+	// skew: the tasks are due a day after the submission starts, and once
+	// it is over the clock jumps to a horizon before the first due time, so
+	// the run does not wait for the day, nor depend on how fast the
+	// machine submits. Every figure is taken on this clock.
+	var skew atomic.Int64
+	now := func() time.Time { return time.Now().Add(time.Duration(skew.Load())) }
+	opts := e.Store.Options()
+	opts.ColdHorizon, opts.Now = o.Horizon, now
+	st, err := queue.New(e.rdb, opts)
+	if err != nil {
+		return nil, err
+	}
+	rdb := e.Client()
+	first := time.Now().Add(24 * time.Hour).Truncate(time.Second)
+	gap := time.Duration(float64(time.Second) / o.Rate)
+	dueOf := func(i int) time.Time { return first.Add(time.Duration(i) * gap) }
+	base, err := spec(noopType, payload64)
+	if err != nil {
+		return nil, err
+	}
+	mk := func(i int) queue.NewTask {
+		sp := *base
+		d := dueOf(i)
+		sp.RunAt = &d
+		return queue.NewTask{Spec: &sp, Pool: e.Target.Pool, Pinned: true}
+	}
+	mem0 := e.redisMemory(ctx)
+	var sent atomic.Int64
+	stopBar := ticker(ctx, func() { progress.report("submit", int(sent.Load()), o.N) })
+	m := e.startMeter(ctx)
+	benv := &Env{Target: e.Target, rdb: e.rdb, nodes: e.nodes, Store: st}
+	err = benv.submitBatches(ctx, o.N, o.Batch, o.Submitters, mk, func(k int) { sent.Add(int64(k)) })
+	stopBar()
+	if err != nil {
+		return nil, err
+	}
+	sub := s.phase("submit", int64(o.N), m.stop(ctx))
+	cold, err := st.ColdWaiting(ctx)
+	if err != nil {
+		return nil, err
+	}
+	if cold != o.N {
+		return nil, fmt.Errorf("bench: %d of %d tasks in the cold tier after the submission", cold, o.N)
+	}
+	perTask := float64(e.redisMemory(ctx)-mem0) / float64(o.N)
+
+	// The steady phase starts a little before the first due time: the cold
+	// loop has moved the first buckets by then.
+	if err := rdb.ConfigSet(ctx, "slowlog-log-slower-than", "0").Err(); err != nil {
+		return nil, err
+	}
+	if err := rdb.ConfigSet(ctx, "slowlog-max-len", "1000000").Err(); err != nil {
+		return nil, err
+	}
+	if err := rdb.SlowLogReset(ctx).Err(); err != nil {
+		return nil, err
+	}
+	skew.Store(int64(first.Add(-o.Horizon).Sub(time.Now())))
+	want := int(o.Window.Seconds() * o.Rate)
+	f := queue.Fence{Name: "bench", Token: 1}
+	lctx, stopLoops := context.WithCancel(ctx)
+	defer stopLoops()
+	var wg sync.WaitGroup
+	var coldMoved atomic.Int64
+	var coldErr error
+	wg.Add(1)
+	go func() { // region.Cell.coldLoop
+		defer wg.Done()
+		every := min(30*time.Second, o.Horizon/4)
+		for lctx.Err() == nil {
+			n, next, err := st.PromoteCold(lctx, f, queue.MaxBatch)
+			if err != nil {
+				if lctx.Err() == nil {
+					coldErr = err
+				}
+				return
+			}
+			coldMoved.Add(int64(n))
+			if n >= queue.MaxBatch {
+				continue
+			}
+			wait := every
+			if !next.IsZero() {
+				wait = min(every, max(next.Add(-o.Horizon/2).Sub(now()), time.Second))
+			}
+			if !sleepCtx(lctx, wait) {
+				return
+			}
+		}
+	}()
+	var late samples
+	var longestCall time.Duration
+	promoted, calls := 0, 0
+	m = e.startMeter(ctx)
+	for promoted < want && ctx.Err() == nil { // region.Cell.promoteLoop
+		t := now()
+		r, err := st.Promote(ctx, f, queue.MaxBatch)
+		if err != nil {
+			return nil, err
+		}
+		end := now()
+		calls++
+		longestCall = max(longestCall, end.Sub(t))
+		for j := promoted; j < promoted+r.Moved; j++ {
+			late.add(end.Sub(dueOf(j)))
+		}
+		promoted += r.Moved
+		if calls%50 == 0 {
+			progress.report("promote", promoted, want)
+		}
+		if r.Moved == queue.MaxBatch {
+			continue
+		}
+		next := time.Second
+		if !r.NextDue.IsZero() {
+			next = min(max(r.NextDue.Sub(now()), time.Millisecond), time.Second)
+		}
+		if !sleepCtx(ctx, next) {
+			break
+		}
+	}
+	stopLoops()
+	wg.Wait()
+	pro := s.phase("steady", int64(promoted), m.stop(ctx))
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	if coldErr != nil {
+		return nil, coldErr
+	}
+	logs, err := rdb.SlowLogGet(ctx, -1).Result()
+	if err != nil {
+		return nil, err
+	}
+	var scripts, coldScripts samples
+	for _, l := range logs {
+		if len(l.Args) == 0 || !strings.HasPrefix(strings.ToLower(l.Args[0]), "eval") {
+			continue
+		}
+		scripts.add(l.Duration)
+		for _, a := range l.Args {
+			if a == "promote" {
+				coldScripts.add(l.Duration)
+				break
+			}
+		}
+	}
+	sd, cd, ld := scripts.dist(), coldScripts.dist(), late.dist()
+	left, err := st.ColdWaiting(ctx)
+	if err != nil {
+		return nil, err
+	}
+	s.metric("cold_bytes_per_task", perTask, "B", "lower", "≤ 120")
+	s.metric("submit_cold", sub.PerS, "tasks/s", "higher", "")
+	s.metric("submit_redis_cpu_per_task", sub.RedisUsPer, "µs", "lower", "")
+	s.metric("lateness_p50", ms(ld.P50), "ms", "lower", "")
+	s.metric("lateness_p99", ms(ld.P99), "ms", "lower", "≤ 10")
+	s.metric("lateness_max", ms(ld.Max), "ms", "lower", "")
+	s.metric("longest_script", ms(sd.Max), "ms", "lower", "≤ 10")
+	s.metric("script_p99", ms(sd.P99), "ms", "lower", "")
+	s.metric("longest_cold_promote_script", ms(cd.Max), "ms", "lower", "")
+	s.metric("cold_promote_script_p50", ms(cd.P50), "ms", "lower", "")
+	s.metric("longest_promote_call_client", ms(longestCall), "ms", "lower", "")
+	s.metric("steady_redis_cpu_per_task", pro.RedisUsPer, "µs", "lower", "")
+	s.Counts["submitted"] = int64(o.N)
+	s.Counts["cold_after_submit"] = int64(cold)
+	s.Counts["promoted_in_window"] = int64(promoted)
+	s.Counts["moved_cold_to_hot"] = coldMoved.Load()
+	s.Counts["cold_left"] = int64(left)
+	s.Counts["promote_calls"] = int64(calls)
+	s.Counts["cold_promote_scripts"] = int64(cd.N)
+	s.Counts["slowlog_entries"] = int64(len(logs))
+	s.finish()
+	return s, nil
+}
