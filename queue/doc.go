@@ -23,6 +23,12 @@
 //	                           by due time (marker ~); promotion moves them to
 //	                           the due set without reading their records
 //	ax:{s}:due           ZSET  PENDING tasks that are due and wait for placement
+//	ax:{s}:cold          ZSET  cold tier (cold.go): start ms of every non-empty bucket
+//	ax:{s}:cb:<ms>       LIST  cold tier: ids due within one 10 s bucket
+//	ax:{s}:cx:<3 chars>  HASH  cold tier: id → "<due ms> <template>" (id chars 14-16)
+//	ax:{s}:cs:<n>        HASH  cold tier: record fields shared by one submit call's
+//	                           tasks, and "#": tasks still using it
+//	ax:{s}:cseq          STRING cold tier: template sequence
 //	ax:{s}:q:<pool>:<p>  ZSET  READY tasks of a pool and priority, by enqueue time
 //	ax:{s}:running       ZSET  RUNNING tasks by lease expiry (ms)
 //	ax:{s}:dead          ZSET  FAILED tasks (dead letters) by failure time

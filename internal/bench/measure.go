@@ -100,6 +100,16 @@ type Usage struct {
 	AxCPU    time.Duration
 	RedisCPU time.Duration
 	Commands []CommandUsage // INFO commandstats deltas, most time first
+	// PerMaster is each master's share of a cluster's Redis CPU and
+	// commands (INFO commandstats calls, scripts' inner calls included).
+	PerMaster []MasterShare
+}
+
+// MasterShare is one master's share (0–1) of a phase's Redis CPU and
+// commands.
+type MasterShare struct {
+	CPU      float64 `json:"cpu"`
+	Commands float64 `json:"commands"`
 }
 
 // CommandUsage is one command's share of Redis time during a phase.
@@ -119,14 +129,62 @@ type meter struct {
 	ax    time.Duration
 	redis time.Duration
 	cmds  map[string]cmdStat
+	nodes []nodeTimes
+}
+
+// nodeTimes is one server's CPU and command count so far (a cluster's
+// per-master share).
+type nodeTimes struct {
+	cpu   time.Duration
+	calls int64
+}
+
+func (e *Env) perNode(ctx context.Context) []nodeTimes {
+	if len(e.nodes) < 2 {
+		return nil
+	}
+	out := make([]nodeTimes, len(e.nodes))
+	for i, n := range e.nodes {
+		info, err := n.Info(ctx, "cpu", "commandstats").Result()
+		if err != nil {
+			return nil
+		}
+		sys, _ := strconv.ParseFloat(infoField(info, "used_cpu_sys"), 64)
+		usr, _ := strconv.ParseFloat(infoField(info, "used_cpu_user"), 64)
+		out[i].cpu = time.Duration((sys + usr) * float64(time.Second))
+		cs := map[string]cmdStat{}
+		addCommandStats(cs, info)
+		for _, c := range cs {
+			out[i].calls += c.calls
+		}
+	}
+	return out
 }
 
 func (e *Env) startMeter(ctx context.Context) *meter {
-	return &meter{e: e, start: time.Now(), ax: processCPU(), redis: e.redisCPU(ctx), cmds: e.commandStats(ctx)}
+	return &meter{e: e, start: time.Now(), ax: processCPU(), redis: e.redisCPU(ctx), cmds: e.commandStats(ctx), nodes: e.perNode(ctx)}
 }
 
 func (m *meter) stop(ctx context.Context) Usage {
 	u := Usage{Wall: time.Since(m.start), AxCPU: processCPU() - m.ax, RedisCPU: m.e.redisCPU(ctx) - m.redis}
+	if end := m.e.perNode(ctx); len(end) == len(m.nodes) && len(end) > 1 {
+		var cpu time.Duration
+		var calls int64
+		for i := range end {
+			cpu += end[i].cpu - m.nodes[i].cpu
+			calls += end[i].calls - m.nodes[i].calls
+		}
+		for i := range end {
+			var cs, ks float64
+			if cpu > 0 {
+				cs = float64(end[i].cpu-m.nodes[i].cpu) / float64(cpu)
+			}
+			if calls > 0 {
+				ks = float64(end[i].calls-m.nodes[i].calls) / float64(calls)
+			}
+			u.PerMaster = append(u.PerMaster, MasterShare{CPU: round(cs, 3), Commands: round(ks, 3)})
+		}
+	}
 	for name, s := range m.e.commandStats(ctx) {
 		d := cmdStat{s.calls - m.cmds[name].calls, s.usec - m.cmds[name].usec}
 		if d.calls <= 0 {

@@ -61,6 +61,7 @@ type Phase struct {
 	AxUsPer    float64        `json:"ax_cpu_us_per_task"`
 	RedisUsPer float64        `json:"redis_cpu_us_per_task"`
 	Commands   []CommandUsage `json:"redis_commands,omitempty"`
+	PerMaster  []MasterShare  `json:"per_master,omitempty"`
 }
 
 // Table is a small table for the human summary (seed table, pool sizes).
@@ -109,6 +110,20 @@ func (s *Summary) phase(name string, tasks int64, u Usage) Phase {
 		p.RedisUsPer = round(float64(u.RedisCPU.Microseconds())/float64(tasks), 2)
 	}
 	p.Commands = u.Commands[:min(len(u.Commands), 10)]
+	p.PerMaster = u.PerMaster
+	if len(u.PerMaster) > 1 {
+		var b strings.Builder
+		fair := 1 / float64(len(u.PerMaster))
+		dev := 0.0
+		for i, m := range u.PerMaster {
+			if i > 0 {
+				b.WriteString(" / ")
+			}
+			fmt.Fprintf(&b, "%.0f %% (CPU %.0f %%)", 100*m.Commands, 100*m.CPU)
+			dev = max(dev, math.Abs(m.Commands-fair)/fair)
+		}
+		s.Notes = append(s.Notes, fmt.Sprintf("%s: commands per master %s; the busiest is %.0f %% off an even share", name, b.String(), 100*dev))
+	}
 	s.Phases = append(s.Phases, p)
 	return p
 }
