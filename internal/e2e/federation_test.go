@@ -1,6 +1,7 @@
 package e2e
 
 import (
+	"context"
 	"net/http"
 	"testing"
 	"time"
@@ -26,6 +27,7 @@ func TestFederationHandedOffTaskSucceedsWithAuth(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			fed := newFederation(t, c.opts)
 			handedOffSucceeds(t, fed)
+			coldTaskThroughAPI(t, fed)
 			etcdOutageIsReported(t, fed, !c.opts.ownEtcd)
 		})
 	}
@@ -52,5 +54,41 @@ func handedOffSucceeds(t *testing.T, fed *federation) {
 	}
 	if home := fed.region("us-east-1").task(t, h.ID); home.State != task.HandedOff || home.HandedOffTo != "eu-west-1" {
 		t.Fatalf("us-east-1's record: %+v", home)
+	}
+}
+
+// coldTaskThroughAPI: a task submitted with a delay beyond the servers'
+// cold horizon (task.cold_horizon, 5m by default) waits in the cold tier
+// with no record; read through either region it is PENDING with its due
+// time, and a cancel through the API cancels it.
+func coldTaskThroughAPI(t *testing.T, fed *federation) {
+	home := fed.region("us-east-1")
+	cold := func() int {
+		n, err := home.store.ColdWaiting(context.Background())
+		if err != nil {
+			t.Fatal(err)
+		}
+		return n
+	}
+	before := cold()
+	id, _ := fed.submit("us-east-1", tokSubmitterA, map[string]any{"type": "noop", "delay": "2h"})
+	if cold() != before+1 {
+		t.Fatalf("a task due in 2h is not in us-east-1's cold tier")
+	}
+	for _, via := range []string{"eu-west-1", "us-east-1"} {
+		tk, code := fed.getTask(via, tokSubmitterA, id)
+		if code != 200 || tk.State != task.Pending || tk.DueAt == nil || time.Until(*tk.DueAt) < time.Hour {
+			t.Fatalf("via %s: %d %+v, want PENDING due in 2h", via, code, tk)
+		}
+	}
+	code, body := fed.call("us-east-1", tokOperatorA, http.MethodPost, "/v1/tasks/"+id+"/cancel", nil)
+	if code != 200 {
+		t.Fatalf("cancel: %d %s", code, body)
+	}
+	if tk, _ := fed.getTask("us-east-1", tokSubmitterA, id); tk.State != task.Canceled {
+		t.Fatalf("after cancel: %s", tk.State)
+	}
+	if cold() != before {
+		t.Fatalf("the cancelled task is still in the cold tier")
 	}
 }
