@@ -31,9 +31,9 @@ type Config struct {
 	// EstimateRefresh is how long a Placer may keep deciding on duration estimates that have
 	// changed since it last read them (0: reread after every change).
 	EstimateRefresh time.Duration
-	// MaxWait is the default target for a task's expected wait in a pool (a pool's or the
-	// task's own MaxWait, when set, is used instead; the tightest of those set applies); 0:
-	// none. The rule: the cheapest pool whose expected wait stays within its target wins;
+	// MaxWait is the default target for a task's expected wait in a pool: a pool's MaxWait,
+	// when set, replaces it for that pool, and a task's own MaxWait, when set, tightens it
+	// (the smaller applies); 0: none. The rule: the cheapest pool whose expected wait stays within its target wins;
 	// when every eligible pool's expected wait is past its target, the pool with the least
 	// expected wait wins (ties by cost). A pool's expected wait is the tasks ahead of a new
 	// one (queued, plus this server's damped placements, minus free slots) ÷ its drain rate

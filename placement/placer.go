@@ -279,8 +279,6 @@ type query struct {
 	t    *Task
 	durs *durations // nil: every duration is the default
 	home int32      // region number of t.Home; noHome, or foreignHome when no pool is in it
-	// maxWait is the tighter of the task's and the configured wait target, seconds; 0: none.
-	maxWait float64
 }
 
 const (
@@ -339,17 +337,26 @@ func (q *query) score(i int) (sc parts) {
 
 // wait sets the expected wait of the task in pool i: the tasks that will start before it (the
 // queue, plus what this server placed there since its figures, minus the free slots that take
-// them at once) ÷ the rate the pool finishes tasks at. The measured rate already reflects the
-// queue's mix of types; without one, the pool's slots each running this type stand in for it.
+// them at once) ÷ the rate the pool finishes tasks at while its slots are busy. The measured
+// rate (DrainMeter) reflects the mix of types the pool runs; without one, the pool's slots each
+// running this type stand in for it.
 func (q *query) wait(i int, e *entry, absorbed int64, sc *parts) {
 	r := &q.v.room[i]
-	sc.target = tighter(q.maxWait, e.maxWait)
+	sc.target = e.maxWait
+	if sc.target <= 0 {
+		sc.target = q.p.cfg.MaxWait.Seconds()
+	}
+	sc.target = tighter(q.t.MaxWait.Seconds(), sc.target)
 	sc.ahead = e.ready + absorbed - r.free
 	switch {
 	case sc.ahead < 0:
 		sc.src, sc.rate, sc.wait = WaitFreeSlot, e.drain, 0
 	case e.drain > 0:
+		// The rate was measured against the pool's live slots; a capacity window grants some.
 		sc.src, sc.rate = WaitMeasured, e.drain
+		if base := int64(e.pool.Slots); base > 0 && r.slots != base {
+			sc.rate = e.drain * float64(r.slots) / float64(base)
+		}
 		sc.wait = float64(sc.ahead+1) / sc.rate
 	default:
 		// A pool scaling from zero has no slots yet: as if one slot ran the queue.
@@ -396,8 +403,7 @@ func beyond(i int, bound float64, best int, bestCost float64) bool {
 // and comparison decide. It returns the decision and the chosen pool's snapshot index (-1: none).
 func (p *Placer) evaluate(st *state, t *Task, now time.Time, exp *Explanation) (Decision, int) {
 	s := st.snap
-	q := query{p: p, st: st, v: p.view(st, now), t: t, durs: p.durations(st, t.Type, now), home: noHome,
-		maxWait: tighter(t.MaxWait.Seconds(), p.cfg.MaxWait.Seconds())}
+	q := query{p: p, st: st, v: p.view(st, now), t: t, durs: p.durations(st, t.Type, now), home: noHome}
 
 	// Tag filter: the AND of the bitsets of the task's tag pairs; a pair no pool has matches none.
 	var tagBuf [8]bitset

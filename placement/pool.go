@@ -44,7 +44,7 @@ type Pool struct {
 	// durations it gives a new task's expected wait: the tasks ahead of it ÷ this rate.
 	DrainRate float64
 	// MaxWait is the operator's target for a task's expected wait in this pool (config
-	// pools[].max_wait); 0: none. See Config.MaxWait for the rule.
+	// pools[].max_wait), in place of Config.MaxWait; 0: Config.MaxWait. See it for the rule.
 	MaxWait time.Duration
 }
 
@@ -67,6 +67,6 @@ type Task struct {
 	// Empty means no home, no penalty.
 	Home string
 	// MaxWait is the task's own target for its expected wait (its deadline to start); 0: none.
-	// The tighter of it and the pool's target applies.
+	// The smaller of it and the pool's target applies.
 	MaxWait time.Duration
 }

@@ -239,7 +239,10 @@ func naiveWait(p Pool, now time.Time, ahead int64, d time.Duration) (int64, time
 	if ahead < 0 {
 		return published, 0
 	}
-	rate := p.DrainRate
+	rate := p.DrainRate * float64(slots) / float64(max(p.Slots, 1))
+	if p.Slots == 0 || slots == p.Slots {
+		rate = p.DrainRate
+	}
 	if rate <= 0 {
 		rate = float64(max(slots, 1)) / d.Seconds()
 	}

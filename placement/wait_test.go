@@ -37,6 +37,8 @@ func TestExpectedWait(t *testing.T) {
 		{name: "generous target: cheapest", cfgWait: time.Hour, want: cheap.Key(), rule: RuleCheapestWithinWait,
 			source: WaitSlots, wait: 1804 * time.Second},
 		{name: "pool target", cheap: func(p *Pool) { p.MaxWait = time.Minute }, want: idle.Key(), rule: RuleCheapestWithinWait},
+		{name: "pool target replaces config", cfgWait: time.Minute, cheap: func(p *Pool) { p.MaxWait = time.Hour },
+			want: cheap.Key(), rule: RuleCheapestWithinWait, source: WaitSlots, wait: 1804 * time.Second},
 		{name: "task target tighter than config", cfgWait: time.Hour, taskWait: time.Minute, want: idle.Key(),
 			rule: RuleCheapestWithinWait},
 		{name: "measured drain rate", cfgWait: time.Hour, cheap: func(p *Pool) { p.DrainRate = 0.1 }, want: idle.Key(),

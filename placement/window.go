@@ -78,7 +78,10 @@ func (cs *CapacitySchedule) validate() error {
 	if cs == nil {
 		return nil
 	}
-	var taken [minutesPerDay]bool
+	// Each window as one or two [from, to) spans of the day, checked against the earlier ones:
+	// a snapshot validates every pool's schedule, so this must not walk the day's minutes.
+	type span struct{ from, to, window int }
+	var spans []span
 	for i, w := range cs.Windows {
 		switch {
 		case w.Start < 0 || w.Start >= minutesPerDay || w.End < 0 || w.End >= minutesPerDay:
@@ -88,14 +91,18 @@ func (cs *CapacitySchedule) validate() error {
 		case w.Slots < 0:
 			return fmt.Errorf("window %d: slots %d < 0", i, w.Slots)
 		}
-		for m := range minutesPerDay {
-			if w.contains(m) {
-				if taken[m] {
+		own := []span{{w.Start, w.End, i}}
+		if w.End < w.Start {
+			own = []span{{w.Start, minutesPerDay, i}, {0, w.End, i}}
+		}
+		for _, a := range own {
+			for _, b := range spans {
+				if a.from < b.to && b.from < a.to {
 					return fmt.Errorf("window %d overlaps an earlier window", i)
 				}
-				taken[m] = true
 			}
 		}
+		spans = append(spans, own...)
 	}
 	return nil
 }

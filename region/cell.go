@@ -494,7 +494,7 @@ func (c *Cell) collect(ctx context.Context, f queue.Fence) (Figures, queueFigure
 		return Figures{}, queueFigures{}, err
 	}
 	learnt := runTimesByPool(rts, c.cfg.RunTimeTypes)
-	rates := c.drain.observe(time.Now(), rts)
+	drained, now := c.drain.count(rts), time.Now()
 	// A worker is dead after missing about three heartbeats.
 	cutoff := 3*c.cfg.Heartbeat + time.Second
 	figs := Figures{Region: c.cfg.Region, API: c.cfg.API, Leader: c.cfg.ID, Token: f.Token, UpdatedAt: time.Now().UTC()}
@@ -514,9 +514,10 @@ func (c *Cell) collect(ctx context.Context, f queue.Fence) (Figures, queueFigure
 			Running: counts.RunningBy[p.Name], Ready: counts.ReadyIn(p.Name),
 			QueueCapacity: p.QueueCapacity, PricePerSlotHour: p.PricePerSlotHour,
 			Spot: p.Spot, Discount: p.Discount, ScaleFromZero: p.ScaleFromZero, Schedule: p.Schedule,
-			RunTimes:  learnt[p.Name],
-			Types:     w.Types,
-			DrainRate: rates[p.Name], MaxWaitSeconds: p.MaxWait.Seconds(),
+			RunTimes:       learnt[p.Name],
+			Types:          w.Types,
+			DrainRate:      c.drain.rate(p.Name, now, drained[p.Name], counts.RunningBy[p.Name], w.Slots),
+			MaxWaitSeconds: p.MaxWait.Seconds(),
 		})
 	}
 	sort.Slice(figs.Pools, func(i, j int) bool { return figs.Pools[i].Name < figs.Pools[j].Name })

@@ -7,11 +7,11 @@ import (
 	"github.com/ax-sched/ax/queue"
 )
 
-// drainWindow is what a published drain rate averages over: long enough
-// that batches of completions read as a steady rate, short enough that a
-// pool losing half its workers shows within a publication or two of
-// placement caring (its queue is then judged by the slower rate).
-const drainWindow = 30 * time.Second
+// drainWindow is the longest a published drain rate averages over (the
+// meter uses at least 30 s and 20 completions): long enough for a pool of
+// long tasks to have finished a few, short enough to follow a pool that
+// lost workers within minutes.
+const drainWindow = 10 * time.Minute
 
 // drainRates turns the store's learnt run-time counts into each pool's
 // finished tasks per second. Every completion and handler failure folds
@@ -31,8 +31,8 @@ func newDrainRates() *drainRates {
 	return &drainRates{last: map[[2]string]int64{}, total: map[string]int64{}, meters: map[string]*placement.DrainMeter{}}
 }
 
-// observe reads rts at now and returns each pool's rate (tasks/s).
-func (d *drainRates) observe(now time.Time, rts []queue.RunTime) map[string]float64 {
+// count reads rts and returns each pool's finished tasks counted so far.
+func (d *drainRates) count(rts []queue.RunTime) map[string]int64 {
 	first := !d.read
 	d.read = true
 	seen := make(map[[2]string]int64, len(rts))
@@ -48,14 +48,18 @@ func (d *drainRates) observe(now time.Time, rts []queue.RunTime) map[string]floa
 		case !ok:
 			d.total[r.Pool] += r.Count
 		}
-		if _, ok := d.meters[r.Pool]; !ok {
-			d.meters[r.Pool] = placement.NewDrainMeter(drainWindow)
-		}
 	}
 	d.last = seen
-	out := make(map[string]float64, len(d.meters))
-	for pool, m := range d.meters {
-		out[pool] = m.Observe(now, d.total[pool])
+	return d.total
+}
+
+// rate is pool's saturated drain rate (tasks/s) at now, given its count
+// (from count), running tasks and live slots.
+func (d *drainRates) rate(pool string, now time.Time, count int64, running, slots int) float64 {
+	m, ok := d.meters[pool]
+	if !ok {
+		m = placement.NewDrainMeter(drainWindow)
+		d.meters[pool] = m
 	}
-	return out
+	return m.Observe(now, count, running, slots)
 }

@@ -40,9 +40,11 @@ type PoolFigures struct {
 	// Types the live workers serve (queue.PoolWorkers.Types); null: any
 	// type, as far as the leader knows (and what older leaders publish).
 	Types []string `json:"types"`
-	// DrainRate is how many tasks per second the pool finished over the
-	// last half minute (completions and handler failures, from the learnt
-	// run times' counts): placement's measure of how fast its queue moves.
+	// DrainRate is how many tasks per second the pool finishes while its
+	// slots are busy (completions and handler failures, from the learnt
+	// run times' counts, over 30 s – 10 min ÷ the mean utilisation;
+	// placement.DrainMeter): placement's measure of how fast its queue
+	// moves. 0: not measured yet.
 	DrainRate float64 `json:"drain_per_second"`
 	// MaxWaitSeconds is the pool's target for a task's expected wait
 	// (config pools[].max_wait); 0: none.

@@ -62,7 +62,7 @@ with another Redis queue fairly.`,
 	pf.IntVar(&bf.workers.Concurrency, "concurrency", 128, "slots per worker")
 	pf.IntVar(&bf.workers.ClaimBatch, "claim-batch", 0, "most tasks one claim takes (0: the worker default)")
 	c.AddCommand(newBenchThroughputCmd(bf), newBenchLatencyCmd(bf), newBenchDelayedCmd(bf),
-		newBenchStressCmd(bf), newBenchPlacementCmd(bf), newBenchAPICmd(bf))
+		newBenchStressCmd(bf), newBenchPlacementCmd(bf), newBenchAPICmd(bf), newBenchCostSimCmd(bf))
 	return c
 }
 
@@ -356,5 +356,31 @@ and Redis per task (INFO cpu, commandstats).`,
 	f.IntVar(&o.SampleEvery, "sample-every", 10, "one task in this many has its submit→start read back")
 	f.BoolVar(&localOnly, "local", false, "only the one-region mode")
 	f.BoolVar(&handoffOnly, "handoff", false, "only the two-region hand-off mode")
+	return c
+}
+
+func newBenchCostSimCmd(bf *benchFlags) *cobra.Command {
+	var o bench.CostSimOptions
+	c := &cobra.Command{
+		Use:   "cost-sim",
+		Short: "A simulated day of cost-aware placement: ax vs round-robin, cheapest list price, greedy hindsight (no Redis)",
+		Long: `ax bench cost-sim replays a seeded, simulated day (discrete events on a
+simulated clock: seconds of CPU) across three regions priced from
+shared/data/prices.csv: nightly ETL peaks, a GPU inference pool lending 7 of
+8 GPUs at night, spot price swings, a spot pool 4x slower per task, one
+region failing for an hour. The ax policy is the real placement package fed
+the figures regions publish (learnt run times, drain rates, stale windows).
+Same seed, same output. --svg DIR draws cost and queue depth over the day.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			return benchRun(cmd, bf, false, func(ctx context.Context, _ *bench.Env, p bench.Progress) (*bench.Summary, error) {
+				return bench.CostSim(ctx, o, p)
+			})
+		},
+	}
+	f := c.Flags()
+	f.Uint64Var(&o.Seed, "seed", 1, "seed of the day's arrivals and run times")
+	f.StringSliceVar(&o.Policies, "policies", nil, "policies to run (default all: ax, ax-fill-only, round-robin, cheapest-list-price, greedy-hindsight)")
+	f.StringVar(&o.SVGDir, "svg", "", "write cost-sim-cost.svg, cost-sim-queue.svg and cost-sim-queue-ax.svg into this directory")
 	return c
 }

@@ -16,6 +16,9 @@
 //   - Stress: the seed article's scenario scaled to one machine: tenants,
 //     random durations, injected transient failures, retries.
 //   - Placement: placement decisions per second over synthetic pools.
+//   - CostSim: a simulated day of cost-aware placement (package costsim):
+//     ax's placement vs round-robin, cheapest list price and greedy
+//     hindsight; no Redis.
 //
 // Every figure is a measurement of one run on one machine, never an
 // assertion: the package's tests run tiny sizes and check that the counts

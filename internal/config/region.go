@@ -294,7 +294,7 @@ type Placement struct {
 	DefaultDuration time.Duration `mapstructure:"default_duration" yaml:"default_duration"`
 	// MaxWait is the default target for a task's expected wait in a pool:
 	// placement takes the cheapest pool whose expected wait stays within
-	// its target (the pool's max_wait when set, the tighter of the two),
+	// its target (the pool's max_wait when set, in place of this one),
 	// else the pool with the least expected wait. 0: no target, cost and
 	// fill alone decide.
 	MaxWait time.Duration `mapstructure:"max_wait" yaml:"max_wait"`
