@@ -64,9 +64,38 @@ func (p *Placer) detail(pl *Pool, c *Candidate, t *Task, now time.Time) string {
 		return fmt.Sprintf("%.2f fill ≥ %.2f hard watermark (%d ready of capacity %d, %d running of %d slots, with this server's share of the headroom)",
 			c.Fill, p.cfg.HardWatermark, pl.Ready, pl.QueueCapacity, pl.Running, pl.Slots)
 	case "":
+		var parts []string
 		if c.Penalty > 1 {
-			return fmt.Sprintf("%.2f fill > %.2f soft watermark: cost ×%.3g", c.Fill, p.cfg.SoftWatermark, c.Penalty)
+			parts = append(parts, fmt.Sprintf("%.2f fill > %.2f soft watermark: cost ×%.3g", c.Fill, p.cfg.SoftWatermark, c.Penalty))
 		}
+		if w := waitDetail(c); w != "" {
+			parts = append(parts, w)
+		}
+		return strings.Join(parts, "; ")
 	}
 	return ""
+}
+
+// waitDetail says how an eligible pool's expected wait was reached and how it compares with its
+// target; "" when a slot is free and no target applies.
+func waitDetail(c *Candidate) string {
+	var w string
+	switch c.WaitSource {
+	case WaitFreeSlot:
+		w = "a slot is free: expected wait 0s"
+	case WaitMeasured:
+		w = fmt.Sprintf("expected wait %.1fs (%d ahead + this one ÷ %.3g/s measured drain)", c.Wait.Seconds(), c.Ahead, c.DrainRate)
+	case WaitSlots:
+		w = fmt.Sprintf("expected wait %.1fs (%d ahead + this one ÷ %.3g/s from slots ÷ expected duration)", c.Wait.Seconds(), c.Ahead, c.DrainRate)
+	}
+	switch {
+	case c.WaitTarget <= 0:
+		if c.WaitSource == WaitFreeSlot {
+			return ""
+		}
+		return w
+	case c.OverTarget:
+		return fmt.Sprintf("%s > max_wait %s", w, c.WaitTarget)
+	}
+	return fmt.Sprintf("%s ≤ max_wait %s", w, c.WaitTarget)
 }

@@ -1,6 +1,7 @@
 package placement
 
 import (
+	"strings"
 	"testing"
 	"time"
 )
@@ -100,6 +101,9 @@ func TestLeastWaitWhenAllPastTarget(t *testing.T) {
 	for _, c := range exp.Candidates {
 		if !c.OverTarget || c.WaitTarget != cfg.MaxWait || c.WaitSource != WaitMeasured {
 			t.Fatalf("%s/%s: over %v target %v source %s", c.Region, c.Pool, c.OverTarget, c.WaitTarget, c.WaitSource)
+		}
+		if !strings.Contains(c.Detail, "measured drain) > max_wait 10s") {
+			t.Fatalf("%s/%s: detail %q", c.Region, c.Pool, c.Detail)
 		}
 	}
 	// Damping counts this server's placements as tasks ahead: the burst moves on once the least
