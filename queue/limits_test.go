@@ -273,3 +273,31 @@ func TestShardShare(t *testing.T) {
 		}
 	}
 }
+
+// Over three shards (three masters of a Cluster in cluster mode), each
+// shard enforces its part: a concurrency of 4 is 2, 1 and 1, and the
+// region's total holds.
+func TestLimitSplitsOverShards(t *testing.T) {
+	e := newEnv(t, func(o *Options) { o.Shards = 3 })
+	e.setLimits(Limit{Kind: LimitTenant, Name: "default", Concurrency: 4})
+	for shard := 0; shard < 3; shard++ {
+		for i := 0; i < 5; i++ {
+			e.submitOn(shard, "p")
+		}
+	}
+	var got []*task.Task
+	for i := 0; i < 3; i++ { // a claim visits the shards round-robin
+		got = append(got, e.claim("p", 10)...)
+	}
+	per := map[int]int{}
+	for _, tk := range got {
+		sh, _ := e.s.shardOf(tk.ID)
+		per[sh]++
+	}
+	if len(got) != 4 || per[0] != 2 || per[1] != 1 || per[2] != 1 {
+		t.Fatalf("claimed %d, per shard %v: want 4 (2, 1, 1)", len(got), per)
+	}
+	if st := e.limitState(LimitTenant, "default"); st.Running != 4 || st.Parked != 11 {
+		t.Errorf("state %+v, want 4 running, 11 parked", st)
+	}
+}

@@ -60,7 +60,7 @@ func (h *hookLog) of(path string) (calls []time.Time, most int) {
 // Limits through real processes (docs/limits.md): two regions with auth,
 // three `ax worker`s in eu-west-1's pool, each running up to 20 tasks, and
 // the built-in http handler calling a hook server that records every call.
-//   - a limit_key limited to 50/s (burst 5) runs at 50 ± 5/s across the
+//   - a limit_key limited to 50/s (burst 10) runs at 50 ± 5/s across the
 //     three workers, and the unlimited tasks submitted behind it finish
 //     while it is still being limited;
 //   - a concurrency limit of 5 (tasks handed off from us-east-1) never has
@@ -80,7 +80,7 @@ func TestLimitsAcrossWorkers(t *testing.T) {
 	fed := newFederation(t, fedOpts{
 		worker: fmt.Sprintf("http: {allow_prefixes: [%q], deny_private: false}\n", srv.URL+"/hooks/"),
 		extra: `limits:
-  - {key: fifty, rate: 50, burst: 5}
+  - {key: fifty, rate: 50, burst: 10}
   - {key: five, concurrency: 5}
 `,
 	})
@@ -137,8 +137,8 @@ func TestLimitsAcrossWorkers(t *testing.T) {
 		t.Fatalf("the rated hook saw %d calls, want 250", len(calls))
 	}
 	sort.Slice(calls, func(i, j int) bool { return calls[i].Before(calls[j]) })
-	// After the burst (5), the steady rate.
-	rate := float64(len(calls)-6) / calls[len(calls)-1].Sub(calls[5]).Seconds()
+	// After the burst (10), the steady rate.
+	rate := float64(len(calls)-11) / calls[len(calls)-1].Sub(calls[10]).Seconds()
 	t.Logf("key fifty: %d calls over %s: %.1f/s after the burst", len(calls), calls[len(calls)-1].Sub(calls[0]), rate)
 	if rate < 45 || rate > 55 {
 		t.Errorf("key fifty ran at %.1f/s, want 50 ± 5", rate)

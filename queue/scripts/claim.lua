@@ -25,7 +25,7 @@
 --       types: '*' every type, else ',a,b,' (',' none), 10 per-priority
 --       skip bound.
 -- Returns: {now_ms, first lease token, price recorded ('' = none), ms until
--- parked tasks are looked at again ('' = none parked), then per claimed
+-- parked tasks are looked at again ('' = none of this pool parked), then per claimed
 -- task: id, its record as HGETALL pairs before the claim}. The j-th
 -- task (from 1) holds token first+j-1; the caller applies what the claim
 -- set (st U, wk, lt, sa now, at+1, px; for a task promoted untouched, rs
@@ -269,8 +269,13 @@ if skipped > 0 or parked >= PARK_MAX or (k == n and redis.call('EXISTS', qkey(po
 end
 if LIM then
   lim_flush(now)
-  local nx = redis.call('ZRANGE', lmkey('pkd'), 0, 0, 'WITHSCORES')
-  if #nx > 0 then out[4] = fmt(math.max(tonumber(nx[2]) - now, 0)) end
+  -- Only a claimer of a pool with parked tasks is told when to come back:
+  -- its claims release them (and other pools', which they wake).
+  local mine = tonumber(redis.call('HGET', K_CNT, 'pk:' .. pool) or '0') + (CNT['pk:' .. pool] or 0)
+  if mine > 0 then
+    local nx = redis.call('ZRANGE', lmkey('pkd'), 0, 0, 'WITHSCORES')
+    if #nx > 0 then out[4] = fmt(math.max(tonumber(nx[2]) - now, 0)) end
+  end
 end
 event('claim', ids, k)
 return out
