@@ -1,15 +1,18 @@
 package e2e
 
 import (
+	"context"
 	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"os"
 	"regexp"
 	"sort"
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -70,6 +73,7 @@ func (h *hookLog) of(path string) (calls []time.Time, most int) {
 //   - no limited task spends a retry (each SUCCESS at attempt 1), their
 //     trails say RATE_LIMITED, CONCURRENCY_LIMITED and RETRY_AFTER, and
 //     eu-west-1's /metrics counts ax_limited_total by kind;
+//   - a limit added to the file takes hold on SIGHUP (a concurrency of 1);
 //   - a limit_key over 64 bytes is a 400 naming limit_key.
 func TestLimitsAcrossWorkers(t *testing.T) {
 	testenv.Slow(t)
@@ -211,6 +215,35 @@ func TestLimitsAcrossWorkers(t *testing.T) {
 	}
 	if !reasonIn("eu-west-1", first, task.ReasonRetryAfter) || !reasonIn("eu-west-1", paused[len(paused)-1], task.ReasonRetryAfter) {
 		t.Errorf("no RETRY_AFTER step in the trails of key paused")
+	}
+
+	// SIGHUP: a limit added to eu-west-1's file holds from the leader's
+	// next tick.
+	r := fed.region("eu-west-1")
+	f, err := os.OpenFile(r.cfgPath, os.O_APPEND|os.O_WRONLY, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = f.WriteString("  - {key: late, concurrency: 1}\n")
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	fed.server("eu-west-1").signal(syscall.SIGHUP)
+	waitUntil(t, 10*time.Second, "the reloaded limit in eu-west-1's store", func() bool {
+		v, _ := r.rdb.HGet(context.Background(), "ax:{eu-west-1:0}:lim", "k:late").Result()
+		return v != ""
+	})
+	var late []string
+	for i := 0; i < 6; i++ {
+		id, _ := fed.submit("eu-west-1", tokSubmitterA, hookTask("late/slow", "late"))
+		late = append(late, id)
+	}
+	settle("eu-west-1", late, 30*time.Second)
+	if _, most := hooks.of("/hooks/late/slow"); most != 1 {
+		t.Errorf("key late had %d running at once after SIGHUP set its concurrency to 1", most)
 	}
 
 	// /metrics of eu-west-1's server (its leader) counts the parkings.
