@@ -169,8 +169,29 @@ func TestSlowCheapPoolStopsWinningOnceLearnt(t *testing.T) {
 // configured price. Through real processes: an override put in the global
 // etcd is what the next tasks record at claim, and removing it brings the
 // configured price back.
+//
+// The same federation (one run, two checks) also carries a small cheap
+// pool for the expected-wait check below: it has its own tag, so the price
+// check's tasks never go there.
 func TestLivePriceOverrideIsRecorded(t *testing.T) {
-	fed := newFederation(t, fedOpts{})
+	fed := newFederation(t, fedOpts{
+		pools: map[string]string{
+			"us-east-1": "- {name: cpu, tags: {class: cpu}, slots: 50, price_per_slot_hour: 0.04}\n" +
+				"- {name: small, tags: {batch: \"yes\"}, slots: 2, price_per_slot_hour: 0.01, queue_capacity: 1000}",
+			"eu-west-1": "- {name: cpu, tags: {class: cpu, batch: \"yes\"}, slots: 50, price_per_slot_hour: 0.04}",
+		},
+		worker:    `exec: {allow: {work: {argv: [/bin/sleep, "2"]}}}`,
+		extra:     "placement: {max_wait: 4s}",
+		noWorkers: true,
+	})
+	for _, r := range fed.order {
+		fed.startWorker(r, "cpu")
+	}
+	fed.startWorker("us-east-1", "small", "--concurrency", "2")
+	fed.waitPlaceable()
+	t.Run("a small cheap pool with a long queue spills before waits pass max_wait", func(t *testing.T) {
+		expectedWaitSpills(t, fed)
+	})
 	spec := map[string]any{"type": "noop", "regions": []string{"us-east-1"}, "tags": map[string]string{"class": "cpu"}}
 	recorded := func() float64 {
 		t.Helper()
@@ -192,4 +213,74 @@ func TestLivePriceOverrideIsRecorded(t *testing.T) {
 		t.Fatal(err)
 	}
 	waitUntil(t, 15*time.Second, "tasks record the configured price again", func() bool { return recorded() == 0.04 })
+}
+
+// expectedWaitSpills: us-east-1's pool "small" costs a quarter of
+// eu-west-1's but has 2 slots for 2-second tasks; its queue capacity is
+// 1000, so by fill alone (the watermarks) a burst of 30 would all queue
+// there, the last waiting ~28 s. With placement.max_wait 4s the server
+// judges each pool by its expected wait (tasks ahead ÷ drain rate): the
+// cheap pool takes what it can start within 4 s and the rest spills to the
+// idle eu-west-1 pool, and the tasks that ran in the cheap pool waited no
+// longer than the target (plus a second for publication and claim lag).
+func expectedWaitSpills(t *testing.T, fed *federation) {
+	const maxWait = 4 * time.Second
+	spec := map[string]any{"type": "exec", "tags": map[string]string{"batch": "yes"}, "payload": map[string]any{"command": "work"}}
+	explain := func() apiv1.Explanation {
+		t.Helper()
+		code, body := fed.call("us-east-1", tokSubmitterA, http.MethodPost, "/v1/placement/explain", spec)
+		var ex apiv1.Explanation
+		if code != http.StatusOK || json.Unmarshal(body, &ex) != nil {
+			t.Fatalf("explain: %d %s", code, body)
+		}
+		return ex
+	}
+	waitUntil(t, 30*time.Second, "the small pool placeable", func() bool {
+		ex := explain()
+		return ex.Chosen != nil && ex.Chosen.Pool == "small"
+	})
+	var inSmall []string
+	landed := map[string]int{}
+	var mid apiv1.Explanation
+	for i := range 30 {
+		code, body := fed.call("us-east-1", tokSubmitterA, http.MethodPost, "/v1/tasks", spec)
+		var r struct {
+			ID     string `json:"id"`
+			Region string `json:"region"`
+			Pool   string `json:"pool"`
+		}
+		if code != http.StatusCreated || json.Unmarshal(body, &r) != nil {
+			t.Fatalf("submit %d: %d %s", i, code, body)
+		}
+		landed[r.Region+"/"+r.Pool]++
+		if r.Pool == "small" && r.Region == "us-east-1" {
+			inSmall = append(inSmall, r.ID)
+		}
+		if i == 20 {
+			mid = explain()
+		}
+	}
+	t.Logf("30 submitted in a burst: %v", landed)
+	if len(inSmall) < 2 || landed["eu-west-1/cpu"] < 15 {
+		t.Fatalf("burst landed %v: want the cheap pool used and most of it spilled to eu-west-1", landed)
+	}
+	var small apiv1.Candidate
+	for _, c := range mid.Candidates {
+		if c.Pool == "small" {
+			small = c
+		}
+	}
+	if mid.Chosen == nil || mid.Chosen.Region != "eu-west-1" || mid.Rule != "cheapest_within_wait" || !small.OverWaitTarget ||
+		small.WaitTargetSeconds != maxWait.Seconds() || small.ExpectedWaitSeconds <= maxWait.Seconds() || small.TasksAhead < 1 {
+		t.Fatalf("explain mid-burst: rule %q chosen %+v, small %+v", mid.Rule, mid.Chosen, small)
+	}
+	for _, id := range inSmall {
+		tk := fed.waitState("us-east-1", tokSubmitterA, id, task.Success, time.Minute)
+		if tk.StartedAt == nil {
+			t.Fatalf("task %s: no started_at", id)
+		}
+		if w := tk.StartedAt.Sub(tk.CreatedAt); w > maxWait+time.Second {
+			t.Errorf("task %s waited %v in the cheap pool, past max_wait %v", id, w, maxWait)
+		}
+	}
 }
