@@ -146,6 +146,54 @@ func (c *Client) DeadLetters(ctx context.Context, f DeadLetterFilter) (*apiv1.Ta
 	return &out, nil
 }
 
+// TaskFilter selects tasks for ListTasks; zero fields do not filter (a zero
+// Limit leaves the page size to the server).
+type TaskFilter struct {
+	State  task.State
+	Type   string
+	Tenant string // a tenant's token lists its own tenant's whatever this says
+	Pool   string
+	// Region lists only the tasks held in this region; "" every region's.
+	Region string
+	// CreatedAfter and CreatedBefore bound created_at (after ≤ t < before).
+	CreatedAfter, CreatedBefore time.Time
+	// Payload is a substring of the payload's JSON (operator tokens only).
+	Payload string
+	Limit   int
+	// Cursor continues a listing: the NextCursor of the previous page.
+	Cursor string
+}
+
+// ListTasks lists tasks, newest first, merged from every region of the
+// federation (GET /v1/tasks). Each task's HeldBy names the region holding
+// it; payloads are left out (Get has them). Pass the answer's NextCursor
+// back as Cursor for the next page; it is empty after the last. A region
+// that did not answer is listed in Unavailable (the call still succeeds
+// when one region answered).
+func (c *Client) ListTasks(ctx context.Context, f TaskFilter) (*apiv1.TaskList, error) {
+	q := url.Values{}
+	for k, v := range map[string]string{"state": string(f.State), "type": f.Type, "tenant": f.Tenant, "pool": f.Pool,
+		"region": f.Region, "payload": f.Payload, "cursor": f.Cursor} {
+		if v != "" {
+			q.Set(k, v)
+		}
+	}
+	if !f.CreatedAfter.IsZero() {
+		q.Set("created_after", f.CreatedAfter.Format(time.RFC3339Nano))
+	}
+	if !f.CreatedBefore.IsZero() {
+		q.Set("created_before", f.CreatedBefore.Format(time.RFC3339Nano))
+	}
+	if f.Limit > 0 {
+		q.Set("limit", strconv.Itoa(f.Limit))
+	}
+	var out apiv1.TaskList
+	if _, err := c.do(ctx, http.MethodGet, "/v1/tasks", q, nil, &out); err != nil {
+		return nil, err
+	}
+	return &out, nil
+}
+
 // ValidateSpec checks a spec with the server's own rules (task.Spec.Normalize
 // with the design's defaults) without changing it, so a caller can refuse
 // a bad spec before sending anything. Limits a region may configure (the

@@ -357,7 +357,7 @@ func withGone(pg *DeadLetterPage, gone map[string]bool) *DeadLetterPage {
 // dlqPage asks each region for its first limit dead letters after `after`
 // and keeps the first limit of all of them.
 func (n *Node) dlqPage(ctx context.Context, regions []string, q dlqQuery, after *dlqMark, limit int) (*DeadLetterPage, error) {
-	path := url.Values{"limit": {strconv.Itoa(limit)}}
+	path := url.Values{}
 	if q.Type != "" {
 		path.Set("type", q.Type)
 	}
@@ -367,18 +367,57 @@ func (n *Node) dlqPage(ctx context.Context, regions []string, q dlqQuery, after 
 	if after != nil {
 		path.Set("cursor", after.cursor())
 	}
+	return n.mergedPage(ctx, regions, listing{
+		op: "dead letters", path: "/v1/dlq", query: path,
+		local: func(ctx context.Context, limit int) ([]*task.Task, bool, error) {
+			return n.localDeadLetters(ctx, q, after, limit)
+		},
+		keep:   func(t *task.Task) bool { return q.matches(t) && (after == nil || after.newer(markOf(t))) },
+		first:  func(a, b *task.Task) bool { return markOf(a).newer(markOf(b)) },
+		cursor: func(t *task.Task) string { return markOf(t).cursor() },
+	}, limit)
+}
+
+// listing is one listing of tasks merged from every region (dead letters,
+// tasks): how a peer is asked, how this region answers, and the order.
+type listing struct {
+	op    string
+	path  string     // the peers' endpoint
+	query url.Values // its query but for limit: the filters, the cursor
+	// local is this region's first limit entries of the listing and
+	// whether more follow.
+	local func(ctx context.Context, limit int) ([]*task.Task, bool, error)
+	// keep checks an entry against the query and the cursor: a peer's
+	// answer is checked too, so a server that ignored the cursor or a
+	// filter can neither repeat nor leak entries.
+	keep   func(t *task.Task) bool
+	first  func(a, b *task.Task) bool // a comes before b
+	cursor func(t *task.Task) string  // the cursor that continues after t
+}
+
+// mergedPage asks each region for its first limit entries of l and keeps
+// the first limit of all of them, each naming the region that holds it.
+// One id held in two regions (the home region's forwarding record and the
+// task where it went) is listed once, as the region holding the task has
+// it.
+func (n *Node) mergedPage(ctx context.Context, regions []string, l listing, limit int) (*DeadLetterPage, error) {
+	q := url.Values{}
+	for k, v := range l.query {
+		q[k] = v
+	}
+	q.Set("limit", strconv.Itoa(limit))
 	parts := fanOut(ctx, n, regions,
 		func(ctx context.Context) (*apiv1.TaskList, error) {
-			ts, more, err := n.localDeadLetters(ctx, q, after, limit)
+			ts, more, err := l.local(ctx, limit)
 			out := &apiv1.TaskList{Tasks: ts}
-			if more {
-				out.NextCursor = markOf(ts[len(ts)-1]).cursor()
+			if more && len(ts) > 0 {
+				out.NextCursor = l.cursor(ts[len(ts)-1])
 			}
 			return out, err
 		},
 		func(ctx context.Context, api string) (*apiv1.TaskList, error) {
 			var out apiv1.TaskList
-			_, err := n.call(ctx, api, http.MethodGet, "/v1/dlq?"+path.Encode(), nil, &out)
+			_, err := n.call(ctx, api, http.MethodGet, l.path+"?"+q.Encode(), nil, &out)
 			return &out, err
 		})
 	all := []*task.Task{}
@@ -388,10 +427,7 @@ func (n *Node) dlqPage(ctx context.Context, regions []string, q dlqQuery, after 
 			continue
 		}
 		for _, t := range p.val.Tasks {
-			// A peer's answer is checked against the query too: a server
-			// that ignored the cursor or a filter cannot repeat or leak
-			// entries.
-			if t == nil || !q.matches(t) || after != nil && !after.newer(markOf(t)) {
+			if t == nil || !l.keep(t) {
 				continue
 			}
 			t.HeldBy = p.region
@@ -399,11 +435,12 @@ func (n *Node) dlqPage(ctx context.Context, regions []string, q dlqQuery, after 
 		}
 		more = more || p.val.NextCursor != ""
 	}
-	sortNewestFirst(all)
+	sort.SliceStable(all, func(i, j int) bool { return l.first(all[i], all[j]) })
+	all = holders(all)
 	if len(all) > limit {
 		all, more = all[:limit], true
 	}
-	outs, unavailable, err := gather(n, "dead letters", parts, func(*apiv1.TaskList) int { return 0 })
+	outs, unavailable, err := gather(n, l.op, parts, func(*apiv1.TaskList) int { return 0 })
 	if err != nil {
 		return nil, err
 	}
@@ -416,9 +453,26 @@ func (n *Node) dlqPage(ctx context.Context, regions []string, q dlqQuery, after 
 	}
 	pg := &DeadLetterPage{Tasks: all, Regions: outs, Unavailable: unavailable}
 	if more && len(all) > 0 {
-		pg.NextCursor = markOf(all[len(all)-1]).cursor()
+		pg.NextCursor = l.cursor(all[len(all)-1])
 	}
 	return pg, nil
+}
+
+// holders lists each id of a sorted listing once: where one id is held in
+// two regions (the home region's forwarding record, and the task where it
+// went), the holder's record.
+func holders(ts []*task.Task) []*task.Task {
+	out := ts[:0]
+	for _, t := range ts {
+		if k := len(out) - 1; k >= 0 && out[k].ID == t.ID {
+			if out[k].State == task.HandedOff && t.State != task.HandedOff {
+				out[k] = t
+			}
+			continue
+		}
+		out = append(out, t)
+	}
+	return out
 }
 
 // Reads of this region's dead set: deadLetterChunk entries per shard, each

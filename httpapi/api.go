@@ -79,6 +79,7 @@ func New(n *federation.Node, cfg Config) *API {
 	a.route("POST /v1/tasks/{id}/replay", RoleOperator, a.act(federation.OpReplay))
 	a.route("POST /v1/tasks/{id}/priority", RoleOperator, a.act(federation.OpPriority))
 	a.route("POST /v1/tasks/cancel", RoleOperator, a.bulkCancel)
+	a.route("GET /v1/tasks", RoleSubmitter, a.listTasks)
 	a.route("GET /v1/dlq", RoleSubmitter, a.dlq)
 	a.route("GET /v1/cost", RoleSubmitter, a.cost)
 	a.route("GET /v1/regions", RoleSubmitter, a.regions)

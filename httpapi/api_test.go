@@ -1,6 +1,7 @@
 package httpapi_test
 
 import (
+	"encoding/json"
 	"fmt"
 	"net/http"
 	"strings"
@@ -541,6 +542,72 @@ func TestAPIContract(t *testing.T) {
 			rep := f.Call(http.MethodGet, f.R(aws).URL()+"/v1/cost?"+q, tokOperator, nil).Want(t, http.StatusBadRequest)
 			if got := rep.Err(t).Field; got != field {
 				t.Errorf("%s: field %q, want %q", q, got, field)
+			}
+		}
+	})
+
+	t.Run("tasks: listing across regions", func(t *testing.T) {
+		mk := func(regions []string, payload string) string {
+			return f.SubmitOK(aws, tokAcme, spec{"type": "list.probe", "tags": x86, "regions": regions, "payload": json.RawMessage(payload)}).ID
+		}
+		a1 := mk([]string{aws}, `{"k":"one"}`)
+		away := mk([]string{gcp}, `{"k":"needle"}`)
+		a2 := mk([]string{aws}, `{"k":"two"}`)
+		list := func(server, tok, q string) apiv1.TaskList {
+			t.Helper()
+			var tl apiv1.TaskList
+			f.Call(http.MethodGet, f.R(server).URL()+"/v1/tasks?"+q, tok, nil).Want(t, http.StatusOK).JSON(t, &tl)
+			return tl
+		}
+		// Asked in the third region: the hand-off to GCP is listed once, as GCP holds it.
+		fedtest.Eventually(t, 10*time.Second, "the task handed to GCP is listed as GCP's", func() bool {
+			tl := list(az, tokOperator, "type=list.probe")
+			return len(tl.Tasks) == 3 && tl.Tasks[1].ID == away && tl.Tasks[1].HeldBy == gcp && tl.Tasks[1].State == task.Ready
+		})
+		tl := list(az, tokOperator, "type=list.probe")
+		if tl.Tasks[0].ID != a2 || tl.Tasks[2].ID != a1 || tl.Tasks[0].HeldBy != aws || len(tl.Unavailable) != 0 || tl.NextCursor != "" {
+			t.Fatalf("listing: %+v", tl)
+		}
+		if tl.Tasks[0].Payload != nil {
+			t.Fatalf("a listing carries payloads: %s", tl.Tasks[0].Payload)
+		}
+		// Pages of 2 by cursor, then the rest.
+		p1 := list(gcp, tokAcme, "type=list.probe&limit=2")
+		if len(p1.Tasks) != 2 || p1.NextCursor == "" {
+			t.Fatalf("page 1: %+v", p1)
+		}
+		p2 := list(gcp, tokAcme, "type=list.probe&limit=2&cursor="+p1.NextCursor)
+		if len(p2.Tasks) != 1 || p2.Tasks[0].ID != a1 || p2.NextCursor != "" {
+			t.Fatalf("page 2: %+v", p2)
+		}
+		if tl := list(aws, tokGlobex, "type=list.probe"); len(tl.Tasks) != 0 {
+			t.Fatalf("globex lists acme's tasks: %+v", tl.Tasks)
+		}
+		if tl := list(aws, tokOperator, "type=list.probe&region="+gcp); len(tl.Tasks) != 1 || tl.Tasks[0].ID != away {
+			t.Fatalf("region=gcp: %+v", tl.Tasks)
+		}
+		if tl := list(aws, tokOperator, "type=list.probe&payload=needle"); len(tl.Tasks) != 1 || tl.Tasks[0].ID != away {
+			t.Fatalf("payload=needle: %+v", tl.Tasks)
+		}
+		if tl := list(aws, tokOperator, "type=list.probe&state=running"); len(tl.Tasks) != 0 {
+			t.Fatalf("state=running: %+v", tl.Tasks)
+		}
+		if tl := list(aws, tokOperator, "type=list.probe&created_before=2000-01-01T00:00:00Z"); len(tl.Tasks) != 0 {
+			t.Fatalf("created_before 2000: %+v", tl.Tasks)
+		}
+		rep := f.Call(http.MethodGet, f.R(aws).URL()+"/v1/tasks?payload=needle", tokAcme, nil).Want(t, http.StatusForbidden)
+		if rep.Err(t).Field != "payload" {
+			t.Fatalf("payload as a submitter: %s", rep.Body)
+		}
+		f.Call(http.MethodGet, f.R(aws).URL()+"/v1/tasks?tenant=globex", tokAcme, nil).Want(t, http.StatusForbidden)
+		for q, field := range map[string]string{"state=DONE": "state", "created_after=yesterday": "created_after",
+			"created_after=2026-12-02T00:00:00Z&created_before=2026-12-01T00:00:00Z": "created_before",
+			"limit=0": "limit", "limit=1001": "limit", "cursor=zz": "cursor", "colour=red": "colour",
+			"region=nowhere": "region", "type=a&type=b": "type"} {
+			rep := f.Call(http.MethodGet, f.R(aws).URL()+"/v1/tasks?"+q, tokOperator, nil).Want(t, http.StatusBadRequest)
+			fedtest.CheckErrorShape(t, q, rep)
+			if got := rep.Err(t).Field; got != field {
+				t.Fatalf("%s: field %q, want %q", q, got, field)
 			}
 		}
 	})

@@ -12,11 +12,12 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/ax-sched/ax/apiv1"
+	"github.com/ax-sched/ax/client"
 	"github.com/ax-sched/ax/task"
 )
 
 func init() {
-	commands = append(commands, newGetCmd, newTrailCmd, newCancelCmd, newPriorityCmd)
+	commands = append(commands, newGetCmd, newTrailCmd, newCancelCmd, newPriorityCmd, newTasksCmd)
 }
 
 func newGetCmd() *cobra.Command {
@@ -32,6 +33,96 @@ func newGetCmd() *cobra.Command {
 			return env.show(t, func(w *tabwriter.Writer) { writeTask(w, t) })
 		}),
 	})
+}
+
+func newTasksCmd() *cobra.Command {
+	c := &cobra.Command{
+		Use:   "tasks",
+		Short: "Tasks of every region: list and search",
+	}
+	c.AddCommand(newTasksListCmd())
+	return c
+}
+
+func newTasksListCmd() *cobra.Command {
+	var (
+		f             client.TaskFilter
+		state         string
+		after, before string
+		explicit      func(string) bool
+	)
+	c := &cobra.Command{
+		Use:     "ls",
+		Aliases: []string{"list"},
+		Short:   "List tasks of every region, newest first, by state, type, tenant, pool, creation time or payload",
+		Long: `List tasks, newest first, gathered from every region of the federation by
+the server you ask (or from --region only). The REGION column is the region
+that holds each task: a task handed off is listed once, where it went. A
+tenant's token lists only its tenant's tasks; --payload (a substring of the
+payload's JSON) needs an operator token. A region that did not answer is
+named on stderr and the command exits 1 after printing what the others gave.
+--region and --tenant are taken from the command line only, never from AX_*
+env or the settings file.`,
+		Example: `  ax tasks ls --state RUNNING --pool cpu
+  ax tasks ls --type report.generate --created-after 2026-12-01T00:00:00Z
+  ax tasks ls --limit 20 --cursor <next cursor printed by the previous page>`,
+		Args: cobra.NoArgs,
+		RunE: cliRun(func(ctx context.Context, env *cliEnv, _ []string) error {
+			if f.Limit < 1 {
+				return cliUsage("--limit must be at least 1")
+			}
+			f.State = task.State(strings.ToUpper(state))
+			for _, t := range []struct {
+				flag, v string
+				to      *time.Time
+			}{{"created-after", after, &f.CreatedAfter}, {"created-before", before, &f.CreatedBefore}} {
+				if t.v == "" {
+					continue
+				}
+				tm, err := time.Parse(time.RFC3339Nano, t.v)
+				if err != nil {
+					return cliUsage("--%s: an RFC 3339 time with its zone, e.g. 2026-12-01T17:00:00Z", t.flag)
+				}
+				*t.to = tm
+			}
+			if !explicit("region") {
+				f.Region = "" // an AX_REGION exported for another command must not hide the other regions
+			}
+			if !explicit("tenant") {
+				f.Tenant = ""
+			}
+			res, err := env.api.ListTasks(ctx, f)
+			if err != nil {
+				return err
+			}
+			err = env.show(res, func(w *tabwriter.Writer) {
+				fmt.Fprintln(w, "ID\tREGION\tSTATE\tTYPE\tTENANT\tPOOL\tATTEMPTS\tCREATED")
+				for _, t := range res.Tasks {
+					fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%s\t%d\t%s\n", t.ID, cliOr(t.HeldBy), t.State, t.Type, cliOr(t.Tenant),
+						cliOr(t.Pool), t.Attempts, cliTime(&t.CreatedAt))
+				}
+			})
+			if err != nil {
+				return err
+			}
+			if !env.json && res.NextCursor != "" {
+				fmt.Fprintf(env.stderr, "(%d shown; more with --cursor %s)\n", len(res.Tasks), res.NextCursor)
+			}
+			return cliPartial(env, res.Regions, res.Unavailable)
+		}),
+	}
+	explicit = cliTrackExplicit(c)
+	c.Flags().StringVar(&state, "state", "", "only tasks in this state (PENDING, HANDED_OFF, READY, RUNNING, SUCCESS, FAILED, CANCELED)")
+	c.Flags().StringVar(&f.Type, "type", "", "only tasks of this type")
+	c.Flags().StringVar(&f.Tenant, "tenant", "", "only tasks of this tenant")
+	c.Flags().StringVar(&f.Pool, "pool", "", "only tasks placed on this pool")
+	c.Flags().StringVar(&f.Region, "region", "", "only tasks held in this region (default: every region)")
+	c.Flags().StringVar(&after, "created-after", "", "only tasks created at or after this time (RFC 3339)")
+	c.Flags().StringVar(&before, "created-before", "", "only tasks created before this time (RFC 3339)")
+	c.Flags().StringVar(&f.Payload, "payload", "", "only tasks whose payload JSON contains this text (operator tokens)")
+	c.Flags().IntVar(&f.Limit, "limit", 50, "at most this many")
+	c.Flags().StringVar(&f.Cursor, "cursor", "", "continue after the previous page (its next cursor)")
+	return cliCommand(c)
 }
 
 // writeTask prints a task as "Field:  value" lines, the empty ones left out.
