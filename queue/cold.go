@@ -232,15 +232,7 @@ func (s *Store) waitingCold(ctx context.Context, shard int, f Filter, fn func([]
 				}
 				tpls[ref] = tpl
 			}
-			h := make(map[string]string, len(tpl)+3)
-			for k, v := range tpl {
-				if k != "#" {
-					h[k] = v
-				}
-			}
-			h["st"], h["rs"], h["du"] = "P", task.ReasonSubmitted, due
-			t := decodeTask(id, h, s.opts.Defaults)
-			t.HeldBy = s.opts.Region
+			t := s.coldTask(id, due, tpl)
 			if f.match(t) {
 				keep = append(keep, t)
 			}
@@ -252,4 +244,69 @@ func (s *Store) waitingCold(ctx context.Context, shard int, f Filter, fn func([]
 		}
 	}
 	return nil
+}
+
+// coldTask is the task a cold index entry (due ms) and its template
+// describe, as a read would see it.
+func (s *Store) coldTask(id, due string, tpl map[string]string) *task.Task {
+	h := make(map[string]string, len(tpl)+3)
+	for k, v := range tpl {
+		if k != "#" {
+			h[k] = v
+		}
+	}
+	h["st"], h["rs"], h["du"] = "P", task.ReasonSubmitted, due
+	t := decodeTask(id, h, s.opts.Defaults)
+	t.HeldBy = s.opts.Region
+	return t
+}
+
+// coldIDs are the ids in one shard's cold tier.
+func (s *Store) coldIDs(ctx context.Context, shard int, into map[string]bool) error {
+	idx, err := s.scanKeys(ctx, s.keys[shard].prefix+"cx:*")
+	if err != nil {
+		return err
+	}
+	for _, k := range idx {
+		ids, err := s.rdb.HKeys(ctx, k).Result()
+		if err != nil {
+			return fmt.Errorf("queue: cold index: %w", err)
+		}
+		for _, id := range ids {
+			into[id] = true
+		}
+	}
+	return nil
+}
+
+// readCold reads the tasks of one shard that are in its cold tier, without
+// thawing them (a listing is no reason to); ids not there are left out.
+func (s *Store) readCold(ctx context.Context, shard int, ids []string) ([]*task.Task, error) {
+	p := s.keys[shard].prefix
+	pipe := s.rdb.Pipeline()
+	cmds := make([]*redis.StringCmd, len(ids))
+	for i, id := range ids {
+		cmds[i] = pipe.HGet(ctx, p+"cx:"+id[13:16], id)
+	}
+	if _, err := pipe.Exec(ctx); err != nil && err != redis.Nil {
+		return nil, fmt.Errorf("queue: cold index: %w", err)
+	}
+	tpls := map[string]map[string]string{}
+	var out []*task.Task
+	for i, c := range cmds {
+		due, ref, ok := strings.Cut(c.Val(), " ")
+		if c.Err() != nil || !ok {
+			continue
+		}
+		tpl, ok := tpls[ref]
+		if !ok {
+			var err error
+			if tpl, err = s.rdb.HGetAll(ctx, p+"cs:"+ref).Result(); err != nil {
+				return nil, fmt.Errorf("queue: cold template: %w", err)
+			}
+			tpls[ref] = tpl
+		}
+		out = append(out, s.coldTask(ids[i], due, tpl))
+	}
+	return out, nil
 }

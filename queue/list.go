@@ -48,11 +48,12 @@ const listRead = 200
 //
 // It reads the ids of the structure that holds the state asked for (the
 // ready sets of one pool, the running set, the dead set, the delayed
-// sets), or, for the states no set holds (SUCCESS, CANCELED, HANDED_OFF)
+// sets and the cold tier's index), or, for the states no set holds (SUCCESS, CANCELED, HANDED_OFF)
 // and for no state, SCANs the shard's task records (never KEYS). Ids come
 // without their records, so the order and the cursor cost no reads;
 // records are then read newest first, listRead per pipeline, only until
-// the page is full. An operator path: O(ids in the structure) per page.
+// the page is full. Cold tasks are read from their index entry and
+// template, not thawed. An operator path: O(ids in the structure) per page.
 func (s *Store) List(ctx context.Context, q ListQuery) ([]*task.Task, bool, error) {
 	q.Limit = min(max(q.Limit, 1), MaxList)
 	type entry struct {
@@ -85,8 +86,22 @@ func (s *Store) List(ctx context.Context, q ListQuery) ([]*task.Task, bool, erro
 			if err != nil {
 				return nil, false, err
 			}
+			var cold []string // no record: a cold task, or gone
 			for _, t := range ts {
 				got[t.ID] = t
+			}
+			for _, id := range sids {
+				if got[id] == nil && len(id) >= 16 {
+					cold = append(cold, id)
+				}
+			}
+			if q.State == "" || q.State == task.Pending {
+				if ts, err = s.readCold(ctx, shard, cold); err != nil {
+					return nil, false, err
+				}
+				for _, t := range ts {
+					got[t.ID] = t
+				}
 			}
 		}
 		for _, e := range chunk {
@@ -107,6 +122,7 @@ func (s *Store) List(ctx context.Context, q ListQuery) ([]*task.Task, bool, erro
 func (s *Store) listIDs(ctx context.Context, shard int, q ListQuery) (map[string]bool, error) {
 	p := s.keys[shard].prefix
 	var sets []string
+	cold := false // the cold tier's ids too (delayed tasks far off, no record)
 	switch q.State {
 	case task.Ready:
 		// Pinned delayed tasks promoted untouched are in the ready sets
@@ -126,6 +142,7 @@ func (s *Store) listIDs(ctx context.Context, shard int, q ListQuery) (map[string
 			return nil, err
 		}
 		sets = append([]string{p + "delayed", p + "dn", p + "due"}, ds...)
+		cold = true
 	case task.Running:
 		sets = []string{p + "running"}
 	case task.Failed:
@@ -139,9 +156,14 @@ func (s *Store) listIDs(ctx context.Context, shard int, q ListQuery) (map[string
 		for _, k := range keys {
 			ids[strings.TrimPrefix(k, p+"t:")] = true
 		}
-		return ids, nil
+		return ids, s.coldIDs(ctx, shard, ids)
 	}
 	ids := map[string]bool{}
+	if cold {
+		if err := s.coldIDs(ctx, shard, ids); err != nil {
+			return nil, err
+		}
+	}
 	for _, set := range sets {
 		var cursor uint64
 		for {

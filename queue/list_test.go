@@ -11,7 +11,7 @@ import (
 // ready sets, running, dead, delayed) and the record scan, pages by id,
 // and filters by type, tenant, pool, payload and created range.
 func TestList(t *testing.T) {
-	e := newEnv(t)
+	e := newEnv(t, func(o *Options) { o.ColdHorizon = 5 * time.Minute })
 	tenant := func(n string) func(*task.Spec) { return func(s *task.Spec) { s.Tenant = n } }
 	typ := func(n string) func(*task.Spec) { return func(s *task.Spec) { s.Type = n } }
 	var ids []string // oldest first
@@ -21,7 +21,10 @@ func TestList(t *testing.T) {
 	}
 	gpu := e.submit("gpu", tenant("other"), typ("render"))
 	e.clock.Advance(time.Millisecond)
-	later := e.submit("cpu", delay(time.Hour)) // pinned delayed: PENDING
+	later := e.submit("cpu", delay(time.Hour)) // in the cold tier: no record
+	if n, _ := e.s.ColdWaiting(e.ctx); n != 1 {
+		t.Fatalf("cold tasks: %d, want 1", n)
+	}
 	running := e.claimOne("cpu").ID
 	e.clock.Advance(time.Millisecond)
 	// A failed one: claim, fail without retry.
@@ -120,4 +123,12 @@ func TestList(t *testing.T) {
 	t0 := newFakeClock().Now()
 	got, _ = list(ListQuery{CreatedFrom: t0.Add(2 * time.Millisecond), CreatedTo: t0.Add(4 * time.Millisecond), Limit: 10})
 	eq("created", got, []string{ids[3], ids[2]})
+	// The cold task is listed as PENDING and stays cold.
+	ts, _, err := e.s.List(e.ctx, ListQuery{State: task.Pending, Limit: 10})
+	if err != nil || len(ts) != 1 || ts[0].State != task.Pending || ts[0].DueAt == nil || ts[0].Type != "test.noop" {
+		t.Fatalf("cold listed: %+v %v", ts, err)
+	}
+	if n, _ := e.s.ColdWaiting(e.ctx); n != 1 {
+		t.Fatalf("a listing thawed the cold task: %d cold", n)
+	}
 }
