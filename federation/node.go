@@ -12,10 +12,12 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/ax-sched/ax/internal/tracing"
 	"github.com/ax-sched/ax/placement"
 	"github.com/ax-sched/ax/queue"
 	"github.com/ax-sched/ax/region"
 	"github.com/ax-sched/ax/task"
+	"go.opentelemetry.io/otel/trace"
 )
 
 // Config of a federation node (one per ax server).
@@ -40,6 +42,9 @@ type Config struct {
 	// StuckPoolGrace is how long a pool may hold READY tasks without a live
 	// worker before they are re-placed elsewhere (default 30s).
 	StuckPoolGrace time.Duration
+	// TracerProvider receives the spans of the tasks the node submits,
+	// hands off and receives (internal/tracing); nil records none.
+	TracerProvider trace.TracerProvider
 	// Logger carries the server's identity (cmd/ax adds its region); the
 	// node adds none, so no key appears twice. Other regions are "peer".
 	Logger *slog.Logger
@@ -61,6 +66,7 @@ type Node struct {
 	log     *slog.Logger
 	metrics *Metrics
 	flights *flights // placements not yet in their pools' published figures (inflight.go)
+	tracer  trace.Tracer
 }
 
 // NewNode ties a region's store and cell to the global view. The node is
@@ -105,7 +111,8 @@ func NewNode(cfg Config, store *queue.Store, view *View, cell *region.Cell, m *M
 		peers: peerClient(cfg.PeerTLS), metrics: m,
 		// A placement not seen landing after this long is no longer counted
 		// (its target is down, or another server of the region sends it).
-		flights: newFlights(max(2*cfg.Placement.StaleAfter, 30*time.Second))}
+		flights: newFlights(max(2*cfg.Placement.StaleAfter, 30*time.Second)),
+		tracer:  tracing.Tracer(cfg.TracerProvider)}
 	view.only(cfg.Regions)
 	view.track(n.flights)
 	view.learn(est)
@@ -187,6 +194,8 @@ func (n *Node) Submit(ctx context.Context, specs []*task.Spec, forwarded bool) [
 	var local []queue.NewTask
 	var localIdx []int
 	var tickets []string // per stored task: its placement's reservation in n.flights
+	var decisions []placement.Decision
+	var placed []bool
 	remote := map[string][]int{}
 	vs := n.view.current()
 	snap := vs.pools
@@ -204,8 +213,9 @@ func (n *Node) Submit(ctx context.Context, specs []*task.Spec, forwarded bool) [
 		nt := queue.NewTask{Spec: sp}
 		out[i].Region = n.cfg.Region
 		ticket := ""
+		var d placement.Decision
 		if sp.RunAt == nil {
-			d := n.placer.Place(snap, placeTask(sp, n.cfg.Region), now)
+			d = n.placer.Place(snap, placeTask(sp, n.cfg.Region), now)
 			n.metrics.decision(n.cfg.Region, d)
 			switch {
 			case d.OK && d.Region == n.cfg.Region:
@@ -231,6 +241,8 @@ func (n *Node) Submit(ctx context.Context, specs []*task.Spec, forwarded bool) [
 		local = append(local, nt)
 		localIdx = append(localIdx, i)
 		tickets = append(tickets, ticket)
+		decisions = append(decisions, d)
+		placed = append(placed, d.OK)
 	}
 	if len(local) > 0 {
 		res, err := n.store.Submit(ctx, local...)
@@ -256,6 +268,7 @@ func (n *Node) Submit(ctx context.Context, specs []*task.Spec, forwarded bool) [
 			if r.Err == nil && !r.Duplicate {
 				out[i].Pool = local[k].Pool
 				n.metrics.submit(n.cfg.Region, specs[i].Tenant, specs[i].Type)
+				n.traceSubmit(ctx, now, stored, r.ID, specs[i], local[k], decisions[k], placed[k])
 			}
 			if r.Duplicate {
 				// The first task's answer: where it is, not where this

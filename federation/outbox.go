@@ -187,6 +187,7 @@ func (o *outbox) send(ctx context.Context, target string, tasks []*task.Task) {
 		var as []answer
 		var failed error
 		each := len(p.tasks) == 1 || o.single(target)
+		start := o.n.cfg.Now()
 		if !each {
 			as, failed, each = o.sendBatch(ctx, target, r.API, p)
 		}
@@ -203,6 +204,7 @@ func (o *outbox) send(ctx context.Context, target string, tasks []*task.Task) {
 			}
 		}
 		o.settle(ctx, target, as)
+		o.n.traceHandOff(start, target, as)
 		if failed != nil {
 			return
 		}

@@ -97,6 +97,9 @@ func (n *Node) AcceptMany(ctx context.Context, hs []apiv1.HandOff, known func(po
 		default:
 			out[i].Err = &Refusal{Reason: r.Err.Error()}
 		}
+		if out[i].Err == nil {
+			n.traceReceived(ctx, now, hs[i].ID, tasks[k].Spec, out[i].State, out[i].Duplicate)
+		}
 		// A cancel requested at home while the hand-off was in flight: carry
 		// it out here, also on a repeat (the first attempt may have stored
 		// the task and not cancelled it). Already ended counts as done.

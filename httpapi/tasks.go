@@ -12,9 +12,11 @@ import (
 
 	"github.com/ax-sched/ax/apiv1"
 	"github.com/ax-sched/ax/federation"
+	"github.com/ax-sched/ax/internal/tracing"
 	"github.com/ax-sched/ax/placement"
 	"github.com/ax-sched/ax/queue"
 	"github.com/ax-sched/ax/task"
+	"go.opentelemetry.io/otel/trace"
 )
 
 // readSpec reads one spec body and applies the principal's tenant.
@@ -57,7 +59,7 @@ func (a *API) submit(w http.ResponseWriter, r *http.Request, p Principal) error 
 	if err != nil {
 		return err
 	}
-	o := a.n.Submit(r.Context(), []*task.Spec{sp}, hops(r) > 0)[0]
+	o := a.n.Submit(joinTrace(r, sp), []*task.Spec{sp}, hops(r) > 0)[0]
 	if o.Err != nil {
 		return o.Err
 	}
@@ -97,7 +99,7 @@ func (a *API) submitBatch(w http.ResponseWriter, r *http.Request, p Principal) e
 		specs = append(specs, sp)
 		idx = append(idx, i)
 	}
-	for k, o := range a.n.Submit(r.Context(), specs, hops(r) > 0) {
+	for k, o := range a.n.Submit(joinTrace(r, specs...), specs, hops(r) > 0) {
 		i := idx[k]
 		if o.Err != nil {
 			e := toAPIError(o.Err)
@@ -504,4 +506,21 @@ func badQueryParam(raw string) string {
 		}
 	}
 	return ""
+}
+
+// joinTrace makes the request's W3C trace (a traceparent header) the trace
+// of the specs that name none, and its span the parent of their submit
+// spans. The trace id is not part of a spec's idempotency hash, so a retry
+// under another trace is still the same task.
+func joinTrace(r *http.Request, specs ...*task.Spec) context.Context {
+	sc, ok := tracing.ParseTraceparent(r.Header.Get("traceparent"))
+	if !ok || !sc.IsValid() {
+		return r.Context()
+	}
+	for _, sp := range specs {
+		if sp.TraceID == "" {
+			sp.TraceID = sc.TraceID().String()
+		}
+	}
+	return trace.ContextWithRemoteSpanContext(r.Context(), sc)
 }

@@ -19,6 +19,7 @@ func (w *Worker) execute(ctx context.Context, j *job) {
 	defer w.tasks.Done()
 	ctx, cancelDeadline := context.WithDeadlineCause(ctx, j.task.Deadline, ErrDeadline)
 	start := time.Now()
+	ctx, span := w.startRun(ctx, j)
 	var err error
 	returned := false
 	// Deferred, so a handler that calls runtime.Goexit still frees its slot
@@ -34,6 +35,7 @@ func (w *Worker) execute(ctx context.Context, j *job) {
 			err = errors.New("worker: handler exited through runtime.Goexit")
 		}
 		w.settle(j, err, cause, rt)
+		endRun(span, err, cause)
 	}()
 	err = runHandler(ctx, w.handler(j.task.Type), j.task)
 	returned = true

@@ -10,6 +10,7 @@ import (
 
 	"github.com/ax-sched/ax/queue"
 	"github.com/ax-sched/ax/task"
+	"go.opentelemetry.io/otel/trace"
 )
 
 // Defaults of Options; zero values take them.
@@ -65,6 +66,11 @@ type Options struct {
 	PricePerSlotHour float64
 	// Logger receives the worker's logs (default slog.Default()).
 	Logger *slog.Logger
+	// TracerProvider receives a span per attempt ("ax.run"), a child of the
+	// task's submit span (internal/tracing); the handler's ctx carries it,
+	// so a handler's own spans and outgoing requests join the task's trace.
+	// nil records none.
+	TracerProvider trace.TracerProvider
 	// OnFinish, when set, is called once per claimed task after its outcome
 	// is recorded, with the state the store moved it to (SUCCESS; PENDING
 	// for a retry or a delayed give-back; READY; FAILED; CANCELED), or ""

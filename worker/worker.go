@@ -12,17 +12,20 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/ax-sched/ax/internal/tracing"
 	"github.com/ax-sched/ax/queue"
 	"github.com/ax-sched/ax/task"
+	"go.opentelemetry.io/otel/trace"
 )
 
 // Worker serves one pool: see the package documentation. Create it with
 // New, register handlers with Handle, then call Run once.
 type Worker struct {
-	store *queue.Store
-	opts  Options
-	lease time.Duration
-	log   *slog.Logger
+	store  *queue.Store
+	opts   Options
+	lease  time.Duration
+	log    *slog.Logger
+	tracer trace.Tracer // an "ax.run" span per attempt (tracing.go)
 	// waker is the claimer's idle wait, set by Run before the claimer
 	// starts and closed when it ends (on a Redis Cluster it holds one
 	// blocking pop per shard).
@@ -76,6 +79,7 @@ func New(store *queue.Store, opts Options) (*Worker, error) {
 		opts:      opts,
 		lease:     lease,
 		log:       opts.Logger.With("component", "worker", "pool", opts.Pool, "worker", opts.ID),
+		tracer:    tracing.Tracer(opts.TracerProvider),
 		handlers:  map[string]Handler{},
 		served:    mustServe(),
 		held:      map[string]*job{},

@@ -22,6 +22,7 @@ import (
 	"github.com/ax-sched/ax/internal/buildinfo"
 	"github.com/ax-sched/ax/internal/config"
 	"github.com/ax-sched/ax/internal/tlsconf"
+	"github.com/ax-sched/ax/internal/tracing"
 	"github.com/ax-sched/ax/lease"
 	"github.com/ax-sched/ax/placement"
 	"github.com/ax-sched/ax/queue"
@@ -31,6 +32,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/redis/go-redis/v9"
 	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.opentelemetry.io/otel/trace"
 )
 
 // newLogger writes to stderr: text on a terminal, JSON otherwise (what log
@@ -170,6 +172,8 @@ type server struct {
 	// probes of the two etcds (one when they are the same): /readyz and the
 	// ax_*_etcd_healthy gauges read them, so they agree within a probe.
 	regionalProbe, globalProbe *lease.Probe
+	tracer                     trace.TracerProvider // nil: tracing off
+	stopTracing                func()
 	rdb                        redis.UniversalClient
 	store                      *queue.Store
 	view                       *federation.View
@@ -284,9 +288,13 @@ func startServer(ctx context.Context, cfg *config.Region, ln net.Listener, reg *
 		LivePrice: func(pool string) (float64, bool) { return s.view.PriceOverride(cfg.Name, pool) },
 		Limits:    func() []queue.Limit { return *s.limits.Load() },
 	}, region.NewMetrics(reg))
+	if s.tracer, s.stopTracing, err = startTracing(cfg, "ax-server", s.id); err != nil {
+		return nil, err
+	}
 	s.node, err = federation.NewNode(federation.Config{
 		Region: cfg.Name, Regions: cfg.Regions, ClusterToken: cfg.Auth.ClusterToken, Defaults: defaultsOf(cfg),
 		Placement: pc, Logger: s.log, PeerTLS: peerTLS, AllowInsecurePeers: cfg.Auth.AllowInsecurePeers,
+		TracerProvider: s.tracer,
 	}, s.store, s.view, s.cell, federation.NewMetrics(reg))
 	if err != nil {
 		return nil, err
@@ -376,6 +384,9 @@ func (s *server) Run(ctx context.Context) error {
 }
 
 func (s *server) close() {
+	if s.stopTracing != nil {
+		s.stopTracing()
+	}
 	if s.view != nil {
 		s.view.Close()
 	}
@@ -394,6 +405,24 @@ func (s *server) close() {
 	if s.regional != nil {
 		_ = s.regional.Close()
 	}
+}
+
+// startTracing is the OpenTelemetry provider of cfg.Tracing (nil, and a
+// no-op stop, when tracing is off); stop flushes what is buffered.
+func startTracing(cfg *config.Region, service, instance string) (trace.TracerProvider, func(), error) {
+	if cfg.Tracing.Endpoint == "" {
+		return nil, func() {}, nil
+	}
+	p, err := tracing.New(tracing.Config{Endpoint: cfg.Tracing.Endpoint, SampleRatio: cfg.Tracing.SampleRatio,
+		Service: service, Region: cfg.Name, Instance: instance})
+	if err != nil {
+		return nil, nil, err
+	}
+	return p, func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		_ = p.Shutdown(ctx)
+	}, nil
 }
 
 // probeGauge exports a probe's health as 1 or 0.

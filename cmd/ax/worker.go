@@ -84,6 +84,11 @@ func runWorker(ctx context.Context, cfg *config.Region, p config.Pool, id string
 		host, _ := os.Hostname()
 		id = fmt.Sprintf("%s-%d-%s", host, os.Getpid(), p.Name)
 	}
+	tp, stopTracing, err := startTracing(cfg, "ax-worker", id)
+	if err != nil {
+		return err
+	}
+	defer stopTracing()
 	w, err := worker.New(store, worker.Options{
 		Pool: p.Name, ID: id, Concurrency: cfg.Worker.Concurrency, ClaimBatch: cfg.Worker.ClaimBatch,
 		Heartbeat: cfg.Lease.Heartbeat, ShutdownGrace: cfg.Worker.ShutdownGrace,
@@ -91,6 +96,7 @@ func runWorker(ctx context.Context, cfg *config.Region, p config.Pool, id string
 		PricePerSlotHour: p.PricePerSlotHour * (1 - p.Discount),
 		Logger:           log.With("region", cfg.Name), // the worker adds pool and worker
 		Metrics:          m,
+		TracerProvider:   tp,
 	})
 	if err != nil {
 		return err

@@ -55,6 +55,9 @@ type Region struct {
 	// Limits are rate and concurrency limits per task type, tenant or
 	// limit_key, enforced at claim (docs/limits.md). SIGHUP reloads them.
 	Limits []Limit `mapstructure:"limits" yaml:"limits"`
+	// Tracing sends OpenTelemetry spans of every task (submit, hand-off,
+	// receipt, each run) to an OTLP/HTTP collector; off without endpoint.
+	Tracing Tracing `mapstructure:"tracing" yaml:"tracing"`
 
 	// source names the file the region was read from, for error messages.
 	source string
@@ -564,4 +567,14 @@ func largestRemainder(v int, ws []float64, at int) int {
 		rem[best] = -1
 	}
 	return max(parts[at], 1)
+}
+
+// Tracing is where spans go (internal/tracing).
+type Tracing struct {
+	// Endpoint is the collector's OTLP/HTTP base URL
+	// (http://otel-collector:4318); empty: no tracing.
+	Endpoint string `mapstructure:"endpoint" yaml:"endpoint"`
+	// SampleRatio of tasks traced, 0 < r ≤ 1 (default 1). The decision is
+	// the task's trace id's, the same in every process.
+	SampleRatio float64 `mapstructure:"sample_ratio" yaml:"sample_ratio"`
 }

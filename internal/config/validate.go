@@ -79,6 +79,7 @@ func (r *Region) validate(p *problems) {
 	r.validateAuth(p)
 	validateWorker(p, "worker", r.Worker)
 	r.validateLimits(p)
+	validateTracing(p, "tracing", r.Tracing)
 }
 
 // validateLimits checks limits[]: each names one known key, with positive
@@ -155,6 +156,18 @@ func (r *Region) validateLimits(p *problems) {
 		default:
 			p.add(joinKey(path, "scope"), "must be region or federation, got %q", l.Scope)
 		}
+	}
+}
+
+func validateTracing(p *problems, path string, t Tracing) {
+	if t.Endpoint != "" {
+		u, err := url.Parse(t.Endpoint)
+		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+			p.add(path+".endpoint", "want http(s)://host:port of an OTLP/HTTP collector, got %q", t.Endpoint)
+		}
+	}
+	if t.Endpoint != "" && (t.SampleRatio <= 0 || t.SampleRatio > 1) {
+		p.add(path+".sample_ratio", "must be in (0, 1], got %v", t.SampleRatio)
 	}
 }
 

@@ -14,7 +14,54 @@ import (
 // regions, auth on, tasks handed from us-east-1 to eu-west-1, each
 // operation sent to the home server and to the holder's.
 func TestEveryTaskOperationFollowsAHandedOffTask(t *testing.T) {
-	fed := newFederation(t, fedOpts{})
+	col := startOTLP(t)
+	fed := newFederation(t, fedOpts{extra: "tracing: {endpoint: " + col.URL + "}"})
+
+	t.Run("one trace links submit, hand-off, receipt and run across regions", func(t *testing.T) {
+		traceID, parent := randomHex(16), randomHex(8)
+		req, _ := http.NewRequest(http.MethodPost, fed.server("us-east-1").api+"/v1/tasks", strings.NewReader(
+			`{"type":"sleep","payload":{"ms":5},"regions":["eu-west-1"],"tags":{"class":"cpu"}}`))
+		req.Header.Set("Authorization", "Bearer "+fed.token(tokSubmitterA))
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("traceparent", "00-"+traceID+"-"+parent+"-01")
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var sr struct{ ID, Region string }
+		_ = json.NewDecoder(resp.Body).Decode(&sr)
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusCreated || sr.Region != "eu-west-1" {
+			t.Fatalf("submit: %d %+v", resp.StatusCode, sr)
+		}
+		if tk := fed.waitState("us-east-1", tokSubmitterA, sr.ID, task.Success, 20*time.Second); tk.TraceID != traceID {
+			t.Fatalf("the task's trace_id is %q, want the request's %s", tk.TraceID, traceID)
+		}
+		byName := map[string]otlpSpan{}
+		waitUntil(t, 15*time.Second, "the task's four spans at the collector", func() bool {
+			for _, s := range col.trace(traceID) {
+				if s.Attrs["ax.task.id"] == sr.ID && (s.Name != "ax.handoff" || s.Attrs["ax.handoff.outcome"] == "accepted") {
+					byName[s.Name] = s
+				}
+			}
+			return len(byName) == 4
+		})
+		sub := byName["ax.submit"]
+		if sub.Service != "ax-server" || sub.Region != "us-east-1" || sub.ParentID != parent || sub.Attrs["ax.placement.region"] != "eu-west-1" {
+			t.Fatalf("submit span %+v: want us-east-1's server, child of the request's span %s, placed in eu-west-1", sub, parent)
+		}
+		for name, want := range map[string]struct{ service, region string }{
+			"ax.handoff": {"ax-server", "us-east-1"}, "ax.handoff.receive": {"ax-server", "eu-west-1"},
+			"ax.run sleep": {"ax-worker", "eu-west-1"}} {
+			s, ok := byName[name]
+			if !ok || s.Service != want.service || s.Region != want.region || s.ParentID != sub.SpanID {
+				t.Fatalf("span %s: %+v; want from %s in %s, a child of the submit span %s", name, s, want.service, want.region, sub.SpanID)
+			}
+		}
+		if run := byName["ax.run sleep"]; run.StartNanos < sub.EndNanos || run.EndNanos < run.StartNanos {
+			t.Fatalf("the run (%d–%d) does not follow the submit (ended %d)", run.StartNanos, run.EndNanos, sub.EndNanos)
+		}
+	})
 
 	t.Run("trail and times read as one history from any server", func(t *testing.T) {
 		h := fed.handedOffTask("us-east-1", "eu-west-1", tokSubmitterA, map[string]any{

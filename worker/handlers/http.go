@@ -16,6 +16,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/ax-sched/ax/internal/tracing"
 	"github.com/ax-sched/ax/task"
 	"github.com/ax-sched/ax/worker"
 )
@@ -130,7 +131,11 @@ func HTTP(opts HTTPOptions) (worker.Handler, error) {
 		req.Header.Set("Idempotency-Key", t.ID)
 		req.Header.Set("X-Ax-Task-Id", t.ID)
 		req.Header.Set("X-Ax-Attempt", strconv.Itoa(t.Attempt))
-		if len(t.TraceID) == 32 {
+		// The attempt's span (worker tracing) is the target's parent; without
+		// tracing, a span id of its own in the task's trace.
+		if tp := tracing.Traceparent(ctx); tp != "" {
+			req.Header.Set("traceparent", tp)
+		} else if len(t.TraceID) == 32 {
 			req.Header.Set("traceparent", "00-"+t.TraceID+"-"+spanID()+"-01")
 		}
 		resp, err := client.Do(req)

@@ -1,0 +1,208 @@
+// Package tracing links the spans of one task across servers, regions and
+// workers without carrying span context in the task: a task's trace id is
+// its trace_id (the submitter's W3C trace, or one derived from the task id),
+// and its submit span has a span id derived from the task id. Every later
+// span of the task — the hand-off send and receive, each run on a worker —
+// is a child of that span, rebuilt from the task alone (TaskContext), in
+// whichever process handles it.
+//
+// Sampling is decided by the trace id (a ratio), so every process makes the
+// same decision for a task without talking to the others.
+package tracing
+
+import (
+	"context"
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"net/url"
+	"strings"
+	"time"
+
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/exporters/otlp/otlptrace/otlptracehttp"
+	"go.opentelemetry.io/otel/sdk/resource"
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+	"go.opentelemetry.io/otel/trace"
+	"go.opentelemetry.io/otel/trace/noop"
+)
+
+// Config is where spans go. An empty Endpoint turns tracing off.
+type Config struct {
+	// Endpoint is the OTLP/HTTP collector base URL, e.g.
+	// http://otel-collector:4318 (spans are posted to <endpoint>/v1/traces).
+	Endpoint string
+	// SampleRatio of tasks whose spans are recorded, 0 < r ≤ 1.
+	SampleRatio float64
+	// Service is the service.name resource ("ax-server", "ax-worker").
+	Service string
+	// Region and Instance become the ax.region and service.instance.id
+	// resource attributes.
+	Region, Instance string
+	// Headers are sent with every export (e.g. an API key of the collector).
+	Headers map[string]string
+}
+
+// Provider is a tracer provider and its shutdown (which flushes).
+type Provider struct {
+	trace.TracerProvider
+	shutdown func(context.Context) error
+}
+
+// Shutdown flushes buffered spans and stops the exporter.
+func (p *Provider) Shutdown(ctx context.Context) error {
+	if p.shutdown == nil {
+		return nil
+	}
+	return p.shutdown(ctx)
+}
+
+// New builds the provider of cfg: a no-op one when Endpoint is empty.
+func New(cfg Config) (*Provider, error) {
+	if cfg.Endpoint == "" {
+		return &Provider{TracerProvider: noop.NewTracerProvider()}, nil
+	}
+	u, err := url.Parse(cfg.Endpoint)
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		return nil, fmt.Errorf("tracing: endpoint %q: want http(s)://host:port", cfg.Endpoint)
+	}
+	opts := []otlptracehttp.Option{otlptracehttp.WithEndpoint(u.Host),
+		otlptracehttp.WithURLPath(strings.TrimSuffix(u.Path, "/") + "/v1/traces"),
+		otlptracehttp.WithTimeout(5 * time.Second)}
+	if u.Scheme == "http" {
+		opts = append(opts, otlptracehttp.WithInsecure())
+	}
+	if len(cfg.Headers) > 0 {
+		opts = append(opts, otlptracehttp.WithHeaders(cfg.Headers))
+	}
+	exp, err := otlptracehttp.New(context.Background(), opts...)
+	if err != nil {
+		return nil, fmt.Errorf("tracing: %w", err)
+	}
+	ratio := cfg.SampleRatio
+	if ratio <= 0 || ratio > 1 {
+		ratio = 1
+	}
+	res := resource.NewSchemaless(attribute.String("service.name", cfg.Service),
+		attribute.String("service.instance.id", cfg.Instance), attribute.String("ax.region", cfg.Region))
+	tp := sdktrace.NewTracerProvider(
+		sdktrace.WithBatcher(exp, sdktrace.WithBatchTimeout(time.Second)),
+		sdktrace.WithResource(res),
+		sdktrace.WithSampler(sdktrace.TraceIDRatioBased(ratio)),
+		sdktrace.WithIDGenerator(taskIDs{}),
+	)
+	return &Provider{TracerProvider: tp, shutdown: tp.Shutdown}, nil
+}
+
+// Tracer is the one instrumentation scope of ax's spans.
+func Tracer(tp trace.TracerProvider) trace.Tracer {
+	if tp == nil {
+		tp = noop.NewTracerProvider()
+	}
+	return tp.Tracer("github.com/ax-sched/ax")
+}
+
+// TaskContext returns ctx with the task's submit span as a remote parent:
+// spans started from it join the task's trace as children of its submit
+// span. traceID is the task's 32-hex trace id; an invalid one gives ctx.
+func TaskContext(ctx context.Context, taskID, traceID string) context.Context {
+	tid, err := trace.TraceIDFromHex(traceID)
+	if err != nil {
+		return ctx
+	}
+	sc := trace.NewSpanContext(trace.SpanContextConfig{TraceID: tid, SpanID: RootSpanID(taskID),
+		TraceFlags: trace.FlagsSampled, Remote: true})
+	return trace.ContextWithRemoteSpanContext(ctx, sc)
+}
+
+// StartSubmit starts the task's submit span: it gets the task's trace id
+// (a parent in ctx of the same trace, the submitter's span, stays its
+// parent; one of another trace, as a batch's request, is dropped) and the
+// span id RootSpanID(taskID), so TaskContext finds it from the task alone.
+// traceID is the task's 32-hex trace id; an invalid one starts a span of
+// its own trace.
+func StartSubmit(ctx context.Context, tr trace.Tracer, taskID, traceID, name string, opts ...trace.SpanStartOption) trace.Span {
+	tid, err := trace.TraceIDFromHex(traceID)
+	if err != nil {
+		_, span := tr.Start(ctx, name, opts...)
+		return span
+	}
+	if sc := trace.SpanContextFromContext(ctx); sc.IsValid() && sc.TraceID() != tid {
+		ctx = trace.ContextWithSpanContext(ctx, trace.SpanContext{})
+	}
+	_, span := tr.Start(context.WithValue(ctx, forcedKey{}, forced{trace: tid, span: RootSpanID(taskID)}), name, opts...)
+	return span
+}
+
+// RootSpanID is the span id of a task's submit span.
+func RootSpanID(taskID string) trace.SpanID {
+	h := sha256.Sum256([]byte("ax-task-span:" + taskID))
+	var s trace.SpanID
+	copy(s[:], h[:8])
+	if !s.IsValid() {
+		s[7] = 1
+	}
+	return s
+}
+
+// Traceparent is the W3C traceparent header of the span in ctx, "" when
+// it has none.
+func Traceparent(ctx context.Context) string {
+	sc := trace.SpanContextFromContext(ctx)
+	if !sc.IsValid() {
+		return ""
+	}
+	return "00-" + sc.TraceID().String() + "-" + sc.SpanID().String() + "-" + sc.TraceFlags().String()
+}
+
+// ParseTraceparent reads a W3C traceparent header; ok false when malformed.
+func ParseTraceparent(h string) (trace.SpanContext, bool) {
+	p := strings.Split(strings.TrimSpace(h), "-")
+	if len(p) != 4 || p[0] != "00" || len(p[1]) != 32 || len(p[2]) != 16 || len(p[3]) != 2 {
+		return trace.SpanContext{}, false
+	}
+	tid, err1 := trace.TraceIDFromHex(p[1])
+	sid, err2 := trace.SpanIDFromHex(p[2])
+	fl, err3 := hex.DecodeString(p[3])
+	if err1 != nil || err2 != nil || err3 != nil {
+		return trace.SpanContext{}, false
+	}
+	return trace.NewSpanContext(trace.SpanContextConfig{TraceID: tid, SpanID: sid,
+		TraceFlags: trace.TraceFlags(fl[0]), Remote: true}), true
+}
+
+type forcedKey struct{}
+
+type forced struct {
+	trace trace.TraceID
+	span  trace.SpanID
+}
+
+// taskIDs gives a submit span (SubmitContext) its task's ids and every
+// other span random ones.
+type taskIDs struct{}
+
+func (taskIDs) NewIDs(ctx context.Context) (trace.TraceID, trace.SpanID) {
+	if f, ok := ctx.Value(forcedKey{}).(forced); ok {
+		return f.trace, f.span
+	}
+	var t trace.TraceID
+	_, _ = rand.Read(t[:])
+	return t, randomSpanID()
+}
+
+func (taskIDs) NewSpanID(ctx context.Context, traceID trace.TraceID) trace.SpanID {
+	if f, ok := ctx.Value(forcedKey{}).(forced); ok && f.trace == traceID {
+		return f.span
+	}
+	return randomSpanID()
+}
+
+func randomSpanID() trace.SpanID {
+	var s trace.SpanID
+	for !s.IsValid() {
+		_, _ = rand.Read(s[:])
+	}
+	return s
+}

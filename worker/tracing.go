@@ -1,0 +1,36 @@
+package worker
+
+import (
+	"context"
+	"errors"
+
+	"github.com/ax-sched/ax/internal/tracing"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/trace"
+)
+
+// startRun starts the attempt's span, a child of the task's submit span.
+func (w *Worker) startRun(ctx context.Context, j *job) (context.Context, trace.Span) {
+	if w.opts.TracerProvider == nil {
+		return ctx, trace.SpanFromContext(ctx) // records nothing; the hot path stays as it was
+	}
+	t := j.task
+	return w.tracer.Start(tracing.TaskContext(ctx, t.ID, t.TraceID), "ax.run "+t.Type,
+		trace.WithSpanKind(trace.SpanKindConsumer),
+		trace.WithAttributes(attribute.String("ax.task.id", t.ID), attribute.String("ax.task.type", t.Type),
+			attribute.Int("ax.attempt", t.Attempt), attribute.String("ax.pool", w.opts.Pool),
+			attribute.String("ax.worker", w.opts.ID), attribute.String("ax.region", w.store.Options().Region)))
+}
+
+// endRun ends it with the attempt's outcome.
+func endRun(span trace.Span, err, cause error) {
+	switch {
+	case err != nil:
+		span.SetStatus(codes.Error, err.Error())
+		span.SetAttributes(attribute.Bool("ax.retryable", !errors.Is(err, ErrNonRetryable)))
+	case cause != nil:
+		span.SetStatus(codes.Error, cause.Error())
+	}
+	span.End()
+}
