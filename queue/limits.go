@@ -109,8 +109,8 @@ func (s *Store) SetLimits(ctx context.Context, f Fence, limits []Limit) error {
 const MaxRetryAfter = time.Hour
 
 // RetryAfter gives a RUNNING task back without spending a retry and pauses
-// its limit key (its type when it names none) for every worker of the
-// region until now + d (cut to MaxRetryAfter, at least 1 ms). The task
+// its tenant's tasks of its limit key (of its type when it names none) for
+// every worker of the region until now + d (cut to MaxRetryAfter, at least 1 ms). The task
 // waits READY until then. A cancel requested meanwhile wins (CANCELED).
 func (s *Store) RetryAfter(ctx context.Context, id, token string, d time.Duration) (task.State, error) {
 	shard, err := s.shardOf(id)
@@ -137,12 +137,29 @@ type LimitState struct {
 	PausedUntil time.Time // zero: not paused
 }
 
-// LimitStatus reads a key's state summed over the shards.
+// LimitStatus reads a limit key's state summed over the shards.
 func (s *Store) LimitStatus(ctx context.Context, kind, name string) (LimitState, error) {
 	k, err := limitKey(kind, name)
 	if err != nil {
 		return LimitState{}, err
 	}
+	return s.keyStatus(ctx, k)
+}
+
+// PauseStatus reads the state of a retry after's pause: a tenant's tasks of
+// a limit key, or of a task type (limitKey "").
+func (s *Store) PauseStatus(ctx context.Context, tenant, limitKey, taskType string) (LimitState, error) {
+	if tenant == "" {
+		tenant = "default"
+	}
+	k := "p:" + tenant + "|y:" + taskType
+	if limitKey != "" {
+		k = "p:" + tenant + "|k:" + limitKey
+	}
+	return s.keyStatus(ctx, k)
+}
+
+func (s *Store) keyStatus(ctx context.Context, k string) (LimitState, error) {
 	var st LimitState
 	for shard := range s.keys {
 		p := s.keys[shard].prefix
@@ -150,7 +167,7 @@ func (s *Store) LimitStatus(ctx context.Context, kind, name string) (LimitState,
 		lc := pipe.HGet(ctx, p+"lc", k)
 		pk := pipe.ZCard(ctx, p+"pk:"+k)
 		lp := pipe.HGet(ctx, p+"lp", k)
-		_, _ = pipe.Exec(ctx)
+		_, _ = pipe.Exec(ctx) // HGET of an absent field is redis.Nil: read each answer
 		if err := pk.Err(); err != nil {
 			return st, fmt.Errorf("queue: limit status: %w", err)
 		}

@@ -212,12 +212,15 @@ func TestRetryAfterPausesTheKey(t *testing.T) {
 	b := e.submit("p", limitKeyOf("acme"))
 	other := e.submit("p", limitKeyOf("other"))
 	plain := e.submit("p")
+	// Another tenant's task of the same key: a tenant pauses only its own.
+	theirs := e.submit("p", limitKeyOf("acme"), func(s *task.Spec) { s.Tenant = "globex" })
 	got := ids(e.claim("p", 10))
-	if len(got) != 2 || !got[other] || !got[plain] {
-		t.Fatalf("while paused claimed %v, want only %s and %s", got, other, plain)
+	if len(got) != 3 || !got[other] || !got[plain] || !got[theirs] {
+		t.Fatalf("while paused claimed %v, want only %s, %s and %s", got, other, plain, theirs)
 	}
-	if ps := e.limitState(LimitKey, "acme"); ps.Parked != 2 || ps.PausedUntil.IsZero() {
-		t.Fatalf("acme %+v, want 2 parked and a pause", ps)
+	ps, err := e.s.PauseStatus(e.ctx, "default", "acme", "")
+	if err != nil || ps.Parked != 2 || ps.PausedUntil.IsZero() {
+		t.Fatalf("acme's pause %+v %v, want 2 parked and a pause", ps, err)
 	}
 	e.clock.Advance(1900 * time.Millisecond)
 	if n := len(e.claim("p", 10)); n != 0 {

@@ -62,8 +62,9 @@
 //   - the error is NonRetryable (errors.Is(err, ErrNonRetryable)):
 //     FAILED, NON_RETRYABLE.
 //   - the error is a RetryAfter(d, err) (errors.As finds a
-//     *RetryAfterError): the task's limit key, or its type, is paused
-//     until now + d for every worker of the region, and the task waits
+//     *RetryAfterError): the tenant's tasks of the task's limit key, or
+//     its type, are paused until now + d for every worker of the region,
+//     and the task waits
 //     READY (RETRY_AFTER in its trail) without spending a retry.
 //   - any other error, or a panic (its value and the top of its stack become
 //     the error text): failed with retry and backoff while retries are left.

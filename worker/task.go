@@ -127,9 +127,9 @@ func (e *nonRetryableError) Unwrap() []error { return []error{e.err, ErrNonRetry
 
 // RetryAfter asks for the task to run again after d, because what it calls
 // is not ready (an upstream's 429 with Retry-After, a quota window): the
-// task's limit key (its type when it names none) is paused until then for
-// every worker of the region, and the task goes back READY without
-// spending a retry (docs/limits.md). d is cut to queue.MaxRetryAfter (1h).
+// tenant's tasks of the task's limit key (of its type when it names none)
+// are paused until then for every worker of the region, and the task goes
+// back READY without spending a retry (docs/limits.md). d is cut to queue.MaxRetryAfter (1h).
 // err says why (it may be nil); the result matches it with errors.Is/As.
 func RetryAfter(d time.Duration, err error) error {
 	return &RetryAfterError{After: d, Err: err}

@@ -69,8 +69,9 @@ local function keys_of(ty, tn, lk)
   if b == nil then b = {}; a[tn] = b end
   local ks = b[lk]
   if ks == nil then
-    ks = {'y:' .. ty, 'n:' .. tn}
-    if lk ~= '' then ks[3] = 'k:' .. lk end
+    -- the pause first: a paused task waits for the pause, not a token
+    ks = {pause_key(tn, lk, ty), 'y:' .. ty, 'n:' .. tn}
+    if lk ~= '' then ks[4] = 'k:' .. lk end
     b[lk] = ks
   end
   return ks

@@ -277,7 +277,7 @@ end
 --              rate in milli-tasks/s, 0 = none)
 --   lb   HASH  key → "tokens last_ms": token buckets, 1 task = 1e6 tokens
 --   lc   HASH  key → tasks RUNNING under its concurrency limit
---   lp   HASH  key → paused until (ms): a handler's retry after
+--   lp   HASH  pause key → paused until (ms): a handler's retry after
 --   pkd  ZSET  key → when its parked tasks are looked at again (ms)
 --   pk:<key> ZSET parked READY tasks by their ready-set score
 -- A claim that finds a task limited parks it (moves it from its ready set
@@ -286,11 +286,19 @@ end
 -- the key has room again (claims look at pkd, a freed slot unparks one).
 local function lmkey(s) return K_PREFIX .. s end
 local LCFG, LPAUSE = {}, {}
+-- pause_key is where a handler's retry after pauses a task: its tenant's
+-- tasks of its limit_key, or of its type when it names none, so that a
+-- tenant pauses only its own work.
+local function pause_key(tn, lk, ty)
+  if lk and lk ~= '' then return 'p:' .. (tn or 'default') .. '|k:' .. lk end
+  return 'p:' .. (tn or 'default') .. '|y:' .. (ty or '')
+end
 -- lim_cfg is the key's limit {rate, burst, conc} or false (memoized).
 local function lim_cfg(key)
   local c = LCFG[key]
   if c == nil then
     c = false
+    if string.byte(key, 1) == 112 then return false end -- a pause key: no limit
     local v = redis.call('HGET', lmkey('lim'), key)
     if v then
       local a, b, d = string.match(v, '^(%d+) (%d+) (%d+)')
@@ -343,8 +351,11 @@ end
 -- lim_room is how many tasks of key may start now (at most 64); when none,
 -- also when to look again and the kind of limit (rate, concurrency, paused).
 local function lim_room(key, now)
-  local u = lim_pause(key, now)
-  if u > now then return 0, u, 'paused' end
+  if string.byte(key, 1) == 112 then -- 'p:', a pause key
+    local u = lim_pause(key, now)
+    if u > now then return 0, u, 'paused' end
+    return 64, now
+  end
   local c = lim_cfg(key)
   if not c then return 64, now end
   local room = 64

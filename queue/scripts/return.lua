@@ -3,8 +3,8 @@
 -- original enqueue time, or RUNNING→PENDING for delay_ms (then READY in the
 -- same pool, still with the original enqueue time).
 -- With a pause (RETRY_AFTER: the handler's retry after, worker.RetryAfter)
--- the task's limit key (its type's when it names none) is paused for every
--- worker until now + pause_ms, and the task waits READY, parked under that
+-- the task's tenant's tasks of its limit key (of its type when it names
+-- none) are paused for every worker until now + pause_ms, and the task waits READY, parked under that
 -- key (lib.lua park), until then.
 -- KEYS: 1-8 see lib.lua.
 -- ARGV: 1 clock, 2 id, 3 token, 4 reason (WORKER_SHUTDOWN|PREEMPTED|
@@ -14,7 +14,7 @@
 local now = clock(ARGV[1])
 local id, token, reason, delay = ARGV[2], ARGV[3], ARGV[4], tonumber(ARGV[5])
 local tk = tkey(id)
-local r = redis.call('HMGET', tk, 'st', 'lt', 'at', 'po', 'pr', 'eq', 'rt', 'sa', 'wk', 'cx', 'pc', 'lk', 'ty')
+local r = redis.call('HMGET', tk, 'st', 'lt', 'at', 'po', 'pr', 'eq', 'rt', 'sa', 'wk', 'cx', 'pc', 'lk', 'ty', 'tn')
 if not r[1] then return {2} end
 if r[1] ~= 'U' or r[2] ~= token then return {1, r[1]} end
 leave_running(id, r[4])
@@ -33,7 +33,7 @@ if r[10] == '1' then
 end
 local pause = tonumber(ARGV[7] or '0')
 if delay <= 0 and pause > 0 then
-  local key = r[12] and ('k:' .. r[12]) or ('y:' .. r[13])
+  local key = pause_key(r[14], r[12], r[13])
   local u = now + pause
   local cur = tonumber(redis.call('HGET', lmkey('lp'), key) or '0')
   if u > cur then redis.call('HSET', lmkey('lp'), key, fmt(u)) else u = cur end

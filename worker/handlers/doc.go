@@ -31,7 +31,10 @@
 //	       refuses internal addresses at connection time.
 //	       2xx succeeds with the last 4 KiB of the response; 4xx fails for
 //	       good (NonRetryable) except 408, 425 and 429; 5xx and transport
-//	       errors are retried.
+//	       errors are retried. A 429 or 503 with Retry-After, or a 2xx,
+//	       429 or 503 whose JSON answer has "retry_after_seconds", is a
+//	       worker.RetryAfter: the tenant's tasks of the key wait that long,
+//	       no retry spent (docs/limits.md).
 //
 // Every malformed payload, unknown command or forbidden URL is a
 // NonRetryable failure naming the problem: no retry would fix it.
