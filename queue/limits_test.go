@@ -100,6 +100,9 @@ func TestRateLimitParksAndReleases(t *testing.T) {
 			t.Errorf("%s: %d RATE_LIMITED steps, want 1", id, n)
 		}
 	}
+	if ls, _, err := e.s.List(e.ctx, ListQuery{State: task.Ready, Pool: "p", Limit: 10}); err != nil || len(ls) != 3 {
+		t.Errorf("List READY: %d tasks %v, want the 3 parked", len(ls), err)
+	}
 	cn, _ := e.s.Counts(e.ctx)
 	if cn.ParkedBy["p"] != 3 || cn.LimitedBy["p"]["rate"] != 3 || cn.ReadyIn("p") != 3 {
 		t.Errorf("counts parked %v limited %v ready %d", cn.ParkedBy, cn.LimitedBy, cn.ReadyIn("p"))

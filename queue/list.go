@@ -135,7 +135,12 @@ func (s *Store) listIDs(ctx context.Context, shard int, q ListQuery) (map[string
 		if err != nil {
 			return nil, err
 		}
-		sets = qs
+		// READY tasks a limit parked wait in their key's set (limits.go).
+		pks, err := s.scanKeys(ctx, p+"pk:*")
+		if err != nil {
+			return nil, err
+		}
+		sets = append(qs, pks...)
 	case task.Pending:
 		ds, err := s.scanKeys(ctx, p+"d:*")
 		if err != nil {
