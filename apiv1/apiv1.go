@@ -53,6 +53,8 @@ const (
 	CodeTooLarge      = "payload_too_large"   // 413
 	CodeUnplaceable   = "unplaceable"         // 422
 	CodeSaturated     = "saturated"           // 429
+	CodeQuotaExceeded = "quota_exceeded"      // 429 (the tenant's submit rate)
+	CodeTokenExpired  = "token_expired"       // 401 (the token's expires_at passed)
 	CodeUnavailable   = "unavailable"         // 503
 	CodeInternal      = "internal"            // 500
 	CodeFailedPrecond = "failed_precondition" // 409 (state does not allow the operation)

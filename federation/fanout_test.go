@@ -24,7 +24,7 @@ import (
 func (f *fed) dead(regionName, token, typ string) string {
 	f.T.Helper()
 	ctx := fedtest.Ctx(f.T)
-	sr := f.SubmitOK(regionName, token, spec{"type": typ, "tags": x86, "regions": []string{regionName}, "priority": 0, "max_retries": 0})
+	sr := f.SubmitOK(regionName, token, spec{"type": typ, "tags": x86, "regions": []string{regionName}, "priority": 1, "max_retries": 0})
 	st := f.R(regionName).Store
 	held, err := st.Claim(ctx, queue.ClaimRequest{Pool: deref(sr.Pool), Worker: "w-fanout", N: 1})
 	if err != nil || len(held) != 1 || held[0].ID != sr.ID {

@@ -733,7 +733,7 @@ func TestKeyedSubmitsRouteToTheKeysHome(t *testing.T) {
 		t.Fatal("two tenants share a key")
 	}
 	// The same key with another spec is 409 wherever it arrives.
-	f.Submit(az, tokAcme, spec{"type": "invoice.send", "tags": x86, "idempotency_key": key, "priority": 0}).Want(t, http.StatusConflict)
+	f.Submit(az, tokAcme, spec{"type": "invoice.send", "tags": x86, "idempotency_key": key, "priority": 1}).Want(t, http.StatusConflict)
 
 	f.R(gcp).Stop()
 	fedtest.Eventually(t, 5*time.Second, "GCP gone from the view of AWS", func() bool {

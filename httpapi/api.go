@@ -14,6 +14,7 @@ import (
 	"github.com/ax-sched/ax/federation"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"golang.org/x/time/rate"
 )
 
 // Config configures the HTTP API.
@@ -43,6 +44,13 @@ type Config struct {
 	LongPolls, LongPollsPerTenant int
 	// Logger gets the causes of 5xx answers (default: discarded).
 	Logger *slog.Logger
+	// Quota is a tenant's submit rate (tasks/s, 0: no limit) and burst on
+	// this server; nil: no quotas. Only tokens of one tenant are limited.
+	Quota func(tenant string) (perSecond float64, burst int)
+	// BatchMaxItems and BatchMaxBytes cap one POST /v1/tasks/batch
+	// (defaults: apiv1.MaxBatch and 16 MiB).
+	BatchMaxItems int
+	BatchMaxBytes int64
 }
 
 // API serves docs/architecture.md §7's HTTP API for one server.
@@ -52,6 +60,7 @@ type API struct {
 	mux      *http.ServeMux
 	requests *prometheus.CounterVec
 	polls    *longPolls
+	quotas   *quotas
 }
 
 // New builds the API of the server whose federation node is n.
@@ -65,7 +74,14 @@ func New(n *federation.Node, cfg Config) *API {
 	if cfg.Gatherer == nil {
 		cfg.Gatherer = prometheus.DefaultGatherer
 	}
+	if cfg.BatchMaxItems <= 0 || cfg.BatchMaxItems > apiv1.MaxBatch {
+		cfg.BatchMaxItems = apiv1.MaxBatch
+	}
+	if cfg.BatchMaxBytes <= 0 {
+		cfg.BatchMaxBytes = 16 << 20
+	}
 	a := &API{n: n, cfg: cfg, mux: http.NewServeMux(), polls: newLongPolls(cfg.LongPolls, cfg.LongPollsPerTenant),
+		quotas: &quotas{of: cfg.Quota, now: time.Now, buckets: map[string]*rate.Limiter{}},
 		requests: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "ax_http_requests_total",
 			Help: "API requests by route and status code."}, []string{"route", "code"})}
 	if cfg.Registerer != nil {
@@ -112,9 +128,9 @@ func (a *API) route(pattern string, need Role, h handler) {
 	a.mux.HandleFunc(pattern, func(w http.ResponseWriter, r *http.Request) {
 		rec := &statusRecorder{ResponseWriter: w, code: 200}
 		defer func() { a.requests.WithLabelValues(pattern, strconv.Itoa(rec.code)).Inc() }()
-		p, ok := a.cfg.Auth.Authenticate(r)
-		if !ok {
-			unauthorized(rec, r)
+		p, aerr := a.cfg.Auth.authenticate(r)
+		if aerr != nil {
+			unauthorized(rec, r, aerr)
 			return
 		}
 		if strings.HasPrefix(pattern, "POST /v1/internal/") && !p.Cluster && a.cfg.Auth != nil && a.cfg.Auth.Enabled {
@@ -139,8 +155,7 @@ func (a *API) route(pattern string, need Role, h handler) {
 // unauthorized answers 401. A caller we do not know is not waited for: a
 // request with a body (still being sent, perhaps slowly) is answered at
 // once on the raw connection, which is then closed, the body never read.
-func unauthorized(rec *statusRecorder, r *http.Request) {
-	e := &apiError{status: 401, code: apiv1.CodeUnauthorized, msg: "missing or unknown bearer token"}
+func unauthorized(rec *statusRecorder, r *http.Request, e *apiError) {
 	if r.ProtoMajor == 1 && r.ContentLength != 0 {
 		if conn, buf, err := http.NewResponseController(rec.ResponseWriter).Hijack(); err == nil {
 			body, _ := json.Marshal(apiv1.ErrorBody{Error: e.body()})

@@ -261,7 +261,12 @@ func TestAPIContract(t *testing.T) {
 			}
 		}
 		l4["critical"] = true
-		sr := f.SubmitOK(aws, tokAcme, l4)
+		// critical bypasses backpressure: an operator's to ask for
+		// (issue 11), a submitter gets 403 naming the field.
+		if e := f.Submit(aws, tokAcme, l4).Want(t, http.StatusForbidden).Err(t); e.Field != "critical" {
+			t.Fatalf("a submitter's critical task: %+v", e)
+		}
+		sr := f.SubmitOK(aws, tokOperator, l4)
 		if sr.Region != aws || deref(sr.Pool) != poolGPU {
 			t.Fatalf("critical task: %+v", sr)
 		}
@@ -281,7 +286,7 @@ func TestAPIContract(t *testing.T) {
 			{"type":"batch.none","tags":{"gpu":"tpu"}},
 			{"type":"batch.keyed","idempotency_key":"b-1"},
 			{"type":"batch.keyed","idempotency_key":"b-1"},
-			{"type":"batch.keyed","idempotency_key":"b-1","priority":0},
+			{"type":"batch.keyed","idempotency_key":"b-1","priority":1},
 			{"type":"batch.bad","regions":["aws-use1","x y"]}
 		]}`
 		var br apiv1.BatchResponse
@@ -364,7 +369,7 @@ func TestAPIContract(t *testing.T) {
 			t.Fatalf("cancel twice: %s", rep.Body)
 		}
 		// A RUNNING task: the cancel is a request.
-		run := f.SubmitOK(aws, tokAcme, spec{"type": "op.running", "tags": x86, "regions": []string{aws}, "priority": 0})
+		run := f.SubmitOK(aws, tokOperator, spec{"type": "op.running", "tags": x86, "regions": []string{aws}, "priority": 0, "tenant": "acme"})
 		held, err := f.R(aws).Store.Claim(ctx, queue.ClaimRequest{Pool: poolSpot, Worker: "w-op", N: 1})
 		if err != nil || len(held) != 1 || held[0].ID != run.ID {
 			t.Fatalf("claim: %+v %v", held, err)
@@ -429,7 +434,7 @@ func TestAPIContract(t *testing.T) {
 	})
 
 	t.Run("dead letters: list and replay", func(t *testing.T) {
-		sr := f.SubmitOK(aws, tokAcme, spec{"type": "dlq.poison", "tags": x86, "regions": []string{aws}, "priority": 0, "max_retries": 0})
+		sr := f.SubmitOK(aws, tokAcme, spec{"type": "dlq.poison", "tags": x86, "regions": []string{aws}, "priority": 1, "max_retries": 0})
 		held, err := f.R(aws).Store.Claim(ctx, queue.ClaimRequest{Pool: poolSpot, Worker: "w-dlq", N: 1})
 		if err != nil || len(held) != 1 || held[0].ID != sr.ID {
 			t.Fatalf("claim: %+v %v", held, err)
@@ -475,8 +480,8 @@ func TestAPIContract(t *testing.T) {
 	t.Run("cost report across regions, by tenant", func(t *testing.T) {
 		// acme's task runs in AWS; globex's is submitted to AWS and handed
 		// off to GCP, whose spend it is.
-		a := f.SubmitOK(aws, tokAcme, spec{"type": "cost.probe", "tags": x86, "regions": []string{aws}, "priority": 0})
-		g := f.SubmitOK(aws, tokGlobex, spec{"type": "cost.probe", "tags": x86, "regions": []string{gcp}, "priority": 0})
+		a := f.SubmitOK(aws, tokAcme, spec{"type": "cost.probe", "tags": x86, "regions": []string{aws}, "priority": 1})
+		g := f.SubmitOK(aws, tokGlobex, spec{"type": "cost.probe", "tags": x86, "regions": []string{gcp}, "priority": 1})
 		fedtest.Eventually(t, 10*time.Second, "the hand-off to GCP", func() bool {
 			w := f.Where(ctx, g.ID)
 			return len(w) == 1 && w[0] == gcp

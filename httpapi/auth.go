@@ -7,6 +7,9 @@ import (
 	"net/http"
 	"strings"
 	"sync"
+	"time"
+
+	"github.com/ax-sched/ax/apiv1"
 )
 
 // Role orders what a token may do.
@@ -37,6 +40,9 @@ type Token struct {
 	SHA256 string // hex of sha256(token)
 	Role   Role
 	Tenant string // "" = every tenant
+	// Expires, when not zero, is when the token stops working (401
+	// token_expired from then on).
+	Expires time.Time
 }
 
 // Principal is who made a request.
@@ -53,6 +59,8 @@ type Auth struct {
 	Enabled      bool
 	Tokens       []Token
 	ClusterToken string
+	// Now is the clock tokens expire by (nil: time.Now).
+	Now func() time.Time
 
 	mu sync.RWMutex // guards Tokens once serving (SetTokens)
 }
@@ -72,26 +80,45 @@ func HashToken(tok string) string {
 
 // Authenticate returns the principal of r, or false.
 func (a *Auth) Authenticate(r *http.Request) (Principal, bool) {
+	p, err := a.authenticate(r)
+	return p, err == nil
+}
+
+// errExpired: a known token past its expires_at.
+var errExpired = &apiError{status: 401, code: apiv1.CodeTokenExpired, msg: "the bearer token has expired"}
+
+// errUnknown: no token, or none of ours.
+var errUnknown = &apiError{status: 401, code: apiv1.CodeUnauthorized, msg: "missing or unknown bearer token"}
+
+// authenticate returns the principal of r, or errUnknown or errExpired.
+func (a *Auth) authenticate(r *http.Request) (Principal, *apiError) {
 	if a == nil || !a.Enabled {
-		return Principal{Name: "anonymous", Role: RoleAdmin}, true
+		return Principal{Name: "anonymous", Role: RoleAdmin}, nil
 	}
 	h := r.Header.Get("Authorization")
 	tok, ok := strings.CutPrefix(h, "Bearer ")
 	if !ok || tok == "" {
-		return Principal{}, false
+		return Principal{}, errUnknown
 	}
 	if a.ClusterToken != "" && subtle.ConstantTimeCompare([]byte(tok), []byte(a.ClusterToken)) == 1 {
-		return Principal{Name: "cluster", Role: RoleAdmin, Cluster: true}, true
+		return Principal{Name: "cluster", Role: RoleAdmin, Cluster: true}, nil
 	}
 	sum := HashToken(tok)
 	a.mu.RLock()
 	defer a.mu.RUnlock()
 	for _, t := range a.Tokens {
 		if subtle.ConstantTimeCompare([]byte(sum), []byte(strings.ToLower(t.SHA256))) == 1 {
-			return Principal{Name: t.Name, Role: t.Role, Tenant: t.Tenant}, true
+			now := time.Now
+			if a.Now != nil {
+				now = a.Now
+			}
+			if !t.Expires.IsZero() && !now().Before(t.Expires) {
+				return Principal{}, errExpired
+			}
+			return Principal{Name: t.Name, Role: t.Role, Tenant: t.Tenant}, nil
 		}
 	}
-	return Principal{}, false
+	return Principal{}, errUnknown
 }
 
 // sees reports whether p may see a task of tenant.

@@ -71,6 +71,14 @@ func (a *API) createDAG(w http.ResponseWriter, r *http.Request, p Principal) err
 		if err != nil {
 			return err
 		}
+		// A spec that does not decode is refused by Create, naming it.
+		if sp, err := task.DecodeSpec(nd.Task); err == nil {
+			if err := checkTrust(sp, p); err != nil {
+				e := err.(*apiError)
+				e.field = fmt.Sprintf("nodes[%d].task.%s", i, e.field)
+				return e
+			}
+		}
 		req.Nodes[i] = nd
 	}
 	if p.Tenant != "" {

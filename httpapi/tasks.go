@@ -32,7 +32,29 @@ func (a *API) readSpec(w http.ResponseWriter, r *http.Request, p Principal) (*ta
 	return sp, a.applyTenant(sp, p)
 }
 
+// checkTrust refuses what only operators may ask for: priority 0 (the most
+// urgent, which preempts others and is promoted first) and critical (which
+// bypasses backpressure). Tokens below operator get 403 naming the field;
+// other servers forward what their own caller was allowed.
+func checkTrust(sp *task.Spec, p Principal) error {
+	if p.Role >= RoleOperator || p.Cluster {
+		return nil
+	}
+	if sp.Priority != nil && *sp.Priority == 0 {
+		return &apiError{status: 403, code: apiv1.CodeForbidden, field: "priority",
+			msg: "priority 0 is for operator tokens: use 1 to 4"}
+	}
+	if sp.Critical {
+		return &apiError{status: 403, code: apiv1.CodeForbidden, field: "critical",
+			msg: "critical tasks (which bypass backpressure) are for operator tokens"}
+	}
+	return nil
+}
+
 func (a *API) applyTenant(sp *task.Spec, p Principal) error {
+	if err := checkTrust(sp, p); err != nil {
+		return err
+	}
 	if p.Tenant != "" {
 		if sp.Tenant != "" && sp.Tenant != p.Tenant {
 			return &apiError{status: 403, code: apiv1.CodeForbidden, msg: "this token may only submit for tenant " + p.Tenant, field: "tenant"}
@@ -59,6 +81,9 @@ func (a *API) submit(w http.ResponseWriter, r *http.Request, p Principal) error 
 	if err != nil {
 		return err
 	}
+	if err := a.quotas.take(p, 1); err != nil {
+		return err
+	}
 	o := a.n.Submit(joinTrace(r, sp), []*task.Spec{sp}, hops(r) > 0)[0]
 	if o.Err != nil {
 		return o.Err
@@ -73,11 +98,16 @@ func (a *API) submit(w http.ResponseWriter, r *http.Request, p Principal) error 
 
 func (a *API) submitBatch(w http.ResponseWriter, r *http.Request, p Principal) error {
 	var req apiv1.BatchRequest
-	if err := decode(w, r, int64(apiv1.MaxBatch)*int64(a.cfg.MaxPayload/16+4<<10)+(64<<20), &req); err != nil {
+	if err := decode(w, r, a.cfg.BatchMaxBytes, &req); err != nil {
+		var tl *TooLargeError
+		if errors.As(err, &tl) {
+			return &apiError{status: 413, code: apiv1.CodeTooLarge, field: "tasks",
+				msg: fmt.Sprintf("a batch body holds at most %d bytes on this server (quotas.batch.max_bytes): send smaller batches", tl.Limit)}
+		}
 		return err
 	}
-	if len(req.Tasks) == 0 || len(req.Tasks) > apiv1.MaxBatch {
-		return &apiError{status: 400, code: apiv1.CodeInvalid, msg: fmt.Sprintf("a batch holds 1 to %d tasks", apiv1.MaxBatch), field: "tasks"}
+	if len(req.Tasks) == 0 || len(req.Tasks) > a.cfg.BatchMaxItems {
+		return &apiError{status: 400, code: apiv1.CodeInvalid, msg: fmt.Sprintf("a batch holds 1 to %d tasks", a.cfg.BatchMaxItems), field: "tasks"}
 	}
 	resp := apiv1.BatchResponse{Results: make([]apiv1.BatchItem, len(req.Tasks))}
 	var specs []*task.Spec
@@ -98,6 +128,9 @@ func (a *API) submitBatch(w http.ResponseWriter, r *http.Request, p Principal) e
 		}
 		specs = append(specs, sp)
 		idx = append(idx, i)
+	}
+	if err := a.quotas.take(p, len(specs)); err != nil {
+		return err
 	}
 	for k, o := range a.n.Submit(joinTrace(r, specs...), specs, hops(r) > 0) {
 		i := idx[k]

@@ -306,7 +306,7 @@ func newBenchPlacementCmd(bf *benchFlags) *cobra.Command {
 
 func newBenchAPICmd(bf *benchFlags) *cobra.Command {
 	var o bench.APIOptions
-	var handoffOnly, localOnly bool
+	var handoffOnly, localOnly, withTLS bool
 	c := &cobra.Command{
 		Use:   "api",
 		Short: "Through real ax server and ax worker processes (auth on): single and batched POSTs, one region and a hand-off to a second",
@@ -334,6 +334,16 @@ and Redis per task (INFO cpu, commandstats).`,
 				o.Modes = []string{"handoff"}
 			case localOnly:
 				o.Modes = []string{"local"}
+			default:
+				o.Modes = []string{"local", "handoff"}
+			}
+			if withTLS {
+				// Each mode plain, then with TLS, in the same run.
+				var ms []string
+				for _, m := range o.Modes {
+					ms = append(ms, m, m+"-tls")
+				}
+				o.Modes = ms
 			}
 			o.Etcd = func(dir string) (string, func(), error) {
 				e, endpoint, err := startDevEtcd(dir)
@@ -356,6 +366,7 @@ and Redis per task (INFO cpu, commandstats).`,
 	f.IntVar(&o.SampleEvery, "sample-every", 10, "one task in this many has its submit→start read back")
 	f.BoolVar(&localOnly, "local", false, "only the one-region mode")
 	f.BoolVar(&handoffOnly, "handoff", false, "only the two-region hand-off mode")
+	f.BoolVar(&withTLS, "tls", false, "run each mode again with TLS on every hop (API and hand-off over https, Redis over TLS), right after it")
 	return c
 }
 

@@ -183,7 +183,8 @@ type server struct {
 	dags                       *dag.Runs
 	http                       *http.Server
 	auth                       *httpapi.Auth
-	tls                        *tlsconf.Server // nil: plain http
+	tls                        *tlsconf.Server               // nil: plain http
+	quotas                     atomic.Pointer[config.Quotas] // SIGHUP replaces them
 	ln                         net.Listener
 	id                         string
 	limits                     atomic.Pointer[[]queue.Limit] // the region's limits (SIGHUP reloads them)
@@ -307,6 +308,7 @@ func startServer(ctx context.Context, cfg *config.Region, ln net.Listener, reg *
 	for _, p := range cfg.Pools {
 		pools = append(pools, p.Name)
 	}
+	s.quotas.Store(&cfg.Quotas)
 	auth := &httpapi.Auth{Enabled: cfg.Auth.Enabled, ClusterToken: cfg.Auth.ClusterToken, Tokens: apiTokens(cfg)}
 	s.auth = auth
 	api := httpapi.New(s.node, httpapi.Config{
@@ -314,6 +316,11 @@ func startServer(ctx context.Context, cfg *config.Region, ln net.Listener, reg *
 		Auth: auth, MaxPayload: int(cfg.Task.MaxPayload), Gatherer: reg, Registerer: own, Pools: pools,
 		Schedules: s.sched, DAGs: s.dags,
 		Logger: s.log, LongPolls: cfg.HTTPServer.MaxLongPolls, LongPollsPerTenant: cfg.HTTPServer.MaxLongPollsPerTenant,
+		Quota: func(tenant string) (float64, int) {
+			q := s.quotas.Load().Quota(tenant)
+			return q.SubmitsPerSecond, q.Burst
+		},
+		BatchMaxItems: cfg.Quotas.Batch.MaxItems, BatchMaxBytes: cfg.Quotas.Batch.MaxBytes,
 		Ready: func(context.Context) error {
 			if err := s.regionalProbe.Err(); err != nil {
 				return fmt.Errorf("regional etcd: %w", err)
@@ -449,7 +456,7 @@ func apiTokens(cfg *config.Region) []httpapi.Token {
 	var ts []httpapi.Token
 	for _, t := range cfg.Auth.Tokens {
 		role, _ := httpapi.ParseRole(t.Role)
-		ts = append(ts, httpapi.Token{Name: t.Name, SHA256: t.TokenSHA256, Role: role, Tenant: t.Tenant})
+		ts = append(ts, httpapi.Token{Name: t.Name, SHA256: t.TokenSHA256, Role: role, Tenant: t.Tenant, Expires: t.Expires()})
 	}
 	return ts
 }
@@ -468,7 +475,8 @@ func (s *server) reloadTokens(file string) {
 	s.auth.SetTokens(apiTokens(cfg))
 	l := limitsOf(cfg)
 	s.limits.Store(&l)
-	s.log.Info("SIGHUP: API tokens and limits reloaded", "tokens", len(cfg.Auth.Tokens), "limits", len(l))
+	s.quotas.Store(&cfg.Quotas)
+	s.log.Info("SIGHUP: API tokens, limits and quotas reloaded", "tokens", len(cfg.Auth.Tokens), "limits", len(l))
 	if s.tls != nil {
 		// The files the server started with, re-read (new paths need a
 		// restart).

@@ -5,6 +5,7 @@ import (
 	"context"
 	"crypto/rand"
 	"crypto/sha256"
+	"crypto/tls"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
@@ -12,6 +13,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -22,6 +24,7 @@ import (
 	"github.com/ax-sched/ax/apiv1"
 	"github.com/ax-sched/ax/client"
 	"github.com/ax-sched/ax/internal/redisproc"
+	"github.com/ax-sched/ax/internal/tlsconf"
 	"github.com/ax-sched/ax/queue"
 	"github.com/ax-sched/ax/task"
 )
@@ -37,7 +40,10 @@ type APIOptions struct {
 	// Concurrency is each worker's slots (default 128).
 	Concurrency int
 	// Modes: "local" (one region), "handoff" (two regions, every task
-	// submitted to the first and run in the second). Default both.
+	// submitted to the first and run in the second). Default both. Each
+	// with a "-tls" suffix runs with TLS on every hop: the API over https
+	// (clients verify it with the run's CA), hand-off over https, servers
+	// and workers to Redis over TLS (rediss://, its TLS port only).
 	Modes []string
 	// Exe is the ax binary started as `ax server` and `ax worker`.
 	Exe string
@@ -111,8 +117,8 @@ func API(ctx context.Context, o APIOptions, progress Progress) (*Summary, error)
 		"batch_conns": o.BatchConns, "workers": o.Workers, "concurrency": o.Concurrency, "modes": o.Modes,
 		"payload_bytes": len(payload64), "auth": true}
 	for _, mode := range o.Modes {
-		if mode != "local" && mode != "handoff" {
-			return nil, fmt.Errorf("bench: api: mode %q: want local or handoff", mode)
+		if base := strings.TrimSuffix(mode, "-tls"); base != "local" && base != "handoff" {
+			return nil, fmt.Errorf("bench: api: mode %q: want local, handoff, local-tls or handoff-tls", mode)
 		}
 		if err := apiMode(ctx, s, o, mode, progress); err != nil {
 			return nil, fmt.Errorf("bench: api %s: %w", mode, err)
@@ -126,6 +132,7 @@ func API(ctx context.Context, o APIOptions, progress Progress) (*Summary, error)
 type apiRegion struct {
 	name     string
 	redis    *redisproc.Server
+	tlsPort  int // with TLS: Redis' TLS port, the one ax processes use
 	rdb      *redis.Client
 	store    *queue.Store
 	api      string
@@ -144,6 +151,11 @@ type apiFed struct {
 	admin   string // admin token (reads /v1/regions)
 	cluster string
 	stops   []func()
+	// tls: TLS on every hop; ca signed every certificate of the run.
+	tls       bool
+	ca        *tlsconf.CA
+	cert, key string
+	clientTLS *tls.Config
 }
 
 func (f *apiFed) close() {
@@ -181,17 +193,28 @@ func sha(s string) string {
 }
 
 // startFed starts the regions of a mode: names[len-1] runs the tasks.
-func startFed(ctx context.Context, o APIOptions, names []string) (_ *apiFed, err error) {
+func startFed(ctx context.Context, o APIOptions, names []string, withTLS bool) (_ *apiFed, err error) {
 	dir, err := os.MkdirTemp("", "ax-bench-api-")
 	if err != nil {
 		return nil, err
 	}
-	f := &apiFed{o: o, dir: dir, submit: secret(), admin: secret(), cluster: secret()}
+	f := &apiFed{o: o, dir: dir, submit: secret(), admin: secret(), cluster: secret(), tls: withTLS}
 	defer func() {
 		if err != nil {
 			f.close()
 		}
 	}()
+	if withTLS {
+		if f.ca, err = tlsconf.NewCA(dir); err != nil {
+			return nil, err
+		}
+		if f.cert, f.key, err = f.ca.Issue("server", 2); err != nil {
+			return nil, err
+		}
+		if f.clientTLS, err = tlsconf.Client(tlsconf.Files{CA: f.ca.File}); err != nil {
+			return nil, err
+		}
+	}
 	endpoint, stop, err := o.Etcd(filepath.Join(dir, "etcd"))
 	if err != nil {
 		return nil, fmt.Errorf("etcd: %w", err)
@@ -200,7 +223,19 @@ func startFed(ctx context.Context, o APIOptions, names []string) (_ *apiFed, err
 	for _, name := range names {
 		r := &apiRegion{name: name, password: secret(), cfg: filepath.Join(dir, name+".yaml")}
 		sctx, cancel := context.WithTimeout(ctx, 30*time.Second)
-		r.redis, err = redisproc.Start(sctx, redisproc.WithBinary(o.RedisServer), redisproc.WithPassword(r.password))
+		ropts := []redisproc.Option{redisproc.WithBinary(o.RedisServer), redisproc.WithPassword(r.password)}
+		if withTLS {
+			addr, err := freeAddr()
+			if err != nil {
+				cancel()
+				return nil, err
+			}
+			port := addr[strings.LastIndexByte(addr, ':')+1:]
+			r.tlsPort, _ = strconv.Atoi(port)
+			ropts = append(ropts, redisproc.WithConfig("tls-port "+port, "tls-cert-file "+f.cert,
+				"tls-key-file "+f.key, "tls-ca-cert-file "+f.ca.File, "tls-auth-clients no"))
+		}
+		r.redis, err = redisproc.Start(sctx, ropts...)
 		cancel()
 		if err != nil {
 			return nil, err
@@ -216,6 +251,9 @@ func startFed(ctx context.Context, o APIOptions, names []string) (_ *apiFed, err
 			return nil, err
 		}
 		r.api = "http://" + listen
+		if withTLS {
+			r.api = "https://" + listen
+		}
 		if err := os.WriteFile(r.cfg, []byte(f.config(r, names, endpoint, listen)), 0o600); err != nil {
 			return nil, err
 		}
@@ -237,7 +275,7 @@ func startFed(ctx context.Context, o APIOptions, names []string) (_ *apiFed, err
 		}
 		f.workers = append(f.workers, w)
 	}
-	hc := &http.Client{Timeout: 5 * time.Second}
+	hc := &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{TLSClientConfig: f.clientTLS}}
 	err = waitFor(ctx, 60*time.Second, "every region placeable", f.procs(), func() bool {
 		for _, r := range f.regions {
 			if !f.placeable(ctx, hc, r.api, run.name) {
@@ -272,7 +310,7 @@ etcd:
   regional: {endpoints: [%s]}
   global: {endpoints: [%s]}
   prefix: /axbench/
-redis: {addr: %s}
+redis: %s
 pools:
   - {name: cpu, tags: {class: cpu}, slots: %d, queue_capacity: %d, price_per_slot_hour: 0.04}
 auth:
@@ -282,8 +320,25 @@ auth:
     - {name: bench-admin, token_sha256: %s, role: admin, tenant: ""}
 worker:
   concurrency: %d
-`, r.name, listen, strings.Join(names, ", "), etcd, etcd, r.redis.Addr(),
-		o.Workers*o.Concurrency, 4*(o.Single+o.Batched), sha(f.submit), sha(f.admin), o.Concurrency)
+%s`, r.name, listen, strings.Join(names, ", "), etcd, etcd, f.redisAddr(r),
+		o.Workers*o.Concurrency, 4*(o.Single+o.Batched), sha(f.submit), sha(f.admin), o.Concurrency, f.apiTLS())
+}
+
+// redisAddr is r's redis: block value: its TLS port with TLS.
+func (f *apiFed) redisAddr(r *apiRegion) string {
+	if !f.tls {
+		return "{addr: " + r.redis.Addr() + "}"
+	}
+	return fmt.Sprintf("{addr: \"rediss://127.0.0.1:%d\", tls: {ca: %q}}", r.tlsPort, f.ca.File)
+}
+
+// apiTLS is the http_server block of a run with TLS (https, peers
+// verified with the run's CA).
+func (f *apiFed) apiTLS() string {
+	if !f.tls {
+		return ""
+	}
+	return fmt.Sprintf("http_server:\n  tls: {cert: %q, key: %q, ca: %q}\n", f.cert, f.key, f.ca.File)
 }
 
 // placeable: the server at api sees every region healthy with a leader,
@@ -370,11 +425,12 @@ func (f *apiFed) succeeded(ctx context.Context) int64 {
 // apiMode runs the two submit phases of one mode.
 func apiMode(ctx context.Context, s *Summary, o APIOptions, mode string, progress Progress) error {
 	names := []string{"bench-a"}
-	if mode == "handoff" {
+	base, withTLS := strings.CutSuffix(mode, "-tls")
+	if base == "handoff" {
 		names = []string{"bench-a", "bench-b"}
 	}
 	progress.report(mode+" start", 0, 0)
-	f, err := startFed(ctx, o, names)
+	f, err := startFed(ctx, o, names, withTLS)
 	if err != nil {
 		return err
 	}
@@ -389,7 +445,7 @@ func apiMode(ctx context.Context, s *Summary, o APIOptions, mode string, progres
 	}
 	run := f.regions[len(f.regions)-1]
 	sp := map[string]any{"type": "noop", "payload": json.RawMessage(payload64), "tags": map[string]string{"class": "cpu"}}
-	if mode == "handoff" {
+	if base == "handoff" {
 		sp["regions"] = []string{run.name}
 	}
 	raw, err := json.Marshal(sp)
@@ -398,7 +454,7 @@ func apiMode(ctx context.Context, s *Summary, o APIOptions, mode string, progres
 	}
 	// Keep-alive: one idle connection kept per submitting goroutine.
 	tr := &http.Transport{MaxIdleConns: 64, MaxIdleConnsPerHost: max(o.Conns, o.BatchConns), MaxConnsPerHost: max(o.Conns, o.BatchConns),
-		IdleConnTimeout: 30 * time.Second}
+		IdleConnTimeout: 30 * time.Second, TLSClientConfig: f.clientTLS}
 	defer tr.CloseIdleConnections()
 	c, err := client.New(f.regions[0].api, client.WithToken(f.submit), client.WithHTTPClient(&http.Client{Transport: tr, Timeout: 30 * time.Second}))
 	if err != nil {

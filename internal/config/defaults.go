@@ -50,6 +50,7 @@ func Default() *Region {
 		HTTPServer: HTTPServer{ReadHeaderTimeout: 10 * time.Second, ReadTimeout: 30 * time.Second,
 			WriteTimeout: 30 * time.Second, IdleTimeout: 60 * time.Second, MaxHeaderBytes: 64 << 10, MaxConnections: 4096,
 			MaxLongPolls: 8, MaxLongPollsPerTenant: 2},
+		Quotas: Quotas{Batch: BatchLimits{MaxItems: 1000, MaxBytes: 16 << 20}},
 		Placement: Placement{
 			StaleAfter:      15 * time.Second,
 			UnhealthyGrace:  10 * time.Second,

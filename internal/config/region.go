@@ -51,7 +51,9 @@ type Region struct {
 	Auth                Auth          `mapstructure:"auth" yaml:"auth"`
 	// HTTPServer bounds the API's connections (timeouts, header size, count).
 	HTTPServer HTTPServer `mapstructure:"http_server" yaml:"http_server"`
-	Worker     Worker     `mapstructure:"worker" yaml:"worker"`
+	// Quotas bound what each tenant may ask of one server.
+	Quotas Quotas `mapstructure:"quotas" yaml:"quotas"`
+	Worker Worker `mapstructure:"worker" yaml:"worker"`
 	// Limits are rate and concurrency limits per task type, tenant or
 	// limit_key, enforced at claim (docs/limits.md). SIGHUP reloads them.
 	Limits []Limit `mapstructure:"limits" yaml:"limits"`
@@ -344,6 +346,50 @@ type Token struct {
 	// Tenant owns the tasks the token submits; required for submitters,
 	// empty on operator and admin tokens means every tenant.
 	Tenant string `mapstructure:"tenant" yaml:"tenant"`
+	// ExpiresAt (RFC 3339), when set, is when the token stops working.
+	ExpiresAt string `mapstructure:"expires_at" yaml:"expires_at,omitempty"`
+}
+
+// Expires is ExpiresAt parsed; zero when it is not set (or invalid, which
+// Validate reports).
+func (t Token) Expires() time.Time {
+	e, _ := time.Parse(time.RFC3339, t.ExpiresAt)
+	return e
+}
+
+// Quotas bound what each tenant may ask of one server, so that one tenant
+// cannot take the capacity of the others: submits beyond a tenant's rate
+// get 429 before any work is done for them.
+type Quotas struct {
+	// Default applies to every tenant without an entry in Tenants.
+	Default TenantQuota `mapstructure:"default" yaml:"default"`
+	// Tenants replace Default for the tenants they name.
+	Tenants map[string]TenantQuota `mapstructure:"tenants" yaml:"tenants"`
+	Batch   BatchLimits            `mapstructure:"batch" yaml:"batch"`
+}
+
+// TenantQuota is one tenant's submit rate: a token bucket refilled at
+// SubmitsPerSecond tasks a second holding at most Burst (a batch takes one
+// per task). SubmitsPerSecond 0 is no limit.
+type TenantQuota struct {
+	SubmitsPerSecond float64 `mapstructure:"submits_per_second" yaml:"submits_per_second"`
+	Burst            int     `mapstructure:"burst" yaml:"burst"`
+}
+
+// Quota returns tenant's quota.
+func (q Quotas) Quota(tenant string) TenantQuota {
+	if t, ok := q.Tenants[tenant]; ok {
+		return t
+	}
+	return q.Default
+}
+
+// BatchLimits cap one POST /v1/tasks/batch.
+type BatchLimits struct {
+	// MaxItems is the most tasks in one batch (at most 1000).
+	MaxItems int `mapstructure:"max_items" yaml:"max_items"`
+	// MaxBytes is the largest batch body.
+	MaxBytes int64 `mapstructure:"max_bytes" yaml:"max_bytes"`
 }
 
 // Worker configures `ax worker` and its built-in handlers.

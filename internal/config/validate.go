@@ -77,6 +77,7 @@ func (r *Region) validate(p *problems) {
 	validateThresholds(p, "thresholds", r.Thresholds)
 	r.validateTimings(p)
 	r.validateAuth(p)
+	r.validateQuotas(p)
 	validateWorker(p, "worker", r.Worker)
 	r.validateLimits(p)
 	validateTracing(p, "tracing", r.Tracing)
@@ -492,6 +493,29 @@ func (r *Region) validateTimings(p *problems) {
 	}
 }
 
+func (r *Region) validateQuotas(p *problems) {
+	q := r.Quotas
+	check := func(key string, t TenantQuota) {
+		if !(t.SubmitsPerSecond >= 0) || math.IsInf(t.SubmitsPerSecond, 0) {
+			p.add(joinKey(key, "submits_per_second"), "must be ≥ 0 (0: no limit), got %v", t.SubmitsPerSecond)
+		}
+		if t.SubmitsPerSecond > 0 && t.Burst < 1 {
+			p.add(joinKey(key, "burst"), "must be ≥ 1 with submits_per_second, got %d", t.Burst)
+		}
+	}
+	check("quotas.default", q.Default)
+	for _, name := range sortedKeys(q.Tenants) {
+		check(mapKey("quotas.tenants", name), q.Tenants[name])
+	}
+	if q.Batch.MaxItems < 1 || q.Batch.MaxItems > maxClaimBatch {
+		p.add("quotas.batch.max_items", "must be between 1 and %d, got %d", maxClaimBatch, q.Batch.MaxItems)
+	}
+	// One task of the largest payload must fit in a batch.
+	if min := r.Task.MaxPayload + 64<<10; r.Task.MaxPayload > 0 && r.Task.MaxPayload <= maxPayload && q.Batch.MaxBytes < min {
+		p.add("quotas.batch.max_bytes", "must be ≥ task.max_payload + 64 KiB (%d), got %d", min, q.Batch.MaxBytes)
+	}
+}
+
 func (r *Region) validateAuth(p *problems) {
 	a := r.Auth
 	if a.Enabled && len(a.Tokens) == 0 {
@@ -531,6 +555,11 @@ func (r *Region) validateAuth(p *problems) {
 			}
 		}
 		oneOf(p, joinKey(path, "role"), t.Role, roles)
+		if t.ExpiresAt != "" {
+			if _, err := time.Parse(time.RFC3339, t.ExpiresAt); err != nil {
+				p.add(joinKey(path, "expires_at"), "must be an RFC 3339 time (2027-01-31T00:00:00Z), got %q", t.ExpiresAt)
+			}
+		}
 		if t.Role == "submitter" && t.Tenant == "" {
 			p.add(joinKey(path, "tenant"), "required for a submitter (its tasks belong to that tenant)")
 		}

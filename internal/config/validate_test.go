@@ -207,6 +207,15 @@ func TestValidateEachRule(t *testing.T) {
 		{"api tls with http public addr", func(r *Region) {
 			r.HTTPServer.TLS.Cert, r.HTTPServer.TLS.Key, r.PublicAddr = "c.pem", "k.pem", "http://h:8080"
 		}, `public_addr: must be https:// when http_server.tls is set, got "http://h:8080"`},
+		{"token expiry", func(r *Region) { r.Auth.Tokens[1].ExpiresAt = "tomorrow" },
+			`auth.tokens[1].expires_at: must be an RFC 3339 time (2027-01-31T00:00:00Z), got "tomorrow"`},
+		{"quota burst", func(r *Region) { r.Quotas.Tenants = map[string]TenantQuota{"team-a": {SubmitsPerSecond: 5}} },
+			"quotas.tenants[team-a].burst: must be ≥ 1 with submits_per_second, got 0"},
+		{"quota rate", func(r *Region) { r.Quotas.Default.SubmitsPerSecond = -1 },
+			"quotas.default.submits_per_second: must be ≥ 0 (0: no limit), got -1"},
+		{"batch items", func(r *Region) { r.Quotas.Batch.MaxItems = 5000 }, "quotas.batch.max_items: must be between 1 and 1000, got 5000"},
+		{"batch bytes", func(r *Region) { r.Quotas.Batch.MaxBytes = 1000 },
+			"quotas.batch.max_bytes: must be ≥ task.max_payload + 64 KiB (1114112), got 1000"},
 		{"http prefix without path", func(r *Region) { r.Worker.HTTP.AllowPrefixes = []string{"https://api.example.com"} },
 			`worker.http.allow_prefixes[0]: must end the host with a path, e.g. "https://api.example.com/", got "https://api.example.com"`},
 		{"limit unknown tenant", func(r *Region) { r.Limits[1].Tenant = "t9" },

@@ -97,6 +97,8 @@ type fedOpts struct {
 	// included (one env file for both, as many deployments have). Default:
 	// workers get only the Redis password.
 	sharedEnv bool
+	// tokens are more entries of auth.tokens (YAML list items, unindented).
+	tokens string
 	// tls puts TLS on every hop: the API serves https only and asks every
 	// client for a certificate (mutual TLS, servers between regions too),
 	// servers and workers reach Redis only on its TLS port (rediss://, with
@@ -226,6 +228,9 @@ func (f *federation) config(r *fedRegion) string {
 		role := strings.TrimSuffix(strings.TrimSuffix(name, "-a"), "-b")
 		fmt.Fprintf(&tokens, "    - {name: %s, token_sha256: %s, role: %s, tenant: %q}\n",
 			name, sha256Hex(f.tokens[name]), role, tenantOf[name])
+	}
+	if f.opts.tokens != "" {
+		tokens.WriteString(indent(f.opts.tokens, "    ") + "\n")
 	}
 	o := f.opts
 	redisAddr := fmt.Sprintf("{addr: %s}", r.redis.Addr())
@@ -420,6 +425,18 @@ func (f *federation) call(region, token, method, path string, body any) (int, []
 
 func (f *federation) callAPI(api, token, method, path string, body any) (int, []byte) {
 	f.t.Helper()
+	code, b, _ := f.callAPIHeader(api, token, method, path, body)
+	return code, b
+}
+
+// callHeader is call that also returns the answer's headers.
+func (f *federation) callHeader(region, token, method, path string, body any) (int, []byte, http.Header) {
+	f.t.Helper()
+	return f.callAPIHeader(f.server(region).api, token, method, path, body)
+}
+
+func (f *federation) callAPIHeader(api, token, method, path string, body any) (int, []byte, http.Header) {
+	f.t.Helper()
 	var rd io.Reader
 	switch b := body.(type) {
 	case nil:
@@ -448,11 +465,11 @@ func (f *federation) callAPI(api, token, method, path string, body any) (int, []
 	}
 	resp, err := f.http.Do(req)
 	if err != nil {
-		return 0, []byte(err.Error())
+		return 0, []byte(err.Error()), nil
 	}
 	defer resp.Body.Close()
 	b, _ := io.ReadAll(resp.Body)
-	return resp.StatusCode, b
+	return resp.StatusCode, b, resp.Header
 }
 
 // submit posts one spec to region with token and returns the task's id and

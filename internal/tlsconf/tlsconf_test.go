@@ -4,8 +4,6 @@ import (
 	"crypto/x509"
 	"os"
 	"testing"
-
-	"github.com/ax-sched/ax/internal/testenv"
 )
 
 func serial(t *testing.T, s *Server) int64 {
@@ -24,22 +22,31 @@ func serial(t *testing.T, s *Server) int64 {
 // Reload puts renewed files in service; files that do not load leave the
 // last good ones.
 func TestServerReload(t *testing.T) {
-	c := testenv.NewCerts(t)
-	s, err := NewServer(c.Cert, c.Key, c.CA)
+	ca, err := NewCA(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	cert, key, err := ca.Issue("server", 2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := NewServer(cert, key, ca.File)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if got := serial(t, s); got != 2 {
 		t.Fatalf("serial %d, want 2", got)
 	}
-	c.Issue("server", 7)
+	if _, _, err := ca.Issue("server", 7); err != nil {
+		t.Fatal(err)
+	}
 	if err := s.Reload(); err != nil {
 		t.Fatal(err)
 	}
 	if got := serial(t, s); got != 7 {
 		t.Fatalf("after Reload: serial %d, want 7", got)
 	}
-	if err := os.WriteFile(c.Cert, []byte("not PEM"), 0o600); err != nil {
+	if err := os.WriteFile(cert, []byte("not PEM"), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	if err := s.Reload(); err == nil {
@@ -48,7 +55,7 @@ func TestServerReload(t *testing.T) {
 	if got := serial(t, s); got != 7 {
 		t.Fatalf("after a failed Reload: serial %d, want 7", got)
 	}
-	if _, err := Client(Files{CA: c.Cert + ".missing"}); err == nil {
+	if _, err := Client(Files{CA: cert + ".missing"}); err == nil {
 		t.Fatal("Client with a missing CA: no error")
 	}
 }

@@ -1,0 +1,143 @@
+package e2e
+
+import (
+	"encoding/json"
+	"net/http"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/ax-sched/ax/apiv1"
+)
+
+// apiErr reads an error body.
+func apiErr(t *testing.T, body []byte) apiv1.Error {
+	t.Helper()
+	var eb apiv1.ErrorBody
+	if err := json.Unmarshal(body, &eb); err != nil {
+		t.Fatalf("not an error body: %s", body)
+	}
+	return eb.Error
+}
+
+// Findings 6 and 10 of issue 11, through real servers with auth on and two
+// regions: a tenant flooding submits gets 429 quota_exceeded with
+// Retry-After while another tenant's submits all succeed; batches are
+// capped in items and bytes (naming the field); priority 0 and critical
+// are for operator tokens (403 naming the field, in DAG nodes too); an
+// expired token is 401 token_expired.
+func TestTenantQuotasTrustAndExpiry(t *testing.T) {
+	const expired = "expired-token-0123456789abcdef"
+	fed := newFederation(t, fedOpts{
+		tokens: `- {name: old, token: ` + expired + `, role: submitter, tenant: team-a, expires_at: "2020-01-01T00:00:00Z"}
+- {name: dated, token: dated-token-0123456789abcdef, role: submitter, tenant: team-b, expires_at: "2099-01-01T00:00:00Z"}`,
+		extra: `quotas:
+  tenants:
+    team-a: {submits_per_second: 1, burst: 5}
+  batch: {max_items: 20, max_bytes: 1114112}
+`})
+	fed.tokens["old"], fed.tokens["dated"] = expired, "dated-token-0123456789abcdef"
+	noop := map[string]any{"type": "noop", "tags": map[string]string{"class": "cpu"}}
+
+	// Tenant A floods; tenant B submits meanwhile.
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	codes := map[string]map[int]int{"a": {}, "b": {}}
+	var limited []byte
+	var retryAfter string
+	start := time.Now()
+	for i := 0; i < 40; i++ {
+		who, tok := "a", tokSubmitterA
+		if i%4 == 0 {
+			who, tok = "b", tokSubmitterB
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			code, body, hdr := fed.callHeader("us-east-1", tok, http.MethodPost, "/v1/tasks", noop)
+			mu.Lock()
+			defer mu.Unlock()
+			codes[who][code]++
+			if code == http.StatusTooManyRequests && limited == nil {
+				limited, retryAfter = body, hdr.Get("Retry-After")
+			}
+		}()
+	}
+	wg.Wait()
+	// The bucket holds 5 and refills 1/s: what the flood's duration lets in.
+	most := 5 + int(time.Since(start).Seconds()) + 1
+	if codes["b"][http.StatusCreated] != 10 || len(codes["b"]) != 1 {
+		t.Fatalf("tenant B's submits while A floods: %v, want 10 × 201", codes["b"])
+	}
+	if a := codes["a"]; a[http.StatusCreated] < 5 || a[http.StatusCreated] > most || a[http.StatusCreated]+a[http.StatusTooManyRequests] != 30 {
+		t.Fatalf("tenant A's flood: %v, want 5 to %d accepted (the burst and the refill), the rest 429", codes["a"], most)
+	}
+	if e := apiErr(t, limited); e.Code != apiv1.CodeQuotaExceeded || retryAfter == "" || e.RetryAfterSeconds < 1 ||
+		!strings.Contains(e.Message, "team-a") {
+		t.Fatalf("429: %+v, Retry-After %q", e, retryAfter)
+	}
+
+	// Batch caps, from tenant B (no rate limit).
+	batch := func(n, payload int) map[string]any {
+		var ts []map[string]any
+		for range n {
+			ts = append(ts, map[string]any{"type": "noop", "tags": map[string]string{"class": "cpu"},
+				"payload": map[string]string{"pad": strings.Repeat("x", payload)}})
+		}
+		return map[string]any{"tasks": ts}
+	}
+	code, body := fed.call("us-east-1", tokSubmitterB, http.MethodPost, "/v1/tasks/batch", batch(21, 1))
+	if e := apiErr(t, body); code != http.StatusBadRequest || e.Field != "tasks" || !strings.Contains(e.Message, "1 to 20") {
+		t.Fatalf("a batch of 21 (max_items 20): %d %s", code, body)
+	}
+	code, body = fed.call("us-east-1", tokSubmitterB, http.MethodPost, "/v1/tasks/batch", batch(3, 400_000))
+	if e := apiErr(t, body); code != http.StatusRequestEntityTooLarge || e.Field != "tasks" {
+		t.Fatalf("a 1.2 MB batch (max_bytes 1114112): %d %s", code, body)
+	}
+	if code, body = fed.call("us-east-1", tokSubmitterB, http.MethodPost, "/v1/tasks/batch", batch(20, 1)); code != http.StatusOK {
+		t.Fatalf("a batch of 20: %d %s", code, body)
+	}
+	// More tasks at once than tenant A's burst: never fits, 400.
+	code, body = fed.call("us-east-1", tokSubmitterA, http.MethodPost, "/v1/tasks/batch", batch(6, 1))
+	if e := apiErr(t, body); code != http.StatusBadRequest || e.Field != "tasks" || !strings.Contains(e.Message, "burst") {
+		t.Fatalf("a batch of 6 over a burst of 5: %d %s", code, body)
+	}
+
+	// Trust: priority 0 and critical are operators'.
+	for _, c := range []struct {
+		field string
+		spec  map[string]any
+	}{
+		{"priority", map[string]any{"type": "noop", "priority": 0}},
+		{"critical", map[string]any{"type": "noop", "critical": true}},
+	} {
+		code, body := fed.call("us-east-1", tokSubmitterB, http.MethodPost, "/v1/tasks", c.spec)
+		if e := apiErr(t, body); code != http.StatusForbidden || e.Field != c.field {
+			t.Fatalf("a submitter's %s: %d %s", c.field, code, body)
+		}
+		sp := map[string]any{"tenant": "team-b"}
+		for k, v := range c.spec {
+			sp[k] = v
+		}
+		if code, body := fed.call("us-east-1", tokOperator, http.MethodPost, "/v1/tasks", sp); code != http.StatusCreated {
+			t.Fatalf("an operator's %s: %d %s", c.field, code, body)
+		}
+	}
+	dag := map[string]any{"name": "urgent", "nodes": []map[string]any{
+		{"id": "a", "task": map[string]any{"type": "noop"}},
+		{"id": "b", "depends_on": []string{"a"}, "task": map[string]any{"type": "noop", "priority": 0}}}}
+	code, body = fed.call("us-east-1", tokSubmitterB, http.MethodPost, "/v1/dags", dag)
+	if e := apiErr(t, body); code != http.StatusForbidden || e.Field != "nodes[1].task.priority" {
+		t.Fatalf("a submitter's DAG with a priority 0 node: %d %s", code, body)
+	}
+
+	// Token expiry.
+	code, body = fed.call("us-east-1", "old", http.MethodGet, "/v1/regions", nil)
+	if e := apiErr(t, body); code != http.StatusUnauthorized || e.Code != apiv1.CodeTokenExpired {
+		t.Fatalf("an expired token: %d %s", code, body)
+	}
+	if code, body = fed.call("eu-west-1", "dated", http.MethodGet, "/v1/regions", nil); code != http.StatusOK {
+		t.Fatalf("a token expiring in 2099: %d %s", code, body)
+	}
+}
