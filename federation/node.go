@@ -219,8 +219,13 @@ func (n *Node) Submit(ctx context.Context, specs []*task.Spec, forwarded bool) [
 			n.metrics.decision(n.cfg.Region, d)
 			switch {
 			case d.OK && d.Region == n.cfg.Region:
-				nt.Pool = d.Pool
+				nt.Pool, nt.AdmitMax = d.Pool, n.admitMax(d.Pool, sp.Critical)
 				ticket = n.flights.reserve(d.Region, d.Pool, vs.updated[d.Region], now)
+			case d.AllSaturated() && !sp.Critical && n.spillLocal(snap, sp, now, nil, &nt):
+				// Damping counted this server's share of every pool's
+				// headroom as used; it only spreads choices. The store
+				// decides, atomically, whether the pool takes the task.
+				ticket = n.flights.reserve(n.cfg.Region, nt.Pool, vs.updated[n.cfg.Region], now)
 			case d.OK:
 				nt.Pool, nt.HandOff = d.Pool, d.Region
 				out[i].Region = d.Region
@@ -244,9 +249,13 @@ func (n *Node) Submit(ctx context.Context, specs []*task.Spec, forwarded bool) [
 		decisions = append(decisions, d)
 		placed = append(placed, d.OK)
 	}
-	if len(local) > 0 {
+	refused := map[int]map[string]bool{} // per spec: the local pools whose store refused it
+	for round := 0; len(local) > 0; round++ {
 		res, err := n.store.Submit(ctx, local...)
 		stored := n.cfg.Now()
+		var again []queue.NewTask
+		var againIdx []int
+		var againTickets []string
 		for k, i := range localIdx {
 			if err != nil {
 				out[i].Err = err
@@ -254,6 +263,35 @@ func (n *Node) Submit(ctx context.Context, specs []*task.Spec, forwarded bool) [
 				continue
 			}
 			r := res[k]
+			if errors.Is(r.Err, queue.ErrPoolFull) {
+				// The pool is at its admission limit (authoritative, in
+				// this region's Redis): spill to the next candidate; 429
+				// only when none is left.
+				n.flights.drop(tickets[k])
+				if refused[i] == nil {
+					refused[i] = map[string]bool{}
+				}
+				refused[i][local[k].Pool] = true
+				nt := queue.NewTask{Spec: specs[i]}
+				switch {
+				case round < maxSpillRounds && n.spillLocal(snap, specs[i], now, refused[i], &nt):
+					out[i].Region = n.cfg.Region
+				case n.spillRemote(snap, specs[i], now, &nt):
+					out[i].Region = nt.HandOff
+				default:
+					out[i].Err = &PlacementError{Saturated: true, RetryAfter: n.cfg.SaturatedRetryAfter,
+						Explanation: n.placer.Explain(snap, placeTask(specs[i], n.cfg.Region), now)}
+					n.metrics.rejected.WithLabelValues(n.cfg.Region, "saturated").Inc()
+					continue
+				}
+				region := nt.HandOff
+				if region == "" {
+					region = n.cfg.Region
+				}
+				again, againIdx = append(again, nt), append(againIdx, i)
+				againTickets = append(againTickets, n.flights.reserve(region, nt.Pool, vs.updated[region], now))
+				continue
+			}
 			if tickets[k] != "" {
 				if r.Err == nil && !r.Duplicate {
 					n.flights.bind(tickets[k], r.ID)
@@ -286,6 +324,7 @@ func (n *Node) Submit(ctx context.Context, specs []*task.Spec, forwarded bool) [
 			}
 		}
 		n.wake()
+		local, localIdx, tickets = again, againIdx, againTickets
 	}
 	for home, idx := range remote {
 		n.forwardSubmit(ctx, home, specs, idx, out)

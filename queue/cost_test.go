@@ -1,6 +1,7 @@
 package queue
 
 import (
+	"errors"
 	"fmt"
 	"testing"
 	"time"
@@ -100,5 +101,58 @@ func TestCostRecords(t *testing.T) {
 	}
 	if _, err := e.s.Costs(e.ctx, day, day.Add(MaxCostDays*24*time.Hour)); err == nil {
 		t.Fatal("a range past MaxCostDays was read")
+	}
+}
+
+// Authoritative admission: a task with AdmitMax is made READY only while
+// its pool holds fewer READY tasks than that, counted within one call too;
+// a claim makes room; delayed tasks and tasks without the limit pass.
+func TestSubmitAdmitMax(t *testing.T) {
+	e := newEnv(t, oneShard)
+	batch := make([]NewTask, 5)
+	for i := range batch {
+		batch[i] = NewTask{Spec: e.spec(), Pool: "cpu", AdmitMax: 3}
+	}
+	res, err := e.s.Submit(e.ctx, batch...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var full int
+	for _, r := range res {
+		switch {
+		case errors.Is(r.Err, ErrPoolFull):
+			full++
+			if _, err := e.s.Get(e.ctx, r.ID); !errors.Is(err, task.ErrNotFound) {
+				t.Fatalf("a refused task was stored: %v", err)
+			}
+		case r.Err != nil || r.State != task.Ready:
+			t.Fatalf("%+v", r)
+		}
+	}
+	if full != 2 {
+		t.Fatalf("%d refused, want 2: %+v", full, res)
+	}
+	one := func(nt NewTask) error {
+		res, err := e.s.Submit(e.ctx, nt)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return res[0].Err
+	}
+	if err := one(NewTask{Spec: e.spec(), Pool: "cpu", AdmitMax: 3}); !errors.Is(err, ErrPoolFull) {
+		t.Fatalf("4th: %v", err)
+	}
+	if err := one(NewTask{Spec: e.spec(delay(time.Minute)), Pool: "cpu", Pinned: true, AdmitMax: 3}); err != nil {
+		t.Fatalf("delayed: %v", err)
+	}
+	if err := one(NewTask{Spec: e.spec(), Pool: "cpu"}); err != nil {
+		t.Fatalf("without a limit (critical): %v", err)
+	}
+	if err := one(NewTask{Spec: e.spec(), Pool: "gpu", AdmitMax: 3}); err != nil {
+		t.Fatalf("another pool: %v", err)
+	}
+	e.claim("cpu", 2)
+	if err := one(NewTask{Spec: e.spec(), Pool: "cpu", AdmitMax: 3}); err != nil {
+		t.Fatalf("after a claim: %v", err)
 	}
 }

@@ -14,4 +14,8 @@ var (
 	// call. The refused submit may still have been stored: retry it with
 	// its idempotency key, which finds the stored task.
 	ErrUnavailable = errors.New("queue: redis unavailable")
+	// ErrPoolFull: a submit with NewTask.AdmitMax found its pool holding
+	// that many READY tasks already (authoritative admission): nothing
+	// was stored; place the task elsewhere.
+	ErrPoolFull = errors.New("queue: the pool's queue is at its admission limit")
 )

@@ -200,6 +200,12 @@ type NewTask struct {
 	// it (nil for a new task): the receiver goes on counting its attempts
 	// and keeps its creation time and trail.
 	History *History
+	// AdmitMax, when > 0, admits a task placed READY in Pool only while
+	// the pool holds fewer READY tasks than that in this region (each
+	// shard checks its share, ⌈AdmitMax ÷ shards⌉, atomically in the
+	// submit script); else its result is ErrPoolFull and nothing is
+	// stored. Delayed and handed-off tasks are not checked.
+	AdmitMax int
 }
 
 // History is the part of a task's past that travels with it from region to
@@ -356,8 +362,8 @@ func (s *Store) submitShard(ctx context.Context, sc redis.Scripter, shard int, t
 		idx = hot
 	}
 	keys := s.keysWith(shard, s.keys[shard].prefix+"outbox")
-	argv := make([]any, 0, 2+len(idx)*31)
-	argv = append(argv, s.clock(), len(idx))
+	argv := make([]any, 0, 3+len(idx)*31)
+	argv = append(argv, s.clock(), len(idx), s.admitCaps(tasks, idx))
 	nkeyed := 0
 	var f []any
 	var prevSpec *task.Spec
@@ -394,6 +400,9 @@ func (s *Store) submitShard(ctx context.Context, sc redis.Scripter, shard int, t
 		if t.Returning {
 			flags += "r"
 		}
+		if t.AdmitMax > 0 && t.Pool != "" && t.HandOff == "" {
+			flags += "a"
+		}
 		fields := f
 		if t.History != nil {
 			flags += "h"
@@ -419,7 +428,7 @@ func (s *Store) submitShard(ctx context.Context, sc redis.Scripter, shard int, t
 	for k, i := range idx {
 		var r SubmitResult
 		switch c := codes[k]; c {
-		case '1', '2', '3':
+		case '1', '2', '3', '4':
 			if next+1 >= len(out) {
 				return fmt.Errorf("queue: submit: short answer")
 			}
@@ -432,6 +441,8 @@ func (s *Store) submitShard(ctx context.Context, sc redis.Scripter, shard int, t
 				r.Err = task.ErrIdempotencyConflict
 			case '3':
 				r.Err = task.ErrExists
+			case '4':
+				r = SubmitResult{ID: ids[i], Err: ErrPoolFull}
 			}
 		default:
 			r = SubmitResult{ID: ids[i], State: stateOf(string(c))}
@@ -439,6 +450,28 @@ func (s *Store) submitShard(ctx context.Context, sc redis.Scripter, shard int, t
 		res[i] = r
 	}
 	return nil
+}
+
+// admitCaps is submit.lua's ARGV[3]: "pool cap pool cap …", each pool's
+// READY limit in one shard for the tasks of idx admitted by AdmitMax (the
+// first such task's limit ÷ shards, rounded up).
+func (s *Store) admitCaps(tasks []NewTask, idx []int) string {
+	var b strings.Builder
+	seen := map[string]bool{}
+	for _, i := range idx {
+		t := tasks[i]
+		if t.AdmitMax <= 0 || t.Pool == "" || t.HandOff != "" || seen[t.Pool] {
+			continue
+		}
+		seen[t.Pool] = true
+		if b.Len() > 0 {
+			b.WriteByte(' ')
+		}
+		b.WriteString(t.Pool)
+		b.WriteByte(' ')
+		b.WriteString(strconv.Itoa((t.AdmitMax + s.opts.Shards - 1) / s.opts.Shards))
+	}
+	return b.String()
 }
 
 // PromoteResult reports one promotion pass.

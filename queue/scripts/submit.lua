@@ -1,6 +1,8 @@
 -- submit.lua: accept a batch of new tasks (—→PENDING or —→READY).
 -- KEYS: 1-8 see lib.lua; 9 outbox; 10.. the idempotency keys of the keyed tasks, in order.
--- ARGV: 1 clock, 2 n, then per task:
+-- ARGV: 1 clock, 2 n, 3 admission limits "pool max pool max ..." ('' none:
+--   the READY tasks a pool may hold in this shard for a task with flag 'a'
+--   to be admitted into it), then per task:
 --   id, pool ('' = unplaced), flags ('p' pinned, 'r' may replace a HANDED_OFF
 --   record of the same id: a hand-off coming back), priority, due_ms ('' = now),
 --   idem_index (0 = none,
@@ -10,14 +12,17 @@
 --   value is a trail line to append, see flag 'h'). Flag 'h': a hand-off
 --   received with its history — ct, at, pc, er come in the fields, the '~'
 --   lines are the sender's trail (they replace a returning task's list), and
---   a RECEIVED step is added. A pinned task with a delay waits in its
+--   a RECEIVED step is added. Flag 'a': admitted READY into pool only while
+--   the pool holds fewer READY tasks in this shard than its limit in ARGV[3]
+--   (counted with the tasks this call made READY there), else code 4. A pinned task with a delay waits in its
 --   pool's delayed set (see lib.lua: state implied by structure), an
 --   unplaced one in dn.
 -- Returns: {codes, then id, state for each task not created}. codes has one
 --   character per task, in order: its state code (P, R) when created; 1 a
 --   duplicate of an earlier task with the same key and spec (the pair is that
 --   task's id and state); 2 key reused with another spec (the first task's id,
---   ''); 3 a task with this id already exists (its id and state). A created
+--   ''); 3 a task with this id already exists (its id and state); 4 refused:
+--   its pool is at its admission limit (its id, ''). A created
 --   task's id is the one sent.
 local now = clock(ARGV[1])
 local snow = fmt(now)
@@ -27,7 +32,20 @@ local codes = {}
 local created = {}
 local LOW = {} -- '<pool>:<p>' -> {pool, p, earliest due} of pinned delayed tasks
 local DN         -- earliest due of unplaced delayed tasks
-local i = 3
+-- Admission (issue 14): the limits, and each limited pool's READY count in
+-- this shard, read once and counted on as this call adds to it.
+local ADMIT, READY = {}, {}
+for p, v in string.gmatch(ARGV[3], '(%S+) (%d+)') do ADMIT[p] = tonumber(v) end
+local function ready_in(pool)
+  local r = READY[pool]
+  if r == nil then
+    r = 0
+    for p = 0, 4 do r = r + tonumber(redis.call('HGET', K_CNT, rfield(pool, p)) or '0') end
+    READY[pool] = r
+  end
+  return r
+end
+local i = 4
 for _ = 1, n do
   local id, pool, flags, prio, due = ARGV[i], ARGV[i + 1], ARGV[i + 2], ARGV[i + 3], ARGV[i + 4]
   local idx, ttl, hash, target = tonumber(ARGV[i + 5]), ARGV[i + 6], ARGV[i + 7], ARGV[i + 8]
@@ -68,6 +86,11 @@ for _ = 1, n do
       codes[#codes + 1] = '3'; out[#out + 1] = id; out[#out + 1] = est
       done = true
     end
+  end
+  if not done and ADMIT[pool] and string.find(flags, 'a', 1, true) and not (tonumber(due) and tonumber(due) > now)
+      and ready_in(pool) >= ADMIT[pool] then
+    codes[#codes + 1] = '4'; out[#out + 1] = id; out[#out + 1] = ''
+    done = true
   end
   if not done then
     -- One HSET per task: the spec's fields and the state's together.
@@ -121,6 +144,7 @@ for _ = 1, n do
       zadd(qkey(pool, prio), snow, id)
       cnt('R', 1)
       cnt(rfield(pool, prio), 1)
+      if READY[pool] then READY[pool] = READY[pool] + 1 end
       wake(pool)
       st = 'R'
     else
