@@ -12,8 +12,9 @@ RACE     = $(shell $(GO) list ./... | grep -Ev '$(NORACE)')
 FUZZTIME ?= 20000x
 # What the tests need, as command:apt-package pairs; a new tool is one more pair.
 # redis-tools: redis-cli forms the Redis Clusters of `make cluster` (internal/testenv);
-# prometheus: promtool checks metrics, the dashboard and the alert rules.
-APT     := redis-server:redis-server redis-cli:redis-tools promtool:prometheus
+# prometheus: promtool checks metrics, the dashboard and the alert rules;
+# chromium: internal/e2e drives the web dashboard in it (chromedp).
+APT     := redis-server:redis-server redis-cli:redis-tools promtool:prometheus chromium:chromium
 SUDO    := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 # What `ax version` reports (internal/buildinfo); deploy/docker/Dockerfile stamps the same three.
 VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)

@@ -110,7 +110,7 @@ func New(n *federation.Node, cfg Config) *API {
 	a.mux.Handle("GET /metrics", promhttp.HandlerFor(cfg.Gatherer, promhttp.HandlerOpts{}))
 	a.mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) { w.Write([]byte("ok\n")) })
 	a.mux.HandleFunc("GET /readyz", a.readyz)
-	a.mux.HandleFunc("GET /{$}", dashboard)
+	a.dashboardRoutes()
 	a.mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		writeError(w, &apiError{status: 404, code: apiv1.CodeNotFound, msg: "no such endpoint: " + r.Method + " " + r.URL.Path})
 	})

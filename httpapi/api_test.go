@@ -47,8 +47,12 @@ func TestAPIContract(t *testing.T) {
 			t.Errorf("submitted counter not counted by region, tenant, type")
 		}
 		rep = f.Call(http.MethodGet, f.R(aws).URL()+"/", "", nil).Want(t, http.StatusOK)
-		if !strings.Contains(string(rep.Body), "/v1/regions") {
-			t.Errorf("dashboard does not poll /v1/regions")
+		if !strings.Contains(string(rep.Body), "/ui/app.js") || !strings.Contains(rep.Header.Get("Content-Security-Policy"), "script-src 'self'") {
+			t.Errorf("dashboard: %s %v", rep.Body, rep.Header)
+		}
+		rep = f.Call(http.MethodGet, f.R(aws).URL()+"/ui/app.js", "", nil).Want(t, http.StatusOK)
+		if !strings.Contains(string(rep.Body), "/v1/regions") || !strings.Contains(string(rep.Body), "sessionStorage") {
+			t.Errorf("dashboard script does not poll /v1/regions with a session token")
 		}
 	})
 

@@ -28,6 +28,9 @@ func TestFederationHandedOffTaskSucceedsWithAuth(t *testing.T) {
 			fed := newFederation(t, c.opts)
 			handedOffSucceeds(t, fed)
 			coldTaskThroughAPI(t, fed)
+			if !c.opts.ownEtcd {
+				dashboardInBrowser(t, fed) // one browser is enough
+			}
 			etcdOutageIsReported(t, fed, !c.opts.ownEtcd)
 		})
 	}

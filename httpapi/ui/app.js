@@ -1,0 +1,282 @@
+// ax dashboard: plain JavaScript, no build step. Every call goes to the
+// same /v1 API as the CLI, with the token from this tab's session storage
+// (never in a URL). Everything shown is escaped: task types, tenants and
+// payloads come from submitters.
+'use strict';
+const $ = (s, r = document) => r.querySelector(s);
+const esc = v => String(v ?? '').replace(/[&<>"']/g, c => ({'&': '&amp;', '<': '&lt;', '>': '&gt;', '"': '&quot;', "'": '&#39;'}[c]));
+const view = () => $('#view');
+let timer = null;
+
+function token() { return sessionStorage.getItem('ax.token') || ''; }
+
+async function api(method, path, body) {
+  const h = {'Accept': 'application/json'};
+  if (token()) h['Authorization'] = 'Bearer ' + token();
+  if (body !== undefined) h['Content-Type'] = 'application/json';
+  const r = await fetch(path, {method, headers: h, body: body === undefined ? undefined : JSON.stringify(body), cache: 'no-store'});
+  const text = await r.text();
+  let d = null;
+  try { d = text ? JSON.parse(text) : null; } catch (_) { d = {raw: text}; }
+  if (r.status === 401) { showLogin('This token was refused (401).'); throw new Error('unauthorized'); }
+  if (!r.ok) {
+    const e = d && d.error ? d.error : {message: r.status + ' ' + text};
+    throw new Error(e.message + (e.field ? ' (field ' + e.field + ')' : ''));
+  }
+  return d;
+}
+
+function time(s) { return s ? esc(s) : '<span class="muted">-</span>'; }
+function state(s) { return '<span class="state s-' + esc(s) + '">' + esc(s) + '</span>'; }
+function taskLink(id) { return '<a class="task-link" href="#/task/' + encodeURIComponent(id) + '">' + esc(id) + '</a>'; }
+function pct(x) { return (100 * (x || 0)).toFixed(1) + '%'; }
+function bar(x, hot) { return '<span class="bar' + (hot ? ' hot' : '') + '"><span style="width:' + Math.min(100, Math.round(100 * (x || 0))) + '%"></span></span>'; }
+function fail(e) { view().insertAdjacentHTML('afterbegin', '<p class="bad error">' + esc(e.message || e) + '</p>'); }
+function partial(d) {
+  return d && d.unavailable && d.unavailable.length ? '<p class="warn">Regions that did not answer: ' + esc(d.unavailable.join(', ')) + '</p>' : '';
+}
+function params(form) {
+  const q = new URLSearchParams();
+  for (const [k, v] of new FormData(form)) if (String(v).trim() !== '') q.set(k, String(v).trim());
+  return q;
+}
+
+// ---- sign in ---------------------------------------------------------------
+function showLogin(msg) {
+  $('#login').hidden = false;
+  view().innerHTML = '';
+  $('#login-error').textContent = msg || '';
+  $('#who').textContent = '';
+}
+$('#login-form').addEventListener('submit', async ev => {
+  ev.preventDefault();
+  sessionStorage.setItem('ax.token', $('#token').value.trim());
+  $('#token').value = '';
+  try { await api('GET', '/v1/regions'); } catch (e) { if (e.message !== 'unauthorized') showLogin(e.message); return; }
+  $('#login').hidden = true;
+  route();
+});
+function who() {
+  const w = $('#who');
+  w.innerHTML = token() ? 'signed in <button id="logout">sign out</button>' : 'no token (auth off?) <button id="logout">sign in</button>';
+  $('#logout').onclick = () => { sessionStorage.removeItem('ax.token'); showLogin(''); };
+}
+
+// ---- overview --------------------------------------------------------------
+async function overview() {
+  const d = await api('GET', '/v1/regions');
+  let h = '<h1>Overview</h1><p class="muted">' + (d.global_view ? 'global view current' : '<span class="bad">global etcd unreachable: last known view</span>') +
+    ' · updated ' + esc(new Date().toISOString()) + '</p>';
+  for (const g of d.regions) {
+    h += '<h2 class="region">' + esc(g.name) + ' <small class="' + (g.healthy ? 'ok' : 'bad') + '">' + (g.healthy ? 'healthy' : 'unhealthy') + (g.stale ? ', stale' : '') +
+      '</small></h2><p class="muted">leader ' + esc(g.leader) + ' · ' + esc(g.api) + ' · ' + esc(g.servers) + ' server(s)</p>';
+    h += '<table class="pools"><tr><th>pool</th><th>tags</th><th>workers</th><th>slots</th><th>running</th><th>utilisation</th><th>ready</th><th>queue fill</th><th>pressure</th><th>$/slot-h</th></tr>';
+    for (const p of g.pools || []) {
+      const tags = Object.entries(p.tags || {}).map(e => e.join('=')).join(', ');
+      const pressure = p.paused ? '<span class="bad">paused (≥ pause watermark)</span>' : p.queue_fill >= 0.8 ? '<span class="bad">saturated</span>' :
+        p.queue_fill >= 0.6 ? '<span class="warn">deferring low priorities</span>' : '<span class="ok">ok</span>';
+      h += '<tr><td>' + esc(p.name) + (p.spot ? ' <small>(spot)</small>' : '') + '</td><td>' + esc(tags) + '</td><td class="num">' + esc(p.workers) +
+        '</td><td class="num">' + esc(p.slots) + '</td><td class="num">' + esc(p.running) + '</td><td>' + bar(p.utilisation) + pct(p.utilisation) +
+        '</td><td class="num">' + esc(p.ready) + '</td><td>' + bar(p.queue_fill, p.queue_fill >= 0.6) + pct(p.queue_fill) + '</td><td>' + pressure +
+        '</td><td class="num">' + (p.price_per_slot_hour || 0).toFixed(4) + '</td></tr>';
+    }
+    h += '</table>';
+  }
+  h += await refusals();
+  view().innerHTML = h;
+}
+
+// refusals reads this server's counters of refused submits from /metrics
+// (text format; unauthenticated like Prometheus scrapes it).
+let lastRefused = null;
+async function refusals() {
+  try {
+    const r = await fetch('/metrics', {cache: 'no-store'});
+    const text = await r.text();
+    let n = 0;
+    for (const line of text.split('\n')) {
+      if (/^ax_placement_decisions_total\{[^}]*outcome="(saturated|unplaceable|refused)"/.test(line)) n += parseFloat(line.split(' ').pop()) || 0;
+    }
+    const now = Date.now();
+    let rate = '';
+    if (lastRefused && now > lastRefused.at) rate = ' · ' + ((n - lastRefused.n) * 60000 / (now - lastRefused.at)).toFixed(1) + ' per minute now';
+    lastRefused = {n, at: now};
+    return '<p class="refusals">Submits refused by this server (saturated or unplaceable): ' + n + rate + '</p>';
+  } catch (_) { return ''; }
+}
+
+// ---- tasks -------------------------------------------------------------------
+const taskFields = [['id', 'id'], ['state', 'state'], ['type', 'type'], ['tenant', 'tenant'], ['pool', 'pool'], ['region', 'region'],
+  ['created_after', 'created after'], ['created_before', 'created before'], ['payload', 'payload contains (operators)']];
+async function tasks(q) {
+  let h = '<h1>Tasks</h1><form id="task-search" class="filters">';
+  for (const [k, label] of taskFields) {
+    h += '<label>' + esc(label) + '<input name="' + k + '" value="' + esc(q.get(k) || '') + '" size="' + (k === 'id' ? 30 : 14) + '"></label>';
+  }
+  h += '<button type="submit">Search</button></form><div id="task-results"></div>';
+  view().innerHTML = h;
+  $('#task-search').addEventListener('submit', ev => {
+    ev.preventDefault();
+    const p = params(ev.target);
+    const id = p.get('id');
+    location.hash = id ? '#/task/' + encodeURIComponent(id) : '#/tasks?' + p.toString();
+  });
+  const p = new URLSearchParams(q);
+  p.delete('id');
+  const d = await api('GET', '/v1/tasks?' + p.toString());
+  let r = partial(d) + '<table id="task-table"><tr><th>id</th><th>region</th><th>state</th><th>type</th><th>tenant</th><th>pool</th><th>attempts</th><th>created</th></tr>';
+  for (const t of d.tasks) {
+    r += '<tr><td>' + taskLink(t.id) + '</td><td class="region">' + esc(t.held_by) + '</td><td>' + state(t.state) + '</td><td>' + esc(t.type) + '</td><td>' +
+      esc(t.tenant) + '</td><td>' + esc(t.pool) + '</td><td class="num">' + esc(t.attempts) + '</td><td>' + time(t.created_at) + '</td></tr>';
+  }
+  r += '</table>' + (d.tasks.length ? '' : '<p class="muted">no task matches</p>');
+  if (d.next_cursor) {
+    p.set('cursor', d.next_cursor);
+    r += '<p><a href="#/tasks?' + esc(p.toString()) + '">next page</a></p>';
+  }
+  $('#task-results').innerHTML = r;
+}
+
+async function taskPage(id) {
+  const [t, tr] = await Promise.all([api('GET', '/v1/tasks/' + encodeURIComponent(id)), api('GET', '/v1/tasks/' + encodeURIComponent(id) + '/trail')]);
+  const row = (k, v) => v === undefined || v === null || v === '' ? '' : '<tr><th>' + esc(k) + '</th><td>' + v + '</td></tr>';
+  let h = '<h1 id="task-page">Task ' + esc(t.id) + '</h1><table class="kv">' + row('state', state(t.state) + ' ' + esc(t.reason || '')) +
+    row('held by (region)', '<span id="held-by">' + esc(t.held_by) + '</span>') + row('home region', esc(t.region)) + row('pool', esc(t.pool)) +
+    row('handed off to', esc(t.handed_off_to)) + row('worker', esc(t.worker)) + row('type', esc(t.type)) + row('tenant', esc(t.tenant)) +
+    row('priority', esc(t.priority)) + row('attempts', esc(t.attempts) + ' of ' + esc((t.max_retries || 0) + 1)) +
+    row('tags', esc(Object.entries(t.tags || {}).map(e => e.join('=')).join(', '))) + row('regions allowed', esc((t.regions || []).join(', '))) +
+    row('price at claim', t.price_per_hour ? '$' + esc(t.price_per_hour) + '/slot-h' : '') +
+    row('created', time(t.created_at)) + row('due', time(t.due_at)) + row('ready', time(t.ready_at)) + row('started', time(t.started_at)) +
+    row('finished', time(t.finished_at)) + row('last error', esc(t.last_error)) + row('result', esc(t.result)) + row('trace id', esc(t.trace_id)) + '</table>';
+  h += '<h2>Payload</h2><pre>' + esc(t.payload === undefined ? 'null' : JSON.stringify(t.payload, null, 2)) + '</pre>';
+  h += '<h2>Trail</h2><table id="trail"><tr><th>time</th><th>region</th><th>from</th><th>to</th><th>reason</th><th>by</th><th>attempt</th><th>error</th></tr>';
+  for (const s of tr.transitions) {
+    h += '<tr><td>' + time(s.at) + '</td><td class="region">' + esc(s.region) + '</td><td>' + esc(s.from) + '</td><td>' + state(s.to) + '</td><td>' + esc(s.reason) +
+      '</td><td>' + esc(s.by) + '</td><td class="num">' + esc(s.attempt) + '</td><td>' + esc(s.error) + '</td></tr>';
+  }
+  h += '</table><h2>Placement</h2><p class="muted">Where this spec would be placed now, with every candidate\'s reasons (a dry run: prices and fill move).</p><div id="explain"></div>';
+  view().innerHTML = h;
+  try {
+    const spec = {type: t.type, priority: t.priority, tags: t.tags, regions: t.regions};
+    if (t.tenant) spec.tenant = t.tenant;
+    const ex = await api('POST', '/v1/placement/explain', spec);
+    let e = '<p>outcome: <b>' + esc(ex.outcome) + '</b>' + (ex.chosen ? ' → ' + esc(ex.chosen.region) + '/' + esc(ex.chosen.pool) : '') + '</p>';
+    e += '<table><tr><th>region</th><th>pool</th><th>rejected</th><th>$/slot-h</th><th>expected s</th><th>score</th><th>fill</th></tr>';
+    for (const c of ex.candidates) {
+      e += '<tr' + (c.chosen ? ' class="ok"' : '') + '><td>' + esc(c.region) + '</td><td>' + esc(c.pool) + '</td><td>' + esc(c.rejected) + (c.detail ? ' <small>' + esc(c.detail) + '</small>' : '') +
+        '</td><td class="num">' + esc(c.price_per_slot_hour) + '</td><td class="num">' + esc((c.expected_seconds || 0).toFixed(2)) + '</td><td class="num">' + esc(c.score) +
+        '</td><td>' + pct(c.queue_fill) + '</td></tr>';
+    }
+    $('#explain').innerHTML = e + '</table>';
+  } catch (err) { $('#explain').textContent = 'explain: ' + err.message; }
+}
+
+// ---- dead letters -----------------------------------------------------------
+async function dlq(q) {
+  let h = '<h1>Dead letters</h1><form id="dlq-filter" class="filters">';
+  for (const k of ['type', 'tenant', 'region']) h += '<label>' + k + '<input name="' + k + '" value="' + esc(q.get(k) || '') + '"></label>';
+  h += '<button type="submit">Filter</button></form>';
+  const d = await api('GET', '/v1/dlq?' + q.toString());
+  h += partial(d) + '<p><button id="replay">Replay selected</button> <button id="cancel">Cancel selected</button> <span id="bulk-result"></span></p>';
+  h += '<table id="dlq-table"><tr><th><input type="checkbox" id="all"></th><th>id</th><th>region</th><th>type</th><th>tenant</th><th>attempts</th><th>failed</th><th>last error</th></tr>';
+  for (const t of d.tasks) {
+    h += '<tr><td><input type="checkbox" class="pick" value="' + esc(t.id) + '"></td><td>' + taskLink(t.id) + '</td><td class="region">' + esc(t.held_by) + '</td><td>' + esc(t.type) +
+      '</td><td>' + esc(t.tenant) + '</td><td class="num">' + esc(t.attempts) + '</td><td>' + time(t.finished_at) + '</td><td>' + esc(t.last_error) + '</td></tr>';
+  }
+  h += '</table>' + (d.tasks.length ? '' : '<p class="muted">no dead letters</p>');
+  if (d.next_cursor) { const p = new URLSearchParams(q); p.set('cursor', d.next_cursor); h += '<p><a href="#/dlq?' + esc(p.toString()) + '">next page</a></p>'; }
+  view().innerHTML = h;
+  $('#dlq-filter').addEventListener('submit', ev => { ev.preventDefault(); location.hash = '#/dlq?' + params(ev.target).toString(); });
+  $('#all').onchange = ev => document.querySelectorAll('.pick').forEach(c => { c.checked = ev.target.checked; });
+  const bulk = async op => {
+    const ids = [...document.querySelectorAll('.pick:checked')].map(c => c.value);
+    let ok = 0, errs = [];
+    for (const id of ids) {
+      try { await api('POST', '/v1/tasks/' + encodeURIComponent(id) + '/' + op); ok++; } catch (e) { errs.push(id + ': ' + e.message); }
+    }
+    $('#bulk-result').textContent = op + ': ' + ok + ' of ' + ids.length + ' done' + (errs.length ? ' — ' + errs.join('; ') : '');
+    $('#bulk-result').className = errs.length ? 'bad' : 'ok';
+  };
+  $('#replay').onclick = () => bulk('replay');
+  $('#cancel').onclick = () => bulk('cancel');
+}
+
+// ---- DAG runs -----------------------------------------------------------------
+async function dags(id) {
+  let h = '<h1>DAG runs</h1><form id="dag-open" class="filters"><label>run id<input name="id" size="34" value="' + esc(id || '') + '"></label><button type="submit">Open</button></form><div id="dag"></div>';
+  view().innerHTML = h;
+  $('#dag-open').addEventListener('submit', ev => { ev.preventDefault(); location.hash = '#/dags/' + encodeURIComponent(params(ev.target).get('id') || ''); });
+  if (!id) return;
+  const d = await api('GET', '/v1/dags/' + encodeURIComponent(id));
+  // Columns by depth: a node sits one column right of its deepest upstream.
+  const depth = {}, byID = Object.fromEntries(d.nodes.map(n => [n.id, n]));
+  const deep = (n, seen = new Set()) => {
+    if (depth[n.id] !== undefined) return depth[n.id];
+    if (seen.has(n.id)) return 0;
+    seen.add(n.id);
+    return depth[n.id] = Math.max(0, ...(n.depends_on || []).map(u => byID[u] ? deep(byID[u], seen) + 1 : 0));
+  };
+  d.nodes.forEach(n => deep(n));
+  const cols = [];
+  for (const n of d.nodes) (cols[depth[n.id]] = cols[depth[n.id]] || []).push(n);
+  let g = '<p>' + esc(d.name || '') + ' · ' + state(d.state) + ' · tenant ' + esc(d.tenant) + ' · home ' + esc(d.region) + ' · created ' + time(d.created_at) + '</p><div class="graph">';
+  for (const c of cols) {
+    g += '<div class="col">' + (c || []).map(n => '<div class="node n-' + esc(n.state) + '"><b>' + esc(n.id) + '</b><small>' + esc(n.state) + (n.task_state ? ' · ' + esc(n.task_state) : '') +
+      '</small><small>' + (n.depends_on && n.depends_on.length ? '← ' + esc(n.depends_on.join(', ')) : 'root') + '</small></div>').join('') + '</div>';
+  }
+  g += '</div><table><tr><th>node</th><th>state</th><th>task</th><th>task state</th><th>region</th><th>pool</th><th>attempts</th><th>rule</th></tr>';
+  for (const n of d.nodes) {
+    g += '<tr><td>' + esc(n.id) + '</td><td>' + esc(n.state) + ' ' + esc(n.reason) + '</td><td>' + (n.task_id ? taskLink(n.task_id) : '') + '</td><td>' + esc(n.task_state) +
+      '</td><td>' + esc(n.region) + '</td><td>' + esc(n.pool) + '</td><td class="num">' + esc(n.attempts) + '</td><td>' + esc(n.trigger_rule) + '</td></tr>';
+  }
+  $('#dag').innerHTML = g + '</table>';
+}
+
+// ---- schedules ------------------------------------------------------------------
+async function schedules() {
+  const d = await api('GET', '/v1/schedules');
+  let h = '<h1>Schedules</h1><table id="schedules"><tr><th>name</th><th>cron</th><th>zone</th><th>home</th><th>task type</th><th>paused</th><th>next slot</th><th>last slot</th><th>last outcome</th><th>last task</th></tr>';
+  for (const s of d.schedules || []) {
+    h += '<tr><td>' + esc(s.name) + '</td><td>' + esc(s.cron) + '</td><td>' + esc(s.timezone) + '</td><td>' + esc(s.home_region) + '</td><td>' + esc(s.task && s.task.type) +
+      '</td><td>' + (s.paused ? 'yes' : 'no') + '</td><td>' + time(s.next_slot) + '</td><td>' + time(s.last_slot) + '</td><td>' + esc(s.last_outcome) + '</td><td>' +
+      (s.last_task_id ? taskLink(s.last_task_id) : '') + '</td></tr>';
+  }
+  view().innerHTML = h + '</table>';
+}
+
+// ---- cost ---------------------------------------------------------------------------
+async function cost(q) {
+  if (!q.get('group_by')) q.set('group_by', 'tenant,pool,region');
+  const d = await api('GET', '/v1/cost?' + q.toString());
+  const rows = d.rows || [];
+  const cols = rows.length ? Object.keys(rows[0]) : [];
+  let h = '<h1>Cost</h1><p class="muted">grouped by ' + esc(q.get('group_by')) + '</p>' + partial(d) + '<table id="cost"><tr>' + cols.map(c => '<th>' + esc(c) + '</th>').join('') + '</tr>';
+  for (const r of rows) h += '<tr>' + cols.map(c => '<td' + (typeof r[c] === 'number' ? ' class="num"' : '') + '>' + esc(typeof r[c] === 'number' ? +r[c].toFixed(6) : r[c]) + '</td>').join('') + '</tr>';
+  view().innerHTML = h + '</table>';
+}
+
+// ---- routing ---------------------------------------------------------------------
+async function route() {
+  clearInterval(timer);
+  who();
+  const [path, qs] = (location.hash.slice(1) || '/').split('?');
+  const q = new URLSearchParams(qs || '');
+  const parts = path.split('/').filter(Boolean).map(decodeURIComponent);
+  try {
+    switch (parts[0]) {
+      case undefined: await overview(); timer = setInterval(() => overview().catch(() => {}), 2000); break;
+      case 'tasks': await tasks(q); break;
+      case 'task': await taskPage(parts[1]); break;
+      case 'dlq': await dlq(q); break;
+      case 'dags': await dags(parts[1]); break;
+      case 'schedules': await schedules(); break;
+      case 'cost': await cost(q); break;
+      default: view().innerHTML = '<p>no such page</p>';
+    }
+  } catch (e) { if (e.message !== 'unauthorized') fail(e); }
+}
+window.addEventListener('hashchange', route);
+(async () => {
+  // Auth off (ax dev) answers without a token; with auth on, sign in first.
+  try { await api('GET', '/v1/regions'); route(); } catch (e) { if (e.message !== 'unauthorized') route(); }
+})();

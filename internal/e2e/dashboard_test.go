@@ -1,0 +1,118 @@
+package e2e
+
+import (
+	"context"
+	"net/http"
+	"os/exec"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/chromedp/chromedp"
+)
+
+// dashboardInBrowser drives the real dashboard of us-east-1's `ax server`
+// (auth on) in a headless Chromium: sign in with an operator's token,
+// search the tasks of eu-west-1 by type, open a task that us-east-1 handed
+// off there, and read its trail, which names both regions. One browser, a
+// few seconds. Chromium comes from `make deps` (apt package chromium); the
+// test fails when it is missing.
+func dashboardInBrowser(t *testing.T, fed *federation) {
+	t.Helper()
+	bin := ""
+	for _, name := range []string{"chromium", "chromium-browser", "google-chrome"} {
+		if p, err := exec.LookPath(name); err == nil {
+			bin = p
+			break
+		}
+	}
+	if bin == "" {
+		t.Fatal("chromium is not installed (make deps installs it: apt-get install chromium)")
+	}
+	h := fed.handedOffTask("us-east-1", "eu-west-1", tokSubmitterA, map[string]any{
+		"type": "sleep", "payload": map[string]any{"ms": 10, "note": "<img src=x onerror=alert(1)>"}})
+	fed.waitState("us-east-1", tokSubmitterA, h.ID, "SUCCESS", 20*time.Second)
+	api := fed.server("us-east-1").api
+
+	// The page needs its CSP; the token never goes into a URL.
+	resp, err := http.Get(api + "/")
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if csp := resp.Header.Get("Content-Security-Policy"); !strings.Contains(csp, "script-src 'self'") {
+		t.Fatalf("dashboard CSP: %q", csp)
+	}
+
+	opts := append(chromedp.DefaultExecAllocatorOptions[:], chromedp.ExecPath(bin), chromedp.NoSandbox,
+		chromedp.Flag("disable-gpu", true), chromedp.Flag("disable-dev-shm-usage", true))
+	actx, cancel := chromedp.NewExecAllocator(context.Background(), opts...)
+	defer cancel()
+	ctx, cancel := chromedp.NewContext(actx)
+	defer cancel()
+	ctx, cancel = context.WithTimeout(ctx, 60*time.Second)
+	defer cancel()
+
+	var heldBy, trail, rows, url, stored string
+	var alerted bool
+	steps := []struct {
+		what string
+		do   []chromedp.Action
+	}{
+		{"open the dashboard", []chromedp.Action{chromedp.Navigate(api + "/"), chromedp.WaitVisible("#login-form", chromedp.ByQuery)}},
+		{"sign in", []chromedp.Action{chromedp.SendKeys("#token", fed.token(tokOperatorA), chromedp.ByQuery),
+			chromedp.Click(`#login-form button[type="submit"]`, chromedp.ByQuery),
+			chromedp.WaitVisible("h2.region", chromedp.ByQuery)}}, // the overview, with the token
+		{"search eu-west-1's sleep tasks", []chromedp.Action{chromedp.Navigate(api + "/#/tasks"),
+			chromedp.WaitVisible("#task-search", chromedp.ByQuery),
+			chromedp.SetValue(`#task-search input[name="type"]`, "sleep", chromedp.ByQuery),
+			chromedp.SetValue(`#task-search input[name="region"]`, "eu-west-1", chromedp.ByQuery),
+			chromedp.Click(`#task-search button[type="submit"]`, chromedp.ByQuery),
+			chromedp.WaitVisible(`#task-table a[href="#/task/`+h.ID+`"]`, chromedp.ByQuery),
+			chromedp.Text("#task-table", &rows, chromedp.ByQuery)}},
+		{"open the task", []chromedp.Action{chromedp.Click(`#task-table a[href="#/task/`+h.ID+`"]`, chromedp.ByQuery),
+			chromedp.WaitVisible("#trail", chromedp.ByQuery),
+			chromedp.Text("#held-by", &heldBy, chromedp.ByQuery),
+			chromedp.Text("#trail", &trail, chromedp.ByQuery),
+			chromedp.Location(&url),
+			chromedp.Evaluate(`sessionStorage.getItem('ax.token') !== null`, &alerted),
+			chromedp.Evaluate(`document.querySelector('pre').textContent`, &stored)}},
+	}
+	start := time.Now()
+	// The browser starts with the first Run, on ctx: a step's shorter
+	// context would end it.
+	if err := chromedp.Run(ctx); err != nil {
+		t.Fatalf("chromium (%s) does not start: %v", bin, err)
+	}
+	for _, st := range steps {
+		sctx, scancel := context.WithTimeout(ctx, 15*time.Second)
+		err := chromedp.Run(sctx, st.do...)
+		scancel()
+		if err != nil {
+			var html string
+			_ = chromedp.Run(ctx, chromedp.OuterHTML("body", &html, chromedp.ByQuery))
+			t.Fatalf("browser: %s: %v; the page: %s", st.what, err, html)
+		}
+	}
+	t.Logf("dashboard: signed in, searched, opened the task and read its trail in %v", time.Since(start).Round(time.Millisecond))
+	if !strings.Contains(rows, h.ID) || !strings.Contains(rows, "eu-west-1") {
+		t.Fatalf("search results: %q", rows)
+	}
+	if heldBy != "eu-west-1" {
+		t.Fatalf("task page: held by %q, want eu-west-1", heldBy)
+	}
+	for _, want := range []string{"us-east-1", "eu-west-1", "HANDED_OFF", "SUCCESS"} {
+		if !strings.Contains(trail, want) {
+			t.Fatalf("trail lacks %s: %q", want, trail)
+		}
+	}
+	if strings.Contains(url, fed.token(tokOperatorA)) {
+		t.Fatal("the token is in the URL")
+	}
+	if !alerted {
+		t.Fatal("no token in session storage after signing in")
+	}
+	if !strings.Contains(stored, "<img src=x onerror=alert(1)>") {
+		t.Fatalf("payload not shown as text: %q", stored)
+	}
+}
