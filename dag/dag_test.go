@@ -224,7 +224,7 @@ func testDAGFailure(t *testing.T, e *dagEnv, home *dagRegion, w *dagWorkers) {
 		t.Errorf("ax_dag_runs_total{state=FAILED} = %v", got)
 	}
 	// The metrics are served with the server's own.
-	rep := e.call(http.MethodGet, home.any().http.URL+"/metrics", "", nil).Want(t, http.StatusOK)
+	rep := e.call(http.MethodGet, home.any().http.URL+"/metrics", dagTokAdmin, nil).Want(t, http.StatusOK)
 	for _, m := range []string{`ax_dag_runs_total{region="us-east-1",state="FAILED"}`, `ax_dag_nodes_released_total{region="us-east-1"}`} {
 		if !strings.Contains(string(rep.Body), m) {
 			t.Errorf("/metrics lacks %s", m)

@@ -51,6 +51,10 @@ type Config struct {
 	// (defaults: apiv1.MaxBatch and 16 MiB).
 	BatchMaxItems int
 	BatchMaxBytes int64
+	// PublicDetails serves /metrics and /readyz's details without a token;
+	// off (and auth on), /metrics needs a token of any role and /readyz
+	// tells others only whether the server is ready.
+	PublicDetails bool
 }
 
 // API serves docs/architecture.md §7's HTTP API for one server.
@@ -107,7 +111,15 @@ func New(n *federation.Node, cfg Config) *API {
 	a.route("POST /v1/internal/enqueue", RoleAdmin, a.enqueueScheduled)
 	a.scheduleRoutes()
 	a.dagRoutes()
-	a.mux.Handle("GET /metrics", promhttp.HandlerFor(cfg.Gatherer, promhttp.HandlerOpts{}))
+	metrics := promhttp.HandlerFor(cfg.Gatherer, promhttp.HandlerOpts{})
+	a.mux.HandleFunc("GET /metrics", func(w http.ResponseWriter, r *http.Request) {
+		if !a.details(r) {
+			_, aerr := a.cfg.Auth.authenticate(r)
+			unauthorized(&statusRecorder{ResponseWriter: w, code: 200}, r, aerr)
+			return
+		}
+		metrics.ServeHTTP(w, r)
+	})
 	a.mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) { w.Write([]byte("ok\n")) })
 	a.mux.HandleFunc("GET /readyz", a.readyz)
 	a.dashboardRoutes()
@@ -219,6 +231,16 @@ func (a *API) trustedHops(r *http.Request, p Principal) int {
 // hops is the request's trusted hop count (see trustedHops), set by route.
 func hops(r *http.Request) int { return federation.HopsOf(r.Context()) }
 
+// details reports whether r may see /metrics and /readyz's details: with
+// PublicDetails or auth off anyone, else a caller with a token.
+func (a *API) details(r *http.Request) bool {
+	if a.cfg.PublicDetails {
+		return true
+	}
+	_, err := a.cfg.Auth.authenticate(r)
+	return err == nil
+}
+
 func (a *API) readyz(w http.ResponseWriter, r *http.Request) {
 	ctx, cancel := context.WithTimeout(r.Context(), 2*time.Second)
 	defer cancel()
@@ -241,6 +263,14 @@ func (a *API) readyz(w http.ResponseWriter, r *http.Request) {
 	if !view.Connected() || !global {
 		// Not fatal: the region keeps scheduling its own work on its last view.
 		w.Header().Set("X-Ax-Global-View", "stale")
+	}
+	if !a.details(r) {
+		status := http.StatusOK
+		if len(problems) > 0 {
+			status = http.StatusServiceUnavailable
+		}
+		writeJSON(w, status, map[string]any{"ready": len(problems) == 0})
+		return
 	}
 	if len(problems) > 0 {
 		writeJSON(w, http.StatusServiceUnavailable, map[string]any{"ready": false, "problems": problems,

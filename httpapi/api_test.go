@@ -30,13 +30,20 @@ func TestAPIContract(t *testing.T) {
 		if strings.TrimSpace(string(rep.Body)) != "ok" {
 			t.Fatalf("healthz: %q", rep.Body)
 		}
+		// Without a token: ready or not, nothing more; no /metrics (tenant
+		// names in labels) (issue 11 finding 10).
 		var ready map[string]any
 		f.Call(http.MethodGet, f.R(aws).URL()+"/readyz", "", nil).Want(t, http.StatusOK).JSON(t, &ready)
+		if len(ready) != 1 || ready["ready"] != true {
+			t.Fatalf("readyz without a token: %v", ready)
+		}
+		f.Call(http.MethodGet, f.R(aws).URL()+"/metrics", "", nil).Want(t, http.StatusUnauthorized)
+		f.Call(http.MethodGet, f.R(aws).URL()+"/readyz", tokAcme, nil).Want(t, http.StatusOK).JSON(t, &ready)
 		if ready["ready"] != true || ready["region"] != aws || ready["global_view"] != true {
 			t.Fatalf("readyz: %v", ready)
 		}
 		f.SubmitOK(aws, tokAcme, local("metrics.probe"))
-		rep = f.Call(http.MethodGet, f.R(aws).URL()+"/metrics", "", nil).Want(t, http.StatusOK)
+		rep = f.Call(http.MethodGet, f.R(aws).URL()+"/metrics", tokAcme, nil).Want(t, http.StatusOK)
 		for _, m := range []string{"ax_tasks_submitted_total", "ax_http_requests_total", "ax_pool_",
 			`ax_placement_decisions_total{outcome="placed",pool="cpu-spot",region="aws-use1",target="aws-use1"}`} {
 			if !strings.Contains(string(rep.Body), m) {
@@ -659,7 +666,7 @@ func TestAPIContract(t *testing.T) {
 	// Last: it takes the region's Redis away.
 	t.Run("readyz 503 without the region's Redis", func(t *testing.T) {
 		f.R(az).Redis.Kill()
-		rep := f.Call(http.MethodGet, f.R(az).URL()+"/readyz", "", nil)
+		rep := f.Call(http.MethodGet, f.R(az).URL()+"/readyz", tokAcme, nil)
 		if rep.Status != http.StatusServiceUnavailable {
 			t.Fatalf("readyz with Redis killed: %d %s", rep.Status, rep.Body)
 		}

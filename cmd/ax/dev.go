@@ -220,6 +220,23 @@ func devConfigs() ([]*config.Region, error) {
 	return out, nil
 }
 
+// reloadDev re-reads the built-in configs into the running servers
+// (SIGHUP); one during start-up reaches the servers started by then.
+func reloadDev(servers []*server, log *slog.Logger) {
+	cfgs, err := devConfigs()
+	if err != nil {
+		log.Error("SIGHUP: config not reloaded", "err", err)
+		return
+	}
+	for _, s := range servers {
+		for _, c := range cfgs {
+			if c.Name == s.cfg.Name {
+				s.reload(c)
+			}
+		}
+	}
+}
+
 func runDev(ctx context.Context, dir string, apiPort, slots int, demo bool, stdout interface{ Write([]byte) (int, error) }) error {
 	log := newLogger(slog.LevelInfo)
 	if err := os.MkdirAll(dir, 0o755); err != nil {
@@ -256,6 +273,28 @@ func runDev(ctx context.Context, dir string, apiPort, slots int, demo bool, stdo
 	}()
 	runCtx, cancel := context.WithCancel(ctx)
 	defer cancel()
+	// SIGHUP (a closed terminal, or an operator) never ends ax dev: as in
+	// ax server it reloads what can be reloaded, here from the built-in
+	// configs.
+	hup := make(chan os.Signal, 1)
+	signal.Notify(hup, syscall.SIGHUP)
+	defer signal.Stop(hup)
+	var (
+		mu      sync.Mutex // servers, read by the SIGHUP loop
+		servers []*server
+	)
+	go func() {
+		for {
+			select {
+			case <-runCtx.Done():
+				return
+			case <-hup:
+				mu.Lock()
+				reloadDev(servers, log)
+				mu.Unlock()
+			}
+		}
+	}()
 	var wg sync.WaitGroup
 	errc := make(chan error, 32)
 	var lines []string
@@ -284,6 +323,9 @@ func runDev(ctx context.Context, dir string, apiPort, slots int, demo bool, stdo
 		if err != nil {
 			return fmt.Errorf("server for %s: %w", cfg.Name, err)
 		}
+		mu.Lock()
+		servers = append(servers, s)
+		mu.Unlock()
 		wg.Add(1)
 		go func() {
 			defer wg.Done()

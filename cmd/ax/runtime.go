@@ -321,6 +321,7 @@ func startServer(ctx context.Context, cfg *config.Region, ln net.Listener, reg *
 			return q.SubmitsPerSecond, q.Burst
 		},
 		BatchMaxItems: cfg.Quotas.Batch.MaxItems, BatchMaxBytes: cfg.Quotas.Batch.MaxBytes,
+		PublicDetails: cfg.HTTPServer.PublicDetails,
 		Ready: func(context.Context) error {
 			if err := s.regionalProbe.Err(); err != nil {
 				return fmt.Errorf("regional etcd: %w", err)
@@ -472,6 +473,12 @@ func (s *server) reloadTokens(file string) {
 		s.log.Error("SIGHUP: config not reloaded", "err", err)
 		return
 	}
+	s.reload(cfg)
+}
+
+// reload puts cfg's API tokens, limits and quotas in service and re-reads
+// the API certificate (SIGHUP, in ax server and ax dev).
+func (s *server) reload(cfg *config.Region) {
 	s.auth.SetTokens(apiTokens(cfg))
 	l := limitsOf(cfg)
 	s.limits.Store(&l)

@@ -483,6 +483,10 @@ type HTTPServer struct {
 	MaxLongPolls          int    `mapstructure:"max_long_polls" yaml:"max_long_polls"`
 	MaxLongPollsPerTenant int    `mapstructure:"max_long_polls_per_tenant" yaml:"max_long_polls_per_tenant"`
 	TLS                   APITLS `mapstructure:"tls" yaml:"tls"`
+	// PublicDetails serves /metrics and the details of /readyz (problems,
+	// region) to callers without a token; off, they need a token of any
+	// role (with auth on), and /readyz tells others only ready or not.
+	PublicDetails bool `mapstructure:"public_details" yaml:"public_details"`
 }
 
 // APITLS is the API's TLS. With Cert and Key set the API serves https only;

@@ -128,7 +128,7 @@ func TestForwardedHeaderIsTrustedOnlyFromTheClusterToken(t *testing.T) {
 // write timeouts of 2s, a 4s wait answers 200 after its wait.
 func TestLongPollOutlivesTheServerTimeouts(t *testing.T) {
 	fed := newFederation(t, fedOpts{noWorkers: true, regions: []string{"us-east-1"},
-		extra: "http_server:\n  read_timeout: 2s\n  write_timeout: 2s\n"})
+		httpServer: "read_timeout: 2s\nwrite_timeout: 2s\n"})
 	start := time.Now()
 	code, body := fed.call("us-east-1", tokSubmitterA, http.MethodGet, "/v1/events?wait=4s", nil)
 	if code != http.StatusOK || !strings.Contains(string(body), `"events"`) {

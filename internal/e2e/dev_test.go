@@ -204,6 +204,14 @@ func (d *devProc) waitSuccess(within time.Duration, ids []string) {
 // is left.
 func TestDevSmoke(t *testing.T) {
 	d := startDev(t, "--tmp")
+	// SIGHUP reloads as in ax server and never ends ax dev (issue 11
+	// finding 10): everything below runs after it.
+	if err := d.cmd.Process.Signal(syscall.SIGHUP); err != nil {
+		t.Fatal(err)
+	}
+	waitUntil(t, 10*time.Second, "ax dev to handle SIGHUP", func() bool {
+		return strings.Count(d.log.String(), "SIGHUP: API tokens") == 3
+	})
 	regions := []string{"us-east-1", "europe-west4", "eastus"}
 	var ids []string
 	for i := 0; i < 100; i++ {

@@ -99,6 +99,11 @@ type fedOpts struct {
 	sharedEnv bool
 	// tokens are more entries of auth.tokens (YAML list items, unindented).
 	tokens string
+	// httpServer is YAML inside each region's `http_server:` block,
+	// unindented. The harness turns public_details on (tests scrape
+	// /metrics and /readyz without a token) unless privateDetails.
+	httpServer     string
+	privateDetails bool
 	// tls puts TLS on every hop: the API serves https only and asks every
 	// client for a certificate (mutual TLS, servers between regions too),
 	// servers and workers reach Redis only on its TLS port (rediss://, with
@@ -234,12 +239,13 @@ func (f *federation) config(r *fedRegion) string {
 	}
 	o := f.opts
 	redisAddr := fmt.Sprintf("{addr: %s}", r.redis.Addr())
-	extra := o.extra
+	httpServer := fmt.Sprintf("public_details: %v\n%s", !o.privateDetails, o.httpServer)
 	if o.tls {
 		c := f.certs
 		redisAddr = fmt.Sprintf("{addr: \"rediss://127.0.0.1:%d\", tls: {ca: %q, cert: %q, key: %q}}", r.tlsPort, c.CA, c.Client, c.ClientKey)
-		extra += fmt.Sprintf("\nhttp_server:\n  tls: {cert: %q, key: %q, client_ca: %q, ca: %q}\n", c.Cert, c.Key, c.CA, c.CA)
+		httpServer += fmt.Sprintf("\ntls: {cert: %q, key: %q, client_ca: %q, ca: %q}\n", c.Cert, c.Key, c.CA, c.CA)
 	}
+	extra := "http_server:\n" + indent(httpServer, "  ") + "\n" + o.extra
 	pools := o.pools[r.name]
 	if pools == "" {
 		pools = "- {name: cpu, tags: {class: cpu}, slots: 50, price_per_slot_hour: 0.04}"

@@ -25,11 +25,12 @@ func apiErr(t *testing.T, body []byte) apiv1.Error {
 // regions: a tenant flooding submits gets 429 quota_exceeded with
 // Retry-After while another tenant's submits all succeed; batches are
 // capped in items and bytes (naming the field); priority 0 and critical
-// are for operator tokens (403 naming the field, in DAG nodes too); an
-// expired token is 401 token_expired.
+// are for operator tokens (403 naming the field, in DAG nodes too);
+// /metrics and /readyz's details need a token; an expired token is 401
+// token_expired.
 func TestTenantQuotasTrustAndExpiry(t *testing.T) {
 	const expired = "expired-token-0123456789abcdef"
-	fed := newFederation(t, fedOpts{
+	fed := newFederation(t, fedOpts{privateDetails: true,
 		tokens: `- {name: old, token: ` + expired + `, role: submitter, tenant: team-a, expires_at: "2020-01-01T00:00:00Z"}
 - {name: dated, token: dated-token-0123456789abcdef, role: submitter, tenant: team-b, expires_at: "2099-01-01T00:00:00Z"}`,
 		extra: `quotas:
@@ -130,6 +131,24 @@ func TestTenantQuotasTrustAndExpiry(t *testing.T) {
 	code, body = fed.call("us-east-1", tokSubmitterB, http.MethodPost, "/v1/dags", dag)
 	if e := apiErr(t, body); code != http.StatusForbidden || e.Field != "nodes[1].task.priority" {
 		t.Fatalf("a submitter's DAG with a priority 0 node: %d %s", code, body)
+	}
+
+	// /metrics (tenant names in labels) and /readyz's details need a token.
+	if code, body := fed.call("us-east-1", "", http.MethodGet, "/metrics", nil); code != http.StatusUnauthorized ||
+		strings.Contains(string(body), "team-a") {
+		t.Fatalf("/metrics without a token: %d %.200s", code, body)
+	}
+	if code, body := fed.call("us-east-1", "", http.MethodGet, "/readyz", nil); code != http.StatusOK ||
+		strings.TrimSpace(string(body)) != `{"ready":true}` {
+		t.Fatalf("/readyz without a token: %d %s", code, body)
+	}
+	if code, body := fed.call("us-east-1", tokSubmitterB, http.MethodGet, "/metrics", nil); code != http.StatusOK ||
+		!strings.Contains(string(body), `tenant="team-b"`) {
+		t.Fatalf("/metrics with a token: %d %.200s", code, body)
+	}
+	if code, body := fed.call("us-east-1", tokSubmitterB, http.MethodGet, "/readyz", nil); code != http.StatusOK ||
+		!strings.Contains(string(body), `"region":"us-east-1"`) {
+		t.Fatalf("/readyz with a token: %d %s", code, body)
 	}
 
 	// Token expiry.
