@@ -153,6 +153,8 @@ type TaskFilter struct {
 	Type   string
 	Tenant string // a tenant's token lists its own tenant's whatever this says
 	Pool   string
+	// LimitKey lists only the tasks naming this concurrency limit key.
+	LimitKey string
 	// Region lists only the tasks held in this region; "" every region's.
 	Region string
 	// CreatedAfter and CreatedBefore bound created_at (after ≤ t < before).
@@ -173,7 +175,7 @@ type TaskFilter struct {
 func (c *Client) ListTasks(ctx context.Context, f TaskFilter) (*apiv1.TaskList, error) {
 	q := url.Values{}
 	for k, v := range map[string]string{"state": string(f.State), "type": f.Type, "tenant": f.Tenant, "pool": f.Pool,
-		"region": f.Region, "payload": f.Payload, "cursor": f.Cursor} {
+		"region": f.Region, "payload": f.Payload, "cursor": f.Cursor, "limit_key": f.LimitKey} {
 		if v != "" {
 			q.Set(k, v)
 		}

@@ -27,7 +27,7 @@ func (q TaskQuery) Values() url.Values {
 	v := url.Values{}
 	f := q.Filter
 	for k, s := range map[string]string{"state": string(f.State), "type": f.Type, "tenant": f.Tenant,
-		"pool": f.Pool, "payload": f.Payload} {
+		"pool": f.Pool, "payload": f.Payload, "limit_key": f.LimitKey} {
 		if s != "" {
 			v.Set(k, s)
 		}

@@ -62,6 +62,7 @@ type API struct {
 	n        *federation.Node
 	cfg      Config
 	mux      *http.ServeMux
+	routes   []string // the /v1 patterns registered, for the OpenAPI test
 	requests *prometheus.CounterVec
 	polls    *longPolls
 	quotas   *quotas
@@ -123,6 +124,11 @@ func New(n *federation.Node, cfg Config) *API {
 	a.mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) { w.Write([]byte("ok\n")) })
 	a.mux.HandleFunc("GET /readyz", a.readyz)
 	a.dashboardRoutes()
+	a.routes = append(a.routes, "GET /v1/openapi.json")
+	a.mux.HandleFunc("GET /v1/openapi.json", func(w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		_, _ = w.Write(openAPI)
+	})
 	a.mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		writeError(w, &apiError{status: 404, code: apiv1.CodeNotFound, msg: "no such endpoint: " + r.Method + " " + r.URL.Path})
 	})
@@ -137,6 +143,7 @@ type handler func(w http.ResponseWriter, r *http.Request, p Principal) error
 // counts it. A handler's error is answered through writeError, the one
 // mapping of errors to HTTP.
 func (a *API) route(pattern string, need Role, h handler) {
+	a.routes = append(a.routes, pattern)
 	a.mux.HandleFunc(pattern, func(w http.ResponseWriter, r *http.Request) {
 		rec := &statusRecorder{ResponseWriter: w, code: 200}
 		defer func() { a.requests.WithLabelValues(pattern, strconv.Itoa(rec.code)).Inc() }()

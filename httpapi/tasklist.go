@@ -32,7 +32,7 @@ func (a *API) listTasks(w http.ResponseWriter, r *http.Request, p Principal) err
 
 // taskParams are GET /v1/tasks's parameters; any other is refused (a typo
 // must not turn a filtered listing into a full one).
-var taskParams = []string{"state", "type", "tenant", "pool", "region", "created_after", "created_before", "payload", "limit", "cursor"}
+var taskParams = []string{"state", "type", "tenant", "pool", "region", "created_after", "created_before", "limit_key", "payload", "limit", "cursor"}
 
 // maxPayloadFilter bounds payload=: a substring search, not a document.
 const maxPayloadFilter = 256
@@ -100,7 +100,7 @@ func parseTaskQuery(raw string, p Principal) (federation.TaskQuery, error) {
 		}
 		f.Payload = s
 	}
-	f.Type, f.Tenant, f.Pool = v.Get("type"), v.Get("tenant"), v.Get("pool")
+	f.Type, f.Tenant, f.Pool, f.LimitKey = v.Get("type"), v.Get("tenant"), v.Get("pool"), v.Get("limit_key")
 	q.Region, q.Cursor = v.Get("region"), v.Get("cursor")
 	if p.Tenant != "" {
 		if f.Tenant != "" && f.Tenant != p.Tenant {

@@ -20,6 +20,7 @@ type ListQuery struct {
 	State        task.State
 	Type, Tenant string
 	Pool         string
+	LimitKey     string // tasks naming this concurrency limit key
 	// Created bounds created_at: From ≤ created_at < To.
 	CreatedFrom, CreatedTo time.Time
 	// Payload is a byte substring of the payload's JSON (operators only:
@@ -34,6 +35,7 @@ type ListQuery struct {
 func (q ListQuery) Matches(t *task.Task) bool {
 	return (q.State == "" || t.State == q.State) && (q.Type == "" || t.Type == q.Type) &&
 		(q.Tenant == "" || t.Tenant == q.Tenant) && (q.Pool == "" || t.Pool == q.Pool) &&
+		(q.LimitKey == "" || t.LimitKey == q.LimitKey) &&
 		(q.CreatedFrom.IsZero() || !t.CreatedAt.Before(q.CreatedFrom)) &&
 		(q.CreatedTo.IsZero() || t.CreatedAt.Before(q.CreatedTo)) &&
 		(q.Payload == "" || bytes.Contains(t.Payload, []byte(q.Payload)))

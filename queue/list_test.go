@@ -19,7 +19,7 @@ func TestList(t *testing.T) {
 		ids = append(ids, e.submit("cpu", tenant("acme")))
 		e.clock.Advance(time.Millisecond)
 	}
-	gpu := e.submit("gpu", tenant("other"), typ("render"))
+	gpu := e.submit("gpu", tenant("other"), typ("render"), func(s *task.Spec) { s.LimitKey = "render-api" })
 	e.clock.Advance(time.Millisecond)
 	later := e.submit("cpu", delay(time.Hour)) // in the cold tier: no record
 	if n, _ := e.s.ColdWaiting(e.ctx); n != 1 {
@@ -105,6 +105,8 @@ func TestList(t *testing.T) {
 	if len(got) != 0 {
 		t.Fatalf("ready gpu: %v", got) // gpu's first was claimed with the dead one
 	}
+	got, _ = list(ListQuery{LimitKey: "render-api", Limit: 10})
+	eq("limit key", got, []string{gpu})
 	got, _ = list(ListQuery{Tenant: "other", Limit: 10})
 	eq("tenant", got, []string{gpu})
 	got, _ = list(ListQuery{Type: "render", Limit: 10})

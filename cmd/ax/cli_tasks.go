@@ -117,6 +117,7 @@ env or the settings file.`,
 	c.Flags().StringVar(&f.Tenant, "tenant", "", "only tasks of this tenant")
 	c.Flags().StringVar(&f.Pool, "pool", "", "only tasks placed on this pool")
 	c.Flags().StringVar(&f.Region, "region", "", "only tasks held in this region (default: every region)")
+	c.Flags().StringVar(&f.LimitKey, "limit-key", "", "only tasks naming this concurrency limit key")
 	c.Flags().StringVar(&after, "created-after", "", "only tasks created at or after this time (RFC 3339)")
 	c.Flags().StringVar(&before, "created-before", "", "only tasks created before this time (RFC 3339)")
 	c.Flags().StringVar(&f.Payload, "payload", "", "only tasks whose payload JSON contains this text (operator tokens)")
