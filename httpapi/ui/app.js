@@ -30,7 +30,9 @@ function time(s) { return s ? esc(s) : '<span class="muted">-</span>'; }
 function state(s) { return '<span class="state s-' + esc(s) + '">' + esc(s) + '</span>'; }
 function taskLink(id) { return '<a class="task-link" href="#/task/' + encodeURIComponent(id) + '">' + esc(id) + '</a>'; }
 function pct(x) { return (100 * (x || 0)).toFixed(1) + '%'; }
-function bar(x, hot) { return '<span class="bar' + (hot ? ' hot' : '') + '"><span style="width:' + Math.min(100, Math.round(100 * (x || 0))) + '%"></span></span>'; }
+// Widths are set through the DOM after rendering: the CSP forbids style attributes.
+function bar(x, hot) { return '<span class="bar' + (hot ? ' hot' : '') + '"><span data-w="' + Math.min(100, Math.round(100 * (x || 0))) + '"></span></span>'; }
+function sizeBars() { document.querySelectorAll('.bar>span[data-w]').forEach(e => { e.style.width = e.dataset.w + '%'; }); }
 function fail(e) { view().insertAdjacentHTML('afterbegin', '<p class="bad error">' + esc(e.message || e) + '</p>'); }
 function partial(d) {
   return d && d.unavailable && d.unavailable.length ? '<p class="warn">Regions that did not answer: ' + esc(d.unavailable.join(', ')) + '</p>' : '';
@@ -84,6 +86,7 @@ async function overview() {
   }
   h += await refusals();
   view().innerHTML = h;
+  sizeBars();
 }
 
 // refusals reads this server's counters of refused submits from /metrics
@@ -151,7 +154,7 @@ async function taskPage(id) {
   h += '<h2>Payload</h2><pre>' + esc(t.payload === undefined ? 'null' : JSON.stringify(t.payload, null, 2)) + '</pre>';
   h += '<h2>Trail</h2><table id="trail"><tr><th>time</th><th>region</th><th>from</th><th>to</th><th>reason</th><th>by</th><th>attempt</th><th>error</th></tr>';
   for (const s of tr.transitions) {
-    h += '<tr><td>' + time(s.at) + '</td><td class="region">' + esc(s.region) + '</td><td>' + esc(s.from) + '</td><td>' + state(s.to) + '</td><td>' + esc(s.reason) +
+    h += '<tr><td>' + time(s.ts) + '</td><td class="region">' + esc(s.region) + '</td><td>' + esc(s.from) + '</td><td>' + state(s.to) + '</td><td>' + esc(s.reason) +
       '</td><td>' + esc(s.by) + '</td><td class="num">' + esc(s.attempt) + '</td><td>' + esc(s.error) + '</td></tr>';
   }
   h += '</table><h2>Placement</h2><p class="muted">Where this spec would be placed now, with every candidate\'s reasons (a dry run: prices and fill move).</p><div id="explain"></div>';
@@ -163,7 +166,7 @@ async function taskPage(id) {
     let e = '<p>outcome: <b>' + esc(ex.outcome) + '</b>' + (ex.chosen ? ' → ' + esc(ex.chosen.region) + '/' + esc(ex.chosen.pool) : '') + '</p>';
     e += '<table><tr><th>region</th><th>pool</th><th>rejected</th><th>$/slot-h</th><th>expected s</th><th>score</th><th>fill</th></tr>';
     for (const c of ex.candidates) {
-      e += '<tr' + (c.chosen ? ' class="ok"' : '') + '><td>' + esc(c.region) + '</td><td>' + esc(c.pool) + '</td><td>' + esc(c.rejected) + (c.detail ? ' <small>' + esc(c.detail) + '</small>' : '') +
+      e += '<tr' + (c.chosen ? ' class="ok chosen"' : '') + '><td>' + esc(c.region) + '</td><td>' + esc(c.pool) + '</td><td>' + esc(c.rejected) + (c.detail ? ' <small>' + esc(c.detail) + '</small>' : '') +
         '</td><td class="num">' + esc(c.price_per_slot_hour) + '</td><td class="num">' + esc((c.expected_seconds || 0).toFixed(2)) + '</td><td class="num">' + esc(c.score) +
         '</td><td>' + pct(c.queue_fill) + '</td></tr>';
     }
