@@ -14,8 +14,8 @@ import (
 // dashboardInBrowser drives the real dashboard of us-east-1's `ax server`
 // (auth on) in a headless Chromium: sign in with an operator's token,
 // search the tasks of eu-west-1 by type, open a task that us-east-1 handed
-// off there, and read its trail, which names both regions. One browser, a
-// few seconds. Chromium comes from `make deps` (apt package chromium); the
+// off there, and read its trail, which names both regions; then replay a
+// dead letter of eu-west-1 from the DLQ page. One browser, a few seconds. Chromium comes from `make deps` (apt package chromium); the
 // test fails when it is missing.
 func dashboardInBrowser(t *testing.T, fed *federation) {
 	t.Helper()
@@ -33,6 +33,11 @@ func dashboardInBrowser(t *testing.T, fed *federation) {
 		"type": "sleep", "payload": map[string]any{"ms": 10, "note": "<img src=x onerror=alert(1)>"}})
 	fed.waitState("us-east-1", tokSubmitterA, h.ID, "SUCCESS", 20*time.Second)
 	api := fed.server("us-east-1").api
+	// A dead letter in eu-west-1, for the bulk replay.
+	dead := fed.handedOffTask("us-east-1", "eu-west-1", tokSubmitterA, map[string]any{
+		"type": "sleep", "payload": map[string]int{"ms": -1}, "max_retries": 0}) // a bad payload: FAILED
+	fed.waitState("us-east-1", tokSubmitterA, dead.ID, "FAILED", 20*time.Second)
+	var replayed string
 
 	// The page needs its CSP; the token never goes into a URL.
 	resp, err := http.Get(api + "/")
@@ -77,6 +82,12 @@ func dashboardInBrowser(t *testing.T, fed *federation) {
 			chromedp.Location(&url),
 			chromedp.Evaluate(`sessionStorage.getItem('ax.token') !== null`, &alerted),
 			chromedp.Evaluate(`document.querySelector('pre').textContent`, &stored)}},
+		{"replay a dead letter of eu-west-1 from the DLQ page", []chromedp.Action{chromedp.Navigate(api + "/#/dlq?type=sleep"),
+			chromedp.WaitVisible(`#dlq-table input.pick[value="`+dead.ID+`"]`, chromedp.ByQuery),
+			chromedp.Click(`#dlq-table input.pick[value="`+dead.ID+`"]`, chromedp.ByQuery),
+			chromedp.Click("#replay", chromedp.ByQuery),
+			chromedp.WaitVisible("#bulk-result.ok", chromedp.ByQuery),
+			chromedp.Text("#bulk-result", &replayed, chromedp.ByQuery)}},
 	}
 	start := time.Now()
 	// The browser starts with the first Run, on ctx: a step's shorter
@@ -111,6 +122,13 @@ func dashboardInBrowser(t *testing.T, fed *federation) {
 	}
 	if !alerted {
 		t.Fatal("no token in session storage after signing in")
+	}
+	if replayed != "replay: 1 of 1 done" {
+		t.Fatalf("bulk replay: %q", replayed)
+	}
+	code, body := fed.call("us-east-1", tokSubmitterA, http.MethodGet, "/v1/tasks/"+dead.ID+"/trail", nil)
+	if code != 200 || !strings.Contains(string(body), "REPLAYED") {
+		t.Fatalf("the dead letter was not replayed: %d %s", code, body)
 	}
 	if !strings.Contains(stored, "<img src=x onerror=alert(1)>") {
 		t.Fatalf("payload not shown as text: %q", stored)
