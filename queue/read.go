@@ -411,10 +411,13 @@ func (s *Store) Events(ctx context.Context, after []string, count int, block tim
 			streams = append(streams, s.keys[i].base[6])
 		}
 		args := &redis.XReadArgs{Streams: append(streams, next...), Count: int64(count), Block: block}
+		rdb := s.rdb
 		if block <= 0 {
 			args.Block = -1
+		} else if s.opts.Blocking != nil {
+			rdb = s.opts.Blocking
 		}
-		res, err := s.rdb.XRead(ctx, args).Result()
+		res, err := rdb.XRead(ctx, args).Result()
 		if err != nil && err != redis.Nil {
 			return nil, next, fmt.Errorf("queue: events: %w", err)
 		}

@@ -49,6 +49,11 @@ type Options struct {
 	// in the cold tier (cold.go) until the leader's PromoteCold moves them
 	// half a horizon ahead of their time. 0: every delayed task is hot.
 	ColdHorizon time.Duration
+	// Blocking, when set, is a client of the same Redis that Events uses
+	// for its blocking reads (long-polls hold a connection for their whole
+	// wait), so that they cannot take the connections submits and the
+	// leader's loops need. nil: the main client. The store does not close it.
+	Blocking redis.UniversalClient
 }
 
 func (o *Options) withDefaults() error {

@@ -26,7 +26,7 @@ func TestRedisClientTLSInEveryMode(t *testing.T) {
 		{"cluster", config.Redis{Cluster: config.RedisCluster{Addrs: []string{"10.0.0.1:7000"}}, TLS: tlsOn}},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			rc, err := redisClient(c.cfg)
+			rc, err := redisClient(c.cfg, 0)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -54,7 +54,7 @@ func TestRedisClientTLSInEveryMode(t *testing.T) {
 			}
 		})
 	}
-	if _, err := redisClient(config.Redis{Addr: "h:1", TLS: config.RedisTLS{CA: certs.Dir + "/none.pem"}}); err == nil {
+	if _, err := redisClient(config.Redis{Addr: "h:1", TLS: config.RedisTLS{CA: certs.Dir + "/none.pem"}}, 0); err == nil {
 		t.Error("a missing CA file: no error")
 	}
 }

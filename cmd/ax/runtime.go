@@ -78,8 +78,9 @@ func etcdConfig(c config.EtcdCluster, prefix string, ttl time.Duration) lease.Co
 // redisClient is the one place ax's processes build a Redis client: single,
 // Sentinel (its own credentials) or Cluster, over TLS when redis.tls or a
 // rediss:// addr says so (sentinels and every node too).
-func redisClient(c config.Redis) (redis.UniversalClient, error) {
-	o := &redis.UniversalOptions{Username: c.Username, Password: c.Password, DB: c.DB}
+// poolSize > 0 sets its connection pool's size (per node).
+func redisClient(c config.Redis, poolSize int) (redis.UniversalClient, error) {
+	o := &redis.UniversalOptions{Username: c.Username, Password: c.Password, DB: c.DB, PoolSize: poolSize}
 	switch {
 	case c.Sentinel.MasterName != "":
 		o.MasterName, o.Addrs = c.Sentinel.MasterName, c.Sentinel.Addrs
@@ -183,6 +184,7 @@ type server struct {
 	dags                       *dag.Runs
 	http                       *http.Server
 	auth                       *httpapi.Auth
+	blocking                   redis.UniversalClient         // long-polls' own (queue.Options.Blocking)
 	tls                        *tlsconf.Server               // nil: plain http
 	quotas                     atomic.Pointer[config.Quotas] // SIGHUP replaces them
 	ln                         net.Listener
@@ -222,10 +224,17 @@ func startServer(ctx context.Context, cfg *config.Region, ln net.Listener, reg *
 		// server needs it once to start.
 		return nil, fmt.Errorf("global etcd %v: %w", gc.Endpoints, err)
 	}
-	if s.rdb, err = redisClient(cfg.Redis); err != nil {
+	if s.rdb, err = redisClient(cfg.Redis, 0); err != nil {
 		return nil, err
 	}
-	if s.store, err = queue.New(s.rdb, storeOptions(cfg)); err != nil {
+	// Long-polls wait on a client of their own, sized for the most that
+	// may run at once, so they never take the submits' connections.
+	if s.blocking, err = redisClient(cfg.Redis, cfg.HTTPServer.MaxLongPolls+2); err != nil {
+		return nil, err
+	}
+	so := storeOptions(cfg)
+	so.Blocking = s.blocking
+	if s.store, err = queue.New(s.rdb, so); err != nil {
 		return nil, err
 	}
 	if err := s.store.Ping(dctx); err != nil {
@@ -406,6 +415,9 @@ func (s *server) close() {
 	}
 	if s.rdb != nil {
 		_ = s.rdb.Close()
+	}
+	if s.blocking != nil {
+		_ = s.blocking.Close()
 	}
 	if s.global != nil && s.global != s.regional {
 		_ = s.global.Close()

@@ -71,7 +71,7 @@ func newWorkerCmd() *cobra.Command {
 // runWorker serves one pool until ctx ends, then shuts down gracefully. m
 // (may be nil) receives its figures.
 func runWorker(ctx context.Context, cfg *config.Region, p config.Pool, id string, m *worker.Metrics, log *slog.Logger) error {
-	rdb, err := redisClient(cfg.Redis)
+	rdb, err := redisClient(cfg.Redis, 0)
 	if err != nil {
 		return err
 	}
