@@ -51,7 +51,7 @@ func (n *Node) admitMax(pool string, critical bool) int {
 // candidates are the pools that passed every filter but damping's
 // saturation, cheapest first (placement's score, then its order).
 func (n *Node) candidates(snap *placement.Snapshot, sp *task.Spec, now time.Time) []placement.Candidate {
-	ex := n.placer.Explain(snap, placeTask(sp, n.cfg.Region), now)
+	ex := n.explain(snap, sp, now)
 	var out []placement.Candidate
 	for _, c := range ex.Candidates {
 		if c.Reason == "" || c.Reason == placement.ReasonSaturated {
@@ -90,6 +90,23 @@ func (n *Node) spillRemote(snap *placement.Snapshot, sp *task.Spec, now time.Tim
 		}
 	}
 	return false
+}
+
+// place decides where sp goes; a task with a price cap is placed through
+// the explanation (placement.Explanation.CapPrice: never above the cap),
+// which damping does not count.
+func (n *Node) place(snap *placement.Snapshot, sp *task.Spec, now time.Time) placement.Decision {
+	if sp.MaxPricePerSlotHour <= 0 {
+		return n.placer.Place(snap, placeTask(sp, n.cfg.Region), now)
+	}
+	return n.explain(snap, sp, now).Decision
+}
+
+// explain is placement's explanation of sp with its price cap applied.
+func (n *Node) explain(snap *placement.Snapshot, sp *task.Spec, now time.Time) placement.Explanation {
+	ex := n.placer.Explain(snap, placeTask(sp, n.cfg.Region), now)
+	ex.CapPrice(sp.MaxPricePerSlotHour)
+	return ex
 }
 
 // paused reports whether backpressure holds this region's pool's low

@@ -215,7 +215,7 @@ func (n *Node) Submit(ctx context.Context, specs []*task.Spec, forwarded bool) [
 		ticket := ""
 		var d placement.Decision
 		if sp.RunAt == nil {
-			d = n.placer.Place(snap, placeTask(sp, n.cfg.Region), now)
+			d = n.place(snap, sp, now)
 			n.metrics.decision(n.cfg.Region, d)
 			switch {
 			case d.OK && d.Region == n.cfg.Region:
@@ -231,12 +231,12 @@ func (n *Node) Submit(ctx context.Context, specs []*task.Spec, forwarded bool) [
 				out[i].Region = d.Region
 				ticket = n.flights.reserve(d.Region, d.Pool, vs.updated[d.Region], now)
 			case d.Unplaceable():
-				out[i].Err = &PlacementError{Explanation: n.placer.Explain(snap, placeTask(sp, n.cfg.Region), now)}
+				out[i].Err = &PlacementError{Explanation: n.explain(snap, sp, now)}
 				n.metrics.rejected.WithLabelValues(n.cfg.Region, "unplaceable").Inc()
 				continue
 			case d.AllSaturated() && !sp.Critical:
 				out[i].Err = &PlacementError{Saturated: true, RetryAfter: n.cfg.SaturatedRetryAfter,
-					Explanation: n.placer.Explain(snap, placeTask(sp, n.cfg.Region), now)}
+					Explanation: n.explain(snap, sp, now)}
 				n.metrics.rejected.WithLabelValues(n.cfg.Region, "saturated").Inc()
 				continue
 			}
@@ -280,7 +280,7 @@ func (n *Node) Submit(ctx context.Context, specs []*task.Spec, forwarded bool) [
 					out[i].Region = nt.HandOff
 				default:
 					out[i].Err = &PlacementError{Saturated: true, RetryAfter: n.cfg.SaturatedRetryAfter,
-						Explanation: n.placer.Explain(snap, placeTask(specs[i], n.cfg.Region), now)}
+						Explanation: n.explain(snap, specs[i], now)}
 					n.metrics.rejected.WithLabelValues(n.cfg.Region, "saturated").Inc()
 					continue
 				}
@@ -345,7 +345,7 @@ func (n *Node) Explain(sp *task.Spec) (placement.Explanation, error) {
 	if err := sp.Normalize(n.cfg.Defaults, n.cfg.Now()); err != nil {
 		return placement.Explanation{}, err
 	}
-	return n.placer.Explain(n.view.Pools(), placeTask(sp, n.cfg.Region), n.cfg.Now()), nil
+	return n.explain(n.view.Pools(), sp, n.cfg.Now()), nil
 }
 
 // PlaceDue implements region.Placer: due tasks of this region are placed
@@ -356,7 +356,13 @@ func (n *Node) PlaceDue(_ context.Context, tasks []*task.Task) []queue.Assignmen
 	snap := vs.pools
 	out := make([]queue.Assignment, 0, len(tasks))
 	for _, t := range tasks {
-		d := n.placer.Place(snap, placement.Task{Type: t.Type, Tags: t.Tags, Regions: t.Regions, Critical: t.Critical, Priority: t.Priority, Home: n.cfg.Region}, now)
+		pt := placement.Task{Type: t.Type, Tags: t.Tags, Regions: t.Regions, Critical: t.Critical, Priority: t.Priority, Home: n.cfg.Region}
+		d := n.placer.Place(snap, pt, now)
+		if t.MaxPricePerSlotHour > 0 {
+			ex := n.placer.Explain(snap, pt, now)
+			ex.CapPrice(t.MaxPricePerSlotHour)
+			d = ex.Decision
+		}
 		n.metrics.decision(n.cfg.Region, d)
 		switch {
 		case d.OK && d.Region == n.cfg.Region:

@@ -183,8 +183,14 @@ func (n *Node) drain(ctx context.Context, pool string, rate int, f *queue.Fence)
 	err := n.store.Waiting(ctx, queue.Filter{State: task.Ready, Pool: pool}, func(ts []*task.Task) error {
 		for _, t := range ts {
 			allowed := t.Regions
-			d := n.placer.Place(snap, placement.Task{Type: t.Type, Tags: t.Tags, Regions: without(allowed, n.cfg.Region, n.cfg.Regions),
-				Critical: t.Critical, Priority: t.Priority, Home: n.cfg.Region}, now)
+			pt := placement.Task{Type: t.Type, Tags: t.Tags, Regions: without(allowed, n.cfg.Region, n.cfg.Regions),
+				Critical: t.Critical, Priority: t.Priority, Home: n.cfg.Region}
+			d := n.placer.Place(snap, pt, now)
+			if t.MaxPricePerSlotHour > 0 {
+				ex := n.placer.Explain(snap, pt, now)
+				ex.CapPrice(t.MaxPricePerSlotHour)
+				d = ex.Decision
+			}
 			if !d.OK || d.Region == n.cfg.Region {
 				continue // nowhere else to go now: it stays
 			}

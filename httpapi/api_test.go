@@ -250,6 +250,38 @@ func TestAPIContract(t *testing.T) {
 		}
 	})
 
+	t.Run("max_price_per_slot_hour: never placed above it", func(t *testing.T) {
+		// AWS's pools for x86: spot $0.02215/h, on-demand $0.048/h.
+		sr := f.SubmitOK(aws, tokAcme, spec{"type": "capped", "tags": x86, "regions": []string{aws}, "max_price_per_slot_hour": 0.03})
+		if deref(sr.Pool) != poolSpot {
+			t.Fatalf("capped at $0.03/h: %+v", sr)
+		}
+		rep := f.Submit(aws, tokAcme, spec{"type": "capped", "tags": x86, "regions": []string{aws}, "max_price_per_slot_hour": 0.02}).
+			Want(t, http.StatusUnprocessableEntity)
+		e := rep.Err(t)
+		if e.Code != apiv1.CodeUnplaceable || e.Explanation == nil || e.Explanation.Outcome != "UNPLACEABLE" {
+			t.Fatalf("422: %s", rep.Body)
+		}
+		over := 0
+		for _, c := range e.Explanation.Candidates {
+			if c.Rejected == "OVER_PRICE_CAP" {
+				over++
+				if !strings.Contains(c.Detail, "> max_price_per_slot_hour $0.02/h") {
+					t.Errorf("%s/%s: detail %q", c.Region, c.Pool, c.Detail)
+				}
+			}
+		}
+		if over != 2 {
+			t.Fatalf("%d pools over the cap, want AWS's two: %s", over, rep.Body)
+		}
+		for _, bad := range []any{-1, "cheap", 1e7} {
+			rep := f.Submit(aws, tokAcme, spec{"type": "capped", "max_price_per_slot_hour": bad}).Want(t, http.StatusBadRequest)
+			if rep.Err(t).Field != "max_price_per_slot_hour" {
+				t.Fatalf("%v: %s", bad, rep.Body)
+			}
+		}
+	})
+
 	t.Run("429 when every candidate is saturated; critical still admitted", func(t *testing.T) {
 		l4 := spec{"type": "infer", "tags": map[string]string{"gpu": "l4"}}
 		var rep reply

@@ -3,6 +3,7 @@ package placement
 import (
 	"fmt"
 	"sort"
+	"strconv"
 	"strings"
 	"time"
 )
@@ -98,4 +99,52 @@ func waitDetail(c *Candidate) string {
 		return fmt.Sprintf("%s > max_wait %s", w, c.WaitTarget)
 	}
 	return fmt.Sprintf("%s ≤ max_wait %s", w, c.WaitTarget)
+}
+
+// ReasonOverPriceCap: the pool's effective price per slot-hour is above the task's
+// max_price_per_slot_hour (Explanation.CapPrice).
+const ReasonOverPriceCap Reason = "OVER_PRICE_CAP"
+
+// CapPrice applies a task's price cap (USD per slot-hour; ≤ 0: none) to an explanation: every
+// pool that passed the tag and region filters and is priced above max is rejected with
+// OVER_PRICE_CAP. A winner above the cap gives way to the cheapest eligible pool under it; with
+// no pool under the cap that matches, the decision is unplaceable (422), and with every one of
+// them saturated, saturated. The scores are not changed.
+func (e *Explanation) CapPrice(max float64) {
+	if max <= 0 {
+		return
+	}
+	best, winnerOver := -1, false
+	matching, saturated := 0, 0
+	for i := range e.Candidates {
+		c := &e.Candidates[i]
+		if c.Reason == ReasonTagMismatch || c.Reason == ReasonRegionExcluded {
+			continue
+		}
+		if c.Price > max {
+			winnerOver = winnerOver || c.Won
+			c.Reason, c.Won = ReasonOverPriceCap, false
+			c.Detail = fmt.Sprintf("$%s/h > max_price_per_slot_hour $%s/h", strconv.FormatFloat(c.Price, 'f', -1, 64),
+				strconv.FormatFloat(max, 'f', -1, 64))
+			continue
+		}
+		matching++
+		if c.Reason == ReasonSaturated {
+			saturated++
+		}
+		if c.Reason == "" && (best < 0 || c.Cost < e.Candidates[best].Cost) {
+			best = i
+		}
+	}
+	if !winnerOver && e.Decision.OK {
+		return
+	}
+	if best >= 0 {
+		c := &e.Candidates[best]
+		c.Won = true
+		e.Decision = Decision{Region: c.Region, Pool: c.Pool, Index: c.Index, Cost: c.Cost, OK: true, Wait: c.Wait,
+			OverTarget: c.OverTarget, outcome: placed}
+		return
+	}
+	e.Decision = Decision{Index: -1, outcome: classify(len(e.Candidates), matching, saturated)}
 }

@@ -22,6 +22,7 @@ import (
 //	deadline is sa + timeout, not stored)
 //	er last error  rv result  cx cancel requested  pq preempt requested
 //	pc preempt count  ho handed off to  px price at claim  ke keep enqueue
+//	mp max price per slot-hour (the spec's cap)
 //	ob hand-off target region (in the outbox)  lg the trail list exists
 //	hx received from another region at (ms): the trail list holds the steps
 //	   it brought and its RECEIVED step
@@ -131,6 +132,9 @@ func specFields(s *task.Spec, d task.Defaults) []any {
 	if s.TraceID != "" {
 		f = append(f, "tr", s.TraceID)
 	}
+	if s.MaxPricePerSlotHour > 0 {
+		f = append(f, "mp", strconv.FormatFloat(s.MaxPricePerSlotHour, 'f', -1, 64))
+	}
 	if s.LimitKey != "" {
 		f = append(f, "lk", s.LimitKey)
 	}
@@ -227,6 +231,8 @@ func (r *taskReader) set(k, v string) {
 		t.TraceID = v
 	case "lk":
 		t.LimitKey = v
+	case "mp":
+		t.MaxPricePerSlotHour, _ = strconv.ParseFloat(v, 64)
 	case "st":
 		t.State = stateOf(v)
 	case "rs":

@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math"
 	"reflect"
 	"regexp"
 	"sort"
@@ -23,8 +24,10 @@ const (
 	MaxTags         = 32
 	MaxIdemKeyLen   = 256
 	MaxLimitKeyLen  = 64
-	MaxErrorLen     = 2048
-	MaxResultLen    = 4096
+	// MaxPricePerSlotHour bounds Spec.MaxPricePerSlotHour (USD).
+	MaxPricePerSlotHour = 1e6
+	MaxErrorLen         = 2048
+	MaxResultLen        = 4096
 )
 
 // Defaults are the region's values for fields a spec leaves out.
@@ -100,6 +103,10 @@ type Spec struct {
 	// LimitKey names a shared resource (an upstream API, a licence) whose
 	// rate and concurrency limits the region's config sets (docs/limits.md).
 	LimitKey string `json:"limit_key,omitempty"`
+	// MaxPricePerSlotHour, when > 0, is the most the task may be placed
+	// at: a pool whose effective price per slot-hour is above it is never
+	// chosen (OVER_PRICE_CAP); none under it is 422 (docs/cost.md).
+	MaxPricePerSlotHour float64 `json:"max_price_per_slot_hour,omitempty"`
 }
 
 var (
@@ -297,6 +304,9 @@ func (s *Spec) Normalize(d Defaults, now time.Time) error {
 		s.Tenant = "default"
 	} else if !tenantRe.MatchString(s.Tenant) {
 		return fieldErr("tenant", "letters, digits, _ . - only (at most 64)")
+	}
+	if p := s.MaxPricePerSlotHour; p < 0 || math.IsNaN(p) || math.IsInf(p, 0) || p > MaxPricePerSlotHour {
+		return fieldErr("max_price_per_slot_hour", "must be a price per slot-hour in USD, 0 (no cap) to %g", float64(MaxPricePerSlotHour))
 	}
 	if err := ValidLimitKey(s.LimitKey); err != "" && s.LimitKey != "" {
 		return fieldErr("limit_key", "%s", err)

@@ -7,44 +7,46 @@ import (
 
 // Task is a task as stored: its spec and its state.
 type Task struct {
-	ID              string            `json:"id"`
-	Type            string            `json:"type"`
-	Payload         json.RawMessage   `json:"payload,omitempty"`
-	Priority        int               `json:"priority"`
-	Tags            map[string]string `json:"tags,omitempty"`
-	Regions         []string          `json:"regions,omitempty"`
-	Timeout         Duration          `json:"timeout"`
-	MaxRetries      int               `json:"max_retries"`
-	RetryBase       Duration          `json:"retry_base"`
-	RetryCap        Duration          `json:"retry_cap"`
-	IdempotencyKey  string            `json:"idempotency_key,omitempty"`
-	Preemptible     bool              `json:"preemptible,omitempty"`
-	Critical        bool              `json:"critical,omitempty"`
-	Tenant          string            `json:"tenant"`
-	TraceID         string            `json:"trace_id"`
-	LimitKey        string            `json:"limit_key,omitempty"`
-	State           State             `json:"state"`
-	Reason          string            `json:"reason,omitempty"`
-	Region          string            `json:"region"`  // home region (from the id)
-	HeldBy          string            `json:"held_by"` // region whose store holds this record
-	Pool            string            `json:"pool,omitempty"`
-	Pinned          bool              `json:"pinned,omitempty"`
-	Worker          string            `json:"worker,omitempty"`
-	Attempts        int               `json:"attempts"`
-	PreemptCount    int               `json:"preempt_count,omitempty"`
-	CancelRequested bool              `json:"cancel_requested,omitempty"`
-	HandedOffTo     string            `json:"handed_off_to,omitempty"`
-	HandOffTarget   string            `json:"handoff_target,omitempty"` // in the outbox, bound for this region
-	LastError       string            `json:"last_error,omitempty"`
-	Result          string            `json:"result,omitempty"`
-	PricePerHour    float64           `json:"price_per_slot_hour,omitempty"`
-	CreatedAt       time.Time         `json:"created_at"`
-	DueAt           *time.Time        `json:"due_at,omitempty"`
-	EnqueuedAt      *time.Time        `json:"enqueued_at,omitempty"`
-	ReadyAt         *time.Time        `json:"ready_at,omitempty"`
-	StartedAt       *time.Time        `json:"started_at,omitempty"`
-	FinishedAt      *time.Time        `json:"finished_at,omitempty"`
-	LeaseToken      string            `json:"-"`
+	ID             string            `json:"id"`
+	Type           string            `json:"type"`
+	Payload        json.RawMessage   `json:"payload,omitempty"`
+	Priority       int               `json:"priority"`
+	Tags           map[string]string `json:"tags,omitempty"`
+	Regions        []string          `json:"regions,omitempty"`
+	Timeout        Duration          `json:"timeout"`
+	MaxRetries     int               `json:"max_retries"`
+	RetryBase      Duration          `json:"retry_base"`
+	RetryCap       Duration          `json:"retry_cap"`
+	IdempotencyKey string            `json:"idempotency_key,omitempty"`
+	Preemptible    bool              `json:"preemptible,omitempty"`
+	Critical       bool              `json:"critical,omitempty"`
+	Tenant         string            `json:"tenant"`
+	TraceID        string            `json:"trace_id"`
+	LimitKey       string            `json:"limit_key,omitempty"`
+	// MaxPricePerSlotHour is the spec's price cap (0: none).
+	MaxPricePerSlotHour float64    `json:"max_price_per_slot_hour,omitempty"`
+	State               State      `json:"state"`
+	Reason              string     `json:"reason,omitempty"`
+	Region              string     `json:"region"`  // home region (from the id)
+	HeldBy              string     `json:"held_by"` // region whose store holds this record
+	Pool                string     `json:"pool,omitempty"`
+	Pinned              bool       `json:"pinned,omitempty"`
+	Worker              string     `json:"worker,omitempty"`
+	Attempts            int        `json:"attempts"`
+	PreemptCount        int        `json:"preempt_count,omitempty"`
+	CancelRequested     bool       `json:"cancel_requested,omitempty"`
+	HandedOffTo         string     `json:"handed_off_to,omitempty"`
+	HandOffTarget       string     `json:"handoff_target,omitempty"` // in the outbox, bound for this region
+	LastError           string     `json:"last_error,omitempty"`
+	Result              string     `json:"result,omitempty"`
+	PricePerHour        float64    `json:"price_per_slot_hour,omitempty"`
+	CreatedAt           time.Time  `json:"created_at"`
+	DueAt               *time.Time `json:"due_at,omitempty"`
+	EnqueuedAt          *time.Time `json:"enqueued_at,omitempty"`
+	ReadyAt             *time.Time `json:"ready_at,omitempty"`
+	StartedAt           *time.Time `json:"started_at,omitempty"`
+	FinishedAt          *time.Time `json:"finished_at,omitempty"`
+	LeaseToken          string     `json:"-"`
 }
 
 // Transition is one entry of a task's trail.
@@ -78,7 +80,7 @@ func (t *Task) Spec() *Spec {
 		Type: t.Type, Payload: t.Payload, Priority: &p, Tags: t.Tags, Regions: t.Regions,
 		Timeout: t.Timeout, MaxRetries: &mr, RetryBase: t.RetryBase, RetryCap: t.RetryCap,
 		Preemptible: t.Preemptible, Critical: t.Critical, Tenant: t.Tenant, TraceID: t.TraceID,
-		LimitKey: t.LimitKey,
+		LimitKey: t.LimitKey, MaxPricePerSlotHour: t.MaxPricePerSlotHour,
 	}
 	return sp
 }

@@ -34,13 +34,14 @@ type specFlags struct {
 	tenant         string
 	traceID        string
 	limitKey       string
+	maxPrice       float64
 }
 
 // specFlagNames are the flags above, to tell whether any was given.
 var specFlagNames = []string{
 	"type", "payload", "payload-file", "priority", "tag", "region", "delay", "run-at", "timeout",
 	"max-retries", "retry-base", "retry-cap", "idempotency-key", "idempotency-ttl", "preemptible",
-	"critical", "tenant", "trace-id", "limit-key",
+	"critical", "tenant", "trace-id", "limit-key", "max-price",
 }
 
 func (f *specFlags) register(fs *pflag.FlagSet) {
@@ -62,6 +63,7 @@ func (f *specFlags) register(fs *pflag.FlagSet) {
 	fs.BoolVar(&f.critical, "critical", false, "admitted even under backpressure")
 	fs.StringVar(&f.tenant, "tenant", "", "owning tenant (default: the token's)")
 	fs.StringVar(&f.traceID, "trace-id", "", "W3C trace id to propagate (32 hex digits; default: generated)")
+	fs.Float64Var(&f.maxPrice, "max-price", 0, "max_price_per_slot_hour: never placed on a pool dearer than this (USD per slot-hour; 0: no cap)")
 	fs.StringVar(&f.limitKey, "limit-key", "", "the shared resource whose limits apply (the region's limits: config, at most 64 bytes)")
 }
 
@@ -81,20 +83,21 @@ func (f *specFlags) typed(explicit func(string) bool) (string, bool) {
 func (f *specFlags) spec(env *cliEnv) (*task.Spec, error) {
 	fl := env.cmd.Flags()
 	s := &task.Spec{
-		Type:           f.typ,
-		Tags:           f.tags,
-		Regions:        f.regions,
-		Delay:          task.Duration(f.delay),
-		Timeout:        task.Duration(f.timeout),
-		RetryBase:      task.Duration(f.retryBase),
-		RetryCap:       task.Duration(f.retryCap),
-		IdempotencyKey: f.idempotencyKey,
-		IdempotencyTTL: task.Duration(f.idempotencyTTL),
-		Preemptible:    f.preemptible,
-		Critical:       f.critical,
-		Tenant:         f.tenant,
-		TraceID:        f.traceID,
-		LimitKey:       f.limitKey,
+		Type:                f.typ,
+		Tags:                f.tags,
+		Regions:             f.regions,
+		Delay:               task.Duration(f.delay),
+		Timeout:             task.Duration(f.timeout),
+		RetryBase:           task.Duration(f.retryBase),
+		RetryCap:            task.Duration(f.retryCap),
+		IdempotencyKey:      f.idempotencyKey,
+		IdempotencyTTL:      task.Duration(f.idempotencyTTL),
+		Preemptible:         f.preemptible,
+		Critical:            f.critical,
+		Tenant:              f.tenant,
+		TraceID:             f.traceID,
+		LimitKey:            f.limitKey,
+		MaxPricePerSlotHour: f.maxPrice,
 	}
 	if s.Type == "" {
 		return nil, cliUsage("--type is required (or -f FILE)")
