@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"bytes"
+	"encoding/json"
 	"io"
 	"net/http"
 	"os/exec"
@@ -208,6 +209,43 @@ func (m *metricsFederation) exported() map[string]bool {
 // figures (issue 15).
 func TestMetricsOfRealServersAndWorkers(t *testing.T) {
 	m := newMetricsFederation(t)
+	t.Run("ax cost: spend where it ran, federation-wide, per tenant", func(t *testing.T) {
+		var rep struct {
+			Rows []struct {
+				Tenant, Pool, Region string
+				Runs                 int64   `json:"runs"`
+				Failed               int64   `json:"failed_runs"`
+				Spend                float64 `json:"spend_usd"`
+				Savings              float64 `json:"savings_usd"`
+				SpotRuns             int64   `json:"spot_runs"`
+			} `json:"rows"`
+			Unavailable []string `json:"unavailable"`
+		}
+		api := m.server("us-east-1").api
+		out, errOut, code := runAx(t, api, "--token", m.token(tokOperator), "cost", "--group-by", "tenant,pool,region", "-o", "json")
+		if code != 0 || json.Unmarshal([]byte(out), &rep) != nil || len(rep.Unavailable) != 0 {
+			t.Fatalf("ax cost: exit %d %s\n%s", code, errOut, out)
+		}
+		got := map[string]int64{}
+		for _, r := range rep.Rows {
+			got[r.Tenant+" "+r.Region+" "+r.Pool] += r.Runs
+			// us-east-1's cpu is spot, at the price of eu-west-1's on-demand
+			// cpu pool (the cheapest on-demand pool with class=cpu in any
+			// region): savings 0, not the reserve pool's half.
+			if r.Region == "us-east-1" && r.Pool == "cpu" && (r.Spend <= 0 || r.Savings < -1e-9 || r.Savings > 1e-9 || r.SpotRuns != r.Runs || r.Failed < 2) {
+				t.Errorf("us-east-1/cpu: %+v", r)
+			}
+		}
+		// 5 sleeps and the slow task's 2 attempts in us-east-1; the
+		// handed-off noop in eu-west-1, counted there.
+		if got["team-a us-east-1 cpu"] != 7 || got["team-a eu-west-1 cpu"] != 1 {
+			t.Fatalf("runs by tenant, region, pool: %v\n%s", got, out)
+		}
+		out, _, code = runAx(t, api, "--token", m.token(tokSubmitterB), "cost", "--group-by", "tenant", "-o", "json")
+		if code != 0 || strings.Contains(out, "team-a") {
+			t.Fatalf("team-b's token: exit %d\n%s", code, out)
+		}
+	})
 	for _, e := range m.endpoints {
 		t.Run("promtool check metrics: "+e.name, func(t *testing.T) { promtoolCheckMetrics(t, e.body) })
 		if bad := foreignRegions(e.body, e.region); len(bad) > 0 {
