@@ -174,7 +174,14 @@ func (e *Env) Run(w *worker.Worker) (stop func() time.Duration) {
 
 // Leader stands in for the region leader: every 10ms until stop (or
 // cleanup) it promotes due retries and reaps expired leases.
-func (e *Env) Leader() (stop func()) {
+func (e *Env) Leader() (stop func()) { return e.leader(true) }
+
+// Promoter is Leader without the reaper: only the worker settles its
+// attempts, so a test of what the worker records (a timeout at the
+// attempt's deadline, when the lease ends too) is not raced by a reap.
+func (e *Env) Promoter() (stop func()) { return e.leader(false) }
+
+func (e *Env) leader(reap bool) (stop func()) {
 	ctx, cancel := context.WithCancel(e.Ctx)
 	done := make(chan struct{})
 	go func() {
@@ -187,7 +194,9 @@ func (e *Env) Leader() (stop func()) {
 				return
 			case <-t.C:
 				_, _ = e.Store.Promote(ctx, queue.Fence{Name: "t", Token: 1}, 1000)
-				_, _, _ = e.Store.Reap(ctx, queue.Fence{Name: "t", Token: 1}, 1000)
+				if reap {
+					_, _, _ = e.Store.Reap(ctx, queue.Fence{Name: "t", Token: 1}, 1000)
+				}
 			}
 		}
 	}()
