@@ -315,11 +315,18 @@ func (v *View) rebuild(now time.Time) {
 	var pools []placement.Pool
 	for _, r := range infos {
 		for _, p := range r.Pools {
+			win := windowOf(p.Schedule)
+			if p.Workers == 0 && !p.ScaleFromZero {
+				// A capacity window lends what the pool's live workers
+				// have; with none alive it lends nothing (NO_SLOTS), or an
+				// open window would draw tasks nobody runs.
+				win = nil
+			}
 			pools = append(pools, placement.Pool{
 				Region: r.Region, Name: p.Name, Tags: p.Tags, Slots: p.Slots, Running: p.Running,
 				Ready:         p.Ready + inFlight[r.Region+"/"+p.Name],
 				QueueCapacity: p.QueueCapacity, PricePerSlotHour: p.PricePerSlotHour, Spot: p.Spot,
-				Discount: p.Discount, Window: windowOf(p.Schedule), UpdatedAt: r.UpdatedAt,
+				Discount: p.Discount, Window: win, UpdatedAt: r.UpdatedAt,
 				RegionHealthy: r.Healthy, ScaleFromZero: p.ScaleFromZero, Paused: p.Paused,
 				Types: p.Types, DrainRate: p.DrainRate, MaxWait: seconds(p.MaxWaitSeconds),
 			})

@@ -63,3 +63,46 @@ func TestViewCarriesPausedIntoPlacement(t *testing.T) {
 		return !d.OK && d.AllSaturated()
 	})
 }
+
+// A pool whose capacity window is open but which has no live worker is not
+// a place for tasks (NO_SLOTS): the window lends what workers have. ax dev
+// met it every evening (its europe-west4 GPU pool lends 7 slots from 20:00
+// Amsterdam time) with --no-demo-workers.
+func TestOpenWindowWithoutWorkersTakesNothing(t *testing.T) {
+	e := testenv.StartEtcd(t)
+	c := e.Client()
+	v := federation.NewView(c, "/ax/", placement.DefaultConfig(), time.Millisecond, nil)
+	t.Cleanup(v.Close)
+	always := &region.Schedule{Timezone: "UTC", Windows: []region.ScheduleWindow{{Start: "00:00", End: "12:00", Slots: 7}, {Start: "12:00", End: "00:00", Slots: 7}}}
+	publish := func(workers int) {
+		t.Helper()
+		f := region.Figures{Region: "r1", API: "http://r1", Leader: "x", UpdatedAt: time.Now(),
+			Pools: []region.PoolFigures{{Name: "lend", Tags: map[string]string{"class": "cpu"}, Slots: 8 * min(workers, 1),
+				Workers: workers, QueueCapacity: 1000, PricePerSlotHour: 0.01, Schedule: always}}}
+		b, _ := json.Marshal(f)
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		if _, err := c.Put(ctx, "/ax/regions/r1", string(b)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	p, err := placement.NewPlacer(placement.DefaultConfig(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tk := placement.Task{Type: "etl", Tags: map[string]string{"class": "cpu"}, Priority: 2}
+	explain := func() placement.Explanation {
+		v.Refresh()
+		return p.Explain(v.Pools(), tk, time.Now())
+	}
+	publish(0)
+	fedtest.Eventually(t, 10*time.Second, "the pool without workers refused as NO_SLOTS", func() bool {
+		x := explain()
+		return len(x.Candidates) == 1 && !x.Decision.OK && x.Candidates[0].Reason == placement.ReasonNoSlots
+	})
+	publish(1)
+	fedtest.Eventually(t, 10*time.Second, "placed once a worker lives", func() bool {
+		x := explain()
+		return x.Decision.OK && x.Decision.Pool == "lend"
+	})
+}
