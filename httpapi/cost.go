@@ -3,7 +3,6 @@ package httpapi
 import (
 	"fmt"
 	"net/http"
-	"net/url"
 	"slices"
 	"strings"
 	"time"
@@ -39,16 +38,9 @@ func parseCostQuery(raw string, p Principal, now time.Time) (federation.CostQuer
 	today := queue.CostDay(now)
 	q := federation.CostQuery{From: time.Date(today.Year(), today.Month(), 1, 0, 0, 0, 0, time.UTC), To: today,
 		GroupBy: []string{apiv1.CostGroupTenant, apiv1.CostGroupPool}}
-	v, err := url.ParseQuery(raw)
+	v, err := parseQuery(raw, "from", "to", "group_by", "tenant", "region")
 	if err != nil {
-		return q, &task.FieldError{Field: badQueryParam(raw), Msg: "malformed query: " + err.Error()}
-	}
-	for k := range v {
-		switch k {
-		case "from", "to", "group_by", "tenant", "region":
-		default:
-			return q, &task.FieldError{Field: k, Msg: "unknown parameter (from, to, group_by, tenant, region)"}
-		}
+		return q, err
 	}
 	for _, d := range []struct {
 		name string

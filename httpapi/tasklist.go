@@ -3,7 +3,6 @@ package httpapi
 import (
 	"fmt"
 	"net/http"
-	"net/url"
 	"strconv"
 	"strings"
 	"time"
@@ -43,18 +42,11 @@ const maxPayloadFilter = 256
 // submitter alone should read.
 func parseTaskQuery(raw string, p Principal) (federation.TaskQuery, error) {
 	q := federation.TaskQuery{Limit: 100}
-	v, err := url.ParseQuery(raw)
+	v, err := parseQuery(raw, taskParams...)
 	if err != nil {
-		return q, &task.FieldError{Field: badQueryParam(raw), Msg: "malformed query: " + err.Error()}
+		return q, err
 	}
 	for k, vs := range v {
-		known := false
-		for _, n := range taskParams {
-			known = known || k == n
-		}
-		if !known {
-			return q, &task.FieldError{Field: k, Msg: "unknown parameter (" + strings.Join(taskParams, ", ") + ")"}
-		}
 		if len(vs) > 1 {
 			return q, &task.FieldError{Field: k, Msg: "given more than once"}
 		}

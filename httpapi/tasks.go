@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net/http"
 	"net/url"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -492,16 +493,9 @@ func outcomes(parts []federation.RegionPart) []apiv1.RegionOutcome {
 // one.
 func parseDLQQuery(raw string, p Principal) (federation.DLQQuery, error) {
 	q := federation.DLQQuery{Limit: 100}
-	v, err := url.ParseQuery(raw)
+	v, err := parseQuery(raw, "type", "tenant", "region", "limit", "offset", "cursor")
 	if err != nil {
-		return q, &task.FieldError{Field: badQueryParam(raw), Msg: "malformed query: " + err.Error()}
-	}
-	for k := range v {
-		switch k {
-		case "type", "tenant", "region", "limit", "offset", "cursor":
-		default:
-			return q, &task.FieldError{Field: k, Msg: "unknown parameter (type, tenant, region, limit, offset, cursor)"}
-		}
+		return q, err
 	}
 	if s := v.Get("limit"); s != "" {
 		k, err := strconv.Atoi(s)
@@ -523,6 +517,21 @@ func parseDLQQuery(raw string, p Principal) (federation.DLQQuery, error) {
 		q.Tenant = p.Tenant
 	}
 	return q, nil
+}
+
+// parseQuery parses a query string of a listing and refuses a parameter
+// not in allowed, naming it (a typo would otherwise widen the listing).
+func parseQuery(raw string, allowed ...string) (url.Values, error) {
+	v, err := url.ParseQuery(raw)
+	if err != nil {
+		return nil, &task.FieldError{Field: badQueryParam(raw), Msg: "malformed query: " + err.Error()}
+	}
+	for k := range v {
+		if !slices.Contains(allowed, k) {
+			return nil, &task.FieldError{Field: k, Msg: "unknown parameter (" + strings.Join(allowed, ", ") + ")"}
+		}
+	}
+	return v, nil
 }
 
 // badQueryParam names the parameter of a query string that does not
