@@ -195,7 +195,6 @@ func (n *Node) Submit(ctx context.Context, specs []*task.Spec, forwarded bool) [
 	var localIdx []int
 	var tickets []string // per stored task: its placement's reservation in n.flights
 	var decisions []placement.Decision
-	var placed []bool
 	remote := map[string][]int{}
 	vs := n.view.current()
 	snap := vs.pools
@@ -247,7 +246,6 @@ func (n *Node) Submit(ctx context.Context, specs []*task.Spec, forwarded bool) [
 		localIdx = append(localIdx, i)
 		tickets = append(tickets, ticket)
 		decisions = append(decisions, d)
-		placed = append(placed, d.OK)
 	}
 	refused := map[int]map[string]bool{} // per spec: the local pools whose store refused it
 	for round := 0; len(local) > 0; round++ {
@@ -306,7 +304,7 @@ func (n *Node) Submit(ctx context.Context, specs []*task.Spec, forwarded bool) [
 			if r.Err == nil && !r.Duplicate {
 				out[i].Pool = local[k].Pool
 				n.metrics.submit(n.cfg.Region, specs[i].Tenant, specs[i].Type)
-				n.traceSubmit(ctx, now, stored, r.ID, specs[i], local[k], decisions[k], placed[k])
+				n.traceSubmit(ctx, now, stored, r.ID, specs[i], local[k], decisions[k])
 			}
 			if r.Duplicate {
 				// The first task's answer: where it is, not where this

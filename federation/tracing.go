@@ -20,7 +20,7 @@ import (
 
 // traceSubmit records a stored task's submit span, from the start of its
 // placement to its storing.
-func (n *Node) traceSubmit(ctx context.Context, start, end time.Time, id string, sp *task.Spec, nt queue.NewTask, d placement.Decision, placed bool) {
+func (n *Node) traceSubmit(ctx context.Context, start, end time.Time, id string, sp *task.Spec, nt queue.NewTask, d placement.Decision) {
 	if n.cfg.TracerProvider == nil {
 		return
 	}
@@ -31,7 +31,7 @@ func (n *Node) traceSubmit(ctx context.Context, start, end time.Time, id string,
 	attrs := []attribute.KeyValue{attribute.String("ax.task.id", id), attribute.String("ax.task.type", sp.Type),
 		attribute.String("ax.tenant", sp.Tenant), attribute.String("ax.region", n.cfg.Region)}
 	switch {
-	case placed:
+	case d.OK:
 		attrs = append(attrs, attribute.String("ax.placement.region", d.Region), attribute.String("ax.placement.pool", d.Pool),
 			attribute.Float64("ax.placement.cost_usd", d.Cost), attribute.Float64("ax.placement.wait_seconds", d.Wait.Seconds()))
 	case sp.RunAt != nil:

@@ -11,6 +11,7 @@ import (
 	"github.com/ax-sched/ax/internal/testenv"
 	"github.com/ax-sched/ax/placement"
 	"github.com/ax-sched/ax/region"
+	clientv3 "go.etcd.io/etcd/client/v3"
 )
 
 // A pool the region leader publishes as paused (backpressure's hysteresis:
@@ -31,12 +32,7 @@ func TestViewCarriesPausedIntoPlacement(t *testing.T) {
 				Slots: 10, Running: 10, Ready: 500, QueueCapacity: 1000, PricePerSlotHour: 0.01 * float64(i+1),
 				Paused: paused[i]})
 		}
-		b, _ := json.Marshal(f)
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		if _, err := c.Put(ctx, "/ax/regions/r1", string(b)); err != nil {
-			t.Fatal(err)
-		}
+		putFigures(t, c, f)
 	}
 	p, err := placement.NewPlacer(placement.DefaultConfig(), nil)
 	if err != nil {
@@ -79,12 +75,7 @@ func TestOpenWindowWithoutWorkersTakesNothing(t *testing.T) {
 		f := region.Figures{Region: "r1", API: "http://r1", Leader: "x", UpdatedAt: time.Now(),
 			Pools: []region.PoolFigures{{Name: "lend", Tags: map[string]string{"class": "cpu"}, Slots: 8 * min(workers, 1),
 				Workers: workers, QueueCapacity: 1000, PricePerSlotHour: 0.01, Schedule: always}}}
-		b, _ := json.Marshal(f)
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		if _, err := c.Put(ctx, "/ax/regions/r1", string(b)); err != nil {
-			t.Fatal(err)
-		}
+		putFigures(t, c, f)
 	}
 	p, err := placement.NewPlacer(placement.DefaultConfig(), nil)
 	if err != nil {
@@ -105,4 +96,15 @@ func TestOpenWindowWithoutWorkersTakesNothing(t *testing.T) {
 		x := explain()
 		return x.Decision.OK && x.Decision.Pool == "lend"
 	})
+}
+
+// putFigures writes a region's figures where its leader would.
+func putFigures(t *testing.T, c *clientv3.Client, f region.Figures) {
+	t.Helper()
+	b, _ := json.Marshal(f)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if _, err := c.Put(ctx, "/ax/regions/"+f.Region, string(b)); err != nil {
+		t.Fatal(err)
+	}
 }

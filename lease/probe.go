@@ -75,11 +75,7 @@ func (p *Probe) once(ctx context.Context) {
 
 // Healthy is true when the last probe succeeded and no more than
 // interval + timeout ago (a probe stuck in a slow call counts as failing).
-func (p *Probe) Healthy() bool {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	return p.ok && time.Since(p.at) <= p.interval+p.timeout
-}
+func (p *Probe) Healthy() bool { return p.Err() == nil }
 
 // Err is nil while Healthy, else why not: the last call's error, or
 // ErrProbeStale when the last success is too old, or ErrProbePending before
