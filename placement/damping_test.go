@@ -129,27 +129,85 @@ func TestEqualPricesSplitByCapacity(t *testing.T) {
 	}
 }
 
+// Four servers: a pool that has just become attractive to all of them at
+// once is damped (each server takes a quarter of its headroom until its next
+// figures); a pool in steady state is not (one server's burst fills it up to
+// its hard watermark, where the region's admission holds).
 func TestServersShareHeadroom(t *testing.T) {
-	pools := burstPools(t)
 	cfg := DefaultConfig()
 	cfg.Servers = 4
-	s := mustSnapshot(t, pools...)
-	p := mustPlacer(t, cfg, nil)
-	counts := make([]int, len(pools))
-	for {
-		d := p.Place(s, cpuTask(), t0)
-		if !d.OK {
-			if !d.AllSaturated() {
-				t.Fatalf("stopped with %v", d.Err())
+	for _, tc := range []struct {
+		name    string
+		before  func(p []Pool) []Pool // the previous snapshot's pools; nil: none
+		quarter bool
+	}{
+		{"steady", func(p []Pool) []Pool { return p }, false},
+		{"first snapshot", nil, false},
+		{"region returns", func(p []Pool) []Pool {
+			for i := range p {
+				p[i].RegionHealthy = false
 			}
-			break
-		}
-		counts[d.Index]++
-	}
-	for i, pool := range pools {
-		if want := headroom(pool, cfg.HardWatermark) / 4; counts[i] != want {
-			t.Errorf("%s: %d placements, want a quarter of the headroom, %d", pool.Key(), counts[i], want)
-		}
+			return p
+		}, true},
+		{"figures resume after a stale gap", func(p []Pool) []Pool {
+			for i := range p {
+				p[i].UpdatedAt = p[i].UpdatedAt.Add(-cfg.StaleAfter - time.Second)
+			}
+			return p
+		}, true},
+		{"new to the view", func(p []Pool) []Pool { return p[:0] }, true},
+		{"price drops", func(p []Pool) []Pool {
+			for i := range p {
+				p[i].PricePerSlotHour *= 1.5
+			}
+			return p
+		}, true},
+		{"slots come back", func(p []Pool) []Pool {
+			for i := range p {
+				p[i].Slots = 0
+			}
+			return p
+		}, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			pools := burstPools(t)
+			p := mustPlacer(t, cfg, nil)
+			if tc.before != nil {
+				p.Explain(mustSnapshot(t, tc.before(burstPools(t))...), cpuTask(), t0)
+			}
+			s := mustSnapshot(t, pools...)
+			counts := make([]int, len(pools))
+			for {
+				d := p.Place(s, cpuTask(), t0)
+				if !d.OK {
+					if !d.AllSaturated() {
+						t.Fatalf("stopped with %v", d.Err())
+					}
+					break
+				}
+				counts[d.Index]++
+			}
+			for i, pool := range pools {
+				want := headroom(pool, cfg.HardWatermark)
+				if tc.quarter {
+					want /= 4
+				}
+				if counts[i] != want {
+					t.Errorf("%s: %d placements, want %d (quarter: %v)", pool.Key(), counts[i], want, tc.quarter)
+				}
+			}
+			// The damping ends with the pools' next figures.
+			if tc.quarter {
+				next := burstPools(t)
+				for i := range next {
+					next[i].UpdatedAt = next[i].UpdatedAt.Add(time.Second)
+					next[i].Ready = min(next[i].QueueCapacity, counts[i]*4)
+				}
+				if st := p.state(mustSnapshot(t, next...)); st.herd.has(0) {
+					t.Fatal("still damped after the next figures")
+				}
+			}
+		})
 	}
 }
 
@@ -218,12 +276,13 @@ func TestViewFollowsStaleness(t *testing.T) {
 }
 
 // The count of registered servers a snapshot carries overrides
-// Config.Servers: four servers each take a quarter of the headroom.
+// Config.Servers: four servers each take a quarter of a damped pool's headroom.
 func TestSnapshotServersOverrideConfig(t *testing.T) {
 	pools := burstPools(t)
 	cfg := DefaultConfig() // Servers 1
 	s := mustSnapshot(t, pools...).WithServers(4)
 	p := mustPlacer(t, cfg, nil)
+	p.Explain(mustSnapshot(t), cpuTask(), t0) // the pools are new to the view: damped
 	counts := make([]int, len(pools))
 	for {
 		d := p.Place(s, cpuTask(), t0)

@@ -14,9 +14,11 @@
 // a watermark penalty that climbs from 1 at the soft to [Config.PenaltyMax] at the hard queue
 // fill, plus an optional cross-region penalty; lowest wins, ties go to the pool with the lower published cost, then
 // region, then name. Damping: a [Placer] counts its own placements into each pool's figures until
-// that pool's next published figures arrive, and claims only its share of the pool's headroom
-// (headroom ÷ [Config.Servers]), so a burst spreads over pools instead of all landing on the
-// cheapest one (the failure of Karmada issue #6518). Explain: [Placer.Explain] runs the same
+// that pool's next published figures arrive; a pool that has just become attractive to every
+// server at once (new, back from unhealthy or stale, slots back, price dropped) is damped until
+// then — each server claims only its share of its headroom (headroom ÷ [Config.Servers]) — so
+// the servers do not all pour into it on the same figures (the failure of Karmada issue #6518).
+// Other pools are not damped: whether a pool can take a task is its region's admission's call. Explain: [Placer.Explain] runs the same
 // evaluation as [Placer.Place] and keeps every pool's reason and score parts, without counting a
 // placement.
 //

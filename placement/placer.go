@@ -10,14 +10,19 @@ import (
 
 // Placer places tasks for one server. It is safe for concurrent use; keep one per server.
 //
-// Damping: between two publications of a pool's figures, the Placer counts its own placements
-// into that pool and treats them as if every one of the servers (the snapshot's count of
-// registered servers, else Config.Servers) had placed as many
-// (N × own). That is the same as claiming only 1/N of the pool's headroom, and it raises the
-// effective fill, hence the penalty, as the burst goes on: a cheap pool keeps winning only until
-// its penalty has eaten its price advantage, and nothing lands past a pool's headroom. The count
-// restarts when a snapshot brings newer figures (a later UpdatedAt) for that pool; by then the
-// published Ready includes what this server queued.
+// Counting: between two publications of a pool's figures, the Placer counts its own placements
+// into that pool, so its fill, headroom and expected wait include them until the published Ready
+// does. The count restarts when a snapshot brings newer figures (a later UpdatedAt) for that
+// pool; by then the published Ready includes what this server queued.
+//
+// Damping (herd protection): a pool that has just become attractive to every server at once —
+// new in the view, back from unhealthy or stale, given slots again, or cheaper than in the
+// previous snapshot — is damped until its next figures: its count is taken as if every one of
+// the servers (the snapshot's count of registered servers, else Config.Servers) had placed as
+// many (N × own), which is claiming only 1/N of its headroom, so N servers do not all pour into
+// it on the same stale figures. Other pools are not damped: a burst through one server fills the
+// cheapest pool up to the line its region's admission holds (the hard watermark), and what several
+// servers overshoot together is refused atomically by the region's store and spills (issue 14).
 type Placer struct {
 	cfg          Config
 	est          *Estimator
@@ -35,7 +40,9 @@ type state struct {
 	// placed[i] counts this server's placements into pool i since the figures of figuresAt[i].
 	placed    []atomic.Int64
 	figuresAt []time.Time
-	view      atomic.Pointer[view]
+	// herd marks the pools damped ×servers until their next figures (see Placer).
+	herd bitset
+	view atomic.Pointer[view]
 
 	tablesMu sync.Mutex                            // serialises writers of tables
 	tables   atomic.Pointer[map[string]*durations] // per task type; copied on write
@@ -130,6 +137,7 @@ func (p *Placer) state(s *Snapshot) *state {
 	st := &state{
 		snap: s, ordered: s.curve == curveOf(&p.cfg),
 		placed: make([]atomic.Int64, len(s.pools)), figuresAt: make([]time.Time, len(s.pools)),
+		herd: make(bitset, s.words),
 	}
 	if old != nil {
 		if m := old.tables.Load(); m != nil {
@@ -147,18 +155,37 @@ func (p *Placer) state(s *Snapshot) *state {
 		}
 		j, ok := old.snap.byKey[e.key]
 		if !ok {
+			// New to the view (a region registering or returning): every server sees it at once.
+			st.herd.set(i)
 			continue
 		}
 		if st.remap != nil {
 			st.remap[i] = int32(j)
 		}
+		if p.returned(&old.snap.pools[j], e) {
+			st.herd.set(i)
+		}
 		if !e.pool.UpdatedAt.After(old.figuresAt[j]) {
 			st.placed[i].Store(old.placed[j].Load())
 			st.figuresAt[i] = old.figuresAt[j]
+			if old.herd.has(j) {
+				st.herd.set(i)
+			}
 		}
 	}
 	p.cur.Store(st)
 	return st
+}
+
+// returned reports whether pool e, compared with its previous entry was, has just become
+// attractive to every server at once: its region turned healthy, its figures resumed after a
+// gap longer than StaleAfter (it was stale), its slots came back, or its price dropped.
+func (p *Placer) returned(was, e *entry) bool {
+	a, b := was.pool, e.pool
+	return !a.RegionHealthy && b.RegionHealthy ||
+		b.UpdatedAt.Sub(a.UpdatedAt) > p.cfg.StaleAfter ||
+		a.Slots == 0 && b.Slots > 0 ||
+		e.price < was.price
 }
 
 func (p *Placer) view(st *state, now time.Time) *view {
@@ -313,11 +340,14 @@ func (q *query) score(i int) (sc parts) {
 	}
 	sc.base = e.price * sc.hours
 
-	servers := q.st.snap.servers
-	if servers < 1 {
-		servers = cfg.Servers
+	absorbed := q.st.placed[i].Load()
+	if q.st.herd.has(i) {
+		servers := q.st.snap.servers
+		if servers < 1 {
+			servers = cfg.Servers
+		}
+		absorbed *= int64(servers)
 	}
-	absorbed := int64(servers) * q.st.placed[i].Load()
 	sc.saturated = absorbed >= q.v.room[i].headroom
 	sc.fill = fill(e.ready+max(0, absorbed-q.v.room[i].free), e.queue)
 	sc.penalty = cfg.penalty(sc.fill)

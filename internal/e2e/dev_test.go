@@ -402,6 +402,14 @@ func getJSON(url string, v any) error {
 // the store refuses spills to the next pool, and nothing is refused while
 // either pool has room. The tasks sleep a minute, so no worker drains the
 // queue while it fills.
+//
+// Damping no longer raises the fill the watermark penalty sees (it damps
+// only a pool that has just come back or got cheaper): the spot pool takes
+// every task until its real fill reaches the line where the stated rule
+// makes on-demand cheaper — its penalty, 1 at the 0.60 alert and 4 at the
+// 0.80 spill watermark, times its price reaching on-demand's: fill
+// 0.6 + 0.2 × (0.048 ÷ 0.01700625 − 1) ÷ 3 = 0.7215, 7 215 READY. (Was #2 407:
+// damping's ×3 made that fill look three times as high.)
 func TestDevBurstFillsBeforeSpilling(t *testing.T) {
 	testenv.Slow(t)
 	d := startDev(t, "--tmp")
@@ -446,5 +454,11 @@ func TestDevBurstFillsBeforeSpilling(t *testing.T) {
 	// admission limit (9 500 READY, plus its 16 running).
 	if pools["cpu-spot"] > 9500+16 || pools["cpu-spot"]+pools["cpu-ondemand"] != n || firstSpill < 0 {
 		t.Fatalf("placed %v, first spill at #%d", pools, firstSpill)
+	}
+	// The crossover fill (above) plus the few tasks the spot pool's worker
+	// holds running, within 1 %.
+	const crossover = 7215
+	if firstSpill < crossover*99/100 || firstSpill > crossover*101/100+16 {
+		t.Fatalf("first spill at #%d, want the spot pool filled to %d READY first (±1 %%)", firstSpill, crossover)
 	}
 }
