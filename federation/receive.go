@@ -40,7 +40,7 @@ type Accepted struct {
 }
 
 // Refusal is a well-formed hand-off the receiver will not take: no such
-// pool here, or its store refused the id.
+// pool here, the pool is at its admission limit, or its store refused the id.
 type Refusal struct {
 	Field  string // "pool", or "" when not one field's fault
 	Reason string
@@ -77,7 +77,10 @@ func (n *Node) AcceptMany(ctx context.Context, hs []apiv1.HandOff, known func(po
 		}
 		// Returning: a task this region handed off earlier may come back
 		// (a drain over there); it replaces its forwarding record here.
-		tasks = append(tasks, queue.NewTask{ID: h.ID, Spec: sp, Pool: h.Pool, Returning: true, History: historyOf(h)})
+		// Admission is the receiving pool's real fill, as for a local
+		// submit: the sender placed on figures that may be seconds old.
+		tasks = append(tasks, queue.NewTask{ID: h.ID, Spec: sp, Pool: h.Pool, Returning: true, History: historyOf(h),
+			AdmitMax: n.admitMax(h.Pool, sp.Critical)})
 		idx = append(idx, i)
 	}
 	if len(tasks) == 0 {
@@ -94,6 +97,10 @@ func (n *Node) AcceptMany(ctx context.Context, hs []apiv1.HandOff, known func(po
 			out[i].State = r.State
 		case errors.Is(r.Err, task.ErrExists):
 			out[i].State, out[i].Duplicate = r.State, true
+		case errors.Is(r.Err, queue.ErrPoolFull):
+			// A definite refusal (422): the sender places the task again.
+			out[i].Err = &Refusal{Field: "pool", Reason: fmt.Sprintf("pool %s in %s is at its admission limit (%d READY: queue capacity × spill watermark)",
+				tasks[k].Pool, n.cfg.Region, tasks[k].AdmitMax)}
 		default:
 			out[i].Err = &Refusal{Reason: r.Err.Error()}
 		}
