@@ -303,3 +303,11 @@ type TaskUpdate struct {
 	State    task.State `json:"state"`
 	Priority *int       `json:"priority,omitempty"`
 }
+
+// StreamTicket answers POST /v1/stream/tickets: pass Ticket as
+// GET /v1/stream?ticket=… (once, before ExpiresAt) where a bearer header
+// cannot be sent (a browser's EventSource).
+type StreamTicket struct {
+	Ticket    string    `json:"ticket"`
+	ExpiresAt time.Time `json:"expires_at"`
+}

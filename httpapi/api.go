@@ -12,6 +12,7 @@ import (
 
 	"github.com/ax-sched/ax/apiv1"
 	"github.com/ax-sched/ax/federation"
+	"github.com/ax-sched/ax/task"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"golang.org/x/time/rate"
@@ -66,6 +67,8 @@ type API struct {
 	requests *prometheus.CounterVec
 	polls    *longPolls
 	quotas   *quotas
+	tickets  *tickets // of GET /v1/stream (stream.go)
+	hub      *hub
 }
 
 // New builds the API of the server whose federation node is n.
@@ -92,6 +95,14 @@ func New(n *federation.Node, cfg Config) *API {
 	if cfg.Registerer != nil {
 		cfg.Registerer.MustRegister(a.requests)
 	}
+	clusterToken := ""
+	if cfg.Auth != nil {
+		clusterToken = cfg.Auth.ClusterToken
+	}
+	a.tickets = newTickets(clusterToken)
+	a.hub = &hub{subs: map[chan []task.Event]struct{}{}, read: func(ctx context.Context, after []string, count int, block time.Duration) ([]task.Event, []string, error) {
+		return a.n.Store().Events(ctx, after, count, block)
+	}}
 	a.route("POST /v1/tasks", RoleSubmitter, a.submit)
 	a.route("POST /v1/tasks/batch", RoleSubmitter, a.submitBatch)
 	a.route("GET /v1/tasks/{id}", RoleSubmitter, a.get)
@@ -107,6 +118,8 @@ func New(n *federation.Node, cfg Config) *API {
 	a.route("POST /v1/regions/{region}/drain", RoleOperator, a.drain)
 	a.route("POST /v1/placement/explain", RoleSubmitter, a.explain)
 	a.route("GET /v1/events", RoleSubmitter, a.events)
+	a.route("POST /v1/stream/tickets", RoleSubmitter, a.streamTicket)
+	a.route(streamRoute, RoleSubmitter, a.stream)
 	a.route("POST /v1/internal/handoff", RoleAdmin, a.handoff)
 	a.route("POST /v1/internal/handoff/batch", RoleAdmin, a.handoffBatch)
 	a.route("POST /v1/internal/enqueue", RoleAdmin, a.enqueueScheduled)
@@ -147,7 +160,7 @@ func (a *API) route(pattern string, need Role, h handler) {
 	a.mux.HandleFunc(pattern, func(w http.ResponseWriter, r *http.Request) {
 		rec := &statusRecorder{ResponseWriter: w, code: 200}
 		defer func() { a.requests.WithLabelValues(pattern, strconv.Itoa(rec.code)).Inc() }()
-		p, aerr := a.cfg.Auth.authenticate(r)
+		p, aerr := a.principal(pattern, r)
 		if aerr != nil {
 			unauthorized(rec, r, aerr)
 			return

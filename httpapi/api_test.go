@@ -695,6 +695,8 @@ func TestAPIContract(t *testing.T) {
 		f.Call(http.MethodGet, f.R(aws).URL()+"/v1/events?wait=2h", tokOperator, nil).Want(t, http.StatusBadRequest)
 	})
 
+	t.Run("live updates (GET /v1/stream)", func(t *testing.T) { streamContract(t, f) })
+
 	// Last: it takes the region's Redis away.
 	t.Run("readyz 503 without the region's Redis", func(t *testing.T) {
 		f.R(az).Redis.Kill()

@@ -291,6 +291,11 @@ func (a *API) dlq(w http.ResponseWriter, r *http.Request, p Principal) error {
 }
 
 func (a *API) regions(w http.ResponseWriter, _ *http.Request, _ Principal) error {
+	writeJSON(w, http.StatusOK, a.regionsResponse())
+	return nil
+}
+
+func (a *API) regionsResponse() apiv1.RegionsResponse {
 	resp := apiv1.RegionsResponse{GlobalView: a.n.View().Connected(), Regions: []apiv1.RegionStatus{}}
 	for _, ri := range a.n.View().Regions() {
 		rs := apiv1.RegionStatus{Name: ri.Region, API: ri.API, Leader: ri.Leader, Healthy: ri.Healthy, Stale: ri.Stale,
@@ -304,8 +309,7 @@ func (a *API) regions(w http.ResponseWriter, _ *http.Request, _ Principal) error
 		}
 		resp.Regions = append(resp.Regions, rs)
 	}
-	writeJSON(w, http.StatusOK, resp)
-	return nil
+	return resp
 }
 
 func (a *API) drain(w http.ResponseWriter, r *http.Request, p Principal) error {
@@ -388,14 +392,7 @@ func toExplanation(ex placement.Explanation) apiv1.Explanation {
 
 func (a *API) events(w http.ResponseWriter, r *http.Request, p Principal) error {
 	q := r.URL.Query()
-	who := "tenant:" + p.Tenant
-	if p.Tenant == "" {
-		who = "token:" + p.Name
-	}
-	if p.Cluster {
-		who = ""
-	}
-	release, err := a.polls.acquire(who)
+	release, err := a.polls.acquire(poller(p))
 	if err != nil {
 		return err
 	}

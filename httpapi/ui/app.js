@@ -6,7 +6,6 @@
 const $ = (s, r = document) => r.querySelector(s);
 const esc = v => String(v ?? '').replace(/[&<>"']/g, c => ({'&': '&amp;', '<': '&lt;', '>': '&gt;', '"': '&quot;', "'": '&#39;'}[c]));
 const view = () => $('#view');
-let timer = null;
 
 function token() { return sessionStorage.getItem('ax.token') || ''; }
 
@@ -45,6 +44,7 @@ function params(form) {
 
 // ---- sign in ---------------------------------------------------------------
 function showLogin(msg) {
+  stopLive();
   $('#login').hidden = false;
   view().innerHTML = '';
   $('#login-error').textContent = msg || '';
@@ -64,9 +64,52 @@ function who() {
   $('#logout').onclick = () => { sessionStorage.removeItem('ax.token'); showLogin(''); };
 }
 
+// ---- live updates ------------------------------------------------------------
+// One server-sent event stream per page (GET /v1/stream). EventSource cannot
+// send the token, so each (re)connect first trades it for a one-use ticket
+// of 30 s (POST /v1/stream/tickets): the token never goes into a URL. The
+// stream of the page left is closed on every route change.
+let live = {gen: 0, es: null, retry: null};
+function stopLive() {
+  live.gen++;
+  clearTimeout(live.retry);
+  if (live.es) live.es.close();
+  live.es = window.axStream = null;
+}
+function startLive(query, handlers) {
+  stopLive();
+  const gen = live.gen;
+  const open = async () => {
+    if (gen !== live.gen) return;
+    let url = '/v1/stream' + (query ? '?' + query : '');
+    try {
+      if (token()) {
+        const t = await api('POST', '/v1/stream/tickets');
+        url += (query ? '&' : '?') + 'ticket=' + encodeURIComponent(t.ticket);
+      }
+    } catch (_) { live.retry = setTimeout(open, 3000); return; }
+    if (gen !== live.gen) return;
+    const es = new EventSource(url);
+    live.es = window.axStream = es;
+    for (const [ev, fn] of Object.entries(handlers)) es.addEventListener(ev, m => { if (gen === live.gen) fn(JSON.parse(m.data)); });
+    // A dropped stream reconnects with a fresh ticket (the old one is spent).
+    es.onerror = () => { es.close(); if (gen === live.gen) live.retry = setTimeout(open, 2000); };
+  };
+  open();
+}
+
 // ---- overview --------------------------------------------------------------
 async function overview() {
-  const d = await api('GET', '/v1/regions');
+  await renderOverview(await api('GET', '/v1/regions'));
+  let busy = false;
+  startLive('', {regions: async d => {
+    if (busy) return;
+    busy = true;
+    try { await renderOverview(d); } finally { busy = false; }
+  }});
+}
+
+async function renderOverview(d) {
   let h = '<h1>Overview</h1><p class="muted">' + (d.global_view ? 'global view current' : '<span class="bad">global etcd unreachable: last known view</span>') +
     ' · updated ' + esc(new Date().toISOString()) + '</p>';
   for (const g of d.regions) {
@@ -141,9 +184,20 @@ async function tasks(q) {
 }
 
 async function taskPage(id) {
-  const [t, tr] = await Promise.all([api('GET', '/v1/tasks/' + encodeURIComponent(id)), api('GET', '/v1/tasks/' + encodeURIComponent(id) + '/trail')]);
+  let shown = JSON.stringify(await renderTask(await api('GET', '/v1/tasks/' + encodeURIComponent(id))));
+  startLive('task=' + encodeURIComponent(id), {task: async t => {
+    const s = JSON.stringify(t);
+    if (s === shown) return;
+    shown = s;
+    await renderTask(t);
+  }});
+}
+
+async function renderTask(t) {
+  const id = t.id;
+  const tr = await api('GET', '/v1/tasks/' + encodeURIComponent(id) + '/trail');
   const row = (k, v) => v === undefined || v === null || v === '' ? '' : '<tr><th>' + esc(k) + '</th><td>' + v + '</td></tr>';
-  let h = '<h1 id="task-page">Task ' + esc(t.id) + '</h1><table class="kv">' + row('state', state(t.state) + ' ' + esc(t.reason || '')) +
+  let h = '<h1 id="task-page">Task ' + esc(t.id) + '</h1><table class="kv">' + row('state', '<span id="task-state">' + state(t.state) + '</span> ' + esc(t.reason || '')) +
     row('held by (region)', '<span id="held-by">' + esc(t.held_by) + '</span>') + row('home region', esc(t.region)) + row('pool', esc(t.pool)) +
     row('handed off to', esc(t.handed_off_to)) + row('worker', esc(t.worker)) + row('type', esc(t.type)) + row('tenant', esc(t.tenant)) +
     row('priority', esc(t.priority)) + row('attempts', esc(t.attempts) + ' of ' + esc((t.max_retries || 0) + 1)) +
@@ -172,6 +226,7 @@ async function taskPage(id) {
     }
     $('#explain').innerHTML = e + '</table>';
   } catch (err) { $('#explain').textContent = 'explain: ' + err.message; }
+  return t;
 }
 
 // ---- dead letters -----------------------------------------------------------
@@ -260,14 +315,14 @@ async function cost(q) {
 
 // ---- routing ---------------------------------------------------------------------
 async function route() {
-  clearInterval(timer);
+  stopLive();
   who();
   const [path, qs] = (location.hash.slice(1) || '/').split('?');
   const q = new URLSearchParams(qs || '');
   const parts = path.split('/').filter(Boolean).map(decodeURIComponent);
   try {
     switch (parts[0]) {
-      case undefined: await overview(); timer = setInterval(() => overview().catch(() => {}), 2000); break;
+      case undefined: await overview(); break;
       case 'tasks': await tasks(q); break;
       case 'task': await taskPage(parts[1]); break;
       case 'dlq': await dlq(q); break;

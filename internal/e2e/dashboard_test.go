@@ -15,7 +15,8 @@ import (
 // (auth on) in a headless Chromium: sign in with an operator's token,
 // search the tasks of eu-west-1 by type, open a task that us-east-1 handed
 // off there, and read its trail, which names both regions; then replay a
-// dead letter of eu-west-1 from the DLQ page. One browser, a few seconds. Chromium comes from `make deps` (apt package chromium); the
+// dead letter of eu-west-1 from the DLQ page; then watch a task's page
+// turn SUCCESS live (server-sent events). One browser, a few seconds. Chromium comes from `make deps` (apt package chromium); the
 // test fails when it is missing.
 func dashboardInBrowser(t *testing.T, fed *federation) {
 	t.Helper()
@@ -95,17 +96,44 @@ func dashboardInBrowser(t *testing.T, fed *federation) {
 	if err := chromedp.Run(ctx); err != nil {
 		t.Fatalf("chromium (%s) does not start: %v", bin, err)
 	}
-	for _, st := range steps {
+	run := func(what string, do ...chromedp.Action) {
+		t.Helper()
 		sctx, scancel := context.WithTimeout(ctx, 15*time.Second)
-		err := chromedp.Run(sctx, st.do...)
+		err := chromedp.Run(sctx, do...)
 		scancel()
 		if err != nil {
 			var html string
 			_ = chromedp.Run(ctx, chromedp.OuterHTML("body", &html, chromedp.ByQuery))
-			t.Fatalf("browser: %s: %v; the page: %s", st.what, err, html)
+			t.Fatalf("browser: %s: %v; the page: %s", what, err, html)
 		}
 	}
+	for _, st := range steps {
+		run(st.what, st.do...)
+	}
 	t.Logf("dashboard: signed in, searched, opened the task and read its trail in %v", time.Since(start).Round(time.Millisecond))
+
+	// Live updates: the page of a task running in eu-west-1 turns SUCCESS
+	// without a reload (the marker set on the page survives) through the
+	// server-sent event stream, opened with a one-use ticket.
+	slow := fed.handedOffTask("us-east-1", "eu-west-1", tokSubmitterA, map[string]any{
+		"type": "sleep", "payload": map[string]int{"ms": 3000}})
+	var sameDocument bool
+	var streamURL, liveTrail string
+	run("open a running task's page", chromedp.Navigate(api+"/#/task/"+slow.ID), chromedp.WaitVisible("#task-state", chromedp.ByQuery),
+		chromedp.Evaluate(`window.axMarker = 1; document.querySelector('#task-state').textContent`, &liveTrail))
+	if strings.Contains(liveTrail, "SUCCESS") {
+		t.Fatalf("the 3 s task was done before its page opened: %q", liveTrail)
+	}
+	run("see it finish", chromedp.WaitVisible("#task-state .s-SUCCESS", chromedp.ByQuery),
+		chromedp.Evaluate(`window.axMarker === 1 && window.axStream !== null && window.axStream.readyState === 1`, &sameDocument),
+		chromedp.Evaluate(`window.axStream ? window.axStream.url : ''`, &streamURL),
+		chromedp.Text("#trail", &liveTrail, chromedp.ByQuery))
+	if !sameDocument || !strings.Contains(streamURL, "ticket=") || strings.Contains(streamURL, fed.token(tokOperatorA)) {
+		t.Fatalf("the task page did not update live through a ticketed stream: same document %v, stream %q", sameDocument, streamURL)
+	}
+	if !strings.Contains(liveTrail, "SUCCESS") {
+		t.Fatalf("the trail was not refreshed with the state: %q", liveTrail)
+	}
 	if !strings.Contains(rows, h.ID) || !strings.Contains(rows, "eu-west-1") {
 		t.Fatalf("search results: %q", rows)
 	}
