@@ -48,6 +48,12 @@ type Config struct {
 	// Logger carries the server's identity (cmd/ax adds its region); the
 	// node adds none, so no key appears twice. Other regions are "peer".
 	Logger *slog.Logger
+	// Backlog is a tenant's max_backlog in this region (docs/security.md):
+	// the most unfinished tasks its submits may leave here, checked
+	// atomically by the store (queue.NewTask.BacklogMax); 0 or a nil func:
+	// none. DAG nodes and schedule slots (EnqueueFixed) are counted, not
+	// refused: their DAG or schedule was admitted.
+	Backlog func(tenant string) int
 	// Now is the node's one clock: placement, in-flight accounting, stuck
 	// pools (tests inject one); nil is time.Now. The view keeps the wall
 	// clock: it judges figures other servers stamped with theirs.
@@ -156,6 +162,25 @@ func (e *PlacementError) Error() string {
 	return "no pool in any region matches this task's tags and regions"
 }
 
+// QuotaError is a submit refused by one of its tenant's quotas (429).
+type QuotaError struct {
+	Field  string // the quota's key: "max_backlog"
+	Tenant string
+	Max    int
+}
+
+func (e *QuotaError) Error() string {
+	return fmt.Sprintf("tenant %s has %d unfinished tasks in this region, its %s: wait for some to finish", e.Tenant, e.Max, e.Field)
+}
+
+// backlogMax is sp's tenant's max_backlog (0: none).
+func (n *Node) backlogMax(sp *task.Spec) int {
+	if n.cfg.Backlog == nil {
+		return 0
+	}
+	return n.cfg.Backlog(sp.Tenant)
+}
+
 // Outcome is the result of one submitted spec.
 type Outcome struct {
 	ID        string
@@ -209,7 +234,7 @@ func (n *Node) Submit(ctx context.Context, specs []*task.Spec, forwarded bool) [
 				continue
 			}
 		}
-		nt := queue.NewTask{Spec: sp}
+		nt := queue.NewTask{Spec: sp, BacklogMax: n.backlogMax(sp)}
 		out[i].Region = n.cfg.Region
 		ticket := ""
 		var d placement.Decision
@@ -270,7 +295,7 @@ func (n *Node) Submit(ctx context.Context, specs []*task.Spec, forwarded bool) [
 					refused[i] = map[string]bool{}
 				}
 				refused[i][local[k].Pool] = true
-				nt := queue.NewTask{Spec: specs[i]}
+				nt := queue.NewTask{Spec: specs[i], BacklogMax: local[k].BacklogMax}
 				switch {
 				case round < maxSpillRounds && n.spillLocal(snap, specs[i], now, refused[i], &nt):
 					out[i].Region = n.cfg.Region
@@ -299,6 +324,10 @@ func (n *Node) Submit(ctx context.Context, specs []*task.Spec, forwarded bool) [
 				} else {
 					n.flights.drop(tickets[k])
 				}
+			}
+			if errors.Is(r.Err, queue.ErrBacklogFull) {
+				r.Err = &QuotaError{Field: "max_backlog", Tenant: specs[i].Tenant, Max: local[k].BacklogMax}
+				n.metrics.rejected.WithLabelValues(n.cfg.Region, "backlog").Inc()
 			}
 			out[i].ID, out[i].State, out[i].Duplicate, out[i].Err = r.ID, r.State, r.Duplicate, r.Err
 			if r.Err == nil && !r.Duplicate {

@@ -50,6 +50,7 @@ func toAPIError(err error) *apiError {
 	var none *federation.NoRegionAnswered
 	var tl *TooLargeError
 	var rf *federation.Refusal
+	var qe *federation.QuotaError
 	var we *apiv1.Error
 	switch {
 	case errors.As(err, &ae):
@@ -81,6 +82,9 @@ func toAPIError(err error) *apiError {
 			return &apiError{status: 429, code: apiv1.CodeSaturated, msg: pe.Error(), retryAfter: pe.RetryAfter, expl: &ex}
 		}
 		return &apiError{status: 422, code: apiv1.CodeUnplaceable, msg: pe.Error(), expl: &ex}
+	case errors.As(err, &qe):
+		// Tasks finish on their own time: a few seconds is a fair retry.
+		return &apiError{status: 429, code: apiv1.CodeQuotaExceeded, msg: qe.Error(), field: qe.Field, retryAfter: 5 * time.Second}
 	case errors.As(err, &rf):
 		return &apiError{status: 422, code: apiv1.CodeUnplaceable, msg: rf.Reason, field: rf.Field}
 	case errors.As(err, &ns):

@@ -47,7 +47,7 @@ func (s *Store) coldKeys(shard int, extra ...string) []string {
 func (s *Store) coldEligible(t NewTask, now time.Time) bool {
 	sp := t.Spec
 	return s.opts.ColdHorizon > 0 && t.ID == "" && sp.RunAt != nil && !sp.RunAt.Before(now.Add(s.opts.ColdHorizon)) &&
-		sp.IdempotencyKey == "" && t.HandOff == "" && t.History == nil && !t.Returning
+		sp.IdempotencyKey == "" && t.HandOff == "" && t.History == nil && !t.Returning && t.BacklogMax <= 0
 }
 
 // splitCold takes the cold tasks out of idx.

@@ -56,6 +56,8 @@
 //	                           buckets, running counts, pauses (lib.lua)
 //	ax:{s}:pkd           ZSET  limit keys with parked tasks → next look (ms)
 //	ax:{s}:pk:<key>      ZSET  READY tasks parked by a limit of key
+//	ax:{s}:bl            HASH  tenant ('' default) → its unfinished tasks in
+//	                           the shard: the backlog (lib.lua, Store.Backlog)
 //
 // State implied by structure: a pinned delayed task's record keeps st P and
 // rs SUBMITTED after promotion; it is READY while it is in its ready set.

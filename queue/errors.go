@@ -18,4 +18,8 @@ var (
 	// that many READY tasks already (authoritative admission): nothing
 	// was stored; place the task elsewhere.
 	ErrPoolFull = errors.New("queue: the pool's queue is at its admission limit")
+	// ErrBacklogFull: a submit with NewTask.BacklogMax found its tenant
+	// holding its share of that many unfinished tasks in the task's shard:
+	// nothing was stored.
+	ErrBacklogFull = errors.New("queue: the tenant's backlog is at its limit")
 )

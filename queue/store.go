@@ -211,6 +211,12 @@ type NewTask struct {
 	// submit script); else its result is ErrPoolFull and nothing is
 	// stored. Delayed and handed-off tasks are not checked.
 	AdmitMax int
+	// BacklogMax, when > 0, creates the task only while its tenant has
+	// fewer unfinished tasks than that in this region (docs/security.md
+	// "max_backlog"): each shard checks its share, ⌈BacklogMax ÷ shards⌉,
+	// atomically in the submit script; else its result is ErrBacklogFull
+	// and nothing is stored. Such a task never goes to the cold tier.
+	BacklogMax int
 }
 
 // History is the part of a task's past that travels with it from region to
@@ -416,6 +422,7 @@ func (s *Store) submitShard(ctx context.Context, sc redis.Scripter, shard int, t
 		argv = append(argv, ids[i], t.Pool, flags, strconv.Itoa(*sp.Priority), due, idem, ttl, hash, t.HandOff, len(fields)/2)
 		argv = append(argv, fields...)
 	}
+	argv = append(argv, s.backlogCaps(tasks, idx))
 	out, err := scripts.submit.Run(ctx, sc, keys, argv...).Slice()
 	if err != nil {
 		if cc := s.cluster(); cc != nil && sc != redis.Scripter(s.rdb) {
@@ -433,7 +440,7 @@ func (s *Store) submitShard(ctx context.Context, sc redis.Scripter, shard int, t
 	for k, i := range idx {
 		var r SubmitResult
 		switch c := codes[k]; c {
-		case '1', '2', '3', '4':
+		case '1', '2', '3', '4', '5':
 			if next+1 >= len(out) {
 				return fmt.Errorf("queue: submit: short answer")
 			}
@@ -448,6 +455,8 @@ func (s *Store) submitShard(ctx context.Context, sc redis.Scripter, shard int, t
 				r.Err = task.ErrExists
 			case '4':
 				r = SubmitResult{ID: ids[i], Err: ErrPoolFull}
+			case '5':
+				r = SubmitResult{ID: ids[i], Err: ErrBacklogFull}
 			}
 		default:
 			r = SubmitResult{ID: ids[i], State: stateOf(string(c))}
@@ -455,6 +464,53 @@ func (s *Store) submitShard(ctx context.Context, sc redis.Scripter, shard int, t
 		res[i] = r
 	}
 	return nil
+}
+
+// backlogCaps is submit.lua's last ARGV: "<cap> <tenant>\n" for each
+// tenant of idx with a BacklogMax (the first such task's), cap its share
+// in one shard, ⌈BacklogMax ÷ shards⌉.
+func (s *Store) backlogCaps(tasks []NewTask, idx []int) string {
+	var b strings.Builder
+	var seen map[string]bool
+	for _, i := range idx {
+		t := tasks[i]
+		tn := backlogTenant(t.Spec.Tenant)
+		if t.BacklogMax <= 0 || seen[tn] {
+			continue
+		}
+		if seen == nil {
+			seen = map[string]bool{}
+		}
+		seen[tn] = true
+		b.WriteString(strconv.Itoa((t.BacklogMax + s.opts.Shards - 1) / s.opts.Shards))
+		b.WriteByte(' ')
+		b.WriteString(tn)
+		b.WriteByte('\n')
+	}
+	return b.String()
+}
+
+// backlogTenant is a tenant's field in the backlog hash: the record's tn,
+// absent (”) for the default tenant.
+func backlogTenant(tenant string) string {
+	if tenant == "default" {
+		return ""
+	}
+	return tenant
+}
+
+// Backlog is tenant's unfinished tasks in this region (docs/security.md
+// "max_backlog"): the sum of every shard's count, one HGET per shard.
+func (s *Store) Backlog(ctx context.Context, tenant string) (int, error) {
+	n := 0
+	for shard := range s.keys {
+		v, err := s.rdb.HGet(ctx, s.keys[shard].prefix+"bl", backlogTenant(tenant)).Int()
+		if err != nil && !errors.Is(err, redis.Nil) {
+			return 0, fmt.Errorf("queue: backlog: %w", err)
+		}
+		n += max(v, 0)
+	}
+	return n, nil
 }
 
 // admitCaps is submit.lua's ARGV[3]: "pool cap pool cap …", each pool's

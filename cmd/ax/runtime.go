@@ -305,6 +305,12 @@ func startServer(ctx context.Context, cfg *config.Region, ln net.Listener, reg *
 		Region: cfg.Name, Regions: cfg.Regions, ClusterToken: cfg.Auth.ClusterToken, Defaults: defaultsOf(cfg),
 		Placement: pc, Logger: s.log, PeerTLS: peerTLS, AllowInsecurePeers: cfg.Auth.AllowInsecurePeers,
 		TracerProvider: s.tracer,
+		Backlog: func(tenant string) int {
+			if q := s.quotas.Load(); q != nil {
+				return q.Quota(tenant).MaxBacklog
+			}
+			return 0
+		},
 	}, s.store, s.view, s.cell, federation.NewMetrics(reg))
 	if err != nil {
 		return nil, err

@@ -374,6 +374,9 @@ type Quotas struct {
 type TenantQuota struct {
 	SubmitsPerSecond float64 `mapstructure:"submits_per_second" yaml:"submits_per_second"`
 	Burst            int     `mapstructure:"burst" yaml:"burst"`
+	// MaxBacklog is the most unfinished tasks (PENDING, READY, RUNNING) the
+	// tenant's submits may leave in this region; 0: no limit.
+	MaxBacklog int `mapstructure:"max_backlog" yaml:"max_backlog"`
 }
 
 // Quota returns tenant's quota.

@@ -499,6 +499,9 @@ func (r *Region) validateQuotas(p *problems) {
 		if !(t.SubmitsPerSecond >= 0) || math.IsInf(t.SubmitsPerSecond, 0) {
 			p.add(joinKey(key, "submits_per_second"), "must be ≥ 0 (0: no limit), got %v", t.SubmitsPerSecond)
 		}
+		if t.MaxBacklog < 0 {
+			p.add(joinKey(key, "max_backlog"), "must be ≥ 0 (0: no limit), got %d", t.MaxBacklog)
+		}
 		if t.SubmitsPerSecond > 0 && t.Burst < 1 {
 			p.add(joinKey(key, "burst"), "must be ≥ 1 with submits_per_second, got %d", t.Burst)
 		}

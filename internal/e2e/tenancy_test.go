@@ -32,13 +32,15 @@ func TestTenantQuotasTrustAndExpiry(t *testing.T) {
 	const expired = "expired-token-0123456789abcdef"
 	fed := newFederation(t, fedOpts{privateDetails: true,
 		tokens: `- {name: old, token: ` + expired + `, role: submitter, tenant: team-a, expires_at: "2020-01-01T00:00:00Z"}
-- {name: dated, token: dated-token-0123456789abcdef, role: submitter, tenant: team-b, expires_at: "2099-01-01T00:00:00Z"}`,
+- {name: dated, token: dated-token-0123456789abcdef, role: submitter, tenant: team-b, expires_at: "2099-01-01T00:00:00Z"}
+- {name: c, token: submitter-c-0123456789abcdef, role: submitter, tenant: team-c}`,
 		extra: `quotas:
   tenants:
     team-a: {submits_per_second: 1, burst: 5}
+    team-c: {max_backlog: 3}
   batch: {max_items: 20, max_bytes: 1114112}
 `})
-	fed.tokens["old"], fed.tokens["dated"] = expired, "dated-token-0123456789abcdef"
+	fed.tokens["old"], fed.tokens["dated"], fed.tokens["c"] = expired, "dated-token-0123456789abcdef", "submitter-c-0123456789abcdef"
 	noop := map[string]any{"type": "noop", "tags": map[string]string{"class": "cpu"}}
 
 	// Tenant A floods; tenant B submits meanwhile.
@@ -79,6 +81,31 @@ func TestTenantQuotasTrustAndExpiry(t *testing.T) {
 		t.Fatalf("429: %+v, Retry-After %q", e, retryAfter)
 	}
 
+	// max_backlog: tenant C may leave 3 unfinished tasks in a region (here
+	// delayed an hour); the 4th is 429 naming the quota, in a batch too; a
+	// cancel makes room.
+	later := map[string]any{"type": "noop", "tags": map[string]string{"class": "cpu"}, "delay": "1h"}
+	var waiting []string
+	for range 3 {
+		id, _ := fed.submit("us-east-1", "c", later)
+		waiting = append(waiting, id)
+	}
+	code, body, hdr := fed.callHeader("us-east-1", "c", http.MethodPost, "/v1/tasks", later)
+	if e := apiErr(t, body); code != http.StatusTooManyRequests || e.Code != apiv1.CodeQuotaExceeded ||
+		e.Field != "max_backlog" || hdr.Get("Retry-After") == "" || !strings.Contains(e.Message, "team-c") {
+		t.Fatalf("tenant C's 4th unfinished task (max_backlog 3): %d %s", code, body)
+	}
+	code, body = fed.call("us-east-1", "c", http.MethodPost, "/v1/tasks/batch", map[string]any{"tasks": []any{later}})
+	if !strings.Contains(string(body), `"field":"tasks[0].max_backlog"`) || !strings.Contains(string(body), `"rejected":1`) {
+		t.Fatalf("tenant C's batch over max_backlog: %d %s", code, body)
+	}
+	if code, body := fed.call("us-east-1", tokOperator, http.MethodPost, "/v1/tasks/"+waiting[0]+"/cancel", nil); code != http.StatusOK {
+		t.Fatalf("cancel: %d %s", code, body)
+	}
+	if code, body := fed.call("us-east-1", "c", http.MethodPost, "/v1/tasks", later); code != http.StatusCreated {
+		t.Fatalf("tenant C's submit after a cancel made room: %d %s", code, body)
+	}
+
 	// Batch caps, from tenant B (no rate limit).
 	batch := func(n, payload int) map[string]any {
 		var ts []map[string]any
@@ -88,7 +115,7 @@ func TestTenantQuotasTrustAndExpiry(t *testing.T) {
 		}
 		return map[string]any{"tasks": ts}
 	}
-	code, body := fed.call("us-east-1", tokSubmitterB, http.MethodPost, "/v1/tasks/batch", batch(21, 1))
+	code, body = fed.call("us-east-1", tokSubmitterB, http.MethodPost, "/v1/tasks/batch", batch(21, 1))
 	if e := apiErr(t, body); code != http.StatusBadRequest || e.Field != "tasks" || !strings.Contains(e.Message, "1 to 20") {
 		t.Fatalf("a batch of 21 (max_items 20): %d %s", code, body)
 	}

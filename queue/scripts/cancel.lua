@@ -11,7 +11,7 @@
 local now = clock(ARGV[1])
 local id, reason, by = ARGV[2], ARGV[3], ARGV[4]
 local tk = tkey(id)
-local r = redis.call('HMGET', tk, 'st', 'po', 'pr', 'at', 'ho', 'ob', 'rs', 'pn', 'pk')
+local r = redis.call('HMGET', tk, 'st', 'po', 'pr', 'at', 'ho', 'ob', 'rs', 'pn', 'pk', 'tn')
 local st = r[1]
 if not st then return {2} end
 local lazy = is_lazy(st, r[7], r[8], r[6])
@@ -43,6 +43,7 @@ else
 end
 redis.call('HSET', tk, 'st', 'C', 'rs', reason, 'fa', fmt(now))
 cnt('tC', 1)
+backlog(r[10], -1)
 trail(id, now, st, 'C', reason, by, r[4] or '0', '')
 retain(id, ARGV[5])
 event('cancel', {id}, 1)

@@ -35,14 +35,15 @@ if op == 'submit' then
   local size = tonumber(ARGV[3])
   local nspec = tonumber(ARGV[4])
   local i = 5
-  local tpl = {} -- index -> {fields, template id or nil, uses}
+  local tpl = {} -- index -> {fields, template id or nil, uses, tenant}
   for s = 1, nspec do
     local nf = tonumber(ARGV[i])
-    local f = {}
+    local f, tn = {}, ''
     for j = i + 1, i + 2 * nf, 2 do
       f[#f + 1] = ARGV[j]; f[#f + 1] = ARGV[j + 1]
+      if ARGV[j] == 'tn' then tn = ARGV[j + 1] end
     end
-    tpl[s] = {f, nil, 0}
+    tpl[s] = {f, nil, 0, tn}
     i = i + 1 + 2 * nf
   end
   local snow = fmt(now)
@@ -65,6 +66,7 @@ if op == 'submit' then
         redis.call('HSET', tplkey(t[2]), unpack(f))
       end
       t[3] = t[3] + 1
+      backlog(t[4], 1)
       redis.call('HSET', ik, id, due .. ' ' .. t[2])
       local b = tonumber(due)
       b = fmt(b - b % size)

@@ -35,6 +35,7 @@ for k = 0, n - 1 do
       redis.call('HSET', tk, 'st', 'S', 'rs', 'COMPLETED', 'fa', snow, 'lt', '')
     end
     cnt('u:' .. r[3], -1)
+    backlog(r[8], -1)
     retain(id, ret, r[4] == '1')
     if r[7] then
       runtime(r[3], r[6], now - tonumber(r[7]))

@@ -28,7 +28,7 @@ local handed = {}
 for i = 5, #ARGV, 2 do
   local id, outcome = ARGV[i], ARGV[i + 1]
   local tk = tkey(id)
-  local r = redis.call('HMGET', tk, 'st', 'ob', 'at', 'po', 'cx')
+  local r = redis.call('HMGET', tk, 'st', 'ob', 'at', 'po', 'cx', 'tn')
   local cx = r[5] == '1'
   if r[1] ~= 'P' or not r[2] or redis.call('ZSCORE', KEYS[9], id) == false then
     out[#out + 1] = '1' .. (r[1] or '')
@@ -41,6 +41,7 @@ for i = 5, #ARGV, 2 do
     redis.call('HDEL', tk, 'ob', 'cx')
     cnt('P', -1)
     cnt('tC', 1)
+    backlog(r[6], -1)
     trail(id, now, 'P', 'C', 'CANCELED_BY_USER', r[2], r[3] or '0', 'the hand-off was refused after a cancel request')
     retain(id, ARGV[3])
     out[#out + 1] = '0'
@@ -51,6 +52,7 @@ for i = 5, #ARGV, 2 do
       redis.call('HDEL', tk, 'ob', 'cx')
       cnt('P', -1)
       cnt('tH', 1)
+      backlog(r[6], -1) -- it left the region
       trail(id, now, 'P', 'H', 'HANDED_OFF', r[2] .. '/' .. (r[4] or ''), r[3] or '0', '')
       retain(id, ARGV[2])
       handed[#handed + 1] = id

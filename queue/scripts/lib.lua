@@ -105,8 +105,40 @@ local function zadd(key, score, member)
   t[#t + 1] = member
 end
 
--- finish writes what cnt and zadd queued.
+-- Backlog (issue 11, docs/security.md): per tenant, this shard's tasks that
+-- were accepted and have not finished — PENDING (cold and in the outbox
+-- too), READY, RUNNING — in one hash, bl: tenant ('' the default) → count.
+-- submit.lua and cold.lua add each task they create (hand-offs received
+-- included); every step to SUCCESS, FAILED or CANCELED and an accepted
+-- hand-off take one away; a replay adds one. Deltas add up in BL and reach
+-- Redis once per tenant when the script ends; a count never goes below 0
+-- (tasks accepted before the count existed).
+local BL, BL_T, BL_READ = {}, {}, {}
+local function blkey() return K_PREFIX .. 'bl' end
+local function backlog(tn, d)
+  tn = tn or ''
+  local v = BL[tn]
+  if v == nil then BL_T[#BL_T + 1] = tn; v = 0 end
+  BL[tn] = v + d
+end
+-- backlog_end takes away a task whose script did not read its tenant.
+local function backlog_end(id) backlog(redis.call('HGET', tkey(id), 'tn'), -1) end
+-- backlog_now is tenant's count in this shard, with this script's deltas.
+local function backlog_now(tn)
+  local v = BL_READ[tn]
+  if v == nil then
+    v = tonumber(redis.call('HGET', blkey(), tn) or '0')
+    BL_READ[tn] = v
+  end
+  return v + (BL[tn] or 0)
+end
+
+-- finish writes what cnt, zadd and backlog queued.
 local function finish()
+  for _, t in ipairs(BL_T) do
+    local d = BL[t]
+    if d ~= 0 and redis.call('HINCRBY', blkey(), t, fmt(d)) <= 0 then redis.call('HDEL', blkey(), t) end
+  end
   for _, k in ipairs(ZKEYS) do
     local t = ZADDS[k]
     -- unpack breaks near 8 000 values: write in chunks.
@@ -262,6 +294,7 @@ local function retry_or_dead(id, now, at, mr, rb, rc, from, reason, by, err, ret
   local r = retryable and 'RETRIES_EXHAUSTED' or 'NON_RETRYABLE'
   redis.call('HSET', tkey(id), 'st', 'F', 'rs', r, 'fa', fmt(now))
   redis.call('ZADD', K_DEAD, fmt(now), id)
+  backlog_end(id)
   cnt('F', 1)
   cnt('tF', 1)
   trail(id, now, from, 'F', r, by, fmt(at), err)

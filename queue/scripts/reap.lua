@@ -27,6 +27,7 @@ for k, id in ipairs(ids) do
     if r[10] == '1' then
       redis.call('HSET', tk, 'st', 'C', 'rs', 'CANCELED_BY_USER', 'fa', fmt(now))
       cnt('tC', 1)
+      backlog_end(id)
       trail(id, now, 'T', 'C', 'CANCELED_BY_USER', 'reaper', r[2], '')
       retain(id, ARGV[6])
     else

@@ -8,7 +8,7 @@
 local now = clock(ARGV[1])
 local id = ARGV[2]
 local tk = tkey(id)
-local r = redis.call('HMGET', tk, 'st', 'ho')
+local r = redis.call('HMGET', tk, 'st', 'ho', 'tn')
 local st = r[1]
 if not st then return {2} end
 if st == 'H' then return {3, r[2]} end
@@ -21,6 +21,7 @@ redis.call('HSET', tk, 'st', 'P', 'rs', 'REPLAYED', 'at', '0', 'du', fmt(now))
 redis.call('HDEL', tk, 'fa', 'rt', 'sa', 'wk')
 redis.call('ZADD', K_DELAYED, fmt(now), id)
 cnt('P', 1)
+backlog(r[3], 1)
 trail(id, now, 'F', 'P', 'REPLAYED', ARGV[3], '0', '')
 event('replay', {id}, 1)
 return {0}

@@ -17,12 +17,17 @@
 --   (counted with the tasks this call made READY there), else code 4. A pinned task with a delay waits in its
 --   pool's delayed set (see lib.lua: state implied by structure), an
 --   unplaced one in dn.
+--   The last ARGV (after the tasks): backlog caps, "<cap> <tenant>\n" per
+--   limited tenant ('' none): a task of such a tenant is created only while
+--   the tenant's backlog in this shard (lib.lua backlog, counted with this
+--   call's) is below cap, else code 5. Every task created is counted.
 -- Returns: {codes, then id, state for each task not created}. codes has one
 --   character per task, in order: its state code (P, R) when created; 1 a
 --   duplicate of an earlier task with the same key and spec (the pair is that
 --   task's id and state); 2 key reused with another spec (the first task's id,
 --   ''); 3 a task with this id already exists (its id and state); 4 refused:
---   its pool is at its admission limit (its id, ''). A created
+--   its pool is at its admission limit (its id, ''); 5 refused: its
+--   tenant's backlog is at its cap (its id, ''). A created
 --   task's id is the one sent.
 local now = clock(ARGV[1])
 local snow = fmt(now)
@@ -45,6 +50,8 @@ local function ready_in(pool)
   end
   return r
 end
+local BLCAP = {}
+for c, t in string.gmatch(ARGV[#ARGV], '(%d+) ([^\n]*)\n') do BLCAP[t] = tonumber(c) end
 local i = 4
 for _ = 1, n do
   local id, pool, flags, prio, due = ARGV[i], ARGV[i + 1], ARGV[i + 2], ARGV[i + 3], ARGV[i + 4]
@@ -92,7 +99,16 @@ for _ = 1, n do
     codes[#codes + 1] = '4'; out[#out + 1] = id; out[#out + 1] = ''
     done = true
   end
+  local tn = ''
+  for j = fstart, fstart + 2 * nf - 1, 2 do
+    if ARGV[j] == 'tn' then tn = ARGV[j + 1]; break end
+  end
+  if not done and BLCAP[tn] and backlog_now(tn) >= BLCAP[tn] then
+    codes[#codes + 1] = '5'; out[#out + 1] = id; out[#out + 1] = ''
+    done = true
+  end
   if not done then
+    backlog(tn, 1)
     -- One HSET per task: the spec's fields and the state's together.
     local f = {}
     local lines = {}
