@@ -54,6 +54,7 @@ with another Redis queue fairly.`,
 	pf.StringVar(&bf.target.Region, "region", "bench", "region name written into the bench's task ids")
 	pf.StringVar(&bf.target.Prefix, "prefix", "axbench", "key prefix of the bench's keys (never a live region's prefix)")
 	pf.StringVar(&bf.target.Pool, "pool", "bench", "pool the bench submits to and its workers serve")
+	pf.StringVar(&bf.target.AOF, "aof", "", "the temporary Redis with the append-only file on and this appendfsync policy (everysec: how users run it; always); empty: no persistence")
 	pf.BoolVar(&bf.target.Keep, "keep", false, "leave the bench's keys in --redis after the run")
 	pf.StringVar(&bf.compare, "compare", "", "print deltas against this earlier JSON summary (-o json output)")
 	pf.StringVar(&bf.cpuprofile, "cpuprofile", "", "write a Go CPU profile of the run to this file")
@@ -62,7 +63,7 @@ with another Redis queue fairly.`,
 	pf.IntVar(&bf.workers.Concurrency, "concurrency", 128, "slots per worker")
 	pf.IntVar(&bf.workers.ClaimBatch, "claim-batch", 0, "most tasks one claim takes (0: the worker default)")
 	c.AddCommand(newBenchThroughputCmd(bf), newBenchLatencyCmd(bf), newBenchDelayedCmd(bf),
-		newBenchStressCmd(bf), newBenchPlacementCmd(bf), newBenchAPICmd(bf), newBenchCostSimCmd(bf))
+		newBenchStressCmd(bf), newBenchPlacementCmd(bf), newBenchAPICmd(bf), newBenchCostSimCmd(bf), newBenchCompareCmd(bf))
 	return c
 }
 
@@ -94,11 +95,15 @@ func benchRun(cmd *cobra.Command, bf *benchFlags, needsRedis bool, run func(cont
 			return err
 		}
 		defer env.Close()
+		persist := "appendonly no"
+		if bf.target.AOF != "" {
+			persist = "appendonly yes, appendfsync " + bf.target.AOF
+		}
 		switch {
 		case env.Clustered():
-			fmt.Fprintf(stderr, "ax bench: started a temporary Redis Cluster on %s (appendonly no, save \"\", maxmemory-policy noeviction)\n", env.Addr())
+			fmt.Fprintf(stderr, "ax bench: started a temporary Redis Cluster on %s (%s, save \"\", maxmemory-policy noeviction)\n", env.Addr(), persist)
 		case env.Managed():
-			fmt.Fprintf(stderr, "ax bench: started a temporary redis-server on %s (appendonly no, save \"\", maxmemory-policy noeviction)\n", env.Addr())
+			fmt.Fprintf(stderr, "ax bench: started a temporary redis-server on %s (%s, save \"\", maxmemory-policy noeviction)\n", env.Addr(), persist)
 		}
 	}
 	if bf.cpuprofile != "" {
@@ -393,5 +398,45 @@ Same seed, same output. --svg DIR draws cost and queue depth over the day.`,
 	f.Uint64Var(&o.Seed, "seed", 1, "seed of the day's arrivals and run times")
 	f.StringSliceVar(&o.Policies, "policies", nil, "policies to run (default all: ax, ax-fill-only, round-robin, cheapest-list-price, greedy-hindsight)")
 	f.StringVar(&o.SVGDir, "svg", "", "write cost-sim-cost.svg, cost-sim-queue.svg and cost-sim-queue-ax.svg into this directory")
+	return c
+}
+
+func newBenchCompareCmd(bf *benchFlags) *cobra.Command {
+	var o bench.PeersOptions
+	c := &cobra.Command{
+		Use:   "compare",
+		Short: "ax vs asynq, BullMQ and River in the same minutes: interleaved rounds of drain and submit+drain, medians and ratios",
+		Long: `ax bench compare runs ax bench throughput (this binary) and the other
+queues' bench programs of internal/bench/compare interleaved — round 1: ax,
+asynq, BullMQ, River, River with a 1 ms fetch cooldown; round 2: the same… —
+each on a temporary Redis (or PostgreSQL) of its own, sequentially, and
+prints every run with the load average before it, the medians, and the
+median of the per-round ratios of ax to each.
+
+It needs an ax source tree (the tools are built from it: run it there or
+pass --dir): go for asynq and River, node for BullMQ (npm ci from the npm
+registry the first time), PostgreSQL for River. A tool whose prerequisite
+is missing is left out with a note. --aof everysec gives every Redis an
+append-only file (River's PostgreSQL fsync on, synchronous_commit off).`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			exe, err := os.Executable()
+			if err != nil {
+				return err
+			}
+			o.Exe, o.RedisServer, o.AOF = exe, bf.target.RedisServer, bf.target.AOF
+			o.Workers, o.Concurrency = bf.workers.Workers, bf.workers.Concurrency
+			return benchRun(cmd, bf, false, func(ctx context.Context, _ *bench.Env, p bench.Progress) (*bench.Summary, error) {
+				return bench.Peers(ctx, o, p)
+			})
+		},
+	}
+	f := c.Flags()
+	f.StringSliceVar(&o.Tools, "tools", nil, "tools to run each round, in order (default all that can run here: ax, asynq, bullmq, river, river-1ms)")
+	f.IntVar(&o.Rounds, "rounds", 3, "rounds of every tool")
+	f.IntVarP(&o.N, "tasks", "n", 100000, "tasks per drain phase")
+	f.IntVar(&o.Single, "single", 0, "of the first N, tasks submitted one per call (0: N/10, at most 20 000)")
+	f.StringVar(&o.Dir, "dir", "", "internal/bench/compare of an ax source tree (default: found from the working directory upwards)")
+	f.StringVar(&o.RawDir, "raw", "", "write every run's JSON summary into this directory")
 	return c
 }

@@ -34,6 +34,10 @@ type Target struct {
 	// Pool is the pool tasks are submitted to and workers serve (default
 	// "bench").
 	Pool string
+	// AOF, for a temporary Redis (or cluster), turns on the append-only
+	// file with this appendfsync policy ("everysec", how users run it, or
+	// "always"); empty: no persistence.
+	AOF string
 	// Keep leaves the bench's keys in an external Redis after the run.
 	Keep bool
 	// Log receives the workers' and the bench's own log lines (default:
@@ -74,13 +78,24 @@ func Open(ctx context.Context, t Target) (*Env, error) {
 	}
 	e := &Env{Target: t}
 	addr := t.Addr
+	ropts := []redisproc.Option{redisproc.WithBinary(t.RedisServer)}
+	switch t.AOF {
+	case "":
+	case "everysec", "always", "no":
+		if addr != "" {
+			return nil, errors.New("bench: --aof configures the Redis ax bench starts: leave --redis empty (or configure yours)")
+		}
+		ropts = append(ropts, redisproc.WithAOF(t.AOF))
+	default:
+		return nil, fmt.Errorf("bench: --aof %q: want everysec, always or no (the appendfsync policy)", t.AOF)
+	}
 	shards := 1
 	if t.Cluster > 0 {
 		if addr != "" {
 			return nil, errors.New("bench: --cluster starts a cluster of its own: leave --redis empty")
 		}
 		sctx, cancel := context.WithTimeout(ctx, 90*time.Second)
-		c, err := redisproc.StartCluster(sctx, t.Cluster, 0, redisproc.WithBinary(t.RedisServer))
+		c, err := redisproc.StartCluster(sctx, t.Cluster, 0, ropts...)
 		cancel()
 		if err != nil {
 			return nil, fmt.Errorf("bench: %w", err)
@@ -94,7 +109,7 @@ func Open(ctx context.Context, t Target) (*Env, error) {
 		// No persistence: the bench measures the scheduler, not the disk;
 		// the summary says so (RedisDescription).
 		sctx, cancel := context.WithTimeout(ctx, 30*time.Second)
-		s, err := redisproc.Start(sctx, redisproc.WithBinary(t.RedisServer))
+		s, err := redisproc.Start(sctx, ropts...)
 		cancel()
 		if errors.Is(err, redisproc.ErrNotFound) {
 			return nil, fmt.Errorf("bench: %s not found on PATH: install Redis or pass --redis ADDR", t.RedisServer)
@@ -195,13 +210,17 @@ func (e *Env) clean(ctx context.Context) error {
 // RedisDescription says which Redis the run used, for the summary.
 func (e *Env) RedisDescription(ctx context.Context) RedisInfo {
 	ri := RedisInfo{Addr: e.Addr(), Managed: e.Managed()}
+	persist := "appendonly no"
+	if e.Target.AOF != "" {
+		persist = "appendonly yes, appendfsync " + e.Target.AOF
+	}
 	info, _ := e.nodes[0].Info(ctx, "server").Result()
 	ri.Version = infoField(info, "redis_version")
 	if e.cl != nil {
 		ri.Config = fmt.Sprintf("temporary Redis Cluster of %d masters (no replicas) started by ax bench, store on %d shards: "+
-			"appendonly no, save \"\", maxmemory-policy noeviction", len(e.nodes), e.Store.Options().Shards)
+			"%s, save \"\", maxmemory-policy noeviction", len(e.nodes), e.Store.Options().Shards, persist)
 	} else if e.Managed() {
-		ri.Config = "temporary redis-server started by ax bench: appendonly no, save \"\", maxmemory-policy noeviction"
+		ri.Config = "temporary redis-server started by ax bench: " + persist + ", save \"\", maxmemory-policy noeviction"
 	} else {
 		cfg, _ := e.nodes[0].ConfigGet(ctx, "appendonly").Result()
 		ri.Config = "external Redis: appendonly " + cfg["appendonly"]

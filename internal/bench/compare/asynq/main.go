@@ -67,6 +67,7 @@ type options struct {
 	poll         time.Duration
 	idle         int
 	taskInterval time.Duration
+	appendonly   string
 }
 
 func main() {
@@ -82,7 +83,12 @@ func main() {
 	flag.DurationVar(&o.poll, "poll", 20*time.Millisecond, "how often the Inspector is asked for the processed count while draining")
 	flag.IntVar(&o.idle, "idle", 10, "idle pickups measured at the end")
 	flag.DurationVar(&o.taskInterval, "task-check-interval", 0, "asynq Config.TaskCheckInterval (0: asynq's default, 1s)")
+	flag.StringVar(&o.appendonly, "appendonly", "no", "the temporary redis-server's persistence: no, or an appendfsync policy (everysec: how users run it; always)")
 	flag.Parse()
+	if o.appendonly != "no" && o.appendonly != "everysec" && o.appendonly != "always" {
+		fmt.Fprintf(os.Stderr, "asynqbench: -appendonly %q: want no, everysec or always\n", o.appendonly)
+		os.Exit(2)
+	}
 	if o.output != "table" && o.output != "json" {
 		fmt.Fprintf(os.Stderr, "asynqbench: -o %q: want table or json\n", o.output)
 		os.Exit(2)
@@ -178,14 +184,14 @@ func run(o options) error {
 
 	addr := o.redisAddr
 	if addr == "" {
-		srv, err := startServer(o.redisServer)
+		srv, err := startServer(o.redisServer, o.appendonly)
 		if err != nil {
 			return err
 		}
 		defer srv.stop()
 		addr = srv.addr
 		s.Redis.Managed = true
-		s.Redis.Config = `temporary redis-server: appendonly no, save "", maxmemory-policy noeviction`
+		s.Redis.Config = `temporary redis-server: ` + persistence(o.appendonly) + `, save "", maxmemory-policy noeviction`
 		fmt.Fprintf(os.Stderr, "asynqbench: started a temporary redis-server on %s\n", addr)
 	}
 	s.Redis.Addr = addr
@@ -632,7 +638,14 @@ type server struct {
 	done chan struct{}
 }
 
-func startServer(bin string) (*server, error) {
+func persistence(appendonly string) string {
+	if appendonly == "no" {
+		return "appendonly no"
+	}
+	return "appendonly yes, appendfsync " + appendonly
+}
+
+func startServer(bin, appendonly string) (*server, error) {
 	if _, err := exec.LookPath(bin); err != nil {
 		return nil, fmt.Errorf("%s not found on PATH: install Redis or pass -redis ADDR: %w", bin, err)
 	}
@@ -648,7 +661,7 @@ func startServer(bin string) (*server, error) {
 			return nil, err
 		}
 		s := &server{addr: "127.0.0.1:" + strconv.Itoa(port), dir: dir, done: make(chan struct{})}
-		if lastErr = s.start(bin, port); lastErr == nil {
+		if lastErr = s.start(bin, port, appendonly); lastErr == nil {
 			return s, nil
 		}
 	}
@@ -656,10 +669,15 @@ func startServer(bin string) (*server, error) {
 	return nil, lastErr
 }
 
-func (s *server) start(bin string, port int) error {
-	s.cmd = exec.Command(bin, "--port", strconv.Itoa(port), "--bind", "127.0.0.1", "--dir", s.dir,
-		"--appendonly", "no", "--save", "", "--maxmemory-policy", "noeviction",
-		"--logfile", filepath.Join(s.dir, "redis.log"))
+func (s *server) start(bin string, port int, appendonly string) error {
+	args := []string{"--port", strconv.Itoa(port), "--bind", "127.0.0.1", "--dir", s.dir,
+		"--save", "", "--maxmemory-policy", "noeviction", "--logfile", filepath.Join(s.dir, "redis.log")}
+	if appendonly == "no" {
+		args = append(args, "--appendonly", "no")
+	} else {
+		args = append(args, "--appendonly", "yes", "--appendfsync", appendonly)
+	}
+	s.cmd = exec.Command(bin, args...)
 	// Its own process group (Ctrl-C reaches only us; we stop it), and it
 	// dies with this process even if we are killed.
 	s.cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
