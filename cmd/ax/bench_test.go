@@ -95,8 +95,11 @@ func TestBenchModesSmoke(t *testing.T) {
 			t.Fatalf("counts %v: want 400 run and 3 idle pickups", c)
 		}
 	})
-	t.Run("delayed on its own redis-server", func(t *testing.T) {
-		s := benchJSONRun(t, "delayed", "-n", "2500", "--promote-batch", "400", "--lead", "2s")
+	t.Run("delayed on its own redis-server, with an AOF", func(t *testing.T) {
+		s := benchJSONRun(t, "delayed", "-n", "2500", "--promote-batch", "400", "--lead", "2s", "--aof", "everysec")
+		if !strings.Contains(s.Redis.Config, "appendonly yes, appendfsync everysec") {
+			t.Fatalf("redis %+v: want its own Redis with appendfsync everysec", s.Redis)
+		}
 		c := s.Counts
 		if c["promoted"] != 2500 || c["ready_after"] != 2500 || c["promote_calls"] < 7 {
 			t.Fatalf("counts %v: want 2500 promoted in ≥ 7 calls of ≤ 400", c)
