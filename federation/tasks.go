@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"net/http"
+	"net/url"
 	"sort"
 	"time"
 
@@ -122,17 +123,20 @@ func (n *Node) Act(ctx context.Context, op TaskOp, id string, priority int, by s
 	if target == "" || hops >= maxHops {
 		return st, err
 	}
+	// The holder records the caller, not "cluster" (it trusts
+	// on_behalf_of only with the cluster token this call carries).
+	q := "?" + url.Values{apiv1.ParamOnBehalfOf: {by}}.Encode()
 	switch op {
 	case OpCancel:
 		var r apiv1.CancelResponse
-		if err := n.Proxy(ctx, target, http.MethodPost, taskPath(id, "/cancel"), struct{}{}, &r); err != nil {
+		if err := n.Proxy(ctx, target, http.MethodPost, taskPath(id, "/cancel")+q, struct{}{}, &r); err != nil {
 			return "", err
 		}
 		return r.State, nil
 	case OpReplay:
-		return task.Pending, n.Proxy(ctx, target, http.MethodPost, taskPath(id, "/replay"), struct{}{}, nil)
+		return task.Pending, n.Proxy(ctx, target, http.MethodPost, taskPath(id, "/replay")+q, struct{}{}, nil)
 	default:
-		return "", n.Proxy(ctx, target, http.MethodPost, taskPath(id, "/priority"), apiv1.PriorityRequest{Priority: &priority}, nil)
+		return "", n.Proxy(ctx, target, http.MethodPost, taskPath(id, "/priority")+q, apiv1.PriorityRequest{Priority: &priority}, nil)
 	}
 }
 

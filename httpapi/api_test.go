@@ -696,6 +696,7 @@ func TestAPIContract(t *testing.T) {
 	})
 
 	t.Run("live updates (GET /v1/stream)", func(t *testing.T) { streamContract(t, f) })
+	t.Run("on_behalf_of only from the cluster token", func(t *testing.T) { onBehalfOf(t, f) })
 
 	// Last: it takes the region's Redis away.
 	t.Run("readyz 503 without the region's Redis", func(t *testing.T) {

@@ -163,3 +163,22 @@ func streamContract(t *testing.T, f *fed) {
 		return s.status == http.StatusOK
 	})
 }
+
+// onBehalfOf: a task action records on_behalf_of only from the cluster
+// token (a forwarding server names its caller); from any other token the
+// token's own name is recorded.
+func onBehalfOf(t *testing.T, f *fed) {
+	for _, c := range []struct{ tok, want string }{{tokGlobexOps, "globex-ops"}, {tokCluster, "oncall"}} {
+		sr := f.SubmitOK(aws, tokGlobex, spec{"type": "behalf.probe", "tags": x86, "regions": []string{aws}, "delay": "2m"})
+		f.Call(http.MethodPost, f.R(aws).URL()+"/v1/tasks/"+sr.ID+"/cancel?on_behalf_of=oncall", c.tok, nil).Want(t, http.StatusOK)
+		var by string
+		for _, s := range f.Trail(aws, tokGlobex, sr.ID) {
+			if s.To == task.Canceled {
+				by = s.By
+			}
+		}
+		if by != c.want {
+			t.Fatalf("cancel with %s and on_behalf_of=oncall recorded by %q, want %q", c.tok, by, c.want)
+		}
+	}
+}

@@ -224,7 +224,7 @@ func (a *API) act(op federation.TaskOp) handler {
 		if err := a.visible(r.Context(), p, id, hops(r)); err != nil {
 			return err
 		}
-		st, err := a.n.Act(r.Context(), op, id, prio, p.Name, hops(r))
+		st, err := a.n.Act(r.Context(), op, id, prio, actor(r, p), hops(r))
 		if err != nil {
 			return err
 		}

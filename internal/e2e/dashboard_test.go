@@ -2,12 +2,15 @@ package e2e
 
 import (
 	"context"
+	"encoding/json"
 	"net/http"
 	"os/exec"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/ax-sched/ax/apiv1"
+	"github.com/ax-sched/ax/task"
 	"github.com/chromedp/chromedp"
 )
 
@@ -155,8 +158,20 @@ func dashboardInBrowser(t *testing.T, fed *federation) {
 		t.Fatalf("bulk replay: %q", replayed)
 	}
 	code, body := fed.call("us-east-1", tokSubmitterA, http.MethodGet, "/v1/tasks/"+dead.ID+"/trail", nil)
-	if code != 200 || !strings.Contains(string(body), "REPLAYED") {
-		t.Fatalf("the dead letter was not replayed: %d %s", code, body)
+	var tr apiv1.TrailResponse
+	if code != 200 || json.Unmarshal(body, &tr) != nil {
+		t.Fatalf("trail of the dead letter: %d %s", code, body)
+	}
+	// us-east-1 forwarded the replay to eu-west-1 with the cluster token:
+	// eu-west-1's trail names the operator, not the cluster.
+	replayedBy := ""
+	for _, s := range tr.Transitions {
+		if s.Reason == task.ReasonReplayed {
+			replayedBy = s.By + "@" + s.Region
+		}
+	}
+	if replayedBy != tokOperatorA+"@eu-west-1" {
+		t.Fatalf("the replay of a task in eu-west-1 through us-east-1 is recorded as %q, want %s@eu-west-1: %s", replayedBy, tokOperatorA, body)
 	}
 	if !strings.Contains(stored, "<img src=x onerror=alert(1)>") {
 		t.Fatalf("payload not shown as text: %q", stored)
