@@ -316,11 +316,16 @@ func (v *View) rebuild(now time.Time) {
 	for _, r := range infos {
 		for _, p := range r.Pools {
 			win := windowOf(p.Schedule)
-			if p.Workers == 0 && !p.ScaleFromZero {
+			switch {
+			case p.Workers == 0 && !p.ScaleFromZero:
 				// A capacity window lends what the pool's live workers
 				// have; with none alive it lends nothing (NO_SLOTS), or an
 				// open window would draw tasks nobody runs.
 				win = nil
+			case !p.ScaleFromZero:
+				// With some alive, at most their slots (the published
+				// slots: the configured ones capped by the live workers').
+				win.Cap(p.Slots)
 			}
 			pools = append(pools, placement.Pool{
 				Region: r.Region, Name: p.Name, Tags: p.Tags, Slots: p.Slots, Running: p.Running,

@@ -63,19 +63,22 @@ func TestViewCarriesPausedIntoPlacement(t *testing.T) {
 // A pool whose capacity window is open but which has no live worker is not
 // a place for tasks (NO_SLOTS): the window lends what workers have. ax dev
 // met it every evening (its europe-west4 GPU pool lends 7 slots from 20:00
-// Amsterdam time) with --no-demo-workers.
+// Amsterdam time) with --no-demo-workers. With workers alive it lends at
+// most their slots.
 func TestOpenWindowWithoutWorkersTakesNothing(t *testing.T) {
 	e := testenv.StartEtcd(t)
 	c := e.Client()
 	v := federation.NewView(c, "/ax/", placement.DefaultConfig(), time.Millisecond, nil)
 	t.Cleanup(v.Close)
 	always := &region.Schedule{Timezone: "UTC", Windows: []region.ScheduleWindow{{Start: "00:00", End: "12:00", Slots: 7}, {Start: "12:00", End: "00:00", Slots: 7}}}
-	publish := func(workers int) {
+	publish := func(workers int, slots ...int) {
 		t.Helper()
-		f := region.Figures{Region: "r1", API: "http://r1", Leader: "x", UpdatedAt: time.Now(),
-			Pools: []region.PoolFigures{{Name: "lend", Tags: map[string]string{"class": "cpu"}, Slots: 8 * min(workers, 1),
-				Workers: workers, QueueCapacity: 1000, PricePerSlotHour: 0.01, Schedule: always}}}
-		putFigures(t, c, f)
+		pf := region.PoolFigures{Name: "lend", Tags: map[string]string{"class": "cpu"}, Slots: 8 * min(workers, 1),
+			Workers: workers, QueueCapacity: 1000, PricePerSlotHour: 0.01, Schedule: always}
+		if len(slots) > 0 { // every slot busy, so the wait is read off the slots
+			pf.Slots, pf.Running = slots[0], slots[0]
+		}
+		putFigures(t, c, region.Figures{Region: "r1", API: "http://r1", Leader: "x", UpdatedAt: time.Now(), Pools: []region.PoolFigures{pf}})
 	}
 	p, err := placement.NewPlacer(placement.DefaultConfig(), nil)
 	if err != nil {
@@ -95,6 +98,14 @@ func TestOpenWindowWithoutWorkersTakesNothing(t *testing.T) {
 	fedtest.Eventually(t, 10*time.Second, "placed once a worker lives", func() bool {
 		x := explain()
 		return x.Decision.OK && x.Decision.Pool == "lend"
+	})
+	// Workers alive with 3 slots: the open window lends 3, not its 7 (the
+	// expected wait runs at 3 slots ÷ the 1 s default duration).
+	publish(1, 3)
+	fedtest.Eventually(t, 10*time.Second, "the window capped by the live workers' slots", func() bool {
+		x := explain()
+		c := x.Candidates[0]
+		return x.Decision.OK && c.WaitSource == placement.WaitSlots && c.DrainRate == 3
 	})
 }
 

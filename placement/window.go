@@ -47,6 +47,17 @@ func ParseTimeOfDay(s string) (int, error) {
 	return h*60 + m, nil
 }
 
+// Cap lowers every window's slots to at most n (the slots the pool's live workers run); a nil
+// schedule stays nil. Windows of 0 slots stay closed.
+func (cs *CapacitySchedule) Cap(n int) {
+	if cs == nil {
+		return
+	}
+	for i := range cs.Windows {
+		cs.Windows[i].Slots = min(cs.Windows[i].Slots, max(n, 0))
+	}
+}
+
 // SlotsAt returns the pool's slots at now: the slots of the window now falls in (inWindow true),
 // or base outside every window. A nil schedule always returns base.
 func (cs *CapacitySchedule) SlotsAt(now time.Time, base int) (slots int, inWindow bool) {

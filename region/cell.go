@@ -22,8 +22,11 @@ import (
 
 // Pool is a configured worker pool of the region.
 type Pool struct {
-	Name             string
-	Tags             map[string]string
+	Name string
+	Tags map[string]string
+	// Slots is the pool's configured slots: what it publishes is the least
+	// of these and its live workers' concurrency (0: no cap, the workers').
+	Slots            int
 	QueueCapacity    int
 	PricePerSlotHour float64
 	Spot             bool
@@ -144,6 +147,7 @@ type Cell struct {
 	pressure map[string]*pressure // by pool; leader-owned, read by PlaceDue
 
 	limitedSeen map[string]int // "pool kind" → the store's count last exported (leader loop only)
+	overSlots   map[string]int // pool → its live workers' slots last warned about (leader loop only)
 }
 
 // New makes a cell; Run runs it. Its Wake and Figures work from the start,
@@ -158,7 +162,7 @@ func New(store *queue.Store, regional, global *clientv3.Client, cfg Config, m *M
 		m = NewMetrics(nil)
 	}
 	c := &Cell{cfg: cfg, store: store, regional: regional, global: global, metrics: m,
-		log: cfg.Logger, wake: make(chan struct{}, 1), drain: newDrainRates(), limitedSeen: map[string]int{}}
+		log: cfg.Logger, wake: make(chan struct{}, 1), drain: newDrainRates(), limitedSeen: map[string]int{}, overSlots: map[string]int{}}
 	c.globalHealthy.Store(true)
 	m.init(cfg.Region, cfg.Pools)
 	return c
@@ -509,14 +513,15 @@ func (c *Cell) collect(ctx context.Context, f queue.Fence) (Figures, queueFigure
 		if p.ScaleFromZero {
 			w.Types = nil // the workers it starts on demand may serve anything
 		}
+		slots := c.publishedSlots(p, w.Slots)
 		figs.Pools = append(figs.Pools, PoolFigures{
-			Name: p.Name, Tags: p.Tags, Slots: w.Slots, Workers: w.Live,
+			Name: p.Name, Tags: p.Tags, Slots: slots, Workers: w.Live,
 			Running: counts.RunningBy[p.Name], Ready: counts.ReadyIn(p.Name),
 			QueueCapacity: p.QueueCapacity, PricePerSlotHour: p.PricePerSlotHour,
 			Spot: p.Spot, Discount: p.Discount, ScaleFromZero: p.ScaleFromZero, Schedule: p.Schedule,
 			RunTimes:       learnt[p.Name],
 			Types:          w.Types,
-			DrainRate:      c.drain.rate(p.Name, now, drained[p.Name], counts.RunningBy[p.Name], w.Slots),
+			DrainRate:      c.drain.rate(p.Name, now, drained[p.Name], counts.RunningBy[p.Name], slots),
 			MaxWaitSeconds: p.MaxWait.Seconds(),
 		})
 	}
@@ -525,6 +530,24 @@ func (c *Cell) collect(ctx context.Context, f queue.Fence) (Figures, queueFigure
 		figs.Pools[i].Paused = c.updatePressure(figs.Pools[i])
 	}
 	return figs, qf, nil
+}
+
+// publishedSlots is what pool p publishes as its slots, live its live
+// workers' concurrency summed: the least of the two (a task placed on
+// slots no worker runs waits; slots past the configured ones are capacity
+// the operator did not price or plan). Workers offering more than
+// configured are logged once per change of their sum.
+func (c *Cell) publishedSlots(p Pool, live int) int {
+	if p.Slots <= 0 || live <= p.Slots {
+		delete(c.overSlots, p.Name)
+		return live
+	}
+	if c.overSlots[p.Name] != live {
+		c.overSlots[p.Name] = live
+		c.log.Warn("pool's live workers offer more slots than configured; publishing the configured slots",
+			"pool", p.Name, "workers_slots", live, "slots", p.Slots)
+	}
+	return p.Slots
 }
 
 // runTimesByPool keeps each pool's top types (rts comes sorted by pool,

@@ -1,8 +1,11 @@
 package region
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
+	"log/slog"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -165,4 +168,63 @@ func TestPublishesFigures(t *testing.T) {
 	}
 	// A dead worker is forgotten and its slots leave the figures.
 	waitFor(t, 5*time.Second, "dead worker forgotten", func() bool { return a.Figures().Pools[0].Slots == 0 })
+}
+
+// A pool publishes its configured slots capped by its live workers'
+// concurrency; workers offering more than configured are a warning, once
+// per change of their sum.
+func TestPublishedSlotsCappedByConfigAndWorkers(t *testing.T) {
+	h := newHarness(t)
+	var logs syncBuffer
+	a, _ := h.startCell("a", nil, func(c *Config) {
+		c.Pools[0].Slots = 8
+		c.Logger = slog.New(slog.NewTextHandler(&logs, nil))
+	})
+	waitFor(t, 10*time.Second, "a leads", a.Leading)
+	ctx := context.Background()
+	beat := func(id string, n int) {
+		t.Helper()
+		if _, err := h.store.Heartbeat(ctx, id, "cpu", n, queue.Types{}, nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	slots := func() int {
+		if f := a.Figures(); len(f.Pools) == 1 {
+			return f.Pools[0].Slots
+		}
+		return -1
+	}
+	warnings := func() int { return strings.Count(logs.String(), "more slots than configured") }
+	beat("w1", 6)
+	waitFor(t, 5*time.Second, "6 live slots published", func() bool { return slots() == 6 })
+	beat("w2", 6) // 12 live for 8 configured
+	waitFor(t, 5*time.Second, "the configured 8 published", func() bool { beat("w1", 6); beat("w2", 6); return slots() == 8 && warnings() == 1 })
+	for range 4 { // further publications of the same mismatch: no new warning
+		beat("w1", 6)
+		beat("w2", 6)
+		time.Sleep(300 * time.Millisecond)
+	}
+	if n := warnings(); n != 1 || slots() != 8 {
+		t.Fatalf("%d warnings, %d slots published; want 1 warning, 8 slots", n, slots())
+	}
+	beat("w2", 10) // the sum changed: warned again
+	waitFor(t, 5*time.Second, "a second warning", func() bool { beat("w1", 6); beat("w2", 10); return warnings() == 2 && slots() == 8 })
+}
+
+// syncBuffer is a bytes.Buffer safe for a logger and a reader at once.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
 }

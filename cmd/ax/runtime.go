@@ -135,7 +135,7 @@ func placementConfig(cfg *config.Region) placement.Config {
 func regionPools(cfg *config.Region) []region.Pool {
 	var out []region.Pool
 	for _, p := range cfg.Pools {
-		rp := region.Pool{Name: p.Name, Tags: p.Tags, QueueCapacity: p.QueueCapacity, PricePerSlotHour: p.PricePerSlotHour,
+		rp := region.Pool{Name: p.Name, Tags: p.Tags, Slots: p.Slots, QueueCapacity: p.QueueCapacity, PricePerSlotHour: p.PricePerSlotHour,
 			Spot: p.Spot, Discount: p.Discount, ScaleFromZero: p.ScaleFromZero, MaxWait: p.MaxWait}
 		if p.Thresholds != nil {
 			rp.Thresholds = thresholds(*p.Thresholds)

@@ -200,6 +200,8 @@ type Pool struct {
 	Name string            `mapstructure:"name" yaml:"name"`
 	Tags map[string]string `mapstructure:"tags" yaml:"tags"`
 	// Slots is how many tasks the pool runs at once (one per vCPU or GPU).
+	// The leader publishes these capped by the live workers' concurrency
+	// (also inside a capacity window); workers offering more are a warning.
 	Slots int `mapstructure:"slots" yaml:"slots"`
 	// QueueCapacity is the number of READY tasks at which the queue counts
 	// as full; the thresholds are fractions of it.
