@@ -183,11 +183,22 @@ func Peers(ctx context.Context, o PeersOptions, progress Progress) (*Summary, er
 			progress.report("compare", len(results), total)
 			load := load1()
 			run, raw, err := runPeer(ctx, c)
-			if err != nil {
-				return nil, fmt.Errorf("bench compare: round %d, %s: %w", r, c.name, err)
-			}
 			if o.RawDir != "" {
-				_ = os.WriteFile(filepath.Join(o.RawDir, fmt.Sprintf("%d-%s.json", r, c.name)), raw, 0o644)
+				name := fmt.Sprintf("%d-%s.json", r, c.name)
+				if err != nil {
+					name = fmt.Sprintf("%d-%s.stderr.txt", r, c.name)
+				}
+				_ = os.WriteFile(filepath.Join(o.RawDir, name), raw, 0o644)
+			}
+			if ctx.Err() != nil {
+				return nil, ctx.Err()
+			}
+			if err != nil {
+				// One failed run does not void the others: it is reported
+				// and its round has no ratio for that tool.
+				s.Notes = append(s.Notes, fmt.Sprintf("round %d, %s FAILED: %v", r, c.name, err))
+				results = append(results, result{r, c.name, load, &peerRun{}})
+				continue
 			}
 			for _, n := range run.Notes {
 				if !strings.HasPrefix(n, "load average") {
@@ -246,16 +257,16 @@ func Peers(ctx context.Context, o PeersOptions, progress Progress) (*Summary, er
 				single = append(single, f.rate)
 			}
 			if ax := get("ax", r); ax != nil && c.name != "ax" {
-				a, _ := ax.phase("drain")
+				a, aok := ax.phase("drain")
 				t, ok := run.phase("drain")
-				if ok && t.rate > 0 {
+				if aok && ok && t.rate > 0 {
 					rd = append(rd, a.rate/t.rate)
 					if a.backend+a.proc > 0 {
 						rc = append(rc, (t.backend+t.proc)/(a.backend+a.proc))
 					}
 				}
-				a, _ = ax.phase("submit+drain")
-				if t, ok := run.phase("submit+drain"); ok && t.rate > 0 {
+				a, aok = ax.phase("submit+drain")
+				if t, ok := run.phase("submit+drain"); aok && ok && t.rate > 0 {
 					rb = append(rb, a.rate/t.rate)
 				}
 			}
@@ -398,7 +409,7 @@ func runPeer(ctx context.Context, c peerCmd) (*peerRun, []byte, error) {
 	cmd.Stdout, cmd.Stderr = &out, &errb
 	cmd.WaitDelay = 30 * time.Second
 	if err := cmd.Run(); err != nil {
-		return nil, nil, fmt.Errorf("%s: %v: %s", strings.Join(c.argv, " "), err, lastLine(errb.String()))
+		return nil, errb.Bytes(), fmt.Errorf("%s: %v: %s", strings.Join(c.argv, " "), err, lastLines(errb.String(), 6))
 	}
 	var r peerRun
 	if err := json.Unmarshal(out.Bytes(), &r); err != nil {
@@ -436,7 +447,10 @@ func median(v []float64) float64 {
 	return (s[len(s)/2-1] + s[len(s)/2]) / 2
 }
 
-func lastLine(s string) string {
+func lastLine(s string) string { return lastLines(s, 1) }
+
+// lastLines is the last n lines of s, joined with " | ".
+func lastLines(s string, n int) string {
 	l := strings.Split(strings.TrimSpace(s), "\n")
-	return l[len(l)-1]
+	return strings.Join(l[max(0, len(l)-n):], " | ")
 }
