@@ -15,7 +15,6 @@ import (
 	"github.com/ax-sched/ax/task"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
-	"golang.org/x/time/rate"
 )
 
 // Config configures the HTTP API.
@@ -45,8 +44,9 @@ type Config struct {
 	LongPolls, LongPollsPerTenant int
 	// Logger gets the causes of 5xx answers (default: discarded).
 	Logger *slog.Logger
-	// Quota is a tenant's submit rate (tasks/s, 0: no limit) and burst on
-	// this server; nil: no quotas. Only tokens of one tenant are limited.
+	// Quota is a tenant's submit rate (tasks/s, 0: no limit) and burst, a
+	// bucket in the region's Redis shared by its servers; nil: no quotas.
+	// Only tokens of one tenant are limited.
 	Quota func(tenant string) (perSecond float64, burst int)
 	// BatchMaxItems and BatchMaxBytes cap one POST /v1/tasks/batch
 	// (defaults: apiv1.MaxBatch and 16 MiB).
@@ -89,9 +89,12 @@ func New(n *federation.Node, cfg Config) *API {
 		cfg.BatchMaxBytes = 16 << 20
 	}
 	a := &API{n: n, cfg: cfg, mux: http.NewServeMux(), polls: newLongPolls(cfg.LongPolls, cfg.LongPollsPerTenant),
-		quotas: &quotas{of: cfg.Quota, now: time.Now, buckets: map[string]*rate.Limiter{}},
+		quotas: &quotas{of: cfg.Quota},
 		requests: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "ax_http_requests_total",
 			Help: "API requests by route and status code."}, []string{"route", "code"})}
+	if n != nil {
+		a.quotas.store = n.Store()
+	}
 	if cfg.Registerer != nil {
 		cfg.Registerer.MustRegister(a.requests)
 	}

@@ -1,30 +1,27 @@
 package httpapi
 
 import (
+	"context"
 	"fmt"
-	"sync"
-	"time"
-
-	"golang.org/x/time/rate"
 
 	"github.com/ax-sched/ax/apiv1"
+	"github.com/ax-sched/ax/queue"
 )
 
-// quotas hold each tenant's submit bucket on this server. Only tokens of
-// one tenant are limited (their tenant names come from the configured
-// tokens, so the map stays small); tokens of every tenant and other
-// servers (whose own server counted the request) are not.
+// quotas take each tenant's submits from its bucket in the region's Redis
+// (queue.Store.TakeQuota), which every server of the region shares: N
+// servers grant a tenant its rate, not N times it. Only tokens of one
+// tenant are limited; tokens of every tenant and other servers (whose own
+// server counted the request) are not.
 type quotas struct {
-	of  func(tenant string) (perSecond float64, burst int)
-	now func() time.Time
-
-	mu      sync.Mutex
-	buckets map[string]*rate.Limiter
+	of    func(tenant string) (perSecond float64, burst int)
+	store *queue.Store
 }
 
 // take takes n submits from p's tenant's bucket, or says why not: a 429
 // with the wait until n would fit, or a 400 when n can never fit at once.
-func (q *quotas) take(p Principal, n int) error {
+// A Redis failure is returned as it is (503 in the error map).
+func (q *quotas) take(ctx context.Context, p Principal, n int) error {
 	if q == nil || q.of == nil || p.Tenant == "" || p.Cluster || n == 0 {
 		return nil
 	}
@@ -32,22 +29,16 @@ func (q *quotas) take(p Principal, n int) error {
 	if perSecond <= 0 {
 		return nil
 	}
-	q.mu.Lock()
-	lim, ok := q.buckets[p.Tenant]
-	if !ok || lim.Limit() != rate.Limit(perSecond) || lim.Burst() != burst {
-		lim = rate.NewLimiter(rate.Limit(perSecond), burst)
-		q.buckets[p.Tenant] = lim
-	}
-	q.mu.Unlock()
 	if n > burst {
 		return &apiError{status: 400, code: apiv1.CodeInvalid, field: "tasks",
 			msg: fmt.Sprintf("%d tasks at once is more than tenant %s's submit burst (%d): send smaller batches", n, p.Tenant, burst)}
 	}
-	now := q.now()
-	r := lim.ReserveN(now, n)
-	if d := r.DelayFrom(now); d > 0 {
-		r.CancelAt(now)
-		return &apiError{status: 429, code: apiv1.CodeQuotaExceeded, retryAfter: d,
+	ok, wait, err := q.store.TakeQuota(ctx, p.Tenant, perSecond, burst, n)
+	if err != nil {
+		return err
+	}
+	if !ok {
+		return &apiError{status: 429, code: apiv1.CodeQuotaExceeded, retryAfter: wait,
 			msg: fmt.Sprintf("tenant %s is over its submit quota (%g tasks/s, burst %d)", p.Tenant, perSecond, burst)}
 	}
 	return nil

@@ -16,7 +16,7 @@ var scriptFS embed.FS
 // EVALSHA.
 var scripts = struct {
 	submit, promote, place, claim, heartbeat, complete, fail, ret,
-	reap, cancel, replay, priority, sweep, workers, handoff, drain, preempt, rtTrim, prices, rewake, fence, cold, limits *redis.Script
+	reap, cancel, replay, priority, sweep, workers, handoff, drain, preempt, rtTrim, prices, rewake, fence, cold, limits, quota *redis.Script
 }{
 	submit:    load("submit"),
 	promote:   load("promote"),
@@ -41,6 +41,7 @@ var scripts = struct {
 	fence:     load("fence"),
 	cold:      load("cold"),
 	limits:    load("limits"),
+	quota:     load("quota"),
 }
 
 func load(name string) *redis.Script {

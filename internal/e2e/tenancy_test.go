@@ -43,7 +43,11 @@ func TestTenantQuotasTrustAndExpiry(t *testing.T) {
 	fed.tokens["old"], fed.tokens["dated"], fed.tokens["c"] = expired, "dated-token-0123456789abcdef", "submitter-c-0123456789abcdef"
 	noop := map[string]any{"type": "noop", "tags": map[string]string{"class": "cpu"}}
 
-	// Tenant A floods; tenant B submits meanwhile.
+	// Tenant A floods both servers of us-east-1; tenant B submits meanwhile.
+	// The bucket is the region's (in its Redis): two servers grant the
+	// rate once, not twice.
+	apis := []string{fed.server("us-east-1").api, fed.startServer("us-east-1").api}
+	fed.waitPlaceable()
 	var wg sync.WaitGroup
 	var mu sync.Mutex
 	codes := map[string]map[int]int{"a": {}, "b": {}}
@@ -58,7 +62,7 @@ func TestTenantQuotasTrustAndExpiry(t *testing.T) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			code, body, hdr := fed.callHeader("us-east-1", tok, http.MethodPost, "/v1/tasks", noop)
+			code, body, hdr := fed.callAPIHeader(apis[(i+i/4)%2], tok, http.MethodPost, "/v1/tasks", noop)
 			mu.Lock()
 			defer mu.Unlock()
 			codes[who][code]++
