@@ -174,6 +174,19 @@ type PoolStatus struct {
 	Spot             bool              `json:"spot"`
 	Discount         float64           `json:"discount,omitempty"`
 	Paused           bool              `json:"paused,omitempty"`
+	// CapacityWindow is set for a pool with a capacity schedule.
+	CapacityWindow *CapacityWindow `json:"capacity_window,omitempty"`
+}
+
+// CapacityWindow is where a pool with a capacity schedule stands now:
+// open inside a window with slots (Slots of them; outside every window it
+// has none), and when the next window starts or ends.
+type CapacityWindow struct {
+	Open       bool       `json:"open"`
+	Slots      int        `json:"slots"`
+	Window     string     `json:"window,omitempty"` // "HH:MM–HH:MM" it is in now
+	Timezone   string     `json:"timezone"`
+	NextChange *time.Time `json:"next_change,omitempty"`
 }
 
 // RegionStatus is one region in GET /v1/regions.
@@ -188,6 +201,10 @@ type RegionStatus struct {
 	// global etcd (placement shares pool headroom among all of them).
 	Servers int          `json:"servers"`
 	Pools   []PoolStatus `json:"pools"`
+	// RefusedPerMinute, on the answering server's own region only, is the
+	// submits that server refused per minute lately, by reason (saturated,
+	// unplaceable, backlog); absent until it has watched for 5 s.
+	RefusedPerMinute map[string]float64 `json:"refused_per_minute,omitempty"`
 }
 
 // RegionsResponse answers GET /v1/regions.

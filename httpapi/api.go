@@ -69,6 +69,7 @@ type API struct {
 	quotas   *quotas
 	tickets  *tickets // of GET /v1/stream (stream.go)
 	hub      *hub
+	refusals *refusalMeter // of GET /v1/regions (overview.go)
 }
 
 // New builds the API of the server whose federation node is n.
@@ -103,6 +104,10 @@ func New(n *federation.Node, cfg Config) *API {
 		clusterToken = cfg.Auth.ClusterToken
 	}
 	a.tickets = newTickets(clusterToken)
+	a.refusals = &refusalMeter{gather: cfg.Gatherer}
+	if n != nil {
+		a.refusals.region = n.Region()
+	}
 	a.hub = &hub{subs: map[chan []task.Event]struct{}{}, read: func(ctx context.Context, after []string, count int, block time.Duration) ([]task.Event, []string, error) {
 		return a.n.Store().Events(ctx, after, count, block)
 	}}

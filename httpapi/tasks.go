@@ -296,6 +296,7 @@ func (a *API) regions(w http.ResponseWriter, _ *http.Request, _ Principal) error
 }
 
 func (a *API) regionsResponse() apiv1.RegionsResponse {
+	now := time.Now()
 	resp := apiv1.RegionsResponse{GlobalView: a.n.View().Connected(), Regions: []apiv1.RegionStatus{}}
 	for _, ri := range a.n.View().Regions() {
 		rs := apiv1.RegionStatus{Name: ri.Region, API: ri.API, Leader: ri.Leader, Healthy: ri.Healthy, Stale: ri.Stale,
@@ -305,7 +306,11 @@ func (a *API) regionsResponse() apiv1.RegionsResponse {
 				Name: p.Name, Tags: p.Tags, Slots: p.Slots, Workers: p.Workers, Running: p.Running, Ready: p.Ready,
 				QueueCapacity: p.QueueCapacity, Utilisation: p.Utilisation(), QueueFill: p.QueueFill(),
 				PricePerSlotHour: p.PricePerSlotHour, Spot: p.Spot, Discount: p.Discount, Paused: p.Paused,
+				CapacityWindow: windowStatus(p.Schedule, now),
 			})
+		}
+		if ri.Region == a.n.Region() {
+			rs.RefusedPerMinute = a.refusals.perMinute(now)
 		}
 		resp.Regions = append(resp.Regions, rs)
 	}

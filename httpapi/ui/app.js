@@ -109,13 +109,25 @@ async function overview() {
   }});
 }
 
+// capWindow: a scheduled pool's window now (open with its slots, or closed) and its next change.
+function capWindow(w) {
+  if (!w) return '<span class="muted">always</span>';
+  let next = '';
+  if (w.next_change) {
+    const m = Math.max(0, Math.round((new Date(w.next_change) - Date.now()) / 60000));
+    next = ' · next change in ' + (m >= 60 ? Math.floor(m / 60) + ' h ' : '') + (m % 60) + ' min';
+  }
+  return (w.open ? '<span class="ok">open</span> ' + esc(w.slots) + ' slots' : '<span class="warn">closed</span>') + next +
+    ' <small>(' + esc(w.window || 'outside windows') + ' ' + esc(w.timezone) + ')</small>';
+}
+
 async function renderOverview(d) {
   let h = '<h1>Overview</h1><p class="muted">' + (d.global_view ? 'global view current' : '<span class="bad">global etcd unreachable: last known view</span>') +
     ' · updated ' + esc(new Date().toISOString()) + '</p>';
   for (const g of d.regions) {
     h += '<h2 class="region">' + esc(g.name) + ' <small class="' + (g.healthy ? 'ok' : 'bad') + '">' + (g.healthy ? 'healthy' : 'unhealthy') + (g.stale ? ', stale' : '') +
       '</small></h2><p class="muted">leader ' + esc(g.leader) + ' · ' + esc(g.api) + ' · ' + esc(g.servers) + ' server(s)</p>';
-    h += '<table class="pools"><tr><th>pool</th><th>tags</th><th>workers</th><th>slots</th><th>running</th><th>utilisation</th><th>ready</th><th>queue fill</th><th>pressure</th><th>$/slot-h</th></tr>';
+    h += '<table class="pools"><tr><th>pool</th><th>tags</th><th>workers</th><th>slots</th><th>running</th><th>utilisation</th><th>ready</th><th>queue fill</th><th>pressure</th><th>capacity window</th><th>$/slot-h</th></tr>';
     for (const p of g.pools || []) {
       const tags = Object.entries(p.tags || {}).map(e => e.join('=')).join(', ');
       const pressure = p.paused ? '<span class="bad">paused (≥ pause watermark)</span>' : p.queue_fill >= 0.8 ? '<span class="bad">saturated</span>' :
@@ -123,32 +135,16 @@ async function renderOverview(d) {
       h += '<tr><td>' + esc(p.name) + (p.spot ? ' <small>(spot)</small>' : '') + '</td><td>' + esc(tags) + '</td><td class="num">' + esc(p.workers) +
         '</td><td class="num">' + esc(p.slots) + '</td><td class="num">' + esc(p.running) + '</td><td>' + bar(p.utilisation) + pct(p.utilisation) +
         '</td><td class="num">' + esc(p.ready) + '</td><td>' + bar(p.queue_fill, p.queue_fill >= 0.6) + pct(p.queue_fill) + '</td><td>' + pressure +
-        '</td><td class="num">' + (p.price_per_slot_hour || 0).toFixed(4) + '</td></tr>';
+        '</td><td class="window">' + capWindow(p.capacity_window) + '</td><td class="num">' + (p.price_per_slot_hour || 0).toFixed(4) + '</td></tr>';
     }
     h += '</table>';
+    if (g.refused_per_minute) {
+      const r = Object.entries(g.refused_per_minute).filter(e => e[1] > 0);
+      h += '<p class="refusals">Submits this server refused per minute: ' + (r.length ? r.map(e => '<span class="bad">' + esc(e[0]) + ' ' + e[1].toFixed(1) + '</span>').join(', ') : '<span class="ok">none</span>') + '</p>';
+    }
   }
-  h += await refusals();
   view().innerHTML = h;
   sizeBars();
-}
-
-// refusals reads this server's counters of refused submits from /metrics
-// (text format; unauthenticated like Prometheus scrapes it).
-let lastRefused = null;
-async function refusals() {
-  try {
-    const r = await fetch('/metrics', {cache: 'no-store'});
-    const text = await r.text();
-    let n = 0;
-    for (const line of text.split('\n')) {
-      if (/^ax_placement_decisions_total\{[^}]*outcome="(saturated|unplaceable|refused)"/.test(line)) n += parseFloat(line.split(' ').pop()) || 0;
-    }
-    const now = Date.now();
-    let rate = '';
-    if (lastRefused && now > lastRefused.at) rate = ' · ' + ((n - lastRefused.n) * 60000 / (now - lastRefused.at)).toFixed(1) + ' per minute now';
-    lastRefused = {n, at: now};
-    return '<p class="refusals">Submits refused by this server (saturated or unplaceable): ' + n + rate + '</p>';
-  } catch (_) { return ''; }
 }
 
 // ---- tasks -------------------------------------------------------------------

@@ -62,7 +62,7 @@ func dashboardInBrowser(t *testing.T, fed *federation) {
 	ctx, cancel = context.WithTimeout(ctx, 60*time.Second)
 	defer cancel()
 
-	var heldBy, trail, rows, url, stored string
+	var heldBy, trail, rows, url, stored, pools string
 	var alerted bool
 	steps := []struct {
 		what string
@@ -71,7 +71,8 @@ func dashboardInBrowser(t *testing.T, fed *federation) {
 		{"open the dashboard", []chromedp.Action{chromedp.Navigate(api + "/"), chromedp.WaitVisible("#login-form", chromedp.ByQuery)}},
 		{"sign in", []chromedp.Action{chromedp.SendKeys("#token", fed.token(tokOperatorA), chromedp.ByQuery),
 			chromedp.Click(`#login-form button[type="submit"]`, chromedp.ByQuery),
-			chromedp.WaitVisible("h2.region", chromedp.ByQuery)}}, // the overview, with the token
+			chromedp.WaitVisible("h2.region", chromedp.ByQuery), // the overview, with the token
+			chromedp.Text("table.pools", &pools, chromedp.ByQuery)}},
 		{"search eu-west-1's sleep tasks", []chromedp.Action{chromedp.Navigate(api + "/#/tasks"),
 			chromedp.WaitVisible("#task-search", chromedp.ByQuery),
 			chromedp.SetValue(`#task-search input[name="type"]`, "sleep", chromedp.ByQuery),
@@ -136,6 +137,9 @@ func dashboardInBrowser(t *testing.T, fed *federation) {
 	}
 	if !strings.Contains(liveTrail, "SUCCESS") {
 		t.Fatalf("the trail was not refreshed with the state: %q", liveTrail)
+	}
+	if !strings.Contains(pools, "capacity window") || !strings.Contains(pools, "always") {
+		t.Fatalf("overview pools lack the capacity window column: %q", pools)
 	}
 	if !strings.Contains(rows, h.ID) || !strings.Contains(rows, "eu-west-1") {
 		t.Fatalf("search results: %q", rows)

@@ -1,0 +1,74 @@
+package httpapi
+
+import (
+	"testing"
+	"time"
+
+	"github.com/ax-sched/ax/apiv1"
+	"github.com/ax-sched/ax/region"
+	"github.com/google/go-cmp/cmp"
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+func TestWindowStatus(t *testing.T) {
+	ams, err := time.LoadLocation("Europe/Amsterdam")
+	if err != nil {
+		t.Fatal(err)
+	}
+	night := &region.Schedule{Timezone: "Europe/Amsterdam", Windows: []region.ScheduleWindow{{Start: "20:00", End: "08:00", Slots: 7}}}
+	at := func(d, h, m int) time.Time { return time.Date(2026, 12, d, h, m, 0, 0, ams) }
+	ptr := func(t time.Time) *time.Time { return &t }
+	for _, c := range []struct {
+		name string
+		s    *region.Schedule
+		now  time.Time
+		want *apiv1.CapacityWindow
+	}{
+		{"no schedule", nil, at(1, 12, 0), nil},
+		{"inside the night window", night, at(1, 21, 30).Add(17 * time.Second),
+			&apiv1.CapacityWindow{Open: true, Slots: 7, Window: "20:00–08:00", Timezone: "Europe/Amsterdam", NextChange: ptr(at(2, 8, 0))}},
+		{"after midnight, still inside", night, at(2, 3, 0),
+			&apiv1.CapacityWindow{Open: true, Slots: 7, Window: "20:00–08:00", Timezone: "Europe/Amsterdam", NextChange: ptr(at(2, 8, 0))}},
+		{"by day: closed until 20:00", night, at(1, 8, 0),
+			&apiv1.CapacityWindow{Timezone: "Europe/Amsterdam", NextChange: ptr(at(1, 20, 0))}},
+		{"a window with no slots is closed", &region.Schedule{Timezone: "UTC", Windows: []region.ScheduleWindow{{Start: "00:00", End: "12:00", Slots: 0}}},
+			time.Date(2026, 12, 1, 6, 0, 0, 0, time.UTC),
+			&apiv1.CapacityWindow{Window: "00:00–12:00", Timezone: "UTC", NextChange: ptr(time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC))}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			got := windowStatus(c.s, c.now.UTC())
+			if got != nil && got.NextChange != nil {
+				*got.NextChange = got.NextChange.In(ams)
+			}
+			if c.want != nil && c.want.NextChange != nil {
+				*c.want.NextChange = c.want.NextChange.In(ams)
+			}
+			if d := cmp.Diff(c.want, got); d != "" {
+				t.Fatalf("-want +got:\n%s", d)
+			}
+		})
+	}
+}
+
+func TestRefusalMeter(t *testing.T) {
+	reg := prometheus.NewRegistry()
+	rejected := prometheus.NewCounterVec(prometheus.CounterOpts{Name: "ax_tasks_rejected_total"}, []string{"region", "reason"})
+	reg.MustRegister(rejected)
+	rejected.WithLabelValues("r1", "saturated").Add(5)
+	rejected.WithLabelValues("r2", "saturated").Add(100) // another region's series: not ours
+	m := &refusalMeter{gather: reg, region: "r1"}
+	t0 := time.Unix(1_800_000_000, 0)
+	if got := m.perMinute(t0); got != nil {
+		t.Fatalf("a rate from one sample: %v", got)
+	}
+	rejected.WithLabelValues("r1", "saturated").Add(10)
+	rejected.WithLabelValues("r1", "unplaceable").Add(1)
+	got := m.perMinute(t0.Add(30 * time.Second))
+	if d := cmp.Diff(map[string]float64{"saturated": 20, "unplaceable": 2}, got); d != "" {
+		t.Fatalf("-want +got:\n%s", d)
+	}
+	// A minute later with nothing new: the old refusals leave the rate.
+	if got := m.perMinute(t0.Add(2 * time.Minute)); got["saturated"] != 0 {
+		t.Fatalf("after a quiet minute: %v", got)
+	}
+}
