@@ -287,6 +287,12 @@ type HandOff struct {
 	CreatedAt    *time.Time        `json:"created_at,omitempty"`
 	LastError    string            `json:"last_error,omitempty"`
 	Trail        []task.Transition `json:"trail,omitempty"`
+	// From is the sending region. The receiver holds the task PENDING and
+	// unclaimable until that region's word (HandOffCommit, or its answer
+	// to a HandOffStatus): the sender's record is the one place that
+	// decides whether the task runs here or elsewhere. Absent: the
+	// receiver runs it at once (a sender from before the commit).
+	From string `json:"from,omitempty"`
 }
 
 // HandOffResponse is the receiver's definite answer.

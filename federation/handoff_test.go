@@ -23,9 +23,11 @@ import (
 )
 
 // handOffCounter counts the hand-off requests a region's server receives
-// (single-item and batch), and when the first one arrived.
+// (single-item and batch; and apart, the commit and status requests of the
+// senders' word), and when the first one arrived.
 type handOffCounter struct {
 	single, batch atomic.Int64
+	words         atomic.Int64 // commit and status requests
 	mu            sync.Mutex
 	first         time.Time
 }
@@ -44,10 +46,13 @@ func (c *handOffCounter) install(t testing.TB, r *regionEnv, answer func(w http.
 			c.first = time.Now()
 		}
 		c.mu.Unlock()
-		if req.URL.Path == "/v1/internal/handoff" {
+		switch req.URL.Path {
+		case "/v1/internal/handoff":
 			c.single.Add(1)
-		} else {
+		case "/v1/internal/handoff/batch":
 			c.batch.Add(1)
+		default:
+			c.words.Add(1) // commit and status: the sender's word, not a hand-off
 		}
 		if answer != nil {
 			answer(w, req, next)
@@ -604,4 +609,109 @@ func TestHandOffForbiddenWaitsForTheSameTarget(t *testing.T) {
 	forbidden.Store(false)
 	fedtest.Eventually(t, 60*time.Second, "every hand-off answered", func() bool { return f.OutboxEmpty(ctx) })
 	checkHandedOffOnce(t, ctx, f, ids, aws, az)
+}
+
+// loseAnswers makes r's server store the hand-offs it gets and lose every
+// answer (the connection drops mid-answer) while lose is set.
+func loseAnswers(t testing.TB, r *regionEnv, c *handOffCounter, lose *atomic.Bool) {
+	c.install(t, r, func(w http.ResponseWriter, req *http.Request, next http.Handler) {
+		if !lose.Load() || (req.URL.Path != "/v1/internal/handoff" && req.URL.Path != "/v1/internal/handoff/batch") {
+			next.ServeHTTP(w, req)
+			return
+		}
+		next.ServeHTTP(httptest.NewRecorder(), req)
+		conn, _, err := w.(http.Hijacker).Hijack()
+		if err != nil {
+			t.Error(err)
+			return
+		}
+		_ = conn.Close()
+	})
+}
+
+// A hand-off that reached its target, whose every answer was lost, to a
+// target that then goes away: the target held it unrun (it waits for the
+// sender's word); past the horizon the sender places it again
+// (HANDOFF_REVOKED), and the target, back, drops its copy. The task lives
+// in exactly one region: it can run only once.
+func TestHandOffRevokedPastTheHorizonLivesOnce(t *testing.T) {
+	f := newFed(t, fedtest.WithHandOffHorizon(300*time.Millisecond))
+	ctx := fedtest.Ctx(t)
+	var c handOffCounter
+	var lose atomic.Bool
+	lose.Store(true)
+	loseAnswers(t, f.R(az), &c, &lose)
+	const n = 20
+	ids := fillOutbox(t, ctx, f.R(aws), az, poolSpot, n, payloadN)
+	fedtest.Eventually(t, 10*time.Second, "the target stored every hand-off", func() bool {
+		held, err := f.R(az).Store.Held(ctx, time.Now().Add(time.Hour), 1000)
+		return err == nil && len(held) == n
+	})
+	if cnt, _ := f.R(az).Store.Counts(ctx); cnt.Ready != 0 {
+		t.Fatalf("the target made %d held hand-offs READY without the sender's word", cnt.Ready)
+	}
+	f.R(az).Stop()
+	fedtest.Eventually(t, 20*time.Second, "every task placed again at home", func() bool {
+		for _, id := range ids {
+			tk, err := f.R(aws).Store.Get(ctx, id)
+			if err != nil || tk.HandOffTarget == az || tk.State == task.HandedOff && tk.HandedOffTo == az {
+				return false
+			}
+		}
+		return true
+	})
+	for _, id := range ids {
+		if tr, err := f.R(aws).Store.Trail(ctx, id); err != nil || !hasReason(tr, task.ReasonHandOffRevoked) {
+			t.Fatalf("task %s placed again without a HANDOFF_REVOKED step: %+v %v", id, tr, err)
+		}
+	}
+	lose.Store(false)
+	f.R(az).Start()
+	fedtest.Eventually(t, 20*time.Second, "the target dropped its held copies", func() bool {
+		held, err := f.R(az).Store.Held(ctx, time.Now().Add(time.Hour), 1000)
+		return err == nil && len(held) == 0
+	})
+	fedtest.Eventually(t, 20*time.Second, "every hand-off answered", func() bool { return f.OutboxEmpty(ctx) })
+	for _, id := range ids {
+		if w := f.Where(ctx, id); len(w) != 1 || w[0] == az {
+			t.Fatalf("task %s lives in %v, want one region, not the one that was away", id, w)
+		}
+		if _, err := f.R(az).Store.Get(ctx, id); !errors.Is(err, task.ErrNotFound) {
+			if tk, _ := f.R(az).Store.Get(ctx, id); tk == nil || tk.State != task.HandedOff {
+				t.Fatalf("the target kept %s: %+v", id, tk)
+			}
+		}
+	}
+	if got := handOffs(f.R(aws), az, "revoked"); got != n {
+		t.Fatalf("ax_handoffs_total{outcome=revoked} = %d, want %d", got, n)
+	}
+}
+
+// A commit that never arrives: the target asks the sender for its word and
+// runs the tasks (the sender recorded them as handed off).
+func TestHandOffCommitLostIsAskedFor(t *testing.T) {
+	f := newFed(t)
+	ctx := fedtest.Ctx(t)
+	var c handOffCounter
+	c.install(t, f.R(az), func(w http.ResponseWriter, req *http.Request, next http.Handler) {
+		if req.URL.Path == "/v1/internal/handoff/commit" {
+			fedtest.WriteJSON(w, http.StatusServiceUnavailable, apiv1.ErrorBody{Error: apiv1.Error{Code: "unavailable", Message: "lost"}})
+			return
+		}
+		next.ServeHTTP(w, req)
+	})
+	const n = 30
+	ids := fillOutbox(t, ctx, f.R(aws), az, poolSpot, n, payloadN)
+	fedtest.Eventually(t, 10*time.Second, "every hand-off answered", func() bool { return f.OutboxEmpty(ctx) })
+	fedtest.Eventually(t, 10*time.Second, "the target released them on the sender's word", func() bool {
+		cnt, err := f.R(az).Store.Counts(ctx)
+		return err == nil && cnt.Ready == n
+	})
+	checkHandedOffOnce(t, ctx, f, ids, aws, az)
+	if c.words.Load() == 0 {
+		t.Fatal("no commit or status request seen")
+	}
+	if tr := f.Trail(aws, tokAcme, ids[0]); !fedtest.HasReason(tr, task.ReasonCommitted) {
+		t.Fatalf("trail lacks COMMITTED: %+v", tr)
+	}
 }

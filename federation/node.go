@@ -42,6 +42,11 @@ type Config struct {
 	// StuckPoolGrace is how long a pool may hold READY tasks without a live
 	// worker before they are re-placed elsewhere (default 30s).
 	StuckPoolGrace time.Duration
+	// HandOffHorizon is how long a hand-off that may have reached its
+	// target waits for the target's answer while the target is unreachable
+	// before it is placed again (HANDOFF_REVOKED); the target drops any copy
+	// it holds (held.go). Default 30s.
+	HandOffHorizon time.Duration
 	// TracerProvider receives the spans of the tasks the node submits,
 	// hands off and receives (internal/tracing); nil records none.
 	TracerProvider trace.TracerProvider
@@ -88,6 +93,9 @@ func NewNode(cfg Config, store *queue.Store, view *View, cell *region.Cell, m *M
 	}
 	if cfg.NoCapacityRetry <= 0 {
 		cfg.NoCapacityRetry = 2 * time.Second
+	}
+	if cfg.HandOffHorizon <= 0 {
+		cfg.HandOffHorizon = 30 * time.Second
 	}
 	if cfg.StuckPoolGrace <= 0 {
 		cfg.StuckPoolGrace = 30 * time.Second

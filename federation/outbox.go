@@ -68,7 +68,8 @@ const (
 // of the refusal would place the task again at home while the target runs
 // it.
 func (n *Node) OutboxLoop(ctx context.Context, f queue.Fence, lost func(error)) {
-	o := &outbox{n: n, fence: f, attempts: map[string]int{}, noBatch: map[string]time.Time{}, maybeSent: map[string]bool{}}
+	o := &outbox{n: n, fence: f, attempts: map[string]int{}, noBatch: map[string]time.Time{}, maybeSent: map[string]bool{},
+		since: map[string]time.Time{}}
 	o.lost = sync.OnceFunc(func() { lost(queue.ErrFenced) })
 	for ctx.Err() == nil && !o.fenced.Load() {
 		tasks, err := n.store.Outbox(ctx, handOffRead)
@@ -103,8 +104,13 @@ type outbox struct {
 	// of a second copy (docs/architecture.md, region loss). Memory only: after
 	// a restart every unanswered task counts as maybe sent.
 	maybeSent map[string]bool
-	noBatch   map[string]time.Time // target → until when it gets one task per request
-	fenced    atomic.Bool          // a record was refused: the loop stops
+	// since is when a task's first unanswered attempt was settled: a task
+	// that may have been sent is placed again once its target has been
+	// unreachable for Config.HandOffHorizon since then (the target holds
+	// any copy it got until this region's word: held.go).
+	since   map[string]time.Time
+	noBatch map[string]time.Time // target → until when it gets one task per request
+	fenced  atomic.Bool          // a record was refused: the loop stops
 }
 
 // verdict is what a target's answer means for one task.
@@ -127,6 +133,9 @@ type answer struct {
 type parcel struct {
 	tasks []*task.Task
 	items []apiv1.HandOff
+	// commit is this region's word on earlier hand-offs to the target,
+	// carried by a batch request (apiv1.HandOffBatch.Commit).
+	commit []string
 }
 
 // definite reports whether a 4xx refuses for good: 401 and 403 (a cluster
@@ -183,13 +192,23 @@ func (o *outbox) send(ctx context.Context, target string, tasks []*task.Task) {
 		o.n.log.Warn("hand-off: reading trails failed; sending without them", "err", err)
 	}
 	parcels := parcelsOf(tasks, trails, o.n.cfg.Region, o.n.cfg.Now())
+	// The receiver holds what it accepts until this region's word: the
+	// accepted tasks recorded here are committed on the next batch to the
+	// same target, and what is left at the end in one request of its own.
+	var words []string
+	defer func() { o.commit(ctx, target, r.API, words) }()
 	for k, p := range parcels {
 		var as []answer
 		var failed error
 		each := len(p.tasks) == 1 || o.single(target)
 		start := o.n.cfg.Now()
 		if !each {
+			p.commit = words
 			as, failed, each = o.sendBatch(ctx, target, r.API, p)
+			if failed == nil && !each {
+				o.landed(words) // the target has them
+				words = nil
+			}
 		}
 		if each {
 			as, failed = o.sendEach(ctx, r.API, p)
@@ -203,11 +222,39 @@ func (o *outbox) send(ctx context.Context, target string, tasks []*task.Task) {
 				as = append(as, unansweredAll(q.tasks, why)...)
 			}
 		}
-		o.settle(ctx, target, as)
+		words = append(words, o.settle(ctx, target, as)...)
 		o.n.traceHandOff(start, target, as)
 		if failed != nil {
 			return
 		}
+	}
+}
+
+// commit sends this region's word on hand-offs it recorded as accepted by
+// target: the target runs them from now on. Best effort: a target that
+// does not get it asks for it (HeldLoop).
+func (o *outbox) commit(ctx context.Context, target, api string, ids []string) {
+	for start := 0; start < len(ids); start += apiv1.MaxBatch {
+		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), handOffTimeout)
+		var resp apiv1.HandOffCommitResponse
+		_, err := o.n.call(cctx, api, http.MethodPost, "/v1/internal/handoff/commit",
+			apiv1.HandOffCommit{From: o.n.cfg.Region, IDs: ids[start:min(start+apiv1.MaxBatch, len(ids))]}, &resp)
+		cancel()
+		if err != nil {
+			o.n.log.Info("hand-off commit unanswered; the target will ask for it", "target", target, "n", len(ids)-start, "err", err)
+			return
+		}
+		o.landed(ids[start:min(start+apiv1.MaxBatch, len(ids))])
+	}
+}
+
+// landed records that the target counts ids READY now (they have the
+// word): from its next figures on, they are in its fill, not in flight. A
+// task whose word is lost stays in flight until the flights' horizon.
+func (o *outbox) landed(ids []string) {
+	now := o.n.cfg.Now()
+	for _, id := range ids {
+		o.n.flights.landed(id, now)
 	}
 }
 
@@ -218,7 +265,7 @@ func handOffOf(t *task.Task, spec json.RawMessage, trail []task.Transition, regi
 	// carried trail has it already, as of the sending.
 	trail = queue.CapTrail(append(trail[:len(trail):len(trail)], task.Transition{At: now, From: task.Pending, To: task.HandedOff,
 		Reason: task.ReasonHandedOff, By: t.HandOffTarget + "/" + t.Pool, Attempt: t.Attempts, Region: region}))
-	return apiv1.HandOff{ID: t.ID, Pool: t.Pool, Spec: spec, Cancel: t.CancelRequested,
+	return apiv1.HandOff{ID: t.ID, Pool: t.Pool, Spec: spec, Cancel: t.CancelRequested, From: region,
 		Attempts: t.Attempts, PreemptCount: t.PreemptCount, CreatedAt: &created, LastError: t.LastError, Trail: trail}
 }
 
@@ -262,7 +309,7 @@ func (o *outbox) sendBatch(ctx context.Context, target, api string, p parcel) (a
 	cctx, cancel := context.WithTimeout(ctx, handOffBatchTimeout)
 	defer cancel()
 	var resp apiv1.HandOffBatchResponse
-	_, err := o.n.call(cctx, api, http.MethodPost, "/v1/internal/handoff/batch", apiv1.HandOffBatch{Items: p.items}, &resp)
+	_, err := o.n.call(cctx, api, http.MethodPost, "/v1/internal/handoff/batch", apiv1.HandOffBatch{Items: p.items, Commit: p.commit}, &resp)
 	var pe *PeerError
 	switch {
 	case err == nil:
@@ -338,17 +385,19 @@ func unansweredAll(tasks []*task.Task, why error) []answer {
 // store call (handed off, or placed again), unanswered ones wait in the
 // outbox with backoff and jitter; the in-flight counts, metrics and logs
 // follow (one Info line per outcome and request, one Debug line per task).
-func (o *outbox) settle(ctx context.Context, target string, as []answer) {
+// It returns the tasks recorded as handed off: the target may run them
+// once it has this region's word (commit).
+func (o *outbox) settle(ctx context.Context, target string, as []answer) (committed []string) {
 	n := o.n
 	if len(as) == 0 {
-		return
+		return nil
 	}
 	now := n.cfg.Now()
 	// One jitter per request: its retries stay together, in one batch.
 	jitter := rand.Float64() / 4
 	var done []queue.HandOffAnswer
 	var retries []queue.OutboxRetry
-	var accepted, refusedIDs, later, replaced []string
+	var accepted, refusedIDs, later, replaced, revoked []string
 	var refusedErr, laterErr error
 	var wait time.Duration
 	o.mu.Lock()
@@ -358,12 +407,15 @@ func (o *outbox) settle(ctx context.Context, target string, as []answer) {
 		case handedOff:
 			delete(o.attempts, id)
 			delete(o.maybeSent, id)
-			n.flights.landed(id, now)
+			delete(o.since, id)
+			// In flight still, for placement's headroom: the target
+			// counts it READY only once it has the word (landed there).
 			done = append(done, queue.HandOffAnswer{ID: id, Accepted: true, Canceled: a.canceled})
 			accepted = append(accepted, id)
 		case refused:
 			delete(o.attempts, id)
 			delete(o.maybeSent, id)
+			delete(o.since, id)
 			n.flights.drop(id)
 			done = append(done, queue.HandOffAnswer{ID: id, Accepted: false})
 			refusedIDs = append(refusedIDs, id)
@@ -372,11 +424,26 @@ func (o *outbox) settle(ctx context.Context, target string, as []answer) {
 			if !neverSent(a.err) {
 				o.maybeSent[id] = true
 			}
+			if _, ok := o.since[id]; !ok {
+				o.since[id] = now
+			}
+			if o.maybeSent[id] && now.Sub(o.since[id]) >= n.cfg.HandOffHorizon && !n.view.healthy(target) {
+				// The target may hold it, unrun until this region's word:
+				// revoked here, it is dropped there (held.go).
+				delete(o.attempts, id)
+				delete(o.maybeSent, id)
+				delete(o.since, id)
+				n.flights.drop(id)
+				done = append(done, queue.HandOffAnswer{ID: id, Revoked: true})
+				revoked = append(revoked, id)
+				continue
+			}
 			if o.attempts[id]+1 >= strandedAfter && !o.maybeSent[id] && !n.view.healthy(target) {
 				// The target is down and never saw this task: place it
 				// again (HANDOFF_REFUSED) instead of waiting for the
 				// region to return.
 				delete(o.attempts, id)
+				delete(o.since, id)
 				n.flights.drop(id)
 				done = append(done, queue.HandOffAnswer{ID: id, Accepted: false})
 				replaced = append(replaced, id)
@@ -406,7 +473,7 @@ func (o *outbox) settle(ctx context.Context, target string, as []answer) {
 			n.log.Warn("hand-off answers not recorded: a newer leader exists", "target", target, "n", len(done))
 			o.fenced.Store(true)
 			o.lost()
-			return
+			return nil
 		}
 		if err != nil {
 			n.log.Warn("hand-off answers not recorded; asking again", "target", target, "n", len(done), "err", err)
@@ -420,6 +487,8 @@ func (o *outbox) settle(ctx context.Context, target string, as []answer) {
 				}
 				if err != nil {
 					n.log.Warn("hand-off answer not recorded", "id", done[i].ID, "accepted", done[i].Accepted, "err", err)
+				} else if done[i].Accepted {
+					committed = append(committed, done[i].ID)
 				}
 			}
 			if len(resend) > 0 {
@@ -440,10 +509,16 @@ func (o *outbox) settle(ctx context.Context, target string, as []answer) {
 	// unanswered for want of a reply) makes it a suspect, so placement
 	// stops sending new work there now rather than when its registration
 	// expires.
-	if len(done) > len(replaced) {
+	if len(done) > len(replaced)+len(revoked) {
 		n.view.Vouch(target)
-	} else if len(later)+len(replaced) > 0 && (len(replaced) > 0 || noReply(laterErr)) {
+	} else if len(later)+len(replaced)+len(revoked) > 0 && (len(replaced)+len(revoked) > 0 || noReply(laterErr)) {
 		n.view.Suspect(target, now)
+	}
+	if len(revoked) > 0 {
+		n.metrics.handoffs.WithLabelValues(n.cfg.Region, target, "revoked").Add(float64(len(revoked)))
+		n.log.Warn("hand-offs to a region unreachable past the horizon placed again; it drops any copy it holds", "target", target,
+			"n", len(revoked), idsAttr(revoked), "horizon", n.cfg.HandOffHorizon, "reason", task.ReasonHandOffRevoked)
+		n.wake()
 	}
 	if len(replaced) > 0 {
 		n.metrics.handoffs.WithLabelValues(n.cfg.Region, target, "replaced").Add(float64(len(replaced)))
@@ -480,6 +555,7 @@ func (o *outbox) settle(ctx context.Context, target string, as []answer) {
 			n.log.Debug("hand-off", args...)
 		}
 	}
+	return committed
 }
 
 // idsAttr names the tasks of a log line: the id of one, the first 8 of

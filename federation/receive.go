@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/ax-sched/ax/apiv1"
@@ -71,6 +72,9 @@ func (n *Node) AcceptMany(ctx context.Context, hs []apiv1.HandOff, known func(po
 		if err == nil && !known(h.Pool) {
 			err = &Refusal{Field: "pool", Reason: "no pool " + h.Pool + " in " + n.cfg.Region}
 		}
+		if err == nil && h.From != "" && (h.From == n.cfg.Region || !slices.Contains(n.cfg.Regions, h.From)) {
+			err = &Refusal{Field: "from", Reason: "not another region of the federation: " + h.From}
+		}
 		if err != nil {
 			out[i].Err = err
 			continue
@@ -79,8 +83,10 @@ func (n *Node) AcceptMany(ctx context.Context, hs []apiv1.HandOff, known func(po
 		// (a drain over there); it replaces its forwarding record here.
 		// Admission is the receiving pool's real fill, as for a local
 		// submit: the sender placed on figures that may be seconds old.
+		// Held until the sender's word (HeldLoop, Commit): the sender's
+		// record decides whether it runs here.
 		tasks = append(tasks, queue.NewTask{ID: h.ID, Spec: sp, Pool: h.Pool, Returning: true, History: historyOf(h),
-			AdmitMax: n.admitMax(h.Pool, sp.Critical)})
+			AdmitMax: n.admitMax(h.Pool, sp.Critical), HeldFrom: h.From})
 		idx = append(idx, i)
 	}
 	if len(tasks) == 0 {

@@ -130,6 +130,8 @@ func New(n *federation.Node, cfg Config) *API {
 	a.route(streamRoute, RoleSubmitter, a.stream)
 	a.route("POST /v1/internal/handoff", RoleAdmin, a.handoff)
 	a.route("POST /v1/internal/handoff/batch", RoleAdmin, a.handoffBatch)
+	a.route("POST /v1/internal/handoff/commit", RoleAdmin, a.handoffCommit)
+	a.route("POST /v1/internal/handoff/status", RoleAdmin, a.handoffStatus)
 	a.route("POST /v1/internal/enqueue", RoleAdmin, a.enqueueScheduled)
 	a.scheduleRoutes()
 	a.dagRoutes()

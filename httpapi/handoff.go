@@ -57,7 +57,8 @@ func (a *API) knownPool(pool string) bool {
 func (a *API) handoffBatch(w http.ResponseWriter, r *http.Request, _ Principal) error {
 	// Items stay raw here so that a fault in one can be named by its place.
 	var req struct {
-		Items []json.RawMessage `json:"items"`
+		Items  []json.RawMessage `json:"items"`
+		Commit []string          `json:"commit"`
 	}
 	if err := decode(w, r, int64(apiv1.MaxBatch)*int64(a.cfg.MaxPayload/16+4<<10)+(64<<20), &req); err != nil {
 		return err
@@ -83,9 +84,19 @@ func (a *API) handoffBatch(w http.ResponseWriter, r *http.Request, _ Principal) 
 		}
 		first[hs[i].ID] = i
 	}
+	if len(req.Commit) > apiv1.MaxBatch {
+		return &task.FieldError{Field: "commit", Msg: fmt.Sprintf("at most %d ids", apiv1.MaxBatch)}
+	}
 	res, err := a.n.AcceptMany(r.Context(), hs, a.knownPool)
 	if err != nil {
 		return err
+	}
+	if len(req.Commit) > 0 && hs[0].From != "" {
+		// The sender's word on earlier hand-offs; one it does not get
+		// here, the held loop asks for.
+		if _, err := a.n.Commit(r.Context(), hs[0].From, req.Commit); err != nil {
+			a.cfg.Logger.Warn("hand-off commit carried by a batch not applied", "peer", hs[0].From, "err", err)
+		}
 	}
 	resp := apiv1.HandOffBatchResponse{Results: make([]apiv1.HandOffItem, len(hs))}
 	for i, x := range res {
@@ -101,6 +112,37 @@ func (a *API) handoffBatch(w http.ResponseWriter, r *http.Request, _ Principal) 
 		resp.Results[i] = it
 	}
 	writeJSON(w, http.StatusOK, resp)
+	return nil
+}
+
+// handoffCommit serves POST /v1/internal/handoff/commit
+// (apiv1.HandOffCommit): the sender's word that hand-offs held here may run.
+func (a *API) handoffCommit(w http.ResponseWriter, r *http.Request, _ Principal) error {
+	var req apiv1.HandOffCommit
+	if err := decode(w, r, 1<<20, &req); err != nil {
+		return err
+	}
+	k, err := a.n.Commit(r.Context(), req.From, req.IDs)
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, apiv1.HandOffCommitResponse{Released: k})
+	return nil
+}
+
+// handoffStatus serves POST /v1/internal/handoff/status
+// (apiv1.HandOffStatus): this region's word, as the sender, on hand-offs
+// the asking region holds.
+func (a *API) handoffStatus(w http.ResponseWriter, r *http.Request, _ Principal) error {
+	var req apiv1.HandOffStatus
+	if err := decode(w, r, 1<<20, &req); err != nil {
+		return err
+	}
+	items, err := a.n.HandOffWord(r.Context(), req.Region, req.IDs)
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, apiv1.HandOffStatusResponse{Results: items})
 	return nil
 }
 

@@ -52,6 +52,10 @@ type HandOffAnswer struct {
 	// Canceled: the receiver also carried out the cancel request the
 	// hand-off carried (HandOff's Cancel).
 	Canceled bool
+	// Revoked: not the receiver's answer but the sender's own decision:
+	// the target stayed unreachable past the horizon; placed again like a
+	// refusal, with a HANDOFF_REVOKED step.
+	Revoked bool
 }
 
 // ErrSendCancel answers an accepted hand-off that did not carry out a
@@ -107,6 +111,8 @@ func (s *Store) handOffDoneShard(ctx context.Context, shard int, answers []HandO
 	for _, i := range idx {
 		outcome := "refused"
 		switch {
+		case answers[i].Revoked:
+			outcome = "revoked"
 		case answers[i].Accepted && answers[i].Canceled:
 			outcome = "accepted-canceled"
 		case answers[i].Accepted:

@@ -235,7 +235,8 @@ func buildTrail(h map[string]string, log []string, region string) []task.Transit
 	}
 	st := stateOf(h["st"])
 	// Steps of the current attempt not yet flushed to the log.
-	// (A task received READY has that step logged as RECEIVED.)
+	// (A task received READY has that step logged as RECEIVED, a held one
+	// released READY as COMMITTED: hx is then its rt.)
 	if rt := h["rt"]; rt != "" && born != task.Ready && rt != h["hx"] {
 		tr = append(tr, task.Transition{At: at(rt), From: task.Pending, To: task.Ready, Reason: readyReason(h), Attempt: attempt, Region: region})
 	}

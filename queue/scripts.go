@@ -16,7 +16,7 @@ var scriptFS embed.FS
 // EVALSHA.
 var scripts = struct {
 	submit, promote, place, claim, heartbeat, complete, fail, ret,
-	reap, cancel, replay, priority, sweep, workers, handoff, drain, preempt, rtTrim, prices, rewake, fence, cold, limits, quota *redis.Script
+	reap, cancel, replay, priority, sweep, workers, handoff, drain, preempt, rtTrim, prices, rewake, fence, cold, limits, quota, held *redis.Script
 }{
 	submit:    load("submit"),
 	promote:   load("promote"),
@@ -33,6 +33,7 @@ var scripts = struct {
 	sweep:     load("sweep"),
 	workers:   load("workers"),
 	handoff:   load("handoff"),
+	held:      load("held"),
 	drain:     load("drain"),
 	preempt:   load("preempt"),
 	rtTrim:    load("rt_trim"),

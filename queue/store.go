@@ -205,6 +205,11 @@ type NewTask struct {
 	// it (nil for a new task): the receiver goes on counting its attempts
 	// and keeps its creation time and trail.
 	History *History
+	// HeldFrom, for a hand-off received from that region, stores the task
+	// PENDING and unclaimable until that region's word: Release (it
+	// recorded the hand-off) or Drop (it placed the task elsewhere). See
+	// docs/architecture.md, hand-off.
+	HeldFrom string
 	// AdmitMax, when > 0, admits a task placed READY in Pool only while
 	// the pool holds fewer READY tasks than that in this region (each
 	// shard checks its share, ⌈AdmitMax ÷ shards⌉, atomically in the
@@ -418,6 +423,10 @@ func (s *Store) submitShard(ctx context.Context, sc redis.Scripter, shard int, t
 		if t.History != nil {
 			flags += "h"
 			fields = append(append([]any(nil), f...), historyFields(t.History, s.opts.Region)...)
+		}
+		if t.HeldFrom != "" {
+			flags += "k"
+			fields = append(fields[:len(fields):len(fields)], "hf", t.HeldFrom)
 		}
 		argv = append(argv, ids[i], t.Pool, flags, strconv.Itoa(*sp.Priority), due, idem, ttl, hash, t.HandOff, len(fields)/2)
 		argv = append(argv, fields...)

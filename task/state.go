@@ -41,9 +41,15 @@ const (
 	ReasonHandedOff        = "HANDED_OFF"
 	// ReasonReceived: a region accepted a task handed to it; the step
 	// follows the sender's HANDED_OFF step in the carried trail.
-	ReasonReceived         = "RECEIVED"
-	ReasonPriority         = "PRIORITY_CHANGED"
-	ReasonHandOffRefused   = "HANDOFF_REFUSED"
+	ReasonReceived       = "RECEIVED"
+	ReasonPriority       = "PRIORITY_CHANGED"
+	ReasonHandOffRefused = "HANDOFF_REFUSED"
+	// ReasonHandOffRevoked: the sender placed a task again after its target
+	// stayed unreachable past the hand-off horizon; a copy the target may
+	// hold is dropped there unrun (docs/architecture.md, hand-off).
+	ReasonHandOffRevoked = "HANDOFF_REVOKED"
+	// ReasonCommitted: a held hand-off was released by its sender's word.
+	ReasonCommitted        = "COMMITTED"
 	ReasonDrained          = "DRAINED"
 	ReasonDeferred         = "DEFERRED_BACKPRESSURE"
 	ReasonPreemptRequested = "PREEMPT_REQUESTED"
@@ -65,9 +71,9 @@ var transitions = map[State]map[State][]string{
 		Ready:   {ReasonPlaced},
 	},
 	Pending: {
-		Pending:   {ReasonNoCapacity, ReasonPriority, ReasonHandOffRefused, ReasonDeferred},
+		Pending:   {ReasonNoCapacity, ReasonPriority, ReasonHandOffRefused, ReasonHandOffRevoked, ReasonDeferred},
 		HandedOff: {ReasonHandedOff},
-		Ready:     {ReasonDue, ReasonPlaced},
+		Ready:     {ReasonDue, ReasonPlaced, ReasonCommitted},
 		Canceled:  {ReasonCanceledByUser, ReasonUpstreamFailed},
 	},
 	Ready: {

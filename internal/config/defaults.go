@@ -55,6 +55,7 @@ func Default() *Region {
 			StaleAfter:      15 * time.Second,
 			UnhealthyGrace:  10 * time.Second,
 			DefaultDuration: time.Second,
+			HandOffHorizon:  30 * time.Second,
 		},
 		Preemption: Preemption{
 			Enabled:               true,

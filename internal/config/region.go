@@ -305,6 +305,10 @@ type Placement struct {
 	// else the pool with the least expected wait. 0: no target, cost and
 	// fill alone decide.
 	MaxWait time.Duration `mapstructure:"max_wait" yaml:"max_wait"`
+	// HandOffHorizon: a hand-off that may have reached a region that stays
+	// unreachable this long is placed again (HANDOFF_REVOKED); that region
+	// drops its copy unrun when it returns (docs/architecture.md, hand-off).
+	HandOffHorizon time.Duration `mapstructure:"handoff_horizon" yaml:"handoff_horizon"`
 }
 
 // Preemption bounds when the leader may stop a running task for a more

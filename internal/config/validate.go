@@ -472,6 +472,7 @@ func (r *Region) validateTimings(p *problems) {
 	}
 	positive(p, "placement.default_duration", r.Placement.DefaultDuration)
 	nonNegative(p, "placement.max_wait", r.Placement.MaxWait)
+	positive(p, "placement.handoff_horizon", r.Placement.HandOffHorizon)
 
 	pre := r.Preemption
 	if pre.MinPriorityGap < 1 || pre.MinPriorityGap > 4 {

@@ -82,6 +82,7 @@ func TestEveryTaskOperationFollowsAHandedOffTask(t *testing.T) {
 				{task.ReasonSubmitted, "us-east-1"},
 				{task.ReasonHandedOff, "us-east-1"},
 				{task.ReasonReceived, "eu-west-1"},
+				{task.ReasonCommitted, "eu-west-1"},
 				{task.ReasonClaimed, "eu-west-1"},
 				{task.ReasonCompleted, "eu-west-1"},
 			}

@@ -4,9 +4,11 @@ import (
 	"context"
 	"net/http"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
+	"github.com/ax-sched/ax/internal/testenv"
 	"github.com/ax-sched/ax/task"
 )
 
@@ -77,4 +79,89 @@ func TestRegionLossStrandsNoSurvivorTask(t *testing.T) {
 	}
 	t.Logf("after the kill: %d of %d submits were first placed on the dead region (then placed again at home); all succeeded at home within %v",
 		placedThere, len(subs), stale)
+}
+
+// A region freezes (its servers SIGSTOPped: connections are accepted by the
+// kernel, nothing answers) while tasks are being handed to it. Those
+// hand-offs may have reached it, so the sender waits placement.handoff_horizon
+// (2 s here), then places them again at home (HANDOFF_REVOKED). When the
+// region thaws it serves the requests it had queued, holding each copy
+// unrun until the sender's word, asks, and drops them: every task ran once,
+// at home; the thawed region ran none.
+func TestFrozenRegionMidHandOffRunsEachTaskOnce(t *testing.T) {
+	testenv.Slow(t)
+	fed := newFederation(t, fedOpts{extra: "placement:\n  handoff_horizon: 2s\n"})
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	if _, err := fed.global.Client().Put(ctx, "/ax/prices/eu-west-1/cpu", `{"price_per_slot_hour": 0.00001}`); err != nil {
+		t.Fatal(err)
+	}
+	spec := map[string]any{"type": "noop", "tags": map[string]string{"class": "cpu"}}
+	waitUntil(t, 20*time.Second, "the cheaper eu-west-1 chosen", func() bool {
+		_, where := fed.submit("us-east-1", tokSubmitterA, spec)
+		return where == "eu-west-1"
+	})
+	eu := fed.region("eu-west-1")
+	for _, p := range eu.servers {
+		p.signal(syscall.SIGSTOP)
+	}
+	thawed := false
+	thaw := func() {
+		if !thawed {
+			thawed = true
+			for _, p := range eu.servers {
+				p.signal(syscall.SIGCONT)
+			}
+		}
+	}
+	defer thaw()
+	var ids []string
+	placedThere := 0
+	for range 20 {
+		id, where := fed.submit("us-east-1", tokSubmitterA, spec)
+		ids = append(ids, id)
+		if where == "eu-west-1" {
+			placedThere++
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	if placedThere == 0 {
+		t.Fatal("no submit was placed on the frozen region: the test exercised nothing")
+	}
+	waitUntil(t, time.Minute, "every task SUCCESS in us-east-1", func() bool {
+		for _, id := range ids {
+			if tk, code := fed.getTask("us-east-1", tokSubmitterA, id); code != http.StatusOK || tk.State != task.Success || tk.HeldBy != "us-east-1" {
+				return false
+			}
+		}
+		return true
+	})
+	revoked := 0
+	for _, id := range ids {
+		revoked += countReason(fed.trail("us-east-1", tokSubmitterA, id), task.ReasonHandOffRevoked)
+	}
+	if revoked == 0 {
+		t.Fatalf("%d tasks were placed on the frozen region, none revoked past the horizon", placedThere)
+	}
+	thaw()
+	// The thawed region may store the queued hand-offs (held); it asks and
+	// drops them. Give its leader time to come back and ask.
+	waitUntil(t, 30*time.Second, "the thawed region holds no copy", func() bool {
+		held, err := eu.store.Held(ctx, time.Now().Add(time.Hour), 1000)
+		if err != nil || len(held) > 0 {
+			return false
+		}
+		for _, id := range ids {
+			if _, err := eu.store.Get(ctx, id); err == nil {
+				return false
+			}
+		}
+		return true
+	})
+	for _, id := range ids {
+		if n := countReason(fed.trail("us-east-1", tokSubmitterA, id), task.ReasonClaimed); n != 1 {
+			t.Errorf("task %s claimed %d times", id, n)
+		}
+	}
+	t.Logf("%d of 20 submits were placed on the frozen region; %d revoked past the horizon and run at home", placedThere, revoked)
 }

@@ -127,6 +127,7 @@ type config struct {
 	soft     float64
 	hard     float64
 	stuck    time.Duration // re-placement grace of pools without workers (0: the default)
+	horizon  time.Duration // hand-off horizon (0: the default)
 }
 
 type Option func(*config)
@@ -145,6 +146,10 @@ func WithSlots(regionName, pool string, n int) Option {
 // WithStuckGrace sets the re-placement grace of pools without workers (0:
 // the default).
 func WithStuckGrace(d time.Duration) Option { return func(c *config) { c.stuck = d } }
+
+// WithHandOffHorizon sets how long a hand-off that may have reached an
+// unreachable target waits before it is placed again (0: the default).
+func WithHandOffHorizon(d time.Duration) Option { return func(c *config) { c.horizon = d } }
 
 // WithoutGPUWorkers registers no worker for any GPU pool.
 func WithoutGPUWorkers() Option {
@@ -319,6 +324,7 @@ func (r *Region) Start() {
 	node, err := federation.NewNode(federation.Config{
 		Region: r.Name, Regions: Regions, ClusterToken: TokCluster, Placement: r.f.Placement, Logger: log,
 		NoCapacityRetry: 300 * time.Millisecond, SaturatedRetryAfter: 2 * time.Second, StuckPoolGrace: r.f.cfg.stuck,
+		HandOffHorizon: r.f.cfg.horizon,
 	}, r.Store, view, cell, federation.NewMetrics(reg))
 	if err != nil {
 		s.HTTP.Close()
@@ -340,7 +346,7 @@ func (r *Region) Start() {
 	s.cancel = cancel
 	go func() {
 		defer close(s.done)
-		_ = cell.Run(ctx, node, node.OutboxLoop, node.StuckPoolLoop)
+		_ = cell.Run(ctx, node, node.OutboxLoop, node.HeldLoop, node.StuckPoolLoop)
 	}()
 	r.srv = s
 }

@@ -15,7 +15,9 @@
 -- about one id, refused then accepted, would otherwise run it twice).
 -- ARGV: 1 clock, 2 forwarding retention ms, 3 canceled retention ms,
 --   4 fencing token ('' = not fenced), then per task: id,
---   'accepted'|'accepted-canceled'|'refused'.
+--   'accepted'|'accepted-canceled'|'refused'|'revoked' (refused by the
+--   sender itself: the target stayed unreachable past the horizon; the
+--   target holds any copy it got until told, held.lua).
 -- Returns: {-1} fenced; else one entry per task, in order: '0' done; '2' to
 --   be sent again with the cancel; '1' followed by its state code ('1' alone
 --   when there is no record) when the task is not in the outbox (nothing
@@ -35,7 +37,7 @@ for i = 5, #ARGV, 2 do
   elseif outcome == 'accepted' and cx then
     redis.call('ZADD', KEYS[9], snow, id) -- again, now, with the cancel
     out[#out + 1] = '2'
-  elseif outcome == 'refused' and cx then
+  elseif outcome ~= 'accepted' and outcome ~= 'accepted-canceled' and cx then
     redis.call('ZREM', KEYS[9], id)
     redis.call('HSET', tk, 'st', 'C', 'rs', 'CANCELED_BY_USER', 'fa', snow)
     redis.call('HDEL', tk, 'ob', 'cx')
@@ -59,7 +61,9 @@ for i = 5, #ARGV, 2 do
     else
       redis.call('HDEL', tk, 'ob', 'po')
       zadd(K_DUE, snow, id)
-      trail(id, now, 'P', 'P', 'HANDOFF_REFUSED', r[2], r[3] or '0', '')
+      local why = 'HANDOFF_REFUSED'
+      if outcome == 'revoked' then why = 'HANDOFF_REVOKED' end
+      trail(id, now, 'P', 'P', why, r[2], r[3] or '0', '')
     end
     out[#out + 1] = '0'
   end

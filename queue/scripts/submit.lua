@@ -12,7 +12,8 @@
 --   value is a trail line to append, see flag 'h'). Flag 'h': a hand-off
 --   received with its history — ct, at, pc, er come in the fields, the '~'
 --   lines are the sender's trail (they replace a returning task's list), and
---   a RECEIVED step is added. Flag 'a': admitted READY into pool only while
+--   a RECEIVED step is added. Flag 'k': held for the sending region's word
+--   (held.lua; the fields carry hf, that region). Flag 'a': admitted READY into pool only while
 --   the pool holds fewer READY tasks in this shard than its limit in ARGV[3]
 --   (counted with the tasks this call made READY there), else code 4. A pinned task with a delay waits in its
 --   pool's delayed set (see lib.lua: state implied by structure), an
@@ -126,7 +127,19 @@ for _ = 1, n do
     if carried then born = 'RECEIVED' end
     local dueN = tonumber(due)
     local st
-    if dueN and dueN > now then
+    if string.find(flags, 'k', 1, true) then
+      -- A hand-off held until its sender's word (held.lua): PENDING in the
+      -- held set, which nothing that claims, promotes or places reads; po
+      -- and du say where it goes when released.
+      f[#f + 1] = 'st'; f[#f + 1] = 'P'; f[#f + 1] = 'rs'; f[#f + 1] = born
+      f[#f + 1] = 'po'; f[#f + 1] = pool
+      if dueN and dueN > now then f[#f + 1] = 'du'; f[#f + 1] = due end
+      zadd(K_PREFIX .. 'held', snow, id)
+      cnt('P', 1)
+      -- READY soon: counted for the admission of this call's others.
+      if READY[pool] then READY[pool] = READY[pool] + 1 end
+      st = 'P'
+    elseif dueN and dueN > now then
       f[#f + 1] = 'st'; f[#f + 1] = 'P'; f[#f + 1] = 'rs'; f[#f + 1] = born
       f[#f + 1] = 'du'; f[#f + 1] = due
       if string.find(flags, 'p', 1, true) and pool ~= '' and target == '' then

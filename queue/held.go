@@ -1,0 +1,149 @@
+package queue
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// Hand-offs held for their sender's word (NewTask.HeldFrom, held.lua).
+
+// HeldTask is a received hand-off waiting for its sender's word.
+type HeldTask struct {
+	ID   string
+	From string    // the region that sent it
+	At   time.Time // when it was received
+}
+
+// Held returns up to limit held hand-offs per shard received before
+// before, oldest first. Read-only.
+func (s *Store) Held(ctx context.Context, before time.Time, limit int) ([]HeldTask, error) {
+	limit = clampBatch(limit)
+	max := strconv.FormatInt(before.UnixMilli(), 10)
+	var out []HeldTask
+	for shard := range s.keys {
+		p := s.keys[shard].prefix
+		zs, err := s.rdb.ZRangeByScoreWithScores(ctx, p+"held", &redis.ZRangeBy{Min: "-inf", Max: max, Count: int64(limit)}).Result()
+		if err != nil {
+			return nil, fmt.Errorf("queue: held: %w", err)
+		}
+		if len(zs) == 0 {
+			continue
+		}
+		pipe := s.rdb.Pipeline()
+		cmds := make([]*redis.StringCmd, len(zs))
+		for i, z := range zs {
+			cmds[i] = pipe.HGet(ctx, p+"t:"+z.Member.(string), "hf")
+		}
+		if _, err := pipe.Exec(ctx); err != nil && err != redis.Nil {
+			return nil, fmt.Errorf("queue: held: %w", err)
+		}
+		for i, z := range zs {
+			from, err := cmds[i].Result()
+			if err != nil {
+				continue // settled meanwhile
+			}
+			out = append(out, HeldTask{ID: z.Member.(string), From: from, At: time.UnixMilli(int64(z.Score))})
+		}
+	}
+	return out, nil
+}
+
+// Release makes held hand-offs from region from go where they would have
+// gone when they arrived (READY in their pool, or delayed until due): their
+// sender recorded them as handed here. It returns how many it released
+// (ids not held from that region are left alone).
+func (s *Store) Release(ctx context.Context, from string, ids []string) (int, error) {
+	return s.settleHeld(ctx, "release", from, ids)
+}
+
+// Drop deletes held hand-offs from region from, record and trail: their
+// sender placed them elsewhere, so this region must never run them. It
+// returns how many it dropped.
+func (s *Store) Drop(ctx context.Context, from string, ids []string) (int, error) {
+	return s.settleHeld(ctx, "drop", from, ids)
+}
+
+func (s *Store) settleHeld(ctx context.Context, op, from string, ids []string) (int, error) {
+	byShard := make([][]string, s.opts.Shards)
+	for _, id := range ids {
+		shard, err := s.shardOf(id)
+		if err != nil {
+			continue // never stored here
+		}
+		byShard[shard] = append(byShard[shard], id)
+	}
+	n := 0
+	for shard, ids := range byShard {
+		for start := 0; start < len(ids); start += MaxBatch {
+			chunk := ids[start:min(start+MaxBatch, len(ids))]
+			argv := make([]any, 0, 3+len(chunk))
+			argv = append(argv, s.clock(), op, from)
+			for _, id := range chunk {
+				argv = append(argv, id)
+			}
+			out, err := scripts.held.Run(ctx, s.rdb, s.keysWith(shard, s.keys[shard].prefix+"held"), argv...).StringSlice()
+			if err != nil {
+				return n, fmt.Errorf("queue: %s held hand-offs: %w", op, err)
+			}
+			for _, c := range out {
+				if c == "0" {
+					n++
+				}
+			}
+		}
+	}
+	return n, nil
+}
+
+// The sender's word on a hand-off, as HandOffWord gives it.
+const (
+	WordCommitted = "committed" // the record forwards to the target: it runs there
+	WordRevoked   = "revoked"   // the record went on without the target: it must not run there
+	WordPending   = "pending"   // in the outbox for the target, unanswered yet
+	WordUnknown   = "unknown"   // no record of the id here
+)
+
+// HandOffWord is this region's word, as the sender, on hand-offs that
+// target holds: for each id, what this region's record of it says
+// (committed, revoked, pending or unknown, in input order). Read-only: the
+// record is the one decision (held.lua), so its state is the answer.
+func (s *Store) HandOffWord(ctx context.Context, target string, ids []string) ([]string, error) {
+	out := make([]string, len(ids))
+	pipe := s.rdb.Pipeline()
+	cmds := make([]*redis.SliceCmd, len(ids))
+	for i, id := range ids {
+		shard, err := s.shardOf(id)
+		if err != nil {
+			out[i] = WordUnknown
+			continue
+		}
+		cmds[i] = pipe.HMGet(ctx, s.keys[shard].prefix+"t:"+id, "st", "ho", "ob")
+	}
+	if pipe.Len() > 0 {
+		if _, err := pipe.Exec(ctx); err != nil {
+			return nil, fmt.Errorf("queue: hand-off word: %w", err)
+		}
+	}
+	for i, c := range cmds {
+		if c == nil {
+			continue
+		}
+		v := c.Val()
+		str := func(k int) string { s, _ := v[k].(string); return s }
+		switch st := str(0); {
+		case st == "":
+			out[i] = WordUnknown
+		case st == "H" && str(1) == target:
+			out[i] = WordCommitted
+		case st == "P" && str(2) == target:
+			out[i] = WordPending
+		default:
+			out[i] = WordRevoked
+		}
+	}
+	return out, nil
+}
