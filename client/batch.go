@@ -12,8 +12,9 @@ import (
 	"github.com/ax-sched/ax/task"
 )
 
-// MaxBatch is the most specs one POST /v1/tasks/batch may carry.
-const MaxBatch = 1000
+// MaxBatch is the most specs one POST /v1/tasks/batch may carry (the
+// wire contract's bound).
+const MaxBatch = apiv1.MaxBatch
 
 // SubmitAll's patience with a saturated server: it waits out this many 429s
 // in a row for one batch, each for the server's Retry-After (or
