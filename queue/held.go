@@ -6,6 +6,7 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/ax-sched/ax/task"
 	"github.com/redis/go-redis/v9"
 )
 
@@ -61,10 +62,24 @@ func (s *Store) Release(ctx context.Context, from string, ids []string) (int, er
 }
 
 // Drop deletes held hand-offs from region from, record and trail: their
-// sender placed them elsewhere, so this region must never run them. It
-// returns how many it dropped.
+// sender placed them elsewhere, so this region must never run them. A task
+// of this region (handed back home) keeps a forwarding record to from
+// instead, so its id still leads to it. It returns how many it dropped.
 func (s *Store) Drop(ctx context.Context, from string, ids []string) (int, error) {
-	return s.settleHeld(ctx, "drop", from, ids)
+	var own, others []string
+	for _, id := range ids {
+		if p, err := task.ParseID(id); err == nil && p.Region == s.opts.Region {
+			own = append(own, id)
+		} else {
+			others = append(others, id)
+		}
+	}
+	n, err := s.settleHeld(ctx, "drop", from, others)
+	if err != nil {
+		return n, err
+	}
+	k, err := s.settleHeld(ctx, "forward", from, own)
+	return n + k, err
 }
 
 func (s *Store) settleHeld(ctx context.Context, op, from string, ids []string) (int, error) {
@@ -80,8 +95,8 @@ func (s *Store) settleHeld(ctx context.Context, op, from string, ids []string) (
 	for shard, ids := range byShard {
 		for start := 0; start < len(ids); start += MaxBatch {
 			chunk := ids[start:min(start+MaxBatch, len(ids))]
-			argv := make([]any, 0, 3+len(chunk))
-			argv = append(argv, s.clock(), op, from)
+			argv := make([]any, 0, 4+len(chunk))
+			argv = append(argv, s.clock(), op, from, s.opts.RetainDead.Milliseconds())
 			for _, id := range chunk {
 				argv = append(argv, id)
 			}

@@ -139,3 +139,39 @@ func TestHandOffWord(t *testing.T) {
 		t.Fatalf("a revoked hand-off's trail lacks HANDOFF_REVOKED: %+v", tr)
 	}
 }
+
+// A task handed back home and held there, whose hand-off back is revoked,
+// keeps a forwarding record at home to the region that has it: its id
+// still leads to it.
+func TestHeldHandOffBackHomeDroppedKeepsTheForwarding(t *testing.T) {
+	e := newEnv(t)
+	ids := e.outboxIDs(1) // home eu-west, bound for us-east
+	if _, err := e.s.HandOffDoneMany(e.ctx, []HandOffAnswer{{ID: ids[0], Accepted: true}}); err != nil {
+		t.Fatal(err)
+	}
+	home, err := e.s.Get(e.ctx, ids[0])
+	if err != nil || home.State != task.HandedOff {
+		t.Fatalf("home record: %+v %v", home, err)
+	}
+	res, err := e.s.Submit(e.ctx, NewTask{ID: ids[0], Spec: e.spec(), Pool: "cpu", Returning: true, HeldFrom: "us-east",
+		History: &History{CreatedAt: home.CreatedAt}})
+	if err != nil || res[0].Err != nil || res[0].State != task.Pending {
+		t.Fatalf("handed back: %+v %v", res, err)
+	}
+	if k, err := e.s.Drop(e.ctx, "us-east", ids); err != nil || k != 1 {
+		t.Fatalf("drop: %d %v", k, err)
+	}
+	got, err := e.s.Get(e.ctx, ids[0])
+	if err != nil || got.State != task.HandedOff || got.HandedOffTo != "us-east" {
+		t.Fatalf("after the revoked hand-back home reads %+v %v; want HANDED_OFF to us-east", got, err)
+	}
+	tr, _ := e.s.Trail(e.ctx, ids[0])
+	for _, x := range tr {
+		if !task.Legal(x.From, x.To, x.Reason) {
+			t.Errorf("illegal step %+v", x)
+		}
+	}
+	if c, _ := e.s.Counts(e.ctx); c.Pending != 0 {
+		t.Fatalf("%d pending after the drop", c.Pending)
+	}
+}

@@ -7,12 +7,17 @@
 --     pool, or the delayed set until its due time;
 --   drop — the sender placed it elsewhere (it revoked the hand-off, or
 --     recorded a refusal): the record and its trail go; this region never
---     ran it and never will.
+--     ran it and never will;
+--   forward — drop for the task's home region (a task handed back home):
+--     the record becomes a forwarding record to the sender again
+--     (HANDED_OFF), which knows where the task went, so its id still
+--     leads to it.
 -- The sender's record is the one decision: it moves to HANDED_OFF only
 -- from "in the outbox for this region", and is placed again only from
 -- there too, so at most one region ever runs the task.
 -- KEYS: 1-8 see lib.lua; 9 held.
--- ARGV: 1 clock, 2 'release'|'drop', 3 the sender's region, then ids.
+-- ARGV: 1 clock, 2 'release'|'drop'|'forward', 3 the sender's region,
+--   4 forwarding retention ms, then ids.
 -- Returns: one code per id, in order: '0' done; '1' not held from that
 --   region (released or dropped before, canceled, or not here).
 local now = clock(ARGV[1])
@@ -20,7 +25,7 @@ local snow = fmt_now(now)
 local op, from = ARGV[2], ARGV[3]
 local out = {}
 local released = {}
-for i = 4, #ARGV do
+for i = 5, #ARGV do
   local id = ARGV[i]
   local tk = tkey(id)
   local r = redis.call('HMGET', tk, 'st', 'hf', 'po', 'pr', 'du', 'at')
@@ -30,6 +35,14 @@ for i = 4, #ARGV do
     backlog_end(id) -- it leaves the region unrun
     redis.call('DEL', tk, lkey(id))
     cnt('P', -1)
+    out[#out + 1] = '0'
+  elseif op == 'forward' then
+    backlog_end(id)
+    redis.call('HSET', tk, 'st', 'H', 'rs', 'HANDED_OFF', 'ho', from, 'fa', snow)
+    redis.call('HDEL', tk, 'hf', 'du')
+    cnt('P', -1)
+    trail(id, now, 'P', 'H', 'HANDED_OFF', from, r[6] or '0', 'the hand-off back was revoked by ' .. from)
+    retain(id, ARGV[4])
     out[#out + 1] = '0'
   else
     redis.call('HDEL', tk, 'hf')
