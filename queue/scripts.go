@@ -16,7 +16,7 @@ var scriptFS embed.FS
 // EVALSHA.
 var scripts = struct {
 	submit, promote, place, claim, heartbeat, complete, fail, ret,
-	reap, cancel, replay, priority, sweep, workers, handoff, drain, preempt, rtTrim, prices, rewake, fence, cold, limits, quota, held *redis.Script
+	reap, cancel, replay, priority, sweep, workers, handoff, drain, preempt, rtTrim, prices, rewake, fence, cold, limits, quota, held, fairShare *redis.Script
 }{
 	submit:    load("submit"),
 	promote:   load("promote"),
@@ -43,6 +43,7 @@ var scripts = struct {
 	cold:      load("cold"),
 	limits:    load("limits"),
 	quota:     load("quota"),
+	fairShare: load("fairshare"),
 }
 
 func load(name string) *redis.Script {

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"log/slog"
 	"maps"
+	"reflect"
 	"slices"
 	"sort"
 	"strconv"
@@ -87,6 +88,10 @@ type Config struct {
 	// federation-wide ones): the leader keeps them in the store, which
 	// claims enforce (docs/limits.md). Called every tick: it may change.
 	Limits func() []queue.Limit
+	// FairShare, when set, returns the region's fair shares by pool now
+	// (docs/fairness.md): the leader keeps them in the store, which claims
+	// follow. Called every tick: it may change.
+	FairShare func() map[string]queue.FairShare
 }
 
 func (c *Config) defaults() {
@@ -398,6 +403,9 @@ func (c *Cell) houseLoop(ctx context.Context, f queue.Fence, lost func(error)) {
 	var limits []queue.Limit // last written this term
 	var limitsAt time.Time
 	limitsSet := false
+	var fair map[string]queue.FairShare // last written this term
+	var fairAt time.Time
+	fairSet := false
 	tick := time.NewTicker(min(c.cfg.Heartbeat, time.Second))
 	defer tick.Stop()
 	for {
@@ -451,6 +459,17 @@ func (c *Cell) houseLoop(ctx context.Context, f queue.Fence, lost func(error)) {
 					}
 				} else {
 					limits, limitsAt, limitsSet = slices.Clone(l), time.Now(), true
+				}
+			}
+		}
+		if c.cfg.FairShare != nil {
+			if fs := c.cfg.FairShare(); !fairSet || !reflect.DeepEqual(fs, fair) || time.Since(fairAt) > 30*time.Second {
+				if err := c.store.SetFairShare(ctx, f, fs); err != nil {
+					if c.failed(ctx, "fair share", err, lost) {
+						return
+					}
+				} else {
+					fair, fairAt, fairSet = fs, time.Now(), true
 				}
 			}
 		}

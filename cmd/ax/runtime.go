@@ -189,7 +189,8 @@ type server struct {
 	quotas                     atomic.Pointer[config.Quotas] // SIGHUP replaces them
 	ln                         net.Listener
 	id                         string
-	limits                     atomic.Pointer[[]queue.Limit] // the region's limits (SIGHUP reloads them)
+	limits                     atomic.Pointer[[]queue.Limit]              // the region's limits (SIGHUP reloads them)
+	fairShare                  atomic.Pointer[map[string]queue.FairShare] // by pool (SIGHUP reloads them)
 }
 
 // startServer builds every piece; Run then serves until ctx ends.
@@ -290,6 +291,8 @@ func startServer(ctx context.Context, cfg *config.Region, ln net.Listener, reg *
 	// as its placer and the leader loops beside its own.
 	lim := limitsOf(cfg)
 	s.limits.Store(&lim)
+	fs := fairShareOf(cfg)
+	s.fairShare.Store(&fs)
 	s.cell = region.New(s.store, s.regional, s.global, region.Config{
 		Region: cfg.Name, ID: s.id, API: cfg.PublicAddr, Pools: regionPools(cfg), Prefix: cfg.Etcd.Prefix,
 		SessionTTL: cfg.Etcd.SessionTTL, Heartbeat: cfg.Lease.Heartbeat, Logger: s.log,
@@ -297,6 +300,7 @@ func startServer(ctx context.Context, cfg *config.Region, ln net.Listener, reg *
 		// Claims record the live price: the operator's override, if any.
 		LivePrice: func(pool string) (float64, bool) { return s.view.PriceOverride(cfg.Name, pool) },
 		Limits:    func() []queue.Limit { return *s.limits.Load() },
+		FairShare: func() map[string]queue.FairShare { return *s.fairShare.Load() },
 	}, region.NewMetrics(reg))
 	if s.tracer, s.stopTracing, err = startTracing(cfg, "ax-server", s.id); err != nil {
 		return nil, err
@@ -494,14 +498,16 @@ func (s *server) reloadTokens(file string) {
 	s.reload(cfg)
 }
 
-// reload puts cfg's API tokens, limits and quotas in service and re-reads
+// reload puts cfg's API tokens, limits, fair shares and quotas in service and re-reads
 // the API certificate (SIGHUP, in ax server and ax dev).
 func (s *server) reload(cfg *config.Region) {
 	s.auth.SetTokens(apiTokens(cfg))
 	l := limitsOf(cfg)
 	s.limits.Store(&l)
+	fs := fairShareOf(cfg)
+	s.fairShare.Store(&fs)
 	s.quotas.Store(&cfg.Quotas)
-	s.log.Info("SIGHUP: API tokens, limits and quotas reloaded", "tokens", len(cfg.Auth.Tokens), "limits", len(l))
+	s.log.Info("SIGHUP: API tokens, limits and quotas reloaded", "tokens", len(cfg.Auth.Tokens), "limits", len(l), "fair_share_pools", len(fs))
 	if s.tls != nil {
 		// The files the server started with, re-read (new paths need a
 		// restart).
@@ -511,6 +517,22 @@ func (s *server) reload(cfg *config.Region) {
 		}
 		s.log.Info("SIGHUP: API certificate reloaded")
 	}
+}
+
+// fairShareOf is cfg's fair shares by pool (docs/fairness.md).
+func fairShareOf(cfg *config.Region) map[string]queue.FairShare {
+	out := map[string]queue.FairShare{}
+	for _, p := range cfg.Pools {
+		if p.FairShare == nil {
+			continue
+		}
+		fs := queue.FairShare{DefaultWeight: p.FairShare.DefaultWeight, Tenants: map[string]queue.TenantShare{}}
+		for t, ts := range p.FairShare.Tenants {
+			fs.Tenants[t] = queue.TenantShare{Weight: ts.Weight, Floor: ts.Floor, Max: ts.Max}
+		}
+		out[p.Name] = fs
+	}
+	return out
 }
 
 // limitsOf is this region's share of cfg's limits (docs/limits.md).

@@ -127,6 +127,7 @@ func TestExampleIsTheDefaults(t *testing.T) {
 			PricePerSlotHour: 0.048,
 			Thresholds:       &Thresholds{Alert: 0.6, Spill: 0.7, Pause: 0.95, Resume: 0.4},
 			CapacitySchedule: CapacitySchedule{Timezone: "UTC"},
+			FairShare:        &FairShare{DefaultWeight: 1, Tenants: map[string]TenantShare{"team-a": {Weight: 3, Floor: 4, Max: 12}}},
 		},
 		{
 			Name:             "gpu",

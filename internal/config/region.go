@@ -220,6 +220,31 @@ type Pool struct {
 	// MaxWait is the target for a task's expected wait in this pool (its
 	// queue ÷ its measured drain rate); 0: placement.max_wait applies.
 	MaxWait time.Duration `mapstructure:"max_wait" yaml:"max_wait"`
+	// FairShare, when set, shares the pool's slots among tenants by weight,
+	// with floors and ceilings (docs/fairness.md). SIGHUP reloads it.
+	FairShare *FairShare `mapstructure:"fair_share" yaml:"fair_share,omitempty"`
+}
+
+// FairShare is a pool's sharing of its slots among tenants: each tenant
+// with work waiting gets slots in proportion to its weight, first up to its
+// floor, never past its max; slots a tenant leaves idle go to the others.
+type FairShare struct {
+	// DefaultWeight weighs every tenant not in Tenants; default 1.
+	DefaultWeight float64 `mapstructure:"default_weight" yaml:"default_weight"`
+	// Tenants are the tenants with a share of their own, by tenant name.
+	Tenants map[string]TenantShare `mapstructure:"tenants" yaml:"tenants"`
+}
+
+// TenantShare is one tenant's part of a pool's fair share.
+type TenantShare struct {
+	// Weight, > 0; the pool's default_weight when left out.
+	Weight float64 `mapstructure:"weight" yaml:"weight"`
+	// Floor is how many slots the tenant gets before any other tenant's
+	// work takes a freed slot, while it has work waiting (0: none).
+	Floor int `mapstructure:"floor" yaml:"floor"`
+	// Max is the most slots it holds at once, even when the rest are idle
+	// (0: no ceiling).
+	Max int `mapstructure:"max" yaml:"max"`
 }
 
 // EffectivePrice is the price per slot-hour after the discount.

@@ -355,6 +355,49 @@ func (r *Region) validatePools(p *problems) {
 		}
 		validateSchedule(p, joinKey(path, "capacity_schedule"), pool.CapacitySchedule, pool.Slots)
 		nonNegative(p, joinKey(path, "max_wait"), pool.MaxWait)
+		if pool.FairShare != nil {
+			r.validateFairShare(p, joinKey(path, "fair_share"), *pool.FairShare, pool.Slots)
+		}
+	}
+}
+
+// validateFairShare checks a pool's fair_share: weights > 0, floors and
+// maxes within the pool's slots, floors that fit together, and (with auth
+// on) only tenants some token submits for.
+func (r *Region) validateFairShare(p *problems, path string, fs FairShare, slots int) {
+	if !(fs.DefaultWeight >= 0) || math.IsInf(fs.DefaultWeight, 0) {
+		p.add(joinKey(path, "default_weight"), "must be > 0 (leave it out for 1), got %v", fs.DefaultWeight)
+	}
+	known := map[string]bool{"default": true}
+	for _, t := range r.Auth.Tokens {
+		if t.Tenant != "" {
+			known[t.Tenant] = true
+		}
+	}
+	floors := 0
+	for _, name := range sortedKeys(fs.Tenants) {
+		ts, key := fs.Tenants[name], mapKey(joinKey(path, "tenants"), name)
+		if r.Auth.Enabled && !known[name] {
+			p.add(key, "unknown tenant %q: no auth.tokens entry submits for it", name)
+		}
+		if !(ts.Weight >= 0) || math.IsInf(ts.Weight, 0) {
+			p.add(joinKey(key, "weight"), "must be > 0 (leave it out for the pool's default_weight), got %v", ts.Weight)
+		}
+		if ts.Floor < 0 || ts.Floor > slots {
+			p.add(joinKey(key, "floor"), "must be between 0 and the pool's %d slots, got %d", slots, ts.Floor)
+		}
+		if ts.Max < 0 || ts.Max > slots {
+			p.add(joinKey(key, "max"), "must be between 0 (no ceiling) and the pool's %d slots, got %d", slots, ts.Max)
+		}
+		if ts.Max > 0 && ts.Floor > ts.Max {
+			p.add(joinKey(key, "floor"), "must be ≤ max %d, got %d", ts.Max, ts.Floor)
+		}
+		if ts.Floor > 0 && ts.Floor <= slots {
+			floors += ts.Floor
+		}
+	}
+	if floors > slots {
+		p.add(joinKey(path, "tenants"), "floors add up to %d, more than the pool's %d slots", floors, slots)
 	}
 }
 

@@ -236,6 +236,22 @@ func TestValidateEachRule(t *testing.T) {
 			"limits[1].weights.r7: not a region of regions"},
 		{"limit duplicate", func(r *Region) { r.Limits[2].Type, r.Limits[2].Key = "", "stripe-api" },
 			`limits[2].key: key "stripe-api" is limited by limits[0] already`},
+		{"fair share unknown tenant", func(r *Region) { r.Pools[0].FairShare = &FairShare{Tenants: map[string]TenantShare{"t9": {Weight: 2}}} },
+			`pools[0].fair_share.tenants[t9]: unknown tenant "t9": no auth.tokens entry submits for it`},
+		{"fair share negative weight", func(r *Region) {
+			r.Pools[0].FairShare = &FairShare{Tenants: map[string]TenantShare{"t1": {Weight: -3}}}
+		},
+			"pools[0].fair_share.tenants[t1].weight: must be > 0 (leave it out for the pool's default_weight), got -3"},
+		{"fair share negative default", func(r *Region) { r.Pools[0].FairShare = &FairShare{DefaultWeight: -1} },
+			"pools[0].fair_share.default_weight: must be > 0 (leave it out for 1), got -1"},
+		{"fair share floor past slots", func(r *Region) { r.Pools[1].FairShare = &FairShare{Tenants: map[string]TenantShare{"t1": {Floor: 3}}} },
+			"pools[1].fair_share.tenants[t1].floor: must be between 0 and the pool's 2 slots, got 3"},
+		{"fair share floor past max", func(r *Region) {
+			r.Pools[0].FairShare = &FairShare{Tenants: map[string]TenantShare{"t1": {Floor: 4, Max: 2}}}
+		}, "pools[0].fair_share.tenants[t1].floor: must be ≤ max 2, got 4"},
+		{"fair share floors", func(r *Region) {
+			r.Pools[0].FairShare = &FairShare{Tenants: map[string]TenantShare{"t1": {Floor: 5}, "default": {Floor: 4}}}
+		}, "pools[0].fair_share.tenants: floors add up to 9, more than the pool's 8 slots"},
 		{"limit scope", func(r *Region) { r.Limits[0].Scope = "world" }, `limits[0].scope: must be region or federation, got "world"`},
 	}
 	for _, tt := range tests {

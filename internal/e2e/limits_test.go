@@ -2,8 +2,10 @@ package e2e
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"io"
+	"math/rand/v2"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -16,6 +18,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ax-sched/ax/apiv1"
 	"github.com/ax-sched/ax/internal/testenv"
 	"github.com/ax-sched/ax/task"
 )
@@ -50,6 +53,9 @@ func (h *hookLog) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	if strings.HasSuffix(p, "/slow") {
 		time.Sleep(300 * time.Millisecond)
+	}
+	if strings.HasSuffix(p, "/varied") {
+		time.Sleep(time.Duration(200+rand.IntN(200)) * time.Millisecond)
 	}
 	_, _ = io.WriteString(w, "ok")
 }
@@ -87,9 +93,22 @@ func TestLimitsAcrossWorkers(t *testing.T) {
   - {key: fifty, rate: 50, burst: 10}
   - {key: five, concurrency: 5}
 `,
+		// eu-west-1 also has the pool fair, shared 3:1 between the
+		// tenants (its price keeps the untagged tasks above in cpu).
+		pools: map[string]string{"eu-west-1": `- {name: cpu, tags: {class: cpu}, slots: 50, price_per_slot_hour: 0.04}
+- name: fair
+  tags: {class: fair}
+  slots: 8
+  price_per_slot_hour: 1
+  fair_share: {tenants: {team-a: {weight: 3}, team-b: {weight: 1}}}`},
+		noWorkers: true,
 	})
-	fed.startWorker("eu-west-1", "cpu")
-	fed.startWorker("eu-west-1", "cpu")
+	fed.startWorker("us-east-1", "cpu")
+	for range 3 {
+		fed.startWorker("eu-west-1", "cpu")
+	}
+	fed.startWorker("eu-west-1", "fair", "--concurrency", "8")
+	fed.waitPlaceable()
 
 	code, body := fed.call("us-east-1", tokSubmitterA, http.MethodPost, "/v1/tasks", map[string]any{
 		"type": "noop", "limit_key": strings.Repeat("k", 65)})
@@ -261,4 +280,181 @@ func TestLimitsAcrossWorkers(t *testing.T) {
 		}
 		return strings.Contains(string(body), `ax_pool_parked{pool="cpu",region="eu-west-1"}`)
 	})
+
+	fairShareAcrossTenants(t, fed, hooks, srv.URL)
+}
+
+// fairShareAcrossTenants: eu-west-1's pool fair (8 slots, one worker)
+// shares its slots 3:1 between team-a and team-b (docs/fairness.md).
+//   - both with a backlog, team-a holds 3 slots for each of team-b's
+//     (±10 %, the hook's running calls sampled) while both have work
+//     waiting, team-b's tasks handed off from us-east-1 among them;
+//   - given a floor of 4 on SIGHUP, team-b submitting while team-a holds
+//     every slot with a backlog gets 4 slots from the next claims, and
+//     never a fifth (past its floor, 4 ÷ weight 1 is more than team-a's).
+func fairShareAcrossTenants(t *testing.T, fed *federation, hooks *hookLog, hookURL string) {
+	spec := func(path string) map[string]any {
+		return map[string]any{"type": "http", "tags": map[string]string{"class": "fair"},
+			"payload": map[string]any{"url": hookURL + "/hooks/" + path, "body": map[string]int{"n": 1}}}
+	}
+	batch := func(region, token, path string, n int) []string {
+		t.Helper()
+		var ts []map[string]any
+		for range n {
+			ts = append(ts, spec(path))
+		}
+		code, body := fed.call(region, token, http.MethodPost, "/v1/tasks/batch", map[string]any{"tasks": ts})
+		var res apiv1.BatchResponse
+		if code != http.StatusOK || json.Unmarshal(body, &res) != nil || res.Accepted != n {
+			t.Fatalf("batch of %d to %s: %d %s", n, region, code, body)
+		}
+		var ids []string
+		for _, r := range res.Results {
+			ids = append(ids, r.Task.ID)
+		}
+		return ids
+	}
+	calls := func(path string, n int, within time.Duration) []time.Time {
+		t.Helper()
+		var c []time.Time
+		waitUntil(t, within, fmt.Sprintf("%d calls of %s", n, path), func() bool {
+			c, _ = hooks.of("/hooks/" + path)
+			return len(c) >= n
+		})
+		sort.Slice(c, func(i, j int) bool { return c[i].Before(c[j]) })
+		return c
+	}
+
+	// Weights 3:1: 150 of team-a's tasks and 50 of team-b's, 5 of them
+	// handed off from us-east-1 (which has no pool fair).
+	// Slots held: the hook's running calls of each tenant, every 20 ms.
+	type sample struct {
+		at   time.Time
+		a, b int
+	}
+	var samples []sample
+	stop, sampled := make(chan struct{}), make(chan struct{})
+	go func() {
+		defer close(sampled)
+		tick := time.NewTicker(20 * time.Millisecond)
+		defer tick.Stop()
+		for {
+			select {
+			case <-stop:
+				return
+			case now := <-tick.C:
+				hooks.mu.Lock()
+				samples = append(samples, sample{now, hooks.running["/hooks/fair-a/varied"], hooks.running["/hooks/fair-b/varied"]})
+				hooks.mu.Unlock()
+			}
+		}
+	}()
+	handed := fed.handedOffTask("us-east-1", "eu-west-1", tokSubmitterB, spec("fair-b/varied"))
+	batch("us-east-1", tokSubmitterB, "fair-b/varied", 4)
+	batch("eu-west-1", tokSubmitterB, "fair-b/varied", 45)
+	batch("eu-west-1", tokSubmitterA, "fair-a/varied", 150)
+	t0 := time.Now()
+	a, b := calls("fair-a/varied", 150, 60*time.Second), calls("fair-b/varied", 50, 60*time.Second)
+	close(stop)
+	<-sampled
+	fed.waitState("us-east-1", tokSubmitterB, handed.ID, task.Success, 20*time.Second)
+	// While both have work waiting: from the last submit, past the first
+	// two turns of the 8 slots (team-b's tasks took every slot before
+	// team-a's came), to the first tenant's last start.
+	var after []time.Time
+	for _, x := range append(append([]time.Time(nil), a...), b...) {
+		if x.After(t0) {
+			after = append(after, x)
+		}
+	}
+	sort.Slice(after, func(i, j int) bool { return after[i].Before(after[j]) })
+	if len(after) < 100 {
+		t.Fatalf("only %d starts after the last submit", len(after))
+	}
+	t0 = after[15]
+	t1 := a[len(a)-1]
+	if b[len(b)-1].Before(t1) {
+		t1 = b[len(b)-1]
+	}
+	in := func(c []time.Time, from, to time.Time) int {
+		n := 0
+		for _, x := range c {
+			if !x.Before(from) && !x.After(to) {
+				n++
+			}
+		}
+		return n
+	}
+	var sa, sb, ns int
+	for _, x := range samples {
+		if !x.at.Before(t0) && !x.at.After(t1) {
+			sa, sb, ns = sa+x.a, sb+x.b, ns+1
+		}
+	}
+	t.Logf("fair: team-a %d and team-b %d starts, %.2f and %.2f slots held on average (%d samples over %s) while both had work waiting",
+		in(a, t0, t1), in(b, t0, t1), float64(sa)/float64(ns), float64(sb)/float64(ns), ns, t1.Sub(t0).Round(time.Millisecond))
+	if ns < 50 || sb == 0 || float64(sa)/float64(sb) < 2.7 || float64(sa)/float64(sb) > 3.3 {
+		t.Errorf("pool fair: team-a:team-b held %d:%d slot-samples (%d samples) while both waited, want 3:1 ± 10 %%", sa, sb, ns)
+	}
+
+	// A floor of 4 for team-b, by SIGHUP.
+	r := fed.region("eu-west-1")
+	cfg, err := os.ReadFile(r.cfgPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg = []byte(strings.Replace(string(cfg), "team-b: {weight: 1}", "team-b: {weight: 1, floor: 4}", 1))
+	if err := os.WriteFile(r.cfgPath, cfg, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	fed.server("eu-west-1").signal(syscall.SIGHUP)
+	waitUntil(t, 10*time.Second, "team-b's floor in eu-west-1's store", func() bool {
+		v, _ := r.rdb.HGet(context.Background(), "ax:{eu-west-1:0}:fs:fair", "team-b").Result()
+		return v == "1000 4 0"
+	})
+	aIDs := batch("eu-west-1", tokSubmitterA, "fair2-a/varied", 100)
+	waitUntil(t, 20*time.Second, "team-a running in all 8 slots", func() bool {
+		hooks.mu.Lock()
+		defer hooks.mu.Unlock()
+		return hooks.running["/hooks/fair2-a/varied"] == 8
+	})
+	bIDs := batch("eu-west-1", tokSubmitterB, "fair2-b/varied", 10)
+	calls("fair2-b/varied", 10, 30*time.Second)
+	calls("fair2-a/varied", 100, 60*time.Second)
+	_, most := hooks.of("/hooks/fair2-b/varied")
+	// By the store's clock: when team-b's tasks were READY (the last
+	// submitted) and when its 4th was claimed; a claim takes b's first, so
+	// no task of team-a is claimed in between (one claimed in the same
+	// claim as b's 4th has the same start).
+	started := func(id string) task.Task {
+		tk, err := r.store.Get(context.Background(), id)
+		if err != nil || tk.StartedAt == nil {
+			t.Fatalf("%s: %v %+v", id, err, tk)
+		}
+		return *tk
+	}
+	var ready time.Time
+	var bStarts []time.Time
+	for _, id := range bIDs {
+		tk := started(id)
+		if tk.CreatedAt.After(ready) {
+			ready = tk.CreatedAt
+		}
+		bStarts = append(bStarts, *tk.StartedAt)
+	}
+	sort.Slice(bStarts, func(i, j int) bool { return bStarts[i].Before(bStarts[j]) })
+	early := 0
+	for _, id := range aIDs {
+		if s := *started(id).StartedAt; s.After(ready) && s.Before(bStarts[3]) {
+			early++
+		}
+	}
+	t.Logf("fair: team-b's floor of 4 claimed %s after its submit, %d claims of team-a in between; at most %d of team-b at once",
+		bStarts[3].Sub(ready), early, most)
+	if most != 4 {
+		t.Errorf("team-b ran at most %d at once with a floor of 4 and team-a's backlog, want exactly 4", most)
+	}
+	if early > 0 {
+		t.Errorf("%d tasks of team-a were claimed after team-b's were READY and before its 4th: want team-b's floor first", early)
+	}
 }

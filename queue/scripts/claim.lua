@@ -80,8 +80,10 @@ local held = {} -- id -> ',key,...,' of the concurrency it takes
 local rec = {}  -- id -> its record as read by admit (limits on)
 -- admit: 'take' this task, 'skip' it (not a type this claimer serves: it
 -- stays, counting towards the bound) or 'park' it (limited).
-local function admit(id, p, pool, score)
-  local ty, tn, lk
+local F = fair(pool) -- the pool's fair share (lib.lua), false when it has none
+local TN = {}         -- id -> tenant, for fs (F only)
+local function admit(id, p, pool, score, tn)
+  local ty, lk
   if LIM then
     -- the record, read once: the claim returns it (rec) if it takes the task
     local h = redis.call('HGETALL', tkey(id))
@@ -90,14 +92,17 @@ local function admit(id, p, pool, score)
       if f == 'ty' then ty = h[x + 1] elseif f == 'tn' then tn = h[x + 1] elseif f == 'lk' then lk = h[x + 1] end
     end
     rec[id] = h
-  elseif filter then
+  elseif filter and (tn or not F) then
     ty = redis.call('HGET', tkey(id), 'ty')
+  elseif F and not tn then
+    local r = redis.call('HMGET', tkey(id), 'ty', 'tn')
+    ty, tn = r[1], r[2]
   end
   if filter and not (ty and served[ty]) then
     skipped = skipped + 1
     return 'skip'
   end
-  if not LIM then return 'take' end
+  if not LIM then return 'take', tn end
   local ks = keys_of(ty or '', tn or 'default', lk or '')
   for _, key in ipairs(ks) do
     local room, again, kind = lim_room(key, now)
@@ -120,7 +125,7 @@ local function admit(id, p, pool, score)
   end
   for _, key in ipairs(ks) do lim_take(key, now) end
   if hl then held[id] = hl end
-  return 'take'
+  return 'take', tn
 end
 
 local chosen = {} -- {id, prio}
@@ -130,9 +135,27 @@ local function remove(p, id)
   if l == nil then l = {}; gone[p] = l end
   l[#l + 1] = id
 end
-local function take(p, id)
+-- FT: per tenant of a fair pool, its share and running count as read,
+-- and the slots this claim gave it (d).
+local FT = {}
+local function ft(tn)
+  local e = FT[tn]
+  if e == nil then
+    local r, v = fair_running(pool, tn)
+    e = {c = fair_of(F, tn), r = r, v = v, d = 0}
+    FT[tn] = e
+  end
+  return e
+end
+local function take(p, id, tn)
   chosen[#chosen + 1] = {id, p}
   remove(p, id)
+  if F then
+    tn = tn or 'default'
+    TN[id] = tn
+    local e = ft(tn)
+    e.d = e.d + 1
+  end
 end
 
 -- Each priority's head is read `left` at a time and read further only once
@@ -146,9 +169,9 @@ while #chosen < n and passed < math.max(bound, 1) and parked < PARK_MAX do
   local parked0 = parked
   for i = 1, #top, 2 do
     local id = top[i]
-    local a = admit(id, 0, pool, top[i + 1])
+    local a, tn = admit(id, 0, pool, top[i + 1])
     if a == 'take' then
-      take(0, id)
+      take(0, id, tn)
     elseif a == 'park' then
       remove(0, id)
       if parked >= PARK_MAX then break end
@@ -161,7 +184,107 @@ while #chosen < n and passed < math.max(bound, 1) and parked < PARK_MAX do
 end
 
 local left = n - #chosen
-if left > 0 and parked < PARK_MAX then
+-- Fair share (docs/fairness.md): priorities 1..4 go by tenant. The index
+-- fi:<pool> is read a few tenants at a time from its lowest score; the
+-- tenant with the lowest score (below its floor first, then running ÷
+-- weight, none at its max) gets the next slot, from its own sets fq of
+-- priorities 1..4 merged by aging as below. An index with no tenant (tasks
+-- READY before the pool's fair share began) leaves the claim to the plain
+-- merge.
+local fgone, fcand, fair_on = {}, {}, false
+local function fgo(p, tn, id)
+  local k = fqkey(pool, p, tn)
+  local l = fgone[k]
+  if l == nil then l = {}; fgone[k] = l end
+  l[#l + 1] = id
+end
+if F and left > 0 and parked < PARK_MAX then
+  local fik = K_PREFIX .. 'fi:' .. pool
+  local ioff, imore = 0, false
+  local function read_index()
+    local w = left + 3
+    local got = redis.call('ZRANGE', fik, ioff, ioff + w)
+    ioff = ioff + #got
+    imore = #got == w + 1
+    for _, tn in ipairs(got) do
+      fcand[#fcand + 1] = {tn = tn, heads = {}, pos = {}, off = {}, more = {}, over = 0}
+    end
+    return #got
+  end
+  -- fnext: the tenant's next task by aging, or nil when it has none left.
+  local function fnext(c)
+    local bp, bk
+    for p = 1, 4 do
+      local h = c.heads[p]
+      if h == nil or (c.pos[p] >= #h and c.more[p]) then
+        local o = c.off[p] or 0
+        h = redis.call('ZRANGE', fqkey(pool, p, c.tn), o, o + left - 1, 'WITHSCORES')
+        c.heads[p], c.pos[p], c.off[p], c.more[p] = h, 1, o + #h / 2, #h == 2 * left
+      end
+      if c.pos[p] < #h then
+        local key = tonumber(h[c.pos[p] + 1]) + p * step
+        if bk == nil or key < bk then bp, bk = p, key end
+      end
+    end
+    if bp == nil then return nil end
+    local h, i = c.heads[bp], c.pos[bp]
+    c.pos[bp] = i + 2
+    return h[i], bp, h[i + 1]
+  end
+  if read_index() > 0 then
+    fair_on = true
+    -- Ties: a tenant's count includes tasks whose worker finished them
+    -- but has not recorded it yet (its acks lag its claims by a few ms), so
+    -- equal scores are mostly stale ones. They go to the tenant furthest
+    -- behind in starts ÷ weight (v, lib.lua), which keeps the starts in
+    -- proportion whoever's task freed the slot; an idle tenant's lead is
+    -- cut to 2 starts of weight 1, so it cannot bank a long idle spell.
+    local vmax = 0
+    for _, c in ipairs(fcand) do vmax = math.max(vmax, ft(c.tn).v) end
+    for _, c in ipairs(fcand) do
+      local e = ft(c.tn)
+      if e.v < vmax - 2000 then e.v, e.vset = vmax - 2000, true end
+    end
+    while left > 0 and parked < PARK_MAX do
+      local best, bs, bv = nil, nil, nil
+      for _, c in ipairs(fcand) do
+        if not c.out then
+          local e = ft(c.tn)
+          local sc = fair_score(e.c, e.r + e.d)
+          local v = e.v + e.d * fair_inc(e.c)
+          if sc < 1e12 and (bs == nil or sc < bs - 1e-9 or (sc <= bs + 1e-9 and v < bv)) then
+            best, bs, bv = c, sc, v
+          end
+        end
+      end
+      if best == nil then
+        if not imore or read_index() == 0 then break end
+      else
+        local id, p, sc = fnext(best)
+        if id == nil then
+          best.out = true
+          best.empty = best.over == 0
+        elseif not redis.call('ZSCORE', qkey(pool, p), id) then
+          fgo(p, best.tn, id) -- not READY here any more: the lazy removal
+        else
+          local a = admit(id, p, pool, sc, best.tn)
+          if a == 'take' then
+            take(p, id, best.tn)
+            fgo(p, best.tn, id)
+            left = left - 1
+          elseif a == 'park' then
+            remove(p, id)
+            fgo(p, best.tn, id)
+          else
+            best.over = best.over + 1
+            if best.over >= bound then best.out = true end
+          end
+        end
+      end
+    end
+  end
+end
+if left > 0 and parked < PARK_MAX and not fair_on then
   -- heads of priorities 1..4, merged by key; a priority that passed over
   -- `bound` tasks is done for this claim.
   local heads, pos, off, over, more, pkn = {}, {}, {}, {}, {}, {}
@@ -190,10 +313,10 @@ if left > 0 and parked < PARK_MAX then
     end
     if best == nil then break end
     local id = heads[best][pos[best]]
-    local a = admit(id, best, pool, heads[best][pos[best] + 1])
+    local a, tn = admit(id, best, pool, heads[best][pos[best] + 1])
     pos[best] = pos[best] + 2
     if a == 'take' then
-      take(best, id)
+      take(best, id, tn)
       left = left - 1
     elseif a == 'park' then
       remove(best, id)
@@ -205,6 +328,28 @@ if left > 0 and parked < PARK_MAX then
 end
 for p = 0, 4 do
   if gone[p] then redis.call('ZREM', qkey(pool, p), unpack(gone[p])) end
+end
+if F then
+  for k, l in pairs(fgone) do redis.call('ZREM', k, unpack(l)) end
+  local fik, frk = K_PREFIX .. 'fi:' .. pool, K_PREFIX .. 'fr:' .. pool
+  local emptied = {}
+  for _, c in ipairs(fcand) do
+    -- a tenant whose sets this claim emptied leaves the index (it comes
+    -- back with its next READY task, fair_add)
+    if c.empty and redis.call('EXISTS', fqkey(pool, 1, c.tn), fqkey(pool, 2, c.tn), fqkey(pool, 3, c.tn), fqkey(pool, 4, c.tn)) == 0 then
+      redis.call('ZREM', fik, c.tn)
+      emptied[c.tn] = true
+    end
+  end
+  for tn, e in pairs(FT) do
+    if e.d > 0 then
+      -- the script's view of both is current: nothing ran in between
+      redis.call('HSET', frk, tn, fmt(e.r + e.d), '~' .. tn, fmt(e.v + e.d * fair_inc(e.c)))
+      if not emptied[tn] then redis.call('ZADD', fik, 'XX', fair_score(e.c, e.r + e.d), tn) end
+    elseif e.vset then
+      redis.call('HSET', frk, '~' .. tn, fmt(e.v))
+    end
+  end
 end
 
 -- The reason CLAIMED is implied by st U (nothing else sets rs while RUNNING),
@@ -238,7 +383,14 @@ if k > 0 then
     local exp = now + lease
     if dl < exp then exp = dl end
     local hl = held[id]
-    if price ~= '' and hl then
+    if F then
+      -- fs: the tenant whose slot of the pool's fair share the task holds
+      local a = {'st', 'U', 'wk', worker, 'lt', fmt(first + j - 1), 'sa', snow,
+        'at', fmt(tonumber(at or '0') + 1), 'fs', TN[id] or 'default'}
+      if price ~= '' then a[#a + 1] = 'px'; a[#a + 1] = price end
+      if hl then a[#a + 1] = 'lc'; a[#a + 1] = hl end
+      redis.call('HSET', tk, unpack(a))
+    elseif price ~= '' and hl then
       redis.call('HSET', tk, 'st', 'U', 'wk', worker, 'lt', fmt(first + j - 1), 'sa', snow,
         'at', fmt(tonumber(at or '0') + 1), 'px', price, 'lc', hl)
     elseif price ~= '' then

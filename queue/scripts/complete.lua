@@ -14,7 +14,7 @@ local out, ids = {}, {}
 for k = 0, n - 1 do
   local id, token, result = ARGV[6 + 3 * k], ARGV[7 + 3 * k], ARGV[8 + 3 * k]
   local tk = tkey(id)
-  local r = redis.call('HMGET', tk, 'st', 'lt', 'po', 'lg', 'pq', 'ty', 'sa', 'tn', 'tg', 'px', 'lc')
+  local r = redis.call('HMGET', tk, 'st', 'lt', 'po', 'lg', 'pq', 'ty', 'sa', 'tn', 'tg', 'px', 'lc', 'fs')
   if r[1] ~= 'U' or r[2] ~= token then
     out[k + 1] = 1
   else
@@ -34,6 +34,7 @@ for k = 0, n - 1 do
     else
       redis.call('HSET', tk, 'st', 'S', 'rs', 'COMPLETED', 'fa', snow, 'lt', '')
     end
+    if r[12] then fair_release(r[3], r[12]) end -- its slot in the pool's fair share (lib.lua)
     cnt('u:' .. r[3], -1)
     backlog(r[8], -1)
     retain(id, ret, r[4] == '1')

@@ -133,6 +133,10 @@ local function backlog_now(tn)
   return v + (BL[tn] or 0)
 end
 
+-- FIDX queues tenants that got fair-share work (fair_add): {index key,
+-- score, tenant}, added by finish after the sets they name (ZADD NX).
+local FIDX = {}
+
 -- finish writes what cnt, zadd and backlog queued.
 local function finish()
   for _, t in ipairs(BL_T) do
@@ -146,6 +150,7 @@ local function finish()
       redis.call('ZADD', k, unpack(t, i, math.min(i + 1999, #t)))
     end
   end
+  for _, e in ipairs(FIDX) do redis.call('ZADD', e[1], 'NX', e[2], e[3]) end
   for _, f in ipairs(CNT_FIELDS) do
     local d = CNT[f]
     if d ~= 0 then redis.call('HINCRBY', K_CNT, f, fmt(d)) end
@@ -300,6 +305,92 @@ local function retry_or_dead(id, now, at, mr, rb, rc, from, reason, by, err, ret
   trail(id, now, from, 'F', r, by, fmt(at), err)
   retain(id, dead_ret)
   return 'F', 0
+end
+
+-- Fair share (docs/fairness.md, queue/fairshare.go). Per shard and pool
+-- with a fair share, every key built from the prefix:
+--   fs:<pool>         HASH  tenant → "weight_milli floor max" ('*': any
+--                           other tenant); no hash: no fair share, and no
+--                           other fair-share key is read or written
+--   fr:<pool>         HASH  tenant → its tasks RUNNING in the pool;
+--                           '~'<tenant> → its starts ÷ weight (ties)
+--   fi:<pool>         ZSET  tenants that may have work waiting, by score
+--   fq:<pool>:<p>:<t> ZSET  tenant t's READY tasks of priority p (1-4) by
+--                           their ready-set score: a second index of
+--                           q:<pool>:<p>, which stays the truth
+-- Adds are exact (every way into a ready set calls fair_add); removals
+-- other than the claim's are lazy: a claim drops an fq entry that is not
+-- in its ready set any more, and a tenant whose fq sets are empty.
+-- The score orders tenants: below its floor a tenant comes first (r/floor
+-- - 1 < 0), then by running ÷ weight, and at its max it is out (≥ 1e12).
+local FAIR, FRUN = {}, {}
+local function fair(pool)
+  local f = FAIR[pool]
+  if f == nil then
+    f = false
+    local h = redis.call('HGETALL', K_PREFIX .. 'fs:' .. pool)
+    if #h > 0 then
+      f = {}
+      for x = 1, #h, 2 do
+        local w, fl, mx = string.match(h[x + 1], '^(%d+) (%d+) (%d+)')
+        f[h[x]] = {w = math.max(tonumber(w), 1), fl = tonumber(fl), mx = tonumber(mx)}
+      end
+      f['*'] = f['*'] or {w = 1000, fl = 0, mx = 0}
+    end
+    FAIR[pool] = f
+  end
+  return f
+end
+local function fair_of(f, tn) return f[tn] or f['*'] end
+local function fair_score(c, r)
+  if r < c.fl then return r / c.fl - 1 end
+  if c.mx > 0 and r >= c.mx then return 1e12 + r end
+  return r * 1000 / c.w
+end
+-- fair_running is the tenant's running count in the pool and its starts ÷
+-- weight so far (v, field '~<tenant>': 1000 a start of weight 1).
+local function fair_running(pool, tn)
+  local m = FRUN[pool]
+  if m == nil then m = {}; FRUN[pool] = m end
+  local r = m[tn]
+  if r == nil then
+    local h = redis.call('HMGET', K_PREFIX .. 'fr:' .. pool, tn, '~' .. tn)
+    r = {tonumber(h[1] or '0'), tonumber(h[2] or '0')}
+    m[tn] = r
+  end
+  return r[1], r[2]
+end
+local function fair_inc(c) return math.floor(1e6 / c.w) end
+local function fqkey(pool, p, tn) return K_PREFIX .. 'fq:' .. pool .. ':' .. p .. ':' .. tn end
+-- fair_add indexes a task just put into q:<pool>:<p> with score (tn: its
+-- tenant when the caller has it). Priority 0 is strict: not indexed.
+local FSEEN = {}
+local function fair_add(pool, p, score, id, tn)
+  if p == 0 or p == '0' then return end
+  local f = fair(pool)
+  if not f then return end
+  tn = tn or redis.call('HGET', tkey(id), 'tn') or 'default'
+  zadd(fqkey(pool, p, tn), score, id)
+  local k = pool .. '\t' .. tn
+  if not FSEEN[k] then
+    FSEEN[k] = true
+    FIDX[#FIDX + 1] = {K_PREFIX .. 'fi:' .. pool, fair_score(fair_of(f, tn), fair_running(pool, tn)), tn}
+  end
+end
+-- fair_release gives back the slot a RUNNING task held in its pool's fair
+-- share (its record's fs field: the tenant), and wakes the pool when the
+-- tenant was at its max.
+local function fair_release(pool, tn)
+  local frk = K_PREFIX .. 'fr:' .. pool
+  local r = redis.call('HINCRBY', frk, tn, -1)
+  if r <= 0 then redis.call('HDEL', frk, tn); r = 0 end
+  local f = fair(pool)
+  if f then
+    local c = fair_of(f, tn)
+    if redis.call('ZADD', K_PREFIX .. 'fi:' .. pool, 'XX', 'CH', fair_score(c, r), tn) > 0 and c.mx > 0 and r + 1 >= c.mx then
+      wake(pool)
+    end
+  end
 end
 
 -- Limits (issue 13, docs/limits.md, queue/limits.go). A task has the limit
@@ -463,11 +554,12 @@ local function unpark(key, n)
   for i = 1, #got, 2 do
     local id = got[i]
     ids[#ids + 1] = id
-    local r = redis.call('HMGET', tkey(id), 'st', 'pk', 'po', 'pr')
+    local r = redis.call('HMGET', tkey(id), 'st', 'pk', 'po', 'pr', 'tn')
     if r[3] then cnt('pk:' .. r[3], -1) end
     if r[1] == 'R' and r[2] == key then
       redis.call('HDEL', tkey(id), 'pk')
       redis.call('ZADD', qkey(r[3], r[4]), got[i + 1], id)
+      fair_add(r[3], r[4], got[i + 1], id, r[5] or 'default')
       wake(r[3])
     end
   end
@@ -503,9 +595,11 @@ end
 -- leave_running undoes a RUNNING task's bookkeeping.
 local function leave_running(id, pool)
   redis.call('ZREM', K_RUNNING, id)
-  local lcv = redis.call('HGET', tkey(id), 'lc')
+  local r = redis.call('HMGET', tkey(id), 'lc', 'fs')
+  local lcv = r[1]
   if lcv and lcv ~= '' then release_slots(lcv) end
-  redis.call('HDEL', tkey(id), 'lt', 'pq', 'lc')
+  if r[2] then fair_release(pool, r[2]) end
+  redis.call('HDEL', tkey(id), 'lt', 'pq', 'lc', 'fs')
   cnt('U', -1)
   cnt('u:' .. pool, -1)
 end
@@ -519,6 +613,7 @@ local function make_ready(id, now, pool, prio, eq, reason, has_pool)
     redis.call('HSET', tkey(id), 'st', 'R', 'rs', reason, 'po', pool, 'eq', eq, 'rt', fmt_now(now))
   end
   zadd(qkey(pool, prio), eq, id)
+  fair_add(pool, prio, eq, id)
   cnt('R', 1)
   cnt(rfield(pool, prio), 1)
   wake(pool)

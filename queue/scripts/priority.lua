@@ -26,6 +26,7 @@ elseif st == 'R' then
   local score = redis.call('ZSCORE', qkey(r[2], r[3]), id)
   redis.call('ZREM', qkey(r[2], r[3]), id)
   redis.call('ZADD', qkey(r[2], np), score, id)
+  fair_add(r[2], np, score, id) -- the old entry goes lazily (lib.lua)
   cnt('r:' .. r[2] .. ':' .. r[3], -1)
   cnt('r:' .. r[2] .. ':' .. np, 1)
 end

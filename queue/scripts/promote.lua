@@ -123,6 +123,7 @@ local function promote_pinned(m)
       local id = due[j]
       if redis.call('HGET', tkey(id), 'cr') == '1' then
         zadd(qkey(pool, prio), due[j + 1], id)
+        fair_add(pool, prio, due[j + 1], id)
         cnt('P', -1); cnt('R', 1); cnt(rfield(pool, prio), 1)
         wake(pool)
         ready = ready + 1
@@ -141,6 +142,9 @@ local function promote_pinned(m)
       args[j + 1] = due[j]
     end
     redis.call('ZADD', qkey(pool, prio), unpack(args))
+    if fair(pool) then
+      for j = 1, #due, 2 do fair_add(pool, prio, due[j + 1], due[j]) end
+    end
     cnt('P', -k); cnt('R', k); cnt(rfield(pool, prio), k)
     wake(pool)
     ready = ready + k

@@ -171,6 +171,11 @@ for _ = 1, n do
       if carried then f[#f + 1] = 'rs'; f[#f + 1] = born end
       f[#f + 1] = 'eq'; f[#f + 1] = snow; f[#f + 1] = 'rt'; f[#f + 1] = snow
       zadd(qkey(pool, prio), snow, id)
+      if fair(pool) then
+        local tn = 'default'
+        for j = 1, #f, 2 do if f[j] == 'tn' then tn = f[j + 1] end end
+        fair_add(pool, prio, snow, id, tn)
+      end
       cnt('R', 1)
       cnt(rfield(pool, prio), 1)
       if READY[pool] then READY[pool] = READY[pool] + 1 end

@@ -1,0 +1,49 @@
+-- fairshare.lua (leader, fenced): replaces the shard's fair shares, this
+-- shard's part of each pool's (queue/fairshare.go), which claims follow
+-- (lib.lua, claim.lua). A pool that gains a fair share has its READY tasks
+-- of priorities 1-4 indexed by tenant now (once, O(its ready tasks)); a
+-- pool that loses it has its fair-share keys deleted. Running counts of
+-- pools that keep one carry over; tenants' index scores are recomputed.
+-- KEYS: 1-8 see lib.lua; 9 fence key.
+-- ARGV: 1 clock, 2 fencing token, 3 number of pools, then per pool: its
+--       name, the number of tenants, then tenant, "weight_milli floor max"
+--       pairs ('*' any other tenant).
+-- Returns: {-1} fenced; else {0, tasks indexed}.
+if not fence(KEYS[9], ARGV[2]) then return {-1} end
+local fsp = K_PREFIX .. 'fsp'
+local old = redis.call('SMEMBERS', fsp)
+local keep, indexed = {}, 0
+local i = 4
+for _ = 1, tonumber(ARGV[3]) do
+  local pool, nf = ARGV[i], tonumber(ARGV[i + 1])
+  keep[pool] = true
+  local fsk = K_PREFIX .. 'fs:' .. pool
+  local was = redis.call('EXISTS', fsk) == 1
+  redis.call('DEL', fsk)
+  redis.call('HSET', fsk, unpack(ARGV, i + 2, i + 1 + 2 * nf))
+  redis.call('SADD', fsp, pool)
+  i = i + 2 + 2 * nf
+  local f = fair(pool)
+  if not was then
+    for p = 1, 4 do
+      local q = redis.call('ZRANGE', qkey(pool, p), 0, -1, 'WITHSCORES')
+      for j = 1, #q, 2 do fair_add(pool, p, q[j + 1], q[j]) end
+      indexed = indexed + #q / 2
+    end
+  end
+  local fik = K_PREFIX .. 'fi:' .. pool
+  for _, tn in ipairs(redis.call('ZRANGE', fik, 0, -1)) do
+    redis.call('ZADD', fik, fair_score(fair_of(f, tn), fair_running(pool, tn)), tn)
+  end
+end
+for _, pool in ipairs(old) do
+  if not keep[pool] then
+    local fik = K_PREFIX .. 'fi:' .. pool
+    for _, tn in ipairs(redis.call('ZRANGE', fik, 0, -1)) do
+      redis.call('UNLINK', fqkey(pool, 1, tn), fqkey(pool, 2, tn), fqkey(pool, 3, tn), fqkey(pool, 4, tn))
+    end
+    redis.call('DEL', fik, K_PREFIX .. 'fr:' .. pool, K_PREFIX .. 'fs:' .. pool)
+    redis.call('SREM', fsp, pool)
+  end
+end
+return {0, indexed}
