@@ -175,18 +175,48 @@ type QuotaError struct {
 	Field  string // the quota's key: "max_backlog"
 	Tenant string
 	Max    int
+	// Have and Asked, when Asked > 0: the backlog read and the tasks a
+	// DAG or schedule would add to it (BacklogRoom).
+	Have, Asked int
 }
 
 func (e *QuotaError) Error() string {
+	if e.Asked > 0 {
+		return fmt.Sprintf("tenant %s has %d unfinished tasks in this region: %d more would pass its %s (%d); wait for some to finish",
+			e.Tenant, e.Have, e.Asked, e.Field, e.Max)
+	}
 	return fmt.Sprintf("tenant %s has %d unfinished tasks in this region, its %s: wait for some to finish", e.Tenant, e.Max, e.Field)
 }
 
 // backlogMax is sp's tenant's max_backlog (0: none).
-func (n *Node) backlogMax(sp *task.Spec) int {
+func (n *Node) backlogMax(sp *task.Spec) int { return n.backlogMaxOf(sp.Tenant) }
+
+func (n *Node) backlogMaxOf(tenant string) int {
 	if n.cfg.Backlog == nil {
 		return 0
 	}
-	return n.cfg.Backlog(sp.Tenant)
+	return n.cfg.Backlog(tenant)
+}
+
+// BacklogRoom refuses count more tasks of tenant (a DAG's nodes, a
+// schedule's next slot) with a *QuotaError when this region's backlog
+// would pass the tenant's max_backlog. It reads the count: unlike a
+// submit's check it is not atomic with the tasks it admits, which are
+// released later and counted then, never refused.
+func (n *Node) BacklogRoom(ctx context.Context, tenant string, count int) error {
+	max := n.backlogMaxOf(tenant)
+	if max <= 0 {
+		return nil
+	}
+	have, err := n.store.Backlog(ctx, tenant)
+	if err != nil {
+		return err
+	}
+	if have+count > max {
+		n.metrics.rejected.WithLabelValues(n.cfg.Region, "backlog").Inc()
+		return &QuotaError{Field: "max_backlog", Tenant: tenant, Max: max, Have: have, Asked: count}
+	}
+	return nil
 }
 
 // Outcome is the result of one submitted spec.

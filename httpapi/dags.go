@@ -87,6 +87,14 @@ func (a *API) createDAG(w http.ResponseWriter, r *http.Request, p Principal) err
 		}
 		req.Tenant = p.Tenant
 	}
+	// Each node is a task: the DAG takes its nodes from the tenant's submit
+	// quota and must fit in its backlog.
+	if err := a.quotas.take(r.Context(), p, len(req.Nodes), "nodes"); err != nil {
+		return err
+	}
+	if err := a.n.BacklogRoom(r.Context(), tenantOr(req.Tenant), len(req.Nodes)); err != nil {
+		return err
+	}
 	st, err := dags.Create(r.Context(), &req)
 	if err != nil {
 		return err

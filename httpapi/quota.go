@@ -19,9 +19,10 @@ type quotas struct {
 }
 
 // take takes n submits from p's tenant's bucket, or says why not: a 429
-// with the wait until n would fit, or a 400 when n can never fit at once.
-// A Redis failure is returned as it is (503 in the error map).
-func (q *quotas) take(ctx context.Context, p Principal, n int) error {
+// with the wait until n would fit, or a 400 naming field (the request's
+// list of tasks) when n can never fit at once. A Redis failure is returned
+// as it is (503 in the error map).
+func (q *quotas) take(ctx context.Context, p Principal, n int, field string) error {
 	if q == nil || q.of == nil || p.Tenant == "" || p.Cluster || n == 0 {
 		return nil
 	}
@@ -30,7 +31,7 @@ func (q *quotas) take(ctx context.Context, p Principal, n int) error {
 		return nil
 	}
 	if n > burst {
-		return &apiError{status: 400, code: apiv1.CodeInvalid, field: "tasks",
+		return &apiError{status: 400, code: apiv1.CodeInvalid, field: field,
 			msg: fmt.Sprintf("%d tasks at once is more than tenant %s's submit burst (%d): send smaller batches", n, p.Tenant, burst)}
 	}
 	ok, wait, err := q.store.TakeQuota(ctx, p.Tenant, perSecond, burst, n)
@@ -42,4 +43,12 @@ func (q *quotas) take(ctx context.Context, p Principal, n int) error {
 			msg: fmt.Sprintf("tenant %s is over its submit quota (%g tasks/s, burst %d)", p.Tenant, perSecond, burst)}
 	}
 	return nil
+}
+
+// tenantOr is the tenant a spec without one gets (task.Spec.Normalize).
+func tenantOr(tenant string) string {
+	if tenant == "" {
+		return "default"
+	}
+	return tenant
 }

@@ -65,6 +65,14 @@ func (a *API) createSchedule(w http.ResponseWriter, r *http.Request, p Principal
 		}
 		return err
 	}
+	// A schedule is a source of tasks: creating one takes a submit from the
+	// tenant's quota and needs room for a task in its backlog.
+	if err := a.quotas.take(r.Context(), p, 1, "task"); err != nil {
+		return err
+	}
+	if err := a.n.BacklogRoom(r.Context(), tenantOr(d.Task.Tenant), 1); err != nil {
+		return err
+	}
 	st, err := sc.Create(r.Context(), d, p.Name)
 	if err != nil {
 		return err

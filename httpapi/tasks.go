@@ -82,7 +82,7 @@ func (a *API) submit(w http.ResponseWriter, r *http.Request, p Principal) error 
 	if err != nil {
 		return err
 	}
-	if err := a.quotas.take(r.Context(), p, 1); err != nil {
+	if err := a.quotas.take(r.Context(), p, 1, "tasks"); err != nil {
 		return err
 	}
 	o := a.n.Submit(joinTrace(r, sp), []*task.Spec{sp}, hops(r) > 0)[0]
@@ -130,7 +130,7 @@ func (a *API) submitBatch(w http.ResponseWriter, r *http.Request, p Principal) e
 		specs = append(specs, sp)
 		idx = append(idx, i)
 	}
-	if err := a.quotas.take(r.Context(), p, len(specs)); err != nil {
+	if err := a.quotas.take(r.Context(), p, len(specs), "tasks"); err != nil {
 		return err
 	}
 	for k, o := range a.n.Submit(joinTrace(r, specs...), specs, hops(r) > 0) {

@@ -85,6 +85,21 @@ func TestTenantQuotasTrustAndExpiry(t *testing.T) {
 		t.Fatalf("429: %+v, Retry-After %q", e, retryAfter)
 	}
 
+	// A DAG's nodes are submits: right after the flood emptied A's bucket
+	// (refilled at 1/s) a DAG of 5 nodes does not fit; 6 never fit.
+	var nodes []map[string]any
+	for i := range 6 {
+		nodes = append(nodes, map[string]any{"id": string(rune('a' + i)), "task": noop})
+	}
+	code, body, _ := fed.callHeader("us-east-1", tokSubmitterA, http.MethodPost, "/v1/dags", map[string]any{"name": "five", "nodes": nodes[:5]})
+	if e := apiErr(t, body); code != http.StatusTooManyRequests || e.Code != apiv1.CodeQuotaExceeded {
+		t.Fatalf("tenant A's DAG of 5 nodes right after its flood emptied its bucket: %d %s", code, body)
+	}
+	code, body = fed.call("us-east-1", tokSubmitterA, http.MethodPost, "/v1/dags", map[string]any{"name": "six", "nodes": nodes})
+	if e := apiErr(t, body); code != http.StatusBadRequest || e.Field != "nodes" || !strings.Contains(e.Message, "burst") {
+		t.Fatalf("tenant A's DAG of 6 nodes over a burst of 5: %d %s", code, body)
+	}
+
 	// max_backlog: tenant C may leave 3 unfinished tasks in a region (here
 	// delayed an hour); the 4th is 429 naming the quota, in a batch too; a
 	// cancel makes room.
@@ -108,6 +123,19 @@ func TestTenantQuotasTrustAndExpiry(t *testing.T) {
 	}
 	if code, body := fed.call("us-east-1", "c", http.MethodPost, "/v1/tasks", later); code != http.StatusCreated {
 		t.Fatalf("tenant C's submit after a cancel made room: %d %s", code, body)
+	}
+	// DAGs and schedules are tasks to come: their nodes (a schedule: one)
+	// count against the backlog, and against the submit rate.
+	oneNode := map[string]any{"name": "one", "nodes": []map[string]any{{"id": "a", "task": noop}}}
+	code, body = fed.call("us-east-1", "c", http.MethodPost, "/v1/dags", oneNode)
+	if e := apiErr(t, body); code != http.StatusTooManyRequests || e.Field != "max_backlog" {
+		t.Fatalf("tenant C's DAG at its max_backlog: %d %s", code, body)
+	}
+	nightly := map[string]any{"name": "c-nightly", "cron": "0 0 2 * * *",
+		"task": map[string]any{"type": "noop", "tenant": "team-c"}}
+	code, body = fed.call("us-east-1", tokOperator, http.MethodPost, "/v1/schedules", nightly)
+	if e := apiErr(t, body); code != http.StatusTooManyRequests || e.Field != "max_backlog" {
+		t.Fatalf("a schedule for tenant C at its max_backlog: %d %s", code, body)
 	}
 
 	// Batch caps, from tenant B (no rate limit).
