@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"net/url"
 	"strings"
 	"testing"
 	"time"
@@ -693,6 +694,13 @@ func TestAPIContract(t *testing.T) {
 			t.Fatalf("events of another region: %+v", ev.Region)
 		}
 		f.Call(http.MethodGet, f.R(aws).URL()+"/v1/events?wait=2h", tokOperator, nil).Want(t, http.StatusBadRequest)
+		// A malformed after= is the caller's 400, not Redis's error (503).
+		for _, after := range []string{"x", "1-x", "-1", "99999999999999999999-0", "0,1-2-3"} {
+			if e := f.Call(http.MethodGet, f.R(aws).URL()+"/v1/events?wait=0s&after="+url.QueryEscape(after), tokOperator, nil).
+				Want(t, http.StatusBadRequest).Err(t); e.Field != "after" {
+				t.Fatalf("after=%s: field %q, want after", after, e.Field)
+			}
+		}
 	})
 
 	t.Run("live updates (GET /v1/stream)", func(t *testing.T) { streamContract(t, f) })

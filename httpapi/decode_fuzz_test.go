@@ -6,6 +6,7 @@ import (
 	"errors"
 	"net/http"
 	"net/http/httptest"
+	"strings"
 	"testing"
 
 	"github.com/ax-sched/ax/apiv1"
@@ -13,9 +14,9 @@ import (
 )
 
 // FuzzRequestDecoders feeds arbitrary bodies to the one strict decoder
-// with every request type a handler decodes (which picks the type): it
-// never panics, and every error it returns maps to a 4xx in the one error
-// shape, never a 5xx.
+// with every request type a handler decodes (which picks the type), and to
+// the decoder of one DAG node: it never panics, and every error it returns
+// maps to a 4xx in the one error shape, never a 5xx (a node's naming it).
 func FuzzRequestDecoders(f *testing.F) {
 	for _, s := range []string{`{}`, `{"items":[]}`, `{"tasks":[{"type":"a"}]}`, `{"priority":1}`,
 		`{"filter":{"type":"x"}}`, `{"name":"s","every":"1s","task":{"type":"a"}}`, `{"nodes":[]}`,
@@ -23,6 +24,10 @@ func FuzzRequestDecoders(f *testing.F) {
 		for k := range 8 {
 			f.Add(uint8(k), []byte(s))
 		}
+	}
+	for _, s := range []string{`{"id":"a","task":{"type":"x"}}`, `{"id":"b","depends_on":["a"],"trigger":"all_done","task":{}}`,
+		`{"id":1}`, `{"id":"a","id":"b"}`, `{"id":"a","extra":1}`, `null`, `{"id":"a","task":null}`, `{"depends_on":"a"}`} {
+		f.Add(uint8(8), []byte(s))
 	}
 	f.Fuzz(func(t *testing.T, kind uint8, body []byte) {
 		targets := []func() any{
@@ -38,6 +43,16 @@ func FuzzRequestDecoders(f *testing.F) {
 					Items []json.RawMessage `json:"items"`
 				}{}
 			},
+		}
+		if int(kind)%(len(targets)+1) == len(targets) {
+			// One DAG node, as createDAG decodes each: a refusal names it.
+			_, err := decodeDAGNode(3, body)
+			if err != nil {
+				if e := toAPIError(err); e.status < 400 || e.status >= 500 || e.code == "" || !strings.HasPrefix(e.field, "nodes[3]") {
+					t.Fatalf("DAG node %q: %v → %d %q field %q", body, err, e.status, e.code, e.field)
+				}
+			}
+			return
 		}
 		v := targets[int(kind)%len(targets)]()
 		r := httptest.NewRequest(http.MethodPost, "/", bytes.NewReader(body))

@@ -415,25 +415,15 @@ func (a *API) events(w http.ResponseWriter, r *http.Request, p Principal) error 
 		writeJSON(w, http.StatusOK, resp)
 		return nil
 	}
-	wait := 10 * time.Second
-	if v := q.Get("wait"); v != "" {
-		d, err := time.ParseDuration(v)
-		if err != nil || d < 0 || d > time.Minute {
-			return &task.FieldError{Field: "wait", Msg: "a duration up to 1m"}
-		}
-		wait = d
+	wait, after, err := parseEventsQuery(q)
+	if err != nil {
+		return err
 	}
 	// The server's read and write timeouts would end a long-poll early:
 	// this request gets its wait on top of them.
 	rc := http.NewResponseController(w)
 	_ = rc.SetReadDeadline(time.Time{})
 	_ = rc.SetWriteDeadline(time.Now().Add(wait + 30*time.Second))
-	// No after starts at the newest entry: a first call returns only new
-	// events.
-	var after []string
-	if v := q.Get("after"); v != "" {
-		after = strings.Split(v, ",")
-	}
 	evs, next, err := a.n.Store().Events(r.Context(), after, 200, max(wait, time.Millisecond))
 	if err != nil {
 		return err
@@ -443,6 +433,49 @@ func (a *API) events(w http.ResponseWriter, r *http.Request, p Principal) error 
 	}
 	writeJSON(w, http.StatusOK, apiv1.EventsResponse{Region: a.n.Region(), Events: scopeEvents(evs, p), Next: strings.Join(next, ",")})
 	return nil
+}
+
+// parseEventsQuery reads GET /v1/events's wait= (default 10s, at most 1m)
+// and after= (the previous answer's next: one stream id per shard, each
+// "<ms>-<seq>", "<ms>", "$" or empty). No after starts at the newest entry:
+// a first call returns only new events. A malformed id would reach Redis
+// and come back as its error, a 503, instead of the caller's 400.
+func parseEventsQuery(q url.Values) (time.Duration, []string, error) {
+	wait := 10 * time.Second
+	if v := q.Get("wait"); v != "" {
+		d, err := time.ParseDuration(v)
+		if err != nil || d < 0 || d > time.Minute {
+			return 0, nil, &task.FieldError{Field: "wait", Msg: "a duration up to 1m"}
+		}
+		wait = d
+	}
+	var after []string
+	if v := q.Get("after"); v != "" {
+		after = strings.Split(v, ",")
+		for _, id := range after {
+			if !streamID(id) {
+				return 0, nil, &task.FieldError{Field: "after", Msg: "stream ids \"<ms>-<seq>\", comma-separated, as the last answer's next"}
+			}
+		}
+	}
+	return wait, after, nil
+}
+
+// streamID reports whether s is an id XREAD takes: "", "$", "<ms>" or
+// "<ms>-<seq>", each part a 64-bit unsigned number.
+func streamID(s string) bool {
+	if s == "" || s == "$" {
+		return true
+	}
+	ms, seq, two := strings.Cut(s, "-")
+	if _, err := strconv.ParseUint(ms, 10, 64); err != nil {
+		return false
+	}
+	if two {
+		_, err := strconv.ParseUint(seq, 10, 64)
+		return err == nil
+	}
+	return true
 }
 
 // scopeEvents hides task ids from a token of one tenant: the stream is the
