@@ -47,6 +47,10 @@ type Config struct {
 	// before it is placed again (HANDOFF_REVOKED); the target drops any copy
 	// it holds (held.go). Default 30s.
 	HandOffHorizon time.Duration
+	// ReplaceOnPriceRise: a local pool whose live price reaches this
+	// multiple of its configured price has its READY tasks re-placed
+	// (ReplaceLoop); 0: only when its capacity window closes.
+	ReplaceOnPriceRise float64
 	// TracerProvider receives the spans of the tasks the node submits,
 	// hands off and receives (internal/tracing); nil records none.
 	TracerProvider trace.TracerProvider
@@ -402,7 +406,8 @@ func placeTask(sp *task.Spec, home string) placement.Task {
 	if sp.Priority != nil {
 		prio = *sp.Priority
 	}
-	return placement.Task{Type: sp.Type, Tags: sp.Tags, Regions: sp.Regions, Critical: sp.Critical, Priority: prio, Home: home}
+	return placement.Task{Type: sp.Type, Tags: sp.Tags, Regions: sp.Regions, Critical: sp.Critical, Priority: prio, Home: home,
+		MaxWait: time.Duration(sp.MaxWait)}
 }
 
 // Explain is a dry-run placement of a spec.
@@ -421,7 +426,8 @@ func (n *Node) PlaceDue(_ context.Context, tasks []*task.Task) []queue.Assignmen
 	snap := vs.pools
 	out := make([]queue.Assignment, 0, len(tasks))
 	for _, t := range tasks {
-		pt := placement.Task{Type: t.Type, Tags: t.Tags, Regions: t.Regions, Critical: t.Critical, Priority: t.Priority, Home: n.cfg.Region}
+		pt := placement.Task{Type: t.Type, Tags: t.Tags, Regions: t.Regions, Critical: t.Critical, Priority: t.Priority, Home: n.cfg.Region,
+			MaxWait: time.Duration(t.MaxWait)}
 		d := n.placer.Place(snap, pt, now)
 		if t.MaxPricePerSlotHour > 0 {
 			ex := n.placer.Explain(snap, pt, now)

@@ -188,7 +188,7 @@ func (n *Node) drain(ctx context.Context, pool string, rate int, f *queue.Fence)
 		for _, t := range ts {
 			allowed := t.Regions
 			pt := placement.Task{Type: t.Type, Tags: t.Tags, Regions: without(allowed, n.cfg.Region, n.cfg.Regions),
-				Critical: t.Critical, Priority: t.Priority, Home: n.cfg.Region}
+				Critical: t.Critical, Priority: t.Priority, Home: n.cfg.Region, MaxWait: time.Duration(t.MaxWait)}
 			d := n.placer.Place(snap, pt, now)
 			if t.MaxPricePerSlotHour > 0 {
 				ex := n.placer.Explain(snap, pt, now)

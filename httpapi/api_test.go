@@ -283,6 +283,32 @@ func TestAPIContract(t *testing.T) {
 		}
 	})
 
+	t.Run("max_wait: the task's own wait target", func(t *testing.T) {
+		ex := f.Explain(aws, spec{"type": "waits", "tags": x86, "max_wait": "3s"})
+		n := 0
+		for _, c := range ex.Candidates {
+			if c.Rejected == "" {
+				n++
+				if c.WaitTargetSeconds != 3 {
+					t.Errorf("%s/%s: wait target %v, want the task's 3 s", c.Region, c.Pool, c.WaitTargetSeconds)
+				}
+			}
+		}
+		if n == 0 || ex.Rule != "cheapest_within_wait" {
+			t.Fatalf("explain with max_wait: rule %q, %d eligible", ex.Rule, n)
+		}
+		sr := f.SubmitOK(aws, tokAcme, spec{"type": "waits", "tags": x86, "max_wait": "90s"})
+		if tk, _ := f.GetTask(aws, tokAcme, sr.ID); time.Duration(tk.MaxWait) != 90*time.Second {
+			t.Fatalf("stored max_wait %v, want 90s", time.Duration(tk.MaxWait))
+		}
+		for _, bad := range []any{"-1s", "soon", "800h"} {
+			rep := f.Submit(aws, tokAcme, spec{"type": "waits", "max_wait": bad}).Want(t, http.StatusBadRequest)
+			if rep.Err(t).Field != "max_wait" {
+				t.Fatalf("%v: %s", bad, rep.Body)
+			}
+		}
+	})
+
 	t.Run("429 when every candidate is saturated; critical still admitted", func(t *testing.T) {
 		l4 := spec{"type": "infer", "tags": map[string]string{"gpu": "l4"}}
 		var rep reply

@@ -138,6 +138,9 @@ func specFields(s *task.Spec, d task.Defaults) []any {
 	if s.LimitKey != "" {
 		f = append(f, "lk", s.LimitKey)
 	}
+	if s.MaxWait > 0 {
+		f = append(f, "mw", ms(time.Duration(s.MaxWait)))
+	}
 	return f
 }
 
@@ -233,6 +236,8 @@ func (r *taskReader) set(k, v string) {
 		t.LimitKey = v
 	case "mp":
 		t.MaxPricePerSlotHour, _ = strconv.ParseFloat(v, 64)
+	case "mw":
+		t.MaxWait = msDur(v)
 	case "st":
 		t.State = stateOf(v)
 	case "rs":

@@ -16,7 +16,7 @@ var scriptFS embed.FS
 // EVALSHA.
 var scripts = struct {
 	submit, promote, place, claim, heartbeat, complete, fail, ret,
-	reap, cancel, replay, priority, sweep, workers, handoff, drain, preempt, rtTrim, prices, rewake, fence, cold, limits, quota, held, fairShare *redis.Script
+	reap, cancel, replay, priority, sweep, workers, handoff, drain, preempt, rtTrim, prices, rewake, fence, cold, limits, quota, held, fairShare, replace *redis.Script
 }{
 	submit:    load("submit"),
 	promote:   load("promote"),
@@ -44,6 +44,7 @@ var scripts = struct {
 	limits:    load("limits"),
 	quota:     load("quota"),
 	fairShare: load("fairshare"),
+	replace:   load("replace"),
 }
 
 func load(name string) *redis.Script {

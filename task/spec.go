@@ -26,8 +26,10 @@ const (
 	MaxLimitKeyLen  = 64
 	// MaxPricePerSlotHour bounds Spec.MaxPricePerSlotHour (USD).
 	MaxPricePerSlotHour = 1e6
-	MaxErrorLen         = 2048
-	MaxResultLen        = 4096
+	// MaxMaxWait bounds Spec.MaxWait.
+	MaxMaxWait   = 30 * 24 * time.Hour
+	MaxErrorLen  = 2048
+	MaxResultLen = 4096
 )
 
 // Defaults are the region's values for fields a spec leaves out.
@@ -107,6 +109,10 @@ type Spec struct {
 	// at: a pool whose effective price per slot-hour is above it is never
 	// chosen (OVER_PRICE_CAP); none under it is 422 (docs/cost.md).
 	MaxPricePerSlotHour float64 `json:"max_price_per_slot_hour,omitempty"`
+	// MaxWait, when > 0, is the task's own target for its expected wait
+	// before it starts: placement takes the cheapest pool whose expected
+	// wait stays within it (or the pool's target, whichever is smaller).
+	MaxWait Duration `json:"max_wait,omitempty"`
 }
 
 var (
@@ -146,7 +152,7 @@ func badTimeField(data []byte) *FieldError {
 	if json.Unmarshal(data, &m) != nil {
 		return nil
 	}
-	for _, f := range []string{"delay", "timeout", "retry_base", "retry_cap", "idempotency_ttl"} {
+	for _, f := range []string{"delay", "timeout", "retry_base", "retry_cap", "idempotency_ttl", "max_wait"} {
 		if raw, ok := m[f]; ok {
 			var d Duration
 			if err := json.Unmarshal(raw, &d); err != nil {
@@ -307,6 +313,9 @@ func (s *Spec) Normalize(d Defaults, now time.Time) error {
 	}
 	if p := s.MaxPricePerSlotHour; p < 0 || math.IsNaN(p) || math.IsInf(p, 0) || p > MaxPricePerSlotHour {
 		return fieldErr("max_price_per_slot_hour", "must be a price per slot-hour in USD, 0 (no cap) to %g", float64(MaxPricePerSlotHour))
+	}
+	if s.MaxWait < 0 || time.Duration(s.MaxWait) > MaxMaxWait {
+		return fieldErr("max_wait", "must be a duration from 0 (no target) to %v", MaxMaxWait)
 	}
 	if err := ValidLimitKey(s.LimitKey); err != "" && s.LimitKey != "" {
 		return fieldErr("limit_key", "%s", err)

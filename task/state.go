@@ -49,8 +49,12 @@ const (
 	// hold is dropped there unrun (docs/architecture.md, hand-off).
 	ReasonHandOffRevoked = "HANDOFF_REVOKED"
 	// ReasonCommitted: a held hand-off was released by its sender's word.
-	ReasonCommitted        = "COMMITTED"
-	ReasonDrained          = "DRAINED"
+	ReasonCommitted = "COMMITTED"
+	ReasonDrained   = "DRAINED"
+	// ReasonReplacedCost: the leader took a READY task out of a pool whose
+	// price rose past the threshold or whose capacity window closed, to be
+	// placed again (issue 14).
+	ReasonReplacedCost     = "REPLACED_COST"
 	ReasonDeferred         = "DEFERRED_BACKPRESSURE"
 	ReasonPreemptRequested = "PREEMPT_REQUESTED"
 	// A READY task set aside by a limit of one of its keys (docs/limits.md):
@@ -78,7 +82,7 @@ var transitions = map[State]map[State][]string{
 	},
 	Ready: {
 		Ready:    {ReasonPriority, ReasonRateLimited, ReasonConcurrencyLimited, ReasonRetryAfter},
-		Pending:  {ReasonDrained},
+		Pending:  {ReasonDrained, ReasonReplacedCost},
 		Running:  {ReasonClaimed},
 		Canceled: {ReasonCanceledByUser, ReasonUpstreamFailed},
 	},

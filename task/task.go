@@ -24,29 +24,31 @@ type Task struct {
 	TraceID        string            `json:"trace_id"`
 	LimitKey       string            `json:"limit_key,omitempty"`
 	// MaxPricePerSlotHour is the spec's price cap (0: none).
-	MaxPricePerSlotHour float64    `json:"max_price_per_slot_hour,omitempty"`
-	State               State      `json:"state"`
-	Reason              string     `json:"reason,omitempty"`
-	Region              string     `json:"region"`  // home region (from the id)
-	HeldBy              string     `json:"held_by"` // region whose store holds this record
-	Pool                string     `json:"pool,omitempty"`
-	Pinned              bool       `json:"pinned,omitempty"`
-	Worker              string     `json:"worker,omitempty"`
-	Attempts            int        `json:"attempts"`
-	PreemptCount        int        `json:"preempt_count,omitempty"`
-	CancelRequested     bool       `json:"cancel_requested,omitempty"`
-	HandedOffTo         string     `json:"handed_off_to,omitempty"`
-	HandOffTarget       string     `json:"handoff_target,omitempty"` // in the outbox, bound for this region
-	LastError           string     `json:"last_error,omitempty"`
-	Result              string     `json:"result,omitempty"`
-	PricePerHour        float64    `json:"price_per_slot_hour,omitempty"`
-	CreatedAt           time.Time  `json:"created_at"`
-	DueAt               *time.Time `json:"due_at,omitempty"`
-	EnqueuedAt          *time.Time `json:"enqueued_at,omitempty"`
-	ReadyAt             *time.Time `json:"ready_at,omitempty"`
-	StartedAt           *time.Time `json:"started_at,omitempty"`
-	FinishedAt          *time.Time `json:"finished_at,omitempty"`
-	LeaseToken          string     `json:"-"`
+	MaxPricePerSlotHour float64 `json:"max_price_per_slot_hour,omitempty"`
+	// MaxWait is the spec's own wait target (0: none).
+	MaxWait         Duration   `json:"max_wait,omitempty"`
+	State           State      `json:"state"`
+	Reason          string     `json:"reason,omitempty"`
+	Region          string     `json:"region"`  // home region (from the id)
+	HeldBy          string     `json:"held_by"` // region whose store holds this record
+	Pool            string     `json:"pool,omitempty"`
+	Pinned          bool       `json:"pinned,omitempty"`
+	Worker          string     `json:"worker,omitempty"`
+	Attempts        int        `json:"attempts"`
+	PreemptCount    int        `json:"preempt_count,omitempty"`
+	CancelRequested bool       `json:"cancel_requested,omitempty"`
+	HandedOffTo     string     `json:"handed_off_to,omitempty"`
+	HandOffTarget   string     `json:"handoff_target,omitempty"` // in the outbox, bound for this region
+	LastError       string     `json:"last_error,omitempty"`
+	Result          string     `json:"result,omitempty"`
+	PricePerHour    float64    `json:"price_per_slot_hour,omitempty"`
+	CreatedAt       time.Time  `json:"created_at"`
+	DueAt           *time.Time `json:"due_at,omitempty"`
+	EnqueuedAt      *time.Time `json:"enqueued_at,omitempty"`
+	ReadyAt         *time.Time `json:"ready_at,omitempty"`
+	StartedAt       *time.Time `json:"started_at,omitempty"`
+	FinishedAt      *time.Time `json:"finished_at,omitempty"`
+	LeaseToken      string     `json:"-"`
 }
 
 // Transition is one entry of a task's trail.
@@ -80,7 +82,7 @@ func (t *Task) Spec() *Spec {
 		Type: t.Type, Payload: t.Payload, Priority: &p, Tags: t.Tags, Regions: t.Regions,
 		Timeout: t.Timeout, MaxRetries: &mr, RetryBase: t.RetryBase, RetryCap: t.RetryCap,
 		Preemptible: t.Preemptible, Critical: t.Critical, Tenant: t.Tenant, TraceID: t.TraceID,
-		LimitKey: t.LimitKey, MaxPricePerSlotHour: t.MaxPricePerSlotHour,
+		LimitKey: t.LimitKey, MaxPricePerSlotHour: t.MaxPricePerSlotHour, MaxWait: t.MaxWait,
 	}
 	return sp
 }

@@ -35,13 +35,14 @@ type specFlags struct {
 	traceID        string
 	limitKey       string
 	maxPrice       float64
+	maxWait        time.Duration
 }
 
 // specFlagNames are the flags above, to tell whether any was given.
 var specFlagNames = []string{
 	"type", "payload", "payload-file", "priority", "tag", "region", "delay", "run-at", "timeout",
 	"max-retries", "retry-base", "retry-cap", "idempotency-key", "idempotency-ttl", "preemptible",
-	"critical", "tenant", "trace-id", "limit-key", "max-price",
+	"critical", "tenant", "trace-id", "limit-key", "max-price", "max-wait",
 }
 
 func (f *specFlags) register(fs *pflag.FlagSet) {
@@ -64,6 +65,7 @@ func (f *specFlags) register(fs *pflag.FlagSet) {
 	fs.StringVar(&f.tenant, "tenant", "", "owning tenant (default: the token's)")
 	fs.StringVar(&f.traceID, "trace-id", "", "W3C trace id to propagate (32 hex digits; default: generated)")
 	fs.Float64Var(&f.maxPrice, "max-price", 0, "max_price_per_slot_hour: never placed on a pool dearer than this (USD per slot-hour; 0: no cap)")
+	fs.DurationVar(&f.maxWait, "max-wait", 0, "max_wait: the task's target for its wait before it starts; the cheapest pool expected to start it within that wins (0: the pools')")
 	fs.StringVar(&f.limitKey, "limit-key", "", "the shared resource whose limits apply (the region's limits: config, at most 64 bytes)")
 }
 
@@ -98,6 +100,7 @@ func (f *specFlags) spec(env *cliEnv) (*task.Spec, error) {
 		TraceID:             f.traceID,
 		LimitKey:            f.limitKey,
 		MaxPricePerSlotHour: f.maxPrice,
+		MaxWait:             task.Duration(f.maxWait),
 	}
 	if s.Type == "" {
 		return nil, cliUsage("--type is required (or -f FILE)")

@@ -308,7 +308,7 @@ func startServer(ctx context.Context, cfg *config.Region, ln net.Listener, reg *
 	s.node, err = federation.NewNode(federation.Config{
 		Region: cfg.Name, Regions: cfg.Regions, ClusterToken: cfg.Auth.ClusterToken, Defaults: defaultsOf(cfg),
 		Placement: pc, Logger: s.log, PeerTLS: peerTLS, AllowInsecurePeers: cfg.Auth.AllowInsecurePeers,
-		TracerProvider: s.tracer, HandOffHorizon: cfg.Placement.HandOffHorizon,
+		TracerProvider: s.tracer, HandOffHorizon: cfg.Placement.HandOffHorizon, ReplaceOnPriceRise: cfg.Placement.ReplaceOnPriceRise,
 		Backlog: func(tenant string) int {
 			if q := s.quotas.Load(); q != nil {
 				return q.Quota(tenant).MaxBacklog
@@ -377,7 +377,7 @@ func (s *server) Run(ctx context.Context) error {
 	}()
 	go func() {
 		defer wg.Done()
-		if err := s.cell.Run(cctx, s.node, s.node.OutboxLoop, s.node.HeldLoop, s.dags.Loop, s.node.StuckPoolLoop); err != nil {
+		if err := s.cell.Run(cctx, s.node, s.node.OutboxLoop, s.node.HeldLoop, s.dags.Loop, s.node.StuckPoolLoop, s.node.ReplaceLoop); err != nil {
 			errc <- fmt.Errorf("cell: %w", err)
 		}
 	}()

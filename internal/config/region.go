@@ -334,6 +334,12 @@ type Placement struct {
 	// unreachable this long is placed again (HANDOFF_REVOKED); that region
 	// drops its copy unrun when it returns (docs/architecture.md, hand-off).
 	HandOffHorizon time.Duration `mapstructure:"handoff_horizon" yaml:"handoff_horizon"`
+	// ReplaceOnPriceRise: when a pool's live price reaches this multiple of
+	// its configured price (a spot spike), the leader re-places its READY
+	// tasks that placement now sends elsewhere (REPLACED_COST), as it does
+	// when the pool's capacity window closes. 0: only on a window closing;
+	// else > 1.
+	ReplaceOnPriceRise float64 `mapstructure:"replace_on_price_rise" yaml:"replace_on_price_rise"`
 }
 
 // Preemption bounds when the leader may stop a running task for a more

@@ -516,6 +516,9 @@ func (r *Region) validateTimings(p *problems) {
 	positive(p, "placement.default_duration", r.Placement.DefaultDuration)
 	nonNegative(p, "placement.max_wait", r.Placement.MaxWait)
 	positive(p, "placement.handoff_horizon", r.Placement.HandOffHorizon)
+	if x := r.Placement.ReplaceOnPriceRise; x != 0 && !(x > 1 && x < 1e6) {
+		p.add("placement.replace_on_price_rise", "must be 0 (off) or > 1 (a multiple of the configured price), got %v", x)
+	}
 
 	pre := r.Preemption
 	if pre.MinPriorityGap < 1 || pre.MinPriorityGap > 4 {

@@ -143,6 +143,7 @@ func TestValidateEachRule(t *testing.T) {
 		{"default duration", func(r *Region) { r.Placement.DefaultDuration = 0 }, "placement.default_duration: must be > 0, got 0s"},
 		{"max wait", func(r *Region) { r.Placement.MaxWait = -time.Second }, "placement.max_wait: must be ≥ 0, got -1s"},
 		{"pool max wait", func(r *Region) { r.Pools[0].MaxWait = -time.Second }, "pools[0].max_wait: must be ≥ 0, got -1s"},
+		{"replace on price rise", func(r *Region) { r.Placement.ReplaceOnPriceRise = 0.5 }, "placement.replace_on_price_rise: must be 0 (off) or > 1 (a multiple of the configured price), got 0.5"},
 		{"priority gap", func(r *Region) { r.Preemption.MinPriorityGap = 5 },
 			"preemption.min_priority_gap: must be between 1 and 4 (priorities are 0–4), got 5"},
 		{"max runtime", func(r *Region) { r.Preemption.MaxRuntime = 0 }, "preemption.max_runtime: must be > 0, got 0s"},

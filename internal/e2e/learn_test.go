@@ -177,20 +177,28 @@ func TestLivePriceOverrideIsRecorded(t *testing.T) {
 	fed := newFederation(t, fedOpts{
 		pools: map[string]string{
 			"us-east-1": "- {name: cpu, tags: {class: cpu}, slots: 50, price_per_slot_hour: 0.04}\n" +
-				"- {name: small, tags: {batch: \"yes\"}, slots: 2, price_per_slot_hour: 0.01, queue_capacity: 1000}",
-			"eu-west-1": "- {name: cpu, tags: {class: cpu, batch: \"yes\"}, slots: 50, price_per_slot_hour: 0.04}",
+				"- {name: small, tags: {batch: \"yes\"}, slots: 2, price_per_slot_hour: 0.01, queue_capacity: 1000}\n" +
+				"- {name: spot, tags: {spike: \"yes\"}, slots: 1, price_per_slot_hour: 0.01, max_wait: 10m}",
+			"eu-west-1": "- {name: cpu, tags: {class: cpu, batch: \"yes\", spike: \"yes\"}, slots: 50, price_per_slot_hour: 0.04}",
 		},
-		worker:    `exec: {allow: {work: {argv: [/bin/sleep, "2"]}}}`,
-		extra:     "placement: {max_wait: 4s}",
+		worker: `exec: {allow: {work: {argv: [/bin/sleep, "2"]}}}`,
+		// default_duration: the work's 2 s, so a pool's expected wait is
+		// right before any run of it is learnt (one server's burst is no
+		// longer damped ×servers, which had hidden a 1 s default).
+		extra:     "placement: {max_wait: 4s, default_duration: 2s, replace_on_price_rise: 1.5}",
 		noWorkers: true,
 	})
 	for _, r := range fed.order {
 		fed.startWorker(r, "cpu")
 	}
 	fed.startWorker("us-east-1", "small", "--concurrency", "2")
+	fed.startWorker("us-east-1", "spot", "--concurrency", "1")
 	fed.waitPlaceable()
 	t.Run("a small cheap pool with a long queue spills before waits pass max_wait", func(t *testing.T) {
 		expectedWaitSpills(t, fed)
+	})
+	t.Run("a price spike re-places the READY tasks to the now-cheapest pool", func(t *testing.T) {
+		spikeReplaces(t, fed)
 	})
 	spec := map[string]any{"type": "noop", "regions": []string{"us-east-1"}, "tags": map[string]string{"class": "cpu"}}
 	recorded := func() float64 {
@@ -213,6 +221,64 @@ func TestLivePriceOverrideIsRecorded(t *testing.T) {
 		t.Fatal(err)
 	}
 	waitUntil(t, 15*time.Second, "tasks record the configured price again", func() bool { return recorded() == 0.04 })
+}
+
+// spikeReplaces: us-east-1's one-slot pool "spot" costs a quarter of
+// eu-west-1's and its max_wait is 10 minutes, so a burst of 12 two-second
+// tasks all queue there. Then its live price jumps to 10× (past
+// replace_on_price_rise 1.5×): the region leader gives the tasks still
+// READY back to placement (REPLACED_COST), which hands them to eu-west-1.
+// Every task runs once (one attempt); a re-placed one ran in eu-west-1.
+func spikeReplaces(t *testing.T, fed *federation) {
+	const n = 12
+	spec := map[string]any{"type": "exec", "tags": map[string]string{"spike": "yes"}, "payload": map[string]any{"command": "work"}}
+	var ids []string
+	for i := range n {
+		code, body := fed.call("us-east-1", tokSubmitterA, http.MethodPost, "/v1/tasks", spec)
+		var r struct {
+			ID   string `json:"id"`
+			Pool string `json:"pool"`
+		}
+		if code != http.StatusCreated || json.Unmarshal(body, &r) != nil || r.Pool != "spot" {
+			t.Fatalf("submit %d: %d %s; want it placed in the cheap spot pool", i, code, body)
+		}
+		ids = append(ids, r.ID)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	key := "/ax/prices/us-east-1/spot"
+	if _, err := fed.global.Client().Put(ctx, key, `{"price_per_slot_hour": 0.1}`); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		_, _ = fed.global.Client().Delete(ctx, key)
+	})
+	replaced := 0
+	for _, id := range ids {
+		tk := fed.waitState("us-east-1", tokSubmitterA, id, task.Success, 90*time.Second)
+		moved := false
+		for _, st := range fed.trail("us-east-1", tokSubmitterA, id) {
+			moved = moved || st.Reason == task.ReasonReplacedCost
+		}
+		switch {
+		case tk.Attempts != 1:
+			t.Errorf("task %s ran %d attempts, want 1", id, tk.Attempts)
+		case moved && tk.Pool != "cpu":
+			t.Errorf("task %s re-placed but ran in %s", id, tk.Pool)
+		case moved:
+			replaced++
+		case tk.Pool != "spot":
+			t.Errorf("task %s ran in %s without a REPLACED_COST step", id, tk.Pool)
+		}
+	}
+	t.Logf("%d of %d tasks re-placed to eu-west-1 after the spike", replaced, n)
+	// One task a slot runs at a time for 2 s: at most a handful ran in the
+	// spot pool before the leader's next round (2 s) moved the rest.
+	if replaced < n/2 {
+		t.Fatalf("%d of %d tasks re-placed, want at least %d", replaced, n, n/2)
+	}
 }
 
 // expectedWaitSpills: us-east-1's pool "small" costs a quarter of

@@ -1,0 +1,43 @@
+package queue
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+)
+
+// Replace is the leader's re-placement of READY tasks of pool when the
+// world changed under them (their pool's price rose past a threshold, its
+// capacity window closed): each task still READY in pool, not pinned to it
+// and not parked by a limit, goes READY→PENDING (REPLACED_COST, why in its
+// trail step) into the due set, where the place loop places it with the
+// figures of now. The others are left alone. It returns how many moved;
+// ErrFenced once a newer leader exists (nothing of that shard's batch
+// moved).
+func (s *Store) Replace(ctx context.Context, f Fence, pool, why string, ids []string) (int, error) {
+	byShard := make([][]any, s.opts.Shards)
+	for _, id := range ids {
+		shard, err := s.shardOf(id)
+		if err != nil {
+			continue
+		}
+		byShard[shard] = append(byShard[shard], id)
+	}
+	total := 0
+	for shard, items := range byShard {
+		for start := 0; start < len(items); start += MaxBatch {
+			chunk := items[start:min(start+MaxBatch, len(items))]
+			keys := s.keysWith(shard, s.fenceKey(shard, f))
+			argv := append([]any{s.clock(), strconv.FormatInt(f.Token, 10), pool, why}, chunk...)
+			out, err := scripts.replace.Run(ctx, s.rdb, keys, argv...).Slice()
+			if err != nil {
+				return total, fmt.Errorf("queue: replace: %w", err)
+			}
+			if fenced(out) {
+				return total, ErrFenced
+			}
+			total += toInt(out[0])
+		}
+	}
+	return total, nil
+}
