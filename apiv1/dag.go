@@ -2,6 +2,8 @@ package apiv1
 
 import (
 	"encoding/json"
+	"strconv"
+	"strings"
 	"time"
 
 	"github.com/ax-sched/ax/task"
@@ -74,3 +76,51 @@ const (
 	// cancel: the home region then cancels only a run of that tenant.
 	ParamForTenant = "for_tenant"
 )
+
+// DAGList answers GET /v1/dags: runs of every region (or region='s),
+// newest first; pass NextCursor back as cursor= for the next page.
+type DAGList struct {
+	Runs        []DAGSummary    `json:"runs"`
+	NextCursor  string          `json:"next_cursor,omitempty"`
+	Regions     []RegionOutcome `json:"regions,omitempty"`
+	Unavailable []string        `json:"unavailable,omitempty"`
+}
+
+// DAGSummary is one run of a DAGList: GET /v1/dags/{id} has its nodes.
+type DAGSummary struct {
+	ID         string        `json:"id"`
+	Name       string        `json:"name,omitempty"`
+	Tenant     string        `json:"tenant"`
+	Region     string        `json:"region"` // home
+	State      task.DAGState `json:"state"`
+	CreatedAt  time.Time     `json:"created_at"`
+	FinishedAt *time.Time    `json:"finished_at,omitempty"`
+	// Nodes counts the run's nodes by state (WAITING, RELEASED, SUCCESS, …).
+	Nodes map[task.NodeState]int `json:"nodes"`
+}
+
+// DAGFilter is what GET /v1/dags selects: empty fields match every run.
+type DAGFilter struct {
+	Tenant string
+	Name   string
+	State  task.DAGState
+	Cursor string // a NextCursor: runs older than it
+	Limit  int
+}
+
+// Cursor is the run's mark in a listing, the time in its id (unix ms: the
+// order runs are indexed in) and the id: as cursor=, "older than this run".
+func (s DAGSummary) Cursor() string {
+	p, _ := task.ParseID(s.ID)
+	return strconv.FormatInt(p.Time.UnixMilli(), 10) + "." + s.ID
+}
+
+// ParseDAGCursor takes a DAGList cursor apart; false when it is not one.
+func ParseDAGCursor(c string) (ms int64, id string, ok bool) {
+	a, id, found := strings.Cut(c, ".")
+	ms, err := strconv.ParseInt(a, 10, 64)
+	if !found || err != nil || ms <= 0 || id == "" {
+		return 0, "", false
+	}
+	return ms, id, true
+}

@@ -6,6 +6,9 @@ import (
 	"errors"
 	"net/http"
 	"net/url"
+	"strconv"
+
+	"github.com/ax-sched/ax/apiv1"
 )
 
 // DAG runs and cron schedules pass through as JSON: the client checks that
@@ -80,4 +83,23 @@ func (c *Client) rawCall(ctx context.Context, method, path string, body json.Raw
 		return nil, err
 	}
 	return out, nil
+}
+
+// ListDAGs lists DAG runs of every region, newest first (GET /v1/dags);
+// pass NextCursor back in f.Cursor for the next page.
+func (c *Client) ListDAGs(ctx context.Context, f apiv1.DAGFilter) (*apiv1.DAGList, error) {
+	q := url.Values{}
+	for k, v := range map[string]string{"tenant": f.Tenant, "name": f.Name, "state": string(f.State), "cursor": f.Cursor} {
+		if v != "" {
+			q.Set(k, v)
+		}
+	}
+	if f.Limit > 0 {
+		q.Set("limit", strconv.Itoa(f.Limit))
+	}
+	var out apiv1.DAGList
+	if _, err := c.do(ctx, http.MethodGet, "/v1/dags", q, nil, &out); err != nil {
+		return nil, err
+	}
+	return &out, nil
 }

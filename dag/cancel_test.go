@@ -29,6 +29,7 @@ func TestDAGCancel(t *testing.T) {
 	t.Run("a run across regions stops; waiting nodes never run", func(t *testing.T) { testDAGCancelRun(t, e, home, w) })
 	t.Run("who may cancel", func(t *testing.T) { testDAGCancelAuth(t, e, home, w) })
 	t.Run("unknown and ended runs", func(t *testing.T) { testDAGCancelEnded(t, e, home) })
+	t.Run("listing (GET /v1/dags)", func(t *testing.T) { testDAGList(t, e) })
 }
 
 // testDAGCancelRun: a run with a RUNNING node in eu-west-1 (its handler

@@ -101,6 +101,13 @@ func (e *NotServedError) Error() string { return "region " + e.Region + " is not
 // fanOutRegions are the regions a request asks: this one alone when it was
 // forwarded; only when given (a region of the federation); else every
 // region configured or in the view, sorted by name.
+// FanOutRegions are the regions a listing of every region asks (only's
+// alone when given; this one alone on a forwarded request): the API's DAG
+// listing fans out with it.
+func (n *Node) FanOutRegions(only string, hops int) ([]string, error) {
+	return n.fanOutRegions(only, hops)
+}
+
 func (n *Node) fanOutRegions(only string, hops int) ([]string, error) {
 	if hops > 0 {
 		if only != "" && only != n.cfg.Region {

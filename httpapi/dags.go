@@ -23,12 +23,16 @@ type DAGs interface {
 	Status(ctx context.Context, id string, hops int) (*apiv1.DAGStatus, error)
 	// Cancel cancels a run of tenant ("" any) wherever it lives, as by.
 	Cancel(ctx context.Context, id, tenant, by string, hops int) (*apiv1.DAGStatus, error)
+	// List reads this region's runs that match f, newest first, and the
+	// cursor of the next page ("" at the end).
+	List(ctx context.Context, f apiv1.DAGFilter) ([]apiv1.DAGSummary, string, error)
 }
 
 // dagRoutes registers POST /v1/dags, GET /v1/dags/{id} and POST
 // /v1/dags/{id}/cancel (called by New).
 func (a *API) dagRoutes() {
 	a.route("POST /v1/dags", RoleSubmitter, a.createDAG)
+	a.route("GET /v1/dags", RoleSubmitter, a.listDAGs)
 	a.route("GET /v1/dags/{id}", RoleSubmitter, a.getDAG)
 	// Cancelling is an operator action, as for tasks (docs/architecture.md §7 roles).
 	a.route("POST /v1/dags/{id}/cancel", RoleOperator, a.cancelDAG)

@@ -188,7 +188,14 @@ func (s *Store) CreateDAG(ctx context.Context, def *DAGDef, initial map[string]D
 	}
 	// Into the active set first: a run the reconciler does not know of
 	// would never move.
-	if err := s.rdb.ZAdd(ctx, s.activeDAGs(), redis.Z{Score: float64(p.Time.UnixMilli()), Member: def.ID}).Err(); err != nil {
+	// The index of every run (GET /v1/dags) shares the active set's slot.
+	z := redis.Z{Score: float64(p.Time.UnixMilli()), Member: def.ID}
+	if _, err := s.rdb.TxPipelined(ctx, func(pipe redis.Pipeliner) error {
+		pipe.ZAdd(ctx, s.activeDAGs(), z)
+		pipe.ZAdd(ctx, s.allDAGs(), z)
+		pipe.ZRemRangeByRank(ctx, s.allDAGs(), 0, -maxDAGIndex-1)
+		return nil
+	}); err != nil {
 		return fmt.Errorf("queue: create DAG: %w", err)
 	}
 	argv := make([]any, 0, 5+2*len(def.Nodes))
@@ -235,19 +242,86 @@ func (s *Store) DAG(ctx context.Context, id string) (*DAGRun, error) {
 	if _, err := pipe.Exec(ctx); err != nil {
 		return nil, fmt.Errorf("queue: DAG: %w", err)
 	}
-	h := rc.Val()
-	if len(h) == 0 {
+	r := dagRunOf(id, rc.Val(), nc.Val())
+	if r == nil {
 		return nil, fmt.Errorf("%w: %s", ErrDAGNotFound, id)
 	}
+	return r, nil
+}
+
+// dagRunOf reads a run's hashes (nil: the run is gone).
+func dagRunOf(id string, h, nodes map[string]string) *DAGRun {
+	if len(h) == 0 {
+		return nil
+	}
 	r := &DAGRun{ID: id, Name: h["nm"], Tenant: h["tn"], State: task.DAGState(h["st"]), FinishedAt: msTime(h["fa"]),
-		CancelRequestedAt: msTime(h["cx"]), CanceledBy: h["cb"], Nodes: make(map[string]DAGNode, len(nc.Val()))}
+		CancelRequestedAt: msTime(h["cx"]), CanceledBy: h["cb"], Nodes: make(map[string]DAGNode, len(nodes))}
 	if t := msTime(h["ct"]); t != nil {
 		r.CreatedAt = *t
 	}
-	for k, v := range nc.Val() {
+	for k, v := range nodes {
 		r.Nodes[k] = decodeDAGNode(v)
 	}
-	return r, nil
+	return r
+}
+
+func (s *Store) allDAGs() string { return s.opts.Prefix + ":{dags}:all" }
+
+// maxDAGIndex bounds the index of runs DAGRunsBefore pages through (the
+// oldest leave it first); runs expire on their own retention anyway.
+const maxDAGIndex = 200_000
+
+// DAGRunsBefore reads up to limit runs created before the mark (ms and
+// id: older, or as old with a smaller id; ms 0 starts at the newest),
+// newest first, and whether more are indexed. A run whose keys expired
+// leaves the index as it is met.
+func (s *Store) DAGRunsBefore(ctx context.Context, ms int64, id string, limit int) ([]*DAGRun, bool, error) {
+	limit = clampBatch(limit)
+	max := "+inf"
+	if ms > 0 {
+		max = strconv.FormatInt(ms, 10)
+	}
+	// Runs of the mark's millisecond at or after its id come back too: ask
+	// for a few more and skip them.
+	zs, err := s.rdb.ZRevRangeByScoreWithScores(ctx, s.allDAGs(), &redis.ZRangeBy{Max: max, Min: "-inf", Count: int64(limit + 64)}).Result()
+	if err != nil {
+		return nil, false, fmt.Errorf("queue: DAG runs: %w", err)
+	}
+	var ids []string
+	for _, z := range zs {
+		m, _ := z.Member.(string)
+		if ms > 0 && int64(z.Score) == ms && m >= id {
+			continue
+		}
+		ids = append(ids, m)
+	}
+	more := len(ids) > limit
+	ids = ids[:min(len(ids), limit)]
+	pipe := s.rdb.Pipeline()
+	runs := make([]*redis.MapStringStringCmd, len(ids))
+	nodes := make([]*redis.MapStringStringCmd, len(ids))
+	for i, id := range ids {
+		runs[i] = pipe.HGetAll(ctx, s.dagKey(id, "run"))
+		nodes[i] = pipe.HGetAll(ctx, s.dagKey(id, "nodes"))
+	}
+	if len(ids) > 0 {
+		if _, err := pipe.Exec(ctx); err != nil {
+			return nil, false, fmt.Errorf("queue: DAG runs: %w", err)
+		}
+	}
+	out := make([]*DAGRun, 0, len(ids))
+	var gone []any
+	for i, id := range ids {
+		if r := dagRunOf(id, runs[i].Val(), nodes[i].Val()); r != nil {
+			out = append(out, r)
+		} else {
+			gone = append(gone, id)
+		}
+	}
+	if len(gone) > 0 {
+		_ = s.rdb.ZRem(ctx, s.allDAGs(), gone...).Err() // tidying: the next listing retries
+	}
+	return out, more, nil
 }
 
 // ActiveDAGs lists up to limit ids of running DAG runs, oldest first.

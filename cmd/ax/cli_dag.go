@@ -5,7 +5,12 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"slices"
+	"strings"
+	"text/tabwriter"
 
+	"github.com/ax-sched/ax/apiv1"
+	"github.com/ax-sched/ax/task"
 	"github.com/spf13/cobra"
 )
 
@@ -88,7 +93,64 @@ changes nothing and says what is.`,
 			return nil
 		}),
 	}
-	c.AddCommand(cliCommand(submit), cliCommand(get), cliCommand(cancel))
+	c.AddCommand(cliCommand(submit), cliCommand(get), cliCommand(cancel), cliCommand(newDAGListCmd()))
+	return c
+}
+
+func newDAGListCmd() *cobra.Command {
+	var f apiv1.DAGFilter
+	var state string
+	var explicit func(string) bool
+	c := &cobra.Command{
+		Use:     "ls",
+		Aliases: []string{"list"},
+		Short:   "List DAG runs of every region, newest first, by name, state or tenant",
+		Long: `List DAG runs, newest first, gathered from every home region by the server
+you ask. A tenant's token lists only its tenant's runs. A region that did
+not answer is named on stderr and the command exits 1 after printing what
+the others gave. --tenant is taken from the command line only.`,
+		Example: `  ax dag ls --state RUNNING
+  ax dag ls --name nightly --limit 5 --cursor <next cursor printed by the previous page>`,
+		Args: cobra.NoArgs,
+		RunE: cliRun(func(ctx context.Context, env *cliEnv, _ []string) error {
+			if f.Limit < 1 {
+				return cliUsage("--limit must be at least 1")
+			}
+			f.State = task.DAGState(strings.ToUpper(state))
+			if !explicit("tenant") {
+				f.Tenant = ""
+			}
+			res, err := env.api.ListDAGs(ctx, f)
+			if err != nil {
+				return err
+			}
+			err = env.show(res, func(w *tabwriter.Writer) {
+				fmt.Fprintln(w, "ID\tNAME\tSTATE\tTENANT\tHOME\tNODES\tCREATED")
+				for _, r := range res.Runs {
+					var parts []string
+					for st, n := range r.Nodes {
+						parts = append(parts, fmt.Sprintf("%d %s", n, st))
+					}
+					slices.Sort(parts)
+					fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", r.ID, cliOr(r.Name), r.State, cliOr(r.Tenant), r.Region,
+						cliOr(strings.Join(parts, ", ")), cliTime(&r.CreatedAt))
+				}
+			})
+			if err != nil {
+				return err
+			}
+			if !env.json && res.NextCursor != "" {
+				fmt.Fprintf(env.stderr, "(%d shown; more with --cursor %s)\n", len(res.Runs), res.NextCursor)
+			}
+			return cliPartial(env, res.Regions, res.Unavailable)
+		}),
+	}
+	explicit = cliTrackExplicit(c)
+	c.Flags().StringVar(&f.Name, "name", "", "only runs of this name")
+	c.Flags().StringVar(&state, "state", "", "only runs in this state (RUNNING, SUCCESS, FAILED, CANCELED)")
+	c.Flags().StringVar(&f.Tenant, "tenant", "", "only runs of this tenant")
+	c.Flags().IntVar(&f.Limit, "limit", 50, "at most this many")
+	c.Flags().StringVar(&f.Cursor, "cursor", "", "continue after the previous page (its next cursor)")
 	return c
 }
 

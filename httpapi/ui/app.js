@@ -256,11 +256,29 @@ async function dlq(q) {
 }
 
 // ---- DAG runs -----------------------------------------------------------------
-async function dags(id) {
+// dagList: GET /v1/dags, every region's runs newest first, with filters and a cursor.
+async function dagList(q) {
+  let h = '<form id="dag-filter" class="filters">';
+  for (const k of ['name', 'state', 'tenant', 'region']) h += '<label>' + k + '<input name="' + k + '" value="' + esc(q.get(k) || '') + '" size="12"></label>';
+  h += '<button type="submit">Filter</button></form>';
+  const d = await api('GET', '/v1/dags?' + q.toString());
+  h += partial(d) + '<table id="dag-table"><tr><th>run</th><th>name</th><th>state</th><th>tenant</th><th>home</th><th>nodes</th><th>created</th><th>finished</th></tr>';
+  for (const r of d.runs) {
+    const nodes = Object.entries(r.nodes || {}).sort().map(e => e[1] + ' ' + e[0]).join(', ');
+    h += '<tr><td><a class="dag-link" href="#/dags/' + encodeURIComponent(r.id) + '">' + esc(r.id) + '</a></td><td>' + esc(r.name) + '</td><td>' + state(r.state) +
+      '</td><td>' + esc(r.tenant) + '</td><td class="region">' + esc(r.region) + '</td><td>' + esc(nodes) + '</td><td>' + time(r.created_at) + '</td><td>' + time(r.finished_at) + '</td></tr>';
+  }
+  h += '</table>' + (d.runs.length ? '' : '<p class="muted">no DAG run matches</p>');
+  if (d.next_cursor) { const p = new URLSearchParams(q); p.set('cursor', d.next_cursor); h += '<p><a href="#/dags?' + esc(p.toString()) + '">next page</a></p>'; }
+  $('#dag').innerHTML = h;
+  $('#dag-filter').addEventListener('submit', ev => { ev.preventDefault(); location.hash = '#/dags?' + params(ev.target).toString(); });
+}
+
+async function dags(id, q) {
   let h = '<h1>DAG runs</h1><form id="dag-open" class="filters"><label>run id<input name="id" size="34" value="' + esc(id || '') + '"></label><button type="submit">Open</button></form><div id="dag"></div>';
   view().innerHTML = h;
   $('#dag-open').addEventListener('submit', ev => { ev.preventDefault(); location.hash = '#/dags/' + encodeURIComponent(params(ev.target).get('id') || ''); });
-  if (!id) return;
+  if (!id) return dagList(q);
   const d = await api('GET', '/v1/dags/' + encodeURIComponent(id));
   // Columns by depth: a node sits one column right of its deepest upstream.
   const depth = {}, byID = Object.fromEntries(d.nodes.map(n => [n.id, n]));
@@ -322,7 +340,7 @@ async function route() {
       case 'tasks': await tasks(q); break;
       case 'task': await taskPage(parts[1]); break;
       case 'dlq': await dlq(q); break;
-      case 'dags': await dags(parts[1]); break;
+      case 'dags': await dags(parts[1], q); break;
       case 'schedules': await schedules(); break;
       case 'cost': await cost(q); break;
       default: view().innerHTML = '<p>no such page</p>';

@@ -4,7 +4,9 @@ import (
 	"context"
 	"encoding/json"
 	"net/http"
+	"os"
 	"os/exec"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -65,29 +67,29 @@ func dashboardInBrowser(t *testing.T, fed *federation) {
 	var heldBy, trail, rows, url, stored, pools string
 	var alerted bool
 	steps := []struct {
-		what string
-		do   []chromedp.Action
+		what, shot string
+		do         []chromedp.Action
 	}{
-		{"open the dashboard", []chromedp.Action{chromedp.Navigate(api + "/"), chromedp.WaitVisible("#login-form", chromedp.ByQuery)}},
-		{"sign in", []chromedp.Action{chromedp.SendKeys("#token", fed.token(tokOperatorA), chromedp.ByQuery),
+		{"open the dashboard", "", []chromedp.Action{chromedp.Navigate(api + "/"), chromedp.WaitVisible("#login-form", chromedp.ByQuery)}},
+		{"sign in", "overview", []chromedp.Action{chromedp.SendKeys("#token", fed.token(tokOperatorA), chromedp.ByQuery),
 			chromedp.Click(`#login-form button[type="submit"]`, chromedp.ByQuery),
 			chromedp.WaitVisible("h2.region", chromedp.ByQuery), // the overview, with the token
 			chromedp.Text("table.pools", &pools, chromedp.ByQuery)}},
-		{"search eu-west-1's sleep tasks", []chromedp.Action{chromedp.Navigate(api + "/#/tasks"),
+		{"search eu-west-1's sleep tasks", "tasks", []chromedp.Action{chromedp.Navigate(api + "/#/tasks"),
 			chromedp.WaitVisible("#task-search", chromedp.ByQuery),
 			chromedp.SetValue(`#task-search input[name="type"]`, "sleep", chromedp.ByQuery),
 			chromedp.SetValue(`#task-search input[name="region"]`, "eu-west-1", chromedp.ByQuery),
 			chromedp.Click(`#task-search button[type="submit"]`, chromedp.ByQuery),
 			chromedp.WaitVisible(`#task-table a[href="#/task/`+h.ID+`"]`, chromedp.ByQuery),
 			chromedp.Text("#task-table", &rows, chromedp.ByQuery)}},
-		{"open the task", []chromedp.Action{chromedp.Click(`#task-table a[href="#/task/`+h.ID+`"]`, chromedp.ByQuery),
+		{"open the task", "", []chromedp.Action{chromedp.Click(`#task-table a[href="#/task/`+h.ID+`"]`, chromedp.ByQuery),
 			chromedp.WaitVisible("#trail", chromedp.ByQuery),
 			chromedp.Text("#held-by", &heldBy, chromedp.ByQuery),
 			chromedp.Text("#trail", &trail, chromedp.ByQuery),
 			chromedp.Location(&url),
 			chromedp.Evaluate(`sessionStorage.getItem('ax.token') !== null`, &alerted),
 			chromedp.Evaluate(`document.querySelector('pre').textContent`, &stored)}},
-		{"replay a dead letter of eu-west-1 from the DLQ page", []chromedp.Action{chromedp.Navigate(api + "/#/dlq?type=sleep"),
+		{"replay a dead letter of eu-west-1 from the DLQ page", "dlq", []chromedp.Action{chromedp.Navigate(api + "/#/dlq?type=sleep"),
 			chromedp.WaitVisible(`#dlq-table input.pick[value="`+dead.ID+`"]`, chromedp.ByQuery),
 			chromedp.Click(`#dlq-table input.pick[value="`+dead.ID+`"]`, chromedp.ByQuery),
 			chromedp.Click("#replay", chromedp.ByQuery),
@@ -100,6 +102,21 @@ func dashboardInBrowser(t *testing.T, fed *federation) {
 	if err := chromedp.Run(ctx); err != nil {
 		t.Fatalf("chromium (%s) does not start: %v", bin, err)
 	}
+	// AX_DASHBOARD_SCREENSHOTS=docs/dashboard (a directory) keeps a
+	// screenshot of each page the test visits, for the README.
+	shots := os.Getenv("AX_DASHBOARD_SCREENSHOTS")
+	shot := func(name string) {
+		if shots == "" || name == "" {
+			return
+		}
+		var png []byte
+		if err := chromedp.Run(ctx, chromedp.Sleep(300*time.Millisecond), chromedp.FullScreenshot(&png, 100)); err != nil {
+			t.Fatalf("screenshot %s: %v", name, err)
+		}
+		if err := os.WriteFile(filepath.Join(shots, name+".png"), png, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
 	run := func(what string, do ...chromedp.Action) {
 		t.Helper()
 		sctx, scancel := context.WithTimeout(ctx, 15*time.Second)
@@ -111,8 +128,12 @@ func dashboardInBrowser(t *testing.T, fed *federation) {
 			t.Fatalf("browser: %s: %v; the page: %s", what, err, html)
 		}
 	}
+	if err := chromedp.Run(ctx, chromedp.EmulateViewport(1400, 900)); err != nil {
+		t.Fatal(err)
+	}
 	for _, st := range steps {
 		run(st.what, st.do...)
+		shot(st.shot)
 	}
 	t.Logf("dashboard: signed in, searched, opened the task and read its trail in %v", time.Since(start).Round(time.Millisecond))
 
@@ -138,6 +159,31 @@ func dashboardInBrowser(t *testing.T, fed *federation) {
 	if !strings.Contains(liveTrail, "SUCCESS") {
 		t.Fatalf("the trail was not refreshed with the state: %q", liveTrail)
 	}
+	shot("task")
+
+	// DAG runs: the listing (GET /v1/dags, every region) links a run of
+	// team-a whose home is eu-west-1; its page draws the graph.
+	code, body := fed.call("eu-west-1", tokSubmitterA, http.MethodPost, "/v1/dags", map[string]any{"name": "dashboard-dag", "nodes": []map[string]any{
+		{"id": "extract", "task": map[string]any{"type": "sleep", "payload": map[string]int{"ms": 1}, "delay": "1h"}},
+		{"id": "load", "depends_on": []string{"extract"}, "task": map[string]any{"type": "sleep"}}}})
+	var dagRun struct{ ID string }
+	if code != http.StatusCreated || json.Unmarshal(body, &dagRun) != nil {
+		t.Fatalf("POST /v1/dags: %d %s", code, body)
+	}
+	var dagRows, graph string
+	run("list DAG runs", chromedp.Navigate(api+"/#/dags?name=dashboard-dag"),
+		chromedp.WaitVisible(`#dag-table a[href="#/dags/`+dagRun.ID+`"]`, chromedp.ByQuery),
+		chromedp.Text("#dag-table", &dagRows, chromedp.ByQuery))
+	shot("dags")
+	run("open the run", chromedp.Click(`#dag-table a[href="#/dags/`+dagRun.ID+`"]`, chromedp.ByQuery),
+		chromedp.WaitVisible(".graph .node", chromedp.ByQuery), chromedp.Text(".graph", &graph, chromedp.ByQuery))
+	shot("dag")
+	if !strings.Contains(dagRows, "eu-west-1") || !strings.Contains(dagRows, "1 RELEASED, 1 WAITING") {
+		t.Fatalf("DAG listing: %q", dagRows)
+	}
+	if !strings.Contains(graph, "extract") || !strings.Contains(graph, "load") {
+		t.Fatalf("DAG graph: %q", graph)
+	}
 	if !strings.Contains(pools, "capacity window") || !strings.Contains(pools, "always") {
 		t.Fatalf("overview pools lack the capacity window column: %q", pools)
 	}
@@ -161,7 +207,7 @@ func dashboardInBrowser(t *testing.T, fed *federation) {
 	if replayed != "replay: 1 of 1 done" {
 		t.Fatalf("bulk replay: %q", replayed)
 	}
-	code, body := fed.call("us-east-1", tokSubmitterA, http.MethodGet, "/v1/tasks/"+dead.ID+"/trail", nil)
+	code, body = fed.call("us-east-1", tokSubmitterA, http.MethodGet, "/v1/tasks/"+dead.ID+"/trail", nil)
 	var tr apiv1.TrailResponse
 	if code != 200 || json.Unmarshal(body, &tr) != nil {
 		t.Fatalf("trail of the dead letter: %d %s", code, body)
