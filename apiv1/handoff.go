@@ -70,7 +70,10 @@ const (
 	// HandOffPending: the sender has not recorded an answer yet (the task
 	// is in its outbox for the receiver); ask again later.
 	HandOffPending = "pending"
-	// HandOffUnknown: the sender has no record of the id.
+	// HandOffUnknown: the sender has no record of the id although none of
+	// its records can have expired yet (it lost its data): it can place
+	// the task nowhere else, so the receiver runs it. (A missing record of
+	// a task older than the sender's shortest retention is "revoked".)
 	HandOffUnknown = "unknown"
 )
 

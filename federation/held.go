@@ -27,12 +27,6 @@ import (
 const (
 	heldAsk   = time.Second
 	heldEvery = time.Second
-	// heldUnknownRelease: a held task whose sender has no record of it
-	// (the sender lost its data) is released when younger than this, so a
-	// loss there loses nothing here. An older one may be one the sender
-	// placed elsewhere and whose ended record it has since dropped (the
-	// retention of ended tasks is 24 h by default): it is dropped.
-	heldUnknownRelease = 12 * time.Hour
 )
 
 // Commit releases hand-offs held from region from: that region recorded
@@ -138,12 +132,10 @@ func (n *Node) askWord(ctx context.Context, from string, hs []queue.HeldTask, no
 		case apiv1.HandOffRevoked:
 			drop = append(drop, it.ID)
 		case apiv1.HandOffUnknown:
-			if now.Sub(hs[i].At) < heldUnknownRelease {
-				release = append(release, it.ID)
-			} else {
-				drop = append(drop, it.ID)
-			}
-			n.log.Warn("held hand-off unknown to its sender", "peer", from, "id", it.ID, "released", now.Sub(hs[i].At) < heldUnknownRelease)
+			// The sender lost the task (its record cannot have expired
+			// yet): it can place it nowhere else, so it runs here.
+			release = append(release, it.ID)
+			n.log.Warn("held hand-off unknown to its sender (it lost its record); running it here", "peer", from, "id", it.ID)
 		}
 	}
 	if len(release) > 0 {

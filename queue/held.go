@@ -119,7 +119,12 @@ const (
 	WordCommitted = "committed" // the record forwards to the target: it runs there
 	WordRevoked   = "revoked"   // the record went on without the target: it must not run there
 	WordPending   = "pending"   // in the outbox for the target, unanswered yet
-	WordUnknown   = "unknown"   // no record of the id here
+	// WordUnknown: no record of the id here although none can have
+	// expired yet (the task is younger than every retention): this
+	// region lost it, and can no longer place it anywhere. A missing
+	// record of an older task may have ended elsewhere and expired: that
+	// is WordRevoked.
+	WordUnknown = "unknown"
 )
 
 // HandOffWord is this region's word, as the sender, on hand-offs that
@@ -143,6 +148,8 @@ func (s *Store) HandOffWord(ctx context.Context, target string, ids []string) ([
 			return nil, fmt.Errorf("queue: hand-off word: %w", err)
 		}
 	}
+	now := s.now()
+	keep := min(s.opts.RetainSuccess, s.opts.RetainCanceled, s.opts.RetainDead)
 	for i, c := range cmds {
 		if c == nil {
 			continue
@@ -151,7 +158,13 @@ func (s *Store) HandOffWord(ctx context.Context, target string, ids []string) ([
 		str := func(k int) string { s, _ := v[k].(string); return s }
 		switch st := str(0); {
 		case st == "":
-			out[i] = WordUnknown
+			// Ids carry their creation time: a record cannot have expired
+			// before the task is as old as the shortest retention.
+			if p, err := task.ParseID(ids[i]); err == nil && now.Sub(p.Time) < keep {
+				out[i] = WordUnknown
+			} else {
+				out[i] = WordRevoked
+			}
 		case st == "H" && str(1) == target:
 			out[i] = WordCommitted
 		case st == "P" && str(2) == target:

@@ -111,7 +111,8 @@ func TestHeldDelayedHandOffWaitsForItsTime(t *testing.T) {
 }
 
 // The sender's word is its record: HANDED_OFF to the asker is committed,
-// in the outbox for it pending, anything else revoked; no record unknown.
+// in the outbox for it pending, anything else revoked; no record unknown
+// while the task is younger than every retention, else revoked.
 func TestHandOffWord(t *testing.T) {
 	e := newEnv(t)
 	ids := e.outboxIDs(3) // bound for us-east
@@ -119,12 +120,16 @@ func TestHandOffWord(t *testing.T) {
 		t.Fatal(err)
 	}
 	other := e.submit("cpu")
-	gone := "0000000000000000.0.eu-west"
-	words, err := e.s.HandOffWord(e.ctx, "us-east", []string{ids[0], ids[1], ids[2], other, gone})
+	lost := e.submit("cpu") // its record lost (a Redis without AOF, say)
+	if err := e.rdb.Del(e.ctx, e.shardPrefix(lost)+"t:"+lost).Err(); err != nil {
+		t.Fatal(err)
+	}
+	expired := "0000000000000000.0.eu-west" // older than every retention
+	words, err := e.s.HandOffWord(e.ctx, "us-east", []string{ids[0], ids[1], ids[2], other, lost, expired})
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := []string{WordCommitted, WordRevoked, WordPending, WordRevoked, WordUnknown}
+	want := []string{WordCommitted, WordRevoked, WordPending, WordRevoked, WordUnknown, WordRevoked}
 	for i := range want {
 		if words[i] != want[i] {
 			t.Fatalf("words %v, want %v", words, want)
