@@ -731,6 +731,7 @@ func TestAPIContract(t *testing.T) {
 
 	t.Run("live updates (GET /v1/stream)", func(t *testing.T) { streamContract(t, f) })
 	t.Run("on_behalf_of only from the cluster token", func(t *testing.T) { onBehalfOf(t, f) })
+	t.Run("OpenAPI examples and answers match the spec", func(t *testing.T) { openAPIConformance(t, f) })
 
 	// Last: it takes the region's Redis away.
 	t.Run("readyz 503 without the region's Redis", func(t *testing.T) {
