@@ -156,3 +156,41 @@ func TestSubmitAdmitMax(t *testing.T) {
 		t.Fatalf("after a claim: %v", err)
 	}
 }
+
+// Attempts that end without complete or fail are cost records too: a
+// return (preemption, a worker's shutdown) from its claim to the return,
+// a lease expiry from its claim to the end of its lease (the reaper cannot
+// know when the handler stopped); both count as not succeeded.
+func TestCostRecordsOfReturnedAndExpiredAttempts(t *testing.T) {
+	e := newEnv(t, func(o *Options) { o.Lease = 5 * time.Second })
+	day := CostDay(e.clock.Now())
+	returned := e.submit("gpu", retries(2))
+	ts, err := e.s.Claim(e.ctx, ClaimRequest{Pool: "gpu", Worker: "w1", N: 1, Price: 3.6})
+	if err != nil || len(ts) != 1 {
+		t.Fatal(len(ts), err)
+	}
+	e.clock.Advance(3 * time.Second)
+	if _, err := e.s.Return(e.ctx, returned, ts[0].LeaseToken, task.ReasonPreempted, 0); err != nil {
+		t.Fatal(err)
+	}
+	ts, err = e.s.Claim(e.ctx, ClaimRequest{Pool: "gpu", Worker: "w1", N: 1, Price: 3.6})
+	if err != nil || len(ts) != 1 || ts[0].ID != returned {
+		t.Fatal(len(ts), err)
+	}
+	e.clock.Advance(20 * time.Second) // no heartbeat: the lease ran out 15 s ago
+	if n, _, err := e.s.Reap(e.ctx, leader, 10); err != nil || n != 1 {
+		t.Fatalf("reaped %d, %v", n, err)
+	}
+	rs, err := e.s.Costs(e.ctx, day, day)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// 3 s returned + 5 s of lease, at $3.60/h: $0.008.
+	want := map[string]CostRecord{
+		day.Format(time.DateOnly) + " default test.noop gpu ": {Day: day, Tenant: "default", Type: "test.noop", Pool: "gpu",
+			Runs: 2, Failed: 2, RunTime: 8 * time.Second, PicoUSD: 8_000_000_000},
+	}
+	if d := cmp.Diff(want, costSum(rs)); d != "" {
+		t.Fatalf("cost records (-want +got):\n%s", d)
+	}
+}

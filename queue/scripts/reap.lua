@@ -1,6 +1,7 @@
 -- reap.lua (leader, fenced): expired leases go through TIMEOUT (recorded in
 -- the trail) to PENDING with backoff, FAILED when retries are spent, or
 -- CANCELED when a cancel was requested. A lease expiry spends a retry.
+-- Each expired attempt is a cost record (claim to lease expiry, failed).
 -- KEYS: 1-8 see lib.lua; 9 fence key.
 -- ARGV: 1 clock, 2 fencing token, 3 limit (≤ 1000), 4 jitter seed,
 --       5 dead retention ms, 6 canceled retention ms, 7-9 region defaults for
@@ -13,10 +14,15 @@ local seed = tonumber(ARGV[4])
 local done = {}
 for k, id in ipairs(ids) do
   local tk = tkey(id)
-  local r = redis.call('HMGET', tk, 'st', 'at', 'mr', 'rb', 'rc', 'po', 'rt', 'sa', 'wk', 'cx', 'to')
+  local r = redis.call('HMGET', tk, 'st', 'at', 'mr', 'rb', 'rc', 'po', 'rt', 'sa', 'wk', 'cx', 'to', 'ty', 'tn', 'tg', 'px')
   if r[1] ~= 'U' then
     redis.call('ZREM', K_RUNNING, id) -- stale entry; nothing else to undo
   else
+    -- The slot was held from the claim until the lease ran out (the
+    -- handler may have stopped earlier; nobody can say when): a cost
+    -- record, counted failed.
+    local expiry = tonumber(redis.call('ZSCORE', K_RUNNING, id) or fmt(now))
+    if r[8] then cost(r[13], r[12], r[6], r[14], r[15], math.min(expiry, now) - tonumber(r[8]), true) end
     leave_running(id, r[6])
     flush(id, r[7], r[8], r[9], r[2])
     local why = 'HEARTBEAT_LOST'
@@ -38,6 +44,7 @@ for k, id in ipairs(ids) do
     done[#done + 1] = id
   end
 end
+write_costs(now)
 event('reap', done, #done)
 local nxt = redis.call('ZRANGE', K_RUNNING, 0, 0, 'WITHSCORES')
 return {#done, nxt[2] or ''}

@@ -6,6 +6,7 @@
 -- the task's tenant's tasks of its limit key (of its type when it names
 -- none) are paused for every worker until now + pause_ms, and the task waits READY, parked under that
 -- key (lib.lua park), until then.
+-- The attempt is a cost record (claim to now), counted as not succeeded.
 -- KEYS: 1-8 see lib.lua.
 -- ARGV: 1 clock, 2 id, 3 token, 4 reason (WORKER_SHUTDOWN|PREEMPTED|
 --       RETRY_AFTER), 5 delay_ms, 6 canceled retention ms, 7 pause_ms
@@ -14,11 +15,17 @@
 local now = clock(ARGV[1])
 local id, token, reason, delay = ARGV[2], ARGV[3], ARGV[4], tonumber(ARGV[5])
 local tk = tkey(id)
-local r = redis.call('HMGET', tk, 'st', 'lt', 'at', 'po', 'pr', 'eq', 'rt', 'sa', 'wk', 'cx', 'pc', 'lk', 'ty', 'tn')
+local r = redis.call('HMGET', tk, 'st', 'lt', 'at', 'po', 'pr', 'eq', 'rt', 'sa', 'wk', 'cx', 'pc', 'lk', 'ty', 'tn', 'tg', 'px')
 if not r[1] then return {2} end
 if r[1] ~= 'U' or r[2] ~= token then return {1, r[1]} end
 leave_running(id, r[4])
 flush(id, r[7], r[8], r[9], r[3])
+-- The attempt held its slot from its claim to now: a cost record, not a
+-- success (lib.lua cost).
+if r[8] then
+  cost(r[14], r[13], r[4], r[15], r[16], now - tonumber(r[8]), true)
+  write_costs(now)
+end
 local at = tonumber(r[3]) - 1
 redis.call('HSET', tk, 'at', fmt(at))
 if reason == 'PREEMPTED' then
