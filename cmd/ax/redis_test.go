@@ -1,13 +1,18 @@
 package main
 
 import (
+	"context"
 	"crypto/tls"
+	"errors"
 	"testing"
+	"time"
 
 	"github.com/redis/go-redis/v9"
 
 	"github.com/ax-sched/ax/internal/config"
 	"github.com/ax-sched/ax/internal/testenv"
+	"github.com/ax-sched/ax/queue"
+	"github.com/ax-sched/ax/task"
 )
 
 // redisClient puts redis.tls on every mode's connections (the sentinels'
@@ -56,5 +61,73 @@ func TestRedisClientTLSInEveryMode(t *testing.T) {
 	}
 	if _, err := redisClient(config.Redis{Addr: "h:1", TLS: config.RedisTLS{CA: certs.Dir + "/none.pem"}}, 0); err == nil {
 		t.Error("a missing CA file: no error")
+	}
+}
+
+// Sentinel and Cluster over TLS for real: a master, a replica and three
+// sentinels, and a 3-master cluster (tls-cluster yes), every one reached
+// by ax only on its TLS port with a client certificate (tls-auth-clients
+// yes); the store that redisClient builds from the config runs a
+// submit → claim → complete on each. Through Sentinel, the master address
+// the sentinels give is its TLS port; on the cluster every shard is used.
+func TestRedisTLSSentinelAndClusterRunForReal(t *testing.T) {
+	testenv.Slow(t)
+	certs := testenv.NewCerts(t)
+	tlsOn := config.RedisTLS{Enabled: true, CA: certs.CA, Cert: certs.Client, Key: certs.ClientKey}
+	set := testenv.StartRedisSentinel(t, testenv.SentinelOptions{TLS: certs})
+	cl := testenv.StartRedisClusterTLS(t, certs, 3)
+	if a, err := set.MasterAddr(context.Background()); err != nil || a != set.Master.TLSAddr() {
+		t.Fatalf("the sentinels name the master at %s (%v), want its TLS port %s", a, err, set.Master.TLSAddr())
+	}
+	for _, c := range []struct {
+		name   string
+		cfg    config.Redis
+		shards int
+	}{
+		{"sentinel", config.Redis{Sentinel: config.Sentinel{MasterName: testenv.SentinelMaster, Addrs: set.SentinelTLSAddrs()}, TLS: tlsOn}, 1},
+		{"cluster", config.Redis{Cluster: config.RedisCluster{Addrs: cl.TLSAddrs()}, TLS: tlsOn}, 3},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+			defer cancel()
+			rc, err := redisClient(c.cfg, 0)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer rc.Close()
+			st, err := queue.New(rc, queue.Options{Region: "tls-1", Shards: c.shards})
+			if err != nil {
+				t.Fatal(err)
+			}
+			var nts []queue.NewTask
+			for range 2 * c.shards {
+				sp := &task.Spec{Type: "noop"}
+				if err := sp.Normalize(task.DefaultDefaults(), time.Now()); err != nil {
+					t.Fatal(err)
+				}
+				nts = append(nts, queue.NewTask{Spec: sp, Pool: "cpu", Pinned: true})
+			}
+			res, err := st.Submit(ctx, nts...)
+			if err != nil {
+				t.Fatalf("submit over TLS: %v", err)
+			}
+			claimed, err := st.Claim(ctx, queue.ClaimRequest{Pool: "cpu", Worker: "w", N: len(nts)})
+			if err != nil || len(claimed) != len(nts) {
+				t.Fatalf("claim over TLS: %d of %d, %v", len(claimed), len(nts), err)
+			}
+			var cs []queue.Completion
+			for _, tk := range claimed {
+				cs = append(cs, queue.Completion{ID: tk.ID, Token: tk.LeaseToken})
+			}
+			if errs, err := st.Complete(ctx, cs...); err != nil || errors.Join(errs...) != nil {
+				t.Fatalf("complete over TLS: %v %v", err, errs)
+			}
+			for _, r := range res {
+				got, err := st.Get(ctx, r.ID)
+				if err != nil || got.State != task.Success {
+					t.Fatalf("task %s after complete: %+v %v", r.ID, got, err)
+				}
+			}
+		})
 	}
 }

@@ -33,16 +33,22 @@ type RedisOptions struct {
 	Sentinel bool
 	// Extra are additional config directives ("name value").
 	Extra []string
+	// TLS, when set, makes the server listen with TLS too, on a port of its
+	// own (TLSAddr; clients must present a certificate of the CA), and
+	// replicate (and, with Cluster, talk on the cluster bus) over TLS. The
+	// plain port stays, for the test's own clients and probes.
+	TLS *Certs
 }
 
 // Redis is a redis-server child process owned by a test (an
 // internal/redisproc server that is stopped with t.Cleanup and can be
 // killed, paused and restarted on the same port and data).
 type Redis struct {
-	t    testing.TB
-	dir  string
-	port int
-	opts RedisOptions
+	t       testing.TB
+	dir     string
+	port    int
+	tlsPort int // 0: no TLS
+	opts    RedisOptions
 
 	mu  sync.Mutex
 	srv *redisproc.Server // nil while stopped
@@ -66,6 +72,9 @@ func StartRedis(t testing.TB, opts ...RedisOptions) *Redis {
 	r := &Redis{t: t, dir: t.TempDir()}
 	if len(opts) > 0 {
 		r.opts = opts[0]
+	}
+	if r.opts.TLS != nil {
+		r.tlsPort = FreePort(t)
 	}
 	srv, err := r.start(0)
 	if errors.Is(err, redisproc.ErrNotFound) {
@@ -99,6 +108,12 @@ func (r *Redis) start(port int) (*redisproc.Server, error) {
 	if r.opts.Sentinel {
 		opts = append(opts, redisproc.WithSentinel())
 	}
+	if c := r.opts.TLS; c != nil {
+		opts = append(opts, redisproc.WithConfig(append(c.RedisTLS(r.tlsPort), "tls-replication yes")...))
+		if r.opts.Cluster {
+			opts = append(opts, redisproc.WithConfig("tls-cluster yes"))
+		}
+	}
 	opts = append(opts, redisproc.WithConfig(r.opts.Extra...))
 	// Generous: the machine may be busy, and a restarted server with data
 	// loads it first.
@@ -109,6 +124,14 @@ func (r *Redis) start(port int) (*redisproc.Server, error) {
 
 // Addr is host:port of the server.
 func (r *Redis) Addr() string { return "127.0.0.1:" + strconv.Itoa(r.port) }
+
+// TLSAddr is host:port of the server's TLS port ("" without RedisOptions.TLS).
+func (r *Redis) TLSAddr() string {
+	if r.tlsPort == 0 {
+		return ""
+	}
+	return "127.0.0.1:" + strconv.Itoa(r.tlsPort)
+}
 
 // Dir is the server's data directory.
 func (r *Redis) Dir() string { return r.dir }

@@ -22,6 +22,11 @@ type SentinelOptions struct {
 	// DownAfter is how long the master must not answer before the
 	// sentinels call it down (default 1s).
 	DownAfter time.Duration
+	// TLS, when set, puts every node and sentinel on TLS too (RedisOptions.TLS):
+	// replicas replicate from the master's TLS port, the sentinels monitor
+	// it there and talk to each other over TLS, so what they tell clients
+	// (the master's address, each other's) are TLS ports.
+	TLS *Certs
 }
 
 // SentinelSet is a master, its replicas and the sentinels watching them,
@@ -58,15 +63,19 @@ func StartRedisSentinel(t testing.TB, o SentinelOptions) *SentinelSet {
 		return []string{"masterauth " + strconv.Quote(o.Password)}
 	}
 	s := &SentinelSet{t: t, opts: o}
-	s.Master = StartRedis(t, RedisOptions{Password: o.Password, Extra: auth()})
+	s.Master = StartRedis(t, RedisOptions{Password: o.Password, Extra: auth(), TLS: o.TLS})
+	masterPort := s.Master.port
+	if o.TLS != nil {
+		masterPort = s.Master.tlsPort
+	}
 	for range o.Replicas {
-		extra := append(auth(), "replicaof 127.0.0.1 "+strconv.Itoa(s.Master.port))
-		s.Replicas = append(s.Replicas, StartRedis(t, RedisOptions{Password: o.Password, Extra: extra}))
+		extra := append(auth(), "replicaof 127.0.0.1 "+strconv.Itoa(masterPort))
+		s.Replicas = append(s.Replicas, StartRedis(t, RedisOptions{Password: o.Password, Extra: extra, TLS: o.TLS}))
 	}
 	quorum := o.Sentinels/2 + 1
 	for range o.Sentinels {
 		conf := []string{
-			fmt.Sprintf("sentinel monitor %s 127.0.0.1 %d %d", SentinelMaster, s.Master.port, quorum),
+			fmt.Sprintf("sentinel monitor %s 127.0.0.1 %d %d", SentinelMaster, masterPort, quorum),
 			fmt.Sprintf("sentinel down-after-milliseconds %s %d", SentinelMaster, o.DownAfter.Milliseconds()),
 			fmt.Sprintf("sentinel failover-timeout %s 10000", SentinelMaster),
 			fmt.Sprintf("sentinel parallel-syncs %s 1", SentinelMaster),
@@ -78,7 +87,7 @@ func StartRedisSentinel(t testing.TB, o SentinelOptions) *SentinelSet {
 			// Sentinels talk to each other with it too.
 			conf = append(conf, "sentinel sentinel-pass "+strconv.Quote(o.SentinelPassword))
 		}
-		s.Sentinels = append(s.Sentinels, StartRedis(t, RedisOptions{Sentinel: true, Password: o.SentinelPassword, Extra: conf}))
+		s.Sentinels = append(s.Sentinels, StartRedis(t, RedisOptions{Sentinel: true, Password: o.SentinelPassword, Extra: conf, TLS: o.TLS}))
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
@@ -142,6 +151,15 @@ func (s *SentinelSet) SentinelAddrs() []string {
 	out := make([]string, len(s.Sentinels))
 	for i, sn := range s.Sentinels {
 		out[i] = sn.Addr()
+	}
+	return out
+}
+
+// SentinelTLSAddrs are the sentinels' TLS host:port (with SentinelOptions.TLS).
+func (s *SentinelSet) SentinelTLSAddrs() []string {
+	out := make([]string, len(s.Sentinels))
+	for i, sn := range s.Sentinels {
+		out[i] = sn.TLSAddr()
 	}
 	return out
 }
