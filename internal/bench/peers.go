@@ -177,6 +177,7 @@ func Peers(ctx context.Context, o PeersOptions, progress Progress) (*Summary, er
 		run   *peerRun
 	}
 	var results []result
+	seen := map[string]bool{}
 	total := o.Rounds * len(cmds)
 	for r := 1; r <= o.Rounds; r++ {
 		for _, c := range cmds {
@@ -201,7 +202,10 @@ func Peers(ctx context.Context, o PeersOptions, progress Progress) (*Summary, er
 				continue
 			}
 			for _, n := range run.Notes {
-				if !strings.HasPrefix(n, "load average") {
+				// A tool's note that every round repeats (its settings) is
+				// said once; the load is in the runs table.
+				if !strings.HasPrefix(n, "load average") && !seen[c.name+"\x00"+n] {
+					seen[c.name+"\x00"+n] = true
 					s.Notes = append(s.Notes, fmt.Sprintf("round %d, %s: %s", r, c.name, n))
 				}
 			}
