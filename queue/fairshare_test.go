@@ -1,6 +1,7 @@
 package queue
 
 import (
+	"context"
 	"fmt"
 	"testing"
 	"time"
@@ -236,4 +237,21 @@ func TestFairShareReadyPathsAndOff(t *testing.T) {
 	if ts := e.claim("p", 10); len(ts) != 3 {
 		t.Errorf("fair share off: claimed %d, want all 3", len(ts))
 	}
+}
+
+// BenchmarkClaimFairShare: claim.lua and complete.lua per task without and
+// with a fair share on the pool, tasks of two tenants weighted 3:1 that
+// alternate (each claim of 32 gives slots to both).
+func BenchmarkClaimFairShare(b *testing.B) {
+	var sp [2]*task.Spec
+	for i, tn := range []string{"a", "b"} {
+		s := benchSpec(b)
+		s.Tenant = tn
+		sp[i] = s
+	}
+	benchClaimArms(b, func(ctx context.Context, on *Store) error {
+		return on.SetFairShare(ctx, Fence{Name: "region", Token: 1}, map[string]FairShare{
+			"cpu": {Tenants: map[string]TenantShare{"a": {Weight: 3}, "b": {Weight: 1}}},
+		})
+	}, func(i int) *task.Spec { return sp[i%2] })
 }

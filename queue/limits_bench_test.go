@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/ax-sched/ax/internal/testenv"
+	"github.com/ax-sched/ax/task"
 )
 
 // BenchmarkClaimLimits times claim.lua and complete.lua in Redis (SLOWLOG,
@@ -18,6 +19,20 @@ import (
 // completion gives it back). Limits that bind park tasks instead: that cost
 // is per parked task, once (docs/limits.md).
 func BenchmarkClaimLimits(b *testing.B) {
+	sp := benchSpec(b)
+	benchClaimArms(b, func(ctx context.Context, on *Store) error {
+		return on.SetLimits(ctx, Fence{Name: "region", Token: 1}, []Limit{
+			{Kind: LimitType, Name: "bench.noop", Rate: 1e9, Burst: 1e9},
+			{Kind: LimitTenant, Name: "default", Concurrency: 1e9},
+		})
+	}, func(int) *task.Spec { return sp })
+}
+
+// benchClaimArms times claim.lua and complete.lua per task (SLOWLOG, call
+// by call, median, 32 tasks a call) on two stores of two regions in one
+// Redis, claims alternating between them: "off" as built, "on" after
+// setOn. Each store holds b.N×32 READY tasks of spec(i) in pool cpu.
+func benchClaimArms(b *testing.B, setOn func(context.Context, *Store) error, spec func(i int) *task.Spec) {
 	r := testenv.StartRedis(b)
 	rdb := r.Client()
 	ctx := context.Background()
@@ -34,19 +49,15 @@ func BenchmarkClaimLimits(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	if err := on.SetLimits(ctx, Fence{Name: "region", Token: 1}, []Limit{
-		{Kind: LimitType, Name: "bench.noop", Rate: 1e9, Burst: 1e9},
-		{Kind: LimitTenant, Name: "default", Concurrency: 1e9},
-	}); err != nil {
+	if err := setOn(ctx, on); err != nil {
 		b.Fatal(err)
 	}
-	sp := benchSpec(b)
 	for _, s := range []*Store{off, on} {
 		batch := make([]NewTask, 0, 1000)
 		for n := 0; n < b.N*32; n += 1000 {
 			batch = batch[:0]
 			for j := 0; j < 1000; j++ {
-				batch = append(batch, NewTask{Spec: sp, Pool: "cpu"})
+				batch = append(batch, NewTask{Spec: spec(n + j), Pool: "cpu"})
 			}
 			if _, err := s.Submit(ctx, batch...); err != nil {
 				b.Fatal(err)

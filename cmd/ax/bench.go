@@ -31,7 +31,7 @@ func newBenchCmd() *cobra.Command {
 	bf := &benchFlags{}
 	c := &cobra.Command{
 		Use:   "bench",
-		Short: "Load generator: throughput, latency, delayed promotion, the seed stress test, placement",
+		Short: "Load generator: throughput, latency, delayed promotion, the seed stress test, placement, fairness",
 		Long: `ax bench measures ax on this machine and prints a summary (-o json for JSON;
 --compare FILE for the change against an earlier JSON summary).
 
@@ -63,7 +63,7 @@ with another Redis queue fairly.`,
 	pf.IntVar(&bf.workers.Concurrency, "concurrency", 128, "slots per worker")
 	pf.IntVar(&bf.workers.ClaimBatch, "claim-batch", 0, "most tasks one claim takes (0: the worker default)")
 	c.AddCommand(newBenchThroughputCmd(bf), newBenchLatencyCmd(bf), newBenchDelayedCmd(bf),
-		newBenchStressCmd(bf), newBenchPlacementCmd(bf), newBenchAPICmd(bf), newBenchCostSimCmd(bf), newBenchCompareCmd(bf))
+		newBenchStressCmd(bf), newBenchPlacementCmd(bf), newBenchFairnessCmd(bf), newBenchAPICmd(bf), newBenchCostSimCmd(bf), newBenchCompareCmd(bf))
 	return c
 }
 
@@ -204,6 +204,25 @@ func newBenchThroughputCmd(bf *benchFlags) *cobra.Command {
 	f.IntVar(&o.Batch, "batch", 1000, "tasks per batched submit")
 	f.IntVar(&o.Submitters, "submitters", 2, "goroutines submitting batches")
 	f.IntVar(&o.APITasks, "api-tasks", 10000, "with --api: tasks submitted through the API per mode (one per request, batched)")
+	return c
+}
+
+func newBenchFairnessCmd(bf *benchFlags) *cobra.Command {
+	var o bench.FairnessOptions
+	c := &cobra.Command{
+		Use:   "fairness",
+		Short: "Noisy neighbour: tenant A floods, tenant B submits at a low rate; B's wait and Redis µs/task without and with fair share",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			o.WorkerOptions = bf.workers
+			return benchRun(cmd, bf, true, func(ctx context.Context, e *bench.Env, p bench.Progress) (*bench.Summary, error) {
+				return bench.Fairness(ctx, e, o, p)
+			})
+		},
+	}
+	f := c.Flags()
+	f.IntVar(&o.Flood, "flood", 200000, "tenant A's tasks, queued before the workers start")
+	f.Float64Var(&o.Rate, "rate", 10, "tenant B's tasks/s while A's drain")
 	return c
 }
 

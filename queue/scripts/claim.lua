@@ -77,21 +77,24 @@ local function keys_of(ty, tn, lk)
   return ks
 end
 local held = {} -- id -> ',key,...,' of the concurrency it takes
-local rec = {}  -- id -> its record as read by admit (limits on)
+local rec = {}  -- id -> its record as read by admit (limits on) or the fair share's check
 -- admit: 'take' this task, 'skip' it (not a type this claimer serves: it
 -- stays, counting towards the bound) or 'park' it (limited).
 local F = fair(pool) -- the pool's fair share (lib.lua), false when it has none
 local TN = {}         -- id -> tenant, for fs (F only)
 local function admit(id, p, pool, score, tn)
   local ty, lk
-  if LIM then
+  local h = rec[id]
+  if h == nil and LIM then
     -- the record, read once: the claim returns it (rec) if it takes the task
-    local h = redis.call('HGETALL', tkey(id))
+    h = redis.call('HGETALL', tkey(id))
+    rec[id] = h
+  end
+  if h then
     for x = 1, #h, 2 do
       local f = h[x]
       if f == 'ty' then ty = h[x + 1] elseif f == 'tn' then tn = h[x + 1] elseif f == 'lk' then lk = h[x + 1] end
     end
-    rec[id] = h
   elseif filter and (tn or not F) then
     ty = redis.call('HGET', tkey(id), 'ty')
   elseif F and not tn then
@@ -207,28 +210,52 @@ if F and left > 0 and parked < PARK_MAX then
     ioff = ioff + #got
     imore = #got == w + 1
     for _, tn in ipairs(got) do
-      fcand[#fcand + 1] = {tn = tn, heads = {}, pos = {}, off = {}, more = {}, over = 0}
+      fcand[#fcand + 1] = {tn = tn, heads = {}, pos = {}, off = {}, more = {}, key = {}, over = 0}
     end
     return #got
   end
+  -- fair_ready reads the task's record (which the claim returns if it
+  -- takes it, rec) and tells whether it is READY in this pool and priority
+  -- (not parked): an fq entry may be stale (removals are lazy, lib.lua).
+  -- A pinned delayed task promoted untouched is READY with st P (is_lazy).
+  local sp = {}
+  for p = 1, 4 do sp[p] = tostring(p) end
+  local function fair_ready(id, pool, p)
+    local h = redis.call('HGETALL', tkey(id))
+    rec[id] = h
+    local st, po, pr, pk, rs, pn, ob
+    for x = 1, #h, 2 do
+      local f = h[x]
+      if f == 'st' then st = h[x + 1] elseif f == 'po' then po = h[x + 1] elseif f == 'pr' then pr = h[x + 1]
+      elseif f == 'pk' then pk = h[x + 1] elseif f == 'rs' then rs = h[x + 1] elseif f == 'pn' then pn = h[x + 1]
+      elseif f == 'ob' then ob = h[x + 1] end
+    end
+    if po ~= pool or pr ~= sp[p] or pk then return false end
+    return st == 'R' or is_lazy(st, rs, pn, ob)
+  end
   -- fnext: the tenant's next task by aging, or nil when it has none left.
+  -- c.key[p]: the aging key of the head of priority p (false: none left).
   local function fnext(c)
     local bp, bk
     for p = 1, 4 do
-      local h = c.heads[p]
-      if h == nil or (c.pos[p] >= #h and c.more[p]) then
-        local o = c.off[p] or 0
-        h = redis.call('ZRANGE', fqkey(pool, p, c.tn), o, o + left - 1, 'WITHSCORES')
-        c.heads[p], c.pos[p], c.off[p], c.more[p] = h, 1, o + #h / 2, #h == 2 * left
+      local k = c.key[p]
+      if k == nil then
+        local h = c.heads[p]
+        if h == nil or (c.pos[p] >= #h and c.more[p]) then
+          local o = c.off[p] or 0
+          h = redis.call('ZRANGE', fqkey(pool, p, c.tn), o, o + left - 1, 'WITHSCORES')
+          c.heads[p], c.pos[p], c.off[p], c.more[p] = h, 1, o + #h / 2, #h == 2 * left
+        end
+        k = false
+        if c.pos[p] < #h then k = tonumber(h[c.pos[p] + 1]) + p * step end
+        c.key[p] = k
       end
-      if c.pos[p] < #h then
-        local key = tonumber(h[c.pos[p] + 1]) + p * step
-        if bk == nil or key < bk then bp, bk = p, key end
-      end
+      if k and (bk == nil or k < bk) then bp, bk = p, k end
     end
     if bp == nil then return nil end
     local h, i = c.heads[bp], c.pos[bp]
     c.pos[bp] = i + 2
+    c.key[bp] = nil
     return h[i], bp, h[i + 1]
   end
   if read_index() > 0 then
@@ -264,7 +291,7 @@ if F and left > 0 and parked < PARK_MAX then
         if id == nil then
           best.out = true
           best.empty = best.over == 0
-        elseif not redis.call('ZSCORE', qkey(pool, p), id) then
+        elseif not fair_ready(id, pool, p) then
           fgo(p, best.tn, id) -- not READY here any more: the lazy removal
         else
           local a = admit(id, p, pool, sc, best.tn)

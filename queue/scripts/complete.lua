@@ -53,6 +53,7 @@ if #ids > 0 then
   write_runtimes(KEYS[9], now, rtcap, alpha)
   write_costs(now)
   release_flush()
+  fair_flush()
 end
 event('complete', ids, #ids)
 return out

@@ -378,19 +378,32 @@ local function fair_add(pool, p, score, id, tn)
   end
 end
 -- fair_release gives back the slot a RUNNING task held in its pool's fair
--- share (its record's fs field: the tenant), and wakes the pool when the
--- tenant was at its max.
+-- share (its record's fs field: the tenant); fair_flush writes what the
+-- script gave back, one HINCRBY per tenant, re-scores the tenant, and
+-- wakes the pool when the tenant was at its max.
+local FREL, FREL_K = {}, {}
 local function fair_release(pool, tn)
-  local frk = K_PREFIX .. 'fr:' .. pool
-  local r = redis.call('HINCRBY', frk, tn, -1)
-  if r <= 0 then redis.call('HDEL', frk, tn); r = 0 end
-  local f = fair(pool)
-  if f then
-    local c = fair_of(f, tn)
-    if redis.call('ZADD', K_PREFIX .. 'fi:' .. pool, 'XX', 'CH', fair_score(c, r), tn) > 0 and c.mx > 0 and r + 1 >= c.mx then
-      wake(pool)
+  local k = pool .. '\t' .. tn
+  local e = FREL[k]
+  if e == nil then e = {pool, tn, 0}; FREL[k] = e; FREL_K[#FREL_K + 1] = k end
+  e[3] = e[3] + 1
+end
+local function fair_flush()
+  for _, k in ipairs(FREL_K) do
+    local pool, tn, n = FREL[k][1], FREL[k][2], FREL[k][3]
+    local frk = K_PREFIX .. 'fr:' .. pool
+    local r = redis.call('HINCRBY', frk, tn, -n)
+    if r <= 0 then redis.call('HDEL', frk, tn); r = 0 end
+    local f = fair(pool)
+    if f then
+      local c = fair_of(f, tn)
+      if redis.call('ZADD', K_PREFIX .. 'fi:' .. pool, 'XX', 'CH', fair_score(c, r), tn) > 0 and c.mx > 0 and r + n >= c.mx then
+        wake(pool)
+      end
     end
+    FREL[k] = nil
   end
+  FREL_K = {}
 end
 
 -- Limits (issue 13, docs/limits.md, queue/limits.go). A task has the limit
@@ -598,7 +611,7 @@ local function leave_running(id, pool)
   local r = redis.call('HMGET', tkey(id), 'lc', 'fs')
   local lcv = r[1]
   if lcv and lcv ~= '' then release_slots(lcv) end
-  if r[2] then fair_release(pool, r[2]) end
+  if r[2] then fair_release(pool, r[2]); fair_flush() end
   redis.call('HDEL', tkey(id), 'lt', 'pq', 'lc', 'fs')
   cnt('U', -1)
   cnt('u:' .. pool, -1)
