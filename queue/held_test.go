@@ -43,6 +43,9 @@ func TestHeldHandOffsWaitForTheSendersWord(t *testing.T) {
 	if err != nil || len(held) != 3 || held[0].From != "eu-west" {
 		t.Fatalf("held: %+v %v", held, err)
 	}
+	if c, _ := rs.Counts(e.ctx); c.Held != 3 || c.Pending != 3 {
+		t.Fatalf("counts: held %d pending %d, want 3 and 3", c.Held, c.Pending)
+	}
 	if k, err := rs.Release(e.ctx, "ap-south", ids); err != nil || k != 0 {
 		t.Fatalf("a word from another region released %d (%v)", k, err)
 	}
@@ -89,8 +92,8 @@ func TestHeldHandOffsWaitForTheSendersWord(t *testing.T) {
 		t.Fatalf("still held: %+v", held)
 	}
 	c, err := rs.Counts(e.ctx)
-	if err != nil || c.Pending != 0 || c.Running != 1 {
-		t.Fatalf("counts: %+v %v; want 0 pending, 1 running", c, err)
+	if err != nil || c.Pending != 0 || c.Held != 0 || c.Running != 1 {
+		t.Fatalf("counts: %+v %v; want 0 pending, 0 held, 1 running", c, err)
 	}
 }
 

@@ -263,6 +263,9 @@ func readyReason(h map[string]string) string {
 // Counts are a region's O(1) counters.
 type Counts struct {
 	Pending, Ready, Running, Dead int
+	// Held: received hand-offs waiting for their sender's word (counted in
+	// Pending too).
+	Held int
 	// Cumulative terminal transitions since the store began.
 	Succeeded, Canceled, Failed int
 	// ReadyBy[pool][priority], RunningBy[pool].
@@ -289,6 +292,8 @@ func (s *Store) Counts(ctx context.Context) (*Counts, error) {
 			switch {
 			case k == "P":
 				c.Pending += n
+			case k == "hd":
+				c.Held += n
 			case k == "R":
 				c.Ready += n
 			case k == "U":

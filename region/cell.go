@@ -493,6 +493,7 @@ func (c *Cell) houseLoop(ctx context.Context, f queue.Fence, lost func(error)) {
 // queueFigures are the store's figures the leader exports as metrics only.
 type queueFigures struct {
 	dead, pending int
+	held          int // hand-offs waiting for their sender's word
 	starving      queue.Starving
 	parked        map[string]int            // by pool
 	limited       map[string]map[string]int // by pool and kind, since the store began
@@ -504,7 +505,7 @@ func (c *Cell) collect(ctx context.Context, f queue.Fence) (Figures, queueFigure
 	if err != nil {
 		return Figures{}, queueFigures{}, err
 	}
-	qf := queueFigures{dead: counts.Dead, pending: counts.Pending, parked: counts.ParkedBy, limited: counts.LimitedBy}
+	qf := queueFigures{dead: counts.Dead, pending: counts.Pending, held: counts.Held, parked: counts.ParkedBy, limited: counts.LimitedBy}
 	pools := make([]string, len(c.cfg.Pools))
 	for i, p := range c.cfg.Pools {
 		pools[i] = p.Name
@@ -606,6 +607,7 @@ func (c *Cell) observe(f Figures, q queueFigures) {
 	r := c.cfg.Region
 	c.metrics.dead.WithLabelValues(r).Set(float64(q.dead))
 	c.metrics.pending.WithLabelValues(r).Set(float64(q.pending))
+	c.metrics.held.WithLabelValues(r).Set(float64(q.held))
 	c.metrics.starving.WithLabelValues(r, "", "").Set(float64(q.starving.Unplaced))
 	for pool, byPrio := range q.starving.Ready {
 		for prio, n := range byPrio {

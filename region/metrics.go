@@ -9,7 +9,7 @@ type Metrics struct {
 	promoted, placed, reaped          *prometheus.CounterVec
 	slots, running, ready, fill, util *prometheus.GaugeVec
 	pressure                          *prometheus.GaugeVec
-	starving, dead, pending           *prometheus.GaugeVec
+	starving, dead, pending, held     *prometheus.GaugeVec
 	deferred                          *prometheus.CounterVec
 	preemptions                       *prometheus.CounterVec
 	limited                           *prometheus.CounterVec
@@ -39,8 +39,10 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		pressure:      g("ax_pool_pressure", "Backpressure level: 0 none, 1 alert (≥ alert, low priorities deferred), 2 spill (≥ spill), 3 paused (≥ pause until < resume).", "region", "pool"),
 		starving: g("ax_tasks_starving", "Tasks waiting longer than starvation_threshold: READY by pool and nominal priority, "+
 			"and due tasks waiting for placement (pool and priority empty).", "region", "pool", "priority"),
-		dead:        g("ax_dlq_tasks", "Tasks in the dead-letter queue (FAILED, kept for retention.dead).", "region"),
-		pending:     g("ax_tasks_pending", "PENDING tasks: delayed, waiting for a retry, or due and waiting for placement.", "region"),
+		dead:    g("ax_dlq_tasks", "Tasks in the dead-letter queue (FAILED, kept for retention.dead).", "region"),
+		pending: g("ax_tasks_pending", "PENDING tasks: delayed, waiting for a retry, or due and waiting for placement.", "region"),
+		held: g("ax_handoffs_held", "Hand-offs received and held unrun until their sending region's word (counted in ax_tasks_pending); "+
+			"a steady number means a sender is unreachable.", "region"),
 		deferred:    c("ax_backpressure_deferrals_total", "Due tasks of priorities 3–4 put back by backpressure, or preempted tasks held by the re-admission limit.", "region"),
 		preemptions: c("ax_preemptions_total", "Preemption decisions by reason: PREEMPTED or PREEMPT_DENIED_*.", "region", "pool", "reason"),
 		limited: c("ax_limited_total", "READY tasks a limit set aside (parked), once per parking, by kind: rate, concurrency, "+
@@ -50,7 +52,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 	if reg != nil {
 		for _, col := range []prometheus.Collector{m.leader, m.leaderChanges, m.fenced,
 			m.promoted, m.placed, m.reaped, m.slots, m.running, m.ready, m.fill, m.util,
-			m.pressure, m.starving, m.dead, m.pending, m.deferred, m.preemptions, m.limited, m.parked} {
+			m.pressure, m.starving, m.dead, m.pending, m.held, m.deferred, m.preemptions, m.limited, m.parked} {
 			reg.MustRegister(col)
 		}
 	}
@@ -78,7 +80,7 @@ func (m *Metrics) init(region string, pools []Pool) {
 func (m *Metrics) forget(region string) {
 	l := prometheus.Labels{"region": region}
 	for _, g := range []*prometheus.GaugeVec{m.slots, m.running, m.ready, m.fill, m.util, m.pressure,
-		m.starving, m.dead, m.pending, m.parked} {
+		m.starving, m.dead, m.pending, m.held, m.parked} {
 		g.DeletePartialMatch(l)
 	}
 }

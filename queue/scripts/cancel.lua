@@ -24,7 +24,7 @@ elseif st == 'P' then
   redis.call('ZREM', K_DUE, id)
   if lazy then redis.call('ZREM', dkey(r[2], r[3]), id) end
   if not r[2] then redis.call('ZREM', dnkey(), id) end
-  redis.call('ZREM', K_PREFIX .. 'held', id) -- a hand-off held for its sender's word
+  if redis.call('ZREM', K_PREFIX .. 'held', id) == 1 then cnt('hd', -1) end -- a hand-off held for its sender's word
   cnt('P', -1)
 elseif st == 'R' then
   redis.call('ZREM', qkey(r[2], r[3]), id)

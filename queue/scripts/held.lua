@@ -32,11 +32,13 @@ for i = 5, #ARGV do
   if r[1] ~= 'P' or r[2] ~= from or redis.call('ZREM', KEYS[9], id) == 0 then
     out[#out + 1] = '1'
   elseif op == 'drop' then
+    cnt('hd', -1)
     backlog_end(id) -- it leaves the region unrun
     redis.call('DEL', tk, lkey(id))
     cnt('P', -1)
     out[#out + 1] = '0'
   elseif op == 'forward' then
+    cnt('hd', -1)
     backlog_end(id)
     redis.call('HSET', tk, 'st', 'H', 'rs', 'HANDED_OFF', 'ho', from, 'fa', snow)
     redis.call('HDEL', tk, 'hf', 'du')
@@ -45,6 +47,7 @@ for i = 5, #ARGV do
     retain(id, ARGV[4])
     out[#out + 1] = '0'
   else
+    cnt('hd', -1)
     redis.call('HDEL', tk, 'hf')
     local due = tonumber(r[5] or '')
     if due and due > now then

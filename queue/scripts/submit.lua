@@ -136,6 +136,7 @@ for _ = 1, n do
       if dueN and dueN > now then f[#f + 1] = 'du'; f[#f + 1] = due end
       zadd(K_PREFIX .. 'held', snow, id)
       cnt('P', 1)
+      cnt('hd', 1)
       -- READY soon: counted for the admission of this call's others.
       if READY[pool] then READY[pool] = READY[pool] + 1 end
       st = 'P'
