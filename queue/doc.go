@@ -58,6 +58,9 @@
 //	ax:{s}:pk:<key>      ZSET  READY tasks parked by a limit of key
 //	ax:{s}:bl            HASH  tenant ('' default) → its unfinished tasks in
 //	                           the shard: the backlog (lib.lua, Store.Backlog)
+//	ax:{s}:qb:<tenant>   STRING the tenant's submit bucket, "<micro-tasks>
+//	                           <ms>", in the shard its name hashes to; expires
+//	                           once full again (quota.lua, Store.TakeQuota)
 //
 // State implied by structure: a pinned delayed task's record keeps st P and
 // rs SUBMITTED after promotion; it is READY while it is in its ready set.

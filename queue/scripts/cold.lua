@@ -8,7 +8,8 @@
 --                          (spec, pool, pr, ct) and '#', tasks still using it
 --   KEYS[9]  cold    ZSET  bucket -> its start (ms), every non-empty bucket
 --   KEYS[10] cseq    STRING template sequence
--- A cold task is PENDING (counted in cnt P from its submit, and in cnt cold). It becomes an
+-- A cold task is PENDING (counted in cnt P from its submit, in cnt cold and
+-- in its tenant's backlog, lib.lua). It becomes an
 -- ordinary delayed task (a record and its place in d:<pool>:<p> or dn, as
 -- submit.lua writes it) when the leader promotes its bucket ahead of time,
 -- or at once when any caller thaws it (a read, cancel, priority change).
