@@ -14,7 +14,8 @@ FUZZTIME ?= 20000x
 # redis-tools: redis-cli forms the Redis Clusters of `make cluster` (internal/testenv);
 # prometheus: promtool checks metrics, the dashboard and the alert rules;
 # chromium: internal/e2e drives the web dashboard in it (chromedp).
-APT     := redis-server:redis-server redis-cli:redis-tools promtool:prometheus chromium:chromium
+# python3: httpapi's tests run clients/python's tests against a real server.
+APT     := redis-server:redis-server redis-cli:redis-tools promtool:prometheus chromium:chromium python3:python3
 SUDO    := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 # What `ax version` reports (internal/buildinfo); deploy/docker/Dockerfile stamps the same three.
 VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)

@@ -503,6 +503,8 @@ func TestAPIContract(t *testing.T) {
 		}
 	})
 
+	t.Run("Python client (clients/python)", func(t *testing.T) { pythonClient(t, f) })
+
 	t.Run("dead letters: list and replay", func(t *testing.T) {
 		sr := f.SubmitOK(aws, tokAcme, spec{"type": "dlq.poison", "tags": x86, "regions": []string{aws}, "priority": 1, "max_retries": 0})
 		held, err := f.R(aws).Store.Claim(ctx, queue.ClaimRequest{Pool: poolSpot, Worker: "w-dlq", N: 1})

@@ -6,12 +6,16 @@ import (
 	"encoding/json"
 	"net/http"
 	"net/url"
+	"os"
+	"os/exec"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/ax-sched/ax/apiv1"
 	"github.com/ax-sched/ax/internal/fedtest"
+	"github.com/ax-sched/ax/queue"
 	"github.com/ax-sched/ax/task"
 )
 
@@ -180,5 +184,36 @@ func onBehalfOf(t *testing.T, f *fed) {
 		if by != c.want {
 			t.Fatalf("cancel with %s and on_behalf_of=oncall recorded by %q, want %q", c.tok, by, c.want)
 		}
+	}
+}
+
+// pythonClient runs clients/python's tests against this server: submit,
+// get, list through the cursor, cancel, errors as APIError, DLQ replay.
+// python3 must be installed (make deps); the test fails without it.
+func pythonClient(t *testing.T, f *fed) {
+	py, err := exec.LookPath("python3")
+	if err != nil {
+		t.Fatal("python3 is not installed: clients/python's tests need it (apt-get install python3)")
+	}
+	ctx := fedtest.Ctx(t)
+	sr := f.SubmitOK(aws, tokAcme, spec{"type": "py.poison", "tags": x86, "regions": []string{aws}, "priority": 1, "max_retries": 0})
+	held, err := f.R(aws).Store.Claim(ctx, queue.ClaimRequest{Pool: poolSpot, Worker: "w-py", N: 1})
+	if err != nil || len(held) != 1 || held[0].ID != sr.ID {
+		t.Fatalf("claim: %+v %v", held, err)
+	}
+	if st, _, err := f.R(aws).Store.Fail(ctx, queue.Failure{ID: sr.ID, Token: held[0].LeaseToken, Error: "boom"}); err != nil || st != task.Failed {
+		t.Fatalf("fail: %s %v", st, err)
+	}
+	tags, _ := json.Marshal(x86)
+	cmd := exec.CommandContext(ctx, py, "-m", "unittest", "-v", "test_axclient")
+	cmd.Dir = filepath.Join("..", "clients", "python")
+	cmd.Env = append(os.Environ(), "AX_URL="+f.R(aws).URL(), "AX_SUBMITTER="+tokAcme, "AX_OTHER="+tokGlobex,
+		"AX_OPERATOR="+tokOperator, "AX_DEAD="+sr.ID, "AX_TAGS="+string(tags), "PYTHONDONTWRITEBYTECODE=1")
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("python3 -m unittest test_axclient: %v\n%s", err, out)
+	}
+	if !strings.Contains(string(out), "Ran 3 tests") {
+		t.Fatalf("the Python tests did not run: %s", out)
 	}
 }
