@@ -17,6 +17,11 @@ type Starving struct {
 	Ready map[string][task.MaxPriority + 1]int
 	// Unplaced: due tasks waiting for placement since before the threshold.
 	Unplaced int
+	// Tenants[pool][tenant], for pools with a fair share: its READY tasks
+	// of priorities 1–4 that became READY before the threshold (from the
+	// tenant sets, docs/fairness.md; an entry a claim has not yet dropped
+	// since its task left READY another way still counts).
+	Tenants map[string]map[string]int
 }
 
 // Starving counts the tasks of pools waiting longer than threshold, from
@@ -39,8 +44,15 @@ func (s *Store) Starving(ctx context.Context, pools []string, threshold time.Dur
 			}
 		}
 		due := pipe.ZCount(ctx, s.keys[shard].base[2], "-inf", before)
+		idx := make([]*redis.StringSliceCmd, len(pools))
+		for i, pool := range pools {
+			idx[i] = pipe.ZRange(ctx, p+"fi:"+pool, 0, -1)
+		}
 		if _, err := pipe.Exec(ctx); err != nil {
 			return Starving{}, fmt.Errorf("queue: starving: %w", err)
+		}
+		if err := s.starvingTenants(ctx, p, pools, idx, before, &out); err != nil {
+			return Starving{}, err
 		}
 		for i, pool := range pools {
 			a := out.Ready[pool]
@@ -52,4 +64,45 @@ func (s *Store) Starving(ctx context.Context, pools []string, threshold time.Dur
 		out.Unplaced += int(due.Val())
 	}
 	return out, nil
+}
+
+// starvingTenants adds the starving tasks of each tenant in the index of a
+// fair-share pool (idx: its members on this shard), one more pipelined
+// round trip when any pool has one.
+func (s *Store) starvingTenants(ctx context.Context, p string, pools []string, idx []*redis.StringSliceCmd, before string, out *Starving) error {
+	type cell struct {
+		pool, tenant string
+		n            [task.MaxPriority]*redis.IntCmd
+	}
+	var cells []cell
+	pipe := s.rdb.Pipeline()
+	for i, pool := range pools {
+		for _, tn := range idx[i].Val() {
+			c := cell{pool: pool, tenant: tn}
+			for prio := 1; prio <= task.MaxPriority; prio++ {
+				c.n[prio-1] = pipe.ZCount(ctx, p+"fq:"+pool+":"+strconv.Itoa(prio)+":"+tn, "-inf", before)
+			}
+			cells = append(cells, c)
+		}
+	}
+	if len(cells) == 0 {
+		return nil
+	}
+	if _, err := pipe.Exec(ctx); err != nil {
+		return fmt.Errorf("queue: starving: %w", err)
+	}
+	if out.Tenants == nil {
+		out.Tenants = map[string]map[string]int{}
+	}
+	for _, c := range cells {
+		m := out.Tenants[c.pool]
+		if m == nil {
+			m = map[string]int{}
+			out.Tenants[c.pool] = m
+		}
+		for _, n := range c.n {
+			m[c.tenant] += int(n.Val())
+		}
+	}
+	return nil
 }

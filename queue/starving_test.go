@@ -45,3 +45,26 @@ func TestStarvingCountsLongWaitsBySet(t *testing.T) {
 		t.Fatalf("cpu after claiming every cpu task: %v", n)
 	}
 }
+
+// In a pool with a fair share, Starving counts each tenant's long waits:
+// the flooding tenant starves, the one the share serves first does not.
+func TestStarvingByTenantInFairPools(t *testing.T) {
+	e := newEnv(t, oneShard) // one claim sees every task
+	e.setFair(map[string]FairShare{"cpu": {Tenants: map[string]TenantShare{"a": {Weight: 1}, "b": {Weight: 1}}}})
+	e.submitMany("cpu", "a", 30)
+	e.submitMany("cpu", "b", 3)
+	e.submitMany("gpu", "a", 2) // no fair share in gpu: no tenant figures
+	e.clock.Advance(11 * time.Minute)
+	e.submitMany("cpu", "b", 2) // fresh
+	if ts := e.claim("cpu", 6); tenants(ts)["b"] != 3 {
+		t.Fatalf("claimed %v, want b's 3 starving tasks among them (equal weights)", tenants(ts))
+	}
+	got, err := e.s.Starving(e.ctx, []string{"cpu", "gpu"}, 10*time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]map[string]int{"cpu": {"a": 27, "b": 0}}
+	if d := cmp.Diff(want, got.Tenants); d != "" {
+		t.Fatalf("starving by tenant (-want +got):\n%s", d)
+	}
+}

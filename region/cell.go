@@ -18,6 +18,7 @@ import (
 	"github.com/ax-sched/ax/lease"
 	"github.com/ax-sched/ax/queue"
 	"github.com/ax-sched/ax/task"
+	"github.com/prometheus/client_golang/prometheus"
 	clientv3 "go.etcd.io/etcd/client/v3"
 )
 
@@ -612,6 +613,13 @@ func (c *Cell) observe(f Figures, q queueFigures) {
 	for pool, byPrio := range q.starving.Ready {
 		for prio, n := range byPrio {
 			c.metrics.starving.WithLabelValues(r, pool, strconv.Itoa(prio)).Set(float64(n))
+		}
+	}
+	// Tenants come and go from the index: only those with work now.
+	c.metrics.tenantStarving.DeletePartialMatch(prometheus.Labels{"region": r})
+	for pool, byTenant := range q.starving.Tenants {
+		for tn, n := range byTenant {
+			c.metrics.tenantStarving.WithLabelValues(r, pool, tn).Set(float64(n))
 		}
 	}
 	for _, p := range f.Pools {

@@ -10,6 +10,7 @@ type Metrics struct {
 	slots, running, ready, fill, util *prometheus.GaugeVec
 	pressure                          *prometheus.GaugeVec
 	starving, dead, pending, held     *prometheus.GaugeVec
+	tenantStarving                    *prometheus.GaugeVec
 	deferred                          *prometheus.CounterVec
 	preemptions                       *prometheus.CounterVec
 	limited                           *prometheus.CounterVec
@@ -39,6 +40,8 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		pressure:      g("ax_pool_pressure", "Backpressure level: 0 none, 1 alert (≥ alert, low priorities deferred), 2 spill (≥ spill), 3 paused (≥ pause until < resume).", "region", "pool"),
 		starving: g("ax_tasks_starving", "Tasks waiting longer than starvation_threshold: READY by pool and nominal priority, "+
 			"and due tasks waiting for placement (pool and priority empty).", "region", "pool", "priority"),
+		tenantStarving: g("ax_tenant_tasks_starving", "READY tasks of priorities 1–4 waiting longer than starvation_threshold, "+
+			"by pool and tenant, in pools with a fair share (docs/fairness.md).", "region", "pool", "tenant"),
 		dead:    g("ax_dlq_tasks", "Tasks in the dead-letter queue (FAILED, kept for retention.dead).", "region"),
 		pending: g("ax_tasks_pending", "PENDING tasks: delayed, waiting for a retry, or due and waiting for placement.", "region"),
 		held: g("ax_handoffs_held", "Hand-offs received and held unrun until their sending region's word (counted in ax_tasks_pending); "+
@@ -52,7 +55,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 	if reg != nil {
 		for _, col := range []prometheus.Collector{m.leader, m.leaderChanges, m.fenced,
 			m.promoted, m.placed, m.reaped, m.slots, m.running, m.ready, m.fill, m.util,
-			m.pressure, m.starving, m.dead, m.pending, m.held, m.deferred, m.preemptions, m.limited, m.parked} {
+			m.pressure, m.starving, m.tenantStarving, m.dead, m.pending, m.held, m.deferred, m.preemptions, m.limited, m.parked} {
 			reg.MustRegister(col)
 		}
 	}
@@ -80,7 +83,7 @@ func (m *Metrics) init(region string, pools []Pool) {
 func (m *Metrics) forget(region string) {
 	l := prometheus.Labels{"region": region}
 	for _, g := range []*prometheus.GaugeVec{m.slots, m.running, m.ready, m.fill, m.util, m.pressure,
-		m.starving, m.dead, m.pending, m.held, m.parked} {
+		m.starving, m.tenantStarving, m.dead, m.pending, m.held, m.parked} {
 		g.DeletePartialMatch(l)
 	}
 }

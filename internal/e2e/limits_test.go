@@ -89,7 +89,9 @@ func TestLimitsAcrossWorkers(t *testing.T) {
 	defer srv.Close()
 	fed := newFederation(t, fedOpts{
 		worker: fmt.Sprintf("http: {allow_prefixes: [%q], deny_private: false}\n", srv.URL+"/hooks/"),
-		extra: `limits:
+		// starvation_threshold 1s: team-a's backlog in pool fair starves.
+		extra: `starvation_threshold: 1s
+limits:
   - {key: fifty, rate: 50, burst: 10}
   - {key: five, concurrency: 5}
 `,
@@ -419,6 +421,15 @@ func fairShareAcrossTenants(t *testing.T, fed *federation, hooks *hookLog, hookU
 		return hooks.running["/hooks/fair2-a/varied"] == 8
 	})
 	bIDs := batch("eu-west-1", tokSubmitterB, "fair2-b/varied", 10)
+	waitUntil(t, 10*time.Second, "team-a's backlog starving in eu-west-1's /metrics", func() bool {
+		_, body := fed.call("eu-west-1", "", http.MethodGet, "/metrics", nil)
+		m := regexp.MustCompile(`ax_tenant_tasks_starving\{pool="fair",region="eu-west-1",tenant="team-a"\} (\S+)`).FindSubmatch(body)
+		v := 0.0
+		if m != nil {
+			v, _ = strconv.ParseFloat(string(m[1]), 64)
+		}
+		return v > 0
+	})
 	calls("fair2-b/varied", 10, 30*time.Second)
 	calls("fair2-a/varied", 100, 60*time.Second)
 	_, most := hooks.of("/hooks/fair2-b/varied")
