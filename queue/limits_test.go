@@ -307,3 +307,31 @@ func TestLimitSplitsOverShards(t *testing.T) {
 		t.Errorf("state %+v, want 4 running, 11 parked", st)
 	}
 }
+
+// A parked task's priority can change: it stays parked and comes back
+// under its new priority (the priority script read a missing ready-set
+// score for it before).
+func TestPriorityOfAParkedTask(t *testing.T) {
+	e := newEnv(t, oneShard)
+	e.setLimits(Limit{Kind: LimitType, Name: "t.c", Concurrency: 1})
+	first := e.submit("p", typeOf("t.c"))
+	parked := e.submit("p", typeOf("t.c"))
+	ts := e.claim("p", 10)
+	if len(ts) != 1 || ts[0].ID != first {
+		t.Fatalf("claimed %v, want %s", ids(ts), first)
+	}
+	if err := e.s.SetPriority(e.ctx, parked, 1, "op"); err != nil {
+		t.Fatalf("priority of a parked task: %v", err)
+	}
+	c, err := e.s.Counts(e.ctx)
+	if err != nil || c.ReadyBy["p"][1] != 1 || c.ReadyBy["p"][task.DefaultPriority] != 0 {
+		t.Fatalf("counts after the change: %+v %v", c.ReadyBy, err)
+	}
+	if _, err := e.s.Complete(e.ctx, Completion{ID: ts[0].ID, Token: ts[0].LeaseToken}); err != nil {
+		t.Fatal(err)
+	}
+	next := e.claim("p", 10)
+	if len(next) != 1 || next[0].ID != parked || next[0].Priority != 1 {
+		t.Fatalf("after the slot came back: %+v, want %s at priority 1", next, parked)
+	}
+}

@@ -24,9 +24,11 @@ if st == 'P' and lazy then
   end
 elseif st == 'R' then
   local score = redis.call('ZSCORE', qkey(r[2], r[3]), id)
-  redis.call('ZREM', qkey(r[2], r[3]), id)
-  redis.call('ZADD', qkey(r[2], np), score, id)
-  fair_add(r[2], np, score, id) -- the old entry goes lazily (lib.lua)
+  if score then
+    redis.call('ZREM', qkey(r[2], r[3]), id)
+    redis.call('ZADD', qkey(r[2], np), score, id)
+    fair_add(r[2], np, score, id) -- the old entry goes lazily (lib.lua)
+  end -- else parked by a limit: unpark puts it into the ready set of its pr
   cnt('r:' .. r[2] .. ':' .. r[3], -1)
   cnt('r:' .. r[2] .. ':' .. np, 1)
 end
