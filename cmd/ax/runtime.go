@@ -308,7 +308,7 @@ func startServer(ctx context.Context, cfg *config.Region, ln net.Listener, reg *
 	s.node, err = federation.NewNode(federation.Config{
 		Region: cfg.Name, Regions: cfg.Regions, ClusterToken: cfg.Auth.ClusterToken, Defaults: defaultsOf(cfg),
 		Placement: pc, Logger: s.log, PeerTLS: peerTLS, AllowInsecurePeers: cfg.Auth.AllowInsecurePeers,
-		TracerProvider: s.tracer, HandOffHorizon: cfg.Placement.HandOffHorizon, ReplaceOnPriceRise: cfg.Placement.ReplaceOnPriceRise,
+		TracerProvider: s.tracer, HandOffHorizon: cfg.Placement.HandOffHorizon, StuckPoolGrace: cfg.Placement.UnhealthyGrace, ReplaceOnPriceRise: cfg.Placement.ReplaceOnPriceRise,
 		Backlog: func(tenant string) int {
 			if q := s.quotas.Load(); q != nil {
 				return q.Quota(tenant).MaxBacklog

@@ -317,7 +317,7 @@ type Placement struct {
 	// StaleAfter: a region whose figures are older is skipped (STALE_STATUS).
 	StaleAfter time.Duration `mapstructure:"stale_after" yaml:"stale_after"`
 	// UnhealthyGrace: READY tasks of a pool without workers this long are
-	// re-placed.
+	// re-placed (0: 30s); a region's health change counts after it too.
 	UnhealthyGrace time.Duration `mapstructure:"unhealthy_grace" yaml:"unhealthy_grace"`
 	// CrossRegionPenalty is added, in dollars, to the score of every pool
 	// outside the task's home region.
