@@ -13,7 +13,7 @@ import (
 // leader moves nothing; a keyed task keeps its key; placed again, each
 // task is in one pool only.
 func TestReplaceMovesReadyTasksOnce(t *testing.T) {
-	e := newEnv(t)
+	e := newEnv(t, oneShard) // "the oldest" is claimed first within a shard
 	placed := func(mod ...func(*task.Spec)) string {
 		t.Helper()
 		res, err := e.s.Submit(e.ctx, NewTask{Spec: e.spec(mod...), Pool: "spot"})
