@@ -637,6 +637,7 @@ func loseAnswers(t testing.TB, r *regionEnv, c *handOffCounter, lose *atomic.Boo
 // (HANDOFF_REVOKED), and the target, back, drops its copy. The task lives
 // in exactly one region: it can run only once.
 func TestHandOffRevokedPastTheHorizonLivesOnce(t *testing.T) {
+	testenv.Slow(t)
 	f := newFed(t, fedtest.WithHandOffHorizon(300*time.Millisecond))
 	ctx := fedtest.Ctx(t)
 	var c handOffCounter
@@ -692,6 +693,7 @@ func TestHandOffRevokedPastTheHorizonLivesOnce(t *testing.T) {
 // A commit that never arrives: the target asks the sender for its word and
 // runs the tasks (the sender recorded them as handed off).
 func TestHandOffCommitLostIsAskedFor(t *testing.T) {
+	testenv.Slow(t)
 	f := newFed(t)
 	ctx := fedtest.Ctx(t)
 	var c handOffCounter
