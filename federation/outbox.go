@@ -113,6 +113,14 @@ type outbox struct {
 	fenced  atomic.Bool          // a record was refused: the loop stops
 }
 
+// forget drops what the outbox remembers of a task once it is settled
+// (o.mu held).
+func (o *outbox) forget(id string) {
+	delete(o.attempts, id)
+	delete(o.maybeSent, id)
+	delete(o.since, id)
+}
+
 // verdict is what a target's answer means for one task.
 type verdict int
 
@@ -405,17 +413,13 @@ func (o *outbox) settle(ctx context.Context, target string, as []answer) (commit
 		id := a.t.ID
 		switch a.v {
 		case handedOff:
-			delete(o.attempts, id)
-			delete(o.maybeSent, id)
-			delete(o.since, id)
+			o.forget(id)
 			// In flight still, for placement's headroom: the target
 			// counts it READY only once it has the word (landed there).
 			done = append(done, queue.HandOffAnswer{ID: id, Accepted: true, Canceled: a.canceled})
 			accepted = append(accepted, id)
 		case refused:
-			delete(o.attempts, id)
-			delete(o.maybeSent, id)
-			delete(o.since, id)
+			o.forget(id)
 			n.flights.drop(id)
 			done = append(done, queue.HandOffAnswer{ID: id, Accepted: false})
 			refusedIDs = append(refusedIDs, id)
@@ -430,9 +434,7 @@ func (o *outbox) settle(ctx context.Context, target string, as []answer) (commit
 			if o.maybeSent[id] && now.Sub(o.since[id]) >= n.cfg.HandOffHorizon && !n.view.healthy(target) {
 				// The target may hold it, unrun until this region's word:
 				// revoked here, it is dropped there (held.go).
-				delete(o.attempts, id)
-				delete(o.maybeSent, id)
-				delete(o.since, id)
+				o.forget(id)
 				n.flights.drop(id)
 				done = append(done, queue.HandOffAnswer{ID: id, Revoked: true})
 				revoked = append(revoked, id)
@@ -442,8 +444,7 @@ func (o *outbox) settle(ctx context.Context, target string, as []answer) (commit
 				// The target is down and never saw this task: place it
 				// again (HANDOFF_REFUSED) instead of waiting for the
 				// region to return.
-				delete(o.attempts, id)
-				delete(o.since, id)
+				o.forget(id)
 				n.flights.drop(id)
 				done = append(done, queue.HandOffAnswer{ID: id, Accepted: false})
 				replaced = append(replaced, id)
