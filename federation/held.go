@@ -78,19 +78,12 @@ func (n *Node) otherRegion(field, name string) error {
 // network dropped it) and for ones the sender revoked while this region
 // was away.
 func (n *Node) HeldLoop(ctx context.Context, _ queue.Fence, _ func(error)) {
-	t := time.NewTicker(heldEvery)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-		}
+	every(ctx, heldEvery, func() bool {
 		now := n.cfg.Now()
 		held, err := n.store.Held(ctx, now.Add(-heldAsk), apiv1.MaxBatch)
 		if err != nil {
 			n.log.Warn("held hand-offs: read failed", "err", err)
-			continue
+			return true
 		}
 		byFrom := map[string][]queue.HeldTask{}
 		for _, h := range held {
@@ -99,7 +92,8 @@ func (n *Node) HeldLoop(ctx context.Context, _ queue.Fence, _ func(error)) {
 		for from, hs := range byFrom {
 			n.askWord(ctx, from, hs, now)
 		}
-	}
+		return true
+	})
 }
 
 // askWord asks region from about hand-offs held from it and settles the

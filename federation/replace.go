@@ -33,16 +33,9 @@ const (
 // window closed. Pinned tasks stay (the store skips them); a deposed
 // leader's moves are refused and end the term (lost).
 func (n *Node) ReplaceLoop(ctx context.Context, f queue.Fence, lost func(error)) {
-	t := time.NewTicker(replaceEvery)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-		}
+	every(ctx, replaceEvery, func() bool {
 		if n.cell == nil {
-			continue
+			return true
 		}
 		for _, p := range n.cell.Figures().Pools {
 			why := n.replaceWhy(p, n.cfg.Now())
@@ -52,7 +45,7 @@ func (n *Node) ReplaceLoop(ctx context.Context, f queue.Fence, lost func(error))
 			moved, err := n.replacePool(ctx, f, p.Name, why)
 			if errors.Is(err, queue.ErrFenced) {
 				lost(err)
-				return
+				return false
 			}
 			if err != nil && ctx.Err() == nil {
 				n.log.Warn("re-placing READY tasks", "pool", p.Name, "why", why, "err", err)
@@ -63,7 +56,8 @@ func (n *Node) ReplaceLoop(ctx context.Context, f queue.Fence, lost func(error))
 				n.cell.Wake()
 			}
 		}
-	}
+		return true
+	})
 }
 
 // replaceWhy says why pool p's READY tasks should be placed again now, ""

@@ -17,16 +17,9 @@ import (
 // the term (lost).
 func (n *Node) StuckPoolLoop(ctx context.Context, f queue.Fence, lost func(error)) {
 	since := map[string]time.Time{}
-	t := time.NewTicker(min(time.Second, n.cfg.StuckPoolGrace/4))
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-		}
+	every(ctx, min(time.Second, n.cfg.StuckPoolGrace/4), func() bool {
 		if n.cell == nil {
-			continue
+			return true
 		}
 		now := n.cfg.Now()
 		for _, p := range n.cell.Figures().Pools {
@@ -44,7 +37,7 @@ func (n *Node) StuckPoolLoop(ctx context.Context, f queue.Fence, lost func(error
 			moved, err := n.drain(ctx, p.Name, 200, &f)
 			if errors.Is(err, queue.ErrFenced) {
 				lost(err)
-				return
+				return false
 			}
 			if err != nil && ctx.Err() == nil {
 				n.log.Warn("re-placing a pool without workers", "pool", p.Name, "err", err)
@@ -54,6 +47,24 @@ func (n *Node) StuckPoolLoop(ctx context.Context, f queue.Fence, lost func(error
 				n.log.Info("re-placed READY tasks of a pool without workers", "pool", p.Name, "moved", moved, "reason", task.ReasonDrained)
 			}
 			since[p.Name] = now // try again after another grace period
+		}
+		return true
+	})
+}
+
+// every calls f every d until ctx ends or f returns false: the rhythm of
+// the node's ticking leader loops.
+func every(ctx context.Context, d time.Duration, f func() bool) {
+	t := time.NewTicker(d)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		if !f() {
+			return
 		}
 	}
 }
