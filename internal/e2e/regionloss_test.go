@@ -22,14 +22,7 @@ func TestRegionLossStrandsNoSurvivorTask(t *testing.T) {
 	fed := newFederation(t, fedOpts{})
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	if _, err := fed.global.Client().Put(ctx, "/ax/prices/eu-west-1/cpu", `{"price_per_slot_hour": 0.00001}`); err != nil {
-		t.Fatal(err)
-	}
-	spec := map[string]any{"type": "noop", "tags": map[string]string{"class": "cpu"}}
-	waitUntil(t, 20*time.Second, "the cheaper eu-west-1 chosen", func() bool {
-		_, where := fed.submit("us-east-1", tokSubmitterA, spec)
-		return where == "eu-west-1"
-	})
+	spec := euCheapest(t, ctx, fed)
 	eu := fed.region("eu-west-1")
 	for _, p := range append(append([]*proc(nil), eu.servers...), eu.workers...) {
 		p.kill()
@@ -93,14 +86,7 @@ func TestFrozenRegionMidHandOffRunsEachTaskOnce(t *testing.T) {
 	fed := newFederation(t, fedOpts{extra: "placement:\n  handoff_horizon: 2s\n"})
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
-	if _, err := fed.global.Client().Put(ctx, "/ax/prices/eu-west-1/cpu", `{"price_per_slot_hour": 0.00001}`); err != nil {
-		t.Fatal(err)
-	}
-	spec := map[string]any{"type": "noop", "tags": map[string]string{"class": "cpu"}}
-	waitUntil(t, 20*time.Second, "the cheaper eu-west-1 chosen", func() bool {
-		_, where := fed.submit("us-east-1", tokSubmitterA, spec)
-		return where == "eu-west-1"
-	})
+	spec := euCheapest(t, ctx, fed)
 	eu := fed.region("eu-west-1")
 	for _, p := range eu.servers {
 		p.signal(syscall.SIGSTOP)
@@ -165,4 +151,19 @@ func TestFrozenRegionMidHandOffRunsEachTaskOnce(t *testing.T) {
 	}
 	t.Logf("%d of 20 submits were placed on the frozen region; %d revoked past the horizon; all 20 SUCCESS at home %v after the last submit",
 		placedThere, revoked, took.Round(100*time.Millisecond))
+}
+
+// euCheapest makes eu-west-1's cpu pool the cheapest (a live price
+// override) and returns a spec that us-east-1 then places there.
+func euCheapest(t *testing.T, ctx context.Context, fed *federation) map[string]any {
+	t.Helper()
+	if _, err := fed.global.Client().Put(ctx, "/ax/prices/eu-west-1/cpu", `{"price_per_slot_hour": 0.00001}`); err != nil {
+		t.Fatal(err)
+	}
+	spec := map[string]any{"type": "noop", "tags": map[string]string{"class": "cpu"}}
+	waitUntil(t, 20*time.Second, "the cheaper eu-west-1 chosen", func() bool {
+		_, where := fed.submit("us-east-1", tokSubmitterA, spec)
+		return where == "eu-west-1"
+	})
+	return spec
 }
