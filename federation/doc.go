@@ -18,7 +18,8 @@
 // imports neither. The HTTP API (package httpapi) imports federation; cmd/ax
 // wires them all.
 //
-// At about 2 800 lines of non-test Go it is over the 2 500 the house allows
+// At about 3 000 lines of non-test Go (comments and blank lines aside;
+// 4 000 with them) it is over the 2 500 the house allows
 // without a word: the submission path, the outbox sender, the receiver, the
 // stuck-pool loop and the fan-outs all work on one node's state (its view,
 // its in-flight placements, its peer client, its store) and one file holds

@@ -4,6 +4,7 @@ import (
 	"testing"
 
 	"github.com/ax-sched/ax/internal/fedtest"
+	"github.com/ax-sched/ax/internal/fedtest/fedapi"
 )
 
 // The harness's names, as this package's tests use them.
@@ -11,7 +12,7 @@ import (
 // fed is fedtest's federation, with this package's own helpers.
 type fed struct{ *fedtest.Fed }
 
-func newFed(t *testing.T, opts ...fedtest.Option) *fed { return &fed{fedtest.New(t, opts...)} }
+func newFed(t *testing.T, opts ...fedtest.Option) *fed { return &fed{fedapi.New(t, opts...)} }
 
 type (
 	regionEnv = fedtest.Region

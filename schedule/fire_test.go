@@ -11,6 +11,7 @@ import (
 
 	"github.com/ax-sched/ax/apiv1"
 	"github.com/ax-sched/ax/internal/fedtest"
+	"github.com/ax-sched/ax/internal/fedtest/fedapi"
 	"github.com/ax-sched/ax/internal/testenv"
 	"github.com/ax-sched/ax/lease"
 	"github.com/ax-sched/ax/queue"
@@ -38,7 +39,7 @@ func (f *fed) scheduler(regionName, id string, now func() time.Time) *schedInsta
 	s := New(cli, f.R(regionName).Node(), Config{Region: regionName, Regions: fedtest.Regions,
 		ID: id, SessionTTL: testTTL, CallTimeout: 2 * time.Second,
 		Logger: f.Log.With("server", regionName, "scheduler", id), Now: now})
-	f.R(regionName).ServeSchedules(s)
+	fedapi.ServeSchedules(f.R(regionName), s)
 	return &schedInstance{id: id, region: regionName, s: s, cli: cli}
 }
 

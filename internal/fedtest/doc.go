@@ -4,9 +4,9 @@
 // assembles one (Fed), calls to a server's API that check the one error
 // shape (Call, Reply), polling (Eventually) and metric reads.
 //
-// Boundary: it imports federation and httpapi (it assembles servers, as
-// cmd/ax does, so it is the one package besides cmd/ax that imports two of
-// {federation, schedule, dag, httpapi}; it is imported by tests only), and
-// never schedule or dag, so their own tests can use it: they attach what
-// they serve (Region.ServeSchedules).
+// Boundary: of {federation, schedule, dag, httpapi} it imports federation
+// only; a server's HTTP API comes from the caller (New's API argument).
+// Package fedapi (below this one) passes httpapi's, with the harness's
+// tokens, and serves schedules when a test attaches a scheduler. Both are
+// imported by tests only.
 package fedtest

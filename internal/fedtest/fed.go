@@ -16,7 +16,6 @@ import (
 
 	"github.com/ax-sched/ax/apiv1"
 	"github.com/ax-sched/ax/federation"
-	"github.com/ax-sched/ax/httpapi"
 	"github.com/ax-sched/ax/internal/testenv"
 	"github.com/ax-sched/ax/placement"
 	"github.com/ax-sched/ax/queue"
@@ -168,10 +167,10 @@ type Fed struct {
 	Etcd      *testenv.Etcd
 	EtcdCli   *clientv3.Client // the test's own client (price overrides)
 	Placement placement.Config
-	Auth      *httpapi.Auth
 	Log       *slog.Logger
 	HTTP      *http.Client
 
+	api     API
 	cfg     config
 	regions map[string]*Region
 	zombies sync.WaitGroup // crashed servers still winding down
@@ -206,16 +205,27 @@ type Server struct {
 	HTTP *httptest.Server
 	Reg  *prometheus.Registry
 
-	apiCfg httpapi.Config
-	api    atomic.Pointer[httpapi.API] // replaced by ServeSchedules
+	// Region is the region the server serves.
+	Region *Region
+
+	api    atomic.Pointer[http.Handler] // replaced by Serve
 	cancel context.CancelFunc
 	done   chan struct{}
 }
 
-// API is the server's HTTP API now.
-func (s *Server) API() *httpapi.API { return s.api.Load() }
+// API builds a region server's HTTP API. fedtest assembles the rest of a
+// server (store, view, node, cell) and takes the API from its caller —
+// package fedapi passes httpapi's — so it imports federation and none of
+// schedule, dag or httpapi.
+type API func(s *Server) http.Handler
 
-func New(t *testing.T, opts ...Option) *Fed {
+// Serve makes the server answer through h from now on (a server started
+// with more, e.g. schedules, serves a fuller API).
+func (s *Server) Serve(h http.Handler) { s.api.Store(&h) }
+
+// New starts the harness's federation, every region's server answering
+// through the API api builds.
+func New(t *testing.T, api API, opts ...Option) *Fed {
 	t.Helper()
 	cfg := config{capacity: map[string]int{}, slots: map[string]int{}, soft: 0.6, hard: 0.8}
 	for _, r := range Regions {
@@ -226,7 +236,7 @@ func New(t *testing.T, opts ...Option) *Fed {
 	for _, o := range opts {
 		o(&cfg)
 	}
-	f := &Fed{T: t, cfg: cfg, regions: map[string]*Region{}, HTTP: &http.Client{Timeout: 30 * time.Second}}
+	f := &Fed{T: t, api: api, cfg: cfg, regions: map[string]*Region{}, HTTP: &http.Client{Timeout: 30 * time.Second}}
 	f.Log = slog.New(slog.DiscardHandler)
 	if os.Getenv("AX_TEST_LOG") != "" {
 		f.Log = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))
@@ -236,13 +246,6 @@ func New(t *testing.T, opts ...Option) *Fed {
 	// docs/architecture.md §6: ≥ 60 % the penalty starts, ≥ 80 % non-critical work goes
 	// elsewhere or gets 429.
 	f.Placement.SoftWatermark, f.Placement.HardWatermark = cfg.soft, cfg.hard
-	f.Auth = &httpapi.Auth{Enabled: true, ClusterToken: TokCluster, Tokens: []httpapi.Token{
-		{Name: "acme-ci", SHA256: httpapi.HashToken(TokAcme), Role: httpapi.RoleSubmitter, Tenant: "acme"},
-		{Name: "globex-ci", SHA256: httpapi.HashToken(TokGlobex), Role: httpapi.RoleSubmitter, Tenant: "globex"},
-		{Name: "globex-ops", SHA256: httpapi.HashToken(TokGlobexOps), Role: httpapi.RoleOperator, Tenant: "globex"},
-		{Name: "oncall", SHA256: httpapi.HashToken(TokOperator), Role: httpapi.RoleOperator},
-		{Name: "root", SHA256: strings.ToUpper(httpapi.HashToken(TokAdmin)), Role: httpapi.RoleAdmin},
-	}}
 	f.Etcd = testenv.StartEtcd(t)
 	f.EtcdCli = f.Etcd.Client()
 	t.Cleanup(f.HTTP.CloseIdleConnections)
@@ -304,11 +307,11 @@ func (r *Region) Start() {
 	reg := prometheus.NewRegistry()
 	log := r.f.Log.With("server", r.Name)
 	view := federation.NewView(cli, "/ax/", r.f.Placement, Grace, log)
-	s := &Server{Cli: cli, View: view, Reg: reg, done: make(chan struct{})}
+	s := &Server{Cli: cli, View: view, Reg: reg, Region: r, done: make(chan struct{})}
 	// The HTTP server first (the cell publishes its address); it serves
 	// the API stored below, before anyone learns the address.
 	s.HTTP = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
-		api := s.api.Load()
+		api := *s.api.Load()
 		if f := r.Intercept.Load(); f != nil {
 			(*f)(w, req, api)
 			return
@@ -331,17 +334,8 @@ func (r *Region) Start() {
 		view.Close()
 		t.Fatal(err)
 	}
-	var names []string
-	for _, p := range r.Pools {
-		names = append(names, p.Name)
-	}
-	s.apiCfg = httpapi.Config{Auth: r.f.Auth, Gatherer: reg, Registerer: reg, Pools: names,
-		Ready: func(ctx context.Context) error {
-			_, err := cli.Get(clientv3.WithRequireLeader(ctx), "/ax/ready-probe")
-			return err
-		}}
 	s.Node, s.Cell = node, cell
-	s.api.Store(httpapi.New(node, s.apiCfg))
+	s.Serve(r.f.api(s))
 	ctx, cancel := context.WithCancel(context.Background())
 	s.cancel = cancel
 	go func() {
@@ -349,16 +343,6 @@ func (r *Region) Start() {
 		_ = cell.Run(ctx, node, node.OutboxLoop, node.HeldLoop, node.StuckPoolLoop)
 	}()
 	r.srv = s
-}
-
-// ServeSchedules makes the region's server serve the schedule endpoints
-// through sc from now on, as a server started with it would. (The new API's
-// request counter is not in Reg: the first one's is.)
-func (r *Region) ServeSchedules(sc httpapi.Schedules) {
-	s := r.Server()
-	cfg := s.apiCfg
-	cfg.Schedules, cfg.Registerer = sc, prometheus.NewRegistry()
-	s.api.Store(httpapi.New(s.Node, cfg))
 }
 
 // Stop kills the region's server: its cell stops (resigns, its registration

@@ -1,0 +1,127 @@
+package main
+
+import (
+	"os"
+	"os/exec"
+	"regexp"
+	"sort"
+	"strings"
+	"testing"
+)
+
+const module = "github.com/ax-sched/ax/"
+
+// TestArchitectureImportArrows holds docs/architecture.md §2 to the code:
+// for each row of the package table, the ax packages its packages import
+// (go list) are exactly the ones the row names, and no package but cmd/ax
+// imports more than one of {schedule, dag, httpapi, federation}.
+func TestArchitectureImportArrows(t *testing.T) {
+	doc, err := os.ReadFile("../../docs/architecture.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, err := exec.Command("go", "list", "-f", `{{.ImportPath}} {{join .Imports " "}}`, "../../...").Output()
+	if err != nil {
+		t.Fatalf("go list: %v", err)
+	}
+	imports := map[string][]string{} // package → the ax packages it imports
+	for _, line := range strings.Split(strings.TrimSpace(string(out)), "\n") {
+		f := strings.Fields(line)
+		p := strings.TrimPrefix(f[0], module)
+		imports[p] = nil
+		for _, imp := range f[1:] {
+			if strings.HasPrefix(imp, module) {
+				imports[p] = append(imports[p], strings.TrimPrefix(imp, module))
+			}
+		}
+	}
+
+	four := map[string]bool{"schedule": true, "dag": true, "httpapi": true, "federation": true}
+	for p, imps := range imports {
+		n := 0
+		for _, imp := range imps {
+			if four[imp] {
+				n++
+			}
+		}
+		if n > 1 && p != "cmd/ax" {
+			t.Errorf("%s imports %d of {schedule, dag, httpapi, federation}: only cmd/ax may import more than one", p, n)
+		}
+	}
+
+	section := string(doc)
+	if i := strings.Index(section, "\n## 2."); i >= 0 {
+		section = section[i:]
+	}
+	if i := strings.Index(section[1:], "\n## "); i >= 0 {
+		section = section[:i+1]
+	}
+	tick := regexp.MustCompile("`([^`]+)`")
+	rows := 0
+	listed := map[string]bool{}
+	for _, line := range strings.Split(section, "\n") {
+		// | package | owns (may hold a quoted "|") | imports |
+		cells := strings.Split(line, "|")
+		if len(cells) < 5 || !strings.HasPrefix(strings.TrimSpace(cells[1]), "`") {
+			continue
+		}
+		cells = []string{"", cells[1], "", cells[len(cells)-2]}
+		rows++
+		row := map[string]bool{}
+		for _, m := range tick.FindAllStringSubmatch(cells[1], -1) {
+			p := strings.TrimSuffix(m[1], "/")
+			if _, ok := imports[p]; !ok {
+				t.Errorf("architecture.md names package %s, which go list does not know", p)
+			}
+			row[p], listed[p] = true, true
+		}
+		if strings.TrimSpace(cells[3]) == "everything" {
+			continue
+		}
+		named := map[string]bool{}
+		for _, m := range tick.FindAllStringSubmatch(cells[3], -1) {
+			if p := strings.TrimSuffix(m[1], "/"); !inRow(p, row) {
+				named[p] = true
+			}
+		}
+		got := map[string]bool{}
+		for p := range row {
+			for _, imp := range imports[p] {
+				if inRow(imp, row) {
+					continue
+				}
+				got[imp] = true
+			}
+		}
+		if a, b := keys(got), keys(named); a != b {
+			t.Errorf("architecture.md row %s: imports %s, the table says %s", keys(row), a, b)
+		}
+	}
+	if rows < 15 {
+		t.Fatalf("found %d rows of the package table in docs/architecture.md", rows)
+	}
+	for p := range imports {
+		if !inRow(p, listed) {
+			t.Errorf("package %s is in no row of docs/architecture.md's package table", p)
+		}
+	}
+}
+
+// inRow reports whether p is one of the row's packages or below one of them.
+func inRow(p string, row map[string]bool) bool {
+	for r := range row {
+		if p == r || strings.HasPrefix(p, r+"/") {
+			return true
+		}
+	}
+	return false
+}
+
+func keys(m map[string]bool) string {
+	var s []string
+	for k := range m {
+		s = append(s, k)
+	}
+	sort.Strings(s)
+	return "[" + strings.Join(s, " ") + "]"
+}
