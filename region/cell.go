@@ -502,6 +502,11 @@ type queueFigures struct {
 
 // collect forgets dead workers and reads every pool's figures.
 func (c *Cell) collect(ctx context.Context, f queue.Fence) (Figures, queueFigures, error) {
+	// The figures are as of before the counts are read: a server forgets
+	// its own placement into a pool once figures newer than the moment the
+	// task landed arrive (federation's flights), so a task stored between
+	// this read and a later timestamp would be counted nowhere.
+	asOf := time.Now().UTC()
 	counts, err := c.store.Counts(ctx)
 	if err != nil {
 		return Figures{}, queueFigures{}, err
@@ -522,7 +527,7 @@ func (c *Cell) collect(ctx context.Context, f queue.Fence) (Figures, queueFigure
 	drained, now := c.drain.count(rts), time.Now()
 	// A worker is dead after missing about three heartbeats.
 	cutoff := 3*c.cfg.Heartbeat + time.Second
-	figs := Figures{Region: c.cfg.Region, API: c.cfg.API, Leader: c.cfg.ID, Token: f.Token, UpdatedAt: time.Now().UTC()}
+	figs := Figures{Region: c.cfg.Region, API: c.cfg.API, Leader: c.cfg.ID, Token: f.Token, UpdatedAt: asOf}
 	for _, p := range c.cfg.Pools {
 		w, err := c.store.CleanWorkers(ctx, f, p.Name, cutoff)
 		if err != nil {
