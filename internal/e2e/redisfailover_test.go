@@ -39,9 +39,11 @@ import (
 // every write to its shard until the old master is back as its replica:
 // the test restarts it. With two, the other replica follows the new master.
 func TestRedisFailoverLosesNoAcceptedTask(t *testing.T) {
-	t.Run("sentinel, one replica", func(t *testing.T) { redisFailover(t, sentinelMode(t, 1)) })
-	t.Run("sentinel, two replicas", func(t *testing.T) { redisFailover(t, sentinelMode(t, 2)) })
-	t.Run("cluster, 3 masters with a replica each", func(t *testing.T) { redisFailover(t, clusterMode(t)) })
+	// The three topologies share nothing (their own Redis processes, ax
+	// servers and free ports) and mostly wait on failovers: run side by side.
+	t.Run("sentinel, one replica", func(t *testing.T) { t.Parallel(); redisFailover(t, sentinelMode(t, 1)) })
+	t.Run("sentinel, two replicas", func(t *testing.T) { t.Parallel(); redisFailover(t, sentinelMode(t, 2)) })
+	t.Run("cluster, 3 masters with a replica each", func(t *testing.T) { t.Parallel(); redisFailover(t, clusterMode(t)) })
 }
 
 const dataPW, sentinelPW = "data-pw", "sentinel-pw"
