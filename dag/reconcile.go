@@ -181,6 +181,18 @@ func (rc *reconciler) reconcile(ctx context.Context, id string) error {
 	run, err := st.DAG(ctx, id)
 	if errors.Is(err, queue.ErrDAGNotFound) {
 		if p, perr := task.ParseID(id); perr != nil || time.Since(p.Time) > orphanAfter {
+			// A create that stopped between its backlog reservation and
+			// the run left the definition: give its room back.
+			if def, derr := st.DAGDefinition(ctx, id); derr == nil && def.BacklogMax > 0 {
+				if err := st.UnreserveBacklog(ctx, def.TaskIDs()); err != nil {
+					return err
+				}
+				if err := st.ForgetDAGDefinition(ctx, id); err != nil {
+					return err
+				}
+			} else if derr != nil && !errors.Is(derr, queue.ErrDAGNotFound) {
+				return derr
+			}
 			return rc.forget(ctx, id)
 		}
 		return nil // being created
@@ -189,7 +201,12 @@ func (rc *reconciler) reconcile(ctx context.Context, id string) error {
 		return err
 	}
 	if run.State != task.DAGRunning {
-		return rc.forget(ctx, id) // ended; the active set missed it
+		// Ended; the active set missed it (or the room left was not given
+		// back yet).
+		if err := rc.giveBack(ctx, id); err != nil {
+			return err
+		}
+		return rc.forget(ctx, id)
 	}
 	plan, err := rc.plan(ctx, id)
 	if err != nil {
@@ -328,9 +345,28 @@ func (rc *reconciler) reconcile(ctx context.Context, id string) error {
 	if up.Ended {
 		rc.runs.metrics.runs.WithLabelValues(rc.runs.cfg.Region, string(up.State)).Inc()
 		rc.runs.log.Info("DAG run ended", "dag", id, "state", up.State)
+		if err := rc.giveBack(ctx, id); err != nil {
+			return err // the next pass finds the run ended and tries again
+		}
 		return rc.forget(ctx, id)
 	}
 	return nil
+}
+
+// giveBack gives back the backlog room an ended run reserved and its
+// nodes did not take (nodes skipped, cancelled or never released).
+func (rc *reconciler) giveBack(ctx context.Context, id string) error {
+	plan, err := rc.plan(ctx, id)
+	if errors.Is(err, queue.ErrDAGNotFound) {
+		return nil // expired with its room given back before
+	}
+	if err != nil {
+		return err
+	}
+	if plan.def.BacklogMax <= 0 {
+		return nil
+	}
+	return rc.runs.store.UnreserveBacklog(ctx, plan.def.TaskIDs())
 }
 
 // outcomeOf is a node's state for its task's terminal state.

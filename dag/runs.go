@@ -39,7 +39,11 @@ type Config struct {
 	Region string // this server's region: the home of the runs it accepts
 	// Defaults are the task defaults node specs are normalized with
 	// (default task.DefaultDefaults()).
-	Defaults   task.Defaults
+	Defaults task.Defaults
+	// Backlog is a tenant's max_backlog in this region (0 or nil: none). A
+	// run of a tenant with one reserves room for all its nodes when it is
+	// created (queue.Store.ReserveBacklog), or is refused.
+	Backlog    func(tenant string) int
 	Registerer prometheus.Registerer // nil: metrics are not registered
 	Logger     *slog.Logger
 	Now        func() time.Time
@@ -96,7 +100,16 @@ func (r *Runs) Create(ctx context.Context, req *apiv1.DAGRequest) (*apiv1.DAGSta
 			roots = append(roots, nd.ID)
 		}
 	}
+	if r.cfg.Backlog != nil {
+		def.BacklogMax = r.cfg.Backlog(def.Tenant)
+	}
 	if err := r.store.CreateDAG(ctx, def, initial); err != nil {
+		if errors.Is(err, queue.ErrBacklogFull) {
+			// Tasks finish on their own time: a few seconds is a fair retry.
+			return nil, &apiv1.Error{Code: apiv1.CodeQuotaExceeded, Field: "max_backlog", RetryAfterSeconds: 5,
+				Message: fmt.Sprintf("tenant %s has no room for %d more tasks in this region: its max_backlog is %d; wait for some to finish",
+					def.Tenant, len(def.Nodes), def.BacklogMax)}
+		}
 		return nil, err
 	}
 	r.metrics.runs.WithLabelValues(r.cfg.Region, string(task.DAGRunning)).Inc()
@@ -154,7 +167,7 @@ func (r *Runs) release(ctx context.Context, def *queue.DAGDef, nodes []string) (
 			invalid[id] = err
 			continue
 		}
-		tasks = append(tasks, queue.NewTask{ID: nd.TaskID, Spec: sp})
+		tasks = append(tasks, queue.NewTask{ID: nd.TaskID, Spec: sp, Reserved: def.BacklogMax > 0})
 	}
 	if len(tasks) == 0 {
 		return invalid, nil

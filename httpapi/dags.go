@@ -92,11 +92,9 @@ func (a *API) createDAG(w http.ResponseWriter, r *http.Request, p Principal) err
 		req.Tenant = p.Tenant
 	}
 	// Each node is a task: the DAG takes its nodes from the tenant's submit
-	// quota and must fit in its backlog.
+	// quota, and Create reserves room for them in its backlog (429 naming
+	// max_backlog when there is none).
 	if err := a.quotas.take(r.Context(), p, len(req.Nodes), "nodes"); err != nil {
-		return err
-	}
-	if err := a.n.BacklogRoom(r.Context(), tenantOr(req.Tenant), len(req.Nodes)); err != nil {
 		return err
 	}
 	st, err := dags.Create(r.Context(), &req)

@@ -152,7 +152,7 @@ func statusOf(code string) int {
 		return http.StatusRequestEntityTooLarge
 	case apiv1.CodeUnplaceable:
 		return http.StatusUnprocessableEntity
-	case apiv1.CodeSaturated:
+	case apiv1.CodeSaturated, apiv1.CodeQuotaExceeded:
 		return http.StatusTooManyRequests
 	case apiv1.CodeUnavailable:
 		return http.StatusServiceUnavailable

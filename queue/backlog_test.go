@@ -2,6 +2,7 @@ package queue
 
 import (
 	"errors"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -270,5 +271,114 @@ func TestBacklogCapSplitsAcrossShards(t *testing.T) {
 	}
 	if got := e.backlog("acme"); got != 6 {
 		t.Fatalf("backlog %d, want 6", got)
+	}
+}
+
+// TestDAGReservationsAndSubmitsShareTheCap: DAG creations reserve room
+// for all their nodes in the same script-level count the submits check,
+// so any number of concurrent creations and submits, from two servers,
+// never pass max_backlog together (a creation that read the count did,
+// by its nodes); a node's task takes its reservation instead of counting
+// again, and the room of nodes never released comes back when the run
+// gives it back (once, however often that is asked). Shards: each checks
+// its share, as for submits (also with AX_TEST_REDIS=cluster).
+func TestDAGReservationsAndSubmitsShareTheCap(t *testing.T) {
+	e := newEnv(t)
+	other, err := New(e.rdb, e.s.Options())
+	if err != nil {
+		t.Fatal(err)
+	}
+	shards := e.s.Options().Shards
+	capN := 9 * shards
+	const dags, submits = 12, 4 // 4 submits never fill the cap: some DAG fits
+	defs := make([]*DAGDef, dags)
+	for i := range defs {
+		defs[i] = e.dagDef("a", "b:a", "c:a")
+		defs[i].BacklogMax = capN
+	}
+	var mu sync.Mutex
+	var made []*DAGDef
+	tasks := 0
+	var wg sync.WaitGroup
+	for i := range dags + submits {
+		s := e.s
+		if i%2 == 1 {
+			s = other
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if i < dags {
+				err := s.CreateDAG(e.ctx, defs[i], nil)
+				mu.Lock()
+				defer mu.Unlock()
+				switch {
+				case err == nil:
+					made = append(made, defs[i])
+				case !errors.Is(err, ErrBacklogFull):
+					t.Error(err)
+				}
+				return
+			}
+			res, err := s.Submit(e.ctx, NewTask{Spec: e.spec(tenant("acme")), BacklogMax: capN})
+			mu.Lock()
+			defer mu.Unlock()
+			switch {
+			case err != nil:
+				t.Error(err)
+			case res[0].Err == nil:
+				tasks++
+			case !errors.Is(res[0].Err, ErrBacklogFull):
+				t.Error(res[0].Err)
+			}
+		}()
+	}
+	wg.Wait()
+	got := e.backlog("acme")
+	if want := 3*len(made) + tasks; got != want || got > capN || len(made) == 0 || len(made) == dags {
+		t.Fatalf("%d DAGs and %d tasks accepted, backlog %d; want 3 per DAG plus the tasks, at most %d, some DAGs refused",
+			len(made), tasks, got, capN)
+	}
+	share := (capN + shards - 1) / shards
+	for sh := range shards {
+		if n, _ := e.rdb.HGet(e.ctx, e.s.keys[sh].prefix+"bl", "acme").Int(); n > share {
+			t.Fatalf("shard %d holds %d, its share is %d", sh, n, share)
+		}
+	}
+	// A refused creation stored nothing.
+	for _, d := range defs {
+		if !slices.Contains(made, d) {
+			if _, err := e.s.DAGDefinition(e.ctx, d.ID); !errors.Is(err, ErrDAGNotFound) {
+				t.Fatalf("refused DAG %s left its definition: %v", d.ID, err)
+			}
+		}
+	}
+
+	// The first run's root is released twice (as the reconciler may):
+	// its reservation is taken once and the count does not move.
+	d := made[0]
+	for range 2 {
+		if _, err := e.s.Submit(e.ctx, NewTask{ID: d.Nodes[0].TaskID, Spec: e.spec(tenant("acme")), Reserved: true}); err != nil {
+			t.Fatal(err)
+		}
+		if n := e.backlog("acme"); n != got {
+			t.Fatalf("a released node: backlog %d, want %d", n, got)
+		}
+	}
+	// The run ends with b and c never released: their room comes back,
+	// once; the root's task still counts until it finishes.
+	for range 2 {
+		if err := e.s.UnreserveBacklog(e.ctx, d.TaskIDs()); err != nil {
+			t.Fatal(err)
+		}
+		if n := e.backlog("acme"); n != got-2 {
+			t.Fatalf("run ended: backlog %d, want %d", n, got-2)
+		}
+	}
+	if _, err := e.s.Cancel(e.ctx, d.Nodes[0].TaskID, "CANCELED_BY_USER", "test"); err != nil {
+		t.Fatal(err)
+	}
+	if n := e.backlog("acme"); n != got-3 {
+		t.Fatalf("root canceled: backlog %d, want %d", n, got-3)
 	}
 }

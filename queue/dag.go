@@ -67,6 +67,20 @@ type DAGDef struct {
 	Name   string       `json:"name,omitempty"`
 	Tenant string       `json:"tenant"`
 	Nodes  []DAGNodeDef `json:"nodes"`
+	// BacklogMax, when > 0, is the tenant's max_backlog the run was
+	// admitted under: CreateDAG reserved room for every node's task in the
+	// tenant's backlog (ReserveBacklog), its nodes' tasks take it
+	// (NewTask.Reserved) and the run gives back what is left when it ends.
+	BacklogMax int `json:"backlog_max,omitempty"`
+}
+
+// TaskIDs is the task id of every node.
+func (d *DAGDef) TaskIDs() []string {
+	ids := make([]string, len(d.Nodes))
+	for i, n := range d.Nodes {
+		ids[i] = n.TaskID
+	}
+	return ids
 }
 
 // DAGNodeDef is one node of a definition.
@@ -176,8 +190,52 @@ func DAGTaskID(dagID, node string, salt int) (string, error) {
 
 // CreateDAG stores a new run: RUNNING, every node in its first state
 // (initial; nodes left out are WAITING). It fails with ErrExists when a run
-// with this id exists.
+// with this id exists. With def.BacklogMax it first reserves room for
+// every node's task in the tenant's backlog (ReserveBacklog) and fails
+// with ErrBacklogFull, storing nothing, when there is none.
 func (s *Store) CreateDAG(ctx context.Context, def *DAGDef, initial map[string]DAGNode) error {
+	if def.BacklogMax <= 0 {
+		return s.createDAG(ctx, def, initial)
+	}
+	// The definition goes first: a server that dies before the run is
+	// stored leaves an id in the active set whose definition names the ids
+	// holding room, and the reconciler gives it back (ForgetDAG's caller).
+	b, err := json.Marshal(def)
+	if err != nil {
+		return fmt.Errorf("queue: create DAG: %w", err)
+	}
+	p, err := task.ParseID(def.ID)
+	if err != nil {
+		return err
+	}
+	if err := s.rdb.ZAdd(ctx, s.activeDAGs(), redis.Z{Score: float64(p.Time.UnixMilli()), Member: def.ID}).Err(); err != nil {
+		return fmt.Errorf("queue: create DAG: %w", err)
+	}
+	if err := s.rdb.Set(ctx, s.dagKey(def.ID, "def"), b, 0).Err(); err != nil {
+		return fmt.Errorf("queue: create DAG: %w", err)
+	}
+	ids := def.TaskIDs()
+	if err := s.ReserveBacklog(ctx, def.Tenant, def.BacklogMax, ids); err != nil {
+		// Nothing else was stored (should these fail, the reconciler
+		// forgets the id).
+		ctx := context.WithoutCancel(ctx)
+		if s.rdb.Del(ctx, s.dagKey(def.ID, "def")).Err() == nil {
+			_ = s.rdb.ZRem(ctx, s.activeDAGs(), def.ID).Err()
+		}
+		return err
+	}
+	if err := s.createDAG(ctx, def, initial); err != nil {
+		// Given back even when the run was stored after all (a lost answer):
+		// its nodes' tasks are then counted as they are created.
+		if uerr := s.UnreserveBacklog(context.WithoutCancel(ctx), ids); uerr != nil {
+			return fmt.Errorf("%w (and its backlog reservation stays until the reconciler gives it back: %v)", err, uerr)
+		}
+		return err
+	}
+	return nil
+}
+
+func (s *Store) createDAG(ctx context.Context, def *DAGDef, initial map[string]DAGNode) error {
 	p, err := task.ParseID(def.ID)
 	if err != nil {
 		return err
@@ -336,6 +394,15 @@ func (s *Store) ActiveDAGs(ctx context.Context, limit int) ([]string, error) {
 // ForgetDAG takes an ended (or never created) run out of the active set.
 func (s *Store) ForgetDAG(ctx context.Context, id string) error {
 	if err := s.rdb.ZRem(ctx, s.activeDAGs(), id).Err(); err != nil {
+		return fmt.Errorf("queue: forget DAG: %w", err)
+	}
+	return nil
+}
+
+// ForgetDAGDefinition deletes the definition of a run that was never
+// stored (a create that stopped after its backlog reservation).
+func (s *Store) ForgetDAGDefinition(ctx context.Context, id string) error {
+	if err := s.rdb.Del(ctx, s.dagKey(id, "def")).Err(); err != nil {
 		return fmt.Errorf("queue: forget DAG: %w", err)
 	}
 	return nil

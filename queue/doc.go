@@ -57,7 +57,11 @@
 //	ax:{s}:pkd           ZSET  limit keys with parked tasks → next look (ms)
 //	ax:{s}:pk:<key>      ZSET  READY tasks parked by a limit of key
 //	ax:{s}:bl            HASH  tenant ('' default) → its unfinished tasks in
-//	                           the shard: the backlog (lib.lua, Store.Backlog)
+//	                           the shard: the backlog (lib.lua, Store.Backlog),
+//	                           room reserved for DAG nodes included
+//	ax:{s}:blr           HASH  task id → tenant: ids holding backlog room
+//	                           reserved, a DAG run's nodes not created yet
+//	                           (backlog.lua, Store.ReserveBacklog)
 //	ax:{s}:qb:<tenant>   STRING the tenant's submit bucket, "<micro-tasks>
 //	                           <ms>", in the shard its name hashes to; expires
 //	                           once full again (quota.lua, Store.TakeQuota)

@@ -16,7 +16,7 @@ var scriptFS embed.FS
 // EVALSHA.
 var scripts = struct {
 	submit, promote, place, claim, heartbeat, complete, fail, ret,
-	reap, cancel, replay, priority, sweep, workers, handoff, drain, preempt, rtTrim, prices, rewake, fence, cold, limits, quota, held, fairShare, replace *redis.Script
+	reap, cancel, replay, priority, sweep, workers, handoff, drain, preempt, rtTrim, prices, rewake, fence, cold, limits, quota, held, fairShare, replace, backlog *redis.Script
 }{
 	submit:    load("submit"),
 	promote:   load("promote"),
@@ -45,6 +45,7 @@ var scripts = struct {
 	quota:     load("quota"),
 	fairShare: load("fairshare"),
 	replace:   load("replace"),
+	backlog:   load("backlog"),
 }
 
 func load(name string) *redis.Script {

@@ -222,6 +222,10 @@ type NewTask struct {
 	// atomically in the submit script; else its result is ErrBacklogFull
 	// and nothing is stored. Such a task never goes to the cold tier.
 	BacklogMax int
+	// Reserved: room may have been reserved for this id in its tenant's
+	// backlog (ReserveBacklog, a DAG run's node): if so the task takes it
+	// (it is counted already and not checked), else it is counted as any.
+	Reserved bool
 }
 
 // History is the part of a task's past that travels with it from region to
@@ -415,6 +419,9 @@ func (s *Store) submitShard(ctx context.Context, sc redis.Scripter, shard int, t
 		}
 		if t.Returning {
 			flags += "r"
+		}
+		if t.Reserved {
+			flags += "v"
 		}
 		if t.AdmitMax > 0 && t.Pool != "" && t.HandOff == "" {
 			flags += "a"
@@ -1214,4 +1221,87 @@ func toStr(v any) string {
 // NewID returns a new id of this region on shard, from the store's generator.
 func (s *Store) NewID(shard int, now time.Time) string {
 	return s.opts.IDs.New(s.opts.Region, shard, now)
+}
+
+// ReserveBacklog reserves room in tenant's backlog in this region for
+// tasks that will be created later with these ids (a DAG run's nodes,
+// docs/security.md "max_backlog"), as if they existed: they count from
+// now, and a task created with NewTask.Reserved under one of them takes
+// its room instead of being counted (or checked) again. Each shard checks
+// the ids it will hold against its share of max, ⌈max ÷ shards⌉, with its
+// count in one script, so concurrent reservations and submits never pass
+// it together. All or nothing: when a shard has no room, the shards
+// reserved already give theirs back and the error is ErrBacklogFull.
+// UnreserveBacklog gives back the room of ids whose task was never
+// created.
+func (s *Store) ReserveBacklog(ctx context.Context, tenant string, max int, ids []string) error {
+	byShard, err := s.idsByShard(ids)
+	if err != nil {
+		return err
+	}
+	capOf := strconv.Itoa((max + s.opts.Shards - 1) / s.opts.Shards)
+	tn := backlogTenant(tenant)
+	var done []string
+	for shard, sids := range byShard {
+		if len(sids) == 0 {
+			continue
+		}
+		argv := make([]any, 0, 4+len(sids))
+		argv = append(argv, s.clock(), "r", tn, capOf)
+		for _, id := range sids {
+			argv = append(argv, id)
+		}
+		ok, err := scripts.backlog.Run(ctx, s.rdb, s.keysWith(shard), argv...).Int()
+		if err == nil && ok != 1 {
+			err = fmt.Errorf("%w: %d tasks of tenant %s do not fit in its max_backlog (%d)", ErrBacklogFull, len(ids), tenant, max)
+		} else if err != nil {
+			err = fmt.Errorf("queue: reserve backlog: %w", err)
+		}
+		if err != nil {
+			if len(done) > 0 {
+				_ = s.UnreserveBacklog(context.WithoutCancel(ctx), done)
+			}
+			return err
+		}
+		done = append(done, sids...)
+	}
+	return nil
+}
+
+// UnreserveBacklog gives back the backlog room ReserveBacklog reserved for
+// ids whose task was not created (a node that never ran, a run that
+// ended); ids created already, or never reserved, change nothing, so it
+// may run any number of times.
+func (s *Store) UnreserveBacklog(ctx context.Context, ids []string) error {
+	byShard, err := s.idsByShard(ids)
+	if err != nil {
+		return err
+	}
+	for shard, sids := range byShard {
+		if len(sids) == 0 {
+			continue
+		}
+		argv := make([]any, 0, 4+len(sids))
+		argv = append(argv, s.clock(), "u", "", "0")
+		for _, id := range sids {
+			argv = append(argv, id)
+		}
+		if err := scripts.backlog.Run(ctx, s.rdb, s.keysWith(shard), argv...).Err(); err != nil {
+			return fmt.Errorf("queue: give back backlog: %w", err)
+		}
+	}
+	return nil
+}
+
+// idsByShard groups ids by the shard that holds them.
+func (s *Store) idsByShard(ids []string) ([][]string, error) {
+	out := make([][]string, s.opts.Shards)
+	for _, id := range ids {
+		shard, err := s.shardOf(id)
+		if err != nil {
+			return nil, err
+		}
+		out[shard] = append(out[shard], id)
+	}
+	return out, nil
 }

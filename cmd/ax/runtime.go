@@ -309,12 +309,7 @@ func startServer(ctx context.Context, cfg *config.Region, ln net.Listener, reg *
 		Region: cfg.Name, Regions: cfg.Regions, ClusterToken: cfg.Auth.ClusterToken, Defaults: defaultsOf(cfg),
 		Placement: pc, Logger: s.log, PeerTLS: peerTLS, AllowInsecurePeers: cfg.Auth.AllowInsecurePeers,
 		TracerProvider: s.tracer, HandOffHorizon: cfg.Placement.HandOffHorizon, StuckPoolGrace: cfg.Placement.UnhealthyGrace, ReplaceOnPriceRise: cfg.Placement.ReplaceOnPriceRise,
-		Backlog: func(tenant string) int {
-			if q := s.quotas.Load(); q != nil {
-				return q.Quota(tenant).MaxBacklog
-			}
-			return 0
-		},
+		Backlog: s.maxBacklog,
 	}, s.store, s.view, s.cell, federation.NewMetrics(reg))
 	if err != nil {
 		return nil, err
@@ -322,7 +317,7 @@ func startServer(ctx context.Context, cfg *config.Region, ln net.Listener, reg *
 	s.sched = schedule.New(s.global, s.node, schedule.Config{
 		Region: cfg.Name, Regions: cfg.Regions, Defaults: defaultsOf(cfg),
 		Prefix: cfg.Etcd.Prefix, ID: s.id, SessionTTL: cfg.Etcd.SessionTTL, Registerer: own, Logger: s.log})
-	s.dags = dag.New(s.store, s.node, dag.Config{Region: cfg.Name, Defaults: defaultsOf(cfg), Registerer: reg, Logger: s.log})
+	s.dags = dag.New(s.store, s.node, dag.Config{Region: cfg.Name, Defaults: defaultsOf(cfg), Backlog: s.maxBacklog, Registerer: reg, Logger: s.log})
 	var pools []string
 	for _, p := range cfg.Pools {
 		pools = append(pools, p.Name)
@@ -543,4 +538,13 @@ func limitsOf(cfg *config.Region) []queue.Limit {
 		out = append(out, queue.Limit{Kind: sh.Kind, Name: sh.Name, Rate: sh.Rate, Burst: sh.Burst, Concurrency: sh.Concurrency})
 	}
 	return out
+}
+
+// maxBacklog is tenant's max_backlog in this region (0: none), as last
+// loaded (SIGHUP reloads it).
+func (s *server) maxBacklog(tenant string) int {
+	if q := s.quotas.Load(); q != nil {
+		return q.Quota(tenant).MaxBacklog
+	}
+	return 0
 }

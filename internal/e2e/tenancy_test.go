@@ -121,9 +121,12 @@ func TestTenantQuotasTrustAndExpiry(t *testing.T) {
 	if code, body := fed.call("us-east-1", tokOperator, http.MethodPost, "/v1/tasks/"+waiting[0]+"/cancel", nil); code != http.StatusOK {
 		t.Fatalf("cancel: %d %s", code, body)
 	}
-	if code, body := fed.call("us-east-1", "c", http.MethodPost, "/v1/tasks", later); code != http.StatusCreated {
+	code, body = fed.call("us-east-1", "c", http.MethodPost, "/v1/tasks", later)
+	var fourth apiv1.SubmitResponse
+	if code != http.StatusCreated || json.Unmarshal(body, &fourth) != nil {
 		t.Fatalf("tenant C's submit after a cancel made room: %d %s", code, body)
 	}
+	waiting = append(waiting, fourth.ID)
 	// DAGs and schedules are tasks to come: their nodes (a schedule: one)
 	// count against the backlog, and against the submit rate.
 	oneNode := map[string]any{"name": "one", "nodes": []map[string]any{{"id": "a", "task": noop}}}
@@ -136,6 +139,55 @@ func TestTenantQuotasTrustAndExpiry(t *testing.T) {
 	code, body = fed.call("us-east-1", tokOperator, http.MethodPost, "/v1/schedules", nightly)
 	if e := apiErr(t, body); code != http.StatusTooManyRequests || e.Field != "max_backlog" {
 		t.Fatalf("a schedule for tenant C at its max_backlog: %d %s", code, body)
+	}
+	// A DAG reserves room for all its nodes in the count the submits check:
+	// with the backlog empty, of three DAGs of 2 nodes created at once on
+	// both servers one fits (a creation that read the count let all three
+	// in). Cancelled, it gives its room back (its WAITING node never ran):
+	// then 3 tasks fit again.
+	for _, id := range waiting[1:] {
+		if code, body := fed.call("us-east-1", tokOperator, http.MethodPost, "/v1/tasks/"+id+"/cancel", nil); code != http.StatusOK {
+			t.Fatalf("cancel: %d %s", code, body)
+		}
+	}
+	pair := map[string]any{"name": "pair", "nodes": []map[string]any{{"id": "a", "task": later},
+		{"id": "b", "depends_on": []string{"a"}, "task": noop}}}
+	dagCodes := map[int]int{}
+	var made string
+	for i := range 3 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			code, body, _ := fed.callAPIHeader(apis[i%2], "c", http.MethodPost, "/v1/dags", pair)
+			mu.Lock()
+			defer mu.Unlock()
+			dagCodes[code]++
+			if code == http.StatusCreated {
+				var st apiv1.DAGStatus
+				_ = json.Unmarshal(body, &st)
+				made = st.ID
+			} else if e := apiErr(t, body); e.Field != "max_backlog" {
+				t.Errorf("a refused DAG: %d %s", code, body)
+			}
+		}()
+	}
+	wg.Wait()
+	if dagCodes[http.StatusCreated] != 1 || dagCodes[http.StatusTooManyRequests] != 2 {
+		t.Fatalf("three DAGs of 2 nodes at once for max_backlog 3: %v, want one 201 and two 429", dagCodes)
+	}
+	if code, body := fed.call("us-east-1", tokOperator, http.MethodPost, "/v1/dags/"+made+"/cancel", nil); code != http.StatusOK {
+		t.Fatalf("cancel DAG: %d %s", code, body)
+	}
+	fits := 0
+	for deadline := time.Now().Add(20 * time.Second); fits < 3 && time.Now().Before(deadline); {
+		if code, _ := fed.call("us-east-1", "c", http.MethodPost, "/v1/tasks", later); code == http.StatusCreated {
+			fits++
+		} else {
+			time.Sleep(200 * time.Millisecond)
+		}
+	}
+	if fits != 3 {
+		t.Fatalf("after the DAG was cancelled tenant C fit %d of 3 tasks: its room did not come back", fits)
 	}
 
 	// Batch caps, from tenant B (no rate limit).

@@ -21,7 +21,9 @@
 --   The last ARGV (after the tasks): backlog caps, "<cap> <tenant>\n" per
 --   limited tenant ('' none): a task of such a tenant is created only while
 --   the tenant's backlog in this shard (lib.lua backlog, counted with this
---   call's) is below cap, else code 5. Every task created is counted.
+--   call's) is below cap, else code 5. Every task created is counted, but
+--   one with flag 'v' whose id holds room reserved (backlog.lua) takes its
+--   reservation instead (and is not checked).
 -- Returns: {codes, then id, state for each task not created}. codes has one
 --   character per task, in order: its state code (P, R) when created; 1 a
 --   duplicate of an earlier task with the same key and spec (the pair is that
@@ -104,12 +106,16 @@ for _ = 1, n do
   for j = fstart, fstart + 2 * nf - 1, 2 do
     if ARGV[j] == 'tn' then tn = ARGV[j + 1]; break end
   end
-  if not done and BLCAP[tn] and backlog_now(tn) >= BLCAP[tn] then
+  -- Flag 'v': room may be reserved for this id (backlog.lua); it is
+  -- counted already, so neither checked nor counted again.
+  local reserved = not done and string.find(flags, 'v', 1, true) ~= nil
+      and redis.call('HDEL', K_PREFIX .. 'blr', id) == 1
+  if not done and not reserved and BLCAP[tn] and backlog_now(tn) >= BLCAP[tn] then
     codes[#codes + 1] = '5'; out[#out + 1] = id; out[#out + 1] = ''
     done = true
   end
   if not done then
-    backlog(tn, 1)
+    if not reserved then backlog(tn, 1) end
     -- One HSET per task: the spec's fields and the state's together.
     local f = {}
     local lines = {}
