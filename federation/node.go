@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"slices"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/ax-sched/ax/internal/tracing"
@@ -270,6 +271,10 @@ func (n *Node) Submit(ctx context.Context, specs []*task.Spec, forwarded bool) [
 			out[i].Err = err
 			continue
 		}
+		if err := n.knownRegions(sp.Regions); err != nil {
+			out[i].Err = err
+			continue
+		}
 		if sp.IdempotencyKey != "" && !forwarded {
 			if home := n.KeyHome(sp.Tenant, sp.IdempotencyKey); home != n.cfg.Region {
 				remote[home] = append(remote[home], i)
@@ -461,6 +466,23 @@ func (n *Node) KnownRegion(name string) bool {
 // client's mistake (400 naming the field), never "unavailable, retry".
 func unknownRegion(name string) error {
 	return &task.FieldError{Field: "region", Msg: "no region " + strconv.Quote(name) + " in the federation"}
+}
+
+// knownRegions refuses a task's allowed regions that name a region outside
+// the federation: a typo would otherwise read as "no pool matches".
+func (n *Node) knownRegions(names []string) error {
+	for i, r := range names {
+		if !n.KnownRegion(r) {
+			known := append([]string{}, n.cfg.Regions...)
+			if !slices.Contains(known, n.cfg.Region) {
+				known = append(known, n.cfg.Region)
+			}
+			slices.Sort(known)
+			return &task.FieldError{Field: fmt.Sprintf("regions[%d]", i),
+				Msg: "no region " + strconv.Quote(r) + " in the federation (" + strings.Join(known, ", ") + ")"}
+		}
+	}
+	return nil
 }
 
 func (n *Node) peerAPI(name string) (string, error) {

@@ -134,6 +134,7 @@ func TestAPIContract(t *testing.T) {
 			{"bad tag key", `{"type":"x","tags":{"GPU":"a100"}}`, "tags.GPU", ""},
 			{"bad region name", `{"type":"x","regions":["US East"]}`, "regions[0]", ""},
 			{"region twice", `{"type":"x","regions":["aws-use1","aws-use1"]}`, "regions[1]", ""},
+			{"region outside the federation", `{"type":"x","regions":["aws-use1","mars-1"]}`, "regions[1]", ""},
 			{"run_at and delay", `{"type":"x","delay":"1m","run_at":"2099-01-01T00:00:00Z"}`, "delay", ""},
 			{"negative delay", `{"type":"x","delay":"-1s"}`, "delay", ""},
 			{"max_retries out of range", `{"type":"x","max_retries":1000}`, "max_retries", ""},
