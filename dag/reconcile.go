@@ -58,6 +58,9 @@ const runParallel = 8
 // the run's fence key rejects once a newer leader wrote; the loop then
 // calls lost and returns.
 //
+// Once per term, alongside, it indexes the region's runs created before the
+// listing's index existed (queue.Store.IndexOldDAGRuns; a no-op once done).
+//
 // A run whose cancel was requested (Runs.Cancel) has no WAITING node
 // left: the cancel moved them all to CANCELED in the same script that
 // recorded it, and UpdateDAG releases nothing of such a run. Each pass then
@@ -70,6 +73,7 @@ const runParallel = 8
 // died between its submit and its record.
 func (r *Runs) Loop(ctx context.Context, f queue.Fence, lost func(error)) {
 	rc := &reconciler{runs: r, fence: f, plans: map[string]*runPlan{}}
+	go r.indexOld(ctx)
 	t := time.NewTicker(interval)
 	defer t.Stop()
 	for {
@@ -82,6 +86,21 @@ func (r *Runs) Loop(ctx context.Context, f queue.Fence, lost func(error)) {
 			return
 		case <-t.C:
 		}
+	}
+}
+
+// indexBatch is how many keys one SCAN of IndexOldDAGRuns reads.
+const indexBatch = 1000
+
+// indexOld lists the runs written before GET /v1/dags had an index; a
+// failure is retried by the next term.
+func (r *Runs) indexOld(ctx context.Context) {
+	n, err := r.store.IndexOldDAGRuns(ctx, indexBatch)
+	switch {
+	case err != nil && ctx.Err() == nil:
+		r.log.Warn("DAG runs of before the listing index not indexed yet; the next leader term retries", "err", err)
+	case n > 0:
+		r.log.Info("DAG runs of before the listing index indexed", "runs", n)
 	}
 }
 

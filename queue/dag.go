@@ -8,6 +8,7 @@ import (
 	"hash/fnv"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/ax-sched/ax/task"
@@ -380,6 +381,71 @@ func (s *Store) DAGRunsBefore(ctx context.Context, ms int64, id string, limit in
 		_ = s.rdb.ZRem(ctx, s.allDAGs(), gone...).Err() // tidying: the next listing retries
 	}
 	return out, more, nil
+}
+
+// dagsIndexed marks that IndexOldDAGRuns went through every run key once:
+// runs created since are indexed by CreateDAG.
+func (s *Store) dagsIndexed() string { return s.opts.Prefix + ":{dags}:indexed" }
+
+// IndexOldDAGRuns adds to the index DAGRunsBefore reads the runs created
+// before that index existed (they have a run hash but no index entry). It
+// scans the run keys — on every master of a cluster, since each run has its
+// own slot — batch keys per SCAN call, adding each batch's runs in one
+// ZADD NX, so repeating it (a second leader, a scan cut short by a
+// failover) changes nothing. Once a scan went through it marks the region
+// indexed, and later calls return at once. It returns how many runs it
+// added.
+func (s *Store) IndexOldDAGRuns(ctx context.Context, batch int) (int, error) {
+	if n, err := s.rdb.Exists(ctx, s.dagsIndexed()).Result(); err != nil {
+		return 0, fmt.Errorf("queue: index DAG runs: %w", err)
+	} else if n == 1 {
+		return 0, nil
+	}
+	head, tail := s.opts.Prefix+":{dag:", "}:run"
+	var added atomic.Int64 // a cluster's masters are scanned at once
+	scan := func(ctx context.Context, c redis.Cmdable) error {
+		var cursor uint64
+		for {
+			keys, next, err := c.Scan(ctx, cursor, head+"*"+tail, int64(max(batch, 1))).Result()
+			if err != nil {
+				return err
+			}
+			var zs []redis.Z
+			for _, k := range keys {
+				id := strings.TrimSuffix(strings.TrimPrefix(k, head), tail)
+				if p, err := task.ParseID(id); err == nil && !strings.ContainsAny(id, "{}:") {
+					zs = append(zs, redis.Z{Score: float64(p.Time.UnixMilli()), Member: id})
+				}
+			}
+			if len(zs) > 0 {
+				n, err := s.rdb.ZAddNX(ctx, s.allDAGs(), zs...).Result()
+				if err != nil {
+					return err
+				}
+				added.Add(n)
+			}
+			if cursor = next; cursor == 0 {
+				return nil
+			}
+		}
+	}
+	var err error
+	if cc := s.cluster(); cc != nil {
+		err = cc.ForEachMaster(ctx, func(ctx context.Context, c *redis.Client) error { return scan(ctx, c) })
+	} else {
+		err = scan(ctx, s.rdb)
+	}
+	if err != nil {
+		return int(added.Load()), fmt.Errorf("queue: index DAG runs: %w", err)
+	}
+	if _, err := s.rdb.TxPipelined(ctx, func(pipe redis.Pipeliner) error {
+		pipe.ZRemRangeByRank(ctx, s.allDAGs(), 0, -maxDAGIndex-1)
+		pipe.Set(ctx, s.dagsIndexed(), "1", 0)
+		return nil
+	}); err != nil {
+		return int(added.Load()), fmt.Errorf("queue: index DAG runs: %w", err)
+	}
+	return int(added.Load()), nil
 }
 
 // ActiveDAGs lists up to limit ids of running DAG runs, oldest first.
