@@ -16,7 +16,7 @@ var scriptFS embed.FS
 // EVALSHA.
 var scripts = struct {
 	submit, promote, place, claim, heartbeat, complete, fail, ret,
-	reap, cancel, replay, priority, sweep, workers, handoff, drain, preempt, rtTrim, prices, rewake, fence, cold, limits, quota, held, fairShare, replace, backlog *redis.Script
+	reap, cancel, replay, priority, sweep, workers, handoff, drain, preempt, rtTrim, prices, rewake, fence, cold, limits, quota, held, fairShare, slowLane, replace, backlog *redis.Script
 }{
 	submit:    load("submit"),
 	promote:   load("promote"),
@@ -44,6 +44,7 @@ var scripts = struct {
 	limits:    load("limits"),
 	quota:     load("quota"),
 	fairShare: load("fairshare"),
+	slowLane:  load("slowlane"),
 	replace:   load("replace"),
 	backlog:   load("backlog"),
 }

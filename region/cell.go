@@ -93,6 +93,11 @@ type Config struct {
 	// (docs/fairness.md): the leader keeps them in the store, which claims
 	// follow. Called every tick: it may change.
 	FairShare func() map[string]queue.FairShare
+	// SlowLanes, when set, returns the region's slow lanes by pool now
+	// (docs/fairness.md): the leader keeps each lane's slots (its share of
+	// the pool's published slots) and slow types (from the learnt run
+	// times) in the store, which claims enforce. Called every tick.
+	SlowLanes func() map[string]SlowLane
 }
 
 func (c *Config) defaults() {
@@ -407,10 +412,14 @@ func (c *Cell) houseLoop(ctx context.Context, f queue.Fence, lost func(error)) {
 	var fair map[string]queue.FairShare // last written this term
 	var fairAt time.Time
 	fairSet := false
+	var lanes map[string]queue.SlowLane // last written this term
+	var lanesAt time.Time
+	lanesSet := false
 	tick := time.NewTicker(min(c.cfg.Heartbeat, time.Second))
 	defer tick.Stop()
 	for {
 		figs, qf, err := c.collect(ctx, f)
+		collected := err == nil
 		if err != nil {
 			if c.failed(ctx, "figures", err, lost) {
 				return
@@ -474,6 +483,17 @@ func (c *Cell) houseLoop(ctx context.Context, f queue.Fence, lost func(error)) {
 				}
 			}
 		}
+		if collected && c.cfg.SlowLanes != nil {
+			if l := qf.slowLanes; !lanesSet || !reflect.DeepEqual(l, lanes) || time.Since(lanesAt) > 30*time.Second {
+				if err := c.store.SetSlowLanes(ctx, f, l); err != nil {
+					if c.failed(ctx, "slow lanes", err, lost) {
+						return
+					}
+				} else {
+					lanes, lanesAt, lanesSet = l, time.Now(), true
+				}
+			}
+		}
 		if _, err := c.store.TrimRunTimes(ctx, f); err != nil && c.failed(ctx, "trim run times", err, lost) {
 			return
 		}
@@ -498,6 +518,8 @@ type queueFigures struct {
 	starving      queue.Starving
 	parked        map[string]int            // by pool
 	limited       map[string]map[string]int // by pool and kind, since the store began
+	slowLanes     map[string]queue.SlowLane // what the lanes are now, by pool (SlowLanes set)
+	lanes         map[string]queue.LimitState
 }
 
 // collect forgets dead workers and reads every pool's figures.
@@ -554,6 +576,13 @@ func (c *Cell) collect(ctx context.Context, f queue.Fence) (Figures, queueFigure
 	sort.Slice(figs.Pools, func(i, j int) bool { return figs.Pools[i].Name < figs.Pools[j].Name })
 	for i := range figs.Pools {
 		figs.Pools[i].Paused = c.updatePressure(figs.Pools[i])
+	}
+	if c.cfg.SlowLanes != nil {
+		cfg := c.cfg.SlowLanes()
+		qf.slowLanes = slowLanes(cfg, figs, rts)
+		if qf.lanes, err = c.laneFigures(ctx, cfg); err != nil {
+			return Figures{}, queueFigures{}, err
+		}
 	}
 	return figs, qf, nil
 }
@@ -636,6 +665,13 @@ func (c *Cell) observe(f Figures, q queueFigures) {
 		c.metrics.fill.WithLabelValues(l...).Set(p.QueueFill())
 		c.metrics.util.WithLabelValues(l...).Set(p.Utilisation())
 		c.metrics.parked.WithLabelValues(l...).Set(float64(q.parked[p.Name]))
+		if lane, ok := q.slowLanes[p.Name]; ok {
+			c.metrics.laneSlots.WithLabelValues(l...).Set(float64(lane.Slots))
+			c.metrics.laneRunning.WithLabelValues(l...).Set(float64(q.lanes[p.Name].Running))
+		} else {
+			c.metrics.laneSlots.DeleteLabelValues(l...)
+			c.metrics.laneRunning.DeleteLabelValues(l...)
+		}
 		for kind, n := range q.limited[p.Name] {
 			// The store counts since it began; the counter follows it
 			// (a leader's first look adds all of it).

@@ -15,6 +15,7 @@ type Metrics struct {
 	preemptions                       *prometheus.CounterVec
 	limited                           *prometheus.CounterVec
 	parked                            *prometheus.GaugeVec
+	laneSlots, laneRunning            *prometheus.GaugeVec
 }
 
 // NewMetrics registers the cell's metrics with reg (nil: not registered).
@@ -49,13 +50,16 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		deferred:    c("ax_backpressure_deferrals_total", "Due tasks of priorities 3–4 put back by backpressure, or preempted tasks held by the re-admission limit.", "region"),
 		preemptions: c("ax_preemptions_total", "Preemption decisions by reason: PREEMPTED or PREEMPT_DENIED_*.", "region", "pool", "reason"),
 		limited: c("ax_limited_total", "READY tasks a limit set aside (parked), once per parking, by kind: rate, concurrency, "+
-			"or paused (a handler's retry after); counted by the store since it began.", "region", "pool", "kind"),
+			"paused (a handler's retry after) or slow (a full slow lane); counted by the store since it began.", "region", "pool", "kind"),
 		parked: g("ax_pool_parked", "READY tasks set aside by a limit now (counted in ax_pool_ready too).", "region", "pool"),
+		laneSlots: g("ax_slow_lane_slots", "Slots a pool's slow lane lets its slow tasks hold: floor(max_share × the pool's slots), at least 1 (docs/fairness.md).",
+			"region", "pool"),
+		laneRunning: g("ax_slow_lane_running", "RUNNING tasks of a pool's slow types, held to ax_slow_lane_slots.", "region", "pool"),
 	}
 	if reg != nil {
 		for _, col := range []prometheus.Collector{m.leader, m.leaderChanges, m.fenced,
 			m.promoted, m.placed, m.reaped, m.slots, m.running, m.ready, m.fill, m.util,
-			m.pressure, m.starving, m.tenantStarving, m.dead, m.pending, m.held, m.deferred, m.preemptions, m.limited, m.parked} {
+			m.pressure, m.starving, m.tenantStarving, m.dead, m.pending, m.held, m.deferred, m.preemptions, m.limited, m.parked, m.laneSlots, m.laneRunning} {
 			reg.MustRegister(col)
 		}
 	}
@@ -71,7 +75,7 @@ func (m *Metrics) init(region string, pools []Pool) {
 	m.leader.WithLabelValues(region)
 	for _, p := range pools {
 		m.preemptions.WithLabelValues(region, p.Name, Preempted)
-		for _, k := range []string{"rate", "concurrency", "paused"} {
+		for _, k := range []string{"rate", "concurrency", "paused", "slow"} {
 			m.limited.WithLabelValues(region, p.Name, k)
 		}
 	}
@@ -83,7 +87,7 @@ func (m *Metrics) init(region string, pools []Pool) {
 func (m *Metrics) forget(region string) {
 	l := prometheus.Labels{"region": region}
 	for _, g := range []*prometheus.GaugeVec{m.slots, m.running, m.ready, m.fill, m.util, m.pressure,
-		m.starving, m.tenantStarving, m.dead, m.pending, m.held, m.parked} {
+		m.starving, m.tenantStarving, m.dead, m.pending, m.held, m.parked, m.laneSlots, m.laneRunning} {
 		g.DeletePartialMatch(l)
 	}
 }

@@ -65,6 +65,9 @@ const (
 	// (worker.RetryAfter); the task's key is paused until then and the task
 	// waits READY without spending a retry.
 	ReasonRetryAfter = "RETRY_AFTER"
+	// ReasonSlowLaneFull: a READY task of a slow type set aside while its
+	// pool's slow lane is full (docs/fairness.md), once per parking.
+	ReasonSlowLaneFull = "SLOW_LANE_FULL"
 )
 
 // Transition table (docs/architecture.md §3) as data. Every script moves a task only along
@@ -81,7 +84,7 @@ var transitions = map[State]map[State][]string{
 		Canceled:  {ReasonCanceledByUser, ReasonUpstreamFailed},
 	},
 	Ready: {
-		Ready:    {ReasonPriority, ReasonRateLimited, ReasonConcurrencyLimited, ReasonRetryAfter},
+		Ready:    {ReasonPriority, ReasonRateLimited, ReasonConcurrencyLimited, ReasonRetryAfter, ReasonSlowLaneFull},
 		Pending:  {ReasonDrained, ReasonReplacedCost},
 		Running:  {ReasonClaimed},
 		Canceled: {ReasonCanceledByUser, ReasonUpstreamFailed},

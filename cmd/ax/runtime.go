@@ -191,6 +191,7 @@ type server struct {
 	id                         string
 	limits                     atomic.Pointer[[]queue.Limit]              // the region's limits (SIGHUP reloads them)
 	fairShare                  atomic.Pointer[map[string]queue.FairShare] // by pool (SIGHUP reloads them)
+	slowLanes                  atomic.Pointer[map[string]region.SlowLane] // by pool (SIGHUP reloads them)
 }
 
 // startServer builds every piece; Run then serves until ctx ends.
@@ -293,6 +294,8 @@ func startServer(ctx context.Context, cfg *config.Region, ln net.Listener, reg *
 	s.limits.Store(&lim)
 	fs := fairShareOf(cfg)
 	s.fairShare.Store(&fs)
+	sl := slowLanesOf(cfg)
+	s.slowLanes.Store(&sl)
 	s.cell = region.New(s.store, s.regional, s.global, region.Config{
 		Region: cfg.Name, ID: s.id, API: cfg.PublicAddr, Pools: regionPools(cfg), Prefix: cfg.Etcd.Prefix,
 		SessionTTL: cfg.Etcd.SessionTTL, Heartbeat: cfg.Lease.Heartbeat, Logger: s.log,
@@ -301,6 +304,7 @@ func startServer(ctx context.Context, cfg *config.Region, ln net.Listener, reg *
 		LivePrice: func(pool string) (float64, bool) { return s.view.PriceOverride(cfg.Name, pool) },
 		Limits:    func() []queue.Limit { return *s.limits.Load() },
 		FairShare: func() map[string]queue.FairShare { return *s.fairShare.Load() },
+		SlowLanes: func() map[string]region.SlowLane { return *s.slowLanes.Load() },
 	}, region.NewMetrics(reg))
 	if s.tracer, s.stopTracing, err = startTracing(cfg, "ax-server", s.id); err != nil {
 		return nil, err
@@ -501,8 +505,10 @@ func (s *server) reload(cfg *config.Region) {
 	s.limits.Store(&l)
 	fs := fairShareOf(cfg)
 	s.fairShare.Store(&fs)
+	sl := slowLanesOf(cfg)
+	s.slowLanes.Store(&sl)
 	s.quotas.Store(&cfg.Quotas)
-	s.log.Info("SIGHUP: API tokens, limits and quotas reloaded", "tokens", len(cfg.Auth.Tokens), "limits", len(l), "fair_share_pools", len(fs))
+	s.log.Info("SIGHUP: API tokens, limits and quotas reloaded", "tokens", len(cfg.Auth.Tokens), "limits", len(l), "fair_share_pools", len(fs), "slow_lane_pools", len(sl))
 	if s.tls != nil {
 		// The files the server started with, re-read (new paths need a
 		// restart).
@@ -526,6 +532,17 @@ func fairShareOf(cfg *config.Region) map[string]queue.FairShare {
 			fs.Tenants[t] = queue.TenantShare{Weight: ts.Weight, Floor: ts.Floor, Max: ts.Max}
 		}
 		out[p.Name] = fs
+	}
+	return out
+}
+
+// slowLanesOf is cfg's slow lanes by pool (docs/fairness.md).
+func slowLanesOf(cfg *config.Region) map[string]region.SlowLane {
+	out := map[string]region.SlowLane{}
+	for _, p := range cfg.Pools {
+		if p.SlowLane != nil {
+			out[p.Name] = region.SlowLane{Threshold: p.SlowLane.Threshold, MaxShare: p.SlowLane.MaxShare}
+		}
 	}
 	return out
 }

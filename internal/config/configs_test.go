@@ -128,6 +128,7 @@ func TestExampleIsTheDefaults(t *testing.T) {
 			Thresholds:       &Thresholds{Alert: 0.6, Spill: 0.7, Pause: 0.95, Resume: 0.4},
 			CapacitySchedule: CapacitySchedule{Timezone: "UTC"},
 			FairShare:        &FairShare{DefaultWeight: 1, Tenants: map[string]TenantShare{"team-a": {Weight: 3, Floor: 4, Max: 12}}},
+			SlowLane:         &SlowLane{Threshold: 5 * time.Minute, MaxShare: 0.25},
 		},
 		{
 			Name:             "gpu",

@@ -223,6 +223,20 @@ type Pool struct {
 	// FairShare, when set, shares the pool's slots among tenants by weight,
 	// with floors and ceilings (docs/fairness.md). SIGHUP reloads it.
 	FairShare *FairShare `mapstructure:"fair_share" yaml:"fair_share,omitempty"`
+	// SlowLane, when set, keeps the pool's slow tasks to a share of its
+	// slots, so quick tasks keep flowing (docs/fairness.md). SIGHUP
+	// reloads it.
+	SlowLane *SlowLane `mapstructure:"slow_lane" yaml:"slow_lane,omitempty"`
+}
+
+// SlowLane is a pool's slow lane: tasks of a type whose learnt run time in
+// the pool (or whose running task's time so far) is at least Threshold
+// hold at most MaxShare of the pool's slots at once (the share's floor, at
+// least 1); the rest wait READY until one of them ends.
+type SlowLane struct {
+	Threshold time.Duration `mapstructure:"threshold" yaml:"threshold"`
+	// MaxShare is a fraction of the pool's slots, 0 < max_share < 1.
+	MaxShare float64 `mapstructure:"max_share" yaml:"max_share"`
 }
 
 // FairShare is a pool's sharing of its slots among tenants: each tenant

@@ -358,6 +358,12 @@ func (r *Region) validatePools(p *problems) {
 		if pool.FairShare != nil {
 			r.validateFairShare(p, joinKey(path, "fair_share"), *pool.FairShare, pool.Slots)
 		}
+		if l := pool.SlowLane; l != nil {
+			positive(p, joinKey(joinKey(path, "slow_lane"), "threshold"), l.Threshold)
+			if !(l.MaxShare > 0 && l.MaxShare < 1) {
+				p.add(joinKey(joinKey(path, "slow_lane"), "max_share"), "must be > 0 and < 1 (a fraction of the pool's slots), got %v", l.MaxShare)
+			}
+		}
 	}
 }
 

@@ -253,6 +253,10 @@ func TestValidateEachRule(t *testing.T) {
 		{"fair share floors", func(r *Region) {
 			r.Pools[0].FairShare = &FairShare{Tenants: map[string]TenantShare{"t1": {Floor: 5}, "default": {Floor: 4}}}
 		}, "pools[0].fair_share.tenants: floors add up to 9, more than the pool's 8 slots"},
+		{"slow lane share", func(r *Region) { r.Pools[1].SlowLane = &SlowLane{Threshold: time.Minute, MaxShare: 1} },
+			"pools[1].slow_lane.max_share: must be > 0 and < 1 (a fraction of the pool's slots), got 1"},
+		{"slow lane threshold", func(r *Region) { r.Pools[0].SlowLane = &SlowLane{MaxShare: 0.25} },
+			"pools[0].slow_lane.threshold: must be > 0, got 0s"},
 		{"limit scope", func(r *Region) { r.Limits[0].Scope = "world" }, `limits[0].scope: must be region or federation, got "world"`},
 	}
 	for _, tt := range tests {

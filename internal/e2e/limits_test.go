@@ -10,6 +10,7 @@ import (
 	"net/http/httptest"
 	"os"
 	"regexp"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -102,7 +103,12 @@ limits:
   tags: {class: fair}
   slots: 8
   price_per_slot_hour: 1
-  fair_share: {tenants: {team-a: {weight: 3}, team-b: {weight: 1}}}`},
+  fair_share: {tenants: {team-a: {weight: 3}, team-b: {weight: 1}}}
+- name: lane
+  tags: {class: lane}
+  slots: 8
+  price_per_slot_hour: 1
+  slow_lane: {threshold: 500ms, max_share: 0.25}`},
 		noWorkers: true,
 	})
 	fed.startWorker("us-east-1", "cpu")
@@ -110,6 +116,7 @@ limits:
 		fed.startWorker("eu-west-1", "cpu")
 	}
 	fed.startWorker("eu-west-1", "fair", "--concurrency", "8")
+	fed.startWorker("eu-west-1", "lane", "--concurrency", "8")
 	fed.waitPlaceable()
 
 	code, body := fed.call("us-east-1", tokSubmitterA, http.MethodPost, "/v1/tasks", map[string]any{
@@ -284,6 +291,108 @@ limits:
 	})
 
 	fairShareAcrossTenants(t, fed, hooks, srv.URL)
+	slowLaneHoldsItsShare(t, fed, srv.URL)
+}
+
+// slowLaneHoldsItsShare: eu-west-1's pool lane (8 slots, one worker) keeps
+// slow types to 2 slots (max_share 0.25, threshold 500 ms).
+//   - a first sleep task of 1.5 s makes sleep slow (its heartbeat past the
+//     threshold, then the learnt run time the leader writes);
+//   - 10 sleep tasks of 800 ms (one handed off from us-east-1) and then 40
+//     quick http ones: never more than 2 sleep tasks RUNNING at once (their
+//     start and end in the store), 2 reached; every quick one finished
+//     before the last sleep task started; the sleep tasks each ran once
+//     (attempt 1) and the last has a SLOW_LANE_FULL step;
+//   - /metrics has ax_slow_lane_slots 2 and ax_slow_lane_running for lane.
+func slowLaneHoldsItsShare(t *testing.T, fed *federation, hookURL string) {
+	r := fed.region("eu-west-1")
+	ctx := context.Background()
+	sleep := func(ms int) map[string]any {
+		return map[string]any{"type": "sleep", "tags": map[string]string{"class": "lane"}, "regions": []string{"eu-west-1"},
+			"payload": map[string]int{"ms": ms}}
+	}
+	first, _ := fed.submit("eu-west-1", tokSubmitterA, sleep(1500))
+	fed.waitState("eu-west-1", tokSubmitterA, first, task.Success, 20*time.Second)
+	waitUntil(t, 10*time.Second, "sleep slow in pool lane", func() bool {
+		ts, err := r.store.SlowTypes(ctx, "lane")
+		return err == nil && slices.Contains(ts, "sleep")
+	})
+
+	handed := fed.handedOffTask("us-east-1", "eu-west-1", tokSubmitterB, sleep(800))
+	slow := []string{handed.ID}
+	for range 9 {
+		id, _ := fed.submit("eu-west-1", tokSubmitterA, sleep(800))
+		slow = append(slow, id)
+	}
+	var quick []string
+	for range 40 {
+		id, _ := fed.submit("eu-west-1", tokSubmitterA, map[string]any{"type": "http", "tags": map[string]string{"class": "lane"},
+			"regions": []string{"eu-west-1"}, "payload": map[string]any{"url": hookURL + "/hooks/lane-quick", "body": map[string]int{"n": 1}}})
+		quick = append(quick, id)
+	}
+	var quickDone time.Time
+	for _, id := range quick {
+		tk := fed.waitState("eu-west-1", tokSubmitterA, id, task.Success, 30*time.Second)
+		if tk.FinishedAt != nil && tk.FinishedAt.After(quickDone) {
+			quickDone = *tk.FinishedAt
+		}
+	}
+	fed.waitState("us-east-1", tokSubmitterB, handed.ID, task.Success, 30*time.Second)
+	type edge struct {
+		at time.Time
+		d  int
+	}
+	var edges []edge
+	var lastStart time.Time
+	for _, id := range slow[1:] {
+		fed.waitState("eu-west-1", tokSubmitterA, id, task.Success, 30*time.Second)
+	}
+	for _, id := range slow {
+		tk, err := r.store.Get(ctx, id)
+		if err != nil || tk.StartedAt == nil || tk.FinishedAt == nil {
+			t.Fatalf("%s: %v %+v", id, err, tk)
+		}
+		if tk.Attempts != 1 {
+			t.Errorf("sleep task %s: %d attempts, want 1 (waiting for the lane spends no retry)", id, tk.Attempts)
+		}
+		edges = append(edges, edge{*tk.StartedAt, 1}, edge{*tk.FinishedAt, -1})
+		if tk.StartedAt.After(lastStart) {
+			lastStart = *tk.StartedAt
+		}
+	}
+	// Ends before starts at the same instant: the end freed the slot.
+	sort.Slice(edges, func(i, j int) bool {
+		if edges[i].at.Equal(edges[j].at) {
+			return edges[i].d < edges[j].d
+		}
+		return edges[i].at.Before(edges[j].at)
+	})
+	n, most := 0, 0
+	for _, e := range edges {
+		n += e.d
+		most = max(most, n)
+	}
+	t.Logf("slow lane: at most %d sleep tasks at once; the 40 quick ones done %s before the last sleep task started",
+		most, lastStart.Sub(quickDone).Round(time.Millisecond))
+	if most != 2 {
+		t.Errorf("pool lane ran up to %d slow tasks at once, want its lane's 2 (and 2 reached)", most)
+	}
+	if !quickDone.Before(lastStart) {
+		t.Errorf("the quick tasks finished at %s, after the last slow task started (%s): they waited behind the slow ones",
+			quickDone.Format(time.StampMilli), lastStart.Format(time.StampMilli))
+	}
+	found := false
+	for _, s := range fed.trail("eu-west-1", tokSubmitterA, slow[len(slow)-1]) {
+		found = found || s.Reason == task.ReasonSlowLaneFull
+	}
+	if !found {
+		t.Errorf("the last sleep task's trail has no SLOW_LANE_FULL step")
+	}
+	waitUntil(t, 10*time.Second, "ax_slow_lane_slots and ax_slow_lane_running of lane in eu-west-1's /metrics", func() bool {
+		_, body := fed.call("eu-west-1", "", http.MethodGet, "/metrics", nil)
+		return strings.Contains(string(body), `ax_slow_lane_slots{pool="lane",region="eu-west-1"} 2`) &&
+			strings.Contains(string(body), `ax_slow_lane_running{pool="lane",region="eu-west-1"}`)
+	})
 }
 
 // fairShareAcrossTenants: eu-west-1's pool fair (8 slots, one worker)

@@ -18,6 +18,10 @@
 -- limited one is parked (taken out of the ready set, RATE_LIMITED,
 -- CONCURRENCY_LIMITED or RETRY_AFTER in the trail), at most 64 per claim,
 -- and the claim goes on behind it.
+-- Slow lane (docs/fairness.md): in a pool with one, a task of a slow type
+-- also has the key w:<pool>, a concurrency limit of the lane's slots: past
+-- it the task is parked (SLOW_LANE_FULL) like a limited one, and a slow
+-- task's end unparks the next, so quick tasks keep flowing behind them.
 -- KEYS: 1-8 see lib.lua; 9 prices.
 -- ARGV: 1 clock, 2 pool, 3 worker, 4 n, 5 lease_ms, 6 aging_step_ms,
 --       7 the worker's price per slot-hour ('' = none), 8 default timeout
@@ -40,9 +44,10 @@ if filter then
   for ty in string.gmatch(ARGV[9], '[^,]+') do served[ty] = true end
 end
 local skipped = 0
--- LIM: the shard has limits, pauses or parked tasks (one EXISTS a claim);
--- otherwise no limit code runs.
-local LIM = redis.call('EXISTS', lmkey('lim'), lmkey('lp'), lmkey('pkd')) > 0
+-- LIM: the shard has limits, pauses, slow lanes or parked tasks (one
+-- EXISTS a claim); otherwise no limit code runs.
+local LIM = redis.call('EXISTS', lmkey('lim'), lmkey('lp'), lmkey('pkd'), lmkey('sln')) > 0
+local LANE = LIM and lim_cfg('w:' .. pool) and 'w:' .. pool -- this pool's slow lane key, if any
 if LIM then
   for _, key in ipairs(redis.call('ZRANGEBYSCORE', lmkey('pkd'), '-inf', fmt(now), 'LIMIT', 0, 8)) do
     local room, again = lim_room(key, now)
@@ -71,7 +76,8 @@ local function keys_of(ty, tn, lk)
   if ks == nil then
     -- the pause first: a paused task waits for the pause, not a token
     ks = {pause_key(tn, lk, ty), 'y:' .. ty, 'n:' .. tn}
-    if lk ~= '' then ks[4] = 'k:' .. lk end
+    if lk ~= '' then ks[#ks + 1] = 'k:' .. lk end
+    if LANE and slow_type(pool, ty) then ks[#ks + 1] = LANE end
     b[lk] = ks
   end
   return ks

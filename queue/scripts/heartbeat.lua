@@ -18,13 +18,31 @@ if ARGV[7] == '' then
 elseif ARGV[7] ~= '-' then
   redis.call('HSET', KEYS[11], worker, ARGV[7])
 end
+-- Slow lanes (docs/fairness.md): a task RUNNING past its pool's
+-- threshold makes its type slow at once (the first burst of a type not yet
+-- learnt is contained from then on), and a task of a slow type not yet
+-- counted in the lane is counted now (it started before its type was
+-- known slow), so no more of them start while the lane is full.
+local LANES = redis.call('EXISTS', lmkey('sln')) == 1
+local THR = {}
+local function threshold(pool)
+  local t = THR[pool]
+  if t == nil then
+    t = false
+    local v = redis.call('HGET', lmkey('sln'), pool)
+    if v then t = tonumber(string.match(v, '^(%d+)')) end
+    THR[pool] = t
+  end
+  return t
+end
+local lanes = {}
 local stop = {}
 local function halt(id, token, why)
   stop[#stop + 1] = id; stop[#stop + 1] = token; stop[#stop + 1] = why
 end
 for k = 0, n - 1 do
   local id, token = ARGV[8 + 2 * k], ARGV[9 + 2 * k]
-  local r = redis.call('HMGET', tkey(id), 'st', 'lt', 'cx', 'pq', 'sa', 'to')
+  local r = redis.call('HMGET', tkey(id), 'st', 'lt', 'cx', 'pq', 'sa', 'to', 'po', 'ty', 'lc')
   -- The attempt's deadline: started + timeout (claim does not store it).
   local dl = tonumber(r[5] or '0') + tonumber(r[6] or ARGV[6])
   if r[1] ~= 'U' or r[2] ~= token then
@@ -39,6 +57,22 @@ for k = 0, n - 1 do
     local exp = now + lease
     if dl < exp then exp = dl end
     redis.call('ZADD', K_RUNNING, 'XX', fmt(exp), id)
+    local pool, ty = r[7], r[8] or ''
+    local thr = LANES and pool and threshold(pool)
+    if thr then
+      local slow = slow_type(pool, ty)
+      if not slow and now - tonumber(r[5] or now) >= thr then
+        mark_slow(pool, ty)
+        slow = true
+      end
+      local key, lcv = 'w:' .. pool, r[9]
+      if not lcv or lcv == '' then lcv = ',' end
+      if slow and not string.find(lcv, ',' .. key .. ',', 1, true) then
+        redis.call('HSET', tkey(id), 'lc', lcv .. key .. ',')
+        lanes[key] = (lanes[key] or 0) + 1
+      end
+    end
   end
 end
+for key, d in pairs(lanes) do redis.call('HINCRBY', lmkey('lc'), key, d) end
 return stop

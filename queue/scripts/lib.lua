@@ -421,6 +421,11 @@ end
 -- to pk:<key>, record field pk) instead of passing over it, so the tasks
 -- behind it flow; parked tasks go back to their ready sets, in order, when
 -- the key has room again (claims look at pkd, a freed slot unparks one).
+-- A pool's slow lane (docs/fairness.md, slowlane.lua) is the key
+-- 'w:<pool>': a concurrency limit the tasks of its slow types take, set in
+--   sln  HASH  pool → "threshold_ms slots" (the leader's)
+--   slt:<pool> HASH type → 'e' slow by its learnt run time (the leader's)
+--              or 'h' (a RUNNING task of it passed the threshold: heartbeat)
 local function lmkey(s) return K_PREFIX .. s end
 local LCFG, LPAUSE = {}, {}
 -- pause_key is where a handler's retry after pauses a task: its tenant's
@@ -435,7 +440,17 @@ local function lim_cfg(key)
   local c = LCFG[key]
   if c == nil then
     c = false
-    if string.byte(key, 1) == 112 then return false end -- a pause key: no limit
+    local b1 = string.byte(key, 1)
+    if b1 == 112 then return false end -- a pause key: no limit
+    if b1 == 119 then -- 'w:', a slow lane
+      local v = redis.call('HGET', lmkey('sln'), string.sub(key, 3))
+      if v then
+        local cap = string.match(v, '^%d+ (%d+)')
+        c = {rate = 0, burst = 0, conc = math.max(tonumber(cap), 1), slow = true}
+      end
+      LCFG[key] = c
+      return c
+    end
     local v = redis.call('HGET', lmkey('lim'), key)
     if v then
       local a, b, d = string.match(v, '^(%d+) (%d+) (%d+)')
@@ -498,7 +513,7 @@ local function lim_room(key, now)
   local room = 64
   if c.conc > 0 then
     room = c.conc - lim_running(key)
-    if room <= 0 then return 0, now + 1000, 'concurrency' end
+    if room <= 0 then return 0, now + 1000, c.slow and 'slow' or 'concurrency' end
   end
   if c.rate > 0 then
     local b = lim_bucket(key, c, now)
@@ -534,7 +549,24 @@ local function lim_flush(now)
     if LC[key] ~= was then redis.call('HINCRBY', lmkey('lc'), key, fmt(LC[key] - was)) end
   end
 end
-local LIM_REASON = {rate = 'RATE_LIMITED', concurrency = 'CONCURRENCY_LIMITED', paused = 'RETRY_AFTER'}
+local LIM_REASON = {rate = 'RATE_LIMITED', concurrency = 'CONCURRENCY_LIMITED', paused = 'RETRY_AFTER',
+  slow = 'SLOW_LANE_FULL'}
+-- slow_type: whether ty is slow in pool's slow lane (memoized); mark_slow
+-- makes it so (a RUNNING task of it passed the threshold).
+local SLOWT = {}
+local function slow_type(pool, ty)
+  local k = pool .. '\t' .. ty
+  local v = SLOWT[k]
+  if v == nil then
+    v = redis.call('HEXISTS', lmkey('slt:' .. pool), ty) == 1
+    SLOWT[k] = v
+  end
+  return v
+end
+local function mark_slow(pool, ty)
+  redis.call('HSETNX', lmkey('slt:' .. pool), ty, 'h')
+  SLOWT[pool .. '\t' .. ty] = true
+end
 -- park sets a READY task aside under key until the key has room, and
 -- looks at key again at `again` (ms). score: its ready-set score. The
 -- step is logged once per parking (log false: the caller logged it).

@@ -10,6 +10,6 @@ redis.call('DEL', lmkey('lim'))
 if #ARGV > 2 then redis.call('HSET', lmkey('lim'), unpack(ARGV, 3)) end
 -- Keys no longer limited: their parked tasks are looked at now.
 for _, key in ipairs(redis.call('ZRANGE', lmkey('pkd'), 0, -1)) do
-  if not redis.call('HGET', lmkey('lim'), key) then redis.call('ZADD', lmkey('pkd'), clock(ARGV[1]), key) end
+  if not lim_cfg(key) then redis.call('ZADD', lmkey('pkd'), clock(ARGV[1]), key) end
 end
 return {0}

@@ -1,0 +1,150 @@
+package queue
+
+import (
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/ax-sched/ax/task"
+)
+
+func (e *env) setLanes(lanes map[string]SlowLane) {
+	e.t.Helper()
+	if err := e.s.SetSlowLanes(e.ctx, leader, lanes); err != nil {
+		e.t.Fatal(err)
+	}
+}
+
+func (e *env) laneState(pool string) LimitState {
+	e.t.Helper()
+	st, err := e.s.SlowLaneStatus(e.ctx, pool)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	return st
+}
+
+func byType(ts []*task.Task) map[string]int {
+	m := map[string]int{}
+	for _, t := range ts {
+		m[t.Type]++
+	}
+	return m
+}
+
+// A pool's slow lane of 2 slots, with and without a fair share: slow tasks
+// at the head of the pool never hold more than 2 slots while the quick ones
+// behind them are claimed; the rest wait READY (one SLOW_LANE_FULL step
+// however many claims find them, no attempt spent) and the next starts as
+// one ends. A type not yet known slow whose task runs past the threshold is
+// slow from that heartbeat on (its running tasks count in the lane), and
+// quick again once the leader's learnt run times know it as quick.
+func TestSlowLaneHoldsItsShare(t *testing.T) {
+	for _, fair := range []bool{false, true} {
+		t.Run(map[bool]string{false: "plain", true: "fair share"}[fair], func(t *testing.T) {
+			e := newEnv(t, oneShard)
+			if fair {
+				e.setFair(map[string]FairShare{"p": {Tenants: map[string]TenantShare{"a": {Weight: 3}, "b": {Weight: 1}}}})
+			}
+			e.setLanes(map[string]SlowLane{"p": {Threshold: time.Minute, Slots: 2, Slow: []string{"big"}, Known: []string{"big", "small"}}})
+			var big []string
+			for range 6 {
+				big = append(big, e.submit("p", typeOf("big"), tenantOf("a")))
+			}
+			for range 6 {
+				e.submit("p", typeOf("small"), tenantOf("b"))
+			}
+			got := e.claim("p", 10)
+			if d := cmp.Diff(map[string]int{"big": 2, "small": 6}, byType(got)); d != "" {
+				t.Fatalf("first claim by type (-want +got):\n%s", d)
+			}
+			if again := e.claim("p", 10); len(again) != 0 {
+				t.Fatalf("a claim with the lane full took %v", byType(again))
+			}
+			if d := cmp.Diff(LimitState{Running: 2, Parked: 4}, e.laneState("p")); d != "" {
+				t.Errorf("lane (-want +got):\n%s", d)
+			}
+			for _, id := range big[2:] {
+				if st := e.state(id); st != task.Ready {
+					t.Errorf("%s: %s past the lane, want READY", id, st)
+				}
+				if n := e.reasons(id)[task.ReasonSlowLaneFull]; n != 1 {
+					t.Errorf("%s: %d SLOW_LANE_FULL steps, want 1", id, n)
+				}
+			}
+			// One slow task ends: the next of them starts, one only.
+			var held []*task.Task
+			for _, tk := range got {
+				if tk.Type == "big" {
+					held = append(held, tk)
+				}
+			}
+			e.complete(held[0])
+			next := e.claim("p", 10)
+			if len(next) != 1 || next[0].ID != big[2] || next[0].Attempts != 1 {
+				t.Fatalf("after a slow task ended the claim took %v, want %s at attempt 1", next, big[2])
+			}
+			held = append(held[1:], next[0])
+
+			// A type the leader does not know: 3 start with the lane full,
+			// run past the threshold, and the heartbeat makes it slow.
+			var fresh []*task.Task
+			for range 3 {
+				e.submit("p", typeOf("new"), tenantOf("b"))
+			}
+			fresh = e.claim("p", 10)
+			if len(fresh) != 3 {
+				t.Fatalf("claimed %d of the new type, want 3 (not known slow)", len(fresh))
+			}
+			e.clock.Advance(61 * time.Second)
+			var leases []Lease
+			for _, tk := range append(held, fresh...) {
+				leases = append(leases, Lease{ID: tk.ID, Token: tk.LeaseToken})
+			}
+			if _, err := e.s.Heartbeat(e.ctx, "w1", "p", 10, Types{}, leases); err != nil {
+				t.Fatal(err)
+			}
+			if d := cmp.Diff(LimitState{Running: 5, Parked: 3}, e.laneState("p")); d != "" {
+				t.Errorf("lane after the heartbeat (-want +got):\n%s", d)
+			}
+			types, err := e.s.SlowTypes(e.ctx, "p")
+			if err != nil {
+				t.Fatal(err)
+			}
+			if d := cmp.Diff([]string{"big", "new"}, types); d != "" {
+				t.Errorf("slow types (-want +got):\n%s", d)
+			}
+			// Heartbeats again: nothing counted twice.
+			if _, err := e.s.Heartbeat(e.ctx, "w1", "p", 10, Types{}, leases); err != nil {
+				t.Fatal(err)
+			}
+			late := e.submit("p", typeOf("new"), tenantOf("b"))
+			if got := e.claim("p", 10); len(got) != 0 {
+				t.Fatalf("a claim with 5 slow running took %v", byType(got))
+			}
+			if n := e.reasons(late)[task.ReasonSlowLaneFull]; n != 1 {
+				t.Errorf("the late new task: %d SLOW_LANE_FULL steps, want 1", n)
+			}
+			// Every slow task ends: the lane empties and the 4 parked start, 2 at a time.
+			e.complete(append(held, fresh...)...)
+			if d := cmp.Diff(LimitState{}, e.laneState("p")); d != "" {
+				t.Errorf("lane after every slow task ended (-want +got):\n%s", d)
+			}
+			if got := e.claim("p", 10); len(got) != 2 || got[0].ID != big[3] || got[1].ID != big[4] {
+				t.Errorf("with the lane empty the claim took %v, want its 2 slots, in order", got)
+			}
+			// The leader learnt that new is quick: the parked one of it starts.
+			e.setLanes(map[string]SlowLane{"p": {Threshold: time.Minute, Slots: 2, Slow: []string{"big"}, Known: []string{"big", "new"}}})
+			e.clock.Advance(2 * time.Second)
+			if got := e.claim("p", 10); len(got) != 1 || got[0].ID != late {
+				t.Errorf("with new quick again the claim took %v, want the late new task", got)
+			}
+			// The lane goes: nothing is slow any more.
+			e.setLanes(nil)
+			if types, _ := e.s.SlowTypes(e.ctx, "p"); len(types) != 0 {
+				t.Errorf("slow types of a pool without a lane: %v", types)
+			}
+		})
+	}
+}
