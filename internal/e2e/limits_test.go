@@ -307,6 +307,8 @@ limits:
 func slowLaneHoldsItsShare(t *testing.T, fed *federation, hookURL string) {
 	r := fed.region("eu-west-1")
 	ctx := context.Background()
+	start := time.Now()
+	defer func() { t.Logf("slow lane phase: %s", time.Since(start).Round(time.Millisecond)) }()
 	sleep := func(ms int) map[string]any {
 		return map[string]any{"type": "sleep", "tags": map[string]string{"class": "lane"}, "regions": []string{"eu-west-1"},
 			"payload": map[string]int{"ms": ms}}
