@@ -300,6 +300,7 @@ type HandOffResponse struct {
 	Accepted bool   `json:"accepted"`
 	State    string `json:"state,omitempty"`
 	Reason   string `json:"reason,omitempty"`
+	Field    string `json:"field,omitempty"`    // refused: the field at fault (pool, max_backlog)
 	Canceled bool   `json:"canceled,omitempty"` // the item's Cancel was carried out
 }
 

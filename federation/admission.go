@@ -97,14 +97,14 @@ func (n *Node) spillRemote(snap *placement.Snapshot, sp *task.Spec, now time.Tim
 // which damping does not count.
 func (n *Node) place(snap *placement.Snapshot, sp *task.Spec, now time.Time) placement.Decision {
 	if sp.MaxPricePerSlotHour <= 0 {
-		return n.placer.Place(snap, placeTask(sp, n.cfg.Region), now)
+		return n.placer.Place(snap, n.placeTask(sp, now), now)
 	}
 	return n.explain(snap, sp, now).Decision
 }
 
 // explain is placement's explanation of sp with its price cap applied.
 func (n *Node) explain(snap *placement.Snapshot, sp *task.Spec, now time.Time) placement.Explanation {
-	ex := n.placer.Explain(snap, placeTask(sp, n.cfg.Region), now)
+	ex := n.placer.Explain(snap, n.placeTask(sp, now), now)
 	ex.CapPrice(sp.MaxPricePerSlotHour)
 	return ex
 }

@@ -59,10 +59,12 @@ type Config struct {
 	// node adds none, so no key appears twice. Other regions are "peer".
 	Logger *slog.Logger
 	// Backlog is a tenant's max_backlog in this region (docs/security.md):
-	// the most unfinished tasks its submits may leave here, checked
-	// atomically by the store (queue.NewTask.BacklogMax); 0 or a nil func:
-	// none. DAG nodes and schedule slots (EnqueueFixed) are counted, not
-	// refused: their DAG or schedule was admitted.
+	// the most unfinished tasks its submits and the hand-offs it receives
+	// may leave here, checked atomically by the store
+	// (queue.NewTask.BacklogMax; a hand-off past it is refused
+	// definitely); 0 or a nil func: none. DAG nodes and schedule slots
+	// (EnqueueFixed) are counted, not refused: their DAG or schedule was
+	// admitted (a DAG reserved room for its nodes).
 	Backlog func(tenant string) int
 	// Now is the node's one clock: placement, in-flight accounting, stuck
 	// pools (tests inject one); nil is time.Now. The view keeps the wall
@@ -82,7 +84,10 @@ type Node struct {
 	log     *slog.Logger
 	metrics *Metrics
 	flights *flights // placements not yet in their pools' published figures (inflight.go)
-	tracer  trace.Tracer
+	// refusals: the regions refusing a tenant's hand-offs for its
+	// max_backlog, left out of its placements for a while (backlog.go).
+	refusals refusals
+	tracer   trace.Tracer
 }
 
 // NewNode ties a region's store and cell to the global view. The node is
@@ -183,9 +188,16 @@ type QuotaError struct {
 	// Have and Asked, when Asked > 0: the backlog read and the tasks a
 	// DAG or schedule would add to it (BacklogRoom).
 	Have, Asked int
+	// Regions, when set: the other regions a task may run in, every one
+	// refusing the tenant's hand-offs for its max_backlog there.
+	Regions []string
 }
 
 func (e *QuotaError) Error() string {
+	if len(e.Regions) > 0 {
+		return fmt.Sprintf("every region this task may run in (%s) refuses tenant %s's tasks: its %s there is reached; wait for some to finish",
+			strings.Join(e.Regions, ", "), e.Tenant, e.Field)
+	}
 	if e.Asked > 0 {
 		return fmt.Sprintf("tenant %s has %d unfinished tasks in this region: %d more would pass its %s (%d); wait for some to finish",
 			e.Tenant, e.Have, e.Asked, e.Field, e.Max)
@@ -280,6 +292,13 @@ func (n *Node) Submit(ctx context.Context, specs []*task.Spec, forwarded bool) [
 				remote[home] = append(remote[home], i)
 				continue
 			}
+		}
+		if _, ok := n.placeRegions(sp.Regions, sp.Tenant, now); !ok {
+			// Every region it may run in refused this tenant's hand-offs
+			// for their max_backlog a moment ago.
+			out[i].Err = &QuotaError{Field: "max_backlog", Tenant: sp.Tenant, Regions: sp.Regions}
+			n.metrics.rejected.WithLabelValues(n.cfg.Region, "backlog").Inc()
+			continue
 		}
 		nt := queue.NewTask{Spec: sp, BacklogMax: n.backlogMax(sp)}
 		out[i].Region = n.cfg.Region
@@ -406,6 +425,14 @@ func (n *Node) Submit(ctx context.Context, specs []*task.Spec, forwarded bool) [
 	return out
 }
 
+// placeTask is sp as placement sees it now: its regions without those
+// refusing its tenant's hand-offs for their max_backlog (backlog.go).
+func (n *Node) placeTask(sp *task.Spec, now time.Time) placement.Task {
+	pt := placeTask(sp, n.cfg.Region)
+	pt.Regions, _ = n.placeRegions(sp.Regions, sp.Tenant, now)
+	return pt
+}
+
 func placeTask(sp *task.Spec, home string) placement.Task {
 	prio := 0
 	if sp.Priority != nil {
@@ -433,6 +460,13 @@ func (n *Node) PlaceDue(_ context.Context, tasks []*task.Task) []queue.Assignmen
 	for _, t := range tasks {
 		pt := placement.Task{Type: t.Type, Tags: t.Tags, Regions: t.Regions, Critical: t.Critical, Priority: t.Priority, Home: n.cfg.Region,
 			MaxWait: time.Duration(t.MaxWait)}
+		var ok bool
+		if pt.Regions, ok = n.placeRegions(t.Regions, t.Tenant, now); !ok {
+			// Every region it may go to refused its tenant's hand-offs
+			// for their max_backlog: it waits here and is placed again.
+			out = append(out, queue.Assignment{ID: t.ID, RetryAt: now.Add(n.cfg.NoCapacityRetry)})
+			continue
+		}
 		d := n.placer.Place(snap, pt, now)
 		if t.MaxPricePerSlotHour > 0 {
 			ex := n.placer.Explain(snap, pt, now)

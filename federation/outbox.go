@@ -421,6 +421,9 @@ func (o *outbox) settle(ctx context.Context, target string, as []answer) (commit
 		case refused:
 			o.forget(id)
 			n.flights.drop(id)
+			if isBacklogRefusal(a.err) {
+				n.refusals.note(target, tenantOf(a.t.Tenant), now)
+			}
 			done = append(done, queue.HandOffAnswer{ID: id, Accepted: false})
 			refusedIDs = append(refusedIDs, id)
 			refusedErr = cmp.Or(refusedErr, a.err)

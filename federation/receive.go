@@ -25,7 +25,7 @@ func (n *Node) Accept(ctx context.Context, h apiv1.HandOff, known func(pool stri
 	var rf *Refusal
 	switch r := res[0]; {
 	case errors.As(r.Err, &rf):
-		return apiv1.HandOffResponse{Accepted: false, Reason: rf.Reason}, nil
+		return apiv1.HandOffResponse{Accepted: false, Reason: rf.Reason, Field: rf.Field}, nil
 	case r.Err != nil:
 		return apiv1.HandOffResponse{}, r.Err
 	}
@@ -86,7 +86,7 @@ func (n *Node) AcceptMany(ctx context.Context, hs []apiv1.HandOff, known func(po
 		// Held until the sender's word (HeldLoop, Commit): the sender's
 		// record decides whether it runs here.
 		tasks = append(tasks, queue.NewTask{ID: h.ID, Spec: sp, Pool: h.Pool, Returning: true, History: historyOf(h),
-			AdmitMax: n.admitMax(h.Pool, sp.Critical), HeldFrom: h.From})
+			AdmitMax: n.admitMax(h.Pool, sp.Critical), HeldFrom: h.From, BacklogMax: n.backlogMax(sp)})
 		idx = append(idx, i)
 	}
 	if len(tasks) == 0 {
@@ -107,6 +107,13 @@ func (n *Node) AcceptMany(ctx context.Context, hs []apiv1.HandOff, known func(po
 			// A definite refusal (422): the sender places the task again.
 			out[i].Err = &Refusal{Field: "pool", Reason: fmt.Sprintf("pool %s in %s is at its admission limit (%d READY: queue capacity × spill watermark)",
 				tasks[k].Pool, n.cfg.Region, tasks[k].AdmitMax)}
+		case errors.Is(r.Err, queue.ErrBacklogFull):
+			// Counted against the tenant's backlog here like its submits:
+			// a definite refusal, the sender places it again elsewhere or
+			// keeps it.
+			out[i].Err = &Refusal{Field: "max_backlog", Reason: fmt.Sprintf("tenant %s has %d unfinished tasks in %s, its max_backlog",
+				tasks[k].Spec.Tenant, tasks[k].BacklogMax, n.cfg.Region)}
+			n.metrics.rejected.WithLabelValues(n.cfg.Region, "backlog").Inc()
 		default:
 			out[i].Err = &Refusal{Reason: r.Err.Error()}
 		}

@@ -25,7 +25,7 @@ func (a *API) handoff(w http.ResponseWriter, r *http.Request, _ Principal) error
 		return err
 	}
 	if !resp.Accepted {
-		return &apiError{status: http.StatusUnprocessableEntity, code: apiv1.CodeUnplaceable, msg: resp.Reason}
+		return &apiError{status: http.StatusUnprocessableEntity, code: apiv1.CodeUnplaceable, msg: resp.Reason, field: resp.Field}
 	}
 	writeJSON(w, http.StatusOK, resp)
 	return nil

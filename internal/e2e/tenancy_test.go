@@ -1,7 +1,9 @@
 package e2e
 
 import (
+	"context"
 	"encoding/json"
+	"errors"
 	"net/http"
 	"strings"
 	"sync"
@@ -9,6 +11,7 @@ import (
 	"time"
 
 	"github.com/ax-sched/ax/apiv1"
+	"github.com/ax-sched/ax/task"
 )
 
 // apiErr reads an error body.
@@ -188,6 +191,35 @@ func TestTenantQuotasTrustAndExpiry(t *testing.T) {
 	}
 	if fits != 3 {
 		t.Fatalf("after the DAG was cancelled tenant C fit %d of 3 tasks: its room did not come back", fits)
+	}
+	// Hand-offs count against the receiver's backlog: tenant C, at its
+	// limit in us-east-1, submits in eu-west-1 a task only us-east-1 may
+	// run. us-east-1 refuses the hand-off definitely; eu-west-1 keeps the
+	// task (PENDING, HANDOFF_REFUSED) and, while us-east-1 refuses C,
+	// answers such a submit 429 naming max_backlog.
+	onlyEast := map[string]any{"type": "noop", "tags": map[string]string{"class": "cpu"}, "regions": []string{"us-east-1"}}
+	sent, _ := fed.submit("eu-west-1", "c", onlyEast)
+	refusedOnce := func() bool {
+		for _, st := range fed.trail("eu-west-1", "c", sent) {
+			if st.Reason == task.ReasonHandOffRefused {
+				return true
+			}
+		}
+		return false
+	}
+	for deadline := time.Now().Add(15 * time.Second); !refusedOnce() && time.Now().Before(deadline); {
+		time.Sleep(200 * time.Millisecond)
+	}
+	if kept, _ := fed.getTask("eu-west-1", "c", sent); kept.State != task.Pending || !refusedOnce() {
+		t.Fatalf("tenant C's task for us-east-1 (at its max_backlog there): %s %s, want PENDING at home after a %s step",
+			kept.State, kept.Reason, task.ReasonHandOffRefused)
+	}
+	if _, err := fed.region("us-east-1").store.Get(context.Background(), sent); !errors.Is(err, task.ErrNotFound) {
+		t.Fatalf("us-east-1 holds the task it refused: %v", err)
+	}
+	code, body, hdr = fed.callHeader("eu-west-1", "c", http.MethodPost, "/v1/tasks", onlyEast)
+	if e := apiErr(t, body); code != http.StatusTooManyRequests || e.Field != "max_backlog" || hdr.Get("Retry-After") == "" {
+		t.Fatalf("tenant C's next submit for us-east-1 only: %d %s", code, body)
 	}
 
 	// Batch caps, from tenant B (no rate limit).

@@ -125,8 +125,9 @@ type config struct {
 	slots    map[string]int // "region/pool" → slots of the worker the harness registers (0: none)
 	soft     float64
 	hard     float64
-	stuck    time.Duration // re-placement grace of pools without workers (0: the default)
-	horizon  time.Duration // hand-off horizon (0: the default)
+	stuck    time.Duration  // re-placement grace of pools without workers (0: the default)
+	horizon  time.Duration  // hand-off horizon (0: the default)
+	backlog  map[string]int // "region/tenant" → max_backlog (none: no limit)
 }
 
 type Option func(*config)
@@ -134,6 +135,16 @@ type Option func(*config)
 // WithCapacity sets one pool's queue capacity.
 func WithCapacity(regionName, pool string, n int) Option {
 	return func(c *config) { c.capacity[regionName+"/"+pool] = n }
+}
+
+// WithBacklog sets a tenant's max_backlog in one region.
+func WithBacklog(regionName, tenant string, n int) Option {
+	return func(c *config) {
+		if c.backlog == nil {
+			c.backlog = map[string]int{}
+		}
+		c.backlog[regionName+"/"+tenant] = n
+	}
 }
 
 // WithSlots sets the slots of the worker registered for one pool (0: no
@@ -328,6 +339,7 @@ func (r *Region) Start() {
 		Region: r.Name, Regions: Regions, ClusterToken: TokCluster, Placement: r.f.Placement, Logger: log,
 		NoCapacityRetry: 300 * time.Millisecond, SaturatedRetryAfter: 2 * time.Second, StuckPoolGrace: r.f.cfg.stuck,
 		HandOffHorizon: r.f.cfg.horizon,
+		Backlog:        func(tenant string) int { return r.f.cfg.backlog[r.Name+"/"+tenant] },
 	}, r.Store, view, cell, federation.NewMetrics(reg))
 	if err != nil {
 		s.HTTP.Close()
