@@ -382,3 +382,79 @@ func TestDAGReservationsAndSubmitsShareTheCap(t *testing.T) {
 		t.Fatalf("root canceled: backlog %d, want %d", n, got-3)
 	}
 }
+
+// TestBacklogCapHoldsInTheColdTier: tasks of a tenant with a max_backlog
+// go to the cold tier like any (≈ 100 B instead of ≈ 430 B each), its
+// submit checks the cap with the count atomically (two stores at once:
+// never over, per shard at most its share; also with
+// AX_TEST_REDIS=cluster), and the count stays exact as tasks move cold →
+// hot (a read thaws one, the leader promotes the rest) and end.
+func TestBacklogCapHoldsInTheColdTier(t *testing.T) {
+	e := newEnv(t, func(o *Options) { o.ColdHorizon = 5 * time.Minute })
+	other, err := New(e.rdb, e.s.Options())
+	if err != nil {
+		t.Fatal(err)
+	}
+	shards := e.s.Options().Shards
+	capN := 3 * shards
+	var mu sync.Mutex
+	var created []string
+	var wg sync.WaitGroup
+	for i := range 30 {
+		s := e.s
+		if i%2 == 1 {
+			s = other
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			res, err := s.Submit(e.ctx, NewTask{Spec: e.spec(tenant("acme"), delay(time.Hour)), BacklogMax: capN})
+			mu.Lock()
+			defer mu.Unlock()
+			switch {
+			case err != nil:
+				t.Error(err)
+			case res[0].Err == nil:
+				created = append(created, res[0].ID)
+			case !errors.Is(res[0].Err, ErrBacklogFull):
+				t.Error(res[0].Err)
+			}
+		}()
+	}
+	wg.Wait()
+	cold, err := e.s.ColdWaiting(e.ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(created) == 0 || len(created) > capN || cold != len(created) || e.backlog("acme") != len(created) {
+		t.Fatalf("%d created (cap %d), %d cold, backlog %d: want all created cold and counted, at most the cap",
+			len(created), capN, cold, e.backlog("acme"))
+	}
+	share := (capN + shards - 1) / shards
+	for sh := range shards {
+		if n, _ := e.rdb.HGet(e.ctx, e.s.keys[sh].prefix+"bl", "acme").Int(); n > share {
+			t.Fatalf("shard %d holds %d, its share is %d", sh, n, share)
+		}
+	}
+	n := len(created)
+	// Cold → hot, by a read and by promotion: the count does not move.
+	if st := e.state(created[0]); st != task.Pending {
+		t.Fatalf("thawed task %s, want PENDING", st)
+	}
+	if got := e.backlog("acme"); got != n {
+		t.Fatalf("after a thaw: backlog %d, want %d", got, n)
+	}
+	e.clock.Advance(58 * time.Minute)
+	if _, _, err := e.s.PromoteCold(e.ctx, leader, MaxBatch); err != nil {
+		t.Fatal(err)
+	}
+	if cold, _ := e.s.ColdWaiting(e.ctx); cold != 0 || e.backlog("acme") != n {
+		t.Fatalf("after promotion: %d cold, backlog %d; want 0 and %d", cold, e.backlog("acme"), n)
+	}
+	if _, err := e.s.Cancel(e.ctx, created[1], "CANCELED_BY_USER", "test"); err != nil {
+		t.Fatal(err)
+	}
+	if got := e.backlog("acme"); got != n-1 {
+		t.Fatalf("after a cancel: backlog %d, want %d", got, n-1)
+	}
+}

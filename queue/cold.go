@@ -47,7 +47,7 @@ func (s *Store) coldKeys(shard int, extra ...string) []string {
 func (s *Store) coldEligible(t NewTask, now time.Time) bool {
 	sp := t.Spec
 	return s.opts.ColdHorizon > 0 && t.ID == "" && sp.RunAt != nil && !sp.RunAt.Before(now.Add(s.opts.ColdHorizon)) &&
-		sp.IdempotencyKey == "" && t.HandOff == "" && t.History == nil && !t.Returning && t.BacklogMax <= 0
+		sp.IdempotencyKey == "" && t.HandOff == "" && t.History == nil && !t.Returning
 }
 
 // splitCold takes the cold tasks out of idx.
@@ -113,6 +113,7 @@ func (s *Store) submitCold(ctx context.Context, sc redis.Scripter, shard int, ta
 	for k, i := range idx {
 		argv = append(argv, ids[i], refs[k], tasks[i].Spec.RunAt.UnixMilli())
 	}
+	argv = append(argv, s.backlogCaps(tasks, idx))
 	codes, err := scripts.cold.Run(ctx, sc, s.coldKeys(shard), argv...).Text()
 	if err != nil {
 		return fmt.Errorf("queue: submit (cold): %w", err)
@@ -122,8 +123,11 @@ func (s *Store) submitCold(ctx context.Context, sc redis.Scripter, shard int, ta
 	}
 	for k, i := range idx {
 		r := SubmitResult{ID: ids[i], State: task.Pending}
-		if codes[k] == '3' {
+		switch codes[k] {
+		case '3':
 			r.Err = task.ErrExists
+		case '5':
+			r = SubmitResult{ID: ids[i], Err: ErrBacklogFull}
 		}
 		res[i] = r
 	}

@@ -220,7 +220,7 @@ type NewTask struct {
 	// fewer unfinished tasks than that in this region (docs/security.md
 	// "max_backlog"): each shard checks its share, ⌈BacklogMax ÷ shards⌉,
 	// atomically in the submit script; else its result is ErrBacklogFull
-	// and nothing is stored. Such a task never goes to the cold tier.
+	// and nothing is stored (the cold tier's submit checks it the same way).
 	BacklogMax int
 	// Reserved: room may have been reserved for this id in its tenant's
 	// backlog (ReserveBacklog, a DAG run's node): if so the task takes it

@@ -426,7 +426,8 @@ type TenantQuota struct {
 	SubmitsPerSecond float64 `mapstructure:"submits_per_second" yaml:"submits_per_second"`
 	Burst            int     `mapstructure:"burst" yaml:"burst"`
 	// MaxBacklog is the most unfinished tasks (PENDING, READY, RUNNING) the
-	// tenant's submits may leave in this region; 0: no limit.
+	// tenant's submits, DAG runs and hand-offs received may leave in this
+	// region; 0: no limit.
 	MaxBacklog int `mapstructure:"max_backlog" yaml:"max_backlog"`
 }
 

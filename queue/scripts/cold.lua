@@ -19,8 +19,12 @@
 -- KEYS: 1-8 see lib.lua; 9 cold; 10 cseq; 11 fence key (promote).
 -- ARGV: 1 clock, 2 op:
 --   'submit', 3 bucket size ms, 4 nspec, then per template nf and nf
---     field/value pairs, then per task id, template index (1-based), due ms.
---     Returns one character per task: 'P' stored, '3' the id exists.
+--     field/value pairs, then n and per task id, template index (1-based),
+--     due ms, then backlog caps as submit.lua's last ARGV ("<cap>
+--     <tenant>\n" per limited tenant): a task of such a tenant is stored
+--     only while its backlog in this shard is below cap.
+--     Returns one character per task: 'P' stored, '3' the id exists, '5'
+--     refused: its tenant's backlog is at its cap.
 --   'promote' (leader, fenced), 3 token, 4 lead ms, 5 limit: thaws the
 --     tasks of buckets starting before now + lead, at most limit.
 --     Returns {-1} fenced; else {moved, next bucket start ms or '', ids
@@ -51,13 +55,18 @@ if op == 'submit' then
   local codes, created = {}, {}
   local BUCKETS = {}
   local n = tonumber(ARGV[i])
+  local BLCAP = {}
+  for c, tn in string.gmatch(ARGV[i + 1 + 3 * n] or '', '(%d+) ([^\n]*)\n') do BLCAP[tn] = tonumber(c) end
   i = i + 1
   for _ = 1, n do
     local id, s, due = ARGV[i], tonumber(ARGV[i + 1]), ARGV[i + 2]
     i = i + 3
     local ik = ixkey(id)
+    local tn = tpl[s][4]
     if redis.call('EXISTS', tkey(id)) == 1 or redis.call('HEXISTS', ik, id) == 1 then
       codes[#codes + 1] = '3'
+    elseif BLCAP[tn] and backlog_now(tn) >= BLCAP[tn] then
+      codes[#codes + 1] = '5'
     else
       local t = tpl[s]
       if t[2] == nil then
