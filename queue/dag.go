@@ -26,6 +26,8 @@ import (
 //	ax:{dag:<id>}:nodes        HASH   node id → "code|reason|attempts|region|pool|ms"
 //	ax:{dag:<id>}:fence:<name> STRING highest fencing token seen for the run
 //	ax:{dags}:active           ZSET   ids of RUNNING runs by creation (ms)
+//	ax:{dags}:all              ZSET   ids of every run by creation (ms), the listing's index
+//	ax:{dags}:indexed          STRING set once IndexOldDAGRuns indexed the older runs
 //
 // The active set has its own slot, so no script writes it together with a
 // run: an id is added before its run is created and removed after the run
