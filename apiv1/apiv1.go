@@ -176,6 +176,12 @@ type PoolStatus struct {
 	Paused           bool              `json:"paused,omitempty"`
 	// CapacityWindow is set for a pool with a capacity schedule.
 	CapacityWindow *CapacityWindow `json:"capacity_window,omitempty"`
+	// RefusedPerMinute is the submits the answering server refused per
+	// minute lately as saturated (429) while this pool was saturated for
+	// them: the pool's backpressure as that server meets it (any region's
+	// pool), counted over the last minute (since the server started, when
+	// it is younger).
+	RefusedPerMinute *float64 `json:"refused_per_minute,omitempty"`
 }
 
 // CapacityWindow is where a pool with a capacity schedule stands now:
@@ -203,7 +209,7 @@ type RegionStatus struct {
 	Pools   []PoolStatus `json:"pools"`
 	// RefusedPerMinute, on the answering server's own region only, is the
 	// submits that server refused per minute lately, by reason (saturated,
-	// unplaceable, backlog); absent until it has watched for 5 s.
+	// unplaceable, backlog), counted like PoolStatus.RefusedPerMinute.
 	RefusedPerMinute map[string]float64 `json:"refused_per_minute,omitempty"`
 }
 

@@ -17,6 +17,7 @@ const (
 type Metrics struct {
 	submitted  *prometheus.CounterVec
 	rejected   *prometheus.CounterVec
+	refusals   *prometheus.CounterVec // ax_pool_refusals_total
 	handoffs   *prometheus.CounterVec
 	forwarded  *prometheus.CounterVec
 	placements *prometheus.CounterVec
@@ -31,6 +32,9 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Help: "Tasks accepted by this server."}, []string{"region", "tenant", "type"}),
 		rejected: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "ax_tasks_rejected_total",
 			Help: "Submissions refused, by reason (unplaceable, saturated, invalid)."}, []string{"region", "reason"}),
+		refusals: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "ax_pool_refusals_total",
+			Help: "Submissions this server refused as saturated (429), counted once for each pool that was saturated for it " +
+				"(target: the pool's region): the backpressure of each pool."}, []string{"region", "target", "pool"}),
 		handoffs: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "ax_handoffs_total",
 			Help: "Hand-off attempts by outcome (accepted, refused, retry)."}, []string{"region", "target", "outcome"}),
 		forwarded: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "ax_forwarded_requests_total",
@@ -42,16 +46,19 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		types:   labelcap.New(maxTypeLabels),
 	}
 	if reg != nil {
-		reg.MustRegister(m.submitted, m.rejected, m.handoffs, m.forwarded, m.placements)
+		reg.MustRegister(m.submitted, m.rejected, m.refusals, m.handoffs, m.forwarded, m.placements)
 	}
 	return m
 }
 
 // init makes the region's bounded series exist at zero, so rates and
 // alerts see them before the first event.
-func (m *Metrics) init(region string) {
+func (m *Metrics) init(region string, pools []string) {
 	for _, r := range []string{"unplaceable", "saturated"} {
 		m.rejected.WithLabelValues(region, r)
+	}
+	for _, p := range pools {
+		m.refusals.WithLabelValues(region, region, p)
 	}
 	for _, o := range []string{"no_capacity", "unplaceable", "saturated"} {
 		m.placements.WithLabelValues(region, "", "", o)
@@ -69,6 +76,19 @@ func (m *Metrics) decision(region string, d placement.Decision) {
 		m.placements.WithLabelValues(region, "", "", "saturated").Inc()
 	default:
 		m.placements.WithLabelValues(region, "", "", "no_capacity").Inc()
+	}
+}
+
+// saturated counts a submission refused as saturated: in
+// ax_tasks_rejected_total, and in ax_pool_refusals_total against every pool
+// the explanation found SATURATED and every local pool whose store refused
+// it as full (its admission limit, which the snapshot may not show yet).
+func (m *Metrics) saturated(region string, ex placement.Explanation, full map[string]bool) {
+	m.rejected.WithLabelValues(region, "saturated").Inc()
+	for _, c := range ex.Candidates {
+		if c.Reason == placement.ReasonSaturated || (c.Region == region && full[c.Pool]) {
+			m.refusals.WithLabelValues(region, c.Region, c.Pool).Inc()
+		}
 	}
 }
 

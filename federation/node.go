@@ -130,7 +130,11 @@ func NewNode(cfg Config, store *queue.Store, view *View, cell *region.Cell, m *M
 	if m == nil {
 		m = NewMetrics(nil)
 	}
-	m.init(cfg.Region)
+	var pools []string
+	if cell != nil {
+		pools = cell.PoolNames()
+	}
+	m.init(cfg.Region, pools)
 	n := &Node{cfg: cfg, store: store, cell: cell, view: view, placer: pl, est: est, log: cfg.Logger,
 		peers: peerClient(cfg.PeerTLS), metrics: m,
 		// A placement not seen landing after this long is no longer counted
@@ -325,9 +329,9 @@ func (n *Node) Submit(ctx context.Context, specs []*task.Spec, forwarded bool) [
 				n.metrics.rejected.WithLabelValues(n.cfg.Region, "unplaceable").Inc()
 				continue
 			case d.AllSaturated() && !sp.Critical:
-				out[i].Err = &PlacementError{Saturated: true, RetryAfter: n.cfg.SaturatedRetryAfter,
-					Explanation: n.explain(snap, sp, now)}
-				n.metrics.rejected.WithLabelValues(n.cfg.Region, "saturated").Inc()
+				pe := &PlacementError{Saturated: true, RetryAfter: n.cfg.SaturatedRetryAfter, Explanation: n.explain(snap, sp, now)}
+				out[i].Err = pe
+				n.metrics.saturated(n.cfg.Region, pe.Explanation, nil)
 				continue
 			}
 			// No capacity now: accepted unplaced; the leader places it
@@ -368,9 +372,9 @@ func (n *Node) Submit(ctx context.Context, specs []*task.Spec, forwarded bool) [
 				case n.spillRemote(snap, specs[i], now, &nt):
 					out[i].Region = nt.HandOff
 				default:
-					out[i].Err = &PlacementError{Saturated: true, RetryAfter: n.cfg.SaturatedRetryAfter,
-						Explanation: n.explain(snap, specs[i], now)}
-					n.metrics.rejected.WithLabelValues(n.cfg.Region, "saturated").Inc()
+					pe := &PlacementError{Saturated: true, RetryAfter: n.cfg.SaturatedRetryAfter, Explanation: n.explain(snap, specs[i], now)}
+					out[i].Err = pe
+					n.metrics.saturated(n.cfg.Region, pe.Explanation, refused[i])
 					continue
 				}
 				region := nt.HandOff

@@ -108,6 +108,7 @@ func New(n *federation.Node, cfg Config) *API {
 	if n != nil {
 		a.refusals.region = n.Region()
 	}
+	a.refusals.perMinute(time.Now()) // the base: refusals count from the server's start
 	a.hub = &hub{subs: map[chan []task.Event]struct{}{}, read: func(ctx context.Context, after []string, count int, block time.Duration) ([]task.Event, []string, error) {
 		return a.n.Store().Events(ctx, after, count, block)
 	}}

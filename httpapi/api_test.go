@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net/http"
 	"net/url"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -330,6 +331,30 @@ func TestAPIContract(t *testing.T) {
 			if c.Rejected == "SATURATED" && !strings.Contains(c.Detail, "hard watermark") {
 				t.Errorf("%s/%s: SATURATED without its figure: %q", c.Region, c.Pool, c.Detail)
 			}
+		}
+		// The refusal counts against the saturated pool (the L4 pool is
+		// aws's only GPU pool), in /metrics and per pool in /v1/regions.
+		rep = f.Call(http.MethodGet, f.R(aws).URL()+"/metrics", tokOperator, nil).Want(t, http.StatusOK)
+		if !regexp.MustCompile(`(?m)^ax_pool_refusals_total\{pool="` + poolGPU + `",region="` + aws + `",target="` + aws + `"\} [1-9]`).Match(rep.Body) {
+			t.Errorf("/metrics lacks the L4 pool's refusal:\n%s", regexp.MustCompile(`(?m)^ax_pool_refusals_total.*$`).FindAll(rep.Body, -1))
+		}
+		pool := func(rr apiv1.RegionsResponse, region, name string) (p apiv1.PoolStatus) {
+			for _, r := range rr.Regions {
+				for _, q := range r.Pools {
+					if r.Name == region && q.Name == name {
+						p = q
+					}
+				}
+			}
+			return p
+		}
+		var rr apiv1.RegionsResponse
+		f.Call(http.MethodGet, f.R(aws).URL()+"/v1/regions", tokOperator, nil).Want(t, http.StatusOK).JSON(t, &rr)
+		if r := pool(rr, aws, poolGPU).RefusedPerMinute; r == nil || *r < 1 {
+			t.Errorf("/v1/regions: the L4 pool's refusals per minute %v, want ≥ 1", r)
+		}
+		if r := pool(rr, aws, poolCPU).RefusedPerMinute; r == nil || *r != 0 {
+			t.Errorf("/v1/regions: the CPU pool refused nothing, yet %v", r)
 		}
 		l4["critical"] = true
 		// critical bypasses backpressure: an operator's to ask for

@@ -53,38 +53,63 @@ func windowStatus(s *region.Schedule, now time.Time) *apiv1.CapacityWindow {
 }
 
 // refusalMeter turns this server's ax_tasks_rejected_total of its region
-// into refusals per minute: a sample per call (at most one a second), the
-// rate over the last minute of them.
+// (by reason) and ax_pool_refusals_total (by pool) into refusals per
+// minute: a sample per call (at most one a second; the first when the API
+// is made), the rate over the last minute of them — over a whole minute
+// while the meter has watched for less, so a burst it saw is the count it
+// saw, not extrapolated.
 type refusalMeter struct {
 	gather prometheus.Gatherer
 	region string
 	mu     sync.Mutex
 	at     []time.Time
-	counts []map[string]float64
+	counts []map[refusalKey]float64
 }
 
-func (m *refusalMeter) perMinute(now time.Time) map[string]float64 {
-	cur := map[string]float64{}
+// refusalKey is one counted series: a reason (pool empty), or a pool
+// (target and pool; reason empty).
+type refusalKey struct{ reason, target, pool string }
+
+// refusals is what the meter saw in the last minute, per minute.
+type refusals struct {
+	byReason map[string]float64
+	byPool   map[[2]string]float64 // region, pool
+}
+
+// pool is the pool's refusals per minute (0 while the meter cannot say).
+func (r refusals) pool(region, pool string) float64 { return r.byPool[[2]string{region, pool}] }
+
+func (m *refusalMeter) perMinute(now time.Time) refusals {
+	cur := map[refusalKey]float64{}
+	if m.gather == nil {
+		return refusals{}
+	}
 	mfs, err := m.gather.Gather()
 	if err != nil {
-		return nil
+		return refusals{}
 	}
 	for _, mf := range mfs {
-		if mf.GetName() != "ax_tasks_rejected_total" {
+		name := mf.GetName()
+		if name != "ax_tasks_rejected_total" && name != "ax_pool_refusals_total" {
 			continue
 		}
 		for _, mt := range mf.GetMetric() {
-			reason, ours := "", false
+			var k refusalKey
+			ours := false
 			for _, l := range mt.GetLabel() {
 				switch l.GetName() {
 				case "region":
 					ours = l.GetValue() == m.region
 				case "reason":
-					reason = l.GetValue()
+					k.reason = l.GetValue()
+				case "target":
+					k.target = l.GetValue()
+				case "pool":
+					k.pool = l.GetValue()
 				}
 			}
 			if ours {
-				cur[reason] += mt.GetCounter().GetValue()
+				cur[k] += mt.GetCounter().GetValue()
 			}
 		}
 	}
@@ -97,13 +122,15 @@ func (m *refusalMeter) perMinute(now time.Time) map[string]float64 {
 	for len(m.at) > 2 && now.Sub(m.at[1]) >= time.Minute {
 		m.at, m.counts = m.at[1:], m.counts[1:]
 	}
-	span := now.Sub(m.at[0])
-	if span < 5*time.Second {
-		return nil // too short to say
-	}
-	out := map[string]float64{}
-	for reason, v := range cur {
-		out[reason] = (v - m.counts[0][reason]) * float64(time.Minute) / float64(span)
+	span := max(now.Sub(m.at[0]), time.Minute)
+	out := refusals{byReason: map[string]float64{}, byPool: map[[2]string]float64{}}
+	for k, v := range cur {
+		r := (v - m.counts[0][k]) * float64(time.Minute) / float64(span)
+		if k.pool != "" {
+			out.byPool[[2]string{k.target, k.pool}] += r
+		} else {
+			out.byReason[k.reason] += r
+		}
 	}
 	return out
 }

@@ -53,22 +53,36 @@ func TestWindowStatus(t *testing.T) {
 func TestRefusalMeter(t *testing.T) {
 	reg := prometheus.NewRegistry()
 	rejected := prometheus.NewCounterVec(prometheus.CounterOpts{Name: "ax_tasks_rejected_total"}, []string{"region", "reason"})
-	reg.MustRegister(rejected)
+	byPool := prometheus.NewCounterVec(prometheus.CounterOpts{Name: "ax_pool_refusals_total"}, []string{"region", "target", "pool"})
+	reg.MustRegister(rejected, byPool)
 	rejected.WithLabelValues("r1", "saturated").Add(5)
 	rejected.WithLabelValues("r2", "saturated").Add(100) // another region's series: not ours
+	byPool.WithLabelValues("r1", "r1", "gpu").Add(5)
+	byPool.WithLabelValues("r2", "r1", "gpu").Add(100) // another region's server's count
 	m := &refusalMeter{gather: reg, region: "r1"}
 	t0 := time.Unix(1_800_000_000, 0)
-	if got := m.perMinute(t0); got != nil {
-		t.Fatalf("a rate from one sample: %v", got)
+	if got := m.perMinute(t0); got.byReason["saturated"] != 0 || got.pool("r1", "gpu") != 0 || got.byPool == nil {
+		t.Fatalf("one sample, the base: %+v, want zero rates", got)
 	}
 	rejected.WithLabelValues("r1", "saturated").Add(10)
 	rejected.WithLabelValues("r1", "unplaceable").Add(1)
+	byPool.WithLabelValues("r1", "r1", "gpu").Add(10)
+	byPool.WithLabelValues("r1", "r2", "gpu").Add(5) // a pool of another region, saturated for our submits
+	// Watched for less than a minute: the count seen, not extrapolated.
 	got := m.perMinute(t0.Add(30 * time.Second))
-	if d := cmp.Diff(map[string]float64{"saturated": 20, "unplaceable": 2}, got); d != "" {
+	if d := cmp.Diff(map[string]float64{"saturated": 10, "unplaceable": 1}, got.byReason); d != "" {
 		t.Fatalf("-want +got:\n%s", d)
 	}
+	if g1, g2, cpu := got.pool("r1", "gpu"), got.pool("r2", "gpu"), got.pool("r1", "cpu"); g1 != 10 || g2 != 5 || cpu != 0 {
+		t.Fatalf("per pool: r1/gpu %v r2/gpu %v r1/cpu %v, want 10 5 0", g1, g2, cpu)
+	}
+	// Over two minutes: per minute.
+	rejected.WithLabelValues("r1", "saturated").Add(40)
+	if got := m.perMinute(t0.Add(150 * time.Second)); got.byReason["saturated"] != 20 {
+		t.Fatalf("40 in the two minutes since the last base: %+v, want 20 a minute", got)
+	}
 	// A minute later with nothing new: the old refusals leave the rate.
-	if got := m.perMinute(t0.Add(2 * time.Minute)); got["saturated"] != 0 {
-		t.Fatalf("after a quiet minute: %v", got)
+	if got := m.perMinute(t0.Add(5 * time.Minute)); got.byReason["saturated"] != 0 || got.pool("r1", "gpu") != 0 || got.byPool == nil {
+		t.Fatalf("after a quiet minute: %+v", got)
 	}
 }

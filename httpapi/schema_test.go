@@ -299,6 +299,7 @@ func openAPIConformance(t *testing.T, f *fed) {
 	answer("GET", "/v1/tasks/{id}", f.Call(http.MethodGet, base+"/v1/tasks/"+sr.ID, tokOperator, nil).Want(t, http.StatusOK))
 	answer("GET", "/v1/tasks/{id}/trail", f.Call(http.MethodGet, base+"/v1/tasks/"+sr.ID+"/trail", tokOperator, nil).Want(t, http.StatusOK))
 	answer("GET", "/v1/tasks", f.Call(http.MethodGet, base+"/v1/tasks?limit=20", tokOperator, nil).Want(t, http.StatusOK))
+	answer("GET", "/v1/regions", f.Call(http.MethodGet, base+"/v1/regions", tokOperator, nil).Want(t, http.StatusOK))
 	answer("GET", "/v1/dlq", f.Call(http.MethodGet, base+"/v1/dlq?limit=20", tokOperator, nil).Want(t, http.StatusOK))
 	answer("POST", "/v1/stream/tickets", f.Call(http.MethodPost, base+"/v1/stream/tickets", tokAcme, nil).Want(t, http.StatusCreated))
 	answer("GET", "/v1/tasks/{id}", f.Call(http.MethodGet, base+"/v1/tasks/"+sr.ID, tokGlobex, nil).Want(t, http.StatusNotFound))

@@ -298,6 +298,7 @@ func (a *API) regions(w http.ResponseWriter, _ *http.Request, _ Principal) error
 func (a *API) regionsResponse() apiv1.RegionsResponse {
 	now := time.Now()
 	resp := apiv1.RegionsResponse{GlobalView: a.n.View().Connected(), Regions: []apiv1.RegionStatus{}}
+	refused := a.refusals.perMinute(now)
 	for _, ri := range a.n.View().Regions() {
 		rs := apiv1.RegionStatus{Name: ri.Region, API: ri.API, Leader: ri.Leader, Healthy: ri.Healthy, Stale: ri.Stale,
 			UpdatedAt: ri.UpdatedAt, Servers: a.n.View().Servers(ri.Region)}
@@ -308,9 +309,13 @@ func (a *API) regionsResponse() apiv1.RegionsResponse {
 				PricePerSlotHour: p.PricePerSlotHour, Spot: p.Spot, Discount: p.Discount, Paused: p.Paused,
 				CapacityWindow: windowStatus(p.Schedule, now),
 			})
+			if refused.byPool != nil {
+				v := refused.pool(ri.Region, p.Name)
+				rs.Pools[len(rs.Pools)-1].RefusedPerMinute = &v
+			}
 		}
 		if ri.Region == a.n.Region() {
-			rs.RefusedPerMinute = a.refusals.perMinute(now)
+			rs.RefusedPerMinute = refused.byReason
 		}
 		resp.Regions = append(resp.Regions, rs)
 	}

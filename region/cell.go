@@ -185,6 +185,15 @@ func (c *Cell) Leading() bool { return c.leading.Load() }
 // GlobalHealthy is false while the leader cannot publish to the global etcd.
 func (c *Cell) GlobalHealthy() bool { return c.globalHealthy.Load() }
 
+// PoolNames names the region's pools, as configured.
+func (c *Cell) PoolNames() []string {
+	out := make([]string, len(c.cfg.Pools))
+	for i, p := range c.cfg.Pools {
+		out[i] = p.Name
+	}
+	return out
+}
+
 // Figures returns the last figures this server computed as leader.
 func (c *Cell) Figures() Figures {
 	c.mu.Lock()

@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -64,7 +65,7 @@ func dashboardInBrowser(t *testing.T, fed *federation) {
 	ctx, cancel = context.WithTimeout(ctx, 60*time.Second)
 	defer cancel()
 
-	var heldBy, trail, rows, url, stored, pools string
+	var heldBy, trail, rows, url, stored, pools, refusedCells string
 	var alerted bool
 	steps := []struct {
 		what, shot string
@@ -74,7 +75,8 @@ func dashboardInBrowser(t *testing.T, fed *federation) {
 		{"sign in", "overview", []chromedp.Action{chromedp.SendKeys("#token", fed.token(tokOperatorA), chromedp.ByQuery),
 			chromedp.Click(`#login-form button[type="submit"]`, chromedp.ByQuery),
 			chromedp.WaitVisible("h2.region", chromedp.ByQuery), // the overview, with the token
-			chromedp.Text("table.pools", &pools, chromedp.ByQuery)}},
+			chromedp.Text("table.pools", &pools, chromedp.ByQuery),
+			chromedp.Evaluate(`[...document.querySelectorAll('table.pools td.refused')].map(e => e.textContent).join(',')`, &refusedCells)}},
 		{"search eu-west-1's sleep tasks", "tasks", []chromedp.Action{chromedp.Navigate(api + "/#/tasks"),
 			chromedp.WaitVisible("#task-search", chromedp.ByQuery),
 			chromedp.SetValue(`#task-search input[name="type"]`, "sleep", chromedp.ByQuery),
@@ -186,6 +188,11 @@ func dashboardInBrowser(t *testing.T, fed *federation) {
 	}
 	if !strings.Contains(pools, "capacity window") || !strings.Contains(pools, "always") {
 		t.Fatalf("overview pools lack the capacity window column: %q", pools)
+	}
+	// Backpressure refusals per minute per pool, of every region's pool
+	// (both regions' pools, as us-east-1's server met them: none was saturated, so 0).
+	if cells := strings.Split(refusedCells, ","); !strings.Contains(pools, "refused/min") || len(cells) < 2 || slices.ContainsFunc(cells, func(c string) bool { return c != "0" }) {
+		t.Fatalf("overview pools lack the refusals per minute of each pool: %q (header %q)", refusedCells, pools)
 	}
 	if !strings.Contains(rows, h.ID) || !strings.Contains(rows, "eu-west-1") {
 		t.Fatalf("search results: %q", rows)
