@@ -39,6 +39,7 @@ type View struct {
 	log        *slog.Logger
 	regions    *lease.View
 	prices     *lease.View
+	fairShares *lease.View // /ax/fairshare/<region>/<pool>: live fair-share overrides (FairShareOverrides)
 	servers    *lease.View // <prefix>servers/: every announced server (Announce)
 
 	mu     sync.Mutex
@@ -104,11 +105,12 @@ func NewView(c *clientv3.Client, prefix string, pcfg placement.Config, grace tim
 	}
 	v := &View{
 		prefix: prefix, staleAfter: pcfg.StaleAfter, grace: grace, pcfg: pcfg, log: log,
-		regions: lease.NewView(c, prefix+"regions/", lease.WithLogger(log)),
-		prices:  lease.NewView(c, prefix+"prices/", lease.WithLogger(log)),
-		servers: lease.NewView(c, prefix+"servers/", lease.WithLogger(log)),
-		health:  map[string]*health{},
-		stop:    make(chan struct{}), done: make(chan struct{}),
+		regions:    lease.NewView(c, prefix+"regions/", lease.WithLogger(log)),
+		prices:     lease.NewView(c, prefix+"prices/", lease.WithLogger(log)),
+		fairShares: lease.NewView(c, prefix+"fairshare/", lease.WithLogger(log)),
+		servers:    lease.NewView(c, prefix+"servers/", lease.WithLogger(log)),
+		health:     map[string]*health{},
+		stop:       make(chan struct{}), done: make(chan struct{}),
 	}
 	v.rebuild(time.Now())
 	go v.run()
@@ -141,8 +143,27 @@ func (v *View) Close() {
 		<-v.done
 		v.regions.Close()
 		v.prices.Close()
+		v.fairShares.Close()
 		v.servers.Close()
 	})
+}
+
+// FairShareOverrides are the live fair-share overrides an operator set for
+// region's pools in the global etcd (/ax/fairshare/<region>/<pool>), by
+// pool, as written (the region's server checks them against its own
+// config: docs/fairness.md).
+func (v *View) FairShareOverrides(region string) map[string][]byte {
+	var out map[string][]byte
+	at := v.prefix + "fairshare/" + region + "/"
+	for k, b := range v.fairShares.Snapshot().All() {
+		if pool, ok := strings.CutPrefix(k, at); ok && pool != "" && !strings.Contains(pool, "/") {
+			if out == nil {
+				out = map[string][]byte{}
+			}
+			out[pool] = b
+		}
+	}
+	return out
 }
 
 // Connected is false while the global etcd cannot be reached (the view is

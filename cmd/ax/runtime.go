@@ -191,6 +191,8 @@ type server struct {
 	id                         string
 	limits                     atomic.Pointer[[]queue.Limit]              // the region's limits (SIGHUP reloads them)
 	fairShare                  atomic.Pointer[map[string]queue.FairShare] // by pool (SIGHUP reloads them)
+	current                    atomic.Pointer[config.Region]              // the file as last (re)loaded: live overrides are checked against it
+	overrides                  overrideLog
 	slowLanes                  atomic.Pointer[map[string]region.SlowLane] // by pool (SIGHUP reloads them)
 }
 
@@ -294,6 +296,7 @@ func startServer(ctx context.Context, cfg *config.Region, ln net.Listener, reg *
 	s.limits.Store(&lim)
 	fs := fairShareOf(cfg)
 	s.fairShare.Store(&fs)
+	s.current.Store(cfg)
 	sl := slowLanesOf(cfg)
 	s.slowLanes.Store(&sl)
 	s.cell = region.New(s.store, s.regional, s.global, region.Config{
@@ -303,7 +306,7 @@ func startServer(ctx context.Context, cfg *config.Region, ln net.Listener, reg *
 		// Claims record the live price: the operator's override, if any.
 		LivePrice: func(pool string) (float64, bool) { return s.view.PriceOverride(cfg.Name, pool) },
 		Limits:    func() []queue.Limit { return *s.limits.Load() },
-		FairShare: func() map[string]queue.FairShare { return *s.fairShare.Load() },
+		FairShare: s.fairShares,
 		SlowLanes: func() map[string]region.SlowLane { return *s.slowLanes.Load() },
 	}, region.NewMetrics(reg))
 	if s.tracer, s.stopTracing, err = startTracing(cfg, "ax-server", s.id); err != nil {
@@ -505,6 +508,7 @@ func (s *server) reload(cfg *config.Region) {
 	s.limits.Store(&l)
 	fs := fairShareOf(cfg)
 	s.fairShare.Store(&fs)
+	s.current.Store(cfg)
 	sl := slowLanesOf(cfg)
 	s.slowLanes.Store(&sl)
 	s.quotas.Store(&cfg.Quotas)
@@ -524,16 +528,120 @@ func (s *server) reload(cfg *config.Region) {
 func fairShareOf(cfg *config.Region) map[string]queue.FairShare {
 	out := map[string]queue.FairShare{}
 	for _, p := range cfg.Pools {
-		if p.FairShare == nil {
-			continue
+		if p.FairShare != nil {
+			out[p.Name] = queueFairShare(*p.FairShare)
 		}
-		fs := queue.FairShare{DefaultWeight: p.FairShare.DefaultWeight, Tenants: map[string]queue.TenantShare{}}
-		for t, ts := range p.FairShare.Tenants {
-			fs.Tenants[t] = queue.TenantShare{Weight: ts.Weight, Floor: ts.Floor, Max: ts.Max}
-		}
-		out[p.Name] = fs
 	}
 	return out
+}
+
+func queueFairShare(c config.FairShare) queue.FairShare {
+	fs := queue.FairShare{DefaultWeight: c.DefaultWeight, Tenants: map[string]queue.TenantShare{}}
+	for t, ts := range c.Tenants {
+		fs.Tenants[t] = queue.TenantShare{Weight: ts.Weight, Floor: ts.Floor, Max: ts.Max}
+	}
+	return fs
+}
+
+// fairShares are the region's fair shares by pool now, as the leader writes
+// them to the store: the file's (SIGHUP reloads them), each pool's replaced
+// by its live override in the global etcd (/ax/fairshare/<region>/<pool>)
+// while one is set and valid; null there turns the pool's off. An invalid
+// override changes nothing (the pool keeps the override last applied, or
+// its file's); it is logged once per value written.
+func (s *server) fairShares() map[string]queue.FairShare {
+	file := *s.fairShare.Load()
+	ov := s.view.FairShareOverrides(s.cfg.Name)
+	if len(ov) == 0 {
+		s.overrides.forget(nil)
+		return file
+	}
+	cfg := s.current.Load()
+	out := make(map[string]queue.FairShare, len(file)+len(ov))
+	for p, fs := range file {
+		out[p] = fs
+	}
+	for pool, b := range ov {
+		key := s.cfg.Etcd.Prefix + "fairshare/" + s.cfg.Name + "/" + pool
+		fs, err := cfg.FairShareOverride(key, pool, b)
+		switch {
+		case err != nil:
+			s.overrides.once(key, b, func() {
+				s.log.Error("fair-share override ignored: the pool keeps the fair share it had", "key", key, "err", err)
+			})
+			if last, ok := s.overrides.last(key); ok {
+				setShare(out, pool, last)
+			}
+		default:
+			s.overrides.once(key, b, func() { s.log.Info("fair-share override applied", "key", key, "value", string(b)) })
+			var q *queue.FairShare
+			if fs != nil {
+				v := queueFairShare(*fs)
+				q = &v
+			}
+			s.overrides.applied(key, q)
+			setShare(out, pool, q)
+		}
+	}
+	s.overrides.forget(ov)
+	return out
+}
+
+func setShare(m map[string]queue.FairShare, pool string, fs *queue.FairShare) {
+	if fs == nil {
+		delete(m, pool)
+		return
+	}
+	m[pool] = *fs
+}
+
+// overrideLog remembers the override values already logged, so each is
+// logged once, not at every leader round, and the last valid override of
+// each key, which an invalid one leaves in force.
+type overrideLog struct {
+	mu   sync.Mutex
+	seen map[string]string           // etcd key → value logged
+	good map[string]*queue.FairShare // etcd key → last valid override (nil: off)
+}
+
+func (l *overrideLog) applied(key string, fs *queue.FairShare) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.good == nil {
+		l.good = map[string]*queue.FairShare{}
+	}
+	l.good[key] = fs
+}
+
+func (l *overrideLog) last(key string) (*queue.FairShare, bool) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	fs, ok := l.good[key]
+	return fs, ok
+}
+
+func (l *overrideLog) once(key string, value []byte, log func()) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.seen == nil {
+		l.seen = map[string]string{}
+	}
+	if l.seen[key] != string(value) {
+		l.seen[key] = string(value)
+		log()
+	}
+}
+
+// forget drops what is no longer set (a key set again is logged again).
+func (l *overrideLog) forget(set map[string][]byte) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	for k := range l.seen {
+		if _, ok := set[k[strings.LastIndex(k, "/")+1:]]; !ok {
+			delete(l.seen, k)
+			delete(l.good, k)
+		}
+	}
 }
 
 // slowLanesOf is cfg's slow lanes by pool (docs/fairness.md).

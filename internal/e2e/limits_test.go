@@ -579,4 +579,29 @@ func fairShareAcrossTenants(t *testing.T, fed *federation, hooks *hookLog, hookU
 	if early > 0 {
 		t.Errorf("%d tasks of team-a were claimed after team-b's were READY and before its 4th: want team-b's floor first", early)
 	}
+
+	// A live override in the global etcd replaces the file's fair share of
+	// the pool (a max of 2 for team-a) from the leader's next round; an
+	// invalid one changes nothing; deleting it restores the file's.
+	ctx := context.Background()
+	etcd, key := fed.global.Client(), "/ax/fairshare/eu-west-1/fair"
+	share := func() string {
+		v, _ := r.rdb.HGet(ctx, "ax:{eu-west-1:0}:fs:fair", "team-a").Result()
+		return v
+	}
+	if _, err := etcd.Put(ctx, key, `{"tenants": {"team-a": {"weight": 3, "max": 2}, "team-b": {"weight": 1}}}`); err != nil {
+		t.Fatal(err)
+	}
+	waitUntil(t, 10*time.Second, "team-a's max of 2 from the etcd override in eu-west-1's store", func() bool { return share() == "3000 0 2" })
+	if _, err := etcd.Put(ctx, key, `{"tenants": {"team-a": {"floor": 99}}}`); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(time.Second) // several leader rounds
+	if v := share(); v != "3000 0 2" {
+		t.Errorf("after an invalid override team-a's share is %q; want the last valid one kept", v)
+	}
+	if _, err := etcd.Delete(ctx, key); err != nil {
+		t.Fatal(err)
+	}
+	waitUntil(t, 10*time.Second, "the file's fair share back in eu-west-1's store", func() bool { return share() == "3000 0 0" })
 }
