@@ -133,7 +133,7 @@ the others gave. --tenant is taken from the command line only.`,
 					}
 					slices.Sort(parts)
 					fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", r.ID, cliOr(r.Name), r.State, cliOr(r.Tenant), r.Region,
-						cliOr(strings.Join(parts, ", ")), cliTime(&r.CreatedAt))
+						cliOr(strings.Join(parts, ", ")), cliTime(&r.CreatedAt, env.loc))
 				}
 			})
 			if err != nil {

@@ -57,7 +57,7 @@ settings file.`,
 				fmt.Fprintln(w, "ID\tREGION\tTYPE\tTENANT\tATTEMPTS\tFAILED\tLAST ERROR")
 				for _, t := range res.Tasks {
 					fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%d\t%s\t%s\n", t.ID, cliOr(t.HeldBy), t.Type, cliOr(t.Tenant), t.Attempts,
-						cliTime(t.FinishedAt), cliOr(cliCut(t.LastError, 60)))
+						cliTime(t.FinishedAt, env.loc), cliOr(cliCut(t.LastError, 60)))
 				}
 			})
 			if err != nil {

@@ -39,6 +39,7 @@ type cliEnv struct {
 	cmd    *cobra.Command
 	api    *client.Client
 	json   bool
+	loc    *time.Location // of the times printed: UTC, or the local zone (--local)
 	stdout io.Writer
 	stderr io.Writer
 }
@@ -77,7 +78,10 @@ func cliRun(body func(ctx context.Context, env *cliEnv, args []string) error) fu
 		}
 		ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
 		defer stop()
-		env := &cliEnv{cmd: cmd, api: api, json: out == "json", stdout: cmd.OutOrStdout(), stderr: cmd.ErrOrStderr()}
+		env := &cliEnv{cmd: cmd, api: api, json: out == "json", loc: time.UTC, stdout: cmd.OutOrStdout(), stderr: cmd.ErrOrStderr()}
+		if local, _ := cmd.Flags().GetBool("local"); local {
+			env.loc = time.Local
+		}
 		err = body(ctx, env, args)
 		var opErr *net.OpError
 		if errors.As(err, &opErr) && opErr.Op == "dial" {
@@ -206,14 +210,15 @@ func cliIsTerminal(w io.Writer) bool {
 	return err == nil && fi.Mode()&os.ModeCharDevice != 0
 }
 
-// cliTime is a time in the local zone, to the millisecond; "-" for none.
-func cliTime(t *time.Time) string {
+// cliTime is a time in loc (UTC, or the local zone with --local), to the
+// millisecond; "-" for none.
+func cliTime(t *time.Time, loc *time.Location) string {
 	if t == nil || t.IsZero() {
 		return "-"
 	}
-	// RFC 3339 with milliseconds and the zone's offset, so a time read
-	// from one machine means the same on another.
-	return t.Local().Format("2006-01-02T15:04:05.000Z07:00")
+	// RFC 3339 with milliseconds and the zone ("Z" or its offset), so a
+	// time read from one machine means the same on another.
+	return t.In(loc).Format("2006-01-02T15:04:05.000Z07:00")
 }
 
 // cliOr is s, or "-" when empty.

@@ -30,7 +30,7 @@ func newGetCmd() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			return env.show(t, func(w *tabwriter.Writer) { writeTask(w, t) })
+			return env.show(t, func(w *tabwriter.Writer) { writeTask(w, t, env.loc) })
 		}),
 	})
 }
@@ -99,7 +99,7 @@ env or the settings file.`,
 				fmt.Fprintln(w, "ID\tREGION\tSTATE\tTYPE\tTENANT\tPOOL\tATTEMPTS\tCREATED")
 				for _, t := range res.Tasks {
 					fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%s\t%d\t%s\n", t.ID, cliOr(t.HeldBy), t.State, t.Type, cliOr(t.Tenant),
-						cliOr(t.Pool), t.Attempts, cliTime(&t.CreatedAt))
+						cliOr(t.Pool), t.Attempts, cliTime(&t.CreatedAt, env.loc))
 				}
 			})
 			if err != nil {
@@ -127,7 +127,7 @@ env or the settings file.`,
 }
 
 // writeTask prints a task as "Field:  value" lines, the empty ones left out.
-func writeTask(w *tabwriter.Writer, t *task.Task) {
+func writeTask(w *tabwriter.Writer, t *task.Task, loc *time.Location) {
 	row := func(k, v string) {
 		if v != "" && v != "-" {
 			fmt.Fprintf(w, "%s:\t%s\n", k, v)
@@ -173,12 +173,12 @@ func writeTask(w *tabwriter.Writer, t *task.Task) {
 	if t.PricePerHour > 0 {
 		row("Price", fmt.Sprintf("$%.3f/slot-h", t.PricePerHour))
 	}
-	row("Created", cliTime(&t.CreatedAt))
-	row("Due", cliTime(t.DueAt))
-	row("Enqueued", cliTime(t.EnqueuedAt))
-	row("Ready", cliTime(t.ReadyAt))
-	row("Started", cliTime(t.StartedAt))
-	row("Finished", cliTime(t.FinishedAt))
+	row("Created", cliTime(&t.CreatedAt, loc))
+	row("Due", cliTime(t.DueAt, loc))
+	row("Enqueued", cliTime(t.EnqueuedAt, loc))
+	row("Ready", cliTime(t.ReadyAt, loc))
+	row("Started", cliTime(t.StartedAt, loc))
+	row("Finished", cliTime(t.FinishedAt, loc))
 	row("Last error", cliCut(t.LastError, 200))
 	row("Result", cliCut(t.Result, 200))
 	row("Payload", cliCut(string(t.Payload), 200))
@@ -211,7 +211,7 @@ func newTrailCmd() *cobra.Command {
 			return env.show(tr, func(w *tabwriter.Writer) {
 				fmt.Fprintln(w, "TIME\tREGION\tFROM\tTO\tREASON\tBY\tATTEMPT\tERROR")
 				for _, s := range tr.Transitions {
-					fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%s\t%d\t%s\n", cliTime(&s.At), cliOr(s.Region), cliOr(string(s.From)), s.To,
+					fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%s\t%d\t%s\n", cliTime(&s.At, env.loc), cliOr(s.Region), cliOr(string(s.From)), s.To,
 						cliOr(s.Reason), cliOr(s.By), s.Attempt, cliCut(s.Error, 80))
 				}
 			})

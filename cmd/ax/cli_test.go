@@ -511,7 +511,7 @@ func TestCLIRegionsTable(t *testing.T) {
 // Every other command: the request it makes, and what it prints.
 func TestCLICommands(t *testing.T) {
 	task := `{"id":"t1","type":"report.generate","state":"FAILED","reason":"RETRIES_EXHAUSTED","priority":1,"tenant":"acme",
-	  "region":"eu-west","pool":"cpu","attempts":5,"max_retries":4,"tags":{"gpu":"a100"},"last_error":"boom","created_at":"2026-01-02T03:04:05Z",
+	  "region":"eu-west","held_by":"ap-south","pool":"cpu","attempts":5,"max_retries":4,"tags":{"gpu":"a100"},"last_error":"boom","created_at":"2026-01-02T03:04:05Z",
 	  "timeout":"30m0s","retry_base":"300ms","retry_cap":"30s","trace_id":"0af7651916cd43dd8448eb211c80319c"}`
 	cases := []struct {
 		name     string
@@ -526,7 +526,11 @@ func TestCLICommands(t *testing.T) {
 	}{
 		{name: "get", args: []string{"get", "t1"}, route: "GET /v1/tasks/t1", answer: task,
 			wantReq: cliSeen{Method: "GET", Path: "/v1/tasks/t1"},
-			wantOut: []string{"State:", "FAILED (RETRIES_EXHAUSTED)", "Attempts:", "5 of 5", "gpu=a100", "Last error:", "boom"}},
+			wantOut: []string{"State:", "FAILED (RETRIES_EXHAUSTED)", "Attempts:", "5 of 5", "gpu=a100", "Last error:", "boom",
+				"Held by:        ap-south", "Created:        2026-01-02T03:04:05.000Z"}},
+		{name: "get --local", args: []string{"get", "t1", "--local"}, route: "GET /v1/tasks/t1", answer: task,
+			wantReq: cliSeen{Method: "GET", Path: "/v1/tasks/t1"},
+			wantOut: []string{"Created:        " + time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC).Local().Format("2006-01-02T15:04:05.000Z07:00")}},
 		{name: "get not found", args: []string{"get", "nope"}, route: "GET /v1/tasks/nope", status: 404,
 			answer:  `{"error":{"code":"not_found","message":"task nope not found"}}`,
 			wantReq: cliSeen{Method: "GET", Path: "/v1/tasks/nope"}, wantCode: 1},
@@ -534,7 +538,7 @@ func TestCLICommands(t *testing.T) {
 			answer: `{"id":"t1","transitions":[{"ts":"2026-01-02T03:04:05Z","to":"PENDING","reason":"SUBMITTED","attempt":0},
 			  {"ts":"2026-01-02T03:04:06Z","from":"RUNNING","to":"PENDING","reason":"HANDLER_ERROR","by":"w1","attempt":1,"error":"boom"}]}`,
 			wantReq: cliSeen{Method: "GET", Path: "/v1/tasks/t1/trail"},
-			wantOut: []string{"TIME", "REASON", "SUBMITTED", "RUNNING", "HANDLER_ERROR", "w1", "boom"}},
+			wantOut: []string{"TIME", "REGION", "REASON", "SUBMITTED", "RUNNING", "HANDLER_ERROR", "w1", "boom", "2026-01-02T03:04:06.000Z"}},
 		{name: "cancel", args: []string{"cancel", "t1"}, route: "POST /v1/tasks/t1/cancel",
 			answer:  `{"id":"t1","state":"RUNNING","requested":true}`,
 			wantReq: cliSeen{Method: "POST", Path: "/v1/tasks/t1/cancel"},

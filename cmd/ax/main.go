@@ -83,6 +83,7 @@ func newRoot() *cobra.Command {
 	pf.String("cert", "", "PEM client certificate, for an API that requires one (mutual TLS; with --key)")
 	pf.String("key", "", "PEM key of --cert")
 	pf.StringP("output", "o", "table", "output format: table or json")
+	pf.Bool("local", false, "print times in the local time zone (default UTC); RFC 3339 with the zone either way")
 	pf.String("settings", defaultSettings(), "CLI settings file (YAML; keys named like the flags)")
 	for _, c := range commands {
 		root.AddCommand(c())
