@@ -99,7 +99,18 @@ function startLive(query, handlers) {
 }
 
 // ---- overview --------------------------------------------------------------
+let overviewCost = '';
 async function overview() {
+  overviewCost = '';
+  const day = new Date().toISOString().slice(0, 10);
+  try {
+    const c = await api('GET', '/v1/cost?group_by=tenant&from=' + day + '&to=' + day);
+    overviewCost = '<h2>Cost today by tenant <small class="muted">(' + esc(day) + ' UTC so far; the last hour: Grafana\'s "Last hour by tenant"; more on the <a href="#/cost">cost page</a>)</small></h2>' +
+      partial(c) + '<table id="overview-cost"><tr><th>tenant</th><th>runs</th><th>run time</th><th>spend $</th><th>savings $</th></tr>' +
+      (c.rows || []).map(r => '<tr><td>' + esc(r.tenant) + '</td><td class="num">' + esc(r.runs) + '</td><td class="num">' + esc((r.run_seconds || 0).toFixed(1)) +
+        ' s</td><td class="num">' + esc((r.spend_usd || 0).toFixed(6)) + '</td><td class="num">' + esc((r.savings_usd || 0).toFixed(6)) + '</td></tr>').join('') +
+      '</table>' + ((c.rows || []).length ? '' : '<p class="muted">nothing ran today</p>');
+  } catch (e) { if (e.message === 'unauthorized') throw e; overviewCost = '<p class="bad">cost: ' + esc(e.message || e) + '</p>'; }
   await renderOverview(await api('GET', '/v1/regions'));
   let busy = false;
   startLive('', {regions: async d => {
@@ -149,7 +160,7 @@ async function renderOverview(d) {
       h += '<p class="refusals">Submits this server refused per minute: ' + (r.length ? r.map(e => '<span class="bad">' + esc(e[0]) + ' ' + e[1].toFixed(1) + '</span>').join(', ') : '<span class="ok">none</span>') + '</p>';
     }
   }
-  view().innerHTML = h;
+  view().innerHTML = h + overviewCost;
   sizeBars();
 }
 

@@ -65,7 +65,7 @@ func dashboardInBrowser(t *testing.T, fed *federation) {
 	ctx, cancel = context.WithTimeout(ctx, 60*time.Second)
 	defer cancel()
 
-	var heldBy, trail, rows, url, stored, pools, refusedCells string
+	var heldBy, trail, rows, url, stored, pools, refusedCells, costToday string
 	var alerted bool
 	steps := []struct {
 		what, shot string
@@ -76,7 +76,8 @@ func dashboardInBrowser(t *testing.T, fed *federation) {
 			chromedp.Click(`#login-form button[type="submit"]`, chromedp.ByQuery),
 			chromedp.WaitVisible("h2.region", chromedp.ByQuery), // the overview, with the token
 			chromedp.Text("table.pools", &pools, chromedp.ByQuery),
-			chromedp.Evaluate(`[...document.querySelectorAll('table.pools td.refused')].map(e => e.textContent).join(',')`, &refusedCells)}},
+			chromedp.Evaluate(`[...document.querySelectorAll('table.pools td.refused')].map(e => e.textContent).join(',')`, &refusedCells),
+			chromedp.Text("#overview-cost", &costToday, chromedp.ByQuery)}},
 		{"search eu-west-1's sleep tasks", "tasks", []chromedp.Action{chromedp.Navigate(api + "/#/tasks"),
 			chromedp.WaitVisible("#task-search", chromedp.ByQuery),
 			chromedp.SetValue(`#task-search input[name="type"]`, "sleep", chromedp.ByQuery),
@@ -193,6 +194,11 @@ func dashboardInBrowser(t *testing.T, fed *federation) {
 	// (both regions' pools, as us-east-1's server met them: none was saturated, so 0).
 	if cells := strings.Split(refusedCells, ","); !strings.Contains(pools, "refused/min") || len(cells) < 2 || slices.ContainsFunc(cells, func(c string) bool { return c != "0" }) {
 		t.Fatalf("overview pools lack the refusals per minute of each pool: %q (header %q)", refusedCells, pools)
+	}
+	// Today's cost by tenant on the overview: team-a's tasks ran (in
+	// eu-west-1, reported through us-east-1).
+	if !strings.Contains(costToday, "team-a") || !strings.Contains(costToday, "spend $") {
+		t.Fatalf("overview lacks today's cost of team-a: %q", costToday)
 	}
 	if !strings.Contains(rows, h.ID) || !strings.Contains(rows, "eu-west-1") {
 		t.Fatalf("search results: %q", rows)
