@@ -1,17 +1,26 @@
 package e2e
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
+	"fmt"
 	"io"
+	"net"
 	"net/http"
+	"net/http/httptest"
 	"os"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/ax-sched/ax/region"
+	"github.com/ax-sched/ax/task"
 )
 
 // rawCall is fed.call with extra request headers.
@@ -125,10 +134,44 @@ func TestForwardedHeaderIsTrustedOnlyFromTheClusterToken(t *testing.T) {
 
 // Finding 7 of issue 11: the server's timeouts bound every request, but a
 // long-poll (/v1/events?wait=) still gets its whole wait: with read and
-// write timeouts of 2s, a 4s wait answers 200 after its wait.
+// write timeouts of 2s, a 4s wait answers 200 after its wait. An idle
+// keep-alive connection is closed after idle_timeout, and a request
+// without a token that announces a 50 MB body gets its 401 at once on a
+// connection then closed, its body never read.
 func TestLongPollOutlivesTheServerTimeouts(t *testing.T) {
 	fed := newFederation(t, fedOpts{noWorkers: true, regions: []string{"us-east-1"},
-		httpServer: "read_timeout: 2s\nwrite_timeout: 2s\n"})
+		httpServer: "read_timeout: 2s\nwrite_timeout: 2s\nidle_timeout: 1s\n"})
+	addr := strings.TrimPrefix(fed.server("us-east-1").api, "http://")
+	dial := func() (net.Conn, *bufio.Reader) {
+		c, err := net.Dial("tcp", addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { c.Close() })
+		_ = c.SetDeadline(time.Now().Add(10 * time.Second))
+		return c, bufio.NewReader(c)
+	}
+	closed := func(r *bufio.Reader) bool { _, err := r.ReadByte(); return errors.Is(err, io.EOF) }
+	c, r := dial()
+	fmt.Fprintf(c, "GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n")
+	if resp, err := http.ReadResponse(r, nil); err != nil || resp.StatusCode != http.StatusOK {
+		t.Fatalf("/healthz on a raw connection: %v %v", resp, err)
+	} else {
+		_, _ = io.Copy(io.Discard, resp.Body)
+	}
+	if !closed(r) {
+		t.Fatal("an idle keep-alive connection was not closed (idle_timeout 1s)")
+	}
+	c, r = dial()
+	fmt.Fprintf(c, "POST /v1/tasks HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 50000000\r\n\r\n{\"type\":")
+	if resp, err := http.ReadResponse(r, nil); err != nil || resp.StatusCode != http.StatusUnauthorized {
+		t.Fatalf("a 50 MB body without a token: %v %v, want 401 before the body", resp, err)
+	} else {
+		_, _ = io.Copy(io.Discard, resp.Body)
+	}
+	if !closed(r) {
+		t.Fatal("the connection of a 401 stayed open for its body")
+	}
 	start := time.Now()
 	code, body := fed.call("us-east-1", tokSubmitterA, http.MethodGet, "/v1/events?wait=4s", nil)
 	if code != http.StatusOK || !strings.Contains(string(body), `"events"`) {
@@ -192,6 +235,136 @@ func TestTenantTokensSeeNoOtherTenantsEventsAndCannotDrain(t *testing.T) {
 	code, body = fed.call("us-east-1", tokOperatorA, http.MethodPost, "/v1/regions/eu-west-1/drain", nil)
 	if code != http.StatusForbidden {
 		t.Fatalf("a tenant's operator drained a region: %d %s", code, body)
+	}
+	fakeRegionIsNeverContacted(t, fed)
+	redisOutageAnswers503(t, fed, idB)
+}
+
+// fakeRegionIsNeverContacted (finding 4): a region written into the global
+// etcd by someone who can reach it but is not in `regions:` — the cheapest
+// pools of all, kept fresh — receives no request (so never the cluster
+// token) and no task: tasks submitted meanwhile run in the federation's
+// own regions.
+func fakeRegionIsNeverContacted(t *testing.T, fed *federation) {
+	t.Helper()
+	var calls atomic.Int32
+	evil := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		calls.Add(1)
+		w.WriteHeader(http.StatusOK)
+		_, _ = w.Write([]byte(`{"accepted":true}`))
+	}))
+	defer evil.Close()
+	cli := fed.global.Client()
+	ctx := context.Background()
+	got, err := cli.Get(ctx, "/ax/regions/us-east-1")
+	if err != nil || len(got.Kvs) != 1 {
+		t.Fatalf("us-east-1's registration: %v %v", err, got)
+	}
+	var fig region.Figures
+	if err := json.Unmarshal(got.Kvs[0].Value, &fig); err != nil {
+		t.Fatal(err)
+	}
+	fig.Region, fig.API, fig.Leader = "evil-1", evil.URL, "evil"
+	for i := range fig.Pools {
+		fig.Pools[i].PricePerSlotHour = 1e-9
+		fig.Pools[i].Ready, fig.Pools[i].Running = 0, 0
+	}
+	stop := make(chan struct{})
+	done := make(chan struct{})
+	go func() { // kept fresh, as an attacker would
+		defer close(done)
+		for {
+			fig.UpdatedAt = time.Now()
+			b, _ := json.Marshal(fig)
+			_, _ = cli.Put(ctx, "/ax/regions/evil-1", string(b))
+			select {
+			case <-stop:
+				_, _ = cli.Delete(ctx, "/ax/regions/evil-1")
+				return
+			case <-time.After(300 * time.Millisecond):
+			}
+		}
+	}()
+	defer func() { close(stop); <-done }()
+	time.Sleep(2 * time.Second) // every server's watch has seen it
+	var ids []string
+	for range 6 {
+		id, _ := fed.submit("us-east-1", tokSubmitterB, map[string]any{"type": "noop"})
+		ids = append(ids, id)
+	}
+	for _, id := range ids {
+		if tk := fed.waitState("us-east-1", tokSubmitterB, id, task.Success, 20*time.Second); tk.HeldBy != "us-east-1" && tk.HeldBy != "eu-west-1" {
+			t.Fatalf("task %s ran in %q with a fake region registered", id, tk.HeldBy)
+		}
+	}
+	if n := calls.Load(); n != 0 {
+		t.Fatalf("the fake region (not in regions:) got %d requests", n)
+	}
+}
+
+// redisOutageAnswers503 (finding 6, the 500s): with us-east-1's Redis
+// killed, every route family of its server that needs that Redis (tasks,
+// DAGs, schedules' quota, cost, events and streams) answers 503
+// unavailable with Retry-After and a message that names no Redis detail;
+// none answers 500. Routes that need no Redis (stream tickets, schedule
+// reads in etcd) still answer. It kills the Redis: call it last.
+func redisOutageAnswers503(t *testing.T, fed *federation, id string) {
+	t.Helper()
+	fed.region("us-east-1").redis.Kill()
+	ticket := func() string {
+		code, body := fed.call("us-east-1", tokSubmitterB, http.MethodPost, "/v1/stream/tickets", nil)
+		var tk struct {
+			Ticket string `json:"ticket"`
+		}
+		if code != http.StatusCreated || json.Unmarshal(body, &tk) != nil || tk.Ticket == "" {
+			t.Fatalf("a stream ticket (no Redis needed) during the outage: %d %s", code, body)
+		}
+		return tk.Ticket
+	}
+	noop := map[string]any{"type": "noop", "regions": []string{"us-east-1"}}
+	dag := map[string]any{"name": "d", "nodes": []map[string]any{{"id": "a", "task": noop}}}
+	sched := map[string]any{"name": "outage-nightly", "cron": "0 0 2 * * *", "task": map[string]any{"type": "noop", "tenant": "team-c"}}
+	for _, c := range []struct {
+		method, path string
+		token        string
+		body         any
+	}{
+		{http.MethodPost, "/v1/tasks", tokSubmitterB, noop},
+		{http.MethodGet, "/v1/tasks/" + id, tokSubmitterB, nil},
+		{http.MethodGet, "/v1/tasks/" + id + "/trail", tokSubmitterB, nil},
+		{http.MethodPost, "/v1/tasks/" + id + "/cancel", tokOperator, nil},
+		{http.MethodGet, "/v1/tasks?region=us-east-1", tokSubmitterB, nil},
+		{http.MethodGet, "/v1/dlq?region=us-east-1", tokSubmitterB, nil},
+		{http.MethodPost, "/v1/dags", tokSubmitterB, dag},
+		{http.MethodGet, "/v1/cost?region=us-east-1", tokSubmitterB, nil},
+		{http.MethodGet, "/v1/events?wait=10ms", tokSubmitterB, nil},
+		{http.MethodGet, "/v1/stream?task=" + id + "&ticket=" + ticket(), "", nil},
+	} {
+		code, body, hdr := fed.callHeader("us-east-1", c.token, c.method, c.path, c.body)
+		e := apiErr(t, body)
+		if code != http.StatusServiceUnavailable || e.Code != "unavailable" || hdr.Get("Retry-After") == "" ||
+			strings.Contains(strings.ToLower(e.Message), "redis") || strings.Contains(e.Message, "127.0.0.1") {
+			t.Errorf("%s %s with us-east-1's Redis down: %d %s (Retry-After %q), want 503 unavailable with Retry-After and no detail",
+				c.method, c.path, code, body, hdr.Get("Retry-After"))
+		}
+	}
+	// A batch answers per item, a listing of every region per region: the
+	// outage is each one's 503 (with its retry), the rest is answered.
+	code, body := fed.call("us-east-1", tokSubmitterB, http.MethodPost, "/v1/tasks/batch", map[string]any{"tasks": []any{noop}})
+	if code != http.StatusOK || !strings.Contains(string(body), `"status":503,"error":{"code":"unavailable"`) ||
+		!strings.Contains(string(body), `"retry_after_seconds":`) {
+		t.Errorf("a batch during the Redis outage: %d %s, want its item 503 unavailable with a retry", code, body)
+	}
+	code, body = fed.call("us-east-1", tokSubmitterB, http.MethodGet, "/v1/dags", nil)
+	if code != http.StatusOK || !strings.Contains(string(body), `"unavailable":["us-east-1"]`) {
+		t.Errorf("DAG runs of every region during us-east-1's Redis outage: %d %s, want eu-west-1's and us-east-1 unavailable", code, body)
+	}
+	// Schedules live in etcd (a tenant without quotas needs no Redis).
+	if code, body := fed.call("us-east-1", tokOperator, http.MethodPost, "/v1/schedules", sched); code != http.StatusCreated {
+		t.Errorf("a schedule (etcd) during the Redis outage: %d %s", code, body)
+	}
+	if code, body := fed.call("us-east-1", tokSubmitterB, http.MethodGet, "/v1/schedules", nil); code != http.StatusOK {
+		t.Errorf("schedules (etcd) during the Redis outage: %d %s", code, body)
 	}
 }
 
