@@ -9,10 +9,10 @@ import (
 	"github.com/ax-sched/ax/task"
 )
 
-// claimLoop fills free slots until ctx ends. Handlers run under base, which
+// claimLoop fills g's free slots with tasks of its types until ctx ends. Handlers run under base, which
 // the end of ctx does not cancel: the shutdown stops them itself, after the
 // grace (stopHandlers).
-func (w *Worker) claimLoop(ctx, base context.Context) {
+func (w *Worker) claimLoop(ctx, base context.Context, g *slots) {
 	// mayRemain: the last claim came back full, so more work may be queued
 	// and the next free slot claims at once; otherwise wait for a wake-up.
 	mayRemain := true
@@ -39,11 +39,11 @@ func (w *Worker) claimLoop(ctx, base context.Context) {
 				return
 			}
 			var ok bool
-			if woken, ok = w.waitForWork(ctx, &fails); !ok {
+			if woken, ok = w.waitForWork(ctx, g, &fails); !ok {
 				return
 			}
 		}
-		n := w.reserve(ctx, w.opts.ClaimBatch)
+		n := w.reserve(ctx, g, w.opts.ClaimBatch)
 		if n == 0 {
 			return
 		}
@@ -52,7 +52,7 @@ func (w *Worker) claimLoop(ctx, base context.Context) {
 		// or those tasks would sit RUNNING until their leases expire.
 		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), callTimeout)
 		claimed, err := w.store.ClaimTasks(cctx, queue.ClaimRequest{
-			Pool: w.opts.Pool, Worker: w.opts.ID, N: n, Price: w.opts.PricePerSlotHour, Types: w.Types(),
+			Pool: w.opts.Pool, Worker: w.opts.ID, N: n, Price: w.opts.PricePerSlotHour, Types: w.claimTypes(g),
 		})
 		cancel()
 		tasks := claimed.Tasks
@@ -60,7 +60,7 @@ func (w *Worker) claimLoop(ctx, base context.Context) {
 		if claimed.Parked < w.opts.IdleWait {
 			parked = claimed.Parked
 		}
-		w.release(n - len(tasks))
+		w.release(g, n-len(tasks))
 		switch {
 		case len(tasks) > 0 || !woken:
 			wasted = 0
@@ -69,7 +69,7 @@ func (w *Worker) claimLoop(ctx, base context.Context) {
 		}
 		// A claim can fail after some shards answered: run what came back.
 		for _, qt := range tasks {
-			w.start(base, qt, sent, ctx.Err() != nil)
+			w.start(base, g, qt, sent, ctx.Err() != nil)
 		}
 		if err != nil {
 			fails++
@@ -89,8 +89,8 @@ func (w *Worker) claimLoop(ctx, base context.Context) {
 // timeout (IdleWait), or ctx. ok is false when ctx ended. Redis does not
 // abandon a blocking pop when ctx ends, so an idle worker's shutdown can
 // take up to IdleWait.
-func (w *Worker) waitForWork(ctx context.Context, fails *int) (woken, ok bool) {
-	woken, err := w.waker.Wait(ctx, w.opts.IdleWait)
+func (w *Worker) waitForWork(ctx context.Context, g *slots, fails *int) (woken, ok bool) {
+	woken, err := g.waker.Wait(ctx, w.opts.IdleWait)
 	if ctx.Err() != nil {
 		return false, false
 	}
@@ -113,7 +113,7 @@ func wastedWait(k int, most time.Duration) time.Duration {
 
 // start runs one claimed task in its own goroutine. A task claimed while
 // the worker is shutting down is given back unstarted.
-func (w *Worker) start(base context.Context, qt *task.Task, sent time.Time, giveBack bool) {
+func (w *Worker) start(base context.Context, g *slots, qt *task.Task, sent time.Time, giveBack bool) {
 	deadline := sent.Add(time.Duration(qt.Timeout))
 	t := newTask(qt, deadline)
 	// The deadline counts from before the claim was sent, so the worker's
@@ -122,7 +122,7 @@ func (w *Worker) start(base context.Context, qt *task.Task, sent time.Time, give
 	// base never ends, so a job's context costs no registration with a
 	// shared parent: thousands of tasks a second would contend on its lock.
 	ctx, cancel := context.WithCancelCause(base)
-	j := &job{task: t, id: qt.ID, token: qt.LeaseToken, claimedAt: sent, cancel: cancel}
+	j := &job{task: t, id: qt.ID, token: qt.LeaseToken, slots: g, claimedAt: sent, cancel: cancel}
 	w.mu.Lock()
 	w.held[j.id] = j
 	halted := w.halted

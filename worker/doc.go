@@ -34,6 +34,18 @@
 // while that worker is busy: from the second such wake-up in a row the
 // worker waits (20ms doubling up to IdleWait) before it listens again.
 //
+// # A concurrency pool per type
+//
+// Options.TypeConcurrency gives task types slots of their own, taken out of
+// Concurrency (`ax worker --type-concurrency http=4`, YAML worker.types):
+// each listed type, and the shared rest of the slots, has its own claim
+// loop and wake-up wait and claims only its types, so handlers of one type
+// that all block (an upstream that hangs) hold only that type's slots while
+// the other types keep running. The heartbeat still publishes Concurrency
+// slots and every served type. With HandleAny the shared slots claim every
+// type (the store's filter lists types to take), those with slots of their
+// own included.
+//
 // # Leases
 //
 // One store.Heartbeat call every Heartbeat (3s) extends the leases of every

@@ -30,7 +30,7 @@ func (w *Worker) execute(ctx context.Context, j *job) {
 		cancelDeadline()
 		j.cancel(nil)
 		w.stats.running.Add(-1)
-		w.release(1)
+		w.release(j.slots, 1)
 		if !returned {
 			err = errors.New("worker: handler exited through runtime.Goexit")
 		}
@@ -123,7 +123,7 @@ func (w *Worker) settle(j *job, err, cause error, runtime time.Duration) {
 // giveBack returns a task claimed during shutdown without running it.
 func (w *Worker) giveBack(j *job) {
 	defer w.tasks.Done()
-	w.release(1)
+	w.release(j.slots, 1)
 	w.mu.Lock()
 	j.done = true
 	w.mu.Unlock()

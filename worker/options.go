@@ -44,6 +44,12 @@ type Options struct {
 	// Concurrency is the number of slots: handlers running at once
 	// (default runtime.NumCPU()).
 	Concurrency int
+	// TypeConcurrency gives task types slots of their own, taken out of
+	// Concurrency: a type listed runs in at most that many slots and the
+	// other types share the rest, each pool claimed on its own, so
+	// handlers of one type that all block (a hung upstream) never stall
+	// the others. Each must be > 0 and together less than Concurrency.
+	TypeConcurrency map[string]int
 	// ClaimBatch bounds the tasks taken by one claim (default 32, at most
 	// queue.MaxBatch).
 	ClaimBatch int
@@ -99,6 +105,23 @@ func (o *Options) withDefaults(lease time.Duration) error {
 	}
 	if o.Concurrency == 0 {
 		o.Concurrency = runtime.NumCPU()
+	}
+	if len(o.TypeConcurrency) > 0 {
+		own, sum := make(map[string]int, len(o.TypeConcurrency)), 0
+		for t, n := range o.TypeConcurrency {
+			if err := task.CheckType(t); err != nil {
+				return fmt.Errorf("worker: Options.TypeConcurrency: %w", err)
+			}
+			if n <= 0 {
+				return fmt.Errorf("worker: Options.TypeConcurrency[%q] %d must be > 0", t, n)
+			}
+			own[t] = n
+			sum += n
+		}
+		if sum >= o.Concurrency {
+			return fmt.Errorf("worker: Options.TypeConcurrency takes %d slots, leaving none of Concurrency %d for the other types", sum, o.Concurrency)
+		}
+		o.TypeConcurrency = own
 	}
 	if o.ClaimBatch < 0 {
 		return fmt.Errorf("worker: Options.ClaimBatch %d must not be negative", o.ClaimBatch)

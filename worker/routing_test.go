@@ -218,3 +218,65 @@ func TestPassedOverWorkWakesTheNextWorker(t *testing.T) {
 	at := recv(t, started, 3*time.Second, "the serving worker starts the task")
 	t.Logf("started %v after the submit", at.Sub(sent))
 }
+
+// A worker of 6 slots with 2 of its own for type hang: every hang handler
+// blocks, yet the 30 noop tasks submitted after 10 hang tasks all run (the
+// shared 4 slots), never more than 2 hang handlers run at once, and once
+// unblocked every hang task succeeds at its first attempt. Bad per-type
+// concurrency is refused by New.
+func TestTypeConcurrencyIsolatesABlockedType(t *testing.T) {
+	e := wt.New(t)
+	w := e.Worker(worker.Options{ID: "w", Concurrency: 6, TypeConcurrency: map[string]int{"hang": 2}})
+	unblock := make(chan struct{})
+	var mu sync.Mutex
+	running, most := 0, 0
+	w.Handle("hang", func(ctx context.Context, _ *worker.Task) error {
+		mu.Lock()
+		running++
+		most = max(most, running)
+		mu.Unlock()
+		defer func() { mu.Lock(); running--; mu.Unlock() }()
+		select {
+		case <-unblock:
+			return nil
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	})
+	w.Handle("noop", ok)
+	e.Run(w)
+	hangs := e.Submit("hang", nil, 10)
+	wt.Eventually(t, 10*time.Second, "2 hang handlers running", func() bool {
+		mu.Lock()
+		defer mu.Unlock()
+		return running == 2
+	})
+	noops := e.Submit("noop", nil, 30)
+	for _, id := range noops {
+		e.WaitState(id, task.Success, 10*time.Second)
+	}
+	mu.Lock()
+	if most != 2 {
+		t.Errorf("%d hang handlers ran at once, want its 2 slots", most)
+	}
+	mu.Unlock()
+	close(unblock)
+	for _, id := range hangs {
+		if tk := e.WaitState(id, task.Success, 10*time.Second); tk.Attempts != 1 {
+			t.Errorf("%s: %d attempts, want 1", id, tk.Attempts)
+		}
+	}
+	for _, c := range []struct {
+		tc   map[string]int
+		want string
+	}{
+		{map[string]int{"hang": 6}, "leaving none of Concurrency 6"},
+		{map[string]int{"hang": 0}, `TypeConcurrency["hang"] 0 must be > 0`},
+		{map[string]int{"no way": 1}, "TypeConcurrency"},
+	} {
+		_, err := worker.New(e.Store, worker.Options{Pool: "cpu", Concurrency: 6, TypeConcurrency: c.tc})
+		if err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("TypeConcurrency %v: %v, want an error containing %q", c.tc, err, c.want)
+		}
+	}
+}

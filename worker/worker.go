@@ -26,10 +26,11 @@ type Worker struct {
 	lease  time.Duration
 	log    *slog.Logger
 	tracer trace.Tracer // an "ax.run" span per attempt (tracing.go)
-	// waker is the claimer's idle wait, set by Run before the claimer
-	// starts and closed when it ends (on a Redis Cluster it holds one
-	// blocking pop per shard).
-	waker *queue.Waker
+	// groups are the worker's concurrency pools, the shared one first
+	// (slots.go); each claim loop's idle wait (its waker) is set by Run
+	// before the loop starts and closed when it ends (on a Redis Cluster
+	// it holds one blocking pop per shard).
+	groups []*slots
 
 	hmu      sync.RWMutex
 	handlers map[string]Handler
@@ -40,11 +41,9 @@ type Worker struct {
 	stopping atomic.Bool  // Run's context has ended
 	lastBeat atomic.Int64 // unix ns at which the last successful heartbeat was sent
 
-	mu        sync.Mutex
-	held      map[string]*job // claimed and not yet settled, by task id
-	free      int             // free slots
-	halted    bool            // the shutdown grace is over: handlers are stopped
-	slotFreed chan struct{}   // a slot was freed (capacity 1)
+	mu     sync.Mutex
+	held   map[string]*job // claimed and not yet settled, by task id
+	halted bool            // the shutdown grace is over: handlers are stopped
 
 	tasks sync.WaitGroup // one per job goroutine
 	acks  *acker
@@ -55,6 +54,7 @@ type Worker struct {
 type job struct {
 	task      *Task
 	id, token string
+	slots     *slots    // the concurrency pool whose slot it holds
 	claimedAt time.Time // local time just before the claim was sent
 	cancel    context.CancelCauseFunc
 
@@ -75,16 +75,15 @@ func New(store *queue.Store, opts Options) (*Worker, error) {
 		return nil, err
 	}
 	w := &Worker{
-		store:     store,
-		opts:      opts,
-		lease:     lease,
-		log:       opts.Logger.With("component", "worker", "pool", opts.Pool, "worker", opts.ID),
-		tracer:    tracing.Tracer(opts.TracerProvider),
-		handlers:  map[string]Handler{},
-		served:    mustServe(),
-		held:      map[string]*job{},
-		free:      opts.Concurrency,
-		slotFreed: make(chan struct{}, 1),
+		store:    store,
+		opts:     opts,
+		lease:    lease,
+		log:      opts.Logger.With("component", "worker", "pool", opts.Pool, "worker", opts.ID),
+		tracer:   tracing.Tracer(opts.TracerProvider),
+		handlers: map[string]Handler{},
+		served:   mustServe(),
+		held:     map[string]*job{},
+		groups:   newSlots(opts),
 	}
 	w.acks = newAcker(w)
 	if opts.Metrics != nil {
@@ -210,7 +209,7 @@ func (w *Worker) Run(ctx context.Context) error {
 	if !w.started.CompareAndSwap(false, true) {
 		return errors.New("worker: Run called more than once")
 	}
-	w.log.Info("worker starting", "slots", w.opts.Concurrency, "handles", w.Types().String())
+	w.log.Info("worker starting", "slots", w.opts.Concurrency, "handles", w.Types().String(), "type_slots", w.opts.TypeConcurrency)
 	// Acks, heartbeats and handlers must outlive ctx: they drain the shutdown.
 	base := context.WithoutCancel(ctx)
 
@@ -219,8 +218,16 @@ func (w *Worker) Run(ctx context.Context) error {
 	ackDone := make(chan struct{})
 	go func() { defer close(ackDone); w.acks.run(base) }()
 	claimDone := make(chan struct{})
-	w.waker = w.store.NewWaker(w.opts.Pool)
-	go func() { defer close(claimDone); defer w.waker.Close(); w.claimLoop(ctx, base) }()
+	var claimers sync.WaitGroup
+	for _, g := range w.groups {
+		if g.size == 0 {
+			continue
+		}
+		g.waker = w.store.NewWaker(w.opts.Pool)
+		claimers.Add(1)
+		go func() { defer claimers.Done(); defer g.waker.Close(); w.claimLoop(ctx, base, g) }()
+	}
+	go func() { claimers.Wait(); close(claimDone) }()
 
 	<-ctx.Done()
 	w.stopping.Store(true)
@@ -288,39 +295,6 @@ func (w *Worker) waitStuck(idle <-chan struct{}) {
 			w.mu.Unlock()
 			w.log.Error("handlers ignore their cancelled context; Run cannot return", "tasks", ids)
 		}
-	}
-}
-
-// reserve takes up to n free slots, waiting until at least one is free.
-// It returns 0 when ctx ends first.
-func (w *Worker) reserve(ctx context.Context, n int) int {
-	for {
-		w.mu.Lock()
-		k := min(w.free, n)
-		w.free -= k
-		w.mu.Unlock()
-		if k > 0 {
-			return k
-		}
-		select {
-		case <-ctx.Done():
-			return 0
-		case <-w.slotFreed:
-		}
-	}
-}
-
-// release gives n slots back.
-func (w *Worker) release(n int) {
-	if n <= 0 {
-		return
-	}
-	w.mu.Lock()
-	w.free += n
-	w.mu.Unlock()
-	select {
-	case w.slotFreed <- struct{}{}:
-	default:
 	}
 }
 

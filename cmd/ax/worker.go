@@ -11,6 +11,7 @@ import (
 	"github.com/ax-sched/ax/internal/buildinfo"
 	"github.com/ax-sched/ax/internal/config"
 	"github.com/ax-sched/ax/queue"
+	"github.com/ax-sched/ax/task"
 	"github.com/ax-sched/ax/worker"
 	"github.com/ax-sched/ax/worker/handlers"
 	"github.com/spf13/cobra"
@@ -21,6 +22,7 @@ func init() { commands = append(commands, newWorkerCmd) }
 func newWorkerCmd() *cobra.Command {
 	var file, pool, id, metricsAddr string
 	var concurrency int
+	var typeConcurrency map[string]int
 	c := &cobra.Command{
 		Use:   "worker --config FILE --pool P",
 		Short: "Run a worker for one pool of a region, with the built-in handlers (noop, sleep, exec, http)",
@@ -42,6 +44,20 @@ func newWorkerCmd() *cobra.Command {
 			if concurrency > 0 {
 				cfg.Worker.Concurrency = concurrency
 			}
+			if len(typeConcurrency) > 0 {
+				cfg.Worker.Types = map[string]config.WorkerType{}
+				own := 0
+				for t, n := range typeConcurrency {
+					if err := task.CheckType(t); err != nil || n < 1 {
+						return usageErr(fmt.Errorf("--type-concurrency %s=%d: want a task type and slots ≥ 1", t, n))
+					}
+					cfg.Worker.Types[t] = config.WorkerType{Concurrency: n}
+					own += n
+				}
+				if own >= cfg.Worker.Concurrency {
+					return usageErr(fmt.Errorf("--type-concurrency: %d slots leave none of the worker's %d for the other types", own, cfg.Worker.Concurrency))
+				}
+			}
 			ctx, stop := signal.NotifyContext(cmd.Context(), syscall.SIGINT, syscall.SIGTERM)
 			defer stop()
 			log := newLogger(slog.LevelInfo)
@@ -62,6 +78,8 @@ func newWorkerCmd() *cobra.Command {
 	c.Flags().StringVar(&pool, "pool", "", "pool to serve")
 	c.Flags().StringVar(&id, "id", "", "worker id (default host-pid)")
 	c.Flags().IntVar(&concurrency, "concurrency", 0, "slots (default worker.concurrency from the config)")
+	c.Flags().StringToIntVar(&typeConcurrency, "type-concurrency", nil,
+		"task types' own slots, taken out of --concurrency, e.g. sleep=4,http=2 (default worker.types from the config)")
 	c.Flags().StringVar(&metricsAddr, "metrics", "", "serve the worker's Prometheus metrics (schedule latency, wait, outcomes, cost) on this address, e.g. :9101")
 	_ = c.MarkFlagRequired("config")
 	_ = c.MarkFlagRequired("pool")
@@ -90,7 +108,7 @@ func runWorker(ctx context.Context, cfg *config.Region, p config.Pool, id string
 	}
 	defer stopTracing()
 	w, err := worker.New(store, worker.Options{
-		Pool: p.Name, ID: id, Concurrency: cfg.Worker.Concurrency, ClaimBatch: cfg.Worker.ClaimBatch,
+		Pool: p.Name, ID: id, Concurrency: cfg.Worker.Concurrency, TypeConcurrency: cfg.Worker.TypeConcurrency(), ClaimBatch: cfg.Worker.ClaimBatch,
 		Heartbeat: cfg.Lease.Heartbeat, ShutdownGrace: cfg.Worker.ShutdownGrace,
 		PreemptDelayMin: cfg.Preemption.ReadmitDelayMin, PreemptDelayMax: cfg.Preemption.ReadmitDelayMax,
 		PricePerSlotHour: p.PricePerSlotHour * (1 - p.Discount),

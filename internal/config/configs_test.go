@@ -154,6 +154,7 @@ func TestExampleIsTheDefaults(t *testing.T) {
 		Timeout: 10 * time.Minute,
 	}}
 	want.Worker.HTTP.AllowPrefixes = []string{"https://hooks.example.com/"}
+	want.Worker.Types = map[string]WorkerType{"report.generate": {Concurrency: 4}}
 	rate, burst, conc := 50.0, 5, 5
 	want.Limits = []Limit{{Key: "stripe-api", Rate: &rate, Burst: &burst, Concurrency: &conc,
 		Scope: "federation", Weights: map[string]float64{"eu-central": 2}}}

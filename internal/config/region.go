@@ -456,8 +456,31 @@ type Worker struct {
 	// ShutdownGrace is how long running handlers get to finish on shutdown
 	// before their tasks are handed back.
 	ShutdownGrace time.Duration `mapstructure:"shutdown_grace" yaml:"shutdown_grace"`
-	Exec          Exec          `mapstructure:"exec" yaml:"exec"`
-	HTTP          HTTP          `mapstructure:"http" yaml:"http"`
+	// Types give task types concurrency pools of their own, by type: a
+	// type listed runs in at most its concurrency slots, taken out of
+	// Concurrency, and the other types share the rest, so handlers of one
+	// type that all block never stall the others.
+	Types map[string]WorkerType `mapstructure:"types" yaml:"types,omitempty"`
+	Exec  Exec                  `mapstructure:"exec" yaml:"exec"`
+	HTTP  HTTP                  `mapstructure:"http" yaml:"http"`
+}
+
+// WorkerType is one task type's concurrency pool in a worker.
+type WorkerType struct {
+	// Concurrency is the type's own slots, > 0.
+	Concurrency int `mapstructure:"concurrency" yaml:"concurrency"`
+}
+
+// TypeConcurrency is Types as slots by type.
+func (w Worker) TypeConcurrency() map[string]int {
+	if len(w.Types) == 0 {
+		return nil
+	}
+	out := make(map[string]int, len(w.Types))
+	for t, c := range w.Types {
+		out[t] = c.Concurrency
+	}
+	return out
 }
 
 // Exec is the built-in exec handler: it runs only the commands listed here.

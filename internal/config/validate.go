@@ -630,6 +630,21 @@ func validateWorker(p *problems, path string, w Worker) {
 		p.add(joinKey(path, "claim_batch"), "must be between 1 and %d, got %d", maxClaimBatch, w.ClaimBatch)
 	}
 	nonNegative(p, joinKey(path, "shutdown_grace"), w.ShutdownGrace)
+	own := 0
+	for _, name := range sortedKeys(w.Types) {
+		key := mapKey(joinKey(path, "types"), name)
+		if !taskType.MatchString(name) {
+			p.add(key, "must be a task type: letters, digits, '.', '_', ':' and '-'")
+		}
+		if c := w.Types[name].Concurrency; c < 1 {
+			p.add(joinKey(key, "concurrency"), "must be ≥ 1, got %d", c)
+		} else {
+			own += c
+		}
+	}
+	if own > 0 && w.Concurrency >= 1 && own >= w.Concurrency {
+		p.add(joinKey(path, "types"), "their concurrency adds up to %d, leaving none of worker.concurrency %d for the other types", own, w.Concurrency)
+	}
 	allow := joinKey(path, "exec.allow")
 	for _, name := range sortedKeys(w.Exec.Allow) {
 		rule := w.Exec.Allow[name]

@@ -166,6 +166,11 @@ func TestValidateEachRule(t *testing.T) {
 		{"submitter tenant", func(r *Region) { r.Auth.Tokens[0].Tenant = "" },
 			"auth.tokens[0].tenant: required for a submitter (its tasks belong to that tenant)"},
 		{"concurrency", func(r *Region) { r.Worker.Concurrency = 0 }, "worker.concurrency: must be ≥ 1, got 0"},
+		{"type concurrency", func(r *Region) { r.Worker.Types = map[string]WorkerType{"sleep": {Concurrency: 0}} },
+			"worker.types[sleep].concurrency: must be ≥ 1, got 0"},
+		{"type concurrency sum", func(r *Region) {
+			r.Worker.Types = map[string]WorkerType{"sleep": {Concurrency: r.Worker.Concurrency}}
+		}, "worker.types: their concurrency adds up to 16, leaving none of worker.concurrency 16 for the other types"},
 		{"claim batch", func(r *Region) { r.Worker.ClaimBatch = 5000 }, "worker.claim_batch: must be between 1 and 1000, got 5000"},
 		{"shutdown grace", func(r *Region) { r.Worker.ShutdownGrace = -time.Second }, "worker.shutdown_grace: must be ≥ 0, got -1s"},
 		{"exec no argv", func(r *Region) { r.Worker.Exec.Allow["echo"] = ExecRule{} }, "worker.exec.allow[echo].argv: needs a program"},

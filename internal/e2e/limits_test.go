@@ -32,6 +32,7 @@ type hookLog struct {
 	running map[string]int
 	most    map[string]int
 	pauses  map[string]int // retry-after answers still to give, by path
+	hang    chan struct{}  // calls of a path ending in /hang wait for its close
 }
 
 func (h *hookLog) ServeHTTP(w http.ResponseWriter, r *http.Request) {
@@ -51,6 +52,12 @@ func (h *hookLog) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Retry-After", "2")
 		http.Error(w, "slow down", http.StatusTooManyRequests)
 		return
+	}
+	if strings.HasSuffix(p, "/hang") {
+		select {
+		case <-h.hang:
+		case <-r.Context().Done():
+		}
 	}
 	if strings.HasSuffix(p, "/slow") {
 		time.Sleep(300 * time.Millisecond)
@@ -85,7 +92,7 @@ func (h *hookLog) of(path string) (calls []time.Time, most int) {
 func TestLimitsAcrossWorkers(t *testing.T) {
 	testenv.Slow(t)
 	hooks := &hookLog{calls: map[string][]time.Time{}, running: map[string]int{}, most: map[string]int{},
-		pauses: map[string]int{"/hooks/paused": 1}}
+		pauses: map[string]int{"/hooks/paused": 1}, hang: make(chan struct{})}
 	srv := httptest.NewServer(hooks)
 	defer srv.Close()
 	fed := newFederation(t, fedOpts{
@@ -116,7 +123,7 @@ limits:
 		fed.startWorker("eu-west-1", "cpu")
 	}
 	fed.startWorker("eu-west-1", "fair", "--concurrency", "8")
-	fed.startWorker("eu-west-1", "lane", "--concurrency", "8")
+	fed.startWorker("eu-west-1", "lane", "--concurrency", "8", "--type-concurrency", "http=4")
 	fed.waitPlaceable()
 
 	code, body := fed.call("us-east-1", tokSubmitterA, http.MethodPost, "/v1/tasks", map[string]any{
@@ -292,6 +299,44 @@ limits:
 
 	fairShareAcrossTenants(t, fed, hooks, srv.URL)
 	slowLaneHoldsItsShare(t, fed, srv.URL)
+	blockedTypeStallsNoOther(t, fed, hooks, srv.URL)
+}
+
+// blockedTypeStallsNoOther: pool lane's worker runs http in 4 slots of its
+// own (--type-concurrency http=4): 8 http tasks whose calls hang (as many
+// as the worker's slots) hold 4, and sleep tasks submitted behind them all
+// succeed meanwhile (the other 4 slots); released, every hung task
+// succeeds at its first attempt.
+func blockedTypeStallsNoOther(t *testing.T, fed *federation, hooks *hookLog, hookURL string) {
+	var once sync.Once
+	release := func() { once.Do(func() { close(hooks.hang) }) }
+	defer release()
+	spec := func(ty string, payload any) map[string]any {
+		return map[string]any{"type": ty, "tags": map[string]string{"class": "lane"}, "regions": []string{"eu-west-1"}, "payload": payload}
+	}
+	var hung []string
+	for range 8 {
+		id, _ := fed.submit("eu-west-1", tokSubmitterA, spec("http", map[string]any{"url": hookURL + "/hooks/lane/hang", "body": map[string]int{"n": 1}}))
+		hung = append(hung, id)
+	}
+	waitUntil(t, 10*time.Second, "4 hung http calls", func() bool {
+		hooks.mu.Lock()
+		defer hooks.mu.Unlock()
+		return hooks.running["/hooks/lane/hang"] == 4
+	})
+	for range 4 {
+		id, _ := fed.submit("eu-west-1", tokSubmitterA, spec("sleep", map[string]int{"ms": 50}))
+		fed.waitState("eu-west-1", tokSubmitterA, id, task.Success, 10*time.Second)
+	}
+	if _, most := hooks.of("/hooks/lane/hang"); most != 4 {
+		t.Errorf("%d hung http calls at once, want http's own 4 slots", most)
+	}
+	release()
+	for _, id := range hung {
+		if tk := fed.waitState("eu-west-1", tokSubmitterA, id, task.Success, 20*time.Second); tk.Attempts != 1 {
+			t.Errorf("hung http task %s: %d attempts, want 1", id, tk.Attempts)
+		}
+	}
 }
 
 // slowLaneHoldsItsShare: eu-west-1's pool lane (8 slots, one worker) keeps

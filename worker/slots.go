@@ -1,0 +1,105 @@
+package worker
+
+import (
+	"context"
+	"sort"
+
+	"github.com/ax-sched/ax/queue"
+)
+
+// slots is one of the worker's concurrency pools: a type's own
+// (Options.TypeConcurrency), or the shared one (typ "") of every other
+// type. Each has its own claim loop and idle wait, and claims only its
+// types, so handlers of one type that all block hold only that type's
+// slots: the others keep claiming and running.
+type slots struct {
+	typ   string // "" the shared pool
+	size  int
+	free  int           // under Worker.mu
+	freed chan struct{} // a slot was freed (capacity 1)
+	waker *queue.Waker  // the claim loop's idle wait, set by Run
+}
+
+// newSlots builds the shared pool (first) and one per type of
+// opts.TypeConcurrency, which take their slots out of Concurrency.
+func newSlots(opts Options) []*slots {
+	shared := opts.Concurrency
+	types := make([]string, 0, len(opts.TypeConcurrency))
+	for t, n := range opts.TypeConcurrency {
+		types = append(types, t)
+		shared -= n
+	}
+	sort.Strings(types)
+	out := []*slots{{size: shared, free: shared, freed: make(chan struct{}, 1)}}
+	for _, t := range types {
+		n := opts.TypeConcurrency[t]
+		out = append(out, &slots{typ: t, size: n, free: n, freed: make(chan struct{}, 1)})
+	}
+	return out
+}
+
+// claimTypes is what a claim of g takes: a type's pool its type once a
+// handler serves it; the shared pool every served type without a pool of
+// its own (with HandleAny: every type, those with a pool of their own
+// included, as the store's filter lists types to take, not to leave).
+func (w *Worker) claimTypes(g *slots) queue.Types {
+	w.hmu.RLock()
+	defer w.hmu.RUnlock()
+	if g.typ != "" {
+		if w.handlers[g.typ] == nil && w.any == nil {
+			return mustServe()
+		}
+		t, err := queue.ServeTypes(g.typ)
+		if err != nil {
+			return mustServe() // checked by Options already
+		}
+		return t
+	}
+	if len(w.groups) == 1 || w.any != nil {
+		return w.served
+	}
+	var ts []string
+	for _, t := range w.typesLocked() {
+		if _, own := w.opts.TypeConcurrency[t]; !own {
+			ts = append(ts, t)
+		}
+	}
+	t, err := queue.ServeTypes(ts...)
+	if err != nil {
+		return mustServe()
+	}
+	return t
+}
+
+// reserve takes up to n free slots of g, waiting until at least one is
+// free. It returns 0 when ctx ends first.
+func (w *Worker) reserve(ctx context.Context, g *slots, n int) int {
+	for {
+		w.mu.Lock()
+		k := min(g.free, n)
+		g.free -= k
+		w.mu.Unlock()
+		if k > 0 {
+			return k
+		}
+		select {
+		case <-ctx.Done():
+			return 0
+		case <-g.freed:
+		}
+	}
+}
+
+// release gives n slots of g back.
+func (w *Worker) release(g *slots, n int) {
+	if n <= 0 {
+		return
+	}
+	w.mu.Lock()
+	g.free += n
+	w.mu.Unlock()
+	select {
+	case g.freed <- struct{}{}:
+	default:
+	}
+}
