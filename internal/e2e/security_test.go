@@ -59,6 +59,7 @@ exec:
 // servers and workers, on tasks handed to the other region: --output=…
 // is refused NON_RETRYABLE before sort runs (the file is not created),
 // ../../../etc/passwd is refused before cat runs; a plain value still runs.
+// A command not allowed is refused without the allowlist in its error.
 func TestExecTemplateValuesAreRefused(t *testing.T) {
 	data := t.TempDir()
 	if err := os.WriteFile(filepath.Join(data, "ok.txt"), []byte("fine\n"), 0o600); err != nil {
@@ -89,6 +90,14 @@ exec:
 	}
 	if _, err := os.Stat(out); !os.IsNotExist(err) {
 		t.Fatalf("sort --output created %s (stat: %v)", out, err)
+	}
+	// Finding 10: a command outside the allowlist is refused naming it,
+	// never listing what is allowed.
+	h0 := fed.handedOffTask("us-east-1", "eu-west-1", tokSubmitterA, map[string]any{
+		"type": "exec", "payload": map[string]any{"command": "rm", "args": map[string]string{"file": "ok.txt"}}})
+	if tk := fed.waitState("us-east-1", tokSubmitterA, h0.ID, task.Failed, 20*time.Second); tk.Reason != task.ReasonNonRetryable ||
+		!strings.Contains(tk.LastError, "rm") || strings.Contains(tk.LastError, "sort") || strings.Contains(tk.LastError, data) {
+		t.Fatalf("a command outside the allowlist: %s %q, want NON_RETRYABLE naming rm and nothing allowed", tk.Reason, tk.LastError)
 	}
 	h := fed.handedOffTask("us-east-1", "eu-west-1", tokSubmitterA, map[string]any{
 		"type": "exec", "payload": map[string]any{"command": "cat", "args": map[string]string{"file": "ok.txt"}}})

@@ -143,6 +143,10 @@ func TestTenantQuotasTrustAndExpiry(t *testing.T) {
 	if e := apiErr(t, body); code != http.StatusTooManyRequests || e.Field != "max_backlog" {
 		t.Fatalf("a schedule for tenant C at its max_backlog: %d %s", code, body)
 	}
+	// Schedules (every second, if one likes) are an operator's to create.
+	if code, body = fed.call("us-east-1", "c", http.MethodPost, "/v1/schedules", nightly); code != http.StatusForbidden {
+		t.Fatalf("a submitter's schedule: %d %s, want 403", code, body)
+	}
 	// A DAG reserves room for all its nodes in the count the submits check:
 	// with the backlog empty, of three DAGs of 2 nodes created at once on
 	// both servers one fits (a creation that read the count let all three
