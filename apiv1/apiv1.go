@@ -182,6 +182,9 @@ type PoolStatus struct {
 	// pool), counted over the last minute (since the server started, when
 	// it is younger).
 	RefusedPerMinute *float64 `json:"refused_per_minute,omitempty"`
+	// Starving is how many of the pool's READY tasks have waited longer
+	// than its region's starvation_threshold, as its leader last counted.
+	Starving int `json:"starving"`
 }
 
 // CapacityWindow is where a pool with a capacity schedule stands now:

@@ -307,7 +307,7 @@ func (a *API) regionsResponse() apiv1.RegionsResponse {
 				Name: p.Name, Tags: p.Tags, Slots: p.Slots, Workers: p.Workers, Running: p.Running, Ready: p.Ready,
 				QueueCapacity: p.QueueCapacity, Utilisation: p.Utilisation(), QueueFill: p.QueueFill(),
 				PricePerSlotHour: p.PricePerSlotHour, Spot: p.Spot, Discount: p.Discount, Paused: p.Paused,
-				CapacityWindow: windowStatus(p.Schedule, now),
+				CapacityWindow: windowStatus(p.Schedule, now), Starving: p.Starving,
 			})
 			if refused.byPool != nil {
 				v := refused.pool(ri.Region, p.Name)

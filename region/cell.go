@@ -580,6 +580,7 @@ func (c *Cell) collect(ctx context.Context, f queue.Fence) (Figures, queueFigure
 			Types:          w.Types,
 			DrainRate:      c.drain.rate(p.Name, now, drained[p.Name], counts.RunningBy[p.Name], slots),
 			MaxWaitSeconds: p.MaxWait.Seconds(),
+			Starving:       sumStarving(qf.starving.Ready[p.Name]),
 		})
 	}
 	sort.Slice(figs.Pools, func(i, j int) bool { return figs.Pools[i].Name < figs.Pools[j].Name })
@@ -594,6 +595,14 @@ func (c *Cell) collect(ctx context.Context, f queue.Fence) (Figures, queueFigure
 		}
 	}
 	return figs, qf, nil
+}
+
+func sumStarving(byPrio [task.MaxPriority + 1]int) int {
+	n := 0
+	for _, v := range byPrio {
+		n += v
+	}
+	return n
 }
 
 // publishedSlots is what pool p publishes as its slots, live its live

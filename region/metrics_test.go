@@ -58,6 +58,15 @@ func TestLeaderExportsStarvationAndDLQAndForgetsThemAfterItsTerm(t *testing.T) {
 	if v := testutil.ToFloat64(m.starving.WithLabelValues("eu-west", "cpu", "0")); v != 0 {
 		t.Fatalf("starving priority 0: %v", v)
 	}
+	// The figures it publishes (GET /v1/regions, the dashboard) count them too.
+	waitFor(t, 5*time.Second, "3 starving tasks in the published figures", func() bool {
+		for _, p := range a.Figures().Pools {
+			if p.Name == "cpu" {
+				return p.Starving == 3
+			}
+		}
+		return false
+	})
 	if n := series(t, regB, "ax_tasks_starving"); n != 0 {
 		t.Fatalf("the standby exports %d starvation series", n)
 	}

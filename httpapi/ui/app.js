@@ -144,7 +144,7 @@ async function renderOverview(d) {
   for (const g of d.regions) {
     h += '<h2 class="region">' + esc(g.name) + ' <small class="' + (g.healthy ? 'ok' : 'bad') + '">' + (g.healthy ? 'healthy' : 'unhealthy') + (g.stale ? ', stale' : '') +
       '</small></h2><p class="muted">leader ' + esc(g.leader) + ' · ' + esc(g.api) + ' · ' + esc(g.servers) + ' server(s)</p>';
-    h += '<table class="pools"><tr><th>pool</th><th>tags</th><th>workers</th><th>slots</th><th>running</th><th>utilisation</th><th>ready</th><th>queue fill</th><th>pressure</th><th title="submits this server refused per minute (429) while this pool was saturated for them">refused/min</th><th>capacity window</th><th>$/slot-h</th></tr>';
+    h += '<table class="pools"><tr><th>pool</th><th>tags</th><th>workers</th><th>slots</th><th>running</th><th>utilisation</th><th>ready</th><th>queue fill</th><th>pressure</th><th title="submits this server refused per minute (429) while this pool was saturated for them">refused/min</th><th title="READY tasks waiting past their region starvation_threshold">starving</th><th>capacity window</th><th>$/slot-h</th></tr>';
     for (const p of g.pools || []) {
       const tags = Object.entries(p.tags || {}).map(e => e.join('=')).join(', ');
       const pressure = p.paused ? '<span class="bad">paused (≥ pause watermark)</span>' : p.queue_fill >= 0.8 ? '<span class="bad">saturated</span>' :
@@ -152,7 +152,8 @@ async function renderOverview(d) {
       h += '<tr><td>' + esc(p.name) + (p.spot ? ' <small>(spot)</small>' : '') + '</td><td>' + esc(tags) + '</td><td class="num">' + esc(p.workers) +
         '</td><td class="num">' + esc(p.slots) + '</td><td class="num">' + esc(p.running) + '</td><td>' + bar(p.utilisation) + pct(p.utilisation) +
         '</td><td class="num">' + esc(p.ready) + '</td><td>' + bar(p.queue_fill, p.queue_fill >= 0.6) + pct(p.queue_fill) + '</td><td>' + pressure +
-        '</td><td class="num refused">' + refusedCell(p.refused_per_minute) + '</td><td class="window">' + capWindow(p.capacity_window) + '</td><td class="num">' + (p.price_per_slot_hour || 0).toFixed(4) + '</td></tr>';
+        '</td><td class="num refused">' + refusedCell(p.refused_per_minute) + '</td><td class="num starving">' +
+        (p.starving > 0 ? '<span class="bad">' + esc(p.starving) + '</span>' : '<span class="ok">0</span>') + '</td><td class="window">' + capWindow(p.capacity_window) + '</td><td class="num">' + (p.price_per_slot_hour || 0).toFixed(4) + '</td></tr>';
     }
     h += '</table>';
     if (g.refused_per_minute) {

@@ -65,7 +65,7 @@ func dashboardInBrowser(t *testing.T, fed *federation) {
 	ctx, cancel = context.WithTimeout(ctx, 60*time.Second)
 	defer cancel()
 
-	var heldBy, trail, rows, url, stored, pools, refusedCells, costToday string
+	var heldBy, trail, rows, url, stored, pools, refusedCells, starvingCells, costToday string
 	var alerted bool
 	steps := []struct {
 		what, shot string
@@ -77,6 +77,7 @@ func dashboardInBrowser(t *testing.T, fed *federation) {
 			chromedp.WaitVisible("h2.region", chromedp.ByQuery), // the overview, with the token
 			chromedp.Text("table.pools", &pools, chromedp.ByQuery),
 			chromedp.Evaluate(`[...document.querySelectorAll('table.pools td.refused')].map(e => e.textContent).join(',')`, &refusedCells),
+			chromedp.Evaluate(`[...document.querySelectorAll('table.pools td.starving')].map(e => e.textContent).join(',')`, &starvingCells),
 			chromedp.Text("#overview-cost", &costToday, chromedp.ByQuery)}},
 		{"search eu-west-1's sleep tasks", "tasks", []chromedp.Action{chromedp.Navigate(api + "/#/tasks"),
 			chromedp.WaitVisible("#task-search", chromedp.ByQuery),
@@ -194,6 +195,11 @@ func dashboardInBrowser(t *testing.T, fed *federation) {
 	// (both regions' pools, as us-east-1's server met them: none was saturated, so 0).
 	if cells := strings.Split(refusedCells, ","); !strings.Contains(pools, "refused/min") || len(cells) < 2 || slices.ContainsFunc(cells, func(c string) bool { return c != "0" }) {
 		t.Fatalf("overview pools lack the refusals per minute of each pool: %q (header %q)", refusedCells, pools)
+	}
+	// Starvation per pool, from each region's published figures (nothing
+	// waits here: 0).
+	if cells := strings.Split(starvingCells, ","); !strings.Contains(pools, "starving") || len(cells) < 2 || slices.ContainsFunc(cells, func(c string) bool { return c != "0" }) {
+		t.Fatalf("overview pools lack each pool's starving tasks: %q", starvingCells)
 	}
 	// Today's cost by tenant on the overview: team-a's tasks ran (in
 	// eu-west-1, reported through us-east-1).
