@@ -118,7 +118,7 @@ func (s *Session) keepAlive() {
 		case s.ctx.Err() != nil:
 			return
 		default:
-			s.o.logger.Debug("keepalive failed", "lease", int64(s.id), "err", err)
+			s.o.logger.Debug("keepalive failed", "lease", fmt.Sprintf("%x", int64(s.id)), "err", err)
 			timer.Reset(min(retry, max(0, time.Until(s.Deadline()))))
 		}
 	}
@@ -228,7 +228,7 @@ func (m *Manager) run(ctx context.Context) {
 			return // Close revokes m.cur
 		case <-s.Done():
 		}
-		m.o.logger.Warn("etcd session lost, starting a new one", "lease", int64(s.Lease()), "reason", s.Err())
+		m.o.logger.Warn("etcd session lost, starting a new one", "lease", fmt.Sprintf("%x", int64(s.Lease())), "reason", s.Err())
 		m.set(nil)
 		// Revoke in case the server still holds the lease (a stall): its keys
 		// vanish now instead of after the TTL.
