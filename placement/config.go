@@ -10,12 +10,21 @@ import (
 type Config struct {
 	// StaleAfter: a pool whose figures are older than this is rejected with STALE_STATUS.
 	StaleAfter time.Duration
-	// SoftWatermark is the queue fill (ready ÷ queue capacity) above which the penalty starts.
+	// SoftWatermark is validated (in [0, 1), below HardWatermark) so configurations that set it
+	// keep loading, but it no longer changes a score.
+	//
+	// Deprecated: below the hard watermark every pool scores at its price (issue 14: the cheapest
+	// pool within its wait target fills to its spill watermark before anything spills); the
+	// spread between pools comes from the expected-wait rule (MaxWait) and herd damping. Until
+	// issue 14 the penalty ramped from 1 here to PenaltyMax at HardWatermark, which spilled a
+	// cheap pool at the price crossover, well before its spill watermark.
 	SoftWatermark float64
-	// HardWatermark is the queue fill at which a pool is SATURATED for non-critical tasks;
-	// critical tasks are still admitted there, at PenaltyMax.
+	// HardWatermark (the spill watermark) is the queue fill at which a pool is SATURATED for
+	// non-critical tasks; critical tasks are still admitted there, at PenaltyMax.
 	HardWatermark float64
-	// PenaltyMax is the cost multiplier at (and above) the hard watermark; it is 1 at the soft one.
+	// PenaltyMax is the cost multiplier of a pool at or above the hard watermark, where only
+	// critical tasks go: they prefer any pool below it unless it costs PenaltyMax× more. Below
+	// the hard watermark the multiplier is 1.
 	PenaltyMax float64
 	// CrossRegionPenalty is added, in USD, to the cost of a pool outside the task's home region.
 	CrossRegionPenalty float64
@@ -106,16 +115,14 @@ func fill(ready int64, capacity int) float64 {
 	return 0
 }
 
-// penalty maps an effective queue fill to the cost multiplier: 1 up to the soft watermark, then a
-// straight line to PenaltyMax at the hard one. Linear keeps the split between two pools readable:
-// the cheaper pool takes work until its penalty has eaten its price advantage.
+// penalty maps an effective queue fill to the cost multiplier: 1 below the hard (spill)
+// watermark, PenaltyMax at and above it. A step, not a ramp: the cheapest pool takes work until
+// its spill watermark, so a burst fills it before anything spills (a ramp made two pools share
+// from the price crossover on, e.g. at 0.72 fill in `ax dev`); critical tasks, the only ones
+// placed past the watermark, still prefer a pool below it.
 func (c *Config) penalty(fill float64) float64 {
-	switch {
-	case fill <= c.SoftWatermark:
-		return 1
-	case fill >= c.HardWatermark:
+	if fill >= c.HardWatermark {
 		return c.PenaltyMax
 	}
-	// min: rounding must not lift the line above the penalty of a saturated pool.
-	return min(c.PenaltyMax, 1+(c.PenaltyMax-1)*(fill-c.SoftWatermark)/(c.HardWatermark-c.SoftWatermark))
+	return 1
 }

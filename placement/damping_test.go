@@ -2,6 +2,7 @@ package placement
 
 import (
 	"math"
+	"slices"
 	"testing"
 	"time"
 )
@@ -25,7 +26,7 @@ func headroom(p Pool, hard float64) int {
 	return max(0, int(math.Floor(float64(p.QueueCapacity)*hard+1e-9))-p.Ready) + max(0, p.Slots-p.Running)
 }
 
-func TestBurstSpreadsByHeadroom(t *testing.T) {
+func TestBurstFillsCheapestFirst(t *testing.T) {
 	pools := burstPools(t)
 	cfg := DefaultConfig()
 	total := 0
@@ -43,6 +44,13 @@ func TestBurstSpreadsByHeadroom(t *testing.T) {
 		if !d.OK {
 			t.Fatalf("placement %d failed: %v", n, d.Err())
 		}
+		// Cheapest first, each to its hard watermark: a dearer pool gets work only once every
+		// cheaper one is full (no ramp below the watermark since issue 14).
+		for i := range d.Index {
+			if full := headroom(pools[i], cfg.HardWatermark); counts[i] < full {
+				t.Fatalf("placement %d went to pool %d while pool %d had %d of %d", n, d.Index, i, counts[i], full)
+			}
+		}
 		counts[d.Index]++
 		switch n {
 		case 1000, 2500, 5000, 7500, 10_000:
@@ -52,10 +60,6 @@ func TestBurstSpreadsByHeadroom(t *testing.T) {
 					t.Fatalf("after %d: pool %d got %d, more than the cheapest (%d)", n, i, counts[i], counts[0])
 				}
 			}
-		}
-		// Not all on the cheapest: once past its soft watermark it shares the work.
-		if n == 5000 && counts[0] > 5000*6/10 {
-			t.Fatalf("after 5000 the cheapest has %d", counts[0])
 		}
 	}
 	for i, pool := range pools {
@@ -76,10 +80,10 @@ func TestBurstSpreadsByHeadroom(t *testing.T) {
 }
 
 func TestBurstBelowTotalHeadroom(t *testing.T) {
-	// Twice the room of the burst. Below the soft watermark the penalty is flat, so price alone
-	// decides there: pools take work cheapest first up to their soft watermark, and past it the
-	// penalty hands work to the next pool as soon as it is competitive. The cheapest stays the
-	// biggest, and the burst does not all land on it.
+	// Twice the room of the burst. There is no penalty below the hard watermark, so price alone
+	// decides there: the cheapest takes the burst up to its hard watermark, the next the rest,
+	// the dearer two nothing. (Before issue 14 a ramp from the soft watermark spread the burst
+	// over three pools, the cheapest stopping at its price crossover, short of its watermark.)
 	pools := burstPools(t)
 	for i := range pools {
 		pools[i].Slots *= 2
@@ -92,40 +96,30 @@ func TestBurstBelowTotalHeadroom(t *testing.T) {
 	for range 10_000 {
 		counts[p.Place(s, cpuTask(), t0).Index]++
 	}
-	t.Logf("counts %v", counts)
-	last := 0
-	for i := range pools {
-		if counts[i] > 0 {
-			last = i
-		}
-		if i > 0 && counts[i] > counts[0] {
-			t.Errorf("%s got more than the cheapest", pools[i].Key())
-		}
-	}
-	if last < 2 || counts[0] > 6000 {
-		t.Fatalf("counts %v: the burst did not spread", counts)
-	}
-	for i := range last {
-		soft := pools[i].Slots + int(float64(pools[i].QueueCapacity)*cfg.SoftWatermark)
-		if counts[i] < soft {
-			t.Errorf("%s took %d before a dearer pool got work, short of its soft watermark (%d)", pools[i].Key(), counts[i], soft)
-		}
+	full := headroom(pools[0], cfg.HardWatermark)
+	if want := []int{full, 10_000 - full, 0, 0}; !slices.Equal(counts, want) {
+		t.Fatalf("counts %v, want %v: the cheapest filled to its hard watermark, then the next", counts, want)
 	}
 }
 
-func TestEqualPricesSplitByCapacity(t *testing.T) {
+func TestEqualPricesFillInOrder(t *testing.T) {
+	// Two pools at the same price tie on every score: the first in snapshot order (region, then
+	// name) fills to its hard watermark, then the other takes the rest. (Before issue 14 the
+	// ramp split them 3:1 by queue capacity past their soft watermarks.)
 	a := cpuPool(t, "aws", "us-east-1", "m6i.xlarge")
 	b := cpuPool(t, "azure", "eastus", "Standard_D4s_v5") // the same 0.048 per vCPU-hour
 	a.Slots, a.Running, a.QueueCapacity = 10, 10, 3000
 	b.Slots, b.Running, b.QueueCapacity = 10, 10, 1000
 	s := mustSnapshot(t, a, b)
-	p := mustPlacer(t, DefaultConfig(), nil)
+	cfg := DefaultConfig()
+	p := mustPlacer(t, cfg, nil)
 	counts := make([]int, 2)
-	for range 3500 { // past both soft watermarks (2400), short of the hard ones (3800)
+	for range 3500 { // short of both hard watermarks together (2850 + 950)
 		counts[p.Place(s, cpuTask(), t0).Index]++
 	}
-	if r := float64(counts[0]) / float64(counts[1]); math.Abs(r-3) > 0.05 {
-		t.Fatalf("counts %v: ratio %.3f, want 3 (the capacity ratio)", counts, r)
+	// b (eastus) sorts before a (us-east-1).
+	if want := []int{3500 - headroom(b, cfg.HardWatermark), headroom(b, cfg.HardWatermark)}; !slices.Equal(counts, want) {
+		t.Fatalf("counts %v, want %v", counts, want)
 	}
 }
 

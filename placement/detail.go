@@ -67,7 +67,7 @@ func (p *Placer) detail(pl *Pool, c *Candidate, t *Task, now time.Time) string {
 	case "":
 		var parts []string
 		if c.Penalty > 1 {
-			parts = append(parts, fmt.Sprintf("%.2f fill > %.2f soft watermark: cost ×%.3g", c.Fill, p.cfg.SoftWatermark, c.Penalty))
+			parts = append(parts, fmt.Sprintf("%.2f fill ≥ %.2f hard watermark (critical): cost ×%.3g", c.Fill, p.cfg.HardWatermark, c.Penalty))
 		}
 		if w := waitDetail(c); w != "" {
 			parts = append(parts, w)

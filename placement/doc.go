@@ -11,8 +11,8 @@
 // pool keeps a [Reason]. Score: expected cost in USD = effective price per slot-hour × expected
 // duration of this task type in that pool (learnt from completions and kept by an [Estimator]; a
 // pool without one takes the type's estimate in the other pools, then [Config.DefaultDuration]) ×
-// a watermark penalty that climbs from 1 at the soft to [Config.PenaltyMax] at the hard queue
-// fill, plus an optional cross-region penalty; lowest wins, ties go to the pool with the lower published cost, then
+// a watermark penalty — 1 below the hard (spill) queue fill, [Config.PenaltyMax] at and above it,
+// where only critical tasks go — plus an optional cross-region penalty; lowest wins, ties go to the pool with the lower published cost, then
 // region, then name. Damping: a [Placer] counts its own placements into each pool's figures until
 // that pool's next published figures arrive; a pool that has just become attractive to every
 // server at once (new, back from unhealthy or stale, slots back, price dropped) is damped until

@@ -273,8 +273,9 @@ func TestSaturationSpills(t *testing.T) {
 		reason     Reason
 	}{
 		{name: "below soft", ready: 500, run: 50, want: "us-east-1/m6i.xlarge", reason: ""},
-		// fill 0.9: penalty 1 + 3 × 0.3/0.35 ≈ 3.57, so 0.048 costs like 0.171 > 0.0535.
-		{name: "penalty spills before the hard watermark", ready: 900, run: 100, want: "eu-west-1/m6i.xlarge"},
+		// fill 0.9, under the 0.95 hard watermark: no penalty, so the cheapest keeps the work
+		// (until issue 14's fill-before-spill a ramp from the soft watermark spilled it here).
+		{name: "below the hard watermark the cheapest keeps it", ready: 900, run: 100, want: "us-east-1/m6i.xlarge"},
 		{name: "saturated", ready: 950, run: 100, want: "eu-west-1/m6i.xlarge", reason: ReasonSaturated},
 		// One free slot is headroom, so not SATURATED, but the fill still costs the maximum penalty.
 		{name: "full queue but a free slot", ready: 950, run: 99, want: "eu-west-1/m6i.xlarge"},
@@ -435,25 +436,34 @@ func TestTieAcrossHomeAndForeignPools(t *testing.T) {
 func TestExplainScoreParts(t *testing.T) {
 	cfg := DefaultConfig()
 	cfg.CrossRegionPenalty = 0.01
-	est := mustEstimator(t, cfg)
-	pool := with(cpuPool(t, "aws", "eu-west-1", "m6i.xlarge"), func(p *Pool) {
-		p.Discount = 0.5
-		p.Slots, p.Running, p.Ready, p.QueueCapacity = 10, 10, 700, 1000
-	})
-	est.Observe("etl", pool.Key(), 90*time.Minute)
-	p := mustPlacer(t, cfg, est)
-	c := p.Explain(mustSnapshot(t, pool), Task{Type: "etl", Home: "us-east-1"}, t0).Candidates[0]
 	price := 0.214 / 4 * 0.5
-	penalty := 1 + 3*(0.7-0.6)/(0.95-0.6)
-	want := Candidate{
-		Region: "eu-west-1", Pool: "m6i.xlarge", Price: price, Duration: 90 * time.Minute, DurationKnown: true,
-		BaseCost: price * 1.5, Fill: 0.7, Penalty: penalty, CrossRegion: 0.01, Cost: price*1.5*penalty + 0.01, Won: true,
-	}
-	near := func(a, b float64) bool { return math.Abs(a-b) < 1e-12 }
-	if c.Region != want.Region || c.Pool != want.Pool || c.Duration != want.Duration || !c.DurationKnown || !c.Won ||
-		!near(c.Price, want.Price) || !near(c.BaseCost, want.BaseCost) || !near(c.Fill, want.Fill) ||
-		!near(c.Penalty, want.Penalty) || !near(c.CrossRegion, want.CrossRegion) || !near(c.Cost, want.Cost) {
-		t.Fatalf("candidate\n got %+v\nwant %+v", c, want)
+	// Below the hard watermark a pool scores at its price (fill 0.7 was ×1.86 on the ramp from
+	// the soft watermark before issue 14); at or past it only a critical task is placed there,
+	// at PenaltyMax.
+	for _, tc := range []struct {
+		ready    int
+		critical bool
+		penalty  float64
+	}{{700, false, 1}, {960, true, cfg.PenaltyMax}} {
+		est := mustEstimator(t, cfg)
+		pool := with(cpuPool(t, "aws", "eu-west-1", "m6i.xlarge"), func(p *Pool) {
+			p.Discount = 0.5
+			p.Slots, p.Running, p.Ready, p.QueueCapacity = 10, 10, tc.ready, 1000
+		})
+		est.Observe("etl", pool.Key(), 90*time.Minute)
+		p := mustPlacer(t, cfg, est)
+		c := p.Explain(mustSnapshot(t, pool), Task{Type: "etl", Home: "us-east-1", Critical: tc.critical}, t0).Candidates[0]
+		fill := float64(tc.ready) / 1000
+		want := Candidate{
+			Region: "eu-west-1", Pool: "m6i.xlarge", Price: price, Duration: 90 * time.Minute, DurationKnown: true,
+			BaseCost: price * 1.5, Fill: fill, Penalty: tc.penalty, CrossRegion: 0.01, Cost: price*1.5*tc.penalty + 0.01, Won: true,
+		}
+		near := func(a, b float64) bool { return math.Abs(a-b) < 1e-12 }
+		if c.Region != want.Region || c.Pool != want.Pool || c.Duration != want.Duration || !c.DurationKnown || !c.Won ||
+			!near(c.Price, want.Price) || !near(c.BaseCost, want.BaseCost) || !near(c.Fill, want.Fill) ||
+			!near(c.Penalty, want.Penalty) || !near(c.CrossRegion, want.CrossRegion) || !near(c.Cost, want.Cost) {
+			t.Fatalf("ready %d: candidate\n got %+v\nwant %+v", tc.ready, c, want)
+		}
 	}
 }
 

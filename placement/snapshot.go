@@ -46,7 +46,7 @@ func (s *Snapshot) WithServers(n int) *Snapshot {
 func (s *Snapshot) Servers() int { return s.servers }
 
 // curve is the part of a Config the snapshot order depends on.
-type curve struct{ soft, hard, max float64 }
+type curve struct{ hard, max float64 }
 
 // entry is one pool as decisions read it: the fields of the hot path first and small, the rest
 // behind a pointer.
@@ -186,7 +186,7 @@ func (s *Snapshot) Len() int {
 	return len(s.pools)
 }
 
-func curveOf(c *Config) curve { return curve{c.SoftWatermark, c.HardWatermark, c.PenaltyMax} }
+func curveOf(c *Config) curve { return curve{c.HardWatermark, c.PenaltyMax} }
 
 func compareNames(a, b *entry) int {
 	return cmp.Or(cmp.Compare(a.pool.Region, b.pool.Region), cmp.Compare(a.pool.Name, b.pool.Name))

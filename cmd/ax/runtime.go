@@ -127,6 +127,7 @@ func placementConfig(cfg *config.Region) placement.Config {
 	pc.MaxWait = cfg.Placement.MaxWait
 	// Placement's hard watermark is the spill threshold: at ≥ spill a pool
 	// is SATURATED for non-critical work, which goes elsewhere (or 429).
+	// SoftWatermark no longer scores (placement.Config); kept valid (below spill).
 	pc.SoftWatermark = cfg.Thresholds.Alert
 	pc.HardWatermark = cfg.Thresholds.Spill
 	return pc

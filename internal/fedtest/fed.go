@@ -254,8 +254,8 @@ func New(t *testing.T, api API, opts ...Option) *Fed {
 	}
 	f.Placement = placement.DefaultConfig()
 	f.Placement.StaleAfter = Stale
-	// docs/architecture.md §6: ≥ 60 % the penalty starts, ≥ 80 % non-critical work goes
-	// elsewhere or gets 429.
+	// docs/architecture.md §6: ≥ 80 % non-critical work goes elsewhere or gets 429; below it
+	// a pool scores at its price (soft: validated only, see placement.Config.SoftWatermark).
 	f.Placement.SoftWatermark, f.Placement.HardWatermark = cfg.soft, cfg.hard
 	f.Etcd = testenv.StartEtcd(t)
 	f.EtcdCli = f.Etcd.Client()
