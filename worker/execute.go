@@ -186,8 +186,15 @@ func (w *Worker) fail(j *job, f queue.Failure) {
 	if st == task.Failed {
 		lvl = w.log.Warn
 	}
-	lvl("task attempt failed", "task", j.id, "trace", j.task.TraceID, "type", j.task.Type,
-		"attempt", j.task.Attempt, "state", st, "retry_at", due, "retryable", f.Retryable, "reason", f.Reason, "err", f.Error)
+	attrs := []any{"task", j.id, "trace", j.task.TraceID, "type", j.task.Type, "attempt", j.task.Attempt, "state", st}
+	if !due.IsZero() {
+		attrs = append(attrs, "retry_at", due)
+	}
+	attrs = append(attrs, "retryable", f.Retryable)
+	if f.Reason != "" {
+		attrs = append(attrs, "reason", f.Reason)
+	}
+	lvl("task attempt failed", append(attrs, "err", f.Error)...)
 	if st == task.Canceled {
 		w.stats.canceled.Add(1)
 	} else {
