@@ -4,6 +4,8 @@ import (
 	"context"
 	"encoding/json"
 	"net/http"
+	"regexp"
+	"strings"
 	"testing"
 	"time"
 
@@ -162,6 +164,18 @@ func TestSlowCheapPoolStopsWinningOnceLearnt(t *testing.T) {
 		}
 		t.Logf("%s: slow %.3f s (%d runs, spread %.3f s), fast %.3f s (%d runs, spread %.3f s)", s.name,
 			a.ExpectedSeconds, a.Observations, a.SpreadSeconds, b.ExpectedSeconds, b.Observations, b.SpreadSeconds)
+	}
+
+	// The table through the real binary keeps the digits of a per-task cost
+	// of a few millionths of a dollar (it printed $0.0000 for every pool),
+	// and an unplaceable task exits non-zero after printing why (it exited 0).
+	out, stderr, code := runAx(t, servers[0].api, "--token", fed.token(tokSubmitterA), "explain", "--type", "exec", "--tag", "class=cpu")
+	if code != 0 || !regexp.MustCompile(`\$0\.00000[1-9]\d{2,}/task`).MatchString(out) || !strings.Contains(out, "CHOSEN") {
+		t.Fatalf("ax explain (table): exit %d, want 0 and per-task costs to 6 significant digits:\n%s%s", code, out, stderr)
+	}
+	out, stderr, code = runAx(t, servers[0].api, "--token", fed.token(tokSubmitterA), "explain", "--type", "exec", "--tag", "class=none")
+	if code == 0 || !strings.Contains(out, "TAG_MISMATCH") || !strings.Contains(out, "outcome: UNPLACEABLE") || !strings.Contains(stderr, "unplaceable") {
+		t.Fatalf("ax explain (unplaceable): exit %d, want non-zero after the reasons:\n%s%s", code, out, stderr)
 	}
 }
 
