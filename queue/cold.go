@@ -114,7 +114,7 @@ func (s *Store) submitCold(ctx context.Context, sc redis.Scripter, shard int, ta
 		argv = append(argv, ids[i], refs[k], tasks[i].Spec.RunAt.UnixMilli())
 	}
 	argv = append(argv, s.backlogCaps(tasks, idx))
-	codes, err := scripts.cold.Run(ctx, sc, s.coldKeys(shard), argv...).Text()
+	codes, err := s.run(ctx, sc, scripts.cold, s.coldKeys(shard), argv...).Text()
 	if err != nil {
 		return fmt.Errorf("queue: submit (cold): %w", err)
 	}
@@ -147,7 +147,7 @@ func (s *Store) PromoteCold(ctx context.Context, f Fence, limit int) (int, time.
 	for shard := range s.keys {
 		for done := 0; done < limit; {
 			n := min(coldChunk, limit-done)
-			out, err := scripts.cold.Run(ctx, s.rdb, s.coldKeys(shard, s.fenceKey(shard, f)),
+			out, err := s.run(ctx, s.rdb, scripts.cold, s.coldKeys(shard, s.fenceKey(shard, f)),
 				s.clock(), "promote", f.Token, lead, n).Slice()
 			if err != nil {
 				return moved, next, fmt.Errorf("queue: promote cold: %w", err)
@@ -178,7 +178,7 @@ func (s *Store) thaw(ctx context.Context, id string) (bool, error) {
 	if err != nil {
 		return false, err
 	}
-	n, err := scripts.cold.Run(ctx, s.rdb, s.coldKeys(shard), s.clock(), "thaw", id).Int()
+	n, err := s.run(ctx, s.rdb, scripts.cold, s.coldKeys(shard), s.clock(), "thaw", id).Int()
 	if err != nil {
 		return false, fmt.Errorf("queue: thaw: %w", err)
 	}

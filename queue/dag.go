@@ -40,7 +40,7 @@ import (
 //
 // A cancel (CancelDAG) is the one write that is not the leader's: see there.
 
-var dagScripts = struct{ create, update, cancel *redis.Script }{
+var dagScripts = struct{ create, update, cancel *script }{
 	create: load("dag_create"),
 	update: load("dag_update"),
 	cancel: load("dag_cancel"),
@@ -269,7 +269,7 @@ func (s *Store) createDAG(ctx context.Context, def *DAGDef, initial map[string]D
 		argv = append(argv, n.ID, st.value())
 	}
 	keys := []string{s.dagKey(def.ID, "def"), s.dagKey(def.ID, "run"), s.dagKey(def.ID, "nodes")}
-	code, err := dagScripts.create.Run(ctx, s.rdb, keys, argv...).Int()
+	code, err := s.run(ctx, s.rdb, dagScripts.create, keys, argv...).Int()
 	if err != nil {
 		return fmt.Errorf("queue: create DAG: %w", err)
 	}
@@ -491,7 +491,7 @@ func (s *Store) UpdateDAG(ctx context.Context, f Fence, id string, steps []DAGSt
 		argv = append(argv, st.Node, nodeCodes[st.From], st.To.value())
 	}
 	keys := []string{s.dagKey(id, "def"), s.dagKey(id, "run"), s.dagKey(id, "nodes"), s.dagKey(id, "fence:"+f.Name)}
-	out, err := dagScripts.update.Run(ctx, s.rdb, keys, argv...).Slice()
+	out, err := s.run(ctx, s.rdb, dagScripts.update, keys, argv...).Slice()
 	if err != nil {
 		return DAGUpdate{}, fmt.Errorf("queue: update DAG: %w", err)
 	}
@@ -523,7 +523,7 @@ func (s *Store) UpdateDAG(ctx context.Context, f Fence, id string, steps []DAGSt
 func (s *Store) CancelDAG(ctx context.Context, id, tenant, by string) (DAGCancel, error) {
 	canceled := DAGNode{State: task.NodeCanceled, Reason: task.ReasonCanceledByUser}
 	keys := []string{s.dagKey(id, "run"), s.dagKey(id, "nodes")}
-	out, err := dagScripts.cancel.Run(ctx, s.rdb, keys, s.clock(), tenant, by, canceled.value()).Slice()
+	out, err := s.run(ctx, s.rdb, dagScripts.cancel, keys, s.clock(), tenant, by, canceled.value()).Slice()
 	if err != nil {
 		return DAGCancel{}, fmt.Errorf("queue: cancel DAG: %w", err)
 	}

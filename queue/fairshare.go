@@ -75,7 +75,7 @@ func (s *Store) SetFairShare(ctx context.Context, f Fence, pools map[string]Fair
 					splitSlots(ts.Floor, shard, s.opts.Shards), splitSlots(ts.Max, shard, s.opts.Shards)))
 			}
 		}
-		out, err := scripts.fairShare.Run(ctx, s.rdb, s.keysWith(shard, s.fenceKey(shard, f)), argv...).Slice()
+		out, err := s.run(ctx, s.rdb, scripts.fairShare, s.keysWith(shard, s.fenceKey(shard, f)), argv...).Slice()
 		if err != nil {
 			return fmt.Errorf("queue: set fair share: %w", err)
 		}

@@ -100,7 +100,7 @@ func (s *Store) settleHeld(ctx context.Context, op, from string, ids []string) (
 			for _, id := range chunk {
 				argv = append(argv, id)
 			}
-			out, err := scripts.held.Run(ctx, s.rdb, s.keysWith(shard, s.keys[shard].prefix+"held"), argv...).StringSlice()
+			out, err := s.run(ctx, s.rdb, scripts.held, s.keysWith(shard, s.keys[shard].prefix+"held"), argv...).StringSlice()
 			if err != nil {
 				return n, fmt.Errorf("queue: %s held hand-offs: %w", op, err)
 			}

@@ -93,7 +93,7 @@ func (s *Store) SetLimits(ctx context.Context, f Fence, limits []Limit) error {
 			r, b, c := shardShare(by[k], shard, s.opts.Shards)
 			argv = append(argv, k, fmt.Sprintf("%d %d %d", r, b, c))
 		}
-		out, err := scripts.limits.Run(ctx, s.rdb, s.keysWith(shard, s.fenceKey(shard, f)), argv...).Slice()
+		out, err := s.run(ctx, s.rdb, scripts.limits, s.keysWith(shard, s.fenceKey(shard, f)), argv...).Slice()
 		if err != nil {
 			return fmt.Errorf("queue: set limits: %w", err)
 		}
@@ -118,7 +118,7 @@ func (s *Store) RetryAfter(ctx context.Context, id, token string, d time.Duratio
 		return "", err
 	}
 	d = min(max(d, time.Millisecond), MaxRetryAfter)
-	out, err := scripts.ret.Run(ctx, s.rdb, s.keysWith(shard), s.clock(), id, token, task.ReasonRetryAfter,
+	out, err := s.run(ctx, s.rdb, scripts.ret, s.keysWith(shard), s.clock(), id, token, task.ReasonRetryAfter,
 		0, s.opts.RetainCanceled.Milliseconds(), d.Milliseconds()).Slice()
 	if err != nil {
 		return "", fmt.Errorf("queue: retry after: %w", err)

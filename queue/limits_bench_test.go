@@ -71,7 +71,7 @@ func benchClaimArms(b *testing.B, setOn func(context.Context, *Store) error, spe
 			b.Fatal(err)
 		}
 		for _, l := range logs {
-			if len(l.Args) < 4 || !strings.EqualFold(l.Args[0], "evalsha") {
+			if len(l.Args) < 4 || !strings.EqualFold(l.Args[0], "evalsha") && !strings.EqualFold(l.Args[0], "fcall") {
 				continue
 			}
 			arm := "off"
@@ -79,9 +79,9 @@ func benchClaimArms(b *testing.B, setOn func(context.Context, *Store) error, spe
 				arm = "on"
 			}
 			switch l.Args[1] {
-			case scripts.claim.Hash():
+			case scripts.claim.Hash(), scripts.claim.fn:
 				durs["claim-"+arm] = append(durs["claim-"+arm], l.Duration.Microseconds())
-			case scripts.complete.Hash():
+			case scripts.complete.Hash(), scripts.complete.fn:
 				durs["complete-"+arm] = append(durs["complete-"+arm], l.Duration.Microseconds())
 			}
 		}

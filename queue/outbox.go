@@ -120,7 +120,7 @@ func (s *Store) handOffDoneShard(ctx context.Context, shard int, answers []HandO
 		}
 		argv = append(argv, answers[i].ID, outcome)
 	}
-	out, err := scripts.handoff.Run(ctx, s.rdb, keys, argv...).Slice()
+	out, err := s.run(ctx, s.rdb, scripts.handoff, keys, argv...).Slice()
 	if err != nil {
 		return fmt.Errorf("queue: hand-off: %w", err)
 	}

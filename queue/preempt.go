@@ -87,7 +87,7 @@ func (s *Store) RequestPreemption(ctx context.Context, f Fence, id, token, preem
 	if err != nil {
 		return false, "", err
 	}
-	out, err := scripts.preempt.Run(ctx, s.rdb, s.keysWith(shard, s.fenceKey(shard, f)), s.clock(), f.Token, id, token, preemptor).Slice()
+	out, err := s.run(ctx, s.rdb, scripts.preempt, s.keysWith(shard, s.fenceKey(shard, f)), s.clock(), f.Token, id, token, preemptor).Slice()
 	if err != nil {
 		return false, "", fmt.Errorf("queue: preempt: %w", err)
 	}

@@ -26,7 +26,7 @@ func (s *Store) SetPrices(ctx context.Context, f Fence, prices map[string]float6
 		for _, p := range pools {
 			argv = append(argv, p, strconv.FormatFloat(prices[p], 'f', -1, 64))
 		}
-		out, err := scripts.prices.Run(ctx, s.rdb, s.keysWith(shard, s.fenceKey(shard, f), s.keys[shard].px), argv...).Slice()
+		out, err := s.run(ctx, s.rdb, scripts.prices, s.keysWith(shard, s.fenceKey(shard, f), s.keys[shard].px), argv...).Slice()
 		if err != nil {
 			return fmt.Errorf("queue: set prices: %w", err)
 		}
@@ -43,7 +43,7 @@ func (s *Store) SetPrices(ctx context.Context, f Fence, prices map[string]float6
 // write; ErrFenced means a newer leader exists already.
 func (s *Store) Fence(ctx context.Context, f Fence) error {
 	for shard := range s.keys {
-		out, err := scripts.fence.Run(ctx, s.rdb, s.keysWith(shard, s.fenceKey(shard, f)), s.clock(), f.Token).Slice()
+		out, err := s.run(ctx, s.rdb, scripts.fence, s.keysWith(shard, s.fenceKey(shard, f)), s.clock(), f.Token).Slice()
 		if err != nil {
 			return fmt.Errorf("queue: fence: %w", err)
 		}

@@ -21,7 +21,7 @@ func (s *Store) TakeQuota(ctx context.Context, tenant string, perSecond float64,
 	shard := s.ShardForKey(tenant, "")
 	// micro-tasks per ms, at least 1 (a rate under 0.001/s is 0.001/s).
 	rate := max(1, int64(math.Round(perSecond*1000)))
-	out, err := scripts.quota.Run(ctx, s.rdb, s.keysWith(shard, s.keys[shard].prefix+"qb:"+tenant),
+	out, err := s.run(ctx, s.rdb, scripts.quota, s.keysWith(shard, s.keys[shard].prefix+"qb:"+tenant),
 		s.clock(), rate, burst, n).Slice()
 	if err != nil {
 		return false, 0, fmt.Errorf("queue: quota: %w", err)

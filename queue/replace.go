@@ -29,7 +29,7 @@ func (s *Store) Replace(ctx context.Context, f Fence, pool, why string, ids []st
 			chunk := items[start:min(start+MaxBatch, len(items))]
 			keys := s.keysWith(shard, s.fenceKey(shard, f))
 			argv := append([]any{s.clock(), strconv.FormatInt(f.Token, 10), pool, why}, chunk...)
-			out, err := scripts.replace.Run(ctx, s.rdb, keys, argv...).Slice()
+			out, err := s.run(ctx, s.rdb, scripts.replace, keys, argv...).Slice()
 			if err != nil {
 				return total, fmt.Errorf("queue: replace: %w", err)
 			}

@@ -124,7 +124,7 @@ func (s *Store) TrimRunTimes(ctx context.Context, f Fence) (int, error) {
 		if n <= int64(s.opts.RunTimePairs)*3/4 {
 			continue
 		}
-		out, err := scripts.rtTrim.Run(ctx, s.rdb, s.keysWith(shard, s.fenceKey(shard, f), s.keys[shard].rt),
+		out, err := s.run(ctx, s.rdb, scripts.rtTrim, s.keysWith(shard, s.fenceKey(shard, f), s.keys[shard].rt),
 			s.clock(), f.Token, max(1, s.opts.RunTimePairs/2)).Slice()
 		if err != nil {
 			return removed, fmt.Errorf("queue: trim run times: %w", err)

@@ -153,7 +153,7 @@ func (s *Store) Drain(ctx context.Context, moves []DrainMove, f ...Fence) (int, 
 				token = strconv.FormatInt(f[0].Token, 10)
 			}
 			argv := append([]any{s.clock(), len(chunk) / 3, token}, chunk...)
-			out, err := scripts.drain.Run(ctx, s.rdb, keys, argv...).Slice()
+			out, err := s.run(ctx, s.rdb, scripts.drain, keys, argv...).Slice()
 			if err != nil {
 				return total, fmt.Errorf("queue: drain: %w", err)
 			}

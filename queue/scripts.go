@@ -1,7 +1,10 @@
 package queue
 
 import (
+	"crypto/sha1"
 	"embed"
+	"encoding/hex"
+	"fmt"
 	"regexp"
 	"strings"
 
@@ -11,12 +14,15 @@ import (
 //go:embed scripts/*.lua
 var scriptFS embed.FS
 
-// scripts holds every transition, each the shared prelude (lib.lua) plus
-// its own body wrapped in a function, loaded once per process and run with
+// scripts holds every transition. Each is a function of one Redis Functions
+// library (library below: lib.lua once, then every script's body wrapped in
+// a function), loaded once per Redis and called with FCALL (functions.go);
+// where Redis has no Functions (< 7, or miniredis under ax dev) the same
+// wrapped body behind the part of lib.lua it uses (its prelude) runs with
 // EVALSHA.
 var scripts = struct {
 	submit, promote, place, claim, heartbeat, complete, fail, ret,
-	reap, cancel, replay, priority, sweep, workers, handoff, drain, preempt, rtTrim, prices, rewake, fence, cold, limits, quota, held, fairShare, slowLane, replace, backlog *redis.Script
+	reap, cancel, replay, priority, sweep, workers, handoff, drain, preempt, rtTrim, prices, rewake, fence, cold, limits, quota, held, fairShare, slowLane, replace, backlog *script
 }{
 	submit:    load("submit"),
 	promote:   load("promote"),
@@ -49,32 +55,92 @@ var scripts = struct {
 	backlog:   load("backlog"),
 }
 
-func load(name string) *redis.Script {
-	lib, err := scriptFS.ReadFile("scripts/lib.lua")
-	if err != nil {
-		panic(err)
-	}
-	body, err := scriptFS.ReadFile("scripts/" + name + ".lua")
-	if err != nil {
-		panic(err)
-	}
+// script is one transition: its function in the library and its EVALSHA
+// form.
+type script struct {
+	name string
+	fn   string        // the library's function (FCALL)
+	ev   *redis.Script // prelude + wrapped body (EVALSHA)
+}
+
+// Hash is the SHA1 of the script's EVALSHA form.
+func (sc *script) Hash() string { return sc.ev.Hash() }
+
+func load(name string) *script {
+	lib := readScript("lib")
+	body := readScript(name)
 	var b strings.Builder
-	b.WriteString(prelude(string(lib), string(body)))
+	b.WriteString(prelude(lib, body))
 	b.WriteString("\n-- ")
 	b.WriteString(name)
 	b.WriteString(".lua\n")
-	// The body runs as a function so that finish() (lib.lua) writes the
-	// queued counters and sorted-set members whichever return it takes.
-	b.WriteString("local function body()\n")
-	b.Write(body)
-	b.WriteString("\nend\nlocal result = body()\nfinish()\nreturn result\n")
-	return redis.NewScript(b.String())
+	wrap(&b, body)
+	return &script{name: name, fn: library.prefix + name, ev: redis.NewScript(b.String())}
 }
+
+func readScript(name string) string {
+	b, err := scriptFS.ReadFile("scripts/" + name + ".lua")
+	if err != nil {
+		panic(err)
+	}
+	return string(b)
+}
+
+// wrap writes body as one call: begin makes the call's context (lib.lua),
+// the body runs as a function so that finish() writes the queued counters
+// and sorted-set members whichever return it takes. A body reads the key
+// names of the context, and the few context tables it names, as locals.
+func wrap(b *strings.Builder, body string) {
+	b.WriteString("begin(KEYS)\n")
+	words := map[string]bool{}
+	for _, w := range luaWord.FindAllString(luaComment.ReplaceAllString(body, ""), -1) {
+		words[w] = true
+	}
+	for _, n := range contextNames {
+		if words[n] {
+			b.WriteString("local " + n + " = C." + n + "\n")
+		}
+	}
+	b.WriteString("local function body()\n")
+	b.WriteString(body)
+	b.WriteString("\nend\nlocal result = body()\nfinish()\nreturn result\n")
+}
+
+// contextNames are the fields of a call's context (lib.lua C) a body may
+// read by name.
+var contextNames = []string{"K_PREFIX", "K_DELAYED", "K_DUE", "K_RUNNING", "K_DEAD", "K_CNT", "K_EVENTS", "K_SEQ", "CNT"}
+
+// library is every script of scriptFS as one Functions library: lib.lua at
+// its top level (helpers defined once, when the library loads) and one
+// function per script, named prefix + the script's name. Its name and
+// prefix carry a hash of its code, so processes of two ax versions sharing
+// one Redis (a rolling upgrade) each call their own.
+var library = func() struct{ name, prefix, code string } {
+	entries, err := scriptFS.ReadDir("scripts")
+	if err != nil {
+		panic(err)
+	}
+	var body strings.Builder
+	body.WriteString(readScript("lib"))
+	for _, e := range entries {
+		name := strings.TrimSuffix(e.Name(), ".lua")
+		if name == "lib" || name == e.Name() {
+			continue
+		}
+		fmt.Fprintf(&body, "\n-- %s.lua\nredis.register_function('AXLIB_%s', function(KEYS, ARGV)\n", name, name)
+		wrap(&body, readScript(name))
+		body.WriteString("end)\n")
+	}
+	sum := sha1.Sum([]byte(body.String()))
+	name := "ax_" + hex.EncodeToString(sum[:6])
+	code := "#!lua name=" + name + "\n" + strings.ReplaceAll(body.String(), "'AXLIB_", "'"+name+"_")
+	return struct{ name, prefix, code string }{name, name + "_", code}
+}()
 
 // prelude is the part of lib.lua a script uses: each top-level `local`
 // declaration of lib.lua (with the comments right above it) is kept when
 // the script's body, or a declaration kept already, names what it
-// declares; finish always (the wrapper calls it). Redis runs a script's
+// declares; begin and finish always (the wrapper calls them). Redis runs a script's
 // prelude on every call, defining each helper anew: all of lib.lua costs
 // about 4.4 µs a call (docs/benchmarks.md), and a claim needs a third.
 // Kept declarations stay in lib.lua's order.
@@ -105,7 +171,7 @@ func prelude(lib, body string) string {
 		units = append(units, unit{names: declared(lines[i])})
 		start = c
 	}
-	need := map[string]bool{"finish": true}
+	need := map[string]bool{"finish": true, "begin": true}
 	for _, w := range luaWord.FindAllString(luaComment.ReplaceAllString(body, ""), -1) {
 		need[w] = true
 	}

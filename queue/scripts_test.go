@@ -1,8 +1,14 @@
 package queue
 
 import (
+	"context"
+	"slices"
 	"strings"
 	"testing"
+
+	"github.com/ax-sched/ax/internal/testenv"
+	"github.com/ax-sched/ax/task"
+	"github.com/redis/go-redis/v9"
 )
 
 // Every script keeps the lib.lua declarations it names, directly or
@@ -18,9 +24,9 @@ func TestPreludeKeepsWhatScriptsUse(t *testing.T) {
 	}
 	claim, _ := scriptFS.ReadFile("scripts/claim.lua")
 	p := prelude(string(lib), string(claim))
-	for _, must := range []string{"local function qkey", "local function memo2", "local QKEYS", "local function finish",
-		"local CNT, CNT_FIELDS", "local ZADDS, ZKEYS", "local function wake", "local WOKEN", "local function event",
-		"local K_PREFIX"} {
+	for _, must := range []string{"local function qkey", "local function memo2", "local function finish",
+		"local function cnt", "local function zadd", "local function wake", "local function event", "local C\n", "local CTX",
+		"local function begin"} {
 		if !strings.Contains(p, must) {
 			t.Errorf("claim's prelude lacks %q", must)
 		}
@@ -34,4 +40,106 @@ func TestPreludeKeepsWhatScriptsUse(t *testing.T) {
 	if len(p) >= len(lib)*3/5 {
 		t.Errorf("claim's prelude is %d of lib.lua's %d bytes", len(p), len(lib))
 	}
+}
+
+// calls reports whether a SLOWLOG entry's arguments are a call of sc, by
+// FCALL or EVALSHA.
+func calls(args []string, sc *script) bool {
+	return len(args) > 1 && (strings.EqualFold(args[0], "fcall") && args[1] == sc.fn ||
+		strings.EqualFold(args[0], "evalsha") && args[1] == sc.Hash())
+}
+
+// lib.lua's top level is defined once per library load and shared by
+// every call: it declares functions and constants only. What a call builds
+// up belongs in its context C (lib.lua begin), or one call's state would
+// reach the next.
+func TestLibTopLevelHoldsNoState(t *testing.T) {
+	lib, err := scriptFS.ReadFile("scripts/lib.lua")
+	if err != nil {
+		t.Fatal(err)
+	}
+	constants := map[string]bool{"CTX": true, "C": true, "LIM_REASON": true, "COST_CAP": true, "COST_TTL_MS": true}
+	for i, line := range strings.Split(string(lib), "\n") {
+		if !strings.HasPrefix(line, "local ") || strings.HasPrefix(line, "local function ") {
+			continue
+		}
+		for _, n := range declared(line) {
+			if !constants[n] {
+				t.Errorf("lib.lua:%d declares %s at the top level: per-call state goes in C (begin), a constant in this test's list", i+1, n)
+			}
+		}
+	}
+	if slices.Contains(luaWord.FindAllString(luaComment.ReplaceAllString(string(lib), ""), -1), "KEYS") {
+		t.Error("lib.lua reads KEYS: a call's keys reach it through begin(keys)")
+	}
+}
+
+// On Redis 7 the store runs its scripts as one Functions library; one that
+// lost the library (FUNCTION FLUSH here; a restart without persistence or a
+// failover to a replica that never had it) gets it again on the next call.
+// Where Redis has no Functions the EVALSHA forms run the same lifecycle.
+func TestScriptsRunAsFunctions(t *testing.T) {
+	e := newEnv(t)
+	id := e.submit("cpu")
+	if !e.s.FunctionsInUse() {
+		t.Fatal("the store on Redis 7 does not run its scripts with FCALL")
+	}
+	var libs int
+	eachMaster(t, e, func(c redis.Cmdable) {
+		l, err := c.FunctionList(e.ctx, redis.FunctionListQuery{LibraryNamePattern: library.name}).Result()
+		if err != nil {
+			t.Fatal(err)
+		}
+		libs += len(l)
+		if err := c.FunctionFlush(e.ctx).Err(); err != nil {
+			t.Fatal(err)
+		}
+	})
+	want := 1
+	if e.s.cluster() != nil {
+		want = testenv.SuiteMasters
+	}
+	if libs != want {
+		t.Fatalf("library %s loaded on %d masters", library.name, libs)
+	}
+	tk := e.claimOne("cpu")
+	if tk.ID != id {
+		t.Fatalf("claimed %+v after FUNCTION FLUSH", tk)
+	}
+	if errs, err := e.s.Complete(e.ctx, Completion{ID: id, Token: tk.LeaseToken, Result: "ok"}); err != nil || errs[0] != nil {
+		t.Fatal(err, errs)
+	}
+	if got, _ := e.s.Get(e.ctx, id); got.State != task.Success {
+		t.Fatalf("after complete: %+v", got)
+	}
+
+	// The EVALSHA forms: each compiles, and a lifecycle runs on them.
+	entries, _ := scriptFS.ReadDir("scripts")
+	for _, en := range entries {
+		if n := strings.TrimSuffix(en.Name(), ".lua"); n != "lib" {
+			if err := load(n).ev.Load(e.ctx, e.rdb).Err(); err != nil {
+				t.Fatalf("%s.lua's EVALSHA form: %v", n, err)
+			}
+		}
+	}
+	e.s.fns.mode.Store(fnEval)
+	id = e.submit("cpu")
+	tk = e.claimOne("cpu")
+	if errs, err := e.s.Complete(e.ctx, Completion{ID: id, Token: tk.LeaseToken, Result: "ok"}); tk.ID != id || err != nil || errs[0] != nil {
+		t.Fatal(tk.ID, err, errs)
+	}
+	if got, _ := e.s.Get(e.ctx, id); got.State != task.Success {
+		t.Fatalf("EVALSHA: after complete: %+v", got)
+	}
+}
+
+// eachMaster runs f on every master of the test's Redis.
+func eachMaster(t *testing.T, e *env, f func(redis.Cmdable)) {
+	if cc, ok := e.rdb.(*redis.ClusterClient); ok {
+		if err := cc.ForEachMaster(e.ctx, func(_ context.Context, n *redis.Client) error { f(n); return nil }); err != nil {
+			t.Fatal(err)
+		}
+		return
+	}
+	f(e.rdb)
 }

@@ -48,7 +48,7 @@ func (s *Store) SetSlowLanes(ctx context.Context, f Fence, lanes map[string]Slow
 				argv = append(argv, t)
 			}
 		}
-		out, err := scripts.slowLane.Run(ctx, s.rdb, s.keysWith(shard, s.fenceKey(shard, f)), argv...).Slice()
+		out, err := s.run(ctx, s.rdb, scripts.slowLane, s.keysWith(shard, s.fenceKey(shard, f)), argv...).Slice()
 		if err != nil {
 			return fmt.Errorf("queue: set slow lanes: %w", err)
 		}

@@ -54,6 +54,9 @@ type Options struct {
 	// wait), so that they cannot take the connections submits and the
 	// leader's loops need. nil: the main client. The store does not close it.
 	Blocking redis.UniversalClient
+	// EvalSHA runs every script with EVALSHA even where Redis has
+	// Functions (functions.go): benchmarks' A/B.
+	EvalSHA bool
 }
 
 func (o *Options) withDefaults() error {
@@ -107,6 +110,7 @@ type Store struct {
 	opts Options
 	keys []shardKeys
 	rr   atomic.Uint32
+	fns  functions // FCALL or EVALSHA (functions.go)
 }
 
 type shardKeys struct {
@@ -122,6 +126,9 @@ func New(rdb redis.UniversalClient, opts Options) (*Store, error) {
 		return nil, err
 	}
 	s := &Store{rdb: rdb, opts: opts}
+	if opts.EvalSHA {
+		s.fns.mode.Store(fnEval)
+	}
 	for i := 0; i < opts.Shards; i++ {
 		p := fmt.Sprintf("%s:{%s:%d}:", opts.Prefix, opts.Region, i)
 		s.keys = append(s.keys, shardKeys{prefix: p, base: []string{
@@ -439,7 +446,7 @@ func (s *Store) submitShard(ctx context.Context, sc redis.Scripter, shard int, t
 		argv = append(argv, fields...)
 	}
 	argv = append(argv, s.backlogCaps(tasks, idx))
-	out, err := scripts.submit.Run(ctx, sc, keys, argv...).Slice()
+	out, err := s.run(ctx, sc, scripts.submit, keys, argv...).Slice()
 	if err != nil {
 		if cc := s.cluster(); cc != nil && sc != redis.Scripter(s.rdb) {
 			// On a connection of its own the cluster client does not see
@@ -595,7 +602,7 @@ func (s *Store) Promote(ctx context.Context, f Fence, limit int, opt ...PromoteO
 			if budget >= 0 {
 				budget = max(0, budget-readmitted)
 			}
-			out, err := scripts.promote.Run(ctx, s.rdb, s.keysWith(shard, s.fenceKey(shard, f)),
+			out, err := s.run(ctx, s.rdb, scripts.promote, s.keysWith(shard, s.fenceKey(shard, f)),
 				s.clock(), f.Token, n, budget, hot, o.Spread.Milliseconds()).Slice()
 			if err != nil {
 				return res, fmt.Errorf("queue: promote: %w", err)
@@ -719,7 +726,7 @@ func (s *Store) Place(ctx context.Context, f Fence, as []Assignment) (PlaceResul
 		for start := 0; start < len(items); start += 5 * promoteChunk {
 			chunk := items[start:min(start+5*promoteChunk, len(items))]
 			argv := append([]any{s.clock(), f.Token, len(chunk) / 5}, chunk...)
-			out, err := scripts.place.Run(ctx, s.rdb, s.keysWith(shard, s.fenceKey(shard, f), s.keys[shard].prefix+"outbox"), argv...).Slice()
+			out, err := s.run(ctx, s.rdb, scripts.place, s.keysWith(shard, s.fenceKey(shard, f), s.keys[shard].prefix+"outbox"), argv...).Slice()
 			if err != nil {
 				return res, fmt.Errorf("queue: place: %w", err)
 			}
@@ -782,7 +789,7 @@ func (s *Store) ClaimTasks(ctx context.Context, req ClaimRequest) (Claimed, erro
 	start := int(s.rr.Add(1))
 	for i := 0; i < s.opts.Shards && len(out) < n; i++ {
 		shard := (start + i) % s.opts.Shards
-		res, err := scripts.claim.Run(ctx, s.rdb, s.keysWith(shard, s.keys[shard].px), s.clock(), req.Pool, req.Worker,
+		res, err := s.run(ctx, s.rdb, scripts.claim, s.keysWith(shard, s.keys[shard].px), s.clock(), req.Pool, req.Worker,
 			n-len(out), s.opts.Lease.Milliseconds(), s.opts.AgingStep.Milliseconds(), price,
 			s.opts.Defaults.Timeout.Milliseconds(), served, claimSkip).Slice()
 		if err != nil {
@@ -879,7 +886,7 @@ func (s *Store) Heartbeat(ctx context.Context, worker, pool string, slots int, t
 		}
 		argv := append([]any{s.clock(), worker, s.opts.Lease.Milliseconds(), slots, len(items) / 2,
 			s.opts.Defaults.Timeout.Milliseconds(), typ}, items...)
-		out, err := scripts.heartbeat.Run(ctx, s.rdb, s.keysWith(shard, p+"workers:"+pool, p+"slots:"+pool,
+		out, err := s.run(ctx, s.rdb, scripts.heartbeat, s.keysWith(shard, p+"workers:"+pool, p+"slots:"+pool,
 			p+"types:"+pool), argv...).Slice()
 		if err != nil {
 			return nil, fmt.Errorf("queue: heartbeat: %w", err)
@@ -917,7 +924,7 @@ func (s *Store) Complete(ctx context.Context, cs ...Completion) ([]error, error)
 			for _, i := range part {
 				argv = append(argv, cs[i].ID, cs[i].Token, bound(cs[i].Result, task.MaxResultLen))
 			}
-			out, err := scripts.complete.Run(ctx, s.rdb, s.keysWith(shard, s.keys[shard].rt), argv...).Slice()
+			out, err := s.run(ctx, s.rdb, scripts.complete, s.keysWith(shard, s.keys[shard].rt), argv...).Slice()
 			if err != nil {
 				return nil, fmt.Errorf("queue: complete: %w", err)
 			}
@@ -955,7 +962,7 @@ func (s *Store) Fail(ctx context.Context, f Failure) (task.State, time.Time, err
 	if f.Retryable {
 		retry = "1"
 	}
-	out, err := scripts.fail.Run(ctx, s.rdb, s.keysWith(shard, s.keys[shard].rt), s.clock(), f.ID, f.Token,
+	out, err := s.run(ctx, s.rdb, scripts.fail, s.keysWith(shard, s.keys[shard].rt), s.clock(), f.ID, f.Token,
 		clean(f.Error, task.MaxErrorLen), retry, rand.IntN(1000), s.opts.RetainDead.Milliseconds(),
 		s.opts.RetainCanceled.Milliseconds(), reason, s.opts.Defaults.MaxRetries,
 		s.opts.Defaults.RetryBase.Milliseconds(), s.opts.Defaults.RetryCap.Milliseconds(),
@@ -981,7 +988,7 @@ func (s *Store) Return(ctx context.Context, id, token, reason string, delay time
 	if err != nil {
 		return "", err
 	}
-	out, err := scripts.ret.Run(ctx, s.rdb, s.keysWith(shard), s.clock(), id, token, reason,
+	out, err := s.run(ctx, s.rdb, scripts.ret, s.keysWith(shard), s.clock(), id, token, reason,
 		delay.Milliseconds(), s.opts.RetainCanceled.Milliseconds()).Slice()
 	if err != nil {
 		return "", fmt.Errorf("queue: return: %w", err)
@@ -1010,7 +1017,7 @@ func (s *Store) Reap(ctx context.Context, f Fence, limit int) (int, time.Time, e
 	total := 0
 	var next time.Time
 	for shard := range s.keys {
-		out, err := scripts.reap.Run(ctx, s.rdb, s.keysWith(shard, s.fenceKey(shard, f)), s.clock(), f.Token,
+		out, err := s.run(ctx, s.rdb, scripts.reap, s.keysWith(shard, s.fenceKey(shard, f)), s.clock(), f.Token,
 			limit, rand.IntN(1000), s.opts.RetainDead.Milliseconds(), s.opts.RetainCanceled.Milliseconds(),
 			s.opts.Defaults.MaxRetries, s.opts.Defaults.RetryBase.Milliseconds(), s.opts.Defaults.RetryCap.Milliseconds(),
 			s.opts.Defaults.Timeout.Milliseconds()).Slice()
@@ -1046,7 +1053,7 @@ func (s *Store) Cancel(ctx context.Context, id, reason, by string) (task.State, 
 	if reason == "" {
 		reason = task.ReasonCanceledByUser
 	}
-	out, err := scripts.cancel.Run(ctx, s.rdb, s.keysWith(shard), s.clock(), id, reason, by,
+	out, err := s.run(ctx, s.rdb, scripts.cancel, s.keysWith(shard), s.clock(), id, reason, by,
 		s.opts.RetainCanceled.Milliseconds()).Slice()
 	if err != nil {
 		return "", fmt.Errorf("queue: cancel: %w", err)
@@ -1083,7 +1090,7 @@ func (s *Store) Replay(ctx context.Context, id, by string) error {
 	if err != nil {
 		return err
 	}
-	out, err := scripts.replay.Run(ctx, s.rdb, s.keysWith(shard), s.clock(), id, by).Slice()
+	out, err := s.run(ctx, s.rdb, scripts.replay, s.keysWith(shard), s.clock(), id, by).Slice()
 	if err != nil {
 		return fmt.Errorf("queue: replay: %w", err)
 	}
@@ -1104,7 +1111,7 @@ func (s *Store) SetPriority(ctx context.Context, id string, priority int, by str
 	if err != nil {
 		return err
 	}
-	out, err := scripts.priority.Run(ctx, s.rdb, s.keysWith(shard), s.clock(), id, priority, by).Slice()
+	out, err := s.run(ctx, s.rdb, scripts.priority, s.keysWith(shard), s.clock(), id, priority, by).Slice()
 	if err != nil {
 		return fmt.Errorf("queue: priority: %w", err)
 	}
@@ -1119,7 +1126,7 @@ func (s *Store) SetPriority(ctx context.Context, id string, priority int, by str
 func (s *Store) Sweep(ctx context.Context, f Fence, limit int) (int, error) {
 	total := 0
 	for shard := range s.keys {
-		out, err := scripts.sweep.Run(ctx, s.rdb, s.keysWith(shard, s.fenceKey(shard, f)), s.clock(), f.Token,
+		out, err := s.run(ctx, s.rdb, scripts.sweep, s.keysWith(shard, s.fenceKey(shard, f)), s.clock(), f.Token,
 			s.opts.RetainDead.Milliseconds(), clampBatch(limit)).Slice()
 		if err != nil {
 			return total, fmt.Errorf("queue: sweep: %w", err)
@@ -1147,7 +1154,7 @@ type PoolWorkers struct {
 // CleanWorkers forgets a pool's dead workers and returns the live figures.
 func (s *Store) CleanWorkers(ctx context.Context, f Fence, pool string, cutoff time.Duration) (PoolWorkers, error) {
 	p := s.keys[0].prefix
-	out, err := scripts.workers.Run(ctx, s.rdb, s.keysWith(0, s.fenceKey(0, f), p+"workers:"+pool, p+"slots:"+pool,
+	out, err := s.run(ctx, s.rdb, scripts.workers, s.keysWith(0, s.fenceKey(0, f), p+"workers:"+pool, p+"slots:"+pool,
 		p+"types:"+pool), s.clock(), f.Token, cutoff.Milliseconds()).Slice()
 	if err != nil {
 		return PoolWorkers{}, fmt.Errorf("queue: clean workers: %w", err)
@@ -1251,7 +1258,7 @@ func (s *Store) ReserveBacklog(ctx context.Context, tenant string, max int, ids 
 		for _, id := range sids {
 			argv = append(argv, id)
 		}
-		ok, err := scripts.backlog.Run(ctx, s.rdb, s.keysWith(shard), argv...).Int()
+		ok, err := s.run(ctx, s.rdb, scripts.backlog, s.keysWith(shard), argv...).Int()
 		if err == nil && ok != 1 {
 			err = fmt.Errorf("%w: %d tasks of tenant %s do not fit in its max_backlog (%d)", ErrBacklogFull, len(ids), tenant, max)
 		} else if err != nil {
@@ -1286,7 +1293,7 @@ func (s *Store) UnreserveBacklog(ctx context.Context, ids []string) error {
 		for _, id := range sids {
 			argv = append(argv, id)
 		}
-		if err := scripts.backlog.Run(ctx, s.rdb, s.keysWith(shard), argv...).Err(); err != nil {
+		if err := s.run(ctx, s.rdb, scripts.backlog, s.keysWith(shard), argv...).Err(); err != nil {
 			return fmt.Errorf("queue: give back backlog: %w", err)
 		}
 	}

@@ -281,7 +281,7 @@ func (w *Waker) giveBack(ctx context.Context, shard int) {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Second)
 	defer cancel()
 	// Should this fail, claimers still wake on their safety timeout.
-	_ = scripts.rewake.Run(ctx, w.s.rdb, w.s.keysWith(shard), w.s.clock(), w.pool).Err()
+	_ = w.s.run(ctx, w.s.rdb, scripts.rewake, w.s.keysWith(shard), w.s.clock(), w.pool).Err()
 }
 
 // Close stops the pops and waits for them. Wait calls after it fail.

@@ -40,6 +40,9 @@ type Target struct {
 	AOF string
 	// Keep leaves the bench's keys in an external Redis after the run.
 	Keep bool
+	// EvalSHA runs the store's scripts with EVALSHA even where Redis has
+	// Functions (queue.Options.EvalSHA): the A/B of FCALL.
+	EvalSHA bool
 	// Log receives the workers' and the bench's own log lines (default:
 	// errors to stderr).
 	Log *slog.Logger
@@ -135,7 +138,7 @@ func Open(ctx context.Context, t Target) (*Env, error) {
 		return nil, err
 	}
 	var err error
-	e.Store, err = queue.New(e.rdb, queue.Options{Region: t.Region, Prefix: t.Prefix, Shards: shards})
+	e.Store, err = queue.New(e.rdb, queue.Options{Region: t.Region, Prefix: t.Prefix, Shards: shards, EvalSHA: t.EvalSHA})
 	if err != nil {
 		e.Close()
 		return nil, err

@@ -1,4 +1,13 @@
--- lib.lua: prepended to every script (see scripts.go). Not a script itself.
+-- lib.lua: the helpers every script shares. Not a script itself: scripts.go
+-- loads it once with every script as one Redis Functions library (FUNCTION
+-- LOAD, called with FCALL), or, where Redis has no Functions (< 7), puts
+-- the part of it a script uses in front of that script (EVALSHA).
+--
+-- Nothing at this top level changes from one call to the next: what a call
+-- builds up (the key names it was given, counters and set members queued
+-- for finish(), memos) lives in its context C, which begin() makes anew at
+-- the start of every call (scripts.go wraps each body: begin(KEYS), the
+-- body, finish()). Tables of the context are made when first used.
 --
 -- Every script gets the same first eight KEYS, all sharing the shard's hash
 -- tag {s}:
@@ -10,24 +19,36 @@
 --                                       Cluster slot.
 --   KEYS[2] delayed  KEYS[3] due  KEYS[4] running  KEYS[5] dead
 --   KEYS[6] cnt      KEYS[7] events  KEYS[8] seq
--- Scripts that need more declare them from KEYS[9] on.
+-- Scripts that need more declare them from KEYS[9] on. A body reads these
+-- as K_PREFIX, K_DELAYED, ... (locals of its wrapper), lib.lua as C.K_PREFIX.
 --
 -- ARGV[1] is always the clock: '' means Redis TIME; an integer string is a
 -- test-injected time in ms.
 --
 -- Numbers leave Lua only through fmt(): tostring keeps 14 digits.
 
-local K_PREFIX, K_DELAYED, K_DUE, K_RUNNING = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
-local K_DEAD, K_CNT, K_EVENTS, K_SEQ = KEYS[5], KEYS[6], KEYS[7], KEYS[8]
+-- C is the running call's context (begin). A table field of it that was
+-- not set yet is an empty table, made on first use.
+local CTX = {__index = function(t, k)
+  local v = {}
+  t[k] = v
+  return v
+end}
+local C
+local function begin(keys)
+  C = setmetatable({K_PREFIX = keys[1] or false, K_DELAYED = keys[2] or false, K_DUE = keys[3] or false,
+    K_RUNNING = keys[4] or false, K_DEAD = keys[5] or false, K_CNT = keys[6] or false,
+    K_EVENTS = keys[7] or false, K_SEQ = keys[8] or false}, CTX)
+end
 
 local function fmt(n) return string.format('%d', n) end
 
 -- fmt_now is fmt for the script's clock, which batch scripts format for
 -- every task: once is enough.
-local FMT_N, FMT_S
 local function fmt_now(n)
-  if n ~= FMT_N then FMT_N, FMT_S = n, fmt(n) end
-  return FMT_S
+  local m = C.FMT
+  if n ~= m[1] then m[1], m[2] = n, fmt(n) end
+  return m[2]
 end
 
 local function clock(arg)
@@ -36,11 +57,10 @@ local function clock(arg)
   return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 end
 
-local function tkey(id) return K_PREFIX .. 't:' .. id end
-local function lkey(id) return K_PREFIX .. 'l:' .. id end
+local function tkey(id) return C.K_PREFIX .. 't:' .. id end
+local function lkey(id) return C.K_PREFIX .. 'l:' .. id end
 -- qkey and rfield are memoized: batch scripts build them for every task,
 -- and each concatenation is a new interned Lua string.
-local QKEYS, RFIELDS = {}, {}
 local function memo2(cache, a, b, make)
   local t = cache[a]
   if t == nil then t = {}; cache[a] = t end
@@ -48,12 +68,12 @@ local function memo2(cache, a, b, make)
   if v == nil then v = make(a, b); t[b] = v end
   return v
 end
-local function make_qkey(pool, p) return K_PREFIX .. 'q:' .. pool .. ':' .. p end
+local function make_qkey(pool, p) return C.K_PREFIX .. 'q:' .. pool .. ':' .. p end
 local function make_rfield(pool, p) return 'r:' .. pool .. ':' .. p end
-local function qkey(pool, p) return memo2(QKEYS, pool, p, make_qkey) end
+local function qkey(pool, p) return memo2(C.QKEYS, pool, p, make_qkey) end
 -- rfield is the counter field of a pool's READY tasks of one priority.
-local function rfield(pool, p) return memo2(RFIELDS, pool, p, make_rfield) end
-local function wkey(pool) return K_PREFIX .. 'wake:' .. pool end
+local function rfield(pool, p) return memo2(C.RFIELDS, pool, p, make_rfield) end
+local function wkey(pool) return C.K_PREFIX .. 'wake:' .. pool end
 
 -- Pinned delayed tasks (state implied by structure). A task submitted with
 -- a delay and pinned to a pool waits in that pool's delayed set of its
@@ -64,15 +84,14 @@ local function wkey(pool) return K_PREFIX .. 'wake:' .. pool end
 -- q:<pool>:<p> with the due time as enqueue time and leaves their records
 -- as submitted (st P, rs SUBMITTED): such a record in its ready set is
 -- READY. is_lazy tells a record that may be there; lazy_state which it is.
-local DKEYS, MARKS = {}, {}
-local function make_dkey(pool, p) return K_PREFIX .. 'd:' .. pool .. ':' .. p end
+local function make_dkey(pool, p) return C.K_PREFIX .. 'd:' .. pool .. ':' .. p end
 local function make_mark(pool, p) return '~' .. pool .. ':' .. p end
-local function dkey(pool, p) return memo2(DKEYS, pool, p, make_dkey) end
-local function mark(pool, p) return memo2(MARKS, pool, p, make_mark) end
+local function dkey(pool, p) return memo2(C.DKEYS, pool, p, make_dkey) end
+local function mark(pool, p) return memo2(C.MARKS, pool, p, make_mark) end
 -- Unplaced tasks submitted with a delay wait in one set, dn, behind the
 -- marker '~' in the delayed set; promotion moves their due ids to the due
 -- set (placement) without reading their records: they stay PENDING.
-local function dnkey() return K_PREFIX .. 'dn' end
+local function dnkey() return C.K_PREFIX .. 'dn' end
 local function is_lazy(st, rs, pn, ob) return st == 'P' and rs == 'SUBMITTED' and pn == '1' and not ob end
 local function lazy_state(id, pool, p)
   if redis.call('ZSCORE', qkey(pool, p), id) then return 'R' end
@@ -82,25 +101,23 @@ end
 -- is added). A marker scored before its set's head is harmless: promotion
 -- re-scores it.
 local function remark(pool, p, due)
-  redis.call('ZADD', K_DELAYED, 'LT', due, mark(pool, p))
+  redis.call('ZADD', C.K_DELAYED, 'LT', due, mark(pool, p))
 end
 
 -- Counter deltas add up in a table and reach Redis once per field when the
 -- script ends (scripts.go runs every body as a function, then finish()):
 -- one HINCRBY per field and call instead of several per task.
-local CNT, CNT_FIELDS = {}, {}
 local function cnt(field, d)
-  local v = CNT[field]
-  if v == nil then CNT_FIELDS[#CNT_FIELDS + 1] = field; v = 0 end
-  CNT[field] = v + d
+  local v = C.CNT[field]
+  if v == nil then C.CNT_FIELDS[#C.CNT_FIELDS + 1] = field; v = 0 end
+  C.CNT[field] = v + d
 end
 
 -- zadd queues a sorted-set member; finish() writes each key with one ZADD.
 -- Only for keys the rest of the script does not read again.
-local ZADDS, ZKEYS = {}, {}
 local function zadd(key, score, member)
-  local t = ZADDS[key]
-  if t == nil then t = {}; ZADDS[key] = t; ZKEYS[#ZKEYS + 1] = key end
+  local t = C.ZADDS[key]
+  if t == nil then t = {}; C.ZADDS[key] = t; C.ZKEYS[#C.ZKEYS + 1] = key end
   t[#t + 1] = score
   t[#t + 1] = member
 end
@@ -113,48 +130,58 @@ end
 -- hand-off take one away; a replay adds one. Deltas add up in BL and reach
 -- Redis once per tenant when the script ends; a count never goes below 0
 -- (tasks accepted before the count existed).
-local BL, BL_T, BL_READ = {}, {}, {}
-local function blkey() return K_PREFIX .. 'bl' end
+local function blkey() return C.K_PREFIX .. 'bl' end
 local function backlog(tn, d)
   tn = tn or ''
-  local v = BL[tn]
-  if v == nil then BL_T[#BL_T + 1] = tn; v = 0 end
-  BL[tn] = v + d
+  local v = C.BL[tn]
+  if v == nil then C.BL_T[#C.BL_T + 1] = tn; v = 0 end
+  C.BL[tn] = v + d
 end
 -- backlog_end takes away a task whose script did not read its tenant.
 local function backlog_end(id) backlog(redis.call('HGET', tkey(id), 'tn'), -1) end
 -- backlog_now is tenant's count in this shard, with this script's deltas.
 local function backlog_now(tn)
-  local v = BL_READ[tn]
+  local v = C.BL_READ[tn]
   if v == nil then
     v = tonumber(redis.call('HGET', blkey(), tn) or '0')
-    BL_READ[tn] = v
+    C.BL_READ[tn] = v
   end
-  return v + (BL[tn] or 0)
+  return v + (C.BL[tn] or 0)
 end
 
--- FIDX queues tenants that got fair-share work (fair_add): {index key,
--- score, tenant}, added by finish after the sets they name (ZADD NX).
-local FIDX = {}
-
--- finish writes what cnt, zadd and backlog queued.
+-- finish writes what cnt, zadd and backlog queued, and the tenants that
+-- got fair-share work (fair_add queues them in FIDX: {index key, score,
+-- tenant}, added after the sets they name, ZADD NX); the call ends with it.
 local function finish()
-  for _, t in ipairs(BL_T) do
-    local d = BL[t]
-    if d ~= 0 and redis.call('HINCRBY', blkey(), t, fmt(d)) <= 0 then redis.call('HDEL', blkey(), t) end
-  end
-  for _, k in ipairs(ZKEYS) do
-    local t = ZADDS[k]
-    -- unpack breaks near 8 000 values: write in chunks.
-    for i = 1, #t, 2000 do
-      redis.call('ZADD', k, unpack(t, i, math.min(i + 1999, #t)))
+  local l = rawget(C, 'BL_T')
+  if l then
+    for _, t in ipairs(l) do
+      local d = C.BL[t]
+      if d ~= 0 and redis.call('HINCRBY', blkey(), t, fmt(d)) <= 0 then redis.call('HDEL', blkey(), t) end
     end
   end
-  for _, e in ipairs(FIDX) do redis.call('ZADD', e[1], 'NX', e[2], e[3]) end
-  for _, f in ipairs(CNT_FIELDS) do
-    local d = CNT[f]
-    if d ~= 0 then redis.call('HINCRBY', K_CNT, f, fmt(d)) end
+  l = rawget(C, 'ZKEYS')
+  if l then
+    for _, k in ipairs(l) do
+      local t = C.ZADDS[k]
+      -- unpack breaks near 8 000 values: write in chunks.
+      for i = 1, #t, 2000 do
+        redis.call('ZADD', k, unpack(t, i, math.min(i + 1999, #t)))
+      end
+    end
   end
+  l = rawget(C, 'FIDX')
+  if l then
+    for _, e in ipairs(l) do redis.call('ZADD', e[1], 'NX', e[2], e[3]) end
+  end
+  l = rawget(C, 'CNT_FIELDS')
+  if l then
+    for _, f in ipairs(l) do
+      local d = C.CNT[f]
+      if d ~= 0 then redis.call('HINCRBY', C.K_CNT, f, fmt(d)) end
+    end
+  end
+  C = nil
 end
 
 -- Run times (issue 14): how long a pool takes to run a task type, learnt
@@ -169,17 +196,16 @@ end
 -- pair is dropped while it is full (the leader trims the least used,
 -- rt_trim.lua), so a flood of new type names costs one HLEN each and grows
 -- nothing.
-local RT, RT_PAIRS = {}, {}
 local function runtime(pool, ty, ms)
   if not pool or not ty or ms == nil then return end
-  local p = RT[pool]
-  if p == nil then p = {}; RT[pool] = p end
+  local p = C.RT[pool]
+  if p == nil then p = {}; C.RT[pool] = p end
   local t = p[ty]
-  if t == nil then t = {}; p[ty] = t; RT_PAIRS[#RT_PAIRS + 1] = {pool .. ' ' .. ty, t} end
+  if t == nil then t = {}; p[ty] = t; C.RT_PAIRS[#C.RT_PAIRS + 1] = {pool .. ' ' .. ty, t} end
   t[#t + 1] = ms
 end
 local function write_runtimes(key, now, cap, alpha)
-  for _, pair in ipairs(RT_PAIRS) do
+  for _, pair in ipairs(C.RT_PAIRS) do
     local f, obs = pair[1], pair[2]
     local n, mean, sd
     local v = redis.call('HGET', key, f)
@@ -217,10 +243,9 @@ end
 
 -- wake leaves one marker for idle claimers of a pool; never more than one.
 -- Once per pool and script is enough.
-local WOKEN = {}
 local function wake(pool)
-  if WOKEN[pool] then return end
-  WOKEN[pool] = true
+  if C.WOKEN[pool] then return end
+  C.WOKEN[pool] = true
   if redis.call('LLEN', wkey(pool)) == 0 then redis.call('RPUSH', wkey(pool), '1') end
 end
 
@@ -262,7 +287,7 @@ local function event(op, ids, n)
   if n == 0 then return end
   local shown = {}
   for i = 1, math.min(#ids, 8) do shown[i] = ids[i] end
-  redis.call('XADD', K_EVENTS, 'MAXLEN', '~', '10000', '*', 'op', op, 'n', fmt(n),
+  redis.call('XADD', C.K_EVENTS, 'MAXLEN', '~', '10000', '*', 'op', op, 'n', fmt(n),
     'ids', table.concat(shown, ','))
 end
 
@@ -291,14 +316,14 @@ local function retry_or_dead(id, now, at, mr, rb, rc, from, reason, by, err, ret
   if retryable and at <= mr then
     local due = now + backoff(rb, rc, at, j)
     redis.call('HSET', tkey(id), 'st', 'P', 'rs', 'RETRY_BACKOFF', 'du', fmt(due))
-    redis.call('ZADD', K_DELAYED, fmt(due), id)
+    redis.call('ZADD', C.K_DELAYED, fmt(due), id)
     cnt('P', 1)
     trail(id, now, from, 'P', reason, by, fmt(at), err)
     return 'P', due
   end
   local r = retryable and 'RETRIES_EXHAUSTED' or 'NON_RETRYABLE'
   redis.call('HSET', tkey(id), 'st', 'F', 'rs', r, 'fa', fmt(now))
-  redis.call('ZADD', K_DEAD, fmt(now), id)
+  redis.call('ZADD', C.K_DEAD, fmt(now), id)
   backlog_end(id)
   cnt('F', 1)
   cnt('tF', 1)
@@ -323,12 +348,11 @@ end
 -- in its ready set any more, and a tenant whose fq sets are empty.
 -- The score orders tenants: below its floor a tenant comes first (r/floor
 -- - 1 < 0), then by running ÷ weight, and at its max it is out (≥ 1e12).
-local FAIR, FRUN = {}, {}
 local function fair(pool)
-  local f = FAIR[pool]
+  local f = C.FAIR[pool]
   if f == nil then
     f = false
-    local h = redis.call('HGETALL', K_PREFIX .. 'fs:' .. pool)
+    local h = redis.call('HGETALL', C.K_PREFIX .. 'fs:' .. pool)
     if #h > 0 then
       f = {}
       for x = 1, #h, 2 do
@@ -337,7 +361,7 @@ local function fair(pool)
       end
       f['*'] = f['*'] or {w = 1000, fl = 0, mx = 0}
     end
-    FAIR[pool] = f
+    C.FAIR[pool] = f
   end
   return f
 end
@@ -350,21 +374,20 @@ end
 -- fair_running is the tenant's running count in the pool and its starts ÷
 -- weight so far (v, field '~<tenant>': 1000 a start of weight 1).
 local function fair_running(pool, tn)
-  local m = FRUN[pool]
-  if m == nil then m = {}; FRUN[pool] = m end
+  local m = C.FRUN[pool]
+  if m == nil then m = {}; C.FRUN[pool] = m end
   local r = m[tn]
   if r == nil then
-    local h = redis.call('HMGET', K_PREFIX .. 'fr:' .. pool, tn, '~' .. tn)
+    local h = redis.call('HMGET', C.K_PREFIX .. 'fr:' .. pool, tn, '~' .. tn)
     r = {tonumber(h[1] or '0'), tonumber(h[2] or '0')}
     m[tn] = r
   end
   return r[1], r[2]
 end
 local function fair_inc(c) return math.floor(1e6 / c.w) end
-local function fqkey(pool, p, tn) return K_PREFIX .. 'fq:' .. pool .. ':' .. p .. ':' .. tn end
+local function fqkey(pool, p, tn) return C.K_PREFIX .. 'fq:' .. pool .. ':' .. p .. ':' .. tn end
 -- fair_add indexes a task just put into q:<pool>:<p> with score (tn: its
 -- tenant when the caller has it). Priority 0 is strict: not indexed.
-local FSEEN = {}
 local function fair_add(pool, p, score, id, tn)
   if p == 0 or p == '0' then return end
   local f = fair(pool)
@@ -372,38 +395,37 @@ local function fair_add(pool, p, score, id, tn)
   tn = tn or redis.call('HGET', tkey(id), 'tn') or 'default'
   zadd(fqkey(pool, p, tn), score, id)
   local k = pool .. '\t' .. tn
-  if not FSEEN[k] then
-    FSEEN[k] = true
-    FIDX[#FIDX + 1] = {K_PREFIX .. 'fi:' .. pool, fair_score(fair_of(f, tn), fair_running(pool, tn)), tn}
+  if not C.FSEEN[k] then
+    C.FSEEN[k] = true
+    C.FIDX[#C.FIDX + 1] = {C.K_PREFIX .. 'fi:' .. pool, fair_score(fair_of(f, tn), fair_running(pool, tn)), tn}
   end
 end
 -- fair_release gives back the slot a RUNNING task held in its pool's fair
 -- share (its record's fs field: the tenant); fair_flush writes what the
 -- script gave back, one HINCRBY per tenant, re-scores the tenant, and
 -- wakes the pool when the tenant was at its max.
-local FREL, FREL_K = {}, {}
 local function fair_release(pool, tn)
   local k = pool .. '\t' .. tn
-  local e = FREL[k]
-  if e == nil then e = {pool, tn, 0}; FREL[k] = e; FREL_K[#FREL_K + 1] = k end
+  local e = C.FREL[k]
+  if e == nil then e = {pool, tn, 0}; C.FREL[k] = e; C.FREL_K[#C.FREL_K + 1] = k end
   e[3] = e[3] + 1
 end
 local function fair_flush()
-  for _, k in ipairs(FREL_K) do
-    local pool, tn, n = FREL[k][1], FREL[k][2], FREL[k][3]
-    local frk = K_PREFIX .. 'fr:' .. pool
+  for _, k in ipairs(C.FREL_K) do
+    local pool, tn, n = C.FREL[k][1], C.FREL[k][2], C.FREL[k][3]
+    local frk = C.K_PREFIX .. 'fr:' .. pool
     local r = redis.call('HINCRBY', frk, tn, -n)
     if r <= 0 then redis.call('HDEL', frk, tn); r = 0 end
     local f = fair(pool)
     if f then
       local c = fair_of(f, tn)
-      if redis.call('ZADD', K_PREFIX .. 'fi:' .. pool, 'XX', 'CH', fair_score(c, r), tn) > 0 and c.mx > 0 and r + n >= c.mx then
+      if redis.call('ZADD', C.K_PREFIX .. 'fi:' .. pool, 'XX', 'CH', fair_score(c, r), tn) > 0 and c.mx > 0 and r + n >= c.mx then
         wake(pool)
       end
     end
-    FREL[k] = nil
+    C.FREL[k] = nil
   end
-  FREL_K = {}
+  C.FREL_K = {}
 end
 
 -- Limits (issue 13, docs/limits.md, queue/limits.go). A task has the limit
@@ -426,8 +448,7 @@ end
 --   sln  HASH  pool → "threshold_ms slots" (the leader's)
 --   slt:<pool> HASH type → 'e' slow by its learnt run time (the leader's)
 --              or 'h' (a RUNNING task of it passed the threshold: heartbeat)
-local function lmkey(s) return K_PREFIX .. s end
-local LCFG, LPAUSE = {}, {}
+local function lmkey(s) return C.K_PREFIX .. s end
 -- pause_key is where a handler's retry after pauses a task: its tenant's
 -- tasks of its limit_key, or of its type when it names none, so that a
 -- tenant pauses only its own work.
@@ -437,7 +458,7 @@ local function pause_key(tn, lk, ty)
 end
 -- lim_cfg is the key's limit {rate, burst, conc} or false (memoized).
 local function lim_cfg(key)
-  local c = LCFG[key]
+  local c = C.LCFG[key]
   if c == nil then
     c = false
     local b1 = string.byte(key, 1)
@@ -448,7 +469,7 @@ local function lim_cfg(key)
         local cap = string.match(v, '^%d+ (%d+)')
         c = {rate = 0, burst = 0, conc = math.max(tonumber(cap), 1), slow = true}
       end
-      LCFG[key] = c
+      C.LCFG[key] = c
       return c
     end
     local v = redis.call('HGET', lmkey('lim'), key)
@@ -456,26 +477,25 @@ local function lim_cfg(key)
       local a, b, d = string.match(v, '^(%d+) (%d+) (%d+)')
       c = {rate = tonumber(a), burst = tonumber(b), conc = tonumber(d)}
     end
-    LCFG[key] = c
+    C.LCFG[key] = c
   end
   return c
 end
 -- lim_pause is when the key's pause ends (0: none; memoized).
 local function lim_pause(key, now)
-  local u = LPAUSE[key]
+  local u = C.LPAUSE[key]
   if u == nil then
     u = tonumber(redis.call('HGET', lmkey('lp'), key) or '0')
     if u ~= 0 and u <= now then
       redis.call('HDEL', lmkey('lp'), key) -- over: the hash empties again
       u = 0
     end
-    LPAUSE[key] = u
+    C.LPAUSE[key] = u
   end
   return u
 end
-local LB, LB_KEYS, LC, LC_KEYS = {}, {}, {}, {}
 local function lim_bucket(key, c, now)
-  local b = LB[key]
+  local b = C.LB[key]
   if b == nil then
     local full = c.burst * 1e6
     local v = redis.call('HGET', lmkey('lb'), key)
@@ -487,16 +507,16 @@ local function lim_bucket(key, c, now)
     if now > last then tok = tok + (now - last) * c.rate end
     if tok > full then tok = full end
     b = {tok = tok}
-    LB[key] = b
-    LB_KEYS[#LB_KEYS + 1] = key
+    C.LB[key] = b
+    C.LB_KEYS[#C.LB_KEYS + 1] = key
   end
   return b
 end
 local function lim_running(key)
-  local n = LC[key]
+  local n = C.LC[key]
   if n == nil then
     n = tonumber(redis.call('HGET', lmkey('lc'), key) or '0')
-    LC[key] = n
+    C.LC[key] = n
   end
   return n
 end
@@ -533,39 +553,38 @@ local function lim_take(key, now)
     b.tok = b.tok - 1e6
   end
   if c.conc > 0 then
-    if LC[key] == nil then lim_running(key) end
-    if LC_KEYS[key] == nil then LC_KEYS[key] = LC[key] end -- the value read
-    LC[key] = LC[key] + 1
+    if C.LC[key] == nil then lim_running(key) end
+    if C.LC_KEYS[key] == nil then C.LC_KEYS[key] = C.LC[key] end -- the value read
+    C.LC[key] = C.LC[key] + 1
     return true
   end
   return false
 end
 -- lim_flush writes the buckets and counters this script changed.
 local function lim_flush(now)
-  for _, key in ipairs(LB_KEYS) do
-    redis.call('HSET', lmkey('lb'), key, string.format('%d %d', LB[key].tok, now))
+  for _, key in ipairs(C.LB_KEYS) do
+    redis.call('HSET', lmkey('lb'), key, string.format('%d %d', C.LB[key].tok, now))
   end
-  for key, was in pairs(LC_KEYS) do
-    if LC[key] ~= was then redis.call('HINCRBY', lmkey('lc'), key, fmt(LC[key] - was)) end
+  for key, was in pairs(C.LC_KEYS) do
+    if C.LC[key] ~= was then redis.call('HINCRBY', lmkey('lc'), key, fmt(C.LC[key] - was)) end
   end
 end
 local LIM_REASON = {rate = 'RATE_LIMITED', concurrency = 'CONCURRENCY_LIMITED', paused = 'RETRY_AFTER',
   slow = 'SLOW_LANE_FULL'}
 -- slow_type: whether ty is slow in pool's slow lane (memoized); mark_slow
 -- makes it so (a RUNNING task of it passed the threshold).
-local SLOWT = {}
 local function slow_type(pool, ty)
   local k = pool .. '\t' .. ty
-  local v = SLOWT[k]
+  local v = C.SLOWT[k]
   if v == nil then
     v = redis.call('HEXISTS', lmkey('slt:' .. pool), ty) == 1
-    SLOWT[k] = v
+    C.SLOWT[k] = v
   end
   return v
 end
 local function mark_slow(pool, ty)
   redis.call('HSETNX', lmkey('slt:' .. pool), ty, 'h')
-  SLOWT[pool .. '\t' .. ty] = true
+  C.SLOWT[pool .. '\t' .. ty] = true
 end
 -- park sets a READY task aside under key until the key has room, and
 -- looks at key again at `again` (ms). score: its ready-set score. The
@@ -616,22 +635,21 @@ end
 -- release_add queues giving back the concurrency a task held (its lc
 -- field); release_flush gives it back, one HINCRBY per key and script, and
 -- unparks as many tasks of each key as slots came back.
-local REL, REL_KEYS = {}, {}
 local function release_add(lcv)
   for key in string.gmatch(lcv, '[^,]+') do
-    local n = REL[key]
-    if n == nil then REL_KEYS[#REL_KEYS + 1] = key; n = 0 end
-    REL[key] = n + 1
+    local n = C.REL[key]
+    if n == nil then C.REL_KEYS[#C.REL_KEYS + 1] = key; n = 0 end
+    C.REL[key] = n + 1
   end
 end
 local function release_flush()
-  for _, key in ipairs(REL_KEYS) do
-    local n = REL[key]
+  for _, key in ipairs(C.REL_KEYS) do
+    local n = C.REL[key]
     if redis.call('HINCRBY', lmkey('lc'), key, -n) <= 0 then redis.call('HDEL', lmkey('lc'), key) end
     if redis.call('ZSCORE', lmkey('pkd'), key) then unpark(key, n) end
-    REL[key] = nil
+    C.REL[key] = nil
   end
-  REL_KEYS = {}
+  C.REL_KEYS = {}
 end
 local function release_slots(lcv)
   release_add(lcv)
@@ -639,7 +657,7 @@ local function release_slots(lcv)
 end
 -- leave_running undoes a RUNNING task's bookkeeping.
 local function leave_running(id, pool)
-  redis.call('ZREM', K_RUNNING, id)
+  redis.call('ZREM', C.K_RUNNING, id)
   local r = redis.call('HMGET', tkey(id), 'lc', 'fs')
   local lcv = r[1]
   if lcv and lcv ~= '' then release_slots(lcv) end
@@ -677,12 +695,11 @@ end
 -- expires COST_TTL_MS after its last write: a submitter inventing tenants
 -- or types grows neither the key count nor a key.
 local COST_CAP, COST_TTL_MS = 4096, 400 * 86400000
-local COSTS, COST_FIELDS = {}, {}
 local function cost(tenant, ty, pool, tags, price, ms, failed)
   if not pool or not ty or ms == nil then return end
   local f = (tenant or 'default') .. '\t' .. ty .. '\t' .. pool .. '\t' .. (tags or '')
-  local c = COSTS[f]
-  if c == nil then c = {0, 0, 0, 0, pool}; COSTS[f] = c; COST_FIELDS[#COST_FIELDS + 1] = f end
+  local c = C.COSTS[f]
+  if c == nil then c = {0, 0, 0, 0, pool}; C.COSTS[f] = c; C.COST_FIELDS[#C.COST_FIELDS + 1] = f end
   ms = math.max(ms, 0)
   c[1] = c[1] + 1
   if failed then c[2] = c[2] + 1 end
@@ -691,10 +708,10 @@ local function cost(tenant, ty, pool, tags, price, ms, failed)
   c[4] = c[4] + (tonumber(price or '') or 0) * ms * 1e6 / 3.6
 end
 local function write_costs(now)
-  if #COST_FIELDS == 0 then return end
-  local key = K_PREFIX .. 'cost:' .. fmt(math.floor(now / 86400000))
-  for _, f in ipairs(COST_FIELDS) do
-    local c = COSTS[f]
+  if #C.COST_FIELDS == 0 then return end
+  local key = C.K_PREFIX .. 'cost:' .. fmt(math.floor(now / 86400000))
+  for _, f in ipairs(C.COST_FIELDS) do
+    local c = C.COSTS[f]
     local v = redis.call('HGET', key, f)
     if not v and redis.call('HLEN', key) >= COST_CAP then
       f = '_other\t_other\t' .. c[5] .. '\t'
