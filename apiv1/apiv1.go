@@ -161,19 +161,22 @@ type RegionOutcome struct {
 
 // PoolStatus is one pool as published by its region's leader.
 type PoolStatus struct {
-	Name             string            `json:"name"`
-	Tags             map[string]string `json:"tags"`
-	Slots            int               `json:"slots"`
-	Workers          int               `json:"workers"`
-	Running          int               `json:"running"`
-	Ready            int               `json:"ready"`
-	QueueCapacity    int               `json:"queue_capacity"`
-	Utilisation      float64           `json:"utilisation"`
-	QueueFill        float64           `json:"queue_fill"`
-	PricePerSlotHour float64           `json:"price_per_slot_hour"`
-	Spot             bool              `json:"spot"`
-	Discount         float64           `json:"discount,omitempty"`
-	Paused           bool              `json:"paused,omitempty"`
+	Name    string            `json:"name"`
+	Tags    map[string]string `json:"tags"`
+	Slots   int               `json:"slots"`
+	Workers int               `json:"workers"`
+	Running int               `json:"running"`
+	Ready   int               `json:"ready"`
+	// Parked: READY tasks set aside by a limit or a full slow lane
+	// (counted in Ready).
+	Parked           int     `json:"parked,omitempty"`
+	QueueCapacity    int     `json:"queue_capacity"`
+	Utilisation      float64 `json:"utilisation"`
+	QueueFill        float64 `json:"queue_fill"`
+	PricePerSlotHour float64 `json:"price_per_slot_hour"`
+	Spot             bool    `json:"spot"`
+	Discount         float64 `json:"discount,omitempty"`
+	Paused           bool    `json:"paused,omitempty"`
 	// CapacityWindow is set for a pool with a capacity schedule.
 	CapacityWindow *CapacityWindow `json:"capacity_window,omitempty"`
 	// RefusedPerMinute is the submits the answering server refused per

@@ -305,6 +305,7 @@ func (a *API) regionsResponse() apiv1.RegionsResponse {
 		for _, p := range ri.Pools {
 			rs.Pools = append(rs.Pools, apiv1.PoolStatus{
 				Name: p.Name, Tags: p.Tags, Slots: p.Slots, Workers: p.Workers, Running: p.Running, Ready: p.Ready,
+				Parked:        p.Parked,
 				QueueCapacity: p.QueueCapacity, Utilisation: p.Utilisation(), QueueFill: p.QueueFill(),
 				PricePerSlotHour: p.PricePerSlotHour, Spot: p.Spot, Discount: p.Discount, Paused: p.Paused,
 				CapacityWindow: windowStatus(p.Schedule, now), Starving: p.Starving,

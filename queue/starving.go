@@ -2,7 +2,10 @@ package queue
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"math"
+	"sort"
 	"strconv"
 	"time"
 
@@ -17,12 +20,20 @@ type Starving struct {
 	Ready map[string][task.MaxPriority + 1]int
 	// Unplaced: due tasks waiting for placement since before the threshold.
 	Unplaced int
-	// Tenants[pool][tenant], for pools with a fair share: its READY tasks
-	// of priorities 1–4 that became READY before the threshold (from the
-	// tenant sets, docs/fairness.md; an entry a claim has not yet dropped
-	// since its task left READY another way still counts).
+	// Tenants[pool][tenant]: its READY tasks of priorities 1–4 that became
+	// READY before the threshold. In a pool with a fair share, from the
+	// tenant sets (docs/fairness.md; an entry a claim has not yet dropped
+	// since its task left READY another way still counts). In a pool
+	// without, from the tenants of its oldest starving tasks, at most
+	// tenantSample of them per shard: exact up to that many, past it those
+	// counts scaled to the pool's starving total (the oldest are the
+	// longest waits, which an operator looks for first).
 	Tenants map[string]map[string]int
 }
+
+// tenantSample bounds the task records a shard's Starving reads per pool
+// without a fair share (one pipelined HGET each), only while it starves.
+const tenantSample = 256
 
 // Starving counts the tasks of pools waiting longer than threshold, from
 // the scores of the sets they wait in, reading no task record: a ready
@@ -52,6 +63,20 @@ func (s *Store) Starving(ctx context.Context, pools []string, threshold time.Dur
 			return Starving{}, fmt.Errorf("queue: starving: %w", err)
 		}
 		if err := s.starvingTenants(ctx, p, pools, idx, before, &out); err != nil {
+			return Starving{}, err
+		}
+		var plain []string // pools without a fair index on this shard, with starving tasks of 1–4
+		var total []int
+		for i, pool := range pools {
+			n := 0
+			for prio := 1; prio <= task.MaxPriority; prio++ {
+				n += int(ready[i][prio].Val())
+			}
+			if n > 0 && len(idx[i].Val()) == 0 {
+				plain, total = append(plain, pool), append(total, n)
+			}
+		}
+		if err := s.sampleTenants(ctx, p, plain, total, before, &out); err != nil {
 			return Starving{}, err
 		}
 		for i, pool := range pools {
@@ -102,6 +127,75 @@ func (s *Store) starvingTenants(ctx context.Context, p string, pools []string, i
 		}
 		for _, n := range c.n {
 			m[c.tenant] += int(n.Val())
+		}
+	}
+	return nil
+}
+
+// sampleTenants adds the starving tasks of each tenant of pools without a
+// fair share (total: each pool's starving tasks of priorities 1–4 on this
+// shard) from the tenants of its oldest tenantSample of them: two more
+// pipelined round trips when any pool starves.
+func (s *Store) sampleTenants(ctx context.Context, p string, pools []string, total []int, before string, out *Starving) error {
+	if len(pools) == 0 {
+		return nil
+	}
+	pipe := s.rdb.Pipeline()
+	heads := make([][task.MaxPriority]*redis.ZSliceCmd, len(pools))
+	for i, pool := range pools {
+		for prio := 1; prio <= task.MaxPriority; prio++ {
+			heads[i][prio-1] = pipe.ZRangeByScoreWithScores(ctx, p+"q:"+pool+":"+strconv.Itoa(prio),
+				&redis.ZRangeBy{Min: "-inf", Max: before, Count: tenantSample})
+		}
+	}
+	if _, err := pipe.Exec(ctx); err != nil {
+		return fmt.Errorf("queue: starving: %w", err)
+	}
+	ids := make([][]string, len(pools))
+	for i := range pools {
+		var all []redis.Z
+		for _, h := range heads[i] {
+			all = append(all, h.Val()...)
+		}
+		// the oldest over the priorities
+		sort.Slice(all, func(a, b int) bool { return all[a].Score < all[b].Score })
+		for _, z := range all[:min(len(all), tenantSample)] {
+			ids[i] = append(ids[i], z.Member.(string))
+		}
+	}
+	pipe = s.rdb.Pipeline()
+	tns := make([][]*redis.StringCmd, len(pools))
+	for i := range pools {
+		for _, id := range ids[i] {
+			tns[i] = append(tns[i], pipe.HGet(ctx, p+"t:"+id, "tn"))
+		}
+	}
+	if _, err := pipe.Exec(ctx); err != nil && !errors.Is(err, redis.Nil) {
+		return fmt.Errorf("queue: starving: %w", err)
+	}
+	if out.Tenants == nil {
+		out.Tenants = map[string]map[string]int{}
+	}
+	for i, pool := range pools {
+		by := map[string]int{}
+		for _, c := range tns[i] {
+			tn := c.Val()
+			if tn == "" {
+				tn = "default"
+			}
+			by[tn]++
+		}
+		m := out.Tenants[pool]
+		if m == nil {
+			m = map[string]int{}
+			out.Tenants[pool] = m
+		}
+		n := len(tns[i])
+		for tn, k := range by {
+			if n < total[i] {
+				k = int(math.Round(float64(k) * float64(total[i]) / float64(n)))
+			}
+			m[tn] += k
 		}
 	}
 	return nil

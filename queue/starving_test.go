@@ -28,7 +28,7 @@ func TestStarvingCountsLongWaitsBySet(t *testing.T) {
 	}
 	want := Starving{Ready: map[string][task.MaxPriority + 1]int{
 		"cpu": {1, 0, 2, 0, 0}, "gpu": {0, 0, 0, 0, 1}, "idle": {},
-	}, Unplaced: 2}
+	}, Unplaced: 2, Tenants: map[string]map[string]int{"cpu": {"default": 2}, "gpu": {"default": 1}}}
 	if d := cmp.Diff(want, got); d != "" {
 		t.Fatalf("starving (-want +got):\n%s", d)
 	}
@@ -53,7 +53,7 @@ func TestStarvingByTenantInFairPools(t *testing.T) {
 	e.setFair(map[string]FairShare{"cpu": {Tenants: map[string]TenantShare{"a": {Weight: 1}, "b": {Weight: 1}}}})
 	e.submitMany("cpu", "a", 30)
 	e.submitMany("cpu", "b", 3)
-	e.submitMany("gpu", "a", 2) // no fair share in gpu: no tenant figures
+	e.submitMany("gpu", "a", 2) // no fair share in gpu: from its tasks' records
 	e.clock.Advance(11 * time.Minute)
 	e.submitMany("cpu", "b", 2) // fresh
 	if ts := e.claim("cpu", 6); tenants(ts)["b"] != 3 {
@@ -63,7 +63,32 @@ func TestStarvingByTenantInFairPools(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := map[string]map[string]int{"cpu": {"a": 27, "b": 0}}
+	want := map[string]map[string]int{"cpu": {"a": 27, "b": 0}, "gpu": {"a": 2}}
+	if d := cmp.Diff(want, got.Tenants); d != "" {
+		t.Fatalf("starving by tenant (-want +got):\n%s", d)
+	}
+}
+
+// In a pool without a fair share, Starving counts each tenant's long waits
+// from its oldest starving tasks' records: exact up to tenantSample, past
+// it scaled to the pool's total (3:1 submitted in turns: 300 and 100 of
+// 400 from the oldest 256); priority 0 and fresh tasks are not counted.
+func TestStarvingByTenantWithoutFairShare(t *testing.T) {
+	e := newEnv(t, oneShard)
+	e.submitMany("few", "a", 2)
+	e.submitMany("few", "b", 1, prio(0))
+	for range 100 {
+		e.submitMany("many", "a", 3)
+		e.submitMany("many", "b", 1)
+		e.clock.Advance(time.Millisecond)
+	}
+	e.clock.Advance(11 * time.Minute)
+	e.submitMany("few", "b", 5) // fresh
+	got, err := e.s.Starving(e.ctx, []string{"few", "many", "idle"}, 10*time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]map[string]int{"few": {"a": 2}, "many": {"a": 300, "b": 100}}
 	if d := cmp.Diff(want, got.Tenants); d != "" {
 		t.Fatalf("starving by tenant (-want +got):\n%s", d)
 	}

@@ -574,6 +574,7 @@ func (c *Cell) collect(ctx context.Context, f queue.Fence) (Figures, queueFigure
 		figs.Pools = append(figs.Pools, PoolFigures{
 			Name: p.Name, Tags: p.Tags, Slots: slots, Workers: w.Live,
 			Running: counts.RunningBy[p.Name], Ready: counts.ReadyIn(p.Name),
+			Parked:        counts.ParkedBy[p.Name],
 			QueueCapacity: p.QueueCapacity, PricePerSlotHour: p.PricePerSlotHour,
 			Spot: p.Spot, Discount: p.Discount, ScaleFromZero: p.ScaleFromZero, Schedule: p.Schedule,
 			RunTimes:       learnt[p.Name],

@@ -19,18 +19,21 @@ type Figures struct {
 
 // PoolFigures are one pool's live numbers.
 type PoolFigures struct {
-	Name             string            `json:"name"`
-	Tags             map[string]string `json:"tags,omitempty"`
-	Slots            int               `json:"slots"`   // live slots (sum over live workers)
-	Workers          int               `json:"workers"` // live workers
-	Running          int               `json:"running"`
-	Ready            int               `json:"ready"`
-	QueueCapacity    int               `json:"queue_capacity"`
-	PricePerSlotHour float64           `json:"price_per_slot_hour"`
-	Spot             bool              `json:"spot,omitempty"`
-	Discount         float64           `json:"discount,omitempty"`
-	ScaleFromZero    bool              `json:"scale_from_zero,omitempty"`
-	Schedule         *Schedule         `json:"capacity_schedule,omitempty"`
+	Name    string            `json:"name"`
+	Tags    map[string]string `json:"tags,omitempty"`
+	Slots   int               `json:"slots"`   // live slots (sum over live workers)
+	Workers int               `json:"workers"` // live workers
+	Running int               `json:"running"`
+	Ready   int               `json:"ready"`
+	// Parked: READY tasks set aside by a limit or a full slow lane
+	// (counted in Ready).
+	Parked           int       `json:"parked,omitempty"`
+	QueueCapacity    int       `json:"queue_capacity"`
+	PricePerSlotHour float64   `json:"price_per_slot_hour"`
+	Spot             bool      `json:"spot,omitempty"`
+	Discount         float64   `json:"discount,omitempty"`
+	ScaleFromZero    bool      `json:"scale_from_zero,omitempty"`
+	Schedule         *Schedule `json:"capacity_schedule,omitempty"`
 	// Paused: backpressure holds priorities 3–4 until the fill falls under
 	// the resume threshold.
 	Paused bool `json:"paused,omitempty"`

@@ -42,7 +42,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		starving: g("ax_tasks_starving", "Tasks waiting longer than starvation_threshold: READY by pool and nominal priority, "+
 			"and due tasks waiting for placement (pool and priority empty).", "region", "pool", "priority"),
 		tenantStarving: g("ax_tenant_tasks_starving", "READY tasks of priorities 1–4 waiting longer than starvation_threshold, "+
-			"by pool and tenant, in pools with a fair share (docs/fairness.md).", "region", "pool", "tenant"),
+			"by pool and tenant (docs/fairness.md; in a pool without a fair share from its oldest 256 starving tasks per shard, scaled past that).", "region", "pool", "tenant"),
 		dead:    g("ax_dlq_tasks", "Tasks in the dead-letter queue (FAILED, kept for retention.dead).", "region"),
 		pending: g("ax_tasks_pending", "PENDING tasks: delayed, waiting for a retry, or due and waiting for placement.", "region"),
 		held: g("ax_handoffs_held", "Hand-offs received and held unrun until their sending region's word (counted in ax_tasks_pending); "+

@@ -328,6 +328,17 @@ func blockedTypeStallsNoOther(t *testing.T, fed *federation, hooks *hookLog, hoo
 		id, _ := fed.submit("eu-west-1", tokSubmitterA, spec("sleep", map[string]int{"ms": 50}))
 		fed.waitState("eu-west-1", tokSubmitterA, id, task.Success, 10*time.Second)
 	}
+	// The 4 hung tasks waiting READY (past the 1 s starvation_threshold) in
+	// a pool without a fair share: starving in `ax regions` and by tenant in
+	// /metrics.
+	waitUntil(t, 10*time.Second, "pool lane's 4 waiting http tasks starving in ax regions and ax_tenant_tasks_starving", func() bool {
+		row := regionsRow(t, fed, "eu-west-1", "lane")
+		if row == nil || row[9] != "4" {
+			return false
+		}
+		_, body := fed.call("eu-west-1", "", http.MethodGet, "/metrics", nil)
+		return strings.Contains(string(body), `ax_tenant_tasks_starving{pool="lane",region="eu-west-1",tenant="team-a"} 4`)
+	})
 	if _, most := hooks.of("/hooks/lane/hang"); most != 4 {
 		t.Errorf("%d hung http calls at once, want http's own 4 slots", most)
 	}
@@ -377,6 +388,11 @@ func slowLaneHoldsItsShare(t *testing.T, fed *federation, hookURL string) {
 			"regions": []string{"eu-west-1"}, "payload": map[string]any{"url": hookURL + "/hooks/lane-quick", "body": map[string]int{"n": 1}}})
 		quick = append(quick, id)
 	}
+	// `ax regions` (the real CLI) shows the parked sleep tasks.
+	waitUntil(t, 10*time.Second, "pool lane's parked sleep tasks in ax regions", func() bool {
+		row := regionsRow(t, fed, "eu-west-1", "lane")
+		return row != nil && row[8] != "0"
+	})
 	var quickDone time.Time
 	for _, id := range quick {
 		tk := fed.waitState("eu-west-1", tokSubmitterA, id, task.Success, 30*time.Second)
@@ -649,4 +665,21 @@ func fairShareAcrossTenants(t *testing.T, fed *federation, hooks *hookLog, hookU
 		t.Fatal(err)
 	}
 	waitUntil(t, 10*time.Second, "the file's fair share back in eu-west-1's store", func() bool { return share() == "3000 0 0" })
+}
+
+// regionsRow is the fields of `ax regions`' row of region's pool (nil:
+// none): REGION LEADER SERVERS HEALTHY POOL SLOTS RUNNING READY PARKED
+// STARVING FILL ...
+func regionsRow(t *testing.T, fed *federation, region, pool string) []string {
+	t.Helper()
+	out, stderr, code := runAx(t, fed.server(region).api, "--token", fed.token(tokOperator), "regions")
+	if code != 0 {
+		t.Fatalf("ax regions: exit %d: %s", code, stderr)
+	}
+	for _, line := range strings.Split(out, "\n") {
+		if f := strings.Fields(line); len(f) > 9 && f[0] == region && f[4] == pool {
+			return f
+		}
+	}
+	return nil
 }
