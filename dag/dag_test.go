@@ -78,6 +78,7 @@ func testDAGValidation(t *testing.T, e *dagEnv, s *dagServer) {
 		{"one_failed root", dagTokAcme, dag(map[string]any{"id": "a", "trigger_rule": "one_failed", "task": ok}), 400, "nodes[0].trigger_rule", "needs at least one depends_on"},
 		{"missing task", dagTokAcme, dag(map[string]any{"id": "a"}), 400, "nodes[0].task", "is required"},
 		{"invalid task field", dagTokAcme, dag(n("a"), map[string]any{"id": "b", "task": map[string]any{"type": "ok", "priority": 9}}), 400, "nodes[1].task.priority", "between 0 and 4"},
+		{"region outside the federation", dagTokAcme, dag(n("a"), map[string]any{"id": "b", "task": map[string]any{"type": "ok", "regions": []string{"moon-1"}}}), 400, "nodes[1].task.regions[0]", `no region "moon-1" in the federation`},
 		{"unknown task field", dagTokAcme, dag(map[string]any{"id": "a", "task": map[string]any{"type": "ok", "colour": "red"}}), 400, "nodes[0].task.colour", "unknown field"},
 		{"spec inline", dagTokAcme, dag(map[string]any{"id": "a", "type": "ok"}), 400, "nodes[0].type", `goes under "task"`},
 		{"idempotency key", dagTokAcme, dag(map[string]any{"id": "a", "task": map[string]any{"type": "ok", "idempotency_key": "k"}}), 400, "nodes[0].task.idempotency_key", "derived"},

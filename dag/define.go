@@ -109,6 +109,9 @@ func (r *Runs) define(req *apiv1.DAGRequest, now time.Time) (*queue.DAGDef, erro
 		if err := sp.Normalize(r.cfg.Defaults, now); err != nil {
 			return nil, prefixed(i, err)
 		}
+		if err := r.knownRegions(sp.Regions); err != nil {
+			return nil, prefixed(i, err)
+		}
 		def.Nodes[i] = queue.DAGNodeDef{ID: nd.ID, DependsOn: nd.DependsOn, TriggerRule: rule, Task: compactJSON(nd.Task)}
 	}
 	for i, nd := range req.Nodes {
@@ -227,4 +230,20 @@ func topoOrder(nodes []queue.DAGNodeDef) (order []int, cycle []string) {
 		cycle = append(cycle, nodes[path[(first+k)%len(path)]].ID)
 	}
 	return nil, append(cycle, cycle[0])
+}
+
+// knownRegions refuses a node task's regions outside the federation
+// (Config.Regions), naming regions[j]; with no Regions configured nothing
+// is checked.
+func (r *Runs) knownRegions(names []string) error {
+	if len(r.cfg.Regions) == 0 {
+		return nil
+	}
+	for j, name := range names {
+		if name != r.cfg.Region && !slices.Contains(r.cfg.Regions, name) {
+			return &task.FieldError{Field: fmt.Sprintf("regions[%d]", j),
+				Msg: fmt.Sprintf("no region %q in the federation (%s)", name, strings.Join(r.cfg.Regions, ", "))}
+		}
+	}
+	return nil
 }

@@ -43,7 +43,12 @@ type Config struct {
 	// Backlog is a tenant's max_backlog in this region (0 or nil: none). A
 	// run of a tenant with one reserves room for all its nodes when it is
 	// created (queue.Store.ReserveBacklog), or is refused.
-	Backlog    func(tenant string) int
+	Backlog func(tenant string) int
+	// Regions are the federation's regions (config `regions:`; Region is
+	// one too): a node's task naming another in its regions is refused
+	// (400 naming nodes[i].task.regions[j]), as a task submitted alone is,
+	// rather than stored to wait PENDING forever. nil: not checked.
+	Regions    []string
 	Registerer prometheus.Registerer // nil: metrics are not registered
 	Logger     *slog.Logger
 	Now        func() time.Time

@@ -309,7 +309,8 @@ func TestFanoutDeadLetters(t *testing.T) {
 		}
 		// Asked for GCP alone: nothing to return, so 503.
 		rep := f.Call(http.MethodGet, f.R(aws).URL()+"/v1/dlq?region="+gcp, tokOperator, nil).Want(t, http.StatusServiceUnavailable)
-		if rep.Err(t).Code != apiv1.CodeUnavailable {
+		// It names the region, and no idempotency key (there is none here).
+		if e := rep.Err(t); e.Code != apiv1.CodeUnavailable || !strings.Contains(e.Message, "region unavailable: "+gcp) || strings.Contains(e.Message, "key") {
 			t.Fatal(string(rep.Body))
 		}
 	})

@@ -166,7 +166,10 @@ func (n *Node) Estimator() *placement.Estimator { return n.est }
 
 // Errors of the submission path, mapped to HTTP statuses by the API.
 var (
-	ErrRegionUnavailable = errors.New("federation: the key's home region is unavailable")
+	// ErrRegionUnavailable: a region this request needs (the one holding a
+	// task, a key's home, one asked for by a fan-out) did not answer. The
+	// region's name follows it in the wrapped error.
+	ErrRegionUnavailable = errors.New("federation: region unavailable")
 )
 
 // PlacementError is a submit no pool can take: Unplaceable (422, no pool

@@ -480,6 +480,7 @@ func TestScheduleAPI(t *testing.T) {
 		{"bad name", with("name", "Nightly_Report"), "name"},
 		{"no name", with("name", ""), "name"},
 		{"home region", with("home_region", "moon-1"), "home_region"},
+		{"task region outside the federation", task("regions", []string{"moon-1"}), "task.regions[0]"},
 		{"misfire", with("misfire", "sometimes"), "misfire"},
 		{"overlap", with("overlap", "queue"), "overlap"},
 		{"catch_up_limit without catch_up", with("catch_up_limit", 3), "catch_up_limit"},

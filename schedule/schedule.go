@@ -135,6 +135,13 @@ func (s *Scheduler) Validate(req *apiv1.ScheduleRequest) (*apiv1.Schedule, error
 	case sp.IdempotencyKey != "" || sp.IdempotencyTTL != 0:
 		return nil, fieldError("task.idempotency_key", "each run's id is derived from the schedule and slot; a key would merge runs")
 	}
+	// A region outside the federation would leave every run PENDING
+	// forever (a task submitted alone is refused the same way).
+	for i, r := range sp.Regions {
+		if r != s.cfg.Region && !slices.Contains(s.cfg.Regions, r) {
+			return nil, fieldError(fmt.Sprintf("task.regions[%d]", i), fmt.Sprintf("no region %q in the federation %v", r, s.cfg.Regions))
+		}
+	}
 	d.Task = sp
 	return d, nil
 }

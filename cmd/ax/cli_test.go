@@ -233,6 +233,11 @@ func TestCLIRejectsBadInputBeforeAnyRequest(t *testing.T) {
 		{[]string{"schedule", "create", "-f", "/nonexistent/s.json"}, "no such file"},
 		{[]string{"tail", "--wait", "0s"}, "--wait"},
 		{[]string{"--api", "ftp://x", "regions"}, "--api"},
+		// A group's unknown subcommand is an error, not its help and exit 0.
+		{[]string{"dag", "create", "-f", "-"}, `unknown command "create" for "ax dag"`},
+		{[]string{"dlq", "ls"}, `unknown command "ls" for "ax dlq"`},
+		{[]string{"schedule", "show", "x"}, `unknown command "show" for "ax schedule"`},
+		{[]string{"nosuch"}, `unknown command "nosuch" for "ax"`},
 	}
 	for _, tc := range cases {
 		t.Run(strings.Join(tc.args, " "), func(t *testing.T) {

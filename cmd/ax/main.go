@@ -88,7 +88,32 @@ func newRoot() *cobra.Command {
 	for _, c := range commands {
 		root.AddCommand(c())
 	}
+	refuseUnknownSubcommands(root)
 	return root
+}
+
+// refuseUnknownSubcommands makes every command group (ax dag, ax dlq, ax
+// schedule, …: subcommands, no body of its own) refuse an argument it has no
+// subcommand for, as a usage error (exit 2, one line). Cobra would print the
+// group's help and exit 0, so `ax dag craete -f x.json` looked like success.
+// The root is a group too: its unknown command exits 2 as well.
+func refuseUnknownSubcommands(c *cobra.Command) {
+	for _, sub := range c.Commands() {
+		refuseUnknownSubcommands(sub)
+	}
+	if !c.HasSubCommands() || c.Runnable() {
+		return
+	}
+	// A subcommand's flags after a misspelt subcommand (`ax dag craete -f
+	// x.json`) are not the group's: name the subcommand, not the flag.
+	c.FParseErrWhitelist.UnknownFlags = true
+	c.Args = func(cmd *cobra.Command, args []string) error {
+		if len(args) > 0 {
+			return cliUsage("unknown command %q for %q (see %s --help)", args[0], cmd.CommandPath(), cmd.CommandPath())
+		}
+		return nil
+	}
+	c.RunE = func(cmd *cobra.Command, _ []string) error { return cmd.Help() }
 }
 
 func defaultSettings() string {

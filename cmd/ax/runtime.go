@@ -325,7 +325,7 @@ func startServer(ctx context.Context, cfg *config.Region, ln net.Listener, reg *
 	s.sched = schedule.New(s.global, s.node, schedule.Config{
 		Region: cfg.Name, Regions: cfg.Regions, Defaults: defaultsOf(cfg),
 		Prefix: cfg.Etcd.Prefix, ID: s.id, SessionTTL: cfg.Etcd.SessionTTL, Registerer: own, Logger: s.log})
-	s.dags = dag.New(s.store, s.node, dag.Config{Region: cfg.Name, Defaults: defaultsOf(cfg), Backlog: s.maxBacklog, Registerer: reg, Logger: s.log})
+	s.dags = dag.New(s.store, s.node, dag.Config{Region: cfg.Name, Regions: cfg.Regions, Defaults: defaultsOf(cfg), Backlog: s.maxBacklog, Registerer: reg, Logger: s.log})
 	var pools []string
 	for _, p := range cfg.Pools {
 		pools = append(pools, p.Name)
