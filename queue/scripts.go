@@ -121,13 +121,16 @@ var library = func() struct{ name, prefix, code string } {
 		panic(err)
 	}
 	var body strings.Builder
+	// lib.lua's locals shadow the global redis (bound at the first call):
+	// the registrations, run while the library loads, keep the loader's.
+	body.WriteString("local register = redis.register_function\n")
 	body.WriteString(readScript("lib"))
 	for _, e := range entries {
 		name := strings.TrimSuffix(e.Name(), ".lua")
 		if name == "lib" || name == e.Name() {
 			continue
 		}
-		fmt.Fprintf(&body, "\n-- %s.lua\nredis.register_function('AXLIB_%s', function(KEYS, ARGV)\n", name, name)
+		fmt.Fprintf(&body, "\n-- %s.lua\nregister('AXLIB_%s', function(KEYS, ARGV)\n", name, name)
 		wrap(&body, readScript(name))
 		body.WriteString("end)\n")
 	}

@@ -27,6 +27,14 @@
 --
 -- Numbers leave Lua only through fmt(): tostring keeps 14 digits.
 
+-- The standard globals the scripts use, as locals of lib.lua: in a
+-- Functions library every global read goes through the library's own empty
+-- globals table to the real ones (~18 ns a read on Redis 7.0, thousands a
+-- batch). They do not exist while the library loads, so begin() binds them
+-- at the first call; they never change after.
+local function globals() return redis, string, math, table, tonumber, tostring, ipairs, pairs, unpack, rawget, setmetatable end
+local redis, string, math, table, tonumber, tostring, ipairs, pairs, unpack, rawget, setmetatable
+
 -- C is the running call's context (begin). A table field of it that was
 -- not set yet is an empty table, made on first use.
 local CTX = {__index = function(t, k)
@@ -36,6 +44,9 @@ local CTX = {__index = function(t, k)
 end}
 local C
 local function begin(keys)
+  if not redis then
+    redis, string, math, table, tonumber, tostring, ipairs, pairs, unpack, rawget, setmetatable = globals()
+  end
   C = setmetatable({K_PREFIX = keys[1] or false, K_DELAYED = keys[2] or false, K_DUE = keys[3] or false,
     K_RUNNING = keys[4] or false, K_DEAD = keys[5] or false, K_CNT = keys[6] or false,
     K_EVENTS = keys[7] or false, K_SEQ = keys[8] or false}, CTX)
