@@ -96,7 +96,9 @@ local function admit(id, p, pool, score, tn)
     h = redis.call('HGETALL', tkey(id))
     rec[id] = h
   end
-  if h then
+  -- the record is parsed only for what is checked: its type (the
+  -- claimer's types), its keys (limits); a fair share gave its tenant
+  if h and (LIM or filter or not tn) then
     for x = 1, #h, 2 do
       local f = h[x]
       if f == 'ty' then ty = h[x + 1] elseif f == 'tn' then tn = h[x + 1] elseif f == 'lk' then lk = h[x + 1] end
