@@ -54,4 +54,20 @@ type CostReport struct {
 	// not answer; those are in Unavailable too (their spend is missing).
 	Regions     []RegionOutcome `json:"regions"`
 	Unavailable []string        `json:"unavailable"`
+	// Budgets are the monthly budgets of the report's tenants (a tenant's
+	// token: its own) as the answering server judges them: this UTC
+	// month's spend in every region, reread every 30 s, whatever the
+	// report's range.
+	Budgets []CostBudget `json:"budgets,omitempty"`
+}
+
+// CostBudget is one tenant's monthly budget (config tenants.<name>).
+type CostBudget struct {
+	Tenant           string  `json:"tenant"`
+	MonthlyBudgetUSD float64 `json:"monthly_budget_usd"`
+	SpentUSD         float64 `json:"spent_usd"`
+	UsedRatio        float64 `json:"used_ratio"`
+	OverBudget       string  `json:"over_budget"`         // cap or refuse: what happens past 100 %
+	PriceCap         float64 `json:"price_cap,omitempty"` // USD per slot-hour, with cap
+	State            string  `json:"state"`               // ok, warn (≥ 80 %) or over (≥ 100 %)
 }

@@ -25,6 +25,11 @@ import (
 // 422), which sending again cannot change. The region that stores the task
 // normalizes it with its own clock.
 func (n *Node) Enqueue(ctx context.Context, home, id string, sp *task.Spec) (created bool, refused, err error) {
+	// A schedule's slot is a submit of its tenant: past a refuse budget the
+	// slot is given up, past a cap budget the task carries the cap.
+	if err := n.applyBudget(sp); err != nil {
+		return false, err, nil
+	}
 	if home == n.cfg.Region {
 		created, _, err := n.EnqueueFixed(ctx, id, sp)
 		var fe *task.FieldError
@@ -81,6 +86,11 @@ func (n *Node) EnqueueFixed(ctx context.Context, id string, sp *task.Spec) (crea
 // woken to do it now. It counts the tasks it created. The results are
 // queue.Store.Submit's: an id held already is task.ErrExists.
 func (n *Node) SubmitFixed(ctx context.Context, tasks ...queue.NewTask) ([]queue.SubmitResult, error) {
+	// A DAG's nodes were admitted with their run (BudgetRoom): past a cap
+	// budget they carry the cap; they are not refused one by one.
+	for _, t := range tasks {
+		n.capBudget(t.Spec)
+	}
 	res, err := n.store.Submit(ctx, tasks...)
 	if err != nil {
 		return nil, err

@@ -21,6 +21,7 @@ type Metrics struct {
 	handoffs   *prometheus.CounterVec
 	forwarded  *prometheus.CounterVec
 	placements *prometheus.CounterVec
+	budgetUsed *prometheus.GaugeVec // ax_tenant_budget_used_ratio
 
 	tenants, types *labelcap.Set
 }
@@ -42,11 +43,14 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		placements: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "ax_placement_decisions_total",
 			Help: "Placement decisions of this region's server by outcome (placed, no_capacity, unplaceable, saturated), " +
 				"with the chosen region (target) and pool when placed."}, []string{"region", "target", "pool", "outcome"}),
+		budgetUsed: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "ax_tenant_budget_used_ratio",
+			Help: "A tenant's spend this UTC month (every region's cost records, reread every 30 s) ÷ its monthly_budget_usd; " +
+				"only tenants with a budget in the config (bounded by it)."}, []string{"tenant"}),
 		tenants: labelcap.New(maxTenantLabels),
 		types:   labelcap.New(maxTypeLabels),
 	}
 	if reg != nil {
-		reg.MustRegister(m.submitted, m.rejected, m.refusals, m.handoffs, m.forwarded, m.placements)
+		reg.MustRegister(m.submitted, m.rejected, m.refusals, m.handoffs, m.forwarded, m.placements, m.budgetUsed)
 	}
 	return m
 }

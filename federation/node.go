@@ -66,6 +66,9 @@ type Config struct {
 	// (EnqueueFixed) are counted, not refused: their DAG or schedule was
 	// admitted (a DAG reserved room for its nodes).
 	Backlog func(tenant string) int
+	// Budgets are the tenants' monthly budgets (budget.go), by tenant;
+	// nil: none.
+	Budgets map[string]Budget
 	// Now is the node's one clock: placement, in-flight accounting, stuck
 	// pools (tests inject one); nil is time.Now. The view keeps the wall
 	// clock: it judges figures other servers stamped with theirs.
@@ -87,6 +90,7 @@ type Node struct {
 	// refusals: the regions refusing a tenant's hand-offs for its
 	// max_backlog, left out of its placements for a while (backlog.go).
 	refusals refusals
+	budgets  budgets // the tenants' spend this month (budget.go)
 	tracer   trace.Tracer
 }
 
@@ -291,6 +295,10 @@ func (n *Node) Submit(ctx context.Context, specs []*task.Spec, forwarded bool) [
 			continue
 		}
 		if err := n.knownRegions(sp.Regions); err != nil {
+			out[i].Err = err
+			continue
+		}
+		if err := n.applyBudget(sp); err != nil {
 			out[i].Err = err
 			continue
 		}

@@ -26,7 +26,8 @@ func (a *API) cost(w http.ResponseWriter, r *http.Request, p Principal) error {
 		return err
 	}
 	writeJSON(w, http.StatusOK, apiv1.CostReport{From: q.From.Format(time.DateOnly), To: q.To.Format(time.DateOnly),
-		GroupBy: q.GroupBy, Rows: rep.Rows, Total: rep.Total, Regions: outcomes(rep.Regions), Unavailable: rep.Unavailable})
+		GroupBy: q.GroupBy, Rows: rep.Rows, Total: rep.Total, Regions: outcomes(rep.Regions), Unavailable: rep.Unavailable,
+		Budgets: a.n.Budgets(q.Tenant)})
 	return nil
 }
 

@@ -97,6 +97,9 @@ func (a *API) createDAG(w http.ResponseWriter, r *http.Request, p Principal) err
 	if err := a.quotas.take(r.Context(), p, len(req.Nodes), "nodes"); err != nil {
 		return err
 	}
+	if err := a.n.BudgetRoom(tenantOr(req.Tenant)); err != nil {
+		return err
+	}
 	st, err := dags.Create(r.Context(), &req)
 	if err != nil {
 		return err

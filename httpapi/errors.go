@@ -51,6 +51,7 @@ func toAPIError(err error) *apiError {
 	var tl *TooLargeError
 	var rf *federation.Refusal
 	var qe *federation.QuotaError
+	var be *federation.BudgetError
 	var we *apiv1.Error
 	switch {
 	case errors.As(err, &ae):
@@ -85,6 +86,9 @@ func toAPIError(err error) *apiError {
 	case errors.As(err, &qe):
 		// Tasks finish on their own time: a few seconds is a fair retry.
 		return &apiError{status: 429, code: apiv1.CodeQuotaExceeded, msg: qe.Error(), field: qe.Field, retryAfter: 5 * time.Second}
+	case errors.As(err, &be):
+		// Spend does not fall before the month ends: no Retry-After.
+		return &apiError{status: 429, code: apiv1.CodeBudgetExceeded, msg: be.Error(), field: "monthly_budget_usd"}
 	case errors.As(err, &rf):
 		return &apiError{status: 422, code: apiv1.CodeUnplaceable, msg: rf.Reason, field: rf.Field}
 	case errors.As(err, &ns):
@@ -152,7 +156,7 @@ func statusOf(code string) int {
 		return http.StatusRequestEntityTooLarge
 	case apiv1.CodeUnplaceable:
 		return http.StatusUnprocessableEntity
-	case apiv1.CodeSaturated, apiv1.CodeQuotaExceeded:
+	case apiv1.CodeSaturated, apiv1.CodeQuotaExceeded, apiv1.CodeBudgetExceeded:
 		return http.StatusTooManyRequests
 	case apiv1.CodeUnavailable:
 		return http.StatusServiceUnavailable

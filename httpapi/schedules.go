@@ -73,6 +73,9 @@ func (a *API) createSchedule(w http.ResponseWriter, r *http.Request, p Principal
 	if err := a.n.BacklogRoom(r.Context(), tenantOr(d.Task.Tenant), 1); err != nil {
 		return err
 	}
+	if err := a.n.BudgetRoom(tenantOr(d.Task.Tenant)); err != nil {
+		return err
+	}
 	st, err := sc.Create(r.Context(), d, p.Name)
 	if err != nil {
 		return err

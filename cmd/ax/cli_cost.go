@@ -66,6 +66,14 @@ answer is named on stderr and the command exits 1 after printing the rest.
 					}
 				}
 				fmt.Fprintln(w, costLine(res.GroupBy, res.Total, true))
+				for _, b := range res.Budgets {
+					past := "refused"
+					if b.OverBudget == "cap" {
+						past = "only pools ≤ " + usd(b.PriceCap) + "/slot-hour"
+					}
+					fmt.Fprintf(w, "budget %s: %s of %s this month (%.0f %%, %s; past 100 %%: %s)\n",
+						b.Tenant, usd(b.SpentUSD), usd(b.MonthlyBudgetUSD), b.UsedRatio*100, b.State, past)
+				}
 			})
 			if err != nil {
 				return err

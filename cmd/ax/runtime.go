@@ -133,6 +133,18 @@ func placementConfig(cfg *config.Region) placement.Config {
 	return pc
 }
 
+// budgetsOf is the region file's tenants' monthly budgets.
+func budgetsOf(cfg *config.Region) map[string]federation.Budget {
+	var out map[string]federation.Budget
+	for name, t := range cfg.Tenants {
+		if out == nil {
+			out = map[string]federation.Budget{}
+		}
+		out[name] = federation.Budget{MonthlyUSD: t.MonthlyBudgetUSD, Refuse: t.OverBudget == "refuse", PriceCap: t.PriceCap}
+	}
+	return out
+}
+
 func regionPools(cfg *config.Region) []region.Pool {
 	var out []region.Pool
 	for _, p := range cfg.Pools {
@@ -317,7 +329,7 @@ func startServer(ctx context.Context, cfg *config.Region, ln net.Listener, reg *
 		Region: cfg.Name, Regions: cfg.Regions, ClusterToken: cfg.Auth.ClusterToken, Defaults: defaultsOf(cfg),
 		Placement: pc, Logger: s.log, PeerTLS: peerTLS, AllowInsecurePeers: cfg.Auth.AllowInsecurePeers,
 		TracerProvider: s.tracer, HandOffHorizon: cfg.Placement.HandOffHorizon, StuckPoolGrace: cfg.Placement.UnhealthyGrace, ReplaceOnPriceRise: cfg.Placement.ReplaceOnPriceRise,
-		Backlog: s.maxBacklog,
+		Backlog: s.maxBacklog, Budgets: budgetsOf(cfg),
 	}, s.store, s.view, s.cell, federation.NewMetrics(reg))
 	if err != nil {
 		return nil, err
@@ -372,7 +384,11 @@ func (s *server) Run(ctx context.Context) error {
 	errc := make(chan error, 3)
 	cctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	wg.Add(4)
+	wg.Add(5)
+	go func() {
+		defer wg.Done()
+		s.node.BudgetLoop(cctx)
+	}()
 	go func() {
 		defer wg.Done()
 		federation.Announce(cctx, s.global, s.cfg.Etcd.Prefix, federation.ServerInfo{

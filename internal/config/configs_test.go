@@ -147,6 +147,7 @@ func TestExampleIsTheDefaults(t *testing.T) {
 		{Name: "oncall", TokenSHA256: sha256Hex("example-operator-token"), Role: "operator", ExpiresAt: "2099-01-01T00:00:00Z"},
 	}
 	want.Quotas.Tenants = map[string]TenantQuota{"team-a": {SubmitsPerSecond: 100, Burst: 200, MaxBacklog: 100000}}
+	want.Tenants = map[string]TenantBudget{"team-a": {MonthlyBudgetUSD: 500, OverBudget: "cap", PriceCap: 0.40}}
 	want.Worker.Exec.Allow = map[string]ExecRule{"report.generate": {
 		Argv:    []string{"/usr/local/bin/report", "--id", "{{.id}}"},
 		Env:     []string{"REPORT_FORMAT=pdf", "LANG=C.UTF-8", "PATH"},

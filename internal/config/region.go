@@ -53,7 +53,11 @@ type Region struct {
 	HTTPServer HTTPServer `mapstructure:"http_server" yaml:"http_server"`
 	// Quotas bound what each tenant may ask of one server.
 	Quotas Quotas `mapstructure:"quotas" yaml:"quotas"`
-	Worker Worker `mapstructure:"worker" yaml:"worker"`
+	// Tenants are per-tenant monthly budgets, by tenant name (docs/cost.md
+	// "Budgets"). Every region's file should list the same: each server
+	// judges the tenants its own file names.
+	Tenants map[string]TenantBudget `mapstructure:"tenants" yaml:"tenants,omitempty"`
+	Worker  Worker                  `mapstructure:"worker" yaml:"worker"`
 	// Limits are rate and concurrency limits per task type, tenant or
 	// limit_key, enforced at claim (docs/limits.md). SIGHUP reloads them.
 	Limits []Limit `mapstructure:"limits" yaml:"limits"`
@@ -705,4 +709,15 @@ type Tracing struct {
 	// SampleRatio of tasks traced, 0 < r ≤ 1 (default 1). The decision is
 	// the task's trace id's, the same in every process.
 	SampleRatio float64 `mapstructure:"sample_ratio" yaml:"sample_ratio"`
+}
+
+// TenantBudget is a tenant's monthly budget: its spend this UTC month (the
+// cost records of every region) against MonthlyBudgetUSD. At 80 % a warning
+// (metric, log line); past 100 %, OverBudget "cap" places its new tasks only
+// on pools at or under PriceCap per slot-hour, "refuse" answers 429
+// budget_exceeded.
+type TenantBudget struct {
+	MonthlyBudgetUSD float64 `mapstructure:"monthly_budget_usd" yaml:"monthly_budget_usd"`
+	OverBudget       string  `mapstructure:"over_budget" yaml:"over_budget"`
+	PriceCap         float64 `mapstructure:"price_cap" yaml:"price_cap,omitempty"`
 }

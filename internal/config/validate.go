@@ -2,10 +2,12 @@ package config
 
 import (
 	"fmt"
+	"maps"
 	"math"
 	"net"
 	"net/url"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -514,6 +516,7 @@ func (r *Region) validateTimings(p *problems) {
 		p.add("http_server.max_connections", "must be ≥ 1, got %d", hs.MaxConnections)
 	}
 
+	validateBudgets(p, r.Tenants)
 	positive(p, "placement.stale_after", r.Placement.StaleAfter)
 	nonNegative(p, "placement.unhealthy_grace", r.Placement.UnhealthyGrace)
 	if c := r.Placement.CrossRegionPenalty; !(c >= 0) || math.IsInf(c, 0) {
@@ -751,4 +754,27 @@ func checkURL(s string, needPath bool) error {
 		return fmt.Errorf("must not have a query or fragment, got %q", s)
 	}
 	return nil
+}
+
+// validateBudgets checks tenants.<name>: a positive budget, what to do past
+// it, and the price cap "cap" needs.
+func validateBudgets(p *problems, tenants map[string]TenantBudget) {
+	for _, name := range slices.Sorted(maps.Keys(tenants)) {
+		b, path := tenants[name], joinKey("tenants", name)
+		if v := b.MonthlyBudgetUSD; !(v > 0) || math.IsInf(v, 0) {
+			p.add(joinKey(path, "monthly_budget_usd"), "must be > 0 (USD per UTC month), got %v", v)
+		}
+		switch b.OverBudget {
+		case "cap":
+			if v := b.PriceCap; !(v > 0) || math.IsInf(v, 0) {
+				p.add(joinKey(path, "price_cap"), "must be > 0 (USD per slot-hour) with over_budget: cap, got %v", v)
+			}
+		case "refuse":
+			if b.PriceCap != 0 {
+				p.add(joinKey(path, "price_cap"), "applies only with over_budget: cap")
+			}
+		default:
+			p.add(joinKey(path, "over_budget"), "must be cap or refuse, got %q", b.OverBudget)
+		}
+	}
 }

@@ -215,6 +215,19 @@ func TestValidateEachRule(t *testing.T) {
 		}, `public_addr: must be https:// when http_server.tls is set, got "http://h:8080"`},
 		{"token expiry", func(r *Region) { r.Auth.Tokens[1].ExpiresAt = "tomorrow" },
 			`auth.tokens[1].expires_at: must be an RFC 3339 time (2027-01-31T00:00:00Z), got "tomorrow"`},
+		{"budget amount", func(r *Region) { r.Tenants = map[string]TenantBudget{"team-a": {OverBudget: "refuse"}} },
+			"tenants.team-a.monthly_budget_usd: must be > 0 (USD per UTC month), got 0"},
+		{"budget action", func(r *Region) {
+			r.Tenants = map[string]TenantBudget{"team-a": {MonthlyBudgetUSD: 500, OverBudget: "warn"}}
+		},
+			`tenants.team-a.over_budget: must be cap or refuse, got "warn"`},
+		{"budget cap needs a price", func(r *Region) {
+			r.Tenants = map[string]TenantBudget{"team-a": {MonthlyBudgetUSD: 500, OverBudget: "cap"}}
+		},
+			"tenants.team-a.price_cap: must be > 0 (USD per slot-hour) with over_budget: cap, got 0"},
+		{"budget price without cap", func(r *Region) {
+			r.Tenants = map[string]TenantBudget{"team-a": {MonthlyBudgetUSD: 500, OverBudget: "refuse", PriceCap: 0.4}}
+		}, "tenants.team-a.price_cap: applies only with over_budget: cap"},
 		{"quota burst", func(r *Region) { r.Quotas.Tenants = map[string]TenantQuota{"team-a": {SubmitsPerSecond: 5}} },
 			"quotas.tenants[team-a].burst: must be ≥ 1 with submits_per_second, got 0"},
 		{"quota rate", func(r *Region) { r.Quotas.Default.SubmitsPerSecond = -1 },

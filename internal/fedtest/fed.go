@@ -128,6 +128,7 @@ type config struct {
 	stuck    time.Duration  // re-placement grace of pools without workers (0: the default)
 	horizon  time.Duration  // hand-off horizon (0: the default)
 	backlog  map[string]int // "region/tenant" → max_backlog (none: no limit)
+	budgets  map[string]federation.Budget
 }
 
 type Option func(*config)
@@ -144,6 +145,16 @@ func WithBacklog(regionName, tenant string, n int) Option {
 			c.backlog = map[string]int{}
 		}
 		c.backlog[regionName+"/"+tenant] = n
+	}
+}
+
+// WithBudget sets a tenant's monthly budget on every server.
+func WithBudget(tenant string, b federation.Budget) Option {
+	return func(c *config) {
+		if c.budgets == nil {
+			c.budgets = map[string]federation.Budget{}
+		}
+		c.budgets[tenant] = b
 	}
 }
 
@@ -340,6 +351,7 @@ func (r *Region) Start() {
 		NoCapacityRetry: 300 * time.Millisecond, SaturatedRetryAfter: 2 * time.Second, StuckPoolGrace: r.f.cfg.stuck,
 		HandOffHorizon: r.f.cfg.horizon,
 		Backlog:        func(tenant string) int { return r.f.cfg.backlog[r.Name+"/"+tenant] },
+		Budgets:        r.f.cfg.budgets,
 	}, r.Store, view, cell, federation.NewMetrics(reg))
 	if err != nil {
 		s.HTTP.Close()

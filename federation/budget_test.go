@@ -1,0 +1,85 @@
+package federation_test
+
+import (
+	"net/http"
+	"testing"
+	"time"
+
+	"github.com/ax-sched/ax/apiv1"
+	"github.com/ax-sched/ax/federation"
+	"github.com/ax-sched/ax/internal/fedtest"
+	"github.com/ax-sched/ax/queue"
+	"github.com/ax-sched/ax/task"
+)
+
+// Monthly budgets (issue 14): each tenant runs one task, handed off from
+// aws to the region of the cheapest spot pool (az), whose Redis records
+// its cost; aws's server sums every region's records, so both tenants are
+// past their (tiny) budgets there. acme's over_budget is refuse: 429
+// budget_exceeded naming monthly_budget_usd. globex's is cap at
+// $0.01/slot-hour: a task only on-demand pools ($0.048 and up) fit is 422
+// unplaceable with OVER_PRICE_CAP in its explanation, one the az spot pool
+// ($0.00528) fits is placed there. Before the spend was read, both were
+// placed as usual.
+func TestMonthlyBudgets(t *testing.T) {
+	f := newFed(t,
+		fedtest.WithBudget("acme", federation.Budget{MonthlyUSD: 1e-9, Refuse: true}),
+		fedtest.WithBudget("globex", federation.Budget{MonthlyUSD: 1e-9, PriceCap: 0.01}))
+	ctx := fedtest.Ctx(t)
+	onDemand := spec{"type": "etl.step", "tags": map[string]string{"arch": "x86", "class": "on-demand"}}
+	if sr := f.SubmitOK(aws, tokGlobex, onDemand); deref(sr.Pool) != poolCPU {
+		t.Fatalf("before any spend: globex's on-demand task on %s/%s, want a cpu pool", sr.Region, deref(sr.Pool))
+	}
+	for _, tok := range []string{tokAcme, tokGlobex} {
+		sr := f.SubmitOK(aws, tok, spec{"type": "etl.step", "tags": x86Spot})
+		if sr.Region != az || deref(sr.Pool) != poolSpot {
+			t.Fatalf("the spot task went to %s/%s, want a hand-off to %s/%s", sr.Region, deref(sr.Pool), az, poolSpot)
+		}
+		var held []*task.Task
+		fedtest.Eventually(t, 10*time.Second, "the handed-off task is READY in az", func() bool {
+			var err error
+			held, err = f.R(az).Store.Claim(ctx, queue.ClaimRequest{Pool: poolSpot, Worker: "w", N: 1, Price: 1})
+			return err == nil && len(held) == 1
+		})
+		time.Sleep(20 * time.Millisecond) // a run time of a few ms at $1/slot-hour
+		if _, err := f.R(az).Store.Complete(ctx, queue.Completion{ID: held[0].ID, Token: held[0].LeaseToken}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	n := f.R(aws).Node()
+	if err := n.RefreshBudgets(ctx); err != nil {
+		t.Fatal(err)
+	}
+	for _, tenant := range []string{"acme", "globex"} {
+		if st, ok := n.BudgetOf(tenant); !ok || !st.Over || st.SpentUSD <= 0 {
+			t.Fatalf("%s's budget on aws: %+v, %v; want the spend az recorded, past the budget", tenant, st, ok)
+		}
+	}
+	// GET /v1/cost shows a tenant's token its own budget only.
+	var rep apiv1.CostReport
+	f.Call(http.MethodGet, f.R(aws).URL()+"/v1/cost", tokAcme, nil).Want(t, http.StatusOK).JSON(t, &rep)
+	if len(rep.Budgets) != 1 || rep.Budgets[0].Tenant != "acme" || rep.Budgets[0].State != "over" ||
+		rep.Budgets[0].OverBudget != "refuse" || rep.Budgets[0].SpentUSD <= 0 || rep.Budgets[0].UsedRatio < 1 {
+		t.Fatalf("acme's cost report budgets: %+v, want acme's alone, over", rep.Budgets)
+	}
+	e := f.Submit(aws, tokAcme, onDemand).Want(t, http.StatusTooManyRequests).Err(t)
+	if e.Code != apiv1.CodeBudgetExceeded || e.Field != "monthly_budget_usd" {
+		t.Fatalf("acme past its budget: %+v, want budget_exceeded naming monthly_budget_usd", e)
+	}
+	var eb apiv1.ErrorBody
+	f.Submit(aws, tokGlobex, onDemand).Want(t, http.StatusUnprocessableEntity).JSON(t, &eb)
+	capped := 0
+	if eb.Error.Explanation != nil {
+		for _, c := range eb.Error.Explanation.Candidates {
+			if c.Rejected == "OVER_PRICE_CAP" {
+				capped++
+			}
+		}
+	}
+	if eb.Error.Code != apiv1.CodeUnplaceable || capped == 0 {
+		t.Fatalf("globex past its budget, on-demand only: %+v, want 422 unplaceable with OVER_PRICE_CAP candidates", eb.Error)
+	}
+	if sr := f.SubmitOK(aws, tokGlobex, spec{"type": "etl.step", "tags": x86Spot}); sr.Region != az || deref(sr.Pool) != poolSpot {
+		t.Fatalf("globex past its budget, spot: %s/%s, want %s/%s (under its price cap)", sr.Region, deref(sr.Pool), az, poolSpot)
+	}
+}
