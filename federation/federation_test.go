@@ -807,4 +807,17 @@ func TestHandedOffTaskLostAtTheTarget(t *testing.T) {
 			t.Fatalf("trail on %s: %+v", srv, tr)
 		}
 	}
+	// The holder down: its steps are unknown, so the trail is 503 and
+	// retry for every token, not the home's steps alone with 200.
+	f.R(az).Stop()
+	fedtest.Eventually(t, 5*time.Second, "AZ gone from the view of AWS", func() bool {
+		ri, ok := f.R(aws).Node().View().Region(az)
+		return !ok || !ri.Healthy
+	})
+	for _, tok := range []string{tokOperator, tokAcme} {
+		rep := f.Call(http.MethodGet, f.R(aws).URL()+"/v1/tasks/"+sr.ID+"/trail", tok, nil).Want(t, http.StatusServiceUnavailable)
+		if rep.Header.Get("Retry-After") == "" || rep.Err(t).Code != apiv1.CodeUnavailable {
+			t.Fatalf("trail with %s, holder down: %v %s", tok, rep.Header, rep.Body)
+		}
+	}
 }

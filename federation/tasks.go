@@ -73,7 +73,9 @@ func (n *Node) Trail(ctx context.Context, id string, hops int) ([]task.Transitio
 	}
 	if t, gerr := n.store.Get(ctx, id); gerr == nil && t.State == task.HandedOff && hops < maxHops {
 		var r apiv1.TrailResponse
-		if err := n.Proxy(ctx, t.HandedOffTo, http.MethodGet, taskPath(id, "/trail"), nil, &r); err == nil {
+		err := n.Proxy(ctx, t.HandedOffTo, http.MethodGet, taskPath(id, "/trail"), nil, &r)
+		switch {
+		case err == nil:
 			if carried(r.Transitions) {
 				// The holder's trail holds this region's steps too: the
 				// hand-off carried them.
@@ -81,7 +83,14 @@ func (n *Node) Trail(ctx context.Context, id string, hops int) ([]task.Transitio
 			}
 			tr = append(tr, r.Transitions...)
 			sort.SliceStable(tr, func(i, j int) bool { return tr[i].At.Before(tr[j].At) })
+		case holderUnavailable(err):
+			// The holder has the task's later steps but cannot tell them
+			// now: 503 and retry, not a trail that silently ends at
+			// HANDED_OFF (as GET of the task answers too).
+			return nil, err
 		}
+		// Otherwise (the holder lost the record: 404) this region's steps
+		// are all there is.
 	}
 	return tr, nil
 }
@@ -232,4 +241,11 @@ func without(allowed []string, drop string, all []string) []string {
 		return []string{"-"} // nothing allowed
 	}
 	return out
+}
+
+// holderUnavailable reports whether err is a region that did not answer, or
+// answered that it cannot serve right now (503: its store is down).
+func holderUnavailable(err error) bool {
+	var pe *PeerError
+	return errors.Is(err, ErrRegionUnavailable) || errors.As(err, &pe) && pe.Status == http.StatusServiceUnavailable
 }
