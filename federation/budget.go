@@ -4,7 +4,7 @@ package federation
 // server reads the federation's spend of the tenants it has a budget for —
 // the cost report of this UTC month grouped by tenant, every region's cost
 // records (each region counts the attempts it ran in its own Redis) — every
-// budgetRefresh, so the spend it judges by is at most that old plus the
+// Config.BudgetRefresh, so the spend it judges by is at most that old plus the
 // attempts still running (an attempt is recorded when it ends). At 80 % of
 // its budget a tenant's ax_tenant_budget_used_ratio says so and one log
 // line warns (once per server and month); past 100 % its new tasks are
@@ -34,8 +34,9 @@ type Budget struct {
 	PriceCap float64
 }
 
-// budgetRefresh is how often a server rereads its tenants' spend: a
-// fan-out to every region, cheap next to the minutes a budget moves in.
+// budgetRefresh is how often a server rereads its tenants' spend by
+// default (Config.BudgetRefresh): a fan-out to every region, cheap next to
+// the minutes a budget moves in.
 const budgetRefresh = 30 * time.Second
 
 // budgetWarn is the used ratio at which a tenant is warned.
@@ -145,7 +146,7 @@ func (n *Node) BudgetRoom(tenant string) error {
 }
 
 // BudgetLoop rereads the spend of the tenants with a budget every
-// budgetRefresh until ctx ends; it returns at once when there is none.
+// Config.BudgetRefresh until ctx ends; it returns at once when there is none.
 // Every server runs it (submits are judged on every server).
 func (n *Node) BudgetLoop(ctx context.Context) {
 	if len(n.cfg.Budgets) == 0 {
@@ -158,7 +159,11 @@ func (n *Node) BudgetLoop(ctx context.Context) {
 		return true
 	}
 	refresh()
-	every(ctx, budgetRefresh, refresh)
+	d := n.cfg.BudgetRefresh
+	if d <= 0 {
+		d = budgetRefresh
+	}
+	every(ctx, d, refresh)
 }
 
 // RefreshBudgets reads this month's spend per tenant from every region and

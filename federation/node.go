@@ -69,6 +69,8 @@ type Config struct {
 	// Budgets are the tenants' monthly budgets (budget.go), by tenant;
 	// nil: none.
 	Budgets map[string]Budget
+	// BudgetRefresh is how often BudgetLoop rereads the spend (0: 30 s).
+	BudgetRefresh time.Duration
 	// Now is the node's one clock: placement, in-flight accounting, stuck
 	// pools (tests inject one); nil is time.Now. The view keeps the wall
 	// clock: it judges figures other servers stamped with theirs.

@@ -329,7 +329,7 @@ func startServer(ctx context.Context, cfg *config.Region, ln net.Listener, reg *
 		Region: cfg.Name, Regions: cfg.Regions, ClusterToken: cfg.Auth.ClusterToken, Defaults: defaultsOf(cfg),
 		Placement: pc, Logger: s.log, PeerTLS: peerTLS, AllowInsecurePeers: cfg.Auth.AllowInsecurePeers,
 		TracerProvider: s.tracer, HandOffHorizon: cfg.Placement.HandOffHorizon, StuckPoolGrace: cfg.Placement.UnhealthyGrace, ReplaceOnPriceRise: cfg.Placement.ReplaceOnPriceRise,
-		Backlog: s.maxBacklog, Budgets: budgetsOf(cfg),
+		Backlog: s.maxBacklog, Budgets: budgetsOf(cfg), BudgetRefresh: cfg.BudgetRefresh,
 	}, s.store, s.view, s.cell, federation.NewMetrics(reg))
 	if err != nil {
 		return nil, err

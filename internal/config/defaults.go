@@ -46,6 +46,7 @@ func Default() *Region {
 			Dead:     7 * 24 * time.Hour,
 		},
 		StarvationThreshold: 10 * time.Minute,
+		BudgetRefresh:       30 * time.Second,
 		Tracing:             Tracing{SampleRatio: 1},
 		HTTPServer: HTTPServer{ReadHeaderTimeout: 10 * time.Second, ReadTimeout: 30 * time.Second,
 			WriteTimeout: 30 * time.Second, IdleTimeout: 60 * time.Second, MaxHeaderBytes: 64 << 10, MaxConnections: 4096,

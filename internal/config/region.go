@@ -57,7 +57,10 @@ type Region struct {
 	// "Budgets"). Every region's file should list the same: each server
 	// judges the tenants its own file names.
 	Tenants map[string]TenantBudget `mapstructure:"tenants" yaml:"tenants,omitempty"`
-	Worker  Worker                  `mapstructure:"worker" yaml:"worker"`
+	// BudgetRefresh is how often each server rereads its tenants' spend
+	// this month from every region (a budget is judged on spend that old).
+	BudgetRefresh time.Duration `mapstructure:"budget_refresh" yaml:"budget_refresh"`
+	Worker        Worker        `mapstructure:"worker" yaml:"worker"`
 	// Limits are rate and concurrency limits per task type, tenant or
 	// limit_key, enforced at claim (docs/limits.md). SIGHUP reloads them.
 	Limits []Limit `mapstructure:"limits" yaml:"limits"`

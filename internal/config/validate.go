@@ -493,6 +493,7 @@ func (r *Region) validateTimings(p *problems) {
 	positive(p, "retention.canceled", r.Retention.Canceled)
 	positive(p, "retention.dead", r.Retention.Dead)
 	positive(p, "starvation_threshold", r.StarvationThreshold)
+	positive(p, "budget_refresh", r.BudgetRefresh)
 	hs := r.HTTPServer
 	positive(p, "http_server.read_header_timeout", hs.ReadHeaderTimeout)
 	positive(p, "http_server.read_timeout", hs.ReadTimeout)

@@ -26,6 +26,8 @@ import (
 func TestSlowCheapPoolStopsWinningOnceLearnt(t *testing.T) {
 	slow, fast := "us-east-1", "eu-west-1"
 	fed := newFederation(t, fedOpts{servers: 2,
+		// team-b's budget is spent by one task (below).
+		extra: "budget_refresh: 300ms\ntenants: {team-b: {monthly_budget_usd: 0.000001, over_budget: refuse}}",
 		pools: map[string]string{
 			slow: "- {name: cpu, tags: {class: cpu}, slots: 20, price_per_slot_hour: 0.02, queue_capacity: 40}",
 			fast: "- {name: cpu, tags: {class: cpu}, slots: 20, price_per_slot_hour: 0.04, queue_capacity: 40}",
@@ -176,6 +178,35 @@ func TestSlowCheapPoolStopsWinningOnceLearnt(t *testing.T) {
 	out, stderr, code = runAx(t, servers[0].api, "--token", fed.token(tokSubmitterA), "explain", "--type", "exec", "--tag", "class=none")
 	if code == 0 || !strings.Contains(out, "TAG_MISMATCH") || !strings.Contains(out, "outcome: UNPLACEABLE") || !strings.Contains(stderr, "unplaceable") {
 		t.Fatalf("ax explain (unplaceable): exit %d, want non-zero after the reasons:\n%s%s", code, out, stderr)
+	}
+
+	// A monthly budget through real servers: team-b's ($0.000001, refuse)
+	// is spent by one task of its own handed off to the fast region (0.2 s
+	// at $0.04/slot-h ≈ $0.0000022). From the next spend reads every server
+	// of both regions refuses team-b's submits (429 budget_exceeded naming
+	// monthly_budget_usd, nothing stored); team-a's still land; `ax cost`
+	// shows the budget.
+	h := fed.handedOffTask(slow, fast, tokSubmitterB, spec)
+	fed.waitState(slow, tokSubmitterB, h.ID, task.Success, 20*time.Second)
+	for _, s := range servers {
+		waitUntil(t, 10*time.Second, "team-b's submits refused past its budget on "+s.name, func() bool {
+			code, body := fed.callAPI(s.api, tokSubmitterB, http.MethodPost, "/v1/tasks", spec)
+			if code == http.StatusCreated {
+				return false // the spend not read yet
+			}
+			if code != http.StatusTooManyRequests || !strings.Contains(string(body), `"code":"budget_exceeded"`) ||
+				!strings.Contains(string(body), `"field":"monthly_budget_usd"`) {
+				t.Fatalf("team-b's submit to %s past its budget: %d %s", s.name, code, body)
+			}
+			return true
+		})
+		if code, body := fed.callAPI(s.api, tokSubmitterA, http.MethodPost, "/v1/tasks", spec); code != http.StatusCreated {
+			t.Fatalf("team-a's submit to %s beside team-b's spent budget: %d %s", s.name, code, body)
+		}
+	}
+	out, stderr, code = runAx(t, servers[0].api, "--token", fed.token(tokOperator), "cost")
+	if code != 0 || !regexp.MustCompile(`budget team-b: \$\S+ of \$0\.000001 this month \(\d+ %, over;`).MatchString(out) {
+		t.Fatalf("ax cost: exit %d, want team-b's budget line:\n%s%s", code, out, stderr)
 	}
 }
 
