@@ -464,6 +464,11 @@ func (n *Node) Explain(sp *task.Spec) (placement.Explanation, error) {
 	if err := sp.Normalize(n.cfg.Defaults, n.cfg.Now()); err != nil {
 		return placement.Explanation{}, err
 	}
+	// As Submit: a region outside the federation is the client's typo
+	// (400 naming regions[i]), not "no pool matches" (UNPLACEABLE).
+	if err := n.knownRegions(sp.Regions); err != nil {
+		return placement.Explanation{}, err
+	}
 	return n.explain(n.view.Pools(), sp, n.cfg.Now()), nil
 }
 

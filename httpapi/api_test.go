@@ -738,6 +738,11 @@ func TestAPIContract(t *testing.T) {
 		if rep.Err(t).Field != "priority" {
 			t.Fatal(string(rep.Body))
 		}
+		// A region outside the federation is 400 naming it, as a submit is.
+		rep = f.Call(http.MethodPost, f.R(aws).URL()+"/v1/placement/explain", tokAcme, `{"type":"x","regions":["mars-1"]}`).Want(t, http.StatusBadRequest)
+		if e := rep.Err(t); e.Field != "regions[0]" || !strings.Contains(e.Message, `no region "mars-1"`) {
+			t.Fatal(string(rep.Body))
+		}
 		var ev apiv1.EventsResponse
 		f.Call(http.MethodGet, f.R(aws).URL()+"/v1/events?after=0&wait=10ms", tokOperator, nil).Want(t, http.StatusOK).JSON(t, &ev)
 		if ev.Region != aws || len(ev.Events) == 0 || ev.Next == "" {
