@@ -8,6 +8,7 @@ package federation
 
 import (
 	"context"
+	"math"
 	"net/http"
 	"net/url"
 	"slices"
@@ -103,7 +104,14 @@ func (n *Node) localCost(ctx context.Context, q CostQuery) ([]apiv1.CostRow, err
 			Day: rec.Day.Format(time.DateOnly), Runs: rec.Runs, FailedRuns: rec.Failed,
 			RunSeconds: rec.RunTime.Seconds(), SpendUSD: float64(rec.PicoUSD) / 1e12}
 		if ref, ok := referencePrice(pools, rec.Tags); ok {
-			r.ReferenceUSD = ref * rec.RunTime.Hours()
+			// In whole pico-dollars as the spend is; a difference within
+			// the records' rounding (a pico-dollar per run) is no saving
+			// (it printed as savings of $0.00000000000133333).
+			refPico := int64(math.Round(ref * rec.RunTime.Hours() * 1e12))
+			if d := refPico - rec.PicoUSD; d >= -rec.Runs && d <= rec.Runs {
+				refPico = rec.PicoUSD
+			}
+			r.ReferenceUSD = float64(refPico) / 1e12
 		} else {
 			r.ReferenceUSD, r.UnreferencedRuns = r.SpendUSD, rec.Runs
 		}

@@ -580,6 +580,9 @@ func TestAPIContract(t *testing.T) {
 		// off to GCP, whose spend it is.
 		a := f.SubmitOK(aws, tokAcme, spec{"type": "cost.probe", "tags": x86, "regions": []string{aws}, "priority": 1})
 		g := f.SubmitOK(aws, tokGlobex, spec{"type": "cost.probe", "tags": x86, "regions": []string{gcp}, "priority": 1})
+		// and one on the reference pool itself: no savings, exactly.
+		o := f.SubmitOK(aws, tokAcme, spec{"type": "cost.probe", "tags": map[string]string{"arch": "x86", "class": "on-demand"},
+			"regions": []string{aws}, "priority": 1})
 		fedtest.Eventually(t, 10*time.Second, "the hand-off to GCP", func() bool {
 			w := f.Where(ctx, g.ID)
 			return len(w) == 1 && w[0] == gcp
@@ -588,9 +591,9 @@ func TestAPIContract(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		for _, run := range []struct{ region, id string }{{aws, a.ID}, {gcp, g.ID}} {
-			held, err := f.R(run.region).Store.Claim(ctx, queue.ClaimRequest{Pool: poolSpot, Worker: "w-cost", N: 1,
-				Price: fedtest.PriceOf(run.region, poolSpot), Types: probeType})
+		for _, run := range []struct{ region, pool, id string }{{aws, poolSpot, a.ID}, {gcp, poolSpot, g.ID}, {aws, poolCPU, o.ID}} {
+			held, err := f.R(run.region).Store.Claim(ctx, queue.ClaimRequest{Pool: run.pool, Worker: "w-cost", N: 1,
+				Price: fedtest.PriceOf(run.region, run.pool), Types: probeType})
 			if err != nil || len(held) != 1 || held[0].ID != run.id {
 				t.Fatalf("claim in %s: %+v %v", run.region, held, err)
 			}
@@ -626,6 +629,9 @@ func TestAPIContract(t *testing.T) {
 				r.SavingsUSD-(r.ReferenceUSD-r.SpendUSD) > 1e-12 {
 				t.Errorf("%s: reference %g savings %g, want %g × %gs", w.key, r.ReferenceUSD, r.SavingsUSD, ref, r.RunSeconds)
 			}
+		}
+		if r := rows["acme "+aws+" "+poolCPU]; r.Runs != 1 || r.SavingsUSD != 0 || r.ReferenceUSD != r.SpendUSD {
+			t.Errorf("a run on the reference pool itself: %+v; want savings 0 (not the records' rounding)", r)
 		}
 		if len(rep.Unavailable) != 0 || len(rep.Regions) != 3 || rep.Total.Runs < 2 {
 			t.Fatalf("regions %+v unavailable %v total %+v", rep.Regions, rep.Unavailable, rep.Total)

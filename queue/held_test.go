@@ -76,6 +76,26 @@ func TestHeldHandOffsWaitForTheSendersWord(t *testing.T) {
 	if committed != 1 {
 		t.Fatalf("trail has %d COMMITTED steps, want 1: %+v", committed, tr)
 	}
+	defer func() {
+		// An attempt that fails flushes the attempt's steps to the log:
+		// the COMMITTED step stays one (it was logged twice).
+		if _, _, err := rs.Fail(e.ctx, Failure{ID: ids[0], Token: ts[0].LeaseToken, Error: "boom", Retryable: true}); err != nil {
+			t.Fatal(err)
+		}
+		tr, err := rs.Trail(e.ctx, ids[0])
+		if err != nil {
+			t.Fatal(err)
+		}
+		n := 0
+		for _, x := range tr {
+			if x.Reason == task.ReasonCommitted {
+				n++
+			}
+		}
+		if n != 1 {
+			t.Fatalf("after a failed attempt the trail has %d COMMITTED steps, want 1: %+v", n, tr)
+		}
+	}()
 	if k, err := rs.Drop(e.ctx, "eu-west", ids[1:2]); err != nil || k != 1 {
 		t.Fatalf("drop: %d %v", k, err)
 	}

@@ -278,9 +278,12 @@ end
 -- A task received from another region has its RECEIVED step logged.
 local function flush(id, rt, sa, wk, at)
   if rt then
-    local rs = redis.call('HGET', tkey(id), 'rs')
-    if rs == 'RECEIVED' then
-      -- the RECEIVED step is in the trail already (submit.lua)
+    local v = redis.call('HMGET', tkey(id), 'rs', 'hx')
+    local rs = v[1]
+    if rs == 'RECEIVED' or (v[2] and v[2] == rt) then
+      -- the step is in the trail already: RECEIVED (submit.lua), or
+      -- COMMITTED, logged when the sender's word released it (held.lua:
+      -- hx = rt)
     elseif rs then
       trail(id, tonumber(rt), 'P', 'R', rs, '', at, '')
     else
