@@ -222,6 +222,10 @@ func TestBurstFillsCheapestFirst(t *testing.T) {
 		opts = append(opts, fedtest.WithCapacity(r, p, n))
 	}
 	f := newFed(t, opts...)
+	// Every pool is new in the view at the start, where herd damping
+	// spreads choices (issue 14): the burst comes once each has published
+	// again.
+	time.Sleep(4 * testPublish)
 	got := map[string]int{}
 	rejected, unplaced := 0, 0
 	start := time.Now()
@@ -279,7 +283,11 @@ func TestBurstFillsCheapestFirst(t *testing.T) {
 	// headroom before a dearer one gets work, so at most one pool holds a
 	// partial share; the burst (10 000) is short of the room (12 824), so
 	// some pool got nothing. (Before, a penalty ramp from the soft
-	// watermark spread it over every pool.)
+	// watermark spread it over every pool.) One more partial pool is the
+	// herd damping's: until a pool new in the view has published figures
+	// again, each server counts on its share of the pool's headroom only
+	// (the burst starts after a few publications, but a loaded machine
+	// delays them).
 	partial, idle := 0, 0
 	for k := range caps {
 		hard := int(float64(caps[k])*0.8) + 4
@@ -290,8 +298,8 @@ func TestBurstFillsCheapestFirst(t *testing.T) {
 			partial++
 		}
 	}
-	if partial > 1 || idle == 0 {
-		t.Errorf("%v: %d pools partly filled, %d idle; want at most 1 partly filled and the dearest idle", got, partial, idle)
+	if partial > 2 || idle == 0 {
+		t.Errorf("%v: %d pools partly filled, %d idle; want at most 2 partly filled and the dearest idle", got, partial, idle)
 	}
 	// The home region's own share is READY in its pools at once. (The
 	// hand-offs take ~10 s with -race; TestDrainMovesEveryReadyTaskExactlyOnce

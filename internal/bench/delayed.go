@@ -198,7 +198,7 @@ func Delayed(ctx context.Context, e *Env, o DelayedOptions, progress Progress) (
 	var scripts samples
 	var over10 int
 	for _, l := range logs {
-		if l.ID <= lastID || len(l.Args) == 0 || !strings.HasPrefix(strings.ToLower(l.Args[0]), "eval") {
+		if l.ID <= lastID || len(l.Args) == 0 || !isScript(l.Args[0]) {
 			continue
 		}
 		scripts.add(l.Duration)
@@ -233,4 +233,12 @@ func Delayed(ctx context.Context, e *Env, o DelayedOptions, progress Progress) (
 	s.Counts["scripts_over_10ms"] = int64(over10)
 	s.finish()
 	return s, nil
+}
+
+// isScript reports whether a SLOWLOG entry's command runs one of the
+// store's scripts: FCALL (the function library) or EVALSHA (Redis without
+// Functions).
+func isScript(cmd string) bool {
+	c := strings.ToLower(cmd)
+	return strings.HasPrefix(c, "fcall") || strings.HasPrefix(c, "eval")
 }

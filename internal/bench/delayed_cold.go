@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -204,7 +203,7 @@ func DelayedCold(ctx context.Context, e *Env, o ColdOptions, progress Progress) 
 	}
 	var scripts, coldScripts samples
 	for _, l := range logs {
-		if len(l.Args) == 0 || !strings.HasPrefix(strings.ToLower(l.Args[0]), "eval") {
+		if len(l.Args) == 0 || !isScript(l.Args[0]) {
 			continue
 		}
 		scripts.add(l.Duration)
