@@ -2,7 +2,6 @@ package federation_test
 
 import (
 	"testing"
-	"time"
 
 	"github.com/ax-sched/ax/internal/fedtest"
 	"github.com/ax-sched/ax/task"
@@ -22,18 +21,7 @@ func TestHandOffReceiverAdmitsAgainstRealFill(t *testing.T) {
 	f.R(aws).Stop()
 	ids := fillOutbox(t, ctx, f.R(aws), az, poolSpot, n, payloadN)
 	f.R(aws).Start()
-	fedtest.Eventually(t, 30*time.Second, "every hand-off answered and every refused task placed again", func() bool {
-		if !f.OutboxEmpty(ctx) {
-			return false
-		}
-		for _, id := range ids {
-			tk, err := f.R(aws).Store.Get(ctx, id)
-			if err != nil || tk.State != task.HandedOff && tk.State != task.Ready {
-				return false
-			}
-		}
-		return true
-	})
+	waitSettled(t, ctx, f, ids)
 	c, err := f.R(az).Store.Counts(ctx)
 	if err != nil {
 		t.Fatal(err)

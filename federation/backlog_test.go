@@ -4,7 +4,6 @@ import (
 	"net/http"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/ax-sched/ax/internal/fedtest"
 	"github.com/ax-sched/ax/task"
@@ -25,18 +24,7 @@ func TestHandOffReceiverRefusesPastBacklog(t *testing.T) {
 	f.R(aws).Stop()
 	ids := fillOutbox(t, ctx, f.R(aws), az, poolSpot, n, payloadN)
 	f.R(aws).Start()
-	fedtest.Eventually(t, 30*time.Second, "every hand-off answered and every refused task placed again", func() bool {
-		if !f.OutboxEmpty(ctx) {
-			return false
-		}
-		for _, id := range ids {
-			tk, err := f.R(aws).Store.Get(ctx, id)
-			if err != nil || tk.State != task.HandedOff && tk.State != task.Ready {
-				return false
-			}
-		}
-		return true
-	})
+	waitSettled(t, ctx, f, ids)
 	inAZ, refused := 0, 0
 	for _, id := range ids {
 		w := f.Where(ctx, id)

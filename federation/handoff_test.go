@@ -70,6 +70,24 @@ func (c *handOffCounter) firstAt() time.Time {
 	return c.first
 }
 
+// waitSettled waits until aws's outbox is empty and each of ids is
+// HANDED_OFF (accepted) or READY (refused, placed again at home).
+func waitSettled(t *testing.T, ctx context.Context, f *fed, ids []string) {
+	t.Helper()
+	fedtest.Eventually(t, 30*time.Second, "every hand-off answered and every refused task placed again", func() bool {
+		if !f.OutboxEmpty(ctx) {
+			return false
+		}
+		for _, id := range ids {
+			tk, err := f.R(aws).Store.Get(ctx, id)
+			if err != nil || tk.State != task.HandedOff && tk.State != task.Ready {
+				return false
+			}
+		}
+		return true
+	})
+}
+
 // fillOutbox stores n tasks in from's outbox, bound for to's pool, as a
 // placement in from would (straight into the store: the test controls
 // when the sender runs). payload makes task i's payload.
@@ -261,17 +279,7 @@ func TestHandOffBatchRefusedItemsArePlacedAgain(t *testing.T) {
 	good := fillOutbox(t, ctx, f.R(aws), az, poolSpot, 270, payloadN)
 	gone := fillOutbox(t, ctx, f.R(aws), az, "cpu-retired", 30, payloadN)
 	f.R(aws).Start()
-	fedtest.Eventually(t, 30*time.Second, "every hand-off answered and every refused task placed again", func() bool {
-		if !f.OutboxEmpty(ctx) {
-			return false
-		}
-		for _, id := range gone {
-			if tk, err := f.R(aws).Store.Get(ctx, id); err != nil || tk.State != task.HandedOff && tk.State != task.Ready {
-				return false
-			}
-		}
-		return true
-	})
+	waitSettled(t, ctx, f, gone)
 	checkHandedOffOnce(t, ctx, f, good, aws, az)
 	for _, id := range gone {
 		if w := f.Where(ctx, id); len(w) != 1 {
