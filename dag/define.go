@@ -233,17 +233,11 @@ func topoOrder(nodes []queue.DAGNodeDef) (order []int, cycle []string) {
 }
 
 // knownRegions refuses a node task's regions outside the federation
-// (Config.Regions), naming regions[j]; with no Regions configured nothing
-// is checked.
+// (Config.Regions and Config.Region), naming regions[j]; with no Regions
+// configured nothing is refused.
 func (r *Runs) knownRegions(names []string) error {
 	if len(r.cfg.Regions) == 0 {
 		return nil
 	}
-	for j, name := range names {
-		if name != r.cfg.Region && !slices.Contains(r.cfg.Regions, name) {
-			return &task.FieldError{Field: fmt.Sprintf("regions[%d]", j),
-				Msg: fmt.Sprintf("no region %q in the federation (%s)", name, strings.Join(r.cfg.Regions, ", "))}
-		}
-	}
-	return nil
+	return task.CheckRegions(names, append(slices.Clone(r.cfg.Regions), r.cfg.Region))
 }

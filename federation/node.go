@@ -89,6 +89,7 @@ type Node struct {
 	log     *slog.Logger
 	metrics *Metrics
 	flights *flights // placements not yet in their pools' published figures (inflight.go)
+	members []string // the federation: cfg.Regions and cfg.Region (KnownRegion)
 	// refusals: the regions refusing a tenant's hand-offs for its
 	// max_backlog, left out of its placements for a while (backlog.go).
 	refusals refusals
@@ -141,7 +142,11 @@ func NewNode(cfg Config, store *queue.Store, view *View, cell *region.Cell, m *M
 		pools = cell.PoolNames()
 	}
 	m.init(cfg.Region, pools)
-	n := &Node{cfg: cfg, store: store, cell: cell, view: view, placer: pl, est: est, log: cfg.Logger,
+	members := slices.Clone(cfg.Regions)
+	if !slices.Contains(members, cfg.Region) {
+		members = append(members, cfg.Region)
+	}
+	n := &Node{cfg: cfg, store: store, cell: cell, view: view, placer: pl, est: est, log: cfg.Logger, members: members,
 		peers: peerClient(cfg.PeerTLS), metrics: m,
 		// A placement not seen landing after this long is no longer counted
 		// (its target is down, or another server of the region sends it).
@@ -511,12 +516,9 @@ func (n *Node) PlaceDue(_ context.Context, tasks []*task.Task) []queue.Assignmen
 
 var _ region.Placer = (*Node)(nil)
 
-// peerAPI is the API address of a healthy region, or an error.
 // KnownRegion reports whether name is a region of the federation (this
 // server's region or one of config `regions:`). Nothing else is contacted.
-func (n *Node) KnownRegion(name string) bool {
-	return name == n.cfg.Region || slices.Contains(n.cfg.Regions, name)
-}
+func (n *Node) KnownRegion(name string) bool { return slices.Contains(n.members, name) }
 
 // unknownRegion is the error for a region name outside the federation: a
 // client's mistake (400 naming the field), never "unavailable, retry".
@@ -526,21 +528,9 @@ func unknownRegion(name string) error {
 
 // knownRegions refuses a task's allowed regions that name a region outside
 // the federation: a typo would otherwise read as "no pool matches".
-func (n *Node) knownRegions(names []string) error {
-	for i, r := range names {
-		if !n.KnownRegion(r) {
-			known := append([]string{}, n.cfg.Regions...)
-			if !slices.Contains(known, n.cfg.Region) {
-				known = append(known, n.cfg.Region)
-			}
-			slices.Sort(known)
-			return &task.FieldError{Field: fmt.Sprintf("regions[%d]", i),
-				Msg: "no region " + strconv.Quote(r) + " in the federation (" + strings.Join(known, ", ") + ")"}
-		}
-	}
-	return nil
-}
+func (n *Node) knownRegions(names []string) error { return task.CheckRegions(names, n.members) }
 
+// peerAPI is the API address of a healthy region, or an error.
 func (n *Node) peerAPI(name string) (string, error) {
 	if !n.KnownRegion(name) {
 		return "", unknownRegion(name)

@@ -137,10 +137,8 @@ func (s *Scheduler) Validate(req *apiv1.ScheduleRequest) (*apiv1.Schedule, error
 	}
 	// A region outside the federation would leave every run PENDING
 	// forever (a task submitted alone is refused the same way).
-	for i, r := range sp.Regions {
-		if r != s.cfg.Region && !slices.Contains(s.cfg.Regions, r) {
-			return nil, fieldError(fmt.Sprintf("task.regions[%d]", i), fmt.Sprintf("no region %q in the federation %v", r, s.cfg.Regions))
-		}
+	if err := task.CheckRegions(sp.Regions, append(slices.Clone(s.cfg.Regions), s.cfg.Region)); err != nil {
+		return nil, taskFieldError(err)
 	}
 	d.Task = sp
 	return d, nil

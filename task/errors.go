@@ -3,6 +3,8 @@ package task
 import (
 	"errors"
 	"fmt"
+	"slices"
+	"strings"
 )
 
 // FieldError is a validation error that names the offending field.
@@ -55,4 +57,19 @@ type TransitionError struct {
 
 func (e *TransitionError) Error() string {
 	return fmt.Sprintf("cannot %s task %s in state %s", e.Op, e.ID, e.State)
+}
+
+// CheckRegions refuses allowed regions (a spec's Regions) that name a
+// region outside federation, naming regions[i]: such a task would wait
+// PENDING forever (or read as unplaceable). Every place that accepts a
+// task — a submit, a DAG node, a schedule — checks it the same way.
+func CheckRegions(allowed, federation []string) error {
+	for i, r := range allowed {
+		if !slices.Contains(federation, r) {
+			known := slices.Clone(federation)
+			slices.Sort(known)
+			return fieldErr(fmt.Sprintf("regions[%d]", i), "no region %q in the federation (%s)", r, strings.Join(known, ", "))
+		}
+	}
+	return nil
 }
