@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"maps"
 	"net"
 	"net/http"
 	"os"
@@ -205,7 +206,7 @@ type server struct {
 	limits                     atomic.Pointer[[]queue.Limit]              // the region's limits (SIGHUP reloads them)
 	fairShare                  atomic.Pointer[map[string]queue.FairShare] // by pool (SIGHUP reloads them)
 	current                    atomic.Pointer[config.Region]              // the file as last (re)loaded: live overrides are checked against it
-	overrides                  overrideLog
+	overrides                  overrides                                  // live fair-share overrides seen (fairShares)
 	slowLanes                  atomic.Pointer[map[string]region.SlowLane] // by pool (SIGHUP reloads them)
 }
 
@@ -565,100 +566,70 @@ func queueFairShare(c config.FairShare) queue.FairShare {
 // by its live override in the global etcd (/ax/fairshare/<region>/<pool>)
 // while one is set and valid; null there turns the pool's off. An invalid
 // override changes nothing (the pool keeps the override last applied, or
-// its file's); it is logged once per value written.
+// its file's). Each value written is decoded, checked and logged once.
 func (s *server) fairShares() map[string]queue.FairShare {
 	file := *s.fairShare.Load()
 	ov := s.view.FairShareOverrides(s.cfg.Name)
-	if len(ov) == 0 {
-		s.overrides.forget(nil)
+	c := &s.overrides
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if len(ov) == 0 && len(c.byKey) == 0 {
 		return file
 	}
-	cfg := s.current.Load()
-	out := make(map[string]queue.FairShare, len(file)+len(ov))
-	for p, fs := range file {
-		out[p] = fs
+	if c.byKey == nil {
+		c.byKey = map[string]override{}
 	}
+	out := maps.Clone(file)
+	set := map[string]bool{}
 	for pool, b := range ov {
 		key := s.cfg.Etcd.Prefix + "fairshare/" + s.cfg.Name + "/" + pool
-		fs, err := cfg.FairShareOverride(key, pool, b)
-		switch {
-		case err != nil:
-			s.overrides.once(key, b, func() {
+		set[key] = true
+		o, seen := c.byKey[key]
+		if !seen || o.value != string(b) {
+			o.value = string(b)
+			switch fs, err := s.current.Load().FairShareOverride(key, pool, b); {
+			case err != nil:
 				s.log.Error("fair-share override ignored: the pool keeps the fair share it had", "key", key, "err", err)
-			})
-			if last, ok := s.overrides.last(key); ok {
-				setShare(out, pool, last)
+			default:
+				s.log.Info("fair-share override applied", "key", key, "value", o.value)
+				o.share, o.applied = nil, true
+				if fs != nil {
+					q := queueFairShare(*fs)
+					o.share = &q
+				}
 			}
-		default:
-			s.overrides.once(key, b, func() { s.log.Info("fair-share override applied", "key", key, "value", string(b)) })
-			var q *queue.FairShare
-			if fs != nil {
-				v := queueFairShare(*fs)
-				q = &v
-			}
-			s.overrides.applied(key, q)
-			setShare(out, pool, q)
+			c.byKey[key] = o
+		}
+		if !o.applied {
+			continue
+		}
+		if o.share == nil {
+			delete(out, pool)
+		} else {
+			out[pool] = *o.share
 		}
 	}
-	s.overrides.forget(ov)
+	for key := range c.byKey {
+		if !set[key] {
+			delete(c.byKey, key)
+			s.log.Info("fair-share override removed: the pool's file share is back", "key", key)
+		}
+	}
 	return out
 }
 
-func setShare(m map[string]queue.FairShare, pool string, fs *queue.FairShare) {
-	if fs == nil {
-		delete(m, pool)
-		return
-	}
-	m[pool] = *fs
+// overrides remembers each live fair-share override by its etcd key.
+type overrides struct {
+	mu    sync.Mutex
+	byKey map[string]override
 }
 
-// overrideLog remembers the override values already logged, so each is
-// logged once, not at every leader round, and the last valid override of
-// each key, which an invalid one leaves in force.
-type overrideLog struct {
-	mu   sync.Mutex
-	seen map[string]string           // etcd key → value logged
-	good map[string]*queue.FairShare // etcd key → last valid override (nil: off)
-}
-
-func (l *overrideLog) applied(key string, fs *queue.FairShare) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	if l.good == nil {
-		l.good = map[string]*queue.FairShare{}
-	}
-	l.good[key] = fs
-}
-
-func (l *overrideLog) last(key string) (*queue.FairShare, bool) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	fs, ok := l.good[key]
-	return fs, ok
-}
-
-func (l *overrideLog) once(key string, value []byte, log func()) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	if l.seen == nil {
-		l.seen = map[string]string{}
-	}
-	if l.seen[key] != string(value) {
-		l.seen[key] = string(value)
-		log()
-	}
-}
-
-// forget drops what is no longer set (a key set again is logged again).
-func (l *overrideLog) forget(set map[string][]byte) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	for k := range l.seen {
-		if _, ok := set[k[strings.LastIndex(k, "/")+1:]]; !ok {
-			delete(l.seen, k)
-			delete(l.good, k)
-		}
-	}
+// override is one key's value as last seen and the override last applied
+// under the key, which an invalid value leaves in force.
+type override struct {
+	value   string
+	applied bool             // a valid value was seen under the key
+	share   *queue.FairShare // what it applied; nil: fair share off
 }
 
 // slowLanesOf is cfg's slow lanes by pool (docs/fairness.md).
