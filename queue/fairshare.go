@@ -3,8 +3,9 @@ package queue
 import (
 	"context"
 	"fmt"
+	"maps"
 	"math"
-	"sort"
+	"slices"
 	"strconv"
 	"strings"
 )
@@ -54,20 +55,12 @@ func weightMilli(w, def float64) int64 {
 // chosen at submit); weights are the same on every shard. A pool left out
 // has none: claims take its tasks as before, at no extra cost.
 func (s *Store) SetFairShare(ctx context.Context, f Fence, pools map[string]FairShare) error {
-	names := make([]string, 0, len(pools))
-	for p := range pools {
-		names = append(names, p)
-	}
-	sort.Strings(names)
+	names := slices.Sorted(maps.Keys(pools))
 	for shard := range s.keys {
 		argv := []any{s.clock(), f.Token, len(names)}
 		for _, p := range names {
 			fs := pools[p]
-			tenants := make([]string, 0, len(fs.Tenants))
-			for t := range fs.Tenants {
-				tenants = append(tenants, t)
-			}
-			sort.Strings(tenants)
+			tenants := slices.Sorted(maps.Keys(fs.Tenants))
 			argv = append(argv, p, len(tenants)+1, "*", fmt.Sprintf("%d 0 0", weightMilli(fs.DefaultWeight, 1)))
 			for _, t := range tenants {
 				ts := fs.Tenants[t]

@@ -3,6 +3,8 @@ package queue
 import (
 	"context"
 	"fmt"
+	"maps"
+	"slices"
 	"sort"
 	"time"
 )
@@ -30,11 +32,7 @@ type SlowLane struct {
 // Each shard keeps its part of every lane's slots (at least 1: a task's
 // shard is chosen at submit). A pool left out has none.
 func (s *Store) SetSlowLanes(ctx context.Context, f Fence, lanes map[string]SlowLane) error {
-	names := make([]string, 0, len(lanes))
-	for p := range lanes {
-		names = append(names, p)
-	}
-	sort.Strings(names)
+	names := slices.Sorted(maps.Keys(lanes))
 	for shard := range s.keys {
 		argv := []any{s.clock(), f.Token, len(names)}
 		for _, p := range names {
