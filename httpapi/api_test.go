@@ -461,14 +461,30 @@ func TestAPIContract(t *testing.T) {
 			t.Fatalf("cancel: %+v", cr)
 		}
 		rep = f.Call(http.MethodPost, tasks+"/"+sr.ID+"/cancel", tokOperator, nil).Want(t, http.StatusConflict)
-		if rep.Err(t).Code != apiv1.CodeFailedPrecond {
+		if e := rep.Err(t); e.Code != apiv1.CodeFailedPrecond || e.Field != "state" {
 			t.Fatalf("cancel twice: %s", rep.Body)
+		}
+		// A finished task's priority cannot change: 409 naming its state,
+		// and the record keeps its priority.
+		rep = f.Call(http.MethodPost, tasks+"/"+sr.ID+"/priority", tokOperator, spec{"priority": 3}).Want(t, http.StatusConflict)
+		if e := rep.Err(t); e.Code != apiv1.CodeFailedPrecond || e.Field != "state" || !strings.Contains(e.Message, "CANCELED") {
+			t.Fatalf("priority of a canceled task: %s", rep.Body)
+		}
+		if got, _ := f.GetTask(aws, tokAcme, sr.ID); got.Priority != 0 {
+			t.Fatalf("a refused priority change changed the task: %+v", got)
 		}
 		// A RUNNING task: the cancel is a request.
 		run := f.SubmitOK(aws, tokOperator, spec{"type": "op.running", "tags": x86, "regions": []string{aws}, "priority": 0, "tenant": "acme"})
 		held, err := f.R(aws).Store.Claim(ctx, queue.ClaimRequest{Pool: poolSpot, Worker: "w-op", N: 1})
 		if err != nil || len(held) != 1 || held[0].ID != run.ID {
 			t.Fatalf("claim: %+v %v", held, err)
+		}
+		// Its priority may change (docs/architecture.md §7): it keeps
+		// running, preemption and a retry read the new one.
+		var bumped task.Task
+		f.Call(http.MethodPost, tasks+"/"+run.ID+"/priority", tokOperator, spec{"priority": 3}).Want(t, http.StatusOK).JSON(t, &bumped)
+		if bumped.State != task.Running || bumped.Priority != 3 {
+			t.Fatalf("priority of a running task: %+v", bumped)
 		}
 		f.Call(http.MethodPost, tasks+"/"+run.ID+"/cancel", tokAdmin, nil).Want(t, http.StatusOK).JSON(t, &cr)
 		if cr.State != task.Running || !cr.Requested {

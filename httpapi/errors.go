@@ -76,7 +76,8 @@ func toAPIError(err error) *apiError {
 	case errors.Is(err, task.ErrIdempotencyConflict):
 		return &apiError{status: 409, code: apiv1.CodeConflict, msg: "idempotency key already used with a different spec", field: "idempotency_key"}
 	case errors.As(err, &te):
-		return &apiError{status: 409, code: apiv1.CodeFailedPrecond, msg: te.Error()}
+		// The task's state is what does not allow it.
+		return &apiError{status: 409, code: apiv1.CodeFailedPrecond, msg: te.Error(), field: "state"}
 	case errors.As(err, &pe):
 		ex := toExplanation(pe.Explanation)
 		if pe.Saturated {

@@ -5,7 +5,12 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"strconv"
+	"strings"
+	"text/tabwriter"
+	"time"
 
+	"github.com/ax-sched/ax/apiv1"
 	"github.com/spf13/cobra"
 )
 
@@ -66,7 +71,13 @@ func newScheduleCmd() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			return env.printJSON(res)
+			var st apiv1.ScheduleStatus
+			if env.json || json.Unmarshal(res, &st) != nil || st.Name == "" {
+				return env.printJSON(res)
+			}
+			w := cliTable(env.stdout)
+			writeSchedule(w, &st, env.loc)
+			return w.Flush()
 		}),
 	}
 	c.AddCommand(cliCommand(create), cliCommand(list), cliCommand(get),
@@ -144,4 +155,48 @@ func writeSchedules(out io.Writer, raw json.RawMessage) bool {
 			s.Paused, cliOr(s.LastFiredSlot), cliOr(s.NextSlot))
 	}
 	return w.Flush() == nil
+}
+
+// writeSchedule prints one schedule as "Field:  value" lines (as ax get
+// prints a task), the empty ones left out.
+func writeSchedule(w *tabwriter.Writer, s *apiv1.ScheduleStatus, loc *time.Location) {
+	row := func(k, v string) {
+		if v != "" && v != "-" {
+			fmt.Fprintf(w, "%s:\t%s\n", k, v)
+		}
+	}
+	row("Name", s.Name)
+	row("Cron", s.Cron)
+	row("Time zone", s.Timezone)
+	row("Home region", s.HomeRegion)
+	row("Paused", strconv.FormatBool(s.Paused))
+	misfire := s.Misfire
+	if s.CatchUpLimit > 0 {
+		misfire += fmt.Sprintf(" (at most %d)", s.CatchUpLimit)
+	}
+	row("Misfire", misfire)
+	row("Overlap", s.Overlap)
+	if s.Jitter > 0 {
+		row("Jitter", time.Duration(s.Jitter).String())
+	}
+	row("Created", cliTime(&s.CreatedAt, loc))
+	row("Created by", s.CreatedBy)
+	last := cliTime(s.LastSlot, loc)
+	if last != "-" && s.LastOutcome != "" {
+		last += " (" + s.LastOutcome + ")"
+	}
+	row("Last slot", last)
+	row("Last fired", cliTime(s.LastFiredSlot, loc))
+	row("Last task", s.LastTaskID)
+	row("Next slot", cliTime(s.NextSlot, loc))
+	if t := s.Task; t != nil {
+		row("Task type", t.Type)
+		if t.Priority != nil {
+			row("Task priority", strconv.Itoa(*t.Priority))
+		}
+		row("Task tenant", t.Tenant)
+		row("Task tags", formatTags(t.Tags))
+		row("Task regions", strings.Join(t.Regions, ","))
+		row("Task payload", cliCut(string(t.Payload), 200))
+	}
 }

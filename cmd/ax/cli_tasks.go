@@ -329,8 +329,15 @@ func cliShowEach[T any](e *cliEnv, done []T, ids int, table func(w *tabwriter.Wr
 func newPriorityCmd() *cobra.Command {
 	return cliCommand(&cobra.Command{
 		Use:   "priority ID P",
-		Short: fmt.Sprintf("Change a waiting task's priority: 0 (highest) to %d (lowest)", task.MaxPriority),
-		Args:  cobra.ExactArgs(2),
+		Short: fmt.Sprintf("Change a live (PENDING, READY or RUNNING) task's priority: 0 (highest) to %d (lowest)", task.MaxPriority),
+		Long: fmt.Sprintf(`Change a live task's priority: 0 (highest) to %d (lowest), operator tokens only.
+
+A PENDING or READY task waits at its new priority and keeps its place in time.
+A RUNNING task keeps running: the new priority is the one preemption weighs
+and the one a retry of it waits at. A finished task (SUCCESS, FAILED,
+CANCELED) is refused (409 failed_precondition, field state): replay a dead
+letter first.`, task.MaxPriority),
+		Args: cobra.ExactArgs(2),
 		RunE: cliRun(func(ctx context.Context, env *cliEnv, args []string) error {
 			p, err := strconv.Atoi(args[1])
 			if err != nil || p < 0 || p > task.MaxPriority {
@@ -341,7 +348,11 @@ func newPriorityCmd() *cobra.Command {
 				return err
 			}
 			return env.show(res, func(w *tabwriter.Writer) {
-				fmt.Fprintf(w, "%s\t%s\tpriority %d\n", res.ID, res.State, p)
+				note := ""
+				if res.State == task.Running {
+					note = " (keeps running: preemption and a retry use it)"
+				}
+				fmt.Fprintf(w, "%s\t%s\tpriority %d%s\n", res.ID, res.State, p, note)
 			})
 		}),
 	})

@@ -527,6 +527,7 @@ func TestCLICommands(t *testing.T) {
 		stdin    string
 		wantReq  cliSeen // Method and Path always; Query and Body when set
 		wantOut  []string
+		notOut   []string // in table mode
 		wantCode int
 	}{
 		{name: "get", args: []string{"get", "t1"}, route: "GET /v1/tasks/t1", answer: task,
@@ -564,6 +565,14 @@ func TestCLICommands(t *testing.T) {
 			answer:  `{"id":"t1","state":"READY","priority":0}`,
 			wantReq: cliSeen{Method: "POST", Path: "/v1/tasks/t1/priority", Body: `{"priority":0}`},
 			wantOut: []string{"t1", "READY", "priority 0"}},
+		// A RUNNING task takes the change: it keeps running (docs/architecture.md §7).
+		{name: "priority of a running task", args: []string{"priority", "t1", "3"}, route: "POST /v1/tasks/t1/priority",
+			answer:  `{"id":"t1","state":"RUNNING","priority":3}`,
+			wantReq: cliSeen{Method: "POST", Path: "/v1/tasks/t1/priority", Body: `{"priority":3}`},
+			wantOut: []string{"t1", "RUNNING", "priority 3 (keeps running: preemption and a retry use it)"}},
+		{name: "priority of a finished task", args: []string{"priority", "t1", "3"}, route: "POST /v1/tasks/t1/priority", status: 409,
+			answer:  `{"error":{"code":"failed_precondition","message":"cannot change the priority of task t1 in state SUCCESS","field":"state"}}`,
+			wantReq: cliSeen{Method: "POST", Path: "/v1/tasks/t1/priority"}, wantCode: 1},
 		{name: "region drain", args: []string{"region", "drain", "eu-west"}, route: "POST /v1/regions/eu-west/drain",
 			answer:  `{"region":"eu-west","moved":42}`,
 			wantReq: cliSeen{Method: "POST", Path: "/v1/regions/eu-west/drain"},
@@ -609,6 +618,16 @@ func TestCLICommands(t *testing.T) {
 			answer:  `{"schedules":[{"name":"nightly","cron":"0 0 2 * * *","timezone":"Europe/Paris","paused":true}]}`,
 			wantReq: cliSeen{Method: "GET", Path: "/v1/schedules"},
 			wantOut: []string{"NAME", "nightly", "0 0 2 * * *", "Europe/Paris", "true"}},
+		// ax schedule get prints a table like the other get commands (it printed JSON).
+		{name: "schedule get", args: []string{"schedule", "get", "nightly"}, route: "GET /v1/schedules/nightly",
+			answer: `{"name":"nightly","cron":"0 0 2 * * *","timezone":"Europe/Paris","home_region":"eu-west","misfire":"catch_up","catch_up_limit":3,
+			  "overlap":"skip","paused":false,"created_at":"2026-01-02T03:04:05Z","last_slot":"2026-01-03T01:00:00Z","last_outcome":"fired",
+			  "last_fired_slot":"2026-01-03T01:00:00Z","last_task_id":"t9","next_slot":"2026-01-04T01:00:00Z","task":{"type":"report.generate","priority":1}}`,
+			wantReq: cliSeen{Method: "GET", Path: "/v1/schedules/nightly"},
+			wantOut: []string{"Name:", "nightly", "Cron:", "0 0 2 * * *", "Time zone:", "Europe/Paris", "Home region:", "eu-west",
+				"Misfire:", "catch_up (at most 3)", "Overlap:", "skip", "Last slot:", "2026-01-03T01:00:00.000Z (fired)", "Last task:", "t9",
+				"Next slot:", "2026-01-04T01:00:00.000Z", "Task type:", "report.generate", "Task priority:", "1"},
+			notOut: []string{"{", "\""}},
 		{name: "schedule pause", args: []string{"schedule", "pause", "nightly"}, route: "POST /v1/schedules/nightly/pause", status: 204,
 			wantReq: cliSeen{Method: "POST", Path: "/v1/schedules/nightly/pause"},
 			wantOut: []string{"schedule nightly paused"}},
@@ -642,6 +661,11 @@ func TestCLICommands(t *testing.T) {
 			for _, w := range tc.wantOut {
 				if !strings.Contains(r.stdout, w) {
 					t.Errorf("stdout lacks %q:\n%s", w, r.stdout)
+				}
+			}
+			for _, w := range tc.notOut {
+				if strings.Contains(r.stdout, w) {
+					t.Errorf("stdout has %q:\n%s", w, r.stdout)
 				}
 			}
 			// The same command with -o json prints one valid JSON document.
