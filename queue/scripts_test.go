@@ -5,6 +5,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/ax-sched/ax/internal/testenv"
 	"github.com/ax-sched/ax/task"
@@ -145,4 +146,85 @@ func eachMaster(t *testing.T, e *env, f func(redis.Cmdable)) {
 		return
 	}
 	f(e.rdb)
+}
+
+// TestOldLibrariesPruned: a store's first load deletes the ax_ libraries
+// no store used for longer than fnGrace, registers unknown ones (from
+// builds before the registry) as used now, keeps recent ones and its own,
+// and its script calls delete nothing, so an old build that loads its
+// library again keeps it.
+func TestOldLibrariesPruned(t *testing.T) {
+	e := newEnv(t)
+	fake := func(n string) string {
+		return "#!lua name=" + n + "\nredis.register_function('" + n + "_x', function() return 1 end)\n"
+	}
+	names := []string{"ax_00000000old1", "ax_00000000new1", "ax_0000000unreg"}
+	load := func(n string) {
+		eachMaster(t, e, func(c redis.Cmdable) {
+			if err := c.FunctionLoadReplace(e.ctx, fake(n)).Err(); err != nil {
+				t.Fatal(err)
+			}
+		})
+	}
+	for _, n := range names {
+		load(n)
+	}
+	t.Cleanup(func() {
+		eachMaster(t, e, func(c redis.Cmdable) {
+			for _, n := range names {
+				c.FunctionDelete(context.Background(), n)
+			}
+		})
+	})
+	now := e.clock.Now().UnixMilli()
+	e.rdb.ZAdd(e.ctx, fnRegistry, redis.Z{Score: float64(now - 2*fnGrace.Milliseconds()), Member: names[0]},
+		redis.Z{Score: float64(now - fnGrace.Milliseconds()/2), Member: names[1]},
+		redis.Z{Score: float64(now - 3*fnGrace.Milliseconds()), Member: library.name},
+		redis.Z{Score: float64(now - 2*fnGrace.Milliseconds()), Member: "ax_000000000gone"})
+	present := func() map[string]int {
+		m := map[string]int{}
+		eachMaster(t, e, func(c redis.Cmdable) {
+			l, err := c.FunctionList(e.ctx, redis.FunctionListQuery{LibraryNamePattern: "ax_*"}).Result()
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, x := range l {
+				m[x.Name]++
+			}
+		})
+		return m
+	}
+	masters := 1
+	if e.s.cluster() != nil {
+		masters = testenv.SuiteMasters
+	}
+	e.submit("cpu") // the first call: loads and prunes
+	p := present()
+	if p[names[0]] != 0 || p[names[1]] != masters || p[names[2]] != masters || p[library.name] != masters {
+		t.Fatalf("after the first load: %v", p)
+	}
+	reg := map[string]float64{}
+	for _, z := range e.rdb.ZRangeWithScores(e.ctx, fnRegistry, 0, -1).Val() {
+		reg[z.Member.(string)] = z.Score
+	}
+	if _, ok := reg[names[0]]; ok || reg[names[2]] != float64(now) || reg[library.name] != float64(now) || len(reg) != 3 {
+		t.Fatalf("registry: %v", reg)
+	}
+
+	// Later: names[1]'s build keeps using it (its store refreshes the
+	// registry), the unregistered one's grace has run out.
+	e.clock.Advance(fnGrace + time.Minute)
+	e.rdb.ZAdd(e.ctx, fnRegistry, redis.Z{Score: float64(e.clock.Now().UnixMilli()), Member: names[1]})
+	gone, err := e.s.PruneFunctions(e.ctx)
+	if err != nil || !slices.Equal(gone, []string{names[2]}) {
+		t.Fatalf("pruned %v, %v", gone, err)
+	}
+	// Its build, still running, loads it again: calls delete nothing.
+	load(names[2])
+	for range 3 {
+		e.submit("cpu")
+	}
+	if p := present(); p[names[2]] != masters || p[names[1]] != masters || p[library.name] != masters {
+		t.Fatalf("after the old build loaded its library again: %v", p)
+	}
 }
