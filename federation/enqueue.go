@@ -22,7 +22,9 @@ import (
 // internal endpoint (POST /v1/internal/enqueue). created is false when a
 // task with the id exists already; refused is home's refusal of the task
 // itself (invalid there: a *task.FieldError, or the peer's 400, 413 or
-// 422), which sending again cannot change. The region that stores the task
+// 422), which sending again cannot change, or the tenant's max_backlog
+// there full (*QuotaError, the peer's 429 naming max_backlog): the slot is
+// refused as an API submit would be. The region that stores the task
 // normalizes it with its own clock.
 func (n *Node) Enqueue(ctx context.Context, home, id string, sp *task.Spec) (created bool, refused, err error) {
 	// A schedule's slot is a submit of its tenant: past a refuse budget the
@@ -33,7 +35,8 @@ func (n *Node) Enqueue(ctx context.Context, home, id string, sp *task.Spec) (cre
 	if home == n.cfg.Region {
 		created, _, err := n.EnqueueFixed(ctx, id, sp)
 		var fe *task.FieldError
-		if errors.As(err, &fe) {
+		var qe *QuotaError
+		if errors.As(err, &fe) || errors.As(err, &qe) {
 			return false, err, nil
 		}
 		return created, nil, err
@@ -51,7 +54,7 @@ func (n *Node) Enqueue(ctx context.Context, home, id string, sp *task.Spec) (cre
 	_, err = n.call(ctx, api, http.MethodPost, "/v1/internal/enqueue", apiv1.ScheduleEnqueue{ID: id, Spec: spec}, &resp)
 	var pe *PeerError
 	if errors.As(err, &pe) && (pe.Status == http.StatusBadRequest || pe.Status == http.StatusRequestEntityTooLarge ||
-		pe.Status == http.StatusUnprocessableEntity) {
+		pe.Status == http.StatusUnprocessableEntity || pe.Status == http.StatusTooManyRequests && pe.Body.Field == "max_backlog") {
 		return false, err, nil
 	}
 	if err != nil {
@@ -62,17 +65,25 @@ func (n *Node) Enqueue(ctx context.Context, home, id string, sp *task.Spec) (cre
 
 // EnqueueFixed accepts a task under a fixed id in this region, unplaced
 // (the region leader places it when due). created is false when a task
-// with the id exists already; state is the task's state either way.
+// with the id exists already; state is the task's state either way. A
+// schedule's slot is checked against its tenant's max_backlog here in the
+// submit script, as an API submit is (a *QuotaError when full, nothing
+// stored): however many schedules were created at once, their slots never
+// pass it together.
 func (n *Node) EnqueueFixed(ctx context.Context, id string, sp *task.Spec) (created bool, state task.State, err error) {
 	if err := sp.Normalize(n.cfg.Defaults, n.cfg.Now()); err != nil {
 		return false, "", err
 	}
-	res, err := n.SubmitFixed(ctx, queue.NewTask{ID: id, Spec: sp})
+	max := n.backlogMax(sp)
+	res, err := n.SubmitFixed(ctx, queue.NewTask{ID: id, Spec: sp, BacklogMax: max})
 	if err != nil {
 		return false, "", err
 	}
 	r := res[0]
 	switch {
+	case errors.Is(r.Err, queue.ErrBacklogFull):
+		n.metrics.rejected.WithLabelValues(n.cfg.Region, "backlog").Inc()
+		return false, "", &QuotaError{Field: "max_backlog", Tenant: sp.Tenant, Max: max}
 	case errors.Is(r.Err, task.ErrExists):
 		return false, r.State, nil
 	case r.Err != nil:

@@ -62,9 +62,9 @@ type Config struct {
 	// the most unfinished tasks its submits and the hand-offs it receives
 	// may leave here, checked atomically by the store
 	// (queue.NewTask.BacklogMax; a hand-off past it is refused
-	// definitely); 0 or a nil func: none. DAG nodes and schedule slots
-	// (EnqueueFixed) are counted, not refused: their DAG or schedule was
-	// admitted (a DAG reserved room for its nodes).
+	// definitely); 0 or a nil func: none. Schedule slots (EnqueueFixed)
+	// are checked the same way (a slot past it is refused); DAG nodes are
+	// counted, not refused: their DAG reserved room for them.
 	Backlog func(tenant string) int
 	// Budgets are the tenants' monthly budgets (budget.go), by tenant;
 	// nil: none.

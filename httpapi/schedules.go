@@ -66,12 +66,16 @@ func (a *API) createSchedule(w http.ResponseWriter, r *http.Request, p Principal
 		return err
 	}
 	// A schedule is a source of tasks: creating one takes a submit from the
-	// tenant's quota and needs room for a task in its backlog.
+	// tenant's quota and, homed here, needs room for a task in its backlog.
+	// That is a read, an early answer only: the limit itself holds at each
+	// slot, which its home region's submit script checks (docs/security.md).
 	if err := a.quotas.take(r.Context(), p, 1, "task"); err != nil {
 		return err
 	}
-	if err := a.n.BacklogRoom(r.Context(), tenantOr(d.Task.Tenant), 1); err != nil {
-		return err
+	if d.HomeRegion == "" || d.HomeRegion == a.n.Region() {
+		if err := a.n.BacklogRoom(r.Context(), tenantOr(d.Task.Tenant), 1); err != nil {
+			return err
+		}
 	}
 	if err := a.n.BudgetRoom(tenantOr(d.Task.Tenant)); err != nil {
 		return err

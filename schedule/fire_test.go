@@ -583,3 +583,46 @@ func TestScheduleAPI(t *testing.T) {
 		}
 	})
 }
+
+// A schedule's slots are checked against the tenant's max_backlog in the
+// submit script (docs/security.md): four every-second schedules created at
+// once, each passing the creation's read of the backlog, and no worker,
+// leave exactly the limit of tasks; the other slots are rejected.
+func TestScheduleSlotsKeepTheBacklogCap(t *testing.T) {
+	testenv.Slow(t)
+	t.Parallel()
+	const limit, schedules = 2, 4
+	f := newFed(t, fedtest.WithBacklog(aws, "acme", limit))
+	in := f.scheduler(aws, "sched", nil)
+	var wg sync.WaitGroup
+	codes := make([]int, schedules)
+	for i := range schedules {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			codes[i] = f.createSchedule(aws, tokOperator, spec{"name": "capped-" + string(rune('a'+i)), "cron": "* * * * * *",
+				"task": spec{"type": "sched.capped", "tenant": "acme", "regions": []string{aws}, "tags": spec{"gpu": "l4"}}}).Status
+		}()
+	}
+	wg.Wait()
+	for i, c := range codes {
+		if c != http.StatusCreated {
+			t.Fatalf("schedule %d: %d, want 201 (the backlog is empty)", i, c)
+		}
+	}
+	in.Start(t)
+	rejected := func() float64 {
+		n := 0.0
+		for i := range schedules {
+			n += fires(in, "capped-"+string(rune('a'+i)), OutcomeRejected)
+		}
+		return n
+	}
+	fedtest.Eventually(t, 10*time.Second, "slots past the limit rejected", func() bool { return rejected() >= schedules })
+	if ts := f.waitingTasks(aws, "sched.capped"); len(ts) != limit {
+		t.Fatalf("%d tasks of the schedules wait, want exactly max_backlog %d", len(ts), limit)
+	}
+	if n, err := f.R(aws).Store.Backlog(fedtest.Ctx(t), "acme"); err != nil || n != limit {
+		t.Fatalf("acme's backlog %d (%v), want %d", n, err, limit)
+	}
+}
