@@ -362,6 +362,15 @@ func (n *Node) Submit(ctx context.Context, specs []*task.Spec, forwarded bool) [
 	}
 	refused := map[int]map[string]bool{} // per spec: the local pools whose store refused it
 	for round := 0; len(local) > 0; round++ {
+		// A local flight lands when its submit began, not when it
+		// returned: figures whose counts were read while the call ran
+		// (stamped before that read, region.Cell.collect) may hold it, and
+		// counting it in flight too would make the pool look a batch
+		// fuller than it is (a burst spilled 1 000 early, at 7 004 of
+		// 8 000). A flight forgotten early instead costs nothing wrong:
+		// the store's admission (AdmitMax) is authoritative, and a task it
+		// refuses spills to the next candidate.
+		began := n.cfg.Now()
 		res, err := n.store.Submit(ctx, local...)
 		stored := n.cfg.Now()
 		var again []queue.NewTask
@@ -407,7 +416,7 @@ func (n *Node) Submit(ctx context.Context, specs []*task.Spec, forwarded bool) [
 				if r.Err == nil && !r.Duplicate {
 					n.flights.bind(tickets[k], r.ID)
 					if local[k].HandOff == "" {
-						n.flights.landed(r.ID, stored)
+						n.flights.landed(r.ID, began)
 					}
 				} else {
 					n.flights.drop(tickets[k])
