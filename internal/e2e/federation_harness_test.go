@@ -128,6 +128,15 @@ type federation struct {
 	http        *http.Client   // the harness's API client (with opts.tls: the CA and the client certificate)
 }
 
+// on returns the federation for subtest t: its helpers fail t, not the
+// test that started the federation (FailNow from a subtest's goroutine on
+// its parent aborts the test binary).
+func (f *federation) on(t *testing.T) *federation {
+	g := *f
+	g.t = t
+	return &g
+}
+
 // fedRegion is one region of a federation.
 type fedRegion struct {
 	name     string

@@ -132,174 +132,186 @@ limits:
 		t.Fatalf("a 65-byte limit_key: %d %s, want 400 naming limit_key", code, body)
 	}
 
-	hookTask := func(path, key string) map[string]any {
-		return map[string]any{"type": "http", "limit_key": key, "regions": []string{"eu-west-1"},
-			"payload": map[string]any{"url": srv.URL + "/hooks/" + path, "body": map[string]int{"n": 1}}}
-	}
-	// Every task of the phase SUCCESS at its first attempt.
-	settle := func(region string, ids []string, within time.Duration) {
-		t.Helper()
-		for _, id := range ids {
-			tk := fed.waitState(region, tokSubmitterA, id, task.Success, within)
-			if tk.Attempts != 1 {
-				t.Errorf("%s: %d attempts, want 1 (a limited task spends no retry)", id, tk.Attempts)
+	// Three pools, each its own workers: the limits on pool cpu beside the
+	// fair share of pool fair and then the slow lane and per-type slots of
+	// pool lane (one run instead of the sum of both: 42 s before).
+	t.Run("phases", func(t *testing.T) {
+		t.Run("limits on pool cpu", func(t *testing.T) {
+			t.Parallel()
+			fed := fed.on(t)
+			hookTask := func(path, key string) map[string]any {
+				return map[string]any{"type": "http", "limit_key": key, "regions": []string{"eu-west-1"},
+					"payload": map[string]any{"url": srv.URL + "/hooks/" + path, "body": map[string]int{"n": 1}}}
 			}
-		}
-	}
-	reasonIn := func(region, id, reason string) bool {
-		for _, s := range fed.trail(region, tokSubmitterA, id) {
-			if s.Reason == reason {
-				return true
+			// Every task of the phase SUCCESS at its first attempt.
+			settle := func(region string, ids []string, within time.Duration) {
+				t.Helper()
+				for _, id := range ids {
+					tk := fed.waitState(region, tokSubmitterA, id, task.Success, within)
+					if tk.Attempts != 1 {
+						t.Errorf("%s: %d attempts, want 1 (a limited task spends no retry)", id, tk.Attempts)
+					}
+				}
 			}
-		}
-		return false
-	}
-
-	// Rate: 250 tasks of key fifty straight into eu-west-1, then 20
-	// unlimited ones behind them.
-	var rated, free []string
-	for i := 0; i < 250; i++ {
-		id, _ := fed.submit("eu-west-1", tokSubmitterA, hookTask("rated", "fifty"))
-		rated = append(rated, id)
-	}
-	for i := 0; i < 20; i++ {
-		sp := hookTask("free", "")
-		delete(sp, "limit_key")
-		id, _ := fed.submit("eu-west-1", tokSubmitterA, sp)
-		free = append(free, id)
-	}
-	settle("eu-west-1", free, 30*time.Second)
-	freeDone := time.Now()
-	settle("eu-west-1", rated, 60*time.Second)
-	calls, _ := hooks.of("/hooks/rated")
-	if len(calls) != 250 {
-		t.Fatalf("the rated hook saw %d calls, want 250", len(calls))
-	}
-	sort.Slice(calls, func(i, j int) bool { return calls[i].Before(calls[j]) })
-	// After the burst (10), the steady rate.
-	rate := float64(len(calls)-11) / calls[len(calls)-1].Sub(calls[10]).Seconds()
-	t.Logf("key fifty: %d calls over %s: %.1f/s after the burst", len(calls), calls[len(calls)-1].Sub(calls[0]), rate)
-	if rate < 45 || rate > 55 {
-		t.Errorf("key fifty ran at %.1f/s, want 50 ± 5", rate)
-	}
-	if !freeDone.Before(calls[len(calls)-1]) {
-		t.Errorf("the unlimited tasks finished at %s, after the last limited one (%s): they waited behind the limit",
-			freeDone.Format(time.StampMilli), calls[len(calls)-1].Format(time.StampMilli))
-	}
-	if !reasonIn("eu-west-1", rated[len(rated)-1], task.ReasonRateLimited) {
-		t.Errorf("the last rated task's trail has no RATE_LIMITED step")
-	}
-
-	// Concurrency: 40 tasks of key five submitted in us-east-1 and handed
-	// off to eu-west-1, each holding its slot 300 ms.
-	var conc []string
-	for i := 0; i < 40; i++ {
-		id, where := fed.submit("us-east-1", tokSubmitterA, hookTask("five/slow", "five"))
-		if where != "eu-west-1" {
-			t.Fatalf("task %s placed in %s, want eu-west-1", id, where)
-		}
-		conc = append(conc, id)
-	}
-	settle("us-east-1", conc, 60*time.Second)
-	calls, most := hooks.of("/hooks/five/slow")
-	t.Logf("key five: %d calls, at most %d at once", len(calls), most)
-	if most > 5 {
-		t.Errorf("key five had %d running at once, limit 5", most)
-	}
-	if most < 5 {
-		t.Errorf("key five reached only %d at once with 40 waiting, want 5", most)
-	}
-	if len(calls) != 40 {
-		t.Errorf("the five hook saw %d calls, want 40", len(calls))
-	}
-	limitedSeen := false
-	for _, id := range conc {
-		if reasonIn("us-east-1", id, task.ReasonConcurrencyLimited) {
-			limitedSeen = true
-			break
-		}
-	}
-	if !limitedSeen {
-		t.Errorf("no task of key five has a CONCURRENCY_LIMITED step")
-	}
-
-	// Retry after: the first call of key paused answers 429 Retry-After: 2.
-	first, _ := fed.submit("eu-west-1", tokSubmitterA, hookTask("paused", "paused"))
-	// The pause holds from when the worker records it, a few ms after the
-	// 429: the other tasks are submitted once it is (the task is READY).
-	waitUntil(t, 20*time.Second, "the first task of key paused back READY after its 429", func() bool {
-		c, _ := hooks.of("/hooks/paused")
-		tk, _ := fed.getTask("eu-west-1", tokSubmitterA, first)
-		return len(c) > 0 && tk.State == task.Ready
-	})
-	paused := []string{first}
-	for i := 0; i < 6; i++ {
-		id, _ := fed.submit("eu-west-1", tokSubmitterA, hookTask("paused", "paused"))
-		paused = append(paused, id)
-	}
-	settle("eu-west-1", paused, 30*time.Second)
-	calls, _ = hooks.of("/hooks/paused")
-	sort.Slice(calls, func(i, j int) bool { return calls[i].Before(calls[j]) })
-	if len(calls) != 8 {
-		t.Fatalf("the paused hook saw %d calls, want 8 (one 429, then each task once)", len(calls))
-	}
-	// 2 s from the 429, less the handler's and Redis' clocks' skew (one
-	// machine: a few ms).
-	if gap := calls[1].Sub(calls[0]); gap < 1950*time.Millisecond {
-		t.Errorf("a call of key paused %s after its Retry-After: 2, want none within 2 s", gap)
-	}
-	if !reasonIn("eu-west-1", first, task.ReasonRetryAfter) || !reasonIn("eu-west-1", paused[len(paused)-1], task.ReasonRetryAfter) {
-		t.Errorf("no RETRY_AFTER step in the trails of key paused")
-	}
-
-	// SIGHUP: a limit added to eu-west-1's file holds from the leader's
-	// next tick.
-	r := fed.region("eu-west-1")
-	f, err := os.OpenFile(r.cfgPath, os.O_APPEND|os.O_WRONLY, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	_, err = f.WriteString("  - {key: late, concurrency: 1}\n")
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
-	if err != nil {
-		t.Fatal(err)
-	}
-	fed.server("eu-west-1").signal(syscall.SIGHUP)
-	waitUntil(t, 10*time.Second, "the reloaded limit in eu-west-1's store", func() bool {
-		v, _ := r.rdb.HGet(context.Background(), "ax:{eu-west-1:0}:lim", "k:late").Result()
-		return v != ""
-	})
-	var late []string
-	for i := 0; i < 6; i++ {
-		id, _ := fed.submit("eu-west-1", tokSubmitterA, hookTask("late/slow", "late"))
-		late = append(late, id)
-	}
-	settle("eu-west-1", late, 30*time.Second)
-	if _, most := hooks.of("/hooks/late/slow"); most != 1 {
-		t.Errorf("key late had %d running at once after SIGHUP set its concurrency to 1", most)
-	}
-
-	// /metrics of eu-west-1's server (its leader) counts the parkings.
-	waitUntil(t, 10*time.Second, "ax_limited_total of rate, concurrency and paused in eu-west-1's /metrics", func() bool {
-		_, body := fed.call("eu-west-1", "", http.MethodGet, "/metrics", nil)
-		for _, kind := range []string{"rate", "concurrency", "paused"} {
-			re := regexp.MustCompile(`ax_limited_total\{kind="` + kind + `",pool="cpu",region="eu-west-1"\} (\S+)`)
-			m := re.FindSubmatch(body)
-			if m == nil {
+			reasonIn := func(region, id, reason string) bool {
+				for _, s := range fed.trail(region, tokSubmitterA, id) {
+					if s.Reason == reason {
+						return true
+					}
+				}
 				return false
 			}
-			if v, _ := strconv.ParseFloat(string(m[1]), 64); v <= 0 {
-				return false
-			}
-		}
-		return strings.Contains(string(body), `ax_pool_parked{pool="cpu",region="eu-west-1"}`)
-	})
 
-	fairShareAcrossTenants(t, fed, hooks, srv.URL)
-	slowLaneHoldsItsShare(t, fed, srv.URL)
-	blockedTypeStallsNoOther(t, fed, hooks, srv.URL)
+			// Rate: 250 tasks of key fifty straight into eu-west-1, then 20
+			// unlimited ones behind them.
+			var rated, free []string
+			for i := 0; i < 250; i++ {
+				id, _ := fed.submit("eu-west-1", tokSubmitterA, hookTask("rated", "fifty"))
+				rated = append(rated, id)
+			}
+			for i := 0; i < 20; i++ {
+				sp := hookTask("free", "")
+				delete(sp, "limit_key")
+				id, _ := fed.submit("eu-west-1", tokSubmitterA, sp)
+				free = append(free, id)
+			}
+			settle("eu-west-1", free, 30*time.Second)
+			freeDone := time.Now()
+			settle("eu-west-1", rated, 60*time.Second)
+			calls, _ := hooks.of("/hooks/rated")
+			if len(calls) != 250 {
+				t.Fatalf("the rated hook saw %d calls, want 250", len(calls))
+			}
+			sort.Slice(calls, func(i, j int) bool { return calls[i].Before(calls[j]) })
+			// After the burst (10), the steady rate.
+			rate := float64(len(calls)-11) / calls[len(calls)-1].Sub(calls[10]).Seconds()
+			t.Logf("key fifty: %d calls over %s: %.1f/s after the burst", len(calls), calls[len(calls)-1].Sub(calls[0]), rate)
+			if rate < 45 || rate > 55 {
+				t.Errorf("key fifty ran at %.1f/s, want 50 ± 5", rate)
+			}
+			if !freeDone.Before(calls[len(calls)-1]) {
+				t.Errorf("the unlimited tasks finished at %s, after the last limited one (%s): they waited behind the limit",
+					freeDone.Format(time.StampMilli), calls[len(calls)-1].Format(time.StampMilli))
+			}
+			if !reasonIn("eu-west-1", rated[len(rated)-1], task.ReasonRateLimited) {
+				t.Errorf("the last rated task's trail has no RATE_LIMITED step")
+			}
+
+			// Concurrency: 40 tasks of key five submitted in us-east-1 and handed
+			// off to eu-west-1, each holding its slot 300 ms.
+			var conc []string
+			for i := 0; i < 40; i++ {
+				id, where := fed.submit("us-east-1", tokSubmitterA, hookTask("five/slow", "five"))
+				if where != "eu-west-1" {
+					t.Fatalf("task %s placed in %s, want eu-west-1", id, where)
+				}
+				conc = append(conc, id)
+			}
+			settle("us-east-1", conc, 60*time.Second)
+			calls, most := hooks.of("/hooks/five/slow")
+			t.Logf("key five: %d calls, at most %d at once", len(calls), most)
+			if most > 5 {
+				t.Errorf("key five had %d running at once, limit 5", most)
+			}
+			if most < 5 {
+				t.Errorf("key five reached only %d at once with 40 waiting, want 5", most)
+			}
+			if len(calls) != 40 {
+				t.Errorf("the five hook saw %d calls, want 40", len(calls))
+			}
+			limitedSeen := false
+			for _, id := range conc {
+				if reasonIn("us-east-1", id, task.ReasonConcurrencyLimited) {
+					limitedSeen = true
+					break
+				}
+			}
+			if !limitedSeen {
+				t.Errorf("no task of key five has a CONCURRENCY_LIMITED step")
+			}
+
+			// Retry after: the first call of key paused answers 429 Retry-After: 2.
+			first, _ := fed.submit("eu-west-1", tokSubmitterA, hookTask("paused", "paused"))
+			// The pause holds from when the worker records it, a few ms after the
+			// 429: the other tasks are submitted once it is (the task is READY).
+			waitUntil(t, 20*time.Second, "the first task of key paused back READY after its 429", func() bool {
+				c, _ := hooks.of("/hooks/paused")
+				tk, _ := fed.getTask("eu-west-1", tokSubmitterA, first)
+				return len(c) > 0 && tk.State == task.Ready
+			})
+			paused := []string{first}
+			for i := 0; i < 6; i++ {
+				id, _ := fed.submit("eu-west-1", tokSubmitterA, hookTask("paused", "paused"))
+				paused = append(paused, id)
+			}
+			settle("eu-west-1", paused, 30*time.Second)
+			calls, _ = hooks.of("/hooks/paused")
+			sort.Slice(calls, func(i, j int) bool { return calls[i].Before(calls[j]) })
+			if len(calls) != 8 {
+				t.Fatalf("the paused hook saw %d calls, want 8 (one 429, then each task once)", len(calls))
+			}
+			// 2 s from the 429, less the handler's and Redis' clocks' skew (one
+			// machine: a few ms).
+			if gap := calls[1].Sub(calls[0]); gap < 1950*time.Millisecond {
+				t.Errorf("a call of key paused %s after its Retry-After: 2, want none within 2 s", gap)
+			}
+			if !reasonIn("eu-west-1", first, task.ReasonRetryAfter) || !reasonIn("eu-west-1", paused[len(paused)-1], task.ReasonRetryAfter) {
+				t.Errorf("no RETRY_AFTER step in the trails of key paused")
+			}
+
+			// SIGHUP: a limit added to eu-west-1's file holds from the leader's
+			// next tick.
+			r := fed.region("eu-west-1")
+			f, err := os.OpenFile(r.cfgPath, os.O_APPEND|os.O_WRONLY, 0)
+			if err != nil {
+				t.Fatal(err)
+			}
+			_, err = f.WriteString("  - {key: late, concurrency: 1}\n")
+			if cerr := f.Close(); err == nil {
+				err = cerr
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			fed.server("eu-west-1").signal(syscall.SIGHUP)
+			waitUntil(t, 10*time.Second, "the reloaded limit in eu-west-1's store", func() bool {
+				v, _ := r.rdb.HGet(context.Background(), "ax:{eu-west-1:0}:lim", "k:late").Result()
+				return v != ""
+			})
+			var late []string
+			for i := 0; i < 6; i++ {
+				id, _ := fed.submit("eu-west-1", tokSubmitterA, hookTask("late/slow", "late"))
+				late = append(late, id)
+			}
+			settle("eu-west-1", late, 30*time.Second)
+			if _, most := hooks.of("/hooks/late/slow"); most != 1 {
+				t.Errorf("key late had %d running at once after SIGHUP set its concurrency to 1", most)
+			}
+
+			// /metrics of eu-west-1's server (its leader) counts the parkings.
+			waitUntil(t, 10*time.Second, "ax_limited_total of rate, concurrency and paused in eu-west-1's /metrics", func() bool {
+				_, body := fed.call("eu-west-1", "", http.MethodGet, "/metrics", nil)
+				for _, kind := range []string{"rate", "concurrency", "paused"} {
+					re := regexp.MustCompile(`ax_limited_total\{kind="` + kind + `",pool="cpu",region="eu-west-1"\} (\S+)`)
+					m := re.FindSubmatch(body)
+					if m == nil {
+						return false
+					}
+					if v, _ := strconv.ParseFloat(string(m[1]), 64); v <= 0 {
+						return false
+					}
+				}
+				return strings.Contains(string(body), `ax_pool_parked{pool="cpu",region="eu-west-1"}`)
+			})
+		})
+		t.Run("fair share, slow lane, a blocked type", func(t *testing.T) {
+			t.Parallel()
+			fed := fed.on(t)
+			fairShareAcrossTenants(t, fed, hooks, srv.URL)
+			slowLaneHoldsItsShare(t, fed, srv.URL)
+			blockedTypeStallsNoOther(t, fed, hooks, srv.URL)
+		})
+	})
 }
 
 // blockedTypeStallsNoOther: pool lane's worker runs http in 4 slots of its
