@@ -283,7 +283,7 @@ func benchCompleteLearning(b *testing.B, n int) {
 			if err != nil || len(ts) != n {
 				b.Fatal(len(ts), err)
 			}
-			argv := []any{"", s.opts.RetainSuccess.Milliseconds(), n, s.opts.RunTimePairs, s.alpha()}
+			argv := []any{"", n, s.opts.RunTimePairs, s.alpha()}
 			for _, t := range ts {
 				argv = append(argv, t.ID, t.LeaseToken, "")
 			}

@@ -32,6 +32,11 @@
 //	ax:{s}:q:<pool>:<p>  ZSET  READY tasks of a pool and priority, by enqueue time
 //	ax:{s}:running       ZSET  RUNNING tasks by lease expiry (ms)
 //	ax:{s}:dead          ZSET  FAILED tasks (dead letters) by failure time
+//	ax:{s}:rs:<minute>   LIST  ids of the tasks that SUCCEEDED in that minute
+//	                           (since the epoch): their records and trails
+//	                           have no TTL, the leader's sweep deletes them
+//	                           past the retention (lib.lua retain_success)
+//	ax:{s}:rsi           ZSET  minute → its start (ms), for each rs: list
 //	ax:{s}:wake:<pool>   LIST  at most one wake-up marker for idle claimers
 //	ax:{s}:idem:<tenant>:<key> STRING id and spec hash, with the key's TTL
 //	ax:{s}:cnt           HASH  O(1) counters by state, pool and priority
@@ -65,6 +70,9 @@
 //	ax:{s}:qb:<tenant>   STRING the tenant's submit bucket, "<micro-tasks>
 //	                           <ms>", in the shard its name hashes to; expires
 //	                           once full again (quota.lua, Store.TakeQuota)
+//	ax:fnlibs            ZSET  script library name → last load or use (ms),
+//	                           one per server whatever the prefix: old
+//	                           libraries are deleted by it (functions.go)
 //
 // State implied by structure: a pinned delayed task's record keeps st P and
 // rs SUBMITTED after promotion; it is READY while it is in its ready set.

@@ -371,3 +371,74 @@ func TestDeadLettersAcrossShardsNewestFirst(t *testing.T) {
 		}
 	}
 }
+
+// TestSuccessRetention: a SUCCESS record and its trail stay for the
+// retention of successes and are deleted by the leader's sweep once the
+// minute they finished in is older than that (lib.lua retain_success),
+// several batches a sweep when one call's limit is reached; dead letters
+// are swept as before, and records never carry a TTL of their own.
+func TestSuccessRetention(t *testing.T) {
+	e := newEnv(t, func(o *Options) { o.RetainSuccess = time.Hour })
+	leader := Fence{Name: "leader", Token: 1}
+	done := func(ids ...string) {
+		t.Helper()
+		for range ids {
+			tk := e.claimOne("cpu")
+			if errs, err := e.s.Complete(e.ctx, Completion{ID: tk.ID, Token: tk.LeaseToken}); err != nil || errs[0] != nil {
+				t.Fatal(err, errs)
+			}
+		}
+	}
+	// a: with a trail (returned once), b: without; both finish now.
+	a := e.submit("cpu")
+	tk := e.claimOne("cpu")
+	if _, err := e.s.Return(e.ctx, a, tk.LeaseToken, task.ReasonPreempted, 0); err != nil {
+		t.Fatal(err)
+	}
+	b := e.submit("cpu")
+	done(a, b)
+	e.clock.Advance(30 * time.Minute)
+	c := e.submit("cpu")
+	done(c)
+	for _, id := range []string{a, b, c} {
+		if ttl := e.rdb.PTTL(e.ctx, e.shardPrefix(id)+"t:"+id).Val(); ttl != -1 {
+			t.Fatalf("%s: record TTL %v, want none", id, ttl)
+		}
+	}
+	if tr, _ := e.s.Trail(e.ctx, a); len(tr) == 0 {
+		t.Fatal("no trail for a returned task")
+	}
+	if n, err := e.s.Sweep(e.ctx, leader, 1); err != nil || n != 0 {
+		t.Fatalf("sweep within the retention: %d, %v", n, err)
+	}
+	gone := func(id string) bool {
+		_, err := e.s.Get(e.ctx, id)
+		return errors.Is(err, task.ErrNotFound)
+	}
+	if gone(a) || gone(b) || gone(c) {
+		t.Fatal("a record went within its retention")
+	}
+	// Past a's and b's retention (and their minute's end), not c's: a
+	// limit of 1 a call takes two calls, in one Sweep.
+	e.clock.Advance(32 * time.Minute)
+	if n, err := e.s.Sweep(e.ctx, leader, 1); err != nil || n != 2 {
+		t.Fatalf("sweep: %d, %v", n, err)
+	}
+	if !gone(a) || !gone(b) || gone(c) {
+		t.Fatalf("after the sweep: a gone %v, b gone %v, c gone %v", gone(a), gone(b), gone(c))
+	}
+	if n := e.rdb.Exists(e.ctx, e.shardPrefix(a)+"l:"+a).Val(); n != 0 {
+		t.Fatal("a's trail outlived its record")
+	}
+	e.clock.Advance(30 * time.Minute)
+	if n, err := e.s.Sweep(e.ctx, leader, 10); err != nil || n != 1 || !gone(c) {
+		t.Fatalf("second sweep: %d, %v, c gone %v", n, err, gone(c))
+	}
+	if k := append(e.keys("ax:*:rs:*"), e.keys("ax:*:rsi")...); len(k) != 0 {
+		t.Fatalf("retention keys left: %v", k)
+	}
+	// A stale leader sweeps nothing.
+	if _, err := e.s.Sweep(e.ctx, Fence{Name: "leader", Token: 0}, 10); !errors.Is(err, ErrFenced) {
+		t.Fatalf("stale sweep: %v", err)
+	}
+}

@@ -312,6 +312,23 @@ local function retain(id, ms, has_log)
   if has_log ~= false then redis.call('PEXPIRE', lkey(id), ms) end
 end
 
+-- Retention of successes (issue 16). No TTL per record: a PEXPIRE in
+-- every complete cost ~2 µs of Redis a task, and filled the expires dict
+-- that every key lookup then checks. A SUCCESS task's id goes instead into
+-- the list of the minute it finished, rs:<minute> (minutes since the
+-- epoch, by the script's clock), one RPUSH per script call; the index rsi
+-- holds those minutes (score: the minute's start, ms). The leader's sweep
+-- (sweep.lua) deletes the records and trails of the minutes older than the
+-- retention, in bounded batches, without reading them: a SUCCESS record
+-- never changes state again.
+local function retain_success(now, ids)
+  if #ids == 0 then return end
+  local m = math.floor(now / 60000)
+  local k = C.K_PREFIX .. 'rs:' .. fmt(m)
+  for i = 1, #ids, 2000 do redis.call('RPUSH', k, unpack(ids, i, math.min(i + 1999, #ids))) end
+  redis.call('ZADD', C.K_PREFIX .. 'rsi', 'NX', fmt(m * 60000), fmt(m))
+end
+
 -- backoff is min(cap, base*2^(attempt-1)) plus up to 25% jitter (j in 0..999).
 local function backoff(base, cap, attempt, j)
   local d = base
