@@ -539,13 +539,20 @@ func unknownRegion(name string) error {
 // the federation: a typo would otherwise read as "no pool matches".
 func (n *Node) knownRegions(names []string) error { return task.CheckRegions(names, n.members) }
 
-// peerAPI is the API address of a healthy region, or an error.
+// peerAPI is the API address of a region to call now, or an error: a
+// healthy one, or one whose figures are fresh again and that no request
+// found unanswered (not suspected) while placement's unhealthy_grace has
+// yet to trust it. A call for a task held there (get, trail, an action, a
+// schedule's slot, a region's part of a fan-out) has nowhere else to go:
+// waiting out the grace, meant to keep placement from flapping, answered
+// 503 for 10 s after the region had recovered (its Redis paused, then
+// continued).
 func (n *Node) peerAPI(name string) (string, error) {
 	if !n.KnownRegion(name) {
 		return "", unknownRegion(name)
 	}
 	r, ok := n.view.Region(name)
-	if !ok || !r.Healthy || r.API == "" {
+	if !ok || r.API == "" || !r.Healthy && (r.Stale || r.Suspect) {
 		return "", fmt.Errorf("%w: %s", ErrRegionUnavailable, name)
 	}
 	return r.API, nil
