@@ -238,6 +238,10 @@ func TestCLIRejectsBadInputBeforeAnyRequest(t *testing.T) {
 		{[]string{"dlq", "ls"}, `unknown command "ls" for "ax dlq"`},
 		{[]string{"schedule", "show", "x"}, `unknown command "show" for "ax schedule"`},
 		{[]string{"nosuch"}, `unknown command "nosuch" for "ax"`},
+		// A subcommand's flags without the subcommand: not the group's help, exit 0.
+		{[]string{"tasks", "--state", "RUNNING"}, `unknown flag: --state: "ax tasks" needs a subcommand`},
+		{[]string{"schedule", "-f", "s.json"}, `"ax schedule" needs a subcommand`},
+		{[]string{"--bogus"}, `unknown flag: --bogus`},
 	}
 	for _, tc := range cases {
 		t.Run(strings.Join(tc.args, " "), func(t *testing.T) {

@@ -95,8 +95,9 @@ func newRoot() *cobra.Command {
 // refuseUnknownSubcommands makes every command group (ax dag, ax dlq, ax
 // schedule, …: subcommands, no body of its own) refuse an argument it has no
 // subcommand for, as a usage error (exit 2, one line). Cobra would print the
-// group's help and exit 0, so `ax dag craete -f x.json` looked like success.
-// The root is a group too: its unknown command exits 2 as well.
+// group's help and exit 0, so `ax dag craete -f x.json` looked like success,
+// and so did a subcommand's flags without the subcommand (`ax tasks --state
+// RUNNING`: the flags were dropped). The root is a group too.
 func refuseUnknownSubcommands(c *cobra.Command) {
 	for _, sub := range c.Commands() {
 		refuseUnknownSubcommands(sub)
@@ -104,16 +105,34 @@ func refuseUnknownSubcommands(c *cobra.Command) {
 	if !c.HasSubCommands() || c.Runnable() {
 		return
 	}
-	// A subcommand's flags after a misspelt subcommand (`ax dag craete -f
-	// x.json`) are not the group's: name the subcommand, not the flag.
-	c.FParseErrWhitelist.UnknownFlags = true
-	c.Args = func(cmd *cobra.Command, args []string) error {
-		if len(args) > 0 {
-			return cliUsage("unknown command %q for %q (see %s --help)", args[0], cmd.CommandPath(), cmd.CommandPath())
-		}
-		return nil
+	// The group parses its own arguments (groupRun).
+	c.DisableFlagParsing = true
+	c.Args = cobra.ArbitraryArgs
+	c.RunE = groupRun
+}
+
+// groupRun is a command group run without a subcommand it knows: its help
+// for no arguments (or -h), else a usage error naming the unknown
+// subcommand or the flag that needs one. A subcommand's flags after a
+// misspelt subcommand (`ax dag craete -f x.json`) are not the group's: the
+// first pass skips unknown flags, so the error names the subcommand.
+func groupRun(cmd *cobra.Command, args []string) error {
+	fs := cmd.Flags()
+	fs.ParseErrorsWhitelist.UnknownFlags = true
+	if err := fs.Parse(args); err != nil {
+		return cliUsage("%v (see %s --help)", err, cmd.CommandPath())
 	}
-	c.RunE = func(cmd *cobra.Command, _ []string) error { return cmd.Help() }
+	if rest := fs.Args(); len(rest) > 0 {
+		return cliUsage("unknown command %q for %q (see %s --help)", rest[0], cmd.CommandPath(), cmd.CommandPath())
+	}
+	if h, _ := fs.GetBool("help"); h {
+		return cmd.Help()
+	}
+	fs.ParseErrorsWhitelist.UnknownFlags = false
+	if err := fs.Parse(args); err != nil {
+		return cliUsage("%v: %q needs a subcommand (see %s --help)", err, cmd.CommandPath(), cmd.CommandPath())
+	}
+	return cmd.Help()
 }
 
 func defaultSettings() string {
