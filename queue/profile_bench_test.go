@@ -7,6 +7,7 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/ax-sched/ax/internal/testenv"
 )
@@ -164,4 +165,53 @@ func commandStats(b *testing.B, r *testenv.Redis) (map[string][2]float64, float6
 		st[name] = e
 	}
 	return st, cpu
+}
+
+// BenchmarkSweepSuccesses is what the leader's sweep of successes costs
+// (lib.lua retain_success, sweep.lua): b.N rounds of 1 000 tasks
+// submitted, claimed and completed, then swept past their retention;
+// Redis CPU per task deleted (INFO cpu around the Sweep only).
+func BenchmarkSweepSuccesses(b *testing.B) {
+	s, ctx, r := benchStore(b)
+	now := time.Now()
+	s.opts.Now = func() time.Time { return now }
+	sp := benchSpec(b)
+	batch := make([]NewTask, 1000)
+	var cpu float64
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		b.StopTimer()
+		for j := range batch {
+			batch[j] = NewTask{Spec: sp, Pool: "cpu"}
+		}
+		if _, err := s.Submit(ctx, batch...); err != nil {
+			b.Fatal(err)
+		}
+		for left := len(batch); left > 0; {
+			ts, err := s.Claim(ctx, ClaimRequest{Pool: "cpu", Worker: "w", N: 100})
+			if err != nil || len(ts) == 0 {
+				b.Fatal(len(ts), err)
+			}
+			cs := make([]Completion, 0, len(ts))
+			for _, t := range ts {
+				cs = append(cs, Completion{ID: t.ID, Token: t.LeaseToken})
+			}
+			if _, err := s.Complete(ctx, cs...); err != nil {
+				b.Fatal(err)
+			}
+			left -= len(ts)
+		}
+		now = now.Add(s.opts.RetainSuccess + 2*time.Minute)
+		_, c0 := commandStats(b, r)
+		b.StartTimer()
+		n, err := s.Sweep(ctx, Fence{Name: "b", Token: 1}, MaxBatch)
+		b.StopTimer()
+		_, c1 := commandStats(b, r)
+		if err != nil || n != len(batch) {
+			b.Fatal(n, err)
+		}
+		cpu += c1 - c0
+		b.StartTimer()
+	}
+	b.ReportMetric(cpu/float64(b.N*len(batch)), "redis-cpu-µs/task")
 }

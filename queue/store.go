@@ -1154,8 +1154,9 @@ func (s *Store) Sweep(ctx context.Context, f Fence, limit int) (int, error) {
 }
 
 // sweepBudget bounds the time a Sweep spends deleting successes (the
-// region leader sweeps once a minute, between its other rounds): at ~2 ms
-// a call of 1 000, about 500 000 a minute.
+// region leader sweeps once a minute, between its other rounds): at
+// ~2.3 ms a call of 1 000 (BenchmarkSweepSuccesses), about 400 000 a
+// minute, ~7 000/s of completions sustained.
 const sweepBudget = time.Second
 
 // PoolWorkers reports the live workers of a pool after forgetting those
