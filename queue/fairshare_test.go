@@ -255,3 +255,122 @@ func BenchmarkClaimFairShare(b *testing.B) {
 		})
 	}, func(i int) *task.Spec { return sp[i%2] })
 }
+
+// A claim shares its slots out on the tenants' scores, then draws each
+// tenant's share from the sets its priority mask names: 3:1 weights split
+// a claim of 8 as one slot at a time would (6:2); a tenant whose sets hold
+// stale entries (cancelled tasks) or run out leaves its slots to the others
+// in the same claim; the mask follows the sets, is learnt again when
+// missing, and a tenant whose sets empty leaves the index; a claimer that
+// filters types leaves what it passed over in the tenant's set.
+func TestFairShareMasksAndShortfall(t *testing.T) {
+	e := newEnv(t, oneShard)
+	pre := e.s.keys[0].prefix
+	mask := func(tn string) (string, bool) {
+		v, err := e.s.rdb.HGet(e.ctx, pre+"fr:p", "^"+tn).Result()
+		return v, err == nil
+	}
+	indexed := func(tn string) bool { return e.s.rdb.ZScore(e.ctx, pre+"fi:p", tn).Err() == nil }
+
+	e.setFair(map[string]FairShare{"p": {Tenants: map[string]TenantShare{"a": {Weight: 3}, "b": {Weight: 1}}}})
+	e.submitMany("p", "a", 8)
+	e.submitMany("p", "b", 8)
+	if got := tenants(e.claim("p", 8)); got["a"] != 6 || got["b"] != 2 {
+		t.Fatalf("a claim of 8 at 3:1 took %v, want a 6, b 2", got)
+	}
+
+	e = newEnv(t, oneShard)
+	pre = e.s.keys[0].prefix
+	e.setFair(map[string]FairShare{"p": {Tenants: map[string]TenantShare{"a": {Weight: 1}, "b": {Weight: 1}}}})
+	var a1 []string
+	for range 3 {
+		a1 = append(a1, e.submit("p", tenantOf("a"), prio(1)))
+	}
+	a3 := []string{e.submit("p", tenantOf("a"), prio(3)), e.submit("p", tenantOf("a"), prio(3))}
+	e.submitMany("p", "b", 10, prio(2))
+	if m, _ := mask("a"); m != "13" {
+		t.Errorf("a's mask %q, want 13", m)
+	}
+	if m, _ := mask("b"); m != "2" {
+		t.Errorf("b's mask %q, want 2", m)
+	}
+	for _, id := range a1[:2] {
+		if _, err := e.s.Cancel(e.ctx, id, "test", "t"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// 8 slots at 1:1 give a 4 on scores; it has 3 live tasks behind 2
+	// stale entries: b takes the slot a leaves, in the same claim.
+	ts := e.claim("p", 8)
+	if got := tenants(ts); len(ts) != 8 || got["a"] != 3 || got["b"] != 5 {
+		t.Fatalf("claimed %v, want a 3, b 5", got)
+	}
+	var order []string
+	for _, tk := range ts {
+		if tk.Tenant == "a" {
+			order = append(order, tk.ID)
+		}
+	}
+	if want := []string{a1[2], a3[0], a3[1]}; fmt.Sprint(order) != fmt.Sprint(want) {
+		t.Errorf("a's tasks in order %v, want %v", order, want)
+	}
+	if ks := e.keys(pre + "fq:p:*:a"); len(ks) != 0 {
+		t.Errorf("a's sets left after its last task was claimed: %v", ks)
+	}
+	if m, ok := mask("a"); m != "" || !ok || indexed("a") {
+		t.Errorf("a emptied: mask %q (%v), indexed %v; want \"\", out of the index", m, ok, indexed("a"))
+	}
+	fr, _ := e.s.FairRunning(e.ctx, "p")
+	if fr["a"] != 3 || fr["b"] != 5 || len(fr) != 2 {
+		t.Errorf("running counts %v, want a 3, b 5", fr)
+	}
+
+	// A mask missing (a tenant indexed before masks): the claim reads every
+	// set of the tenant and writes what it found.
+	if err := e.s.rdb.HDel(e.ctx, pre+"fr:p", "^b").Err(); err != nil {
+		t.Fatal(err)
+	}
+	if ts := e.claim("p", 2); len(ts) != 2 || ts[0].Tenant != "b" {
+		t.Fatalf("with b's mask unknown claimed %v, want 2 of b's", tenants(ts))
+	}
+	if m, _ := mask("b"); m != "2" {
+		t.Errorf("b's mask learnt %q, want 2", m)
+	}
+
+	// A claimer of type y only: a's tasks of type x stay in a's set, the
+	// mask keeps their priority; a claimer of every type takes them.
+	x := []string{e.submit("p", tenantOf("a"), typeOf("x")), e.submit("p", tenantOf("a"), typeOf("x"))}
+	y := e.submit("p", tenantOf("a"), typeOf("y"))
+	if !indexed("a") {
+		t.Fatal("a not back in the index with new tasks")
+	}
+	tys, err := ServeTypes("y")
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := e.s.Claim(e.ctx, ClaimRequest{Pool: "p", Worker: "w2", N: 10, Types: tys})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(got) != 1 || got[0].ID != y {
+		t.Fatalf("the type-y claimer took %v, want %s only", got, y)
+	}
+	if n := e.s.rdb.ZCard(e.ctx, pre+"fq:p:2:a").Val(); n != 2 {
+		t.Errorf("a's set after the filtered claim holds %d, want the 2 passed over", n)
+	}
+	if m, _ := mask("a"); m != "2" {
+		t.Errorf("a's mask %q after the filtered claim, want 2", m)
+	}
+	rest := e.claim("p", 10)
+	if got := tenants(rest); got["a"] != 2 || got["b"] != 3 {
+		t.Errorf("the last claim took %v, want a's 2 of type x and b's last 3", got)
+	}
+	for _, tk := range rest {
+		if tk.Tenant == "a" && tk.ID != x[0] && tk.ID != x[1] {
+			t.Errorf("a's task %s claimed, want only %v", tk.ID, x)
+		}
+	}
+	if ks := e.keys(pre + "fq:*"); len(ks) != 0 {
+		t.Errorf("tenant sets left after every task was claimed: %v", ks)
+	}
+}

@@ -83,7 +83,7 @@ local function keys_of(ty, tn, lk)
   return ks
 end
 local held = {} -- id -> ',key,...,' of the concurrency it takes
-local rec = {}  -- id -> its record as read by admit (limits on) or the fair share's check
+local rec = {}  -- id -> its record as read by admit (limits on)
 -- admit: 'take' this task, 'skip' it (not a type this claimer serves: it
 -- stays, counting towards the bound) or 'park' it (limited).
 local F = fair(pool) -- the pool's fair share (lib.lua), false when it has none
@@ -152,8 +152,9 @@ local FT = {}
 local function ft(tn)
   local e = FT[tn]
   if e == nil then
-    local r, v = fair_running(pool, tn)
-    e = {c = fair_of(F, tn), r = r, v = v, d = 0}
+    local r, v, m = fair_running(pool, tn)
+    local c = fair_of(F, tn)
+    e = {c = c, r = r, v = v, m = m, d = 0, inc = fair_inc(c)}
     FT[tn] = e
   end
   return e
@@ -196,19 +197,23 @@ end
 
 local left = n - #chosen
 -- Fair share (docs/fairness.md): priorities 1..4 go by tenant. The index
--- fi:<pool> is read a few tenants at a time from its lowest score; the
+-- fi:<pool> is read a few tenants at a time from its lowest score (one
+-- HMGET for their running counts and priority masks). The claim's slots
+-- are first shared out on the tenants' scores alone: one at a time to the
 -- tenant with the lowest score (below its floor first, then running ÷
--- weight, none at its max) gets the next slot, from its own sets fq of
--- priorities 1..4 merged by aging as below. An index with no tenant (tasks
+-- weight, none at its max), its score recomputed with the slots given. Then
+-- each tenant's tasks are drawn, as many as it was given, from its own
+-- sets fq of the priorities in its mask, merged by aging as below, each
+-- set's head read no longer than that. A tenant that has fewer (its sets
+-- run out, stale entries, tasks parked or passed over) is out, and the
+-- slots it left are shared again among the others: the same tenants get the
+-- same slots as giving them one by one. What a tenant's draw consumed is a
+-- prefix of each of its sets, removed by rank; a claimer that filters types
+-- removes by id (a task passed over stays). An index with no tenant (tasks
 -- READY before the pool's fair share began) leaves the claim to the plain
 -- merge.
-local fgone, fcand, fair_on = {}, {}, false
-local function fgo(p, tn, id)
-  local k = fqkey(pool, p, tn)
-  local l = fgone[k]
-  if l == nil then l = {}; fgone[k] = l end
-  l[#l + 1] = id
-end
+local fcand, fair_on = {}, false
+local sp = {'1', '2', '3', '4'}
 if F and left > 0 and parked < PARK_MAX then
   local fik = K_PREFIX .. 'fi:' .. pool
   local ioff, imore = 0, false
@@ -217,54 +222,118 @@ if F and left > 0 and parked < PARK_MAX then
     local got = redis.call('ZRANGE', fik, ioff, ioff + w)
     ioff = ioff + #got
     imore = #got == w + 1
+    fair_prefetch(pool, got)
     for _, tn in ipairs(got) do
-      fcand[#fcand + 1] = {tn = tn, heads = {}, pos = {}, off = {}, more = {}, key = {}, over = 0}
+      fcand[#fcand + 1] = {tn = tn, e = ft(tn), a = 0, over = 0}
     end
     return #got
   end
-  -- fair_ready reads the task's record (which the claim returns if it
-  -- takes it, rec) and tells whether it is READY in this pool and priority
-  -- (not parked): an fq entry may be stale (removals are lazy, lib.lua).
-  -- A pinned delayed task promoted untouched is READY with st P (is_lazy).
-  local sp = {}
-  for p = 1, 4 do sp[p] = tostring(p) end
-  local function fair_ready(id, pool, p)
-    local h = redis.call('HGETALL', tkey(id))
-    rec[id] = h
-    local st, po, pr, pk, rs, pn, ob
-    for x = 1, #h, 2 do
-      local f = h[x]
-      if f == 'st' then st = h[x + 1] elseif f == 'po' then po = h[x + 1] elseif f == 'pr' then pr = h[x + 1]
-      elseif f == 'pk' then pk = h[x + 1] elseif f == 'rs' then rs = h[x + 1] elseif f == 'pn' then pn = h[x + 1]
-      elseif f == 'ob' then ob = h[x + 1] end
-    end
-    if po ~= pool or pr ~= sp[p] or pk then return false end
-    return st == 'R' or is_lazy(st, rs, pn, ob)
-  end
-  -- fnext: the tenant's next task by aging, or nil when it has none left.
-  -- c.key[p]: the aging key of the head of priority p (false: none left).
-  local function fnext(c)
-    local bp, bk
+  -- c: a candidate tenant; c.ps its priorities (numbers), per priority
+  -- the ids of its head read (h) and their scores in the pool's ready set
+  -- (hs, one ZMSCORE a read: false for an entry not READY in this pool
+  -- and priority any more, removals being lazy, lib.lua), the next
+  -- position (pos), next offset (off), whether the set may hold more
+  -- (more), the aging key of its next live task (key, false: none), the
+  -- entries consumed (used; their ids in rm when the claimer filters) and
+  -- whether one was passed over (skip).
+  local function start(c)
+    local m = c.e.m
+    c.ps, c.h, c.hs, c.pos, c.off, c.more, c.key, c.used, c.rm, c.skip = {}, {}, {}, {}, {}, {}, {}, {}, {}, {}
     for p = 1, 4 do
+      if m == false or string.find(m, sp[p], 1, true) then
+        c.ps[#c.ps + 1] = p
+        c.off[p], c.used[p], c.rm[p] = 0, 0, {}
+      end
+    end
+  end
+  local function consumed(c, p, id)
+    if filter then c.rm[p][#c.rm[p] + 1] = id else c.used[p] = c.used[p] + 1 end
+  end
+  -- heads reads the next size entries of the tenant's set of priority p
+  -- and their scores in the pool's ready set.
+  local function heads(c, p, size)
+    local o = c.off[p]
+    local h = redis.call('ZRANGE', fqkey(pool, p, c.tn), o, o + size - 1)
+    c.h[p], c.pos[p], c.off[p], c.more[p] = h, 1, o + #h, #h == size
+    c.hs[p] = #h > 0 and redis.call('ZMSCORE', qkey(pool, p), unpack(h)) or h
+    return h
+  end
+  -- fnext: the tenant's next live task by aging (its id, priority and
+  -- ready-set score), or nil when it has none left; the stale entries on
+  -- the way are consumed. size: how many to read when a head runs out.
+  local function fnext(c, size)
+    local bp, bk
+    local ps = c.ps
+    for j = 1, #ps do
+      local p = ps[j]
       local k = c.key[p]
       if k == nil then
-        local h = c.heads[p]
-        if h == nil or (c.pos[p] >= #h and c.more[p]) then
-          local o = c.off[p] or 0
-          h = redis.call('ZRANGE', fqkey(pool, p, c.tn), o, o + left - 1, 'WITHSCORES')
-          c.heads[p], c.pos[p], c.off[p], c.more[p] = h, 1, o + #h / 2, #h == 2 * left
-        end
         k = false
-        if c.pos[p] < #h then k = tonumber(h[c.pos[p] + 1]) + p * step end
+        while true do
+          local h, i = c.h[p], c.pos[p]
+          if h == nil or (i > #h and c.more[p]) then
+            h, i = heads(c, p, h and math.max(size, 8) or size), 1
+          end
+          if i > #h then break end
+          local sc = c.hs[p][i]
+          if sc then
+            k = tonumber(sc) + p * step
+            break
+          end
+          consumed(c, p, h[i]) -- stale: the lazy removal
+          c.pos[p] = i + 1
+        end
         c.key[p] = k
       end
       if k and (bk == nil or k < bk) then bp, bk = p, k end
     end
     if bp == nil then return nil end
-    local h, i = c.heads[bp], c.pos[bp]
-    c.pos[bp] = i + 2
+    local i = c.pos[bp]
+    c.pos[bp] = i + 1
     c.key[bp] = nil
-    return h[i], bp, h[i + 1]
+    return c.h[bp][i], bp, c.hs[bp][i]
+  end
+  -- draw takes up to want tasks of tenant c.
+  local function draw(c, want)
+    if not c.ps then start(c) end
+    local e, got = c.e, 0
+    local one = #c.ps == 1 and c.ps[1] -- one priority: no merge
+    while got < want and parked < PARK_MAX do
+      local id, p, sc
+      if one then
+        p = one
+        local h, i = c.h[p], c.pos[p]
+        if h == nil or (i > #h and c.more[p]) then
+          h, i = heads(c, p, h and math.max(want - got, 8) or want - got), 1
+        end
+        if i > #h then c.out = true; return end
+        c.pos[p] = i + 1
+        id, sc = h[i], c.hs[p][i]
+      else
+        id, p, sc = fnext(c, want - got)
+        if id == nil then c.out = true; return end
+      end
+      local a = 'stale'
+      if sc then a = admit(id, p, pool, sc, c.tn) end
+      if a == 'stale' then
+        consumed(c, p, id) -- not READY in this pool and priority: the lazy removal
+      elseif a == 'take' then
+        chosen[#chosen + 1] = {id, p}
+        remove(p, id)
+        TN[id] = c.tn
+        e.d = e.d + 1
+        got = got + 1
+        left = left - 1
+        consumed(c, p, id)
+      elseif a == 'park' then
+        remove(p, id)
+        consumed(c, p, id)
+      else
+        c.skip[p] = true
+        c.over = c.over + 1
+        if c.over >= bound then c.out = true; return end
+      end
+    end
   end
   if read_index() > 0 then
     fair_on = true
@@ -275,45 +344,42 @@ if F and left > 0 and parked < PARK_MAX then
     -- proportion whoever's task freed the slot; an idle tenant's lead is
     -- cut to 2 starts of weight 1, so it cannot bank a long idle spell.
     local vmax = 0
-    for _, c in ipairs(fcand) do vmax = math.max(vmax, ft(c.tn).v) end
+    for _, c in ipairs(fcand) do vmax = math.max(vmax, c.e.v) end
     for _, c in ipairs(fcand) do
-      local e = ft(c.tn)
+      local e = c.e
       if e.v < vmax - 2000 then e.v, e.vset = vmax - 2000, true end
     end
     while left > 0 and parked < PARK_MAX do
-      local best, bs, bv = nil, nil, nil
+      -- share out `left` slots: c.a each, on (score, v) with the slots given
+      local act = 0
       for _, c in ipairs(fcand) do
+        c.a = 0
         if not c.out then
-          local e = ft(c.tn)
-          local sc = fair_score(e.c, e.r + e.d)
-          local v = e.v + e.d * fair_inc(e.c)
-          if sc < 1e12 and (bs == nil or sc < bs - 1e-9 or (sc <= bs + 1e-9 and v < bv)) then
-            best, bs, bv = c, sc, v
-          end
+          local e = c.e
+          c.sc, c.v = fair_score(e.c, e.r + e.d), e.v + e.d * e.inc
+          if c.sc < 1e12 then act = act + 1 end
         end
       end
-      if best == nil then
+      if act == 0 then
         if not imore or read_index() == 0 then break end
       else
-        local id, p, sc = fnext(best)
-        if id == nil then
-          best.out = true
-          best.empty = best.over == 0
-        elseif not fair_ready(id, pool, p) then
-          fgo(p, best.tn, id) -- not READY here any more: the lazy removal
-        else
-          local a = admit(id, p, pool, sc, best.tn)
-          if a == 'take' then
-            take(p, id, best.tn)
-            fgo(p, best.tn, id)
-            left = left - 1
-          elseif a == 'park' then
-            remove(p, id)
-            fgo(p, best.tn, id)
-          else
-            best.over = best.over + 1
-            if best.over >= bound then best.out = true end
+        local nc = #fcand
+        for _ = 1, left do
+          local best, bs, bv = nil, nil, nil
+          for j = 1, nc do
+            local c = fcand[j]
+            local sc = c.sc
+            if sc < 1e12 and not c.out and (bs == nil or sc < bs - 1e-9 or (sc <= bs + 1e-9 and c.v < bv)) then
+              best, bs, bv = c, sc, c.v
+            end
           end
+          if best == nil then break end
+          local a, e = best.a + 1, best.e
+          best.a = a
+          best.sc, best.v = fair_score(e.c, e.r + e.d + a), best.v + e.inc
+        end
+        for _, c in ipairs(fcand) do
+          if c.a > 0 and parked < PARK_MAX then draw(c, c.a) end
         end
       end
     end
@@ -365,26 +431,49 @@ for p = 0, 4 do
   if gone[p] then redis.call('ZREM', qkey(pool, p), unpack(gone[p])) end
 end
 if F then
-  for k, l in pairs(fgone) do redis.call('ZREM', k, unpack(l)) end
   local fik, frk = K_PREFIX .. 'fi:' .. pool, K_PREFIX .. 'fr:' .. pool
-  local emptied = {}
+  local hs, za, zr, emptied = {}, {'XX'}, {}, {}
   for _, c in ipairs(fcand) do
-    -- a tenant whose sets this claim emptied leaves the index (it comes
-    -- back with its next READY task, fair_add)
-    if c.empty and redis.call('EXISTS', fqkey(pool, 1, c.tn), fqkey(pool, 2, c.tn), fqkey(pool, 3, c.tn), fqkey(pool, 4, c.tn)) == 0 then
-      redis.call('ZREM', fik, c.tn)
-      emptied[c.tn] = true
+    if c.ps then
+      -- what the draw consumed goes; a set it read to the end (and passed
+      -- nothing over in) is empty now and leaves the tenant's mask
+      local m, was, add = '', c.e.m, fair_added(pool, c.tn)
+      for _, p in ipairs(c.ps) do
+        local k = fqkey(pool, p, c.tn)
+        if filter then
+          if #c.rm[p] > 0 then redis.call('ZREM', k, unpack(c.rm[p])) end
+        elseif c.used[p] > 0 then
+          redis.call('ZREMRANGEBYRANK', k, 0, c.used[p] - 1)
+        end
+        local h = c.h[p]
+        if not (h and not c.more[p] and c.pos[p] > #h and not c.skip[p]) or (add and add[sp[p]]) then
+          m = m .. p
+        end
+      end
+      if m ~= was then
+        hs[#hs + 1] = '^' .. c.tn; hs[#hs + 1] = m
+      end
+      -- a tenant with no set left leaves the index (it comes back with
+      -- its next READY task, fair_add)
+      if m == '' then
+        zr[#zr + 1] = c.tn
+        emptied[c.tn] = true
+      end
     end
   end
   for tn, e in pairs(FT) do
     if e.d > 0 then
       -- the script's view of both is current: nothing ran in between
-      redis.call('HSET', frk, tn, fmt(e.r + e.d), '~' .. tn, fmt(e.v + e.d * fair_inc(e.c)))
-      if not emptied[tn] then redis.call('ZADD', fik, 'XX', fair_score(e.c, e.r + e.d), tn) end
+      hs[#hs + 1] = tn; hs[#hs + 1] = fmt(e.r + e.d)
+      hs[#hs + 1] = '~' .. tn; hs[#hs + 1] = fmt(e.v + e.d * e.inc)
+      if not emptied[tn] then za[#za + 1] = fair_score(e.c, e.r + e.d); za[#za + 1] = tn end
     elseif e.vset then
-      redis.call('HSET', frk, '~' .. tn, fmt(e.v))
+      hs[#hs + 1] = '~' .. tn; hs[#hs + 1] = fmt(e.v)
     end
   end
+  if #hs > 0 then redis.call('HSET', frk, unpack(hs)) end
+  if #za > 1 then redis.call('ZADD', fik, unpack(za)) end
+  if #zr > 0 then redis.call('ZREM', fik, unpack(zr)) end
 end
 
 -- The reason CLAIMED is implied by st U (nothing else sets rs while RUNNING),
@@ -420,11 +509,20 @@ if k > 0 then
     local hl = held[id]
     if F then
       -- fs: the tenant whose slot of the pool's fair share the task holds
-      local a = {'st', 'U', 'wk', worker, 'lt', fmt(first + j - 1), 'sa', snow,
-        'at', fmt(tonumber(at or '0') + 1), 'fs', TN[id] or 'default'}
-      if price ~= '' then a[#a + 1] = 'px'; a[#a + 1] = price end
-      if hl then a[#a + 1] = 'lc'; a[#a + 1] = hl end
-      redis.call('HSET', tk, unpack(a))
+      local fs = TN[id] or 'default'
+      if hl and price ~= '' then
+        redis.call('HSET', tk, 'st', 'U', 'wk', worker, 'lt', fmt(first + j - 1), 'sa', snow,
+          'at', fmt(tonumber(at or '0') + 1), 'fs', fs, 'px', price, 'lc', hl)
+      elseif hl then
+        redis.call('HSET', tk, 'st', 'U', 'wk', worker, 'lt', fmt(first + j - 1), 'sa', snow,
+          'at', fmt(tonumber(at or '0') + 1), 'fs', fs, 'lc', hl)
+      elseif price ~= '' then
+        redis.call('HSET', tk, 'st', 'U', 'wk', worker, 'lt', fmt(first + j - 1), 'sa', snow,
+          'at', fmt(tonumber(at or '0') + 1), 'fs', fs, 'px', price)
+      else
+        redis.call('HSET', tk, 'st', 'U', 'wk', worker, 'lt', fmt(first + j - 1), 'sa', snow,
+          'at', fmt(tonumber(at or '0') + 1), 'fs', fs)
+      end
     elseif price ~= '' and hl then
       redis.call('HSET', tk, 'st', 'U', 'wk', worker, 'lt', fmt(first + j - 1), 'sa', snow,
         'at', fmt(tonumber(at or '0') + 1), 'px', price, 'lc', hl)

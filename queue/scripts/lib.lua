@@ -369,7 +369,9 @@ end
 --                           other tenant); no hash: no fair share, and no
 --                           other fair-share key is read or written
 --   fr:<pool>         HASH  tenant → its tasks RUNNING in the pool;
---                           '~'<tenant> → its starts ÷ weight (ties)
+--                           '~'<tenant> → its starts ÷ weight (ties);
+--                           '^'<tenant> → its priority mask: the
+--                           priorities of its non-empty fq sets ("24")
 --   fi:<pool>         ZSET  tenants that may have work waiting, by score
 --   fq:<pool>:<p>:<t> ZSET  tenant t's READY tasks of priority p (1-4) by
 --                           their ready-set score: a second index of
@@ -377,6 +379,9 @@ end
 -- Adds are exact (every way into a ready set calls fair_add); removals
 -- other than the claim's are lazy: a claim drops an fq entry that is not
 -- in its ready set any more, and a tenant whose fq sets are empty.
+-- The mask is exact: fair_add sets a digit, a claim clears it for a set it
+-- emptied. No '^' field (indexed before masks) is unknown: a claim reads
+-- all four sets and writes what it found.
 -- The score orders tenants: below its floor a tenant comes first (r/floor
 -- - 1 < 0), then by running ÷ weight, and at its max it is out (≥ 1e12).
 local function fair(pool)
@@ -402,21 +407,57 @@ local function fair_score(c, r)
   if c.mx > 0 and r >= c.mx then return 1e12 + r end
   return r * 1000 / c.w
 end
--- fair_running is the tenant's running count in the pool and its starts ÷
--- weight so far (v, field '~<tenant>': 1000 a start of weight 1).
-local function fair_running(pool, tn)
+-- fair_running: the tenant's running count in the pool, starts ÷ weight
+-- (v, '~<tenant>': 1000 a start of weight 1) and mask (false: unknown);
+-- fair_prefetch reads them for several tenants with one HMGET.
+local function fair_prefetch(pool, tns)
   local m = C.FRUN[pool]
   if m == nil then m = {}; C.FRUN[pool] = m end
-  local r = m[tn]
-  if r == nil then
-    local h = redis.call('HMGET', C.K_PREFIX .. 'fr:' .. pool, tn, '~' .. tn)
-    r = {tonumber(h[1] or '0'), tonumber(h[2] or '0')}
-    m[tn] = r
+  local a, want = {}, {}
+  for _, tn in ipairs(tns) do
+    if m[tn] == nil then
+      want[#want + 1] = tn
+      a[#a + 1] = tn; a[#a + 1] = '~' .. tn; a[#a + 1] = '^' .. tn
+    end
   end
-  return r[1], r[2]
+  if #want == 0 then return end
+  local h = redis.call('HMGET', C.K_PREFIX .. 'fr:' .. pool, unpack(a))
+  for i, tn in ipairs(want) do
+    local j = 3 * i - 2
+    m[tn] = {tonumber(h[j] or '0'), tonumber(h[j + 1] or '0'), h[j + 2] or false}
+  end
+end
+local function fair_frun(pool, tn)
+  local m = C.FRUN[pool]
+  local r = m and m[tn]
+  if r == nil then
+    fair_prefetch(pool, {tn})
+    r = C.FRUN[pool][tn]
+  end
+  return r
+end
+local function fair_running(pool, tn)
+  local r = fair_frun(pool, tn)
+  return r[1], r[2], r[3]
 end
 local function fair_inc(c) return math.floor(1e6 / c.w) end
 local function fqkey(pool, p, tn) return C.K_PREFIX .. 'fq:' .. pool .. ':' .. p .. ':' .. tn end
+-- fair_mask_add puts priority p (a digit) into the tenant's mask (learnt
+-- from the sets when unknown).
+local function fair_mask_add(pool, tn, p)
+  local r = fair_frun(pool, tn)
+  local m = r[3]
+  if m and string.find(m, p, 1, true) then return end
+  local n = ''
+  for q = 1, 4 do
+    local d = tostring(q)
+    if d == p or (m and string.find(m, d, 1, true)) or (not m and redis.call('EXISTS', fqkey(pool, d, tn)) == 1) then
+      n = n .. d
+    end
+  end
+  r[3] = n
+  redis.call('HSET', C.K_PREFIX .. 'fr:' .. pool, '^' .. tn, n)
+end
 -- fair_add indexes a task just put into q:<pool>:<p> with score (tn: its
 -- tenant when the caller has it). Priority 0 is strict: not indexed.
 local function fair_add(pool, p, score, id, tn)
@@ -424,13 +465,23 @@ local function fair_add(pool, p, score, id, tn)
   local f = fair(pool)
   if not f then return end
   tn = tn or redis.call('HGET', tkey(id), 'tn') or 'default'
+  p = tostring(p)
   zadd(fqkey(pool, p, tn), score, id)
   local k = pool .. '\t' .. tn
-  if not C.FSEEN[k] then
-    C.FSEEN[k] = true
+  local seen = C.FSEEN[k]
+  if not seen then
+    seen = {}
+    C.FSEEN[k] = seen
     C.FIDX[#C.FIDX + 1] = {C.K_PREFIX .. 'fi:' .. pool, fair_score(fair_of(f, tn), fair_running(pool, tn)), tn}
   end
+  if not seen[p] then
+    seen[p] = true
+    fair_mask_add(pool, tn, p)
+  end
 end
+-- fair_added: the priorities (digit → true) this call added tasks of the
+-- tenant in (fair_add's zadd lands at finish, after a claim's reads).
+local function fair_added(pool, tn) return rawget(C, 'FSEEN') and C.FSEEN[pool .. '\t' .. tn] end
 -- fair_release gives back the slot a RUNNING task held in its pool's fair
 -- share (its record's fs field: the tenant); fair_flush writes what the
 -- script gave back, one HINCRBY per tenant, re-scores the tenant, and
