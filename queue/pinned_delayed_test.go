@@ -304,3 +304,21 @@ func TestUnplacedDelayedThroughDueSet(t *testing.T) {
 		t.Fatalf("waiting pending: %d, want 1", pend)
 	}
 }
+
+// DueTasks reads what placement needs of a due task: its price cap and
+// wait target too (issue 14: the leader placed DAG nodes, schedule slots
+// and delayed tasks past their max_price_per_slot_hour, which it never
+// read).
+func TestDueTasksCarryPriceCapAndWaitTarget(t *testing.T) {
+	e := newEnv(t)
+	id := e.submit("", func(s *task.Spec) {
+		s.MaxPricePerSlotHour, s.MaxWait = 0.03, task.Duration(4*time.Second)
+	})
+	due, err := e.s.DueTasks(e.ctx, 10)
+	if err != nil || len(due) != 1 || due[0].ID != id {
+		t.Fatalf("due %v %v, want %s", due, err, id)
+	}
+	if d := due[0]; d.MaxPricePerSlotHour != 0.03 || time.Duration(d.MaxWait) != 4*time.Second {
+		t.Fatalf("due task: max_price_per_slot_hour %v, max_wait %v; want 0.03 and 4s", d.MaxPricePerSlotHour, d.MaxWait)
+	}
+}

@@ -684,8 +684,11 @@ func (s *Store) DueTasks(ctx context.Context, limit int) ([]*task.Task, error) {
 	return out, nil
 }
 
-// placementFields are the record fields DueTasks reads; st first.
-var placementFields = []string{"st", "ty", "tg", "rg", "pr", "cr", "tn", "tr", "rs", "du"}
+// placementFields are the record fields DueTasks reads; st first. Every
+// field placement reads is here: the price cap (mp: a task's own, or its
+// tenant's budget cap) and the wait target (mw) apply to delayed tasks, DAG
+// nodes, schedule slots and re-placed tasks as they do at submit.
+var placementFields = []string{"st", "ty", "tg", "rg", "pr", "cr", "tn", "tr", "rs", "du", "mp", "mw"}
 
 // Assignment is a placement decision for a due task: a local pool, or no
 // capacity now (Pool "") with the time to try again.
