@@ -54,9 +54,14 @@ func (e *BudgetError) Error() string {
 		e.Tenant, strconv.FormatFloat(e.Spent, 'g', 6, 64), strconv.FormatFloat(e.Budget, 'g', 6, 64))
 }
 
-// budgets is a server's view of its tenants' spend this month.
+// BudgetExceeded marks the error as a budget's refusal for the packages
+// that do not import this one (schedule.Enqueuer).
+func (e *BudgetError) BudgetExceeded() bool { return true }
+
+// budgets is a server's view of its tenants' budgets and spend this month.
 type budgets struct {
 	mu     sync.Mutex
+	set    map[string]Budget  // Config.Budgets, replaced by SetBudgets (SIGHUP)
 	month  string             // YYYY-MM of spend
 	spend  map[string]float64 // tenant → USD this month
 	warned map[string]string  // tenant → the month it was warned in
@@ -72,11 +77,12 @@ type BudgetStatus struct {
 
 // BudgetOf returns tenant's budget status; false when it has no budget.
 func (n *Node) BudgetOf(tenant string) (BudgetStatus, bool) {
-	b, ok := n.cfg.Budgets[tenant]
+	n.budgets.mu.Lock()
+	b, ok := n.budgets.set[tenant]
 	if !ok || b.MonthlyUSD <= 0 {
+		n.budgets.mu.Unlock()
 		return BudgetStatus{}, false
 	}
-	n.budgets.mu.Lock()
 	spent := 0.0
 	if n.budgets.month == n.cfg.Now().UTC().Format("2006-01") {
 		spent = n.budgets.spend[tenant]
@@ -90,7 +96,7 @@ func (n *Node) BudgetOf(tenant string) (BudgetStatus, bool) {
 // judges them, by tenant name.
 func (n *Node) Budgets(tenant string) []apiv1.CostBudget {
 	var out []apiv1.CostBudget
-	for _, t := range slices.Sorted(maps.Keys(n.cfg.Budgets)) {
+	for _, t := range slices.Sorted(maps.Keys(n.budgetSet())) {
 		st, ok := n.BudgetOf(t)
 		if !ok || tenant != "" && t != tenant {
 			continue
@@ -145,14 +151,40 @@ func (n *Node) BudgetRoom(tenant string) error {
 	return nil
 }
 
-// BudgetLoop rereads the spend of the tenants with a budget every
-// Config.BudgetRefresh until ctx ends; it returns at once when there is none.
-// Every server runs it (submits are judged on every server).
-func (n *Node) BudgetLoop(ctx context.Context) {
-	if len(n.cfg.Budgets) == 0 {
-		return
+// budgetSet is the budgets in force (read-only).
+func (n *Node) budgetSet() map[string]Budget {
+	n.budgets.mu.Lock()
+	defer n.budgets.mu.Unlock()
+	return n.budgets.set
+}
+
+// SetBudgets puts budgets in force in place of Config.Budgets (ax server's
+// SIGHUP): a tenant's raised budget lets its submits, DAG runs and
+// schedule slots through again from the next spend read (BudgetLoop reads
+// it within Config.BudgetRefresh); a tenant no longer listed is no longer
+// judged, and its gauge is removed.
+func (n *Node) SetBudgets(budgets map[string]Budget) {
+	n.budgets.mu.Lock()
+	old := n.budgets.set
+	n.budgets.set = maps.Clone(budgets)
+	n.budgets.mu.Unlock()
+	for t := range old {
+		if b, ok := budgets[t]; !ok || b.MonthlyUSD <= 0 {
+			n.metrics.budgetUsed.DeleteLabelValues(t)
+		}
 	}
+	n.log.Info("budgets set", "tenants", len(budgets))
+}
+
+// BudgetLoop rereads the spend of the tenants with a budget every
+// Config.BudgetRefresh until ctx ends; while there is none (SetBudgets may
+// add some) it reads nothing. Every server runs it (submits are judged on
+// every server).
+func (n *Node) BudgetLoop(ctx context.Context) {
 	refresh := func() bool {
+		if len(n.budgetSet()) == 0 {
+			return true
+		}
 		if err := n.RefreshBudgets(ctx); err != nil && ctx.Err() == nil {
 			n.log.Warn("budgets: spend not read; judging by the last read", "err", err)
 		}
@@ -188,25 +220,26 @@ func (n *Node) RefreshBudgets(ctx context.Context) error {
 	}
 	month := now.Format("2006-01")
 	n.budgets.mu.Lock()
+	set := n.budgets.set
 	n.budgets.month, n.budgets.spend = month, spend
 	if n.budgets.warned == nil {
 		n.budgets.warned = map[string]string{}
 	}
 	var warn []string
-	for t, b := range n.cfg.Budgets {
+	for t, b := range set {
 		if b.MonthlyUSD > 0 && spend[t]/b.MonthlyUSD >= budgetWarn && n.budgets.warned[t] != month {
 			n.budgets.warned[t] = month
 			warn = append(warn, t)
 		}
 	}
 	n.budgets.mu.Unlock()
-	for t, b := range n.cfg.Budgets {
+	for t, b := range set {
 		if b.MonthlyUSD > 0 {
 			n.metrics.budgetUsed.WithLabelValues(t).Set(spend[t] / b.MonthlyUSD)
 		}
 	}
 	for _, t := range warn {
-		b := n.cfg.Budgets[t]
+		b := set[t]
 		action := "refused"
 		if !b.Refuse {
 			action = "capped at $" + strconv.FormatFloat(b.PriceCap, 'g', 6, 64) + "/slot-hour"

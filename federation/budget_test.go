@@ -1,6 +1,7 @@
 package federation_test
 
 import (
+	"errors"
 	"net/http"
 	"testing"
 	"time"
@@ -9,6 +10,7 @@ import (
 	"github.com/ax-sched/ax/federation"
 	"github.com/ax-sched/ax/internal/fedtest"
 	"github.com/ax-sched/ax/queue"
+	"github.com/ax-sched/ax/schedule"
 	"github.com/ax-sched/ax/task"
 )
 
@@ -81,5 +83,67 @@ func TestMonthlyBudgets(t *testing.T) {
 	}
 	if sr := f.SubmitOK(aws, tokGlobex, spec{"type": "etl.step", "tags": x86Spot}); sr.Region != az || deref(sr.Pool) != poolSpot {
 		t.Fatalf("globex past its budget, spot: %s/%s, want %s/%s (under its price cap)", sr.Region, deref(sr.Pool), az, poolSpot)
+	}
+
+	budgetHooks(t, f)
+}
+
+// budgetHooks: the same budgets on the paths that reach the store without a
+// submit — a schedule's slot (Node.Enqueue, the federation leader's call;
+// home az, so through az's internal enqueue) and a DAG node's release
+// (Node.SubmitFixed). acme's slot is refused as its budget's (the
+// scheduler gives it up as budget_exceeded) and nothing is stored;
+// globex's slot and node carry its cap. Once acme's budget is raised
+// (SetBudgets, ax server's SIGHUP) and the spend read again, its next slot
+// is stored.
+func budgetHooks(t *testing.T, f *fed) {
+	ctx := fedtest.Ctx(t)
+	n := f.R(aws).Node()
+	slotSpec := func(tenant string) *task.Spec {
+		return &task.Spec{Type: "etl.step", Tenant: tenant, Tags: x86Spot}
+	}
+	at := time.Now().UTC().Truncate(time.Second)
+	id := schedule.TaskID("acme-nightly", at, az)
+	created, refused, err := n.Enqueue(ctx, az, id, slotSpec("acme"))
+	var be interface{ BudgetExceeded() bool }
+	if err != nil || created || !errors.As(refused, &be) || !be.BudgetExceeded() {
+		t.Fatalf("acme's slot past its refuse budget: created %v, refused %v, err %v; want a budget refusal", created, refused, err)
+	}
+	if _, err := f.R(az).Store.Get(ctx, id); !errors.Is(err, task.ErrNotFound) {
+		t.Fatalf("acme's refused slot in az: %v, want none", err)
+	}
+	id = schedule.TaskID("globex-nightly", at, az)
+	if created, refused, err := n.Enqueue(ctx, az, id, slotSpec("globex")); err != nil || refused != nil || !created {
+		t.Fatalf("globex's slot past its cap budget: created %v, refused %v, err %v", created, refused, err)
+	}
+	if tk, err := f.R(az).Store.Get(ctx, id); err != nil || tk.MaxPricePerSlotHour != 0.01 {
+		t.Fatalf("globex's slot in az: %+v, %v; want its price cap 0.01 on it", tk, err)
+	}
+	node := slotSpec("globex")
+	if err := node.Normalize(task.DefaultDefaults(), time.Now()); err != nil {
+		t.Fatal(err)
+	}
+	nodeID := task.NewIDGen().New(aws, 0, time.Now())
+	if res, err := n.SubmitFixed(ctx, queue.NewTask{ID: nodeID, Spec: node}); err != nil || res[0].Err != nil {
+		t.Fatalf("globex's DAG node: %v %+v", err, res)
+	}
+	if tk, err := f.R(aws).Store.Get(ctx, nodeID); err != nil || tk.MaxPricePerSlotHour != 0.01 {
+		t.Fatalf("globex's DAG node: %+v, %v; want its price cap 0.01 on it", tk, err)
+	}
+
+	n.SetBudgets(map[string]federation.Budget{"acme": {MonthlyUSD: 1e6, Refuse: true},
+		"globex": {MonthlyUSD: 1e-9, PriceCap: 0.01}})
+	if err := n.RefreshBudgets(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if st, ok := n.BudgetOf("acme"); !ok || st.Over || st.SpentUSD <= 0 {
+		t.Fatalf("acme's raised budget: %+v, %v", st, ok)
+	}
+	id = schedule.TaskID("acme-nightly", at.Add(time.Second), az)
+	if created, refused, err := n.Enqueue(ctx, az, id, slotSpec("acme")); err != nil || refused != nil || !created {
+		t.Fatalf("acme's next slot once its budget allows: created %v, refused %v, err %v", created, refused, err)
+	}
+	if err := n.BudgetRoom("acme"); err != nil {
+		t.Fatalf("acme's DAG runs once its budget allows: %v", err)
 	}
 }

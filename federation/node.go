@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"hash/fnv"
 	"log/slog"
+	"maps"
 	"net/http"
 	"slices"
 	"strconv"
@@ -67,7 +68,7 @@ type Config struct {
 	// counted, not refused: their DAG reserved room for them.
 	Backlog func(tenant string) int
 	// Budgets are the tenants' monthly budgets (budget.go), by tenant;
-	// nil: none.
+	// nil: none. Node.SetBudgets replaces them.
 	Budgets map[string]Budget
 	// BudgetRefresh is how often BudgetLoop rereads the spend (0: 30 s).
 	BudgetRefresh time.Duration
@@ -152,6 +153,7 @@ func NewNode(cfg Config, store *queue.Store, view *View, cell *region.Cell, m *M
 		// (its target is down, or another server of the region sends it).
 		flights: newFlights(max(2*cfg.Placement.StaleAfter, 30*time.Second)),
 		tracer:  tracing.Tracer(cfg.TracerProvider)}
+	n.budgets.set = maps.Clone(cfg.Budgets)
 	view.only(cfg.Regions)
 	view.track(n.flights)
 	view.learn(est)

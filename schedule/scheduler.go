@@ -23,7 +23,10 @@ type Enqueuer interface {
 	// refused is set, and err nil, when home refuses the task itself (it
 	// is invalid there): sending it again cannot help. err is for no
 	// answer (the region unreachable, its store failing): the slot is
-	// tried again.
+	// tried again. A refusal with a BudgetExceeded method that returns
+	// true is the schedule's tenant's budget (past it, over_budget:
+	// refuse): that slot is given up, the next fire once the budget
+	// allows.
 	Enqueue(ctx context.Context, home, id string, sp *task.Spec) (created bool, refused, err error)
 	// Unfinished reports whether the task id exists in some region and has
 	// not ended. A task no region knows (expired after its retention) has
@@ -79,6 +82,7 @@ const (
 	OutcomeSkippedOverlap = "skipped_overlap" // overlap forbid: the previous run had not finished
 	OutcomeMisfireSkipped = "misfire_skipped" // missed, and the misfire policy gave it up
 	OutcomeRejected       = "rejected"        // the home region refused the task for good (invalid there)
+	OutcomeBudgetExceeded = "budget_exceeded" // its tenant is past its monthly budget (over_budget: refuse)
 )
 
 // New prepares the schedules kept in the global etcd c, fired through
@@ -115,7 +119,7 @@ func New(c *clientv3.Client, tasks Enqueuer, cfg Config) *Scheduler {
 		tasks: tasks, cfg: cfg, log: cfg.Logger.With("component", "schedules"),
 		store: store{c: c, prefix: cfg.Prefix, timeout: cfg.CallTimeout},
 		fires: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "ax_schedule_fires_total",
-			Help: "Slots of cron schedules handled by the federation leader, by outcome (fired, already_fired, skipped_overlap, misfire_skipped, rejected)."},
+			Help: "Slots of cron schedules handled by the federation leader, by outcome (fired, already_fired, skipped_overlap, misfire_skipped, rejected, budget_exceeded)."},
 			[]string{"schedule", "outcome"}),
 		leader: prometheus.NewGauge(prometheus.GaugeOpts{Name: "ax_federation_leader",
 			Help: "1 while this server leads the federation (and fires the schedules)."}),
@@ -372,6 +376,10 @@ func (s *Scheduler) fire(ctx context.Context, e *entry, slot time.Time) (outcome
 	switch {
 	case err != nil:
 		return "", "", err
+	case budgetRefusal(refused):
+		s.log.Warn("schedule: its tenant is past its monthly budget; slot given up", "schedule", d.Name, "slot", slot,
+			"id", id, "tenant", d.Task.Tenant, "err", refused, "reason", "BUDGET_EXCEEDED")
+		return OutcomeBudgetExceeded, "", nil
 	case refused != nil:
 		s.log.Error("schedule: the home region refuses the task; slot given up", "schedule", d.Name, "slot", slot,
 			"id", id, "home_region", d.HomeRegion, "err", refused, "reason", "REJECTED")
@@ -380,6 +388,13 @@ func (s *Scheduler) fire(ctx context.Context, e *entry, slot time.Time) (outcome
 		return OutcomeFired, id, nil
 	}
 	return OutcomeAlreadyFired, id, nil
+}
+
+// budgetRefusal reports whether err is a refusal by the tenant's budget
+// (Enqueuer.Enqueue).
+func budgetRefusal(err error) bool {
+	var b interface{ BudgetExceeded() bool }
+	return errors.As(err, &b) && b.BudgetExceeded()
 }
 
 // sleepCtx waits for d or until ctx ends; false when ctx ended.

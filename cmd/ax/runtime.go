@@ -518,7 +518,7 @@ func (s *server) reloadTokens(file string) {
 	s.reload(cfg)
 }
 
-// reload puts cfg's API tokens, limits, fair shares and quotas in service and re-reads
+// reload puts cfg's API tokens, limits, fair shares, quotas and budgets in service and re-reads
 // the API certificate (SIGHUP, in ax server and ax dev).
 func (s *server) reload(cfg *config.Region) {
 	s.auth.SetTokens(apiTokens(cfg))
@@ -530,6 +530,7 @@ func (s *server) reload(cfg *config.Region) {
 	sl := slowLanesOf(cfg)
 	s.slowLanes.Store(&sl)
 	s.quotas.Store(&cfg.Quotas)
+	s.node.SetBudgets(budgetsOf(cfg))
 	s.log.Info("SIGHUP: API tokens, limits and quotas reloaded", "tokens", len(cfg.Auth.Tokens), "limits", len(l), "fair_share_pools", len(fs), "slow_lane_pools", len(sl))
 	if s.tls != nil {
 		// The files the server started with, re-read (new paths need a

@@ -3,9 +3,13 @@ package e2e
 import (
 	"context"
 	"encoding/json"
+	"math"
 	"net/http"
+	"os"
+	"path/filepath"
 	"regexp"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -26,8 +30,10 @@ import (
 func TestSlowCheapPoolStopsWinningOnceLearnt(t *testing.T) {
 	slow, fast := "us-east-1", "eu-west-1"
 	fed := newFederation(t, fedOpts{servers: 2,
-		// team-b's budget is spent by one task (below).
-		extra: "budget_refresh: 300ms\ntenants: {team-b: {monthly_budget_usd: 0.000001, over_budget: refuse}}",
+		// team-b's and team-c's budgets are spent by one task each
+		// (budgetsThroughRealServers).
+		extra:  "budget_refresh: 300ms\ntenants: {" + budgetB + ", " + budgetC + "}",
+		tokens: "- {name: " + tokSubmitterC + ", token: " + tokenC + ", role: submitter, tenant: team-c}",
 		pools: map[string]string{
 			slow: "- {name: cpu, tags: {class: cpu}, slots: 20, price_per_slot_hour: 0.02, queue_capacity: 40}",
 			fast: "- {name: cpu, tags: {class: cpu}, slots: 20, price_per_slot_hour: 0.04, queue_capacity: 40}",
@@ -38,6 +44,7 @@ func TestSlowCheapPoolStopsWinningOnceLearnt(t *testing.T) {
 		}})
 	spec := map[string]any{"type": "exec", "tags": map[string]string{"class": "cpu"},
 		"payload": map[string]any{"command": "work"}}
+	fed.tokens[tokSubmitterC] = tokenC
 	var servers []*proc
 	for _, r := range fed.order {
 		servers = append(servers, fed.region(r).servers...)
@@ -180,34 +187,7 @@ func TestSlowCheapPoolStopsWinningOnceLearnt(t *testing.T) {
 		t.Fatalf("ax explain (unplaceable): exit %d, want non-zero after the reasons:\n%s%s", code, out, stderr)
 	}
 
-	// A monthly budget through real servers: team-b's ($0.000001, refuse)
-	// is spent by one task of its own handed off to the fast region (0.2 s
-	// at $0.04/slot-h ≈ $0.0000022). From the next spend reads every server
-	// of both regions refuses team-b's submits (429 budget_exceeded naming
-	// monthly_budget_usd, nothing stored); team-a's still land; `ax cost`
-	// shows the budget.
-	h := fed.handedOffTask(slow, fast, tokSubmitterB, spec)
-	fed.waitState(slow, tokSubmitterB, h.ID, task.Success, 20*time.Second)
-	for _, s := range servers {
-		waitUntil(t, 10*time.Second, "team-b's submits refused past its budget on "+s.name, func() bool {
-			code, body := fed.callAPI(s.api, tokSubmitterB, http.MethodPost, "/v1/tasks", spec)
-			if code == http.StatusCreated {
-				return false // the spend not read yet
-			}
-			if code != http.StatusTooManyRequests || !strings.Contains(string(body), `"code":"budget_exceeded"`) ||
-				!strings.Contains(string(body), `"field":"monthly_budget_usd"`) {
-				t.Fatalf("team-b's submit to %s past its budget: %d %s", s.name, code, body)
-			}
-			return true
-		})
-		if code, body := fed.callAPI(s.api, tokSubmitterA, http.MethodPost, "/v1/tasks", spec); code != http.StatusCreated {
-			t.Fatalf("team-a's submit to %s beside team-b's spent budget: %d %s", s.name, code, body)
-		}
-	}
-	out, stderr, code = runAx(t, servers[0].api, "--token", fed.token(tokOperator), "cost")
-	if code != 0 || !regexp.MustCompile(`budget team-b: \$\S+ of \$0\.000001 this month \(\d+ %, over;`).MatchString(out) {
-		t.Fatalf("ax cost: exit %d, want team-b's budget line:\n%s%s", code, out, stderr)
-	}
+	budgetsThroughRealServers(t, fed, servers, spec)
 }
 
 // Issue 14: during a live price override the tasks recorded the worker's
@@ -394,4 +374,280 @@ func expectedWaitSpills(t *testing.T, fed *federation) {
 			t.Errorf("task %s waited %v in the cheap pool, past max_wait %v", id, w, maxWait)
 		}
 	}
+}
+
+// The budgets of TestSlowCheapPoolStopsWinningOnceLearnt: team-b's refuses
+// past $0.000001, team-c's caps its tasks at $0.03/slot-hour past it (the
+// slow pool, $0.02, is under the cap; the fast one, $0.04, above it).
+const (
+	tokSubmitterC = "submitter-c" // submitter of tenant team-c (this file's federation only)
+	tokenC        = "submitter-c-5f0c2a9e71d84b36"
+	budgetB       = "team-b: {monthly_budget_usd: 0.000001, over_budget: refuse}"
+	budgetBRaised = "team-b: {monthly_budget_usd: 1000, over_budget: refuse}"
+	budgetC       = "team-c: {monthly_budget_usd: 0.000001, over_budget: cap, price_cap: 0.03}"
+)
+
+// budgetsThroughRealServers: monthly budgets on every path a tenant's work
+// takes, through the real servers of both regions (two each) once every
+// server places team-a's work on the fast pool (learnt).
+//
+// One schedule per tenant fires every second, created while the budgets
+// allowed it. One task of each tenant, handed off to the fast region,
+// spends its budget (0.2 s at $0.04/slot-hour ≈ $0.0000022). From the
+// next spend reads (budget_refresh 300ms):
+//   - team-b (refuse): every server answers its submits, DAG runs (POST
+//     /v1/dags and `ax dag submit`) and new schedules 429 budget_exceeded
+//     naming monthly_budget_usd, and stores nothing; its schedule's slots
+//     are recorded as budget_exceeded (`ax schedule get`, and
+//     ax_schedule_fires_total on the leader), one per slot — not retried —
+//     and no task is created for them; ax_tenant_budget_used_ratio is its
+//     spend ÷ its budget on every server.
+//   - team-c (cap): its submits, DAG nodes (home eu-west-1, so handed off)
+//     and schedule slots carry max_price_per_slot_hour 0.03 and run in the
+//     slow region, whose pool is under the cap, though every server placed
+//     team-a's uncapped work on the fast one (above).
+//
+// Then the operator raises team-b's budget in the files and sends SIGHUP:
+// its schedule fires again (a task that runs), its submits land, and the
+// gauge reads the spend ÷ the new budget.
+func budgetsThroughRealServers(t *testing.T, fed *federation, servers []*proc, spec map[string]any) {
+	slow, fast := "us-east-1", "eu-west-1"
+	with := func(extra map[string]any) map[string]any {
+		out := map[string]any{}
+		for k, v := range spec {
+			out[k] = v
+		}
+		for k, v := range extra {
+			out[k] = v
+		}
+		return out
+	}
+	schedule := func(name, tenant, home string) {
+		t.Helper()
+		code, body := fed.call(slow, tokOperator, http.MethodPost, "/v1/schedules", map[string]any{
+			"name": name, "cron": "@every 1s", "home_region": home, "task": with(map[string]any{"tenant": tenant})})
+		if code != http.StatusCreated {
+			t.Fatalf("schedule %s: %d %s", name, code, body)
+		}
+	}
+	schedGet := func(name string) apiv1.ScheduleStatus {
+		t.Helper()
+		out, stderr, code := runAx(t, servers[0].api, "--token", fed.token(tokOperator), "schedule", "get", name, "-o", "json")
+		var st apiv1.ScheduleStatus
+		if code != 0 || json.Unmarshal([]byte(out), &st) != nil {
+			t.Fatalf("ax schedule get %s: exit %d: %s %s", name, code, out, stderr)
+		}
+		return st
+	}
+	fires := func(name, outcome string) float64 {
+		total := 0.0
+		for _, s := range servers {
+			v, _ := sum(scrape(t, s.api+"/metrics"), "ax_schedule_fires_total", map[string]string{"schedule": name, "outcome": outcome})
+			total += v
+		}
+		return total
+	}
+	// spend is the tenant's spend this month from the cost report (every
+	// region), with its budget as server s judges it.
+	spend := func(s *proc, tenant string) (float64, apiv1.CostBudget) {
+		t.Helper()
+		code, body := fed.callAPI(s.api, tokOperator, http.MethodGet, "/v1/cost?group_by=tenant&tenant="+tenant, nil)
+		var rep apiv1.CostReport
+		if code != http.StatusOK || json.Unmarshal(body, &rep) != nil || len(rep.Budgets) != 1 || len(rep.Unavailable) > 0 {
+			t.Fatalf("GET /v1/cost for %s on %s: %d %s", tenant, s.name, code, body)
+		}
+		return rep.Total.SpendUSD, rep.Budgets[0]
+	}
+	// gaugeIs waits until every server's ax_tenant_budget_used_ratio of
+	// tenant is its spend (the cost report's, read just before on the same
+	// server) ÷ budget.
+	gaugeIs := func(tenant string, budget float64) {
+		t.Helper()
+		for _, s := range servers {
+			var got, want float64
+			waitUntil(t, 10*time.Second, "the budget gauge of "+tenant+" on "+s.name, func() bool {
+				sp, b := spend(s, tenant)
+				want = sp / budget
+				var ok bool
+				got, ok = sum(scrape(t, s.api+"/metrics"), "ax_tenant_budget_used_ratio", map[string]string{"tenant": tenant})
+				return ok && sp > 0 && b.MonthlyBudgetUSD == budget && math.Abs(got-want) <= 1e-9*want &&
+					math.Abs(b.UsedRatio-want) <= 1e-9*want
+			})
+			t.Logf("%s: ax_tenant_budget_used_ratio{tenant=%q} %.6g = spend ÷ $%g", s.name, tenant, got, budget)
+		}
+	}
+	dag := func(name string) map[string]any {
+		node := func(id string, deps ...string) map[string]any {
+			return map[string]any{"id": id, "depends_on": deps, "task": spec}
+		}
+		return map[string]any{"name": name, "nodes": []any{node("extract"), node("load", "extract")}}
+	}
+	budgetErr := func(code int, body []byte) bool {
+		return code == http.StatusTooManyRequests && strings.Contains(string(body), `"code":"budget_exceeded"`) &&
+			strings.Contains(string(body), `"field":"monthly_budget_usd"`)
+	}
+
+	schedule("b-tick", "team-b", slow)
+	schedule("c-tick", "team-c", fast)
+	hb := fed.handedOffTask(slow, fast, tokSubmitterB, spec)
+	hc := fed.handedOffTask(slow, fast, tokSubmitterC, spec)
+	fed.waitState(slow, tokSubmitterB, hb.ID, task.Success, 20*time.Second)
+	fed.waitState(slow, tokSubmitterC, hc.ID, task.Success, 20*time.Second)
+
+	// team-b, refuse.
+	for _, s := range servers {
+		waitUntil(t, 10*time.Second, "team-b's submits refused past its budget on "+s.name, func() bool {
+			code, body := fed.callAPI(s.api, tokSubmitterB, http.MethodPost, "/v1/tasks", spec)
+			if code == http.StatusCreated {
+				return false // the spend not read yet
+			}
+			if !budgetErr(code, body) {
+				t.Fatalf("team-b's submit to %s past its budget: %d %s", s.name, code, body)
+			}
+			return true
+		})
+		if code, body := fed.callAPI(s.api, tokSubmitterB, http.MethodPost, "/v1/dags", dag("b-run")); !budgetErr(code, body) {
+			t.Fatalf("team-b's DAG run on %s past its budget: %d %s", s.name, code, body)
+		}
+		code, body := fed.callAPI(s.api, tokOperator, http.MethodPost, "/v1/schedules", map[string]any{
+			"name": "b-more", "cron": "@every 1s", "task": with(map[string]any{"tenant": "team-b"})})
+		if !budgetErr(code, body) {
+			t.Fatalf("a new schedule of team-b on %s past its budget: %d %s", s.name, code, body)
+		}
+		if code, body := fed.callAPI(s.api, tokSubmitterA, http.MethodPost, "/v1/tasks", spec); code != http.StatusCreated {
+			t.Fatalf("team-a's submit to %s beside team-b's spent budget: %d %s", s.name, code, body)
+		}
+	}
+	dagFile := filepath.Join(t.TempDir(), "dag.json")
+	if b, err := json.Marshal(dag("b-cli")); err != nil || os.WriteFile(dagFile, b, 0o600) != nil {
+		t.Fatal("write the DAG file")
+	}
+	out, stderr, code := runAx(t, servers[0].api, "--token", fed.token(tokSubmitterB), "dag", "submit", "-f", dagFile)
+	if code == 0 || out != "" || strings.Count(strings.TrimSpace(stderr), "\n") != 0 || !strings.Contains(stderr, "monthly_budget_usd") {
+		t.Fatalf("ax dag submit of team-b past its budget: exit %d, want non-zero and one line naming monthly_budget_usd:\n%s%s", code, out, stderr)
+	}
+	code, body := fed.call(slow, tokSubmitterB, http.MethodGet, "/v1/dags", nil)
+	var runs apiv1.DAGList
+	if code != http.StatusOK || json.Unmarshal(body, &runs) != nil || len(runs.Runs) != 0 {
+		t.Fatalf("team-b's DAG runs after the refusals: %d %s, want none", code, body)
+	}
+	if code, body := fed.call(slow, tokOperator, http.MethodGet, "/v1/schedules/b-more", nil); code != http.StatusNotFound {
+		t.Fatalf("team-b's refused schedule: %d %s, want 404", code, body)
+	}
+
+	// team-c, cap: whatever the server, its work goes to the pool under
+	// the cap (slow), uncapped work to the fast one. (Its tasks run while
+	// team-b's schedule is watched below.)
+	var cIDs []string
+	for _, s := range servers {
+		var r struct {
+			ID     string `json:"id"`
+			Region string `json:"region"`
+		}
+		waitUntil(t, 10*time.Second, "team-c's submits capped on "+s.name, func() bool {
+			code, body := fed.callAPI(s.api, tokSubmitterC, http.MethodPost, "/v1/tasks", spec)
+			if code != http.StatusCreated || json.Unmarshal(body, &r) != nil {
+				t.Fatalf("team-c's submit to %s past its cap budget: %d %s", s.name, code, body)
+			}
+			return r.Region == slow
+		})
+		cIDs = append(cIDs, r.ID)
+	}
+	code, body = fed.call(fast, tokSubmitterC, http.MethodPost, "/v1/dags", dag("c-run"))
+	var run apiv1.DAGStatus
+	if code != http.StatusCreated || json.Unmarshal(body, &run) != nil {
+		t.Fatalf("team-c's DAG run past its cap budget: %d %s", code, body)
+	}
+
+	// team-b's schedule: each slot from now on is given up as budget_exceeded,
+	// once (no task, no retry), and the slots keep coming.
+	var refusedSince apiv1.ScheduleStatus
+	waitUntil(t, 10*time.Second, "team-b's slots given up past its budget", func() bool {
+		refusedSince = schedGet("b-tick")
+		return refusedSince.LastOutcome == "budget_exceeded"
+	})
+	n0, t0 := fires("b-tick", "budget_exceeded"), time.Now()
+	time.Sleep(2 * time.Second)
+	n1, elapsed := fires("b-tick", "budget_exceeded"), time.Since(t0)
+	st := schedGet("b-tick")
+	if n0 < 1 || n1-n0 < 1 || n1-n0 > elapsed.Seconds()+2 || st.LastOutcome != "budget_exceeded" ||
+		st.LastTaskID != refusedSince.LastTaskID || !st.LastSlot.After(*refusedSince.LastSlot) {
+		t.Fatalf("team-b's schedule past its budget: %v then %v budget_exceeded slots in %v; %+v (was %+v)",
+			n0, n1, elapsed, st, refusedSince)
+	}
+	t.Logf("team-b's schedule past its budget: %v slots given up in %v, last task still %s", n1-n0,
+		elapsed.Round(100*time.Millisecond), st.LastTaskID)
+	gaugeIs("team-b", 0.000001)
+
+	for _, id := range cIDs {
+		if tk := fed.waitState(slow, tokSubmitterC, id, task.Success, 20*time.Second); tk.MaxPricePerSlotHour != 0.03 {
+			t.Fatalf("team-c's capped task: max_price_per_slot_hour %v, want 0.03", tk.MaxPricePerSlotHour)
+		}
+	}
+	waitUntil(t, 30*time.Second, "team-c's DAG run "+run.ID+" ends", func() bool {
+		code, body := fed.call(fast, tokSubmitterC, http.MethodGet, "/v1/dags/"+run.ID, nil)
+		return code == http.StatusOK && json.Unmarshal(body, &run) == nil && run.State != task.DAGRunning
+	})
+	for _, nd := range run.Nodes {
+		tk, _ := fed.getTask(fast, tokSubmitterC, nd.TaskID)
+		if run.State != task.DAGSuccess || nd.Region != slow || tk.MaxPricePerSlotHour != 0.03 {
+			t.Fatalf("team-c's DAG run %s: node %s ran in %s (max_price_per_slot_hour %v), want %s under the cap 0.03",
+				run.State, nd.ID, nd.Region, tk.MaxPricePerSlotHour, slow)
+		}
+	}
+	var capped task.Task
+	waitUntil(t, 15*time.Second, "a capped slot of team-c's schedule", func() bool {
+		st := schedGet("c-tick")
+		if st.LastTaskID == "" {
+			return false
+		}
+		tk, code := fed.getTask(fast, tokSubmitterC, st.LastTaskID)
+		capped = tk
+		return code == http.StatusOK && tk.MaxPricePerSlotHour == 0.03
+	})
+	if tk := fed.waitState(fast, tokSubmitterC, capped.ID, task.Success, 20*time.Second); tk.HeldBy != slow {
+		t.Fatalf("team-c's capped scheduled task %s ran in %s, want %s", tk.ID, tk.HeldBy, slow)
+	}
+	gaugeIs("team-c", 0.000001)
+	out, stderr, code = runAx(t, servers[0].api, "--token", fed.token(tokOperator), "cost")
+	if code != 0 || !regexp.MustCompile(`budget team-b: \$\S+ of \$0\.000001 this month \(\d+ %, over;`).MatchString(out) ||
+		!regexp.MustCompile(`budget team-c: \$\S+ of \$0\.000001 this month \(\d+ %, over;`).MatchString(out) {
+		t.Fatalf("ax cost: exit %d, want team-b's and team-c's budget lines:\n%s%s", code, out, stderr)
+	}
+
+	// The operator raises team-b's budget: SIGHUP to every server.
+	for _, r := range fed.order {
+		path := fed.region(r).cfgPath
+		b, err := os.ReadFile(path)
+		if err != nil || !strings.Contains(string(b), budgetB) {
+			t.Fatalf("%s: %v, or no %q in it", path, err, budgetB)
+		}
+		if err := os.WriteFile(path, []byte(strings.Replace(string(b), budgetB, budgetBRaised, 1)), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		for _, s := range fed.region(r).servers {
+			s.signal(syscall.SIGHUP)
+		}
+	}
+	var fired apiv1.ScheduleStatus
+	waitUntil(t, 15*time.Second, "team-b's schedule fires again once its budget allows", func() bool {
+		fired = schedGet("b-tick")
+		return fired.LastOutcome == "fired" && fired.LastTaskID != refusedSince.LastTaskID
+	})
+	fed.waitState(slow, tokOperator, fired.LastTaskID, task.Success, 20*time.Second)
+	for _, s := range servers {
+		waitUntil(t, 10*time.Second, "team-b's submits land again on "+s.name, func() bool {
+			code, body := fed.callAPI(s.api, tokSubmitterB, http.MethodPost, "/v1/tasks", spec)
+			if code != http.StatusCreated && !budgetErr(code, body) {
+				t.Fatalf("team-b's submit to %s after its budget was raised: %d %s", s.name, code, body)
+			}
+			return code == http.StatusCreated
+		})
+	}
+	for _, name := range []string{"b-tick", "c-tick"} {
+		if code, body := fed.call(slow, tokOperator, http.MethodDelete, "/v1/schedules/"+name, nil); code != http.StatusOK {
+			t.Fatalf("delete schedule %s: %d %s", name, code, body)
+		}
+	}
+	gaugeIs("team-b", 1000)
 }
