@@ -6,7 +6,11 @@ import (
 	"maps"
 	"slices"
 	"sort"
+	"strconv"
+	"strings"
 	"time"
+
+	"github.com/redis/go-redis/v9"
 )
 
 // SlowLane keeps one pool's slow tasks to a share of its slots
@@ -20,7 +24,8 @@ type SlowLane struct {
 	// and so is one with a task RUNNING for longer (its heartbeat says so
 	// at once, before any of them ended).
 	Threshold time.Duration
-	// Slots is how many slow tasks the pool runs at once (at least 1).
+	// Slots is how many slow tasks the pool runs at once in the region
+	// (at least 1), over all shards.
 	Slots int
 	// Slow are the types the learnt run times put past Threshold; Known
 	// every type with a learnt run time: a type known and not slow is
@@ -29,32 +34,198 @@ type SlowLane struct {
 }
 
 // SetSlowLanes replaces the region's slow lanes, by pool (leader only).
-// Each shard keeps its part of every lane's slots (at least 1: a task's
-// shard is chosen at submit). A pool left out has none.
+// A task's shard is chosen at submit and a claim sees its own shard only,
+// so each shard keeps a part of every lane's slots, and the parts add up
+// to the lane's slots, never more. A lane with at least as many slots as
+// shards is split evenly (the remainder to the first shards). A smaller
+// one leaves some shards none — a slow task there waits parked — so its
+// slots follow the work each time the lanes are written: first to the
+// shards running slow tasks (as many as they run), then to those with slow
+// tasks parked (turn by turn), the rest to the first shards. Slots are
+// taken away before they are given elsewhere, so the lane holds no more
+// than its slots while they move (SlowLanesMove says when to write
+// again). A pool left out has none.
 func (s *Store) SetSlowLanes(ctx context.Context, f Fence, lanes map[string]SlowLane) error {
 	names := slices.Sorted(maps.Keys(lanes))
-	for shard := range s.keys {
-		argv := []any{s.clock(), f.Token, len(names)}
-		for _, p := range names {
-			l := lanes[p]
-			argv = append(argv, p, max(l.Threshold.Milliseconds(), 1), splitSlots(max(l.Slots, 1), shard, s.opts.Shards), len(l.Slow))
-			for _, t := range l.Slow {
-				argv = append(argv, t)
+	n := s.opts.Shards
+	caps := make([][]int, n) // shard → slots, in names' order
+	for shard := range caps {
+		caps[shard] = make([]int, len(names))
+	}
+	var moving []int // lanes (by index) with fewer slots than shards
+	for j, p := range names {
+		slots := max(lanes[p].Slots, 1)
+		if slots >= n {
+			for shard := range n {
+				caps[shard][j] = splitSlots(slots, shard, n)
 			}
-			argv = append(argv, len(l.Known))
-			for _, t := range l.Known {
-				argv = append(argv, t)
+		} else {
+			moving = append(moving, j)
+		}
+	}
+	var now []laneShard
+	if len(moving) > 0 {
+		var err error
+		if now, err = s.laneShards(ctx, names, moving); err != nil {
+			return err
+		}
+		turn := int(s.now().Unix() % int64(n))
+		for _, j := range moving {
+			want := placeLane(max(lanes[names[j]].Slots, 1), now, j, turn)
+			for shard := range n {
+				caps[shard][j] = want[shard]
 			}
 		}
-		out, err := s.run(ctx, s.rdb, scripts.slowLane, s.keysWith(shard, s.fenceKey(shard, f)), argv...).Slice()
-		if err != nil {
-			return fmt.Errorf("queue: set slow lanes: %w", err)
+	}
+	// Take away first: each shard gets min(its slots now, its new ones) and
+	// says what its lanes run then; only what is left is given.
+	if len(moving) > 0 {
+		lower := make([][]int, n)
+		for shard := range n {
+			lower[shard] = slices.Clone(caps[shard])
+			for _, j := range moving {
+				lower[shard][j] = min(caps[shard][j], now[shard].slots[j])
+			}
 		}
-		if fenced(out) {
-			return ErrFenced
+		running := make([][]int, n)
+		for shard := range n {
+			r, err := s.writeLanes(ctx, f, shard, names, lanes, lower[shard])
+			if err != nil {
+				return err
+			}
+			running[shard] = r
+		}
+		for _, j := range moving {
+			held := 0
+			for shard := range n {
+				held += max(lower[shard][j], running[shard][j])
+			}
+			free := max(lanes[names[j]].Slots, 1) - held
+			for shard := range n {
+				give := min(max(caps[shard][j]-lower[shard][j], 0), max(free, 0))
+				free -= give
+				caps[shard][j] = lower[shard][j] + give
+			}
+		}
+	}
+	for shard := range n {
+		if _, err := s.writeLanes(ctx, f, shard, names, lanes, caps[shard]); err != nil {
+			return err
 		}
 	}
 	return nil
+}
+
+// SlowLanesMove tells the leader to write lanes at every round, not only
+// when they change: some lane has fewer slots than the store has shards,
+// and its slots follow the shards' slow work (SetSlowLanes).
+func (s *Store) SlowLanesMove(lanes map[string]SlowLane) bool {
+	for _, l := range lanes {
+		if max(l.Slots, 1) < s.opts.Shards {
+			return true
+		}
+	}
+	return false
+}
+
+// laneShard is one shard's part of the moving lanes, by lane index: the
+// slots it has now, the slow tasks it runs and those parked.
+type laneShard struct{ slots, running, parked []int }
+
+func (s *Store) laneShards(ctx context.Context, names []string, moving []int) ([]laneShard, error) {
+	out := make([]laneShard, s.opts.Shards)
+	for shard := range out {
+		p := s.keys[shard].prefix
+		pipe := s.rdb.Pipeline()
+		type reads struct {
+			cap, run *redis.StringCmd
+			pk       *redis.IntCmd
+		}
+		rs := map[int]reads{}
+		for _, j := range moving {
+			k := "w:" + names[j]
+			rs[j] = reads{pipe.HGet(ctx, p+"sln", names[j]), pipe.HGet(ctx, p+"lc", k), pipe.ZCard(ctx, p+"pk:"+k)}
+		}
+		_, _ = pipe.Exec(ctx) // HGET of an absent field is redis.Nil: read each answer
+		ls := laneShard{slots: make([]int, len(names)), running: make([]int, len(names)), parked: make([]int, len(names))}
+		for j, r := range rs {
+			if err := r.pk.Err(); err != nil {
+				return nil, fmt.Errorf("queue: slow lanes: %w", err)
+			}
+			if v, err := r.cap.Result(); err == nil {
+				if _, c, ok := strings.Cut(v, " "); ok {
+					ls.slots[j], _ = strconv.Atoi(c)
+				}
+			}
+			ls.running[j], _ = strconv.Atoi(r.run.Val())
+			ls.parked[j] = int(r.pk.Val())
+		}
+		out[shard] = ls
+	}
+	return out, nil
+}
+
+// placeLane shares slots (fewer than the shards) out on the shards' slow
+// work in lane j: as many as each runs, then one to each shard with tasks
+// parked from shard turn on, the rest to the first shards.
+func placeLane(slots int, sh []laneShard, j, turn int) []int {
+	n := len(sh)
+	out := make([]int, n)
+	left := slots
+	for i := range n {
+		g := min(sh[i].running[j], left)
+		out[i] += g
+		left -= g
+	}
+	for k := range n {
+		if i := (turn + k) % n; left > 0 && out[i] == 0 && sh[i].parked[j] > 0 {
+			out[i]++
+			left--
+		}
+	}
+	for i := 0; i < n && left > 0; i++ {
+		if out[i] == 0 {
+			out[i]++
+			left--
+		}
+	}
+	for i := 0; left > 0; i = (i + 1) % n {
+		out[i]++
+		left--
+	}
+	return out
+}
+
+// writeLanes writes one shard's lanes with the given slots (by names'
+// index) and returns what each lane runs on the shard after it.
+func (s *Store) writeLanes(ctx context.Context, f Fence, shard int, names []string, lanes map[string]SlowLane, slots []int) ([]int, error) {
+	argv := []any{s.clock(), f.Token, len(names)}
+	for j, p := range names {
+		l := lanes[p]
+		argv = append(argv, p, max(l.Threshold.Milliseconds(), 1), slots[j], len(l.Slow))
+		for _, t := range l.Slow {
+			argv = append(argv, t)
+		}
+		argv = append(argv, len(l.Known))
+		for _, t := range l.Known {
+			argv = append(argv, t)
+		}
+	}
+	out, err := s.run(ctx, s.rdb, scripts.slowLane, s.keysWith(shard, s.fenceKey(shard, f)), argv...).Slice()
+	if err != nil {
+		return nil, fmt.Errorf("queue: set slow lanes: %w", err)
+	}
+	if fenced(out) {
+		return nil, ErrFenced
+	}
+	running := make([]int, len(names))
+	for j := range names {
+		if j+1 < len(out) {
+			v, _ := out[j+1].(int64)
+			running[j] = int(v)
+		}
+	}
+	return running, nil
 }
 
 // SlowLaneStatus is a pool's slow lane now, summed over the shards: its

@@ -1,6 +1,9 @@
 package queue
 
 import (
+	"fmt"
+	"maps"
+	"slices"
 	"testing"
 	"time"
 
@@ -146,5 +149,73 @@ func TestSlowLaneHoldsItsShare(t *testing.T) {
 				t.Errorf("slow types of a pool without a lane: %v", types)
 			}
 		})
+	}
+}
+
+// A lane of 2 slots on 3 shards (a task's shard is chosen at submit, a
+// claim sees one shard at a time): the shards' parts add up to 2, never
+// one each, a shard without one keeps its slow tasks parked, and the slots
+// follow the slow work each time the leader writes the lanes, so every
+// slow task runs, never more than 2 at once.
+func TestSlowLaneSplitAcrossShards(t *testing.T) {
+	e := newEnv(t, func(o *Options) { o.Shards = 3 })
+	lanes := map[string]SlowLane{"p": {Threshold: time.Minute, Slots: 2, Slow: []string{"big"}, Known: []string{"big"}}}
+	if !e.s.SlowLanesMove(lanes) {
+		t.Error("a lane of 2 slots on 3 shards: SlowLanesMove false, want true")
+	}
+	if e.s.SlowLanesMove(map[string]SlowLane{"p": {Slots: 3}}) {
+		t.Error("a lane of 3 slots on 3 shards: SlowLanesMove true, want false")
+	}
+	e.setLanes(lanes)
+	per, total := map[int]int{}, 0
+	for total < 100 && (len(per) < 3 || slices.Min(slices.Collect(maps.Values(per))) < 3) {
+		id := e.submit("p", typeOf("big"))
+		sh, err := e.s.shardOf(id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		per[sh]++
+		total++
+	}
+	if len(per) < 3 {
+		t.Fatalf("%d tasks landed on %d shards, want 3", total, len(per))
+	}
+	parts := func() int {
+		sum := 0
+		for i := range e.s.keys {
+			v, _ := e.rdb.HGet(e.ctx, e.s.keys[i].prefix+"sln", "p").Result()
+			var thr, n int
+			fmt.Sscanf(v, "%d %d", &thr, &n)
+			sum += n
+		}
+		return sum
+	}
+	var running []*task.Task
+	done, peak := 0, 0
+	for round := 0; done < total && round < 4*total; round++ {
+		running = append(running, e.claim("p", 10)...)
+		if len(running) > 2 {
+			t.Fatalf("round %d: %d slow tasks running, the lane has 2 slots", round, len(running))
+		}
+		if st := e.laneState("p"); st.Running != len(running) || st.Running+st.Parked != total-done {
+			t.Fatalf("round %d: lane %+v, want %d running, %d parked", round, st, len(running), total-done-len(running))
+		}
+		peak = max(peak, len(running))
+		if len(running) > 0 {
+			e.complete(running[0])
+			running = running[1:]
+			done++
+		}
+		e.clock.Advance(1100 * time.Millisecond) // parked tasks are looked at again
+		e.setLanes(lanes)
+		if p := parts(); p != 2 {
+			t.Fatalf("round %d: the shards' parts of the lane add up to %d, want 2", round, p)
+		}
+	}
+	if done != total {
+		t.Fatalf("%d of %d slow tasks ran", done, total)
+	}
+	if peak != 2 {
+		t.Errorf("at most %d slow tasks ran at once, want the lane's 2", peak)
 	}
 }

@@ -493,7 +493,9 @@ func (c *Cell) houseLoop(ctx context.Context, f queue.Fence, lost func(error)) {
 			}
 		}
 		if collected && c.cfg.SlowLanes != nil {
-			if l := qf.slowLanes; !lanesSet || !reflect.DeepEqual(l, lanes) || time.Since(lanesAt) > 30*time.Second {
+			// a lane with fewer slots than shards moves them to the shards' slow
+			// work: written every round (queue.Store.SetSlowLanes)
+			if l := qf.slowLanes; !lanesSet || !reflect.DeepEqual(l, lanes) || time.Since(lanesAt) > 30*time.Second || c.store.SlowLanesMove(l) {
 				if err := c.store.SetSlowLanes(ctx, f, l); err != nil {
 					if c.failed(ctx, "slow lanes", err, lost) {
 						return

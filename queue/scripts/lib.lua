@@ -549,7 +549,8 @@ local function lim_cfg(key)
       local v = redis.call('HGET', lmkey('sln'), string.sub(key, 3))
       if v then
         local cap = string.match(v, '^%d+ (%d+)')
-        c = {rate = 0, burst = 0, conc = math.max(tonumber(cap), 1), slow = true}
+        -- 0 slots: this shard's part of the lane is none for now
+        c = {rate = 0, burst = 0, conc = math.max(tonumber(cap), 0), slow = true}
       end
       C.LCFG[key] = c
       return c
@@ -613,6 +614,7 @@ local function lim_room(key, now)
   local c = lim_cfg(key)
   if not c then return 64, now end
   local room = 64
+  if c.slow and c.conc <= 0 then return 0, now + 1000, 'slow' end
   if c.conc > 0 then
     room = c.conc - lim_running(key)
     if room <= 0 then return 0, now + 1000, c.slow and 'slow' or 'concurrency' end

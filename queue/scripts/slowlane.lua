@@ -11,16 +11,20 @@
 -- ARGV: 1 clock, 2 fencing token, 3 number of pools, then per pool: its
 --       name, threshold ms, slots, the number of slow types and those,
 --       the number of known types and those (known and not slow: quick).
--- Returns: {-1} fenced; else {0}.
+--       Slots may be 0: the shard's slow tasks of that pool wait parked
+--       until the leader gives it some (queue/slowlane.go).
+-- Returns: {-1} fenced; else {0, then per pool in ARGV's order the slow
+-- tasks it runs on the shard}.
 if not fence(KEYS[9], ARGV[2]) then return {-1} end
 local now = clock(ARGV[1])
 local sln = lmkey('sln')
 local old = redis.call('HKEYS', sln)
-local keep = {}
+local keep, out = {}, {0}
 local i = 4
 for _ = 1, tonumber(ARGV[3]) do
   local pool = ARGV[i]
   keep[pool] = true
+  out[#out + 1] = tonumber(redis.call('HGET', lmkey('lc'), 'w:' .. pool) or '0')
   redis.call('HSET', sln, pool, ARGV[i + 1] .. ' ' .. ARGV[i + 2])
   local slt = lmkey('slt:' .. pool)
   local ns = tonumber(ARGV[i + 3])
@@ -52,4 +56,4 @@ for _, pool in ipairs(old) do
     if redis.call('ZSCORE', lmkey('pkd'), 'w:' .. pool) then redis.call('ZADD', lmkey('pkd'), now, 'w:' .. pool) end
   end
 end
-return {0}
+return out
