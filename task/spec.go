@@ -127,12 +127,15 @@ var (
 // DecodeSpec strictly decodes one JSON spec: unknown fields are rejected and
 // named, trailing data is an error.
 func DecodeSpec(data []byte) (*Spec, error) {
-	if key, ok := UnknownKey(data, reflect.TypeFor[Spec]()); ok {
-		return nil, &FieldError{Field: key, Msg: "unknown field"}
-	}
+	// One strict pass; a spec it refuses is read again to name the fault,
+	// an unknown key first (a well-formed spec is not walked twice).
 	dec := json.NewDecoder(bytes.NewReader(data))
+	dec.DisallowUnknownFields()
 	var s Spec
 	if err := dec.Decode(&s); err != nil {
+		if key, ok := UnknownKey(data, reflect.TypeFor[Spec]()); ok {
+			return nil, &FieldError{Field: key, Msg: "unknown field"}
+		}
 		if f := badTimeField(data); f != nil {
 			return nil, f
 		}
