@@ -537,7 +537,10 @@ func TestScheduleAPI(t *testing.T) {
 	if len(list.Schedules) != 1 || list.Schedules[0].Name != "globex-hourly" {
 		t.Errorf("globex sees %+v, want only its own", list)
 	}
-	f.Call(http.MethodGet, url+"/nightly", tokGlobex, nil).Want(t, http.StatusNotFound)
+	// Another tenant's schedule is 404 naming the name, as a missing one.
+	if e := f.Call(http.MethodGet, url+"/nightly", tokGlobex, nil).Want(t, http.StatusNotFound).Err(t); e.Code != apiv1.CodeNotFound || e.Field != "name" {
+		t.Errorf("another tenant's schedule: %+v", e)
+	}
 	f.Call(http.MethodPost, url+"/nightly/pause", tokGlobexOps, nil).Want(t, http.StatusNotFound)
 
 	var st apiv1.ScheduleStatus

@@ -17,7 +17,7 @@ import (
 // carry their API code (see doc.go).
 var (
 	ErrExists   error = &apiv1.Error{Code: apiv1.CodeConflict, Message: "a schedule with this name exists", Field: "name"}
-	ErrNotFound error = &apiv1.Error{Code: apiv1.CodeNotFound, Message: "no such schedule"}
+	ErrNotFound error = &apiv1.Error{Code: apiv1.CodeNotFound, Message: "no such schedule", Field: "name"}
 	// errGone: the definition was deleted (or replaced) while the leader
 	// was firing it; its state is not written.
 	errGone = errors.New("schedule: deleted while firing")

@@ -56,7 +56,7 @@ func newScheduleCmd() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			if env.json || !writeSchedules(env.stdout, res) {
+			if env.json || !writeSchedules(env.stdout, res, env.loc) {
 				return env.printJSON(res)
 			}
 			return nil
@@ -120,22 +120,11 @@ func scheduleAction(use, short, done string, call func(context.Context, *cliEnv,
 }
 
 // writeSchedules prints a schedule list as a table when it has the expected
-// shape ({"schedules":[{name, cron, timezone, home_region, paused,
-// last_fired_slot, next_slot}]} or a bare array); false otherwise.
-func writeSchedules(out io.Writer, raw json.RawMessage) bool {
-	type sched struct {
-		Name          string `json:"name"`
-		Cron          string `json:"cron"`
-		TimeZone      string `json:"timezone"`
-		HomeRegion    string `json:"home_region"`
-		Paused        bool   `json:"paused"`
-		LastFiredSlot string `json:"last_fired_slot"`
-		NextSlot      string `json:"next_slot"`
-	}
-	var list []sched
-	var wrapped struct {
-		Schedules []sched `json:"schedules"`
-	}
+// shape ({"schedules":[...]}, or a bare array, of schedules with names),
+// times as every other table prints them; false otherwise.
+func writeSchedules(out io.Writer, raw json.RawMessage, loc *time.Location) bool {
+	var list []apiv1.ScheduleStatus
+	var wrapped apiv1.ScheduleList
 	switch {
 	case json.Unmarshal(raw, &wrapped) == nil && wrapped.Schedules != nil:
 		list = wrapped.Schedules
@@ -151,8 +140,8 @@ func writeSchedules(out io.Writer, raw json.RawMessage) bool {
 	w := cliTable(out)
 	fmt.Fprintln(w, "NAME\tCRON\tTIME ZONE\tHOME\tPAUSED\tLAST FIRED\tNEXT SLOT")
 	for _, s := range list {
-		fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%v\t%s\t%s\n", s.Name, cliOr(s.Cron), cliOr(s.TimeZone), cliOr(s.HomeRegion),
-			s.Paused, cliOr(s.LastFiredSlot), cliOr(s.NextSlot))
+		fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%v\t%s\t%s\n", s.Name, cliOr(s.Cron), cliOr(s.Timezone), cliOr(s.HomeRegion),
+			s.Paused, cliTime(s.LastFiredSlot, loc), cliTime(s.NextSlot, loc))
 	}
 	return w.Flush() == nil
 }

@@ -619,9 +619,10 @@ func TestCLICommands(t *testing.T) {
 			wantReq: cliSeen{Method: "POST", Path: "/v1/schedules", Body: `{"name":"nightly","cron":"0 0 2 * * *","task":{"type":"x"}}`},
 			wantOut: []string{"schedule nightly created"}},
 		{name: "schedule list", args: []string{"schedule", "list"}, route: "GET /v1/schedules",
-			answer:  `{"schedules":[{"name":"nightly","cron":"0 0 2 * * *","timezone":"Europe/Paris","paused":true}]}`,
+			answer: `{"schedules":[{"name":"nightly","cron":"0 0 2 * * *","timezone":"Europe/Paris","paused":true},
+			  {"name":"hourly","cron":"0 0 * * * *","timezone":"UTC","last_fired_slot":"2026-01-03T01:00:00Z","next_slot":"2026-01-03T02:00:00Z"}]}`,
 			wantReq: cliSeen{Method: "GET", Path: "/v1/schedules"},
-			wantOut: []string{"NAME", "nightly", "0 0 2 * * *", "Europe/Paris", "true"}},
+			wantOut: []string{"NAME", "nightly", "0 0 2 * * *", "Europe/Paris", "true", "2026-01-03T01:00:00.000Z", "2026-01-03T02:00:00.000Z"}},
 		// ax schedule get prints a table like the other get commands (it printed JSON).
 		{name: "schedule get", args: []string{"schedule", "get", "nightly"}, route: "GET /v1/schedules/nightly",
 			answer: `{"name":"nightly","cron":"0 0 2 * * *","timezone":"Europe/Paris","home_region":"eu-west","misfire":"catch_up","catch_up_limit":3,
