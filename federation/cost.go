@@ -81,8 +81,10 @@ func (n *Node) Cost(ctx context.Context, q CostQuery, hops int) (*CostReport, er
 		}
 	}
 	for _, g := range groups {
+		roundPico(g)
 		rep.Rows = append(rep.Rows, *g)
 	}
+	roundPico(&rep.Total)
 	sortCostRows(rep.Rows)
 	return rep, nil
 }
@@ -116,6 +118,7 @@ func (n *Node) localCost(ctx context.Context, q CostQuery) ([]apiv1.CostRow, err
 			r.ReferenceUSD, r.UnreferencedRuns = r.SpendUSD, rec.Runs
 		}
 		r.SavingsUSD = r.ReferenceUSD - r.SpendUSD
+		roundPico(&r)
 		if spotPool(pools, n.cfg.Region, rec.Pool) {
 			r.SpotRuns, r.SpotSeconds = rec.Runs, r.RunSeconds
 		}
@@ -123,10 +126,20 @@ func (n *Node) localCost(ctx context.Context, q CostQuery) ([]apiv1.CostRow, err
 	}
 	out := make([]apiv1.CostRow, 0, len(groups))
 	for _, g := range groups {
+		roundPico(g)
 		out = append(out, *g)
 	}
 	sortCostRows(out)
 	return out, nil
+}
+
+// roundPico rounds r's dollar figures to whole pico-dollars, the records'
+// unit: sums and differences of float64s otherwise answer savings of
+// $0.00014594813299999998 for $0.000145948133.
+func roundPico(r *apiv1.CostRow) {
+	for _, v := range []*float64{&r.SpendUSD, &r.ReferenceUSD, &r.SavingsUSD} {
+		*v = math.Round(*v*1e12) / 1e12
+	}
 }
 
 // referencePrice is the lowest effective price per slot-hour (price ×
