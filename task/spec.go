@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"math"
 	"reflect"
 	"regexp"
@@ -176,8 +177,15 @@ func badTimeField(data []byte) *FieldError {
 // types (never by their text).
 func jsonFieldError(err error) error {
 	var te *json.UnmarshalTypeError
+	if errors.As(err, &te) && te.Field == "" {
+		// The whole value ([1,2], "x"): not Go's type name.
+		return fieldErr("", "a task spec must be a JSON object")
+	}
 	if errors.As(err, &te) {
 		return fieldErr(te.Field, "must be %s", te.Type.String())
+	}
+	if errors.Is(err, io.EOF) {
+		return fieldErr("", "empty body; a JSON task spec is required")
 	}
 	var se *json.SyntaxError
 	if errors.As(err, &se) {

@@ -117,3 +117,19 @@ func TestBadTimesNameTheirField(t *testing.T) {
 		}
 	}
 }
+
+// A body that is no object, or none at all, says so in the API's words (it
+// said "must be task.Spec", Go's type name, and "invalid JSON: EOF").
+func TestSpecNotAnObject(t *testing.T) {
+	for in, want := range map[string]string{
+		`[1,2]`: "a task spec must be a JSON object",
+		`"x"`:   "a task spec must be a JSON object",
+		``:      "empty body; a JSON task spec is required",
+	} {
+		_, err := task.DecodeSpec([]byte(in))
+		var fe *task.FieldError
+		if !errors.As(err, &fe) || fe.Msg != want {
+			t.Errorf("DecodeSpec(%q) = %v, want %q", in, err, want)
+		}
+	}
+}

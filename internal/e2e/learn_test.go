@@ -493,6 +493,21 @@ func budgetsThroughRealServers(t *testing.T, fed *federation, servers []*proc, s
 	hc := fed.handedOffTask(slow, fast, tokSubmitterC, spec)
 	fed.waitState(slow, tokSubmitterB, hb.ID, task.Success, 20*time.Second)
 	fed.waitState(slow, tokSubmitterC, hc.ID, task.Success, 20*time.Second)
+	// Through the real binary at the home of a task handed off and finished:
+	// its priority cannot change (409 naming state, one line, exit 1); ax
+	// schedule get prints a table, not JSON; a group given a subcommand's
+	// flags without it is a usage error (it printed help, exit 0).
+	out, stderr, code := runAx(t, servers[0].api, "--token", fed.token(tokOperator), "priority", hb.ID, "3")
+	if code != 1 || out != "" || strings.Count(strings.TrimSpace(stderr), "\n") != 0 || !strings.Contains(stderr, "in state SUCCESS (field state)") {
+		t.Fatalf("ax priority of a finished handed-off task: exit %d:\n%s%s", code, out, stderr)
+	}
+	out, stderr, code = runAx(t, servers[0].api, "--token", fed.token(tokOperator), "schedule", "get", "b-tick")
+	if code != 0 || !strings.Contains(out, "Name:") || !strings.Contains(out, "b-tick") || !strings.Contains(out, "Home region:") || json.Valid([]byte(out)) {
+		t.Fatalf("ax schedule get b-tick (table): exit %d:\n%s%s", code, out, stderr)
+	}
+	if _, stderr, code = runAx(t, servers[0].api, "--token", fed.token(tokOperator), "tasks", "--state", "SUCCESS"); code != 2 || !strings.Contains(stderr, "needs a subcommand") {
+		t.Fatalf("ax tasks --state SUCCESS: exit %d: %s", code, stderr)
+	}
 
 	// team-b, refuse.
 	for _, s := range servers {
@@ -522,7 +537,7 @@ func budgetsThroughRealServers(t *testing.T, fed *federation, servers []*proc, s
 	if b, err := json.Marshal(dag("b-cli")); err != nil || os.WriteFile(dagFile, b, 0o600) != nil {
 		t.Fatal("write the DAG file")
 	}
-	out, stderr, code := runAx(t, servers[0].api, "--token", fed.token(tokSubmitterB), "dag", "submit", "-f", dagFile)
+	out, stderr, code = runAx(t, servers[0].api, "--token", fed.token(tokSubmitterB), "dag", "submit", "-f", dagFile)
 	if code == 0 || out != "" || strings.Count(strings.TrimSpace(stderr), "\n") != 0 || !strings.Contains(stderr, "monthly_budget_usd") {
 		t.Fatalf("ax dag submit of team-b past its budget: exit %d, want non-zero and one line naming monthly_budget_usd:\n%s%s", code, out, stderr)
 	}
