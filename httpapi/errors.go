@@ -106,8 +106,11 @@ func toAPIError(err error) *apiError {
 		return &apiError{status: 503, code: apiv1.CodeUnavailable, msg: err.Error(), retryAfter: 5 * time.Second}
 	case errors.As(err, &peer):
 		if peer.Status >= 400 && peer.Status < 600 && peer.Body.Code != "" {
+			// Its Retry-After too: the holder's 503 (its Redis out) is
+			// the caller's, header included.
 			b := peer.Body
-			return &apiError{status: peer.Status, code: b.Code, msg: b.Message, field: b.Field, peer: &b}
+			return &apiError{status: peer.Status, code: b.Code, msg: b.Message, field: b.Field, peer: &b,
+				retryAfter: time.Duration(b.RetryAfterSeconds) * time.Second}
 		}
 		return hidden(502, apiv1.CodeUnavailable, "another region's server gave an unusable answer", 0, err)
 	case errors.Is(err, context.DeadlineExceeded), errors.Is(err, context.Canceled):

@@ -3,10 +3,12 @@ package httpapi
 import (
 	"errors"
 	"fmt"
+	"net/http/httptest"
 	"strings"
 	"testing"
 
 	"github.com/ax-sched/ax/apiv1"
+	"github.com/ax-sched/ax/federation"
 	"github.com/ax-sched/ax/internal/testenv"
 )
 
@@ -39,5 +41,17 @@ func TestStoreErrorsAreNotShown(t *testing.T) {
 	e = toAPIError(errors.New("f_3a9c… line 12: user_script secret detail"))
 	if e.status != 500 || strings.Contains(e.msg, "secret") || !strings.HasPrefix(e.msg, "internal error (ref ") || e.ref == "" {
 		t.Fatalf("500: %+v", e)
+	}
+}
+
+// Another region's 503 (the holder's Redis out) reaches the caller with
+// its Retry-After header, not only retry_after_seconds in the body (a GET
+// of a handed-off task while its holder's Redis was paused had none).
+func TestPeerRetryAfterIsAHeader(t *testing.T) {
+	body := apiv1.Error{Code: apiv1.CodeUnavailable, Message: "the task store is unavailable, retry later (ref x)", RetryAfterSeconds: 5}
+	rec := httptest.NewRecorder()
+	writeError(rec, fmt.Errorf("get: %w", &federation.PeerError{Status: 503, Body: body}))
+	if rec.Code != 503 || rec.Header().Get("Retry-After") != "5" || !strings.Contains(rec.Body.String(), `"retry_after_seconds":5`) {
+		t.Fatalf("peer 503: %d Retry-After %q %s", rec.Code, rec.Header().Get("Retry-After"), rec.Body)
 	}
 }
