@@ -68,6 +68,7 @@ func CheckRegions(allowed, federation []string) error {
 		if !slices.Contains(federation, r) {
 			known := slices.Clone(federation)
 			slices.Sort(known)
+			known = slices.Compact(known) // callers add their own region to the list
 			return fieldErr(fmt.Sprintf("regions[%d]", i), "no region %q in the federation (%s)", r, strings.Join(known, ", "))
 		}
 	}

@@ -133,3 +133,13 @@ func TestSpecNotAnObject(t *testing.T) {
 		}
 	}
 }
+
+// The federation's regions are named once each, however the caller built
+// the list (a schedule's check adds its own region: "east, west, west").
+func TestCheckRegionsNamesEachRegionOnce(t *testing.T) {
+	err := task.CheckRegions([]string{"west", "nowhere"}, []string{"east", "west", "west"})
+	var fe *task.FieldError
+	if !errors.As(err, &fe) || fe.Field != "regions[1]" || fe.Msg != `no region "nowhere" in the federation (east, west)` {
+		t.Fatalf("CheckRegions: %v", err)
+	}
+}
