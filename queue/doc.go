@@ -37,6 +37,8 @@
 //	                           have no TTL, the leader's sweep deletes them
 //	                           past the retention (lib.lua retain_success)
 //	ax:{s}:rsi           ZSET  minute → its start (ms), for each rs: list
+//	ax:{s}:rsw           STRING a sweeper is alive (sweep.lua sets it, SweepAlive
+//	                           TTL); without it successes get a TTL each
 //	ax:{s}:wake:<pool>   LIST  at most one wake-up marker for idle claimers
 //	ax:{s}:idem:<tenant>:<key> STRING id and spec hash, with the key's TTL
 //	ax:{s}:cnt           HASH  O(1) counters by state, pool and priority

@@ -375,11 +375,20 @@ func TestDeadLettersAcrossShardsNewestFirst(t *testing.T) {
 // TestSuccessRetention: a SUCCESS record and its trail stay for the
 // retention of successes and are deleted by the leader's sweep once the
 // minute they finished in is older than that (lib.lua retain_success),
-// several batches a sweep when one call's limit is reached; dead letters
-// are swept as before, and records never carry a TTL of their own.
+// one batch of at most limit a call per shard, Left while more are due;
+// records never carry a TTL of their own while a sweeper is alive.
 func TestSuccessRetention(t *testing.T) {
 	e := newEnv(t, func(o *Options) { o.RetainSuccess = time.Hour })
 	leader := Fence{Name: "leader", Token: 1}
+	sweep := func(limit int) Swept {
+		t.Helper()
+		r, err := e.s.Sweep(e.ctx, leader, limit)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return r
+	}
+	sweep(1) // the leader's sweeper is alive
 	done := func(ids ...string) {
 		t.Helper()
 		for range ids {
@@ -408,8 +417,8 @@ func TestSuccessRetention(t *testing.T) {
 	if tr, _ := e.s.Trail(e.ctx, a); len(tr) == 0 {
 		t.Fatal("no trail for a returned task")
 	}
-	if n, err := e.s.Sweep(e.ctx, leader, 1); err != nil || n != 0 {
-		t.Fatalf("sweep within the retention: %d, %v", n, err)
+	if r := sweep(1); r != (Swept{}) {
+		t.Fatalf("sweep within the retention: %+v", r)
 	}
 	gone := func(id string) bool {
 		_, err := e.s.Get(e.ctx, id)
@@ -419,10 +428,24 @@ func TestSuccessRetention(t *testing.T) {
 		t.Fatal("a record went within its retention")
 	}
 	// Past a's and b's retention (and their minute's end), not c's: a
-	// limit of 1 a call takes two calls, in one Sweep.
+	// limit of 1 a call takes two calls (one when they are on two shards).
 	e.clock.Advance(32 * time.Minute)
-	if n, err := e.s.Sweep(e.ctx, leader, 1); err != nil || n != 2 {
-		t.Fatalf("sweep: %d, %v", n, err)
+	n := 0
+	for round := 1; ; round++ {
+		r := sweep(1)
+		n += r.Successes
+		if r.Left && r.Lag <= 0 {
+			t.Fatalf("round %d: %+v: successes left without a lag", round, r)
+		}
+		if !r.Left {
+			break
+		}
+		if round == 2 {
+			t.Fatalf("still left after two sweeps of 1: %+v", r)
+		}
+	}
+	if n != 2 {
+		t.Fatalf("swept %d, want 2", n)
 	}
 	if !gone(a) || !gone(b) || gone(c) {
 		t.Fatalf("after the sweep: a gone %v, b gone %v, c gone %v", gone(a), gone(b), gone(c))
@@ -431,8 +454,8 @@ func TestSuccessRetention(t *testing.T) {
 		t.Fatal("a's trail outlived its record")
 	}
 	e.clock.Advance(30 * time.Minute)
-	if n, err := e.s.Sweep(e.ctx, leader, 10); err != nil || n != 1 || !gone(c) {
-		t.Fatalf("second sweep: %d, %v, c gone %v", n, err, gone(c))
+	if r := sweep(10); r.Successes != 1 || r.Left || r.Lag != 0 || !gone(c) {
+		t.Fatalf("second sweep: %+v, c gone %v", r, gone(c))
 	}
 	if k := append(e.keys("ax:*:rs:*"), e.keys("ax:*:rsi")...); len(k) != 0 {
 		t.Fatalf("retention keys left: %v", k)
@@ -440,5 +463,129 @@ func TestSuccessRetention(t *testing.T) {
 	// A stale leader sweeps nothing.
 	if _, err := e.s.Sweep(e.ctx, Fence{Name: "leader", Token: 0}, 10); !errors.Is(err, ErrFenced) {
 		t.Fatalf("stale sweep: %v", err)
+	}
+}
+
+// finish submits, claims and completes n tasks of pool cpu at once.
+func (e *env) finish(n int) []string {
+	e.t.Helper()
+	batch := make([]NewTask, n)
+	for i := range batch {
+		batch[i] = NewTask{Spec: e.spec(), Pool: "cpu", Pinned: true}
+	}
+	if _, err := e.s.Submit(e.ctx, batch...); err != nil {
+		e.t.Fatal(err)
+	}
+	ts := e.claim("cpu", n)
+	if len(ts) != n {
+		e.t.Fatalf("claimed %d, want %d", len(ts), n)
+	}
+	cs := make([]Completion, n)
+	ids := make([]string, n)
+	for i, tk := range ts {
+		cs[i], ids[i] = Completion{ID: tk.ID, Token: tk.LeaseToken}, tk.ID
+	}
+	errs, err := e.s.Complete(e.ctx, cs...)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	for _, err := range errs {
+		if err != nil {
+			e.t.Fatal(err)
+		}
+	}
+	return ids
+}
+
+// TestSuccessSweepBacklog: a backlog of six times one call's limit, over
+// five minutes, all past the retention, is swept completely in at most
+// 60/10 + 1 rounds of the leader's loop (Left until then, with the lag of
+// the oldest minute), and the successes not yet due stay.
+func TestSuccessSweepBacklog(t *testing.T) {
+	e := newEnv(t, func(o *Options) { o.RetainSuccess = time.Hour })
+	leader := Fence{Name: "leader", Token: 1}
+	if _, err := e.s.Sweep(e.ctx, leader, 10); err != nil {
+		t.Fatal(err)
+	}
+	var old []string
+	for range 5 {
+		old = append(old, e.finish(12)...)
+		e.clock.Advance(time.Minute)
+	}
+	e.clock.Advance(61 * time.Minute) // the five minutes are past the retention
+	fresh := e.finish(7)
+	n, rounds := 0, 0
+	for {
+		rounds++
+		r, err := e.s.Sweep(e.ctx, leader, 10)
+		if err != nil {
+			t.Fatal(err)
+		}
+		n += r.Successes
+		if rounds == 1 && (!r.Left || r.Lag <= 0 || r.Lag > 6*time.Minute) {
+			t.Fatalf("first round: %+v, want some left with a lag of at most 6 min", r)
+		}
+		if !r.Left {
+			if r.Lag != 0 {
+				t.Fatalf("caught up with a lag: %+v", r)
+			}
+			break
+		}
+		if rounds > 60/10+1 {
+			t.Fatalf("%d rounds and still left (%d swept)", rounds, n)
+		}
+	}
+	if n != len(old) {
+		t.Fatalf("swept %d, want %d", n, len(old))
+	}
+	for _, id := range old {
+		if _, err := e.s.Get(e.ctx, id); !errors.Is(err, task.ErrNotFound) {
+			t.Fatalf("%s: %v, want deleted", id, err)
+		}
+	}
+	for _, id := range fresh {
+		if tk, err := e.s.Get(e.ctx, id); err != nil || tk.State != task.Success {
+			t.Fatalf("%s not yet due: %v %v", id, tk, err)
+		}
+	}
+	left := int64(0)
+	for _, k := range e.keys("ax:*:rs:*") {
+		left += e.rdb.LLen(e.ctx, k).Val()
+	}
+	if left != int64(len(fresh)) {
+		t.Fatalf("%d ids left in the minute lists, want %d", left, len(fresh))
+	}
+}
+
+// TestSuccessTTLWithoutSweeper: while no sweep has run within SweepAlive
+// (rsw absent: a leader of an older build in a rolling upgrade), a success
+// gets a TTL of the retention and goes into no minute list; once a sweep
+// ran, none.
+func TestSuccessTTLWithoutSweeper(t *testing.T) {
+	e := newEnv(t, func(o *Options) { o.RetainSuccess = time.Hour })
+	ttl := func(id string) time.Duration {
+		return e.rdb.PTTL(e.ctx, e.shardPrefix(id)+"t:"+id).Val()
+	}
+	a := e.finish(3)
+	for _, id := range a {
+		if d := ttl(id); d <= 0 || d > time.Hour {
+			t.Fatalf("%s without a sweeper: TTL %v, want (0, 1h]", id, d)
+		}
+	}
+	if k := e.keys("ax:*:rs:*"); len(k) != 0 {
+		t.Fatalf("minute lists without a sweeper: %v", k)
+	}
+	if _, err := e.s.Sweep(e.ctx, Fence{Name: "leader", Token: 1}, 10); err != nil {
+		t.Fatal(err)
+	}
+	for _, k := range e.keys("ax:*:rsw") {
+		if d := e.rdb.PTTL(e.ctx, k).Val(); d <= 0 || d > SweepAlive {
+			t.Fatalf("%s: TTL %v, want (0, %v]", k, d, SweepAlive)
+		}
+	}
+	for _, id := range e.finish(3) {
+		if d := ttl(id); d != -1 {
+			t.Fatalf("%s with a sweeper: TTL %v, want none", id, d)
+		}
 	}
 }

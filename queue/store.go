@@ -922,8 +922,8 @@ func (s *Store) Complete(ctx context.Context, cs ...Completion) ([]error, error)
 	for shard, idx := range byShard {
 		for start := 0; start < len(idx); start += MaxBatch {
 			part := idx[start:min(start+MaxBatch, len(idx))]
-			argv := make([]any, 0, 4+3*len(part))
-			argv = append(argv, s.clock(), len(part), s.opts.RunTimePairs, s.alpha())
+			argv := make([]any, 0, 5+3*len(part))
+			argv = append(argv, s.clock(), len(part), s.opts.RunTimePairs, s.alpha(), s.opts.RetainSuccess.Milliseconds())
 			for _, i := range part {
 				argv = append(argv, cs[i].ID, cs[i].Token, bound(cs[i].Result, task.MaxResultLen))
 			}
@@ -1125,42 +1125,53 @@ func (s *Store) SetPriority(ctx context.Context, id string, priority int, by str
 	return err
 }
 
-// Sweep drops dead letters older than the retention and deletes the
-// successes past theirs (leader only; sweep.lua). Each call of the script
-// deletes at most limit successes; a shard is swept again while some past
-// their retention are left, for at most sweepBudget a Sweep. It returns
-// the dead letters dropped and the successes deleted.
-func (s *Store) Sweep(ctx context.Context, f Fence, limit int) (int, error) {
-	total := 0
-	end := time.Now().Add(sweepBudget)
-	for shard := range s.keys {
-		for {
-			out, err := s.run(ctx, s.rdb, scripts.sweep, s.keysWith(shard, s.fenceKey(shard, f)), s.clock(), f.Token,
-				s.opts.RetainDead.Milliseconds(), clampBatch(limit), s.opts.RetainSuccess.Milliseconds(), clampBatch(limit)).Slice()
-			if err != nil {
-				return total, fmt.Errorf("queue: sweep: %w", err)
-			}
-			if fenced(out) {
-				return total, ErrFenced
-			}
-			total += toInt(out[0])
-			if len(out) < 3 {
-				break
-			}
-			total += toInt(out[1])
-			if toInt(out[2]) == 0 || time.Now().After(end) {
-				break
-			}
-		}
-	}
-	return total, nil
+// Swept is what one Sweep did and left.
+type Swept struct {
+	// Dead letters dropped and successes deleted.
+	Dead, Successes int
+	// Left: some shard has successes past their retention still to delete;
+	// sweep again now.
+	Left bool
+	// Lag is how long the oldest minute of successes not yet deleted has
+	// been past its retention (the largest of the shards; 0: none is).
+	Lag time.Duration
 }
 
-// sweepBudget bounds the time a Sweep spends deleting successes (the
-// region leader sweeps once a minute, between its other rounds): at
-// ~2.3 ms a call of 1 000 (BenchmarkSweepSuccesses), about 400 000 a
-// minute, ~7 000/s of completions sustained.
-const sweepBudget = time.Second
+// Sweep drops dead letters older than the retention and deletes the
+// successes past theirs (leader only; sweep.lua): one call of the script a
+// shard, each deleting at most limit successes (MaxBatch: ~2.3 ms of
+// Redis, BenchmarkSweepSuccesses). The caller repeats while Left, so the
+// sweep keeps up with any completion rate, and calls it at least every
+// SweepAlive/2 otherwise: complete.lua keeps successes without a TTL only
+// while a Sweep ran within SweepAlive.
+func (s *Store) Sweep(ctx context.Context, f Fence, limit int) (Swept, error) {
+	var r Swept
+	for shard := range s.keys {
+		out, err := s.run(ctx, s.rdb, scripts.sweep, s.keysWith(shard, s.fenceKey(shard, f)), s.clock(), f.Token,
+			s.opts.RetainDead.Milliseconds(), clampBatch(limit), s.opts.RetainSuccess.Milliseconds(), clampBatch(limit),
+			SweepAlive.Milliseconds()).Slice()
+		if err != nil {
+			return r, fmt.Errorf("queue: sweep: %w", err)
+		}
+		if fenced(out) {
+			return r, ErrFenced
+		}
+		if len(out) < 4 {
+			return r, fmt.Errorf("queue: sweep: %d values returned, want 4", len(out))
+		}
+		r.Dead += toInt(out[0])
+		r.Successes += toInt(out[1])
+		r.Left = r.Left || toInt(out[2]) != 0
+		r.Lag = max(r.Lag, time.Duration(toInt(out[3]))*time.Millisecond)
+	}
+	return r, nil
+}
+
+// SweepAlive is how long one Sweep keeps complete.lua from giving successes
+// a TTL each (the key rsw): a leader sweeps far more often, so only a
+// region without a sweeping leader for that long (led by a build without
+// the sweep, or leaderless) pays the TTL per task.
+const SweepAlive = 5 * time.Minute
 
 // PoolWorkers reports the live workers of a pool after forgetting those
 // silent for longer than cutoff (leader only).

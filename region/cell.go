@@ -269,7 +269,7 @@ func (c *Cell) lead(ctx context.Context, l *lease.Leadership, p Placer, extra []
 	}
 	var wg sync.WaitGroup
 	promote := func(ctx context.Context, f queue.Fence, lost func(error)) { c.promoteLoop(ctx, f, lost, p) }
-	loops := append([]LeaderLoop{promote, c.reapLoop, c.houseLoop, c.preemptLoop, c.coldLoop}, extra...)
+	loops := append([]LeaderLoop{promote, c.reapLoop, c.houseLoop, c.sweepLoop, c.preemptLoop, c.coldLoop}, extra...)
 	for _, loop := range loops {
 		wg.Add(1)
 		go func() {
@@ -412,7 +412,7 @@ func (c *Cell) houseLoop(ctx context.Context, f queue.Fence, lost func(error)) {
 	}()
 	key := c.cfg.Prefix + "regions/" + c.cfg.Region
 	var last []PoolFigures
-	var lastPublish, lastSweep time.Time
+	var lastPublish time.Time
 	var prices map[string]float64 // last written this term
 	var pricesAt time.Time
 	var limits []queue.Limit // last written this term
@@ -508,12 +508,6 @@ func (c *Cell) houseLoop(ctx context.Context, f queue.Fence, lost func(error)) {
 		if _, err := c.store.TrimRunTimes(ctx, f); err != nil && c.failed(ctx, "trim run times", err, lost) {
 			return
 		}
-		if time.Since(lastSweep) > time.Minute {
-			if _, err := c.store.Sweep(ctx, f, queue.MaxBatch); err != nil && c.failed(ctx, "sweep", err, lost) {
-				return
-			}
-			lastSweep = time.Now()
-		}
 		select {
 		case <-ctx.Done():
 			return
@@ -521,6 +515,37 @@ func (c *Cell) houseLoop(ctx context.Context, f queue.Fence, lost func(error)) {
 		}
 	}
 }
+
+// sweepLoop: retention of dead letters and successes (queue.Store.Sweep).
+// While successes past their retention are left it sweeps again after a
+// pause as long as the last sweep took (at most half of Redis's time, and
+// ~200 000 deletions a second with MaxBatch a call: more than any
+// completion rate a Redis sustains); caught up, every sweepIdle.
+func (c *Cell) sweepLoop(ctx context.Context, f queue.Fence, lost func(error)) {
+	defer c.metrics.sweepLag.WithLabelValues(c.cfg.Region).Set(0) // the next leader's figure
+	for {
+		start := time.Now()
+		r, err := c.store.Sweep(ctx, f, queue.MaxBatch)
+		if err != nil {
+			if c.failed(ctx, "sweep", err, lost) {
+				return
+			}
+			continue
+		}
+		c.metrics.sweepLag.WithLabelValues(c.cfg.Region).Set(r.Lag.Seconds())
+		wait := sweepIdle
+		if r.Left {
+			wait = time.Since(start)
+		}
+		if !c.sleep(ctx, wait, nil) {
+			return
+		}
+	}
+}
+
+// sweepIdle is the sweep's period while it is caught up (well within
+// queue.SweepAlive).
+const sweepIdle = 10 * time.Second
 
 // queueFigures are the store's figures the leader exports as metrics only.
 type queueFigures struct {

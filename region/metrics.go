@@ -16,6 +16,7 @@ type Metrics struct {
 	limited                           *prometheus.CounterVec
 	parked                            *prometheus.GaugeVec
 	laneSlots, laneRunning            *prometheus.GaugeVec
+	sweepLag                          *prometheus.GaugeVec
 }
 
 // NewMetrics registers the cell's metrics with reg (nil: not registered).
@@ -55,11 +56,13 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		laneSlots: g("ax_slow_lane_slots", "Slots a pool's slow lane lets its slow tasks hold: floor(max_share × the pool's slots), at least 1 (docs/fairness.md).",
 			"region", "pool"),
 		laneRunning: g("ax_slow_lane_running", "RUNNING tasks of a pool's slow types, held to ax_slow_lane_slots.", "region", "pool"),
+		sweepLag: g("ax_success_sweep_lag_seconds", "How long the oldest finished (SUCCESS) tasks not yet deleted have been past retention.success "+
+			"(the leader's sweep; 0 when it keeps up).", "region"),
 	}
 	if reg != nil {
 		for _, col := range []prometheus.Collector{m.leader, m.leaderChanges, m.fenced,
 			m.promoted, m.placed, m.reaped, m.slots, m.running, m.ready, m.fill, m.util,
-			m.pressure, m.starving, m.tenantStarving, m.dead, m.pending, m.held, m.deferred, m.preemptions, m.limited, m.parked, m.laneSlots, m.laneRunning} {
+			m.pressure, m.starving, m.tenantStarving, m.dead, m.pending, m.held, m.deferred, m.preemptions, m.limited, m.parked, m.laneSlots, m.laneRunning, m.sweepLag} {
 			reg.MustRegister(col)
 		}
 	}
@@ -73,6 +76,7 @@ func (m *Metrics) init(region string, pools []Pool) {
 		c.WithLabelValues(region)
 	}
 	m.leader.WithLabelValues(region)
+	m.sweepLag.WithLabelValues(region)
 	for _, p := range pools {
 		m.preemptions.WithLabelValues(region, p.Name, Preempted)
 		for _, k := range []string{"rate", "concurrency", "paused", "slow"} {
@@ -87,7 +91,7 @@ func (m *Metrics) init(region string, pools []Pool) {
 func (m *Metrics) forget(region string) {
 	l := prometheus.Labels{"region": region}
 	for _, g := range []*prometheus.GaugeVec{m.slots, m.running, m.ready, m.fill, m.util, m.pressure,
-		m.starving, m.tenantStarving, m.dead, m.pending, m.held, m.parked, m.laneSlots, m.laneRunning} {
+		m.starving, m.tenantStarving, m.dead, m.pending, m.held, m.parked, m.laneSlots, m.laneRunning, m.sweepLag} {
 		g.DeletePartialMatch(l)
 	}
 }

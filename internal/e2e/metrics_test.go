@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"io"
 	"net/http"
@@ -244,6 +245,31 @@ func TestMetricsOfRealServersAndWorkers(t *testing.T) {
 		out, _, code = runAx(t, api, "--token", m.token(tokSubmitterB), "cost", "--group-by", "tenant", "-o", "json")
 		if code != 0 || strings.Contains(out, "team-a") {
 			t.Fatalf("team-b's token: exit %d\n%s", code, out)
+		}
+	})
+	t.Run("successes kept by the leader's sweep, not a TTL each", func(t *testing.T) {
+		// the real leader swept at the start of its term (rsw alive), so the
+		// successes of us-east-1 are in its minute lists, without a TTL
+		ctx, rdb, p := context.Background(), m.region("us-east-1").rdb, "ax:{us-east-1:0}:"
+		if d := rdb.PTTL(ctx, p+"rsw").Val(); d <= 0 || d > 5*time.Minute {
+			t.Fatalf("rsw TTL %v, want (0, 5m]: no sweeper alive", d)
+		}
+		n := 0
+		for _, k := range rdb.Keys(ctx, p+"rs:*").Val() {
+			for _, id := range rdb.LRange(ctx, k, 0, -1).Val() {
+				if d := rdb.PTTL(ctx, p+"t:"+id).Val(); d != -1 {
+					t.Errorf("%s: TTL %v, want none", id, d)
+				}
+				n++
+			}
+		}
+		if n < 5 {
+			t.Fatalf("%d successes in the minute lists, want at least the 5 sleeps", n)
+		}
+		for _, e := range m.endpoints[:1] {
+			if v, ok := sum(e.body, "ax_success_sweep_lag_seconds", nil); !ok || v != 0 {
+				t.Fatalf("%s: ax_success_sweep_lag_seconds %v (exported %v), want 0", e.name, v, ok)
+			}
 		}
 	})
 	for _, e := range m.endpoints {

@@ -3,18 +3,19 @@
 -- Each success is a run-time observation of its (pool, type) (lib.lua
 -- runtime): from its start (sa) to now, and a cost record (lib.lua cost).
 -- The record and its trail are kept for the retention of successes by the
--- leader's sweep (lib.lua retain_success), not by a TTL.
+-- leader's sweep (lib.lua retain_success), not by a TTL, while a sweeper
+-- is alive; by a TTL of the retention otherwise.
 -- KEYS: 1-8 see lib.lua; 9 run times.
--- ARGV: 1 clock, 2 n, 3 run-time pairs cap, 4 run-time weight alpha, then
---       per task: id, token, result.
+-- ARGV: 1 clock, 2 n, 3 run-time pairs cap, 4 run-time weight alpha,
+--       5 success retention ms, then per task: id, token, result.
 -- Returns: per task a code: 0 done; 1 lease lost (nothing changed).
 local now = clock(ARGV[1])
 local snow = fmt(now)
 local n = tonumber(ARGV[2])
-local rtcap, alpha = tonumber(ARGV[3]), tonumber(ARGV[4])
+local rtcap, alpha, ret = tonumber(ARGV[3]), tonumber(ARGV[4]), ARGV[5]
 local out, ids = {}, {}
 for k = 0, n - 1 do
-  local id, token, result = ARGV[5 + 3 * k], ARGV[6 + 3 * k], ARGV[7 + 3 * k]
+  local id, token, result = ARGV[6 + 3 * k], ARGV[7 + 3 * k], ARGV[8 + 3 * k]
   local tk = tkey(id)
   local r = redis.call('HMGET', tk, 'st', 'lt', 'po', 'pq', 'ty', 'sa', 'tn', 'tg', 'px', 'lc', 'fs')
   if r[1] ~= 'U' or r[2] ~= token then
@@ -53,7 +54,7 @@ if #ids > 0 then
   cnt('tS', #ids)
   write_runtimes(KEYS[9], now, rtcap, alpha)
   write_costs(now)
-  retain_success(now, ids)
+  retain_success(now, ids, ret)
   release_flush()
   fair_flush()
 end

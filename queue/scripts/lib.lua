@@ -321,8 +321,17 @@ end
 -- (sweep.lua) deletes the records and trails of the minutes older than the
 -- retention, in bounded batches, without reading them: a SUCCESS record
 -- never changes state again.
-local function retain_success(now, ids)
+-- Only while a sweeper is alive (rsw, renewed by every sweep.lua call for a
+-- few minutes): while none is (a leader of a build without the sweep, in a
+-- rolling upgrade or after a downgrade; a leaderless region), each success
+-- gets its TTL of ms as before, so that nothing outlives its retention
+-- for want of a sweep. One EXISTS a call.
+local function retain_success(now, ids, ms)
   if #ids == 0 then return end
+  if redis.call('EXISTS', C.K_PREFIX .. 'rsw') == 0 then
+    for _, id in ipairs(ids) do retain(id, ms) end
+    return
+  end
   local m = math.floor(now / 60000)
   local k = C.K_PREFIX .. 'rs:' .. fmt(m)
   for i = 1, #ids, 2000 do redis.call('RPUSH', k, unpack(ids, i, math.min(i + 1999, #ids))) end
