@@ -134,7 +134,9 @@ func TestHandOffRate(t *testing.T) {
 	}
 	for _, mode := range []string{"batch", "single"} {
 		t.Run(mode, func(t *testing.T) {
-			f := newFed(t)
+			// Room for the whole backlog: the receiver admits hand-offs
+			// against its pool's hard watermark.
+			f := newFed(t, fedtest.WithCapacity(az, poolSpot, 10*n))
 			ctx := fedtest.Ctx(t)
 			var c handOffCounter
 			var answer func(w http.ResponseWriter, req *http.Request, next http.Handler)
@@ -191,14 +193,16 @@ func handOffs(r *regionEnv, target, outcome string) int {
 
 func payloadN(i int) string { return strconv.Itoa(i) }
 
-// Issue: hand-offs go in batches. 500 tasks for one target land there
-// exactly once, in far fewer requests than tasks.
+// Issue: hand-offs go in batches. 2 500 tasks for one target land there
+// exactly once, in far fewer requests than tasks: one wave of three batch
+// requests in flight at once, whose word (commit) reaches the target for
+// every task (each READY there).
 func TestHandOffBatchLandsEveryTaskOnce(t *testing.T) {
-	f := newFed(t)
+	const n = 2500
+	f := newFed(t, fedtest.WithCapacity(az, poolSpot, 4*n))
 	ctx := fedtest.Ctx(t)
 	var c handOffCounter
 	c.install(t, f.R(az), nil)
-	const n = 500
 	ids := fillOutbox(t, ctx, f.R(aws), az, poolSpot, n, payloadN)
 	fedtest.Eventually(t, 30*time.Second, "every hand-off answered", func() bool { return f.OutboxEmpty(ctx) })
 	checkHandedOffOnce(t, ctx, f, ids, aws, az)

@@ -26,14 +26,19 @@ import (
 
 // Hand-off batching (OutboxLoop).
 const (
-	// handOffRead is how many due outbox tasks one round reads per shard.
-	handOffRead = apiv1.MaxBatch
+	// handOffRead is how many due outbox tasks one round reads per shard:
+	// a wave of full batches.
+	handOffRead = handOffInFlight * apiv1.MaxBatch
 	// handOffBytes bounds the specs of one batch request, far below what a
 	// receiver reads (≥ 64 MiB: httpapi's handoffBatch), so that a run of
 	// large payloads never makes a request the receiver cuts off.
 	handOffBytes = 16 << 20
 	// handOffTargets is how many target regions one round serves at once.
 	handOffTargets = 4
+	// handOffInFlight is how many batch requests to one target are in
+	// flight at once (a wave: OutboxLoop). One at a time, a hand-off's rate
+	// was its round trips': the sender and receiver sat mostly idle.
+	handOffInFlight = 4
 	// handOffTimeout bounds a single-item request. A batch stores its tasks
 	// in one script of a few milliseconds; its longer bound is for moving up
 	// to handOffBytes across regions.
@@ -201,41 +206,82 @@ func (o *outbox) send(ctx context.Context, target string, tasks []*task.Task) {
 	}
 	parcels := parcelsOf(tasks, trails, o.n.cfg.Region, o.n.cfg.Now())
 	// The receiver holds what it accepts until this region's word: the
-	// accepted tasks recorded here are committed on the next batch to the
-	// same target, and what is left at the end in one request of its own.
+	// accepted tasks recorded here are committed on the first batch of the
+	// next wave to the same target, and what is left at the end in one
+	// request of its own. Up to handOffInFlight batches of a wave are in
+	// flight at once (a receiver accepts an id once, so overlap is safe);
+	// the first that gets no definite answer ends the round after its wave.
 	var words []string
 	defer func() { o.commit(ctx, target, r.API, words) }()
-	for k, p := range parcels {
-		var as []answer
-		var failed error
-		each := len(p.tasks) == 1 || o.single(target)
-		start := o.n.cfg.Now()
-		if !each {
-			p.commit = words
-			as, failed, each = o.sendBatch(ctx, target, r.API, p)
-			if failed == nil && !each {
-				o.landed(words) // the target has them
-				words = nil
-			}
+	for w := 0; w < len(parcels); w += handOffInFlight {
+		wave := parcels[w:min(w+handOffInFlight, len(parcels))]
+		carried := words
+		words = nil
+		type sent struct {
+			words     []string
+			delivered bool // the parcel's commit reached the target
+			failed    error
 		}
-		if each {
-			as, failed = o.sendEach(ctx, r.API, p)
+		out := make([]sent, len(wave))
+		var wg sync.WaitGroup
+		for k, p := range wave {
+			if k == 0 {
+				p.commit = carried
+			}
+			wg.Go(func() { out[k].words, out[k].delivered, out[k].failed = o.sendParcel(ctx, target, r.API, p) })
+		}
+		wg.Wait()
+		if len(carried) > 0 && !out[0].delivered {
+			words = carried
+		}
+		var failed error
+		for _, x := range out {
+			words = append(words, x.words...)
+			if failed == nil {
+				failed = x.failed
+			}
 		}
 		if failed != nil {
 			// The target does not answer: what was not sent yet waits as
 			// long as what was.
 			why := fmt.Errorf("not sent: %s did not answer an earlier request: %w", target, failed)
-			as = append(as, unansweredAll(p.tasks[len(as):], why)...)
-			for _, q := range parcels[k+1:] {
-				as = append(as, unansweredAll(q.tasks, why)...)
+			var rest []answer
+			for _, q := range parcels[w+len(wave):] {
+				rest = append(rest, unansweredAll(q.tasks, why)...)
 			}
-		}
-		words = append(words, o.settle(ctx, target, as)...)
-		o.n.traceHandOff(start, target, as)
-		if failed != nil {
+			o.settle(ctx, target, rest)
 			return
 		}
 	}
+}
+
+// sendParcel sends one parcel (a batch request, or one task per request
+// to a target without the batch endpoint) and settles its answers. It
+// returns the tasks recorded as handed off (their word is still to be
+// sent), whether the parcel's own commit reached the target, and the error
+// of a request that got no definite answer (the parcel's tasks not sent
+// then are unanswered).
+func (o *outbox) sendParcel(ctx context.Context, target, api string, p parcel) (words []string, delivered bool, failed error) {
+	var as []answer
+	each := len(p.tasks) == 1 || o.single(target)
+	start := o.n.cfg.Now()
+	if !each {
+		as, failed, each = o.sendBatch(ctx, target, api, p)
+		if failed == nil && !each {
+			o.landed(p.commit) // the target has them
+			delivered = true
+		}
+	}
+	if each {
+		as, failed = o.sendEach(ctx, api, p)
+	}
+	if failed != nil {
+		why := fmt.Errorf("not sent: %s did not answer an earlier request: %w", target, failed)
+		as = append(as, unansweredAll(p.tasks[len(as):], why)...)
+	}
+	words = o.settle(ctx, target, as)
+	o.n.traceHandOff(start, target, as)
+	return words, delivered, failed
 }
 
 // commit sends this region's word on hand-offs it recorded as accepted by

@@ -13,9 +13,14 @@ import (
 )
 
 // Outbox returns up to limit tasks waiting to be handed to another region
-// whose next attempt is due. Each has HandOffTarget and Pool set. Read-only.
+// whose next attempt is due, per shard: at most MaxOutboxRead (a sender's
+// wave of batches; MaxBatch when limit ≤ 0). Each has HandOffTarget and
+// Pool set. Read-only.
 func (s *Store) Outbox(ctx context.Context, limit int) ([]*task.Task, error) {
-	limit = clampBatch(limit)
+	if limit <= 0 {
+		limit = MaxBatch
+	}
+	limit = min(limit, MaxOutboxRead)
 	now := strconv.FormatInt(s.now().UnixMilli(), 10)
 	var out []*task.Task
 	for shard := range s.keys {
@@ -32,6 +37,9 @@ func (s *Store) Outbox(ctx context.Context, limit int) ([]*task.Task, error) {
 	}
 	return out, nil
 }
+
+// MaxOutboxRead is the most one Outbox call reads per shard.
+const MaxOutboxRead = 4 * MaxBatch
 
 // HandOffDone records the receiver's definite answer: accepted moves the
 // task to HANDED_OFF (its record forwards there); refused sends it back to
