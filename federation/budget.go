@@ -176,6 +176,33 @@ func (n *Node) SetBudgets(budgets map[string]Budget) {
 	n.log.Info("budgets set", "tenants", len(budgets))
 }
 
+// BudgetFits refuses sp, a task of a new DAG run or schedule, when its
+// tenant is past a cap budget and that cap is why no pool matches it: the
+// *PlacementError (422 unplaceable, with the explanation) a submit of it
+// gets. A task no pool matches even uncapped, or one whose pools under the
+// cap are full, is not the budget's to refuse: it waits to be placed when
+// due, as any task of an admitted DAG or schedule does.
+func (n *Node) BudgetFits(sp *task.Spec) error {
+	st, ok := n.BudgetOf(sp.Tenant)
+	if !ok || !st.Over || st.Refuse {
+		return nil
+	}
+	c := *sp
+	c.RunAt, c.Delay = nil, 0
+	if err := c.Normalize(n.cfg.Defaults, n.cfg.Now()); err != nil {
+		return nil // refused elsewhere, naming its field
+	}
+	n.capBudget(&c)
+	now, snap := n.cfg.Now(), n.view.Pools()
+	if d := n.placer.Explain(snap, n.placeTask(&c, now), now).Decision; !d.OK && !d.AllSaturated() {
+		return nil
+	}
+	if ex := n.explain(snap, &c, now); !ex.Decision.OK && !ex.Decision.AllSaturated() {
+		return &PlacementError{Explanation: ex}
+	}
+	return nil
+}
+
 // BudgetLoop rereads the spend of the tenants with a budget every
 // Config.BudgetRefresh until ctx ends; while there is none (SetBudgets may
 // add some) it reads nothing. Every server runs it (submits are judged on

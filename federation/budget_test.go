@@ -131,6 +131,21 @@ func budgetHooks(t *testing.T, f *fed) {
 		t.Fatalf("globex's DAG node: %+v, %v; want its price cap 0.01 on it", tk, err)
 	}
 
+	// A new DAG run's node or schedule of globex's that only pools above
+	// its cap match is refused as its submit is (422 with the explanation);
+	// one under the cap, one no pool matches anyway (placed when due, as
+	// ever) and acme's (BudgetRoom's) are not.
+	var pe *federation.PlacementError
+	if err := n.BudgetFits(&task.Spec{Type: "etl.step", Tenant: "globex", Tags: map[string]string{"arch": "x86", "class": "on-demand"}}); !errors.As(err, &pe) || pe.Saturated {
+		t.Fatalf("globex's on-demand node past its cap budget: %v, want unplaceable", err)
+	}
+	for _, sp := range []*task.Spec{slotSpec("globex"), slotSpec("acme"),
+		{Type: "etl.step", Tenant: "globex", Tags: map[string]string{"arch": "sparc"}}} {
+		if err := n.BudgetFits(sp); err != nil {
+			t.Fatalf("%s's node %v: %v, want no refusal by the budget", sp.Tenant, sp.Tags, err)
+		}
+	}
+
 	n.SetBudgets(map[string]federation.Budget{"acme": {MonthlyUSD: 1e6, Refuse: true},
 		"globex": {MonthlyUSD: 1e-9, PriceCap: 0.01}})
 	if err := n.RefreshBudgets(ctx); err != nil {

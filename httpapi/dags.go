@@ -100,6 +100,18 @@ func (a *API) createDAG(w http.ResponseWriter, r *http.Request, p Principal) err
 	if err := a.n.BudgetRoom(tenantOr(req.Tenant)); err != nil {
 		return err
 	}
+	for i, nd := range req.Nodes {
+		// Past a cap budget, a node no pool under the cap matches is the
+		// 422 its submit would get, naming the node.
+		if sp, err := task.DecodeSpec(nd.Task); err == nil {
+			sp.Tenant = tenantOr(req.Tenant)
+			if err := a.n.BudgetFits(sp); err != nil {
+				e := toAPIError(err)
+				e.field = fmt.Sprintf("nodes[%d].task", i)
+				return e
+			}
+		}
+	}
 	st, err := dags.Create(r.Context(), &req)
 	if err != nil {
 		return err

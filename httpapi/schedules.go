@@ -80,6 +80,13 @@ func (a *API) createSchedule(w http.ResponseWriter, r *http.Request, p Principal
 	if err := a.n.BudgetRoom(tenantOr(d.Task.Tenant)); err != nil {
 		return err
 	}
+	fits := *d.Task
+	fits.Tenant = tenantOr(fits.Tenant)
+	if err := a.n.BudgetFits(&fits); err != nil {
+		e := toAPIError(err)
+		e.field = "task"
+		return e
+	}
 	st, err := sc.Create(r.Context(), d, p.Name)
 	if err != nil {
 		return err

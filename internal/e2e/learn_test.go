@@ -412,6 +412,8 @@ const (
 // gauge reads the spend ÷ the new budget.
 func budgetsThroughRealServers(t *testing.T, fed *federation, servers []*proc, spec map[string]any) {
 	slow, fast := "us-east-1", "eu-west-1"
+	start := time.Now()
+	defer func() { t.Logf("budget phase: %v", time.Since(start).Round(100*time.Millisecond)) }()
 	with := func(extra map[string]any) map[string]any {
 		out := map[string]any{}
 		for k, v := range spec {
@@ -567,6 +569,20 @@ func budgetsThroughRealServers(t *testing.T, fed *federation, servers []*proc, s
 			return r.Region == slow
 		})
 		cIDs = append(cIDs, r.ID)
+	}
+	// A DAG run or schedule whose task only pools above the cap match is
+	// the 422 its submit gets, naming the node (nothing created).
+	pinned := dag("c-pinned")
+	pinned["nodes"].([]any)[1].(map[string]any)["task"] = with(map[string]any{"regions": []string{fast}})
+	code, body = fed.call(slow, tokSubmitterC, http.MethodPost, "/v1/dags", pinned)
+	if code != http.StatusUnprocessableEntity || !strings.Contains(string(body), `"field":"nodes[1].task"`) ||
+		!strings.Contains(string(body), "OVER_PRICE_CAP") {
+		t.Fatalf("team-c's DAG with a node only above its cap: %d %s", code, body)
+	}
+	code, body = fed.call(slow, tokOperator, http.MethodPost, "/v1/schedules", map[string]any{"name": "c-pinned", "cron": "@every 1s",
+		"task": with(map[string]any{"tenant": "team-c", "regions": []string{fast}})})
+	if code != http.StatusUnprocessableEntity || !strings.Contains(string(body), `"field":"task"`) {
+		t.Fatalf("team-c's schedule only above its cap: %d %s", code, body)
 	}
 	code, body = fed.call(fast, tokSubmitterC, http.MethodPost, "/v1/dags", dag("c-run"))
 	var run apiv1.DAGStatus
