@@ -197,7 +197,18 @@ func (e *PlacementError) Error() string {
 	if e.Saturated {
 		return "every eligible pool is saturated; retry later"
 	}
-	return "no pool in any region matches this task's tags and regions"
+	// The reasons pools were rejected, each once: a price cap or a budget's
+	// cap read as a tag mismatch when the message named tags and regions only.
+	var why []string
+	for _, c := range e.Explanation.Candidates {
+		if r := string(c.Reason); r != "" && !slices.Contains(why, r) {
+			why = append(why, r)
+		}
+	}
+	if len(why) == 0 {
+		return "no pool in any region matches this task's tags and regions"
+	}
+	return "no pool in any region can take this task (" + strings.Join(why, ", ") + ")"
 }
 
 // QuotaError is a submit refused by one of its tenant's quotas (429).

@@ -62,7 +62,7 @@ submitted now (UNPLACEABLE: 422; SATURATED: 429), after printing why.`,
 			}
 			switch ex.Outcome {
 			case "UNPLACEABLE":
-				return fmt.Errorf("unplaceable: no pool in any region matches this task's tags and regions")
+				return fmt.Errorf("unplaceable: no pool in any region can take this task (STATUS says why for each)")
 			case "SATURATED":
 				return fmt.Errorf("saturated: every eligible pool refuses it now (a submit gets 429)")
 			}
