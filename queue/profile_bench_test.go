@@ -14,15 +14,23 @@ import (
 
 // BenchmarkLifecycleProfile is where the Redis time of one task's life
 // goes (docs/benchmarks.md, issue 16): b.N rounds of a batched submit of
-// 1 000 tasks, then claims of 16 (what a drain's calls carry) until none
-// is left, then their completes, 16 a call. INFO commandstats and cpu
+// 1 000 tasks, then claims of n until none is left, then their completes,
+// n a call. INFO commandstats and cpu
 // between the three phases give, per task and phase, each command's calls
 // and µs — a script's own time (fcall, evalsha) includes the commands it
 // runs, which Redis counts under their own names too — and the process's
 // CPU (round trips and replies included). The script's time less its
 // inner commands' is Lua: reading replies into tables, building strings
-// and the reply. Run with -v for the tables.
+// and the reply. Run with -v for the tables. batch=16 is what a drain's
+// calls carry now; batch=64 is the same with claims and completes of 64
+// (with -count, the two alternate).
 func BenchmarkLifecycleProfile(b *testing.B) {
+	for _, n := range []int{16, 64} {
+		b.Run(fmt.Sprintf("batch=%d", n), func(b *testing.B) { lifecycleProfile(b, n) })
+	}
+}
+
+func lifecycleProfile(b *testing.B, n int) {
 	s, ctx, r := benchStore(b)
 	sp := benchSpec(b)
 	batch := make([]NewTask, 1000)
@@ -68,7 +76,7 @@ func BenchmarkLifecycleProfile(b *testing.B) {
 		s1, c1 := commandStats(b, r)
 		cs = cs[:0]
 		for len(cs) < len(batch) {
-			ts, err := s.Claim(ctx, ClaimRequest{Pool: "cpu", Worker: "w", N: 16})
+			ts, err := s.Claim(ctx, ClaimRequest{Pool: "cpu", Worker: "w", N: n})
 			if err != nil || len(ts) == 0 {
 				b.Fatal(len(ts), err)
 			}
@@ -77,8 +85,8 @@ func BenchmarkLifecycleProfile(b *testing.B) {
 			}
 		}
 		s2, c2 := commandStats(b, r)
-		for k := 0; k < len(cs); k += 16 {
-			if _, err := s.Complete(ctx, cs[k:min(k+16, len(cs))]...); err != nil {
+		for k := 0; k < len(cs); k += n {
+			if _, err := s.Complete(ctx, cs[k:min(k+n, len(cs))]...); err != nil {
 				b.Fatal(err)
 			}
 		}
