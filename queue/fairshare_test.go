@@ -374,3 +374,47 @@ func TestFairShareMasksAndShortfall(t *testing.T) {
 		t.Errorf("tenant sets left after every task was claimed: %v", ks)
 	}
 }
+
+// A claim is never short while work it may take waits (issue 13: a drain
+// took 56 % longer with fair share on, one run; a short claim sends the
+// worker to wait for a wake-up). a floods, b has one task, then one more
+// every few claims, and a floor of 8 it cannot use: every claim of 32 takes
+// 32 (b's every task and the rest of b's share to a, in the same claim), with completes interleaved as
+// a worker's are. The same drain without a fair share takes as many claims.
+func TestFairShareClaimsFullWhileWorkWaits(t *testing.T) {
+	for _, on := range []bool{false, true} {
+		e := newEnv(t, oneShard)
+		if on {
+			e.setFair(map[string]FairShare{"p": {Tenants: map[string]TenantShare{"a": {Weight: 1}, "b": {Weight: 1, Floor: 8}}}})
+		}
+		e.submitMany("p", "a", 1200)
+		e.submitMany("p", "b", 1)
+		var held [][]*task.Task
+		got := map[string]int{}
+		claims, sentB := 0, 1
+		for ready := 1201; ready >= 32; {
+			if claims%4 == 0 {
+				e.submitMany("p", "b", 1)
+				ready++
+				sentB++
+			}
+			ts := e.claim("p", 32)
+			claims++
+			if len(ts) != 32 {
+				t.Fatalf("fair share %v: claim %d took %d (%v) with %d ready, want 32", on, claims, len(ts), tenants(ts), ready)
+			}
+			for tn, k := range tenants(ts) {
+				got[tn] += k
+			}
+			ready -= len(ts)
+			held = append(held, ts)
+			if len(held) > 4 {
+				e.complete(held[0]...)
+				held = held[1:]
+			}
+		}
+		if claims != 37 || got["a"]+got["b"] != 32*37 || (on && got["b"] != sentB) {
+			t.Errorf("fair share %v: %d claims took %v, want 37 full ones (with b's %d when on)", on, claims, got, sentB)
+		}
+	}
+}

@@ -224,6 +224,7 @@ func newBenchFairnessCmd(bf *benchFlags) *cobra.Command {
 	f := c.Flags()
 	f.IntVar(&o.Flood, "flood", 200000, "tenant A's tasks, queued before the workers start")
 	f.Float64Var(&o.Rate, "rate", 10, "tenant B's tasks/s while A's drain")
+	f.BoolVar(&o.OnFirst, "on-first", false, "run the phase with a fair share first (the second phase runs after the first's drain: swap to tell order from the fair claim)")
 	return c
 }
 

@@ -16,6 +16,10 @@ import (
 type FairnessOptions struct {
 	Flood int     // tenant A's tasks, queued before the workers start (default 200 000)
 	Rate  float64 // tenant B's tasks/s while A's drain (default 10)
+	// OnFirst runs the phase with a fair share first: the second phase runs
+	// on a Redis holding the first's finished tasks (their sweep), so
+	// swapping the order tells that and load changes from the fair claim.
+	OnFirst bool
 	WorkerOptions
 }
 
@@ -40,12 +44,20 @@ func Fairness(ctx context.Context, e *Env, o FairnessOptions, progress Progress)
 	o.defaults()
 	s := newSummary("fairness")
 	s.Redis = e.RedisDescription(ctx)
-	s.Params = map[string]any{"flood": o.Flood, "rate_b": o.Rate, "workers": o.Workers, "concurrency": o.Concurrency,
+	s.Params = map[string]any{"flood": o.Flood, "rate_b": o.Rate, "on_first": o.OnFirst, "workers": o.Workers, "concurrency": o.Concurrency,
 		"claim_batch": o.ClaimBatch, "payload_bytes": 64}
 	pool := e.Target.Pool
 	f := queue.Fence{Name: "bench", Token: 1}
 	var redisUs [2]float64
-	for arm, name := range []string{"off", "on"} {
+	arms := []string{"off", "on"}
+	if o.OnFirst {
+		arms = []string{"on", "off"}
+	}
+	for _, name := range arms {
+		arm := 0
+		if name == "on" {
+			arm = 1
+		}
 		var fs map[string]queue.FairShare
 		if name == "on" {
 			fs = map[string]queue.FairShare{pool: {Tenants: map[string]queue.TenantShare{"a": {Weight: 1}, "b": {Weight: 1}}}}
