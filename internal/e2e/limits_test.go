@@ -21,6 +21,7 @@ import (
 
 	"github.com/ax-sched/ax/apiv1"
 	"github.com/ax-sched/ax/internal/testenv"
+	"github.com/ax-sched/ax/queue"
 	"github.com/ax-sched/ax/task"
 )
 
@@ -110,6 +111,7 @@ limits:
   tags: {class: fair}
   slots: 8
   price_per_slot_hour: 1
+  queue_capacity: 1000000
   fair_share: {tenants: {team-a: {weight: 3}, team-b: {weight: 1}}}
 - name: lane
   tags: {class: lane}
@@ -476,8 +478,9 @@ func slowLaneHoldsItsShare(t *testing.T, fed *federation, hookURL string) {
 //     (±10 %, the hook's running calls sampled) while both have work
 //     waiting, team-b's tasks handed off from us-east-1 among them;
 //   - given a floor of 4 on SIGHUP, team-b submitting while team-a holds
-//     every slot with a backlog gets 4 slots from the next claims, and
-//     never a fifth (past its floor, 4 ÷ weight 1 is more than team-a's).
+//     every slot with a backlog of 100 000 waiting gets 4 slots from the
+//     next claims, and never a fifth (past its floor, 4 ÷ weight 1 is more
+//     than team-a's).
 func fairShareAcrossTenants(t *testing.T, fed *federation, hooks *hookLog, hookURL string) {
 	spec := func(path string) map[string]any {
 		return map[string]any{"type": "http", "tags": map[string]string{"class": "fair"},
@@ -604,6 +607,30 @@ func fairShareAcrossTenants(t *testing.T, fed *federation, hooks *hookLog, hookU
 		defer hooks.mu.Unlock()
 		return hooks.running["/hooks/fair2-a/varied"] == 8
 	})
+	// Behind team-a's 92 left of those, 100 000 more of team-a (stored
+	// straight into eu-west-1's Redis, READY in pool fair: what 100 batch
+	// requests would store; each holds its slot 300 ms, so the pool drains
+	// them slowly until the federation stops): team-b's floor must not
+	// wait behind them.
+	stuffed := time.Now()
+	bulk := make([]queue.NewTask, 0, queue.MaxBatch)
+	for i := 0; i < 100_000; i++ {
+		sp, err := task.DecodeSpec([]byte(`{"type":"http","tenant":"team-a","tags":{"class":"fair"},"regions":["eu-west-1"],"payload":{"url":"` + hookURL + `/hooks/fair2-a/bulk/slow","body":{"n":1}}}`))
+		if err == nil {
+			err = sp.Normalize(task.DefaultDefaults(), time.Now())
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		if bulk = append(bulk, queue.NewTask{Spec: sp, Pool: "fair"}); len(bulk) == queue.MaxBatch {
+			res, err := r.store.Submit(context.Background(), bulk...)
+			if err != nil || len(res) != len(bulk) || res[0].Err != nil {
+				t.Fatalf("storing team-a's backlog: %v %+v", err, res[:1])
+			}
+			bulk = bulk[:0]
+		}
+	}
+	t.Logf("fair: 100 000 tasks of team-a stored in %s", time.Since(stuffed).Round(time.Millisecond))
 	bIDs := batch("eu-west-1", tokSubmitterB, "fair2-b/varied", 10)
 	waitUntil(t, 10*time.Second, "team-a's backlog starving in eu-west-1's /metrics", func() bool {
 		_, body := fed.call("eu-west-1", "", http.MethodGet, "/metrics", nil)
