@@ -118,7 +118,6 @@ func (n *Node) localCost(ctx context.Context, q CostQuery) ([]apiv1.CostRow, err
 			r.ReferenceUSD, r.UnreferencedRuns = r.SpendUSD, rec.Runs
 		}
 		r.SavingsUSD = r.ReferenceUSD - r.SpendUSD
-		roundPico(&r)
 		if spotPool(pools, n.cfg.Region, rec.Pool) {
 			r.SpotRuns, r.SpotSeconds = rec.Runs, r.RunSeconds
 		}

@@ -244,7 +244,7 @@ func (o *outbox) send(ctx context.Context, target string, tasks []*task.Task) {
 		if failed != nil {
 			// The target does not answer: what was not sent yet waits as
 			// long as what was.
-			why := fmt.Errorf("not sent: %s did not answer an earlier request: %w", target, failed)
+			why := notSent(target, failed)
 			var rest []answer
 			for _, q := range parcels[w+len(wave):] {
 				rest = append(rest, unansweredAll(q.tasks, why)...)
@@ -276,8 +276,7 @@ func (o *outbox) sendParcel(ctx context.Context, target, api string, p parcel) (
 		as, failed = o.sendEach(ctx, api, p)
 	}
 	if failed != nil {
-		why := fmt.Errorf("not sent: %s did not answer an earlier request: %w", target, failed)
-		as = append(as, unansweredAll(p.tasks[len(as):], why)...)
+		as = append(as, unansweredAll(p.tasks[len(as):], notSent(target, failed))...)
 	}
 	words = o.settle(ctx, target, as)
 	o.n.traceHandOff(start, target, as)
@@ -425,6 +424,12 @@ func (o *outbox) sendEach(ctx context.Context, api string, p parcel) (as []answe
 		}
 	}
 	return as, nil
+}
+
+// notSent is why a task waits that was not sent after target left an
+// earlier request unanswered (with failed).
+func notSent(target string, failed error) error {
+	return fmt.Errorf("not sent: %s did not answer an earlier request: %w", target, failed)
 }
 
 func unansweredAll(tasks []*task.Task, why error) []answer {

@@ -398,7 +398,7 @@ func (c *Cell) failed(ctx context.Context, op string, err error, lost func(error
 }
 
 // houseLoop: dead workers, pool figures (published to the global etcd),
-// dead-letter retention.
+// prices, limits, slow lanes and run times (retention is sweepLoop's).
 func (c *Cell) houseLoop(ctx context.Context, f queue.Fence, lost func(error)) {
 	mgr := lease.NewManager(c.global, lease.WithTTL(c.cfg.SessionTTL), lease.WithLogger(c.log))
 	var reg *lease.Registration
