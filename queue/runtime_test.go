@@ -17,19 +17,7 @@ func (e *env) runFor(pool string, d time.Duration) {
 	e.t.Helper()
 	ts := e.claim(pool, MaxBatch)
 	e.clock.Advance(d)
-	cs := make([]Completion, 0, len(ts))
-	for _, tk := range ts {
-		cs = append(cs, Completion{ID: tk.ID, Token: tk.LeaseToken})
-	}
-	errs, err := e.s.Complete(e.ctx, cs...)
-	if err != nil {
-		e.t.Fatal(err)
-	}
-	for _, err := range errs {
-		if err != nil {
-			e.t.Fatal(err)
-		}
-	}
+	e.complete(ts...)
 }
 
 func (e *env) runTimes() map[string]RunTime {
