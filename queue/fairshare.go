@@ -89,8 +89,8 @@ func (s *Store) FairRunning(ctx context.Context, pool string) (map[string]int, e
 			return nil, fmt.Errorf("queue: fair running: %w", err)
 		}
 		for t, v := range m {
-			if strings.HasPrefix(t, "~") || strings.HasPrefix(t, "^") {
-				continue // starts ÷ weight (ties), priority masks
+			if strings.HasPrefix(t, "~") || strings.HasPrefix(t, "^") || t == "!" {
+				continue // starts ÷ weight (ties), priority masks, exact sets
 			}
 			n, _ := strconv.Atoi(v)
 			out[t] += n

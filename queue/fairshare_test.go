@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/ax-sched/ax/task"
+	"github.com/redis/go-redis/v9"
 )
 
 func tenantOf(tn string) func(*task.Spec) { return func(s *task.Spec) { s.Tenant = tn } }
@@ -416,5 +417,116 @@ func TestFairShareClaimsFullWhileWorkWaits(t *testing.T) {
 		if claims != 37 || got["a"]+got["b"] != 32*37 || (on && got["b"] != sentB) {
 			t.Errorf("fair share %v: %d claims took %v, want 37 full ones (with b's %d when on)", on, claims, got, sentB)
 		}
+	}
+}
+
+// The tenant sets are exact (lib.lua fair_drop): a pool whose fair share
+// began under exact removals is marked so, and its claims take heads as
+// read. Stale entries written by hand stand for a server of an older ax
+// that removed lazily during an upgrade: an exact pool's claim then takes
+// none of them (the ready-set removal counts short, the records say why),
+// returns the live ones and checks from then on; a pool not marked exact
+// checks every head it reads, stays full, and is marked once its index
+// empties.
+func TestFairShareExactSets(t *testing.T) {
+	stale := func(e *env, ids ...string) {
+		t.Helper()
+		pre := e.s.keys[0].prefix
+		for _, id := range ids {
+			// the entry an older ax left: the task's old score in a's set of priority 1
+			if err := e.s.rdb.ZAdd(e.ctx, pre+"fq:p:1:a", redis.Z{Score: 1, Member: id}).Err(); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	marked := func(e *env) bool {
+		v, _ := e.s.rdb.HGet(e.ctx, e.s.keys[0].prefix+"fr:p", "!").Result()
+		return v == "1"
+	}
+	setup := func() (*env, []string) {
+		e := newEnv(t, oneShard)
+		e.setFair(map[string]FairShare{"p": {Tenants: map[string]TenantShare{"a": {Weight: 1}, "b": {Weight: 1}}}})
+		if !marked(e) {
+			t.Fatal("a new fair share's sets are not marked exact")
+		}
+		var a []string
+		for range 4 {
+			a = append(a, e.submit("p", tenantOf("a"), prio(1)))
+		}
+		e.submitMany("p", "b", 4, prio(1))
+		if _, err := e.s.Cancel(e.ctx, a[0], "test", "t"); err != nil {
+			t.Fatal(err)
+		}
+		if err := e.s.SetPriority(e.ctx, a[1], 3, "t"); err != nil {
+			t.Fatal(err)
+		}
+		stale(e, a[0], a[1])
+		return e, a
+	}
+	ids := func(ts []*task.Task) map[string]bool {
+		m := map[string]bool{}
+		for _, tk := range ts {
+			m[tk.ID] = true
+		}
+		return m
+	}
+
+	// Exact: a's share of 4 reads a0 (cancelled), a1 (now priority 3), a2, a3.
+	e, a := setup()
+	ts := e.claim("p", 8)
+	got := ids(ts)
+	if len(ts) != 6 || got[a[0]] || got[a[1]] || !got[a[2]] || !got[a[3]] {
+		t.Fatalf("exact pool with stale entries: claimed %v (%d), want a2 a3 and b's 4", tenants(ts), len(ts))
+	}
+	if marked(e) {
+		t.Error("a claim that met stale entries left the sets marked exact")
+	}
+	next := e.claim("p", 8)
+	if len(next) != 1 || next[0].ID != a[1] {
+		t.Fatalf("after it: claimed %v, want only a1 (priority 3)", ids(next))
+	}
+	if fr, _ := e.s.FairRunning(e.ctx, "p"); fr["a"] != 3 || fr["b"] != 4 {
+		t.Errorf("running counts %v, want a 3, b 4", fr)
+	}
+
+	// Not marked (an older ax's sets): the claim checks, and is full.
+	e, a = setup()
+	if err := e.s.rdb.HDel(e.ctx, e.s.keys[0].prefix+"fr:p", "!").Err(); err != nil {
+		t.Fatal(err)
+	}
+	ts = e.claim("p", 7)
+	if got = ids(ts); len(ts) != 7 || got[a[0]] || !got[a[1]] || !got[a[2]] || !got[a[3]] {
+		t.Fatalf("unmarked pool: claimed %v (%d), want a1 a2 a3 and b's 4", tenants(ts), len(ts))
+	}
+	if marked(e) {
+		t.Error("marked exact before its index emptied")
+	}
+	if ts = e.claim("p", 8); len(ts) != 0 {
+		t.Fatalf("claimed %d more, want none", len(ts))
+	}
+	if !marked(e) {
+		t.Error("an empty index did not mark the sets exact")
+	}
+
+	// A drain and a re-placement take the task out of its tenant's set too.
+	e = newEnv(t, oneShard)
+	e.setFair(map[string]FairShare{"p": {Tenants: map[string]TenantShare{"a": {Weight: 1}}}})
+	d := e.submit("p", tenantOf("a"), prio(1))
+	res, err := e.s.Submit(e.ctx, NewTask{Spec: e.spec(tenantOf("a"), prio(1)), Pool: "p"}) // placed, not pinned
+	if err != nil || res[0].Err != nil {
+		t.Fatalf("submit: %v %v", err, res)
+	}
+	r := res[0].ID
+	if err := e.s.Fence(e.ctx, leader); err != nil {
+		t.Fatal(err)
+	}
+	if n, err := e.s.Drain(e.ctx, []DrainMove{{ID: d, Region: "us-east", Pool: "cpu"}}); err != nil || n != 1 {
+		t.Fatalf("drain: %d %v", n, err)
+	}
+	if n, err := e.s.Replace(e.ctx, leader, "p", "test", []string{r}); err != nil || n != 1 {
+		t.Fatalf("replace: %d %v", n, err)
+	}
+	if n, _ := e.s.rdb.ZCard(e.ctx, e.s.keys[0].prefix+"fq:p:1:a").Result(); n != 0 {
+		t.Errorf("a drained and a re-placed task left %d entries in the tenant set", n)
 	}
 }

@@ -34,6 +34,7 @@ type mtask struct {
 	cancelReq  bool
 	keepPool   bool // returned with a delay: goes back to its pool
 	typ        string
+	tenant     string
 }
 
 type model struct {
@@ -44,6 +45,10 @@ type model struct {
 var pools = []string{"cpu", "gpu"}
 
 var modelTypes = []string{"t.a", "t.b"}
+
+var modelTenants = []string{"a", "b", "default"}
+
+const fairPool = "gpu"
 
 // TestModel runs thousands of random operations against Redis and an
 // in-memory model, checking after every step that each task sits in exactly
@@ -61,6 +66,9 @@ func TestModel(t *testing.T) {
 	}()
 	rng := rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15))
 	e := newEnv(t, oneShard) // the model is one shard's keys
+	// Pool gpu has a fair share: its tenant sets must hold exactly its
+	// READY tasks of priorities 1-4 (check), whatever way they left.
+	e.setFair(map[string]FairShare{fairPool: {Tenants: map[string]TenantShare{"a": {Weight: 3}, "b": {Weight: 1}}}})
 	m := &model{tasks: map[string]*mtask{}}
 	workers := []string{"w1", "w2", "w3"}
 
@@ -106,9 +114,10 @@ func TestModel(t *testing.T) {
 				pool = pools[rng.IntN(2)]
 			}
 			ty := modelTypes[rng.IntN(len(modelTypes))]
-			mods = append(mods, typ(ty))
+			tn := modelTenants[rng.IntN(len(modelTenants))]
+			mods = append(mods, typ(ty), tenantOf(tn))
 			id := e.submit(pool, mods...)
-			tk := &mtask{id: id, prio: p, maxRetries: n, pool: pool, pinned: pool != "", lazy: pool != "" && d > 0, typ: ty}
+			tk := &mtask{id: id, prio: p, maxRetries: n, pool: pool, pinned: pool != "", lazy: pool != "" && d > 0, typ: ty, tenant: tn}
 			switch {
 			case d > 0:
 				tk.state, tk.due = task.Pending, now.Add(d).Truncate(time.Millisecond)
@@ -424,6 +433,30 @@ func (m *model) check(t *testing.T, e *env, step int, what string) {
 		for pr := 0; pr <= task.MaxPriority; pr++ {
 			ready[fmt.Sprintf("%s:%d", pool, pr)] = members(fmt.Sprintf("%sq:%s:%d", p, pool, pr))
 		}
+	}
+	// The fair pool's tenant sets: exactly its READY tasks of priorities 1-4,
+	// each in its tenant's set of its priority, and marked exact.
+	fq := map[string]string{}
+	for _, tn := range modelTenants {
+		for pr := 1; pr <= task.MaxPriority; pr++ {
+			for id := range members(fmt.Sprintf("%sfq:%s:%d:%s", p, fairPool, pr, tn)) {
+				fq[id] = fmt.Sprintf("%d:%s", pr, tn)
+			}
+		}
+	}
+	for id, where := range fq {
+		tk := m.tasks[id]
+		if tk == nil || tk.state != task.Ready || tk.pool != fairPool || fmt.Sprintf("%d:%s", tk.prio, tk.tenant) != where {
+			fail("task %s (%+v) is in tenant set %s of pool %s", id, tk, where, fairPool)
+		}
+	}
+	for _, id := range m.order {
+		if tk := m.tasks[id]; tk.state == task.Ready && tk.pool == fairPool && tk.prio > 0 && fq[id] == "" {
+			fail("READY task %s (prio %d, tenant %s) of pool %s is in no tenant set", id, tk.prio, tk.tenant, fairPool)
+		}
+	}
+	if v, _ := e.s.rdb.HGet(e.ctx, p+"fr:"+fairPool, "!").Result(); v != "1" {
+		fail("pool %s's tenant sets not marked exact (%q)", fairPool, v)
 	}
 	var nP, nR, nU, nF int
 	readyBy := map[string]int{}

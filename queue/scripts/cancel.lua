@@ -28,6 +28,7 @@ elseif st == 'P' then
   cnt('P', -1)
 elseif st == 'R' then
   redis.call('ZREM', qkey(r[2], r[3]), id)
+  fair_drop(r[2], r[3], id, r[10])
   if r[9] then -- parked by a limit (lib.lua park)
     redis.call('ZREM', lmkey('pk:' .. r[9]), id)
     cnt('pk:' .. r[2], -1)

@@ -214,12 +214,24 @@ local left = n - #chosen
 -- merge.
 local fcand, fair_on = {}, false
 local sp = {'1', '2', '3', '4'}
+-- EX: the tenant sets hold only READY tasks ('!' in fr, lib.lua) and no
+-- limit runs, so a head is taken as read: the ready-set removal of what
+-- the claim took (below) is the check, and no score is read but for
+-- merging a tenant's priorities. With limits a task's admission writes
+-- (tokens, counts) before that removal, so heads are checked as read.
+local EX = false
 if F and left > 0 and parked < PARK_MAX then
-  local fik = K_PREFIX .. 'fi:' .. pool
+  local fik, frk = K_PREFIX .. 'fi:' .. pool, K_PREFIX .. 'fr:' .. pool
+  local exact = redis.call('HGET', frk, '!') == '1'
+  EX = exact and not LIM
   local ioff, imore = 0, false
   local function read_index()
     local w = left + 3
     local got = redis.call('ZRANGE', fik, ioff, ioff + w)
+    if ioff == 0 and #got == 0 and not exact then
+      -- no tenant indexed: no set holds an entry, stale or not
+      redis.call('HSET', frk, '!', '1')
+    end
     ioff = ioff + #got
     imore = #got == w + 1
     fair_prefetch(pool, got)
@@ -253,9 +265,20 @@ if F and left > 0 and parked < PARK_MAX then
   -- and their scores in the pool's ready set.
   local function heads(c, p, size)
     local o = c.off[p]
-    local h = redis.call('ZRANGE', fqkey(pool, p, c.tn), o, o + size - 1)
-    c.h[p], c.pos[p], c.off[p], c.more[p] = h, 1, o + #h, #h == size
-    c.hs[p] = #h > 0 and redis.call('ZMSCORE', qkey(pool, p), unpack(h)) or h
+    local k = fqkey(pool, p, c.tn)
+    local h, hs
+    if not EX then
+      h = redis.call('ZRANGE', k, o, o + size - 1)
+      hs = #h > 0 and redis.call('ZMSCORE', qkey(pool, p), unpack(h)) or h
+    elseif #c.ps == 1 then
+      h = redis.call('ZRANGE', k, o, o + size - 1)
+      hs = h -- live, and its score is not needed: one priority, no limits
+    else
+      local w = redis.call('ZRANGE', k, o, o + size - 1, 'WITHSCORES')
+      h, hs = {}, {}
+      for j = 1, #w, 2 do h[#h + 1] = w[j]; hs[#hs + 1] = w[j + 1] end
+    end
+    c.h[p], c.hs[p], c.pos[p], c.off[p], c.more[p] = h, hs, 1, o + #h, #h == size
     return h
   end
   -- fnext: the tenant's next live task by aging (its id, priority and
@@ -298,6 +321,31 @@ if F and left > 0 and parked < PARK_MAX then
     if not c.ps then start(c) end
     local e, got = c.e, 0
     local one = #c.ps == 1 and c.ps[1] -- one priority: no merge
+    if one and EX and not filter then
+      -- every head is READY and taken as it is (admit would only say so)
+      local p = one
+      local g = gone[p]
+      if g == nil then g = {}; gone[p] = g end
+      while got < want do
+        local h, i = c.h[p], c.pos[p]
+        if h == nil or (i > #h and c.more[p]) then
+          h, i = heads(c, p, h and math.max(want - got, 8) or want - got), 1
+        end
+        if i > #h then c.out = true; return end
+        local last = math.min(#h, i + want - got - 1)
+        local tn = c.tn
+        for j = i, last do
+          local id = h[j]
+          chosen[#chosen + 1] = {id, p}
+          g[#g + 1] = id
+          TN[id] = tn
+        end
+        local k = last - i + 1
+        c.pos[p], c.used[p] = last + 1, c.used[p] + k
+        got, left, e.d = got + k, left - k, e.d + k
+      end
+      return
+    end
     while got < want and parked < PARK_MAX do
       local id, p, sc
       if one then
@@ -427,8 +475,41 @@ if left > 0 and parked < PARK_MAX and not fair_on then
     end
   end
 end
+-- unexact: the ready-set removal took fewer than the claim drew, so the
+-- tenant sets were not exact after all (a server of an older ax removed
+-- a task lazily during an upgrade, or a fault). The claim drops what the
+-- record says is not READY in this pool and priority (running, finished,
+-- cancelled, parked, moved, waiting for a retry), its fq entry consumed,
+-- and the pool's heads are checked again from now on.
+local function unexact(p, g)
+  redis.call('HDEL', K_PREFIX .. 'fr:' .. pool, '!')
+  local bad, sp = {}, tostring(p)
+  for _, id in ipairs(g) do
+    local r = redis.call('HMGET', tkey(id), 'st', 'po', 'pr', 'pk', 'rs', 'pn', 'ob')
+    local ok = r[1] == 'R' and r[2] == pool and r[3] == sp and not r[4]
+    if not ok and is_lazy(r[1], r[5], r[6], r[7]) and r[2] == pool and r[3] == sp then
+      ok = not redis.call('ZSCORE', dkey(pool, sp), id) -- promoted untouched, not waiting
+    end
+    if not ok then bad[id] = true end
+  end
+  local keep = {}
+  for _, c in ipairs(chosen) do
+    local id = c[1]
+    if bad[id] then
+      local tn = TN[id]
+      if tn then FT[tn].d = FT[tn].d - 1 end
+      TN[id] = nil
+    else
+      keep[#keep + 1] = c
+    end
+  end
+  chosen = keep
+  cnt('fst', 1) -- claims that met a stale entry of an exact set
+  redis.log(redis.LOG_WARNING, 'ax: pool ' .. pool .. ': a fair claim met stale tenant-set entries; checking heads from now on')
+end
 for p = 0, 4 do
-  if gone[p] then redis.call('ZREM', qkey(pool, p), unpack(gone[p])) end
+  local g = gone[p]
+  if g and #g > 0 and redis.call('ZREM', qkey(pool, p), unpack(g)) < #g and EX then unexact(p, g) end
 end
 if F then
   local fik, frk = K_PREFIX .. 'fi:' .. pool, K_PREFIX .. 'fr:' .. pool

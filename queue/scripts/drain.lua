@@ -14,10 +14,11 @@ local moved, ids = 0, {}
 for k = 0, n - 1 do
   local id, region, pool = ARGV[4 + 3 * k], ARGV[5 + 3 * k], ARGV[6 + 3 * k]
   local tk = tkey(id)
-  local r = redis.call('HMGET', tk, 'st', 'po', 'pr', 'at', 'ob', 'rs', 'pn')
+  local r = redis.call('HMGET', tk, 'st', 'po', 'pr', 'at', 'ob', 'rs', 'pn', 'tn')
   local st = r[1]
   if is_lazy(st, r[6], r[7], r[5]) then st = lazy_state(id, r[2], r[3]) end
   if st == 'R' and redis.call('ZREM', qkey(r[2], r[3]), id) == 1 then
+    fair_drop(r[2], r[3], id, r[8])
     cnt('R', -1)
     cnt('r:' .. r[2] .. ':' .. r[3], -1)
     cnt('P', 1)

@@ -30,6 +30,8 @@ for _ = 1, tonumber(ARGV[3]) do
       for j = 1, #q, 2 do fair_add(pool, p, q[j + 1], q[j]) end
       indexed = indexed + #q / 2
     end
+    -- indexed from the ready sets, removals exact from here: no stale entry
+    redis.call('HSET', K_PREFIX .. 'fr:' .. pool, '!', '1')
   end
   local fik = K_PREFIX .. 'fi:' .. pool
   for _, tn in ipairs(redis.call('ZRANGE', fik, 0, -1)) do

@@ -380,14 +380,15 @@ end
 --   fr:<pool>         HASH  tenant → its tasks RUNNING in the pool;
 --                           '~'<tenant> → its starts ÷ weight (ties);
 --                           '^'<tenant> → its priority mask: the
---                           priorities of its non-empty fq sets ("24")
+--                           priorities of its non-empty fq sets ("24");
+--                           '!' → '1': the fq sets hold only READY tasks
 --   fi:<pool>         ZSET  tenants that may have work waiting, by score
 --   fq:<pool>:<p>:<t> ZSET  tenant t's READY tasks of priority p (1-4) by
 --                           their ready-set score: a second index of
 --                           q:<pool>:<p>, which stays the truth
--- Adds are exact (every way into a ready set calls fair_add); removals
--- other than the claim's are lazy: a claim drops an fq entry that is not
--- in its ready set any more, and a tenant whose fq sets are empty.
+-- Adds and removals are exact: fair_add on every way in, fair_drop on
+-- every way out but a fair claim. Sets of an older ax (lazy removals) may
+-- hold stale entries: until '!' (claim.lua EX) a claim checks its heads.
 -- The mask is exact: fair_add sets a digit, a claim clears it for a set it
 -- emptied. No '^' field (indexed before masks) is unknown: a claim reads
 -- all four sets and writes what it found.
@@ -487,6 +488,12 @@ local function fair_add(pool, p, score, id, tn)
     seen[p] = true
     fair_mask_add(pool, tn, p)
   end
+end
+-- fair_drop takes a task out of its tenant's set when it leaves the ready
+-- set q:<pool>:<p> another way than a fair claim (tn: its record's).
+local function fair_drop(pool, p, id, tn)
+  if p == 0 or p == '0' or not fair(pool) then return end
+  redis.call('ZREM', fqkey(pool, tostring(p), tn or 'default'), id)
 end
 -- fair_added: the priorities (digit → true) this call added tasks of the
 -- tenant in (fair_add's zadd lands at finish, after a claim's reads).

@@ -6,7 +6,7 @@
 local now = clock(ARGV[1])
 local id, np = ARGV[2], ARGV[3]
 local tk = tkey(id)
-local r = redis.call('HMGET', tk, 'st', 'po', 'pr', 'at', 'ho', 'ob', 'rs', 'pn')
+local r = redis.call('HMGET', tk, 'st', 'po', 'pr', 'at', 'ho', 'ob', 'rs', 'pn', 'tn')
 local st = r[1]
 if not st then return {2} end
 local lazy = is_lazy(st, r[7], r[8], r[6])
@@ -27,7 +27,8 @@ elseif st == 'R' then
   if score then
     redis.call('ZREM', qkey(r[2], r[3]), id)
     redis.call('ZADD', qkey(r[2], np), score, id)
-    fair_add(r[2], np, score, id) -- the old entry goes lazily (lib.lua)
+    fair_drop(r[2], r[3], id, r[9])
+    fair_add(r[2], np, score, id, r[9] or 'default')
   end -- else parked by a limit: unpark puts it into the ready set of its pr
   cnt('r:' .. r[2] .. ':' .. r[3], -1)
   cnt('r:' .. r[2] .. ':' .. np, 1)

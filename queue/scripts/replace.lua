@@ -18,8 +18,9 @@ local moved, ids = 0, {}
 for k = 5, #ARGV do
   local id = ARGV[k]
   local tk = tkey(id)
-  local r = redis.call('HMGET', tk, 'st', 'po', 'pr', 'at', 'pn', 'rt')
+  local r = redis.call('HMGET', tk, 'st', 'po', 'pr', 'at', 'pn', 'rt', 'tn')
   if r[1] == 'R' and r[2] == pool and r[5] ~= '1' and redis.call('ZREM', qkey(r[2], r[3]), id) == 1 then
+    fair_drop(r[2], r[3], id, r[7])
     cnt('R', -1)
     cnt('r:' .. r[2] .. ':' .. r[3], -1)
     cnt('P', 1)
