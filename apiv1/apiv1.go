@@ -45,20 +45,21 @@ type ErrorBody struct {
 
 // Error codes. Each maps to one HTTP status in the server's one mapping.
 const (
-	CodeInvalid        = "invalid_argument"    // 400
-	CodeUnauthorized   = "unauthenticated"     // 401
-	CodeForbidden      = "permission_denied"   // 403
-	CodeNotFound       = "not_found"           // 404
-	CodeConflict       = "conflict"            // 409 (idempotency key reused, illegal transition)
-	CodeTooLarge       = "payload_too_large"   // 413
-	CodeUnplaceable    = "unplaceable"         // 422
-	CodeSaturated      = "saturated"           // 429
-	CodeQuotaExceeded  = "quota_exceeded"      // 429 (the tenant's submit rate)
-	CodeBudgetExceeded = "budget_exceeded"     // 429 (the tenant's monthly budget, over_budget: refuse)
-	CodeTokenExpired   = "token_expired"       // 401 (the token's expires_at passed)
-	CodeUnavailable    = "unavailable"         // 503
-	CodeInternal       = "internal"            // 500
-	CodeFailedPrecond  = "failed_precondition" // 409 (state does not allow the operation)
+	CodeInvalid          = "invalid_argument"    // 400
+	CodeUnauthorized     = "unauthenticated"     // 401
+	CodeForbidden        = "permission_denied"   // 403
+	CodeNotFound         = "not_found"           // 404
+	CodeConflict         = "conflict"            // 409 (idempotency key reused, illegal transition)
+	CodeTooLarge         = "payload_too_large"   // 413
+	CodeUnplaceable      = "unplaceable"         // 422
+	CodeSaturated        = "saturated"           // 429
+	CodeQuotaExceeded    = "quota_exceeded"      // 429 (the tenant's submit rate)
+	CodeBudgetExceeded   = "budget_exceeded"     // 429 (the tenant's monthly budget, over_budget: refuse)
+	CodeTokenExpired     = "token_expired"       // 401 (the token's expires_at passed)
+	CodeUnavailable      = "unavailable"         // 503
+	CodeInternal         = "internal"            // 500
+	CodeFailedPrecond    = "failed_precondition" // 409 (state does not allow the operation)
+	CodeMethodNotAllowed = "method_not_allowed"  // 405 (the path exists; the Allow header names its methods)
 )
 
 // SubmitResponse answers POST /v1/tasks (201, or 200 for an idempotent repeat).

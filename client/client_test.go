@@ -282,6 +282,28 @@ func TestCalls(t *testing.T) {
 			result: nil,
 		},
 		{
+			name:   "schedules of a tenant",
+			call:   func(ctx context.Context, c *Client) (any, error) { return c.ListSchedulesOf(ctx, "acme") },
+			answer: `{"schedules":[]}`,
+			want:   request{Method: "GET", Path: "/v1/schedules", Query: "tenant=acme"},
+			result: json.RawMessage(`{"schedules":[]}`),
+		},
+		{
+			name:   "a tenant's schedule",
+			call:   func(ctx context.Context, c *Client) (any, error) { return c.PauseScheduleOf(ctx, "acme", "nightly") },
+			answer: `{"name":"nightly","paused":true}`,
+			want:   request{Method: "POST", Path: "/v1/schedules/nightly/pause", Query: "tenant=acme"},
+			result: json.RawMessage(`{"name":"nightly","paused":true}`),
+		},
+		{
+			name: "delete a tenant's schedule",
+			call: func(ctx context.Context, c *Client) (any, error) {
+				return nil, c.DeleteScheduleOf(ctx, "a b", "nightly")
+			},
+			want:   request{Method: "DELETE", Path: "/v1/schedules/nightly", Query: "tenant=a+b"},
+			result: nil,
+		},
+		{
 			name:   "health",
 			call:   func(ctx context.Context, c *Client) (any, error) { return nil, c.Health(ctx) },
 			answer: "ok",

@@ -38,35 +38,80 @@ func (c *Client) CreateSchedule(ctx context.Context, schedule json.RawMessage) (
 	return c.rawCall(ctx, http.MethodPost, "/v1/schedules", schedule)
 }
 
-// ListSchedules lists the schedules (GET /v1/schedules).
+// ListSchedules lists the schedules (GET /v1/schedules): a token of one
+// tenant its tenant's, one of every tenant every tenant's.
 func (c *Client) ListSchedules(ctx context.Context) (json.RawMessage, error) {
-	return c.rawCall(ctx, http.MethodGet, "/v1/schedules", nil)
+	return c.ListSchedulesOf(ctx, "")
 }
+
+// ListSchedulesOf lists tenant's schedules ("" as ListSchedules).
+func (c *Client) ListSchedulesOf(ctx context.Context, tenant string) (json.RawMessage, error) {
+	return c.scheduleCall(ctx, http.MethodGet, "/v1/schedules", tenant)
+}
+
+// Each tenant names its schedules in a namespace of its own. The calls on
+// one schedule address the caller's tenant's; the ...Of forms name the
+// tenant, which a token of every tenant needs when two tenants use the
+// name (409 field tenant otherwise).
 
 // GetSchedule reads one schedule (GET /v1/schedules/{name}).
 func (c *Client) GetSchedule(ctx context.Context, name string) (json.RawMessage, error) {
-	return c.rawCall(ctx, http.MethodGet, schedulePath(name), nil)
+	return c.GetScheduleOf(ctx, "", name)
+}
+
+// GetScheduleOf reads tenant's schedule name.
+func (c *Client) GetScheduleOf(ctx context.Context, tenant, name string) (json.RawMessage, error) {
+	return c.scheduleCall(ctx, http.MethodGet, schedulePath(name), tenant)
 }
 
 // DeleteSchedule deletes a schedule (DELETE /v1/schedules/{name}).
 func (c *Client) DeleteSchedule(ctx context.Context, name string) error {
-	_, err := c.rawCall(ctx, http.MethodDelete, schedulePath(name), nil)
+	return c.DeleteScheduleOf(ctx, "", name)
+}
+
+// DeleteScheduleOf deletes tenant's schedule name.
+func (c *Client) DeleteScheduleOf(ctx context.Context, tenant, name string) error {
+	_, err := c.scheduleCall(ctx, http.MethodDelete, schedulePath(name), tenant)
 	return err
 }
 
 // PauseSchedule stops a schedule from firing (POST
 // /v1/schedules/{name}/pause). The answer may be empty.
 func (c *Client) PauseSchedule(ctx context.Context, name string) (json.RawMessage, error) {
-	return c.rawCall(ctx, http.MethodPost, schedulePath(name)+"/pause", nil)
+	return c.PauseScheduleOf(ctx, "", name)
+}
+
+// PauseScheduleOf pauses tenant's schedule name.
+func (c *Client) PauseScheduleOf(ctx context.Context, tenant, name string) (json.RawMessage, error) {
+	return c.scheduleCall(ctx, http.MethodPost, schedulePath(name)+"/pause", tenant)
 }
 
 // ResumeSchedule lets a paused schedule fire again (POST
 // /v1/schedules/{name}/resume). The answer may be empty.
 func (c *Client) ResumeSchedule(ctx context.Context, name string) (json.RawMessage, error) {
-	return c.rawCall(ctx, http.MethodPost, schedulePath(name)+"/resume", nil)
+	return c.ResumeScheduleOf(ctx, "", name)
+}
+
+// ResumeScheduleOf resumes tenant's schedule name.
+func (c *Client) ResumeScheduleOf(ctx context.Context, tenant, name string) (json.RawMessage, error) {
+	return c.scheduleCall(ctx, http.MethodPost, schedulePath(name)+"/resume", tenant)
 }
 
 func schedulePath(name string) string { return "/v1/schedules/" + url.PathEscape(name) }
+
+// scheduleCall is a bodiless schedule call, with tenant= when tenant is
+// set.
+func (c *Client) scheduleCall(ctx context.Context, method, path, tenant string) (json.RawMessage, error) {
+	var q url.Values
+	if tenant != "" {
+		q = url.Values{"tenant": {tenant}}
+	}
+	var out json.RawMessage
+	if _, err := c.do(ctx, method, path, q, nil, &out); err != nil {
+		return nil, err
+	}
+	return out, nil
+}
 
 // rawCall sends body (when non-nil) and returns the answer's body, nil when
 // it is empty.

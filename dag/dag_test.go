@@ -87,7 +87,7 @@ func testDAGValidation(t *testing.T, e *dagEnv, s *dagServer) {
 		{"another tenant's DAG", dagTokAcme, map[string]any{"tenant": "globex", "nodes": []any{n("a")}}, 403, "tenant", "acme"},
 		{"unknown top-level field", dagTokAcme, map[string]any{"nodes": []any{n("a")}, "schedule": "x"}, 400, "schedule", "unknown field"},
 		{"not JSON", dagTokAcme, "{nope", 400, "", "invalid JSON"},
-		{"no token", "", dag(n("a")), 401, "", "bearer"},
+		{"no token", "", dag(n("a")), 401, "Authorization", "bearer"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

@@ -73,8 +73,11 @@ func testDAGList(t *testing.T, e *dagEnv) {
 	if len(l.Runs) != 0 {
 		t.Fatalf("globex sees acme's runs: %+v", l)
 	}
-	if l = list(dagTokAcme, "tenant=globex&name=list-g"); len(l.Runs) != 0 {
-		t.Fatalf("tenant= widens acme's listing: %+v", l)
+	if rep := e.call(http.MethodGet, ap.http.URL+"/v1/dags?tenant=globex&name=list-g", dagTokAcme, nil).Want(t, http.StatusForbidden); rep.Err(t).Field != "tenant" {
+		t.Fatalf("acme naming globex's runs: %s, want 403 naming tenant", rep.Body)
+	}
+	if l = list(dagTokAcme, "tenant=acme&name=list-b"); len(l.Runs) != 1 {
+		t.Fatalf("acme naming itself: %+v", l)
 	}
 	for q, field := range map[string]string{"state=bogus": "state", "cursor=zz": "cursor", "limit=0": "limit", "typ=x": "typ", "region=mars": "region"} {
 		rep := e.call(http.MethodGet, ap.http.URL+"/v1/dags?"+q, dagTokAcme, nil).Want(t, http.StatusBadRequest)

@@ -103,7 +103,7 @@ func budgetHooks(t *testing.T, f *fed) {
 		return &task.Spec{Type: "etl.step", Tenant: tenant, Tags: x86Spot}
 	}
 	at := time.Now().UTC().Truncate(time.Second)
-	id := schedule.TaskID("acme-nightly", at, az)
+	id := schedule.TaskID("acme", "acme-nightly", at, az)
 	created, refused, err := n.Enqueue(ctx, az, id, slotSpec("acme"))
 	var be interface{ BudgetExceeded() bool }
 	if err != nil || created || !errors.As(refused, &be) || !be.BudgetExceeded() {
@@ -112,7 +112,7 @@ func budgetHooks(t *testing.T, f *fed) {
 	if _, err := f.R(az).Store.Get(ctx, id); !errors.Is(err, task.ErrNotFound) {
 		t.Fatalf("acme's refused slot in az: %v, want none", err)
 	}
-	id = schedule.TaskID("globex-nightly", at, az)
+	id = schedule.TaskID("globex", "globex-nightly", at, az)
 	if created, refused, err := n.Enqueue(ctx, az, id, slotSpec("globex")); err != nil || refused != nil || !created {
 		t.Fatalf("globex's slot past its cap budget: created %v, refused %v, err %v", created, refused, err)
 	}
@@ -154,7 +154,7 @@ func budgetHooks(t *testing.T, f *fed) {
 	if st, ok := n.BudgetOf("acme"); !ok || st.Over || st.SpentUSD <= 0 {
 		t.Fatalf("acme's raised budget: %+v, %v", st, ok)
 	}
-	id = schedule.TaskID("acme-nightly", at.Add(time.Second), az)
+	id = schedule.TaskID("acme", "acme-nightly", at.Add(time.Second), az)
 	if created, refused, err := n.Enqueue(ctx, az, id, slotSpec("acme")); err != nil || refused != nil || !created {
 		t.Fatalf("acme's next slot once its budget allows: created %v, refused %v, err %v", created, refused, err)
 	}

@@ -154,9 +154,30 @@ func New(n *federation.Node, cfg Config) *API {
 		_, _ = w.Write(openAPI)
 	})
 	a.mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
+		if allow := a.allowed(r); len(allow) > 0 {
+			w.Header().Set("Allow", strings.Join(allow, ", "))
+			writeError(w, &apiError{status: 405, code: apiv1.CodeMethodNotAllowed,
+				msg: r.Method + " is not allowed on " + r.URL.Path + " (" + strings.Join(allow, ", ") + ")"})
+			return
+		}
 		writeError(w, &apiError{status: 404, code: apiv1.CodeNotFound, msg: "no such endpoint: " + r.Method + " " + r.URL.Path})
 	})
 	return a
+}
+
+// allowed are the methods some route serves r's path with, r's own
+// excepted (HEAD where GET is, as the mux serves it); none: the path is no
+// endpoint.
+func (a *API) allowed(r *http.Request) []string {
+	var out []string
+	for _, m := range []string{http.MethodGet, http.MethodHead, http.MethodPost, http.MethodPut, http.MethodPatch, http.MethodDelete} {
+		probe := *r
+		probe.Method = m
+		if _, pattern := a.mux.Handler(&probe); pattern != "" && pattern != "/" {
+			out = append(out, m)
+		}
+	}
+	return out
 }
 
 func (a *API) ServeHTTP(w http.ResponseWriter, r *http.Request) { a.mux.ServeHTTP(w, r) }

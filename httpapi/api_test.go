@@ -73,7 +73,7 @@ func TestAPIContract(t *testing.T) {
 		} {
 			for _, tok := range []string{"", tokUnknown} {
 				rep := f.Call(ep.method, f.R(aws).URL()+ep.path, tok, spec{"type": "x"}).Want(t, http.StatusUnauthorized)
-				if rep.Err(t).Code != apiv1.CodeUnauthorized || rep.Header.Get("WWW-Authenticate") == "" {
+				if e := rep.Err(t); e.Code != apiv1.CodeUnauthorized || e.Field != "Authorization" || rep.Header.Get("WWW-Authenticate") == "" {
 					t.Fatalf("%s %s token %q: %s %v", ep.method, ep.path, tok, rep.Body, rep.Header)
 				}
 			}
@@ -566,6 +566,9 @@ func TestAPIContract(t *testing.T) {
 		if len(dl.Tasks) != 0 {
 			t.Fatalf("globex sees acme's dead letters: %+v", dl.Tasks)
 		}
+		if e := f.Call(http.MethodGet, f.R(aws).URL()+"/v1/dlq?tenant=acme", tokGlobex, nil).Want(t, http.StatusForbidden).Err(t); e.Field != "tenant" {
+			t.Errorf("globex naming acme's dead letters: %+v, want 403 naming tenant", e)
+		}
 		f.Call(http.MethodGet, f.R(aws).URL()+"/v1/dlq?type=other", tokOperator, nil).Want(t, http.StatusOK).JSON(t, &dl)
 		if len(dl.Tasks) != 0 {
 			t.Fatalf("type filter: %+v", dl.Tasks)
@@ -652,8 +655,13 @@ func TestAPIContract(t *testing.T) {
 		if len(rep.Unavailable) != 0 || len(rep.Regions) != 3 || rep.Total.Runs < 2 {
 			t.Fatalf("regions %+v unavailable %v total %+v", rep.Regions, rep.Unavailable, rep.Total)
 		}
-		// A tenant's token sees its own tenant only, whatever it asks.
-		f.Call(http.MethodGet, f.R(gcp).URL()+"/v1/cost?group_by=tenant,region&tenant=globex", tokAcme, nil).Want(t, http.StatusOK).JSON(t, &rep)
+		// A tenant's token sees its own tenant only: naming another is 403
+		// (as its submits and listings), never a quiet report of its own.
+		rep403 := f.Call(http.MethodGet, f.R(gcp).URL()+"/v1/cost?group_by=tenant,region&tenant=globex", tokAcme, nil).Want(t, http.StatusForbidden)
+		if e := rep403.Err(t); e.Code != apiv1.CodeForbidden || e.Field != "tenant" || !strings.Contains(e.Message, "tenant acme") {
+			t.Errorf("acme asking for globex's cost: %+v", e)
+		}
+		f.Call(http.MethodGet, f.R(gcp).URL()+"/v1/cost?group_by=tenant,region&tenant=acme", tokAcme, nil).Want(t, http.StatusOK).JSON(t, &rep)
 		for _, r := range rep.Rows {
 			if r.Tenant != "acme" {
 				t.Fatalf("acme's token sees %+v", r)

@@ -84,11 +84,12 @@ func (a *Auth) Authenticate(r *http.Request) (Principal, bool) {
 	return p, err == nil
 }
 
-// errExpired: a known token past its expires_at.
-var errExpired = &apiError{status: 401, code: apiv1.CodeTokenExpired, msg: "the bearer token has expired"}
+// errExpired: a known token past its expires_at. Both 401s name the
+// header the token goes in.
+var errExpired = &apiError{status: 401, code: apiv1.CodeTokenExpired, msg: "the bearer token has expired", field: "Authorization"}
 
 // errUnknown: no token, or none of ours.
-var errUnknown = &apiError{status: 401, code: apiv1.CodeUnauthorized, msg: "missing or unknown bearer token"}
+var errUnknown = &apiError{status: 401, code: apiv1.CodeUnauthorized, msg: "missing or unknown bearer token", field: "Authorization"}
 
 // authenticate returns the principal of r, or errUnknown or errExpired.
 func (a *Auth) authenticate(r *http.Request) (Principal, *apiError) {
@@ -123,3 +124,19 @@ func (a *Auth) authenticate(r *http.Request) (Principal, *apiError) {
 
 // sees reports whether p may see a task of tenant.
 func (p Principal) sees(tenant string) bool { return p.Tenant == "" || p.Tenant == tenant }
+
+// scope is the tenant a request of p addresses when it names asked ("":
+// none): a token of every tenant what it asks; a token of one tenant its
+// own, and naming another is 403 field tenant (as a submit for another
+// tenant is), never a quiet answer about its own. what completes "this
+// token may only …".
+func (p Principal) scope(asked, what string) (string, error) {
+	if p.Tenant == "" {
+		return asked, nil
+	}
+	if asked != "" && asked != p.Tenant {
+		return "", &apiError{status: 403, code: apiv1.CodeForbidden, field: "tenant",
+			msg: "this token may only " + what + " tenant " + p.Tenant}
+	}
+	return p.Tenant, nil
+}

@@ -33,8 +33,9 @@ func (a *API) cost(w http.ResponseWriter, r *http.Request, p Principal) error {
 
 // parseCostQuery reads GET /v1/cost's parameters: from and to are UTC days
 // (YYYY-MM-DD, inclusive; default this month so far), group_by a comma
-// list of apiv1.CostGroups (default tenant,pool). A scoped principal's
-// tenant replaces any tenant= it gives; an unknown parameter is refused.
+// list of apiv1.CostGroups (default tenant,pool). A scoped principal reads
+// its own tenant's (tenant= naming another is 403); an unknown parameter
+// is refused.
 func parseCostQuery(raw string, p Principal, now time.Time) (federation.CostQuery, error) {
 	today := queue.CostDay(now)
 	q := federation.CostQuery{From: time.Date(today.Year(), today.Month(), 1, 0, 0, 0, 0, time.UTC), To: today,
@@ -81,9 +82,7 @@ func parseCostQuery(raw string, p Principal, now time.Time) (federation.CostQuer
 			}
 		}
 	}
-	q.Tenant, q.Region = v.Get("tenant"), v.Get("region")
-	if p.Tenant != "" {
-		q.Tenant = p.Tenant
-	}
-	return q, nil
+	q.Region = v.Get("region")
+	q.Tenant, err = p.scope(v.Get("tenant"), "read the cost of")
+	return q, err
 }

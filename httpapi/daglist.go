@@ -45,8 +45,8 @@ func (a *API) listDAGs(w http.ResponseWriter, r *http.Request, p Principal) erro
 	if _, _, ok := apiv1.ParseDAGCursor(f.Cursor); f.Cursor != "" && !ok {
 		return &task.FieldError{Field: "cursor", Msg: "not a cursor of this listing"}
 	}
-	if p.Tenant != "" {
-		f.Tenant = p.Tenant
+	if f.Tenant, err = p.scope(f.Tenant, "list"); err != nil {
+		return err
 	}
 	regions, err := a.n.FanOutRegions(v.Get("region"), hops(r))
 	if err != nil {

@@ -164,6 +164,8 @@ func statusOf(code string) int {
 		return http.StatusTooManyRequests
 	case apiv1.CodeUnavailable:
 		return http.StatusServiceUnavailable
+	case apiv1.CodeMethodNotAllowed:
+		return http.StatusMethodNotAllowed
 	}
 	return http.StatusInternalServerError
 }

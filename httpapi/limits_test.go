@@ -50,7 +50,7 @@ func TestUnauthenticatedSlowBodyGets401AtOnce(t *testing.T) {
 	}
 	body, _ := io.ReadAll(resp.Body)
 	if resp.StatusCode != http.StatusUnauthorized || !strings.Contains(string(body), apiv1.CodeUnauthorized) ||
-		resp.Header.Get("WWW-Authenticate") == "" {
+		!strings.Contains(string(body), `"field":"Authorization"`) || resp.Header.Get("WWW-Authenticate") == "" {
 		t.Fatalf("%d %v %s", resp.StatusCode, resp.Header, body)
 	}
 	// The server closes the connection: a read ends (EOF or reset), it

@@ -6,10 +6,14 @@ import (
 	"net/http"
 
 	"github.com/ax-sched/ax/apiv1"
+	"github.com/ax-sched/ax/task"
 )
 
 // Schedules is what the schedule endpoints need; *schedule.Scheduler
-// implements it. tenant is the caller's ("" sees every schedule). Errors
+// implements it. Each tenant names its schedules in a namespace of its
+// own; tenant is the one a request addresses (scheduleTenant): "" every
+// tenant, for a token of every tenant (a name two tenants use is then 409
+// field tenant: it names one with tenant=). Errors
 // are *task.FieldError or *apiv1.Error (conflict, not found, the global
 // etcd unavailable), mapped by toAPIError like any other.
 type Schedules interface {
@@ -100,7 +104,11 @@ func (a *API) listSchedules(w http.ResponseWriter, r *http.Request, p Principal)
 	if err != nil {
 		return err
 	}
-	list, err := sc.List(r.Context(), p.Tenant)
+	tenant, err := scheduleTenant(r, p)
+	if err != nil {
+		return err
+	}
+	list, err := sc.List(r.Context(), tenant)
 	if err != nil {
 		return err
 	}
@@ -113,7 +121,11 @@ func (a *API) getSchedule(w http.ResponseWriter, r *http.Request, p Principal) e
 	if err != nil {
 		return err
 	}
-	st, err := sc.Get(r.Context(), r.PathValue("name"), p.Tenant)
+	tenant, err := scheduleTenant(r, p)
+	if err != nil {
+		return err
+	}
+	st, err := sc.Get(r.Context(), r.PathValue("name"), tenant)
 	if err != nil {
 		return err
 	}
@@ -126,8 +138,12 @@ func (a *API) deleteSchedule(w http.ResponseWriter, r *http.Request, p Principal
 	if err != nil {
 		return err
 	}
+	tenant, err := scheduleTenant(r, p)
+	if err != nil {
+		return err
+	}
 	name := r.PathValue("name")
-	if err := sc.Delete(r.Context(), name, p.Tenant); err != nil {
+	if err := sc.Delete(r.Context(), name, tenant); err != nil {
 		return err
 	}
 	writeJSON(w, http.StatusOK, apiv1.ScheduleDeleted{Name: name, Deleted: true})
@@ -141,11 +157,30 @@ func (a *API) pauseSchedule(paused bool) handler {
 		if err != nil {
 			return err
 		}
-		st, err := sc.SetPaused(r.Context(), r.PathValue("name"), p.Tenant, paused)
+		tenant, err := scheduleTenant(r, p)
+		if err != nil {
+			return err
+		}
+		st, err := sc.SetPaused(r.Context(), r.PathValue("name"), tenant, paused)
 		if err != nil {
 			return err
 		}
 		writeJSON(w, http.StatusOK, st)
 		return nil
 	}
+}
+
+// scheduleTenant is the tenant whose schedules a request addresses: its
+// tenant= (the only parameter these endpoints take), which a token of one
+// tenant may give only as its own; without it, a token of one tenant its
+// own, one of every tenant every tenant ("").
+func scheduleTenant(r *http.Request, p Principal) (string, error) {
+	v, err := parseQuery(r.URL.RawQuery, "tenant")
+	if err != nil {
+		return "", err
+	}
+	if len(v["tenant"]) > 1 {
+		return "", &task.FieldError{Field: "tenant", Msg: "given more than once"}
+	}
+	return p.scope(v.Get("tenant"), "address the schedules of")
 }

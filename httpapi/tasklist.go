@@ -94,11 +94,6 @@ func parseTaskQuery(raw string, p Principal) (federation.TaskQuery, error) {
 	}
 	f.Type, f.Tenant, f.Pool, f.LimitKey = v.Get("type"), v.Get("tenant"), v.Get("pool"), v.Get("limit_key")
 	q.Region, q.Cursor = v.Get("region"), v.Get("cursor")
-	if p.Tenant != "" {
-		if f.Tenant != "" && f.Tenant != p.Tenant {
-			return q, &apiError{status: 403, code: apiv1.CodeForbidden, msg: "this token may only list tenant " + p.Tenant, field: "tenant"}
-		}
-		f.Tenant = p.Tenant
-	}
-	return q, nil
+	f.Tenant, err = p.scope(f.Tenant, "list")
+	return q, err
 }

@@ -258,12 +258,11 @@ func (a *API) bulkCancel(w http.ResponseWriter, r *http.Request, p Principal) er
 	if req.State != "" && req.State != task.Pending && req.State != task.Ready {
 		return &task.FieldError{Field: "state", Msg: "must be PENDING or READY"}
 	}
-	if p.Tenant != "" {
-		if req.Tenant != "" && req.Tenant != p.Tenant {
-			return &apiError{status: 403, code: apiv1.CodeForbidden, msg: "this token may only act on tenant " + p.Tenant, field: "tenant"}
-		}
-		req.Tenant = p.Tenant
+	tenant, err := p.scope(req.Tenant, "act on")
+	if err != nil {
+		return err
 	}
+	req.Tenant = tenant
 	f := queue.Filter{Type: req.Type, Tenant: req.Tenant, State: req.State}
 	res, err := a.n.BulkCancel(r.Context(), f, req.Region, actor(r, p), hops(r))
 	if err != nil {
@@ -528,8 +527,8 @@ func outcomes(parts []federation.RegionPart) []apiv1.RegionOutcome {
 	return out
 }
 
-// parseDLQQuery reads GET /v1/dlq's parameters; a scoped principal's tenant
-// replaces any tenant= it gives. An unknown parameter is refused rather
+// parseDLQQuery reads GET /v1/dlq's parameters; a scoped principal lists
+// its own tenant's (tenant= naming another is 403). An unknown parameter is refused rather
 // than ignored: a typo (typ=) must not turn a filtered listing into a full
 // one.
 func parseDLQQuery(raw string, p Principal) (federation.DLQQuery, error) {
@@ -553,11 +552,9 @@ func parseDLQQuery(raw string, p Principal) (federation.DLQQuery, error) {
 		q.Offset = k
 	}
 	// The cursor is the listing's to read (federation.Node.DeadLetters).
-	q.Type, q.Tenant, q.Region, q.Cursor = v.Get("type"), v.Get("tenant"), v.Get("region"), v.Get("cursor")
-	if p.Tenant != "" {
-		q.Tenant = p.Tenant
-	}
-	return q, nil
+	q.Type, q.Region, q.Cursor = v.Get("type"), v.Get("region"), v.Get("cursor")
+	q.Tenant, err = p.scope(v.Get("tenant"), "list")
+	return q, err
 }
 
 // parseQuery parses a query string of a listing and refuses a parameter

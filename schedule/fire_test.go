@@ -79,9 +79,25 @@ func (f *fed) schedStore() store {
 	return store{c: f.EtcdCli, prefix: "/ax/", timeout: 5 * time.Second}
 }
 
+// sched reads the one schedule named name (of any tenant).
+func (f *fed) sched(name string) stored {
+	f.T.Helper()
+	defs, _, err := f.schedStore().list(context.Background())
+	if err != nil {
+		f.T.Fatal(err)
+	}
+	for _, sd := range defs {
+		if sd.def.Name == name {
+			return sd
+		}
+	}
+	f.T.Fatalf("no schedule %s", name)
+	return stored{}
+}
+
 func (f *fed) schedState(name string) State {
 	f.T.Helper()
-	st, _, err := f.schedStore().state(context.Background(), name)
+	st, _, err := f.schedStore().state(context.Background(), f.sched(name))
 	if err != nil {
 		f.T.Fatal(err)
 	}
@@ -91,12 +107,9 @@ func (f *fed) schedState(name string) State {
 // setLastSlot makes a schedule look as if its last slot handled was last.
 func (f *fed) setLastSlot(name string, last time.Time) {
 	f.T.Helper()
-	sd, err := f.schedStore().get(context.Background(), name)
-	if err != nil {
-		f.T.Fatal(err)
-	}
+	sd := f.sched(name)
 	b, _ := json.Marshal(State{DefRev: sd.rev, LastSlot: last, LastOutcome: OutcomeFired})
-	if _, err := f.EtcdCli.Put(context.Background(), "/ax/schedule-state/"+name, string(b)); err != nil {
+	if _, err := f.EtcdCli.Put(context.Background(), f.schedStore().stateKey(sd.key), string(b)); err != nil {
 		f.T.Fatal(err)
 	}
 }
@@ -115,8 +128,13 @@ func (f *fed) waitingTasks(regionName, typ string) []*task.Task {
 	return out
 }
 
+// fires counts the slots of tenant default's schedule name by outcome.
 func fires(in *schedInstance, name, outcome string) float64 {
-	return testutil.ToFloat64(in.s.fires.WithLabelValues(name, outcome))
+	return firesOf(in, "default", name, outcome)
+}
+
+func firesOf(in *schedInstance, tenant, name, outcome string) float64 {
+	return testutil.ToFloat64(in.s.fires.WithLabelValues(tenant, name, outcome))
 }
 
 // The acceptance test of issue 6 part 4: a schedule firing every second
@@ -211,7 +229,7 @@ func TestScheduleFailoverFiresEachSlotOnce(t *testing.T) {
 		if err != nil {
 			t.Fatalf("task %s: %v", tk.ID, err)
 		}
-		if want := TaskID(name, p.Time, aws); tk.ID != want || p.Time.UnixMilli()%1000 != 0 {
+		if want := TaskID("default", name, p.Time, aws); tk.ID != want || p.Time.UnixMilli()%1000 != 0 {
 			t.Errorf("task %s is not the derived id of a slot (want %s)", tk.ID, want)
 		}
 		if prev := bySlot[p.Time.Unix()]; prev != nil {
@@ -299,7 +317,7 @@ func TestScheduleOverlap(t *testing.T) {
 			got = ts[0]
 			return true
 		})
-		if p, err := task.ParseID(got.ID); err != nil || got.ID != TaskID(name, p.Time, aws) {
+		if p, err := task.ParseID(got.ID); err != nil || got.ID != TaskID("default", name, p.Time, aws) {
 			t.Fatalf("claimed %s, not a run of %s", got.ID, name)
 		}
 		return got
@@ -386,10 +404,37 @@ func TestScheduleMisfire(t *testing.T) {
 	paused := every(spec{"name": "mf-paused", "paused": true})
 	f.createSchedule(aws, tokOperator, paused).Want(t, http.StatusCreated)
 	f.setLastSlot("mf-paused", F.Add(-20*time.Second))
+	// Definitions and states stored before tenants had namespaces, at
+	// /ax/schedules/<name>: acme's mf-legacy, and globex's mf-shared,
+	// whose name tenant default then takes in its own namespace.
+	legacy := func(name, tenant string) {
+		d := spec{"name": name, "cron": "*/1 * * * * *", "timezone": "UTC", "home_region": aws, "misfire": "catch_up",
+			"catch_up_limit": 5, "overlap": "allow", "created_at": F.Add(-time.Hour), "created_by": "oncall",
+			"task": spec{"type": "sched.legacy", "tenant": tenant, "regions": []string{aws}}}
+		b, _ := json.Marshal(d)
+		put, err := f.EtcdCli.Put(context.Background(), "/ax/schedules/"+name, string(b))
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, _ = json.Marshal(State{DefRev: put.Header.Revision, LastSlot: F.Add(-20 * time.Second), LastOutcome: OutcomeFired})
+		if _, err := f.EtcdCli.Put(context.Background(), "/ax/schedule-state/"+name, string(b)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	legacy("mf-legacy", "acme")
+	legacy("mf-shared", "globex")
+	shared := every(spec{"name": "mf-shared", "misfire": "skip"})
+	f.createSchedule(aws, tokOperator, shared).Want(t, http.StatusCreated)
+	f.setLastSlot("mf-shared", F.Add(-20*time.Second))
 	in.Start(t)
 
 	ctx := fedtest.Ctx(t)
+	var checkOf func(t *testing.T, idTenant, name string, fired []int)
 	check := func(t *testing.T, name string, fired []int) {
+		t.Helper()
+		checkOf(t, "default", name, fired)
+	}
+	checkOf = func(t *testing.T, idTenant, name string, fired []int) {
 		t.Helper()
 		want := map[int]bool{}
 		for _, s := range fired {
@@ -397,7 +442,7 @@ func TestScheduleMisfire(t *testing.T) {
 		}
 		for s := 19; s >= 0; s-- {
 			slot := F.Add(-time.Duration(s) * time.Second)
-			_, err := f.R(aws).Store.Get(ctx, TaskID(name, slot, aws))
+			_, err := f.R(aws).Store.Get(ctx, TaskID(idTenant, name, slot, aws))
 			if got := err == nil; got != want[s] {
 				t.Errorf("slot F-%ds: task %v, want %v (err %v)", s, got, want[s], err)
 			}
@@ -415,9 +460,68 @@ func TestScheduleMisfire(t *testing.T) {
 			}
 		})
 	}
+	t.Run("legacy layout", func(t *testing.T) {
+		// Each legacy definition goes on from its state (12 missed slots
+		// since F-20 s, not an hour's since its creation), under the ids
+		// it had; the new mf-shared fires beside globex's, ids apart.
+		lstate := func(name string) State {
+			r, err := f.EtcdCli.Get(context.Background(), "/ax/schedule-state/"+name)
+			if err != nil || len(r.Kvs) == 0 {
+				t.Fatalf("legacy state of %s: %v", name, err)
+			}
+			var st State
+			_ = json.Unmarshal(r.Kvs[0].Value, &st)
+			return st
+		}
+		for _, c := range []struct{ name, tenant string }{{"mf-legacy", "acme"}, {"mf-shared", "globex"}} {
+			fedtest.Eventually(t, 10*time.Second, c.name+" (legacy) reaches F", func() bool { return lstate(c.name).LastSlot.Equal(F) })
+			checkOf(t, "", c.name, []int{7, 6, 5, 4, 3, 2, 1, 0})
+			if got := firesOf(in, c.tenant, c.name, OutcomeMisfireSkipped); got != 12 {
+				t.Errorf("%s: misfire_skipped %v, want 12", c.name, got)
+			}
+		}
+		fedtest.Eventually(t, 10*time.Second, "mf-shared (default) reaches F", func() bool {
+			st, _, err := f.schedStore().state(ctx, stored{def: &apiv1.Schedule{Name: "mf-shared"}, key: "/ax/schedules/default/mf-shared"})
+			return err == nil && st.LastSlot.Equal(F)
+		})
+		check(t, "mf-shared", []int{2, 1, 0})
+		// The API finds a legacy definition as its tenant's, and changes
+		// it where it is.
+		url := f.R(aws).URL() + "/v1/schedules"
+		var st apiv1.ScheduleStatus
+		f.Call(http.MethodGet, url+"/mf-legacy", tokAcme, nil).Want(t, http.StatusOK).JSON(t, &st)
+		if st.Task == nil || st.Task.Tenant != "acme" || st.LastSlot == nil {
+			t.Errorf("acme reads its legacy schedule as %+v", st)
+		}
+		f.Call(http.MethodGet, url+"/mf-legacy", tokGlobex, nil).Want(t, http.StatusNotFound)
+		f.Call(http.MethodGet, url+"/mf-shared", tokGlobex, nil).Want(t, http.StatusOK).JSON(t, &st)
+		if st.Task.Tenant != "globex" || st.Misfire != MisfireCatchUp {
+			t.Errorf("globex reads mf-shared as %+v, want its legacy one", st)
+		}
+		if e := f.Call(http.MethodGet, url+"/mf-shared", tokOperator, nil).Want(t, http.StatusConflict).Err(t); e.Field != "tenant" {
+			t.Errorf("mf-shared for every tenant: %+v, want 409 naming tenant", e)
+		}
+		f.Call(http.MethodGet, url+"/mf-shared?tenant=default", tokOperator, nil).Want(t, http.StatusOK).JSON(t, &st)
+		if st.Misfire != MisfireSkip {
+			t.Errorf("default's mf-shared: %+v", st)
+		}
+		f.Call(http.MethodPost, url+"/mf-shared/pause?tenant=globex", tokOperator, nil).Want(t, http.StatusOK).JSON(t, &st)
+		if !st.Paused || st.Task.Tenant != "globex" || f.sched("mf-legacy").legacy != true {
+			t.Errorf("paused globex's: %+v", st)
+		}
+		f.Call(http.MethodDelete, url+"/mf-shared?tenant=globex", tokOperator, nil).Want(t, http.StatusOK)
+		if r, _ := f.EtcdCli.Get(context.Background(), "/ax/schedule", clientv3.WithPrefix(), clientv3.WithKeysOnly()); r != nil {
+			for _, kv := range r.Kvs {
+				if k := string(kv.Key); k == "/ax/schedules/mf-shared" || k == "/ax/schedule-state/mf-shared" {
+					t.Errorf("%s left after its deletion", k)
+				}
+			}
+		}
+		f.Call(http.MethodGet, url+"/mf-shared", tokOperator, nil).Want(t, http.StatusOK)
+	})
 	t.Run("jitter delays the run", func(t *testing.T) {
 		off := jitterOffset("mf-jitter", F, 900*time.Millisecond)
-		tk, err := f.R(aws).Store.Get(ctx, TaskID("mf-jitter", F, aws))
+		tk, err := f.R(aws).Store.Get(ctx, TaskID("default", "mf-jitter", F, aws))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -503,7 +607,7 @@ func TestScheduleAPI(t *testing.T) {
 			t.Errorf("field %q, want task.tenant", e.Field)
 		}
 		f.Call(http.MethodPost, f.R(aws).URL()+"/v1/internal/enqueue", tokOperator,
-			spec{"id": TaskID("x", time.Now(), aws), "spec": spec{"type": "x"}}).Want(t, http.StatusForbidden)
+			spec{"id": TaskID("acme", "x", time.Now(), aws), "spec": spec{"type": "x"}}).Want(t, http.StatusForbidden)
 	})
 
 	url := f.R(aws).URL() + "/v1/schedules"
@@ -521,6 +625,68 @@ func TestScheduleAPI(t *testing.T) {
 	if e := rep.Err(t); e.Field != "name" {
 		t.Errorf("409 names %q, want name", e.Field)
 	}
+	t.Run("a namespace per tenant", func(t *testing.T) {
+		// globex's nightly neither conflicts with acme's nor tells it
+		// exists; each tenant reads, pauses and deletes its own.
+		mine := base()
+		delete(mine["task"].(spec), "tenant")
+		var g, st apiv1.ScheduleStatus
+		f.createSchedule(aws, tokGlobexOps, mine).Want(t, http.StatusCreated).JSON(t, &g)
+		if g.Task == nil || g.Task.Tenant != "globex" {
+			t.Fatalf("globex's nightly: %+v", g)
+		}
+		if e := f.createSchedule(aws, tokGlobexOps, mine).Want(t, http.StatusConflict).Err(t); e.Field != "name" {
+			t.Errorf("globex's second nightly: %+v", e)
+		}
+		slot := time.Date(2030, 1, 1, 2, 0, 0, 0, time.UTC)
+		if TaskID("globex", "nightly", slot, aws) == TaskID("acme", "nightly", slot, aws) {
+			t.Errorf("two tenants' nightly share task ids")
+		}
+		read := func(path, token string) (apiv1.ScheduleStatus, reply) {
+			var st apiv1.ScheduleStatus
+			rep := f.Call(http.MethodGet, url+path, token, nil)
+			if rep.Status == http.StatusOK {
+				rep.JSON(t, &st)
+			}
+			return st, rep
+		}
+		for _, c := range []struct{ token, query, tenant string }{
+			{tokGlobex, "", "globex"}, {tokAcme, "", "acme"}, {tokOperator, "?tenant=acme", "acme"},
+			{tokOperator, "?tenant=globex", "globex"}, {tokAcme, "?tenant=acme", "acme"},
+		} {
+			if st, rep := read("/nightly"+c.query, c.token); rep.Status != http.StatusOK || st.Task.Tenant != c.tenant {
+				t.Errorf("GET nightly%s as %s: %d %s, want %s's", c.query, c.token, rep.Status, rep.Body, c.tenant)
+			}
+		}
+		if _, rep := read("/nightly", tokOperator); rep.Status != http.StatusConflict || rep.Err(t).Field != "tenant" {
+			t.Errorf("GET nightly of every tenant: %d %s, want 409 naming tenant", rep.Status, rep.Body)
+		}
+		for _, path := range []string{"/nightly?tenant=acme", "?tenant=acme"} {
+			if _, rep := read(path, tokGlobex); rep.Status != http.StatusForbidden || rep.Err(t).Field != "tenant" || rep.Err(t).Code != apiv1.CodeForbidden {
+				t.Errorf("globex naming acme (%s): %d %s, want 403 forbidden naming tenant", path, rep.Status, rep.Body)
+			}
+		}
+		if _, rep := read("?tenants=acme", tokOperator); rep.Status != http.StatusBadRequest || rep.Err(t).Field != "tenants" {
+			t.Errorf("an unknown parameter: %d %s", rep.Status, rep.Body)
+		}
+		var list apiv1.ScheduleList
+		f.Call(http.MethodGet, url+"?tenant=globex", tokOperator, nil).Want(t, http.StatusOK).JSON(t, &list)
+		if len(list.Schedules) != 1 || list.Schedules[0].Task.Tenant != "globex" {
+			t.Errorf("globex's schedules: %+v", list)
+		}
+		f.Call(http.MethodPost, url+"/nightly/pause", tokGlobexOps, nil).Want(t, http.StatusOK).JSON(t, &st)
+		if !st.Paused || st.Task.Tenant != "globex" {
+			t.Errorf("globex paused %+v", st)
+		}
+		if st, _ := read("/nightly", tokAcme); st.Paused {
+			t.Errorf("globex's pause paused acme's nightly")
+		}
+		f.Call(http.MethodDelete, url+"/nightly", tokGlobexOps, nil).Want(t, http.StatusOK)
+		f.Call(http.MethodGet, url+"/nightly", tokGlobex, nil).Want(t, http.StatusNotFound)
+		if _, rep := read("/nightly", tokOperator); rep.Status != http.StatusOK {
+			t.Errorf("acme's nightly after globex deleted its own: %d", rep.Status)
+		}
+	})
 	// A schedule created on gcp is homed there; every server sees both.
 	var onGCP apiv1.ScheduleStatus
 	f.createSchedule(gcp, tokGlobexOps, spec{"name": "globex-hourly", "cron": "@hourly", "task": spec{"type": "etl"}}).
@@ -564,7 +730,7 @@ func TestScheduleAPI(t *testing.T) {
 
 	t.Run("internal enqueue", func(t *testing.T) {
 		slot := time.Now().Truncate(time.Second)
-		id := TaskID("nightly", slot, aws)
+		id := TaskID("acme", "nightly", slot, aws)
 		enqueue := func(region, id string) reply {
 			return f.Call(http.MethodPost, f.R(region).URL()+"/v1/internal/enqueue", tokCluster,
 				spec{"id": id, "spec": spec{"type": "report.generate", "regions": []string{aws}}})
@@ -617,7 +783,7 @@ func TestScheduleSlotsKeepTheBacklogCap(t *testing.T) {
 	rejected := func() float64 {
 		n := 0.0
 		for i := range schedules {
-			n += fires(in, "capped-"+string(rune('a'+i)), OutcomeRejected)
+			n += firesOf(in, "acme", "capped-"+string(rune('a'+i)), OutcomeRejected)
 		}
 		return n
 	}

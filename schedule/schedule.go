@@ -35,7 +35,8 @@ const (
 	MaxCatchUpLimit     = 1000
 )
 
-// State is <prefix>schedule-state/<name>, written by the leader.
+// State is <prefix>schedule-state/<tenant>/<name> (a legacy definition's
+// <prefix>schedule-state/<name>), written by the leader.
 type State struct {
 	// DefRev is the create revision of the definition this state belongs
 	// to: a schedule deleted and created again starts afresh.

@@ -11,7 +11,7 @@ import (
 )
 
 // Derived ids are valid ax ids: the slot's time, shard 0, the home region,
-// and a sequence part that only the schedule's name decides.
+// and a sequence part that only the schedule's tenant and name decide.
 func TestScheduleTaskIDRoundTrip(t *testing.T) {
 	slots := []time.Time{
 		time.Date(2026, 3, 29, 1, 59, 59, 0, time.UTC),
@@ -20,7 +20,7 @@ func TestScheduleTaskIDRoundTrip(t *testing.T) {
 	}
 	for _, name := range []string{"nightly", "a", "report-eu-1", strings.Repeat("z", 63)} {
 		for _, slot := range slots {
-			id := TaskID(name, slot, "gcp-euw4")
+			id := TaskID("acme", name, slot, "gcp-euw4")
 			p, err := task.ParseID(id)
 			if err != nil {
 				t.Fatalf("%s: %v", id, err)
@@ -29,16 +29,34 @@ func TestScheduleTaskIDRoundTrip(t *testing.T) {
 			if diff := cmp.Diff(want, p); diff != "" {
 				t.Errorf("%s (-want +got):\n%s", id, diff)
 			}
-			if again := TaskID(name, slot, "gcp-euw4"); again != id {
+			if again := TaskID("acme", name, slot, "gcp-euw4"); again != id {
 				t.Errorf("not deterministic: %s then %s", id, again)
 			}
-			if other := TaskID(name+"x", slot, "gcp-euw4"); other[10:16] == id[10:16] {
+			if other := TaskID("acme", name+"x", slot, "gcp-euw4"); other[10:16] == id[10:16] {
 				t.Errorf("%s and %sx share a sequence part", name, name)
 			}
-			if next := TaskID(name, slot.Add(time.Second), "gcp-euw4"); next <= id || next[10:] != id[10:] {
+			if other := TaskID("globex", name, slot, "gcp-euw4"); other[10:16] == id[10:16] {
+				t.Errorf("acme's and globex's %s share a sequence part", name)
+			}
+			if legacy := TaskID("", name, slot, "gcp-euw4"); legacy[10:16] == id[10:16] || legacy[10:16] != TaskID("", name, slot.Add(time.Hour), "x")[10:16] {
+				t.Errorf("a legacy definition's %s: sequence part %s, acme's %s", name, legacy[10:16], id[10:16])
+			}
+			if next := TaskID("acme", name, slot.Add(time.Second), "gcp-euw4"); next <= id || next[10:] != id[10:] {
 				t.Errorf("ids of later slots must sort after, with the same name part: %s, %s", id, next)
 			}
 		}
+	}
+}
+
+// A definition stored before tenants had namespaces keeps the ids its
+// slots had: this one is what the scheduler of that time derived.
+func TestScheduleLegacyTaskID(t *testing.T) {
+	slot := time.Date(2026, 12, 2, 2, 0, 0, 0, time.UTC)
+	if got, want := TaskID("", "nightly", slot, "aws-use1"), "01k8q7lq80s1iqin.0.aws-use1"; got != want {
+		t.Errorf("legacy id %s, want %s (the id before tenant namespaces)", got, want)
+	}
+	if TaskID("default", "nightly", slot, "aws-use1") == TaskID("", "nightly", slot, "aws-use1") {
+		t.Errorf("a new definition of tenant default shares the legacy id")
 	}
 }
 

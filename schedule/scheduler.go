@@ -119,8 +119,8 @@ func New(c *clientv3.Client, tasks Enqueuer, cfg Config) *Scheduler {
 		tasks: tasks, cfg: cfg, log: cfg.Logger.With("component", "schedules"),
 		store: store{c: c, prefix: cfg.Prefix, timeout: cfg.CallTimeout},
 		fires: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "ax_schedule_fires_total",
-			Help: "Slots of cron schedules handled by the federation leader, by outcome (fired, already_fired, skipped_overlap, misfire_skipped, rejected, budget_exceeded)."},
-			[]string{"schedule", "outcome"}),
+			Help: "Slots of cron schedules handled by the federation leader, by tenant, schedule and outcome (fired, already_fired, skipped_overlap, misfire_skipped, rejected, budget_exceeded)."},
+			[]string{"tenant", "schedule", "outcome"}),
 		leader: prometheus.NewGauge(prometheus.GaugeOpts{Name: "ax_federation_leader",
 			Help: "1 while this server leads the federation (and fires the schedules)."}),
 	}
@@ -150,9 +150,9 @@ func (s *Scheduler) Run(ctx context.Context) error {
 // term is one term as federation leader.
 type term struct {
 	l       *lease.Leadership
-	loaded  map[string]State // states as read when the term began
-	entries map[string]*entry
-	warned  map[string]bool // unreadable definitions already logged
+	loaded  map[string]State  // states as read when the term began, by state key
+	entries map[string]*entry // by definition key
+	warned  map[string]bool   // unreadable definitions already logged
 }
 
 // entry is the leader's copy of one schedule. Its state is read from etcd
@@ -212,23 +212,23 @@ func (s *Scheduler) pass(ctx context.Context, t *term) time.Duration {
 	wait := time.Second
 	seen := make(map[string]bool, len(defs))
 	for _, sd := range defs {
-		name := sd.def.Name
-		seen[name] = true
-		e := t.entries[name]
+		name, key := sd.def.Name, sd.key
+		seen[key] = true
+		e := t.entries[key]
 		if e == nil || e.rev != sd.rev {
 			comp, err := compile(sd.def.Cron, sd.def.Timezone)
 			if err != nil {
-				if k := s.store.defKey(name); !t.warned[k] {
-					t.warned[k] = true
-					s.log.Error("schedules: definition does not compile; ignored", "schedule", name, "err", err)
+				if !t.warned[key] {
+					t.warned[key] = true
+					s.log.Error("schedules: definition does not compile; ignored", "schedule", name, "tenant", sd.tenant(), "err", err)
 				}
 				continue
 			}
 			e = &entry{stored: sd, comp: comp}
-			if st, ok := t.loaded[name]; ok && st.DefRev == sd.rev {
+			if st, ok := t.loaded[s.store.stateKey(key)]; ok && st.DefRev == sd.rev {
 				e.st = st
 			}
-			t.entries[name] = e
+			t.entries[key] = e
 		} else if e.modRev != sd.modRev {
 			e.def, e.modRev = sd.def, sd.modRev // paused or resumed
 		}
@@ -242,7 +242,7 @@ func (s *Scheduler) pass(ctx context.Context, t *term) time.Duration {
 			t.l.Lost(err)
 			return 0
 		case errors.Is(err, errGone):
-			delete(t.entries, name)
+			delete(t.entries, key)
 			continue
 		case err != nil:
 			if ctx.Err() != nil {
@@ -250,7 +250,7 @@ func (s *Scheduler) pass(ctx context.Context, t *term) time.Duration {
 			}
 			if msg := err.Error(); msg != e.lastErr {
 				e.lastErr = msg
-				s.log.Warn("schedule: slot not fired; retrying", "schedule", name, "home_region", e.def.HomeRegion, "err", err)
+				s.log.Warn("schedule: slot not fired; retrying", "schedule", name, "tenant", sd.tenant(), "home_region", e.def.HomeRegion, "err", err)
 			}
 			continue
 		}
@@ -259,9 +259,9 @@ func (s *Scheduler) pass(ctx context.Context, t *term) time.Duration {
 			wait = min(wait, next.Sub(s.now()))
 		}
 	}
-	for name := range t.entries {
-		if !seen[name] {
-			delete(t.entries, name)
+	for key := range t.entries {
+		if !seen[key] {
+			delete(t.entries, key)
 		}
 	}
 	return max(wait, 5*time.Millisecond)
@@ -278,15 +278,15 @@ func (s *Scheduler) advance(ctx context.Context, l *lease.Leadership, e *entry) 
 		after = e.def.CreatedAt
 	}
 	p := planSlots(e.comp, e.def, after, now, s.cfg.Tolerance)
-	name := e.def.Name
+	name, tenant := e.def.Name, e.tenant()
 	if !p.skipTo.IsZero() {
 		st := e.st
 		st.LastSlot, st.LastOutcome = p.skipTo, OutcomeMisfireSkipped
 		if err := s.record(ctx, l, e, st); err != nil {
 			return time.Time{}, err
 		}
-		s.fires.WithLabelValues(name, OutcomeMisfireSkipped).Add(float64(p.skipped))
-		s.log.Info("schedule: missed slots skipped", "schedule", name, "slots", p.skipped, "through", p.skipTo,
+		s.fires.WithLabelValues(tenant, name, OutcomeMisfireSkipped).Add(float64(p.skipped))
+		s.log.Info("schedule: missed slots skipped", "schedule", name, "tenant", tenant, "slots", p.skipped, "through", p.skipTo,
 			"misfire", e.def.Misfire, "reason", "MISFIRE_SKIPPED")
 	}
 	for i, slot := range p.fire {
@@ -303,13 +303,13 @@ func (s *Scheduler) advance(ctx context.Context, l *lease.Leadership, e *entry) 
 		if err := s.record(ctx, l, e, st); err != nil {
 			return time.Time{}, err
 		}
-		s.fires.WithLabelValues(name, outcome).Inc()
+		s.fires.WithLabelValues(tenant, name, outcome).Inc()
 		if i == 0 && p.skipped > 0 && p.skipTo.IsZero() {
-			s.fires.WithLabelValues(name, OutcomeMisfireSkipped).Add(float64(p.skipped))
-			s.log.Info("schedule: missed slots skipped", "schedule", name, "slots", p.skipped, "before", slot,
+			s.fires.WithLabelValues(tenant, name, OutcomeMisfireSkipped).Add(float64(p.skipped))
+			s.log.Info("schedule: missed slots skipped", "schedule", name, "tenant", tenant, "slots", p.skipped, "before", slot,
 				"misfire", e.def.Misfire, "reason", "MISFIRE_SKIPPED")
 		}
-		attrs := []any{"schedule", name, "slot", slot, "outcome", outcome, "reason", strings.ToUpper(outcome),
+		attrs := []any{"schedule", name, "tenant", tenant, "slot", slot, "outcome", outcome, "reason", strings.ToUpper(outcome),
 			"late", now.Sub(slot).Round(time.Millisecond)}
 		if id != "" {
 			attrs = append(attrs, "id", id, "trace_id", traceOf(e.def.Task, id), "home_region", e.def.HomeRegion)
@@ -329,7 +329,7 @@ func traceOf(sp *task.Spec, id string) string {
 // record writes the entry's new state under the term's guard.
 func (s *Scheduler) record(ctx context.Context, l *lease.Leadership, e *entry, st State) error {
 	st.DefRev, st.UpdatedAt, st.Leader = e.rev, s.now().UTC(), l.Token()
-	if err := s.store.advance(ctx, l, e.def.Name, e.rev, st); err != nil {
+	if err := s.store.advance(ctx, l, e.key, e.rev, st); err != nil {
 		return err
 	}
 	e.st = st
@@ -342,7 +342,10 @@ func (s *Scheduler) record(ctx context.Context, l *lease.Leadership, e *entry, s
 func (s *Scheduler) fire(ctx context.Context, e *entry, slot time.Time) (outcome, id string, err error) {
 	d := e.def
 	if d.Overlap != OverlapAllow && e.st.LastFiredSlot != nil {
-		prev := TaskID(d.Name, *e.st.LastFiredSlot, d.HomeRegion)
+		prev := e.st.LastTaskID
+		if prev == "" {
+			prev = TaskID(e.idTenant(), d.Name, *e.st.LastFiredSlot, d.HomeRegion)
+		}
 		cctx, cancel := context.WithTimeout(ctx, s.cfg.CallTimeout)
 		busy, err := s.tasks.Unfinished(cctx, prev)
 		cancel()
@@ -366,7 +369,7 @@ func (s *Scheduler) fire(ctx context.Context, e *entry, slot time.Time) (outcome
 				"reason", "OVERLAP_REPLACED")
 		}
 	}
-	id = TaskID(d.Name, slot, d.HomeRegion)
+	id = TaskID(e.idTenant(), d.Name, slot, d.HomeRegion)
 	sp := *d.Task
 	runAt := slot.Add(jitterOffset(d.Name, slot, time.Duration(d.Jitter))).UTC()
 	sp.RunAt = &runAt

@@ -4,45 +4,78 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sort"
+	"strings"
 	"time"
 
 	"github.com/ax-sched/ax/apiv1"
 )
 
-// The definitions as the API reads and writes them. tenant, where given,
-// is the caller's: "" sees every schedule, another value only the
-// schedules whose task is that tenant's (others are ErrNotFound, so their
-// names do not leak). Errors are *task.FieldError, ErrExists, ErrNotFound,
-// another *apiv1.Error, or the global etcd failing (*apiv1.Error
-// unavailable, retry after a second).
+// The definitions as the API reads and writes them. Each tenant names its
+// schedules in a namespace of its own. tenant, where given, is the
+// tenant whose schedules the caller addresses: "" is every tenant (a
+// caller of every tenant: a name two tenants use is then a conflict naming
+// them), another value only that tenant's schedules (others are
+// ErrNotFound, so their names do not leak). Errors are *task.FieldError,
+// ErrExists, ErrNotFound, another *apiv1.Error, or the global etcd failing
+// (*apiv1.Error unavailable, retry after a second).
 
 // Create stores a definition Validate built, its task's tenant settled by
-// the caller, as created now by by.
+// the caller ("" is "default"), as created now by by.
 func (s *Scheduler) Create(ctx context.Context, d *apiv1.Schedule, by string) (*apiv1.ScheduleStatus, error) {
 	now := s.now()
 	if err := s.checkTask(d.Task, now); err != nil {
 		return nil, err
 	}
 	d.CreatedAt, d.CreatedBy = now.UTC(), by
-	defs, _, err := s.store.list(ctx)
-	if err != nil {
-		return nil, unavailable(err)
+	tenant := tenantOf(d)
+	if d.Task.Tenant == "" {
+		t := *d.Task
+		t.Tenant = tenant
+		d.Task = &t
 	}
-	for _, o := range defs {
-		if o.def.Name != d.Name && nameSeq(o.def.Name) == nameSeq(d.Name) {
-			return nil, &apiv1.Error{Code: apiv1.CodeConflict, Field: "name",
-				Message: fmt.Sprintf("this name's task ids would collide with schedule %q's; choose another name", o.def.Name)}
+	seq := idSeq(tenant, d.Name)
+	for attempt := 0; ; attempt++ {
+		defs, _, err := s.store.list(ctx)
+		if err != nil {
+			return nil, unavailable(err)
 		}
+		var legacyRev int64
+		for _, o := range defs {
+			mine := o.tenant() == tenant
+			switch {
+			case mine && o.def.Name == d.Name:
+				return nil, ErrExists
+			case o.legacy && o.def.Name == d.Name:
+				legacyRev = o.rev // another tenant's, in the old layout
+			case idSeq(o.idTenant(), o.def.Name) == seq:
+				// Task ids are one space across tenants: the other
+				// schedule is named only to its own tenant.
+				msg := "this name's task ids would collide with another schedule's; choose another name"
+				if mine {
+					msg = fmt.Sprintf("this name's task ids would collide with schedule %q's; choose another name", o.def.Name)
+				}
+				return nil, &apiv1.Error{Code: apiv1.CodeConflict, Field: "name", Message: msg}
+			}
+		}
+		rev, exists, err := s.store.create(ctx, d, legacyRev)
+		switch {
+		case err != nil:
+			return nil, unavailable(err)
+		case exists:
+			return nil, ErrExists
+		case rev == 0 && attempt < 4:
+			continue // the legacy definition of the name changed meanwhile
+		case rev == 0:
+			return nil, unavailable(fmt.Errorf("schedule %s: create: concurrent writers", d.Name))
+		}
+		st := s.status(stored{def: d, key: s.store.defKey(tenant, d.Name), rev: rev}, State{}, now)
+		return &st, nil
 	}
-	rev, err := s.store.create(ctx, d)
-	if err != nil {
-		return nil, unavailable(err)
-	}
-	st := s.status(stored{def: d, rev: rev}, State{}, now)
-	return &st, nil
 }
 
-// List returns the schedules tenant sees, sorted by name.
+// List returns the schedules of tenant ("" every tenant's), sorted by
+// name, then tenant.
 func (s *Scheduler) List(ctx context.Context, tenant string) ([]apiv1.ScheduleStatus, error) {
 	defs, _, err := s.store.list(ctx)
 	if err != nil {
@@ -55,16 +88,22 @@ func (s *Scheduler) List(ctx context.Context, tenant string) ([]apiv1.ScheduleSt
 	now := s.now()
 	out := []apiv1.ScheduleStatus{}
 	for _, sd := range defs {
-		if sees(tenant, sd) {
-			out = append(out, s.status(sd, states[sd.def.Name], now))
+		if tenant == "" || tenant == sd.tenant() {
+			out = append(out, s.status(sd, states[s.store.stateKey(sd.key)], now))
 		}
 	}
+	sort.SliceStable(out, func(i, j int) bool {
+		if out[i].Name != out[j].Name {
+			return out[i].Name < out[j].Name
+		}
+		return tenantOf(&out[i].Schedule) < tenantOf(&out[j].Schedule)
+	})
 	return out, nil
 }
 
 // Get returns one schedule.
 func (s *Scheduler) Get(ctx context.Context, name, tenant string) (*apiv1.ScheduleStatus, error) {
-	sd, err := s.visible(ctx, name, tenant)
+	sd, err := s.find(ctx, name, tenant)
 	if err != nil {
 		return nil, err
 	}
@@ -73,41 +112,62 @@ func (s *Scheduler) Get(ctx context.Context, name, tenant string) (*apiv1.Schedu
 
 // Delete removes a schedule and its state.
 func (s *Scheduler) Delete(ctx context.Context, name, tenant string) error {
-	if _, err := s.visible(ctx, name, tenant); err != nil {
+	sd, err := s.find(ctx, name, tenant)
+	if err != nil {
 		return err
 	}
-	return unavailable(s.store.remove(ctx, name))
+	return unavailable(s.store.remove(ctx, sd))
 }
 
 // SetPaused pauses or resumes a schedule. A resumed schedule's missed
 // slots go through its misfire policy.
 func (s *Scheduler) SetPaused(ctx context.Context, name, tenant string, paused bool) (*apiv1.ScheduleStatus, error) {
-	if _, err := s.visible(ctx, name, tenant); err != nil {
+	sd, err := s.find(ctx, name, tenant)
+	if err != nil {
 		return nil, err
 	}
-	sd, err := s.store.update(ctx, name, func(d *apiv1.Schedule) { d.Paused = paused })
+	sd, err = s.store.update(ctx, sd, func(d *apiv1.Schedule) { d.Paused = paused })
 	if err != nil {
 		return nil, unavailable(err)
 	}
 	return s.withState(ctx, sd)
 }
 
-func sees(tenant string, sd stored) bool { return tenant == "" || tenant == sd.def.Task.Tenant }
-
-// visible reads a schedule tenant may see.
-func (s *Scheduler) visible(ctx context.Context, name, tenant string) (stored, error) {
-	sd, err := s.store.get(ctx, name)
+// find reads tenant's schedule name; with tenant "" the one schedule of
+// any tenant so named.
+func (s *Scheduler) find(ctx context.Context, name, tenant string) (stored, error) {
+	if !nameRe.MatchString(name) {
+		return stored{}, ErrNotFound
+	}
+	if tenant != "" {
+		sd, err := s.store.get(ctx, tenant, name)
+		return sd, unavailable(err)
+	}
+	defs, _, err := s.store.list(ctx)
 	if err != nil {
 		return stored{}, unavailable(err)
 	}
-	if !sees(tenant, sd) {
-		return stored{}, ErrNotFound
+	var found []stored
+	var tenants []string
+	for _, sd := range defs {
+		if sd.def.Name == name {
+			found = append(found, sd)
+			tenants = append(tenants, sd.tenant())
+		}
 	}
-	return sd, nil
+	switch len(found) {
+	case 0:
+		return stored{}, ErrNotFound
+	case 1:
+		return found[0], nil
+	}
+	sort.Strings(tenants)
+	return stored{}, &apiv1.Error{Code: apiv1.CodeConflict, Field: "tenant",
+		Message: fmt.Sprintf("tenants %s each have a schedule named %s: name the tenant", strings.Join(tenants, ", "), name)}
 }
 
 func (s *Scheduler) withState(ctx context.Context, sd stored) (*apiv1.ScheduleStatus, error) {
-	st, _, err := s.store.state(ctx, sd.def.Name)
+	st, _, err := s.store.state(ctx, sd)
 	if err != nil {
 		return nil, unavailable(err)
 	}

@@ -30,9 +30,10 @@ region that ran it, at the price per slot-hour recorded when it was claimed
 × its run time. SAVINGS is what the same run time would have cost on the
 cheapest on-demand pool (any region) that carries the task's tags, minus
 the spend (negative: dearer than that pool); docs/cost.md says precisely
-how. A tenant's token sees its own tenant only. A region that did not
-answer is named on stderr and the command exits 1 after printing the rest.
---region is taken from the command line only.`,
+how. A tenant's token sees its own tenant only: --tenant naming another is
+refused (403, exit 1). A region that did not answer is named on stderr and
+the command exits 1 after printing the rest. --region and --tenant are
+taken from the command line only.`,
 		Example: `  ax cost                                  # this month, by tenant and pool
   ax cost --from 2026-11-01 --to 2026-11-30 --group-by tenant,type,region
   ax cost --group-by day -o json`,
@@ -40,6 +41,9 @@ answer is named on stderr and the command exits 1 after printing the rest.
 		RunE: cliRun(func(ctx context.Context, env *cliEnv, _ []string) error {
 			if !explicit("region") {
 				f.Region = ""
+			}
+			if !explicit("tenant") {
+				f.Tenant = "" // an AX_TENANT exported for submits must not narrow (or refuse) the report
 			}
 			f.GroupBy = nil
 			for _, g := range strings.Split(groupBy, ",") {

@@ -34,9 +34,10 @@ func newDLQListCmd() *cobra.Command {
 		Long: `List dead letters, newest first, gathered from every region of the
 federation by the server you ask (or from --region only). The REGION column
 is the region that holds each one. A region that did not answer is named on
-stderr and the command exits 1 after printing what the others gave.
---region is taken from the command line only, never from AX_* env or the
-settings file.`,
+stderr and the command exits 1 after printing what the others gave. A
+tenant's token lists its own tenant's (--tenant naming another is refused,
+403). --region and --tenant are taken from the command line only, never
+from AX_* env or the settings file.`,
 		Example: `  ax dlq list --type report.generate
   ax dlq list --limit 20 --cursor <next cursor printed by the previous page>`,
 		Args: cobra.NoArgs,
@@ -48,6 +49,9 @@ settings file.`,
 				// An AX_REGION exported for another command must not hide
 				// the other regions' dead letters.
 				f.Region = ""
+			}
+			if !explicit("tenant") {
+				f.Tenant = ""
 			}
 			res, err := env.api.DeadLetters(ctx, f)
 			if err != nil {

@@ -20,8 +20,24 @@ func newScheduleCmd() *cobra.Command {
 	c := &cobra.Command{
 		Use:   "schedule",
 		Short: "Cron schedules (seconds and time zones; misfire and overlap policies)",
+		Long: `Cron schedules (seconds and time zones; misfire and overlap policies).
+
+Each tenant names its schedules in a namespace of its own: a schedule is
+its task's tenant's. A token of one tenant lists and addresses its own
+schedules (--tenant naming another is refused, 403); a token of every
+tenant lists every tenant's and names the tenant with --tenant when two
+tenants use a name. --tenant is taken from the command line only.`,
 	}
-	var file string
+	var file, tenant string
+	// --tenant from the command line only: an AX_TENANT exported for
+	// submits must not address another namespace.
+	var listExplicit, getExplicit func(string) bool
+	tenantFor := func(explicit func(string) bool) string {
+		if explicit != nil && explicit("tenant") {
+			return tenant
+		}
+		return ""
+	}
 	create := &cobra.Command{
 		Use:   "create -f schedule.json",
 		Short: "Create a schedule",
@@ -52,7 +68,7 @@ func newScheduleCmd() *cobra.Command {
 		Short: "List schedules",
 		Args:  cobra.NoArgs,
 		RunE: cliRun(func(ctx context.Context, env *cliEnv, _ []string) error {
-			res, err := env.api.ListSchedules(ctx)
+			res, err := env.api.ListSchedulesOf(ctx, tenantFor(listExplicit))
 			if err != nil {
 				return err
 			}
@@ -67,7 +83,7 @@ func newScheduleCmd() *cobra.Command {
 		Short: "Show a schedule",
 		Args:  cobra.ExactArgs(1),
 		RunE: cliRun(func(ctx context.Context, env *cliEnv, args []string) error {
-			res, err := env.api.GetSchedule(ctx, args[0])
+			res, err := env.api.GetScheduleOf(ctx, tenantFor(getExplicit), args[0])
 			if err != nil {
 				return err
 			}
@@ -80,17 +96,23 @@ func newScheduleCmd() *cobra.Command {
 			return w.Flush()
 		}),
 	}
-	c.AddCommand(cliCommand(create), cliCommand(list), cliCommand(get),
-		scheduleAction("pause", "Stop a schedule from firing", "paused", func(ctx context.Context, env *cliEnv, name string) (json.RawMessage, error) {
-			return env.api.PauseSchedule(ctx, name)
-		}),
-		scheduleAction("resume", "Let a paused schedule fire again", "resumed", func(ctx context.Context, env *cliEnv, name string) (json.RawMessage, error) {
-			return env.api.ResumeSchedule(ctx, name)
-		}),
-		scheduleAction("delete", "Delete a schedule", "deleted", func(ctx context.Context, env *cliEnv, name string) (json.RawMessage, error) {
-			return nil, env.api.DeleteSchedule(ctx, name)
-		}),
-	)
+	var pauseExplicit, resumeExplicit, delExplicit func(string) bool
+	pause := scheduleAction("pause", "Stop a schedule from firing", "paused", func(ctx context.Context, env *cliEnv, name string) (json.RawMessage, error) {
+		return env.api.PauseScheduleOf(ctx, tenantFor(pauseExplicit), name)
+	})
+	resume := scheduleAction("resume", "Let a paused schedule fire again", "resumed", func(ctx context.Context, env *cliEnv, name string) (json.RawMessage, error) {
+		return env.api.ResumeScheduleOf(ctx, tenantFor(resumeExplicit), name)
+	})
+	del := scheduleAction("delete", "Delete a schedule", "deleted", func(ctx context.Context, env *cliEnv, name string) (json.RawMessage, error) {
+		return nil, env.api.DeleteScheduleOf(ctx, tenantFor(delExplicit), name)
+	})
+	listExplicit, getExplicit = cliTrackExplicit(list), cliTrackExplicit(get)
+	pauseExplicit, resumeExplicit, delExplicit = cliTrackExplicit(pause), cliTrackExplicit(resume), cliTrackExplicit(del)
+	list.Flags().StringVar(&tenant, "tenant", "", "only this tenant's schedules (a token of one tenant: its own)")
+	for _, sub := range []*cobra.Command{get, pause, resume, del} {
+		sub.Flags().StringVar(&tenant, "tenant", "", "the schedule's tenant (default: the token's; needed by a token of every tenant when two tenants use the name)")
+	}
+	c.AddCommand(cliCommand(create), cliCommand(list), cliCommand(get), pause, resume, del)
 	return c
 }
 
@@ -138,9 +160,13 @@ func writeSchedules(out io.Writer, raw json.RawMessage, loc *time.Location) bool
 		}
 	}
 	w := cliTable(out)
-	fmt.Fprintln(w, "NAME\tCRON\tTIME ZONE\tHOME\tPAUSED\tLAST FIRED\tNEXT SLOT")
+	fmt.Fprintln(w, "NAME\tTENANT\tCRON\tTIME ZONE\tHOME\tPAUSED\tLAST FIRED\tNEXT SLOT")
 	for _, s := range list {
-		fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%v\t%s\t%s\n", s.Name, cliOr(s.Cron), cliOr(s.Timezone), cliOr(s.HomeRegion),
+		tenant := ""
+		if s.Task != nil {
+			tenant = s.Task.Tenant
+		}
+		fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%v\t%s\t%s\n", s.Name, cliOr(tenant), cliOr(s.Cron), cliOr(s.Timezone), cliOr(s.HomeRegion),
 			s.Paused, cliTime(s.LastFiredSlot, loc), cliTime(s.NextSlot, loc))
 	}
 	return w.Flush() == nil

@@ -915,3 +915,58 @@ func TestCLIBulkCancelPerRegion(t *testing.T) {
 		t.Errorf("bulk cancel with AX_REGION: %v, body %s", r.err, f.requests()[0].Body)
 	}
 }
+
+// --tenant addresses one tenant's schedules (each tenant has its own
+// names) and narrows ax cost and ax dlq list; a tenant's token naming
+// another is the server's 403, one line and exit 1, never a quiet report
+// of its own. An AX_TENANT exported for submits sends none of them.
+func TestCLITenantScopes(t *testing.T) {
+	for _, c := range []struct {
+		args        []string
+		route       string
+		path, query string
+	}{
+		{[]string{"schedule", "list", "--tenant", "acme"}, "GET /v1/schedules", "/v1/schedules", "tenant=acme"},
+		{[]string{"schedule", "get", "nightly", "--tenant", "acme"}, "GET /v1/schedules/nightly", "/v1/schedules/nightly", "tenant=acme"},
+		{[]string{"schedule", "pause", "nightly", "--tenant", "acme"}, "POST /v1/schedules/nightly/pause", "/v1/schedules/nightly/pause", "tenant=acme"},
+		{[]string{"schedule", "resume", "nightly", "--tenant", "acme"}, "POST /v1/schedules/nightly/resume", "/v1/schedules/nightly/resume", "tenant=acme"},
+		{[]string{"schedule", "delete", "nightly", "--tenant", "acme"}, "DELETE /v1/schedules/nightly", "/v1/schedules/nightly", "tenant=acme"},
+	} {
+		f := newCLIFakeAPI(t).on(c.route, 200, `{"name":"nightly","schedules":[]}`)
+		if r := cliExec(t, nil, f, "", c.args...); r.err != nil {
+			t.Fatalf("%v: %v", c.args, r.err)
+		}
+		if got := f.requests()[0]; got.Path != c.path || got.Query != c.query {
+			t.Errorf("%v: %+v, want %s?%s", c.args, got, c.path, c.query)
+		}
+	}
+	f := newCLIFakeAPI(t).on("GET /v1/schedules", 200, `{"schedules":[{"name":"nightly","cron":"@daily","task":{"type":"x","tenant":"acme"}},
+	  {"name":"nightly","cron":"@hourly","task":{"type":"x","tenant":"globex"}}]}`)
+	r := cliExec(t, nil, f, "", "schedule", "list")
+	if r.err != nil || !strings.Contains(r.stdout, "TENANT") || !strings.Contains(r.stdout, "acme") || !strings.Contains(r.stdout, "globex") {
+		t.Errorf("schedule list: %v\n%s", r.err, r.stdout)
+	}
+	forbidden := `{"error":{"code":"permission_denied","message":"this token may only read the cost of tenant acme","field":"tenant"}}`
+	f = newCLIFakeAPI(t).on("GET /v1/cost", 403, forbidden)
+	r = cliExec(t, nil, f, "", "cost", "--tenant", "globex")
+	if r.code != 1 || r.stdout != "" || r.err == nil || !strings.Contains(r.err.Error(), "tenant acme") || strings.Contains(r.err.Error(), "\n") {
+		t.Errorf("cost --tenant another: exit %d %v, stdout %q", r.code, r.err, r.stdout)
+	}
+	if q := f.requests()[0].Query; !strings.Contains(q, "tenant=globex") {
+		t.Errorf("cost --tenant globex sent %q", q)
+	}
+	t.Setenv("AX_TENANT", "globex")
+	for _, c := range []struct {
+		args  []string
+		route string
+	}{
+		{[]string{"cost"}, "GET /v1/cost"}, {[]string{"dlq", "list"}, "GET /v1/dlq"},
+		{[]string{"schedule", "list"}, "GET /v1/schedules"}, {[]string{"schedule", "get", "nightly"}, "GET /v1/schedules/nightly"},
+		{[]string{"schedule", "pause", "nightly"}, "POST /v1/schedules/nightly/pause"},
+	} {
+		f := newCLIFakeAPI(t).on(c.route, 200, `{"name":"nightly","schedules":[],"tasks":[],"rows":[],"unavailable":[]}`)
+		if r := cliExec(t, nil, f, "", c.args...); r.err != nil || strings.Contains(f.requests()[0].Query, "tenant=") {
+			t.Errorf("%v with AX_TENANT: %v, query %q", c.args, r.err, f.requests()[0].Query)
+		}
+	}
+}

@@ -300,7 +300,7 @@ func TestTenantQuotasTrustAndExpiry(t *testing.T) {
 
 	// Token expiry.
 	code, body = fed.call("us-east-1", "old", http.MethodGet, "/v1/regions", nil)
-	if e := apiErr(t, body); code != http.StatusUnauthorized || e.Code != apiv1.CodeTokenExpired {
+	if e := apiErr(t, body); code != http.StatusUnauthorized || e.Code != apiv1.CodeTokenExpired || e.Field != "Authorization" {
 		t.Fatalf("an expired token: %d %s", code, body)
 	}
 	if code, body = fed.call("eu-west-1", "dated", http.MethodGet, "/v1/regions", nil); code != http.StatusOK {
