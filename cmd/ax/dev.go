@@ -359,12 +359,9 @@ ax dev is running (state in %s):
   dashboard     %s/
 
 Try next:
-  go run ./cmd/ax submit --type noop --tag class=spot
-  go run ./cmd/ax regions
-  go run ./cmd/ax explain --type sleep --tag gpu=a100
-
+%s
 Ctrl-C stops everything.
-`, abs, endpoint, strings.Join(lines, "\n"), cfgs[0].PublicAddr)
+`, abs, endpoint, strings.Join(lines, "\n"), cfgs[0].PublicAddr, devHints(cfgs[0].PublicAddr))
 	select {
 	case <-ctx.Done():
 	case err = <-errc:
@@ -374,4 +371,23 @@ Ctrl-C stops everything.
 	wg.Wait()
 	fmt.Fprintln(stdout, "ax dev stopped.")
 	return err
+}
+
+// defaultAPI is the CLI's --api default: ax dev's first region on its
+// default port.
+const defaultAPI = "http://127.0.0.1:8080"
+
+// devHints are the commands ax dev suggests, aimed at its first region's
+// API: on another port (--port) they name it, or they would reach
+// whatever listens on 8080.
+func devHints(api string) string {
+	flag := ""
+	if api != defaultAPI {
+		flag = " --api " + api
+	}
+	var b strings.Builder
+	for _, c := range []string{"submit --type noop --tag class=spot", "regions", "explain --type sleep --tag gpu=a100"} {
+		b.WriteString("  go run ./cmd/ax" + flag + " " + c + "\n")
+	}
+	return b.String()
 }

@@ -77,7 +77,7 @@ func newRoot() *cobra.Command {
 		},
 	}
 	pf := root.PersistentFlags()
-	pf.String("api", "http://127.0.0.1:8080", "ax server API address")
+	pf.String("api", defaultAPI, "ax server API address")
 	pf.String("token", "", "bearer token for the API")
 	pf.String("ca", "", "PEM CA that signed the API's certificate (https --api; default: the system roots)")
 	pf.String("cert", "", "PEM client certificate, for an API that requires one (mutual TLS; with --key)")

@@ -366,7 +366,7 @@ func startServer(ctx context.Context, cfg *config.Region, ln net.Listener, reg *
 		GlobalEtcd: s.globalProbe.Err,
 	})
 	hs := cfg.HTTPServer
-	s.http = &http.Server{Handler: api, ReadHeaderTimeout: hs.ReadHeaderTimeout, ReadTimeout: hs.ReadTimeout,
+	s.http = &http.Server{Handler: withWriteDeadline(api, hs.WriteTimeout), ReadHeaderTimeout: hs.ReadHeaderTimeout, ReadTimeout: hs.ReadTimeout,
 		WriteTimeout: hs.WriteTimeout, IdleTimeout: hs.IdleTimeout, MaxHeaderBytes: hs.MaxHeaderBytes}
 	s.ln = httpapi.LimitListener(s.ln, hs.MaxConnections)
 	if s.tls != nil {

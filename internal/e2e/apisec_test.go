@@ -182,6 +182,57 @@ func TestLongPollOutlivesTheServerTimeouts(t *testing.T) {
 	if took := time.Since(start); took < 3*time.Second {
 		t.Fatalf("the long-poll answered after %s, before its wait (nothing happened meanwhile)", took)
 	}
+	frozenRedisAnswers503BeforeTheWriteTimeout(t, fed)
+}
+
+// frozenRedisAnswers503BeforeTheWriteTimeout: with the region's Redis
+// SIGSTOPped (connections accepted, never answered) every request that
+// needs it is answered 503 unavailable with Retry-After before the server's
+// write timeout (2s here). A trail or the cost report used to make a few
+// calls that each waited out the Redis client's timeouts and retries, ran
+// past the write timeout and got no answer at all (an empty reply after
+// 35-40 s with the default 30s). Once Redis resumes, submits succeed again.
+func frozenRedisAnswers503BeforeTheWriteTimeout(t *testing.T, fed *federation) {
+	t.Helper()
+	id, _ := fed.submit("us-east-1", tokSubmitterA, map[string]any{"type": "noop"})
+	if id == "" {
+		t.Fatal("a submit before the freeze failed")
+	}
+	rd := fed.region("us-east-1").redis
+	rd.Pause()
+	t.Cleanup(rd.Resume)
+	var wg sync.WaitGroup
+	for _, c := range []struct {
+		method, path string
+		body         any
+	}{
+		{http.MethodPost, "/v1/tasks", map[string]any{"type": "noop"}},
+		{http.MethodGet, "/v1/tasks/" + id, nil},
+		{http.MethodGet, "/v1/tasks/" + id + "/trail", nil},
+		{http.MethodGet, "/v1/tasks?region=us-east-1", nil},
+		{http.MethodGet, "/v1/dlq", nil},
+		{http.MethodGet, "/v1/cost", nil},
+	} {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			start := time.Now()
+			code, body, hdr := fed.callHeader("us-east-1", tokOperator, c.method, c.path, c.body)
+			took := time.Since(start)
+			var eb apiv1.ErrorBody
+			_ = json.Unmarshal(body, &eb)
+			if code != http.StatusServiceUnavailable || eb.Error.Code != "unavailable" || hdr.Get("Retry-After") == "" || took > 2500*time.Millisecond {
+				t.Errorf("%s %s with the region's Redis frozen: %d %s (Retry-After %q) after %v, want 503 unavailable with Retry-After within the 2s write timeout",
+					c.method, c.path, code, body, hdr.Get("Retry-After"), took)
+			}
+		}()
+	}
+	wg.Wait()
+	rd.Resume()
+	waitUntil(t, 20*time.Second, "a submit once Redis resumed", func() bool {
+		code, _ := fed.call("us-east-1", tokSubmitterA, http.MethodPost, "/v1/tasks", map[string]any{"type": "noop"})
+		return code == http.StatusCreated
+	})
 }
 
 // Finding 3 of issue 11: 30 long-polls by one tenant took the Redis pool;

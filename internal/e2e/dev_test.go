@@ -210,6 +210,7 @@ func (d *devProc) waitSuccess(within time.Duration, ids []string) {
 // is left.
 func TestDevSmoke(t *testing.T) {
 	d := startDev(t, "--tmp")
+	d.checkHints()
 	// SIGHUP reloads as in ax server and never ends ax dev (issue 11
 	// finding 10): everything below runs after it.
 	if err := d.cmd.Process.Signal(syscall.SIGHUP); err != nil {
@@ -245,6 +246,37 @@ func TestDevSmoke(t *testing.T) {
 	d.checkMetrics(map[string]float64{"us-east-1": 34, "europe-west4": 33, "eastus": 33})
 	d.checkCost(map[string]int64{"us-east-1": 34, "europe-west4": 33, "eastus": 33})
 	d.interrupt()
+}
+
+// checkHints checks the commands ax dev prints under "Try next": on
+// --port 0 they must name the API ax dev picked, not the CLI's default
+// :8080 (they did not); the read-only ones run as printed (go run ./cmd/ax
+// is the built binary).
+func (d *devProc) checkHints() {
+	d.t.Helper()
+	hints := regexp.MustCompile(`(?m)^  go run \./cmd/ax (.+)$`).FindAllStringSubmatch(d.log.String(), -1)
+	if len(hints) != 3 {
+		d.t.Fatalf("ax dev printed %d commands to try, want 3:\n%s", len(hints), tail(d.log.String(), 3000))
+	}
+	for _, h := range hints {
+		if !strings.Contains(h[1], "--api "+d.api+" ") {
+			d.t.Errorf("ax dev's hint %q does not name its API %s", h[1], d.api)
+		}
+		if strings.Contains(" "+h[1], " submit ") {
+			continue // the smoke test counts its own submits
+		}
+		cmd := exec.Command(axBin, append([]string{"--settings", ""}, strings.Fields(h[1])...)...)
+		var env []string
+		for _, kv := range os.Environ() {
+			if !strings.HasPrefix(kv, "AX_") {
+				env = append(env, kv)
+			}
+		}
+		cmd.Env = env
+		if out, err := cmd.CombinedOutput(); err != nil || !strings.Contains(string(out), "us-east-1") {
+			d.t.Errorf("ax dev's hint %q: %v\n%s", h[1], err, out)
+		}
+	}
 }
 
 // checkCost reads `ax cost` by tenant, pool and region after TestDevSmoke's
