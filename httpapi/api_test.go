@@ -26,6 +26,21 @@ func TestAPIContract(t *testing.T) {
 	tasks := f.R(aws).URL() + "/v1/tasks"
 	// Local work: it stays in AWS (AWS spot is its cheapest pool).
 	local := func(typ string) spec { return spec{"type": typ, "tags": x86, "regions": []string{aws}} }
+	// A quiet long-poll of another region's events with a wait longer than
+	// calls to peers may take (10 s) is answered 200, empty, within 5 s
+	// (it was a 503 after 10 s: ax tail --region R's default 20 s wait
+	// never showed R's events). It runs beside the rest; checked at the end.
+	type polled struct {
+		rep  reply
+		took time.Duration
+	}
+	quiet := make(chan polled, 1)
+	go func() {
+		future := strings.Repeat("9999999999999-0,", 15) + "9999999999999-0" // after every event of every shard
+		start := time.Now()
+		rep := f.Call(http.MethodGet, f.R(aws).URL()+"/v1/events?region="+gcp+"&wait=15s&after="+url.QueryEscape(future), tokAdmin, nil)
+		quiet <- polled{rep, time.Since(start)}
+	}()
 
 	t.Run("health, readiness, metrics, dashboard", func(t *testing.T) {
 		rep := f.Call(http.MethodGet, f.R(aws).URL()+"/healthz", "", nil).Want(t, http.StatusOK)
@@ -795,6 +810,15 @@ func TestAPIContract(t *testing.T) {
 	t.Run("live updates (GET /v1/stream)", func(t *testing.T) { streamContract(t, f) })
 	t.Run("on_behalf_of only from the cluster token", func(t *testing.T) { onBehalfOf(t, f) })
 	t.Run("OpenAPI examples and answers match the spec", func(t *testing.T) { openAPIConformance(t, f) })
+
+	t.Run("a long wait for another region's events", func(t *testing.T) {
+		p := <-quiet
+		var ev apiv1.EventsResponse
+		p.rep.Want(t, http.StatusOK).JSON(t, &ev)
+		if ev.Region != gcp || len(ev.Events) != 0 || p.took > 9*time.Second {
+			t.Errorf("after %v: %+v, want gcp's empty answer within 5 s", p.took, ev)
+		}
+	})
 
 	// Last: it takes the region's Redis away.
 	t.Run("readyz 503 without the region's Redis", func(t *testing.T) {

@@ -411,6 +411,17 @@ func (a *API) events(w http.ResponseWriter, r *http.Request, p Principal) error 
 		if hops(r) > 0 {
 			return &federation.NotServedError{Region: reg}
 		}
+		wait, _, err := parseEventsQuery(q)
+		if err != nil {
+			return err
+		}
+		// Calls to peers time out (federation's peer client, 10 s): a
+		// longer wait would end every quiet poll of another region in a
+		// 503. Its answer comes within maxProxiedWait, empty if need be,
+		// and the caller polls again.
+		if wait > maxProxiedWait {
+			q.Set("wait", maxProxiedWait.String())
+		}
 		var resp apiv1.EventsResponse
 		path := "/v1/events?" + q.Encode()
 		if err := a.n.Proxy(r.Context(), reg, http.MethodGet, path, nil, &resp); err != nil {
@@ -439,6 +450,10 @@ func (a *API) events(w http.ResponseWriter, r *http.Request, p Principal) error 
 	writeJSON(w, http.StatusOK, apiv1.EventsResponse{Region: a.n.Region(), Events: scopeEvents(evs, p), Next: strings.Join(next, ",")})
 	return nil
 }
+
+// maxProxiedWait bounds the wait of a long-poll of another region's events
+// (its server is asked through the peer client, whose calls time out).
+const maxProxiedWait = 5 * time.Second
 
 // parseEventsQuery reads GET /v1/events's wait= (default 10s, at most 1m)
 // and after= (the previous answer's next: one stream id per shard, each

@@ -37,17 +37,20 @@ func newTailCmd() *cobra.Command {
 		Long: `Follow a region's event stream (one event per scheduling script call:
 submit, promote, claim, complete, retry, reap, ...) with a long poll, until
 Ctrl-C. Each line: time, op, number of tasks, the first ids. With -o json,
-one JSON object per event.`,
+one JSON object per event. --wait is how long each request waits for new
+events before it is answered empty and sent again (1s to 1m); a request
+for another region's events waits at most 5s there (calls between servers
+time out).`,
 		Args: cobra.NoArgs,
 		RunE: cliRun(func(ctx context.Context, env *cliEnv, _ []string) error {
-			if wait <= 0 || wait > cliHeaderTimeout/2 {
+			if wait < time.Second || wait > cliHeaderTimeout/2 {
 				return cliUsage("--wait %s: want between 1s and %s", wait, cliHeaderTimeout/2)
 			}
 			return tailEvents(ctx, env, region, wait)
 		}),
 	}
 	c.Flags().StringVar(&region, "region", "", "region to follow (default: the server's own)")
-	c.Flags().DurationVar(&wait, "wait", 20*time.Second, "long-poll wait per request")
+	c.Flags().DurationVar(&wait, "wait", 20*time.Second, "how long each request waits for new events (1s to 1m; another region's: at most 5s)")
 	return cliCommand(c)
 }
 

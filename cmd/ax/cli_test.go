@@ -232,6 +232,8 @@ func TestCLIRejectsBadInputBeforeAnyRequest(t *testing.T) {
 		{[]string{"dag", "submit", "-f", "-"}, "stdin: not valid JSON"},
 		{[]string{"schedule", "create", "-f", "/nonexistent/s.json"}, "no such file"},
 		{[]string{"tail", "--wait", "0s"}, "--wait"},
+		{[]string{"tail", "--wait", "500ms"}, "want between 1s and"},
+		{[]string{"tail", "--wait", "2m"}, "want between 1s and"},
 		{[]string{"--api", "ftp://x", "regions"}, "--api"},
 		// A group's unknown subcommand is an error, not its help and exit 0.
 		{[]string{"dag", "create", "-f", "-"}, `unknown command "create" for "ax dag"`},
