@@ -481,6 +481,9 @@ func TestFairShareExactSets(t *testing.T) {
 	if marked(e) {
 		t.Error("a claim that met stale entries left the sets marked exact")
 	}
+	if c, err := e.s.Counts(e.ctx); err != nil || c.FairStale != 1 {
+		t.Errorf("counts: fair stale %v (%v), want 1", c, err)
+	}
 	next := e.claim("p", 8)
 	if len(next) != 1 || next[0].ID != a[1] {
 		t.Fatalf("after it: claimed %v, want only a1 (priority 3)", ids(next))

@@ -276,6 +276,11 @@ type Counts struct {
 	// (rate, concurrency, paused).
 	ParkedBy  map[string]int
 	LimitedBy map[string]map[string]int
+	// FairStale: claims of a pool whose fair-share tenant sets were marked
+	// exact that met stale entries all the same, since the store began
+	// (docs/fairness.md "Keeping the index right"): a server removing
+	// lazily (an older ax during an upgrade) or a defect.
+	FairStale int
 }
 
 // Counts reads every counter of every shard (one HGETALL per shard).
@@ -306,6 +311,8 @@ func (s *Store) Counts(ctx context.Context) (*Counts, error) {
 				c.Canceled += n
 			case k == "tF":
 				c.Failed += n
+			case k == "fst":
+				c.FairStale += n
 			case strings.HasPrefix(k, "u:"):
 				c.RunningBy[k[2:]] += n
 			case strings.HasPrefix(k, "pk:"):
