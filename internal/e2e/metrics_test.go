@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"io"
 	"net/http"
+	"os"
 	"os/exec"
 	"path/filepath"
 	"regexp"
@@ -347,6 +348,38 @@ func TestMetricsOfRealServersAndWorkers(t *testing.T) {
 				if !exported[n] {
 					t.Errorf("%s reads %s, which no server or worker exports", e.Where, n)
 				}
+			}
+		}
+	})
+	t.Run("every metric docs/metrics.md documents is exported", func(t *testing.T) {
+		doc, err := os.ReadFile(filepath.Join("..", "..", "docs", "metrics.md"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		exported := m.exported()
+		// Families this workload does not produce, each exported and
+		// checked by the test named.
+		elsewhere := map[string]string{
+			"ax_dag_runs_total":           "TestDAGMetricsOnARealServer",
+			"ax_dag_nodes_released_total": "TestDAGMetricsOnARealServer",
+			"ax_slow_lane_slots":          "TestLimitsAcrossWorkers",
+			"ax_slow_lane_running":        "TestLimitsAcrossWorkers",
+			"ax_tenant_tasks_starving":    "TestLimitsAcrossWorkers",
+			"ax_schedule_fires_total":     "TestSlowCheapPoolStopsWinningOnceLearnt",
+			"ax_tenant_budget_used_ratio": "TestSlowCheapPoolStopsWinningOnceLearnt",
+		}
+		documented := map[string]bool{}
+		for _, row := range regexp.MustCompile("(?m)^\\| ([^|]+) \\|").FindAllStringSubmatch(string(doc), -1) {
+			for _, n := range regexp.MustCompile("`(ax_[a-z_]+)`").FindAllStringSubmatch(row[1], -1) {
+				documented[n[1]] = true
+			}
+		}
+		if len(documented) < 40 {
+			t.Fatalf("%d metrics read from docs/metrics.md's tables, want ≥ 40", len(documented))
+		}
+		for n := range documented {
+			if !exported[n] && elsewhere[n] == "" {
+				t.Errorf("docs/metrics.md documents %s; no server or worker exports it", n)
 			}
 		}
 	})
