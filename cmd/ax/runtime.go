@@ -270,6 +270,9 @@ func startServer(ctx context.Context, cfg *config.Region, ln net.Listener, reg *
 	if err != nil {
 		return nil, fmt.Errorf("http_server.%w", err)
 	}
+	if cfg.DataDir != "" {
+		s.log.Warn("data_dir is not used (ax dev keeps its state under --dir); remove it from the file", "data_dir", cfg.DataDir)
+	}
 	if cfg.Auth.AllowInsecurePeers {
 		s.log.Warn("auth.allow_insecure_peers is on: the cluster token may go to other regions in clear text")
 	}
@@ -287,6 +290,11 @@ func startServer(ctx context.Context, cfg *config.Region, ln net.Listener, reg *
 	if s.global != s.regional {
 		s.globalProbe = lease.NewProbe(s.global, cfg.Etcd.Prefix+"ready-probe", 0, 0)
 	}
+	// provider: config says where the region runs; informational, for
+	// dashboards to group regions by.
+	own.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "ax_region_info",
+		Help:        "Always 1; its provider label is the region's provider: setting (aws, gcp, azure or other).",
+		ConstLabels: prometheus.Labels{"provider": cfg.Provider}}, func() float64 { return 1 }))
 	own.MustRegister(probeGauge("ax_regional_etcd_healthy", "1 while this server's probe of its region's etcd answers (every 500 ms, 1 s timeout); /readyz is 503 while it is 0.", s.regionalProbe),
 		probeGauge("ax_global_etcd_healthy", "1 while this server's probe of the global etcd answers (every 500 ms, 1 s timeout); /readyz reports global_etcd false while it is 0.", s.globalProbe))
 	if s.ln == nil {

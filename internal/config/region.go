@@ -18,14 +18,16 @@ type Region struct {
 	// Name is the region's name, a lowercase DNS label; required.
 	Name string `mapstructure:"region" yaml:"region"`
 	// Provider says where the region runs: aws, gcp, azure or other.
-	// Informational: it is shown in `ax regions` and metrics.
+	// Informational: the provider label of ax_region_info.
 	Provider string `mapstructure:"provider" yaml:"provider"`
 	// Listen is the API's host:port.
 	Listen string `mapstructure:"listen" yaml:"listen"`
 	// PublicAddr is the URL other regions and clients use to reach this
 	// region's API; http://<listen> when empty.
 	PublicAddr string `mapstructure:"public_addr" yaml:"public_addr"`
-	// DataDir is an optional directory for local state (dev Redis files).
+	// DataDir is not used: files written for older ax, which documented it
+	// as ax dev's state directory, still load (ax server logs a warning).
+	// ax dev keeps its state under --dir.
 	DataDir string `mapstructure:"data_dir" yaml:"data_dir"`
 	// Regions names every region of the federation, this one included.
 	// Keyed submits are routed by rendezvous hashing over this list, so every
