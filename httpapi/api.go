@@ -53,7 +53,7 @@ type Config struct {
 	BatchMaxItems int
 	BatchMaxBytes int64
 	// PublicDetails serves /metrics and /readyz's details without a token;
-	// off (and auth on), /metrics needs a token of any role and /readyz
+	// off (and auth on), /metrics needs a token of every tenant and /readyz
 	// tells others only whether the server is ready.
 	PublicDetails bool
 }
@@ -138,10 +138,19 @@ func New(n *federation.Node, cfg Config) *API {
 	a.dagRoutes()
 	metrics := promhttp.HandlerFor(cfg.Gatherer, promhttp.HandlerOpts{})
 	a.mux.HandleFunc("GET /metrics", func(w http.ResponseWriter, r *http.Request) {
-		if !a.details(r) {
-			_, aerr := a.cfg.Auth.authenticate(r)
-			unauthorized(&statusRecorder{ResponseWriter: w, code: 200}, r, aerr)
-			return
+		if !a.cfg.PublicDetails {
+			// Labels name every tenant (and their schedules): a token of
+			// one tenant must not read them.
+			p, aerr := a.cfg.Auth.authenticate(r)
+			if aerr != nil {
+				unauthorized(&statusRecorder{ResponseWriter: w, code: 200}, r, aerr)
+				return
+			}
+			if p.Tenant != "" {
+				writeError(w, &apiError{status: 403, code: apiv1.CodeForbidden, field: "Authorization",
+					msg: "metrics name every tenant: they need a token of every tenant (tenant \"\")"})
+				return
+			}
 		}
 		metrics.ServeHTTP(w, r)
 	})

@@ -542,6 +542,10 @@ func outcomes(parts []federation.RegionPart) []apiv1.RegionOutcome {
 	return out
 }
 
+// maxDLQOffset bounds GET /v1/dlq's offset= (ten pages of the largest
+// limit); the cursor pages on without a bound.
+const maxDLQOffset = 10 * federation.MaxDLQLimit
+
 // parseDLQQuery reads GET /v1/dlq's parameters; a scoped principal lists
 // its own tenant's (tenant= naming another is 403). An unknown parameter is refused rather
 // than ignored: a typo (typ=) must not turn a filtered listing into a full
@@ -560,9 +564,11 @@ func parseDLQQuery(raw string, p Principal) (federation.DLQQuery, error) {
 		q.Limit = k
 	}
 	if s := v.Get("offset"); s != "" {
+		// The skipped pages are read and merged from every region: an
+		// unbounded offset let one request walk every region's whole DLQ.
 		k, err := strconv.Atoi(s)
-		if err != nil || k < 0 {
-			return q, &task.FieldError{Field: "offset", Msg: "must be ≥ 0"}
+		if err != nil || k < 0 || k > maxDLQOffset {
+			return q, &task.FieldError{Field: "offset", Msg: fmt.Sprintf("must be 0..%d (page further with cursor)", maxDLQOffset)}
 		}
 		q.Offset = k
 	}

@@ -3,8 +3,10 @@ package schedule
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"sort"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -685,6 +687,44 @@ func TestScheduleAPI(t *testing.T) {
 		f.Call(http.MethodGet, url+"/nightly", tokGlobex, nil).Want(t, http.StatusNotFound)
 		if _, rep := read("/nightly", tokOperator); rep.Status != http.StatusOK {
 			t.Errorf("acme's nightly after globex deleted its own: %d", rep.Status)
+		}
+	})
+	t.Run("ids that would collide", func(t *testing.T) {
+		// Task ids are one space: a name whose ids another schedule has is
+		// refused, naming that schedule only to its own tenant.
+		type owned struct{ tenant, name string }
+		seen := map[uint64]owned{}
+		var cross, same [2]owned
+		for i := 0; cross[0].name == "" || same[0].name == ""; i++ {
+			for _, tn := range []string{"acme", "globex"} {
+				o := owned{tn, fmt.Sprintf("c%d", i)}
+				seq := idSeq(o.tenant, o.name)
+				if prev, ok := seen[seq]; ok {
+					switch {
+					case prev.tenant != o.tenant && cross[0].name == "":
+						cross = [2]owned{prev, o}
+					case prev.tenant == o.tenant && same[0].name == "":
+						same = [2]owned{prev, o}
+					}
+					continue
+				}
+				seen[seq] = o
+			}
+		}
+		body := func(o owned) spec {
+			return spec{"name": o.name, "cron": "@daily", "task": spec{"type": "x", "tenant": o.tenant}}
+		}
+		for _, pair := range [][2]owned{cross, same} {
+			f.createSchedule(aws, tokOperator, body(pair[0])).Want(t, http.StatusCreated)
+			tok := tokOperator
+			if pair[1].tenant == "globex" {
+				tok = tokGlobexOps
+			}
+			e := f.createSchedule(aws, tok, body(pair[1])).Want(t, http.StatusConflict).Err(t)
+			if names := strings.Contains(e.Message, pair[0].name); e.Field != "name" || names != (pair[0].tenant == pair[1].tenant) {
+				t.Errorf("%s/%s colliding with %s/%s: %+v", pair[1].tenant, pair[1].name, pair[0].tenant, pair[0].name, e)
+			}
+			f.Call(http.MethodDelete, url+"/"+pair[0].name+"?tenant="+pair[0].tenant, tokOperator, nil).Want(t, http.StatusOK)
 		}
 	})
 	// A schedule created on gcp is homed there; every server sees both.

@@ -289,8 +289,179 @@ func TestTenantTokensSeeNoOtherTenantsEventsAndCannotDrain(t *testing.T) {
 	if code != http.StatusForbidden {
 		t.Fatalf("a tenant's operator drained a region: %d %s", code, body)
 	}
+	hostileTenantWalk(t, fed, idB)
 	fakeRegionIsNeverContacted(t, fed)
 	redisOutageAnswers503(t, fed, idB)
+}
+
+// hostileTenantWalk: team-a's tokens (a submitter and an operator of that
+// tenant) against team-b's task held at home (idB), one handed off to
+// eu-west-1, one dead in eu-west-1's DLQ, a DAG run and a schedule, through
+// both regions' servers. Every read and action by id answers as for an id
+// that does not exist; listings, reports and bulk actions naming team-b are
+// 403 field tenant; team-a may use team-b's schedule name in its own
+// namespace; absurd query strings are 400 naming the parameter; oversized
+// bodies are 413; a method a path does not serve is 405 with Allow.
+func hostileTenantWalk(t *testing.T, fed *federation, idB string) {
+	t.Helper()
+	handed := fed.handedOffTask("us-east-1", "eu-west-1", tokSubmitterB, map[string]any{"type": "noop"})
+	dead := fed.handedOffTask("us-east-1", "eu-west-1", tokSubmitterB, map[string]any{"type": "sleep", "payload": map[string]any{}})
+	fed.waitState("us-east-1", tokSubmitterB, dead.ID, task.Failed, 20*time.Second)
+	fed.waitState("us-east-1", tokSubmitterB, handed.ID, task.Success, 20*time.Second)
+	code, body := fed.call("us-east-1", tokSubmitterB, http.MethodPost, "/v1/dags",
+		map[string]any{"name": "b-run", "nodes": []map[string]any{{"id": "x", "task": map[string]any{"type": "noop"}}}})
+	var run struct {
+		ID string `json:"id"`
+	}
+	if code != http.StatusCreated || json.Unmarshal(body, &run) != nil || run.ID == "" {
+		t.Fatalf("team-b's DAG: %d %s", code, body)
+	}
+	sched := map[string]any{"name": "b-nightly", "cron": "0 0 2 * * *", "task": map[string]any{"type": "noop", "tenant": "team-b"}}
+	if code, body := fed.call("us-east-1", tokOperator, http.MethodPost, "/v1/schedules", sched); code != http.StatusCreated {
+		t.Fatalf("team-b's schedule: %d %s", code, body)
+	}
+	// What an id that does not exist answers, per route: team-b's ids must
+	// answer the same (status, code, message), so they do not leak.
+	missingDAG := "00000000000000000000000000"
+	answer := func(region, token, method, path string, body any) string {
+		code, b := fed.call(region, token, method, path, body)
+		var eb apiv1.ErrorBody
+		_ = json.Unmarshal(b, &eb)
+		return fmt.Sprintf("%d %s %s %s", code, eb.Error.Code, eb.Error.Field, eb.Error.Message)
+	}
+	for _, reg := range fed.order {
+		for _, id := range []string{idB, handed.ID, dead.ID} {
+			for _, c := range []struct {
+				token, method, suffix string
+				body                  any
+			}{
+				{tokSubmitterA, http.MethodGet, "", nil},
+				{tokSubmitterA, http.MethodGet, "/trail", nil},
+				{tokOperatorA, http.MethodPost, "/cancel", nil},
+				{tokOperatorA, http.MethodPost, "/replay", nil},
+				{tokOperatorA, http.MethodPost, "/priority", map[string]any{"priority": 1}},
+			} {
+				got := answer(reg, c.token, c.method, "/v1/tasks/"+id+c.suffix, c.body)
+				// The same id at time 0: well formed, held nowhere.
+				want := answer(reg, c.token, c.method, "/v1/tasks/0000000000"+id[10:]+c.suffix, c.body)
+				if !strings.HasPrefix(got, "404 ") || !sameButID(got, want) {
+					t.Errorf("team-a: %s %s%s on %s: %q; an id that does not exist: %q", c.method, id, c.suffix, reg, got, want)
+				}
+			}
+		}
+		for _, c := range []struct{ token, method, suffix string }{
+			{tokSubmitterA, http.MethodGet, ""}, {tokOperatorA, http.MethodPost, "/cancel"},
+		} {
+			got := answer(reg, c.token, c.method, "/v1/dags/"+run.ID+c.suffix, nil)
+			want := answer(reg, c.token, c.method, "/v1/dags/"+missingDAG+c.suffix, nil)
+			if !strings.HasPrefix(got, "404 ") || !sameButID(got, want) {
+				t.Errorf("team-a: %s DAG %s%s on %s: %q; one that does not exist: %q", c.method, run.ID, c.suffix, reg, got, want)
+			}
+		}
+		for _, c := range []struct{ token, method, suffix string }{
+			{tokSubmitterA, http.MethodGet, ""}, {tokOperatorA, http.MethodPost, "/pause"},
+			{tokOperatorA, http.MethodPost, "/resume"}, {tokOperatorA, http.MethodDelete, ""},
+		} {
+			got := answer(reg, c.token, c.method, "/v1/schedules/b-nightly"+c.suffix, nil)
+			want := answer(reg, c.token, c.method, "/v1/schedules/no-such-name"+c.suffix, nil)
+			if !strings.HasPrefix(got, "404 ") || got != want {
+				t.Errorf("team-a: %s schedule b-nightly%s on %s: %q; one that does not exist: %q", c.method, c.suffix, reg, got, want)
+			}
+		}
+		// A stream ticket of team-a follows none of team-b's tasks.
+		ticket := func() string {
+			code, body := fed.call(reg, tokSubmitterA, http.MethodPost, "/v1/stream/tickets", nil)
+			var tk struct {
+				Ticket string `json:"ticket"`
+			}
+			if code != http.StatusCreated || json.Unmarshal(body, &tk) != nil {
+				t.Fatalf("a stream ticket: %d %s", code, body)
+			}
+			return tk.Ticket
+		}
+		for _, id := range []string{idB, handed.ID} {
+			got := answer(reg, "", http.MethodGet, "/v1/stream?task="+id+"&ticket="+ticket(), nil)
+			want := answer(reg, "", http.MethodGet, "/v1/stream?task=0000000000"+id[10:]+"&ticket="+ticket(), nil)
+			if !strings.HasPrefix(got, "404 ") || !sameButID(got, want) {
+				t.Errorf("team-a streaming %s on %s: %q; an id that does not exist: %q", id, reg, got, want)
+			}
+		}
+		// Naming team-b: 403 field tenant, whatever the route.
+		for _, c := range []struct {
+			method, path string
+			body         any
+		}{
+			{http.MethodGet, "/v1/tasks?tenant=team-b", nil}, {http.MethodGet, "/v1/dlq?tenant=team-b", nil},
+			{http.MethodGet, "/v1/cost?tenant=team-b", nil}, {http.MethodGet, "/v1/dags?tenant=team-b", nil},
+			{http.MethodGet, "/v1/schedules?tenant=team-b", nil}, {http.MethodGet, "/v1/schedules/b-nightly?tenant=team-b", nil},
+			{http.MethodPost, "/v1/tasks/cancel", map[string]any{"tenant": "team-b", "type": "noop"}},
+			{http.MethodPost, "/v1/placement/explain", map[string]any{"type": "noop", "tenant": "team-b"}},
+			{http.MethodPost, "/v1/tasks", map[string]any{"type": "noop", "tenant": "team-b"}},
+		} {
+			if got := answer(reg, tokOperatorA, c.method, c.path, c.body); !strings.HasPrefix(got, "403 permission_denied tenant ") {
+				t.Errorf("team-a: %s %s on %s: %q, want 403 naming tenant", c.method, c.path, reg, got)
+			}
+		}
+		// team-a's own listings hold nothing of team-b's.
+		for _, path := range []string{"/v1/tasks?limit=1000", "/v1/dlq?limit=1000", "/v1/dags", "/v1/schedules", "/v1/cost?group_by=tenant"} {
+			code, b := fed.call(reg, tokOperatorA, http.MethodGet, path, nil)
+			if code != http.StatusOK || strings.Contains(string(b), "team-b") || strings.Contains(string(b), dead.ID) ||
+				strings.Contains(string(b), "b-nightly") || strings.Contains(string(b), run.ID) {
+				t.Errorf("team-a: GET %s on %s: %d %.300s", path, reg, code, b)
+			}
+		}
+	}
+	// A name is per tenant: team-a's b-nightly is its own, team-b's stays.
+	mine := map[string]any{"name": "b-nightly", "cron": "0 0 3 * * *", "task": map[string]any{"type": "noop"}}
+	if code, body := fed.call("eu-west-1", tokOperatorA, http.MethodPost, "/v1/schedules", mine); code != http.StatusCreated {
+		t.Errorf("team-a's own b-nightly: %d %s", code, body)
+	}
+	if code, body := fed.call("eu-west-1", tokOperatorA, http.MethodDelete, "/v1/schedules/b-nightly", nil); code != http.StatusOK {
+		t.Errorf("team-a deleting its b-nightly: %d %s", code, body)
+	}
+	if code, body := fed.call("us-east-1", tokSubmitterB, http.MethodGet, "/v1/schedules/b-nightly", nil); code != http.StatusOK ||
+		!strings.Contains(string(body), `"cron":"0 0 2 * * *"`) {
+		t.Errorf("team-b's b-nightly after team-a's came and went: %d %s", code, body)
+	}
+	// Absurd query strings: 400 naming the parameter, never a 5xx.
+	for q, field := range map[string]string{
+		"/v1/tasks?limit=1000000000": "limit", "/v1/tasks?limit=-1": "limit", "/v1/dlq?offset=-5": "offset",
+		"/v1/dlq?offset=9223372036854775807": "offset", "/v1/dlq?limit=99999999999999999999": "limit",
+		"/v1/dags?limit=0": "limit", "/v1/events?wait=-1s": "wait", "/v1/cost?from=0000-00-00": "from",
+		"/v1/tasks?created_after=yesterday": "created_after", "/v1/schedules?limit=5": "limit",
+	} {
+		if got := answer("us-east-1", tokSubmitterA, http.MethodGet, q, nil); !strings.HasPrefix(got, "400 invalid_argument "+field+" ") {
+			t.Errorf("GET %s: %q, want 400 naming %s", q, got, field)
+		}
+	}
+	// Oversized: a payload over the limit, a body over any limit.
+	big := map[string]any{"type": "noop", "payload": map[string]any{"x": strings.Repeat("a", 2<<20)}}
+	if got := answer("us-east-1", tokSubmitterA, http.MethodPost, "/v1/tasks", big); !strings.HasPrefix(got, "413 payload_too_large") {
+		t.Errorf("a 2 MiB payload: %q, want 413", got)
+	}
+	if got := answer("us-east-1", tokSubmitterA, http.MethodPost, "/v1/tasks/batch", bytes.Repeat([]byte(" "), 20<<20)); !strings.HasPrefix(got, "413 payload_too_large") {
+		t.Errorf("a 20 MiB batch body: %q, want 413", got)
+	}
+	code, body, hdr := fed.callHeader("us-east-1", tokSubmitterA, http.MethodDelete, "/v1/tasks", nil)
+	if code != http.StatusMethodNotAllowed || hdr.Get("Allow") != "GET, HEAD, POST" || apiErr(t, body).Code != apiv1.CodeMethodNotAllowed {
+		t.Errorf("DELETE /v1/tasks: %d Allow %q %s", code, hdr.Get("Allow"), body)
+	}
+}
+
+// sameButID reports whether two answers differ at most in the ids they
+// name (a message may quote the id asked for).
+func sameButID(a, b string) bool {
+	strip := func(s string) string {
+		var out []string
+		for _, w := range strings.Fields(s) {
+			if strings.Count(w, ".") >= 2 || len(strings.Trim(w, `"'`)) >= 20 {
+				w = "ID"
+			}
+			out = append(out, w)
+		}
+		return strings.Join(out, " ")
+	}
+	return strip(a) == strip(b)
 }
 
 // fakeRegionIsNeverContacted (finding 4): a region written into the global

@@ -280,7 +280,8 @@ func TestTenantQuotasTrustAndExpiry(t *testing.T) {
 		t.Fatalf("a submitter's DAG with a priority 0 node: %d %s", code, body)
 	}
 
-	// /metrics (tenant names in labels) and /readyz's details need a token.
+	// /metrics (tenant names in labels) needs a token of every tenant,
+	// /readyz's details a token.
 	if code, body := fed.call("us-east-1", "", http.MethodGet, "/metrics", nil); code != http.StatusUnauthorized ||
 		strings.Contains(string(body), "team-a") {
 		t.Fatalf("/metrics without a token: %d %.200s", code, body)
@@ -289,9 +290,16 @@ func TestTenantQuotasTrustAndExpiry(t *testing.T) {
 		strings.TrimSpace(string(body)) != `{"ready":true}` {
 		t.Fatalf("/readyz without a token: %d %s", code, body)
 	}
-	if code, body := fed.call("us-east-1", tokSubmitterB, http.MethodGet, "/metrics", nil); code != http.StatusOK ||
+	// A token of one tenant is refused: the labels name every tenant.
+	for _, tok := range []string{tokSubmitterB, tokOperatorA} {
+		if code, body := fed.call("us-east-1", tok, http.MethodGet, "/metrics", nil); code != http.StatusForbidden ||
+			apiErr(t, body).Code != apiv1.CodeForbidden || strings.Contains(string(body), "team-") {
+			t.Fatalf("/metrics with %s's token: %d %.200s", tok, code, body)
+		}
+	}
+	if code, body := fed.call("us-east-1", tokOperator, http.MethodGet, "/metrics", nil); code != http.StatusOK ||
 		!strings.Contains(string(body), `tenant="team-b"`) {
-		t.Fatalf("/metrics with a token: %d %.200s", code, body)
+		t.Fatalf("/metrics with a token of every tenant: %d %.200s", code, body)
 	}
 	if code, body := fed.call("us-east-1", tokSubmitterB, http.MethodGet, "/readyz", nil); code != http.StatusOK ||
 		!strings.Contains(string(body), `"region":"us-east-1"`) {
