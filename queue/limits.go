@@ -6,9 +6,11 @@ import (
 	"math"
 	"sort"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/ax-sched/ax/task"
+	"github.com/redis/go-redis/v9"
 )
 
 // Limit kinds: what a limit key counts (docs/limits.md).
@@ -44,8 +46,9 @@ func limitKey(kind, name string) (string, error) {
 // shardShare is shard i's part of a region's limit over n shards: a task's
 // shard is chosen at submit, so each shard enforces its own part. The rate
 // divides evenly; burst and concurrency by the largest remainder, at least
-// 1 each, so no shard's tasks of the key can never run (with fewer slots
-// than shards the region's total is then the shard count).
+// 1 each, so no shard's tasks of the key can never run. A concurrency
+// smaller than the shard count is not split so: its parts move to the
+// shards' work instead (SetLimits), adding up to it.
 func shardShare(l Limit, i, n int) (rateMilli int64, burst, conc int) {
 	split := func(v int) int {
 		if v <= 0 {
@@ -69,6 +72,15 @@ func shardShare(l Limit, i, n int) (rateMilli int64, burst, conc int) {
 
 // SetLimits replaces the region's limits (leader only). Each shard keeps
 // its share; buckets, running counts, pauses and parked tasks carry over.
+// A concurrency limit smaller than the shard count (1 on 3 masters) is
+// held by the region as a whole: its parts add up to it, some shards
+// having none for now (their tasks of the key wait parked), and they
+// follow the work each time limits are written (LimitsMove says when to
+// write again), as a slow lane's slots do: first to the shards running
+// tasks of the key (as many as they run), then one to each shard with
+// tasks parked (turn by turn), the rest to the first shards; parts are
+// taken away before they are given elsewhere, so the region never runs
+// more than the limit while they move.
 func (s *Store) SetLimits(ctx context.Context, f Fence, limits []Limit) error {
 	keys := make([]string, 0, len(limits))
 	by := make(map[string]Limit, len(limits))
@@ -86,22 +98,138 @@ func (s *Store) SetLimits(ctx context.Context, f Fence, limits []Limit) error {
 		by[k] = l
 	}
 	sort.Strings(keys)
-	for shard := range s.keys {
-		argv := make([]any, 0, 2+2*len(keys))
-		argv = append(argv, s.clock(), f.Token)
-		for _, k := range keys {
-			r, b, c := shardShare(by[k], shard, s.opts.Shards)
-			argv = append(argv, k, fmt.Sprintf("%d %d %d", r, b, c))
+	n := s.opts.Shards
+	conc := make([][]int, n) // shard → concurrency part, in keys' order
+	for shard := range n {
+		conc[shard] = make([]int, len(keys))
+		for j, k := range keys {
+			_, _, conc[shard][j] = shardShare(by[k], shard, n)
 		}
-		out, err := s.run(ctx, s.rdb, scripts.limits, s.keysWith(shard, s.fenceKey(shard, f)), argv...).Slice()
+	}
+	var moving []int // keys (by index) whose concurrency is below the shard count
+	mv := make([]bool, len(keys))
+	for j, k := range keys {
+		if c := by[k].Concurrency; c > 0 && c < n {
+			moving, mv[j] = append(moving, j), true
+		}
+	}
+	write := func(shard int, parts []int) ([]int, error) {
+		return s.writeLimits(ctx, f, shard, keys, by, parts, mv)
+	}
+	if len(moving) > 0 {
+		now, err := s.limitShards(ctx, keys, moving)
 		if err != nil {
-			return fmt.Errorf("queue: set limits: %w", err)
+			return err
 		}
-		if fenced(out) {
-			return ErrFenced
+		turn := int(s.now().Unix() % int64(n))
+		for _, j := range moving {
+			want := placeLane(by[keys[j]].Concurrency, now, j, turn)
+			for shard := range n {
+				conc[shard][j] = want[shard]
+			}
+		}
+		total := func(j int) int { return by[keys[j]].Concurrency }
+		if err := moveParts(moving, total, conc, now, write); err != nil {
+			return err
+		}
+	}
+	for shard := range n {
+		if _, err := write(shard, conc[shard]); err != nil {
+			return err
 		}
 	}
 	return nil
+}
+
+// LimitsMove tells the leader to write limits at every round, not only
+// when they change: some concurrency limit is smaller than the store's
+// shard count, and its parts follow the shards' work (SetLimits).
+func (s *Store) LimitsMove(limits []Limit) bool {
+	for _, l := range limits {
+		if l.Concurrency > 0 && l.Concurrency < s.opts.Shards {
+			return true
+		}
+	}
+	return false
+}
+
+// limitPart encodes one shard's part of a limit for the lim hash: "rate
+// burst concurrency", and for a moving concurrency whose part is none for
+// now "rate burst 1 z" (lib.lua lim_cfg reads 0; a server of an older ax,
+// during an upgrade, 1 as it always had).
+func limitPart(rateMilli int64, burst, conc int, moving bool) string {
+	if moving && conc == 0 {
+		return fmt.Sprintf("%d %d 1 z", rateMilli, burst)
+	}
+	return fmt.Sprintf("%d %d %d", rateMilli, burst, conc)
+}
+
+// writeLimits writes one shard's limits with the given concurrency parts
+// (by keys' index) and returns what each key runs on the shard after it.
+func (s *Store) writeLimits(ctx context.Context, f Fence, shard int, keys []string, by map[string]Limit, conc []int, moving []bool) ([]int, error) {
+	argv := make([]any, 0, 2+2*len(keys))
+	argv = append(argv, s.clock(), f.Token)
+	for j, k := range keys {
+		r, b, _ := shardShare(by[k], shard, s.opts.Shards)
+		argv = append(argv, k, limitPart(r, b, conc[j], moving[j]))
+	}
+	out, err := s.run(ctx, s.rdb, scripts.limits, s.keysWith(shard, s.fenceKey(shard, f)), argv...).Slice()
+	if err != nil {
+		return nil, fmt.Errorf("queue: set limits: %w", err)
+	}
+	if fenced(out) {
+		return nil, ErrFenced
+	}
+	running := make([]int, len(keys))
+	for j := range keys {
+		if j+1 < len(out) {
+			v, _ := out[j+1].(int64)
+			running[j] = int(v)
+		}
+	}
+	return running, nil
+}
+
+// limitShards reads each shard's part of the moving limits now: its
+// concurrency part, the tasks of the key it runs and those parked.
+func (s *Store) limitShards(ctx context.Context, keys []string, moving []int) ([]laneShard, error) {
+	out := make([]laneShard, s.opts.Shards)
+	for shard := range out {
+		p := s.keys[shard].prefix
+		pipe := s.rdb.Pipeline()
+		type reads struct {
+			part, run *redis.StringCmd
+			pk        *redis.IntCmd
+		}
+		rs := map[int]reads{}
+		for _, j := range moving {
+			rs[j] = reads{pipe.HGet(ctx, p+"lim", keys[j]), pipe.HGet(ctx, p+"lc", keys[j]), pipe.ZCard(ctx, p+"pk:"+keys[j])}
+		}
+		_, _ = pipe.Exec(ctx) // HGET of an absent field is redis.Nil: read each answer
+		ls := laneShard{slots: make([]int, len(keys)), running: make([]int, len(keys)), parked: make([]int, len(keys))}
+		for j, r := range rs {
+			if err := r.pk.Err(); err != nil {
+				return nil, fmt.Errorf("queue: limits: %w", err)
+			}
+			if v, err := r.part.Result(); err == nil {
+				ls.slots[j] = partConc(v)
+			}
+			ls.running[j], _ = strconv.Atoi(r.run.Val())
+			ls.parked[j] = int(r.pk.Val())
+		}
+		out[shard] = ls
+	}
+	return out, nil
+}
+
+// partConc is the concurrency part a lim hash value holds (limitPart).
+func partConc(v string) int {
+	f := strings.Fields(v)
+	if len(f) < 3 || len(f) > 3 && f[3] == "z" {
+		return 0
+	}
+	c, _ := strconv.Atoi(f[2])
+	return c
 }
 
 // MaxRetryAfter bounds a handler's retry after: a pause longer than this is

@@ -1,6 +1,8 @@
 package queue
 
 import (
+	"maps"
+	"slices"
 	"testing"
 	"time"
 
@@ -333,5 +335,86 @@ func TestPriorityOfAParkedTask(t *testing.T) {
 	next := e.claim("p", 10)
 	if len(next) != 1 || next[0].ID != parked || next[0].Priority != 1 {
 		t.Fatalf("after the slot came back: %+v, want %s at priority 1", next, parked)
+	}
+}
+
+// A concurrency limit smaller than the shard count (1 and 2 on 3 shards)
+// holds for the region, not per shard: its parts add up to it whenever
+// limits are written, never more than it runs at once, and they follow
+// the tasks as they wait on the shards, so every task runs.
+func TestConcurrencyBelowShardsMoves(t *testing.T) {
+	for _, limit := range []int{1, 2} {
+		e := newEnv(t, func(o *Options) { o.Shards = 3 })
+		ls := []Limit{{Kind: LimitKey, Name: "deploy", Concurrency: limit}, {Kind: LimitKey, Name: "wide", Concurrency: 3}}
+		if !e.s.LimitsMove(ls) {
+			t.Errorf("a concurrency of %d on 3 shards: LimitsMove false, want true", limit)
+		}
+		if e.s.LimitsMove(ls[1:]) {
+			t.Error("a concurrency of 3 on 3 shards: LimitsMove true, want false")
+		}
+		e.setLimits(ls...)
+		per, total := map[int]int{}, 0
+		for total < 100 && (len(per) < 3 || slices.Min(slices.Collect(maps.Values(per))) < 3) {
+			id := e.submit("p", limitKeyOf("deploy"))
+			sh, err := e.s.shardOf(id)
+			if err != nil {
+				t.Fatal(err)
+			}
+			per[sh]++
+			total++
+		}
+		if len(per) < 3 {
+			t.Fatalf("%d tasks landed on %d shards, want 3", total, len(per))
+		}
+		parts := func() int {
+			sum := 0
+			for i := range e.s.keys {
+				v, _ := e.rdb.HGet(e.ctx, e.s.keys[i].prefix+"lim", "k:deploy").Result()
+				sum += partConc(v)
+			}
+			return sum
+		}
+		if p := parts(); p != limit {
+			t.Fatalf("limit %d: the shards' parts add up to %d", limit, p)
+		}
+		var running []*task.Task
+		done, peak := 0, 0
+		for round := 0; done < total && round < 4*total; round++ {
+			running = append(running, e.claim("p", 10)...)
+			if len(running) > limit {
+				t.Fatalf("limit %d, round %d: %d tasks of the key running", limit, round, len(running))
+			}
+			if st := e.limitState(LimitKey, "deploy"); st.Running != len(running) || st.Running+st.Parked != total-done {
+				t.Fatalf("limit %d, round %d: %+v, want %d running, %d parked", limit, round, st, len(running), total-done-len(running))
+			}
+			peak = max(peak, len(running))
+			if len(running) > 0 {
+				e.complete(running[0])
+				running = running[1:]
+				done++
+			}
+			e.clock.Advance(1100 * time.Millisecond) // parked tasks are looked at again
+			e.setLimits(ls...)
+			if p := parts(); p != limit {
+				t.Fatalf("limit %d, round %d: the shards' parts add up to %d", limit, round, p)
+			}
+		}
+		if done != total {
+			t.Fatalf("limit %d: %d of %d tasks ran", limit, done, total)
+		}
+		if peak != limit {
+			t.Errorf("at most %d tasks ran at once, want the limit's %d", peak, limit)
+		}
+	}
+}
+
+func TestPartConc(t *testing.T) {
+	for v, want := range map[string]int{"1000 1 2": 2, "1000 1 1 z": 0, "0 0 0": 0, "": 0, "5 5": 0} {
+		if got := partConc(v); got != want {
+			t.Errorf("partConc(%q) = %d, want %d", v, got, want)
+		}
+	}
+	if got := limitPart(1000, 1, 0, true); got != "1000 1 1 z" {
+		t.Errorf("limitPart of a moving part of none = %q", got)
 	}
 }

@@ -77,35 +77,13 @@ func (s *Store) SetSlowLanes(ctx context.Context, f Fence, lanes map[string]Slow
 			}
 		}
 	}
-	// Take away first: each shard gets min(its slots now, its new ones) and
-	// says what its lanes run then; only what is left is given.
 	if len(moving) > 0 {
-		lower := make([][]int, n)
-		for shard := range n {
-			lower[shard] = slices.Clone(caps[shard])
-			for _, j := range moving {
-				lower[shard][j] = min(caps[shard][j], now[shard].slots[j])
-			}
+		total := func(j int) int { return max(lanes[names[j]].Slots, 1) }
+		write := func(shard int, caps []int) ([]int, error) {
+			return s.writeLanes(ctx, f, shard, names, lanes, caps)
 		}
-		running := make([][]int, n)
-		for shard := range n {
-			r, err := s.writeLanes(ctx, f, shard, names, lanes, lower[shard])
-			if err != nil {
-				return err
-			}
-			running[shard] = r
-		}
-		for _, j := range moving {
-			held := 0
-			for shard := range n {
-				held += max(lower[shard][j], running[shard][j])
-			}
-			free := max(lanes[names[j]].Slots, 1) - held
-			for shard := range n {
-				give := min(max(caps[shard][j]-lower[shard][j], 0), max(free, 0))
-				free -= give
-				caps[shard][j] = lower[shard][j] + give
-			}
+		if err := moveParts(moving, total, caps, now, write); err != nil {
+			return err
 		}
 	}
 	for shard := range n {
@@ -128,9 +106,48 @@ func (s *Store) SlowLanesMove(lanes map[string]SlowLane) bool {
 	return false
 }
 
-// laneShard is one shard's part of the moving lanes, by lane index: the
-// slots it has now, the slow tasks it runs and those parked.
+// laneShard is one shard's part of the moving lanes (or limits), by
+// index: the slots it has now, the tasks it runs and those parked.
 type laneShard struct{ slots, running, parked []int }
+
+// moveParts moves the parts of the items in moving (indexes of caps'
+// columns: caps[shard][j] is shard's wanted part of item j) without the
+// shards ever holding more of an item than its total while they move:
+// every shard is written first with min(its part now, its wanted one) —
+// write says what each item runs on the shard after it — and only what is
+// left of the total, past those parts and what runs, is given to the
+// shards that want more. caps ends with the parts to write last.
+func moveParts(moving []int, total func(j int) int, caps [][]int, now []laneShard, write func(shard int, caps []int) ([]int, error)) error {
+	n := len(caps)
+	lower := make([][]int, n)
+	for shard := range n {
+		lower[shard] = slices.Clone(caps[shard])
+		for _, j := range moving {
+			lower[shard][j] = min(caps[shard][j], now[shard].slots[j])
+		}
+	}
+	running := make([][]int, n)
+	for shard := range n {
+		r, err := write(shard, lower[shard])
+		if err != nil {
+			return err
+		}
+		running[shard] = r
+	}
+	for _, j := range moving {
+		held := 0
+		for shard := range n {
+			held += max(lower[shard][j], running[shard][j])
+		}
+		free := total(j) - held
+		for shard := range n {
+			give := min(max(caps[shard][j]-lower[shard][j], 0), max(free, 0))
+			free -= give
+			caps[shard][j] = lower[shard][j] + give
+		}
+	}
+	return nil
+}
 
 func (s *Store) laneShards(ctx context.Context, names []string, moving []int) ([]laneShard, error) {
 	out := make([]laneShard, s.opts.Shards)

@@ -573,8 +573,11 @@ local function lim_cfg(key)
     end
     local v = redis.call('HGET', lmkey('lim'), key)
     if v then
-      local a, b, d = string.match(v, '^(%d+) (%d+) (%d+)')
+      local a, b, d, z = string.match(v, '^(%d+) (%d+) (%d+)( ?z?)')
       c = {rate = tonumber(a), burst = tonumber(b), conc = tonumber(d)}
+      -- ' z': a concurrency below the shard count, of which this shard's
+      -- part is none for now (queue/limits.go limitPart)
+      if z == ' z' then c.conc, c.none = 0, true end
     end
     C.LCFG[key] = c
   end
@@ -631,6 +634,7 @@ local function lim_room(key, now)
   if not c then return 64, now end
   local room = 64
   if c.slow and c.conc <= 0 then return 0, now + 1000, 'slow' end
+  if c.none then return 0, now + 1000, 'concurrency' end
   if c.conc > 0 then
     room = c.conc - lim_running(key)
     if room <= 0 then return 0, now + 1000, c.slow and 'slow' or 'concurrency' end
