@@ -63,7 +63,7 @@ pool with the noop, sleep and demo exec handlers (none with
 	c.Flags().StringVar(&dir, "dir", ".ax-dev", "state directory (etcd data, Redis files)")
 	c.Flags().BoolVar(&tmp, "tmp", false, "keep state in a temporary directory, removed on exit")
 	c.Flags().IntVar(&apiPort, "port", 8080, "API port of the first region; the others take the next ports (0: any free ports, printed at start)")
-	c.Flags().IntVar(&workers, "worker-slots", 4, "slots of each dev worker (one worker per pool)")
+	c.Flags().IntVar(&workers, "worker-slots", 4, "slots of each dev worker (one worker per pool), at most its pool's slots")
 	c.Flags().BoolVar(&noDemo, "no-demo-workers", false, "start no worker: pools have no slots until you run your own (README: your own handler)")
 	return c
 }
@@ -337,10 +337,15 @@ func runDev(ctx context.Context, dir string, apiPort, slots int, demo bool, stdo
 			if !demo {
 				break // --no-demo-workers
 			}
+			// A worker offering more slots than its pool has would run
+			// more than placement counts on (and the leader warns of it
+			// at every start: eastus's gpu-a100 has 2).
+			wcfg := *cfg
+			wcfg.Worker.Concurrency = min(slots, p.Slots)
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
-				if err := runWorker(runCtx, cfg, p, "dev-"+cfg.Name+"-"+p.Name, wm, log); err != nil && runCtx.Err() == nil {
+				if err := runWorker(runCtx, &wcfg, p, "dev-"+cfg.Name+"-"+p.Name, wm, log); err != nil && runCtx.Err() == nil {
 					errc <- fmt.Errorf("worker %s/%s: %w", cfg.Name, p.Name, err)
 				}
 			}()

@@ -243,6 +243,11 @@ func TestDevSmoke(t *testing.T) {
 		ids = append(ids, r.ID)
 	}
 	d.waitSuccess(60*time.Second, ids)
+	// Each demo worker offers at most its pool's slots (eastus's gpu-a100
+	// has 2; the workers' default is 4).
+	if strings.Contains(d.log.String(), "more slots than configured") {
+		t.Errorf("a demo worker offers more slots than its pool has:\n%s", tail(d.log.String(), 3000))
+	}
 	d.checkMetrics(map[string]float64{"us-east-1": 34, "europe-west4": 33, "eastus": 33})
 	d.checkCost(map[string]int64{"us-east-1": 34, "europe-west4": 33, "eastus": 33})
 	d.interrupt()
