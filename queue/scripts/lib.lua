@@ -575,8 +575,7 @@ local function lim_cfg(key)
     if v then
       local a, b, d, z = string.match(v, '^(%d+) (%d+) (%d+)( ?z?)')
       c = {rate = tonumber(a), burst = tonumber(b), conc = tonumber(d)}
-      -- ' z': a concurrency below the shard count, of which this shard's
-      -- part is none for now (queue/limits.go limitPart)
+      -- ' z': this shard's part is none for now (limits.go limitPart)
       if z == ' z' then c.conc, c.none = 0, true end
     end
     C.LCFG[key] = c
