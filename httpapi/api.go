@@ -207,11 +207,11 @@ func (a *API) route(pattern string, need Role, h handler) {
 			return
 		}
 		if strings.HasPrefix(pattern, "POST /v1/internal/") && !p.Cluster && a.cfg.Auth != nil && a.cfg.Auth.Enabled {
-			writeError(rec, &apiError{status: 403, code: apiv1.CodeForbidden, msg: "the hand-off endpoint needs the cluster token"})
+			writeError(rec, &apiError{status: 403, code: apiv1.CodeForbidden, field: "Authorization", msg: "the hand-off endpoint needs the cluster token"})
 			return
 		}
 		if p.Role < need {
-			writeError(rec, &apiError{status: 403, code: apiv1.CodeForbidden, msg: "this token's role may not do that"})
+			writeError(rec, &apiError{status: 403, code: apiv1.CodeForbidden, field: "Authorization", msg: "this token's role may not do that"})
 			return
 		}
 		r = r.WithContext(federation.WithHops(r.Context(), a.trustedHops(r, p)))

@@ -114,12 +114,16 @@ func TestAPIContract(t *testing.T) {
 		sr := f.SubmitOK(aws, tokAcme, local("forbidden.probe"))
 		for _, path := range []string{"/cancel", "/replay", "/priority"} {
 			rep := f.Call(http.MethodPost, tasks+"/"+sr.ID+path, tokAcme, spec{"priority": 1}).Want(t, http.StatusForbidden)
-			if rep.Err(t).Code != apiv1.CodeForbidden {
+			if e := rep.Err(t); e.Code != apiv1.CodeForbidden || e.Field != "Authorization" {
 				t.Fatalf("%s: %s", path, rep.Body)
 			}
 		}
 		f.Call(http.MethodPost, tasks+"/cancel", tokAcme, spec{"type": "x"}).Want(t, http.StatusForbidden)
-		f.Call(http.MethodPost, f.R(aws).URL()+"/v1/regions/"+aws+"/drain", tokGlobex, nil).Want(t, http.StatusForbidden)
+		for _, tok := range []string{tokGlobex, tokGlobexOps} { // a role below operator; a token of one tenant
+			if e := f.Call(http.MethodPost, f.R(aws).URL()+"/v1/regions/"+aws+"/drain", tok, nil).Want(t, http.StatusForbidden).Err(t); e.Field != "Authorization" {
+				t.Errorf("drain with %s: %+v", tok, e)
+			}
+		}
 		// Another tenant's name in the spec.
 		rep := f.Submit(aws, tokAcme, spec{"type": "x", "tenant": "globex"}).Want(t, http.StatusForbidden)
 		if rep.Err(t).Field != "tenant" {
@@ -129,7 +133,7 @@ func TestAPIContract(t *testing.T) {
 		body := apiv1.HandOff{ID: sr.ID, Pool: poolSpot, Spec: []byte(`{"type":"x"}`)}
 		for _, tok := range []string{tokAdmin, tokOperator, tokAcme} {
 			rep := f.Call(http.MethodPost, f.R(gcp).URL()+"/v1/internal/handoff", tok, body).Want(t, http.StatusForbidden)
-			if !strings.Contains(rep.Err(t).Message, "cluster token") {
+			if e := rep.Err(t); !strings.Contains(e.Message, "cluster token") || e.Field != "Authorization" {
 				t.Fatalf("hand-off with %s: %s", tok, rep.Body)
 			}
 		}

@@ -52,6 +52,15 @@ func (a *API) createSchedule(w http.ResponseWriter, r *http.Request, p Principal
 	if err != nil {
 		return err
 	}
+	// The schedule's tenant is its task's: a ?tenant= (as the other
+	// schedule endpoints take) would be silently ignored.
+	if _, err := parseQuery(r.URL.RawQuery); err != nil {
+		var fe *task.FieldError
+		if errors.As(err, &fe) && fe.Field == "tenant" {
+			fe.Msg = "not a parameter of a create: the schedule is its task's tenant's (task.tenant)"
+		}
+		return err
+	}
 	var req apiv1.ScheduleRequest
 	if err := decode(w, r, int64(a.cfg.MaxPayload)+(64<<10), &req); err != nil {
 		return err

@@ -157,7 +157,7 @@ const streamRoute = "GET /v1/stream"
 
 func (a *API) streamTicket(w http.ResponseWriter, _ *http.Request, p Principal) error {
 	if p.Cluster {
-		return &apiError{status: 403, code: apiv1.CodeForbidden, msg: "stream tickets are for API tokens"}
+		return &apiError{status: 403, code: apiv1.CodeForbidden, field: "Authorization", msg: "stream tickets are for API tokens"}
 	}
 	t, exp := a.tickets.issue(p)
 	w.Header().Set("Cache-Control", "no-store")

@@ -325,7 +325,7 @@ func (a *API) regionsResponse() apiv1.RegionsResponse {
 func (a *API) drain(w http.ResponseWriter, r *http.Request, p Principal) error {
 	// Draining moves every tenant's work: not for a token of one tenant.
 	if p.Tenant != "" {
-		return &apiError{status: 403, code: apiv1.CodeForbidden, msg: "draining a region needs a token of every tenant"}
+		return &apiError{status: 403, code: apiv1.CodeForbidden, field: "Authorization", msg: "draining a region needs a token of every tenant"}
 	}
 	name := r.PathValue("region")
 	if name != a.n.Region() {

@@ -640,6 +640,9 @@ func TestScheduleAPI(t *testing.T) {
 		if e := f.createSchedule(aws, tokGlobexOps, mine).Want(t, http.StatusConflict).Err(t); e.Field != "name" {
 			t.Errorf("globex's second nightly: %+v", e)
 		}
+		if e := f.Call(http.MethodPost, url+"?tenant=globex", tokOperator, mine).Want(t, http.StatusBadRequest).Err(t); e.Field != "tenant" || !strings.Contains(e.Message, "task.tenant") {
+			t.Errorf("a create with ?tenant=: %+v, want 400 naming tenant", e)
+		}
 		slot := time.Date(2030, 1, 1, 2, 0, 0, 0, time.UTC)
 		if TaskID("globex", "nightly", slot, aws) == TaskID("acme", "nightly", slot, aws) {
 			t.Errorf("two tenants' nightly share task ids")

@@ -429,6 +429,7 @@ func hostileTenantWalk(t *testing.T, fed *federation, idB string) {
 		"/v1/dlq?offset=9223372036854775807": "offset", "/v1/dlq?limit=99999999999999999999": "limit",
 		"/v1/dags?limit=0": "limit", "/v1/events?wait=-1s": "wait", "/v1/cost?from=0000-00-00": "from",
 		"/v1/tasks?created_after=yesterday": "created_after", "/v1/schedules?limit=5": "limit",
+		"/v1/dlq?cursor=zz": "cursor", "/v1/tasks?cursor=zz": "cursor", "/v1/schedules?tenant=a&tenant=b": "tenant",
 	} {
 		if got := answer("us-east-1", tokSubmitterA, http.MethodGet, q, nil); !strings.HasPrefix(got, "400 invalid_argument "+field+" ") {
 			t.Errorf("GET %s: %q, want 400 naming %s", q, got, field)
