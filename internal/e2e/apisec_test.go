@@ -416,6 +416,26 @@ func hostileTenantWalk(t *testing.T, fed *federation, idB string) {
 	if code, body := fed.call("eu-west-1", tokOperatorA, http.MethodPost, "/v1/schedules", mine); code != http.StatusCreated {
 		t.Errorf("team-a's own b-nightly: %d %s", code, body)
 	}
+	// Through the real binary: a token of every tenant names the tenant when
+	// two use the name; a tenant's token naming another's cost is refused,
+	// one line, exit 1.
+	api, tok := fed.server("eu-west-1").api, func(name string) string { return fed.token(name) }
+	if out, stderr, code := runAx(t, api, "--token", tok(tokOperator), "schedule", "get", "b-nightly"); code != 1 || out != "" ||
+		strings.Count(strings.TrimSpace(stderr), "\n") != 0 || !strings.Contains(stderr, "team-a, team-b") || !strings.Contains(stderr, "(field tenant)") {
+		t.Errorf("ax schedule get b-nightly (two tenants' names): exit %d %q %q", code, out, stderr)
+	}
+	if out, stderr, code := runAx(t, api, "--token", tok(tokOperator), "schedule", "get", "b-nightly", "--tenant", "team-b"); code != 0 ||
+		!strings.Contains(out, "0 0 2 * * *") || !strings.Contains(out, "team-b") {
+		t.Errorf("ax schedule get b-nightly --tenant team-b: exit %d %q %q", code, out, stderr)
+	}
+	if out, stderr, code := runAx(t, api, "--token", tok(tokOperator), "schedule", "list"); code != 0 ||
+		strings.Count(out, "b-nightly") != 2 || !strings.Contains(out, "TENANT") {
+		t.Errorf("ax schedule list of every tenant: exit %d %q %q", code, out, stderr)
+	}
+	if out, stderr, code := runAx(t, api, "--token", tok(tokSubmitterA), "cost", "--tenant", "team-b"); code != 1 || out != "" ||
+		strings.Count(strings.TrimSpace(stderr), "\n") != 0 || !strings.Contains(stderr, "tenant team-a") {
+		t.Errorf("ax cost --tenant team-b with team-a's token: exit %d %q %q", code, out, stderr)
+	}
 	if code, body := fed.call("eu-west-1", tokOperatorA, http.MethodDelete, "/v1/schedules/b-nightly", nil); code != http.StatusOK {
 		t.Errorf("team-a deleting its b-nightly: %d %s", code, body)
 	}
