@@ -82,10 +82,29 @@ func Parse(name string, data []byte) (*Region, error) {
 	// everything; a key that failed to decode is reported once, not again
 	// for the default it kept.
 	r.validate(p)
+	nameEnv(p, envKeys(regionType, ""))
 	if err := p.err(); err != nil {
 		return nil, err
 	}
 	return r, nil
+}
+
+// nameEnv says which problems' values came from the environment: the key
+// alone would send the operator to a file that does not hold the value.
+func nameEnv(p *problems, keys []string) {
+	bound := map[string]bool{}
+	for _, k := range keys {
+		bound[k] = true
+	}
+	for _, e := range p.list {
+		if !bound[e.Key] {
+			continue
+		}
+		name := EnvPrefix + "_" + strings.ToUpper(strings.ReplaceAll(e.Key, ".", "_"))
+		if _, set := os.LookupEnv(name); set {
+			e.Message += " (from " + name + ")"
+		}
+	}
 }
 
 // addYAMLError reports a YAML syntax error, one line per problem.

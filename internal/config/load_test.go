@@ -155,10 +155,15 @@ redis: {addr: "127.0.0.1:6391"}
 		t.Errorf("auth.cluster_token = %q", r.Auth.ClusterToken)
 	}
 
-	// A bad value from the environment names the key it was meant for.
+	// A bad value from the environment names the key it was meant for and
+	// the variable it came from (the file does not hold it).
 	t.Setenv("AX_REDIS_SHARDS", "many")
+	t.Setenv("AX_LEASE_DURATION", "banana")
 	_, err := Parse("test.yaml", []byte(minimal))
-	want := []string{`test.yaml: redis.shards: must be a whole number, got "many"`}
+	want := []string{
+		`test.yaml: lease.duration: invalid duration "banana" (use Go syntax: "300ms", "10s", "1h30m") (from AX_LEASE_DURATION)`,
+		`test.yaml: redis.shards: must be a whole number, got "many" (from AX_REDIS_SHARDS)`,
+	}
 	if diff := cmp.Diff(want, problemLines(t, err)); diff != "" {
 		t.Errorf("bad env value (-want +got):\n%s", diff)
 	}
