@@ -68,6 +68,11 @@ func TestSystemdUnits(t *testing.T) {
 			if u := s["User"]; len(u) != 1 || u[0] == "root" || u[0] == "0" {
 				t.Errorf("User %q: want a non-root user", u)
 			}
+			// systemctl reload is the server's SIGHUP (docs/security.md);
+			// a worker reloads nothing.
+			if r := s["ExecReload"]; sub == "server" && (len(r) != 1 || r[0] != "/bin/kill -HUP $MAINPID") {
+				t.Errorf("ExecReload %q: want /bin/kill -HUP $MAINPID (systemctl reload re-reads the config)", r)
+			}
 			if k := s["KillSignal"]; len(k) != 1 || k[0] != "SIGTERM" {
 				t.Errorf("KillSignal %q: ax stops gracefully on SIGTERM", k)
 			}

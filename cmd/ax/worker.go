@@ -61,6 +61,23 @@ func newWorkerCmd() *cobra.Command {
 			ctx, stop := signal.NotifyContext(cmd.Context(), syscall.SIGINT, syscall.SIGTERM)
 			defer stop()
 			log := newLogger(slog.LevelInfo)
+			// SIGHUP (sent to every ax process to reload the servers, or
+			// a closed terminal) ended the worker at once, its running
+			// tasks left to expire and spend a retry each. It has nothing
+			// to reload: it says so and keeps running.
+			hup := make(chan os.Signal, 1)
+			signal.Notify(hup, syscall.SIGHUP)
+			defer signal.Stop(hup)
+			go func() {
+				for {
+					select {
+					case <-ctx.Done():
+						return
+					case <-hup:
+						log.Warn("SIGHUP: ax worker reloads nothing (restart it to apply a new config); still running", "pool", p.Name)
+					}
+				}
+			}()
 			var m *worker.Metrics
 			if metricsAddr != "" {
 				reg := newRegistry()

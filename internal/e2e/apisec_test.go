@@ -652,4 +652,16 @@ func TestSIGHUPReloadsTokensAndKeepsServing(t *testing.T) {
 	if code, body := fed.call("us-east-1", tokSubmitterA, http.MethodGet, "/v1/regions", nil); code != http.StatusOK {
 		t.Fatalf("after SIGHUP a kept token: %d %s", code, body)
 	}
+	// The same SIGHUP to a worker (one `kill -HUP` to every ax process)
+	// reloads nothing and never ends it: it ended it at once, its running
+	// tasks left to expire. The region's only worker runs a task after it.
+	w := fed.startWorker("us-east-1", "cpu")
+	fed.waitPlaceable()
+	w.signal(syscall.SIGHUP)
+	time.Sleep(200 * time.Millisecond)
+	id, _ := fed.submit("us-east-1", tokSubmitterA, map[string]any{"type": "noop"})
+	fed.waitState("us-east-1", tokSubmitterA, id, task.Success, 20*time.Second)
+	if !strings.Contains(w.log.String(), "SIGHUP: ax worker reloads nothing") {
+		t.Errorf("the worker did not say what it did with the SIGHUP:\n%s", w.log.String())
+	}
 }
