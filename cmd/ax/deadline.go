@@ -32,7 +32,7 @@ func withWriteDeadline(h http.Handler, d time.Duration) http.Handler {
 		return h
 	}
 	// Room to write the 503 before the connection's own deadline.
-	margin := min(max(d/5, 100*time.Millisecond), 2*time.Second)
+	margin := min(max(d/20, 50*time.Millisecond), 500*time.Millisecond)
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		ctx, cancel := context.WithCancelCause(r.Context())
 		defer cancel(nil)
