@@ -325,9 +325,9 @@ async function dags(id, q) {
 // ---- schedules ------------------------------------------------------------------
 async function schedules() {
   const d = await api('GET', '/v1/schedules');
-  let h = '<h1>Schedules</h1><table id="schedules"><tr><th>name</th><th>cron</th><th>zone</th><th>home</th><th>task type</th><th>paused</th><th>next slot</th><th>last slot</th><th>last outcome</th><th>last task</th></tr>';
+  let h = '<h1>Schedules</h1><table id="schedules"><tr><th>name</th><th>tenant</th><th>cron</th><th>zone</th><th>home</th><th>task type</th><th>paused</th><th>next slot</th><th>last slot</th><th>last outcome</th><th>last task</th></tr>';
   for (const s of d.schedules || []) {
-    h += '<tr><td>' + esc(s.name) + '</td><td>' + esc(s.cron) + '</td><td>' + esc(s.timezone) + '</td><td>' + esc(s.home_region) + '</td><td>' + esc(s.task && s.task.type) +
+    h += '<tr><td>' + esc(s.name) + '</td><td>' + esc(s.task && s.task.tenant) + '</td><td>' + esc(s.cron) + '</td><td>' + esc(s.timezone) + '</td><td>' + esc(s.home_region) + '</td><td>' + esc(s.task && s.task.type) +
       '</td><td>' + (s.paused ? 'yes' : 'no') + '</td><td>' + time(s.next_slot) + '</td><td>' + time(s.last_slot) + '</td><td>' + esc(s.last_outcome) + '</td><td>' +
       (s.last_task_id ? taskLink(s.last_task_id) : '') + '</td></tr>';
   }
