@@ -8,6 +8,9 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+
+	"github.com/ax-sched/ax/task"
+	"github.com/redis/go-redis/v9"
 )
 
 // FairShare is how one pool's slots are shared among tenants
@@ -52,31 +55,176 @@ func weightMilli(w, def float64) int64 {
 
 // SetFairShare replaces the region's fair shares, by pool (leader only).
 // Each shard keeps its part of every floor and max (a task's shard is
-// chosen at submit); weights are the same on every shard. A pool left out
-// has none: claims take its tasks as before, at no extra cost.
+// chosen at submit); weights are the same on every shard. A floor or max
+// of at least the shard count is split evenly (the remainder to the first
+// shards); a smaller one (a max of 1 on 3 masters) would allow one per
+// shard, so its parts add up to it and follow the tenant's work each time
+// shares are written (FairShareMoves says when to write again), as a slow
+// lane's slots do: first to the shards running the tenant's tasks (as many
+// as they run), then one to each shard where it has tasks waiting (turn by
+// turn), the rest to the first shards; a max's parts are taken away
+// before they are given elsewhere, so the tenant never runs more than its
+// max while they move. A pool left out has none: claims take its tasks as
+// before, at no extra cost.
 func (s *Store) SetFairShare(ctx context.Context, f Fence, pools map[string]FairShare) error {
 	names := slices.Sorted(maps.Keys(pools))
-	for shard := range s.keys {
-		argv := []any{s.clock(), f.Token, len(names)}
-		for _, p := range names {
-			fs := pools[p]
-			tenants := slices.Sorted(maps.Keys(fs.Tenants))
-			argv = append(argv, p, len(tenants)+1, "*", fmt.Sprintf("%d 0 0", weightMilli(fs.DefaultWeight, 1)))
-			for _, t := range tenants {
-				ts := fs.Tenants[t]
-				argv = append(argv, t, fmt.Sprintf("%d %d %d", weightMilli(ts.Weight, fs.DefaultWeight),
-					splitSlots(ts.Floor, shard, s.opts.Shards), splitSlots(ts.Max, shard, s.opts.Shards)))
+	n := s.opts.Shards
+	var items []fairItem
+	for _, p := range names {
+		for _, t := range slices.Sorted(maps.Keys(pools[p].Tenants)) {
+			items = append(items, fairItem{p, t, pools[p].Tenants[t]})
+		}
+	}
+	floor, maxes := make([][]int, n), make([][]int, n) // shard → part, in items' order
+	for shard := range n {
+		floor[shard], maxes[shard] = make([]int, len(items)), make([]int, len(items))
+		for j, it := range items {
+			floor[shard][j], maxes[shard][j] = splitSlots(it.share.Floor, shard, n), splitSlots(it.share.Max, shard, n)
+		}
+	}
+	below := func(v int) bool { return v > 0 && v < n }
+	var moving, movingMax []int
+	for j, it := range items {
+		if below(it.share.Floor) || below(it.share.Max) {
+			moving = append(moving, j)
+		}
+		if below(it.share.Max) {
+			movingMax = append(movingMax, j)
+		}
+	}
+	write := func(shard int, mx []int) ([]int, error) {
+		return s.writeFairShare(ctx, f, shard, names, pools, items, floor[shard], mx)
+	}
+	if len(moving) > 0 {
+		now, err := s.fairShards(ctx, items, moving)
+		if err != nil {
+			return err
+		}
+		turn := int(s.now().Unix() % int64(n))
+		place := func(v, j int, parts [][]int) {
+			if below(v) {
+				want := placeLane(v, now, j, turn)
+				for shard := range n {
+					parts[shard][j] = want[shard]
+				}
 			}
 		}
-		out, err := s.run(ctx, s.rdb, scripts.fairShare, s.keysWith(shard, s.fenceKey(shard, f)), argv...).Slice()
-		if err != nil {
-			return fmt.Errorf("queue: set fair share: %w", err)
+		for _, j := range moving {
+			place(items[j].share.Floor, j, floor)
+			place(items[j].share.Max, j, maxes)
 		}
-		if fenced(out) {
-			return ErrFenced
+		total := func(j int) int { return items[j].share.Max }
+		if err := moveParts(movingMax, total, maxes, now, write); err != nil {
+			return err
+		}
+	}
+	for shard := range n {
+		if _, err := write(shard, maxes[shard]); err != nil {
+			return err
 		}
 	}
 	return nil
+}
+
+// fairItem is one tenant named in a pool's fair share.
+type fairItem struct {
+	pool, tenant string
+	share        TenantShare
+}
+
+// FairShareMoves tells the leader to write fair shares at every round, not
+// only when they change: some floor or max is smaller than the store's
+// shard count, and its parts follow the tenant's work (SetFairShare).
+func (s *Store) FairShareMoves(pools map[string]FairShare) bool {
+	for _, fs := range pools {
+		for _, ts := range fs.Tenants {
+			if ts.Floor > 0 && ts.Floor < s.opts.Shards || ts.Max > 0 && ts.Max < s.opts.Shards {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// fairPart encodes one shard's part of a tenant's share for fs:<pool>:
+// "weight_milli floor max", and for a max of which this shard's part is
+// none for now "weight_milli floor 1 z" (lib.lua fair reads 0; a server of
+// an older ax, during an upgrade, 1 as it always had).
+func fairPart(w int64, floor, mx int, share TenantShare) string {
+	if share.Max > 0 && mx == 0 {
+		return fmt.Sprintf("%d %d 1 z", w, floor)
+	}
+	return fmt.Sprintf("%d %d %d", w, floor, mx)
+}
+
+// writeFairShare writes one shard's fair shares with the given parts (by
+// items' index) and returns what each item's tenant runs in its pool on
+// the shard after it.
+func (s *Store) writeFairShare(ctx context.Context, f Fence, shard int, names []string, pools map[string]FairShare, items []fairItem, floor, mx []int) ([]int, error) {
+	argv := []any{s.clock(), f.Token, len(names)}
+	j := 0
+	for _, p := range names {
+		fs := pools[p]
+		argv = append(argv, p, len(fs.Tenants)+1, "*", fmt.Sprintf("%d 0 0", weightMilli(fs.DefaultWeight, 1)))
+		for ; j < len(items) && items[j].pool == p; j++ {
+			it := items[j]
+			argv = append(argv, it.tenant, fairPart(weightMilli(it.share.Weight, fs.DefaultWeight), floor[j], mx[j], it.share))
+		}
+	}
+	out, err := s.run(ctx, s.rdb, scripts.fairShare, s.keysWith(shard, s.fenceKey(shard, f)), argv...).Slice()
+	if err != nil {
+		return nil, fmt.Errorf("queue: set fair share: %w", err)
+	}
+	if fenced(out) {
+		return nil, ErrFenced
+	}
+	running := make([]int, len(items))
+	for j := range items {
+		if j+2 < len(out) {
+			v, _ := out[j+2].(int64)
+			running[j] = int(v)
+		}
+	}
+	return running, nil
+}
+
+// fairShards reads each shard's part of the moving items now: the max part
+// it holds, the tasks of the tenant it runs in the pool and those waiting.
+func (s *Store) fairShards(ctx context.Context, items []fairItem, moving []int) ([]laneShard, error) {
+	out := make([]laneShard, s.opts.Shards)
+	for shard := range out {
+		p := s.keys[shard].prefix
+		pipe := s.rdb.Pipeline()
+		type reads struct {
+			part, run *redis.StringCmd
+			wait      [task.MaxPriority]*redis.IntCmd
+		}
+		rs := map[int]*reads{}
+		for _, j := range moving {
+			it := items[j]
+			r := &reads{part: pipe.HGet(ctx, p+"fs:"+it.pool, it.tenant), run: pipe.HGet(ctx, p+"fr:"+it.pool, it.tenant)}
+			for pr := 1; pr <= task.MaxPriority; pr++ {
+				r.wait[pr-1] = pipe.ZCard(ctx, fmt.Sprintf("%sfq:%s:%d:%s", p, it.pool, pr, it.tenant))
+			}
+			rs[j] = r
+		}
+		_, _ = pipe.Exec(ctx) // HGET of an absent field is redis.Nil: read each answer
+		ls := laneShard{slots: make([]int, len(items)), running: make([]int, len(items)), parked: make([]int, len(items))}
+		for j, r := range rs {
+			for _, w := range r.wait {
+				if err := w.Err(); err != nil {
+					return nil, fmt.Errorf("queue: fair share: %w", err)
+				}
+				ls.parked[j] += int(w.Val())
+			}
+			if v, err := r.part.Result(); err == nil {
+				ls.slots[j] = movedPart(v)
+			}
+			ls.running[j], _ = strconv.Atoi(r.run.Val())
+		}
+		out[shard] = ls
+	}
+	return out, nil
 }
 
 // FairRunning is how many tasks each tenant runs in pool under its fair

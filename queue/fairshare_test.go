@@ -3,6 +3,8 @@ package queue
 import (
 	"context"
 	"fmt"
+	"maps"
+	"slices"
 	"testing"
 	"time"
 
@@ -531,5 +533,79 @@ func TestFairShareExactSets(t *testing.T) {
 	}
 	if n, _ := e.s.rdb.ZCard(e.ctx, e.s.keys[0].prefix+"fq:p:1:a").Result(); n != 0 {
 		t.Errorf("a drained and a re-placed task left %d entries in the tenant set", n)
+	}
+}
+
+// A max or floor smaller than the shard count (a max of 1, a floor of 2 on
+// 3 shards) holds for the region: each part adds up to it whenever shares
+// are written, the tenant never runs more than its max, and the parts
+// follow its tasks over the shards, so all of them run.
+func TestFairShareBelowShardsMoves(t *testing.T) {
+	e := newEnv(t, func(o *Options) { o.Shards = 3 })
+	pools := map[string]FairShare{"p": {Tenants: map[string]TenantShare{"a": {Max: 1, Floor: 2}, "b": {Weight: 1}}}}
+	if !e.s.FairShareMoves(pools) {
+		t.Error("a max of 1 on 3 shards: FairShareMoves false, want true")
+	}
+	if e.s.FairShareMoves(map[string]FairShare{"p": {Tenants: map[string]TenantShare{"a": {Max: 3, Floor: 6}}}}) {
+		t.Error("a max of 3 on 3 shards: FairShareMoves true, want false")
+	}
+	e.setFair(pools)
+	per, total := map[int]int{}, 0
+	for total < 100 && (len(per) < 3 || slices.Min(slices.Collect(maps.Values(per))) < 3) {
+		id := e.submit("p", tenantOf("a"))
+		sh, err := e.s.shardOf(id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		per[sh]++
+		total++
+	}
+	if len(per) < 3 {
+		t.Fatalf("%d tasks landed on %d shards, want 3", total, len(per))
+	}
+	e.submitMany("p", "b", 6)
+	parts := func() (floor, mx int) {
+		for i := range e.s.keys {
+			v, _ := e.s.rdb.HGet(e.ctx, e.s.keys[i].prefix+"fs:p", "a").Result()
+			var w, fl int
+			fmt.Sscanf(v, "%d %d", &w, &fl)
+			floor += fl
+			mx += movedPart(v)
+		}
+		return floor, mx
+	}
+	if fl, mx := parts(); fl != 2 || mx != 1 {
+		t.Fatalf("the shards' parts add up to floor %d, max %d; want 2, 1", fl, mx)
+	}
+	var running []*task.Task
+	done, peak := 0, 0
+	for round := 0; done < total && round < 4*total; round++ {
+		for _, tk := range e.claim("p", 10) {
+			if tk.Tenant == "a" {
+				running = append(running, tk)
+			} else {
+				e.complete(tk)
+			}
+		}
+		if len(running) > 1 {
+			t.Fatalf("round %d: a runs %d, its max is 1", round, len(running))
+		}
+		peak = max(peak, len(running))
+		if len(running) > 0 {
+			e.complete(running[0])
+			running = running[1:]
+			done++
+		}
+		e.clock.Advance(time.Second)
+		e.setFair(pools)
+		if fl, mx := parts(); fl != 2 || mx != 1 {
+			t.Fatalf("round %d: the shards' parts add up to floor %d, max %d; want 2, 1", round, fl, mx)
+		}
+	}
+	if done != total {
+		t.Fatalf("%d of a's %d tasks ran", done, total)
+	}
+	if peak != 1 {
+		t.Errorf("a ran at most %d at once, want its max of 1", peak)
 	}
 }

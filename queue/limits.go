@@ -212,7 +212,7 @@ func (s *Store) limitShards(ctx context.Context, keys []string, moving []int) ([
 				return nil, fmt.Errorf("queue: limits: %w", err)
 			}
 			if v, err := r.part.Result(); err == nil {
-				ls.slots[j] = partConc(v)
+				ls.slots[j] = movedPart(v)
 			}
 			ls.running[j], _ = strconv.Atoi(r.run.Val())
 			ls.parked[j] = int(r.pk.Val())
@@ -222,8 +222,9 @@ func (s *Store) limitShards(ctx context.Context, keys []string, moving []int) ([
 	return out, nil
 }
 
-// partConc is the concurrency part a lim hash value holds (limitPart).
-func partConc(v string) int {
+// movedPart is the part a shard's "a b part" value holds, 0 for "a b 1 z"
+// (limitPart, fairPart).
+func movedPart(v string) int {
 	f := strings.Fields(v)
 	if len(f) < 3 || len(f) > 3 && f[3] == "z" {
 		return 0

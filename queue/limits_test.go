@@ -370,7 +370,7 @@ func TestConcurrencyBelowShardsMoves(t *testing.T) {
 			sum := 0
 			for i := range e.s.keys {
 				v, _ := e.rdb.HGet(e.ctx, e.s.keys[i].prefix+"lim", "k:deploy").Result()
-				sum += partConc(v)
+				sum += movedPart(v)
 			}
 			return sum
 		}
@@ -410,8 +410,8 @@ func TestConcurrencyBelowShardsMoves(t *testing.T) {
 
 func TestPartConc(t *testing.T) {
 	for v, want := range map[string]int{"1000 1 2": 2, "1000 1 1 z": 0, "0 0 0": 0, "": 0, "5 5": 0} {
-		if got := partConc(v); got != want {
-			t.Errorf("partConc(%q) = %d, want %d", v, got, want)
+		if got := movedPart(v); got != want {
+			t.Errorf("movedPart(%q) = %d, want %d", v, got, want)
 		}
 	}
 	if got := limitPart(1000, 1, 0, true); got != "1000 1 1 z" {

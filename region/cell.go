@@ -484,7 +484,9 @@ func (c *Cell) houseLoop(ctx context.Context, f queue.Fence, lost func(error)) {
 			}
 		}
 		if c.cfg.FairShare != nil {
-			if fs := c.cfg.FairShare(); !fairSet || !reflect.DeepEqual(fs, fair) || time.Since(fairAt) > 30*time.Second {
+			// a floor or max below the shard count moves its parts to the
+			// tenant's work: written every round (queue.Store.SetFairShare)
+			if fs := c.cfg.FairShare(); !fairSet || !reflect.DeepEqual(fs, fair) || time.Since(fairAt) > 30*time.Second || c.store.FairShareMoves(fs) {
 				if err := c.store.SetFairShare(ctx, f, fs); err != nil {
 					if c.failed(ctx, "fair share", err, lost) {
 						return

@@ -7,21 +7,32 @@
 -- KEYS: 1-8 see lib.lua; 9 fence key.
 -- ARGV: 1 clock, 2 fencing token, 3 number of pools, then per pool: its
 --       name, the number of tenants, then tenant, "weight_milli floor max"
---       pairs ('*' any other tenant).
--- Returns: {-1} fenced; else {0, tasks indexed}.
+--       pairs ('*' any other tenant; " z" after: this shard's part of the
+--       max is none for now, queue/fairshare.go fairPart).
+-- Returns: {-1} fenced; else {0, tasks indexed, then per tenant named in
+-- ARGV ('*' left out) its tasks RUNNING in the pool on this shard}.
+-- A pool whose parts changed is woken: a part given here may start tasks.
 if not fence(KEYS[9], ARGV[2]) then return {-1} end
 local fsp = K_PREFIX .. 'fsp'
 local old = redis.call('SMEMBERS', fsp)
-local keep, indexed = {}, 0
+local keep, indexed, out = {}, 0, {0, 0}
 local i = 4
 for _ = 1, tonumber(ARGV[3]) do
   local pool, nf = ARGV[i], tonumber(ARGV[i + 1])
   keep[pool] = true
-  local fsk = K_PREFIX .. 'fs:' .. pool
-  local was = redis.call('EXISTS', fsk) == 1
+  local fsk, frk = K_PREFIX .. 'fs:' .. pool, K_PREFIX .. 'fr:' .. pool
+  local h, parts = redis.call('HGETALL', fsk), {}
+  for x = 1, #h, 2 do parts[h[x]] = h[x + 1] end
+  local was, changed = #h > 0, false
   redis.call('DEL', fsk)
   redis.call('HSET', fsk, unpack(ARGV, i + 2, i + 1 + 2 * nf))
   redis.call('SADD', fsp, pool)
+  for j = i + 2, i + 1 + 2 * nf, 2 do
+    local tn = ARGV[j]
+    if tn ~= '*' then out[#out + 1] = tonumber(redis.call('HGET', frk, tn) or '0') end
+    if parts[tn] ~= ARGV[j + 1] then changed = true end
+  end
+  if was and changed then wake(pool) end
   i = i + 2 + 2 * nf
   local f = fair(pool)
   if not was then
@@ -31,7 +42,7 @@ for _ = 1, tonumber(ARGV[3]) do
       indexed = indexed + #q / 2
     end
     -- indexed from the ready sets, removals exact from here: no stale entry
-    redis.call('HSET', K_PREFIX .. 'fr:' .. pool, '!', '1')
+    redis.call('HSET', frk, '!', '1')
   end
   local fik = K_PREFIX .. 'fi:' .. pool
   for _, tn in ipairs(redis.call('ZRANGE', fik, 0, -1)) do
@@ -48,4 +59,5 @@ for _, pool in ipairs(old) do
     redis.call('SREM', fsp, pool)
   end
 end
-return {0, indexed}
+out[2] = indexed
+return out

@@ -386,9 +386,8 @@ end
 --   fq:<pool>:<p>:<t> ZSET  tenant t's READY tasks of priority p (1-4) by
 --                           their ready-set score: a second index of
 --                           q:<pool>:<p>, which stays the truth
--- Adds and removals are exact: fair_add on every way in, fair_drop on
--- every way out but a fair claim. Sets of an older ax (lazy removals) may
--- hold stale entries: until '!' (claim.lua EX) a claim checks its heads.
+-- Adds and removals are exact (fair_add, fair_drop); sets of an older ax
+-- may hold stale entries: until '!' a claim checks its heads (claim.lua).
 -- The mask is exact: fair_add sets a digit, a claim clears it for a set it
 -- emptied. No '^' field (indexed before masks) is unknown: a claim reads
 -- all four sets and writes what it found.
@@ -402,8 +401,8 @@ local function fair(pool)
     if #h > 0 then
       f = {}
       for x = 1, #h, 2 do
-        local w, fl, mx = string.match(h[x + 1], '^(%d+) (%d+) (%d+)')
-        f[h[x]] = {w = math.max(tonumber(w), 1), fl = tonumber(fl), mx = tonumber(mx)}
+        local w, fl, mx, z = string.match(h[x + 1], '^(%d+) (%d+) (%d+)( ?z?)')
+        f[h[x]] = {w = math.max(tonumber(w), 1), fl = tonumber(fl), mx = tonumber(mx), no = z == ' z'}
       end
       f['*'] = f['*'] or {w = 1000, fl = 0, mx = 0}
     end
@@ -413,8 +412,8 @@ local function fair(pool)
 end
 local function fair_of(f, tn) return f[tn] or f['*'] end
 local function fair_score(c, r)
+  if c.no or c.mx > 0 and r >= c.mx then return 1e12 + r end
   if r < c.fl then return r / c.fl - 1 end
-  if c.mx > 0 and r >= c.mx then return 1e12 + r end
   return r * 1000 / c.w
 end
 -- fair_running: the tenant's running count in the pool, starts ÷ weight
