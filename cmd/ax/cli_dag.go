@@ -106,9 +106,10 @@ func newDAGListCmd() *cobra.Command {
 		Aliases: []string{"list"},
 		Short:   "List DAG runs of every region, newest first, by name, state or tenant",
 		Long: `List DAG runs, newest first, gathered from every home region by the server
-you ask. A tenant's token lists only its tenant's runs. A region that did
-not answer is named on stderr and the command exits 1 after printing what
-the others gave. --tenant is taken from the command line only.`,
+you ask. A tenant's token lists only its tenant's runs (--tenant naming
+another is refused, 403). A region that did not answer is named on stderr
+and the command exits 1 after printing what the others gave. --tenant is
+taken from the command line only.`,
 		Example: `  ax dag ls --state RUNNING
   ax dag ls --name nightly --limit 5 --cursor <next cursor printed by the previous page>`,
 		Args: cobra.NoArgs,
