@@ -158,6 +158,8 @@ type Cell struct {
 	pressure map[string]*pressure // by pool; leader-owned, read by PlaceDue
 
 	limitedSeen map[string]int // "pool kind" → the store's count last exported (leader loop only)
+	// fairStaleSeen: the store's FairStale last exported (leader loop only)
+	fairStaleSeen int
 	overSlots   map[string]int // pool → its live workers' slots last warned about (leader loop only)
 }
 
@@ -558,6 +560,7 @@ type queueFigures struct {
 	starving      queue.Starving
 	parked        map[string]int            // by pool
 	limited       map[string]map[string]int // by pool and kind, since the store began
+	fairStale     int                       // claims that met stale tenant-set entries, since the store began
 	slowLanes     map[string]queue.SlowLane // what the lanes are now, by pool (SlowLanes set)
 	lanes         map[string]queue.LimitState
 }
@@ -573,7 +576,7 @@ func (c *Cell) collect(ctx context.Context, f queue.Fence) (Figures, queueFigure
 	if err != nil {
 		return Figures{}, queueFigures{}, err
 	}
-	qf := queueFigures{dead: counts.Dead, pending: counts.Pending, held: counts.Held, parked: counts.ParkedBy, limited: counts.LimitedBy}
+	qf := queueFigures{dead: counts.Dead, pending: counts.Pending, held: counts.Held, parked: counts.ParkedBy, limited: counts.LimitedBy, fairStale: counts.FairStale}
 	pools := make([]string, len(c.cfg.Pools))
 	for i, p := range c.cfg.Pools {
 		pools[i] = p.Name
@@ -693,6 +696,10 @@ func (c *Cell) observe(f Figures, q queueFigures) {
 	c.metrics.dead.WithLabelValues(r).Set(float64(q.dead))
 	c.metrics.pending.WithLabelValues(r).Set(float64(q.pending))
 	c.metrics.held.WithLabelValues(r).Set(float64(q.held))
+	if d := q.fairStale - c.fairStaleSeen; d > 0 { // the store counts since it began
+		c.metrics.fairStale.WithLabelValues(r).Add(float64(d))
+	}
+	c.fairStaleSeen = q.fairStale
 	c.metrics.starving.WithLabelValues(r, "", "").Set(float64(q.starving.Unplaced))
 	for pool, byPrio := range q.starving.Ready {
 		for prio, n := range byPrio {

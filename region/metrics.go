@@ -17,6 +17,7 @@ type Metrics struct {
 	parked                            *prometheus.GaugeVec
 	laneSlots, laneRunning            *prometheus.GaugeVec
 	sweepLag                          *prometheus.GaugeVec
+	fairStale                         *prometheus.CounterVec
 }
 
 // NewMetrics registers the cell's metrics with reg (nil: not registered).
@@ -58,11 +59,13 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		laneRunning: g("ax_slow_lane_running", "RUNNING tasks of a pool's slow types, held to ax_slow_lane_slots.", "region", "pool"),
 		sweepLag: g("ax_success_sweep_lag_seconds", "How long the oldest finished (SUCCESS) tasks not yet deleted have been past retention.success "+
 			"(the leader's sweep; 0 when it keeps up).", "region"),
+		fairStale: c("ax_fair_stale_claims_total", "Fair-share claims that met tenant-set entries no longer READY in a pool whose sets were exact "+
+			"(a server of an older ax removing lazily during an upgrade, or a defect); the pool is checked head by head from then on (docs/fairness.md).", "region"),
 	}
 	if reg != nil {
 		for _, col := range []prometheus.Collector{m.leader, m.leaderChanges, m.fenced,
 			m.promoted, m.placed, m.reaped, m.slots, m.running, m.ready, m.fill, m.util,
-			m.pressure, m.starving, m.tenantStarving, m.dead, m.pending, m.held, m.deferred, m.preemptions, m.limited, m.parked, m.laneSlots, m.laneRunning, m.sweepLag} {
+			m.pressure, m.starving, m.tenantStarving, m.dead, m.pending, m.held, m.deferred, m.preemptions, m.limited, m.parked, m.laneSlots, m.laneRunning, m.sweepLag, m.fairStale} {
 			reg.MustRegister(col)
 		}
 	}
@@ -72,7 +75,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 // init makes the region's counters exist at zero, so rates and alerts see
 // them before the first event.
 func (m *Metrics) init(region string, pools []Pool) {
-	for _, c := range []*prometheus.CounterVec{m.leaderChanges, m.fenced, m.promoted, m.placed, m.reaped, m.deferred} {
+	for _, c := range []*prometheus.CounterVec{m.leaderChanges, m.fenced, m.promoted, m.placed, m.reaped, m.deferred, m.fairStale} {
 		c.WithLabelValues(region)
 	}
 	m.leader.WithLabelValues(region)
