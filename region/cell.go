@@ -160,7 +160,7 @@ type Cell struct {
 	limitedSeen map[string]int // "pool kind" → the store's count last exported (leader loop only)
 	// fairStaleSeen: the store's FairStale last exported (leader loop only)
 	fairStaleSeen int
-	overSlots   map[string]int // pool → its live workers' slots last warned about (leader loop only)
+	overSlots     map[string]int // pool → its live workers' slots last warned about (leader loop only)
 }
 
 // New makes a cell; Run runs it. Its Wake and Figures work from the start,
