@@ -187,6 +187,7 @@ type server struct {
 	// probes of the two etcds (one when they are the same): /readyz and the
 	// ax_*_etcd_healthy gauges read them, so they agree within a probe.
 	regionalProbe, globalProbe *lease.Probe
+	redisProbe                 *redisProbe
 	tracer                     trace.TracerProvider // nil: tracing off
 	stopTracing                func()
 	rdb                        redis.UniversalClient
@@ -295,6 +296,9 @@ func startServer(ctx context.Context, cfg *config.Region, ln net.Listener, reg *
 	own.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "ax_region_info",
 		Help:        "Always 1; its provider label is the region's provider: setting (aws, gcp, azure or other).",
 		ConstLabels: prometheus.Labels{"provider": cfg.Provider}}, func() float64 { return 1 }))
+	s.redisProbe = &redisProbe{ping: s.store.Ping}
+	s.redisProbe.lastOK.Store(time.Now().UnixNano()) // the Ping above answered
+	own.MustRegister(s.redisProbe.gauge())
 	own.MustRegister(probeGauge("ax_regional_etcd_healthy", "1 while this server's probe of its region's etcd answers (every 500 ms, 1 s timeout); /readyz is 503 while it is 0.", s.regionalProbe),
 		probeGauge("ax_global_etcd_healthy", "1 while this server's probe of the global etcd answers (every 500 ms, 1 s timeout); /readyz reports global_etcd false while it is 0.", s.globalProbe))
 	if s.ln == nil {
@@ -393,10 +397,14 @@ func (s *server) Run(ctx context.Context) error {
 	errc := make(chan error, 3)
 	cctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	wg.Add(5)
+	wg.Add(6)
 	go func() {
 		defer wg.Done()
 		s.node.BudgetLoop(cctx)
+	}()
+	go func() {
+		defer wg.Done()
+		s.redisProbe.run(cctx)
 	}()
 	go func() {
 		defer wg.Done()

@@ -191,7 +191,8 @@ func TestLongPollOutlivesTheServerTimeouts(t *testing.T) {
 // write timeout (2s here). A trail or the cost report used to make a few
 // calls that each waited out the Redis client's timeouts and retries, ran
 // past the write timeout and got no answer at all (an empty reply after
-// 35-40 s with the default 30s). Once Redis resumes, submits succeed again.
+// 35-40 s with the default 30s). ax_redis_healthy says so meanwhile. Once
+// Redis resumes, submits succeed again.
 func frozenRedisAnswers503BeforeTheWriteTimeout(t *testing.T, fed *federation) {
 	t.Helper()
 	id, _ := fed.submit("us-east-1", tokSubmitterA, map[string]any{"type": "noop"})
@@ -228,11 +229,16 @@ func frozenRedisAnswers503BeforeTheWriteTimeout(t *testing.T, fed *federation) {
 		}()
 	}
 	wg.Wait()
+	// The outage is on /metrics too (no alert could see it: the leader
+	// still led and its figures stayed put).
+	api := fed.server("us-east-1").api
+	waitUntil(t, 5*time.Second, "ax_redis_healthy 0 with Redis frozen", func() bool { return metric(t, api, "ax_redis_healthy") == 0 })
 	rd.Resume()
 	waitUntil(t, 20*time.Second, "a submit once Redis resumed", func() bool {
 		code, _ := fed.call("us-east-1", tokSubmitterA, http.MethodPost, "/v1/tasks", map[string]any{"type": "noop"})
 		return code == http.StatusCreated
 	})
+	waitUntil(t, 5*time.Second, "ax_redis_healthy 1 once Redis resumed", func() bool { return metric(t, api, "ax_redis_healthy") == 1 })
 }
 
 // Finding 3 of issue 11: 30 long-polls by one tenant took the Redis pool;
