@@ -2,12 +2,17 @@ package main
 
 import (
 	"bytes"
+	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
+	"net"
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -74,3 +79,45 @@ func TestLogDurationsAreReadable(t *testing.T) {
 		t.Fatalf("JSON log: %s", w.String())
 	}
 }
+
+// The Redis client's own messages go to ax's log as JSON lines (they were
+// plain "redis: <date> pool.go:…" lines on stderr): a client that cannot
+// dial its Redis says so at WARN, from component redis.
+func TestRedisClientLogsThroughAx(t *testing.T) {
+	var buf syncBuffer
+	useRedisLog(logTo(&buf, false, slog.LevelInfo))
+	t.Cleanup(func() { useRedisLog(logTo(io.Discard, false, slog.LevelInfo)) })
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	ln.Close() // nothing listens there now
+	rdb, err := redisClient(config.Redis{Addr: addr}, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rdb.Close()
+	if err := rdb.Ping(context.Background()).Err(); err == nil {
+		t.Fatal("a ping of a closed port answered")
+	}
+	var rec map[string]any
+	line, _, _ := strings.Cut(buf.String(), "\n")
+	if err := json.Unmarshal([]byte(line), &rec); err != nil || rec["level"] != "WARN" || rec["component"] != "redis" ||
+		!strings.HasPrefix(fmt.Sprint(rec["msg"]), "connection pool: failed to dial") {
+		t.Fatalf("%q (%v), want a JSON line at WARN from component redis", buf.String(), err)
+	}
+}
+
+// syncBuffer is a bytes.Buffer safe for the client's goroutines.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+func (s *syncBuffer) String() string { s.mu.Lock(); defer s.mu.Unlock(); return s.b.String() }

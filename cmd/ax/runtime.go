@@ -40,7 +40,22 @@ import (
 // collectors read); AX_LOG_FORMAT=text or json chooses. Durations are
 // written as Go durations ("1.5s"), not nanoseconds.
 func newLogger(level slog.Level) *slog.Logger {
-	return logTo(os.Stderr, logText(os.Getenv("AX_LOG_FORMAT"), os.Stderr), level)
+	l := logTo(os.Stderr, logText(os.Getenv("AX_LOG_FORMAT"), os.Stderr), level)
+	useRedisLog(l)
+	return l
+}
+
+// useRedisLog sends the Redis client's messages (process-wide) to l.
+func useRedisLog(l *slog.Logger) { redis.SetLogger(redisLogger{l.With("component", "redis")}) }
+
+// redisLogger puts the Redis client's own messages (a pool that cannot
+// dial, a failover) in ax's log, as JSON like the rest: they were plain
+// "redis: <date> pool.go:770: ..." lines on stderr, which a log collector
+// reading JSON drops or mangles.
+type redisLogger struct{ l *slog.Logger }
+
+func (r redisLogger) Printf(ctx context.Context, format string, v ...any) {
+	r.l.WarnContext(ctx, strings.TrimPrefix(fmt.Sprintf(format, v...), "redis: "))
 }
 
 func logTo(w io.Writer, text bool, level slog.Level) *slog.Logger {
