@@ -93,6 +93,10 @@ type fedOpts struct {
 	pools map[string]string
 	// extra is top-level YAML added to each region's file.
 	extra string
+	// shards spreads one region's tasks over that many shards of its one
+	// Redis (redis.shards; default 1); its test store (fed.region().store)
+	// uses the same.
+	shards map[string]int
 	// sharedEnv gives workers the servers' environment, cluster token
 	// included (one env file for both, as many deployments have). Default:
 	// workers get only the Redis password.
@@ -197,7 +201,7 @@ func newFederation(t *testing.T, o fedOpts) *federation {
 		}
 		r.redis = testenv.StartRedis(t, ro)
 		r.rdb = r.redis.Client()
-		s, err := queue.New(r.rdb, queue.Options{Region: name, Lease: o.lease})
+		s, err := queue.New(r.rdb, queue.Options{Region: name, Lease: o.lease, Shards: o.shards[name]})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -248,6 +252,9 @@ func (f *federation) config(r *fedRegion) string {
 	}
 	o := f.opts
 	redisAddr := fmt.Sprintf("{addr: %s}", r.redis.Addr())
+	if n := f.opts.shards[r.name]; n > 0 {
+		redisAddr = fmt.Sprintf("{addr: %s, shards: %d}", r.redis.Addr(), n)
+	}
 	httpServer := fmt.Sprintf("public_details: %v\n%s", !o.privateDetails, o.httpServer)
 	if o.tls {
 		c := f.certs

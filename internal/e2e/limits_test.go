@@ -103,7 +103,11 @@ func TestLimitsAcrossWorkers(t *testing.T) {
 limits:
   - {key: fifty, rate: 50, burst: 10}
   - {key: five, concurrency: 5}
+  - {key: one, concurrency: 1}
 `,
+		// us-east-1 keeps its tasks over 3 shards: a concurrency of 1
+		// holds for the region, not one per shard (queue.Store.SetLimits).
+		shards: map[string]int{"us-east-1": 3},
 		// eu-west-1 also has the pool fair, shared 3:1 between the
 		// tenants (its price keeps the untagged tasks above in cpu).
 		pools: map[string]string{"eu-west-1": `- {name: cpu, tags: {class: cpu}, slots: 50, price_per_slot_hour: 0.04}
@@ -313,6 +317,41 @@ limits:
 			slowLaneHoldsItsShare(t, fed, srv.URL)
 			blockedTypeStallsNoOther(t, fed, hooks, srv.URL)
 		})
+	})
+	// After them (run beside them its 300 ms http tasks moved eu-west-1's
+	// paused ones to pool lane): a concurrency of 1 over us-east-1's 3
+	// shards holds for the region, its parts moving to the shards' work.
+	t.Run("a concurrency of 1 over us-east-1's 3 shards", func(t *testing.T) {
+		fed := fed.on(t)
+		var ids []string
+		shards := map[int]bool{}
+		for len(ids) < 6 || len(shards) < 3 && len(ids) < 60 {
+			id, where := fed.submit("us-east-1", tokSubmitterA, map[string]any{"type": "http", "limit_key": "one",
+				"regions": []string{"us-east-1"}, "payload": map[string]any{"url": srv.URL + "/hooks/one/slow", "body": map[string]int{"n": 1}}})
+			if where != "us-east-1" {
+				t.Fatalf("task %s placed in %s, want us-east-1", id, where)
+			}
+			p, err := task.ParseID(id)
+			if err != nil {
+				t.Fatal(err)
+			}
+			shards[p.Shard] = true
+			ids = append(ids, id)
+		}
+		if len(shards) < 3 {
+			t.Fatalf("%d tasks on %d shards, want 3", len(ids), len(shards))
+		}
+		// Its parts move every leader round (≤ 1 s), not at the 30 s refresh:
+		// 6 tasks of 300 ms are done well within 20 s.
+		deadline := time.Now().Add(20 * time.Second)
+		for _, id := range ids {
+			fed.waitState("us-east-1", tokSubmitterA, id, task.Success, max(time.Until(deadline), time.Second))
+		}
+		calls, most := hooks.of("/hooks/one/slow")
+		t.Logf("key one: %d calls over %d shards, at most %d at once", len(calls), len(shards), most)
+		if most != 1 || len(calls) != len(ids) {
+			t.Errorf("key one (concurrency 1) had %d running at once, %d calls; want 1 and %d", most, len(calls), len(ids))
+		}
 	})
 }
 
