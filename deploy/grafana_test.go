@@ -40,7 +40,7 @@ func TestGrafanaDashboards(t *testing.T) {
 		"ax_tasks_finished_total", "ax_tasks_submitted_total", // throughput
 		"ax_task_schedule_latency_seconds_bucket", "ax_task_wait_seconds_bucket", "ax_tasks_starving",
 		"ax_pool_utilisation", "ax_pool_queue_fill", "ax_pool_pressure",
-		"ax_tasks_rejected_total", "ax_dlq_tasks", "ax_leader_changes_total",
+		"ax_tasks_rejected_total", "ax_dlq_tasks", "ax_leader_changes_total", "ax_redis_healthy",
 		"ax_cost_dollars_total", "ax_savings_dollars_total",
 	} {
 		if !names[n] {
