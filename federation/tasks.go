@@ -28,7 +28,7 @@ func (n *Node) Get(ctx context.Context, id string, hops int) (*task.Task, error)
 			if isPeerNotFound(err) {
 				return t, nil // the forwarding record is all we know
 			}
-			return nil, err
+			return nil, &HolderUnreachableError{Record: t, Err: err}
 		}
 		return &remote, nil
 	case errors.Is(err, task.ErrNotFound) && hops < maxHops:
@@ -42,6 +42,18 @@ func (n *Node) Get(ctx context.Context, id string, hops int) (*task.Task, error)
 	}
 	return t, err
 }
+
+// HolderUnreachableError is Get's error when the task was handed to a
+// region that did not answer: Err (a 503 with Retry-After) with this
+// region's forwarding record, whose tenant lets the API answer a caller
+// who may not see the task as it answers an id that does not exist.
+type HolderUnreachableError struct {
+	Record *task.Task
+	Err    error
+}
+
+func (e *HolderUnreachableError) Error() string { return e.Err.Error() }
+func (e *HolderUnreachableError) Unwrap() error { return e.Err }
 
 // carried reports whether a trail came with its task from another region
 // (it has a RECEIVED step): it is then the task's whole history.

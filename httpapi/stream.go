@@ -263,12 +263,8 @@ func (a *API) stream(w http.ResponseWriter, r *http.Request, p Principal) error 
 	}
 	id := v.Get("task")
 	if id != "" {
-		t, err := a.n.Get(r.Context(), id, hops(r))
-		if err != nil {
+		if _, err := a.getFor(r.Context(), p, id, hops(r)); err != nil {
 			return err
-		}
-		if !p.sees(t.Tenant) {
-			return task.ErrNotFound
 		}
 	}
 	release, err := a.polls.acquire(poller(p))
@@ -318,11 +314,8 @@ func (a *API) stream(w http.ResponseWriter, r *http.Request, p Principal) error 
 			cur = a.regionsResponse()
 		} else {
 			event = "task"
-			t, err := a.n.Get(r.Context(), id, hops(r))
-			if err != nil || !p.sees(t.Tenant) {
-				if err == nil {
-					err = task.ErrNotFound
-				}
+			t, err := a.getFor(r.Context(), p, id, hops(r))
+			if err != nil {
 				return send("error", apiv1.ErrorBody{Error: toAPIError(err).body()})
 			}
 			cur = t

@@ -162,15 +162,29 @@ func (a *API) submitBatch(w http.ResponseWriter, r *http.Request, p Principal) e
 }
 
 func (a *API) get(w http.ResponseWriter, r *http.Request, p Principal) error {
-	t, err := a.n.Get(r.Context(), r.PathValue("id"), hops(r))
+	t, err := a.getFor(r.Context(), p, r.PathValue("id"), hops(r))
 	if err != nil {
 		return err
 	}
-	if !p.sees(t.Tenant) {
-		return task.ErrNotFound // 404, so ids of other tenants do not leak
-	}
 	writeJSON(w, http.StatusOK, t)
 	return nil
+}
+
+// getFor reads a task the principal may see: one of another tenant is
+// ErrNotFound (404), so ids of other tenants do not leak — also while the
+// region it was handed to is unreachable (a 503 only for its own tenant).
+func (a *API) getFor(ctx context.Context, p Principal, id string, h int) (*task.Task, error) {
+	t, err := a.n.Get(ctx, id, h)
+	var hu *federation.HolderUnreachableError
+	switch {
+	case errors.As(err, &hu) && !p.sees(hu.Record.Tenant):
+		return nil, task.ErrNotFound
+	case err != nil:
+		return nil, err
+	case !p.sees(t.Tenant):
+		return nil, task.ErrNotFound
+	}
+	return t, nil
 }
 
 // visible checks the principal may see the task (404 otherwise).
@@ -178,14 +192,8 @@ func (a *API) visible(ctx context.Context, p Principal, id string, h int) error 
 	if p.Tenant == "" {
 		return nil
 	}
-	t, err := a.n.Get(ctx, id, h)
-	if err != nil {
-		return err
-	}
-	if !p.sees(t.Tenant) {
-		return task.ErrNotFound
-	}
-	return nil
+	_, err := a.getFor(ctx, p, id, h)
+	return err
 }
 
 func (a *API) trail(w http.ResponseWriter, r *http.Request, p Principal) error {

@@ -561,7 +561,30 @@ func fakeRegionIsNeverContacted(t *testing.T, fed *federation) {
 // reads in etcd) still answer. It kills the Redis: call it last.
 func redisOutageAnswers503(t *testing.T, fed *federation, id string) {
 	t.Helper()
+	// A's task that eu-west-1 handed to us-east-1: with its holder's Redis
+	// down, eu-west-1 answers A 503 and B as it answers an id that does
+	// not exist (404), so the outage does not tell B the id is one.
+	handed := fed.handedOffTask("eu-west-1", "us-east-1", tokSubmitterA, map[string]any{"type": "noop"})
+	other := []byte(handed.ID) // an id of eu-west-1 that was never issued
+	if other[6] == 'a' {
+		other[6] = 'b'
+	} else {
+		other[6] = 'a'
+	}
 	fed.region("us-east-1").redis.Kill()
+	for _, c := range []struct {
+		token, path string
+		code        int
+	}{
+		{tokSubmitterA, "/v1/tasks/" + handed.ID, http.StatusServiceUnavailable},
+		{tokSubmitterB, "/v1/tasks/" + handed.ID, http.StatusNotFound},
+		{tokSubmitterB, "/v1/tasks/" + handed.ID + "/trail", http.StatusNotFound},
+		{tokSubmitterB, "/v1/tasks/" + string(other), http.StatusNotFound},
+	} {
+		if code, body := fed.call("eu-west-1", c.token, http.MethodGet, c.path, nil); code != c.code {
+			t.Errorf("GET %s (%s) in eu-west-1 with its holder us-east-1 down: %d %s, want %d", c.path, c.token, code, body, c.code)
+		}
+	}
 	ticket := func() string {
 		code, body := fed.call("us-east-1", tokSubmitterB, http.MethodPost, "/v1/stream/tickets", nil)
 		var tk struct {
