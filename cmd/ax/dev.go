@@ -19,6 +19,7 @@ import (
 	"time"
 
 	"github.com/alicebob/miniredis/v2"
+	miniserver "github.com/alicebob/miniredis/v2/server"
 	"github.com/ax-sched/ax/configs"
 	"github.com/ax-sched/ax/internal/config"
 	"github.com/ax-sched/ax/internal/redisproc"
@@ -142,6 +143,13 @@ func startDevRedis(ctx context.Context, dir string, port int, log *slog.Logger) 
 		if err := m.StartAddr("127.0.0.1:" + strconv.Itoa(port)); err != nil {
 			return nil, err
 		}
+		// ax's servers check Redis's eviction policy (CONFIG GET
+		// maxmemory-policy); miniredis has no CONFIG, so ax dev without
+		// redis-server stopped at once ("unknown command `config`").
+		if err := m.Server().Register("CONFIG", miniConfig); err != nil {
+			m.Close()
+			return nil, err
+		}
 		log.Warn("redis-server not found: using an in-process Redis-compatible server (miniredis). " +
 			"It is for trying ax out only: no persistence, no real Redis semantics under load. Install redis-server for anything else.")
 		return &devRedis{addr: m.Addr(), mini: m}, nil
@@ -150,6 +158,18 @@ func startDevRedis(ctx context.Context, dir string, port int, log *slog.Logger) 
 		return nil, err
 	}
 	return &devRedis{addr: srv.Addr(), srv: srv}, nil
+}
+
+// miniConfig answers CONFIG GET maxmemory-policy as a real Redis set up
+// for ax would: noeviction (miniredis never evicts).
+func miniConfig(c *miniserver.Peer, _ string, args []string) {
+	if len(args) == 2 && strings.EqualFold(args[0], "GET") && args[1] == "maxmemory-policy" {
+		c.WriteMapLen(1)
+		c.WriteBulk("maxmemory-policy")
+		c.WriteBulk("noeviction")
+		return
+	}
+	c.WriteError("ERR ax dev's in-process Redis answers CONFIG GET maxmemory-policy only")
 }
 
 // startDevEtcd starts the embedded etcd on free ports, trying again when a
