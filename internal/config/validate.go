@@ -169,7 +169,9 @@ func validateTracing(p *problems, path string, t Tracing) {
 			p.add(path+".endpoint", "want http(s)://host:port of an OTLP/HTTP collector, got %q", t.Endpoint)
 		}
 	}
-	if t.Endpoint != "" && (t.SampleRatio <= 0 || t.SampleRatio > 1) {
+	// Checked with tracing off too: a bad ratio would only surface the
+	// day an endpoint is set (AX_TRACING_ENDPOINT), far from the file.
+	if t.SampleRatio <= 0 || t.SampleRatio > 1 {
 		p.add(path+".sample_ratio", "must be in (0, 1], got %v", t.SampleRatio)
 	}
 }

@@ -137,6 +137,7 @@ func TestValidateEachRule(t *testing.T) {
 		{"starvation", func(r *Region) { r.StarvationThreshold = 0 }, "starvation_threshold: must be > 0, got 0s"},
 		{"tracing endpoint", func(r *Region) { r.Tracing.Endpoint = "collector:4318" }, `tracing.endpoint: want http(s)://host:port of an OTLP/HTTP collector, got "collector:4318"`},
 		{"tracing ratio", func(r *Region) { r.Tracing.Endpoint, r.Tracing.SampleRatio = "http://c:4318", 1.5 }, "tracing.sample_ratio: must be in (0, 1], got 1.5"},
+		{"tracing ratio, tracing off", func(r *Region) { r.Tracing.SampleRatio = 7 }, "tracing.sample_ratio: must be in (0, 1], got 7"},
 		{"stale after", func(r *Region) { r.Placement.StaleAfter = 0 }, "placement.stale_after: must be > 0, got 0s"},
 		{"unhealthy grace", func(r *Region) { r.Placement.UnhealthyGrace = -1 }, "placement.unhealthy_grace: must be ≥ 0, got -1ns"},
 		{"cross region penalty", func(r *Region) { r.Placement.CrossRegionPenalty = -0.5 }, "placement.cross_region_penalty: must be ≥ 0, got -0.5"},
