@@ -178,14 +178,7 @@ func (s *Store) writeFairShare(ctx context.Context, f Fence, shard int, names []
 	if fenced(out) {
 		return nil, ErrFenced
 	}
-	running := make([]int, len(items))
-	for j := range items {
-		if j+2 < len(out) {
-			v, _ := out[j+2].(int64)
-			running[j] = int(v)
-		}
-	}
-	return running, nil
+	return countsFrom(out, 2, len(items)), nil
 }
 
 // fairShards reads each shard's part of the moving items now: the max part

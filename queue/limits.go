@@ -180,14 +180,7 @@ func (s *Store) writeLimits(ctx context.Context, f Fence, shard int, keys []stri
 	if fenced(out) {
 		return nil, ErrFenced
 	}
-	running := make([]int, len(keys))
-	for j := range keys {
-		if j+1 < len(out) {
-			v, _ := out[j+1].(int64)
-			running[j] = int(v)
-		}
-	}
-	return running, nil
+	return countsFrom(out, 1, len(keys)), nil
 }
 
 // limitShards reads each shard's part of the moving limits now: its

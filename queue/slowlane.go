@@ -110,6 +110,19 @@ func (s *Store) SlowLanesMove(lanes map[string]SlowLane) bool {
 // index: the slots it has now, the tasks it runs and those parked.
 type laneShard struct{ slots, running, parked []int }
 
+// countsFrom reads n counts a leader script returned from out[first] on
+// (0 for any it did not return).
+func countsFrom(out []any, first, n int) []int {
+	c := make([]int, n)
+	for j := range c {
+		if first+j < len(out) {
+			v, _ := out[first+j].(int64)
+			c[j] = int(v)
+		}
+	}
+	return c
+}
+
 // moveParts moves the parts of the items in moving (indexes of caps'
 // columns: caps[shard][j] is shard's wanted part of item j) without the
 // shards ever holding more of an item than its total while they move:
@@ -235,14 +248,7 @@ func (s *Store) writeLanes(ctx context.Context, f Fence, shard int, names []stri
 	if fenced(out) {
 		return nil, ErrFenced
 	}
-	running := make([]int, len(names))
-	for j := range names {
-		if j+1 < len(out) {
-			v, _ := out[j+1].(int64)
-			running[j] = int(v)
-		}
-	}
-	return running, nil
+	return countsFrom(out, 1, len(names)), nil
 }
 
 // SlowLaneStatus is a pool's slow lane now, summed over the shards: its
