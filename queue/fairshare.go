@@ -10,7 +10,6 @@ import (
 	"strings"
 
 	"github.com/ax-sched/ax/task"
-	"github.com/redis/go-redis/v9"
 )
 
 // FairShare is how one pool's slots are shared among tenants
@@ -171,53 +170,21 @@ func (s *Store) writeFairShare(ctx context.Context, f Fence, shard int, names []
 			argv = append(argv, it.tenant, fairPart(weightMilli(it.share.Weight, fs.DefaultWeight), floor[j], mx[j], it.share))
 		}
 	}
-	out, err := s.run(ctx, s.rdb, scripts.fairShare, s.keysWith(shard, s.fenceKey(shard, f)), argv...).Slice()
-	if err != nil {
-		return nil, fmt.Errorf("queue: set fair share: %w", err)
-	}
-	if fenced(out) {
-		return nil, ErrFenced
-	}
-	return countsFrom(out, 2, len(items)), nil
+	return s.writeParts(ctx, scripts.fairShare, "set fair share", f, shard, argv, 2, len(items))
 }
 
 // fairShards reads each shard's part of the moving items now: the max part
 // it holds, the tasks of the tenant it runs in the pool and those waiting.
 func (s *Store) fairShards(ctx context.Context, items []fairItem, moving []int) ([]laneShard, error) {
-	out := make([]laneShard, s.opts.Shards)
-	for shard := range out {
-		p := s.keys[shard].prefix
-		pipe := s.rdb.Pipeline()
-		type reads struct {
-			part, run *redis.StringCmd
-			wait      [task.MaxPriority]*redis.IntCmd
+	where := func(p string, j int) partKeys {
+		it := items[j]
+		k := partKeys{part: p + "fs:" + it.pool, partField: it.tenant, run: p + "fr:" + it.pool, runField: it.tenant}
+		for pr := 1; pr <= task.MaxPriority; pr++ {
+			k.waiting = append(k.waiting, fmt.Sprintf("%sfq:%s:%d:%s", p, it.pool, pr, it.tenant))
 		}
-		rs := map[int]*reads{}
-		for _, j := range moving {
-			it := items[j]
-			r := &reads{part: pipe.HGet(ctx, p+"fs:"+it.pool, it.tenant), run: pipe.HGet(ctx, p+"fr:"+it.pool, it.tenant)}
-			for pr := 1; pr <= task.MaxPriority; pr++ {
-				r.wait[pr-1] = pipe.ZCard(ctx, fmt.Sprintf("%sfq:%s:%d:%s", p, it.pool, pr, it.tenant))
-			}
-			rs[j] = r
-		}
-		_, _ = pipe.Exec(ctx) // HGET of an absent field is redis.Nil: read each answer
-		ls := laneShard{slots: make([]int, len(items)), running: make([]int, len(items)), parked: make([]int, len(items))}
-		for j, r := range rs {
-			for _, w := range r.wait {
-				if err := w.Err(); err != nil {
-					return nil, fmt.Errorf("queue: fair share: %w", err)
-				}
-				ls.parked[j] += int(w.Val())
-			}
-			if v, err := r.part.Result(); err == nil {
-				ls.slots[j] = movedPart(v)
-			}
-			ls.running[j], _ = strconv.Atoi(r.run.Val())
-		}
-		out[shard] = ls
+		return k
 	}
-	return out, nil
+	return s.shardParts(ctx, len(items), moving, where, movedPart)
 }
 
 // FairRunning is how many tasks each tenant runs in pool under its fair

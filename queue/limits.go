@@ -10,7 +10,6 @@ import (
 	"time"
 
 	"github.com/ax-sched/ax/task"
-	"github.com/redis/go-redis/v9"
 )
 
 // Limit kinds: what a limit key counts (docs/limits.md).
@@ -173,46 +172,16 @@ func (s *Store) writeLimits(ctx context.Context, f Fence, shard int, keys []stri
 		r, b, _ := shardShare(by[k], shard, s.opts.Shards)
 		argv = append(argv, k, limitPart(r, b, conc[j], moving[j]))
 	}
-	out, err := s.run(ctx, s.rdb, scripts.limits, s.keysWith(shard, s.fenceKey(shard, f)), argv...).Slice()
-	if err != nil {
-		return nil, fmt.Errorf("queue: set limits: %w", err)
-	}
-	if fenced(out) {
-		return nil, ErrFenced
-	}
-	return countsFrom(out, 1, len(keys)), nil
+	return s.writeParts(ctx, scripts.limits, "set limits", f, shard, argv, 1, len(keys))
 }
 
 // limitShards reads each shard's part of the moving limits now: its
 // concurrency part, the tasks of the key it runs and those parked.
 func (s *Store) limitShards(ctx context.Context, keys []string, moving []int) ([]laneShard, error) {
-	out := make([]laneShard, s.opts.Shards)
-	for shard := range out {
-		p := s.keys[shard].prefix
-		pipe := s.rdb.Pipeline()
-		type reads struct {
-			part, run *redis.StringCmd
-			pk        *redis.IntCmd
-		}
-		rs := map[int]reads{}
-		for _, j := range moving {
-			rs[j] = reads{pipe.HGet(ctx, p+"lim", keys[j]), pipe.HGet(ctx, p+"lc", keys[j]), pipe.ZCard(ctx, p+"pk:"+keys[j])}
-		}
-		_, _ = pipe.Exec(ctx) // HGET of an absent field is redis.Nil: read each answer
-		ls := laneShard{slots: make([]int, len(keys)), running: make([]int, len(keys)), parked: make([]int, len(keys))}
-		for j, r := range rs {
-			if err := r.pk.Err(); err != nil {
-				return nil, fmt.Errorf("queue: limits: %w", err)
-			}
-			if v, err := r.part.Result(); err == nil {
-				ls.slots[j] = movedPart(v)
-			}
-			ls.running[j], _ = strconv.Atoi(r.run.Val())
-			ls.parked[j] = int(r.pk.Val())
-		}
-		out[shard] = ls
+	where := func(p string, j int) partKeys {
+		return partKeys{part: p + "lim", partField: keys[j], run: p + "lc", runField: keys[j], waiting: []string{p + "pk:" + keys[j]}}
 	}
-	return out, nil
+	return s.shardParts(ctx, len(keys), moving, where, movedPart)
 }
 
 // movedPart is the part a shard's "a b part" value holds, 0 for "a b 1 z"

@@ -110,6 +110,19 @@ func (s *Store) SlowLanesMove(lanes map[string]SlowLane) bool {
 // index: the slots it has now, the tasks it runs and those parked.
 type laneShard struct{ slots, running, parked []int }
 
+// writeParts runs a fenced leader script on shard that answers, from
+// out[first] on, what each of its n items runs there after it.
+func (s *Store) writeParts(ctx context.Context, sc *script, what string, f Fence, shard int, argv []any, first, n int) ([]int, error) {
+	out, err := s.run(ctx, s.rdb, sc, s.keysWith(shard, s.fenceKey(shard, f)), argv...).Slice()
+	if err != nil {
+		return nil, fmt.Errorf("queue: %s: %w", what, err)
+	}
+	if fenced(out) {
+		return nil, ErrFenced
+	}
+	return countsFrom(out, first, n), nil
+}
+
 // countsFrom reads n counts a leader script returned from out[first] on
 // (0 for any it did not return).
 func countsFrom(out []any, first, n int) []int {
@@ -163,32 +176,57 @@ func moveParts(moving []int, total func(j int) int, caps [][]int, now []laneShar
 }
 
 func (s *Store) laneShards(ctx context.Context, names []string, moving []int) ([]laneShard, error) {
+	where := func(p string, j int) partKeys {
+		k := "w:" + names[j]
+		return partKeys{part: p + "sln", partField: names[j], run: p + "lc", runField: k, waiting: []string{p + "pk:" + k}}
+	}
+	slots := func(v string) int { // "threshold_ms slots"
+		_, c, _ := strings.Cut(v, " ")
+		n, _ := strconv.Atoi(c)
+		return n
+	}
+	return s.shardParts(ctx, len(names), moving, where, slots)
+}
+
+// partKeys says where one shard keeps a moving item: its part (a hash
+// field), what it runs (a hash field) and the ZSETs of its tasks waiting.
+type partKeys struct {
+	part, partField, run, runField string
+	waiting                        []string
+}
+
+// shardParts reads every shard's part of the moving items (of n): one
+// pipeline a shard; part parses the part's value.
+func (s *Store) shardParts(ctx context.Context, n int, moving []int, where func(prefix string, j int) partKeys, part func(string) int) ([]laneShard, error) {
 	out := make([]laneShard, s.opts.Shards)
 	for shard := range out {
-		p := s.keys[shard].prefix
 		pipe := s.rdb.Pipeline()
 		type reads struct {
-			cap, run *redis.StringCmd
-			pk       *redis.IntCmd
+			part, run *redis.StringCmd
+			waiting   []*redis.IntCmd
 		}
-		rs := map[int]reads{}
+		rs := map[int]*reads{}
 		for _, j := range moving {
-			k := "w:" + names[j]
-			rs[j] = reads{pipe.HGet(ctx, p+"sln", names[j]), pipe.HGet(ctx, p+"lc", k), pipe.ZCard(ctx, p+"pk:"+k)}
+			k := where(s.keys[shard].prefix, j)
+			r := &reads{part: pipe.HGet(ctx, k.part, k.partField), run: pipe.HGet(ctx, k.run, k.runField)}
+			for _, w := range k.waiting {
+				r.waiting = append(r.waiting, pipe.ZCard(ctx, w))
+			}
+			rs[j] = r
 		}
 		_, _ = pipe.Exec(ctx) // HGET of an absent field is redis.Nil: read each answer
-		ls := laneShard{slots: make([]int, len(names)), running: make([]int, len(names)), parked: make([]int, len(names))}
+		ls := laneShard{slots: make([]int, n), running: make([]int, n), parked: make([]int, n)}
 		for j, r := range rs {
-			if err := r.pk.Err(); err != nil {
-				return nil, fmt.Errorf("queue: slow lanes: %w", err)
-			}
-			if v, err := r.cap.Result(); err == nil {
-				if _, c, ok := strings.Cut(v, " "); ok {
-					ls.slots[j], _ = strconv.Atoi(c)
+			for _, w := range r.waiting {
+				if err := w.Err(); err != nil {
+					return nil, fmt.Errorf("queue: shards' parts: %w", err)
 				}
+				ls.parked[j] += int(w.Val())
+			}
+			if v, err := r.part.Result(); err == nil {
+				ls.slots[j] = part(v)
 			}
 			ls.running[j], _ = strconv.Atoi(r.run.Val())
-			ls.parked[j] = int(r.pk.Val())
 		}
 		out[shard] = ls
 	}
@@ -241,14 +279,7 @@ func (s *Store) writeLanes(ctx context.Context, f Fence, shard int, names []stri
 			argv = append(argv, t)
 		}
 	}
-	out, err := s.run(ctx, s.rdb, scripts.slowLane, s.keysWith(shard, s.fenceKey(shard, f)), argv...).Slice()
-	if err != nil {
-		return nil, fmt.Errorf("queue: set slow lanes: %w", err)
-	}
-	if fenced(out) {
-		return nil, ErrFenced
-	}
-	return countsFrom(out, 1, len(names)), nil
+	return s.writeParts(ctx, scripts.slowLane, "set slow lanes", f, shard, argv, 1, len(names))
 }
 
 // SlowLaneStatus is a pool's slow lane now, summed over the shards: its
