@@ -3,8 +3,6 @@ package queue
 import (
 	"context"
 	"fmt"
-	"maps"
-	"slices"
 	"testing"
 	"time"
 
@@ -550,19 +548,7 @@ func TestFairShareBelowShardsMoves(t *testing.T) {
 		t.Error("a max of 3 on 3 shards: FairShareMoves true, want false")
 	}
 	e.setFair(pools)
-	per, total := map[int]int{}, 0
-	for total < 100 && (len(per) < 3 || slices.Min(slices.Collect(maps.Values(per))) < 3) {
-		id := e.submit("p", tenantOf("a"))
-		sh, err := e.s.shardOf(id)
-		if err != nil {
-			t.Fatal(err)
-		}
-		per[sh]++
-		total++
-	}
-	if len(per) < 3 {
-		t.Fatalf("%d tasks landed on %d shards, want 3", total, len(per))
-	}
+	total := e.submitOnEveryShard("p", tenantOf("a"))
 	e.submitMany("p", "b", 6)
 	parts := func() (floor, mx int) {
 		for i := range e.s.keys {

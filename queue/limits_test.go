@@ -1,8 +1,6 @@
 package queue
 
 import (
-	"maps"
-	"slices"
 	"testing"
 	"time"
 
@@ -353,19 +351,7 @@ func TestConcurrencyBelowShardsMoves(t *testing.T) {
 			t.Error("a concurrency of 3 on 3 shards: LimitsMove true, want false")
 		}
 		e.setLimits(ls...)
-		per, total := map[int]int{}, 0
-		for total < 100 && (len(per) < 3 || slices.Min(slices.Collect(maps.Values(per))) < 3) {
-			id := e.submit("p", limitKeyOf("deploy"))
-			sh, err := e.s.shardOf(id)
-			if err != nil {
-				t.Fatal(err)
-			}
-			per[sh]++
-			total++
-		}
-		if len(per) < 3 {
-			t.Fatalf("%d tasks landed on %d shards, want 3", total, len(per))
-		}
+		total := e.submitOnEveryShard("p", limitKeyOf("deploy"))
 		parts := func() int {
 			sum := 0
 			for i := range e.s.keys {

@@ -167,19 +167,7 @@ func TestSlowLaneSplitAcrossShards(t *testing.T) {
 		t.Error("a lane of 3 slots on 3 shards: SlowLanesMove true, want false")
 	}
 	e.setLanes(lanes)
-	per, total := map[int]int{}, 0
-	for total < 100 && (len(per) < 3 || slices.Min(slices.Collect(maps.Values(per))) < 3) {
-		id := e.submit("p", typeOf("big"))
-		sh, err := e.s.shardOf(id)
-		if err != nil {
-			t.Fatal(err)
-		}
-		per[sh]++
-		total++
-	}
-	if len(per) < 3 {
-		t.Fatalf("%d tasks landed on %d shards, want 3", total, len(per))
-	}
+	total := e.submitOnEveryShard("p", typeOf("big"))
 	parts := func() int {
 		sum := 0
 		for i := range e.s.keys {
@@ -218,4 +206,24 @@ func TestSlowLaneSplitAcrossShards(t *testing.T) {
 	if peak != 2 {
 		t.Errorf("at most %d slow tasks ran at once, want the lane's 2", peak)
 	}
+}
+
+// submitOnEveryShard submits tasks (mod) into pool until each of the 3
+// shards holds at least 3 of them (at most 100), and returns how many.
+func (e *env) submitOnEveryShard(pool string, mod ...func(*task.Spec)) int {
+	e.t.Helper()
+	per, total := map[int]int{}, 0
+	for total < 100 && (len(per) < 3 || slices.Min(slices.Collect(maps.Values(per))) < 3) {
+		id := e.submit(pool, mod...)
+		sh, err := e.s.shardOf(id)
+		if err != nil {
+			e.t.Fatal(err)
+		}
+		per[sh]++
+		total++
+	}
+	if len(per) < 3 {
+		e.t.Fatalf("%d tasks landed on %d shards, want 3", total, len(per))
+	}
+	return total
 }
