@@ -576,11 +576,17 @@ func (f *Fed) Where(ctx context.Context, id string) []string {
 }
 
 // OutboxEmpty reports whether no region has a hand-off in flight, due now
-// or later.
+// or later: none in an outbox, and none held by its receiver for the
+// sender's word (a held task is PENDING there, not yet READY: the sender
+// records the hand-off first and tells the receiver after).
 func (f *Fed) OutboxEmpty(ctx context.Context) bool {
 	for _, r := range f.regions {
 		ts, err := r.Later.Outbox(ctx, 1)
 		if err != nil || len(ts) > 0 {
+			return false
+		}
+		held, err := r.Later.Held(ctx, time.Now().Add(time.Hour), 1)
+		if err != nil || len(held) > 0 {
 			return false
 		}
 	}
