@@ -58,7 +58,7 @@ pool with the noop, sleep and demo exec handlers (none with
 			}
 			ctx, stop := signal.NotifyContext(cmd.Context(), syscall.SIGINT, syscall.SIGTERM)
 			defer stop()
-			return runDev(ctx, dir, apiPort, workers, !noDemo, cmd.OutOrStdout())
+			return runDev(ctx, dir, apiPort, workers, !noDemo, cmd.OutOrStdout(), loadOptions(cmd.Root()))
 		},
 	}
 	c.Flags().StringVar(&dir, "dir", ".ax-dev", "state directory (etcd data, Redis files)")
@@ -217,7 +217,7 @@ func startDevEtcdOnce(dir string) (*embed.Etcd, string, error) {
 }
 
 // devConfigs reads configs/dev (embedded in the binary).
-func devConfigs() ([]*config.Region, error) {
+func devConfigs(opts ...config.Option) ([]*config.Region, error) {
 	names, err := fs.Glob(configs.Dev, "dev/*.yaml")
 	if err != nil {
 		return nil, err
@@ -229,7 +229,7 @@ func devConfigs() ([]*config.Region, error) {
 		if err != nil {
 			return nil, err
 		}
-		cfg, err := config.Parse("configs/"+n, b)
+		cfg, err := config.Parse("configs/"+n, b, opts...)
 		if err != nil {
 			return nil, err
 		}
@@ -242,8 +242,8 @@ func devConfigs() ([]*config.Region, error) {
 
 // reloadDev re-reads the built-in configs into the running servers
 // (SIGHUP); one during start-up reaches the servers started by then.
-func reloadDev(servers []*server, log *slog.Logger) {
-	cfgs, err := devConfigs()
+func reloadDev(servers []*server, log *slog.Logger, opts ...config.Option) {
+	cfgs, err := devConfigs(opts...)
 	if err != nil {
 		log.Error("SIGHUP: config not reloaded", "err", err)
 		return
@@ -257,16 +257,18 @@ func reloadDev(servers []*server, log *slog.Logger) {
 	}
 }
 
-func runDev(ctx context.Context, dir string, apiPort, slots int, demo bool, stdout interface{ Write([]byte) (int, error) }) error {
+// opts are the configs' Load options (loadOptions).
+func runDev(ctx context.Context, dir string, apiPort, slots int, demo bool, stdout interface{ Write([]byte) (int, error) }, opts ...config.Option) error {
 	log := newLogger(slog.LevelInfo)
+	cfgs, err := devConfigs(opts...)
+	if err != nil {
+		return err
+	}
+	warnIgnoredEnv(log, cfgs[0]) // the same environment for every region
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return err
 	}
 	abs, _ := filepath.Abs(dir)
-	cfgs, err := devConfigs()
-	if err != nil {
-		return err
-	}
 	// Bind every API port before etcd and Redis pick their free ports, so
 	// they cannot take one of ours. Port 0 lets the kernel choose each.
 	lns, err := listenDev(apiPort, len(cfgs))
@@ -310,7 +312,7 @@ func runDev(ctx context.Context, dir string, apiPort, slots int, demo bool, stdo
 				return
 			case <-hup:
 				mu.Lock()
-				reloadDev(servers, log)
+				reloadDev(servers, log, opts...)
 				mu.Unlock()
 			}
 		}

@@ -17,6 +17,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"sort"
@@ -190,7 +191,7 @@ func bindViper(cmd *cobra.Command) error {
 			// values) replace a slice flag's value element by element.
 			if sv, ok := f.Value.(pflag.SliceValue); ok {
 				if e := sv.Replace(settingList(v.Get(f.Name))); e != nil {
-					err = fmt.Errorf("%s (from AX_%s or settings): %w", f.Name, strings.ToUpper(strings.ReplaceAll(f.Name, "-", "_")), e)
+					err = fmt.Errorf("%s (from %s or settings): %w", f.Name, flagEnv(f.Name), e)
 				}
 				return
 			}
@@ -204,9 +205,45 @@ func bindViper(cmd *cobra.Command) error {
 				val = strings.Join(kv, ",")
 			}
 			if e := cmd.Flags().Set(f.Name, val); e != nil {
-				err = fmt.Errorf("%s (from AX_%s or settings): %w", f.Name, strings.ToUpper(strings.ReplaceAll(f.Name, "-", "_")), e)
+				err = fmt.Errorf("%s (from %s or settings): %w", f.Name, flagEnv(f.Name), e)
 			}
 		}
 	})
 	return err
+}
+
+// flagEnv is the variable bindViper reads for a flag: AX_TYPE_CONCURRENCY
+// for --type-concurrency.
+func flagEnv(name string) string {
+	return config.EnvPrefix + "_" + strings.ToUpper(strings.NewReplacer("-", "_", ".", "_").Replace(name))
+}
+
+// loadOptions are the config.Load options of the commands that read a
+// region file (ax server, worker, dev): the environment is checked, and the
+// AX_ variables ax reads or sets besides the config's keys are no problem —
+// every command's flags (the shell that runs ax server may hold AX_API or
+// AX_TOKEN for the CLI, a unit file AX_CONCURRENCY for ax worker),
+// AX_LOG_FORMAT (newLogger) and those the exec handler gives every command
+// it runs (an ax started by one has them).
+func loadOptions(root *cobra.Command) config.Option {
+	names := []string{"AX_LOG_FORMAT", "AX_TASK_ID", "AX_TASK_TYPE", "AX_ATTEMPT", "AX_TRACE_ID"}
+	var walk func(c *cobra.Command)
+	walk = func(c *cobra.Command) {
+		add := func(f *pflag.Flag) { names = append(names, flagEnv(f.Name)) }
+		c.PersistentFlags().VisitAll(add)
+		c.Flags().VisitAll(add)
+		for _, sub := range c.Commands() {
+			walk(sub)
+		}
+	}
+	walk(root)
+	return config.CheckEnv(names...)
+}
+
+// warnIgnoredEnv logs, once at start, the AX_ variables that nothing reads:
+// a variable of another tool, or a mistake the config could not tell.
+func warnIgnoredEnv(log *slog.Logger, cfg *config.Region) {
+	if v := cfg.IgnoredEnv(); len(v) > 0 {
+		log.Warn("AX_ variables that no config key or ax flag reads: ignored", "vars", strings.Join(v, ","))
+	}
 }

@@ -19,7 +19,7 @@ func newServerCmd() *cobra.Command {
 		Short: "Run an ax server for one region: its cell (leader or standby), the federation, the HTTP API",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			cfg, err := config.Load(file)
+			cfg, err := config.Load(file, loadOptions(cmd.Root()))
 			if err == nil {
 				err = cfg.ValidateServer()
 			}
@@ -27,6 +27,7 @@ func newServerCmd() *cobra.Command {
 				return usageErr(err)
 			}
 			log := newLogger(slog.LevelInfo)
+			warnIgnoredEnv(log, cfg)
 			ctx, stop := signal.NotifyContext(cmd.Context(), syscall.SIGINT, syscall.SIGTERM)
 			defer stop()
 			// SIGHUP reloads the API tokens; it never ends the server.

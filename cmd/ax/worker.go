@@ -32,7 +32,7 @@ func newWorkerCmd() *cobra.Command {
 			// cluster token (nor the API tokens), so that nothing it runs
 			// can find them in its memory or environment.
 			_ = os.Unsetenv(config.EnvPrefix + "_AUTH_CLUSTER_TOKEN")
-			cfg, err := config.Load(file)
+			cfg, err := config.Load(file, loadOptions(cmd.Root()))
 			if err != nil {
 				return usageErr(err)
 			}
@@ -61,6 +61,7 @@ func newWorkerCmd() *cobra.Command {
 			ctx, stop := signal.NotifyContext(cmd.Context(), syscall.SIGINT, syscall.SIGTERM)
 			defer stop()
 			log := newLogger(slog.LevelInfo)
+			warnIgnoredEnv(log, cfg)
 			// SIGHUP (sent to every ax process to reload the servers, or
 			// a closed terminal) ended the worker at once, its running
 			// tasks left to expire and spend a retry each. It has nothing

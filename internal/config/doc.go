@@ -22,8 +22,14 @@
 //     rather than nanoseconds.
 //   - The environment overrides a key through AX_ and its path with "_" for
 //     "." (AX_REDIS_ADDR, AX_AUTH_CLUSTER_TOKEN); lists are comma-separated.
-//     Lists of mappings (pools, auth.tokens) and worker.exec.allow come only
-//     from the file.
+//     Lists of mappings and maps (pools, limits, tenants, quotas.tenants,
+//     auth.tokens, worker.types, worker.exec.allow) come only from the file.
+//   - With CheckEnv (ax server, worker and dev), an AX_ variable meant for
+//     the config that sets nothing is a problem like an unknown key: a
+//     typo (AX_REDIS_ADR, "did you mean AX_REDIS_ADDR?"), a name under a
+//     section that has no such key, or a key only the file sets. Names the
+//     caller says are its own (ax's flags) are not; the rest are listed by
+//     Region.IgnoredEnv for a warning.
 //   - viper folds keys to lower case; keys are therefore written in lower
 //     case, and the keys of maps that hold data (pool tags, exec rule names
 //     and their env) are taken from the file as written.

@@ -17,24 +17,32 @@ import (
 
 // EnvPrefix starts the environment variables that override keys: the key's
 // path in upper case with dots as underscores, e.g. AX_REDIS_ADDR for
-// redis.addr. Every key outside pools, auth.tokens and worker.exec.allow can
-// be set this way; lists take comma-separated values.
+// redis.addr. Every key that holds a value or a list of values can be set
+// this way (lists take comma-separated values); lists of mappings and maps
+// (pools, limits, tenants, quotas.tenants, auth.tokens, worker.types,
+// worker.exec.allow) cannot. With CheckEnv, an AX_ variable meant for a key
+// that sets none is an error (see CheckEnv).
 const EnvPrefix = "AX"
 
 // Load reads one region's YAML file, applies the environment overrides and
 // the defaults, and validates the result. Errors name the file as path was
 // given and the key: "configs/x.yaml: pools[2].slots: must be > 0". On error
-// the returned error is an Errors listing every problem found.
-func Load(path string) (*Region, error) {
+// the returned error is an Errors listing every problem found. With
+// CheckEnv the environment's problems are among them.
+func Load(path string, opts ...Option) (*Region, error) {
 	data, err := os.ReadFile(path)
 	if err != nil {
 		return nil, Errors{{File: path, Message: err.Error()}}
 	}
-	return Parse(path, data)
+	return Parse(path, data, opts...)
 }
 
 // Parse is Load for a file already in memory; name is used in errors.
-func Parse(name string, data []byte) (*Region, error) {
+func Parse(name string, data []byte, opts ...Option) (*Region, error) {
+	var o options
+	for _, opt := range opts {
+		opt(&o)
+	}
 	p := &problems{file: name}
 
 	// The file is read twice: by viper, which adds the environment but folds
@@ -83,6 +91,9 @@ func Parse(name string, data []byte) (*Region, error) {
 	// for the default it kept.
 	r.validate(p)
 	nameEnv(p, envKeys(regionType, ""))
+	if o.checkEnv {
+		r.ignoredEnv = checkEnv(p, os.Environ(), &o, regionType)
+	}
 	if err := p.err(); err != nil {
 		return nil, err
 	}
@@ -100,7 +111,7 @@ func nameEnv(p *problems, keys []string) {
 		if !bound[e.Key] {
 			continue
 		}
-		name := EnvPrefix + "_" + strings.ToUpper(strings.ReplaceAll(e.Key, ".", "_"))
+		name := envName(e.Key)
 		if _, set := os.LookupEnv(name); set {
 			e.Message += " (from " + name + ")"
 		}

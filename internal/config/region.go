@@ -72,6 +72,8 @@ type Region struct {
 
 	// source names the file the region was read from, for error messages.
 	source string
+	// ignoredEnv are the AX_ variables nothing reads (IgnoredEnv).
+	ignoredEnv []string
 }
 
 // Source returns the name given to Load or Parse (the file's path).
