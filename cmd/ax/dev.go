@@ -262,7 +262,7 @@ func runDev(ctx context.Context, dir string, apiPort, slots int, demo bool, stdo
 	log := newLogger(slog.LevelInfo)
 	cfgs, err := devConfigs(opts...)
 	if err != nil {
-		return err
+		return usageErr(err) // the environment's problems: the files are ax's own
 	}
 	warnIgnoredEnv(log, cfgs[0]) // the same environment for every region
 	if err := os.MkdirAll(dir, 0o755); err != nil {

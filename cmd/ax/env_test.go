@@ -54,7 +54,7 @@ const envTestRegion = "region: r1\nauth: {enabled: false}\npools:\n  - {name: cp
 
 // ax server, worker and dev, run as the real command in a process of their
 // own, refuse an AX_ variable that sets nothing the operator meant it to:
-// exit status 2 (1 for dev) and one line naming the variable and the key it
+// exit status 2 and one line naming the variable and the key it
 // was probably meant for. The CLI's own variables and those of an exec
 // handler's command, in the same environment, are no problem.
 func TestServeCommandsRefuseMistypedEnv(t *testing.T) {
@@ -76,7 +76,7 @@ func TestServeCommandsRefuseMistypedEnv(t *testing.T) {
 			"ax: " + path + ": AX_POOLS cannot set pools: it comes from the file only (the environment sets single values and lists of them)"},
 		{"worker typo", []string{"worker", "--config", path, "--pool", "cpu"}, "AX_LEASE_DURATON=10s", 2,
 			"ax: " + path + ": AX_LEASE_DURATON names no config key (did you mean AX_LEASE_DURATION?)"},
-		{"dev typo", []string{"dev", "--tmp", "--port", "0"}, "AX_AUTH_CLUSTER_TOKN=0123456789abcdef-cluster", 1,
+		{"dev typo", []string{"dev", "--tmp", "--port", "0"}, "AX_AUTH_CLUSTER_TOKN=0123456789abcdef-cluster", 2,
 			"ax: configs/dev/eastus.yaml: AX_AUTH_CLUSTER_TOKN names no config key (did you mean AX_AUTH_CLUSTER_TOKEN?)"},
 	} {
 		t.Run(c.name, func(t *testing.T) {

@@ -162,18 +162,19 @@ func checkEnv(p *problems, environ []string, o *options, t reflect.Type) []strin
 		if s.keys[name] != "" || links[name] {
 			continue
 		}
-		if k := under(name, s.fileOnly); k != "" {
+		up := strings.ToUpper(name) // AX_redis_addr is no override either
+		if k := under(up, s.fileOnly); k != "" {
 			p.add("", "%s cannot set %s: it comes from the file only (the environment sets single values and lists of them)", name, k)
 			continue
 		}
 		if o.others[name] {
 			continue
 		}
-		if v := s.closest(name); v != "" {
+		if v := s.closest(up); v != "" {
 			p.add("", "%s names no config key (did you mean %s?)", name, v)
 			continue
 		}
-		if k := under(name, s.sections); k != "" {
+		if k := under(up, s.sections); k != "" {
 			p.add("", "%s names no config key of %s (configs/example.yaml lists them)", name, k)
 			continue
 		}

@@ -94,13 +94,19 @@ func TestCheckEnvReportsVariablesThatSetNothing(t *testing.T) {
 	}
 }
 
-// Short names are not matched loosely: AX_DB is no typo of any key.
+// Short names are not matched loosely: AX_DB is no typo of any key. Case
+// counts: AX_redis_addr sets nothing.
 func TestCheckEnvShortNamesAreNotTypos(t *testing.T) {
 	clearAXEnv(t)
 	t.Setenv("AX_DB", "1")
 	t.Setenv("AX_REGON", "eu-west") // long enough: one edit from AX_REGION
+	t.Setenv("AX_redis_addr", "10.0.0.1:6379")
 	_, err := Parse("test.yaml", []byte(minimal), CheckEnv())
-	if diff := cmp.Diff([]string{`test.yaml: AX_REGON names no config key (did you mean AX_REGION?)`}, problemLines(t, err)); diff != "" {
+	want := []string{
+		`test.yaml: AX_REGON names no config key (did you mean AX_REGION?)`,
+		`test.yaml: AX_redis_addr names no config key (did you mean AX_REDIS_ADDR?)`,
+	}
+	if diff := cmp.Diff(want, problemLines(t, err)); diff != "" {
 		t.Errorf("problems (-want +got):\n%s", diff)
 	}
 }
