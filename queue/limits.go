@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"math"
+	"math/bits"
 	"sort"
 	"strconv"
 	"strings"
@@ -42,44 +43,16 @@ func limitKey(kind, name string) (string, error) {
 	return "", fmt.Errorf("queue: limit kind %q is not type, tenant or key", kind)
 }
 
-// shardShare is shard i's part of a region's limit over n shards: a task's
-// shard is chosen at submit, so each shard enforces its own part. The rate
-// divides evenly; burst and concurrency by the largest remainder, at least
-// 1 each, so no shard's tasks of the key can never run. A concurrency
-// smaller than the shard count is not split so: its parts move to the
-// shards' work instead (SetLimits), adding up to it.
-func shardShare(l Limit, i, n int) (rateMilli int64, burst, conc int) {
-	split := func(v int) int {
-		if v <= 0 {
-			return 0
-		}
-		s := v / n
-		if i < v%n {
-			s++
-		}
-		return max(s, 1)
-	}
-	if l.Rate > 0 {
-		rateMilli = max(int64(math.Round(l.Rate*1000/float64(n))), 1)
-	}
-	b := l.Burst
-	if b <= 0 {
-		b = max(1, int(math.Ceil(l.Rate)))
-	}
-	return rateMilli, split(b), split(l.Concurrency)
-}
-
-// SetLimits replaces the region's limits (leader only). Each shard keeps
-// its share; buckets, running counts, pauses and parked tasks carry over.
-// A concurrency limit smaller than the shard count (1 on 3 masters) is
-// held by the region as a whole: its parts add up to it, some shards
-// having none for now (their tasks of the key wait parked), and they
-// follow the work each time limits are written (LimitsMove says when to
-// write again), as a slow lane's slots do: first to the shards running
-// tasks of the key (as many as they run), then one to each shard with
-// tasks parked (turn by turn), the rest to the first shards; parts are
-// taken away before they are given elsewhere, so the region never runs
-// more than the limit while they move.
+// SetLimits replaces the region's limits (leader only); buckets, running
+// counts, pauses and parked tasks carry over. A task's shard is fixed at
+// submit and each shard enforces its own part of every limit, so over
+// several shards the parts of a key's rate, burst and concurrency add up
+// to the region's figures and follow the key's work each time limits are
+// written (LimitsMove: every leader round): in proportion to what each
+// shard runs and has parked (followWork). Parts are taken away before
+// they are given elsewhere, tokens with them (moveLimits), so the region
+// never runs more than its concurrency, nor holds more rate, burst or
+// tokens than its figures, while they move. One shard holds the figures.
 func (s *Store) SetLimits(ctx context.Context, f Fence, limits []Limit) error {
 	keys := make([]string, 0, len(limits))
 	by := make(map[string]Limit, len(limits))
@@ -97,91 +70,333 @@ func (s *Store) SetLimits(ctx context.Context, f Fence, limits []Limit) error {
 		by[k] = l
 	}
 	sort.Strings(keys)
-	n := s.opts.Shards
-	conc := make([][]int, n) // shard → concurrency part, in keys' order
-	for shard := range n {
-		conc[shard] = make([]int, len(keys))
-		for j, k := range keys {
-			_, _, conc[shard][j] = shardShare(by[k], shard, n)
-		}
-	}
-	var moving []int // keys (by index) whose concurrency is below the shard count
-	mv := make([]bool, len(keys))
+	ls := make([]Limit, len(keys))
 	for j, k := range keys {
-		if c := by[k].Concurrency; c > 0 && c < n {
-			moving, mv[j] = append(moving, j), true
-		}
+		ls[j] = by[k]
 	}
-	write := func(shard int, parts []int) ([]int, error) {
-		return s.writeLimits(ctx, f, shard, keys, by, parts, mv)
+	n := s.opts.Shards
+	if n == 1 {
+		whole := make([]sharePart, len(keys))
+		for j, l := range ls {
+			whole[j].rate, whole[j].burst = limitFigures(l)
+			whole[j].conc = l.Concurrency
+		}
+		_, _, err := s.writeLimits(ctx, f, 0, keys, ls, whole, nil)
+		return err
 	}
-	if len(moving) > 0 {
-		now, err := s.limitShards(ctx, keys, moving)
-		if err != nil {
-			return err
-		}
-		turn := int(s.now().Unix() % int64(n))
-		for _, j := range moving {
-			want := placeLane(by[keys[j]].Concurrency, now, j, turn)
-			for shard := range n {
-				conc[shard][j] = want[shard]
-			}
-		}
-		total := func(j int) int { return by[keys[j]].Concurrency }
-		if err := moveParts(moving, total, conc, now, write); err != nil {
-			return err
-		}
+	now, err := s.limitDemand(ctx, keys)
+	if err != nil {
+		return err
 	}
+	turn := int(s.now().Unix() % int64(n))
+	want := make([][]sharePart, n)
 	for shard := range n {
-		if _, err := write(shard, conc[shard]); err != nil {
-			return err
+		want[shard] = make([]sharePart, len(keys))
+	}
+	col := make([]sharePart, n)
+	for j, l := range ls {
+		for shard := range n {
+			col[shard] = now[shard][j]
+		}
+		for shard, p := range followWork(l, col, turn) {
+			want[shard][j] = p
 		}
 	}
-	return nil
+	return s.moveLimits(ctx, f, keys, ls, now, want)
 }
 
 // LimitsMove tells the leader to write limits at every round, not only
-// when they change: some concurrency limit is smaller than the store's
-// shard count, and its parts follow the shards' work (SetLimits).
+// when they change: the store has several shards, and the parts of every
+// limit follow the shards' work (SetLimits).
 func (s *Store) LimitsMove(limits []Limit) bool {
+	if s.opts.Shards < 2 {
+		return false
+	}
 	for _, l := range limits {
-		if l.Concurrency > 0 && l.Concurrency < s.opts.Shards {
+		if l.Rate > 0 || l.Concurrency > 0 {
 			return true
 		}
 	}
 	return false
 }
 
-// limitPart encodes one shard's part of a limit for the lim hash: "rate
-// burst concurrency", and for a moving concurrency whose part is none for
-// now "rate burst 1 z" (lib.lua lim_cfg reads 0; a server of an older ax,
-// during an upgrade, 1 as it always had).
-func limitPart(rateMilli int64, burst, conc int, moving bool) string {
-	if moving && conc == 0 {
-		return fmt.Sprintf("%d %d 1 z", rateMilli, burst)
+// followWork shares a limit's figures out on the shards (sh: each one's
+// part now, what it runs and has parked): to the shards with work of the
+// key — running, parked, or a bucket spent within a refill — one each
+// first, as many shards as every figure allows one each (those running
+// tasks first, then from shard turn on, so that a figure smaller than the
+// shards with work gives each its turn), the rest in proportion to their
+// work by largest remainder. Shards without work get none. With no work
+// anywhere the parts stay where they are, or, when they do not add up to
+// the figures (new, changed), are shared as if every shard had work.
+func followWork(l Limit, sh []sharePart, turn int) []sharePart {
+	n := len(sh)
+	rate, burst := limitFigures(l)
+	work := make([]int64, n)
+	worked := false
+	for i, p := range sh {
+		work[i] = int64(p.running + p.parked)
+		if p.busy {
+			work[i]++
+		}
+		worked = worked || work[i] > 0
 	}
-	return fmt.Sprintf("%d %d %d", rateMilli, burst, conc)
+	if !worked {
+		if partsHold(l, sh) {
+			out := make([]sharePart, n)
+			for i, p := range sh {
+				out[i] = sharePart{rate: p.rate, burst: p.burst, conc: p.conc}
+			}
+			return out
+		}
+		for i := range work {
+			work[i] = 1
+		}
+		turn = 0 // the first shards take what does not divide, as ever
+	}
+	var order []int
+	for i := range n {
+		if work[i] > 0 {
+			order = append(order, i)
+		}
+	}
+	sort.SliceStable(order, func(a, b int) bool {
+		ra, rb := sh[order[a]].running, sh[order[b]].running
+		if ra != rb {
+			return ra > rb
+		}
+		return (order[a]-turn+n)%n < (order[b]-turn+n)%n
+	})
+	m := int64(len(order))
+	if l.Concurrency > 0 {
+		m = min(m, int64(l.Concurrency))
+	}
+	if rate > 0 {
+		m = min(m, int64(burst), rate)
+	}
+	order = order[:m]
+	out := make([]sharePart, n)
+	conc := apportion(int64(l.Concurrency), order, work)
+	bursts := apportion(int64(burst), order, work)
+	rates := apportion(rate, order, work)
+	for i := range n {
+		out[i] = sharePart{rate: rates[i], burst: int(bursts[i]), conc: int(conc[i])}
+	}
+	return out
 }
 
-// writeLimits writes one shard's limits with the given concurrency parts
-// (by keys' index) and returns what each key runs on the shard after it.
-func (s *Store) writeLimits(ctx context.Context, f Fence, shard int, keys []string, by map[string]Limit, conc []int, moving []bool) ([]int, error) {
-	argv := make([]any, 0, 2+2*len(keys))
-	argv = append(argv, s.clock(), f.Token)
+// apportion shares total out on the shards of order (at most total of
+// them): one each, the rest in proportion to work by largest remainder,
+// ties to the earlier in order. 0 shares nothing.
+func apportion(total int64, order []int, work []int64) []int64 {
+	out := make([]int64, len(work))
+	if total <= 0 || len(order) == 0 {
+		return out
+	}
+	var sum int64
+	for _, i := range order {
+		out[i] = 1
+		sum += work[i]
+	}
+	rest := total - int64(len(order))
+	type rem struct {
+		i int
+		r uint64
+	}
+	rems := make([]rem, 0, len(order))
+	given := int64(0)
+	for _, i := range order {
+		// rest × work overflows int64 for a rate of 1e9/s (1e12 milli)
+		hi, lo := bits.Mul64(uint64(rest), uint64(work[i]))
+		q, r := bits.Div64(hi, lo, uint64(sum))
+		out[i] += int64(q)
+		given += int64(q)
+		rems = append(rems, rem{i, r})
+	}
+	sort.SliceStable(rems, func(a, b int) bool { return rems[a].r > rems[b].r })
+	for k := 0; given < rest; k, given = k+1, given+1 {
+		out[rems[k%len(rems)].i]++
+	}
+	return out
+}
+
+// partsHold reports whether the shards' parts add up to the limit's
+// figures, every shard holding a part of each figure or of none.
+func partsHold(l Limit, sh []sharePart) bool {
+	rate, burst := limitFigures(l)
+	var r int64
+	b, c := 0, 0
+	for _, p := range sh {
+		r, b, c = r+p.rate, b+p.burst, c+p.conc
+		has := []bool{}
+		if rate > 0 {
+			has = append(has, p.rate > 0, p.burst > 0)
+		}
+		if l.Concurrency > 0 {
+			has = append(has, p.conc > 0)
+		}
+		for _, h := range has {
+			if h != has[0] {
+				return false
+			}
+		}
+	}
+	return r == rate && b == burst && c == l.Concurrency
+}
+
+// moveLimits writes the wanted parts (want[shard][key]) without the region
+// ever holding more than a limit's figures while they move: every shard
+// whose part of some key goes down is written first with the lower part
+// (its bucket keeps at most the new burst; the tokens it gives up go to
+// the shards raised), then every shard with its part: the rate and burst
+// as wanted, the concurrency as far as what the shards run leaves room
+// (a shard that runs past a part just lowered keeps those slots until its
+// tasks end; the rest comes next round).
+func (s *Store) moveLimits(ctx context.Context, f Fence, keys []string, ls []Limit, now, want [][]sharePart) error {
+	n := len(now)
+	lower := make([][]sharePart, n)
+	running := make([][]int, n)
+	gave := make([][]int64, n)
+	for shard := range n {
+		lower[shard] = make([]sharePart, len(keys))
+		running[shard] = make([]int, len(keys))
+		moved := false
+		for j := range keys {
+			c, w := now[shard][j], want[shard][j]
+			lo := sharePart{rate: min(c.rate, w.rate), burst: min(c.burst, w.burst), conc: min(c.conc, w.conc)}
+			if lo.rate == 0 || lo.burst == 0 {
+				lo.rate, lo.burst = 0, 0
+			}
+			lower[shard][j] = lo
+			running[shard][j] = c.running
+			moved = moved || lo.rate != c.rate || lo.burst != c.burst || lo.conc != c.conc
+		}
+		if !moved {
+			gave[shard] = make([]int64, len(keys))
+			continue
+		}
+		r, g, err := s.writeLimits(ctx, f, shard, keys, ls, lower[shard], nil)
+		if err != nil {
+			return err
+		}
+		running[shard], gave[shard] = r, g
+	}
+	final := make([][]sharePart, n)
+	grants := make([][]int64, n)
+	for shard := range n {
+		final[shard] = make([]sharePart, len(keys))
+		grants[shard] = make([]int64, len(keys))
+	}
+	for j, l := range ls {
+		rate, burst := limitFigures(l)
+		freeR, freeB, freeC := rate, int64(burst), int64(l.Concurrency)
+		var tokens int64
+		for shard := range n {
+			lo := lower[shard][j]
+			freeR -= lo.rate
+			freeB -= int64(lo.burst)
+			freeC -= int64(max(lo.conc, running[shard][j]))
+			tokens += gave[shard][j]
+		}
+		for shard := range n {
+			lo, w := lower[shard][j], want[shard][j]
+			p := sharePart{rate: lo.rate + max(min(w.rate-lo.rate, freeR), 0), burst: lo.burst + int(max(min(int64(w.burst-lo.burst), freeB), 0))}
+			freeR -= p.rate - lo.rate
+			freeB -= int64(p.burst - lo.burst)
+			if p.rate == 0 || p.burst == 0 {
+				freeR, freeB = freeR+p.rate, freeB+int64(p.burst)
+				p.rate, p.burst = 0, 0
+			}
+			held := min(w.conc, max(lo.conc, running[shard][j]))
+			give := max(min(int64(w.conc-held), freeC), 0)
+			p.conc = held + int(give)
+			freeC -= give
+			g := min(tokens, int64(p.burst-lo.burst)*1e6)
+			grants[shard][j], tokens = g, tokens-g
+			final[shard][j] = p
+		}
+	}
+	for shard := range n {
+		if _, _, err := s.writeLimits(ctx, f, shard, keys, ls, final[shard], grants[shard]); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// limitPart encodes one shard's part of limit l for the lim hash: "rate
+// burst concurrency" (rate in milli-tasks/s). A rate part of none is "1 0"
+// (a bucket that holds no token); a concurrency part of none "1 z" (lib.lua
+// lim_cfg reads 0; a server of an older ax, during an upgrade, 1 as it
+// always had). A key without a rate is "0 1 …".
+func limitPart(l Limit, p sharePart) string {
+	rb := "0 1"
+	if l.Rate > 0 {
+		rb = "1 0"
+		if p.rate > 0 && p.burst > 0 {
+			rb = fmt.Sprintf("%d %d", p.rate, p.burst)
+		}
+	}
+	if l.Concurrency > 0 && p.conc == 0 {
+		return rb + " 1 z"
+	}
+	return fmt.Sprintf("%s %d", rb, p.conc)
+}
+
+// writeLimits writes one shard's limits with the given parts (by keys'
+// index) and tokens to add to their buckets (nil: none), and returns what
+// each key runs on the shard after it and the tokens its bucket gave up.
+func (s *Store) writeLimits(ctx context.Context, f Fence, shard int, keys []string, ls []Limit, parts []sharePart, grants []int64) ([]int, []int64, error) {
+	argv := make([]any, 0, 3+4*len(keys))
+	argv = append(argv, s.clock(), f.Token, len(keys))
 	for j, k := range keys {
-		r, b, _ := shardShare(by[k], shard, s.opts.Shards)
-		argv = append(argv, k, limitPart(r, b, conc[j], moving[j]))
+		argv = append(argv, k, limitPart(ls[j], parts[j]))
 	}
-	return s.writeParts(ctx, scripts.limits, "set limits", f, shard, argv, 1, len(keys))
+	for j, g := range grants {
+		if g > 0 {
+			argv = append(argv, keys[j], g)
+		}
+	}
+	c, err := s.writeParts(ctx, scripts.limits, "set limits", f, shard, argv, 1, 2*len(keys))
+	if err != nil {
+		return nil, nil, err
+	}
+	gave := make([]int64, len(keys))
+	for j := range gave {
+		gave[j] = int64(c[len(keys)+j])
+	}
+	return c[:len(keys)], gave, nil
 }
 
-// limitShards reads each shard's part of the moving limits now: its
-// concurrency part, the tasks of the key it runs and those parked.
-func (s *Store) limitShards(ctx context.Context, keys []string, moving []int) ([]laneShard, error) {
-	where := func(p string, j int) partKeys {
-		return partKeys{part: p + "lim", partField: keys[j], run: p + "lc", runField: keys[j], waiting: []string{p + "pk:" + keys[j]}}
+// limitDemand reads every shard's part of each key (by keys' index), what
+// it runs of it and has parked, and whether its bucket was spent within a
+// refill: one script call a shard.
+func (s *Store) limitDemand(ctx context.Context, keys []string) ([][]sharePart, error) {
+	at := make(map[string]int, len(keys))
+	for j, k := range keys {
+		at[k] = j
 	}
-	return s.shardParts(ctx, len(keys), moving, where, movedPart)
+	out := make([][]sharePart, s.opts.Shards)
+	for shard := range out {
+		out[shard] = make([]sharePart, len(keys))
+		res, err := s.run(ctx, s.rdb, scripts.limRead, s.keysWith(shard), s.clock()).Slice()
+		if err != nil {
+			return nil, fmt.Errorf("queue: limits' demand: %w", err)
+		}
+		for i := 0; i+4 < len(res); i += 5 {
+			j, ok := at[toStr(res[i])]
+			if !ok {
+				continue
+			}
+			p := parsePart(toStr(res[i+1]))
+			r, _ := res[i+2].(int64)
+			pk, _ := res[i+3].(int64)
+			busy, _ := res[i+4].(int64)
+			p.running, p.parked, p.busy = int(r), int(pk), busy == 1
+			out[shard][j] = p
+		}
+	}
+	return out, nil
 }
 
 // movedPart is the part a shard's "a b part" value holds, 0 for "a b 1 z"
@@ -272,4 +487,44 @@ func (s *Store) keyStatus(ctx context.Context, k string) (LimitState, error) {
 		}
 	}
 	return st, nil
+}
+
+// limitFigures are a limit's rate (milli-tasks/s, at least 1) and burst
+// (default max(1, rate)) over the region; 0, 0 without a rate.
+func limitFigures(l Limit) (rateMilli int64, burst int) {
+	if l.Rate <= 0 {
+		return 0, 0
+	}
+	rateMilli = max(int64(math.Round(l.Rate*1000)), 1)
+	burst = l.Burst
+	if burst <= 0 {
+		burst = max(1, int(math.Ceil(l.Rate)))
+	}
+	return rateMilli, burst
+}
+
+// sharePart is one shard's part of a limit and, read back, the key's work
+// there: tasks of it running, parked, and whether its bucket was spent
+// within a refill.
+type sharePart struct {
+	rate            int64 // milli-tasks/s; 0 with burst 0: none (or no rate)
+	burst, conc     int
+	running, parked int
+	busy            bool
+}
+
+// parsePart reads a lim hash value (limitPart): a rate part of none is
+// written "1 0 …" (a bucket of no tokens), a concurrency part of none "… 1 z".
+func parsePart(v string) sharePart {
+	f := strings.Fields(v)
+	if len(f) < 3 {
+		return sharePart{}
+	}
+	p := sharePart{conc: movedPart(v)}
+	p.rate, _ = strconv.ParseInt(f[0], 10, 64)
+	p.burst, _ = strconv.Atoi(f[1])
+	if p.rate == 0 || p.burst == 0 {
+		p.rate, p.burst = 0, 0
+	}
+	return p
 }

@@ -1,6 +1,8 @@
 package queue
 
 import (
+	"slices"
+	"strconv"
 	"testing"
 	"time"
 
@@ -261,21 +263,32 @@ func TestRemovedLimitReleases(t *testing.T) {
 	}
 }
 
-func TestShardShare(t *testing.T) {
+func TestFollowWork(t *testing.T) {
+	w := func(running, parked int) sharePart { return sharePart{running: running, parked: parked} }
 	for _, c := range []struct {
-		l          Limit
-		i, n       int
-		rate       int64
-		burst, cnc int
+		name string
+		l    Limit
+		sh   []sharePart
+		turn int
+		want []sharePart
 	}{
-		{Limit{Rate: 50, Concurrency: 5}, 0, 1, 50000, 50, 5},
-		{Limit{Rate: 50, Burst: 5, Concurrency: 5}, 0, 3, 16667, 2, 2},
-		{Limit{Rate: 50, Burst: 5, Concurrency: 5}, 2, 3, 16667, 1, 1},
-		{Limit{Rate: 0.5, Concurrency: 1}, 1, 3, 167, 1, 1},
+		{"no work: shared as if everywhere", Limit{Rate: 50, Burst: 5, Concurrency: 5}, make([]sharePart, 3), 0,
+			[]sharePart{{rate: 16667, burst: 2, conc: 2}, {rate: 16667, burst: 2, conc: 2}, {rate: 16666, burst: 1, conc: 1}}},
+		{"all on shard 1", Limit{Rate: 50, Burst: 5, Concurrency: 5}, []sharePart{{}, w(0, 9), {}}, 0,
+			[]sharePart{{}, {rate: 50000, burst: 5, conc: 5}, {}}},
+		{"in proportion", Limit{Concurrency: 10}, []sharePart{w(2, 0), w(1, 7), {}}, 0,
+			[]sharePart{{conc: 3}, {conc: 7}, {}}},
+		{"burst 1: one shard, turn by turn", Limit{Rate: 1, Burst: 1}, []sharePart{w(0, 1), w(0, 1), w(0, 1)}, 2,
+			[]sharePart{{}, {}, {rate: 1000, burst: 1}}},
+		{"below the shards: those running first", Limit{Concurrency: 1}, []sharePart{w(0, 3), w(1, 0), w(0, 3)}, 0,
+			[]sharePart{{}, {conc: 1}, {}}},
+		{"a tiny rate is one shard's", Limit{Rate: 0.001}, make([]sharePart, 3), 1,
+			[]sharePart{{rate: 1, burst: 1}, {}, {}}},
+		{"no work: the parts stay", Limit{Concurrency: 2}, []sharePart{{conc: 0}, {conc: 0}, {conc: 2}}, 0,
+			[]sharePart{{}, {}, {conc: 2}}},
 	} {
-		r, b, cc := shardShare(c.l, c.i, c.n)
-		if r != c.rate || b != c.burst || cc != c.cnc {
-			t.Errorf("shardShare(%+v, %d, %d) = %d %d %d, want %d %d %d", c.l, c.i, c.n, r, b, cc, c.rate, c.burst, c.cnc)
+		if got := followWork(c.l, c.sh, c.turn); !slices.Equal(got, c.want) {
+			t.Errorf("%s: followWork = %+v, want %+v", c.name, got, c.want)
 		}
 	}
 }
@@ -344,11 +357,8 @@ func TestConcurrencyBelowShardsMoves(t *testing.T) {
 	for _, limit := range []int{1, 2} {
 		e := newEnv(t, func(o *Options) { o.Shards = 3 })
 		ls := []Limit{{Kind: LimitKey, Name: "deploy", Concurrency: limit}, {Kind: LimitKey, Name: "wide", Concurrency: 3}}
-		if !e.s.LimitsMove(ls) {
-			t.Errorf("a concurrency of %d on 3 shards: LimitsMove false, want true", limit)
-		}
-		if e.s.LimitsMove(ls[1:]) {
-			t.Error("a concurrency of 3 on 3 shards: LimitsMove true, want false")
+		if !e.s.LimitsMove(ls) || !e.s.LimitsMove(ls[1:]) {
+			t.Errorf("concurrencies of %d and 3 on 3 shards: LimitsMove false, want true (every part moves)", limit)
 		}
 		e.setLimits(ls...)
 		total := e.submitOnEveryShard("p", limitKeyOf("deploy"))
@@ -394,13 +404,226 @@ func TestConcurrencyBelowShardsMoves(t *testing.T) {
 	}
 }
 
-func TestPartConc(t *testing.T) {
+func TestLimitPart(t *testing.T) {
 	for v, want := range map[string]int{"1000 1 2": 2, "1000 1 1 z": 0, "0 0 0": 0, "": 0, "5 5": 0} {
 		if got := movedPart(v); got != want {
 			t.Errorf("movedPart(%q) = %d, want %d", v, got, want)
 		}
 	}
-	if got := limitPart(1000, 1, 0, true); got != "1000 1 1 z" {
-		t.Errorf("limitPart of a moving part of none = %q", got)
+	for _, c := range []struct {
+		l    Limit
+		p    sharePart
+		want string
+	}{
+		{Limit{Rate: 2, Concurrency: 3}, sharePart{rate: 1000, burst: 1, conc: 0}, "1000 1 1 z"},
+		{Limit{Rate: 2, Concurrency: 3}, sharePart{conc: 2}, "1 0 2"},
+		{Limit{Concurrency: 3}, sharePart{conc: 3}, "0 1 3"},
+		{Limit{Rate: 2}, sharePart{rate: 2000, burst: 2}, "2000 2 0"},
+	} {
+		got := limitPart(c.l, c.p)
+		if got != c.want {
+			t.Errorf("limitPart(%+v, %+v) = %q, want %q", c.l, c.p, got, c.want)
+		}
+		if back := parsePart(got); back != c.p {
+			t.Errorf("parsePart(%q) = %+v, want %+v", got, back, c.p)
+		}
+	}
+}
+
+// submitOnWith accepts one task of spec mod into pool on shard, as a task
+// handed off from a region of another shard count lands on the shard its
+// id names.
+func (e *env) submitOnWith(shard int, pool string, mod ...func(*task.Spec)) string {
+	e.t.Helper()
+	id := e.s.NewID(shard, e.clock.Now())
+	res, err := e.s.Submit(e.ctx, NewTask{Spec: e.spec(mod...), Pool: pool, Pinned: true, ID: id})
+	if err != nil || res[0].Err != nil {
+		e.t.Fatalf("submit: %v %v", err, res)
+	}
+	return id
+}
+
+// limitParts reads every shard's part of a limit key and what it runs.
+func (e *env) limitParts(key string) []sharePart {
+	e.t.Helper()
+	out := make([]sharePart, len(e.s.keys))
+	for i := range e.s.keys {
+		p := e.s.keys[i].prefix
+		v, err := e.rdb.HGet(e.ctx, p+"lim", key).Result()
+		if err != nil {
+			e.t.Fatalf("shard %d: no part of %s: %v", i, key, err)
+		}
+		out[i] = parsePart(v)
+		n, _ := e.rdb.HGet(e.ctx, p+"lc", key).Int()
+		out[i].running = n
+	}
+	return out
+}
+
+// checkParts fails the test unless the shards' parts of key add up to l:
+// the rate (milli-tasks/s) and burst exactly, the concurrency counting a
+// shard's tasks running past a part just lowered.
+func (e *env) checkParts(key string, l Limit, when string) []sharePart {
+	e.t.Helper()
+	ps := e.limitParts(key)
+	var rate int64
+	burst, conc := 0, 0
+	for _, p := range ps {
+		rate += p.rate
+		burst += p.burst
+		conc += max(p.conc, p.running)
+		if (p.rate > 0) != (p.burst > 0) {
+			e.t.Errorf("%s: %s: a shard's part %+v has a rate without a burst or a burst without a rate", when, key, p)
+		}
+	}
+	wr, wb := limitFigures(l)
+	if l.Rate > 0 && (rate != wr || burst != wb) {
+		e.t.Errorf("%s: %s: rate parts add up to %d, bursts to %d, want %d and %d (%+v)", when, key, rate, burst, wr, wb, ps)
+	}
+	if l.Concurrency > 0 && conc != l.Concurrency {
+		e.t.Errorf("%s: %s: concurrency parts add up to %d, want %d (%+v)", when, key, conc, l.Concurrency, ps)
+	}
+	return ps
+}
+
+// A concurrency of 5 over 3 shards with all of the key's work on one shard
+// (tasks handed off from a region of one shard all land on shard 0) runs 5
+// at once there, never 6; when the work moves to another shard the parts
+// follow it, and they add up to 5 after every round.
+func TestConcurrencyFollowsTheWork(t *testing.T) {
+	if one := newEnv(t, oneShard); one.s.LimitsMove([]Limit{{Kind: LimitKey, Name: "api", Concurrency: 5}}) {
+		t.Error("one shard: LimitsMove true, want false (its parts are the figures)")
+	}
+	e := newEnv(t, func(o *Options) { o.Shards = 3 })
+	l := Limit{Kind: LimitKey, Name: "api", Concurrency: 5}
+	e.setLimits(l)
+	for _, shard := range []int{0, 2} {
+		total := 12
+		for range total {
+			e.submitOnWith(shard, "p", limitKeyOf("api"))
+		}
+		var running []*task.Task
+		peak, done := 0, 0
+		for round := 0; done < total && round < 10*total; round++ {
+			running = append(running, e.claim("p", 10)...)
+			if len(running) > 5 {
+				t.Fatalf("work on shard %d, round %d: %d running, want at most 5", shard, round, len(running))
+			}
+			for _, tk := range running {
+				if sh, _ := e.s.shardOf(tk.ID); sh != shard {
+					t.Fatalf("claimed a task of shard %d, want only shard %d's", sh, shard)
+				}
+			}
+			peak = max(peak, len(running))
+			if round%2 == 1 && len(running) > 0 { // two claims a round: the parts first
+				e.complete(running[0])
+				running, done = running[1:], done+1
+			}
+			e.clock.Advance(500 * time.Millisecond)
+			e.setLimits(l)
+			e.checkParts("k:api", l, "after a round")
+		}
+		if done != total || peak != 5 {
+			t.Errorf("work on shard %d: %d of %d ran, at most %d at once, want all and 5", shard, done, total, peak)
+		}
+		if p := e.limitParts("k:api"); p[shard].conc != 5 {
+			t.Errorf("work on shard %d: its part is %d, want all 5 (%+v)", shard, p[shard].conc, p)
+		}
+	}
+}
+
+// A rate of 10/s over 3 shards with all of the key's work on one shard
+// starts 10 a second there (one every 100 ms), not a third of it; the
+// starts are counted on the store's clock.
+func TestRateFollowsTheWork(t *testing.T) {
+	e := newEnv(t, func(o *Options) { o.Shards = 3 })
+	l := Limit{Kind: LimitKey, Name: "api", Rate: 10, Burst: 2}
+	e.setLimits(l)
+	for range 300 {
+		e.submitOnWith(1, "p", limitKeyOf("api"))
+	}
+	started := 0
+	step := 20 * time.Millisecond
+	for i := range 600 { // 12 s; the leader's round every second
+		if i == 100 {
+			started = 0 // the window: seconds 2 to 12
+		}
+		ts := e.claim("p", 10)
+		started += len(ts)
+		e.complete(ts...)
+		e.clock.Advance(step)
+		if i%50 == 49 {
+			e.setLimits(l)
+			e.checkParts("k:api", l, "after a round")
+		}
+	}
+	// 10 s at 10/s: 100, and at most the burst more.
+	if started < 98 || started > 102 {
+		t.Errorf("started %d in 10 s at 10/s with the work on one shard, want 100 (98-102)", started)
+	}
+}
+
+// A burst of 1 over 3 shards never starts 2 at once, wherever the work is;
+// the starts of a rate of 1/s with a burst of 1 are at least a second apart.
+func TestBurstBelowShards(t *testing.T) {
+	e := newEnv(t, func(o *Options) { o.Shards = 3 })
+	l := Limit{Kind: LimitKey, Name: "one", Rate: 1, Burst: 1}
+	e.setLimits(l)
+	for i := range 30 {
+		e.submitOnWith(i%3, "p", limitKeyOf("one"))
+	}
+	var last time.Time
+	started := 0
+	for i := range 200 { // 20 s
+		ts := e.claim("p", 10)
+		if len(ts) > 1 {
+			t.Fatalf("step %d: %d started at once, want at most 1", i, len(ts))
+		}
+		if len(ts) == 1 {
+			if now := e.clock.Now(); !last.IsZero() && now.Sub(last) < time.Second {
+				t.Fatalf("step %d: two starts %v apart at 1/s with a burst of 1", i, now.Sub(last))
+			}
+			last = e.clock.Now()
+			started++
+			e.complete(ts...)
+		}
+		e.clock.Advance(100 * time.Millisecond)
+		if i%10 == 9 {
+			e.setLimits(l)
+			e.checkParts("k:one", l, "after a round")
+		}
+	}
+	if started < 15 {
+		t.Errorf("started %d in 20 s at 1/s, want about 20", started)
+	}
+}
+
+// The parts of every figure add up to it after every round, wherever the
+// work is, for figures smaller than the shard count too: a rate of 0.001/s
+// is 1 milli-task/s over the region, not 1 on each shard.
+func TestLimitPartsAddUp(t *testing.T) {
+	ls := []Limit{
+		{Kind: LimitKey, Name: "a", Rate: 50, Burst: 5, Concurrency: 5},
+		{Kind: LimitKey, Name: "b", Rate: 0.001},
+		{Kind: LimitKey, Name: "c", Rate: 0.5, Concurrency: 2},
+		{Kind: LimitKey, Name: "d", Concurrency: 7},
+		{Kind: LimitTenant, Name: "default", Rate: 100, Burst: 2},
+	}
+	e := newEnv(t, func(o *Options) { o.Shards = 3 })
+	e.setLimits(ls...)
+	for round := range 12 {
+		for _, l := range ls {
+			k, _ := limitKey(l.Kind, l.Name)
+			e.checkParts(k, l, "round "+strconv.Itoa(round))
+		}
+		for _, l := range ls[:4] { // work here and there
+			e.submitOnWith((round*7+len(l.Name))%3, "p", limitKeyOf(l.Name))
+		}
+		ts := e.claim("p", 3)
+		if round%3 == 2 {
+			e.complete(ts...)
+		}
+		e.clock.Advance(time.Second)
+		e.setLimits(ls...)
 	}
 }

@@ -22,7 +22,7 @@ var scriptFS embed.FS
 // EVALSHA.
 var scripts = struct {
 	submit, promote, place, claim, heartbeat, complete, fail, ret,
-	reap, cancel, replay, priority, sweep, workers, handoff, drain, preempt, rtTrim, prices, rewake, fence, cold, limits, quota, held, fairShare, slowLane, replace, backlog *script
+	reap, cancel, replay, priority, sweep, workers, handoff, drain, preempt, rtTrim, prices, rewake, fence, cold, limits, limRead, quota, held, fairShare, slowLane, replace, backlog *script
 }{
 	submit:    load("submit"),
 	promote:   load("promote"),
@@ -48,6 +48,7 @@ var scripts = struct {
 	fence:     load("fence"),
 	cold:      load("cold"),
 	limits:    load("limits"),
+	limRead:   load("limdemand"),
 	quota:     load("quota"),
 	fairShare: load("fairshare"),
 	slowLane:  load("slowlane"),

@@ -473,8 +473,8 @@ func (c *Cell) houseLoop(ctx context.Context, f queue.Fence, lost func(error)) {
 			}
 		}
 		if c.cfg.Limits != nil {
-			// a concurrency below the shard count moves its parts to the
-			// shards' work: written every round (queue.Store.SetLimits)
+			// over several shards every limit's parts follow the shards'
+			// work: written every round (queue.Store.SetLimits)
 			if l := c.cfg.Limits(); !limitsSet || !slices.Equal(l, limits) || time.Since(limitsAt) > 30*time.Second || c.store.LimitsMove(l) {
 				if err := c.store.SetLimits(ctx, f, l); err != nil {
 					if c.failed(ctx, "limits", err, lost) {
