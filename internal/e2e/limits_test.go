@@ -104,6 +104,7 @@ limits:
   - {key: fifty, rate: 50, burst: 10}
   - {key: five, concurrency: 5}
   - {key: one, concurrency: 1}
+  - {key: three, concurrency: 3}
 `,
 		// us-east-1 keeps its tasks over 3 shards: a concurrency of 1
 		// holds for the region, not one per shard (queue.Store.SetLimits).
@@ -351,6 +352,44 @@ limits:
 		t.Logf("key one: %d calls over %d shards, at most %d at once", len(calls), len(shards), most)
 		if most != 1 || len(calls) != len(ids) {
 			t.Errorf("key one (concurrency 1) had %d running at once, %d calls; want 1 and %d", most, len(calls), len(ids))
+		}
+	})
+	// A task handed off keeps its id, and the id names its shard: every
+	// task eu-west-1 (one shard) hands to us-east-1 (three) lands on
+	// us-east-1's shard 0. A concurrency of 3 is usable in full there all
+	// the same, its parts following the work (queue.Store.SetLimits).
+	t.Run("a concurrency of 3 handed off onto one of us-east-1's shards", func(t *testing.T) {
+		fed := fed.on(t)
+		var ids []string
+		for range 15 {
+			id, where := fed.submit("eu-west-1", tokSubmitterA, map[string]any{"type": "http", "limit_key": "three",
+				"regions": []string{"us-east-1"}, "payload": map[string]any{"url": srv.URL + "/hooks/three/slow", "body": map[string]int{"n": 1}}})
+			if where != "us-east-1" {
+				t.Fatalf("task %s placed in %s, want us-east-1", id, where)
+			}
+			if p, err := task.ParseID(id); err != nil || p.Shard%3 != 0 {
+				t.Fatalf("task %s: shard %d %v, want an id of shard 0 (us-east-1's shard 0)", id, p.Shard, err)
+			}
+			ids = append(ids, id)
+		}
+		for _, id := range ids {
+			tk := fed.waitState("eu-west-1", tokSubmitterA, id, task.Success, 60*time.Second)
+			if tk.Attempts != 1 {
+				t.Errorf("%s: %d attempts, want 1", id, tk.Attempts)
+			}
+			reasons := map[string]bool{}
+			for _, s := range fed.trail("eu-west-1", tokSubmitterA, id) {
+				reasons[s.Reason] = true
+			}
+			if !reasons[task.ReasonHandedOff] || !reasons[task.ReasonReceived] {
+				t.Errorf("%s: trail without its hand-off (HANDED_OFF, RECEIVED): %v", id, reasons)
+			}
+		}
+		calls, most := hooks.of("/hooks/three/slow")
+		t.Logf("key three: %d calls on us-east-1's shard 0, at most %d at once", len(calls), most)
+		if most != 3 || len(calls) != len(ids) {
+			t.Errorf("key three (concurrency 3, its work on one of 3 shards) had %d running at once, %d calls; want 3 and %d",
+				most, len(calls), len(ids))
 		}
 	})
 }
