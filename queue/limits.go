@@ -84,7 +84,7 @@ func (s *Store) SetLimits(ctx context.Context, f Fence, limits []Limit) error {
 		_, _, err := s.writeLimits(ctx, f, 0, keys, ls, whole, nil)
 		return err
 	}
-	now, err := s.limitDemand(ctx, keys)
+	now, stored, err := s.limitDemand(ctx, keys)
 	if err != nil {
 		return err
 	}
@@ -102,7 +102,7 @@ func (s *Store) SetLimits(ctx context.Context, f Fence, limits []Limit) error {
 			want[shard][j] = p
 		}
 	}
-	return s.moveLimits(ctx, f, keys, ls, now, want)
+	return s.moveLimits(ctx, f, keys, ls, now, stored, want)
 }
 
 // LimitsMove tells the leader to write limits at every round, not only
@@ -251,8 +251,9 @@ func partsHold(l Limit, sh []sharePart) bool {
 // the shards raised), then every shard with its part: the rate and burst
 // as wanted, the concurrency as far as what the shards run leaves room
 // (a shard that runs past a part just lowered keeps those slots until its
-// tasks end; the rest comes next round).
-func (s *Store) moveLimits(ctx context.Context, f Fence, keys []string, ls []Limit, now, want [][]sharePart) error {
+// tasks end; the rest comes next round). A shard that holds its parts
+// already (stored: how many keys its lim hash has) is not written again.
+func (s *Store) moveLimits(ctx context.Context, f Fence, keys []string, ls []Limit, now [][]sharePart, stored []int, want [][]sharePart) error {
 	n := len(now)
 	lower := make([][]sharePart, n)
 	running := make([][]int, n)
@@ -317,6 +318,13 @@ func (s *Store) moveLimits(ctx context.Context, f Fence, keys []string, ls []Lim
 		}
 	}
 	for shard := range n {
+		same := stored[shard] == len(keys)
+		for j := range keys {
+			same = same && grants[shard][j] == 0 && limitPart(ls[j], final[shard][j]) == now[shard][j].stored
+		}
+		if same {
+			continue
+		}
 		if _, _, err := s.writeLimits(ctx, f, shard, keys, ls, final[shard], grants[shard]); err != nil {
 			return err
 		}
@@ -370,25 +378,29 @@ func (s *Store) writeLimits(ctx context.Context, f Fence, shard int, keys []stri
 
 // limitDemand reads every shard's part of each key (by keys' index), what
 // it runs of it and has parked, and whether its bucket was spent within a
-// refill: one script call a shard.
-func (s *Store) limitDemand(ctx context.Context, keys []string) ([][]sharePart, error) {
+// refill, and how many keys each shard's lim hash holds: one script call a
+// shard.
+func (s *Store) limitDemand(ctx context.Context, keys []string) ([][]sharePart, []int, error) {
 	at := make(map[string]int, len(keys))
 	for j, k := range keys {
 		at[k] = j
 	}
 	out := make([][]sharePart, s.opts.Shards)
+	stored := make([]int, s.opts.Shards)
 	for shard := range out {
 		out[shard] = make([]sharePart, len(keys))
 		res, err := s.run(ctx, s.rdb, scripts.limRead, s.keysWith(shard), s.clock()).Slice()
 		if err != nil {
-			return nil, fmt.Errorf("queue: limits' demand: %w", err)
+			return nil, nil, fmt.Errorf("queue: limits' demand: %w", err)
 		}
+		stored[shard] = len(res) / 5
 		for i := 0; i+4 < len(res); i += 5 {
 			j, ok := at[toStr(res[i])]
 			if !ok {
 				continue
 			}
 			p := parsePart(toStr(res[i+1]))
+			p.stored = toStr(res[i+1])
 			r, _ := res[i+2].(int64)
 			pk, _ := res[i+3].(int64)
 			busy, _ := res[i+4].(int64)
@@ -396,7 +408,7 @@ func (s *Store) limitDemand(ctx context.Context, keys []string) ([][]sharePart, 
 			out[shard][j] = p
 		}
 	}
-	return out, nil
+	return out, stored, nil
 }
 
 // movedPart is the part a shard's "a b part" value holds, 0 for "a b 1 z"
@@ -511,6 +523,7 @@ type sharePart struct {
 	burst, conc     int
 	running, parked int
 	busy            bool
+	stored          string // the lim hash's value, as read ("": none)
 }
 
 // parsePart reads a lim hash value (limitPart): a rate part of none is

@@ -1,11 +1,15 @@
 package queue
 
 import (
+	"context"
+	"fmt"
 	"slices"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
+	"github.com/ax-sched/ax/internal/testenv"
 	"github.com/ax-sched/ax/task"
 )
 
@@ -625,5 +629,113 @@ func TestLimitPartsAddUp(t *testing.T) {
 		}
 		e.clock.Advance(time.Second)
 		e.setLimits(ls...)
+	}
+}
+
+// BenchmarkLeaderRoundKeys times the leader's round of limits (SetLimits)
+// with 1000 limit keys over 3 shards, 100 of them with work waiting on one
+// shard each: per round, its time, and the Redis commands it sends and
+// their time in Redis (SLOWLOG). One script call a shard reads the work of
+// every key, not one call a key.
+func BenchmarkLeaderRoundKeys(b *testing.B) {
+	r := testenv.StartRedis(b)
+	rdb := r.Client()
+	ctx := context.Background()
+	clock := newFakeClock()
+	s, err := New(rdb, Options{Region: "bench", Shards: 3, Now: clock.Now})
+	if err != nil {
+		b.Fatal(err)
+	}
+	var ls []Limit
+	for j := range 1000 {
+		l := Limit{Kind: LimitKey, Name: fmt.Sprintf("key-%04d", j)}
+		switch j % 3 {
+		case 0:
+			l.Rate, l.Burst, l.Concurrency = 10, 5, 5
+		case 1:
+			l.Concurrency = 4
+		case 2:
+			l.Rate = 2.5
+		}
+		ls = append(ls, l)
+	}
+	f := Fence{Name: "region", Token: 1}
+	if err := s.SetLimits(ctx, f, ls); err != nil {
+		b.Fatal(err)
+	}
+	var batch []NewTask
+	for j := range 100 {
+		for range 10 {
+			sp := &task.Spec{Type: "bench.noop", Payload: []byte(`{}`), LimitKey: ls[j].Name}
+			if err := sp.Normalize(task.DefaultDefaults(), clock.Now()); err != nil {
+				b.Fatal(err)
+			}
+			batch = append(batch, NewTask{Spec: sp, Pool: "cpu", Pinned: true, ID: s.NewID(j%3, clock.Now())})
+		}
+	}
+	if _, err := s.Submit(ctx, batch...); err != nil {
+		b.Fatal(err)
+	}
+	for range 100 { // park what the parts leave waiting
+		if got, err := s.Claim(ctx, ClaimRequest{Pool: "cpu", Worker: "w", N: 64}); err != nil || len(got) == 0 {
+			break
+		}
+	}
+	// Redis' own count: scripts called (one round trip each) and the time
+	// they took, and every command they ran.
+	stats := func() (calls, usec, inner int64) {
+		info, err := rdb.Info(ctx, "commandstats").Result()
+		if err != nil {
+			b.Fatal(err)
+		}
+		for _, line := range strings.Split(info, "\n") {
+			name, rest, ok := strings.Cut(strings.TrimSpace(line), ":")
+			if !ok || !strings.HasPrefix(name, "cmdstat_") {
+				continue
+			}
+			var c, u int64
+			if _, err := fmt.Sscanf(rest, "calls=%d,usec=%d", &c, &u); err != nil {
+				continue
+			}
+			switch name {
+			case "cmdstat_fcall", "cmdstat_evalsha":
+				calls, usec = calls+c, usec+u
+			case "cmdstat_info":
+			default:
+				inner += c
+			}
+		}
+		return calls, usec, inner
+	}
+	// steady: the parts stay; changing: every figure changes every round
+	// (its parts are lowered on some shards, then raised on others).
+	other := slices.Clone(ls)
+	for j := range other {
+		other[j].Rate, other[j].Concurrency = other[j].Rate*2, other[j].Concurrency*2
+	}
+	for _, arm := range []struct {
+		name string
+		alt  []Limit
+	}{{"steady", ls}, {"changing", other}} {
+		b.Run(arm.name, func(b *testing.B) {
+			c0, u0, i0 := stats()
+			b.ResetTimer()
+			for i := range b.N {
+				clock.Advance(time.Second)
+				l := ls
+				if i%2 == 1 {
+					l = arm.alt
+				}
+				if err := s.SetLimits(ctx, f, l); err != nil {
+					b.Fatal(err)
+				}
+			}
+			b.StopTimer()
+			c1, u1, i1 := stats()
+			n := float64(b.N)
+			b.ReportMetric(float64(c1-c0)/n, "scripts/round")
+			b.ReportMetric(float64(u1-u0)/n/1000, "redis-ms/round")
+			b.ReportMetric(float64(i1-i0)/n, "commands/round")
+		})
 	}
 }

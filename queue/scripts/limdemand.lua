@@ -13,6 +13,8 @@ local function hash(k)
   return m
 end
 local lc, lb = hash('lc'), hash('lb')
+local due = {} -- keys with tasks parked
+for _, k in ipairs(redis.call('ZRANGE', lmkey('pkd'), 0, -1)) do due[k] = true end
 local lim = redis.call('HGETALL', lmkey('lim'))
 local out = {}
 for i = 1, #lim, 2 do
@@ -29,7 +31,7 @@ for i = 1, #lim, 2 do
   out[#out + 1] = key
   out[#out + 1] = v
   out[#out + 1] = tonumber(lc[key] or '0')
-  out[#out + 1] = redis.call('ZCARD', lmkey('pk:' .. key))
+  out[#out + 1] = due[key] and redis.call('ZCARD', lmkey('pk:' .. key)) or 0
   out[#out + 1] = busy
 end
 return out

@@ -33,11 +33,14 @@ local function bucket(key)
   local a, t = string.match(v, '^(%-?%d+) (%d+)')
   return tonumber(a), tonumber(t)
 end
+local lc = {}
+h = redis.call('HGETALL', lmkey('lc'))
+for i = 1, #h, 2 do lc[h[i]] = h[i + 1] end
 local out, gave, burst = {0}, {}, {}
 local changed = {}
 for i = 4, 3 + 2 * n, 2 do
   local key, v = ARGV[i], ARGV[i + 1]
-  out[#out + 1] = tonumber(redis.call('HGET', lmkey('lc'), key) or '0')
+  out[#out + 1] = tonumber(lc[key] or '0')
   local g = 0
   local nr, nb = rate_of(v)
   if nr then burst[key] = nb * 1e6 end
