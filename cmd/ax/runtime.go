@@ -95,8 +95,19 @@ func etcdConfig(c config.EtcdCluster, prefix string, ttl time.Duration) lease.Co
 // Sentinel (its own credentials) or Cluster, over TLS when redis.tls or a
 // rediss:// addr says so (sentinels and every node too).
 // poolSize > 0 sets its connection pool's size (per node).
+//
+// A call's context deadline bounds it (ContextTimeoutEnabled): a wait for
+// a pooled connection and the retries end at the deadline, and so does an
+// attempt's read when the deadline comes before the read timeout (5 s).
+// Without it a frozen Redis held each call its read timeouts and retries
+// whatever its caller's deadline (the probe's 1 s ping, /readyz's 2 s, a
+// worker's 5 s). Blocking calls keep working: go-redis reads a BLPOP or
+// XREAD BLOCK of b until b + 10 s, or the context's deadline if earlier,
+// and ax gives them either no deadline (long-polls, the worker's wait for
+// work) or one past their block (the waker's BLPOP: its block + 5 s).
 func redisClient(c config.Redis, poolSize int) (redis.UniversalClient, error) {
-	o := &redis.UniversalOptions{Username: c.Username, Password: c.Password, DB: c.DB, PoolSize: poolSize}
+	o := &redis.UniversalOptions{Username: c.Username, Password: c.Password, DB: c.DB, PoolSize: poolSize,
+		ContextTimeoutEnabled: true}
 	switch {
 	case c.Sentinel.MasterName != "":
 		o.MasterName, o.Addrs = c.Sentinel.MasterName, c.Sentinel.Addrs
@@ -312,7 +323,13 @@ func startServer(ctx context.Context, cfg *config.Region, ln net.Listener, reg *
 		Help:        "Always 1; its provider label is the region's provider: setting (aws, gcp, azure or other).",
 		ConstLabels: prometheus.Labels{"provider": cfg.Provider}}, func() float64 { return 1 }))
 	s.redisProbe = &redisProbe{ping: s.store.Ping}
-	s.redisProbe.lastOK.Store(time.Now().UnixNano()) // the Ping above answered
+	s.redisProbe.answered(time.Now()) // the Ping above
+	if cfg.Redis.Mode() != "cluster" {
+		// The probe asks every master: with one of a Cluster's out, the
+		// gate would refuse the shards the others hold too.
+		s.rdb.AddHook(redisGate{s.redisProbe})
+		s.blocking.AddHook(redisGate{s.redisProbe})
+	}
 	own.MustRegister(s.redisProbe.gauge())
 	own.MustRegister(probeGauge("ax_regional_etcd_healthy", "1 while this server's probe of its region's etcd answers (every 500 ms, 1 s timeout); /readyz is 503 while it is 0.", s.regionalProbe),
 		probeGauge("ax_global_etcd_healthy", "1 while this server's probe of the global etcd answers (every 500 ms, 1 s timeout); /readyz reports global_etcd false while it is 0.", s.globalProbe))
@@ -393,7 +410,7 @@ func startServer(ctx context.Context, cfg *config.Region, ln net.Listener, reg *
 		GlobalEtcd: s.globalProbe.Err,
 	})
 	hs := cfg.HTTPServer
-	s.http = &http.Server{Handler: withWriteDeadline(api, hs.WriteTimeout), ReadHeaderTimeout: hs.ReadHeaderTimeout, ReadTimeout: hs.ReadTimeout,
+	s.http = &http.Server{Handler: withWriteDeadline(forAPI(api), hs.WriteTimeout), ReadHeaderTimeout: hs.ReadHeaderTimeout, ReadTimeout: hs.ReadTimeout,
 		WriteTimeout: hs.WriteTimeout, IdleTimeout: hs.IdleTimeout, MaxHeaderBytes: hs.MaxHeaderBytes}
 	s.ln = httpapi.LimitListener(s.ln, hs.MaxConnections)
 	if s.tls != nil {
