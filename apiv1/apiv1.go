@@ -51,6 +51,7 @@ const (
 	CodeNotFound         = "not_found"           // 404
 	CodeConflict         = "conflict"            // 409 (idempotency key reused, illegal transition)
 	CodeTooLarge         = "payload_too_large"   // 413
+	CodeHeadersTooLarge  = "headers_too_large"   // 431 (request line and headers over http_server.max_header_bytes)
 	CodeUnplaceable      = "unplaceable"         // 422
 	CodeSaturated        = "saturated"           // 429
 	CodeQuotaExceeded    = "quota_exceeded"      // 429 (the tenant's submit rate)

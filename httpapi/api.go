@@ -56,6 +56,10 @@ type Config struct {
 	// off (and auth on), /metrics needs a token of every tenant and /readyz
 	// tells others only whether the server is ready.
 	PublicDetails bool
+	// MaxHeaderBytes > 0 answers a request whose request line and headers
+	// are over it 431 headers_too_large (field: the largest header); serve
+	// the API with http.Server.MaxHeaderBytes HeaderReadLimit(it).
+	MaxHeaderBytes int
 }
 
 // API serves docs/architecture.md §7's HTTP API for one server.
@@ -189,7 +193,20 @@ func (a *API) allowed(r *http.Request) []string {
 	return out
 }
 
-func (a *API) ServeHTTP(w http.ResponseWriter, r *http.Request) { a.mux.ServeHTTP(w, r) }
+// ServeHTTP refuses a request whose headers are over Config.MaxHeaderBytes
+// with the JSON error (the server reads up to HeaderReadLimit of them), then
+// routes it.
+func (a *API) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if a.cfg.MaxHeaderBytes > 0 {
+		if e := tooManyHeaderBytes(r, a.cfg.MaxHeaderBytes); e != nil {
+			// Its body, if any, is not read: the connection ends here.
+			w.Header().Set("Connection", "close")
+			writeError(w, e)
+			return
+		}
+	}
+	a.mux.ServeHTTP(w, r)
+}
 
 type handler func(w http.ResponseWriter, r *http.Request, p Principal) error
 

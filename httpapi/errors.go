@@ -158,6 +158,8 @@ func statusOf(code string) int {
 		return http.StatusConflict
 	case apiv1.CodeTooLarge:
 		return http.StatusRequestEntityTooLarge
+	case apiv1.CodeHeadersTooLarge:
+		return http.StatusRequestHeaderFieldsTooLarge
 	case apiv1.CodeUnplaceable:
 		return http.StatusUnprocessableEntity
 	case apiv1.CodeSaturated, apiv1.CodeQuotaExceeded, apiv1.CodeBudgetExceeded:

@@ -400,7 +400,7 @@ func startServer(ctx context.Context, cfg *config.Region, ln net.Listener, reg *
 			return q.SubmitsPerSecond, q.Burst
 		},
 		BatchMaxItems: cfg.Quotas.Batch.MaxItems, BatchMaxBytes: cfg.Quotas.Batch.MaxBytes,
-		PublicDetails: cfg.HTTPServer.PublicDetails,
+		PublicDetails: cfg.HTTPServer.PublicDetails, MaxHeaderBytes: cfg.HTTPServer.MaxHeaderBytes,
 		Ready: func(context.Context) error {
 			if err := s.regionalProbe.Err(); err != nil {
 				return fmt.Errorf("regional etcd: %w", err)
@@ -411,7 +411,7 @@ func startServer(ctx context.Context, cfg *config.Region, ln net.Listener, reg *
 	})
 	hs := cfg.HTTPServer
 	s.http = &http.Server{Handler: withWriteDeadline(forAPI(api), hs.WriteTimeout), ReadHeaderTimeout: hs.ReadHeaderTimeout, ReadTimeout: hs.ReadTimeout,
-		WriteTimeout: hs.WriteTimeout, IdleTimeout: hs.IdleTimeout, MaxHeaderBytes: hs.MaxHeaderBytes}
+		WriteTimeout: hs.WriteTimeout, IdleTimeout: hs.IdleTimeout, MaxHeaderBytes: httpapi.HeaderReadLimit(hs.MaxHeaderBytes)}
 	s.ln = httpapi.LimitListener(s.ln, hs.MaxConnections)
 	if s.tls != nil {
 		// After the cap: a handshake holds a connection like a request.
