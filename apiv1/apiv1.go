@@ -206,7 +206,10 @@ type CapacityWindow struct {
 
 // RegionStatus is one region in GET /v1/regions.
 type RegionStatus struct {
-	Name      string    `json:"name"`
+	Name string `json:"name"`
+	// Provider says where the region runs (aws, gcp, azure, other), as
+	// its region file says; empty from a server of an older ax.
+	Provider  string    `json:"provider,omitempty"`
 	API       string    `json:"api"`
 	Leader    string    `json:"leader"`
 	Healthy   bool      `json:"healthy"`

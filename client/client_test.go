@@ -391,6 +391,22 @@ func TestErrors(t *testing.T) {
 			is:     []error{ErrNotFound},
 		},
 		{
+			name:    "headers too large, the JSON 431",
+			status:  431,
+			body:    `{"error":{"code":"headers_too_large","message":"request headers are 9000 bytes, over 8192","field":"X-Pad"}}`,
+			want:    &APIError{Status: 431, Code: "headers_too_large", Message: "request headers are 9000 bytes, over 8192", Field: "X-Pad"},
+			is:      []error{ErrTooLarge},
+			isNot:   []error{ErrInvalid},
+			message: "request headers are 9000 bytes, over 8192 (field X-Pad)",
+		},
+		{
+			name:   "headers too large, Go's plain 431",
+			status: 431,
+			body:   "431 Request Header Fields Too Large",
+			want:   &APIError{Status: 431, Message: "HTTP 431 Request Header Fields Too Large: 431 Request Header Fields Too Large"},
+			is:     []error{ErrTooLarge},
+		},
+		{
 			name:   "failed precondition is a conflict",
 			status: 409,
 			body:   `{"error":{"code":"failed_precondition","message":"task is SUCCESS"}}`,

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -20,29 +21,29 @@ var (
 	ErrForbidden    = errors.New("client: permission denied")     // 403
 	ErrNotFound     = errors.New("client: not found")             // 404
 	ErrConflict     = errors.New("client: conflict")              // 409 conflict or failed_precondition
-	ErrTooLarge     = errors.New("client: payload too large")     // 413
+	ErrTooLarge     = errors.New("client: payload too large")     // 413, or 431 for the headers
 	ErrUnplaceable  = errors.New("client: unplaceable")           // 422, with an Explanation
 	ErrSaturated    = errors.New("client: saturated")             // 429, with RetryAfter
 	ErrUnavailable  = errors.New("client: unavailable")           // 503
 	ErrInternal     = errors.New("client: internal server error") // 500
 )
 
-// sentinels maps each sentinel to the codes and the status it stands for.
+// sentinels maps each sentinel to the codes and the statuses it stands for.
 var sentinels = []struct {
-	err    error
-	codes  []string
-	status int
+	err      error
+	codes    []string
+	statuses []int
 }{
-	{ErrInvalid, []string{apiv1.CodeInvalid}, http.StatusBadRequest},
-	{ErrUnauthorized, []string{apiv1.CodeUnauthorized}, http.StatusUnauthorized},
-	{ErrForbidden, []string{apiv1.CodeForbidden}, http.StatusForbidden},
-	{ErrNotFound, []string{apiv1.CodeNotFound}, http.StatusNotFound},
-	{ErrConflict, []string{apiv1.CodeConflict, apiv1.CodeFailedPrecond}, http.StatusConflict},
-	{ErrTooLarge, []string{apiv1.CodeTooLarge}, http.StatusRequestEntityTooLarge},
-	{ErrUnplaceable, []string{apiv1.CodeUnplaceable}, http.StatusUnprocessableEntity},
-	{ErrSaturated, []string{apiv1.CodeSaturated}, http.StatusTooManyRequests},
-	{ErrUnavailable, []string{apiv1.CodeUnavailable}, http.StatusServiceUnavailable},
-	{ErrInternal, []string{apiv1.CodeInternal}, http.StatusInternalServerError},
+	{ErrInvalid, []string{apiv1.CodeInvalid}, []int{http.StatusBadRequest}},
+	{ErrUnauthorized, []string{apiv1.CodeUnauthorized}, []int{http.StatusUnauthorized}},
+	{ErrForbidden, []string{apiv1.CodeForbidden}, []int{http.StatusForbidden}},
+	{ErrNotFound, []string{apiv1.CodeNotFound}, []int{http.StatusNotFound}},
+	{ErrConflict, []string{apiv1.CodeConflict, apiv1.CodeFailedPrecond}, []int{http.StatusConflict}},
+	{ErrTooLarge, []string{apiv1.CodeTooLarge, apiv1.CodeHeadersTooLarge}, []int{http.StatusRequestEntityTooLarge, http.StatusRequestHeaderFieldsTooLarge}},
+	{ErrUnplaceable, []string{apiv1.CodeUnplaceable}, []int{http.StatusUnprocessableEntity}},
+	{ErrSaturated, []string{apiv1.CodeSaturated}, []int{http.StatusTooManyRequests}},
+	{ErrUnavailable, []string{apiv1.CodeUnavailable}, []int{http.StatusServiceUnavailable}},
+	{ErrInternal, []string{apiv1.CodeInternal}, []int{http.StatusInternalServerError}},
 }
 
 // APIError is a non-2xx answer of the server.
@@ -95,7 +96,7 @@ func (e *APIError) Is(target error) bool {
 				return true
 			}
 		}
-		return !e.knownCode() && e.Status == s.status
+		return !e.knownCode() && slices.Contains(s.statuses, e.Status)
 	}
 	return false
 }

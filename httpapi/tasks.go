@@ -307,7 +307,7 @@ func (a *API) regionsResponse() apiv1.RegionsResponse {
 	resp := apiv1.RegionsResponse{GlobalView: a.n.View().Connected(), Regions: []apiv1.RegionStatus{}}
 	refused := a.refusals.perMinute(now)
 	for _, ri := range a.n.View().Regions() {
-		rs := apiv1.RegionStatus{Name: ri.Region, API: ri.API, Leader: ri.Leader, Healthy: ri.Healthy, Stale: ri.Stale,
+		rs := apiv1.RegionStatus{Name: ri.Region, Provider: ri.Provider, API: ri.API, Leader: ri.Leader, Healthy: ri.Healthy, Stale: ri.Stale,
 			UpdatedAt: ri.UpdatedAt, Servers: a.n.View().Servers(ri.Region)}
 		for _, p := range ri.Pools {
 			rs.Pools = append(rs.Pools, apiv1.PoolStatus{

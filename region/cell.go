@@ -58,9 +58,12 @@ type LeaderLoop func(ctx context.Context, f queue.Fence, lost func(error))
 // Config of a cell. Zero durations take the defaults noted.
 type Config struct {
 	Region string
-	ID     string // this server's id, announced in the election (e.g. host:port)
-	API    string // public API address published for other regions
-	Pools  []Pool
+	// Provider says where the region runs (aws, gcp, azure, other),
+	// published with its figures.
+	Provider string
+	ID       string // this server's id, announced in the election (e.g. host:port)
+	API      string // public API address published for other regions
+	Pools    []Pool
 	// Prefix is the etcd key prefix (default "/ax/"): the election is
 	// <prefix>elect/region/<region> on the regional etcd, the registration
 	// <prefix>regions/<region> on the global one.
@@ -592,7 +595,7 @@ func (c *Cell) collect(ctx context.Context, f queue.Fence) (Figures, queueFigure
 	drained, now := c.drain.count(rts), time.Now()
 	// A worker is dead after missing about three heartbeats.
 	cutoff := 3*c.cfg.Heartbeat + time.Second
-	figs := Figures{Region: c.cfg.Region, API: c.cfg.API, Leader: c.cfg.ID, Token: f.Token, UpdatedAt: asOf}
+	figs := Figures{Region: c.cfg.Region, Provider: c.cfg.Provider, API: c.cfg.API, Leader: c.cfg.ID, Token: f.Token, UpdatedAt: asOf}
 	for _, p := range c.cfg.Pools {
 		w, err := c.store.CleanWorkers(ctx, f, p.Name, cutoff)
 		if err != nil {

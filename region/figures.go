@@ -9,7 +9,10 @@ import (
 // /ax/regions/<region>, bound to its lease: the region's API address, who
 // leads, and each pool's live figures. Federation reads it back.
 type Figures struct {
-	Region    string        `json:"region"`
+	Region string `json:"region"`
+	// Provider says where the region runs (aws, gcp, azure, other: the
+	// region file's provider), for operators' listings.
+	Provider  string        `json:"provider,omitempty"`
 	API       string        `json:"api"`
 	Leader    string        `json:"leader"`
 	Token     int64         `json:"token"`

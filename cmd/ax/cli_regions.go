@@ -15,7 +15,7 @@ func init() { commands = append(commands, newRegionsCmd, newRegionCmd) }
 func newRegionsCmd() *cobra.Command {
 	return cliCommand(&cobra.Command{
 		Use:   "regions",
-		Short: "Show regions, their leaders and pools: slots, load, parked and starving tasks, queue fill, price",
+		Short: "Show regions, their providers, leaders and pools: slots, load, parked and starving tasks, queue fill, price",
 		Args:  cobra.NoArgs,
 		RunE: cliRun(func(ctx context.Context, env *cliEnv, _ []string) error {
 			res, err := env.api.Regions(ctx)
@@ -33,7 +33,7 @@ func newRegionsCmd() *cobra.Command {
 // writeRegions prints one row per pool; a region without pools gets one
 // row of its own.
 func writeRegions(w *tabwriter.Writer, res *apiv1.RegionsResponse) {
-	fmt.Fprintln(w, "REGION\tLEADER\tSERVERS\tHEALTHY\tPOOL\tSLOTS\tRUNNING\tREADY\tPARKED\tSTARVING\tFILL\tPRICE $/SLOT-H\tSPOT")
+	fmt.Fprintln(w, "REGION\tPROVIDER\tLEADER\tSERVERS\tHEALTHY\tPOOL\tSLOTS\tRUNNING\tREADY\tPARKED\tSTARVING\tFILL\tPRICE $/SLOT-H\tSPOT")
 	for _, r := range res.Regions {
 		health := "yes"
 		switch {
@@ -43,7 +43,7 @@ func writeRegions(w *tabwriter.Writer, res *apiv1.RegionsResponse) {
 			health = "no"
 		}
 		if len(r.Pools) == 0 {
-			fmt.Fprintf(w, "%s\t%s\t%d\t%s\t-\t-\t-\t-\t-\t-\t-\t-\t-\n", r.Name, cliOr(r.Leader), r.Servers, health)
+			fmt.Fprintf(w, "%s\t%s\t%s\t%d\t%s\t-\t-\t-\t-\t-\t-\t-\t-\t-\n", r.Name, cliOr(r.Provider), cliOr(r.Leader), r.Servers, health)
 		}
 		for _, p := range r.Pools {
 			fill := fmt.Sprintf("%.1f%%", 100*p.QueueFill)
@@ -54,7 +54,7 @@ func writeRegions(w *tabwriter.Writer, res *apiv1.RegionsResponse) {
 			if p.Spot {
 				spot = "yes"
 			}
-			fmt.Fprintf(w, "%s\t%s\t%d\t%s\t%s\t%d\t%d\t%d\t%d\t%d\t%s\t%.3f\t%s\n", r.Name, cliOr(r.Leader), r.Servers, health,
+			fmt.Fprintf(w, "%s\t%s\t%s\t%d\t%s\t%s\t%d\t%d\t%d\t%d\t%d\t%s\t%.3f\t%s\n", r.Name, cliOr(r.Provider), cliOr(r.Leader), r.Servers, health,
 				p.Name, p.Slots, p.Running, p.Ready, p.Parked, p.Starving, fill, p.PricePerSlotHour, spot)
 		}
 	}

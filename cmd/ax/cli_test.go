@@ -491,7 +491,7 @@ func TestCLIExplainFromFile(t *testing.T) {
 
 func TestCLIRegionsTable(t *testing.T) {
 	f := newCLIFakeAPI(t).on("GET /v1/regions", 200, `{"global_view":false,"regions":[
-	 {"name":"eu-west","leader":"srv-1","healthy":true,"servers":2,"pools":[
+	 {"name":"eu-west","provider":"gcp","leader":"srv-1","healthy":true,"servers":2,"pools":[
 	  {"name":"cpu","slots":16,"running":12,"ready":30,"queue_fill":0.3,"price_per_slot_hour":0.04,"spot":false},
 	  {"name":"gpu-spot","slots":8,"running":8,"ready":95,"parked":7,"starving":40,"queue_fill":0.95,"price_per_slot_hour":1.1,"spot":true,"paused":true}]},
 	 {"name":"us-east","leader":"","healthy":false,"stale":true,"pools":[]}]}`)
@@ -501,10 +501,10 @@ func TestCLIRegionsTable(t *testing.T) {
 	}
 	lines := strings.Split(strings.TrimSpace(r.stdout), "\n")
 	want := []string{
-		"REGION LEADER SERVERS HEALTHY POOL SLOTS RUNNING READY PARKED STARVING FILL PRICE $/SLOT-H SPOT",
-		"eu-west srv-1 2 yes cpu 16 12 30 0 0 30.0% 0.040 no",
-		"eu-west srv-1 2 yes gpu-spot 8 8 95 7 40 95.0% paused 1.100 yes",
-		"us-east - 0 stale - - - - - - - - -",
+		"REGION PROVIDER LEADER SERVERS HEALTHY POOL SLOTS RUNNING READY PARKED STARVING FILL PRICE $/SLOT-H SPOT",
+		"eu-west gcp srv-1 2 yes cpu 16 12 30 0 0 30.0% 0.040 no",
+		"eu-west gcp srv-1 2 yes gpu-spot 8 8 95 7 40 95.0% paused 1.100 yes",
+		"us-east - - 0 stale - - - - - - - - -",
 	}
 	if len(lines) != len(want) {
 		t.Fatalf("table:\n%s", r.stdout)

@@ -358,7 +358,7 @@ func startServer(ctx context.Context, cfg *config.Region, ln net.Listener, reg *
 	sl := slowLanesOf(cfg)
 	s.slowLanes.Store(&sl)
 	s.cell = region.New(s.store, s.regional, s.global, region.Config{
-		Region: cfg.Name, ID: s.id, API: cfg.PublicAddr, Pools: regionPools(cfg), Prefix: cfg.Etcd.Prefix,
+		Region: cfg.Name, Provider: cfg.Provider, ID: s.id, API: cfg.PublicAddr, Pools: regionPools(cfg), Prefix: cfg.Etcd.Prefix,
 		SessionTTL: cfg.Etcd.SessionTTL, Heartbeat: cfg.Lease.Heartbeat, Logger: s.log,
 		Thresholds: thresholds(cfg.Thresholds), Preemption: preemption(cfg.Preemption), StarvationThreshold: cfg.StarvationThreshold,
 		// Claims record the live price: the operator's override, if any.

@@ -267,6 +267,7 @@ func (f *federation) config(r *fedRegion) string {
 		pools = "- {name: cpu, tags: {class: cpu}, slots: 50, price_per_slot_hour: 0.04}"
 	}
 	return fmt.Sprintf(`region: %s
+provider: %s
 listen: 127.0.0.1:0
 regions: [%s]
 etcd:
@@ -286,9 +287,21 @@ auth:
 %s
 %s
 %s
-`, r.name, strings.Join(f.order, ", "), f.regionalEndpoint(r), f.globalProxy.URL(), o.ttl, redisAddr,
+`, r.name, providerOf(r.name), strings.Join(f.order, ", "), f.regionalEndpoint(r), f.globalProxy.URL(), o.ttl, redisAddr,
 		indent(pools, "  ")+"\n", o.lease, o.heartbeat, tokens.String(), indent(o.worker, "  "),
 		indent(o.regionWorker[r.name], "  "), extra)
+}
+
+// providerOf is the provider the harness gives a region: us-east-1 aws,
+// eu-west-1 gcp, any other azure (`ax regions` shows each region's own).
+func providerOf(region string) string {
+	switch region {
+	case "us-east-1":
+		return "aws"
+	case "eu-west-1":
+		return "gcp"
+	}
+	return "azure"
 }
 
 // regionalEndpoint is the regional etcd as the region's processes reach it:

@@ -51,6 +51,15 @@ func handedOffSucceeds(t *testing.T, fed *federation) {
 			t.Fatalf("via %s: GET without a token answered %d, want 401", via, code)
 		}
 	}
+	// `ax regions` (the real CLI) asked of either region's server names
+	// each region's provider, its own and the one published by the other.
+	for _, from := range []string{"us-east-1", "eu-west-1"} {
+		for _, r := range []string{"us-east-1", "eu-west-1"} {
+			if row := regionsRow(t, fed, from, r, "cpu"); row == nil || row["PROVIDER"] != providerOf(r) {
+				t.Fatalf("ax regions via %s: %s's row %v, want provider %s", from, r, row, providerOf(r))
+			}
+		}
+	}
 	rec := fed.region("eu-west-1").task(t, h.ID)
 	if rec.Worker != "eu-west-1-cpu-w1" || rec.State != task.Success {
 		t.Fatalf("eu-west-1's record: %+v", rec)

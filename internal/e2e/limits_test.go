@@ -424,8 +424,8 @@ func blockedTypeStallsNoOther(t *testing.T, fed *federation, hooks *hookLog, hoo
 	// a pool without a fair share: starving in `ax regions` and by tenant in
 	// /metrics.
 	waitUntil(t, 10*time.Second, "pool lane's 4 waiting http tasks starving in ax regions and ax_tenant_tasks_starving", func() bool {
-		row := regionsRow(t, fed, "eu-west-1", "lane")
-		if row == nil || row[9] != "4" {
+		row := regionsRow(t, fed, "eu-west-1", "eu-west-1", "lane")
+		if row == nil || row["STARVING"] != "4" {
 			return false
 		}
 		_, body := fed.call("eu-west-1", "", http.MethodGet, "/metrics", nil)
@@ -482,8 +482,8 @@ func slowLaneHoldsItsShare(t *testing.T, fed *federation, hookURL string) {
 	}
 	// `ax regions` (the real CLI) shows the parked sleep tasks.
 	waitUntil(t, 10*time.Second, "pool lane's parked sleep tasks in ax regions", func() bool {
-		row := regionsRow(t, fed, "eu-west-1", "lane")
-		return row != nil && row[8] != "0"
+		row := regionsRow(t, fed, "eu-west-1", "eu-west-1", "lane")
+		return row != nil && row["PARKED"] != "0"
 	})
 	var quickDone time.Time
 	for _, id := range quick {
@@ -784,18 +784,32 @@ func fairShareAcrossTenants(t *testing.T, fed *federation, hooks *hookLog, hookU
 	waitUntil(t, 10*time.Second, "the file's fair share back in eu-west-1's store", func() bool { return share() == "3000 0 0" })
 }
 
-// regionsRow is the fields of `ax regions`' row of region's pool (nil:
-// none): REGION LEADER SERVERS HEALTHY POOL SLOTS RUNNING READY PARKED
-// STARVING FILL ...
-func regionsRow(t *testing.T, fed *federation, region, pool string) []string {
+// regionsRow is `ax regions`' row of region's pool, asked of from's
+// server, by column (REGION PROVIDER LEADER ... STARVING: the columns
+// before FILL, whose values are one word each; nil: no such row).
+func regionsRow(t *testing.T, fed *federation, from, region, pool string) map[string]string {
 	t.Helper()
-	out, stderr, code := runAx(t, fed.server(region).api, "--token", fed.token(tokOperator), "regions")
+	out, stderr, code := runAx(t, fed.server(from).api, "--token", fed.token(tokOperator), "regions")
 	if code != 0 {
 		t.Fatalf("ax regions: exit %d: %s", code, stderr)
 	}
-	for _, line := range strings.Split(out, "\n") {
-		if f := strings.Fields(line); len(f) > 9 && f[0] == region && f[4] == pool {
-			return f
+	lines := strings.Split(out, "\n")
+	head := strings.Fields(lines[0])
+	n := slices.Index(head, "FILL")
+	if n < 0 {
+		t.Fatalf("ax regions: no FILL column in %q", lines[0])
+	}
+	for _, line := range lines[1:] {
+		f := strings.Fields(line)
+		if len(f) < n {
+			continue
+		}
+		row := make(map[string]string, n)
+		for i, h := range head[:n] {
+			row[h] = f[i]
+		}
+		if row["REGION"] == region && row["POOL"] == pool {
+			return row
 		}
 	}
 	return nil
