@@ -9,7 +9,7 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/ax-sched/ax/task"
+	"github.com/redis/go-redis/v9"
 )
 
 // FairShare is how one pool's slots are shared among tenants
@@ -29,19 +29,6 @@ type TenantShare struct {
 	Floor, Max int     // slots; 0: none
 }
 
-// splitSlots is shard i's part of v slots over n shards: the largest
-// remainder, at least 1 (as limits split, shardShare).
-func splitSlots(v, i, n int) int {
-	if v <= 0 {
-		return 0
-	}
-	s := v / n
-	if i < v%n {
-		s++
-	}
-	return max(s, 1)
-}
-
 func weightMilli(w, def float64) int64 {
 	if w <= 0 {
 		w = def
@@ -53,18 +40,16 @@ func weightMilli(w, def float64) int64 {
 }
 
 // SetFairShare replaces the region's fair shares, by pool (leader only).
-// Each shard keeps its part of every floor and max (a task's shard is
-// chosen at submit); weights are the same on every shard. A floor or max
-// of at least the shard count is split evenly (the remainder to the first
-// shards); a smaller one (a max of 1 on 3 masters) would allow one per
-// shard, so its parts add up to it and follow the tenant's work each time
-// shares are written (FairShareMoves says when to write again), as a slow
-// lane's slots do: first to the shards running the tenant's tasks (as many
-// as they run), then one to each shard where it has tasks waiting (turn by
-// turn), the rest to the first shards; a max's parts are taken away
-// before they are given elsewhere, so the tenant never runs more than its
-// max while they move. A pool left out has none: claims take its tasks as
-// before, at no extra cost.
+// Weights are the same on every shard. With several shards each keeps its
+// part of every floor and max (a task's shard is chosen at submit, and a
+// hand-off keeps its id, so its shard), the parts adding up to the figure,
+// and they follow the tenant's work each time shares are written
+// (FairShareMoves: every leader round), by what the tenant runs and has
+// waiting in the pool on each shard (placeDemand): a tenant whose work is
+// all on one shard has its whole floor and max there. A max's parts are
+// taken away before they are given elsewhere, so the tenant never runs
+// more than its max while they move. A pool left out has none: claims
+// take its tasks as before, at no extra cost.
 func (s *Store) SetFairShare(ctx context.Context, f Fence, pools map[string]FairShare) error {
 	names := slices.Sorted(maps.Keys(pools))
 	n := s.opts.Shards
@@ -77,17 +62,17 @@ func (s *Store) SetFairShare(ctx context.Context, f Fence, pools map[string]Fair
 	floor, maxes := make([][]int, n), make([][]int, n) // shard → part, in items' order
 	for shard := range n {
 		floor[shard], maxes[shard] = make([]int, len(items)), make([]int, len(items))
-		for j, it := range items {
-			floor[shard][j], maxes[shard][j] = splitSlots(it.share.Floor, shard, n), splitSlots(it.share.Max, shard, n)
-		}
 	}
-	below := func(v int) bool { return v > 0 && v < n }
-	var moving, movingMax []int
+	var moving, movingMax []int // with several shards: every floor or max
 	for j, it := range items {
-		if below(it.share.Floor) || below(it.share.Max) {
+		if n == 1 {
+			floor[0][j], maxes[0][j] = it.share.Floor, it.share.Max
+			continue
+		}
+		if it.share.Floor > 0 || it.share.Max > 0 {
 			moving = append(moving, j)
 		}
-		if below(it.share.Max) {
+		if it.share.Max > 0 {
 			movingMax = append(movingMax, j)
 		}
 	}
@@ -101,8 +86,8 @@ func (s *Store) SetFairShare(ctx context.Context, f Fence, pools map[string]Fair
 		}
 		turn := int(s.now().Unix() % int64(n))
 		place := func(v, j int, parts [][]int) {
-			if below(v) {
-				want := placeLane(v, now, j, turn)
+			if v > 0 {
+				want := placeDemand(v, now, j, turn)
 				for shard := range n {
 					parts[shard][j] = want[shard]
 				}
@@ -132,12 +117,15 @@ type fairItem struct {
 }
 
 // FairShareMoves tells the leader to write fair shares at every round, not
-// only when they change: some floor or max is smaller than the store's
-// shard count, and its parts follow the tenant's work (SetFairShare).
+// only when they change: with several shards some floor or max has parts
+// that follow the tenant's work (SetFairShare).
 func (s *Store) FairShareMoves(pools map[string]FairShare) bool {
+	if s.opts.Shards == 1 {
+		return false
+	}
 	for _, fs := range pools {
 		for _, ts := range fs.Tenants {
-			if ts.Floor > 0 && ts.Floor < s.opts.Shards || ts.Max > 0 && ts.Max < s.opts.Shards {
+			if ts.Floor > 0 || ts.Max > 0 {
 				return true
 			}
 		}
@@ -175,16 +163,78 @@ func (s *Store) writeFairShare(ctx context.Context, f Fence, shard int, names []
 
 // fairShards reads each shard's part of the moving items now: the max part
 // it holds, the tasks of the tenant it runs in the pool and those waiting.
+// One pipeline for every shard (a Cluster client sends each master its
+// part at once): per shard and pool one HMGET of the parts and one of the
+// running counts and priority masks; then one ZCARD per tenant set the
+// mask names (all four for a tenant with none: indexed before masks).
 func (s *Store) fairShards(ctx context.Context, items []fairItem, moving []int) ([]laneShard, error) {
-	where := func(p string, j int) partKeys {
-		it := items[j]
-		k := partKeys{part: p + "fs:" + it.pool, partField: it.tenant, run: p + "fr:" + it.pool, runField: it.tenant}
-		for pr := 1; pr <= task.MaxPriority; pr++ {
-			k.waiting = append(k.waiting, fmt.Sprintf("%sfq:%s:%d:%s", p, it.pool, pr, it.tenant))
+	n := len(items)
+	byPool := map[string][]int{}
+	var pools []string
+	for _, j := range moving {
+		p := items[j].pool
+		if _, ok := byPool[p]; !ok {
+			pools = append(pools, p)
 		}
-		return k
+		byPool[p] = append(byPool[p], j)
 	}
-	return s.shardParts(ctx, len(items), moving, where, movedPart)
+	out := make([]laneShard, s.opts.Shards)
+	type read struct {
+		shard      int
+		pool       string
+		parts, run *redis.SliceCmd
+	}
+	var reads []read
+	pipe := s.rdb.Pipeline()
+	for shard := range out {
+		out[shard] = laneShard{slots: make([]int, n), running: make([]int, n), parked: make([]int, n)}
+		pre := s.keys[shard].prefix
+		for _, p := range pools {
+			tns, fields := make([]string, 0, len(byPool[p])), make([]string, 0, 2*len(byPool[p]))
+			for _, j := range byPool[p] {
+				tns = append(tns, items[j].tenant)
+				fields = append(fields, items[j].tenant, "^"+items[j].tenant)
+			}
+			reads = append(reads, read{shard, p, pipe.HMGet(ctx, pre+"fs:"+p, tns...), pipe.HMGet(ctx, pre+"fr:"+p, fields...)})
+		}
+	}
+	if _, err := pipe.Exec(ctx); err != nil {
+		return nil, fmt.Errorf("queue: fair shares' parts: %w", err)
+	}
+	type card struct {
+		shard, j int
+		n        *redis.IntCmd
+	}
+	var cards []card
+	pipe = s.rdb.Pipeline()
+	for _, r := range reads {
+		parts, run := r.parts.Val(), r.run.Val()
+		for k, j := range byPool[r.pool] {
+			if v, ok := parts[k].(string); ok {
+				out[r.shard].slots[j] = movedPart(v)
+			}
+			if v, ok := run[2*k].(string); ok {
+				out[r.shard].running[j], _ = strconv.Atoi(v)
+			}
+			mask, ok := run[2*k+1].(string)
+			if !ok {
+				mask = "1234"
+			}
+			for _, pr := range mask {
+				key := fmt.Sprintf("%sfq:%s:%c:%s", s.keys[r.shard].prefix, r.pool, pr, items[j].tenant)
+				cards = append(cards, card{r.shard, j, pipe.ZCard(ctx, key)})
+			}
+		}
+	}
+	if len(cards) > 0 {
+		if _, err := pipe.Exec(ctx); err != nil {
+			return nil, fmt.Errorf("queue: fair shares' parts: %w", err)
+		}
+		for _, c := range cards {
+			out[c.shard].parked[c.j] += int(c.n.Val())
+		}
+	}
+	return out, nil
 }
 
 // FairRunning is how many tasks each tenant runs in pool under its fair

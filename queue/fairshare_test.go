@@ -3,6 +3,7 @@ package queue
 import (
 	"context"
 	"fmt"
+	"slices"
 	"testing"
 	"time"
 
@@ -544,8 +545,8 @@ func TestFairShareBelowShardsMoves(t *testing.T) {
 	if !e.s.FairShareMoves(pools) {
 		t.Error("a max of 1 on 3 shards: FairShareMoves false, want true")
 	}
-	if e.s.FairShareMoves(map[string]FairShare{"p": {Tenants: map[string]TenantShare{"a": {Max: 3, Floor: 6}}}}) {
-		t.Error("a max of 3 on 3 shards: FairShareMoves true, want false")
+	if e.s.FairShareMoves(map[string]FairShare{"p": {Tenants: map[string]TenantShare{"a": {Weight: 3}}}}) {
+		t.Error("weights alone on 3 shards: FairShareMoves true, want false (nothing to move)")
 	}
 	e.setFair(pools)
 	total := e.submitOnEveryShard("p", tenantOf("a"))
@@ -566,7 +567,7 @@ func TestFairShareBelowShardsMoves(t *testing.T) {
 	var running []*task.Task
 	done, peak := 0, 0
 	for round := 0; done < total && round < 4*total; round++ {
-		for _, tk := range e.claim("p", 10) {
+		for _, tk := range e.claim("p", 40) {
 			if tk.Tenant == "a" {
 				running = append(running, tk)
 			} else {
@@ -593,5 +594,143 @@ func TestFairShareBelowShardsMoves(t *testing.T) {
 	}
 	if peak != 1 {
 		t.Errorf("a ran at most %d at once, want its max of 1", peak)
+	}
+}
+
+// handedOff submits n tasks of pool (mod) with the ids another region gave
+// them on its shard from, as a hand-off keeps them: on 3 shards they all
+// land on shard from % 3 (a one-shard region's hand-offs: shard 0).
+func (e *env) handedOff(pool string, from, n int, mod ...func(*task.Spec)) []string {
+	e.t.Helper()
+	ids := make([]string, n)
+	ts := make([]NewTask, n)
+	gen := task.NewIDGen()
+	for i := range ts {
+		ids[i] = gen.New("us-west-2", from, e.clock.Now())
+		ts[i] = NewTask{Spec: e.spec(mod...), Pool: pool, Pinned: true, ID: ids[i]}
+	}
+	res, err := e.s.Submit(e.ctx, ts...)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	for _, r := range res {
+		if r.Err != nil {
+			e.t.Fatal(r.Err)
+		}
+	}
+	return ids
+}
+
+// fairParts sums the shards' parts of tenant tn's floor and max in pool.
+func (e *env) fairParts(pool, tn string) (floor, mx int) {
+	e.t.Helper()
+	for i := range e.s.keys {
+		v, _ := e.s.rdb.HGet(e.ctx, e.s.keys[i].prefix+"fs:"+pool, tn).Result()
+		var w, fl int
+		fmt.Sscanf(v, "%d %d", &w, &fl)
+		floor += fl
+		mx += movedPart(v)
+	}
+	return floor, mx
+}
+
+// A floor of 4 on 3 shards whose tenant's work is all on one shard (handed
+// off from a one-shard region) while another tenant, weighted 100, floods
+// every shard and holds every slot: each leader round moves the floor's
+// parts to that shard, so the tenant runs 4 within two rounds of six freed
+// slots (claims start on each shard in turn) and keeps them; the parts add
+// up to 4 after every round.
+func TestFairShareFloorFollowsWorkOverShards(t *testing.T) {
+	e := newEnv(t, func(o *Options) { o.Shards = 3 })
+	pools := map[string]FairShare{"p": {Tenants: map[string]TenantShare{"a": {Floor: 4}, "b": {Weight: 100}}}}
+	e.setFair(pools)
+	e.submitMany("p", "b", 300)
+	running := e.claim("p", 12)
+	if len(running) != 12 {
+		t.Fatalf("b claimed %d, want 12", len(running))
+	}
+	e.handedOff("p", 0, 20, tenantOf("a"))
+	for round := 1; round <= 4; round++ {
+		e.clock.Advance(time.Second)
+		e.setFair(pools)
+		if fl, _ := e.fairParts("p", "a"); fl != 4 {
+			t.Fatalf("round %d: a's floor parts add up to %d, want 4", round, fl)
+		}
+		for range 6 { // six slots free one at a time, each claimed at once
+			for i, tk := range running {
+				if tk.Tenant == "b" {
+					e.complete(tk)
+					running = slices.Delete(running, i, i+1)
+					break
+				}
+			}
+			running = append(running, e.claim("p", 1)...)
+		}
+		if a := tenants(running)["a"]; round >= 2 && a != 4 {
+			t.Errorf("round %d: a runs %d of the 12 slots, want its floor of 4", round, a)
+		}
+	}
+	if len(running) != 12 {
+		t.Errorf("%d running, want the 12 slots full", len(running))
+	}
+}
+
+// A max of 6 on 3 shards whose tenant's work is all on one shard: the
+// tenant reaches 6 running, never 7, while the parts move (taken away
+// before given), they add up to 6 after every round, and when its work
+// moves to another shard the parts follow: 6 run there, never 7 in all.
+func TestFairShareMaxFollowsWorkOverShards(t *testing.T) {
+	e := newEnv(t, func(o *Options) { o.Shards = 3 })
+	pools := map[string]FairShare{"p": {Tenants: map[string]TenantShare{"a": {Max: 6}}}}
+	e.setFair(pools)
+	e.submitMany("p", "b", 60) // b's, on every shard, run at once
+	first := e.handedOff("p", 0, 18, tenantOf("a"))
+	var second []string
+	onSecond := map[string]bool{}
+	var running []*task.Task
+	done, peak, peakSecond := 0, 0, 0
+	for round := 0; done < 42 && round < 80; round++ {
+		e.clock.Advance(time.Second)
+		e.setFair(pools)
+		if _, mx := e.fairParts("p", "a"); mx != 6 {
+			t.Fatalf("round %d: a's max parts add up to %d, want 6", round, mx)
+		}
+		for _, tk := range e.claim("p", 40) {
+			if tk.Tenant == "a" {
+				running = append(running, tk)
+			} else {
+				e.complete(tk)
+			}
+		}
+		if len(running) > 6 {
+			t.Fatalf("round %d: a runs %d, its max is 6", round, len(running))
+		}
+		peak = max(peak, len(running))
+		n := 0
+		for _, tk := range running {
+			if onSecond[tk.ID] {
+				n++
+			}
+		}
+		peakSecond = max(peakSecond, n)
+		if round == 1 && peak != 6 {
+			t.Errorf("after 2 rounds a ran at most %d at once with 18 waiting, want its max of 6", peak)
+		}
+		if second == nil && len(running) == 6 {
+			// its work moves: the rest of a's tasks arrive on shard 1
+			second = e.handedOff("p", 1, 24, tenantOf("a"))
+			for _, id := range second {
+				onSecond[id] = true
+			}
+		}
+		k := min(2, len(running))
+		e.complete(running[:k]...)
+		running, done = running[k:], done+k
+	}
+	if done != len(first)+len(second) {
+		t.Fatalf("%d of a's %d tasks ran", done, len(first)+len(second))
+	}
+	if peak != 6 || peakSecond != 6 {
+		t.Errorf("a ran at most %d at once (%d of its tasks on shard 1), want its max of 6 (6)", peak, peakSecond)
 	}
 }

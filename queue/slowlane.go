@@ -35,16 +35,14 @@ type SlowLane struct {
 
 // SetSlowLanes replaces the region's slow lanes, by pool (leader only).
 // A task's shard is chosen at submit and a claim sees its own shard only,
-// so each shard keeps a part of every lane's slots, and the parts add up
-// to the lane's slots, never more. A lane with at least as many slots as
-// shards is split evenly (the remainder to the first shards). A smaller
-// one leaves some shards none — a slow task there waits parked — so its
-// slots follow the work each time the lanes are written: first to the
-// shards running slow tasks (as many as they run), then to those with slow
-// tasks parked (turn by turn), the rest to the first shards. Slots are
-// taken away before they are given elsewhere, so the lane holds no more
-// than its slots while they move (SlowLanesMove says when to write
-// again). A pool left out has none.
+// so with several shards each keeps a part of every lane's slots, and the
+// parts add up to the lane's slots, never more. They follow the slow work
+// each time the lanes are written (SlowLanesMove: every leader round), by
+// each shard's slow tasks running and parked (placeDemand), so slow tasks
+// all on one shard (hand-offs keep their ids, and so their shard) get the
+// lane's slots there. Slots are taken away before they are given
+// elsewhere, so the lane holds no more than its slots while they move. A
+// pool left out has none.
 func (s *Store) SetSlowLanes(ctx context.Context, f Fence, lanes map[string]SlowLane) error {
 	names := slices.Sorted(maps.Keys(lanes))
 	n := s.opts.Shards
@@ -52,37 +50,31 @@ func (s *Store) SetSlowLanes(ctx context.Context, f Fence, lanes map[string]Slow
 	for shard := range caps {
 		caps[shard] = make([]int, len(names))
 	}
-	var moving []int // lanes (by index) with fewer slots than shards
-	for j, p := range names {
-		slots := max(lanes[p].Slots, 1)
-		if slots >= n {
-			for shard := range n {
-				caps[shard][j] = splitSlots(slots, shard, n)
-			}
+	slots := func(j int) int { return max(lanes[names[j]].Slots, 1) }
+	var moving []int // every lane, with several shards
+	for j := range names {
+		if n == 1 {
+			caps[0][j] = slots(j)
 		} else {
 			moving = append(moving, j)
 		}
 	}
-	var now []laneShard
 	if len(moving) > 0 {
-		var err error
-		if now, err = s.laneShards(ctx, names, moving); err != nil {
+		now, err := s.laneShards(ctx, names, moving)
+		if err != nil {
 			return err
 		}
 		turn := int(s.now().Unix() % int64(n))
 		for _, j := range moving {
-			want := placeLane(max(lanes[names[j]].Slots, 1), now, j, turn)
+			want := placeDemand(slots(j), now, j, turn)
 			for shard := range n {
 				caps[shard][j] = want[shard]
 			}
 		}
-	}
-	if len(moving) > 0 {
-		total := func(j int) int { return max(lanes[names[j]].Slots, 1) }
 		write := func(shard int, caps []int) ([]int, error) {
 			return s.writeLanes(ctx, f, shard, names, lanes, caps)
 		}
-		if err := moveParts(moving, total, caps, now, write); err != nil {
+		if err := moveParts(moving, slots, caps, now, write); err != nil {
 			return err
 		}
 	}
@@ -95,15 +87,10 @@ func (s *Store) SetSlowLanes(ctx context.Context, f Fence, lanes map[string]Slow
 }
 
 // SlowLanesMove tells the leader to write lanes at every round, not only
-// when they change: some lane has fewer slots than the store has shards,
-// and its slots follow the shards' slow work (SetSlowLanes).
+// when they change: with several shards a lane's slots follow the shards'
+// slow work (SetSlowLanes).
 func (s *Store) SlowLanesMove(lanes map[string]SlowLane) bool {
-	for _, l := range lanes {
-		if max(l.Slots, 1) < s.opts.Shards {
-			return true
-		}
-	}
-	return false
+	return s.opts.Shards > 1 && len(lanes) > 0
 }
 
 // laneShard is one shard's part of the moving lanes (or limits), by
@@ -260,6 +247,88 @@ func placeLane(slots int, sh []laneShard, j, turn int) []int {
 	for i := 0; left > 0; i = (i + 1) % n {
 		out[i]++
 		left--
+	}
+	return out
+}
+
+// placeDemand shares total (a lane's slots, a floor or a max) out on the
+// shards' work in item j, so that the parts add up to total and follow
+// it: first to each shard as many as it runs (in proportion to that, by
+// the largest remainder, when they run more than total: a floor), then
+// the rest on the tasks waiting: each shard as many as wait there when
+// that is enough, the rest evenly (the remainder to the first shards);
+// else one to each shard with tasks waiting (turn by turn from shard turn
+// when there are fewer than those) and what is left in proportion to
+// what waits there past that one, by the largest remainder. A shard keeps
+// what its running tasks hold, so the parts of a max or a lane add up to
+// it while it is never exceeded (moveParts).
+func placeDemand(total int, sh []laneShard, j, turn int) []int {
+	n := len(sh)
+	run, wait := make([]int, n), make([]int, n)
+	ran, waiting, with := 0, 0, 0
+	for i := range n {
+		run[i], wait[i] = sh[i].running[j], sh[i].parked[j]
+		ran += run[i]
+		waiting += wait[i]
+		if wait[i] > 0 {
+			with++
+		}
+	}
+	if ran >= total {
+		return byRemainder(total, run, make([]int, n), turn)
+	}
+	rest := total - ran
+	switch {
+	case waiting <= rest:
+		for i := range n {
+			run[i] += wait[i] + (rest-waiting)/n
+			if i < (rest-waiting)%n {
+				run[i]++
+			}
+		}
+		return run
+	case rest < with:
+		for k := 0; k < n && rest > 0; k++ {
+			if i := (turn + k) % n; wait[i] > 0 {
+				run[i]++
+				rest--
+			}
+		}
+		return run
+	}
+	for i := range n {
+		if wait[i] > 0 {
+			run[i]++
+			wait[i]--
+		}
+	}
+	return byRemainder(rest-with, wait, run, turn)
+}
+
+// byRemainder adds v to out in proportion to weights (not all 0 when v >
+// 0), by the largest remainder, equal remainders from shard turn on.
+func byRemainder(v int, weights, out []int, turn int) []int {
+	n, sum := len(weights), 0
+	for _, w := range weights {
+		sum += w
+	}
+	if v <= 0 || sum == 0 {
+		return out
+	}
+	left := v
+	rem := make([]int, n)
+	for i, w := range weights {
+		out[i] += v * w / sum
+		rem[i] = v * w % sum
+		left -= v * w / sum
+	}
+	order := make([]int, n)
+	for k := range order {
+		order[k] = (turn + k) % n
+	}
+	sort.SliceStable(order, func(a, b int) bool { return rem[order[a]] > rem[order[b]] })
+	for _, i := range order[:left] {
+		out[i]++
 	}
 	return out
 }

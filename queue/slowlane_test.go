@@ -3,6 +3,7 @@ package queue
 import (
 	"fmt"
 	"maps"
+	"math/rand/v2"
 	"slices"
 	"testing"
 	"time"
@@ -163,8 +164,8 @@ func TestSlowLaneSplitAcrossShards(t *testing.T) {
 	if !e.s.SlowLanesMove(lanes) {
 		t.Error("a lane of 2 slots on 3 shards: SlowLanesMove false, want true")
 	}
-	if e.s.SlowLanesMove(map[string]SlowLane{"p": {Slots: 3}}) {
-		t.Error("a lane of 3 slots on 3 shards: SlowLanesMove true, want false")
+	if e.s.SlowLanesMove(nil) {
+		t.Error("no lane on 3 shards: SlowLanesMove true, want false")
 	}
 	e.setLanes(lanes)
 	total := e.submitOnEveryShard("p", typeOf("big"))
@@ -226,4 +227,120 @@ func (e *env) submitOnEveryShard(pool string, mod ...func(*task.Spec)) int {
 		e.t.Fatalf("%d tasks landed on %d shards, want 3", total, len(per))
 	}
 	return total
+}
+
+// A lane of 6 slots on 3 shards whose slow tasks are all on one shard
+// (handed off from a one-shard region): the lane's parts move to that
+// shard, so its slow tasks hold 6, never 7, the parts adding up to 6 after
+// every round; when the slow work moves to another shard, its slots follow.
+func TestSlowLaneFollowsWorkOverShards(t *testing.T) {
+	e := newEnv(t, func(o *Options) { o.Shards = 3 })
+	lanes := map[string]SlowLane{"p": {Threshold: time.Minute, Slots: 6, Slow: []string{"big"}, Known: []string{"big"}}}
+	e.setLanes(lanes)
+	parts := func() int {
+		sum := 0
+		for i := range e.s.keys {
+			v, _ := e.rdb.HGet(e.ctx, e.s.keys[i].prefix+"sln", "p").Result()
+			var thr, n int
+			fmt.Sscanf(v, "%d %d", &thr, &n)
+			sum += n
+		}
+		return sum
+	}
+	first := e.handedOff("p", 0, 18, typeOf("big"))
+	var second []string
+	onSecond := map[string]bool{}
+	var running []*task.Task
+	done, peak, peakSecond := 0, 0, 0
+	for round := 0; done < 42 && round < 80; round++ {
+		e.clock.Advance(1100 * time.Millisecond) // parked tasks are looked at again
+		e.setLanes(lanes)
+		if p := parts(); p != 6 {
+			t.Fatalf("round %d: the shards' parts of the lane add up to %d, want 6", round, p)
+		}
+		running = append(running, e.claim("p", 10)...)
+		if len(running) > 6 {
+			t.Fatalf("round %d: %d slow tasks running, the lane has 6 slots", round, len(running))
+		}
+		if st := e.laneState("p"); st.Running != len(running) {
+			t.Fatalf("round %d: the lane counts %d running, want %d", round, st.Running, len(running))
+		}
+		peak = max(peak, len(running))
+		n := 0
+		for _, tk := range running {
+			if onSecond[tk.ID] {
+				n++
+			}
+		}
+		peakSecond = max(peakSecond, n)
+		if round == 1 && peak != 6 {
+			t.Errorf("after 2 rounds the slow tasks held at most %d slots with 18 waiting, want the lane's 6", peak)
+		}
+		if second == nil && len(running) == 6 {
+			second = e.handedOff("p", 1, 24, typeOf("big")) // the slow work moves to shard 1
+			for _, id := range second {
+				onSecond[id] = true
+			}
+		}
+		k := min(2, len(running))
+		e.complete(running[:k]...)
+		running, done = running[k:], done+k
+	}
+	if done != len(first)+len(second) {
+		t.Fatalf("%d of %d slow tasks ran", done, len(first)+len(second))
+	}
+	if peak != 6 || peakSecond != 6 {
+		t.Errorf("the slow tasks held at most %d slots (%d of those on shard 1), want the lane's 6 (6)", peak, peakSecond)
+	}
+}
+
+// placeDemand over random shards' work: the parts add up to the total;
+// each shard keeps what it runs (when all run no more than the total);
+// the rest goes to the shards with tasks waiting, each at least one when
+// there is enough for all, and a shard alone with work takes it all.
+func TestPlaceDemand(t *testing.T) {
+	rng := rand.New(rand.NewPCG(1, 2))
+	for range 20000 {
+		n := 2 + rng.IntN(4)
+		total := 1 + rng.IntN(20)
+		sh := make([]laneShard, n)
+		ran, waiting, with := 0, 0, 0
+		for i := range sh {
+			sh[i] = laneShard{slots: []int{0}, running: []int{0}, parked: []int{0}}
+			if rng.IntN(2) == 0 {
+				sh[i].running[0] = rng.IntN(total + 1)
+			}
+			if rng.IntN(2) == 0 {
+				sh[i].parked[0] = rng.IntN(3 * total)
+			}
+			ran += sh[i].running[0]
+			waiting += sh[i].parked[0]
+			if sh[i].parked[0] > 0 {
+				with++
+			}
+		}
+		turn := rng.IntN(n)
+		out := placeDemand(total, sh, 0, turn)
+		sum := 0
+		for _, v := range out {
+			sum += v
+		}
+		if sum != total {
+			t.Fatalf("%v (turn %d), total %d: parts %v add up to %d", sh, turn, total, out, sum)
+		}
+		for i := range sh {
+			if ran <= total && out[i] < sh[i].running[0] {
+				t.Fatalf("%v, total %d: shard %d runs %d, its part %d", sh, total, i, sh[i].running[0], out[i])
+			}
+			if ran <= total && out[i] > sh[i].running[0]+sh[i].parked[0] && waiting > total-ran {
+				t.Fatalf("%v, total %d: shard %d has a part %d past its work while others wait", sh, total, i, out[i])
+			}
+			if ran < total && total-ran >= with && sh[i].parked[0] > 0 && out[i] == sh[i].running[0] {
+				t.Fatalf("%v, total %d: shard %d has tasks waiting and no part for them: %v", sh, total, i, out)
+			}
+			if alone := ran == sh[i].running[0] && waiting == sh[i].parked[0]; alone && ran+waiting >= total && ran <= total && out[i] != total {
+				t.Fatalf("%v, total %d: shard %d alone with work has part %d of %v", sh, total, i, out[i], out)
+			}
+		}
+	}
 }

@@ -489,8 +489,8 @@ func (c *Cell) houseLoop(ctx context.Context, f queue.Fence, lost func(error)) {
 			}
 		}
 		if c.cfg.FairShare != nil {
-			// a floor or max below the shard count moves its parts to the
-			// tenant's work: written every round (queue.Store.SetFairShare)
+			// with several shards floors and maxes move their parts to the
+			// tenants' work: written every round (queue.Store.SetFairShare)
 			if fs := c.cfg.FairShare(); !fairSet || !reflect.DeepEqual(fs, fair) || time.Since(fairAt) > 30*time.Second || c.store.FairShareMoves(fs) {
 				if err := c.store.SetFairShare(ctx, f, fs); err != nil {
 					if c.failed(ctx, "fair share", err, lost) {
@@ -502,7 +502,7 @@ func (c *Cell) houseLoop(ctx context.Context, f queue.Fence, lost func(error)) {
 			}
 		}
 		if collected && c.cfg.SlowLanes != nil {
-			// a lane with fewer slots than shards moves them to the shards' slow
+			// with several shards a lane's slots move to the shards' slow
 			// work: written every round (queue.Store.SetSlowLanes)
 			if l := qf.slowLanes; !lanesSet || !reflect.DeepEqual(l, lanes) || time.Since(lanesAt) > 30*time.Second || c.store.SlowLanesMove(l) {
 				if err := c.store.SetSlowLanes(ctx, f, l); err != nil {

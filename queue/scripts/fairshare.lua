@@ -3,7 +3,8 @@
 -- (lib.lua, claim.lua). A pool that gains a fair share has its READY tasks
 -- of priorities 1-4 indexed by tenant now (once, O(its ready tasks)); a
 -- pool that loses it has its fair-share keys deleted. Running counts of
--- pools that keep one carry over; tenants' index scores are recomputed.
+-- pools that keep one carry over; tenants' index scores are recomputed
+-- for those whose part changed (every indexed one when '*' changed).
 -- KEYS: 1-8 see lib.lua; 9 fence key.
 -- ARGV: 1 clock, 2 fencing token, 3 number of pools, then per pool: its
 --       name, the number of tenants, then tenant, "weight_milli floor max"
@@ -23,16 +24,24 @@ for _ = 1, tonumber(ARGV[3]) do
   local fsk, frk = K_PREFIX .. 'fs:' .. pool, K_PREFIX .. 'fr:' .. pool
   local h, parts = redis.call('HGETALL', fsk), {}
   for x = 1, #h, 2 do parts[h[x]] = h[x + 1] end
-  local was, changed = #h > 0, false
+  local was, all, moved, named = #h > 0, #h == 0, {}, {}
   redis.call('DEL', fsk)
   redis.call('HSET', fsk, unpack(ARGV, i + 2, i + 1 + 2 * nf))
   redis.call('SADD', fsp, pool)
   for j = i + 2, i + 1 + 2 * nf, 2 do
     local tn = ARGV[j]
-    if tn ~= '*' then out[#out + 1] = tonumber(redis.call('HGET', frk, tn) or '0') end
-    if parts[tn] ~= ARGV[j + 1] then changed = true end
+    if tn ~= '*' then named[#named + 1] = tn end
+    if parts[tn] ~= ARGV[j + 1] then
+      if tn == '*' then all = true else moved[#moved + 1] = tn end
+    end
+    parts[tn] = nil
   end
-  if was and changed then wake(pool) end
+  for tn in pairs(parts) do moved[#moved + 1] = tn end -- now '*'
+  if #named > 0 then
+    local r = redis.call('HMGET', frk, unpack(named))
+    for j = 1, #named do out[#out + 1] = tonumber(r[j] or '0') end
+  end
+  if was and (all or #moved > 0) then wake(pool) end
   i = i + 2 + 2 * nf
   local f = fair(pool)
   if not was then
@@ -45,8 +54,12 @@ for _ = 1, tonumber(ARGV[3]) do
     redis.call('HSET', frk, '!', '1')
   end
   local fik = K_PREFIX .. 'fi:' .. pool
-  for _, tn in ipairs(redis.call('ZRANGE', fik, 0, -1)) do
-    redis.call('ZADD', fik, fair_score(fair_of(f, tn), fair_running(pool, tn)), tn)
+  if all then moved = redis.call('ZRANGE', fik, 0, -1) end
+  for c = 1, #moved, 500 do -- unpack breaks near 8 000 values
+    fair_prefetch(pool, {unpack(moved, c, math.min(c + 499, #moved))})
+  end
+  for _, tn in ipairs(moved) do
+    redis.call('ZADD', fik, 'XX', fair_score(fair_of(f, tn), fair_running(pool, tn)), tn)
   end
 end
 for _, pool in ipairs(old) do
