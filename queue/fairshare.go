@@ -76,12 +76,24 @@ func (s *Store) SetFairShare(ctx context.Context, f Fence, pools map[string]Fair
 			movingMax = append(movingMax, j)
 		}
 	}
+	var now []laneShard
+	var held []fairHeld // what the shards hold now, nil: not read
 	write := func(shard int, mx []int) ([]int, error) {
-		return s.writeFairShare(ctx, f, shard, names, pools, items, floor[shard], mx)
+		argv, fields := s.fairArgv(f, names, pools, items, floor[shard], mx)
+		if held != nil && held[shard].same(fields) {
+			// nothing to change: what it runs, as read before (a part not
+			// lowered never lets it run more than it or what it ran then)
+			return now[shard].running, nil
+		}
+		run, err := s.writeParts(ctx, scripts.fairShare, "set fair share", f, shard, argv, 2, len(items))
+		if err == nil && held != nil {
+			held[shard] = fairHeld{pools: fields}
+		}
+		return run, err
 	}
 	if len(moving) > 0 {
-		now, err := s.fairShards(ctx, items, moving)
-		if err != nil {
+		var err error
+		if now, held, err = s.fairShards(ctx, names, items, moving); err != nil {
 			return err
 		}
 		turn := int(s.now().Unix() % int64(n))
@@ -144,62 +156,94 @@ func fairPart(w int64, floor, mx int, share TenantShare) string {
 	return fmt.Sprintf("%d %d %d", w, floor, mx)
 }
 
-// writeFairShare writes one shard's fair shares with the given parts (by
-// items' index) and returns what each item's tenant runs in its pool on
-// the shard after it.
-func (s *Store) writeFairShare(ctx context.Context, f Fence, shard int, names []string, pools map[string]FairShare, items []fairItem, floor, mx []int) ([]int, error) {
+// fairArgv is fairshare.lua's ARGV for one shard's parts (by items'
+// index), and the fs hash of each pool it writes.
+func (s *Store) fairArgv(f Fence, names []string, pools map[string]FairShare, items []fairItem, floor, mx []int) ([]any, map[string]map[string]string) {
 	argv := []any{s.clock(), f.Token, len(names)}
+	fields := make(map[string]map[string]string, len(names))
 	j := 0
 	for _, p := range names {
 		fs := pools[p]
-		argv = append(argv, p, len(fs.Tenants)+1, "*", fmt.Sprintf("%d 0 0", weightMilli(fs.DefaultWeight, 1)))
+		h := map[string]string{"*": fmt.Sprintf("%d 0 0", weightMilli(fs.DefaultWeight, 1))}
+		argv = append(argv, p, len(fs.Tenants)+1, "*", h["*"])
 		for ; j < len(items) && items[j].pool == p; j++ {
 			it := items[j]
-			argv = append(argv, it.tenant, fairPart(weightMilli(it.share.Weight, fs.DefaultWeight), floor[j], mx[j], it.share))
+			h[it.tenant] = fairPart(weightMilli(it.share.Weight, fs.DefaultWeight), floor[j], mx[j], it.share)
+			argv = append(argv, it.tenant, h[it.tenant])
+		}
+		fields[p] = h
+	}
+	return argv, fields
+}
+
+// fairHeld is what a shard holds of the fair shares: each pool's fs hash,
+// and no pool besides (fsp).
+type fairHeld struct {
+	pools map[string]map[string]string
+}
+
+// same reports whether writing fields would change nothing.
+func (h fairHeld) same(fields map[string]map[string]string) bool {
+	if len(h.pools) != len(fields) {
+		return false
+	}
+	for p, f := range fields {
+		if !maps.Equal(h.pools[p], f) {
+			return false
 		}
 	}
-	return s.writeParts(ctx, scripts.fairShare, "set fair share", f, shard, argv, 2, len(items))
+	return true
 }
 
 // fairShards reads each shard's part of the moving items now: the max part
-// it holds, the tasks of the tenant it runs in the pool and those waiting.
-// One pipeline for every shard (a Cluster client sends each master its
-// part at once): per shard and pool one HMGET of the parts and one of the
-// running counts and priority masks; then one ZCARD per tenant set the
-// mask names (all four for a tenant with none: indexed before masks).
-func (s *Store) fairShards(ctx context.Context, items []fairItem, moving []int) ([]laneShard, error) {
+// it holds, the tasks of the tenant it runs in the pool and those waiting;
+// and what it holds of every pool's fair share (fairHeld). One pipeline
+// for every shard (a Cluster client sends each master its part at once):
+// per shard its pools (SMEMBERS) and per pool its parts (HGETALL) and one
+// HMGET of the moving tenants' running counts and priority masks; then
+// one ZCARD per tenant set a mask names (all four for a tenant with none:
+// indexed before masks).
+func (s *Store) fairShards(ctx context.Context, names []string, items []fairItem, moving []int) ([]laneShard, []fairHeld, error) {
 	n := len(items)
 	byPool := map[string][]int{}
-	var pools []string
 	for _, j := range moving {
-		p := items[j].pool
-		if _, ok := byPool[p]; !ok {
-			pools = append(pools, p)
-		}
-		byPool[p] = append(byPool[p], j)
+		byPool[items[j].pool] = append(byPool[items[j].pool], j)
 	}
 	out := make([]laneShard, s.opts.Shards)
+	held := make([]fairHeld, s.opts.Shards)
 	type read struct {
-		shard      int
-		pool       string
-		parts, run *redis.SliceCmd
+		shard int
+		pool  string
+		parts *redis.MapStringStringCmd
+		run   *redis.SliceCmd
 	}
 	var reads []read
+	set := make([]*redis.StringSliceCmd, s.opts.Shards)
 	pipe := s.rdb.Pipeline()
 	for shard := range out {
 		out[shard] = laneShard{slots: make([]int, n), running: make([]int, n), parked: make([]int, n)}
 		pre := s.keys[shard].prefix
-		for _, p := range pools {
-			tns, fields := make([]string, 0, len(byPool[p])), make([]string, 0, 2*len(byPool[p]))
-			for _, j := range byPool[p] {
-				tns = append(tns, items[j].tenant)
-				fields = append(fields, items[j].tenant, "^"+items[j].tenant)
+		set[shard] = pipe.SMembers(ctx, pre+"fsp")
+		for _, p := range names {
+			r := read{shard: shard, pool: p, parts: pipe.HGetAll(ctx, pre+"fs:"+p)}
+			if js := byPool[p]; len(js) > 0 {
+				fields := make([]string, 0, 2*len(js))
+				for _, j := range js {
+					fields = append(fields, items[j].tenant, "^"+items[j].tenant)
+				}
+				r.run = pipe.HMGet(ctx, pre+"fr:"+p, fields...)
 			}
-			reads = append(reads, read{shard, p, pipe.HMGet(ctx, pre+"fs:"+p, tns...), pipe.HMGet(ctx, pre+"fr:"+p, fields...)})
+			reads = append(reads, r)
 		}
 	}
 	if _, err := pipe.Exec(ctx); err != nil {
-		return nil, fmt.Errorf("queue: fair shares' parts: %w", err)
+		return nil, nil, fmt.Errorf("queue: fair shares' parts: %w", err)
+	}
+	for shard := range held {
+		held[shard].pools = map[string]map[string]string{}
+		for _, p := range set[shard].Val() {
+			held[shard].pools[p] = nil // a pool to remove: never the same
+		}
 	}
 	type card struct {
 		shard, j int
@@ -208,9 +252,16 @@ func (s *Store) fairShards(ctx context.Context, items []fairItem, moving []int) 
 	var cards []card
 	pipe = s.rdb.Pipeline()
 	for _, r := range reads {
-		parts, run := r.parts.Val(), r.run.Val()
+		parts := r.parts.Val()
+		if _, ok := held[r.shard].pools[r.pool]; ok && len(parts) > 0 {
+			held[r.shard].pools[r.pool] = parts
+		}
+		if r.run == nil {
+			continue
+		}
+		run := r.run.Val()
 		for k, j := range byPool[r.pool] {
-			if v, ok := parts[k].(string); ok {
+			if v, ok := parts[items[j].tenant]; ok {
 				out[r.shard].slots[j] = movedPart(v)
 			}
 			if v, ok := run[2*k].(string); ok {
@@ -228,13 +279,13 @@ func (s *Store) fairShards(ctx context.Context, items []fairItem, moving []int) 
 	}
 	if len(cards) > 0 {
 		if _, err := pipe.Exec(ctx); err != nil {
-			return nil, fmt.Errorf("queue: fair shares' parts: %w", err)
+			return nil, nil, fmt.Errorf("queue: fair shares' parts: %w", err)
 		}
 		for _, c := range cards {
 			out[c.shard].parked[c.j] += int(c.n.Val())
 		}
 	}
-	return out, nil
+	return out, held, nil
 }
 
 // FairRunning is how many tasks each tenant runs in pool under its fair

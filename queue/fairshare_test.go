@@ -734,3 +734,46 @@ func TestFairShareMaxFollowsWorkOverShards(t *testing.T) {
 		t.Errorf("a ran at most %d at once (%d of its tasks on shard 1), want its max of 6 (6)", peak, peakSecond)
 	}
 }
+
+// With several shards the leader writes a shard's fair shares only when
+// they would change: a shard that lost its keys (a Redis restarted empty)
+// has them back at the next round, and a pool whose fair share goes loses
+// its keys though the other pools' parts are unchanged.
+func TestFairShareWritesWhatChanged(t *testing.T) {
+	e := newEnv(t, func(o *Options) { o.Shards = 3 })
+	both := map[string]FairShare{
+		"p": {Tenants: map[string]TenantShare{"a": {Floor: 2, Max: 4}}},
+		"q": {Tenants: map[string]TenantShare{"a": {Max: 3}}},
+	}
+	e.setFair(both)
+	e.submitMany("p", "a", 6)
+	e.setFair(both)
+	held := func(key string) []int {
+		var n []int
+		for i := range e.s.keys {
+			c, err := e.rdb.HLen(e.ctx, e.s.keys[i].prefix+key).Result()
+			if err != nil {
+				t.Fatal(err)
+			}
+			n = append(n, int(c))
+		}
+		return n
+	}
+	if got := held("fs:q"); !slices.Equal(got, []int{2, 2, 2}) {
+		t.Fatalf("fs:q fields by shard %v, want 2 each ('*' and a)", got)
+	}
+	if err := e.rdb.Del(e.ctx, e.s.keys[1].prefix+"fs:p").Err(); err != nil {
+		t.Fatal(err)
+	}
+	e.setFair(both)
+	if got := held("fs:p"); !slices.Equal(got, []int{2, 2, 2}) {
+		t.Errorf("after shard 1 lost fs:p, a round left fields %v, want 2 on each shard", got)
+	}
+	if fl, mx := e.fairParts("p", "a"); fl != 2 || mx != 4 {
+		t.Errorf("a's parts in p add up to floor %d, max %d; want 2, 4", fl, mx)
+	}
+	e.setFair(map[string]FairShare{"p": both["p"]})
+	if got := held("fs:q"); !slices.Equal(got, []int{0, 0, 0}) {
+		t.Errorf("pool q's fair share gone: fs:q fields by shard %v, want none", got)
+	}
+}
