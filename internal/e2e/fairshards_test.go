@@ -1,0 +1,168 @@
+package e2e
+
+import (
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/ax-sched/ax/internal/testenv"
+	"github.com/ax-sched/ax/task"
+)
+
+// tenantHooks counts the calls the http handler makes, by path: how many
+// run now and the most at once; each call holds its slot 300 ms.
+type tenantHooks struct {
+	mu      sync.Mutex
+	calls   map[string]int
+	running map[string]int
+	most    map[string]int
+}
+
+func (h *tenantHooks) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	_, _ = io.Copy(io.Discard, r.Body)
+	p := r.URL.Path
+	h.mu.Lock()
+	h.calls[p]++
+	h.running[p]++
+	h.most[p] = max(h.most[p], h.running[p])
+	h.mu.Unlock()
+	time.Sleep(300 * time.Millisecond)
+	h.mu.Lock()
+	h.running[p]--
+	h.mu.Unlock()
+	_, _ = io.WriteString(w, "ok")
+}
+
+func (h *tenantHooks) of(path string) (calls, most int) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.calls[path], h.most[path]
+}
+
+// Fair-share floors and maxes on a 3-shard region through real processes
+// (docs/fairness.md "Shards"): us-east-1 keeps its tasks over 3 shards of
+// its Redis; eu-west-1 has one shard and no pool of these classes, so what
+// is submitted there for them is handed off to us-east-1 under its id of
+// shard 0 — every such task on the same shard of us-east-1.
+//   - pool fair (6 slots): team-a's max of 3, its 12 tasks all handed
+//     off: 3 run at once (a fixed split gave 1 a shard: 1 at once), never
+//     4, and every one succeeds;
+//   - pool floor (4 slots): team-b's floor of 2 (below the shard count)
+//     while team-a, weighted 1000, floods the pool from every shard with
+//     100 tasks: team-b's 10 handed-off tasks run 2 at once (without the
+//     floor 1: its score at 0 running beats team-a's, at 1 it does not),
+//     never a third, and all succeed while team-a's flood still waits.
+func TestFairShareOverShards(t *testing.T) {
+	testenv.Slow(t)
+	hooks := &tenantHooks{calls: map[string]int{}, running: map[string]int{}, most: map[string]int{}}
+	srv := httptest.NewServer(hooks)
+	defer srv.Close()
+	fed := newFederation(t, fedOpts{
+		worker: fmt.Sprintf("http: {allow_prefixes: [%q], deny_private: false}\n", srv.URL+"/hooks/"),
+		shards: map[string]int{"us-east-1": 3},
+		pools: map[string]string{"us-east-1": `- {name: cpu, tags: {class: cpu}, slots: 50, price_per_slot_hour: 0.04}
+- name: fair
+  tags: {class: fair}
+  slots: 6
+  price_per_slot_hour: 1
+  fair_share: {tenants: {team-a: {max: 3}}}
+- name: floor
+  tags: {class: floor}
+  slots: 4
+  price_per_slot_hour: 1
+  fair_share: {tenants: {team-a: {weight: 1000}, team-b: {floor: 2}}}`},
+		noWorkers: true,
+	})
+	fed.startWorker("us-east-1", "cpu")
+	fed.startWorker("eu-west-1", "cpu")
+	fed.startWorker("us-east-1", "fair", "--concurrency", "6")
+	fed.startWorker("us-east-1", "floor", "--concurrency", "4")
+	fed.waitPlaceable()
+
+	t.Run("a max of 3 over 3 shards, every task handed off", func(t *testing.T) {
+		fed := fed.on(t)
+		ids := handOffToShard0(t, fed, tokSubmitterA, hookSpec(srv.URL, "fair", "max/a"), 12)
+		settleAll(fed, "eu-west-1", tokSubmitterA, ids, 60*time.Second)
+		calls, most := hooks.of("/hooks/max/a")
+		t.Logf("team-a in pool fair: %d calls, at most %d at once (max 3)", calls, most)
+		if most > 3 {
+			t.Errorf("team-a ran %d at once in pool fair, its max is 3", most)
+		}
+		if most < 3 {
+			t.Errorf("team-a ran at most %d at once with 12 handed-off tasks waiting, want its max of 3", most)
+		}
+		if calls != len(ids) {
+			t.Errorf("the hook saw %d calls of team-a's %d tasks", calls, len(ids))
+		}
+	})
+
+	t.Run("a floor of 2 over 3 shards while another tenant floods", func(t *testing.T) {
+		fed := fed.on(t)
+		// team-a's flood straight into us-east-1: over its 3 shards.
+		var flood []string
+		for range 100 {
+			id, where := fed.submit("us-east-1", tokSubmitterA, hookSpec(srv.URL, "floor", "floor/a"))
+			if where != "us-east-1" {
+				t.Fatalf("task %s placed in %s, want us-east-1", id, where)
+			}
+			flood = append(flood, id)
+		}
+		waitUntil(t, 20*time.Second, "team-a's flood holding pool floor's 4 slots", func() bool {
+			hooks.mu.Lock()
+			defer hooks.mu.Unlock()
+			return hooks.running["/hooks/floor/a"] == 4
+		})
+		ids := handOffToShard0(t, fed, tokSubmitterB, hookSpec(srv.URL, "floor", "floor/b"), 10)
+		settleAll(fed, "eu-west-1", tokSubmitterB, ids, 60*time.Second)
+		aCalls, _ := hooks.of("/hooks/floor/a")
+		settleAll(fed, "us-east-1", tokSubmitterA, flood, 90*time.Second)
+		calls, most := hooks.of("/hooks/floor/b")
+		t.Logf("team-b in pool floor: %d calls, at most %d at once (floor 2); team-a's flood had started %d of 100 when they were done", calls, most, aCalls)
+		if most != 2 {
+			t.Errorf("team-b ran at most %d at once with its tasks waiting behind a flood, want its floor of 2 (and no more: team-a weighs 1000)", most)
+		}
+		if aCalls >= len(flood) {
+			t.Errorf("team-b's tasks were done after all of team-a's flood had started: they waited behind it")
+		}
+		if calls != len(ids) {
+			t.Errorf("the hook saw %d calls of team-b's %d tasks", calls, len(ids))
+		}
+	})
+}
+
+// hookSpec is an http task of pool class calling the hook server's path.
+func hookSpec(hookURL, class, path string) map[string]any {
+	return map[string]any{"type": "http", "tags": map[string]string{"class": class},
+		"payload": map[string]any{"url": hookURL + "/hooks/" + path, "body": map[string]int{"n": 1}}}
+}
+
+// handOffToShard0 submits n tasks of spec in eu-west-1, each handed off to
+// us-east-1 under eu-west-1's id, so of shard 0.
+func handOffToShard0(t *testing.T, fed *federation, token string, spec map[string]any, n int) []string {
+	t.Helper()
+	var ids []string
+	for range n {
+		id, where := fed.submit("eu-west-1", token, spec)
+		if where != "us-east-1" {
+			t.Fatalf("task %s placed in %s, want us-east-1", id, where)
+		}
+		if p, err := task.ParseID(id); err != nil || p.Shard != 0 {
+			t.Fatalf("task %s: shard %d (%v), want eu-west-1's only shard 0", id, p.Shard, err)
+		}
+		ids = append(ids, id)
+	}
+	return ids
+}
+
+// settleAll waits until every task, read through region, is SUCCESS.
+func settleAll(fed *federation, region, token string, ids []string, within time.Duration) {
+	fed.t.Helper()
+	deadline := time.Now().Add(within)
+	for _, id := range ids {
+		fed.waitState(region, token, id, task.Success, max(time.Until(deadline), time.Second))
+	}
+}
