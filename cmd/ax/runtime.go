@@ -129,6 +129,15 @@ func redisClient(c config.Redis, poolSize int) (redis.UniversalClient, error) {
 	return redis.NewUniversalClient(o), nil
 }
 
+// redisNode names one Redis in the log: its address, or the master name
+// Sentinel answers for.
+func redisNode(c config.Redis) string {
+	if c.Sentinel.MasterName != "" {
+		return "sentinel:" + c.Sentinel.MasterName
+	}
+	return c.HostPort()
+}
+
 func storeOptions(cfg *config.Region) queue.Options {
 	return queue.Options{
 		Region: cfg.Name, Shards: cfg.Redis.Shards, Lease: cfg.Lease.Duration, AgingStep: cfg.AgingStep,
@@ -214,6 +223,7 @@ type server struct {
 	// ax_*_etcd_healthy gauges read them, so they agree within a probe.
 	regionalProbe, globalProbe *lease.Probe
 	redisProbe                 *redisProbe
+	nodeProbe                  *nodeProbe           // a Redis Cluster's gates per master; nil on one Redis
 	tracer                     trace.TracerProvider // nil: tracing off
 	stopTracing                func()
 	rdb                        redis.UniversalClient
@@ -277,6 +287,13 @@ func startServer(ctx context.Context, cfg *config.Region, ln net.Listener, reg *
 	if s.blocking, err = redisClient(cfg.Redis, cfg.HTTPServer.MaxLongPolls+2); err != nil {
 		return nil, err
 	}
+	if cc, ok := s.rdb.(*redis.ClusterClient); ok {
+		// Before any call: a node's gate is put on its client as the
+		// client makes it.
+		s.nodeProbe = newNodeProbe(cc, s.log)
+		s.nodeProbe.gateCluster(cc)
+		s.nodeProbe.gateCluster(s.blocking.(*redis.ClusterClient))
+	}
 	so := storeOptions(cfg)
 	so.Blocking = s.blocking
 	if s.store, err = queue.New(s.rdb, so); err != nil {
@@ -323,13 +340,15 @@ func startServer(ctx context.Context, cfg *config.Region, ln net.Listener, reg *
 		Help:        "Always 1; its provider label is the region's provider: setting (aws, gcp, azure or other).",
 		ConstLabels: prometheus.Labels{"provider": cfg.Provider}}, func() float64 { return 1 }))
 	s.redisProbe = &redisProbe{ping: s.store.Ping}
-	s.redisProbe.answered(time.Now()) // the Ping above
-	if cfg.Redis.Mode() != "cluster" {
-		// The probe asks every master: with one of a Cluster's out, the
-		// gate would refuse the shards the others hold too.
-		s.rdb.AddHook(redisGate{s.redisProbe})
-		s.blocking.AddHook(redisGate{s.redisProbe})
+	if s.nodeProbe == nil {
+		// One Redis: the probe's health is its gate. (On a Cluster the
+		// probe asks every master: one out would refuse the shards the
+		// others serve; each node has its own gate, nodeProbe.)
+		s.redisProbe.log = s.log.With("node", redisNode(cfg.Redis))
+		s.rdb.AddHook(redisGate{func() *health { return &s.redisProbe.health }})
+		s.blocking.AddHook(redisGate{func() *health { return &s.redisProbe.health }})
 	}
+	s.redisProbe.answered(time.Now()) // the Ping above
 	own.MustRegister(s.redisProbe.gauge())
 	own.MustRegister(probeGauge("ax_regional_etcd_healthy", "1 while this server's probe of its region's etcd answers (every 500 ms, 1 s timeout); /readyz is 503 while it is 0.", s.regionalProbe),
 		probeGauge("ax_global_etcd_healthy", "1 while this server's probe of the global etcd answers (every 500 ms, 1 s timeout); /readyz reports global_etcd false while it is 0.", s.globalProbe))
@@ -438,6 +457,13 @@ func (s *server) Run(ctx context.Context) error {
 		defer wg.Done()
 		s.redisProbe.run(cctx)
 	}()
+	if s.nodeProbe != nil {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			s.nodeProbe.run(cctx)
+		}()
+	}
 	go func() {
 		defer wg.Done()
 		federation.Announce(cctx, s.global, s.cfg.Etcd.Prefix, federation.ServerInfo{
