@@ -74,6 +74,7 @@ type API struct {
 	tickets  *tickets // of GET /v1/stream (stream.go)
 	hub      *hub
 	refusals *refusalMeter // of GET /v1/regions (overview.go)
+	fails    *failLog      // the causes of hidden 5xx answers
 }
 
 // New builds the API of the server whose federation node is n.
@@ -94,7 +95,7 @@ func New(n *federation.Node, cfg Config) *API {
 		cfg.BatchMaxBytes = 16 << 20
 	}
 	a := &API{n: n, cfg: cfg, mux: http.NewServeMux(), polls: newLongPolls(cfg.LongPolls, cfg.LongPollsPerTenant),
-		quotas: &quotas{of: cfg.Quota},
+		quotas: &quotas{of: cfg.Quota}, fails: newFailLog(cfg.Logger),
 		requests: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "ax_http_requests_total",
 			Help: "API requests by route and status code."}, []string{"route", "code"})}
 	if n != nil {
@@ -234,9 +235,7 @@ func (a *API) route(pattern string, need Role, h handler) {
 		r = r.WithContext(federation.WithHops(r.Context(), a.trustedHops(r, p)))
 		if err := h(rec, r, p); err != nil {
 			e := toAPIError(err)
-			if e.ref != "" {
-				a.cfg.Logger.Error("request failed", "route", pattern, "status", e.status, "ref", e.ref, "err", e.detail)
-			}
+			a.fails.failed(r.Context(), pattern, e)
 			writeError(rec, e)
 		}
 	})
