@@ -23,7 +23,8 @@ import (
 // timeout and then its retries), a new one is refused with errRedisOut
 // without being sent, and a call of the server's own (no API mark) is not
 // gated: it ends with its own deadline's error. Once Redis
-// answers the probe again, API calls go through.
+// answers the probe again, API calls go through. The log tells the outage
+// once: a WARN as the gate closes, an INFO as it opens.
 func TestRedisGateRefusesAPICallsWhileTheProbeHearsNothing(t *testing.T) {
 	rd := testenv.StartRedis(t)
 	rdb, err := redisClient(config.Redis{Addr: rd.Addr()}, 0)
@@ -32,6 +33,8 @@ func TestRedisGateRefusesAPICallsWhileTheProbeHearsNothing(t *testing.T) {
 	}
 	defer rdb.Close()
 	p := &redisProbe{ping: func(ctx context.Context) error { return rdb.Ping(ctx).Err() }}
+	log, recs := newLevelCounter()
+	p.log = log.With("region", "r1", "node", rd.Addr())
 	p.answered(time.Now())
 	rdb.AddHook(redisGate{func() *health { return &p.health }})
 	ctx, stop := context.WithCancel(context.Background())
@@ -74,6 +77,11 @@ func TestRedisGateRefusesAPICallsWhileTheProbeHearsNothing(t *testing.T) {
 			t.Fatalf("API calls still refused 10s after Redis resumed: %v", rdb.Get(api, "k").Err())
 		}
 		time.Sleep(50 * time.Millisecond)
+	}
+	// The outage in the log: one WARN as the gate closed, one INFO as it
+	// opened, not a line per refused call.
+	if w, i := recs.count(slog.LevelWarn, "node", rd.Addr()), recs.count(slog.LevelInfo, "node", rd.Addr()); w != 1 || i != 1 {
+		t.Errorf("%d WARN and %d INFO records naming the Redis, want 1 and 1: %+v", w, i, recs.list)
 	}
 }
 
