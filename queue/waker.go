@@ -323,7 +323,8 @@ func (w *Waker) Close() {
 
 // popAny is one BLPOP over keys of one server. go-redis rounds BLPop's
 // timeout to whole seconds; Redis ≥ 6 takes a decimal one. Sub-second waits
-// stay under the client's read timeout (3 s by default).
+// are sent with Do, which does not know they block: they stay under the
+// client's read timeout (5 s, go-redis v9's default, which ax keeps).
 func (s *Store) popAny(ctx context.Context, keys []string, timeout time.Duration) (bool, error) {
 	var err error
 	if timeout%time.Second == 0 {
