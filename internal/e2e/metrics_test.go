@@ -315,7 +315,7 @@ func TestMetricsOfRealServersAndWorkers(t *testing.T) {
 		{"leader changes", server, "ax_leader_changes_total", us, 1},
 		{"fenced writes", server, "ax_fenced_writes_rejected_total", us, 0},
 		{"global etcd", server, "ax_global_etcd_healthy", us, 1},
-		{"provider", server, "ax_region_info", with("provider", "other"), 1},
+		{"provider", server, "ax_region_info", with("provider", "aws"), 1},
 		{"redis", server, "ax_redis_healthy", us, 1},
 		{"view", server, "ax_global_view_connected", us, 1},
 		{"API requests", server, "ax_http_requests_total", us, -1},
