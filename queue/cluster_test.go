@@ -21,6 +21,9 @@ func newClusterEnv(t *testing.T) *env {
 	if testenv.ClusterMode() {
 		e = newEnv(t)
 	} else {
+		// Forming a cluster of its own is a multi-process test: make
+		// check (-short) leaves it to make test.
+		testenv.Slow(t)
 		c := testenv.StartRedisCluster(t, testenv.SuiteMasters)
 		clock := newFakeClock()
 		e = &env{t: t, clock: clock, rdb: c.Client(t), flush: c.Flush}
