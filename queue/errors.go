@@ -23,3 +23,15 @@ var (
 	// nothing was stored.
 	ErrBacklogFull = errors.New("queue: the tenant's backlog is at its limit")
 )
+
+// NotSent reports whether err says that a Redis call was refused before
+// any of it was sent, so it did not run: an error in its chain has a
+// method NotSent() bool that returns true (the ax server's Redis gate,
+// while a master's probe hears nothing, refuses an API request's calls to
+// it that way). An error that may have come after the command ran (a
+// timeout, a cut connection, a call cut short by the gate) is not one:
+// only a call that surely did not run may be made again elsewhere.
+func NotSent(err error) bool {
+	var ns interface{ NotSent() bool }
+	return errors.As(err, &ns) && ns.NotSent()
+}

@@ -303,6 +303,18 @@ type SubmitResult struct {
 // Submit accepts tasks, at most MaxBatch per Redis call. Results are in
 // input order. The error is for Redis failures; per-task outcomes are in
 // the results.
+//
+// A new task without an id or an idempotency key may go to any shard: when
+// its shard's Redis refuses the call unsent (NotSent: on a Redis Cluster,
+// the ax server's gate of a master its probe has not heard from), it gets a
+// new id naming the next shard and is submitted there, and so on until one
+// takes it or every shard has refused (that error). Only an unsent call is
+// made again elsewhere: after any other error the script may have run, and
+// a second shard would hold the task twice. A task with an id (a hand-off,
+// a DAG node, a schedule's slot) or an idempotency key stays on its shard
+// and shares its error: the id names the shard, and a key is found only on
+// the shard ShardForKey names (a retry of the same key must meet the task
+// the first try stored, not store another on a shard nobody looks at).
 func (s *Store) Submit(ctx context.Context, tasks ...NewTask) ([]SubmitResult, error) {
 	res := make([]SubmitResult, len(tasks))
 	byShard := make([][]int, s.opts.Shards)
@@ -328,63 +340,119 @@ func (s *Store) Submit(ctx context.Context, tasks ...NewTask) ([]SubmitResult, e
 		}
 		byShard[shard] = append(byShard[shard], i)
 	}
-	for shard, idx := range byShard {
-		if len(idx) == 0 {
-			continue
-		}
-		var sc redis.Scripter = s.rdb
-		if s.opts.WaitReplicas > 0 {
-			// WAIT counts the replicas that have this connection's writes:
-			// the scripts and the WAIT must share one connection (of a
-			// pool, WAIT would answer for another connection's, maybe none).
-			c, err := s.conn(ctx, shard)
-			if err != nil {
-				return nil, fmt.Errorf("queue: submit: %w", err)
+	var refused []bool // shards that refused this call's tasks unsent
+	for more := true; more; {
+		more = false
+		for shard, idx := range byShard {
+			if len(idx) == 0 {
+				continue
 			}
-			defer c.Close()
-			sc = c
-		}
-		for start := 0; start < len(idx); start += MaxBatch {
-			end := min(start+MaxBatch, len(idx))
-			if err := s.submitShard(ctx, sc, shard, tasks, ids, idx[start:end], res); err != nil {
+			byShard[shard] = nil
+			unsent, err := s.submitOn(ctx, shard, tasks, ids, idx, res)
+			if err == nil {
+				continue
+			}
+			if !NotSent(err) {
 				return nil, err
 			}
-			// A generated id another process generated too (same millisecond
-			// and sequence: rare, but possible with many servers) was not
-			// stored: give those tasks new ids and try again.
-			for round := 0; round < 5; round++ {
-				var again []int
-				for _, i := range idx[start:end] {
-					if tasks[i].ID == "" && errors.Is(res[i].Err, task.ErrExists) {
-						ids[i] = s.opts.IDs.New(s.opts.Region, shard, s.now())
-						again = append(again, i)
-					}
+			if refused == nil {
+				refused = make([]bool, s.opts.Shards)
+			}
+			refused[shard] = true
+			to := -1
+			for k := 1; k < s.opts.Shards && to < 0; k++ {
+				if n := (shard + k) % s.opts.Shards; !refused[n] {
+					to = n
 				}
-				if len(again) == 0 {
-					break
-				}
-				if err := s.submitShard(ctx, sc, shard, tasks, ids, again, res); err != nil {
+			}
+			for _, i := range unsent {
+				if to < 0 || tasks[i].ID != "" || tasks[i].Spec.IdempotencyKey != "" {
 					return nil, err
 				}
 			}
-		}
-		if c, ok := sc.(*redis.Conn); ok {
-			n, err := c.Wait(ctx, s.opts.WaitReplicas, s.opts.WaitTimeout).Result()
-			if err != nil {
-				return nil, fmt.Errorf("queue: submit: wait for replicas: %w", err)
+			for _, i := range unsent {
+				ids[i] = s.opts.IDs.New(s.opts.Region, to, s.now())
+				byShard[to] = append(byShard[to], i)
 			}
-			if int(n) < s.opts.WaitReplicas {
-				return nil, fmt.Errorf("%w: submit: only %d of %d replicas acknowledged", ErrUnavailable, n, s.opts.WaitReplicas)
-			}
+			more = true
 		}
 	}
 	return res, nil
 }
 
-func (s *Store) submitShard(ctx context.Context, sc redis.Scripter, shard int, tasks []NewTask, ids []string, idx []int, res []SubmitResult) error {
+// submitOn submits tasks idx on shard. On an error that NotSent reports,
+// unsent are those of idx it did not store (the others' results are set).
+func (s *Store) submitOn(ctx context.Context, shard int, tasks []NewTask, ids []string, idx []int, res []SubmitResult) (unsent []int, err error) {
+	var sc redis.Scripter = s.rdb
+	if s.opts.WaitReplicas > 0 {
+		// WAIT counts the replicas that have this connection's writes:
+		// the scripts and the WAIT must share one connection (of a
+		// pool, WAIT would answer for another connection's, maybe none).
+		c, err := s.conn(ctx, shard)
+		if err != nil {
+			return idx, fmt.Errorf("queue: submit: %w", err)
+		}
+		defer c.Close()
+		sc = c
+	}
+	stored := false // on sc: with WaitReplicas, a WAIT is owed
+	fail := func(rest, later []int, err error) ([]int, error) {
+		if !NotSent(err) {
+			return nil, err
+		}
+		if stored && s.opts.WaitReplicas > 0 {
+			// The tasks stored on this connection are owed a WAIT that
+			// this Redis refuses too: they may be lost in a failover.
+			return nil, fmt.Errorf("%w: submit: shard %d stored tasks, then refused the call: %v", ErrUnavailable, shard, err)
+		}
+		return append(append([]int(nil), rest...), later...), err
+	}
+	for start := 0; start < len(idx); start += MaxBatch {
+		end := min(start+MaxBatch, len(idx))
+		chunk := idx[start:end]
+		if rest, err := s.submitShard(ctx, sc, shard, tasks, ids, chunk, res); err != nil {
+			stored = stored || len(rest) < len(chunk)
+			return fail(rest, idx[end:], err)
+		}
+		stored = true
+		// A generated id another process generated too (same millisecond
+		// and sequence: rare, but possible with many servers) was not
+		// stored: give those tasks new ids and try again.
+		for round := 0; round < 5; round++ {
+			var again []int
+			for _, i := range chunk {
+				if tasks[i].ID == "" && errors.Is(res[i].Err, task.ErrExists) {
+					ids[i] = s.opts.IDs.New(s.opts.Region, shard, s.now())
+					again = append(again, i)
+				}
+			}
+			if len(again) == 0 {
+				break
+			}
+			if rest, err := s.submitShard(ctx, sc, shard, tasks, ids, again, res); err != nil {
+				return fail(rest, idx[end:], err)
+			}
+		}
+	}
+	if c, ok := sc.(*redis.Conn); ok {
+		n, err := c.Wait(ctx, s.opts.WaitReplicas, s.opts.WaitTimeout).Result()
+		if err != nil {
+			return nil, fmt.Errorf("queue: submit: wait for replicas: %w", err)
+		}
+		if int(n) < s.opts.WaitReplicas {
+			return nil, fmt.Errorf("%w: submit: only %d of %d replicas acknowledged", ErrUnavailable, n, s.opts.WaitReplicas)
+		}
+	}
+	return nil, nil
+}
+
+// submitShard submits tasks idx (at most MaxBatch) on shard in one call
+// (two when some go to the cold tier: those first). On an error, unsent are
+// those of idx not stored when NotSent(err), the results of the others set.
+func (s *Store) submitShard(ctx context.Context, sc redis.Scripter, shard int, tasks []NewTask, ids []string, idx []int, res []SubmitResult) (unsent []int, err error) {
 	if cold, hot := s.splitCold(tasks, idx); len(cold) > 0 {
 		if err := s.submitCold(ctx, sc, shard, tasks, ids, cold, res); err != nil || len(hot) == 0 {
-			return err
+			return idx, err
 		}
 		idx = hot
 	}
@@ -453,11 +521,11 @@ func (s *Store) submitShard(ctx context.Context, sc redis.Scripter, shard int, t
 			// a dead master or a moved slot: have it ask the cluster again.
 			cc.ReloadState(ctx)
 		}
-		return fmt.Errorf("queue: submit: %w", err)
+		return idx, fmt.Errorf("queue: submit: %w", err)
 	}
 	codes := toStr(out[0])
 	if len(codes) != len(idx) {
-		return fmt.Errorf("queue: submit: %d results for %d tasks", len(codes), len(idx))
+		return nil, fmt.Errorf("queue: submit: %d results for %d tasks", len(codes), len(idx))
 	}
 	next := 1 // the next id, state pair of a task not created
 	for k, i := range idx {
@@ -465,7 +533,7 @@ func (s *Store) submitShard(ctx context.Context, sc redis.Scripter, shard int, t
 		switch c := codes[k]; c {
 		case '1', '2', '3', '4', '5':
 			if next+1 >= len(out) {
-				return fmt.Errorf("queue: submit: short answer")
+				return nil, fmt.Errorf("queue: submit: short answer")
 			}
 			r = SubmitResult{ID: toStr(out[next]), State: stateOf(toStr(out[next+1]))}
 			next += 2
@@ -486,7 +554,7 @@ func (s *Store) submitShard(ctx context.Context, sc redis.Scripter, shard int, t
 		}
 		res[i] = r
 	}
-	return nil
+	return nil, nil
 }
 
 // backlogCaps is submit.lua's last ARGV: "<cap> <tenant>\n" for each

@@ -60,18 +60,36 @@ const (
 	redisProbeWindow = 2 * redisProbeTimeout
 )
 
-// errRedisOut is the API's Redis call refused or cut short in an outage.
-// A net.Error that timed out: the API answers it as any Redis outage (503
-// unavailable, Retry-After).
-var errRedisOut error = redisOut{}
+// errRedisOut is the API's Redis call refused or cut short in an outage
+// (errors.Is matches both): errRedisRefused when it was refused before any
+// of it was sent, so it did not run (queue.NotSent: the store may submit a
+// new task on another shard instead), errRedisOut itself when it was cut
+// short and may have run. A net.Error that timed out: the API answers it
+// as any Redis outage (503 unavailable, Retry-After).
+var (
+	errRedisOut     error = redisOut{}
+	errRedisRefused error = redisOut{unsent: true}
+)
 
-type redisOut struct{}
+type redisOut struct{ unsent bool }
 
-func (redisOut) Error() string {
-	return "redis: not tried: no answer to the health probe within " + redisProbeWindow.String()
+func (e redisOut) Error() string {
+	if e.unsent {
+		return "redis: not tried: no answer to the health probe within " + redisProbeWindow.String()
+	}
+	return "redis: cut short: no answer to the health probe within " + redisProbeWindow.String()
 }
 func (redisOut) Timeout() bool   { return true }
 func (redisOut) Temporary() bool { return true }
+
+// NotSent: the call was refused before any of it was sent (queue.NotSent).
+func (e redisOut) NotSent() bool { return e.unsent }
+
+// Is makes errors.Is(err, errRedisOut) true of both.
+func (redisOut) Is(target error) bool {
+	_, ok := target.(redisOut)
+	return ok
+}
 
 // run probes until ctx ends. The client honours the ping's deadline
 // (ContextTimeoutEnabled), so a frozen Redis holds it 1 s at most.
@@ -217,42 +235,62 @@ func (g redisGate) call(ctx context.Context, next func(context.Context) error) e
 	if ctx.Value(apiCall{}) == nil {
 		return next(ctx)
 	}
+	cl, _ := ctx.Value(clusterCall{}).(*clusterTry)
 	h := g.health()
 	if h == nil {
+		cl.tried()
 		return next(ctx)
 	}
 	o := h.current()
 	if o == nil {
 		h.refused.Add(1)
-		endClusterCall(ctx)
-		return errRedisOut
+		cl.end()
+		return errRedisRefused
 	}
+	cl.tried()
 	cctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
 	defer context.AfterFunc(o.ctx, func() { cancel(errRedisOut) })()
 	err := next(cctx)
 	if err != nil && ctx.Err() == nil && errors.Is(context.Cause(cctx), errRedisOut) {
-		endClusterCall(ctx)
+		cl.end()
 		return errRedisOut
 	}
 	return err
 }
 
-// clusterCall carries the cancel of an API request's call through a Redis
-// Cluster client (clusterGate) to the node clients it tries.
+// clusterCall is the context key of an API request's call through a Redis
+// Cluster client (clusterGate): its *clusterTry, seen by the node clients
+// it tries.
 type clusterCall struct{}
 
-// endClusterCall ends the Cluster client's call a node's gate refused:
-// the client would retry a timed-out error on the same node after a
-// back-off (up to its MaxRedirects), each try refused again.
-func endClusterCall(ctx context.Context) {
-	if end, ok := ctx.Value(clusterCall{}).(context.CancelCauseFunc); ok {
-		end(errRedisOut)
+// clusterTry is one API call through the Cluster client.
+type clusterTry struct {
+	cancel context.CancelCauseFunc
+	// sent: a node's client was let send the command (or a part of its
+	// way there, as a MOVED's first try): it may have run, so a refusal
+	// of a later try is no proof that it did not.
+	sent atomic.Bool
+}
+
+func (c *clusterTry) tried() {
+	if c != nil {
+		c.sent.Store(true)
+	}
+}
+
+// end ends the Cluster client's call a node's gate refused: the client
+// would retry a timed-out error on the same node after a back-off (up to
+// its MaxRedirects), each try refused again.
+func (c *clusterTry) end() {
+	if c != nil {
+		c.cancel(errRedisOut)
 	}
 }
 
 // clusterGate is the go-redis hook of a Cluster client: it lets a node's
-// gate end the whole command (endClusterCall), which is then errRedisOut.
+// gate end the whole command (clusterTry.end), which is then errRedisOut,
+// errRedisRefused if no try of it was let through to a node.
 type clusterGate struct{}
 
 func (clusterGate) DialHook(next redis.DialHook) redis.DialHook { return next }
@@ -280,8 +318,12 @@ func (clusterGate) call(ctx context.Context, next func(context.Context) error) e
 	}
 	cctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
-	err := next(context.WithValue(cctx, clusterCall{}, cancel))
+	try := &clusterTry{cancel: cancel}
+	err := next(context.WithValue(cctx, clusterCall{}, try))
 	if err != nil && ctx.Err() == nil && errors.Is(context.Cause(cctx), errRedisOut) {
+		if !try.sent.Load() {
+			return errRedisRefused // no node was let send it
+		}
 		return errRedisOut
 	}
 	return err

@@ -15,6 +15,7 @@ import (
 	"github.com/ax-sched/ax/internal/config"
 	"github.com/ax-sched/ax/internal/redisproc"
 	"github.com/ax-sched/ax/internal/testenv"
+	"github.com/ax-sched/ax/queue"
 	"github.com/redis/go-redis/v9"
 )
 
@@ -50,16 +51,16 @@ func TestRedisGateRefusesAPICallsWhileTheProbeHearsNothing(t *testing.T) {
 	t.Cleanup(rd.Resume)
 	inFlight := make(chan error, 1)
 	go func() { inFlight <- rdb.Get(api, "k").Err() }()
-	if err := <-inFlight; !errors.Is(err, errRedisOut) {
-		t.Fatalf("an API call sent as Redis froze: %v, want errRedisOut once the probe's window passed", err)
+	if err := <-inFlight; !errors.Is(err, errRedisOut) || queue.NotSent(err) {
+		t.Fatalf("an API call sent as Redis froze: %v (unsent: %v), want errRedisOut once the probe's window passed, not unsent (it may have run)", err, queue.NotSent(err))
 	}
 	if p.healthy() {
 		t.Fatal("the probe still reports Redis healthy after an API call was cut short")
 	}
 	err = rdb.Get(api, "k").Err()
 	var ne net.Error
-	if !errors.Is(err, errRedisOut) || !errors.As(err, &ne) || !ne.Timeout() {
-		t.Fatalf("an API call in the outage: %v, want errRedisOut (a net.Error that timed out)", err)
+	if !errors.Is(err, errRedisOut) || !errors.As(err, &ne) || !ne.Timeout() || !queue.NotSent(err) {
+		t.Fatalf("an API call in the outage: %v (unsent: %v), want errRedisOut (a net.Error that timed out), unsent (queue.NotSent)", err, queue.NotSent(err))
 	}
 	if !rdb.(*redis.Client).Options().ContextTimeoutEnabled {
 		t.Fatal("the client does not bound a call by its context's deadline")
@@ -227,19 +228,28 @@ func TestClusterGateRefusesOnlyTheFrozenMastersCalls(t *testing.T) {
 	}
 	othersWork("just after the freeze")
 	// The first call to the frozen master waits out its attempt (sent
-	// before the gate closed); then calls are refused unsent.
+	// before the gate closed: cut short, it may have run, so it is not
+	// unsent); then calls are refused unsent.
+	var firstOut error
 	waitFor(t, 30*time.Second, "an API call to the frozen master refused", func() bool {
 		othersWork("while the frozen master's gate closes")
-		return errors.Is(cc.Get(api, frozen).Err(), errRedisOut)
+		err := cc.Get(api, frozen).Err()
+		if firstOut == nil && errors.Is(err, errRedisOut) {
+			firstOut = err
+		}
+		return errors.Is(err, errRedisOut)
 	})
+	if queue.NotSent(firstOut) {
+		t.Errorf("the first API call to the frozen master, sent before its gate closed: %v, reported unsent", firstOut)
+	}
 	// Each refused once: the Cluster client does not retry the refusal
 	// on the same node after a back-off (clusterGate ends the call).
 	before := p.gate(victim.Addr()).refused.Load()
 	for range 20 {
 		err := cc.Get(api, frozen).Err()
 		var ne net.Error
-		if !errors.Is(err, errRedisOut) || !errors.As(err, &ne) || !ne.Timeout() {
-			t.Fatalf("an API call to the frozen master: %v, want errRedisOut (a net.Error that timed out)", err)
+		if !errors.Is(err, errRedisOut) || !errors.As(err, &ne) || !ne.Timeout() || !queue.NotSent(err) {
+			t.Fatalf("an API call to the frozen master: %v (unsent: %v), want errRedisOut (a net.Error that timed out), unsent (queue.NotSent)", err, queue.NotSent(err))
 		}
 		othersWork("with the frozen master's gate closed")
 	}
@@ -249,7 +259,7 @@ func TestClusterGateRefusesOnlyTheFrozenMastersCalls(t *testing.T) {
 	pipe := cc.Pipeline()
 	gf, gh := pipe.Get(api, frozen), pipe.Get(api, others[0])
 	_, _ = pipe.Exec(api)
-	if !errors.Is(gf.Err(), errRedisOut) || gh.Val() != "v" {
+	if !errors.Is(gf.Err(), errRedisOut) || !queue.NotSent(gf.Err()) || gh.Val() != "v" {
 		t.Fatalf("a pipeline over the frozen master and a healthy one: %v / %q, %v; want errRedisOut / \"v\"", gf.Err(), gh.Val(), gh.Err())
 	}
 	own, cancel := context.WithTimeout(ctx, 300*time.Millisecond)

@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"hash/fnv"
 	"io"
 	"net/http"
 	"os"
@@ -108,13 +109,16 @@ func TestFrozenRedisAnswers503AndLosesNothing(t *testing.T) {
 }
 
 // One master of a region's 3-master Redis Cluster frozen (SIGSTOP), the
-// store on 3 shards, one ax server (real binary). The gate is per master:
-// once its probe has heard nothing from the frozen one, a task on a shard
-// it serves is answered 503 unavailable with Retry-After, while the tasks
-// on the other masters' shards are read 200 throughout, and submits are
-// accepted on those shards (a submit placed on the frozen master's is 503
-// with Retry-After, nothing else). After SIGCONT every task accepted
-// before and during the freeze is read back.
+// store on 3 shards, one ax server and one worker (real binaries). The gate
+// is per master: once its probe has heard nothing from the frozen one, a
+// task on a shard it serves is answered 503 unavailable with Retry-After,
+// while the tasks on the other masters' shards are read 200 throughout.
+// Every unkeyed submit (single or batch) is accepted, 201, on another
+// master's shard: one its shard's gate refused unsent goes to the next
+// shard. A keyed submit whose key's shard is the frozen master's is 503
+// with Retry-After (the key is found only on its shard). After SIGCONT
+// every task accepted before and during the freeze is read back and
+// succeeds, and the region holds each once: no more tasks than 201s.
 func TestFrozenClusterMasterAnswers503ForItsShardsOnly(t *testing.T) {
 	// Its nodes serve their slots while another is out: without replicas
 	// Redis would answer CLUSTERDOWN everywhere once the frozen master is
@@ -149,7 +153,8 @@ auth: {enabled: false}
 		t.Fatal(err)
 	}
 	procs := newProcGroup(t)
-	srv := procs.start("server", append(os.Environ(), "AX_LOG_FORMAT=text"), "server", "--config", conf)
+	env := append(os.Environ(), "AX_LOG_FORMAT=text")
+	srv := procs.start("server", env, "server", "--config", conf)
 	waitUntil(t, 30*time.Second, "/readyz", func() bool {
 		resp, err := http.Get(srv.api + "/readyz")
 		if err != nil {
@@ -158,6 +163,7 @@ auth: {enabled: false}
 		resp.Body.Close()
 		return resp.StatusCode == http.StatusOK
 	})
+	procs.start("worker", env, "worker", "--config", conf, "--pool", "cpu", "--id", "w1")
 
 	// The master of each shard (its keys' hash tag).
 	cc := redis.NewClusterClient(&redis.ClusterOptions{Addrs: rc.Addrs()})
@@ -173,7 +179,7 @@ auth: {enabled: false}
 	}
 	victim := masterOf[0]
 	spec := map[string]any{"type": "noop", "tags": map[string]string{"class": "cpu"}}
-	submit := func() (int, string, http.Header, []byte) {
+	submitSpec := func(spec map[string]any) (int, string, http.Header, []byte) {
 		b, _ := json.Marshal(spec)
 		resp, err := http.Post(srv.api+"/v1/tasks", "application/json", bytes.NewReader(b))
 		if err != nil {
@@ -185,6 +191,7 @@ auth: {enabled: false}
 		_ = json.Unmarshal(body, &sr)
 		return resp.StatusCode, sr.ID, resp.Header, body
 	}
+	submit := func() (int, string, http.Header, []byte) { return submitSpec(spec) }
 	shardOf := func(id string) int {
 		p, err := task.ParseID(id)
 		if err != nil {
@@ -250,30 +257,63 @@ auth: {enabled: false}
 			healthyTook = append(healthyTook, took)
 		}
 	}
-	refused := 0
-	var refusedTook []time.Duration
+	var submitTook []time.Duration
+	// The server's round robin puts every third new task on shard 0 (the
+	// frozen master's) first: a third of these are refused there unsent
+	// and go to the next shard (before, they were answered 503).
 	for range 15 {
 		start := time.Now()
-		code, id, hdr, body := submit()
-		switch {
-		case code == http.StatusCreated && masterOf[shardOf(id)] != victim:
-			accepted = append(accepted, id)
-		case unavailable(code, hdr, body):
-			refused++
-			refusedTook = append(refusedTook, time.Since(start))
-		default:
-			t.Fatalf("a submit with one master frozen: %d %s, want 201 on another master's shard or 503 unavailable with Retry-After", code, body)
+		code, id, _, body := submit()
+		submitTook = append(submitTook, time.Since(start))
+		if code != http.StatusCreated || masterOf[shardOf(id)] == victim {
+			t.Fatalf("a submit with one master frozen: %d %s, want 201 on another master's shard", code, body)
+		}
+		accepted = append(accepted, id)
+	}
+	// A batch of 15 unkeyed tasks: every one accepted, none on the frozen
+	// master's shards.
+	var items []json.RawMessage
+	for range 15 {
+		b, _ := json.Marshal(spec)
+		items = append(items, b)
+	}
+	b, _ := json.Marshal(apiv1.BatchRequest{Tasks: items})
+	resp, err := http.Post(srv.api+"/v1/tasks/batch", "application/json", bytes.NewReader(b))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var br apiv1.BatchResponse
+	err = json.NewDecoder(resp.Body).Decode(&br)
+	resp.Body.Close()
+	if err != nil || resp.StatusCode != http.StatusOK || br.Accepted != 15 {
+		t.Fatalf("a batch of 15 with one master frozen: %d, %d accepted (%v): %+v", resp.StatusCode, br.Accepted, err, br.Results)
+	}
+	for _, it := range br.Results {
+		if it.Status != http.StatusCreated || it.Task == nil || masterOf[shardOf(it.Task.ID)] == victim {
+			t.Fatalf("a batch item with one master frozen: %+v, want 201 on another master's shard", it)
+		}
+		accepted = append(accepted, it.Task.ID)
+	}
+	// A keyed submit whose key's shard is the frozen master's: 503 with
+	// Retry-After, as its key is found only there.
+	key := ""
+	for i := 0; key == ""; i++ {
+		if k := fmt.Sprintf("key-%d", i); masterOf[keyShard("default", k, shards)] == victim {
+			key = k
 		}
 	}
-	if refused == 15 {
-		t.Error("every submit refused with one master of three frozen")
+	keyed := map[string]any{"type": "noop", "tags": map[string]string{"class": "cpu"}, "idempotency_key": key}
+	if code, _, hdr, body := submitSpec(keyed); !unavailable(code, hdr, body) {
+		t.Fatalf("a keyed submit whose key's shard is the frozen master's: %d %s (Retry-After %q), want 503 unavailable with Retry-After", code, body, hdr.Get("Retry-After"))
 	}
 	slices.Sort(frozenTook)
 	slices.Sort(healthyTook)
+	slices.Sort(submitTook)
 	t.Logf("the first 503 for the frozen master's shard %v into the freeze", first.Round(time.Millisecond))
-	t.Logf("with %s frozen: GET on its shard median %v (max %v) of %d; on the others median %v (max %v) of %d; submits refused %d of 15 (%v)",
+	t.Logf("with %s frozen: GET on its shard median %v (max %v) of %d; on the others median %v (max %v) of %d; 15 submits all 201, median %v (max %v); a batch of 15 all 201",
 		victim, frozenTook[len(frozenTook)/2], frozenTook[len(frozenTook)-1], len(frozenTook),
-		healthyTook[len(healthyTook)/2], healthyTook[len(healthyTook)-1], len(healthyTook), refused, refusedTook)
+		healthyTook[len(healthyTook)/2], healthyTook[len(healthyTook)-1], len(healthyTook),
+		submitTook[len(submitTook)/2], submitTook[len(submitTook)-1])
 
 	if err := node.Signal(syscall.SIGCONT); err != nil {
 		t.Fatal(err)
@@ -287,4 +327,54 @@ auth: {enabled: false}
 			t.Errorf("task %s accepted before or during the freeze, read after SIGCONT: %d %s", id, code, body)
 		}
 	}
+	// Each accepted task succeeds, and the region holds no task but those.
+	waitUntil(t, 60*time.Second, "every accepted task SUCCESS", func() bool {
+		for _, id := range accepted {
+			_, _, body, _ := get(id)
+			var tk task.Task
+			if json.Unmarshal(body, &tk) != nil || tk.State != task.Success {
+				return false
+			}
+		}
+		return true
+	})
+	held := map[string]bool{}
+	for cursor := ""; ; {
+		resp, err := http.Get(srv.api + "/v1/tasks?limit=1000&cursor=" + cursor)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var tl apiv1.TaskList
+		err = json.NewDecoder(resp.Body).Decode(&tl)
+		resp.Body.Close()
+		if err != nil || resp.StatusCode != http.StatusOK {
+			t.Fatalf("GET /v1/tasks: %d %v", resp.StatusCode, err)
+		}
+		for _, tk := range tl.Tasks {
+			if held[tk.ID] {
+				t.Fatalf("task %s listed twice", tk.ID)
+			}
+			held[tk.ID] = true
+		}
+		if cursor = tl.NextCursor; cursor == "" {
+			break
+		}
+	}
+	if len(held) != len(accepted) {
+		t.Errorf("the region holds %d tasks for %d accepted submits", len(held), len(accepted))
+	}
+	for _, id := range accepted {
+		if !held[id] {
+			t.Errorf("accepted task %s not listed", id)
+		}
+	}
+}
+
+// keyShard is queue.Store.ShardForKey: the shard of a keyed submit.
+func keyShard(tenant, key string, shards int) int {
+	h := fnv.New32a()
+	h.Write([]byte(tenant))
+	h.Write([]byte{0})
+	h.Write([]byte(key))
+	return int(h.Sum32() % uint32(shards))
 }
