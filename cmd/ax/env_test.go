@@ -140,4 +140,21 @@ func TestLoadOptionsKnowAxOwnVariables(t *testing.T) {
 	if !strings.Contains(logs.String(), "level=WARN") || !strings.Contains(logs.String(), "vars=AX_SOMETHING_ELSE") {
 		t.Errorf("warning %q", logs.String())
 	}
+	// AX_LOG_FORMAT and the flags set no config key: no line says they did.
+	if strings.Contains(logs.String(), "set from the environment") {
+		t.Errorf("an override line without an override: %q", logs.String())
+	}
+	// AX_REGION, a flag of the CLI too, renames the region: a start-up line
+	// says it came from the environment (names only, never values).
+	t.Setenv("AX_REGION", "r1")
+	t.Setenv("AX_REDIS_PASSWORD", "s3cret")
+	if r, err = config.Parse("r1.yaml", []byte(envTestRegion), loadOptions(newRoot())); err != nil {
+		t.Fatal(err)
+	}
+	logs.Reset()
+	warnIgnoredEnv(slog.New(slog.NewTextHandler(&logs, nil)), r)
+	if !strings.Contains(logs.String(), `level=INFO msg="config keys set from the environment" vars=AX_REDIS_PASSWORD,AX_REGION`) ||
+		strings.Contains(logs.String(), "s3cret") {
+		t.Errorf("override line %q", logs.String())
+	}
 }

@@ -240,9 +240,14 @@ func loadOptions(root *cobra.Command) config.Option {
 	return config.CheckEnv(names...)
 }
 
-// warnIgnoredEnv logs, once at start, the AX_ variables that nothing reads:
-// a variable of another tool, or a mistake the config could not tell.
+// warnIgnoredEnv logs, once at start, the AX_ variables that set config
+// keys (INFO: where a value came from, names only) and those that nothing
+// reads (WARN: a variable of another tool, or a mistake the config could
+// not tell).
 func warnIgnoredEnv(log *slog.Logger, cfg *config.Region) {
+	if v := cfg.OverrideEnv(); len(v) > 0 {
+		log.Info("config keys set from the environment", "vars", strings.Join(v, ","))
+	}
 	if v := cfg.IgnoredEnv(); len(v) > 0 {
 		log.Warn("AX_ variables that no config key or ax flag reads: ignored", "vars", strings.Join(v, ","))
 	}

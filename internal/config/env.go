@@ -47,6 +47,13 @@ func CheckEnv(others ...string) Option {
 // CheckEnv it is empty.
 func (r *Region) IgnoredEnv() []string { return append([]string(nil), r.ignoredEnv...) }
 
+// OverrideEnv lists, sorted, the AX_ variables that Load or Parse with
+// CheckEnv found set and that override a key of the file (AX_REDIS_ADDR):
+// names only, for a start-up line that says where a value came from (an
+// AX_REGION exported for the CLI's --region renames a server's region).
+// Without CheckEnv it is empty.
+func (r *Region) OverrideEnv() []string { return append([]string(nil), r.overrideEnv...) }
+
 // envName is the variable that overrides key: AX_REDIS_ADDR for redis.addr.
 func envName(key string) string {
 	return EnvPrefix + "_" + strings.ToUpper(strings.ReplaceAll(key, ".", "_"))
@@ -144,8 +151,8 @@ func serviceLinks(set map[string]bool) map[string]bool {
 
 // checkEnv reports the AX_ variables of environ that are meant for the
 // config but set nothing (see CheckEnv) and returns the others nothing
-// reads.
-func checkEnv(p *problems, environ []string, o *options, t reflect.Type) []string {
+// reads, and those that set a key.
+func checkEnv(p *problems, environ []string, o *options, t reflect.Type) (ignored, overrides []string) {
 	set := map[string]bool{}
 	for _, kv := range environ {
 		if name, _, _ := strings.Cut(kv, "="); strings.HasPrefix(name, EnvPrefix+"_") {
@@ -153,13 +160,16 @@ func checkEnv(p *problems, environ []string, o *options, t reflect.Type) []strin
 		}
 	}
 	if len(set) == 0 {
-		return nil
+		return nil, nil
 	}
 	s := newEnvSpace(t)
 	links := serviceLinks(set)
-	var ignored []string
 	for _, name := range sortedKeys(set) {
-		if s.keys[name] != "" || links[name] {
+		if s.keys[name] != "" {
+			overrides = append(overrides, name)
+			continue
+		}
+		if links[name] {
 			continue
 		}
 		up := strings.ToUpper(name) // AX_redis_addr is no override either
@@ -181,5 +191,5 @@ func checkEnv(p *problems, environ []string, o *options, t reflect.Type) []strin
 		ignored = append(ignored, name)
 	}
 	sort.Strings(ignored)
-	return ignored
+	return ignored, overrides
 }

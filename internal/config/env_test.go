@@ -92,6 +92,10 @@ func TestCheckEnvReportsVariablesThatSetNothing(t *testing.T) {
 	if r.Redis.Addr != "10.0.0.2:6379" {
 		t.Errorf("redis.addr %q: AX_REDIS_ADDR not applied", r.Redis.Addr)
 	}
+	// The variables that set a key, by name only (a start-up line).
+	if diff := cmp.Diff([]string{"AX_REDIS_ADDR"}, r.OverrideEnv()); diff != "" {
+		t.Errorf("overrides (-want +got):\n%s", diff)
+	}
 }
 
 // Short names are not matched loosely: AX_DB is no typo of any key. Case

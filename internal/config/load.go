@@ -92,7 +92,7 @@ func Parse(name string, data []byte, opts ...Option) (*Region, error) {
 	r.validate(p)
 	nameEnv(p, envKeys(regionType, ""))
 	if o.checkEnv {
-		r.ignoredEnv = checkEnv(p, os.Environ(), &o, regionType)
+		r.ignoredEnv, r.overrideEnv = checkEnv(p, os.Environ(), &o, regionType)
 	}
 	if err := p.err(); err != nil {
 		return nil, err

@@ -72,8 +72,9 @@ type Region struct {
 
 	// source names the file the region was read from, for error messages.
 	source string
-	// ignoredEnv are the AX_ variables nothing reads (IgnoredEnv).
-	ignoredEnv []string
+	// ignoredEnv are the AX_ variables nothing reads (IgnoredEnv);
+	// overrideEnv those that set a key (OverrideEnv).
+	ignoredEnv, overrideEnv []string
 }
 
 // Source returns the name given to Load or Parse (the file's path).
