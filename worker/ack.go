@@ -10,25 +10,33 @@ import (
 )
 
 // acker records successes in batches: one store.Complete per ackBatch
-// successes or per ackDelay, whichever comes first. Its goroutine is owned
-// by Run, which closes it after the last job settled.
+// successes or per ackDelay, whichever comes first, or at once when a claim
+// waits for them (settled). Its goroutine is owned by Run, which closes it
+// after the last job settled.
 type acker struct {
-	w       *Worker
-	mu      sync.Mutex
-	queue   []*job
-	kick    chan struct{} // capacity 1: a batch started or filled up
-	closing chan struct{}
-	once    sync.Once
+	w     *Worker
+	mu    sync.Mutex
+	queue []*job
+	// added and done count the successes queued and those settled
+	// (recorded or dropped), in queue order; urgent: a claim waits, flush
+	// without the delay; settle is closed and replaced at each flush.
+	added, done uint64
+	urgent      bool
+	settle      chan struct{}
+	kick        chan struct{} // capacity 1: a batch started or filled up
+	closing     chan struct{}
+	once        sync.Once
 }
 
 func newAcker(w *Worker) *acker {
-	return &acker{w: w, kick: make(chan struct{}, 1), closing: make(chan struct{})}
+	return &acker{w: w, kick: make(chan struct{}, 1), closing: make(chan struct{}), settle: make(chan struct{})}
 }
 
 // add queues a success.
 func (a *acker) add(j *job) {
 	a.mu.Lock()
 	a.queue = append(a.queue, j)
+	a.added++
 	n := len(a.queue)
 	a.mu.Unlock()
 	if n == 1 || n == ackBatch {
@@ -37,6 +45,32 @@ func (a *acker) add(j *job) {
 		default:
 		}
 	}
+}
+
+// settled returns once every success queued before the call is recorded
+// (or dropped), flushing them without the batch delay, or when ctx ends.
+// A claim waits for it: a slot freed by a success is claimed only once the
+// store knows the task ended, so the claim counts what really runs — a
+// fair share's floor (docs/fairness.md) sees its tenant's slot free.
+func (a *acker) settled(ctx context.Context) {
+	a.mu.Lock()
+	want := a.added
+	for a.done < want {
+		a.urgent = true
+		ch := a.settle
+		a.mu.Unlock()
+		select {
+		case a.kick <- struct{}{}:
+		default:
+		}
+		select {
+		case <-ch:
+		case <-ctx.Done():
+			return
+		}
+		a.mu.Lock()
+	}
+	a.mu.Unlock()
 }
 
 func (a *acker) pending() int {
@@ -61,7 +95,7 @@ func (a *acker) run(ctx context.Context) {
 			}
 			return
 		}
-		if a.pending() < ackBatch {
+		if a.pending() < ackBatch && !a.isUrgent() {
 			timer.Reset(ackDelay)
 			select {
 			case <-timer.C:
@@ -82,10 +116,12 @@ func (a *acker) flush(ctx context.Context) {
 	a.mu.Lock()
 	batch := a.queue[:min(len(a.queue), queue.MaxBatch)]
 	a.queue = append([]*job(nil), a.queue[len(batch):]...)
+	a.urgent = a.urgent && len(a.queue) > 0
 	a.mu.Unlock()
 	if len(batch) == 0 {
 		return
 	}
+	defer a.flushed(len(batch))
 	for attempt := 1; ; attempt++ {
 		batch = a.live(batch)
 		if len(batch) == 0 {
@@ -114,6 +150,28 @@ func (a *acker) flush(ctx context.Context) {
 			w.finish(j, task.Success)
 		}
 		return
+	}
+}
+
+func (a *acker) isUrgent() bool {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.urgent
+}
+
+// flushed counts n successes settled and wakes the claims waiting.
+func (a *acker) flushed(n int) {
+	a.mu.Lock()
+	a.done += uint64(n)
+	close(a.settle)
+	a.settle = make(chan struct{})
+	more := a.urgent && len(a.queue) > 0
+	a.mu.Unlock()
+	if more {
+		select {
+		case a.kick <- struct{}{}:
+		default:
+		}
 	}
 }
 

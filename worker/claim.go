@@ -47,6 +47,10 @@ func (w *Worker) claimLoop(ctx, base context.Context, g *slots) {
 		if n == 0 {
 			return
 		}
+		// The successes that freed these slots are recorded first, so the
+		// claim does not count them as running (a fair share's floor would
+		// give its tenant's freed slot to another tenant).
+		w.acks.settled(ctx)
 		sent := time.Now()
 		// Not ctx: a shutdown must not drop the answer of a claim Redis ran,
 		// or those tasks would sit RUNNING until their leases expire.

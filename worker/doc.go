@@ -20,7 +20,10 @@
 // blocking pop per shard on a Redis Cluster) instead of polling: a submit
 // brings it back within milliseconds; the wait's safety timeout (IdleWait,
 // 1s) bounds the cost of a lost marker. A claim that came back full means work may remain,
-// so the next free slot claims again at once.
+// so the next free slot claims again at once. A slot frees once its task's
+// outcome is recorded, and a claim first flushes the successes queued for
+// acknowledgement: the store never counts a task that ended as running
+// when it decides who gets its slot (a fair share's floor, limits).
 //
 // # Task types
 //
@@ -65,7 +68,8 @@
 //   - the handler returned nil: SUCCESS with the text given to SetResult.
 //     A handler that finished its work is believed even if a stop arrived
 //     meanwhile. Successes are acknowledged in batches (up to 32, or after
-//     2ms), so a busy worker spends one round trip on many of them.
+//     2ms, or at once when a claim waits for them), so a busy worker
+//     spends one round trip on many of them.
 //   - stopped by the worker's shutdown: given back (READY, no retry spent).
 //   - preempted: given back with a jittered 60–120s delay (no retry spent).
 //   - cancel requested: acknowledged as a failed attempt, which the store

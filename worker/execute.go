@@ -30,11 +30,14 @@ func (w *Worker) execute(ctx context.Context, j *job) {
 		cancelDeadline()
 		j.cancel(nil)
 		w.stats.running.Add(-1)
-		w.release(j.slots, 1)
 		if !returned {
 			err = errors.New("worker: handler exited through runtime.Goexit")
 		}
+		// The slot frees once the outcome is recorded (a success: queued,
+		// and the next claim waits for it, acker.settled), so the claim of
+		// it never counts this task as running.
 		w.settle(j, err, cause, rt)
+		w.release(j.slots, 1)
 		endRun(span, err, cause)
 	}()
 	err = runHandler(ctx, w.handler(j.task.Type), j.task)
