@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ax-sched/ax/internal/testenv"
 	"github.com/ax-sched/ax/task"
 	"github.com/redis/go-redis/v9"
 )
@@ -775,5 +776,163 @@ func TestFairShareWritesWhatChanged(t *testing.T) {
 	e.setFair(map[string]FairShare{"p": both["p"]})
 	if got := held("fs:q"); !slices.Equal(got, []int{0, 0, 0}) {
 		t.Errorf("pool q's fair share gone: fs:q fields by shard %v, want none", got)
+	}
+}
+
+// floorSim runs a pool of 4 slots held by 2 workers of 2 slots (each with
+// a store of its own, as worker processes have), tenant a (weight 1000)
+// flooding every shard, b (floor 2) with 12 tasks on shard 0 (hand-offs),
+// every task running exactly 300 ms on the fake clock, so tasks claimed
+// together end together. At each instant each worker whose tasks end
+// claims its freed slots at once, recording the completions first
+// (ackFirst, as package worker does) or after the claim (as it did: the
+// claim still counted the ended tasks as running); the leader's round runs
+// every second. It counts the claims, from b's first leader round on, after
+// which b runs fewer than min(2, its work), and b's running after each.
+func floorSim(t *testing.T, shards int, ackFirst bool) (short, claims int, trace []int) {
+	e := newEnv(t, func(o *Options) { o.Shards = shards })
+	pools := map[string]FairShare{"p": {Tenants: map[string]TenantShare{"a": {Weight: 1000}, "b": {Floor: 2}}}}
+	e.setFair(pools)
+	e.submitMany("p", "a", 300)
+	stores := make([]*Store, 2)
+	for i := range stores {
+		s, err := New(e.rdb, e.s.opts)
+		if err != nil {
+			t.Fatal(err)
+		}
+		stores[i] = s
+	}
+	type run struct {
+		tk  *task.Task
+		end time.Time
+	}
+	held := make([][]run, len(stores))
+	complete := func(w int, ts []*task.Task) {
+		cs := make([]Completion, len(ts))
+		for i, tk := range ts {
+			cs[i] = Completion{ID: tk.ID, Token: tk.LeaseToken}
+		}
+		errs, err := stores[w].Complete(e.ctx, cs...)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, err := range errs {
+			if err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	claim := func(w, n int) {
+		ts, err := stores[w].Claim(e.ctx, ClaimRequest{Pool: "p", Worker: fmt.Sprint("w", w), N: n})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, tk := range ts {
+			held[w] = append(held[w], run{tk, e.clock.Now().Add(300 * time.Millisecond)})
+		}
+	}
+	for w := range stores {
+		claim(w, 2)
+	}
+	e.clock.Advance(100 * time.Millisecond)
+	const bTasks = 12
+	if shards == 1 {
+		e.submitMany("p", "b", bTasks)
+	} else {
+		e.handedOff("p", 0, bTasks, tenantOf("b"))
+	}
+	bStarted, bDone := 0, 0
+	lastRound := e.clock.Now()
+	counting := false
+	for step := 0; bDone < bTasks && step < 400; step++ {
+		next := time.Time{}
+		for _, rs := range held {
+			for _, r := range rs {
+				if next.IsZero() || r.end.Before(next) {
+					next = r.end
+				}
+			}
+		}
+		e.clock.Advance(next.Sub(e.clock.Now()))
+		if e.clock.Now().Sub(lastRound) >= time.Second {
+			e.setFair(pools)
+			lastRound, counting = e.clock.Now(), true
+		}
+		for w := range stores {
+			var ended []*task.Task
+			keep := held[w][:0]
+			for _, r := range held[w] {
+				if r.end.Equal(next) {
+					ended = append(ended, r.tk)
+				} else {
+					keep = append(keep, r)
+				}
+			}
+			held[w] = keep
+			if len(ended) == 0 {
+				continue
+			}
+			for _, tk := range ended {
+				if tk.Tenant == "b" {
+					bDone++
+				}
+			}
+			if ackFirst {
+				complete(w, ended)
+			}
+			before := len(held[w])
+			claim(w, len(ended))
+			for _, r := range held[w][before:] {
+				if r.tk.Tenant == "b" {
+					bStarted++
+				}
+			}
+			if !ackFirst {
+				complete(w, ended)
+			}
+			bRun := 0
+			for _, rs := range held {
+				for _, r := range rs {
+					if r.tk.Tenant == "b" {
+						bRun++
+					}
+				}
+			}
+			if counting {
+				claims++
+				trace = append(trace, bRun)
+				if bRun < min(2, bTasks-bStarted+bRun) {
+					short++
+				}
+			}
+		}
+	}
+	if bDone != bTasks {
+		t.Fatalf("%d of b's %d tasks ran", bDone, bTasks)
+	}
+	return short, claims, trace
+}
+
+// A floor of 2 behind a flood, tasks of equal length ending together and
+// their slots claimed at once: with the completions recorded before the
+// claim of the slots they freed (package worker's order) b runs 2 after
+// every claim while it has 2 tasks left, on one shard and on 3 (the claim
+// starts on the shard where the completion left a floor owed); with the
+// completions recorded after, b's ended task still counted and its slot
+// went to a (the e2e's 1 at once).
+func TestFairShareFloorHoldsWhenTasksEndTogether(t *testing.T) {
+	for _, shards := range []int{1, 3} {
+		t.Run(fmt.Sprint(shards, " shards"), func(t *testing.T) {
+			if testenv.SuiteCluster(t) != nil && shards == 1 {
+				t.Skip("one shard: not the cluster's case")
+			}
+			short, claims, trace := floorSim(t, shards, true)
+			t.Logf("completions first: %d of %d claims left b short of its floor; b running after each: %v", short, claims, trace)
+			if short != 0 || claims == 0 {
+				t.Errorf("completions first: %d of %d claims left b short of its floor of 2 with its tasks waiting", short, claims)
+			}
+			short, claims, trace = floorSim(t, shards, false)
+			t.Logf("completions after the claim: %d of %d claims left b short; b running after each: %v", short, claims, trace)
+		})
 	}
 }

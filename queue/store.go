@@ -9,6 +9,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -111,6 +112,11 @@ type Store struct {
 	keys []shardKeys
 	rr   atomic.Uint32
 	fns  functions // FCALL or EVALSHA (functions.go)
+	// owed: with several shards, per pool the shard where a completion of
+	// this store left a tenant with work waiting below its floor: the
+	// pool's next claim starts there (ClaimTasks).
+	owedMu sync.Mutex
+	owed   map[string]int
 }
 
 type shardKeys struct {
@@ -858,6 +864,11 @@ func (s *Store) ClaimTasks(ctx context.Context, req ClaimRequest) (Claimed, erro
 	}
 	var out []*task.Task
 	start := int(s.rr.Add(1))
+	if s.opts.Shards > 1 {
+		if k, ok := s.takeOwed(req.Pool); ok {
+			start = k
+		}
+	}
 	for i := 0; i < s.opts.Shards && len(out) < n; i++ {
 		shard := (start + i) % s.opts.Shards
 		res, err := s.run(ctx, s.rdb, scripts.claim, s.keysWith(shard, s.keys[shard].px), s.clock(), req.Pool, req.Worker,
@@ -1004,9 +1015,37 @@ func (s *Store) Complete(ctx context.Context, cs ...Completion) ([]error, error)
 					errs[i] = ErrLeaseLost
 				}
 			}
+			if len(out) > len(part) && s.opts.Shards > 1 {
+				s.owe(toStr(out[len(part)]), shard)
+			}
 		}
 	}
 	return errs, nil
+}
+
+// owe records that pool's shard has a floor owed: a tenant with work
+// waiting there below its floor after a completion. The store's next
+// claim of the pool starts on that shard, so the slot the completion
+// freed goes to the floor (docs/fairness.md, "Shards"), not to whatever
+// shard the claims' turn is at.
+func (s *Store) owe(pool string, shard int) {
+	s.owedMu.Lock()
+	if s.owed == nil {
+		s.owed = map[string]int{}
+	}
+	s.owed[pool] = shard
+	s.owedMu.Unlock()
+}
+
+// takeOwed returns and forgets the shard where pool owes a floor.
+func (s *Store) takeOwed(pool string) (int, bool) {
+	s.owedMu.Lock()
+	defer s.owedMu.Unlock()
+	k, ok := s.owed[pool]
+	if ok {
+		delete(s.owed, pool)
+	}
+	return k, ok
 }
 
 // Failure is a failed attempt to record.

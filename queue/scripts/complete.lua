@@ -8,7 +8,8 @@
 -- KEYS: 1-8 see lib.lua; 9 run times.
 -- ARGV: 1 clock, 2 n, 3 run-time pairs cap, 4 run-time weight alpha,
 --       5 success retention ms, then per task: id, token, result.
--- Returns: per task a code: 0 done; 1 lease lost (nothing changed).
+-- Returns: per task a code: 0 done; 1 lease lost (nothing changed); then
+-- a pool where a tenant with work waiting is now below its floor, if any.
 local now = clock(ARGV[1])
 local snow = fmt(now)
 local n = tonumber(ARGV[2])
@@ -56,7 +57,8 @@ if #ids > 0 then
   write_costs(now)
   retain_success(now, ids, ret)
   release_flush()
-  fair_flush()
+  local owed = fair_flush()
+  if owed then out[n + 1] = owed end
 end
 event('complete', ids, #ids)
 return out

@@ -500,7 +500,8 @@ local function fair_added(pool, tn) return rawget(C, 'FSEEN') and C.FSEEN[pool .
 -- fair_release gives back the slot a RUNNING task held in its pool's fair
 -- share (its record's fs field: the tenant); fair_flush writes what the
 -- script gave back, one HINCRBY per tenant, re-scores the tenant, and
--- wakes the pool when the tenant was at its max.
+-- wakes the pool when the tenant was at its max; it returns a pool where a
+-- tenant with work waiting is now below its floor (nil: none).
 local function fair_release(pool, tn)
   local k = pool .. '\t' .. tn
   local e = C.FREL[k]
@@ -508,6 +509,7 @@ local function fair_release(pool, tn)
   e[3] = e[3] + 1
 end
 local function fair_flush()
+  local owed
   for _, k in ipairs(C.FREL_K) do
     local pool, tn, n = C.FREL[k][1], C.FREL[k][2], C.FREL[k][3]
     local frk = C.K_PREFIX .. 'fr:' .. pool
@@ -516,13 +518,16 @@ local function fair_flush()
     local f = fair(pool)
     if f then
       local c = fair_of(f, tn)
-      if redis.call('ZADD', C.K_PREFIX .. 'fi:' .. pool, 'XX', 'CH', fair_score(c, r), tn) > 0 and c.mx > 0 and r + n >= c.mx then
-        wake(pool)
+      local sc = fair_score(c, r)
+      if redis.call('ZADD', C.K_PREFIX .. 'fi:' .. pool, 'XX', 'CH', sc, tn) > 0 then
+        if c.mx > 0 and r + n >= c.mx then wake(pool) end
+        if sc < 0 then owed = pool end
       end
     end
     C.FREL[k] = nil
   end
   C.FREL_K = {}
+  return owed
 end
 
 -- Limits (issue 13, docs/limits.md, queue/limits.go). A task has the limit
