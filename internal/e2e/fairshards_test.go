@@ -3,9 +3,9 @@ package e2e
 import (
 	"fmt"
 	"io"
-	"math/rand/v2"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -15,14 +15,19 @@ import (
 )
 
 // tenantHooks counts the calls the http handler makes, by path: how many
-// run now and the most at once; each call holds its slot 200 – 400 ms
-// (varied: tasks claimed together do not all end together, so claims do
-// not all come in bursts that count a just-ended task as still running).
+// run now, the most at once and when each ran; each call holds its slot
+// exactly 300 ms, so tasks claimed together end together and the next
+// claims come in bursts (a floor must hold through those too).
 type tenantHooks struct {
 	mu      sync.Mutex
 	calls   map[string]int
 	running map[string]int
 	most    map[string]int
+	spans   map[string][][2]time.Time
+}
+
+func newTenantHooks() *tenantHooks {
+	return &tenantHooks{calls: map[string]int{}, running: map[string]int{}, most: map[string]int{}, spans: map[string][][2]time.Time{}}
 }
 
 func (h *tenantHooks) ServeHTTP(w http.ResponseWriter, r *http.Request) {
@@ -33,9 +38,11 @@ func (h *tenantHooks) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	h.running[p]++
 	h.most[p] = max(h.most[p], h.running[p])
 	h.mu.Unlock()
-	time.Sleep(time.Duration(200+rand.IntN(200)) * time.Millisecond)
+	start := time.Now()
+	time.Sleep(300 * time.Millisecond)
 	h.mu.Lock()
 	h.running[p]--
+	h.spans[p] = append(h.spans[p], [2]time.Time{start, time.Now()})
 	h.mu.Unlock()
 	_, _ = io.WriteString(w, "ok")
 }
@@ -44,6 +51,60 @@ func (h *tenantHooks) of(path string) (calls, most int) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	return h.calls[path], h.most[path]
+}
+
+// below is, from the first time floor of path's calls ran at once (the
+// leader's round moved the floor's parts to their shard) to the start of
+// its last call, the share of the time fewer than floor ran (its later
+// calls waiting meanwhile), and the longest such stretch; 1 when floor
+// never ran at once.
+func (h *tenantHooks) below(path string, floor int) (share float64, longest time.Duration) {
+	h.mu.Lock()
+	spans := slices.Clone(h.spans[path])
+	h.mu.Unlock()
+	type ev struct {
+		at time.Time
+		d  int
+	}
+	var evs []ev
+	var to time.Time
+	for _, sp := range spans {
+		evs = append(evs, ev{sp[0], 1}, ev{sp[1], -1})
+		to = maxTime(to, sp[0])
+	}
+	slices.SortFunc(evs, func(a, b ev) int { return a.at.Compare(b.at) })
+	var from, last time.Time
+	var short, stretch time.Duration
+	n := 0
+	for _, e := range evs {
+		if e.at.After(to) {
+			break
+		}
+		if !from.IsZero() && n < floor {
+			d := e.at.Sub(last)
+			short, stretch = short+d, stretch+d
+			longest = max(longest, stretch)
+		}
+		n += e.d
+		if n >= floor {
+			stretch = 0
+			if from.IsZero() {
+				from = e.at
+			}
+		}
+		last = e.at
+	}
+	if from.IsZero() || !to.After(from) {
+		return 1, 0
+	}
+	return float64(short) / float64(to.Sub(from)), longest
+}
+
+func maxTime(a, b time.Time) time.Time {
+	if b.After(a) {
+		return b
+	}
+	return a
 }
 
 // Fair-share floors and maxes on a 3-shard region through real processes
@@ -58,10 +119,15 @@ func (h *tenantHooks) of(path string) (calls, most int) {
 //     while team-a, weighted 1000, floods the pool from every shard with
 //     100 tasks: team-b's 10 handed-off tasks run 2 at once (without the
 //     floor 1: its score at 0 running beats team-a's, at 1 it does not),
-//     never a third, and all succeed while team-a's flood still waits.
+//     never a third, and all succeed while team-a's flood still waits;
+//     every call lasting 300 ms, team-b's two end together, and the
+//     worker claims their slots at once: they go to team-b again, as its
+//     worker records the completions before it claims and the claim
+//     starts on the shard the completion left a floor owed (team-b below
+//     2 no longer than a slot takes to change hands).
 func TestFairShareOverShards(t *testing.T) {
 	testenv.Slow(t)
-	hooks := &tenantHooks{calls: map[string]int{}, running: map[string]int{}, most: map[string]int{}}
+	hooks := newTenantHooks()
 	srv := httptest.NewServer(hooks)
 	defer srv.Close()
 	fed := newFederation(t, fedOpts{
@@ -124,9 +190,18 @@ func TestFairShareOverShards(t *testing.T) {
 		aCalls, _ := hooks.of("/hooks/floor/a")
 		settleAll(fed, "us-east-1", tokSubmitterA, flood, 90*time.Second)
 		calls, most := hooks.of("/hooks/floor/b")
-		t.Logf("team-b in pool floor: %d calls, at most %d at once (floor 2); team-a's flood had started %d of 100 when they were done", calls, most, aCalls)
+		share, longest := hooks.below("/hooks/floor/b", 2)
+		t.Logf("team-b in pool floor: %d calls, at most %d at once (floor 2), below 2 for %.1f %% of the time its tasks waited once it had run 2 (longest %v); team-a's flood had started %d of 100 when they were done",
+			calls, most, 100*share, longest.Round(time.Millisecond), aCalls)
 		if most != 2 {
 			t.Errorf("team-b ran at most %d at once with its tasks waiting behind a flood, want its floor of 2 (and no more: team-a weighs 1000)", most)
+		}
+		// Between one call's end and the next one's start a slot changes
+		// hands (the completion recorded, then the claim): a few ms of each
+		// 300. A freed slot of the floor given to team-a instead leaves
+		// team-b short for a whole call of team-a's (300 ms).
+		if share > 0.25 || longest >= 200*time.Millisecond {
+			t.Errorf("team-b ran fewer than its floor of 2 for %.1f %% of the time its tasks waited once it had run 2, %v at the longest: its freed slots went to team-a", 100*share, longest.Round(time.Millisecond))
 		}
 		if aCalls >= len(flood) {
 			t.Errorf("team-b's tasks were done after all of team-a's flood had started: they waited behind it")
