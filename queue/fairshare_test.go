@@ -7,7 +7,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/ax-sched/ax/internal/testenv"
 	"github.com/ax-sched/ax/task"
 	"github.com/redis/go-redis/v9"
 )
@@ -823,11 +822,14 @@ func floorSim(t *testing.T, shards int, ackFirst bool) (short, claims int, trace
 		}
 	}
 	claim := func(w, n int) {
-		ts, err := stores[w].Claim(e.ctx, ClaimRequest{Pool: "p", Worker: fmt.Sprint("w", w), N: n})
+		c, err := stores[w].ClaimTasks(e.ctx, ClaimRequest{Pool: "p", Worker: fmt.Sprint("w", w), N: n})
 		if err != nil {
 			t.Fatal(err)
 		}
-		for _, tk := range ts {
+		if !c.Counts {
+			t.Fatal("a claim of a pool with a fair share: Counts false, want true (the worker records its successes first)")
+		}
+		for _, tk := range c.Tasks {
 			held[w] = append(held[w], run{tk, e.clock.Now().Add(300 * time.Millisecond)})
 		}
 	}
@@ -923,9 +925,6 @@ func floorSim(t *testing.T, shards int, ackFirst bool) (short, claims int, trace
 func TestFairShareFloorHoldsWhenTasksEndTogether(t *testing.T) {
 	for _, shards := range []int{1, 3} {
 		t.Run(fmt.Sprint(shards, " shards"), func(t *testing.T) {
-			if testenv.SuiteCluster(t) != nil && shards == 1 {
-				t.Skip("one shard: not the cluster's case")
-			}
 			short, claims, trace := floorSim(t, shards, true)
 			t.Logf("completions first: %d of %d claims left b short of its floor; b running after each: %v", short, claims, trace)
 			if short != 0 || claims == 0 {
@@ -934,5 +933,31 @@ func TestFairShareFloorHoldsWhenTasksEndTogether(t *testing.T) {
 			short, claims, trace = floorSim(t, shards, false)
 			t.Logf("completions after the claim: %d of %d claims left b short; b running after each: %v", short, claims, trace)
 		})
+	}
+}
+
+// Claimed.Counts tells a claimer whether the pool has a fair share
+// (package worker then records its successes before it claims), on every
+// shard (a floor's part may be on another than the one claimed from).
+func TestFairShareClaimCounts(t *testing.T) {
+	e := newEnv(t)
+	e.submitMany("p", "a", 8)
+	counts := func() bool {
+		t.Helper()
+		c, err := e.s.ClaimTasks(e.ctx, ClaimRequest{Pool: "p", Worker: "w1", N: 1})
+		if err != nil || len(c.Tasks) != 1 {
+			t.Fatalf("claim: %d tasks, %v", len(c.Tasks), err)
+		}
+		return c.Counts
+	}
+	if counts() {
+		t.Error("no fair share: Counts true, want false")
+	}
+	e.setFair(map[string]FairShare{"p": {Tenants: map[string]TenantShare{"a": {Weight: 3, Max: 6}}}})
+	e.setFair(map[string]FairShare{"p": {Tenants: map[string]TenantShare{"b": {Floor: 1}}}})
+	for range 3 { // each claim starts on the next shard
+		if !counts() {
+			t.Error("a fair share: Counts false, want true")
+		}
 	}
 }

@@ -846,9 +846,16 @@ type Claimed struct {
 	// the shards this claim visited (0: none parked): a claimer that found
 	// nothing claims again then instead of waiting for a wake-up.
 	Parked time.Duration
+	// Counts: the pool has a fair share, which counts what runs: a
+	// claimer should record the outcomes of its ended tasks before it
+	// claims the slots they freed, or the claim counts them as running and
+	// a floor's freed slot goes to another tenant (docs/fairness.md, "Ties
+	// and stale counts").
+	Counts bool
 }
 
-// ClaimTasks is Claim that also says when parked tasks may be released.
+// ClaimTasks is Claim that also says when parked tasks may be released and
+// whether what runs counts (Claimed.Counts).
 func (s *Store) ClaimTasks(ctx context.Context, req ClaimRequest) (Claimed, error) {
 	var c Claimed
 	n := clampBatch(req.N)
@@ -880,6 +887,9 @@ func (s *Store) ClaimTasks(ctx context.Context, req ClaimRequest) (Claimed, erro
 		}
 		if len(res) < 4 {
 			continue
+		}
+		if len(res)%2 == 1 {
+			c.Counts = true
 		}
 		now := msTime(toStr(res[0]))
 		first, _ := strconv.ParseInt(toStr(res[1]), 10, 64)

@@ -6,16 +6,33 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ax-sched/ax/queue"
 	"github.com/ax-sched/ax/worker"
 	wt "github.com/ax-sched/ax/worker/internal/workertest"
 )
 
 // BenchmarkNoopThroughput runs b.N noop tasks, submitted up front, through
-// workers of the same pool: claim, run, ack, end to end.
+// workers of the same pool: claim, run, ack, end to end. fair: the pool has
+// a fair share, so each claim first waits for the successes queued to be
+// recorded (queue.Claimed.Counts).
 func BenchmarkNoopThroughput(b *testing.B) {
-	for _, c := range []struct{ workers, slots int }{{1, 16}, {2, 64}} {
-		b.Run(fmt.Sprintf("workers=%d/slots=%d", c.workers, c.slots), func(b *testing.B) {
+	for _, c := range []struct {
+		workers, slots int
+		fair           bool
+	}{{1, 16, false}, {2, 64, false}, {1, 16, true}} {
+		name := fmt.Sprintf("workers=%d/slots=%d", c.workers, c.slots)
+		if c.fair {
+			name += "/fair"
+		}
+		b.Run(name, func(b *testing.B) {
 			e := wt.New(b)
+			if c.fair {
+				err := e.Store.SetFairShare(e.Ctx, queue.Fence{Name: "t", Token: 1},
+					map[string]queue.FairShare{wt.Pool: {Tenants: map[string]queue.TenantShare{"a": {Floor: 2}}}})
+				if err != nil {
+					b.Fatal(err)
+				}
+			}
 			e.Submit("noop", nil, b.N)
 			b.ResetTimer()
 			start := time.Now()

@@ -47,10 +47,13 @@ func (w *Worker) claimLoop(ctx, base context.Context, g *slots) {
 		if n == 0 {
 			return
 		}
-		// The successes that freed these slots are recorded first, so the
-		// claim does not count them as running (a fair share's floor would
-		// give its tenant's freed slot to another tenant).
-		w.acks.settled(ctx)
+		// In a pool with a fair share the successes that freed these slots
+		// are recorded first, so the claim does not count them as running
+		// (a floor's freed slot would go to another tenant). Elsewhere the
+		// acks go on alongside the claims.
+		if g.counts {
+			w.acks.settled(ctx)
+		}
 		sent := time.Now()
 		// Not ctx: a shutdown must not drop the answer of a claim Redis ran,
 		// or those tasks would sit RUNNING until their leases expire.
@@ -59,6 +62,9 @@ func (w *Worker) claimLoop(ctx, base context.Context, g *slots) {
 			Pool: w.opts.Pool, Worker: w.opts.ID, N: n, Price: w.opts.PricePerSlotHour, Types: w.claimTypes(g),
 		})
 		cancel()
+		if err == nil {
+			g.counts = claimed.Counts
+		}
 		tasks := claimed.Tasks
 		parked = 0
 		if claimed.Parked < w.opts.IdleWait {

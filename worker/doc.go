@@ -21,9 +21,11 @@
 // brings it back within milliseconds; the wait's safety timeout (IdleWait,
 // 1s) bounds the cost of a lost marker. A claim that came back full means work may remain,
 // so the next free slot claims again at once. A slot frees once its task's
-// outcome is recorded, and a claim first flushes the successes queued for
+// outcome is recorded, and in a pool with a fair share (the last claim's
+// queue.Claimed.Counts) a claim first flushes the successes queued for
 // acknowledgement: the store never counts a task that ended as running
-// when it decides who gets its slot (a fair share's floor, limits).
+// when it decides whose the slot is (a tenant below its floor first).
+// Elsewhere successes are recorded alongside claims.
 //
 // # Task types
 //

@@ -18,6 +18,10 @@ type slots struct {
 	free  int           // under Worker.mu
 	freed chan struct{} // a slot was freed (capacity 1)
 	waker *queue.Waker  // the claim loop's idle wait, set by Run
+	// counts: the last claim said the pool has a fair share
+	// (queue.Claimed.Counts): the next claim waits for the successes
+	// queued to be recorded. Claim loop only.
+	counts bool
 }
 
 // newSlots builds the shared pool (first) and one per type of
@@ -30,10 +34,10 @@ func newSlots(opts Options) []*slots {
 		shared -= n
 	}
 	sort.Strings(types)
-	out := []*slots{{size: shared, free: shared, freed: make(chan struct{}, 1)}}
+	out := []*slots{{size: shared, free: shared, freed: make(chan struct{}, 1), counts: true}}
 	for _, t := range types {
 		n := opts.TypeConcurrency[t]
-		out = append(out, &slots{typ: t, size: n, free: n, freed: make(chan struct{}, 1)})
+		out = append(out, &slots{typ: t, size: n, free: n, freed: make(chan struct{}, 1), counts: true})
 	}
 	return out
 }

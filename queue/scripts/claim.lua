@@ -645,4 +645,7 @@ if LIM then
   end
 end
 event('claim', ids, k)
+-- A fair share counts what runs (a floor's part may be on any shard): the
+-- claimer should record its ended tasks before it claims their slots.
+if F then out[#out + 1] = '!' end
 return out
