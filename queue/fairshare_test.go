@@ -783,12 +783,14 @@ func TestFairShareWritesWhatChanged(t *testing.T) {
 // flooding every shard, b (floor 2) with 12 tasks on shard 0 (hand-offs),
 // every task running exactly 300 ms on the fake clock, so tasks claimed
 // together end together. At each instant each worker whose tasks end
-// claims its freed slots at once, recording the completions first
-// (ackFirst, as package worker does) or after the claim (as it did: the
-// claim still counted the ended tasks as running); the leader's round runs
-// every second. It counts the claims, from b's first leader round on, after
-// which b runs fewer than min(2, its work), and b's running after each.
-func floorSim(t *testing.T, shards int, ackFirst bool) (short, claims int, trace []int) {
+// claims its freed slots at once (one by one: a claim of 1 each, as when
+// they free a moment apart), recording the completions first (ackFirst,
+// as package worker does) or after the claim (as it did: the claim still
+// counted the ended tasks as running); the leader's round runs every
+// second. It counts the bursts (a worker's claims of the slots freed at
+// one instant), from b's first leader round on, after which b runs fewer
+// than min(2, its work), and b's running after each.
+func floorSim(t *testing.T, shards int, ackFirst, oneByOne bool) (short, claims int, trace []int) {
 	e := newEnv(t, func(o *Options) { o.Shards = shards })
 	pools := map[string]FairShare{"p": {Tenants: map[string]TenantShare{"a": {Weight: 1000}, "b": {Floor: 2}}}}
 	e.setFair(pools)
@@ -882,15 +884,21 @@ func floorSim(t *testing.T, shards int, ackFirst bool) (short, claims int, trace
 			if ackFirst {
 				complete(w, ended)
 			}
-			before := len(held[w])
-			claim(w, len(ended))
-			for _, r := range held[w][before:] {
-				if r.tk.Tenant == "b" {
-					bStarted++
-				}
+			sizes := []int{len(ended)}
+			if oneByOne {
+				sizes = slices.Repeat([]int{1}, len(ended))
 			}
-			if !ackFirst {
-				complete(w, ended)
+			for k, size := range sizes {
+				before := len(held[w])
+				claim(w, size)
+				for _, r := range held[w][before:] {
+					if r.tk.Tenant == "b" {
+						bStarted++
+					}
+				}
+				if !ackFirst && k == len(sizes)-1 {
+					complete(w, ended)
+				}
 			}
 			bRun := 0
 			for _, rs := range held {
@@ -916,23 +924,25 @@ func floorSim(t *testing.T, shards int, ackFirst bool) (short, claims int, trace
 }
 
 // A floor of 2 behind a flood, tasks of equal length ending together and
-// their slots claimed at once: with the completions recorded before the
-// claim of the slots they freed (package worker's order) b runs 2 after
-// every claim while it has 2 tasks left, on one shard and on 3 (the claim
-// starts on the shard where the completion left a floor owed); with the
-// completions recorded after, b's ended task still counted and its slot
-// went to a (the e2e's 1 at once).
+// their slots claimed at once or one by one: with the completions recorded
+// before the claims of the slots they freed (package worker's order) b
+// runs 2 after every burst of claims while it has 2 tasks left, on one shard and on
+// 3 (the claims start on the shard where the completion left a floor
+// owed, as many as it owes); with the completions recorded after, b's
+// ended task still counted and its slot went to a (the e2e's 1 at once).
 func TestFairShareFloorHoldsWhenTasksEndTogether(t *testing.T) {
 	for _, shards := range []int{1, 3} {
-		t.Run(fmt.Sprint(shards, " shards"), func(t *testing.T) {
-			short, claims, trace := floorSim(t, shards, true)
-			t.Logf("completions first: %d of %d claims left b short of its floor; b running after each: %v", short, claims, trace)
-			if short != 0 || claims == 0 {
-				t.Errorf("completions first: %d of %d claims left b short of its floor of 2 with its tasks waiting", short, claims)
-			}
-			short, claims, trace = floorSim(t, shards, false)
-			t.Logf("completions after the claim: %d of %d claims left b short; b running after each: %v", short, claims, trace)
-		})
+		for _, oneByOne := range []bool{false, true} {
+			t.Run(fmt.Sprintf("%d shards, one by one %v", shards, oneByOne), func(t *testing.T) {
+				short, claims, trace := floorSim(t, shards, true, oneByOne)
+				t.Logf("completions first: %d of %d bursts of claims left b short of its floor; b running after each: %v", short, claims, trace)
+				if short != 0 || claims == 0 {
+					t.Errorf("completions first: %d of %d bursts of claims left b short of its floor of 2 with its tasks waiting", short, claims)
+				}
+				short, claims, trace = floorSim(t, shards, false, oneByOne)
+				t.Logf("completions after the claims: %d of %d bursts left b short; b running after each: %v", short, claims, trace)
+			})
+		}
 	}
 }
 

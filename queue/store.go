@@ -113,11 +113,14 @@ type Store struct {
 	rr   atomic.Uint32
 	fns  functions // FCALL or EVALSHA (functions.go)
 	// owed: with several shards, per pool the shard where a completion of
-	// this store left a tenant with work waiting below its floor: the
-	// pool's next claim starts there (ClaimTasks).
+	// this store left a tenant with work waiting below its floor, and by
+	// how many slots: the pool's next claims of that many start there
+	// (ClaimTasks).
 	owedMu sync.Mutex
-	owed   map[string]int
+	owed   map[string]owedFloor
 }
+
+type owedFloor struct{ shard, slots int }
 
 type shardKeys struct {
 	prefix string
@@ -872,7 +875,7 @@ func (s *Store) ClaimTasks(ctx context.Context, req ClaimRequest) (Claimed, erro
 	var out []*task.Task
 	start := int(s.rr.Add(1))
 	if s.opts.Shards > 1 {
-		if k, ok := s.takeOwed(req.Pool); ok {
+		if k, ok := s.takeOwed(req.Pool, n); ok {
 			start = k
 		}
 	}
@@ -1025,37 +1028,47 @@ func (s *Store) Complete(ctx context.Context, cs ...Completion) ([]error, error)
 					errs[i] = ErrLeaseLost
 				}
 			}
-			if len(out) > len(part) && s.opts.Shards > 1 {
-				s.owe(toStr(out[len(part)]), shard)
+			if len(out) > len(part)+1 && s.opts.Shards > 1 {
+				s.owe(toStr(out[len(part)]), shard, toInt(out[len(part)+1]))
 			}
 		}
 	}
 	return errs, nil
 }
 
-// owe records that pool's shard has a floor owed: a tenant with work
-// waiting there below its floor after a completion. The store's next
-// claim of the pool starts on that shard, so the slot the completion
-// freed goes to the floor (docs/fairness.md, "Shards"), not to whatever
-// shard the claims' turn is at.
-func (s *Store) owe(pool string, shard int) {
+// owe records that pool's shard owes a floor slots: a tenant with work
+// waiting there is below its floor by that many after a completion. The
+// store's next claims of the pool, for that many slots, start on that
+// shard, so the slots the completions freed go to the floor
+// (docs/fairness.md, "Shards"), not to whatever shard the claims' turn is
+// at; slots freed one at a time are claimed one at a time.
+func (s *Store) owe(pool string, shard, slots int) {
+	if slots <= 0 {
+		return
+	}
 	s.owedMu.Lock()
 	if s.owed == nil {
-		s.owed = map[string]int{}
+		s.owed = map[string]owedFloor{}
 	}
-	s.owed[pool] = shard
+	s.owed[pool] = owedFloor{shard, slots}
 	s.owedMu.Unlock()
 }
 
-// takeOwed returns and forgets the shard where pool owes a floor.
-func (s *Store) takeOwed(pool string) (int, bool) {
+// takeOwed returns the shard where pool owes a floor, counting a claim of
+// n slots against what it owes.
+func (s *Store) takeOwed(pool string, n int) (int, bool) {
 	s.owedMu.Lock()
 	defer s.owedMu.Unlock()
-	k, ok := s.owed[pool]
-	if ok {
+	o, ok := s.owed[pool]
+	if !ok {
+		return 0, false
+	}
+	if o.slots -= n; o.slots > 0 {
+		s.owed[pool] = o
+	} else {
 		delete(s.owed, pool)
 	}
-	return k, ok
+	return o.shard, true
 }
 
 // Failure is a failed attempt to record.

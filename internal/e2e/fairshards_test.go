@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -98,6 +99,18 @@ func (h *tenantHooks) below(path string, floor int) (share float64, longest time
 		return 1, 0
 	}
 	return float64(short) / float64(to.Sub(from)), longest
+}
+
+// spansOf lists path's calls, from and to, in ms after its first call.
+func (h *tenantHooks) spansOf(path string) string {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	var b strings.Builder
+	for _, sp := range h.spans[path] {
+		t0 := h.spans[path][0][0]
+		fmt.Fprintf(&b, " %d-%d", sp[0].Sub(t0).Milliseconds(), sp[1].Sub(t0).Milliseconds())
+	}
+	return b.String()
 }
 
 func maxTime(a, b time.Time) time.Time {
@@ -201,7 +214,8 @@ func TestFairShareOverShards(t *testing.T) {
 		// 300. A freed slot of the floor given to team-a instead leaves
 		// team-b short for a whole call of team-a's (300 ms).
 		if share > 0.25 || longest >= 200*time.Millisecond {
-			t.Errorf("team-b ran fewer than its floor of 2 for %.1f %% of the time its tasks waited once it had run 2, %v at the longest: its freed slots went to team-a", 100*share, longest.Round(time.Millisecond))
+			t.Errorf("team-b ran fewer than its floor of 2 for %.1f %% of the time its tasks waited once it had run 2, %v at the longest: its freed slots went to team-a; its calls: %s",
+				100*share, longest.Round(time.Millisecond), hooks.spansOf("/hooks/floor/b"))
 		}
 		if aCalls >= len(flood) {
 			t.Errorf("team-b's tasks were done after all of team-a's flood had started: they waited behind it")

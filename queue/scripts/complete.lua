@@ -8,8 +8,9 @@
 -- KEYS: 1-8 see lib.lua; 9 run times.
 -- ARGV: 1 clock, 2 n, 3 run-time pairs cap, 4 run-time weight alpha,
 --       5 success retention ms, then per task: id, token, result.
--- Returns: per task a code: 0 done; 1 lease lost (nothing changed); then
--- a pool where a tenant with work waiting is now below its floor, if any.
+-- Returns: per task a code: 0 done; 1 lease lost (nothing changed); then,
+-- if any, a pool where a tenant with work waiting is now below its floor
+-- and by how many slots.
 local now = clock(ARGV[1])
 local snow = fmt(now)
 local n = tonumber(ARGV[2])
@@ -57,8 +58,8 @@ if #ids > 0 then
   write_costs(now)
   retain_success(now, ids, ret)
   release_flush()
-  local owed = fair_flush()
-  if owed then out[n + 1] = owed end
+  local owed, by = fair_flush()
+  if owed then out[n + 1] = owed; out[n + 2] = by end
 end
 event('complete', ids, #ids)
 return out

@@ -501,7 +501,7 @@ local function fair_added(pool, tn) return rawget(C, 'FSEEN') and C.FSEEN[pool .
 -- share (its record's fs field: the tenant); fair_flush writes what the
 -- script gave back, one HINCRBY per tenant, re-scores the tenant, and
 -- wakes the pool when the tenant was at its max; it returns a pool where a
--- tenant with work waiting is now below its floor (nil: none).
+-- tenant with work waiting is now below its floor and by how many slots.
 local function fair_release(pool, tn)
   local k = pool .. '\t' .. tn
   local e = C.FREL[k]
@@ -509,7 +509,7 @@ local function fair_release(pool, tn)
   e[3] = e[3] + 1
 end
 local function fair_flush()
-  local owed
+  local owed, by = nil, 0
   for _, k in ipairs(C.FREL_K) do
     local pool, tn, n = C.FREL[k][1], C.FREL[k][2], C.FREL[k][3]
     local frk = C.K_PREFIX .. 'fr:' .. pool
@@ -521,13 +521,13 @@ local function fair_flush()
       local sc = fair_score(c, r)
       if redis.call('ZADD', C.K_PREFIX .. 'fi:' .. pool, 'XX', 'CH', sc, tn) > 0 then
         if c.mx > 0 and r + n >= c.mx then wake(pool) end
-        if sc < 0 then owed = pool end
+        if sc < 0 and c.fl - r > by then owed, by = pool, c.fl - r end
       end
     end
     C.FREL[k] = nil
   end
   C.FREL_K = {}
-  return owed
+  return owed, by
 end
 
 -- Limits (issue 13, docs/limits.md, queue/limits.go). A task has the limit
