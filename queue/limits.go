@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"math"
-	"math/bits"
 	"sort"
 	"strconv"
 	"strings"
@@ -193,31 +192,11 @@ func apportion(total int64, order []int, work []int64) []int64 {
 	if total <= 0 || len(order) == 0 {
 		return out
 	}
-	var sum int64
+	w := make([]int64, len(work)) // the work of order's shards alone
 	for _, i := range order {
-		out[i] = 1
-		sum += work[i]
+		out[i], w[i] = 1, work[i]
 	}
-	rest := total - int64(len(order))
-	type rem struct {
-		i int
-		r uint64
-	}
-	rems := make([]rem, 0, len(order))
-	given := int64(0)
-	for _, i := range order {
-		// rest × work overflows int64 for a rate of 1e9/s (1e12 milli)
-		hi, lo := bits.Mul64(uint64(rest), uint64(work[i]))
-		q, r := bits.Div64(hi, lo, uint64(sum))
-		out[i] += int64(q)
-		given += int64(q)
-		rems = append(rems, rem{i, r})
-	}
-	sort.SliceStable(rems, func(a, b int) bool { return rems[a].r > rems[b].r })
-	for k := 0; given < rest; k, given = k+1, given+1 {
-		out[rems[k%len(rems)].i]++
-	}
-	return out
+	return byRemainder(total-int64(len(order)), w, out, order)
 }
 
 // partsHold reports whether the shards' parts add up to the limit's

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"maps"
+	"math/bits"
 	"slices"
 	"sort"
 	"strconv"
@@ -220,37 +221,6 @@ func (s *Store) shardParts(ctx context.Context, n int, moving []int, where func(
 	return out, nil
 }
 
-// placeLane shares slots (fewer than the shards) out on the shards' slow
-// work in lane j: as many as each runs, then one to each shard with tasks
-// parked from shard turn on, the rest to the first shards.
-func placeLane(slots int, sh []laneShard, j, turn int) []int {
-	n := len(sh)
-	out := make([]int, n)
-	left := slots
-	for i := range n {
-		g := min(sh[i].running[j], left)
-		out[i] += g
-		left -= g
-	}
-	for k := range n {
-		if i := (turn + k) % n; left > 0 && out[i] == 0 && sh[i].parked[j] > 0 {
-			out[i]++
-			left--
-		}
-	}
-	for i := 0; i < n && left > 0; i++ {
-		if out[i] == 0 {
-			out[i]++
-			left--
-		}
-	}
-	for i := 0; left > 0; i = (i + 1) % n {
-		out[i]++
-		left--
-	}
-	return out
-}
-
 // placeDemand shares total (a lane's slots, a floor or a max) out on the
 // shards' work in item j, so that the parts add up to total and follow
 // it: first to each shard as many as it runs (in proportion to that, by
@@ -275,7 +245,7 @@ func placeDemand(total int, sh []laneShard, j, turn int) []int {
 		}
 	}
 	if ran >= total {
-		return byRemainder(total, run, make([]int, n), turn)
+		return byRemainder(total, run, make([]int, n), fromTurn(turn, n))
 	}
 	rest := total - ran
 	switch {
@@ -302,35 +272,45 @@ func placeDemand(total int, sh []laneShard, j, turn int) []int {
 			wait[i]--
 		}
 	}
-	return byRemainder(rest-with, wait, run, turn)
+	return byRemainder(rest-with, wait, run, fromTurn(turn, n))
 }
 
-// byRemainder adds v to out in proportion to weights (not all 0 when v >
-// 0), by the largest remainder, equal remainders from shard turn on.
-func byRemainder(v int, weights, out []int, turn int) []int {
-	n, sum := len(weights), 0
-	for _, w := range weights {
-		sum += w
+// byRemainder adds v to out in proportion to weights (of the shards in
+// ties; not all 0 when v > 0), by the largest remainder, equal remainders
+// to the earlier in ties. v × weight may exceed the type (a rate of 1e9/s
+// is 1e12 milli-tasks): the products are 128-bit.
+func byRemainder[T ~int | ~int64](v T, weights, out []T, ties []int) []T {
+	var sum T
+	for _, i := range ties {
+		sum += weights[i]
 	}
 	if v <= 0 || sum == 0 {
 		return out
 	}
 	left := v
-	rem := make([]int, n)
-	for i, w := range weights {
-		out[i] += v * w / sum
-		rem[i] = v * w % sum
-		left -= v * w / sum
+	rem := make([]uint64, len(weights))
+	for _, i := range ties {
+		hi, lo := bits.Mul64(uint64(v), uint64(weights[i]))
+		q, r := bits.Div64(hi, lo, uint64(sum))
+		out[i] += T(q)
+		left -= T(q)
+		rem[i] = r
 	}
-	order := make([]int, n)
-	for k := range order {
-		order[k] = (turn + k) % n
-	}
+	order := slices.Clone(ties)
 	sort.SliceStable(order, func(a, b int) bool { return rem[order[a]] > rem[order[b]] })
 	for _, i := range order[:left] {
 		out[i]++
 	}
 	return out
+}
+
+// fromTurn is every shard of n, from shard turn on.
+func fromTurn(turn, n int) []int {
+	order := make([]int, n)
+	for k := range order {
+		order[k] = (turn + k) % n
+	}
+	return order
 }
 
 // writeLanes writes one shard's lanes with the given slots (by names'
