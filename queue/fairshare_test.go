@@ -567,13 +567,7 @@ func TestFairShareBelowShardsMoves(t *testing.T) {
 	var running []*task.Task
 	done, peak := 0, 0
 	for round := 0; done < total && round < 4*total; round++ {
-		for _, tk := range e.claim("p", 40) {
-			if tk.Tenant == "a" {
-				running = append(running, tk)
-			} else {
-				e.complete(tk)
-			}
-		}
+		running = append(running, e.claimOf("p", 40, "a")...)
 		if len(running) > 1 {
 			t.Fatalf("round %d: a runs %d, its max is 1", round, len(running))
 		}
@@ -695,13 +689,7 @@ func TestFairShareMaxFollowsWorkOverShards(t *testing.T) {
 		if _, mx := e.fairParts("p", "a"); mx != 6 {
 			t.Fatalf("round %d: a's max parts add up to %d, want 6", round, mx)
 		}
-		for _, tk := range e.claim("p", 40) {
-			if tk.Tenant == "a" {
-				running = append(running, tk)
-			} else {
-				e.complete(tk)
-			}
-		}
+		running = append(running, e.claimOf("p", 40, "a")...)
 		if len(running) > 6 {
 			t.Fatalf("round %d: a runs %d, its max is 6", round, len(running))
 		}
@@ -970,4 +958,19 @@ func TestFairShareClaimCounts(t *testing.T) {
 			t.Error("a fair share: Counts false, want true")
 		}
 	}
+}
+
+// claimOf claims up to n tasks of pool and returns tenant's; the others'
+// complete at once.
+func (e *env) claimOf(pool string, n int, tenant string) []*task.Task {
+	e.t.Helper()
+	var mine []*task.Task
+	for _, tk := range e.claim(pool, n) {
+		if tk.Tenant == tenant {
+			mine = append(mine, tk)
+		} else {
+			e.complete(tk)
+		}
+	}
+	return mine
 }

@@ -169,16 +169,7 @@ func TestSlowLaneSplitAcrossShards(t *testing.T) {
 	}
 	e.setLanes(lanes)
 	total := e.submitOnEveryShard("p", typeOf("big"))
-	parts := func() int {
-		sum := 0
-		for i := range e.s.keys {
-			v, _ := e.rdb.HGet(e.ctx, e.s.keys[i].prefix+"sln", "p").Result()
-			var thr, n int
-			fmt.Sscanf(v, "%d %d", &thr, &n)
-			sum += n
-		}
-		return sum
-	}
+	parts := func() int { return e.laneParts("p") }
 	var running []*task.Task
 	done, peak := 0, 0
 	for round := 0; done < total && round < 4*total; round++ {
@@ -237,16 +228,7 @@ func TestSlowLaneFollowsWorkOverShards(t *testing.T) {
 	e := newEnv(t, func(o *Options) { o.Shards = 3 })
 	lanes := map[string]SlowLane{"p": {Threshold: time.Minute, Slots: 6, Slow: []string{"big"}, Known: []string{"big"}}}
 	e.setLanes(lanes)
-	parts := func() int {
-		sum := 0
-		for i := range e.s.keys {
-			v, _ := e.rdb.HGet(e.ctx, e.s.keys[i].prefix+"sln", "p").Result()
-			var thr, n int
-			fmt.Sscanf(v, "%d %d", &thr, &n)
-			sum += n
-		}
-		return sum
-	}
+	parts := func() int { return e.laneParts("p") }
 	first := e.handedOff("p", 0, 18, typeOf("big"))
 	var second []string
 	onSecond := map[string]bool{}
@@ -343,4 +325,17 @@ func TestPlaceDemand(t *testing.T) {
 			}
 		}
 	}
+}
+
+// laneParts is what the shards' parts of pool's slow lane add up to.
+func (e *env) laneParts(pool string) int {
+	e.t.Helper()
+	sum := 0
+	for i := range e.s.keys {
+		v, _ := e.rdb.HGet(e.ctx, e.s.keys[i].prefix+"sln", pool).Result()
+		var thr, n int
+		fmt.Sscanf(v, "%d %d", &thr, &n)
+		sum += n
+	}
+	return sum
 }
