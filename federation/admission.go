@@ -1,13 +1,13 @@
 package federation
 
-// Authoritative admission (issue 14). Placement damps: each server counts
-// its own recent placements into a pool's figures and assumes only its
-// share of the headroom until the next figures arrive, so that N servers
-// do not all pour into the pool that looked emptiest. That spreads
-// choices; it must not refuse work. Whether a local pool takes a task is
+// Admission is authoritative in the store. Placement damps: each server
+// counts its own recent placements into a pool's figures and assumes only
+// its share of the headroom until the next figures arrive, so that N
+// servers do not all pour into the pool that looked emptiest. That spreads
+// choices; it never refuses work. Whether a local pool takes a task is
 // decided in this region's Redis, atomically, by the submit script
 // (queue.NewTask.AdmitMax): the pool's READY tasks against ⌊queue capacity
-// × the hard watermark⌋ — the line at which placement calls a pool
+// × the hard watermark⌋, the line at which placement calls a pool
 // SATURATED. A task the store refuses spills to the next candidate by
 // score; 429 only when no candidate is left.
 

@@ -1,6 +1,6 @@
 package federation
 
-// Backlog refusals of hand-offs (issue 11, docs/security.md "max_backlog"):
+// Backlog refusals of hand-offs (docs/security.md "max_backlog"):
 // a receiver counts the hand-offs it accepts in the tenant's backlog there
 // and refuses, definitely, one that would pass the tenant's max_backlog
 // (AcceptMany: the submit script checks it with the count). The sender

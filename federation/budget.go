@@ -1,6 +1,6 @@
 package federation
 
-// Monthly budgets per tenant (issue 14, docs/cost.md "Budgets"). Each
+// Monthly budgets per tenant (docs/cost.md "Budgets"). Each
 // server reads the federation's spend of the tenants it has a budget for —
 // the cost report of this UTC month grouped by tenant, every region's cost
 // records (each region counts the attempts it ran in its own Redis) — every
@@ -33,11 +33,6 @@ type Budget struct {
 	Refuse   bool
 	PriceCap float64
 }
-
-// budgetRefresh is how often a server rereads its tenants' spend by
-// default (Config.BudgetRefresh): a fan-out to every region, cheap next to
-// the minutes a budget moves in.
-const budgetRefresh = 30 * time.Second
 
 // budgetWarn is the used ratio at which a tenant is warned.
 const budgetWarn = 0.8
@@ -218,11 +213,7 @@ func (n *Node) BudgetLoop(ctx context.Context) {
 		return true
 	}
 	refresh()
-	d := n.cfg.BudgetRefresh
-	if d <= 0 {
-		d = budgetRefresh
-	}
-	every(ctx, d, refresh)
+	every(ctx, n.cfg.BudgetRefresh, refresh)
 }
 
 // RefreshBudgets reads this month's spend per tenant from every region and

@@ -14,7 +14,7 @@ import (
 	"github.com/ax-sched/ax/task"
 )
 
-// Monthly budgets (issue 14): each tenant runs one task, handed off from
+// Monthly budgets: each tenant runs one task, handed off from
 // aws to the region of the cheapest spot pool (az), whose Redis records
 // its cost; aws's server sums every region's records, so both tenants are
 // past their (tiny) budgets there. acme's over_budget is refuse: 429

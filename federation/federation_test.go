@@ -21,7 +21,7 @@ import (
 	"github.com/ax-sched/ax/task"
 )
 
-// Acceptance tests of issue 4: placement across regions, backpressure,
+// Placement across regions, backpressure,
 // region failure, drain, live prices, hand-off exactly once, no capacity,
 // keyed submits. Three regions, real etcd, real Redis, real HTTP.
 
@@ -87,7 +87,7 @@ func checkExplanation(t *testing.T, ex apiv1.Explanation, want map[string]string
 	}
 }
 
-// Issue 4.1: the cheapest eligible pool wins across regions; tags and
+// The cheapest eligible pool wins across regions; tags and
 // regions filter; explain lists every pool with its reason.
 func TestPlacementCheapestEligiblePool(t *testing.T) {
 	f := newFed(t)
@@ -141,7 +141,7 @@ func deref(p *string) string {
 	return *p
 }
 
-// Issue 4.2: a saturated cheapest pool spills to the next cheapest; a
+// A saturated cheapest pool spills to the next cheapest; a
 // 10 000-task burst fills the pools cheapest first, each to its headroom.
 func TestSaturationSpillsToTheNextCheapest(t *testing.T) {
 	// Azure spot (the cheapest) holds 20: saturated at 16 ready (hard watermark 0.8).
@@ -175,8 +175,7 @@ func TestSaturationSpillsToTheNextCheapest(t *testing.T) {
 	t.Logf("40 submits: %v", got)
 	cheapest, next := got[az+"/"+poolSpot], got[gcp+"/"+poolSpot]
 	// The cheapest takes work up to its hard (spill) watermark, 16 of 20,
-	// and not past it. (Before issue 14's fill-before-spill a penalty
-	// ramp from the 0.6 soft watermark spilled it near 0.76 fill.)
+	// and not past it.
 	if cheapest != 16 {
 		t.Errorf("the cheapest pool took %d, want 16 (capacity × hard watermark)", cheapest)
 	}
@@ -223,7 +222,7 @@ func TestBurstFillsCheapestFirst(t *testing.T) {
 	}
 	f := newFed(t, opts...)
 	// Every pool is new in the view at the start, where herd damping
-	// spreads choices (issue 14): the burst comes once each has published
+	// spreads choices: the burst comes once each has published
 	// again.
 	time.Sleep(4 * testPublish)
 	got := map[string]int{}
@@ -279,11 +278,10 @@ func TestBurstFillsCheapestFirst(t *testing.T) {
 	if !(got[az+"/"+poolSpot] > got[gcp+"/"+poolSpot] && got[gcp+"/"+poolSpot] > got[aws+"/"+poolSpot]) {
 		t.Errorf("spot shares not ordered by headroom: %v", got)
 	}
-	// Fill before spill (issue 14): pools fill in price order, each to its
+	// Fill before spill: pools fill in price order, each to its
 	// headroom before a dearer one gets work, so at most one pool holds a
 	// partial share; the burst (10 000) is short of the room (12 824), so
-	// some pool got nothing. (Before, a penalty ramp from the soft
-	// watermark spread it over every pool.) One more partial pool is the
+	// some pool got nothing. One more partial pool is the
 	// herd damping's: until a pool new in the view has published figures
 	// again, each server counts on its share of the pool's headroom only
 	// (the burst starts after a few publications, but a loaded machine
@@ -315,7 +313,7 @@ func TestBurstFillsCheapestFirst(t *testing.T) {
 	}
 }
 
-// Issue 4.3: a killed region gets no new work within TTL + stale_after +
+// A killed region gets no new work within TTL + stale_after +
 // grace; its queued tasks stay in its Redis; it is placed on again after a
 // restart.
 func TestKilledRegionIsAvoidedAndComesBack(t *testing.T) {
@@ -385,7 +383,7 @@ func TestKilledRegionIsAvoidedAndComesBack(t *testing.T) {
 	}
 }
 
-// Issue 4.3: drain moves a region's READY tasks elsewhere through the
+// Drain moves a region's READY tasks elsewhere through the
 // hand-off; every task ends in exactly one place.
 func TestDrainMovesEveryReadyTaskExactlyOnce(t *testing.T) {
 	f := newFed(t)
@@ -449,7 +447,7 @@ func TestDrainMovesEveryReadyTaskExactlyOnce(t *testing.T) {
 	}
 }
 
-// Issue 4.4: a live price override flips the choice within a second; a
+// A live price override flips the choice within a second; a
 // delayed task is placed with the price of when it becomes due.
 func TestPriceOverrideFlipsPlacement(t *testing.T) {
 	f := newFed(t)
@@ -508,7 +506,7 @@ func TestPriceOverrideFlipsPlacement(t *testing.T) {
 	})
 }
 
-// Issue 4.5: a hand-off whose answer is lost yields exactly one task.
+// A hand-off whose answer is lost yields exactly one task.
 func TestHandOffAnswerLostMakesOneCopy(t *testing.T) {
 	f := newFed(t)
 	ctx := fedtest.Ctx(t)
@@ -634,7 +632,7 @@ func TestHandOffAnswerLostMakesOneCopy(t *testing.T) {
 	})
 }
 
-// Issue 4.6: unmatchable tags are 422 with the explanation; no free pool
+// Unmatchable tags are 422 with the explanation; no free pool
 // is 201 PENDING with NO_CAPACITY until a worker brings slots.
 func TestUnplaceableAndNoCapacity(t *testing.T) {
 	f := newFed(t, fedtest.WithoutGPUWorkers())
@@ -705,7 +703,7 @@ func TestUnplaceableAndNoCapacity(t *testing.T) {
 	}
 }
 
-// Issue 4.7: keyed submits go to the key's home region (rendezvous hashing);
+// Keyed submits go to the key's home region (rendezvous hashing);
 // a repeat anywhere returns the same task; the home down is 503.
 func TestKeyedSubmitsRouteToTheKeysHome(t *testing.T) {
 	f := newFed(t)

@@ -56,7 +56,7 @@ func candidate(ex apiv1.Explanation, regionName, pool string) apiv1.Candidate {
 	return apiv1.Candidate{}
 }
 
-// Issue 14: the durations each region learns from its completions reach
+// The durations each region learns from its completions reach
 // every server of every region through the published figures: Azure spot,
 // the cheapest per hour, stops winning once it is known to run the type
 // 12x slower than GCP spot; pools that never ran it take the type's
@@ -107,7 +107,7 @@ func TestLearntDurationsReachEveryServer(t *testing.T) {
 	}
 }
 
-// Issue 14: a live price override is what the tasks claimed from then on
+// A live price override is what the tasks claimed from then on
 // record, not the worker's configured price.
 func TestPriceOverrideRecordedAtClaim(t *testing.T) {
 	f := newFed(t)

@@ -1,6 +1,7 @@
 package federation
 
 import (
+	"cmp"
 	"context"
 	"crypto/tls"
 	"errors"
@@ -42,12 +43,12 @@ type Config struct {
 	// SaturatedRetryAfter is the Retry-After of a 429.
 	SaturatedRetryAfter time.Duration
 	// StuckPoolGrace is how long a pool may hold READY tasks without a live
-	// worker before they are re-placed elsewhere (default 30s).
+	// worker before they are re-placed elsewhere.
 	StuckPoolGrace time.Duration
 	// HandOffHorizon is how long a hand-off that may have reached its
 	// target waits for the target's answer while the target is unreachable
 	// before it is placed again (HANDOFF_REVOKED); the target drops any copy
-	// it holds (held.go). Default 30s.
+	// it holds (held.go).
 	HandOffHorizon time.Duration
 	// ReplaceOnPriceRise: a local pool whose live price reaches this
 	// multiple of its configured price has its READY tasks re-placed
@@ -70,13 +71,24 @@ type Config struct {
 	// Budgets are the tenants' monthly budgets (budget.go), by tenant;
 	// nil: none. Node.SetBudgets replaces them.
 	Budgets map[string]Budget
-	// BudgetRefresh is how often BudgetLoop rereads the spend (0: 30 s).
+	// BudgetRefresh is how often BudgetLoop rereads the spend.
 	BudgetRefresh time.Duration
 	// Now is the node's one clock: placement, in-flight accounting, stuck
 	// pools (tests inject one); nil is time.Now. The view keeps the wall
 	// clock: it judges figures other servers stamped with theirs.
 	Now func() time.Time
 }
+
+// The defaults of Config's durations (a zero or negative value takes them).
+const (
+	NoCapacityRetryDefault     = 2 * time.Second
+	SaturatedRetryAfterDefault = 5 * time.Second
+	StuckPoolGraceDefault      = 30 * time.Second
+	HandOffHorizonDefault      = 30 * time.Second
+	// BudgetRefreshDefault: a fan-out to every region, cheap next to the
+	// minutes a budget moves in.
+	BudgetRefreshDefault = 30 * time.Second
+)
 
 // Node is the federation logic of one server.
 type Node struct {
@@ -109,18 +121,11 @@ func NewNode(cfg Config, store *queue.Store, view *View, cell *region.Cell, m *M
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}
-	if cfg.NoCapacityRetry <= 0 {
-		cfg.NoCapacityRetry = 2 * time.Second
-	}
-	if cfg.HandOffHorizon <= 0 {
-		cfg.HandOffHorizon = 30 * time.Second
-	}
-	if cfg.StuckPoolGrace <= 0 {
-		cfg.StuckPoolGrace = 30 * time.Second
-	}
-	if cfg.SaturatedRetryAfter <= 0 {
-		cfg.SaturatedRetryAfter = 5 * time.Second
-	}
+	cfg.NoCapacityRetry = cmp.Or(max(cfg.NoCapacityRetry, 0), NoCapacityRetryDefault)
+	cfg.HandOffHorizon = cmp.Or(max(cfg.HandOffHorizon, 0), HandOffHorizonDefault)
+	cfg.StuckPoolGrace = cmp.Or(max(cfg.StuckPoolGrace, 0), StuckPoolGraceDefault)
+	cfg.SaturatedRetryAfter = cmp.Or(max(cfg.SaturatedRetryAfter, 0), SaturatedRetryAfterDefault)
+	cfg.BudgetRefresh = cmp.Or(max(cfg.BudgetRefresh, 0), BudgetRefreshDefault)
 	if len(cfg.Regions) == 0 {
 		cfg.Regions = []string{cfg.Region}
 	}
@@ -294,179 +299,6 @@ func (n *Node) KeyHome(tenant, key string) string {
 		}
 	}
 	return best
-}
-
-// Submit validates, routes and places specs (already decoded; tenant set).
-// forwarded is true for a submit another server routed here (never routed
-// again).
-func (n *Node) Submit(ctx context.Context, specs []*task.Spec, forwarded bool) []Outcome {
-	out := make([]Outcome, len(specs))
-	now := n.cfg.Now()
-	var local []queue.NewTask
-	var localIdx []int
-	var tickets []string // per stored task: its placement's reservation in n.flights
-	var decisions []placement.Decision
-	remote := map[string][]int{}
-	vs := n.view.current()
-	snap := vs.pools
-	for i, sp := range specs {
-		if err := sp.Normalize(n.cfg.Defaults, now); err != nil {
-			out[i].Err = err
-			continue
-		}
-		if err := n.knownRegions(sp.Regions); err != nil {
-			out[i].Err = err
-			continue
-		}
-		if err := n.applyBudget(sp); err != nil {
-			out[i].Err = err
-			continue
-		}
-		if sp.IdempotencyKey != "" && !forwarded {
-			if home := n.KeyHome(sp.Tenant, sp.IdempotencyKey); home != n.cfg.Region {
-				remote[home] = append(remote[home], i)
-				continue
-			}
-		}
-		if _, ok := n.placeRegions(sp.Regions, sp.Tenant, now); !ok {
-			// Every region it may run in refused this tenant's hand-offs
-			// for their max_backlog a moment ago.
-			out[i].Err = &QuotaError{Field: "max_backlog", Tenant: sp.Tenant, Regions: sp.Regions}
-			n.metrics.rejected.WithLabelValues(n.cfg.Region, "backlog").Inc()
-			continue
-		}
-		nt := queue.NewTask{Spec: sp, BacklogMax: n.backlogMax(sp)}
-		out[i].Region = n.cfg.Region
-		ticket := ""
-		var d placement.Decision
-		if sp.RunAt == nil {
-			d = n.place(snap, sp, now)
-			n.metrics.decision(n.cfg.Region, d)
-			switch {
-			case d.OK && d.Region == n.cfg.Region:
-				nt.Pool, nt.AdmitMax = d.Pool, n.admitMax(d.Pool, sp.Critical)
-				ticket = n.flights.reserve(d.Region, d.Pool, vs.updated[d.Region], now)
-			case d.AllSaturated() && !sp.Critical && n.spillLocal(snap, sp, now, nil, &nt):
-				// Damping counted this server's share of every pool's
-				// headroom as used; it only spreads choices. The store
-				// decides, atomically, whether the pool takes the task.
-				ticket = n.flights.reserve(n.cfg.Region, nt.Pool, vs.updated[n.cfg.Region], now)
-			case d.OK:
-				nt.Pool, nt.HandOff = d.Pool, d.Region
-				out[i].Region = d.Region
-				ticket = n.flights.reserve(d.Region, d.Pool, vs.updated[d.Region], now)
-			case d.Unplaceable():
-				out[i].Err = &PlacementError{Explanation: n.explain(snap, sp, now)}
-				n.metrics.rejected.WithLabelValues(n.cfg.Region, "unplaceable").Inc()
-				continue
-			case d.AllSaturated() && !sp.Critical:
-				pe := &PlacementError{Saturated: true, RetryAfter: n.cfg.SaturatedRetryAfter, Explanation: n.explain(snap, sp, now)}
-				out[i].Err = pe
-				n.metrics.saturated(n.cfg.Region, pe.Explanation, nil)
-				continue
-			}
-			// No capacity now: accepted unplaced; the leader places it
-			// (NO_CAPACITY, retried with backoff) — never dropped.
-		}
-		local = append(local, nt)
-		localIdx = append(localIdx, i)
-		tickets = append(tickets, ticket)
-		decisions = append(decisions, d)
-	}
-	refused := map[int]map[string]bool{} // per spec: the local pools whose store refused it
-	for round := 0; len(local) > 0; round++ {
-		// A local flight lands when its submit began, not when it
-		// returned: figures whose counts were read while the call ran
-		// (stamped before that read, region.Cell.collect) may hold it, and
-		// counting it in flight too would make the pool look a batch
-		// fuller than it is (a burst spilled 1 000 early, at 7 004 of
-		// 8 000). A flight forgotten early instead costs nothing wrong:
-		// the store's admission (AdmitMax) is authoritative, and a task it
-		// refuses spills to the next candidate.
-		began := n.cfg.Now()
-		res, err := n.store.Submit(ctx, local...)
-		stored := n.cfg.Now()
-		var again []queue.NewTask
-		var againIdx []int
-		var againTickets []string
-		for k, i := range localIdx {
-			if err != nil {
-				out[i].Err = err
-				n.flights.drop(tickets[k])
-				continue
-			}
-			r := res[k]
-			if errors.Is(r.Err, queue.ErrPoolFull) {
-				// The pool is at its admission limit (authoritative, in
-				// this region's Redis): spill to the next candidate; 429
-				// only when none is left.
-				n.flights.drop(tickets[k])
-				if refused[i] == nil {
-					refused[i] = map[string]bool{}
-				}
-				refused[i][local[k].Pool] = true
-				nt := queue.NewTask{Spec: specs[i], BacklogMax: local[k].BacklogMax}
-				switch {
-				case round < maxSpillRounds && n.spillLocal(snap, specs[i], now, refused[i], &nt):
-					out[i].Region = n.cfg.Region
-				case n.spillRemote(snap, specs[i], now, &nt):
-					out[i].Region = nt.HandOff
-				default:
-					pe := &PlacementError{Saturated: true, RetryAfter: n.cfg.SaturatedRetryAfter, Explanation: n.explain(snap, specs[i], now)}
-					out[i].Err = pe
-					n.metrics.saturated(n.cfg.Region, pe.Explanation, refused[i])
-					continue
-				}
-				region := nt.HandOff
-				if region == "" {
-					region = n.cfg.Region
-				}
-				again, againIdx = append(again, nt), append(againIdx, i)
-				againTickets = append(againTickets, n.flights.reserve(region, nt.Pool, vs.updated[region], now))
-				continue
-			}
-			if tickets[k] != "" {
-				if r.Err == nil && !r.Duplicate {
-					n.flights.bind(tickets[k], r.ID)
-					if local[k].HandOff == "" {
-						n.flights.landed(r.ID, began)
-					}
-				} else {
-					n.flights.drop(tickets[k])
-				}
-			}
-			if errors.Is(r.Err, queue.ErrBacklogFull) {
-				r.Err = &QuotaError{Field: "max_backlog", Tenant: specs[i].Tenant, Max: local[k].BacklogMax}
-				n.metrics.rejected.WithLabelValues(n.cfg.Region, "backlog").Inc()
-			}
-			out[i].ID, out[i].State, out[i].Duplicate, out[i].Err = r.ID, r.State, r.Duplicate, r.Err
-			if r.Err == nil && !r.Duplicate {
-				out[i].Pool = local[k].Pool
-				n.metrics.submit(n.cfg.Region, specs[i].Tenant, specs[i].Type)
-				n.traceSubmit(ctx, now, stored, r.ID, specs[i], local[k], decisions[k])
-			}
-			if r.Duplicate {
-				// The first task's answer: where it is, not where this
-				// spec would be placed now.
-				out[i].Region = n.cfg.Region
-				if t, err := n.store.Get(ctx, r.ID); err == nil {
-					out[i].Pool, out[i].State = t.Pool, t.State
-					switch {
-					case t.HandOffTarget != "":
-						out[i].Region = t.HandOffTarget
-					case t.HandedOffTo != "":
-						out[i].Region = t.HandedOffTo
-					}
-				}
-			}
-		}
-		n.wake()
-		local, localIdx, tickets = again, againIdx, againTickets
-	}
-	for home, idx := range remote {
-		n.forwardSubmit(ctx, home, specs, idx, out)
-	}
-	return out
 }
 
 // placeTask is sp as placement sees it now: its regions without those

@@ -440,6 +440,18 @@ func unansweredAll(tasks []*task.Task, why error) []answer {
 	return as
 }
 
+// settled is what settle made of one request's answers.
+type settled struct {
+	done    []queue.HandOffAnswer // definite answers, to record
+	retries []queue.OutboxRetry   // unanswered tasks, due again later
+	// The tasks by outcome: accepted, refused, unanswered (later), placed
+	// again as never received (replaced), placed again past the horizon
+	// (revoked).
+	accepted, refused, later, replaced, revoked []string
+	refusedErr, laterErr                        error         // the first of each kind
+	wait                                        time.Duration // the shortest retry
+}
+
 // settle applies a target's answers: definite ones are recorded in one
 // store call (handed off, or placed again), unanswered ones wait in the
 // outbox with backoff and jitter; the in-flight counts, metrics and logs
@@ -447,154 +459,184 @@ func unansweredAll(tasks []*task.Task, why error) []answer {
 // It returns the tasks recorded as handed off: the target may run them
 // once it has this region's word (commit).
 func (o *outbox) settle(ctx context.Context, target string, as []answer) (committed []string) {
-	n := o.n
 	if len(as) == 0 {
 		return nil
 	}
-	now := n.cfg.Now()
+	now := o.n.cfg.Now()
+	s := o.classify(target, as, now)
+	// Definite answers are recorded even when the loop is stopping: an
+	// answer not recorded is asked for again, and the target repeats it.
+	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+	defer cancel()
+	committed, ok := o.record(rctx, target, s)
+	if !ok {
+		return nil
+	}
+	// An unanswered task of a stopping loop stays due: the next leader
+	// sends it at once.
+	if len(s.retries) > 0 && ctx.Err() == nil {
+		if err := o.n.store.HandOffRetryMany(rctx, s.retries); err != nil {
+			o.n.log.Warn("outbox retry", "target", target, "n", len(s.retries), "err", err)
+		}
+	}
+	o.judge(target, s, now)
+	o.report(ctx, target, s, as)
+	return committed
+}
+
+// classify sorts answers by what follows from them, and forgets the tasks
+// they settle.
+func (o *outbox) classify(target string, as []answer, now time.Time) *settled {
+	n := o.n
+	s := &settled{}
 	// One jitter per request: its retries stay together, in one batch.
 	jitter := rand.Float64() / 4
-	var done []queue.HandOffAnswer
-	var retries []queue.OutboxRetry
-	var accepted, refusedIDs, later, replaced, revoked []string
-	var refusedErr, laterErr error
-	var wait time.Duration
 	o.mu.Lock()
+	defer o.mu.Unlock()
 	for _, a := range as {
 		id := a.t.ID
 		switch a.v {
 		case handedOff:
 			o.forget(id)
-			// In flight still, for placement's headroom: the target
-			// counts it READY only once it has the word (landed there).
-			done = append(done, queue.HandOffAnswer{ID: id, Accepted: true, Canceled: a.canceled})
-			accepted = append(accepted, id)
+			// In flight still, for placement's headroom: the target counts
+			// it READY only once it has the word (landed there).
+			s.done = append(s.done, queue.HandOffAnswer{ID: id, Accepted: true, Canceled: a.canceled})
+			s.accepted = append(s.accepted, id)
 		case refused:
 			o.forget(id)
 			n.flights.drop(id)
 			if isBacklogRefusal(a.err) {
 				n.refusals.note(target, tenantOf(a.t.Tenant), now)
 			}
-			done = append(done, queue.HandOffAnswer{ID: id, Accepted: false})
-			refusedIDs = append(refusedIDs, id)
-			refusedErr = cmp.Or(refusedErr, a.err)
+			s.done = append(s.done, queue.HandOffAnswer{ID: id, Accepted: false})
+			s.refused = append(s.refused, id)
+			s.refusedErr = cmp.Or(s.refusedErr, a.err)
 		default:
-			if !neverSent(a.err) {
-				o.maybeSent[id] = true
-			}
-			if _, ok := o.since[id]; !ok {
-				o.since[id] = now
-			}
-			if o.maybeSent[id] && now.Sub(o.since[id]) >= n.cfg.HandOffHorizon && !n.view.healthy(target) {
-				// The target may hold it, unrun until this region's word:
-				// revoked here, it is dropped there (held.go).
-				o.forget(id)
-				n.flights.drop(id)
-				done = append(done, queue.HandOffAnswer{ID: id, Revoked: true})
-				revoked = append(revoked, id)
-				continue
-			}
-			if o.attempts[id]+1 >= strandedAfter && !o.maybeSent[id] && !n.view.healthy(target) {
-				// The target is down and never saw this task: place it
-				// again (HANDOFF_REFUSED) instead of waiting for the
-				// region to return.
-				o.forget(id)
-				n.flights.drop(id)
-				done = append(done, queue.HandOffAnswer{ID: id, Accepted: false})
-				replaced = append(replaced, id)
-				continue
-			}
-			o.attempts[id]++
-			d := min(100*time.Millisecond<<min(o.attempts[id], 9), 30*time.Second)
-			d += time.Duration(float64(d) * jitter)
-			retries = append(retries, queue.OutboxRetry{ID: id, At: now.Add(d)})
-			later = append(later, id)
-			laterErr = cmp.Or(laterErr, a.err)
-			if wait == 0 || d < wait {
-				wait = d
-			}
+			o.unanswered(target, a, now, jitter, s)
 		}
 	}
-	o.mu.Unlock()
+	return s
+}
 
-	// Definite answers are recorded even when the loop is stopping: an
-	// answer not recorded is asked for again, and the target repeats it.
-	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
-	defer cancel()
-	if len(done) > 0 {
-		errs, err := n.store.HandOffDoneMany(rctx, done, o.fence)
-		if errors.Is(err, queue.ErrFenced) {
-			// The tasks are the newer leader's to settle: nothing more here.
-			n.log.Warn("hand-off answers not recorded: a newer leader exists", "target", target, "n", len(done))
-			o.fenced.Store(true)
-			o.lost()
-			return nil
-		}
-		if err != nil {
-			n.log.Warn("hand-off answers not recorded; asking again", "target", target, "n", len(done), "err", err)
-		} else {
-			resend := map[string]bool{}
-			for i, err := range errs {
-				if errors.Is(err, queue.ErrSendCancel) {
-					n.log.Info("cancel requested during the hand-off; sending it again with the cancel", "id", done[i].ID, "target", target)
-					resend[done[i].ID] = true
-					continue
-				}
-				if err != nil {
-					n.log.Warn("hand-off answer not recorded", "id", done[i].ID, "accepted", done[i].Accepted, "err", err)
-				} else if done[i].Accepted {
-					committed = append(committed, done[i].ID)
-				}
-			}
-			if len(resend) > 0 {
-				// Counted when the repeat (with the cancel) is answered.
-				accepted = slices.DeleteFunc(accepted, func(id string) bool { return resend[id] })
-			}
+// unanswered settles a task without a definite answer (o.mu held): placed
+// again when its target stayed unreachable past the horizon (revoked) or
+// never saw it (replaced), else due again after its backoff.
+func (o *outbox) unanswered(target string, a answer, now time.Time, jitter float64, s *settled) {
+	n, id := o.n, a.t.ID
+	if !neverSent(a.err) {
+		o.maybeSent[id] = true
+	}
+	if _, ok := o.since[id]; !ok {
+		o.since[id] = now
+	}
+	switch {
+	case o.maybeSent[id] && now.Sub(o.since[id]) >= n.cfg.HandOffHorizon && !n.view.healthy(target):
+		// The target may hold it, unrun until this region's word: revoked
+		// here, it is dropped there (held.go).
+		o.forget(id)
+		n.flights.drop(id)
+		s.done = append(s.done, queue.HandOffAnswer{ID: id, Revoked: true})
+		s.revoked = append(s.revoked, id)
+	case o.attempts[id]+1 >= strandedAfter && !o.maybeSent[id] && !n.view.healthy(target):
+		// The target is down and never saw this task: place it again
+		// (HANDOFF_REFUSED) instead of waiting for the region to return.
+		o.forget(id)
+		n.flights.drop(id)
+		s.done = append(s.done, queue.HandOffAnswer{ID: id, Accepted: false})
+		s.replaced = append(s.replaced, id)
+	default:
+		o.attempts[id]++
+		d := min(100*time.Millisecond<<min(o.attempts[id], 9), 30*time.Second)
+		d += time.Duration(float64(d) * jitter)
+		s.retries = append(s.retries, queue.OutboxRetry{ID: id, At: now.Add(d)})
+		s.later = append(s.later, id)
+		s.laterErr = cmp.Or(s.laterErr, a.err)
+		if s.wait == 0 || d < s.wait {
+			s.wait = d
 		}
 	}
-	// An unanswered task of a stopping loop stays due: the next leader
-	// sends it at once.
-	if len(retries) > 0 && ctx.Err() == nil {
-		if err := n.store.HandOffRetryMany(rctx, retries); err != nil {
-			n.log.Warn("outbox retry", "target", target, "n", len(retries), "err", err)
-		}
-	}
+}
 
-	// A definite answer vouches for the target; none at all (every task
-	// unanswered for want of a reply) makes it a suspect, so placement
-	// stops sending new work there now rather than when its registration
-	// expires.
-	if len(done) > len(replaced)+len(revoked) {
-		n.view.Vouch(target)
-	} else if len(later)+len(replaced)+len(revoked) > 0 && (len(replaced)+len(revoked) > 0 || noReply(laterErr)) {
-		n.view.Suspect(target, now)
+// record records the definite answers under the fence and returns the
+// tasks recorded as handed off. ok is false when a newer leader exists:
+// the tasks are its to settle, and the loop stops.
+func (o *outbox) record(ctx context.Context, target string, s *settled) (committed []string, ok bool) {
+	n := o.n
+	if len(s.done) == 0 {
+		return nil, true
 	}
-	if len(revoked) > 0 {
-		n.metrics.handoffs.WithLabelValues(n.cfg.Region, target, "revoked").Add(float64(len(revoked)))
-		n.log.Warn("hand-offs to a region unreachable past the horizon placed again; it drops any copy it holds", "target", target,
-			"n", len(revoked), idsAttr(revoked), "horizon", n.cfg.HandOffHorizon, "reason", task.ReasonHandOffRevoked)
-		n.wake()
+	errs, err := n.store.HandOffDoneMany(ctx, s.done, o.fence)
+	switch {
+	case errors.Is(err, queue.ErrFenced):
+		n.log.Warn("hand-off answers not recorded: a newer leader exists", "target", target, "n", len(s.done))
+		o.fenced.Store(true)
+		o.lost()
+		return nil, false
+	case err != nil:
+		n.log.Warn("hand-off answers not recorded; asking again", "target", target, "n", len(s.done), "err", err)
+		return nil, true
 	}
-	if len(replaced) > 0 {
-		n.metrics.handoffs.WithLabelValues(n.cfg.Region, target, "replaced").Add(float64(len(replaced)))
-		n.log.Warn("hand-offs to an unreachable region placed again (it never received them)", "target", target,
-			"n", len(replaced), idsAttr(replaced), "reason", task.ReasonHandOffRefused)
+	resend := map[string]bool{}
+	for i, err := range errs {
+		switch {
+		case errors.Is(err, queue.ErrSendCancel):
+			n.log.Info("cancel requested during the hand-off; sending it again with the cancel", "id", s.done[i].ID, "target", target)
+			resend[s.done[i].ID] = true
+		case err != nil:
+			n.log.Warn("hand-off answer not recorded", "id", s.done[i].ID, "accepted", s.done[i].Accepted, "err", err)
+		case s.done[i].Accepted:
+			committed = append(committed, s.done[i].ID)
+		}
 	}
+	// A resent task is counted when the repeat (with the cancel) is answered.
+	s.accepted = slices.DeleteFunc(s.accepted, func(id string) bool { return resend[id] })
+	return committed, true
+}
+
+// judge tells the view what the answers say of the target: a definite
+// answer vouches for it; none at all (every task unanswered for want of a
+// reply) makes it a suspect, so placement stops sending new work there now
+// rather than when its registration expires.
+func (o *outbox) judge(target string, s *settled, now time.Time) {
+	gaveUp := len(s.replaced) + len(s.revoked)
+	switch {
+	case len(s.done) > gaveUp:
+		o.n.view.Vouch(target)
+	case len(s.later)+gaveUp > 0 && (gaveUp > 0 || noReply(s.laterErr)):
+		o.n.view.Suspect(target, now)
+	}
+}
+
+// report counts and logs the outcomes of one request: one line per
+// outcome, and one Debug line per task.
+func (o *outbox) report(ctx context.Context, target string, s *settled, as []answer) {
+	n := o.n
 	m := n.metrics.handoffs
-	if len(accepted) > 0 {
-		m.WithLabelValues(n.cfg.Region, target, "accepted").Add(float64(len(accepted)))
-		n.log.Info("handed off", "target", target, "n", len(accepted), idsAttr(accepted), "reason", task.ReasonHandedOff)
-	}
-	if len(refusedIDs) > 0 {
-		m.WithLabelValues(n.cfg.Region, target, "refused").Add(float64(len(refusedIDs)))
-		n.log.Info("hand-off refused; placing again", "target", target, "n", len(refusedIDs), idsAttr(refusedIDs),
-			"reason", task.ReasonHandOffRefused, "err", refusedErr)
+	if len(s.revoked) > 0 {
+		m.WithLabelValues(n.cfg.Region, target, "revoked").Add(float64(len(s.revoked)))
+		n.log.Warn("hand-offs to a region unreachable past the horizon placed again; it drops any copy it holds", "target", target,
+			"n", len(s.revoked), idsAttr(s.revoked), "horizon", n.cfg.HandOffHorizon, "reason", task.ReasonHandOffRevoked)
 		n.wake()
 	}
-	if len(later) > 0 {
-		m.WithLabelValues(n.cfg.Region, target, "retry").Add(float64(len(later)))
-		n.log.Info("hand-off unanswered; retrying the same target", "target", target, "n", len(later), idsAttr(later),
-			"in", wait, "err", laterErr)
+	if len(s.replaced) > 0 {
+		m.WithLabelValues(n.cfg.Region, target, "replaced").Add(float64(len(s.replaced)))
+		n.log.Warn("hand-offs to an unreachable region placed again (it never received them)", "target", target,
+			"n", len(s.replaced), idsAttr(s.replaced), "reason", task.ReasonHandOffRefused)
+	}
+	if len(s.accepted) > 0 {
+		m.WithLabelValues(n.cfg.Region, target, "accepted").Add(float64(len(s.accepted)))
+		n.log.Info("handed off", "target", target, "n", len(s.accepted), idsAttr(s.accepted), "reason", task.ReasonHandedOff)
+	}
+	if len(s.refused) > 0 {
+		m.WithLabelValues(n.cfg.Region, target, "refused").Add(float64(len(s.refused)))
+		n.log.Info("hand-off refused; placing again", "target", target, "n", len(s.refused), idsAttr(s.refused),
+			"reason", task.ReasonHandOffRefused, "err", s.refusedErr)
+		n.wake()
+	}
+	if len(s.later) > 0 {
+		m.WithLabelValues(n.cfg.Region, target, "retry").Add(float64(len(s.later)))
+		n.log.Info("hand-off unanswered; retrying the same target", "target", target, "n", len(s.later), idsAttr(s.later),
+			"in", s.wait, "err", s.laterErr)
 	}
 	if n.log.Enabled(ctx, slog.LevelDebug) {
 		for _, a := range as {
@@ -610,7 +652,6 @@ func (o *outbox) settle(ctx context.Context, target string, as []answer) (commit
 			n.log.Debug("hand-off", args...)
 		}
 	}
-	return committed
 }
 
 // idsAttr names the tasks of a log line: the id of one, the first 8 of

@@ -131,50 +131,56 @@ func (n *Node) call(ctx context.Context, base, method, path string, in, out any)
 	return resp.StatusCode, nil
 }
 
-// forwardSubmit sends keyed specs to their key's home region in one batch.
-func (n *Node) forwardSubmit(ctx context.Context, home string, specs []*task.Spec, idx []int, out []Outcome) {
+// forwardSubmit sends keyed items to their key's home region in one batch
+// and answers each with the home's answer.
+func (n *Node) forwardSubmit(ctx context.Context, home string, items []*item) {
+	fail := func(err error) {
+		for _, it := range items {
+			it.out.Err = err
+		}
+	}
 	api, err := n.peerAPI(home)
 	if err != nil {
-		for _, i := range idx {
-			out[i].Err = err
-		}
+		fail(err)
 		return
 	}
 	req := apiv1.BatchRequest{}
-	for _, i := range idx {
-		b, _ := json.Marshal(specs[i])
+	for _, it := range items {
+		b, _ := json.Marshal(it.spec)
 		req.Tasks = append(req.Tasks, b)
 	}
 	var resp apiv1.BatchResponse
 	n.metrics.forwarded.WithLabelValues(n.cfg.Region, home).Inc()
 	if _, err := n.call(ctx, api, http.MethodPost, "/v1/tasks/batch", req, &resp); err != nil {
-		for _, i := range idx {
-			out[i].Err = fmt.Errorf("%w: %s: %v", ErrRegionUnavailable, home, err)
-		}
+		fail(fmt.Errorf("%w: %s: %v", ErrRegionUnavailable, home, err))
 		return
 	}
-	for k, i := range idx {
+	for k, it := range items {
 		if k >= len(resp.Results) {
-			out[i].Err = fmt.Errorf("%w: short answer from %s", ErrRegionUnavailable, home)
+			it.out.Err = fmt.Errorf("%w: short answer from %s", ErrRegionUnavailable, home)
 			continue
 		}
-		r := resp.Results[k]
-		if r.Error != nil {
-			// The peer names a field by its place in the batch it got; name
-			// it by the spec, as a local error does (the API adds the caller's
-			// own tasks[i] prefix).
-			e := *r.Error
-			if f, ok := strings.CutPrefix(e.Field, fmt.Sprintf("tasks[%d]", k)); ok && (f == "" || f[0] == '.') {
-				e.Field = strings.TrimPrefix(f, ".")
-			}
-			out[i].Err = &PeerError{Status: r.Status, Body: e}
-			continue
-		}
-		out[i].ID, out[i].State, out[i].Region, out[i].Duplicate = r.Task.ID, r.Task.State, r.Task.Region, r.Task.Duplicate
-		if r.Task.Pool != nil {
-			out[i].Pool = *r.Task.Pool
-		}
+		it.out = outcomeOf(resp.Results[k], k)
 	}
+}
+
+// outcomeOf is the outcome of the k-th task of a forwarded batch.
+func outcomeOf(r apiv1.BatchItem, k int) Outcome {
+	if r.Error != nil {
+		// The peer names a field by its place in the batch it got; name it
+		// by the spec, as a local error does (the API adds the caller's own
+		// tasks[i] prefix).
+		e := *r.Error
+		if f, ok := strings.CutPrefix(e.Field, fmt.Sprintf("tasks[%d]", k)); ok && (f == "" || f[0] == '.') {
+			e.Field = strings.TrimPrefix(f, ".")
+		}
+		return Outcome{Err: &PeerError{Status: r.Status, Body: e}}
+	}
+	o := Outcome{ID: r.Task.ID, State: r.Task.State, Region: r.Task.Region, Duplicate: r.Task.Duplicate}
+	if r.Task.Pool != nil {
+		o.Pool = *r.Task.Pool
+	}
+	return o
 }
 
 // forwardTarget says where a request about id must go when this server

@@ -3,7 +3,7 @@ package federation
 import "testing"
 
 // The cluster token never goes to a plain-http peer off the loopback
-// interface unless the operator allowed it (issue 11, peers).
+// interface unless the operator allowed it.
 func TestInsecurePeer(t *testing.T) {
 	for _, c := range []struct {
 		base         string

@@ -12,7 +12,7 @@ import (
 	"github.com/ax-sched/ax/task"
 )
 
-// Re-placement when the world changes (issue 14): READY tasks wait in a
+// Re-placement when the world changes: READY tasks wait in a
 // pool chosen with the prices and windows of their submit. When the pool's
 // live price rises past Config.ReplaceOnPriceRise × its configured price
 // (a spot spike) or its capacity window closes, the ones placement would
