@@ -16,8 +16,6 @@ import (
 	"github.com/ax-sched/ax/internal/bench"
 )
 
-func init() { commands = append(commands, newBenchCmd) }
-
 // benchFlags are the flags every `ax bench` mode shares.
 type benchFlags struct {
 	target     bench.Target

@@ -13,8 +13,6 @@ import (
 	"github.com/ax-sched/ax/client"
 )
 
-func init() { commands = append(commands, newCostCmd) }
-
 func newCostCmd() *cobra.Command {
 	var (
 		f        client.CostFilter

@@ -14,8 +14,6 @@ import (
 	"github.com/spf13/cobra"
 )
 
-func init() { commands = append(commands, newDAGCmd) }
-
 func newDAGCmd() *cobra.Command {
 	c := &cobra.Command{
 		Use:   "dag",

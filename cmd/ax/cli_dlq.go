@@ -12,8 +12,6 @@ import (
 	"github.com/ax-sched/ax/client"
 )
 
-func init() { commands = append(commands, newDLQCmd) }
-
 func newDLQCmd() *cobra.Command {
 	c := &cobra.Command{
 		Use:   "dlq",

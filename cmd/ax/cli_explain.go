@@ -14,8 +14,6 @@ import (
 	"github.com/ax-sched/ax/task"
 )
 
-func init() { commands = append(commands, newExplainCmd) }
-
 func newExplainCmd() *cobra.Command {
 	var (
 		sf       specFlags

@@ -10,8 +10,6 @@ import (
 	"github.com/ax-sched/ax/apiv1"
 )
 
-func init() { commands = append(commands, newRegionsCmd, newRegionCmd) }
-
 func newRegionsCmd() *cobra.Command {
 	return cliCommand(&cobra.Command{
 		Use:   "regions",

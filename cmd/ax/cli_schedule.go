@@ -14,8 +14,6 @@ import (
 	"github.com/spf13/cobra"
 )
 
-func init() { commands = append(commands, newScheduleCmd) }
-
 func newScheduleCmd() *cobra.Command {
 	c := &cobra.Command{
 		Use:   "schedule",

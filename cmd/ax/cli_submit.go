@@ -18,8 +18,6 @@ import (
 	"github.com/ax-sched/ax/client"
 )
 
-func init() { commands = append(commands, newSubmitCmd) }
-
 // cliMaxListed bounds the per-line errors a batch submit prints; -o json
 // has them all.
 const cliMaxListed = 50

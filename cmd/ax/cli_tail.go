@@ -16,8 +16,6 @@ import (
 	"github.com/ax-sched/ax/task"
 )
 
-func init() { commands = append(commands, newTailCmd) }
-
 // While the server is unreachable, tail retries with backoff from
 // tailRetryMin doubling to tailRetryMax, and says so once per outage.
 const (

@@ -16,10 +16,6 @@ import (
 	"github.com/ax-sched/ax/task"
 )
 
-func init() {
-	commands = append(commands, newGetCmd, newTrailCmd, newCancelCmd, newPriorityCmd, newTasksCmd)
-}
-
 func newGetCmd() *cobra.Command {
 	return cliCommand(&cobra.Command{
 		Use:   "get ID",

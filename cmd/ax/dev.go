@@ -28,8 +28,6 @@ import (
 	"go.uber.org/zap"
 )
 
-func init() { commands = append(commands, newDevCmd) }
-
 func newDevCmd() *cobra.Command {
 	var dir string
 	var tmp bool

@@ -4,13 +4,6 @@
 // Every flag can also come from the environment (AX_<FLAG>, dashes as
 // underscores, e.g. AX_API, AX_OUTPUT) or from a CLI settings file
 // (--settings, default $HOME/.config/ax/cli.yaml, keys named like the flags).
-//
-// At about 3 500 lines of non-test Go (comments and blank lines aside;
-// 3 900 with them) it is over the 2 500 the house allows
-// a package: it is the one place that wires packages together and every
-// subcommand is a small file (cli_*.go, server.go, worker.go, dev.go,
-// runtime.go); splitting the CLI into its own package would only move the
-// flag plumbing, not any decision.
 package main
 
 import (
@@ -64,8 +57,14 @@ func report(w io.Writer, err error) int {
 	return code
 }
 
-// commands registers subcommand constructors; each file adds its own in init.
-var commands []func() *cobra.Command
+// commands are the constructors of ax's subcommands, the one list of them.
+var commands = []func() *cobra.Command{
+	// Processes.
+	newServerCmd, newWorkerCmd, newDevCmd, newBenchCmd, newVersionCmd,
+	// Clients of the HTTP API.
+	newSubmitCmd, newGetCmd, newTasksCmd, newTrailCmd, newCancelCmd, newPriorityCmd, newTailCmd,
+	newExplainCmd, newRegionsCmd, newRegionCmd, newCostCmd, newDLQCmd, newDAGCmd, newScheduleCmd,
+}
 
 func newRoot() *cobra.Command {
 	root := &cobra.Command{

@@ -10,8 +10,6 @@ import (
 	"github.com/spf13/cobra"
 )
 
-func init() { commands = append(commands, newServerCmd) }
-
 func newServerCmd() *cobra.Command {
 	var file string
 	c := &cobra.Command{

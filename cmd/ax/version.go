@@ -9,8 +9,6 @@ import (
 	"github.com/ax-sched/ax/internal/buildinfo"
 )
 
-func init() { commands = append(commands, newVersionCmd) }
-
 // newVersionCmd prints the build: one line, or JSON with -o json. It needs
 // no server, so it does not go through cliRun.
 func newVersionCmd() *cobra.Command {

@@ -17,8 +17,6 @@ import (
 	"github.com/spf13/cobra"
 )
 
-func init() { commands = append(commands, newWorkerCmd) }
-
 func newWorkerCmd() *cobra.Command {
 	var file, pool, id, metricsAddr string
 	var concurrency int
