@@ -14,7 +14,7 @@ import (
 // A long-poll (Events with a wait) on Options.Blocking leaves the main
 // client's connections to submits: with a main pool of one connection, a
 // submit succeeds while the long-poll waits; without Blocking the same
-// submit cannot get a connection (issue 11 finding 3).
+// submit cannot get a connection.
 func TestBlockingClientKeepsSubmitsFree(t *testing.T) {
 	r := testenv.StartRedis(t)
 	run := func(separate bool) error {

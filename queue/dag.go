@@ -498,7 +498,7 @@ func (s *Store) UpdateDAG(ctx context.Context, f Fence, id string, steps []DAGSt
 	switch {
 	case fenced(out):
 		return DAGUpdate{}, ErrFenced
-	case len(out) == 1:
+	case dagMissing(out):
 		return DAGUpdate{}, fmt.Errorf("%w: %s", ErrDAGNotFound, id)
 	}
 	return DAGUpdate{Applied: toInt(out[0]), Released: toInt(out[1]), State: task.DAGState(toStr(out[2])), Ended: toInt(out[3]) == 1,
@@ -527,7 +527,7 @@ func (s *Store) CancelDAG(ctx context.Context, id, tenant, by string) (DAGCancel
 	if err != nil {
 		return DAGCancel{}, fmt.Errorf("queue: cancel DAG: %w", err)
 	}
-	if len(out) == 1 {
+	if dagMissing(out) {
 		return DAGCancel{}, fmt.Errorf("%w: %s", ErrDAGNotFound, id)
 	}
 	return DAGCancel{First: toInt(out[0]) == 1, Canceled: toInt(out[1]), State: task.DAGState(toStr(out[2])),

@@ -87,10 +87,4 @@
 // Options.Now, which is passed to every script as an explicit argument.
 // Numbers cross the Lua boundary as integer strings (string.format('%d')),
 // never through tostring, which keeps only 14 significant digits.
-//
-// At about 4 200 lines of non-test Go (comments and blank lines aside;
-// 5 300 with them; the Lua scripts are another 2 700) queue is over the 2 500 the house
-// allows a package: each script's Go side (arguments, result codes), the
-// record encoding and the reads all share the key layout and the record's
-// field names, which a split would have to export to every part.
 package queue

@@ -377,9 +377,8 @@ func TestFairShareMasksAndShortfall(t *testing.T) {
 	}
 }
 
-// A claim is never short while work it may take waits (issue 13: a drain
-// took 56 % longer with fair share on, one run; a short claim sends the
-// worker to wait for a wake-up). a floods, b has one task, then one more
+// A claim is never short while work it may take waits (a short claim
+// sends the worker to wait for a wake-up). a floods, b has one task, then one more
 // every few claims, and a floor of 8 it cannot use: every claim of 32 takes
 // 32 (b's every task and the rest of b's share to a, in the same claim), with completes interleaved as
 // a worker's are. The same drain without a fair share takes as many claims.

@@ -306,9 +306,8 @@ func TestUnplacedDelayedThroughDueSet(t *testing.T) {
 }
 
 // DueTasks reads what placement needs of a due task: its price cap and
-// wait target too (issue 14: the leader placed DAG nodes, schedule slots
-// and delayed tasks past their max_price_per_slot_hour, which it never
-// read).
+// wait target too, so DAG nodes, schedule slots and delayed tasks are
+// placed within their max_price_per_slot_hour.
 func TestDueTasksCarryPriceCapAndWaitTarget(t *testing.T) {
 	e := newEnv(t)
 	id := e.submit("", func(s *task.Spec) {

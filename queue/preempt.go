@@ -94,7 +94,7 @@ func (s *Store) RequestPreemption(ctx context.Context, f Fence, id, token, preem
 	if fenced(out) {
 		return false, "", ErrFenced
 	}
-	if toInt(out[0]) == 0 {
+	if toInt(out[0]) == codeOK {
 		return true, "", nil
 	}
 	return false, toStr(out[1]), nil

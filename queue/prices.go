@@ -10,7 +10,7 @@ import (
 // SetPrices replaces the live price per slot-hour of the region's pools
 // (leader only): what a claim records on each task it takes from a pool,
 // instead of the claiming worker's configured price, so that a price
-// override reaches per-task cost at once (issue 14). A pool left out, or
+// override reaches per-task cost at once. A pool left out, or
 // priced ≤ 0, gets the worker's price again.
 func (s *Store) SetPrices(ctx context.Context, f Fence, prices map[string]float64) error {
 	pools := make([]string, 0, len(prices))

@@ -13,7 +13,7 @@ import (
 )
 
 // BenchmarkLifecycleProfile is where the Redis time of one task's life
-// goes (docs/benchmarks.md, issue 16): b.N rounds of a batched submit of
+// goes (docs/benchmarks.md): b.N rounds of a batched submit of
 // 1 000 tasks, then claims of n until none is left, then their completes,
 // n a call. INFO commandstats and cpu
 // between the three phases give, per task and phase, each command's calls

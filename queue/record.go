@@ -197,7 +197,16 @@ type taskReader struct {
 	hasTo, hasMr, hasRb, hasRc bool
 }
 
+// set applies record field k: the spec's fields (setSpec), else the
+// state's (setState); an unknown field is ignored.
 func (r *taskReader) set(k, v string) {
+	if !r.setSpec(k, v) {
+		r.setState(k, v)
+	}
+}
+
+// setSpec applies k when it is a field of the spec and says whether it was.
+func (r *taskReader) setSpec(k, v string) bool {
 	t := r.t
 	switch k {
 	case "ty":
@@ -238,6 +247,17 @@ func (r *taskReader) set(k, v string) {
 		t.MaxPricePerSlotHour, _ = strconv.ParseFloat(v, 64)
 	case "mw":
 		t.MaxWait = msDur(v)
+	default:
+		return false
+	}
+	return true
+}
+
+// setState applies k when it is a field of the task's life (state, lease,
+// attempts, times, hand-off).
+func (r *taskReader) setState(k, v string) {
+	t := r.t
+	switch k {
 	case "st":
 		t.State = stateOf(v)
 	case "rs":

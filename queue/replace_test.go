@@ -7,7 +7,7 @@ import (
 	"github.com/ax-sched/ax/task"
 )
 
-// Re-placement (issue 14): the leader takes READY tasks out of a pool
+// Re-placement: the leader takes READY tasks out of a pool
 // whose price rose or whose window closed, into the due set, with a
 // REPLACED_COST step; pinned, claimed and moved tasks stay; a deposed
 // leader moves nothing; a keyed task keeps its key; placed again, each

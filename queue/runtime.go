@@ -11,7 +11,7 @@ import (
 )
 
 // RunTime is what a region's completions say about how long one task type
-// runs in one pool: the learnt duration placement scores with (issue 14).
+// runs in one pool: the learnt duration placement scores with.
 //
 // The scripts that end an attempt fold its run time (start to end) into
 // its pair atomically, in the same call: complete.lua for every success,

@@ -68,7 +68,7 @@ type script struct {
 func (sc *script) Hash() string { return sc.ev.Hash() }
 
 func load(name string) *script {
-	lib := readScript("lib")
+	lib := libSource()
 	body := readScript(name)
 	var b strings.Builder
 	b.WriteString(prelude(lib, body))
@@ -78,6 +78,9 @@ func load(name string) *script {
 	wrap(&b, body)
 	return &script{name: name, fn: library.prefix + name, ev: redis.NewScript(b.String())}
 }
+
+// libSource is lib.lua behind the result codes' table (luaCodes).
+func libSource() string { return luaCodes() + readScript("lib") }
 
 func readScript(name string) string {
 	b, err := scriptFS.ReadFile("scripts/" + name + ".lua")
@@ -125,7 +128,7 @@ var library = func() struct{ name, prefix, code string } {
 	// lib.lua's locals shadow the global redis (bound at the first call):
 	// the registrations, run while the library loads, keep the loader's.
 	body.WriteString("local register = redis.register_function\n")
-	body.WriteString(readScript("lib"))
+	body.WriteString(libSource())
 	for _, e := range entries {
 		name := strings.TrimSuffix(e.Name(), ".lua")
 		if name == "lib" || name == e.Name() {

@@ -1,6 +1,7 @@
 package queue
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -60,47 +61,44 @@ type Options struct {
 	EvalSHA bool
 }
 
+// The defaults of Options' zero (or negative) values.
+const (
+	ShardsDefault         = 1
+	PrefixDefault         = "ax"
+	LeaseDefault          = 10 * time.Second
+	AgingStepDefault      = 60 * time.Second
+	RetainSuccessDefault  = 24 * time.Hour
+	RetainCanceledDefault = 24 * time.Hour
+	RetainDeadDefault     = 7 * 24 * time.Hour
+	WaitTimeoutDefault    = 100 * time.Millisecond
+	RunTimePairsDefault   = 1024
+	// RunTimeAlphaDefault follows a change of a type's run time within ~10
+	// completions without chasing one outlier (the placement Estimator's
+	// default).
+	RunTimeAlphaDefault = 0.2
+)
+
 func (o *Options) withDefaults() error {
 	if !task.ValidRegionName(o.Region) {
 		return fmt.Errorf("queue: region %q is not a region name", o.Region)
 	}
-	if o.Shards <= 0 {
-		o.Shards = 1
-	}
 	if o.IDs == nil {
 		o.IDs = task.NewIDGen()
 	}
-	if o.Prefix == "" {
-		o.Prefix = "ax"
-	}
-	if o.Lease <= 0 {
-		o.Lease = 10 * time.Second
-	}
-	if o.AgingStep <= 0 {
-		o.AgingStep = 60 * time.Second
-	}
-	if o.RetainSuccess <= 0 {
-		o.RetainSuccess = 24 * time.Hour
-	}
-	if o.RetainCanceled <= 0 {
-		o.RetainCanceled = 24 * time.Hour
-	}
-	if o.RetainDead <= 0 {
-		o.RetainDead = 7 * 24 * time.Hour
-	}
+	o.Shards = cmp.Or(max(o.Shards, 0), ShardsDefault)
+	o.Prefix = cmp.Or(o.Prefix, PrefixDefault)
+	o.Lease = cmp.Or(max(o.Lease, 0), LeaseDefault)
+	o.AgingStep = cmp.Or(max(o.AgingStep, 0), AgingStepDefault)
+	o.RetainSuccess = cmp.Or(max(o.RetainSuccess, 0), RetainSuccessDefault)
+	o.RetainCanceled = cmp.Or(max(o.RetainCanceled, 0), RetainCanceledDefault)
+	o.RetainDead = cmp.Or(max(o.RetainDead, 0), RetainDeadDefault)
 	if o.Defaults == (task.Defaults{}) {
 		o.Defaults = task.DefaultDefaults()
 	}
-	if o.WaitTimeout <= 0 {
-		o.WaitTimeout = 100 * time.Millisecond
-	}
-	if o.RunTimePairs <= 0 {
-		o.RunTimePairs = 1024
-	}
+	o.WaitTimeout = cmp.Or(max(o.WaitTimeout, 0), WaitTimeoutDefault)
+	o.RunTimePairs = cmp.Or(max(o.RunTimePairs, 0), RunTimePairsDefault)
 	if !(o.RunTimeAlpha > 0 && o.RunTimeAlpha <= 1) {
-		// 0.2 follows a change of a type's run time within ~10 completions
-		// without chasing one outlier (the placement Estimator's default).
-		o.RunTimeAlpha = 0.2
+		o.RunTimeAlpha = RunTimeAlphaDefault
 	}
 	return nil
 }
@@ -1210,7 +1208,7 @@ func (s *Store) opResult(id, op string, out []any) (task.State, error) {
 	case codeHandedOff:
 		return "", &HandedOffError{ID: id, Region: toStr(out[1])}
 	case codeHandOffInFlight:
-		return "", &task.TransitionError{ID: id, State: "PENDING (hand-off to " + task.State(toStr(out[1])) + " in flight)", Op: op}
+		return "", &task.TransitionError{ID: id, State: task.Pending, Op: op, Note: "hand-off to " + toStr(out[1]) + " in flight"}
 	default:
 		return "", fmt.Errorf("%w: %s", task.ErrNotFound, id)
 	}
@@ -1346,20 +1344,6 @@ func (s *Store) CleanWorkers(ctx context.Context, f Fence, pool string, cutoff t
 	sort.Strings(pw.Types)
 	return pw, nil
 }
-
-// Result codes of the scripts that act on one task (the first entry of
-// their answer; each script's Returns header says what follows it).
-const (
-	codeFenced          = -1 // a leader-only write with an old fencing token (the whole answer)
-	codeOK              = 0  // done
-	codeIllegal         = 1  // the task's state does not allow it; next: the state
-	codeLeaseLost       = 1  // (complete, fail, return) the lease token is not the task's; next: the state
-	codeNotFound        = 2  // no such task
-	codeHandedOff       = 3  // it lives in another region; next: the region
-	codeHandOffInFlight = 4  // its hand-off is in flight; next: the target region
-)
-
-func fenced(out []any) bool { return len(out) == 1 && toInt(out[0]) == codeFenced }
 
 func clampBatch(n int) int {
 	if n <= 0 || n > MaxBatch {

@@ -53,9 +53,15 @@ type TransitionError struct {
 	ID    string
 	State State
 	Op    string
+	// Note, when set, qualifies the state (said after it in parentheses),
+	// e.g. "hand-off to eu-west in flight".
+	Note string
 }
 
 func (e *TransitionError) Error() string {
+	if e.Note != "" {
+		return fmt.Sprintf("cannot %s task %s in state %s (%s)", e.Op, e.ID, e.State, e.Note)
+	}
 	return fmt.Sprintf("cannot %s task %s in state %s", e.Op, e.ID, e.State)
 }
 

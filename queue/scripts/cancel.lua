@@ -5,20 +5,20 @@
 -- carries to the receiver, or that cancels it here if the receiver refuses.
 -- KEYS: 1-8 see lib.lua.
 -- ARGV: 1 clock, 2 id, 3 reason, 4 by, 5 retention ms.
--- Returns: {0, 'C'} canceled; {0, 'U'} requested (running); {0, 'P'}
---          requested (hand-off in flight); {1, state} illegal; {2} not found;
---          {3, region} handed off.
+-- Returns: {RC.OK, 'C'} canceled; {RC.OK, 'U'} requested (running); {RC.OK, 'P'}
+--          requested (hand-off in flight); {RC.ILLEGAL, state} illegal; {RC.NOT_FOUND} not found;
+--          {RC.HANDED_OFF, region} handed off.
 local now = clock(ARGV[1])
 local id, reason, by = ARGV[2], ARGV[3], ARGV[4]
 local tk = tkey(id)
 local r = redis.call('HMGET', tk, 'st', 'po', 'pr', 'at', 'ho', 'ob', 'rs', 'pn', 'pk', 'tn')
 local st = r[1]
-if not st then return {2} end
+if not st then return {RC.NOT_FOUND} end
 local lazy = is_lazy(st, r[7], r[8], r[6])
 if lazy then st = lazy_state(id, r[2], r[3]) end
 if st == 'P' and r[6] then
   redis.call('HSET', tk, 'cx', '1') -- a hand-off to r[6] is in flight
-  return {0, 'P'}
+  return {RC.OK, 'P'}
 elseif st == 'P' then
   redis.call('ZREM', K_DELAYED, id)
   redis.call('ZREM', K_DUE, id)
@@ -37,11 +37,11 @@ elseif st == 'R' then
   cnt('r:' .. r[2] .. ':' .. r[3], -1)
 elseif st == 'U' then
   redis.call('HSET', tk, 'cx', '1')
-  return {0, 'U'}
+  return {RC.OK, 'U'}
 elseif st == 'H' then
-  return {3, r[5]}
+  return {RC.HANDED_OFF, r[5]}
 else
-  return {1, st}
+  return {RC.ILLEGAL, st}
 end
 redis.call('HSET', tk, 'st', 'C', 'rs', reason, 'fa', fmt(now))
 cnt('tC', 1)
@@ -49,4 +49,4 @@ backlog(r[10], -1)
 trail(id, now, st, 'C', reason, by, r[4] or '0', '')
 retain(id, ARGV[5])
 event('cancel', {id}, 1)
-return {0, 'C'}
+return {RC.OK, 'C'}

@@ -27,7 +27,7 @@
 --     refused: its tenant's backlog is at its cap.
 --   'promote' (leader, fenced), 3 token, 4 lead ms, 5 limit: thaws the
 --     tasks of buckets starting before now + lead, at most limit.
---     Returns {-1} fenced; else {moved, next bucket start ms or '', ids
+--     Returns {RC.FENCED} fenced; else {moved, next bucket start ms or '', ids
 --     taken from buckets (fewer than limit: no more are ahead)}.
 --   'thaw', 3 id. Returns 1 when the id was cold (now hot), else 0.
 local now = clock(ARGV[1])
@@ -165,7 +165,7 @@ if op == 'thaw' then
 end
 
 -- promote
-if not fence(KEYS[11], ARGV[3]) then return {-1} end
+if not fence(KEYS[11], ARGV[3]) then return {RC.FENCED} end
 local upto = now + tonumber(ARGV[4])
 local limit = tonumber(ARGV[5])
 local moved, seen = 0, 0

@@ -8,7 +8,7 @@
 -- KEYS: 1-8 see lib.lua; 9 run times.
 -- ARGV: 1 clock, 2 n, 3 run-time pairs cap, 4 run-time weight alpha,
 --       5 success retention ms, then per task: id, token, result.
--- Returns: per task a code: 0 done; 1 lease lost (nothing changed); then,
+-- Returns: per task a code: RC.OK done; RC.LEASE_LOST lease lost (nothing changed); then,
 -- if any, a pool where a tenant with work waiting is now below its floor
 -- and by how many slots.
 local now = clock(ARGV[1])
@@ -21,7 +21,7 @@ for k = 0, n - 1 do
   local tk = tkey(id)
   local r = redis.call('HMGET', tk, 'st', 'lt', 'po', 'pq', 'ty', 'sa', 'tn', 'tg', 'px', 'lc', 'fs')
   if r[1] ~= 'U' or r[2] ~= token then
-    out[k + 1] = 1
+    out[k + 1] = RC.LEASE_LOST
   else
     -- leave_running (lib.lua) with the running-set removal batched below;
     -- the lease token is blanked in the same HSET (an HDEL per task cost
@@ -46,7 +46,7 @@ for k = 0, n - 1 do
       runtime(r[3], r[5], now - tonumber(r[6]))
       cost(r[7], r[5], r[3], r[8], r[9], now - tonumber(r[6]), false)
     end
-    out[k + 1] = 0
+    out[k + 1] = RC.OK
     ids[#ids + 1] = id
   end
 end

@@ -11,14 +11,14 @@
 -- ARGV: 1 clock, 2 tenant ('' = any; another tenant's run answers as
 --   missing), 3 by (who asked), 4 value of a node canceled here without its
 --   time ("C|CANCELED_BY_USER|0||").
--- Returns: {-2} no such run (or another tenant's); {first, canceled, run
+-- Returns: {RC.DAG_NOT_FOUND} no such run (or another tenant's); {first, canceled, run
 --   state, cx} — first is 1 only for the call that recorded the request,
 --   canceled counts the WAITING nodes this call moved, cx is the time of the
 --   request in ms ('' when the run ended without one).
 local r = redis.call('HMGET', KEYS[1], 'st', 'tn', 'cx')
 local st, tn, cx = r[1], r[2], r[3]
-if not st then return {-2} end
-if ARGV[2] ~= '' and tn ~= ARGV[2] then return {-2} end
+if not st then return {RC.DAG_NOT_FOUND} end
+if ARGV[2] ~= '' and tn ~= ARGV[2] then return {RC.DAG_NOT_FOUND} end
 if st ~= 'RUNNING' then return {0, 0, st, cx or ''} end
 local now = fmt(clock(ARGV[1]))
 local first = 0

@@ -14,14 +14,14 @@
 --   FAILED when any node is F or C, else SUCCESS. With a cancel requested the
 --   end is checked even when no step applies (n may be 0), since the cancel
 --   itself may have settled the last nodes.
--- Returns: {-1} fenced (a newer leader exists); {-2} no such run;
+-- Returns: {RC.FENCED} fenced (a newer leader exists); {RC.DAG_NOT_FOUND} no such run;
 --   {applied, released, run state, ended, canceling} — released counts the
 --   applied W→R steps, ended is 1 only for the call that ended the run,
 --   canceling is 1 when a cancel was requested.
-if not fence(KEYS[4], ARGV[2]) then return {-1} end
+if not fence(KEYS[4], ARGV[2]) then return {RC.FENCED} end
 local r = redis.call('HMGET', KEYS[2], 'st', 'cx')
 local st, cx = r[1], r[2]
-if not st then return {-2} end
+if not st then return {RC.DAG_NOT_FOUND} end
 local canceling = 0
 if cx then canceling = 1 end
 if st ~= 'RUNNING' then return {0, 0, st, 0, canceling} end

@@ -6,10 +6,10 @@
 -- KEYS: 1-8 see lib.lua; 9 outbox; 10 fence key (when fenced).
 -- ARGV: 1 clock, 2 n, 3 fencing token ('' = not fenced), then per task: id,
 --       target region, target pool.
--- Returns: {-1} fenced; else {moved}.
+-- Returns: {RC.FENCED} fenced; else {moved}.
 local now = clock(ARGV[1])
 local n = tonumber(ARGV[2])
-if ARGV[3] ~= '' and not fence(KEYS[10], ARGV[3]) then return {-1} end
+if ARGV[3] ~= '' and not fence(KEYS[10], ARGV[3]) then return {RC.FENCED} end
 local moved, ids = 0, {}
 for k = 0, n - 1 do
   local id, region, pool = ARGV[4 + 3 * k], ARGV[5 + 3 * k], ARGV[6 + 3 * k]

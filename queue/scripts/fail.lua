@@ -14,13 +14,13 @@
 --       (HANDLER_ERROR, DEADLINE_EXCEEDED, ...), 10-12 region defaults for
 --       max_retries, retry_base ms, retry_cap ms (for records that omit them),
 --       13 run-time pairs cap, 14 run-time weight alpha.
--- Returns: {0, new state code, due_ms or '0'}; {1, state} lease lost; {2} not found.
+-- Returns: {RC.OK, new state code, due_ms or '0'}; {RC.LEASE_LOST, state} lease lost; {RC.NOT_FOUND} not found.
 local now = clock(ARGV[1])
 local id, token, err = ARGV[2], ARGV[3], ARGV[4]
 local tk = tkey(id)
 local r = redis.call('HMGET', tk, 'st', 'lt', 'at', 'mr', 'rb', 'rc', 'po', 'rt', 'sa', 'wk', 'cx', 'ty', 'tn', 'tg', 'px')
-if not r[1] then return {2} end
-if r[1] ~= 'U' or r[2] ~= token then return {1, r[1]} end
+if not r[1] then return {RC.NOT_FOUND} end
+if r[1] ~= 'U' or r[2] ~= token then return {RC.LEASE_LOST, r[1]} end
 leave_running(id, r[7])
 flush(id, r[8], r[9], r[10], r[3])
 redis.call('HSET', tk, 'er', err)
@@ -35,7 +35,7 @@ if r[11] == '1' then
   trail(id, now, 'U', 'C', 'CANCELED_BY_USER', r[10], r[3], err)
   retain(id, ARGV[8])
   event('cancel', {id}, 1)
-  return {0, 'C', '0'}
+  return {RC.OK, 'C', '0'}
 end
 if ARGV[9] == 'DEADLINE_EXCEEDED' and r[9] then
   runtime(r[7], r[12], now - tonumber(r[9]))
@@ -52,4 +52,4 @@ end
 local st, due = retry_or_dead(id, now, tonumber(r[3]), tonumber(r[4] or ARGV[10]), tonumber(r[5] or ARGV[11]),
   tonumber(r[6] or ARGV[12]), from, ARGV[9], r[10], err, ARGV[5] == '1', tonumber(ARGV[6]), ARGV[7])
 event(st == 'F' and 'dead' or 'retry', {id}, 1)
-return {0, st, fmt(due)}
+return {RC.OK, st, fmt(due)}

@@ -10,10 +10,10 @@
 --       name, the number of tenants, then tenant, "weight_milli floor max"
 --       pairs ('*' any other tenant; " z" after: this shard's part of the
 --       max is none for now, queue/fairshare.go fairPart).
--- Returns: {-1} fenced; else {0, tasks indexed, then per tenant named in
+-- Returns: {RC.FENCED} fenced; else {0, tasks indexed, then per tenant named in
 -- ARGV ('*' left out) its tasks RUNNING in the pool on this shard}.
 -- A pool whose parts changed is woken: a part given here may start tasks.
-if not fence(KEYS[9], ARGV[2]) then return {-1} end
+if not fence(KEYS[9], ARGV[2]) then return {RC.FENCED} end
 local fsp = K_PREFIX .. 'fsp'
 local old = redis.call('SMEMBERS', fsp)
 local keep, indexed, out = {}, 0, {0, 0}

@@ -4,6 +4,6 @@
 -- real write here (on a Redis Cluster each shard keeps its own fence).
 -- KEYS: 1-8 see lib.lua; 9 fence key.
 -- ARGV: 1 clock, 2 fencing token.
--- Returns: {-1} fenced (a newer leader exists); else {0}.
-if not fence(KEYS[9], ARGV[2]) then return {-1} end
-return {0}
+-- Returns: {RC.FENCED} fenced (a newer leader exists); else {RC.OK}.
+if not fence(KEYS[9], ARGV[2]) then return {RC.FENCED} end
+return {RC.OK}

@@ -18,11 +18,11 @@
 --   'accepted'|'accepted-canceled'|'refused'|'revoked' (refused by the
 --   sender itself: the target stayed unreachable past the horizon; the
 --   target holds any copy it got until told, held.lua).
--- Returns: {-1} fenced; else one entry per task, in order: '0' done; '2' to
+-- Returns: {RC.FENCED} fenced; else one entry per task, in order: '0' done; '2' to
 --   be sent again with the cancel; '1' followed by its state code ('1' alone
 --   when there is no record) when the task is not in the outbox (nothing
 --   changed for it).
-if ARGV[4] ~= '' and not fence(KEYS[10], ARGV[4]) then return {-1} end
+if ARGV[4] ~= '' and not fence(KEYS[10], ARGV[4]) then return {RC.FENCED} end
 local now = clock(ARGV[1])
 local snow = fmt_now(now)
 local out = {}

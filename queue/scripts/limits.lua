@@ -8,9 +8,9 @@
 -- ARGV: 1 clock, 2 fencing token, 3 n, then n key, "rate burst concurrency"
 --       pairs (limits.go limitPart), then key, tokens pairs: tokens added to
 --       the key's bucket (1 task = 1e6), up to its burst.
--- Returns: {-1} fenced; else {0, then per key of the n in ARGV's order the
+-- Returns: {RC.FENCED} fenced; else {0, then per key of the n in ARGV's order the
 -- tasks of it this shard runs, then per key the tokens its bucket gave up}.
-if not fence(KEYS[9], ARGV[2]) then return {-1} end
+if not fence(KEYS[9], ARGV[2]) then return {RC.FENCED} end
 local now = clock(ARGV[1])
 local lim, pkd, lb = lmkey('lim'), lmkey('pkd'), lmkey('lb')
 local n = tonumber(ARGV[3])

@@ -6,9 +6,9 @@
 --       handoff region ('' = local pool), reason of a deferral (default NO_CAPACITY).
 -- An item with a handoff region goes to the outbox (stays PENDING) to be
 -- handed to pool in that region.
--- Returns: {-1} when fenced; else {placed, deferred, skipped}.
+-- Returns: {RC.FENCED} when fenced; else {placed, deferred, skipped}.
 local now = clock(ARGV[1])
-if not fence(KEYS[9], ARGV[2]) then return {-1} end
+if not fence(KEYS[9], ARGV[2]) then return {RC.FENCED} end
 local n = tonumber(ARGV[3])
 local placed, deferred, skipped = 0, 0, 0
 local ids = {}

@@ -3,8 +3,8 @@
 -- applied), which claim.lua records on the tasks it claims.
 -- KEYS: 1-8 see lib.lua; 9 fence key, 10 prices.
 -- ARGV: 1 clock, 2 fencing token, then pool, price pairs.
--- Returns: {-1} fenced; else {0}.
-if not fence(KEYS[9], ARGV[2]) then return {-1} end
+-- Returns: {RC.FENCED} fenced; else {RC.OK}.
+if not fence(KEYS[9], ARGV[2]) then return {RC.FENCED} end
 redis.call('DEL', KEYS[10])
 if #ARGV > 2 then redis.call('HSET', KEYS[10], unpack(ARGV, 3)) end
-return {0}
+return {RC.OK}

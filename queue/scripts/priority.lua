@@ -2,18 +2,18 @@
 -- ready set of its new priority keeping its enqueue time.
 -- KEYS: 1-8 see lib.lua.
 -- ARGV: 1 clock, 2 id, 3 new priority, 4 by.
--- Returns: {0, old} changed; {1, state} terminal; {2} not found; {3, region} handed off.
+-- Returns: {RC.OK, old} changed; {RC.ILLEGAL, state} terminal; {RC.NOT_FOUND} not found; {RC.HANDED_OFF, region} handed off.
 local now = clock(ARGV[1])
 local id, np = ARGV[2], ARGV[3]
 local tk = tkey(id)
 local r = redis.call('HMGET', tk, 'st', 'po', 'pr', 'at', 'ho', 'ob', 'rs', 'pn', 'tn')
 local st = r[1]
-if not st then return {2} end
+if not st then return {RC.NOT_FOUND} end
 local lazy = is_lazy(st, r[7], r[8], r[6])
 if lazy then st = lazy_state(id, r[2], r[3]) end
-if st == 'H' then return {3, r[5]} end
-if st ~= 'P' and st ~= 'R' and st ~= 'U' then return {1, st} end
-if r[3] == np then return {0, np} end
+if st == 'H' then return {RC.HANDED_OFF, r[5]} end
+if st ~= 'P' and st ~= 'R' and st ~= 'U' then return {RC.ILLEGAL, st} end
+if r[3] == np then return {RC.OK, np} end
 if st == 'P' and lazy then
   -- Waiting in its pool's delayed set of the old priority: move it.
   local due = redis.call('ZSCORE', dkey(r[2], r[3]), id)
@@ -35,4 +35,4 @@ elseif st == 'R' then
 end
 redis.call('HSET', tk, 'pr', np)
 trail(id, now, st, st, 'PRIORITY_CHANGED', ARGV[4], r[4] or '0', r[3] .. '->' .. np)
-return {0, r[3]}
+return {RC.OK, r[3]}

@@ -11,11 +11,11 @@
 --       5 hot pools: ',pool,pool,' whose low priorities (3–4, not critical)
 --         are deferred by backpressure ('' = none),
 --       6 deferral spread ms: a deferred task waits a jittered 50–100 % of it.
--- Returns: {-1} when fenced; else {moved, made_ready, next_due_ms or '', deferred,
+-- Returns: {RC.FENCED} when fenced; else {moved, made_ready, next_due_ms or '', deferred,
 --          readmitted (preempted tasks made READY), more (1: the limit was
 --          reached, more may be due now)}.
 local now = clock(ARGV[1])
-if not fence(KEYS[9], ARGV[2]) then return {-1} end
+if not fence(KEYS[9], ARGV[2]) then return {RC.FENCED} end
 local limit = tonumber(ARGV[3])
 local budget = tonumber(ARGV[4] or '-1')
 local hot = ARGV[5] or ''

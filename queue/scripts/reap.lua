@@ -6,9 +6,9 @@
 -- ARGV: 1 clock, 2 fencing token, 3 limit (≤ 1000), 4 jitter seed,
 --       5 dead retention ms, 6 canceled retention ms, 7-9 region defaults for
 --       max_retries, retry_base ms, retry_cap ms, 10 default timeout ms.
--- Returns: {-1} when fenced; else {reaped, next_expiry_ms or ''}.
+-- Returns: {RC.FENCED} when fenced; else {reaped, next_expiry_ms or ''}.
 local now = clock(ARGV[1])
-if not fence(KEYS[9], ARGV[2]) then return {-1} end
+if not fence(KEYS[9], ARGV[2]) then return {RC.FENCED} end
 local ids = redis.call('ZRANGEBYSCORE', K_RUNNING, '-inf', fmt(now), 'LIMIT', 0, tonumber(ARGV[3]))
 local seed = tonumber(ARGV[4])
 local done = {}

@@ -9,8 +9,8 @@
 -- KEYS: 1-8 see lib.lua; 9 fence key.
 -- ARGV: 1 clock, 2 fencing token, 3 pool, 4 why (the trail step's note),
 --   then ids.
--- Returns: {-1} fenced; else {moved}.
-if not fence(KEYS[9], ARGV[2]) then return {-1} end
+-- Returns: {RC.FENCED} fenced; else {moved}.
+if not fence(KEYS[9], ARGV[2]) then return {RC.FENCED} end
 local now = clock(ARGV[1])
 local snow = fmt(now)
 local pool, why = ARGV[3], ARGV[4]

@@ -3,16 +3,16 @@
 -- next promotion.
 -- KEYS: 1-8 see lib.lua.
 -- ARGV: 1 clock, 2 id, 3 by.
--- Returns: {0} replayed; {1, state} not FAILED; {2} not found; {3, region}
+-- Returns: {RC.OK} replayed; {RC.ILLEGAL, state} not FAILED; {RC.NOT_FOUND} not found; {RC.HANDED_OFF, region}
 -- handed off (the task lives there: the caller asks that region).
 local now = clock(ARGV[1])
 local id = ARGV[2]
 local tk = tkey(id)
 local r = redis.call('HMGET', tk, 'st', 'ho', 'tn')
 local st = r[1]
-if not st then return {2} end
-if st == 'H' then return {3, r[2]} end
-if st ~= 'F' then return {1, st} end
+if not st then return {RC.NOT_FOUND} end
+if st == 'H' then return {RC.HANDED_OFF, r[2]} end
+if st ~= 'F' then return {RC.ILLEGAL, st} end
 redis.call('ZREM', K_DEAD, id)
 cnt('F', -1)
 redis.call('PERSIST', tk)
@@ -24,4 +24,4 @@ cnt('P', 1)
 backlog(r[3], 1)
 trail(id, now, 'F', 'P', 'REPLAYED', ARGV[3], '0', '')
 event('replay', {id}, 1)
-return {0}
+return {RC.OK}

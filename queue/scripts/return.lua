@@ -11,13 +11,13 @@
 -- ARGV: 1 clock, 2 id, 3 token, 4 reason (WORKER_SHUTDOWN|PREEMPTED|
 --       RETRY_AFTER), 5 delay_ms, 6 canceled retention ms, 7 pause_ms
 --       (optional, with delay 0).
--- Returns: {0, new state code}; {1, state} lease lost; {2} not found.
+-- Returns: {RC.OK, new state code}; {RC.LEASE_LOST, state} lease lost; {RC.NOT_FOUND} not found.
 local now = clock(ARGV[1])
 local id, token, reason, delay = ARGV[2], ARGV[3], ARGV[4], tonumber(ARGV[5])
 local tk = tkey(id)
 local r = redis.call('HMGET', tk, 'st', 'lt', 'at', 'po', 'pr', 'eq', 'rt', 'sa', 'wk', 'cx', 'pc', 'lk', 'ty', 'tn', 'tg', 'px')
-if not r[1] then return {2} end
-if r[1] ~= 'U' or r[2] ~= token then return {1, r[1]} end
+if not r[1] then return {RC.NOT_FOUND} end
+if r[1] ~= 'U' or r[2] ~= token then return {RC.LEASE_LOST, r[1]} end
 leave_running(id, r[4])
 flush(id, r[7], r[8], r[9], r[3])
 -- The attempt held its slot from its claim to now: a cost record, not a
@@ -37,7 +37,7 @@ if r[10] == '1' then
   backlog(r[14], -1)
   trail(id, now, 'U', 'C', 'CANCELED_BY_USER', r[9], r[3], '')
   retain(id, ARGV[6])
-  return {0, 'C'}
+  return {RC.OK, 'C'}
 end
 local pause = tonumber(ARGV[7] or '0')
 if delay <= 0 and pause > 0 then
@@ -51,14 +51,14 @@ if delay <= 0 and pause > 0 then
   cnt(rfield(r[4], r[5]), 1)
   park(id, r[4], r[6], key, 'paused', now, u, false)
   event('return', {id}, 1)
-  return {0, 'R'}
+  return {RC.OK, 'R'}
 end
 if delay <= 0 then
   trail(id, now, 'U', 'R', reason, r[9], r[3], '')
   make_ready(id, now, r[4], r[5], r[6], reason, true)
   redis.call('HDEL', tk, 'rt') -- the log holds this step
   event('return', {id}, 1)
-  return {0, 'R'}
+  return {RC.OK, 'R'}
 end
 local due = now + delay
 redis.call('HSET', tk, 'st', 'P', 'rs', reason, 'du', fmt(due), 'ke', '1')
@@ -66,4 +66,4 @@ redis.call('ZADD', K_DELAYED, fmt(due), id)
 cnt('P', 1)
 trail(id, now, 'U', 'P', reason, r[9], r[3], '')
 event('return', {id}, 1)
-return {0, 'P'}
+return {RC.OK, 'P'}

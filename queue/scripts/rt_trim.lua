@@ -5,8 +5,8 @@
 -- stay.
 -- KEYS: 1-8 see lib.lua; 9 fence key, 10 run times.
 -- ARGV: 1 clock, 2 fencing token, 3 keep.
--- Returns: {-1} fenced; else {removed}.
-if not fence(KEYS[9], ARGV[2]) then return {-1} end
+-- Returns: {RC.FENCED} fenced; else {removed}.
+if not fence(KEYS[9], ARGV[2]) then return {RC.FENCED} end
 local keep = tonumber(ARGV[3])
 if redis.call('HLEN', KEYS[10]) <= keep then return {0} end
 local h = redis.call('HGETALL', KEYS[10])

@@ -13,9 +13,9 @@
 --       the number of known types and those (known and not slow: quick).
 --       Slots may be 0: the shard's slow tasks of that pool wait parked
 --       until the leader gives it some (queue/slowlane.go).
--- Returns: {-1} fenced; else {0, then per pool in ARGV's order the slow
+-- Returns: {RC.FENCED} fenced; else {0, then per pool in ARGV's order the slow
 -- tasks it runs on the shard}.
-if not fence(KEYS[9], ARGV[2]) then return {-1} end
+if not fence(KEYS[9], ARGV[2]) then return {RC.FENCED} end
 local now = clock(ARGV[1])
 local sln = lmkey('sln')
 local old = redis.call('HKEYS', sln)

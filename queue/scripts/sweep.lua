@@ -10,11 +10,11 @@
 -- KEYS: 1-8 see lib.lua; 9 fence key.
 -- ARGV: 1 clock, 2 fencing token, 3 dead retention ms, 4 limit, 5 success
 --       retention ms, 6 slimit, 7 rsw lifetime ms.
--- Returns: {-1} fenced; else {dead removed, successes deleted, 1 when
+-- Returns: {RC.FENCED} fenced; else {dead removed, successes deleted, 1 when
 -- successes past their retention are left, else 0, ms since the oldest
 -- unswept minute became due (0: none due)}.
 local now = clock(ARGV[1])
-if not fence(KEYS[9], ARGV[2]) then return {-1} end
+if not fence(KEYS[9], ARGV[2]) then return {RC.FENCED} end
 local old = redis.call('ZRANGEBYSCORE', K_DEAD, '-inf', fmt(now - tonumber(ARGV[3])), 'LIMIT', 0, tonumber(ARGV[4]))
 for _, id in ipairs(old) do redis.call('ZREM', K_DEAD, id) end
 cnt('F', -#old)

@@ -4,11 +4,11 @@
 -- KEYS: 1-8 see lib.lua; 9 fence key, 10 workers:<pool>, 11 slots:<pool>,
 --       12 types:<pool>.
 -- ARGV: 1 clock, 2 fencing token, 3 cutoff age ms.
--- Returns: {-1} fenced; else {removed, live workers, live slots, any, then
+-- Returns: {RC.FENCED} fenced; else {removed, live workers, live slots, any, then
 -- each live worker's type list (',a,b,')}; any is 1 when a live worker
 -- serves every type or did not say (then no lists follow).
 local now = clock(ARGV[1])
-if not fence(KEYS[9], ARGV[2]) then return {-1} end
+if not fence(KEYS[9], ARGV[2]) then return {RC.FENCED} end
 local cutoff = now - tonumber(ARGV[3])
 local gone = redis.call('ZRANGEBYSCORE', KEYS[10], '-inf', '(' .. fmt(cutoff))
 for _, w in ipairs(gone) do

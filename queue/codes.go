@@ -1,0 +1,57 @@
+package queue
+
+import (
+	"fmt"
+	"strings"
+)
+
+// Result codes of the scripts: the first entry of an answer of a script
+// that acts on one task or run (each script's Returns header says what
+// follows it). This table is their one definition: the Lua scripts read
+// them as RC.<name> from a table generated from it (luaCodes), never as
+// bare numbers.
+const (
+	codeFenced          = -1 // a leader-only write with an old fencing token (the whole answer)
+	codeOK              = 0  // done
+	codeIllegal         = 1  // the task's state does not allow it; next: the state
+	codeNotFound        = 2  // no such task
+	codeHandedOff       = 3  // it lives in another region; next: the region
+	codeHandOffInFlight = 4  // its hand-off is in flight; next: the target region
+	codeLeaseLost       = 5  // (complete, fail, return) the lease token is not the task's; next: the state
+	codeDAGNotFound     = 6  // (dag_update, dag_cancel) no such run, or another tenant's (the whole answer)
+)
+
+// resultCodes names every code for Lua, in the order above.
+var resultCodes = []struct {
+	name string
+	code int
+}{
+	{"FENCED", codeFenced},
+	{"OK", codeOK},
+	{"ILLEGAL", codeIllegal},
+	{"NOT_FOUND", codeNotFound},
+	{"HANDED_OFF", codeHandedOff},
+	{"HANDOFF_IN_FLIGHT", codeHandOffInFlight},
+	{"LEASE_LOST", codeLeaseLost},
+	{"DAG_NOT_FOUND", codeDAGNotFound},
+}
+
+// luaCodes is the declaration of RC, the table of result codes every
+// script reads, placed at the top of lib.lua (scripts.go libSource).
+func luaCodes() string {
+	var b strings.Builder
+	b.WriteString("-- RC: the scripts' result codes, generated from queue/codes.go.\nlocal RC = {")
+	for i, c := range resultCodes {
+		if i > 0 {
+			b.WriteString(", ")
+		}
+		fmt.Fprintf(&b, "%s = %d", c.name, c.code)
+	}
+	b.WriteString("}\n")
+	return b.String()
+}
+
+func fenced(out []any) bool { return len(out) == 1 && toInt(out[0]) == codeFenced }
+
+// dagMissing reports a DAG script's answer for no such run.
+func dagMissing(out []any) bool { return len(out) == 1 && toInt(out[0]) == codeDAGNotFound }
