@@ -28,7 +28,9 @@ const EnvPrefix = "AX"
 // the defaults, and validates the result. Errors name the file as path was
 // given and the key: "configs/x.yaml: pools[2].slots: must be > 0". On error
 // the returned error is an Errors listing every problem found. With
-// CheckEnv the environment's problems are among them.
+// CheckEnv the environment's problems are among them. A key the schema does
+// not know is a problem (with the closest known key as a hint), and so is a
+// duration written as a bare number rather than a Go duration ("10s").
 func Load(path string, opts ...Option) (*Region, error) {
 	data, err := os.ReadFile(path)
 	if err != nil {

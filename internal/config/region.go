@@ -6,6 +6,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/ax-sched/ax/queue"
+	axregion "github.com/ax-sched/ax/region"
 	"github.com/ax-sched/ax/worker/handlers"
 )
 
@@ -627,18 +629,11 @@ func (l Limit) Kind() (kind, name string) {
 }
 
 // LimitShare is what one region enforces of a limit.
-type LimitShare struct {
-	Kind, Name  string
-	Rate        float64 // 0: none
-	Burst       int
-	Concurrency int // 0: none
-}
+type LimitShare = queue.Limit
 
-// Share is region's part of l among regions (the federation's, sorted as
-// given): all of it for scope region; for scope federation the rate by
-// weight, burst and concurrency by weight with the largest remainder, at
-// least 1 each (so with fewer slots than regions the federation's total is
-// the number of regions).
+// Share is region's part of l among regions (the federation's, in their
+// order): all of it for scope region, region.FederationShare of it for
+// scope federation. A rate without a burst bursts max(1, ⌈rate⌉).
 func (l Limit) Share(region string, regions []string) LimitShare {
 	kind, name := l.Kind()
 	s := LimitShare{Kind: kind, Name: name}
@@ -653,60 +648,10 @@ func (l Limit) Share(region string, regions []string) LimitShare {
 	if l.Concurrency != nil {
 		s.Concurrency = *l.Concurrency
 	}
-	if l.Scope != "federation" || len(regions) < 2 {
+	if l.Scope != "federation" {
 		return s
 	}
-	total, mine, at := 0.0, 0.0, -1
-	ws := make([]float64, len(regions))
-	for i, r := range regions {
-		w, ok := l.Weights[r]
-		if !ok {
-			w = 1
-		}
-		ws[i], total = w, total+w
-		if r == region {
-			mine, at = w, i
-		}
-	}
-	if at < 0 || total <= 0 {
-		return s
-	}
-	s.Rate *= mine / total
-	s.Burst = largestRemainder(s.Burst, ws, at)
-	s.Concurrency = largestRemainder(s.Concurrency, ws, at)
-	return s
-}
-
-// largestRemainder is part at of v split by weights ws: floors, then one
-// more to the largest remainders (ties to the earlier region), at least 1.
-func largestRemainder(v int, ws []float64, at int) int {
-	if v <= 0 {
-		return 0
-	}
-	total := 0.0
-	for _, w := range ws {
-		total += w
-	}
-	parts := make([]int, len(ws))
-	rem := make([]float64, len(ws))
-	left := v
-	for i, w := range ws {
-		x := float64(v) * w / total
-		parts[i] = int(math.Floor(x))
-		rem[i] = x - float64(parts[i])
-		left -= parts[i]
-	}
-	for ; left > 0; left-- {
-		best := 0
-		for i := range rem {
-			if rem[i] > rem[best] {
-				best = i
-			}
-		}
-		parts[best]++
-		rem[best] = -1
-	}
-	return max(parts[at], 1)
+	return axregion.FederationShare(s, l.Weights, region, regions)
 }
 
 // Tracing is where spans go (internal/tracing).
