@@ -58,6 +58,7 @@ const (
 	CodeBudgetExceeded   = "budget_exceeded"     // 429 (the tenant's monthly budget, over_budget: refuse)
 	CodeTokenExpired     = "token_expired"       // 401 (the token's expires_at passed)
 	CodeUnavailable      = "unavailable"         // 503
+	CodeBadGateway       = "bad_gateway"         // 502 (another region's server gave an unusable answer)
 	CodeInternal         = "internal"            // 500
 	CodeFailedPrecond    = "failed_precondition" // 409 (state does not allow the operation)
 	CodeMethodNotAllowed = "method_not_allowed"  // 405 (the path exists; the Allow header names its methods)

@@ -42,7 +42,7 @@ var sentinels = []struct {
 	{ErrTooLarge, []string{apiv1.CodeTooLarge, apiv1.CodeHeadersTooLarge}, []int{http.StatusRequestEntityTooLarge, http.StatusRequestHeaderFieldsTooLarge}},
 	{ErrUnplaceable, []string{apiv1.CodeUnplaceable}, []int{http.StatusUnprocessableEntity}},
 	{ErrSaturated, []string{apiv1.CodeSaturated}, []int{http.StatusTooManyRequests}},
-	{ErrUnavailable, []string{apiv1.CodeUnavailable}, []int{http.StatusServiceUnavailable}},
+	{ErrUnavailable, []string{apiv1.CodeUnavailable, apiv1.CodeBadGateway}, []int{http.StatusServiceUnavailable}},
 	{ErrInternal, []string{apiv1.CodeInternal}, []int{http.StatusInternalServerError}},
 }
 

@@ -99,7 +99,7 @@ func New(n *federation.Node, cfg Config) *API {
 		requests: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "ax_http_requests_total",
 			Help: "API requests by route and status code."}, []string{"route", "code"})}
 	if n != nil {
-		a.quotas.store = n.Store()
+		a.quotas.buckets = n
 	}
 	if cfg.Registerer != nil {
 		cfg.Registerer.MustRegister(a.requests)
@@ -115,7 +115,7 @@ func New(n *federation.Node, cfg Config) *API {
 	}
 	a.refusals.perMinute(time.Now()) // the base: refusals count from the server's start
 	a.hub = &hub{subs: map[chan []task.Event]struct{}{}, read: func(ctx context.Context, after []string, count int, block time.Duration) ([]task.Event, []string, error) {
-		return a.n.Store().Events(ctx, after, count, block)
+		return a.n.Events(ctx, after, count, block)
 	}}
 	a.route("POST /v1/tasks", RoleSubmitter, a.submit)
 	a.route("POST /v1/tasks/batch", RoleSubmitter, a.submitBatch)
@@ -152,7 +152,7 @@ func New(n *federation.Node, cfg Config) *API {
 				return
 			}
 			if p.Tenant != "" {
-				writeError(w, &apiError{status: 403, code: apiv1.CodeForbidden, field: "Authorization",
+				writeError(w, &apiError{code: apiv1.CodeForbidden, field: "Authorization",
 					msg: "metrics name every tenant: they need a token of every tenant (tenant \"\")"})
 				return
 			}
@@ -170,11 +170,11 @@ func New(n *federation.Node, cfg Config) *API {
 	a.mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		if allow := a.allowed(r); len(allow) > 0 {
 			w.Header().Set("Allow", strings.Join(allow, ", "))
-			writeError(w, &apiError{status: 405, code: apiv1.CodeMethodNotAllowed,
+			writeError(w, &apiError{code: apiv1.CodeMethodNotAllowed,
 				msg: r.Method + " is not allowed on " + r.URL.Path + " (" + strings.Join(allow, ", ") + ")"})
 			return
 		}
-		writeError(w, &apiError{status: 404, code: apiv1.CodeNotFound, msg: "no such endpoint: " + r.Method + " " + r.URL.Path})
+		writeError(w, &apiError{code: apiv1.CodeNotFound, msg: "no such endpoint: " + r.Method + " " + r.URL.Path})
 	})
 	return a
 }
@@ -225,11 +225,11 @@ func (a *API) route(pattern string, need Role, h handler) {
 			return
 		}
 		if strings.HasPrefix(pattern, "POST /v1/internal/") && !p.Cluster && a.cfg.Auth != nil && a.cfg.Auth.Enabled {
-			writeError(rec, &apiError{status: 403, code: apiv1.CodeForbidden, field: "Authorization", msg: "the hand-off endpoint needs the cluster token"})
+			writeError(rec, &apiError{code: apiv1.CodeForbidden, field: "Authorization", msg: "the hand-off endpoint needs the cluster token"})
 			return
 		}
 		if p.Role < need {
-			writeError(rec, &apiError{status: 403, code: apiv1.CodeForbidden, field: "Authorization", msg: "this token's role may not do that"})
+			writeError(rec, &apiError{code: apiv1.CodeForbidden, field: "Authorization", msg: "this token's role may not do that"})
 			return
 		}
 		r = r.WithContext(federation.WithHops(r.Context(), a.trustedHops(r, p)))
@@ -249,10 +249,11 @@ func unauthorized(rec *statusRecorder, r *http.Request, e *apiError) {
 		if conn, buf, err := http.NewResponseController(rec.ResponseWriter).Hijack(); err == nil {
 			body, _ := json.Marshal(apiv1.ErrorBody{Error: e.body()})
 			body = append(body, '\n')
-			fmt.Fprintf(buf, "HTTP/1.1 401 Unauthorized\r\nContent-Type: application/json\r\n"+
-				"WWW-Authenticate: Bearer realm=\"ax\"\r\nContent-Length: %d\r\nConnection: close\r\n\r\n%s", len(body), body)
+			st := e.status()
+			fmt.Fprintf(buf, "HTTP/1.1 %d %s\r\nContent-Type: application/json\r\n"+
+				"WWW-Authenticate: Bearer realm=\"ax\"\r\nContent-Length: %d\r\nConnection: close\r\n\r\n%s", st, http.StatusText(st), len(body), body)
 			_ = buf.Flush()
-			rec.code = http.StatusUnauthorized
+			rec.code = st
 			// Half-close, then close a little later: closing with the
 			// unread body in the socket would reset the connection before
 			// the client reads its answer.
@@ -322,7 +323,7 @@ func (a *API) readyz(w http.ResponseWriter, r *http.Request) {
 	ctx, cancel := context.WithTimeout(r.Context(), 2*time.Second)
 	defer cancel()
 	var problems []string
-	if err := a.n.Store().Ping(ctx); err != nil {
+	if err := a.n.Ping(ctx); err != nil {
 		problems = append(problems, err.Error())
 	}
 	if a.cfg.Ready != nil {

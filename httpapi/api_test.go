@@ -16,7 +16,7 @@ import (
 	"github.com/ax-sched/ax/task"
 )
 
-// The API contract of issue 5 (docs/architecture.md §7): every endpoint api.go serves and
+// The API contract (docs/architecture.md §7): every endpoint api.go serves and
 // every documented error, against three real regions. f.call checks that
 // every error body is {"error":{"code","message"[,"field"]}}.
 func TestAPIContract(t *testing.T) {
@@ -48,7 +48,7 @@ func TestAPIContract(t *testing.T) {
 			t.Fatalf("healthz: %q", rep.Body)
 		}
 		// Without a token: ready or not, nothing more; no /metrics (tenant
-		// names in labels) (issue 11 finding 10).
+		// names in labels).
 		var ready map[string]any
 		f.Call(http.MethodGet, f.R(aws).URL()+"/readyz", "", nil).Want(t, http.StatusOK).JSON(t, &ready)
 		if len(ready) != 1 || ready["ready"] != true {
@@ -380,8 +380,8 @@ func TestAPIContract(t *testing.T) {
 			t.Errorf("/v1/regions: the CPU pool refused nothing, yet %v", r)
 		}
 		l4["critical"] = true
-		// critical bypasses backpressure: an operator's to ask for
-		// (issue 11), a submitter gets 403 naming the field.
+		// critical bypasses backpressure: an operator's to ask for; a
+		// submitter gets 403 naming the field.
 		if e := f.Submit(aws, tokAcme, l4).Want(t, http.StatusForbidden).Err(t); e.Field != "critical" {
 			t.Fatalf("a submitter's critical task: %+v", e)
 		}

@@ -86,10 +86,10 @@ func (a *Auth) Authenticate(r *http.Request) (Principal, bool) {
 
 // errExpired: a known token past its expires_at. Both 401s name the
 // header the token goes in.
-var errExpired = &apiError{status: 401, code: apiv1.CodeTokenExpired, msg: "the bearer token has expired", field: "Authorization"}
+var errExpired = &apiError{code: apiv1.CodeTokenExpired, msg: "the bearer token has expired", field: "Authorization"}
 
 // errUnknown: no token, or none of ours.
-var errUnknown = &apiError{status: 401, code: apiv1.CodeUnauthorized, msg: "missing or unknown bearer token", field: "Authorization"}
+var errUnknown = &apiError{code: apiv1.CodeUnauthorized, msg: "missing or unknown bearer token", field: "Authorization"}
 
 // authenticate returns the principal of r, or errUnknown or errExpired.
 func (a *Auth) authenticate(r *http.Request) (Principal, *apiError) {
@@ -135,7 +135,7 @@ func (p Principal) scope(asked, what string) (string, error) {
 		return asked, nil
 	}
 	if asked != "" && asked != p.Tenant {
-		return "", &apiError{status: 403, code: apiv1.CodeForbidden, field: "tenant",
+		return "", &apiError{code: apiv1.CodeForbidden, field: "tenant",
 			msg: "this token may only " + what + " tenant " + p.Tenant}
 	}
 	return p.Tenant, nil

@@ -9,7 +9,6 @@ import (
 
 	"github.com/ax-sched/ax/apiv1"
 	"github.com/ax-sched/ax/federation"
-	"github.com/ax-sched/ax/queue"
 	"github.com/ax-sched/ax/task"
 )
 
@@ -37,7 +36,7 @@ func (a *API) cost(w http.ResponseWriter, r *http.Request, p Principal) error {
 // its own tenant's (tenant= naming another is 403); an unknown parameter
 // is refused.
 func parseCostQuery(raw string, p Principal, now time.Time) (federation.CostQuery, error) {
-	today := queue.CostDay(now)
+	today := federation.CostDay(now)
 	q := federation.CostQuery{From: time.Date(today.Year(), today.Month(), 1, 0, 0, 0, 0, time.UTC), To: today,
 		GroupBy: []string{apiv1.CostGroupTenant, apiv1.CostGroupPool}}
 	v, err := parseQuery(raw, "from", "to", "group_by", "tenant", "region")
@@ -59,8 +58,8 @@ func parseCostQuery(raw string, p Principal, now time.Time) (federation.CostQuer
 	if q.To.Before(q.From) {
 		return q, &task.FieldError{Field: "to", Msg: "must not be before from"}
 	}
-	if days := int(q.To.Sub(q.From)/(24*time.Hour)) + 1; days > queue.MaxCostDays {
-		return q, &task.FieldError{Field: "to", Msg: fmt.Sprintf("a report spans at most %d days (records are kept that long)", queue.MaxCostDays)}
+	if days := int(q.To.Sub(q.From)/(24*time.Hour)) + 1; days > federation.MaxCostDays {
+		return q, &task.FieldError{Field: "to", Msg: fmt.Sprintf("a report spans at most %d days (records are kept that long)", federation.MaxCostDays)}
 	}
 	if s, ok := v["group_by"]; ok {
 		var by []string

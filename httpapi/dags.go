@@ -9,12 +9,12 @@ import (
 	"reflect"
 
 	"github.com/ax-sched/ax/apiv1"
-	"github.com/ax-sched/ax/queue"
+	"github.com/ax-sched/ax/federation"
 	"github.com/ax-sched/ax/task"
 )
 
 // DAGs is what the DAG endpoints need; *dag.Runs implements it. Errors
-// are *task.FieldError, queue.ErrDAGNotFound, and the federation's own
+// are *task.FieldError, federation.ErrDAGNotFound, and the federation's own
 // (a home region unreachable), mapped by toAPIError like any other.
 type DAGs interface {
 	// Create validates and starts a run in this region, its tenant settled.
@@ -43,7 +43,7 @@ func (a *API) dags() (DAGs, error) {
 	if a.cfg.DAGs != nil {
 		return a.cfg.DAGs, nil
 	}
-	return nil, &apiError{status: http.StatusServiceUnavailable, code: apiv1.CodeUnavailable,
+	return nil, &apiError{code: apiv1.CodeUnavailable,
 		msg: "this server runs no DAG runs"}
 }
 
@@ -87,7 +87,7 @@ func (a *API) createDAG(w http.ResponseWriter, r *http.Request, p Principal) err
 	}
 	if p.Tenant != "" {
 		if req.Tenant != "" && req.Tenant != p.Tenant {
-			return &apiError{status: 403, code: apiv1.CodeForbidden, msg: "this token may only submit for tenant " + p.Tenant, field: "tenant"}
+			return &apiError{code: apiv1.CodeForbidden, msg: "this token may only submit for tenant " + p.Tenant, field: "tenant"}
 		}
 		req.Tenant = p.Tenant
 	}
@@ -153,7 +153,7 @@ func (a *API) getDAG(w http.ResponseWriter, r *http.Request, p Principal) error 
 		return err
 	}
 	if !p.sees(st.Tenant) {
-		return queue.ErrDAGNotFound // another tenant's run is as absent as a missing one
+		return federation.ErrDAGNotFound // another tenant's run is as absent as a missing one
 	}
 	writeJSON(w, http.StatusOK, st)
 	return nil

@@ -48,8 +48,8 @@ func FuzzRequestDecoders(f *testing.F) {
 			// One DAG node, as createDAG decodes each: a refusal names it.
 			_, err := decodeDAGNode(3, body)
 			if err != nil {
-				if e := toAPIError(err); e.status < 400 || e.status >= 500 || e.code == "" || !strings.HasPrefix(e.field, "nodes[3]") {
-					t.Fatalf("DAG node %q: %v → %d %q field %q", body, err, e.status, e.code, e.field)
+				if e := toAPIError(err); e.status() < 400 || e.status() >= 500 || e.code == "" || !strings.HasPrefix(e.field, "nodes[3]") {
+					t.Fatalf("DAG node %q: %v → %d %q field %q", body, err, e.status(), e.code, e.field)
 				}
 			}
 			return
@@ -62,8 +62,8 @@ func FuzzRequestDecoders(f *testing.F) {
 			return
 		}
 		e := toAPIError(err)
-		if e.status < 400 || e.status >= 500 || e.code == "" || e.msg == "" {
-			t.Fatalf("decoding %q into %T: %v → %d %q %q", body, v, err, e.status, e.code, e.msg)
+		if e.status() < 400 || e.status() >= 500 || e.code == "" || e.msg == "" {
+			t.Fatalf("decoding %q into %T: %v → %d %q %q", body, v, err, e.status(), e.code, e.msg)
 		}
 		var fe *task.FieldError
 		if errors.As(err, &fe) && fe.Field == "" && e.field != "" {

@@ -12,10 +12,9 @@ import (
 	"github.com/ax-sched/ax/internal/testenv"
 )
 
-// Finding 6 of issue 11: a Redis out of memory answered 500 with the Lua
-// script's hash and line. A real Redis' OOM error is now a 503 with
-// Retry-After and a generic message; any other unexpected error is a
-// generic 500 with a correlation id, its text only in the log.
+// A real Redis' OOM error (whose text names the Lua script's hash and line)
+// is a 503 with Retry-After and a generic message; any other unexpected
+// error is a generic 500 with a correlation id, its text only in the log.
 func TestStoreErrorsAreNotShown(t *testing.T) {
 	rd := testenv.StartRedis(t)
 	c := rd.Client()
@@ -31,7 +30,7 @@ func TestStoreErrorsAreNotShown(t *testing.T) {
 		t.Fatalf("no OOM from a Redis at maxmemory 1: %v", oom)
 	}
 	e := toAPIError(fmt.Errorf("submit: %w", oom))
-	if e.status != 503 || e.code != apiv1.CodeUnavailable || e.retryAfter <= 0 {
+	if e.status() != 503 || e.code != apiv1.CodeUnavailable || e.retryAfter <= 0 {
 		t.Fatalf("OOM: %+v", e)
 	}
 	if strings.Contains(e.msg, "OOM") || strings.Contains(e.msg, "script") || !strings.Contains(e.msg, "ref "+e.ref) ||
@@ -39,7 +38,7 @@ func TestStoreErrorsAreNotShown(t *testing.T) {
 		t.Fatalf("OOM message %q, detail %q", e.msg, e.detail)
 	}
 	e = toAPIError(errors.New("f_3a9c… line 12: user_script secret detail"))
-	if e.status != 500 || strings.Contains(e.msg, "secret") || !strings.HasPrefix(e.msg, "internal error (ref ") || e.ref == "" {
+	if e.status() != 500 || strings.Contains(e.msg, "secret") || !strings.HasPrefix(e.msg, "internal error (ref ") || e.ref == "" {
 		t.Fatalf("500: %+v", e)
 	}
 }

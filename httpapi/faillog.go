@@ -15,10 +15,9 @@ const failLogEvery = 10 * time.Second
 // A 502 or 503 is an outage (Redis out, a peer's unusable answers), whose
 // every request failed with the same cause: one WARN line per status every
 // 10 s, with the number answered so since the last one ("suppressed"),
-// and each at DEBUG (its ref, for a caller who quotes it). Before, a busy
-// outage wrote an ERROR line per request. The outage itself is logged by
-// whatever sees it (cmd/ax's Redis gate: WARN as it closes, INFO as it
-// opens).
+// and each at DEBUG (its ref, for a caller who quotes it). The outage
+// itself is logged by whatever sees it (the Redis gate: WARN as it closes,
+// INFO as it opens).
 type failLog struct {
 	log *slog.Logger
 	now func() time.Time
@@ -41,16 +40,16 @@ func (f *failLog) failed(ctx context.Context, route string, e *apiError) {
 	if e.ref == "" {
 		return
 	}
-	attrs := []any{"route", route, "status", e.status, "ref", e.ref, "err", e.detail}
-	if e.status == 500 {
+	attrs := []any{"route", route, "status", e.status(), "ref", e.ref, "err", e.detail}
+	if e.status() == 500 {
 		f.log.ErrorContext(ctx, "request failed", attrs...)
 		return
 	}
 	f.mu.Lock()
-	w := f.per[e.status]
+	w := f.per[e.status()]
 	if w == nil {
 		w = &failWindow{}
-		f.per[e.status] = w
+		f.per[e.status()] = w
 	}
 	now := f.now()
 	if now.Before(w.next) {

@@ -25,7 +25,7 @@ func (a *API) handoff(w http.ResponseWriter, r *http.Request, _ Principal) error
 		return err
 	}
 	if !resp.Accepted {
-		return &apiError{status: http.StatusUnprocessableEntity, code: apiv1.CodeUnplaceable, msg: resp.Reason, field: resp.Field}
+		return &apiError{code: apiv1.CodeUnplaceable, msg: resp.Reason, field: resp.Field}
 	}
 	writeJSON(w, http.StatusOK, resp)
 	return nil
@@ -163,7 +163,7 @@ func handOffRefusal(i int, err error) (int, apiv1.Error) {
 	e := toAPIError(err)
 	b := e.body()
 	b.Field = strings.TrimSuffix(fmt.Sprintf("items[%d].%s", i, b.Field), ".")
-	return e.status, b
+	return e.status(), b
 }
 
 // enqueueScheduled is the home region's side of a firing: it accepts the

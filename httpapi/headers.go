@@ -39,6 +39,6 @@ func tooManyHeaderBytes(r *http.Request, limit int) *apiError {
 	if n <= limit {
 		return nil
 	}
-	return &apiError{status: http.StatusRequestHeaderFieldsTooLarge, code: apiv1.CodeHeadersTooLarge, field: largest,
+	return &apiError{code: apiv1.CodeHeadersTooLarge, field: largest,
 		msg: fmt.Sprintf("request line and headers of %d bytes, over the limit of %d (http_server.max_header_bytes); the largest header is %s (%d bytes)", n, limit, largest, most)}
 }

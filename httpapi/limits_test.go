@@ -29,9 +29,8 @@ func serveLimited(t *testing.T, n int) string {
 	return ln.Addr().String()
 }
 
-// Finding 7 of issue 11: an unauthenticated request with a slow body got
-// its 401 only once the whole body was sent. Now the 401 comes at once,
-// with the body still unsent, and the connection is closed.
+// An unauthenticated request with a slow body gets its 401 at once, with
+// the body still unsent, and the connection is closed.
 func TestUnauthenticatedSlowBodyGets401AtOnce(t *testing.T) {
 	addr := serveLimited(t, 16)
 	c, err := net.Dial("tcp", addr)

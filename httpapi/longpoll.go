@@ -36,11 +36,11 @@ func (l *longPolls) acquire(who string) (release func(), err error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if who != "" && l.by[who] >= l.perTenant {
-		return nil, &apiError{status: 429, code: apiv1.CodeSaturated, retryAfter: time.Second,
+		return nil, &apiError{code: apiv1.CodeSaturated, retryAfter: time.Second,
 			msg: "too many concurrent long-polls for this tenant"}
 	}
 	if l.total >= l.max {
-		return nil, &apiError{status: 429, code: apiv1.CodeSaturated, retryAfter: time.Second,
+		return nil, &apiError{code: apiv1.CodeSaturated, retryAfter: time.Second,
 			msg: "too many concurrent long-polls on this server"}
 	}
 	l.by[who]++

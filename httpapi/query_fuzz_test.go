@@ -11,8 +11,8 @@ import (
 func isClientError(t *testing.T, what string, err error) *apiError {
 	t.Helper()
 	e := toAPIError(err)
-	if e.status < 400 || e.status >= 500 || e.code == "" || e.msg == "" {
-		t.Fatalf("%s: %v → %d %q %q, want a 4xx error body", what, err, e.status, e.code, e.msg)
+	if e.status() < 400 || e.status() >= 500 || e.code == "" || e.msg == "" {
+		t.Fatalf("%s: %v → %d %q %q, want a 4xx error body", what, err, e.status(), e.code, e.msg)
 	}
 	return e
 }

@@ -3,19 +3,26 @@ package httpapi
 import (
 	"context"
 	"fmt"
+	"time"
 
 	"github.com/ax-sched/ax/apiv1"
-	"github.com/ax-sched/ax/queue"
 )
 
-// quotas take each tenant's submits from its bucket in the region's Redis
-// (queue.Store.TakeQuota), which every server of the region shares: N
+// QuotaBuckets holds each tenant's submit bucket in the region's store,
+// shared by every server of the region; *federation.Node implements it.
+type QuotaBuckets interface {
+	// TakeQuota takes count submits from tenant's bucket (perSecond
+	// refill, burst size); not ok, wait is how long until they would fit.
+	TakeQuota(ctx context.Context, tenant string, perSecond float64, burst, count int) (ok bool, wait time.Duration, err error)
+}
+
+// quotas take each tenant's submits from its bucket (QuotaBuckets): N
 // servers grant a tenant its rate, not N times it. Only tokens of one
 // tenant are limited; tokens of every tenant and other servers (whose own
 // server counted the request) are not.
 type quotas struct {
-	of    func(tenant string) (perSecond float64, burst int)
-	store *queue.Store
+	of      func(tenant string) (perSecond float64, burst int)
+	buckets QuotaBuckets
 }
 
 // take takes n submits from p's tenant's bucket, or says why not: a 429
@@ -31,15 +38,15 @@ func (q *quotas) take(ctx context.Context, p Principal, n int, field string) err
 		return nil
 	}
 	if n > burst {
-		return &apiError{status: 400, code: apiv1.CodeInvalid, field: field,
+		return &apiError{code: apiv1.CodeInvalid, field: field,
 			msg: fmt.Sprintf("%d tasks at once is more than tenant %s's submit burst (%d): send smaller batches", n, p.Tenant, burst)}
 	}
-	ok, wait, err := q.store.TakeQuota(ctx, p.Tenant, perSecond, burst, n)
+	ok, wait, err := q.buckets.TakeQuota(ctx, p.Tenant, perSecond, burst, n)
 	if err != nil {
 		return err
 	}
 	if !ok {
-		return &apiError{status: 429, code: apiv1.CodeQuotaExceeded, retryAfter: wait,
+		return &apiError{code: apiv1.CodeQuotaExceeded, retryAfter: wait,
 			msg: fmt.Sprintf("tenant %s is over its submit quota (%g tasks/s, burst %d)", p.Tenant, perSecond, burst)}
 	}
 	return nil

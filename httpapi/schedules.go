@@ -43,7 +43,7 @@ func (a *API) schedules() (Schedules, error) {
 	if a.cfg.Schedules != nil {
 		return a.cfg.Schedules, nil
 	}
-	return nil, &apiError{status: http.StatusServiceUnavailable, code: apiv1.CodeUnavailable,
+	return nil, &apiError{code: apiv1.CodeUnavailable,
 		msg: "this server runs no scheduler: schedules need the global etcd"}
 }
 

@@ -70,7 +70,7 @@ type ticketClaims struct {
 	Nonce   string `json:"x"`
 }
 
-var errBadTicket = &apiError{status: 401, code: apiv1.CodeUnauthorized, field: "ticket",
+var errBadTicket = &apiError{code: apiv1.CodeUnauthorized, field: "ticket",
 	msg: "missing, forged, expired or used stream ticket (POST /v1/stream/tickets for a new one)"}
 
 func (k *tickets) sign(b []byte) []byte {
@@ -157,7 +157,7 @@ const streamRoute = "GET /v1/stream"
 
 func (a *API) streamTicket(w http.ResponseWriter, _ *http.Request, p Principal) error {
 	if p.Cluster {
-		return &apiError{status: 403, code: apiv1.CodeForbidden, field: "Authorization", msg: "stream tickets are for API tokens"}
+		return &apiError{code: apiv1.CodeForbidden, field: "Authorization", msg: "stream tickets are for API tokens"}
 	}
 	t, exp := a.tickets.issue(p)
 	w.Header().Set("Cache-Control", "no-store")

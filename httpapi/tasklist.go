@@ -9,7 +9,6 @@ import (
 
 	"github.com/ax-sched/ax/apiv1"
 	"github.com/ax-sched/ax/federation"
-	"github.com/ax-sched/ax/queue"
 	"github.com/ax-sched/ax/task"
 )
 
@@ -78,14 +77,14 @@ func parseTaskQuery(raw string, p Principal) (federation.TaskQuery, error) {
 	}
 	if s := v.Get("limit"); s != "" {
 		k, err := strconv.Atoi(s)
-		if err != nil || k < 1 || k > queue.MaxList {
-			return q, &task.FieldError{Field: "limit", Msg: fmt.Sprintf("must be 1..%d", queue.MaxList)}
+		if err != nil || k < 1 || k > federation.MaxTaskLimit {
+			return q, &task.FieldError{Field: "limit", Msg: fmt.Sprintf("must be 1..%d", federation.MaxTaskLimit)}
 		}
 		q.Limit = k
 	}
 	if s := v.Get("payload"); s != "" {
 		if p.Role < RoleOperator {
-			return q, &apiError{status: 403, code: apiv1.CodeForbidden, msg: "searching payloads needs an operator token", field: "payload"}
+			return q, &apiError{code: apiv1.CodeForbidden, msg: "searching payloads needs an operator token", field: "payload"}
 		}
 		if len(s) > maxPayloadFilter {
 			return q, &task.FieldError{Field: "payload", Msg: fmt.Sprintf("at most %d bytes", maxPayloadFilter)}

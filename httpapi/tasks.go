@@ -15,7 +15,6 @@ import (
 	"github.com/ax-sched/ax/federation"
 	"github.com/ax-sched/ax/internal/tracing"
 	"github.com/ax-sched/ax/placement"
-	"github.com/ax-sched/ax/queue"
 	"github.com/ax-sched/ax/task"
 	"go.opentelemetry.io/otel/trace"
 )
@@ -42,11 +41,11 @@ func checkTrust(sp *task.Spec, p Principal) error {
 		return nil
 	}
 	if sp.Priority != nil && *sp.Priority == 0 {
-		return &apiError{status: 403, code: apiv1.CodeForbidden, field: "priority",
+		return &apiError{code: apiv1.CodeForbidden, field: "priority",
 			msg: "priority 0 is for operator tokens: use 1 to 4"}
 	}
 	if sp.Critical {
-		return &apiError{status: 403, code: apiv1.CodeForbidden, field: "critical",
+		return &apiError{code: apiv1.CodeForbidden, field: "critical",
 			msg: "critical tasks (which bypass backpressure) are for operator tokens"}
 	}
 	return nil
@@ -58,12 +57,12 @@ func (a *API) applyTenant(sp *task.Spec, p Principal) error {
 	}
 	if p.Tenant != "" {
 		if sp.Tenant != "" && sp.Tenant != p.Tenant {
-			return &apiError{status: 403, code: apiv1.CodeForbidden, msg: "this token may only submit for tenant " + p.Tenant, field: "tenant"}
+			return &apiError{code: apiv1.CodeForbidden, msg: "this token may only submit for tenant " + p.Tenant, field: "tenant"}
 		}
 		sp.Tenant = p.Tenant
 	}
 	if len(sp.Payload) > a.cfg.MaxPayload {
-		return &apiError{status: 413, code: apiv1.CodeTooLarge, msg: fmt.Sprintf("payload larger than %d bytes", a.cfg.MaxPayload), field: "payload"}
+		return &apiError{code: apiv1.CodeTooLarge, msg: fmt.Sprintf("payload larger than %d bytes", a.cfg.MaxPayload), field: "payload"}
 	}
 	return nil
 }
@@ -102,13 +101,13 @@ func (a *API) submitBatch(w http.ResponseWriter, r *http.Request, p Principal) e
 	if err := decode(w, r, a.cfg.BatchMaxBytes, &req); err != nil {
 		var tl *TooLargeError
 		if errors.As(err, &tl) {
-			return &apiError{status: 413, code: apiv1.CodeTooLarge, field: "tasks",
+			return &apiError{code: apiv1.CodeTooLarge, field: "tasks",
 				msg: fmt.Sprintf("a batch body holds at most %d bytes on this server (quotas.batch.max_bytes): send smaller batches", tl.Limit)}
 		}
 		return err
 	}
 	if len(req.Tasks) == 0 || len(req.Tasks) > a.cfg.BatchMaxItems {
-		return &apiError{status: 400, code: apiv1.CodeInvalid, msg: fmt.Sprintf("a batch holds 1 to %d tasks", a.cfg.BatchMaxItems), field: "tasks"}
+		return &apiError{code: apiv1.CodeInvalid, msg: fmt.Sprintf("a batch holds 1 to %d tasks", a.cfg.BatchMaxItems), field: "tasks"}
 	}
 	resp := apiv1.BatchResponse{Results: make([]apiv1.BatchItem, len(req.Tasks))}
 	var specs []*task.Spec
@@ -124,7 +123,7 @@ func (a *API) submitBatch(w http.ResponseWriter, r *http.Request, p Principal) e
 			if b.Field != "" {
 				b.Field = fmt.Sprintf("tasks[%d].%s", i, b.Field)
 			}
-			resp.Results[i] = apiv1.BatchItem{Status: e.status, Error: &b}
+			resp.Results[i] = apiv1.BatchItem{Status: e.status(), Error: &b}
 			continue
 		}
 		specs = append(specs, sp)
@@ -141,7 +140,7 @@ func (a *API) submitBatch(w http.ResponseWriter, r *http.Request, p Principal) e
 			if b.Field != "" {
 				b.Field = fmt.Sprintf("tasks[%d].%s", i, b.Field)
 			}
-			resp.Results[i] = apiv1.BatchItem{Status: e.status, Error: &b}
+			resp.Results[i] = apiv1.BatchItem{Status: e.status(), Error: &b}
 			continue
 		}
 		st := http.StatusCreated
@@ -271,7 +270,7 @@ func (a *API) bulkCancel(w http.ResponseWriter, r *http.Request, p Principal) er
 		return err
 	}
 	req.Tenant = tenant
-	f := queue.Filter{Type: req.Type, Tenant: req.Tenant, State: req.State}
+	f := federation.Filter{Type: req.Type, Tenant: req.Tenant, State: req.State}
 	res, err := a.n.BulkCancel(r.Context(), f, req.Region, actor(r, p), hops(r))
 	if err != nil {
 		return err
@@ -333,7 +332,7 @@ func (a *API) regionsResponse() apiv1.RegionsResponse {
 func (a *API) drain(w http.ResponseWriter, r *http.Request, p Principal) error {
 	// Draining moves every tenant's work: not for a token of one tenant.
 	if p.Tenant != "" {
-		return &apiError{status: 403, code: apiv1.CodeForbidden, field: "Authorization", msg: "draining a region needs a token of every tenant"}
+		return &apiError{code: apiv1.CodeForbidden, field: "Authorization", msg: "draining a region needs a token of every tenant"}
 	}
 	name := r.PathValue("region")
 	if name != a.n.Region() {
@@ -448,7 +447,7 @@ func (a *API) events(w http.ResponseWriter, r *http.Request, p Principal) error 
 	rc := http.NewResponseController(w)
 	_ = rc.SetReadDeadline(time.Time{})
 	_ = rc.SetWriteDeadline(time.Now().Add(wait + 30*time.Second))
-	evs, next, err := a.n.Store().Events(r.Context(), after, 200, max(wait, time.Millisecond))
+	evs, next, err := a.n.Events(r.Context(), after, 200, max(wait, time.Millisecond))
 	if err != nil {
 		return err
 	}

@@ -1,0 +1,51 @@
+package federation
+
+import (
+	"context"
+	"time"
+
+	"github.com/ax-sched/ax/queue"
+	"github.com/ax-sched/ax/task"
+)
+
+// What the HTTP API needs of this region's store, named here so that
+// httpapi reaches the store only through the federation.
+
+// Filter selects tasks for BulkCancel; empty fields match all.
+type Filter = queue.Filter
+
+// MaxTaskLimit is the largest page of Tasks (TaskQuery.Limit).
+const MaxTaskLimit = queue.MaxList
+
+// MaxCostDays is how many days a CostQuery may span: a day's cost records
+// are kept that long.
+const MaxCostDays = queue.MaxCostDays
+
+// CostDay is the UTC day of t, as CostQuery's From and To count days.
+func CostDay(t time.Time) time.Time { return queue.CostDay(t) }
+
+var (
+	// ErrDAGNotFound is a DAG run that does not exist (or that the caller
+	// may not see).
+	ErrDAGNotFound = queue.ErrDAGNotFound
+	// ErrStoreUnavailable is a write too few of the store's replicas
+	// acknowledged: a dependency outage, not a fault of the call.
+	ErrStoreUnavailable = queue.ErrUnavailable
+)
+
+// TakeQuota takes n submits from tenant's bucket in the region's store
+// (perSecond refill, burst size), shared by every server of the region; not
+// ok, it says how long until n would fit.
+func (n *Node) TakeQuota(ctx context.Context, tenant string, perSecond float64, burst, count int) (ok bool, wait time.Duration, err error) {
+	return n.store.TakeQuota(ctx, tenant, perSecond, burst, count)
+}
+
+// Events reads up to count of the region's events after the stream ids in
+// after (one per shard; none: only new ones), blocking up to block for the
+// first; it returns them and the ids to read on from.
+func (n *Node) Events(ctx context.Context, after []string, count int, block time.Duration) ([]task.Event, []string, error) {
+	return n.store.Events(ctx, after, count, block)
+}
+
+// Ping reports whether the region's store answers.
+func (n *Node) Ping(ctx context.Context) error { return n.store.Ping(ctx) }
