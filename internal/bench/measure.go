@@ -7,19 +7,8 @@ import (
 	"sort"
 	"strconv"
 	"strings"
-	"syscall"
 	"time"
 )
-
-// processCPU is the CPU time ax has used so far (user + system, all
-// threads).
-func processCPU() time.Duration {
-	var ru syscall.Rusage
-	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
-		return 0
-	}
-	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
-}
 
 // redisCPU is the CPU time the Redis servers have used so far (INFO cpu:
 // used_cpu_sys + used_cpu_user, main thread and background threads; every

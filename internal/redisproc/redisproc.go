@@ -298,13 +298,17 @@ func (s *Server) Signal(sig syscall.Signal) error {
 	return signalGroup(s.cmd.Process.Pid, sig)
 }
 
-// Stop ends the server: SIGTERM (and SIGCONT, should it be paused), then
-// SIGKILL after the grace period; it returns once the process is gone, and
-// removes a temporary directory. Safe to call more than once.
+// Stop ends the server: SIGTERM (and SIGCONT, should it be paused; on
+// Windows SIGKILL at once), then SIGKILL after the grace period; it returns
+// once the process is gone, and removes a temporary directory. Safe to call
+// more than once.
 func (s *Server) Stop() {
 	s.stopOnce.Do(func() {
-		_ = s.Signal(syscall.SIGTERM)
-		_ = s.Signal(syscall.SIGCONT)
+		select {
+		case <-s.done:
+		default:
+			_ = terminate(s.cmd.Process.Pid)
+		}
 		select {
 		case <-s.done:
 		case <-time.After(s.cfg.stopGrace):

@@ -9,7 +9,6 @@ import (
 	"net"
 	"strconv"
 	"sync"
-	"syscall"
 	"testing"
 	"time"
 
@@ -166,14 +165,14 @@ func (r *Redis) take() *redisproc.Server {
 }
 
 // Pause sends SIGSTOP; Resume sends SIGCONT.
-func (r *Redis) Pause()  { r.signal(syscall.SIGSTOP) }
-func (r *Redis) Resume() { r.signal(syscall.SIGCONT) }
+func (r *Redis) Pause()  { r.with((*redisproc.Server).Pause) }
+func (r *Redis) Resume() { r.with((*redisproc.Server).Resume) }
 
-func (r *Redis) signal(sig syscall.Signal) {
+func (r *Redis) with(f func(*redisproc.Server) error) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if r.srv != nil {
-		_ = r.srv.Signal(sig)
+		_ = f(r.srv)
 	}
 }
 
