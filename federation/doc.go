@@ -1,8 +1,12 @@
-// Package federation is what every ax server does beyond its own region:
-// it places submitted tasks on the cheapest healthy pool across regions,
-// hands tasks off to other regions and receives theirs, follows a task
-// wherever it lives, and keeps the global view of regions, pools and
-// budgets.
+// Package federation is what every ax server does beyond its own region,
+// assembled as one Node from its parts: the submit pipeline (package
+// submit) places submitted tasks on the cheapest healthy pool across
+// regions (package pick) and stores them, hand-offs (package handoff) move
+// tasks to the regions they were placed in and receive theirs, reads and
+// actions (package fanout) follow a task wherever it lives and ask every
+// region for what spans the federation, and the global view (package view)
+// and budgets (package budget) are what they decide by. Calls to other
+// regions' servers go through package peer.
 //
 // Boundary: federation → region → {queue, lease}; placement is pure and
 // takes values; task and apiv1 are the model and the wire shapes. Schedules

@@ -4,18 +4,18 @@ import (
 	"cmp"
 	"context"
 	"crypto/tls"
-	"errors"
-	"fmt"
-	"hash/fnv"
 	"log/slog"
-	"maps"
-	"net/http"
-	"slices"
-	"strconv"
-	"strings"
 	"time"
 
-	"github.com/ax-sched/ax/internal/tracing"
+	"github.com/ax-sched/ax/apiv1"
+	"github.com/ax-sched/ax/federation/budget"
+	"github.com/ax-sched/ax/federation/fanout"
+	"github.com/ax-sched/ax/federation/handoff"
+	"github.com/ax-sched/ax/federation/metrics"
+	"github.com/ax-sched/ax/federation/peer"
+	"github.com/ax-sched/ax/federation/pick"
+	"github.com/ax-sched/ax/federation/submit"
+	"github.com/ax-sched/ax/federation/view"
 	"github.com/ax-sched/ax/placement"
 	"github.com/ax-sched/ax/queue"
 	"github.com/ax-sched/ax/region"
@@ -48,7 +48,7 @@ type Config struct {
 	// HandOffHorizon is how long a hand-off that may have reached its
 	// target waits for the target's answer while the target is unreachable
 	// before it is placed again (HANDOFF_REVOKED); the target drops any copy
-	// it holds (held.go).
+	// it holds (package handoff).
 	HandOffHorizon time.Duration
 	// ReplaceOnPriceRise: a local pool whose live price reaches this
 	// multiple of its configured price has its READY tasks re-placed
@@ -68,7 +68,7 @@ type Config struct {
 	// are checked the same way (a slot past it is refused); DAG nodes are
 	// counted, not refused: their DAG reserved room for them.
 	Backlog func(tenant string) int
-	// Budgets are the tenants' monthly budgets (budget.go), by tenant;
+	// Budgets are the tenants' monthly budgets (package budget), by tenant;
 	// nil: none. Node.SetBudgets replaces them.
 	Budgets map[string]Budget
 	// BudgetRefresh is how often BudgetLoop rereads the spend.
@@ -90,31 +90,30 @@ const (
 	BudgetRefreshDefault = 30 * time.Second
 )
 
-// Node is the federation logic of one server.
+// Node is the federation logic of one server, assembled from its parts:
+// each part's methods are the node's, and a caller that needs one job may
+// take the part alone.
 type Node struct {
+	*submit.Pipeline  // Submit, Explain, KeyHome, BacklogRoom, BudgetFits, Enqueue…
+	*handoff.Sender   // OutboxLoop
+	*handoff.Receiver // Accept, AcceptMany, Commit, HandOffWord, HeldLoop
+	*handoff.Mover    // Drain, StuckPoolLoop, ReplaceLoop
+	*fanout.Reader    // Get, Trail, Act, Tasks, DeadLetters, BulkCancel, Cost…
+
 	cfg     Config
 	store   *queue.Store
-	cell    *region.Cell
-	view    *View
-	placer  *placement.Placer
+	view    *view.View
 	est     *placement.Estimator
-	peers   *http.Client
-	log     *slog.Logger
-	metrics *Metrics
-	flights *flights // placements not yet in their pools' published figures (inflight.go)
-	members []string // the federation: cfg.Regions and cfg.Region (KnownRegion)
-	// refusals: the regions refusing a tenant's hand-offs for its
-	// max_backlog, left out of its placements for a while (backlog.go).
-	refusals refusals
-	budgets  budgets // the tenants' spend this month (budget.go)
-	tracer   trace.Tracer
+	peer    *peer.Client
+	picker  *pick.Picker
+	budgets *budget.Book
 }
 
 // NewNode ties a region's store and cell to the global view. The node is
 // the cell's placer and runs leader loops beside it (cmd/ax passes them to
 // cell.Run); it wakes the cell after submits and reads its figures. cell
 // may be nil for a node that places nothing (tests drive its loops).
-func NewNode(cfg Config, store *queue.Store, view *View, cell *region.Cell, m *Metrics) (*Node, error) {
+func NewNode(cfg Config, store *queue.Store, v *View, cell *region.Cell, m *Metrics) (*Node, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
@@ -141,33 +140,46 @@ func NewNode(cfg Config, store *queue.Store, view *View, cell *region.Cell, m *M
 		return nil, err
 	}
 	if m == nil {
-		m = NewMetrics(nil)
+		m = metrics.New(nil)
 	}
 	var pools []string
 	if cell != nil {
 		pools = cell.PoolNames()
 	}
-	m.init(cfg.Region, pools)
-	members := slices.Clone(cfg.Regions)
-	if !slices.Contains(members, cfg.Region) {
-		members = append(members, cfg.Region)
+	m.Init(cfg.Region, pools)
+	// A placement not seen landing after this long is no longer counted
+	// (its target is down, or another server of the region sends it).
+	flights := view.NewFlights(max(2*cfg.Placement.StaleAfter, 30*time.Second))
+	var wake func()
+	if cell != nil {
+		wake = cell.Wake
 	}
-	n := &Node{cfg: cfg, store: store, cell: cell, view: view, placer: pl, est: est, log: cfg.Logger, members: members,
-		peers: peerClient(cfg.PeerTLS), metrics: m,
-		// A placement not seen landing after this long is no longer counted
-		// (its target is down, or another server of the region sends it).
-		flights: newFlights(max(2*cfg.Placement.StaleAfter, 30*time.Second)),
-		tracer:  tracing.Tracer(cfg.TracerProvider)}
-	n.budgets.set = maps.Clone(cfg.Budgets)
-	view.only(cfg.Regions)
-	view.track(n.flights)
-	view.learn(est)
+	n := &Node{cfg: cfg, store: store, view: v, est: est}
+	n.peer = peer.New(peer.Config{Region: cfg.Region, Regions: cfg.Regions, Token: cfg.ClusterToken, TLS: cfg.PeerTLS,
+		AllowInsecure: cfg.AllowInsecurePeers, View: v, Metrics: m, Logger: cfg.Logger})
+	n.picker = pick.New(pick.Config{Region: cfg.Region, Regions: cfg.Regions, Placement: cfg.Placement,
+		NoCapacityRetry: cfg.NoCapacityRetry, View: v, Flights: flights, Metrics: m, Now: cfg.Now}, pl)
+	n.Reader = fanout.New(fanout.Config{Region: cfg.Region, Regions: cfg.Regions, Store: store, Peer: n.peer, View: v,
+		Logger: cfg.Logger, Wake: wake})
+	n.budgets = budget.New(budget.Config{Region: cfg.Region, Budgets: cfg.Budgets, Refresh: cfg.BudgetRefresh, Metrics: m,
+		Logger: cfg.Logger, Now: cfg.Now}, n.Reader)
+	n.Pipeline = submit.New(submit.Config{Region: cfg.Region, Regions: cfg.Regions, Defaults: cfg.Defaults,
+		SaturatedRetryAfter: cfg.SaturatedRetryAfter, Backlog: cfg.Backlog, TracerProvider: cfg.TracerProvider, Now: cfg.Now,
+		Store: store, View: v, Flights: flights, Picker: n.picker, Peer: n.peer, Budgets: n.budgets, Metrics: m, Wake: wake})
+	hc := handoff.Config{Region: cfg.Region, Regions: cfg.Regions, Defaults: cfg.Defaults, HandOffHorizon: cfg.HandOffHorizon,
+		StuckPoolGrace: cfg.StuckPoolGrace, ReplaceOnPriceRise: cfg.ReplaceOnPriceRise, Backlog: cfg.Backlog,
+		TracerProvider: cfg.TracerProvider, Now: cfg.Now, Store: store, Cell: cell, View: v, Flights: flights,
+		Picker: n.picker, Peer: n.peer, Metrics: m, Logger: cfg.Logger}
+	n.Sender, n.Receiver, n.Mover = handoff.NewSender(hc), handoff.NewReceiver(hc), handoff.NewMover(hc)
+	v.Only(cfg.Regions)
+	v.Track(flights)
+	v.Learn(est)
 	return n, nil
 }
 
 // Close releases the node's idle connections to other regions' servers
 // (call it once the API and the leader loops stopped).
-func (n *Node) Close() { n.peers.CloseIdleConnections() }
+func (n *Node) Close() { n.peer.Close() }
 
 // Region is this server's region.
 func (n *Node) Region() string { return n.cfg.Region }
@@ -179,226 +191,49 @@ func (n *Node) Store() *queue.Store { return n.store }
 func (n *Node) View() *View { return n.view }
 
 // Estimator holds the learnt durations placement uses: the view sets what
-// every region's leader publishes (View.learn).
+// every region's leader publishes (View.Learn).
 func (n *Node) Estimator() *placement.Estimator { return n.est }
 
-// Errors of the submission path, mapped to HTTP statuses by the API.
-var (
-	// ErrRegionUnavailable: a region this request needs (the one holding a
-	// task, a key's home, one asked for by a fan-out) did not answer. The
-	// region's name follows it in the wrapped error.
-	ErrRegionUnavailable = errors.New("federation: region unavailable")
-)
+// Peer is the client of other regions' servers.
+func (n *Node) Peer() *peer.Client { return n.peer }
 
-// PlacementError is a submit no pool can take: Unplaceable (422, no pool
-// could ever match) or Saturated (429, every candidate is saturated).
-type PlacementError struct {
-	Saturated   bool
-	RetryAfter  time.Duration
-	Explanation placement.Explanation
+// BudgetBook is the book of the tenants' budgets.
+func (n *Node) BudgetBook() *budget.Book { return n.budgets }
+
+// KnownRegion reports whether name is a region of the federation (this
+// server's region or one of config regions:). Nothing else is contacted.
+func (n *Node) KnownRegion(name string) bool { return n.peer.KnownRegion(name) }
+
+// Proxy forwards one request to another region's server (peer.Client.Proxy).
+func (n *Node) Proxy(ctx context.Context, regionName, method, path string, in, out any) error {
+	return n.peer.Proxy(ctx, regionName, method, path, in, out)
 }
 
-func (e *PlacementError) Error() string {
-	if e.Saturated {
-		return "every eligible pool is saturated; retry later"
-	}
-	// The reasons pools were rejected, each once: a price cap or a budget's
-	// cap read as a tag mismatch when the message named tags and regions only.
-	var why []string
-	for _, c := range e.Explanation.Candidates {
-		if r := string(c.Reason); r != "" && !slices.Contains(why, r) {
-			why = append(why, r)
-		}
-	}
-	if len(why) == 0 {
-		return "no pool in any region matches this task's tags and regions"
-	}
-	return "no pool in any region can take this task (" + strings.Join(why, ", ") + ")"
-}
-
-// QuotaError is a submit refused by one of its tenant's quotas (429).
-type QuotaError struct {
-	Field  string // the quota's key: "max_backlog"
-	Tenant string
-	Max    int
-	// Have and Asked, when Asked > 0: the backlog read and the tasks a
-	// DAG or schedule would add to it (BacklogRoom).
-	Have, Asked int
-	// Regions, when set: the other regions a task may run in, every one
-	// refusing the tenant's hand-offs for its max_backlog there.
-	Regions []string
-}
-
-func (e *QuotaError) Error() string {
-	if len(e.Regions) > 0 {
-		return fmt.Sprintf("every region this task may run in (%s) refuses tenant %s's tasks: its %s there is reached; wait for some to finish",
-			strings.Join(e.Regions, ", "), e.Tenant, e.Field)
-	}
-	if e.Asked > 0 {
-		return fmt.Sprintf("tenant %s has %d unfinished tasks in this region: %d more would pass its %s (%d); wait for some to finish",
-			e.Tenant, e.Have, e.Asked, e.Field, e.Max)
-	}
-	return fmt.Sprintf("tenant %s has %d unfinished tasks in this region, its %s: wait for some to finish", e.Tenant, e.Max, e.Field)
-}
-
-// backlogMax is sp's tenant's max_backlog (0: none).
-func (n *Node) backlogMax(sp *task.Spec) int { return n.backlogMaxOf(sp.Tenant) }
-
-func (n *Node) backlogMaxOf(tenant string) int {
-	if n.cfg.Backlog == nil {
-		return 0
-	}
-	return n.cfg.Backlog(tenant)
-}
-
-// BacklogRoom refuses count more tasks of tenant (a DAG's nodes, a
-// schedule's next slot) with a *QuotaError when this region's backlog
-// would pass the tenant's max_backlog. It reads the count: unlike a
-// submit's check it is not atomic with the tasks it admits, which are
-// released later and counted then, never refused.
-func (n *Node) BacklogRoom(ctx context.Context, tenant string, count int) error {
-	max := n.backlogMaxOf(tenant)
-	if max <= 0 {
-		return nil
-	}
-	have, err := n.store.Backlog(ctx, tenant)
-	if err != nil {
-		return err
-	}
-	if have+count > max {
-		n.metrics.rejected.WithLabelValues(n.cfg.Region, "backlog").Inc()
-		return &QuotaError{Field: "max_backlog", Tenant: tenant, Max: max, Have: have, Asked: count}
-	}
-	return nil
-}
-
-// Outcome is the result of one submitted spec.
-type Outcome struct {
-	ID        string
-	State     task.State
-	Region    string // where it runs (or will)
-	Pool      string // "" while unplaced
-	Duplicate bool
-	Err       error
-}
-
-// KeyHome is the home region of an idempotency key: rendezvous hashing of
-// tenant+key over the configured regions, so every server agrees without
-// talking and only 1/N of keys move when a region is added.
-func (n *Node) KeyHome(tenant, key string) string {
-	best, bestScore := "", uint64(0)
-	for _, r := range n.cfg.Regions {
-		h := fnv.New64a()
-		h.Write([]byte(tenant))
-		h.Write([]byte{0})
-		h.Write([]byte(key))
-		h.Write([]byte{0})
-		h.Write([]byte(r))
-		if s := h.Sum64(); best == "" || s > bestScore {
-			best, bestScore = r, s
-		}
-	}
-	return best
-}
-
-// placeTask is sp as placement sees it now: its regions without those
-// refusing its tenant's hand-offs for their max_backlog (backlog.go).
-func (n *Node) placeTask(sp *task.Spec, now time.Time) placement.Task {
-	pt := placeTask(sp, n.cfg.Region)
-	pt.Regions, _ = n.placeRegions(sp.Regions, sp.Tenant, now)
-	return pt
-}
-
-func placeTask(sp *task.Spec, home string) placement.Task {
-	prio := 0
-	if sp.Priority != nil {
-		prio = *sp.Priority
-	}
-	return placement.Task{Type: sp.Type, Tags: sp.Tags, Regions: sp.Regions, Critical: sp.Critical, Priority: prio, Home: home,
-		MaxWait: time.Duration(sp.MaxWait)}
-}
-
-// Explain is a dry-run placement of a spec.
-func (n *Node) Explain(sp *task.Spec) (placement.Explanation, error) {
-	if err := sp.Normalize(n.cfg.Defaults, n.cfg.Now()); err != nil {
-		return placement.Explanation{}, err
-	}
-	// As Submit: a region outside the federation is the client's typo
-	// (400 naming regions[i]), not "no pool matches" (UNPLACEABLE).
-	if err := n.knownRegions(sp.Regions); err != nil {
-		return placement.Explanation{}, err
-	}
-	return n.explain(n.view.Pools(), sp, n.cfg.Now()), nil
-}
-
-// PlaceDue implements region.Placer: due tasks of this region are placed
-// with the prices and watermarks of now, across regions.
-func (n *Node) PlaceDue(_ context.Context, tasks []*task.Task) []queue.Assignment {
-	now := n.cfg.Now()
-	vs := n.view.current()
-	snap := vs.pools
-	out := make([]queue.Assignment, 0, len(tasks))
-	for _, t := range tasks {
-		pt := placement.Task{Type: t.Type, Tags: t.Tags, Regions: t.Regions, Critical: t.Critical, Priority: t.Priority, Home: n.cfg.Region,
-			MaxWait: time.Duration(t.MaxWait)}
-		var ok bool
-		if pt.Regions, ok = n.placeRegions(t.Regions, t.Tenant, now); !ok {
-			// Every region it may go to refused its tenant's hand-offs
-			// for their max_backlog: it waits here and is placed again.
-			out = append(out, queue.Assignment{ID: t.ID, RetryAt: now.Add(n.cfg.NoCapacityRetry)})
-			continue
-		}
-		d := n.placer.Place(snap, pt, now)
-		if t.MaxPricePerSlotHour > 0 {
-			ex := n.placer.Explain(snap, pt, now)
-			ex.CapPrice(t.MaxPricePerSlotHour)
-			d = ex.Decision
-		}
-		n.metrics.decision(n.cfg.Region, d)
-		switch {
-		case d.OK && d.Region == n.cfg.Region:
-			out = append(out, queue.Assignment{ID: t.ID, Pool: d.Pool})
-		case d.OK:
-			out = append(out, queue.Assignment{ID: t.ID, Pool: d.Pool, Region: d.Region})
-			n.flights.add(t.ID, d.Region, d.Pool, vs.updated[d.Region], now)
-		default:
-			out = append(out, queue.Assignment{ID: t.ID, RetryAt: now.Add(n.cfg.NoCapacityRetry)})
-		}
-	}
-	return out
+// PlaceDue implements region.Placer (pick.Picker.PlaceDue).
+func (n *Node) PlaceDue(ctx context.Context, tasks []*task.Task) []queue.Assignment {
+	return n.picker.PlaceDue(ctx, tasks)
 }
 
 var _ region.Placer = (*Node)(nil)
 
-// KnownRegion reports whether name is a region of the federation (this
-// server's region or one of config `regions:`). Nothing else is contacted.
-func (n *Node) KnownRegion(name string) bool { return slices.Contains(n.members, name) }
+// BudgetOf returns tenant's budget status; false when it has no budget.
+func (n *Node) BudgetOf(tenant string) (BudgetStatus, bool) { return n.budgets.Of(tenant) }
 
-// unknownRegion is the error for a region name outside the federation: a
-// client's mistake (400 naming the field), never "unavailable, retry".
-func unknownRegion(name string) error {
-	return &task.FieldError{Field: "region", Msg: "no region " + strconv.Quote(name) + " in the federation"}
-}
+// Budgets are the budgets of tenant ("" every tenant) as this server
+// judges them, by tenant name.
+func (n *Node) Budgets(tenant string) []apiv1.CostBudget { return n.budgets.List(tenant) }
 
-// knownRegions refuses a task's allowed regions that name a region outside
-// the federation: a typo would otherwise read as "no pool matches".
-func (n *Node) knownRegions(names []string) error { return task.CheckRegions(names, n.members) }
+// BudgetRoom refuses a new source of tasks of tenant (a DAG run, a
+// schedule) with a *BudgetError when it is past a refuse budget.
+func (n *Node) BudgetRoom(tenant string) error { return n.budgets.Room(tenant) }
 
-// peerAPI is the API address of a region to call now, or an error: a
-// healthy one, or one whose figures are fresh again and that no request
-// found unanswered (not suspected) while placement's unhealthy_grace has
-// yet to trust it. A call for a task held there (get, trail, an action, a
-// schedule's slot, a region's part of a fan-out) has nowhere else to go:
-// waiting out the grace, meant to keep placement from flapping, answered
-// 503 for 10 s after the region had recovered (its Redis paused, then
-// continued).
-func (n *Node) peerAPI(name string) (string, error) {
-	if !n.KnownRegion(name) {
-		return "", unknownRegion(name)
-	}
-	r, ok := n.view.Region(name)
-	if !ok || r.API == "" || !r.Healthy && (r.Stale || r.Suspect) {
-		return "", fmt.Errorf("%w: %s", ErrRegionUnavailable, name)
-	}
-	return r.API, nil
-}
+// SetBudgets puts budgets in force in place of Config.Budgets (budget.Book.Set).
+func (n *Node) SetBudgets(budgets map[string]Budget) { n.budgets.Set(budgets) }
+
+// BudgetLoop rereads the spend of the tenants with a budget every
+// Config.BudgetRefresh until ctx ends (budget.Book.Loop).
+func (n *Node) BudgetLoop(ctx context.Context) { n.budgets.Loop(ctx) }
+
+// RefreshBudgets reads this month's spend per tenant from every region
+// (budget.Book.Refresh).
+func (n *Node) RefreshBudgets(ctx context.Context) error { return n.budgets.Refresh(ctx) }

@@ -1,0 +1,669 @@
+package handoff
+
+import (
+	"cmp"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math/rand/v2"
+	"net/http"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/ax-sched/ax/apiv1"
+	"github.com/ax-sched/ax/federation/peer"
+	"github.com/ax-sched/ax/federation/pick"
+	"github.com/ax-sched/ax/queue"
+	"github.com/ax-sched/ax/task"
+)
+
+// The hand-off sender: the outbox loop that moves tasks placed in other
+// regions to them.
+
+// Hand-off batching (OutboxLoop).
+const (
+	// handOffRead is how many due outbox tasks one round reads per shard:
+	// a wave of full batches.
+	handOffRead = handOffInFlight * apiv1.MaxBatch
+	// handOffBytes bounds the specs of one batch request, far below what a
+	// receiver reads (≥ 64 MiB: httpapi's handoffBatch), so that a run of
+	// large payloads never makes a request the receiver cuts off.
+	handOffBytes = 16 << 20
+	// handOffTargets is how many target regions one round serves at once.
+	handOffTargets = 4
+	// handOffInFlight is how many batch requests to one target are in
+	// flight at once (a wave: OutboxLoop). One at a time, a hand-off's rate
+	// was its round trips': the sender and receiver sat mostly idle.
+	handOffInFlight = 4
+	// handOffTimeout bounds a single-item request. A batch stores its tasks
+	// in one script of a few milliseconds; its longer bound is for moving up
+	// to handOffBytes across regions.
+	handOffTimeout      = 5 * time.Second
+	handOffBatchTimeout = 10 * time.Second
+	// noBatchFor is how long a target that does not serve the batch
+	// endpoint (an older server) gets one task per request before a batch
+	// is tried again.
+	noBatchFor = 5 * time.Minute
+)
+
+// OutboxLoop hands tasks in the outbox to their target regions (a region
+// leader loop). Each task goes to the same target with the same id until a
+// definite answer: accepted (or already there) → HANDED_OFF; refused →
+// placed again. Timeouts, 5xx, 401 and 429 retry the same target with
+// backoff, so a lost answer never makes a second copy.
+//
+// Each round groups the due tasks by target and sends each group in batch
+// requests (POST /v1/internal/handoff/batch, at most apiv1.MaxBatch tasks and
+// handOffBytes each, in turn), up to handOffTargets targets at once; a
+// single task goes to the single-item endpoint, which every server version
+// serves, and so does every task for a target that has no batch endpoint.
+// A request with no definite answer puts every task of it, and the
+// target's tasks not sent yet, back with backoff.
+//
+// The answers are recorded under the leader's fence f: once a newer leader
+// of the region has written, this loop's records are refused, it calls lost
+// and stops. Sending needs no fence (a receiver accepts an id once, so two
+// leaders sending one task make one copy), but recording does: two terms
+// could get different definite answers about one id (refused, then
+// accepted after the target gained the pool), and the older term's record
+// of the refusal would place the task again at home while the target runs
+// it.
+func (n *Sender) OutboxLoop(ctx context.Context, f queue.Fence, lost func(error)) {
+	o := &outbox{n: n.env, fence: f, attempts: map[string]int{}, noBatch: map[string]time.Time{}, maybeSent: map[string]bool{},
+		since: map[string]time.Time{}}
+	o.lost = sync.OnceFunc(func() { lost(queue.ErrFenced) })
+	for ctx.Err() == nil && !o.fenced.Load() {
+		tasks, err := n.store.Outbox(ctx, handOffRead)
+		if err != nil {
+			n.log.Warn("outbox read", "err", err)
+		}
+		o.round(ctx, tasks)
+		wait := 200 * time.Millisecond
+		if len(tasks) >= handOffRead {
+			wait = 0
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(wait):
+		}
+	}
+}
+
+// outbox is OutboxLoop's memory across rounds.
+type outbox struct {
+	n     *env
+	fence queue.Fence
+	lost  func() // the term is over: a newer leader's records exist
+
+	mu       sync.Mutex
+	attempts map[string]int // task id → unanswered attempts so far (its backoff)
+	// maybeSent holds the tasks of which some attempt may have reached its
+	// target (anything but a failed dial): only those must wait for a
+	// definite answer. A task whose every attempt failed to connect was
+	// never seen by the target, so it can be placed again without any risk
+	// of a second copy (docs/architecture.md, region loss). Memory only: after
+	// a restart every unanswered task counts as maybe sent.
+	maybeSent map[string]bool
+	// since is when a task's first unanswered attempt was settled: a task
+	// that may have been sent is placed again once its target has been
+	// unreachable for Config.HandOffHorizon since then (the target holds
+	// any copy it got until this region's word: held.go).
+	since   map[string]time.Time
+	noBatch map[string]time.Time // target → until when it gets one task per request
+	fenced  atomic.Bool          // a record was refused: the loop stops
+}
+
+// forget drops what the outbox remembers of a task once it is settled
+// (o.mu held).
+func (o *outbox) forget(id string) {
+	delete(o.attempts, id)
+	delete(o.maybeSent, id)
+	delete(o.since, id)
+}
+
+// verdict is what a target's answer means for one task.
+type verdict int
+
+const (
+	handedOff  verdict = iota + 1 // accepted, or already held by the target
+	refused                       // a definite refusal: the task is placed again
+	unanswered                    // no definite answer: the same target again, later
+)
+
+type answer struct {
+	t        *task.Task
+	v        verdict
+	canceled bool  // handedOff: the target also carried out the cancel the item carried
+	err      error // refused or unanswered: why
+}
+
+// parcel is the tasks of one request to one target.
+type parcel struct {
+	tasks []*task.Task
+	items []apiv1.HandOff
+	// commit is this region's word on earlier hand-offs to the target,
+	// carried by a batch request (apiv1.HandOffBatch.Commit).
+	commit []string
+}
+
+// definite reports whether a 4xx refuses for good: 401 and 403 (a cluster
+// token being rotated or mistyped: a configuration fault, not the task's)
+// and 429 (busy) may pass, so tasks wait for the same target instead of
+// being placed again and again while the tokens disagree.
+func definite(status int) bool {
+	switch status {
+	case http.StatusUnauthorized, http.StatusForbidden, http.StatusTooManyRequests:
+		return false
+	}
+	return status/100 == 4
+}
+
+// round hands tasks off, grouped by target, up to handOffTargets targets
+// at once, and returns when every group is answered or put back.
+func (o *outbox) round(ctx context.Context, tasks []*task.Task) {
+	byTarget := map[string][]*task.Task{}
+	var targets []string
+	for _, t := range tasks {
+		if _, ok := byTarget[t.HandOffTarget]; !ok {
+			targets = append(targets, t.HandOffTarget)
+		}
+		byTarget[t.HandOffTarget] = append(byTarget[t.HandOffTarget], t)
+	}
+	sem := make(chan struct{}, handOffTargets)
+	var wg sync.WaitGroup
+	for _, target := range targets {
+		sem <- struct{}{}
+		wg.Go(func() {
+			defer func() { <-sem }()
+			o.send(ctx, target, byTarget[target])
+		})
+	}
+	wg.Wait()
+}
+
+// send hands one target's tasks off, parcel after parcel, and stops at the
+// first request that gets no definite answer.
+func (o *outbox) send(ctx context.Context, target string, tasks []*task.Task) {
+	r, ok := o.n.view.Region(target)
+	if !ok || r.API == "" {
+		o.settle(ctx, target, unansweredAll(tasks, fmt.Errorf("%w: region %s not in the view", peer.ErrNotSent, target)))
+		return
+	}
+	ids := make([]string, len(tasks))
+	for i, t := range tasks {
+		ids[i] = t.ID
+	}
+	// The trails travel with the tasks; without them the hand-off still
+	// goes (the receiver's trail then starts at its RECEIVED step).
+	trails, err := o.n.store.Trails(ctx, ids)
+	if err != nil {
+		o.n.log.Warn("hand-off: reading trails failed; sending without them", "err", err)
+	}
+	parcels := parcelsOf(tasks, trails, o.n.cfg.Region, o.n.cfg.Now())
+	// The receiver holds what it accepts until this region's word: the
+	// accepted tasks recorded here are committed on the first batch of the
+	// next wave to the same target, and what is left at the end in one
+	// request of its own. Up to handOffInFlight batches of a wave are in
+	// flight at once (a receiver accepts an id once, so overlap is safe);
+	// the first that gets no definite answer ends the round after its wave.
+	var words []string
+	defer func() { o.commit(ctx, target, r.API, words) }()
+	for w := 0; w < len(parcels); w += handOffInFlight {
+		wave := parcels[w:min(w+handOffInFlight, len(parcels))]
+		carried := words
+		words = nil
+		type sent struct {
+			words     []string
+			delivered bool // the parcel's commit reached the target
+			failed    error
+		}
+		out := make([]sent, len(wave))
+		var wg sync.WaitGroup
+		for k, p := range wave {
+			if k == 0 {
+				p.commit = carried
+			}
+			wg.Go(func() { out[k].words, out[k].delivered, out[k].failed = o.sendParcel(ctx, target, r.API, p) })
+		}
+		wg.Wait()
+		if len(carried) > 0 && !out[0].delivered {
+			words = carried
+		}
+		var failed error
+		for _, x := range out {
+			words = append(words, x.words...)
+			if failed == nil {
+				failed = x.failed
+			}
+		}
+		if failed != nil {
+			// The target does not answer: what was not sent yet waits as
+			// long as what was.
+			why := notSent(target, failed)
+			var rest []answer
+			for _, q := range parcels[w+len(wave):] {
+				rest = append(rest, unansweredAll(q.tasks, why)...)
+			}
+			o.settle(ctx, target, rest)
+			return
+		}
+	}
+}
+
+// sendParcel sends one parcel (a batch request, or one task per request
+// to a target without the batch endpoint) and settles its answers. It
+// returns the tasks recorded as handed off (their word is still to be
+// sent), whether the parcel's own commit reached the target, and the error
+// of a request that got no definite answer (the parcel's tasks not sent
+// then are unanswered).
+func (o *outbox) sendParcel(ctx context.Context, target, api string, p parcel) (words []string, delivered bool, failed error) {
+	var as []answer
+	each := len(p.tasks) == 1 || o.single(target)
+	start := o.n.cfg.Now()
+	if !each {
+		as, failed, each = o.sendBatch(ctx, target, api, p)
+		if failed == nil && !each {
+			o.landed(p.commit) // the target has them
+			delivered = true
+		}
+	}
+	if each {
+		as, failed = o.sendEach(ctx, api, p)
+	}
+	if failed != nil {
+		as = append(as, unansweredAll(p.tasks[len(as):], notSent(target, failed))...)
+	}
+	words = o.settle(ctx, target, as)
+	o.n.traceHandOff(start, target, as)
+	return words, delivered, failed
+}
+
+// commit sends this region's word on hand-offs it recorded as accepted by
+// target: the target runs them from now on. Best effort: a target that
+// does not get it asks for it (HeldLoop).
+func (o *outbox) commit(ctx context.Context, target, api string, ids []string) {
+	for start := 0; start < len(ids); start += apiv1.MaxBatch {
+		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), handOffTimeout)
+		var resp apiv1.HandOffCommitResponse
+		_, err := o.n.peer.Call(cctx, api, http.MethodPost, "/v1/internal/handoff/commit",
+			apiv1.HandOffCommit{From: o.n.cfg.Region, IDs: ids[start:min(start+apiv1.MaxBatch, len(ids))]}, &resp)
+		cancel()
+		if err != nil {
+			o.n.log.Info("hand-off commit unanswered; the target will ask for it", "target", target, "n", len(ids)-start, "err", err)
+			return
+		}
+		o.landed(ids[start:min(start+apiv1.MaxBatch, len(ids))])
+	}
+}
+
+// landed records that the target counts ids READY now (they have the
+// word): from its next figures on, they are in its fill, not in flight. A
+// task whose word is lost stays in flight until the flights' horizon.
+func (o *outbox) landed(ids []string) {
+	now := o.n.cfg.Now()
+	for _, id := range ids {
+		o.n.flights.Landed(id, now)
+	}
+}
+
+// handOffOf is the wire form of a task handed off with its history.
+func handOffOf(t *task.Task, spec json.RawMessage, trail []task.Transition, region string, now time.Time) apiv1.HandOff {
+	created := t.CreatedAt
+	// The HANDED_OFF step is recorded here once the receiver accepts; the
+	// carried trail has it already, as of the sending.
+	trail = queue.CapTrail(append(trail[:len(trail):len(trail)], task.Transition{At: now, From: task.Pending, To: task.HandedOff,
+		Reason: task.ReasonHandedOff, By: t.HandOffTarget + "/" + t.Pool, Attempt: t.Attempts, Region: region}))
+	return apiv1.HandOff{ID: t.ID, Pool: t.Pool, Spec: spec, Cancel: t.CancelRequested, From: region,
+		Attempts: t.Attempts, PreemptCount: t.PreemptCount, CreatedAt: &created, LastError: t.LastError, Trail: trail}
+}
+
+// parcelsOf cuts one target's tasks into requests of at most apiv1.MaxBatch
+// tasks and handOffBytes of specs (a larger task goes alone).
+func parcelsOf(tasks []*task.Task, trails map[string][]task.Transition, region string, now time.Time) []parcel {
+	var out []parcel
+	var cur parcel
+	size := 0
+	for _, t := range tasks {
+		spec, _ := json.Marshal(t.Spec())
+		item := handOffOf(t, spec, trails[t.ID], region, now)
+		sz := len(spec) + len(t.ID) + len(t.Pool) + len(item.LastError) + 160*len(item.Trail) + 96
+		if len(cur.tasks) > 0 && (len(cur.tasks) == apiv1.MaxBatch || size+sz > handOffBytes) {
+			out = append(out, cur)
+			cur, size = parcel{}, 0
+		}
+		cur.tasks = append(cur.tasks, t)
+		cur.items = append(cur.items, item)
+		size += sz
+	}
+	if len(cur.tasks) > 0 {
+		out = append(out, cur)
+	}
+	return out
+}
+
+// single reports whether target gets one task per request for now.
+func (o *outbox) single(target string) bool {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return time.Now().Before(o.noBatch[target])
+}
+
+// sendBatch sends a parcel in one batch request. failed is set when the
+// request got no definite answer (every answer is unanswered then). each
+// is set when the target refused the request itself, not its tasks (no
+// batch endpoint: an older server; or a shape it does not take): nothing
+// was decided, and the parcel goes one task per request.
+func (o *outbox) sendBatch(ctx context.Context, target, api string, p parcel) (as []answer, failed error, each bool) {
+	cctx, cancel := context.WithTimeout(ctx, handOffBatchTimeout)
+	defer cancel()
+	var resp apiv1.HandOffBatchResponse
+	_, err := o.n.peer.Call(cctx, api, http.MethodPost, "/v1/internal/handoff/batch", apiv1.HandOffBatch{Items: p.items, Commit: p.commit}, &resp)
+	var pe *peer.Error
+	switch {
+	case err == nil:
+	case errors.As(err, &pe) && definite(pe.Status):
+		if pe.Status == http.StatusNotFound || pe.Status == http.StatusMethodNotAllowed {
+			o.mu.Lock()
+			o.noBatch[target] = time.Now().Add(noBatchFor)
+			o.mu.Unlock()
+			o.n.log.Info("target has no batch hand-off endpoint; sending one task per request", "target", target, "for", noBatchFor)
+		} else {
+			o.n.log.Warn("target refused a hand-off batch; sending one task per request", "target", target, "err", err)
+		}
+		return nil, nil, true
+	default:
+		return unansweredAll(p.tasks, err), err, false
+	}
+	as = make([]answer, len(p.tasks))
+	for i, t := range p.tasks {
+		if i >= len(resp.Results) || resp.Results[i].ID != t.ID {
+			as[i] = answer{t: t, v: unanswered, err: fmt.Errorf("no answer for item %d in the batch's answer", i)}
+			continue
+		}
+		r := resp.Results[i]
+		var why error = fmt.Errorf("peer answered %d for the item", r.Status)
+		if r.Error != nil {
+			why = &peer.Error{Status: r.Status, Body: *r.Error}
+		}
+		switch {
+		case r.Accepted:
+			as[i] = answer{t: t, v: handedOff, canceled: r.Canceled}
+		case r.Status/100 == 2 || definite(r.Status):
+			as[i] = answer{t: t, v: refused, err: why}
+		default:
+			as[i] = answer{t: t, v: unanswered, err: why}
+		}
+	}
+	return as, nil, false
+}
+
+// sendEach sends a parcel one task per request, to the single-item
+// endpoint, in turn, and stops at the first request that gets no definite
+// answer (failed): the tasks after it are not sent.
+func (o *outbox) sendEach(ctx context.Context, api string, p parcel) (as []answer, failed error) {
+	for i, t := range p.tasks {
+		cctx, cancel := context.WithTimeout(ctx, handOffTimeout)
+		var resp apiv1.HandOffResponse
+		_, err := o.n.peer.Call(cctx, api, http.MethodPost, "/v1/internal/handoff", p.items[i], &resp)
+		cancel()
+		var pe *peer.Error
+		switch {
+		case err == nil && resp.Accepted:
+			as = append(as, answer{t: t, v: handedOff, canceled: resp.Canceled})
+		case err == nil:
+			as = append(as, answer{t: t, v: refused, err: errors.New(resp.Reason)})
+		case errors.As(err, &pe) && definite(pe.Status):
+			as = append(as, answer{t: t, v: refused, err: err})
+		default:
+			return append(as, answer{t: t, v: unanswered, err: err}), err
+		}
+	}
+	return as, nil
+}
+
+// notSent is why a task waits that was not sent after target left an
+// earlier request unanswered (with failed).
+func notSent(target string, failed error) error {
+	return fmt.Errorf("not sent: %s did not answer an earlier request: %w", target, failed)
+}
+
+func unansweredAll(tasks []*task.Task, why error) []answer {
+	as := make([]answer, len(tasks))
+	for i, t := range tasks {
+		as[i] = answer{t: t, v: unanswered, err: why}
+	}
+	return as
+}
+
+// settled is what settle made of one request's answers.
+type settled struct {
+	done    []queue.HandOffAnswer // definite answers, to record
+	retries []queue.OutboxRetry   // unanswered tasks, due again later
+	// The tasks by outcome: accepted, refused, unanswered (later), placed
+	// again as never received (replaced), placed again past the horizon
+	// (revoked).
+	accepted, refused, later, replaced, revoked []string
+	refusedErr, laterErr                        error         // the first of each kind
+	wait                                        time.Duration // the shortest retry
+}
+
+// settle applies a target's answers: definite ones are recorded in one
+// store call (handed off, or placed again), unanswered ones wait in the
+// outbox with backoff and jitter; the in-flight counts, metrics and logs
+// follow (one Info line per outcome and request, one Debug line per task).
+// It returns the tasks recorded as handed off: the target may run them
+// once it has this region's word (commit).
+func (o *outbox) settle(ctx context.Context, target string, as []answer) (committed []string) {
+	if len(as) == 0 {
+		return nil
+	}
+	now := o.n.cfg.Now()
+	s := o.classify(target, as, now)
+	// Definite answers are recorded even when the loop is stopping: an
+	// answer not recorded is asked for again, and the target repeats it.
+	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+	defer cancel()
+	committed, ok := o.record(rctx, target, s)
+	if !ok {
+		return nil
+	}
+	// An unanswered task of a stopping loop stays due: the next leader
+	// sends it at once.
+	if len(s.retries) > 0 && ctx.Err() == nil {
+		if err := o.n.store.HandOffRetryMany(rctx, s.retries); err != nil {
+			o.n.log.Warn("outbox retry", "target", target, "n", len(s.retries), "err", err)
+		}
+	}
+	o.judge(target, s, now)
+	o.report(ctx, target, s, as)
+	return committed
+}
+
+// classify sorts answers by what follows from them, and forgets the tasks
+// they settle.
+func (o *outbox) classify(target string, as []answer, now time.Time) *settled {
+	n := o.n
+	s := &settled{}
+	// One jitter per request: its retries stay together, in one batch.
+	jitter := rand.Float64() / 4
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	for _, a := range as {
+		id := a.t.ID
+		switch a.v {
+		case handedOff:
+			o.forget(id)
+			// In flight still, for placement's headroom: the target counts
+			// it READY only once it has the word (landed there).
+			s.done = append(s.done, queue.HandOffAnswer{ID: id, Accepted: true, Canceled: a.canceled})
+			s.accepted = append(s.accepted, id)
+		case refused:
+			o.forget(id)
+			n.flights.Drop(id)
+			if pick.BacklogRefusal(a.err) {
+				n.picker.NoteRefusal(target, a.t.Tenant, now)
+			}
+			s.done = append(s.done, queue.HandOffAnswer{ID: id, Accepted: false})
+			s.refused = append(s.refused, id)
+			s.refusedErr = cmp.Or(s.refusedErr, a.err)
+		default:
+			o.unanswered(target, a, now, jitter, s)
+		}
+	}
+	return s
+}
+
+// unanswered settles a task without a definite answer (o.mu held): placed
+// again when its target stayed unreachable past the horizon (revoked) or
+// never saw it (replaced), else due again after its backoff.
+func (o *outbox) unanswered(target string, a answer, now time.Time, jitter float64, s *settled) {
+	n, id := o.n, a.t.ID
+	if !peer.NeverSent(a.err) {
+		o.maybeSent[id] = true
+	}
+	if _, ok := o.since[id]; !ok {
+		o.since[id] = now
+	}
+	switch {
+	case o.maybeSent[id] && now.Sub(o.since[id]) >= n.cfg.HandOffHorizon && !n.view.Healthy(target):
+		// The target may hold it, unrun until this region's word: revoked
+		// here, it is dropped there (held.go).
+		o.forget(id)
+		n.flights.Drop(id)
+		s.done = append(s.done, queue.HandOffAnswer{ID: id, Revoked: true})
+		s.revoked = append(s.revoked, id)
+	case o.attempts[id]+1 >= strandedAfter && !o.maybeSent[id] && !n.view.Healthy(target):
+		// The target is down and never saw this task: place it again
+		// (HANDOFF_REFUSED) instead of waiting for the region to return.
+		o.forget(id)
+		n.flights.Drop(id)
+		s.done = append(s.done, queue.HandOffAnswer{ID: id, Accepted: false})
+		s.replaced = append(s.replaced, id)
+	default:
+		o.attempts[id]++
+		d := min(100*time.Millisecond<<min(o.attempts[id], 9), 30*time.Second)
+		d += time.Duration(float64(d) * jitter)
+		s.retries = append(s.retries, queue.OutboxRetry{ID: id, At: now.Add(d)})
+		s.later = append(s.later, id)
+		s.laterErr = cmp.Or(s.laterErr, a.err)
+		if s.wait == 0 || d < s.wait {
+			s.wait = d
+		}
+	}
+}
+
+// record records the definite answers under the fence and returns the
+// tasks recorded as handed off. ok is false when a newer leader exists:
+// the tasks are its to settle, and the loop stops.
+func (o *outbox) record(ctx context.Context, target string, s *settled) (committed []string, ok bool) {
+	n := o.n
+	if len(s.done) == 0 {
+		return nil, true
+	}
+	errs, err := n.store.HandOffDoneMany(ctx, s.done, o.fence)
+	switch {
+	case errors.Is(err, queue.ErrFenced):
+		n.log.Warn("hand-off answers not recorded: a newer leader exists", "target", target, "n", len(s.done))
+		o.fenced.Store(true)
+		o.lost()
+		return nil, false
+	case err != nil:
+		n.log.Warn("hand-off answers not recorded; asking again", "target", target, "n", len(s.done), "err", err)
+		return nil, true
+	}
+	resend := map[string]bool{}
+	for i, err := range errs {
+		switch {
+		case errors.Is(err, queue.ErrSendCancel):
+			n.log.Info("cancel requested during the hand-off; sending it again with the cancel", "id", s.done[i].ID, "target", target)
+			resend[s.done[i].ID] = true
+		case err != nil:
+			n.log.Warn("hand-off answer not recorded", "id", s.done[i].ID, "accepted", s.done[i].Accepted, "err", err)
+		case s.done[i].Accepted:
+			committed = append(committed, s.done[i].ID)
+		}
+	}
+	// A resent task is counted when the repeat (with the cancel) is answered.
+	s.accepted = slices.DeleteFunc(s.accepted, func(id string) bool { return resend[id] })
+	return committed, true
+}
+
+// judge tells the view what the answers say of the target: a definite
+// answer vouches for it; none at all (every task unanswered for want of a
+// reply) makes it a suspect, so placement stops sending new work there now
+// rather than when its registration expires.
+func (o *outbox) judge(target string, s *settled, now time.Time) {
+	gaveUp := len(s.replaced) + len(s.revoked)
+	switch {
+	case len(s.done) > gaveUp:
+		o.n.view.Vouch(target)
+	case len(s.later)+gaveUp > 0 && (gaveUp > 0 || peer.NoReply(s.laterErr)):
+		o.n.view.Suspect(target, now)
+	}
+}
+
+// report counts and logs the outcomes of one request: one line per
+// outcome, and one Debug line per task.
+func (o *outbox) report(ctx context.Context, target string, s *settled, as []answer) {
+	n := o.n
+	m := n.metrics.Handoffs
+	if len(s.revoked) > 0 {
+		m.WithLabelValues(n.cfg.Region, target, "revoked").Add(float64(len(s.revoked)))
+		n.log.Warn("hand-offs to a region unreachable past the horizon placed again; it drops any copy it holds", "target", target,
+			"n", len(s.revoked), idsAttr(s.revoked), "horizon", n.cfg.HandOffHorizon, "reason", task.ReasonHandOffRevoked)
+		n.wake()
+	}
+	if len(s.replaced) > 0 {
+		m.WithLabelValues(n.cfg.Region, target, "replaced").Add(float64(len(s.replaced)))
+		n.log.Warn("hand-offs to an unreachable region placed again (it never received them)", "target", target,
+			"n", len(s.replaced), idsAttr(s.replaced), "reason", task.ReasonHandOffRefused)
+	}
+	if len(s.accepted) > 0 {
+		m.WithLabelValues(n.cfg.Region, target, "accepted").Add(float64(len(s.accepted)))
+		n.log.Info("handed off", "target", target, "n", len(s.accepted), idsAttr(s.accepted), "reason", task.ReasonHandedOff)
+	}
+	if len(s.refused) > 0 {
+		m.WithLabelValues(n.cfg.Region, target, "refused").Add(float64(len(s.refused)))
+		n.log.Info("hand-off refused; placing again", "target", target, "n", len(s.refused), idsAttr(s.refused),
+			"reason", task.ReasonHandOffRefused, "err", s.refusedErr)
+		n.wake()
+	}
+	if len(s.later) > 0 {
+		m.WithLabelValues(n.cfg.Region, target, "retry").Add(float64(len(s.later)))
+		n.log.Info("hand-off unanswered; retrying the same target", "target", target, "n", len(s.later), idsAttr(s.later),
+			"in", s.wait, "err", s.laterErr)
+	}
+	if n.log.Enabled(ctx, slog.LevelDebug) {
+		for _, a := range as {
+			args := []any{"id", a.t.ID, "trace_id", a.t.TraceID, "target", target, "pool", a.t.Pool}
+			switch a.v {
+			case handedOff:
+				args = append(args, "outcome", "accepted", "reason", task.ReasonHandedOff)
+			case refused:
+				args = append(args, "outcome", "refused", "reason", task.ReasonHandOffRefused, "err", a.err)
+			default:
+				args = append(args, "outcome", "retry", "err", a.err)
+			}
+			n.log.Debug("hand-off", args...)
+		}
+	}
+}
+
+// idsAttr names the tasks of a log line: the id of one, the first 8 of
+// more (the count is logged beside).
+func idsAttr(ids []string) slog.Attr {
+	if len(ids) == 1 {
+		return slog.String("id", ids[0])
+	}
+	return slog.Any("ids", ids[:min(len(ids), 8)])
+}
+
+// strandedAfter is how many failed dials to a target that placement no
+// longer considers healthy make an outbox task be placed elsewhere (with the
+// backoff: about 1.5 s).
+const strandedAfter = 3
