@@ -1,16 +1,11 @@
 package region
 
 import (
+	"cmp"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
-	"maps"
-	"reflect"
-	"slices"
-	"sort"
-	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -18,7 +13,6 @@ import (
 	"github.com/ax-sched/ax/lease"
 	"github.com/ax-sched/ax/queue"
 	"github.com/ax-sched/ax/task"
-	"github.com/prometheus/client_golang/prometheus"
 	clientv3 "go.etcd.io/etcd/client/v3"
 )
 
@@ -55,7 +49,8 @@ type Placer interface {
 // rejected (a newer leader exists).
 type LeaderLoop func(ctx context.Context, f queue.Fence, lost func(error))
 
-// Config of a cell. Zero durations take the defaults noted.
+// Config of a cell. Zero (or negative) durations and counts take the
+// defaults named.
 type Config struct {
 	Region string
 	// Provider says where the region runs (aws, gcp, azure, other),
@@ -64,29 +59,30 @@ type Config struct {
 	ID       string // this server's id, announced in the election (e.g. host:port)
 	API      string // public API address published for other regions
 	Pools    []Pool
-	// Prefix is the etcd key prefix (default "/ax/"): the election is
+	// Prefix is the etcd key prefix (PrefixDefault): the election is
 	// <prefix>elect/region/<region> on the regional etcd, the registration
 	// <prefix>regions/<region> on the global one.
-	Prefix          string
-	SessionTTL      time.Duration // default 5s
-	Heartbeat       time.Duration // workers' heartbeat interval, default 3s
-	PublishInterval time.Duration // default 2s
-	MaxSleep        time.Duration // longest the promote/reap loops sleep, default 1s
+	Prefix     string
+	SessionTTL time.Duration // the election's and the registration's (SessionTTLDefault)
+	// Heartbeat is the workers' heartbeat interval (HeartbeatDefault).
+	Heartbeat       time.Duration
+	PublishInterval time.Duration // PublishIntervalDefault
+	MaxSleep        time.Duration // longest the promoter and reaper sleep (MaxSleepDefault)
 	Logger          *slog.Logger
-	// Thresholds are the region's backpressure thresholds (defaults 0.60,
-	// 0.80, 0.95, 0.40).
+	// Thresholds are the region's backpressure thresholds
+	// (DefaultThresholds), and those of each pool that sets none.
 	Thresholds Thresholds
-	// Preemption limits (see preempt.go).
+	// Preemption limits (preempter.go).
 	Preemption Preemption
 	// StarvationThreshold: a task waiting longer counts in the starvation
-	// gauge, ax_tasks_starving (default 10m).
+	// gauge, ax_tasks_starving (StarvationThresholdDefault).
 	StarvationThreshold time.Duration
 	// RunTimeTypes bounds the learnt run times published per pool: the
-	// types with the most observations (default 32).
+	// types with the most observations (RunTimeTypesDefault).
 	RunTimeTypes int
 	// LivePrice, when set, returns a pool's price override per slot-hour
 	// (before discount): the leader keeps each pool's live price in the
-	// store, which claims record on the tasks (issue 14).
+	// store, which claims record on the tasks.
 	LivePrice func(pool string) (float64, bool)
 	// Limits, when set, returns the region's limits now (its share of
 	// federation-wide ones): the leader keeps them in the store, which
@@ -103,28 +99,15 @@ type Config struct {
 	SlowLanes func() map[string]SlowLane
 }
 
+// Defaults of the cell's own keys (the services' are beside them).
+const (
+	PrefixDefault     = "/ax/"
+	SessionTTLDefault = 5 * time.Second
+)
+
 func (c *Config) defaults() {
-	if c.Prefix == "" {
-		c.Prefix = "/ax/"
-	}
-	if c.SessionTTL <= 0 {
-		c.SessionTTL = 5 * time.Second
-	}
-	if c.Heartbeat <= 0 {
-		c.Heartbeat = 3 * time.Second
-	}
-	if c.PublishInterval <= 0 {
-		c.PublishInterval = 2 * time.Second
-	}
-	if c.MaxSleep <= 0 {
-		c.MaxSleep = time.Second
-	}
-	if c.StarvationThreshold <= 0 {
-		c.StarvationThreshold = 10 * time.Minute
-	}
-	if c.RunTimeTypes <= 0 {
-		c.RunTimeTypes = 32
-	}
+	c.Prefix = cmp.Or(c.Prefix, PrefixDefault)
+	c.SessionTTL = cmp.Or(max(c.SessionTTL, 0), SessionTTLDefault)
 	if c.Logger == nil {
 		c.Logger = slog.Default()
 	}
@@ -136,7 +119,6 @@ func (c *Config) defaults() {
 			c.Pools[i].Thresholds = c.Thresholds
 		}
 	}
-	c.Preemption.defaults()
 }
 
 // Cell is one server's membership in its region's cell.
@@ -151,19 +133,14 @@ type Cell struct {
 	wake chan struct{}
 
 	leading       atomic.Bool
-	token         atomic.Int64
+	token         atomic.Int64 // the last term's fencing token
 	globalHealthy atomic.Bool
 
-	drain *drainRates // the house loop's (one at a time)
-
-	mu       sync.Mutex
-	figures  Figures
-	pressure map[string]*pressure // by pool; leader-owned, read by PlaceDue
-
-	limitedSeen map[string]int // "pool kind" → the store's count last exported (leader loop only)
-	// fairStaleSeen: the store's FairStale last exported (leader loop only)
-	fairStaleSeen int
-	overSlots     map[string]int // pool → its live workers' slots last warned about (leader loop only)
+	// What outlives a term: the pools' backpressure, the leader's last
+	// view, and what it exported.
+	pressure *pressures
+	view     *leaderView
+	exp      *exported
 }
 
 // New makes a cell; Run runs it. Its Wake and Figures work from the start,
@@ -178,7 +155,8 @@ func New(store *queue.Store, regional, global *clientv3.Client, cfg Config, m *M
 		m = NewMetrics(nil)
 	}
 	c := &Cell{cfg: cfg, store: store, regional: regional, global: global, metrics: m,
-		log: cfg.Logger, wake: make(chan struct{}, 1), drain: newDrainRates(), limitedSeen: map[string]int{}, overSlots: map[string]int{}}
+		log: cfg.Logger, wake: make(chan struct{}, 1), view: &leaderView{}, exp: newExported(cfg.Region, m)}
+	c.pressure = newPressures(c.poolThresholds, cfg.Logger)
 	c.globalHealthy.Store(true)
 	m.init(cfg.Region, cfg.Pools)
 	return c
@@ -200,13 +178,9 @@ func (c *Cell) PoolNames() []string {
 }
 
 // Figures returns the last figures this server computed as leader.
-func (c *Cell) Figures() Figures {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.figures
-}
+func (c *Cell) Figures() Figures { return c.view.figures() }
 
-// Wake makes the leader's promote loop look at once (a new earlier task, a
+// Wake makes the leader's promoter look at once (a new earlier task, a
 // due task waiting for placement). Never blocks.
 func (c *Cell) Wake() {
 	select {
@@ -216,8 +190,15 @@ func (c *Cell) Wake() {
 }
 
 // Run campaigns for leadership of the cell until ctx ends, doing leader work
-// during each term: its own loops, placing due tasks with p, and loops
-// beside them.
+// during each term: its own services, placing due tasks with p, and loops
+// beside them. A leader-only write rejected by the fence ends the term at
+// once (the server that fenced it already leads). Without the global etcd
+// the leader keeps promoting, placing (on its last known view, or locally)
+// and reaping, and GlobalHealthy reports false.
+//
+// When ctx ends, the services stop (the publisher closing the term's
+// registration, which deletes its key), the term is resigned and the
+// session revoked; then Run returns.
 func (c *Cell) Run(ctx context.Context, p Placer, loops ...LeaderLoop) error {
 	el := lease.NewElector(c.regional, c.cfg.Prefix+"elect/region/"+c.cfg.Region, c.cfg.ID,
 		lease.WithTTL(c.cfg.SessionTTL), lease.WithLogger(c.log))
@@ -228,9 +209,20 @@ func (c *Cell) Run(ctx context.Context, p Placer, loops ...LeaderLoop) error {
 	return err
 }
 
-// lead is one term. It returns when the term ends or ctx does.
+// lead is one term. It fences the store, starts the term's services, and
+// when the term ends (ctx, or a fenced write) stops them in the reverse
+// order and waits for each before it returns.
 func (c *Cell) lead(ctx context.Context, l *lease.Leadership, p Placer, extra []LeaderLoop) {
-	fence := queue.Fence{Name: "region", Token: l.Token()}
+	t := &term{fence: queue.Fence{Name: "region", Token: l.Token()}, region: c.cfg.Region, log: c.log}
+	// lost is called by any service whose fenced write was rejected: a
+	// newer leader exists, so stop everything now.
+	t.lost = func(err error) {
+		if errors.Is(err, queue.ErrFenced) {
+			c.metrics.fenced.WithLabelValues(c.cfg.Region).Inc()
+			c.log.Warn("fenced write rejected; resigning", "token", l.Token())
+			l.Lost(err)
+		}
+	}
 	c.token.Store(l.Token())
 	c.leading.Store(true)
 	c.metrics.leader.WithLabelValues(c.cfg.Region).Set(1)
@@ -242,506 +234,113 @@ func (c *Cell) lead(ctx context.Context, l *lease.Leadership, p Placer, extra []
 		c.metrics.forget(c.cfg.Region)
 		c.log.Info("stopped leading the cell", "token", l.Token(), "reason", l.Err())
 	}()
-
-	// lost is called by any loop whose fenced write was rejected: a newer
-	// leader exists, so stop everything now.
-	lost := func(err error) {
-		if errors.Is(err, queue.ErrFenced) {
-			c.metrics.fenced.WithLabelValues(c.cfg.Region).Inc()
-			c.log.Warn("fenced write rejected; resigning", "token", l.Token())
-			l.Lost(err)
-		}
+	if !c.fence(ctx, t) {
+		return
 	}
-	// Fence every shard before any loop writes: a deposed leader that has
-	// not noticed yet is refused on each shard from here on, not only on
-	// the shards this term happens to write to first.
+	services := c.services(t, p, extra)
+	for _, s := range services {
+		s.Start(ctx)
+	}
+	<-ctx.Done()
+	for i := len(services) - 1; i >= 0; i-- {
+		services[i].Stop()
+	}
+}
+
+// fence fences every shard before any service writes: a deposed leader
+// that has not noticed yet is refused on each shard from here on, not
+// only on the shards this term happens to write to first. False when the
+// term ended first.
+func (c *Cell) fence(ctx context.Context, t *term) bool {
 	for {
-		err := c.store.Fence(ctx, fence)
+		err := c.store.Fence(ctx, t.fence)
 		if err == nil {
-			break
+			return true
 		}
 		if errors.Is(err, queue.ErrFenced) {
-			lost(err)
-			return
+			t.lost(err)
+			return false
 		}
 		if ctx.Err() != nil {
-			return
+			return false
 		}
 		c.log.Warn("cannot fence the store at the start of the term; retrying", "err", err)
-		if !c.sleep(ctx, 200*time.Millisecond, nil) {
-			return
-		}
-	}
-	var wg sync.WaitGroup
-	promote := func(ctx context.Context, f queue.Fence, lost func(error)) { c.promoteLoop(ctx, f, lost, p) }
-	loops := append([]LeaderLoop{promote, c.reapLoop, c.houseLoop, c.sweepLoop, c.preemptLoop, c.coldLoop}, extra...)
-	for _, loop := range loops {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			loop(ctx, fence, lost)
-		}()
-	}
-	wg.Wait()
-}
-
-// sleep waits for d, a wake-up, or ctx; false when ctx ended.
-func (c *Cell) sleep(ctx context.Context, d time.Duration, wake <-chan struct{}) bool {
-	if d <= 0 {
-		return ctx.Err() == nil
-	}
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return false
-	case <-t.C:
-	case <-wake:
-	}
-	return true
-}
-
-func (c *Cell) untilNext(next time.Time) time.Duration {
-	if next.IsZero() {
-		return c.cfg.MaxSleep
-	}
-	return min(max(time.Until(next), time.Millisecond), c.cfg.MaxSleep)
-}
-
-// promoteLoop promotes due tasks and places the ones waiting for placement.
-func (c *Cell) promoteLoop(ctx context.Context, f queue.Fence, lost func(error), p Placer) {
-	readmit := newBucket(c.cfg.Preemption.ReadmitRate, max(c.cfg.Preemption.ReadmitRate, 1))
-	for ctx.Err() == nil {
-		hot, spread := c.hotPools()
-		res, err := c.store.Promote(ctx, f, queue.MaxBatch, queue.PromoteOptions{
-			Readmit: readmit.available(time.Now()), HotPools: hot, Spread: spread,
-		})
-		if err != nil {
-			if c.failed(ctx, "promote", err, lost) {
-				return
-			}
-			continue
-		}
-		readmit.take(res.Readmit)
-		c.metrics.promoted.WithLabelValues(c.cfg.Region).Add(float64(res.Moved))
-		if res.Deferred > 0 {
-			c.metrics.deferred.WithLabelValues(c.cfg.Region).Add(float64(res.Deferred))
-		}
-		if err := c.placeDue(ctx, f, p); err != nil {
-			if c.failed(ctx, "place", err, lost) {
-				return
-			}
-			continue
-		}
-		if res.Moved == queue.MaxBatch {
-			continue // more are due now
-		}
-		if !c.sleep(ctx, c.untilNext(res.NextDue), c.wake) {
-			return
+		if !sleep(ctx, failedPause, nil) {
+			return false
 		}
 	}
 }
 
-func (c *Cell) placeDue(ctx context.Context, f queue.Fence, p Placer) error {
-	for ctx.Err() == nil {
-		due, err := c.store.DueTasks(ctx, queue.MaxBatch)
-		if err != nil || len(due) == 0 {
-			return err
-		}
-		as := c.backpressure(due, p.PlaceDue(ctx, due))
-		if len(as) == 0 {
-			return nil
-		}
-		res, err := c.store.Place(ctx, f, as)
-		if err != nil {
-			return err
-		}
-		c.metrics.placed.WithLabelValues(c.cfg.Region).Add(float64(res.Placed))
-		if len(due) < queue.MaxBatch {
-			return nil
-		}
+// services are a term's leader services, with extra's loops after them.
+func (c *Cell) services(t *term, p Placer, extra []LeaderLoop) []service {
+	cfg := c.cfg
+	pub := &publisher{term: t, store: c.store, trimmer: c.store, global: c.global, pressure: c.pressure,
+		view: c.view, exp: c.exp, healthy: &c.globalHealthy, cfg: publisherConfig{
+			Region: cfg.Region, Provider: cfg.Provider, ID: cfg.ID, API: cfg.API, Pools: cfg.Pools,
+			Key: cfg.Prefix + "regions/" + cfg.Region, SessionTTL: cfg.SessionTTL, Heartbeat: cfg.Heartbeat,
+			PublishInterval: cfg.PublishInterval, StarvationThreshold: cfg.StarvationThreshold,
+			RunTimeTypes: cfg.RunTimeTypes, SlowLanes: cfg.SlowLanes,
+		}.withDefaults()}
+	rcfg := republisherConfig{Every: min(pub.cfg.Heartbeat, RepublishEveryDefault), Pools: cfg.Pools,
+		LivePrice: cfg.LivePrice, Limits: cfg.Limits, FairShare: cfg.FairShare}
+	if cfg.SlowLanes != nil {
+		rcfg.SlowLanes = func() (map[string]queue.SlowLane, bool) { return c.view.slowLanes(t.fence.Token) }
 	}
-	return ctx.Err()
-}
-
-// reapLoop moves expired leases on, sleeping until the next expiry.
-func (c *Cell) reapLoop(ctx context.Context, f queue.Fence, lost func(error)) {
-	for ctx.Err() == nil {
-		n, next, err := c.store.Reap(ctx, f, queue.MaxBatch)
-		if err != nil {
-			if c.failed(ctx, "reap", err, lost) {
-				return
-			}
-			continue
-		}
-		if n > 0 {
-			c.metrics.reaped.WithLabelValues(c.cfg.Region).Add(float64(n))
-			c.log.Info("reaped expired leases", "n", n)
-			c.Wake() // reaped tasks may be due for retry soon
-		}
-		if n == queue.MaxBatch {
-			continue
-		}
-		if !c.sleep(ctx, c.untilNext(next), nil) {
-			return
-		}
+	out := []service{
+		newPromoter(promoterConfig{MaxSleep: cfg.MaxSleep, ReadmitRate: cfg.Preemption.ReadmitRate},
+			t, c.store, p, c.pressure, c.metrics, c.wake),
+		newReaper(reaperConfig{MaxSleep: cfg.MaxSleep}, t, c.store, c.metrics, c.Wake),
+		pub,
+		newRepublisher(rcfg, t, c.store, c.store),
+		newSweeper(sweeperConfig{}, t, c.store, c.metrics),
+		newPreempter(cfg.Preemption, t, c.store, c.metrics, c.Figures),
+		newColdPromoter(coldPromoterConfig{Horizon: c.store.Options().ColdHorizon}, t, c.store),
 	}
-}
-
-// failed handles a loop error: true when the loop must end (fenced or ctx
-// done); otherwise it logs and backs off briefly.
-func (c *Cell) failed(ctx context.Context, op string, err error, lost func(error)) bool {
-	if ctx.Err() != nil {
-		return true
-	}
-	if errors.Is(err, queue.ErrFenced) {
-		lost(err)
-		return true
-	}
-	c.log.Warn("leader loop error", "op", op, "err", err)
-	return !c.sleep(ctx, 200*time.Millisecond, nil)
-}
-
-// houseLoop: dead workers, pool figures (published to the global etcd),
-// prices, limits, slow lanes and run times (retention is sweepLoop's).
-func (c *Cell) houseLoop(ctx context.Context, f queue.Fence, lost func(error)) {
-	mgr := lease.NewManager(c.global, lease.WithTTL(c.cfg.SessionTTL), lease.WithLogger(c.log))
-	var reg *lease.Registration
-	defer func() {
-		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Second)
-		defer cancel()
-		if reg != nil {
-			_ = reg.Close(cctx)
-		}
-		_ = mgr.Close(cctx)
-	}()
-	key := c.cfg.Prefix + "regions/" + c.cfg.Region
-	var last []PoolFigures
-	var lastPublish time.Time
-	var prices map[string]float64 // last written this term
-	var pricesAt time.Time
-	var limits []queue.Limit // last written this term
-	var limitsAt time.Time
-	limitsSet := false
-	var fair map[string]queue.FairShare // last written this term
-	var fairAt time.Time
-	fairSet := false
-	var lanes map[string]queue.SlowLane // last written this term
-	var lanesAt time.Time
-	lanesSet := false
-	tick := time.NewTicker(min(c.cfg.Heartbeat, time.Second))
-	defer tick.Stop()
-	for {
-		figs, qf, err := c.collect(ctx, f)
-		collected := err == nil
-		if err != nil {
-			if c.failed(ctx, "figures", err, lost) {
-				return
-			}
-		} else {
-			c.observe(figs, qf)
-			if moved(last, figs.Pools) || time.Since(lastPublish) >= c.cfg.PublishInterval {
-				b, _ := json.Marshal(figs)
-				pctx, cancel := context.WithTimeout(ctx, 2*time.Second)
-				if reg == nil {
-					reg, err = lease.Register(pctx, mgr, key, b)
-				} else {
-					err = reg.Update(pctx, b)
-				}
-				cancel()
-				if err != nil {
-					if ctx.Err() != nil {
-						return
-					}
-					if c.globalHealthy.Swap(false) {
-						c.log.Warn("global etcd unreachable; scheduling on the region's own view", "err", err)
-					}
-				} else {
-					if !c.globalHealthy.Swap(true) {
-						c.log.Info("global etcd reachable again")
-					}
-					last, lastPublish = figs.Pools, time.Now()
-				}
-			}
-		}
-		// Written when they change, and again every half minute in case the
-		// store lost them (a Redis restarted empty).
-		if p := c.livePrices(); prices == nil || !maps.Equal(p, prices) || time.Since(pricesAt) > 30*time.Second {
-			if err := c.store.SetPrices(ctx, f, p); err != nil {
-				if c.failed(ctx, "prices", err, lost) {
-					return
-				}
-			} else {
-				prices, pricesAt = p, time.Now()
-			}
-		}
-		if c.cfg.Limits != nil {
-			// over several shards every limit's parts follow the shards'
-			// work: written every round (queue.Store.SetLimits)
-			if l := c.cfg.Limits(); !limitsSet || !slices.Equal(l, limits) || time.Since(limitsAt) > 30*time.Second || c.store.LimitsMove(l) {
-				if err := c.store.SetLimits(ctx, f, l); err != nil {
-					if c.failed(ctx, "limits", err, lost) {
-						return
-					}
-				} else {
-					limits, limitsAt, limitsSet = slices.Clone(l), time.Now(), true
-				}
-			}
-		}
-		if c.cfg.FairShare != nil {
-			// with several shards floors and maxes move their parts to the
-			// tenants' work: written every round (queue.Store.SetFairShare)
-			if fs := c.cfg.FairShare(); !fairSet || !reflect.DeepEqual(fs, fair) || time.Since(fairAt) > 30*time.Second || c.store.FairShareMoves(fs) {
-				if err := c.store.SetFairShare(ctx, f, fs); err != nil {
-					if c.failed(ctx, "fair share", err, lost) {
-						return
-					}
-				} else {
-					fair, fairAt, fairSet = fs, time.Now(), true
-				}
-			}
-		}
-		if collected && c.cfg.SlowLanes != nil {
-			// with several shards a lane's slots move to the shards' slow
-			// work: written every round (queue.Store.SetSlowLanes)
-			if l := qf.slowLanes; !lanesSet || !reflect.DeepEqual(l, lanes) || time.Since(lanesAt) > 30*time.Second || c.store.SlowLanesMove(l) {
-				if err := c.store.SetSlowLanes(ctx, f, l); err != nil {
-					if c.failed(ctx, "slow lanes", err, lost) {
-						return
-					}
-				} else {
-					lanes, lanesAt, lanesSet = l, time.Now(), true
-				}
-			}
-		}
-		if _, err := c.store.TrimRunTimes(ctx, f); err != nil && c.failed(ctx, "trim run times", err, lost) {
-			return
-		}
-		select {
-		case <-ctx.Done():
-			return
-		case <-tick.C:
-		}
-	}
-}
-
-// sweepLoop: retention of dead letters and successes (queue.Store.Sweep).
-// While successes past their retention are left it sweeps again after a
-// pause as long as the last sweep took (at most half of Redis's time, and
-// ~200 000 deletions a second with MaxBatch a call: more than any
-// completion rate a Redis sustains); caught up, every sweepIdle.
-func (c *Cell) sweepLoop(ctx context.Context, f queue.Fence, lost func(error)) {
-	defer c.metrics.sweepLag.WithLabelValues(c.cfg.Region).Set(0) // the next leader's figure
-	for {
-		start := time.Now()
-		r, err := c.store.Sweep(ctx, f, queue.MaxBatch)
-		if err != nil {
-			if c.failed(ctx, "sweep", err, lost) {
-				return
-			}
-			continue
-		}
-		c.metrics.sweepLag.WithLabelValues(c.cfg.Region).Set(r.Lag.Seconds())
-		wait := sweepIdle
-		if r.Left {
-			wait = time.Since(start)
-		}
-		if !c.sleep(ctx, wait, nil) {
-			return
-		}
-	}
-}
-
-// sweepIdle is the sweep's period while it is caught up (well within
-// queue.SweepAlive).
-const sweepIdle = 10 * time.Second
-
-// queueFigures are the store's figures the leader exports as metrics only.
-type queueFigures struct {
-	dead, pending int
-	held          int // hand-offs waiting for their sender's word
-	starving      queue.Starving
-	parked        map[string]int            // by pool
-	limited       map[string]map[string]int // by pool and kind, since the store began
-	fairStale     int                       // claims that met stale tenant-set entries, since the store began
-	slowLanes     map[string]queue.SlowLane // what the lanes are now, by pool (SlowLanes set)
-	lanes         map[string]queue.LimitState
-}
-
-// collect forgets dead workers and reads every pool's figures.
-func (c *Cell) collect(ctx context.Context, f queue.Fence) (Figures, queueFigures, error) {
-	// The figures are as of before the counts are read: a server forgets
-	// its own placement into a pool once figures newer than the moment the
-	// task landed arrive (federation's flights), so a task stored between
-	// this read and a later timestamp would be counted nowhere.
-	asOf := time.Now().UTC()
-	counts, err := c.store.Counts(ctx)
-	if err != nil {
-		return Figures{}, queueFigures{}, err
-	}
-	qf := queueFigures{dead: counts.Dead, pending: counts.Pending, held: counts.Held, parked: counts.ParkedBy, limited: counts.LimitedBy, fairStale: counts.FairStale}
-	pools := make([]string, len(c.cfg.Pools))
-	for i, p := range c.cfg.Pools {
-		pools[i] = p.Name
-	}
-	if qf.starving, err = c.store.Starving(ctx, pools, c.cfg.StarvationThreshold); err != nil {
-		return Figures{}, queueFigures{}, err
-	}
-	rts, err := c.store.RunTimes(ctx)
-	if err != nil {
-		return Figures{}, queueFigures{}, err
-	}
-	learnt := runTimesByPool(rts, c.cfg.RunTimeTypes)
-	drained, now := c.drain.count(rts), time.Now()
-	// A worker is dead after missing about three heartbeats.
-	cutoff := 3*c.cfg.Heartbeat + time.Second
-	figs := Figures{Region: c.cfg.Region, Provider: c.cfg.Provider, API: c.cfg.API, Leader: c.cfg.ID, Token: f.Token, UpdatedAt: asOf}
-	for _, p := range c.cfg.Pools {
-		w, err := c.store.CleanWorkers(ctx, f, p.Name, cutoff)
-		if err != nil {
-			return Figures{}, queueFigures{}, err
-		}
-		if w.Removed > 0 {
-			c.log.Info("forgot dead workers", "pool", p.Name, "n", w.Removed)
-		}
-		if p.ScaleFromZero {
-			w.Types = nil // the workers it starts on demand may serve anything
-		}
-		slots := c.publishedSlots(p, w.Slots)
-		figs.Pools = append(figs.Pools, PoolFigures{
-			Name: p.Name, Tags: p.Tags, Slots: slots, Workers: w.Live,
-			Running: counts.RunningBy[p.Name], Ready: counts.ReadyIn(p.Name),
-			Parked:        counts.ParkedBy[p.Name],
-			QueueCapacity: p.QueueCapacity, PricePerSlotHour: p.PricePerSlotHour,
-			Spot: p.Spot, Discount: p.Discount, ScaleFromZero: p.ScaleFromZero, Schedule: p.Schedule,
-			RunTimes:       learnt[p.Name],
-			Types:          w.Types,
-			DrainRate:      c.drain.rate(p.Name, now, drained[p.Name], counts.RunningBy[p.Name], slots),
-			MaxWaitSeconds: p.MaxWait.Seconds(),
-			Starving:       sumStarving(qf.starving.Ready[p.Name]),
-		})
-	}
-	sort.Slice(figs.Pools, func(i, j int) bool { return figs.Pools[i].Name < figs.Pools[j].Name })
-	for i := range figs.Pools {
-		figs.Pools[i].Paused = c.updatePressure(figs.Pools[i])
-	}
-	if c.cfg.SlowLanes != nil {
-		cfg := c.cfg.SlowLanes()
-		qf.slowLanes = slowLanes(cfg, figs, rts)
-		if qf.lanes, err = c.laneFigures(ctx, cfg); err != nil {
-			return Figures{}, queueFigures{}, err
-		}
-	}
-	return figs, qf, nil
-}
-
-func sumStarving(byPrio [task.MaxPriority + 1]int) int {
-	n := 0
-	for _, v := range byPrio {
-		n += v
-	}
-	return n
-}
-
-// publishedSlots is what pool p publishes as its slots, live its live
-// workers' concurrency summed: the least of the two (a task placed on
-// slots no worker runs waits; slots past the configured ones are capacity
-// the operator did not price or plan). Workers offering more than
-// configured are logged once per change of their sum.
-func (c *Cell) publishedSlots(p Pool, live int) int {
-	if p.Slots <= 0 || live <= p.Slots {
-		delete(c.overSlots, p.Name)
-		return live
-	}
-	if c.overSlots[p.Name] != live {
-		c.overSlots[p.Name] = live
-		c.log.Warn("pool's live workers offer more slots than configured; publishing the configured slots",
-			"pool", p.Name, "workers_slots", live, "slots", p.Slots)
-	}
-	return p.Slots
-}
-
-// runTimesByPool keeps each pool's top types (rts comes sorted by pool,
-// then count, highest first).
-func runTimesByPool(rts []queue.RunTime, top int) map[string][]RunTime {
-	out := map[string][]RunTime{}
-	for _, r := range rts {
-		if len(out[r.Pool]) < top {
-			out[r.Pool] = append(out[r.Pool], RunTime{Type: r.Type, Count: r.Count,
-				Seconds: r.Mean.Seconds(), Spread: r.Spread.Seconds()})
-		}
+	for _, loop := range extra {
+		out = append(out, &loopService{loop: loop, term: t})
 	}
 	return out
 }
 
-// livePrices is each pool's price per slot-hour now: its override, else
-// its configured price, after its discount (what a worker of the pool is
-// configured to record).
-func (c *Cell) livePrices() map[string]float64 {
-	out := make(map[string]float64, len(c.cfg.Pools))
+func (c *Cell) poolThresholds(pool string) Thresholds {
 	for _, p := range c.cfg.Pools {
-		price := p.PricePerSlotHour
-		if c.cfg.LivePrice != nil {
-			if o, ok := c.cfg.LivePrice(p.Name); ok {
-				price = o
-			}
+		if p.Name == pool {
+			return p.Thresholds
 		}
-		out[p.Name] = price * (1 - p.Discount)
 	}
-	return out
+	return c.cfg.Thresholds
 }
 
-func (c *Cell) observe(f Figures, q queueFigures) {
-	c.mu.Lock()
-	c.figures = f
-	c.mu.Unlock()
-	r := c.cfg.Region
-	c.metrics.dead.WithLabelValues(r).Set(float64(q.dead))
-	c.metrics.pending.WithLabelValues(r).Set(float64(q.pending))
-	c.metrics.held.WithLabelValues(r).Set(float64(q.held))
-	if d := q.fairStale - c.fairStaleSeen; d > 0 { // the store counts since it began
-		c.metrics.fairStale.WithLabelValues(r).Add(float64(d))
-	}
-	c.fairStaleSeen = q.fairStale
-	c.metrics.starving.WithLabelValues(r, "", "").Set(float64(q.starving.Unplaced))
-	for pool, byPrio := range q.starving.Ready {
-		for prio, n := range byPrio {
-			c.metrics.starving.WithLabelValues(r, pool, strconv.Itoa(prio)).Set(float64(n))
-		}
-	}
-	// Tenants come and go from the index: only those with work now.
-	c.metrics.tenantStarving.DeletePartialMatch(prometheus.Labels{"region": r})
-	for pool, byTenant := range q.starving.Tenants {
-		for tn, n := range byTenant {
-			c.metrics.tenantStarving.WithLabelValues(r, pool, tn).Set(float64(n))
-		}
-	}
-	for _, p := range f.Pools {
-		l := []string{c.cfg.Region, p.Name}
-		c.metrics.pressure.WithLabelValues(l...).Set(float64(c.pressureLevel(p.Name)))
-		c.metrics.slots.WithLabelValues(l...).Set(float64(p.Slots))
-		c.metrics.running.WithLabelValues(l...).Set(float64(p.Running))
-		c.metrics.ready.WithLabelValues(l...).Set(float64(p.Ready))
-		c.metrics.fill.WithLabelValues(l...).Set(p.QueueFill())
-		c.metrics.util.WithLabelValues(l...).Set(p.Utilisation())
-		c.metrics.parked.WithLabelValues(l...).Set(float64(q.parked[p.Name]))
-		if lane, ok := q.slowLanes[p.Name]; ok {
-			c.metrics.laneSlots.WithLabelValues(l...).Set(float64(lane.Slots))
-			c.metrics.laneRunning.WithLabelValues(l...).Set(float64(q.lanes[p.Name].Running))
-		} else {
-			c.metrics.laneSlots.DeleteLabelValues(l...)
-			c.metrics.laneRunning.DeleteLabelValues(l...)
-		}
-		for kind, n := range q.limited[p.Name] {
-			// The store counts since it began; the counter follows it
-			// (a leader's first look adds all of it).
-			k := p.Name + " " + kind
-			if d := n - c.limitedSeen[k]; d > 0 {
-				c.metrics.limited.WithLabelValues(c.cfg.Region, p.Name, kind).Add(float64(d))
-			}
-			c.limitedSeen[k] = n
-		}
-	}
-}
+// pressureLevel is pool's backpressure level (0 none … 3 paused).
+func (c *Cell) pressureLevel(pool string) int { return c.pressure.level(pool) }
 
 func (c *Cell) String() string { return fmt.Sprintf("cell(%s/%s)", c.cfg.Region, c.cfg.ID) }
+
+// leaderView is what the leader last collected, for Cell.Figures and the
+// services that follow the figures. Safe for concurrent use.
+type leaderView struct {
+	mu    sync.Mutex
+	figs  Figures
+	lanes map[string]queue.SlowLane
+}
+
+// set keeps f, collected in the term of f.Token, and its slow lanes.
+func (v *leaderView) set(f Figures, lanes map[string]queue.SlowLane) {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	v.figs, v.lanes = f, lanes
+}
+
+func (v *leaderView) figures() Figures {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	return v.figs
+}
+
+// slowLanes are the slow lanes as last collected in the term of token;
+// false when none was collected in that term yet.
+func (v *leaderView) slowLanes(token int64) (map[string]queue.SlowLane, bool) {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	return v.lanes, v.figs.Token == token
+}

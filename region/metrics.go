@@ -1,6 +1,11 @@
 package region
 
-import "github.com/prometheus/client_golang/prometheus"
+import (
+	"log/slog"
+	"strconv"
+
+	"github.com/prometheus/client_golang/prometheus"
+)
 
 // Metrics of a cell (ax_ prefix; labels region, pool).
 type Metrics struct {
@@ -112,4 +117,91 @@ func (m *Metrics) Preemptions(region, pool, reason string) float64 {
 // LeaderChanges reads the terms counter of a region.
 func (m *Metrics) LeaderChanges(region string) float64 {
 	return counterValue(m.leaderChanges.WithLabelValues(region))
+}
+
+// exported is what the leader remembers between terms about what it
+// exported and logged: the store's counters as last read (the store counts
+// since it began, the metrics count from the first look), the pools whose
+// live workers offered more slots than configured, and the drain rates.
+// Only the publisher of the current term uses it.
+type exported struct {
+	region        string
+	metrics       *Metrics
+	drain         *drainRates
+	limitedSeen   map[string]int // "pool kind" → the store's count last exported
+	fairStaleSeen int
+	overSlots     map[string]int // pool → its live workers' slots last warned about
+}
+
+func newExported(region string, m *Metrics) *exported {
+	return &exported{region: region, metrics: m, drain: newDrainRates(),
+		limitedSeen: map[string]int{}, overSlots: map[string]int{}}
+}
+
+// observe exports the region's figures.
+func (e *exported) observe(f Figures, q queueFigures, ps *pressures) {
+	r, m := e.region, e.metrics
+	m.dead.WithLabelValues(r).Set(float64(q.dead))
+	m.pending.WithLabelValues(r).Set(float64(q.pending))
+	m.held.WithLabelValues(r).Set(float64(q.held))
+	if d := q.fairStale - e.fairStaleSeen; d > 0 {
+		m.fairStale.WithLabelValues(r).Add(float64(d))
+	}
+	e.fairStaleSeen = q.fairStale
+	m.starving.WithLabelValues(r, "", "").Set(float64(q.starving.Unplaced))
+	for pool, byPrio := range q.starving.Ready {
+		for prio, n := range byPrio {
+			m.starving.WithLabelValues(r, pool, strconv.Itoa(prio)).Set(float64(n))
+		}
+	}
+	// Tenants come and go from the index: only those with work now.
+	m.tenantStarving.DeletePartialMatch(prometheus.Labels{"region": r})
+	for pool, byTenant := range q.starving.Tenants {
+		for tn, n := range byTenant {
+			m.tenantStarving.WithLabelValues(r, pool, tn).Set(float64(n))
+		}
+	}
+	for _, p := range f.Pools {
+		l := []string{r, p.Name}
+		m.pressure.WithLabelValues(l...).Set(float64(ps.level(p.Name)))
+		m.slots.WithLabelValues(l...).Set(float64(p.Slots))
+		m.running.WithLabelValues(l...).Set(float64(p.Running))
+		m.ready.WithLabelValues(l...).Set(float64(p.Ready))
+		m.fill.WithLabelValues(l...).Set(p.QueueFill())
+		m.util.WithLabelValues(l...).Set(p.Utilisation())
+		m.parked.WithLabelValues(l...).Set(float64(q.parked[p.Name]))
+		if lane, ok := q.slowLanes[p.Name]; ok {
+			m.laneSlots.WithLabelValues(l...).Set(float64(lane.Slots))
+			m.laneRunning.WithLabelValues(l...).Set(float64(q.lanes[p.Name].Running))
+		} else {
+			m.laneSlots.DeleteLabelValues(l...)
+			m.laneRunning.DeleteLabelValues(l...)
+		}
+		for kind, n := range q.limited[p.Name] {
+			// A leader's first look adds all the store counted.
+			k := p.Name + " " + kind
+			if d := n - e.limitedSeen[k]; d > 0 {
+				m.limited.WithLabelValues(r, p.Name, kind).Add(float64(d))
+			}
+			e.limitedSeen[k] = n
+		}
+	}
+}
+
+// publishedSlots is what pool p publishes as its slots, live its live
+// workers' concurrency summed: the least of the two (a task placed on
+// slots no worker runs waits; slots past the configured ones are capacity
+// the operator did not price or plan). Workers offering more than
+// configured are logged once per change of their sum.
+func (e *exported) publishedSlots(p Pool, live int, log *slog.Logger) int {
+	if p.Slots <= 0 || live <= p.Slots {
+		delete(e.overSlots, p.Name)
+		return live
+	}
+	if e.overSlots[p.Name] != live {
+		e.overSlots[p.Name] = live
+		log.Warn("pool's live workers offer more slots than configured; publishing the configured slots",
+			"pool", p.Name, "workers_slots", live, "slots", p.Slots)
+	}
+	return p.Slots
 }

@@ -2,6 +2,7 @@ package region
 
 import (
 	"hash/fnv"
+	"log/slog"
 	"sync"
 	"time"
 
@@ -17,33 +18,54 @@ type Thresholds struct {
 	Resume float64 // … until the fill falls under this (hysteresis)
 }
 
-// DefaultThresholds are the seeds' values.
+// DefaultThresholds are the thresholds of a region that sets none: alert at
+// 60 % queue fill, spill at 80 %, pause at 95 %, resume below 40 %.
 func DefaultThresholds() Thresholds {
 	return Thresholds{Alert: 0.60, Spill: 0.80, Pause: 0.95, Resume: 0.40}
 }
 
-// pressure is one pool's backpressure state, owned by the leader.
+// Spreads a deferred low-priority task waits (jittered to 50–100 %):
+// longer while its pool is paused, so a top-of-the-hour spike is released
+// gradually.
+const (
+	deferSpread       = 2 * time.Second
+	deferSpreadPaused = 5 * time.Second
+)
+
+// pressure is one pool's backpressure state.
 type pressure struct {
 	level  int // 0 none, 1 alert, 2 spill, 3 paused
 	paused bool
 }
 
-// updatePressure applies the thresholds with hysteresis to a pool's fresh
-// figures and reports whether low priorities are paused. Queued work keeps
+// pressures is the backpressure state of the region's pools: the figures
+// publisher updates it from each pool's fresh figures, the promoter defers
+// by it. It outlives terms and is safe for concurrent use.
+type pressures struct {
+	thresholds func(pool string) Thresholds
+	log        *slog.Logger
+
+	mu     sync.Mutex
+	byPool map[string]*pressure
+}
+
+func newPressures(thresholds func(pool string) Thresholds, log *slog.Logger) *pressures {
+	return &pressures{thresholds: thresholds, log: log, byPool: map[string]*pressure{}}
+}
+
+// update applies the thresholds with hysteresis to a pool's fresh figures
+// and reports whether low priorities are paused. Queued work keeps
 // draining (claims are never paused), so the fill falls and a pause always
 // lifts.
-func (c *Cell) updatePressure(p PoolFigures) bool {
-	th := c.poolThresholds(p.Name)
+func (ps *pressures) update(p PoolFigures) bool {
+	th := ps.thresholds(p.Name)
 	fill := p.QueueFill()
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if c.pressure == nil {
-		c.pressure = map[string]*pressure{}
-	}
-	st := c.pressure[p.Name]
+	ps.mu.Lock()
+	defer ps.mu.Unlock()
+	st := ps.byPool[p.Name]
 	if st == nil {
 		st = &pressure{}
-		c.pressure[p.Name] = st
+		ps.byPool[p.Name] = st
 	}
 	was := st.paused
 	switch {
@@ -63,54 +85,46 @@ func (c *Cell) updatePressure(p PoolFigures) bool {
 		st.level = 0
 	}
 	if st.paused != was {
-		c.log.Info("backpressure", "pool", p.Name, "paused", st.paused, "fill", fill)
+		ps.log.Info("backpressure", "pool", p.Name, "paused", st.paused, "fill", fill)
 	}
 	return st.paused
 }
 
-func (c *Cell) poolThresholds(pool string) Thresholds {
-	for _, p := range c.cfg.Pools {
-		if p.Name == pool {
-			return p.Thresholds
-		}
-	}
-	return c.cfg.Thresholds
-}
-
-func (c *Cell) pressureLevel(pool string) int {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if st := c.pressure[pool]; st != nil {
+// level is pool's pressure level: 0 none, 1 alert, 2 spill, 3 paused.
+func (ps *pressures) level(pool string) int {
+	ps.mu.Lock()
+	defer ps.mu.Unlock()
+	if st := ps.byPool[pool]; st != nil {
 		return st.level
 	}
 	return 0
 }
 
-// hotPools are the pools whose low priorities are deferred now (level ≥
-// alert, or paused), and the spread a deferred task waits: longer when
-// paused, so a top-of-the-hour spike is released gradually.
-func (c *Cell) hotPools() ([]string, time.Duration) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
+// hot names the pools whose low priorities are deferred now (level ≥
+// alert, or paused), and the spread a deferred task waits.
+func (ps *pressures) hot() ([]string, time.Duration) {
+	ps.mu.Lock()
+	defer ps.mu.Unlock()
 	var hot []string
-	spread := 2 * time.Second
-	for name, st := range c.pressure {
+	spread := deferSpread
+	for name, st := range ps.byPool {
 		if st.level >= 1 {
 			hot = append(hot, name)
 		}
 		if st.paused {
-			spread = 5 * time.Second
+			spread = deferSpreadPaused
 		}
 	}
 	return hot, spread
 }
 
-// backpressure turns placements of low-priority due tasks into a hot local
-// pool into jittered deferrals (DEFERRED_BACKPRESSURE).
-func (c *Cell) backpressure(tasks []*task.Task, as []queue.Assignment) []queue.Assignment {
-	hot, spread := c.hotPools()
+// backpressure turns placements of low-priority, non-critical due tasks
+// into a hot local pool into jittered deferrals (DEFERRED_BACKPRESSURE),
+// in place, and counts them.
+func (ps *pressures) backpressure(tasks []*task.Task, as []queue.Assignment, now time.Time) ([]queue.Assignment, int) {
+	hot, spread := ps.hot()
 	if len(hot) == 0 {
-		return as
+		return as, 0
 	}
 	isHot := map[string]bool{}
 	for _, h := range hot {
@@ -120,16 +134,16 @@ func (c *Cell) backpressure(tasks []*task.Task, as []queue.Assignment) []queue.A
 	for _, t := range tasks {
 		byID[t.ID] = t
 	}
-	now := time.Now()
+	deferred := 0
 	for i, a := range as {
 		t := byID[a.ID]
 		if t == nil || a.Pool == "" || a.Region != "" || !isHot[a.Pool] || t.Priority < 3 || t.Critical {
 			continue
 		}
 		as[i] = queue.Assignment{ID: a.ID, RetryAt: now.Add(jitterOf(a.ID, spread)), Reason: task.ReasonDeferred}
-		c.metrics.deferred.WithLabelValues(c.cfg.Region).Inc()
+		deferred++
 	}
-	return as
+	return as, deferred
 }
 
 // jitterOf is a deterministic 50–100 % of d for an id.
@@ -137,35 +151,4 @@ func jitterOf(id string, d time.Duration) time.Duration {
 	h := fnv.New32a()
 	h.Write([]byte(id))
 	return d/2 + time.Duration(uint64(h.Sum32())%1000)*d/2000
-}
-
-// bucket is a token bucket (re-admission of preempted work).
-type bucket struct {
-	mu     sync.Mutex
-	rate   float64
-	burst  float64
-	tokens float64
-	last   time.Time
-}
-
-func newBucket(rate, burst float64) *bucket {
-	return &bucket{rate: rate, burst: burst, tokens: burst, last: time.Now()}
-}
-
-// available refills and returns the whole tokens now (−1 when unlimited).
-func (b *bucket) available(now time.Time) int {
-	if b.rate <= 0 {
-		return -1
-	}
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	b.tokens = min(b.burst, b.tokens+now.Sub(b.last).Seconds()*b.rate)
-	b.last = now
-	return int(b.tokens)
-}
-
-func (b *bucket) take(n int) {
-	b.mu.Lock()
-	b.tokens -= float64(n)
-	b.mu.Unlock()
 }

@@ -1,7 +1,6 @@
 package region
 
 import (
-	"context"
 	"math"
 	"sort"
 	"time"
@@ -51,17 +50,4 @@ func slowLanes(cfg map[string]SlowLane, figs Figures, rts []queue.RunTime) map[s
 		out[p.Name] = q
 	}
 	return out
-}
-
-// laneFigures reads the slow lanes' running and parked tasks, by pool.
-func (c *Cell) laneFigures(ctx context.Context, lanes map[string]SlowLane) (map[string]queue.LimitState, error) {
-	out := map[string]queue.LimitState{}
-	for pool := range lanes {
-		st, err := c.store.SlowLaneStatus(ctx, pool)
-		if err != nil {
-			return nil, err
-		}
-		out[pool] = st
-	}
-	return out, nil
 }
