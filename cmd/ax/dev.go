@@ -23,6 +23,7 @@ import (
 	"github.com/ax-sched/ax/configs"
 	"github.com/ax-sched/ax/internal/config"
 	"github.com/ax-sched/ax/internal/redisproc"
+	"github.com/ax-sched/ax/worker/handlers"
 	"github.com/spf13/cobra"
 	"go.etcd.io/etcd/server/v3/embed"
 	"go.uber.org/zap"
@@ -46,6 +47,12 @@ pool with the noop, sleep and demo exec handlers (none with
 127.0.0.1:8080 with auth OFF. Ctrl-C stops everything.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			// Its workers run commands: as `ax worker` does
+			// (handlers.SealProcess); its configs still read the
+			// environment, so nothing is unset.
+			if _, err := handlers.SealProcess(); err != nil {
+				return err
+			}
 			if tmp {
 				d, err := os.MkdirTemp("", "ax-dev-")
 				if err != nil {

@@ -26,11 +26,18 @@ func newWorkerCmd() *cobra.Command {
 		Short: "Run a worker for one pool of a region, with the built-in handlers (noop, sleep, exec, http)",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			// Before anything reads a secret: the commands it runs must
+			// not find them in /proc (handlers.SealProcess).
+			forget, err := handlers.SealProcess()
+			if err != nil {
+				return err
+			}
 			// A worker never calls another server: it does not take the
 			// cluster token (nor the API tokens), so that nothing it runs
 			// can find them in its memory or environment.
 			_ = os.Unsetenv(config.EnvPrefix + "_AUTH_CLUSTER_TOKEN")
 			cfg, err := config.Load(file, loadOptions(cmd.Root()))
+			forget()
 			if err != nil {
 				return usageErr(err)
 			}
@@ -153,7 +160,9 @@ func registerBuiltins(w *worker.Worker, cfg *config.Region) error {
 	if len(cfg.Worker.Exec.Allow) > 0 {
 		rules := map[string]handlers.ExecRule{}
 		for name, r := range cfg.Worker.Exec.Allow {
-			rules[name] = r.Handler()
+			h := r.Handler()
+			h.RunAs = cfg.Worker.Exec.RunAs
+			rules[name] = h
 		}
 		h, err := handlers.Exec(rules)
 		if err != nil {

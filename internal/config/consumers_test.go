@@ -22,6 +22,8 @@ func TestEverySettingHasAConsumer(t *testing.T) {
 		"ExpiresAt": "Expires", // Token.Expires
 		"Scope":     "Share",   // Limit.Share
 		"Weights":   "Share",
+		// Load reads the file into Password (readSecretFiles).
+		"PasswordFile": "Load",
 	}
 	used := map[string]bool{}
 	root := filepath.Join("..", "..")

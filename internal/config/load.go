@@ -85,6 +85,7 @@ func Parse(name string, data []byte, opts ...Option) (*Region, error) {
 		}
 	}
 	decode(p, settings, r)
+	r.readSecretFiles(p)
 	inheritThresholds(raw, r)
 	r.fillDerived(v.IsSet)
 	hashTokens(p, r)

@@ -133,7 +133,9 @@ type Redis struct {
 	Addr     string `mapstructure:"addr" yaml:"addr"`
 	Username string `mapstructure:"username" yaml:"username"`
 	Password string `mapstructure:"password" yaml:"password"`
-	DB       int    `mapstructure:"db" yaml:"db"`
+	// PasswordFile is a file holding Password (readSecretFiles).
+	PasswordFile string `mapstructure:"password_file" yaml:"password_file"`
+	DB           int    `mapstructure:"db" yaml:"db"`
 	// Sentinel mode is on when MasterName or Addrs is set.
 	Sentinel Sentinel `mapstructure:"sentinel" yaml:"sentinel"`
 	// Cluster mode is on when Addrs is set.
@@ -201,6 +203,8 @@ type Sentinel struct {
 	Addrs      []string `mapstructure:"addrs" yaml:"addrs"`
 	Username   string   `mapstructure:"username" yaml:"username"`
 	Password   string   `mapstructure:"password" yaml:"password"`
+	// PasswordFile is a file holding Password (readSecretFiles).
+	PasswordFile string `mapstructure:"password_file" yaml:"password_file"`
 }
 
 // RedisCluster lists seed nodes of a Redis Cluster.
@@ -499,6 +503,9 @@ func (w Worker) TypeConcurrency() map[string]int {
 
 // Exec is the built-in exec handler: it runs only the commands listed here.
 type Exec struct {
+	// RunAs is the user (and group) every command runs as, "" the
+	// worker's own (handlers.ExecRule.RunAs).
+	RunAs string `mapstructure:"run_as" yaml:"run_as"`
 	// Allow maps a task type to the command that handles it.
 	Allow map[string]ExecRule `mapstructure:"allow" yaml:"allow"`
 }

@@ -651,6 +651,9 @@ func validateWorker(p *problems, path string, w Worker) {
 	if own > 0 && w.Concurrency >= 1 && own >= w.Concurrency {
 		p.add(joinKey(path, "types"), "their concurrency adds up to %d, leaving none of worker.concurrency %d for the other types", own, w.Concurrency)
 	}
+	if err := handlers.CheckRunAs(w.Exec.RunAs); err != nil {
+		p.add(joinKey(path, "exec.run_as"), "%v", err)
+	}
 	allow := joinKey(path, "exec.allow")
 	for _, name := range sortedKeys(w.Exec.Allow) {
 		rule := w.Exec.Allow[name]

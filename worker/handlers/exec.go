@@ -53,6 +53,14 @@ type ExecRule struct {
 	// KillGrace is how long the process group has to exit after SIGTERM
 	// before SIGKILL (default DefaultKillGrace).
 	KillGrace time.Duration
+	// RunAs runs the command as another user and group, with no
+	// supplementary groups and, on Linux, no_new_privs (no setuid program
+	// it starts gains privileges): "user", "user:group", "uid:gid", or
+	// "uid" of a user the system knows. "" runs it as the worker's own
+	// user. Pools that run tenants' code should set it (docs/security.md):
+	// a command of another user cannot read the worker's files or its
+	// /proc entries. Exec fails when the user or group is unknown.
+	RunAs string
 }
 
 // ArgRule constrains the values one payload arg may take.
@@ -80,6 +88,7 @@ type command struct {
 	args   []*template.Template // Argv[1:]
 	env    []envEntry           // in the rule's order
 	guards map[string]guard     // by arg name; absent: the defaults
+	runAs  *account             // nil: the worker's own user
 }
 
 // envEntry is one variable of a rule's environment: a template, or a fixed
@@ -168,6 +177,11 @@ func compile(name string, r ExecRule) (*command, error) {
 	if len(errs) > 0 {
 		return nil, fmt.Errorf("exec: rule %q: %w", name, errs[0])
 	}
+	a, err := lookupRunAs(r.RunAs)
+	if err != nil {
+		return nil, fmt.Errorf("exec: rule %q: run_as: %w", name, err)
+	}
+	c.runAs = a
 	return c, nil
 }
 
@@ -191,6 +205,9 @@ func build(name string, r ExecRule) (*command, []*RuleError) {
 	}
 	if r.KillGrace == 0 {
 		r.KillGrace = DefaultKillGrace
+	}
+	if err := CheckRunAs(r.RunAs); err != nil {
+		bad("run_as", "%v", err)
 	}
 	c := &command{name: name, rule: r}
 	parse := func(field, text string) *template.Template {

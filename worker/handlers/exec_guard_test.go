@@ -13,10 +13,10 @@ import (
 	"github.com/ax-sched/ax/worker/handlers"
 )
 
-// Finding 9 of issue 11: template values were not guarded. --output=…
-// truncated a file, --files0-from=… leaked one into the error and
-// ../../../etc/passwd was read. Each payload below is refused before
-// anything runs, unless the rule allows it.
+// Template values are guarded: --output=… would truncate a file,
+// --files0-from=… leak one into the error and ../../../etc/passwd be read.
+// Each payload below is refused before anything runs, unless the rule
+// allows it.
 func TestExecTemplateValuesAreGuarded(t *testing.T) {
 	dir := t.TempDir()
 	victim := filepath.Join(dir, "victim")

@@ -10,9 +10,9 @@ import (
 	"unicode/utf8"
 )
 
-// Finding 8 of issue 11: the prefix was checked on the raw URL, so
-// "<prefix>../admin", "%2e%2e" and "..%2f" reached paths outside it. The
-// check now reads the URL the way a server does, and sends that form.
+// The prefix is checked on the URL as a server reads it, and that form is
+// sent: "<prefix>../admin", "%2e%2e" and "..%2f" never reach paths outside
+// it.
 func TestTargetChecksTheCleanURL(t *testing.T) {
 	var prefixes []prefix
 	for _, s := range []string{"https://api.example.com", "http://10.0.0.1:8080/hooks/", "https://h.example.com/v1/send"} {

@@ -17,3 +17,6 @@ func watchLeader(cmd *exec.Cmd) (exited <-chan struct{}, reap func() error) {
 
 // groupAlive reports whether group pgid has a process (zombies count).
 func groupAlive(pgid int) bool { return syscall.Kill(-pgid, 0) == nil }
+
+// startNoNewPrivs starts cmd: these systems have no no_new_privs.
+func startNoNewPrivs(cmd *exec.Cmd) error { return cmd.Start() }

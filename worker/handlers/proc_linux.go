@@ -3,8 +3,10 @@ package handlers
 import (
 	"bytes"
 	"errors"
+	"fmt"
 	"os"
 	"os/exec"
+	"runtime"
 	"strconv"
 	"syscall"
 
@@ -65,4 +67,22 @@ func groupAlive(pgid int) bool {
 		}
 	}
 	return false
+}
+
+// startNoNewPrivs starts cmd from an OS thread with no_new_privs set, which
+// the command inherits: nothing it executes (a setuid program) gains
+// privileges. The flag is per thread, so the thread is locked to a
+// goroutine that ends without unlocking it, and the runtime discards the
+// thread.
+func startNoNewPrivs(cmd *exec.Cmd) error {
+	errc := make(chan error, 1)
+	go func() {
+		runtime.LockOSThread()
+		if err := unix.Prctl(unix.PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0); err != nil {
+			errc <- fmt.Errorf("prctl(PR_SET_NO_NEW_PRIVS): %w", err)
+			return
+		}
+		errc <- cmd.Start()
+	}()
+	return <-errc
 }

@@ -41,7 +41,13 @@ func (c *command) run(ctx context.Context, t *worker.Task, argv, env []string) e
 	cmd.Env, cmd.Dir = env, c.rule.Dir
 	cmd.Stdout, cmd.Stderr = outW, errW
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	err = cmd.Start()
+	if a := c.runAs; a != nil {
+		// Groups empty, not nil: the worker's supplementary groups are dropped.
+		cmd.SysProcAttr.Credential = &syscall.Credential{Uid: a.uid, Gid: a.gid, Groups: []uint32{}}
+		err = startNoNewPrivs(cmd)
+	} else {
+		err = cmd.Start()
+	}
 	outW.Close()
 	errW.Close()
 	if err != nil {
