@@ -97,6 +97,23 @@ func (f *fed) sched(name string) stored {
 	return stored{}
 }
 
+// slotID is the task id of a slot of tenant's schedule name as the
+// scheduler derives it (tenant "": the legacy definition of name).
+func (f *fed) slotID(tenant, name string, slot time.Time, home string) string {
+	f.T.Helper()
+	defs, _, err := f.schedStore().list(context.Background())
+	if err != nil {
+		f.T.Fatal(err)
+	}
+	for _, sd := range defs {
+		if sd.def.Name == name && (tenant == "" && sd.legacy || tenant != "" && !sd.legacy && sd.tenant() == tenant) {
+			return taskID(sd.idSeq(), slot, home)
+		}
+	}
+	f.T.Fatalf("no schedule %s of tenant %q", name, tenant)
+	return ""
+}
+
 func (f *fed) schedState(name string) State {
 	f.T.Helper()
 	st, _, err := f.schedStore().state(context.Background(), f.sched(name))
@@ -231,7 +248,7 @@ func TestScheduleFailoverFiresEachSlotOnce(t *testing.T) {
 		if err != nil {
 			t.Fatalf("task %s: %v", tk.ID, err)
 		}
-		if want := TaskID("default", name, p.Time, aws); tk.ID != want || p.Time.UnixMilli()%1000 != 0 {
+		if want := f.slotID("default", name, p.Time, aws); tk.ID != want || p.Time.UnixMilli()%1000 != 0 {
 			t.Errorf("task %s is not the derived id of a slot (want %s)", tk.ID, want)
 		}
 		if prev := bySlot[p.Time.Unix()]; prev != nil {
@@ -319,7 +336,7 @@ func TestScheduleOverlap(t *testing.T) {
 			got = ts[0]
 			return true
 		})
-		if p, err := task.ParseID(got.ID); err != nil || got.ID != TaskID("default", name, p.Time, aws) {
+		if p, err := task.ParseID(got.ID); err != nil || got.ID != f.slotID("default", name, p.Time, aws) {
 			t.Fatalf("claimed %s, not a run of %s", got.ID, name)
 		}
 		return got
@@ -444,7 +461,7 @@ func TestScheduleMisfire(t *testing.T) {
 		}
 		for s := 19; s >= 0; s-- {
 			slot := F.Add(-time.Duration(s) * time.Second)
-			_, err := f.R(aws).Store.Get(ctx, TaskID(idTenant, name, slot, aws))
+			_, err := f.R(aws).Store.Get(ctx, f.slotID(idTenant, name, slot, aws))
 			if got := err == nil; got != want[s] {
 				t.Errorf("slot F-%ds: task %v, want %v (err %v)", s, got, want[s], err)
 			}
@@ -523,7 +540,7 @@ func TestScheduleMisfire(t *testing.T) {
 	})
 	t.Run("jitter delays the run", func(t *testing.T) {
 		off := jitterOffset("mf-jitter", F, 900*time.Millisecond)
-		tk, err := f.R(aws).Store.Get(ctx, TaskID("default", "mf-jitter", F, aws))
+		tk, err := f.R(aws).Store.Get(ctx, f.slotID("default", "mf-jitter", F, aws))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -692,16 +709,17 @@ func TestScheduleAPI(t *testing.T) {
 			t.Errorf("acme's nightly after globex deleted its own: %d", rep.Status)
 		}
 	})
-	t.Run("ids that would collide", func(t *testing.T) {
-		// Task ids are one space: a name whose ids another schedule has is
-		// refused, naming that schedule only to its own tenant.
+	t.Run("ids never collide", func(t *testing.T) {
+		// Names whose derived ids collide, across tenants and within one,
+		// and two tenants' schedules of one name: each is created (never
+		// 409 for another's schedule) and every schedule's ids are its own.
 		type owned struct{ tenant, name string }
 		seen := map[uint64]owned{}
 		var cross, same [2]owned
 		for i := 0; cross[0].name == "" || same[0].name == ""; i++ {
 			for _, tn := range []string{"acme", "globex"} {
 				o := owned{tn, fmt.Sprintf("c%d", i)}
-				seq := idSeq(o.tenant, o.name)
+				seq := derivedSeq(o.tenant, o.name)
 				if prev, ok := seen[seq]; ok {
 					switch {
 					case prev.tenant != o.tenant && cross[0].name == "":
@@ -717,17 +735,26 @@ func TestScheduleAPI(t *testing.T) {
 		body := func(o owned) spec {
 			return spec{"name": o.name, "cron": "@daily", "task": spec{"type": "x", "tenant": o.tenant}}
 		}
-		for _, pair := range [][2]owned{cross, same} {
-			f.createSchedule(aws, tokOperator, body(pair[0])).Want(t, http.StatusCreated)
+		created := []owned{cross[0], cross[1], same[0], same[1], {"acme", "twin"}, {"globex", "twin"}}
+		for _, o := range created {
 			tok := tokOperator
-			if pair[1].tenant == "globex" {
+			if o.tenant == "globex" {
 				tok = tokGlobexOps
 			}
-			e := f.createSchedule(aws, tok, body(pair[1])).Want(t, http.StatusConflict).Err(t)
-			if names := strings.Contains(e.Message, pair[0].name); e.Field != "name" || names != (pair[0].tenant == pair[1].tenant) {
-				t.Errorf("%s/%s colliding with %s/%s: %+v", pair[1].tenant, pair[1].name, pair[0].tenant, pair[0].name, e)
+			f.createSchedule(aws, tok, body(o)).Want(t, http.StatusCreated)
+		}
+		slot := time.Date(2030, 1, 1, 2, 0, 0, 0, time.UTC)
+		ids := map[string]owned{}
+		for _, o := range created {
+			id := f.slotID(o.tenant, o.name, slot, aws)
+			if prev, ok := ids[id]; ok {
+				t.Errorf("%s/%s and %s/%s share task id %s", prev.tenant, prev.name, o.tenant, o.name, id)
 			}
-			f.Call(http.MethodDelete, url+"/"+pair[0].name+"?tenant="+pair[0].tenant, tokOperator, nil).Want(t, http.StatusOK)
+			ids[id] = o
+			if id == TaskID(o.tenant, o.name, slot, aws) {
+				t.Errorf("%s/%s: its ids are the ones anyone derives from its name (%s)", o.tenant, o.name, id)
+			}
+			f.Call(http.MethodDelete, url+"/"+o.name+"?tenant="+o.tenant, tokOperator, nil).Want(t, http.StatusOK)
 		}
 	})
 	// A schedule created on gcp is homed there; every server sees both.

@@ -1,6 +1,7 @@
 package schedule
 
 import (
+	"crypto/rand"
 	"encoding/binary"
 	"hash/fnv"
 	"time"
@@ -10,32 +11,47 @@ import (
 // numbers they encode.
 const idAlphabet = "0123456789abcdefghijklmnopqrstuv"
 
-// TaskID is the id of the task of one slot of tenant's schedule name: a
-// valid ax id whose time part is the slot's Unix milliseconds and whose
-// sequence part is a hash of tenant and name (idSeq), on shard 0 of the
-// home region. Every leader derives the same id, so the store refuses a
-// second task for the slot; two tenants' schedules of one name have
-// different ids. tenant "" is a definition stored before tenants had
-// namespaces: its ids hash the name alone, as they did then.
+// TaskID is the id of the task of one slot of a schedule whose ids are
+// derived from its tenant and name (derivedSeq): the definitions stored
+// without a sequence of their own. taskID is the general form.
 func TaskID(tenant, name string, slot time.Time, home string) string {
+	return taskID(derivedSeq(tenant, name), slot, home)
+}
+
+// taskID is the id of the task of one slot of the schedule whose id
+// sequence is seq: a valid ax id whose time part is the slot's Unix
+// milliseconds and whose sequence part is seq, on shard 0 of the home
+// region. Every leader derives the same id, so the store refuses a second
+// task for the slot.
+func taskID(seq uint64, slot time.Time, home string) string {
 	var b [16]byte
 	v := uint64(slot.UnixMilli())
 	for i := 9; i >= 0; i-- {
 		b[i] = idAlphabet[v&31]
 		v >>= 5
 	}
-	h := idSeq(tenant, name)
 	for i := 15; i >= 10; i-- {
-		b[i] = idAlphabet[h&31]
-		h >>= 5
+		b[i] = idAlphabet[seq&31]
+		seq >>= 5
 	}
 	return string(b[:]) + ".0." + home
 }
 
-// idSeq is the 30-bit hash of a schedule's tenant and name used in its
-// task ids (tenant "": the name's alone). Two schedules with the same hash
-// would share ids; creation refuses a name whose hash another schedule has.
-func idSeq(tenant, name string) uint64 {
+// idSeq is the sequence part of the schedule's task ids: the one drawn at
+// its creation (newSeq), or, for a definition stored without one (created
+// by an earlier version), derivedSeq of its tenant and name — "" for a
+// legacy definition — so its slots keep the ids they had.
+func (sd stored) idSeq() uint64 {
+	if sd.seq != nil {
+		return uint64(*sd.seq)
+	}
+	return derivedSeq(sd.idTenant(), sd.def.Name)
+}
+
+// derivedSeq is the 30-bit FNV-1a hash of a schedule's tenant and name
+// (tenant "": the name's alone). Anyone can compute it, so new schedules
+// do not use it (newSeq).
+func derivedSeq(tenant, name string) uint64 {
 	h := fnv.New64a()
 	if tenant != "" {
 		h.Write([]byte(tenant))
@@ -44,6 +60,23 @@ func idSeq(tenant, name string) uint64 {
 	h.Write([]byte(name))
 	s := h.Sum64()
 	return (s ^ s>>30 ^ s>>60) & (1<<30 - 1)
+}
+
+// newSeq draws the id sequence of a new schedule: 30 random bits that no
+// schedule of any tenant has (taken). Random, not derived from the name:
+// no tenant can pick a name whose ids another tenant's schedule would
+// need, nor learn from its own ids whether another schedule exists.
+func newSeq(taken map[uint64]bool) (uint32, error) {
+	var b [4]byte
+	for {
+		if _, err := rand.Read(b[:]); err != nil {
+			return 0, err
+		}
+		seq := binary.BigEndian.Uint32(b[:]) & (1<<30 - 1)
+		if !taken[uint64(seq)] {
+			return seq, nil
+		}
+	}
 }
 
 // jitterOffset is the run's delay after its slot: in [0, window), from a

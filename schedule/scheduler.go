@@ -344,7 +344,7 @@ func (s *Scheduler) fire(ctx context.Context, e *entry, slot time.Time) (outcome
 	if d.Overlap != OverlapAllow && e.st.LastFiredSlot != nil {
 		prev := e.st.LastTaskID
 		if prev == "" {
-			prev = TaskID(e.idTenant(), d.Name, *e.st.LastFiredSlot, d.HomeRegion)
+			prev = taskID(e.idSeq(), *e.st.LastFiredSlot, d.HomeRegion)
 		}
 		cctx, cancel := context.WithTimeout(ctx, s.cfg.CallTimeout)
 		busy, err := s.tasks.Unfinished(cctx, prev)
@@ -369,7 +369,7 @@ func (s *Scheduler) fire(ctx context.Context, e *entry, slot time.Time) (outcome
 				"reason", "OVERLAP_REPLACED")
 		}
 	}
-	id = TaskID(e.idTenant(), d.Name, slot, d.HomeRegion)
+	id = taskID(e.idSeq(), slot, d.HomeRegion)
 	sp := *d.Task
 	runAt := slot.Add(jitterOffset(d.Name, slot, time.Duration(d.Jitter))).UTC()
 	sp.RunAt = &runAt

@@ -34,31 +34,29 @@ func (s *Scheduler) Create(ctx context.Context, d *apiv1.Schedule, by string) (*
 		t.Tenant = tenant
 		d.Task = &t
 	}
-	seq := idSeq(tenant, d.Name)
 	for attempt := 0; ; attempt++ {
 		defs, _, err := s.store.list(ctx)
 		if err != nil {
 			return nil, unavailable(err)
 		}
 		var legacyRev int64
+		taken := make(map[uint64]bool, len(defs))
 		for _, o := range defs {
-			mine := o.tenant() == tenant
 			switch {
-			case mine && o.def.Name == d.Name:
+			case o.tenant() == tenant && o.def.Name == d.Name:
 				return nil, ErrExists
 			case o.legacy && o.def.Name == d.Name:
 				legacyRev = o.rev // another tenant's, in the old layout
-			case idSeq(o.idTenant(), o.def.Name) == seq:
-				// Task ids are one space across tenants: the other
-				// schedule is named only to its own tenant.
-				msg := "this name's task ids would collide with another schedule's; choose another name"
-				if mine {
-					msg = fmt.Sprintf("this name's task ids would collide with schedule %q's; choose another name", o.def.Name)
-				}
-				return nil, &apiv1.Error{Code: apiv1.CodeConflict, Field: "name", Message: msg}
 			}
+			taken[o.idSeq()] = true
 		}
-		rev, exists, err := s.store.create(ctx, d, legacyRev)
+		// Task ids are one space across tenants: the new schedule's never
+		// meet another's, and nothing here depends on another tenant's names.
+		seq, err := newSeq(taken)
+		if err != nil {
+			return nil, unavailable(err)
+		}
+		rev, exists, err := s.store.create(ctx, d, seq, legacyRev)
 		switch {
 		case err != nil:
 			return nil, unavailable(err)
@@ -69,7 +67,7 @@ func (s *Scheduler) Create(ctx context.Context, d *apiv1.Schedule, by string) (*
 		case rev == 0:
 			return nil, unavailable(fmt.Errorf("schedule %s: create: concurrent writers", d.Name))
 		}
-		st := s.status(stored{def: d, key: s.store.defKey(tenant, d.Name), rev: rev}, State{}, now)
+		st := s.status(stored{def: d, seq: &seq, key: s.store.defKey(tenant, d.Name), rev: rev}, State{}, now)
 		return &st, nil
 	}
 }

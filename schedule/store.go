@@ -56,12 +56,20 @@ func (st store) call(ctx context.Context) (context.Context, context.CancelFunc) 
 	return clientv3.WithRequireLeader(ctx), cancel
 }
 
+// record is a definition as stored: the API's fields and, for one created
+// since schedules draw their id sequence, that sequence (stored.idSeq).
+type record struct {
+	*apiv1.Schedule
+	IDSeq *uint32 `json:"id_seq,omitempty"`
+}
+
 // stored is a definition with the key and revisions that identify it.
 type stored struct {
 	def    *apiv1.Schedule
-	key    string // its etcd key
-	legacy bool   // at <prefix>schedules/<name>, written before tenants had namespaces
-	rev    int64  // create revision: a new one for a schedule created again
+	seq    *uint32 // its task ids' sequence; nil: derived (idSeq)
+	key    string  // its etcd key
+	legacy bool    // at <prefix>schedules/<name>, written before tenants had namespaces
+	rev    int64   // create revision: a new one for a schedule created again
 	modRev int64
 }
 
@@ -90,10 +98,11 @@ func tenantOf(d *apiv1.Schedule) string {
 // one where it belongs.
 func (st store) parse(kv *mvccpb.KeyValue) (stored, bool) {
 	var d apiv1.Schedule
-	if err := json.Unmarshal(kv.Value, &d); err != nil || d.Task == nil {
+	rec := record{Schedule: &d}
+	if err := json.Unmarshal(kv.Value, &rec); err != nil || d.Task == nil {
 		return stored{}, false
 	}
-	sd := stored{def: &d, key: string(kv.Key), rev: kv.CreateRevision, modRev: kv.ModRevision}
+	sd := stored{def: &d, seq: rec.IDSeq, key: string(kv.Key), rev: kv.CreateRevision, modRev: kv.ModRevision}
 	switch sd.key {
 	case st.defKey(tenantOf(&d), d.Name):
 	case st.legacyKey(d.Name):
@@ -104,13 +113,13 @@ func (st store) parse(kv *mvccpb.KeyValue) (stored, bool) {
 	return sd, true
 }
 
-// create writes a new definition into its tenant's namespace and clears
-// any state left under its key. legacyRev is the create revision of the
+// create writes a new definition, with its task ids' sequence, into its
+// tenant's namespace and clears any state left under its key. legacyRev is the create revision of the
 // legacy definition of the same name (another tenant's), 0 for none: the
 // write fails if that changed meanwhile (exists is then false: read
 // again).
-func (st store) create(ctx context.Context, d *apiv1.Schedule, legacyRev int64) (rev int64, exists bool, err error) {
-	b, err := json.Marshal(d)
+func (st store) create(ctx context.Context, d *apiv1.Schedule, seq uint32, legacyRev int64) (rev int64, exists bool, err error) {
+	b, err := json.Marshal(record{Schedule: d, IDSeq: &seq})
 	if err != nil {
 		return 0, false, err
 	}
@@ -262,7 +271,7 @@ func (st store) update(ctx context.Context, sd stored, f func(*apiv1.Schedule)) 
 			return stored{}, ErrNotFound
 		}
 		f(cur.def)
-		b, err := json.Marshal(cur.def)
+		b, err := json.Marshal(record{Schedule: cur.def, IDSeq: cur.seq})
 		if err != nil {
 			return stored{}, err
 		}
