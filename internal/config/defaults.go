@@ -1,10 +1,20 @@
 package config
 
-import "time"
+import (
+	"time"
 
-// Default returns the defaults of every key: the one place they are written
-// down (configs/example.yaml repeats them for readers; a test keeps the two
-// equal). A few defaults depend on other keys and are filled in by Parse once
+	"github.com/ax-sched/ax/federation"
+	"github.com/ax-sched/ax/placement"
+	"github.com/ax-sched/ax/queue"
+	axregion "github.com/ax-sched/ax/region"
+	"github.com/ax-sched/ax/task"
+	"github.com/ax-sched/ax/worker"
+)
+
+// Default returns the defaults of every key: the one place they are
+// gathered, each taken from the package that applies it when that package
+// names one (configs/example.yaml repeats them for readers; a test keeps
+// the two equal). A few defaults depend on other keys and are filled in by Parse once
 // the file is read:
 //
 //   - public_addr: http://<listen> (https:// with http_server.tls)
@@ -16,6 +26,7 @@ import "time"
 // and each entry of pools starts from the pool defaults (queue_capacity
 // 10000, timezone UTC), with per-pool thresholds filled from the region's.
 func Default() *Region {
+	td, pl := task.DefaultDefaults(), placement.DefaultConfig()
 	return &Region{
 		Provider: "other",
 		Listen:   "127.0.0.1:8080",
@@ -25,54 +36,52 @@ func Default() *Region {
 				DialTimeout: 5 * time.Second,
 			},
 			Global:     EtcdCluster{DialTimeout: 5 * time.Second},
-			Prefix:     "/ax/",
-			SessionTTL: 5 * time.Second,
+			Prefix:     axregion.PrefixDefault,
+			SessionTTL: axregion.SessionTTLDefault,
 		},
 		Redis: Redis{
 			Addr:        "127.0.0.1:6379",
-			Shards:      1,
-			WaitTimeout: 100 * time.Millisecond,
+			Shards:      queue.ShardsDefault,
+			WaitTimeout: queue.WaitTimeoutDefault,
 		},
-		// The seeds' figures: alert at 60 % queue fill, spill at 80 %,
-		// pause at 95 %, resume below 40 %.
-		Thresholds: Thresholds{Alert: 0.60, Spill: 0.80, Pause: 0.95, Resume: 0.40},
-		Retry:      Retry{MaxRetries: 4, Base: 300 * time.Millisecond, Cap: 30 * time.Second},
-		Lease:      Lease{Duration: 10 * time.Second, Heartbeat: 3 * time.Second},
-		Task:       Task{DefaultTimeout: 30 * time.Minute, MaxPayload: 1 << 20, ColdHorizon: 5 * time.Minute},
-		AgingStep:  60 * time.Second,
+		Thresholds: Thresholds(axregion.DefaultThresholds()),
+		Retry:      Retry{MaxRetries: td.MaxRetries, Base: td.RetryBase, Cap: td.RetryCap},
+		Lease:      Lease{Duration: queue.LeaseDefault, Heartbeat: worker.DefaultHeartbeat},
+		Task:       Task{DefaultTimeout: td.Timeout, MaxPayload: int64(td.MaxPayload), ColdHorizon: 5 * time.Minute},
+		AgingStep:  queue.AgingStepDefault,
 		Retention: Retention{
-			Success:  24 * time.Hour,
-			Canceled: 24 * time.Hour,
-			Dead:     7 * 24 * time.Hour,
+			Success:  queue.RetainSuccessDefault,
+			Canceled: queue.RetainCanceledDefault,
+			Dead:     queue.RetainDeadDefault,
 		},
-		StarvationThreshold: 10 * time.Minute,
-		BudgetRefresh:       30 * time.Second,
+		StarvationThreshold: axregion.StarvationThresholdDefault,
+		BudgetRefresh:       federation.BudgetRefreshDefault,
 		Tracing:             Tracing{SampleRatio: 1},
 		HTTPServer: HTTPServer{ReadHeaderTimeout: 10 * time.Second, ReadTimeout: 30 * time.Second,
 			WriteTimeout: 30 * time.Second, IdleTimeout: 60 * time.Second, MaxHeaderBytes: 64 << 10, MaxConnections: 4096,
 			MaxLongPolls: 8, MaxLongPollsPerTenant: 2},
 		Quotas: Quotas{Batch: BatchLimits{MaxItems: 1000, MaxBytes: 16 << 20}},
 		Placement: Placement{
-			StaleAfter:      15 * time.Second,
+			StaleAfter:      pl.StaleAfter,
 			UnhealthyGrace:  10 * time.Second,
-			DefaultDuration: time.Second,
-			HandOffHorizon:  30 * time.Second,
+			DefaultDuration: pl.DefaultDuration,
+			HandOffHorizon:  federation.HandOffHorizonDefault,
 		},
 		Preemption: Preemption{
 			Enabled:               true,
-			MinPriorityGap:        2,
-			MaxRuntime:            30 * time.Minute,
-			MaxPerTask:            2,
-			ReadmitDelayMin:       60 * time.Second,
-			ReadmitDelayMax:       120 * time.Second,
-			ReadmitRate:           10,
-			MaxPerWorkerPerMinute: 2,
+			MinPriorityGap:        axregion.MinPriorityGapDefault,
+			MaxRuntime:            axregion.MaxRuntimeDefault,
+			MaxPerTask:            axregion.MaxPerTaskDefault,
+			ReadmitDelayMin:       worker.DefaultPreemptDelayMin,
+			ReadmitDelayMax:       worker.DefaultPreemptDelayMax,
+			ReadmitRate:           axregion.ReadmitRateDefault,
+			MaxPerWorkerPerMinute: axregion.MaxPerWorkerPerMinuteDefault,
 		},
 		Auth: Auth{Enabled: true},
 		Worker: Worker{
 			Concurrency:   16,
-			ClaimBatch:    32,
-			ShutdownGrace: 30 * time.Second,
+			ClaimBatch:    worker.DefaultClaimBatch,
+			ShutdownGrace: worker.DefaultShutdownGrace,
 			// A tenant's URL must not reach the worker's own network
 			// (cloud metadata, Redis, etcd) unless the operator says so.
 			HTTP: HTTP{DenyPrivate: true},
