@@ -3,6 +3,7 @@ package dag
 import (
 	"context"
 	"errors"
+	"log/slog"
 	"sync"
 	"time"
 
@@ -196,25 +197,9 @@ func (rc *reconciler) forget(ctx context.Context, id string) error {
 // reconcile is one step of one run (see Loop). Running it twice, or on
 // two servers at once, changes nothing the first did not.
 func (rc *reconciler) reconcile(ctx context.Context, id string) error {
-	st := rc.runs.store
-	run, err := st.DAG(ctx, id)
+	run, err := rc.runs.store.DAG(ctx, id)
 	if errors.Is(err, queue.ErrDAGNotFound) {
-		if p, perr := task.ParseID(id); perr != nil || time.Since(p.Time) > orphanAfter {
-			// A create that stopped between its backlog reservation and
-			// the run left the definition: give its room back.
-			if def, derr := st.DAGDefinition(ctx, id); derr == nil && def.BacklogMax > 0 {
-				if err := st.UnreserveBacklog(ctx, def.TaskIDs()); err != nil {
-					return err
-				}
-				if err := st.ForgetDAGDefinition(ctx, id); err != nil {
-					return err
-				}
-			} else if derr != nil && !errors.Is(derr, queue.ErrDAGNotFound) {
-				return derr
-			}
-			return rc.forget(ctx, id)
-		}
-		return nil // being created
+		return rc.dropMissing(ctx, id)
 	}
 	if err != nil {
 		return err
@@ -222,44 +207,167 @@ func (rc *reconciler) reconcile(ctx context.Context, id string) error {
 	if run.State != task.DAGRunning {
 		// Ended; the active set missed it (or the room left was not given
 		// back yet).
-		if err := rc.giveBack(ctx, id); err != nil {
-			return err
-		}
-		return rc.forget(ctx, id)
+		return rc.finish(ctx, id)
 	}
 	plan, err := rc.plan(ctx, id)
 	if err != nil {
 		return err
 	}
-	def := plan.def
-	canceling := run.CancelRequestedAt != nil
-	states := make(map[string]task.NodeState, len(def.Nodes))
-	var taskIDs []string
-	for _, nd := range def.Nodes {
-		states[nd.ID] = run.Nodes[nd.ID].State
-		if states[nd.ID] == task.NodeReleased {
-			taskIDs = append(taskIDs, nd.TaskID)
+	p := newRunPass(id, run, plan)
+	p.recordOutcomes(rc.runs.tasksOf(ctx, p.releasedTasks()))
+	p.settleWaiting()
+	// Submit first, record after: a crash in between leaves a WAITING
+	// node whose task exists, and the next pass's submit finds it.
+	invalid, err := rc.runs.release(ctx, plan.def, append(p.release, p.missing...))
+	if err != nil {
+		return err
+	}
+	p.recordReleases(invalid, rc.runs.log)
+	if p.canceling {
+		rc.stopTasks(ctx, p)
+	}
+	// A cancelled run may have settled its last nodes without a step here.
+	if len(p.steps) == 0 && !(p.canceling && p.settled()) {
+		return nil
+	}
+	return rc.record(ctx, p)
+}
+
+// dropMissing handles an active id whose run does not exist: a run still
+// being created is left alone; one older than orphanAfter (or whose id is
+// not a task id) had a create that stopped half-way, so the backlog room it
+// reserved is given back and the id leaves the active set.
+func (rc *reconciler) dropMissing(ctx context.Context, id string) error {
+	if p, perr := task.ParseID(id); perr == nil && time.Since(p.Time) <= orphanAfter {
+		return nil // being created
+	}
+	st := rc.runs.store
+	// A create that stopped between its backlog reservation and the run
+	// left the definition: give its room back.
+	def, derr := st.DAGDefinition(ctx, id)
+	switch {
+	case derr == nil && def.BacklogMax > 0:
+		if err := st.UnreserveBacklog(ctx, def.TaskIDs()); err != nil {
+			return err
+		}
+		if err := st.ForgetDAGDefinition(ctx, id); err != nil {
+			return err
+		}
+	case derr != nil && !errors.Is(derr, queue.ErrDAGNotFound):
+		return derr
+	}
+	return rc.forget(ctx, id)
+}
+
+// finish gives back an ended run's unused backlog room and takes the run
+// out of the active set. On an error the run stays active, and the next
+// pass finds it ended and tries again.
+func (rc *reconciler) finish(ctx context.Context, id string) error {
+	if err := rc.giveBack(ctx, id); err != nil {
+		return err
+	}
+	return rc.forget(ctx, id)
+}
+
+// stopTasks asks the tasks of a cancelled run to stop: the released tasks
+// not yet asked (p.stop) and, once a term, the tasks of nodes cancelled
+// while WAITING (overtaken). A failure is logged and asked again next pass.
+func (rc *reconciler) stopTasks(ctx context.Context, p *runPass) {
+	swept := rc.overtaken(p.id, p.plan.def, p.run)
+	if err := rc.runs.cancelTasks(ctx, append(p.stop, swept...), p.run.CanceledBy); err != nil {
+		rc.runs.log.Warn("DAG cancel: tasks not reached yet; asking again next pass", "dag", p.id, "err", err)
+	} else if swept != nil {
+		rc.mu.Lock()
+		rc.swept[p.id] = true
+		rc.mu.Unlock()
+	}
+}
+
+// record writes a pass's steps in one fenced compare-and-set, withdraws the
+// releases it submitted if the write did not take them all, and finishes
+// the run if the write ended it. It returns queue.ErrFenced when this
+// leader was replaced.
+func (rc *reconciler) record(ctx context.Context, p *runPass) error {
+	up, err := rc.runs.store.UpdateDAG(ctx, rc.fence, p.id, p.steps)
+	if len(p.release) > 0 && (err != nil || up.Applied < len(p.steps)) {
+		rc.withdraw(ctx, p.id, p.plan, p.release)
+	}
+	if err != nil {
+		return err
+	}
+	if up.Applied == len(p.steps) { // else another pass moved first and logged
+		for _, s := range p.steps {
+			rc.runs.log.Info("DAG node", "dag", p.id, "node", s.Node, "state", s.To.State, "reason", s.To.Reason,
+				"task", p.plan.tasks[s.Node])
 		}
 	}
-	var steps []queue.DAGStep
-	var missing []string
-	var stop []string // task ids to cancel (a cancelled run)
-	// 1. Outcomes of released nodes.
-	tasks := rc.runs.tasksOf(ctx, taskIDs)
-	for _, nd := range def.Nodes {
-		if states[nd.ID] != task.NodeReleased {
+	rc.runs.metrics.released.WithLabelValues(rc.runs.cfg.Region).Add(float64(up.Released))
+	if !up.Ended {
+		return nil
+	}
+	rc.runs.metrics.runs.WithLabelValues(rc.runs.cfg.Region, string(up.State)).Inc()
+	rc.runs.log.Info("DAG run ended", "dag", p.id, "state", up.State)
+	return rc.finish(ctx, p.id)
+}
+
+// runPass is one reconcile of one running run: the node states as the pass
+// sees them, and what it found to do.
+type runPass struct {
+	id        string
+	run       *queue.DAGRun
+	plan      *runPlan
+	canceling bool                      // the run's cancel was requested
+	states    map[string]task.NodeState // node id → state, updated as steps are decided
+	steps     []queue.DAGStep           // changes to record
+	release   []string                  // WAITING nodes to release
+	missing   []string                  // RELEASED nodes whose task does not exist
+	stop      []string                  // task ids to cancel (a cancelled run)
+}
+
+func newRunPass(id string, run *queue.DAGRun, plan *runPlan) *runPass {
+	p := &runPass{
+		id:        id,
+		run:       run,
+		plan:      plan,
+		canceling: run.CancelRequestedAt != nil,
+		states:    make(map[string]task.NodeState, len(plan.def.Nodes)),
+	}
+	for _, nd := range plan.def.Nodes {
+		p.states[nd.ID] = run.Nodes[nd.ID].State
+	}
+	return p
+}
+
+// releasedTasks returns the task ids of the RELEASED nodes.
+func (p *runPass) releasedTasks() []string {
+	var ids []string
+	for _, nd := range p.plan.def.Nodes {
+		if p.states[nd.ID] == task.NodeReleased {
+			ids = append(ids, nd.TaskID)
+		}
+	}
+	return ids
+}
+
+// recordOutcomes records the outcome of every RELEASED node whose task
+// ended, notes the nodes whose task is missing, and, in a cancelled run,
+// the tasks still running that were not asked to stop. A task that could
+// not be read is read again next pass.
+func (p *runPass) recordOutcomes(tasks map[string]taskRead) {
+	for _, nd := range p.plan.def.Nodes {
+		if p.states[nd.ID] != task.NodeReleased {
 			continue
 		}
 		res := tasks[nd.TaskID]
 		switch {
 		case errors.Is(res.err, task.ErrNotFound):
-			missing = append(missing, nd.ID)
+			p.missing = append(p.missing, nd.ID)
 			continue
 		case res.err != nil:
 			continue // unreachable now; read again next pass
 		case !res.task.State.Terminal():
-			if canceling && !res.task.CancelRequested {
-				stop = append(stop, nd.TaskID)
+			if p.canceling && !res.task.CancelRequested {
+				p.stop = append(p.stop, nd.TaskID)
 			}
 			continue
 		}
@@ -268,108 +376,85 @@ func (rc *reconciler) reconcile(ctx context.Context, id string) error {
 		if to.Reason == "" && t.State == task.Success {
 			to.Reason = task.ReasonCompleted
 		}
-		steps = append(steps, queue.DAGStep{Node: nd.ID, From: task.NodeReleased, To: to})
-		states[nd.ID] = to.State
+		p.step(nd.ID, task.NodeReleased, to)
 	}
-	// 2. Waiting nodes, upstream first, so a cancel or skip reaches every
-	// node below it in one pass.
-	var release []string
-	for _, i := range plan.order {
+}
+
+// settleWaiting applies the trigger rules to WAITING nodes, upstream first,
+// so a cancel or skip reaches every node below it in one pass. Nodes to
+// release are noted, not stepped: their step waits for the submit.
+func (p *runPass) settleWaiting() {
+	def := p.plan.def
+	for _, i := range p.plan.order {
 		nd := def.Nodes[i]
-		if states[nd.ID] != task.NodeWaiting {
+		if p.states[nd.ID] != task.NodeWaiting {
 			continue
 		}
-		if canceling {
+		if p.canceling {
 			// Not reached in practice: the cancel settled every WAITING node.
-			to := queue.DAGNode{State: task.NodeCanceled, Reason: task.ReasonCanceledByUser}
-			steps = append(steps, queue.DAGStep{Node: nd.ID, From: task.NodeWaiting, To: to})
-			states[nd.ID] = to.State
+			p.step(nd.ID, task.NodeWaiting, queue.DAGNode{State: task.NodeCanceled, Reason: task.ReasonCanceledByUser})
 			continue
 		}
 		ups := make([]task.NodeState, len(nd.DependsOn))
 		for k, dep := range nd.DependsOn {
-			ups[k] = states[dep]
+			ups[k] = p.states[dep]
 		}
 		to, reason := decide(nd.TriggerRule, ups)
 		switch to {
 		case "":
 			continue
 		case task.NodeReleased:
-			release = append(release, nd.ID)
+			p.release = append(p.release, nd.ID)
 		default:
-			steps = append(steps, queue.DAGStep{Node: nd.ID, From: task.NodeWaiting, To: queue.DAGNode{State: to, Reason: reason}})
+			p.steps = append(p.steps, queue.DAGStep{Node: nd.ID, From: task.NodeWaiting, To: queue.DAGNode{State: to, Reason: reason}})
 		}
-		states[nd.ID] = to
+		p.states[nd.ID] = to
 	}
-	// 3. Submit first, record after: a crash in between leaves a WAITING
-	// node whose task exists, and the next pass's submit finds it.
-	invalid, err := rc.runs.release(ctx, def, append(release, missing...))
-	if err != nil {
-		return err
-	}
-	for _, node := range release {
+}
+
+// recordReleases adds the steps of the nodes just submitted: a released
+// node is RELEASED, or FAILED when its spec is no longer valid (invalid);
+// a missing task submitted again leaves its node RELEASED, or FAILED for
+// the same reason. In a cancelled run, a task submitted again is cancelled
+// too.
+func (p *runPass) recordReleases(invalid map[string]error, log *slog.Logger) {
+	for _, node := range p.release {
 		to := queue.DAGNode{State: task.NodeReleased}
 		if err := invalid[node]; err != nil {
 			to = queue.DAGNode{State: task.NodeFailed, Reason: reasonInvalidSpec}
-			rc.runs.log.Warn("DAG node spec no longer valid", "dag", id, "node", node, "err", err)
+			log.Warn("DAG node spec no longer valid", "dag", p.id, "node", node, "err", err)
 		}
-		steps = append(steps, queue.DAGStep{Node: node, From: task.NodeWaiting, To: to})
+		p.steps = append(p.steps, queue.DAGStep{Node: node, From: task.NodeWaiting, To: to})
 	}
-	for _, node := range missing {
+	for _, node := range p.missing {
 		if err := invalid[node]; err != nil {
-			steps = append(steps, queue.DAGStep{Node: node, From: task.NodeReleased, To: queue.DAGNode{State: task.NodeFailed, Reason: reasonInvalidSpec}})
-			states[node] = task.NodeFailed
-		} else {
-			rc.runs.log.Info("DAG node task missing; submitted again", "dag", id, "node", node)
-			if canceling {
-				// Submitted only to be cancelled: the CANCELED task it leaves
-				// refuses a submit still in flight (a create's roots), so the
-				// node's outcome is settled by its task like any other.
-				stop = append(stop, plan.tasks[node])
-			}
+			p.step(node, task.NodeReleased, queue.DAGNode{State: task.NodeFailed, Reason: reasonInvalidSpec})
+			continue
+		}
+		log.Info("DAG node task missing; submitted again", "dag", p.id, "node", node)
+		if p.canceling {
+			// Submitted only to be cancelled: the CANCELED task it leaves
+			// refuses a submit still in flight (a create's roots), so the
+			// node's outcome is settled by its task like any other.
+			p.stop = append(p.stop, p.plan.tasks[node])
 		}
 	}
-	if canceling {
-		swept := rc.overtaken(id, def, run)
-		if err := rc.runs.cancelTasks(ctx, append(stop, swept...), run.CanceledBy); err != nil {
-			rc.runs.log.Warn("DAG cancel: tasks not reached yet; asking again next pass", "dag", id, "err", err)
-		} else if swept != nil {
-			rc.mu.Lock()
-			rc.swept[id] = true
-			rc.mu.Unlock()
+}
+
+// step records a node's change and the state the rest of the pass sees.
+func (p *runPass) step(node string, from task.NodeState, to queue.DAGNode) {
+	p.steps = append(p.steps, queue.DAGStep{Node: node, From: from, To: to})
+	p.states[node] = to.State
+}
+
+// settled reports whether every node is in a terminal state.
+func (p *runPass) settled() bool {
+	for _, s := range p.states {
+		if !s.Terminal() {
+			return false
 		}
 	}
-	settled := true
-	for _, s := range states {
-		settled = settled && s.Terminal()
-	}
-	// A cancelled run may have settled its last nodes without a step here.
-	if len(steps) == 0 && !(canceling && settled) {
-		return nil
-	}
-	up, err := st.UpdateDAG(ctx, rc.fence, id, steps)
-	if len(release) > 0 && (err != nil || up.Applied < len(steps)) {
-		rc.withdraw(ctx, id, plan, release)
-	}
-	if err != nil {
-		return err
-	}
-	if up.Applied == len(steps) { // else another pass moved first and logged
-		for _, s := range steps {
-			rc.runs.log.Info("DAG node", "dag", id, "node", s.Node, "state", s.To.State, "reason", s.To.Reason,
-				"task", plan.tasks[s.Node])
-		}
-	}
-	rc.runs.metrics.released.WithLabelValues(rc.runs.cfg.Region).Add(float64(up.Released))
-	if up.Ended {
-		rc.runs.metrics.runs.WithLabelValues(rc.runs.cfg.Region, string(up.State)).Inc()
-		rc.runs.log.Info("DAG run ended", "dag", id, "state", up.State)
-		if err := rc.giveBack(ctx, id); err != nil {
-			return err // the next pass finds the run ended and tries again
-		}
-		return rc.forget(ctx, id)
-	}
-	return nil
+	return true
 }
 
 // giveBack gives back the backlog room an ended run reserved and its
