@@ -432,147 +432,215 @@ func beyond(i int, bound float64, best int, bestCost float64) bool {
 // each was rejected and how each eligible one scored, and skips nothing; the same bitsets, score
 // and comparison decide. It returns the decision and the chosen pool's snapshot index (-1: none).
 func (p *Placer) evaluate(st *state, t *Task, now time.Time, exp *Explanation) (Decision, int) {
-	s := st.snap
-	q := query{p: p, st: st, v: p.view(st, now), t: t, durs: p.durations(st, t.Type, now), home: noHome}
-
-	// Tag filter: the AND of the bitsets of the task's tag pairs; a pair no pool has matches none.
+	q := query{p: p, st: st, v: p.view(st, now), t: t, durs: p.durations(st, t.Type, now), home: homeOf(st.snap, t)}
+	// Room for the filter's bitsets on the stack, so Place does not allocate for them.
 	var tagBuf [8]bitset
-	tags, tagMiss := tagBuf[:0], false
+	var regBuf [4]uint64
+	f := q.filter(tagBuf[:0], regBuf[:])
+	var c choice
+	if exp == nil {
+		c = q.search(&f)
+	} else {
+		c = q.explain(&f, exp)
+	}
+	return c.decide(st.snap, exp)
+}
+
+// homeOf is the region number of t's home: noHome when it has none, foreignHome when no pool of
+// the snapshot is in it.
+func homeOf(s *Snapshot, t *Task) int32 {
+	if t.Home == "" {
+		return noHome
+	}
+	if ri, ok := s.regions[t.Home]; ok {
+		return ri
+	}
+	return foreignHome
+}
+
+// filter is what the task asks of a pool beyond the view's filters: its tags, its regions and a
+// live handler for its type.
+type filter struct {
+	tags    []bitset // the bitsets of the task's tag pairs; a pool must be in all
+	tagMiss bool     // a tag pair no pool has: no pool matches
+	regions bitset   // region numbers allowed; nil: every region
+	serving bitset   // pools whose live workers serve the type; nil: every pool
+}
+
+// filter resolves the task's filters against the snapshot, keeping the tag bitsets in tagBuf and
+// the region set in regBuf when they fit.
+func (q *query) filter(tagBuf []bitset, regBuf []uint64) filter {
+	s, t := q.st.snap, q.t
+	f := filter{tags: tagBuf, serving: s.serving(t.Type)}
+	// Tag filter: the AND of the bitsets of the task's tag pairs; a pair no pool has matches none.
 	for k, val := range t.Tags {
 		bs, ok := s.tags[tagPair{k, val}]
 		if !ok {
-			tagMiss = true
+			f.tagMiss = true
 			break
 		}
-		tags = append(tags, bs)
+		f.tags = append(f.tags, bs)
 	}
 	// Region filter, as a set of region numbers; nil allows every region.
-	var regBuf [4]uint64
-	var regions bitset
 	if len(t.Regions) > 0 {
 		if w := (len(s.regions) + 63) / 64; w <= len(regBuf) {
-			regions = regBuf[:w]
+			f.regions = regBuf[:w]
 		} else {
-			regions = make(bitset, w)
+			f.regions = make(bitset, w)
 		}
 		for _, r := range t.Regions {
 			if ri, ok := s.regions[r]; ok {
-				regions.set(int(ri))
+				f.regions.set(int(ri))
 			}
 		}
 	}
-	if t.Home != "" {
-		q.home = foreignHome
-		if ri, ok := s.regions[t.Home]; ok {
-			q.home = ri
-		}
-	}
-	floor := p.defaultHours
-	if q.durs != nil {
-		floor = q.durs.floor
-	}
-	// The pools whose live workers serve the type; nil: every pool does.
-	serving := s.serving(t.Type)
+	return f
+}
 
-	best, bestCost, bestWait := -1, 0.0, 0.0
-	// The least-wait pool, for when every eligible pool is past its wait target; targeted: some
-	// eligible pool had a target.
-	fb := fallback{best: -1}
-	targeted := false
-	matching, saturated := 0, 0
-	if exp == nil {
-		if !tagMiss {
-			w := walk{q: &q, tags: tags, regions: regions, serving: serving, floor: floor, best: -1, fb: fallback{best: -1}}
-			switch cross := p.cfg.CrossRegionPenalty; {
-			case q.home >= 0 && cross > 0:
-				// Home pools and foreign ones are each in cost order but differ by the penalty:
-				// walk them apart so each walk can stop early.
-				w.run(s.inRegion[q.home], false, 0)
-				w.run(s.inRegion[q.home], true, cross)
-			case q.home == foreignHome:
-				w.run(nil, false, cross)
-			default:
-				w.run(nil, false, 0)
-			}
-			best, bestCost, bestWait, fb = w.best, w.bestCost, w.bestWait, w.fb
-		}
-		if best < 0 && !tagMiss {
-			// Nothing chosen, so nothing was cut short: every available matching pool was
-			// visited, or known, saturated. Count the matching ones to tell why.
-			for i := range s.pools {
-				if hasAll(tags, i) && (regions == nil || regions.has(int(s.pools[i].region))) {
-					matching++
-					if q.v.avail.has(i) && (serving == nil || serving.has(i)) {
-						saturated++
-					}
-				}
-			}
-		}
-	} else {
+// matches reports whether pool i carries the task's tags and is in one of its regions.
+func (f *filter) matches(s *Snapshot, i int) bool {
+	return !f.tagMiss && hasAll(f.tags, i) && (f.regions == nil || f.regions.has(int(s.pools[i].region)))
+}
+
+// choice is what an evaluation found: the cheapest pool within its wait target, the least-wait
+// pool past its target, and the counts that tell why nothing was chosen.
+type choice struct {
+	best     int // -1: none
+	bestCost float64
+	bestWait float64
+	fb       fallback // the least-wait pool past its target
+	// targeted: some eligible pool had a wait target (set by Explain only).
+	targeted            bool
+	matching, saturated int
+}
+
+func noChoice() choice { return choice{best: -1, fb: fallback{best: -1}} }
+
+// search is Place's evaluation: the walk over the candidates, cheapest bound first.
+func (q *query) search(f *filter) choice {
+	if f.tagMiss {
+		return noChoice()
+	}
+	w := walk{q: q, filter: *f, floor: q.floor(), choice: noChoice()}
+	s := q.st.snap
+	switch cross := q.p.cfg.CrossRegionPenalty; {
+	case q.home >= 0 && cross > 0:
+		// Home pools and foreign ones are each in cost order but differ by the penalty:
+		// walk them apart so each walk can stop early.
+		w.run(s.inRegion[q.home], false, 0)
+		w.run(s.inRegion[q.home], true, cross)
+	case q.home == foreignHome:
+		w.run(nil, false, cross)
+	default:
+		w.run(nil, false, 0)
+	}
+	if w.best < 0 {
+		// Nothing chosen, so nothing was cut short: every available matching pool was
+		// visited, or known, saturated. Count the matching ones to tell why.
 		for i := range s.pools {
-			e := &s.pools[i]
-			c := &exp.Candidates[e.input]
-			c.Region, c.Pool, c.Index, c.Price = e.pool.Region, e.pool.Name, e.input, e.price
-			r := rNone
-			switch {
-			case tagMiss || !hasAll(tags, i):
-				r = rTagMismatch
-			case regions != nil && !regions.has(int(e.region)):
-				r = rRegionExcluded
-			default:
-				matching++
-				r = q.v.reason[i]
-				if r == rNone && serving != nil && !serving.has(i) {
-					r = rNoHandler
+			if f.matches(s, i) {
+				w.matching++
+				if q.v.avail.has(i) && (f.serving == nil || f.serving.has(i)) {
+					w.saturated++
 				}
 			}
-			if r == rNone {
-				sc := q.score(i)
-				c.Duration, c.DurationSource = time.Duration(sc.hours*float64(time.Hour)), SourceDefault
-				if q.durs != nil {
-					c.DurationSource, c.Observations = q.durs.source(i), q.durs.count[i]
-					c.Spread = time.Duration(q.durs.spread[i] * float64(time.Hour))
-				}
-				c.DurationKnown = c.DurationSource == SourceLearnt
-				c.BaseCost, c.Fill, c.Penalty, c.CrossRegion, c.Cost = sc.base, sc.fill, sc.penalty, sc.cross, sc.cost
-				c.Wait, c.Ahead, c.DrainRate, c.WaitSource = seconds(sc.wait), sc.ahead, sc.rate, sc.src
-				c.WaitTarget, c.OverTarget = seconds(sc.target), sc.over
-				switch {
-				case sc.saturated && !t.Critical || lowHeld(t) && q.v.paused.has(i):
-					r = rSaturated
-					saturated++
-				case sc.over:
-					targeted = true
-					fb.offer(i, &sc)
-				default:
-					targeted = targeted || sc.target > 0
-					if better(i, sc.cost, best, bestCost) {
-						best, bestCost, bestWait = i, sc.cost, sc.wait
-					}
-				}
-			}
-			c.Reason = reasonNames[r]
 		}
 	}
+	return w.choice
+}
 
+// floor is the task type's shortest duration over the pools, hours.
+func (q *query) floor() float64 {
+	if q.durs != nil {
+		return q.durs.floor
+	}
+	return q.p.defaultHours
+}
+
+// explain is Explain's evaluation: every pool visited, its reason and score parts recorded in exp.
+func (q *query) explain(f *filter, exp *Explanation) choice {
+	c := noChoice()
+	s := q.st.snap
+	for i := range s.pools {
+		e := &s.pools[i]
+		cd := &exp.Candidates[e.input]
+		cd.Region, cd.Pool, cd.Index, cd.Price = e.pool.Region, e.pool.Name, e.input, e.price
+		r := rNone
+		switch {
+		case f.tagMiss || !hasAll(f.tags, i):
+			r = rTagMismatch
+		case f.regions != nil && !f.regions.has(int(e.region)):
+			r = rRegionExcluded
+		default:
+			c.matching++
+			r = q.v.reason[i]
+			if r == rNone && f.serving != nil && !f.serving.has(i) {
+				r = rNoHandler
+			}
+		}
+		if r == rNone {
+			sc := q.score(i)
+			q.describeScore(cd, i, &sc)
+			r = c.offer(q, i, &sc)
+		}
+		cd.Reason = reasonNames[r]
+	}
+	return c
+}
+
+// describeScore records pool i's score parts in its candidate.
+func (q *query) describeScore(c *Candidate, i int, sc *parts) {
+	c.Duration, c.DurationSource = time.Duration(sc.hours*float64(time.Hour)), SourceDefault
+	if q.durs != nil {
+		c.DurationSource, c.Observations = q.durs.source(i), q.durs.count[i]
+		c.Spread = time.Duration(q.durs.spread[i] * float64(time.Hour))
+	}
+	c.DurationKnown = c.DurationSource == SourceLearnt
+	c.BaseCost, c.Fill, c.Penalty, c.CrossRegion, c.Cost = sc.base, sc.fill, sc.penalty, sc.cross, sc.cost
+	c.Wait, c.Ahead, c.DrainRate, c.WaitSource = seconds(sc.wait), sc.ahead, sc.rate, sc.src
+	c.WaitTarget, c.OverTarget = seconds(sc.target), sc.over
+}
+
+// offer ranks an eligible pool i by its score: saturated (or paused, for a low priority) it is
+// rejected with rSaturated; past its wait target it is a fallback; otherwise it competes on cost.
+func (c *choice) offer(q *query, i int, sc *parts) reason {
+	switch {
+	case sc.saturated && !q.t.Critical || lowHeld(q.t) && q.v.paused.has(i):
+		c.saturated++
+		return rSaturated
+	case sc.over:
+		c.targeted = true
+		c.fb.offer(i, sc)
+	default:
+		c.targeted = c.targeted || sc.target > 0
+		if better(i, sc.cost, c.best, c.bestCost) {
+			c.best, c.bestCost, c.bestWait = i, sc.cost, sc.wait
+		}
+	}
+	return rNone
+}
+
+// decide turns a choice into the decision: the cheapest pool within its wait target, else the
+// least-wait one past it, else no pool and why. With exp set it marks the winner and the rule.
+func (c *choice) decide(s *Snapshot, exp *Explanation) (Decision, int) {
 	rule := RuleCheapest
-	if targeted {
+	if c.targeted {
 		rule = RuleCheapestWithinWait
 	}
-	over := false
-	if best < 0 && fb.best >= 0 {
-		best, bestCost, bestWait, over, rule = fb.best, fb.cost, fb.wait, true, RuleLeastWait
+	best, cost, wait, over := c.best, c.bestCost, c.bestWait, false
+	if best < 0 && c.fb.best >= 0 {
+		best, cost, wait, over, rule = c.fb.best, c.fb.cost, c.fb.wait, true, RuleLeastWait
 	}
 	if best < 0 {
-		return Decision{Index: -1, outcome: classify(len(s.pools), matching, saturated)}, -1
+		return Decision{Index: -1, outcome: classify(len(s.pools), c.matching, c.saturated)}, -1
 	}
 	e := &s.pools[best]
 	if exp != nil {
 		exp.Candidates[e.input].Won = true
 		exp.Rule = rule
 	}
-	return Decision{Region: e.pool.Region, Pool: e.pool.Name, Index: e.input, Cost: bestCost, OK: true,
-		Wait: seconds(bestWait), OverTarget: over, outcome: placed}, best
+	return Decision{Region: e.pool.Region, Pool: e.pool.Name, Index: e.input, Cost: cost, OK: true,
+		Wait: seconds(wait), OverTarget: over, outcome: placed}, best
 }
 
 // fallback is the least-wait pool among those past their wait target.
@@ -589,15 +657,10 @@ func (f *fallback) offer(i int, sc *parts) {
 
 // walk is Place's search: the candidates of one decision, cheapest bound first.
 type walk struct {
-	q        *query
-	tags     []bitset
-	regions  bitset
-	serving  bitset  // pools that serve the task's type; nil: all
-	floor    float64 // the type's shortest duration, hours
-	best     int
-	bestCost float64
-	bestWait float64
-	fb       fallback // the least-wait pool past its target
+	q *query
+	filter
+	floor float64 // the type's shortest duration, hours
+	choice
 }
 
 // run visits the available, matching, not known saturated pools inside part (outside it when
