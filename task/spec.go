@@ -210,32 +210,76 @@ func CheckType(typ string) error {
 }
 
 // Normalize validates the spec and fills defaults in place. now resolves
-// delay into run_at. Errors are *FieldError.
+// delay into run_at. Errors are *FieldError; the fields are checked in the
+// order below and the first error is returned.
 func (s *Spec) Normalize(d Defaults, now time.Time) error {
 	if err := CheckType(s.Type); err != nil {
 		return err
 	}
-	if d.MaxPayload > 0 && len(s.Payload) > d.MaxPayload {
-		return &FieldError{Field: "payload", Msg: fmt.Sprintf("larger than %d bytes", d.MaxPayload), TooLarge: true}
+	if err := s.normalizePayload(d.MaxPayload); err != nil {
+		return err
 	}
-	if len(s.Payload) > 0 {
-		if !json.Valid(s.Payload) {
-			return fieldErr("payload", "is not valid JSON")
-		}
-		var buf bytes.Buffer
-		if err := json.Compact(&buf, s.Payload); err == nil {
-			s.Payload = buf.Bytes()
-		}
-		if string(s.Payload) == "null" {
-			s.Payload = nil
-		}
+	if err := s.normalizePriority(); err != nil {
+		return err
 	}
+	if err := s.checkTags(); err != nil {
+		return err
+	}
+	if err := s.checkRegions(); err != nil {
+		return err
+	}
+	if err := s.normalizeRunAt(now); err != nil {
+		return err
+	}
+	if err := s.normalizeRetries(d); err != nil {
+		return err
+	}
+	if err := s.normalizeIdempotency(d); err != nil {
+		return err
+	}
+	if err := s.normalizeTenant(); err != nil {
+		return err
+	}
+	return s.checkCaps()
+}
+
+// normalizePayload checks the payload's size (limit 0: none) and JSON,
+// compacts it, and drops a JSON null.
+func (s *Spec) normalizePayload(limit int) error {
+	if limit > 0 && len(s.Payload) > limit {
+		return &FieldError{Field: "payload", Msg: fmt.Sprintf("larger than %d bytes", limit), TooLarge: true}
+	}
+	if len(s.Payload) == 0 {
+		return nil
+	}
+	if !json.Valid(s.Payload) {
+		return fieldErr("payload", "is not valid JSON")
+	}
+	var buf bytes.Buffer
+	if err := json.Compact(&buf, s.Payload); err == nil {
+		s.Payload = buf.Bytes()
+	}
+	if string(s.Payload) == "null" {
+		s.Payload = nil
+	}
+	return nil
+}
+
+// normalizePriority checks the priority, DefaultPriority when left out.
+func (s *Spec) normalizePriority() error {
 	if s.Priority == nil {
 		p := DefaultPriority
 		s.Priority = &p
-	} else if *s.Priority < 0 || *s.Priority > MaxPriority {
+		return nil
+	}
+	if *s.Priority < 0 || *s.Priority > MaxPriority {
 		return fieldErr("priority", "must be between 0 and %d", MaxPriority)
 	}
+	return nil
+}
+
+// checkTags checks the number of tags and each key and value.
+func (s *Spec) checkTags() error {
 	if len(s.Tags) > MaxTags {
 		return fieldErr("tags", "more than %d tags", MaxTags)
 	}
@@ -247,6 +291,11 @@ func (s *Spec) Normalize(d Defaults, now time.Time) error {
 			return fieldErr("tags."+k, "tag values are 1–63 characters without , = quotes or control characters")
 		}
 	}
+	return nil
+}
+
+// checkRegions checks that every region is a region name, listed once.
+func (s *Spec) checkRegions() error {
 	seen := map[string]bool{}
 	for i, r := range s.Regions {
 		if !regionRe.MatchString(r) {
@@ -257,6 +306,12 @@ func (s *Spec) Normalize(d Defaults, now time.Time) error {
 		}
 		seen[r] = true
 	}
+	return nil
+}
+
+// normalizeRunAt resolves a delay into run_at (UTC) and clears a run_at
+// that is not after now (due now). At most one of the two may be given.
+func (s *Spec) normalizeRunAt(now time.Time) error {
 	if s.RunAt != nil && s.Delay != 0 {
 		return fieldErr("delay", "give run_at or delay, not both")
 	}
@@ -267,14 +322,21 @@ func (s *Spec) Normalize(d Defaults, now time.Time) error {
 		t := now.Add(time.Duration(s.Delay)).UTC()
 		s.RunAt, s.Delay = &t, 0
 	}
-	if s.RunAt != nil {
-		if s.RunAt.Year() > 9999 || s.RunAt.Year() < 1970 {
-			return fieldErr("run_at", "out of range")
-		}
-		if !s.RunAt.After(now) {
-			s.RunAt = nil // due now
-		}
+	if s.RunAt == nil {
+		return nil
 	}
+	if s.RunAt.Year() > 9999 || s.RunAt.Year() < 1970 {
+		return fieldErr("run_at", "out of range")
+	}
+	if !s.RunAt.After(now) {
+		s.RunAt = nil // due now
+	}
+	return nil
+}
+
+// normalizeRetries checks the timeout, max_retries, retry_base and
+// retry_cap, each the region's default when left out (0 or absent).
+func (s *Spec) normalizeRetries(d Defaults) error {
 	if s.Timeout < 0 {
 		return fieldErr("timeout", "must not be negative")
 	}
@@ -305,6 +367,12 @@ func (s *Spec) Normalize(d Defaults, now time.Time) error {
 	if s.RetryCap < s.RetryBase {
 		return fieldErr("retry_cap", "must not be below retry_base")
 	}
+	return nil
+}
+
+// normalizeIdempotency checks the idempotency key and TTL; a key without
+// a TTL gets the region's default, a TTL without a key is an error.
+func (s *Spec) normalizeIdempotency(d Defaults) error {
 	if len(s.IdempotencyKey) > MaxIdemKeyLen {
 		return fieldErr("idempotency_key", "longer than %d characters", MaxIdemKeyLen)
 	}
@@ -317,11 +385,24 @@ func (s *Spec) Normalize(d Defaults, now time.Time) error {
 	if s.IdempotencyKey == "" && s.IdempotencyTTL != 0 {
 		return fieldErr("idempotency_ttl", "only with idempotency_key")
 	}
+	return nil
+}
+
+// normalizeTenant checks the tenant name, "default" when left out.
+func (s *Spec) normalizeTenant() error {
 	if s.Tenant == "" {
 		s.Tenant = "default"
-	} else if !tenantRe.MatchString(s.Tenant) {
+		return nil
+	}
+	if !tenantRe.MatchString(s.Tenant) {
 		return fieldErr("tenant", "letters, digits, _ . - only (at most 64)")
 	}
+	return nil
+}
+
+// checkCaps checks the price cap, the wait target, the limit key and the
+// trace id.
+func (s *Spec) checkCaps() error {
 	if p := s.MaxPricePerSlotHour; p < 0 || math.IsNaN(p) || math.IsInf(p, 0) || p > MaxPricePerSlotHour {
 		return fieldErr("max_price_per_slot_hour", "must be a price per slot-hour in USD, 0 (no cap) to %g", float64(MaxPricePerSlotHour))
 	}
