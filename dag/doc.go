@@ -1,4 +1,5 @@
-// Package dag runs DAGs (docs/architecture.md §5, issue 6): tasks with dependencies.
+// Package dag runs DAGs, tasks with dependencies (docs/architecture.md §5), from their
+// create to their end: each node's task is released once its upstreams settle by its trigger rule.
 //
 // Any server accepts a run; its region becomes the run's home, written into
 // the run's id (the task id format). The definition and every node's state

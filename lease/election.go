@@ -105,7 +105,7 @@ func Campaign(ctx context.Context, s *Session, prefix, value string) (*Leadershi
 		return nil, campaignErr(ctx, err)
 	}
 
-	// etcd issue 11051: the wait above can end with success after our own
+	// etcd-io/etcd#11051: the wait above can end with success after our own
 	// key expired with the session (waitDeletes only looks at older keys).
 	// Check the session is alive and the key is still ours before claiming.
 	cctx, ccancel = o.call(ctx)

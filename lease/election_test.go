@@ -199,7 +199,7 @@ func TestLeadershipEnds(t *testing.T) {
 
 var errFencedForTest = errors.New("fenced: higher token seen")
 
-// etcd issue 11051: Campaign could report success after the session's lease
+// etcd-io/etcd#11051: Campaign could report success after the session's lease
 // had expired while it waited. Here the waiting candidate's lease is revoked
 // and the leader resigns right after, before the candidate's keepalive can
 // notice: the candidate must not come back as leader.

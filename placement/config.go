@@ -11,13 +11,11 @@ type Config struct {
 	// StaleAfter: a pool whose figures are older than this is rejected with STALE_STATUS.
 	StaleAfter time.Duration
 	// SoftWatermark is validated (in [0, 1), below HardWatermark) so configurations that set it
-	// keep loading, but it no longer changes a score.
+	// keep loading; it changes no score.
 	//
-	// Deprecated: below the hard watermark every pool scores at its price (issue 14: the cheapest
-	// pool within its wait target fills to its spill watermark before anything spills); the
-	// spread between pools comes from the expected-wait rule (MaxWait) and herd damping. Until
-	// issue 14 the penalty ramped from 1 here to PenaltyMax at HardWatermark, which spilled a
-	// cheap pool at the price crossover, well before its spill watermark.
+	// Deprecated: below the hard watermark every pool scores at its price, so the cheapest pool
+	// within its wait target fills to its spill watermark before anything spills; the spread
+	// between pools comes from the expected-wait rule (MaxWait) and herd damping.
 	SoftWatermark float64
 	// HardWatermark (the spill watermark) is the queue fill at which a pool is SATURATED for
 	// non-critical tasks; critical tasks are still admitted there, at PenaltyMax.
@@ -50,7 +48,7 @@ type Config struct {
 	MaxWait time.Duration
 }
 
-// DefaultConfig returns the defaults of docs/architecture.md §5–§5. It is the only place defaults live.
+// DefaultConfig returns the defaults of docs/architecture.md §5. It is the only place defaults live.
 func DefaultConfig() Config {
 	return Config{
 		StaleAfter:         15 * time.Second,

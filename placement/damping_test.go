@@ -45,7 +45,7 @@ func TestBurstFillsCheapestFirst(t *testing.T) {
 			t.Fatalf("placement %d failed: %v", n, d.Err())
 		}
 		// Cheapest first, each to its hard watermark: a dearer pool gets work only once every
-		// cheaper one is full (no ramp below the watermark since issue 14).
+		// cheaper one is full (no penalty below the watermark).
 		for i := range d.Index {
 			if full := headroom(pools[i], cfg.HardWatermark); counts[i] < full {
 				t.Fatalf("placement %d went to pool %d while pool %d had %d of %d", n, d.Index, i, counts[i], full)
@@ -82,8 +82,7 @@ func TestBurstFillsCheapestFirst(t *testing.T) {
 func TestBurstBelowTotalHeadroom(t *testing.T) {
 	// Twice the room of the burst. There is no penalty below the hard watermark, so price alone
 	// decides there: the cheapest takes the burst up to its hard watermark, the next the rest,
-	// the dearer two nothing. (Before issue 14 a ramp from the soft watermark spread the burst
-	// over three pools, the cheapest stopping at its price crossover, short of its watermark.)
+	// the dearer two nothing.
 	pools := burstPools(t)
 	for i := range pools {
 		pools[i].Slots *= 2
@@ -104,8 +103,8 @@ func TestBurstBelowTotalHeadroom(t *testing.T) {
 
 func TestEqualPricesFillInOrder(t *testing.T) {
 	// Two pools at the same price tie on every score: the first in snapshot order (region, then
-	// name) fills to its hard watermark, then the other takes the rest. (Before issue 14 the
-	// ramp split them 3:1 by queue capacity past their soft watermarks.)
+	// name) fills to its hard watermark, then the other takes the rest, whatever their queue
+	// capacities.
 	a := cpuPool(t, "aws", "us-east-1", "m6i.xlarge")
 	b := cpuPool(t, "azure", "eastus", "Standard_D4s_v5") // the same 0.048 per vCPU-hour
 	a.Slots, a.Running, a.QueueCapacity = 10, 10, 3000

@@ -17,7 +17,7 @@
 // that pool's next published figures arrive; a pool that has just become attractive to every
 // server at once (new, back from unhealthy or stale, slots back, price dropped) is damped until
 // then — each server claims only its share of its headroom (headroom ÷ [Config.Servers]) — so
-// the servers do not all pour into it on the same figures (the failure of Karmada issue #6518).
+// the servers do not all pour into it on the same figures (karmada-io/karmada#6518 is that failure).
 // Other pools are not damped: whether a pool can take a task is its region's admission's call. Explain: [Placer.Explain] runs the same
 // evaluation as [Placer.Place] and keeps every pool's reason and score parts, without counting a
 // placement.

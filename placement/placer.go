@@ -22,7 +22,7 @@ import (
 // many (N × own), which is claiming only 1/N of its headroom, so N servers do not all pour into
 // it on the same stale figures. Other pools are not damped: a burst through one server fills the
 // cheapest pool up to the line its region's admission holds (the hard watermark), and what several
-// servers overshoot together is refused atomically by the region's store and spills (issue 14).
+// servers overshoot together is refused atomically by the region's store and spills.
 type Placer struct {
 	cfg          Config
 	est          *Estimator

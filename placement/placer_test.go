@@ -273,8 +273,7 @@ func TestSaturationSpills(t *testing.T) {
 		reason     Reason
 	}{
 		{name: "below soft", ready: 500, run: 50, want: "us-east-1/m6i.xlarge", reason: ""},
-		// fill 0.9, under the 0.95 hard watermark: no penalty, so the cheapest keeps the work
-		// (until issue 14's fill-before-spill a ramp from the soft watermark spilled it here).
+		// fill 0.9, under the 0.95 hard watermark: no penalty, so the cheapest keeps the work.
 		{name: "below the hard watermark the cheapest keeps it", ready: 900, run: 100, want: "us-east-1/m6i.xlarge"},
 		{name: "saturated", ready: 950, run: 100, want: "eu-west-1/m6i.xlarge", reason: ReasonSaturated},
 		// One free slot is headroom, so not SATURATED, but the fill still costs the maximum penalty.
@@ -437,9 +436,8 @@ func TestExplainScoreParts(t *testing.T) {
 	cfg := DefaultConfig()
 	cfg.CrossRegionPenalty = 0.01
 	price := 0.214 / 4 * 0.5
-	// Below the hard watermark a pool scores at its price (fill 0.7 was ×1.86 on the ramp from
-	// the soft watermark before issue 14); at or past it only a critical task is placed there,
-	// at PenaltyMax.
+	// Below the hard watermark a pool scores at its price, whatever its fill; at or past it only
+	// a critical task is placed there, at PenaltyMax.
 	for _, tc := range []struct {
 		ready    int
 		critical bool

@@ -6,7 +6,7 @@ import (
 	"time"
 )
 
-// TestExpectedWait is the case: an 8-slot cheap pool with a long queue and an idle 16-slot
+// TestExpectedWait: an 8-slot cheap pool with a long queue and an idle 16-slot
 // pool that costs a little more. Judged by fill alone (480 of 10 000 queued) the cheap pool keeps
 // winning; judged by the time its queue takes to reach a new task it loses once that passes the
 // target.

@@ -1,6 +1,6 @@
-// Package schedule runs cron schedules across the federation (docs/architecture.md §5,
-// §5): definitions kept in the global etcd, fired by the federation leader
-// into each schedule's home region.
+// Package schedule runs cron schedules across the federation
+// (docs/architecture.md §5): definitions kept in the global etcd, fired by
+// the federation leader into each schedule's home region.
 //
 //   - <prefix>schedules/<name> holds the definition (apiv1.Schedule),
 //     written through the API; only pause and resume change it after
@@ -23,7 +23,7 @@
 //
 // Boundary: schedule reaches tasks only through Enqueuer, a small
 // interface the federation implements (federation.Node); it imports lease
-// (the election), queue (the task model) and apiv1 (the wire shapes), never
+// (the election), task (the task model) and apiv1 (the wire shapes), never
 // federation or httpapi. The HTTP API serves it through an interface of
 // its own (httpapi.Schedules) that *Scheduler implements; cmd/ax wires the
 // two. Errors a caller sees are *apiv1.Error (conflict, not found,

@@ -156,7 +156,7 @@ func firesOf(in *schedInstance, tenant, name, outcome string) float64 {
 	return testutil.ToFloat64(in.s.fires.WithLabelValues(tenant, name, outcome))
 }
 
-// The acceptance test of issue 6 part 4: a schedule firing every second
+// A schedule firing every second
 // runs for about 25 s while three schedulers on three regions compete for
 // the federation election. The leader is deposed twice without resigning —
 // once by revoking its lease while it keeps running, once by a crash — and

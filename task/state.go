@@ -53,7 +53,7 @@ const (
 	ReasonDrained   = "DRAINED"
 	// ReasonReplacedCost: the leader took a READY task out of a pool whose
 	// price rose past the threshold or whose capacity window closed, to be
-	// placed again (issue 14).
+	// placed again.
 	ReasonReplacedCost     = "REPLACED_COST"
 	ReasonDeferred         = "DEFERRED_BACKPRESSURE"
 	ReasonPreemptRequested = "PREEMPT_REQUESTED"
