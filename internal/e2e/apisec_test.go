@@ -81,11 +81,10 @@ func metricWhere(t *testing.T, api, name string, labels ...string) float64 {
 	return total
 }
 
-// Finding 2 of issue 11: X-Ax-Forwarded was trusted from any token. A DLQ
-// listing with -12 from a submitter became thousands of requests between
-// the regions; 1 on a keyed submit made the receiving server skip routing,
-// so two regions each kept a task under one idempotency key. Now only the
-// cluster token's hop count counts.
+// X-Ax-Forwarded counts only with the cluster token: from a submitter, -12
+// on a DLQ listing does not multiply the requests between the regions, and
+// 1 on a keyed submit does not make the receiving server skip routing (which
+// would let two regions each keep a task under one idempotency key).
 func TestForwardedHeaderIsTrustedOnlyFromTheClusterToken(t *testing.T) {
 	fed := newFederation(t, fedOpts{})
 	dlqCount := func(region string) float64 {
@@ -134,7 +133,7 @@ func TestForwardedHeaderIsTrustedOnlyFromTheClusterToken(t *testing.T) {
 	}
 }
 
-// Finding 7 of issue 11: the server's timeouts bound every request, but a
+// The server's timeouts bound every request, but a
 // long-poll (/v1/events?wait=) still gets its whole wait: with read and
 // write timeouts of 2s, a 4s wait answers 200 after its wait. An idle
 // keep-alive connection is closed after idle_timeout, and a request
@@ -188,10 +187,8 @@ func TestLongPollOutlivesTheServerTimeouts(t *testing.T) {
 // frozenRedisAnswers503BeforeTheWriteTimeout: with the region's Redis
 // SIGSTOPped (connections accepted, never answered) every request that
 // needs it is answered 503 unavailable with Retry-After before the server's
-// write timeout (2s here). A trail or the cost report used to make a few
-// calls that each waited out the Redis client's timeouts and retries, ran
-// past the write timeout and got no answer at all (an empty reply after
-// 35-40 s with the default 30s). ax_redis_healthy says so meanwhile. Once
+// write timeout (2s here), a trail and the cost report included, never an
+// empty reply. ax_redis_healthy says so meanwhile. Once
 // Redis resumes, submits succeed again.
 func frozenRedisAnswers503BeforeTheWriteTimeout(t *testing.T, fed *federation) {
 	t.Helper()
@@ -241,10 +238,9 @@ func frozenRedisAnswers503BeforeTheWriteTimeout(t *testing.T, fed *federation) {
 	waitUntil(t, 5*time.Second, "ax_redis_healthy 1 once Redis resumed", func() bool { return metric(t, api, "ax_redis_healthy") == 1 })
 }
 
-// Finding 3 of issue 11: 30 long-polls by one tenant took the Redis pool;
-// another tenant's submit failed with 500 and /readyz answered 503. Now a
-// tenant holds at most max_long_polls_per_tenant (2) long-polls, the rest
-// get 429 at once, and the other tenant and /readyz are unaffected.
+// 30 long-polls by one tenant do not take the Redis pool: a tenant holds at
+// most max_long_polls_per_tenant (2) long-polls, the rest get 429 at once,
+// and another tenant's submits and /readyz are unaffected.
 func TestLongPollsOfOneTenantDoNotStarveAnother(t *testing.T) {
 	fed := newFederation(t, fedOpts{})
 	codes := make(chan int, 30)
@@ -278,8 +274,8 @@ func TestLongPollsOfOneTenantDoNotStarveAnother(t *testing.T) {
 	}
 }
 
-// Finding 10 of issue 11: the event stream showed other tenants' task ids
-// and a tenant-scoped operator drained a region (every tenant's tasks).
+// A tenant's event stream shows no other tenant's task ids, and a
+// tenant-scoped operator cannot drain a region (every tenant's tasks).
 func TestTenantTokensSeeNoOtherTenantsEventsAndCannotDrain(t *testing.T) {
 	fed := newFederation(t, fedOpts{})
 	idB, _ := fed.submit("us-east-1", tokSubmitterB, map[string]any{"type": "noop", "regions": []string{"us-east-1"}})
@@ -491,7 +487,7 @@ func sameButID(a, b string) bool {
 	return strip(a) == strip(b)
 }
 
-// fakeRegionIsNeverContacted (finding 4): a region written into the global
+// fakeRegionIsNeverContacted: a region written into the global
 // etcd by someone who can reach it but is not in `regions:` — the cheapest
 // pools of all, kept fresh — receives no request (so never the cluster
 // token) and no task: tasks submitted meanwhile run in the federation's
@@ -553,7 +549,7 @@ func fakeRegionIsNeverContacted(t *testing.T, fed *federation) {
 	}
 }
 
-// redisOutageAnswers503 (finding 6, the 500s): with us-east-1's Redis
+// redisOutageAnswers503: with us-east-1's Redis
 // killed, every route family of its server that needs that Redis (tasks,
 // DAGs, schedules' quota, cost, events and streams) answers 503
 // unavailable with Retry-After and a message that names no Redis detail;
@@ -650,9 +646,8 @@ func redisOutageAnswers503(t *testing.T, fed *federation, id string) {
 	}
 }
 
-// Finding 10 of issue 11: SIGHUP killed the server. Now it reloads the API
-// tokens from the file: a token removed from the file stops working, the
-// server keeps serving.
+// SIGHUP reloads the API tokens from the file: a token removed from the
+// file stops working, the server keeps serving.
 func TestSIGHUPReloadsTokensAndKeepsServing(t *testing.T) {
 	fed := newFederation(t, fedOpts{noWorkers: true, regions: []string{"us-east-1"}})
 	r := fed.region("us-east-1")

@@ -12,9 +12,8 @@ import (
 // A DAG run through real `ax server`s (two regions, auth on): extract runs
 // in us-east-1, its home, and load is handed off to eu-west-1; the run ends
 // SUCCESS and the home server's /metrics counts it: one run accepted, one
-// succeeded, two nodes released (issue 10: the DAG counters were registered
-// only when the API's gatherer happened to be a registry, which the
-// server's never was).
+// succeeded, two nodes released (the DAG counters are registered whatever
+// gatherer the API is given).
 func TestDAGMetricsOnARealServer(t *testing.T) {
 	fed := newFederation(t, fedOpts{})
 	node := func(id, region string, deps ...string) map[string]any {

@@ -211,8 +211,8 @@ func (d *devProc) waitSuccess(within time.Duration, ids []string) {
 func TestDevSmoke(t *testing.T) {
 	d := startDev(t, "--tmp")
 	d.checkHints()
-	// SIGHUP reloads as in ax server and never ends ax dev (issue 11
-	// finding 10): everything below runs after it.
+	// SIGHUP reloads as in ax server and never ends ax dev: everything
+	// below runs after it.
 	if err := d.cmd.Process.Signal(syscall.SIGHUP); err != nil {
 		t.Fatal(err)
 	}
@@ -334,8 +334,8 @@ func (d *devProc) checkCost(ran map[string]int64) {
 }
 
 // checkMetrics checks that each region's /metrics exports its own series
-// only (issue 12: every endpoint exported every region's counters, so sums
-// over the endpoints were tripled): no series names another region, the
+// only (so sums over the endpoints count each event once): no series names
+// another region, the
 // submits are counted once (all went to us-east-1's API), and each
 // region's workers' successes appear on its own endpoint, as ran[region].
 func (d *devProc) checkMetrics(ran map[string]float64) {
@@ -378,9 +378,9 @@ func (d *devProc) checkMetrics(ran map[string]float64) {
 	}
 }
 
-// `ax dev` restarts on its own state (issue 12: after ≈ 25 k tasks it
-// exited with "LOADING Redis is loading the dataset in memory"): a run with
-// 25 k tasks, Ctrl-C, a second run on the same --dir comes up, still knows
+// `ax dev` restarts on its own state, even while its Redis is still loading
+// a large dataset: a run with 25 k tasks, Ctrl-C, a second run on the same
+// --dir comes up, still knows
 // the first run's tasks and runs new ones. The 25 k are due in an hour (the
 // dataset is as large as 25 k finished ones, without the half minute a
 // drain of them takes); 500 run to SUCCESS before the restart.
@@ -447,10 +447,9 @@ func getJSON(url string, v any) error {
 	return json.NewDecoder(resp.Body).Decode(v)
 }
 
-// The issue-14 burst: specs pinned to one region, sent in batches of 1 000
-// to one server while ax dev runs three (placement's damping divided each
-// pool's headroom by 3, and refused from task 2 669 on at 27 % fill).
-// Damping now only spreads choices: the region's Redis admits each task
+// The burst: specs pinned to one region, sent in batches of 1 000 to one
+// server while ax dev runs three. Damping only spreads choices, it refuses
+// nothing: the region's Redis admits each task
 // against its pool's real READY count (⌊10 000 × 0.80⌋ at most), a task
 // the store refuses spills to the next pool, and nothing is refused while
 // either pool has room. The tasks sleep a minute, so no worker drains the
@@ -459,9 +458,7 @@ func getJSON(url string, v any) error {
 // Fill before spill: below its spill watermark (0.80) a pool scores at its
 // price, so the spot pool takes every task until its READY count reaches
 // ⌊10 000 × 0.80⌋ = 8 000 (plus what its workers hold running), and only
-// then do tasks go to on-demand. (Was #7 219: a penalty ramp from the 0.60
-// alert to ×4 at the spill watermark met on-demand's price at fill 0.72;
-// before that #2 407, damping's ×3 in that fill.)
+// then do tasks go to on-demand.
 func TestDevBurstFillsBeforeSpilling(t *testing.T) {
 	testenv.Slow(t)
 	d := startDev(t, "--tmp")

@@ -34,9 +34,8 @@ func readEtcdSignals(t *testing.T, api string) etcdSignals {
 // etcdOutageIsReported black-holes the global etcd (calls hang, nothing
 // errors: the hard case) and checks, on one server, that /readyz and
 // ax_global_etcd_healthy report it within 2 s of each other and within a
-// few seconds of its start (the view's watch alone took ≈ 15 s, and /readyz
-// never said so with a separate global etcd: issue 12), and that both
-// recover. shared: one etcd for everything, so the server is unready while
+// few seconds of its start (sooner than the view's watch notices, and with a
+// separate global etcd too), and that both recover. shared: one etcd for everything, so the server is unready while
 // it is gone; otherwise the region stays ready (it schedules its own work
 // on its last view) and says global_etcd false. Submits keep being accepted
 // in the region either way.

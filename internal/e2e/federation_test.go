@@ -13,7 +13,7 @@ import (
 // handed off with the cluster token, runs on eu-west-1's worker and is
 // readable by its tenant through either region; the other tenant gets 404
 // and a request without a token 401. The workers run without the cluster
-// token (they never need it: issue 11). Once with one etcd for everything,
+// token (they never need it). Once with one etcd for everything,
 // once with a regional etcd per region and two servers in each; then the
 // global etcd goes silent and /readyz and the gauge say so (etcdOutageIsReported).
 func TestFederationHandedOffTaskSucceedsWithAuth(t *testing.T) {

@@ -10,7 +10,7 @@ import (
 	"github.com/ax-sched/ax/task"
 )
 
-// Every per-task operation reaches a task wherever it is (issue 12): two
+// Every per-task operation reaches a task wherever it is: two
 // regions, auth on, tasks handed from us-east-1 to eu-west-1, each
 // operation sent to the home server and to the holder's.
 func TestEveryTaskOperationFollowsAHandedOffTask(t *testing.T) {

@@ -17,7 +17,7 @@ import (
 	"github.com/ax-sched/ax/task"
 )
 
-// Issue 14, learnt durations: two regions, each with one CPU pool. The
+// Learnt durations: two regions, each with one CPU pool. The
 // pool of us-east-1 costs half as much per slot-hour but runs the work 4x
 // slower (its workers' exec rule sleeps 0.8 s, eu-west-1's 0.2 s: the same
 // task type, different handler configs). Before anything ran every server
@@ -190,9 +190,9 @@ func TestSlowCheapPoolStopsWinningOnceLearnt(t *testing.T) {
 	budgetsThroughRealServers(t, fed, servers, spec)
 }
 
-// Issue 14: during a live price override the tasks recorded the worker's
-// configured price. Through real processes: an override put in the global
-// etcd is what the next tasks record at claim, and removing it brings the
+// A live price override is the price tasks record. Through real processes:
+// an override put in the global etcd is what the next tasks record at
+// claim, not the worker's configured price, and removing it brings the
 // configured price back.
 //
 // The same federation (one run, two checks) also carries a small cheap

@@ -208,7 +208,7 @@ func (m *metricsFederation) exported() map[string]bool {
 // Real `ax server`s and `ax worker --metrics` (two regions, auth on, a
 // handed-off task): every /metrics passes `promtool check metrics`, names
 // only its own region, and carries the design's metrics with the workload's
-// figures (issue 15).
+// figures.
 func TestMetricsOfRealServersAndWorkers(t *testing.T) {
 	m := newMetricsFederation(t)
 	t.Run("ax cost: spend where it ran, federation-wide, per tenant", func(t *testing.T) {

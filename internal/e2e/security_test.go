@@ -15,9 +15,8 @@ import (
 	"github.com/ax-sched/ax/task"
 )
 
-// Finding 1 of issue 11: an allowlisted printenv-style command returned the
-// worker's environment, cluster token and Redis password included. The
-// workers here get the servers' whole environment (one env file for both,
+// An allowlisted printenv-style command does not see the worker's secrets
+// (cluster token, Redis password). The workers here get the servers' whole environment (one env file for both,
 // as many deployments do); a task handed to the other region runs env, in a
 // rule that succeeds and in one that fails with its output in the error,
 // and neither shows a secret.
@@ -55,8 +54,7 @@ exec:
 	}
 }
 
-// Finding 9 of issue 11: template values were not guarded. Through real
-// servers and workers, on tasks handed to the other region: --output=…
+// Template values are guarded. Through real servers and workers, on tasks handed to the other region: --output=…
 // is refused NON_RETRYABLE before sort runs (the file is not created),
 // ../../../etc/passwd is refused before cat runs; a plain value still runs.
 // A command not allowed is refused without the allowlist in its error.
@@ -91,7 +89,7 @@ exec:
 	if _, err := os.Stat(out); !os.IsNotExist(err) {
 		t.Fatalf("sort --output created %s (stat: %v)", out, err)
 	}
-	// Finding 10: a command outside the allowlist is refused naming it,
+	// A command outside the allowlist is refused naming it,
 	// never listing what is allowed.
 	h0 := fed.handedOffTask("us-east-1", "eu-west-1", tokSubmitterA, map[string]any{
 		"type": "exec", "payload": map[string]any{"command": "rm", "args": map[string]string{"file": "ok.txt"}}})
@@ -106,9 +104,9 @@ exec:
 	}
 }
 
-// Finding 8 of issue 11: the http handler checked the prefix on the raw
-// URL, so "<prefix>../admin", "%2e%2e" and "..%2f" reached paths outside
-// it. Through real servers and workers, on tasks handed to the other
+// The http handler checks its URL prefix on the cleaned path, so
+// "<prefix>../admin", "%2e%2e" and "..%2f" reach no path outside it.
+// Through real servers and workers, on tasks handed to the other
 // region, each is refused NON_RETRYABLE and the hook server never sees a
 // path outside /hooks/; a URL under the prefix still succeeds. With
 // deny_private on (the default), a prefix host that resolves to loopback

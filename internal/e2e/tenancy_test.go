@@ -24,8 +24,7 @@ func apiErr(t *testing.T, body []byte) apiv1.Error {
 	return eb.Error
 }
 
-// Findings 6 and 10 of issue 11, through real servers with auth on and two
-// regions: a tenant flooding submits gets 429 quota_exceeded with
+// Tenancy through real servers with auth on and two regions: a tenant flooding submits gets 429 quota_exceeded with
 // Retry-After while another tenant's submits all succeed; batches are
 // capped in items and bytes (naming the field); priority 0 and critical
 // are for operator tokens (403 naming the field, in DAG nodes too);

@@ -17,8 +17,7 @@ import (
 	"github.com/ax-sched/ax/task"
 )
 
-// Finding 5 of issue 11: no TLS on the API, none to Redis. Here every hop
-// has it, with auth on and two regions: clients reach the API over https
+// TLS on every hop, with auth on and two regions: clients reach the API over https
 // with a client certificate (mutual TLS), a task is handed to the other
 // region over https (servers present their certificates to each other) and
 // read back through its home region's server (forwarded over https),
