@@ -12,7 +12,12 @@ import (
 
 	"github.com/ax-sched/ax/apiv1"
 	"github.com/ax-sched/ax/federation"
-	"github.com/ax-sched/ax/task"
+	"github.com/ax-sched/ax/httpapi/dags"
+	"github.com/ax-sched/ax/httpapi/dashboard"
+	"github.com/ax-sched/ax/httpapi/endpoint"
+	"github.com/ax-sched/ax/httpapi/handoff"
+	"github.com/ax-sched/ax/httpapi/schedules"
+	"github.com/ax-sched/ax/httpapi/stream"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 )
@@ -64,17 +69,26 @@ type Config struct {
 
 // API serves docs/architecture.md §7's HTTP API for one server.
 type API struct {
-	n        *federation.Node
 	cfg      Config
 	mux      *http.ServeMux
 	routes   []string // the /v1 patterns registered, for the OpenAPI test
 	requests *prometheus.CounterVec
-	polls    *longPolls
-	quotas   *quotas
-	tickets  *tickets // of GET /v1/stream (stream.go)
-	hub      *hub
-	refusals *refusalMeter // of GET /v1/regions (overview.go)
-	fails    *failLog      // the causes of hidden 5xx answers
+	fed      Readiness
+	tasks    *taskHandlers
+	streams  *stream.Streams
+	fails    *failLog // the causes of hidden 5xx answers
+}
+
+// Readiness is what GET /readyz asks of the federation (each family of
+// endpoints asks for its own: tasks.go's interfaces and the
+// sub-packages'); *federation.Node implements them all.
+type Readiness interface {
+	// Region is this server's region.
+	Region() string
+	// View is the federation's global view.
+	View() *federation.View
+	// Ping reports whether the region's store answers.
+	Ping(ctx context.Context) error
 }
 
 // New builds the API of the server whose federation node is n.
@@ -94,13 +108,9 @@ func New(n *federation.Node, cfg Config) *API {
 	if cfg.BatchMaxBytes <= 0 {
 		cfg.BatchMaxBytes = 16 << 20
 	}
-	a := &API{n: n, cfg: cfg, mux: http.NewServeMux(), polls: newLongPolls(cfg.LongPolls, cfg.LongPollsPerTenant),
-		quotas: &quotas{of: cfg.Quota}, fails: newFailLog(cfg.Logger),
+	a := &API{fed: n, cfg: cfg, mux: http.NewServeMux(), fails: newFailLog(cfg.Logger),
 		requests: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "ax_http_requests_total",
 			Help: "API requests by route and status code."}, []string{"route", "code"})}
-	if n != nil {
-		a.quotas.buckets = n
-	}
 	if cfg.Registerer != nil {
 		cfg.Registerer.MustRegister(a.requests)
 	}
@@ -108,39 +118,25 @@ func New(n *federation.Node, cfg Config) *API {
 	if cfg.Auth != nil {
 		clusterToken = cfg.Auth.ClusterToken
 	}
-	a.tickets = newTickets(clusterToken)
-	a.refusals = &refusalMeter{gather: cfg.Gatherer}
+	region := ""
 	if n != nil {
-		a.refusals.region = n.Region()
+		region = n.Region()
 	}
-	a.refusals.perMinute(time.Now()) // the base: refusals count from the server's start
-	a.hub = &hub{subs: map[chan []task.Event]struct{}{}, read: func(ctx context.Context, after []string, count int, block time.Duration) ([]task.Event, []string, error) {
-		return a.n.Events(ctx, after, count, block)
-	}}
-	a.route("POST /v1/tasks", RoleSubmitter, a.submit)
-	a.route("POST /v1/tasks/batch", RoleSubmitter, a.submitBatch)
-	a.route("GET /v1/tasks/{id}", RoleSubmitter, a.get)
-	a.route("GET /v1/tasks/{id}/trail", RoleSubmitter, a.trail)
-	a.route("POST /v1/tasks/{id}/cancel", RoleOperator, a.act(federation.OpCancel))
-	a.route("POST /v1/tasks/{id}/replay", RoleOperator, a.act(federation.OpReplay))
-	a.route("POST /v1/tasks/{id}/priority", RoleOperator, a.act(federation.OpPriority))
-	a.route("POST /v1/tasks/cancel", RoleOperator, a.bulkCancel)
-	a.route("GET /v1/tasks", RoleSubmitter, a.listTasks)
-	a.route("GET /v1/dlq", RoleSubmitter, a.dlq)
-	a.route("GET /v1/cost", RoleSubmitter, a.cost)
-	a.route("GET /v1/regions", RoleSubmitter, a.regions)
-	a.route("POST /v1/regions/{region}/drain", RoleOperator, a.drain)
-	a.route("POST /v1/placement/explain", RoleSubmitter, a.explain)
-	a.route("GET /v1/events", RoleSubmitter, a.events)
-	a.route("POST /v1/stream/tickets", RoleSubmitter, a.streamTicket)
-	a.route(streamRoute, RoleSubmitter, a.stream)
-	a.route("POST /v1/internal/handoff", RoleAdmin, a.handoff)
-	a.route("POST /v1/internal/handoff/batch", RoleAdmin, a.handoffBatch)
-	a.route("POST /v1/internal/handoff/commit", RoleAdmin, a.handoffCommit)
-	a.route("POST /v1/internal/handoff/status", RoleAdmin, a.handoffStatus)
-	a.route("POST /v1/internal/enqueue", RoleAdmin, a.enqueueScheduled)
-	a.scheduleRoutes()
-	a.dagRoutes()
+	quotas := endpoint.NewQuotas(cfg.Quota, n)
+	a.tasks = newTaskHandlers(n, cfg, quotas, &refusalMeter{gather: cfg.Gatherer, region: region})
+	a.streams = stream.New(stream.Config{Fed: n, Tokens: cfg.Auth, Regions: a.tasks.regionsResponse, Task: a.tasks.getFor,
+		LongPolls: cfg.LongPolls, LongPollsPerTenant: cfg.LongPollsPerTenant, ClusterToken: clusterToken})
+	for _, family := range [][]endpoint.Route{
+		a.tasks.routes(),
+		a.streams.Routes(),
+		handoff.New(handoff.Config{Receiver: n, Enqueuer: n, MaxPayload: cfg.MaxPayload, Pools: cfg.Pools, Logger: cfg.Logger}).Routes(),
+		schedules.New(schedules.Config{Scheduler: cfg.Schedules, Fed: n, Quotas: quotas, MaxPayload: cfg.MaxPayload}).Routes(),
+		dags.New(dags.Config{Runs: cfg.DAGs, Fed: n, Quotas: quotas, MaxPayload: cfg.MaxPayload}).Routes(),
+	} {
+		for _, rt := range family {
+			a.route(rt.Pattern, rt.Role, rt.Handle)
+		}
+	}
 	metrics := promhttp.HandlerFor(cfg.Gatherer, promhttp.HandlerOpts{})
 	a.mux.HandleFunc("GET /metrics", func(w http.ResponseWriter, r *http.Request) {
 		if !a.cfg.PublicDetails {
@@ -152,8 +148,8 @@ func New(n *federation.Node, cfg Config) *API {
 				return
 			}
 			if p.Tenant != "" {
-				writeError(w, &apiError{code: apiv1.CodeForbidden, field: "Authorization",
-					msg: "metrics name every tenant: they need a token of every tenant (tenant \"\")"})
+				endpoint.WriteError(w, &endpoint.Error{Code: apiv1.CodeForbidden, Field: "Authorization",
+					Msg: "metrics name every tenant: they need a token of every tenant (tenant \"\")"})
 				return
 			}
 		}
@@ -161,7 +157,7 @@ func New(n *federation.Node, cfg Config) *API {
 	})
 	a.mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) { w.Write([]byte("ok\n")) })
 	a.mux.HandleFunc("GET /readyz", a.readyz)
-	a.dashboardRoutes()
+	dashboard.Register(a.mux)
 	a.routes = append(a.routes, "GET /v1/openapi.json")
 	a.mux.HandleFunc("GET /v1/openapi.json", func(w http.ResponseWriter, _ *http.Request) {
 		w.Header().Set("Content-Type", "application/json")
@@ -170,11 +166,11 @@ func New(n *federation.Node, cfg Config) *API {
 	a.mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		if allow := a.allowed(r); len(allow) > 0 {
 			w.Header().Set("Allow", strings.Join(allow, ", "))
-			writeError(w, &apiError{code: apiv1.CodeMethodNotAllowed,
-				msg: r.Method + " is not allowed on " + r.URL.Path + " (" + strings.Join(allow, ", ") + ")"})
+			endpoint.WriteError(w, &endpoint.Error{Code: apiv1.CodeMethodNotAllowed,
+				Msg: r.Method + " is not allowed on " + r.URL.Path + " (" + strings.Join(allow, ", ") + ")"})
 			return
 		}
-		writeError(w, &apiError{code: apiv1.CodeNotFound, msg: "no such endpoint: " + r.Method + " " + r.URL.Path})
+		endpoint.WriteError(w, &endpoint.Error{Code: apiv1.CodeNotFound, Msg: "no such endpoint: " + r.Method + " " + r.URL.Path})
 	})
 	return a
 }
@@ -202,19 +198,17 @@ func (a *API) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		if e := tooManyHeaderBytes(r, a.cfg.MaxHeaderBytes); e != nil {
 			// Its body, if any, is not read: the connection ends here.
 			w.Header().Set("Connection", "close")
-			writeError(w, e)
+			endpoint.WriteError(w, e)
 			return
 		}
 	}
 	a.mux.ServeHTTP(w, r)
 }
 
-type handler func(w http.ResponseWriter, r *http.Request, p Principal) error
-
 // route registers one endpoint behind authentication and a role check, and
-// counts it. A handler's error is answered through writeError, the one
+// counts it. A handler's error is answered through endpoint.WriteError, the one
 // mapping of errors to HTTP.
-func (a *API) route(pattern string, need Role, h handler) {
+func (a *API) route(pattern string, need Role, h endpoint.Handler) {
 	a.routes = append(a.routes, pattern)
 	a.mux.HandleFunc(pattern, func(w http.ResponseWriter, r *http.Request) {
 		rec := &statusRecorder{ResponseWriter: w, code: 200}
@@ -225,18 +219,18 @@ func (a *API) route(pattern string, need Role, h handler) {
 			return
 		}
 		if strings.HasPrefix(pattern, "POST /v1/internal/") && !p.Cluster && a.cfg.Auth != nil && a.cfg.Auth.Enabled {
-			writeError(rec, &apiError{code: apiv1.CodeForbidden, field: "Authorization", msg: "the hand-off endpoint needs the cluster token"})
+			endpoint.WriteError(rec, &endpoint.Error{Code: apiv1.CodeForbidden, Field: "Authorization", Msg: "the hand-off endpoint needs the cluster token"})
 			return
 		}
 		if p.Role < need {
-			writeError(rec, &apiError{code: apiv1.CodeForbidden, field: "Authorization", msg: "this token's role may not do that"})
+			endpoint.WriteError(rec, &endpoint.Error{Code: apiv1.CodeForbidden, Field: "Authorization", Msg: "this token's role may not do that"})
 			return
 		}
 		r = r.WithContext(federation.WithHops(r.Context(), a.trustedHops(r, p)))
 		if err := h(rec, r, p); err != nil {
-			e := toAPIError(err)
+			e := endpoint.ErrorOf(err)
 			a.fails.failed(r.Context(), pattern, e)
-			writeError(rec, e)
+			endpoint.WriteError(rec, e)
 		}
 	})
 }
@@ -244,12 +238,12 @@ func (a *API) route(pattern string, need Role, h handler) {
 // unauthorized answers 401. A caller we do not know is not waited for: a
 // request with a body (still being sent, perhaps slowly) is answered at
 // once on the raw connection, which is then closed, the body never read.
-func unauthorized(rec *statusRecorder, r *http.Request, e *apiError) {
+func unauthorized(rec *statusRecorder, r *http.Request, e *endpoint.Error) {
 	if r.ProtoMajor == 1 && r.ContentLength != 0 {
 		if conn, buf, err := http.NewResponseController(rec.ResponseWriter).Hijack(); err == nil {
-			body, _ := json.Marshal(apiv1.ErrorBody{Error: e.body()})
+			body, _ := json.Marshal(apiv1.ErrorBody{Error: e.Body()})
 			body = append(body, '\n')
-			st := e.status()
+			st := e.Status()
 			fmt.Fprintf(buf, "HTTP/1.1 %d %s\r\nContent-Type: application/json\r\n"+
 				"WWW-Authenticate: Bearer realm=\"ax\"\r\nContent-Length: %d\r\nConnection: close\r\n\r\n%s", st, http.StatusText(st), len(body), body)
 			_ = buf.Flush()
@@ -265,7 +259,7 @@ func unauthorized(rec *statusRecorder, r *http.Request, e *apiError) {
 		}
 	}
 	rec.Header().Set("WWW-Authenticate", `Bearer realm="ax"`)
-	writeError(rec, e)
+	endpoint.WriteError(rec, e)
 }
 
 type statusRecorder struct {
@@ -306,9 +300,6 @@ func (a *API) trustedHops(r *http.Request, p Principal) int {
 	return min(n, maxHopHeader)
 }
 
-// hops is the request's trusted hop count (see trustedHops), set by route.
-func hops(r *http.Request) int { return federation.HopsOf(r.Context()) }
-
 // details reports whether r may see /metrics and /readyz's details: with
 // PublicDetails or auth off anyone, else a caller with a token.
 func (a *API) details(r *http.Request) bool {
@@ -323,7 +314,7 @@ func (a *API) readyz(w http.ResponseWriter, r *http.Request) {
 	ctx, cancel := context.WithTimeout(r.Context(), 2*time.Second)
 	defer cancel()
 	var problems []string
-	if err := a.n.Ping(ctx); err != nil {
+	if err := a.fed.Ping(ctx); err != nil {
 		problems = append(problems, err.Error())
 	}
 	if a.cfg.Ready != nil {
@@ -331,7 +322,7 @@ func (a *API) readyz(w http.ResponseWriter, r *http.Request) {
 			problems = append(problems, err.Error())
 		}
 	}
-	view := a.n.View()
+	view := a.fed.View()
 	global := true
 	if a.cfg.GlobalEtcd != nil {
 		if err := a.cfg.GlobalEtcd(); err != nil {
@@ -347,14 +338,23 @@ func (a *API) readyz(w http.ResponseWriter, r *http.Request) {
 		if len(problems) > 0 {
 			status = http.StatusServiceUnavailable
 		}
-		writeJSON(w, status, map[string]any{"ready": len(problems) == 0})
+		endpoint.WriteJSON(w, status, map[string]any{"ready": len(problems) == 0})
 		return
 	}
 	if len(problems) > 0 {
-		writeJSON(w, http.StatusServiceUnavailable, map[string]any{"ready": false, "problems": problems,
+		endpoint.WriteJSON(w, http.StatusServiceUnavailable, map[string]any{"ready": false, "problems": problems,
 			"global_view": view.Connected(), "global_etcd": global})
 		return
 	}
-	writeJSON(w, http.StatusOK, map[string]any{"ready": true, "region": a.n.Region(),
+	endpoint.WriteJSON(w, http.StatusOK, map[string]any{"ready": true, "region": a.fed.Region(),
 		"global_view": view.Connected(), "global_etcd": global})
+}
+
+// principal authenticates r for pattern: the bearer token, or on GET
+// /v1/stream without one, a stream ticket.
+func (a *API) principal(pattern string, r *http.Request) (Principal, *endpoint.Error) {
+	if pattern == stream.Route && a.cfg.Auth != nil && a.cfg.Auth.Enabled && r.Header.Get("Authorization") == "" {
+		return a.streams.Redeem(r.URL.Query().Get("ticket"))
+	}
+	return a.cfg.Auth.authenticate(r)
 }

@@ -9,17 +9,30 @@ import (
 	"sync"
 	"time"
 
-	"github.com/ax-sched/ax/apiv1"
+	"github.com/ax-sched/ax/httpapi/dags"
+	"github.com/ax-sched/ax/httpapi/endpoint"
+	"github.com/ax-sched/ax/httpapi/schedules"
+	"github.com/ax-sched/ax/httpapi/stream"
 )
 
 // Role orders what a token may do.
-type Role int
+type Role = endpoint.Role
 
+// The roles, each allowed what the one before it is, and more.
 const (
-	RoleSubmitter Role = iota + 1 // submit; read its own tenant's tasks
-	RoleOperator                  // + cancel, replay, priority, drain, bulk actions
-	RoleAdmin                     // everything
+	RoleSubmitter = endpoint.RoleSubmitter // submit; read its own tenant's tasks
+	RoleOperator  = endpoint.RoleOperator  // + cancel, replay, priority, drain, bulk actions
+	RoleAdmin     = endpoint.RoleAdmin     // everything
 )
+
+// Principal is who made a request.
+type Principal = endpoint.Principal
+
+// Schedules is what the schedule endpoints need (schedules.Scheduler).
+type Schedules = schedules.Scheduler
+
+// DAGs is what the DAG endpoints need (dags.Runs).
+type DAGs = dags.Runs
 
 // ParseRole reads submitter|operator|admin.
 func ParseRole(s string) (Role, bool) {
@@ -43,14 +56,6 @@ type Token struct {
 	// Expires, when not zero, is when the token stops working (401
 	// token_expired from then on).
 	Expires time.Time
-}
-
-// Principal is who made a request.
-type Principal struct {
-	Name    string
-	Role    Role
-	Tenant  string // "" = every tenant
-	Cluster bool   // another ax server (hand-off, forwarding)
 }
 
 // Auth checks bearer tokens. With Enabled false every request is an admin
@@ -84,22 +89,15 @@ func (a *Auth) Authenticate(r *http.Request) (Principal, bool) {
 	return p, err == nil
 }
 
-// errExpired: a known token past its expires_at. Both 401s name the
-// header the token goes in.
-var errExpired = &apiError{code: apiv1.CodeTokenExpired, msg: "the bearer token has expired", field: "Authorization"}
-
-// errUnknown: no token, or none of ours.
-var errUnknown = &apiError{code: apiv1.CodeUnauthorized, msg: "missing or unknown bearer token", field: "Authorization"}
-
 // authenticate returns the principal of r, or errUnknown or errExpired.
-func (a *Auth) authenticate(r *http.Request) (Principal, *apiError) {
+func (a *Auth) authenticate(r *http.Request) (Principal, *endpoint.Error) {
 	if a == nil || !a.Enabled {
 		return Principal{Name: "anonymous", Role: RoleAdmin}, nil
 	}
 	h := r.Header.Get("Authorization")
 	tok, ok := strings.CutPrefix(h, "Bearer ")
 	if !ok || tok == "" {
-		return Principal{}, errUnknown
+		return Principal{}, endpoint.ErrUnknown
 	}
 	if a.ClusterToken != "" && subtle.ConstantTimeCompare([]byte(tok), []byte(a.ClusterToken)) == 1 {
 		return Principal{Name: "cluster", Role: RoleAdmin, Cluster: true}, nil
@@ -114,29 +112,32 @@ func (a *Auth) authenticate(r *http.Request) (Principal, *apiError) {
 				now = a.Now
 			}
 			if !t.Expires.IsZero() && !now().Before(t.Expires) {
-				return Principal{}, errExpired
+				return Principal{}, endpoint.ErrExpired
 			}
 			return Principal{Name: t.Name, Role: t.Role, Tenant: t.Tenant}, nil
 		}
 	}
-	return Principal{}, errUnknown
+	return Principal{}, endpoint.ErrUnknown
 }
 
-// sees reports whether p may see a task of tenant.
-func (p Principal) sees(tenant string) bool { return p.Tenant == "" || p.Tenant == tenant }
+var _ stream.Tokens = (*Auth)(nil)
 
-// scope is the tenant a request of p addresses when it names asked ("":
-// none): a token of every tenant what it asks; a token of one tenant its
-// own, and naming another is 403 field tenant (as a submit for another
-// tenant is), never a quiet answer about its own. what completes "this
-// token may only …".
-func (p Principal) scope(asked, what string) (string, error) {
-	if p.Tenant == "" {
-		return asked, nil
+// Still reports whether p's token is still configured, with the same role
+// and tenant, and not expired: a ticket or a stream outlives no token.
+func (a *Auth) Still(p Principal) bool {
+	if a == nil || !a.Enabled {
+		return true
 	}
-	if asked != "" && asked != p.Tenant {
-		return "", &apiError{code: apiv1.CodeForbidden, field: "tenant",
-			msg: "this token may only " + what + " tenant " + p.Tenant}
+	now := time.Now
+	if a.Now != nil {
+		now = a.Now
 	}
-	return p.Tenant, nil
+	a.mu.RLock()
+	defer a.mu.RUnlock()
+	for _, t := range a.Tokens {
+		if t.Name == p.Name && t.Role == p.Role && t.Tenant == p.Tenant && (t.Expires.IsZero() || now().Before(t.Expires)) {
+			return true
+		}
+	}
+	return false
 }

@@ -9,24 +9,25 @@ import (
 
 	"github.com/ax-sched/ax/apiv1"
 	"github.com/ax-sched/ax/federation"
+	"github.com/ax-sched/ax/httpapi/endpoint"
 	"github.com/ax-sched/ax/task"
 )
 
 // cost is GET /v1/cost: the spend of the attempts every region ran (or
 // region=) over from..to, grouped by group_by (docs/cost.md). A tenant's
 // token sees its own tenant only.
-func (a *API) cost(w http.ResponseWriter, r *http.Request, p Principal) error {
+func (th *taskHandlers) cost(w http.ResponseWriter, r *http.Request, p Principal) error {
 	q, err := parseCostQuery(r.URL.RawQuery, p, time.Now())
 	if err != nil {
 		return err
 	}
-	rep, err := a.n.Cost(r.Context(), q, hops(r))
+	rep, err := th.lists.Cost(r.Context(), q, endpoint.Hops(r))
 	if err != nil {
 		return err
 	}
-	writeJSON(w, http.StatusOK, apiv1.CostReport{From: q.From.Format(time.DateOnly), To: q.To.Format(time.DateOnly),
-		GroupBy: q.GroupBy, Rows: rep.Rows, Total: rep.Total, Regions: outcomes(rep.Regions), Unavailable: rep.Unavailable,
-		Budgets: a.n.Budgets(q.Tenant)})
+	endpoint.WriteJSON(w, http.StatusOK, apiv1.CostReport{From: q.From.Format(time.DateOnly), To: q.To.Format(time.DateOnly),
+		GroupBy: q.GroupBy, Rows: rep.Rows, Total: rep.Total, Regions: endpoint.Outcomes(rep.Regions), Unavailable: rep.Unavailable,
+		Budgets: th.lists.Budgets(q.Tenant)})
 	return nil
 }
 
@@ -39,7 +40,7 @@ func parseCostQuery(raw string, p Principal, now time.Time) (federation.CostQuer
 	today := federation.CostDay(now)
 	q := federation.CostQuery{From: time.Date(today.Year(), today.Month(), 1, 0, 0, 0, 0, time.UTC), To: today,
 		GroupBy: []string{apiv1.CostGroupTenant, apiv1.CostGroupPool}}
-	v, err := parseQuery(raw, "from", "to", "group_by", "tenant", "region")
+	v, err := endpoint.ParseQuery(raw, "from", "to", "group_by", "tenant", "region")
 	if err != nil {
 		return q, err
 	}
@@ -82,6 +83,6 @@ func parseCostQuery(raw string, p Principal, now time.Time) (federation.CostQuer
 		}
 	}
 	q.Region = v.Get("region")
-	q.Tenant, err = p.scope(v.Get("tenant"), "read the cost of")
+	q.Tenant, err = p.Scope(v.Get("tenant"), "read the cost of")
 	return q, err
 }

@@ -1,10 +1,10 @@
 // Package httpapi is ax's HTTP API (docs/architecture.md §7) for one server:
-// routing, bearer tokens and roles (auth.go), the one strict JSON decoder of
-// request bodies (decode.go), the one table of error codes and their HTTP
-// statuses (errors.go), the dashboard, and the handlers of tasks, listings,
-// regions, events, schedules, DAG runs and the internal hand-off endpoints.
+// the router (bearer tokens, roles, the hop count), the task, listing,
+// region and placement endpoints, /readyz and /metrics; the other families
+// of endpoints are its sub-packages, and endpoint is what they all share.
 //
-// Boundary: httpapi → federation, apiv1, task, placement; it reaches the
-// region's store only through the federation, and schedules and DAG runs
-// through the interfaces it defines (Schedules, DAGs).
+// Boundary: httpapi → federation, apiv1, task, placement. Handlers reach the
+// federation only through the small interfaces they define, which
+// *federation.Node implements; schedules and DAG runs through Schedules and
+// DAGs, which *schedule.Scheduler and *dag.Runs implement.
 package httpapi

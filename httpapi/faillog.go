@@ -5,6 +5,8 @@ import (
 	"log/slog"
 	"sync"
 	"time"
+
+	"github.com/ax-sched/ax/httpapi/endpoint"
 )
 
 // failLogEvery is how often an outage's failed requests are told at WARN.
@@ -36,20 +38,20 @@ func newFailLog(l *slog.Logger) *failLog {
 }
 
 // failed logs e's cause, if hidden, for a request to route.
-func (f *failLog) failed(ctx context.Context, route string, e *apiError) {
-	if e.ref == "" {
+func (f *failLog) failed(ctx context.Context, route string, e *endpoint.Error) {
+	if e.Ref == "" {
 		return
 	}
-	attrs := []any{"route", route, "status", e.status(), "ref", e.ref, "err", e.detail}
-	if e.status() == 500 {
+	attrs := []any{"route", route, "status", e.Status(), "ref", e.Ref, "err", e.Detail}
+	if e.Status() == 500 {
 		f.log.ErrorContext(ctx, "request failed", attrs...)
 		return
 	}
 	f.mu.Lock()
-	w := f.per[e.status()]
+	w := f.per[e.Status()]
 	if w == nil {
 		w = &failWindow{}
-		f.per[e.status()] = w
+		f.per[e.Status()] = w
 	}
 	now := f.now()
 	if now.Before(w.next) {

@@ -5,6 +5,7 @@ import (
 	"net/http"
 
 	"github.com/ax-sched/ax/apiv1"
+	"github.com/ax-sched/ax/httpapi/endpoint"
 )
 
 // HeaderReadLimit is the http.Server's MaxHeaderBytes for an API that
@@ -18,7 +19,7 @@ func HeaderReadLimit(limit int) int { return 2 * limit }
 // tooManyHeaderBytes is the 431 of a request whose request line and
 // headers are over limit bytes, naming the largest header; nil when they
 // are not.
-func tooManyHeaderBytes(r *http.Request, limit int) *apiError {
+func tooManyHeaderBytes(r *http.Request, limit int) *endpoint.Error {
 	// As sent over HTTP/1.1: "GET /path HTTP/1.1\r\n", "Name: value\r\n"
 	// per value (Host is moved out of Header), the empty line.
 	n := len(r.Method) + len(r.RequestURI) + len(r.Proto) + 4 + 2
@@ -39,6 +40,6 @@ func tooManyHeaderBytes(r *http.Request, limit int) *apiError {
 	if n <= limit {
 		return nil
 	}
-	return &apiError{code: apiv1.CodeHeadersTooLarge, field: largest,
-		msg: fmt.Sprintf("request line and headers of %d bytes, over the limit of %d (http_server.max_header_bytes); the largest header is %s (%d bytes)", n, limit, largest, most)}
+	return &endpoint.Error{Code: apiv1.CodeHeadersTooLarge, Field: largest,
+		Msg: fmt.Sprintf("request line and headers of %d bytes, over the limit of %d (http_server.max_header_bytes); the largest header is %s (%d bytes)", n, limit, largest, most)}
 }

@@ -9,22 +9,23 @@ import (
 
 	"github.com/ax-sched/ax/apiv1"
 	"github.com/ax-sched/ax/federation"
+	"github.com/ax-sched/ax/httpapi/endpoint"
 	"github.com/ax-sched/ax/task"
 )
 
 // listTasks is GET /v1/tasks: every region's tasks (or region='s only)
 // that match the filters, merged newest first and paged by cursor; see
 // federation.Node.Tasks.
-func (a *API) listTasks(w http.ResponseWriter, r *http.Request, p Principal) error {
+func (th *taskHandlers) listTasks(w http.ResponseWriter, r *http.Request, p Principal) error {
 	q, err := parseTaskQuery(r.URL.RawQuery, p)
 	if err != nil {
 		return err
 	}
-	pg, err := a.n.Tasks(r.Context(), q, hops(r))
+	pg, err := th.lists.Tasks(r.Context(), q, endpoint.Hops(r))
 	if err != nil {
 		return err
 	}
-	writeJSON(w, http.StatusOK, apiv1.TaskList{Tasks: pg.Tasks, NextCursor: pg.NextCursor, Regions: outcomes(pg.Regions), Unavailable: pg.Unavailable})
+	endpoint.WriteJSON(w, http.StatusOK, apiv1.TaskList{Tasks: pg.Tasks, NextCursor: pg.NextCursor, Regions: endpoint.Outcomes(pg.Regions), Unavailable: pg.Unavailable})
 	return nil
 }
 
@@ -41,7 +42,7 @@ const maxPayloadFilter = 256
 // submitter alone should read.
 func parseTaskQuery(raw string, p Principal) (federation.TaskQuery, error) {
 	q := federation.TaskQuery{Limit: 100}
-	v, err := parseQuery(raw, taskParams...)
+	v, err := endpoint.ParseQuery(raw, taskParams...)
 	if err != nil {
 		return q, err
 	}
@@ -84,7 +85,7 @@ func parseTaskQuery(raw string, p Principal) (federation.TaskQuery, error) {
 	}
 	if s := v.Get("payload"); s != "" {
 		if p.Role < RoleOperator {
-			return q, &apiError{code: apiv1.CodeForbidden, msg: "searching payloads needs an operator token", field: "payload"}
+			return q, &endpoint.Error{Code: apiv1.CodeForbidden, Msg: "searching payloads needs an operator token", Field: "payload"}
 		}
 		if len(s) > maxPayloadFilter {
 			return q, &task.FieldError{Field: "payload", Msg: fmt.Sprintf("at most %d bytes", maxPayloadFilter)}
@@ -93,6 +94,6 @@ func parseTaskQuery(raw string, p Principal) (federation.TaskQuery, error) {
 	}
 	f.Type, f.Tenant, f.Pool, f.LimitKey = v.Get("type"), v.Get("tenant"), v.Get("pool"), v.Get("limit_key")
 	q.Region, q.Cursor = v.Get("region"), v.Get("cursor")
-	f.Tenant, err = p.scope(f.Tenant, "list")
+	f.Tenant, err = p.Scope(f.Tenant, "list")
 	return q, err
 }

@@ -6,22 +6,96 @@ import (
 	"fmt"
 	"net/http"
 	"net/url"
-	"slices"
 	"strconv"
-	"strings"
 	"time"
 
 	"github.com/ax-sched/ax/apiv1"
 	"github.com/ax-sched/ax/federation"
+	"github.com/ax-sched/ax/httpapi/endpoint"
 	"github.com/ax-sched/ax/internal/tracing"
 	"github.com/ax-sched/ax/placement"
 	"github.com/ax-sched/ax/task"
 	"go.opentelemetry.io/otel/trace"
 )
 
+// Submitter is the submission path; *federation.Node implements it.
+type Submitter interface {
+	// Submit places and stores specs, one outcome each, in order.
+	Submit(ctx context.Context, specs []*task.Spec, forwarded bool) []federation.Outcome
+	// Explain places sp without storing it, saying why each pool won or not.
+	Explain(sp *task.Spec) (placement.Explanation, error)
+}
+
+// TaskActions reads and acts on a task wherever it is held;
+// *federation.Node implements it.
+type TaskActions interface {
+	Get(ctx context.Context, id string, hops int) (*task.Task, error)
+	Trail(ctx context.Context, id string, hops int) ([]task.Transition, error)
+	Act(ctx context.Context, op federation.TaskOp, id string, priority int, by string, hops int) (task.State, error)
+}
+
+// Listings are the reads and the bulk action that gather every region's
+// part; *federation.Node implements it.
+type Listings interface {
+	Tasks(ctx context.Context, q federation.TaskQuery, hops int) (*federation.DeadLetterPage, error)
+	DeadLetters(ctx context.Context, q federation.DLQQuery, hops int) (*federation.DeadLetterPage, error)
+	BulkCancel(ctx context.Context, f federation.Filter, only, by string, hops int) (*federation.BulkCanceled, error)
+	Cost(ctx context.Context, q federation.CostQuery, hops int) (*federation.CostReport, error)
+	// Budgets are tenant's monthly budgets ("" every tenant's).
+	Budgets(tenant string) []apiv1.CostBudget
+}
+
+// Regions is the federation's view of its regions and the drain of this
+// one; *federation.Node implements it.
+type Regions interface {
+	Region() string
+	View() *federation.View
+	// Proxy asks a server of regionName and decodes its answer into out.
+	Proxy(ctx context.Context, regionName, method, path string, in, out any) error
+	// Drain moves this region's waiting tasks elsewhere at rate tasks/s.
+	Drain(ctx context.Context, rate int) (int, error)
+}
+
+// taskHandlers serves the task endpoints, the listings, the regions and
+// placement explanations.
+type taskHandlers struct {
+	sub      Submitter
+	acts     TaskActions
+	lists    Listings
+	regs     Regions
+	cfg      Config
+	quotas   *endpoint.Quotas
+	refusals *refusalMeter // of GET /v1/regions (overview.go)
+}
+
+func newTaskHandlers(n *federation.Node, cfg Config, quotas *endpoint.Quotas, refusals *refusalMeter) *taskHandlers {
+	th := &taskHandlers{sub: n, acts: n, lists: n, regs: n, cfg: cfg, quotas: quotas, refusals: refusals}
+	th.refusals.perMinute(time.Now()) // the base: refusals count from the server's start
+	return th
+}
+
+func (th *taskHandlers) routes() []endpoint.Route {
+	return []endpoint.Route{
+		{Pattern: "POST /v1/tasks", Role: RoleSubmitter, Handle: th.submit},
+		{Pattern: "POST /v1/tasks/batch", Role: RoleSubmitter, Handle: th.submitBatch},
+		{Pattern: "GET /v1/tasks/{id}", Role: RoleSubmitter, Handle: th.get},
+		{Pattern: "GET /v1/tasks/{id}/trail", Role: RoleSubmitter, Handle: th.trail},
+		{Pattern: "POST /v1/tasks/{id}/cancel", Role: RoleOperator, Handle: th.act(federation.OpCancel)},
+		{Pattern: "POST /v1/tasks/{id}/replay", Role: RoleOperator, Handle: th.act(federation.OpReplay)},
+		{Pattern: "POST /v1/tasks/{id}/priority", Role: RoleOperator, Handle: th.act(federation.OpPriority)},
+		{Pattern: "POST /v1/tasks/cancel", Role: RoleOperator, Handle: th.bulkCancel},
+		{Pattern: "GET /v1/tasks", Role: RoleSubmitter, Handle: th.listTasks},
+		{Pattern: "GET /v1/dlq", Role: RoleSubmitter, Handle: th.dlq},
+		{Pattern: "GET /v1/cost", Role: RoleSubmitter, Handle: th.cost},
+		{Pattern: "GET /v1/regions", Role: RoleSubmitter, Handle: th.regions},
+		{Pattern: "POST /v1/regions/{region}/drain", Role: RoleOperator, Handle: th.drain},
+		{Pattern: "POST /v1/placement/explain", Role: RoleSubmitter, Handle: th.explain},
+	}
+}
+
 // readSpec reads one spec body and applies the principal's tenant.
-func (a *API) readSpec(w http.ResponseWriter, r *http.Request, p Principal) (*task.Spec, error) {
-	b, err := readBody(w, r, int64(a.cfg.MaxPayload)+64<<10)
+func (th *taskHandlers) readSpec(w http.ResponseWriter, r *http.Request, p Principal) (*task.Spec, error) {
+	b, err := endpoint.ReadBody(w, r, int64(th.cfg.MaxPayload)+64<<10)
 	if err != nil {
 		return nil, err
 	}
@@ -29,42 +103,7 @@ func (a *API) readSpec(w http.ResponseWriter, r *http.Request, p Principal) (*ta
 	if err != nil {
 		return nil, err
 	}
-	return sp, a.applyTenant(sp, p)
-}
-
-// checkTrust refuses what only operators may ask for: priority 0 (the most
-// urgent, which preempts others and is promoted first) and critical (which
-// bypasses backpressure). Tokens below operator get 403 naming the field;
-// other servers forward what their own caller was allowed.
-func checkTrust(sp *task.Spec, p Principal) error {
-	if p.Role >= RoleOperator || p.Cluster {
-		return nil
-	}
-	if sp.Priority != nil && *sp.Priority == 0 {
-		return &apiError{code: apiv1.CodeForbidden, field: "priority",
-			msg: "priority 0 is for operator tokens: use 1 to 4"}
-	}
-	if sp.Critical {
-		return &apiError{code: apiv1.CodeForbidden, field: "critical",
-			msg: "critical tasks (which bypass backpressure) are for operator tokens"}
-	}
-	return nil
-}
-
-func (a *API) applyTenant(sp *task.Spec, p Principal) error {
-	if err := checkTrust(sp, p); err != nil {
-		return err
-	}
-	if p.Tenant != "" {
-		if sp.Tenant != "" && sp.Tenant != p.Tenant {
-			return &apiError{code: apiv1.CodeForbidden, msg: "this token may only submit for tenant " + p.Tenant, field: "tenant"}
-		}
-		sp.Tenant = p.Tenant
-	}
-	if len(sp.Payload) > a.cfg.MaxPayload {
-		return &apiError{code: apiv1.CodeTooLarge, msg: fmt.Sprintf("payload larger than %d bytes", a.cfg.MaxPayload), field: "payload"}
-	}
-	return nil
+	return sp, endpoint.ApplyTenant(sp, p, th.cfg.MaxPayload)
 }
 
 func respOf(o federation.Outcome) *apiv1.SubmitResponse {
@@ -76,15 +115,15 @@ func respOf(o federation.Outcome) *apiv1.SubmitResponse {
 	return r
 }
 
-func (a *API) submit(w http.ResponseWriter, r *http.Request, p Principal) error {
-	sp, err := a.readSpec(w, r, p)
+func (th *taskHandlers) submit(w http.ResponseWriter, r *http.Request, p Principal) error {
+	sp, err := th.readSpec(w, r, p)
 	if err != nil {
 		return err
 	}
-	if err := a.quotas.take(r.Context(), p, 1, "tasks"); err != nil {
+	if err := th.quotas.Take(r.Context(), p, 1, "tasks"); err != nil {
 		return err
 	}
-	o := a.n.Submit(joinTrace(r, sp), []*task.Spec{sp}, hops(r) > 0)[0]
+	o := th.sub.Submit(joinTrace(r, sp), []*task.Spec{sp}, endpoint.Hops(r) > 0)[0]
 	if o.Err != nil {
 		return o.Err
 	}
@@ -92,22 +131,22 @@ func (a *API) submit(w http.ResponseWriter, r *http.Request, p Principal) error 
 	if o.Duplicate {
 		status = http.StatusOK
 	}
-	writeJSON(w, status, respOf(o))
+	endpoint.WriteJSON(w, status, respOf(o))
 	return nil
 }
 
-func (a *API) submitBatch(w http.ResponseWriter, r *http.Request, p Principal) error {
+func (th *taskHandlers) submitBatch(w http.ResponseWriter, r *http.Request, p Principal) error {
 	var req apiv1.BatchRequest
-	if err := decode(w, r, a.cfg.BatchMaxBytes, &req); err != nil {
-		var tl *TooLargeError
+	if err := endpoint.Decode(w, r, th.cfg.BatchMaxBytes, &req); err != nil {
+		var tl *endpoint.TooLargeError
 		if errors.As(err, &tl) {
-			return &apiError{code: apiv1.CodeTooLarge, field: "tasks",
-				msg: fmt.Sprintf("a batch body holds at most %d bytes on this server (quotas.batch.max_bytes): send smaller batches", tl.Limit)}
+			return &endpoint.Error{Code: apiv1.CodeTooLarge, Field: "tasks",
+				Msg: fmt.Sprintf("a batch body holds at most %d bytes on this server (quotas.batch.max_bytes): send smaller batches", tl.Limit)}
 		}
 		return err
 	}
-	if len(req.Tasks) == 0 || len(req.Tasks) > a.cfg.BatchMaxItems {
-		return &apiError{code: apiv1.CodeInvalid, msg: fmt.Sprintf("a batch holds 1 to %d tasks", a.cfg.BatchMaxItems), field: "tasks"}
+	if len(req.Tasks) == 0 || len(req.Tasks) > th.cfg.BatchMaxItems {
+		return &endpoint.Error{Code: apiv1.CodeInvalid, Msg: fmt.Sprintf("a batch holds 1 to %d tasks", th.cfg.BatchMaxItems), Field: "tasks"}
 	}
 	resp := apiv1.BatchResponse{Results: make([]apiv1.BatchItem, len(req.Tasks))}
 	var specs []*task.Spec
@@ -115,32 +154,32 @@ func (a *API) submitBatch(w http.ResponseWriter, r *http.Request, p Principal) e
 	for i, raw := range req.Tasks {
 		sp, err := task.DecodeSpec(raw)
 		if err == nil {
-			err = a.applyTenant(sp, p)
+			err = endpoint.ApplyTenant(sp, p, th.cfg.MaxPayload)
 		}
 		if err != nil {
-			e := toAPIError(err)
-			b := e.body()
+			e := endpoint.ErrorOf(err)
+			b := e.Body()
 			if b.Field != "" {
 				b.Field = fmt.Sprintf("tasks[%d].%s", i, b.Field)
 			}
-			resp.Results[i] = apiv1.BatchItem{Status: e.status(), Error: &b}
+			resp.Results[i] = apiv1.BatchItem{Status: e.Status(), Error: &b}
 			continue
 		}
 		specs = append(specs, sp)
 		idx = append(idx, i)
 	}
-	if err := a.quotas.take(r.Context(), p, len(specs), "tasks"); err != nil {
+	if err := th.quotas.Take(r.Context(), p, len(specs), "tasks"); err != nil {
 		return err
 	}
-	for k, o := range a.n.Submit(joinTrace(r, specs...), specs, hops(r) > 0) {
+	for k, o := range th.sub.Submit(joinTrace(r, specs...), specs, endpoint.Hops(r) > 0) {
 		i := idx[k]
 		if o.Err != nil {
-			e := toAPIError(o.Err)
-			b := e.body()
+			e := endpoint.ErrorOf(o.Err)
+			b := e.Body()
 			if b.Field != "" {
 				b.Field = fmt.Sprintf("tasks[%d].%s", i, b.Field)
 			}
-			resp.Results[i] = apiv1.BatchItem{Status: e.status(), Error: &b}
+			resp.Results[i] = apiv1.BatchItem{Status: e.Status(), Error: &b}
 			continue
 		}
 		st := http.StatusCreated
@@ -156,68 +195,68 @@ func (a *API) submitBatch(w http.ResponseWriter, r *http.Request, p Principal) e
 			resp.Accepted++
 		}
 	}
-	writeJSON(w, http.StatusOK, resp)
+	endpoint.WriteJSON(w, http.StatusOK, resp)
 	return nil
 }
 
-func (a *API) get(w http.ResponseWriter, r *http.Request, p Principal) error {
-	t, err := a.getFor(r.Context(), p, r.PathValue("id"), hops(r))
+func (th *taskHandlers) get(w http.ResponseWriter, r *http.Request, p Principal) error {
+	t, err := th.getFor(r.Context(), p, r.PathValue("id"), endpoint.Hops(r))
 	if err != nil {
 		return err
 	}
-	writeJSON(w, http.StatusOK, t)
+	endpoint.WriteJSON(w, http.StatusOK, t)
 	return nil
 }
 
 // getFor reads a task the principal may see: one of another tenant is
 // ErrNotFound (404), so ids of other tenants do not leak — also while the
 // region it was handed to is unreachable (a 503 only for its own tenant).
-func (a *API) getFor(ctx context.Context, p Principal, id string, h int) (*task.Task, error) {
-	t, err := a.n.Get(ctx, id, h)
+func (th *taskHandlers) getFor(ctx context.Context, p Principal, id string, h int) (*task.Task, error) {
+	t, err := th.acts.Get(ctx, id, h)
 	var hu *federation.HolderUnreachableError
 	switch {
-	case errors.As(err, &hu) && !p.sees(hu.Record.Tenant):
+	case errors.As(err, &hu) && !p.Sees(hu.Record.Tenant):
 		return nil, task.ErrNotFound
 	case err != nil:
 		return nil, err
-	case !p.sees(t.Tenant):
+	case !p.Sees(t.Tenant):
 		return nil, task.ErrNotFound
 	}
 	return t, nil
 }
 
 // visible checks the principal may see the task (404 otherwise).
-func (a *API) visible(ctx context.Context, p Principal, id string, h int) error {
+func (th *taskHandlers) visible(ctx context.Context, p Principal, id string, h int) error {
 	if p.Tenant == "" {
 		return nil
 	}
-	_, err := a.getFor(ctx, p, id, h)
+	_, err := th.getFor(ctx, p, id, h)
 	return err
 }
 
-func (a *API) trail(w http.ResponseWriter, r *http.Request, p Principal) error {
+func (th *taskHandlers) trail(w http.ResponseWriter, r *http.Request, p Principal) error {
 	id := r.PathValue("id")
-	if err := a.visible(r.Context(), p, id, hops(r)); err != nil {
+	if err := th.visible(r.Context(), p, id, endpoint.Hops(r)); err != nil {
 		return err
 	}
-	tr, err := a.n.Trail(r.Context(), id, hops(r))
+	tr, err := th.acts.Trail(r.Context(), id, endpoint.Hops(r))
 	if err != nil {
 		return err
 	}
 	if tr == nil {
 		tr = []task.Transition{}
 	}
-	writeJSON(w, http.StatusOK, apiv1.TrailResponse{ID: id, Transitions: tr})
+	endpoint.WriteJSON(w, http.StatusOK, apiv1.TrailResponse{ID: id, Transitions: tr})
 	return nil
 }
 
-func (a *API) act(op federation.TaskOp) handler {
+func (th *taskHandlers) act(op federation.TaskOp) endpoint.Handler {
 	return func(w http.ResponseWriter, r *http.Request, p Principal) error {
 		id := r.PathValue("id")
 		prio := 0
 		if op == federation.OpPriority {
 			var req apiv1.PriorityRequest
-			if err := decode(w, r, 4<<10, &req); err != nil {
+			if err := endpoint.Decode(w, r, 4<<10, &req); err != nil {
 				return err
 			}
 			if req.Priority == nil {
@@ -228,10 +267,10 @@ func (a *API) act(op federation.TaskOp) handler {
 			}
 			prio = *req.Priority
 		}
-		if err := a.visible(r.Context(), p, id, hops(r)); err != nil {
+		if err := th.visible(r.Context(), p, id, endpoint.Hops(r)); err != nil {
 			return err
 		}
-		st, err := a.n.Act(r.Context(), op, id, prio, actor(r, p), hops(r))
+		st, err := th.acts.Act(r.Context(), op, id, prio, endpoint.Actor(r, p), endpoint.Hops(r))
 		if err != nil {
 			return err
 		}
@@ -239,13 +278,13 @@ func (a *API) act(op federation.TaskOp) handler {
 		case federation.OpCancel:
 			// RUNNING: the worker stops it; PENDING: its hand-off to another
 			// region is in flight and carries the cancel there.
-			writeJSON(w, http.StatusOK, apiv1.CancelResponse{ID: id, State: st, Requested: st == task.Running || st == task.Pending})
+			endpoint.WriteJSON(w, http.StatusOK, apiv1.CancelResponse{ID: id, State: st, Requested: st == task.Running || st == task.Pending})
 		default:
-			t, err := a.n.Get(r.Context(), id, hops(r))
+			t, err := th.acts.Get(r.Context(), id, endpoint.Hops(r))
 			if err != nil {
 				return err
 			}
-			writeJSON(w, http.StatusOK, t)
+			endpoint.WriteJSON(w, http.StatusOK, t)
 		}
 		return nil
 	}
@@ -253,10 +292,10 @@ func (a *API) act(op federation.TaskOp) handler {
 
 // bulkCancel is POST /v1/tasks/cancel: every region's matching PENDING and
 // READY tasks (or region's only), answered with per-region counts; see
-// fanout.go for regions that do not answer.
-func (a *API) bulkCancel(w http.ResponseWriter, r *http.Request, p Principal) error {
+// federation.Node.BulkCancel for regions that do not answer.
+func (th *taskHandlers) bulkCancel(w http.ResponseWriter, r *http.Request, p Principal) error {
 	var req apiv1.BulkCancelRequest
-	if err := decode(w, r, 4<<10, &req); err != nil {
+	if err := endpoint.Decode(w, r, 4<<10, &req); err != nil {
 		return err
 	}
 	if req.Type == "" && req.State == "" && req.Tenant == "" {
@@ -265,49 +304,49 @@ func (a *API) bulkCancel(w http.ResponseWriter, r *http.Request, p Principal) er
 	if req.State != "" && req.State != task.Pending && req.State != task.Ready {
 		return &task.FieldError{Field: "state", Msg: "must be PENDING or READY"}
 	}
-	tenant, err := p.scope(req.Tenant, "act on")
+	tenant, err := p.Scope(req.Tenant, "act on")
 	if err != nil {
 		return err
 	}
 	req.Tenant = tenant
 	f := federation.Filter{Type: req.Type, Tenant: req.Tenant, State: req.State}
-	res, err := a.n.BulkCancel(r.Context(), f, req.Region, actor(r, p), hops(r))
+	res, err := th.lists.BulkCancel(r.Context(), f, req.Region, endpoint.Actor(r, p), endpoint.Hops(r))
 	if err != nil {
 		return err
 	}
-	resp := apiv1.BulkCancelResponse{Canceled: res.Canceled, Regions: outcomes(res.Regions), Unavailable: res.Unavailable}
-	writeJSON(w, http.StatusOK, resp)
+	resp := apiv1.BulkCancelResponse{Canceled: res.Canceled, Regions: endpoint.Outcomes(res.Regions), Unavailable: res.Unavailable}
+	endpoint.WriteJSON(w, http.StatusOK, resp)
 	return nil
 }
 
 // dlq is GET /v1/dlq: every region's dead letters (or only those of
-// region=), merged newest first and paged by cursor; see fanout.go.
-func (a *API) dlq(w http.ResponseWriter, r *http.Request, p Principal) error {
+// region=), merged newest first and paged by cursor; see federation.Node.DeadLetters.
+func (th *taskHandlers) dlq(w http.ResponseWriter, r *http.Request, p Principal) error {
 	q, err := parseDLQQuery(r.URL.RawQuery, p)
 	if err != nil {
 		return err
 	}
-	pg, err := a.n.DeadLetters(r.Context(), q, hops(r))
+	pg, err := th.lists.DeadLetters(r.Context(), q, endpoint.Hops(r))
 	if err != nil {
 		return err
 	}
-	resp := apiv1.TaskList{Tasks: pg.Tasks, NextCursor: pg.NextCursor, Regions: outcomes(pg.Regions), Unavailable: pg.Unavailable}
-	writeJSON(w, http.StatusOK, resp)
+	resp := apiv1.TaskList{Tasks: pg.Tasks, NextCursor: pg.NextCursor, Regions: endpoint.Outcomes(pg.Regions), Unavailable: pg.Unavailable}
+	endpoint.WriteJSON(w, http.StatusOK, resp)
 	return nil
 }
 
-func (a *API) regions(w http.ResponseWriter, _ *http.Request, _ Principal) error {
-	writeJSON(w, http.StatusOK, a.regionsResponse())
+func (th *taskHandlers) regions(w http.ResponseWriter, _ *http.Request, _ Principal) error {
+	endpoint.WriteJSON(w, http.StatusOK, th.regionsResponse())
 	return nil
 }
 
-func (a *API) regionsResponse() apiv1.RegionsResponse {
+func (th *taskHandlers) regionsResponse() apiv1.RegionsResponse {
 	now := time.Now()
-	resp := apiv1.RegionsResponse{GlobalView: a.n.View().Connected(), Regions: []apiv1.RegionStatus{}}
-	refused := a.refusals.perMinute(now)
-	for _, ri := range a.n.View().Regions() {
+	resp := apiv1.RegionsResponse{GlobalView: th.regs.View().Connected(), Regions: []apiv1.RegionStatus{}}
+	refused := th.refusals.perMinute(now)
+	for _, ri := range th.regs.View().Regions() {
 		rs := apiv1.RegionStatus{Name: ri.Region, Provider: ri.Provider, API: ri.API, Leader: ri.Leader, Healthy: ri.Healthy, Stale: ri.Stale,
-			UpdatedAt: ri.UpdatedAt, Servers: a.n.View().Servers(ri.Region)}
+			UpdatedAt: ri.UpdatedAt, Servers: th.regs.View().Servers(ri.Region)}
 		for _, p := range ri.Pools {
 			rs.Pools = append(rs.Pools, apiv1.PoolStatus{
 				Name: p.Name, Tags: p.Tags, Slots: p.Slots, Workers: p.Workers, Running: p.Running, Ready: p.Ready,
@@ -321,7 +360,7 @@ func (a *API) regionsResponse() apiv1.RegionsResponse {
 				rs.Pools[len(rs.Pools)-1].RefusedPerMinute = &v
 			}
 		}
-		if ri.Region == a.n.Region() {
+		if ri.Region == th.regs.Region() {
 			rs.RefusedPerMinute = refused.byReason
 		}
 		resp.Regions = append(resp.Regions, rs)
@@ -329,14 +368,14 @@ func (a *API) regionsResponse() apiv1.RegionsResponse {
 	return resp
 }
 
-func (a *API) drain(w http.ResponseWriter, r *http.Request, p Principal) error {
+func (th *taskHandlers) drain(w http.ResponseWriter, r *http.Request, p Principal) error {
 	// Draining moves every tenant's work: not for a token of one tenant.
 	if p.Tenant != "" {
-		return &apiError{code: apiv1.CodeForbidden, field: "Authorization", msg: "draining a region needs a token of every tenant"}
+		return &endpoint.Error{Code: apiv1.CodeForbidden, Field: "Authorization", Msg: "draining a region needs a token of every tenant"}
 	}
 	name := r.PathValue("region")
-	if name != a.n.Region() {
-		if hops(r) > 0 {
+	if name != th.regs.Region() {
+		if endpoint.Hops(r) > 0 {
 			return &federation.NotServedError{Region: name}
 		}
 		var resp apiv1.DrainResponse
@@ -344,10 +383,10 @@ func (a *API) drain(w http.ResponseWriter, r *http.Request, p Principal) error {
 		if r.URL.RawQuery != "" {
 			path += "?" + r.URL.RawQuery // the rate goes with the request
 		}
-		if err := a.n.Proxy(r.Context(), name, http.MethodPost, path, struct{}{}, &resp); err != nil {
+		if err := th.regs.Proxy(r.Context(), name, http.MethodPost, path, struct{}{}, &resp); err != nil {
 			return err
 		}
-		writeJSON(w, http.StatusOK, resp)
+		endpoint.WriteJSON(w, http.StatusOK, resp)
 		return nil
 	}
 	rate := 200
@@ -358,195 +397,25 @@ func (a *API) drain(w http.ResponseWriter, r *http.Request, p Principal) error {
 		}
 		rate = n
 	}
-	n, err := a.n.Drain(r.Context(), rate)
+	n, err := th.regs.Drain(r.Context(), rate)
 	if err != nil {
 		return err
 	}
-	writeJSON(w, http.StatusOK, apiv1.DrainResponse{Region: name, Moved: n})
+	endpoint.WriteJSON(w, http.StatusOK, apiv1.DrainResponse{Region: name, Moved: n})
 	return nil
 }
 
-func (a *API) explain(w http.ResponseWriter, r *http.Request, p Principal) error {
-	sp, err := a.readSpec(w, r, p)
+func (th *taskHandlers) explain(w http.ResponseWriter, r *http.Request, p Principal) error {
+	sp, err := th.readSpec(w, r, p)
 	if err != nil {
 		return err
 	}
-	ex, err := a.n.Explain(sp)
+	ex, err := th.sub.Explain(sp)
 	if err != nil {
 		return err
 	}
-	writeJSON(w, http.StatusOK, toExplanation(ex))
+	endpoint.WriteJSON(w, http.StatusOK, endpoint.ExplanationOf(ex))
 	return nil
-}
-
-func toExplanation(ex placement.Explanation) apiv1.Explanation {
-	out := apiv1.Explanation{Candidates: make([]apiv1.Candidate, 0, len(ex.Candidates)), Rule: string(ex.Rule)}
-	for _, c := range ex.Candidates {
-		ac := apiv1.Candidate{Region: c.Region, Pool: c.Pool, Rejected: string(c.Reason), Detail: c.Detail, PricePerSlotHour: c.Price,
-			ExpectedSeconds: c.Duration.Seconds(), EstimateSource: string(c.DurationSource), Observations: c.Observations,
-			SpreadSeconds: c.Spread.Seconds(), BaseCost: c.BaseCost, Penalty: c.Penalty, CrossRegion: c.CrossRegion,
-			Score: c.Cost, QueueFill: c.Fill, Chosen: c.Won,
-			ExpectedWaitSeconds: c.Wait.Seconds(), TasksAhead: c.Ahead, DrainPerSecond: c.DrainRate,
-			WaitSource: string(c.WaitSource), WaitTargetSeconds: c.WaitTarget.Seconds(), OverWaitTarget: c.OverTarget}
-		out.Candidates = append(out.Candidates, ac)
-		if c.Won {
-			cc := ac
-			out.Chosen = &cc
-		}
-	}
-	switch err := ex.Decision.Err(); {
-	case err == nil:
-		out.Outcome = "PLACED"
-	case errors.Is(err, placement.ErrUnplaceable):
-		out.Outcome = "UNPLACEABLE"
-	case errors.Is(err, placement.ErrSaturated):
-		out.Outcome = "SATURATED"
-	default:
-		out.Outcome = "NO_CAPACITY"
-	}
-	return out
-}
-
-func (a *API) events(w http.ResponseWriter, r *http.Request, p Principal) error {
-	q := r.URL.Query()
-	release, err := a.polls.acquire(poller(p))
-	if err != nil {
-		return err
-	}
-	defer release()
-	if reg := q.Get("region"); reg != "" && reg != a.n.Region() {
-		if hops(r) > 0 {
-			return &federation.NotServedError{Region: reg}
-		}
-		wait, _, err := parseEventsQuery(q)
-		if err != nil {
-			return err
-		}
-		// Calls to peers time out (federation's peer client, 10 s): a
-		// longer wait would end every quiet poll of another region in a
-		// 503. Its answer comes within maxProxiedWait, empty if need be,
-		// and the caller polls again.
-		if wait > maxProxiedWait {
-			q.Set("wait", maxProxiedWait.String())
-		}
-		var resp apiv1.EventsResponse
-		path := "/v1/events?" + q.Encode()
-		if err := a.n.Proxy(r.Context(), reg, http.MethodGet, path, nil, &resp); err != nil {
-			return err
-		}
-		resp.Events = scopeEvents(resp.Events, p)
-		writeJSON(w, http.StatusOK, resp)
-		return nil
-	}
-	wait, after, err := parseEventsQuery(q)
-	if err != nil {
-		return err
-	}
-	// The server's read and write timeouts would end a long-poll early:
-	// this request gets its wait on top of them.
-	rc := http.NewResponseController(w)
-	_ = rc.SetReadDeadline(time.Time{})
-	_ = rc.SetWriteDeadline(time.Now().Add(wait + 30*time.Second))
-	evs, next, err := a.n.Events(r.Context(), after, 200, max(wait, time.Millisecond))
-	if err != nil {
-		return err
-	}
-	if evs == nil {
-		evs = []task.Event{}
-	}
-	writeJSON(w, http.StatusOK, apiv1.EventsResponse{Region: a.n.Region(), Events: scopeEvents(evs, p), Next: strings.Join(next, ",")})
-	return nil
-}
-
-// maxProxiedWait bounds the wait of a long-poll of another region's events
-// (its server is asked through the peer client, whose calls time out).
-const maxProxiedWait = 5 * time.Second
-
-// parseEventsQuery reads GET /v1/events's wait= (default 10s, at most 1m)
-// and after= (the previous answer's next: one stream id per shard, each
-// "<ms>-<seq>", "<ms>", "$" or empty). No after starts at the newest entry:
-// a first call returns only new events. A malformed id would reach Redis
-// and come back as its error, a 503, instead of the caller's 400.
-func parseEventsQuery(q url.Values) (time.Duration, []string, error) {
-	wait := 10 * time.Second
-	if v := q.Get("wait"); v != "" {
-		d, err := time.ParseDuration(v)
-		if err != nil || d < 0 || d > time.Minute {
-			return 0, nil, &task.FieldError{Field: "wait", Msg: "a duration up to 1m"}
-		}
-		wait = d
-	}
-	var after []string
-	if v := q.Get("after"); v != "" {
-		after = strings.Split(v, ",")
-		for _, id := range after {
-			if !streamID(id) {
-				return 0, nil, &task.FieldError{Field: "after", Msg: "stream ids \"<ms>-<seq>\", comma-separated, as the last answer's next"}
-			}
-		}
-	}
-	return wait, after, nil
-}
-
-// streamID reports whether s is an id XREAD takes: "", "$", "<ms>" or
-// "<ms>-<seq>", each part a 64-bit unsigned number.
-func streamID(s string) bool {
-	if s == "" || s == "$" {
-		return true
-	}
-	ms, seq, two := strings.Cut(s, "-")
-	if _, err := strconv.ParseUint(ms, 10, 64); err != nil {
-		return false
-	}
-	if two {
-		_, err := strconv.ParseUint(seq, 10, 64)
-		return err == nil
-	}
-	return true
-}
-
-// scopeEvents hides task ids from a token of one tenant: the stream is the
-// region's, every tenant's tasks in it. What happened and how many tasks
-// stay; which tasks is for tokens of every tenant.
-func scopeEvents(evs []task.Event, p Principal) []task.Event {
-	if p.Tenant == "" {
-		return evs
-	}
-	for i := range evs {
-		evs[i].Tasks = nil
-	}
-	return evs
-}
-
-// actor is who a bulk action is recorded as: the principal, or on a
-// cluster-token call the caller the forwarding server names.
-func actor(r *http.Request, p Principal) string {
-	if v := r.URL.Query().Get(apiv1.ParamOnBehalfOf); p.Cluster && v != "" {
-		return cut(v, 128)
-	}
-	return p.Name
-}
-
-// cut bounds s to n bytes, dropping a rune split at the end.
-func cut(s string, n int) string {
-	if len(s) > n {
-		return strings.ToValidUTF8(s[:n], "")
-	}
-	return s
-}
-
-// outcomes are the per-region parts of a fan-out as the API answers them:
-// a region that did not answer carries its error.
-func outcomes(parts []federation.RegionPart) []apiv1.RegionOutcome {
-	out := make([]apiv1.RegionOutcome, len(parts))
-	for i, p := range parts {
-		out[i] = apiv1.RegionOutcome{Region: p.Region, Count: p.Count}
-		if p.Err != nil {
-			b := toAPIError(p.Err).body()
-			out[i].Error = &b
-		}
-	}
-	return out
 }
 
 // maxDLQOffset bounds GET /v1/dlq's offset= (ten pages of the largest
@@ -559,7 +428,7 @@ const maxDLQOffset = 10 * federation.MaxDLQLimit
 // one.
 func parseDLQQuery(raw string, p Principal) (federation.DLQQuery, error) {
 	q := federation.DLQQuery{Limit: 100}
-	v, err := parseQuery(raw, "type", "tenant", "region", "limit", "offset", "cursor")
+	v, err := endpoint.ParseQuery(raw, "type", "tenant", "region", "limit", "offset", "cursor")
 	if err != nil {
 		return q, err
 	}
@@ -581,39 +450,8 @@ func parseDLQQuery(raw string, p Principal) (federation.DLQQuery, error) {
 	}
 	// The cursor is the listing's to read (federation.Node.DeadLetters).
 	q.Type, q.Region, q.Cursor = v.Get("type"), v.Get("region"), v.Get("cursor")
-	q.Tenant, err = p.scope(v.Get("tenant"), "list")
+	q.Tenant, err = p.Scope(v.Get("tenant"), "list")
 	return q, err
-}
-
-// parseQuery parses a query string of a listing and refuses a parameter
-// not in allowed, naming it (a typo would otherwise widen the listing).
-func parseQuery(raw string, allowed ...string) (url.Values, error) {
-	v, err := url.ParseQuery(raw)
-	if err != nil {
-		return nil, &task.FieldError{Field: badQueryParam(raw), Msg: "malformed query: " + err.Error()}
-	}
-	for k := range v {
-		if !slices.Contains(allowed, k) {
-			return nil, &task.FieldError{Field: k, Msg: "unknown parameter (" + strings.Join(allowed, ", ") + ")"}
-		}
-	}
-	return v, nil
-}
-
-// badQueryParam names the parameter of a query string that does not
-// unescape ("" when it is the name itself).
-func badQueryParam(raw string) string {
-	for _, kv := range strings.Split(raw, "&") {
-		k, v, _ := strings.Cut(kv, "=")
-		name, err := url.QueryUnescape(k)
-		if err != nil {
-			return ""
-		}
-		if _, err := url.QueryUnescape(v); err != nil {
-			return name
-		}
-	}
-	return ""
 }
 
 // joinTrace makes the request's W3C trace (a traceparent header) the trace

@@ -1,4 +1,4 @@
-package httpapi
+package endpoint
 
 import (
 	"context"
@@ -20,31 +20,31 @@ import (
 	"github.com/redis/go-redis/v9"
 )
 
-// apiError is an error as the API answers it: its code (apiv1.Code*)
-// decides the HTTP status (statusOf), the rest fills the body and the
-// Retry-After header.
-type apiError struct {
-	code, msg  string
-	field      string
-	retryAfter time.Duration
-	expl       *apiv1.Explanation
+// Error is an error as the API answers it: its Code (apiv1.Code*) decides
+// the HTTP status (Status, from the one table), the rest fills the body
+// and the Retry-After header.
+type Error struct {
+	Code, Msg  string
+	Field      string
+	RetryAfter time.Duration
+	Expl       *apiv1.Explanation
 	peer       *apiv1.Error
-	// detail is what the caller is not told (a Redis error, a script
-	// hash, a peer's URL): logged with ref, the correlation id the
+	// Detail is what the caller is not told (a Redis error, a script
+	// hash, a peer's URL): logged with Ref, the correlation id the
 	// answer's message names.
-	detail, ref string
+	Detail, Ref string
 }
 
-func (e *apiError) Error() string { return e.msg }
+func (e *Error) Error() string { return e.Msg }
 
-// status is the HTTP status the error is answered with: its code's.
-func (e *apiError) status() int { return statusOf(e.code) }
+// Status is the HTTP status the error is answered with: its code's.
+func (e *Error) Status() int { return statusOf(e.Code) }
 
-// toAPIError is the one mapping of errors to API errors (their codes, so
-// their statuses): every handler's error goes through it (writeError), and
-// so does every region's part of a fan-out (outcomes).
-func toAPIError(err error) *apiError {
-	var ae *apiError
+// ErrorOf is the one mapping of errors to API errors (their codes, so
+// their statuses): every handler's error goes through it (WriteError), and
+// so does every region's part of a fan-out (Outcomes).
+func ErrorOf(err error) *Error {
+	var ae *Error
 	var fe *task.FieldError
 	var te *task.TransitionError
 	var pe *federation.PlacementError
@@ -62,63 +62,63 @@ func toAPIError(err error) *apiError {
 	case errors.As(err, &we):
 		// The errors of packages served through interfaces (Schedules):
 		// they name their code.
-		return &apiError{code: we.Code, msg: we.Message, field: we.Field,
-			retryAfter: time.Duration(we.RetryAfterSeconds) * time.Second, expl: we.Explanation}
+		return &Error{Code: we.Code, Msg: we.Message, Field: we.Field,
+			RetryAfter: time.Duration(we.RetryAfterSeconds) * time.Second, Expl: we.Explanation}
 	case errors.As(err, &tl):
-		return &apiError{code: apiv1.CodeTooLarge, msg: tl.Error()}
+		return &Error{Code: apiv1.CodeTooLarge, Msg: tl.Error()}
 	case errors.As(err, &fe) && fe.TooLarge:
-		return &apiError{code: apiv1.CodeTooLarge, msg: fe.Error(), field: fe.Field}
+		return &Error{Code: apiv1.CodeTooLarge, Msg: fe.Error(), Field: fe.Field}
 	case errors.As(err, &fe):
-		return &apiError{code: apiv1.CodeInvalid, msg: fe.Msg, field: fe.Field}
+		return &Error{Code: apiv1.CodeInvalid, Msg: fe.Msg, Field: fe.Field}
 	case errors.Is(err, task.ErrBadID):
-		return &apiError{code: apiv1.CodeNotFound, msg: "no such task (malformed id)", field: "id"}
+		return &Error{Code: apiv1.CodeNotFound, Msg: "no such task (malformed id)", Field: "id"}
 	case errors.Is(err, task.ErrNotFound):
-		return &apiError{code: apiv1.CodeNotFound, msg: "no such task"}
+		return &Error{Code: apiv1.CodeNotFound, Msg: "no such task"}
 	case errors.Is(err, federation.ErrDAGNotFound):
-		return &apiError{code: apiv1.CodeNotFound, msg: "no such DAG run", field: "id"}
+		return &Error{Code: apiv1.CodeNotFound, Msg: "no such DAG run", Field: "id"}
 	case errors.Is(err, task.ErrIdempotencyConflict):
-		return &apiError{code: apiv1.CodeConflict, msg: "idempotency key already used with a different spec", field: "idempotency_key"}
+		return &Error{Code: apiv1.CodeConflict, Msg: "idempotency key already used with a different spec", Field: "idempotency_key"}
 	case errors.As(err, &te):
 		// The task's state is what does not allow it.
-		return &apiError{code: apiv1.CodeFailedPrecond, msg: te.Error(), field: "state"}
+		return &Error{Code: apiv1.CodeFailedPrecond, Msg: te.Error(), Field: "state"}
 	case errors.As(err, &pe):
-		ex := toExplanation(pe.Explanation)
+		ex := ExplanationOf(pe.Explanation)
 		if pe.Saturated {
-			return &apiError{code: apiv1.CodeSaturated, msg: pe.Error(), retryAfter: pe.RetryAfter, expl: &ex}
+			return &Error{Code: apiv1.CodeSaturated, Msg: pe.Error(), RetryAfter: pe.RetryAfter, Expl: &ex}
 		}
-		return &apiError{code: apiv1.CodeUnplaceable, msg: pe.Error(), expl: &ex}
+		return &Error{Code: apiv1.CodeUnplaceable, Msg: pe.Error(), Expl: &ex}
 	case errors.As(err, &qe):
 		// Tasks finish on their own time: a few seconds is a fair retry.
-		return &apiError{code: apiv1.CodeQuotaExceeded, msg: qe.Error(), field: qe.Field, retryAfter: 5 * time.Second}
+		return &Error{Code: apiv1.CodeQuotaExceeded, Msg: qe.Error(), Field: qe.Field, RetryAfter: 5 * time.Second}
 	case errors.As(err, &be):
 		// Spend does not fall before the month ends: no Retry-After.
-		return &apiError{code: apiv1.CodeBudgetExceeded, msg: be.Error(), field: "monthly_budget_usd"}
+		return &Error{Code: apiv1.CodeBudgetExceeded, Msg: be.Error(), Field: "monthly_budget_usd"}
 	case errors.As(err, &rf):
-		return &apiError{code: apiv1.CodeUnplaceable, msg: rf.Reason, field: rf.Field}
+		return &Error{Code: apiv1.CodeUnplaceable, Msg: rf.Reason, Field: rf.Field}
 	case errors.As(err, &ns):
-		return &apiError{code: apiv1.CodeNotFound, msg: ns.Error()}
+		return &Error{Code: apiv1.CodeNotFound, Msg: ns.Error()}
 	case errors.As(err, &none):
 		// Each region as its own error would be answered.
 		why := make([]string, len(none.Parts))
 		for i, p := range none.Parts {
-			why[i] = p.Region + ": " + toAPIError(p.Err).body().Message
+			why[i] = p.Region + ": " + ErrorOf(p.Err).Body().Message
 		}
-		return &apiError{code: apiv1.CodeUnavailable, retryAfter: 5 * time.Second,
-			msg: federation.ErrRegionUnavailable.Error() + ": no region answered: " + strings.Join(why, "; ")}
+		return &Error{Code: apiv1.CodeUnavailable, RetryAfter: 5 * time.Second,
+			Msg: federation.ErrRegionUnavailable.Error() + ": no region answered: " + strings.Join(why, "; ")}
 	case errors.Is(err, federation.ErrRegionUnavailable):
-		return &apiError{code: apiv1.CodeUnavailable, msg: err.Error(), retryAfter: 5 * time.Second}
+		return &Error{Code: apiv1.CodeUnavailable, Msg: err.Error(), RetryAfter: 5 * time.Second}
 	case errors.As(err, &peer):
 		if peer.Status >= 400 && peer.Status < 600 && peer.Body.Code != "" {
 			// Its Retry-After too: the holder's 503 (its Redis out) is
 			// the caller's, header included. The peer is an ax server: its
 			// status is its code's.
 			b := peer.Body
-			return &apiError{code: b.Code, msg: b.Message, field: b.Field, peer: &b,
-				retryAfter: time.Duration(b.RetryAfterSeconds) * time.Second}
+			return &Error{Code: b.Code, Msg: b.Message, Field: b.Field, peer: &b,
+				RetryAfter: time.Duration(b.RetryAfterSeconds) * time.Second}
 		}
 		return hidden(apiv1.CodeBadGateway, "another region's server gave an unusable answer", 0, err)
 	case errors.Is(err, context.DeadlineExceeded), errors.Is(err, context.Canceled):
-		return &apiError{code: apiv1.CodeUnavailable, msg: err.Error(), retryAfter: time.Second}
+		return &Error{Code: apiv1.CodeUnavailable, Msg: err.Error(), RetryAfter: time.Second}
 	case isStoreOutage(err):
 		// Redis down, out of memory, its pool exhausted: retry later.
 		return hidden(apiv1.CodeUnavailable, "the task store is unavailable, retry later", 5*time.Second, err)
@@ -128,12 +128,12 @@ func toAPIError(err error) *apiError {
 
 // hidden is an answer whose cause stays in the server's log: the message
 // names a correlation id, the log line has the same id and the error.
-func hidden(code, msg string, retryAfter time.Duration, err error) *apiError {
+func hidden(code, msg string, retryAfter time.Duration, err error) *Error {
 	var b [8]byte
 	_, _ = rand.Read(b[:])
 	ref := hex.EncodeToString(b[:])
-	return &apiError{code: code, msg: msg + " (ref " + ref + ")", retryAfter: retryAfter,
-		detail: err.Error(), ref: ref}
+	return &Error{Code: code, Msg: msg + " (ref " + ref + ")", RetryAfter: retryAfter,
+		Detail: err.Error(), Ref: ref}
 }
 
 // isStoreOutage reports a Redis failure: an error Redis answered (OOM,
@@ -178,28 +178,29 @@ func statusOf(code string) int {
 	return http.StatusInternalServerError
 }
 
-func (e *apiError) body() apiv1.Error {
+// Body is the error as the answer's body holds it.
+func (e *Error) Body() apiv1.Error {
 	if e.peer != nil {
 		return *e.peer
 	}
-	b := apiv1.Error{Code: e.code, Message: e.msg, Field: e.field, Explanation: e.expl}
-	if e.retryAfter > 0 {
-		b.RetryAfterSeconds = int((e.retryAfter + time.Second - 1) / time.Second)
+	b := apiv1.Error{Code: e.Code, Message: e.Msg, Field: e.Field, Explanation: e.Expl}
+	if e.RetryAfter > 0 {
+		b.RetryAfterSeconds = int((e.RetryAfter + time.Second - 1) / time.Second)
 	}
 	return b
 }
 
-func writeError(w http.ResponseWriter, err error) {
-	e := toAPIError(err)
-	if e.retryAfter > 0 {
-		w.Header().Set("Retry-After", strconv.Itoa(int((e.retryAfter+time.Second-1)/time.Second)))
+func WriteError(w http.ResponseWriter, err error) {
+	e := ErrorOf(err)
+	if e.RetryAfter > 0 {
+		w.Header().Set("Retry-After", strconv.Itoa(int((e.RetryAfter+time.Second-1)/time.Second)))
 	}
-	writeJSON(w, e.status(), apiv1.ErrorBody{Error: e.body()})
+	WriteJSON(w, e.Status(), apiv1.ErrorBody{Error: e.Body()})
 }
 
-// prefixField names a nested object's field error from the outer object:
+// PrefixField names a nested object's field error from the outer object:
 // "tags.gpu" in "spec" becomes "spec.tags.gpu".
-func prefixField(prefix string, err error) error {
+func PrefixField(prefix string, err error) error {
 	var fe *task.FieldError
 	if errors.As(err, &fe) {
 		return fe.Under(prefix)
@@ -207,7 +208,7 @@ func prefixField(prefix string, err error) error {
 	return err
 }
 
-func writeJSON(w http.ResponseWriter, status int, v any) {
+func WriteJSON(w http.ResponseWriter, status int, v any) {
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(status)
 	enc := json.NewEncoder(w)

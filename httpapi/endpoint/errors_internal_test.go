@@ -1,4 +1,4 @@
-package httpapi
+package endpoint
 
 import (
 	"errors"
@@ -29,16 +29,16 @@ func TestStoreErrorsAreNotShown(t *testing.T) {
 	if oom == nil || !strings.Contains(oom.Error(), "OOM") {
 		t.Fatalf("no OOM from a Redis at maxmemory 1: %v", oom)
 	}
-	e := toAPIError(fmt.Errorf("submit: %w", oom))
-	if e.status() != 503 || e.code != apiv1.CodeUnavailable || e.retryAfter <= 0 {
+	e := ErrorOf(fmt.Errorf("submit: %w", oom))
+	if e.Status() != 503 || e.Code != apiv1.CodeUnavailable || e.RetryAfter <= 0 {
 		t.Fatalf("OOM: %+v", e)
 	}
-	if strings.Contains(e.msg, "OOM") || strings.Contains(e.msg, "script") || !strings.Contains(e.msg, "ref "+e.ref) ||
-		!strings.Contains(e.detail, "OOM") {
-		t.Fatalf("OOM message %q, detail %q", e.msg, e.detail)
+	if strings.Contains(e.Msg, "OOM") || strings.Contains(e.Msg, "script") || !strings.Contains(e.Msg, "ref "+e.Ref) ||
+		!strings.Contains(e.Detail, "OOM") {
+		t.Fatalf("OOM message %q, detail %q", e.Msg, e.Detail)
 	}
-	e = toAPIError(errors.New("f_3a9c… line 12: user_script secret detail"))
-	if e.status() != 500 || strings.Contains(e.msg, "secret") || !strings.HasPrefix(e.msg, "internal error (ref ") || e.ref == "" {
+	e = ErrorOf(errors.New("f_3a9c… line 12: user_script secret detail"))
+	if e.Status() != 500 || strings.Contains(e.Msg, "secret") || !strings.HasPrefix(e.Msg, "internal error (ref ") || e.Ref == "" {
 		t.Fatalf("500: %+v", e)
 	}
 }
@@ -49,7 +49,7 @@ func TestStoreErrorsAreNotShown(t *testing.T) {
 func TestPeerRetryAfterIsAHeader(t *testing.T) {
 	body := apiv1.Error{Code: apiv1.CodeUnavailable, Message: "the task store is unavailable, retry later (ref x)", RetryAfterSeconds: 5}
 	rec := httptest.NewRecorder()
-	writeError(rec, fmt.Errorf("get: %w", &federation.PeerError{Status: 503, Body: body}))
+	WriteError(rec, fmt.Errorf("get: %w", &federation.PeerError{Status: 503, Body: body}))
 	if rec.Code != 503 || rec.Header().Get("Retry-After") != "5" || !strings.Contains(rec.Body.String(), `"retry_after_seconds":5`) {
 		t.Fatalf("peer 503: %d Retry-After %q %s", rec.Code, rec.Header().Get("Retry-After"), rec.Body)
 	}

@@ -1,4 +1,4 @@
-package httpapi
+package dags
 
 import (
 	"bytes"
@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	"github.com/ax-sched/ax/apiv1"
+	"github.com/ax-sched/ax/httpapi/endpoint"
 	"github.com/ax-sched/ax/task"
 )
 
@@ -48,8 +49,8 @@ func FuzzRequestDecoders(f *testing.F) {
 			// One DAG node, as createDAG decodes each: a refusal names it.
 			_, err := decodeDAGNode(3, body)
 			if err != nil {
-				if e := toAPIError(err); e.status() < 400 || e.status() >= 500 || e.code == "" || !strings.HasPrefix(e.field, "nodes[3]") {
-					t.Fatalf("DAG node %q: %v → %d %q field %q", body, err, e.status(), e.code, e.field)
+				if e := endpoint.ErrorOf(err); e.Status() < 400 || e.Status() >= 500 || e.Code == "" || !strings.HasPrefix(e.Field, "nodes[3]") {
+					t.Fatalf("DAG node %q: %v → %d %q field %q", body, err, e.Status(), e.Code, e.Field)
 				}
 			}
 			return
@@ -57,16 +58,16 @@ func FuzzRequestDecoders(f *testing.F) {
 		v := targets[int(kind)%len(targets)]()
 		r := httptest.NewRequest(http.MethodPost, "/", bytes.NewReader(body))
 		w := httptest.NewRecorder()
-		err := decode(w, r, 1<<20, v)
+		err := endpoint.Decode(w, r, 1<<20, v)
 		if err == nil {
 			return
 		}
-		e := toAPIError(err)
-		if e.status() < 400 || e.status() >= 500 || e.code == "" || e.msg == "" {
-			t.Fatalf("decoding %q into %T: %v → %d %q %q", body, v, err, e.status(), e.code, e.msg)
+		e := endpoint.ErrorOf(err)
+		if e.Status() < 400 || e.Status() >= 500 || e.Code == "" || e.Msg == "" {
+			t.Fatalf("decoding %q into %T: %v → %d %q %q", body, v, err, e.Status(), e.Code, e.Msg)
 		}
 		var fe *task.FieldError
-		if errors.As(err, &fe) && fe.Field == "" && e.field != "" {
+		if errors.As(err, &fe) && fe.Field == "" && e.Field != "" {
 			t.Fatalf("field lost: %+v", e)
 		}
 	})

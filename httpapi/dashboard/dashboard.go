@@ -1,4 +1,4 @@
-package httpapi
+package dashboard
 
 import (
 	"embed"
@@ -20,9 +20,9 @@ var uiFiles embed.FS
 const dashboardCSP = "default-src 'none'; script-src 'self'; style-src 'self'; connect-src 'self'; img-src 'self' data:; " +
 	"form-action 'self'; base-uri 'none'; frame-ancestors 'none'"
 
-// dashboardRoutes serves / and /ui/ (no authentication: the files hold no
+// Register serves / and /ui/ on mux (no authentication: the files hold no
 // data; every figure comes from the API with the operator's token).
-func (a *API) dashboardRoutes() {
+func Register(mux *http.ServeMux) {
 	sub, _ := fs.Sub(uiFiles, "ui")
 	files := http.StripPrefix("/ui/", http.FileServerFS(sub))
 	secure := func(h http.Handler) http.HandlerFunc {
@@ -34,8 +34,8 @@ func (a *API) dashboardRoutes() {
 			h.ServeHTTP(w, r)
 		}
 	}
-	a.mux.HandleFunc("GET /{$}", secure(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	mux.HandleFunc("GET /{$}", secure(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		http.ServeFileFS(w, r, sub, "index.html")
 	})))
-	a.mux.HandleFunc("GET /ui/", secure(files))
+	mux.HandleFunc("GET /ui/", secure(files))
 }

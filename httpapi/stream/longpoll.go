@@ -1,10 +1,11 @@
-package httpapi
+package stream
 
 import (
 	"sync"
 	"time"
 
 	"github.com/ax-sched/ax/apiv1"
+	"github.com/ax-sched/ax/httpapi/endpoint"
 )
 
 // longPolls bounds the long-polls (/v1/events) a server holds: each holds
@@ -36,12 +37,12 @@ func (l *longPolls) acquire(who string) (release func(), err error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if who != "" && l.by[who] >= l.perTenant {
-		return nil, &apiError{code: apiv1.CodeSaturated, retryAfter: time.Second,
-			msg: "too many concurrent long-polls for this tenant"}
+		return nil, &endpoint.Error{Code: apiv1.CodeSaturated, RetryAfter: time.Second,
+			Msg: "too many concurrent long-polls for this tenant"}
 	}
 	if l.total >= l.max {
-		return nil, &apiError{code: apiv1.CodeSaturated, retryAfter: time.Second,
-			msg: "too many concurrent long-polls on this server"}
+		return nil, &endpoint.Error{Code: apiv1.CodeSaturated, RetryAfter: time.Second,
+			Msg: "too many concurrent long-polls on this server"}
 	}
 	l.by[who]++
 	l.total++

@@ -1,4 +1,4 @@
-package httpapi
+package endpoint
 
 import (
 	"bytes"
@@ -25,8 +25,8 @@ func (e *TooLargeError) Error() string {
 	return fmt.Sprintf("request body larger than %d bytes", e.Limit)
 }
 
-// readBody reads r's body, at most limit bytes (*TooLargeError above).
-func readBody(w http.ResponseWriter, r *http.Request, limit int64) ([]byte, error) {
+// ReadBody reads r's body, at most limit bytes (*TooLargeError above).
+func ReadBody(w http.ResponseWriter, r *http.Request, limit int64) ([]byte, error) {
 	b, err := io.ReadAll(http.MaxBytesReader(w, r.Body, limit))
 	var mbe *http.MaxBytesError
 	if errors.As(err, &mbe) {
@@ -35,68 +35,68 @@ func readBody(w http.ResponseWriter, r *http.Request, limit int64) ([]byte, erro
 	return b, err
 }
 
-// decode reads r's body, at most limit bytes, strictly into v (a pointer
-// to a struct): see decodeStrict. Errors are *TooLargeError or
+// Decode reads r's body, at most limit bytes, strictly into v (a pointer
+// to a struct): see DecodeStrict. Errors are *TooLargeError or
 // *task.FieldError.
-func decode(w http.ResponseWriter, r *http.Request, limit int64, v any) error {
-	b, err := readBody(w, r, limit)
+func Decode(w http.ResponseWriter, r *http.Request, limit int64, v any) error {
+	b, err := ReadBody(w, r, limit)
 	if err != nil {
 		return err
 	}
-	if derr := decodeStrict(b, v); derr != nil {
-		return derr.fieldError("a JSON object is required")
+	if derr := DecodeStrict(b, v); derr != nil {
+		return derr.FieldError("a JSON object is required")
 	}
 	return nil
 }
 
-// fault is what is wrong with a JSON value (decodeError).
-type fault int
+// Fault is what is wrong with a JSON value (decodeError).
+type Fault int
 
 const (
-	faultEmpty     fault = iota + 1 // no value at all
-	faultSyntax                     // not JSON
-	faultTrailing                   // data after the value
-	faultNotObject                  // a value where an object is wanted
-	faultUnknown                    // a key that names no field
-	faultType                       // a field's value of the wrong type
-	faultValue                      // a field's value its type refuses (detail)
+	FaultEmpty     Fault = iota + 1 // no value at all
+	FaultSyntax                     // not JSON
+	FaultTrailing                   // data after the value
+	FaultNotObject                  // a value where an object is wanted
+	FaultUnknown                    // a key that names no field
+	FaultType                       // a field's value of the wrong type
+	FaultValue                      // a field's value its type refuses (detail)
 )
 
-// decodeError says why decodeStrict refused a value: field names the key
-// (faultUnknown, faultType), want the type a field (or the value) must
-// have, detail what encoding/json said (faultSyntax, faultValue).
-type decodeError struct {
-	fault       fault
-	field, want string
-	detail      string
+// DecodeError says why DecodeStrict refused a value: Field names the key
+// (FaultUnknown, FaultType), Want the type a field (or the value) must
+// have, Detail what encoding/json said (FaultSyntax, FaultValue).
+type DecodeError struct {
+	Fault       Fault
+	Field, Want string
+	Detail      string
 }
 
-func (e *decodeError) Error() string { return e.fieldError("a JSON object is required").Error() }
+func (e *DecodeError) Error() string { return e.FieldError("a JSON object is required").Error() }
 
-// fieldError is the error as the API answers it (400, naming the field);
+// FieldError is the error as the API answers it (400, naming the field);
 // empty says what an empty body lacks.
-func (e *decodeError) fieldError(empty string) *task.FieldError {
-	switch e.fault {
-	case faultEmpty:
+func (e *DecodeError) FieldError(empty string) *task.FieldError {
+	switch e.Fault {
+	case FaultEmpty:
 		return &task.FieldError{Msg: "empty body; " + empty}
-	case faultTrailing:
+	case FaultTrailing:
 		return &task.FieldError{Msg: "unexpected data after the JSON object"}
-	case faultNotObject, faultType:
-		return &task.FieldError{Field: e.field, Msg: "must be " + e.want}
-	case faultUnknown:
-		return &task.FieldError{Field: e.field, Msg: "unknown field"}
+	case FaultNotObject, FaultType:
+		return &task.FieldError{Field: e.Field, Msg: "must be " + e.Want}
+	case FaultUnknown:
+		return &task.FieldError{Field: e.Field, Msg: "unknown field"}
 	}
-	return &task.FieldError{Field: e.field, Msg: "invalid JSON: " + e.detail}
+	return &task.FieldError{Field: e.Field, Msg: "invalid JSON: " + e.Detail}
 }
 
-// decodeStrict decodes data, one JSON value, into v, a pointer to a struct
+// DecodeStrict decodes data, one JSON value, into v, a pointer to a struct
 // whose fields are plain values or raw (json.RawMessage): no value, data
 // after the value, a key that names none of v's fields (matched as
 // encoding/json matches them, exact or else ignoring case; the first in
 // the document is named) and a value of the wrong type are each a
 // *decodeError. Nested objects are raw here and decoded in turn by their
 // own caller, as strictly.
-func decodeStrict(data []byte, v any) *decodeError {
+func DecodeStrict(data []byte, v any) *DecodeError {
 	// A well-formed value whose every key names a field (nested ones
 	// included: stricter than the rules above, so its success implies
 	// theirs) takes one strict decode. Anything else is decoded again from
@@ -116,28 +116,28 @@ func decodeStrict(data []byte, v any) *decodeError {
 	var raw json.RawMessage
 	if err := dec.Decode(&raw); err != nil {
 		if errors.Is(err, io.EOF) {
-			return &decodeError{fault: faultEmpty}
+			return &DecodeError{Fault: FaultEmpty}
 		}
-		return &decodeError{fault: faultSyntax, detail: syntaxDetail(err)}
+		return &DecodeError{Fault: FaultSyntax, Detail: syntaxDetail(err)}
 	}
 	if rest := data[dec.InputOffset():]; len(bytes.TrimSpace(rest)) > 0 {
-		return &decodeError{fault: faultTrailing}
+		return &DecodeError{Fault: FaultTrailing}
 	}
 	if t := reflect.TypeOf(v); t.Kind() == reflect.Pointer && t.Elem().Kind() == reflect.Struct && isObject(raw) {
 		if key, ok := task.UnknownKey(raw, t.Elem()); ok {
-			return &decodeError{fault: faultUnknown, field: key}
+			return &DecodeError{Fault: FaultUnknown, Field: key}
 		}
 	}
 	if err := json.Unmarshal(raw, v); err != nil {
 		var te *json.UnmarshalTypeError
 		if errors.As(err, &te) {
-			f := faultType
+			f := FaultType
 			if te.Field == "" {
-				f = faultNotObject
+				f = FaultNotObject
 			}
-			return &decodeError{fault: f, field: te.Field, want: te.Type.String()}
+			return &DecodeError{Fault: f, Field: te.Field, Want: te.Type.String()}
 		}
-		return &decodeError{fault: faultValue, detail: syntaxDetail(err)}
+		return &DecodeError{Fault: FaultValue, Detail: syntaxDetail(err)}
 	}
 	return nil
 }

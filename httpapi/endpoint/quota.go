@@ -1,4 +1,4 @@
-package httpapi
+package endpoint
 
 import (
 	"context"
@@ -16,20 +16,26 @@ type QuotaBuckets interface {
 	TakeQuota(ctx context.Context, tenant string, perSecond float64, burst, count int) (ok bool, wait time.Duration, err error)
 }
 
-// quotas take each tenant's submits from its bucket (QuotaBuckets): N
+// Quotas take each tenant's submits from its bucket (QuotaBuckets): N
 // servers grant a tenant its rate, not N times it. Only tokens of one
 // tenant are limited; tokens of every tenant and other servers (whose own
 // server counted the request) are not.
-type quotas struct {
+type Quotas struct {
 	of      func(tenant string) (perSecond float64, burst int)
 	buckets QuotaBuckets
 }
 
-// take takes n submits from p's tenant's bucket, or says why not: a 429
+// NewQuotas takes submits from buckets at the rate and burst of takes
+// each tenant (nil: no quotas; a rate of 0: none for that tenant).
+func NewQuotas(of func(tenant string) (perSecond float64, burst int), buckets QuotaBuckets) *Quotas {
+	return &Quotas{of: of, buckets: buckets}
+}
+
+// Take takes n submits from p's tenant's bucket, or says why not: a 429
 // with the wait until n would fit, or a 400 naming field (the request's
 // list of tasks) when n can never fit at once. A Redis failure is returned
 // as it is (503 in the error map).
-func (q *quotas) take(ctx context.Context, p Principal, n int, field string) error {
+func (q *Quotas) Take(ctx context.Context, p Principal, n int, field string) error {
 	if q == nil || q.of == nil || p.Tenant == "" || p.Cluster || n == 0 {
 		return nil
 	}
@@ -38,24 +44,16 @@ func (q *quotas) take(ctx context.Context, p Principal, n int, field string) err
 		return nil
 	}
 	if n > burst {
-		return &apiError{code: apiv1.CodeInvalid, field: field,
-			msg: fmt.Sprintf("%d tasks at once is more than tenant %s's submit burst (%d): send smaller batches", n, p.Tenant, burst)}
+		return &Error{Code: apiv1.CodeInvalid, Field: field,
+			Msg: fmt.Sprintf("%d tasks at once is more than tenant %s's submit burst (%d): send smaller batches", n, p.Tenant, burst)}
 	}
 	ok, wait, err := q.buckets.TakeQuota(ctx, p.Tenant, perSecond, burst, n)
 	if err != nil {
 		return err
 	}
 	if !ok {
-		return &apiError{code: apiv1.CodeQuotaExceeded, retryAfter: wait,
-			msg: fmt.Sprintf("tenant %s is over its submit quota (%g tasks/s, burst %d)", p.Tenant, perSecond, burst)}
+		return &Error{Code: apiv1.CodeQuotaExceeded, RetryAfter: wait,
+			Msg: fmt.Sprintf("tenant %s is over its submit quota (%g tasks/s, burst %d)", p.Tenant, perSecond, burst)}
 	}
 	return nil
-}
-
-// tenantOr is the tenant a spec without one gets (task.Spec.Normalize).
-func tenantOr(tenant string) string {
-	if tenant == "" {
-		return "default"
-	}
-	return tenant
 }

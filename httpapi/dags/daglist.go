@@ -1,4 +1,4 @@
-package httpapi
+package dags
 
 import (
 	"context"
@@ -11,18 +11,19 @@ import (
 	"time"
 
 	"github.com/ax-sched/ax/apiv1"
+	"github.com/ax-sched/ax/httpapi/endpoint"
 	"github.com/ax-sched/ax/task"
 )
 
 // listDAGs is GET /v1/dags: every region's runs (each region lists those
 // whose home it is; region= one region's), merged newest first and paged by
 // a cursor that spans regions. A token of one tenant lists that tenant's.
-func (a *API) listDAGs(w http.ResponseWriter, r *http.Request, p Principal) error {
-	dags, err := a.dags()
+func (srv *Handlers) listDAGs(w http.ResponseWriter, r *http.Request, p endpoint.Principal) error {
+	dags, err := srv.runs()
 	if err != nil {
 		return err
 	}
-	v, err := parseQuery(r.URL.RawQuery, "tenant", "name", "state", "region", "limit", "cursor")
+	v, err := endpoint.ParseQuery(r.URL.RawQuery, "tenant", "name", "state", "region", "limit", "cursor")
 	if err != nil {
 		return err
 	}
@@ -45,10 +46,10 @@ func (a *API) listDAGs(w http.ResponseWriter, r *http.Request, p Principal) erro
 	if _, _, ok := apiv1.ParseDAGCursor(f.Cursor); f.Cursor != "" && !ok {
 		return &task.FieldError{Field: "cursor", Msg: "not a cursor of this listing"}
 	}
-	if f.Tenant, err = p.scope(f.Tenant, "list"); err != nil {
+	if f.Tenant, err = p.Scope(f.Tenant, "list"); err != nil {
 		return err
 	}
-	regions, err := a.n.FanOutRegions(v.Get("region"), hops(r))
+	regions, err := srv.cfg.Fed.FanOutRegions(v.Get("region"), endpoint.Hops(r))
 	if err != nil {
 		return err
 	}
@@ -63,7 +64,7 @@ func (a *API) listDAGs(w http.ResponseWriter, r *http.Request, p Principal) erro
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			if reg == a.n.Region() {
+			if reg == srv.cfg.Fed.Region() {
 				parts[i].runs, parts[i].next, parts[i].err = dags.List(r.Context(), f)
 				return
 			}
@@ -76,7 +77,7 @@ func (a *API) listDAGs(w http.ResponseWriter, r *http.Request, p Principal) erro
 			var l apiv1.DAGList
 			ctx, cancel := context.WithTimeout(r.Context(), fanOutTimeout)
 			defer cancel()
-			parts[i].err = a.n.Proxy(ctx, reg, http.MethodGet, "/v1/dags?"+q.Encode(), nil, &l)
+			parts[i].err = srv.cfg.Fed.Proxy(ctx, reg, http.MethodGet, "/v1/dags?"+q.Encode(), nil, &l)
 			parts[i].runs, parts[i].next = l.Runs, l.NextCursor
 		}()
 	}
@@ -90,7 +91,7 @@ func (a *API) listDAGs(w http.ResponseWriter, r *http.Request, p Principal) erro
 	for i, pt := range parts {
 		ro := apiv1.RegionOutcome{Region: regions[i]}
 		if pt.err != nil {
-			b := toAPIError(pt.err).body()
+			b := endpoint.ErrorOf(pt.err).Body()
 			ro.Error = &b
 			out.Unavailable = append(out.Unavailable, regions[i])
 			if firstErr == nil {
@@ -125,7 +126,7 @@ func (a *API) listDAGs(w http.ResponseWriter, r *http.Request, p Principal) erro
 	case bound != "":
 		out.NextCursor = bound
 	}
-	writeJSON(w, http.StatusOK, out)
+	endpoint.WriteJSON(w, http.StatusOK, out)
 	return nil
 }
 
