@@ -3,6 +3,7 @@ package config
 import (
 	"time"
 
+	"github.com/ax-sched/ax/apiv1"
 	"github.com/ax-sched/ax/federation"
 	"github.com/ax-sched/ax/placement"
 	"github.com/ax-sched/ax/queue"
@@ -60,7 +61,7 @@ func Default() *Region {
 		HTTPServer: HTTPServer{ReadHeaderTimeout: 10 * time.Second, ReadTimeout: 30 * time.Second,
 			WriteTimeout: 30 * time.Second, IdleTimeout: 60 * time.Second, MaxHeaderBytes: 64 << 10, MaxConnections: 4096,
 			MaxLongPolls: 8, MaxLongPollsPerTenant: 2},
-		Quotas: Quotas{Batch: BatchLimits{MaxItems: 1000, MaxBytes: 16 << 20}},
+		Quotas: Quotas{Batch: BatchLimits{MaxItems: apiv1.MaxBatch, MaxBytes: 16 << 20}},
 		Placement: Placement{
 			StaleAfter:      pl.StaleAfter,
 			UnhealthyGrace:  10 * time.Second,
