@@ -28,8 +28,8 @@ func TestAPIContract(t *testing.T) {
 	local := func(typ string) spec { return spec{"type": typ, "tags": x86, "regions": []string{aws}} }
 	// A quiet long-poll of another region's events with a wait longer than
 	// calls to peers may take (10 s) is answered 200, empty, within 5 s
-	// (it was a 503 after 10 s: ax tail --region R's default 20 s wait
-	// never showed R's events). It runs beside the rest; checked at the end.
+	// (ax tail --region R's default 20 s wait shows R's events). It runs
+	// beside the rest; checked at the end.
 	type polled struct {
 		rep  reply
 		took time.Duration

@@ -101,9 +101,8 @@ func DecodeStrict(data []byte, v any) *DecodeError {
 	// included: stricter than the rules above, so its success implies
 	// theirs) takes one strict decode. Anything else is decoded again from
 	// a zero v by the rules above, which name the fault: the first pass
-	// costs a refused request little, and spared a well-formed one two more
-	// walks over its JSON (a single submit's spec decode was a third of
-	// its server time).
+	// costs a refused request little, and spares a well-formed one two more
+	// walks over its JSON.
 	fast := json.NewDecoder(bytes.NewReader(data))
 	fast.DisallowUnknownFields()
 	if fast.Decode(v) == nil && len(bytes.TrimSpace(data[fast.InputOffset():])) == 0 {

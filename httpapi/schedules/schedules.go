@@ -10,18 +10,29 @@ import (
 	"github.com/ax-sched/ax/task"
 )
 
-// Scheduler is what the schedule endpoints need of the schedules;
-// *schedule.Scheduler implements it. Each tenant names its schedules in a namespace of its
-// own; tenant is the one a request addresses (scheduleTenant): "" every
-// tenant, for a token of every tenant (a name two tenants use is then 409
-// field tenant: it names one with tenant=). Errors
-// are *task.FieldError or *apiv1.Error (conflict, not found, the global
-// etcd unavailable), mapped by endpoint.ErrorOf like any other.
+// Scheduler is what the schedule endpoints need of the schedules:
+// defining them and keeping them; *schedule.Scheduler implements it. Each
+// tenant names its schedules in a namespace of its own; tenant is the one a
+// request addresses (scheduleTenant): "" every tenant, for a token of every
+// tenant (a name two tenants use is then 409 field tenant: it names one
+// with tenant=). Errors are *task.FieldError or *apiv1.Error (conflict,
+// not found, the global etcd unavailable), mapped by endpoint.ErrorOf like
+// any other.
 type Scheduler interface {
+	Definer
+	Keeper
+}
+
+// Definer makes schedules (POST /v1/schedules).
+type Definer interface {
 	// Validate checks a request and builds the definition.
 	Validate(req *apiv1.ScheduleRequest) (*apiv1.Schedule, error)
 	// Create stores a definition Validate built, its task's tenant settled.
 	Create(ctx context.Context, d *apiv1.Schedule, by string) (*apiv1.ScheduleStatus, error)
+}
+
+// Keeper reads, pauses, resumes and deletes the schedules of tenant.
+type Keeper interface {
 	List(ctx context.Context, tenant string) ([]apiv1.ScheduleStatus, error)
 	Get(ctx context.Context, name, tenant string) (*apiv1.ScheduleStatus, error)
 	Delete(ctx context.Context, name, tenant string) error
