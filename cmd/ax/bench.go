@@ -14,6 +14,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/ax-sched/ax/internal/bench"
+	"github.com/ax-sched/ax/internal/server"
 )
 
 // benchFlags are the flags every `ax bench` mode shares.
@@ -369,13 +370,7 @@ and Redis per task (INFO cpu, commandstats).`,
 				}
 				o.Modes = ms
 			}
-			o.Etcd = func(dir string) (string, func(), error) {
-				e, endpoint, err := startDevEtcd(dir)
-				if err != nil {
-					return "", nil, err
-				}
-				return endpoint, e.Close, nil
-			}
+			o.Etcd = server.StartEtcd
 			return benchRun(cmd, bf, false, func(ctx context.Context, _ *bench.Env, p bench.Progress) (*bench.Summary, error) {
 				return bench.API(ctx, o, p)
 			})

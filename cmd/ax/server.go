@@ -7,6 +7,7 @@ import (
 	"syscall"
 
 	"github.com/ax-sched/ax/internal/config"
+	"github.com/ax-sched/ax/internal/server"
 	"github.com/spf13/cobra"
 )
 
@@ -24,7 +25,7 @@ func newServerCmd() *cobra.Command {
 			if err != nil {
 				return usageErr(err)
 			}
-			log := newLogger(slog.LevelInfo)
+			log := server.NewLogger(slog.LevelInfo)
 			warnIgnoredEnv(log, cfg)
 			ctx, stop := signal.NotifyContext(cmd.Context(), syscall.SIGINT, syscall.SIGTERM)
 			defer stop()
@@ -32,7 +33,7 @@ func newServerCmd() *cobra.Command {
 			hup := make(chan os.Signal, 1)
 			signal.Notify(hup, syscall.SIGHUP)
 			defer signal.Stop(hup)
-			s, err := startServer(ctx, cfg, nil, nil, log)
+			s, err := server.Start(ctx, cfg, nil, nil, log)
 			if err != nil {
 				return err
 			}
@@ -42,7 +43,7 @@ func newServerCmd() *cobra.Command {
 					case <-ctx.Done():
 						return
 					case <-hup:
-						s.reloadTokens(file)
+						s.ReloadFile(file)
 					}
 				}
 			}()

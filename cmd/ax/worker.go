@@ -1,16 +1,14 @@
 package main
 
 import (
-	"context"
 	"fmt"
 	"log/slog"
 	"os"
 	"os/signal"
 	"syscall"
 
-	"github.com/ax-sched/ax/internal/buildinfo"
 	"github.com/ax-sched/ax/internal/config"
-	"github.com/ax-sched/ax/queue"
+	"github.com/ax-sched/ax/internal/server"
 	"github.com/ax-sched/ax/task"
 	"github.com/ax-sched/ax/worker"
 	"github.com/ax-sched/ax/worker/handlers"
@@ -44,7 +42,7 @@ func newWorkerCmd() *cobra.Command {
 			cfg.Auth = config.Auth{}
 			p, ok := cfg.Pool(pool)
 			if !ok {
-				return usageErr(fmt.Errorf("%s: pools: no pool %q (have %s)", file, pool, poolNames(cfg)))
+				return usageErr(fmt.Errorf("%s: pools: no pool %q (have %s)", file, pool, server.PoolNames(cfg)))
 			}
 			if concurrency > 0 {
 				cfg.Worker.Concurrency = concurrency
@@ -65,7 +63,7 @@ func newWorkerCmd() *cobra.Command {
 			}
 			ctx, stop := signal.NotifyContext(cmd.Context(), syscall.SIGINT, syscall.SIGTERM)
 			defer stop()
-			log := newLogger(slog.LevelInfo)
+			log := server.NewLogger(slog.LevelInfo)
 			warnIgnoredEnv(log, cfg)
 			// SIGHUP (sent to every ax process to reload the servers, or
 			// a closed terminal) ended the worker at once, its running
@@ -86,15 +84,15 @@ func newWorkerCmd() *cobra.Command {
 			}()
 			var m *worker.Metrics
 			if metricsAddr != "" {
-				reg := newRegistry()
-				m = workerMetrics(cfg, reg)
-				srv, err := serveMetrics(metricsAddr, reg, log)
+				reg := server.NewRegistry()
+				m = server.WorkerMetrics(cfg, reg)
+				srv, err := server.ServeMetrics(metricsAddr, reg, log)
 				if err != nil {
 					return err
 				}
 				defer srv.Close()
 			}
-			return runWorker(ctx, cfg, p, id, m, log)
+			return server.RunWorker(ctx, cfg, p, id, m, log)
 		},
 	}
 	c.Flags().StringVar(&file, "config", "", "region config file (YAML)")
@@ -107,68 +105,4 @@ func newWorkerCmd() *cobra.Command {
 	_ = c.MarkFlagRequired("config")
 	_ = c.MarkFlagRequired("pool")
 	return c
-}
-
-// runWorker serves one pool until ctx ends, then shuts down gracefully. m
-// (may be nil) receives its figures.
-func runWorker(ctx context.Context, cfg *config.Region, p config.Pool, id string, m *worker.Metrics, log *slog.Logger) error {
-	rdb, err := redisClient(cfg.Redis, 0)
-	if err != nil {
-		return err
-	}
-	defer rdb.Close()
-	store, err := queue.New(rdb, storeOptions(cfg))
-	if err != nil {
-		return err
-	}
-	if id == "" {
-		host, _ := os.Hostname()
-		id = fmt.Sprintf("%s-%d-%s", host, os.Getpid(), p.Name)
-	}
-	tp, stopTracing, err := startTracing(cfg, "ax-worker", id)
-	if err != nil {
-		return err
-	}
-	defer stopTracing()
-	w, err := worker.New(store, worker.Options{
-		Pool: p.Name, ID: id, Concurrency: cfg.Worker.Concurrency, TypeConcurrency: cfg.Worker.TypeConcurrency(), ClaimBatch: cfg.Worker.ClaimBatch,
-		Heartbeat: cfg.Lease.Heartbeat, ShutdownGrace: cfg.Worker.ShutdownGrace,
-		PreemptDelayMin: cfg.Preemption.ReadmitDelayMin, PreemptDelayMax: cfg.Preemption.ReadmitDelayMax,
-		PricePerSlotHour: p.PricePerSlotHour * (1 - p.Discount),
-		Logger:           log.With("region", cfg.Name), // the worker adds pool and worker
-		Metrics:          m,
-		TracerProvider:   tp,
-	})
-	if err != nil {
-		return err
-	}
-	if err := registerBuiltins(w, cfg); err != nil {
-		return err
-	}
-	log.Info("ax worker started", "region", cfg.Name, "pool", p.Name, "id", id, "slots", cfg.Worker.Concurrency,
-		"version", buildinfo.Get().Version, "commit", buildinfo.Get().Commit)
-	err = w.Run(ctx)
-	log.Info("ax worker stopped", "pool", p.Name, "id", id)
-	return err
-}
-
-// registerBuiltins adds noop, sleep, exec (the config's allowlist) and http
-// (the config's URL prefixes).
-func registerBuiltins(w *worker.Worker, cfg *config.Region) error {
-	w.Handle("noop", handlers.Noop)
-	w.Handle("sleep", handlers.Sleep)
-	if len(cfg.Worker.Exec.Allow) > 0 {
-		rules := map[string]handlers.ExecRule{}
-		for name, r := range cfg.Worker.Exec.Allow {
-			h := r.Handler()
-			h.RunAs = cfg.Worker.Exec.RunAs
-			rules[name] = h
-		}
-		h, err := handlers.Exec(rules)
-		if err != nil {
-			return fmt.Errorf("worker.exec.allow: %w", err)
-		}
-		w.Handle("exec", h)
-	}
-	return registerHTTP(w, cfg)
 }

@@ -1,4 +1,4 @@
-package main
+package server
 
 import (
 	"fmt"
@@ -14,26 +14,26 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 )
 
-// newRegistry is a registry with the Go runtime and process collectors:
+// NewRegistry is a registry with the Go runtime and process collectors:
 // one per server, and in `ax dev` one per region (each region's API
 // exports its own series only), which the region's workers share.
-func newRegistry() *prometheus.Registry {
+func NewRegistry() *prometheus.Registry {
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return reg
 }
 
-// workerMetrics registers the figures of cfg's workers with reg: cost =
+// WorkerMetrics registers the figures of cfg's workers with reg: cost =
 // price at claim × run time (one slot per task); savings against the
 // cheapest on-demand pool of the region that carries the task's tags (the
 // reference of GET /v1/cost, which looks at every region: docs/cost.md).
-func workerMetrics(cfg *config.Region, reg prometheus.Registerer) *worker.Metrics {
+func WorkerMetrics(cfg *config.Region, reg prometheus.Registerer) *worker.Metrics {
 	return worker.NewMetrics(reg, worker.MetricsOptions{Region: cfg.Name,
 		ReferencePrice: func(tags map[string]string) float64 { return referencePrice(cfg, tags) }})
 }
 
-// serveMetrics exposes g on addr (/metrics): a worker's --metrics.
-func serveMetrics(addr string, g prometheus.Gatherer, log *slog.Logger) (*http.Server, error) {
+// ServeMetrics exposes g on addr (/metrics): a worker's --metrics.
+func ServeMetrics(addr string, g prometheus.Gatherer, log *slog.Logger) (*http.Server, error) {
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
 		return nil, fmt.Errorf("metrics listen %s: %w", addr, err)

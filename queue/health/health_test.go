@@ -1,4 +1,4 @@
-package main
+package health
 
 import (
 	"context"
@@ -8,11 +8,9 @@ import (
 	"net"
 	"slices"
 	"sync"
-	"syscall"
 	"testing"
 	"time"
 
-	"github.com/ax-sched/ax/internal/config"
 	"github.com/ax-sched/ax/internal/redisproc"
 	"github.com/ax-sched/ax/internal/testenv"
 	"github.com/ax-sched/ax/queue"
@@ -29,20 +27,16 @@ import (
 // once: a WARN as the gate closes, an INFO as it opens.
 func TestRedisGateRefusesAPICallsWhileTheProbeHearsNothing(t *testing.T) {
 	rd := testenv.StartRedis(t)
-	rdb, err := redisClient(config.Redis{Addr: rd.Addr()}, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
+	var rdb redis.UniversalClient = redis.NewClient(&redis.Options{Addr: rd.Addr(), ContextTimeoutEnabled: true})
 	defer rdb.Close()
-	p := &redisProbe{ping: func(ctx context.Context) error { return rdb.Ping(ctx).Err() }}
 	log, recs := newLevelCounter()
-	p.log = log.With("region", "r1", "node", rd.Addr())
-	p.answered(time.Now())
-	rdb.AddHook(redisGate{func() *health { return &p.health }})
+	p := NewProbe(func(ctx context.Context) error { return rdb.Ping(ctx).Err() }, log.With("region", "r1", "node", rd.Addr()))
+	p.Answered(time.Now())
+	rdb.AddHook(p.Gate())
 	ctx, stop := context.WithCancel(context.Background())
 	defer stop()
-	go p.run(ctx)
-	api := context.WithValue(ctx, apiCall{}, true)
+	go p.Run(ctx)
+	api := Gated(ctx)
 	if err := rdb.Set(api, "k", "v", 0).Err(); err != nil {
 		t.Fatalf("an API call with Redis healthy: %v", err)
 	}
@@ -54,10 +48,10 @@ func TestRedisGateRefusesAPICallsWhileTheProbeHearsNothing(t *testing.T) {
 	if err := <-inFlight; !errors.Is(err, errRedisOut) || queue.NotSent(err) {
 		t.Fatalf("an API call sent as Redis froze: %v (unsent: %v), want errRedisOut once the probe's window passed, not unsent (it may have run)", err, queue.NotSent(err))
 	}
-	if p.healthy() {
+	if p.Healthy() {
 		t.Fatal("the probe still reports Redis healthy after an API call was cut short")
 	}
-	err = rdb.Get(api, "k").Err()
+	err := rdb.Get(api, "k").Err()
 	var ne net.Error
 	if !errors.Is(err, errRedisOut) || !errors.As(err, &ne) || !ne.Timeout() || !queue.NotSent(err) {
 		t.Fatalf("an API call in the outage: %v (unsent: %v), want errRedisOut (a net.Error that timed out), unsent (queue.NotSent)", err, queue.NotSent(err))
@@ -152,21 +146,17 @@ func (r *logRecords) count(level slog.Level, key, value string) int {
 // after SIGCONT, nothing for the others. After SIGCONT every key works.
 func TestClusterGateRefusesOnlyTheFrozenMastersCalls(t *testing.T) {
 	rc := startPartialCluster(t)
-	rdb, err := redisClient(config.Redis{Cluster: config.RedisCluster{Addrs: rc.Addrs()}}, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer rdb.Close()
-	cc := rdb.(*redis.ClusterClient)
+	cc := redis.NewClusterClient(&redis.ClusterOptions{Addrs: rc.Addrs(), ContextTimeoutEnabled: true})
+	defer cc.Close()
 	log, recs := newLevelCounter()
-	p := newNodeProbe(cc, log.With("region", "r1"))
-	p.gateCluster(cc)
+	p := NewNodeProbe(cc, log.With("region", "r1"))
+	p.GateCluster(cc)
 	ctx, stop := context.WithCancel(context.Background())
 	defer stop()
 	probed := make(chan struct{})
-	go func() { defer close(probed); p.run(ctx) }()
+	go func() { defer close(probed); p.Run(ctx) }()
 	defer func() { stop(); <-probed }()
-	api := context.WithValue(ctx, apiCall{}, true)
+	api := Gated(ctx)
 
 	// A key on each master.
 	keyOf := map[string]string{}
@@ -205,14 +195,14 @@ func TestClusterGateRefusesOnlyTheFrozenMastersCalls(t *testing.T) {
 			others = append(others, k)
 		}
 	}
-	if err := victim.Signal(syscall.SIGSTOP); err != nil {
+	if err := victim.Pause(); err != nil {
 		t.Fatal(err)
 	}
 	resumed := false
 	resume := func() {
 		if !resumed {
 			resumed = true
-			if err := victim.Signal(syscall.SIGCONT); err != nil {
+			if err := victim.Resume(); err != nil {
 				t.Error(err)
 			}
 		}
@@ -263,7 +253,7 @@ func TestClusterGateRefusesOnlyTheFrozenMastersCalls(t *testing.T) {
 		t.Fatalf("a pipeline over the frozen master and a healthy one: %v / %q, %v; want errRedisOut / \"v\"", gf.Err(), gh.Val(), gh.Err())
 	}
 	own, cancel := context.WithTimeout(ctx, 300*time.Millisecond)
-	err = cc.Get(own, frozen).Err()
+	err := cc.Get(own, frozen).Err()
 	cancel()
 	if errors.Is(err, errRedisOut) || !errors.Is(err, context.DeadlineExceeded) {
 		t.Fatalf("a server call (not an API request's) to the frozen master: %v, want its deadline", err)
@@ -297,7 +287,7 @@ func TestClusterGateRefusesOnlyTheFrozenMastersCalls(t *testing.T) {
 // replica) is open at once, one no longer a master is not gated any more.
 func TestNodeGatesFollowTheMasters(t *testing.T) {
 	log, _ := newLevelCounter()
-	p := newNodeProbe(nil, log)
+	p := NewNodeProbe(nil, log)
 	defer p.stop()
 	a, b := redis.NewClient(&redis.Options{Addr: "127.0.0.1:1"}), redis.NewClient(&redis.Options{Addr: "127.0.0.1:2"})
 	defer a.Close()

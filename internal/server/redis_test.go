@@ -1,4 +1,4 @@
-package main
+package server
 
 import (
 	"context"
@@ -129,5 +129,18 @@ func TestRedisTLSSentinelAndClusterRunForReal(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// A call's context deadline bounds it: the health gate's probe and the
+// API's calls rely on it (queue/health).
+func TestRedisClientBoundsCallsByTheirDeadline(t *testing.T) {
+	rdb, err := redisClient(config.Redis{Addr: "127.0.0.1:1"}, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rdb.Close()
+	if !rdb.(*redis.Client).Options().ContextTimeoutEnabled {
+		t.Fatal("the client does not bound a call by its context's deadline")
 	}
 }

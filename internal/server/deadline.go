@@ -1,4 +1,4 @@
-package main
+package server
 
 import (
 	"bufio"
@@ -21,12 +21,10 @@ var errWriteDeadline = errors.New("the request did not finish within http_server
 // withWriteDeadline answers 503 unavailable with Retry-After for a request
 // still unanswered shortly before the server's write deadline (and ends its
 // context), instead of letting the deadline pass and the connection close
-// with no answer at all. That is what a frozen dependency did: with Redis
-// SIGSTOPped, each call waits out its client's read timeout and retries, so
-// a handler making a few of them (a trail, the cost report) ran past
-// http_server.write_timeout and the client got an empty reply, never the
-// 503. A handler that moves its write deadline (long-polls, event streams,
-// through http.ResponseController) moves this one with it. d <= 0: none.
+// with no answer at all, as it would for a handler held by a frozen
+// dependency. A handler that moves its write deadline (long-polls, event
+// streams, through http.ResponseController) moves this one with it. d <= 0:
+// none.
 func withWriteDeadline(h http.Handler, d time.Duration) http.Handler {
 	if d <= 0 {
 		return h

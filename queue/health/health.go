@@ -1,10 +1,9 @@
-package main
+package health
 
 import (
 	"context"
 	"errors"
 	"log/slog"
-	"net/http"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -13,21 +12,29 @@ import (
 	"github.com/redis/go-redis/v9"
 )
 
-// redisProbe pings the region's Redis (every shard) every 500 ms with a
-// 1 s timeout, for ax_redis_healthy: a region whose Redis is down or
-// frozen answers its API 503 (and /readyz 503), but without the gauge no
-// metric or alert said so (its leader still led, its figures stayed put).
-//
-// On one Redis (or a Sentinel-managed one) the API's Redis calls go through
-// its health too (redisGate): while it has heard no answer for its window
-// they fail at once, so a frozen Redis costs a request nothing instead of
-// its client's read timeouts and retries. A Redis Cluster is gated per
-// master instead (nodeProbe): one master out must not refuse the shards
-// the others serve.
-type redisProbe struct {
+// Probe pings a region's Redis (every shard) every 500 ms with a 1 s
+// timeout. Its health feeds ax_redis_healthy (Gauge) and, on one Redis or a
+// Sentinel-managed one, the gate of the API's calls (Gate): while it has
+// heard no answer for its window they fail at once. A Redis Cluster is
+// gated per master instead (NodeProbe): one master out must not refuse the
+// shards the others serve.
+type Probe struct {
 	ping func(context.Context) error
 	health
 }
+
+// NewProbe is a probe that asks ping. log, when not nil, gets a WARN line
+// as the gate closes and an INFO line as it opens again; it should name the
+// node. The probe is unhealthy until its first answer (Answered or Run).
+func NewProbe(ping func(context.Context) error, log *slog.Logger) *Probe {
+	p := &Probe{ping: ping}
+	p.log = log
+	return p
+}
+
+// Gate is the hook that gates the API's calls of a client of the probed
+// Redis. Add it to every client of that Redis before its first call.
+func (p *Probe) Gate() redis.Hook { return redisGate{func() *health { return &p.health }} }
 
 // health is what a probe heard from one Redis server (or, for the gauge,
 // from all of a region's): its last answer, and the gate of the API's calls
@@ -54,10 +61,10 @@ type spell struct {
 }
 
 const (
-	redisProbeEvery   = 500 * time.Millisecond
-	redisProbeTimeout = time.Second
-	// redisProbeWindow without an answer is an outage.
-	redisProbeWindow = 2 * redisProbeTimeout
+	probeEvery   = 500 * time.Millisecond
+	probeTimeout = time.Second
+	// probeWindow without an answer is an outage.
+	probeWindow = 2 * probeTimeout
 )
 
 // errRedisOut is the API's Redis call refused or cut short in an outage
@@ -75,9 +82,9 @@ type redisOut struct{ unsent bool }
 
 func (e redisOut) Error() string {
 	if e.unsent {
-		return "redis: not tried: no answer to the health probe within " + redisProbeWindow.String()
+		return "redis: not tried: no answer to the health probe within " + probeWindow.String()
 	}
-	return "redis: cut short: no answer to the health probe within " + redisProbeWindow.String()
+	return "redis: cut short: no answer to the health probe within " + probeWindow.String()
 }
 func (redisOut) Timeout() bool   { return true }
 func (redisOut) Temporary() bool { return true }
@@ -91,17 +98,17 @@ func (redisOut) Is(target error) bool {
 	return ok
 }
 
-// run probes until ctx ends. The client honours the ping's deadline
-// (ContextTimeoutEnabled), so a frozen Redis holds it 1 s at most.
-func (p *redisProbe) run(ctx context.Context) {
-	t := time.NewTicker(redisProbeEvery)
+// Run probes until ctx ends. The ping must honour its context's deadline
+// (go-redis: ContextTimeoutEnabled), so a frozen Redis holds it 1 s at most.
+func (p *Probe) Run(ctx context.Context) {
+	t := time.NewTicker(probeEvery)
 	defer t.Stop()
 	defer p.stop()
 	for {
-		pctx, cancel := context.WithTimeout(ctx, redisProbeTimeout)
+		pctx, cancel := context.WithTimeout(ctx, probeTimeout)
 		start := time.Now()
-		if err := p.ping(pctx); err == nil && time.Since(start) <= redisProbeTimeout {
-			p.answered(time.Now())
+		if err := p.ping(pctx); err == nil && time.Since(start) <= probeTimeout {
+			p.Answered(time.Now())
 		}
 		cancel()
 		select {
@@ -112,9 +119,9 @@ func (p *redisProbe) run(ctx context.Context) {
 	}
 }
 
-// answered records an answer at now and starts the window again; a closed
+// Answered records an answer at now and starts the window again; a closed
 // gate opens.
-func (h *health) answered(now time.Time) {
+func (h *health) Answered(now time.Time) {
 	h.lastOK.Store(now.UnixNano())
 	h.mu.Lock()
 	defer h.mu.Unlock()
@@ -127,9 +134,9 @@ func (h *health) answered(now time.Time) {
 		}
 	}
 	if h.timer == nil {
-		h.timer = time.AfterFunc(redisProbeWindow, h.expire)
+		h.timer = time.AfterFunc(probeWindow, h.expire)
 	} else {
-		h.timer.Reset(redisProbeWindow)
+		h.timer.Reset(probeWindow)
 	}
 }
 
@@ -137,7 +144,7 @@ func (h *health) answered(now time.Time) {
 func (h *health) expire() {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	if o := h.open.Load(); o != nil && o.ctx.Err() == nil && !h.healthy() {
+	if o := h.open.Load(); o != nil && o.ctx.Err() == nil && !h.Healthy() {
 		o.cancel(errRedisOut)
 		h.closedAt = time.Now()
 		if h.log != nil {
@@ -155,57 +162,56 @@ func (h *health) stop() {
 	}
 }
 
-// healthy: an answer within the window.
-func (h *health) healthy() bool {
+// Healthy reports an answer within the window.
+func (h *health) Healthy() bool {
 	last := h.lastOK.Load()
-	return last != 0 && time.Since(time.Unix(0, last)) <= redisProbeWindow
+	return last != 0 && time.Since(time.Unix(0, last)) <= probeWindow
 }
 
 // current is the open spell an API call runs in, nil while the gate is
 // closed.
 func (h *health) current() *spell {
 	o := h.open.Load()
-	if o == nil || o.ctx.Err() != nil || !h.healthy() {
+	if o == nil || o.ctx.Err() != nil || !h.Healthy() {
 		return nil
 	}
 	return o
 }
 
-func (p *redisProbe) gauge() prometheus.Collector {
+// Gauge exports the probe's health as ax_redis_healthy, 1 or 0.
+func (p *Probe) Gauge() prometheus.Collector {
 	return prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "ax_redis_healthy",
 		Help: "1 while this server's probe of its region's Redis answers (every shard; every 500 ms, 1 s timeout), else 0; the API answers 503 while Redis is out."},
 		func() float64 {
-			if p.healthy() {
+			if p.Healthy() {
 				return 1
 			}
 			return 0
 		})
 }
 
-// apiCall marks the context of an API request (forAPI): its Redis calls go
-// through the gate. The server's own loops (leader, outbox, probe) are not
-// gated: they keep their own timeouts and back-offs.
+// apiCall is the context key that Gated sets.
 type apiCall struct{}
 
-// forAPI marks every request's context as an API request's.
-func forAPI(h http.Handler) http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		h.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), apiCall{}, true)))
-	})
-}
+// Gated marks ctx as an API request's: its Redis calls go through the
+// gates. The server's own loops (leader, outbox, probe) are not gated: they
+// keep their own timeouts and back-offs.
+func Gated(ctx context.Context) context.Context { return context.WithValue(ctx, apiCall{}, true) }
 
 // redisGate is the go-redis hook of a client of one Redis server: the
 // server's clients on one Redis or Sentinel (the probe's health), or one
-// node's client in a Redis Cluster (that node's, nodeProbe.gate). An API
+// node's client in a Redis Cluster (that node's, NodeProbe.gate). An API
 // request's call fails at once with errRedisOut while its gate is closed,
 // and one already waiting (for a connection of the pool, or between
-// retries) stops when the gate closes: with Redis SIGSTOPped each call
-// waited out its read timeouts and retries (5-15 s), so requests piled up
-// behind it. An attempt already sent ends at the client's read timeout
-// (5 s), which only a deadline shortens. Healthy, a call is unchanged.
+// retries) stops when the gate closes, so a frozen Redis does not hold
+// requests for its client's read timeouts and retries. An attempt already
+// sent ends at the client's read timeout (5 s), which only a deadline
+// shortens. Healthy, a call is unchanged.
 type redisGate struct {
 	health func() *health // nil: not gated (a node the probe has not asked yet)
 }
+
+var _ redis.Hook = redisGate{}
 
 func (redisGate) DialHook(next redis.DialHook) redis.DialHook { return next }
 
@@ -293,6 +299,8 @@ func (c *clusterTry) end() {
 // errRedisRefused if no try of it was let through to a node.
 type clusterGate struct{}
 
+var _ redis.Hook = clusterGate{}
+
 func (clusterGate) DialHook(next redis.DialHook) redis.DialHook { return next }
 
 func (g clusterGate) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
@@ -329,7 +337,7 @@ func (clusterGate) call(ctx context.Context, next func(context.Context) error) e
 	return err
 }
 
-// nodeProbe asks every master of a Redis Cluster on its own (PING every
+// NodeProbe asks every master of a Redis Cluster on its own (PING every
 // 500 ms, 1 s timeout), for the gate of the API's calls to that node: a
 // call is refused only if the master it goes to has been silent for the
 // window; the shards of the other masters answer on. Nodes are known by
@@ -338,7 +346,7 @@ func (clusterGate) call(ctx context.Context, next func(context.Context) error) e
 // and the old master, no longer a master, is forgotten. The masters are
 // listed apart from the pings (a listing asks a random node for its slots,
 // perhaps the frozen one), so a silent node delays no other's ping.
-type nodeProbe struct {
+type NodeProbe struct {
 	cc  *redis.ClusterClient
 	log *slog.Logger
 
@@ -353,13 +361,15 @@ type node struct {
 	asking atomic.Bool // a ping out
 }
 
-func newNodeProbe(cc *redis.ClusterClient, log *slog.Logger) *nodeProbe {
-	return &nodeProbe{cc: cc, log: log, nodes: map[string]*node{}}
+// NewNodeProbe is the probe of cc's masters; log names the region, each
+// node's lines add its address.
+func NewNodeProbe(cc *redis.ClusterClient, log *slog.Logger) *NodeProbe {
+	return &NodeProbe{cc: cc, log: log, nodes: map[string]*node{}}
 }
 
-// gateCluster puts the gates on a Cluster client. Before its first call:
-// OnNewNode sees only the nodes made after it.
-func (p *nodeProbe) gateCluster(cc *redis.ClusterClient) {
+// GateCluster puts the gates on a Cluster client. Call it before the
+// client's first call: OnNewNode sees only the nodes made after it.
+func (p *NodeProbe) GateCluster(cc *redis.ClusterClient) {
 	cc.AddHook(clusterGate{})
 	cc.OnNewNode(func(c *redis.Client) {
 		addr := c.Options().Addr
@@ -369,7 +379,7 @@ func (p *nodeProbe) gateCluster(cc *redis.ClusterClient) {
 
 // gate is the health of the master at addr, nil if it is none the probe
 // asks.
-func (p *nodeProbe) gate(addr string) *health {
+func (p *NodeProbe) gate(addr string) *health {
 	p.mu.RLock()
 	defer p.mu.RUnlock()
 	if n := p.nodes[addr]; n != nil {
@@ -378,8 +388,8 @@ func (p *nodeProbe) gate(addr string) *health {
 	return nil
 }
 
-// run lists the masters and pings each until ctx ends.
-func (p *nodeProbe) run(ctx context.Context) {
+// Run lists the masters and pings each until ctx ends.
+func (p *NodeProbe) Run(ctx context.Context) {
 	var wg sync.WaitGroup
 	defer p.stop()
 	defer wg.Wait()
@@ -388,7 +398,7 @@ func (p *nodeProbe) run(ctx context.Context) {
 		defer wg.Done()
 		p.list(ctx)
 	}()
-	t := time.NewTicker(redisProbeEvery)
+	t := time.NewTicker(probeEvery)
 	defer t.Stop()
 	for {
 		p.mu.RLock()
@@ -401,11 +411,11 @@ func (p *nodeProbe) run(ctx context.Context) {
 			go func() {
 				defer wg.Done()
 				defer n.asking.Store(false)
-				pctx, cancel := context.WithTimeout(ctx, redisProbeTimeout)
+				pctx, cancel := context.WithTimeout(ctx, probeTimeout)
 				defer cancel()
 				start := time.Now()
-				if err := c.Ping(pctx).Err(); err == nil && time.Since(start) <= redisProbeTimeout {
-					n.answered(time.Now())
+				if err := c.Ping(pctx).Err(); err == nil && time.Since(start) <= probeTimeout {
+					n.Answered(time.Now())
 				}
 			}()
 		}
@@ -420,11 +430,11 @@ func (p *nodeProbe) run(ctx context.Context) {
 
 // list updates the masters every 500 ms from the client's view (reloaded:
 // a failover shows within a listing, as the client's own calls see it).
-func (p *nodeProbe) list(ctx context.Context) {
-	t := time.NewTicker(redisProbeEvery)
+func (p *NodeProbe) list(ctx context.Context) {
+	t := time.NewTicker(probeEvery)
 	defer t.Stop()
 	for {
-		lctx, cancel := context.WithTimeout(ctx, redisProbeTimeout)
+		lctx, cancel := context.WithTimeout(ctx, probeTimeout)
 		var mu sync.Mutex
 		masters := map[string]*redis.Client{}
 		err := p.cc.ForEachMaster(lctx, func(_ context.Context, c *redis.Client) error {
@@ -447,7 +457,7 @@ func (p *nodeProbe) list(ctx context.Context) {
 
 // masters makes these the nodes asked: a new one starts open (a promoted
 // replica is usable at once), one no longer a master is forgotten.
-func (p *nodeProbe) masters(masters map[string]*redis.Client, now time.Time) {
+func (p *NodeProbe) masters(masters map[string]*redis.Client, now time.Time) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	for addr, n := range p.nodes {
@@ -466,12 +476,12 @@ func (p *nodeProbe) masters(masters map[string]*redis.Client, now time.Time) {
 		}
 		n := &node{c: c}
 		n.log = p.log.With("node", addr)
-		n.answered(now)
+		n.Answered(now)
 		p.nodes[addr] = n
 	}
 }
 
-func (p *nodeProbe) stop() {
+func (p *NodeProbe) stop() {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	for _, n := range p.nodes {

@@ -1,0 +1,399 @@
+package server
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io/fs"
+	"log/slog"
+	"net"
+	"net/url"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/alicebob/miniredis/v2"
+	miniserver "github.com/alicebob/miniredis/v2/server"
+	"github.com/ax-sched/ax/configs"
+	"github.com/ax-sched/ax/internal/config"
+	"github.com/ax-sched/ax/internal/redisproc"
+	"go.etcd.io/etcd/server/v3/embed"
+	"go.uber.org/zap"
+)
+
+// DevOptions say how RunDev runs.
+type DevOptions struct {
+	Dir   string          // state directory (etcd data, Redis files)
+	Port  int             // API port of the first region, the others the next ones; 0: any free ports
+	Slots int             // slots of each demo worker, at most its pool's slots
+	Demo  bool            // a worker for every pool
+	Load  []config.Option // the configs' Load options (SIGHUP re-reads them)
+	// Started, when not nil, is called once everything runs.
+	Started func(Dev)
+}
+
+// Dev is what RunDev started.
+type Dev struct {
+	Dir     string // absolute
+	Etcd    string // the embedded etcd's client URL
+	Regions []DevRegion
+}
+
+// DevRegion is one region of Dev.
+type DevRegion struct {
+	Name, API, Redis string
+	Pools            []string // sorted
+}
+
+// RunDev runs cfgs (DevConfigs) on this machine until ctx ends: an
+// embedded etcd, one Redis per region (redis-server, else an in-process
+// miniredis), each region's server with auth off and, with Demo, a worker
+// for every pool. SIGHUP re-reads the built-in configs into the servers.
+func RunDev(ctx context.Context, cfgs []*config.Region, o DevOptions, log *slog.Logger) error {
+	if err := os.MkdirAll(o.Dir, 0o755); err != nil {
+		return err
+	}
+	abs, _ := filepath.Abs(o.Dir)
+	// Bind every API port before etcd and Redis pick their free ports, so
+	// they cannot take one of ours. Port 0 lets the kernel choose each.
+	lns, err := listenDev(o.Port, len(cfgs))
+	if err != nil {
+		return err
+	}
+	defer func() {
+		for _, l := range lns {
+			if l != nil {
+				_ = l.Close()
+			}
+		}
+	}()
+	etcd, endpoint, err := startDevEtcd(abs)
+	if err != nil {
+		return fmt.Errorf("embedded etcd: %w", err)
+	}
+	defer etcd.Close()
+	d := &devRun{opts: o, log: log, errc: make(chan error, 32)}
+	defer d.stopRedis()
+	runCtx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	go d.reloadOnHUP(runCtx)
+	info := Dev{Dir: abs, Etcd: endpoint}
+	for i, cfg := range cfgs {
+		r, err := d.startRegion(ctx, runCtx, cfg, abs, endpoint, lns[i])
+		lns[i] = nil // the server owns it now
+		if err != nil {
+			return err
+		}
+		info.Regions = append(info.Regions, DevRegion{Name: cfg.Name, API: cfg.PublicAddr, Redis: r.addr, Pools: poolList(cfg)})
+	}
+	log.Warn("ax dev: auth is OFF for every region (configs/dev); never expose these ports")
+	if o.Started != nil {
+		o.Started(info)
+	}
+	select {
+	case <-ctx.Done():
+	case err = <-d.errc:
+		log.Error("ax dev: a component failed; stopping", "err", err)
+	}
+	cancel()
+	d.wg.Wait()
+	return err
+}
+
+// devRun is RunDev's state: what it started, for SIGHUP and for the stop.
+type devRun struct {
+	opts DevOptions
+	log  *slog.Logger
+	errc chan error
+	wg   sync.WaitGroup
+	reds []*devRedis
+
+	mu      sync.Mutex // servers, read by the SIGHUP loop
+	servers []*Server
+}
+
+// reloadOnHUP re-reads the configs into the servers on SIGHUP until ctx
+// ends: a closed terminal, or an operator, never ends ax dev.
+func (d *devRun) reloadOnHUP(ctx context.Context) {
+	hup := make(chan os.Signal, 1)
+	signal.Notify(hup, syscall.SIGHUP)
+	defer signal.Stop(hup)
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-hup:
+			d.mu.Lock()
+			reloadDev(d.servers, d.log, d.opts.Load...)
+			d.mu.Unlock()
+		}
+	}
+}
+
+// startRegion starts cfg's Redis (ctx ends the wait for it), its server on
+// ln and its demo workers, which run until runCtx ends.
+func (d *devRun) startRegion(ctx, runCtx context.Context, cfg *config.Region, dir, etcd string, ln net.Listener) (*devRedis, error) {
+	port, _ := strconv.Atoi(cfg.Redis.Addr[strings.LastIndexByte(cfg.Redis.Addr, ':')+1:])
+	r, err := startDevRedis(ctx, filepath.Join(dir, cfg.Name), port, d.log)
+	if err != nil {
+		_ = ln.Close()
+		return nil, fmt.Errorf("redis for %s: %w", cfg.Name, err)
+	}
+	d.reds = append(d.reds, r)
+	cfg.Redis.Addr = r.addr
+	cfg.Etcd.Regional.Endpoints = []string{etcd}
+	cfg.Etcd.Global = cfg.Etcd.Regional
+	cfg.Etcd.SessionTTL = 3 * time.Second
+	cfg.Listen = ln.Addr().String()
+	cfg.PublicAddr = "http://" + cfg.Listen
+	cfg.Auth.Enabled = false
+	cfg.Worker.Concurrency = d.opts.Slots
+	cfg.Worker.ShutdownGrace = 5 * time.Second
+	// One registry per region: its API exports its own region's series
+	// only, its workers' included.
+	reg := NewRegistry()
+	wm := WorkerMetrics(cfg, reg)
+	s, err := Start(runCtx, cfg, ln, reg, d.log)
+	if err != nil {
+		return nil, fmt.Errorf("server for %s: %w", cfg.Name, err)
+	}
+	d.mu.Lock()
+	d.servers = append(d.servers, s)
+	d.mu.Unlock()
+	d.wg.Add(1)
+	go func() {
+		defer d.wg.Done()
+		if err := s.Run(runCtx); err != nil {
+			d.errc <- err
+		}
+	}()
+	for _, p := range cfg.Pools {
+		if !d.opts.Demo {
+			break
+		}
+		// A worker offering more slots than its pool has would run more
+		// than placement counts on (and the leader warns of it at every
+		// start).
+		wcfg := *cfg
+		wcfg.Worker.Concurrency = min(d.opts.Slots, p.Slots)
+		d.wg.Add(1)
+		go func() {
+			defer d.wg.Done()
+			if err := RunWorker(runCtx, &wcfg, p, "dev-"+cfg.Name+"-"+p.Name, wm, d.log); err != nil && runCtx.Err() == nil {
+				d.errc <- fmt.Errorf("worker %s/%s: %w", cfg.Name, p.Name, err)
+			}
+		}()
+	}
+	return r, nil
+}
+
+func (d *devRun) stopRedis() {
+	for _, r := range d.reds {
+		r.stop()
+	}
+}
+
+type devRedis struct {
+	addr string
+	srv  *redisproc.Server
+	mini *miniredis.Miniredis
+}
+
+func (r *devRedis) stop() {
+	if r.mini != nil {
+		r.mini.Close()
+	}
+	if r.srv != nil {
+		r.srv.Stop()
+	}
+}
+
+// listenDev binds n API listeners on 127.0.0.1: port, port+1, ... or, when
+// port is 0, n ports the kernel chooses.
+func listenDev(port, n int) ([]net.Listener, error) {
+	var lns []net.Listener
+	for i := 0; i < n; i++ {
+		addr := "127.0.0.1:0"
+		if port != 0 {
+			addr = "127.0.0.1:" + strconv.Itoa(port+i)
+		}
+		l, err := net.Listen("tcp", addr)
+		if err != nil {
+			for _, l := range lns {
+				_ = l.Close()
+			}
+			return nil, fmt.Errorf("ax dev: API port: %w (use --port to pick others, 0 for any)", err)
+		}
+		lns = append(lns, l)
+	}
+	return lns, nil
+}
+
+func freePort() (int, error) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return 0, err
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port, nil
+}
+
+func portFree(p int) bool {
+	l, err := net.Listen("tcp", "127.0.0.1:"+strconv.Itoa(p))
+	if err != nil {
+		return false
+	}
+	l.Close()
+	return true
+}
+
+// startDevRedis starts redis-server on port (or a free one) in dir, or an
+// in-process miniredis when redis-server is not installed. It returns once
+// the server has loaded what an earlier run left in dir, which takes a
+// while after a big run; ctx (Ctrl-C) ends the wait.
+func startDevRedis(ctx context.Context, dir string, port int, log *slog.Logger) (*devRedis, error) {
+	if !portFree(port) {
+		port = 0 // redisproc picks a free one
+	}
+	srv, err := redisproc.Start(ctx, redisproc.WithDir(dir), redisproc.WithPort(port),
+		redisproc.WithAOF("everysec"), redisproc.WithLogger(log))
+	if errors.Is(err, redisproc.ErrNotFound) {
+		m := miniredis.NewMiniRedis()
+		if port == 0 {
+			if port, err = freePort(); err != nil {
+				return nil, err
+			}
+		}
+		if err := m.StartAddr("127.0.0.1:" + strconv.Itoa(port)); err != nil {
+			return nil, err
+		}
+		// ax's servers check Redis's eviction policy (CONFIG GET
+		// maxmemory-policy); miniredis has no CONFIG, so ax dev without
+		// redis-server stopped at once ("unknown command `config`").
+		if err := m.Server().Register("CONFIG", miniConfig); err != nil {
+			m.Close()
+			return nil, err
+		}
+		log.Warn("redis-server not found: using an in-process Redis-compatible server (miniredis). " +
+			"It is for trying ax out only: no persistence, no real Redis semantics under load. Install redis-server for anything else.")
+		return &devRedis{addr: m.Addr(), mini: m}, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	return &devRedis{addr: srv.Addr(), srv: srv}, nil
+}
+
+// miniConfig answers CONFIG GET maxmemory-policy as a real Redis set up
+// for ax would: noeviction (miniredis never evicts).
+func miniConfig(c *miniserver.Peer, _ string, args []string) {
+	if len(args) == 2 && strings.EqualFold(args[0], "GET") && args[1] == "maxmemory-policy" {
+		c.WriteMapLen(1)
+		c.WriteBulk("maxmemory-policy")
+		c.WriteBulk("noeviction")
+		return
+	}
+	c.WriteError("ERR ax dev's in-process Redis answers CONFIG GET maxmemory-policy only")
+}
+
+// StartEtcd starts an embedded etcd keeping its data in dir/etcd (an
+// earlier run's is removed) on free ports; stop closes it.
+func StartEtcd(dir string) (endpoint string, stop func(), err error) {
+	e, endpoint, err := startDevEtcd(dir)
+	if err != nil {
+		return "", nil, err
+	}
+	return endpoint, e.Close, nil
+}
+
+// startDevEtcd starts the embedded etcd on free ports, trying again when a
+// port was taken between choosing and binding it.
+func startDevEtcd(dir string) (e *embed.Etcd, endpoint string, err error) {
+	for attempt := 0; attempt < 3; attempt++ {
+		if e, endpoint, err = startDevEtcdOnce(dir); err == nil {
+			return e, endpoint, nil
+		}
+	}
+	return nil, "", err
+}
+
+func startDevEtcdOnce(dir string) (*embed.Etcd, string, error) {
+	cfg := embed.NewConfig()
+	cfg.Dir = filepath.Join(dir, "etcd")
+	cfg.Logger = "zap"
+	cfg.ZapLoggerBuilder = embed.NewZapLoggerBuilder(zap.NewNop())
+	cp, err := freePort()
+	if err != nil {
+		return nil, "", err
+	}
+	pp, err := freePort()
+	if err != nil {
+		return nil, "", err
+	}
+	cu, _ := url.Parse("http://127.0.0.1:" + strconv.Itoa(cp))
+	pu, _ := url.Parse("http://127.0.0.1:" + strconv.Itoa(pp))
+	cfg.ListenClientUrls, cfg.AdvertiseClientUrls = []url.URL{*cu}, []url.URL{*cu}
+	cfg.ListenPeerUrls, cfg.AdvertisePeerUrls = []url.URL{*pu}, []url.URL{*pu}
+	cfg.InitialCluster = cfg.Name + "=" + pu.String()
+	// A data dir from an earlier run holds another peer URL: start fresh.
+	_ = os.RemoveAll(cfg.Dir)
+	e, err := embed.StartEtcd(cfg)
+	if err != nil {
+		return nil, "", err
+	}
+	select {
+	case <-e.Server.ReadyNotify():
+	case <-time.After(30 * time.Second):
+		e.Close()
+		return nil, "", errors.New("embedded etcd did not become ready")
+	}
+	return e, cu.String(), nil
+}
+
+// DevConfigs reads configs/dev (embedded in the binary) with the Load
+// options opts.
+func DevConfigs(opts ...config.Option) ([]*config.Region, error) {
+	names, err := fs.Glob(configs.Dev, "dev/*.yaml")
+	if err != nil {
+		return nil, err
+	}
+	sort.Strings(names)
+	var out []*config.Region
+	for _, n := range names {
+		b, err := configs.Dev.ReadFile(n)
+		if err != nil {
+			return nil, err
+		}
+		cfg, err := config.Parse("configs/"+n, b, opts...)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, cfg)
+	}
+	// us-east-1 first: it gets the first port, the CLI's default.
+	sort.SliceStable(out, func(i, j int) bool { return out[i].Name == "us-east-1" })
+	return out, nil
+}
+
+// reloadDev re-reads the built-in configs into the running servers
+// (SIGHUP); one during start-up reaches the servers started by then.
+func reloadDev(servers []*Server, log *slog.Logger, opts ...config.Option) {
+	cfgs, err := DevConfigs(opts...)
+	if err != nil {
+		log.Error("SIGHUP: config not reloaded", "err", err)
+		return
+	}
+	for _, s := range servers {
+		for _, c := range cfgs {
+			if c.Name == s.cfg.Name {
+				s.Reload(c)
+			}
+		}
+	}
+}

@@ -1,0 +1,56 @@
+package server
+
+import (
+	"fmt"
+
+	"github.com/ax-sched/ax/internal/config"
+	"github.com/ax-sched/ax/internal/tlsconf"
+	"github.com/redis/go-redis/v9"
+)
+
+// redisClient is the one place ax's processes build a Redis client: single,
+// Sentinel (its own credentials) or Cluster, over TLS when redis.tls or a
+// rediss:// addr says so (sentinels and every node too).
+// poolSize > 0 sets its connection pool's size (per node).
+//
+// A call's context deadline bounds it (ContextTimeoutEnabled): a wait for
+// a pooled connection and the retries end at the deadline, and so does an
+// attempt's read when the deadline comes before the read timeout (5 s), so
+// a frozen Redis holds a call no longer than its caller's deadline (the
+// probe's 1 s ping, /readyz's 2 s, a worker's 5 s). Blocking calls keep
+// working: go-redis reads a BLPOP or XREAD BLOCK of b until b + 10 s, or
+// the context's deadline if earlier, and ax gives them either no deadline
+// (long-polls, the worker's wait for work) or one past their block (the
+// waker's BLPOP: its block + 5 s).
+func redisClient(c config.Redis, poolSize int) (redis.UniversalClient, error) {
+	o := &redis.UniversalOptions{Username: c.Username, Password: c.Password, DB: c.DB, PoolSize: poolSize,
+		ContextTimeoutEnabled: true}
+	switch {
+	case c.Sentinel.MasterName != "":
+		o.MasterName, o.Addrs = c.Sentinel.MasterName, c.Sentinel.Addrs
+		o.SentinelUsername, o.SentinelPassword = c.Sentinel.Username, c.Sentinel.Password
+	case len(c.Cluster.Addrs) > 0:
+		o.Addrs, o.IsClusterMode = c.Cluster.Addrs, true
+	default:
+		o.Addrs = []string{c.HostPort()}
+	}
+	if c.TLSOn() {
+		t := c.TLS
+		tc, err := tlsconf.Client(tlsconf.Files{CA: t.CA, Cert: t.Cert, Key: t.Key, ServerName: t.ServerName,
+			InsecureSkipVerify: t.InsecureSkipVerify && t.AllowInsecure})
+		if err != nil {
+			return nil, fmt.Errorf("redis.%w", err)
+		}
+		o.TLSConfig = tc
+	}
+	return redis.NewUniversalClient(o), nil
+}
+
+// redisNode names one Redis in the log: its address, or the master name
+// Sentinel answers for.
+func redisNode(c config.Redis) string {
+	if c.Sentinel.MasterName != "" {
+		return "sentinel:" + c.Sentinel.MasterName
+	}
+	return c.HostPort()
+}

@@ -1,0 +1,78 @@
+package server
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"os"
+
+	"github.com/ax-sched/ax/internal/buildinfo"
+	"github.com/ax-sched/ax/internal/config"
+	"github.com/ax-sched/ax/queue"
+	"github.com/ax-sched/ax/worker"
+	"github.com/ax-sched/ax/worker/handlers"
+)
+
+// RunWorker serves one pool until ctx ends, then shuts down gracefully. m
+// (may be nil) receives its figures.
+func RunWorker(ctx context.Context, cfg *config.Region, p config.Pool, id string, m *worker.Metrics, log *slog.Logger) error {
+	rdb, err := redisClient(cfg.Redis, 0)
+	if err != nil {
+		return err
+	}
+	defer rdb.Close()
+	store, err := queue.New(rdb, storeOptions(cfg))
+	if err != nil {
+		return err
+	}
+	if id == "" {
+		host, _ := os.Hostname()
+		id = fmt.Sprintf("%s-%d-%s", host, os.Getpid(), p.Name)
+	}
+	tp, stopTracing, err := startTracing(cfg, "ax-worker", id)
+	if err != nil {
+		return err
+	}
+	defer stopTracing()
+	w, err := worker.New(store, worker.Options{
+		Pool: p.Name, ID: id, Concurrency: cfg.Worker.Concurrency, TypeConcurrency: cfg.Worker.TypeConcurrency(), ClaimBatch: cfg.Worker.ClaimBatch,
+		Heartbeat: cfg.Lease.Heartbeat, ShutdownGrace: cfg.Worker.ShutdownGrace,
+		PreemptDelayMin: cfg.Preemption.ReadmitDelayMin, PreemptDelayMax: cfg.Preemption.ReadmitDelayMax,
+		PricePerSlotHour: p.PricePerSlotHour * (1 - p.Discount),
+		Logger:           log.With("region", cfg.Name), // the worker adds pool and worker
+		Metrics:          m,
+		TracerProvider:   tp,
+	})
+	if err != nil {
+		return err
+	}
+	if err := registerBuiltins(w, cfg); err != nil {
+		return err
+	}
+	log.Info("ax worker started", "region", cfg.Name, "pool", p.Name, "id", id, "slots", cfg.Worker.Concurrency,
+		"version", buildinfo.Get().Version, "commit", buildinfo.Get().Commit)
+	err = w.Run(ctx)
+	log.Info("ax worker stopped", "pool", p.Name, "id", id)
+	return err
+}
+
+// registerBuiltins adds noop, sleep, exec (the config's allowlist) and http
+// (the config's URL prefixes).
+func registerBuiltins(w *worker.Worker, cfg *config.Region) error {
+	w.Handle("noop", handlers.Noop)
+	w.Handle("sleep", handlers.Sleep)
+	if len(cfg.Worker.Exec.Allow) > 0 {
+		rules := map[string]handlers.ExecRule{}
+		for name, r := range cfg.Worker.Exec.Allow {
+			h := r.Handler()
+			h.RunAs = cfg.Worker.Exec.RunAs
+			rules[name] = h
+		}
+		h, err := handlers.Exec(rules)
+		if err != nil {
+			return fmt.Errorf("worker.exec.allow: %w", err)
+		}
+		w.Handle("exec", h)
+	}
+	return registerHTTP(w, cfg)
+}
