@@ -10,6 +10,8 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	"go.yaml.in/yaml/v3"
+
+	"github.com/ax-sched/ax/internal/config/keypath"
 )
 
 const configsDir = "../../configs"
@@ -188,8 +190,8 @@ func missingKeys(t reflect.Type, path string, vals []any) []string {
 	var missing []string
 	switch {
 	case t.Kind() == reflect.Struct:
-		fields := structFields(t)
-		for _, name := range sortedKeys(fields) {
+		fields := keypath.Fields(t)
+		for _, name := range keypath.Sorted(fields) {
 			var sub []any
 			for _, v := range vals {
 				if m, ok := v.(map[string]any); ok {
@@ -199,10 +201,10 @@ func missingKeys(t reflect.Type, path string, vals []any) []string {
 				}
 			}
 			if len(sub) == 0 {
-				missing = append(missing, joinKey(path, name))
+				missing = append(missing, keypath.Join(path, name))
 				continue
 			}
-			missing = append(missing, missingKeys(fields[name].Type, joinKey(path, name), sub)...)
+			missing = append(missing, missingKeys(fields[name].Type, keypath.Join(path, name), sub)...)
 		}
 	case t.Kind() == reflect.Slice && t.Elem().Kind() == reflect.Struct:
 		var elems []any
@@ -216,7 +218,7 @@ func missingKeys(t reflect.Type, path string, vals []any) []string {
 		var elems []any
 		for _, v := range vals {
 			if m, ok := v.(map[string]any); ok {
-				for _, k := range sortedKeys(m) {
+				for _, k := range keypath.Sorted(m) {
 					elems = append(elems, m[k])
 				}
 			}

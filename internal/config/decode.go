@@ -11,6 +11,8 @@ import (
 	"time"
 
 	"github.com/go-viper/mapstructure/v2"
+
+	"github.com/ax-sched/ax/internal/config/keypath"
 )
 
 // decoderConfig decodes strictly: exact key names, unknown keys are errors,
@@ -146,7 +148,7 @@ func addDecodeErrors(p *problems, err error) {
 		switch {
 		case strings.HasPrefix(inner.Error(), "has invalid keys: "):
 			for _, k := range strings.Split(strings.TrimPrefix(inner.Error(), "has invalid keys: "), ", ") {
-				found = append(found, &FieldError{Key: joinKey(de.Name(), k), Message: "unknown key"})
+				found = append(found, &FieldError{Key: keypath.Join(de.Name(), k), Message: "unknown key"})
 			}
 		case errors.As(inner, &ute):
 			found = append(found, &FieldError{Key: de.Name(), Message: fmt.Sprintf("must be %s, got %s", kindName(ute.Expected.Type()), describe(ute.Value))})

@@ -4,6 +4,8 @@ import (
 	"reflect"
 	"sort"
 	"strings"
+
+	"github.com/ax-sched/ax/internal/config/keypath"
 )
 
 // Option changes how Load and Parse read a region.
@@ -73,11 +75,11 @@ func newEnvSpace(t reflect.Type) *envSpace {
 }
 
 func (s *envSpace) walk(t reflect.Type, path string) {
-	fields := structFields(t)
-	for _, name := range sortedKeys(fields) {
-		f, key := fields[name], joinKey(path, name)
+	fields := keypath.Fields(t)
+	for _, name := range keypath.Sorted(fields) {
+		f, key := fields[name], keypath.Join(path, name)
 		switch {
-		case isLeaf(f.Type):
+		case keypath.IsLeaf(f.Type):
 			s.keys[envName(key)] = key
 		case f.Type.Kind() == reflect.Struct:
 			s.sections = append(s.sections, key)
@@ -115,8 +117,8 @@ func (s *envSpace) closest(name string) string {
 	}
 	best, bestDist := "", maxDist+1
 	var starts []string
-	for _, v := range sortedKeys(s.keys) {
-		if d := editDistance(name, v); d < bestDist {
+	for _, v := range keypath.Sorted(s.keys) {
+		if d := keypath.Distance(name, v); d < bestDist {
 			best, bestDist = v, d
 		}
 		if strings.HasPrefix(v, name+"_") {
@@ -164,7 +166,7 @@ func checkEnv(p *problems, environ []string, o *options, t reflect.Type) (ignore
 	}
 	s := newEnvSpace(t)
 	links := serviceLinks(set)
-	for _, name := range sortedKeys(set) {
+	for _, name := range keypath.Sorted(set) {
 		if s.keys[name] != "" {
 			overrides = append(overrides, name)
 			continue

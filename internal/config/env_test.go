@@ -8,6 +8,8 @@ import (
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
+
+	"github.com/ax-sched/ax/internal/config/keypath"
 )
 
 // clearAXEnv unsets every AX_ variable of the test process (restored after
@@ -127,7 +129,7 @@ func TestEnvSpace(t *testing.T) {
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("file-only keys (-want +got):\n%s", diff)
 	}
-	if n := len(envKeys(reflect.TypeFor[Region](), "")); n != len(s.keys) {
+	if n := len(keypath.Leaves(reflect.TypeFor[Region](), "")); n != len(s.keys) {
 		t.Errorf("%d keys but %d variables: two keys share one", n, len(s.keys))
 	}
 	for v, k := range s.keys {

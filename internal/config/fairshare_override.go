@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"errors"
 	"io"
+
+	"github.com/ax-sched/ax/internal/config/keypath"
 )
 
 // FairShareOverride decodes and checks a live override of pool's fair
@@ -60,7 +62,7 @@ func (r *Region) FairShareOverride(source, pool string, b []byte) (*FairShare, e
 		ts := TenantShare{Floor: t.Floor, Max: t.Max}
 		if w := t.Weight; w != nil {
 			if !(*w > 0) {
-				p.add(joinKey(mapKey("fair_share.tenants", name), "weight"), "must be > 0 (leave it out for the pool's default_weight), got %v", *w)
+				p.add(keypath.Join(keypath.Entry("fair_share.tenants", name), "weight"), "must be > 0 (leave it out for the pool's default_weight), got %v", *w)
 			}
 			ts.Weight = *w
 		}

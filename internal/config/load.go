@@ -13,6 +13,8 @@ import (
 	"github.com/go-viper/mapstructure/v2"
 	"github.com/spf13/viper"
 	"go.yaml.in/yaml/v3"
+
+	"github.com/ax-sched/ax/internal/config/keypath"
 )
 
 // EnvPrefix starts the environment variables that override keys: the key's
@@ -68,13 +70,13 @@ func Parse(name string, data []byte, opts ...Option) (*Region, error) {
 	v.SetEnvPrefix(EnvPrefix)
 	v.SetEnvKeyReplacer(strings.NewReplacer(".", "_"))
 	regionType := reflect.TypeFor[Region]()
-	for _, key := range envKeys(regionType, "") {
+	for _, key := range keypath.Leaves(regionType, "") {
 		if err := v.BindEnv(key); err != nil {
 			return nil, fmt.Errorf("config: bind %s: %w", key, err)
 		}
 	}
 	settings := v.AllSettings()
-	keepDataKeys(settings, raw, regionType)
+	keypath.KeepData(settings, raw, regionType)
 
 	checkKeys(p, "", raw, regionType)
 	r := Default()
@@ -93,7 +95,7 @@ func Parse(name string, data []byte, opts ...Option) (*Region, error) {
 	// everything; a key that failed to decode is reported once, not again
 	// for the default it kept.
 	r.validate(p)
-	nameEnv(p, envKeys(regionType, ""))
+	nameEnv(p, keypath.Leaves(regionType, ""))
 	if o.checkEnv {
 		r.ignoredEnv, r.overrideEnv = checkEnv(p, os.Environ(), &o, regionType)
 	}
@@ -161,13 +163,13 @@ func inheritThresholds(raw map[string]any, r *Region) {
 func hashTokens(p *problems, r *Region) {
 	for i := range r.Auth.Tokens {
 		t := &r.Auth.Tokens[i]
-		key := elemKey("auth.tokens", i)
+		key := keypath.Elem("auth.tokens", i)
 		switch {
 		case t.Token != "" && t.TokenSHA256 != "":
 			p.add(key, "set token_sha256 or token, not both")
 		case t.Token != "":
 			if len(t.Token) < minTokenLen {
-				p.add(joinKey(key, "token"), "too short: use at least %d characters", minTokenLen)
+				p.add(keypath.Join(key, "token"), "too short: use at least %d characters", minTokenLen)
 			}
 			sum := sha256.Sum256([]byte(t.Token))
 			t.TokenSHA256 = hex.EncodeToString(sum[:])

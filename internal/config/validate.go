@@ -13,6 +13,7 @@ import (
 	"time"
 	_ "time/tzdata" // capacity windows name IANA zones; do not depend on the host having them
 
+	"github.com/ax-sched/ax/internal/config/keypath"
 	"github.com/ax-sched/ax/task"
 	"github.com/ax-sched/ax/worker/handlers"
 )
@@ -100,7 +101,7 @@ func (r *Region) validateLimits(p *problems) {
 	}
 	seen := map[string]int{}
 	for i, l := range r.Limits {
-		path := elemKey("limits", i)
+		path := keypath.Elem("limits", i)
 		set := 0
 		for _, v := range []string{l.Type, l.Tenant, l.Key} {
 			if v != "" {
@@ -112,7 +113,7 @@ func (r *Region) validateLimits(p *problems) {
 			continue
 		}
 		kind, name := l.Kind()
-		key := joinKey(path, kind)
+		key := keypath.Join(path, kind)
 		switch kind {
 		case "key":
 			if msg := task.ValidLimitKey(name); msg != "" {
@@ -135,29 +136,29 @@ func (r *Region) validateLimits(p *problems) {
 			p.add(path, "set rate, concurrency or both")
 		}
 		if l.Rate != nil && !(*l.Rate > 0) {
-			p.add(joinKey(path, "rate"), "must be > 0 tasks/s (leave it out for no rate limit), got %v", *l.Rate)
+			p.add(keypath.Join(path, "rate"), "must be > 0 tasks/s (leave it out for no rate limit), got %v", *l.Rate)
 		}
 		if l.Burst != nil && (*l.Burst <= 0 || l.Rate == nil) {
-			p.add(joinKey(path, "burst"), "must be > 0 and given with rate, got %d", *l.Burst)
+			p.add(keypath.Join(path, "burst"), "must be > 0 and given with rate, got %d", *l.Burst)
 		}
 		if l.Concurrency != nil && *l.Concurrency <= 0 {
-			p.add(joinKey(path, "concurrency"), "must be > 0 (leave it out for no concurrency limit), got %d", *l.Concurrency)
+			p.add(keypath.Join(path, "concurrency"), "must be > 0 (leave it out for no concurrency limit), got %d", *l.Concurrency)
 		}
 		switch l.Scope {
 		case "", "region":
 			if len(l.Weights) > 0 {
-				p.add(joinKey(path, "weights"), "only with scope federation")
+				p.add(keypath.Join(path, "weights"), "only with scope federation")
 			}
 		case "federation":
 			for reg, w := range l.Weights {
 				if !inFed[reg] {
-					p.add(joinKey(joinKey(path, "weights"), reg), "not a region of regions")
+					p.add(keypath.Join(keypath.Join(path, "weights"), reg), "not a region of regions")
 				} else if !(w > 0) {
-					p.add(joinKey(joinKey(path, "weights"), reg), "must be > 0, got %v", w)
+					p.add(keypath.Join(keypath.Join(path, "weights"), reg), "must be > 0, got %v", w)
 				}
 			}
 		default:
-			p.add(joinKey(path, "scope"), "must be region or federation, got %q", l.Scope)
+			p.add(keypath.Join(path, "scope"), "must be region or federation, got %q", l.Scope)
 		}
 	}
 }
@@ -192,7 +193,7 @@ func (r *Region) validateIdentity(p *problems) {
 	}
 	seen := map[string]int{}
 	for i, name := range r.Regions {
-		key := elemKey("regions", i)
+		key := keypath.Elem("regions", i)
 		if !dnsLabel.MatchString(name) {
 			p.add(key, "%s, got %q", dnsLabelRule, name)
 		} else if j, dup := seen[name]; dup {
@@ -222,34 +223,34 @@ func checkRedisAddr(addr string) error {
 }
 
 func validateEtcd(p *problems, path string, e Etcd) {
-	validateEtcdCluster(p, joinKey(path, "regional"), e.Regional)
-	validateEtcdCluster(p, joinKey(path, "global"), e.Global)
+	validateEtcdCluster(p, keypath.Join(path, "regional"), e.Regional)
+	validateEtcdCluster(p, keypath.Join(path, "global"), e.Global)
 	if !strings.HasPrefix(e.Prefix, "/") || !strings.HasSuffix(e.Prefix, "/") {
-		p.add(joinKey(path, "prefix"), "must begin and end with \"/\", got %q", e.Prefix)
+		p.add(keypath.Join(path, "prefix"), "must begin and end with \"/\", got %q", e.Prefix)
 	}
 	switch {
 	case e.SessionTTL < time.Second:
-		p.add(joinKey(path, "session_ttl"), "must be ≥ 1s, got %s", e.SessionTTL)
+		p.add(keypath.Join(path, "session_ttl"), "must be ≥ 1s, got %s", e.SessionTTL)
 	case e.SessionTTL%time.Second != 0:
-		p.add(joinKey(path, "session_ttl"), "must be whole seconds (etcd lease TTLs are), got %s", e.SessionTTL)
+		p.add(keypath.Join(path, "session_ttl"), "must be whole seconds (etcd lease TTLs are), got %s", e.SessionTTL)
 	}
 }
 
 func validateEtcdCluster(p *problems, path string, c EtcdCluster) {
 	if len(c.Endpoints) == 0 {
-		p.add(joinKey(path, "endpoints"), "at least one endpoint is required")
+		p.add(keypath.Join(path, "endpoints"), "at least one endpoint is required")
 	}
 	for i, ep := range c.Endpoints {
 		if err := checkEndpoint(ep); err != nil {
-			p.add(elemKey(joinKey(path, "endpoints"), i), "%s", err)
+			p.add(keypath.Elem(keypath.Join(path, "endpoints"), i), "%s", err)
 		}
 	}
-	positive(p, joinKey(path, "dial_timeout"), c.DialTimeout)
+	positive(p, keypath.Join(path, "dial_timeout"), c.DialTimeout)
 	if c.Password != "" && c.Username == "" {
-		p.add(joinKey(path, "password"), "set without username")
+		p.add(keypath.Join(path, "password"), "set without username")
 	}
 	if (c.TLS.Cert == "") != (c.TLS.Key == "") {
-		p.add(joinKey(path, "tls"), "set cert and key together, or neither")
+		p.add(keypath.Join(path, "tls"), "set cert and key together, or neither")
 	}
 }
 
@@ -273,44 +274,44 @@ func validateRedis(p *problems, path string, r Redis) {
 	}
 	if r.Addr != "" {
 		if err := checkRedisAddr(r.Addr); err != nil {
-			p.add(joinKey(path, "addr"), "%s", err)
+			p.add(keypath.Join(path, "addr"), "%s", err)
 		}
 	}
 	t := r.TLS
 	if (t.Cert == "") != (t.Key == "") {
-		p.add(joinKey(path, "tls"), "set cert and key together, or neither")
+		p.add(keypath.Join(path, "tls"), "set cert and key together, or neither")
 	}
 	if t.InsecureSkipVerify && !t.AllowInsecure {
-		p.add(joinKey(path, "tls.insecure_skip_verify"), "accepts any certificate, so anyone on the path reads the traffic; set tls.allow_insecure: true too if you mean it")
+		p.add(keypath.Join(path, "tls.insecure_skip_verify"), "accepts any certificate, so anyone on the path reads the traffic; set tls.allow_insecure: true too if you mean it")
 	}
 	if strings.HasPrefix(r.Addr, "redis://") && r.TLSOn() {
-		p.add(joinKey(path, "addr"), "redis:// is plain TCP but redis.tls is set: use rediss://")
+		p.add(keypath.Join(path, "addr"), "redis:// is plain TCP but redis.tls is set: use rediss://")
 	}
-	sentinel := joinKey(path, "sentinel")
+	sentinel := keypath.Join(path, "sentinel")
 	if len(r.Sentinel.Addrs) > 0 && r.Sentinel.MasterName == "" {
-		p.add(joinKey(sentinel, "master_name"), "required with sentinel addrs")
+		p.add(keypath.Join(sentinel, "master_name"), "required with sentinel addrs")
 	}
 	if r.Sentinel.MasterName != "" && len(r.Sentinel.Addrs) == 0 {
-		p.add(joinKey(sentinel, "addrs"), "at least one sentinel is required with master_name")
+		p.add(keypath.Join(sentinel, "addrs"), "at least one sentinel is required with master_name")
 	}
-	hostPorts(p, joinKey(sentinel, "addrs"), r.Sentinel.Addrs)
-	hostPorts(p, joinKey(path, "cluster.addrs"), r.Cluster.Addrs)
+	hostPorts(p, keypath.Join(sentinel, "addrs"), r.Sentinel.Addrs)
+	hostPorts(p, keypath.Join(path, "cluster.addrs"), r.Cluster.Addrs)
 	switch {
 	case r.DB < 0:
-		p.add(joinKey(path, "db"), "must be ≥ 0, got %d", r.DB)
+		p.add(keypath.Join(path, "db"), "must be ≥ 0, got %d", r.DB)
 	case r.DB != 0 && len(r.Cluster.Addrs) > 0:
-		p.add(joinKey(path, "db"), "must be 0 with cluster (Redis Cluster has only db 0), got %d", r.DB)
+		p.add(keypath.Join(path, "db"), "must be 0 with cluster (Redis Cluster has only db 0), got %d", r.DB)
 	}
 	if r.Shards < 1 || r.Shards > maxShards {
-		p.add(joinKey(path, "shards"), "must be between 1 and %d, got %d", maxShards, r.Shards)
+		p.add(keypath.Join(path, "shards"), "must be between 1 and %d, got %d", maxShards, r.Shards)
 	}
 	if r.WaitReplicas < 0 {
-		p.add(joinKey(path, "wait_replicas"), "must be ≥ 0, got %d", r.WaitReplicas)
+		p.add(keypath.Join(path, "wait_replicas"), "must be ≥ 0, got %d", r.WaitReplicas)
 	}
 	if r.WaitReplicas > 0 {
-		positive(p, joinKey(path, "wait_timeout"), r.WaitTimeout)
+		positive(p, keypath.Join(path, "wait_timeout"), r.WaitTimeout)
 	} else {
-		nonNegative(p, joinKey(path, "wait_timeout"), r.WaitTimeout)
+		nonNegative(p, keypath.Join(path, "wait_timeout"), r.WaitTimeout)
 	}
 }
 
@@ -320,21 +321,21 @@ func (r *Region) validatePools(p *problems) {
 	}
 	seen := map[string]int{}
 	for i, pool := range r.Pools {
-		path := elemKey("pools", i)
+		path := keypath.Elem("pools", i)
 		switch {
 		case pool.Name == "":
-			p.add(joinKey(path, "name"), "required")
+			p.add(keypath.Join(path, "name"), "required")
 		case !dnsLabel.MatchString(pool.Name):
-			p.add(joinKey(path, "name"), "%s, got %q", dnsLabelRule, pool.Name)
+			p.add(keypath.Join(path, "name"), "%s, got %q", dnsLabelRule, pool.Name)
 		default:
 			if j, dup := seen[pool.Name]; dup {
-				p.add(joinKey(path, "name"), "duplicate of pools[%d] %q", j, pool.Name)
+				p.add(keypath.Join(path, "name"), "duplicate of pools[%d] %q", j, pool.Name)
 			} else {
 				seen[pool.Name] = i
 			}
 		}
-		for _, k := range sortedKeys(pool.Tags) {
-			key := mapKey(joinKey(path, "tags"), k)
+		for _, k := range keypath.Sorted(pool.Tags) {
+			key := keypath.Entry(keypath.Join(path, "tags"), k)
 			switch {
 			case !tagKey.MatchString(k):
 				p.add(key, "tag keys are lowercase letters, digits, '-', '.', '_' and '/'")
@@ -343,29 +344,29 @@ func (r *Region) validatePools(p *problems) {
 			}
 		}
 		if pool.Slots <= 0 {
-			p.add(joinKey(path, "slots"), "must be > 0")
+			p.add(keypath.Join(path, "slots"), "must be > 0")
 		}
 		if pool.QueueCapacity <= 0 {
-			p.add(joinKey(path, "queue_capacity"), "must be > 0")
+			p.add(keypath.Join(path, "queue_capacity"), "must be > 0")
 		}
 		if !(pool.PricePerSlotHour >= 0) || math.IsInf(pool.PricePerSlotHour, 0) {
-			p.add(joinKey(path, "price_per_slot_hour"), "must be ≥ 0, got %v", pool.PricePerSlotHour)
+			p.add(keypath.Join(path, "price_per_slot_hour"), "must be ≥ 0, got %v", pool.PricePerSlotHour)
 		}
 		if !(pool.Discount >= 0 && pool.Discount < 1) {
-			p.add(joinKey(path, "discount"), "must be ≥ 0 and < 1, got %v", pool.Discount)
+			p.add(keypath.Join(path, "discount"), "must be ≥ 0 and < 1, got %v", pool.Discount)
 		}
 		if pool.Thresholds != nil {
-			validateThresholds(p, joinKey(path, "thresholds"), *pool.Thresholds)
+			validateThresholds(p, keypath.Join(path, "thresholds"), *pool.Thresholds)
 		}
-		validateSchedule(p, joinKey(path, "capacity_schedule"), pool.CapacitySchedule, pool.Slots)
-		nonNegative(p, joinKey(path, "max_wait"), pool.MaxWait)
+		validateSchedule(p, keypath.Join(path, "capacity_schedule"), pool.CapacitySchedule, pool.Slots)
+		nonNegative(p, keypath.Join(path, "max_wait"), pool.MaxWait)
 		if pool.FairShare != nil {
-			r.validateFairShare(p, joinKey(path, "fair_share"), *pool.FairShare, pool.Slots)
+			r.validateFairShare(p, keypath.Join(path, "fair_share"), *pool.FairShare, pool.Slots)
 		}
 		if l := pool.SlowLane; l != nil {
-			positive(p, joinKey(joinKey(path, "slow_lane"), "threshold"), l.Threshold)
+			positive(p, keypath.Join(keypath.Join(path, "slow_lane"), "threshold"), l.Threshold)
 			if !(l.MaxShare > 0 && l.MaxShare < 1) {
-				p.add(joinKey(joinKey(path, "slow_lane"), "max_share"), "must be > 0 and < 1 (a fraction of the pool's slots), got %v", l.MaxShare)
+				p.add(keypath.Join(keypath.Join(path, "slow_lane"), "max_share"), "must be > 0 and < 1 (a fraction of the pool's slots), got %v", l.MaxShare)
 			}
 		}
 	}
@@ -376,7 +377,7 @@ func (r *Region) validatePools(p *problems) {
 // on) only tenants some token submits for.
 func (r *Region) validateFairShare(p *problems, path string, fs FairShare, slots int) {
 	if !(fs.DefaultWeight >= 0) || math.IsInf(fs.DefaultWeight, 0) {
-		p.add(joinKey(path, "default_weight"), "must be > 0 (leave it out for 1), got %v", fs.DefaultWeight)
+		p.add(keypath.Join(path, "default_weight"), "must be > 0 (leave it out for 1), got %v", fs.DefaultWeight)
 	}
 	known := map[string]bool{"default": true}
 	for _, t := range r.Auth.Tokens {
@@ -385,50 +386,50 @@ func (r *Region) validateFairShare(p *problems, path string, fs FairShare, slots
 		}
 	}
 	floors := 0
-	for _, name := range sortedKeys(fs.Tenants) {
-		ts, key := fs.Tenants[name], mapKey(joinKey(path, "tenants"), name)
+	for _, name := range keypath.Sorted(fs.Tenants) {
+		ts, key := fs.Tenants[name], keypath.Entry(keypath.Join(path, "tenants"), name)
 		if r.Auth.Enabled && !known[name] {
 			p.add(key, "unknown tenant %q: no auth.tokens entry submits for it", name)
 		}
 		if !(ts.Weight >= 0) || math.IsInf(ts.Weight, 0) {
-			p.add(joinKey(key, "weight"), "must be > 0 (leave it out for the pool's default_weight), got %v", ts.Weight)
+			p.add(keypath.Join(key, "weight"), "must be > 0 (leave it out for the pool's default_weight), got %v", ts.Weight)
 		}
 		if ts.Floor < 0 || ts.Floor > slots {
-			p.add(joinKey(key, "floor"), "must be between 0 and the pool's %d slots, got %d", slots, ts.Floor)
+			p.add(keypath.Join(key, "floor"), "must be between 0 and the pool's %d slots, got %d", slots, ts.Floor)
 		}
 		if ts.Max < 0 || ts.Max > slots {
-			p.add(joinKey(key, "max"), "must be between 0 (no ceiling) and the pool's %d slots, got %d", slots, ts.Max)
+			p.add(keypath.Join(key, "max"), "must be between 0 (no ceiling) and the pool's %d slots, got %d", slots, ts.Max)
 		}
 		if ts.Max > 0 && ts.Floor > ts.Max {
-			p.add(joinKey(key, "floor"), "must be ≤ max %d, got %d", ts.Max, ts.Floor)
+			p.add(keypath.Join(key, "floor"), "must be ≤ max %d, got %d", ts.Max, ts.Floor)
 		}
 		if ts.Floor > 0 && ts.Floor <= slots {
 			floors += ts.Floor
 		}
 	}
 	if floors > slots {
-		p.add(joinKey(path, "tenants"), "floors add up to %d, more than the pool's %d slots", floors, slots)
+		p.add(keypath.Join(path, "tenants"), "floors add up to %d, more than the pool's %d slots", floors, slots)
 	}
 }
 
 func validateSchedule(p *problems, path string, s CapacitySchedule, poolSlots int) {
 	if _, err := time.LoadLocation(s.Timezone); err != nil || s.Timezone == "" || s.Timezone == "Local" {
-		p.add(joinKey(path, "timezone"), "unknown IANA time zone %q (e.g. \"UTC\", \"Europe/Amsterdam\")", s.Timezone)
+		p.add(keypath.Join(path, "timezone"), "unknown IANA time zone %q (e.g. \"UTC\", \"Europe/Amsterdam\")", s.Timezone)
 	}
 	// owner[m] is 1 + the window that covers minute m of the day.
 	var owner [24 * 60]int
 	for i, w := range s.Windows {
-		key := elemKey(joinKey(path, "windows"), i)
+		key := keypath.Elem(keypath.Join(path, "windows"), i)
 		start, errStart := parseClock(w.Start, false)
 		if errStart != nil {
-			p.add(joinKey(key, "start"), "%s", errStart)
+			p.add(keypath.Join(key, "start"), "%s", errStart)
 		}
 		end, errEnd := parseClock(w.End, true)
 		if errEnd != nil {
-			p.add(joinKey(key, "end"), "%s", errEnd)
+			p.add(keypath.Join(key, "end"), "%s", errEnd)
 		}
 		if w.Slots < 0 || w.Slots > poolSlots {
-			p.add(joinKey(key, "slots"), "must be ≥ 0 and ≤ the pool's slots (%d), got %d", poolSlots, w.Slots)
+			p.add(keypath.Join(key, "slots"), "must be ≥ 0 and ≤ the pool's slots (%d), got %d", poolSlots, w.Slots)
 		}
 		if errStart != nil || errEnd != nil {
 			continue
@@ -556,18 +557,18 @@ func (r *Region) validateQuotas(p *problems) {
 	q := r.Quotas
 	check := func(key string, t TenantQuota) {
 		if !(t.SubmitsPerSecond >= 0) || math.IsInf(t.SubmitsPerSecond, 0) {
-			p.add(joinKey(key, "submits_per_second"), "must be ≥ 0 (0: no limit), got %v", t.SubmitsPerSecond)
+			p.add(keypath.Join(key, "submits_per_second"), "must be ≥ 0 (0: no limit), got %v", t.SubmitsPerSecond)
 		}
 		if t.MaxBacklog < 0 {
-			p.add(joinKey(key, "max_backlog"), "must be ≥ 0 (0: no limit), got %d", t.MaxBacklog)
+			p.add(keypath.Join(key, "max_backlog"), "must be ≥ 0 (0: no limit), got %d", t.MaxBacklog)
 		}
 		if t.SubmitsPerSecond > 0 && t.Burst < 1 {
-			p.add(joinKey(key, "burst"), "must be ≥ 1 with submits_per_second, got %d", t.Burst)
+			p.add(keypath.Join(key, "burst"), "must be ≥ 1 with submits_per_second, got %d", t.Burst)
 		}
 	}
 	check("quotas.default", q.Default)
-	for _, name := range sortedKeys(q.Tenants) {
-		check(mapKey("quotas.tenants", name), q.Tenants[name])
+	for _, name := range keypath.Sorted(q.Tenants) {
+		check(keypath.Entry("quotas.tenants", name), q.Tenants[name])
 	}
 	if q.Batch.MaxItems < 1 || q.Batch.MaxItems > maxClaimBatch {
 		p.add("quotas.batch.max_items", "must be between 1 and %d, got %d", maxClaimBatch, q.Batch.MaxItems)
@@ -591,83 +592,83 @@ func (r *Region) validateAuth(p *problems) {
 	names := map[string]int{}
 	hashes := map[string]int{}
 	for i, t := range a.Tokens {
-		path := elemKey("auth.tokens", i)
+		path := keypath.Elem("auth.tokens", i)
 		switch {
 		case t.Name == "":
-			p.add(joinKey(path, "name"), "required")
+			p.add(keypath.Join(path, "name"), "required")
 		default:
 			if j, dup := names[t.Name]; dup {
-				p.add(joinKey(path, "name"), "duplicate of auth.tokens[%d] %q", j, t.Name)
+				p.add(keypath.Join(path, "name"), "duplicate of auth.tokens[%d] %q", j, t.Name)
 			} else {
 				names[t.Name] = i
 			}
 		}
 		switch {
 		case t.Token != "":
-			p.add(joinKey(path, "token"), "plain tokens are hashed by Load and Parse; set token_sha256")
+			p.add(keypath.Join(path, "token"), "plain tokens are hashed by Load and Parse; set token_sha256")
 		case t.TokenSHA256 == "":
 			p.add(path, "set token_sha256 or token")
 		case !sha256Re.MatchString(t.TokenSHA256):
-			p.add(joinKey(path, "token_sha256"), "must be 64 lowercase hex digits (a SHA-256)")
+			p.add(keypath.Join(path, "token_sha256"), "must be 64 lowercase hex digits (a SHA-256)")
 		default:
 			if j, dup := hashes[t.TokenSHA256]; dup {
-				p.add(joinKey(path, "token_sha256"), "same token as auth.tokens[%d]", j)
+				p.add(keypath.Join(path, "token_sha256"), "same token as auth.tokens[%d]", j)
 			} else {
 				hashes[t.TokenSHA256] = i
 			}
 		}
-		oneOf(p, joinKey(path, "role"), t.Role, roles)
+		oneOf(p, keypath.Join(path, "role"), t.Role, roles)
 		if t.ExpiresAt != "" {
 			if _, err := time.Parse(time.RFC3339, t.ExpiresAt); err != nil {
-				p.add(joinKey(path, "expires_at"), "must be an RFC 3339 time (2027-01-31T00:00:00Z), got %q", t.ExpiresAt)
+				p.add(keypath.Join(path, "expires_at"), "must be an RFC 3339 time (2027-01-31T00:00:00Z), got %q", t.ExpiresAt)
 			}
 		}
 		if t.Role == "submitter" && t.Tenant == "" {
-			p.add(joinKey(path, "tenant"), "required for a submitter (its tasks belong to that tenant)")
+			p.add(keypath.Join(path, "tenant"), "required for a submitter (its tasks belong to that tenant)")
 		}
 	}
 }
 
 func validateWorker(p *problems, path string, w Worker) {
 	if w.Concurrency < 1 {
-		p.add(joinKey(path, "concurrency"), "must be ≥ 1, got %d", w.Concurrency)
+		p.add(keypath.Join(path, "concurrency"), "must be ≥ 1, got %d", w.Concurrency)
 	}
 	if w.ClaimBatch < 1 || w.ClaimBatch > maxClaimBatch {
-		p.add(joinKey(path, "claim_batch"), "must be between 1 and %d, got %d", maxClaimBatch, w.ClaimBatch)
+		p.add(keypath.Join(path, "claim_batch"), "must be between 1 and %d, got %d", maxClaimBatch, w.ClaimBatch)
 	}
-	nonNegative(p, joinKey(path, "shutdown_grace"), w.ShutdownGrace)
+	nonNegative(p, keypath.Join(path, "shutdown_grace"), w.ShutdownGrace)
 	own := 0
-	for _, name := range sortedKeys(w.Types) {
-		key := mapKey(joinKey(path, "types"), name)
+	for _, name := range keypath.Sorted(w.Types) {
+		key := keypath.Entry(keypath.Join(path, "types"), name)
 		if !taskType.MatchString(name) {
 			p.add(key, "must be a task type: letters, digits, '.', '_', ':' and '-'")
 		}
 		if c := w.Types[name].Concurrency; c < 1 {
-			p.add(joinKey(key, "concurrency"), "must be ≥ 1, got %d", c)
+			p.add(keypath.Join(key, "concurrency"), "must be ≥ 1, got %d", c)
 		} else {
 			own += c
 		}
 	}
 	if own > 0 && w.Concurrency >= 1 && own >= w.Concurrency {
-		p.add(joinKey(path, "types"), "their concurrency adds up to %d, leaving none of worker.concurrency %d for the other types", own, w.Concurrency)
+		p.add(keypath.Join(path, "types"), "their concurrency adds up to %d, leaving none of worker.concurrency %d for the other types", own, w.Concurrency)
 	}
 	if err := handlers.CheckRunAs(w.Exec.RunAs); err != nil {
-		p.add(joinKey(path, "exec.run_as"), "%v", err)
+		p.add(keypath.Join(path, "exec.run_as"), "%v", err)
 	}
-	allow := joinKey(path, "exec.allow")
-	for _, name := range sortedKeys(w.Exec.Allow) {
+	allow := keypath.Join(path, "exec.allow")
+	for _, name := range keypath.Sorted(w.Exec.Allow) {
 		rule := w.Exec.Allow[name]
-		key := mapKey(allow, name)
+		key := keypath.Entry(allow, name)
 		if !taskType.MatchString(name) {
 			p.add(key, "must be a task type: letters, digits, '.', '_', ':' and '-'")
 		}
 		// The handler's own check, so that what loads is what runs.
 		for _, e := range handlers.CheckExecRule(rule.Handler()) {
-			p.add(joinKey(key, e.Field), "%s", e.Msg)
+			p.add(keypath.Join(key, e.Field), "%s", e.Msg)
 		}
 	}
 	for i, prefix := range w.HTTP.AllowPrefixes {
-		key := elemKey(joinKey(path, "http.allow_prefixes"), i)
+		key := keypath.Elem(keypath.Join(path, "http.allow_prefixes"), i)
 		if err := checkURL(prefix, true); err != nil {
 			p.add(key, "%s", err)
 		} else if err := handlers.CheckHTTPPrefix(prefix, false); err != nil {
@@ -702,7 +703,7 @@ func oneOf(p *problems, key, value string, allowed []string) {
 func hostPorts(p *problems, path string, addrs []string) {
 	for i, a := range addrs {
 		if err := checkHostPort(a, false); err != nil {
-			p.add(elemKey(path, i), "%s", err)
+			p.add(keypath.Elem(path, i), "%s", err)
 		}
 	}
 }
@@ -766,21 +767,21 @@ func checkURL(s string, needPath bool) error {
 // it, and the price cap "cap" needs.
 func validateBudgets(p *problems, tenants map[string]TenantBudget) {
 	for _, name := range slices.Sorted(maps.Keys(tenants)) {
-		b, path := tenants[name], joinKey("tenants", name)
+		b, path := tenants[name], keypath.Join("tenants", name)
 		if v := b.MonthlyBudgetUSD; !(v > 0) || math.IsInf(v, 0) {
-			p.add(joinKey(path, "monthly_budget_usd"), "must be > 0 (USD per UTC month), got %v", v)
+			p.add(keypath.Join(path, "monthly_budget_usd"), "must be > 0 (USD per UTC month), got %v", v)
 		}
 		switch b.OverBudget {
 		case "cap":
 			if v := b.PriceCap; !(v > 0) || math.IsInf(v, 0) {
-				p.add(joinKey(path, "price_cap"), "must be > 0 (USD per slot-hour) with over_budget: cap, got %v", v)
+				p.add(keypath.Join(path, "price_cap"), "must be > 0 (USD per slot-hour) with over_budget: cap, got %v", v)
 			}
 		case "refuse":
 			if b.PriceCap != 0 {
-				p.add(joinKey(path, "price_cap"), "applies only with over_budget: cap")
+				p.add(keypath.Join(path, "price_cap"), "applies only with over_budget: cap")
 			}
 		default:
-			p.add(joinKey(path, "over_budget"), "must be cap or refuse, got %q", b.OverBudget)
+			p.add(keypath.Join(path, "over_budget"), "must be cap or refuse, got %q", b.OverBudget)
 		}
 	}
 }
