@@ -59,11 +59,11 @@ type Config struct {
 	ID       string // this server's id, announced in the election (e.g. host:port)
 	API      string // public API address published for other regions
 	Pools    []Pool
-	// Prefix is the etcd key prefix (PrefixDefault): the election is
+	// Prefix is the etcd key prefix (lease.DefaultPrefix): the election is
 	// <prefix>elect/region/<region> on the regional etcd, the registration
 	// <prefix>regions/<region> on the global one.
 	Prefix     string
-	SessionTTL time.Duration // the election's and the registration's (SessionTTLDefault)
+	SessionTTL time.Duration // the election's and the registration's (lease.DefaultSessionTTL)
 	// Heartbeat is the workers' heartbeat interval (HeartbeatDefault).
 	Heartbeat       time.Duration
 	PublishInterval time.Duration // PublishIntervalDefault
@@ -99,15 +99,9 @@ type Config struct {
 	SlowLanes func() map[string]SlowLane
 }
 
-// Defaults of the cell's own keys (the services' are beside them).
-const (
-	PrefixDefault     = "/ax/"
-	SessionTTLDefault = 5 * time.Second
-)
-
 func (c *Config) defaults() {
-	c.Prefix = cmp.Or(c.Prefix, PrefixDefault)
-	c.SessionTTL = cmp.Or(max(c.SessionTTL, 0), SessionTTLDefault)
+	c.Prefix = cmp.Or(c.Prefix, lease.DefaultPrefix)
+	c.SessionTTL = cmp.Or(max(c.SessionTTL, 0), lease.DefaultSessionTTL)
 	if c.Logger == nil {
 		c.Logger = slog.Default()
 	}

@@ -5,6 +5,7 @@ import (
 
 	"github.com/ax-sched/ax/apiv1"
 	"github.com/ax-sched/ax/federation"
+	"github.com/ax-sched/ax/lease"
 	"github.com/ax-sched/ax/placement"
 	"github.com/ax-sched/ax/queue"
 	axregion "github.com/ax-sched/ax/region"
@@ -34,11 +35,11 @@ func Default() *Region {
 		Etcd: Etcd{
 			Regional: EtcdCluster{
 				Endpoints:   []string{"http://127.0.0.1:2379"},
-				DialTimeout: 5 * time.Second,
+				DialTimeout: lease.DefaultDialTimeout,
 			},
-			Global:     EtcdCluster{DialTimeout: 5 * time.Second},
-			Prefix:     axregion.PrefixDefault,
-			SessionTTL: axregion.SessionTTLDefault,
+			Global:     EtcdCluster{DialTimeout: lease.DefaultDialTimeout},
+			Prefix:     lease.DefaultPrefix,
+			SessionTTL: lease.DefaultSessionTTL,
 		},
 		Redis: Redis{
 			Addr:        "127.0.0.1:6379",
