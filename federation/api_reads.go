@@ -33,13 +33,6 @@ var (
 	ErrStoreUnavailable = queue.ErrUnavailable
 )
 
-// TakeQuota takes n submits from tenant's bucket in the region's store
-// (perSecond refill, burst size), shared by every server of the region; not
-// ok, it says how long until n would fit.
-func (n *Node) TakeQuota(ctx context.Context, tenant string, perSecond float64, burst, count int) (ok bool, wait time.Duration, err error) {
-	return n.store.TakeQuota(ctx, tenant, perSecond, burst, count)
-}
-
 // Events reads up to count of the region's events after the stream ids in
 // after (one per shard; none: only new ones), blocking up to block for the
 // first; it returns them and the ids to read on from.

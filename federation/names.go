@@ -41,6 +41,8 @@ var (
 // The submit pipeline (package submit).
 type (
 	Outcome        = submit.Outcome
+	Quota          = submit.Quota
+	RateError      = submit.RateError
 	QuotaError     = submit.QuotaError
 	PlacementError = submit.PlacementError
 )

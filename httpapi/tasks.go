@@ -20,8 +20,10 @@ import (
 
 // Submitter is the submission path; *federation.Node implements it.
 type Submitter interface {
-	// Submit places and stores specs, one outcome each, in order.
-	Submit(ctx context.Context, specs []*task.Spec, forwarded bool) []federation.Outcome
+	// SubmitWithin takes the specs from q's bucket, all or none (a
+	// refusal is the request's error), then places and stores them, one
+	// outcome each, in order.
+	SubmitWithin(ctx context.Context, q federation.Quota, specs []*task.Spec, forwarded bool) ([]federation.Outcome, error)
 	// Explain places sp without storing it, saying why each pool won or not.
 	Explain(sp *task.Spec) (placement.Explanation, error)
 }
@@ -120,10 +122,11 @@ func (th *taskHandlers) submit(w http.ResponseWriter, r *http.Request, p Princip
 	if err != nil {
 		return err
 	}
-	if err := th.quotas.Take(r.Context(), p, 1, "tasks"); err != nil {
+	outs, err := th.sub.SubmitWithin(joinTrace(r, sp), th.quotas.Of(p), []*task.Spec{sp}, endpoint.Hops(r) > 0)
+	if err != nil {
 		return err
 	}
-	o := th.sub.Submit(joinTrace(r, sp), []*task.Spec{sp}, endpoint.Hops(r) > 0)[0]
+	o := outs[0]
 	if o.Err != nil {
 		return o.Err
 	}
@@ -168,10 +171,11 @@ func (th *taskHandlers) submitBatch(w http.ResponseWriter, r *http.Request, p Pr
 		specs = append(specs, sp)
 		idx = append(idx, i)
 	}
-	if err := th.quotas.Take(r.Context(), p, len(specs), "tasks"); err != nil {
+	outs, err := th.sub.SubmitWithin(joinTrace(r, specs...), th.quotas.Of(p), specs, endpoint.Hops(r) > 0)
+	if err != nil {
 		return err
 	}
-	for k, o := range th.sub.Submit(joinTrace(r, specs...), specs, endpoint.Hops(r) > 0) {
+	for k, o := range outs {
 		i := idx[k]
 		if o.Err != nil {
 			e := endpoint.ErrorOf(o.Err)

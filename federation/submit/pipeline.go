@@ -32,7 +32,7 @@ type Config struct {
 	TracerProvider trace.TracerProvider
 	Now            func() time.Time
 
-	Store   *queue.Store
+	Store   Store
 	View    *view.View
 	Flights *view.Flights
 	Picker  *pick.Picker
@@ -42,6 +42,23 @@ type Config struct {
 	// Wake tells the region's leader that tasks arrived; nil: nobody.
 	Wake func()
 }
+
+// Store is what the pipeline needs of this region's store: the quota
+// step's buckets, the store step's submit, and the reads that answer a
+// repeated submit and a backlog's room.
+type Store interface {
+	// TakeQuota takes count submits from tenant's bucket (perSecond refill,
+	// burst size); not ok, wait is how long until they would fit.
+	TakeQuota(ctx context.Context, tenant string, perSecond float64, burst, count int) (ok bool, wait time.Duration, err error)
+	// Submit stores tasks, each admitted or refused on its own.
+	Submit(ctx context.Context, tasks ...queue.NewTask) ([]queue.SubmitResult, error)
+	// Get reads a task of this region.
+	Get(ctx context.Context, id string) (*task.Task, error)
+	// Backlog counts tenant's unfinished tasks in this region.
+	Backlog(ctx context.Context, tenant string) (int, error)
+}
+
+var _ Store = (*queue.Store)(nil)
 
 // Pipeline takes submitted tasks from the API to this region's store or
 // another region: validate, budget, key home, backlog, place, store (with

@@ -54,6 +54,7 @@ func ErrorOf(err error) *Error {
 	var tl *TooLargeError
 	var rf *federation.Refusal
 	var qe *federation.QuotaError
+	var re *federation.RateError
 	var be *federation.BudgetError
 	var we *apiv1.Error
 	switch {
@@ -90,6 +91,8 @@ func ErrorOf(err error) *Error {
 	case errors.As(err, &qe):
 		// Tasks finish on their own time: a few seconds is a fair retry.
 		return &Error{Code: apiv1.CodeQuotaExceeded, Msg: qe.Error(), Field: qe.Field, RetryAfter: 5 * time.Second}
+	case errors.As(err, &re):
+		return &Error{Code: apiv1.CodeQuotaExceeded, Msg: re.Error(), RetryAfter: re.Wait}
 	case errors.As(err, &be):
 		// Spend does not fall before the month ends: no Retry-After.
 		return &Error{Code: apiv1.CodeBudgetExceeded, Msg: be.Error(), Field: "monthly_budget_usd"}
