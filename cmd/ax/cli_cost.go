@@ -3,7 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
-	"strconv"
+	"github.com/ax-sched/ax/cmd/ax/internal/render"
 	"strings"
 	"text/tabwriter"
 
@@ -64,17 +64,17 @@ taken from the command line only.`,
 				fmt.Fprintln(w, strings.Join(append(head, "RUNS", "FAILED", "RUN TIME", "SPEND", "ON-DEMAND", "SAVINGS", "SPOT RUNS", "SPOT TIME"), "\t"))
 				if len(res.GroupBy) > 0 {
 					for _, r := range res.Rows {
-						fmt.Fprintln(w, costLine(res.GroupBy, r, false))
+						fmt.Fprintln(w, render.CostLine(res.GroupBy, r, false))
 					}
 				}
-				fmt.Fprintln(w, costLine(res.GroupBy, res.Total, true))
+				fmt.Fprintln(w, render.CostLine(res.GroupBy, res.Total, true))
 				for _, b := range res.Budgets {
 					past := "refused"
 					if b.OverBudget == "cap" {
-						past = "only pools ≤ " + usd(b.PriceCap) + "/slot-hour"
+						past = "only pools ≤ " + render.USD(b.PriceCap) + "/slot-hour"
 					}
 					fmt.Fprintf(w, "budget %s: %s of %s this month (%.0f %%, %s; past 100 %%: %s)\n",
-						b.Tenant, usd(b.SpentUSD), usd(b.MonthlyBudgetUSD), b.UsedRatio*100, b.State, past)
+						b.Tenant, render.USD(b.SpentUSD), render.USD(b.MonthlyBudgetUSD), b.UsedRatio*100, b.State, past)
 				}
 			})
 			if err != nil {
@@ -93,39 +93,4 @@ taken from the command line only.`,
 	c.Flags().StringVar(&f.Tenant, "tenant", "", "only this tenant")
 	c.Flags().StringVar(&f.Region, "region", "", "only the attempts this region ran (default: every region)")
 	return cliCommand(c)
-}
-
-// costLine is one row of the table: its dimensions, then the figures at
-// full precision (a task can cost well under a cent).
-func costLine(by []string, r apiv1.CostRow, total bool) string {
-	cells := make([]string, 0, len(by)+8)
-	for i, g := range by {
-		v := map[string]string{apiv1.CostGroupTenant: r.Tenant, apiv1.CostGroupType: r.Type, apiv1.CostGroupPool: r.Pool,
-			apiv1.CostGroupRegion: r.Region, apiv1.CostGroupDay: r.Day}[g]
-		if total {
-			v = ""
-			if i == 0 {
-				v = "TOTAL"
-			}
-		}
-		cells = append(cells, cliOr(v))
-	}
-	return strings.Join(append(cells,
-		fmt.Sprint(r.Runs), fmt.Sprint(r.FailedRuns), fmt.Sprintf("%.1fs", r.RunSeconds),
-		usd(r.SpendUSD), usd(r.ReferenceUSD), usd(r.SavingsUSD), fmt.Sprint(r.SpotRuns), fmt.Sprintf("%.1fs", r.SpotSeconds)), "\t")
-}
-
-// usd prints dollars at full precision, never rounding a small figure to
-// $0.0000: six significant digits ($12.3457, $0.05, $0.000123457).
-func usd(v float64) string {
-	sign, a := "", v
-	if v < 0 {
-		sign, a = "-", -v
-	}
-	if a == 0 {
-		return "$0"
-	}
-	// The shortest decimal of a rounded to six significant digits.
-	r, _ := strconv.ParseFloat(strconv.FormatFloat(a, 'g', 6, 64), 64)
-	return sign + "$" + strconv.FormatFloat(r, 'f', -1, 64)
 }

@@ -2,9 +2,8 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
-	"io"
+	"github.com/ax-sched/ax/cmd/ax/internal/render"
 	"slices"
 	"strings"
 	"text/tabwriter"
@@ -47,7 +46,7 @@ Prints the run's id; ax dag get ID shows every node, ax dag cancel ID stops the 
 			if err != nil {
 				return err
 			}
-			if id := rawField(res, "id"); id != "" && !env.json {
+			if id := render.RawField(res, "id"); id != "" && !env.json {
 				fmt.Fprintln(env.stdout, id)
 				return nil
 			}
@@ -64,7 +63,7 @@ Prints the run's id; ax dag get ID shows every node, ax dag cancel ID stops the 
 			if err != nil {
 				return err
 			}
-			if env.json || !writeDAG(env.stdout, res) {
+			if env.json || !render.DAG(env.stdout, res) {
 				return env.printJSON(res)
 			}
 			return nil
@@ -85,7 +84,7 @@ changes nothing and says what is.`,
 			if err != nil {
 				return err
 			}
-			if env.json || !writeDAGCancel(env.stdout, args[0], res) {
+			if env.json || !render.DAGCancel(env.stdout, args[0], res) {
 				return env.printJSON(res)
 			}
 			return nil
@@ -131,8 +130,8 @@ taken from the command line only.`,
 						parts = append(parts, fmt.Sprintf("%d %s", n, st))
 					}
 					slices.Sort(parts)
-					fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", r.ID, cliOr(r.Name), r.State, cliOr(r.Tenant), r.Region,
-						cliOr(strings.Join(parts, ", ")), cliTime(&r.CreatedAt, env.loc))
+					fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", r.ID, render.Or(r.Name), r.State, render.Or(r.Tenant), r.Region,
+						render.Or(strings.Join(parts, ", ")), render.Time(&r.CreatedAt, env.loc))
 				}
 			})
 			if err != nil {
@@ -151,100 +150,4 @@ taken from the command line only.`,
 	c.Flags().IntVar(&f.Limit, "limit", 50, "at most this many")
 	c.Flags().StringVar(&f.Cursor, "cursor", "", "continue after the previous page (its next cursor)")
 	return c
-}
-
-// writeDAGCancel prints the answer of a DAG cancel as one line; false when
-// it does not have the expected shape.
-func writeDAGCancel(out io.Writer, id string, raw json.RawMessage) bool {
-	var d struct {
-		ID              string  `json:"id"`
-		State           string  `json:"state"`
-		CancelRequested *string `json:"cancel_requested_at"`
-		Nodes           []struct {
-			State     string `json:"state"`
-			TaskState string `json:"task_state"`
-		} `json:"nodes"`
-	}
-	if json.Unmarshal(raw, &d) != nil || d.State == "" {
-		return false
-	}
-	if d.ID != "" {
-		id = d.ID
-	}
-	if d.CancelRequested == nil {
-		_, err := fmt.Fprintf(out, "DAG %s already ended %s: nothing to cancel\n", id, d.State)
-		return err == nil
-	}
-	canceled, stopping := 0, 0
-	for _, n := range d.Nodes {
-		switch {
-		case n.State == "CANCELED" || n.TaskState == "CANCELED":
-			canceled++
-		case n.State == "RELEASED":
-			stopping++
-		}
-	}
-	var err error
-	if d.State == "RUNNING" {
-		_, err = fmt.Fprintf(out, "DAG %s cancel requested: %d nodes canceled, %d tasks stopping; it ends CANCELED once they stop\n", id, canceled, stopping)
-	} else {
-		_, err = fmt.Fprintf(out, "DAG %s %s: %d nodes canceled\n", id, d.State, canceled)
-	}
-	return err == nil
-}
-
-// writeDAG prints a DAG run as a node table when it has the expected shape
-// ({id, state, nodes:[{id, state, reason, task_id, task_state, region, pool,
-// depends_on}]}); false otherwise.
-func writeDAG(out io.Writer, raw json.RawMessage) bool {
-	var d struct {
-		ID    string `json:"id"`
-		Name  string `json:"name"`
-		State string `json:"state"`
-		Nodes []struct {
-			ID        string   `json:"id"`
-			State     string   `json:"state"`
-			Reason    string   `json:"reason"`
-			TaskID    string   `json:"task_id"`
-			TaskState string   `json:"task_state"`
-			Region    string   `json:"region"`
-			Pool      string   `json:"pool"`
-			DependsOn []string `json:"depends_on"`
-		} `json:"nodes"`
-	}
-	if json.Unmarshal(raw, &d) != nil || d.ID == "" || len(d.Nodes) == 0 || d.Nodes[0].ID == "" {
-		return false
-	}
-	w := cliTable(out)
-	fmt.Fprintf(w, "DAG %s\t%s\t%s\n\n", d.ID, cliOr(d.State), d.Name)
-	fmt.Fprintln(w, "NODE\tSTATE\tTASK\tTASK STATE\tWHERE\tDEPENDS ON")
-	for _, n := range d.Nodes {
-		deps := "-"
-		if len(n.DependsOn) > 0 {
-			deps = fmt.Sprint(n.DependsOn)
-		}
-		st := cliOr(n.State)
-		if n.Reason != "" && n.State != "SUCCESS" {
-			st += " (" + n.Reason + ")"
-		}
-		where := "-"
-		if n.Region != "" {
-			where = n.Region + "/" + cliOr(n.Pool)
-		}
-		fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%s\n", n.ID, st, cliOr(n.TaskID), cliOr(n.TaskState), where, deps)
-	}
-	return w.Flush() == nil
-}
-
-// rawField is a top-level string field of a JSON object, "" when absent.
-func rawField(raw json.RawMessage, key string) string {
-	var m map[string]json.RawMessage
-	if json.Unmarshal(raw, &m) != nil {
-		return ""
-	}
-	var s string
-	if json.Unmarshal(m[key], &s) != nil {
-		return ""
-	}
-	return s
 }

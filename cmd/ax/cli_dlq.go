@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"github.com/ax-sched/ax/cmd/ax/internal/render"
 	"strings"
 	"text/tabwriter"
 
@@ -58,8 +59,8 @@ from AX_* env or the settings file.`,
 			err = env.show(res, func(w *tabwriter.Writer) {
 				fmt.Fprintln(w, "ID\tREGION\tTYPE\tTENANT\tATTEMPTS\tFAILED\tLAST ERROR")
 				for _, t := range res.Tasks {
-					fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%d\t%s\t%s\n", t.ID, cliOr(t.HeldBy), t.Type, cliOr(t.Tenant), t.Attempts,
-						cliTime(t.FinishedAt, env.loc), cliOr(cliCut(t.LastError, 60)))
+					fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%d\t%s\t%s\n", t.ID, render.Or(t.HeldBy), t.Type, render.Or(t.Tenant), t.Attempts,
+						render.Time(t.FinishedAt, env.loc), render.Or(render.Cut(t.LastError, 60)))
 				}
 			})
 			if err != nil {

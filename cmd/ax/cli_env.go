@@ -11,6 +11,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/ax-sched/ax/cmd/ax/internal/render"
 	"io"
 	"net"
 	"net/http"
@@ -135,7 +136,7 @@ func (e *cliEnv) show(v any, table func(w *tabwriter.Writer)) error {
 	if e.json {
 		return e.printJSON(v)
 	}
-	w := cliTable(e.stdout)
+	w := render.Table(e.stdout)
 	table(w)
 	return w.Flush()
 }
@@ -195,47 +196,6 @@ func cliInputName(path string) string {
 		return "stdin"
 	}
 	return path
-}
-
-func cliTable(w io.Writer) *tabwriter.Writer { return tabwriter.NewWriter(w, 0, 4, 2, ' ', 0) }
-
-// cliIsTerminal reports whether w is a terminal (progress bars go there
-// only).
-func cliIsTerminal(w io.Writer) bool {
-	f, ok := w.(*os.File)
-	if !ok {
-		return false
-	}
-	fi, err := f.Stat()
-	return err == nil && fi.Mode()&os.ModeCharDevice != 0
-}
-
-// cliTime is a time in loc (UTC, or the local zone with --local), to the
-// millisecond; "-" for none.
-func cliTime(t *time.Time, loc *time.Location) string {
-	if t == nil || t.IsZero() {
-		return "-"
-	}
-	// RFC 3339 with milliseconds and the zone ("Z" or its offset), so a
-	// time read from one machine means the same on another.
-	return t.In(loc).Format("2006-01-02T15:04:05.000Z07:00")
-}
-
-// cliOr is s, or "-" when empty.
-func cliOr(s string) string {
-	if s == "" {
-		return "-"
-	}
-	return s
-}
-
-// cliCut shortens s to n runes on one line, for table cells.
-func cliCut(s string, n int) string {
-	s = strings.Join(strings.Fields(s), " ")
-	if r := []rune(s); len(r) > n {
-		return string(r[:n-1]) + "…"
-	}
-	return s
 }
 
 // each runs fn for every id, printing the failures of all but the last

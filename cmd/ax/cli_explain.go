@@ -3,14 +3,11 @@ package main
 import (
 	"context"
 	"fmt"
-	"sort"
-	"strconv"
+	"github.com/ax-sched/ax/cmd/ax/internal/render"
 	"text/tabwriter"
-	"time"
 
 	"github.com/spf13/cobra"
 
-	"github.com/ax-sched/ax/apiv1"
 	"github.com/ax-sched/ax/task"
 )
 
@@ -55,7 +52,7 @@ submitted now (UNPLACEABLE: 422; SATURATED: 429), after printing why.`,
 			if err != nil {
 				return err
 			}
-			if err := env.show(ex, func(w *tabwriter.Writer) { writeExplanation(w, ex) }); err != nil {
+			if err := env.show(ex, func(w *tabwriter.Writer) { render.Explanation(w, ex) }); err != nil {
 				return err
 			}
 			switch ex.Outcome {
@@ -71,80 +68,4 @@ submitted now (UNPLACEABLE: 422; SATURATED: 429), after printing why.`,
 	sf.register(c.Flags())
 	c.Flags().StringVarP(&file, "file", "f", "", "JSON file with one spec (- for stdin)")
 	return cliCommand(c)
-}
-
-// writeExplanation prints every candidate: the chosen first, then the
-// eligible by score, then the rejected in the server's order; and the
-// outcome.
-func writeExplanation(w *tabwriter.Writer, ex *apiv1.Explanation) {
-	cands := append([]apiv1.Candidate(nil), ex.Candidates...)
-	rank := func(c apiv1.Candidate) int {
-		switch {
-		case c.Chosen:
-			return 0
-		case c.Rejected == "":
-			return 1
-		}
-		return 2
-	}
-	sort.SliceStable(cands, func(i, j int) bool {
-		ri, rj := rank(cands[i]), rank(cands[j])
-		if ri != rj {
-			return ri < rj
-		}
-		return ri == 1 && cands[i].Score < cands[j].Score
-	})
-	fmt.Fprintln(w, "\tREGION\tPOOL\tPRICE\tEXP.DURATION\tCOST\tPENALTY\tSCORE\tSTATUS")
-	for _, c := range cands {
-		mark, status := "", "ok"
-		switch {
-		case c.Chosen:
-			mark, status = "*", "CHOSEN"
-		case c.Rejected != "":
-			status = c.Rejected
-		}
-		if c.Detail != "" {
-			status += ": " + c.Detail
-		}
-		// A rejected pool has score parts only when it passed the filters
-		// before saturation (it shows what it would have cost).
-		scored := c.Rejected == "" || c.Score > 0
-		dur, cost, pen, score := "-", "-", "-", "-"
-		if scored {
-			dur = expectedDuration(c)
-			cost = usd(c.BaseCost) + "/task"
-			pen = "×" + strconv.FormatFloat(c.Penalty, 'g', 4, 64)
-			if c.CrossRegion > 0 {
-				pen += " +" + usd(c.CrossRegion)
-			}
-			score = usd(c.Score)
-		}
-		fmt.Fprintf(w, "%s\t%s\t%s\t%s/h\t%s\t%s\t%s\t%s\t%s\n", mark, c.Region, c.Pool, usd(c.PricePerSlotHour), dur, cost, pen, score, status)
-	}
-	switch {
-	case ex.Chosen != nil:
-		fmt.Fprintf(w, "outcome: %s in %s/%s (score %s)\n", ex.Outcome, ex.Chosen.Region, ex.Chosen.Pool, usd(ex.Chosen.Score))
-	case ex.Outcome == "":
-		fmt.Fprintln(w, "outcome: no pool chosen")
-	default:
-		fmt.Fprintf(w, "outcome: %s\n", ex.Outcome)
-	}
-}
-
-// expectedDuration is a candidate's expected duration and where it came
-// from: "4m0s (learnt, 312 runs)", "1s (default)".
-func expectedDuration(c apiv1.Candidate) string {
-	d := time.Duration(c.ExpectedSeconds * float64(time.Second))
-	if d < 10*time.Second {
-		d = d.Round(time.Millisecond)
-	} else {
-		d = d.Round(time.Second)
-	}
-	switch c.EstimateSource {
-	case "":
-		return d.String()
-	case "default":
-		return d.String() + " (default)"
-	}
-	return fmt.Sprintf("%s (%s, %d runs)", d, c.EstimateSource, c.Observations)
 }

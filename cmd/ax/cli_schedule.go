@@ -4,11 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"io"
-	"strconv"
-	"strings"
-	"text/tabwriter"
-	"time"
+	"github.com/ax-sched/ax/cmd/ax/internal/render"
 
 	"github.com/ax-sched/ax/apiv1"
 	"github.com/spf13/cobra"
@@ -52,11 +48,11 @@ tenants use a name. --tenant is taken from the command line only.`,
 			if env.json {
 				return env.printJSON(res)
 			}
-			name := rawField(res, "name")
+			name := render.RawField(res, "name")
 			if name == "" {
-				name = rawField(body, "name")
+				name = render.RawField(body, "name")
 			}
-			fmt.Fprintf(env.stdout, "schedule %s created\n", cliOr(name))
+			fmt.Fprintf(env.stdout, "schedule %s created\n", render.Or(name))
 			return nil
 		}),
 	}
@@ -70,7 +66,7 @@ tenants use a name. --tenant is taken from the command line only.`,
 			if err != nil {
 				return err
 			}
-			if env.json || !writeSchedules(env.stdout, res, env.loc) {
+			if env.json || !render.Schedules(env.stdout, res, env.loc) {
 				return env.printJSON(res)
 			}
 			return nil
@@ -89,8 +85,8 @@ tenants use a name. --tenant is taken from the command line only.`,
 			if env.json || json.Unmarshal(res, &st) != nil || st.Name == "" {
 				return env.printJSON(res)
 			}
-			w := cliTable(env.stdout)
-			writeSchedule(w, &st, env.loc)
+			w := render.Table(env.stdout)
+			render.Schedule(w, &st, env.loc)
 			return w.Flush()
 		}),
 	}
@@ -137,79 +133,4 @@ func scheduleAction(use, short, done string, call func(context.Context, *cliEnv,
 			return nil
 		}),
 	})
-}
-
-// writeSchedules prints a schedule list as a table when it has the expected
-// shape ({"schedules":[...]}, or a bare array, of schedules with names),
-// times as every other table prints them; false otherwise.
-func writeSchedules(out io.Writer, raw json.RawMessage, loc *time.Location) bool {
-	var list []apiv1.ScheduleStatus
-	var wrapped apiv1.ScheduleList
-	switch {
-	case json.Unmarshal(raw, &wrapped) == nil && wrapped.Schedules != nil:
-		list = wrapped.Schedules
-	case json.Unmarshal(raw, &list) == nil:
-	default:
-		return false
-	}
-	for _, s := range list {
-		if s.Name == "" {
-			return false
-		}
-	}
-	w := cliTable(out)
-	fmt.Fprintln(w, "NAME\tTENANT\tCRON\tTIME ZONE\tHOME\tPAUSED\tLAST FIRED\tNEXT SLOT")
-	for _, s := range list {
-		tenant := ""
-		if s.Task != nil {
-			tenant = s.Task.Tenant
-		}
-		fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%v\t%s\t%s\n", s.Name, cliOr(tenant), cliOr(s.Cron), cliOr(s.Timezone), cliOr(s.HomeRegion),
-			s.Paused, cliTime(s.LastFiredSlot, loc), cliTime(s.NextSlot, loc))
-	}
-	return w.Flush() == nil
-}
-
-// writeSchedule prints one schedule as "Field:  value" lines (as ax get
-// prints a task), the empty ones left out.
-func writeSchedule(w *tabwriter.Writer, s *apiv1.ScheduleStatus, loc *time.Location) {
-	row := func(k, v string) {
-		if v != "" && v != "-" {
-			fmt.Fprintf(w, "%s:\t%s\n", k, v)
-		}
-	}
-	row("Name", s.Name)
-	row("Cron", s.Cron)
-	row("Time zone", s.Timezone)
-	row("Home region", s.HomeRegion)
-	row("Paused", strconv.FormatBool(s.Paused))
-	misfire := s.Misfire
-	if s.CatchUpLimit > 0 {
-		misfire += fmt.Sprintf(" (at most %d)", s.CatchUpLimit)
-	}
-	row("Misfire", misfire)
-	row("Overlap", s.Overlap)
-	if s.Jitter > 0 {
-		row("Jitter", time.Duration(s.Jitter).String())
-	}
-	row("Created", cliTime(&s.CreatedAt, loc))
-	row("Created by", s.CreatedBy)
-	last := cliTime(s.LastSlot, loc)
-	if last != "-" && s.LastOutcome != "" {
-		last += " (" + s.LastOutcome + ")"
-	}
-	row("Last slot", last)
-	row("Last fired", cliTime(s.LastFiredSlot, loc))
-	row("Last task", s.LastTaskID)
-	row("Next slot", cliTime(s.NextSlot, loc))
-	if t := s.Task; t != nil {
-		row("Task type", t.Type)
-		if t.Priority != nil {
-			row("Task priority", strconv.Itoa(*t.Priority))
-		}
-		row("Task tenant", t.Tenant)
-		row("Task tags", formatTags(t.Tags))
-		row("Task regions", strings.Join(t.Regions, ","))
-		row("Task payload", cliCut(string(t.Payload), 200))
-	}
 }

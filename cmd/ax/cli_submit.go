@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/ax-sched/ax/cmd/ax/internal/render"
 	"io"
 	"net/http"
 	"strings"
@@ -16,6 +17,7 @@ import (
 
 	"github.com/ax-sched/ax/apiv1"
 	"github.com/ax-sched/ax/client"
+	"github.com/ax-sched/ax/internal/progress"
 )
 
 // cliMaxListed bounds the per-line errors a batch submit prints; -o json
@@ -91,8 +93,8 @@ func (e *cliEnv) showRejection(err error) {
 	if e.json || !errors.As(err, &apiErr) || apiErr.Explanation == nil {
 		return
 	}
-	w := cliTable(e.stderr)
-	writeExplanation(w, apiErr.Explanation)
+	w := render.Table(e.stderr)
+	render.Explanation(w, apiErr.Explanation)
 	_ = w.Flush()
 }
 
@@ -153,19 +155,19 @@ func submitFile(ctx context.Context, env *cliEnv, path string) error {
 	for i, l := range lines {
 		specs[i] = l.spec
 	}
-	var progress client.Progress
-	if cliIsTerminal(env.stderr) {
-		bar := newCLIProgress(env.stderr, "submitting")
-		defer bar.finish()
-		progress = bar.update
+	var onSent client.Progress
+	if progress.IsTerminal(env.stderr) {
+		bar := progress.New(env.stderr, "submitting")
+		defer bar.Finish()
+		onSent = bar.Update
 	}
-	resp, sendErr := env.api.SubmitAll(ctx, specs, progress)
+	resp, sendErr := env.api.SubmitAll(ctx, specs, onSent)
 	if env.json {
 		if err := env.printJSON(resp); err != nil {
 			return err
 		}
 	} else {
-		w := cliTable(env.stdout)
+		w := render.Table(env.stdout)
 		writeBatchSummary(w, cliInputName(path), lines, resp)
 		if err := w.Flush(); err != nil {
 			return err

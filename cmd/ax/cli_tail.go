@@ -5,15 +5,12 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
-	"strconv"
-	"strings"
+	"github.com/ax-sched/ax/cmd/ax/internal/render"
 	"time"
 
 	"github.com/spf13/cobra"
 
 	"github.com/ax-sched/ax/client"
-	"github.com/ax-sched/ax/task"
 )
 
 // While the server is unreachable, tail retries with backoff from
@@ -21,7 +18,6 @@ import (
 const (
 	tailRetryMin = 250 * time.Millisecond
 	tailRetryMax = 5 * time.Second
-	tailShownIDs = 3
 )
 
 func newTailCmd() *cobra.Command {
@@ -95,32 +91,10 @@ func tailEvents(ctx context.Context, env *cliEnv, region string, wait time.Durat
 				}
 				continue
 			}
-			writeEvent(env.stdout, resp.Region, e, env.loc)
+			render.Event(env.stdout, resp.Region, e, env.loc)
 		}
 		if resp.Next != "" {
 			after = resp.Next
 		}
 	}
-}
-
-// writeEvent prints "15:04:05.000Z  eu-west  claim  32  id1 id2 id3 (+29)" (the
-// time of day in loc, with its zone).
-func writeEvent(w io.Writer, region string, e task.Event, loc *time.Location) {
-	ids := e.Tasks
-	more := ""
-	if len(ids) > tailShownIDs {
-		more = fmt.Sprintf(" (+%d)", e.N-tailShownIDs)
-		ids = ids[:tailShownIDs]
-	}
-	fmt.Fprintf(w, "%s  %s  %-8s  %5d  %s%s\n", eventTime(e.ID, loc), cliOr(region), e.Op, e.N, strings.Join(ids, " "), more)
-}
-
-// eventTime reads the time out of a Redis stream id ("<ms>-<seq>").
-func eventTime(id string, loc *time.Location) string {
-	ms, _, _ := strings.Cut(id, "-")
-	n, err := strconv.ParseInt(ms, 10, 64)
-	if err != nil || n <= 0 {
-		return "--:--:--.---"
-	}
-	return time.UnixMilli(n).In(loc).Format("15:04:05.000Z07:00")
 }

@@ -3,7 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
-	"sort"
+	"github.com/ax-sched/ax/cmd/ax/internal/render"
 	"strconv"
 	"strings"
 	"text/tabwriter"
@@ -26,7 +26,7 @@ func newGetCmd() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			return env.show(t, func(w *tabwriter.Writer) { writeTask(w, t, env.loc) })
+			return env.show(t, func(w *tabwriter.Writer) { render.Task(w, t, env.loc) })
 		}),
 	})
 }
@@ -94,8 +94,8 @@ env or the settings file.`,
 			err = env.show(res, func(w *tabwriter.Writer) {
 				fmt.Fprintln(w, "ID\tREGION\tSTATE\tTYPE\tTENANT\tPOOL\tATTEMPTS\tCREATED")
 				for _, t := range res.Tasks {
-					fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%s\t%d\t%s\n", t.ID, cliOr(t.HeldBy), t.State, t.Type, cliOr(t.Tenant),
-						cliOr(t.Pool), t.Attempts, cliTime(&t.CreatedAt, env.loc))
+					fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%s\t%d\t%s\n", t.ID, render.Or(t.HeldBy), t.State, t.Type, render.Or(t.Tenant),
+						render.Or(t.Pool), t.Attempts, render.Time(&t.CreatedAt, env.loc))
 				}
 			})
 			if err != nil {
@@ -122,78 +122,6 @@ env or the settings file.`,
 	return cliCommand(c)
 }
 
-// writeTask prints a task as "Field:  value" lines, the empty ones left out.
-func writeTask(w *tabwriter.Writer, t *task.Task, loc *time.Location) {
-	row := func(k, v string) {
-		if v != "" && v != "-" {
-			fmt.Fprintf(w, "%s:\t%s\n", k, v)
-		}
-	}
-	state := string(t.State)
-	if t.Reason != "" {
-		state += " (" + t.Reason + ")"
-	}
-	if t.CancelRequested {
-		state += ", cancel requested"
-	}
-	row("ID", t.ID)
-	row("Type", t.Type)
-	row("State", state)
-	row("Priority", strconv.Itoa(t.Priority))
-	row("Tenant", t.Tenant)
-	row("Home region", t.Region)
-	row("Held by", t.HeldBy)
-	row("Pool", t.Pool)
-	row("Handed off to", t.HandedOffTo)
-	row("Worker", t.Worker)
-	row("Attempts", fmt.Sprintf("%d of %d", t.Attempts, t.MaxRetries+1))
-	if t.PreemptCount > 0 {
-		row("Preempted", fmt.Sprintf("%d times", t.PreemptCount))
-	}
-	row("Tags", formatTags(t.Tags))
-	row("Regions", strings.Join(t.Regions, ","))
-	var flags []string
-	if t.Preemptible {
-		flags = append(flags, "preemptible")
-	}
-	if t.Critical {
-		flags = append(flags, "critical")
-	}
-	if t.Pinned {
-		flags = append(flags, "pinned")
-	}
-	row("Flags", strings.Join(flags, ","))
-	row("Timeout", time.Duration(t.Timeout).String())
-	row("Retry backoff", fmt.Sprintf("%s … %s", time.Duration(t.RetryBase), time.Duration(t.RetryCap)))
-	row("Idempotency key", t.IdempotencyKey)
-	if t.PricePerHour > 0 {
-		row("Price", fmt.Sprintf("$%.3f/slot-h", t.PricePerHour))
-	}
-	row("Created", cliTime(&t.CreatedAt, loc))
-	row("Due", cliTime(t.DueAt, loc))
-	row("Enqueued", cliTime(t.EnqueuedAt, loc))
-	row("Ready", cliTime(t.ReadyAt, loc))
-	row("Started", cliTime(t.StartedAt, loc))
-	row("Finished", cliTime(t.FinishedAt, loc))
-	row("Last error", cliCut(t.LastError, 200))
-	row("Result", cliCut(t.Result, 200))
-	row("Payload", cliCut(string(t.Payload), 200))
-	row("Trace ID", t.TraceID)
-	row("Limit key", t.LimitKey)
-}
-
-func formatTags(tags map[string]string) string {
-	keys := make([]string, 0, len(tags))
-	for k := range tags {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	for i, k := range keys {
-		keys[i] = k + "=" + tags[k]
-	}
-	return strings.Join(keys, ",")
-}
-
 func newTrailCmd() *cobra.Command {
 	return cliCommand(&cobra.Command{
 		Use:   "trail ID",
@@ -207,8 +135,8 @@ func newTrailCmd() *cobra.Command {
 			return env.show(tr, func(w *tabwriter.Writer) {
 				fmt.Fprintln(w, "TIME\tREGION\tFROM\tTO\tREASON\tBY\tATTEMPT\tERROR")
 				for _, s := range tr.Transitions {
-					fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%s\t%d\t%s\n", cliTime(&s.At, env.loc), cliOr(s.Region), cliOr(string(s.From)), s.To,
-						cliOr(s.Reason), cliOr(s.By), s.Attempt, cliCut(s.Error, 80))
+					fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%s\t%d\t%s\n", render.Time(&s.At, env.loc), render.Or(s.Region), render.Or(string(s.From)), s.To,
+						render.Or(s.Reason), render.Or(s.By), s.Attempt, render.Cut(s.Error, 80))
 				}
 			})
 		}),

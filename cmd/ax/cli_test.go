@@ -781,21 +781,6 @@ func TestCLITailStopsOnAClientError(t *testing.T) {
 	}
 }
 
-func TestCLIRenderProgress(t *testing.T) {
-	for _, tc := range []struct {
-		done, total int
-		want        string
-	}{
-		{0, 2500, "[>         ] 0/2500   0%  1.5s"},
-		{1000, 2500, "[====>     ] 1000/2500  40%  1.5s"},
-		{2500, 2500, "[==========] 2500/2500 100%  1.5s"},
-	} {
-		if got := cliRenderProgress(tc.done, tc.total, 10, 1500*time.Millisecond); got != tc.want {
-			t.Errorf("got %q, want %q", got, tc.want)
-		}
-	}
-}
-
 // Flags come from AX_* env too, except where a value from the environment
 // would change what a destructive or file-driven command does.
 func TestCLIEnvironment(t *testing.T) {

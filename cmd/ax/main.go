@@ -16,6 +16,7 @@ import (
 	"sort"
 	"strings"
 
+	"github.com/ax-sched/ax/internal/bench/command"
 	"github.com/ax-sched/ax/internal/config"
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
@@ -60,7 +61,7 @@ func report(w io.Writer, err error) int {
 // commands are the constructors of ax's subcommands, the one list of them.
 var commands = []func() *cobra.Command{
 	// Processes.
-	newServerCmd, newWorkerCmd, newDevCmd, newBenchCmd, newVersionCmd,
+	newServerCmd, newWorkerCmd, newDevCmd, command.New, newVersionCmd,
 	// Clients of the HTTP API.
 	newSubmitCmd, newGetCmd, newTasksCmd, newTrailCmd, newCancelCmd, newPriorityCmd, newTailCmd,
 	newExplainCmd, newRegionsCmd, newRegionCmd, newCostCmd, newDLQCmd, newDAGCmd, newScheduleCmd,

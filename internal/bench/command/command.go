@@ -1,4 +1,4 @@
-package main
+package command
 
 import (
 	"context"
@@ -14,6 +14,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/ax-sched/ax/internal/bench"
+	"github.com/ax-sched/ax/internal/progress"
 	"github.com/ax-sched/ax/internal/server"
 )
 
@@ -26,7 +27,8 @@ type benchFlags struct {
 	workers    bench.WorkerOptions
 }
 
-func newBenchCmd() *cobra.Command {
+// New is the `ax bench` command and its modes.
+func New() *cobra.Command {
 	bf := &benchFlags{}
 	c := &cobra.Command{
 		Use:   "bench",
@@ -157,10 +159,10 @@ type benchBar struct {
 	w     io.Writer
 	tty   bool
 	phase string
-	bar   *cliProgress
+	bar   *progress.Bar
 }
 
-func newBenchBar(w io.Writer) *benchBar { return &benchBar{w: w, tty: cliIsTerminal(w)} }
+func newBenchBar(w io.Writer) *benchBar { return &benchBar{w: w, tty: progress.IsTerminal(w)} }
 
 func (b *benchBar) update(phase string, done, total int) {
 	if !b.tty {
@@ -168,14 +170,14 @@ func (b *benchBar) update(phase string, done, total int) {
 	}
 	if phase != b.phase {
 		b.finish()
-		b.phase, b.bar = phase, newCLIProgress(b.w, fmt.Sprintf("%-13s", phase))
+		b.phase, b.bar = phase, progress.New(b.w, fmt.Sprintf("%-13s", phase))
 	}
-	b.bar.update(done, total)
+	b.bar.Update(done, total)
 }
 
 func (b *benchBar) finish() {
 	if b.bar != nil {
-		b.bar.finish()
+		b.bar.Finish()
 		b.bar = nil
 	}
 }
