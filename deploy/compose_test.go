@@ -457,3 +457,38 @@ func TestComposeFile(t *testing.T) {
 		t.Errorf("Grafana dashboard providers %+v: want one file provider on deploy/grafana", dp.Providers)
 	}
 }
+
+// Workers get no cluster token and reach Redis as the ax-worker ACL user,
+// which every Redis of the file creates with deploy/redis/ax-worker.acl's
+// rules; the servers get the cluster token.
+func TestComposeWorkersHoldNoClusterToken(t *testing.T) {
+	_, cf := loadCompose(t)
+	rules := workerACL(t)
+	var workers, redises int
+	for name, s := range cf.Services {
+		switch {
+		case len(s.Command) > 0 && s.Command[0] == "worker":
+			workers++
+			if _, ok := s.Environment["AX_AUTH_CLUSTER_TOKEN"]; ok {
+				t.Errorf("%s: a worker is given AX_AUTH_CLUSTER_TOKEN", name)
+			}
+			if s.Environment["AX_REDIS_USERNAME"] != "ax-worker" || s.Environment["AX_REDIS_PASSWORD"] == "" {
+				t.Errorf("%s: want Redis as the ax-worker user with its password, got environment %v", name, s.Environment)
+			}
+		case len(s.Command) > 0 && s.Command[0] == "server":
+			if s.Environment["AX_AUTH_CLUSTER_TOKEN"] == "" {
+				t.Errorf("%s: a server lacks the cluster token", name)
+			}
+		case strings.HasPrefix(s.Image, "redis:"):
+			redises++
+			cmd := strings.Join(s.Command, " ")
+			i := strings.Index(cmd, "--user ax-worker on >")
+			if i < 0 || !strings.HasSuffix(cmd, " "+strings.Join(rules, " ")) || !strings.Contains(cmd, "--requirepass ") {
+				t.Errorf("%s: want --requirepass and --user ax-worker on >PASSWORD with the rules of deploy/redis/ax-worker.acl last, got %q", name, cmd)
+			}
+		}
+	}
+	if workers == 0 || redises == 0 {
+		t.Fatalf("%d workers and %d Redis in the compose file", workers, redises)
+	}
+}

@@ -3,6 +3,7 @@ package deploy
 import (
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -75,6 +76,21 @@ func TestSystemdUnits(t *testing.T) {
 			}
 			if k := s["KillSignal"]; len(k) != 1 || k[0] != "SIGTERM" {
 				t.Errorf("KillSignal %q: ax stops gracefully on SIGTERM", k)
+			}
+			// The cluster token is the servers': a worker reads no file of
+			// theirs and names it nowhere.
+			if sub == "worker" {
+				server := unitService(t, filepath.Join(dir, "ax-server.service"))
+				for _, f := range s["EnvironmentFile"] {
+					if slices.Contains(server["EnvironmentFile"], f) {
+						t.Errorf("EnvironmentFile=%s: the servers' (with the cluster token)", f)
+					}
+				}
+				for _, e := range append(s["Environment"], s["LoadCredential"]...) {
+					if strings.Contains(e, "CLUSTER_TOKEN") || strings.Contains(e, "cluster-token") {
+						t.Errorf("%q: a worker gets the cluster token", e)
+					}
+				}
 			}
 			stop, err := strconv.Atoi(strings.Join(s["TimeoutStopSec"], ""))
 			if err != nil {

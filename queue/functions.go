@@ -88,6 +88,9 @@ func (s *Store) run(ctx context.Context, c redis.Scripter, sc *script, keys []st
 	cmd := fc.FCall(ctx, sc.fn, keys, args...)
 	switch err := cmd.Err(); {
 	case err == nil:
+		// A client that may not load the library (a worker's Redis ACL
+		// user) runs the one the servers loaded, without trying again.
+		s.fns.mode.CompareAndSwap(fnUnknown, fnCall)
 	case noFunction(err):
 		if err := s.loadOn(ctx, c, fc, keys); err != nil {
 			return redis.NewCmdResult(nil, err)
