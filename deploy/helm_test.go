@@ -625,3 +625,47 @@ func describeProbe(p *k8sProbe) string {
 	}
 	return "GET " + p.HTTPGet.Path + " on port " + p.HTTPGet.Port
 }
+
+// Workers never get the cluster token; with worker.redisUsername they log
+// in to Redis as that ACL user with the Secret's worker-redis-password.
+func TestHelmWorkersHoldNoClusterToken(t *testing.T) {
+	for _, user := range []string{"", "ax-worker"} {
+		m := render(t, "--set", "secret.clusterToken="+testClusterToken, "--set", "worker.redisUsername="+user,
+			"--set", "secret.workerRedisPassword=worker-password")
+		workers := 0
+		for name, o := range m["Deployment"] {
+			d := spec[deploymentSpec](t, o)
+			c := d.Template.Spec.Containers[0]
+			env := map[string]string{}
+			for _, e := range c.Env {
+				env[e.Name] = e.Value
+				if e.ValueFrom != nil && e.ValueFrom.SecretKeyRef != nil {
+					env[e.Name] = "secret:" + e.ValueFrom.SecretKeyRef.Key
+				}
+			}
+			_, token := env["AX_AUTH_CLUSTER_TOKEN"]
+			switch c.Args[0] {
+			case "server":
+				if !token {
+					t.Errorf("%s: a server lacks AX_AUTH_CLUSTER_TOKEN", name)
+				}
+			case "worker":
+				workers++
+				wantKey, wantUser := "secret:redis-password", ""
+				if user != "" {
+					wantKey, wantUser = "secret:worker-redis-password", user
+				}
+				if token || env["AX_REDIS_PASSWORD"] != wantKey || env["AX_REDIS_USERNAME"] != wantUser {
+					t.Errorf("worker.redisUsername %q: %s's environment %v: want no cluster token, AX_REDIS_USERNAME %q, AX_REDIS_PASSWORD from %s",
+						user, name, env, wantUser, wantKey)
+				}
+			}
+		}
+		if workers == 0 {
+			t.Fatal("no worker Deployment rendered")
+		}
+		if got := m["Secret"]["ax-secret"].StringData["worker-redis-password"]; got != "worker-password" {
+			t.Errorf("Secret worker-redis-password %q", got)
+		}
+	}
+}

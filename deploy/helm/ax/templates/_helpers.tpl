@@ -88,6 +88,11 @@ pools:
   value: {{ printf "0.0.0.0:%v" .root.Values.server.port | quote }}
 - name: AX_PUBLIC_ADDR
   value: {{ .r.publicAddr | quote }}
+{{- end -}}
+
+{{/* A server's: ax.env, the cluster token and the Redis password. */}}
+{{- define "ax.serverEnv" -}}
+{{ include "ax.env" . }}
 - name: AX_AUTH_CLUSTER_TOKEN
   valueFrom:
     secretKeyRef:
@@ -98,6 +103,23 @@ pools:
     secretKeyRef:
       name: {{ include "ax.secretName" .root }}
       key: redis-password
+      optional: true
+{{- end -}}
+
+{{/* A worker's: ax.env and its Redis credentials, never the cluster token.
+With worker.redisUsername, that ACL user (deploy/redis/ax-worker.acl) and
+the Secret's worker-redis-password; else the servers' redis-password. */}}
+{{- define "ax.workerEnv" -}}
+{{ include "ax.env" . }}
+{{- if .root.Values.worker.redisUsername }}
+- name: AX_REDIS_USERNAME
+  value: {{ .root.Values.worker.redisUsername | quote }}
+{{- end }}
+- name: AX_REDIS_PASSWORD
+  valueFrom:
+    secretKeyRef:
+      name: {{ include "ax.secretName" .root }}
+      key: {{ ternary "worker-redis-password" "redis-password" (not (empty .root.Values.worker.redisUsername)) }}
       optional: true
 {{- end -}}
 
