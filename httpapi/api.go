@@ -158,11 +158,17 @@ func New(n *federation.Node, cfg Config) *API {
 	a.mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) { w.Write([]byte("ok\n")) })
 	a.mux.HandleFunc("GET /readyz", a.readyz)
 	dashboard.Register(a.mux)
-	a.routes = append(a.routes, "GET /v1/openapi.json")
-	a.mux.HandleFunc("GET /v1/openapi.json", func(w http.ResponseWriter, _ *http.Request) {
-		w.Header().Set("Content-Type", "application/json")
-		_, _ = w.Write(openAPI)
-	})
+	for _, d := range []struct {
+		pattern string
+		doc     []byte
+	}{{"GET /v1/openapi.json", openAPI}, {"GET /v1/openapi-internal.json", openAPIInternal}} {
+		pattern, doc := d.pattern, d.doc
+		a.routes = append(a.routes, pattern)
+		a.mux.HandleFunc(pattern, func(w http.ResponseWriter, _ *http.Request) {
+			w.Header().Set("Content-Type", "application/json")
+			_, _ = w.Write(doc)
+		})
+	}
 	a.mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		if allow := a.allowed(r); len(allow) > 0 {
 			w.Header().Set("Allow", strings.Join(allow, ", "))

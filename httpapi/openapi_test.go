@@ -9,50 +9,79 @@ import (
 	"testing"
 )
 
-// TestOpenAPIMatchesRoutes: every /v1 route the API registers is in
-// openapi.json with its method, and every operation there is registered;
-// the document is served as it is in the repository.
-func TestOpenAPIMatchesRoutes(t *testing.T) {
-	a := New(nil, Config{})
+// specOps reads an OpenAPI document's operations as "METHOD /path", with
+// their operationIds.
+func specOps(t *testing.T, name string, raw []byte) (ops []string, ids map[string]string) {
+	t.Helper()
 	var doc struct {
-		OpenAPI string                                `json:"openapi"`
-		Paths   map[string]map[string]json.RawMessage `json:"paths"`
+		OpenAPI string                                             `json:"openapi"`
+		Paths   map[string]map[string]struct{ OperationID string } `json:"paths"`
 	}
-	if err := json.Unmarshal(openAPI, &doc); err != nil {
-		t.Fatalf("openapi.json: %v", err)
+	if err := json.Unmarshal(raw, &doc); err != nil {
+		t.Fatalf("%s: %v", name, err)
 	}
 	if !strings.HasPrefix(doc.OpenAPI, "3.") {
-		t.Fatalf("openapi %q", doc.OpenAPI)
+		t.Fatalf("%s: openapi %q", name, doc.OpenAPI)
 	}
-	var spec, routed []string
-	for path, ops := range doc.Paths {
-		for method := range ops {
+	ids = map[string]string{}
+	for path, byMethod := range doc.Paths {
+		for method, op := range byMethod {
 			switch method {
 			case "get", "post", "put", "patch", "delete":
-				spec = append(spec, strings.ToUpper(method)+" "+path)
+				ops = append(ops, strings.ToUpper(method)+" "+path)
+				ids[strings.ToUpper(method)+" "+path] = op.OperationID
 			}
 		}
 	}
+	slices.Sort(ops)
+	return ops, ids
+}
+
+// TestOpenAPIMatchesRoutes: every public /v1 route the API registers is in
+// openapi.json with its method and an operationId, every operation there
+// is registered, and the internal routes are in openapi-internal.json and
+// only there; both documents are served as they are in the repository.
+func TestOpenAPIMatchesRoutes(t *testing.T) {
+	a := New(nil, Config{})
+	var public, internal []string
 	for _, r := range a.routes {
-		if strings.Contains(r, " /v1/") {
-			routed = append(routed, r)
+		switch {
+		case strings.Contains(r, " /v1/internal/") || r == "GET /v1/openapi-internal.json":
+			internal = append(internal, r)
+		case strings.Contains(r, " /v1/"):
+			public = append(public, r)
 		}
 	}
-	slices.Sort(spec)
-	slices.Sort(routed)
-	for _, r := range routed {
-		if !slices.Contains(spec, r) {
-			t.Errorf("route %s is not in openapi.json", r)
+	for _, c := range []struct {
+		name   string
+		raw    []byte
+		routed []string
+	}{{"openapi.json", openAPI, public}, {"openapi-internal.json", openAPIInternal, internal}} {
+		ops, ids := specOps(t, c.name, c.raw)
+		for _, r := range c.routed {
+			if !slices.Contains(ops, r) {
+				t.Errorf("route %s is not in %s", r, c.name)
+			}
+		}
+		seen := map[string]string{}
+		for _, op := range ops {
+			if !slices.Contains(c.routed, op) {
+				t.Errorf("%s has %s, which no route of its kind serves", c.name, op)
+			}
+			id := ids[op]
+			if id == "" {
+				t.Errorf("%s: %s has no operationId", c.name, op)
+			} else if other, dup := seen[id]; dup {
+				t.Errorf("%s: operationId %s names %s and %s", c.name, id, other, op)
+			}
+			seen[id] = op
 		}
 	}
-	for _, s := range spec {
-		if !slices.Contains(routed, s) {
-			t.Errorf("openapi.json has %s, which no route serves", s)
+	for path, doc := range map[string][]byte{"/v1/openapi.json": openAPI, "/v1/openapi-internal.json": openAPIInternal} {
+		rec := httptest.NewRecorder()
+		a.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, path, nil))
+		if rec.Code != 200 || rec.Body.String() != string(doc) || rec.Header().Get("Content-Type") != "application/json" {
+			t.Fatalf("GET %s: %d %s", path, rec.Code, rec.Header())
 		}
-	}
-	rec := httptest.NewRecorder()
-	a.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/v1/openapi.json", nil))
-	if rec.Code != 200 || rec.Body.String() != string(openAPI) || rec.Header().Get("Content-Type") != "application/json" {
-		t.Fatalf("GET /v1/openapi.json: %d %s", rec.Code, rec.Header())
 	}
 }

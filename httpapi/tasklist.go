@@ -55,10 +55,11 @@ func parseTaskQuery(raw string, p Principal) (federation.TaskQuery, error) {
 	if s := v.Get("state"); s != "" {
 		st := task.State(strings.ToUpper(s))
 		switch st {
-		case task.Pending, task.HandedOff, task.Ready, task.Running, task.Success, task.Failed, task.Canceled:
+		case task.Pending, task.HandedOff, task.Ready, task.Running, task.Success, task.Failed, task.Canceled, task.Timeout:
+			// TIMEOUT is in the state enum but no task rests in it: its page is empty.
 			f.State = st
 		default:
-			return q, &task.FieldError{Field: "state", Msg: "must be one of PENDING, HANDED_OFF, READY, RUNNING, SUCCESS, FAILED, CANCELED"}
+			return q, &task.FieldError{Field: "state", Msg: "must be one of PENDING, HANDED_OFF, READY, RUNNING, SUCCESS, FAILED, CANCELED, TIMEOUT"}
 		}
 	}
 	for _, t := range []struct {
