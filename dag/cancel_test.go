@@ -302,17 +302,17 @@ func TestDAGCancelOvertakesRelease(t *testing.T) {
 		taskOf[nd.ID] = nd.TaskID
 	}
 	// a runs; d waits READY.
-	if _, err := st.Place(ctx, fence, []queue.Assignment{{ID: taskOf["a"], Pool: "cpu"}}); err != nil {
+	if _, err := st.Maintainer().Place(ctx, fence, []queue.Assignment{{ID: taskOf["a"], Pool: "cpu"}}); err != nil {
 		t.Fatal(err)
 	}
-	claimed, err := st.Claim(ctx, queue.ClaimRequest{Pool: "cpu", Worker: "w", N: 10})
+	claimed, err := st.Claimer().Claim(ctx, queue.ClaimRequest{Pool: "cpu", Worker: "w", N: 10})
 	if err != nil || len(claimed) != 1 || claimed[0].ID != taskOf["a"] {
 		t.Fatalf("claim: %v %v", claimed, err)
 	}
-	if _, err := st.Place(ctx, fence, []queue.Assignment{{ID: taskOf["d"], Pool: "cpu"}}); err != nil {
+	if _, err := st.Maintainer().Place(ctx, fence, []queue.Assignment{{ID: taskOf["d"], Pool: "cpu"}}); err != nil {
 		t.Fatal(err)
 	}
-	def, err := st.DAGDefinition(ctx, id)
+	def, err := st.DAGs().DAGDefinition(ctx, id)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -347,7 +347,7 @@ func TestDAGCancelOvertakesRelease(t *testing.T) {
 	if _, err := runs.release(ctx, def, []string{"c"}); err != nil {
 		t.Fatal(err)
 	}
-	up, err := st.UpdateDAG(ctx, fence, id, []queue.DAGStep{{Node: "c", From: task.NodeWaiting, To: queue.DAGNode{State: task.NodeReleased}}})
+	up, err := st.DAGs().UpdateDAG(ctx, fence, id, []queue.DAGStep{{Node: "c", From: task.NodeWaiting, To: queue.DAGNode{State: task.NodeReleased}}})
 	if err != nil || up.Applied != 0 || !up.Canceling {
 		t.Fatalf("stale release: %+v %v", up, err)
 	}
@@ -361,7 +361,7 @@ func TestDAGCancelOvertakesRelease(t *testing.T) {
 
 	// a completes after all (its handler finished): the late completion
 	// releases nothing, and the run ends CANCELED.
-	if _, err := st.Complete(ctx, queue.Completion{ID: claimed[0].ID, Token: claimed[0].LeaseToken}); err != nil {
+	if _, err := st.Claimer().Complete(ctx, queue.Completion{ID: claimed[0].ID, Token: claimed[0].LeaseToken}); err != nil {
 		t.Fatal(err)
 	}
 	before := counterValue(runs.metrics.runs.WithLabelValues(name, "CANCELED"))
@@ -370,7 +370,7 @@ func TestDAGCancelOvertakesRelease(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	run, err := st.DAG(ctx, id)
+	run, err := st.DAGs().DAG(ctx, id)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -385,11 +385,11 @@ func TestDAGCancelOvertakesRelease(t *testing.T) {
 			t.Errorf("node %s: %+v, want %s", node, run.Nodes[node], want)
 		}
 	}
-	if due, err := st.DueTasks(ctx, 100); err != nil || len(due) != 0 {
+	if due, err := st.Maintainer().DueTasks(ctx, 100); err != nil || len(due) != 0 {
 		t.Errorf("tasks waiting for placement: %v %v", due, err)
 	}
 	for _, node := range []string{"a", "b", "c", "d"} {
-		tr, err := st.Trail(ctx, taskOf[node])
+		tr, err := st.Tasks().Trail(ctx, taskOf[node])
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -406,7 +406,7 @@ func TestDAGCancelOvertakesRelease(t *testing.T) {
 	def2 := &queue.DAGDef{ID: task.NewIDGen().New(name, 0, time.Now()), Tenant: "acme",
 		Nodes: []queue.DAGNodeDef{{ID: "x", TriggerRule: task.AllSuccess, Task: spec}}}
 	def2.Nodes[0].TaskID, _ = queue.DAGTaskID(def2.ID, "x", 0)
-	if err := st.CreateDAG(ctx, def2, map[string]queue.DAGNode{"x": {State: task.NodeReleased}}); err != nil {
+	if err := st.DAGs().CreateDAG(ctx, def2, map[string]queue.DAGNode{"x": {State: task.NodeReleased}}); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := runs.Cancel(ctx, def2.ID, "", "op", 0); err != nil {
@@ -423,7 +423,7 @@ func TestDAGCancelOvertakesRelease(t *testing.T) {
 	if tk, err := st.Get(ctx, def2.Nodes[0].TaskID); err != nil || tk.State != task.Canceled {
 		t.Fatalf("x's task: %v %v", tk, err)
 	}
-	if run, err := st.DAG(ctx, def2.ID); err != nil || run.State != task.DAGCanceled || run.Nodes["x"].State != task.NodeCanceled {
+	if run, err := st.DAGs().DAG(ctx, def2.ID); err != nil || run.State != task.DAGCanceled || run.Nodes["x"].State != task.NodeCanceled {
 		t.Fatalf("x's run: %+v %v", run, err)
 	}
 }
@@ -462,7 +462,7 @@ func startCancelWorkers(t *testing.T, e *dagEnv, slots map[string]int) *cancelWo
 		if c == 0 {
 			c = 8
 		}
-		wk, err := worker.New(e.r(name).store, worker.Options{Pool: dagPool, ID: "w-" + name, Concurrency: c,
+		wk, err := worker.New(e.r(name).store.Claimer(), worker.Options{Pool: dagPool, ID: "w-" + name, Concurrency: c,
 			Heartbeat: 200 * time.Millisecond, ShutdownGrace: -1, Logger: discardLog()})
 		if err != nil {
 			t.Fatal(err)

@@ -351,14 +351,14 @@ func TestDAGReconcileIdempotent(t *testing.T) {
 		}
 	}
 	// Run a to completion by hand (place it, claim it, complete it).
-	if _, err := st.Place(ctx, fence, []queue.Assignment{{ID: taskOf["a"], Pool: "cpu"}}); err != nil {
+	if _, err := st.Maintainer().Place(ctx, fence, []queue.Assignment{{ID: taskOf["a"], Pool: "cpu"}}); err != nil {
 		t.Fatal(err)
 	}
-	claimed, err := st.Claim(ctx, queue.ClaimRequest{Pool: "cpu", Worker: "w", N: 10})
+	claimed, err := st.Claimer().Claim(ctx, queue.ClaimRequest{Pool: "cpu", Worker: "w", N: 10})
 	if err != nil || len(claimed) != 1 || claimed[0].ID != taskOf["a"] {
 		t.Fatalf("claim: %v %v", claimed, err)
 	}
-	if _, err := st.Complete(ctx, queue.Completion{ID: claimed[0].ID, Token: claimed[0].LeaseToken}); err != nil {
+	if _, err := st.Claimer().Complete(ctx, queue.Completion{ID: claimed[0].ID, Token: claimed[0].LeaseToken}); err != nil {
 		t.Fatal(err)
 	}
 	// Two reconcilers at once, then again: b and c are released once each.
@@ -379,14 +379,14 @@ func TestDAGReconcileIdempotent(t *testing.T) {
 	if got := released() - before; got != 2 {
 		t.Errorf("released %v nodes, want 2", got)
 	}
-	due, err := st.DueTasks(ctx, 100)
+	due, err := st.Maintainer().DueTasks(ctx, 100)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if len(due) != 2 {
 		t.Fatalf("%d tasks waiting for placement, want b and c once each: %v", len(due), due)
 	}
-	run, err := st.DAG(ctx, id)
+	run, err := st.DAGs().DAG(ctx, id)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -411,15 +411,15 @@ func TestDAGReconcileIdempotent(t *testing.T) {
 	}
 	// A leader with an older token is fenced.
 	old := &reconciler{runs: runs, fence: queue.Fence{Name: "region", Token: 3}, plans: map[string]*runPlan{}}
-	if _, err := st.UpdateDAG(ctx, old.fence, id, []queue.DAGStep{{Node: "b", From: task.NodeReleased, To: queue.DAGNode{State: task.NodeFailed}}}); !errors.Is(err, queue.ErrFenced) {
+	if _, err := st.DAGs().UpdateDAG(ctx, old.fence, id, []queue.DAGStep{{Node: "b", From: task.NodeReleased, To: queue.DAGNode{State: task.NodeFailed}}}); !errors.Is(err, queue.ErrFenced) {
 		t.Errorf("older token: %v, want ErrFenced", err)
 	}
 	// The same id twice is refused.
-	def, err := st.DAGDefinition(ctx, id)
+	def, err := st.DAGs().DAGDefinition(ctx, id)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := st.CreateDAG(ctx, def, nil); !errors.Is(err, task.ErrExists) {
+	if err := st.DAGs().CreateDAG(ctx, def, nil); !errors.Is(err, task.ErrExists) {
 		t.Errorf("create twice: %v", err)
 	}
 }

@@ -309,7 +309,7 @@ func (e *dagEnv) startWorkers(delay time.Duration) *dagWorkers {
 		beat := func() {
 			cctx, cc := context.WithTimeout(ctx, 2*time.Second)
 			defer cc()
-			_, _ = st.Heartbeat(cctx, id, dagPool, 16, queue.Types{}, nil)
+			_, _ = st.Claimer().Heartbeat(cctx, id, dagPool, 16, queue.Types{}, nil)
 		}
 		beat()
 		wg.Add(2)
@@ -344,9 +344,9 @@ func (e *dagEnv) startWorkers(delay time.Duration) *dagWorkers {
 
 func (w *dagWorkers) claimLoop(ctx context.Context, name string, st *queue.Store, id string, wg *sync.WaitGroup) {
 	for ctx.Err() == nil {
-		ts, err := st.Claim(ctx, queue.ClaimRequest{Pool: dagPool, Worker: id, N: 16})
+		ts, err := st.Claimer().Claim(ctx, queue.ClaimRequest{Pool: dagPool, Worker: id, N: 16})
 		if err != nil || len(ts) == 0 {
-			_, _ = st.WaitForWork(ctx, dagPool, 50*time.Millisecond)
+			_, _ = st.Claimer().WaitForWork(ctx, dagPool, 50*time.Millisecond)
 			continue
 		}
 		for _, t := range ts {
@@ -368,10 +368,10 @@ func (w *dagWorkers) claimLoop(ctx context.Context, name string, st *queue.Store
 				cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
 				defer cancel()
 				if t.Type == "fail" {
-					_, _, _ = st.Fail(cctx, queue.Failure{ID: t.ID, Token: t.LeaseToken, Error: "boom", Retryable: false})
+					_, _, _ = st.Claimer().Fail(cctx, queue.Failure{ID: t.ID, Token: t.LeaseToken, Error: "boom", Retryable: false})
 					return
 				}
-				_, _ = st.Complete(cctx, queue.Completion{ID: t.ID, Token: t.LeaseToken})
+				_, _ = st.Claimer().Complete(cctx, queue.Completion{ID: t.ID, Token: t.LeaseToken})
 			}()
 		}
 	}

@@ -108,7 +108,7 @@ func (r *Runs) Create(ctx context.Context, req *apiv1.DAGRequest) (*apiv1.DAGSta
 	if r.cfg.Backlog != nil {
 		def.BacklogMax = r.cfg.Backlog(def.Tenant)
 	}
-	if err := r.store.CreateDAG(ctx, def, initial); err != nil {
+	if err := r.store.DAGs().CreateDAG(ctx, def, initial); err != nil {
 		if errors.Is(err, queue.ErrBacklogFull) {
 			// Tasks finish on their own time: a few seconds is a fair retry.
 			return nil, &apiv1.Error{Code: apiv1.CodeQuotaExceeded, Field: "max_backlog", RetryAfterSeconds: 5,
@@ -215,11 +215,11 @@ func (r *Runs) Status(ctx context.Context, id string, hops int) (*apiv1.DAGStatu
 		}
 		return &st, nil
 	}
-	def, err := r.store.DAGDefinition(ctx, id)
+	def, err := r.store.DAGs().DAGDefinition(ctx, id)
 	if err != nil {
 		return nil, err
 	}
-	run, err := r.store.DAG(ctx, id)
+	run, err := r.store.DAGs().DAG(ctx, id)
 	if err != nil {
 		return nil, err
 	}
@@ -351,7 +351,7 @@ func (r *Runs) Cancel(ctx context.Context, id, tenant, by string, hops int) (*ap
 		}
 		return &st, nil
 	}
-	c, err := r.store.CancelDAG(ctx, id, tenant, by)
+	c, err := r.store.DAGs().CancelDAG(ctx, id, tenant, by)
 	if err != nil {
 		return nil, err
 	}
@@ -359,11 +359,11 @@ func (r *Runs) Cancel(ctx context.Context, id, tenant, by string, hops int) (*ap
 		r.log.Info("DAG run cancel requested", "dag", id, "by", by, "waiting_canceled", c.Canceled)
 	}
 	if c.State == task.DAGRunning {
-		def, err := r.store.DAGDefinition(ctx, id)
+		def, err := r.store.DAGs().DAGDefinition(ctx, id)
 		if err != nil {
 			return nil, err
 		}
-		run, err := r.store.DAG(ctx, id)
+		run, err := r.store.DAGs().DAG(ctx, id)
 		if err != nil {
 			return nil, err
 		}

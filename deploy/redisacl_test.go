@@ -79,13 +79,13 @@ func TestWorkerRedisACL(t *testing.T) {
 		if err := sp.Normalize(task.DefaultDefaults(), time.Now()); err != nil {
 			t.Fatal(err)
 		}
-		res, err := servers.Submit(ctx, queue.NewTask{Spec: sp, Pool: "cpu", Pinned: true})
+		res, err := servers.Submitter().Submit(ctx, queue.NewTask{Spec: sp, Pool: "cpu", Pinned: true})
 		if err != nil {
 			t.Fatal(err)
 		}
 		ids = append(ids, res[0].ID)
 	}
-	w, err := worker.New(ws, worker.Options{Pool: "cpu", ID: "acl-w1", Concurrency: 2, Heartbeat: 100 * time.Millisecond})
+	w, err := worker.New(ws.Claimer(), worker.Options{Pool: "cpu", ID: "acl-w1", Concurrency: 2, Heartbeat: 100 * time.Millisecond})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -105,7 +105,7 @@ func TestWorkerRedisACL(t *testing.T) {
 	want := map[string]task.State{ids[0]: task.Success, ids[1]: task.Failed, ids[2]: task.Success}
 	deadline := time.Now().Add(20 * time.Second)
 	for {
-		_, _ = servers.Promote(ctx, queue.Fence{Name: "t", Token: 1}, 100)
+		_, _ = servers.Maintainer().Promote(ctx, queue.Fence{Name: "t", Token: 1}, 100)
 		finished := 0
 		for id, st := range want {
 			if tk, err := servers.Get(ctx, id); err == nil && tk.State == st {

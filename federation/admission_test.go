@@ -22,7 +22,7 @@ func TestHandOffReceiverAdmitsAgainstRealFill(t *testing.T) {
 	ids := fillOutbox(t, ctx, f.R(aws), az, poolSpot, n, payloadN)
 	f.R(aws).Start()
 	waitSettled(t, ctx, f, ids)
-	c, err := f.R(az).Store.Counts(ctx)
+	c, err := f.R(az).Store.Tasks().Counts(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -34,7 +34,7 @@ func TestHandOffReceiverAdmitsAgainstRealFill(t *testing.T) {
 		if w := f.Where(ctx, id); len(w) != 1 {
 			t.Fatalf("task %s lives in %v: want exactly one place", id, w)
 		}
-		tr, err := f.R(aws).Store.Trail(ctx, id)
+		tr, err := f.R(aws).Store.Tasks().Trail(ctx, id)
 		if err != nil {
 			t.Fatal(err)
 		}

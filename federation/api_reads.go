@@ -37,7 +37,7 @@ var (
 // after (one per shard; none: only new ones), blocking up to block for the
 // first; it returns them and the ids to read on from.
 func (n *Node) Events(ctx context.Context, after []string, count int, block time.Duration) ([]task.Event, []string, error) {
-	return n.store.Events(ctx, after, count, block)
+	return n.store.Tasks().Events(ctx, after, count, block)
 }
 
 // Ping reports whether the region's store answers.

@@ -34,7 +34,7 @@ func TestHandOffReceiverRefusesPastBacklog(t *testing.T) {
 		if w[0] == az {
 			inAZ++
 		}
-		tr, err := f.R(aws).Store.Trail(ctx, id)
+		tr, err := f.R(aws).Store.Tasks().Trail(ctx, id)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -42,7 +42,7 @@ func TestHandOffReceiverRefusesPastBacklog(t *testing.T) {
 			refused++
 		}
 	}
-	bl, err := f.R(az).Store.Backlog(ctx, "acme")
+	bl, err := f.R(az).Store.Submitter().Backlog(ctx, "acme")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -40,11 +40,11 @@ func TestMonthlyBudgets(t *testing.T) {
 		var held []*task.Task
 		fedtest.Eventually(t, 10*time.Second, "the handed-off task is READY in az", func() bool {
 			var err error
-			held, err = f.R(az).Store.Claim(ctx, queue.ClaimRequest{Pool: poolSpot, Worker: "w", N: 1, Price: 1})
+			held, err = f.R(az).Store.Claimer().Claim(ctx, queue.ClaimRequest{Pool: poolSpot, Worker: "w", N: 1, Price: 1})
 			return err == nil && len(held) == 1
 		})
 		time.Sleep(20 * time.Millisecond) // a run time of a few ms at $1/slot-hour
-		if _, err := f.R(az).Store.Complete(ctx, queue.Completion{ID: held[0].ID, Token: held[0].LeaseToken}); err != nil {
+		if _, err := f.R(az).Store.Claimer().Complete(ctx, queue.Completion{ID: held[0].ID, Token: held[0].LeaseToken}); err != nil {
 			t.Fatal(err)
 		}
 	}

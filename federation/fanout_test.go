@@ -26,11 +26,11 @@ func (f *fed) dead(regionName, token, typ string) string {
 	ctx := fedtest.Ctx(f.T)
 	sr := f.SubmitOK(regionName, token, spec{"type": typ, "tags": x86, "regions": []string{regionName}, "priority": 1, "max_retries": 0})
 	st := f.R(regionName).Store
-	held, err := st.Claim(ctx, queue.ClaimRequest{Pool: deref(sr.Pool), Worker: "w-fanout", N: 1})
+	held, err := st.Claimer().Claim(ctx, queue.ClaimRequest{Pool: deref(sr.Pool), Worker: "w-fanout", N: 1})
 	if err != nil || len(held) != 1 || held[0].ID != sr.ID {
 		f.T.Fatalf("claim in %s: %+v %v", regionName, held, err)
 	}
-	s, _, err := st.Fail(ctx, queue.Failure{ID: sr.ID, Token: held[0].LeaseToken, Error: "boom in " + regionName})
+	s, _, err := st.Claimer().Fail(ctx, queue.Failure{ID: sr.ID, Token: held[0].LeaseToken, Error: "boom in " + regionName})
 	if err != nil || s != task.Failed {
 		f.T.Fatalf("fail: %s %v", s, err)
 	}
@@ -347,7 +347,7 @@ func TestFanoutBulkCancel(t *testing.T) {
 	waiting := func(typ string) int {
 		n := 0
 		for _, r := range fedtest.Regions {
-			_ = f.R(r).Store.Waiting(ctx, queue.Filter{Type: typ}, func(ts []*task.Task) error { n += len(ts); return nil })
+			_ = f.R(r).Store.Tasks().Waiting(ctx, queue.Filter{Type: typ}, func(ts []*task.Task) error { n += len(ts); return nil })
 		}
 		return n
 	}

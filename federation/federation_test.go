@@ -154,7 +154,7 @@ func TestSaturationSpillsToTheNextCheapest(t *testing.T) {
 			t.Fatalf("task %d went to %s/%s, want the cheapest pool", i, sr.Region, deref(sr.Pool))
 		}
 	}
-	held, err := f.R(az).Store.Claim(ctx, queue.ClaimRequest{Pool: poolSpot, Worker: "busy", N: 4})
+	held, err := f.R(az).Store.Claimer().Claim(ctx, queue.ClaimRequest{Pool: poolSpot, Worker: "busy", N: 4})
 	if err != nil || len(held) != 4 {
 		t.Fatalf("claim: %d tasks, %v", len(held), err)
 	}
@@ -202,7 +202,7 @@ func TestSaturationSpillsToTheNextCheapest(t *testing.T) {
 		t.Errorf("explain chose %+v, want gcp spot", ex.Chosen)
 	}
 	for _, h := range held {
-		if _, err := f.R(az).Store.Complete(ctx, queue.Completion{ID: h.ID, Token: h.LeaseToken}); err != nil {
+		if _, err := f.R(az).Store.Claimer().Complete(ctx, queue.Completion{ID: h.ID, Token: h.LeaseToken}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -302,7 +302,7 @@ func TestBurstFillsCheapestFirst(t *testing.T) {
 	// The home region's own share is READY in its pools at once. (The
 	// hand-offs take ~10 s with -race; TestDrainMovesEveryReadyTaskExactlyOnce
 	// checks that hand-offs deliver every task once.)
-	c, err := f.R(aws).Store.Counts(fedtest.Ctx(t))
+	c, err := f.R(aws).Store.Tasks().Counts(fedtest.Ctx(t))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -427,7 +427,7 @@ func TestDrainMovesEveryReadyTaskExactlyOnce(t *testing.T) {
 	}
 	total := 0
 	for _, name := range fedtest.Regions {
-		c, err := f.R(name).Store.Counts(ctx)
+		c, err := f.R(name).Store.Tasks().Counts(ctx)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -683,11 +683,11 @@ func TestUnplaceableAndNoCapacity(t *testing.T) {
 		tk, _ = f.GetTask(aws, tokAcme, sr.ID)
 		return tk.State == task.Ready && tk.HeldBy == gcp && tk.Pool == poolGPU
 	})
-	claimed, err := f.R(gcp).Store.Claim(ctx, queue.ClaimRequest{Pool: poolGPU, Worker: "gpu-worker", N: 1})
+	claimed, err := f.R(gcp).Store.Claimer().Claim(ctx, queue.ClaimRequest{Pool: poolGPU, Worker: "gpu-worker", N: 1})
 	if err != nil || len(claimed) != 1 || claimed[0].ID != sr.ID {
 		t.Fatalf("claim: %+v, %v", claimed, err)
 	}
-	errs, err := f.R(gcp).Store.Complete(ctx, queue.Completion{ID: sr.ID, Token: claimed[0].LeaseToken, Result: "ok"})
+	errs, err := f.R(gcp).Store.Claimer().Complete(ctx, queue.Completion{ID: sr.ID, Token: claimed[0].LeaseToken, Result: "ok"})
 	if err != nil || errs[0] != nil {
 		t.Fatalf("complete: %v %v", errs, err)
 	}

@@ -24,7 +24,7 @@ func TestHandedBackTaskIsLiveAgain(t *testing.T) {
 	for _, id := range ids {
 		moves = append(moves, queue.DrainMove{ID: id, Region: aws, Pool: poolSpot})
 	}
-	n, err := f.R(az).Store.Drain(ctx, moves)
+	n, err := f.R(az).Store.HandOffs().Drain(ctx, moves)
 	if err != nil || n != len(ids) {
 		t.Fatalf("drain in az: %d %v", n, err)
 	}

@@ -106,7 +106,7 @@ func fillOutbox(t testing.TB, ctx context.Context, from *regionEnv, to, pool str
 			}
 			batch = append(batch, queue.NewTask{Spec: sp, Pool: pool, HandOff: to})
 		}
-		res, err := from.Store.Submit(ctx, batch...)
+		res, err := from.Store.Submitter().Submit(ctx, batch...)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -160,7 +160,7 @@ func TestHandOffRate(t *testing.T) {
 			})
 			f.R(aws).Start()
 			fedtest.Eventually(t, 10*time.Minute, "every hand-off answered", func() bool {
-				ts, err := f.R(aws).Later.Outbox(ctx, 1)
+				ts, err := f.R(aws).Later.HandOffs().Outbox(ctx, 1)
 				return err == nil && len(ts) == 0
 			})
 			took := time.Since(c.firstAt())
@@ -206,7 +206,7 @@ func TestHandOffBatchLandsEveryTaskOnce(t *testing.T) {
 	ids := fillOutbox(t, ctx, f.R(aws), az, poolSpot, n, payloadN)
 	fedtest.Eventually(t, 30*time.Second, "every hand-off answered", func() bool { return f.OutboxEmpty(ctx) })
 	checkHandedOffOnce(t, ctx, f, ids, aws, az)
-	held, err := f.R(az).Store.Counts(ctx)
+	held, err := f.R(az).Store.Tasks().Counts(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -214,7 +214,7 @@ func TestHandOffBatchLandsEveryTaskOnce(t *testing.T) {
 		t.Fatalf("the target holds %d READY (%v), want %d", held.Ready, held.ReadyBy, n)
 	}
 	for _, other := range []string{aws, gcp} {
-		if c, _ := f.R(other).Store.Counts(ctx); c.Ready != 0 {
+		if c, _ := f.R(other).Store.Tasks().Counts(ctx); c.Ready != 0 {
 			t.Fatalf("%s holds %d READY tasks", other, c.Ready)
 		}
 	}
@@ -289,7 +289,7 @@ func TestHandOffBatchRefusedItemsArePlacedAgain(t *testing.T) {
 		if w := f.Where(ctx, id); len(w) != 1 {
 			t.Fatalf("refused task %s lives in %v: want exactly one place", id, w)
 		}
-		tr, err := f.R(aws).Store.Trail(ctx, id)
+		tr, err := f.R(aws).Store.Tasks().Trail(ctx, id)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -336,7 +336,7 @@ func TestHandOffBatchAnswerLostMakesOneCopy(t *testing.T) {
 	if !dropped.Load() || c.batch.Load() < 2 {
 		t.Fatalf("%d batch requests; want the lost one and its retry", c.batch.Load())
 	}
-	if held, _ := f.R(az).Store.Counts(ctx); held.Ready != len(ids) {
+	if held, _ := f.R(az).Store.Tasks().Counts(ctx); held.Ready != len(ids) {
 		t.Fatalf("the target holds %d READY, want %d", held.Ready, len(ids))
 	}
 	if got := handOffs(f.R(aws), az, "retry"); got < len(ids) {
@@ -367,7 +367,7 @@ func TestHandOffTargetDownThenBack(t *testing.T) {
 	ids := fillOutbox(t, ctx, f.R(aws), az, poolSpot, 300, payloadN)
 	fedtest.Eventually(t, 10*time.Second, "the sender retried the failing target", func() bool { return c.batch.Load() >= 2 })
 	f.R(az).Stop()
-	if held, _ := f.R(az).Store.Counts(ctx); held.Ready != 0 {
+	if held, _ := f.R(az).Store.Tasks().Counts(ctx); held.Ready != 0 {
 		t.Fatalf("the failing target stored %d tasks", held.Ready)
 	}
 	more := fillOutbox(t, ctx, f.R(aws), az, poolSpot, 200, payloadN)
@@ -395,12 +395,12 @@ func TestHandOffTargetDownThenBack(t *testing.T) {
 		}
 		if w[0] == az {
 			atTarget++
-		} else if tr, err := f.R(aws).Store.Trail(ctx, id); err != nil || !hasReason(tr, task.ReasonHandOffRefused) {
+		} else if tr, err := f.R(aws).Store.Tasks().Trail(ctx, id); err != nil || !hasReason(tr, task.ReasonHandOffRefused) {
 			t.Fatalf("task %s went to %s without a HANDOFF_REFUSED step: %+v %v", id, w[0], tr, err)
 		}
 	}
 	t.Logf("%d of the %d never-sent tasks waited for the target; the rest were placed again", atTarget-len(ids), len(more))
-	if held, _ := f.R(az).Store.Counts(ctx); held.Ready != atTarget {
+	if held, _ := f.R(az).Store.Tasks().Counts(ctx); held.Ready != atTarget {
 		t.Fatalf("the target holds %d READY, want %d", held.Ready, atTarget)
 	}
 	if got := handOffs(f.R(aws), az, "accepted"); got != atTarget {
@@ -462,7 +462,7 @@ func TestHandOffBatchEndpoint(t *testing.T) {
 	newID := func() string { return task.NewIDGen().New(aws, 0, time.Now()) }
 	item := func(id string) apiv1.HandOff { return apiv1.HandOff{ID: id, Pool: poolSpot, Spec: spec("")} }
 	stored := func() int {
-		c, err := f.R(az).Store.Counts(ctx)
+		c, err := f.R(az).Store.Tasks().Counts(ctx)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -659,10 +659,10 @@ func TestHandOffRevokedPastTheHorizonLivesOnce(t *testing.T) {
 	const n = 20
 	ids := fillOutbox(t, ctx, f.R(aws), az, poolSpot, n, payloadN)
 	fedtest.Eventually(t, 10*time.Second, "the target stored every hand-off", func() bool {
-		held, err := f.R(az).Store.Held(ctx, time.Now().Add(time.Hour), 1000)
+		held, err := f.R(az).Store.HandOffs().Held(ctx, time.Now().Add(time.Hour), 1000)
 		return err == nil && len(held) == n
 	})
-	if cnt, _ := f.R(az).Store.Counts(ctx); cnt.Ready != 0 {
+	if cnt, _ := f.R(az).Store.Tasks().Counts(ctx); cnt.Ready != 0 {
 		t.Fatalf("the target made %d held hand-offs READY without the sender's word", cnt.Ready)
 	}
 	f.R(az).Stop()
@@ -676,14 +676,14 @@ func TestHandOffRevokedPastTheHorizonLivesOnce(t *testing.T) {
 		return true
 	})
 	for _, id := range ids {
-		if tr, err := f.R(aws).Store.Trail(ctx, id); err != nil || !hasReason(tr, task.ReasonHandOffRevoked) {
+		if tr, err := f.R(aws).Store.Tasks().Trail(ctx, id); err != nil || !hasReason(tr, task.ReasonHandOffRevoked) {
 			t.Fatalf("task %s placed again without a HANDOFF_REVOKED step: %+v %v", id, tr, err)
 		}
 	}
 	lose.Store(false)
 	f.R(az).Start()
 	fedtest.Eventually(t, 20*time.Second, "the target dropped its held copies", func() bool {
-		held, err := f.R(az).Store.Held(ctx, time.Now().Add(time.Hour), 1000)
+		held, err := f.R(az).Store.HandOffs().Held(ctx, time.Now().Add(time.Hour), 1000)
 		return err == nil && len(held) == 0
 	})
 	fedtest.Eventually(t, 20*time.Second, "every hand-off answered", func() bool { return f.OutboxEmpty(ctx) })
@@ -720,7 +720,7 @@ func TestHandOffCommitLostIsAskedFor(t *testing.T) {
 	ids := fillOutbox(t, ctx, f.R(aws), az, poolSpot, n, payloadN)
 	fedtest.Eventually(t, 10*time.Second, "every hand-off answered", func() bool { return f.OutboxEmpty(ctx) })
 	fedtest.Eventually(t, 10*time.Second, "the target released them on the sender's word", func() bool {
-		cnt, err := f.R(az).Store.Counts(ctx)
+		cnt, err := f.R(az).Store.Tasks().Counts(ctx)
 		return err == nil && cnt.Ready == n
 	})
 	checkHandedOffOnce(t, ctx, f, ids, aws, az)

@@ -31,17 +31,17 @@ func runs(r *regionEnv, t *testing.T, pool, typ string, n int, d time.Duration) 
 		if err := sp.Normalize(task.DefaultDefaults(), time.Now()); err != nil {
 			t.Fatal(err)
 		}
-		if _, err := ws.Submit(ctx, queue.NewTask{Spec: sp, Pool: pool, Pinned: true}); err != nil {
+		if _, err := ws.Submitter().Submit(ctx, queue.NewTask{Spec: sp, Pool: pool, Pinned: true}); err != nil {
 			t.Fatal(err)
 		}
-		ts, err := ws.Claim(ctx, queue.ClaimRequest{Pool: pool, Worker: "w", N: 1})
+		ts, err := ws.Claimer().Claim(ctx, queue.ClaimRequest{Pool: pool, Worker: "w", N: 1})
 		if err != nil || len(ts) != 1 {
 			t.Fatalf("claim: %v %v", ts, err)
 		}
 		mu.Lock()
 		now = now.Add(d)
 		mu.Unlock()
-		if errs, err := ws.Complete(ctx, queue.Completion{ID: ts[0].ID, Token: ts[0].LeaseToken}); err != nil || errs[0] != nil {
+		if errs, err := ws.Claimer().Complete(ctx, queue.Completion{ID: ts[0].ID, Token: ts[0].LeaseToken}); err != nil || errs[0] != nil {
 			t.Fatalf("complete: %v %v", errs, err)
 		}
 	}
@@ -119,10 +119,10 @@ func TestPriceOverrideRecordedAtClaim(t *testing.T) {
 		if err := sp.Normalize(task.DefaultDefaults(), time.Now()); err != nil {
 			t.Fatal(err)
 		}
-		if _, err := st.Submit(ctx, queue.NewTask{Spec: sp, Pool: poolSpot, Pinned: true}); err != nil {
+		if _, err := st.Submitter().Submit(ctx, queue.NewTask{Spec: sp, Pool: poolSpot, Pinned: true}); err != nil {
 			t.Fatal(err)
 		}
-		ts, err := st.Claim(ctx, queue.ClaimRequest{Pool: poolSpot, Worker: "w", N: 1, Price: fedtest.PriceOf(az, poolSpot)})
+		ts, err := st.Claimer().Claim(ctx, queue.ClaimRequest{Pool: poolSpot, Worker: "w", N: 1, Price: fedtest.PriceOf(az, poolSpot)})
 		if err != nil || len(ts) != 1 {
 			t.Fatalf("claim: %v %v", ts, err)
 		}

@@ -165,7 +165,7 @@ func NewNode(cfg Config, store *queue.Store, v *View, cell *region.Cell, m *Metr
 		Logger: cfg.Logger, Now: cfg.Now}, n.Reader)
 	n.Pipeline = submit.New(submit.Config{Region: cfg.Region, Regions: cfg.Regions, Defaults: cfg.Defaults,
 		SaturatedRetryAfter: cfg.SaturatedRetryAfter, Backlog: cfg.Backlog, TracerProvider: cfg.TracerProvider, Now: cfg.Now,
-		Store: store, View: v, Flights: flights, Picker: n.picker, Peer: n.peer, Budgets: n.budgets, Metrics: m, Wake: wake})
+		Store: store.Submitter(), View: v, Flights: flights, Picker: n.picker, Peer: n.peer, Budgets: n.budgets, Metrics: m, Wake: wake})
 	hc := handoff.Config{Region: cfg.Region, Regions: cfg.Regions, Defaults: cfg.Defaults, HandOffHorizon: cfg.HandOffHorizon,
 		StuckPoolGrace: cfg.StuckPoolGrace, ReplaceOnPriceRise: cfg.ReplaceOnPriceRise, Backlog: cfg.Backlog,
 		TracerProvider: cfg.TracerProvider, Now: cfg.Now, Store: store, Cell: cell, View: v, Flights: flights,

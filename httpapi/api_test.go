@@ -498,7 +498,7 @@ func TestAPIContract(t *testing.T) {
 		}
 		// A RUNNING task: the cancel is a request.
 		run := f.SubmitOK(aws, tokOperator, spec{"type": "op.running", "tags": x86, "regions": []string{aws}, "priority": 0, "tenant": "acme"})
-		held, err := f.R(aws).Store.Claim(ctx, queue.ClaimRequest{Pool: poolSpot, Worker: "w-op", N: 1})
+		held, err := f.R(aws).Store.Claimer().Claim(ctx, queue.ClaimRequest{Pool: poolSpot, Worker: "w-op", N: 1})
 		if err != nil || len(held) != 1 || held[0].ID != run.ID {
 			t.Fatalf("claim: %+v %v", held, err)
 		}
@@ -513,7 +513,7 @@ func TestAPIContract(t *testing.T) {
 		if cr.State != task.Running || !cr.Requested {
 			t.Fatalf("cancel of a running task: %+v", cr)
 		}
-		stops, err := f.R(aws).Store.Heartbeat(ctx, "w-op", poolSpot, 1, queue.Types{}, []queue.Lease{{ID: run.ID, Token: held[0].LeaseToken}})
+		stops, err := f.R(aws).Store.Claimer().Heartbeat(ctx, "w-op", poolSpot, 1, queue.Types{}, []queue.Lease{{ID: run.ID, Token: held[0].LeaseToken}})
 		if err != nil || len(stops) != 1 || stops[0].Why != queue.StopCanceled {
 			t.Fatalf("the worker learns the cancel at its heartbeat: %+v %v", stops, err)
 		}
@@ -562,7 +562,7 @@ func TestAPIContract(t *testing.T) {
 			t.Fatalf("cancelled %d PENDING, want the delayed one", bc.Canceled)
 		}
 		n := 0
-		_ = f.R(aws).Store.Waiting(ctx, queue.Filter{Type: "bulk.keep"}, func(ts []*task.Task) error { n += len(ts); return nil })
+		_ = f.R(aws).Store.Tasks().Waiting(ctx, queue.Filter{Type: "bulk.keep"}, func(ts []*task.Task) error { n += len(ts); return nil })
 		if n != 5 {
 			t.Fatalf("the filter hit other types: %d of 5 bulk.keep left", n)
 		}
@@ -572,11 +572,11 @@ func TestAPIContract(t *testing.T) {
 
 	t.Run("dead letters: list and replay", func(t *testing.T) {
 		sr := f.SubmitOK(aws, tokAcme, spec{"type": "dlq.poison", "tags": x86, "regions": []string{aws}, "priority": 1, "max_retries": 0})
-		held, err := f.R(aws).Store.Claim(ctx, queue.ClaimRequest{Pool: poolSpot, Worker: "w-dlq", N: 1})
+		held, err := f.R(aws).Store.Claimer().Claim(ctx, queue.ClaimRequest{Pool: poolSpot, Worker: "w-dlq", N: 1})
 		if err != nil || len(held) != 1 || held[0].ID != sr.ID {
 			t.Fatalf("claim: %+v %v", held, err)
 		}
-		st, _, err := f.R(aws).Store.Fail(ctx, queue.Failure{ID: sr.ID, Token: held[0].LeaseToken, Error: "boom", Retryable: true})
+		st, _, err := f.R(aws).Store.Claimer().Fail(ctx, queue.Failure{ID: sr.ID, Token: held[0].LeaseToken, Error: "boom", Retryable: true})
 		if err != nil || st != task.Failed {
 			t.Fatalf("fail: %s %v", st, err)
 		}
@@ -634,13 +634,13 @@ func TestAPIContract(t *testing.T) {
 			t.Fatal(err)
 		}
 		for _, run := range []struct{ region, pool, id string }{{aws, poolSpot, a.ID}, {gcp, poolSpot, g.ID}, {aws, poolCPU, o.ID}} {
-			held, err := f.R(run.region).Store.Claim(ctx, queue.ClaimRequest{Pool: run.pool, Worker: "w-cost", N: 1,
+			held, err := f.R(run.region).Store.Claimer().Claim(ctx, queue.ClaimRequest{Pool: run.pool, Worker: "w-cost", N: 1,
 				Price: fedtest.PriceOf(run.region, run.pool), Types: probeType})
 			if err != nil || len(held) != 1 || held[0].ID != run.id {
 				t.Fatalf("claim in %s: %+v %v", run.region, held, err)
 			}
 			time.Sleep(100 * time.Millisecond)
-			if _, err := f.R(run.region).Store.Complete(ctx, queue.Completion{ID: run.id, Token: held[0].LeaseToken}); err != nil {
+			if _, err := f.R(run.region).Store.Claimer().Complete(ctx, queue.Completion{ID: run.id, Token: held[0].LeaseToken}); err != nil {
 				t.Fatal(err)
 			}
 		}

@@ -73,7 +73,7 @@ func newFuzzEnv(tb testing.TB) *fuzzEnv {
 // queued is every task the region holds (nothing moves them here).
 func (e *fuzzEnv) queued(t *testing.T) int {
 	t.Helper()
-	c, err := e.store.Counts(context.Background())
+	c, err := e.store.Tasks().Counts(context.Background())
 	if err != nil {
 		t.Fatal(err)
 	}

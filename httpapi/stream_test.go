@@ -197,11 +197,11 @@ func pythonClient(t *testing.T, f *fed) {
 	}
 	ctx := fedtest.Ctx(t)
 	sr := f.SubmitOK(aws, tokAcme, spec{"type": "py.poison", "tags": x86, "regions": []string{aws}, "priority": 1, "max_retries": 0})
-	held, err := f.R(aws).Store.Claim(ctx, queue.ClaimRequest{Pool: poolSpot, Worker: "w-py", N: 1})
+	held, err := f.R(aws).Store.Claimer().Claim(ctx, queue.ClaimRequest{Pool: poolSpot, Worker: "w-py", N: 1})
 	if err != nil || len(held) != 1 || held[0].ID != sr.ID {
 		t.Fatalf("claim: %+v %v", held, err)
 	}
-	if st, _, err := f.R(aws).Store.Fail(ctx, queue.Failure{ID: sr.ID, Token: held[0].LeaseToken, Error: "boom"}); err != nil || st != task.Failed {
+	if st, _, err := f.R(aws).Store.Claimer().Fail(ctx, queue.Failure{ID: sr.ID, Token: held[0].LeaseToken, Error: "boom"}); err != nil || st != task.Failed {
 		t.Fatalf("fail: %s %v", st, err)
 	}
 	tags, _ := json.Marshal(x86)

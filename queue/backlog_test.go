@@ -196,7 +196,7 @@ func TestBacklogCapRefusesAndStoresNothing(t *testing.T) {
 // check and the count are one script.
 func TestBacklogCapHoldsUnderConcurrentServers(t *testing.T) {
 	e := newEnv(t, oneShard)
-	other, err := New(e.rdb, e.s.Options())
+	other, err := newStages(e.rdb, e.s.Options())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -284,7 +284,7 @@ func TestBacklogCapSplitsAcrossShards(t *testing.T) {
 // its share, as for submits (also with AX_TEST_REDIS=cluster).
 func TestDAGReservationsAndSubmitsShareTheCap(t *testing.T) {
 	e := newEnv(t)
-	other, err := New(e.rdb, e.s.Options())
+	other, err := newStages(e.rdb, e.s.Options())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -391,7 +391,7 @@ func TestDAGReservationsAndSubmitsShareTheCap(t *testing.T) {
 // hot (a read thaws one, the leader promotes the rest) and end.
 func TestBacklogCapHoldsInTheColdTier(t *testing.T) {
 	e := newEnv(t, func(o *Options) { o.ColdHorizon = 5 * time.Minute })
-	other, err := New(e.rdb, e.s.Options())
+	other, err := newStages(e.rdb, e.s.Options())
 	if err != nil {
 		t.Fatal(err)
 	}

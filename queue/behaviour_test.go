@@ -251,7 +251,7 @@ func TestDurabilityAcrossRedisRestart(t *testing.T) {
 	r := testenv.StartRedis(t, testenv.RedisOptions{AOFAlways: true})
 	rdb := redis.NewClient(&redis.Options{Addr: r.Addr(), MaxRetries: -1, DialTimeout: 200 * time.Millisecond})
 	t.Cleanup(func() { rdb.Close() })
-	s, err := New(rdb, Options{Region: "eu-west"})
+	s, err := newStages(rdb, Options{Region: "eu-west"})
 	if err != nil {
 		t.Fatal(err)
 	}

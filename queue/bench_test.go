@@ -17,10 +17,10 @@ import (
 // 64-byte payload, as in the issue's memory target.
 var payload64 = []byte(`{"k":"` + strings.Repeat("x", 56) + `"}`)
 
-func benchStore(b *testing.B) (*Store, context.Context, *testenv.Redis) {
+func benchStore(b *testing.B) (*stageSet, context.Context, *testenv.Redis) {
 	b.Helper()
 	r := testenv.StartRedis(b)
-	s, err := New(r.Client(), Options{Region: "bench"})
+	s, err := newStages(r.Client(), Options{Region: "bench"})
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -27,7 +27,7 @@ func TestBlockingClientKeepsSubmitsFree(t *testing.T) {
 			defer blocking.Close()
 			opts.Blocking = blocking
 		}
-		s, err := New(main, opts)
+		s, err := newStages(main, opts)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -23,18 +23,18 @@ import (
 // back to the plain client.
 
 // cluster is the store's client when it is a Redis Cluster client.
-func (s *Store) cluster() *redis.ClusterClient {
+func (s *engine) cluster() *redis.ClusterClient {
 	c, _ := s.rdb.(*redis.ClusterClient)
 	return c
 }
 
 // oneNode reports whether every shard is on one server, so one command may
 // name the keys of several shards.
-func (s *Store) oneNode() bool { return s.cluster() == nil || s.opts.Shards == 1 }
+func (s *engine) oneNode() bool { return s.cluster() == nil || s.opts.Shards == 1 }
 
 // node is the client of the master serving shard: on a cluster that
 // master's own client, else the store's client.
-func (s *Store) node(ctx context.Context, shard int) (redis.Cmdable, error) {
+func (s *engine) node(ctx context.Context, shard int) (redis.Cmdable, error) {
 	cc := s.cluster()
 	if cc == nil {
 		return s.rdb, nil
@@ -50,7 +50,7 @@ func (s *Store) node(ctx context.Context, shard int) (redis.Cmdable, error) {
 // commands that must share one connection (a write and the WAIT after it)
 // or be ended from elsewhere (a blocking read, CLIENT UNBLOCK). Close it:
 // it returns to its pool.
-func (s *Store) conn(ctx context.Context, shard int) (*redis.Conn, error) {
+func (s *engine) conn(ctx context.Context, shard int) (*redis.Conn, error) {
 	switch c := s.rdb.(type) {
 	case *redis.Client: // one Redis, or Sentinel's failover client
 		return c.Conn(), nil
@@ -73,7 +73,7 @@ type blockingConn struct {
 	id   int64
 }
 
-func (s *Store) blockingConn(ctx context.Context, shard int) (*blockingConn, error) {
+func (s *engine) blockingConn(ctx context.Context, shard int) (*blockingConn, error) {
 	node, err := s.node(ctx, shard)
 	if err != nil {
 		return nil, err
@@ -102,7 +102,7 @@ func (b *blockingConn) close() { _ = b.c.Close() }
 // are unblocked; blockEach returns when every fn has returned, with the
 // first error (an fn that did not run for its connection failing is
 // reported too). fn must return promptly once its command was unblocked.
-func (s *Store) blockEach(ctx context.Context, shards int, fn func(ctx context.Context, c *redis.Conn, shard int) (found bool, err error)) error {
+func (s *engine) blockEach(ctx context.Context, shards int, fn func(ctx context.Context, c *redis.Conn, shard int) (found bool, err error)) error {
 	conns := make([]*blockingConn, shards)
 	defer func() {
 		for _, c := range conns {

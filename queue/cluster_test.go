@@ -27,7 +27,7 @@ func newClusterEnv(t *testing.T) *env {
 		c := testenv.StartRedisCluster(t, testenv.SuiteMasters)
 		clock := newFakeClock()
 		e = &env{t: t, clock: clock, rdb: c.Client(t), flush: c.Flush}
-		s, err := New(e.rdb, Options{Region: "eu-west", Now: clock.Now, Shards: testenv.SuiteMasters})
+		s, err := newStages(e.rdb, Options{Region: "eu-west", Now: clock.Now, Shards: testenv.SuiteMasters})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -38,20 +38,20 @@ const coldBucket = 10 * time.Second
 // load (docs/benchmarks.md).
 const coldChunk = 100
 
-func (s *Store) coldKeys(shard int, extra ...string) []string {
+func (s *engine) coldKeys(shard int, extra ...string) []string {
 	p := s.keys[shard].prefix
 	return s.keysWith(shard, append([]string{p + "cold", p + "cseq"}, extra...)...)
 }
 
 // coldEligible reports whether the task goes to the cold tier.
-func (s *Store) coldEligible(t NewTask, now time.Time) bool {
+func (s *Submitter) coldEligible(t NewTask, now time.Time) bool {
 	sp := t.Spec
 	return s.opts.ColdHorizon > 0 && t.ID == "" && sp.RunAt != nil && !sp.RunAt.Before(now.Add(s.opts.ColdHorizon)) &&
 		sp.IdempotencyKey == "" && t.HandOff == "" && t.History == nil && !t.Returning
 }
 
 // splitCold takes the cold tasks out of idx.
-func (s *Store) splitCold(tasks []NewTask, idx []int) (cold, hot []int) {
+func (s *Submitter) splitCold(tasks []NewTask, idx []int) (cold, hot []int) {
 	if s.opts.ColdHorizon <= 0 {
 		return nil, idx
 	}
@@ -68,7 +68,7 @@ func (s *Store) splitCold(tasks []NewTask, idx []int) (cold, hot []int) {
 
 // submitCold stores tasks idx of one shard in the cold tier, one template
 // per distinct (spec, pool, pinned) in the call.
-func (s *Store) submitCold(ctx context.Context, sc redis.Scripter, shard int, tasks []NewTask, ids []string, idx []int, res []SubmitResult) error {
+func (s *Submitter) submitCold(ctx context.Context, sc redis.Scripter, shard int, tasks []NewTask, ids []string, idx []int, res []SubmitResult) error {
 	// Templates are told apart by content: tasks of one call usually differ
 	// only in their due time (one spec each, the same fields).
 	type ptrKey struct {
@@ -139,7 +139,7 @@ func (s *Store) submitCold(ctx context.Context, sc redis.Scripter, shard int, ta
 // (≤ MaxBatch), in scripts of at most coldChunk. It returns how many
 // moved and the start of the earliest bucket left (zero when none).
 // Leader only: fenced.
-func (s *Store) PromoteCold(ctx context.Context, f Fence, limit int) (int, time.Time, error) {
+func (s *Maintainer) PromoteCold(ctx context.Context, f Fence, limit int) (int, time.Time, error) {
 	limit = clampBatch(limit)
 	lead := (s.opts.ColdHorizon / 2).Milliseconds()
 	moved := 0
@@ -173,7 +173,7 @@ func (s *Store) PromoteCold(ctx context.Context, f Fence, limit int) (int, time.
 
 // thaw makes a cold task an ordinary delayed one; false when id is not in
 // the cold tier.
-func (s *Store) thaw(ctx context.Context, id string) (bool, error) {
+func (s *engine) thaw(ctx context.Context, id string) (bool, error) {
 	shard, err := s.shardOf(id)
 	if err != nil {
 		return false, err
@@ -186,7 +186,7 @@ func (s *Store) thaw(ctx context.Context, id string) (bool, error) {
 }
 
 // ColdWaiting counts the tasks in the cold tier, every shard's.
-func (s *Store) ColdWaiting(ctx context.Context) (int, error) {
+func (s *Tasks) ColdWaiting(ctx context.Context) (int, error) {
 	total := 0
 	for shard := range s.keys {
 		v, err := s.rdb.HGet(ctx, s.keys[shard].base[5], "cold").Int()
@@ -201,7 +201,7 @@ func (s *Store) ColdWaiting(ctx context.Context) (int, error) {
 // thawedOn reports whether err says id was not found and id was in the
 // cold tier, now thawed: the caller tries again. A cold task is PENDING;
 // every read and action sees it as the ordinary delayed task it becomes.
-func (s *Store) thawedOn(ctx context.Context, id string, err error) bool {
+func (s *engine) thawedOn(ctx context.Context, id string, err error) bool {
 	if !errors.Is(err, task.ErrNotFound) {
 		return false
 	}
@@ -211,7 +211,7 @@ func (s *Store) thawedOn(ctx context.Context, id string, err error) bool {
 
 // waitingCold is Waiting over one shard's cold tier: each index hash is
 // read whole (a few hundred entries), each template once.
-func (s *Store) waitingCold(ctx context.Context, shard int, f Filter, fn func([]*task.Task) error) error {
+func (s *engine) waitingCold(ctx context.Context, shard int, f Filter, fn func([]*task.Task) error) error {
 	p := s.keys[shard].prefix
 	idx, err := s.scanKeys(ctx, p+"cx:*")
 	if err != nil {
@@ -252,7 +252,7 @@ func (s *Store) waitingCold(ctx context.Context, shard int, f Filter, fn func([]
 
 // coldTask is the task a cold index entry (due ms) and its template
 // describe, as a read would see it.
-func (s *Store) coldTask(id, due string, tpl map[string]string) *task.Task {
+func (s *engine) coldTask(id, due string, tpl map[string]string) *task.Task {
 	h := make(map[string]string, len(tpl)+3)
 	for k, v := range tpl {
 		if k != "#" {
@@ -266,7 +266,7 @@ func (s *Store) coldTask(id, due string, tpl map[string]string) *task.Task {
 }
 
 // coldIDs are the ids in one shard's cold tier.
-func (s *Store) coldIDs(ctx context.Context, shard int, into map[string]bool) error {
+func (s *engine) coldIDs(ctx context.Context, shard int, into map[string]bool) error {
 	idx, err := s.scanKeys(ctx, s.keys[shard].prefix+"cx:*")
 	if err != nil {
 		return err
@@ -285,7 +285,7 @@ func (s *Store) coldIDs(ctx context.Context, shard int, into map[string]bool) er
 
 // readCold reads the tasks of one shard that are in its cold tier, without
 // thawing them (a listing is no reason to); ids not there are left out.
-func (s *Store) readCold(ctx context.Context, shard int, ids []string) ([]*task.Task, error) {
+func (s *engine) readCold(ctx context.Context, shard int, ids []string) ([]*task.Task, error) {
 	p := s.keys[shard].prefix
 	pipe := s.rdb.Pipeline()
 	cmds := make([]*redis.StringCmd, len(ids))

@@ -40,7 +40,7 @@ func CostDay(t time.Time) time.Time {
 // Costs reads this region's cost records of the UTC days from..to
 // (inclusive, at most MaxCostDays), every shard's, one record per shard
 // and field: callers sum them.
-func (s *Store) Costs(ctx context.Context, from, to time.Time) ([]CostRecord, error) {
+func (s *Tasks) Costs(ctx context.Context, from, to time.Time) ([]CostRecord, error) {
 	from, to = CostDay(from), CostDay(to)
 	if to.Before(from) {
 		return nil, nil

@@ -165,11 +165,11 @@ type DAGCancel struct {
 	RequestedAt *time.Time
 }
 
-func (s *Store) dagKey(id, suffix string) string {
+func (s *DAGs) dagKey(id, suffix string) string {
 	return s.opts.Prefix + ":{dag:" + id + "}:" + suffix
 }
 
-func (s *Store) activeDAGs() string { return s.opts.Prefix + ":{dags}:active" }
+func (s *DAGs) activeDAGs() string { return s.opts.Prefix + ":{dags}:active" }
 
 // DAGTaskID derives the task id of a node: the run's id with its seq part
 // replaced by 30 bits of a hash of (run id, node id, salt). Releasing a node
@@ -196,7 +196,7 @@ func DAGTaskID(dagID, node string, salt int) (string, error) {
 // with this id exists. With def.BacklogMax it first reserves room for
 // every node's task in the tenant's backlog (ReserveBacklog) and fails
 // with ErrBacklogFull, storing nothing, when there is none.
-func (s *Store) CreateDAG(ctx context.Context, def *DAGDef, initial map[string]DAGNode) error {
+func (s *DAGs) CreateDAG(ctx context.Context, def *DAGDef, initial map[string]DAGNode) error {
 	if def.BacklogMax <= 0 {
 		return s.createDAG(ctx, def, initial)
 	}
@@ -238,7 +238,7 @@ func (s *Store) CreateDAG(ctx context.Context, def *DAGDef, initial map[string]D
 	return nil
 }
 
-func (s *Store) createDAG(ctx context.Context, def *DAGDef, initial map[string]DAGNode) error {
+func (s *DAGs) createDAG(ctx context.Context, def *DAGDef, initial map[string]DAGNode) error {
 	p, err := task.ParseID(def.ID)
 	if err != nil {
 		return err
@@ -280,7 +280,7 @@ func (s *Store) createDAG(ctx context.Context, def *DAGDef, initial map[string]D
 }
 
 // DAGDefinition reads a run's definition.
-func (s *Store) DAGDefinition(ctx context.Context, id string) (*DAGDef, error) {
+func (s *DAGs) DAGDefinition(ctx context.Context, id string) (*DAGDef, error) {
 	b, err := s.rdb.Get(ctx, s.dagKey(id, "def")).Bytes()
 	if errors.Is(err, redis.Nil) {
 		return nil, fmt.Errorf("%w: %s", ErrDAGNotFound, id)
@@ -296,7 +296,7 @@ func (s *Store) DAGDefinition(ctx context.Context, id string) (*DAGDef, error) {
 }
 
 // DAG reads a run's state and every node's (one round trip).
-func (s *Store) DAG(ctx context.Context, id string) (*DAGRun, error) {
+func (s *DAGs) DAG(ctx context.Context, id string) (*DAGRun, error) {
 	pipe := s.rdb.Pipeline()
 	rc := pipe.HGetAll(ctx, s.dagKey(id, "run"))
 	nc := pipe.HGetAll(ctx, s.dagKey(id, "nodes"))
@@ -326,7 +326,7 @@ func dagRunOf(id string, h, nodes map[string]string) *DAGRun {
 	return r
 }
 
-func (s *Store) allDAGs() string { return s.opts.Prefix + ":{dags}:all" }
+func (s *DAGs) allDAGs() string { return s.opts.Prefix + ":{dags}:all" }
 
 // maxDAGIndex bounds the index of runs DAGRunsBefore pages through (the
 // oldest leave it first); runs expire on their own retention anyway.
@@ -336,7 +336,7 @@ const maxDAGIndex = 200_000
 // id: older, or as old with a smaller id; ms 0 starts at the newest),
 // newest first, and whether more are indexed. A run whose keys expired
 // leaves the index as it is met.
-func (s *Store) DAGRunsBefore(ctx context.Context, ms int64, id string, limit int) ([]*DAGRun, bool, error) {
+func (s *DAGs) DAGRunsBefore(ctx context.Context, ms int64, id string, limit int) ([]*DAGRun, bool, error) {
 	limit = clampBatch(limit)
 	max := "+inf"
 	if ms > 0 {
@@ -387,7 +387,7 @@ func (s *Store) DAGRunsBefore(ctx context.Context, ms int64, id string, limit in
 
 // dagsIndexed marks that IndexOldDAGRuns went through every run key once:
 // runs created since are indexed by CreateDAG.
-func (s *Store) dagsIndexed() string { return s.opts.Prefix + ":{dags}:indexed" }
+func (s *DAGs) dagsIndexed() string { return s.opts.Prefix + ":{dags}:indexed" }
 
 // IndexOldDAGRuns adds to the index DAGRunsBefore reads the runs created
 // before that index existed (they have a run hash but no index entry). It
@@ -397,7 +397,7 @@ func (s *Store) dagsIndexed() string { return s.opts.Prefix + ":{dags}:indexed" 
 // failover) changes nothing. Once a scan went through it marks the region
 // indexed, and later calls return at once. It returns how many runs it
 // added.
-func (s *Store) IndexOldDAGRuns(ctx context.Context, batch int) (int, error) {
+func (s *DAGs) IndexOldDAGRuns(ctx context.Context, batch int) (int, error) {
 	if n, err := s.rdb.Exists(ctx, s.dagsIndexed()).Result(); err != nil {
 		return 0, fmt.Errorf("queue: index DAG runs: %w", err)
 	} else if n == 1 {
@@ -451,7 +451,7 @@ func (s *Store) IndexOldDAGRuns(ctx context.Context, batch int) (int, error) {
 }
 
 // ActiveDAGs lists up to limit ids of running DAG runs, oldest first.
-func (s *Store) ActiveDAGs(ctx context.Context, limit int) ([]string, error) {
+func (s *DAGs) ActiveDAGs(ctx context.Context, limit int) ([]string, error) {
 	ids, err := s.rdb.ZRange(ctx, s.activeDAGs(), 0, int64(clampBatch(limit)-1)).Result()
 	if err != nil {
 		return nil, fmt.Errorf("queue: active DAGs: %w", err)
@@ -460,7 +460,7 @@ func (s *Store) ActiveDAGs(ctx context.Context, limit int) ([]string, error) {
 }
 
 // ForgetDAG takes an ended (or never created) run out of the active set.
-func (s *Store) ForgetDAG(ctx context.Context, id string) error {
+func (s *DAGs) ForgetDAG(ctx context.Context, id string) error {
 	if err := s.rdb.ZRem(ctx, s.activeDAGs(), id).Err(); err != nil {
 		return fmt.Errorf("queue: forget DAG: %w", err)
 	}
@@ -469,7 +469,7 @@ func (s *Store) ForgetDAG(ctx context.Context, id string) error {
 
 // ForgetDAGDefinition deletes the definition of a run that was never
 // stored (a create that stopped after its backlog reservation).
-func (s *Store) ForgetDAGDefinition(ctx context.Context, id string) error {
+func (s *DAGs) ForgetDAGDefinition(ctx context.Context, id string) error {
 	if err := s.rdb.Del(ctx, s.dagKey(id, "def")).Err(); err != nil {
 		return fmt.Errorf("queue: forget DAG: %w", err)
 	}
@@ -483,7 +483,7 @@ func (s *Store) ForgetDAGDefinition(ctx context.Context, id string) error {
 // CANCELED — and its keys expire after the retention of successes, dead
 // letters or cancellations. With a cancel requested, steps may be empty:
 // the call then only ends the run if every node is settled.
-func (s *Store) UpdateDAG(ctx context.Context, f Fence, id string, steps []DAGStep) (DAGUpdate, error) {
+func (s *DAGs) UpdateDAG(ctx context.Context, f Fence, id string, steps []DAGStep) (DAGUpdate, error) {
 	argv := make([]any, 0, 6+3*len(steps))
 	argv = append(argv, s.clock(), f.Token, s.opts.RetainSuccess.Milliseconds(), s.opts.RetainDead.Milliseconds(),
 		s.opts.RetainCanceled.Milliseconds(), len(steps))
@@ -520,7 +520,7 @@ func (s *Store) UpdateDAG(ctx context.Context, f Fence, id string, steps []DAGSt
 // is never cleared, so whatever a leader — current or deposed — writes
 // before or after it, no node is released after it and no outcome is lost.
 // Only the leader ends the run, so the run's fence key keeps its expiry.
-func (s *Store) CancelDAG(ctx context.Context, id, tenant, by string) (DAGCancel, error) {
+func (s *DAGs) CancelDAG(ctx context.Context, id, tenant, by string) (DAGCancel, error) {
 	canceled := DAGNode{State: task.NodeCanceled, Reason: task.ReasonCanceledByUser}
 	keys := []string{s.dagKey(id, "run"), s.dagKey(id, "nodes")}
 	out, err := s.run(ctx, s.rdb, dagScripts.cancel, keys, s.clock(), tenant, by, canceled.value()).Slice()

@@ -50,7 +50,7 @@ func weightMilli(w, def float64) int64 {
 // taken away before they are given elsewhere, so the tenant never runs
 // more than its max while they move. A pool left out has none: claims
 // take its tasks as before, at no extra cost.
-func (s *Store) SetFairShare(ctx context.Context, f Fence, pools map[string]FairShare) error {
+func (s *Maintainer) SetFairShare(ctx context.Context, f Fence, pools map[string]FairShare) error {
 	names := slices.Sorted(maps.Keys(pools))
 	n := s.opts.Shards
 	var items []fairItem
@@ -131,7 +131,7 @@ type fairItem struct {
 // FairShareMoves tells the leader to write fair shares at every round, not
 // only when they change: with several shards some floor or max has parts
 // that follow the tenant's work (SetFairShare).
-func (s *Store) FairShareMoves(pools map[string]FairShare) bool {
+func (s *Maintainer) FairShareMoves(pools map[string]FairShare) bool {
 	if s.opts.Shards == 1 {
 		return false
 	}
@@ -158,7 +158,7 @@ func fairPart(w int64, floor, mx int, share TenantShare) string {
 
 // fairArgv is fairshare.lua's ARGV for one shard's parts (by items'
 // index), and the fs hash of each pool it writes.
-func (s *Store) fairArgv(f Fence, names []string, pools map[string]FairShare, items []fairItem, floor, mx []int) ([]any, map[string]map[string]string) {
+func (s *Maintainer) fairArgv(f Fence, names []string, pools map[string]FairShare, items []fairItem, floor, mx []int) ([]any, map[string]map[string]string) {
 	argv := []any{s.clock(), f.Token, len(names)}
 	fields := make(map[string]map[string]string, len(names))
 	j := 0
@@ -203,7 +203,7 @@ func (h fairHeld) same(fields map[string]map[string]string) bool {
 // HMGET of the moving tenants' running counts and priority masks; then
 // one ZCARD per tenant set a mask names (all four for a tenant with none:
 // indexed before masks).
-func (s *Store) fairShards(ctx context.Context, names []string, items []fairItem, moving []int) ([]laneShard, []fairHeld, error) {
+func (s *Maintainer) fairShards(ctx context.Context, names []string, items []fairItem, moving []int) ([]laneShard, []fairHeld, error) {
 	n := len(items)
 	byPool := map[string][]int{}
 	for _, j := range moving {
@@ -290,7 +290,7 @@ func (s *Store) fairShards(ctx context.Context, names []string, items []fairItem
 
 // FairRunning is how many tasks each tenant runs in pool under its fair
 // share, over every shard (tests, tools).
-func (s *Store) FairRunning(ctx context.Context, pool string) (map[string]int, error) {
+func (s *Maintainer) FairRunning(ctx context.Context, pool string) (map[string]int, error) {
 	out := map[string]int{}
 	for shard := range s.keys {
 		m, err := s.rdb.HGetAll(ctx, s.keys[shard].prefix+"fr:"+pool).Result()

@@ -23,7 +23,7 @@ func BenchmarkLeaderFairRound(b *testing.B) {
 	r := testenv.StartRedis(b)
 	rdb := r.Client()
 	ctx := context.Background()
-	s, err := New(rdb, Options{Region: "bench", Shards: 3})
+	s, err := newStages(rdb, Options{Region: "bench", Shards: 3})
 	if err != nil {
 		b.Fatal(err)
 	}

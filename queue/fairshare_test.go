@@ -251,7 +251,7 @@ func BenchmarkClaimFairShare(b *testing.B) {
 		s.Tenant = tn
 		sp[i] = s
 	}
-	benchClaimArms(b, func(ctx context.Context, on *Store) error {
+	benchClaimArms(b, func(ctx context.Context, on *stageSet) error {
 		return on.SetFairShare(ctx, Fence{Name: "region", Token: 1}, map[string]FairShare{
 			"cpu": {Tenants: map[string]TenantShare{"a": {Weight: 3}, "b": {Weight: 1}}},
 		})
@@ -782,9 +782,9 @@ func floorSim(t *testing.T, shards int, ackFirst, oneByOne bool) (short, claims 
 	pools := map[string]FairShare{"p": {Tenants: map[string]TenantShare{"a": {Weight: 1000}, "b": {Floor: 2}}}}
 	e.setFair(pools)
 	e.submitMany("p", "a", 300)
-	stores := make([]*Store, 2)
+	stores := make([]*stageSet, 2)
 	for i := range stores {
-		s, err := New(e.rdb, e.s.opts)
+		s, err := newStages(e.rdb, e.s.opts)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -70,7 +70,7 @@ type fcaller interface {
 }
 
 // run runs sc on c (the store's client, or a connection or node of it).
-func (s *Store) run(ctx context.Context, c redis.Scripter, sc *script, keys []string, args ...any) *redis.Cmd {
+func (s *engine) run(ctx context.Context, c redis.Scripter, sc *script, keys []string, args ...any) *redis.Cmd {
 	fc, ok := c.(fcaller)
 	if !ok {
 		return sc.ev.Run(ctx, c, keys, args...)
@@ -107,7 +107,7 @@ func (s *Store) run(ctx context.Context, c redis.Scripter, sc *script, keys []st
 // cluster, into every master), replacing one of the same name; it is what
 // the store's first script call does. A Redis without Functions is not an
 // error: the store then runs its scripts with EVALSHA.
-func (s *Store) LoadFunctions(ctx context.Context) error {
+func (s *engine) LoadFunctions(ctx context.Context) error {
 	s.fns.mu.Lock()
 	defer s.fns.mu.Unlock()
 	if s.fns.mode.Load() != fnUnknown {
@@ -138,7 +138,7 @@ func (s *Store) LoadFunctions(ctx context.Context) error {
 // PruneFunctions registers the store's library as used now and deletes
 // the other ax_ libraries unused for longer than fnGrace (see the top of
 // this file); it returns the names deleted. LoadFunctions runs it.
-func (s *Store) PruneFunctions(ctx context.Context) ([]string, error) {
+func (s *engine) PruneFunctions(ctx context.Context) ([]string, error) {
 	now := s.now().UnixMilli()
 	if err := s.rdb.ZAdd(ctx, fnRegistry, redis.Z{Score: float64(now), Member: library.name}).Err(); err != nil {
 		return nil, fmt.Errorf("queue: register the script library: %w", err)
@@ -207,7 +207,7 @@ func (s *Store) PruneFunctions(ctx context.Context) ([]string, error) {
 // loadOn loads the library where an FCALL on c found none: the master of
 // keys[0] on a cluster client, else c itself (a connection or node is
 // that server; a Sentinel client reaches the current master).
-func (s *Store) loadOn(ctx context.Context, c redis.Scripter, fc fcaller, keys []string) error {
+func (s *engine) loadOn(ctx context.Context, c redis.Scripter, fc fcaller, keys []string) error {
 	if cc, ok := c.(*redis.ClusterClient); ok && len(keys) > 0 {
 		n, err := cc.MasterForKey(ctx, keys[0])
 		if err != nil {
@@ -223,7 +223,7 @@ func (s *Store) loadOn(ctx context.Context, c redis.Scripter, fc fcaller, keys [
 
 // FunctionsInUse reports whether the store runs its scripts with FCALL
 // (false: not decided yet, or EVALSHA).
-func (s *Store) FunctionsInUse() bool { return s.fns.mode.Load() == fnCall }
+func (s *engine) FunctionsInUse() bool { return s.fns.mode.Load() == fnCall }
 
 func noFunction(err error) bool {
 	var re redis.Error

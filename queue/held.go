@@ -21,7 +21,7 @@ type HeldTask struct {
 
 // Held returns up to limit held hand-offs per shard received before
 // before, oldest first. Read-only.
-func (s *Store) Held(ctx context.Context, before time.Time, limit int) ([]HeldTask, error) {
+func (s *HandOffs) Held(ctx context.Context, before time.Time, limit int) ([]HeldTask, error) {
 	limit = clampBatch(limit)
 	max := strconv.FormatInt(before.UnixMilli(), 10)
 	var out []HeldTask
@@ -57,7 +57,7 @@ func (s *Store) Held(ctx context.Context, before time.Time, limit int) ([]HeldTa
 // gone when they arrived (READY in their pool, or delayed until due): their
 // sender recorded them as handed here. It returns how many it released
 // (ids not held from that region are left alone).
-func (s *Store) Release(ctx context.Context, from string, ids []string) (int, error) {
+func (s *HandOffs) Release(ctx context.Context, from string, ids []string) (int, error) {
 	return s.settleHeld(ctx, "release", from, ids)
 }
 
@@ -65,7 +65,7 @@ func (s *Store) Release(ctx context.Context, from string, ids []string) (int, er
 // sender placed them elsewhere, so this region must never run them. A task
 // of this region (handed back home) keeps a forwarding record to from
 // instead, so its id still leads to it. It returns how many it dropped.
-func (s *Store) Drop(ctx context.Context, from string, ids []string) (int, error) {
+func (s *HandOffs) Drop(ctx context.Context, from string, ids []string) (int, error) {
 	var own, others []string
 	for _, id := range ids {
 		if p, err := task.ParseID(id); err == nil && p.Region == s.opts.Region {
@@ -82,7 +82,7 @@ func (s *Store) Drop(ctx context.Context, from string, ids []string) (int, error
 	return n + k, err
 }
 
-func (s *Store) settleHeld(ctx context.Context, op, from string, ids []string) (int, error) {
+func (s *HandOffs) settleHeld(ctx context.Context, op, from string, ids []string) (int, error) {
 	byShard := make([][]string, s.opts.Shards)
 	for _, id := range ids {
 		shard, err := s.shardOf(id)
@@ -131,7 +131,7 @@ const (
 // target holds: for each id, what this region's record of it says
 // (committed, revoked, pending or unknown, in input order). Read-only: the
 // record is the one decision (held.lua), so its state is the answer.
-func (s *Store) HandOffWord(ctx context.Context, target string, ids []string) ([]string, error) {
+func (s *HandOffs) HandOffWord(ctx context.Context, target string, ids []string) ([]string, error) {
 	out := make([]string, len(ids))
 	pipe := s.rdb.Pipeline()
 	cmds := make([]*redis.SliceCmd, len(ids))

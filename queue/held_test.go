@@ -9,7 +9,7 @@ import (
 )
 
 // receiveHeld stores n hand-offs from region from in rs, held for its word.
-func (e *env) receiveHeld(rs *Store, from string, n int, mod ...func(*task.Spec)) []string {
+func (e *env) receiveHeld(rs *stageSet, from string, n int, mod ...func(*task.Spec)) []string {
 	e.t.Helper()
 	var ids []string
 	for range n {

@@ -42,8 +42,26 @@ type env struct {
 	// redis-server, or of the shared cluster (testenv.ModeEnv).
 	rdb   redis.UniversalClient
 	flush func(context.Context) error
-	s     *Store
+	s     *stageSet
 	clock *fakeClock
+}
+
+// stageSet is every stage of one Store, so a test reaches each operation
+// as e.s.Op (the engine's fields and helpers first).
+type stageSet struct {
+	*engine
+	*Submitter
+	*Claimer
+	*Maintainer
+	*HandOffs
+	*Tasks
+	*DAGs
+	store *Store
+}
+
+func allStages(s *Store) *stageSet {
+	return &stageSet{engine: s.engine, Submitter: s.Submitter(), Claimer: s.Claimer(), Maintainer: s.Maintainer(),
+		HandOffs: s.HandOffs(), Tasks: s.Tasks(), DAGs: s.DAGs(), store: s}
 }
 
 // newEnv builds a store (region eu-west, a fake clock) on a Redis of the
@@ -70,7 +88,7 @@ func newEnv(t *testing.T, mod ...func(*Options)) *env {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	t.Cleanup(cancel)
-	e.ctx, e.s = ctx, s
+	e.ctx, e.s = ctx, allStages(s)
 	return e
 }
 
@@ -169,4 +187,13 @@ func (e *env) claimOne(pool string) *task.Task {
 		e.t.Fatalf("claim: got %d tasks, want 1", len(ts))
 	}
 	return ts[0]
+}
+
+// newStages is New with every stage at hand.
+func newStages(rdb redis.UniversalClient, opts Options) (*stageSet, error) {
+	s, err := New(rdb, opts)
+	if err != nil {
+		return nil, err
+	}
+	return allStages(s), nil
 }

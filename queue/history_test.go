@@ -11,9 +11,9 @@ import (
 
 // receiver is a second region's store on the same Redis (keys are scoped by
 // region), sharing the env's clock.
-func (e *env) receiver(region string) *Store {
+func (e *env) receiver(region string) *stageSet {
 	e.t.Helper()
-	s, err := New(e.rdb, Options{Region: region, Now: e.clock.Now})
+	s, err := newStages(e.rdb, Options{Region: region, Now: e.clock.Now})
 	if err != nil {
 		e.t.Fatal(err)
 	}

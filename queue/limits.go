@@ -52,7 +52,7 @@ func limitKey(kind, name string) (string, error) {
 // they are given elsewhere, tokens with them (moveLimits), so the region
 // never runs more than its concurrency, nor holds more rate, burst or
 // tokens than its figures, while they move. One shard holds the figures.
-func (s *Store) SetLimits(ctx context.Context, f Fence, limits []Limit) error {
+func (s *Maintainer) SetLimits(ctx context.Context, f Fence, limits []Limit) error {
 	keys := make([]string, 0, len(limits))
 	by := make(map[string]Limit, len(limits))
 	for _, l := range limits {
@@ -107,7 +107,7 @@ func (s *Store) SetLimits(ctx context.Context, f Fence, limits []Limit) error {
 // LimitsMove tells the leader to write limits at every round, not only
 // when they change: the store has several shards, and the parts of every
 // limit follow the shards' work (SetLimits).
-func (s *Store) LimitsMove(limits []Limit) bool {
+func (s *Maintainer) LimitsMove(limits []Limit) bool {
 	if s.opts.Shards < 2 {
 		return false
 	}
@@ -232,7 +232,7 @@ func partsHold(l Limit, sh []sharePart) bool {
 // (a shard that runs past a part just lowered keeps those slots until its
 // tasks end; the rest comes next round). A shard that holds its parts
 // already (stored: how many keys its lim hash has) is not written again.
-func (s *Store) moveLimits(ctx context.Context, f Fence, keys []string, ls []Limit, now [][]sharePart, stored []int, want [][]sharePart) error {
+func (s *Maintainer) moveLimits(ctx context.Context, f Fence, keys []string, ls []Limit, now [][]sharePart, stored []int, want [][]sharePart) error {
 	n := len(now)
 	lower := make([][]sharePart, n)
 	running := make([][]int, n)
@@ -333,7 +333,7 @@ func limitPart(l Limit, p sharePart) string {
 // writeLimits writes one shard's limits with the given parts (by keys'
 // index) and tokens to add to their buckets (nil: none), and returns what
 // each key runs on the shard after it and the tokens its bucket gave up.
-func (s *Store) writeLimits(ctx context.Context, f Fence, shard int, keys []string, ls []Limit, parts []sharePart, grants []int64) ([]int, []int64, error) {
+func (s *Maintainer) writeLimits(ctx context.Context, f Fence, shard int, keys []string, ls []Limit, parts []sharePart, grants []int64) ([]int, []int64, error) {
 	argv := make([]any, 0, 3+4*len(keys))
 	argv = append(argv, s.clock(), f.Token, len(keys))
 	for j, k := range keys {
@@ -359,7 +359,7 @@ func (s *Store) writeLimits(ctx context.Context, f Fence, shard int, keys []stri
 // it runs of it and has parked, and whether its bucket was spent within a
 // refill, and how many keys each shard's lim hash holds: one script call a
 // shard.
-func (s *Store) limitDemand(ctx context.Context, keys []string) ([][]sharePart, []int, error) {
+func (s *Maintainer) limitDemand(ctx context.Context, keys []string) ([][]sharePart, []int, error) {
 	at := make(map[string]int, len(keys))
 	for j, k := range keys {
 		at[k] = j
@@ -409,7 +409,7 @@ const MaxRetryAfter = time.Hour
 // its tenant's tasks of its limit key (of its type when it names none) for
 // every worker of the region until now + d (cut to MaxRetryAfter, at least 1 ms). The task
 // waits READY until then. A cancel requested meanwhile wins (CANCELED).
-func (s *Store) RetryAfter(ctx context.Context, id, token string, d time.Duration) (task.State, error) {
+func (s *Claimer) RetryAfter(ctx context.Context, id, token string, d time.Duration) (task.State, error) {
 	shard, err := s.shardOf(id)
 	if err != nil {
 		return "", err
@@ -435,7 +435,7 @@ type LimitState struct {
 }
 
 // LimitStatus reads a limit key's state summed over the shards.
-func (s *Store) LimitStatus(ctx context.Context, kind, name string) (LimitState, error) {
+func (s *Tasks) LimitStatus(ctx context.Context, kind, name string) (LimitState, error) {
 	k, err := limitKey(kind, name)
 	if err != nil {
 		return LimitState{}, err
@@ -445,7 +445,7 @@ func (s *Store) LimitStatus(ctx context.Context, kind, name string) (LimitState,
 
 // PauseStatus reads the state of a retry after's pause: a tenant's tasks of
 // a limit key, or of a task type (limitKey "").
-func (s *Store) PauseStatus(ctx context.Context, tenant, limitKey, taskType string) (LimitState, error) {
+func (s *Tasks) PauseStatus(ctx context.Context, tenant, limitKey, taskType string) (LimitState, error) {
 	if tenant == "" {
 		tenant = "default"
 	}
@@ -456,7 +456,7 @@ func (s *Store) PauseStatus(ctx context.Context, tenant, limitKey, taskType stri
 	return s.keyStatus(ctx, k)
 }
 
-func (s *Store) keyStatus(ctx context.Context, k string) (LimitState, error) {
+func (s *Tasks) keyStatus(ctx context.Context, k string) (LimitState, error) {
 	var st LimitState
 	for shard := range s.keys {
 		p := s.keys[shard].prefix

@@ -20,7 +20,7 @@ import (
 // is per parked task, once (docs/limits.md).
 func BenchmarkClaimLimits(b *testing.B) {
 	sp := benchSpec(b)
-	benchClaimArms(b, func(ctx context.Context, on *Store) error {
+	benchClaimArms(b, func(ctx context.Context, on *stageSet) error {
 		return on.SetLimits(ctx, Fence{Name: "region", Token: 1}, []Limit{
 			{Kind: LimitType, Name: "bench.noop", Rate: 1e9, Burst: 1e9},
 			{Kind: LimitTenant, Name: "default", Concurrency: 1e9},
@@ -32,7 +32,7 @@ func BenchmarkClaimLimits(b *testing.B) {
 // by call, median, 32 tasks a call) on two stores of two regions in one
 // Redis, claims alternating between them: "off" as built, "on" after
 // setOn. Each store holds b.N×32 READY tasks of spec(i) in pool cpu.
-func benchClaimArms(b *testing.B, setOn func(context.Context, *Store) error, spec func(i int) *task.Spec) {
+func benchClaimArms(b *testing.B, setOn func(context.Context, *stageSet) error, spec func(i int) *task.Spec) {
 	r := testenv.StartRedis(b)
 	rdb := r.Client()
 	ctx := context.Background()
@@ -41,18 +41,18 @@ func benchClaimArms(b *testing.B, setOn func(context.Context, *Store) error, spe
 			b.Fatal(err)
 		}
 	}
-	off, err := New(rdb, Options{Region: "bench-off"})
+	off, err := newStages(rdb, Options{Region: "bench-off"})
 	if err != nil {
 		b.Fatal(err)
 	}
-	on, err := New(rdb, Options{Region: "bench-on"})
+	on, err := newStages(rdb, Options{Region: "bench-on"})
 	if err != nil {
 		b.Fatal(err)
 	}
 	if err := setOn(ctx, on); err != nil {
 		b.Fatal(err)
 	}
-	for _, s := range []*Store{off, on} {
+	for _, s := range []*stageSet{off, on} {
 		batch := make([]NewTask, 0, 1000)
 		for n := 0; n < b.N*32; n += 1000 {
 			batch = batch[:0]
@@ -88,7 +88,7 @@ func benchClaimArms(b *testing.B, setOn func(context.Context, *Store) error, spe
 		rdb.SlowLogReset(ctx)
 	}
 	rdb.SlowLogReset(ctx)
-	stores := []*Store{off, on}
+	stores := []*stageSet{off, on}
 	cs := make([]Completion, 0, 32)
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {

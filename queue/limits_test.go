@@ -642,7 +642,7 @@ func BenchmarkLeaderRoundKeys(b *testing.B) {
 	rdb := r.Client()
 	ctx := context.Background()
 	clock := newFakeClock()
-	s, err := New(rdb, Options{Region: "bench", Shards: 3, Now: clock.Now})
+	s, err := newStages(rdb, Options{Region: "bench", Shards: 3, Now: clock.Now})
 	if err != nil {
 		b.Fatal(err)
 	}

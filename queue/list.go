@@ -56,7 +56,7 @@ const listRead = 200
 // records are then read newest first, listRead per pipeline, only until
 // the page is full. Cold tasks are read from their index entry and
 // template, not thawed. An operator path: O(ids in the structure) per page.
-func (s *Store) List(ctx context.Context, q ListQuery) ([]*task.Task, bool, error) {
+func (s *Tasks) List(ctx context.Context, q ListQuery) ([]*task.Task, bool, error) {
 	q.Limit = min(max(q.Limit, 1), MaxList)
 	type entry struct {
 		id    string
@@ -121,7 +121,7 @@ func (s *Store) List(ctx context.Context, q ListQuery) ([]*task.Task, bool, erro
 }
 
 // listIDs are the ids of one shard that may hold tasks of q's state.
-func (s *Store) listIDs(ctx context.Context, shard int, q ListQuery) (map[string]bool, error) {
+func (s *Tasks) listIDs(ctx context.Context, shard int, q ListQuery) (map[string]bool, error) {
 	p := s.keys[shard].prefix
 	var sets []string
 	cold := false // the cold tier's ids too (delayed tasks far off, no record)

@@ -16,7 +16,7 @@ import (
 // whose next attempt is due, per shard: at most MaxOutboxRead (a sender's
 // wave of batches; MaxBatch when limit ≤ 0). Each has HandOffTarget and
 // Pool set. Read-only.
-func (s *Store) Outbox(ctx context.Context, limit int) ([]*task.Task, error) {
+func (s *HandOffs) Outbox(ctx context.Context, limit int) ([]*task.Task, error) {
 	if limit <= 0 {
 		limit = MaxBatch
 	}
@@ -44,7 +44,7 @@ const MaxOutboxRead = 4 * MaxBatch
 // HandOffDone records the receiver's definite answer: accepted moves the
 // task to HANDED_OFF (its record forwards there); refused sends it back to
 // placement. A leader passes its fence (see HandOffDoneMany).
-func (s *Store) HandOffDone(ctx context.Context, id string, accepted bool, f ...Fence) error {
+func (s *HandOffs) HandOffDone(ctx context.Context, id string, accepted bool, f ...Fence) error {
 	errs, err := s.HandOffDoneMany(ctx, []HandOffAnswer{{ID: id, Accepted: accepted}}, f...)
 	if err != nil {
 		return err
@@ -79,7 +79,7 @@ var ErrSendCancel = errors.New("queue: a cancel was requested during the hand-of
 // for Redis failures, and ErrFenced when f, the caller's leadership, is
 // older than one a shard has seen (nothing is recorded there then); answers
 // of shards not written by then carry it too.
-func (s *Store) HandOffDoneMany(ctx context.Context, answers []HandOffAnswer, f ...Fence) ([]error, error) {
+func (s *HandOffs) HandOffDoneMany(ctx context.Context, answers []HandOffAnswer, f ...Fence) ([]error, error) {
 	errs := make([]error, len(answers))
 	byShard := make([][]int, s.opts.Shards)
 	for i, a := range answers {
@@ -107,7 +107,7 @@ func (s *Store) HandOffDoneMany(ctx context.Context, answers []HandOffAnswer, f 
 	return errs, failed
 }
 
-func (s *Store) handOffDoneShard(ctx context.Context, shard int, answers []HandOffAnswer, idx []int, errs []error, f []Fence) error {
+func (s *HandOffs) handOffDoneShard(ctx context.Context, shard int, answers []HandOffAnswer, idx []int, errs []error, f []Fence) error {
 	keys := s.keysWith(shard, s.keys[shard].prefix+"outbox")
 	token := ""
 	if len(f) > 0 {
@@ -152,7 +152,7 @@ func (s *Store) handOffDoneShard(ctx context.Context, shard int, answers []HandO
 
 // HandOffRetry schedules the next attempt of an unanswered hand-off — the
 // same target, the same id — at the given time.
-func (s *Store) HandOffRetry(ctx context.Context, id string, at time.Time) error {
+func (s *HandOffs) HandOffRetry(ctx context.Context, id string, at time.Time) error {
 	return s.HandOffRetryMany(ctx, []OutboxRetry{{ID: id, At: at}})
 }
 
@@ -168,7 +168,7 @@ type OutboxRetry struct {
 // changes only when a task in the outbox is sent next, never what becomes
 // of it, so a deposed leader's retry at worst delays the next leader's
 // attempt by one backoff.
-func (s *Store) HandOffRetryMany(ctx context.Context, retries []OutboxRetry) error {
+func (s *HandOffs) HandOffRetryMany(ctx context.Context, retries []OutboxRetry) error {
 	byShard := make([][]redis.Z, s.opts.Shards)
 	for _, r := range retries {
 		shard, err := s.shardOf(r.ID)

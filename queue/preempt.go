@@ -21,7 +21,7 @@ type RunningTask struct {
 // Running lists the RUNNING tasks of a pool (O(running tasks of the
 // region); the leader calls it only when a pool is full and an urgent task
 // waits).
-func (s *Store) Running(ctx context.Context, pool string) ([]RunningTask, error) {
+func (s *Maintainer) Running(ctx context.Context, pool string) ([]RunningTask, error) {
 	var out []RunningTask
 	for shard := range s.keys {
 		ids, err := s.rdb.ZRange(ctx, s.keys[shard].base[3], 0, -1).Result()
@@ -64,7 +64,7 @@ type WaitingHead struct {
 
 // Heads returns, for each priority of a pool that has READY tasks, the
 // oldest one.
-func (s *Store) Heads(ctx context.Context, pool string) ([]WaitingHead, error) {
+func (s *Maintainer) Heads(ctx context.Context, pool string) ([]WaitingHead, error) {
 	var out []WaitingHead
 	for shard := range s.keys {
 		for p := 0; p <= task.MaxPriority; p++ {
@@ -82,7 +82,7 @@ func (s *Store) Heads(ctx context.Context, pool string) ([]WaitingHead, error) {
 
 // RequestPreemption asks the worker running id (with lease token) to give
 // it back (leader only). It returns false with a reason when refused.
-func (s *Store) RequestPreemption(ctx context.Context, f Fence, id, token, preemptor string) (bool, string, error) {
+func (s *Maintainer) RequestPreemption(ctx context.Context, f Fence, id, token, preemptor string) (bool, string, error) {
 	shard, err := s.shardOf(id)
 	if err != nil {
 		return false, "", err

@@ -12,7 +12,7 @@ import (
 // instead of the claiming worker's configured price, so that a price
 // override reaches per-task cost at once. A pool left out, or
 // priced ≤ 0, gets the worker's price again.
-func (s *Store) SetPrices(ctx context.Context, f Fence, prices map[string]float64) error {
+func (s *Maintainer) SetPrices(ctx context.Context, f Fence, prices map[string]float64) error {
 	pools := make([]string, 0, len(prices))
 	for p, v := range prices {
 		if v > 0 {
@@ -41,7 +41,7 @@ func (s *Store) SetPrices(ctx context.Context, f Fence, prices map[string]float6
 // with a lower token is refused on all of them (ErrFenced), whichever it
 // writes to first. A new leader calls it before its first leader-only
 // write; ErrFenced means a newer leader exists already.
-func (s *Store) Fence(ctx context.Context, f Fence) error {
+func (s *Maintainer) Fence(ctx context.Context, f Fence) error {
 	for shard := range s.keys {
 		out, err := s.run(ctx, s.rdb, scripts.fence, s.keysWith(shard, s.fenceKey(shard, f)), s.clock(), f.Token).Slice()
 		if err != nil {

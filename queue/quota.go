@@ -14,7 +14,7 @@ import (
 // one slot on a Cluster), changed by one script. It reports whether they
 // were taken and, when not, how long until they would be there. perSecond
 // ≤ 0 takes nothing and always succeeds.
-func (s *Store) TakeQuota(ctx context.Context, tenant string, perSecond float64, burst, n int) (bool, time.Duration, error) {
+func (s *Submitter) TakeQuota(ctx context.Context, tenant string, perSecond float64, burst, n int) (bool, time.Duration, error) {
 	if perSecond <= 0 || n <= 0 {
 		return true, 0, nil
 	}

@@ -16,7 +16,7 @@ import (
 // own; the refusal says how long to wait.
 func TestQuotaIsSharedByTheServersOfARegion(t *testing.T) {
 	e := newEnv(t)
-	other, err := New(e.rdb, e.s.Options())
+	other, err := newStages(e.rdb, e.s.Options())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -75,16 +75,16 @@ func TestQuotaIsSharedByTheServersOfARegion(t *testing.T) {
 func BenchmarkTakeQuota(b *testing.B) {
 	for _, c := range []struct {
 		name string
-		op   func(*Store, context.Context) error
+		op   func(*stageSet, context.Context) error
 	}{
-		{"quota", func(s *Store, ctx context.Context) error {
+		{"quota", func(s *stageSet, ctx context.Context) error {
 			ok, _, err := s.TakeQuota(ctx, "acme", 1e9, 1000, 1)
 			if err == nil && !ok {
 				err = errors.New("refused")
 			}
 			return err
 		}},
-		{"submit", func(s *Store, ctx context.Context) error {
+		{"submit", func(s *stageSet, ctx context.Context) error {
 			_, err := s.Submit(ctx, NewTask{Spec: benchSpec(b), Pool: "cpu"})
 			return err
 		}},

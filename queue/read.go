@@ -14,7 +14,7 @@ import (
 )
 
 // Get returns a task by id.
-func (s *Store) Get(ctx context.Context, id string) (*task.Task, error) {
+func (s *engine) Get(ctx context.Context, id string) (*task.Task, error) {
 	shard, err := s.shardOf(id)
 	if err != nil {
 		return nil, err
@@ -55,7 +55,7 @@ func markLazyReady(t *task.Task) {
 
 // resolveLazy settles the state of records that may have been promoted
 // untouched, with one ZSCORE each (one pipeline).
-func (s *Store) resolveLazy(ctx context.Context, shard int, ts []*task.Task) error {
+func (s *engine) resolveLazy(ctx context.Context, shard int, ts []*task.Task) error {
 	var lazy []*task.Task
 	for _, t := range ts {
 		if mayBeLazy(t) {
@@ -84,7 +84,7 @@ func (s *Store) resolveLazy(ctx context.Context, shard int, ts []*task.Task) err
 
 // getMany reads several tasks of one shard in one pipeline; missing ones are
 // left out.
-func (s *Store) getMany(ctx context.Context, shard int, ids []string) ([]*task.Task, error) {
+func (s *engine) getMany(ctx context.Context, shard int, ids []string) ([]*task.Task, error) {
 	if len(ids) == 0 {
 		return nil, nil
 	}
@@ -113,7 +113,7 @@ func (s *Store) getMany(ctx context.Context, shard int, ids []string) ([]*task.T
 
 // Trail returns a task's transitions, oldest first. The happy path is
 // rebuilt from the record's timestamps; abnormal steps come from its log.
-func (s *Store) Trail(ctx context.Context, id string) ([]task.Transition, error) {
+func (s *Tasks) Trail(ctx context.Context, id string) ([]task.Transition, error) {
 	trs, err := s.Trails(ctx, []string{id})
 	if err != nil {
 		return nil, err
@@ -128,7 +128,7 @@ func (s *Store) Trail(ctx context.Context, id string) ([]task.Transition, error)
 // Trails reads the trails of many tasks in one pipelined round trip (the
 // outbox sends them with the tasks it hands off; Trail is Trails of one).
 // Ids not found are left out.
-func (s *Store) Trails(ctx context.Context, ids []string) (map[string][]task.Transition, error) {
+func (s *Tasks) Trails(ctx context.Context, ids []string) (map[string][]task.Transition, error) {
 	type reads struct {
 		h *redis.MapStringStringCmd
 		l *redis.StringSliceCmd
@@ -284,7 +284,7 @@ type Counts struct {
 }
 
 // Counts reads every counter of every shard (one HGETALL per shard).
-func (s *Store) Counts(ctx context.Context) (*Counts, error) {
+func (s *Tasks) Counts(ctx context.Context) (*Counts, error) {
 	c := &Counts{ReadyBy: map[string][task.MaxPriority + 1]int{}, RunningBy: map[string]int{},
 		ParkedBy: map[string]int{}, LimitedBy: map[string]map[string]int{}}
 	for shard := range s.keys {
@@ -348,7 +348,7 @@ func (c *Counts) ReadyIn(pool string) int {
 }
 
 // DeadLetters lists FAILED tasks, newest first, from offset.
-func (s *Store) DeadLetters(ctx context.Context, offset, limit int) ([]*task.Task, error) {
+func (s *Tasks) DeadLetters(ctx context.Context, offset, limit int) ([]*task.Task, error) {
 	limit = clampBatch(limit)
 	offset = max(offset, 0)
 	// Each shard's newest offset+limit, merged newest first (then by id,
@@ -407,7 +407,7 @@ func (s *Store) DeadLetters(ctx context.Context, offset, limit int) ([]*task.Tas
 // The returned ids continue each shard's stream where this read ended; a
 // "$" becomes the stream's latest id, so nothing written between two calls
 // is missed.
-func (s *Store) Events(ctx context.Context, after []string, count int, block time.Duration) ([]task.Event, []string, error) {
+func (s *Tasks) Events(ctx context.Context, after []string, count int, block time.Duration) ([]task.Event, []string, error) {
 	next := make([]string, len(s.keys))
 	for i := range s.keys {
 		next[i] = "$"
@@ -488,7 +488,7 @@ func (s *Store) Events(ctx context.Context, after []string, count int, block tim
 
 // resolveLatest replaces each "$" in ids with its shard's latest stream
 // entry id ("0-0" for an empty stream), in one pipeline.
-func (s *Store) resolveLatest(ctx context.Context, ids []string) error {
+func (s *Tasks) resolveLatest(ctx context.Context, ids []string) error {
 	pipe := s.rdb.Pipeline()
 	cmds := make([]*redis.XMessageSliceCmd, len(ids))
 	for i, id := range ids {
@@ -515,7 +515,7 @@ func (s *Store) resolveLatest(ctx context.Context, ids []string) error {
 }
 
 // appendEvents decodes one shard's stream entries and moves its cursor.
-func (s *Store) appendEvents(out []task.Event, next []string, shard int, ms []redis.XMessage) []task.Event {
+func (s *Tasks) appendEvents(out []task.Event, next []string, shard int, ms []redis.XMessage) []task.Event {
 	for _, m := range ms {
 		e := task.Event{ID: m.ID, Shard: shard, Op: fmt.Sprint(m.Values["op"]), N: atoi(fmt.Sprint(m.Values["n"]))}
 		if ids := fmt.Sprint(m.Values["ids"]); ids != "" {
@@ -529,7 +529,7 @@ func (s *Store) appendEvents(out []task.Event, next []string, shard int, ms []re
 
 // LiveSlots reads a pool's live workers and slots without changing
 // anything: workers whose last heartbeat is within maxAge.
-func (s *Store) LiveSlots(ctx context.Context, pool string, maxAge time.Duration) (workers, slots int, err error) {
+func (s *Tasks) LiveSlots(ctx context.Context, pool string, maxAge time.Duration) (workers, slots int, err error) {
 	p := s.keys[0].prefix
 	min := strconv.FormatInt(s.now().Add(-maxAge).UnixMilli(), 10)
 	ws, err := s.rdb.ZRangeByScore(ctx, p+"workers:"+pool, &redis.ZRangeBy{Min: min, Max: "+inf"}).Result()

@@ -14,7 +14,7 @@ import (
 // figures of now. The others are left alone. It returns how many moved;
 // ErrFenced once a newer leader exists (nothing of that shard's batch
 // moved).
-func (s *Store) Replace(ctx context.Context, f Fence, pool, why string, ids []string) (int, error) {
+func (s *Maintainer) Replace(ctx context.Context, f Fence, pool, why string, ids []string) (int, error) {
 	byShard := make([][]any, s.opts.Shards)
 	for _, id := range ids {
 		shard, err := s.shardOf(id)

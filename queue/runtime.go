@@ -32,12 +32,12 @@ type RunTime struct {
 	Last time.Time
 }
 
-func (s *Store) alpha() string { return strconv.FormatFloat(s.opts.RunTimeAlpha, 'f', -1, 64) }
+func (s *engine) alpha() string { return strconv.FormatFloat(s.opts.RunTimeAlpha, 'f', -1, 64) }
 
 // RunTimes reads every shard's run times and merges them per (pool, type):
 // counts add up, means are weighted by count, spreads pooled (within and
 // between shards). Sorted by pool, then count (highest first), then type.
-func (s *Store) RunTimes(ctx context.Context) ([]RunTime, error) {
+func (s *Tasks) RunTimes(ctx context.Context) ([]RunTime, error) {
 	type part struct {
 		n        int64
 		mean, sd float64 // µs
@@ -114,7 +114,7 @@ func parseRunTime(v string) (n int64, mean, sd float64, last int64, ok bool) {
 // down to half, the least used pairs first (rt_trim.lua). Leader only; it
 // returns how many pairs it removed. Without it the first RunTimePairs
 // type names ever completed would hold the hash for good.
-func (s *Store) TrimRunTimes(ctx context.Context, f Fence) (int, error) {
+func (s *Maintainer) TrimRunTimes(ctx context.Context, f Fence) (int, error) {
 	removed := 0
 	for shard := range s.keys {
 		n, err := s.rdb.HLen(ctx, s.keys[shard].rt).Result()

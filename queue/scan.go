@@ -26,7 +26,7 @@ func (f Filter) match(t *task.Task) bool {
 // Waiting scans PENDING and READY tasks matching f, calling fn with
 // batches of up to 500. It is an operator path (O(waiting tasks)), not a
 // hot one.
-func (s *Store) Waiting(ctx context.Context, f Filter, fn func([]*task.Task) error) error {
+func (s *Tasks) Waiting(ctx context.Context, f Filter, fn func([]*task.Task) error) error {
 	for shard := range s.keys {
 		p := s.keys[shard].prefix
 		sets := []string{}
@@ -97,7 +97,7 @@ func (s *Store) Waiting(ctx context.Context, f Filter, fn func([]*task.Task) err
 // scanKeys lists the keys matching a pattern. On a cluster the client
 // sends a SCAN whose pattern holds a hash tag (every shard's does) to the
 // master serving that slot.
-func (s *Store) scanKeys(ctx context.Context, match string) ([]string, error) {
+func (s *engine) scanKeys(ctx context.Context, match string) ([]string, error) {
 	var out []string
 	var cursor uint64
 	for {
@@ -114,7 +114,7 @@ func (s *Store) scanKeys(ctx context.Context, match string) ([]string, error) {
 
 // CancelWhere cancels every PENDING/READY task matching f and returns how
 // many it cancelled.
-func (s *Store) CancelWhere(ctx context.Context, f Filter, by string) (int, error) {
+func (s *Tasks) CancelWhere(ctx context.Context, f Filter, by string) (int, error) {
 	n := 0
 	err := s.Waiting(ctx, f, func(ts []*task.Task) error {
 		for _, t := range ts {
@@ -133,7 +133,7 @@ type DrainMove struct{ ID, Region, Pool string }
 // Drain moves READY tasks into the outbox, bound for other regions. An
 // operator's drain passes no fence; a leader loop passes its own, and gets
 // ErrFenced once a newer leader exists.
-func (s *Store) Drain(ctx context.Context, moves []DrainMove, f ...Fence) (int, error) {
+func (s *HandOffs) Drain(ctx context.Context, moves []DrainMove, f ...Fence) (int, error) {
 	byShard := make([][]any, s.opts.Shards)
 	for _, m := range moves {
 		shard, err := s.shardOf(m.ID)
@@ -169,7 +169,7 @@ func (s *Store) Drain(ctx context.Context, moves []DrainMove, f ...Fence) (int, 
 // Ping checks the region's Redis answers and runs with noeviction (a
 // store that may evict can lose accepted tasks): every master of a
 // cluster.
-func (s *Store) Ping(ctx context.Context) error {
+func (s *engine) Ping(ctx context.Context) error {
 	if cc := s.cluster(); cc != nil {
 		return cc.ForEachMaster(ctx, func(ctx context.Context, c *redis.Client) error { return ping(ctx, c) })
 	}

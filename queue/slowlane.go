@@ -44,7 +44,7 @@ type SlowLane struct {
 // lane's slots there. Slots are taken away before they are given
 // elsewhere, so the lane holds no more than its slots while they move. A
 // pool left out has none.
-func (s *Store) SetSlowLanes(ctx context.Context, f Fence, lanes map[string]SlowLane) error {
+func (s *Maintainer) SetSlowLanes(ctx context.Context, f Fence, lanes map[string]SlowLane) error {
 	names := slices.Sorted(maps.Keys(lanes))
 	n := s.opts.Shards
 	caps := make([][]int, n) // shard → slots, in names' order
@@ -90,7 +90,7 @@ func (s *Store) SetSlowLanes(ctx context.Context, f Fence, lanes map[string]Slow
 // SlowLanesMove tells the leader to write lanes at every round, not only
 // when they change: with several shards a lane's slots follow the shards'
 // slow work (SetSlowLanes).
-func (s *Store) SlowLanesMove(lanes map[string]SlowLane) bool {
+func (s *Maintainer) SlowLanesMove(lanes map[string]SlowLane) bool {
 	return s.opts.Shards > 1 && len(lanes) > 0
 }
 
@@ -100,7 +100,7 @@ type laneShard struct{ slots, running, parked []int }
 
 // writeParts runs a fenced leader script on shard that answers, from
 // out[first] on, what each of its n items runs there after it.
-func (s *Store) writeParts(ctx context.Context, sc *script, what string, f Fence, shard int, argv []any, first, n int) ([]int, error) {
+func (s *Maintainer) writeParts(ctx context.Context, sc *script, what string, f Fence, shard int, argv []any, first, n int) ([]int, error) {
 	out, err := s.run(ctx, s.rdb, sc, s.keysWith(shard, s.fenceKey(shard, f)), argv...).Slice()
 	if err != nil {
 		return nil, fmt.Errorf("queue: %s: %w", what, err)
@@ -163,7 +163,7 @@ func moveParts(moving []int, total func(j int) int, caps [][]int, now []laneShar
 	return nil
 }
 
-func (s *Store) laneShards(ctx context.Context, names []string, moving []int) ([]laneShard, error) {
+func (s *Maintainer) laneShards(ctx context.Context, names []string, moving []int) ([]laneShard, error) {
 	where := func(p string, j int) partKeys {
 		k := "w:" + names[j]
 		return partKeys{part: p + "sln", partField: names[j], run: p + "lc", runField: k, waiting: []string{p + "pk:" + k}}
@@ -185,7 +185,7 @@ type partKeys struct {
 
 // shardParts reads every shard's part of the moving items (of n): one
 // pipeline a shard; part parses the part's value.
-func (s *Store) shardParts(ctx context.Context, n int, moving []int, where func(prefix string, j int) partKeys, part func(string) int) ([]laneShard, error) {
+func (s *Maintainer) shardParts(ctx context.Context, n int, moving []int, where func(prefix string, j int) partKeys, part func(string) int) ([]laneShard, error) {
 	out := make([]laneShard, s.opts.Shards)
 	for shard := range out {
 		pipe := s.rdb.Pipeline()
@@ -315,7 +315,7 @@ func fromTurn(turn, n int) []int {
 
 // writeLanes writes one shard's lanes with the given slots (by names'
 // index) and returns what each lane runs on the shard after it.
-func (s *Store) writeLanes(ctx context.Context, f Fence, shard int, names []string, lanes map[string]SlowLane, slots []int) ([]int, error) {
+func (s *Maintainer) writeLanes(ctx context.Context, f Fence, shard int, names []string, lanes map[string]SlowLane, slots []int) ([]int, error) {
 	argv := []any{s.clock(), f.Token, len(names)}
 	for j, p := range names {
 		l := lanes[p]
@@ -333,12 +333,12 @@ func (s *Store) writeLanes(ctx context.Context, f Fence, shard int, names []stri
 
 // SlowLaneStatus is a pool's slow lane now, summed over the shards: its
 // slow tasks RUNNING and those parked until it has room.
-func (s *Store) SlowLaneStatus(ctx context.Context, pool string) (LimitState, error) {
+func (s *Tasks) SlowLaneStatus(ctx context.Context, pool string) (LimitState, error) {
 	return s.keyStatus(ctx, "w:"+pool)
 }
 
 // SlowTypes are the types slow in pool's lane on any shard, sorted.
-func (s *Store) SlowTypes(ctx context.Context, pool string) ([]string, error) {
+func (s *Tasks) SlowTypes(ctx context.Context, pool string) ([]string, error) {
 	seen := map[string]bool{}
 	for shard := range s.keys {
 		ts, err := s.rdb.HKeys(ctx, s.keys[shard].prefix+"slt:"+pool).Result()

@@ -42,7 +42,7 @@ const tenantSample = 256
 // the leader can afford it every few seconds. A task put back to PENDING
 // for want of capacity (NO_CAPACITY) waits in the delayed set, by its next
 // try, and is not counted.
-func (s *Store) Starving(ctx context.Context, pools []string, threshold time.Duration) (Starving, error) {
+func (s *Maintainer) Starving(ctx context.Context, pools []string, threshold time.Duration) (Starving, error) {
 	out := Starving{Ready: make(map[string][task.MaxPriority + 1]int, len(pools))}
 	before := "(" + strconv.FormatInt(s.now().Add(-threshold).UnixMilli(), 10)
 	for shard := range s.keys {
@@ -94,7 +94,7 @@ func (s *Store) Starving(ctx context.Context, pools []string, threshold time.Dur
 // starvingTenants adds the starving tasks of each tenant in the index of a
 // fair-share pool (idx: its members on this shard), one more pipelined
 // round trip when any pool has one.
-func (s *Store) starvingTenants(ctx context.Context, p string, pools []string, idx []*redis.StringSliceCmd, before string, out *Starving) error {
+func (s *Maintainer) starvingTenants(ctx context.Context, p string, pools []string, idx []*redis.StringSliceCmd, before string, out *Starving) error {
 	type cell struct {
 		pool, tenant string
 		n            [task.MaxPriority]*redis.IntCmd
@@ -136,7 +136,7 @@ func (s *Store) starvingTenants(ctx context.Context, p string, pools []string, i
 // fair share (total: each pool's starving tasks of priorities 1–4 on this
 // shard) from the tenants of its oldest tenantSample of them: two more
 // pipelined round trips when any pool starves.
-func (s *Store) sampleTenants(ctx context.Context, p string, pools []string, total []int, before string, out *Starving) error {
+func (s *Maintainer) sampleTenants(ctx context.Context, p string, pools []string, total []int, before string, out *Starving) error {
 	if len(pools) == 0 {
 		return nil
 	}

@@ -103,8 +103,9 @@ func (o *Options) withDefaults() error {
 	return nil
 }
 
-// Store is a region's task store. It is safe for concurrent use.
-type Store struct {
+// engine is what every stage shares: the client and its shards, the
+// options, the keys and the script runner. It is safe for concurrent use.
+type engine struct {
 	rdb  redis.UniversalClient
 	opts Options
 	keys []shardKeys
@@ -132,7 +133,7 @@ func New(rdb redis.UniversalClient, opts Options) (*Store, error) {
 	if err := opts.withDefaults(); err != nil {
 		return nil, err
 	}
-	s := &Store{rdb: rdb, opts: opts}
+	s := &engine{rdb: rdb, opts: opts}
 	if opts.EvalSHA {
 		s.fns.mode.Store(fnEval)
 	}
@@ -142,14 +143,14 @@ func New(rdb redis.UniversalClient, opts Options) (*Store, error) {
 			p, p + "delayed", p + "due", p + "running", p + "dead", p + "cnt", p + "events", p + "seq",
 		}, rt: p + "rt", px: p + "px"})
 	}
-	return s, nil
+	return newStore(s), nil
 }
 
 // Options returns the store's effective options.
-func (s *Store) Options() Options { return s.opts }
+func (s *engine) Options() Options { return s.opts }
 
 // Client is the underlying Redis client.
-func (s *Store) Client() redis.UniversalClient { return s.rdb }
+func (s *engine) Client() redis.UniversalClient { return s.rdb }
 
 // Fence identifies a leader-only write: the election and the leader's
 // fencing token (the CreateRevision of its election key).
@@ -158,31 +159,31 @@ type Fence struct {
 	Token int64
 }
 
-func (s *Store) clock() string {
+func (s *engine) clock() string {
 	if s.opts.Now == nil {
 		return ""
 	}
 	return strconv.FormatInt(s.opts.Now().UnixMilli(), 10)
 }
 
-func (s *Store) now() time.Time {
+func (s *engine) now() time.Time {
 	if s.opts.Now != nil {
 		return s.opts.Now()
 	}
 	return time.Now()
 }
 
-func (s *Store) keysWith(shard int, extra ...string) []string {
+func (s *engine) keysWith(shard int, extra ...string) []string {
 	k := make([]string, 0, 8+len(extra))
 	k = append(k, s.keys[shard].base...)
 	return append(k, extra...)
 }
 
-func (s *Store) fenceKey(shard int, f Fence) string {
+func (s *engine) fenceKey(shard int, f Fence) string {
 	return s.keys[shard].prefix + "fence:" + f.Name
 }
 
-func (s *Store) shardOf(id string) (int, error) {
+func (s *engine) shardOf(id string) (int, error) {
 	p, err := task.ParseID(id)
 	if err != nil {
 		return 0, err
@@ -194,7 +195,7 @@ func (s *Store) shardOf(id string) (int, error) {
 
 // ShardForKey is the shard of a keyed submit: from tenant and key, so the
 // key is found without a lookup.
-func (s *Store) ShardForKey(tenant, key string) int {
+func (s *engine) ShardForKey(tenant, key string) int {
 	h := fnv.New32a()
 	h.Write([]byte(tenant))
 	h.Write([]byte{0})
@@ -322,7 +323,7 @@ type SubmitResult struct {
 // and shares its error: the id names the shard, and a key is found only on
 // the shard ShardForKey names (a retry of the same key must meet the task
 // the first try stored, not store another on a shard nobody looks at).
-func (s *Store) Submit(ctx context.Context, tasks ...NewTask) ([]SubmitResult, error) {
+func (s *Submitter) Submit(ctx context.Context, tasks ...NewTask) ([]SubmitResult, error) {
 	res := make([]SubmitResult, len(tasks))
 	byShard := make([][]int, s.opts.Shards)
 	now := s.now()
@@ -389,7 +390,7 @@ func (s *Store) Submit(ctx context.Context, tasks ...NewTask) ([]SubmitResult, e
 
 // submitOn submits tasks idx on shard. On an error that NotSent reports,
 // unsent are those of idx it did not store (the others' results are set).
-func (s *Store) submitOn(ctx context.Context, shard int, tasks []NewTask, ids []string, idx []int, res []SubmitResult) (unsent []int, err error) {
+func (s *Submitter) submitOn(ctx context.Context, shard int, tasks []NewTask, ids []string, idx []int, res []SubmitResult) (unsent []int, err error) {
 	var sc redis.Scripter = s.rdb
 	if s.opts.WaitReplicas > 0 {
 		// WAIT counts the replicas that have this connection's writes:
@@ -456,7 +457,7 @@ func (s *Store) submitOn(ctx context.Context, shard int, tasks []NewTask, ids []
 // submitShard submits tasks idx (at most MaxBatch) on shard in one call
 // (two when some go to the cold tier: those first). On an error, unsent are
 // those of idx not stored when NotSent(err), the results of the others set.
-func (s *Store) submitShard(ctx context.Context, sc redis.Scripter, shard int, tasks []NewTask, ids []string, idx []int, res []SubmitResult) (unsent []int, err error) {
+func (s *Submitter) submitShard(ctx context.Context, sc redis.Scripter, shard int, tasks []NewTask, ids []string, idx []int, res []SubmitResult) (unsent []int, err error) {
 	if cold, hot := s.splitCold(tasks, idx); len(cold) > 0 {
 		if err := s.submitCold(ctx, sc, shard, tasks, ids, cold, res); err != nil || len(hot) == 0 {
 			return idx, err
@@ -567,7 +568,7 @@ func (s *Store) submitShard(ctx context.Context, sc redis.Scripter, shard int, t
 // backlogCaps is submit.lua's last ARGV: "<cap> <tenant>\n" for each
 // tenant of idx with a BacklogMax (the first such task's), cap its share
 // in one shard, ⌈BacklogMax ÷ shards⌉.
-func (s *Store) backlogCaps(tasks []NewTask, idx []int) string {
+func (s *Submitter) backlogCaps(tasks []NewTask, idx []int) string {
 	var b strings.Builder
 	var seen map[string]bool
 	for _, i := range idx {
@@ -599,7 +600,7 @@ func backlogTenant(tenant string) string {
 
 // Backlog is tenant's unfinished tasks in this region (docs/security.md
 // "max_backlog"): the sum of every shard's count, one HGET per shard.
-func (s *Store) Backlog(ctx context.Context, tenant string) (int, error) {
+func (s *Submitter) Backlog(ctx context.Context, tenant string) (int, error) {
 	n := 0
 	for shard := range s.keys {
 		v, err := s.rdb.HGet(ctx, s.keys[shard].prefix+"bl", backlogTenant(tenant)).Int()
@@ -614,7 +615,7 @@ func (s *Store) Backlog(ctx context.Context, tenant string) (int, error) {
 // admitCaps is submit.lua's ARGV[3]: "pool cap pool cap …", each pool's
 // READY limit in one shard for the tasks of idx admitted by AdmitMax (the
 // first such task's limit ÷ shards, rounded up).
-func (s *Store) admitCaps(tasks []NewTask, idx []int) string {
+func (s *Submitter) admitCaps(tasks []NewTask, idx []int) string {
 	var b strings.Builder
 	seen := map[string]bool{}
 	for _, i := range idx {
@@ -657,7 +658,7 @@ type PromoteOptions struct {
 // (≤ MaxBatch), in scripts of at most promoteChunk tasks. Pinned tasks
 // become READY; the others wait in the due set for placement (DueTasks,
 // Place).
-func (s *Store) Promote(ctx context.Context, f Fence, limit int, opt ...PromoteOptions) (PromoteResult, error) {
+func (s *Maintainer) Promote(ctx context.Context, f Fence, limit int, opt ...PromoteOptions) (PromoteResult, error) {
 	limit = clampBatch(limit)
 	o := PromoteOptions{Readmit: -1}
 	if len(opt) > 0 {
@@ -719,7 +720,7 @@ const promoteChunk = 500
 // placement, oldest first. Read-only. Only what placement reads is filled
 // in (id, state, type, tags, regions, priority, critical, tenant, trace):
 // leaving the payload and the rest in Redis halves the cost of the read.
-func (s *Store) DueTasks(ctx context.Context, limit int) ([]*task.Task, error) {
+func (s *Maintainer) DueTasks(ctx context.Context, limit int) ([]*task.Task, error) {
 	limit = clampBatch(limit)
 	var out []*task.Task
 	for shard := range s.keys {
@@ -785,7 +786,7 @@ type PlaceResult struct{ Placed, Deferred, Skipped int }
 // Place applies placement decisions to due tasks (leader only), in scripts
 // of at most promoteChunk tasks (a placement costs about what a classic
 // promotion does, so the same bound keeps each script near 5 ms).
-func (s *Store) Place(ctx context.Context, f Fence, as []Assignment) (PlaceResult, error) {
+func (s *Maintainer) Place(ctx context.Context, f Fence, as []Assignment) (PlaceResult, error) {
 	var res PlaceResult
 	byShard := make([][]any, s.opts.Shards)
 	for _, a := range as {
@@ -835,7 +836,7 @@ type ClaimRequest struct {
 
 // Claim takes up to N READY tasks of a pool (READY→RUNNING), each with a
 // lease token in Task.LeaseToken.
-func (s *Store) Claim(ctx context.Context, req ClaimRequest) ([]*task.Task, error) {
+func (s *Claimer) Claim(ctx context.Context, req ClaimRequest) ([]*task.Task, error) {
 	c, err := s.ClaimTasks(ctx, req)
 	return c.Tasks, err
 }
@@ -857,7 +858,7 @@ type Claimed struct {
 
 // ClaimTasks is Claim that also says when parked tasks may be released and
 // whether what runs counts (Claimed.Counts).
-func (s *Store) ClaimTasks(ctx context.Context, req ClaimRequest) (Claimed, error) {
+func (s *Claimer) ClaimTasks(ctx context.Context, req ClaimRequest) (Claimed, error) {
 	var c Claimed
 	n := clampBatch(req.N)
 	served := req.Types.code
@@ -928,7 +929,7 @@ func (s *Store) ClaimTasks(ctx context.Context, req ClaimRequest) (Claimed, erro
 // passes. It returns true when woken. A claimer that waits again and again
 // keeps a Waker instead (on a Redis Cluster this call sets one up and tears
 // it down each time).
-func (s *Store) WaitForWork(ctx context.Context, pool string, timeout time.Duration) (bool, error) {
+func (s *Claimer) WaitForWork(ctx context.Context, pool string, timeout time.Duration) (bool, error) {
 	w := s.NewWaker(pool)
 	defer w.Close()
 	return w.Wait(ctx, timeout)
@@ -956,7 +957,7 @@ type Stop struct {
 // Heartbeat extends every lease a worker holds and records the worker (with
 // its slots and the task types it serves; the zero Types: not said) as
 // alive in its pool, one call per shard. It returns the tasks to stop.
-func (s *Store) Heartbeat(ctx context.Context, worker, pool string, slots int, types Types, held []Lease) ([]Stop, error) {
+func (s *Claimer) Heartbeat(ctx context.Context, worker, pool string, slots int, types Types, held []Lease) ([]Stop, error) {
 	byShard := make([][]any, s.opts.Shards)
 	var stops []Stop
 	for _, l := range held {
@@ -998,7 +999,7 @@ type Completion struct {
 
 // Complete records successes (RUNNING→SUCCESS) in batches. The returned
 // slice holds nil or ErrLeaseLost per completion.
-func (s *Store) Complete(ctx context.Context, cs ...Completion) ([]error, error) {
+func (s *Claimer) Complete(ctx context.Context, cs ...Completion) ([]error, error) {
 	errs := make([]error, len(cs))
 	byShard := make([][]int, s.opts.Shards)
 	for i, c := range cs {
@@ -1040,7 +1041,7 @@ func (s *Store) Complete(ctx context.Context, cs ...Completion) ([]error, error)
 // shard, so the slots the completions freed go to the floor
 // (docs/fairness.md, "Shards"), not to whatever shard the claims' turn is
 // at; slots freed one at a time are claimed one at a time.
-func (s *Store) owe(pool string, shard, slots int) {
+func (s *Claimer) owe(pool string, shard, slots int) {
 	if slots <= 0 {
 		return
 	}
@@ -1054,7 +1055,7 @@ func (s *Store) owe(pool string, shard, slots int) {
 
 // takeOwed returns the shard where pool owes a floor, counting a claim of
 // n slots against what it owes.
-func (s *Store) takeOwed(pool string, n int) (int, bool) {
+func (s *Claimer) takeOwed(pool string, n int) (int, bool) {
 	s.owedMu.Lock()
 	defer s.owedMu.Unlock()
 	o, ok := s.owed[pool]
@@ -1080,7 +1081,7 @@ type Failure struct {
 // Fail records a failed attempt: retry with backoff and jitter while retries
 // are left and the error is retryable, else FAILED into the dead set. It
 // returns the new state and, for PENDING, when the retry is due.
-func (s *Store) Fail(ctx context.Context, f Failure) (task.State, time.Time, error) {
+func (s *Claimer) Fail(ctx context.Context, f Failure) (task.State, time.Time, error) {
 	shard, err := s.shardOf(f.ID)
 	if err != nil {
 		return "", time.Time{}, err
@@ -1114,7 +1115,7 @@ func (s *Store) Fail(ctx context.Context, f Failure) (task.State, time.Time, err
 // Return gives a RUNNING task back without spending a retry (graceful
 // shutdown, preemption): READY at once with its original enqueue time, or
 // after delay.
-func (s *Store) Return(ctx context.Context, id, token, reason string, delay time.Duration) (task.State, error) {
+func (s *Claimer) Return(ctx context.Context, id, token, reason string, delay time.Duration) (task.State, error) {
 	shard, err := s.shardOf(id)
 	if err != nil {
 		return "", err
@@ -1143,7 +1144,7 @@ func leaseResult(id string, out []any) error {
 
 // Reap moves expired leases through TIMEOUT on (leader only), at most limit
 // per shard. It returns how many it moved and the next lease expiry.
-func (s *Store) Reap(ctx context.Context, f Fence, limit int) (int, time.Time, error) {
+func (s *Maintainer) Reap(ctx context.Context, f Fence, limit int) (int, time.Time, error) {
 	limit = clampBatch(limit)
 	total := 0
 	var next time.Time
@@ -1176,7 +1177,7 @@ func (e *HandedOffError) Error() string {
 // Cancel cancels a task: PENDING/READY at once (returns CANCELED), RUNNING
 // as a request (returns RUNNING). Terminal tasks give a *TransitionError,
 // handed-off ones a *HandedOffError.
-func (s *Store) Cancel(ctx context.Context, id, reason, by string) (task.State, error) {
+func (s *Tasks) Cancel(ctx context.Context, id, reason, by string) (task.State, error) {
 	shard, err := s.shardOf(id)
 	if err != nil {
 		return "", err
@@ -1196,7 +1197,7 @@ func (s *Store) Cancel(ctx context.Context, id, reason, by string) (task.State, 
 	return st, err
 }
 
-func (s *Store) opResult(id, op string, out []any) (task.State, error) {
+func (s *engine) opResult(id, op string, out []any) (task.State, error) {
 	switch toInt(out[0]) {
 	case codeOK:
 		if len(out) > 1 {
@@ -1216,7 +1217,7 @@ func (s *Store) opResult(id, op string, out []any) (task.State, error) {
 
 // Replay puts a dead letter back (FAILED→PENDING) with a fresh retry budget.
 // A handed-off task gives a *HandedOffError naming where it lives.
-func (s *Store) Replay(ctx context.Context, id, by string) error {
+func (s *Tasks) Replay(ctx context.Context, id, by string) error {
 	shard, err := s.shardOf(id)
 	if err != nil {
 		return err
@@ -1234,7 +1235,7 @@ func (s *Store) Replay(ctx context.Context, id, by string) error {
 
 // SetPriority changes a live task's priority; a READY task keeps its place
 // in time.
-func (s *Store) SetPriority(ctx context.Context, id string, priority int, by string) error {
+func (s *Tasks) SetPriority(ctx context.Context, id string, priority int, by string) error {
 	if priority < 0 || priority > task.MaxPriority {
 		return &task.FieldError{Field: "priority", Msg: fmt.Sprintf("must be between 0 and %d", task.MaxPriority)}
 	}
@@ -1272,7 +1273,7 @@ type Swept struct {
 // sweep keeps up with any completion rate, and calls it at least every
 // SweepAlive/2 otherwise: complete.lua keeps successes without a TTL only
 // while a Sweep ran within SweepAlive.
-func (s *Store) Sweep(ctx context.Context, f Fence, limit int) (Swept, error) {
+func (s *Maintainer) Sweep(ctx context.Context, f Fence, limit int) (Swept, error) {
 	var r Swept
 	for shard := range s.keys {
 		out, err := s.run(ctx, s.rdb, scripts.sweep, s.keysWith(shard, s.fenceKey(shard, f)), s.clock(), f.Token,
@@ -1314,7 +1315,7 @@ type PoolWorkers struct {
 }
 
 // CleanWorkers forgets a pool's dead workers and returns the live figures.
-func (s *Store) CleanWorkers(ctx context.Context, f Fence, pool string, cutoff time.Duration) (PoolWorkers, error) {
+func (s *Maintainer) CleanWorkers(ctx context.Context, f Fence, pool string, cutoff time.Duration) (PoolWorkers, error) {
 	p := s.keys[0].prefix
 	out, err := s.run(ctx, s.rdb, scripts.workers, s.keysWith(0, s.fenceKey(0, f), p+"workers:"+pool, p+"slots:"+pool,
 		p+"types:"+pool), s.clock(), f.Token, cutoff.Milliseconds()).Slice()
@@ -1374,7 +1375,7 @@ func toStr(v any) string {
 }
 
 // NewID returns a new id of this region on shard, from the store's generator.
-func (s *Store) NewID(shard int, now time.Time) string {
+func (s *engine) NewID(shard int, now time.Time) string {
 	return s.opts.IDs.New(s.opts.Region, shard, now)
 }
 
@@ -1389,7 +1390,7 @@ func (s *Store) NewID(shard int, now time.Time) string {
 // reserved already give theirs back and the error is ErrBacklogFull.
 // UnreserveBacklog gives back the room of ids whose task was never
 // created.
-func (s *Store) ReserveBacklog(ctx context.Context, tenant string, max int, ids []string) error {
+func (s *engine) ReserveBacklog(ctx context.Context, tenant string, max int, ids []string) error {
 	byShard, err := s.idsByShard(ids)
 	if err != nil {
 		return err
@@ -1427,7 +1428,7 @@ func (s *Store) ReserveBacklog(ctx context.Context, tenant string, max int, ids 
 // ids whose task was not created (a node that never ran, a run that
 // ended); ids created already, or never reserved, change nothing, so it
 // may run any number of times.
-func (s *Store) UnreserveBacklog(ctx context.Context, ids []string) error {
+func (s *engine) UnreserveBacklog(ctx context.Context, ids []string) error {
 	byShard, err := s.idsByShard(ids)
 	if err != nil {
 		return err
@@ -1449,7 +1450,7 @@ func (s *Store) UnreserveBacklog(ctx context.Context, ids []string) error {
 }
 
 // idsByShard groups ids by the shard that holds them.
-func (s *Store) idsByShard(ids []string) ([][]string, error) {
+func (s *engine) idsByShard(ids []string) ([][]string, error) {
 	out := make([][]string, s.opts.Shards)
 	for _, id := range ids {
 		shard, err := s.shardOf(id)

@@ -30,7 +30,7 @@ import (
 //
 // Close stops the pops (CLIENT UNBLOCK) and waits for their goroutines.
 type Waker struct {
-	s    *Store
+	s    *engine
 	pool string
 	keys []string // every shard's wake key
 
@@ -56,8 +56,8 @@ const wakerBlock = time.Second
 
 // NewWaker returns a Waker for pool. On a cluster it starts one goroutine
 // per shard; they pop only while someone waits.
-func (s *Store) NewWaker(pool string) *Waker {
-	w := &Waker{s: s, pool: pool, keys: make([]string, len(s.keys))}
+func (s *Claimer) NewWaker(pool string) *Waker {
+	w := &Waker{s: s.engine, pool: pool, keys: make([]string, len(s.keys))}
 	for i, k := range s.keys {
 		w.keys[i] = k.prefix + "wake:" + pool
 	}
@@ -325,7 +325,7 @@ func (w *Waker) Close() {
 // timeout to whole seconds; Redis ≥ 6 takes a decimal one. Sub-second waits
 // are sent with Do, which does not know they block: they stay under the
 // client's read timeout (5 s, go-redis v9's default, which ax keeps).
-func (s *Store) popAny(ctx context.Context, keys []string, timeout time.Duration) (bool, error) {
+func (s *engine) popAny(ctx context.Context, keys []string, timeout time.Duration) (bool, error) {
 	var err error
 	if timeout%time.Second == 0 {
 		err = s.rdb.BLPop(ctx, timeout, keys...).Err()

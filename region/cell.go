@@ -247,7 +247,7 @@ func (c *Cell) lead(ctx context.Context, l *lease.Leadership, p Placer, extra []
 // term ended first.
 func (c *Cell) fence(ctx context.Context, t *term) bool {
 	for {
-		err := c.store.Fence(ctx, t.fence)
+		err := c.store.Maintainer().Fence(ctx, t.fence)
 		if err == nil {
 			return true
 		}
@@ -268,7 +268,7 @@ func (c *Cell) fence(ctx context.Context, t *term) bool {
 // services are a term's leader services, with extra's loops after them.
 func (c *Cell) services(t *term, p Placer, extra []LeaderLoop) []service {
 	cfg := c.cfg
-	pub := &publisher{term: t, store: c.store, trimmer: c.store, global: c.global, pressure: c.pressure,
+	pub := &publisher{term: t, store: figures{c.store.Tasks(), c.store.Maintainer()}, trimmer: c.store.Maintainer(), global: c.global, pressure: c.pressure,
 		view: c.view, exp: c.exp, healthy: &c.globalHealthy, cfg: publisherConfig{
 			Region: cfg.Region, Provider: cfg.Provider, ID: cfg.ID, API: cfg.API, Pools: cfg.Pools,
 			Key: cfg.Prefix + "regions/" + cfg.Region, SessionTTL: cfg.SessionTTL, Heartbeat: cfg.Heartbeat,
@@ -282,13 +282,13 @@ func (c *Cell) services(t *term, p Placer, extra []LeaderLoop) []service {
 	}
 	out := []service{
 		newPromoter(promoterConfig{MaxSleep: cfg.MaxSleep, ReadmitRate: cfg.Preemption.ReadmitRate},
-			t, c.store, p, c.pressure, c.metrics, c.wake),
-		newReaper(reaperConfig{MaxSleep: cfg.MaxSleep}, t, c.store, c.metrics, c.Wake),
+			t, c.store.Maintainer(), p, c.pressure, c.metrics, c.wake),
+		newReaper(reaperConfig{MaxSleep: cfg.MaxSleep}, t, c.store.Maintainer(), c.metrics, c.Wake),
 		pub,
-		newRepublisher(rcfg, t, c.store, c.store),
-		newSweeper(sweeperConfig{}, t, c.store, c.metrics),
-		newPreempter(cfg.Preemption, t, c.store, c.metrics, c.Figures),
-		newColdPromoter(coldPromoterConfig{Horizon: c.store.Options().ColdHorizon}, t, c.store),
+		newRepublisher(rcfg, t, c.store.Maintainer(), c.store.Maintainer()),
+		newSweeper(sweeperConfig{}, t, c.store.Maintainer(), c.metrics),
+		newPreempter(cfg.Preemption, t, c.store.Maintainer(), c.metrics, c.Figures),
+		newColdPromoter(coldPromoterConfig{Horizon: c.store.Options().ColdHorizon}, t, c.store.Maintainer()),
 	}
 	for _, loop := range extra {
 		out = append(out, &loopService{loop: loop, term: t})

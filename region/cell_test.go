@@ -84,7 +84,7 @@ func (h *harness) submitDelayed(d time.Duration) string {
 	if err := sp.Normalize(task.DefaultDefaults(), time.Now()); err != nil {
 		h.t.Fatal(err)
 	}
-	res, err := h.store.Submit(context.Background(), queue.NewTask{Spec: sp, Pool: "cpu", Pinned: true})
+	res, err := h.store.Submitter().Submit(context.Background(), queue.NewTask{Spec: sp, Pool: "cpu", Pinned: true})
 	if err != nil {
 		h.t.Fatal(err)
 	}
@@ -131,7 +131,7 @@ func TestFencedLeaderResigns(t *testing.T) {
 	waitFor(t, 10*time.Second, "a leads", a.Leading)
 	// A newer leader's token reaches Redis first (as after a stall).
 	ctx := context.Background()
-	if _, err := h.store.Promote(ctx, queue.Fence{Name: "region", Token: a.token.Load() + 1000}, 1); err != nil {
+	if _, err := h.store.Maintainer().Promote(ctx, queue.Fence{Name: "region", Token: a.token.Load() + 1000}, 1); err != nil {
 		t.Fatal(err)
 	}
 	id := h.submitDelayed(100 * time.Millisecond)
@@ -149,7 +149,7 @@ func TestPublishesFigures(t *testing.T) {
 	a, _ := h.startCell("a", nil)
 	waitFor(t, 10*time.Second, "a leads", a.Leading)
 	ctx := context.Background()
-	if _, err := h.store.Heartbeat(ctx, "w1", "cpu", 8, queue.Types{}, nil); err != nil {
+	if _, err := h.store.Claimer().Heartbeat(ctx, "w1", "cpu", 8, queue.Types{}, nil); err != nil {
 		t.Fatal(err)
 	}
 	h.submitDelayed(0)
@@ -184,7 +184,7 @@ func TestPublishedSlotsCappedByConfigAndWorkers(t *testing.T) {
 	ctx := context.Background()
 	beat := func(id string, n int) {
 		t.Helper()
-		if _, err := h.store.Heartbeat(ctx, id, "cpu", n, queue.Types{}, nil); err != nil {
+		if _, err := h.store.Claimer().Heartbeat(ctx, id, "cpu", n, queue.Types{}, nil); err != nil {
 			t.Fatal(err)
 		}
 	}

@@ -15,7 +15,7 @@ type coldStore interface {
 	PromoteCold(ctx context.Context, f queue.Fence, limit int) (int, time.Time, error)
 }
 
-var _ coldStore = (*queue.Store)(nil)
+var _ coldStore = (*queue.Maintainer)(nil)
 
 // coldPromoterConfig tunes the cold promoter.
 type coldPromoterConfig struct {

@@ -26,7 +26,7 @@ func TestLeaderPromotesColdTasks(t *testing.T) {
 	h := &harness{t: t, etcd: testenv.StartEtcd(t), redis: r, store: s}
 	id := h.submitDelayed(10 * time.Minute)
 	cold := func() int {
-		n, err := s.ColdWaiting(context.Background())
+		n, err := s.Tasks().ColdWaiting(context.Background())
 		if err != nil {
 			t.Fatal(err)
 		}

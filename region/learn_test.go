@@ -38,17 +38,17 @@ func TestPublishesRunTimes(t *testing.T) {
 		if err := sp.Normalize(task.DefaultDefaults(), time.Now()); err != nil {
 			t.Fatal(err)
 		}
-		if _, err := ws.Submit(ctx, queue.NewTask{Spec: sp, Pool: pool, Pinned: true}); err != nil {
+		if _, err := ws.Submitter().Submit(ctx, queue.NewTask{Spec: sp, Pool: pool, Pinned: true}); err != nil {
 			t.Fatal(err)
 		}
-		ts, err := ws.Claim(ctx, queue.ClaimRequest{Pool: pool, Worker: "w", N: 1})
+		ts, err := ws.Claimer().Claim(ctx, queue.ClaimRequest{Pool: pool, Worker: "w", N: 1})
 		if err != nil || len(ts) != 1 {
 			t.Fatalf("claim: %v %v", ts, err)
 		}
 		mu.Lock()
 		now = now.Add(d)
 		mu.Unlock()
-		if errs, err := ws.Complete(ctx, queue.Completion{ID: ts[0].ID, Token: ts[0].LeaseToken}); err != nil || errs[0] != nil {
+		if errs, err := ws.Claimer().Complete(ctx, queue.Completion{ID: ts[0].ID, Token: ts[0].LeaseToken}); err != nil || errs[0] != nil {
 			t.Fatalf("complete: %v %v", errs, err)
 		}
 	}
@@ -109,11 +109,11 @@ func TestLivePriceRecordedAtClaim(t *testing.T) {
 		if err := sp.Normalize(task.DefaultDefaults(), time.Now()); err != nil {
 			t.Fatal(err)
 		}
-		if _, err := h.store.Submit(ctx, queue.NewTask{Spec: sp, Pool: "cpu", Pinned: true}); err != nil {
+		if _, err := h.store.Submitter().Submit(ctx, queue.NewTask{Spec: sp, Pool: "cpu", Pinned: true}); err != nil {
 			t.Fatal(err)
 		}
 		// The worker is configured with a stale price.
-		ts, err := h.store.Claim(ctx, queue.ClaimRequest{Pool: "cpu", Worker: "w", N: 1, Price: 0.001})
+		ts, err := h.store.Claimer().Claim(ctx, queue.ClaimRequest{Pool: "cpu", Worker: "w", N: 1, Price: 0.001})
 		if err != nil || len(ts) != 1 {
 			t.Fatalf("claim: %v %v", ts, err)
 		}

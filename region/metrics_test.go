@@ -43,11 +43,11 @@ func TestLeaderExportsStarvationAndDLQAndForgetsThemAfterItsTerm(t *testing.T) {
 	// One dead letter: claimed, failed for good.
 	dead := h.submitDelayed(0)
 	waitFor(t, 3*time.Second, "READY", func() bool { return h.state(dead) == task.Ready })
-	ts, err := h.store.Claim(ctx, queue.ClaimRequest{Pool: "cpu", Worker: "w", N: 1})
+	ts, err := h.store.Claimer().Claim(ctx, queue.ClaimRequest{Pool: "cpu", Worker: "w", N: 1})
 	if err != nil || len(ts) != 1 {
 		t.Fatalf("claim: %d %v", len(ts), err)
 	}
-	if _, _, err := h.store.Fail(ctx, queue.Failure{ID: ts[0].ID, Token: ts[0].LeaseToken, Error: "no"}); err != nil {
+	if _, _, err := h.store.Claimer().Fail(ctx, queue.Failure{ID: ts[0].ID, Token: ts[0].LeaseToken, Error: "no"}); err != nil {
 		t.Fatal(err)
 	}
 	m := a.metrics

@@ -21,7 +21,7 @@ func (h *harness) submitPinned(mod func(*task.Spec)) string {
 	if err := sp.Normalize(task.DefaultDefaults(), time.Now()); err != nil {
 		h.t.Fatal(err)
 	}
-	res, err := h.store.Submit(context.Background(), queue.NewTask{Spec: sp, Pool: "cpu", Pinned: true})
+	res, err := h.store.Submitter().Submit(context.Background(), queue.NewTask{Spec: sp, Pool: "cpu", Pinned: true})
 	if err != nil || res[0].Err != nil {
 		h.t.Fatal(err, res)
 	}
@@ -39,7 +39,7 @@ func prioDelay(p int, d time.Duration, critical bool) func(*task.Spec) {
 func (h *harness) drain(n int) {
 	ctx := context.Background()
 	for n > 0 {
-		ts, err := h.store.Claim(ctx, queue.ClaimRequest{Pool: "cpu", Worker: "drainer", N: min(n, 100)})
+		ts, err := h.store.Claimer().Claim(ctx, queue.ClaimRequest{Pool: "cpu", Worker: "drainer", N: min(n, 100)})
 		if err != nil || len(ts) == 0 {
 			h.t.Fatalf("drain: %v (%d)", err, len(ts))
 		}
@@ -47,7 +47,7 @@ func (h *harness) drain(n int) {
 		for _, t := range ts {
 			cs = append(cs, queue.Completion{ID: t.ID, Token: t.LeaseToken})
 		}
-		if _, err := h.store.Complete(ctx, cs...); err != nil {
+		if _, err := h.store.Claimer().Complete(ctx, cs...); err != nil {
 			h.t.Fatal(err)
 		}
 		n -= len(ts)
@@ -106,7 +106,7 @@ func TestBackpressurePausesLowPrioritiesWithHysteresis(t *testing.T) {
 		}
 		return true
 	})
-	tr, _ := h.store.Trail(context.Background(), low[0])
+	tr, _ := h.store.Tasks().Trail(context.Background(), low[0])
 	if !hasReason(tr, task.ReasonDeferred) {
 		t.Fatalf("trail lacks DEFERRED_BACKPRESSURE: %+v", tr)
 	}
@@ -125,7 +125,7 @@ func TestPreemption(t *testing.T) {
 	waitFor(t, 10*time.Second, "leader", c.Leading)
 	var mu sync.Mutex
 	started := map[string]time.Time{}
-	w, err := worker.New(h.store, worker.Options{Pool: "cpu", ID: "w", Concurrency: 3, Heartbeat: 300 * time.Millisecond,
+	w, err := worker.New(h.store.Claimer(), worker.Options{Pool: "cpu", ID: "w", Concurrency: 3, Heartbeat: 300 * time.Millisecond,
 		PreemptDelayMin: 500 * time.Millisecond, PreemptDelayMax: time.Second, ShutdownGrace: 100 * time.Millisecond})
 	if err != nil {
 		t.Fatal(err)
@@ -166,7 +166,7 @@ func TestPreemption(t *testing.T) {
 		t.Fatalf("victim lost a retry or its place: attempts %d preempts %d enq %v→%v",
 			got.Attempts, got.PreemptCount, victimTask.EnqueuedAt, got.EnqueuedAt)
 	}
-	tr, _ := h.store.Trail(context.Background(), victim)
+	tr, _ := h.store.Tasks().Trail(context.Background(), victim)
 	if !hasReason(tr, task.ReasonPreemptRequested) || !hasReason(tr, task.ReasonPreempted) {
 		t.Fatalf("victim trail: %+v", tr)
 	}
@@ -193,12 +193,12 @@ func TestPreemptedWorkReadmittedAtRate(t *testing.T) {
 	for i := 0; i < 100; i++ {
 		h.submitPinned(func(s *task.Spec) { s.Payload = json.RawMessage(`{}`) })
 	}
-	ts, err := h.store.Claim(ctx, queue.ClaimRequest{Pool: "cpu", Worker: "w", N: 100})
+	ts, err := h.store.Claimer().Claim(ctx, queue.ClaimRequest{Pool: "cpu", Worker: "w", N: 100})
 	if err != nil || len(ts) != 100 {
 		t.Fatal(err, len(ts))
 	}
 	for _, tk := range ts {
-		if _, err := h.store.Return(ctx, tk.ID, tk.LeaseToken, task.ReasonPreempted, 200*time.Millisecond); err != nil {
+		if _, err := h.store.Claimer().Return(ctx, tk.ID, tk.LeaseToken, task.ReasonPreempted, 200*time.Millisecond); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -208,7 +208,7 @@ func TestPreemptedWorkReadmittedAtRate(t *testing.T) {
 	var last int
 	for last < 100 {
 		time.Sleep(250 * time.Millisecond)
-		cn, _ := h.store.Counts(ctx)
+		cn, _ := h.store.Tasks().Counts(ctx)
 		last = cn.Ready
 		el := time.Since(start).Seconds()
 		if limit := 10 + 10*el + 3; float64(last) > limit {

@@ -74,7 +74,7 @@ type preemptStore interface {
 	RequestPreemption(ctx context.Context, f queue.Fence, id, token, preemptor string) (bool, string, error)
 }
 
-var _ preemptStore = (*queue.Store)(nil)
+var _ preemptStore = (*queue.Maintainer)(nil)
 
 // preempter looks for urgent tasks stuck in full pools and asks workers
 // to give back lower-priority preemptible work, within the Preemption

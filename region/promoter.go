@@ -21,7 +21,7 @@ type promoteStore interface {
 	Place(ctx context.Context, f queue.Fence, as []queue.Assignment) (queue.PlaceResult, error)
 }
 
-var _ promoteStore = (*queue.Store)(nil)
+var _ promoteStore = (*queue.Maintainer)(nil)
 
 // promoterConfig tunes the promoter.
 type promoterConfig struct {

@@ -41,9 +41,15 @@ type runTimeTrimmer interface {
 	TrimRunTimes(ctx context.Context, f queue.Fence) (int, error)
 }
 
+// figures is a figuresStore over the store's reads and its leader stage.
+type figures struct {
+	*queue.Tasks
+	*queue.Maintainer
+}
+
 var (
-	_ figuresStore   = (*queue.Store)(nil)
-	_ runTimeTrimmer = (*queue.Store)(nil)
+	_ figuresStore   = figures{}
+	_ runTimeTrimmer = (*queue.Maintainer)(nil)
 )
 
 // publisherConfig tunes the figures publisher.

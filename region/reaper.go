@@ -13,7 +13,7 @@ type reapStore interface {
 	Reap(ctx context.Context, f queue.Fence, limit int) (int, time.Time, error)
 }
 
-var _ reapStore = (*queue.Store)(nil)
+var _ reapStore = (*queue.Maintainer)(nil)
 
 // reaperConfig tunes the reaper.
 type reaperConfig struct {

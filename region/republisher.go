@@ -39,8 +39,8 @@ type laneStore interface {
 }
 
 var (
-	_ republishStore = (*queue.Store)(nil)
-	_ laneStore      = (*queue.Store)(nil)
+	_ republishStore = (*queue.Maintainer)(nil)
+	_ laneStore      = (*queue.Maintainer)(nil)
 )
 
 // republisherConfig tunes the republisher; a nil source is a value the

@@ -17,7 +17,7 @@ type sweepStore interface {
 	Sweep(ctx context.Context, f queue.Fence, limit int) (queue.Swept, error)
 }
 
-var _ sweepStore = (*queue.Store)(nil)
+var _ sweepStore = (*queue.Maintainer)(nil)
 
 // sweeperConfig tunes the sweeper.
 type sweeperConfig struct {

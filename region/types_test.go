@@ -22,7 +22,7 @@ func TestPublishesServedTypes(t *testing.T) {
 	ctx := context.Background()
 	beat := func(w, pool string, ts queue.Types) {
 		t.Helper()
-		if _, err := h.store.Heartbeat(ctx, w, pool, 2, ts, nil); err != nil {
+		if _, err := h.store.Claimer().Heartbeat(ctx, w, pool, 2, ts, nil); err != nil {
 			t.Fatal(err)
 		}
 	}

@@ -137,7 +137,7 @@ func (f *fed) setLastSlot(name string, last time.Time) {
 func (f *fed) waitingTasks(regionName, typ string) []*task.Task {
 	f.T.Helper()
 	var out []*task.Task
-	err := f.R(regionName).Store.Waiting(fedtest.Ctx(f.T), queue.Filter{Type: typ}, func(ts []*task.Task) error {
+	err := f.R(regionName).Store.Tasks().Waiting(fedtest.Ctx(f.T), queue.Filter{Type: typ}, func(ts []*task.Task) error {
 		out = append(out, ts...)
 		return nil
 	})
@@ -329,7 +329,7 @@ func TestScheduleOverlap(t *testing.T) {
 		t.Helper()
 		var got *task.Task
 		fedtest.Eventually(t, 10*time.Second, name+" fires and its run is claimed", func() bool {
-			ts, err := st.Claim(ctx, queue.ClaimRequest{Pool: pool, Worker: "w-" + name, N: 1})
+			ts, err := st.Claimer().Claim(ctx, queue.ClaimRequest{Pool: pool, Worker: "w-" + name, N: 1})
 			if err != nil || len(ts) == 0 {
 				return false
 			}
@@ -353,7 +353,7 @@ func TestScheduleOverlap(t *testing.T) {
 		if ts := f.waitingTasks(aws, "sched.guarded"); len(ts) != 0 {
 			t.Errorf("%d more tasks while the first runs", len(ts))
 		}
-		if errs, err := st.Complete(ctx, queue.Completion{ID: run.ID, Token: run.LeaseToken}); err != nil || errs[0] != nil {
+		if errs, err := st.Claimer().Complete(ctx, queue.Completion{ID: run.ID, Token: run.LeaseToken}); err != nil || errs[0] != nil {
 			t.Fatalf("complete: %v %v", err, errs)
 		}
 		fedtest.Eventually(t, 5*time.Second, "a new run once the first finished", func() bool {
@@ -861,7 +861,7 @@ func TestScheduleSlotsKeepTheBacklogCap(t *testing.T) {
 	if ts := f.waitingTasks(aws, "sched.capped"); len(ts) != limit {
 		t.Fatalf("%d tasks of the schedules wait, want exactly max_backlog %d", len(ts), limit)
 	}
-	if n, err := f.R(aws).Store.Backlog(fedtest.Ctx(t), "acme"); err != nil || n != limit {
+	if n, err := f.R(aws).Store.Submitter().Backlog(fedtest.Ctx(t), "acme"); err != nil || n != limit {
 		t.Fatalf("acme's backlog %d (%v), want %d", n, err, limit)
 	}
 }

@@ -27,7 +27,7 @@ func BenchmarkNoopThroughput(b *testing.B) {
 		b.Run(name, func(b *testing.B) {
 			e := wt.New(b)
 			if c.fair {
-				err := e.Store.SetFairShare(e.Ctx, queue.Fence{Name: "t", Token: 1},
+				err := e.Store.Maintainer().SetFairShare(e.Ctx, queue.Fence{Name: "t", Token: 1},
 					map[string]queue.FairShare{wt.Pool: {Tenants: map[string]queue.TenantShare{"a": {Floor: 2}}}})
 				if err != nil {
 					b.Fatal(err)

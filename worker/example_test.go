@@ -25,7 +25,7 @@ func Example() {
 	if err != nil {
 		log.Fatal(err)
 	}
-	w, err := worker.New(store, worker.Options{
+	w, err := worker.New(store.Claimer(), worker.Options{
 		Pool:             "cpu",
 		Concurrency:      16,
 		ShutdownGrace:    30 * time.Second,

@@ -40,7 +40,7 @@ func TestWorkersClaimOnlyTheTypesTheyServe(t *testing.T) {
 	}
 	orphans := e.Submit("custom.c", nil, 5)
 	wt.Eventually(t, 20*time.Second, "40 tasks succeeded", func() bool {
-		c, err := e.Store.Counts(e.Ctx)
+		c, err := e.Store.Tasks().Counts(e.Ctx)
 		return err == nil && c.Succeeded == 40
 	})
 	for _, c := range []struct {
@@ -58,7 +58,7 @@ func TestWorkersClaimOnlyTheTypesTheyServe(t *testing.T) {
 			t.Fatalf("a task nobody serves: %s after %d attempts, want READY untouched", tk.State, tk.Attempts)
 		}
 	}
-	if c, _ := e.Store.Counts(e.Ctx); c.Failed != 0 {
+	if c, _ := e.Store.Tasks().Counts(e.Ctx); c.Failed != 0 {
 		t.Fatalf("%d tasks failed", c.Failed)
 	}
 	wc := e.Worker(worker.Options{ID: "wc", Concurrency: 2})
@@ -87,7 +87,7 @@ func TestHeartbeatPublishesServedTypes(t *testing.T) {
 	w.Handle("a.type", ok)
 	e.Run(w)
 	types := func() []string {
-		pw, err := e.Store.CleanWorkers(e.Ctx, queue.Fence{Name: "t", Token: 1}, wt.Pool, time.Minute)
+		pw, err := e.Store.Maintainer().CleanWorkers(e.Ctx, queue.Fence{Name: "t", Token: 1}, wt.Pool, time.Minute)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -274,7 +274,7 @@ func TestTypeConcurrencyIsolatesABlockedType(t *testing.T) {
 		{map[string]int{"hang": 0}, `TypeConcurrency["hang"] 0 must be > 0`},
 		{map[string]int{"no way": 1}, "TypeConcurrency"},
 	} {
-		_, err := worker.New(e.Store, worker.Options{Pool: "cpu", Concurrency: 6, TypeConcurrency: c.tc})
+		_, err := worker.New(e.Store.Claimer(), worker.Options{Pool: "cpu", Concurrency: 6, TypeConcurrency: c.tc})
 		if err == nil || !strings.Contains(err.Error(), c.want) {
 			t.Errorf("TypeConcurrency %v: %v, want an error containing %q", c.tc, err, c.want)
 		}

@@ -21,7 +21,7 @@ import (
 // Worker serves one pool: see the package documentation. Create it with
 // New, register handlers with Handle, then call Run once.
 type Worker struct {
-	store  *queue.Store
+	store  *queue.Claimer
 	opts   Options
 	lease  time.Duration
 	log    *slog.Logger
@@ -65,8 +65,8 @@ type job struct {
 	runtime time.Duration    // handler run time, once done
 }
 
-// New returns a worker for opts.Pool over store.
-func New(store *queue.Store, opts Options) (*Worker, error) {
+// New returns a worker for opts.Pool claiming through store.
+func New(store *queue.Claimer, opts Options) (*Worker, error) {
 	if store == nil {
 		return nil, errors.New("worker: store is nil")
 	}

@@ -62,7 +62,7 @@ func events(t *testing.T, e *wt.Env, op string) (calls, largest int) {
 	for i := range from {
 		from[i] = "0"
 	}
-	evs, _, err := e.Store.Events(e.Ctx, from, 100000, 0)
+	evs, _, err := e.Store.Tasks().Events(e.Ctx, from, 100000, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -96,7 +96,7 @@ func TestManyTasksTwoWorkersEachRunsOnce(t *testing.T) {
 	start := time.Now()
 	ids := e.Submit("noop", nil, n)
 	wt.Eventually(t, 30*time.Second, "all tasks succeeded", func() bool {
-		c, err := e.Store.Counts(e.Ctx)
+		c, err := e.Store.Tasks().Counts(e.Ctx)
 		return err == nil && c.Succeeded == n
 	})
 	took := time.Since(start)
@@ -106,7 +106,7 @@ func TestManyTasksTwoWorkersEachRunsOnce(t *testing.T) {
 			t.Fatalf("task %s ran %d times", id, runs[id])
 		}
 	}
-	c, _ := e.Store.Counts(e.Ctx)
+	c, _ := e.Store.Tasks().Counts(e.Ctx)
 	if c.Running != 0 || c.Ready != 0 || c.Failed != 0 {
 		t.Fatalf("counts after the run: %+v", c)
 	}
@@ -196,7 +196,7 @@ func TestHeartbeatRegistersSlotsAtStart(t *testing.T) {
 	w := e.Worker(worker.Options{ID: "w-slots", Concurrency: 5, Heartbeat: 900 * time.Millisecond})
 	e.Run(w)
 	wt.Eventually(t, 300*time.Millisecond, "5 live slots before any task", func() bool {
-		workers, slots, err := e.Store.LiveSlots(e.Ctx, wt.Pool, 5*time.Second)
+		workers, slots, err := e.Store.Tasks().LiveSlots(e.Ctx, wt.Pool, 5*time.Second)
 		return err == nil && workers == 1 && slots == 5
 	})
 }
@@ -275,7 +275,7 @@ func TestCancelRunningTask(t *testing.T) {
 	id := e.SubmitOne("long", nil)
 	recv(t, started, 2*time.Second, "handler start")
 	asked := time.Now()
-	if st, err := e.Store.Cancel(e.Ctx, id, "", "test"); err != nil || st != task.Running {
+	if st, err := e.Store.Tasks().Cancel(e.Ctx, id, "", "test"); err != nil || st != task.Running {
 		t.Fatalf("cancel: %s %v", st, err)
 	}
 	cause := recv(t, causes, 2*time.Second, "handler context cancelled")
@@ -309,7 +309,7 @@ func TestLostLeaseStopsTheHandler(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	n, _, err := later.Reap(e.Ctx, queue.Fence{Name: "t", Token: 1}, 100)
+	n, _, err := later.Maintainer().Reap(e.Ctx, queue.Fence{Name: "t", Token: 1}, 100)
 	if err != nil || n != 1 {
 		t.Fatalf("reap: %d %v", n, err)
 	}
@@ -546,13 +546,13 @@ func TestOptionsAreValidated(t *testing.T) {
 		{"preempt delays", worker.Options{Pool: "p", Heartbeat: time.Millisecond, PreemptDelayMin: time.Minute, PreemptDelayMax: time.Second}, "PreemptDelayMax"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			_, err := worker.New(e.Store, c.opts)
+			_, err := worker.New(e.Store.Claimer(), c.opts)
 			if err == nil || !strings.Contains(err.Error(), c.want) {
 				t.Fatalf("got %v, want an error about %q", err, c.want)
 			}
 		})
 	}
-	w, err := worker.New(e.Store, worker.Options{Pool: "p", Heartbeat: 100 * time.Millisecond})
+	w, err := worker.New(e.Store.Claimer(), worker.Options{Pool: "p", Heartbeat: 100 * time.Millisecond})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -40,7 +40,7 @@ func run(addr, region, pool string, shards int, id string, slots int, typ string
 	if err != nil {
 		return err
 	}
-	w, err := worker.New(store, worker.Options{Pool: pool, ID: id, Concurrency: slots, Logger: log})
+	w, err := worker.New(store.Claimer(), worker.Options{Pool: pool, ID: id, Concurrency: slots, Logger: log})
 	if err != nil {
 		return err
 	}

@@ -38,12 +38,12 @@ func TestFanoutLocalDeadLettersAcrossShards(t *testing.T) {
 		}
 		batch = append(batch, queue.NewTask{Spec: sp, Pool: poolCPU})
 	}
-	if _, err := st.Submit(ctx, batch...); err != nil {
+	if _, err := st.Submitter().Submit(ctx, batch...); err != nil {
 		t.Fatal(err)
 	}
 	var held []*task.Task
 	for len(held) < total {
-		got, err := st.Claim(ctx, queue.ClaimRequest{Pool: poolCPU, Worker: "w", N: 1000})
+		got, err := st.Claimer().Claim(ctx, queue.ClaimRequest{Pool: poolCPU, Worker: "w", N: 1000})
 		if err != nil || len(got) == 0 {
 			t.Fatalf("claim: %d %v", len(got), err)
 		}
@@ -54,7 +54,7 @@ func TestFanoutLocalDeadLettersAcrossShards(t *testing.T) {
 	for i, tk := range held {
 		// Three failures per millisecond, in no particular id order.
 		clock.Store(clock.Load() + int64(i%3/2))
-		if s, _, err := st.Fail(ctx, queue.Failure{ID: tk.ID, Token: tk.LeaseToken, Error: "x"}); err != nil || s != task.Failed {
+		if s, _, err := st.Claimer().Fail(ctx, queue.Failure{ID: tk.ID, Token: tk.LeaseToken, Error: "x"}); err != nil || s != task.Failed {
 			t.Fatalf("fail: %s %v", s, err)
 		}
 		tenant[tk.ID] = tk.Tenant

@@ -33,7 +33,7 @@ func (n *Mover) drain(ctx context.Context, pool string, rate int, f *queue.Fence
 		if f != nil {
 			fs = append(fs, *f)
 		}
-		k, err := n.store.Drain(ctx, batch, fs...)
+		k, err := n.store.HandOffs().Drain(ctx, batch, fs...)
 		moved += k
 		batch = batch[:0]
 		if err != nil {
@@ -47,7 +47,7 @@ func (n *Mover) drain(ctx context.Context, pool string, rate int, f *queue.Fence
 		}
 		return nil
 	}
-	err := n.store.Waiting(ctx, queue.Filter{State: task.Ready, Pool: pool}, func(ts []*task.Task) error {
+	err := n.store.Tasks().Waiting(ctx, queue.Filter{State: task.Ready, Pool: pool}, func(ts []*task.Task) error {
 		for _, t := range ts {
 			pt := n.picker.Stored(t, without(t.Regions, n.cfg.Region, n.cfg.Regions))
 			d := n.picker.Decide(snap, pt, t.MaxPricePerSlotHour, now)

@@ -38,7 +38,7 @@ func (n *Receiver) Commit(ctx context.Context, from string, ids []string) (int, 
 	if len(ids) > apiv1.MaxBatch {
 		return 0, &task.FieldError{Field: "ids", Msg: fmt.Sprintf("at most %d ids", apiv1.MaxBatch)}
 	}
-	k, err := n.store.Release(ctx, from, ids)
+	k, err := n.store.HandOffs().Release(ctx, from, ids)
 	if k > 0 {
 		n.wake() // delayed ones may be due before the promoter's next look
 	}
@@ -54,7 +54,7 @@ func (n *Receiver) HandOffWord(ctx context.Context, target string, ids []string)
 	if len(ids) > apiv1.MaxBatch {
 		return nil, &task.FieldError{Field: "ids", Msg: fmt.Sprintf("at most %d ids", apiv1.MaxBatch)}
 	}
-	words, err := n.store.HandOffWord(ctx, target, ids)
+	words, err := n.store.HandOffs().HandOffWord(ctx, target, ids)
 	if err != nil {
 		return nil, err
 	}
@@ -80,7 +80,7 @@ func (n *Receiver) otherRegion(field, name string) error {
 func (n *Receiver) HeldLoop(ctx context.Context, _ queue.Fence, _ func(error)) {
 	every(ctx, heldEvery, func() bool {
 		now := n.cfg.Now()
-		held, err := n.store.Held(ctx, now.Add(-heldAsk), apiv1.MaxBatch)
+		held, err := n.store.HandOffs().Held(ctx, now.Add(-heldAsk), apiv1.MaxBatch)
 		if err != nil {
 			n.log.Warn("held hand-offs: read failed", "err", err)
 			return true
@@ -133,7 +133,7 @@ func (n *Receiver) askWord(ctx context.Context, from string, hs []queue.HeldTask
 		}
 	}
 	if len(release) > 0 {
-		if k, err := n.store.Release(ctx, from, release); err != nil {
+		if k, err := n.store.HandOffs().Release(ctx, from, release); err != nil {
 			n.log.Warn("held hand-offs: release failed", "peer", from, "err", err)
 		} else if k > 0 {
 			n.wake()
@@ -141,7 +141,7 @@ func (n *Receiver) askWord(ctx context.Context, from string, hs []queue.HeldTask
 		}
 	}
 	if len(drop) > 0 {
-		if k, err := n.store.Drop(ctx, from, drop); err != nil {
+		if k, err := n.store.HandOffs().Drop(ctx, from, drop); err != nil {
 			n.log.Warn("held hand-offs: drop failed", "peer", from, "err", err)
 		} else if k > 0 {
 			n.metrics.Handoffs.WithLabelValues(n.cfg.Region, from, "dropped").Add(float64(k))

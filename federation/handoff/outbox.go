@@ -77,7 +77,7 @@ func (n *Sender) OutboxLoop(ctx context.Context, f queue.Fence, lost func(error)
 		since: map[string]time.Time{}}
 	o.lost = sync.OnceFunc(func() { lost(queue.ErrFenced) })
 	for ctx.Err() == nil && !o.fenced.Load() {
-		tasks, err := n.store.Outbox(ctx, handOffRead)
+		tasks, err := n.store.HandOffs().Outbox(ctx, handOffRead)
 		if err != nil {
 			n.log.Warn("outbox read", "err", err)
 		}
@@ -200,7 +200,7 @@ func (o *outbox) send(ctx context.Context, target string, tasks []*task.Task) {
 	}
 	// The trails travel with the tasks; without them the hand-off still
 	// goes (the receiver's trail then starts at its RECEIVED step).
-	trails, err := o.n.store.Trails(ctx, ids)
+	trails, err := o.n.store.Tasks().Trails(ctx, ids)
 	if err != nil {
 		o.n.log.Warn("hand-off: reading trails failed; sending without them", "err", err)
 	}
@@ -475,7 +475,7 @@ func (o *outbox) settle(ctx context.Context, target string, as []answer) (commit
 	// An unanswered task of a stopping loop stays due: the next leader
 	// sends it at once.
 	if len(s.retries) > 0 && ctx.Err() == nil {
-		if err := o.n.store.HandOffRetryMany(rctx, s.retries); err != nil {
+		if err := o.n.store.HandOffs().HandOffRetryMany(rctx, s.retries); err != nil {
 			o.n.log.Warn("outbox retry", "target", target, "n", len(s.retries), "err", err)
 		}
 	}
@@ -565,7 +565,7 @@ func (o *outbox) record(ctx context.Context, target string, s *settled) (committ
 	if len(s.done) == 0 {
 		return nil, true
 	}
-	errs, err := n.store.HandOffDoneMany(ctx, s.done, o.fence)
+	errs, err := n.store.HandOffs().HandOffDoneMany(ctx, s.done, o.fence)
 	switch {
 	case errors.Is(err, queue.ErrFenced):
 		n.log.Warn("hand-off answers not recorded: a newer leader exists", "target", target, "n", len(s.done))

@@ -92,7 +92,7 @@ func (n *Receiver) AcceptMany(ctx context.Context, hs []apiv1.HandOff, known fun
 	if len(tasks) == 0 {
 		return out, nil
 	}
-	res, err := n.store.Submit(ctx, tasks...)
+	res, err := n.store.Submitter().Submit(ctx, tasks...)
 	if err != nil {
 		return nil, err
 	}
@@ -124,7 +124,7 @@ func (n *Receiver) AcceptMany(ctx context.Context, hs []apiv1.HandOff, known fun
 		// it out here, also on a repeat (the first attempt may have stored
 		// the task and not cancelled it). Already ended counts as done.
 		if hs[i].Cancel && out[i].Err == nil {
-			st, err := n.store.Cancel(ctx, hs[i].ID, task.ReasonCanceledByUser, "handoff")
+			st, err := n.store.Tasks().Cancel(ctx, hs[i].ID, task.ReasonCanceledByUser, "handoff")
 			var te *task.TransitionError
 			switch {
 			case err == nil:

@@ -82,7 +82,7 @@ func (n *Mover) replacePool(ctx context.Context, f queue.Fence, pool, why string
 	snap := n.view.Pools()
 	var ids []string
 	errEnough := errors.New("enough")
-	err := n.store.Waiting(ctx, queue.Filter{State: task.Ready, Pool: pool}, func(ts []*task.Task) error {
+	err := n.store.Tasks().Waiting(ctx, queue.Filter{State: task.Ready, Pool: pool}, func(ts []*task.Task) error {
 		for _, t := range ts {
 			if t.Pinned {
 				continue
@@ -103,5 +103,5 @@ func (n *Mover) replacePool(ctx context.Context, f queue.Fence, pool, why string
 	if len(ids) == 0 {
 		return 0, nil
 	}
-	return n.store.Replace(ctx, f, pool, why, ids)
+	return n.store.Maintainer().Replace(ctx, f, pool, why, ids)
 }

@@ -58,7 +58,7 @@ type Store interface {
 	Backlog(ctx context.Context, tenant string) (int, error)
 }
 
-var _ Store = (*queue.Store)(nil)
+var _ Store = (*queue.Submitter)(nil)
 
 // Pipeline takes submitted tasks from the API to this region's store or
 // another region: validate, budget, key home, backlog, place, store (with

@@ -413,7 +413,7 @@ func (f *apiFed) startMeter(ctx context.Context, env *Env) *apiMeter {
 func (f *apiFed) succeeded(ctx context.Context) int64 {
 	var n int64
 	for _, r := range f.regions {
-		c, err := r.store.Counts(ctx)
+		c, err := r.store.Tasks().Counts(ctx)
 		if err != nil {
 			return -1
 		}

@@ -62,7 +62,7 @@ func (e *Env) startFleet(o WorkerOptions, handlers map[string]worker.Handler, on
 	ctx, cancel := context.WithCancel(context.Background())
 	f.cancel = cancel
 	for i := range o.Workers {
-		w, err := worker.New(e.Store, worker.Options{
+		w, err := worker.New(e.Store.Claimer(), worker.Options{
 			Pool: e.Target.Pool, ID: fmt.Sprintf("bench-%d", i), Concurrency: o.Concurrency, ClaimBatch: o.ClaimBatch,
 			ShutdownGrace: 5 * time.Second, Logger: e.Target.Log,
 			OnFinish: func(t *worker.Task, st task.State, rt time.Duration) {
@@ -148,7 +148,7 @@ func (e *Env) submitBatches(ctx context.Context, n, batch, conns int, mk func(i 
 				for i := start; i < min(start+batch, n); i++ {
 					buf = append(buf, mk(i))
 				}
-				res, err := e.Store.Submit(ctx, buf...)
+				res, err := e.Store.Submitter().Submit(ctx, buf...)
 				if err == nil {
 					for _, r := range res {
 						if r.Err != nil {

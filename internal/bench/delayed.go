@@ -109,7 +109,7 @@ func Delayed(ctx context.Context, e *Env, o DelayedOptions, progress Progress) (
 		return nil, err
 	}
 	sub := s.phase("submit", int64(o.N), m.stop(ctx))
-	c, err := e.Store.Counts(ctx)
+	c, err := e.Store.Tasks().Counts(ctx)
 	if err != nil {
 		return nil, err
 	}
@@ -142,7 +142,7 @@ func Delayed(ctx context.Context, e *Env, o DelayedOptions, progress Progress) (
 	ready := 0 // READY so far: promoted (pinned) or placed (unpinned)
 	for ready < o.N && ctx.Err() == nil {
 		t := time.Now()
-		r, err := e.Store.Promote(ctx, f, o.PromoteBatch)
+		r, err := e.Store.Maintainer().Promote(ctx, f, o.PromoteBatch)
 		if err != nil {
 			return nil, err
 		}
@@ -156,7 +156,7 @@ func Delayed(ctx context.Context, e *Env, o DelayedOptions, progress Progress) (
 		}
 		for o.Unpinned {
 			t := time.Now()
-			ts, err := e.Store.DueTasks(ctx, o.PromoteBatch)
+			ts, err := e.Store.Maintainer().DueTasks(ctx, o.PromoteBatch)
 			if err != nil || len(ts) == 0 {
 				if err != nil {
 					return nil, err
@@ -167,7 +167,7 @@ func Delayed(ctx context.Context, e *Env, o DelayedOptions, progress Progress) (
 			for i, tk := range ts {
 				as[i] = queue.Assignment{ID: tk.ID, Pool: e.Target.Pool}
 			}
-			pr, err := e.Store.Place(ctx, f, as)
+			pr, err := e.Store.Maintainer().Place(ctx, f, as)
 			if err != nil {
 				return nil, err
 			}
@@ -208,7 +208,7 @@ func Delayed(ctx context.Context, e *Env, o DelayedOptions, progress Progress) (
 	}
 	sd := scripts.dist()
 	longest := sd.Max
-	c, err = e.Store.Counts(ctx)
+	c, err = e.Store.Tasks().Counts(ctx)
 	if err != nil {
 		return nil, err
 	}

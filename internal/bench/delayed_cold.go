@@ -104,7 +104,7 @@ func DelayedCold(ctx context.Context, e *Env, o ColdOptions, progress Progress) 
 		return nil, err
 	}
 	sub := s.phase("submit", int64(o.N), m.stop(ctx))
-	cold, err := st.ColdWaiting(ctx)
+	cold, err := st.Tasks().ColdWaiting(ctx)
 	if err != nil {
 		return nil, err
 	}
@@ -137,7 +137,7 @@ func DelayedCold(ctx context.Context, e *Env, o ColdOptions, progress Progress) 
 		defer wg.Done()
 		every := min(30*time.Second, o.Horizon/4)
 		for lctx.Err() == nil {
-			n, next, err := st.PromoteCold(lctx, f, queue.MaxBatch)
+			n, next, err := st.Maintainer().PromoteCold(lctx, f, queue.MaxBatch)
 			if err != nil {
 				if lctx.Err() == nil {
 					coldErr = err
@@ -163,7 +163,7 @@ func DelayedCold(ctx context.Context, e *Env, o ColdOptions, progress Progress) 
 	m = e.startMeter(ctx)
 	for promoted < want && ctx.Err() == nil { // region.Cell.promoteLoop
 		t := now()
-		r, err := st.Promote(ctx, f, queue.MaxBatch)
+		r, err := st.Maintainer().Promote(ctx, f, queue.MaxBatch)
 		if err != nil {
 			return nil, err
 		}
@@ -215,7 +215,7 @@ func DelayedCold(ctx context.Context, e *Env, o ColdOptions, progress Progress) 
 		}
 	}
 	sd, cd, ld := scripts.dist(), coldScripts.dist(), late.dist()
-	left, err := st.ColdWaiting(ctx)
+	left, err := st.Tasks().ColdWaiting(ctx)
 	if err != nil {
 		return nil, err
 	}

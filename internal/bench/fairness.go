@@ -62,7 +62,7 @@ func Fairness(ctx context.Context, e *Env, o FairnessOptions, progress Progress)
 		if name == "on" {
 			fs = map[string]queue.FairShare{pool: {Tenants: map[string]queue.TenantShare{"a": {Weight: 1}, "b": {Weight: 1}}}}
 		}
-		if err := e.Store.SetFairShare(ctx, f, fs); err != nil {
+		if err := e.Store.Maintainer().SetFairShare(ctx, f, fs); err != nil {
 			return nil, err
 		}
 		spA, err := spec(fairType, payload64, func(sp *task.Spec) { sp.Tenant = "a" })
@@ -113,7 +113,7 @@ func Fairness(ctx context.Context, e *Env, o FairnessOptions, progress Progress)
 				at := t0.Add(time.Duration(float64(sentB) / o.Rate * float64(time.Second)))
 				sp, err := spec(fairType, latencyPayload(at), func(sp *task.Spec) { sp.Tenant = "b" })
 				if err == nil {
-					_, err = e.Store.Submit(ctx, queue.NewTask{Spec: sp, Pool: pool, Pinned: true})
+					_, err = e.Store.Submitter().Submit(ctx, queue.NewTask{Spec: sp, Pool: pool, Pinned: true})
 				}
 				if err != nil {
 					tick.Stop()
@@ -142,7 +142,7 @@ func Fairness(ctx context.Context, e *Env, o FairnessOptions, progress Progress)
 	if redisUs[0] > 0 {
 		s.metric("redis_us_per_task_on_vs_off", 100*(redisUs[1]/redisUs[0]-1), "%", "lower", "≤ 15")
 	}
-	if err := e.Store.SetFairShare(ctx, f, nil); err != nil {
+	if err := e.Store.Maintainer().SetFairShare(ctx, f, nil); err != nil {
 		return nil, err
 	}
 	s.finish()

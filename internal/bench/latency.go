@@ -205,7 +205,7 @@ func Latency(ctx context.Context, e *Env, o LatencyOptions, progress Progress) (
 			defer wg.Done()
 			defer func() { <-sem }()
 			for start := 0; start < len(batch); start += queue.MaxBatch {
-				if _, err := e.Store.Submit(ctx, batch[start:min(start+queue.MaxBatch, len(batch))]...); err != nil {
+				if _, err := e.Store.Submitter().Submit(ctx, batch[start:min(start+queue.MaxBatch, len(batch))]...); err != nil {
 					subErr.Store(err)
 				}
 			}
@@ -241,7 +241,7 @@ func Latency(ctx context.Context, e *Env, o LatencyOptions, progress Progress) (
 		idleMu.Lock()
 		idleStarted = ch
 		idleMu.Unlock()
-		if _, err := e.Store.Submit(ctx, queue.NewTask{Spec: idleSp, Pool: pool, Pinned: true}); err != nil {
+		if _, err := e.Store.Submitter().Submit(ctx, queue.NewTask{Spec: idleSp, Pool: pool, Pinned: true}); err != nil {
 			return nil, err
 		}
 		select {

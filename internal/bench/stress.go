@@ -114,7 +114,7 @@ func Stress(ctx context.Context, e *Env, o StressOptions, progress Progress) (*S
 	// The backlog, sampled.
 	var maxReady, maxPending atomic.Int64
 	stopSampler := ticker(ctx, func() {
-		if c, err := e.Store.Counts(ctx); err == nil {
+		if c, err := e.Store.Tasks().Counts(ctx); err == nil {
 			maxReady.Store(max(maxReady.Load(), int64(c.Ready)))
 			maxPending.Store(max(maxPending.Load(), int64(c.Pending)))
 		}
@@ -151,7 +151,7 @@ func Stress(ctx context.Context, e *Env, o StressOptions, progress Progress) (*S
 		return nil, err
 	}
 	run := s.phase("seed stress", int64(o.N), m.stop(ctx))
-	c, err := e.Store.Counts(ctx)
+	c, err := e.Store.Tasks().Counts(ctx)
 	if err != nil {
 		return nil, err
 	}
@@ -191,7 +191,7 @@ func (e *Env) leader(ctx context.Context) error {
 	f := queue.Fence{Name: "bench", Token: 1}
 	nextReap := time.Now()
 	for ctx.Err() == nil {
-		r, err := e.Store.Promote(ctx, f, queue.MaxBatch)
+		r, err := e.Store.Maintainer().Promote(ctx, f, queue.MaxBatch)
 		if err != nil {
 			if ctx.Err() != nil {
 				return nil
@@ -199,7 +199,7 @@ func (e *Env) leader(ctx context.Context) error {
 			return err
 		}
 		if time.Now().After(nextReap) {
-			if _, _, err := e.Store.Reap(ctx, f, queue.MaxBatch); err != nil && ctx.Err() == nil {
+			if _, _, err := e.Store.Maintainer().Reap(ctx, f, queue.MaxBatch); err != nil && ctx.Err() == nil {
 				return err
 			}
 			nextReap = time.Now().Add(100 * time.Millisecond)

@@ -129,7 +129,7 @@ func Throughput(ctx context.Context, e *Env, o ThroughputOptions, progress Progr
 	s.metric("drain_ax_cpu_per_task", drain.AxUsPer, "µs", "lower", "")
 	s.metric("submit_batch_redis_cpu_per_task", batch.RedisUsPer, "µs", "lower", "")
 
-	c, err := e.Store.Counts(ctx)
+	c, err := e.Store.Tasks().Counts(ctx)
 	if err != nil {
 		return nil, err
 	}

@@ -90,7 +90,7 @@ func TestPausedLeaderIsFenced(t *testing.T) {
 	t.Logf("old leader after SIGCONT: fenced writes rejected = %v (0 means it saw its session lost before writing)", fenced)
 	// Nothing promoted twice: each task became READY exactly once.
 	for _, id := range ids {
-		tr, err := c.store.Trail(context.Background(), id)
+		tr, err := c.store.Tasks().Trail(context.Background(), id)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -76,7 +76,7 @@ func handedOffSucceeds(t *testing.T, fed *federation) {
 func coldTaskThroughAPI(t *testing.T, fed *federation) {
 	home := fed.region("us-east-1")
 	cold := func() int {
-		n, err := home.store.ColdWaiting(context.Background())
+		n, err := home.store.Tasks().ColdWaiting(context.Background())
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -295,7 +295,7 @@ func (c *cluster) submit(n int, mod func(*task.Spec)) []string {
 			}
 			batch = append(batch, queue.NewTask{Spec: sp, Pool: "cpu", Pinned: true})
 		}
-		res, err := c.store.Submit(context.Background(), batch...)
+		res, err := c.store.Submitter().Submit(context.Background(), batch...)
 		if err != nil {
 			c.t.Fatal(err)
 		}
@@ -308,7 +308,7 @@ func (c *cluster) submit(n int, mod func(*task.Spec)) []string {
 
 func (c *cluster) counts() *queue.Counts {
 	c.t.Helper()
-	cn, err := c.store.Counts(context.Background())
+	cn, err := c.store.Tasks().Counts(context.Background())
 	if err != nil {
 		c.t.Fatal(err)
 	}

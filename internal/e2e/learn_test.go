@@ -84,7 +84,7 @@ func TestSlowCheapPoolStopsWinningOnceLearnt(t *testing.T) {
 	succeeded := func() int {
 		n := 0
 		for _, r := range fed.order {
-			c, err := fed.region(r).store.Counts(context.Background())
+			c, err := fed.region(r).store.Tasks().Counts(context.Background())
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -138,7 +138,7 @@ func TestSlowCheapPoolStopsWinningOnceLearnt(t *testing.T) {
 	// server takes them: the price is twice as high, the task 4x shorter.
 	waitUntil(t, 2*time.Minute, "both regions idle", func() bool {
 		for _, r := range fed.order {
-			c, err := fed.region(r).store.Counts(context.Background())
+			c, err := fed.region(r).store.Tasks().Counts(context.Background())
 			if err != nil || c.Ready+c.Running+c.Pending > 0 {
 				return false
 			}

@@ -464,7 +464,7 @@ func slowLaneHoldsItsShare(t *testing.T, fed *federation, hookURL string) {
 	first, _ := fed.submit("eu-west-1", tokSubmitterA, sleep(1500))
 	fed.waitState("eu-west-1", tokSubmitterA, first, task.Success, 20*time.Second)
 	waitUntil(t, 10*time.Second, "sleep slow in pool lane", func() bool {
-		ts, err := r.store.SlowTypes(ctx, "lane")
+		ts, err := r.store.Tasks().SlowTypes(ctx, "lane")
 		return err == nil && slices.Contains(ts, "sleep")
 	})
 
@@ -701,7 +701,7 @@ func fairShareAcrossTenants(t *testing.T, fed *federation, hooks *hookLog, hookU
 			t.Fatal(err)
 		}
 		if bulk = append(bulk, queue.NewTask{Spec: sp, Pool: "fair"}); len(bulk) == queue.MaxBatch {
-			res, err := r.store.Submit(context.Background(), bulk...)
+			res, err := r.store.Submitter().Submit(context.Background(), bulk...)
 			if err != nil || len(res) != len(bulk) || res[0].Err != nil {
 				t.Fatalf("storing team-a's backlog: %v %+v", err, res[:1])
 			}

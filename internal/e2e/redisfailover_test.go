@@ -352,7 +352,7 @@ auth: {enabled: false}
 	if err != nil {
 		t.Fatal(err)
 	}
-	c, err := store.Counts(ctx)
+	c, err := store.Tasks().Counts(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}

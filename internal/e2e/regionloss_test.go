@@ -133,7 +133,7 @@ func TestFrozenRegionMidHandOffRunsEachTaskOnce(t *testing.T) {
 	// The thawed region may store the queued hand-offs (held); it asks and
 	// drops them. Give its leader time to come back and ask.
 	waitUntil(t, 30*time.Second, "the thawed region holds no copy", func() bool {
-		held, err := eu.store.Held(ctx, time.Now().Add(time.Hour), 1000)
+		held, err := eu.store.HandOffs().Held(ctx, time.Now().Add(time.Hour), 1000)
 		if err != nil || len(held) > 0 {
 			return false
 		}

@@ -113,7 +113,7 @@ func TestCustomTypeRunsOnlyWhereItIsServed(t *testing.T) {
 		t.Fatalf("dead letters: %d %s", code, body)
 	}
 	for _, name := range []string{"us-east-1", "eu-west-1"} {
-		c, err := fed.region(name).store.Counts(t.Context())
+		c, err := fed.region(name).store.Tasks().Counts(t.Context())
 		if err != nil || c.Failed != 0 {
 			t.Fatalf("%s counts %+v %v", name, c, err)
 		}

@@ -437,7 +437,7 @@ func (f *Fed) Worker(regionName, pool string, slots int) (stop func()) {
 	beat := func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 		defer cancel()
-		_, _ = st.Heartbeat(ctx, id, pool, slots, queue.Types{}, nil)
+		_, _ = st.Claimer().Heartbeat(ctx, id, pool, slots, queue.Types{}, nil)
 	}
 	beat()
 	done, exited := make(chan struct{}), make(chan struct{})
@@ -581,11 +581,11 @@ func (f *Fed) Where(ctx context.Context, id string) []string {
 // records the hand-off first and tells the receiver after).
 func (f *Fed) OutboxEmpty(ctx context.Context) bool {
 	for _, r := range f.regions {
-		ts, err := r.Later.Outbox(ctx, 1)
+		ts, err := r.Later.HandOffs().Outbox(ctx, 1)
 		if err != nil || len(ts) > 0 {
 			return false
 		}
-		held, err := r.Later.Held(ctx, time.Now().Add(time.Hour), 1)
+		held, err := r.Later.HandOffs().Held(ctx, time.Now().Add(time.Hour), 1)
 		if err != nil || len(held) > 0 {
 			return false
 		}

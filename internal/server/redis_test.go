@@ -107,11 +107,11 @@ func TestRedisTLSSentinelAndClusterRunForReal(t *testing.T) {
 				}
 				nts = append(nts, queue.NewTask{Spec: sp, Pool: "cpu", Pinned: true})
 			}
-			res, err := st.Submit(ctx, nts...)
+			res, err := st.Submitter().Submit(ctx, nts...)
 			if err != nil {
 				t.Fatalf("submit over TLS: %v", err)
 			}
-			claimed, err := st.Claim(ctx, queue.ClaimRequest{Pool: "cpu", Worker: "w", N: len(nts)})
+			claimed, err := st.Claimer().Claim(ctx, queue.ClaimRequest{Pool: "cpu", Worker: "w", N: len(nts)})
 			if err != nil || len(claimed) != len(nts) {
 				t.Fatalf("claim over TLS: %d of %d, %v", len(claimed), len(nts), err)
 			}
@@ -119,7 +119,7 @@ func TestRedisTLSSentinelAndClusterRunForReal(t *testing.T) {
 			for _, tk := range claimed {
 				cs = append(cs, queue.Completion{ID: tk.ID, Token: tk.LeaseToken})
 			}
-			if errs, err := st.Complete(ctx, cs...); err != nil || errors.Join(errs...) != nil {
+			if errs, err := st.Claimer().Complete(ctx, cs...); err != nil || errors.Join(errs...) != nil {
 				t.Fatalf("complete over TLS: %v %v", err, errs)
 			}
 			for _, r := range res {

@@ -34,7 +34,7 @@ func RunWorker(ctx context.Context, cfg *config.Region, p config.Pool, id string
 		return err
 	}
 	defer stopTracing()
-	w, err := worker.New(store, worker.Options{
+	w, err := worker.New(store.Claimer(), worker.Options{
 		Pool: p.Name, ID: id, Concurrency: cfg.Worker.Concurrency, TypeConcurrency: cfg.Worker.TypeConcurrency(), ClaimBatch: cfg.Worker.ClaimBatch,
 		Heartbeat: cfg.Lease.Heartbeat, ShutdownGrace: cfg.Worker.ShutdownGrace,
 		PreemptDelayMin: cfg.Preemption.ReadmitDelayMin, PreemptDelayMax: cfg.Preemption.ReadmitDelayMax,

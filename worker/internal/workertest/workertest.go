@@ -99,7 +99,7 @@ func (e *Env) Submit(typ string, payload any, n int, mod ...func(*task.Spec)) []
 		}
 		tasks[i] = queue.NewTask{Spec: sp, Pool: Pool, Pinned: true}
 	}
-	res, err := e.Store.Submit(e.Ctx, tasks...)
+	res, err := e.Store.Submitter().Submit(e.Ctx, tasks...)
 	if err != nil {
 		e.T.Fatal(err)
 	}
@@ -132,7 +132,7 @@ func (e *Env) Worker(opts worker.Options) *worker.Worker {
 	if opts.Logger == nil {
 		opts.Logger = Logger(e.T, slog.LevelWarn)
 	}
-	w, err := worker.New(e.Store, opts)
+	w, err := worker.New(e.Store.Claimer(), opts)
 	if err != nil {
 		e.T.Fatal(err)
 	}
@@ -189,9 +189,9 @@ func (e *Env) leader(reap bool) (stop func()) {
 			case <-ctx.Done():
 				return
 			case <-t.C:
-				_, _ = e.Store.Promote(ctx, queue.Fence{Name: "t", Token: 1}, 1000)
+				_, _ = e.Store.Maintainer().Promote(ctx, queue.Fence{Name: "t", Token: 1}, 1000)
 				if reap {
-					_, _, _ = e.Store.Reap(ctx, queue.Fence{Name: "t", Token: 1}, 1000)
+					_, _, _ = e.Store.Maintainer().Reap(ctx, queue.Fence{Name: "t", Token: 1}, 1000)
 				}
 			}
 		}
@@ -226,7 +226,7 @@ func (e *Env) WaitState(id string, st task.State, within time.Duration) *task.Ta
 // Trail returns a task's transitions.
 func (e *Env) Trail(id string) []task.Transition {
 	e.T.Helper()
-	tr, err := e.Store.Trail(e.Ctx, id)
+	tr, err := e.Store.Tasks().Trail(e.Ctx, id)
 	if err != nil {
 		e.T.Fatal(err)
 	}
