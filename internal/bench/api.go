@@ -112,7 +112,7 @@ func API(ctx context.Context, o APIOptions, progress Progress) (*Summary, error)
 	if o.Etcd == nil {
 		return nil, errors.New("bench: api: no etcd starter (APIOptions.Etcd)")
 	}
-	s := newSummary("api")
+	s := NewSummary("api")
 	s.Params = map[string]any{"single": o.Single, "conns": o.Conns, "batched": o.Batched, "batch": o.Batch,
 		"batch_conns": o.BatchConns, "workers": o.Workers, "concurrency": o.Concurrency, "modes": o.Modes,
 		"payload_bytes": len(payload64), "auth": true}
@@ -124,7 +124,7 @@ func API(ctx context.Context, o APIOptions, progress Progress) (*Summary, error)
 			return nil, fmt.Errorf("bench: api %s: %w", mode, err)
 		}
 	}
-	s.finish()
+	s.Finish()
 	return s, nil
 }
 
@@ -429,7 +429,7 @@ func apiMode(ctx context.Context, s *Summary, o APIOptions, mode string, progres
 	if base == "handoff" {
 		names = []string{"bench-a", "bench-b"}
 	}
-	progress.report(mode+" start", 0, 0)
+	progress.Report(mode+" start", 0, 0)
 	f, err := startFed(ctx, o, names, withTLS)
 	if err != nil {
 		return err
@@ -511,7 +511,7 @@ func apiPhase(ctx context.Context, s *Summary, f *apiFed, env *Env, c *client.Cl
 		}
 		mu.Unlock()
 	}
-	stopBar := ticker(ctx, func() { progress.report(name, int(accepted.Load()), n) })
+	stopBar := ticker(ctx, func() { progress.Report(name, int(accepted.Load()), n) })
 	m := f.startMeter(ctx, env)
 	for range k {
 		wg.Add(1)
@@ -582,16 +582,16 @@ func apiPhase(ctx context.Context, s *Summary, f *apiFed, env *Env, c *client.Cl
 		}
 	}
 	d := lat.dist()
-	per1 := func(t time.Duration) float64 { return round(float64(t.Microseconds())/float64(n), 2) }
+	per1 := func(t time.Duration) float64 { return Round(float64(t.Microseconds())/float64(n), 2) }
 	target := map[string]string{"local/single": "≥ 10000", "local/batch": "≥ 50000", "handoff/batch": "≥ 20000"}[name]
 	key := strings.ReplaceAll(name, "/", "_")
-	s.metric(key+"_accepted", float64(n)/acceptWall.Seconds(), "tasks/s", "higher", target)
-	s.metric(key+"_done", ph.PerS, "tasks/s", "higher", "")
-	s.metric(key+"_submit_to_start_p50", ms(d.P50), "ms", "lower", "")
-	s.metric(key+"_submit_to_start_p99", ms(d.P99), "ms", "lower", "")
-	s.metric(key+"_server_cpu_per_task", per1(serverCPU), "µs", "lower", "")
-	s.metric(key+"_worker_cpu_per_task", per1(workerCPU), "µs", "lower", "")
-	s.metric(key+"_redis_cpu_per_task", ph.RedisUsPer, "µs", "lower", "")
+	s.Add(key+"_accepted", float64(n)/acceptWall.Seconds(), "tasks/s", "higher", target)
+	s.Add(key+"_done", ph.PerS, "tasks/s", "higher", "")
+	s.Add(key+"_submit_to_start_p50", ms(d.P50), "ms", "lower", "")
+	s.Add(key+"_submit_to_start_p99", ms(d.P99), "ms", "lower", "")
+	s.Add(key+"_server_cpu_per_task", per1(serverCPU), "µs", "lower", "")
+	s.Add(key+"_worker_cpu_per_task", per1(workerCPU), "µs", "lower", "")
+	s.Add(key+"_redis_cpu_per_task", ph.RedisUsPer, "µs", "lower", "")
 	s.Counts[key+"_sampled"] = int64(d.N)
 	return nil
 }

@@ -18,7 +18,8 @@ import (
 // It is called from one goroutine at a time.
 type Progress func(phase string, done, total int)
 
-func (p Progress) report(phase string, done, total int) {
+// Report calls p, when not nil.
+func (p Progress) Report(phase string, done, total int) {
 	if p != nil {
 		p(phase, done, total)
 	}
@@ -191,7 +192,7 @@ func await(ctx context.Context, phase string, total int, count func() int64, pro
 		n := count()
 		now := time.Now()
 		if now.Sub(lastReport) >= 100*time.Millisecond || n >= int64(total) {
-			progress.report(phase, int(n), total)
+			progress.Report(phase, int(n), total)
 			lastReport = now
 		}
 		if n >= int64(total) {

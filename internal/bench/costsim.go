@@ -21,14 +21,14 @@ type CostSimOptions struct {
 // CostSim replays the simulated day of package costsim under every policy and reports cost,
 // waits and placements on a failed region, with the targets for ax.
 func CostSim(ctx context.Context, o CostSimOptions, progress Progress) (*Summary, error) {
-	s := newSummary("cost-sim")
+	s := NewSummary("cost-sim")
 	sc, err := costsim.Day()
 	if err != nil {
 		return nil, err
 	}
 	s.Params = map[string]any{"seed": o.Seed, "scenario": sc.Name, "max_wait": sc.MaxWait.String(),
 		"servers_per_region": sc.ServersPerRegion, "stale_window": sc.StaleWindow.String()}
-	progress.report("cost-sim", 0, 1)
+	progress.Report("cost-sim", 0, 1)
 	start := time.Now()
 	cpu0 := processCPU()
 	res, err := costsim.Run(sc, o.Seed, o.Policies)
@@ -36,7 +36,7 @@ func CostSim(ctx context.Context, o CostSimOptions, progress Progress) (*Summary
 		return nil, err
 	}
 	cpu := processCPU() - cpu0
-	progress.report("cost-sim", 1, 1)
+	progress.Report("cost-sim", 1, 1)
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
@@ -77,18 +77,18 @@ func CostSim(ctx context.Context, o CostSimOptions, progress Progress) (*Summary
 	s.Tables = append(s.Tables, types)
 	if ax, ok := byName[costsim.PolicyAx]; ok {
 		if hasRR {
-			s.metric("ax_cost_vs_round_robin", ax.Cost/rr.Cost, "ratio", "lower", "≤ 0.6")
+			s.Add("ax_cost_vs_round_robin", ax.Cost/rr.Cost, "ratio", "lower", "≤ 0.6")
 		}
 		if hasH {
-			s.metric("ax_cost_vs_hindsight", ax.Cost/h.Cost, "ratio", "lower", "≤ 1.05")
+			s.Add("ax_cost_vs_hindsight", ax.Cost/h.Cost, "ratio", "lower", "≤ 1.05")
 			// p99 ≤ 1.5 × hindsight's + 1 s, as the margin left: ≥ 0 meets it.
-			s.metric("ax_p99_wait_margin_s", 1.5*h.WaitP99.Seconds()+1-ax.WaitP99.Seconds(), "s", "higher", "≥ 0")
+			s.Add("ax_p99_wait_margin_s", 1.5*h.WaitP99.Seconds()+1-ax.WaitP99.Seconds(), "s", "higher", "≥ 0")
 		}
-		s.metric("ax_on_dead_region_after_stale_window", float64(ax.OnDeadAfterStale), "tasks", "lower", "≤ 0")
-		s.metric("ax_cost_usd", ax.Cost, "USD", "lower", "")
-		s.metric("ax_p99_wait_s", ax.WaitP99.Seconds(), "s", "lower", "")
+		s.Add("ax_on_dead_region_after_stale_window", float64(ax.OnDeadAfterStale), "tasks", "lower", "≤ 0")
+		s.Add("ax_cost_usd", ax.Cost, "USD", "lower", "")
+		s.Add("ax_p99_wait_s", ax.WaitP99.Seconds(), "s", "lower", "")
 	}
-	s.metric("sim_cpu_s", cpu.Seconds(), "s", "lower", "")
+	s.Add("sim_cpu_s", cpu.Seconds(), "s", "lower", "")
 	s.Notes = append(s.Notes,
 		fmt.Sprintf("%d policies simulated in %.1f s wall, %.1f s CPU (one goroutine each)", len(res), time.Since(start).Seconds(), cpu.Seconds()),
 		"costs are live price at claim × run time; waits run from submission to the claim of the run that finished",
@@ -130,7 +130,7 @@ func CostSim(ctx context.Context, o CostSimOptions, progress Progress) (*Summary
 			s.Notes = append(s.Notes, "wrote "+path)
 		}
 	}
-	s.finish()
+	s.Finish()
 	return s, nil
 }
 

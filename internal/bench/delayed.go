@@ -58,7 +58,7 @@ func Delayed(ctx context.Context, e *Env, o DelayedOptions, progress Progress) (
 		return nil, errors.New("bench delayed: not on a cluster (its SLOWLOG figures are one server's)")
 	}
 	o.defaults()
-	s := newSummary("delayed")
+	s := NewSummary("delayed")
 	s.Redis = e.RedisDescription(ctx)
 	s.Params = map[string]any{"n": o.N, "batch": o.Batch, "submitters": o.Submitters, "promote_batch": o.PromoteBatch,
 		"lead": o.Lead.String(), "payload_bytes": len(payload64), "unpinned": o.Unpinned}
@@ -91,7 +91,7 @@ func Delayed(ctx context.Context, e *Env, o DelayedOptions, progress Progress) (
 	var tooSlow atomic.Bool
 	stopBar := ticker(ctx, func() {
 		n := sent.Load()
-		progress.report("submit", int(n), o.N)
+		progress.Report("submit", int(n), o.N)
 		// Stop early when the submission would not finish before the due time.
 		if el := time.Since(m.start); n > 0 && el > time.Second &&
 			m.start.Add(time.Duration(float64(el)*float64(o.N)/float64(n))).After(due.Add(-200*time.Millisecond)) {
@@ -129,7 +129,7 @@ func Delayed(ctx context.Context, e *Env, o DelayedOptions, progress Progress) (
 		lastID = last[0].ID
 	}
 	for wait := time.Until(due); wait > 0; wait = time.Until(due) {
-		progress.report("wait for due", int(o.Lead-wait)/int(time.Millisecond), int(o.Lead/time.Millisecond))
+		progress.Report("wait for due", int(o.Lead-wait)/int(time.Millisecond), int(o.Lead/time.Millisecond))
 		if !sleepCtx(ctx, min(wait, 100*time.Millisecond)) {
 			return nil, ctx.Err()
 		}
@@ -183,10 +183,10 @@ func Delayed(ctx context.Context, e *Env, o DelayedOptions, progress Progress) (
 			}
 		}
 		if calls%20 == 0 {
-			progress.report("promote", ready, o.N)
+			progress.Report("promote", ready, o.N)
 		}
 	}
-	progress.report("promote", ready, o.N)
+	progress.Report("promote", ready, o.N)
 	pro := s.phase("promote", int64(ready), m.stop(ctx))
 	if err := ctx.Err(); err != nil {
 		return nil, err
@@ -213,17 +213,17 @@ func Delayed(ctx context.Context, e *Env, o DelayedOptions, progress Progress) (
 		return nil, err
 	}
 	ld := late.dist()
-	s.metric("promote_rate", pro.PerS, "tasks/s", "higher", "≥ 200000")
-	s.metric("lateness_p50", ms(ld.P50), "ms", "lower", "")
-	s.metric("lateness_p99", ms(ld.P99), "ms", "lower", "")
-	s.metric("lateness_max", ms(ld.Max), "ms", "lower", "")
-	s.metric("longest_script", ms(longest), "ms", "lower", "≤ 10")
-	s.metric("script_p50", ms(sd.P50), "ms", "lower", "")
-	s.metric("script_p99", ms(sd.P99), "ms", "lower", "")
-	s.metric("longest_promote_call_client", ms(longestCall), "ms", "lower", "")
-	s.metric("submit_delayed", sub.PerS, "tasks/s", "higher", "")
-	s.metric("redis_bytes_per_delayed_task", perTask, "B", "lower", "")
-	s.metric("promote_redis_cpu_per_task", pro.RedisUsPer, "µs", "lower", "")
+	s.Add("promote_rate", pro.PerS, "tasks/s", "higher", "≥ 200000")
+	s.Add("lateness_p50", ms(ld.P50), "ms", "lower", "")
+	s.Add("lateness_p99", ms(ld.P99), "ms", "lower", "")
+	s.Add("lateness_max", ms(ld.Max), "ms", "lower", "")
+	s.Add("longest_script", ms(longest), "ms", "lower", "≤ 10")
+	s.Add("script_p50", ms(sd.P50), "ms", "lower", "")
+	s.Add("script_p99", ms(sd.P99), "ms", "lower", "")
+	s.Add("longest_promote_call_client", ms(longestCall), "ms", "lower", "")
+	s.Add("submit_delayed", sub.PerS, "tasks/s", "higher", "")
+	s.Add("redis_bytes_per_delayed_task", perTask, "B", "lower", "")
+	s.Add("promote_redis_cpu_per_task", pro.RedisUsPer, "µs", "lower", "")
 	s.Counts["submitted"] = int64(o.N)
 	s.Counts["promoted"] = int64(moved)
 	s.Counts["made_ready"] = int64(ready)
@@ -231,7 +231,7 @@ func Delayed(ctx context.Context, e *Env, o DelayedOptions, progress Progress) (
 	s.Counts["promote_calls"] = int64(calls)
 	s.Counts["slowlog_entries"] = int64(len(logs))
 	s.Counts["scripts_over_10ms"] = int64(over10)
-	s.finish()
+	s.Finish()
 	return s, nil
 }
 

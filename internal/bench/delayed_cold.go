@@ -62,7 +62,7 @@ func DelayedCold(ctx context.Context, e *Env, o ColdOptions, progress Progress) 
 		return nil, errors.New("bench delayed --cold: on a temporary Redis only (it measures used_memory and SLOWLOG of the whole server)")
 	}
 	o.defaults()
-	s := newSummary("delayed-cold")
+	s := NewSummary("delayed-cold")
 	s.Redis = e.RedisDescription(ctx)
 	s.Params = map[string]any{"n": o.N, "rate": o.Rate, "horizon": o.Horizon.String(), "window": o.Window.String(),
 		"batch": o.Batch, "submitters": o.Submitters, "payload_bytes": len(payload64)}
@@ -95,7 +95,7 @@ func DelayedCold(ctx context.Context, e *Env, o ColdOptions, progress Progress) 
 	}
 	mem0 := e.redisMemory(ctx)
 	var sent atomic.Int64
-	stopBar := ticker(ctx, func() { progress.report("submit", int(sent.Load()), o.N) })
+	stopBar := ticker(ctx, func() { progress.Report("submit", int(sent.Load()), o.N) })
 	m := e.startMeter(ctx)
 	benv := &Env{Target: e.Target, rdb: e.rdb, nodes: e.nodes, Store: st}
 	err = benv.submitBatches(ctx, o.N, o.Batch, o.Submitters, mk, func(k int) { sent.Add(int64(k)) })
@@ -175,7 +175,7 @@ func DelayedCold(ctx context.Context, e *Env, o ColdOptions, progress Progress) 
 		}
 		promoted += r.Moved
 		if calls%50 == 0 {
-			progress.report("promote", promoted, want)
+			progress.Report("promote", promoted, want)
 		}
 		if r.Moved == queue.MaxBatch {
 			continue
@@ -219,18 +219,18 @@ func DelayedCold(ctx context.Context, e *Env, o ColdOptions, progress Progress) 
 	if err != nil {
 		return nil, err
 	}
-	s.metric("cold_bytes_per_task", perTask, "B", "lower", "≤ 120")
-	s.metric("submit_cold", sub.PerS, "tasks/s", "higher", "")
-	s.metric("submit_redis_cpu_per_task", sub.RedisUsPer, "µs", "lower", "")
-	s.metric("lateness_p50", ms(ld.P50), "ms", "lower", "")
-	s.metric("lateness_p99", ms(ld.P99), "ms", "lower", "≤ 10")
-	s.metric("lateness_max", ms(ld.Max), "ms", "lower", "")
-	s.metric("longest_script", ms(sd.Max), "ms", "lower", "≤ 10")
-	s.metric("script_p99", ms(sd.P99), "ms", "lower", "")
-	s.metric("longest_cold_promote_script", ms(cd.Max), "ms", "lower", "")
-	s.metric("cold_promote_script_p50", ms(cd.P50), "ms", "lower", "")
-	s.metric("longest_promote_call_client", ms(longestCall), "ms", "lower", "")
-	s.metric("steady_redis_cpu_per_task", pro.RedisUsPer, "µs", "lower", "")
+	s.Add("cold_bytes_per_task", perTask, "B", "lower", "≤ 120")
+	s.Add("submit_cold", sub.PerS, "tasks/s", "higher", "")
+	s.Add("submit_redis_cpu_per_task", sub.RedisUsPer, "µs", "lower", "")
+	s.Add("lateness_p50", ms(ld.P50), "ms", "lower", "")
+	s.Add("lateness_p99", ms(ld.P99), "ms", "lower", "≤ 10")
+	s.Add("lateness_max", ms(ld.Max), "ms", "lower", "")
+	s.Add("longest_script", ms(sd.Max), "ms", "lower", "≤ 10")
+	s.Add("script_p99", ms(sd.P99), "ms", "lower", "")
+	s.Add("longest_cold_promote_script", ms(cd.Max), "ms", "lower", "")
+	s.Add("cold_promote_script_p50", ms(cd.P50), "ms", "lower", "")
+	s.Add("longest_promote_call_client", ms(longestCall), "ms", "lower", "")
+	s.Add("steady_redis_cpu_per_task", pro.RedisUsPer, "µs", "lower", "")
 	s.Counts["submitted"] = int64(o.N)
 	s.Counts["cold_after_submit"] = int64(cold)
 	s.Counts["promoted_in_window"] = int64(promoted)
@@ -239,6 +239,6 @@ func DelayedCold(ctx context.Context, e *Env, o ColdOptions, progress Progress) 
 	s.Counts["promote_calls"] = int64(calls)
 	s.Counts["cold_promote_scripts"] = int64(cd.N)
 	s.Counts["slowlog_entries"] = int64(len(logs))
-	s.finish()
+	s.Finish()
 	return s, nil
 }

@@ -25,11 +25,5 @@
 // add up, not how fast anything was.
 //
 // The package imports queue, worker, placement and client; nothing imports
-// it but cmd/ax.
-//
-// At about 3 400 lines of non-test Go (comments and blank lines aside) it
-// is over the 2 500 the house allows a package: one file per mode, each a
-// load generator with its own measuring loop over the same environment
-// (env.go) and report (summary.go); the modes share nothing else, and
-// cost-sim, the one with a model of its own, is already package costsim.
+// it but its command (internal/bench/command) and its sub-packages.
 package bench

@@ -42,7 +42,7 @@ const fairType = "bench.fair"
 // and submit → start) and Redis CPU per task of the drain, for each.
 func Fairness(ctx context.Context, e *Env, o FairnessOptions, progress Progress) (*Summary, error) {
 	o.defaults()
-	s := newSummary("fairness")
+	s := NewSummary("fairness")
 	s.Redis = e.RedisDescription(ctx)
 	s.Params = map[string]any{"flood": o.Flood, "rate_b": o.Rate, "on_first": o.OnFirst, "workers": o.Workers, "concurrency": o.Concurrency,
 		"claim_batch": o.ClaimBatch, "payload_bytes": 64}
@@ -70,7 +70,7 @@ func Fairness(ctx context.Context, e *Env, o FairnessOptions, progress Progress)
 			return nil, err
 		}
 		mk := func(int) queue.NewTask { return queue.NewTask{Spec: spA, Pool: pool, Pinned: true} }
-		if err := e.submitBatches(ctx, o.Flood, queue.MaxBatch, 2, mk, func(k int) { progress.report("flood "+name, k, o.Flood) }); err != nil {
+		if err := e.submitBatches(ctx, o.Flood, queue.MaxBatch, 2, mk, func(k int) { progress.Report("flood "+name, k, o.Flood) }); err != nil {
 			return nil, err
 		}
 		var readyStart, submitStart samples
@@ -121,7 +121,7 @@ func Fairness(ctx context.Context, e *Env, o FairnessOptions, progress Progress)
 					return nil, fmt.Errorf("submit: %w", err)
 				}
 			}
-			progress.report("drain "+name, int(doneA.Load()), o.Flood)
+			progress.Report("drain "+name, int(doneA.Load()), o.Flood)
 		}
 		tick.Stop()
 		err = await(ctx, "b "+name, sentB, doneB.Load, progress)
@@ -133,18 +133,18 @@ func Fairness(ctx context.Context, e *Env, o FairnessOptions, progress Progress)
 		p := s.phase("drain, fair share "+name, int64(o.Flood+sentB), u)
 		redisUs[arm] = p.RedisUsPer
 		rs, ss := readyStart.dist(), submitStart.dist()
-		s.metric("b_ready_to_start_p50_"+name, ms(rs.P50), "ms", "lower", "")
-		s.metric("b_ready_to_start_p99_"+name, ms(rs.P99), "ms", "lower", "")
-		s.metric("b_ready_to_start_max_"+name, ms(rs.Max), "ms", "lower", "")
-		s.metric("b_submit_to_start_p99_"+name, ms(ss.P99), "ms", "lower", "")
-		s.metric("b_tasks_"+name, float64(rs.N), "tasks", "", "")
+		s.Add("b_ready_to_start_p50_"+name, ms(rs.P50), "ms", "lower", "")
+		s.Add("b_ready_to_start_p99_"+name, ms(rs.P99), "ms", "lower", "")
+		s.Add("b_ready_to_start_max_"+name, ms(rs.Max), "ms", "lower", "")
+		s.Add("b_submit_to_start_p99_"+name, ms(ss.P99), "ms", "lower", "")
+		s.Add("b_tasks_"+name, float64(rs.N), "tasks", "", "")
 	}
 	if redisUs[0] > 0 {
-		s.metric("redis_us_per_task_on_vs_off", 100*(redisUs[1]/redisUs[0]-1), "%", "lower", "≤ 15")
+		s.Add("redis_us_per_task_on_vs_off", 100*(redisUs[1]/redisUs[0]-1), "%", "lower", "≤ 15")
 	}
 	if err := e.Store.Maintainer().SetFairShare(ctx, f, nil); err != nil {
 		return nil, err
 	}
-	s.finish()
+	s.Finish()
 	return s, nil
 }

@@ -84,7 +84,7 @@ func payloadTime(p []byte) (time.Time, bool) {
 // from the scheduled submit time); then the pickup of a woken idle worker.
 func Latency(ctx context.Context, e *Env, o LatencyOptions, progress Progress) (*Summary, error) {
 	o.defaults()
-	s := newSummary("latency")
+	s := NewSummary("latency")
 	s.Redis = e.RedisDescription(ctx)
 
 	var readyStart, submitStart, submitDone, idle samples
@@ -160,12 +160,12 @@ func Latency(ctx context.Context, e *Env, o LatencyOptions, progress Progress) (
 		}
 		p := s.phase("peak", int64(o.PeakTasks), m.stop(ctx))
 		rate = p.PerS / 2
-		s.metric("peak_submit_and_drain", p.PerS, "tasks/s", "higher", "")
+		s.Add("peak_submit_and_drain", p.PerS, "tasks/s", "higher", "")
 		if rate <= 0 {
 			rate = 5000
 		}
 	}
-	s.Params = map[string]any{"rate": round(rate, 1), "duration": o.Duration.String(), "tick": o.Tick.String(),
+	s.Params = map[string]any{"rate": Round(rate, 1), "duration": o.Duration.String(), "tick": o.Tick.String(),
 		"workers": o.Workers, "concurrency": o.Concurrency, "claim_batch": o.ClaimBatch, "payload_bytes": 64}
 
 	// Open loop: every tick, the tasks whose scheduled time has come go out
@@ -211,7 +211,7 @@ func Latency(ctx context.Context, e *Env, o LatencyOptions, progress Progress) (
 			}
 		}()
 		if sent%1000 < len(batch) {
-			progress.report("open loop", sent, total)
+			progress.Report("open loop", sent, total)
 		}
 	}
 	tick.Stop()
@@ -232,7 +232,7 @@ func Latency(ctx context.Context, e *Env, o LatencyOptions, progress Progress) (
 		return nil, err
 	}
 	for i := range o.Idle {
-		progress.report("idle pickup", i, o.Idle)
+		progress.Report("idle pickup", i, o.Idle)
 		wait := time.Duration(300+100*(i%5)) * time.Millisecond
 		if !sleepCtx(ctx, wait) {
 			return nil, ctx.Err()
@@ -252,24 +252,24 @@ func Latency(ctx context.Context, e *Env, o LatencyOptions, progress Progress) (
 			return nil, ctx.Err()
 		}
 	}
-	progress.report("idle pickup", o.Idle, o.Idle)
+	progress.Report("idle pickup", o.Idle, o.Idle)
 
 	rs, ss, sd, id := readyStart.dist(), submitStart.dist(), submitDone.dist(), idle.dist()
-	s.metric("rate", achieved, "tasks/s", "", "")
-	s.metric("ready_to_start_p50", ms(rs.P50), "ms", "lower", "")
-	s.metric("ready_to_start_p99", ms(rs.P99), "ms", "lower", "≤ 5")
-	s.metric("ready_to_start_max", ms(rs.Max), "ms", "lower", "")
-	s.metric("submit_to_start_p50", ms(ss.P50), "ms", "lower", "")
-	s.metric("submit_to_start_p99", ms(ss.P99), "ms", "lower", "")
-	s.metric("submit_to_done_p50", ms(sd.P50), "ms", "lower", "")
-	s.metric("submit_to_done_p99", ms(sd.P99), "ms", "lower", "")
-	s.metric("submit_to_done_max", ms(sd.Max), "ms", "lower", "")
+	s.Add("rate", achieved, "tasks/s", "", "")
+	s.Add("ready_to_start_p50", ms(rs.P50), "ms", "lower", "")
+	s.Add("ready_to_start_p99", ms(rs.P99), "ms", "lower", "≤ 5")
+	s.Add("ready_to_start_max", ms(rs.Max), "ms", "lower", "")
+	s.Add("submit_to_start_p50", ms(ss.P50), "ms", "lower", "")
+	s.Add("submit_to_start_p99", ms(ss.P99), "ms", "lower", "")
+	s.Add("submit_to_done_p50", ms(sd.P50), "ms", "lower", "")
+	s.Add("submit_to_done_p99", ms(sd.P99), "ms", "lower", "")
+	s.Add("submit_to_done_max", ms(sd.Max), "ms", "lower", "")
 	if o.Idle > 0 {
-		s.metric("idle_pickup_p50", ms(id.P50), "ms", "lower", "")
-		s.metric("idle_pickup_max", ms(id.Max), "ms", "lower", "≤ 20")
+		s.Add("idle_pickup_p50", ms(id.P50), "ms", "lower", "")
+		s.Add("idle_pickup_max", ms(id.Max), "ms", "lower", "≤ 20")
 	}
-	s.metric("redis_cpu_per_task", run.RedisUsPer, "µs", "lower", "")
-	s.metric("ax_cpu_per_task", run.AxUsPer, "µs", "lower", "")
+	s.Add("redis_cpu_per_task", run.RedisUsPer, "µs", "lower", "")
+	s.Add("ax_cpu_per_task", run.AxUsPer, "µs", "lower", "")
 	s.Counts["submitted"] = int64(total)
 	s.Counts["measured_ready_to_start"] = int64(rs.N)
 	s.Counts["measured_submit_to_done"] = int64(sd.N)
@@ -279,7 +279,7 @@ func Latency(ctx context.Context, e *Env, o LatencyOptions, progress Progress) (
 	s.Notes = append(s.Notes,
 		"ready→start: the record's ready time is whole ms of the Redis clock (the same host clock as ax's), so the start is taken in whole ms too: ±1ms resolution",
 		"submit→start and submit→done count from each task's scheduled submit time (open loop)")
-	s.finish()
+	s.Finish()
 	return s, nil
 }
 

@@ -171,7 +171,7 @@ func (m *meter) stop(ctx context.Context) Usage {
 			if calls > 0 {
 				ks = float64(end[i].calls-m.nodes[i].calls) / float64(calls)
 			}
-			u.PerMaster = append(u.PerMaster, MasterShare{CPU: round(cs, 3), Commands: round(ks, 3)})
+			u.PerMaster = append(u.PerMaster, MasterShare{CPU: Round(cs, 3), Commands: Round(ks, 3)})
 		}
 	}
 	for name, s := range m.e.commandStats(ctx) {
@@ -196,7 +196,7 @@ type Host struct {
 }
 
 func hostInfo() Host {
-	h := Host{CPUs: runtime.NumCPU(), GoVersion: runtime.Version(), OS: runtime.GOOS + "/" + runtime.GOARCH, Load1: load1()}
+	h := Host{CPUs: runtime.NumCPU(), GoVersion: runtime.Version(), OS: runtime.GOOS + "/" + runtime.GOARCH, Load1: Load1()}
 	if b, err := os.ReadFile("/proc/cpuinfo"); err == nil {
 		for _, l := range strings.Split(string(b), "\n") {
 			if k, v, ok := strings.Cut(l, ":"); ok && strings.TrimSpace(k) == "model name" {
@@ -208,9 +208,9 @@ func hostInfo() Host {
 	return h
 }
 
-// load1 is the one-minute load average (0 when unknown): other jobs on the
+// Load1 is the one-minute load average (0 when unknown): other jobs on the
 // machine change every figure, so each summary records it.
-func load1() float64 {
+func Load1() float64 {
 	b, err := os.ReadFile("/proc/loadavg")
 	if err != nil {
 		return 0

@@ -89,7 +89,7 @@ func Placement(ctx context.Context, o PlacementOptions, progress Progress) (*Sum
 	if o.Duration <= 0 {
 		o.Duration = 2 * time.Second
 	}
-	s := newSummary("placement")
+	s := NewSummary("placement")
 	s.Params = map[string]any{"pools": fmt.Sprint(o.Pools), "duration": o.Duration.String(), "goroutines": 1}
 	cfg := placement.DefaultConfig()
 	cfg.Servers = 4
@@ -124,7 +124,7 @@ func Placement(ctx context.Context, o PlacementOptions, progress Progress) (*Sum
 			return nil, err
 		}
 		tasks := benchTasks()
-		progress.report("placement", k, len(o.Pools))
+		progress.Report("placement", k, len(o.Pools))
 		decisions, placed, j := 0, 0, 0
 		cpu0, start := processCPU(), time.Now()
 		var elapsed time.Duration
@@ -147,19 +147,19 @@ func Placement(ctx context.Context, o PlacementOptions, progress Progress) (*Sum
 		}
 		cpu := processCPU() - cpu0
 		rate := float64(decisions) / elapsed.Seconds()
-		s.metric(fmt.Sprintf("decisions_per_s_pools_%d", n), rate, "decisions/s", "higher", "")
+		s.Add(fmt.Sprintf("decisions_per_s_pools_%d", n), rate, "decisions/s", "higher", "")
 		s.Counts[fmt.Sprintf("decisions_pools_%d", n)] = int64(decisions)
 		tab.Rows = append(tab.Rows, []string{strconv.Itoa(n), fmt.Sprintf("%.0f", rate),
 			fmt.Sprintf("%.0f", float64(elapsed.Nanoseconds())/float64(decisions)),
 			fmt.Sprintf("%.0f", float64(cpu.Nanoseconds())/float64(decisions)),
 			fmt.Sprintf("%.1f %%", float64(placed)/float64(decisions)*100)})
 	}
-	progress.report("placement", len(o.Pools), len(o.Pools))
+	progress.Report("placement", len(o.Pools), len(o.Pools))
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
 	s.Tables = append(s.Tables, tab)
 	s.Notes = append(s.Notes, "CPU ns/decision is this process's CPU time (getrusage): close to ns/decision means no other job took the core")
-	s.finish()
+	s.Finish()
 	return s, nil
 }

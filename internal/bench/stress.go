@@ -67,7 +67,7 @@ var errInjected = errors.New("injected transient failure")
 // backoff, RetryBase) and reaps lost leases. It reports the seed's table.
 func Stress(ctx context.Context, e *Env, o StressOptions, progress Progress) (*Summary, error) {
 	o.defaults()
-	s := newSummary("seed-stress")
+	s := NewSummary("seed-stress")
 	s.Redis = e.RedisDescription(ctx)
 	s.Params = map[string]any{"n": o.N, "tenants": o.Tenants, "batch": o.Batch, "max_duration": o.MaxDuration.String(),
 		"fail_rate": o.FailRate, "retry_base": o.RetryBase.String(), "workers": o.Workers, "concurrency": o.Concurrency,
@@ -157,15 +157,15 @@ func Stress(ctx context.Context, e *Env, o StressOptions, progress Progress) (*S
 	}
 	dead := f.dead.Load()
 	retries := f.retried.Load()
-	s.metric("throughput", run.PerS, "tasks/s", "higher", "")
-	s.metric("final_failure_rate", float64(dead)/float64(o.N)*100, "%", "lower", "")
-	s.metric("max_backlog_ready", float64(maxReady.Load()), "tasks", "", "")
-	s.metric("avg_retries_per_task", float64(retries)/float64(o.N), "retries", "", "")
-	s.metric("dead_letters", float64(c.Dead), "tasks", "lower", "")
-	s.metric("injected_failure_rate", float64(injected.Load())/float64(max(1, attempts.Load()))*100, "%", "", "")
-	s.metric("submit_rate", float64(o.N)/submitDone.Seconds(), "tasks/s", "", "")
-	s.metric("redis_cpu_per_task", run.RedisUsPer, "µs", "lower", "")
-	s.metric("ax_cpu_per_task", run.AxUsPer, "µs", "lower", "")
+	s.Add("throughput", run.PerS, "tasks/s", "higher", "")
+	s.Add("final_failure_rate", float64(dead)/float64(o.N)*100, "%", "lower", "")
+	s.Add("max_backlog_ready", float64(maxReady.Load()), "tasks", "", "")
+	s.Add("avg_retries_per_task", float64(retries)/float64(o.N), "retries", "", "")
+	s.Add("dead_letters", float64(c.Dead), "tasks", "lower", "")
+	s.Add("injected_failure_rate", float64(injected.Load())/float64(max(1, attempts.Load()))*100, "%", "", "")
+	s.Add("submit_rate", float64(o.N)/submitDone.Seconds(), "tasks/s", "", "")
+	s.Add("redis_cpu_per_task", run.RedisUsPer, "µs", "lower", "")
+	s.Add("ax_cpu_per_task", run.AxUsPer, "µs", "lower", "")
 	s.Tables = append(s.Tables, Table{
 		Title: "the seed's table (its run: 1 080 tasks/s with 16 workers, durations 100ms–2s)",
 		Head:  []string{"THROUGHPUT", "FAILURE RATE AFTER RETRIES", "MAX BACKLOG (READY)", "AVG RETRIES/TASK", "DEAD LETTERS"},
@@ -181,7 +181,7 @@ func Stress(ctx context.Context, e *Env, o StressOptions, progress Progress) (*S
 	s.Counts["max_pending"] = maxPending.Load()
 	s.Counts["store_dead"] = int64(c.Dead)
 	s.Counts["store_succeeded"] = int64(c.Succeeded)
-	s.finish()
+	s.Finish()
 	return s, nil
 }
 

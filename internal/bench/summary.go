@@ -71,23 +71,26 @@ type Table struct {
 	Rows  [][]string `json:"rows"`
 }
 
-func newSummary(mode string) *Summary {
+// NewSummary is an empty summary of mode, its host and start time set.
+func NewSummary(mode string) *Summary {
 	return &Summary{Mode: mode, Started: time.Now().UTC(), start: time.Now(), Host: hostInfo(),
 		Params: map[string]any{}, Counts: map[string]int64{}}
 }
 
-func (s *Summary) finish() {
-	s.Took = round(time.Since(s.start).Seconds(), 3)
-	s.Host.Load1End = load1()
+// Finish records how long the run took and notes a busy machine.
+func (s *Summary) Finish() {
+	s.Took = Round(time.Since(s.start).Seconds(), 3)
+	s.Host.Load1End = Load1()
 	if s.Host.Load1 > float64(s.Host.CPUs) || s.Host.Load1End > float64(s.Host.CPUs) {
 		s.Notes = append(s.Notes, fmt.Sprintf("load average %.1f before, %.1f after on %d CPUs: other jobs shared the machine; re-run when it is quiet",
 			s.Host.Load1, s.Host.Load1End, s.Host.CPUs))
 	}
 }
 
-// metric adds a figure; target is "" or "≥ N" / "≤ N".
-func (s *Summary) metric(name string, v float64, unit, better, target string) {
-	m := Metric{Name: name, Value: round(v, 3), Unit: unit, Better: better, Target: target}
+// Add adds a figure; better is "higher" or "lower", target "" or "≥ N" /
+// "≤ N".
+func (s *Summary) Add(name string, v float64, unit, better, target string) {
+	m := Metric{Name: name, Value: Round(v, 3), Unit: unit, Better: better, Target: target}
 	if target != "" {
 		var goal float64
 		op, num, _ := strings.Cut(target, " ")
@@ -100,14 +103,14 @@ func (s *Summary) metric(name string, v float64, unit, better, target string) {
 }
 
 func (s *Summary) phase(name string, tasks int64, u Usage) Phase {
-	p := Phase{Name: name, Tasks: tasks, WallS: round(u.Wall.Seconds(), 3),
-		AxCPUS: round(u.AxCPU.Seconds(), 3), RedisCPUS: round(u.RedisCPU.Seconds(), 3)}
+	p := Phase{Name: name, Tasks: tasks, WallS: Round(u.Wall.Seconds(), 3),
+		AxCPUS: Round(u.AxCPU.Seconds(), 3), RedisCPUS: Round(u.RedisCPU.Seconds(), 3)}
 	if u.Wall > 0 {
-		p.PerS = round(float64(tasks)/u.Wall.Seconds(), 1)
+		p.PerS = Round(float64(tasks)/u.Wall.Seconds(), 1)
 	}
 	if tasks > 0 {
-		p.AxUsPer = round(float64(u.AxCPU.Microseconds())/float64(tasks), 2)
-		p.RedisUsPer = round(float64(u.RedisCPU.Microseconds())/float64(tasks), 2)
+		p.AxUsPer = Round(float64(u.AxCPU.Microseconds())/float64(tasks), 2)
+		p.RedisUsPer = Round(float64(u.RedisCPU.Microseconds())/float64(tasks), 2)
 	}
 	p.Commands = u.Commands[:min(len(u.Commands), 10)]
 	p.PerMaster = u.PerMaster
@@ -138,7 +141,8 @@ func (s *Summary) Metric(name string) (Metric, bool) {
 	return Metric{}, false
 }
 
-func round(v float64, digits int) float64 {
+// Round rounds v to digits decimals.
+func Round(v float64, digits int) float64 {
 	if math.IsNaN(v) || math.IsInf(v, 0) {
 		return 0
 	}
@@ -285,7 +289,7 @@ func Compare(prev, cur *Summary) []Delta {
 		}
 		d := Delta{Name: m.Name, Before: old.Value, Now: m.Value, Verdict: verdict(m.Better, old.Value, m.Value)}
 		if old.Value != 0 {
-			d.Change = round((m.Value-old.Value)/math.Abs(old.Value)*100, 1)
+			d.Change = Round((m.Value-old.Value)/math.Abs(old.Value)*100, 1)
 		}
 		out = append(out, d)
 	}

@@ -64,7 +64,7 @@ const noopType = "bench.noop"
 //  4. submit+drain: N more tasks submitted while the workers drain them.
 func Throughput(ctx context.Context, e *Env, o ThroughputOptions, progress Progress) (*Summary, error) {
 	o.defaults()
-	s := newSummary("throughput")
+	s := NewSummary("throughput")
 	s.Redis = e.RedisDescription(ctx)
 	s.Params = map[string]any{"n": o.N, "single": o.Single, "single_conns": o.SingleConns, "batch": o.Batch,
 		"submitters": o.Submitters, "workers": o.Workers, "concurrency": o.Concurrency, "claim_batch": o.ClaimBatch,
@@ -85,7 +85,7 @@ func Throughput(ctx context.Context, e *Env, o ThroughputOptions, progress Progr
 
 	// 2. Batches.
 	rest := o.N - o.Single
-	stopBar := ticker(ctx, func() { progress.report("submit", int(sent.Load()), o.N) })
+	stopBar := ticker(ctx, func() { progress.Report("submit", int(sent.Load()), o.N) })
 	m = e.startMeter(ctx)
 	if err := e.submitBatches(ctx, rest, o.Batch, o.Submitters, mk, func(k int) { sent.Add(int64(k)) }); err != nil {
 		stopBar()
@@ -93,7 +93,7 @@ func Throughput(ctx context.Context, e *Env, o ThroughputOptions, progress Progr
 	}
 	batch := s.phase("submit-batch", int64(rest), m.stop(ctx))
 	stopBar()
-	progress.report("submit", o.N, o.N)
+	progress.Report("submit", o.N, o.N)
 
 	// 3. Drain what is queued.
 	noop := func(context.Context, *worker.Task) error { return nil }
@@ -121,13 +121,13 @@ func Throughput(ctx context.Context, e *Env, o ThroughputOptions, progress Progr
 	both := s.phase("submit+drain", int64(o.N), m.stop(ctx))
 	f.stop()
 
-	s.metric("end_to_end_drain", drain.PerS, "tasks/s", "higher", "≥ 35000")
-	s.metric("end_to_end_submit_and_drain", both.PerS, "tasks/s", "higher", "≥ 35000")
-	s.metric("submit_batch", batch.PerS, "tasks/s", "higher", "≥ 100000")
-	s.metric("submit_single", single.PerS, "tasks/s", "higher", "")
-	s.metric("drain_redis_cpu_per_task", drain.RedisUsPer, "µs", "lower", "")
-	s.metric("drain_ax_cpu_per_task", drain.AxUsPer, "µs", "lower", "")
-	s.metric("submit_batch_redis_cpu_per_task", batch.RedisUsPer, "µs", "lower", "")
+	s.Add("end_to_end_drain", drain.PerS, "tasks/s", "higher", "≥ 35000")
+	s.Add("end_to_end_submit_and_drain", both.PerS, "tasks/s", "higher", "≥ 35000")
+	s.Add("submit_batch", batch.PerS, "tasks/s", "higher", "≥ 100000")
+	s.Add("submit_single", single.PerS, "tasks/s", "higher", "")
+	s.Add("drain_redis_cpu_per_task", drain.RedisUsPer, "µs", "lower", "")
+	s.Add("drain_ax_cpu_per_task", drain.AxUsPer, "µs", "lower", "")
+	s.Add("submit_batch_redis_cpu_per_task", batch.RedisUsPer, "µs", "lower", "")
 
 	c, err := e.Store.Tasks().Counts(ctx)
 	if err != nil {
@@ -146,7 +146,7 @@ func Throughput(ctx context.Context, e *Env, o ThroughputOptions, progress Progr
 			s.Notes = append(s.Notes, "API submit: "+err.Error())
 		}
 	}
-	s.finish()
+	s.Finish()
 	return s, nil
 }
 
@@ -194,7 +194,7 @@ func apiSubmit(ctx context.Context, s *Summary, o ThroughputOptions, progress Pr
 	var firstErr error
 	var mu sync.Mutex
 	start := time.Now()
-	stopBar := ticker(ctx, func() { progress.report("api submit", int(done.Load()), n) })
+	stopBar := ticker(ctx, func() { progress.Report("api submit", int(done.Load()), n) })
 	for range o.SingleConns {
 		wg.Add(1)
 		go func() {
@@ -215,18 +215,18 @@ func apiSubmit(ctx context.Context, s *Summary, o ThroughputOptions, progress Pr
 	if firstErr != nil {
 		return fmt.Errorf("POST /v1/tasks: %w", firstErr)
 	}
-	s.metric("api_submit_single", float64(n)/time.Since(start).Seconds(), "tasks/s", "higher", "")
+	s.Add("api_submit_single", float64(n)/time.Since(start).Seconds(), "tasks/s", "higher", "")
 	// Batches of client.MaxBatch, one request at a time.
 	specs := make([]json.RawMessage, n)
 	for i := range specs {
 		specs[i] = raw
 	}
 	start = time.Now()
-	resp, err := c.SubmitAll(ctx, specs, func(d, t int) { progress.report("api batch", d, t) })
+	resp, err := c.SubmitAll(ctx, specs, func(d, t int) { progress.Report("api batch", d, t) })
 	if err != nil {
 		return fmt.Errorf("POST /v1/tasks/batch: %w", err)
 	}
-	s.metric("api_submit_batch", float64(n)/time.Since(start).Seconds(), "tasks/s", "higher", "")
+	s.Add("api_submit_batch", float64(n)/time.Since(start).Seconds(), "tasks/s", "higher", "")
 	s.Counts["api_submitted"] = int64(n + resp.Accepted)
 	s.Counts["api_rejected"] = int64(resp.Rejected)
 	return nil

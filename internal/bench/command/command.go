@@ -14,6 +14,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/ax-sched/ax/internal/bench"
+	"github.com/ax-sched/ax/internal/bench/peers"
 	"github.com/ax-sched/ax/internal/progress"
 	"github.com/ax-sched/ax/internal/server"
 )
@@ -418,7 +419,7 @@ Same seed, same output. --svg DIR draws cost and queue depth over the day.`,
 }
 
 func newBenchCompareCmd(bf *benchFlags) *cobra.Command {
-	var o bench.PeersOptions
+	var o peers.Options
 	c := &cobra.Command{
 		Use:   "compare",
 		Short: "ax vs asynq, BullMQ and River in the same minutes: interleaved rounds of drain and submit+drain, medians and ratios",
@@ -443,7 +444,7 @@ append-only file (River's PostgreSQL fsync on, synchronous_commit off).`,
 			o.Exe, o.RedisServer, o.AOF = exe, bf.target.RedisServer, bf.target.AOF
 			o.Workers, o.Concurrency = bf.workers.Workers, bf.workers.Concurrency
 			return benchRun(cmd, bf, false, func(ctx context.Context, _ *bench.Env, p bench.Progress) (*bench.Summary, error) {
-				return bench.Peers(ctx, o, p)
+				return peers.Run(ctx, o, p)
 			})
 		},
 	}

@@ -1,4 +1,4 @@
-package bench
+package peers
 
 import (
 	"context"
@@ -24,7 +24,7 @@ echo '{"phases":[{"name":"submit-single","tasks_per_s":500},{"name":"drain","tas
 	if err := os.WriteFile(exe, []byte(script), 0o755); err != nil {
 		t.Fatal(err)
 	}
-	s, err := Peers(context.Background(), PeersOptions{Exe: exe, Dir: dir, Tools: []string{"ax"}, Rounds: 3, N: 10, RawDir: dir}, nil)
+	s, err := Run(context.Background(), Options{Exe: exe, Dir: dir, Tools: []string{"ax"}, Rounds: 3, N: 10, RawDir: dir}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -45,7 +45,7 @@ echo '{"phases":[{"name":"submit-single","tasks_per_s":500},{"name":"drain","tas
 }
 
 func TestPeersRefusesAnUnknownTool(t *testing.T) {
-	_, err := Peers(context.Background(), PeersOptions{Exe: "ax", Dir: t.TempDir(), Tools: []string{"sidekiq"}}, nil)
+	_, err := Run(context.Background(), Options{Exe: "ax", Dir: t.TempDir(), Tools: []string{"sidekiq"}}, nil)
 	if err == nil || !strings.Contains(err.Error(), `"sidekiq"`) {
 		t.Fatalf("err = %v, want the unknown tool named", err)
 	}

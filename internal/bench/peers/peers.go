@@ -1,4 +1,4 @@
-package bench
+package peers
 
 import (
 	"bytes"
@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/ax-sched/ax/internal/bench"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -21,8 +22,8 @@ import (
 // the phases of `ax bench throughput` and prints the same JSON fields.
 var peerTools = []string{"ax", "asynq", "bullmq", "river", "river-1ms"}
 
-// PeersOptions size a comparison run.
-type PeersOptions struct {
+// Options size a comparison run.
+type Options struct {
 	// Exe is the ax binary (`ax bench throughput` is run as a child, like
 	// the others, so that no run shares a process or a Redis with another).
 	Exe string
@@ -49,7 +50,7 @@ type PeersOptions struct {
 	RawDir string
 }
 
-func (o *PeersOptions) defaults() error {
+func (o *Options) defaults() error {
 	if o.Rounds <= 0 {
 		o.Rounds = 3
 	}
@@ -150,11 +151,11 @@ type peerCmd struct {
 // ax, asynq, BullMQ, River; round 2: the same…), each on a Redis (or
 // PostgreSQL) of its own that it starts and stops, and reports every run,
 // the medians and the ratios of ax to each in the same round.
-func Peers(ctx context.Context, o PeersOptions, progress Progress) (*Summary, error) {
+func Run(ctx context.Context, o Options, progress bench.Progress) (*bench.Summary, error) {
 	if err := o.defaults(); err != nil {
 		return nil, err
 	}
-	s := newSummary("compare")
+	s := bench.NewSummary("compare")
 	slots := o.Workers * o.Concurrency
 	s.Params = map[string]any{"n": o.N, "single": o.Single, "rounds": o.Rounds, "ax_workers": o.Workers,
 		"ax_concurrency": o.Concurrency, "peer_concurrency": slots, "aof": o.AOF, "dir": o.Dir}
@@ -168,7 +169,7 @@ func Peers(ctx context.Context, o PeersOptions, progress Progress) (*Summary, er
 	if len(cmds) == 0 {
 		return nil, errors.New("bench compare: no tool can run here: " + strings.Join(notes, "; "))
 	}
-	s.Redis = RedisInfo{Managed: true, Config: "one temporary redis-server per run (each tool starts its own): " + persistence(o.AOF) + `, save "", maxmemory-policy noeviction`}
+	s.Redis = bench.RedisInfo{Managed: true, Config: "one temporary redis-server per run (each tool starts its own): " + persistence(o.AOF) + `, save "", maxmemory-policy noeviction`}
 
 	type result struct {
 		round int
@@ -181,8 +182,8 @@ func Peers(ctx context.Context, o PeersOptions, progress Progress) (*Summary, er
 	total := o.Rounds * len(cmds)
 	for r := 1; r <= o.Rounds; r++ {
 		for _, c := range cmds {
-			progress.report("compare", len(results), total)
-			load := load1()
+			progress.Report("compare", len(results), total)
+			load := bench.Load1()
 			run, raw, err := runPeer(ctx, c)
 			if o.RawDir != "" {
 				name := fmt.Sprintf("%d-%s.json", r, c.name)
@@ -212,10 +213,10 @@ func Peers(ctx context.Context, o PeersOptions, progress Progress) (*Summary, er
 			results = append(results, result{r, c.name, load, run})
 		}
 	}
-	progress.report("compare", total, total)
+	progress.Report("compare", total, total)
 
 	phases := []string{"submit-single", "drain", "submit+drain"}
-	runs := Table{Title: "every run, in the order run (tasks/s; backend = Redis or PostgreSQL CPU, proc = the queue's process CPU, µs per task)",
+	runs := bench.Table{Title: "every run, in the order run (tasks/s; backend = Redis or PostgreSQL CPU, proc = the queue's process CPU, µs per task)",
 		Head: []string{"ROUND", "TOOL", "LOAD1", "SUBMIT ONE/CALL", "DRAIN", "SUBMIT+DRAIN", "DRAIN BACKEND µs", "DRAIN PROC µs", "S+D BACKEND µs", "S+D PROC µs", "IDLE PICKUP ms"}}
 	for _, res := range results {
 		row := []string{strconv.Itoa(res.round), res.tool, fmt.Sprintf("%.1f", res.load)}
@@ -235,7 +236,7 @@ func Peers(ctx context.Context, o PeersOptions, progress Progress) (*Summary, er
 
 	// Medians per tool, and the median over rounds of ax ÷ tool in the
 	// same round.
-	med := Table{Title: fmt.Sprintf("medians of %d rounds; ax ÷ tool is the median of the per-round ratios (same minutes)", o.Rounds),
+	med := bench.Table{Title: fmt.Sprintf("medians of %d rounds; ax ÷ tool is the median of the per-round ratios (same minutes)", o.Rounds),
 		Head: []string{"TOOL", "DRAIN /s", "SUBMIT+DRAIN /s", "SUBMIT ONE/CALL /s", "DRAIN CPU µs (backend+proc)", "S+D CPU µs", "AX ÷ TOOL DRAIN", "AX ÷ TOOL S+D", "AX ÷ TOOL DRAIN CPU"}}
 	get := func(tool string, round int) *peerRun {
 		for _, res := range results {
@@ -281,16 +282,16 @@ func Peers(ctx context.Context, o PeersOptions, progress Progress) (*Summary, er
 		} else {
 			row = append(row, medCell(rd, "%.2f×"), medCell(rb, "%.2f×"), medCell(rc, "%.2f×"))
 			if len(rd) > 0 {
-				s.metric("ax_drain_vs_"+c.name, round(median(rd), 2), "ratio", "higher", "")
+				s.Add("ax_drain_vs_"+c.name, bench.Round(median(rd), 2), "ratio", "higher", "")
 			}
 			if len(rb) > 0 {
-				s.metric("ax_submit_and_drain_vs_"+c.name, round(median(rb), 2), "ratio", "higher", "")
+				s.Add("ax_submit_and_drain_vs_"+c.name, bench.Round(median(rb), 2), "ratio", "higher", "")
 			}
 		}
 		med.Rows = append(med.Rows, row)
 	}
-	s.Tables = []Table{runs, med}
-	s.finish()
+	s.Tables = []bench.Table{runs, med}
+	s.Finish()
 	return s, nil
 }
 
@@ -303,7 +304,7 @@ func persistence(aof string) string {
 
 // prepare builds the Go tools and checks each tool's prerequisites; a
 // tool that cannot run here is left out with a note (unless none can).
-func (o *PeersOptions) prepare(ctx context.Context, bin string) ([]peerCmd, []string) {
+func (o *Options) prepare(ctx context.Context, bin string) ([]peerCmd, []string) {
 	tools := o.Tools
 	explicit := len(tools) > 0
 	if !explicit {
