@@ -1,0 +1,220 @@
+package e2e
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/getkin/kin-openapi/openapi3"
+	"github.com/getkin/kin-openapi/openapi3filter"
+	"github.com/getkin/kin-openapi/routers"
+	"github.com/getkin/kin-openapi/routers/gorillamux"
+)
+
+// specSession validates requests and answers against the OpenAPI document
+// a real server serves, and records which operations it saw.
+type specSession struct {
+	t      *testing.T
+	fed    *federation
+	api    string
+	doc    *openapi3.T
+	router routers.Router
+	seen   map[string][]int // operationId → the statuses answered
+}
+
+func newSpecSession(t *testing.T, fed *federation, region string) *specSession {
+	api := fed.server(region).api
+	code, raw := fed.callAPI(api, "", http.MethodGet, "/v1/openapi.json", nil)
+	if code != http.StatusOK {
+		t.Fatalf("GET /v1/openapi.json: %d %s", code, raw)
+	}
+	doc, err := openapi3.NewLoader().LoadFromData(raw)
+	if err != nil {
+		t.Fatalf("load the spec: %v", err)
+	}
+	if err := doc.Validate(context.Background()); err != nil {
+		t.Fatalf("the spec is not valid OpenAPI: %v", err)
+	}
+	doc.Servers = openapi3.Servers{{URL: api}}
+	router, err := gorillamux.NewRouter(doc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &specSession{t: t, fed: fed, api: api, doc: doc, router: router, seen: map[string][]int{}}
+}
+
+// do sends one request with token and checks it against the spec (the
+// request must be valid unless badRequest: then the spec must refuse it
+// too), that the answer's status is want, and that the answer (status,
+// headers, body) is one the spec describes. It returns the body.
+func (s *specSession) do(token, method, path string, body any, want int, badRequest bool) []byte {
+	s.t.Helper()
+	var raw []byte
+	switch b := body.(type) {
+	case nil:
+	case []byte:
+		raw = b
+	default:
+		var err error
+		if raw, err = json.Marshal(b); err != nil {
+			s.t.Fatal(err)
+		}
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, method, s.api+path, bytes.NewReader(raw))
+	if err != nil {
+		s.t.Fatal(err)
+	}
+	if body != nil {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	if token != "" {
+		req.Header.Set("Authorization", "Bearer "+s.fed.token(token))
+	}
+	route, params, err := s.router.FindRoute(req)
+	if err != nil {
+		s.t.Fatalf("%s %s: no operation of the spec: %v", method, path, err)
+	}
+	in := &openapi3filter.RequestValidationInput{Request: req, PathParams: params, Route: route,
+		Options: &openapi3filter.Options{AuthenticationFunc: openapi3filter.NoopAuthenticationFunc}}
+	verr := openapi3filter.ValidateRequest(ctx, in)
+	switch {
+	case verr != nil && !badRequest:
+		s.t.Errorf("%s %s: the spec refuses the request: %v", method, path, verr)
+	case verr == nil && badRequest:
+		s.t.Errorf("%s %s %s: the spec accepts a request the server refuses", method, path, raw)
+	}
+	req.Body = io.NopCloser(bytes.NewReader(raw))
+	resp, err := s.fed.http.Do(req)
+	if err != nil {
+		s.t.Fatalf("%s %s: %v", method, path, err)
+	}
+	defer resp.Body.Close()
+	got, _ := io.ReadAll(resp.Body)
+	if resp.StatusCode != want {
+		s.t.Errorf("%s %s: %d %s, want %d", method, path, resp.StatusCode, got, want)
+	}
+	out := &openapi3filter.ResponseValidationInput{RequestValidationInput: in, Status: resp.StatusCode, Header: resp.Header,
+		Options: &openapi3filter.Options{IncludeResponseStatus: true}}
+	out.SetBodyBytes(got)
+	if err := openapi3filter.ValidateResponse(ctx, out); err != nil {
+		s.t.Errorf("%s %s: the answer %d is not what the spec says: %v\n%s", method, path, resp.StatusCode, err, got)
+	}
+	s.seen[route.Operation.OperationID] = append(s.seen[route.Operation.OperationID], resp.StatusCode)
+	return got
+}
+
+// ok is do for a valid request that must succeed with want.
+func (s *specSession) ok(token, method, path string, body any, want int, v any) {
+	s.t.Helper()
+	b := s.do(token, method, path, body, want, false)
+	if v != nil {
+		if err := json.Unmarshal(b, v); err != nil {
+			s.t.Fatalf("%s %s: %v", method, path, err)
+		}
+	}
+}
+
+// TestOpenAPISession runs a scripted session of every public route, with
+// success and error answers, against a real federation with auth on, and
+// validates each request and answer against the served spec with
+// kin-openapi; then the client generated from the spec round-trips them.
+func TestOpenAPISession(t *testing.T) {
+	fed := newFederation(t, fedOpts{})
+	const home = "us-east-1"
+	s := newSpecSession(t, fed, home)
+
+	// Tasks.
+	var sub struct{ ID string }
+	s.ok(tokSubmitterA, "POST", "/v1/tasks", map[string]any{"type": "noop", "idempotency_key": "spec-1"}, 201, &sub)
+	s.ok(tokSubmitterA, "POST", "/v1/tasks", map[string]any{"type": "noop", "idempotency_key": "spec-1"}, 200, nil)
+	s.do(tokSubmitterA, "POST", "/v1/tasks", map[string]any{"type": "other", "idempotency_key": "spec-1"}, 409, false)
+	s.do(tokSubmitterA, "POST", "/v1/tasks", map[string]any{"type": "noop", "priority": 9}, 400, true)
+	s.do(tokSubmitterA, "POST", "/v1/tasks", map[string]any{"type": "noop", "tags": map[string]string{"class": "quantum"}}, 422, false)
+	s.do("", "POST", "/v1/tasks", map[string]any{"type": "noop"}, 401, false)
+	s.do(tokSubmitterA, "POST", "/v1/tasks", []byte(`{"type":"noop","payload":"`+strings.Repeat("x", 2<<20)+`"}`), 413, false)
+	s.ok(tokSubmitterA, "POST", "/v1/tasks/batch", map[string]any{"tasks": []any{map[string]any{"type": "noop"}, map[string]any{"type": "noop", "priority": 1}}}, 200, nil)
+	fed.waitState(home, tokSubmitterA, sub.ID, "SUCCESS", 30*time.Second)
+	s.ok(tokSubmitterA, "GET", "/v1/tasks/"+sub.ID, nil, 200, nil)
+	s.do(tokSubmitterB, "GET", "/v1/tasks/"+sub.ID, nil, 404, false)
+	s.ok(tokSubmitterA, "GET", "/v1/tasks/"+sub.ID+"/trail", nil, 200, nil)
+	s.do(tokSubmitterA, "GET", "/v1/tasks/nope/trail", nil, 404, false)
+	for _, st := range []string{"PENDING", "HANDED_OFF", "READY", "RUNNING", "SUCCESS", "FAILED", "CANCELED", "TIMEOUT"} {
+		s.ok(tokOperator, "GET", "/v1/tasks?limit=5&state="+st, nil, 200, nil)
+	}
+	s.do(tokOperator, "GET", "/v1/tasks?state=DONE", nil, 400, true)
+	s.do(tokSubmitterA, "GET", "/v1/tasks?tenant=team-b", nil, 403, false)
+	s.do(tokOperatorA, "POST", "/v1/tasks/"+sub.ID+"/cancel", nil, 409, false)
+	var later struct{ ID string }
+	s.ok(tokSubmitterA, "POST", "/v1/tasks", map[string]any{"type": "noop", "delay": "1h"}, 201, &later)
+	s.do(tokSubmitterA, "POST", "/v1/tasks/"+later.ID+"/priority", map[string]any{"priority": 3}, 403, false)
+	s.ok(tokOperator, "POST", "/v1/tasks/"+later.ID+"/priority", map[string]any{"priority": 3}, 200, nil)
+	s.do(tokOperator, "POST", "/v1/tasks/"+later.ID+"/priority", map[string]any{"priority": 7}, 400, true)
+	s.ok(tokOperatorA, "POST", "/v1/tasks/"+later.ID+"/cancel", nil, 200, nil)
+	s.do(tokOperator, "POST", "/v1/tasks/"+sub.ID+"/replay", nil, 409, false)
+	s.do(tokOperator, "POST", "/v1/tasks/cancel", map[string]any{"state": "RUNNING", "type": "noop"}, 400, true)
+	s.ok(tokOperator, "POST", "/v1/tasks/cancel", map[string]any{"type": "never.submitted"}, 200, nil)
+	s.ok(tokOperator, "GET", "/v1/dlq?limit=5", nil, 200, nil)
+	s.do(tokOperator, "GET", "/v1/dlq?limit=0", nil, 400, true)
+	s.ok(tokOperator, "GET", "/v1/cost?group_by=tenant", nil, 200, nil)
+	s.do(tokOperator, "GET", "/v1/cost?group_by=colour", nil, 400, false)
+
+	// The federation.
+	s.ok(tokSubmitterA, "GET", "/v1/regions", nil, 200, nil)
+	s.ok(tokSubmitterA, "POST", "/v1/placement/explain", map[string]any{"type": "noop"}, 200, nil)
+	s.ok(tokSubmitterA, "GET", "/v1/events?region="+home+"&wait=0s", nil, 200, nil)
+	s.do(tokSubmitterA, "GET", "/v1/events?wait=forever", nil, 400, false)
+	s.ok(tokSubmitterA, "POST", "/v1/stream/tickets", nil, 201, nil)
+	s.do("", "GET", "/v1/stream?ticket=nope", nil, 401, false)
+
+	// DAGs.
+	var run struct{ ID string }
+	s.ok(tokSubmitterA, "POST", "/v1/dags", map[string]any{"name": "spec", "nodes": []any{
+		map[string]any{"id": "a", "task": map[string]any{"type": "noop"}},
+		map[string]any{"id": "b", "depends_on": []string{"a"}, "task": map[string]any{"type": "noop", "delay": "1h"}}}}, 201, &run)
+	s.do(tokSubmitterA, "POST", "/v1/dags", map[string]any{"nodes": []any{}}, 400, false)
+	s.ok(tokSubmitterA, "GET", "/v1/dags?limit=5", nil, 200, nil)
+	s.ok(tokSubmitterA, "GET", "/v1/dags/"+run.ID, nil, 200, nil)
+	s.do(tokSubmitterB, "GET", "/v1/dags/"+run.ID, nil, 404, false)
+	s.do(tokSubmitterA, "POST", "/v1/dags/"+run.ID+"/cancel", nil, 403, false)
+	s.ok(tokOperatorA, "POST", "/v1/dags/"+run.ID+"/cancel", nil, 200, nil)
+
+	// Schedules.
+	sched := map[string]any{"name": "spec-nightly", "cron": "0 0 2 * * *", "task": map[string]any{"type": "noop"}}
+	s.do(tokSubmitterA, "POST", "/v1/schedules", sched, 403, false)
+	s.ok(tokOperatorA, "POST", "/v1/schedules", sched, 201, nil)
+	s.do(tokOperatorA, "POST", "/v1/schedules", sched, 409, false)
+	s.do(tokOperatorA, "POST", "/v1/schedules", map[string]any{"name": "x", "cron": "never", "task": map[string]any{"type": "noop"}}, 400, false)
+	s.ok(tokOperatorA, "GET", "/v1/schedules", nil, 200, nil)
+	s.ok(tokOperatorA, "GET", "/v1/schedules/spec-nightly", nil, 200, nil)
+	s.do(tokOperatorA, "GET", "/v1/schedules/no-such", nil, 404, false)
+	s.ok(tokOperatorA, "POST", "/v1/schedules/spec-nightly/pause", nil, 200, nil)
+	s.ok(tokOperatorA, "POST", "/v1/schedules/spec-nightly/resume", nil, 200, nil)
+	s.ok(tokOperatorA, "DELETE", "/v1/schedules/spec-nightly", nil, 200, nil)
+
+	s.ok("", "GET", "/v1/openapi.json", nil, 200, nil)
+	s.do(tokSubmitterA, "POST", "/v1/regions/eu-west-1/drain", nil, 403, false)
+	s.ok(tokAdmin, "POST", "/v1/regions/eu-west-1/drain", nil, 200, nil)
+
+	var missing []string
+	for _, p := range s.doc.Paths.InMatchingOrder() {
+		for _, op := range s.doc.Paths.Value(p).Operations() {
+			if _, ok := s.seen[op.OperationID]; !ok && op.OperationID != "streamEvents" {
+				missing = append(missing, op.OperationID)
+			}
+		}
+	}
+	slices.Sort(missing)
+	if len(missing) > 0 {
+		t.Errorf("the session never called %v", missing)
+	}
+	t.Log(fmt.Sprint(s.seen))
+}
