@@ -126,7 +126,8 @@ func (s *specSession) ok(token, method, path string, body any, want int, v any) 
 // TestOpenAPISession runs a scripted session of every public route, with
 // success and error answers, against a real federation with auth on, and
 // validates each request and answer against the served spec with
-// kin-openapi; then the client generated from the spec round-trips them.
+// kin-openapi; then the client oapi-codegen generated from the spec
+// round-trips them (internal/e2e/apiclient).
 func TestOpenAPISession(t *testing.T) {
 	fed := newFederation(t, fedOpts{})
 	const home = "us-east-1"
@@ -217,4 +218,5 @@ func TestOpenAPISession(t *testing.T) {
 		t.Errorf("the session never called %v", missing)
 	}
 	t.Log(fmt.Sprint(s.seen))
+	t.Run("the client generated from the spec", func(t *testing.T) { clientRoundTrip(t, fed, home) })
 }
