@@ -1,10 +1,10 @@
 // Package worker is the Go worker runtime: it serves one pool of one region,
-// claiming tasks from that region's queue.Store, running the handler
+// claiming tasks from that region's store (its queue.Claimer stage), running the handler
 // registered for each task's type, keeping the leases alive and recording
 // every outcome. `ax worker` is built on it, and so is any program that runs
 // its own handlers.
 //
-//	w, err := worker.New(store, worker.Options{Pool: "cpu", Concurrency: 16})
+//	w, err := worker.New(store.Claimer(), worker.Options{Pool: "cpu", Concurrency: 16})
 //	w.Handle("report.generate", func(ctx context.Context, t *worker.Task) error {
 //		t.SetResult("s3://reports/" + t.ID)
 //		return nil
