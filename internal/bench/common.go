@@ -112,11 +112,11 @@ func (f *fleet) claimed() int64 {
 	return int64(n)
 }
 
-// payload64 is a 64-byte JSON payload, as in the issue's targets.
-var payload64 = []byte(`{"k":"` + strings.Repeat("x", 56) + `"}`)
+// Payload64 is a 64-byte JSON payload, as in the issue's targets.
+var Payload64 = []byte(`{"k":"` + strings.Repeat("x", 56) + `"}`)
 
 // spec returns a normalized spec of typ with payload; mods adjust it first.
-func spec(typ string, payload []byte, mods ...func(*task.Spec)) (*task.Spec, error) {
+func Spec(typ string, payload []byte, mods ...func(*task.Spec)) (*task.Spec, error) {
 	sp := &task.Spec{Type: typ, Payload: payload}
 	for _, m := range mods {
 		m(sp)
@@ -127,9 +127,9 @@ func spec(typ string, payload []byte, mods ...func(*task.Spec)) (*task.Spec, err
 	return sp, nil
 }
 
-// submitBatches submits n tasks made by mk(i) in calls of batch tasks from
+// SubmitBatches submits n tasks made by mk(i) in calls of batch tasks from
 // conns goroutines; done is told after each call how many were sent.
-func (e *Env) submitBatches(ctx context.Context, n, batch, conns int, mk func(i int) queue.NewTask, done func(k int)) error {
+func (e *Env) SubmitBatches(ctx context.Context, n, batch, conns int, mk func(i int) queue.NewTask, done func(k int)) error {
 	batch = max(1, min(batch, queue.MaxBatch))
 	conns = max(1, conns)
 	var next atomic.Int64
@@ -184,7 +184,7 @@ const stallAfter = 30 * time.Second
 
 // await calls progress every 100ms until count() reaches total, ctx ends,
 // or count stops moving for stallAfter.
-func await(ctx context.Context, phase string, total int, count func() int64, progress Progress) error {
+func Await(ctx context.Context, phase string, total int, count func() int64, progress Progress) error {
 	t := time.NewTicker(time.Millisecond)
 	defer t.Stop()
 	last, lastMove, lastReport := int64(-1), time.Now(), time.Time{}

@@ -146,6 +146,20 @@ func Open(ctx context.Context, t Target) (*Env, error) {
 	return e, nil
 }
 
+// WithStore is e with a store of its own over e's Redis, built with opts;
+// the caller closes e, never the copy.
+func (e *Env) WithStore(opts queue.Options) (*Env, error) {
+	st, err := queue.New(e.rdb, opts)
+	if err != nil {
+		return nil, err
+	}
+	return &Env{Target: e.Target, rdb: e.rdb, nodes: e.nodes, Store: st}, nil
+}
+
+// Over is an Env that only measures the given Redis servers (INFO per
+// server, for StartMeter): it has no store and starts nothing.
+func Over(nodes ...*redis.Client) *Env { return &Env{nodes: nodes} }
+
 // Managed reports whether the bench started the Redis itself.
 func (e *Env) Managed() bool { return e.srv != nil || e.cl != nil }
 
@@ -218,7 +232,7 @@ func (e *Env) RedisDescription(ctx context.Context) RedisInfo {
 		persist = "appendonly yes, appendfsync " + e.Target.AOF
 	}
 	info, _ := e.nodes[0].Info(ctx, "server").Result()
-	ri.Version = infoField(info, "redis_version")
+	ri.Version = InfoField(info, "redis_version")
 	if e.cl != nil {
 		ri.Config = fmt.Sprintf("temporary Redis Cluster of %d masters (no replicas) started by ax bench, store on %d shards: "+
 			"%s, save \"\", maxmemory-policy noeviction", len(e.nodes), e.Store.Options().Shards, persist)
@@ -231,8 +245,8 @@ func (e *Env) RedisDescription(ctx context.Context) RedisInfo {
 	return ri
 }
 
-// infoField reads one "name:value" line of an INFO answer.
-func infoField(info, name string) string {
+// InfoField reads one "name:value" line of an INFO answer.
+func InfoField(info, name string) string {
 	for _, l := range strings.Split(info, "\r\n") {
 		if v, ok := strings.CutPrefix(l, name+":"); ok {
 			return v

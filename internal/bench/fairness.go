@@ -65,15 +65,15 @@ func Fairness(ctx context.Context, e *Env, o FairnessOptions, progress Progress)
 		if err := e.Store.Maintainer().SetFairShare(ctx, f, fs); err != nil {
 			return nil, err
 		}
-		spA, err := spec(fairType, payload64, func(sp *task.Spec) { sp.Tenant = "a" })
+		spA, err := Spec(fairType, Payload64, func(sp *task.Spec) { sp.Tenant = "a" })
 		if err != nil {
 			return nil, err
 		}
 		mk := func(int) queue.NewTask { return queue.NewTask{Spec: spA, Pool: pool, Pinned: true} }
-		if err := e.submitBatches(ctx, o.Flood, queue.MaxBatch, 2, mk, func(k int) { progress.Report("flood "+name, k, o.Flood) }); err != nil {
+		if err := e.SubmitBatches(ctx, o.Flood, queue.MaxBatch, 2, mk, func(k int) { progress.Report("flood "+name, k, o.Flood) }); err != nil {
 			return nil, err
 		}
-		var readyStart, submitStart samples
+		var readyStart, submitStart Samples
 		var doneA, doneB atomic.Int64
 		handler := func(_ context.Context, t *worker.Task) error {
 			if t.Tenant != "b" {
@@ -81,10 +81,10 @@ func Fairness(ctx context.Context, e *Env, o FairnessOptions, progress Progress)
 			}
 			now := time.Now()
 			if !t.ReadyAt.IsZero() {
-				readyStart.add(wholeMs(now, t.ReadyAt))
+				readyStart.Add(wholeMs(now, t.ReadyAt))
 			}
 			if at, ok := payloadTime(t.Payload); ok {
-				submitStart.add(now.Sub(at))
+				submitStart.Add(now.Sub(at))
 			}
 			return nil
 		}
@@ -102,7 +102,7 @@ func Fairness(ctx context.Context, e *Env, o FairnessOptions, progress Progress)
 		if err != nil {
 			return nil, err
 		}
-		m := e.startMeter(ctx)
+		m := e.StartMeter(ctx)
 		t0 := time.Now()
 		sentB := 0
 		tick := time.NewTicker(time.Millisecond)
@@ -111,7 +111,7 @@ func Fairness(ctx context.Context, e *Env, o FairnessOptions, progress Progress)
 			due := int(time.Since(t0).Seconds() * o.Rate)
 			for ; sentB < due; sentB++ {
 				at := t0.Add(time.Duration(float64(sentB) / o.Rate * float64(time.Second)))
-				sp, err := spec(fairType, latencyPayload(at), func(sp *task.Spec) { sp.Tenant = "b" })
+				sp, err := Spec(fairType, latencyPayload(at), func(sp *task.Spec) { sp.Tenant = "b" })
 				if err == nil {
 					_, err = e.Store.Submitter().Submit(ctx, queue.NewTask{Spec: sp, Pool: pool, Pinned: true})
 				}
@@ -124,19 +124,19 @@ func Fairness(ctx context.Context, e *Env, o FairnessOptions, progress Progress)
 			progress.Report("drain "+name, int(doneA.Load()), o.Flood)
 		}
 		tick.Stop()
-		err = await(ctx, "b "+name, sentB, doneB.Load, progress)
-		u := m.stop(ctx)
+		err = Await(ctx, "b "+name, sentB, doneB.Load, progress)
+		u := m.Stop(ctx)
 		fl.stop()
 		if err != nil {
 			return nil, err
 		}
-		p := s.phase("drain, fair share "+name, int64(o.Flood+sentB), u)
+		p := s.AddPhase("drain, fair share "+name, int64(o.Flood+sentB), u)
 		redisUs[arm] = p.RedisUsPer
-		rs, ss := readyStart.dist(), submitStart.dist()
-		s.Add("b_ready_to_start_p50_"+name, ms(rs.P50), "ms", "lower", "")
-		s.Add("b_ready_to_start_p99_"+name, ms(rs.P99), "ms", "lower", "")
-		s.Add("b_ready_to_start_max_"+name, ms(rs.Max), "ms", "lower", "")
-		s.Add("b_submit_to_start_p99_"+name, ms(ss.P99), "ms", "lower", "")
+		rs, ss := readyStart.Dist(), submitStart.Dist()
+		s.Add("b_ready_to_start_p50_"+name, Ms(rs.P50), "ms", "lower", "")
+		s.Add("b_ready_to_start_p99_"+name, Ms(rs.P99), "ms", "lower", "")
+		s.Add("b_ready_to_start_max_"+name, Ms(rs.Max), "ms", "lower", "")
+		s.Add("b_submit_to_start_p99_"+name, Ms(ss.P99), "ms", "lower", "")
 		s.Add("b_tasks_"+name, float64(rs.N), "tasks", "", "")
 	}
 	if redisUs[0] > 0 {

@@ -87,7 +87,7 @@ func Latency(ctx context.Context, e *Env, o LatencyOptions, progress Progress) (
 	s := NewSummary("latency")
 	s.Redis = e.RedisDescription(ctx)
 
-	var readyStart, submitStart, submitDone, idle samples
+	var readyStart, submitStart, submitDone, idle Samples
 	var measuring atomic.Bool
 	var finished atomic.Int64
 	handler := func(_ context.Context, t *worker.Task) error {
@@ -96,10 +96,10 @@ func Latency(ctx context.Context, e *Env, o LatencyOptions, progress Progress) (
 			return nil
 		}
 		if !t.ReadyAt.IsZero() {
-			readyStart.add(wholeMs(now, t.ReadyAt))
+			readyStart.Add(wholeMs(now, t.ReadyAt))
 		}
 		if at, ok := payloadTime(t.Payload); ok {
-			submitStart.add(now.Sub(at))
+			submitStart.Add(now.Sub(at))
 		}
 		return nil
 	}
@@ -114,7 +114,7 @@ func Latency(ctx context.Context, e *Env, o LatencyOptions, progress Progress) (
 			ch <- now
 		}
 		if !t.ReadyAt.IsZero() {
-			idle.add(wholeMs(now, t.ReadyAt))
+			idle.Add(wholeMs(now, t.ReadyAt))
 		}
 		return nil
 	}
@@ -124,17 +124,17 @@ func Latency(ctx context.Context, e *Env, o LatencyOptions, progress Progress) (
 		}
 		finished.Add(1)
 		if at, ok := payloadTime(t.Payload); ok && measuring.Load() {
-			submitDone.add(time.Since(at))
+			submitDone.Add(time.Since(at))
 		}
 	}
-	noopSp, err := spec(noopType, payload64)
+	noopSp, err := Spec(NoopType, Payload64)
 	if err != nil {
 		return nil, err
 	}
 	pool := e.Target.Pool
 
 	handlers := map[string]worker.Handler{
-		noopType:     func(context.Context, *worker.Task) error { return nil },
+		NoopType:     func(context.Context, *worker.Task) error { return nil },
 		latencyType:  handler,
 		"bench.idle": idleHandler,
 	}
@@ -149,16 +149,16 @@ func Latency(ctx context.Context, e *Env, o LatencyOptions, progress Progress) (
 	rate := o.Rate
 	if rate <= 0 {
 		mk := func(int) queue.NewTask { return queue.NewTask{Spec: noopSp, Pool: pool, Pinned: true} }
-		m := e.startMeter(ctx)
+		m := e.StartMeter(ctx)
 		subErr := make(chan error, 1)
-		go func() { subErr <- e.submitBatches(ctx, o.PeakTasks, queue.MaxBatch, 2, mk, nil) }()
-		if err := await(ctx, "peak", o.PeakTasks, f.succeeded.Load, progress); err != nil {
+		go func() { subErr <- e.SubmitBatches(ctx, o.PeakTasks, queue.MaxBatch, 2, mk, nil) }()
+		if err := Await(ctx, "peak", o.PeakTasks, f.succeeded.Load, progress); err != nil {
 			return nil, err
 		}
 		if err := <-subErr; err != nil {
 			return nil, err
 		}
-		p := s.phase("peak", int64(o.PeakTasks), m.stop(ctx))
+		p := s.AddPhase("peak", int64(o.PeakTasks), m.Stop(ctx))
 		rate = p.PerS / 2
 		s.Add("peak_submit_and_drain", p.PerS, "tasks/s", "higher", "")
 		if rate <= 0 {
@@ -172,7 +172,7 @@ func Latency(ctx context.Context, e *Env, o LatencyOptions, progress Progress) (
 	// in one call, whatever happened to the previous calls.
 	measuring.Store(true)
 	total := int(rate * o.Duration.Seconds())
-	m := e.startMeter(ctx)
+	m := e.StartMeter(ctx)
 	sem := make(chan struct{}, 64)
 	var wg sync.WaitGroup
 	var subErr atomic.Value
@@ -219,22 +219,22 @@ func Latency(ctx context.Context, e *Env, o LatencyOptions, progress Progress) (
 	if err, _ := subErr.Load().(error); err != nil {
 		return nil, fmt.Errorf("submit: %w", err)
 	}
-	if err := await(ctx, "finish", total, finished.Load, progress); err != nil {
+	if err := Await(ctx, "finish", total, finished.Load, progress); err != nil {
 		return nil, err
 	}
 	measuring.Store(false)
-	run := s.phase("open loop", int64(total), m.stop(ctx))
+	run := s.AddPhase("open loop", int64(total), m.Stop(ctx))
 	achieved := float64(total) / o.Duration.Seconds()
 
 	// Idle pickups: the workers sit in their blocking wait, then one task.
-	idleSp, err := spec("bench.idle", payload64)
+	idleSp, err := Spec("bench.idle", Payload64)
 	if err != nil {
 		return nil, err
 	}
 	for i := range o.Idle {
 		progress.Report("idle pickup", i, o.Idle)
 		wait := time.Duration(300+100*(i%5)) * time.Millisecond
-		if !sleepCtx(ctx, wait) {
+		if !SleepCtx(ctx, wait) {
 			return nil, ctx.Err()
 		}
 		ch := make(chan time.Time, 1)
@@ -254,19 +254,19 @@ func Latency(ctx context.Context, e *Env, o LatencyOptions, progress Progress) (
 	}
 	progress.Report("idle pickup", o.Idle, o.Idle)
 
-	rs, ss, sd, id := readyStart.dist(), submitStart.dist(), submitDone.dist(), idle.dist()
+	rs, ss, sd, id := readyStart.Dist(), submitStart.Dist(), submitDone.Dist(), idle.Dist()
 	s.Add("rate", achieved, "tasks/s", "", "")
-	s.Add("ready_to_start_p50", ms(rs.P50), "ms", "lower", "")
-	s.Add("ready_to_start_p99", ms(rs.P99), "ms", "lower", "≤ 5")
-	s.Add("ready_to_start_max", ms(rs.Max), "ms", "lower", "")
-	s.Add("submit_to_start_p50", ms(ss.P50), "ms", "lower", "")
-	s.Add("submit_to_start_p99", ms(ss.P99), "ms", "lower", "")
-	s.Add("submit_to_done_p50", ms(sd.P50), "ms", "lower", "")
-	s.Add("submit_to_done_p99", ms(sd.P99), "ms", "lower", "")
-	s.Add("submit_to_done_max", ms(sd.Max), "ms", "lower", "")
+	s.Add("ready_to_start_p50", Ms(rs.P50), "ms", "lower", "")
+	s.Add("ready_to_start_p99", Ms(rs.P99), "ms", "lower", "≤ 5")
+	s.Add("ready_to_start_max", Ms(rs.Max), "ms", "lower", "")
+	s.Add("submit_to_start_p50", Ms(ss.P50), "ms", "lower", "")
+	s.Add("submit_to_start_p99", Ms(ss.P99), "ms", "lower", "")
+	s.Add("submit_to_done_p50", Ms(sd.P50), "ms", "lower", "")
+	s.Add("submit_to_done_p99", Ms(sd.P99), "ms", "lower", "")
+	s.Add("submit_to_done_max", Ms(sd.Max), "ms", "lower", "")
 	if o.Idle > 0 {
-		s.Add("idle_pickup_p50", ms(id.P50), "ms", "lower", "")
-		s.Add("idle_pickup_max", ms(id.Max), "ms", "lower", "≤ 20")
+		s.Add("idle_pickup_p50", Ms(id.P50), "ms", "lower", "")
+		s.Add("idle_pickup_max", Ms(id.Max), "ms", "lower", "≤ 20")
 	}
 	s.Add("redis_cpu_per_task", run.RedisUsPer, "µs", "lower", "")
 	s.Add("ax_cpu_per_task", run.AxUsPer, "µs", "lower", "")
@@ -289,7 +289,7 @@ func wholeMs(b, a time.Time) time.Duration {
 	return time.Duration(b.UnixMilli()-a.UnixMilli()) * time.Millisecond
 }
 
-func sleepCtx(ctx context.Context, d time.Duration) bool {
+func SleepCtx(ctx context.Context, d time.Duration) bool {
 	t := time.NewTimer(d)
 	defer t.Stop()
 	select {

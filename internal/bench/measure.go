@@ -20,22 +20,22 @@ func (e *Env) redisCPU(ctx context.Context) time.Duration {
 		if err != nil {
 			return 0
 		}
-		sys, _ := strconv.ParseFloat(infoField(info, "used_cpu_sys"), 64)
-		usr, _ := strconv.ParseFloat(infoField(info, "used_cpu_user"), 64)
+		sys, _ := strconv.ParseFloat(InfoField(info, "used_cpu_sys"), 64)
+		usr, _ := strconv.ParseFloat(InfoField(info, "used_cpu_user"), 64)
 		total += time.Duration((sys + usr) * float64(time.Second))
 	}
 	return total
 }
 
-// redisMemory is INFO memory's used_memory (every master's, summed).
-func (e *Env) redisMemory(ctx context.Context) int64 {
+// RedisMemory is INFO memory's used_memory (every master's, summed).
+func (e *Env) RedisMemory(ctx context.Context) int64 {
 	var total int64
 	for _, n := range e.nodes {
 		info, err := n.Info(ctx, "memory").Result()
 		if err != nil {
 			return 0
 		}
-		v, _ := strconv.ParseInt(infoField(info, "used_memory"), 10, 64)
+		v, _ := strconv.ParseInt(InfoField(info, "used_memory"), 10, 64)
 		total += v
 	}
 	return total
@@ -111,8 +111,8 @@ type CommandUsage struct {
 	PerCall float64 `json:"usec_per_call"`
 }
 
-// meter measures one phase.
-type meter struct {
+// Meter measures one phase.
+type Meter struct {
 	e     *Env
 	start time.Time
 	ax    time.Duration
@@ -138,8 +138,8 @@ func (e *Env) perNode(ctx context.Context) []nodeTimes {
 		if err != nil {
 			return nil
 		}
-		sys, _ := strconv.ParseFloat(infoField(info, "used_cpu_sys"), 64)
-		usr, _ := strconv.ParseFloat(infoField(info, "used_cpu_user"), 64)
+		sys, _ := strconv.ParseFloat(InfoField(info, "used_cpu_sys"), 64)
+		usr, _ := strconv.ParseFloat(InfoField(info, "used_cpu_user"), 64)
 		out[i].cpu = time.Duration((sys + usr) * float64(time.Second))
 		cs := map[string]cmdStat{}
 		addCommandStats(cs, info)
@@ -150,11 +150,17 @@ func (e *Env) perNode(ctx context.Context) []nodeTimes {
 	return out
 }
 
-func (e *Env) startMeter(ctx context.Context) *meter {
-	return &meter{e: e, start: time.Now(), ax: processCPU(), redis: e.redisCPU(ctx), cmds: e.commandStats(ctx), nodes: e.perNode(ctx)}
+// StartMeter starts measuring a phase: wall time, ax's CPU, Redis's CPU
+// and commands.
+func (e *Env) StartMeter(ctx context.Context) *Meter {
+	return &Meter{e: e, start: time.Now(), ax: processCPU(), redis: e.redisCPU(ctx), cmds: e.commandStats(ctx), nodes: e.perNode(ctx)}
 }
 
-func (m *meter) stop(ctx context.Context) Usage {
+// Started is when the phase began.
+func (m *Meter) Started() time.Time { return m.start }
+
+// Stop ends the phase and returns what it used.
+func (m *Meter) Stop(ctx context.Context) Usage {
 	u := Usage{Wall: time.Since(m.start), AxCPU: processCPU() - m.ax, RedisCPU: m.e.redisCPU(ctx) - m.redis}
 	if end := m.e.perNode(ctx); len(end) == len(m.nodes) && len(end) > 1 {
 		var cpu time.Duration

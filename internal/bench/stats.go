@@ -6,20 +6,22 @@ import (
 	"time"
 )
 
-// samples collects durations; percentiles are exact (sorted at the end).
+// Samples collects durations; percentiles are exact (sorted at the end).
 // A run records at most a few million, a few MB.
-type samples struct {
+type Samples struct {
 	mu sync.Mutex
 	v  []time.Duration
 }
 
-func (s *samples) add(d time.Duration) {
+// Add records one duration.
+func (s *Samples) Add(d time.Duration) {
 	s.mu.Lock()
 	s.v = append(s.v, d)
 	s.mu.Unlock()
 }
 
-func (s *samples) addN(d time.Duration, n int) {
+// AddN records d n times (n tasks that took the same time).
+func (s *Samples) AddN(d time.Duration, n int) {
 	s.mu.Lock()
 	for range n {
 		s.v = append(s.v, d)
@@ -27,25 +29,27 @@ func (s *samples) addN(d time.Duration, n int) {
 	s.mu.Unlock()
 }
 
-// dist is the distribution of a samples set.
-type dist struct {
+// Dist is the distribution of a Samples set.
+type Dist struct {
 	N             int
 	P50, P99, Max time.Duration
 }
 
-func (s *samples) dist() dist {
+// Dist is the distribution of what was recorded so far.
+func (s *Samples) Dist() Dist {
 	s.mu.Lock()
 	v := slices.Clone(s.v)
 	s.mu.Unlock()
 	if len(v) == 0 {
-		return dist{}
+		return Dist{}
 	}
 	slices.Sort(v)
 	at := func(q float64) time.Duration {
 		i := int(q*float64(len(v))+0.5) - 1
 		return v[max(0, min(i, len(v)-1))]
 	}
-	return dist{N: len(v), P50: at(0.50), P99: at(0.99), Max: v[len(v)-1]}
+	return Dist{N: len(v), P50: at(0.50), P99: at(0.99), Max: v[len(v)-1]}
 }
 
-func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
+// Ms is d in milliseconds, as the summaries report durations.
+func Ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }

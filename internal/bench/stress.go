@@ -71,10 +71,10 @@ func Stress(ctx context.Context, e *Env, o StressOptions, progress Progress) (*S
 	s.Redis = e.RedisDescription(ctx)
 	s.Params = map[string]any{"n": o.N, "tenants": o.Tenants, "batch": o.Batch, "max_duration": o.MaxDuration.String(),
 		"fail_rate": o.FailRate, "retry_base": o.RetryBase.String(), "workers": o.Workers, "concurrency": o.Concurrency,
-		"claim_batch": o.ClaimBatch, "payload_bytes": len(payload64)}
+		"claim_batch": o.ClaimBatch, "payload_bytes": len(Payload64)}
 	specs := make([]*task.Spec, o.Tenants)
 	for i := range specs {
-		sp, err := spec(stressType, payload64, func(sp *task.Spec) {
+		sp, err := Spec(stressType, Payload64, func(sp *task.Spec) {
 			sp.Tenant = fmt.Sprintf("tenant-%d", i)
 			sp.RetryBase = task.Duration(o.RetryBase)
 		})
@@ -113,7 +113,7 @@ func Stress(ctx context.Context, e *Env, o StressOptions, progress Progress) (*S
 
 	// The backlog, sampled.
 	var maxReady, maxPending atomic.Int64
-	stopSampler := ticker(ctx, func() {
+	stopSampler := Ticker(ctx, func() {
 		if c, err := e.Store.Tasks().Counts(ctx); err == nil {
 			maxReady.Store(max(maxReady.Load(), int64(c.Ready)))
 			maxPending.Store(max(maxPending.Load(), int64(c.Pending)))
@@ -121,7 +121,7 @@ func Stress(ctx context.Context, e *Env, o StressOptions, progress Progress) (*S
 	})
 	defer stopSampler()
 
-	m := e.startMeter(ctx)
+	m := e.StartMeter(ctx)
 	start := time.Now()
 	per := (o.N + o.Tenants - 1) / o.Tenants
 	var wg sync.WaitGroup
@@ -137,20 +137,20 @@ func Stress(ctx context.Context, e *Env, o StressOptions, progress Progress) (*S
 		go func() {
 			defer wg.Done()
 			mk := func(int) queue.NewTask { return queue.NewTask{Spec: specs[i], Pool: e.Target.Pool, Pinned: true} }
-			if err := e.submitBatches(ctx, n, o.Batch, 1, mk, func(k int) { submitted.Add(int64(k)) }); err != nil {
+			if err := e.SubmitBatches(ctx, n, o.Batch, 1, mk, func(k int) { submitted.Add(int64(k)) }); err != nil {
 				errc <- err
 			}
 		}()
 	}
 	go func() { wg.Wait(); submitDone = time.Since(start); close(errc) }()
 	finished := func() int64 { return f.succeeded.Load() + f.dead.Load() }
-	if err := await(ctx, "seed stress", o.N, finished, progress); err != nil {
+	if err := Await(ctx, "seed stress", o.N, finished, progress); err != nil {
 		return nil, err
 	}
 	if err := <-errc; err != nil {
 		return nil, err
 	}
-	run := s.phase("seed stress", int64(o.N), m.stop(ctx))
+	run := s.AddPhase("seed stress", int64(o.N), m.Stop(ctx))
 	c, err := e.Store.Tasks().Counts(ctx)
 	if err != nil {
 		return nil, err
@@ -213,7 +213,7 @@ func (e *Env) leader(ctx context.Context) error {
 		if !r.NextDue.IsZero() {
 			wait = min(wait, max(time.Until(r.NextDue), time.Millisecond))
 		}
-		sleepCtx(ctx, wait)
+		SleepCtx(ctx, wait)
 	}
 	return nil
 }

@@ -102,7 +102,7 @@ func (s *Summary) Add(name string, v float64, unit, better, target string) {
 	s.Metrics = append(s.Metrics, m)
 }
 
-func (s *Summary) phase(name string, tasks int64, u Usage) Phase {
+func (s *Summary) AddPhase(name string, tasks int64, u Usage) Phase {
 	p := Phase{Name: name, Tasks: tasks, WallS: Round(u.Wall.Seconds(), 3),
 		AxCPUS: Round(u.AxCPU.Seconds(), 3), RedisCPUS: Round(u.RedisCPU.Seconds(), 3)}
 	if u.Wall > 0 {

@@ -54,7 +54,7 @@ func (o *ThroughputOptions) defaults() {
 	}
 }
 
-const noopType = "bench.noop"
+const NoopType = "bench.noop"
 
 // Throughput measures submit rates and how fast workers drain no-op tasks:
 //
@@ -68,8 +68,8 @@ func Throughput(ctx context.Context, e *Env, o ThroughputOptions, progress Progr
 	s.Redis = e.RedisDescription(ctx)
 	s.Params = map[string]any{"n": o.N, "single": o.Single, "single_conns": o.SingleConns, "batch": o.Batch,
 		"submitters": o.Submitters, "workers": o.Workers, "concurrency": o.Concurrency, "claim_batch": o.ClaimBatch,
-		"payload_bytes": len(payload64)}
-	sp, err := spec(noopType, payload64)
+		"payload_bytes": len(Payload64)}
+	sp, err := Spec(NoopType, Payload64)
 	if err != nil {
 		return nil, err
 	}
@@ -77,48 +77,48 @@ func Throughput(ctx context.Context, e *Env, o ThroughputOptions, progress Progr
 
 	// 1. One task per call.
 	var sent atomic.Int64
-	m := e.startMeter(ctx)
-	if err := e.submitBatches(ctx, o.Single, 1, o.SingleConns, mk, func(k int) { sent.Add(int64(k)) }); err != nil {
+	m := e.StartMeter(ctx)
+	if err := e.SubmitBatches(ctx, o.Single, 1, o.SingleConns, mk, func(k int) { sent.Add(int64(k)) }); err != nil {
 		return nil, err
 	}
-	single := s.phase("submit-single", int64(o.Single), m.stop(ctx))
+	single := s.AddPhase("submit-single", int64(o.Single), m.Stop(ctx))
 
 	// 2. Batches.
 	rest := o.N - o.Single
-	stopBar := ticker(ctx, func() { progress.Report("submit", int(sent.Load()), o.N) })
-	m = e.startMeter(ctx)
-	if err := e.submitBatches(ctx, rest, o.Batch, o.Submitters, mk, func(k int) { sent.Add(int64(k)) }); err != nil {
+	stopBar := Ticker(ctx, func() { progress.Report("submit", int(sent.Load()), o.N) })
+	m = e.StartMeter(ctx)
+	if err := e.SubmitBatches(ctx, rest, o.Batch, o.Submitters, mk, func(k int) { sent.Add(int64(k)) }); err != nil {
 		stopBar()
 		return nil, err
 	}
-	batch := s.phase("submit-batch", int64(rest), m.stop(ctx))
+	batch := s.AddPhase("submit-batch", int64(rest), m.Stop(ctx))
 	stopBar()
 	progress.Report("submit", o.N, o.N)
 
 	// 3. Drain what is queued.
 	noop := func(context.Context, *worker.Task) error { return nil }
-	m = e.startMeter(ctx)
-	f, err := e.startFleet(o.WorkerOptions, map[string]worker.Handler{noopType: noop}, nil)
+	m = e.StartMeter(ctx)
+	f, err := e.startFleet(o.WorkerOptions, map[string]worker.Handler{NoopType: noop}, nil)
 	if err != nil {
 		return nil, err
 	}
 	defer f.stop()
-	if err := await(ctx, "drain", o.N, f.succeeded.Load, progress); err != nil {
+	if err := Await(ctx, "drain", o.N, f.succeeded.Load, progress); err != nil {
 		return nil, err
 	}
-	drain := s.phase("drain", int64(o.N), m.stop(ctx))
+	drain := s.AddPhase("drain", int64(o.N), m.Stop(ctx))
 
 	// 4. Submit while draining.
-	m = e.startMeter(ctx)
+	m = e.StartMeter(ctx)
 	subErr := make(chan error, 1)
-	go func() { subErr <- e.submitBatches(ctx, o.N, o.Batch, o.Submitters, mk, nil) }()
-	if err := await(ctx, "submit+drain", 2*o.N, f.succeeded.Load, progress); err != nil {
+	go func() { subErr <- e.SubmitBatches(ctx, o.N, o.Batch, o.Submitters, mk, nil) }()
+	if err := Await(ctx, "submit+drain", 2*o.N, f.succeeded.Load, progress); err != nil {
 		return nil, err
 	}
 	if err := <-subErr; err != nil {
 		return nil, err
 	}
-	both := s.phase("submit+drain", int64(o.N), m.stop(ctx))
+	both := s.AddPhase("submit+drain", int64(o.N), m.Stop(ctx))
 	f.stop()
 
 	s.Add("end_to_end_drain", drain.PerS, "tasks/s", "higher", "≥ 35000")
@@ -151,7 +151,7 @@ func Throughput(ctx context.Context, e *Env, o ThroughputOptions, progress Progr
 }
 
 // ticker calls f every 100ms until the returned stop is called.
-func ticker(ctx context.Context, f func()) (stop func()) {
+func Ticker(ctx context.Context, f func()) (stop func()) {
 	ctx, cancel := context.WithCancel(ctx)
 	done := make(chan struct{})
 	go func() {
@@ -182,7 +182,7 @@ func apiSubmit(ctx context.Context, s *Summary, o ThroughputOptions, progress Pr
 	if err != nil {
 		return err
 	}
-	sp := &task.Spec{Type: "noop", Payload: payload64}
+	sp := &task.Spec{Type: "noop", Payload: Payload64}
 	raw, err := json.Marshal(sp)
 	if err != nil {
 		return err
@@ -194,7 +194,7 @@ func apiSubmit(ctx context.Context, s *Summary, o ThroughputOptions, progress Pr
 	var firstErr error
 	var mu sync.Mutex
 	start := time.Now()
-	stopBar := ticker(ctx, func() { progress.Report("api submit", int(done.Load()), n) })
+	stopBar := Ticker(ctx, func() { progress.Report("api submit", int(done.Load()), n) })
 	for range o.SingleConns {
 		wg.Add(1)
 		go func() {

@@ -14,6 +14,8 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/ax-sched/ax/internal/bench"
+	"github.com/ax-sched/ax/internal/bench/api"
+	"github.com/ax-sched/ax/internal/bench/delayed"
 	"github.com/ax-sched/ax/internal/bench/peers"
 	"github.com/ax-sched/ax/internal/progress"
 	"github.com/ax-sched/ax/internal/server"
@@ -253,9 +255,9 @@ func newBenchLatencyCmd(bf *benchFlags) *cobra.Command {
 }
 
 func newBenchDelayedCmd(bf *benchFlags) *cobra.Command {
-	var o bench.DelayedOptions
+	var o delayed.Options
 	var cold bool
-	var co bench.ColdOptions
+	var co delayed.ColdOptions
 	c := &cobra.Command{
 		Use:   "delayed",
 		Short: "Many delayed tasks due at the same second, promoted in bounded batches: rate, lateness, longest script",
@@ -264,9 +266,9 @@ func newBenchDelayedCmd(bf *benchFlags) *cobra.Command {
 			return benchRun(cmd, bf, true, func(ctx context.Context, e *bench.Env, p bench.Progress) (*bench.Summary, error) {
 				if cold {
 					co.N, co.Batch, co.Submitters = o.N, o.Batch, o.Submitters
-					return bench.DelayedCold(ctx, e, co, p)
+					return delayed.Cold(ctx, e, co, p)
 				}
-				return bench.Delayed(ctx, e, o, p)
+				return delayed.Run(ctx, e, o, p)
 			})
 		},
 	}
@@ -333,7 +335,7 @@ func newBenchPlacementCmd(bf *benchFlags) *cobra.Command {
 }
 
 func newBenchAPICmd(bf *benchFlags) *cobra.Command {
-	var o bench.APIOptions
+	var o api.Options
 	var handoffOnly, localOnly, withTLS bool
 	c := &cobra.Command{
 		Use:   "api",
@@ -375,7 +377,7 @@ and Redis per task (INFO cpu, commandstats).`,
 			}
 			o.Etcd = server.StartEtcd
 			return benchRun(cmd, bf, false, func(ctx context.Context, _ *bench.Env, p bench.Progress) (*bench.Summary, error) {
-				return bench.API(ctx, o, p)
+				return api.Run(ctx, o, p)
 			})
 		},
 	}

@@ -1,6 +1,6 @@
 //go:build unix && !linux
 
-package bench
+package api
 
 import "syscall"
 

@@ -1,4 +1,4 @@
-package bench
+package api
 
 import (
 	"bytes"
@@ -145,4 +145,4 @@ func waitFor(ctx context.Context, within time.Duration, what string, procs []*ax
 	return nil
 }
 
-var errNoExe = errors.New("bench: api: no ax binary to start (APIOptions.Exe)")
+var errNoExe = errors.New("bench: api: no ax binary to start (api.Options.Exe)")

@@ -1,4 +1,4 @@
-package bench
+package api
 
 import (
 	"bytes"
@@ -23,14 +23,15 @@ import (
 
 	"github.com/ax-sched/ax/apiv1"
 	"github.com/ax-sched/ax/client"
+	"github.com/ax-sched/ax/internal/bench"
 	"github.com/ax-sched/ax/internal/redisproc"
 	"github.com/ax-sched/ax/internal/tlsconf"
 	"github.com/ax-sched/ax/queue"
 	"github.com/ax-sched/ax/task"
 )
 
-// APIOptions size an `ax bench api` run.
-type APIOptions struct {
+// Options size an `ax bench api` run.
+type Options struct {
 	Single     int // tasks submitted one per request (default 20 000)
 	Conns      int // keep-alive connections submitting one task per request (default 16)
 	Batched    int // tasks submitted in batches (default 100 000)
@@ -58,7 +59,7 @@ type APIOptions struct {
 	SampleEvery int
 }
 
-func (o *APIOptions) defaults() {
+func (o *Options) defaults() {
 	if o.Single <= 0 {
 		o.Single = 20000
 	}
@@ -91,7 +92,7 @@ func (o *APIOptions) defaults() {
 	}
 }
 
-// API measures the path users take, through real processes: HTTP API
+// Run measures the path users take, through real processes: HTTP API
 // (auth on) → validation → placement → enqueue (→ hand-off) → claim by an
 // `ax worker` → ack. Per mode it starts an etcd, one redis-server
 // (password required) and one `ax server` per region, and Workers
@@ -104,18 +105,18 @@ func (o *APIOptions) defaults() {
 // the last task's success (done/s), with the workers draining meanwhile.
 // CPU of the servers and the workers is read from /proc/<pid>/stat, the
 // Redis servers' from INFO cpu and commandstats.
-func API(ctx context.Context, o APIOptions, progress Progress) (*Summary, error) {
+func Run(ctx context.Context, o Options, progress bench.Progress) (*bench.Summary, error) {
 	o.defaults()
 	if o.Exe == "" {
 		return nil, errNoExe
 	}
 	if o.Etcd == nil {
-		return nil, errors.New("bench: api: no etcd starter (APIOptions.Etcd)")
+		return nil, errors.New("bench: api: no etcd starter (api.Options.Etcd)")
 	}
-	s := NewSummary("api")
+	s := bench.NewSummary("api")
 	s.Params = map[string]any{"single": o.Single, "conns": o.Conns, "batched": o.Batched, "batch": o.Batch,
 		"batch_conns": o.BatchConns, "workers": o.Workers, "concurrency": o.Concurrency, "modes": o.Modes,
-		"payload_bytes": len(payload64), "auth": true}
+		"payload_bytes": len(bench.Payload64), "auth": true}
 	for _, mode := range o.Modes {
 		if base := strings.TrimSuffix(mode, "-tls"); base != "local" && base != "handoff" {
 			return nil, fmt.Errorf("bench: api: mode %q: want local, handoff, local-tls or handoff-tls", mode)
@@ -143,7 +144,7 @@ type apiRegion struct {
 
 // apiFed is the federation of one mode.
 type apiFed struct {
-	o       APIOptions
+	o       Options
 	dir     string
 	regions []*apiRegion
 	workers []*axProc
@@ -193,7 +194,7 @@ func sha(s string) string {
 }
 
 // startFed starts the regions of a mode: names[len-1] runs the tasks.
-func startFed(ctx context.Context, o APIOptions, names []string, withTLS bool) (_ *apiFed, err error) {
+func startFed(ctx context.Context, o Options, names []string, withTLS bool) (_ *apiFed, err error) {
 	dir, err := os.MkdirTemp("", "ax-bench-api-")
 	if err != nil {
 		return nil, err
@@ -381,11 +382,11 @@ func (f *apiFed) placeable(ctx context.Context, hc *http.Client, api, run string
 // apiMeter reads the CPU of every process and Redis of a federation.
 type apiMeter struct {
 	f       *apiFed
-	env     *Env // the regions' Redis servers, for INFO
+	env     *bench.Env // the regions' Redis servers, for INFO
 	start   time.Time
 	servers time.Duration
 	workers time.Duration
-	inner   *meter
+	inner   *bench.Meter
 }
 
 func (f *apiFed) cpu(ps []*axProc) time.Duration {
@@ -404,9 +405,9 @@ func (f *apiFed) serverProcs() []*axProc {
 	return ps
 }
 
-func (f *apiFed) startMeter(ctx context.Context, env *Env) *apiMeter {
+func (f *apiFed) startMeter(ctx context.Context, env *bench.Env) *apiMeter {
 	return &apiMeter{f: f, env: env, start: time.Now(), servers: f.cpu(f.serverProcs()),
-		workers: f.cpu(f.workers), inner: env.startMeter(ctx)}
+		workers: f.cpu(f.workers), inner: env.StartMeter(ctx)}
 }
 
 // succeeded sums the regions' success counters.
@@ -423,7 +424,7 @@ func (f *apiFed) succeeded(ctx context.Context) int64 {
 }
 
 // apiMode runs the two submit phases of one mode.
-func apiMode(ctx context.Context, s *Summary, o APIOptions, mode string, progress Progress) error {
+func apiMode(ctx context.Context, s *bench.Summary, o Options, mode string, progress bench.Progress) error {
 	names := []string{"bench-a"}
 	base, withTLS := strings.CutSuffix(mode, "-tls")
 	if base == "handoff" {
@@ -435,16 +436,17 @@ func apiMode(ctx context.Context, s *Summary, o APIOptions, mode string, progres
 		return err
 	}
 	defer f.close()
-	env := &Env{}
+	var nodes []*redis.Client
 	for _, r := range f.regions {
-		env.nodes = append(env.nodes, r.rdb)
+		nodes = append(nodes, r.rdb)
 	}
+	env := bench.Over(nodes...)
 	if s.Redis.Version == "" {
-		s.Redis = RedisInfo{Managed: true, Version: infoField(must(f.regions[0].rdb.Info(ctx, "server").Result()), "redis_version"),
+		s.Redis = bench.RedisInfo{Managed: true, Version: bench.InfoField(must(f.regions[0].rdb.Info(ctx, "server").Result()), "redis_version"),
 			Config: "one temporary redis-server per region started by ax bench (requirepass): appendonly no, save \"\", maxmemory-policy noeviction"}
 	}
 	run := f.regions[len(f.regions)-1]
-	sp := map[string]any{"type": "noop", "payload": json.RawMessage(payload64), "tags": map[string]string{"class": "cpu"}}
+	sp := map[string]any{"type": "noop", "payload": json.RawMessage(bench.Payload64), "tags": map[string]string{"class": "cpu"}}
 	if base == "handoff" {
 		sp["regions"] = []string{run.name}
 	}
@@ -478,8 +480,8 @@ func must(s string, _ error) string { return s }
 
 // apiPhase submits n tasks in requests of per from k goroutines and waits
 // until all succeeded.
-func apiPhase(ctx context.Context, s *Summary, f *apiFed, env *Env, c *client.Client, raw []byte,
-	name string, n, per, k int, run *apiRegion, progress Progress) error {
+func apiPhase(ctx context.Context, s *bench.Summary, f *apiFed, env *bench.Env, c *client.Client, raw []byte,
+	name string, n, per, k int, run *apiRegion, progress bench.Progress) error {
 	base := f.succeeded(ctx)
 	type sample struct {
 		id   string
@@ -511,7 +513,7 @@ func apiPhase(ctx context.Context, s *Summary, f *apiFed, env *Env, c *client.Cl
 		}
 		mu.Unlock()
 	}
-	stopBar := ticker(ctx, func() { progress.Report(name, int(accepted.Load()), n) })
+	stopBar := bench.Ticker(ctx, func() { progress.Report(name, int(accepted.Load()), n) })
 	m := f.startMeter(ctx, env)
 	for range k {
 		wg.Add(1)
@@ -561,34 +563,34 @@ func apiPhase(ctx context.Context, s *Summary, f *apiFed, env *Env, c *client.Cl
 	if firstErr != nil {
 		return firstErr
 	}
-	err := await(ctx, name+" drain", n, func() int64 { return f.succeeded(ctx) - base }, progress)
+	err := bench.Await(ctx, name+" drain", n, func() int64 { return f.succeeded(ctx) - base }, progress)
 	if err != nil {
 		return err
 	}
-	u := m.inner.stop(ctx)
+	u := m.inner.Stop(ctx)
 	serverCPU := f.cpu(f.serverProcs()) - m.servers
 	workerCPU := f.cpu(f.workers) - m.workers
 	u.AxCPU = serverCPU
-	ph := s.phase(name, int64(n), u)
+	ph := s.AddPhase(name, int64(n), u)
 
-	var lat samples
+	var lat bench.Samples
 	for _, p := range picks {
 		tk, err := run.store.Get(ctx, p.id)
 		if err != nil {
 			return fmt.Errorf("reading task %s: %w", p.id, err)
 		}
 		if tk.StartedAt != nil {
-			lat.add(tk.StartedAt.Sub(p.sent))
+			lat.Add(tk.StartedAt.Sub(p.sent))
 		}
 	}
-	d := lat.dist()
-	per1 := func(t time.Duration) float64 { return Round(float64(t.Microseconds())/float64(n), 2) }
+	d := lat.Dist()
+	per1 := func(t time.Duration) float64 { return bench.Round(float64(t.Microseconds())/float64(n), 2) }
 	target := map[string]string{"local/single": "≥ 10000", "local/batch": "≥ 50000", "handoff/batch": "≥ 20000"}[name]
 	key := strings.ReplaceAll(name, "/", "_")
 	s.Add(key+"_accepted", float64(n)/acceptWall.Seconds(), "tasks/s", "higher", target)
 	s.Add(key+"_done", ph.PerS, "tasks/s", "higher", "")
-	s.Add(key+"_submit_to_start_p50", ms(d.P50), "ms", "lower", "")
-	s.Add(key+"_submit_to_start_p99", ms(d.P99), "ms", "lower", "")
+	s.Add(key+"_submit_to_start_p50", bench.Ms(d.P50), "ms", "lower", "")
+	s.Add(key+"_submit_to_start_p99", bench.Ms(d.P99), "ms", "lower", "")
 	s.Add(key+"_server_cpu_per_task", per1(serverCPU), "µs", "lower", "")
 	s.Add(key+"_worker_cpu_per_task", per1(workerCPU), "µs", "lower", "")
 	s.Add(key+"_redis_cpu_per_task", ph.RedisUsPer, "µs", "lower", "")

@@ -1,4 +1,4 @@
-package bench
+package delayed
 
 import (
 	"context"
@@ -8,6 +8,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/ax-sched/ax/internal/bench"
 	"github.com/ax-sched/ax/queue"
 )
 
@@ -42,7 +43,7 @@ func (o *ColdOptions) defaults() {
 	}
 }
 
-// DelayedCold measures the cold tier (queue/cold.go): N tasks pinned to the
+// Cold measures the cold tier (queue/cold.go): N tasks pinned to the
 // bench's pool, 64 B payload, due one after another at Rate per second from
 // a first due time a day ahead, are submitted (every one lands in the
 // cold tier); Redis memory per task is the used_memory delta over the
@@ -54,7 +55,7 @@ func (o *ColdOptions) defaults() {
 // due time, at most 1 s) — for Window after the first due time; lateness is
 // each task's promote call end − its due time; SLOWLOG (logging every
 // command from the window's start) gives the longest script.
-func DelayedCold(ctx context.Context, e *Env, o ColdOptions, progress Progress) (*Summary, error) {
+func Cold(ctx context.Context, e *bench.Env, o ColdOptions, progress bench.Progress) (*bench.Summary, error) {
 	if e.Clustered() {
 		return nil, errors.New("bench delayed --cold: not on a cluster (its SLOWLOG and memory figures are one server's)")
 	}
@@ -62,10 +63,10 @@ func DelayedCold(ctx context.Context, e *Env, o ColdOptions, progress Progress) 
 		return nil, errors.New("bench delayed --cold: on a temporary Redis only (it measures used_memory and SLOWLOG of the whole server)")
 	}
 	o.defaults()
-	s := NewSummary("delayed-cold")
+	s := bench.NewSummary("delayed-cold")
 	s.Redis = e.RedisDescription(ctx)
 	s.Params = map[string]any{"n": o.N, "rate": o.Rate, "horizon": o.Horizon.String(), "window": o.Window.String(),
-		"batch": o.Batch, "submitters": o.Submitters, "payload_bytes": len(payload64)}
+		"batch": o.Batch, "submitters": o.Submitters, "payload_bytes": len(bench.Payload64)}
 	// The store's clock (the scripts' too) runs ahead of the wall clock by
 	// skew: the tasks are due a day after the submission starts, and once
 	// it is over the clock jumps to a horizon before the first due time, so
@@ -75,15 +76,16 @@ func DelayedCold(ctx context.Context, e *Env, o ColdOptions, progress Progress) 
 	now := func() time.Time { return time.Now().Add(time.Duration(skew.Load())) }
 	opts := e.Store.Options()
 	opts.ColdHorizon, opts.Now = o.Horizon, now
-	st, err := queue.New(e.rdb, opts)
+	benv, err := e.WithStore(opts)
 	if err != nil {
 		return nil, err
 	}
+	st := benv.Store
 	rdb := e.Client()
 	first := time.Now().Add(24 * time.Hour).Truncate(time.Second)
 	gap := time.Duration(float64(time.Second) / o.Rate)
 	dueOf := func(i int) time.Time { return first.Add(time.Duration(i) * gap) }
-	base, err := spec(noopType, payload64)
+	base, err := bench.Spec(bench.NoopType, bench.Payload64)
 	if err != nil {
 		return nil, err
 	}
@@ -93,17 +95,16 @@ func DelayedCold(ctx context.Context, e *Env, o ColdOptions, progress Progress) 
 		sp.RunAt = &d
 		return queue.NewTask{Spec: &sp, Pool: e.Target.Pool, Pinned: true}
 	}
-	mem0 := e.redisMemory(ctx)
+	mem0 := e.RedisMemory(ctx)
 	var sent atomic.Int64
-	stopBar := ticker(ctx, func() { progress.Report("submit", int(sent.Load()), o.N) })
-	m := e.startMeter(ctx)
-	benv := &Env{Target: e.Target, rdb: e.rdb, nodes: e.nodes, Store: st}
-	err = benv.submitBatches(ctx, o.N, o.Batch, o.Submitters, mk, func(k int) { sent.Add(int64(k)) })
+	stopBar := bench.Ticker(ctx, func() { progress.Report("submit", int(sent.Load()), o.N) })
+	m := e.StartMeter(ctx)
+	err = benv.SubmitBatches(ctx, o.N, o.Batch, o.Submitters, mk, func(k int) { sent.Add(int64(k)) })
 	stopBar()
 	if err != nil {
 		return nil, err
 	}
-	sub := s.phase("submit", int64(o.N), m.stop(ctx))
+	sub := s.AddPhase("submit", int64(o.N), m.Stop(ctx))
 	cold, err := st.Tasks().ColdWaiting(ctx)
 	if err != nil {
 		return nil, err
@@ -111,7 +112,7 @@ func DelayedCold(ctx context.Context, e *Env, o ColdOptions, progress Progress) 
 	if cold != o.N {
 		return nil, fmt.Errorf("bench: %d of %d tasks in the cold tier after the submission", cold, o.N)
 	}
-	perTask := float64(e.redisMemory(ctx)-mem0) / float64(o.N)
+	perTask := float64(e.RedisMemory(ctx)-mem0) / float64(o.N)
 
 	// The steady phase starts a little before the first due time: the cold
 	// loop has moved the first buckets by then.
@@ -152,15 +153,15 @@ func DelayedCold(ctx context.Context, e *Env, o ColdOptions, progress Progress) 
 			if !next.IsZero() {
 				wait = min(every, max(next.Add(-o.Horizon/2).Sub(now()), time.Second))
 			}
-			if !sleepCtx(lctx, wait) {
+			if !bench.SleepCtx(lctx, wait) {
 				return
 			}
 		}
 	}()
-	var late samples
+	var late bench.Samples
 	var longestCall time.Duration
 	promoted, calls := 0, 0
-	m = e.startMeter(ctx)
+	m = e.StartMeter(ctx)
 	for promoted < want && ctx.Err() == nil { // region.Cell.promoteLoop
 		t := now()
 		r, err := st.Maintainer().Promote(ctx, f, queue.MaxBatch)
@@ -171,7 +172,7 @@ func DelayedCold(ctx context.Context, e *Env, o ColdOptions, progress Progress) 
 		calls++
 		longestCall = max(longestCall, end.Sub(t))
 		for j := promoted; j < promoted+r.Moved; j++ {
-			late.add(end.Sub(dueOf(j)))
+			late.Add(end.Sub(dueOf(j)))
 		}
 		promoted += r.Moved
 		if calls%50 == 0 {
@@ -184,13 +185,13 @@ func DelayedCold(ctx context.Context, e *Env, o ColdOptions, progress Progress) 
 		if !r.NextDue.IsZero() {
 			next = min(max(r.NextDue.Sub(now()), time.Millisecond), time.Second)
 		}
-		if !sleepCtx(ctx, next) {
+		if !bench.SleepCtx(ctx, next) {
 			break
 		}
 	}
 	stopLoops()
 	wg.Wait()
-	pro := s.phase("steady", int64(promoted), m.stop(ctx))
+	pro := s.AddPhase("steady", int64(promoted), m.Stop(ctx))
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
@@ -201,20 +202,20 @@ func DelayedCold(ctx context.Context, e *Env, o ColdOptions, progress Progress) 
 	if err != nil {
 		return nil, err
 	}
-	var scripts, coldScripts samples
+	var scripts, coldScripts bench.Samples
 	for _, l := range logs {
 		if len(l.Args) == 0 || !isScript(l.Args[0]) {
 			continue
 		}
-		scripts.add(l.Duration)
+		scripts.Add(l.Duration)
 		for _, a := range l.Args {
 			if a == "promote" {
-				coldScripts.add(l.Duration)
+				coldScripts.Add(l.Duration)
 				break
 			}
 		}
 	}
-	sd, cd, ld := scripts.dist(), coldScripts.dist(), late.dist()
+	sd, cd, ld := scripts.Dist(), coldScripts.Dist(), late.Dist()
 	left, err := st.Tasks().ColdWaiting(ctx)
 	if err != nil {
 		return nil, err
@@ -222,14 +223,14 @@ func DelayedCold(ctx context.Context, e *Env, o ColdOptions, progress Progress) 
 	s.Add("cold_bytes_per_task", perTask, "B", "lower", "≤ 120")
 	s.Add("submit_cold", sub.PerS, "tasks/s", "higher", "")
 	s.Add("submit_redis_cpu_per_task", sub.RedisUsPer, "µs", "lower", "")
-	s.Add("lateness_p50", ms(ld.P50), "ms", "lower", "")
-	s.Add("lateness_p99", ms(ld.P99), "ms", "lower", "≤ 10")
-	s.Add("lateness_max", ms(ld.Max), "ms", "lower", "")
-	s.Add("longest_script", ms(sd.Max), "ms", "lower", "≤ 10")
-	s.Add("script_p99", ms(sd.P99), "ms", "lower", "")
-	s.Add("longest_cold_promote_script", ms(cd.Max), "ms", "lower", "")
-	s.Add("cold_promote_script_p50", ms(cd.P50), "ms", "lower", "")
-	s.Add("longest_promote_call_client", ms(longestCall), "ms", "lower", "")
+	s.Add("lateness_p50", bench.Ms(ld.P50), "ms", "lower", "")
+	s.Add("lateness_p99", bench.Ms(ld.P99), "ms", "lower", "≤ 10")
+	s.Add("lateness_max", bench.Ms(ld.Max), "ms", "lower", "")
+	s.Add("longest_script", bench.Ms(sd.Max), "ms", "lower", "≤ 10")
+	s.Add("script_p99", bench.Ms(sd.P99), "ms", "lower", "")
+	s.Add("longest_cold_promote_script", bench.Ms(cd.Max), "ms", "lower", "")
+	s.Add("cold_promote_script_p50", bench.Ms(cd.P50), "ms", "lower", "")
+	s.Add("longest_promote_call_client", bench.Ms(longestCall), "ms", "lower", "")
 	s.Add("steady_redis_cpu_per_task", pro.RedisUsPer, "µs", "lower", "")
 	s.Counts["submitted"] = int64(o.N)
 	s.Counts["cold_after_submit"] = int64(cold)

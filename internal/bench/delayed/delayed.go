@@ -1,4 +1,4 @@
-package bench
+package delayed
 
 import (
 	"context"
@@ -8,13 +8,14 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/ax-sched/ax/internal/bench"
 	"github.com/ax-sched/ax/queue"
 	"github.com/ax-sched/ax/task"
 )
 
-// DelayedOptions size a delayed-promotion run. Zero values take the
+// Options size a delayed-promotion run. Zero values take the
 // defaults.
-type DelayedOptions struct {
+type Options struct {
 	N            int // delayed tasks (default 1 000 000)
 	Batch        int // tasks per submit call (default 1 000)
 	Submitters   int // goroutines submitting (default 2)
@@ -29,7 +30,7 @@ type DelayedOptions struct {
 	Unpinned bool
 }
 
-func (o *DelayedOptions) defaults() {
+func (o *Options) defaults() {
 	if o.N <= 0 {
 		o.N = 1000000
 	}
@@ -47,21 +48,21 @@ func (o *DelayedOptions) defaults() {
 	}
 }
 
-// Delayed submits N tasks pinned to the bench's pool, all due at the same
+// Run submits N tasks pinned to the bench's pool, all due at the same
 // whole second, then runs the leader's promote call (bounded batches,
 // fenced) until every one is READY. It reports the promotion rate, the
 // lateness (batch done − due time) and the longest single script from
 // SLOWLOG (on its own Redis it logs every command: slowlog-log-slower-than
 // 0).
-func Delayed(ctx context.Context, e *Env, o DelayedOptions, progress Progress) (*Summary, error) {
+func Run(ctx context.Context, e *bench.Env, o Options, progress bench.Progress) (*bench.Summary, error) {
 	if e.Clustered() {
 		return nil, errors.New("bench delayed: not on a cluster (its SLOWLOG figures are one server's)")
 	}
 	o.defaults()
-	s := NewSummary("delayed")
+	s := bench.NewSummary("delayed")
 	s.Redis = e.RedisDescription(ctx)
 	s.Params = map[string]any{"n": o.N, "batch": o.Batch, "submitters": o.Submitters, "promote_batch": o.PromoteBatch,
-		"lead": o.Lead.String(), "payload_bytes": len(payload64), "unpinned": o.Unpinned}
+		"lead": o.Lead.String(), "payload_bytes": len(bench.Payload64), "unpinned": o.Unpinned}
 	rdb := e.Client()
 	if e.Managed() {
 		if err := rdb.ConfigSet(ctx, "slowlog-log-slower-than", "0").Err(); err != nil {
@@ -76,30 +77,30 @@ func Delayed(ctx context.Context, e *Env, o DelayedOptions, progress Progress) (
 			cfg["slowlog-log-slower-than"]+" µs) and its slowlog-max-len newest")
 	}
 	due := time.Now().Add(o.Lead).Truncate(time.Second).Add(time.Second)
-	sp, err := spec(noopType, payload64, func(sp *task.Spec) { sp.RunAt = &due })
+	sp, err := bench.Spec(bench.NoopType, bench.Payload64, func(sp *task.Spec) { sp.RunAt = &due })
 	if err != nil {
 		return nil, err
 	}
-	mem0 := e.redisMemory(ctx)
+	mem0 := e.RedisMemory(ctx)
 	var sent atomic.Int64
 	mk := func(int) queue.NewTask { return queue.NewTask{Spec: sp, Pool: e.Target.Pool, Pinned: true} }
 	if o.Unpinned {
 		mk = func(int) queue.NewTask { return queue.NewTask{Spec: sp} }
 	}
-	m := e.startMeter(ctx)
+	m := e.StartMeter(ctx)
 	sctx, cancel := context.WithCancel(ctx)
 	var tooSlow atomic.Bool
-	stopBar := ticker(ctx, func() {
+	stopBar := bench.Ticker(ctx, func() {
 		n := sent.Load()
 		progress.Report("submit", int(n), o.N)
 		// Stop early when the submission would not finish before the due time.
-		if el := time.Since(m.start); n > 0 && el > time.Second &&
-			m.start.Add(time.Duration(float64(el)*float64(o.N)/float64(n))).After(due.Add(-200*time.Millisecond)) {
+		if el := time.Since(m.Started()); n > 0 && el > time.Second &&
+			m.Started().Add(time.Duration(float64(el)*float64(o.N)/float64(n))).After(due.Add(-200*time.Millisecond)) {
 			tooSlow.Store(true)
 			cancel()
 		}
 	})
-	err = e.submitBatches(sctx, o.N, o.Batch, o.Submitters, mk, func(k int) { sent.Add(int64(k)) })
+	err = e.SubmitBatches(sctx, o.N, o.Batch, o.Submitters, mk, func(k int) { sent.Add(int64(k)) })
 	stopBar()
 	cancel()
 	if tooSlow.Load() {
@@ -108,7 +109,7 @@ func Delayed(ctx context.Context, e *Env, o DelayedOptions, progress Progress) (
 	if err != nil {
 		return nil, err
 	}
-	sub := s.phase("submit", int64(o.N), m.stop(ctx))
+	sub := s.AddPhase("submit", int64(o.N), m.Stop(ctx))
 	c, err := e.Store.Tasks().Counts(ctx)
 	if err != nil {
 		return nil, err
@@ -116,7 +117,7 @@ func Delayed(ctx context.Context, e *Env, o DelayedOptions, progress Progress) (
 	if c.Pending != o.N {
 		return nil, fmt.Errorf("bench: %d of %d tasks are delayed after the submission (the rest were due already): pass a longer --lead", c.Pending, o.N)
 	}
-	perTask := float64(e.redisMemory(ctx)-mem0) / float64(o.N)
+	perTask := float64(e.RedisMemory(ctx)-mem0) / float64(o.N)
 
 	// Only entries newer than this one count: a live Redis's own SLOWLOG is
 	// not reset under its operators.
@@ -130,15 +131,15 @@ func Delayed(ctx context.Context, e *Env, o DelayedOptions, progress Progress) (
 	}
 	for wait := time.Until(due); wait > 0; wait = time.Until(due) {
 		progress.Report("wait for due", int(o.Lead-wait)/int(time.Millisecond), int(o.Lead/time.Millisecond))
-		if !sleepCtx(ctx, min(wait, 100*time.Millisecond)) {
+		if !bench.SleepCtx(ctx, min(wait, 100*time.Millisecond)) {
 			return nil, ctx.Err()
 		}
 	}
-	var late samples
+	var late bench.Samples
 	var longestCall time.Duration
 	calls, moved := 0, 0
 	f := queue.Fence{Name: "bench", Token: 1}
-	m = e.startMeter(ctx)
+	m = e.StartMeter(ctx)
 	ready := 0 // READY so far: promoted (pinned) or placed (unpinned)
 	for ready < o.N && ctx.Err() == nil {
 		t := time.Now()
@@ -152,7 +153,7 @@ func Delayed(ctx context.Context, e *Env, o DelayedOptions, progress Progress) (
 		moved += r.Moved
 		if !o.Unpinned {
 			ready += r.Moved
-			late.addN(now.Sub(due), r.Moved)
+			late.AddN(now.Sub(due), r.Moved)
 		}
 		for o.Unpinned {
 			t := time.Now()
@@ -175,10 +176,10 @@ func Delayed(ctx context.Context, e *Env, o DelayedOptions, progress Progress) (
 			calls++
 			longestCall = max(longestCall, now.Sub(t))
 			ready += pr.Placed
-			late.addN(now.Sub(due), pr.Placed)
+			late.AddN(now.Sub(due), pr.Placed)
 		}
 		if r.Moved == 0 {
-			if !sleepCtx(ctx, time.Millisecond) {
+			if !bench.SleepCtx(ctx, time.Millisecond) {
 				break
 			}
 		}
@@ -187,7 +188,7 @@ func Delayed(ctx context.Context, e *Env, o DelayedOptions, progress Progress) (
 		}
 	}
 	progress.Report("promote", ready, o.N)
-	pro := s.phase("promote", int64(ready), m.stop(ctx))
+	pro := s.AddPhase("promote", int64(ready), m.Stop(ctx))
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
@@ -195,32 +196,32 @@ func Delayed(ctx context.Context, e *Env, o DelayedOptions, progress Progress) (
 	if err != nil {
 		return nil, err
 	}
-	var scripts samples
+	var scripts bench.Samples
 	var over10 int
 	for _, l := range logs {
 		if l.ID <= lastID || len(l.Args) == 0 || !isScript(l.Args[0]) {
 			continue
 		}
-		scripts.add(l.Duration)
+		scripts.Add(l.Duration)
 		if l.Duration > 10*time.Millisecond {
 			over10++
 		}
 	}
-	sd := scripts.dist()
+	sd := scripts.Dist()
 	longest := sd.Max
 	c, err = e.Store.Tasks().Counts(ctx)
 	if err != nil {
 		return nil, err
 	}
-	ld := late.dist()
+	ld := late.Dist()
 	s.Add("promote_rate", pro.PerS, "tasks/s", "higher", "≥ 200000")
-	s.Add("lateness_p50", ms(ld.P50), "ms", "lower", "")
-	s.Add("lateness_p99", ms(ld.P99), "ms", "lower", "")
-	s.Add("lateness_max", ms(ld.Max), "ms", "lower", "")
-	s.Add("longest_script", ms(longest), "ms", "lower", "≤ 10")
-	s.Add("script_p50", ms(sd.P50), "ms", "lower", "")
-	s.Add("script_p99", ms(sd.P99), "ms", "lower", "")
-	s.Add("longest_promote_call_client", ms(longestCall), "ms", "lower", "")
+	s.Add("lateness_p50", bench.Ms(ld.P50), "ms", "lower", "")
+	s.Add("lateness_p99", bench.Ms(ld.P99), "ms", "lower", "")
+	s.Add("lateness_max", bench.Ms(ld.Max), "ms", "lower", "")
+	s.Add("longest_script", bench.Ms(longest), "ms", "lower", "≤ 10")
+	s.Add("script_p50", bench.Ms(sd.P50), "ms", "lower", "")
+	s.Add("script_p99", bench.Ms(sd.P99), "ms", "lower", "")
+	s.Add("longest_promote_call_client", bench.Ms(longestCall), "ms", "lower", "")
 	s.Add("submit_delayed", sub.PerS, "tasks/s", "higher", "")
 	s.Add("redis_bytes_per_delayed_task", perTask, "B", "lower", "")
 	s.Add("promote_redis_cpu_per_task", pro.RedisUsPer, "µs", "lower", "")
