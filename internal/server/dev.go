@@ -60,6 +60,11 @@ func RunDev(ctx context.Context, cfgs []*config.Region, o DevOptions, log *slog.
 		return err
 	}
 	abs, _ := filepath.Abs(o.Dir)
+	lock, err := lockDevDir(abs)
+	if err != nil {
+		return err
+	}
+	defer lock.unlock()
 	// Bind every API port before etcd and Redis pick their free ports, so
 	// they cannot take one of ours. Port 0 lets the kernel choose each.
 	lns, err := listenDev(o.Port, len(cfgs))
@@ -73,7 +78,7 @@ func RunDev(ctx context.Context, cfgs []*config.Region, o DevOptions, log *slog.
 			}
 		}
 	}()
-	etcd, endpoint, err := startDevEtcd(abs)
+	etcd, endpoint, err := startDevEtcd(abs, false)
 	if err != nil {
 		return fmt.Errorf("embedded etcd: %w", err)
 	}
@@ -305,7 +310,7 @@ func miniConfig(c *miniserver.Peer, _ string, args []string) {
 // StartEtcd starts an embedded etcd keeping its data in dir/etcd (an
 // earlier run's is removed) on free ports; stop closes it.
 func StartEtcd(dir string) (endpoint string, stop func(), err error) {
-	e, endpoint, err := startDevEtcd(dir)
+	e, endpoint, err := startDevEtcd(dir, true)
 	if err != nil {
 		return "", nil, err
 	}
@@ -313,8 +318,16 @@ func StartEtcd(dir string) (endpoint string, stop func(), err error) {
 }
 
 // startDevEtcd starts the embedded etcd on free ports, trying again when a
-// port was taken between choosing and binding it.
-func startDevEtcd(dir string) (e *embed.Etcd, endpoint string, err error) {
+// port was taken between choosing and binding it. With fresh, an earlier
+// run's data in dir/etcd is removed first; without, etcd carries on with
+// it (schedules, live overrides, and a revision, hence fencing tokens,
+// above every one it handed out before).
+func startDevEtcd(dir string, fresh bool) (e *embed.Etcd, endpoint string, err error) {
+	if fresh {
+		if err := os.RemoveAll(filepath.Join(dir, "etcd")); err != nil {
+			return nil, "", err
+		}
+	}
 	for attempt := 0; attempt < 3; attempt++ {
 		if e, endpoint, err = startDevEtcdOnce(dir); err == nil {
 			return e, endpoint, nil
@@ -341,8 +354,6 @@ func startDevEtcdOnce(dir string) (*embed.Etcd, string, error) {
 	cfg.ListenClientUrls, cfg.AdvertiseClientUrls = []url.URL{*cu}, []url.URL{*cu}
 	cfg.ListenPeerUrls, cfg.AdvertisePeerUrls = []url.URL{*pu}, []url.URL{*pu}
 	cfg.InitialCluster = cfg.Name + "=" + pu.String()
-	// A data dir from an earlier run holds another peer URL: start fresh.
-	_ = os.RemoveAll(cfg.Dir)
 	e, err := embed.StartEtcd(cfg)
 	if err != nil {
 		return nil, "", err

@@ -2,12 +2,19 @@ package server
 
 import (
 	"context"
+	"errors"
 	"io"
 	"log/slog"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
 	"testing"
+	"time"
 
 	"github.com/ax-sched/ax/internal/config"
 	"github.com/ax-sched/ax/queue"
+	clientv3 "go.etcd.io/etcd/client/v3"
 )
 
 // Without redis-server on PATH, ax dev's in-process Redis passes the
@@ -36,4 +43,77 @@ func TestDevWithoutRedisServerPassesTheServersCheck(t *testing.T) {
 	if err := store.Ping(context.Background()); err != nil {
 		t.Fatalf("the servers' check of ax dev's in-process Redis: %v", err)
 	}
+}
+
+// A second start of ax dev's etcd on the same directory, on other ports,
+// still holds the first run's keys, and its revision carries on above
+// the first run's: fencing tokens (revisions) stay monotonic.
+func TestDevEtcdKeepsItsDataAcrossRestarts(t *testing.T) {
+	dir := t.TempDir()
+	put := func(want string) (rev int64) {
+		t.Helper()
+		e, endpoint, err := startDevEtcd(dir, false)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer e.Close()
+		cli, err := clientv3.New(clientv3.Config{Endpoints: []string{endpoint}, DialTimeout: 5 * time.Second})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer cli.Close()
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		got, err := cli.Get(ctx, "/ax/prices/us-east-1/cpu")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if v := ""; len(got.Kvs) > 0 {
+			v = string(got.Kvs[0].Value)
+			if v != want {
+				t.Fatalf("after the restart: %q, want %q", v, want)
+			}
+		} else if want != "" {
+			t.Fatalf("after the restart: the key is gone, want %q", want)
+		}
+		r, err := cli.Put(ctx, "/ax/prices/us-east-1/cpu", `{"price_per_slot_hour":0.02}`)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return r.Header.Revision
+	}
+	first := put("")
+	second := put(`{"price_per_slot_hour":0.02}`)
+	if second <= first {
+		t.Fatalf("revision after the restart %d, not above the first run's %d", second, first)
+	}
+}
+
+// A second lock of ax dev's directory fails at once, names the directory
+// and the holder's pid, and leaves the lock file as it was; after unlock
+// the directory can be locked again.
+func TestDevDirLockIsExclusive(t *testing.T) {
+	dir := t.TempDir()
+	l, err := lockDevDir(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	before, _ := os.ReadFile(filepath.Join(dir, devLockName))
+	_, err = lockDevDir(dir)
+	if !errors.Is(err, ErrDevDirInUse) {
+		t.Fatalf("second lock: %v, want ErrDevDirInUse", err)
+	}
+	pid := strconv.Itoa(os.Getpid())
+	if msg := err.Error(); !strings.Contains(msg, dir) || !strings.Contains(msg, "pid "+pid) {
+		t.Fatalf("second lock's error %q names neither %s nor pid %s", msg, dir, pid)
+	}
+	if after, _ := os.ReadFile(filepath.Join(dir, devLockName)); string(after) != string(before) {
+		t.Fatalf("the refused lock changed the file: %q, was %q", after, before)
+	}
+	l.unlock()
+	l, err = lockDevDir(dir)
+	if err != nil {
+		t.Fatalf("lock after unlock: %v", err)
+	}
+	l.unlock()
 }
