@@ -173,51 +173,9 @@ func Latency(ctx context.Context, e *Env, o LatencyOptions, progress Progress) (
 	measuring.Store(true)
 	total := int(rate * o.Duration.Seconds())
 	m := e.StartMeter(ctx)
-	sem := make(chan struct{}, 64)
-	var wg sync.WaitGroup
-	var subErr atomic.Value
-	var lateCalls atomic.Int64
-	t0 := time.Now()
-	tick := time.NewTicker(o.Tick)
-	sent := 0
-	for sent < total && ctx.Err() == nil {
-		<-tick.C
-		due := min(total, int(time.Since(t0).Seconds()*rate))
-		if due <= sent {
-			continue
-		}
-		batch := make([]queue.NewTask, 0, due-sent)
-		for i := sent; i < due; i++ {
-			at := t0.Add(time.Duration(float64(i) / rate * float64(time.Second)))
-			sp := *noopSp
-			sp.Type, sp.Payload = latencyType, latencyPayload(at)
-			batch = append(batch, queue.NewTask{Spec: &sp, Pool: pool, Pinned: true})
-		}
-		sent = due
-		select {
-		case sem <- struct{}{}:
-		default:
-			lateCalls.Add(1) // 64 calls in flight: submission itself lags
-			sem <- struct{}{}
-		}
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			defer func() { <-sem }()
-			for start := 0; start < len(batch); start += queue.MaxBatch {
-				if _, err := e.Store.Submitter().Submit(ctx, batch[start:min(start+queue.MaxBatch, len(batch))]...); err != nil {
-					subErr.Store(err)
-				}
-			}
-		}()
-		if sent%1000 < len(batch) {
-			progress.Report("open loop", sent, total)
-		}
-	}
-	tick.Stop()
-	wg.Wait()
-	if err, _ := subErr.Load().(error); err != nil {
-		return nil, fmt.Errorf("submit: %w", err)
+	lateCalls, err := openLoop(ctx, e, o.Tick, rate, total, noopSp, progress)
+	if err != nil {
+		return nil, err
 	}
 	if err := Await(ctx, "finish", total, finished.Load, progress); err != nil {
 		return nil, err
@@ -231,28 +189,9 @@ func Latency(ctx context.Context, e *Env, o LatencyOptions, progress Progress) (
 	if err != nil {
 		return nil, err
 	}
-	for i := range o.Idle {
-		progress.Report("idle pickup", i, o.Idle)
-		wait := time.Duration(300+100*(i%5)) * time.Millisecond
-		if !SleepCtx(ctx, wait) {
-			return nil, ctx.Err()
-		}
-		ch := make(chan time.Time, 1)
-		idleMu.Lock()
-		idleStarted = ch
-		idleMu.Unlock()
-		if _, err := e.Store.Submitter().Submit(ctx, queue.NewTask{Spec: idleSp, Pool: pool, Pinned: true}); err != nil {
-			return nil, err
-		}
-		select {
-		case <-ch:
-		case <-time.After(5 * time.Second):
-			return nil, fmt.Errorf("bench: an idle worker did not pick a task up within 5s")
-		case <-ctx.Done():
-			return nil, ctx.Err()
-		}
+	if err := idlePickups(ctx, e, o.Idle, idleSp, &idleMu, &idleStarted, progress); err != nil {
+		return nil, err
 	}
-	progress.Report("idle pickup", o.Idle, o.Idle)
 
 	rs, ss, sd, id := readyStart.Dist(), submitStart.Dist(), submitDone.Dist(), idle.Dist()
 	s.Add("rate", achieved, "tasks/s", "", "")
@@ -275,12 +214,96 @@ func Latency(ctx context.Context, e *Env, o LatencyOptions, progress Progress) (
 	s.Counts["measured_submit_to_done"] = int64(sd.N)
 	s.Counts["succeeded"] = finished.Load()
 	s.Counts["idle_pickups"] = int64(id.N)
-	s.Counts["late_submit_ticks"] = lateCalls.Load()
+	s.Counts["late_submit_ticks"] = lateCalls
 	s.Notes = append(s.Notes,
 		"ready→start: the record's ready time is whole ms of the Redis clock (the same host clock as ax's), so the start is taken in whole ms too: ±1ms resolution",
 		"submit→start and submit→done count from each task's scheduled submit time (open loop)")
 	s.Finish()
 	return s, nil
+}
+
+// openLoop submits total tasks at rate, every tick the ones whose scheduled
+// time has come in one call, whatever happened to the previous calls; each
+// task's payload carries its scheduled time. It returns how many ticks
+// found 64 calls still in flight (submission itself lagging).
+func openLoop(ctx context.Context, e *Env, every time.Duration, rate float64, total int, noopSp *task.Spec, progress Progress) (int64, error) {
+	pool := e.Target.Pool
+	sem := make(chan struct{}, 64)
+	var wg sync.WaitGroup
+	var subErr atomic.Value
+	var lateCalls int64
+	t0 := time.Now()
+	tick := time.NewTicker(every)
+	sent := 0
+	for sent < total && ctx.Err() == nil {
+		<-tick.C
+		due := min(total, int(time.Since(t0).Seconds()*rate))
+		if due <= sent {
+			continue
+		}
+		batch := make([]queue.NewTask, 0, due-sent)
+		for i := sent; i < due; i++ {
+			at := t0.Add(time.Duration(float64(i) / rate * float64(time.Second)))
+			sp := *noopSp
+			sp.Type, sp.Payload = latencyType, latencyPayload(at)
+			batch = append(batch, queue.NewTask{Spec: &sp, Pool: pool, Pinned: true})
+		}
+		sent = due
+		select {
+		case sem <- struct{}{}:
+		default:
+			lateCalls++ // 64 calls in flight: submission itself lags
+			sem <- struct{}{}
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			defer func() { <-sem }()
+			for start := 0; start < len(batch); start += queue.MaxBatch {
+				if _, err := e.Store.Submitter().Submit(ctx, batch[start:min(start+queue.MaxBatch, len(batch))]...); err != nil {
+					subErr.Store(err)
+				}
+			}
+		}()
+		if sent%1000 < len(batch) {
+			progress.Report("open loop", sent, total)
+		}
+	}
+	tick.Stop()
+	wg.Wait()
+	if err, _ := subErr.Load().(error); err != nil {
+		return lateCalls, fmt.Errorf("submit: %w", err)
+	}
+	return lateCalls, nil
+}
+
+// idlePickups submits n tasks one at a time, each after the workers have
+// sat idle a while, and waits until a worker starts it (published through
+// *started, guarded by idleMu).
+func idlePickups(ctx context.Context, e *Env, n int, idleSp *task.Spec, idleMu *sync.Mutex, started *chan time.Time, progress Progress) error {
+	for i := range n {
+		progress.Report("idle pickup", i, n)
+		wait := time.Duration(300+100*(i%5)) * time.Millisecond
+		if !SleepCtx(ctx, wait) {
+			return ctx.Err()
+		}
+		ch := make(chan time.Time, 1)
+		idleMu.Lock()
+		*started = ch
+		idleMu.Unlock()
+		if _, err := e.Store.Submitter().Submit(ctx, queue.NewTask{Spec: idleSp, Pool: e.Target.Pool, Pinned: true}); err != nil {
+			return err
+		}
+		select {
+		case <-ch:
+		case <-time.After(5 * time.Second):
+			return fmt.Errorf("bench: an idle worker did not pick a task up within 5s")
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+	progress.Report("idle pickup", n, n)
+	return nil
 }
 
 // wholeMs is b−a with both truncated to the millisecond: the resolution of
@@ -289,6 +312,7 @@ func wholeMs(b, a time.Time) time.Duration {
 	return time.Duration(b.UnixMilli()-a.UnixMilli()) * time.Millisecond
 }
 
+// SleepCtx sleeps d; false when ctx ended first.
 func SleepCtx(ctx context.Context, d time.Duration) bool {
 	t := time.NewTimer(d)
 	defer t.Stop()

@@ -134,61 +134,18 @@ func Cold(ctx context.Context, e *bench.Env, o ColdOptions, progress bench.Progr
 	var coldMoved atomic.Int64
 	var coldErr error
 	wg.Add(1)
-	go func() { // region.Cell.coldLoop
+	go func() {
 		defer wg.Done()
-		every := min(30*time.Second, o.Horizon/4)
-		for lctx.Err() == nil {
-			n, next, err := st.Maintainer().PromoteCold(lctx, f, queue.MaxBatch)
-			if err != nil {
-				if lctx.Err() == nil {
-					coldErr = err
-				}
-				return
-			}
-			coldMoved.Add(int64(n))
-			if n >= queue.MaxBatch {
-				continue
-			}
-			wait := every
-			if !next.IsZero() {
-				wait = min(every, max(next.Add(-o.Horizon/2).Sub(now()), time.Second))
-			}
-			if !bench.SleepCtx(lctx, wait) {
-				return
-			}
+		if err := coldLoop(lctx, st, f, o.Horizon, now, &coldMoved); err != nil && lctx.Err() == nil {
+			coldErr = err
 		}
 	}()
-	var late bench.Samples
-	var longestCall time.Duration
-	promoted, calls := 0, 0
 	m = e.StartMeter(ctx)
-	for promoted < want && ctx.Err() == nil { // region.Cell.promoteLoop
-		t := now()
-		r, err := st.Maintainer().Promote(ctx, f, queue.MaxBatch)
-		if err != nil {
-			return nil, err
-		}
-		end := now()
-		calls++
-		longestCall = max(longestCall, end.Sub(t))
-		for j := promoted; j < promoted+r.Moved; j++ {
-			late.Add(end.Sub(dueOf(j)))
-		}
-		promoted += r.Moved
-		if calls%50 == 0 {
-			progress.Report("promote", promoted, want)
-		}
-		if r.Moved == queue.MaxBatch {
-			continue
-		}
-		next := time.Second
-		if !r.NextDue.IsZero() {
-			next = min(max(r.NextDue.Sub(now()), time.Millisecond), time.Second)
-		}
-		if !bench.SleepCtx(ctx, next) {
-			break
-		}
+	p, err := promoteLoop(ctx, st, f, want, now, dueOf, progress)
+	if err != nil {
+		return nil, err
 	}
+	promoted := p.moved
 	stopLoops()
 	wg.Wait()
 	pro := s.AddPhase("steady", int64(promoted), m.Stop(ctx))
@@ -215,7 +172,7 @@ func Cold(ctx context.Context, e *bench.Env, o ColdOptions, progress bench.Progr
 			}
 		}
 	}
-	sd, cd, ld := scripts.Dist(), coldScripts.Dist(), late.Dist()
+	sd, cd, ld := scripts.Dist(), coldScripts.Dist(), p.late.Dist()
 	left, err := st.Tasks().ColdWaiting(ctx)
 	if err != nil {
 		return nil, err
@@ -230,16 +187,78 @@ func Cold(ctx context.Context, e *bench.Env, o ColdOptions, progress bench.Progr
 	s.Add("script_p99", bench.Ms(sd.P99), "ms", "lower", "")
 	s.Add("longest_cold_promote_script", bench.Ms(cd.Max), "ms", "lower", "")
 	s.Add("cold_promote_script_p50", bench.Ms(cd.P50), "ms", "lower", "")
-	s.Add("longest_promote_call_client", bench.Ms(longestCall), "ms", "lower", "")
+	s.Add("longest_promote_call_client", bench.Ms(p.longestCall), "ms", "lower", "")
 	s.Add("steady_redis_cpu_per_task", pro.RedisUsPer, "µs", "lower", "")
 	s.Counts["submitted"] = int64(o.N)
 	s.Counts["cold_after_submit"] = int64(cold)
 	s.Counts["promoted_in_window"] = int64(promoted)
 	s.Counts["moved_cold_to_hot"] = coldMoved.Load()
 	s.Counts["cold_left"] = int64(left)
-	s.Counts["promote_calls"] = int64(calls)
+	s.Counts["promote_calls"] = int64(p.calls)
 	s.Counts["cold_promote_scripts"] = int64(cd.N)
 	s.Counts["slowlog_entries"] = int64(len(logs))
 	s.Finish()
 	return s, nil
+}
+
+// coldLoop runs the region leader's cold loop as region.Cell does: PromoteCold
+// every quarter horizon (at most 30s), sooner when the next bucket is due
+// within half a horizon, at once while a call moves a full batch. It adds
+// what it moves to moved and returns when ctx ends (nil) or a call fails.
+func coldLoop(ctx context.Context, st *queue.Store, f queue.Fence, horizon time.Duration, now func() time.Time, moved *atomic.Int64) error {
+	every := min(30*time.Second, horizon/4)
+	for ctx.Err() == nil {
+		n, next, err := st.Maintainer().PromoteCold(ctx, f, queue.MaxBatch)
+		if err != nil {
+			return err
+		}
+		moved.Add(int64(n))
+		if n >= queue.MaxBatch {
+			continue
+		}
+		wait := every
+		if !next.IsZero() {
+			wait = min(every, max(next.Add(-horizon/2).Sub(now()), time.Second))
+		}
+		if !bench.SleepCtx(ctx, wait) {
+			return nil
+		}
+	}
+	return nil
+}
+
+// promoteLoop runs the region leader's promote loop as region.Cell does:
+// Promote, at once again while a call moves a full batch, else sleeping
+// until the next due time (at most 1s), until want tasks moved or ctx
+// ends; lateness is each task's call end − its due time (dueOf, in order).
+func promoteLoop(ctx context.Context, st *queue.Store, f queue.Fence, want int, now func() time.Time, dueOf func(int) time.Time, progress bench.Progress) (*promotion, error) {
+	p := &promotion{}
+	for p.moved < want && ctx.Err() == nil {
+		t := now()
+		r, err := st.Maintainer().Promote(ctx, f, queue.MaxBatch)
+		if err != nil {
+			return p, err
+		}
+		end := now()
+		p.calls++
+		p.longestCall = max(p.longestCall, end.Sub(t))
+		for j := p.moved; j < p.moved+r.Moved; j++ {
+			p.late.Add(end.Sub(dueOf(j)))
+		}
+		p.moved += r.Moved
+		if p.calls%50 == 0 {
+			progress.Report("promote", p.moved, want)
+		}
+		if r.Moved == queue.MaxBatch {
+			continue
+		}
+		next := time.Second
+		if !r.NextDue.IsZero() {
+			next = min(max(r.NextDue.Sub(now()), time.Millisecond), time.Second)
+		}
+		if !bench.SleepCtx(ctx, next) {
+			break
+		}
+	}
+	return p, nil
 }

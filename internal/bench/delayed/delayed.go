@@ -135,58 +135,12 @@ func Run(ctx context.Context, e *bench.Env, o Options, progress bench.Progress) 
 			return nil, ctx.Err()
 		}
 	}
-	var late bench.Samples
-	var longestCall time.Duration
-	calls, moved := 0, 0
-	f := queue.Fence{Name: "bench", Token: 1}
 	m = e.StartMeter(ctx)
-	ready := 0 // READY so far: promoted (pinned) or placed (unpinned)
-	for ready < o.N && ctx.Err() == nil {
-		t := time.Now()
-		r, err := e.Store.Maintainer().Promote(ctx, f, o.PromoteBatch)
-		if err != nil {
-			return nil, err
-		}
-		now := time.Now()
-		calls++
-		longestCall = max(longestCall, now.Sub(t))
-		moved += r.Moved
-		if !o.Unpinned {
-			ready += r.Moved
-			late.AddN(now.Sub(due), r.Moved)
-		}
-		for o.Unpinned {
-			t := time.Now()
-			ts, err := e.Store.Maintainer().DueTasks(ctx, o.PromoteBatch)
-			if err != nil || len(ts) == 0 {
-				if err != nil {
-					return nil, err
-				}
-				break
-			}
-			as := make([]queue.Assignment, len(ts))
-			for i, tk := range ts {
-				as[i] = queue.Assignment{ID: tk.ID, Pool: e.Target.Pool}
-			}
-			pr, err := e.Store.Maintainer().Place(ctx, f, as)
-			if err != nil {
-				return nil, err
-			}
-			now := time.Now()
-			calls++
-			longestCall = max(longestCall, now.Sub(t))
-			ready += pr.Placed
-			late.AddN(now.Sub(due), pr.Placed)
-		}
-		if r.Moved == 0 {
-			if !bench.SleepCtx(ctx, time.Millisecond) {
-				break
-			}
-		}
-		if calls%20 == 0 {
-			progress.Report("promote", ready, o.N)
-		}
+	p, err := promoteAll(ctx, e, o, due, progress)
+	if err != nil {
+		return nil, err
 	}
+	ready := p.ready
 	progress.Report("promote", ready, o.N)
 	pro := s.AddPhase("promote", int64(ready), m.Stop(ctx))
 	if err := ctx.Err(); err != nil {
@@ -213,7 +167,7 @@ func Run(ctx context.Context, e *bench.Env, o Options, progress bench.Progress) 
 	if err != nil {
 		return nil, err
 	}
-	ld := late.Dist()
+	ld := p.late.Dist()
 	s.Add("promote_rate", pro.PerS, "tasks/s", "higher", "≥ 200000")
 	s.Add("lateness_p50", bench.Ms(ld.P50), "ms", "lower", "")
 	s.Add("lateness_p99", bench.Ms(ld.P99), "ms", "lower", "")
@@ -221,19 +175,83 @@ func Run(ctx context.Context, e *bench.Env, o Options, progress bench.Progress) 
 	s.Add("longest_script", bench.Ms(longest), "ms", "lower", "≤ 10")
 	s.Add("script_p50", bench.Ms(sd.P50), "ms", "lower", "")
 	s.Add("script_p99", bench.Ms(sd.P99), "ms", "lower", "")
-	s.Add("longest_promote_call_client", bench.Ms(longestCall), "ms", "lower", "")
+	s.Add("longest_promote_call_client", bench.Ms(p.longestCall), "ms", "lower", "")
 	s.Add("submit_delayed", sub.PerS, "tasks/s", "higher", "")
 	s.Add("redis_bytes_per_delayed_task", perTask, "B", "lower", "")
 	s.Add("promote_redis_cpu_per_task", pro.RedisUsPer, "µs", "lower", "")
 	s.Counts["submitted"] = int64(o.N)
-	s.Counts["promoted"] = int64(moved)
+	s.Counts["promoted"] = int64(p.moved)
 	s.Counts["made_ready"] = int64(ready)
 	s.Counts["ready_after"] = int64(c.Ready)
-	s.Counts["promote_calls"] = int64(calls)
+	s.Counts["promote_calls"] = int64(p.calls)
 	s.Counts["slowlog_entries"] = int64(len(logs))
 	s.Counts["scripts_over_10ms"] = int64(over10)
 	s.Finish()
 	return s, nil
+}
+
+// promotion is what promoteAll did.
+type promotion struct {
+	late        bench.Samples // batch done − due time, per task
+	longestCall time.Duration // longest single call, seen by the client
+	calls       int
+	moved       int // promoted
+	ready       int // READY: promoted (pinned) or placed (unpinned)
+}
+
+// promoteAll runs the leader's promote call (and, for unpinned tasks, its
+// DueTasks and Place calls) until o.N tasks are READY or ctx ends; the
+// caller checks ctx.
+func promoteAll(ctx context.Context, e *bench.Env, o Options, due time.Time, progress bench.Progress) (*promotion, error) {
+	p := &promotion{}
+	f := queue.Fence{Name: "bench", Token: 1}
+	for p.ready < o.N && ctx.Err() == nil {
+		t := time.Now()
+		r, err := e.Store.Maintainer().Promote(ctx, f, o.PromoteBatch)
+		if err != nil {
+			return p, err
+		}
+		now := time.Now()
+		p.calls++
+		p.longestCall = max(p.longestCall, now.Sub(t))
+		p.moved += r.Moved
+		if !o.Unpinned {
+			p.ready += r.Moved
+			p.late.AddN(now.Sub(due), r.Moved)
+		}
+		for o.Unpinned {
+			t := time.Now()
+			ts, err := e.Store.Maintainer().DueTasks(ctx, o.PromoteBatch)
+			if err != nil || len(ts) == 0 {
+				if err != nil {
+					return p, err
+				}
+				break
+			}
+			as := make([]queue.Assignment, len(ts))
+			for i, tk := range ts {
+				as[i] = queue.Assignment{ID: tk.ID, Pool: e.Target.Pool}
+			}
+			pl, err := e.Store.Maintainer().Place(ctx, f, as)
+			if err != nil {
+				return p, err
+			}
+			now := time.Now()
+			p.calls++
+			p.longestCall = max(p.longestCall, now.Sub(t))
+			p.ready += pl.Placed
+			p.late.AddN(now.Sub(due), pl.Placed)
+		}
+		if r.Moved == 0 {
+			if !bench.SleepCtx(ctx, time.Millisecond) {
+				break
+			}
+		}
+		if p.calls%20 == 0 {
+			progress.Report("promote", p.ready, o.N)
+		}
+	}
+	return p, nil
 }
 
 // isScript reports whether a SLOWLOG entry's command runs one of the
