@@ -262,18 +262,7 @@ func Run(ctx context.Context, o Options, progress bench.Progress) (*bench.Summar
 				single = append(single, f.rate)
 			}
 			if ax := get("ax", r); ax != nil && c.name != "ax" {
-				a, aok := ax.phase("drain")
-				t, ok := run.phase("drain")
-				if aok && ok && t.rate > 0 {
-					rd = append(rd, a.rate/t.rate)
-					if a.backend+a.proc > 0 {
-						rc = append(rc, (t.backend+t.proc)/(a.backend+a.proc))
-					}
-				}
-				a, aok = ax.phase("submit+drain")
-				if t, ok := run.phase("submit+drain"); aok && ok && t.rate > 0 {
-					rb = append(rb, a.rate/t.rate)
-				}
+				rd, rb, rc = addRatios(ax, run, rd, rb, rc)
 			}
 		}
 		row := []string{c.name, medCell(drain, "%.0f"), medCell(both, "%.0f"), medCell(single, "%.0f"), medCell(dcpu, "%.1f"), medCell(bcpu, "%.1f")}
@@ -293,6 +282,25 @@ func Run(ctx context.Context, o Options, progress bench.Progress) (*bench.Summar
 	s.Tables = []bench.Table{runs, med}
 	s.Finish()
 	return s, nil
+}
+
+// addRatios appends one round's ax ÷ tool figures: drain rate to rd,
+// submit+drain rate to rb, and tool ÷ ax drain CPU per task to rc, each
+// only when both ran the phase.
+func addRatios(ax, run *peerRun, rd, rb, rc []float64) (_, _, _ []float64) {
+	a, aok := ax.phase("drain")
+	t, ok := run.phase("drain")
+	if aok && ok && t.rate > 0 {
+		rd = append(rd, a.rate/t.rate)
+		if a.backend+a.proc > 0 {
+			rc = append(rc, (t.backend+t.proc)/(a.backend+a.proc))
+		}
+	}
+	a, aok = ax.phase("submit+drain")
+	if t, ok := run.phase("submit+drain"); aok && ok && t.rate > 0 {
+		rb = append(rb, a.rate/t.rate)
+	}
+	return rd, rb, rc
 }
 
 func persistence(aof string) string {
