@@ -137,24 +137,7 @@ func New(n *federation.Node, cfg Config) *API {
 			a.route(rt.Pattern, rt.Role, rt.Handle)
 		}
 	}
-	metrics := promhttp.HandlerFor(cfg.Gatherer, promhttp.HandlerOpts{})
-	a.mux.HandleFunc("GET /metrics", func(w http.ResponseWriter, r *http.Request) {
-		if !a.cfg.PublicDetails {
-			// Labels name every tenant (and their schedules): a token of
-			// one tenant must not read them.
-			p, aerr := a.cfg.Auth.authenticate(r)
-			if aerr != nil {
-				unauthorized(&statusRecorder{ResponseWriter: w, code: 200}, r, aerr)
-				return
-			}
-			if p.Tenant != "" {
-				endpoint.WriteError(w, &endpoint.Error{Code: apiv1.CodeForbidden, Field: "Authorization",
-					Msg: "metrics name every tenant: they need a token of every tenant (tenant \"\")"})
-				return
-			}
-		}
-		metrics.ServeHTTP(w, r)
-	})
+	a.mux.Handle("GET /metrics", MetricsHandler(cfg.Auth, cfg.PublicDetails, cfg.Gatherer))
 	a.mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) { w.Write([]byte("ok\n")) })
 	a.mux.HandleFunc("GET /readyz", a.readyz)
 	dashboard.Register(a.mux)
@@ -179,6 +162,30 @@ func New(n *federation.Node, cfg Config) *API {
 		endpoint.WriteError(w, &endpoint.Error{Code: apiv1.CodeNotFound, Msg: "no such endpoint: " + r.Method + " " + r.URL.Path})
 	})
 	return a
+}
+
+// MetricsHandler serves g's metrics: to anyone with publicDetails or auth
+// off, else only to a token of every tenant (tenant ""), as their labels
+// name every tenant (and their schedules and spend). A server's /metrics
+// and a worker's --metrics both use it.
+func MetricsHandler(auth *Auth, publicDetails bool, g prometheus.Gatherer) http.Handler {
+	metrics := promhttp.HandlerFor(g, promhttp.HandlerOpts{})
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if !publicDetails {
+			p, aerr := auth.authenticate(r)
+			if aerr != nil {
+				unauthorized(&statusRecorder{ResponseWriter: w, code: 200}, r, aerr)
+				return
+			}
+			MarkTrusted(r.Context())
+			if p.Tenant != "" {
+				endpoint.WriteError(w, &endpoint.Error{Code: apiv1.CodeForbidden, Field: "Authorization",
+					Msg: "metrics name every tenant: they need a token of every tenant (tenant \"\")"})
+				return
+			}
+		}
+		metrics.ServeHTTP(w, r)
+	})
 }
 
 // allowed are the methods some route serves r's path with, r's own
@@ -224,6 +231,7 @@ func (a *API) route(pattern string, need Role, h endpoint.Handler) {
 			unauthorized(rec, r, aerr)
 			return
 		}
+		MarkTrusted(r.Context())
 		if strings.HasPrefix(pattern, "POST /v1/internal/") && !p.Cluster && a.cfg.Auth != nil && a.cfg.Auth.Enabled {
 			endpoint.WriteError(rec, &endpoint.Error{Code: apiv1.CodeForbidden, Field: "Authorization", Msg: "the hand-off endpoint needs the cluster token"})
 			return
@@ -250,8 +258,12 @@ func unauthorized(rec *statusRecorder, r *http.Request, e *endpoint.Error) {
 			body, _ := json.Marshal(apiv1.ErrorBody{Error: e.Body()})
 			body = append(body, '\n')
 			st := e.Status()
+			retry := ""
+			if e.RetryAfter > 0 {
+				retry = fmt.Sprintf("Retry-After: %d\r\n", int((e.RetryAfter+time.Second-1)/time.Second))
+			}
 			fmt.Fprintf(buf, "HTTP/1.1 %d %s\r\nContent-Type: application/json\r\n"+
-				"WWW-Authenticate: Bearer realm=\"ax\"\r\nContent-Length: %d\r\nConnection: close\r\n\r\n%s", st, http.StatusText(st), len(body), body)
+				"WWW-Authenticate: Bearer realm=\"ax\"\r\n%sContent-Length: %d\r\nConnection: close\r\n\r\n%s", st, http.StatusText(st), retry, len(body), body)
 			_ = buf.Flush()
 			rec.code = st
 			// Half-close, then close a little later: closing with the

@@ -4,6 +4,7 @@ import (
 	"crypto/sha256"
 	"crypto/subtle"
 	"encoding/hex"
+	"net"
 	"net/http"
 	"strings"
 	"sync"
@@ -66,6 +67,8 @@ type Auth struct {
 	ClusterToken string
 	// Now is the clock tokens expire by (nil: time.Now).
 	Now func() time.Time
+	// Failures (nil: none) throttles the clients whose tokens fail.
+	Failures *FailureLimiter
 
 	mu sync.RWMutex // guards Tokens once serving (SetTokens)
 }
@@ -89,16 +92,33 @@ func (a *Auth) Authenticate(r *http.Request) (Principal, bool) {
 	return p, err == nil
 }
 
-// authenticate returns the principal of r, or errUnknown or errExpired.
+// authenticate returns the principal of r, or errUnknown or errExpired,
+// or, for a client over its failures, a 429 (its token not looked at).
 func (a *Auth) authenticate(r *http.Request) (Principal, *endpoint.Error) {
 	if a == nil || !a.Enabled {
 		return Principal{Name: "anonymous", Role: RoleAdmin}, nil
+	}
+	client, _, err := net.SplitHostPort(r.RemoteAddr)
+	if err != nil {
+		client = r.RemoteAddr
+	}
+	if wait := a.Failures.Wait(client); wait > 0 {
+		return Principal{}, throttled(wait)
 	}
 	h := r.Header.Get("Authorization")
 	tok, ok := strings.CutPrefix(h, "Bearer ")
 	if !ok || tok == "" {
 		return Principal{}, endpoint.ErrUnknown
 	}
+	p, e := a.check(tok)
+	if e != nil {
+		a.Failures.Fail(client)
+	}
+	return p, e
+}
+
+// check returns the principal of a bearer token.
+func (a *Auth) check(tok string) (Principal, *endpoint.Error) {
 	if a.ClusterToken != "" && subtle.ConstantTimeCompare([]byte(tok), []byte(a.ClusterToken)) == 1 {
 		return Principal{Name: "cluster", Role: RoleAdmin, Cluster: true}, nil
 	}

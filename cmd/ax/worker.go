@@ -32,14 +32,20 @@ func newWorkerCmd() *cobra.Command {
 			}
 			// A worker never calls another server: it does not take the
 			// cluster token (nor the API tokens), so that nothing it runs
-			// can find them in its memory or environment.
+			// can find them in its memory or environment. It keeps the API
+			// tokens' SHA-256 only: its --metrics checks them as a server's
+			// /metrics does.
 			_ = os.Unsetenv(config.EnvPrefix + "_AUTH_CLUSTER_TOKEN")
 			cfg, err := config.Load(file, loadOptions(cmd.Root()))
 			forget()
 			if err != nil {
 				return usageErr(err)
 			}
-			cfg.Auth = config.Auth{}
+			tokens := make([]config.Token, len(cfg.Auth.Tokens))
+			for i, t := range cfg.Auth.Tokens {
+				tokens[i] = config.Token{Name: t.Name, TokenSHA256: t.TokenSHA256, Role: t.Role, Tenant: t.Tenant, ExpiresAt: t.ExpiresAt}
+			}
+			cfg.Auth = config.Auth{Enabled: cfg.Auth.Enabled, Tokens: tokens, FailuresPerMinute: cfg.Auth.FailuresPerMinute}
 			p, ok := cfg.Pool(pool)
 			if !ok {
 				return usageErr(fmt.Errorf("%s: pools: no pool %q (have %s)", file, pool, server.PoolNames(cfg)))
@@ -86,7 +92,7 @@ func newWorkerCmd() *cobra.Command {
 			if metricsAddr != "" {
 				reg := server.NewRegistry()
 				m = server.WorkerMetrics(cfg, reg)
-				srv, err := server.ServeMetrics(metricsAddr, reg, log)
+				srv, err := server.ServeMetrics(metricsAddr, reg, cfg, log)
 				if err != nil {
 					return err
 				}

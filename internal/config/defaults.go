@@ -61,6 +61,7 @@ func Default() *Region {
 		Tracing:             Tracing{SampleRatio: 1},
 		HTTPServer: HTTPServer{ReadHeaderTimeout: 10 * time.Second, ReadTimeout: 30 * time.Second,
 			WriteTimeout: 30 * time.Second, IdleTimeout: 60 * time.Second, MaxHeaderBytes: 64 << 10, MaxConnections: 4096,
+			MaxConnectionsPerClient: 256, FirstRequestTimeout: 5 * time.Second,
 			MaxLongPolls: 8, MaxLongPollsPerTenant: 2},
 		Quotas: Quotas{Batch: BatchLimits{MaxItems: apiv1.MaxBatch, MaxBytes: 16 << 20}},
 		Placement: Placement{
@@ -79,7 +80,7 @@ func Default() *Region {
 			ReadmitRate:           axregion.ReadmitRateDefault,
 			MaxPerWorkerPerMinute: axregion.MaxPerWorkerPerMinuteDefault,
 		},
-		Auth: Auth{Enabled: true},
+		Auth: Auth{Enabled: true, FailuresPerMinute: 60},
 		Worker: Worker{
 			Concurrency:   16,
 			ClaimBatch:    worker.DefaultClaimBatch,

@@ -402,6 +402,11 @@ type Auth struct {
 	// region over plain http (a peer on the loopback interface is always
 	// allowed). Off, such calls are refused and logged.
 	AllowInsecurePeers bool `mapstructure:"allow_insecure_peers" yaml:"allow_insecure_peers"`
+	// FailuresPerMinute is how many failed authentications (a wrong or
+	// expired token) one client IP may make in a burst, and then per
+	// minute; beyond that its requests are answered 429 with Retry-After,
+	// whatever their token. Failures are logged at most once every 10 s.
+	FailuresPerMinute int `mapstructure:"failures_per_minute" yaml:"failures_per_minute"`
 }
 
 // Token is one API credential. A file gives either TokenSHA256 (hex) or the
@@ -576,6 +581,13 @@ type HTTPServer struct {
 	// MaxConnections caps open API connections; more wait in the kernel's
 	// backlog until one closes.
 	MaxConnections int `mapstructure:"max_connections" yaml:"max_connections"`
+	// MaxConnectionsPerClient caps one client IP's open API connections;
+	// one more is closed as soon as it is accepted.
+	MaxConnectionsPerClient int `mapstructure:"max_connections_per_client" yaml:"max_connections_per_client"`
+	// FirstRequestTimeout bounds a new connection's life until one of its
+	// requests authenticates (with auth off: until its first request to
+	// an endpoint): an idle, slow or token-less connection is closed by then.
+	FirstRequestTimeout time.Duration `mapstructure:"first_request_timeout" yaml:"first_request_timeout"`
 	// MaxLongPolls caps concurrent /v1/events long-polls on one server, and
 	// MaxLongPollsPerTenant those of one tenant (429 beyond): each holds a
 	// Redis connection for its wait.

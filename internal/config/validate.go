@@ -519,6 +519,14 @@ func (r *Region) validateTimings(p *problems) {
 	if hs.MaxConnections < 1 {
 		p.add("http_server.max_connections", "must be ≥ 1, got %d", hs.MaxConnections)
 	}
+	if hs.MaxConnectionsPerClient < 1 || hs.MaxConnectionsPerClient > hs.MaxConnections {
+		p.add("http_server.max_connections_per_client", "must be ≥ 1 and ≤ http_server.max_connections (%d), got %d",
+			hs.MaxConnections, hs.MaxConnectionsPerClient)
+	}
+	positive(p, "http_server.first_request_timeout", hs.FirstRequestTimeout)
+	if r.Auth.FailuresPerMinute < 1 {
+		p.add("auth.failures_per_minute", "must be ≥ 1, got %d", r.Auth.FailuresPerMinute)
+	}
 
 	validateBudgets(p, r.Tenants)
 	positive(p, "placement.stale_after", r.Placement.StaleAfter)

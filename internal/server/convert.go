@@ -1,6 +1,7 @@
 package server
 
 import (
+	"log/slog"
 	"sort"
 	"strings"
 	"time"
@@ -98,6 +99,13 @@ func preemption(p config.Preemption) region.Preemption {
 }
 
 // apiTokens are the region file's API tokens as the API checks them.
+// apiAuth is the API's authentication by cfg.Auth: its tokens, and the
+// throttle of clients whose tokens fail.
+func apiAuth(cfg *config.Region, log *slog.Logger) *httpapi.Auth {
+	return &httpapi.Auth{Enabled: cfg.Auth.Enabled, ClusterToken: cfg.Auth.ClusterToken, Tokens: apiTokens(cfg),
+		Failures: httpapi.NewFailureLimiter(cfg.Auth.FailuresPerMinute, log)}
+}
+
 func apiTokens(cfg *config.Region) []httpapi.Token {
 	var ts []httpapi.Token
 	for _, t := range cfg.Auth.Tokens {

@@ -7,11 +7,11 @@ import (
 	"net/http"
 	"time"
 
+	"github.com/ax-sched/ax/httpapi"
 	"github.com/ax-sched/ax/internal/config"
 	"github.com/ax-sched/ax/worker"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
-	"github.com/prometheus/client_golang/prometheus/promhttp"
 )
 
 // NewRegistry is a registry with the Go runtime and process collectors:
@@ -32,14 +32,16 @@ func WorkerMetrics(cfg *config.Region, reg prometheus.Registerer) *worker.Metric
 		ReferencePrice: func(tags map[string]string) float64 { return referencePrice(cfg, tags) }})
 }
 
-// ServeMetrics exposes g on addr (/metrics): a worker's --metrics.
-func ServeMetrics(addr string, g prometheus.Gatherer, log *slog.Logger) (*http.Server, error) {
+// ServeMetrics exposes g on addr (/metrics): a worker's --metrics, behind
+// the same authentication as the servers' /metrics (cfg's auth and
+// http_server.public_details).
+func ServeMetrics(addr string, g prometheus.Gatherer, cfg *config.Region, log *slog.Logger) (*http.Server, error) {
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
 		return nil, fmt.Errorf("metrics listen %s: %w", addr, err)
 	}
 	mux := http.NewServeMux()
-	mux.Handle("GET /metrics", promhttp.HandlerFor(g, promhttp.HandlerOpts{}))
+	mux.Handle("GET /metrics", httpapi.MetricsHandler(apiAuth(cfg, log), cfg.HTTPServer.PublicDetails, g))
 	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
 	log.Info("metrics listening", "addr", ln.Addr().String())
 	go func() {

@@ -282,7 +282,7 @@ func (s *Server) serveAPI(reg *prometheus.Registry, own prometheus.Registerer) {
 		pools = append(pools, p.Name)
 	}
 	s.quotas.Store(&cfg.Quotas)
-	s.auth = &httpapi.Auth{Enabled: cfg.Auth.Enabled, ClusterToken: cfg.Auth.ClusterToken, Tokens: apiTokens(cfg)}
+	s.auth = apiAuth(cfg, s.log)
 	api := httpapi.New(s.node, httpapi.Config{
 		// In ax dev the region's workers register with reg too.
 		Auth: s.auth, MaxPayload: int(cfg.Task.MaxPayload), Gatherer: reg, Registerer: own, Pools: pools,
@@ -304,8 +304,10 @@ func (s *Server) serveAPI(reg *prometheus.Registry, own prometheus.Registerer) {
 	})
 	hs := cfg.HTTPServer
 	s.http = &http.Server{Handler: withWriteDeadline(gated(api), hs.WriteTimeout), ReadHeaderTimeout: hs.ReadHeaderTimeout, ReadTimeout: hs.ReadTimeout,
-		WriteTimeout: hs.WriteTimeout, IdleTimeout: hs.IdleTimeout, MaxHeaderBytes: httpapi.HeaderReadLimit(hs.MaxHeaderBytes)}
-	s.ln = httpapi.LimitListener(s.ln, hs.MaxConnections)
+		WriteTimeout: hs.WriteTimeout, IdleTimeout: hs.IdleTimeout, MaxHeaderBytes: httpapi.HeaderReadLimit(hs.MaxHeaderBytes),
+		ConnContext: httpapi.ConnContext}
+	s.ln = httpapi.NewListener(s.ln, httpapi.ListenerOptions{Max: hs.MaxConnections, PerClient: hs.MaxConnectionsPerClient,
+		FirstRequest: hs.FirstRequestTimeout})
 	if s.tls != nil {
 		// After the cap: a handshake holds a connection like a request.
 		s.ln = tls.NewListener(s.ln, s.tls.Config())
