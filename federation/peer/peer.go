@@ -11,9 +11,11 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/http/httptrace"
 	"net/url"
 	"slices"
 	"strconv"
+	"sync/atomic"
 	"time"
 
 	"github.com/ax-sched/ax/apiv1"
@@ -166,8 +168,9 @@ func (c *Client) insecure(base string) bool {
 }
 
 // Call sends one JSON request to a peer with the cluster token; out may be
-// nil. A non-2xx answer is an *Error; a request refused unsent wraps
-// ErrNotSent.
+// nil. A non-2xx answer is an *Error; a request refused unsent, or that
+// failed before any connection was handed to it (a dial refused or timed
+// out, the context ending during the dial), wraps ErrNotSent.
 func (c *Client) Call(ctx context.Context, base, method, path string, in, out any) (int, error) {
 	if c.insecure(base) {
 		c.cfg.Logger.Warn("peer call refused", "peer", base, "path", path, "err", errInsecurePeer)
@@ -192,8 +195,17 @@ func (c *Client) Call(ctx context.Context, base, method, path string, in, out an
 	if c.cfg.Token != "" {
 		req.Header.Set("Authorization", "Bearer "+c.cfg.Token)
 	}
+	var gotConn atomic.Bool
+	req = req.WithContext(httptrace.WithClientTrace(ctx, &httptrace.ClientTrace{
+		GotConn: func(httptrace.GotConnInfo) { gotConn.Store(true) },
+	}))
 	resp, err := c.http.Do(req)
 	if err != nil {
+		if !gotConn.Load() {
+			// No connection ever carried a byte of this request: it was
+			// definitely not received, whatever the error says.
+			return 0, fmt.Errorf("%w: %w", ErrNotSent, err)
+		}
 		return 0, err
 	}
 	defer resp.Body.Close()
