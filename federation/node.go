@@ -172,6 +172,11 @@ func NewNode(cfg Config, store *queue.Store, v *View, cell *region.Cell, m *Metr
 		Picker: n.picker, Peer: n.peer, Metrics: m, Logger: cfg.Logger}
 	n.Sender, n.Receiver, n.Mover = handoff.NewSender(hc), handoff.NewReceiver(hc), handoff.NewMover(hc)
 	v.Only(cfg.Regions)
+	if cell != nil {
+		v.Home(cfg.Region, cell.Figures)
+	} else {
+		v.Home(cfg.Region, nil)
+	}
 	v.Track(flights)
 	v.Learn(est)
 	return n, nil

@@ -60,6 +60,12 @@ type View struct {
 	// health grace, so a dead region stops drawing new work within one
 	// outbox round.
 	suspects map[string]time.Time
+	// home is this server's region, and local its leader's figures (zero
+	// when this server does not lead): the region's own figures are local
+	// truth in its own view, whatever the global etcd says (Home).
+	home     atomic.Pointer[string]
+	local    atomic.Pointer[func() region.Figures]
+	lastHome region.Figures // the newest home figures seen from either source (under mu)
 	stop     chan struct{}
 	done     chan struct{}
 	closed   sync.Once
@@ -95,6 +101,20 @@ func (v *View) Only(regions []string) {
 		m[r] = true
 	}
 	v.members.Store(&m)
+	v.Refresh()
+}
+
+// Home names this server's region and where its leader's figures are read
+// (local; nil or zero figures when this server does not lead). The home
+// region never looks stale, unregistered or unhealthy in this view: it
+// is placed on with the newest figures either its leader or the global
+// etcd gave, even while the global etcd is cut off or its registration
+// there lapsed. Its store's admission stays authoritative.
+func (v *View) Home(name string, local func() region.Figures) {
+	v.home.Store(&name)
+	if local != nil {
+		v.local.Store(&local)
+	}
 	v.Refresh()
 }
 
@@ -302,11 +322,17 @@ func (v *View) rebuild(now time.Time) {
 		infos = append(infos, RegionInfo{Figures: f, Registered: true, Stale: now.Sub(f.UpdatedAt) > v.staleAfter})
 	}
 	v.mu.Lock()
+	infos = v.withHome(infos, prices, now)
 	seen := map[string]bool{}
 	for i := range infos {
 		r := &infos[i]
 		seen[r.Region] = true
 		r.Healthy = v.judge(r.Region, !r.Stale, now)
+		if v.isHome(r.Region) {
+			// This server runs in it: it is live, whatever was suspected.
+			delete(v.suspects, r.Region)
+			continue
+		}
 		if until, ok := v.suspects[r.Region]; ok {
 			if now.Before(until) {
 				r.Healthy, r.Suspect = false, true
@@ -367,6 +393,64 @@ func (v *View) rebuild(now time.Time) {
 	// headroom; none announced: the configured count.
 	snap.WithServers(v.servers.Snapshot().Len())
 	v.snap.Store(&Snap{infos: infos, Pools: snap, Updated: updated, prices: prices, built: now})
+}
+
+// isHome reports whether name is this server's region.
+func (v *View) isHome(name string) bool {
+	h := v.home.Load()
+	return h != nil && *h == name
+}
+
+// withHome puts the home region's newest figures in infos, fresh (v.mu
+// held): its leader's when newer than the registration's, else the last
+// ones seen when the registration lapsed. Figures older than stale_after
+// get their UpdatedAt moved forward by whole halves of it, so they stay
+// fresh without restarting damping at every rebuild.
+func (v *View) withHome(infos []RegionInfo, prices map[string]float64, now time.Time) []RegionInfo {
+	h := v.home.Load()
+	if h == nil || !v.member(*h) {
+		return infos
+	}
+	at := -1
+	for i := range infos {
+		if infos[i].Region == *h {
+			at = i
+			if infos[i].UpdatedAt.After(v.lastHome.UpdatedAt) {
+				v.lastHome = cloneFigures(infos[i].Figures)
+			}
+		}
+	}
+	if lf := v.local.Load(); lf != nil {
+		if f := (*lf)(); f.Region == *h && f.UpdatedAt.After(v.lastHome.UpdatedAt) {
+			v.lastHome = cloneFigures(f)
+		}
+	}
+	if v.lastHome.Region != *h {
+		return infos // nothing known of the home region yet
+	}
+	f := cloneFigures(v.lastHome)
+	for i, p := range f.Pools {
+		if pr, ok := prices[f.Region+"/"+p.Name]; ok {
+			f.Pools[i].PricePerSlotHour = pr
+		}
+	}
+	if age := now.Sub(f.UpdatedAt); age > v.staleAfter {
+		step := max(v.staleAfter/2, time.Millisecond)
+		f.UpdatedAt = f.UpdatedAt.Add((age - v.staleAfter/2 + step - 1) / step * step)
+	}
+	ri := RegionInfo{Figures: f, Registered: true}
+	if at < 0 {
+		infos = append(infos, ri)
+	} else {
+		infos[at] = ri
+	}
+	return infos
+}
+
+// cloneFigures copies f's pools, which the view edits.
+func cloneFigures(f region.Figures) region.Figures {
+	f.Pools = append([]region.PoolFigures(nil), f.Pools...)
+	return f
 }
 
 // judge applies the grace period to one region's observation; v.mu is held.

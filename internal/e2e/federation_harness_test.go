@@ -81,6 +81,10 @@ type fedOpts struct {
 	// ownEtcd gives each region its own regional etcd; the global etcd is
 	// shared. Default: one etcd for everything (cheaper on small machines).
 	ownEtcd bool
+	// ownGlobalProxy puts a proxy of its own between each region's
+	// processes and the global etcd (fedRegion.globalProxy), to cut one
+	// region off from it.
+	ownGlobalProxy bool
 	// lease, heartbeat and ttl (etcd session) default to 3s, 1s and 2s.
 	lease, heartbeat, ttl time.Duration
 	// worker is YAML inside each region's `worker:` block, unindented.
@@ -153,6 +157,10 @@ type fedRegion struct {
 	cfgPath  string
 	servers  []*proc
 	workers  []*proc
+
+	// globalProxy is the region's way to the global etcd: its own with
+	// ownGlobalProxy, else fed.globalProxy.
+	globalProxy *testenv.Proxy
 }
 
 func newFederation(t *testing.T, o fedOpts) *federation {
@@ -193,6 +201,10 @@ func newFederation(t *testing.T, o fedOpts) *federation {
 			cfgPath: filepath.Join(dir, name+".yaml")}
 		if o.ownEtcd {
 			r.etcd = testenv.StartEtcd(t)
+		}
+		r.globalProxy = f.globalProxy
+		if o.ownGlobalProxy {
+			r.globalProxy = testenv.StartProxy(t, f.global.Endpoint())
 		}
 		ro := testenv.RedisOptions{Password: r.password}
 		if o.tls {
@@ -287,7 +299,7 @@ auth:
 %s
 %s
 %s
-`, r.name, providerOf(r.name), strings.Join(f.order, ", "), f.regionalEndpoint(r), f.globalProxy.URL(), o.ttl, redisAddr,
+`, r.name, providerOf(r.name), strings.Join(f.order, ", "), f.regionalEndpoint(r), r.globalProxy.URL(), o.ttl, redisAddr,
 		indent(pools, "  ")+"\n", o.lease, o.heartbeat, tokens.String(), indent(o.worker, "  "),
 		indent(o.regionWorker[r.name], "  "), extra)
 }
