@@ -55,6 +55,9 @@ deps:
 vet:
 	$(GO) vet ./...
 	@test -z "$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go'))" || { gofmt -l .; echo "gofmt needed"; exit 1; }
+	@# The code's shape: package, type and function sizes, complexity, no issue numbers in
+	@# comments (internal/tools/shapecheck; pending.txt lists what is still being worked off).
+	$(GO) run ./internal/tools/shapecheck -pending internal/tools/shapecheck/pending.txt .
 
 build:
 	$(GO) build -ldflags "$(LDFLAGS)" -o bin/ax ./cmd/ax

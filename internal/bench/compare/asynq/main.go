@@ -284,37 +284,26 @@ func run(o options) error {
 	progress("submit+drain", s.Phases[len(s.Phases)-1])
 
 	// (d) Idle pickups: the server has found the queue empty and polls.
-	idleTask := asynq.NewTask(idleType, payload64, taskOpts...)
-	var idle []time.Duration
-	for i := range o.idle {
-		wait := time.Duration(300+100*(i%5)) * time.Millisecond
-		select {
-		case <-time.After(wait):
-		case <-ctx.Done():
-			return ctx.Err()
-		}
-		ch := make(chan time.Time, 1)
+	idle, err := idlePickups(ctx, client, asynq.NewTask(idleType, payload64, taskOpts...), o.idle, func(ch chan time.Time) {
 		idleMu.Lock()
 		idleCh = ch
 		idleMu.Unlock()
-		t0 := time.Now()
-		if _, err := client.EnqueueContext(ctx, idleTask); err != nil {
-			return fmt.Errorf("idle enqueue: %w", err)
-		}
-		select {
-		case t1 := <-ch:
-			idle = append(idle, t1.Sub(t0))
-		case <-time.After(10 * time.Second):
-			return errors.New("idle pickup: no handler start within 10s")
-		case <-ctx.Done():
-			return ctx.Err()
-		}
+	})
+	if err != nil {
+		return err
 	}
 	if len(idle) > 0 {
 		s.Idle = dist(idle)
 		fmt.Fprintf(os.Stderr, "asynqbench: idle pickup p50 %.1f ms, max %.1f ms\n", s.Idle.P50Ms, s.Idle.MaxMs)
 	}
 
+	srv.Shutdown()
+	return finish(ctx, s, o, rdb, insp, len(idle), start)
+}
+
+// finish records asynq's own counts and what a poll costs, notes anything
+// unexpected, and writes the summary.
+func finish(ctx context.Context, s *Summary, o options, rdb *redis.Client, insp *asynq.Inspector, idle int, start time.Time) error {
 	// Counts from asynq's own figures.
 	qi, err := insp.GetQueueInfo(queueName)
 	if err != nil {
@@ -327,9 +316,9 @@ func run(o options) error {
 	s.Counts["active"] = qi.Active
 	s.Counts["retry"] = qi.Retry
 	s.Counts["archived"] = qi.Archived
-	s.Counts["enqueued"] = 2*o.n + len(idle)
-	if qi.FailedTotal != 0 || qi.ProcessedTotal != 2*o.n+len(idle) {
-		s.Notes = append(s.Notes, fmt.Sprintf("processed_total %d, failed_total %d: expected %d and 0", qi.ProcessedTotal, qi.FailedTotal, 2*o.n+len(idle)))
+	s.Counts["enqueued"] = 2*o.n + idle
+	if qi.FailedTotal != 0 || qi.ProcessedTotal != 2*o.n+idle {
+		s.Notes = append(s.Notes, fmt.Sprintf("processed_total %d, failed_total %d: expected %d and 0", qi.ProcessedTotal, qi.FailedTotal, 2*o.n+idle))
 	}
 	if o.retention > 0 && qi.Completed != qi.ProcessedTotal-qi.FailedTotal {
 		s.Notes = append(s.Notes, fmt.Sprintf("completed kept %d ≠ processed %d", qi.Completed, qi.ProcessedTotal-qi.FailedTotal))
@@ -348,7 +337,6 @@ func run(o options) error {
 		s.Notes = append(s.Notes, "retention 0: asynq deletes each task's hash when it completes (ax keeps every task 24 h)")
 	}
 
-	srv.Shutdown()
 	s.Host.Load1End = load1()
 	s.TookS = round(time.Since(start).Seconds(), 3)
 	if s.Host.Load1 > float64(s.Host.CPUs) || s.Host.Load1End > float64(s.Host.CPUs) {
@@ -362,6 +350,36 @@ func run(o options) error {
 	}
 	writeText(os.Stdout, s)
 	return nil
+}
+
+// idlePickups enqueues n tasks one at a time after the server found the queue
+// empty, each after a pause of 300-700 ms, and returns how long each took to
+// reach its handler; arm hands the handler the channel of the next one.
+func idlePickups(ctx context.Context, client *asynq.Client, idleTask *asynq.Task, n int, arm func(chan time.Time)) ([]time.Duration, error) {
+	var idle []time.Duration
+	for i := range n {
+		wait := time.Duration(300+100*(i%5)) * time.Millisecond
+		select {
+		case <-time.After(wait):
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+		ch := make(chan time.Time, 1)
+		arm(ch)
+		t0 := time.Now()
+		if _, err := client.EnqueueContext(ctx, idleTask); err != nil {
+			return nil, fmt.Errorf("idle enqueue: %w", err)
+		}
+		select {
+		case t1 := <-ch:
+			idle = append(idle, t1.Sub(t0))
+		case <-time.After(10 * time.Second):
+			return nil, errors.New("idle pickup: no handler start within 10s")
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+	}
+	return idle, nil
 }
 
 func progress(name string, p Phase) {

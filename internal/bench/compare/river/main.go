@@ -49,6 +49,7 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/riverqueue/river"
 	"github.com/riverqueue/river/riverdriver/riverpgxv5"
@@ -281,14 +282,7 @@ func run(o options) error {
 
 	// 1. One job per call.
 	m := meter()
-	var next atomic.Int64
-	if err := parallel(ctx, o.singleConns, func() (bool, error) {
-		if next.Add(1) > int64(o.single) {
-			return false, nil
-		}
-		_, err := client.Insert(ctx, args, nil)
-		return true, err
-	}); err != nil {
+	if err := insertSingles(ctx, client, args, o.single, o.singleConns); err != nil {
 		return fmt.Errorf("insert: %w", err)
 	}
 	if o.single > 0 {
@@ -296,26 +290,7 @@ func run(o options) error {
 	}
 
 	// 2. Batches.
-	bulk := func(n int) error {
-		var left atomic.Int64
-		left.Store(int64(n))
-		params := make([]river.InsertManyParams, o.batch)
-		for i := range params {
-			params[i] = river.InsertManyParams{Args: args}
-		}
-		return parallel(ctx, o.submitters, func() (bool, error) {
-			k := int64(o.batch)
-			rest := left.Add(-k)
-			if rest <= -k {
-				return false, nil
-			}
-			if rest < 0 {
-				k += rest
-			}
-			_, err := client.InsertMany(ctx, params[:k])
-			return true, err
-		})
-	}
+	bulk := func(n int) error { return insertMany(ctx, client, args, n, o.batch, o.submitters) }
 	size0 := tableBytes(ctx, pool)
 	m = meter()
 	if err := bulk(o.n - o.single); err != nil {
@@ -354,26 +329,9 @@ func run(o options) error {
 	s.Phases = append(s.Phases, m.stop(ctx, "submit+drain", o.n))
 
 	// 5. Idle pickups.
-	var picks []time.Duration
-	for i := range o.idle {
-		select {
-		case <-time.After(time.Duration(300+100*(i%5)) * time.Millisecond):
-		case <-ctx.Done():
-			return ctx.Err()
-		}
-		ch := idle.arm()
-		t0 := time.Now()
-		if _, err := client.Insert(ctx, IdleArgs{K: payload}, nil); err != nil {
-			return fmt.Errorf("idle insert: %w", err)
-		}
-		select {
-		case t1 := <-ch:
-			picks = append(picks, t1.Sub(t0))
-		case <-time.After(10 * time.Second):
-			return errors.New("idle pickup: no Work start within 10s")
-		case <-ctx.Done():
-			return ctx.Err()
-		}
+	picks, err := idlePickups(ctx, client, idle, o.idle)
+	if err != nil {
+		return err
 	}
 	if len(picks) > 0 {
 		s.Idle = dist(picks)
@@ -383,19 +341,9 @@ func run(o options) error {
 	for deadline := time.Now().Add(5 * time.Second); completed.Load() < want && time.Now().Before(deadline); {
 		time.Sleep(10 * time.Millisecond)
 	}
-	rows, err := pool.Query(ctx, "SELECT state::text, count(*) FROM river_job GROUP BY state")
-	if err != nil {
+	if err := countJobs(ctx, pool, s.Counts); err != nil {
 		return err
 	}
-	for rows.Next() {
-		var st string
-		var c int64
-		if err := rows.Scan(&st, &c); err != nil {
-			return err
-		}
-		s.Counts["river_job_"+st] = c
-	}
-	rows.Close()
 	s.Counts["enqueued"] = want
 	s.Counts["completed_events"] = completed.Load()
 	s.Counts["failed_events"] = failed.Load()
@@ -404,6 +352,11 @@ func run(o options) error {
 	}
 	s.Notes = append(s.Notes, fmt.Sprintf("FetchCooldown %s, FetchPollInterval %s (River's defaults: 100ms, 1s); completions batched by River's completer", o.cooldown, o.pollEvery))
 
+	return write(s, o, start)
+}
+
+// write notes the load the run shared the machine with and prints the summary.
+func write(s *Summary, o options, start time.Time) error {
 	s.Host.Load1End = load1()
 	s.TookS = round(time.Since(start).Seconds(), 3)
 	if s.Host.Load1 > float64(s.Host.CPUs) || s.Host.Load1End > float64(s.Host.CPUs) {
@@ -417,6 +370,86 @@ func run(o options) error {
 	}
 	writeText(os.Stdout, s)
 	return nil
+}
+
+// insertSingles inserts n jobs one per call from conns goroutines.
+func insertSingles(ctx context.Context, client *river.Client[pgx.Tx], args NoopArgs, n, conns int) error {
+	var next atomic.Int64
+	return parallel(ctx, conns, func() (bool, error) {
+		if next.Add(1) > int64(n) {
+			return false, nil
+		}
+		_, err := client.Insert(ctx, args, nil)
+		return true, err
+	})
+}
+
+// insertMany inserts n jobs in calls of batch from conns goroutines.
+func insertMany(ctx context.Context, client *river.Client[pgx.Tx], args NoopArgs, n, batch, conns int) error {
+	var left atomic.Int64
+	left.Store(int64(n))
+	params := make([]river.InsertManyParams, batch)
+	for i := range params {
+		params[i] = river.InsertManyParams{Args: args}
+	}
+	return parallel(ctx, conns, func() (bool, error) {
+		k := int64(batch)
+		rest := left.Add(-k)
+		if rest <= -k {
+			return false, nil
+		}
+		if rest < 0 {
+			k += rest
+		}
+		_, err := client.InsertMany(ctx, params[:k])
+		return true, err
+	})
+}
+
+// idlePickups inserts n idle jobs one at a time after the workers found the
+// queue empty, each after a pause of 300-700 ms, and returns how long each
+// took to reach Work.
+func idlePickups(ctx context.Context, client *river.Client[pgx.Tx], idle *idleWorker, n int) ([]time.Duration, error) {
+	var picks []time.Duration
+	for i := range n {
+		select {
+		case <-time.After(time.Duration(300+100*(i%5)) * time.Millisecond):
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+		ch := idle.arm()
+		t0 := time.Now()
+		if _, err := client.Insert(ctx, IdleArgs{K: payload}, nil); err != nil {
+			return nil, fmt.Errorf("idle insert: %w", err)
+		}
+		select {
+		case t1 := <-ch:
+			picks = append(picks, t1.Sub(t0))
+		case <-time.After(10 * time.Second):
+			return nil, errors.New("idle pickup: no Work start within 10s")
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+	}
+	return picks, nil
+}
+
+// countJobs adds River's own count of jobs by state to counts.
+func countJobs(ctx context.Context, pool *pgxpool.Pool, counts map[string]int64) error {
+	rows, err := pool.Query(ctx, "SELECT state::text, count(*) FROM river_job GROUP BY state")
+	if err != nil {
+		return err
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var st string
+		var c int64
+		if err := rows.Scan(&st, &c); err != nil {
+			return err
+		}
+		counts["river_job_"+st] = c
+	}
+	return rows.Err()
 }
 
 // parallel runs conns goroutines calling f until it returns false or an
