@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -116,4 +117,47 @@ func TestDevDirLockIsExclusive(t *testing.T) {
 		t.Fatalf("lock after unlock: %v", err)
 	}
 	l.unlock()
+}
+
+// A worker given a Redis nobody serves does not claim to have started: it
+// says it has not connected yet and names redis.addr and where it came
+// from.
+func TestWorkerWithoutRedisSaysSo(t *testing.T) {
+	cfgs, err := DevConfigs()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := cfgs[0]
+	cfg.Redis.Addr = "127.0.0.1:1"
+	var buf lockedLog
+	ctx, cancel := context.WithTimeout(context.Background(), 1500*time.Millisecond)
+	defer cancel()
+	_ = RunWorker(ctx, cfg, cfg.Pools[0], "w-test", nil, slog.New(slog.NewTextHandler(&buf, nil)))
+	out := buf.String()
+	if strings.Contains(out, "ax worker started") {
+		t.Errorf("the worker says it started without Redis:\n%s", out)
+	}
+	for _, want := range []string{"has not connected to Redis yet", "redis.addr=127.0.0.1:1", "from=" + cfg.Source()} {
+		if !strings.Contains(out, want) {
+			t.Errorf("the worker's log lacks %q:\n%s", want, out)
+		}
+	}
+}
+
+// lockedLog is a log sink the test reads while goroutines write.
+type lockedLog struct {
+	mu sync.Mutex
+	b  strings.Builder
+}
+
+func (l *lockedLog) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedLog) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
 }

@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"slices"
+	"time"
 
 	"github.com/ax-sched/ax/internal/buildinfo"
 	"github.com/ax-sched/ax/internal/config"
@@ -49,7 +51,16 @@ func RunWorker(ctx context.Context, cfg *config.Region, p config.Pool, id string
 	if err := registerBuiltins(w, cfg); err != nil {
 		return err
 	}
-	log.Info("ax worker started", "region", cfg.Name, "pool", p.Name, "id", id, "slots", cfg.Worker.Concurrency,
+	// The worker retries Redis for ever; a first ping says whether it is
+	// serving or still waiting, and which key to fix when it waits.
+	msg := "ax worker started"
+	pctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	if err := store.Ping(pctx); err != nil {
+		msg = "ax worker has not connected to Redis yet; retrying"
+		log.Warn(msg, "err", err, "redis.addr", cfg.Redis.HostPort(), "from", redisAddrOrigin(cfg))
+	}
+	cancel()
+	log.Info(msg, "region", cfg.Name, "pool", p.Name, "id", id, "slots", cfg.Worker.Concurrency,
 		"version", buildinfo.Get().Version, "commit", buildinfo.Get().Commit)
 	err = w.Run(ctx)
 	log.Info("ax worker stopped", "pool", p.Name, "id", id)
@@ -75,4 +86,16 @@ func registerBuiltins(w *worker.Worker, cfg *config.Region) error {
 		w.Handle("exec", h)
 	}
 	return registerHTTP(w, cfg)
+}
+
+// redisAddrOrigin says where cfg's redis.addr came from: the environment
+// (AX_REDIS_ADDR) or the config file.
+func redisAddrOrigin(cfg *config.Region) string {
+	if slices.Contains(cfg.OverrideEnv(), "AX_REDIS_ADDR") {
+		return "AX_REDIS_ADDR"
+	}
+	if src := cfg.Source(); src != "" {
+		return src
+	}
+	return "the config"
 }
