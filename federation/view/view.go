@@ -314,11 +314,7 @@ func (v *View) rebuild(now time.Time) {
 			v.ignore(k, f.Region)
 			continue
 		}
-		for i, p := range f.Pools {
-			if pr, ok := prices[f.Region+"/"+p.Name]; ok {
-				f.Pools[i].PricePerSlotHour = pr
-			}
-		}
+		setPrices(f, prices)
 		infos = append(infos, RegionInfo{Figures: f, Registered: true, Stale: now.Sub(f.UpdatedAt) > v.staleAfter})
 	}
 	v.mu.Lock()
@@ -429,11 +425,7 @@ func (v *View) withHome(infos []RegionInfo, prices map[string]float64, now time.
 		return infos // nothing known of the home region yet
 	}
 	f := cloneFigures(v.lastHome)
-	for i, p := range f.Pools {
-		if pr, ok := prices[f.Region+"/"+p.Name]; ok {
-			f.Pools[i].PricePerSlotHour = pr
-		}
-	}
+	setPrices(f, prices)
 	if age := now.Sub(f.UpdatedAt); age > v.staleAfter {
 		step := max(v.staleAfter/2, time.Millisecond)
 		f.UpdatedAt = f.UpdatedAt.Add((age - v.staleAfter/2 + step - 1) / step * step)
@@ -445,6 +437,16 @@ func (v *View) withHome(infos []RegionInfo, prices map[string]float64, now time.
 		infos[at] = ri
 	}
 	return infos
+}
+
+// setPrices sets each of f's pools to its live price in prices (keyed
+// "<region>/<pool>"), where there is one; it writes f's pool slice in place.
+func setPrices(f region.Figures, prices map[string]float64) {
+	for i, p := range f.Pools {
+		if pr, ok := prices[f.Region+"/"+p.Name]; ok {
+			f.Pools[i].PricePerSlotHour = pr
+		}
+	}
 }
 
 // cloneFigures copies f's pools, which the view edits.
