@@ -18,6 +18,7 @@ import (
 	"github.com/ax-sched/ax/httpapi/handoff"
 	"github.com/ax-sched/ax/httpapi/schedules"
 	"github.com/ax-sched/ax/httpapi/stream"
+	"github.com/ax-sched/ax/httpapi/workers"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 )
@@ -132,6 +133,7 @@ func New(n *federation.Node, cfg Config) *API {
 		handoff.New(handoff.Config{Receiver: n, Enqueuer: n, MaxPayload: cfg.MaxPayload, Pools: cfg.Pools, Logger: cfg.Logger}).Routes(),
 		schedules.New(schedules.Config{Scheduler: cfg.Schedules, Fed: n, Quotas: quotas, MaxPayload: cfg.MaxPayload}).Routes(),
 		dags.New(dags.Config{Runs: cfg.DAGs, Fed: n, Quotas: quotas, MaxPayload: cfg.MaxPayload}).Routes(),
+		workers.New().Routes(),
 	} {
 		for _, rt := range family {
 			a.route(rt.Pattern, rt.Role, rt.Handle)

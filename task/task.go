@@ -26,29 +26,39 @@ type Task struct {
 	// MaxPricePerSlotHour is the spec's price cap (0: none).
 	MaxPricePerSlotHour float64 `json:"max_price_per_slot_hour,omitempty"`
 	// MaxWait is the spec's own wait target (0: none).
-	MaxWait         Duration   `json:"max_wait,omitempty"`
-	State           State      `json:"state"`
-	Reason          string     `json:"reason,omitempty"`
-	Region          string     `json:"region"`  // home region (from the id)
-	HeldBy          string     `json:"held_by"` // region whose store holds this record
-	Pool            string     `json:"pool,omitempty"`
-	Pinned          bool       `json:"pinned,omitempty"`
-	Worker          string     `json:"worker,omitempty"`
-	Attempts        int        `json:"attempts"`
-	PreemptCount    int        `json:"preempt_count,omitempty"`
-	CancelRequested bool       `json:"cancel_requested,omitempty"`
-	HandedOffTo     string     `json:"handed_off_to,omitempty"`
-	HandOffTarget   string     `json:"handoff_target,omitempty"` // in the outbox, bound for this region
-	LastError       string     `json:"last_error,omitempty"`
-	Result          string     `json:"result,omitempty"`
-	PricePerHour    float64    `json:"price_per_slot_hour,omitempty"`
-	CreatedAt       time.Time  `json:"created_at"`
-	DueAt           *time.Time `json:"due_at,omitempty"`
-	EnqueuedAt      *time.Time `json:"enqueued_at,omitempty"`
-	ReadyAt         *time.Time `json:"ready_at,omitempty"`
-	StartedAt       *time.Time `json:"started_at,omitempty"`
-	FinishedAt      *time.Time `json:"finished_at,omitempty"`
-	LeaseToken      string     `json:"-"`
+	MaxWait         Duration `json:"max_wait,omitempty"`
+	State           State    `json:"state"`
+	Reason          string   `json:"reason,omitempty"`
+	Region          string   `json:"region"`  // home region (from the id)
+	HeldBy          string   `json:"held_by"` // region whose store holds this record
+	Pool            string   `json:"pool,omitempty"`
+	Pinned          bool     `json:"pinned,omitempty"`
+	Worker          string   `json:"worker,omitempty"`
+	Attempts        int      `json:"attempts"`
+	PreemptCount    int      `json:"preempt_count,omitempty"`
+	CancelRequested bool     `json:"cancel_requested,omitempty"`
+	HandedOffTo     string   `json:"handed_off_to,omitempty"`
+	HandOffTarget   string   `json:"handoff_target,omitempty"` // in the outbox, bound for this region
+	LastError       string   `json:"last_error,omitempty"`
+	Result          string   `json:"result,omitempty"`
+	// Progress is the last progress a remote worker reported for the
+	// running attempt (nil: none).
+	Progress     *Progress  `json:"progress,omitempty"`
+	PricePerHour float64    `json:"price_per_slot_hour,omitempty"`
+	CreatedAt    time.Time  `json:"created_at"`
+	DueAt        *time.Time `json:"due_at,omitempty"`
+	EnqueuedAt   *time.Time `json:"enqueued_at,omitempty"`
+	ReadyAt      *time.Time `json:"ready_at,omitempty"`
+	StartedAt    *time.Time `json:"started_at,omitempty"`
+	FinishedAt   *time.Time `json:"finished_at,omitempty"`
+	LeaseToken   string     `json:"-"`
+}
+
+// Progress is how far a running attempt got, as its worker said.
+type Progress struct {
+	Percent   float64   `json:"percent"`
+	Message   string    `json:"message,omitempty"`
+	UpdatedAt time.Time `json:"updated_at"`
 }
 
 // Transition is one entry of a task's trail.

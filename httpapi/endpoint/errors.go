@@ -162,6 +162,7 @@ var statuses = map[string]int{
 	apiv1.CodeConflict:         http.StatusConflict,
 	apiv1.CodeFailedPrecond:    http.StatusConflict,
 	apiv1.CodeTooLarge:         http.StatusRequestEntityTooLarge,
+	apiv1.CodeResultTooLarge:   http.StatusRequestEntityTooLarge,
 	apiv1.CodeUnplaceable:      http.StatusUnprocessableEntity,
 	apiv1.CodeSaturated:        http.StatusTooManyRequests,
 	apiv1.CodeQuotaExceeded:    http.StatusTooManyRequests,

@@ -146,6 +146,51 @@ func (e TriggerRule) Valid() bool {
 	}
 }
 
+// Defines values for WorkerOutcomeStatus.
+const (
+	Failure WorkerOutcomeStatus = "failure"
+	Return  WorkerOutcomeStatus = "return"
+	Success WorkerOutcomeStatus = "success"
+)
+
+// Valid indicates whether the value is a known member of the WorkerOutcomeStatus enum.
+func (e WorkerOutcomeStatus) Valid() bool {
+	switch e {
+	case Failure:
+		return true
+	case Return:
+		return true
+	case Success:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for WorkerStopReason.
+const (
+	Canceled  WorkerStopReason = "canceled"
+	Deadline  WorkerStopReason = "deadline"
+	LeaseLost WorkerStopReason = "lease_lost"
+	Preempted WorkerStopReason = "preempted"
+)
+
+// Valid indicates whether the value is a known member of the WorkerStopReason enum.
+func (e WorkerStopReason) Valid() bool {
+	switch e {
+	case Canceled:
+		return true
+	case Deadline:
+		return true
+	case LeaseLost:
+		return true
+	case Preempted:
+		return true
+	default:
+		return false
+	}
+}
+
 // BatchItem defines model for BatchItem.
 type BatchItem struct {
 	Error  *ErrorDetail    `json:"error,omitempty"`
@@ -554,8 +599,11 @@ type Task struct {
 	Preemptible      *bool       `json:"preemptible,omitempty"`
 	PricePerSlotHour *float64    `json:"price_per_slot_hour,omitempty"`
 	Priority         int         `json:"priority"`
-	ReadyAt          *time.Time  `json:"ready_at,omitempty"`
-	Reason           *string     `json:"reason,omitempty"`
+
+	// Progress the last progress a remote worker reported for the running attempt
+	Progress *TaskProgress `json:"progress,omitempty"`
+	ReadyAt  *time.Time    `json:"ready_at,omitempty"`
+	Reason   *string       `json:"reason,omitempty"`
 
 	// Region home region
 	Region  string    `json:"region"`
@@ -587,6 +635,13 @@ type TaskList struct {
 	Regions     *[]RegionOutcome `json:"regions,omitempty"`
 	Tasks       []Task           `json:"tasks"`
 	Unavailable []string         `json:"unavailable"`
+}
+
+// TaskProgress the last progress a remote worker reported for the running attempt
+type TaskProgress struct {
+	Message   *string   `json:"message,omitempty"`
+	Percent   float64   `json:"percent"`
+	UpdatedAt time.Time `json:"updated_at"`
 }
 
 // TaskSpec defines model for TaskSpec.
@@ -643,6 +698,126 @@ type Transition struct {
 
 // TriggerRule defines model for TriggerRule.
 type TriggerRule string
+
+// WorkerClaimRequest defines model for WorkerClaimRequest.
+type WorkerClaimRequest struct {
+	Max    int  `json:"max"`
+	WaitMs *int `json:"wait_ms,omitempty"`
+}
+
+// WorkerClaimResponse defines model for WorkerClaimResponse.
+type WorkerClaimResponse struct {
+	Tasks []WorkerTask `json:"tasks"`
+}
+
+// WorkerLease defines model for WorkerLease.
+type WorkerLease struct {
+	Id    string `json:"id"`
+	Lease string `json:"lease"`
+}
+
+// WorkerOutcome defines model for WorkerOutcome.
+type WorkerOutcome struct {
+	Error *string `json:"error,omitempty"`
+	Id    string  `json:"id"`
+	Lease string  `json:"lease"`
+
+	// Result success: any JSON, stored as its JSON text (at most max_result_bytes)
+	Result interface{} `json:"result,omitempty"`
+
+	// Retry failure: false makes it final (dead letter); absent: true
+	Retry *bool `json:"retry,omitempty"`
+
+	// RetryAfterMs return: wait this long before READY; retried failure: > 0 pauses the task's key instead of its backoff, spending no retry
+	RetryAfterMs *int                `json:"retry_after_ms,omitempty"`
+	Status       WorkerOutcomeStatus `json:"status"`
+}
+
+// WorkerOutcomeStatus defines model for WorkerOutcome.Status.
+type WorkerOutcomeStatus string
+
+// WorkerOutcomeResult defines model for WorkerOutcomeResult.
+type WorkerOutcomeResult struct {
+	Code    *string `json:"code,omitempty"`
+	Id      string  `json:"id"`
+	Message *string `json:"message,omitempty"`
+	Ok      bool    `json:"ok"`
+}
+
+// WorkerProgress defines model for WorkerProgress.
+type WorkerProgress struct {
+	Id    string `json:"id"`
+	Lease string `json:"lease"`
+
+	// Message at most 512 bytes
+	Message *string `json:"message,omitempty"`
+	Percent float64 `json:"percent"`
+}
+
+// WorkerRegister defines model for WorkerRegister.
+type WorkerRegister struct {
+	Labels *map[string]string `json:"labels,omitempty"`
+	Name   *string            `json:"name,omitempty"`
+	Pool   string             `json:"pool"`
+	Slots  int                `json:"slots"`
+
+	// Types task types it runs (empty: every type the token allows)
+	Types *[]string `json:"types,omitempty"`
+}
+
+// WorkerRegistered defines model for WorkerRegistered.
+type WorkerRegistered struct {
+	HeartbeatMs    int    `json:"heartbeat_ms"`
+	LeaseMs        int    `json:"lease_ms"`
+	MaxClaim       int    `json:"max_claim"`
+	MaxResultBytes int    `json:"max_result_bytes"`
+	MaxWaitMs      int    `json:"max_wait_ms"`
+	Region         string `json:"region"`
+	WorkerId       string `json:"worker_id"`
+}
+
+// WorkerReport defines model for WorkerReport.
+type WorkerReport struct {
+	Held     *[]WorkerLease    `json:"held,omitempty"`
+	Outcomes *[]WorkerOutcome  `json:"outcomes,omitempty"`
+	Progress *[]WorkerProgress `json:"progress,omitempty"`
+}
+
+// WorkerReportResponse defines model for WorkerReportResponse.
+type WorkerReportResponse struct {
+	Outcomes []WorkerOutcomeResult `json:"outcomes"`
+	Stop     []WorkerStop          `json:"stop"`
+}
+
+// WorkerStop defines model for WorkerStop.
+type WorkerStop struct {
+	Id     string           `json:"id"`
+	Reason WorkerStopReason `json:"reason"`
+}
+
+// WorkerStopReason defines model for WorkerStop.Reason.
+type WorkerStopReason string
+
+// WorkerTask defines model for WorkerTask.
+type WorkerTask struct {
+	Attempt int `json:"attempt"`
+
+	// Deadline when this attempt's timeout ends
+	Deadline time.Time `json:"deadline"`
+	Id       string    `json:"id"`
+
+	// Lease opaque: send it back with every report about the task
+	Lease      string `json:"lease"`
+	MaxRetries int    `json:"max_retries"`
+
+	// Payload the task's payload, any JSON; absent when none
+	Payload  interface{}       `json:"payload,omitempty"`
+	Priority int               `json:"priority"`
+	Tags     map[string]string `json:"tags"`
+	Tenant   string            `json:"tenant"`
+	TraceId  string            `json:"trace_id"`
+	Type     string            `json:"type"`
+}
 
 // GetCostReportParams defines parameters for GetCostReport.
 type GetCostReportParams struct {
@@ -822,6 +997,15 @@ type CancelTasksJSONRequestBody = BulkCancelRequest
 
 // SetTaskPriorityJSONRequestBody defines body for SetTaskPriority for application/json ContentType.
 type SetTaskPriorityJSONRequestBody = PriorityRequest
+
+// RegisterWorkerJSONRequestBody defines body for RegisterWorker for application/json ContentType.
+type RegisterWorkerJSONRequestBody = WorkerRegister
+
+// ClaimWorkerTasksJSONRequestBody defines body for ClaimWorkerTasks for application/json ContentType.
+type ClaimWorkerTasksJSONRequestBody = WorkerClaimRequest
+
+// ReportWorkerJSONRequestBody defines body for ReportWorker for application/json ContentType.
+type ReportWorkerJSONRequestBody = WorkerReport
 
 // RequestEditorFn is the function signature for the RequestEditor callback function
 type RequestEditorFn func(ctx context.Context, req *http.Request) error
@@ -1123,6 +1307,65 @@ type ClientInterface interface {
 	//
 	// Corresponds with GET /v1/tasks/{id}/trail (the `GetTaskTrail` operationId).
 	GetTaskTrail(ctx context.Context, id string, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// RegisterWorkerWithBody Register a remote worker (worker token)
+	//
+	// A worker with a worker token (role worker) registers the pool it serves (one the token names), the task types it runs (a subset of the token's, when it names types) and its slots. The registration lives in the region's Redis: any server of the region accepts the worker_id afterwards. It expires when no claim or report came for 2 × lease_ms (then 404 field worker_id: register again). An admin token of every tenant may register for any pool (ax dev with auth off). docs/worker-protocol.md.
+	//
+	// Takes any type of body and a specified content type.
+	//
+	// Corresponds with POST /v1/workers (the `RegisterWorker` operationId).
+	RegisterWorkerWithBody(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// RegisterWorker Register a remote worker (worker token)
+	//
+	// A worker with a worker token (role worker) registers the pool it serves (one the token names), the task types it runs (a subset of the token's, when it names types) and its slots. The registration lives in the region's Redis: any server of the region accepts the worker_id afterwards. It expires when no claim or report came for 2 × lease_ms (then 404 field worker_id: register again). An admin token of every tenant may register for any pool (ax dev with auth off). docs/worker-protocol.md.
+	//
+	// Takes a body of the `application/json` content type.
+	//
+	// Corresponds with POST /v1/workers (the `RegisterWorker` operationId).
+	RegisterWorker(ctx context.Context, body RegisterWorkerJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// DeleteWorker Leave: tasks still leased to the worker go back to READY at once
+	//
+	// Corresponds with DELETE /v1/workers/{worker_id} (the `DeleteWorker` operationId).
+	DeleteWorker(ctx context.Context, workerId string, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// ClaimWorkerTasksWithBody Long-poll for tasks the server claims on the worker's behalf
+	//
+	// Answers as soon as at least one task was claimed, or with no tasks when wait_ms ended. The claim applies every rule a direct worker meets (fair share, limits, slow lanes, routing, capacity windows, preemption). max is bounded by max_claim and the worker's free slots (slots − tasks it holds). A task of a tenant outside the token goes back to READY and is never handed out. 429 saturated with Retry-After when the server's long-polls (or the token's tenant's) are all in use.
+	//
+	// Takes any type of body and a specified content type.
+	//
+	// Corresponds with POST /v1/workers/{worker_id}/claim (the `ClaimWorkerTasks` operationId).
+	ClaimWorkerTasksWithBody(ctx context.Context, workerId string, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// ClaimWorkerTasks Long-poll for tasks the server claims on the worker's behalf
+	//
+	// Answers as soon as at least one task was claimed, or with no tasks when wait_ms ended. The claim applies every rule a direct worker meets (fair share, limits, slow lanes, routing, capacity windows, preemption). max is bounded by max_claim and the worker's free slots (slots − tasks it holds). A task of a tenant outside the token goes back to READY and is never handed out. 429 saturated with Retry-After when the server's long-polls (or the token's tenant's) are all in use.
+	//
+	// Takes a body of the `application/json` content type.
+	//
+	// Corresponds with POST /v1/workers/{worker_id}/claim (the `ClaimWorkerTasks` operationId).
+	ClaimWorkerTasks(ctx context.Context, workerId string, body ClaimWorkerTasksJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// ReportWorkerWithBody Heartbeats, progress and outcomes in one batch
+	//
+	// held extends the leases of the tasks the worker still runs (report at least every heartbeat_ms); progress is shown as the task's progress; outcomes end attempts. The answer names the tasks to stop (their end is already recorded) and, per outcome, whether it was recorded (a lost lease is ok:false code lease_lost, not an error). A malformed report is a 4xx naming the field (outcomes[2].result) and applies nothing: 413 result_too_large for a result over max_result_bytes (never truncated), 403/404 for a task id of another tenant or pool or unknown.
+	//
+	// Takes any type of body and a specified content type.
+	//
+	// Corresponds with POST /v1/workers/{worker_id}/report (the `ReportWorker` operationId).
+	ReportWorkerWithBody(ctx context.Context, workerId string, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// ReportWorker Heartbeats, progress and outcomes in one batch
+	//
+	// held extends the leases of the tasks the worker still runs (report at least every heartbeat_ms); progress is shown as the task's progress; outcomes end attempts. The answer names the tasks to stop (their end is already recorded) and, per outcome, whether it was recorded (a lost lease is ok:false code lease_lost, not an error). A malformed report is a 4xx naming the field (outcomes[2].result) and applies nothing: 413 result_too_large for a result over max_result_bytes (never truncated), 403/404 for a task id of another tenant or pool or unknown.
+	//
+	// Takes a body of the `application/json` content type.
+	//
+	// Corresponds with POST /v1/workers/{worker_id}/report (the `ReportWorker` operationId).
+	ReportWorker(ctx context.Context, workerId string, body ReportWorkerJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
 }
 
 // GetCostReport Spend and savings by tenant, type, pool, region
@@ -1692,6 +1935,135 @@ func (c *Client) ReplayTask(ctx context.Context, id string, reqEditors ...Reques
 // Corresponds with GET /v1/tasks/{id}/trail (the `GetTaskTrail` operationId).
 func (c *Client) GetTaskTrail(ctx context.Context, id string, reqEditors ...RequestEditorFn) (*http.Response, error) {
 	req, err := NewGetTaskTrailRequest(c.Server, id)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// RegisterWorkerWithBody Register a remote worker (worker token)
+//
+// A worker with a worker token (role worker) registers the pool it serves (one the token names), the task types it runs (a subset of the token's, when it names types) and its slots. The registration lives in the region's Redis: any server of the region accepts the worker_id afterwards. It expires when no claim or report came for 2 × lease_ms (then 404 field worker_id: register again). An admin token of every tenant may register for any pool (ax dev with auth off). docs/worker-protocol.md.
+//
+// Takes any type of body and a specified content type.
+//
+// Corresponds with POST /v1/workers (the `RegisterWorker` operationId).
+func (c *Client) RegisterWorkerWithBody(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewRegisterWorkerRequestWithBody(c.Server, contentType, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// RegisterWorker Register a remote worker (worker token)
+//
+// A worker with a worker token (role worker) registers the pool it serves (one the token names), the task types it runs (a subset of the token's, when it names types) and its slots. The registration lives in the region's Redis: any server of the region accepts the worker_id afterwards. It expires when no claim or report came for 2 × lease_ms (then 404 field worker_id: register again). An admin token of every tenant may register for any pool (ax dev with auth off). docs/worker-protocol.md.
+//
+// Takes a body of the `application/json` content type.
+//
+// Corresponds with POST /v1/workers (the `RegisterWorker` operationId).
+func (c *Client) RegisterWorker(ctx context.Context, body RegisterWorkerJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewRegisterWorkerRequest(c.Server, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// DeleteWorker Leave: tasks still leased to the worker go back to READY at once
+//
+// Corresponds with DELETE /v1/workers/{worker_id} (the `DeleteWorker` operationId).
+func (c *Client) DeleteWorker(ctx context.Context, workerId string, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewDeleteWorkerRequest(c.Server, workerId)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// ClaimWorkerTasksWithBody Long-poll for tasks the server claims on the worker's behalf
+//
+// Answers as soon as at least one task was claimed, or with no tasks when wait_ms ended. The claim applies every rule a direct worker meets (fair share, limits, slow lanes, routing, capacity windows, preemption). max is bounded by max_claim and the worker's free slots (slots − tasks it holds). A task of a tenant outside the token goes back to READY and is never handed out. 429 saturated with Retry-After when the server's long-polls (or the token's tenant's) are all in use.
+//
+// Takes any type of body and a specified content type.
+//
+// Corresponds with POST /v1/workers/{worker_id}/claim (the `ClaimWorkerTasks` operationId).
+func (c *Client) ClaimWorkerTasksWithBody(ctx context.Context, workerId string, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewClaimWorkerTasksRequestWithBody(c.Server, workerId, contentType, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// ClaimWorkerTasks Long-poll for tasks the server claims on the worker's behalf
+//
+// Answers as soon as at least one task was claimed, or with no tasks when wait_ms ended. The claim applies every rule a direct worker meets (fair share, limits, slow lanes, routing, capacity windows, preemption). max is bounded by max_claim and the worker's free slots (slots − tasks it holds). A task of a tenant outside the token goes back to READY and is never handed out. 429 saturated with Retry-After when the server's long-polls (or the token's tenant's) are all in use.
+//
+// Takes a body of the `application/json` content type.
+//
+// Corresponds with POST /v1/workers/{worker_id}/claim (the `ClaimWorkerTasks` operationId).
+func (c *Client) ClaimWorkerTasks(ctx context.Context, workerId string, body ClaimWorkerTasksJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewClaimWorkerTasksRequest(c.Server, workerId, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// ReportWorkerWithBody Heartbeats, progress and outcomes in one batch
+//
+// held extends the leases of the tasks the worker still runs (report at least every heartbeat_ms); progress is shown as the task's progress; outcomes end attempts. The answer names the tasks to stop (their end is already recorded) and, per outcome, whether it was recorded (a lost lease is ok:false code lease_lost, not an error). A malformed report is a 4xx naming the field (outcomes[2].result) and applies nothing: 413 result_too_large for a result over max_result_bytes (never truncated), 403/404 for a task id of another tenant or pool or unknown.
+//
+// Takes any type of body and a specified content type.
+//
+// Corresponds with POST /v1/workers/{worker_id}/report (the `ReportWorker` operationId).
+func (c *Client) ReportWorkerWithBody(ctx context.Context, workerId string, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewReportWorkerRequestWithBody(c.Server, workerId, contentType, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// ReportWorker Heartbeats, progress and outcomes in one batch
+//
+// held extends the leases of the tasks the worker still runs (report at least every heartbeat_ms); progress is shown as the task's progress; outcomes end attempts. The answer names the tasks to stop (their end is already recorded) and, per outcome, whether it was recorded (a lost lease is ok:false code lease_lost, not an error). A malformed report is a 4xx naming the field (outcomes[2].result) and applies nothing: 413 result_too_large for a result over max_result_bytes (never truncated), 403/404 for a task id of another tenant or pool or unknown.
+//
+// Takes a body of the `application/json` content type.
+//
+// Corresponds with POST /v1/workers/{worker_id}/report (the `ReportWorker` operationId).
+func (c *Client) ReportWorker(ctx context.Context, workerId string, body ReportWorkerJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewReportWorkerRequest(c.Server, workerId, body)
 	if err != nil {
 		return nil, err
 	}
@@ -3281,6 +3653,174 @@ func NewGetTaskTrailRequest(server string, id string) (*http.Request, error) {
 	return req, nil
 }
 
+// NewRegisterWorkerRequest calls the generic RegisterWorker builder with application/json body
+func NewRegisterWorkerRequest(server string, body RegisterWorkerJSONRequestBody) (*http.Request, error) {
+	var bodyReader io.Reader
+	buf, err := json.Marshal(body)
+	if err != nil {
+		return nil, err
+	}
+	bodyReader = bytes.NewReader(buf)
+	return NewRegisterWorkerRequestWithBody(server, "application/json", bodyReader)
+}
+
+// NewRegisterWorkerRequestWithBody constructs an http.Request for the RegisterWorker method, with any body, and a specified content type
+func NewRegisterWorkerRequestWithBody(server string, contentType string, body io.Reader) (*http.Request, error) {
+	var err error
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/v1/workers")
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodPost, queryURL.String(), body)
+	if err != nil {
+		return nil, err
+	}
+
+	req.Header.Add("Content-Type", contentType)
+
+	return req, nil
+}
+
+// NewDeleteWorkerRequest constructs an http.Request for the DeleteWorker method
+func NewDeleteWorkerRequest(server string, workerId string) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "worker_id", workerId, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/v1/workers/%s", pathParam0)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodDelete, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
+// NewClaimWorkerTasksRequest calls the generic ClaimWorkerTasks builder with application/json body
+func NewClaimWorkerTasksRequest(server string, workerId string, body ClaimWorkerTasksJSONRequestBody) (*http.Request, error) {
+	var bodyReader io.Reader
+	buf, err := json.Marshal(body)
+	if err != nil {
+		return nil, err
+	}
+	bodyReader = bytes.NewReader(buf)
+	return NewClaimWorkerTasksRequestWithBody(server, workerId, "application/json", bodyReader)
+}
+
+// NewClaimWorkerTasksRequestWithBody constructs an http.Request for the ClaimWorkerTasks method, with any body, and a specified content type
+func NewClaimWorkerTasksRequestWithBody(server string, workerId string, contentType string, body io.Reader) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "worker_id", workerId, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/v1/workers/%s/claim", pathParam0)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodPost, queryURL.String(), body)
+	if err != nil {
+		return nil, err
+	}
+
+	req.Header.Add("Content-Type", contentType)
+
+	return req, nil
+}
+
+// NewReportWorkerRequest calls the generic ReportWorker builder with application/json body
+func NewReportWorkerRequest(server string, workerId string, body ReportWorkerJSONRequestBody) (*http.Request, error) {
+	var bodyReader io.Reader
+	buf, err := json.Marshal(body)
+	if err != nil {
+		return nil, err
+	}
+	bodyReader = bytes.NewReader(buf)
+	return NewReportWorkerRequestWithBody(server, workerId, "application/json", bodyReader)
+}
+
+// NewReportWorkerRequestWithBody constructs an http.Request for the ReportWorker method, with any body, and a specified content type
+func NewReportWorkerRequestWithBody(server string, workerId string, contentType string, body io.Reader) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "worker_id", workerId, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/v1/workers/%s/report", pathParam0)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodPost, queryURL.String(), body)
+	if err != nil {
+		return nil, err
+	}
+
+	req.Header.Add("Content-Type", contentType)
+
+	return req, nil
+}
+
 func (c *Client) applyEditors(ctx context.Context, req *http.Request, additionalEditors []RequestEditorFn) error {
 	for _, r := range c.RequestEditors {
 		if err := r(ctx, req); err != nil {
@@ -3593,6 +4133,67 @@ type ClientWithResponsesInterface interface {
 	//
 	// Corresponds with GET /v1/tasks/{id}/trail (the `GetTaskTrail` operationId).
 	GetTaskTrailWithResponse(ctx context.Context, id string, reqEditors ...RequestEditorFn) (*GetTaskTrailResponse, error)
+
+	// RegisterWorkerWithBodyWithResponse Register a remote worker (worker token)
+	//
+	// A worker with a worker token (role worker) registers the pool it serves (one the token names), the task types it runs (a subset of the token's, when it names types) and its slots. The registration lives in the region's Redis: any server of the region accepts the worker_id afterwards. It expires when no claim or report came for 2 × lease_ms (then 404 field worker_id: register again). An admin token of every tenant may register for any pool (ax dev with auth off). docs/worker-protocol.md.
+	//
+	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /v1/workers (the `RegisterWorker` operationId).
+	RegisterWorkerWithBodyWithResponse(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*RegisterWorkerResponse, error)
+
+	// RegisterWorkerWithResponse Register a remote worker (worker token)
+	//
+	// A worker with a worker token (role worker) registers the pool it serves (one the token names), the task types it runs (a subset of the token's, when it names types) and its slots. The registration lives in the region's Redis: any server of the region accepts the worker_id afterwards. It expires when no claim or report came for 2 × lease_ms (then 404 field worker_id: register again). An admin token of every tenant may register for any pool (ax dev with auth off). docs/worker-protocol.md.
+	//
+	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /v1/workers (the `RegisterWorker` operationId).
+	RegisterWorkerWithResponse(ctx context.Context, body RegisterWorkerJSONRequestBody, reqEditors ...RequestEditorFn) (*RegisterWorkerResponse, error)
+
+	// DeleteWorkerWithResponse Leave: tasks still leased to the worker go back to READY at once
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with DELETE /v1/workers/{worker_id} (the `DeleteWorker` operationId).
+	DeleteWorkerWithResponse(ctx context.Context, workerId string, reqEditors ...RequestEditorFn) (*DeleteWorkerResponse, error)
+
+	// ClaimWorkerTasksWithBodyWithResponse Long-poll for tasks the server claims on the worker's behalf
+	//
+	// Answers as soon as at least one task was claimed, or with no tasks when wait_ms ended. The claim applies every rule a direct worker meets (fair share, limits, slow lanes, routing, capacity windows, preemption). max is bounded by max_claim and the worker's free slots (slots − tasks it holds). A task of a tenant outside the token goes back to READY and is never handed out. 429 saturated with Retry-After when the server's long-polls (or the token's tenant's) are all in use.
+	//
+	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /v1/workers/{worker_id}/claim (the `ClaimWorkerTasks` operationId).
+	ClaimWorkerTasksWithBodyWithResponse(ctx context.Context, workerId string, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*ClaimWorkerTasksResponse, error)
+
+	// ClaimWorkerTasksWithResponse Long-poll for tasks the server claims on the worker's behalf
+	//
+	// Answers as soon as at least one task was claimed, or with no tasks when wait_ms ended. The claim applies every rule a direct worker meets (fair share, limits, slow lanes, routing, capacity windows, preemption). max is bounded by max_claim and the worker's free slots (slots − tasks it holds). A task of a tenant outside the token goes back to READY and is never handed out. 429 saturated with Retry-After when the server's long-polls (or the token's tenant's) are all in use.
+	//
+	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /v1/workers/{worker_id}/claim (the `ClaimWorkerTasks` operationId).
+	ClaimWorkerTasksWithResponse(ctx context.Context, workerId string, body ClaimWorkerTasksJSONRequestBody, reqEditors ...RequestEditorFn) (*ClaimWorkerTasksResponse, error)
+
+	// ReportWorkerWithBodyWithResponse Heartbeats, progress and outcomes in one batch
+	//
+	// held extends the leases of the tasks the worker still runs (report at least every heartbeat_ms); progress is shown as the task's progress; outcomes end attempts. The answer names the tasks to stop (their end is already recorded) and, per outcome, whether it was recorded (a lost lease is ok:false code lease_lost, not an error). A malformed report is a 4xx naming the field (outcomes[2].result) and applies nothing: 413 result_too_large for a result over max_result_bytes (never truncated), 403/404 for a task id of another tenant or pool or unknown.
+	//
+	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /v1/workers/{worker_id}/report (the `ReportWorker` operationId).
+	ReportWorkerWithBodyWithResponse(ctx context.Context, workerId string, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*ReportWorkerResponse, error)
+
+	// ReportWorkerWithResponse Heartbeats, progress and outcomes in one batch
+	//
+	// held extends the leases of the tasks the worker still runs (report at least every heartbeat_ms); progress is shown as the task's progress; outcomes end attempts. The answer names the tasks to stop (their end is already recorded) and, per outcome, whether it was recorded (a lost lease is ok:false code lease_lost, not an error). A malformed report is a 4xx naming the field (outcomes[2].result) and applies nothing: 413 result_too_large for a result over max_result_bytes (never truncated), 403/404 for a task id of another tenant or pool or unknown.
+	//
+	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /v1/workers/{worker_id}/report (the `ReportWorker` operationId).
+	ReportWorkerWithResponse(ctx context.Context, workerId string, body ReportWorkerJSONRequestBody, reqEditors ...RequestEditorFn) (*ReportWorkerResponse, error)
 }
 
 type GetCostReportResponse struct {
@@ -5793,6 +6394,345 @@ func (r GetTaskTrailResponse) ContentType() string {
 	return ""
 }
 
+type RegisterWorkerResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON201 the response for an HTTP 201 `application/json` response
+	JSON201 *WorkerRegistered
+	// JSON400 the response for an HTTP 400 `application/json` response
+	JSON400 *Error
+	// JSON401 the response for an HTTP 401 `application/json` response
+	JSON401 *Error
+	// JSON403 the response for an HTTP 403 `application/json` response
+	JSON403 *Error
+	// JSON404 the response for an HTTP 404 `application/json` response
+	JSON404 *Error
+	// JSON429 the response for an HTTP 429 `application/json` response
+	JSON429 *Error
+	// JSON431 the response for an HTTP 431 `application/json` response
+	JSON431 *Error
+	// JSON503 the response for an HTTP 503 `application/json` response
+	JSON503 *Error
+}
+
+// GetJSON201 returns the response for an HTTP 201 `application/json` response
+func (r RegisterWorkerResponse) GetJSON201() *WorkerRegistered {
+	return r.JSON201
+}
+
+// GetJSON400 returns the response for an HTTP 400 `application/json` response
+func (r RegisterWorkerResponse) GetJSON400() *Error {
+	return r.JSON400
+}
+
+// GetJSON401 returns the response for an HTTP 401 `application/json` response
+func (r RegisterWorkerResponse) GetJSON401() *Error {
+	return r.JSON401
+}
+
+// GetJSON403 returns the response for an HTTP 403 `application/json` response
+func (r RegisterWorkerResponse) GetJSON403() *Error {
+	return r.JSON403
+}
+
+// GetJSON404 returns the response for an HTTP 404 `application/json` response
+func (r RegisterWorkerResponse) GetJSON404() *Error {
+	return r.JSON404
+}
+
+// GetJSON429 returns the response for an HTTP 429 `application/json` response
+func (r RegisterWorkerResponse) GetJSON429() *Error {
+	return r.JSON429
+}
+
+// GetJSON431 returns the response for an HTTP 431 `application/json` response
+func (r RegisterWorkerResponse) GetJSON431() *Error {
+	return r.JSON431
+}
+
+// GetJSON503 returns the response for an HTTP 503 `application/json` response
+func (r RegisterWorkerResponse) GetJSON503() *Error {
+	return r.JSON503
+}
+
+// GetBody returns the raw response body bytes
+func (r RegisterWorkerResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r RegisterWorkerResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r RegisterWorkerResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r RegisterWorkerResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+type DeleteWorkerResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON401 the response for an HTTP 401 `application/json` response
+	JSON401 *Error
+	// JSON403 the response for an HTTP 403 `application/json` response
+	JSON403 *Error
+	// JSON404 the response for an HTTP 404 `application/json` response
+	JSON404 *Error
+	// JSON431 the response for an HTTP 431 `application/json` response
+	JSON431 *Error
+	// JSON503 the response for an HTTP 503 `application/json` response
+	JSON503 *Error
+}
+
+// GetJSON401 returns the response for an HTTP 401 `application/json` response
+func (r DeleteWorkerResponse) GetJSON401() *Error {
+	return r.JSON401
+}
+
+// GetJSON403 returns the response for an HTTP 403 `application/json` response
+func (r DeleteWorkerResponse) GetJSON403() *Error {
+	return r.JSON403
+}
+
+// GetJSON404 returns the response for an HTTP 404 `application/json` response
+func (r DeleteWorkerResponse) GetJSON404() *Error {
+	return r.JSON404
+}
+
+// GetJSON431 returns the response for an HTTP 431 `application/json` response
+func (r DeleteWorkerResponse) GetJSON431() *Error {
+	return r.JSON431
+}
+
+// GetJSON503 returns the response for an HTTP 503 `application/json` response
+func (r DeleteWorkerResponse) GetJSON503() *Error {
+	return r.JSON503
+}
+
+// GetBody returns the raw response body bytes
+func (r DeleteWorkerResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r DeleteWorkerResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r DeleteWorkerResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r DeleteWorkerResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+type ClaimWorkerTasksResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *WorkerClaimResponse
+	// JSON400 the response for an HTTP 400 `application/json` response
+	JSON400 *Error
+	// JSON401 the response for an HTTP 401 `application/json` response
+	JSON401 *Error
+	// JSON403 the response for an HTTP 403 `application/json` response
+	JSON403 *Error
+	// JSON404 the response for an HTTP 404 `application/json` response
+	JSON404 *Error
+	// JSON429 the response for an HTTP 429 `application/json` response
+	JSON429 *Error
+	// JSON431 the response for an HTTP 431 `application/json` response
+	JSON431 *Error
+	// JSON503 the response for an HTTP 503 `application/json` response
+	JSON503 *Error
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r ClaimWorkerTasksResponse) GetJSON200() *WorkerClaimResponse {
+	return r.JSON200
+}
+
+// GetJSON400 returns the response for an HTTP 400 `application/json` response
+func (r ClaimWorkerTasksResponse) GetJSON400() *Error {
+	return r.JSON400
+}
+
+// GetJSON401 returns the response for an HTTP 401 `application/json` response
+func (r ClaimWorkerTasksResponse) GetJSON401() *Error {
+	return r.JSON401
+}
+
+// GetJSON403 returns the response for an HTTP 403 `application/json` response
+func (r ClaimWorkerTasksResponse) GetJSON403() *Error {
+	return r.JSON403
+}
+
+// GetJSON404 returns the response for an HTTP 404 `application/json` response
+func (r ClaimWorkerTasksResponse) GetJSON404() *Error {
+	return r.JSON404
+}
+
+// GetJSON429 returns the response for an HTTP 429 `application/json` response
+func (r ClaimWorkerTasksResponse) GetJSON429() *Error {
+	return r.JSON429
+}
+
+// GetJSON431 returns the response for an HTTP 431 `application/json` response
+func (r ClaimWorkerTasksResponse) GetJSON431() *Error {
+	return r.JSON431
+}
+
+// GetJSON503 returns the response for an HTTP 503 `application/json` response
+func (r ClaimWorkerTasksResponse) GetJSON503() *Error {
+	return r.JSON503
+}
+
+// GetBody returns the raw response body bytes
+func (r ClaimWorkerTasksResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r ClaimWorkerTasksResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r ClaimWorkerTasksResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r ClaimWorkerTasksResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+type ReportWorkerResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *WorkerReportResponse
+	// JSON400 the response for an HTTP 400 `application/json` response
+	JSON400 *Error
+	// JSON401 the response for an HTTP 401 `application/json` response
+	JSON401 *Error
+	// JSON403 the response for an HTTP 403 `application/json` response
+	JSON403 *Error
+	// JSON404 the response for an HTTP 404 `application/json` response
+	JSON404 *Error
+	// JSON413 the response for an HTTP 413 `application/json` response
+	JSON413 *Error
+	// JSON431 the response for an HTTP 431 `application/json` response
+	JSON431 *Error
+	// JSON503 the response for an HTTP 503 `application/json` response
+	JSON503 *Error
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r ReportWorkerResponse) GetJSON200() *WorkerReportResponse {
+	return r.JSON200
+}
+
+// GetJSON400 returns the response for an HTTP 400 `application/json` response
+func (r ReportWorkerResponse) GetJSON400() *Error {
+	return r.JSON400
+}
+
+// GetJSON401 returns the response for an HTTP 401 `application/json` response
+func (r ReportWorkerResponse) GetJSON401() *Error {
+	return r.JSON401
+}
+
+// GetJSON403 returns the response for an HTTP 403 `application/json` response
+func (r ReportWorkerResponse) GetJSON403() *Error {
+	return r.JSON403
+}
+
+// GetJSON404 returns the response for an HTTP 404 `application/json` response
+func (r ReportWorkerResponse) GetJSON404() *Error {
+	return r.JSON404
+}
+
+// GetJSON413 returns the response for an HTTP 413 `application/json` response
+func (r ReportWorkerResponse) GetJSON413() *Error {
+	return r.JSON413
+}
+
+// GetJSON431 returns the response for an HTTP 431 `application/json` response
+func (r ReportWorkerResponse) GetJSON431() *Error {
+	return r.JSON431
+}
+
+// GetJSON503 returns the response for an HTTP 503 `application/json` response
+func (r ReportWorkerResponse) GetJSON503() *Error {
+	return r.JSON503
+}
+
+// GetBody returns the raw response body bytes
+func (r ReportWorkerResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r ReportWorkerResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r ReportWorkerResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r ReportWorkerResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
 // GetCostReportWithResponse Spend and savings by tenant, type, pool, region
 //
 // Returns a wrapper object for the known response body format(s).
@@ -6270,6 +7210,109 @@ func (c *ClientWithResponses) GetTaskTrailWithResponse(ctx context.Context, id s
 		return nil, err
 	}
 	return ParseGetTaskTrailResponse(rsp)
+}
+
+// RegisterWorkerWithBodyWithResponse Register a remote worker (worker token)
+//
+// A worker with a worker token (role worker) registers the pool it serves (one the token names), the task types it runs (a subset of the token's, when it names types) and its slots. The registration lives in the region's Redis: any server of the region accepts the worker_id afterwards. It expires when no claim or report came for 2 × lease_ms (then 404 field worker_id: register again). An admin token of every tenant may register for any pool (ax dev with auth off). docs/worker-protocol.md.
+//
+// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /v1/workers (the `RegisterWorker` operationId).
+func (c *ClientWithResponses) RegisterWorkerWithBodyWithResponse(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*RegisterWorkerResponse, error) {
+	rsp, err := c.RegisterWorkerWithBody(ctx, contentType, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseRegisterWorkerResponse(rsp)
+}
+
+// RegisterWorkerWithResponse Register a remote worker (worker token)
+//
+// A worker with a worker token (role worker) registers the pool it serves (one the token names), the task types it runs (a subset of the token's, when it names types) and its slots. The registration lives in the region's Redis: any server of the region accepts the worker_id afterwards. It expires when no claim or report came for 2 × lease_ms (then 404 field worker_id: register again). An admin token of every tenant may register for any pool (ax dev with auth off). docs/worker-protocol.md.
+//
+// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /v1/workers (the `RegisterWorker` operationId).
+func (c *ClientWithResponses) RegisterWorkerWithResponse(ctx context.Context, body RegisterWorkerJSONRequestBody, reqEditors ...RequestEditorFn) (*RegisterWorkerResponse, error) {
+	rsp, err := c.RegisterWorker(ctx, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseRegisterWorkerResponse(rsp)
+}
+
+// DeleteWorkerWithResponse Leave: tasks still leased to the worker go back to READY at once
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with DELETE /v1/workers/{worker_id} (the `DeleteWorker` operationId).
+func (c *ClientWithResponses) DeleteWorkerWithResponse(ctx context.Context, workerId string, reqEditors ...RequestEditorFn) (*DeleteWorkerResponse, error) {
+	rsp, err := c.DeleteWorker(ctx, workerId, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseDeleteWorkerResponse(rsp)
+}
+
+// ClaimWorkerTasksWithBodyWithResponse Long-poll for tasks the server claims on the worker's behalf
+//
+// Answers as soon as at least one task was claimed, or with no tasks when wait_ms ended. The claim applies every rule a direct worker meets (fair share, limits, slow lanes, routing, capacity windows, preemption). max is bounded by max_claim and the worker's free slots (slots − tasks it holds). A task of a tenant outside the token goes back to READY and is never handed out. 429 saturated with Retry-After when the server's long-polls (or the token's tenant's) are all in use.
+//
+// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /v1/workers/{worker_id}/claim (the `ClaimWorkerTasks` operationId).
+func (c *ClientWithResponses) ClaimWorkerTasksWithBodyWithResponse(ctx context.Context, workerId string, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*ClaimWorkerTasksResponse, error) {
+	rsp, err := c.ClaimWorkerTasksWithBody(ctx, workerId, contentType, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseClaimWorkerTasksResponse(rsp)
+}
+
+// ClaimWorkerTasksWithResponse Long-poll for tasks the server claims on the worker's behalf
+//
+// Answers as soon as at least one task was claimed, or with no tasks when wait_ms ended. The claim applies every rule a direct worker meets (fair share, limits, slow lanes, routing, capacity windows, preemption). max is bounded by max_claim and the worker's free slots (slots − tasks it holds). A task of a tenant outside the token goes back to READY and is never handed out. 429 saturated with Retry-After when the server's long-polls (or the token's tenant's) are all in use.
+//
+// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /v1/workers/{worker_id}/claim (the `ClaimWorkerTasks` operationId).
+func (c *ClientWithResponses) ClaimWorkerTasksWithResponse(ctx context.Context, workerId string, body ClaimWorkerTasksJSONRequestBody, reqEditors ...RequestEditorFn) (*ClaimWorkerTasksResponse, error) {
+	rsp, err := c.ClaimWorkerTasks(ctx, workerId, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseClaimWorkerTasksResponse(rsp)
+}
+
+// ReportWorkerWithBodyWithResponse Heartbeats, progress and outcomes in one batch
+//
+// held extends the leases of the tasks the worker still runs (report at least every heartbeat_ms); progress is shown as the task's progress; outcomes end attempts. The answer names the tasks to stop (their end is already recorded) and, per outcome, whether it was recorded (a lost lease is ok:false code lease_lost, not an error). A malformed report is a 4xx naming the field (outcomes[2].result) and applies nothing: 413 result_too_large for a result over max_result_bytes (never truncated), 403/404 for a task id of another tenant or pool or unknown.
+//
+// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /v1/workers/{worker_id}/report (the `ReportWorker` operationId).
+func (c *ClientWithResponses) ReportWorkerWithBodyWithResponse(ctx context.Context, workerId string, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*ReportWorkerResponse, error) {
+	rsp, err := c.ReportWorkerWithBody(ctx, workerId, contentType, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseReportWorkerResponse(rsp)
+}
+
+// ReportWorkerWithResponse Heartbeats, progress and outcomes in one batch
+//
+// held extends the leases of the tasks the worker still runs (report at least every heartbeat_ms); progress is shown as the task's progress; outcomes end attempts. The answer names the tasks to stop (their end is already recorded) and, per outcome, whether it was recorded (a lost lease is ok:false code lease_lost, not an error). A malformed report is a 4xx naming the field (outcomes[2].result) and applies nothing: 413 result_too_large for a result over max_result_bytes (never truncated), 403/404 for a task id of another tenant or pool or unknown.
+//
+// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /v1/workers/{worker_id}/report (the `ReportWorker` operationId).
+func (c *ClientWithResponses) ReportWorkerWithResponse(ctx context.Context, workerId string, body ReportWorkerJSONRequestBody, reqEditors ...RequestEditorFn) (*ReportWorkerResponse, error) {
+	rsp, err := c.ReportWorker(ctx, workerId, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseReportWorkerResponse(rsp)
 }
 
 // ParseGetCostReportResponse parses an HTTP response from a GetCostReportWithResponse call
@@ -8030,6 +9073,288 @@ func ParseGetTaskTrailResponse(rsp *http.Response) (*GetTaskTrailResponse, error
 			return nil, err
 		}
 		response.JSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 431:
+		var dest Error
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON431 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest Error
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON503 = &dest
+
+	}
+
+	return response, nil
+}
+
+// ParseRegisterWorkerResponse parses an HTTP response from a RegisterWorkerWithResponse call
+func ParseRegisterWorkerResponse(rsp *http.Response) (*RegisterWorkerResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &RegisterWorkerResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 201:
+		var dest WorkerRegistered
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON201 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest Error
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Error
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest Error
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest Error
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest Error
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON429 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 431:
+		var dest Error
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON431 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest Error
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON503 = &dest
+
+	}
+
+	return response, nil
+}
+
+// ParseDeleteWorkerResponse parses an HTTP response from a DeleteWorkerWithResponse call
+func ParseDeleteWorkerResponse(rsp *http.Response) (*DeleteWorkerResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &DeleteWorkerResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case rsp.StatusCode == 204:
+		break // No content-type
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Error
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest Error
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest Error
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 431:
+		var dest Error
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON431 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest Error
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON503 = &dest
+
+	}
+
+	return response, nil
+}
+
+// ParseClaimWorkerTasksResponse parses an HTTP response from a ClaimWorkerTasksWithResponse call
+func ParseClaimWorkerTasksResponse(rsp *http.Response) (*ClaimWorkerTasksResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &ClaimWorkerTasksResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest WorkerClaimResponse
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest Error
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Error
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest Error
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest Error
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest Error
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON429 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 431:
+		var dest Error
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON431 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest Error
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON503 = &dest
+
+	}
+
+	return response, nil
+}
+
+// ParseReportWorkerResponse parses an HTTP response from a ReportWorkerWithResponse call
+func ParseReportWorkerResponse(rsp *http.Response) (*ReportWorkerResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &ReportWorkerResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest WorkerReportResponse
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest Error
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Error
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest Error
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest Error
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 413:
+		var dest Error
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON413 = &dest
 
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 431:
 		var dest Error
