@@ -14,8 +14,11 @@ FUZZTIME ?= 20000x
 # redis-tools: redis-cli forms the Redis Clusters of `make cluster` (internal/testenv);
 # prometheus: promtool checks metrics, the dashboard and the alert rules;
 # chromium: internal/e2e drives the web dashboard in it (chromedp).
-# python3: httpapi's tests run clients/python's tests against a real server.
+# python3: httpapi's tests run clients/python's tests against a real server;
+# python3-venv (no command of its own: VENV checks it): internal/e2e installs the
+# Python SDK into a venv with pip and runs its tests against ax dev.
 APT     := redis-server:redis-server redis-cli:redis-tools promtool:prometheus chromium:chromium python3:python3
+VENV    := python3 -c 'import ensurepip, venv'
 SUDO    := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 # What `ax version` reports (internal/buildinfo); deploy/docker/Dockerfile stamps the same three.
 VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
@@ -49,6 +52,10 @@ deps:
 		{ $(SUDO) apt-get update >/dev/null && $(SUDO) apt-get install -y --no-install-recommends $$p; }; \
 		command -v $$c >/dev/null 2>&1 || { echo "FATAL: $$c still missing (apt package $$p)"; exit 1; }; \
 	done
+	@$(VENV) 2>/dev/null || { echo "python3 -m venv unusable: apt-get install python3-venv"; \
+		$(SUDO) apt-get install -y --no-install-recommends python3-venv >/dev/null 2>&1 || \
+		{ $(SUDO) apt-get update >/dev/null && $(SUDO) apt-get install -y --no-install-recommends python3-venv; }; \
+		$(VENV) || { echo "FATAL: python3 -m venv still unusable (apt package python3-venv)"; exit 1; }; }
 	@redis-server --version
 	@command -v helm >/dev/null 2>&1 || test -x "$$($(GO) env GOPATH)/bin/helm" || { echo "helm missing (deploy/helm_test.go renders the chart): go install $(HELM)"; $(GO) install $(HELM); }
 
