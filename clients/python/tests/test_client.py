@@ -7,6 +7,7 @@ import unittest
 from unittest import mock
 
 from axsched import ROUTES, APIError, Client, WaitTimeout
+from axsched.worker import WORKER_ROUTES
 
 from fakeax import FakeAX, FakeServer, free_url
 
@@ -121,7 +122,7 @@ class SpecTest(unittest.TestCase):
             for method, op in item.items():
                 if isinstance(op, dict) and "operationId" in op:
                     ops[op["operationId"]] = (method.upper(), path)
-        for op, route in ROUTES.items():
+        for op, route in list(ROUTES.items()) + list(WORKER_ROUTES.items()):
             self.assertEqual(ops.get(op), route, op)
 
 

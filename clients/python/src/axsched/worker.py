@@ -41,13 +41,14 @@ import signal
 import socket
 import threading
 import time
-from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Union
+import urllib.parse
+from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Tuple, Union
 
 from ._transport import Canceler, Transport
 from .errors import APIError, FinalError, RetryAfter
 from .task import Task
 
-__all__ = ["Worker", "Handler"]
+__all__ = ["Worker", "Handler", "WORKER_ROUTES"]
 
 log = logging.getLogger("axsched.worker")
 
@@ -61,6 +62,15 @@ PROGRESS_DELAY = 0.5
 CLAIM_WAIT_MS = 20000
 # Bytes of an error text sent in a failure outcome.
 MAX_ERROR_BYTES = 4096
+
+# The worker protocol's routes by the spec's operationId: (method, path).
+# The package's tests check each against httpapi/openapi.json.
+WORKER_ROUTES: Dict[str, Tuple[str, str]] = {
+    "registerWorker": ("POST", "/v1/workers"),
+    "claimWorkerTasks": ("POST", "/v1/workers/{worker_id}/claim"),
+    "reportWorker": ("POST", "/v1/workers/{worker_id}/report"),
+    "deleteWorker": ("DELETE", "/v1/workers/{worker_id}"),
+}
 
 _FIELD_ITEM = re.compile(r"^(held|progress|outcomes)\[(\d+)\]")
 
@@ -229,7 +239,7 @@ class Worker:
         # 5. Leave: tasks still leased to this worker go back to READY.
         if self.worker_id:
             try:
-                self._t.call("DELETE", "/v1/workers/" + self.worker_id, retries=2, timeout=10)
+                self._call("deleteWorker", None, self.worker_id, retries=2, timeout=10)
             except (APIError, OSError, InterruptedError) as e:
                 log.warning("worker %s: leaving: %s", self.worker_id, e)
         if self._pool is not None:
@@ -255,7 +265,7 @@ class Worker:
             attempt = 0
             while not halt.is_set():
                 try:
-                    r = self._t.call("POST", "/v1/workers", body, stop=halt)
+                    r = self._call("registerWorker", body, None, stop=halt)
                 except InterruptedError:
                     return False
                 except (APIError, OSError) as e:
@@ -274,6 +284,12 @@ class Worker:
                                 self.worker_id)
                 return True
             return False
+
+    def _call(self, op: str, body: Any, worker_id: Optional[str], **kw: Any) -> Any:
+        method, path = WORKER_ROUTES[op]
+        if worker_id is not None:
+            path = path.replace("{worker_id}", urllib.parse.quote(worker_id, safe=""))
+        return self._t.call(method, path, body, **kw)
 
     def _param(self, key: str, default: int) -> int:
         return self._params.get(key) or default
@@ -303,7 +319,7 @@ class Worker:
             wait_ms = min(CLAIM_WAIT_MS, self._param("max_wait_ms", CLAIM_WAIT_MS))
             body = {"max": max(1, min(free, self._param("max_claim", 256))), "wait_ms": wait_ms}
             try:
-                r = self._t.call("POST", "/v1/workers/%s/claim" % wid, body, timeout=wait_ms / 1000 + 15,
+                r = self._call("claimWorkerTasks", body, wid, timeout=wait_ms / 1000 + 15,
                                  stop=self._stopping, canceler=self._claim_cancel)
                 attempt = 0
             except InterruptedError:
@@ -419,7 +435,7 @@ class Worker:
             wid = self.worker_id or ""
             err: Optional[BaseException] = None
             try:
-                r = self._t.call("POST", "/v1/workers/%s/report" % wid, body, timeout=15,
+                r = self._call("reportWorker", body, wid, timeout=15,
                                  stop=None if closing else self._closing)
                 attempt = 0
                 next_beat = time.monotonic() + self._param("heartbeat_ms", 10000) / 2000
