@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import http.client
 import json
+import logging
 import random
 import socket
 import ssl
@@ -23,6 +24,8 @@ from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Union
 from .errors import APIError
 
 __all__ = ["Transport", "Canceler", "parse_urls"]
+
+log = logging.getLogger("axsched")
 
 
 def parse_urls(urls: Union[str, Sequence[str]]) -> List[str]:
@@ -96,11 +99,14 @@ class Transport:
         with self._mu:
             return self.urls[self._at]
 
-    def _rotate(self, from_url: str) -> None:
+    def _rotate(self, from_url: str, why: object) -> None:
         # Two threads failing on the same URL move on once, not twice.
         with self._mu:
-            if self.urls[self._at] == from_url:
-                self._at = (self._at + 1) % len(self.urls)
+            if self.urls[self._at] != from_url or len(self.urls) == 1:
+                return
+            self._at = (self._at + 1) % len(self.urls)
+            to = self.urls[self._at]
+        log.warning("server %s: %s; moving to %s", from_url, why, to)
 
     def delay(self, attempt: int, retry_after: Optional[float] = None) -> float:
         """The wait before retry attempt (1, 2, ...): exponential with jitter, at least Retry-After."""
@@ -136,12 +142,12 @@ class Transport:
                 if not e.retryable or attempt >= n:
                     raise
                 if e.status == 503:
-                    self._rotate(url)
+                    self._rotate(url, e)
                 wait = self.delay(attempt + 1, e.retry_after)
             except _NoAnswer as e:
                 if canceler is not None and canceler.canceled:
                     raise InterruptedError("canceled") from e.err
-                self._rotate(url)
+                self._rotate(url, e.err)
                 if (e.sent and not idempotent) or attempt >= n:
                     raise e.err from None
                 wait = self.delay(attempt + 1)

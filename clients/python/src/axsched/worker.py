@@ -36,6 +36,7 @@ import inspect
 import json
 import logging
 import os
+import queue
 import re
 import signal
 import socket
@@ -132,7 +133,8 @@ class Worker:
         self._closing = threading.Event()  # the report loop flushes and ends
         self._force = threading.Event()  # the grace ends now
         self._claim_cancel = Canceler()
-        self._pool: Optional[concurrent.futures.ThreadPoolExecutor] = None
+        self._pool: Optional[_Threads] = None
+        self._crash: Optional[BaseException] = None
         self._loop: Optional[asyncio.AbstractEventLoop] = None
         self._loop_thread: Optional[threading.Thread] = None
 
@@ -164,8 +166,10 @@ class Worker:
     def run(self) -> None:
         """Registers, runs handlers until stop() or SIGTERM/SIGINT, then shuts down gracefully.
 
-        Raises APIError when the server refuses the registration (a 4xx:
-        a token without this pool or these types, a bad argument).
+        Call it once per Worker. Raises APIError when the server refuses the
+        registration (a 4xx: a token without this pool or these types, a
+        bad argument). A sync handler still running past the grace is
+        abandoned (its thread is a daemon): it cannot keep the process alive.
         """
         if not self._handlers:
             raise ValueError("no handler: register one with @worker.handler(type)")
@@ -174,8 +178,9 @@ class Worker:
             if not self._register(None):
                 return
             self._start_executors()
-            claim = threading.Thread(target=self._claim_loop, name="axsched-claim", daemon=True)
-            report = threading.Thread(target=self._report_loop, name="axsched-report", daemon=True)
+            claim = threading.Thread(target=self._guard, args=(self._claim_loop,), name="axsched-claim", daemon=True)
+            report = threading.Thread(target=self._guard, args=(self._report_loop,), name="axsched-report",
+                                      daemon=True)
             claim.start()
             report.start()
             log.info("worker %s registered in %s (pool %s, types %s, slots %d)", self.worker_id, self.region,
@@ -185,6 +190,18 @@ class Worker:
             self._shutdown(claim, report)
         finally:
             restore()
+        if self._crash is not None:
+            raise RuntimeError("axsched worker: a loop failed") from self._crash
+
+    def _guard(self, loop: Callable[[], None]) -> None:
+        # A loop that fails unexpectedly stops the worker (run raises) rather
+        # than leaving it registered and idle.
+        try:
+            loop()
+        except BaseException as e:
+            log.exception("worker %s: %s failed", self.worker_id, threading.current_thread().name)
+            self._crash = e
+            self.stop()
 
     def _install_signals(self) -> Callable[[], None]:
         if threading.current_thread() is not threading.main_thread():
@@ -200,7 +217,7 @@ class Worker:
         return restore
 
     def _start_executors(self) -> None:
-        self._pool = concurrent.futures.ThreadPoolExecutor(self.concurrency, thread_name_prefix="axsched-handler")
+        self._pool = _Threads(self.concurrency)
         if any(inspect.iscoroutinefunction(h) for h in self._handlers.values()):
             loop = asyncio.new_event_loop()
             self._loop = loop
@@ -243,7 +260,7 @@ class Worker:
             except (APIError, OSError, InterruptedError) as e:
                 log.warning("worker %s: leaving: %s", self.worker_id, e)
         if self._pool is not None:
-            self._pool.shutdown(wait=False)
+            self._pool.shutdown()
         if self._loop is not None:
             self._loop.call_soon_threadsafe(self._loop.stop)
             if self._loop_thread is not None:
@@ -522,6 +539,40 @@ class Worker:
 
 class _Done:
     done = True
+
+
+class _Threads:
+    """concurrency daemon threads running sync handlers: one that ignores its
+    cancellation past the grace does not keep the process from exiting (the
+    threads of a ThreadPoolExecutor are joined at exit)."""
+
+    def __init__(self, n: int) -> None:
+        self._q: "queue.SimpleQueue[Optional[tuple]]" = queue.SimpleQueue()
+        for i in range(n):
+            threading.Thread(target=self._serve, name="axsched-handler-%d" % i, daemon=True).start()
+        self._n = n
+
+    def submit(self, fn: Callable[..., Any], *args: Any) -> concurrent.futures.Future:
+        fut: concurrent.futures.Future = concurrent.futures.Future()
+        self._q.put((fut, fn, args))
+        return fut
+
+    def shutdown(self) -> None:
+        for _ in range(self._n):
+            self._q.put(None)
+
+    def _serve(self) -> None:
+        while True:
+            item = self._q.get()
+            if item is None:
+                return
+            fut, fn, args = item
+            if not fut.set_running_or_notify_cancel():
+                continue
+            try:
+                fut.set_result(fn(*args))
+            except BaseException as e:  # the handler's failure is its outcome
+                fut.set_exception(e)
 
 
 _DONE = _Done()
