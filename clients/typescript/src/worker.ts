@@ -1,0 +1,476 @@
+import { AxError, FinalError, TaskStoppedError } from "./errors.js";
+import { type ConnectOptions, Transport, backoff, seg, sleep } from "./http.js";
+import type { ClaimAnswer, ClaimedTask, Outcome, Registration, Report, ReportAnswer, Verdict } from "./protocol.js";
+
+/** A claimed task as its handler sees it. */
+export interface Task<P = unknown> {
+  readonly id: string;
+  readonly type: string;
+  /** The task's payload (any JSON; undefined when it has none). */
+  readonly payload: P;
+  /** 1 on the first run, counting every run the task was given. */
+  readonly attempt: number;
+  readonly maxRetries: number;
+  readonly priority: number;
+  readonly tags: Readonly<Record<string, string>>;
+  readonly tenant: string;
+  readonly traceId: string;
+  /** When this attempt's timeout ends (undefined: no timeout). */
+  readonly deadline: Date | undefined;
+  /**
+   * Aborted when the task must stop: canceled, preempted, its lease lost, its
+   * deadline passed, or the worker's shutdown grace over. The reason is a
+   * TaskStoppedError; whatever the handler returns afterwards is dropped.
+   */
+  readonly signal: AbortSignal;
+  /** Reports how far the task is (0..100), visible in GET /v1/tasks/{id} within about a second. */
+  progress(percent: number, message?: string): void;
+}
+
+/**
+ * Runs one task. Its return value is the task's result (any JSON, or
+ * undefined for none); a thrown FinalError fails the task for good; a thrown
+ * RetryAfter (or any exception with a numeric `retryAfterMs`) fails this
+ * attempt and the task runs again no sooner than that; any other exception
+ * fails this attempt and the task is retried by its policy.
+ */
+export type Handler<P = any> = (task: Task<P>) => unknown;
+
+/** Options of a Worker. */
+export interface WorkerOptions extends ConnectOptions {
+  /** The pool it serves (the worker token must allow it). */
+  pool: string;
+  /** Tasks run at once (the worker's slots); default 4. */
+  concurrency?: number;
+  labels?: Record<string, string>;
+  /** A name shown next to its worker_id. */
+  name?: string;
+  /** How long running handlers may take to finish after stop (or SIGTERM); default 30 000 ms. */
+  graceMs?: number;
+  /** Stop on SIGTERM and SIGINT (a second signal stops at once); default true. */
+  signals?: boolean;
+  /** The long-poll's wait in milliseconds (at most the server's max_wait_ms); default 20 000. */
+  waitMs?: number;
+  /** Where the worker says what went wrong; default console.error. */
+  log?: (message: string) => void;
+}
+
+interface Running {
+  claim: ClaimedTask;
+  ctrl: AbortController;
+  progress?: { percent: number; message?: string };
+  progressDirty: boolean;
+  // stopped: the server no longer counts it ours (stop, shutdown return): its outcome is dropped.
+  stopped: boolean;
+  timer?: ReturnType<typeof setTimeout>;
+}
+
+const maxErrorChars = 4096;
+// The protocol's bound on a progress message.
+const maxProgressBytes = 512;
+const progressEveryMs = 1_000;
+
+/**
+ * Worker runs handlers for tasks claimed through the API's worker protocol
+ * (docs/worker-protocol.md) with only an API URL and a worker token: a
+ * long-poll claim loop and one report loop that batches heartbeats, progress
+ * and outcomes. On a connection error or a 503 it moves to the next URL and
+ * keeps its tasks; when the server forgot it (404 worker_id) it registers again.
+ *
+ *     const w = new Worker({ urls: "http://127.0.0.1:8080", token, pool: "cpu-spot" });
+ *     w.handle("resize", async (task) => ({ size: task.payload }));
+ *     await w.run(); // until stop() or SIGTERM/SIGINT
+ */
+export class Worker {
+  readonly #t: Transport;
+  readonly #o: Required<Pick<WorkerOptions, "pool" | "concurrency" | "graceMs" | "signals" | "waitMs" | "log">> & WorkerOptions;
+  readonly #handlers = new Map<string, Handler>();
+  readonly #running = new Map<string, Running>();
+  #reg: Registration | undefined;
+  #registering: Promise<void> | undefined;
+  #outcomes: Outcome[] = [];
+  #started = false;
+  #stopping = false;
+  #closing = false;
+  readonly #stopCtrl = new AbortController();
+  readonly #graceCtrl = new AbortController();
+  #done: Promise<void> | undefined;
+  // The report loop sleeps until #due or until #poke is called.
+  #due = 0;
+  #lastReport = 0;
+  #wakeNow = false;
+  #poke: (() => void) | undefined;
+  // The claim loop waits for a free slot on #slotFreed.
+  #slotFreed: (() => void) | undefined;
+
+  constructor(o: WorkerOptions) {
+    this.#o = { concurrency: 4, graceMs: 30_000, signals: true, waitMs: 20_000, log: (m) => console.error(`ax worker: ${m}`), ...o };
+    if (!o.pool) throw new TypeError("ax: Worker needs a pool");
+    const c = this.#o.concurrency;
+    if (!Number.isInteger(c) || c < 1 || c > 1024) throw new TypeError(`ax: concurrency must be 1..1024, got ${c}`);
+    this.#t = new Transport({ ...o, retries: o.retries ?? 2 });
+  }
+
+  /** Registers the handler of one task type; the worker serves the types it has handlers for. */
+  handle<P = any>(type: string, handler: Handler<P>): this {
+    if (this.#started) throw new Error("ax: handle() after run()");
+    this.#handlers.set(type, handler as Handler);
+    return this;
+  }
+
+  /** The worker_id the server gave (undefined before registration). */
+  get id(): string | undefined {
+    return this.#reg?.worker_id;
+  }
+
+  /**
+   * Registers and runs tasks until stop() or SIGTERM/SIGINT, then lets running
+   * handlers finish within the grace, reports their outcomes, puts back what
+   * did not finish and leaves. Rejects when the server refuses the
+   * registration (a 4xx: a bad token, pool or type).
+   */
+  run(): Promise<void> {
+    if (this.#started) throw new Error("ax: run() called twice");
+    if (this.#handlers.size === 0) throw new Error("ax: no handlers: call handle() before run()");
+    this.#started = true;
+    this.#done = this.#run();
+    return this.#done;
+  }
+
+  /** Stops claiming, gives running handlers graceMs to finish, reports and leaves; resolves when run() does. */
+  stop(graceMs?: number): Promise<void> {
+    if (!this.#stopping) {
+      this.#stopping = true;
+      if (graceMs !== undefined) this.#o.graceMs = graceMs;
+      this.#stopCtrl.abort(new Error("worker stopping"));
+      this.#slotFreed?.();
+    }
+    return this.#done ?? Promise.resolve();
+  }
+
+  async #run(): Promise<void> {
+    const unlisten = this.#o.signals ? this.#listen() : () => {};
+    try {
+      try {
+        await this.#register();
+      } catch (e) {
+        if (this.#stopping) return;
+        throw e;
+      }
+      const reports = this.#reportLoop();
+      await this.#claimLoop();
+      await this.#drain();
+      this.#closing = true;
+      this.#wake();
+      await reports;
+      await this.#leave();
+    } finally {
+      unlisten();
+    }
+  }
+
+  #listen(): () => void {
+    const on = (sig: NodeJS.Signals) => {
+      if (!this.#stopping) {
+        this.#o.log(`${sig}: stopping (running handlers get ${this.#o.graceMs} ms)`);
+        void this.stop();
+      } else {
+        this.#o.log(`${sig} again: stopping now`);
+        this.#graceCtrl.abort();
+      }
+    };
+    process.on("SIGTERM", on);
+    process.on("SIGINT", on);
+    return () => {
+      process.off("SIGTERM", on);
+      process.off("SIGINT", on);
+    };
+  }
+
+  // #register registers (again); concurrent callers share one registration.
+  #register(): Promise<void> {
+    this.#registering ??= (async () => {
+      const o = this.#o;
+      const body = { pool: o.pool, types: [...this.#handlers.keys()], slots: o.concurrency, labels: o.labels, name: o.name };
+      try {
+        this.#reg = await this.#t.call<Registration>("POST", "/v1/workers", { body, retries: Infinity, idempotent: true, signal: this.#stopCtrl.signal });
+      } finally {
+        this.#registering = undefined;
+      }
+    })();
+    return this.#registering;
+  }
+
+  // #forgotten: the server no longer knows this worker_id (its registration expired).
+  #forgotten(e: unknown): boolean {
+    return e instanceof AxError && e.status === 404 && e.field === "worker_id";
+  }
+
+  async #claimLoop(): Promise<void> {
+    for (let failures = 0; !this.#stopping; ) {
+      const free = this.#o.concurrency - this.#running.size;
+      if (free <= 0) {
+        await new Promise<void>((r) => (this.#slotFreed = r));
+        this.#slotFreed = undefined;
+        continue;
+      }
+      const reg = this.#reg!;
+      const wait = Math.max(0, Math.min(this.#o.waitMs, reg.max_wait_ms));
+      let tasks: ClaimedTask[];
+      try {
+        const ans = await this.#t.call<ClaimAnswer>("POST", `/v1/workers/${seg(reg.worker_id)}/claim`, {
+          body: { max: Math.min(free, reg.max_claim), wait_ms: wait },
+          timeoutMs: wait + 15_000,
+          retries: Infinity,
+          idempotent: true,
+          signal: this.#stopCtrl.signal,
+        });
+        tasks = ans?.tasks ?? [];
+        failures = 0;
+      } catch (e) {
+        if (this.#stopping) return;
+        if (this.#forgotten(e)) {
+          await this.#register().catch((err) => this.#o.log(`register again: ${err}`));
+          continue;
+        }
+        this.#o.log(`claim: ${e}`);
+        await sleep(backoff(failures++), this.#stopCtrl.signal).catch(() => {});
+        continue;
+      }
+      for (const c of tasks) this.#start(c);
+    }
+  }
+
+  #start(c: ClaimedTask): void {
+    const handler = this.#handlers.get(c.type);
+    if (!handler || this.#stopping) {
+      // Not ours to run now: back to READY without spending an attempt.
+      this.#outcomes.push({ id: c.id, lease: c.lease, status: "return", retry_after_ms: handler ? 0 : 1_000 });
+      this.#wake();
+      return;
+    }
+    const r: Running = { claim: c, ctrl: new AbortController(), progressDirty: false, stopped: false };
+    this.#running.set(c.id, r);
+    let deadline: Date | undefined = c.deadline ? new Date(c.deadline) : undefined;
+    if (deadline && !(deadline.getTime() > 0)) deadline = undefined; // absent, unparsable or Go's zero time: no timeout
+    if (deadline) {
+      r.timer = setTimeout(() => r.ctrl.abort(new TaskStoppedError(c.id, "deadline")), Math.max(0, deadline.getTime() - Date.now()));
+    }
+    const task: Task = {
+      id: c.id,
+      type: c.type,
+      payload: c.payload,
+      attempt: c.attempt,
+      maxRetries: c.max_retries,
+      priority: c.priority,
+      tags: c.tags ?? {},
+      tenant: c.tenant,
+      traceId: c.trace_id ?? "",
+      deadline,
+      signal: r.ctrl.signal,
+      progress: (percent, message) => this.#progress(r, percent, message),
+    };
+    Promise.resolve()
+      .then(() => handler(task))
+      .then(
+        (result) => this.#finish(r, this.#success(result)),
+        (err) => this.#finish(r, failure(err)),
+      );
+  }
+
+  #progress(r: Running, percent: number, message?: string): void {
+    if (r.stopped || !this.#running.has(r.claim.id)) return;
+    const p = Number.isFinite(percent) ? Math.min(100, Math.max(0, percent)) : 0;
+    r.progress = message === undefined ? { percent: p } : { percent: p, message: truncateBytes(String(message), maxProgressBytes) };
+    r.progressDirty = true;
+    this.#wakeBy(this.#lastReport + progressEveryMs);
+  }
+
+  #success(result: unknown): Verdict {
+    if (result === undefined) return { status: "success" };
+    let s: string | undefined;
+    try {
+      s = JSON.stringify(result);
+    } catch (e) {
+      return { status: "failure", error: `the handler's result is not JSON: ${e}`, retry: false };
+    }
+    if (s === undefined) return { status: "success" };
+    const max = this.#reg?.max_result_bytes ?? Infinity;
+    const n = Buffer.byteLength(s);
+    if (n > max) return { status: "failure", error: `the handler's result is ${n} bytes, over the server's max_result_bytes ${max}`, retry: false };
+    return { status: "success", result: JSON.parse(s) };
+  }
+
+  #finish(r: Running, o: Verdict): void {
+    clearTimeout(r.timer);
+    this.#running.delete(r.claim.id);
+    this.#slotFreed?.();
+    if (r.stopped) return;
+    this.#outcomes.push({ ...o, id: r.claim.id, lease: r.claim.lease } as Outcome);
+    this.#wake();
+  }
+
+  // #drain waits for running handlers until the grace ends, then stops the
+  // rest and puts their tasks back.
+  async #drain(): Promise<void> {
+    const grace = sleep(this.#o.graceMs, this.#graceCtrl.signal).catch(() => {});
+    let over = false;
+    void grace.then(() => {
+      over = true;
+      this.#slotFreed?.();
+    });
+    while (this.#running.size > 0 && !over) {
+      await new Promise<void>((r) => (this.#slotFreed = r));
+      this.#slotFreed = undefined;
+    }
+    this.#graceCtrl.abort();
+    for (const r of this.#running.values()) {
+      if (r.stopped) continue;
+      r.stopped = true;
+      clearTimeout(r.timer);
+      r.ctrl.abort(new TaskStoppedError(r.claim.id, "shutdown"));
+      this.#outcomes.push({ id: r.claim.id, lease: r.claim.lease, status: "return" });
+    }
+  }
+
+  #wake(): void {
+    this.#wakeNow = true;
+    this.#poke?.();
+  }
+
+  #wakeBy(at: number): void {
+    if (at < this.#due) {
+      this.#due = at;
+      this.#poke?.();
+    }
+  }
+
+  async #nextReport(): Promise<void> {
+    while (!this.#wakeNow && Date.now() < this.#due) {
+      await new Promise<void>((resolve) => {
+        const t = setTimeout(resolve, this.#due - Date.now());
+        this.#poke = () => {
+          clearTimeout(t);
+          resolve();
+        };
+      });
+      this.#poke = undefined;
+    }
+    // Outcomes of handlers that end in the same turn go in one report.
+    await new Promise((r) => setImmediate(r));
+    this.#wakeNow = false;
+  }
+
+  async #reportLoop(): Promise<void> {
+    for (let failures = 0; ; ) {
+      const every = (this.#reg?.heartbeat_ms ?? 10_000) / 2;
+      this.#due = this.#lastReport + (failures ? Math.min(every, backoff(failures - 1)) : every);
+      await this.#nextReport();
+      const last = this.#closing;
+      failures = (await this.#report(last)) ? 0 : failures + 1;
+      if (last) return;
+    }
+  }
+
+  // #report sends one report; false when it could not be delivered (its
+  // outcomes and progress are kept for the next one).
+  async #report(last: boolean): Promise<boolean> {
+    const reg = this.#reg!;
+    const body: Report = {};
+    const held = [...this.#running.values()].filter((r) => !r.stopped);
+    if (held.length) body.held = held.map((r) => ({ id: r.claim.id, lease: r.claim.lease }));
+    const moved = held.filter((r) => r.progressDirty);
+    if (moved.length) body.progress = moved.map((r) => ({ id: r.claim.id, lease: r.claim.lease, ...r.progress! }));
+    moved.forEach((r) => (r.progressDirty = false));
+    const outcomes = this.#outcomes;
+    this.#outcomes = [];
+    if (outcomes.length) body.outcomes = outcomes;
+    this.#lastReport = Date.now();
+    let ans: ReportAnswer | undefined;
+    try {
+      ans = await this.#t.call<ReportAnswer>("POST", `/v1/workers/${seg(reg.worker_id)}/report`, { body, idempotent: true, retries: last ? 4 : undefined });
+    } catch (e) {
+      if (this.#forgotten(e) && !last) {
+        this.#requeue(outcomes, moved);
+        await this.#register().catch((err) => this.#o.log(`register again: ${err}`));
+        this.#wake();
+        return true;
+      }
+      if (e instanceof AxError && e.status >= 400 && e.status < 500 && e.status !== 429) {
+        this.#rejected(e, outcomes, moved);
+        return true;
+      }
+      this.#o.log(`report: ${e}`);
+      this.#requeue(outcomes, moved);
+      return false;
+    }
+    for (const s of ans?.stop ?? []) {
+      const r = this.#running.get(s.id);
+      if (!r || r.stopped) continue;
+      r.stopped = true;
+      r.ctrl.abort(new TaskStoppedError(s.id, s.reason));
+    }
+    for (const o of ans?.outcomes ?? []) {
+      if (!o.ok) this.#o.log(`outcome of task ${o.id} not applied: ${o.code}: ${o.message}`);
+    }
+    return true;
+  }
+
+  #requeue(outcomes: Outcome[], moved: Running[]): void {
+    this.#outcomes = outcomes.concat(this.#outcomes);
+    moved.forEach((r) => (r.progressDirty = true));
+  }
+
+  // #rejected handles a report the server refused whole (4xx naming a
+  // field): the item at fault is answered or dropped, the rest sent again.
+  #rejected(e: AxError, outcomes: Outcome[], moved: Running[]): void {
+    this.#o.log(`report refused: ${e}`);
+    const m = /^(outcomes|progress|held)\[(\d+)\]/.exec(e.field);
+    if (!m) return; // nothing says which item: dropping the batch is the only way out of a loop
+    const i = Number(m[2]);
+    if (m[1] === "outcomes") {
+      const o = outcomes[i];
+      if (o && o.status === "success") outcomes[i] = { id: o.id, lease: o.lease, status: "failure", error: `the server refused the result: ${e.message}`, retry: false };
+      else outcomes.splice(i, 1);
+    } else if (m[1] === "progress") {
+      moved.splice(i, 1);
+    } else {
+      const r = this.#running.get([...this.#running.values()].filter((x) => !x.stopped)[i]?.claim.id ?? "");
+      if (r) {
+        r.stopped = true;
+        r.ctrl.abort(new TaskStoppedError(r.claim.id, "lease_lost"));
+      }
+    }
+    this.#requeue(outcomes, moved);
+    this.#wake();
+  }
+
+  async #leave(): Promise<void> {
+    const reg = this.#reg!;
+    try {
+      await this.#t.call("DELETE", `/v1/workers/${seg(reg.worker_id)}`, { idempotent: true });
+    } catch (e) {
+      if (!this.#forgotten(e)) this.#o.log(`leave: ${e}`);
+    }
+  }
+}
+
+function failure(err: unknown): Verdict {
+  let text = err instanceof Error ? err.message || err.name : String(err);
+  if (text.length > maxErrorChars) text = text.slice(0, maxErrorChars) + "…";
+  const ra = (err as { retryAfterMs?: unknown } | null)?.retryAfterMs;
+  const o: Verdict = { status: "failure", error: text, retry: !(err instanceof FinalError) };
+  if (typeof ra === "number" && ra > 0) o.retry_after_ms = Math.round(ra);
+  return o;
+}
+
+// truncateBytes cuts s to at most max bytes of UTF-8, on a character boundary.
+function truncateBytes(s: string, max: number): string {
+  if (Buffer.byteLength(s) <= max) return s;
+  let out = "";
+  for (const ch of s) {
+    if (Buffer.byteLength(out + ch) > max) break;
+    out += ch;
+  }
+  return out;
+}
