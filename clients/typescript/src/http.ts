@@ -2,9 +2,13 @@ import { AxError } from "./errors.js";
 
 /** How a Client or a Worker reaches the API. */
 export interface ConnectOptions {
-  /** The API's base URLs: one, or several servers of one region (tried in turn when one is unreachable or answers 503). */
-  urls: string | string[];
-  /** The bearer token (a worker token for a Worker). */
+  /**
+   * The API's base URLs: one, several servers of one region (tried in turn
+   * when one is unreachable or answers 503), or a comma-separated list;
+   * default $AX_URL.
+   */
+  urls?: string | string[];
+  /** The bearer token (a worker token for a Worker); default $AX_TOKEN. */
   token?: string;
   /** Extra tries after a 429, a 503 or a connection error; default 4. */
   retries?: number;
@@ -12,6 +16,8 @@ export interface ConnectOptions {
   timeoutMs?: number;
   /** The fetch to use; default the global one. */
   fetch?: typeof fetch;
+  /** Told each retry and each move to the next URL; default silent (a Worker logs them). */
+  log?: (message: string) => void;
 }
 
 /** One call's options. */
@@ -101,17 +107,22 @@ export class Transport {
   readonly #retries: number;
   readonly #timeoutMs: number;
   readonly #fetch: typeof fetch;
+  readonly #log: ((message: string) => void) | undefined;
 
   constructor(o: ConnectOptions) {
-    const urls = (Array.isArray(o.urls) ? o.urls : [o.urls]).map((u) => u.replace(/\/+$/, ""));
+    const given = o.urls ?? process.env.AX_URL ?? "";
+    const urls = (Array.isArray(given) ? given : given.split(","))
+      .map((u) => u.trim().replace(/\/+$/, ""))
+      .filter((u) => u !== "");
     if (urls.length === 0 || urls.some((u) => !/^https?:\/\/./.test(u))) {
-      throw new TypeError(`ax: urls must be http(s) URLs, got ${JSON.stringify(o.urls)}`);
+      throw new TypeError(`ax: urls (or $AX_URL) must be http(s) URLs, got ${JSON.stringify(given)}`);
     }
     this.#urls = urls;
-    this.#token = o.token;
+    this.#token = o.token ?? (process.env.AX_TOKEN || undefined);
     this.#retries = o.retries ?? 4;
     this.#timeoutMs = o.timeoutMs ?? 30_000;
     this.#fetch = o.fetch ?? globalThis.fetch.bind(globalThis);
+    this.#log = o.log;
   }
 
   /** The URL requests go to now. */
@@ -119,9 +130,11 @@ export class Transport {
     return this.#urls[this.#current]!;
   }
 
-  #rotate(from: string): void {
+  #rotate(from: string, why: string): void {
     // Only the first of several concurrent failures on one URL moves on.
-    if (this.#urls[this.#current] === from) this.#current = (this.#current + 1) % this.#urls.length;
+    if (this.#urls[this.#current] !== from || this.#urls.length === 1) return;
+    this.#current = (this.#current + 1) % this.#urls.length;
+    this.#log?.(`${from}: ${why}; moving to ${this.url}`);
   }
 
   /** Sends one request; resolves to the answer's JSON (undefined for an empty body), throws AxError. */
@@ -149,15 +162,19 @@ export class Transport {
         const e = new AxError({ status: 0, code: "unavailable", message: `${method} ${base}${path}: ${describe(err)}`, cause: err });
         const sent = !notSentCodes.has(errCode(err));
         if (attempt >= retries || (sent && !o.idempotent)) throw e;
-        this.#rotate(base);
-        await sleep(backoff(attempt), o.signal);
+        this.#rotate(base, describe(err));
+        const wait = backoff(attempt);
+        if (attempt % 10 === 0) this.#log?.(`${method} ${path}: ${e.message}; retrying in ${Math.round(wait)} ms`);
+        await sleep(wait, o.signal);
         continue;
       }
       if (res.ok) return (text ? JSON.parse(text) : undefined) as T;
       const e = decodeError(res, text);
       if ((res.status === 429 || res.status === 503) && attempt < retries) {
-        if (res.status === 503) this.#rotate(base);
-        await sleep(backoff(attempt, e.retryAfterMs), o.signal);
+        if (res.status === 503) this.#rotate(base, `503 ${e.code}`);
+        const wait = backoff(attempt, e.retryAfterMs);
+        if (attempt % 10 === 0) this.#log?.(`${method} ${path}: ${res.status} ${e.code}: ${e.message}; retrying in ${Math.round(wait)} ms`);
+        await sleep(wait, o.signal);
         continue;
       }
       throw e;

@@ -90,6 +90,7 @@ export class Worker {
   #registering: Promise<void> | undefined;
   #outcomes: Outcome[] = [];
   #started = false;
+  #fatal: unknown;
   #stopping = false;
   #closing = false;
   readonly #stopCtrl = new AbortController();
@@ -108,7 +109,7 @@ export class Worker {
     if (!o.pool) throw new TypeError("ax: Worker needs a pool");
     const c = this.#o.concurrency;
     if (!Number.isInteger(c) || c < 1 || c > 1024) throw new TypeError(`ax: concurrency must be 1..1024, got ${c}`);
-    this.#t = new Transport({ ...o, retries: o.retries ?? 2 });
+    this.#t = new Transport({ ...o, retries: o.retries ?? 2, log: this.#o.log });
   }
 
   /** Registers the handler of one task type; the worker serves the types it has handlers for. */
@@ -127,7 +128,8 @@ export class Worker {
    * Registers and runs tasks until stop() or SIGTERM/SIGINT, then lets running
    * handlers finish within the grace, reports their outcomes, puts back what
    * did not finish and leaves. Rejects when the server refuses the
-   * registration (a 4xx: a bad token, pool or type).
+   * registration (a 4xx: a bad token, pool or type), or, after that
+   * shutdown, when it refused a claim with 401 or 403 (the token revoked).
    */
   run(): Promise<void> {
     if (this.#started) throw new Error("ax: run() called twice");
@@ -167,6 +169,7 @@ export class Worker {
     } finally {
       unlisten();
     }
+    if (this.#fatal !== undefined) throw this.#fatal;
   }
 
   #listen(): () => void {
@@ -232,6 +235,13 @@ export class Worker {
         if (this.#forgotten(e)) {
           await this.#register().catch((err) => this.#o.log(`register again: ${err}`));
           continue;
+        }
+        if (e instanceof AxError && (e.status === 401 || e.status === 403)) {
+          // The token no longer lets it claim: nothing to wait for.
+          this.#o.log(`claim: ${e}; stopping`);
+          this.#fatal = e;
+          void this.stop();
+          return;
         }
         this.#o.log(`claim: ${e}`);
         await sleep(backoff(failures++), this.#stopCtrl.signal).catch(() => {});

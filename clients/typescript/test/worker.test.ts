@@ -2,7 +2,7 @@ import assert from "node:assert/strict";
 import { spawn } from "node:child_process";
 import { fileURLToPath } from "node:url";
 import { afterEach, describe, it } from "node:test";
-import { FinalError, RetryAfter, TaskStoppedError, Worker, type Task } from "../src/index.js";
+import { AxError, FinalError, RetryAfter, TaskStoppedError, Worker, type Task } from "../src/index.js";
 import { FakeRegion, apiError } from "./fake.js";
 
 const quiet = () => {};
@@ -237,5 +237,22 @@ describe("Worker", () => {
     assert.equal(fake.outcome(b.id), undefined, "ran a task added after SIGTERM");
     assert.equal(fake.deleted.length, 1);
     assert.match(out, /SIGTERM: stopping/);
+  });
+
+  it("stops and rejects run() when its token no longer lets it claim (403)", async () => {
+    const { w, done } = await start({ job: () => "ok" });
+    await fake.until(() => w.id !== undefined, 3_000, "registered");
+    fake.hooks.push((c) => (c.path.endsWith("/claim") ? apiError(403, "permission_denied", "token revoked", "Authorization") : undefined));
+    const e = await done.catch((e: unknown) => e);
+    assert.ok(e instanceof AxError && e.status === 403, String(e));
+    assert.deepEqual(fake.deleted, [w.id]);
+  });
+
+  it("rejects run() when the server refuses the registration", async () => {
+    fake = new FakeRegion();
+    fake.hooks.push((c) => (c.path === "/v1/workers" ? apiError(403, "permission_denied", "pool outside the token", "pool") : undefined));
+    const w = new Worker({ urls: await fake.listen(), pool: "other", signals: false, log: quiet }).handle("x", () => 1);
+    const e = await w.run().catch((e: unknown) => e);
+    assert.ok(e instanceof AxError && e.status === 403 && e.field === "pool", String(e));
   });
 });
