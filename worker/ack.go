@@ -196,8 +196,12 @@ func (a *acker) live(batch []*job) []*job {
 
 // recorded reports whether j's attempt is SUCCESS by this worker's hand.
 func (a *acker) recorded(ctx context.Context, j *job) bool {
+	get, ok := a.w.store.(lookup)
+	if !ok {
+		return false
+	}
 	cctx, cancel := context.WithTimeout(ctx, callTimeout)
 	defer cancel()
-	tk, err := a.w.store.Get(cctx, j.id)
+	tk, err := get.Get(cctx, j.id)
 	return err == nil && tk.State == task.Success && tk.Worker == a.w.opts.ID && tk.Attempts == j.task.Attempt
 }

@@ -17,7 +17,7 @@ type slots struct {
 	size  int
 	free  int           // under Worker.mu
 	freed chan struct{} // a slot was freed (capacity 1)
-	waker *queue.Waker  // the claim loop's idle wait, set by Run
+	waker waiter        // the claim loop's idle wait, set by Run
 	// counts: the last claim said the pool has a fair share
 	// (queue.Claimed.Counts): the next claim waits for the successes
 	// queued to be recorded. Claim loop only.

@@ -21,7 +21,7 @@ import (
 // Worker serves one pool: see the package documentation. Create it with
 // New, register handlers with Handle, then call Run once.
 type Worker struct {
-	store  *queue.Claimer
+	store  Source
 	opts   Options
 	lease  time.Duration
 	log    *slog.Logger
@@ -65,14 +65,20 @@ type job struct {
 	runtime time.Duration    // handler run time, once done
 }
 
-// New returns a worker for opts.Pool claiming through store.
-func New(store *queue.Claimer, opts Options) (*Worker, error) {
-	if store == nil {
+// New returns a worker for opts.Pool claiming through store: a region's
+// store (its Claimer stage) or the API (Remote).
+func New(store Source, opts Options) (*Worker, error) {
+	if c, direct := store.(*queue.Claimer); store == nil || direct && c == nil {
 		return nil, errors.New("worker: store is nil")
 	}
 	lease := store.Options().Lease
 	if err := opts.withDefaults(lease); err != nil {
 		return nil, err
+	}
+	if _, ok := store.(waking); !ok && len(opts.TypeConcurrency) > 0 {
+		// Its claims take every type the worker registered: a type's own
+		// slots could not keep to their type.
+		return nil, errors.New("worker: Options.TypeConcurrency needs a direct store; a remote worker's claims cannot name types")
 	}
 	w := &Worker{
 		store:    store,
@@ -213,6 +219,12 @@ func (w *Worker) Run(ctx context.Context) error {
 	// Acks, heartbeats and handlers must outlive ctx: they drain the shutdown.
 	base := context.WithoutCancel(ctx)
 
+	sess, _ := w.store.(Session)
+	if sess != nil {
+		if err := sess.Open(base, w.opts.ID, w.opts.Pool, w.opts.Concurrency, w.Types()); err != nil {
+			return fmt.Errorf("worker: %w", err)
+		}
+	}
 	beatStop, beatDone := make(chan struct{}), make(chan struct{})
 	go func() { defer close(beatDone); w.heartbeatLoop(base, beatStop) }()
 	ackDone := make(chan struct{})
@@ -223,7 +235,7 @@ func (w *Worker) Run(ctx context.Context) error {
 		if g.size == 0 {
 			continue
 		}
-		g.waker = w.store.NewWaker(w.opts.Pool)
+		g.waker = w.newWaiter()
 		claimers.Add(1)
 		go func() { defer claimers.Done(); defer g.waker.Close(); w.claimLoop(ctx, base, g) }()
 	}
@@ -252,10 +264,26 @@ func (w *Worker) Run(ctx context.Context) error {
 	<-ackDone
 	close(beatStop)
 	<-beatDone
+	if sess != nil {
+		cctx, cancel := context.WithTimeout(base, callTimeout)
+		if err := sess.Close(cctx); err != nil {
+			w.log.Warn("leaving failed; the tasks still leased go back when their leases end", "err", err)
+		}
+		cancel()
+	}
 	s := w.Stats()
 	w.log.Info("worker stopped", "claimed", s.Claimed, "succeeded", s.Succeeded, "failed", s.Failed,
 		"canceled", s.Canceled, "returned", s.Returned, "lost", s.Lost, "unsettled", s.InFlight)
 	return nil
+}
+
+// newWaiter is a claim loop's idle wait: the store's wake-ups, or none
+// for a Source that waits within its claims.
+func (w *Worker) newWaiter() waiter {
+	if s, ok := w.store.(waking); ok {
+		return s.NewWaker(w.opts.Pool)
+	}
+	return longPoll{}
 }
 
 // stopHandlers cancels every running handler with cause; a job that starts
