@@ -204,6 +204,14 @@ export class Worker {
     return this.#registering;
   }
 
+  // #reregister registers again unless another loop already replaced the
+  // registration that the server forgot.
+  async #reregister(forgotten: string): Promise<void> {
+    if (this.#reg?.worker_id !== forgotten) return;
+    this.#o.log(`the server forgot worker ${forgotten}: registering again`);
+    await this.#register().catch((err) => this.#o.log(`register again: ${err}`));
+  }
+
   // #forgotten: the server no longer knows this worker_id (its registration expired).
   #forgotten(e: unknown): boolean {
     return e instanceof AxError && e.status === 404 && e.field === "worker_id";
@@ -233,7 +241,7 @@ export class Worker {
       } catch (e) {
         if (this.#stopping) return;
         if (this.#forgotten(e)) {
-          await this.#register().catch((err) => this.#o.log(`register again: ${err}`));
+          await this.#reregister(reg.worker_id);
           continue;
         }
         if (e instanceof AxError && (e.status === 401 || e.status === 403)) {
@@ -402,7 +410,7 @@ export class Worker {
     } catch (e) {
       if (this.#forgotten(e) && !last) {
         this.#requeue(outcomes, moved);
-        await this.#register().catch((err) => this.#o.log(`register again: ${err}`));
+        await this.#reregister(reg.worker_id);
         this.#wake();
         return true;
       }
