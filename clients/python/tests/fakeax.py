@@ -40,11 +40,12 @@ class FakeAX:
             self.mu.notify_all()
             return tid
 
-    def fault(self, path_re, status=503, retry_after=None, times=1, drop=False, method=None, body=None):
-        """The next `times` requests matching path_re (and method) get status (or no answer with drop)."""
+    def fault(self, path_re, status=503, retry_after=None, times=1, drop=False, method=None, body=None, has=None):
+        """The next `times` requests matching path_re (and method, and with key `has`
+        in their body) get status (or no answer with drop)."""
         with self.mu:
             self.faults.append({"re": re.compile(path_re), "status": status, "retry_after": retry_after,
-                                "times": times, "drop": drop, "method": method, "body": body})
+                                "times": times, "drop": drop, "method": method, "body": body, "has": has})
 
     def cancel(self, tid):
         with self.mu:
@@ -73,9 +74,11 @@ class FakeAX:
 
     # The protocol.
 
-    def take_fault(self, method, path):
+    def take_fault(self, method, path, body):
         with self.mu:
             for f in self.faults:
+                if f["has"] is not None and not (isinstance(body, dict) and f["has"] in body):
+                    continue
                 if f["times"] > 0 and f["re"].search(path) and f["method"] in (None, method):
                     f["times"] -= 1
                     return f
@@ -229,7 +232,7 @@ class FakeServer:
                 body = json.loads(raw) if raw else None
                 with srv.ax.mu:
                     srv.ax.requests.append((srv.name, self.command, self.path, body, self.headers.get("Authorization")))
-                f = srv.ax.take_fault(self.command, self.path)
+                f = srv.ax.take_fault(self.command, self.path, body)
                 if f and f["drop"]:
                     self.close_connection = True
                     self.connection.shutdown(socket.SHUT_RDWR)

@@ -181,6 +181,19 @@ class WorkerTest(unittest.TestCase):
             self.assertEqual(self.state(tid, "SUCCESS")["result"], str(i))
         self.assertEqual(sum(self.ax.runs.values()), 4)
 
+    def test_a_report_refused_without_naming_an_item_is_dropped_after_three_tries(self):
+        w = self.worker()
+        w.handler("x")(lambda task: task.payload)
+        self.ax.fault("/report", status=400, times=3, body={"error": {"code": "invalid_argument",
+                                                                      "message": "bad", "field": ""}}, has="outcomes")
+        tid = self.ax.submit("x", 1)
+        self.start(w)
+        self.ax.wait(lambda: len([r for r in self.ax.seen("POST", "/report") if "outcomes" in r[3]]) == 3)
+        time.sleep(0.3)
+        self.assertEqual(len([r for r in self.ax.seen("POST", "/report") if "outcomes" in r[3]]), 3)
+        self.assertEqual(self.ax.task(tid)["state"], "RUNNING")  # its outcome was dropped: the lease runs out
+        self.assertEqual(self.ax.runs[tid], 1)
+
     def test_a_forgotten_registration_is_made_again_and_keeps_its_leases(self):
         w = self.worker()
         gate = threading.Event()

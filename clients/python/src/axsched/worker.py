@@ -469,8 +469,17 @@ class Worker:
             except OSError as e:
                 log.warning("worker %s: report at %s: %s", wid, self._t.url, e)
                 err = e
-            self._requeue(progress, outcomes)
             attempt += 1
+            refused = isinstance(err, APIError) and 400 <= err.status < 500 and err.status != 429 and not (
+                err.status == 404 and err.field == "worker_id")
+            if refused and attempt >= 3:
+                # The same refusal thrice, naming no item: the report cannot be fixed.
+                # Its outcomes are dropped (their leases run out; the tasks run again).
+                log.error("worker %s: report refused %d times, dropping %d outcomes and %d progress: %s", wid,
+                          attempt, len(outcomes), len(progress), err)
+                attempt = 0
+                continue
+            self._requeue(progress, outcomes)
             if closing and attempt > 3:
                 log.error("worker %s: %d outcomes not reported: %s", wid, len(outcomes), err)
                 return
