@@ -267,6 +267,15 @@ class WorkerTest(unittest.TestCase):
         claims_after = [r for r in self.ax.seen("POST", "/claim")]
         self.assertTrue(claims_after)
 
+    def test_a_revoked_token_stops_the_worker(self):
+        w = self.worker()
+        w.handler("x")(lambda t: None)
+        self.ax.fault("/claim", status=401, times=1, body={"error": {"code": "unauthenticated", "message": "no"}})
+        with self.assertRaises(Exception) as e:
+            w.run()
+        self.assertEqual(e.exception.status, 401)
+        self.assertEqual(len(self.ax.seen("DELETE", "^/v1/workers/")), 1)
+
     def test_an_unknown_pool_registration_error_is_raised(self):
         w = self.worker()
         w.handler("x")(lambda t: None)

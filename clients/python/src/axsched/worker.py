@@ -166,9 +166,10 @@ class Worker:
     def run(self) -> None:
         """Registers, runs handlers until stop() or SIGTERM/SIGINT, then shuts down gracefully.
 
-        Call it once per Worker. Raises APIError when the server refuses the
-        registration (a 4xx: a token without this pool or these types, a
-        bad argument). A sync handler still running past the grace is
+        Call it once per Worker; it installs its SIGTERM/SIGINT handlers when
+        called from the main thread. Raises APIError when the server refuses
+        the registration (a 4xx: a token without this pool or these types, a
+        bad argument) or a claim answers 401/403 (the token was revoked). A sync handler still running past the grace is
         abandoned (its thread is a daemon): it cannot keep the process alive.
         """
         if not self._handlers:
@@ -191,15 +192,15 @@ class Worker:
         finally:
             restore()
         if self._crash is not None:
-            raise RuntimeError("axsched worker: a loop failed") from self._crash
+            raise self._crash
 
     def _guard(self, loop: Callable[[], None]) -> None:
-        # A loop that fails unexpectedly stops the worker (run raises) rather
-        # than leaving it registered and idle.
+        # A loop that fails (a revoked token, a bug) stops the worker and run
+        # raises its error, rather than leaving it registered and idle.
         try:
             loop()
         except BaseException as e:
-            log.exception("worker %s: %s failed", self.worker_id, threading.current_thread().name)
+            log.error("worker %s: %s failed, stopping: %r", self.worker_id, threading.current_thread().name, e)
             self._crash = e
             self.stop()
 
@@ -342,6 +343,8 @@ class Worker:
             except InterruptedError:
                 return
             except APIError as e:
+                if e.status in (401, 403):
+                    raise  # the token was revoked or narrowed: claiming again cannot succeed
                 self._on_api_error(e, wid, "claim")
                 attempt += 1
                 if not (e.status == 404 and e.field == "worker_id"):
