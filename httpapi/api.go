@@ -62,11 +62,17 @@ type Config struct {
 	// off (and auth on), /metrics needs a token of every tenant and /readyz
 	// tells others only whether the server is ready.
 	PublicDetails bool
+	// Workers bounds the remote worker protocol.
+	Workers WorkerLimits
 	// MaxHeaderBytes > 0 answers a request whose request line and headers
 	// are over it 431 headers_too_large (field: the largest header); serve
 	// the API with http.Server.MaxHeaderBytes HeaderReadLimit(it).
 	MaxHeaderBytes int
 }
+
+// WorkerLimits bounds the remote worker protocol (config remote_workers);
+// zero values take the defaults.
+type WorkerLimits = workers.Limits
 
 // API serves docs/architecture.md §7's HTTP API for one server.
 type API struct {
@@ -133,7 +139,7 @@ func New(n *federation.Node, cfg Config) *API {
 		handoff.New(handoff.Config{Receiver: n, Enqueuer: n, MaxPayload: cfg.MaxPayload, Pools: cfg.Pools, Logger: cfg.Logger}).Routes(),
 		schedules.New(schedules.Config{Scheduler: cfg.Schedules, Fed: n, Quotas: quotas, MaxPayload: cfg.MaxPayload}).Routes(),
 		dags.New(dags.Config{Runs: cfg.DAGs, Fed: n, Quotas: quotas, MaxPayload: cfg.MaxPayload}).Routes(),
-		workers.New().Routes(),
+		workers.New(workers.Config{Limits: cfg.Workers}).Routes(),
 	} {
 		for _, rt := range family {
 			a.route(rt.Pattern, rt.Role, rt.Handle)
@@ -180,7 +186,7 @@ func MetricsHandler(auth *Auth, publicDetails bool, g prometheus.Gatherer) http.
 				return
 			}
 			MarkTrusted(r.Context())
-			if p.Tenant != "" {
+			if p.Tenant != "" || p.Role == RoleWorker {
 				endpoint.WriteError(w, &endpoint.Error{Code: apiv1.CodeForbidden, Field: "Authorization",
 					Msg: "metrics name every tenant: they need a token of every tenant (tenant \"\")"})
 				return
@@ -236,6 +242,11 @@ func (a *API) route(pattern string, need Role, h endpoint.Handler) {
 		MarkTrusted(r.Context())
 		if strings.HasPrefix(pattern, "POST /v1/internal/") && !p.Cluster && a.cfg.Auth != nil && a.cfg.Auth.Enabled {
 			endpoint.WriteError(rec, &endpoint.Error{Code: apiv1.CodeForbidden, Field: "Authorization", Msg: "the hand-off endpoint needs the cluster token"})
+			return
+		}
+		if p.Role == RoleWorker && need != RoleWorker {
+			endpoint.WriteError(rec, &endpoint.Error{Code: apiv1.CodeForbidden, Field: "Authorization",
+				Msg: "a worker token may call only the worker protocol (/v1/workers)"})
 			return
 		}
 		if p.Role < need {
@@ -326,8 +337,8 @@ func (a *API) details(r *http.Request) bool {
 	if a.cfg.PublicDetails {
 		return true
 	}
-	_, err := a.cfg.Auth.authenticate(r)
-	return err == nil
+	p, err := a.cfg.Auth.authenticate(r)
+	return err == nil && p.Role != RoleWorker
 }
 
 func (a *API) readyz(w http.ResponseWriter, r *http.Request) {

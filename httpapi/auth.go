@@ -24,6 +24,7 @@ const (
 	RoleSubmitter = endpoint.RoleSubmitter // submit; read its own tenant's tasks
 	RoleOperator  = endpoint.RoleOperator  // + cancel, replay, priority, drain, bulk actions
 	RoleAdmin     = endpoint.RoleAdmin     // everything
+	RoleWorker    = endpoint.RoleWorker    // the worker protocol only
 )
 
 // Principal is who made a request.
@@ -35,7 +36,7 @@ type Schedules = schedules.Scheduler
 // DAGs is what the DAG endpoints need (dags.Runs).
 type DAGs = dags.Runs
 
-// ParseRole reads submitter|operator|admin.
+// ParseRole reads submitter|operator|admin|worker.
 func ParseRole(s string) (Role, bool) {
 	switch s {
 	case "submitter":
@@ -44,6 +45,8 @@ func ParseRole(s string) (Role, bool) {
 		return RoleOperator, true
 	case "admin":
 		return RoleAdmin, true
+	case "worker":
+		return RoleWorker, true
 	}
 	return 0, false
 }
@@ -57,6 +60,8 @@ type Token struct {
 	// Expires, when not zero, is when the token stops working (401
 	// token_expired from then on).
 	Expires time.Time
+	// Tenants, Pools and Types scope a worker token (RoleWorker).
+	Tenants, Pools, Types []string
 }
 
 // Auth checks bearer tokens. With Enabled false every request is an admin
@@ -134,7 +139,11 @@ func (a *Auth) check(tok string) (Principal, *endpoint.Error) {
 			if !t.Expires.IsZero() && !now().Before(t.Expires) {
 				return Principal{}, endpoint.ErrExpired
 			}
-			return Principal{Name: t.Name, Role: t.Role, Tenant: t.Tenant}, nil
+			p := Principal{Name: t.Name, Role: t.Role, Tenant: t.Tenant}
+			if t.Role == RoleWorker {
+				p.Worker = &endpoint.WorkerScope{Tenants: t.Tenants, Pools: t.Pools, Types: t.Types}
+			}
+			return p, nil
 		}
 	}
 	return Principal{}, endpoint.ErrUnknown

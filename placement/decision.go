@@ -14,6 +14,9 @@ type Reason string
 const (
 	// ReasonTagMismatch: the pool lacks a tag of the task, or has another value for it.
 	ReasonTagMismatch Reason = "TAG_MISMATCH"
+	// ReasonTenantPool: the pool is other tenants' own (pools[].tenants) and not the task's
+	// tenant's.
+	ReasonTenantPool Reason = "TENANT_POOL"
 	// ReasonRegionExcluded: the task's Regions do not include the pool's region.
 	ReasonRegionExcluded Reason = "REGION_EXCLUDED"
 	// ReasonUnhealthy: the pool's region is not registered or not healthy.
@@ -39,6 +42,7 @@ type reason uint8
 const (
 	rNone reason = iota
 	rTagMismatch
+	rTenantPool
 	rRegionExcluded
 	rUnhealthy
 	rStale
@@ -51,6 +55,7 @@ const (
 var reasonNames = [...]Reason{
 	rNone:           "",
 	rTagMismatch:    ReasonTagMismatch,
+	rTenantPool:     ReasonTenantPool,
 	rRegionExcluded: ReasonRegionExcluded,
 	rUnhealthy:      ReasonUnhealthy,
 	rStale:          ReasonStaleStatus,

@@ -465,13 +465,14 @@ type filter struct {
 	tagMiss bool     // a tag pair no pool has: no pool matches
 	regions bitset   // region numbers allowed; nil: every region
 	serving bitset   // pools whose live workers serve the type; nil: every pool
+	closed  bitset   // pools that are other tenants' own; nil: none
 }
 
 // filter resolves the task's filters against the snapshot, keeping the tag bitsets in tagBuf and
 // the region set in regBuf when they fit.
 func (q *query) filter(tagBuf []bitset, regBuf []uint64) filter {
 	s, t := q.st.snap, q.t
-	f := filter{tags: tagBuf, serving: s.serving(t.Type)}
+	f := filter{tags: tagBuf, serving: s.serving(t.Type), closed: s.closedTo(t.Tenant)}
 	// Tag filter: the AND of the bitsets of the task's tag pairs; a pair no pool has matches none.
 	for k, val := range t.Tags {
 		bs, ok := s.tags[tagPair{k, val}]
@@ -499,7 +500,8 @@ func (q *query) filter(tagBuf []bitset, regBuf []uint64) filter {
 
 // matches reports whether pool i carries the task's tags and is in one of its regions.
 func (f *filter) matches(s *Snapshot, i int) bool {
-	return !f.tagMiss && hasAll(f.tags, i) && (f.regions == nil || f.regions.has(int(s.pools[i].region)))
+	return !f.tagMiss && hasAll(f.tags, i) && (f.closed == nil || !f.closed.has(i)) &&
+		(f.regions == nil || f.regions.has(int(s.pools[i].region)))
 }
 
 // choice is what an evaluation found: the cheapest pool within its wait target, the least-wait
@@ -569,6 +571,8 @@ func (q *query) explain(f *filter, exp *Explanation) choice {
 		switch {
 		case f.tagMiss || !hasAll(f.tags, i):
 			r = rTagMismatch
+		case f.closed != nil && f.closed.has(i):
+			r = rTenantPool
 		case f.regions != nil && !f.regions.has(int(e.region)):
 			r = rRegionExcluded
 		default:
@@ -682,6 +686,9 @@ func (w *walk) run(part bitset, invert bool, cross float64) {
 		}
 		if w.serving != nil {
 			m &= w.serving[wd]
+		}
+		if w.closed != nil {
+			m &^= w.closed[wd]
 		}
 		if part != nil {
 			if invert {

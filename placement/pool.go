@@ -1,6 +1,9 @@
 package placement
 
-import "time"
+import (
+	"slices"
+	"time"
+)
 
 // Pool is one pool's published figures, as the etcd view holds them.
 type Pool struct {
@@ -46,6 +49,14 @@ type Pool struct {
 	// MaxWait is the operator's target for a task's expected wait in this pool (config
 	// pools[].max_wait), in place of Config.MaxWait; 0: Config.MaxWait. See it for the rule.
 	MaxWait time.Duration
+	// Tenants, when set, makes the pool these tenants' own: a task of another tenant is rejected
+	// with TENANT_POOL. Nil: any tenant.
+	Tenants []string
+}
+
+// Admits reports whether p takes tasks of tenant: p is no tenant's own, or tenant's.
+func (p *Pool) Admits(tenant string) bool {
+	return len(p.Tenants) == 0 || slices.Contains(p.Tenants, tenant)
 }
 
 // Key identifies a pool across snapshots and in an Estimator: "region/name".
@@ -69,4 +80,6 @@ type Task struct {
 	// MaxWait is the task's own target for its expected wait (its deadline to start); 0: none.
 	// The smaller of it and the pool's target applies.
 	MaxWait time.Duration
+	// Tenant owns the task: pools that are other tenants' own (Pool.Tenants) are rejected.
+	Tenant string
 }

@@ -28,9 +28,13 @@ type Snapshot struct {
 	// pool lists its types, and then no type is filtered. open: the pools with Types nil.
 	handles map[string]bitset
 	open    bitset
-	words   int   // length of every bitset
-	curve   curve // the penalty the order was computed with
-	servers int   // servers placing into these pools (0: the Placer's Config.Servers)
+	// owned: the pools that are some tenants' own (Pool.Tenants); closedFor: tenant with pools
+	// of its own → the owned pools that are not its. Both nil when no pool is anyone's own.
+	owned     bitset
+	closedFor map[string]bitset
+	words     int   // length of every bitset
+	curve     curve // the penalty the order was computed with
+	servers   int   // servers placing into these pools (0: the Placer's Config.Servers)
 }
 
 // WithServers records how many servers place into these pools (counted from
@@ -94,6 +98,7 @@ func NewSnapshot(cfg Config, pools []Pool) (*Snapshot, error) {
 		s.byKey[key] = i
 		p.Tags = maps.Clone(p.Tags)
 		p.Types = slices.Clone(p.Types) // nil stays nil: any type
+		p.Tenants = slices.Clone(p.Tenants)
 		price := p.PricePerSlotHour * (1 - p.Discount)
 		cost := price * cfg.penalty(fill(int64(p.Ready), p.QueueCapacity))
 		s.src[i] = p
@@ -136,7 +141,46 @@ func NewSnapshot(cfg Config, pools []Pool) (*Snapshot, error) {
 		}
 	}
 	s.indexTypes()
+	s.indexTenants()
 	return s, nil
+}
+
+// indexTenants builds owned and ownedBy from the pools' Tenants.
+func (s *Snapshot) indexTenants() {
+	for i := range s.pools {
+		tenants := s.pools[i].pool.Tenants
+		if len(tenants) == 0 {
+			continue
+		}
+		if s.owned == nil {
+			s.owned, s.closedFor = make(bitset, s.words), map[string]bitset{}
+		}
+		s.owned.set(i)
+		for _, t := range tenants {
+			if _, ok := s.closedFor[t]; !ok {
+				s.closedFor[t] = make(bitset, s.words)
+			}
+		}
+	}
+	for t, bs := range s.closedFor {
+		for i := range s.pools {
+			if p := s.pools[i].pool; !p.Admits(t) {
+				bs.set(i)
+			}
+		}
+	}
+}
+
+// closedTo is the set of pools that are other tenants' own, never tenant's; nil when there are
+// none.
+func (s *Snapshot) closedTo(tenant string) bitset {
+	if s.owned == nil {
+		return nil
+	}
+	if bs, ok := s.closedFor[tenant]; ok {
+		return bs
+	}
+	return s.owned
 }
 
 // indexTypes builds handles and open from the pools' Types.

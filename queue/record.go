@@ -282,6 +282,8 @@ func (r *taskReader) setState(k, v string) {
 		t.LastError = v
 	case "rv":
 		t.Result = v
+	case "pg":
+		t.Progress = decodeProgress(v)
 	case "du":
 		t.DueAt = msTime(v)
 	case "eq":

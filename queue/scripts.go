@@ -22,7 +22,7 @@ var scriptFS embed.FS
 // EVALSHA.
 var scripts = struct {
 	submit, promote, place, claim, heartbeat, complete, fail, ret,
-	reap, cancel, replay, priority, sweep, workers, handoff, drain, preempt, rtTrim, prices, rewake, fence, cold, limits, limRead, quota, held, fairShare, slowLane, replace, backlog *script
+	reap, cancel, replay, priority, sweep, workers, handoff, drain, preempt, rtTrim, prices, rewake, fence, cold, limits, limRead, quota, held, fairShare, slowLane, replace, backlog, progress *script
 }{
 	submit:    load("submit"),
 	promote:   load("promote"),
@@ -54,6 +54,7 @@ var scripts = struct {
 	slowLane:  load("slowlane"),
 	replace:   load("replace"),
 	backlog:   load("backlog"),
+	progress:  load("progress"),
 }
 
 // script is one transition: its function in the library and its EVALSHA

@@ -995,6 +995,10 @@ func (s *Claimer) Heartbeat(ctx context.Context, worker, pool string, slots int,
 // Completion is a successful attempt to record.
 type Completion struct {
 	ID, Token, Result string
+	// MaxResult is how many bytes of Result are kept (0:
+	// task.MaxResultLen); a caller that refuses larger results instead of
+	// cutting them checks them before.
+	MaxResult int
 }
 
 // Complete records successes (RUNNING→SUCCESS) in batches. The returned
@@ -1016,7 +1020,7 @@ func (s *Claimer) Complete(ctx context.Context, cs ...Completion) ([]error, erro
 			argv := make([]any, 0, 5+3*len(part))
 			argv = append(argv, s.clock(), len(part), s.opts.RunTimePairs, s.alpha(), s.opts.RetainSuccess.Milliseconds())
 			for _, i := range part {
-				argv = append(argv, cs[i].ID, cs[i].Token, bound(cs[i].Result, task.MaxResultLen))
+				argv = append(argv, cs[i].ID, cs[i].Token, bound(cs[i].Result, cmp.Or(cs[i].MaxResult, task.MaxResultLen)))
 			}
 			out, err := s.run(ctx, s.rdb, scripts.complete, s.keysWith(shard, s.keys[shard].rt), argv...).Slice()
 			if err != nil {

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -34,6 +35,9 @@ type Pool struct {
 	// MaxWait is the operator's target for a task's expected wait in the
 	// pool (0: none), published for placement.
 	MaxWait time.Duration
+	// Tenants, when set, make the pool these tenants' own, published for
+	// placement (nil: any tenant).
+	Tenants []string
 }
 
 // Placer decides due tasks: a local pool, a pool of another region (the
@@ -169,6 +173,17 @@ func (c *Cell) PoolNames() []string {
 		out[i] = p.Name
 	}
 	return out
+}
+
+// Admits reports whether pool takes tasks of tenant: it is no tenant's own
+// (pools[].tenants), or tenant's. A pool not configured admits nothing.
+func (c *Cell) Admits(pool, tenant string) bool {
+	for _, p := range c.cfg.Pools {
+		if p.Name == pool {
+			return len(p.Tenants) == 0 || slices.Contains(p.Tenants, tenant)
+		}
+	}
+	return false
 }
 
 // Figures returns the last figures this server computed as leader.

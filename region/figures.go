@@ -55,6 +55,9 @@ type PoolFigures struct {
 	// MaxWaitSeconds is the pool's target for a task's expected wait
 	// (config pools[].max_wait); 0: none.
 	MaxWaitSeconds float64 `json:"max_wait_seconds,omitempty"`
+	// Tenants, when set, make the pool these tenants' own (config
+	// pools[].tenants): placement puts no other tenant's task there.
+	Tenants []string `json:"tenants,omitempty"`
 	// Starving is how many of its READY tasks have waited longer than the
 	// region's starvation_threshold (every priority; ax_tasks_starving).
 	Starving int `json:"starving,omitempty"`

@@ -219,6 +219,7 @@ func (s *publisher) collect(ctx context.Context) (Figures, queueFigures, error) 
 			Types:          w.Types,
 			DrainRate:      s.exp.drain.rate(p.Name, now, drained[p.Name], counts.RunningBy[p.Name], slots),
 			MaxWaitSeconds: p.MaxWait.Seconds(),
+			Tenants:        p.Tenants,
 			Starving:       sumStarving(qf.starving.Ready[p.Name]),
 		})
 	}

@@ -72,6 +72,9 @@ func (n *Receiver) AcceptMany(ctx context.Context, hs []apiv1.HandOff, known fun
 		if err == nil && !known(h.Pool) {
 			err = &Refusal{Field: "pool", Reason: "no pool " + h.Pool + " in " + n.cfg.Region}
 		}
+		if err == nil && n.cell != nil && !n.cell.Admits(h.Pool, sp.Tenant) {
+			err = &Refusal{Field: "pool", Reason: "pool " + h.Pool + " in " + n.cfg.Region + " is other tenants' own (pools[].tenants)"}
+		}
 		if err == nil && h.From != "" && (h.From == n.cfg.Region || !slices.Contains(n.cfg.Regions, h.From)) {
 			err = &Refusal{Field: "from", Reason: "not another region of the federation: " + h.From}
 		}

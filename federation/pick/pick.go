@@ -160,7 +160,7 @@ func (p *Picker) Task(sp *task.Spec, now time.Time) placement.Task {
 		prio = *sp.Priority
 	}
 	pt := placement.Task{Type: sp.Type, Tags: sp.Tags, Regions: sp.Regions, Critical: sp.Critical, Priority: prio, Home: p.cfg.Region,
-		MaxWait: time.Duration(sp.MaxWait)}
+		MaxWait: time.Duration(sp.MaxWait), Tenant: sp.Tenant}
 	pt.Regions, _ = p.Regions(sp.Regions, sp.Tenant, now)
 	return pt
 }
@@ -169,7 +169,7 @@ func (p *Picker) Task(sp *task.Spec, now time.Time) placement.Task {
 // into regions.
 func (p *Picker) Stored(t *task.Task, regions []string) placement.Task {
 	return placement.Task{Type: t.Type, Tags: t.Tags, Regions: regions, Critical: t.Critical, Priority: t.Priority, Home: p.cfg.Region,
-		MaxWait: time.Duration(t.MaxWait)}
+		MaxWait: time.Duration(t.MaxWait), Tenant: t.Tenant}
 }
 
 // Decide is placement's decision for a stored task pt, counted for

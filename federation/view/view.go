@@ -376,7 +376,7 @@ func (v *View) rebuild(now time.Time) {
 				QueueCapacity: p.QueueCapacity, PricePerSlotHour: p.PricePerSlotHour, Spot: p.Spot,
 				Discount: p.Discount, Window: win, UpdatedAt: r.UpdatedAt,
 				RegionHealthy: r.Healthy, ScaleFromZero: p.ScaleFromZero, Paused: p.Paused,
-				Types: p.Types, DrainRate: p.DrainRate, MaxWait: seconds(p.MaxWaitSeconds),
+				Types: p.Types, DrainRate: p.DrainRate, MaxWait: seconds(p.MaxWaitSeconds), Tenants: p.Tenants,
 			})
 		}
 	}

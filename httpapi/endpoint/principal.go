@@ -11,12 +11,25 @@ const (
 	RoleAdmin                     // everything
 )
 
+// RoleWorker is a remote worker's token: below every other role, it may
+// call only the worker protocol (routes of that role), within its
+// Principal.Worker scope.
+const RoleWorker Role = -1
+
 // Principal is who made a request.
 type Principal struct {
 	Name    string
 	Role    Role
 	Tenant  string // "" = every tenant
 	Cluster bool   // another ax server (hand-off, forwarding)
+	// Worker is a worker token's scope (set exactly for RoleWorker).
+	Worker *WorkerScope
+}
+
+// WorkerScope is what a worker token may serve: tasks of Tenants only, in
+// Pools only, of Types only (empty: every type).
+type WorkerScope struct {
+	Tenants, Pools, Types []string
 }
 
 // ErrExpired: a known token past its expires_at. Both 401s name the

@@ -143,10 +143,22 @@ func TestExampleIsTheDefaults(t *testing.T) {
 				Windows:  []Window{{Start: "20:00", End: "08:00", Slots: 7}},
 			},
 		},
+		{
+			Name:             "team-a-gpu",
+			Tags:             map[string]string{"gpu": "l4"},
+			Slots:            4,
+			QueueCapacity:    10000,
+			PricePerSlotHour: 0.8,
+			ScaleFromZero:    true,
+			CapacitySchedule: CapacitySchedule{Timezone: "UTC"},
+			Tenants:          []string{"team-a"},
+		},
 	}
 	want.Auth.Tokens = []Token{
 		{Name: "ci", TokenSHA256: sha256Hex("example-ci-token-change-me"), Role: "submitter", Tenant: "team-a"},
 		{Name: "oncall", TokenSHA256: sha256Hex("example-operator-token"), Role: "operator", ExpiresAt: "2099-01-01T00:00:00Z"},
+		{Name: "team-a-gpu-workers", TokenSHA256: sha256Hex("example-worker-token"), Role: "worker",
+			Tenants: []string{"team-a"}, Pools: []string{"team-a-gpu"}, Types: []string{"resize", "embed"}},
 	}
 	want.Quotas.Tenants = map[string]TenantQuota{"team-a": {SubmitsPerSecond: 100, Burst: 200, MaxBacklog: 100000}}
 	want.Tenants = map[string]TenantBudget{"team-a": {MonthlyBudgetUSD: 500, OverBudget: "cap", PriceCap: 0.40}}

@@ -64,6 +64,8 @@ func Default() *Region {
 			MaxConnectionsPerClient: 256, FirstRequestTimeout: 5 * time.Second,
 			MaxLongPolls: 8, MaxLongPollsPerTenant: 2},
 		Quotas: Quotas{Batch: BatchLimits{MaxItems: apiv1.MaxBatch, MaxBytes: 16 << 20}},
+		RemoteWorkers: RemoteWorkers{MaxResultBytes: apiv1.DefaultMaxResultBytes, MaxWait: 30 * time.Second,
+			MaxLongPolls: 1024, MaxLongPollsPerToken: 256},
 		Placement: Placement{
 			StaleAfter:      pl.StaleAfter,
 			UnhealthyGrace:  10 * time.Second,

@@ -65,6 +65,8 @@ type Region struct {
 	// this month from every region (a budget is judged on spend that old).
 	BudgetRefresh time.Duration `mapstructure:"budget_refresh" yaml:"budget_refresh"`
 	Worker        Worker        `mapstructure:"worker" yaml:"worker"`
+	// RemoteWorkers bounds docs/worker-protocol.md on every server.
+	RemoteWorkers RemoteWorkers `mapstructure:"remote_workers" yaml:"remote_workers"`
 	// Limits are rate and concurrency limits per task type, tenant or
 	// limit_key, enforced at claim (docs/limits.md). SIGHUP reloads them.
 	Limits []Limit `mapstructure:"limits" yaml:"limits"`
@@ -245,6 +247,9 @@ type Pool struct {
 	// slots, so quick tasks keep flowing (docs/fairness.md). SIGHUP
 	// reloads it.
 	SlowLane *SlowLane `mapstructure:"slow_lane" yaml:"slow_lane,omitempty"`
+	// Tenants, when set, makes the pool these tenants' own: placement
+	// never puts another tenant's task there.
+	Tenants []string `mapstructure:"tenants" yaml:"tenants,omitempty"`
 }
 
 // SlowLane is a pool's slow lane: tasks of a type whose learnt run time in
@@ -391,6 +396,15 @@ type Preemption struct {
 	MaxPerWorkerPerMinute int     `mapstructure:"max_per_worker_per_minute" yaml:"max_per_worker_per_minute"`
 }
 
+// RemoteWorkers bounds a result's JSON text (413 above, never cut), a claim's
+// wait, the claims waiting at once on a server and of one token.
+type RemoteWorkers struct {
+	MaxResultBytes       int           `mapstructure:"max_result_bytes" yaml:"max_result_bytes"`
+	MaxWait              time.Duration `mapstructure:"max_wait" yaml:"max_wait"`
+	MaxLongPolls         int           `mapstructure:"max_long_polls" yaml:"max_long_polls"`
+	MaxLongPollsPerToken int           `mapstructure:"max_long_polls_per_token" yaml:"max_long_polls_per_token"`
+}
+
 // Auth is API authentication. Tokens are kept only as SHA-256 hashes.
 type Auth struct {
 	Enabled bool `mapstructure:"enabled" yaml:"enabled"`
@@ -415,11 +429,15 @@ type Token struct {
 	Name        string `mapstructure:"name" yaml:"name"`
 	TokenSHA256 string `mapstructure:"token_sha256" yaml:"token_sha256"`
 	Token       string `mapstructure:"token" yaml:"token,omitempty"`
-	// Role is submitter, operator or admin.
+	// Role is submitter, operator, admin or worker (the worker protocol only).
 	Role string `mapstructure:"role" yaml:"role"`
 	// Tenant owns the tasks the token submits; required for submitters,
 	// empty on operator and admin tokens means every tenant.
 	Tenant string `mapstructure:"tenant" yaml:"tenant"`
+	// Tenants and Pools (required) and Types (empty: any) scope a worker token.
+	Tenants []string `mapstructure:"tenants" yaml:"tenants,omitempty"`
+	Pools   []string `mapstructure:"pools" yaml:"pools,omitempty"`
+	Types   []string `mapstructure:"types" yaml:"types,omitempty"`
 	// ExpiresAt (RFC 3339), when set, is when the token stops working.
 	ExpiresAt string `mapstructure:"expires_at" yaml:"expires_at,omitempty"`
 }

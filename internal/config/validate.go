@@ -40,7 +40,7 @@ const (
 
 var (
 	providers = []string{"aws", "gcp", "azure", "other"}
-	roles     = []string{"submitter", "operator", "admin"}
+	roles     = []string{"submitter", "operator", "admin", "worker"}
 )
 
 // Validate checks every rule and returns an Errors listing all the problems,
@@ -363,6 +363,9 @@ func (r *Region) validatePools(p *problems) {
 		if pool.FairShare != nil {
 			r.validateFairShare(p, keypath.Join(path, "fair_share"), *pool.FairShare, pool.Slots)
 		}
+		if slices.Contains(pool.Tenants, "") {
+			p.add(keypath.Join(path, "tenants"), "must not name an empty tenant")
+		}
 		if l := pool.SlowLane; l != nil {
 			positive(p, keypath.Join(keypath.Join(path, "slow_lane"), "threshold"), l.Threshold)
 			if !(l.MaxShare > 0 && l.MaxShare < 1) {
@@ -633,6 +636,44 @@ func (r *Region) validateAuth(p *problems) {
 		}
 		if t.Role == "submitter" && t.Tenant == "" {
 			p.add(keypath.Join(path, "tenant"), "required for a submitter (its tasks belong to that tenant)")
+		}
+		r.validateWorkerScope(p, path, t)
+	}
+	rw := r.RemoteWorkers
+	if rw.MaxResultBytes < 1 || rw.MaxResultBytes > maxPayload || rw.MaxWait < 0 || rw.MaxWait > 5*time.Minute {
+		p.add("remote_workers", "max_result_bytes must be 1..%d, max_wait 0s..5m; got %d and %s", maxPayload, rw.MaxResultBytes, rw.MaxWait)
+	}
+	if rw.MaxLongPolls < 1 || rw.MaxLongPollsPerToken < 1 || rw.MaxLongPollsPerToken > rw.MaxLongPolls {
+		p.add("remote_workers.max_long_polls", "max_long_polls and max_long_polls_per_token must be ≥ 1, per token ≤ total, got %d and %d",
+			rw.MaxLongPolls, rw.MaxLongPollsPerToken)
+	}
+}
+
+// validateWorkerScope checks a worker token's tenants and pools (of this
+// region); other tokens name none.
+func (r *Region) validateWorkerScope(p *problems, path string, t Token) {
+	if t.Role != "worker" {
+		if len(t.Tenants)+len(t.Pools)+len(t.Types) > 0 {
+			p.add(path, "only a worker token (role worker) names tenants, pools or types")
+		}
+		return
+	}
+	if t.Tenant != "" {
+		p.add(keypath.Join(path, "tenant"), "a worker token names tenants (a list), not tenant")
+	} else if len(t.Tenants) == 0 || slices.Contains(t.Tenants, "") {
+		p.add(keypath.Join(path, "tenants"), "required for a worker token (the tenants whose tasks it may take), none empty")
+	}
+	if len(t.Pools) == 0 {
+		p.add(keypath.Join(path, "pools"), "required for a worker token (the pools it may serve)")
+	}
+	for i, name := range t.Pools {
+		if _, ok := r.Pool(name); !ok {
+			p.add(keypath.Elem(keypath.Join(path, "pools"), i), "unknown pool %q: not in pools", name)
+		}
+	}
+	for i, name := range t.Types {
+		if !taskType.MatchString(name) || len(name) > task.MaxTypeLen {
+			p.add(keypath.Elem(keypath.Join(path, "types"), i), "not a task type name, got %q", name)
 		}
 	}
 }

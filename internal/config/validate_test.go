@@ -163,7 +163,24 @@ func TestValidateEachRule(t *testing.T) {
 		{"token missing", func(r *Region) { r.Auth.Tokens[1].TokenSHA256 = "" }, "auth.tokens[1]: set token_sha256 or token"},
 		{"plain token in code", func(r *Region) { r.Auth.Tokens[1].Token = "x" },
 			"auth.tokens[1].token: plain tokens are hashed by Load and Parse; set token_sha256"},
-		{"token role", func(r *Region) { r.Auth.Tokens[1].Role = "root" }, `auth.tokens[1].role: must be one of submitter, operator, admin, got "root"`},
+		{"token role", func(r *Region) { r.Auth.Tokens[1].Role = "root" }, `auth.tokens[1].role: must be one of submitter, operator, admin, worker, got "root"`},
+		{"worker token without tenants", func(r *Region) {
+			r.Auth.Tokens[1].Role, r.Auth.Tokens[1].Tenant, r.Auth.Tokens[1].Pools = "worker", "", []string{r.Pools[0].Name}
+		}, "auth.tokens[1].tenants: required for a worker token (the tenants whose tasks it may take), none empty"},
+		{"worker token without pools", func(r *Region) {
+			r.Auth.Tokens[1].Role, r.Auth.Tokens[1].Tenant, r.Auth.Tokens[1].Tenants = "worker", "", []string{"acme"}
+		}, "auth.tokens[1].pools: required for a worker token (the pools it may serve)"},
+		{"worker token unknown pool", func(r *Region) {
+			r.Auth.Tokens[1].Role, r.Auth.Tokens[1].Tenant = "worker", ""
+			r.Auth.Tokens[1].Tenants, r.Auth.Tokens[1].Pools = []string{"acme"}, []string{r.Pools[0].Name, "nope"}
+		}, `auth.tokens[1].pools[1]: unknown pool "nope": not in pools`},
+		{"worker token with tenant", func(r *Region) {
+			r.Auth.Tokens[1].Role, r.Auth.Tokens[1].Tenant = "worker", "acme"
+			r.Auth.Tokens[1].Tenants, r.Auth.Tokens[1].Pools = []string{"acme"}, []string{r.Pools[0].Name}
+		}, "auth.tokens[1].tenant: a worker token names tenants (a list), not tenant"},
+		{"worker scope on a submitter", func(r *Region) { r.Auth.Tokens[1].Pools = []string{r.Pools[0].Name} },
+			"auth.tokens[1]: only a worker token (role worker) names tenants, pools or types"},
+		{"pool tenant empty", func(r *Region) { r.Pools[0].Tenants = []string{"acme", ""} }, "pools[0].tenants: must not name an empty tenant"},
 		{"submitter tenant", func(r *Region) { r.Auth.Tokens[0].Tenant = "" },
 			"auth.tokens[0].tenant: required for a submitter (its tasks belong to that tenant)"},
 		{"concurrency", func(r *Region) { r.Worker.Concurrency = 0 }, "worker.concurrency: must be ≥ 1, got 0"},

@@ -71,7 +71,8 @@ func regionPools(cfg *config.Region) []region.Pool {
 	var out []region.Pool
 	for _, p := range cfg.Pools {
 		rp := region.Pool{Name: p.Name, Tags: p.Tags, Slots: p.Slots, QueueCapacity: p.QueueCapacity, PricePerSlotHour: p.PricePerSlotHour,
-			Spot: p.Spot, Discount: p.Discount, ScaleFromZero: p.ScaleFromZero, MaxWait: p.MaxWait}
+			Spot: p.Spot, Discount: p.Discount, ScaleFromZero: p.ScaleFromZero, MaxWait: p.MaxWait,
+			Tenants: p.Tenants}
 		if p.Thresholds != nil {
 			rp.Thresholds = thresholds(*p.Thresholds)
 		}
@@ -110,7 +111,8 @@ func apiTokens(cfg *config.Region) []httpapi.Token {
 	var ts []httpapi.Token
 	for _, t := range cfg.Auth.Tokens {
 		role, _ := httpapi.ParseRole(t.Role)
-		ts = append(ts, httpapi.Token{Name: t.Name, SHA256: t.TokenSHA256, Role: role, Tenant: t.Tenant, Expires: t.Expires()})
+		ts = append(ts, httpapi.Token{Name: t.Name, SHA256: t.TokenSHA256, Role: role, Tenant: t.Tenant, Expires: t.Expires(),
+			Tenants: t.Tenants, Pools: t.Pools, Types: t.Types})
 	}
 	return ts
 }

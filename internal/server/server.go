@@ -294,6 +294,8 @@ func (s *Server) serveAPI(reg *prometheus.Registry, own prometheus.Registerer) {
 		},
 		BatchMaxItems: cfg.Quotas.Batch.MaxItems, BatchMaxBytes: cfg.Quotas.Batch.MaxBytes,
 		PublicDetails: cfg.HTTPServer.PublicDetails, MaxHeaderBytes: cfg.HTTPServer.MaxHeaderBytes,
+		Workers: httpapi.WorkerLimits{MaxResultBytes: cfg.RemoteWorkers.MaxResultBytes, MaxWait: cfg.RemoteWorkers.MaxWait,
+			LongPolls: cfg.RemoteWorkers.MaxLongPolls, LongPollsPerToken: cfg.RemoteWorkers.MaxLongPollsPerToken},
 		Ready: func(context.Context) error {
 			if err := s.regionalProbe.Err(); err != nil {
 				return fmt.Errorf("regional etcd: %w", err)

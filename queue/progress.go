@@ -1,0 +1,38 @@
+package queue
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+
+	"github.com/ax-sched/ax/task"
+)
+
+// Progress records how far a running attempt got, for the lease holder
+// only: ErrLeaseLost when token is no longer the task's lease,
+// task.ErrNotFound when there is no such task. Reads of the task show the
+// last progress recorded (task.Task.Progress).
+func (s *Claimer) Progress(ctx context.Context, id, token string, p task.Progress) error {
+	shard, err := s.shardOf(id)
+	if err != nil {
+		return err
+	}
+	b, err := json.Marshal(p)
+	if err != nil {
+		return fmt.Errorf("queue: progress: %w", err)
+	}
+	out, err := s.run(ctx, s.rdb, scripts.progress, s.keysWith(shard), s.clock(), id, token, string(b)).Slice()
+	if err != nil {
+		return fmt.Errorf("queue: progress: %w", err)
+	}
+	return leaseResult(id, out)
+}
+
+// decodeProgress reads the record's progress field.
+func decodeProgress(v string) *task.Progress {
+	var p task.Progress
+	if json.Unmarshal([]byte(v), &p) != nil {
+		return nil
+	}
+	return &p
+}
