@@ -18,6 +18,7 @@ import (
 	"github.com/ax-sched/ax/internal/testenv"
 	"github.com/ax-sched/ax/placement"
 	"github.com/ax-sched/ax/queue"
+	"github.com/ax-sched/ax/queue/store"
 	"github.com/ax-sched/ax/task"
 	"github.com/prometheus/client_golang/prometheus"
 	dto "github.com/prometheus/client_model/go"
@@ -482,11 +483,11 @@ func counterValue(c prometheus.Counter) float64 {
 
 // leaderlessRuns are the DAG runs of a node of region us-east-1 on its own
 // Redis and etcd, with no cell: tests drive its leader loops by hand.
-func leaderlessRuns(t *testing.T) (*Runs, *queue.Store, *testenv.Redis) {
+func leaderlessRuns(t *testing.T) (*Runs, *store.Store, *testenv.Redis) {
 	t.Helper()
 	etcd := testenv.StartEtcd(t)
 	rd := testenv.StartRedis(t)
-	st, err := queue.New(rd.Client(), queue.Options{Region: "us-east-1"})
+	st, err := store.New(rd.Client(), queue.Options{Region: "us-east-1"})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -19,6 +19,7 @@ import (
 	"github.com/ax-sched/ax/internal/testenv"
 	"github.com/ax-sched/ax/placement"
 	"github.com/ax-sched/ax/queue"
+	"github.com/ax-sched/ax/queue/store"
 	"github.com/ax-sched/ax/region"
 	"github.com/ax-sched/ax/task"
 	"github.com/prometheus/client_golang/prometheus"
@@ -59,7 +60,7 @@ type dagRegion struct {
 	e     *dagEnv
 	name  string
 	redis *testenv.Redis
-	store *queue.Store
+	store *store.Store
 	pools []region.Pool
 
 	mu      sync.Mutex
@@ -102,7 +103,7 @@ func newDAGEnv(t *testing.T, servers map[string]int) *dagEnv {
 	t.Cleanup(e.http.CloseIdleConnections)
 	for i, name := range dagRegions {
 		r := &dagRegion{e: e, name: name, redis: testenv.StartRedis(t)}
-		st, err := queue.New(r.redis.Client(), queue.Options{Region: name})
+		st, err := store.New(r.redis.Client(), queue.Options{Region: name})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -342,7 +343,7 @@ func (e *dagEnv) startWorkers(delay time.Duration) *dagWorkers {
 	return w
 }
 
-func (w *dagWorkers) claimLoop(ctx context.Context, name string, st *queue.Store, id string, wg *sync.WaitGroup) {
+func (w *dagWorkers) claimLoop(ctx context.Context, name string, st *store.Store, id string, wg *sync.WaitGroup) {
 	for ctx.Err() == nil {
 		ts, err := st.Claimer().Claim(ctx, queue.ClaimRequest{Pool: dagPool, Worker: id, N: 16})
 		if err != nil || len(ts) == 0 {

@@ -12,6 +12,7 @@ import (
 
 	"github.com/ax-sched/ax/apiv1"
 	"github.com/ax-sched/ax/queue"
+	"github.com/ax-sched/ax/queue/store"
 	"github.com/ax-sched/ax/task"
 	"github.com/prometheus/client_golang/prometheus"
 )
@@ -21,7 +22,7 @@ import (
 type Tasks interface {
 	// SubmitFixed stores tasks (normalized, with their fixed ids) in this
 	// region, unplaced: the region's leader places each one when due. The
-	// results are queue.Store.Submit's; an id held already is ErrExists.
+	// results are submit.Submitter.Submit's; an id held already is ErrExists.
 	SubmitFixed(ctx context.Context, tasks ...queue.NewTask) ([]queue.SubmitResult, error)
 	// Get reads a task wherever it is held; hops is how many servers the
 	// request being served has passed (0 from a leader loop).
@@ -42,7 +43,7 @@ type Config struct {
 	Defaults task.Defaults
 	// Backlog is a tenant's max_backlog in this region (0 or nil: none). A
 	// run of a tenant with one reserves room for all its nodes when it is
-	// created (queue.Store.ReserveBacklog), or is refused.
+	// created (store.Store.ReserveBacklog), or is refused.
 	Backlog func(tenant string) int
 	// Regions are the federation's regions (config `regions:`; Region is
 	// one too): a node's task naming another in its regions is refused
@@ -58,7 +59,7 @@ type Config struct {
 // reads and cancels them through it, and Loop, a region leader loop,
 // reconciles them.
 type Runs struct {
-	store   *queue.Store
+	store   *store.Store
 	tasks   Tasks
 	cfg     Config
 	log     *slog.Logger
@@ -69,7 +70,7 @@ type Runs struct {
 
 // New prepares the DAG runs kept in store, the home region's, whose tasks
 // go through tasks.
-func New(store *queue.Store, tasks Tasks, cfg Config) *Runs {
+func New(store *store.Store, tasks Tasks, cfg Config) *Runs {
 	if cfg.Defaults == (task.Defaults{}) {
 		cfg.Defaults = task.DefaultDefaults()
 	}
@@ -317,7 +318,7 @@ func neverSubmitted(rec queue.DAGNode) bool {
 }
 
 // canceledWaiting reports whether a node was WAITING when its run was
-// cancelled (queue.Store.CancelDAG records no region).
+// cancelled (store.Store.CancelDAG records no region).
 func canceledWaiting(rec queue.DAGNode) bool {
 	return rec.State == task.NodeCanceled && rec.Reason == task.ReasonCanceledByUser && rec.Region == ""
 }
@@ -325,7 +326,7 @@ func canceledWaiting(rec queue.DAGNode) bool {
 // Cancel cancels a DAG run wherever it lives: at home, or through one
 // forward to the home region named in the id (as DAG reads do). At home it
 // records the request and moves every WAITING node to CANCELED
-// (CANCELED_BY_USER) in one script (queue.Store.CancelDAG), then asks every
+// (CANCELED_BY_USER) in one script (store.Store.CancelDAG), then asks every
 // released node's task to stop through the task cancel path (Tasks.CancelTask: PENDING
 // and READY end CANCELED at once, RUNNING gets a cancel request, a task
 // handed off is reached where it is). What did not get through now — a

@@ -14,6 +14,7 @@ import (
 
 	"github.com/ax-sched/ax/internal/testenv"
 	"github.com/ax-sched/ax/queue"
+	"github.com/ax-sched/ax/queue/store"
 	"github.com/ax-sched/ax/task"
 	"github.com/ax-sched/ax/worker"
 )
@@ -59,7 +60,7 @@ func TestWorkerRedisACL(t *testing.T) {
 		t.Fatalf("ACL SETUSER with deploy/redis/ax-worker.acl: %v", err)
 	}
 	o := queue.Options{Region: "eu-west", Lease: 3 * time.Second}
-	servers, err := queue.New(admin, o)
+	servers, err := store.New(admin, o)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -69,7 +70,7 @@ func TestWorkerRedisACL(t *testing.T) {
 	}
 	wc := redis.NewClient(&redis.Options{Addr: r.Addr(), Username: "ax-worker", Password: "worker-password-0123456789"})
 	t.Cleanup(func() { wc.Close() })
-	ws, err := queue.New(wc, o)
+	ws, err := store.New(wc, o)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -10,6 +10,7 @@ import (
 	"github.com/ax-sched/ax/apiv1"
 	"github.com/ax-sched/ax/internal/fedtest"
 	"github.com/ax-sched/ax/queue"
+	"github.com/ax-sched/ax/queue/store"
 	"github.com/ax-sched/ax/task"
 )
 
@@ -20,7 +21,7 @@ func runs(r *regionEnv, t *testing.T, pool, typ string, n int, d time.Duration) 
 	t.Helper()
 	var mu sync.Mutex
 	now := time.Now()
-	ws, err := queue.New(r.Redis.Client(), queue.Options{Region: r.Name,
+	ws, err := store.New(r.Redis.Client(), queue.Options{Region: r.Name,
 		Now: func() time.Time { mu.Lock(); defer mu.Unlock(); return now }})
 	if err != nil {
 		t.Fatal(err)

@@ -18,6 +18,7 @@ import (
 	"github.com/ax-sched/ax/federation/view"
 	"github.com/ax-sched/ax/placement"
 	"github.com/ax-sched/ax/queue"
+	"github.com/ax-sched/ax/queue/store"
 	"github.com/ax-sched/ax/region"
 	"github.com/ax-sched/ax/task"
 	"go.opentelemetry.io/otel/trace"
@@ -101,7 +102,7 @@ type Node struct {
 	*fanout.Reader    // Get, Trail, Act, Tasks, DeadLetters, BulkCancel, Cost…
 
 	cfg     Config
-	store   *queue.Store
+	store   *store.Store
 	view    *view.View
 	est     *placement.Estimator
 	peer    *peer.Client
@@ -113,7 +114,7 @@ type Node struct {
 // the cell's placer and runs leader loops beside it (cmd/ax passes them to
 // cell.Run); it wakes the cell after submits and reads its figures. cell
 // may be nil for a node that places nothing (tests drive its loops).
-func NewNode(cfg Config, store *queue.Store, v *View, cell *region.Cell, m *Metrics) (*Node, error) {
+func NewNode(cfg Config, store *store.Store, v *View, cell *region.Cell, m *Metrics) (*Node, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
@@ -190,7 +191,7 @@ func (n *Node) Close() { n.peer.Close() }
 func (n *Node) Region() string { return n.cfg.Region }
 
 // Store is the local region's store.
-func (n *Node) Store() *queue.Store { return n.store }
+func (n *Node) Store() *store.Store { return n.store }
 
 // View is the global view.
 func (n *Node) View() *View { return n.view }

@@ -18,6 +18,7 @@ import (
 	"github.com/ax-sched/ax/internal/testenv"
 	"github.com/ax-sched/ax/placement"
 	"github.com/ax-sched/ax/queue"
+	"github.com/ax-sched/ax/queue/store"
 	"github.com/ax-sched/ax/region"
 )
 
@@ -27,7 +28,7 @@ import (
 // changes only through the requests the fuzzer sends.
 type fuzzEnv struct {
 	api   *httpapi.API
-	store *queue.Store
+	store *store.Store
 }
 
 func newFuzzEnv(tb testing.TB) *fuzzEnv {
@@ -35,7 +36,7 @@ func newFuzzEnv(tb testing.TB) *fuzzEnv {
 	e := testenv.StartEtcd(tb)
 	rd := testenv.StartRedis(tb)
 	cli := e.Client()
-	st, err := queue.New(rd.Client(), queue.Options{Region: aws})
+	st, err := store.New(rd.Client(), queue.Options{Region: aws})
 	if err != nil {
 		tb.Fatal(err)
 	}

@@ -4,42 +4,30 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/redis/go-redis/v9"
 	"strings"
 	"sync"
 	"time"
-
-	"github.com/redis/go-redis/v9"
 )
 
-// Redis Cluster. Each shard's keys share one hash tag, so every script and
-// every command on one shard's keys runs on the one master serving that
-// slot, and pipelines are split per node by the client. What must not be
-// sent as one command is anything naming the keys of several shards: a
-// BLPOP over every shard's wake key, an XREAD of every shard's stream
-// (CROSSSLOT). And commands without keys (WAIT, CONFIG, PING) reach one
-// node of the client's choosing, so they are sent to a shard's master on
-// purpose (SCAN with a hash-tagged pattern the client routes itself). The functions below are those cases; on one Redis (or a
-// Sentinel-managed one) every shard lives on the same server and they fall
-// back to the plain client.
-
 // cluster is the store's client when it is a Redis Cluster client.
-func (s *engine) cluster() *redis.ClusterClient {
-	c, _ := s.rdb.(*redis.ClusterClient)
+func (s *Engine) Cluster() *redis.ClusterClient {
+	c, _ := s.RDB.(*redis.ClusterClient)
 	return c
 }
 
 // oneNode reports whether every shard is on one server, so one command may
 // name the keys of several shards.
-func (s *engine) oneNode() bool { return s.cluster() == nil || s.opts.Shards == 1 }
+func (s *Engine) oneNode() bool { return s.Cluster() == nil || s.Opts.Shards == 1 }
 
 // node is the client of the master serving shard: on a cluster that
 // master's own client, else the store's client.
-func (s *engine) node(ctx context.Context, shard int) (redis.Cmdable, error) {
-	cc := s.cluster()
+func (s *Engine) node(ctx context.Context, shard int) (redis.Cmdable, error) {
+	cc := s.Cluster()
 	if cc == nil {
-		return s.rdb, nil
+		return s.RDB, nil
 	}
-	n, err := cc.MasterForKey(ctx, s.keys[shard].prefix)
+	n, err := cc.MasterForKey(ctx, s.Keys[shard].Prefix)
 	if err != nil {
 		return nil, fmt.Errorf("queue: master of shard %d: %w", shard, err)
 	}
@@ -50,18 +38,18 @@ func (s *engine) node(ctx context.Context, shard int) (redis.Cmdable, error) {
 // commands that must share one connection (a write and the WAIT after it)
 // or be ended from elsewhere (a blocking read, CLIENT UNBLOCK). Close it:
 // it returns to its pool.
-func (s *engine) conn(ctx context.Context, shard int) (*redis.Conn, error) {
-	switch c := s.rdb.(type) {
+func (s *Engine) Conn(ctx context.Context, shard int) (*redis.Conn, error) {
+	switch c := s.RDB.(type) {
 	case *redis.Client: // one Redis, or Sentinel's failover client
 		return c.Conn(), nil
 	case *redis.ClusterClient:
-		n, err := c.MasterForKey(ctx, s.keys[shard].prefix)
+		n, err := c.MasterForKey(ctx, s.Keys[shard].Prefix)
 		if err != nil {
 			return nil, fmt.Errorf("queue: master of shard %d: %w", shard, err)
 		}
 		return n.Conn(), nil
 	}
-	return nil, fmt.Errorf("queue: a %T cannot give a connection of its own", s.rdb)
+	return nil, fmt.Errorf("queue: a %T cannot give a connection of its own", s.RDB)
 }
 
 // blockingConn is a conn with its CLIENT ID, so another goroutine can end
@@ -73,12 +61,12 @@ type blockingConn struct {
 	id   int64
 }
 
-func (s *engine) blockingConn(ctx context.Context, shard int) (*blockingConn, error) {
+func (s *Engine) blockingConn(ctx context.Context, shard int) (*blockingConn, error) {
 	node, err := s.node(ctx, shard)
 	if err != nil {
 		return nil, err
 	}
-	c, err := s.conn(ctx, shard)
+	c, err := s.Conn(ctx, shard)
 	if err != nil {
 		return nil, err
 	}
@@ -102,7 +90,7 @@ func (b *blockingConn) close() { _ = b.c.Close() }
 // are unblocked; blockEach returns when every fn has returned, with the
 // first error (an fn that did not run for its connection failing is
 // reported too). fn must return promptly once its command was unblocked.
-func (s *engine) blockEach(ctx context.Context, shards int, fn func(ctx context.Context, c *redis.Conn, shard int) (found bool, err error)) error {
+func (s *Engine) blockEach(ctx context.Context, shards int, fn func(ctx context.Context, c *redis.Conn, shard int) (found bool, err error)) error {
 	conns := make([]*blockingConn, shards)
 	defer func() {
 		for _, c := range conns {

@@ -12,7 +12,7 @@ import (
 // bare numbers.
 const (
 	codeFenced          = -1 // a leader-only write with an old fencing token (the whole answer)
-	codeOK              = 0  // done
+	CodeOK              = 0  // done
 	codeIllegal         = 1  // the task's state does not allow it; next: the state
 	codeNotFound        = 2  // no such task
 	codeHandedOff       = 3  // it lives in another region; next: the region
@@ -27,7 +27,7 @@ var resultCodes = []struct {
 	code int
 }{
 	{"FENCED", codeFenced},
-	{"OK", codeOK},
+	{"OK", CodeOK},
 	{"ILLEGAL", codeIllegal},
 	{"NOT_FOUND", codeNotFound},
 	{"HANDED_OFF", codeHandedOff},
@@ -51,7 +51,7 @@ func luaCodes() string {
 	return b.String()
 }
 
-func fenced(out []any) bool { return len(out) == 1 && toInt(out[0]) == codeFenced }
+func fenced(out []any) bool { return len(out) == 1 && ToInt(out[0]) == codeFenced }
 
 // dagMissing reports a DAG script's answer for no such run.
-func dagMissing(out []any) bool { return len(out) == 1 && toInt(out[0]) == codeDAGNotFound }
+func dagMissing(out []any) bool { return len(out) == 1 && ToInt(out[0]) == codeDAGNotFound }

@@ -3,11 +3,10 @@ package queue
 import (
 	"context"
 	"fmt"
+	"github.com/redis/go-redis/v9"
 	"strconv"
 	"strings"
 	"time"
-
-	"github.com/redis/go-redis/v9"
 )
 
 // CostRecord is what the attempts of one (tenant, type, pool, tags) cost
@@ -50,12 +49,12 @@ func (s *Tasks) Costs(ctx context.Context, from, to time.Time) ([]CostRecord, er
 		return nil, fmt.Errorf("queue: costs: %d days (at most %d)", days, MaxCostDays)
 	}
 	var out []CostRecord
-	for shard := range s.keys {
-		pipe := s.rdb.Pipeline()
+	for shard := range s.Keys {
+		pipe := s.RDB.Pipeline()
 		cmds := make([]*redis.MapStringStringCmd, days)
 		for d := range days {
 			day := from.Add(time.Duration(d) * 24 * time.Hour)
-			cmds[d] = pipe.HGetAll(ctx, s.keys[shard].prefix+"cost:"+strconv.FormatInt(day.Unix()/86400, 10))
+			cmds[d] = pipe.HGetAll(ctx, s.Keys[shard].Prefix+"cost:"+strconv.FormatInt(day.Unix()/86400, 10))
 		}
 		if _, err := pipe.Exec(ctx); err != nil && err != redis.Nil {
 			return nil, fmt.Errorf("queue: costs: %w", err)

@@ -5,45 +5,19 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/ax-sched/ax/task"
+	"github.com/redis/go-redis/v9"
 	"hash/fnv"
 	"strconv"
 	"strings"
 	"sync/atomic"
 	"time"
-
-	"github.com/ax-sched/ax/task"
-	"github.com/redis/go-redis/v9"
 )
 
-// DAG runs (docs/architecture.md §5) keep their state in one slot of their home region's
-// Redis, every key of a run sharing the hash tag {dag:<id>}:
-//
-//	ax:{dag:<id>}:def          STRING definition (JSON DAGDef), written once
-//	ax:{dag:<id>}:run          HASH   st RUNNING|SUCCESS|FAILED|CANCELED,
-//	                                  tn tenant, nm name, ct created, fa
-//	                                  finished, cx cancel requested (ms), cb
-//	                                  who requested it
-//	ax:{dag:<id>}:nodes        HASH   node id → "code|reason|attempts|region|pool|ms"
-//	ax:{dag:<id>}:fence:<name> STRING highest fencing token seen for the run
-//	ax:{dags}:active           ZSET   ids of RUNNING runs by creation (ms)
-//	ax:{dags}:all              ZSET   ids of every run by creation (ms), the listing's index
-//	ax:{dags}:indexed          STRING set once IndexOldDAGRuns indexed the older runs
-//
-// The active set has its own slot, so no script writes it together with a
-// run: an id is added before its run is created and removed after the run
-// ended. The reconciler forgets ids whose run ended or never appeared, so a
-// crash between the two steps leaves nothing behind.
-//
-// Node transitions are compare-and-set: UpdateDAG applies a step only while
-// the node is in the state the caller read, so repeating a step (a retried
-// pass, a second leader that has not yet been fenced) changes nothing.
-//
-// A cancel (CancelDAG) is the one write that is not the leader's: see there.
-
-var dagScripts = struct{ create, update, cancel *script }{
-	create: load("dag_create"),
-	update: load("dag_update"),
-	cancel: load("dag_cancel"),
+var dagScripts = struct{ create, update, cancel *Script }{
+	create: Load("dag_create"),
+	update: Load("dag_update"),
+	cancel: Load("dag_cancel"),
 }
 
 // ErrDAGNotFound: no DAG run with this id in this region (or it expired).
@@ -165,11 +139,11 @@ type DAGCancel struct {
 	RequestedAt *time.Time
 }
 
-func (s *DAGs) dagKey(id, suffix string) string {
-	return s.opts.Prefix + ":{dag:" + id + "}:" + suffix
+func (s *DAGs) DagKey(id, suffix string) string {
+	return s.Opts.Prefix + ":{dag:" + id + "}:" + suffix
 }
 
-func (s *DAGs) activeDAGs() string { return s.opts.Prefix + ":{dags}:active" }
+func (s *DAGs) activeDAGs() string { return s.Opts.Prefix + ":{dags}:active" }
 
 // DAGTaskID derives the task id of a node: the run's id with its seq part
 // replaced by 30 bits of a hash of (run id, node id, salt). Releasing a node
@@ -211,10 +185,10 @@ func (s *DAGs) CreateDAG(ctx context.Context, def *DAGDef, initial map[string]DA
 	if err != nil {
 		return err
 	}
-	if err := s.rdb.ZAdd(ctx, s.activeDAGs(), redis.Z{Score: float64(p.Time.UnixMilli()), Member: def.ID}).Err(); err != nil {
+	if err := s.RDB.ZAdd(ctx, s.activeDAGs(), redis.Z{Score: float64(p.Time.UnixMilli()), Member: def.ID}).Err(); err != nil {
 		return fmt.Errorf("queue: create DAG: %w", err)
 	}
-	if err := s.rdb.Set(ctx, s.dagKey(def.ID, "def"), b, 0).Err(); err != nil {
+	if err := s.RDB.Set(ctx, s.DagKey(def.ID, "def"), b, 0).Err(); err != nil {
 		return fmt.Errorf("queue: create DAG: %w", err)
 	}
 	ids := def.TaskIDs()
@@ -222,8 +196,8 @@ func (s *DAGs) CreateDAG(ctx context.Context, def *DAGDef, initial map[string]DA
 		// Nothing else was stored (should these fail, the reconciler
 		// forgets the id).
 		ctx := context.WithoutCancel(ctx)
-		if s.rdb.Del(ctx, s.dagKey(def.ID, "def")).Err() == nil {
-			_ = s.rdb.ZRem(ctx, s.activeDAGs(), def.ID).Err()
+		if s.RDB.Del(ctx, s.DagKey(def.ID, "def")).Err() == nil {
+			_ = s.RDB.ZRem(ctx, s.activeDAGs(), def.ID).Err()
 		}
 		return err
 	}
@@ -251,16 +225,16 @@ func (s *DAGs) createDAG(ctx context.Context, def *DAGDef, initial map[string]DA
 	// would never move.
 	// The index of every run (GET /v1/dags) shares the active set's slot.
 	z := redis.Z{Score: float64(p.Time.UnixMilli()), Member: def.ID}
-	if _, err := s.rdb.TxPipelined(ctx, func(pipe redis.Pipeliner) error {
+	if _, err := s.RDB.TxPipelined(ctx, func(pipe redis.Pipeliner) error {
 		pipe.ZAdd(ctx, s.activeDAGs(), z)
-		pipe.ZAdd(ctx, s.allDAGs(), z)
-		pipe.ZRemRangeByRank(ctx, s.allDAGs(), 0, -maxDAGIndex-1)
+		pipe.ZAdd(ctx, s.AllDAGs(), z)
+		pipe.ZRemRangeByRank(ctx, s.AllDAGs(), 0, -maxDAGIndex-1)
 		return nil
 	}); err != nil {
 		return fmt.Errorf("queue: create DAG: %w", err)
 	}
 	argv := make([]any, 0, 5+2*len(def.Nodes))
-	argv = append(argv, s.clock(), string(b), def.Tenant, def.Name, len(def.Nodes))
+	argv = append(argv, s.Clock(), string(b), def.Tenant, def.Name, len(def.Nodes))
 	for _, n := range def.Nodes {
 		st, ok := initial[n.ID]
 		if !ok {
@@ -268,8 +242,8 @@ func (s *DAGs) createDAG(ctx context.Context, def *DAGDef, initial map[string]DA
 		}
 		argv = append(argv, n.ID, st.value())
 	}
-	keys := []string{s.dagKey(def.ID, "def"), s.dagKey(def.ID, "run"), s.dagKey(def.ID, "nodes")}
-	code, err := s.run(ctx, s.rdb, dagScripts.create, keys, argv...).Int()
+	keys := []string{s.DagKey(def.ID, "def"), s.DagKey(def.ID, "run"), s.DagKey(def.ID, "nodes")}
+	code, err := s.Run(ctx, s.RDB, dagScripts.create, keys, argv...).Int()
 	if err != nil {
 		return fmt.Errorf("queue: create DAG: %w", err)
 	}
@@ -281,7 +255,7 @@ func (s *DAGs) createDAG(ctx context.Context, def *DAGDef, initial map[string]DA
 
 // DAGDefinition reads a run's definition.
 func (s *DAGs) DAGDefinition(ctx context.Context, id string) (*DAGDef, error) {
-	b, err := s.rdb.Get(ctx, s.dagKey(id, "def")).Bytes()
+	b, err := s.RDB.Get(ctx, s.DagKey(id, "def")).Bytes()
 	if errors.Is(err, redis.Nil) {
 		return nil, fmt.Errorf("%w: %s", ErrDAGNotFound, id)
 	}
@@ -297,9 +271,9 @@ func (s *DAGs) DAGDefinition(ctx context.Context, id string) (*DAGDef, error) {
 
 // DAG reads a run's state and every node's (one round trip).
 func (s *DAGs) DAG(ctx context.Context, id string) (*DAGRun, error) {
-	pipe := s.rdb.Pipeline()
-	rc := pipe.HGetAll(ctx, s.dagKey(id, "run"))
-	nc := pipe.HGetAll(ctx, s.dagKey(id, "nodes"))
+	pipe := s.RDB.Pipeline()
+	rc := pipe.HGetAll(ctx, s.DagKey(id, "run"))
+	nc := pipe.HGetAll(ctx, s.DagKey(id, "nodes"))
 	if _, err := pipe.Exec(ctx); err != nil {
 		return nil, fmt.Errorf("queue: DAG: %w", err)
 	}
@@ -326,7 +300,7 @@ func dagRunOf(id string, h, nodes map[string]string) *DAGRun {
 	return r
 }
 
-func (s *DAGs) allDAGs() string { return s.opts.Prefix + ":{dags}:all" }
+func (s *DAGs) AllDAGs() string { return s.Opts.Prefix + ":{dags}:all" }
 
 // maxDAGIndex bounds the index of runs DAGRunsBefore pages through (the
 // oldest leave it first); runs expire on their own retention anyway.
@@ -344,7 +318,7 @@ func (s *DAGs) DAGRunsBefore(ctx context.Context, ms int64, id string, limit int
 	}
 	// Runs of the mark's millisecond at or after its id come back too: ask
 	// for a few more and skip them.
-	zs, err := s.rdb.ZRevRangeByScoreWithScores(ctx, s.allDAGs(), &redis.ZRangeBy{Max: max, Min: "-inf", Count: int64(limit + 64)}).Result()
+	zs, err := s.RDB.ZRevRangeByScoreWithScores(ctx, s.AllDAGs(), &redis.ZRangeBy{Max: max, Min: "-inf", Count: int64(limit + 64)}).Result()
 	if err != nil {
 		return nil, false, fmt.Errorf("queue: DAG runs: %w", err)
 	}
@@ -358,12 +332,12 @@ func (s *DAGs) DAGRunsBefore(ctx context.Context, ms int64, id string, limit int
 	}
 	more := len(ids) > limit
 	ids = ids[:min(len(ids), limit)]
-	pipe := s.rdb.Pipeline()
+	pipe := s.RDB.Pipeline()
 	runs := make([]*redis.MapStringStringCmd, len(ids))
 	nodes := make([]*redis.MapStringStringCmd, len(ids))
 	for i, id := range ids {
-		runs[i] = pipe.HGetAll(ctx, s.dagKey(id, "run"))
-		nodes[i] = pipe.HGetAll(ctx, s.dagKey(id, "nodes"))
+		runs[i] = pipe.HGetAll(ctx, s.DagKey(id, "run"))
+		nodes[i] = pipe.HGetAll(ctx, s.DagKey(id, "nodes"))
 	}
 	if len(ids) > 0 {
 		if _, err := pipe.Exec(ctx); err != nil {
@@ -380,14 +354,14 @@ func (s *DAGs) DAGRunsBefore(ctx context.Context, ms int64, id string, limit int
 		}
 	}
 	if len(gone) > 0 {
-		_ = s.rdb.ZRem(ctx, s.allDAGs(), gone...).Err() // tidying: the next listing retries
+		_ = s.RDB.ZRem(ctx, s.AllDAGs(), gone...).Err() // tidying: the next listing retries
 	}
 	return out, more, nil
 }
 
 // dagsIndexed marks that IndexOldDAGRuns went through every run key once:
 // runs created since are indexed by CreateDAG.
-func (s *DAGs) dagsIndexed() string { return s.opts.Prefix + ":{dags}:indexed" }
+func (s *DAGs) DagsIndexed() string { return s.Opts.Prefix + ":{dags}:indexed" }
 
 // IndexOldDAGRuns adds to the index DAGRunsBefore reads the runs created
 // before that index existed (they have a run hash but no index entry). It
@@ -398,12 +372,12 @@ func (s *DAGs) dagsIndexed() string { return s.opts.Prefix + ":{dags}:indexed" }
 // indexed, and later calls return at once. It returns how many runs it
 // added.
 func (s *DAGs) IndexOldDAGRuns(ctx context.Context, batch int) (int, error) {
-	if n, err := s.rdb.Exists(ctx, s.dagsIndexed()).Result(); err != nil {
+	if n, err := s.RDB.Exists(ctx, s.DagsIndexed()).Result(); err != nil {
 		return 0, fmt.Errorf("queue: index DAG runs: %w", err)
 	} else if n == 1 {
 		return 0, nil
 	}
-	head, tail := s.opts.Prefix+":{dag:", "}:run"
+	head, tail := s.Opts.Prefix+":{dag:", "}:run"
 	var added atomic.Int64 // a cluster's masters are scanned at once
 	scan := func(ctx context.Context, c redis.Cmdable) error {
 		var cursor uint64
@@ -420,7 +394,7 @@ func (s *DAGs) IndexOldDAGRuns(ctx context.Context, batch int) (int, error) {
 				}
 			}
 			if len(zs) > 0 {
-				n, err := s.rdb.ZAddNX(ctx, s.allDAGs(), zs...).Result()
+				n, err := s.RDB.ZAddNX(ctx, s.AllDAGs(), zs...).Result()
 				if err != nil {
 					return err
 				}
@@ -432,17 +406,17 @@ func (s *DAGs) IndexOldDAGRuns(ctx context.Context, batch int) (int, error) {
 		}
 	}
 	var err error
-	if cc := s.cluster(); cc != nil {
+	if cc := s.Cluster(); cc != nil {
 		err = cc.ForEachMaster(ctx, func(ctx context.Context, c *redis.Client) error { return scan(ctx, c) })
 	} else {
-		err = scan(ctx, s.rdb)
+		err = scan(ctx, s.RDB)
 	}
 	if err != nil {
 		return int(added.Load()), fmt.Errorf("queue: index DAG runs: %w", err)
 	}
-	if _, err := s.rdb.TxPipelined(ctx, func(pipe redis.Pipeliner) error {
-		pipe.ZRemRangeByRank(ctx, s.allDAGs(), 0, -maxDAGIndex-1)
-		pipe.Set(ctx, s.dagsIndexed(), "1", 0)
+	if _, err := s.RDB.TxPipelined(ctx, func(pipe redis.Pipeliner) error {
+		pipe.ZRemRangeByRank(ctx, s.AllDAGs(), 0, -maxDAGIndex-1)
+		pipe.Set(ctx, s.DagsIndexed(), "1", 0)
 		return nil
 	}); err != nil {
 		return int(added.Load()), fmt.Errorf("queue: index DAG runs: %w", err)
@@ -452,7 +426,7 @@ func (s *DAGs) IndexOldDAGRuns(ctx context.Context, batch int) (int, error) {
 
 // ActiveDAGs lists up to limit ids of running DAG runs, oldest first.
 func (s *DAGs) ActiveDAGs(ctx context.Context, limit int) ([]string, error) {
-	ids, err := s.rdb.ZRange(ctx, s.activeDAGs(), 0, int64(clampBatch(limit)-1)).Result()
+	ids, err := s.RDB.ZRange(ctx, s.activeDAGs(), 0, int64(clampBatch(limit)-1)).Result()
 	if err != nil {
 		return nil, fmt.Errorf("queue: active DAGs: %w", err)
 	}
@@ -461,7 +435,7 @@ func (s *DAGs) ActiveDAGs(ctx context.Context, limit int) ([]string, error) {
 
 // ForgetDAG takes an ended (or never created) run out of the active set.
 func (s *DAGs) ForgetDAG(ctx context.Context, id string) error {
-	if err := s.rdb.ZRem(ctx, s.activeDAGs(), id).Err(); err != nil {
+	if err := s.RDB.ZRem(ctx, s.activeDAGs(), id).Err(); err != nil {
 		return fmt.Errorf("queue: forget DAG: %w", err)
 	}
 	return nil
@@ -470,7 +444,7 @@ func (s *DAGs) ForgetDAG(ctx context.Context, id string) error {
 // ForgetDAGDefinition deletes the definition of a run that was never
 // stored (a create that stopped after its backlog reservation).
 func (s *DAGs) ForgetDAGDefinition(ctx context.Context, id string) error {
-	if err := s.rdb.Del(ctx, s.dagKey(id, "def")).Err(); err != nil {
+	if err := s.RDB.Del(ctx, s.DagKey(id, "def")).Err(); err != nil {
 		return fmt.Errorf("queue: forget DAG: %w", err)
 	}
 	return nil
@@ -485,13 +459,13 @@ func (s *DAGs) ForgetDAGDefinition(ctx context.Context, id string) error {
 // the call then only ends the run if every node is settled.
 func (s *DAGs) UpdateDAG(ctx context.Context, f Fence, id string, steps []DAGStep) (DAGUpdate, error) {
 	argv := make([]any, 0, 6+3*len(steps))
-	argv = append(argv, s.clock(), f.Token, s.opts.RetainSuccess.Milliseconds(), s.opts.RetainDead.Milliseconds(),
-		s.opts.RetainCanceled.Milliseconds(), len(steps))
+	argv = append(argv, s.Clock(), f.Token, s.Opts.RetainSuccess.Milliseconds(), s.Opts.RetainDead.Milliseconds(),
+		s.Opts.RetainCanceled.Milliseconds(), len(steps))
 	for _, st := range steps {
 		argv = append(argv, st.Node, nodeCodes[st.From], st.To.value())
 	}
-	keys := []string{s.dagKey(id, "def"), s.dagKey(id, "run"), s.dagKey(id, "nodes"), s.dagKey(id, "fence:"+f.Name)}
-	out, err := s.run(ctx, s.rdb, dagScripts.update, keys, argv...).Slice()
+	keys := []string{s.DagKey(id, "def"), s.DagKey(id, "run"), s.DagKey(id, "nodes"), s.DagKey(id, "fence:"+f.Name)}
+	out, err := s.Run(ctx, s.RDB, dagScripts.update, keys, argv...).Slice()
 	if err != nil {
 		return DAGUpdate{}, fmt.Errorf("queue: update DAG: %w", err)
 	}
@@ -501,8 +475,8 @@ func (s *DAGs) UpdateDAG(ctx context.Context, f Fence, id string, steps []DAGSte
 	case dagMissing(out):
 		return DAGUpdate{}, fmt.Errorf("%w: %s", ErrDAGNotFound, id)
 	}
-	return DAGUpdate{Applied: toInt(out[0]), Released: toInt(out[1]), State: task.DAGState(toStr(out[2])), Ended: toInt(out[3]) == 1,
-		Canceling: toInt(out[4]) == 1}, nil
+	return DAGUpdate{Applied: ToInt(out[0]), Released: ToInt(out[1]), State: task.DAGState(ToStr(out[2])), Ended: ToInt(out[3]) == 1,
+		Canceling: ToInt(out[4]) == 1}, nil
 }
 
 // CancelDAG records a user's cancel of a RUNNING run and moves its WAITING
@@ -522,14 +496,14 @@ func (s *DAGs) UpdateDAG(ctx context.Context, f Fence, id string, steps []DAGSte
 // Only the leader ends the run, so the run's fence key keeps its expiry.
 func (s *DAGs) CancelDAG(ctx context.Context, id, tenant, by string) (DAGCancel, error) {
 	canceled := DAGNode{State: task.NodeCanceled, Reason: task.ReasonCanceledByUser}
-	keys := []string{s.dagKey(id, "run"), s.dagKey(id, "nodes")}
-	out, err := s.run(ctx, s.rdb, dagScripts.cancel, keys, s.clock(), tenant, by, canceled.value()).Slice()
+	keys := []string{s.DagKey(id, "run"), s.DagKey(id, "nodes")}
+	out, err := s.Run(ctx, s.RDB, dagScripts.cancel, keys, s.Clock(), tenant, by, canceled.value()).Slice()
 	if err != nil {
 		return DAGCancel{}, fmt.Errorf("queue: cancel DAG: %w", err)
 	}
 	if dagMissing(out) {
 		return DAGCancel{}, fmt.Errorf("%w: %s", ErrDAGNotFound, id)
 	}
-	return DAGCancel{First: toInt(out[0]) == 1, Canceled: toInt(out[1]), State: task.DAGState(toStr(out[2])),
-		RequestedAt: msTime(toStr(out[3]))}, nil
+	return DAGCancel{First: ToInt(out[0]) == 1, Canceled: ToInt(out[1]), State: task.DAGState(ToStr(out[2])),
+		RequestedAt: msTime(ToStr(out[3]))}, nil
 }

@@ -3,13 +3,12 @@ package queue
 import (
 	"context"
 	"fmt"
+	"github.com/redis/go-redis/v9"
 	"maps"
 	"math"
 	"slices"
 	"strconv"
 	"strings"
-
-	"github.com/redis/go-redis/v9"
 )
 
 // FairShare is how one pool's slots are shared among tenants
@@ -52,7 +51,7 @@ func weightMilli(w, def float64) int64 {
 // take its tasks as before, at no extra cost.
 func (s *Maintainer) SetFairShare(ctx context.Context, f Fence, pools map[string]FairShare) error {
 	names := slices.Sorted(maps.Keys(pools))
-	n := s.opts.Shards
+	n := s.Opts.Shards
 	var items []fairItem
 	for _, p := range names {
 		for _, t := range slices.Sorted(maps.Keys(pools[p].Tenants)) {
@@ -85,7 +84,7 @@ func (s *Maintainer) SetFairShare(ctx context.Context, f Fence, pools map[string
 			// lowered never lets it run more than it or what it ran then)
 			return now[shard].running, nil
 		}
-		run, err := s.writeParts(ctx, scripts.fairShare, "set fair share", f, shard, argv, 2, len(items))
+		run, err := s.writeParts(ctx, Scripts.fairShare, "set fair share", f, shard, argv, 2, len(items))
 		if err == nil && held != nil {
 			held[shard] = fairHeld{pools: fields}
 		}
@@ -96,7 +95,7 @@ func (s *Maintainer) SetFairShare(ctx context.Context, f Fence, pools map[string
 		if now, held, err = s.fairShards(ctx, names, items, moving); err != nil {
 			return err
 		}
-		turn := int(s.now().Unix() % int64(n))
+		turn := int(s.Now().Unix() % int64(n))
 		place := func(v, j int, parts [][]int) {
 			if v > 0 {
 				want := placeDemand(v, now, j, turn)
@@ -132,7 +131,7 @@ type fairItem struct {
 // only when they change: with several shards some floor or max has parts
 // that follow the tenant's work (SetFairShare).
 func (s *Maintainer) FairShareMoves(pools map[string]FairShare) bool {
-	if s.opts.Shards == 1 {
+	if s.Opts.Shards == 1 {
 		return false
 	}
 	for _, fs := range pools {
@@ -159,7 +158,7 @@ func fairPart(w int64, floor, mx int, share TenantShare) string {
 // fairArgv is fairshare.lua's ARGV for one shard's parts (by items'
 // index), and the fs hash of each pool it writes.
 func (s *Maintainer) fairArgv(f Fence, names []string, pools map[string]FairShare, items []fairItem, floor, mx []int) ([]any, map[string]map[string]string) {
-	argv := []any{s.clock(), f.Token, len(names)}
+	argv := []any{s.Clock(), f.Token, len(names)}
 	fields := make(map[string]map[string]string, len(names))
 	j := 0
 	for _, p := range names {
@@ -209,8 +208,8 @@ func (s *Maintainer) fairShards(ctx context.Context, names []string, items []fai
 	for _, j := range moving {
 		byPool[items[j].pool] = append(byPool[items[j].pool], j)
 	}
-	out := make([]laneShard, s.opts.Shards)
-	held := make([]fairHeld, s.opts.Shards)
+	out := make([]laneShard, s.Opts.Shards)
+	held := make([]fairHeld, s.Opts.Shards)
 	type read struct {
 		shard int
 		pool  string
@@ -218,11 +217,11 @@ func (s *Maintainer) fairShards(ctx context.Context, names []string, items []fai
 		run   *redis.SliceCmd
 	}
 	var reads []read
-	set := make([]*redis.StringSliceCmd, s.opts.Shards)
-	pipe := s.rdb.Pipeline()
+	set := make([]*redis.StringSliceCmd, s.Opts.Shards)
+	pipe := s.RDB.Pipeline()
 	for shard := range out {
 		out[shard] = laneShard{slots: make([]int, n), running: make([]int, n), parked: make([]int, n)}
-		pre := s.keys[shard].prefix
+		pre := s.Keys[shard].Prefix
 		set[shard] = pipe.SMembers(ctx, pre+"fsp")
 		for _, p := range names {
 			r := read{shard: shard, pool: p, parts: pipe.HGetAll(ctx, pre+"fs:"+p)}
@@ -250,7 +249,7 @@ func (s *Maintainer) fairShards(ctx context.Context, names []string, items []fai
 		n        *redis.IntCmd
 	}
 	var cards []card
-	pipe = s.rdb.Pipeline()
+	pipe = s.RDB.Pipeline()
 	for _, r := range reads {
 		parts := r.parts.Val()
 		if _, ok := held[r.shard].pools[r.pool]; ok && len(parts) > 0 {
@@ -262,7 +261,7 @@ func (s *Maintainer) fairShards(ctx context.Context, names []string, items []fai
 		run := r.run.Val()
 		for k, j := range byPool[r.pool] {
 			if v, ok := parts[items[j].tenant]; ok {
-				out[r.shard].slots[j] = movedPart(v)
+				out[r.shard].slots[j] = MovedPart(v)
 			}
 			if v, ok := run[2*k].(string); ok {
 				out[r.shard].running[j], _ = strconv.Atoi(v)
@@ -272,7 +271,7 @@ func (s *Maintainer) fairShards(ctx context.Context, names []string, items []fai
 				mask = "1234"
 			}
 			for _, pr := range mask {
-				key := fmt.Sprintf("%sfq:%s:%c:%s", s.keys[r.shard].prefix, r.pool, pr, items[j].tenant)
+				key := fmt.Sprintf("%sfq:%s:%c:%s", s.Keys[r.shard].Prefix, r.pool, pr, items[j].tenant)
 				cards = append(cards, card{r.shard, j, pipe.ZCard(ctx, key)})
 			}
 		}
@@ -292,8 +291,8 @@ func (s *Maintainer) fairShards(ctx context.Context, names []string, items []fai
 // share, over every shard (tests, tools).
 func (s *Maintainer) FairRunning(ctx context.Context, pool string) (map[string]int, error) {
 	out := map[string]int{}
-	for shard := range s.keys {
-		m, err := s.rdb.HGetAll(ctx, s.keys[shard].prefix+"fr:"+pool).Result()
+	for shard := range s.Keys {
+		m, err := s.RDB.HGetAll(ctx, s.Keys[shard].Prefix+"fr:"+pool).Result()
 		if err != nil {
 			return nil, fmt.Errorf("queue: fair running: %w", err)
 		}

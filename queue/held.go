@@ -3,14 +3,11 @@ package queue
 import (
 	"context"
 	"fmt"
-	"strconv"
-	"time"
-
 	"github.com/ax-sched/ax/task"
 	"github.com/redis/go-redis/v9"
+	"strconv"
+	"time"
 )
-
-// Hand-offs held for their sender's word (NewTask.HeldFrom, held.lua).
 
 // HeldTask is a received hand-off waiting for its sender's word.
 type HeldTask struct {
@@ -25,16 +22,16 @@ func (s *HandOffs) Held(ctx context.Context, before time.Time, limit int) ([]Hel
 	limit = clampBatch(limit)
 	max := strconv.FormatInt(before.UnixMilli(), 10)
 	var out []HeldTask
-	for shard := range s.keys {
-		p := s.keys[shard].prefix
-		zs, err := s.rdb.ZRangeByScoreWithScores(ctx, p+"held", &redis.ZRangeBy{Min: "-inf", Max: max, Count: int64(limit)}).Result()
+	for shard := range s.Keys {
+		p := s.Keys[shard].Prefix
+		zs, err := s.RDB.ZRangeByScoreWithScores(ctx, p+"held", &redis.ZRangeBy{Min: "-inf", Max: max, Count: int64(limit)}).Result()
 		if err != nil {
 			return nil, fmt.Errorf("queue: held: %w", err)
 		}
 		if len(zs) == 0 {
 			continue
 		}
-		pipe := s.rdb.Pipeline()
+		pipe := s.RDB.Pipeline()
 		cmds := make([]*redis.StringCmd, len(zs))
 		for i, z := range zs {
 			cmds[i] = pipe.HGet(ctx, p+"t:"+z.Member.(string), "hf")
@@ -68,7 +65,7 @@ func (s *HandOffs) Release(ctx context.Context, from string, ids []string) (int,
 func (s *HandOffs) Drop(ctx context.Context, from string, ids []string) (int, error) {
 	var own, others []string
 	for _, id := range ids {
-		if p, err := task.ParseID(id); err == nil && p.Region == s.opts.Region {
+		if p, err := task.ParseID(id); err == nil && p.Region == s.Opts.Region {
 			own = append(own, id)
 		} else {
 			others = append(others, id)
@@ -83,9 +80,9 @@ func (s *HandOffs) Drop(ctx context.Context, from string, ids []string) (int, er
 }
 
 func (s *HandOffs) settleHeld(ctx context.Context, op, from string, ids []string) (int, error) {
-	byShard := make([][]string, s.opts.Shards)
+	byShard := make([][]string, s.Opts.Shards)
 	for _, id := range ids {
-		shard, err := s.shardOf(id)
+		shard, err := s.ShardOf(id)
 		if err != nil {
 			continue // never stored here
 		}
@@ -96,11 +93,11 @@ func (s *HandOffs) settleHeld(ctx context.Context, op, from string, ids []string
 		for start := 0; start < len(ids); start += MaxBatch {
 			chunk := ids[start:min(start+MaxBatch, len(ids))]
 			argv := make([]any, 0, 4+len(chunk))
-			argv = append(argv, s.clock(), op, from, s.opts.RetainDead.Milliseconds())
+			argv = append(argv, s.Clock(), op, from, s.Opts.RetainDead.Milliseconds())
 			for _, id := range chunk {
 				argv = append(argv, id)
 			}
-			out, err := s.run(ctx, s.rdb, scripts.held, s.keysWith(shard, s.keys[shard].prefix+"held"), argv...).StringSlice()
+			out, err := s.Run(ctx, s.RDB, Scripts.held, s.KeysWith(shard, s.Keys[shard].Prefix+"held"), argv...).StringSlice()
 			if err != nil {
 				return n, fmt.Errorf("queue: %s held hand-offs: %w", op, err)
 			}
@@ -133,23 +130,23 @@ const (
 // record is the one decision (held.lua), so its state is the answer.
 func (s *HandOffs) HandOffWord(ctx context.Context, target string, ids []string) ([]string, error) {
 	out := make([]string, len(ids))
-	pipe := s.rdb.Pipeline()
+	pipe := s.RDB.Pipeline()
 	cmds := make([]*redis.SliceCmd, len(ids))
 	for i, id := range ids {
-		shard, err := s.shardOf(id)
+		shard, err := s.ShardOf(id)
 		if err != nil {
 			out[i] = WordUnknown
 			continue
 		}
-		cmds[i] = pipe.HMGet(ctx, s.keys[shard].prefix+"t:"+id, "st", "ho", "ob")
+		cmds[i] = pipe.HMGet(ctx, s.Keys[shard].Prefix+"t:"+id, "st", "ho", "ob")
 	}
 	if pipe.Len() > 0 {
 		if _, err := pipe.Exec(ctx); err != nil {
 			return nil, fmt.Errorf("queue: hand-off word: %w", err)
 		}
 	}
-	now := s.now()
-	keep := min(s.opts.RetainSuccess, s.opts.RetainCanceled, s.opts.RetainDead)
+	now := s.Now()
+	keep := min(s.Opts.RetainSuccess, s.Opts.RetainCanceled, s.Opts.RetainDead)
 	for i, c := range cmds {
 		if c == nil {
 			continue

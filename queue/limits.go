@@ -3,13 +3,12 @@ package queue
 import (
 	"context"
 	"fmt"
+	"github.com/ax-sched/ax/task"
 	"math"
 	"sort"
 	"strconv"
 	"strings"
 	"time"
-
-	"github.com/ax-sched/ax/task"
 )
 
 // Limit kinds: what a limit key counts (docs/limits.md).
@@ -30,7 +29,7 @@ type Limit struct {
 }
 
 // limitKey is the key's name in the store: 'y:', 'n:' or 'k:' and the name.
-func limitKey(kind, name string) (string, error) {
+func KeyOfLimit(kind, name string) (string, error) {
 	switch kind {
 	case LimitType:
 		return "y:" + name, nil
@@ -56,7 +55,7 @@ func (s *Maintainer) SetLimits(ctx context.Context, f Fence, limits []Limit) err
 	keys := make([]string, 0, len(limits))
 	by := make(map[string]Limit, len(limits))
 	for _, l := range limits {
-		k, err := limitKey(l.Kind, l.Name)
+		k, err := KeyOfLimit(l.Kind, l.Name)
 		if err != nil {
 			return err
 		}
@@ -73,12 +72,12 @@ func (s *Maintainer) SetLimits(ctx context.Context, f Fence, limits []Limit) err
 	for j, k := range keys {
 		ls[j] = by[k]
 	}
-	n := s.opts.Shards
+	n := s.Opts.Shards
 	if n == 1 {
-		whole := make([]sharePart, len(keys))
+		whole := make([]SharePart, len(keys))
 		for j, l := range ls {
-			whole[j].rate, whole[j].burst = limitFigures(l)
-			whole[j].conc = l.Concurrency
+			whole[j].Rate, whole[j].Burst = LimitFigures(l)
+			whole[j].Conc = l.Concurrency
 		}
 		_, _, err := s.writeLimits(ctx, f, 0, keys, ls, whole, nil)
 		return err
@@ -87,12 +86,12 @@ func (s *Maintainer) SetLimits(ctx context.Context, f Fence, limits []Limit) err
 	if err != nil {
 		return err
 	}
-	turn := int(s.now().Unix() % int64(n))
-	want := make([][]sharePart, n)
+	turn := int(s.Now().Unix() % int64(n))
+	want := make([][]SharePart, n)
 	for shard := range n {
-		want[shard] = make([]sharePart, len(keys))
+		want[shard] = make([]SharePart, len(keys))
 	}
-	col := make([]sharePart, n)
+	col := make([]SharePart, n)
 	for j, l := range ls {
 		for shard := range n {
 			col[shard] = now[shard][j]
@@ -108,7 +107,7 @@ func (s *Maintainer) SetLimits(ctx context.Context, f Fence, limits []Limit) err
 // when they change: the store has several shards, and the parts of every
 // limit follow the shards' work (SetLimits).
 func (s *Maintainer) LimitsMove(limits []Limit) bool {
-	if s.opts.Shards < 2 {
+	if s.Opts.Shards < 2 {
 		return false
 	}
 	for _, l := range limits {
@@ -128,13 +127,13 @@ func (s *Maintainer) LimitsMove(limits []Limit) bool {
 // work by largest remainder. Shards without work get none. With no work
 // anywhere the parts stay where they are, or, when they do not add up to
 // the figures (new, changed), are shared as if every shard had work.
-func followWork(l Limit, sh []sharePart, turn int) []sharePart {
+func followWork(l Limit, sh []SharePart, turn int) []SharePart {
 	n := len(sh)
-	rate, burst := limitFigures(l)
+	rate, burst := LimitFigures(l)
 	work := make([]int64, n)
 	worked := false
 	for i, p := range sh {
-		work[i] = int64(p.running + p.parked)
+		work[i] = int64(p.Running + p.parked)
 		if p.busy {
 			work[i]++
 		}
@@ -142,9 +141,9 @@ func followWork(l Limit, sh []sharePart, turn int) []sharePart {
 	}
 	if !worked {
 		if partsHold(l, sh) {
-			out := make([]sharePart, n)
+			out := make([]SharePart, n)
 			for i, p := range sh {
-				out[i] = sharePart{rate: p.rate, burst: p.burst, conc: p.conc}
+				out[i] = SharePart{Rate: p.Rate, Burst: p.Burst, Conc: p.Conc}
 			}
 			return out
 		}
@@ -160,7 +159,7 @@ func followWork(l Limit, sh []sharePart, turn int) []sharePart {
 		}
 	}
 	sort.SliceStable(order, func(a, b int) bool {
-		ra, rb := sh[order[a]].running, sh[order[b]].running
+		ra, rb := sh[order[a]].Running, sh[order[b]].Running
 		if ra != rb {
 			return ra > rb
 		}
@@ -174,12 +173,12 @@ func followWork(l Limit, sh []sharePart, turn int) []sharePart {
 		m = min(m, int64(burst), rate)
 	}
 	order = order[:m]
-	out := make([]sharePart, n)
+	out := make([]SharePart, n)
 	conc := apportion(int64(l.Concurrency), order, work)
 	bursts := apportion(int64(burst), order, work)
 	rates := apportion(rate, order, work)
 	for i := range n {
-		out[i] = sharePart{rate: rates[i], burst: int(bursts[i]), conc: int(conc[i])}
+		out[i] = SharePart{Rate: rates[i], Burst: int(bursts[i]), Conc: int(conc[i])}
 	}
 	return out
 }
@@ -201,18 +200,18 @@ func apportion(total int64, order []int, work []int64) []int64 {
 
 // partsHold reports whether the shards' parts add up to the limit's
 // figures, every shard holding a part of each figure or of none.
-func partsHold(l Limit, sh []sharePart) bool {
-	rate, burst := limitFigures(l)
+func partsHold(l Limit, sh []SharePart) bool {
+	rate, burst := LimitFigures(l)
 	var r int64
 	b, c := 0, 0
 	for _, p := range sh {
-		r, b, c = r+p.rate, b+p.burst, c+p.conc
+		r, b, c = r+p.Rate, b+p.Burst, c+p.Conc
 		has := []bool{}
 		if rate > 0 {
-			has = append(has, p.rate > 0, p.burst > 0)
+			has = append(has, p.Rate > 0, p.Burst > 0)
 		}
 		if l.Concurrency > 0 {
-			has = append(has, p.conc > 0)
+			has = append(has, p.Conc > 0)
 		}
 		for _, h := range has {
 			if h != has[0] {
@@ -232,24 +231,24 @@ func partsHold(l Limit, sh []sharePart) bool {
 // (a shard that runs past a part just lowered keeps those slots until its
 // tasks end; the rest comes next round). A shard that holds its parts
 // already (stored: how many keys its lim hash has) is not written again.
-func (s *Maintainer) moveLimits(ctx context.Context, f Fence, keys []string, ls []Limit, now [][]sharePart, stored []int, want [][]sharePart) error {
+func (s *Maintainer) moveLimits(ctx context.Context, f Fence, keys []string, ls []Limit, now [][]SharePart, stored []int, want [][]SharePart) error {
 	n := len(now)
-	lower := make([][]sharePart, n)
+	lower := make([][]SharePart, n)
 	running := make([][]int, n)
 	gave := make([][]int64, n)
 	for shard := range n {
-		lower[shard] = make([]sharePart, len(keys))
+		lower[shard] = make([]SharePart, len(keys))
 		running[shard] = make([]int, len(keys))
 		moved := false
 		for j := range keys {
 			c, w := now[shard][j], want[shard][j]
-			lo := sharePart{rate: min(c.rate, w.rate), burst: min(c.burst, w.burst), conc: min(c.conc, w.conc)}
-			if lo.rate == 0 || lo.burst == 0 {
-				lo.rate, lo.burst = 0, 0
+			lo := SharePart{Rate: min(c.Rate, w.Rate), Burst: min(c.Burst, w.Burst), Conc: min(c.Conc, w.Conc)}
+			if lo.Rate == 0 || lo.Burst == 0 {
+				lo.Rate, lo.Burst = 0, 0
 			}
 			lower[shard][j] = lo
-			running[shard][j] = c.running
-			moved = moved || lo.rate != c.rate || lo.burst != c.burst || lo.conc != c.conc
+			running[shard][j] = c.Running
+			moved = moved || lo.Rate != c.Rate || lo.Burst != c.Burst || lo.Conc != c.Conc
 		}
 		if !moved {
 			gave[shard] = make([]int64, len(keys))
@@ -261,37 +260,37 @@ func (s *Maintainer) moveLimits(ctx context.Context, f Fence, keys []string, ls 
 		}
 		running[shard], gave[shard] = r, g
 	}
-	final := make([][]sharePart, n)
+	final := make([][]SharePart, n)
 	grants := make([][]int64, n)
 	for shard := range n {
-		final[shard] = make([]sharePart, len(keys))
+		final[shard] = make([]SharePart, len(keys))
 		grants[shard] = make([]int64, len(keys))
 	}
 	for j, l := range ls {
-		rate, burst := limitFigures(l)
+		rate, burst := LimitFigures(l)
 		freeR, freeB, freeC := rate, int64(burst), int64(l.Concurrency)
 		var tokens int64
 		for shard := range n {
 			lo := lower[shard][j]
-			freeR -= lo.rate
-			freeB -= int64(lo.burst)
-			freeC -= int64(max(lo.conc, running[shard][j]))
+			freeR -= lo.Rate
+			freeB -= int64(lo.Burst)
+			freeC -= int64(max(lo.Conc, running[shard][j]))
 			tokens += gave[shard][j]
 		}
 		for shard := range n {
 			lo, w := lower[shard][j], want[shard][j]
-			p := sharePart{rate: lo.rate + max(min(w.rate-lo.rate, freeR), 0), burst: lo.burst + int(max(min(int64(w.burst-lo.burst), freeB), 0))}
-			freeR -= p.rate - lo.rate
-			freeB -= int64(p.burst - lo.burst)
-			if p.rate == 0 || p.burst == 0 {
-				freeR, freeB = freeR+p.rate, freeB+int64(p.burst)
-				p.rate, p.burst = 0, 0
+			p := SharePart{Rate: lo.Rate + max(min(w.Rate-lo.Rate, freeR), 0), Burst: lo.Burst + int(max(min(int64(w.Burst-lo.Burst), freeB), 0))}
+			freeR -= p.Rate - lo.Rate
+			freeB -= int64(p.Burst - lo.Burst)
+			if p.Rate == 0 || p.Burst == 0 {
+				freeR, freeB = freeR+p.Rate, freeB+int64(p.Burst)
+				p.Rate, p.Burst = 0, 0
 			}
-			held := min(w.conc, max(lo.conc, running[shard][j]))
-			give := max(min(int64(w.conc-held), freeC), 0)
-			p.conc = held + int(give)
+			held := min(w.Conc, max(lo.Conc, running[shard][j]))
+			give := max(min(int64(w.Conc-held), freeC), 0)
+			p.Conc = held + int(give)
 			freeC -= give
-			g := min(tokens, int64(p.burst-lo.burst)*1e6)
+			g := min(tokens, int64(p.Burst-lo.Burst)*1e6)
 			grants[shard][j], tokens = g, tokens-g
 			final[shard][j] = p
 		}
@@ -316,26 +315,26 @@ func (s *Maintainer) moveLimits(ctx context.Context, f Fence, keys []string, ls 
 // (a bucket that holds no token); a concurrency part of none "1 z" (lib.lua
 // lim_cfg reads 0; a server of an older ax, during an upgrade, 1 as it
 // always had). A key without a rate is "0 1 …".
-func limitPart(l Limit, p sharePart) string {
+func limitPart(l Limit, p SharePart) string {
 	rb := "0 1"
 	if l.Rate > 0 {
 		rb = "1 0"
-		if p.rate > 0 && p.burst > 0 {
-			rb = fmt.Sprintf("%d %d", p.rate, p.burst)
+		if p.Rate > 0 && p.Burst > 0 {
+			rb = fmt.Sprintf("%d %d", p.Rate, p.Burst)
 		}
 	}
-	if l.Concurrency > 0 && p.conc == 0 {
+	if l.Concurrency > 0 && p.Conc == 0 {
 		return rb + " 1 z"
 	}
-	return fmt.Sprintf("%s %d", rb, p.conc)
+	return fmt.Sprintf("%s %d", rb, p.Conc)
 }
 
 // writeLimits writes one shard's limits with the given parts (by keys'
 // index) and tokens to add to their buckets (nil: none), and returns what
 // each key runs on the shard after it and the tokens its bucket gave up.
-func (s *Maintainer) writeLimits(ctx context.Context, f Fence, shard int, keys []string, ls []Limit, parts []sharePart, grants []int64) ([]int, []int64, error) {
+func (s *Maintainer) writeLimits(ctx context.Context, f Fence, shard int, keys []string, ls []Limit, parts []SharePart, grants []int64) ([]int, []int64, error) {
 	argv := make([]any, 0, 3+4*len(keys))
-	argv = append(argv, s.clock(), f.Token, len(keys))
+	argv = append(argv, s.Clock(), f.Token, len(keys))
 	for j, k := range keys {
 		argv = append(argv, k, limitPart(ls[j], parts[j]))
 	}
@@ -344,7 +343,7 @@ func (s *Maintainer) writeLimits(ctx context.Context, f Fence, shard int, keys [
 			argv = append(argv, keys[j], g)
 		}
 	}
-	c, err := s.writeParts(ctx, scripts.limits, "set limits", f, shard, argv, 1, 2*len(keys))
+	c, err := s.writeParts(ctx, Scripts.limits, "set limits", f, shard, argv, 1, 2*len(keys))
 	if err != nil {
 		return nil, nil, err
 	}
@@ -359,31 +358,31 @@ func (s *Maintainer) writeLimits(ctx context.Context, f Fence, shard int, keys [
 // it runs of it and has parked, and whether its bucket was spent within a
 // refill, and how many keys each shard's lim hash holds: one script call a
 // shard.
-func (s *Maintainer) limitDemand(ctx context.Context, keys []string) ([][]sharePart, []int, error) {
+func (s *Maintainer) limitDemand(ctx context.Context, keys []string) ([][]SharePart, []int, error) {
 	at := make(map[string]int, len(keys))
 	for j, k := range keys {
 		at[k] = j
 	}
-	out := make([][]sharePart, s.opts.Shards)
-	stored := make([]int, s.opts.Shards)
+	out := make([][]SharePart, s.Opts.Shards)
+	stored := make([]int, s.Opts.Shards)
 	for shard := range out {
-		out[shard] = make([]sharePart, len(keys))
-		res, err := s.run(ctx, s.rdb, scripts.limRead, s.keysWith(shard), s.clock()).Slice()
+		out[shard] = make([]SharePart, len(keys))
+		res, err := s.Run(ctx, s.RDB, Scripts.limRead, s.KeysWith(shard), s.Clock()).Slice()
 		if err != nil {
 			return nil, nil, fmt.Errorf("queue: limits' demand: %w", err)
 		}
 		stored[shard] = len(res) / 5
 		for i := 0; i+4 < len(res); i += 5 {
-			j, ok := at[toStr(res[i])]
+			j, ok := at[ToStr(res[i])]
 			if !ok {
 				continue
 			}
-			p := parsePart(toStr(res[i+1]))
-			p.stored = toStr(res[i+1])
+			p := ParsePart(ToStr(res[i+1]))
+			p.stored = ToStr(res[i+1])
 			r, _ := res[i+2].(int64)
 			pk, _ := res[i+3].(int64)
 			busy, _ := res[i+4].(int64)
-			p.running, p.parked, p.busy = int(r), int(pk), busy == 1
+			p.Running, p.parked, p.busy = int(r), int(pk), busy == 1
 			out[shard][j] = p
 		}
 	}
@@ -392,7 +391,7 @@ func (s *Maintainer) limitDemand(ctx context.Context, keys []string) ([][]shareP
 
 // movedPart is the part a shard's "a b part" value holds, 0 for "a b 1 z"
 // (limitPart, fairPart).
-func movedPart(v string) int {
+func MovedPart(v string) int {
 	f := strings.Fields(v)
 	if len(f) < 3 || len(f) > 3 && f[3] == "z" {
 		return 0
@@ -410,20 +409,20 @@ const MaxRetryAfter = time.Hour
 // every worker of the region until now + d (cut to MaxRetryAfter, at least 1 ms). The task
 // waits READY until then. A cancel requested meanwhile wins (CANCELED).
 func (s *Claimer) RetryAfter(ctx context.Context, id, token string, d time.Duration) (task.State, error) {
-	shard, err := s.shardOf(id)
+	shard, err := s.ShardOf(id)
 	if err != nil {
 		return "", err
 	}
 	d = min(max(d, time.Millisecond), MaxRetryAfter)
-	out, err := s.run(ctx, s.rdb, scripts.ret, s.keysWith(shard), s.clock(), id, token, task.ReasonRetryAfter,
-		0, s.opts.RetainCanceled.Milliseconds(), d.Milliseconds()).Slice()
+	out, err := s.Run(ctx, s.RDB, Scripts.ret, s.KeysWith(shard), s.Clock(), id, token, task.ReasonRetryAfter,
+		0, s.Opts.RetainCanceled.Milliseconds(), d.Milliseconds()).Slice()
 	if err != nil {
 		return "", fmt.Errorf("queue: retry after: %w", err)
 	}
 	if err := leaseResult(id, out); err != nil {
 		return "", err
 	}
-	return stateOf(toStr(out[1])), nil
+	return StateOf(ToStr(out[1])), nil
 }
 
 // LimitState is what the store holds for one limit key on one shard (tests,
@@ -436,7 +435,7 @@ type LimitState struct {
 
 // LimitStatus reads a limit key's state summed over the shards.
 func (s *Tasks) LimitStatus(ctx context.Context, kind, name string) (LimitState, error) {
-	k, err := limitKey(kind, name)
+	k, err := KeyOfLimit(kind, name)
 	if err != nil {
 		return LimitState{}, err
 	}
@@ -458,9 +457,9 @@ func (s *Tasks) PauseStatus(ctx context.Context, tenant, limitKey, taskType stri
 
 func (s *Tasks) keyStatus(ctx context.Context, k string) (LimitState, error) {
 	var st LimitState
-	for shard := range s.keys {
-		p := s.keys[shard].prefix
-		pipe := s.rdb.Pipeline()
+	for shard := range s.Keys {
+		p := s.Keys[shard].Prefix
+		pipe := s.RDB.Pipeline()
 		lc := pipe.HGet(ctx, p+"lc", k)
 		pk := pipe.ZCard(ctx, p+"pk:"+k)
 		lp := pipe.HGet(ctx, p+"lp", k)
@@ -472,7 +471,7 @@ func (s *Tasks) keyStatus(ctx context.Context, k string) (LimitState, error) {
 		st.Running += n
 		st.Parked += int(pk.Val())
 		if u, _ := strconv.ParseInt(lp.Val(), 10, 64); u > 0 {
-			if t := time.UnixMilli(u); t.After(st.PausedUntil) && t.After(s.now()) {
+			if t := time.UnixMilli(u); t.After(st.PausedUntil) && t.After(s.Now()) {
 				st.PausedUntil = t
 			}
 		}
@@ -482,7 +481,7 @@ func (s *Tasks) keyStatus(ctx context.Context, k string) (LimitState, error) {
 
 // limitFigures are a limit's rate (milli-tasks/s, at least 1) and burst
 // (default max(1, rate)) over the region; 0, 0 without a rate.
-func limitFigures(l Limit) (rateMilli int64, burst int) {
+func LimitFigures(l Limit) (rateMilli int64, burst int) {
 	if l.Rate <= 0 {
 		return 0, 0
 	}
@@ -497,26 +496,26 @@ func limitFigures(l Limit) (rateMilli int64, burst int) {
 // sharePart is one shard's part of a limit and, read back, the key's work
 // there: tasks of it running, parked, and whether its bucket was spent
 // within a refill.
-type sharePart struct {
-	rate            int64 // milli-tasks/s; 0 with burst 0: none (or no rate)
-	burst, conc     int
-	running, parked int
+type SharePart struct {
+	Rate            int64 // milli-tasks/s; 0 with burst 0: none (or no rate)
+	Burst, Conc     int
+	Running, parked int
 	busy            bool
 	stored          string // the lim hash's value, as read ("": none)
 }
 
 // parsePart reads a lim hash value (limitPart): a rate part of none is
 // written "1 0 …" (a bucket of no tokens), a concurrency part of none "… 1 z".
-func parsePart(v string) sharePart {
+func ParsePart(v string) SharePart {
 	f := strings.Fields(v)
 	if len(f) < 3 {
-		return sharePart{}
+		return SharePart{}
 	}
-	p := sharePart{conc: movedPart(v)}
-	p.rate, _ = strconv.ParseInt(f[0], 10, 64)
-	p.burst, _ = strconv.Atoi(f[1])
-	if p.rate == 0 || p.burst == 0 {
-		p.rate, p.burst = 0, 0
+	p := SharePart{Conc: MovedPart(v)}
+	p.Rate, _ = strconv.ParseInt(f[0], 10, 64)
+	p.Burst, _ = strconv.Atoi(f[1])
+	if p.Rate == 0 || p.Burst == 0 {
+		p.Rate, p.Burst = 0, 0
 	}
 	return p
 }

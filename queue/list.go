@@ -4,11 +4,10 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"github.com/ax-sched/ax/task"
 	"sort"
 	"strings"
 	"time"
-
-	"github.com/ax-sched/ax/task"
 )
 
 // MaxList is the largest page of List.
@@ -63,7 +62,7 @@ func (s *Tasks) List(ctx context.Context, q ListQuery) ([]*task.Task, bool, erro
 		shard int
 	}
 	var ids []entry
-	for shard := range s.keys {
+	for shard := range s.Keys {
 		got, err := s.listIDs(ctx, shard, q)
 		if err != nil {
 			return nil, false, err
@@ -84,7 +83,7 @@ func (s *Tasks) List(ctx context.Context, q ListQuery) ([]*task.Task, bool, erro
 		}
 		got := make(map[string]*task.Task, len(chunk))
 		for shard, sids := range byShard {
-			ts, err := s.getMany(ctx, shard, sids)
+			ts, err := s.GetMany(ctx, shard, sids)
 			if err != nil {
 				return nil, false, err
 			}
@@ -122,7 +121,7 @@ func (s *Tasks) List(ctx context.Context, q ListQuery) ([]*task.Task, bool, erro
 
 // listIDs are the ids of one shard that may hold tasks of q's state.
 func (s *Tasks) listIDs(ctx context.Context, shard int, q ListQuery) (map[string]bool, error) {
-	p := s.keys[shard].prefix
+	p := s.Keys[shard].Prefix
 	var sets []string
 	cold := false // the cold tier's ids too (delayed tasks far off, no record)
 	switch q.State {
@@ -174,7 +173,7 @@ func (s *Tasks) listIDs(ctx context.Context, shard int, q ListQuery) (map[string
 	for _, set := range sets {
 		var cursor uint64
 		for {
-			kv, next, err := s.rdb.ZScan(ctx, set, cursor, "", 1000).Result()
+			kv, next, err := s.RDB.ZScan(ctx, set, cursor, "", 1000).Result()
 			if err != nil {
 				return nil, fmt.Errorf("queue: zscan: %w", err)
 			}

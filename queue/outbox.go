@@ -4,12 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/ax-sched/ax/task"
+	"github.com/redis/go-redis/v9"
 	"strconv"
 	"strings"
 	"time"
-
-	"github.com/ax-sched/ax/task"
-	"github.com/redis/go-redis/v9"
 )
 
 // Outbox returns up to limit tasks waiting to be handed to another region
@@ -21,15 +20,15 @@ func (s *HandOffs) Outbox(ctx context.Context, limit int) ([]*task.Task, error) 
 		limit = MaxBatch
 	}
 	limit = min(limit, MaxOutboxRead)
-	now := strconv.FormatInt(s.now().UnixMilli(), 10)
+	now := strconv.FormatInt(s.Now().UnixMilli(), 10)
 	var out []*task.Task
-	for shard := range s.keys {
-		ids, err := s.rdb.ZRangeByScore(ctx, s.keys[shard].prefix+"outbox",
+	for shard := range s.Keys {
+		ids, err := s.RDB.ZRangeByScore(ctx, s.Keys[shard].Prefix+"outbox",
 			&redis.ZRangeBy{Min: "-inf", Max: now, Count: int64(limit)}).Result()
 		if err != nil {
 			return nil, fmt.Errorf("queue: outbox: %w", err)
 		}
-		ts, err := s.getMany(ctx, shard, ids)
+		ts, err := s.GetMany(ctx, shard, ids)
 		if err != nil {
 			return nil, err
 		}
@@ -81,9 +80,9 @@ var ErrSendCancel = errors.New("queue: a cancel was requested during the hand-of
 // of shards not written by then carry it too.
 func (s *HandOffs) HandOffDoneMany(ctx context.Context, answers []HandOffAnswer, f ...Fence) ([]error, error) {
 	errs := make([]error, len(answers))
-	byShard := make([][]int, s.opts.Shards)
+	byShard := make([][]int, s.Opts.Shards)
 	for i, a := range answers {
-		shard, err := s.shardOf(a.ID)
+		shard, err := s.ShardOf(a.ID)
 		if err != nil {
 			errs[i] = err
 			continue
@@ -108,14 +107,14 @@ func (s *HandOffs) HandOffDoneMany(ctx context.Context, answers []HandOffAnswer,
 }
 
 func (s *HandOffs) handOffDoneShard(ctx context.Context, shard int, answers []HandOffAnswer, idx []int, errs []error, f []Fence) error {
-	keys := s.keysWith(shard, s.keys[shard].prefix+"outbox")
+	keys := s.KeysWith(shard, s.Keys[shard].Prefix+"outbox")
 	token := ""
 	if len(f) > 0 {
 		keys = append(keys, s.fenceKey(shard, f[0]))
 		token = strconv.FormatInt(f[0].Token, 10)
 	}
 	argv := make([]any, 0, 4+2*len(idx))
-	argv = append(argv, s.clock(), s.opts.RetainDead.Milliseconds(), s.opts.RetainCanceled.Milliseconds(), token)
+	argv = append(argv, s.Clock(), s.Opts.RetainDead.Milliseconds(), s.Opts.RetainCanceled.Milliseconds(), token)
 	for _, i := range idx {
 		outcome := "refused"
 		switch {
@@ -128,7 +127,7 @@ func (s *HandOffs) handOffDoneShard(ctx context.Context, shard int, answers []Ha
 		}
 		argv = append(argv, answers[i].ID, outcome)
 	}
-	out, err := s.run(ctx, s.rdb, scripts.handoff, keys, argv...).Slice()
+	out, err := s.Run(ctx, s.RDB, Scripts.handoff, keys, argv...).Slice()
 	if err != nil {
 		return fmt.Errorf("queue: hand-off: %w", err)
 	}
@@ -139,12 +138,12 @@ func (s *HandOffs) handOffDoneShard(ctx context.Context, shard int, answers []Ha
 		return fmt.Errorf("queue: hand-off: %d results for %d answers", len(out), len(idx))
 	}
 	for k, i := range idx {
-		switch r := toStr(out[k]); r {
+		switch r := ToStr(out[k]); r {
 		case "0":
 		case "2":
 			errs[i] = ErrSendCancel
 		default:
-			errs[i] = &task.TransitionError{ID: answers[i].ID, State: stateOf(strings.TrimPrefix(r, "1")), Op: "complete the hand-off of"}
+			errs[i] = &task.TransitionError{ID: answers[i].ID, State: StateOf(strings.TrimPrefix(r, "1")), Op: "complete the hand-off of"}
 		}
 	}
 	return nil
@@ -169,18 +168,18 @@ type OutboxRetry struct {
 // of it, so a deposed leader's retry at worst delays the next leader's
 // attempt by one backoff.
 func (s *HandOffs) HandOffRetryMany(ctx context.Context, retries []OutboxRetry) error {
-	byShard := make([][]redis.Z, s.opts.Shards)
+	byShard := make([][]redis.Z, s.Opts.Shards)
 	for _, r := range retries {
-		shard, err := s.shardOf(r.ID)
+		shard, err := s.ShardOf(r.ID)
 		if err != nil {
 			return err
 		}
 		byShard[shard] = append(byShard[shard], redis.Z{Score: float64(r.At.UnixMilli()), Member: r.ID})
 	}
-	pipe := s.rdb.Pipeline()
+	pipe := s.RDB.Pipeline()
 	for shard, zs := range byShard {
 		for start := 0; start < len(zs); start += MaxBatch {
-			pipe.ZAddXX(ctx, s.keys[shard].prefix+"outbox", zs[start:min(start+MaxBatch, len(zs))]...)
+			pipe.ZAddXX(ctx, s.Keys[shard].Prefix+"outbox", zs[start:min(start+MaxBatch, len(zs))]...)
 		}
 	}
 	if pipe.Len() == 0 {

@@ -3,10 +3,9 @@ package queue
 import (
 	"context"
 	"fmt"
+	"github.com/ax-sched/ax/task"
 	"strconv"
 	"time"
-
-	"github.com/ax-sched/ax/task"
 )
 
 // RunningTask is what the preemption decision needs of a RUNNING task.
@@ -23,15 +22,15 @@ type RunningTask struct {
 // waits).
 func (s *Maintainer) Running(ctx context.Context, pool string) ([]RunningTask, error) {
 	var out []RunningTask
-	for shard := range s.keys {
-		ids, err := s.rdb.ZRange(ctx, s.keys[shard].base[3], 0, -1).Result()
+	for shard := range s.Keys {
+		ids, err := s.RDB.ZRange(ctx, s.Keys[shard].Base[3], 0, -1).Result()
 		if err != nil {
 			return nil, fmt.Errorf("queue: running: %w", err)
 		}
-		pipe := s.rdb.Pipeline()
+		pipe := s.RDB.Pipeline()
 		cmds := make([]interface{ Val() []any }, len(ids))
 		for i, id := range ids {
-			cmds[i] = pipe.HMGet(ctx, s.keys[shard].prefix+"t:"+id, "st", "po", "pr", "pe", "pc", "sa", "lt", "wk")
+			cmds[i] = pipe.HMGet(ctx, s.Keys[shard].Prefix+"t:"+id, "st", "po", "pr", "pe", "pc", "sa", "lt", "wk")
 		}
 		if len(ids) > 0 {
 			if _, err := pipe.Exec(ctx); err != nil {
@@ -66,9 +65,9 @@ type WaitingHead struct {
 // oldest one.
 func (s *Maintainer) Heads(ctx context.Context, pool string) ([]WaitingHead, error) {
 	var out []WaitingHead
-	for shard := range s.keys {
+	for shard := range s.Keys {
 		for p := 0; p <= task.MaxPriority; p++ {
-			z, err := s.rdb.ZRangeWithScores(ctx, s.keys[shard].prefix+"q:"+pool+":"+strconv.Itoa(p), 0, 0).Result()
+			z, err := s.RDB.ZRangeWithScores(ctx, s.Keys[shard].Prefix+"q:"+pool+":"+strconv.Itoa(p), 0, 0).Result()
 			if err != nil {
 				return nil, fmt.Errorf("queue: heads: %w", err)
 			}
@@ -83,19 +82,19 @@ func (s *Maintainer) Heads(ctx context.Context, pool string) ([]WaitingHead, err
 // RequestPreemption asks the worker running id (with lease token) to give
 // it back (leader only). It returns false with a reason when refused.
 func (s *Maintainer) RequestPreemption(ctx context.Context, f Fence, id, token, preemptor string) (bool, string, error) {
-	shard, err := s.shardOf(id)
+	shard, err := s.ShardOf(id)
 	if err != nil {
 		return false, "", err
 	}
-	out, err := s.run(ctx, s.rdb, scripts.preempt, s.keysWith(shard, s.fenceKey(shard, f)), s.clock(), f.Token, id, token, preemptor).Slice()
+	out, err := s.Run(ctx, s.RDB, Scripts.preempt, s.KeysWith(shard, s.fenceKey(shard, f)), s.Clock(), f.Token, id, token, preemptor).Slice()
 	if err != nil {
 		return false, "", fmt.Errorf("queue: preempt: %w", err)
 	}
 	if fenced(out) {
 		return false, "", ErrFenced
 	}
-	if toInt(out[0]) == codeOK {
+	if ToInt(out[0]) == CodeOK {
 		return true, "", nil
 	}
-	return false, toStr(out[1]), nil
+	return false, ToStr(out[1]), nil
 }

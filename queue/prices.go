@@ -20,13 +20,13 @@ func (s *Maintainer) SetPrices(ctx context.Context, f Fence, prices map[string]f
 		}
 	}
 	sort.Strings(pools)
-	for shard := range s.keys {
+	for shard := range s.Keys {
 		argv := make([]any, 0, 2+2*len(pools))
-		argv = append(argv, s.clock(), f.Token)
+		argv = append(argv, s.Clock(), f.Token)
 		for _, p := range pools {
 			argv = append(argv, p, strconv.FormatFloat(prices[p], 'f', -1, 64))
 		}
-		out, err := s.run(ctx, s.rdb, scripts.prices, s.keysWith(shard, s.fenceKey(shard, f), s.keys[shard].px), argv...).Slice()
+		out, err := s.Run(ctx, s.RDB, Scripts.prices, s.KeysWith(shard, s.fenceKey(shard, f), s.Keys[shard].px), argv...).Slice()
 		if err != nil {
 			return fmt.Errorf("queue: set prices: %w", err)
 		}
@@ -42,8 +42,8 @@ func (s *Maintainer) SetPrices(ctx context.Context, f Fence, prices map[string]f
 // writes to first. A new leader calls it before its first leader-only
 // write; ErrFenced means a newer leader exists already.
 func (s *Maintainer) Fence(ctx context.Context, f Fence) error {
-	for shard := range s.keys {
-		out, err := s.run(ctx, s.rdb, scripts.fence, s.keysWith(shard, s.fenceKey(shard, f)), s.clock(), f.Token).Slice()
+	for shard := range s.Keys {
+		out, err := s.Run(ctx, s.RDB, Scripts.fence, s.KeysWith(shard, s.fenceKey(shard, f)), s.Clock(), f.Token).Slice()
 		if err != nil {
 			return fmt.Errorf("queue: fence: %w", err)
 		}

@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-
 	"github.com/ax-sched/ax/task"
 )
 
@@ -13,7 +12,7 @@ import (
 // task.ErrNotFound when there is no such task. Reads of the task show the
 // last progress recorded (task.Task.Progress).
 func (s *Claimer) Progress(ctx context.Context, id, token string, p task.Progress) error {
-	shard, err := s.shardOf(id)
+	shard, err := s.ShardOf(id)
 	if err != nil {
 		return err
 	}
@@ -21,7 +20,7 @@ func (s *Claimer) Progress(ctx context.Context, id, token string, p task.Progres
 	if err != nil {
 		return fmt.Errorf("queue: progress: %w", err)
 	}
-	out, err := s.run(ctx, s.rdb, scripts.progress, s.keysWith(shard), s.clock(), id, token, string(b)).Slice()
+	out, err := s.Run(ctx, s.RDB, Scripts.progress, s.KeysWith(shard), s.Clock(), id, token, string(b)).Slice()
 	if err != nil {
 		return fmt.Errorf("queue: progress: %w", err)
 	}

@@ -4,22 +4,21 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/ax-sched/ax/task"
+	"github.com/redis/go-redis/v9"
 	"sort"
 	"strconv"
 	"strings"
 	"time"
-
-	"github.com/ax-sched/ax/task"
-	"github.com/redis/go-redis/v9"
 )
 
 // Get returns a task by id.
-func (s *engine) Get(ctx context.Context, id string) (*task.Task, error) {
-	shard, err := s.shardOf(id)
+func (s *Engine) Get(ctx context.Context, id string) (*task.Task, error) {
+	shard, err := s.ShardOf(id)
 	if err != nil {
 		return nil, err
 	}
-	h, err := s.rdb.HGetAll(ctx, s.keys[shard].prefix+"t:"+id).Result()
+	h, err := s.RDB.HGetAll(ctx, s.Keys[shard].Prefix+"t:"+id).Result()
 	if err != nil {
 		return nil, fmt.Errorf("queue: get: %w", err)
 	}
@@ -30,8 +29,8 @@ func (s *engine) Get(ctx context.Context, id string) (*task.Task, error) {
 		}
 		return nil, err
 	}
-	t := decodeTask(id, h, s.opts.Defaults)
-	t.HeldBy = s.opts.Region
+	t := decodeTask(id, h, s.Opts.Defaults)
+	t.HeldBy = s.Opts.Region
 	if err := s.resolveLazy(ctx, shard, []*task.Task{t}); err != nil {
 		return nil, err
 	}
@@ -55,7 +54,7 @@ func markLazyReady(t *task.Task) {
 
 // resolveLazy settles the state of records that may have been promoted
 // untouched, with one ZSCORE each (one pipeline).
-func (s *engine) resolveLazy(ctx context.Context, shard int, ts []*task.Task) error {
+func (s *Engine) resolveLazy(ctx context.Context, shard int, ts []*task.Task) error {
 	var lazy []*task.Task
 	for _, t := range ts {
 		if mayBeLazy(t) {
@@ -65,8 +64,8 @@ func (s *engine) resolveLazy(ctx context.Context, shard int, ts []*task.Task) er
 	if len(lazy) == 0 {
 		return nil
 	}
-	p := s.keys[shard].prefix
-	pipe := s.rdb.Pipeline()
+	p := s.Keys[shard].Prefix
+	pipe := s.RDB.Pipeline()
 	cmds := make([]*redis.FloatCmd, len(lazy))
 	for i, t := range lazy {
 		cmds[i] = pipe.ZScore(ctx, p+"q:"+t.Pool+":"+strconv.Itoa(t.Priority), t.ID)
@@ -84,12 +83,12 @@ func (s *engine) resolveLazy(ctx context.Context, shard int, ts []*task.Task) er
 
 // getMany reads several tasks of one shard in one pipeline; missing ones are
 // left out.
-func (s *engine) getMany(ctx context.Context, shard int, ids []string) ([]*task.Task, error) {
+func (s *Engine) GetMany(ctx context.Context, shard int, ids []string) ([]*task.Task, error) {
 	if len(ids) == 0 {
 		return nil, nil
 	}
-	p := s.keys[shard].prefix
-	pipe := s.rdb.Pipeline()
+	p := s.Keys[shard].Prefix
+	pipe := s.RDB.Pipeline()
 	cmds := make([]*redis.MapStringStringCmd, len(ids))
 	for i, id := range ids {
 		cmds[i] = pipe.HGetAll(ctx, p+"t:"+id)
@@ -100,8 +99,8 @@ func (s *engine) getMany(ctx context.Context, shard int, ids []string) ([]*task.
 	out := make([]*task.Task, 0, len(ids))
 	for i, c := range cmds {
 		if h := c.Val(); len(h) > 0 {
-			t := decodeTask(ids[i], h, s.opts.Defaults)
-			t.HeldBy = s.opts.Region
+			t := decodeTask(ids[i], h, s.Opts.Defaults)
+			t.HeldBy = s.Opts.Region
 			out = append(out, t)
 		}
 	}
@@ -134,13 +133,13 @@ func (s *Tasks) Trails(ctx context.Context, ids []string) (map[string][]task.Tra
 		l *redis.StringSliceCmd
 	}
 	rs := make([]reads, len(ids))
-	pipe := s.rdb.Pipeline()
+	pipe := s.RDB.Pipeline()
 	for i, id := range ids {
-		shard, err := s.shardOf(id)
+		shard, err := s.ShardOf(id)
 		if err != nil {
 			return nil, err
 		}
-		p := s.keys[shard].prefix
+		p := s.Keys[shard].Prefix
 		rs[i] = reads{pipe.HGetAll(ctx, p+"t:"+id), pipe.LRange(ctx, p+"l:"+id, 0, -1)}
 	}
 	if len(ids) > 0 {
@@ -154,8 +153,8 @@ func (s *Tasks) Trails(ctx context.Context, ids []string) (map[string][]task.Tra
 	hs := make([]map[string]string, len(ids))
 	for i, id := range ids {
 		if hs[i] = rs[i].h.Val(); len(hs[i]) > 0 {
-			if t := decodeTask(id, hs[i], s.opts.Defaults); mayBeLazy(t) {
-				shard, _ := s.shardOf(id)
+			if t := decodeTask(id, hs[i], s.Opts.Defaults); mayBeLazy(t) {
+				shard, _ := s.ShardOf(id)
 				lazy[shard] = append(lazy[shard], t)
 			}
 		}
@@ -182,7 +181,7 @@ func (s *Tasks) Trails(ctx context.Context, ids []string) (map[string][]task.Tra
 		if ready[id] {
 			h["st"], h["rs"], h["rt"] = "R", task.ReasonDue, h["du"]
 		}
-		out[id] = buildTrail(h, rs[i].l.Val(), s.opts.Region)
+		out[id] = buildTrail(h, rs[i].l.Val(), s.Opts.Region)
 	}
 	if len(thawed) > 0 {
 		more, err := s.Trails(ctx, thawed)
@@ -229,11 +228,11 @@ func buildTrail(h map[string]string, log []string, region string) []task.Transit
 			r = f[7] // a step carried from the region that recorded it
 		}
 		tr = append(tr, task.Transition{
-			At: time.UnixMilli(ts).UTC(), From: stateOf(f[1]), To: stateOf(f[2]), Reason: f[3],
+			At: time.UnixMilli(ts).UTC(), From: StateOf(f[1]), To: StateOf(f[2]), Reason: f[3],
 			By: f[4], Attempt: atoi(f[5]), Error: f[6], Region: r,
 		})
 	}
-	st := stateOf(h["st"])
+	st := StateOf(h["st"])
 	// Steps of the current attempt not yet flushed to the log.
 	// (A task received READY has that step logged as RECEIVED, a held one
 	// released READY as COMMITTED: hx is then its rt.)
@@ -287,8 +286,8 @@ type Counts struct {
 func (s *Tasks) Counts(ctx context.Context) (*Counts, error) {
 	c := &Counts{ReadyBy: map[string][task.MaxPriority + 1]int{}, RunningBy: map[string]int{},
 		ParkedBy: map[string]int{}, LimitedBy: map[string]map[string]int{}}
-	for shard := range s.keys {
-		h, err := s.rdb.HGetAll(ctx, s.keys[shard].base[5]).Result()
+	for shard := range s.Keys {
+		h, err := s.RDB.HGetAll(ctx, s.Keys[shard].Base[5]).Result()
 		if err != nil {
 			return nil, fmt.Errorf("queue: counts: %w", err)
 		}
@@ -359,8 +358,8 @@ func (s *Tasks) DeadLetters(ctx context.Context, offset, limit int) ([]*task.Tas
 		shard int
 	}
 	var all []entry
-	for shard := range s.keys {
-		zs, err := s.rdb.ZRevRangeWithScores(ctx, s.keys[shard].base[4], 0, int64(offset+limit-1)).Result()
+	for shard := range s.Keys {
+		zs, err := s.RDB.ZRevRangeWithScores(ctx, s.Keys[shard].Base[4], 0, int64(offset+limit-1)).Result()
 		if err != nil {
 			return nil, fmt.Errorf("queue: dead letters: %w", err)
 		}
@@ -379,13 +378,13 @@ func (s *Tasks) DeadLetters(ctx context.Context, offset, limit int) ([]*task.Tas
 		return nil, nil
 	}
 	page := all[offset:min(offset+limit, len(all))]
-	byShard := make([][]string, len(s.keys))
+	byShard := make([][]string, len(s.Keys))
 	for _, e := range page {
 		byShard[e.shard] = append(byShard[e.shard], e.id)
 	}
 	got := make(map[string]*task.Task, len(page))
 	for shard, ids := range byShard {
-		ts, err := s.getMany(ctx, shard, ids)
+		ts, err := s.GetMany(ctx, shard, ids)
 		if err != nil {
 			return nil, err
 		}
@@ -408,8 +407,8 @@ func (s *Tasks) DeadLetters(ctx context.Context, offset, limit int) ([]*task.Tas
 // "$" becomes the stream's latest id, so nothing written between two calls
 // is missed.
 func (s *Tasks) Events(ctx context.Context, after []string, count int, block time.Duration) ([]task.Event, []string, error) {
-	next := make([]string, len(s.keys))
-	for i := range s.keys {
+	next := make([]string, len(s.Keys))
+	for i := range s.Keys {
 		next[i] = "$"
 		if i < len(after) && after[i] != "" {
 			next[i] = after[i]
@@ -419,16 +418,16 @@ func (s *Tasks) Events(ctx context.Context, after []string, count int, block tim
 		return nil, next, err
 	}
 	if s.oneNode() {
-		streams := make([]string, 0, 2*len(s.keys))
-		for i := range s.keys {
-			streams = append(streams, s.keys[i].base[6])
+		streams := make([]string, 0, 2*len(s.Keys))
+		for i := range s.Keys {
+			streams = append(streams, s.Keys[i].Base[6])
 		}
 		args := &redis.XReadArgs{Streams: append(streams, next...), Count: int64(count), Block: block}
-		rdb := s.rdb
+		rdb := s.RDB
 		if block <= 0 {
 			args.Block = -1
-		} else if s.opts.Blocking != nil {
-			rdb = s.opts.Blocking
+		} else if s.Opts.Blocking != nil {
+			rdb = s.Opts.Blocking
 		}
 		res, err := rdb.XRead(ctx, args).Result()
 		if err != nil && err != redis.Nil {
@@ -436,8 +435,8 @@ func (s *Tasks) Events(ctx context.Context, after []string, count int, block tim
 		}
 		var out []task.Event
 		for _, st := range res {
-			for shard := range s.keys {
-				if s.keys[shard].base[6] == st.Stream {
+			for shard := range s.Keys {
+				if s.Keys[shard].Base[6] == st.Stream {
 					out = s.appendEvents(out, next, shard, st.Messages)
 				}
 			}
@@ -447,11 +446,11 @@ func (s *Tasks) Events(ctx context.Context, after []string, count int, block tim
 	// A cluster: one XREAD per shard (its stream's slot), all at once in
 	// one pipeline, then, when none had anything, one blocking XREAD per
 	// shard on connections of their own until the first answers.
-	res := make([][]redis.XMessage, len(s.keys))
-	pipe := s.rdb.Pipeline()
-	cmds := make([]*redis.XStreamSliceCmd, len(s.keys))
-	for i := range s.keys {
-		cmds[i] = pipe.XRead(ctx, &redis.XReadArgs{Streams: []string{s.keys[i].base[6], next[i]}, Count: int64(count), Block: -1})
+	res := make([][]redis.XMessage, len(s.Keys))
+	pipe := s.RDB.Pipeline()
+	cmds := make([]*redis.XStreamSliceCmd, len(s.Keys))
+	for i := range s.Keys {
+		cmds[i] = pipe.XRead(ctx, &redis.XReadArgs{Streams: []string{s.Keys[i].Base[6], next[i]}, Count: int64(count), Block: -1})
 	}
 	if _, err := pipe.Exec(ctx); err != nil && err != redis.Nil {
 		return nil, next, fmt.Errorf("queue: events: %w", err)
@@ -463,8 +462,8 @@ func (s *Tasks) Events(ctx context.Context, after []string, count int, block tim
 		}
 	}
 	if !found && block > 0 {
-		err := s.blockEach(ctx, len(s.keys), func(ctx context.Context, c *redis.Conn, shard int) (bool, error) {
-			st, err := c.XRead(ctx, &redis.XReadArgs{Streams: []string{s.keys[shard].base[6], next[shard]},
+		err := s.blockEach(ctx, len(s.Keys), func(ctx context.Context, c *redis.Conn, shard int) (bool, error) {
+			st, err := c.XRead(ctx, &redis.XReadArgs{Streams: []string{s.Keys[shard].Base[6], next[shard]},
 				Count: int64(count), Block: block}).Result()
 			if err == redis.Nil || err == nil && len(st) == 0 {
 				return false, nil
@@ -489,11 +488,11 @@ func (s *Tasks) Events(ctx context.Context, after []string, count int, block tim
 // resolveLatest replaces each "$" in ids with its shard's latest stream
 // entry id ("0-0" for an empty stream), in one pipeline.
 func (s *Tasks) resolveLatest(ctx context.Context, ids []string) error {
-	pipe := s.rdb.Pipeline()
+	pipe := s.RDB.Pipeline()
 	cmds := make([]*redis.XMessageSliceCmd, len(ids))
 	for i, id := range ids {
 		if id == "$" {
-			cmds[i] = pipe.XRevRangeN(ctx, s.keys[i].base[6], "+", "-", 1)
+			cmds[i] = pipe.XRevRangeN(ctx, s.Keys[i].Base[6], "+", "-", 1)
 		}
 	}
 	if pipe.Len() == 0 {
@@ -530,13 +529,13 @@ func (s *Tasks) appendEvents(out []task.Event, next []string, shard int, ms []re
 // LiveSlots reads a pool's live workers and slots without changing
 // anything: workers whose last heartbeat is within maxAge.
 func (s *Tasks) LiveSlots(ctx context.Context, pool string, maxAge time.Duration) (workers, slots int, err error) {
-	p := s.keys[0].prefix
-	min := strconv.FormatInt(s.now().Add(-maxAge).UnixMilli(), 10)
-	ws, err := s.rdb.ZRangeByScore(ctx, p+"workers:"+pool, &redis.ZRangeBy{Min: min, Max: "+inf"}).Result()
+	p := s.Keys[0].Prefix
+	min := strconv.FormatInt(s.Now().Add(-maxAge).UnixMilli(), 10)
+	ws, err := s.RDB.ZRangeByScore(ctx, p+"workers:"+pool, &redis.ZRangeBy{Min: min, Max: "+inf"}).Result()
 	if err != nil || len(ws) == 0 {
 		return 0, 0, err
 	}
-	vals, err := s.rdb.HMGet(ctx, p+"slots:"+pool, ws...).Result()
+	vals, err := s.RDB.HMGet(ctx, p+"slots:"+pool, ws...).Result()
 	if err != nil {
 		return 0, 0, err
 	}

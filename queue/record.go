@@ -2,13 +2,12 @@ package queue
 
 import (
 	"encoding/json"
+	"github.com/ax-sched/ax/task"
 	"sort"
 	"strconv"
 	"strings"
 	"time"
 	"unicode/utf8"
-
-	"github.com/ax-sched/ax/task"
 )
 
 // The task hash uses short field names to stay small (docs/architecture.md §4):
@@ -49,7 +48,7 @@ func stateCodeOf(st task.State) string {
 	return string(st)
 }
 
-func stateOf(code string) task.State {
+func StateOf(code string) task.State {
 	if s, ok := codeStates[code]; ok {
 		return s
 	}
@@ -57,7 +56,7 @@ func stateOf(code string) task.State {
 }
 
 // encodeTags writes tags as sorted "k=v,k=v" (values cannot hold , or =).
-func encodeTags(tags map[string]string) string {
+func EncodeTags(tags map[string]string) string {
 	if len(tags) == 0 {
 		return ""
 	}
@@ -93,29 +92,29 @@ func decodeTags(s string) map[string]string {
 
 // specFields is the static part of a new task's hash. Fields equal to the
 // region defaults are left out (scripts and decodeTask fill them back).
-func specFields(s *task.Spec, d task.Defaults) []any {
+func SpecFields(s *task.Spec, d task.Defaults) []any {
 	f := make([]any, 0, 24)
 	f = append(f, "ty", s.Type)
 	if len(s.Payload) > 0 {
 		f = append(f, "pl", string(s.Payload))
 	}
-	if t := encodeTags(s.Tags); t != "" {
+	if t := EncodeTags(s.Tags); t != "" {
 		f = append(f, "tg", t)
 	}
 	if len(s.Regions) > 0 {
 		f = append(f, "rg", strings.Join(s.Regions, ","))
 	}
 	if time.Duration(s.Timeout) != d.Timeout {
-		f = append(f, "to", ms(time.Duration(s.Timeout)))
+		f = append(f, "to", Ms(time.Duration(s.Timeout)))
 	}
 	if *s.MaxRetries != d.MaxRetries {
 		f = append(f, "mr", strconv.Itoa(*s.MaxRetries))
 	}
 	if time.Duration(s.RetryBase) != d.RetryBase {
-		f = append(f, "rb", ms(time.Duration(s.RetryBase)))
+		f = append(f, "rb", Ms(time.Duration(s.RetryBase)))
 	}
 	if time.Duration(s.RetryCap) != d.RetryCap {
-		f = append(f, "rc", ms(time.Duration(s.RetryCap)))
+		f = append(f, "rc", Ms(time.Duration(s.RetryCap)))
 	}
 	if s.IdempotencyKey != "" {
 		f = append(f, "ik", s.IdempotencyKey)
@@ -139,12 +138,12 @@ func specFields(s *task.Spec, d task.Defaults) []any {
 		f = append(f, "lk", s.LimitKey)
 	}
 	if s.MaxWait > 0 {
-		f = append(f, "mw", ms(time.Duration(s.MaxWait)))
+		f = append(f, "mw", Ms(time.Duration(s.MaxWait)))
 	}
 	return f
 }
 
-func ms(d time.Duration) string { return strconv.FormatInt(d.Milliseconds(), 10) }
+func Ms(d time.Duration) string { return strconv.FormatInt(d.Milliseconds(), 10) }
 
 func msTime(s string) *time.Time {
 	if s == "" {
@@ -259,7 +258,7 @@ func (r *taskReader) setState(k, v string) {
 	t := r.t
 	switch k {
 	case "st":
-		t.State = stateOf(v)
+		t.State = StateOf(v)
 	case "rs":
 		t.Reason = v
 	case "po":

@@ -15,9 +15,9 @@ import (
 // ErrFenced once a newer leader exists (nothing of that shard's batch
 // moved).
 func (s *Maintainer) Replace(ctx context.Context, f Fence, pool, why string, ids []string) (int, error) {
-	byShard := make([][]any, s.opts.Shards)
+	byShard := make([][]any, s.Opts.Shards)
 	for _, id := range ids {
-		shard, err := s.shardOf(id)
+		shard, err := s.ShardOf(id)
 		if err != nil {
 			continue
 		}
@@ -27,16 +27,16 @@ func (s *Maintainer) Replace(ctx context.Context, f Fence, pool, why string, ids
 	for shard, items := range byShard {
 		for start := 0; start < len(items); start += MaxBatch {
 			chunk := items[start:min(start+MaxBatch, len(items))]
-			keys := s.keysWith(shard, s.fenceKey(shard, f))
-			argv := append([]any{s.clock(), strconv.FormatInt(f.Token, 10), pool, why}, chunk...)
-			out, err := s.run(ctx, s.rdb, scripts.replace, keys, argv...).Slice()
+			keys := s.KeysWith(shard, s.fenceKey(shard, f))
+			argv := append([]any{s.Clock(), strconv.FormatInt(f.Token, 10), pool, why}, chunk...)
+			out, err := s.Run(ctx, s.RDB, Scripts.replace, keys, argv...).Slice()
 			if err != nil {
 				return total, fmt.Errorf("queue: replace: %w", err)
 			}
 			if fenced(out) {
 				return total, ErrFenced
 			}
-			total += toInt(out[0])
+			total += ToInt(out[0])
 		}
 	}
 	return total, nil

@@ -32,7 +32,7 @@ type RunTime struct {
 	Last time.Time
 }
 
-func (s *engine) alpha() string { return strconv.FormatFloat(s.opts.RunTimeAlpha, 'f', -1, 64) }
+func (s *Engine) Alpha() string { return strconv.FormatFloat(s.Opts.RunTimeAlpha, 'f', -1, 64) }
 
 // RunTimes reads every shard's run times and merges them per (pool, type):
 // counts add up, means are weighted by count, spreads pooled (within and
@@ -44,8 +44,8 @@ func (s *Tasks) RunTimes(ctx context.Context) ([]RunTime, error) {
 		last     int64
 	}
 	by := map[[2]string][]part{}
-	for shard := range s.keys {
-		h, err := s.rdb.HGetAll(ctx, s.keys[shard].rt).Result()
+	for shard := range s.Keys {
+		h, err := s.RDB.HGetAll(ctx, s.Keys[shard].Rt).Result()
 		if err != nil {
 			return nil, fmt.Errorf("queue: run times: %w", err)
 		}
@@ -116,23 +116,23 @@ func parseRunTime(v string) (n int64, mean, sd float64, last int64, ok bool) {
 // type names ever completed would hold the hash for good.
 func (s *Maintainer) TrimRunTimes(ctx context.Context, f Fence) (int, error) {
 	removed := 0
-	for shard := range s.keys {
-		n, err := s.rdb.HLen(ctx, s.keys[shard].rt).Result()
+	for shard := range s.Keys {
+		n, err := s.RDB.HLen(ctx, s.Keys[shard].Rt).Result()
 		if err != nil {
 			return removed, fmt.Errorf("queue: trim run times: %w", err)
 		}
-		if n <= int64(s.opts.RunTimePairs)*3/4 {
+		if n <= int64(s.Opts.RunTimePairs)*3/4 {
 			continue
 		}
-		out, err := s.run(ctx, s.rdb, scripts.rtTrim, s.keysWith(shard, s.fenceKey(shard, f), s.keys[shard].rt),
-			s.clock(), f.Token, max(1, s.opts.RunTimePairs/2)).Slice()
+		out, err := s.Run(ctx, s.RDB, Scripts.rtTrim, s.KeysWith(shard, s.fenceKey(shard, f), s.Keys[shard].Rt),
+			s.Clock(), f.Token, max(1, s.Opts.RunTimePairs/2)).Slice()
 		if err != nil {
 			return removed, fmt.Errorf("queue: trim run times: %w", err)
 		}
 		if fenced(out) {
 			return removed, ErrFenced
 		}
-		removed += toInt(out[0])
+		removed += ToInt(out[0])
 	}
 	return removed, nil
 }

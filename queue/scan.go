@@ -3,11 +3,10 @@ package queue
 import (
 	"context"
 	"fmt"
-	"strconv"
-	"strings"
-
 	"github.com/ax-sched/ax/task"
 	"github.com/redis/go-redis/v9"
+	"strconv"
+	"strings"
 )
 
 // Filter selects tasks for operator bulk actions; empty fields match all.
@@ -27,8 +26,8 @@ func (f Filter) match(t *task.Task) bool {
 // batches of up to 500. It is an operator path (O(waiting tasks)), not a
 // hot one.
 func (s *Tasks) Waiting(ctx context.Context, f Filter, fn func([]*task.Task) error) error {
-	for shard := range s.keys {
-		p := s.keys[shard].prefix
+	for shard := range s.Keys {
+		p := s.Keys[shard].Prefix
 		sets := []string{}
 		if f.State == "" || f.State == task.Pending {
 			// The outbox too: a cancel there is a request the hand-off
@@ -55,7 +54,7 @@ func (s *Tasks) Waiting(ctx context.Context, f Filter, fn func([]*task.Task) err
 		for _, set := range sets {
 			var cursor uint64
 			for {
-				kv, next, err := s.rdb.ZScan(ctx, set, cursor, "", 500).Result()
+				kv, next, err := s.RDB.ZScan(ctx, set, cursor, "", 500).Result()
 				if err != nil {
 					return fmt.Errorf("queue: zscan: %w", err)
 				}
@@ -65,7 +64,7 @@ func (s *Tasks) Waiting(ctx context.Context, f Filter, fn func([]*task.Task) err
 						ids = append(ids, kv[i])
 					}
 				}
-				ts, err := s.getMany(ctx, shard, ids)
+				ts, err := s.GetMany(ctx, shard, ids)
 				if err != nil {
 					return err
 				}
@@ -97,11 +96,11 @@ func (s *Tasks) Waiting(ctx context.Context, f Filter, fn func([]*task.Task) err
 // scanKeys lists the keys matching a pattern. On a cluster the client
 // sends a SCAN whose pattern holds a hash tag (every shard's does) to the
 // master serving that slot.
-func (s *engine) scanKeys(ctx context.Context, match string) ([]string, error) {
+func (s *Engine) scanKeys(ctx context.Context, match string) ([]string, error) {
 	var out []string
 	var cursor uint64
 	for {
-		keys, next, err := s.rdb.Scan(ctx, cursor, match, 500).Result()
+		keys, next, err := s.RDB.Scan(ctx, cursor, match, 500).Result()
 		if err != nil {
 			return nil, fmt.Errorf("queue: scan: %w", err)
 		}
@@ -134,9 +133,9 @@ type DrainMove struct{ ID, Region, Pool string }
 // operator's drain passes no fence; a leader loop passes its own, and gets
 // ErrFenced once a newer leader exists.
 func (s *HandOffs) Drain(ctx context.Context, moves []DrainMove, f ...Fence) (int, error) {
-	byShard := make([][]any, s.opts.Shards)
+	byShard := make([][]any, s.Opts.Shards)
 	for _, m := range moves {
-		shard, err := s.shardOf(m.ID)
+		shard, err := s.ShardOf(m.ID)
 		if err != nil {
 			continue
 		}
@@ -146,21 +145,21 @@ func (s *HandOffs) Drain(ctx context.Context, moves []DrainMove, f ...Fence) (in
 	for shard, items := range byShard {
 		for start := 0; start < len(items); start += 3 * MaxBatch {
 			chunk := items[start:min(start+3*MaxBatch, len(items))]
-			keys := s.keysWith(shard, s.keys[shard].prefix+"outbox")
+			keys := s.KeysWith(shard, s.Keys[shard].Prefix+"outbox")
 			token := ""
 			if len(f) > 0 {
 				keys = append(keys, s.fenceKey(shard, f[0]))
 				token = strconv.FormatInt(f[0].Token, 10)
 			}
-			argv := append([]any{s.clock(), len(chunk) / 3, token}, chunk...)
-			out, err := s.run(ctx, s.rdb, scripts.drain, keys, argv...).Slice()
+			argv := append([]any{s.Clock(), len(chunk) / 3, token}, chunk...)
+			out, err := s.Run(ctx, s.RDB, Scripts.drain, keys, argv...).Slice()
 			if err != nil {
 				return total, fmt.Errorf("queue: drain: %w", err)
 			}
 			if fenced(out) {
 				return total, ErrFenced
 			}
-			total += toInt(out[0])
+			total += ToInt(out[0])
 		}
 	}
 	return total, nil
@@ -169,11 +168,11 @@ func (s *HandOffs) Drain(ctx context.Context, moves []DrainMove, f ...Fence) (in
 // Ping checks the region's Redis answers and runs with noeviction (a
 // store that may evict can lose accepted tasks): every master of a
 // cluster.
-func (s *engine) Ping(ctx context.Context) error {
-	if cc := s.cluster(); cc != nil {
+func (s *Engine) Ping(ctx context.Context) error {
+	if cc := s.Cluster(); cc != nil {
 		return cc.ForEachMaster(ctx, func(ctx context.Context, c *redis.Client) error { return ping(ctx, c) })
 	}
-	return ping(ctx, s.rdb)
+	return ping(ctx, s.RDB)
 }
 
 func ping(ctx context.Context, rdb redis.Cmdable) error {

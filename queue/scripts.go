@@ -5,14 +5,13 @@ import (
 	"embed"
 	"encoding/hex"
 	"fmt"
+	"github.com/redis/go-redis/v9"
 	"regexp"
 	"strings"
-
-	"github.com/redis/go-redis/v9"
 )
 
 //go:embed scripts/*.lua
-var scriptFS embed.FS
+var ScriptFS embed.FS
 
 // scripts holds every transition. Each is a function of one Redis Functions
 // library (library below: lib.lua once, then every script's body wrapped in
@@ -20,71 +19,71 @@ var scriptFS embed.FS
 // where Redis has no Functions (< 7, or miniredis under ax dev) the same
 // wrapped body behind the part of lib.lua it uses (its prelude) runs with
 // EVALSHA.
-var scripts = struct {
-	submit, promote, place, claim, heartbeat, complete, fail, ret,
-	reap, cancel, replay, priority, sweep, workers, handoff, drain, preempt, rtTrim, prices, rewake, fence, cold, limits, limRead, quota, held, fairShare, slowLane, replace, backlog, progress *script
+var Scripts = struct {
+	Submit, promote, place, Claim, heartbeat, Complete, fail, ret,
+	reap, cancel, replay, priority, sweep, workers, handoff, drain, preempt, rtTrim, prices, rewake, fence, Cold, limits, limRead, Quota, held, fairShare, slowLane, replace, backlog, progress *Script
 }{
-	submit:    load("submit"),
-	promote:   load("promote"),
-	place:     load("place"),
-	claim:     load("claim"),
-	heartbeat: load("heartbeat"),
-	complete:  load("complete"),
-	fail:      load("fail"),
-	ret:       load("return"),
-	reap:      load("reap"),
-	cancel:    load("cancel"),
-	replay:    load("replay"),
-	priority:  load("priority"),
-	sweep:     load("sweep"),
-	workers:   load("workers"),
-	handoff:   load("handoff"),
-	held:      load("held"),
-	drain:     load("drain"),
-	preempt:   load("preempt"),
-	rtTrim:    load("rt_trim"),
-	prices:    load("prices"),
-	rewake:    load("rewake"),
-	fence:     load("fence"),
-	cold:      load("cold"),
-	limits:    load("limits"),
-	limRead:   load("limdemand"),
-	quota:     load("quota"),
-	fairShare: load("fairshare"),
-	slowLane:  load("slowlane"),
-	replace:   load("replace"),
-	backlog:   load("backlog"),
-	progress:  load("progress"),
+	Submit:    Load("submit"),
+	promote:   Load("promote"),
+	place:     Load("place"),
+	Claim:     Load("claim"),
+	heartbeat: Load("heartbeat"),
+	Complete:  Load("complete"),
+	fail:      Load("fail"),
+	ret:       Load("return"),
+	reap:      Load("reap"),
+	cancel:    Load("cancel"),
+	replay:    Load("replay"),
+	priority:  Load("priority"),
+	sweep:     Load("sweep"),
+	workers:   Load("workers"),
+	handoff:   Load("handoff"),
+	held:      Load("held"),
+	drain:     Load("drain"),
+	preempt:   Load("preempt"),
+	rtTrim:    Load("rt_trim"),
+	prices:    Load("prices"),
+	rewake:    Load("rewake"),
+	fence:     Load("fence"),
+	Cold:      Load("cold"),
+	limits:    Load("limits"),
+	limRead:   Load("limdemand"),
+	Quota:     Load("quota"),
+	fairShare: Load("fairshare"),
+	slowLane:  Load("slowlane"),
+	replace:   Load("replace"),
+	backlog:   Load("backlog"),
+	progress:  Load("progress"),
 }
 
 // script is one transition: its function in the library and its EVALSHA
 // form.
-type script struct {
+type Script struct {
 	name string
-	fn   string        // the library's function (FCALL)
-	ev   *redis.Script // prelude + wrapped body (EVALSHA)
+	Fn   string        // the library's function (FCALL)
+	Ev   *redis.Script // prelude + wrapped body (EVALSHA)
 }
 
 // Hash is the SHA1 of the script's EVALSHA form.
-func (sc *script) Hash() string { return sc.ev.Hash() }
+func (sc *Script) Hash() string { return sc.Ev.Hash() }
 
-func load(name string) *script {
+func Load(name string) *Script {
 	lib := libSource()
 	body := readScript(name)
 	var b strings.Builder
-	b.WriteString(prelude(lib, body))
+	b.WriteString(Prelude(lib, body))
 	b.WriteString("\n-- ")
 	b.WriteString(name)
 	b.WriteString(".lua\n")
-	wrap(&b, body)
-	return &script{name: name, fn: library.prefix + name, ev: redis.NewScript(b.String())}
+	Wrap(&b, body)
+	return &Script{name: name, Fn: Library.prefix + name, Ev: redis.NewScript(b.String())}
 }
 
 // libSource is lib.lua behind the result codes' table (luaCodes).
 func libSource() string { return luaCodes() + readScript("lib") }
 
 func readScript(name string) string {
-	b, err := scriptFS.ReadFile("scripts/" + name + ".lua")
+	b, err := ScriptFS.ReadFile("scripts/" + name + ".lua")
 	if err != nil {
 		panic(err)
 	}
@@ -95,7 +94,7 @@ func readScript(name string) string {
 // the body runs as a function so that finish() writes the queued counters
 // and sorted-set members whichever return it takes. A body reads the key
 // names of the context, and the few context tables it names, as locals.
-func wrap(b *strings.Builder, body string) {
+func Wrap(b *strings.Builder, body string) {
 	b.WriteString("begin(KEYS)\n")
 	words := map[string]bool{}
 	for _, w := range luaWord.FindAllString(luaComment.ReplaceAllString(body, ""), -1) {
@@ -120,8 +119,8 @@ var contextNames = []string{"K_PREFIX", "K_DELAYED", "K_DUE", "K_RUNNING", "K_DE
 // function per script, named prefix + the script's name. Its name and
 // prefix carry a hash of its code, so processes of two ax versions sharing
 // one Redis (a rolling upgrade) each call their own.
-var library = func() struct{ name, prefix, code string } {
-	entries, err := scriptFS.ReadDir("scripts")
+var Library = func() struct{ Name, prefix, code string } {
+	entries, err := ScriptFS.ReadDir("scripts")
 	if err != nil {
 		panic(err)
 	}
@@ -136,13 +135,13 @@ var library = func() struct{ name, prefix, code string } {
 			continue
 		}
 		fmt.Fprintf(&body, "\n-- %s.lua\nregister('AXLIB_%s', function(KEYS, ARGV)\n", name, name)
-		wrap(&body, readScript(name))
+		Wrap(&body, readScript(name))
 		body.WriteString("end)\n")
 	}
 	sum := sha1.Sum([]byte(body.String()))
 	name := "ax_" + hex.EncodeToString(sum[:6])
 	code := "#!lua name=" + name + "\n" + strings.ReplaceAll(body.String(), "'AXLIB_", "'"+name+"_")
-	return struct{ name, prefix, code string }{name, name + "_", code}
+	return struct{ Name, prefix, code string }{name, name + "_", code}
 }()
 
 // prelude is the part of lib.lua a script uses: each top-level `local`
@@ -152,7 +151,7 @@ var library = func() struct{ name, prefix, code string } {
 // prelude on every call, defining each helper anew: all of lib.lua costs
 // about 4.4 µs a call (docs/benchmarks.md), and a claim needs a third.
 // Kept declarations stay in lib.lua's order.
-func prelude(lib, body string) string {
+func Prelude(lib, body string) string {
 	lines := strings.SplitAfter(lib, "\n")
 	type unit struct {
 		text  string

@@ -3,6 +3,7 @@ package queue
 import (
 	"context"
 	"fmt"
+	"github.com/redis/go-redis/v9"
 	"maps"
 	"math/bits"
 	"slices"
@@ -10,8 +11,6 @@ import (
 	"strconv"
 	"strings"
 	"time"
-
-	"github.com/redis/go-redis/v9"
 )
 
 // SlowLane keeps one pool's slow tasks to a share of its slots
@@ -46,7 +45,7 @@ type SlowLane struct {
 // pool left out has none.
 func (s *Maintainer) SetSlowLanes(ctx context.Context, f Fence, lanes map[string]SlowLane) error {
 	names := slices.Sorted(maps.Keys(lanes))
-	n := s.opts.Shards
+	n := s.Opts.Shards
 	caps := make([][]int, n) // shard → slots, in names' order
 	for shard := range caps {
 		caps[shard] = make([]int, len(names))
@@ -65,7 +64,7 @@ func (s *Maintainer) SetSlowLanes(ctx context.Context, f Fence, lanes map[string
 		if err != nil {
 			return err
 		}
-		turn := int(s.now().Unix() % int64(n))
+		turn := int(s.Now().Unix() % int64(n))
 		for _, j := range moving {
 			want := placeDemand(slots(j), now, j, turn)
 			for shard := range n {
@@ -91,7 +90,7 @@ func (s *Maintainer) SetSlowLanes(ctx context.Context, f Fence, lanes map[string
 // when they change: with several shards a lane's slots follow the shards'
 // slow work (SetSlowLanes).
 func (s *Maintainer) SlowLanesMove(lanes map[string]SlowLane) bool {
-	return s.opts.Shards > 1 && len(lanes) > 0
+	return s.Opts.Shards > 1 && len(lanes) > 0
 }
 
 // laneShard is one shard's part of the moving lanes (or limits), by
@@ -100,8 +99,8 @@ type laneShard struct{ slots, running, parked []int }
 
 // writeParts runs a fenced leader script on shard that answers, from
 // out[first] on, what each of its n items runs there after it.
-func (s *Maintainer) writeParts(ctx context.Context, sc *script, what string, f Fence, shard int, argv []any, first, n int) ([]int, error) {
-	out, err := s.run(ctx, s.rdb, sc, s.keysWith(shard, s.fenceKey(shard, f)), argv...).Slice()
+func (s *Maintainer) writeParts(ctx context.Context, sc *Script, what string, f Fence, shard int, argv []any, first, n int) ([]int, error) {
+	out, err := s.Run(ctx, s.RDB, sc, s.KeysWith(shard, s.fenceKey(shard, f)), argv...).Slice()
 	if err != nil {
 		return nil, fmt.Errorf("queue: %s: %w", what, err)
 	}
@@ -186,16 +185,16 @@ type partKeys struct {
 // shardParts reads every shard's part of the moving items (of n): one
 // pipeline a shard; part parses the part's value.
 func (s *Maintainer) shardParts(ctx context.Context, n int, moving []int, where func(prefix string, j int) partKeys, part func(string) int) ([]laneShard, error) {
-	out := make([]laneShard, s.opts.Shards)
+	out := make([]laneShard, s.Opts.Shards)
 	for shard := range out {
-		pipe := s.rdb.Pipeline()
+		pipe := s.RDB.Pipeline()
 		type reads struct {
 			part, run *redis.StringCmd
 			waiting   []*redis.IntCmd
 		}
 		rs := map[int]*reads{}
 		for _, j := range moving {
-			k := where(s.keys[shard].prefix, j)
+			k := where(s.Keys[shard].Prefix, j)
 			r := &reads{part: pipe.HGet(ctx, k.part, k.partField), run: pipe.HGet(ctx, k.run, k.runField)}
 			for _, w := range k.waiting {
 				r.waiting = append(r.waiting, pipe.ZCard(ctx, w))
@@ -316,7 +315,7 @@ func fromTurn(turn, n int) []int {
 // writeLanes writes one shard's lanes with the given slots (by names'
 // index) and returns what each lane runs on the shard after it.
 func (s *Maintainer) writeLanes(ctx context.Context, f Fence, shard int, names []string, lanes map[string]SlowLane, slots []int) ([]int, error) {
-	argv := []any{s.clock(), f.Token, len(names)}
+	argv := []any{s.Clock(), f.Token, len(names)}
 	for j, p := range names {
 		l := lanes[p]
 		argv = append(argv, p, max(l.Threshold.Milliseconds(), 1), slots[j], len(l.Slow))
@@ -328,7 +327,7 @@ func (s *Maintainer) writeLanes(ctx context.Context, f Fence, shard int, names [
 			argv = append(argv, t)
 		}
 	}
-	return s.writeParts(ctx, scripts.slowLane, "set slow lanes", f, shard, argv, 1, len(names))
+	return s.writeParts(ctx, Scripts.slowLane, "set slow lanes", f, shard, argv, 1, len(names))
 }
 
 // SlowLaneStatus is a pool's slow lane now, summed over the shards: its
@@ -340,8 +339,8 @@ func (s *Tasks) SlowLaneStatus(ctx context.Context, pool string) (LimitState, er
 // SlowTypes are the types slow in pool's lane on any shard, sorted.
 func (s *Tasks) SlowTypes(ctx context.Context, pool string) ([]string, error) {
 	seen := map[string]bool{}
-	for shard := range s.keys {
-		ts, err := s.rdb.HKeys(ctx, s.keys[shard].prefix+"slt:"+pool).Result()
+	for shard := range s.Keys {
+		ts, err := s.RDB.HKeys(ctx, s.Keys[shard].Prefix+"slt:"+pool).Result()
 		if err != nil {
 			return nil, fmt.Errorf("queue: slow types: %w", err)
 		}

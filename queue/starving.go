@@ -4,13 +4,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/ax-sched/ax/task"
+	"github.com/redis/go-redis/v9"
 	"math"
 	"sort"
 	"strconv"
 	"time"
-
-	"github.com/ax-sched/ax/task"
-	"github.com/redis/go-redis/v9"
 )
 
 // Starving counts tasks that have waited longer than a threshold.
@@ -44,17 +43,17 @@ const tenantSample = 256
 // try, and is not counted.
 func (s *Maintainer) Starving(ctx context.Context, pools []string, threshold time.Duration) (Starving, error) {
 	out := Starving{Ready: make(map[string][task.MaxPriority + 1]int, len(pools))}
-	before := "(" + strconv.FormatInt(s.now().Add(-threshold).UnixMilli(), 10)
-	for shard := range s.keys {
-		p := s.keys[shard].prefix
-		pipe := s.rdb.Pipeline()
+	before := "(" + strconv.FormatInt(s.Now().Add(-threshold).UnixMilli(), 10)
+	for shard := range s.Keys {
+		p := s.Keys[shard].Prefix
+		pipe := s.RDB.Pipeline()
 		ready := make([][task.MaxPriority + 1]*redis.IntCmd, len(pools))
 		for i, pool := range pools {
 			for prio := 0; prio <= task.MaxPriority; prio++ {
 				ready[i][prio] = pipe.ZCount(ctx, p+"q:"+pool+":"+strconv.Itoa(prio), "-inf", before)
 			}
 		}
-		due := pipe.ZCount(ctx, s.keys[shard].base[2], "-inf", before)
+		due := pipe.ZCount(ctx, s.Keys[shard].Base[2], "-inf", before)
 		idx := make([]*redis.StringSliceCmd, len(pools))
 		for i, pool := range pools {
 			idx[i] = pipe.ZRange(ctx, p+"fi:"+pool, 0, -1)
@@ -100,7 +99,7 @@ func (s *Maintainer) starvingTenants(ctx context.Context, p string, pools []stri
 		n            [task.MaxPriority]*redis.IntCmd
 	}
 	var cells []cell
-	pipe := s.rdb.Pipeline()
+	pipe := s.RDB.Pipeline()
 	for i, pool := range pools {
 		for _, tn := range idx[i].Val() {
 			c := cell{pool: pool, tenant: tn}
@@ -140,7 +139,7 @@ func (s *Maintainer) sampleTenants(ctx context.Context, p string, pools []string
 	if len(pools) == 0 {
 		return nil
 	}
-	pipe := s.rdb.Pipeline()
+	pipe := s.RDB.Pipeline()
 	heads := make([][task.MaxPriority]*redis.ZSliceCmd, len(pools))
 	for i, pool := range pools {
 		for prio := 1; prio <= task.MaxPriority; prio++ {
@@ -163,7 +162,7 @@ func (s *Maintainer) sampleTenants(ctx context.Context, p string, pools []string
 			ids[i] = append(ids[i], z.Member.(string))
 		}
 	}
-	pipe = s.rdb.Pipeline()
+	pipe = s.RDB.Pipeline()
 	tns := make([][]*redis.StringCmd, len(pools))
 	for i := range pools {
 		for _, id := range ids[i] {

@@ -3,8 +3,9 @@ package queue
 import (
 	"cmp"
 	"context"
-	"errors"
 	"fmt"
+	"github.com/ax-sched/ax/task"
+	"github.com/redis/go-redis/v9"
 	"hash/fnv"
 	"math/rand/v2"
 	"sort"
@@ -13,9 +14,6 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
-
-	"github.com/ax-sched/ax/task"
-	"github.com/redis/go-redis/v9"
 )
 
 // MaxBatch bounds every batched script: Lua's unpack breaks near 8 000
@@ -105,12 +103,12 @@ func (o *Options) withDefaults() error {
 
 // engine is what every stage shares: the client and its shards, the
 // options, the keys and the script runner. It is safe for concurrent use.
-type engine struct {
-	rdb  redis.UniversalClient
-	opts Options
-	keys []shardKeys
-	rr   atomic.Uint32
-	fns  functions // FCALL or EVALSHA (functions.go)
+type Engine struct {
+	RDB  redis.UniversalClient
+	Opts Options
+	Keys []shardKeys
+	Rr   atomic.Uint32
+	Fns  functions // FCALL or EVALSHA (functions.go)
 	// owed: with several shards, per pool the shard where a completion of
 	// this store left a tenant with work waiting below its floor, and by
 	// how many slots: the pool's next claims of that many start there
@@ -122,35 +120,35 @@ type engine struct {
 type owedFloor struct{ shard, slots int }
 
 type shardKeys struct {
-	prefix string
-	base   []string // KEYS[1..8] of every script
-	rt     string   // run times (runtime.go)
+	Prefix string
+	Base   []string // KEYS[1..8] of every script
+	Rt     string   // run times (runtime.go)
 	px     string   // live prices (prices.go)
 }
 
-// New returns a Store over rdb.
-func New(rdb redis.UniversalClient, opts Options) (*Store, error) {
+// newEngine returns the engine over rdb, opts' zero values defaulted.
+func NewEngine(rdb redis.UniversalClient, opts Options) (*Engine, error) {
 	if err := opts.withDefaults(); err != nil {
 		return nil, err
 	}
-	s := &engine{rdb: rdb, opts: opts}
+	s := &Engine{RDB: rdb, Opts: opts}
 	if opts.EvalSHA {
-		s.fns.mode.Store(fnEval)
+		s.Fns.Mode.Store(FnEval)
 	}
 	for i := 0; i < opts.Shards; i++ {
 		p := fmt.Sprintf("%s:{%s:%d}:", opts.Prefix, opts.Region, i)
-		s.keys = append(s.keys, shardKeys{prefix: p, base: []string{
+		s.Keys = append(s.Keys, shardKeys{Prefix: p, Base: []string{
 			p, p + "delayed", p + "due", p + "running", p + "dead", p + "cnt", p + "events", p + "seq",
-		}, rt: p + "rt", px: p + "px"})
+		}, Rt: p + "rt", px: p + "px"})
 	}
-	return newStore(s), nil
+	return s, nil
 }
 
 // Options returns the store's effective options.
-func (s *engine) Options() Options { return s.opts }
+func (s *Engine) Options() Options { return s.Opts }
 
 // Client is the underlying Redis client.
-func (s *engine) Client() redis.UniversalClient { return s.rdb }
+func (s *Engine) Client() redis.UniversalClient { return s.RDB }
 
 // Fence identifies a leader-only write: the election and the leader's
 // fencing token (the CreateRevision of its election key).
@@ -159,48 +157,48 @@ type Fence struct {
 	Token int64
 }
 
-func (s *engine) clock() string {
-	if s.opts.Now == nil {
+func (s *Engine) Clock() string {
+	if s.Opts.Now == nil {
 		return ""
 	}
-	return strconv.FormatInt(s.opts.Now().UnixMilli(), 10)
+	return strconv.FormatInt(s.Opts.Now().UnixMilli(), 10)
 }
 
-func (s *engine) now() time.Time {
-	if s.opts.Now != nil {
-		return s.opts.Now()
+func (s *Engine) Now() time.Time {
+	if s.Opts.Now != nil {
+		return s.Opts.Now()
 	}
 	return time.Now()
 }
 
-func (s *engine) keysWith(shard int, extra ...string) []string {
+func (s *Engine) KeysWith(shard int, extra ...string) []string {
 	k := make([]string, 0, 8+len(extra))
-	k = append(k, s.keys[shard].base...)
+	k = append(k, s.Keys[shard].Base...)
 	return append(k, extra...)
 }
 
-func (s *engine) fenceKey(shard int, f Fence) string {
-	return s.keys[shard].prefix + "fence:" + f.Name
+func (s *Engine) fenceKey(shard int, f Fence) string {
+	return s.Keys[shard].Prefix + "fence:" + f.Name
 }
 
-func (s *engine) shardOf(id string) (int, error) {
+func (s *Engine) ShardOf(id string) (int, error) {
 	p, err := task.ParseID(id)
 	if err != nil {
 		return 0, err
 	}
 	// A task handed off from another region keeps its id; it lives in the
 	// shard its id names, modulo this region's shard count.
-	return p.Shard % s.opts.Shards, nil
+	return p.Shard % s.Opts.Shards, nil
 }
 
 // ShardForKey is the shard of a keyed submit: from tenant and key, so the
 // key is found without a lookup.
-func (s *engine) ShardForKey(tenant, key string) int {
+func (s *Engine) ShardForKey(tenant, key string) int {
 	h := fnv.New32a()
 	h.Write([]byte(tenant))
 	h.Write([]byte{0})
 	h.Write([]byte(key))
-	return int(h.Sum32() % uint32(s.opts.Shards))
+	return int(h.Sum32() % uint32(s.Opts.Shards))
 }
 
 // NewTask is one task to accept.
@@ -271,7 +269,7 @@ func CapTrail(tr []task.Transition) []task.Transition {
 
 // historyFields are the record fields and trail lines (field "~") that
 // carry h into the receiving region's record.
-func historyFields(h *History, region string) []any {
+func HistoryFields(h *History, region string) []any {
 	f := []any{"ct", strconv.FormatInt(h.CreatedAt.UnixMilli(), 10)}
 	if h.Attempts > 0 {
 		f = append(f, "at", strconv.Itoa(h.Attempts))
@@ -308,330 +306,13 @@ type SubmitResult struct {
 	Err       error // ErrIdempotencyConflict, ErrExists, or nil
 }
 
-// Submit accepts tasks, at most MaxBatch per Redis call. Results are in
-// input order. The error is for Redis failures; per-task outcomes are in
-// the results.
-//
-// A new task without an id or an idempotency key may go to any shard: when
-// its shard's Redis refuses the call unsent (NotSent: on a Redis Cluster,
-// the ax server's gate of a master its probe has not heard from), it gets a
-// new id naming the next shard and is submitted there, and so on until one
-// takes it or every shard has refused (that error). Only an unsent call is
-// made again elsewhere: after any other error the script may have run, and
-// a second shard would hold the task twice. A task with an id (a hand-off,
-// a DAG node, a schedule's slot) or an idempotency key stays on its shard
-// and shares its error: the id names the shard, and a key is found only on
-// the shard ShardForKey names (a retry of the same key must meet the task
-// the first try stored, not store another on a shard nobody looks at).
-func (s *Submitter) Submit(ctx context.Context, tasks ...NewTask) ([]SubmitResult, error) {
-	res := make([]SubmitResult, len(tasks))
-	byShard := make([][]int, s.opts.Shards)
-	now := s.now()
-	ids := make([]string, len(tasks))
-	for i, t := range tasks {
-		var shard int
-		switch {
-		case t.ID != "":
-			p, err := task.ParseID(t.ID)
-			if err != nil {
-				return nil, err
-			}
-			shard = p.Shard % s.opts.Shards
-		case t.Spec.IdempotencyKey != "":
-			shard = s.ShardForKey(t.Spec.Tenant, t.Spec.IdempotencyKey)
-		default:
-			shard = int(s.rr.Add(1) % uint32(s.opts.Shards))
-		}
-		ids[i] = t.ID
-		if ids[i] == "" {
-			ids[i] = s.opts.IDs.New(s.opts.Region, shard, now)
-		}
-		byShard[shard] = append(byShard[shard], i)
-	}
-	var refused []bool // shards that refused this call's tasks unsent
-	for more := true; more; {
-		more = false
-		for shard, idx := range byShard {
-			if len(idx) == 0 {
-				continue
-			}
-			byShard[shard] = nil
-			unsent, err := s.submitOn(ctx, shard, tasks, ids, idx, res)
-			if err == nil {
-				continue
-			}
-			if !NotSent(err) {
-				return nil, err
-			}
-			if refused == nil {
-				refused = make([]bool, s.opts.Shards)
-			}
-			refused[shard] = true
-			to := -1
-			for k := 1; k < s.opts.Shards && to < 0; k++ {
-				if n := (shard + k) % s.opts.Shards; !refused[n] {
-					to = n
-				}
-			}
-			for _, i := range unsent {
-				if to < 0 || tasks[i].ID != "" || tasks[i].Spec.IdempotencyKey != "" {
-					return nil, err
-				}
-			}
-			for _, i := range unsent {
-				ids[i] = s.opts.IDs.New(s.opts.Region, to, s.now())
-				byShard[to] = append(byShard[to], i)
-			}
-			more = true
-		}
-	}
-	return res, nil
-}
-
-// submitOn submits tasks idx on shard. On an error that NotSent reports,
-// unsent are those of idx it did not store (the others' results are set).
-func (s *Submitter) submitOn(ctx context.Context, shard int, tasks []NewTask, ids []string, idx []int, res []SubmitResult) (unsent []int, err error) {
-	var sc redis.Scripter = s.rdb
-	if s.opts.WaitReplicas > 0 {
-		// WAIT counts the replicas that have this connection's writes:
-		// the scripts and the WAIT must share one connection (of a
-		// pool, WAIT would answer for another connection's, maybe none).
-		c, err := s.conn(ctx, shard)
-		if err != nil {
-			return idx, fmt.Errorf("queue: submit: %w", err)
-		}
-		defer c.Close()
-		sc = c
-	}
-	stored := false // on sc: with WaitReplicas, a WAIT is owed
-	fail := func(rest, later []int, err error) ([]int, error) {
-		if !NotSent(err) {
-			return nil, err
-		}
-		if stored && s.opts.WaitReplicas > 0 {
-			// The tasks stored on this connection are owed a WAIT that
-			// this Redis refuses too: they may be lost in a failover.
-			return nil, fmt.Errorf("%w: submit: shard %d stored tasks, then refused the call: %v", ErrUnavailable, shard, err)
-		}
-		return append(append([]int(nil), rest...), later...), err
-	}
-	for start := 0; start < len(idx); start += MaxBatch {
-		end := min(start+MaxBatch, len(idx))
-		chunk := idx[start:end]
-		if rest, err := s.submitShard(ctx, sc, shard, tasks, ids, chunk, res); err != nil {
-			stored = stored || len(rest) < len(chunk)
-			return fail(rest, idx[end:], err)
-		}
-		stored = true
-		// A generated id another process generated too (same millisecond
-		// and sequence: rare, but possible with many servers) was not
-		// stored: give those tasks new ids and try again.
-		for round := 0; round < 5; round++ {
-			var again []int
-			for _, i := range chunk {
-				if tasks[i].ID == "" && errors.Is(res[i].Err, task.ErrExists) {
-					ids[i] = s.opts.IDs.New(s.opts.Region, shard, s.now())
-					again = append(again, i)
-				}
-			}
-			if len(again) == 0 {
-				break
-			}
-			if rest, err := s.submitShard(ctx, sc, shard, tasks, ids, again, res); err != nil {
-				return fail(rest, idx[end:], err)
-			}
-		}
-	}
-	if c, ok := sc.(*redis.Conn); ok {
-		n, err := c.Wait(ctx, s.opts.WaitReplicas, s.opts.WaitTimeout).Result()
-		if err != nil {
-			return nil, fmt.Errorf("queue: submit: wait for replicas: %w", err)
-		}
-		if int(n) < s.opts.WaitReplicas {
-			return nil, fmt.Errorf("%w: submit: only %d of %d replicas acknowledged", ErrUnavailable, n, s.opts.WaitReplicas)
-		}
-	}
-	return nil, nil
-}
-
-// submitShard submits tasks idx (at most MaxBatch) on shard in one call
-// (two when some go to the cold tier: those first). On an error, unsent are
-// those of idx not stored when NotSent(err), the results of the others set.
-func (s *Submitter) submitShard(ctx context.Context, sc redis.Scripter, shard int, tasks []NewTask, ids []string, idx []int, res []SubmitResult) (unsent []int, err error) {
-	if cold, hot := s.splitCold(tasks, idx); len(cold) > 0 {
-		if err := s.submitCold(ctx, sc, shard, tasks, ids, cold, res); err != nil || len(hot) == 0 {
-			return idx, err
-		}
-		idx = hot
-	}
-	keys := s.keysWith(shard, s.keys[shard].prefix+"outbox")
-	argv := make([]any, 0, 3+len(idx)*31)
-	argv = append(argv, s.clock(), len(idx), s.admitCaps(tasks, idx))
-	nkeyed := 0
-	var f []any
-	var prevSpec *task.Spec
-	var prevPool string
-	var prevPinned bool
-	for _, i := range idx {
-		t := tasks[i]
-		sp := t.Spec
-		due := ""
-		if sp.RunAt != nil {
-			due = strconv.FormatInt(sp.RunAt.UnixMilli(), 10)
-		}
-		idem, ttl, hash := 0, "0", ""
-		if sp.IdempotencyKey != "" {
-			nkeyed++
-			idem = nkeyed
-			keys = append(keys, s.keys[shard].prefix+"idem:"+sp.Tenant+":"+sp.IdempotencyKey)
-			ttl = ms(time.Duration(sp.IdempotencyTTL))
-			hash = sp.Hash()
-		}
-		// Tasks of one call often share a spec (fan-out, schedules, batches
-		// built from one template): encode it once. argv copies f.
-		if f == nil || sp != prevSpec || t.Pool != prevPool || t.Pinned != prevPinned {
-			f = specFields(sp, s.opts.Defaults)
-			if t.Pinned && t.Pool != "" {
-				f = append(f, "pn", "1", "po", t.Pool)
-			}
-			prevSpec, prevPool, prevPinned = sp, t.Pool, t.Pinned
-		}
-		flags := ""
-		if t.Pinned {
-			flags = "p"
-		}
-		if t.Returning {
-			flags += "r"
-		}
-		if t.Reserved {
-			flags += "v"
-		}
-		if t.AdmitMax > 0 && t.Pool != "" && t.HandOff == "" {
-			flags += "a"
-		}
-		fields := f
-		if t.History != nil {
-			flags += "h"
-			fields = append(append([]any(nil), f...), historyFields(t.History, s.opts.Region)...)
-		}
-		if t.HeldFrom != "" {
-			flags += "k"
-			fields = append(fields[:len(fields):len(fields)], "hf", t.HeldFrom)
-		}
-		argv = append(argv, ids[i], t.Pool, flags, strconv.Itoa(*sp.Priority), due, idem, ttl, hash, t.HandOff, len(fields)/2)
-		argv = append(argv, fields...)
-	}
-	argv = append(argv, s.backlogCaps(tasks, idx))
-	out, err := s.run(ctx, sc, scripts.submit, keys, argv...).Slice()
-	if err != nil {
-		if cc := s.cluster(); cc != nil && sc != redis.Scripter(s.rdb) {
-			// On a connection of its own the cluster client does not see
-			// a dead master or a moved slot: have it ask the cluster again.
-			cc.ReloadState(ctx)
-		}
-		return idx, fmt.Errorf("queue: submit: %w", err)
-	}
-	codes := toStr(out[0])
-	if len(codes) != len(idx) {
-		return nil, fmt.Errorf("queue: submit: %d results for %d tasks", len(codes), len(idx))
-	}
-	next := 1 // the next id, state pair of a task not created
-	for k, i := range idx {
-		var r SubmitResult
-		switch c := codes[k]; c {
-		case '1', '2', '3', '4', '5':
-			if next+1 >= len(out) {
-				return nil, fmt.Errorf("queue: submit: short answer")
-			}
-			r = SubmitResult{ID: toStr(out[next]), State: stateOf(toStr(out[next+1]))}
-			next += 2
-			switch c {
-			case '1':
-				r.Duplicate = true
-			case '2':
-				r.Err = task.ErrIdempotencyConflict
-			case '3':
-				r.Err = task.ErrExists
-			case '4':
-				r = SubmitResult{ID: ids[i], Err: ErrPoolFull}
-			case '5':
-				r = SubmitResult{ID: ids[i], Err: ErrBacklogFull}
-			}
-		default:
-			r = SubmitResult{ID: ids[i], State: stateOf(string(c))}
-		}
-		res[i] = r
-	}
-	return nil, nil
-}
-
-// backlogCaps is submit.lua's last ARGV: "<cap> <tenant>\n" for each
-// tenant of idx with a BacklogMax (the first such task's), cap its share
-// in one shard, ⌈BacklogMax ÷ shards⌉.
-func (s *Submitter) backlogCaps(tasks []NewTask, idx []int) string {
-	var b strings.Builder
-	var seen map[string]bool
-	for _, i := range idx {
-		t := tasks[i]
-		tn := backlogTenant(t.Spec.Tenant)
-		if t.BacklogMax <= 0 || seen[tn] {
-			continue
-		}
-		if seen == nil {
-			seen = map[string]bool{}
-		}
-		seen[tn] = true
-		b.WriteString(strconv.Itoa((t.BacklogMax + s.opts.Shards - 1) / s.opts.Shards))
-		b.WriteByte(' ')
-		b.WriteString(tn)
-		b.WriteByte('\n')
-	}
-	return b.String()
-}
-
 // backlogTenant is a tenant's field in the backlog hash: the record's tn,
 // absent (”) for the default tenant.
-func backlogTenant(tenant string) string {
+func BacklogTenant(tenant string) string {
 	if tenant == "default" {
 		return ""
 	}
 	return tenant
-}
-
-// Backlog is tenant's unfinished tasks in this region (docs/security.md
-// "max_backlog"): the sum of every shard's count, one HGET per shard.
-func (s *Submitter) Backlog(ctx context.Context, tenant string) (int, error) {
-	n := 0
-	for shard := range s.keys {
-		v, err := s.rdb.HGet(ctx, s.keys[shard].prefix+"bl", backlogTenant(tenant)).Int()
-		if err != nil && !errors.Is(err, redis.Nil) {
-			return 0, fmt.Errorf("queue: backlog: %w", err)
-		}
-		n += max(v, 0)
-	}
-	return n, nil
-}
-
-// admitCaps is submit.lua's ARGV[3]: "pool cap pool cap …", each pool's
-// READY limit in one shard for the tasks of idx admitted by AdmitMax (the
-// first such task's limit ÷ shards, rounded up).
-func (s *Submitter) admitCaps(tasks []NewTask, idx []int) string {
-	var b strings.Builder
-	seen := map[string]bool{}
-	for _, i := range idx {
-		t := tasks[i]
-		if t.AdmitMax <= 0 || t.Pool == "" || t.HandOff != "" || seen[t.Pool] {
-			continue
-		}
-		seen[t.Pool] = true
-		if b.Len() > 0 {
-			b.WriteByte(' ')
-		}
-		b.WriteString(t.Pool)
-		b.WriteByte(' ')
-		b.WriteString(strconv.Itoa((t.AdmitMax + s.opts.Shards - 1) / s.opts.Shards))
-	}
-	return b.String()
 }
 
 // PromoteResult reports one promotion pass.
@@ -669,7 +350,7 @@ func (s *Maintainer) Promote(ctx context.Context, f Fence, limit int, opt ...Pro
 		hot = "," + strings.Join(o.HotPools, ",") + ","
 	}
 	var res PromoteResult
-	for shard := range s.keys {
+	for shard := range s.Keys {
 		var next *time.Time
 		readmitted := 0
 		for done := 0; done < limit; {
@@ -678,24 +359,24 @@ func (s *Maintainer) Promote(ctx context.Context, f Fence, limit int, opt ...Pro
 			if budget >= 0 {
 				budget = max(0, budget-readmitted)
 			}
-			out, err := s.run(ctx, s.rdb, scripts.promote, s.keysWith(shard, s.fenceKey(shard, f)),
-				s.clock(), f.Token, n, budget, hot, o.Spread.Milliseconds()).Slice()
+			out, err := s.Run(ctx, s.RDB, Scripts.promote, s.KeysWith(shard, s.fenceKey(shard, f)),
+				s.Clock(), f.Token, n, budget, hot, o.Spread.Milliseconds()).Slice()
 			if err != nil {
 				return res, fmt.Errorf("queue: promote: %w", err)
 			}
 			if fenced(out) {
 				return res, ErrFenced
 			}
-			moved := toInt(out[0])
+			moved := ToInt(out[0])
 			res.Moved += moved
-			res.Ready += toInt(out[1])
+			res.Ready += ToInt(out[1])
 			if len(out) > 4 {
-				res.Deferred += toInt(out[3])
-				readmitted += toInt(out[4])
+				res.Deferred += ToInt(out[3])
+				readmitted += ToInt(out[4])
 			}
-			next = msTime(toStr(out[2]))
+			next = msTime(ToStr(out[2]))
 			done += moved
-			if len(out) > 5 && toInt(out[5]) == 0 || len(out) <= 5 && moved < n {
+			if len(out) > 5 && ToInt(out[5]) == 0 || len(out) <= 5 && moved < n {
 				break // nothing more is due now
 			}
 			if moved == 0 {
@@ -723,16 +404,16 @@ const promoteChunk = 500
 func (s *Maintainer) DueTasks(ctx context.Context, limit int) ([]*task.Task, error) {
 	limit = clampBatch(limit)
 	var out []*task.Task
-	for shard := range s.keys {
-		ids, err := s.rdb.ZRange(ctx, s.keys[shard].base[2], 0, int64(limit-1)).Result()
+	for shard := range s.Keys {
+		ids, err := s.RDB.ZRange(ctx, s.Keys[shard].Base[2], 0, int64(limit-1)).Result()
 		if err != nil {
 			return nil, fmt.Errorf("queue: due tasks: %w", err)
 		}
 		if len(ids) == 0 {
 			continue
 		}
-		p := s.keys[shard].prefix
-		pipe := s.rdb.Pipeline()
+		p := s.Keys[shard].Prefix
+		pipe := s.RDB.Pipeline()
 		cmds := make([]*redis.SliceCmd, len(ids))
 		for i, id := range ids {
 			cmds[i] = pipe.HMGet(ctx, p+"t:"+id, placementFields...)
@@ -752,8 +433,8 @@ func (s *Maintainer) DueTasks(ctx context.Context, limit int) ([]*task.Task, err
 					r.set(placementFields[j], v)
 				}
 			}
-			t := r.finish(s.opts.Defaults)
-			t.HeldBy = s.opts.Region
+			t := r.finish(s.Opts.Defaults)
+			t.HeldBy = s.Opts.Region
 			out = append(out, t)
 		}
 	}
@@ -788,9 +469,9 @@ type PlaceResult struct{ Placed, Deferred, Skipped int }
 // promotion does, so the same bound keeps each script near 5 ms).
 func (s *Maintainer) Place(ctx context.Context, f Fence, as []Assignment) (PlaceResult, error) {
 	var res PlaceResult
-	byShard := make([][]any, s.opts.Shards)
+	byShard := make([][]any, s.Opts.Shards)
 	for _, a := range as {
-		shard, err := s.shardOf(a.ID)
+		shard, err := s.ShardOf(a.ID)
 		if err != nil {
 			res.Skipped++
 			continue
@@ -804,17 +485,17 @@ func (s *Maintainer) Place(ctx context.Context, f Fence, as []Assignment) (Place
 	for shard, items := range byShard {
 		for start := 0; start < len(items); start += 5 * promoteChunk {
 			chunk := items[start:min(start+5*promoteChunk, len(items))]
-			argv := append([]any{s.clock(), f.Token, len(chunk) / 5}, chunk...)
-			out, err := s.run(ctx, s.rdb, scripts.place, s.keysWith(shard, s.fenceKey(shard, f), s.keys[shard].prefix+"outbox"), argv...).Slice()
+			argv := append([]any{s.Clock(), f.Token, len(chunk) / 5}, chunk...)
+			out, err := s.Run(ctx, s.RDB, Scripts.place, s.KeysWith(shard, s.fenceKey(shard, f), s.Keys[shard].Prefix+"outbox"), argv...).Slice()
 			if err != nil {
 				return res, fmt.Errorf("queue: place: %w", err)
 			}
 			if fenced(out) {
 				return res, ErrFenced
 			}
-			res.Placed += toInt(out[0])
-			res.Deferred += toInt(out[1])
-			res.Skipped += toInt(out[2])
+			res.Placed += ToInt(out[0])
+			res.Deferred += ToInt(out[1])
+			res.Skipped += ToInt(out[2])
 		}
 	}
 	return res, nil
@@ -872,17 +553,17 @@ func (s *Claimer) ClaimTasks(ctx context.Context, req ClaimRequest) (Claimed, er
 		price = strconv.FormatFloat(req.Price, 'f', -1, 64)
 	}
 	var out []*task.Task
-	start := int(s.rr.Add(1))
-	if s.opts.Shards > 1 {
+	start := int(s.Rr.Add(1))
+	if s.Opts.Shards > 1 {
 		if k, ok := s.takeOwed(req.Pool, n); ok {
 			start = k
 		}
 	}
-	for i := 0; i < s.opts.Shards && len(out) < n; i++ {
-		shard := (start + i) % s.opts.Shards
-		res, err := s.run(ctx, s.rdb, scripts.claim, s.keysWith(shard, s.keys[shard].px), s.clock(), req.Pool, req.Worker,
-			n-len(out), s.opts.Lease.Milliseconds(), s.opts.AgingStep.Milliseconds(), price,
-			s.opts.Defaults.Timeout.Milliseconds(), served, claimSkip).Slice()
+	for i := 0; i < s.Opts.Shards && len(out) < n; i++ {
+		shard := (start + i) % s.Opts.Shards
+		res, err := s.Run(ctx, s.RDB, Scripts.Claim, s.KeysWith(shard, s.Keys[shard].px), s.Clock(), req.Pool, req.Worker,
+			n-len(out), s.Opts.Lease.Milliseconds(), s.Opts.AgingStep.Milliseconds(), price,
+			s.Opts.Defaults.Timeout.Milliseconds(), served, ClaimSkip).Slice()
 		if err != nil {
 			c.Tasks = out
 			return c, fmt.Errorf("queue: claim: %w", err)
@@ -893,18 +574,18 @@ func (s *Claimer) ClaimTasks(ctx context.Context, req ClaimRequest) (Claimed, er
 		if len(res)%2 == 1 {
 			c.Counts = true
 		}
-		now := msTime(toStr(res[0]))
-		first, _ := strconv.ParseInt(toStr(res[1]), 10, 64)
-		paid, _ := strconv.ParseFloat(toStr(res[2]), 64)
-		if p := toStr(res[3]); p != "" {
-			d := time.Duration(toInt(p)) * time.Millisecond
+		now := msTime(ToStr(res[0]))
+		first, _ := strconv.ParseInt(ToStr(res[1]), 10, 64)
+		paid, _ := strconv.ParseFloat(ToStr(res[2]), 64)
+		if p := ToStr(res[3]); p != "" {
+			d := time.Duration(ToInt(p)) * time.Millisecond
 			if c.Parked == 0 || d < c.Parked {
 				c.Parked = max(d, time.Millisecond)
 			}
 		}
 		for j := 4; j+1 < len(res); j += 2 {
 			pairs, _ := res[j+1].([]any)
-			t := decodePairs(toStr(res[j]), pairs, s.opts.Defaults)
+			t := decodePairs(ToStr(res[j]), pairs, s.Opts.Defaults)
 			if mayBeLazy(t) {
 				markLazyReady(t) // the claim wrote rs, rt, eq as well
 			}
@@ -917,7 +598,7 @@ func (s *Claimer) ClaimTasks(ctx context.Context, req ClaimRequest) (Claimed, er
 			}
 			t.Attempts++
 			t.PricePerHour = paid
-			t.HeldBy = s.opts.Region
+			t.HeldBy = s.Opts.Region
 			out = append(out, t)
 		}
 	}
@@ -958,10 +639,10 @@ type Stop struct {
 // its slots and the task types it serves; the zero Types: not said) as
 // alive in its pool, one call per shard. It returns the tasks to stop.
 func (s *Claimer) Heartbeat(ctx context.Context, worker, pool string, slots int, types Types, held []Lease) ([]Stop, error) {
-	byShard := make([][]any, s.opts.Shards)
+	byShard := make([][]any, s.Opts.Shards)
 	var stops []Stop
 	for _, l := range held {
-		shard, err := s.shardOf(l.ID)
+		shard, err := s.ShardOf(l.ID)
 		if err != nil {
 			stops = append(stops, Stop{Lease: l, Why: StopLost})
 			continue
@@ -972,21 +653,21 @@ func (s *Claimer) Heartbeat(ctx context.Context, worker, pool string, slots int,
 		if shard != 0 && len(items) == 0 {
 			continue // liveness lives in shard 0
 		}
-		p := s.keys[shard].prefix
+		p := s.Keys[shard].Prefix
 		// The types live where the leader reads liveness: shard 0.
 		typ := "-"
 		if shard == 0 {
 			typ = types.code
 		}
-		argv := append([]any{s.clock(), worker, s.opts.Lease.Milliseconds(), slots, len(items) / 2,
-			s.opts.Defaults.Timeout.Milliseconds(), typ}, items...)
-		out, err := s.run(ctx, s.rdb, scripts.heartbeat, s.keysWith(shard, p+"workers:"+pool, p+"slots:"+pool,
+		argv := append([]any{s.Clock(), worker, s.Opts.Lease.Milliseconds(), slots, len(items) / 2,
+			s.Opts.Defaults.Timeout.Milliseconds(), typ}, items...)
+		out, err := s.Run(ctx, s.RDB, Scripts.heartbeat, s.KeysWith(shard, p+"workers:"+pool, p+"slots:"+pool,
 			p+"types:"+pool), argv...).Slice()
 		if err != nil {
 			return nil, fmt.Errorf("queue: heartbeat: %w", err)
 		}
 		for i := 0; i+2 < len(out); i += 3 {
-			stops = append(stops, Stop{Lease: Lease{ID: toStr(out[i]), Token: toStr(out[i+1])}, Why: StopReason(toStr(out[i+2]))})
+			stops = append(stops, Stop{Lease: Lease{ID: ToStr(out[i]), Token: ToStr(out[i+1])}, Why: StopReason(ToStr(out[i+2]))})
 		}
 	}
 	return stops, nil
@@ -1005,9 +686,9 @@ type Completion struct {
 // slice holds nil or ErrLeaseLost per completion.
 func (s *Claimer) Complete(ctx context.Context, cs ...Completion) ([]error, error) {
 	errs := make([]error, len(cs))
-	byShard := make([][]int, s.opts.Shards)
+	byShard := make([][]int, s.Opts.Shards)
 	for i, c := range cs {
-		shard, err := s.shardOf(c.ID)
+		shard, err := s.ShardOf(c.ID)
 		if err != nil {
 			errs[i] = err
 			continue
@@ -1018,21 +699,21 @@ func (s *Claimer) Complete(ctx context.Context, cs ...Completion) ([]error, erro
 		for start := 0; start < len(idx); start += MaxBatch {
 			part := idx[start:min(start+MaxBatch, len(idx))]
 			argv := make([]any, 0, 5+3*len(part))
-			argv = append(argv, s.clock(), len(part), s.opts.RunTimePairs, s.alpha(), s.opts.RetainSuccess.Milliseconds())
+			argv = append(argv, s.Clock(), len(part), s.Opts.RunTimePairs, s.Alpha(), s.Opts.RetainSuccess.Milliseconds())
 			for _, i := range part {
 				argv = append(argv, cs[i].ID, cs[i].Token, bound(cs[i].Result, cmp.Or(cs[i].MaxResult, task.MaxResultLen)))
 			}
-			out, err := s.run(ctx, s.rdb, scripts.complete, s.keysWith(shard, s.keys[shard].rt), argv...).Slice()
+			out, err := s.Run(ctx, s.RDB, Scripts.Complete, s.KeysWith(shard, s.Keys[shard].Rt), argv...).Slice()
 			if err != nil {
 				return nil, fmt.Errorf("queue: complete: %w", err)
 			}
 			for k, i := range part {
-				if toInt(out[k]) != codeOK {
+				if ToInt(out[k]) != CodeOK {
 					errs[i] = ErrLeaseLost
 				}
 			}
-			if len(out) > len(part)+1 && s.opts.Shards > 1 {
-				s.owe(toStr(out[len(part)]), shard, toInt(out[len(part)+1]))
+			if len(out) > len(part)+1 && s.Opts.Shards > 1 {
+				s.owe(ToStr(out[len(part)]), shard, ToInt(out[len(part)+1]))
 			}
 		}
 	}
@@ -1086,7 +767,7 @@ type Failure struct {
 // are left and the error is retryable, else FAILED into the dead set. It
 // returns the new state and, for PENDING, when the retry is due.
 func (s *Claimer) Fail(ctx context.Context, f Failure) (task.State, time.Time, error) {
-	shard, err := s.shardOf(f.ID)
+	shard, err := s.ShardOf(f.ID)
 	if err != nil {
 		return "", time.Time{}, err
 	}
@@ -1098,11 +779,11 @@ func (s *Claimer) Fail(ctx context.Context, f Failure) (task.State, time.Time, e
 	if f.Retryable {
 		retry = "1"
 	}
-	out, err := s.run(ctx, s.rdb, scripts.fail, s.keysWith(shard, s.keys[shard].rt), s.clock(), f.ID, f.Token,
-		clean(f.Error, task.MaxErrorLen), retry, rand.IntN(1000), s.opts.RetainDead.Milliseconds(),
-		s.opts.RetainCanceled.Milliseconds(), reason, s.opts.Defaults.MaxRetries,
-		s.opts.Defaults.RetryBase.Milliseconds(), s.opts.Defaults.RetryCap.Milliseconds(),
-		s.opts.RunTimePairs, s.alpha()).Slice()
+	out, err := s.Run(ctx, s.RDB, Scripts.fail, s.KeysWith(shard, s.Keys[shard].Rt), s.Clock(), f.ID, f.Token,
+		clean(f.Error, task.MaxErrorLen), retry, rand.IntN(1000), s.Opts.RetainDead.Milliseconds(),
+		s.Opts.RetainCanceled.Milliseconds(), reason, s.Opts.Defaults.MaxRetries,
+		s.Opts.Defaults.RetryBase.Milliseconds(), s.Opts.Defaults.RetryCap.Milliseconds(),
+		s.Opts.RunTimePairs, s.Alpha()).Slice()
 	if err != nil {
 		return "", time.Time{}, fmt.Errorf("queue: fail: %w", err)
 	}
@@ -1110,37 +791,37 @@ func (s *Claimer) Fail(ctx context.Context, f Failure) (task.State, time.Time, e
 		return "", time.Time{}, err
 	}
 	var due time.Time
-	if t := msTime(toStr(out[2])); t != nil && toStr(out[2]) != "0" {
+	if t := msTime(ToStr(out[2])); t != nil && ToStr(out[2]) != "0" {
 		due = *t
 	}
-	return stateOf(toStr(out[1])), due, nil
+	return StateOf(ToStr(out[1])), due, nil
 }
 
 // Return gives a RUNNING task back without spending a retry (graceful
 // shutdown, preemption): READY at once with its original enqueue time, or
 // after delay.
 func (s *Claimer) Return(ctx context.Context, id, token, reason string, delay time.Duration) (task.State, error) {
-	shard, err := s.shardOf(id)
+	shard, err := s.ShardOf(id)
 	if err != nil {
 		return "", err
 	}
-	out, err := s.run(ctx, s.rdb, scripts.ret, s.keysWith(shard), s.clock(), id, token, reason,
-		delay.Milliseconds(), s.opts.RetainCanceled.Milliseconds()).Slice()
+	out, err := s.Run(ctx, s.RDB, Scripts.ret, s.KeysWith(shard), s.Clock(), id, token, reason,
+		delay.Milliseconds(), s.Opts.RetainCanceled.Milliseconds()).Slice()
 	if err != nil {
 		return "", fmt.Errorf("queue: return: %w", err)
 	}
 	if err := leaseResult(id, out); err != nil {
 		return "", err
 	}
-	return stateOf(toStr(out[1])), nil
+	return StateOf(ToStr(out[1])), nil
 }
 
 func leaseResult(id string, out []any) error {
-	switch toInt(out[0]) {
-	case codeOK:
+	switch ToInt(out[0]) {
+	case CodeOK:
 		return nil
 	case codeLeaseLost:
-		return fmt.Errorf("%w: task %s is %s", ErrLeaseLost, id, stateOf(toStr(out[1])))
+		return fmt.Errorf("%w: task %s is %s", ErrLeaseLost, id, StateOf(ToStr(out[1])))
 	default:
 		return fmt.Errorf("%w: %s", task.ErrNotFound, id)
 	}
@@ -1152,19 +833,19 @@ func (s *Maintainer) Reap(ctx context.Context, f Fence, limit int) (int, time.Ti
 	limit = clampBatch(limit)
 	total := 0
 	var next time.Time
-	for shard := range s.keys {
-		out, err := s.run(ctx, s.rdb, scripts.reap, s.keysWith(shard, s.fenceKey(shard, f)), s.clock(), f.Token,
-			limit, rand.IntN(1000), s.opts.RetainDead.Milliseconds(), s.opts.RetainCanceled.Milliseconds(),
-			s.opts.Defaults.MaxRetries, s.opts.Defaults.RetryBase.Milliseconds(), s.opts.Defaults.RetryCap.Milliseconds(),
-			s.opts.Defaults.Timeout.Milliseconds()).Slice()
+	for shard := range s.Keys {
+		out, err := s.Run(ctx, s.RDB, Scripts.reap, s.KeysWith(shard, s.fenceKey(shard, f)), s.Clock(), f.Token,
+			limit, rand.IntN(1000), s.Opts.RetainDead.Milliseconds(), s.Opts.RetainCanceled.Milliseconds(),
+			s.Opts.Defaults.MaxRetries, s.Opts.Defaults.RetryBase.Milliseconds(), s.Opts.Defaults.RetryCap.Milliseconds(),
+			s.Opts.Defaults.Timeout.Milliseconds()).Slice()
 		if err != nil {
 			return total, next, fmt.Errorf("queue: reap: %w", err)
 		}
 		if fenced(out) {
 			return total, next, ErrFenced
 		}
-		total += toInt(out[0])
-		if t := msTime(toStr(out[1])); t != nil && (next.IsZero() || t.Before(next)) {
+		total += ToInt(out[0])
+		if t := msTime(ToStr(out[1])); t != nil && (next.IsZero() || t.Before(next)) {
 			next = *t
 		}
 	}
@@ -1182,15 +863,15 @@ func (e *HandedOffError) Error() string {
 // as a request (returns RUNNING). Terminal tasks give a *TransitionError,
 // handed-off ones a *HandedOffError.
 func (s *Tasks) Cancel(ctx context.Context, id, reason, by string) (task.State, error) {
-	shard, err := s.shardOf(id)
+	shard, err := s.ShardOf(id)
 	if err != nil {
 		return "", err
 	}
 	if reason == "" {
 		reason = task.ReasonCanceledByUser
 	}
-	out, err := s.run(ctx, s.rdb, scripts.cancel, s.keysWith(shard), s.clock(), id, reason, by,
-		s.opts.RetainCanceled.Milliseconds()).Slice()
+	out, err := s.Run(ctx, s.RDB, Scripts.cancel, s.KeysWith(shard), s.Clock(), id, reason, by,
+		s.Opts.RetainCanceled.Milliseconds()).Slice()
 	if err != nil {
 		return "", fmt.Errorf("queue: cancel: %w", err)
 	}
@@ -1201,19 +882,19 @@ func (s *Tasks) Cancel(ctx context.Context, id, reason, by string) (task.State, 
 	return st, err
 }
 
-func (s *engine) opResult(id, op string, out []any) (task.State, error) {
-	switch toInt(out[0]) {
-	case codeOK:
+func (s *Engine) opResult(id, op string, out []any) (task.State, error) {
+	switch ToInt(out[0]) {
+	case CodeOK:
 		if len(out) > 1 {
-			return stateOf(toStr(out[1])), nil
+			return StateOf(ToStr(out[1])), nil
 		}
 		return "", nil
 	case codeIllegal:
-		return "", &task.TransitionError{ID: id, State: stateOf(toStr(out[1])), Op: op}
+		return "", &task.TransitionError{ID: id, State: StateOf(ToStr(out[1])), Op: op}
 	case codeHandedOff:
-		return "", &HandedOffError{ID: id, Region: toStr(out[1])}
+		return "", &HandedOffError{ID: id, Region: ToStr(out[1])}
 	case codeHandOffInFlight:
-		return "", &task.TransitionError{ID: id, State: task.Pending, Op: op, Note: "hand-off to " + toStr(out[1]) + " in flight"}
+		return "", &task.TransitionError{ID: id, State: task.Pending, Op: op, Note: "hand-off to " + ToStr(out[1]) + " in flight"}
 	default:
 		return "", fmt.Errorf("%w: %s", task.ErrNotFound, id)
 	}
@@ -1222,11 +903,11 @@ func (s *engine) opResult(id, op string, out []any) (task.State, error) {
 // Replay puts a dead letter back (FAILED→PENDING) with a fresh retry budget.
 // A handed-off task gives a *HandedOffError naming where it lives.
 func (s *Tasks) Replay(ctx context.Context, id, by string) error {
-	shard, err := s.shardOf(id)
+	shard, err := s.ShardOf(id)
 	if err != nil {
 		return err
 	}
-	out, err := s.run(ctx, s.rdb, scripts.replay, s.keysWith(shard), s.clock(), id, by).Slice()
+	out, err := s.Run(ctx, s.RDB, Scripts.replay, s.KeysWith(shard), s.Clock(), id, by).Slice()
 	if err != nil {
 		return fmt.Errorf("queue: replay: %w", err)
 	}
@@ -1243,11 +924,11 @@ func (s *Tasks) SetPriority(ctx context.Context, id string, priority int, by str
 	if priority < 0 || priority > task.MaxPriority {
 		return &task.FieldError{Field: "priority", Msg: fmt.Sprintf("must be between 0 and %d", task.MaxPriority)}
 	}
-	shard, err := s.shardOf(id)
+	shard, err := s.ShardOf(id)
 	if err != nil {
 		return err
 	}
-	out, err := s.run(ctx, s.rdb, scripts.priority, s.keysWith(shard), s.clock(), id, priority, by).Slice()
+	out, err := s.Run(ctx, s.RDB, Scripts.priority, s.KeysWith(shard), s.Clock(), id, priority, by).Slice()
 	if err != nil {
 		return fmt.Errorf("queue: priority: %w", err)
 	}
@@ -1279,9 +960,9 @@ type Swept struct {
 // while a Sweep ran within SweepAlive.
 func (s *Maintainer) Sweep(ctx context.Context, f Fence, limit int) (Swept, error) {
 	var r Swept
-	for shard := range s.keys {
-		out, err := s.run(ctx, s.rdb, scripts.sweep, s.keysWith(shard, s.fenceKey(shard, f)), s.clock(), f.Token,
-			s.opts.RetainDead.Milliseconds(), clampBatch(limit), s.opts.RetainSuccess.Milliseconds(), clampBatch(limit),
+	for shard := range s.Keys {
+		out, err := s.Run(ctx, s.RDB, Scripts.sweep, s.KeysWith(shard, s.fenceKey(shard, f)), s.Clock(), f.Token,
+			s.Opts.RetainDead.Milliseconds(), clampBatch(limit), s.Opts.RetainSuccess.Milliseconds(), clampBatch(limit),
 			SweepAlive.Milliseconds()).Slice()
 		if err != nil {
 			return r, fmt.Errorf("queue: sweep: %w", err)
@@ -1292,10 +973,10 @@ func (s *Maintainer) Sweep(ctx context.Context, f Fence, limit int) (Swept, erro
 		if len(out) < 4 {
 			return r, fmt.Errorf("queue: sweep: %d values returned, want 4", len(out))
 		}
-		r.Dead += toInt(out[0])
-		r.Successes += toInt(out[1])
-		r.Left = r.Left || toInt(out[2]) != 0
-		r.Lag = max(r.Lag, time.Duration(toInt(out[3]))*time.Millisecond)
+		r.Dead += ToInt(out[0])
+		r.Successes += ToInt(out[1])
+		r.Left = r.Left || ToInt(out[2]) != 0
+		r.Lag = max(r.Lag, time.Duration(ToInt(out[3]))*time.Millisecond)
 	}
 	return r, nil
 }
@@ -1320,22 +1001,22 @@ type PoolWorkers struct {
 
 // CleanWorkers forgets a pool's dead workers and returns the live figures.
 func (s *Maintainer) CleanWorkers(ctx context.Context, f Fence, pool string, cutoff time.Duration) (PoolWorkers, error) {
-	p := s.keys[0].prefix
-	out, err := s.run(ctx, s.rdb, scripts.workers, s.keysWith(0, s.fenceKey(0, f), p+"workers:"+pool, p+"slots:"+pool,
-		p+"types:"+pool), s.clock(), f.Token, cutoff.Milliseconds()).Slice()
+	p := s.Keys[0].Prefix
+	out, err := s.Run(ctx, s.RDB, Scripts.workers, s.KeysWith(0, s.fenceKey(0, f), p+"workers:"+pool, p+"slots:"+pool,
+		p+"types:"+pool), s.Clock(), f.Token, cutoff.Milliseconds()).Slice()
 	if err != nil {
 		return PoolWorkers{}, fmt.Errorf("queue: clean workers: %w", err)
 	}
 	if fenced(out) {
 		return PoolWorkers{}, ErrFenced
 	}
-	pw := PoolWorkers{Removed: toInt(out[0]), Live: toInt(out[1]), Slots: toInt(out[2])}
-	if pw.Live == 0 || toInt(out[3]) != 0 {
+	pw := PoolWorkers{Removed: ToInt(out[0]), Live: ToInt(out[1]), Slots: ToInt(out[2])}
+	if pw.Live == 0 || ToInt(out[3]) != 0 {
 		return pw, nil // no worker, or one that may serve any type
 	}
 	union := map[string]bool{}
 	for _, v := range out[4:] {
-		for _, t := range splitTypes(toStr(v)) {
+		for _, t := range splitTypes(ToStr(v)) {
 			union[t] = true
 		}
 		if len(union) > MaxPoolTypes {
@@ -1357,7 +1038,7 @@ func clampBatch(n int) int {
 	return n
 }
 
-func toInt(v any) int {
+func ToInt(v any) int {
 	switch x := v.(type) {
 	case int64:
 		return int(x)
@@ -1368,7 +1049,7 @@ func toInt(v any) int {
 	return 0
 }
 
-func toStr(v any) string {
+func ToStr(v any) string {
 	switch x := v.(type) {
 	case string:
 		return x
@@ -1379,8 +1060,8 @@ func toStr(v any) string {
 }
 
 // NewID returns a new id of this region on shard, from the store's generator.
-func (s *engine) NewID(shard int, now time.Time) string {
-	return s.opts.IDs.New(s.opts.Region, shard, now)
+func (s *Engine) NewID(shard int, now time.Time) string {
+	return s.Opts.IDs.New(s.Opts.Region, shard, now)
 }
 
 // ReserveBacklog reserves room in tenant's backlog in this region for
@@ -1394,24 +1075,24 @@ func (s *engine) NewID(shard int, now time.Time) string {
 // reserved already give theirs back and the error is ErrBacklogFull.
 // UnreserveBacklog gives back the room of ids whose task was never
 // created.
-func (s *engine) ReserveBacklog(ctx context.Context, tenant string, max int, ids []string) error {
+func (s *Engine) ReserveBacklog(ctx context.Context, tenant string, max int, ids []string) error {
 	byShard, err := s.idsByShard(ids)
 	if err != nil {
 		return err
 	}
-	capOf := strconv.Itoa((max + s.opts.Shards - 1) / s.opts.Shards)
-	tn := backlogTenant(tenant)
+	capOf := strconv.Itoa((max + s.Opts.Shards - 1) / s.Opts.Shards)
+	tn := BacklogTenant(tenant)
 	var done []string
 	for shard, sids := range byShard {
 		if len(sids) == 0 {
 			continue
 		}
 		argv := make([]any, 0, 4+len(sids))
-		argv = append(argv, s.clock(), "r", tn, capOf)
+		argv = append(argv, s.Clock(), "r", tn, capOf)
 		for _, id := range sids {
 			argv = append(argv, id)
 		}
-		ok, err := s.run(ctx, s.rdb, scripts.backlog, s.keysWith(shard), argv...).Int()
+		ok, err := s.Run(ctx, s.RDB, Scripts.backlog, s.KeysWith(shard), argv...).Int()
 		if err == nil && ok != 1 {
 			err = fmt.Errorf("%w: %d tasks of tenant %s do not fit in its max_backlog (%d)", ErrBacklogFull, len(ids), tenant, max)
 		} else if err != nil {
@@ -1432,7 +1113,7 @@ func (s *engine) ReserveBacklog(ctx context.Context, tenant string, max int, ids
 // ids whose task was not created (a node that never ran, a run that
 // ended); ids created already, or never reserved, change nothing, so it
 // may run any number of times.
-func (s *engine) UnreserveBacklog(ctx context.Context, ids []string) error {
+func (s *Engine) UnreserveBacklog(ctx context.Context, ids []string) error {
 	byShard, err := s.idsByShard(ids)
 	if err != nil {
 		return err
@@ -1442,11 +1123,11 @@ func (s *engine) UnreserveBacklog(ctx context.Context, ids []string) error {
 			continue
 		}
 		argv := make([]any, 0, 4+len(sids))
-		argv = append(argv, s.clock(), "u", "", "0")
+		argv = append(argv, s.Clock(), "u", "", "0")
 		for _, id := range sids {
 			argv = append(argv, id)
 		}
-		if err := s.run(ctx, s.rdb, scripts.backlog, s.keysWith(shard), argv...).Err(); err != nil {
+		if err := s.Run(ctx, s.RDB, Scripts.backlog, s.KeysWith(shard), argv...).Err(); err != nil {
 			return fmt.Errorf("queue: give back backlog: %w", err)
 		}
 	}
@@ -1454,10 +1135,10 @@ func (s *engine) UnreserveBacklog(ctx context.Context, ids []string) error {
 }
 
 // idsByShard groups ids by the shard that holds them.
-func (s *engine) idsByShard(ids []string) ([][]string, error) {
-	out := make([][]string, s.opts.Shards)
+func (s *Engine) idsByShard(ids []string) ([][]string, error) {
+	out := make([][]string, s.Opts.Shards)
 	for _, id := range ids {
-		shard, err := s.shardOf(id)
+		shard, err := s.ShardOf(id)
 		if err != nil {
 			return nil, err
 		}

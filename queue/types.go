@@ -2,10 +2,9 @@ package queue
 
 import (
 	"fmt"
+	"github.com/ax-sched/ax/task"
 	"slices"
 	"strings"
-
-	"github.com/ax-sched/ax/task"
 )
 
 // Bounds of handler-aware routing. A worker's list travels with every
@@ -22,7 +21,7 @@ const (
 	// claimSkip bounds, per priority, the READY tasks of types a claimer
 	// does not serve that one claim passes over (claim.lua). A claim then
 	// reads at most 5 × claimSkip type fields more than it takes tasks.
-	claimSkip = 32
+	ClaimSkip = 32
 )
 
 // Types is the set of task types a worker serves: it filters the worker's

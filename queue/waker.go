@@ -4,11 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/redis/go-redis/v9"
 	"strconv"
 	"sync"
 	"time"
-
-	"github.com/redis/go-redis/v9"
 )
 
 // Waker is the idle wait of one claimer of a pool: Wait blocks until a
@@ -30,7 +29,7 @@ import (
 //
 // Close stops the pops (CLIENT UNBLOCK) and waits for their goroutines.
 type Waker struct {
-	s    *engine
+	s    *Engine
 	pool string
 	keys []string // every shard's wake key
 
@@ -52,14 +51,14 @@ type Waker struct {
 // (go-redis rounds a blocking pop's timeout to them); it bounds how long a
 // pop runs on after its waiter left, and Close's wait should an unblock
 // fail.
-const wakerBlock = time.Second
+const WakerBlock = time.Second
 
 // NewWaker returns a Waker for pool. On a cluster it starts one goroutine
 // per shard; they pop only while someone waits.
 func (s *Claimer) NewWaker(pool string) *Waker {
-	w := &Waker{s: s.engine, pool: pool, keys: make([]string, len(s.keys))}
-	for i, k := range s.keys {
-		w.keys[i] = k.prefix + "wake:" + pool
+	w := &Waker{s: s.Engine, pool: pool, keys: make([]string, len(s.Keys))}
+	for i, k := range s.Keys {
+		w.keys[i] = k.Prefix + "wake:" + pool
 	}
 	if s.oneNode() {
 		return w
@@ -67,8 +66,8 @@ func (s *Claimer) NewWaker(pool string) *Waker {
 	w.open = make(chan struct{})
 	w.signal = make(chan struct{}, 1)
 	w.stop = make(chan struct{})
-	w.conns = make([]*blockingConn, len(s.keys))
-	for shard := range s.keys {
+	w.conns = make([]*blockingConn, len(s.Keys))
+	for shard := range s.Keys {
 		w.wg.Add(1)
 		go func() { defer w.wg.Done(); w.popLoop(shard) }()
 	}
@@ -227,7 +226,7 @@ func (w *Waker) popLoop(shard int) {
 
 // pop runs one BLPOP on shard's connection, opening it first if needed.
 func (w *Waker) pop(shard int) (bool, error) {
-	ctx, cancel := context.WithTimeout(context.Background(), wakerBlock+5*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), WakerBlock+5*time.Second)
 	defer cancel()
 	w.mu.Lock()
 	bc := w.conns[shard]
@@ -246,7 +245,7 @@ func (w *Waker) pop(shard int) (bool, error) {
 		w.conns[shard] = bc
 		w.mu.Unlock()
 	}
-	err := bc.c.BLPop(ctx, wakerBlock, w.keys[shard]).Err()
+	err := bc.c.BLPop(ctx, WakerBlock, w.keys[shard]).Err()
 	switch {
 	case errors.Is(err, redis.Nil):
 		return false, nil
@@ -254,7 +253,7 @@ func (w *Waker) pop(shard int) (bool, error) {
 		return true, nil
 	case isMoved(err):
 		// The slot moved: learn where before opening the next connection.
-		w.s.cluster().ReloadState(ctx)
+		w.s.Cluster().ReloadState(ctx)
 	}
 	return false, err
 }
@@ -281,7 +280,7 @@ func (w *Waker) giveBack(ctx context.Context, shard int) {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Second)
 	defer cancel()
 	// Should this fail, claimers still wake on their safety timeout.
-	_ = w.s.run(ctx, w.s.rdb, scripts.rewake, w.s.keysWith(shard), w.s.clock(), w.pool).Err()
+	_ = w.s.Run(ctx, w.s.RDB, Scripts.rewake, w.s.KeysWith(shard), w.s.Clock(), w.pool).Err()
 }
 
 // Close stops the pops and waits for them. Wait calls after it fail.
@@ -325,10 +324,10 @@ func (w *Waker) Close() {
 // timeout to whole seconds; Redis ≥ 6 takes a decimal one. Sub-second waits
 // are sent with Do, which does not know they block: they stay under the
 // client's read timeout (5 s, go-redis v9's default, which ax keeps).
-func (s *engine) popAny(ctx context.Context, keys []string, timeout time.Duration) (bool, error) {
+func (s *Engine) popAny(ctx context.Context, keys []string, timeout time.Duration) (bool, error) {
 	var err error
 	if timeout%time.Second == 0 {
-		err = s.rdb.BLPop(ctx, timeout, keys...).Err()
+		err = s.RDB.BLPop(ctx, timeout, keys...).Err()
 	} else {
 		args := make([]any, 0, len(keys)+2)
 		args = append(args, "BLPOP")
@@ -336,7 +335,7 @@ func (s *engine) popAny(ctx context.Context, keys []string, timeout time.Duratio
 			args = append(args, k)
 		}
 		args = append(args, strconv.FormatFloat(timeout.Seconds(), 'f', 3, 64))
-		err = s.rdb.Do(ctx, args...).Err()
+		err = s.RDB.Do(ctx, args...).Err()
 	}
 	if errors.Is(err, redis.Nil) {
 		return false, nil

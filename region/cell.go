@@ -13,6 +13,7 @@ import (
 
 	"github.com/ax-sched/ax/lease"
 	"github.com/ax-sched/ax/queue"
+	"github.com/ax-sched/ax/queue/store"
 	"github.com/ax-sched/ax/task"
 	clientv3 "go.etcd.io/etcd/client/v3"
 )
@@ -122,7 +123,7 @@ func (c *Config) defaults() {
 // Cell is one server's membership in its region's cell.
 type Cell struct {
 	cfg      Config
-	store    *queue.Store
+	store    *store.Store
 	regional *clientv3.Client
 	global   *clientv3.Client // may equal regional
 	metrics  *Metrics
@@ -144,7 +145,7 @@ type Cell struct {
 // New makes a cell; Run runs it. Its Wake and Figures work from the start,
 // so the federation node is built with the cell, and the cell runs with
 // the node as its placer.
-func New(store *queue.Store, regional, global *clientv3.Client, cfg Config, m *Metrics) *Cell {
+func New(store *store.Store, regional, global *clientv3.Client, cfg Config, m *Metrics) *Cell {
 	cfg.defaults()
 	if global == nil {
 		global = regional

@@ -12,6 +12,7 @@ import (
 
 	"github.com/ax-sched/ax/internal/testenv"
 	"github.com/ax-sched/ax/queue"
+	"github.com/ax-sched/ax/queue/store"
 	"github.com/ax-sched/ax/task"
 )
 
@@ -19,13 +20,13 @@ type harness struct {
 	t     *testing.T
 	etcd  *testenv.Etcd
 	redis *testenv.Redis
-	store *queue.Store
+	store *store.Store
 }
 
 func newHarness(t *testing.T) *harness {
 	e := testenv.StartEtcd(t)
 	r := testenv.StartRedis(t)
-	s, err := queue.New(r.Client(), queue.Options{Region: "eu-west"})
+	s, err := store.New(r.Client(), queue.Options{Region: "eu-west"})
 	if err != nil {
 		t.Fatal(err)
 	}

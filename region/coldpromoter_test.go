@@ -8,6 +8,7 @@ import (
 
 	"github.com/ax-sched/ax/internal/testenv"
 	"github.com/ax-sched/ax/queue"
+	"github.com/ax-sched/ax/queue/store"
 	"github.com/ax-sched/ax/task"
 )
 
@@ -18,7 +19,7 @@ import (
 func TestLeaderPromotesColdTasks(t *testing.T) {
 	var skew atomic.Int64
 	r := testenv.StartRedis(t)
-	s, err := queue.New(r.Client(), queue.Options{Region: "eu-west", ColdHorizon: time.Minute,
+	s, err := store.New(r.Client(), queue.Options{Region: "eu-west", ColdHorizon: time.Minute,
 		Now: func() time.Time { return time.Now().Add(time.Duration(skew.Load())) }})
 	if err != nil {
 		t.Fatal(err)

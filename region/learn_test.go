@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/ax-sched/ax/queue"
+	"github.com/ax-sched/ax/queue/store"
 	"github.com/ax-sched/ax/task"
 	"github.com/google/go-cmp/cmp"
 )
@@ -26,7 +27,7 @@ func TestPublishesRunTimes(t *testing.T) {
 	// exactly what the test says.
 	var mu sync.Mutex
 	now := time.Now()
-	ws, err := queue.New(h.redis.Client(), queue.Options{Region: "eu-west",
+	ws, err := store.New(h.redis.Client(), queue.Options{Region: "eu-west",
 		Now: func() time.Time { mu.Lock(); defer mu.Unlock(); return now }})
 	if err != nil {
 		t.Fatal(err)

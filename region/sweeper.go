@@ -25,7 +25,7 @@ type sweeperConfig struct {
 }
 
 // sweeper keeps the retention of dead letters and finished tasks
-// (queue.Store.Sweep). While records past their retention are left it
+// (store.Store.Sweep). While records past their retention are left it
 // sweeps again after a pause as long as the last sweep took, so it takes
 // at most half of Redis's time and still outpaces any completion rate a
 // Redis sustains; caught up, it sweeps every Idle. It exports the sweep's

@@ -12,6 +12,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/ax-sched/ax/queue"
+	"github.com/ax-sched/ax/queue/store"
 	"github.com/ax-sched/ax/worker"
 	"github.com/ax-sched/ax/worker/handlers"
 )
@@ -21,7 +22,7 @@ import (
 func Example() {
 	rdb := redis.NewClient(&redis.Options{Addr: "127.0.0.1:6379"})
 	defer rdb.Close()
-	store, err := queue.New(rdb, queue.Options{Region: "eu-west"})
+	store, err := store.New(rdb, queue.Options{Region: "eu-west"})
 	if err != nil {
 		log.Fatal(err)
 	}

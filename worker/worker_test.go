@@ -16,6 +16,7 @@ import (
 
 	"github.com/ax-sched/ax/internal/testenv"
 	"github.com/ax-sched/ax/queue"
+	"github.com/ax-sched/ax/queue/store"
 	"github.com/ax-sched/ax/task"
 	"github.com/ax-sched/ax/worker"
 	wt "github.com/ax-sched/ax/worker/internal/workertest"
@@ -304,7 +305,7 @@ func TestLostLeaseStopsTheHandler(t *testing.T) {
 	recv(t, started, 2*time.Second, "handler start")
 	// The leader's reaper, a minute later: for it the lease has expired
 	// (but not the task's 30-minute timeout).
-	later, err := queue.New(e.Store.Client(), queue.Options{Region: "eu-west", Lease: wt.Lease, Shards: e.Store.Options().Shards,
+	later, err := store.New(e.Store.Client(), queue.Options{Region: "eu-west", Lease: wt.Lease, Shards: e.Store.Options().Shards,
 		Now: func() time.Time { return time.Now().Add(time.Minute) }})
 	if err != nil {
 		t.Fatal(err)

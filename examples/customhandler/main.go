@@ -14,6 +14,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/ax-sched/ax/queue"
+	"github.com/ax-sched/ax/queue/store"
 	"github.com/ax-sched/ax/worker"
 )
 
@@ -36,7 +37,7 @@ func main() {
 func run(addr, region, pool string, shards int, id string, slots int, typ string, log *slog.Logger) error {
 	rdb := redis.NewClient(&redis.Options{Addr: addr, Password: os.Getenv("AX_REDIS_PASSWORD")})
 	defer rdb.Close()
-	store, err := queue.New(rdb, queue.Options{Region: region, Shards: shards})
+	store, err := store.New(rdb, queue.Options{Region: region, Shards: shards})
 	if err != nil {
 		return err
 	}

@@ -9,6 +9,7 @@ import (
 
 	"github.com/ax-sched/ax/internal/testenv"
 	"github.com/ax-sched/ax/queue"
+	"github.com/ax-sched/ax/queue/store"
 	"github.com/ax-sched/ax/task"
 	"github.com/google/go-cmp/cmp"
 )
@@ -24,7 +25,7 @@ func TestFanoutLocalDeadLettersAcrossShards(t *testing.T) {
 	r := testenv.StartRedis(t)
 	var clock atomic.Int64
 	clock.Store(time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC).UnixMilli())
-	st, err := queue.New(r.Client(), queue.Options{Region: aws, Shards: 3, Now: func() time.Time { return time.UnixMilli(clock.Load()) }})
+	st, err := store.New(r.Client(), queue.Options{Region: aws, Shards: 3, Now: func() time.Time { return time.UnixMilli(clock.Load()) }})
 	if err != nil {
 		t.Fatal(err)
 	}

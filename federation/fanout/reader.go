@@ -11,7 +11,7 @@ import (
 	"github.com/ax-sched/ax/federation/budget"
 	"github.com/ax-sched/ax/federation/peer"
 	"github.com/ax-sched/ax/federation/view"
-	"github.com/ax-sched/ax/queue"
+	"github.com/ax-sched/ax/queue/store"
 	"github.com/ax-sched/ax/task"
 )
 
@@ -19,7 +19,7 @@ import (
 type Config struct {
 	Region  string   // this server's region
 	Regions []string // every region of the federation (config regions:)
-	Store   *queue.Store
+	Store   *store.Store
 	Peer    *peer.Client
 	View    *view.View
 	Logger  *slog.Logger

@@ -9,7 +9,7 @@ import (
 	"github.com/ax-sched/ax/federation/pick"
 	"github.com/ax-sched/ax/federation/view"
 	"github.com/ax-sched/ax/internal/tracing"
-	"github.com/ax-sched/ax/queue"
+	"github.com/ax-sched/ax/queue/store"
 	"github.com/ax-sched/ax/region"
 	"github.com/ax-sched/ax/task"
 	"go.opentelemetry.io/otel/trace"
@@ -38,7 +38,7 @@ type Config struct {
 	TracerProvider trace.TracerProvider
 	Now            func() time.Time
 
-	Store   *queue.Store
+	Store   *store.Store
 	Cell    *region.Cell // nil: a server that places nothing (tests)
 	View    *view.View
 	Flights *view.Flights
@@ -51,7 +51,7 @@ type Config struct {
 // env is what every hand-off service reads.
 type env struct {
 	cfg     Config
-	store   *queue.Store
+	store   *store.Store
 	cell    *region.Cell
 	view    *view.View
 	flights *view.Flights

@@ -94,7 +94,7 @@ func (n *Pipeline) EnqueueFixed(ctx context.Context, id string, sp *task.Spec) (
 // SubmitFixed stores tasks (normalized, with their fixed ids) in this
 // region, unplaced: the region leader places each one when due, and is
 // woken to do it now. It counts the tasks it created. The results are
-// queue.Store.Submit's: an id held already is task.ErrExists.
+// submit.Submitter.Submit's: an id held already is task.ErrExists.
 func (n *Pipeline) SubmitFixed(ctx context.Context, tasks ...queue.NewTask) ([]queue.SubmitResult, error) {
 	// A DAG's nodes were admitted with their run (BudgetRoom): past a cap
 	// budget they carry the cap; they are not refused one by one.

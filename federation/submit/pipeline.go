@@ -13,6 +13,7 @@ import (
 	"github.com/ax-sched/ax/internal/tracing"
 	"github.com/ax-sched/ax/placement"
 	"github.com/ax-sched/ax/queue"
+	"github.com/ax-sched/ax/queue/submit"
 	"github.com/ax-sched/ax/task"
 	"go.opentelemetry.io/otel/trace"
 )
@@ -58,7 +59,7 @@ type Store interface {
 	Backlog(ctx context.Context, tenant string) (int, error)
 }
 
-var _ Store = (*queue.Submitter)(nil)
+var _ Store = (*submit.Submitter)(nil)
 
 // Pipeline takes submitted tasks from the API to this region's store or
 // another region: validate, budget, key home, backlog, place, store (with

@@ -13,6 +13,7 @@ import (
 
 	"github.com/ax-sched/ax/internal/redisproc"
 	"github.com/ax-sched/ax/queue"
+	"github.com/ax-sched/ax/queue/store"
 )
 
 // Target says which Redis a run uses.
@@ -59,7 +60,7 @@ type Env struct {
 	srv   *redisproc.Server
 	cl    *redisproc.Cluster
 	// Store is the region's task store as a worker process builds it.
-	Store *queue.Store
+	Store *store.Store
 }
 
 // Open connects to t.Addr, or starts a temporary redis-server.
@@ -138,7 +139,7 @@ func Open(ctx context.Context, t Target) (*Env, error) {
 		return nil, err
 	}
 	var err error
-	e.Store, err = queue.New(e.rdb, queue.Options{Region: t.Region, Prefix: t.Prefix, Shards: shards, EvalSHA: t.EvalSHA})
+	e.Store, err = store.New(e.rdb, queue.Options{Region: t.Region, Prefix: t.Prefix, Shards: shards, EvalSHA: t.EvalSHA})
 	if err != nil {
 		e.Close()
 		return nil, err
@@ -149,7 +150,7 @@ func Open(ctx context.Context, t Target) (*Env, error) {
 // WithStore is e with a store of its own over e's Redis, built with opts;
 // the caller closes e, never the copy.
 func (e *Env) WithStore(opts queue.Options) (*Env, error) {
-	st, err := queue.New(e.rdb, opts)
+	st, err := store.New(e.rdb, opts)
 	if err != nil {
 		return nil, err
 	}

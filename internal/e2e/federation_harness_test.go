@@ -52,6 +52,7 @@ import (
 	"github.com/ax-sched/ax/internal/testenv"
 	"github.com/ax-sched/ax/internal/tlsconf"
 	"github.com/ax-sched/ax/queue"
+	"github.com/ax-sched/ax/queue/store"
 	"github.com/ax-sched/ax/task"
 	"github.com/redis/go-redis/v9"
 )
@@ -153,7 +154,7 @@ type fedRegion struct {
 	password string
 	rdb      *redis.Client
 	tlsPort  int // with opts.tls: the Redis TLS port, the only one ax processes use
-	store    *queue.Store
+	store    *store.Store
 	cfgPath  string
 	servers  []*proc
 	workers  []*proc
@@ -213,7 +214,7 @@ func newFederation(t *testing.T, o fedOpts) *federation {
 		}
 		r.redis = testenv.StartRedis(t, ro)
 		r.rdb = r.redis.Client()
-		s, err := queue.New(r.rdb, queue.Options{Region: name, Lease: o.lease, Shards: o.shards[name]})
+		s, err := store.New(r.rdb, queue.Options{Region: name, Lease: o.lease, Shards: o.shards[name]})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -21,6 +21,7 @@ import (
 	"github.com/ax-sched/ax/internal/testenv"
 	"github.com/ax-sched/ax/lease"
 	"github.com/ax-sched/ax/queue"
+	"github.com/ax-sched/ax/queue/store"
 	"github.com/ax-sched/ax/task"
 )
 
@@ -58,7 +59,7 @@ type cluster struct {
 	etcd   *testenv.Etcd
 	redis  *testenv.Redis
 	dir    string
-	store  *queue.Store
+	store  *store.Store
 	region string
 	ttl    time.Duration
 	procs  *procGroup
@@ -86,7 +87,7 @@ func newCluster(t *testing.T, o clusterOpts) *cluster {
 	}
 	c := &cluster{t: t, etcd: testenv.StartEtcd(t), redis: testenv.StartRedis(t), dir: t.TempDir(), region: "eu-west", ttl: o.ttl,
 		procs: newProcGroup(t)}
-	s, err := queue.New(c.redis.Client(), queue.Options{Region: c.region, Lease: o.lease})
+	s, err := store.New(c.redis.Client(), queue.Options{Region: c.region, Lease: o.lease})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -22,6 +22,7 @@ import (
 	"github.com/ax-sched/ax/internal/redisproc"
 	"github.com/ax-sched/ax/internal/testenv"
 	"github.com/ax-sched/ax/queue"
+	"github.com/ax-sched/ax/queue/store"
 	"github.com/ax-sched/ax/task"
 )
 
@@ -348,7 +349,7 @@ auth: {enabled: false}
 	}
 	// Tasks in Redis beyond the acknowledged ones: writes that survived
 	// though their submit was refused, and were then submitted again.
-	store, err := queue.New(m.client, queue.Options{Region: "eu-west", Shards: m.shards})
+	store, err := store.New(m.client, queue.Options{Region: "eu-west", Shards: m.shards})
 	if err != nil {
 		t.Fatal(err)
 	}

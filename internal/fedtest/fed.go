@@ -19,6 +19,7 @@ import (
 	"github.com/ax-sched/ax/internal/testenv"
 	"github.com/ax-sched/ax/placement"
 	"github.com/ax-sched/ax/queue"
+	"github.com/ax-sched/ax/queue/store"
 	"github.com/ax-sched/ax/region"
 	"github.com/ax-sched/ax/task"
 	"github.com/prometheus/client_golang/prometheus"
@@ -204,10 +205,10 @@ type Region struct {
 	f     *Fed
 	Name  string
 	Redis *testenv.Redis
-	Store *queue.Store
+	Store *store.Store
 	// Later reads the same Redis an hour ahead: its Outbox lists every
 	// hand-off in flight, not only those due now. Read-only use.
-	Later *queue.Store
+	Later *store.Store
 	Pools []region.Pool
 
 	// Intercept, when set, sees every request to the region's server first
@@ -273,12 +274,12 @@ func New(t *testing.T, api API, opts ...Option) *Fed {
 	t.Cleanup(f.HTTP.CloseIdleConnections)
 	for _, name := range Regions {
 		r := &Region{f: f, Name: name, Redis: testenv.StartRedis(t)}
-		st, err := queue.New(r.Redis.Client(), queue.Options{Region: name})
+		st, err := store.New(r.Redis.Client(), queue.Options{Region: name})
 		if err != nil {
 			t.Fatal(err)
 		}
 		r.Store = st
-		if r.Later, err = queue.New(r.Redis.Client(), queue.Options{Region: name,
+		if r.Later, err = store.New(r.Redis.Client(), queue.Options{Region: name,
 			Now: func() time.Time { return time.Now().Add(time.Hour) }}); err != nil {
 			t.Fatal(err)
 		}

@@ -15,6 +15,7 @@ import (
 
 	"github.com/ax-sched/ax/internal/config"
 	"github.com/ax-sched/ax/queue"
+	"github.com/ax-sched/ax/queue/store"
 	clientv3 "go.etcd.io/etcd/client/v3"
 )
 
@@ -37,7 +38,7 @@ func TestDevWithoutRedisServerPassesTheServersCheck(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer rdb.Close()
-	store, err := queue.New(rdb, queue.Options{Region: "us-east-1"})
+	store, err := store.New(rdb, queue.Options{Region: "us-east-1"})
 	if err != nil {
 		t.Fatal(err)
 	}

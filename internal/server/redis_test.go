@@ -12,6 +12,7 @@ import (
 	"github.com/ax-sched/ax/internal/config"
 	"github.com/ax-sched/ax/internal/testenv"
 	"github.com/ax-sched/ax/queue"
+	"github.com/ax-sched/ax/queue/store"
 	"github.com/ax-sched/ax/task"
 )
 
@@ -95,7 +96,7 @@ func TestRedisTLSSentinelAndClusterRunForReal(t *testing.T) {
 				t.Fatal(err)
 			}
 			defer rc.Close()
-			st, err := queue.New(rc, queue.Options{Region: "tls-1", Shards: c.shards})
+			st, err := store.New(rc, queue.Options{Region: "tls-1", Shards: c.shards})
 			if err != nil {
 				t.Fatal(err)
 			}

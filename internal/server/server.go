@@ -25,6 +25,7 @@ import (
 	"github.com/ax-sched/ax/placement"
 	"github.com/ax-sched/ax/queue"
 	"github.com/ax-sched/ax/queue/health"
+	"github.com/ax-sched/ax/queue/store"
 	"github.com/ax-sched/ax/region"
 	"github.com/ax-sched/ax/schedule"
 	"github.com/prometheus/client_golang/prometheus"
@@ -48,7 +49,7 @@ type Server struct {
 	tracer                     trace.TracerProvider // nil: tracing off
 	stopTracing                func()
 	rdb                        redis.UniversalClient
-	store                      *queue.Store
+	store                      *store.Store
 	view                       *federation.View
 	node                       *federation.Node
 	cell                       *region.Cell
@@ -154,7 +155,7 @@ func (s *Server) dial(ctx context.Context) error {
 	}
 	so := storeOptions(cfg)
 	so.Blocking = s.blocking
-	if s.store, err = queue.New(s.rdb, so); err != nil {
+	if s.store, err = store.New(s.rdb, so); err != nil {
 		return err
 	}
 	return s.store.Ping(ctx)

@@ -10,7 +10,7 @@ import (
 
 	"github.com/ax-sched/ax/internal/buildinfo"
 	"github.com/ax-sched/ax/internal/config"
-	"github.com/ax-sched/ax/queue"
+	"github.com/ax-sched/ax/queue/store"
 	"github.com/ax-sched/ax/worker"
 	"github.com/ax-sched/ax/worker/handlers"
 )
@@ -23,7 +23,7 @@ func RunWorker(ctx context.Context, cfg *config.Region, p config.Pool, id string
 		return err
 	}
 	defer rdb.Close()
-	store, err := queue.New(rdb, storeOptions(cfg))
+	store, err := store.New(rdb, storeOptions(cfg))
 	if err != nil {
 		return err
 	}

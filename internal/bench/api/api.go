@@ -27,6 +27,7 @@ import (
 	"github.com/ax-sched/ax/internal/redisproc"
 	"github.com/ax-sched/ax/internal/tlsconf"
 	"github.com/ax-sched/ax/queue"
+	"github.com/ax-sched/ax/queue/store"
 	"github.com/ax-sched/ax/task"
 )
 
@@ -135,7 +136,7 @@ type apiRegion struct {
 	redis    *redisproc.Server
 	tlsPort  int // with TLS: Redis' TLS port, the one ax processes use
 	rdb      *redis.Client
-	store    *queue.Store
+	store    *store.Store
 	api      string
 	cfg      string
 	server   *axProc
@@ -244,7 +245,7 @@ func startFed(ctx context.Context, o Options, names []string, withTLS bool) (_ *
 		f.stops = append(f.stops, r.redis.Stop)
 		r.rdb = redis.NewClient(&redis.Options{Addr: r.redis.Addr(), Password: r.password, PoolSize: 8})
 		f.stops = append(f.stops, func() { _ = r.rdb.Close() })
-		if r.store, err = queue.New(r.rdb, queue.Options{Region: name}); err != nil {
+		if r.store, err = store.New(r.rdb, queue.Options{Region: name}); err != nil {
 			return nil, err
 		}
 		listen, err := freeAddr()

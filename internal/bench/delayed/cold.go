@@ -10,6 +10,7 @@ import (
 
 	"github.com/ax-sched/ax/internal/bench"
 	"github.com/ax-sched/ax/queue"
+	"github.com/ax-sched/ax/queue/store"
 )
 
 // ColdOptions size `ax bench delayed --cold`.
@@ -205,7 +206,7 @@ func Cold(ctx context.Context, e *bench.Env, o ColdOptions, progress bench.Progr
 // every quarter horizon (at most 30s), sooner when the next bucket is due
 // within half a horizon, at once while a call moves a full batch. It adds
 // what it moves to moved and returns when ctx ends (nil) or a call fails.
-func coldLoop(ctx context.Context, st *queue.Store, f queue.Fence, horizon time.Duration, now func() time.Time, moved *atomic.Int64) error {
+func coldLoop(ctx context.Context, st *store.Store, f queue.Fence, horizon time.Duration, now func() time.Time, moved *atomic.Int64) error {
 	every := min(30*time.Second, horizon/4)
 	for ctx.Err() == nil {
 		n, next, err := st.Maintainer().PromoteCold(ctx, f, queue.MaxBatch)
@@ -231,7 +232,7 @@ func coldLoop(ctx context.Context, st *queue.Store, f queue.Fence, horizon time.
 // Promote, at once again while a call moves a full batch, else sleeping
 // until the next due time (at most 1s), until want tasks moved or ctx
 // ends; lateness is each task's call end − its due time (dueOf, in order).
-func promoteLoop(ctx context.Context, st *queue.Store, f queue.Fence, want int, now func() time.Time, dueOf func(int) time.Time, progress bench.Progress) (*promotion, error) {
+func promoteLoop(ctx context.Context, st *store.Store, f queue.Fence, want int, now func() time.Time, dueOf func(int) time.Time, progress bench.Progress) (*promotion, error) {
 	p := &promotion{}
 	for p.moved < want && ctx.Err() == nil {
 		t := now()

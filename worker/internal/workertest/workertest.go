@@ -12,6 +12,7 @@ import (
 
 	"github.com/ax-sched/ax/internal/testenv"
 	"github.com/ax-sched/ax/queue"
+	"github.com/ax-sched/ax/queue/store"
 	"github.com/ax-sched/ax/task"
 	"github.com/ax-sched/ax/worker"
 	"github.com/redis/go-redis/v9"
@@ -34,7 +35,7 @@ type Env struct {
 	// Redis is the test's own redis-server; nil in cluster mode
 	// (testenv.ModeEnv), where Store is on the shared cluster.
 	Redis *testenv.Redis
-	Store *queue.Store
+	Store *store.Store
 }
 
 // New starts a Redis and a store (region eu-west, lease Lease); in
@@ -52,7 +53,7 @@ func New(t testing.TB, opts ...testenv.RedisOptions) *Env {
 		r = testenv.StartRedis(t, opts...)
 		rdb = r.Client()
 	}
-	s, err := queue.New(rdb, o)
+	s, err := store.New(rdb, o)
 	if err != nil {
 		t.Fatal(err)
 	}

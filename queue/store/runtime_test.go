@@ -1,0 +1,204 @@
+package store_test
+
+import (
+	"fmt"
+	"github.com/ax-sched/ax/queue"
+	"github.com/ax-sched/ax/task"
+	"github.com/google/go-cmp/cmp"
+	"testing"
+	"time"
+)
+
+func typ(name string) func(*task.Spec) { return func(s *task.Spec) { s.Type = name } }
+
+// runFor claims every task of pool, lets d pass, and completes them in one
+// call.
+func (e *env) runFor(pool string, d time.Duration) {
+	e.t.Helper()
+	ts := e.claim(pool, queue.MaxBatch)
+	e.clock.Advance(d)
+	e.complete(ts...)
+}
+
+func (e *env) runTimes() map[string]queue.RunTime {
+	e.t.Helper()
+	rts, err := e.s.RunTimes(e.ctx)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	m := map[string]queue.RunTime{}
+	for _, r := range rts {
+		m[r.Pool+" "+r.Type] = r
+	}
+	return m
+}
+
+// Completions feed their (pool, type) pair: a plain mean and standard
+// deviation for the first 1/alpha, then a moving average; one batch of
+// mixed pairs folds into each.
+func TestRunTimesAfterCompletes(t *testing.T) {
+	// The spreads below are one shard's (the script's µs steps); merged
+	// over shards they differ in the last digits (TestRunTimesAcrossShards).
+	e := newEnv(t, oneShard)
+	start := e.clock.Now()
+	// 100, 200, 300 ms of "resize" in cpu, one at a time.
+	for _, ms := range []int{100, 200, 300} {
+		e.submit("cpu", typ("resize"))
+		e.runFor("cpu", time.Duration(ms)*time.Millisecond)
+	}
+	// One batch: 2 of "resize" in gpu and 1 of "encode" in cpu, 50 ms.
+	e.submit("gpu", typ("resize"))
+	e.submit("gpu", typ("resize"))
+	e.submit("cpu", typ("encode"))
+	gpu := e.claim("gpu", 10)
+	cpu := e.claim("cpu", 10)
+	e.clock.Advance(50 * time.Millisecond)
+	var cs []queue.Completion
+	for _, tk := range append(gpu, cpu...) {
+		cs = append(cs, queue.Completion{ID: tk.ID, Token: tk.LeaseToken})
+	}
+	if _, err := e.s.Complete(e.ctx, cs...); err != nil {
+		t.Fatal(err)
+	}
+	ms := func(n int) time.Duration { return time.Duration(n) * time.Millisecond }
+	// Population standard deviation of 100, 200, 300 ms: 81.650 ms.
+	want := map[string]queue.RunTime{
+		"cpu resize": {Pool: "cpu", Type: "resize", Count: 3, Mean: ms(200), Spread: 81650 * time.Microsecond,
+			Last: start.Add(ms(600))},
+		"gpu resize": {Pool: "gpu", Type: "resize", Count: 2, Mean: ms(50), Last: start.Add(ms(650))},
+		"cpu encode": {Pool: "cpu", Type: "encode", Count: 1, Mean: ms(50), Last: start.Add(ms(650))},
+	}
+	if d := cmp.Diff(want, e.runTimes()); d != "" {
+		t.Fatalf("run times (-want +got):\n%s", d)
+	}
+
+	// Past 1/alpha observations a new one weighs alpha (0.2): ten at
+	// 100 ms bring resize's mean near 100 ms, and one at 1 100 ms then
+	// moves it by a fifth of the difference only.
+	for range 10 {
+		e.submit("cpu", typ("resize"))
+		e.runFor("cpu", ms(100))
+	}
+	before := e.runTimes()["cpu resize"].Mean
+	e.submit("cpu", typ("resize"))
+	e.runFor("cpu", ms(1100))
+	after := e.runTimes()["cpu resize"]
+	wantMean := before + (ms(1100)-before)/5
+	if d := after.Mean - wantMean; d < -time.Microsecond || d > time.Microsecond || after.Count != 14 {
+		t.Fatalf("after an outlier: mean %v count %d, want %v (1 µs rounding) and 14", after.Mean, after.Count, wantMean)
+	}
+}
+
+// Only an attempt that ran into its deadline counts among failures: a
+// handler error or a cancel says nothing of how long the work takes.
+func TestRunTimesFromFailures(t *testing.T) {
+	e := newEnv(t)
+	id := e.submit("cpu", typ("crash"), retries(0))
+	tk := e.claimOne("cpu")
+	e.clock.Advance(5 * time.Millisecond)
+	if _, _, err := e.s.Fail(e.ctx, queue.Failure{ID: id, Token: tk.LeaseToken, Error: "boom"}); err != nil {
+		t.Fatal(err)
+	}
+	id = e.submit("cpu", typ("slow"), retries(0))
+	tk = e.claimOne("cpu")
+	e.clock.Advance(30 * time.Second)
+	if _, _, err := e.s.Fail(e.ctx, queue.Failure{ID: id, Token: tk.LeaseToken, Error: "deadline", Retryable: true,
+		Reason: task.ReasonDeadline}); err != nil {
+		t.Fatal(err)
+	}
+	got := e.runTimes()
+	if _, ok := got["cpu crash"]; ok {
+		t.Errorf("a handler error was counted: %+v", got["cpu crash"])
+	}
+	if r := got["cpu slow"]; r.Count != 1 || r.Mean != 30*time.Second {
+		t.Errorf("deadline exceeded: %+v, want 1 observation of 30s", r)
+	}
+}
+
+// A flood of new type names cannot grow a shard's hash past its cap, and
+// the leader's trim keeps the types that carry the work.
+func TestRunTimesBounded(t *testing.T) {
+	const pairs = 8
+	e := newEnv(t, oneShard, func(o *queue.Options) { o.RunTimePairs = pairs }) // a shard's cap
+	// Two real types, each with many completions.
+	for range 5 {
+		e.submit("cpu", typ("resize"))
+		e.submit("cpu", typ("encode"))
+		e.runFor("cpu", 10*time.Millisecond)
+	}
+	// A hostile tenant completes 50 one-off types, in batches.
+	for b := range 5 {
+		for i := range 10 {
+			e.submit("cpu", typ(fmt.Sprintf("junk-%d-%d", b, i)))
+		}
+		e.runFor("cpu", time.Millisecond)
+	}
+	rt := e.s.Keys[0].Rt
+	if n := e.rdb.HLen(e.ctx, rt).Val(); n != pairs {
+		t.Fatalf("hash holds %d pairs, want the cap %d", n, pairs)
+	}
+	got := e.runTimes()
+	if got["cpu resize"].Count != 5 || got["cpu encode"].Count != 5 {
+		t.Fatalf("real types lost: %v", got)
+	}
+	// Full: a new type is dropped, an existing one still counts.
+	e.submit("cpu", typ("newcomer"))
+	e.submit("cpu", typ("resize"))
+	e.runFor("cpu", 10*time.Millisecond)
+	got = e.runTimes()
+	if _, ok := got["cpu newcomer"]; ok || got["cpu resize"].Count != 6 {
+		t.Fatalf("full hash: newcomer %v, resize %d (want dropped, 6)", got["cpu newcomer"], got["cpu resize"].Count)
+	}
+
+	// The leader trims to half, least used first; a stale leader is fenced.
+	if _, err := e.s.TrimRunTimes(e.ctx, queue.Fence{Name: leader.Name, Token: leader.Token}); err != nil {
+		t.Fatal(err)
+	}
+	got = e.runTimes()
+	if len(got) != pairs/2 || got["cpu resize"].Count != 6 || got["cpu encode"].Count != 5 {
+		t.Fatalf("after trim: %d pairs %v, want %d with resize and encode", len(got), got, pairs/2)
+	}
+	for i := range pairs {
+		e.submit("cpu", typ(fmt.Sprintf("more-%d", i)))
+	}
+	e.runFor("cpu", time.Millisecond)
+	if _, err := e.s.TrimRunTimes(e.ctx, queue.Fence{Name: leader.Name, Token: leader.Token - 1}); err != queue.ErrFenced {
+		t.Fatalf("trim by an old leader: %v, want ErrFenced", err)
+	}
+	// Under 3/4 of the cap nothing is trimmed.
+	e.rdb.Del(e.ctx, rt)
+	e.submit("cpu", typ("resize"))
+	e.runFor("cpu", time.Millisecond)
+	if n, err := e.s.TrimRunTimes(e.ctx, leader); err != nil || n != 0 {
+		t.Fatalf("trim of a small hash: %d %v", n, err)
+	}
+}
+
+// Shards merge: counts add up, means weigh by count.
+func TestRunTimesAcrossShards(t *testing.T) {
+	e := newEnv(t, func(o *queue.Options) { o.Shards = 2 })
+	seen := map[int]bool{}
+	for len(seen) < 2 {
+		id := e.submit("cpu", typ("resize"))
+		shard, _ := e.s.ShardOf(id)
+		seen[shard] = true
+	}
+	ts := e.claim("cpu", 10)
+	e.clock.Advance(100 * time.Millisecond)
+	var cs []queue.Completion
+	for _, tk := range ts {
+		cs = append(cs, queue.Completion{ID: tk.ID, Token: tk.LeaseToken})
+	}
+	if _, err := e.s.Complete(e.ctx, cs...); err != nil {
+		t.Fatal(err)
+	}
+	for sh := range 2 {
+		if e.rdb.HLen(e.ctx, e.s.Keys[sh].Rt).Val() != 1 {
+			t.Fatalf("shard %d has no run time", sh)
+		}
+	}
+	r := e.runTimes()["cpu resize"]
+	if r.Count != int64(len(ts)) || r.Mean != 100*time.Millisecond || r.Spread != 0 {
+		t.Fatalf("merged: %+v, want %d at 100ms", r, len(ts))
+	}
+}

@@ -1,0 +1,35 @@
+package submit
+
+import (
+	"context"
+	"fmt"
+	"github.com/ax-sched/ax/queue"
+	"math"
+	"strconv"
+	"time"
+)
+
+// TakeQuota takes n submits from tenant's bucket (refilled at perSecond,
+// holding at most burst), shared by every server of the region: the bucket
+// is one key in the region's Redis (in the shard of the tenant's name, so
+// one slot on a Cluster), changed by one script. It reports whether they
+// were taken and, when not, how long until they would be there. perSecond
+// ≤ 0 takes nothing and always succeeds.
+func (s *Submitter) TakeQuota(ctx context.Context, tenant string, perSecond float64, burst, n int) (bool, time.Duration, error) {
+	if perSecond <= 0 || n <= 0 {
+		return true, 0, nil
+	}
+	shard := s.ShardForKey(tenant, "")
+	// micro-tasks per ms, at least 1 (a rate under 0.001/s is 0.001/s).
+	rate := max(1, int64(math.Round(perSecond*1000)))
+	out, err := s.Run(ctx, s.RDB, queue.Scripts.Quota, s.KeysWith(shard, s.Keys[shard].Prefix+"qb:"+tenant),
+		s.Clock(), rate, burst, n).Slice()
+	if err != nil {
+		return false, 0, fmt.Errorf("queue: quota: %w", err)
+	}
+	if queue.ToInt(out[0]) == 1 {
+		return true, 0, nil
+	}
+	ms, _ := strconv.ParseInt(queue.ToStr(out[1]), 10, 64)
+	return false, time.Duration(ms) * time.Millisecond, nil
+}

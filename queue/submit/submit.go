@@ -1,0 +1,330 @@
+package submit
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"github.com/ax-sched/ax/queue"
+	"github.com/ax-sched/ax/task"
+	"github.com/redis/go-redis/v9"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// Submit accepts tasks, at most MaxBatch per Redis call. Results are in
+// input order. The error is for Redis failures; per-task outcomes are in
+// the results.
+//
+// A new task without an id or an idempotency key may go to any shard: when
+// its shard's Redis refuses the call unsent (NotSent: on a Redis Cluster,
+// the ax server's gate of a master its probe has not heard from), it gets a
+// new id naming the next shard and is submitted there, and so on until one
+// takes it or every shard has refused (that error). Only an unsent call is
+// made again elsewhere: after any other error the script may have run, and
+// a second shard would hold the task twice. A task with an id (a hand-off,
+// a DAG node, a schedule's slot) or an idempotency key stays on its shard
+// and shares its error: the id names the shard, and a key is found only on
+// the shard ShardForKey names (a retry of the same key must meet the task
+// the first try stored, not store another on a shard nobody looks at).
+func (s *Submitter) Submit(ctx context.Context, tasks ...queue.NewTask) ([]queue.SubmitResult, error) {
+	res := make([]queue.SubmitResult, len(tasks))
+	byShard := make([][]int, s.Opts.Shards)
+	now := s.Now()
+	ids := make([]string, len(tasks))
+	for i, t := range tasks {
+		var shard int
+		switch {
+		case t.ID != "":
+			p, err := task.ParseID(t.ID)
+			if err != nil {
+				return nil, err
+			}
+			shard = p.Shard % s.Opts.Shards
+		case t.Spec.IdempotencyKey != "":
+			shard = s.ShardForKey(t.Spec.Tenant, t.Spec.IdempotencyKey)
+		default:
+			shard = int(s.Rr.Add(1) % uint32(s.Opts.Shards))
+		}
+		ids[i] = t.ID
+		if ids[i] == "" {
+			ids[i] = s.Opts.IDs.New(s.Opts.Region, shard, now)
+		}
+		byShard[shard] = append(byShard[shard], i)
+	}
+	var refused []bool // shards that refused this call's tasks unsent
+	for more := true; more; {
+		more = false
+		for shard, idx := range byShard {
+			if len(idx) == 0 {
+				continue
+			}
+			byShard[shard] = nil
+			unsent, err := s.submitOn(ctx, shard, tasks, ids, idx, res)
+			if err == nil {
+				continue
+			}
+			if !queue.NotSent(err) {
+				return nil, err
+			}
+			if refused == nil {
+				refused = make([]bool, s.Opts.Shards)
+			}
+			refused[shard] = true
+			to := -1
+			for k := 1; k < s.Opts.Shards && to < 0; k++ {
+				if n := (shard + k) % s.Opts.Shards; !refused[n] {
+					to = n
+				}
+			}
+			for _, i := range unsent {
+				if to < 0 || tasks[i].ID != "" || tasks[i].Spec.IdempotencyKey != "" {
+					return nil, err
+				}
+			}
+			for _, i := range unsent {
+				ids[i] = s.Opts.IDs.New(s.Opts.Region, to, s.Now())
+				byShard[to] = append(byShard[to], i)
+			}
+			more = true
+		}
+	}
+	return res, nil
+}
+
+// submitOn submits tasks idx on shard. On an error that NotSent reports,
+// unsent are those of idx it did not store (the others' results are set).
+func (s *Submitter) submitOn(ctx context.Context, shard int, tasks []queue.NewTask, ids []string, idx []int, res []queue.SubmitResult) (unsent []int, err error) {
+	var sc redis.Scripter = s.RDB
+	if s.Opts.WaitReplicas > 0 {
+		// WAIT counts the replicas that have this connection's writes:
+		// the scripts and the WAIT must share one connection (of a
+		// pool, WAIT would answer for another connection's, maybe none).
+		c, err := s.Conn(ctx, shard)
+		if err != nil {
+			return idx, fmt.Errorf("queue: submit: %w", err)
+		}
+		defer c.Close()
+		sc = c
+	}
+	stored := false // on sc: with WaitReplicas, a WAIT is owed
+	fail := func(rest, later []int, err error) ([]int, error) {
+		if !queue.NotSent(err) {
+			return nil, err
+		}
+		if stored && s.Opts.WaitReplicas > 0 {
+			// The tasks stored on this connection are owed a WAIT that
+			// this Redis refuses too: they may be lost in a failover.
+			return nil, fmt.Errorf("%w: submit: shard %d stored tasks, then refused the call: %v", queue.ErrUnavailable, shard, err)
+		}
+		return append(append([]int(nil), rest...), later...), err
+	}
+	for start := 0; start < len(idx); start += queue.MaxBatch {
+		end := min(start+queue.MaxBatch, len(idx))
+		chunk := idx[start:end]
+		if rest, err := s.submitShard(ctx, sc, shard, tasks, ids, chunk, res); err != nil {
+			stored = stored || len(rest) < len(chunk)
+			return fail(rest, idx[end:], err)
+		}
+		stored = true
+		// A generated id another process generated too (same millisecond
+		// and sequence: rare, but possible with many servers) was not
+		// stored: give those tasks new ids and try again.
+		for round := 0; round < 5; round++ {
+			var again []int
+			for _, i := range chunk {
+				if tasks[i].ID == "" && errors.Is(res[i].Err, task.ErrExists) {
+					ids[i] = s.Opts.IDs.New(s.Opts.Region, shard, s.Now())
+					again = append(again, i)
+				}
+			}
+			if len(again) == 0 {
+				break
+			}
+			if rest, err := s.submitShard(ctx, sc, shard, tasks, ids, again, res); err != nil {
+				return fail(rest, idx[end:], err)
+			}
+		}
+	}
+	if c, ok := sc.(*redis.Conn); ok {
+		n, err := c.Wait(ctx, s.Opts.WaitReplicas, s.Opts.WaitTimeout).Result()
+		if err != nil {
+			return nil, fmt.Errorf("queue: submit: wait for replicas: %w", err)
+		}
+		if int(n) < s.Opts.WaitReplicas {
+			return nil, fmt.Errorf("%w: submit: only %d of %d replicas acknowledged", queue.ErrUnavailable, n, s.Opts.WaitReplicas)
+		}
+	}
+	return nil, nil
+}
+
+// submitShard submits tasks idx (at most MaxBatch) on shard in one call
+// (two when some go to the cold tier: those first). On an error, unsent are
+// those of idx not stored when NotSent(err), the results of the others set.
+func (s *Submitter) submitShard(ctx context.Context, sc redis.Scripter, shard int, tasks []queue.NewTask, ids []string, idx []int, res []queue.SubmitResult) (unsent []int, err error) {
+	if cold, hot := s.splitCold(tasks, idx); len(cold) > 0 {
+		if err := s.submitCold(ctx, sc, shard, tasks, ids, cold, res); err != nil || len(hot) == 0 {
+			return idx, err
+		}
+		idx = hot
+	}
+	keys := s.KeysWith(shard, s.Keys[shard].Prefix+"outbox")
+	argv := make([]any, 0, 3+len(idx)*31)
+	argv = append(argv, s.Clock(), len(idx), s.admitCaps(tasks, idx))
+	nkeyed := 0
+	var f []any
+	var prevSpec *task.Spec
+	var prevPool string
+	var prevPinned bool
+	for _, i := range idx {
+		t := tasks[i]
+		sp := t.Spec
+		due := ""
+		if sp.RunAt != nil {
+			due = strconv.FormatInt(sp.RunAt.UnixMilli(), 10)
+		}
+		idem, ttl, hash := 0, "0", ""
+		if sp.IdempotencyKey != "" {
+			nkeyed++
+			idem = nkeyed
+			keys = append(keys, s.Keys[shard].Prefix+"idem:"+sp.Tenant+":"+sp.IdempotencyKey)
+			ttl = queue.Ms(time.Duration(sp.IdempotencyTTL))
+			hash = sp.Hash()
+		}
+		// Tasks of one call often share a spec (fan-out, schedules, batches
+		// built from one template): encode it once. argv copies f.
+		if f == nil || sp != prevSpec || t.Pool != prevPool || t.Pinned != prevPinned {
+			f = queue.SpecFields(sp, s.Opts.Defaults)
+			if t.Pinned && t.Pool != "" {
+				f = append(f, "pn", "1", "po", t.Pool)
+			}
+			prevSpec, prevPool, prevPinned = sp, t.Pool, t.Pinned
+		}
+		flags := ""
+		if t.Pinned {
+			flags = "p"
+		}
+		if t.Returning {
+			flags += "r"
+		}
+		if t.Reserved {
+			flags += "v"
+		}
+		if t.AdmitMax > 0 && t.Pool != "" && t.HandOff == "" {
+			flags += "a"
+		}
+		fields := f
+		if t.History != nil {
+			flags += "h"
+			fields = append(append([]any(nil), f...), queue.HistoryFields(t.History, s.Opts.Region)...)
+		}
+		if t.HeldFrom != "" {
+			flags += "k"
+			fields = append(fields[:len(fields):len(fields)], "hf", t.HeldFrom)
+		}
+		argv = append(argv, ids[i], t.Pool, flags, strconv.Itoa(*sp.Priority), due, idem, ttl, hash, t.HandOff, len(fields)/2)
+		argv = append(argv, fields...)
+	}
+	argv = append(argv, s.backlogCaps(tasks, idx))
+	out, err := s.Run(ctx, sc, queue.Scripts.Submit, keys, argv...).Slice()
+	if err != nil {
+		if cc := s.Cluster(); cc != nil && sc != redis.Scripter(s.RDB) {
+			// On a connection of its own the cluster client does not see
+			// a dead master or a moved slot: have it ask the cluster again.
+			cc.ReloadState(ctx)
+		}
+		return idx, fmt.Errorf("queue: submit: %w", err)
+	}
+	codes := queue.ToStr(out[0])
+	if len(codes) != len(idx) {
+		return nil, fmt.Errorf("queue: submit: %d results for %d tasks", len(codes), len(idx))
+	}
+	next := 1 // the next id, state pair of a task not created
+	for k, i := range idx {
+		var r queue.SubmitResult
+		switch c := codes[k]; c {
+		case '1', '2', '3', '4', '5':
+			if next+1 >= len(out) {
+				return nil, fmt.Errorf("queue: submit: short answer")
+			}
+			r = queue.SubmitResult{ID: queue.ToStr(out[next]), State: queue.StateOf(queue.ToStr(out[next+1]))}
+			next += 2
+			switch c {
+			case '1':
+				r.Duplicate = true
+			case '2':
+				r.Err = task.ErrIdempotencyConflict
+			case '3':
+				r.Err = task.ErrExists
+			case '4':
+				r = queue.SubmitResult{ID: ids[i], Err: queue.ErrPoolFull}
+			case '5':
+				r = queue.SubmitResult{ID: ids[i], Err: queue.ErrBacklogFull}
+			}
+		default:
+			r = queue.SubmitResult{ID: ids[i], State: queue.StateOf(string(c))}
+		}
+		res[i] = r
+	}
+	return nil, nil
+}
+
+// backlogCaps is submit.lua's last ARGV: "<cap> <tenant>\n" for each
+// tenant of idx with a BacklogMax (the first such task's), cap its share
+// in one shard, ⌈BacklogMax ÷ shards⌉.
+func (s *Submitter) backlogCaps(tasks []queue.NewTask, idx []int) string {
+	var b strings.Builder
+	var seen map[string]bool
+	for _, i := range idx {
+		t := tasks[i]
+		tn := queue.BacklogTenant(t.Spec.Tenant)
+		if t.BacklogMax <= 0 || seen[tn] {
+			continue
+		}
+		if seen == nil {
+			seen = map[string]bool{}
+		}
+		seen[tn] = true
+		b.WriteString(strconv.Itoa((t.BacklogMax + s.Opts.Shards - 1) / s.Opts.Shards))
+		b.WriteByte(' ')
+		b.WriteString(tn)
+		b.WriteByte('\n')
+	}
+	return b.String()
+}
+
+// Backlog is tenant's unfinished tasks in this region (docs/security.md
+// "max_backlog"): the sum of every shard's count, one HGET per shard.
+func (s *Submitter) Backlog(ctx context.Context, tenant string) (int, error) {
+	n := 0
+	for shard := range s.Keys {
+		v, err := s.RDB.HGet(ctx, s.Keys[shard].Prefix+"bl", queue.BacklogTenant(tenant)).Int()
+		if err != nil && !errors.Is(err, redis.Nil) {
+			return 0, fmt.Errorf("queue: backlog: %w", err)
+		}
+		n += max(v, 0)
+	}
+	return n, nil
+}
+
+// admitCaps is submit.lua's ARGV[3]: "pool cap pool cap …", each pool's
+// READY limit in one shard for the tasks of idx admitted by AdmitMax (the
+// first such task's limit ÷ shards, rounded up).
+func (s *Submitter) admitCaps(tasks []queue.NewTask, idx []int) string {
+	var b strings.Builder
+	seen := map[string]bool{}
+	for _, i := range idx {
+		t := tasks[i]
+		if t.AdmitMax <= 0 || t.Pool == "" || t.HandOff != "" || seen[t.Pool] {
+			continue
+		}
+		seen[t.Pool] = true
+		if b.Len() > 0 {
+			b.WriteByte(' ')
+		}
+		b.WriteString(t.Pool)
+		b.WriteByte(' ')
+		b.WriteString(strconv.Itoa((t.AdmitMax + s.Opts.Shards - 1) / s.Opts.Shards))
+	}
+	return b.String()
+}

@@ -1,0 +1,12 @@
+package submit
+
+import (
+	"github.com/ax-sched/ax/queue"
+)
+
+// Submitter accepts new tasks: the submit script, the cold tier's submit,
+// the tenants' submit quotas and backlog room.
+type Submitter struct{ *queue.Engine }
+
+// New returns the submitting stage over e.
+func New(e *queue.Engine) *Submitter { return &Submitter{Engine: e} }
