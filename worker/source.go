@@ -61,6 +61,13 @@ type Session interface {
 	Close(ctx context.Context) error
 }
 
+// Progressor is a Source that carries a handler's progress
+// (Task.SetProgress) to the task.
+type Progressor interface {
+	// Progress must not block: it queues the latest progress of a task.
+	Progress(id, token string, percent int, message string)
+}
+
 // waiter is an idle claim loop's wait for work.
 type waiter interface {
 	Wait(ctx context.Context, timeout time.Duration) (bool, error)

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/ax-sched/ax/apiv1"
 	"sync"
 	"time"
 	"unicode/utf8"
@@ -36,8 +37,9 @@ type Task struct {
 	// scheduling latency.
 	ReadyAt time.Time
 
-	mu     sync.Mutex
-	result string
+	mu       sync.Mutex
+	result   string
+	progress func(percent int, message string) // nil: the Source keeps none
 }
 
 func newTask(qt *task.Task, deadline time.Time) *Task {
@@ -68,6 +70,17 @@ func (t *Task) SetResult(s string) {
 	t.mu.Lock()
 	t.result = s
 	t.mu.Unlock()
+}
+
+// SetProgress reports how far the handler got: percent (cut to 0..100)
+// and a short message, shown on the task. It never blocks; progress is
+// sent with the worker's next report (the last call per report wins), by
+// a worker whose Source carries progress (Remote).
+func (t *Task) SetProgress(percent int, message string) {
+	if t.progress == nil {
+		return
+	}
+	t.progress(min(max(percent, 0), 100), clampText(message, apiv1.MaxProgressMessage))
 }
 
 // Result is the text given to SetResult.

@@ -70,8 +70,7 @@ func RunWorker(ctx context.Context, cfg *config.Region, p config.Pool, id string
 // registerBuiltins adds noop, sleep, exec (the config's allowlist) and http
 // (the config's URL prefixes).
 func registerBuiltins(w *worker.Worker, cfg *config.Region) error {
-	w.Handle("noop", handlers.Noop)
-	w.Handle("sleep", handlers.Sleep)
+	registerBasic(w)
 	if len(cfg.Worker.Exec.Allow) > 0 {
 		rules := map[string]handlers.ExecRule{}
 		for name, r := range cfg.Worker.Exec.Allow {
@@ -86,6 +85,12 @@ func registerBuiltins(w *worker.Worker, cfg *config.Region) error {
 		w.Handle("exec", h)
 	}
 	return registerHTTP(w, cfg)
+}
+
+// registerBasic adds noop and sleep, which need no configuration.
+func registerBasic(w *worker.Worker) {
+	w.Handle("noop", handlers.Noop)
+	w.Handle("sleep", handlers.Sleep)
 }
 
 // redisAddrOrigin says where cfg's redis.addr came from: the environment

@@ -1,0 +1,386 @@
+package remote
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"github.com/ax-sched/ax/apiv1"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/url"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/ax-sched/ax/queue"
+	"github.com/ax-sched/ax/task"
+)
+
+// Defaults of Options and of the registration's answer until it came.
+const (
+	DefaultClaimWait = time.Second
+	DefaultLease     = 30 * time.Second
+)
+
+// Options configure a Source.
+type Options struct {
+	// Labels are sent with the registration (zone, GPU model…).
+	Labels map[string]string
+	// ClaimWait is how long one claim waits on the server for a task when
+	// none is ready (default 1s, cut to the server's max_wait_ms). A task
+	// submitted meanwhile is answered at once; the wait bounds an idle
+	// worker's requests and how long its shutdown waits for the last claim.
+	ClaimWait time.Duration
+	// HTTPClient sends the requests (default: keep-alive connections, up
+	// to 64 per server).
+	HTTPClient *http.Client
+	// Logger receives retries and re-registrations (default slog.Default()).
+	Logger *slog.Logger
+}
+
+// Source is a worker.Source over the worker protocol. Create it with New
+// and give it to worker.New; the worker opens it when it runs and closes
+// it (DELETE) when it stops.
+type Source struct {
+	c    *conn
+	opts Options
+	log  *slog.Logger
+	rep  *reporter
+
+	mu       sync.Mutex
+	opened   bool
+	reg      apiv1.WorkerRegister
+	id       string                 // worker id of the current registration; "" none yet
+	info     apiv1.WorkerRegistered // the registration's answer
+	leases   map[string]string
+	stops    []queue.Stop // from reports' answers, for the next Heartbeat
+	regMu    sync.Mutex   // one registration at a time
+	closeRep func()
+}
+
+// New returns a Source sending to urls (servers of one region, tried in
+// turn) with the worker token.
+func New(urls []string, token string, opts Options) (*Source, error) {
+	if len(urls) == 0 {
+		return nil, errors.New("remote: no API URL")
+	}
+	clean := make([]string, 0, len(urls))
+	for _, u := range urls {
+		u = strings.TrimRight(strings.TrimSpace(u), "/")
+		p, err := url.Parse(u)
+		if err != nil || (p.Scheme != "http" && p.Scheme != "https") || p.Host == "" {
+			return nil, fmt.Errorf("remote: API URL %q: want http(s)://host[:port]", u)
+		}
+		clean = append(clean, u)
+	}
+	if token == "" {
+		return nil, errors.New("remote: no worker token")
+	}
+	if opts.ClaimWait <= 0 {
+		opts.ClaimWait = DefaultClaimWait
+	}
+	if opts.Logger == nil {
+		opts.Logger = slog.Default()
+	}
+	hc := opts.HTTPClient
+	if hc == nil {
+		tr := http.DefaultTransport.(*http.Transport).Clone()
+		tr.MaxIdleConns, tr.MaxIdleConnsPerHost = 256, 64
+		tr.DialContext = (&net.Dialer{Timeout: 3 * time.Second, KeepAlive: 30 * time.Second}).DialContext
+		hc = &http.Client{Transport: tr}
+	}
+	s := &Source{opts: opts, log: opts.Logger.With("component", "remote-worker"), leases: map[string]string{}}
+	s.c = &conn{urls: clean, auth: "Bearer " + token, hc: hc, onErr: func(u string, err error, attempt int) {
+		s.log.Warn("API request failed; retrying", "url", u, "err", err, "attempt", attempt)
+	}}
+	s.rep = newReporter(s)
+	return s, nil
+}
+
+// Options gives the registration's lease (DefaultLease until the first
+// registration answered) and region.
+func (s *Source) Options() queue.Options {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	lease := DefaultLease
+	if s.info.LeaseMS > 0 {
+		lease = time.Duration(s.info.LeaseMS) * time.Millisecond
+	}
+	return queue.Options{Region: s.info.Region, Lease: lease}
+}
+
+// Open records what the worker registers as and starts the report loop;
+// the registration itself goes out with the first claim or heartbeat.
+func (s *Source) Open(ctx context.Context, worker, pool string, slots int, types queue.Types) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.opened {
+		return errors.New("remote: Source opened twice")
+	}
+	s.opened = true
+	s.reg = apiv1.WorkerRegister{Pool: pool, Slots: slots, Labels: s.opts.Labels, Name: worker}
+	if !types.All() {
+		s.reg.Types = types.List()
+	}
+	s.closeRep = s.rep.start(context.WithoutCancel(ctx))
+	return nil
+}
+
+// Close flushes the reports queued, stops the report loop and leaves:
+// the server gives back at once what is still leased to the worker.
+func (s *Source) Close(ctx context.Context) error {
+	s.mu.Lock()
+	stop, id := s.closeRep, s.id
+	s.closeRep = nil
+	s.mu.Unlock()
+	if stop != nil {
+		stop()
+	}
+	if id == "" {
+		return nil
+	}
+	err := s.c.do(ctx, http.MethodDelete, "/v1/workers/"+url.PathEscape(id), nil, nil)
+	var api *Error
+	if errors.As(err, &api) && api.Status == http.StatusNotFound {
+		return nil
+	}
+	return err
+}
+
+// workerID registers once when no registration is current.
+func (s *Source) workerID(ctx context.Context) (string, error) {
+	s.mu.Lock()
+	id, opened, reg := s.id, s.opened, s.reg
+	s.mu.Unlock()
+	if id != "" {
+		return id, nil
+	}
+	if !opened {
+		return "", errors.New("remote: Source not opened (worker.Run opens it)")
+	}
+	s.regMu.Lock()
+	defer s.regMu.Unlock()
+	s.mu.Lock()
+	id = s.id
+	s.mu.Unlock()
+	if id != "" {
+		return id, nil
+	}
+	var info apiv1.WorkerRegistered
+	if err := s.c.do(ctx, http.MethodPost, "/v1/workers", reg, &info); err != nil {
+		return "", fmt.Errorf("remote: register: %w", err)
+	}
+	if info.WorkerID == "" {
+		return "", errors.New("remote: register: the answer has no worker_id")
+	}
+	s.mu.Lock()
+	s.id, s.info = info.WorkerID, info
+	s.mu.Unlock()
+	s.log.Info("registered", "worker_id", info.WorkerID, "region", info.Region, "pool", reg.Pool, "slots", reg.Slots)
+	return info.WorkerID, nil
+}
+
+// forget drops registration id after the server said it does not know it;
+// the next call registers again.
+func (s *Source) forget(id string) {
+	s.mu.Lock()
+	if s.id == id {
+		s.id = ""
+		s.log.Warn("the server does not know this worker id (its registration expired); registering again", "worker_id", id)
+	}
+	s.mu.Unlock()
+}
+
+// unknownWorker reports whether err is the 404 of an unknown worker id.
+func unknownWorker(err error) bool {
+	var api *Error
+	return errors.As(err, &api) && api.Status == http.StatusNotFound
+}
+
+// call sends one request about the current registration, registering
+// again once when the server no longer knows it.
+func (s *Source) call(ctx context.Context, op string, body, out any) error {
+	for try := 0; ; try++ {
+		id, err := s.workerID(ctx)
+		if err != nil {
+			return err
+		}
+		err = s.c.do(ctx, http.MethodPost, "/v1/workers/"+url.PathEscape(id)+"/"+op, body, out)
+		if try == 0 && unknownWorker(err) {
+			s.forget(id)
+			continue
+		}
+		return err
+	}
+}
+
+// ClaimTasks long-polls one claim: it answers as soon as a task was
+// claimed, or empty after ClaimWait.
+func (s *Source) ClaimTasks(ctx context.Context, req queue.ClaimRequest) (queue.Claimed, error) {
+	sent := time.Now()
+	s.mu.Lock()
+	n, wait := req.N, s.opts.ClaimWait
+	if s.info.MaxClaim > 0 {
+		n = min(n, s.info.MaxClaim)
+	}
+	if s.info.MaxWaitMS > 0 {
+		wait = min(wait, time.Duration(s.info.MaxWaitMS)*time.Millisecond)
+	}
+	s.mu.Unlock()
+	var ans apiv1.WorkerClaimResponse
+	if err := s.call(ctx, "claim", apiv1.WorkerClaimRequest{Max: max(n, 1), WaitMS: int(wait.Milliseconds())}, &ans); err != nil {
+		return queue.Claimed{}, fmt.Errorf("remote: claim: %w", err)
+	}
+	out := make([]*task.Task, len(ans.Tasks))
+	s.mu.Lock()
+	for i, t := range ans.Tasks {
+		s.leases[t.ID] = t.Lease
+		out[i] = &task.Task{
+			ID: t.ID, Type: t.Type, Payload: t.Payload, Attempts: t.Attempt, MaxRetries: t.MaxRetries,
+			Priority: t.Priority, Tags: t.Tags, Tenant: t.Tenant, TraceID: t.TraceID, LeaseToken: t.Lease,
+			// The worker counts the deadline from before the claim was
+			// sent: it fires no later than the server's.
+			Timeout: task.Duration(t.Deadline.Sub(sent)),
+			State:   task.Running,
+		}
+	}
+	s.mu.Unlock()
+	return queue.Claimed{Tasks: out}, nil
+}
+
+// Heartbeat sends held with the next report and returns the stops every
+// report answered since the last Heartbeat.
+func (s *Source) Heartbeat(ctx context.Context, _, _ string, _ int, _ queue.Types, held []queue.Lease) ([]queue.Stop, error) {
+	items := make([]apiv1.WorkerLease, len(held))
+	for i, l := range held {
+		items[i] = apiv1.WorkerLease{ID: l.ID, Lease: l.Token}
+	}
+	if err := s.rep.beat(ctx, items); err != nil {
+		return nil, err
+	}
+	s.mu.Lock()
+	stops := s.stops
+	s.stops = nil
+	s.mu.Unlock()
+	return stops, nil
+}
+
+// noteStops keeps a report's stops for the next Heartbeat.
+func (s *Source) noteStops(items []apiv1.WorkerStop) {
+	if len(items) == 0 {
+		return
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, it := range items {
+		tok, ok := s.leases[it.ID]
+		if !ok {
+			continue
+		}
+		s.stops = append(s.stops, queue.Stop{Lease: queue.Lease{ID: it.ID, Token: tok}, Why: stopReason(it.Reason)})
+	}
+}
+
+func stopReason(r string) queue.StopReason {
+	switch r {
+	case "canceled":
+		return queue.StopCanceled
+	case "preempted":
+		return queue.StopPreempted
+	case "deadline":
+		return queue.StopDeadline
+	default:
+		return queue.StopLost
+	}
+}
+
+// settled forgets the lease of a task whose outcome was answered.
+func (s *Source) settled(id string) {
+	s.mu.Lock()
+	delete(s.leases, id)
+	s.mu.Unlock()
+}
+
+// Complete reports successes. A result that is JSON goes as that value,
+// any other text as a JSON string.
+func (s *Source) Complete(ctx context.Context, cs ...queue.Completion) ([]error, error) {
+	items := make([]apiv1.WorkerOutcome, len(cs))
+	for i, c := range cs {
+		items[i] = apiv1.WorkerOutcome{ID: c.ID, Lease: c.Token, Status: apiv1.OutcomeSuccess, Result: resultJSON(c.Result)}
+	}
+	return s.rep.outcomes(ctx, items)
+}
+
+func resultJSON(r string) json.RawMessage {
+	if r == "" {
+		return nil
+	}
+	if json.Valid([]byte(r)) {
+		return json.RawMessage(r)
+	}
+	b, _ := json.Marshal(r)
+	return b
+}
+
+// Fail reports a failed attempt. The protocol answers no state: it returns
+// the state the failure asks for (FAILED when final, PENDING for a retry).
+func (s *Source) Fail(ctx context.Context, f queue.Failure) (task.State, time.Time, error) {
+	err := s.one(ctx, apiv1.WorkerOutcome{ID: f.ID, Lease: f.Token, Status: apiv1.OutcomeFailure, Error: f.Error, Retry: &f.Retryable})
+	if err != nil {
+		return "", time.Time{}, err
+	}
+	if !f.Retryable {
+		return task.Failed, time.Time{}, nil
+	}
+	return task.Pending, time.Time{}, nil
+}
+
+// Return gives a task back without spending a retry.
+func (s *Source) Return(ctx context.Context, id, token, _ string, delay time.Duration) (task.State, error) {
+	if err := s.one(ctx, apiv1.WorkerOutcome{ID: id, Lease: token, Status: apiv1.OutcomeReturn, RetryAfterMS: int(delay.Milliseconds())}); err != nil {
+		return "", err
+	}
+	if delay > 0 {
+		return task.Pending, nil
+	}
+	return task.Ready, nil
+}
+
+// RetryAfter reports a retryable failure to run again after d.
+func (s *Source) RetryAfter(ctx context.Context, id, token string, d time.Duration) (task.State, error) {
+	err := s.one(ctx, apiv1.WorkerOutcome{ID: id, Lease: token, Status: apiv1.OutcomeFailure,
+		Error: fmt.Sprintf("retry after %s", d), RetryAfterMS: int(max(d.Milliseconds(), 1))})
+	if err != nil {
+		return "", err
+	}
+	return task.Pending, nil
+}
+
+func (s *Source) one(ctx context.Context, it apiv1.WorkerOutcome) error {
+	errs, err := s.rep.outcomes(ctx, []apiv1.WorkerOutcome{it})
+	if err != nil {
+		return err
+	}
+	return errs[0]
+}
+
+// Progress sends the handler's progress with the next report (the last
+// one per task wins).
+func (s *Source) Progress(id, token string, percent int, message string) {
+	s.rep.progress(apiv1.WorkerProgress{ID: id, Lease: token, Percent: float64(percent), Message: message})
+}
+
+// RefusedError is the server's refusal of one outcome (its lease is lost,
+// the task is not this worker's, a field is malformed): it is not recorded
+// and resending it cannot change that, so it matches queue.ErrLeaseLost.
+type RefusedError struct {
+	ID, Code, Message string
+}
+
+func (e *RefusedError) Error() string {
+	return fmt.Sprintf("remote: outcome of %s refused: %s: %s", e.ID, e.Code, e.Message)
+}
+
+func (e *RefusedError) Unwrap() error { return queue.ErrLeaseLost }
