@@ -126,10 +126,7 @@ func wastedWait(k int, most time.Duration) time.Duration {
 func (w *Worker) start(base context.Context, g *slots, qt *task.Task, sent time.Time, giveBack bool) {
 	deadline := sent.Add(time.Duration(qt.Timeout))
 	t := newTask(qt, deadline)
-	if p, ok := w.store.(Progressor); ok {
-		id, token := qt.ID, qt.LeaseToken
-		t.progress = func(percent int, message string) { p.Progress(id, token, percent, message) }
-	}
+	t.progress = w.progressFunc(qt.ID, qt.LeaseToken)
 	// The deadline counts from before the claim was sent, so the worker's
 	// timeout fires no later than the store's (which counts from the
 	// claim's Redis time) and its own DEADLINE_EXCEEDED is what is recorded.

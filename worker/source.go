@@ -85,4 +85,6 @@ var (
 	_ waking = (*queue.Claimer)(nil)
 	_ lookup = (*queue.Claimer)(nil)
 	_ waiter = (*queue.Waker)(nil)
+
+	_ progressStore = (*queue.Claimer)(nil)
 )

@@ -73,9 +73,9 @@ func (t *Task) SetResult(s string) {
 }
 
 // SetProgress reports how far the handler got: percent (cut to 0..100)
-// and a short message, shown on the task. It never blocks; progress is
-// sent with the worker's next report (the last call per report wins), by
-// a worker whose Source carries progress (Remote).
+// and a short message, shown on the task (GET /v1/tasks/{id}). It never
+// blocks: a remote worker sends it with its next report, a direct one
+// writes it in the background (the newest call wins either way).
 func (t *Task) SetProgress(percent int, message string) {
 	if t.progress == nil {
 		return

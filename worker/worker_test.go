@@ -562,3 +562,23 @@ func TestOptionsAreValidated(t *testing.T) {
 		t.Fatalf("defaults: %+v", o)
 	}
 }
+
+func TestProgressIsStoredOnTheTask(t *testing.T) {
+	e := wt.New(t)
+	w := e.Worker(worker.Options{Concurrency: 2})
+	release := make(chan struct{})
+	w.Handle("steps", func(ctx context.Context, tk *worker.Task) error {
+		tk.SetProgress(10, "first")
+		tk.SetProgress(140, "resized 4 of 10") // the newest wins, cut to 100
+		<-release
+		return nil
+	})
+	e.Run(w)
+	id := e.SubmitOne("steps", nil)
+	wt.Eventually(t, 5*time.Second, "progress on the task", func() bool {
+		p := e.Get(id).Progress
+		return p != nil && p.Percent == 100 && p.Message == "resized 4 of 10"
+	})
+	close(release)
+	e.WaitState(id, task.Success, 5*time.Second)
+}
