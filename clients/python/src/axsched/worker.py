@@ -127,6 +127,9 @@ class Worker:
         self._outcomes: List[Dict[str, Any]] = []
         self._progress: Dict[str, Dict[str, Any]] = {}
         self._wake_at: Optional[float] = None
+        # Outcomes queued or in flight: the server counts their tasks as held
+        # (against the worker's slots) until a report carried them.
+        self._unacked = 0
 
         self._stop_requested = threading.Event()
         self._stopping = threading.Event()  # claims end
@@ -248,8 +251,8 @@ class Worker:
                     r.task._stop("shutdown")
                     if r.future is not None:
                         r.future.cancel()
-                    self._outcomes.append({"id": r.task.id, "lease": r.task.lease, "status": "return",
-                                           "retry_after_ms": 0})
+                    self._queue_outcome({"id": r.task.id, "lease": r.task.lease, "status": "return",
+                                         "retry_after_ms": 0})
             # 4. The report loop sends what is pending and ends.
             self._closing.set()
             self._report_cv.notify_all()
@@ -328,9 +331,9 @@ class Worker:
         attempt = 0
         while not self._stopping.is_set():
             with self._mu:
-                while len(self._runs) >= self.concurrency and not self._stopping.is_set():
+                while self._busy() >= self.concurrency and not self._stopping.is_set():
                     self._slot_cv.wait()
-                free = self.concurrency - len(self._runs)
+                free = self.concurrency - self._busy()
             if self._stopping.is_set():
                 return
             wid = self.worker_id or ""
@@ -358,6 +361,22 @@ class Worker:
             for raw in (r or {}).get("tasks") or []:
                 self._start(raw)
 
+    def _busy(self) -> int:
+        """Slots in use as the server counts them (the caller holds _mu)."""
+        return len(self._runs) + self._unacked
+
+    def _queue_outcome(self, o: Dict[str, Any]) -> None:
+        """Queues o for the next report (the caller holds _mu)."""
+        self._outcomes.append(o)
+        self._unacked += 1
+        self._wake(OUTCOME_DELAY)
+
+    def _acked(self, n: int) -> None:
+        if n:
+            with self._mu:
+                self._unacked -= n
+                self._slot_cv.notify_all()
+
     def _start(self, raw: Mapping[str, Any]) -> None:
         task = Task(raw, self._report_progress)
         run = _Run(task)
@@ -366,8 +385,7 @@ class Worker:
             if self._stopping.is_set() or h is None:
                 # Claimed as the worker stops, or of a type it has no handler for:
                 # back to the queue without spending an attempt.
-                self._outcomes.append({"id": task.id, "lease": task.lease, "status": "return", "retry_after_ms": 0})
-                self._wake(OUTCOME_DELAY)
+                self._queue_outcome({"id": task.id, "lease": task.lease, "status": "return", "retry_after_ms": 0})
                 return
             self._runs[task.id] = run
         assert self._pool is not None
@@ -387,8 +405,7 @@ class Worker:
             if run.done or run.task.canceled:
                 return  # the server said stop, or shutdown handed it back
             run.done = True
-            self._outcomes.append(self._outcome(run.task, fut))
-            self._wake(OUTCOME_DELAY)
+            self._queue_outcome(self._outcome(run.task, fut))
 
     def _outcome(self, task: Task, fut: concurrent.futures.Future) -> Dict[str, Any]:
         o: Dict[str, Any] = {"id": task.id, "lease": task.lease}
@@ -460,6 +477,7 @@ class Worker:
                 attempt = 0
                 next_beat = time.monotonic() + self._param("heartbeat_ms", 10000) / 2000
                 self._answered(r or {})
+                self._acked(len(outcomes))
                 continue
             except InterruptedError:
                 self._requeue(progress, outcomes)  # closing began: send it as the last report
@@ -481,6 +499,7 @@ class Worker:
                 log.error("worker %s: report refused %d times, dropping %d outcomes and %d progress: %s", wid,
                           attempt, len(outcomes), len(progress), err)
                 attempt = 0
+                self._acked(len(outcomes))
                 continue
             self._requeue(progress, outcomes)
             if closing and attempt > 3:
@@ -535,6 +554,8 @@ class Worker:
             if e.field.endswith(".result") and bad.get("status") == "success":
                 outcomes.insert(i, {"id": bad["id"], "lease": bad["lease"], "status": "failure", "retry": False,
                                     "error": "result refused: %s" % e.message})
+            else:
+                self._acked(1)
         elif kind == "progress" and i < len(progress):
             progress.pop(i)
         elif kind == "held" and i < len(held):
