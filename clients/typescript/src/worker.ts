@@ -89,6 +89,8 @@ export class Worker {
   #reg: Registration | undefined;
   #registering: Promise<void> | undefined;
   #outcomes: Outcome[] = [];
+  // Outcomes in the report on its way: the server counts their tasks held until it answers.
+  #reporting = 0;
   #started = false;
   #fatal: unknown;
   #stopping = false;
@@ -219,7 +221,8 @@ export class Worker {
 
   async #claimLoop(): Promise<void> {
     for (let failures = 0; !this.#stopping; ) {
-      const free = this.#o.concurrency - this.#running.size;
+      // Free as the server counts: a task is held until its outcome is reported.
+      const free = this.#o.concurrency - this.#running.size - this.#outcomes.length - this.#reporting;
       if (free <= 0) {
         await new Promise<void>((r) => (this.#slotFreed = r));
         this.#slotFreed = undefined;
@@ -405,9 +408,11 @@ export class Worker {
     if (outcomes.length) body.outcomes = outcomes;
     this.#lastReport = Date.now();
     let ans: ReportAnswer | undefined;
+    this.#reporting = outcomes.length;
     try {
       ans = await this.#t.call<ReportAnswer>("POST", `/v1/workers/${seg(reg.worker_id)}/report`, { body, idempotent: true, retries: last ? 4 : undefined });
     } catch (e) {
+      this.#reporting = 0;
       if (this.#forgotten(e) && !last) {
         this.#requeue(outcomes, moved);
         await this.#reregister(reg.worker_id);
@@ -422,6 +427,8 @@ export class Worker {
       this.#requeue(outcomes, moved);
       return false;
     }
+    this.#reporting = 0;
+    if (outcomes.length) this.#slotFreed?.();
     for (const s of ans?.stop ?? []) {
       const r = this.#running.get(s.id);
       if (!r || r.stopped) continue;

@@ -155,8 +155,16 @@ export class FakeRegion {
 
   // #claim claims nothing for a worker that hung up (a real server's
   // request context ends with the connection).
+  // Like the server, it claims at most the worker's slots minus the tasks it
+  // holds (outcome not reported yet), and with none free waits out the poll.
   async #claim(worker: string, body: { max: number; wait_ms: number }, gone: () => boolean): Promise<ClaimedTask[]> {
     const end = Date.now() + body.wait_ms;
+    const held = [...this.leasedBy].filter(([id, w]) => w === worker && this.leased.has(id)).length;
+    const n = Math.min(body.max, (this.workers.get(worker)?.slots ?? 0) - held);
+    if (n <= 0) {
+      await new Promise((r) => setTimeout(r, body.wait_ms));
+      return [];
+    }
     while (this.ready.length === 0 && Date.now() < end && !gone()) {
       await new Promise<void>((r) => {
         const t = setTimeout(r, end - Date.now());
@@ -167,7 +175,7 @@ export class FakeRegion {
       });
     }
     if (!this.workers.has(worker) || gone()) return [];
-    const out = this.ready.splice(0, body.max);
+    const out = this.ready.splice(0, n);
     out.forEach((t) => {
       this.leased.set(t.id, t);
       this.leasedBy.set(t.id, worker);

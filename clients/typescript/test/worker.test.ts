@@ -9,7 +9,13 @@ const quiet = () => {};
 
 describe("Worker", () => {
   let fake: FakeRegion;
-  afterEach(() => fake.close());
+  // The test's worker: stopped after it even when an assertion failed first.
+  let current: Worker | undefined;
+  afterEach(async () => {
+    await current?.stop(0).catch(() => {});
+    current = undefined;
+    fake.close();
+  });
 
   async function start(handlers: Record<string, (t: Task<any>) => unknown>, o: { concurrency?: number; graceMs?: number; servers?: number } = {}) {
     fake = new FakeRegion();
@@ -17,6 +23,7 @@ describe("Worker", () => {
     for (let i = 0; i < (o.servers ?? 1); i++) urls.push(await fake.listen());
     const w = new Worker({ urls, token: "wt", pool: "acme-gpu", concurrency: o.concurrency ?? 2, graceMs: o.graceMs ?? 2_000, signals: false, waitMs: 300, log: quiet });
     for (const [type, h] of Object.entries(handlers)) w.handle(type, h);
+    current = w;
     const done = w.run();
     return { w, done };
   }
@@ -116,6 +123,20 @@ describe("Worker", () => {
     assert.equal(most, 3);
     const claims = fake.calls.filter((c) => c.path.endsWith("/claim"));
     assert.ok(claims.every((c) => c.body.max >= 1 && c.body.max <= 3), JSON.stringify(claims.map((c) => c.body)));
+    await w.stop();
+    await done;
+  });
+
+  it("asks for slots only once their outcomes are reported, so a busy worker never waits out a poll", async () => {
+    fake = new FakeRegion();
+    const w = new Worker({ urls: await fake.listen(), pool: "p", concurrency: 1, signals: false, waitMs: 5_000, log: quiet });
+    w.handle("job", () => "ok");
+    current = w;
+    const done = w.run();
+    const ids = Array.from({ length: 6 }, () => fake.add({ type: "job" }).id);
+    const t0 = Date.now();
+    await fake.until(() => ids.every((id) => fake.outcome(id)), 4_000, "6 outcomes without a 5 s stall");
+    assert.ok(Date.now() - t0 < 4_000);
     await w.stop();
     await done;
   });
