@@ -21,6 +21,7 @@ import (
 	"github.com/ax-sched/ax/httpapi/workers"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"github.com/redis/go-redis/v9"
 )
 
 // Config configures the HTTP API.
@@ -62,8 +63,8 @@ type Config struct {
 	// off (and auth on), /metrics needs a token of every tenant and /readyz
 	// tells others only whether the server is ready.
 	PublicDetails bool
-	// Workers bounds the remote worker protocol.
-	Workers WorkerLimits
+	// Workers serves the remote worker protocol.
+	Workers WorkerConfig
 	// MaxHeaderBytes > 0 answers a request whose request line and headers
 	// are over it 431 headers_too_large (field: the largest header); serve
 	// the API with http.Server.MaxHeaderBytes HeaderReadLimit(it).
@@ -73,6 +74,33 @@ type Config struct {
 // WorkerLimits bounds the remote worker protocol (config remote_workers);
 // zero values take the defaults.
 type WorkerLimits = workers.Limits
+
+// WorkerStore is where the worker protocol claims and records tasks and
+// keeps its workers' registrations: the region's store and its Redis
+// (nil Claimer: the protocol answers 503).
+type WorkerStore struct {
+	Claimer   workers.Claimer
+	Recorder  workers.Recorder
+	Reader    workers.Reader
+	Redis     redis.UniversalClient
+	Heartbeat time.Duration // the region's lease.heartbeat
+}
+
+// WorkerConfig is the worker protocol's part of the API's config.
+type WorkerConfig struct {
+	Limits WorkerLimits
+	Store  WorkerStore
+}
+
+func (wc WorkerConfig) with(n *federation.Node, cfg Config) workers.Config {
+	region := ""
+	if n != nil {
+		region = n.Region()
+	}
+	return workers.Config{Limits: wc.Limits, Region: region, Pools: cfg.Pools, Claimer: wc.Store.Claimer,
+		Recorder: wc.Store.Recorder, Reader: wc.Store.Reader, Redis: wc.Store.Redis, Heartbeat: wc.Store.Heartbeat,
+		Registerer: cfg.Registerer, Logger: cfg.Logger}
+}
 
 // API serves docs/architecture.md §7's HTTP API for one server.
 type API struct {
@@ -139,7 +167,7 @@ func New(n *federation.Node, cfg Config) *API {
 		handoff.New(handoff.Config{Receiver: n, Enqueuer: n, MaxPayload: cfg.MaxPayload, Pools: cfg.Pools, Logger: cfg.Logger}).Routes(),
 		schedules.New(schedules.Config{Scheduler: cfg.Schedules, Fed: n, Quotas: quotas, MaxPayload: cfg.MaxPayload}).Routes(),
 		dags.New(dags.Config{Runs: cfg.DAGs, Fed: n, Quotas: quotas, MaxPayload: cfg.MaxPayload}).Routes(),
-		workers.New(workers.Config{Limits: cfg.Workers}).Routes(),
+		workers.New(cfg.Workers.with(n, cfg)).Routes(),
 	} {
 		for _, rt := range family {
 			a.route(rt.Pattern, rt.Role, rt.Handle)

@@ -68,6 +68,9 @@ const (
 	// ReasonSlowLaneFull: a READY task of a slow type set aside while its
 	// pool's slow lane is full (docs/fairness.md), once per parking.
 	ReasonSlowLaneFull = "SLOW_LANE_FULL"
+	// ReasonTenantRefused: a remote worker's claim took a task of a tenant
+	// its token does not serve; the server gave it back unseen.
+	ReasonTenantRefused = "TENANT_REFUSED"
 )
 
 // Transition table (docs/architecture.md §3) as data. Every script moves a task only along
@@ -92,8 +95,8 @@ var transitions = map[State]map[State][]string{
 	Running: {
 		Running:  {ReasonPriority, ReasonPreemptRequested},
 		Success:  {ReasonCompleted},
-		Pending:  {ReasonHandlerError, ReasonDeadline, ReasonPreempted, ReasonWorkerShutdown},
-		Ready:    {ReasonPreempted, ReasonWorkerShutdown, ReasonRetryAfter},
+		Pending:  {ReasonHandlerError, ReasonDeadline, ReasonPreempted, ReasonWorkerShutdown, ReasonTenantRefused},
+		Ready:    {ReasonPreempted, ReasonWorkerShutdown, ReasonRetryAfter, ReasonTenantRefused},
 		Timeout:  {ReasonHeartbeatLost, ReasonDeadline},
 		Failed:   {ReasonRetriesExhausted, ReasonNonRetryable},
 		Canceled: {ReasonCanceledByUser},

@@ -90,14 +90,14 @@ type Config struct {
 // /v1/stream.
 type Streams struct {
 	cfg     Config
-	polls   *longPolls
+	polls   *endpoint.LongPolls
 	tickets *tickets
 	hub     *hub
 }
 
 // New builds the live updates of cfg.
 func New(cfg Config) *Streams {
-	s := &Streams{cfg: cfg, polls: newLongPolls(cfg.LongPolls, cfg.LongPollsPerTenant), tickets: newTickets(cfg.ClusterToken)}
+	s := &Streams{cfg: cfg, polls: endpoint.NewLongPolls(cfg.LongPolls, cfg.LongPollsPerTenant), tickets: newTickets(cfg.ClusterToken)}
 	s.hub = &hub{subs: map[chan []task.Event]struct{}{}, read: func(ctx context.Context, after []string, count int, block time.Duration) ([]task.Event, []string, error) {
 		return s.cfg.Fed.Events(ctx, after, count, block)
 	}}
@@ -313,7 +313,7 @@ func (s *Streams) stream(w http.ResponseWriter, r *http.Request, p endpoint.Prin
 			return err
 		}
 	}
-	release, err := s.polls.acquire(poller(p))
+	release, err := s.polls.Acquire(poller(p))
 	if err != nil {
 		return err
 	}
@@ -412,7 +412,7 @@ func (s *Streams) stream(w http.ResponseWriter, r *http.Request, p endpoint.Prin
 
 func (s *Streams) events(w http.ResponseWriter, r *http.Request, p endpoint.Principal) error {
 	q := r.URL.Query()
-	release, err := s.polls.acquire(poller(p))
+	release, err := s.polls.Acquire(poller(p))
 	if err != nil {
 		return err
 	}

@@ -1,11 +1,18 @@
 package workers
 
 import (
+	"context"
+	"log/slog"
 	"net/http"
+	"slices"
 	"time"
 
 	"github.com/ax-sched/ax/apiv1"
 	"github.com/ax-sched/ax/httpapi/endpoint"
+	"github.com/ax-sched/ax/queue"
+	"github.com/ax-sched/ax/task"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/redis/go-redis/v9"
 )
 
 // Limits bound the protocol on one server; zero values take the defaults.
@@ -20,27 +27,139 @@ type Limits struct {
 	LongPolls, LongPollsPerToken int
 }
 
-// Config is what the protocol is served from.
+// Claimer is the region's claiming stage, acting for remote workers;
+// *queue.Claimer implements it.
+type Claimer interface {
+	ClaimTasks(ctx context.Context, req queue.ClaimRequest) (queue.Claimed, error)
+	Heartbeat(ctx context.Context, worker, pool string, slots int, types queue.Types, held []queue.Lease) ([]queue.Stop, error)
+	NewWaker(pool string) *queue.Waker
+	Options() queue.Options
+}
+
+// Recorder records how attempts end; *queue.Claimer implements it.
+type Recorder interface {
+	Complete(ctx context.Context, cs ...queue.Completion) ([]error, error)
+	Fail(ctx context.Context, f queue.Failure) (task.State, time.Time, error)
+	Return(ctx context.Context, id, token, reason string, delay time.Duration) (task.State, error)
+	RetryAfter(ctx context.Context, id, token string, d time.Duration) (task.State, error)
+	Progress(ctx context.Context, id, token string, p task.Progress) error
+}
+
+// Reader reads one stored task of the region; *queue.Store implements it.
+type Reader interface {
+	Get(ctx context.Context, id string) (*task.Task, error)
+}
+
+// Config is what the protocol is served from. With Claimer nil the
+// routes answer 503 (a server without a store).
 type Config struct {
 	Limits Limits
+	// Region is this server's region; Pools its pools.
+	Region string
+	Pools  []string
+	// Claimer, Recorder and Reader are the region's store; Redis holds
+	// the workers' registrations, shared by the region's servers.
+	Claimer  Claimer
+	Recorder Recorder
+	Reader   Reader
+	Redis    redis.UniversalClient
+	// Heartbeat is how often workers should report (the region's lease.heartbeat).
+	Heartbeat time.Duration
+	// Registerer gets the protocol's metrics (nil: none).
+	Registerer prometheus.Registerer
+	Logger     *slog.Logger
 }
 
 // Handlers serves the worker protocol.
-type Handlers struct{ cfg Config }
+type Handlers struct {
+	cfg      Config
+	sessions *sessions
+	polls    *endpoint.LongPolls
+	bells    *bells
+	metrics  *metrics
+	log      *slog.Logger
+}
 
 // New builds the worker protocol's endpoints.
-func New(cfg Config) *Handlers { return &Handlers{cfg: cfg} }
+func New(cfg Config) *Handlers {
+	l := &cfg.Limits
+	if l.MaxResultBytes <= 0 {
+		l.MaxResultBytes = apiv1.DefaultMaxResultBytes
+	}
+	if l.MaxWait <= 0 {
+		l.MaxWait = 30 * time.Second
+	}
+	if l.LongPolls <= 0 {
+		l.LongPolls = 1024
+	}
+	if l.LongPollsPerToken <= 0 {
+		l.LongPollsPerToken = 256
+	}
+	if cfg.Heartbeat <= 0 {
+		cfg.Heartbeat = 3 * time.Second
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	h := &Handlers{cfg: cfg, polls: endpoint.NewLongPolls(l.LongPolls, l.LongPollsPerToken),
+		metrics: newMetrics(cfg.Registerer), log: cfg.Logger}
+	if cfg.Claimer != nil {
+		h.sessions = &sessions{rdb: cfg.Redis, lease: cfg.Claimer.Options().Lease}
+		h.bells = newBells(cfg.Claimer)
+	}
+	return h
+}
 
-// Routes are the worker protocol's endpoints.
+// Routes are the worker protocol's endpoints. The router lets worker
+// tokens call only these; each checks the token's scope itself.
 func (h *Handlers) Routes() []endpoint.Route {
 	return []endpoint.Route{
-		{Pattern: "POST /v1/workers", Role: endpoint.RoleWorker, Handle: h.unserved},
-		{Pattern: "POST /v1/workers/{worker_id}/claim", Role: endpoint.RoleWorker, Handle: h.unserved},
-		{Pattern: "POST /v1/workers/{worker_id}/report", Role: endpoint.RoleWorker, Handle: h.unserved},
-		{Pattern: "DELETE /v1/workers/{worker_id}", Role: endpoint.RoleWorker, Handle: h.unserved},
+		{Pattern: "POST /v1/workers", Role: endpoint.RoleWorker, Handle: h.served(h.register)},
+		{Pattern: "POST /v1/workers/{worker_id}/claim", Role: endpoint.RoleWorker, Handle: h.served(h.claim)},
+		{Pattern: "POST /v1/workers/{worker_id}/report", Role: endpoint.RoleWorker, Handle: h.served(h.report)},
+		{Pattern: "DELETE /v1/workers/{worker_id}", Role: endpoint.RoleWorker, Handle: h.served(h.leave)},
 	}
 }
 
-func (h *Handlers) unserved(http.ResponseWriter, *http.Request, endpoint.Principal) error {
-	return &endpoint.Error{Code: apiv1.CodeUnavailable, Msg: "this server does not serve the worker protocol yet", RetryAfter: 5 * time.Second}
+// served answers 503 on a server without a store, and 403 to a token that
+// is neither a worker's nor an admin's of every tenant.
+func (h *Handlers) served(f func(http.ResponseWriter, *http.Request, scope) error) endpoint.Handler {
+	return func(w http.ResponseWriter, r *http.Request, p endpoint.Principal) error {
+		if h.sessions == nil {
+			return &endpoint.Error{Code: apiv1.CodeUnavailable, Msg: "this server does not serve the worker protocol", RetryAfter: 5 * time.Second}
+		}
+		sc, err := scopeOf(p)
+		if err != nil {
+			return err
+		}
+		return f(w, r, sc)
+	}
 }
+
+// scope is what the caller may serve: a worker token's tenants, pools and
+// types, or everything (an admin of every tenant: ax dev with auth off).
+type scope struct {
+	token string // the token's name: a registration is bound to it
+	all   bool
+	ws    endpoint.WorkerScope
+}
+
+func scopeOf(p endpoint.Principal) (scope, error) {
+	switch {
+	case p.Role == endpoint.RoleWorker && p.Worker != nil:
+		return scope{token: p.Name, ws: *p.Worker}, nil
+	case p.Role == endpoint.RoleAdmin && p.Tenant == "":
+		return scope{token: p.Name, all: true}, nil
+	}
+	return scope{}, &endpoint.Error{Code: apiv1.CodeForbidden, Field: "Authorization",
+		Msg: "the worker protocol needs a worker token (role worker) or an admin token of every tenant"}
+}
+
+func (s scope) tenant(t string) bool { return s.all || slices.Contains(s.ws.Tenants, t) }
+func (s scope) pool(p string) bool   { return s.all || slices.Contains(s.ws.Pools, p) }
+func (s scope) typ(t string) bool {
+	return s.all || len(s.ws.Types) == 0 || slices.Contains(s.ws.Types, t)
+}
+
+// who counts the caller's long-polls: its token.
+func (s scope) who() string { return "token:" + s.token }

@@ -295,8 +295,10 @@ func (s *Server) serveAPI(reg *prometheus.Registry, own prometheus.Registerer) {
 		},
 		BatchMaxItems: cfg.Quotas.Batch.MaxItems, BatchMaxBytes: cfg.Quotas.Batch.MaxBytes,
 		PublicDetails: cfg.HTTPServer.PublicDetails, MaxHeaderBytes: cfg.HTTPServer.MaxHeaderBytes,
-		Workers: httpapi.WorkerLimits{MaxResultBytes: cfg.RemoteWorkers.MaxResultBytes, MaxWait: cfg.RemoteWorkers.MaxWait,
-			LongPolls: cfg.RemoteWorkers.MaxLongPolls, LongPollsPerToken: cfg.RemoteWorkers.MaxLongPollsPerToken},
+		Workers: httpapi.WorkerConfig{Limits: httpapi.WorkerLimits{MaxResultBytes: cfg.RemoteWorkers.MaxResultBytes,
+			MaxWait: cfg.RemoteWorkers.MaxWait, LongPolls: cfg.RemoteWorkers.MaxLongPolls, LongPollsPerToken: cfg.RemoteWorkers.MaxLongPollsPerToken},
+			Store: httpapi.WorkerStore{Claimer: s.store.Claimer(), Recorder: s.store.Claimer(), Reader: s.store, Redis: s.rdb,
+				Heartbeat: cfg.Lease.Heartbeat}},
 		Ready: func(context.Context) error {
 			if err := s.regionalProbe.Err(); err != nil {
 				return fmt.Errorf("regional etcd: %w", err)

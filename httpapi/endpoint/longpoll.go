@@ -1,0 +1,62 @@
+package endpoint
+
+import (
+	"sync"
+	"time"
+
+	"github.com/ax-sched/ax/apiv1"
+)
+
+// LongPolls bounds the long-polls a server holds (/v1/events, a remote
+// worker's claim): each holds a Redis connection or a goroutine for its
+// whole wait, so without a bound one tenant's long-polls take the pool
+// every submit, claim and leader loop needs. Beyond the per-tenant (per
+// caller) or the server-wide cap a long-poll gets 429.
+type LongPolls struct {
+	mu        sync.Mutex
+	max       int
+	perTenant int
+	total     int
+	by        map[string]int
+}
+
+// NewLongPolls caps long-polls at max on the server (default 8) and
+// perTenant for one caller (default 2).
+func NewLongPolls(max, perTenant int) *LongPolls {
+	if max <= 0 {
+		max = 8
+	}
+	if perTenant <= 0 {
+		perTenant = 2
+	}
+	return &LongPolls{max: max, perTenant: perTenant, by: map[string]int{}}
+}
+
+// Acquire takes a place for who (a tenant, or the token's name for an
+// every-tenant token; "" for another server's proxied long-poll, whose
+// tenant its own server counted); release gives it back.
+func (l *LongPolls) Acquire(who string) (release func(), err error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if who != "" && l.by[who] >= l.perTenant {
+		return nil, &Error{Code: apiv1.CodeSaturated, RetryAfter: time.Second,
+			Msg: "too many concurrent long-polls for this tenant"}
+	}
+	if l.total >= l.max {
+		return nil, &Error{Code: apiv1.CodeSaturated, RetryAfter: time.Second,
+			Msg: "too many concurrent long-polls on this server"}
+	}
+	l.by[who]++
+	l.total++
+	var once sync.Once
+	return func() {
+		once.Do(func() {
+			l.mu.Lock()
+			defer l.mu.Unlock()
+			l.total--
+			if l.by[who]--; l.by[who] == 0 {
+				delete(l.by, who)
+			}
+		})
+	}, nil
+}

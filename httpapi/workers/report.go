@@ -1,0 +1,366 @@
+package workers
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"net/http"
+	"slices"
+	"strconv"
+	"time"
+
+	"github.com/ax-sched/ax/apiv1"
+	"github.com/ax-sched/ax/httpapi/endpoint"
+	"github.com/ax-sched/ax/queue"
+	"github.com/ax-sched/ax/task"
+)
+
+// maxReportItems bounds each list of a report (a worker holds at most
+// apiv1.MaxWorkerSlots tasks).
+const maxReportItems = apiv1.MaxWorkerSlots
+
+// maxRetryAfter bounds an outcome's retry_after_ms.
+const maxRetryAfter = 24 * time.Hour
+
+// Preempted tasks wait this long (plus up to as much again) before they are
+// READY again, as a direct worker's do (worker.DefaultPreemptDelayMin).
+const preemptDelay = 60 * time.Second
+
+func (h *Handlers) report(w http.ResponseWriter, r *http.Request, sc scope) error {
+	var req apiv1.WorkerReport
+	limit := int64(maxReportItems)*int64(h.cfg.Limits.MaxResultBytes) + 4<<20
+	if err := endpoint.Decode(w, r, limit, &req); err != nil {
+		return err
+	}
+	results, err := h.checkReport(&req)
+	if err != nil {
+		return err
+	}
+	ctx, cancel := context.WithTimeout(r.Context(), 2*callTimeout)
+	defer cancel()
+	se, hs, err := h.sessions.load(ctx, r.PathValue("worker_id"), sc.token)
+	if err != nil {
+		return err
+	}
+	mine, err := h.sortItems(ctx, &req, hs, sc)
+	if err != nil {
+		return err
+	}
+	// From here on the report is applied: no 4xx any more.
+	rp := &reportRun{h: h, se: se, sc: sc, hs: hs, mine: mine, add: map[string]string{},
+		resp: apiv1.WorkerReportResponse{Stop: []apiv1.WorkerStop{}, Outcomes: make([]apiv1.WorkerOutcomeResult, len(req.Outcomes))}}
+	if err := rp.outcomes(ctx, req.Outcomes, results); err != nil {
+		return err
+	}
+	if err := rp.progress(ctx, req.Progress); err != nil {
+		return err
+	}
+	if err := rp.heartbeat(ctx, req.Held); err != nil {
+		return err
+	}
+	if err := h.sessions.update(ctx, se.ID, rp.add, rp.drop); err != nil {
+		return err
+	}
+	endpoint.WriteJSON(w, http.StatusOK, rp.resp)
+	return nil
+}
+
+func field(list string, i int, name string) string {
+	return list + "[" + strconv.Itoa(i) + "]." + name
+}
+
+func invalid(f, msg string) error {
+	return &endpoint.Error{Code: apiv1.CodeInvalid, Field: f, Msg: msg}
+}
+
+// checkReport checks every item of a report before anything is applied,
+// and returns each success's result as it is stored (its compact JSON
+// text, "" for none).
+func (h *Handlers) checkReport(req *apiv1.WorkerReport) ([]string, error) {
+	for list, n := range map[string]int{"held": len(req.Held), "progress": len(req.Progress), "outcomes": len(req.Outcomes)} {
+		if n > maxReportItems {
+			return nil, invalid(list, "at most "+strconv.Itoa(maxReportItems)+" items")
+		}
+	}
+	for i, l := range req.Held {
+		if err := checkLease("held", i, l.ID, l.Lease); err != nil {
+			return nil, err
+		}
+	}
+	for i, p := range req.Progress {
+		if err := checkLease("progress", i, p.ID, p.Lease); err != nil {
+			return nil, err
+		}
+		if p.Percent < 0 || p.Percent > 100 {
+			return nil, invalid(field("progress", i, "percent"), "must be 0..100")
+		}
+		if len(p.Message) > apiv1.MaxProgressMessage {
+			return nil, invalid(field("progress", i, "message"), "at most "+strconv.Itoa(apiv1.MaxProgressMessage)+" bytes")
+		}
+	}
+	results := make([]string, len(req.Outcomes))
+	seen := map[string]int{}
+	for i, o := range req.Outcomes {
+		if err := checkLease("outcomes", i, o.ID, o.Lease); err != nil {
+			return nil, err
+		}
+		if j, dup := seen[o.ID]; dup {
+			return nil, invalid(field("outcomes", i, "id"), fmt.Sprintf("the same task as outcomes[%d]", j))
+		}
+		seen[o.ID] = i
+		res, err := h.checkOutcome(i, o)
+		if err != nil {
+			return nil, err
+		}
+		results[i] = res
+	}
+	return results, nil
+}
+
+func checkLease(list string, i int, id, lease string) error {
+	switch {
+	case id == "":
+		return invalid(field(list, i, "id"), "required")
+	case lease == "":
+		return invalid(field(list, i, "lease"), "required")
+	}
+	return nil
+}
+
+func (h *Handlers) checkOutcome(i int, o apiv1.WorkerOutcome) (string, error) {
+	switch o.Status {
+	case apiv1.OutcomeSuccess, apiv1.OutcomeFailure, apiv1.OutcomeReturn:
+	default:
+		return "", invalid(field("outcomes", i, "status"), "must be success, failure or return, got "+strconv.Quote(o.Status))
+	}
+	if o.RetryAfterMS < 0 || time.Duration(o.RetryAfterMS)*time.Millisecond > maxRetryAfter {
+		return "", invalid(field("outcomes", i, "retry_after_ms"), "must be 0.."+strconv.FormatInt(maxRetryAfter.Milliseconds(), 10))
+	}
+	raw := bytes.TrimSpace(o.Result)
+	if len(raw) == 0 || string(raw) == "null" {
+		return "", nil
+	}
+	if o.Status != apiv1.OutcomeSuccess {
+		return "", invalid(field("outcomes", i, "result"), "only a success carries a result")
+	}
+	var b bytes.Buffer
+	if err := json.Compact(&b, raw); err != nil {
+		return "", invalid(field("outcomes", i, "result"), "not JSON: "+err.Error())
+	}
+	if b.Len() > h.cfg.Limits.MaxResultBytes {
+		return "", &endpoint.Error{Code: apiv1.CodeResultTooLarge, Field: field("outcomes", i, "result"),
+			Msg: fmt.Sprintf("the result is %d bytes of JSON, over this region's max_result_bytes (%d); nothing of the report was applied",
+				b.Len(), h.cfg.Limits.MaxResultBytes)}
+	}
+	return b.String(), nil
+}
+
+// sortItems decides which items of the report name tasks the worker holds
+// under the lease given (mine); the others are answered as lost leases —
+// unless they name a task that does not exist (404) or one of a tenant or
+// pool outside the token (403): then the whole report is refused.
+func (h *Handlers) sortItems(ctx context.Context, req *apiv1.WorkerReport, hs map[string]held, sc scope) (map[string]bool, error) {
+	mine := map[string]bool{}
+	check := func(list string, i int, id, lease string) error {
+		if hd, ok := hs[id]; ok {
+			mine[id+"\x00"+lease] = hd.Lease == lease
+			return nil
+		}
+		t, err := h.cfg.Reader.Get(ctx, id)
+		switch {
+		case errors.Is(err, task.ErrNotFound), errors.Is(err, task.ErrBadID):
+			return &endpoint.Error{Code: apiv1.CodeNotFound, Field: field(list, i, "id"), Msg: "no such task"}
+		case err != nil:
+			return err
+		case !sc.tenant(t.Tenant) || !sc.pool(t.Pool):
+			return &endpoint.Error{Code: apiv1.CodeForbidden, Field: field(list, i, "id"),
+				Msg: "the task is of a tenant or pool this token does not serve"}
+		}
+		mine[id+"\x00"+lease] = false
+		return nil
+	}
+	for i, o := range req.Outcomes {
+		if err := check("outcomes", i, o.ID, o.Lease); err != nil {
+			return nil, err
+		}
+	}
+	for i, p := range req.Progress {
+		if err := check("progress", i, p.ID, p.Lease); err != nil {
+			return nil, err
+		}
+	}
+	for i, l := range req.Held {
+		if err := check("held", i, l.ID, l.Lease); err != nil {
+			return nil, err
+		}
+	}
+	return mine, nil
+}
+
+// reportRun applies one checked report.
+type reportRun struct {
+	h    *Handlers
+	se   session
+	sc   scope
+	hs   map[string]held
+	mine map[string]bool
+	done []string // tasks whose outcome was reported
+	add  map[string]string
+	drop []string
+	resp apiv1.WorkerReportResponse
+}
+
+func (rp *reportRun) holds(id, lease string) bool { return rp.mine[id+"\x00"+lease] }
+
+func lostLease(err error) bool {
+	return errors.Is(err, queue.ErrLeaseLost) || errors.Is(err, task.ErrNotFound) || errors.Is(err, task.ErrBadID)
+}
+
+var errLost = &apiv1.WorkerOutcomeResult{Code: "lease_lost", Message: "the task is no longer this worker's (its lease expired, or it was stopped)"}
+
+// outcomes records the report's outcomes, each answered in order.
+func (rp *reportRun) outcomes(ctx context.Context, os []apiv1.WorkerOutcome, results []string) error {
+	var cs []queue.Completion
+	var csAt []int
+	for i, o := range os {
+		rp.resp.Outcomes[i] = apiv1.WorkerOutcomeResult{ID: o.ID, OK: true}
+		rp.done = append(rp.done, o.ID)
+		if hd, ok := rp.hs[o.ID]; ok && hd.Lease == o.Lease {
+			rp.drop = append(rp.drop, o.ID)
+		}
+		if !rp.holds(o.ID, o.Lease) {
+			rp.lost(i, o)
+			continue
+		}
+		var err error
+		switch {
+		case o.Status == apiv1.OutcomeSuccess:
+			cs = append(cs, queue.Completion{ID: o.ID, Token: o.Lease, Result: results[i], MaxResult: rp.h.cfg.Limits.MaxResultBytes})
+			csAt = append(csAt, i)
+			continue
+		case o.Status == apiv1.OutcomeReturn:
+			_, err = rp.h.cfg.Recorder.Return(ctx, o.ID, o.Lease, task.ReasonWorkerShutdown, time.Duration(o.RetryAfterMS)*time.Millisecond)
+		case (o.Retry == nil || *o.Retry) && o.RetryAfterMS > 0:
+			_, err = rp.h.cfg.Recorder.RetryAfter(ctx, o.ID, o.Lease, time.Duration(o.RetryAfterMS)*time.Millisecond)
+		default:
+			_, _, err = rp.h.cfg.Recorder.Fail(ctx, queue.Failure{ID: o.ID, Token: o.Lease, Error: o.Error, Retryable: o.Retry == nil || *o.Retry})
+		}
+		if err != nil && !lostLease(err) {
+			return err
+		}
+		if err != nil {
+			rp.lost(i, o)
+			continue
+		}
+		rp.h.metrics.reports.WithLabelValues(rp.se.Pool, o.Status).Inc()
+	}
+	if len(cs) == 0 {
+		return nil
+	}
+	errs, err := rp.h.cfg.Recorder.Complete(ctx, cs...)
+	if err != nil {
+		return err
+	}
+	for k, i := range csAt {
+		if errs[k] != nil {
+			rp.lost(i, os[i])
+			continue
+		}
+		rp.h.metrics.reports.WithLabelValues(rp.se.Pool, apiv1.OutcomeSuccess).Inc()
+	}
+	return nil
+}
+
+func (rp *reportRun) lost(i int, o apiv1.WorkerOutcome) {
+	e := *errLost
+	e.ID = o.ID
+	rp.resp.Outcomes[i] = e
+	rp.h.metrics.reports.WithLabelValues(rp.se.Pool, "lease_lost").Inc()
+}
+
+// progress records the progress of held tasks; a lost lease is a stop.
+func (rp *reportRun) progress(ctx context.Context, ps []apiv1.WorkerProgress) error {
+	now := time.Now().UTC()
+	for _, p := range ps {
+		if slices.Contains(rp.done, p.ID) || !rp.holds(p.ID, p.Lease) {
+			continue
+		}
+		err := rp.h.cfg.Recorder.Progress(ctx, p.ID, p.Lease, task.Progress{Percent: p.Percent, Message: p.Message, UpdatedAt: now})
+		if err != nil && !lostLease(err) {
+			return err
+		}
+	}
+	return nil
+}
+
+// heartbeat extends the leases of the held tasks and registers the worker
+// alive; the tasks the store says to stop are ended here and named in the
+// answer. Tasks the worker holds here but did not list for a whole lease
+// are forgotten (the reaper has taken them).
+func (rp *reportRun) heartbeat(ctx context.Context, ls []apiv1.WorkerLease) error {
+	var leases []queue.Lease
+	listed := map[string]bool{}
+	for _, l := range ls {
+		if slices.Contains(rp.done, l.ID) {
+			continue
+		}
+		listed[l.ID] = true
+		if !rp.holds(l.ID, l.Lease) {
+			rp.stop(l.ID, apiv1.StopLeaseLost)
+			continue
+		}
+		leases = append(leases, queue.Lease{ID: l.ID, Token: l.Lease})
+		rp.add[l.ID] = l.Lease
+	}
+	lease := rp.h.cfg.Claimer.Options().Lease
+	for id, hd := range rp.hs {
+		if !listed[id] && !slices.Contains(rp.done, id) && time.Since(hd.Seen) > lease {
+			rp.drop = append(rp.drop, id)
+		}
+	}
+	types, _ := rp.se.served(rp.sc)
+	stops, err := rp.h.cfg.Claimer.Heartbeat(ctx, rp.se.ID, rp.se.Pool, rp.se.Slots, types, leases)
+	if err != nil {
+		return err
+	}
+	for _, s := range stops {
+		reason, err := rp.h.end(ctx, s)
+		if err != nil {
+			return err
+		}
+		delete(rp.add, s.ID)
+		rp.drop = append(rp.drop, s.ID)
+		rp.stop(s.ID, reason)
+	}
+	return nil
+}
+
+func (rp *reportRun) stop(id, reason string) {
+	rp.resp.Stop = append(rp.resp.Stop, apiv1.WorkerStop{ID: id, Reason: reason})
+}
+
+// end records how a task the store stopped ends, as a direct worker would
+// once its handler stopped, and names the stop on the wire.
+func (h *Handlers) end(ctx context.Context, s queue.Stop) (string, error) {
+	var err error
+	reason := apiv1.StopLeaseLost
+	switch s.Why {
+	case queue.StopCanceled:
+		reason = apiv1.StopCanceled
+		_, _, err = h.cfg.Recorder.Fail(ctx, queue.Failure{ID: s.ID, Token: s.Token, Error: "canceled while running", Retryable: true})
+	case queue.StopPreempted:
+		reason = apiv1.StopPreempted
+		_, err = h.cfg.Recorder.Return(ctx, s.ID, s.Token, task.ReasonPreempted, preemptDelay+rand.N(preemptDelay))
+	case queue.StopDeadline:
+		reason = apiv1.StopDeadline
+		_, _, err = h.cfg.Recorder.Fail(ctx, queue.Failure{ID: s.ID, Token: s.Token, Retryable: true, Reason: task.ReasonDeadline,
+			Error: "timeout: the attempt ran past its deadline"})
+	}
+	if err != nil && !lostLease(err) {
+		return "", err
+	}
+	return reason, nil
+}
