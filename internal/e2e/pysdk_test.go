@@ -2,14 +2,17 @@ package e2e
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"regexp"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -120,5 +123,62 @@ func TestPythonSDK(t *testing.T) {
 	runPyTests(t, py, []string{"AX_OPENAPI=" + spec}, "test_client", "test_worker")
 
 	d := startDev(t, "--tmp", "--no-demo-workers")
-	runPyTests(t, py, []string{"AX_URL=" + d.api}, "test_live")
+	runPyTests(t, py, []string{"AX_URL=" + d.api}, "test_live", "test_live_worker")
+	t.Run("README's Python worker", func(t *testing.T) { readmePythonWorker(t, py, d.api) })
 }
+
+// readmePythonWorker runs the README's five-line Python worker as written
+// (but for ax dev's port), submits the task the README submits, reads its
+// result and stops the worker with SIGTERM: it exits 0.
+func readmePythonWorker(t *testing.T, py, api string) {
+	readme, err := os.ReadFile(filepath.Join("..", "..", "README.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := regexp.MustCompile("(?s)### A Python worker against `ax dev`.*?```python\n(.*?)```").FindSubmatch(readme)
+	if m == nil {
+		t.Fatal("README.md has no python block under '### A Python worker against `ax dev`'")
+	}
+	code := string(m[1])
+	if n := strings.Count(code, "\n"); n != 5 || !strings.Contains(code, defaultDevAPI) {
+		t.Fatalf("the README's Python worker is %d lines, want 5 against %s:\n%s", n, defaultDevAPI, code)
+	}
+	file := filepath.Join(t.TempDir(), "greet.py")
+	if err := os.WriteFile(file, []byte(strings.ReplaceAll(code, defaultDevAPI, api)), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	g := newProcGroup(t)
+	w := g.startBin(py, "greet.py", pyEnv(), file)
+	var sub struct {
+		ID string `json:"id"`
+	}
+	resp, err := http.Post(api+"/v1/tasks", "application/json", strings.NewReader(`{"type":"greet","payload":{"name":"ada"}}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = json.NewDecoder(resp.Body).Decode(&sub)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusCreated || err != nil {
+		t.Fatalf("submit greet: %d %v", resp.StatusCode, err)
+	}
+	var tk struct{ State, Result string }
+	waitUntil(t, 30*time.Second, "greet "+sub.ID+" to succeed", func() bool {
+		return getJSON(api+"/v1/tasks/"+sub.ID, &tk) == nil && tk.State == "SUCCESS"
+	})
+	if tk.Result != `"hello, ada"` {
+		t.Fatalf("greet's result %q, want %q", tk.Result, `"hello, ada"`)
+	}
+	w.signal(syscall.SIGTERM)
+	select {
+	case <-w.done:
+	case <-time.After(15 * time.Second):
+		t.Fatalf("greet.py still runs 15 s after SIGTERM:\n%s", w.log.String())
+	}
+	if !w.cmd.ProcessState.Success() {
+		t.Fatalf("greet.py exited %v after SIGTERM:\n%s", w.cmd.ProcessState, w.log.String())
+	}
+}
+
+// defaultDevAPI is where ax dev serves its first region by default (the
+// README's examples use it).
+const defaultDevAPI = "http://127.0.0.1:8080"
