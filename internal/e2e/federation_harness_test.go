@@ -45,6 +45,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -96,6 +97,9 @@ type fedOpts struct {
 	// pools replaces one region's `pools:` list (YAML list items,
 	// unindented); default: cpu {class: cpu}, 50 slots, $0.04/slot-hour.
 	pools map[string]string
+	// unserved names, per region, pools no worker serves: waitPlaceable
+	// does not wait for their slots.
+	unserved map[string][]string
 	// extra is top-level YAML added to each region's file.
 	extra string
 	// shards spreads one region's tasks over that many shards of its one
@@ -439,7 +443,8 @@ func (f *federation) waitPlaceable() {
 						Healthy bool   `json:"healthy"`
 						Leader  string `json:"leader"`
 						Pools   []struct {
-							Slots int `json:"slots"`
+							Name  string `json:"name"`
+							Slots int    `json:"slots"`
 						} `json:"pools"`
 					} `json:"regions"`
 				}
@@ -452,7 +457,7 @@ func (f *federation) waitPlaceable() {
 						return false
 					}
 					for _, p := range g.Pools {
-						if p.Slots == 0 {
+						if p.Slots == 0 && !slices.Contains(f.opts.unserved[g.Name], p.Name) {
 							return false
 						}
 					}

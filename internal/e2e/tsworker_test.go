@@ -1,12 +1,19 @@
 package e2e
 
 import (
+	"encoding/json"
+	"fmt"
+	"net/http"
 	"os/exec"
 	"path/filepath"
 	"regexp"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
+	"time"
+
+	"github.com/ax-sched/ax/task"
 )
 
 // tsSDK is clients/typescript, installed (npm ci) and built (tsc) once per
@@ -61,6 +68,108 @@ func TestTypeScriptSDK(t *testing.T) {
 	for _, want := range []string{`src/openapi\.ts matches httpapi/openapi\.json`, `\bok \d+ - against ax dev\n`, `# fail 0\n`, `# skipped 0\n`} {
 		if !regexp.MustCompile(want).MatchString(s) {
 			t.Fatalf("npm test's output lacks %s:\n%s", want, tail(s, 12000))
+		}
+	}
+}
+
+// The TypeScript worker as a team that brings its own compute meets it:
+// auth on, two regions of two servers, tenant team-a's own pool "acme" in
+// us-east-1 (pools[].tenants) served only by clients/typescript's worker
+// (dist/test/e2e-worker.js) holding nothing but the region's two API URLs
+// and a worker token scoped to team-a and that pool. It runs team-a's
+// tasks, one of them handed off from eu-west-1, with progress and results
+// visible through GET; team-b's never reach it; SIGKILL of the server it
+// talks to mid-task loses nothing and runs nothing twice; SIGTERM drains it.
+func TestTypeScriptWorker(t *testing.T) {
+	dir := typescriptSDK(t)
+	wtok := "wt-" + randomHex(16)
+	// Both regions declare the pool (a worker token names pools of its
+	// region's file); only us-east-1's has a worker.
+	pools := "- {name: cpu, tags: {class: cpu}, slots: 50, price_per_slot_hour: 0.04}\n" +
+		"- {name: acme, tags: {class: acme}, slots: 8, price_per_slot_hour: 0.04, tenants: [team-a]}"
+	f := newFederation(t, fedOpts{servers: 2, noWorkers: true,
+		pools:    map[string]string{"us-east-1": pools, "eu-west-1": pools},
+		unserved: map[string][]string{"eu-west-1": {"acme"}},
+		tokens:   fmt.Sprintf("- {name: acme-workers, token_sha256: %s, role: worker, tenants: [team-a], pools: [acme], types: [ts.resize]}", sha256Hex(wtok)),
+	})
+	for _, r := range f.order {
+		f.startWorker(r, "cpu")
+	}
+	us := f.region("us-east-1")
+	ts := f.procs.startBin("node", "us-east-1/ts-worker",
+		append(baseEnv(), "AX_URL="+us.servers[0].api+","+us.servers[1].api, "AX_TOKEN="+wtok, "AX_POOL=acme"),
+		filepath.Join(dir, "dist", "test", "e2e-worker.js"))
+	f.waitPlaceable()
+	acme := map[string]string{"class": "acme"}
+
+	// A task of team-a placed in us-east-1, and one handed off to it from eu-west-1.
+	local, where := f.submit("us-east-1", tokSubmitterA, map[string]any{"type": "ts.resize", "tags": acme, "payload": map[string]int{"width": 640}})
+	if where != "us-east-1" {
+		t.Fatalf("team-a's task placed in %s, want us-east-1 (pool acme)", where)
+	}
+	h := f.handedOffTask("eu-west-1", "us-east-1", tokSubmitterA, map[string]any{"type": "ts.resize", "tags": acme, "payload": map[string]int{"width": 100}})
+	for id, want := range map[string]string{local: `{"width":320}`, h.ID: `{"width":50}`} {
+		tk := f.waitState("eu-west-1", tokSubmitterA, id, task.Success, 30*time.Second)
+		if tk.Result != want {
+			t.Fatalf("task %s: result %q, want %q", id, tk.Result, want)
+		}
+	}
+
+	// team-b's task cannot be placed on team-a's pool; if a submit were
+	// accepted, the TS worker must still never run it.
+	code, body := f.call("us-east-1", tokSubmitterB, http.MethodPost, "/v1/tasks",
+		map[string]any{"type": "ts.resize", "tags": acme, "payload": map[string]int{"width": 2}})
+	var globex struct {
+		ID string `json:"id"`
+	}
+	if code == http.StatusCreated {
+		_ = json.Unmarshal(body, &globex)
+	} else if code != http.StatusUnprocessableEntity {
+		t.Fatalf("team-b's task for team-a's pool: %d %s, want 422 (or placed elsewhere)", code, body)
+	}
+
+	// Mid-task, SIGKILL the server the worker talks to (its first URL).
+	long, _ := f.submit("us-east-1", tokSubmitterA, map[string]any{"type": "ts.resize", "tags": acme, "payload": map[string]int{"width": 8, "ms": 3000}})
+	waitUntil(t, 20*time.Second, "the TS worker to start "+long, func() bool { return strings.Contains(ts.log.String(), "start "+long+" ") })
+	waitUntil(t, 10*time.Second, "progress 50 of "+long+" in GET", func() bool {
+		tk, code := f.getTask("us-east-1", tokSubmitterA, long)
+		return code == 200 && tk.Progress != nil && tk.Progress.Percent == 50
+	})
+	us.servers[0].kill()
+	killed := time.Now()
+	us.servers = us.servers[1:] // f.call and f.getTask use the survivor
+	tk := f.waitState("us-east-1", tokSubmitterA, long, task.Success, 30*time.Second)
+	t.Logf("team-b's submit for pool acme: %d; task %s SUCCESS %v after its server's SIGKILL", code, long, time.Since(killed).Round(time.Millisecond))
+	if tk.Result != `{"width":4}` || tk.Attempts != 1 {
+		t.Fatalf("task %s after its server died: result %q attempts %d, want {\"width\":4} in 1 attempt", long, tk.Result, tk.Attempts)
+	}
+
+	// SIGTERM: the worker leaves; what it ran, it ran once, all team-a's.
+	ts.signal(syscall.SIGTERM)
+	select {
+	case <-ts.done:
+	case <-time.After(15 * time.Second):
+		t.Fatalf("the TS worker did not exit within 15 s of SIGTERM:\n%s", tail(ts.log.String(), 3000))
+	}
+	out := ts.log.String()
+	if !strings.Contains(out, "ts worker stopped") || ts.cmd.ProcessState.ExitCode() != 0 {
+		t.Fatalf("the TS worker did not stop cleanly (exit %d):\n%s", ts.cmd.ProcessState.ExitCode(), tail(out, 3000))
+	}
+	starts := regexp.MustCompile(`(?m)^start (\S+) attempt=\d+ tenant=(\S+)$`).FindAllStringSubmatch(out, -1)
+	ran := map[string]int{}
+	for _, m := range starts {
+		if m[2] != "team-a" {
+			t.Errorf("the TS worker ran task %s of tenant %s", m[1], m[2])
+		}
+		ran[m[1]]++
+	}
+	want := map[string]int{local: 1, h.ID: 1, long: 1}
+	if fmt.Sprint(ran) != fmt.Sprint(want) {
+		t.Fatalf("the TS worker ran %v, want each of %v once:\n%s", ran, want, tail(out, 3000))
+	}
+	if globex.ID != "" {
+		if gt, _ := f.getTask("us-east-1", tokSubmitterB, globex.ID); gt.State == task.Success {
+			t.Fatalf("team-b's task %s ran (state %s)", globex.ID, gt.State)
 		}
 	}
 }

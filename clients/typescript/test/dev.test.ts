@@ -1,8 +1,11 @@
 // The SDK against a real `ax dev` (AX_BIN: the ax binary; make test sets it
 // through internal/e2e's TestTypeScriptSDK). Skipped without AX_BIN.
 import assert from "node:assert/strict";
+import { spawn } from "node:child_process";
+import { readFileSync, writeFileSync } from "node:fs";
 import { after, before, describe, it } from "node:test";
-import { AxError, Client } from "../src/index.js";
+import { fileURLToPath } from "node:url";
+import { AxError, Client, FinalError, TaskStoppedError, Worker } from "../src/index.js";
 import { type AxDev, startAxDev } from "./axdev.js";
 
 const bin = process.env.AX_BIN;
@@ -80,5 +83,79 @@ describe("against ax dev", { skip: bin ? false : "AX_BIN is not set (the ax bina
     await ax.deleteSchedule("ts-nightly");
     const gone = await ax.getSchedule("ts-nightly").catch((e: unknown) => e);
     assert.ok(gone instanceof AxError && gone.status === 404, String(gone));
+  });
+
+  it("runs a worker: progress in GET, result, cancel aborts the handler, FinalError dead-letters", async () => {
+    const w = new Worker({ urls: dev.url, pool: "cpu-spot", concurrency: 2, signals: false, waitMs: 1_000 });
+    let aborted: unknown;
+    w.handle("ts.dev", async (task) => {
+      const p = task.payload as { mode: string };
+      if (p.mode === "final") throw new FinalError("no such image");
+      task.progress(30, "a third");
+      if (p.mode === "quick") return { mode: p.mode, attempt: task.attempt };
+      await new Promise<void>((resolve) =>
+        task.signal.addEventListener("abort", () => {
+          aborted = task.signal.reason;
+          resolve();
+        }),
+      );
+      return "ignored";
+    });
+    const running = w.run();
+    try {
+      const quick = await ax.submit({ type: "ts.dev", payload: { mode: "quick" } });
+      const q = await ax.wait(quick.id, 30_000);
+      assert.equal(q.state, "SUCCESS");
+      assert.deepEqual(JSON.parse(q.result!), { mode: "quick", attempt: 1 });
+
+      const hang = await ax.submit({ type: "ts.dev", payload: { mode: "hang" } });
+      for (let i = 0; ; i++) {
+        const t = await ax.get(hang.id);
+        if (t.progress?.percent === 30) {
+          assert.equal(t.progress.message, "a third");
+          break;
+        }
+        assert.ok(i < 300, `no progress in GET after 30 s: ${JSON.stringify(t)}`);
+        await new Promise((r) => setTimeout(r, 100));
+      }
+      await ax.cancel(hang.id);
+      assert.equal((await ax.wait(hang.id, 10_000)).state, "CANCELED");
+      for (let i = 0; i < 200 && aborted === undefined; i++) await new Promise((r) => setTimeout(r, 50));
+      assert.ok(aborted instanceof TaskStoppedError && aborted.reason === "canceled", String(aborted));
+
+      const bad = await ax.submit({ type: "ts.dev", payload: { mode: "final" }, max_retries: 3 });
+      const b = await ax.wait(bad.id, 30_000);
+      assert.equal(b.state, "FAILED");
+      assert.equal(b.attempts, 1);
+      assert.match(b.last_error ?? "", /no such image/);
+    } finally {
+      await w.stop();
+      await running;
+    }
+  });
+
+  it("runs the README's TypeScript worker as written", async () => {
+    const pkg = fileURLToPath(new URL("../../", import.meta.url));
+    const readme = readFileSync(new URL("../../../../README.md", import.meta.url), "utf8");
+    const m = /### A TypeScript worker against `ax dev`[\s\S]*?```ts\n([\s\S]*?)```/.exec(readme);
+    assert.ok(m, "README.md has no TypeScript worker example");
+    assert.ok(m[1]!.includes("http://127.0.0.1:8080"), "the example no longer names ax dev's default URL");
+    // Saved inside the package, whose name it imports (a package may import itself by name).
+    const file = pkg + "dist/readme-worker.mjs";
+    writeFileSync(file, m[1]!.replaceAll("http://127.0.0.1:8080", dev.url));
+    const child = spawn(process.execPath, [file], { stdio: ["ignore", "pipe", "pipe"] });
+    let out = "";
+    child.stdout.on("data", (d) => (out += d));
+    child.stderr.on("data", (d) => (out += d));
+    const exited = new Promise<number | null>((r) => child.on("exit", (code) => r(code)));
+    try {
+      const sub = await ax.submit({ type: "resize", payload: { width: 640 } });
+      const t = await ax.wait(sub.id, 30_000).catch((e) => assert.fail(`${e}\nthe README worker said:\n${out}`));
+      assert.equal(t.state, "SUCCESS", out);
+      assert.deepEqual(JSON.parse(t.result!), { width: 320 });
+    } finally {
+      child.kill("SIGINT");
+    }
+    assert.equal(await exited, 0, `the README worker did not exit cleanly on SIGINT:\n${out}`);
   });
 });
