@@ -215,11 +215,13 @@ func (p *Placer) buildView(s *Snapshot, now time.Time) *view {
 		case !pl.RegionHealthy:
 			v.reason[i] = rUnhealthy
 			continue
+		case pl.Local:
 		case now.After(freshUntil):
 			v.reason[i] = rStale
 			continue
+		default:
+			v.until = min(v.until, nanos(freshUntil)+1)
 		}
-		v.until = min(v.until, nanos(freshUntil)+1)
 		if pl.Window != nil {
 			v.until = min(v.until, nextMinute)
 		}

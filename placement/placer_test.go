@@ -105,6 +105,7 @@ func TestFilterReasons(t *testing.T) {
 		named("stale", func(p *Pool) { p.UpdatedAt = t0.Add(-15*time.Second - time.Nanosecond) }),
 		named("fresh-at-limit", func(p *Pool) { p.UpdatedAt = t0.Add(-15 * time.Second); p.PricePerSlotHour += 1 }),
 		named("never-published", func(p *Pool) { p.UpdatedAt = time.Time{} }),
+		named("local-old", func(p *Pool) { p.UpdatedAt = t0.Add(-time.Hour); p.Local = true; p.PricePerSlotHour += 1 }),
 		named("no-slots", func(p *Pool) { p.Slots = 0 }),
 		named("scale-from-zero", func(p *Pool) { p.Slots, p.Running, p.ScaleFromZero = 0, 0, true; p.PricePerSlotHour += 1 }),
 		named("window-closed", func(p *Pool) {
@@ -120,7 +121,7 @@ func TestFilterReasons(t *testing.T) {
 	want := map[string]Reason{
 		"tag": ReasonTagMismatch, "region": ReasonRegionExcluded, "unhealthy": ReasonUnhealthy,
 		"stale": ReasonStaleStatus, "fresh-at-limit": "", "never-published": ReasonStaleStatus,
-		"no-slots": ReasonNoSlots, "scale-from-zero": "", "window-closed": ReasonNoCapacityWindow,
+		"local-old": "", "no-slots": ReasonNoSlots, "scale-from-zero": "", "window-closed": ReasonNoCapacityWindow,
 		"saturated": ReasonSaturated, "winner": "",
 		"no-handler": ReasonNoHandler, "serves-none": ReasonNoHandler, "no-slots-no-handler": ReasonNoSlots, "handler": "",
 	}

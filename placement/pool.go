@@ -32,6 +32,11 @@ type Pool struct {
 	UpdatedAt time.Time
 	// RegionHealthy is false when the region is not registered or its leader is gone.
 	RegionHealthy bool
+	// Local marks a pool of the placing server's own region. Its figures are local truth
+	// there and never count as stale (STALE_STATUS): a region cut off from whatever
+	// publishes its figures to the others keeps placing its own work. Its store's admission
+	// stays authoritative.
+	Local bool
 	// ScaleFromZero admits tasks to a pool with no live slots (workers start on demand).
 	ScaleFromZero bool
 	// Paused: backpressure holds the pool's low priorities (3–4) until its fill falls under the

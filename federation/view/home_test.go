@@ -56,7 +56,8 @@ func TestHomeRegionStaysPlaceableWithoutItsRegistration(t *testing.T) {
 	v := view.New(c, "/ax/", pcfg, time.Millisecond, nil)
 	t.Cleanup(v.Close)
 	v.Home("home", nil)
-	put(t, c, figures("home", time.Now()))
+	published := time.Now().Truncate(time.Millisecond)
+	put(t, c, figures("home", published))
 	put(t, c, figures("away", time.Now()))
 	pinned := placement.Task{Type: "etl", Tags: map[string]string{"class": "cpu"}, Regions: []string{"home"}, Home: "home"}
 	away := pinned
@@ -77,6 +78,11 @@ func TestHomeRegionStaysPlaceableWithoutItsRegistration(t *testing.T) {
 	}
 	if r, ok := v.Region("home"); !ok || !r.Healthy || r.Stale {
 		t.Fatalf("home region: %+v, want healthy and fresh in its own view", r)
+	}
+	// The staleness rule exempts the home region; its figures keep the time
+	// they were published (the placer's damping counts from it).
+	if r, _ := v.Region("home"); !r.UpdatedAt.Equal(published) {
+		t.Fatalf("home figures published at %v shown as of %v", published, r.UpdatedAt)
 	}
 
 	// Lapsed: the registration is gone (session expired).

@@ -315,10 +315,10 @@ func (v *View) rebuild(now time.Time) {
 			continue
 		}
 		setPrices(f, prices)
-		infos = append(infos, RegionInfo{Figures: f, Registered: true, Stale: now.Sub(f.UpdatedAt) > v.staleAfter})
+		infos = append(infos, RegionInfo{Figures: f, Registered: true, Stale: v.stale(f, now)})
 	}
 	v.mu.Lock()
-	infos = v.withHome(infos, prices, now)
+	infos = v.withHome(infos, prices)
 	seen := map[string]bool{}
 	for i := range infos {
 		r := &infos[i]
@@ -375,7 +375,7 @@ func (v *View) rebuild(now time.Time) {
 				Ready:         p.Ready + inFlight[r.Region+"/"+p.Name],
 				QueueCapacity: p.QueueCapacity, PricePerSlotHour: p.PricePerSlotHour, Spot: p.Spot,
 				Discount: p.Discount, Window: win, UpdatedAt: r.UpdatedAt,
-				RegionHealthy: r.Healthy, ScaleFromZero: p.ScaleFromZero, Paused: p.Paused,
+				RegionHealthy: r.Healthy, Local: v.isHome(r.Region), ScaleFromZero: p.ScaleFromZero, Paused: p.Paused,
 				Types: p.Types, DrainRate: p.DrainRate, MaxWait: seconds(p.MaxWaitSeconds), Tenants: p.Tenants,
 			})
 		}
@@ -391,18 +391,24 @@ func (v *View) rebuild(now time.Time) {
 	v.snap.Store(&Snap{infos: infos, Pools: snap, Updated: updated, prices: prices, built: now})
 }
 
+// stale is the staleness rule: figures older than stale_after, unless
+// they are the home region's, which are local truth (Home).
+func (v *View) stale(f region.Figures, now time.Time) bool {
+	return !v.isHome(f.Region) && now.Sub(f.UpdatedAt) > v.staleAfter
+}
+
 // isHome reports whether name is this server's region.
 func (v *View) isHome(name string) bool {
 	h := v.home.Load()
 	return h != nil && *h == name
 }
 
-// withHome puts the home region's newest figures in infos, fresh (v.mu
-// held): its leader's when newer than the registration's, else the last
-// ones seen when the registration lapsed. Figures older than stale_after
-// get their UpdatedAt moved forward by whole halves of it, so they stay
-// fresh without restarting damping at every rebuild.
-func (v *View) withHome(infos []RegionInfo, prices map[string]float64, now time.Time) []RegionInfo {
+// withHome puts the home region's newest figures in infos (v.mu held):
+// its leader's when newer than the registration's, else the last ones
+// seen when the registration lapsed. They keep the time they were
+// published (the placer's damping counts from it); the staleness rule
+// exempts them (stale, placement.Pool.Local).
+func (v *View) withHome(infos []RegionInfo, prices map[string]float64) []RegionInfo {
 	h := v.home.Load()
 	if h == nil || !v.member(*h) {
 		return infos
@@ -426,10 +432,6 @@ func (v *View) withHome(infos []RegionInfo, prices map[string]float64, now time.
 	}
 	f := cloneFigures(v.lastHome)
 	setPrices(f, prices)
-	if age := now.Sub(f.UpdatedAt); age > v.staleAfter {
-		step := max(v.staleAfter/2, time.Millisecond)
-		f.UpdatedAt = f.UpdatedAt.Add((age - v.staleAfter/2 + step - 1) / step * step)
-	}
 	ri := RegionInfo{Figures: f, Registered: true}
 	if at < 0 {
 		infos = append(infos, ri)
