@@ -50,6 +50,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ax-sched/ax/internal/netem"
 	"github.com/ax-sched/ax/internal/testenv"
 	"github.com/ax-sched/ax/internal/tlsconf"
 	"github.com/ax-sched/ax/queue"
@@ -83,10 +84,13 @@ type fedOpts struct {
 	// ownEtcd gives each region its own regional etcd; the global etcd is
 	// shared. Default: one etcd for everything (cheaper on small machines).
 	ownEtcd bool
-	// ownGlobalProxy puts a proxy of its own between each region's
-	// processes and the global etcd (fedRegion.globalProxy), to cut one
-	// region off from it.
-	ownGlobalProxy bool
+	// wan puts an emulated wide-area link (internal/netem) in front of
+	// each region: between its processes and the global etcd
+	// (fedRegion.global), and in front of each of its servers as the
+	// other regions' servers reach it (its public_addr, fedRegion.inbound;
+	// the harness itself calls the servers directly). Partition or Cut
+	// one to cut the region off; fed.setLink changes them all.
+	wan *netem.Link
 	// lease, heartbeat and ttl (etcd session) default to 3s, 1s and 2s.
 	lease, heartbeat, ttl time.Duration
 	// worker is YAML inside each region's `worker:` block, unindented.
@@ -163,9 +167,11 @@ type fedRegion struct {
 	servers  []*proc
 	workers  []*proc
 
-	// globalProxy is the region's way to the global etcd: its own with
-	// ownGlobalProxy, else fed.globalProxy.
-	globalProxy *testenv.Proxy
+	// global is the region's link to the global etcd and inbound its
+	// servers' links from the other regions (one per server, in order),
+	// with fedOpts.wan.
+	global  *netem.Proxy
+	inbound []*netem.Proxy
 }
 
 func newFederation(t *testing.T, o fedOpts) *federation {
@@ -207,9 +213,8 @@ func newFederation(t *testing.T, o fedOpts) *federation {
 		if o.ownEtcd {
 			r.etcd = testenv.StartEtcd(t)
 		}
-		r.globalProxy = f.globalProxy
-		if o.ownGlobalProxy {
-			r.globalProxy = testenv.StartProxy(t, f.global.Endpoint())
+		if o.wan != nil {
+			r.global = startLink(t, f.global.Endpoint(), *o.wan)
 		}
 		ro := testenv.RedisOptions{Password: r.password}
 		if o.tls {
@@ -304,7 +309,7 @@ auth:
 %s
 %s
 %s
-`, r.name, providerOf(r.name), strings.Join(f.order, ", "), f.regionalEndpoint(r), r.globalProxy.URL(), o.ttl, redisAddr,
+`, r.name, providerOf(r.name), strings.Join(f.order, ", "), f.regionalEndpoint(r), f.globalEndpoint(r), o.ttl, redisAddr,
 		indent(pools, "  ")+"\n", o.lease, o.heartbeat, tokens.String(), indent(o.worker, "  "),
 		indent(o.regionWorker[r.name], "  "), extra)
 }
@@ -328,6 +333,53 @@ func (f *federation) regionalEndpoint(r *fedRegion) string {
 		return f.globalProxy.URL()
 	}
 	return r.etcd.Endpoint()
+}
+
+// globalEndpoint is the global etcd as the region's processes reach it:
+// through its WAN link, or the shared proxy.
+func (f *federation) globalEndpoint(r *fedRegion) string {
+	if r.global != nil {
+		return r.global.URL()
+	}
+	return f.globalProxy.URL()
+}
+
+// startLink starts an emulated link to target; t.Cleanup closes it.
+func startLink(t *testing.T, target string, l netem.Link) *netem.Proxy {
+	t.Helper()
+	p, err := netem.Start(target, l)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = p.Close() })
+	return p
+}
+
+// setLink gives every WAN link of the federation l.
+func (f *federation) setLink(l netem.Link) {
+	for _, r := range f.regions {
+		if r.global != nil {
+			r.global.SetLink(l)
+		}
+		for _, p := range r.inbound {
+			p.SetLink(l)
+		}
+	}
+}
+
+// partition cuts region r off from the other regions (their calls to its
+// servers: SYNs dropped, open connections reset); heal ends it.
+func (r *fedRegion) partition() {
+	for _, p := range r.inbound {
+		p.Partition()
+		p.Cut()
+	}
+}
+
+func (r *fedRegion) heal() {
+	for _, p := range r.inbound {
+		p.Heal()
+	}
 }
 
 func indent(s, by string) string {
@@ -408,10 +460,21 @@ func (f *federation) token(name string) string {
 func (f *federation) startServer(region string) *proc {
 	f.t.Helper()
 	r := f.region(region)
-	p := f.procs.start(fmt.Sprintf("%s/server-%d", region, len(r.servers)+1), f.serverEnv(r),
+	env := f.serverEnv(r)
+	var link *netem.Proxy
+	if f.opts.wan != nil {
+		// The link learns the server's port once it listens.
+		link = startLink(f.t, "", *f.opts.wan)
+		env = append(env, "AX_PUBLIC_ADDR="+link.URL())
+		r.inbound = append(r.inbound, link)
+	}
+	p := f.procs.start(fmt.Sprintf("%s/server-%d", region, len(r.servers)+1), env,
 		"server", "--config", r.cfgPath)
 	if f.opts.tls {
 		p.api = "https://" + strings.TrimPrefix(p.api, "http://")
+	}
+	if link != nil {
+		link.SetTarget(p.api)
 	}
 	r.servers = append(r.servers, p)
 	return p

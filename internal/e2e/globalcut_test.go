@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ax-sched/ax/internal/netem"
 	"github.com/ax-sched/ax/task"
 )
 
@@ -18,7 +19,7 @@ import (
 // written again).
 func TestRegionCutFromGlobalEtcdRunsItsOwnWork(t *testing.T) {
 	const cut = "eu-west-1"
-	fed := newFederation(t, fedOpts{servers: 2, ownEtcd: true, ownGlobalProxy: true,
+	fed := newFederation(t, fedOpts{servers: 2, ownEtcd: true, wan: &netem.Link{},
 		extra: "placement: {stale_after: 3s}\n"})
 	r := fed.region(cut)
 	spec := map[string]any{"type": "sleep", "regions": []string{cut}, "payload": map[string]int{"ms": 1}}
@@ -47,7 +48,8 @@ func TestRegionCutFromGlobalEtcdRunsItsOwnWork(t *testing.T) {
 	}
 
 	start := time.Now()
-	r.globalProxy.Down()
+	r.global.Partition()
+	r.global.Cut()
 	const cutFor = 12 * time.Second
 	for k := 0; time.Since(start) < cutFor; k++ {
 		submit(k)
@@ -75,7 +77,7 @@ func TestRegionCutFromGlobalEtcdRunsItsOwnWork(t *testing.T) {
 	accepted := len(subs)
 
 	// The heal: the registration comes back; submits never get 422 meanwhile.
-	r.globalProxy.Up()
+	r.global.Heal()
 	healed := time.Now()
 	for k := 0; time.Since(healed) < 6*time.Second; k++ {
 		submit(k)
