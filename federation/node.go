@@ -151,11 +151,19 @@ func NewNode(cfg Config, store *store.Store, v *View, cell *region.Cell, m *Metr
 	// A placement not seen landing after this long is no longer counted
 	// (its target is down, or another server of the region sends it).
 	flights := view.NewFlights(max(2*cfg.Placement.StaleAfter, 30*time.Second))
-	var wake func()
-	if cell != nil {
-		wake = cell.Wake
-	}
 	n := &Node{cfg: cfg, store: store, view: v, est: est}
+	// A submit wakes the cell's leader (due tasks to place) and this
+	// server's outbox loop (tasks placed elsewhere), when it leads.
+	wake := func() {
+		if cell != nil {
+			cell.Wake()
+		}
+		n.Sender.Wake()
+	}
+	var sends func() bool
+	if cell != nil {
+		sends = cell.Leading
+	}
 	n.peer = peer.New(peer.Config{Region: cfg.Region, Regions: cfg.Regions, Token: cfg.ClusterToken, TLS: cfg.PeerTLS,
 		AllowInsecure: cfg.AllowInsecurePeers, View: v, Metrics: m, Logger: cfg.Logger})
 	n.picker = pick.New(pick.Config{Region: cfg.Region, Regions: cfg.Regions, Placement: cfg.Placement,
@@ -166,7 +174,8 @@ func NewNode(cfg Config, store *store.Store, v *View, cell *region.Cell, m *Metr
 		Logger: cfg.Logger, Now: cfg.Now}, n.Reader)
 	n.Pipeline = submit.New(submit.Config{Region: cfg.Region, Regions: cfg.Regions, Defaults: cfg.Defaults,
 		SaturatedRetryAfter: cfg.SaturatedRetryAfter, Backlog: cfg.Backlog, TracerProvider: cfg.TracerProvider, Now: cfg.Now,
-		Store: store.Submitter(), View: v, Flights: flights, Picker: n.picker, Peer: n.peer, Budgets: n.budgets, Metrics: m, Wake: wake})
+		Store: store.Submitter(), View: v, Flights: flights, Picker: n.picker, Peer: n.peer, Budgets: n.budgets, Metrics: m, Wake: wake,
+		Sends: sends})
 	hc := handoff.Config{Region: cfg.Region, Regions: cfg.Regions, Defaults: cfg.Defaults, HandOffHorizon: cfg.HandOffHorizon,
 		StuckPoolGrace: cfg.StuckPoolGrace, ReplaceOnPriceRise: cfg.ReplaceOnPriceRise, Backlog: cfg.Backlog,
 		TracerProvider: cfg.TracerProvider, Now: cfg.Now, Store: store, Cell: cell, View: v, Flights: flights,

@@ -71,10 +71,13 @@ func newEnv(cfg Config) *env {
 }
 
 // Sender moves the tasks placed in other regions to them (OutboxLoop).
-type Sender struct{ *env }
+type Sender struct {
+	*env
+	kick chan struct{} // Wake
+}
 
 // NewSender is the hand-off sender of cfg.
-func NewSender(cfg Config) *Sender { return &Sender{newEnv(cfg)} }
+func NewSender(cfg Config) *Sender { return &Sender{env: newEnv(cfg), kick: make(chan struct{}, 1)} }
 
 // Receiver takes the tasks other regions hand to this one, holds them
 // until the sender's word, and answers senders about their hand-offs.

@@ -26,18 +26,16 @@ import (
 
 // Hand-off batching (OutboxLoop).
 const (
-	// handOffRead is how many due outbox tasks one round reads per shard:
-	// a wave of full batches.
+	// handOffRead is how many due outbox tasks one pass reads per shard:
+	// a target's full batches in flight.
 	handOffRead = handOffInFlight * apiv1.MaxBatch
 	// handOffBytes bounds the specs of one batch request, far below what a
 	// receiver reads (≥ 64 MiB: httpapi's handoffBatch), so that a run of
 	// large payloads never makes a request the receiver cuts off.
 	handOffBytes = 16 << 20
-	// handOffTargets is how many target regions one round serves at once.
-	handOffTargets = 4
 	// handOffInFlight is how many batch requests to one target are in
-	// flight at once (a wave: OutboxLoop). One at a time, a hand-off's rate
-	// was its round trips': the sender and receiver sat mostly idle.
+	// flight at once (OutboxLoop). One at a time, a hand-off's rate was its
+	// round trips': the sender and receiver sat mostly idle.
 	handOffInFlight = 4
 	// handOffTimeout bounds a single-item request. A batch stores its tasks
 	// in one script of a few milliseconds; its longer bound is for moving up
@@ -56,13 +54,16 @@ const (
 // placed again. Timeouts, 5xx, 401 and 429 retry the same target with
 // backoff, so a lost answer never makes a second copy.
 //
-// Each round groups the due tasks by target and sends each group in batch
-// requests (POST /v1/internal/handoff/batch, at most apiv1.MaxBatch tasks and
-// handOffBytes each, in turn), up to handOffTargets targets at once; a
-// single task goes to the single-item endpoint, which every server version
-// serves, and so does every task for a target that has no batch endpoint.
-// A request with no definite answer puts every task of it, and the
-// target's tasks not sent yet, back with backoff.
+// The loop reads the due tasks at once when woken (Wake: a submit or a
+// placement put tasks in the outbox), else every outboxPoll, and as soon as
+// a request ends. Each pass sends the due tasks that are not in flight yet,
+// grouped by target, in batch requests (POST /v1/internal/handoff/batch, at
+// most apiv1.MaxBatch tasks and handOffBytes each), up to handOffInFlight
+// requests in flight per target at once: a task that arrives while
+// another batch to its target is on the way goes at once in a batch of its
+// own. A single task goes to the single-item endpoint, which every server
+// version serves, and so does every task for a target that has no batch
+// endpoint.
 //
 // The answers are recorded under the leader's fence f: once a newer leader
 // of the region has written, this loop's records are refused, it calls lost
@@ -74,31 +75,50 @@ const (
 // it.
 func (n *Sender) OutboxLoop(ctx context.Context, f queue.Fence, lost func(error)) {
 	o := &outbox{n: n.env, fence: f, attempts: map[string]int{}, noBatch: map[string]time.Time{}, maybeSent: map[string]bool{},
-		since: map[string]time.Time{}}
+		since: map[string]time.Time{}, firstTry: map[string]time.Time{}, inFlight: map[string]bool{}, endedAt: map[string]uint64{},
+		targets: map[string]*target{}, freed: make(chan struct{}, 1)}
 	o.lost = sync.OnceFunc(func() { lost(queue.ErrFenced) })
+	defer o.wg.Wait()
 	for ctx.Err() == nil && !o.fenced.Load() {
+		o.mu.Lock()
+		mark := o.ended
+		o.mu.Unlock()
 		tasks, err := n.store.HandOffs().Outbox(ctx, handOffRead)
 		if err != nil {
 			n.log.Warn("outbox read", "err", err)
 		}
-		o.round(ctx, tasks)
-		wait := 200 * time.Millisecond
-		if len(tasks) >= handOffRead {
-			wait = 0
-		}
+		o.dispatch(ctx, tasks, mark)
 		select {
 		case <-ctx.Done():
 			return
-		case <-time.After(wait):
+		case <-n.kick:
+		case <-o.freed:
+		case <-time.After(outboxPoll):
 		}
 	}
 }
+
+// Wake makes the outbox loop read the outbox now: tasks were put in it.
+// Never blocks.
+func (n *Sender) Wake() {
+	select {
+	case n.kick <- struct{}{}:
+	default:
+	}
+}
+
+// outboxPoll is how often an idle outbox loop reads the outbox: tasks
+// another server of the region placed elsewhere (a standby's submits, its
+// leader's placements) wake no loop, so they wait at most this long.
+const outboxPoll = 25 * time.Millisecond
 
 // outbox is OutboxLoop's memory across rounds.
 type outbox struct {
 	n     *env
 	fence queue.Fence
 	lost  func() // the term is over: a newer leader's records exist
+	wg    sync.WaitGroup
+	freed chan struct{} // a request ended: its target may take more
 
 	mu       sync.Mutex
 	attempts map[string]int // task id → unanswered attempts so far (its backoff)
@@ -113,9 +133,28 @@ type outbox struct {
 	// that may have been sent is placed again once its target has been
 	// unreachable for Config.HandOffHorizon since then (the target holds
 	// any copy it got until this region's word: held.go).
-	since   map[string]time.Time
+	since map[string]time.Time
+	// firstTry is when a task's first unanswered attempt began: one that
+	// has failed to connect for strandedFor is placed again.
+	firstTry map[string]time.Time
+	inFlight map[string]bool // tasks in a request now: not sent again until it ends
+	// ended counts the requests that ended; endedAt is the count when each
+	// task's last request ended. A read of the outbox that began before a
+	// task's request ended may still list it: dispatch skips it.
+	ended   uint64
+	endedAt map[string]uint64
+	targets map[string]*target   // by region
 	noBatch map[string]time.Time // target → until when it gets one task per request
 	fenced  atomic.Bool          // a record was refused: the loop stops
+}
+
+// target is what the outbox holds for one target region (under o.mu).
+type target struct {
+	busy int // requests in flight
+	// words are the tasks recorded as handed off whose word (commit) the
+	// target has not had yet: the next batch to it carries them, or a
+	// commit request of their own once no request to it is in flight.
+	words []string
 }
 
 // forget drops what the outbox remembers of a task once it is settled
@@ -124,6 +163,7 @@ func (o *outbox) forget(id string) {
 	delete(o.attempts, id)
 	delete(o.maybeSent, id)
 	delete(o.since, id)
+	delete(o.firstTry, id)
 }
 
 // verdict is what a target's answer means for one task.
@@ -138,8 +178,9 @@ const (
 type answer struct {
 	t        *task.Task
 	v        verdict
-	canceled bool  // handedOff: the target also carried out the cancel the item carried
-	err      error // refused or unanswered: why
+	canceled bool      // handedOff: the target also carried out the cancel the item carried
+	err      error     // refused or unanswered: why
+	at       time.Time // when the attempt began; zero: not attempted
 }
 
 // parcel is the tasks of one request to one target.
@@ -163,37 +204,52 @@ func definite(status int) bool {
 	return status/100 == 4
 }
 
-// round hands tasks off, grouped by target, up to handOffTargets targets
-// at once, and returns when every group is answered or put back.
-func (o *outbox) round(ctx context.Context, tasks []*task.Task) {
+// dispatch starts requests for the due tasks not in flight, grouped by
+// target, as many as each target has free requests for (handOffInFlight);
+// the rest wait for the next pass. tasks were read after mark requests had
+// ended: a task whose request ended since is skipped (the read may predate
+// its answer's record).
+func (o *outbox) dispatch(ctx context.Context, tasks []*task.Task, mark uint64) {
 	byTarget := map[string][]*task.Task{}
 	var targets []string
+	o.mu.Lock()
 	for _, t := range tasks {
+		if o.inFlight[t.ID] || o.endedAt[t.ID] > mark {
+			continue
+		}
 		if _, ok := byTarget[t.HandOffTarget]; !ok {
 			targets = append(targets, t.HandOffTarget)
 		}
 		byTarget[t.HandOffTarget] = append(byTarget[t.HandOffTarget], t)
 	}
-	sem := make(chan struct{}, handOffTargets)
-	var wg sync.WaitGroup
-	for _, target := range targets {
-		sem <- struct{}{}
-		wg.Go(func() {
-			defer func() { <-sem }()
-			o.send(ctx, target, byTarget[target])
-		})
+	for id, at := range o.endedAt {
+		if at <= mark {
+			delete(o.endedAt, id)
+		}
 	}
-	wg.Wait()
+	o.mu.Unlock()
+	for _, name := range targets {
+		o.start(ctx, name, byTarget[name])
+	}
 }
 
-// send hands one target's tasks off, parcel after parcel, and stops at the
-// first request that gets no definite answer.
-func (o *outbox) send(ctx context.Context, target string, tasks []*task.Task) {
-	r, ok := o.n.view.Region(target)
-	if !ok || r.API == "" {
-		o.settle(ctx, target, unansweredAll(tasks, fmt.Errorf("%w: region %s not in the view", peer.ErrNotSent, target)))
+// start sends one target's tasks in parcels, each in a request of its own,
+// while the target has free requests.
+func (o *outbox) start(ctx context.Context, name string, tasks []*task.Task) {
+	o.mu.Lock()
+	free := handOffInFlight - o.target(name).busy
+	o.mu.Unlock()
+	if free <= 0 {
 		return
 	}
+	r, ok := o.n.view.Region(name)
+	if !ok || r.API == "" {
+		o.settle(ctx, name, unansweredAll(tasks, fmt.Errorf("%w: region %s not in the view", peer.ErrNotSent, name)))
+		return
+	}
+	// A parcel holds up to apiv1.MaxBatch tasks: read the trails of those
+	// that can go now.
+	tasks = tasks[:min(len(tasks), free*apiv1.MaxBatch)]
 	ids := make([]string, len(tasks))
 	for i, t := range tasks {
 		ids[i] = t.ID
@@ -205,53 +261,58 @@ func (o *outbox) send(ctx context.Context, target string, tasks []*task.Task) {
 		o.n.log.Warn("hand-off: reading trails failed; sending without them", "err", err)
 	}
 	parcels := parcelsOf(tasks, trails, o.n.cfg.Region, o.n.cfg.Now())
-	// The receiver holds what it accepts until this region's word: the
-	// accepted tasks recorded here are committed on the first batch of the
-	// next wave to the same target, and what is left at the end in one
-	// request of its own. Up to handOffInFlight batches of a wave are in
-	// flight at once (a receiver accepts an id once, so overlap is safe);
-	// the first that gets no definite answer ends the round after its wave.
-	var words []string
-	defer func() { o.commit(ctx, target, r.API, words) }()
-	for w := 0; w < len(parcels); w += handOffInFlight {
-		wave := parcels[w:min(w+handOffInFlight, len(parcels))]
-		carried := words
-		words = nil
-		type sent struct {
-			words     []string
-			delivered bool // the parcel's commit reached the target
-			failed    error
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	tg := o.target(name)
+	for _, p := range parcels[:min(len(parcels), handOffInFlight-tg.busy)] {
+		for _, t := range p.tasks {
+			o.inFlight[t.ID] = true
 		}
-		out := make([]sent, len(wave))
-		var wg sync.WaitGroup
-		for k, p := range wave {
-			if k == 0 {
-				p.commit = carried
-			}
-			wg.Go(func() { out[k].words, out[k].delivered, out[k].failed = o.sendParcel(ctx, target, r.API, p) })
-		}
-		wg.Wait()
-		if len(carried) > 0 && !out[0].delivered {
-			words = carried
-		}
-		var failed error
-		for _, x := range out {
-			words = append(words, x.words...)
-			if failed == nil {
-				failed = x.failed
-			}
-		}
-		if failed != nil {
-			// The target does not answer: what was not sent yet waits as
-			// long as what was.
-			why := notSent(target, failed)
-			var rest []answer
-			for _, q := range parcels[w+len(wave):] {
-				rest = append(rest, unansweredAll(q.tasks, why)...)
-			}
-			o.settle(ctx, target, rest)
-			return
-		}
+		tg.busy++
+		o.wg.Go(func() { o.fly(ctx, name, r.API, p) })
+	}
+}
+
+// target is the outbox's state of a target region (o.mu held).
+func (o *outbox) target(name string) *target {
+	tg := o.targets[name]
+	if tg == nil {
+		tg = &target{}
+		o.targets[name] = tg
+	}
+	return tg
+}
+
+// fly sends one parcel with the words the target is owed, settles its
+// answers, and sends the words left once no other request to the target
+// is in flight (a receiver accepts an id once, so parcels in flight side
+// by side are safe).
+func (o *outbox) fly(ctx context.Context, name, api string, p parcel) {
+	o.mu.Lock()
+	tg := o.target(name)
+	p.commit, tg.words = tg.words, nil
+	o.mu.Unlock()
+	words, delivered, _ := o.sendParcel(ctx, name, api, p)
+	o.mu.Lock()
+	if !delivered {
+		tg.words = append(tg.words, p.commit...)
+	}
+	tg.words = append(tg.words, words...)
+	o.ended++
+	for _, t := range p.tasks {
+		delete(o.inFlight, t.ID)
+		o.endedAt[t.ID] = o.ended
+	}
+	tg.busy--
+	var owed []string
+	if tg.busy == 0 {
+		owed, tg.words = tg.words, nil
+	}
+	o.mu.Unlock()
+	o.commit(ctx, name, api, owed)
+	select {
+	case o.freed <- struct{}{}:
+	default:
 	}
 }
 
@@ -277,6 +338,11 @@ func (o *outbox) sendParcel(ctx context.Context, target, api string, p parcel) (
 	}
 	if failed != nil {
 		as = append(as, unansweredAll(p.tasks[len(as):], notSent(target, failed))...)
+	}
+	for i := range as {
+		if as[i].at.IsZero() {
+			as[i].at = start
+		}
 	}
 	words = o.settle(ctx, target, as)
 	o.n.traceHandOff(start, target, as)
@@ -528,6 +594,7 @@ func (o *outbox) unanswered(target string, a answer, now time.Time, jitter float
 	}
 	if _, ok := o.since[id]; !ok {
 		o.since[id] = now
+		o.firstTry[id] = cmp.Or(a.at, now)
 	}
 	switch {
 	case o.maybeSent[id] && now.Sub(o.since[id]) >= n.cfg.HandOffHorizon && !n.view.Healthy(target):
@@ -537,7 +604,7 @@ func (o *outbox) unanswered(target string, a answer, now time.Time, jitter float
 		n.flights.Drop(id)
 		s.done = append(s.done, queue.HandOffAnswer{ID: id, Revoked: true})
 		s.revoked = append(s.revoked, id)
-	case o.attempts[id]+1 >= strandedAfter && !o.maybeSent[id] && !n.view.Healthy(target):
+	case !o.maybeSent[id] && o.stranded(target, id, a.err, now):
 		// The target is down and never saw this task: place it again
 		// (HANDOFF_REFUSED) instead of waiting for the region to return.
 		o.forget(id)
@@ -663,7 +730,20 @@ func idsAttr(ids []string) slog.Attr {
 	return slog.Any("ids", ids[:min(len(ids), 8)])
 }
 
+// stranded reports whether a task never sent to target (o.mu held) is
+// to be placed elsewhere: its target is down, for placement (not healthy)
+// or for TCP (its last dial got no handshake: SYNs dropped), and the task
+// has failed to connect strandedAfter times (refused connections fail
+// fast: about 1.5 s with the backoff) or for strandedFor.
+func (o *outbox) stranded(target, id string, err error, now time.Time) bool {
+	down := !o.n.view.Healthy(target) || peer.DialTimedOut(err)
+	return down && (o.attempts[id]+1 >= strandedAfter || now.Sub(o.firstTry[id]) >= strandedFor)
+}
+
 // strandedAfter is how many failed dials to a target that placement no
-// longer considers healthy make an outbox task be placed elsewhere (with the
-// backoff: about 1.5 s).
+// longer considers healthy make an outbox task be placed elsewhere.
 const strandedAfter = 3
+
+// strandedFor is how long a task's dials may fail before it is placed
+// elsewhere: one dial that got no handshake at all.
+const strandedFor = peer.DialTimeout

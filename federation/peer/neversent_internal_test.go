@@ -6,6 +6,8 @@ import (
 	"net/http"
 	"testing"
 	"time"
+
+	"github.com/ax-sched/ax/internal/netem"
 )
 
 // A request whose connection was never opened (the dial still pending when
@@ -46,5 +48,34 @@ func TestNeverSentDistinguishesDialFromAnswer(t *testing.T) {
 	_, err = c2.Call(ctx2, "http://"+ln.Addr().String(), http.MethodPost, "/v1/internal/handoff", map[string]int{"a": 1}, nil)
 	if err == nil || NeverSent(err) {
 		t.Fatalf("request to a silent server: err %v, NeverSent %v; want maybe sent", err, NeverSent(err))
+	}
+}
+
+// A peer behind a partition that drops SYNs fails a call unsent within
+// DialTimeout, long before the call's own deadline.
+func TestDialTimeoutEndsACallToAPartitionedPeer(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	link, err := netem.Start(ln.Addr().String(), netem.Link{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer link.Close()
+	link.Partition()
+	c := New(Config{})
+	defer c.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	start := time.Now()
+	_, err = c.Call(ctx, link.URL(), http.MethodPost, "/v1/internal/handoff/batch", map[string]int{"a": 1}, nil)
+	took := time.Since(start)
+	if err == nil || !NeverSent(err) || !DialTimedOut(err) {
+		t.Fatalf("call through a partition: err %v, NeverSent %v, DialTimedOut %v; want a dial timeout, never sent", err, NeverSent(err), DialTimedOut(err))
+	}
+	if took < DialTimeout || took > DialTimeout+time.Second {
+		t.Fatalf("call through a partition failed after %v, want about DialTimeout (%v)", took, DialTimeout)
 	}
 }

@@ -14,6 +14,7 @@ package pick
 import (
 	"context"
 	"math"
+	"slices"
 	"sort"
 	"time"
 
@@ -118,6 +119,22 @@ func (p *Picker) SpillRemote(snap *placement.Snapshot, sp *task.Spec, now time.T
 		}
 	}
 	return false
+}
+
+// Unregistered is the first of regions, a region of the federation,
+// that this server's view does not hold (its registration lapsed, or this
+// server has not read it yet): no placement can say whether it would take
+// the task. false when every one is in the view, or regions is empty.
+func (p *Picker) Unregistered(regions []string) (string, bool) {
+	for _, name := range regions {
+		if !slices.Contains(p.cfg.Regions, name) && name != p.cfg.Region {
+			continue
+		}
+		if _, ok := p.cfg.View.Region(name); !ok {
+			return name, true
+		}
+	}
+	return "", false
 }
 
 // Place decides where sp goes; a task with a price cap is placed through

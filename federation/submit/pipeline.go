@@ -42,6 +42,11 @@ type Config struct {
 	Metrics *metrics.Metrics
 	// Wake tells the region's leader that tasks arrived; nil: nobody.
 	Wake func()
+	// Sends reports whether this server sends the region's hand-offs now
+	// (it leads the region's cell); nil: it does. A hand-off placed by a
+	// server that does not send it is counted in flight only until the
+	// target's next figures (Flights), as it never sees it land.
+	Sends func() bool
 }
 
 // Store is what the pipeline needs of this region's store: the quota
@@ -74,6 +79,9 @@ type Pipeline struct {
 func New(cfg Config) *Pipeline {
 	return &Pipeline{cfg: cfg, tracer: tracing.Tracer(cfg.TracerProvider)}
 }
+
+// sends reports whether this server's outbox sends the hand-offs it places.
+func (n *Pipeline) sends() bool { return n.cfg.Sends == nil || n.cfg.Sends() }
 
 func (n *Pipeline) wake() {
 	if n.cfg.Wake != nil {

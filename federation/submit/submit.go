@@ -4,8 +4,10 @@ import (
 	"cmp"
 	"context"
 	"errors"
+	"fmt"
 	"time"
 
+	"github.com/ax-sched/ax/federation/peer"
 	"github.com/ax-sched/ax/federation/view"
 	"github.com/ax-sched/ax/placement"
 	"github.com/ax-sched/ax/queue"
@@ -132,6 +134,14 @@ func (p *submitPass) place(it *item) {
 		it.out.Region = d.Region
 		it.ticket = p.reserve(d.Region, d.Pool)
 	case d.Unplaceable():
+		if name, ok := n.cfg.Picker.Unregistered(sp.Regions); ok {
+			// A region the task may go to is missing from the view, not
+			// known to lack a pool: the registration of a live region
+			// lapses in a flap of the global etcd. Retry, not refused.
+			it.out.Err = fmt.Errorf("%w: %s: its registration is not in this server's view of the global etcd (yet); retry", peer.ErrRegionUnavailable, name)
+			n.cfg.Metrics.Rejected.WithLabelValues(n.cfg.Region, "unregistered").Inc()
+			return
+		}
 		it.out.Err = &PlacementError{Explanation: n.cfg.Picker.Explain(snap, sp, p.now)}
 		n.cfg.Metrics.Rejected.WithLabelValues(n.cfg.Region, "unplaceable").Inc()
 	case d.AllSaturated() && !sp.Critical:
@@ -227,8 +237,13 @@ func (p *submitPass) stored(ctx context.Context, it *item, r queue.SubmitResult,
 	if it.ticket != "" {
 		if r.Err == nil && !r.Duplicate {
 			n.cfg.Flights.Bind(it.ticket, r.ID)
-			if it.nt.HandOff == "" {
+			switch {
+			case it.nt.HandOff == "":
 				n.cfg.Flights.Landed(r.ID, began)
+			case !n.sends():
+				// The leader sends it, at once: the target's figures
+				// published after now are counted to hold it.
+				n.cfg.Flights.Landed(r.ID, stored)
 			}
 		} else {
 			n.cfg.Flights.Drop(it.ticket)
