@@ -143,6 +143,10 @@ func standbyBurstFills(t *testing.T, ctx context.Context, fed *federation) {
 				t.Errorf("cancel the burst: %d %s", code, body)
 			}
 		}
+		waitUntil(t, 30*time.Second, "eu-west-1's pool empty again", func() bool {
+			c, err := eu.store.Tasks().Counts(ctx)
+			return err == nil && c.Ready+c.Running+c.Pending == 0
+		})
 	}()
 	var ready, running int
 	waitUntil(t, 20*time.Second, "the burst's hand-offs released in eu-west-1", func() bool {
@@ -224,6 +228,10 @@ func flappingRegistrationNever422(t *testing.T, fed *federation) {
 		case http.StatusServiceUnavailable:
 			if h.Get("Retry-After") == "" {
 				t.Errorf("%s: 503 without Retry-After: %s", s.name, body)
+			}
+		case http.StatusTooManyRequests:
+			if h.Get("Retry-After") == "" {
+				t.Errorf("%s: 429 without Retry-After: %s", s.name, body)
 			}
 		case http.StatusUnprocessableEntity:
 			t.Errorf("%s answered 422 to a task pinned to a live region: %s", s.name, body)
