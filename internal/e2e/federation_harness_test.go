@@ -35,6 +35,7 @@ package e2e
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"crypto/rand"
 	"crypto/sha256"
@@ -91,6 +92,13 @@ type fedOpts struct {
 	// the harness itself calls the servers directly). Partition or Cut
 	// one to cut the region off; fed.setLink changes them all.
 	wan *netem.Link
+	// redisLink puts a link (internal/netem, no delay) between each
+	// region's processes and its Redis (fedRegion.redisLink): retarget it
+	// to make the address reach another Redis.
+	redisLink bool
+	// redisPassword is every region's Redis password; default: a random
+	// one per region.
+	redisPassword string
 	// lease, heartbeat and ttl (etcd session) default to 3s, 1s and 2s.
 	lease, heartbeat, ttl time.Duration
 	// worker is YAML inside each region's `worker:` block, unindented.
@@ -172,6 +180,9 @@ type fedRegion struct {
 	// with fedOpts.wan.
 	global  *netem.Proxy
 	inbound []*netem.Proxy
+	// redisLink stands between the region's processes and its Redis,
+	// with fedOpts.redisLink.
+	redisLink *netem.Proxy
 }
 
 func newFederation(t *testing.T, o fedOpts) *federation {
@@ -208,7 +219,7 @@ func newFederation(t *testing.T, o fedOpts) *federation {
 	}
 	dir := t.TempDir()
 	for _, name := range o.regions {
-		r := &fedRegion{name: name, etcd: f.global, password: "redis-" + randomHex(12),
+		r := &fedRegion{name: name, etcd: f.global, password: cmp.Or(o.redisPassword, "redis-"+randomHex(12)),
 			cfgPath: filepath.Join(dir, name+".yaml")}
 		if o.ownEtcd {
 			r.etcd = testenv.StartEtcd(t)
@@ -223,6 +234,9 @@ func newFederation(t *testing.T, o fedOpts) *federation {
 		}
 		r.redis = testenv.StartRedis(t, ro)
 		r.rdb = r.redis.Client()
+		if o.redisLink {
+			r.redisLink = startLink(t, r.redis.Addr(), netem.Link{})
+		}
 		s, err := store.New(r.rdb, queue.Options{Region: name, Lease: o.lease, Shards: o.shards[name]})
 		if err != nil {
 			t.Fatal(err)
@@ -273,9 +287,13 @@ func (f *federation) config(r *fedRegion) string {
 		tokens.WriteString(indent(f.opts.tokens, "    ") + "\n")
 	}
 	o := f.opts
-	redisAddr := fmt.Sprintf("{addr: %s}", r.redis.Addr())
+	addr := r.redis.Addr()
+	if r.redisLink != nil {
+		addr = r.redisLink.Addr()
+	}
+	redisAddr := fmt.Sprintf("{addr: %s}", addr)
 	if n := f.opts.shards[r.name]; n > 0 {
-		redisAddr = fmt.Sprintf("{addr: %s, shards: %d}", r.redis.Addr(), n)
+		redisAddr = fmt.Sprintf("{addr: %s, shards: %d}", addr, n)
 	}
 	httpServer := fmt.Sprintf("public_details: %v\n%s", !o.privateDetails, o.httpServer)
 	if o.tls {

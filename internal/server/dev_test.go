@@ -33,7 +33,7 @@ func TestDevWithoutRedisServerPassesTheServersCheck(t *testing.T) {
 	if r.mini == nil {
 		t.Fatal("redis-server was found: the test needs the in-process fallback")
 	}
-	rdb, err := redisClient(config.Redis{Addr: r.addr}, 0)
+	rdb, err := redisClient(config.Redis{Addr: r.addr}, 0, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

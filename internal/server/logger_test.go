@@ -54,7 +54,7 @@ func TestRedisClientLogsThroughAx(t *testing.T) {
 	}
 	addr := ln.Addr().String()
 	ln.Close() // nothing listens there now
-	rdb, err := redisClient(config.Redis{Addr: addr}, 1)
+	rdb, err := redisClient(config.Redis{Addr: addr}, 1, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -5,13 +5,16 @@ import (
 
 	"github.com/ax-sched/ax/internal/config"
 	"github.com/ax-sched/ax/internal/tlsconf"
+	"github.com/ax-sched/ax/region/identity"
 	"github.com/redis/go-redis/v9"
 )
 
 // redisClient is the one place ax's processes build a Redis client: single,
 // Sentinel (its own credentials) or Cluster, over TLS when redis.tls or a
 // rediss:// addr says so (sentinels and every node too).
-// poolSize > 0 sets its connection pool's size (per node).
+// poolSize > 0 sets its connection pool's size (per node). guard (nil:
+// none) checks every new connection's Redis is the region's own (a Redis
+// Cluster is not checked: identity.Key is on one node only).
 //
 // A call's context deadline bounds it (ContextTimeoutEnabled): a wait for
 // a pooled connection and the retries end at the deadline, and so does an
@@ -22,9 +25,12 @@ import (
 // the context's deadline if earlier, and ax gives them either no deadline
 // (long-polls, the worker's wait for work) or one past their block (the
 // waker's BLPOP: its block + 5 s).
-func redisClient(c config.Redis, poolSize int) (redis.UniversalClient, error) {
+func redisClient(c config.Redis, poolSize int, guard *identity.Guard) (redis.UniversalClient, error) {
 	o := &redis.UniversalOptions{Username: c.Username, Password: c.Password, DB: c.DB, PoolSize: poolSize,
 		ContextTimeoutEnabled: true}
+	if guard != nil && len(c.Cluster.Addrs) == 0 {
+		o.OnConnect = guard.OnConnect
+	}
 	switch {
 	case c.Sentinel.MasterName != "":
 		o.MasterName, o.Addrs = c.Sentinel.MasterName, c.Sentinel.Addrs
@@ -53,4 +59,11 @@ func redisNode(c config.Redis) string {
 		return "sentinel:" + c.Sentinel.MasterName
 	}
 	return c.HostPort()
+}
+
+// redisIdentity is who the region's Redis must belong to: this
+// federation (fed; "" for a worker, which holds the first it finds), the
+// region and its shards.
+func redisIdentity(cfg *config.Region, fed string) identity.ID {
+	return identity.ID{Federation: fed, Region: cfg.Name, Shards: max(1, cfg.Redis.Shards)}
 }

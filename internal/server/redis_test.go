@@ -32,7 +32,7 @@ func TestRedisClientTLSInEveryMode(t *testing.T) {
 		{"cluster", config.Redis{Cluster: config.RedisCluster{Addrs: []string{"10.0.0.1:7000"}}, TLS: tlsOn}},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			rc, err := redisClient(c.cfg, 0)
+			rc, err := redisClient(c.cfg, 0, nil)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -60,7 +60,7 @@ func TestRedisClientTLSInEveryMode(t *testing.T) {
 			}
 		})
 	}
-	if _, err := redisClient(config.Redis{Addr: "h:1", TLS: config.RedisTLS{CA: certs.Dir + "/none.pem"}}, 0); err == nil {
+	if _, err := redisClient(config.Redis{Addr: "h:1", TLS: config.RedisTLS{CA: certs.Dir + "/none.pem"}}, 0, nil); err == nil {
 		t.Error("a missing CA file: no error")
 	}
 }
@@ -91,7 +91,7 @@ func TestRedisTLSSentinelAndClusterRunForReal(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 			defer cancel()
-			rc, err := redisClient(c.cfg, 0)
+			rc, err := redisClient(c.cfg, 0, nil)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -136,7 +136,7 @@ func TestRedisTLSSentinelAndClusterRunForReal(t *testing.T) {
 // A call's context deadline bounds it: the health gate's probe and the
 // API's calls rely on it (queue/health).
 func TestRedisClientBoundsCallsByTheirDeadline(t *testing.T) {
-	rdb, err := redisClient(config.Redis{Addr: "127.0.0.1:1"}, 0)
+	rdb, err := redisClient(config.Redis{Addr: "127.0.0.1:1"}, 0, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

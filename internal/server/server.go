@@ -27,6 +27,7 @@ import (
 	"github.com/ax-sched/ax/queue/health"
 	"github.com/ax-sched/ax/queue/store"
 	"github.com/ax-sched/ax/region"
+	"github.com/ax-sched/ax/region/identity"
 	"github.com/ax-sched/ax/schedule"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/redis/go-redis/v9"
@@ -138,12 +139,13 @@ func (s *Server) dial(ctx context.Context) error {
 		// server needs it once to start.
 		return fmt.Errorf("global etcd %v: %w", gc.Endpoints, err)
 	}
-	if s.rdb, err = redisClient(cfg.Redis, 0); err != nil {
+	guard := identity.NewGuard(redisNode(cfg.Redis), redisIdentity(cfg, s.federationID(ctx)), true, s.log)
+	if s.rdb, err = redisClient(cfg.Redis, 0, guard); err != nil {
 		return err
 	}
 	// Long-polls wait on a client of their own, sized for the most that
 	// may run at once, so they never take the submits' connections.
-	if s.blocking, err = redisClient(cfg.Redis, cfg.HTTPServer.MaxLongPolls+2); err != nil {
+	if s.blocking, err = redisClient(cfg.Redis, cfg.HTTPServer.MaxLongPolls+2, guard); err != nil {
 		return err
 	}
 	if cc, ok := s.rdb.(*redis.ClusterClient); ok {

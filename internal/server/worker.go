@@ -11,6 +11,7 @@ import (
 	"github.com/ax-sched/ax/internal/buildinfo"
 	"github.com/ax-sched/ax/internal/config"
 	"github.com/ax-sched/ax/queue/store"
+	"github.com/ax-sched/ax/region/identity"
 	"github.com/ax-sched/ax/worker"
 	"github.com/ax-sched/ax/worker/handlers"
 )
@@ -18,7 +19,10 @@ import (
 // RunWorker serves one pool until ctx ends, then shuts down gracefully. m
 // (may be nil) receives its figures.
 func RunWorker(ctx context.Context, cfg *config.Region, p config.Pool, id string, m *worker.Metrics, log *slog.Logger) error {
-	rdb, err := redisClient(cfg.Redis, 0)
+	// A worker knows no federation: it holds to the Redis identity it
+	// first finds, and to its region's.
+	guard := identity.NewGuard(redisNode(cfg.Redis), redisIdentity(cfg, ""), false, log.With("region", cfg.Name))
+	rdb, err := redisClient(cfg.Redis, 0, guard)
 	if err != nil {
 		return err
 	}
