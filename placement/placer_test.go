@@ -509,7 +509,6 @@ func TestNewSnapshotRejects(t *testing.T) {
 		{"negative ready", []Pool{with(ok, func(p *Pool) { p.Ready = -1 })}},
 		{"discount above 1", []Pool{with(ok, func(p *Pool) { p.Discount = 1.5 })}},
 		{"NaN price", []Pool{with(ok, func(p *Pool) { p.PricePerSlotHour = math.NaN() })}},
-		{"empty window", []Pool{with(ok, func(p *Pool) { p.Window = &CapacitySchedule{Windows: []Window{{Start: 60, End: 60}}} })}},
 		{"window past midnight", []Pool{with(ok, func(p *Pool) { p.Window = &CapacitySchedule{Windows: []Window{{Start: 60, End: 1440}}} })}},
 		{"overlapping windows", []Pool{with(ok, func(p *Pool) {
 			p.Window = &CapacitySchedule{Windows: []Window{{Start: 20 * 60, End: 8 * 60, Slots: 7}, {Start: 7 * 60, End: 9 * 60, Slots: 2}}}

@@ -8,7 +8,7 @@ import (
 const minutesPerDay = 24 * 60
 
 // Window is a daily time-of-day interval [Start, End) in minutes since midnight. End < Start wraps
-// past midnight (20:00–08:00 is Start 1200, End 480). Inside it the pool has Slots slots instead of
+// past midnight (20:00–08:00 is Start 1200, End 480); End == Start is the whole day. Inside it the pool has Slots slots instead of
 // its base; 0 withdraws all capacity (NO_CAPACITY_WINDOW).
 type Window struct {
 	Start int
@@ -23,6 +23,15 @@ type CapacitySchedule struct {
 	Location *time.Location
 	// Windows must not overlap.
 	Windows []Window
+}
+
+// ParseWindowEnd parses a window's end: "HH:MM" as ParseTimeOfDay, or "24:00", the end of the
+// day, as 0 (a window ending at midnight; 00:00–24:00 is Start 0, End 0: the whole day).
+func ParseWindowEnd(s string) (int, error) {
+	if s == "24:00" {
+		return 0, nil
+	}
+	return ParseTimeOfDay(s)
 }
 
 // ParseTimeOfDay parses "HH:MM" (00:00–23:59) into minutes since midnight.
@@ -97,13 +106,14 @@ func (cs *CapacitySchedule) validate() error {
 		switch {
 		case w.Start < 0 || w.Start >= minutesPerDay || w.End < 0 || w.End >= minutesPerDay:
 			return fmt.Errorf("window %d: start and end must be minutes in [0, %d)", i, minutesPerDay)
-		case w.Start == w.End:
-			return fmt.Errorf("window %d: start equals end", i)
 		case w.Slots < 0:
 			return fmt.Errorf("window %d: slots %d < 0", i, w.Slots)
 		}
 		own := []span{{w.Start, w.End, i}}
-		if w.End < w.Start {
+		switch {
+		case w.End == w.Start:
+			own = []span{{0, minutesPerDay, i}}
+		case w.End < w.Start:
 			own = []span{{w.Start, minutesPerDay, i}, {0, w.End, i}}
 		}
 		for _, a := range own {

@@ -496,7 +496,7 @@ func WindowOf(s *region.Schedule) *placement.CapacitySchedule {
 	var covered []span
 	for _, w := range s.Windows {
 		a, err1 := placement.ParseTimeOfDay(w.Start)
-		b, err2 := placement.ParseTimeOfDay(w.End)
+		b, err2 := placement.ParseWindowEnd(w.End)
 		if err1 != nil || err2 != nil {
 			continue
 		}

@@ -437,11 +437,11 @@ func validateSchedule(p *problems, path string, s CapacitySchedule, poolSlots in
 		if errStart != nil || errEnd != nil {
 			continue
 		}
-		if start == end%(24*60) {
+		if start == end%(24*60) && (start != 0 || end != 24*60) { // 00:00–24:00: the whole day
 			p.add(key, "start and end are equal; use 00:00 to 24:00 for the whole day")
 			continue
 		}
-		for m := start; m != end%(24*60); m = (m + 1) % (24 * 60) {
+		for m, n := start, 0; n == 0 || m != end%(24*60); m, n = (m+1)%(24*60), n+1 {
 			if owner[m] != 0 {
 				p.add(key, "overlaps windows[%d]", owner[m]-1)
 				break

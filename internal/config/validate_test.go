@@ -409,3 +409,17 @@ func TestLimitShare(t *testing.T) {
 		t.Errorf("default burst: %+v", got)
 	}
 }
+
+// A window of 00:00 to 24:00 is the whole day, the value the refusal of
+// an empty window asks for.
+func TestValidateWholeDayWindow(t *testing.T) {
+	r := mustParse(t, full)
+	r.Pools[0].CapacitySchedule.Windows = []Window{{Start: "00:00", End: "24:00", Slots: 3}}
+	if err := r.Validate(); err != nil {
+		t.Fatalf("00:00–24:00: %v", err)
+	}
+	r.Pools[0].CapacitySchedule.Windows = append(r.Pools[0].CapacitySchedule.Windows, Window{Start: "12:00", End: "13:00", Slots: 1})
+	if err := r.Validate(); err == nil || !strings.Contains(err.Error(), "overlaps windows[0]") {
+		t.Fatalf("a window beside the whole day: %v, want an overlap", err)
+	}
+}
