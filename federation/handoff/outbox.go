@@ -731,13 +731,14 @@ func idsAttr(ids []string) slog.Attr {
 }
 
 // stranded reports whether a task never sent to target (o.mu held) is
-// to be placed elsewhere: its target is down, for placement (not healthy)
-// or for TCP (its last dial got no handshake: SYNs dropped), and the task
-// has failed to connect strandedAfter times (refused connections fail
-// fast: about 1.5 s with the backoff) or for strandedFor.
+// to be placed elsewhere: it has failed to connect strandedAfter times
+// while placement counts the target down (refused connections fail fast:
+// about 1.5 s with the backoff), or for strandedFor with its last dial
+// getting no handshake at all (SYNs dropped: a partition), whatever the
+// view says yet.
 func (o *outbox) stranded(target, id string, err error, now time.Time) bool {
-	down := !o.n.view.Healthy(target) || peer.DialTimedOut(err)
-	return down && (o.attempts[id]+1 >= strandedAfter || now.Sub(o.firstTry[id]) >= strandedFor)
+	return o.attempts[id]+1 >= strandedAfter && !o.n.view.Healthy(target) ||
+		peer.DialTimedOut(err) && now.Sub(o.firstTry[id]) >= strandedFor
 }
 
 // strandedAfter is how many failed dials to a target that placement no
