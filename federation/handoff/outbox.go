@@ -87,13 +87,18 @@ func (n *Sender) OutboxLoop(ctx context.Context, f queue.Fence, lost func(error)
 		if err != nil {
 			n.log.Warn("outbox read", "err", err)
 		}
-		o.dispatch(ctx, tasks, mark)
+		wait := outboxPoll
+		if o.dispatch(ctx, tasks, mark) > 0 {
+			// Tasks in flight came back in the read: the end of their
+			// requests (freed) or a wake calls the next read, not the poll.
+			wait = outboxBusyPoll
+		}
 		select {
 		case <-ctx.Done():
 			return
 		case <-n.kick:
 		case <-o.freed:
-		case <-time.After(outboxPoll):
+		case <-time.After(wait):
 		}
 	}
 }
@@ -111,6 +116,10 @@ func (n *Sender) Wake() {
 // another server of the region placed elsewhere (a standby's submits, its
 // leader's placements) wake no loop, so they wait at most this long.
 const outboxPoll = 25 * time.Millisecond
+
+// outboxBusyPoll is outboxPoll while requests are in flight: a read then
+// returns their tasks again, which costs the more the larger they are.
+const outboxBusyPoll = 200 * time.Millisecond
 
 // outbox is OutboxLoop's memory across rounds.
 type outbox struct {
@@ -208,13 +217,14 @@ func definite(status int) bool {
 // target, as many as each target has free requests for (handOffInFlight);
 // the rest wait for the next pass. tasks were read after mark requests had
 // ended: a task whose request ended since is skipped (the read may predate
-// its answer's record).
-func (o *outbox) dispatch(ctx context.Context, tasks []*task.Task, mark uint64) {
+// its answer's record). It returns how many tasks were in flight already.
+func (o *outbox) dispatch(ctx context.Context, tasks []*task.Task, mark uint64) (flying int) {
 	byTarget := map[string][]*task.Task{}
 	var targets []string
 	o.mu.Lock()
 	for _, t := range tasks {
 		if o.inFlight[t.ID] || o.endedAt[t.ID] > mark {
+			flying++
 			continue
 		}
 		if _, ok := byTarget[t.HandOffTarget]; !ok {
@@ -231,6 +241,7 @@ func (o *outbox) dispatch(ctx context.Context, tasks []*task.Task, mark uint64) 
 	for _, name := range targets {
 		o.start(ctx, name, byTarget[name])
 	}
+	return flying
 }
 
 // start sends one target's tasks in parcels, each in a request of its own,
