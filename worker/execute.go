@@ -252,7 +252,7 @@ func (w *Worker) leaseEnd(j *job) time.Time {
 	if beat := time.Unix(0, w.lastBeat.Load()); beat.After(from) {
 		from = beat
 	}
-	end := from.Add(w.lease)
+	end := from.Add(w.store.Options().Lease)
 	if j.task.Deadline.Before(end) {
 		end = j.task.Deadline
 	}

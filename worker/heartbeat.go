@@ -23,12 +23,23 @@ func (w *Worker) heartbeatLoop(ctx context.Context, stop <-chan struct{}) {
 		if err := w.beat(ctx); err != nil {
 			fails++
 			w.log.Warn("heartbeat failed; retrying", "err", err, "attempt", fails)
-			t.Reset(min(backoff(fails), w.opts.Heartbeat))
+			t.Reset(min(backoff(fails), w.beatEvery()))
 			continue
 		}
 		fails = 0
-		t.Reset(w.opts.Heartbeat)
+		t.Reset(w.beatEvery())
 	}
+}
+
+// beatEvery is the heartbeat interval: Options.Heartbeat, or the Source's
+// own when shorter (0: it has none yet).
+func (w *Worker) beatEvery() time.Duration {
+	if p, ok := w.store.(beatPacer); ok {
+		if d := p.HeartbeatInterval(); d > 0 && d < w.opts.Heartbeat {
+			return d
+		}
+	}
+	return w.opts.Heartbeat
 }
 
 // beat extends the lease of every held task in one call, registers the

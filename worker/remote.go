@@ -16,4 +16,5 @@ var (
 	_ Source     = (*remote.Source)(nil)
 	_ Session    = (*remote.Source)(nil)
 	_ Progressor = (*remote.Source)(nil)
+	_ beatPacer  = (*remote.Source)(nil)
 )

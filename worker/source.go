@@ -68,6 +68,13 @@ type Progressor interface {
 	Progress(id, token string, percent int, message string)
 }
 
+// beatPacer is a Source that says how often it wants heartbeats (the
+// server's heartbeat_ms); the worker beats at the shorter of it and
+// Options.Heartbeat.
+type beatPacer interface {
+	HeartbeatInterval() time.Duration
+}
+
 // waiter is an idle claim loop's wait for work.
 type waiter interface {
 	Wait(ctx context.Context, timeout time.Duration) (bool, error)

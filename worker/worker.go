@@ -23,7 +23,6 @@ import (
 type Worker struct {
 	store  Source
 	opts   Options
-	lease  time.Duration
 	log    *slog.Logger
 	tracer trace.Tracer // an "ax.run" span per attempt (tracing.go)
 	// groups are the worker's concurrency pools, the shared one first
@@ -83,7 +82,6 @@ func New(store Source, opts Options) (*Worker, error) {
 	w := &Worker{
 		store:    store,
 		opts:     opts,
-		lease:    lease,
 		log:      opts.Logger.With("component", "worker", "pool", opts.Pool, "worker", opts.ID),
 		tracer:   tracing.Tracer(opts.TracerProvider),
 		handlers: map[string]Handler{},

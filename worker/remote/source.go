@@ -111,6 +111,14 @@ func (s *Source) Options() queue.Options {
 	return queue.Options{Region: s.info.Region, Lease: lease}
 }
 
+// HeartbeatInterval is half the registration's heartbeat_ms, so a late
+// report still comes within it (0 before the first registration).
+func (s *Source) HeartbeatInterval() time.Duration {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return time.Duration(s.info.HeartbeatMS) * time.Millisecond / 2
+}
+
 // Open records what the worker registers as and starts the report loop;
 // the registration itself goes out with the first claim or heartbeat.
 func (s *Source) Open(ctx context.Context, worker, pool string, slots int, types queue.Types) error {
