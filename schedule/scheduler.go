@@ -5,6 +5,7 @@ import (
 	"errors"
 	"log/slog"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -55,9 +56,12 @@ type Config struct {
 	// CallTimeout bounds each etcd request and each call through the
 	// Enqueuer (default 5s).
 	CallTimeout time.Duration
-	Registerer  prometheus.Registerer // nil: metrics are not registered
-	Logger      *slog.Logger
-	Now         func() time.Time // the clock slots are compared with (tests inject one)
+	// Limits returns a tenant's limits (read at each use, so a reload
+	// applies at once); nil: the defaults (Limits).
+	Limits     func(tenant string) Limits
+	Registerer prometheus.Registerer // nil: metrics are not registered
+	Logger     *slog.Logger
+	Now        func() time.Time // the clock slots are compared with (tests inject one)
 }
 
 // Scheduler serves a server's schedules: the API reads and writes
@@ -72,6 +76,8 @@ type Scheduler struct {
 	fires   *prometheus.CounterVec
 	leader  prometheus.Gauge
 	leading atomic.Bool
+	// createMu serialises Create on this server (service.go).
+	createMu sync.Mutex
 }
 
 // Outcomes of a slot: the outcome label of ax_schedule_fires_total, and
@@ -153,6 +159,20 @@ type term struct {
 	loaded  map[string]State  // states as read when the term began, by state key
 	entries map[string]*entry // by definition key
 	warned  map[string]bool   // unreadable definitions already logged
+	// listedAt is when entries were last read from etcd (wall clock).
+	listedAt time.Time
+	turn     int                // rotates the tenant served first
+	buckets  map[string]*bucket // fires per tenant (Limits)
+}
+
+// bucket returns tenant's fire bucket.
+func (t *term) bucket(tenant string) *bucket {
+	b := t.buckets[tenant]
+	if b == nil {
+		b = &bucket{}
+		t.buckets[tenant] = b
+	}
+	return b
 }
 
 // entry is the leader's copy of one schedule. Its state is read from etcd
@@ -161,7 +181,8 @@ type entry struct {
 	stored
 	comp    compiled
 	st      State
-	lastErr string // logged once until it changes
+	lastErr string    // logged once until it changes
+	dueAt   time.Time // its first slot not handled yet (pass)
 }
 
 // lead is one term: it fires due slots, then sleeps until the next slot of
@@ -175,7 +196,7 @@ func (s *Scheduler) lead(ctx context.Context, l *lease.Leadership) {
 		s.leader.Set(0)
 		s.log.Info("stopped leading the federation", "token", l.Token(), "reason", l.Err())
 	}()
-	t := &term{l: l, entries: map[string]*entry{}, warned: map[string]bool{}}
+	t := &term{l: l, entries: map[string]*entry{}, warned: map[string]bool{}, buckets: map[string]*bucket{}}
 	for t.loaded == nil {
 		st, err := s.store.states(ctx)
 		if err == nil {
@@ -195,24 +216,30 @@ func (s *Scheduler) lead(ctx context.Context, l *lease.Leadership) {
 	}
 }
 
-// pass handles every schedule's due slots once and returns how long to
-// sleep.
-func (s *Scheduler) pass(ctx context.Context, t *term) time.Duration {
+// listEvery is how often a term reads the definitions again: a schedule
+// created, paused or deleted is seen within about this.
+const listEvery = 500 * time.Millisecond
+
+// refresh reads the definitions again when the term's copy is older than
+// listEvery, keeping each entry's state.
+func (s *Scheduler) refresh(ctx context.Context, t *term) error {
+	if !t.listedAt.IsZero() && time.Since(t.listedAt) < listEvery {
+		return nil
+	}
 	defs, bad, err := s.store.list(ctx)
 	if err != nil {
-		s.log.Warn("schedules: cannot list definitions", "err", err)
-		return time.Second
+		return err
 	}
+	t.listedAt = time.Now()
 	for _, k := range bad {
 		if !t.warned[k] {
 			t.warned[k] = true
 			s.log.Error("schedules: unreadable definition ignored", "key", k)
 		}
 	}
-	wait := time.Second
 	seen := make(map[string]bool, len(defs))
 	for _, sd := range defs {
-		name, key := sd.def.Name, sd.key
+		key := sd.key
 		seen[key] = true
 		e := t.entries[key]
 		if e == nil || e.rev != sd.rev {
@@ -220,7 +247,7 @@ func (s *Scheduler) pass(ctx context.Context, t *term) time.Duration {
 			if err != nil {
 				if !t.warned[key] {
 					t.warned[key] = true
-					s.log.Error("schedules: definition does not compile; ignored", "schedule", name, "tenant", sd.tenant(), "err", err)
+					s.log.Error("schedules: definition does not compile; ignored", "schedule", sd.def.Name, "tenant", sd.tenant(), "err", err)
 				}
 				continue
 			}
@@ -232,46 +259,99 @@ func (s *Scheduler) pass(ctx context.Context, t *term) time.Duration {
 		} else if e.modRev != sd.modRev {
 			e.def, e.modRev = sd.def, sd.modRev // paused or resumed
 		}
-		if e.def.Paused {
-			continue
-		}
-		next, err := s.advance(ctx, t.l, e)
-		switch {
-		case errors.Is(err, errNotLeader):
-			s.log.Warn("schedules: the election key is no longer ours; stopping", "token", t.l.Token())
-			t.l.Lost(err)
-			return 0
-		case errors.Is(err, errGone):
-			delete(t.entries, key)
-			continue
-		case err != nil:
-			if ctx.Err() != nil {
-				return 0
-			}
-			if msg := err.Error(); msg != e.lastErr {
-				e.lastErr = msg
-				s.log.Warn("schedule: slot not fired; retrying", "schedule", name, "tenant", sd.tenant(), "home_region", e.def.HomeRegion, "err", err)
-			}
-			continue
-		}
-		e.lastErr = ""
-		if !next.IsZero() {
-			wait = min(wait, next.Sub(s.now()))
-		}
 	}
 	for key := range t.entries {
 		if !seen[key] {
 			delete(t.entries, key)
 		}
 	}
+	return nil
+}
+
+// pass fires the schedules due now, fairly across tenants, and returns how
+// long to sleep. Tenants take turns, one schedule each per round, within
+// their fires per second (Limits): one tenant's thousand due schedules
+// delay another's by one schedule a round, not by a thousand.
+func (s *Scheduler) pass(ctx context.Context, t *term) time.Duration {
+	if err := s.refresh(ctx, t); err != nil {
+		s.log.Warn("schedules: cannot list definitions", "err", err)
+		return time.Second
+	}
+	now := s.now()
+	wait := time.Second
+	var due []*entry
+	for _, e := range t.entries {
+		if e.def.Paused {
+			continue
+		}
+		after := e.st.LastSlot
+		if after.IsZero() {
+			after = e.def.CreatedAt
+		}
+		e.dueAt = e.comp.next(after)
+		switch {
+		case e.dueAt.IsZero():
+		case e.dueAt.After(now):
+			wait = min(wait, e.dueAt.Sub(now))
+		default:
+			due = append(due, e)
+		}
+	}
+	q := newDueQueues(due, t.turn)
+	t.turn++
+	began := time.Now()
+	for !q.empty() {
+		for _, tenant := range q.tenants {
+			e := q.pop(tenant)
+			if e == nil {
+				continue
+			}
+			lim := s.limits(tenant)
+			b := t.bucket(tenant)
+			tokens := b.refill(time.Now(), lim)
+			if tokens < 1 {
+				q.drop(tenant)
+				wait = min(wait, b.untilOne(lim))
+				continue
+			}
+			next, fired, err := s.advance(ctx, t.l, e, int(tokens))
+			b.tokens -= float64(fired)
+			switch {
+			case errors.Is(err, errNotLeader):
+				s.log.Warn("schedules: the election key is no longer ours; stopping", "token", t.l.Token())
+				t.l.Lost(err)
+				return 0
+			case errors.Is(err, errGone):
+				delete(t.entries, e.key)
+				continue
+			case err != nil:
+				if ctx.Err() != nil {
+					return 0
+				}
+				if msg := err.Error(); msg != e.lastErr {
+					e.lastErr = msg
+					s.log.Warn("schedule: slot not fired; retrying", "schedule", e.def.Name, "tenant", tenant, "home_region", e.def.HomeRegion, "err", err)
+				}
+				continue
+			}
+			e.lastErr = ""
+			if !next.IsZero() {
+				wait = min(wait, next.Sub(s.now()))
+			}
+		}
+		if !q.empty() && time.Since(began) > maxPass {
+			return 0 // the next pass starts at once, with what is due then
+		}
+	}
 	return max(wait, 5*time.Millisecond)
 }
 
-// advance fires (or skips) a schedule's due slots, recording each, and
-// returns its next slot. Order per slot: enqueue, then record; a slot
+// advance fires (or skips) up to limit of a schedule's due slots,
+// recording each, and returns its next slot and how many slots it handled
+// (the tenant's fires). Order per slot: enqueue, then record; a slot
 // enqueued but not recorded is enqueued again by the next pass or leader,
-// which the store refuses (same id).
-func (s *Scheduler) advance(ctx context.Context, l *lease.Leadership, e *entry) (time.Time, error) {
+// which the store refuses (same id). Slots beyond limit stay due.
+func (s *Scheduler) advance(ctx context.Context, l *lease.Leadership, e *entry, limit int) (next time.Time, handled int, err error) {
 	now := s.now()
 	after := e.st.LastSlot
 	if after.IsZero() {
@@ -283,16 +363,20 @@ func (s *Scheduler) advance(ctx context.Context, l *lease.Leadership, e *entry) 
 		st := e.st
 		st.LastSlot, st.LastOutcome = p.skipTo, OutcomeMisfireSkipped
 		if err := s.record(ctx, l, e, st); err != nil {
-			return time.Time{}, err
+			return time.Time{}, handled, err
 		}
 		s.fires.WithLabelValues(tenant, name, OutcomeMisfireSkipped).Add(float64(p.skipped))
 		s.log.Info("schedule: missed slots skipped", "schedule", name, "tenant", tenant, "slots", p.skipped, "through", p.skipTo,
 			"misfire", e.def.Misfire, "reason", "MISFIRE_SKIPPED")
 	}
+	if len(p.fire) > limit {
+		p.fire = p.fire[:max(limit, 0)]
+	}
 	for i, slot := range p.fire {
+		handled++
 		outcome, id, err := s.fire(ctx, e, slot)
 		if err != nil {
-			return time.Time{}, err
+			return time.Time{}, handled, err
 		}
 		st := e.st
 		st.LastSlot, st.LastOutcome = slot, outcome
@@ -301,7 +385,7 @@ func (s *Scheduler) advance(ctx context.Context, l *lease.Leadership, e *entry) 
 			st.LastFiredSlot, st.LastTaskID = &fired, id
 		}
 		if err := s.record(ctx, l, e, st); err != nil {
-			return time.Time{}, err
+			return time.Time{}, handled, err
 		}
 		s.fires.WithLabelValues(tenant, name, outcome).Inc()
 		if i == 0 && p.skipped > 0 && p.skipTo.IsZero() {
@@ -316,7 +400,7 @@ func (s *Scheduler) advance(ctx context.Context, l *lease.Leadership, e *entry) 
 		}
 		s.log.Info("schedule slot", attrs...)
 	}
-	return e.comp.next(now), nil
+	return e.comp.next(now), handled, nil
 }
 
 func traceOf(sp *task.Spec, id string) string {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"sort"
 	"strings"
 	"time"
@@ -34,13 +35,20 @@ func (s *Scheduler) Create(ctx context.Context, d *apiv1.Schedule, by string) (*
 		t.Tenant = tenant
 		d.Task = &t
 	}
+	maxSchedules := s.limits(tenant).MaxSchedules
+	// One create at a time per server: creates of one tenant fail each
+	// other's count check (store.create), so concurrent ones would retry
+	// in turn; only other servers' creates can still interleave.
+	s.createMu.Lock()
+	defer s.createMu.Unlock()
 	for attempt := 0; ; attempt++ {
-		defs, _, err := s.store.list(ctx)
+		defs, _, listRev, err := s.store.listAt(ctx)
 		if err != nil {
 			return nil, unavailable(err)
 		}
 		var legacyRev int64
 		taken := make(map[uint64]bool, len(defs))
+		mine := 0
 		for _, o := range defs {
 			switch {
 			case o.tenant() == tenant && o.def.Name == d.Name:
@@ -48,7 +56,14 @@ func (s *Scheduler) Create(ctx context.Context, d *apiv1.Schedule, by string) (*
 			case o.legacy && o.def.Name == d.Name:
 				legacyRev = o.rev // another tenant's, in the old layout
 			}
+			if o.tenant() == tenant {
+				mine++
+			}
 			taken[o.idSeq()] = true
+		}
+		if mine >= maxSchedules {
+			return nil, &apiv1.Error{Code: apiv1.CodeQuotaExceeded, Field: "max_schedules",
+				Message: fmt.Sprintf("tenant %s has %d schedules, its max_schedules: delete one first", tenant, mine)}
 		}
 		// Task ids are one space across tenants: the new schedule's never
 		// meet another's, and nothing here depends on another tenant's names.
@@ -56,14 +71,19 @@ func (s *Scheduler) Create(ctx context.Context, d *apiv1.Schedule, by string) (*
 		if err != nil {
 			return nil, unavailable(err)
 		}
-		rev, exists, err := s.store.create(ctx, d, seq, legacyRev)
+		rev, exists, err := s.store.create(ctx, d, seq, legacyRev, listRev)
 		switch {
 		case err != nil:
 			return nil, unavailable(err)
 		case exists:
 			return nil, ErrExists
-		case rev == 0 && attempt < 4:
-			continue // the legacy definition of the name changed meanwhile
+		case rev == 0 && attempt < 16:
+			// Another write of the tenant's schedules (or the legacy name)
+			// meanwhile, on another server: read again after a moment.
+			if !sleepCtx(ctx, time.Duration(1+rand.IntN(20))*time.Millisecond) {
+				return nil, ctx.Err()
+			}
+			continue
 		case rev == 0:
 			return nil, unavailable(fmt.Errorf("schedule %s: create: concurrent writers", d.Name))
 		}

@@ -114,11 +114,14 @@ func (st store) parse(kv *mvccpb.KeyValue) (stored, bool) {
 }
 
 // create writes a new definition, with its task ids' sequence, into its
-// tenant's namespace and clears any state left under its key. legacyRev is the create revision of the
-// legacy definition of the same name (another tenant's), 0 for none: the
-// write fails if that changed meanwhile (exists is then false: read
-// again).
-func (st store) create(ctx context.Context, d *apiv1.Schedule, seq uint32, legacyRev int64) (rev int64, exists bool, err error) {
+// tenant's namespace and clears any state left under its key. legacyRev is
+// the create revision of the legacy definition of the same name (another
+// tenant's), 0 for none; listRev is the revision the caller counted the
+// tenant's schedules at. The write fails if the legacy definition changed
+// or a definition of the tenant was written since listRev (exists is then
+// false: read again), so concurrent creates cannot pass the tenant's
+// max_schedules together.
+func (st store) create(ctx context.Context, d *apiv1.Schedule, seq uint32, legacyRev, listRev int64) (rev int64, exists bool, err error) {
 	b, err := json.Marshal(record{Schedule: d, IDSeq: &seq})
 	if err != nil {
 		return 0, false, err
@@ -128,7 +131,8 @@ func (st store) create(ctx context.Context, d *apiv1.Schedule, seq uint32, legac
 	defer cancel()
 	resp, err := st.c.Txn(cctx).
 		If(clientv3.Compare(clientv3.CreateRevision(key), "=", 0),
-			clientv3.Compare(clientv3.CreateRevision(st.legacyKey(d.Name)), "=", legacyRev)).
+			clientv3.Compare(clientv3.CreateRevision(st.legacyKey(d.Name)), "=", legacyRev),
+			clientv3.Compare(clientv3.ModRevision(st.defKey(tenantOf(d), "")), "<", listRev+1).WithPrefix()).
 		Then(clientv3.OpPut(key, string(b)), clientv3.OpDelete(st.stateKey(key))).
 		Else(clientv3.OpGet(key, clientv3.WithKeysOnly())).
 		Commit()
@@ -186,11 +190,17 @@ func (st store) reread(ctx context.Context, sd stored) (stored, error) {
 // list reads every definition of both layouts, sorted by key; unreadable
 // ones are returned in bad.
 func (st store) list(ctx context.Context) (defs []stored, bad []string, err error) {
+	defs, bad, _, err = st.listAt(ctx)
+	return defs, bad, err
+}
+
+// listAt is list with the etcd revision it read at.
+func (st store) listAt(ctx context.Context) (defs []stored, bad []string, rev int64, err error) {
 	cctx, cancel := st.call(ctx)
 	defer cancel()
 	resp, err := st.c.Get(cctx, st.prefix+"schedules/", clientv3.WithPrefix(), clientv3.WithSort(clientv3.SortByKey, clientv3.SortAscend))
 	if err != nil {
-		return nil, nil, fmt.Errorf("schedules: list: %w", err)
+		return nil, nil, 0, fmt.Errorf("schedules: list: %w", err)
 	}
 	for _, kv := range resp.Kvs {
 		sd, ok := st.parse(kv)
@@ -200,7 +210,7 @@ func (st store) list(ctx context.Context) (defs []stored, bad []string, err erro
 		}
 		defs = append(defs, sd)
 	}
-	return defs, bad, nil
+	return defs, bad, resp.Header.Revision, nil
 }
 
 // states reads every schedule's state, by its key.

@@ -24,6 +24,9 @@ func TestEverySettingHasAConsumer(t *testing.T) {
 		"Weights":   "Share",
 		// Load reads the file into Password (readSecretFiles).
 		"PasswordFile": "Load",
+		// Quotas.Schedules reads both into schedule.Limits.
+		"MaxSchedules":           "Schedules",
+		"ScheduleFiresPerSecond": "Schedules",
 	}
 	used := map[string]bool{}
 	root := filepath.Join("..", "..")

@@ -9,6 +9,7 @@ import (
 	"github.com/ax-sched/ax/placement"
 	"github.com/ax-sched/ax/queue"
 	axregion "github.com/ax-sched/ax/region"
+	"github.com/ax-sched/ax/schedule"
 	"github.com/ax-sched/ax/task"
 	"github.com/ax-sched/ax/worker"
 )
@@ -63,7 +64,8 @@ func Default() *Region {
 			WriteTimeout: 30 * time.Second, IdleTimeout: 60 * time.Second, MaxHeaderBytes: 64 << 10, MaxConnections: 4096,
 			MaxConnectionsPerClient: 256, FirstRequestTimeout: 5 * time.Second,
 			MaxLongPolls: 8, MaxLongPollsPerTenant: 2},
-		Quotas: Quotas{Batch: BatchLimits{MaxItems: apiv1.MaxBatch, MaxBytes: 16 << 20}},
+		Quotas: Quotas{Batch: BatchLimits{MaxItems: apiv1.MaxBatch, MaxBytes: 16 << 20},
+			Default: TenantQuota{MaxSchedules: schedule.MaxSchedulesDefault, ScheduleFiresPerSecond: schedule.FiresPerSecondDefault}},
 		RemoteWorkers: RemoteWorkers{MaxResultBytes: apiv1.DefaultMaxResultBytes, MaxWait: 30 * time.Second,
 			MaxLongPolls: 1024, MaxLongPollsPerToken: 256},
 		Placement: Placement{

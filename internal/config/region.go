@@ -1,6 +1,7 @@
 package config
 
 import (
+	"cmp"
 	"math"
 	"net/url"
 	"strings"
@@ -8,6 +9,7 @@ import (
 
 	"github.com/ax-sched/ax/queue"
 	axregion "github.com/ax-sched/ax/region"
+	"github.com/ax-sched/ax/schedule"
 	"github.com/ax-sched/ax/worker/handlers"
 )
 
@@ -470,6 +472,14 @@ type TenantQuota struct {
 	// tenant's submits, DAG runs and hand-offs received may leave in this
 	// region; 0: no limit.
 	MaxBacklog int `mapstructure:"max_backlog" yaml:"max_backlog"`
+	// MaxSchedules is the most schedules the tenant may have in the
+	// federation; 0: quotas.default's, whose 0 is
+	// schedule.MaxSchedulesDefault.
+	MaxSchedules int `mapstructure:"max_schedules" yaml:"max_schedules"`
+	// ScheduleFiresPerSecond is how many slots of the tenant's schedules
+	// the federation leader fires a second; 0: quotas.default's, whose 0
+	// is schedule.FiresPerSecondDefault.
+	ScheduleFiresPerSecond float64 `mapstructure:"schedule_fires_per_second" yaml:"schedule_fires_per_second"`
 }
 
 // Quota returns tenant's quota.
@@ -478,6 +488,14 @@ func (q Quotas) Quota(tenant string) TenantQuota {
 		return t
 	}
 	return q.Default
+}
+
+// Schedules returns the limits of tenant's schedules, each unset value
+// taken from quotas.default, then from the schedule package's defaults.
+func (q Quotas) Schedules(tenant string) schedule.Limits {
+	t := q.Quota(tenant)
+	return schedule.Limits{MaxSchedules: cmp.Or(t.MaxSchedules, q.Default.MaxSchedules, schedule.MaxSchedulesDefault),
+		FiresPerSecond: cmp.Or(t.ScheduleFiresPerSecond, q.Default.ScheduleFiresPerSecond, schedule.FiresPerSecondDefault)}
 }
 
 // BatchLimits cap one POST /v1/tasks/batch.

@@ -573,6 +573,12 @@ func (r *Region) validateQuotas(p *problems) {
 		if t.MaxBacklog < 0 {
 			p.add(keypath.Join(key, "max_backlog"), "must be ≥ 0 (0: no limit), got %d", t.MaxBacklog)
 		}
+		if t.MaxSchedules < 0 {
+			p.add(keypath.Join(key, "max_schedules"), "must be ≥ 0 (0: the default), got %d", t.MaxSchedules)
+		}
+		if !(t.ScheduleFiresPerSecond >= 0) || math.IsInf(t.ScheduleFiresPerSecond, 0) {
+			p.add(keypath.Join(key, "schedule_fires_per_second"), "must be ≥ 0 (0: the default), got %v", t.ScheduleFiresPerSecond)
+		}
 		if t.SubmitsPerSecond > 0 && t.Burst < 1 {
 			p.add(keypath.Join(key, "burst"), "must be ≥ 1 with submits_per_second, got %d", t.Burst)
 		}

@@ -271,7 +271,13 @@ func (s *Server) assemble(pc placement.Config, peerTLS *tls.Config, reg *prometh
 	}
 	s.sched = schedule.New(s.global, s.node, schedule.Config{
 		Region: cfg.Name, Regions: cfg.Regions, Defaults: defaultsOf(cfg),
-		Prefix: cfg.Etcd.Prefix, ID: s.id, SessionTTL: cfg.Etcd.SessionTTL, Registerer: own, Logger: s.log})
+		Prefix: cfg.Etcd.Prefix, ID: s.id, SessionTTL: cfg.Etcd.SessionTTL, Registerer: own, Logger: s.log,
+		Limits: func(tenant string) schedule.Limits {
+			if q := s.quotas.Load(); q != nil {
+				return q.Schedules(tenant)
+			}
+			return schedule.Limits{}
+		}})
 	s.dags = dag.New(s.store, s.node, dag.Config{Region: cfg.Name, Regions: cfg.Regions, Defaults: defaultsOf(cfg), Backlog: s.maxBacklog, Registerer: reg, Logger: s.log})
 	s.serveAPI(reg, own)
 	return nil
