@@ -31,7 +31,10 @@ type Submitter interface {
 // TaskActions reads and acts on a task wherever it is held;
 // *federation.Node implements it.
 type TaskActions interface {
-	Get(ctx context.Context, id string, hops int) (*task.Task, error)
+	// GetAs reads a task for a caller who sees only tenant's ("": every
+	// tenant's); another tenant's is task.ErrNotFound at the cost of a
+	// missing id's.
+	GetAs(ctx context.Context, id string, hops int, tenant string) (*task.Task, error)
 	Trail(ctx context.Context, id string, hops int) ([]task.Transition, error)
 	Act(ctx context.Context, op federation.TaskOp, id string, priority int, by string, hops int) (task.State, error)
 }
@@ -216,7 +219,7 @@ func (th *taskHandlers) get(w http.ResponseWriter, r *http.Request, p Principal)
 // ErrNotFound (404), so ids of other tenants do not leak — also while the
 // region it was handed to is unreachable (a 503 only for its own tenant).
 func (th *taskHandlers) getFor(ctx context.Context, p Principal, id string, h int) (*task.Task, error) {
-	t, err := th.acts.Get(ctx, id, h)
+	t, err := th.acts.GetAs(ctx, id, h, p.Tenant)
 	var hu *federation.HolderUnreachableError
 	switch {
 	case errors.As(err, &hu) && !p.Sees(hu.Record.Tenant):
@@ -284,7 +287,7 @@ func (th *taskHandlers) act(op federation.TaskOp) endpoint.Handler {
 			// region is in flight and carries the cancel there.
 			endpoint.WriteJSON(w, http.StatusOK, apiv1.CancelResponse{ID: id, State: st, Requested: st == task.Running || st == task.Pending})
 		default:
-			t, err := th.acts.Get(r.Context(), id, endpoint.Hops(r))
+			t, err := th.acts.GetAs(r.Context(), id, endpoint.Hops(r), p.Tenant)
 			if err != nil {
 				return err
 			}

@@ -27,8 +27,9 @@ type CostRecord struct {
 // how long a day's records are kept (lib.lua COST_TTL_MS).
 const MaxCostDays = 400
 
-// CostOther is the tenant and type of attempts counted past a day's
-// field cap (lib.lua COST_CAP), per pool.
+// CostOther is the type of a tenant's attempts counted past its fields of
+// a day (lib.lua COST_CAP), per pool, and the tenant too past a day's
+// tenants (COST_TENANTS).
 const CostOther = "_other"
 
 // CostDay is the UTC day of t.

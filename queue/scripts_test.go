@@ -46,7 +46,7 @@ func TestLibTopLevelHoldsNoState(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	constants := map[string]bool{"CTX": true, "C": true, "LIM_REASON": true, "COST_CAP": true, "COST_TTL_MS": true}
+	constants := map[string]bool{"CTX": true, "C": true, "LIM_REASON": true, "COST_CAP": true, "COST_TENANTS": true, "COST_TTL_MS": true}
 	for _, g := range []string{"redis", "string", "math", "table", "tonumber", "tostring", "ipairs", "pairs", "unpack", "rawget", "setmetatable"} {
 		constants[g] = true // the standard globals, bound once (begin)
 	}

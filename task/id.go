@@ -2,8 +2,8 @@ package task
 
 import (
 	"crypto/rand"
-	"encoding/binary"
 	"fmt"
+	mathrand "math/rand/v2"
 	"strconv"
 	"strings"
 	"sync"
@@ -11,9 +11,12 @@ import (
 )
 
 // IDs look like "06f1c2d9k3m8q2zx.0.us-east-1": 10 base32hex characters of
-// Unix milliseconds and 6 of a per-generator sequence seeded randomly (so ids
-// sort by creation time and never collide inside one generator), then the
-// shard and the home region. Any server can find a task from its id alone.
+// Unix milliseconds and 6 of a per-generator sequence, then the shard and
+// the home region. Any server can find a task from its id alone. The
+// sequence starts at a random point in each millisecond and grows by a
+// random step within it, so one generator's ids sort by creation and never
+// collide, and two ids tell a tenant nothing of how many other tasks were
+// accepted between them.
 
 const idAlphabet = "0123456789abcdefghijklmnopqrstuv" // base32hex: sorts like the numbers
 
@@ -30,24 +33,42 @@ type ParsedID struct {
 type IDGen struct {
 	mu  sync.Mutex
 	seq uint32
+	ms  int64             // the millisecond of seq
+	rng *mathrand.ChaCha8 // nil: the sequence counts by one (NewIDGenAt)
 }
 
-// NewIDGen returns a generator whose sequence starts at a random point.
+// idStartSpan and idMaxStep bound the random start of a millisecond's
+// sequence and its random steps: 2^29 ÷ 16 ids fit in one millisecond
+// before the 30 bits run out.
+const (
+	idStartSpan = 1 << 29
+	idMaxStep   = 16
+)
+
+// NewIDGen returns a generator of unpredictable sequences, from a
+// generator seeded by crypto/rand.
 func NewIDGen() *IDGen {
-	var b [4]byte
-	_, _ = rand.Read(b[:])
-	return NewIDGenAt(binary.BigEndian.Uint32(b[:]))
+	var seed [32]byte
+	_, _ = rand.Read(seed[:])
+	return &IDGen{rng: mathrand.NewChaCha8(seed)}
 }
 
-// NewIDGenAt returns a generator whose next id carries sequence seq+1 (tests
-// use it to provoke a collision).
+// NewIDGenAt returns a generator whose next id carries sequence seq+1 and
+// counts by one from there (tests use it to provoke a collision).
 func NewIDGenAt(seq uint32) *IDGen { return &IDGen{seq: seq & (1<<30 - 1)} }
 
 // New returns a new id for a task accepted in region on shard.
 func (g *IDGen) New(region string, shard int, now time.Time) string {
 	ms := now.UnixMilli()
 	g.mu.Lock()
-	g.seq = (g.seq + 1) & (1<<30 - 1)
+	switch {
+	case g.rng == nil:
+		g.seq = (g.seq + 1) & (1<<30 - 1)
+	case ms != g.ms:
+		g.ms, g.seq = ms, uint32(g.rng.Uint64()%idStartSpan)
+	default:
+		g.seq = min(g.seq+1+uint32(g.rng.Uint64()%idMaxStep), 1<<30-1)
+	}
 	seq := g.seq
 	g.mu.Unlock()
 	return FormatID(region, shard, ms, seq)

@@ -27,8 +27,10 @@ type MetricsOptions struct {
 	// MaxTenants and MaxTypes cap the distinct tenant and type label values
 	// of the cost and run-time counters: the first ones seen keep their
 	// name, later ones are counted as "_other" (default 50 each; negative:
-	// none, every value is "_other"). They bound the series a submitter can
-	// create: (MaxTenants+1) × (MaxTypes+1) per pool and counter.
+	// none, every value is "_other"). MaxTypes is each tenant's own: one
+	// tenant's types never push another's into "_other". They bound the
+	// series a submitter can create: (MaxTenants+1) × (MaxTypes+1) per pool
+	// and counter.
 	MaxTenants, MaxTypes int
 	// ReferencePrice, when set, is the price per slot-hour a task would
 	// have cost on the cheapest on-demand pool it could have run on; savings count
@@ -41,9 +43,9 @@ type MetricsOptions struct {
 // noted). Every worker of the region shares one Metrics, as they share one
 // registry: set Options.Metrics.
 type Metrics struct {
-	region         string
-	tenants, types *labelcap.Set
-	reference      func(map[string]string) float64
+	region    string
+	types     *labelcap.Scoped // tenant → its types
+	reference func(map[string]string) float64
 
 	latency, wait               *prometheus.HistogramVec
 	inflight                    *prometheus.GaugeVec
@@ -71,8 +73,7 @@ func NewMetrics(reg prometheus.Registerer, o MetricsOptions) *Metrics {
 	}
 	m := &Metrics{
 		region:    o.Region,
-		tenants:   labelcap.New(limit(o.MaxTenants, DefaultMaxTenantLabels)),
-		types:     labelcap.New(limit(o.MaxTypes, DefaultMaxTypeLabels)),
+		types:     labelcap.NewScoped(limit(o.MaxTenants, DefaultMaxTenantLabels), limit(o.MaxTypes, DefaultMaxTypeLabels)),
 		reference: o.ReferencePrice,
 		latency: h("ax_task_schedule_latency_seconds",
 			"Scheduling latency of claimed tasks: from becoming READY (or due) to the claim that started the attempt, by the Redis clock."),
@@ -140,7 +141,8 @@ func (m *Metrics) finish(pool string, t *Task, st task.State, d time.Duration) {
 		return
 	}
 	m.finished.WithLabelValues(m.region, pool, string(st)).Inc()
-	l := []string{m.region, pool, m.tenants.Value(t.Tenant), m.types.Value(t.Type)}
+	tenant, typ := m.types.Values(t.Tenant, t.Type)
+	l := []string{m.region, pool, tenant, typ}
 	m.run.WithLabelValues(l...).Add(d.Seconds())
 	m.cost.WithLabelValues(l...).Add(t.Price * d.Hours())
 	if m.reference != nil {

@@ -19,8 +19,19 @@ const maxHops = 2
 
 // Get finds a task wherever it lives.
 func (rd *Reader) Get(ctx context.Context, id string, hops int) (*task.Task, error) {
+	return rd.GetAs(ctx, id, hops, "")
+}
+
+// GetAs is Get for a caller who sees only tenant's tasks ("": every
+// tenant's). Another tenant's task is task.ErrNotFound, decided on the
+// first record read: a forwarding record of another tenant's handed-off
+// task is not followed, so its 404 costs what a missing id's does and
+// tells nothing of where the task went.
+func (rd *Reader) GetAs(ctx context.Context, id string, hops int, tenant string) (*task.Task, error) {
 	t, err := rd.cfg.Store.Get(ctx, id)
 	switch {
+	case err == nil && tenant != "" && t.Tenant != tenant:
+		return nil, task.ErrNotFound
 	case err == nil && t.State == task.HandedOff && hops < maxHops:
 		var remote task.Task
 		if err := rd.cfg.Peer.Proxy(ctx, t.HandedOffTo, http.MethodGet, peer.TaskPath(id, ""), nil, &remote); err != nil {

@@ -7,7 +7,8 @@ import (
 )
 
 // Caps of the tenant and type label values of ax_tasks_submitted_total
-// (internal/labelcap): a submitter inventing names costs one series.
+// (internal/labelcap): a submitter inventing names costs one series; the
+// type cap is each tenant's own.
 const (
 	maxTenantLabels = 50
 	maxTypeLabels   = 50
@@ -23,7 +24,7 @@ type Metrics struct {
 	Placements *prometheus.CounterVec
 	BudgetUsed *prometheus.GaugeVec // ax_tenant_budget_used_ratio
 
-	tenants, types *labelcap.Set
+	types *labelcap.Scoped // tenant → its types
 }
 
 // New registers with reg (nil: not registered).
@@ -46,8 +47,7 @@ func New(reg prometheus.Registerer) *Metrics {
 		BudgetUsed: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "ax_tenant_budget_used_ratio",
 			Help: "A tenant's spend this UTC month (every region's cost records, reread every 30 s) ÷ its monthly_budget_usd; " +
 				"only tenants with a budget in the config (bounded by it)."}, []string{"tenant"}),
-		tenants: labelcap.New(maxTenantLabels),
-		types:   labelcap.New(maxTypeLabels),
+		types: labelcap.NewScoped(maxTenantLabels, maxTypeLabels),
 	}
 	if reg != nil {
 		reg.MustRegister(m.Submitted, m.Rejected, m.Refusals, m.Handoffs, m.Forwarded, m.Placements, m.BudgetUsed)
@@ -98,5 +98,6 @@ func (m *Metrics) Saturated(region string, ex placement.Explanation, full map[st
 
 // Submit counts an accepted task.
 func (m *Metrics) Submit(region, tenant, typ string) {
-	m.Submitted.WithLabelValues(region, m.tenants.Value(tenant), m.types.Value(typ)).Inc()
+	tenant, typ = m.types.Values(tenant, typ)
+	m.Submitted.WithLabelValues(region, tenant, typ).Inc()
 }

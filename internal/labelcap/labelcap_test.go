@@ -46,3 +46,18 @@ func TestSetCapHoldsConcurrently(t *testing.T) {
 		t.Fatalf("%d values kept, want 10", n)
 	}
 }
+
+// One scope's values past its cap read as Other; another scope keeps
+// room for its own; scopes past their cap share Other's values.
+func TestScopedCapsEachScope(t *testing.T) {
+	s := NewScoped(2, 2)
+	for _, c := range []struct{ scope, v, wantScope, want string }{
+		{"a", "x", "a", "x"}, {"a", "y", "a", "y"}, {"a", "z", "a", Other},
+		{"b", "z", "b", "z"}, {"b", "x", "b", "x"}, {"a", "x", "a", "x"},
+		{"c", "x", Other, "x"}, {"d", "y", Other, "y"}, {"e", "z", Other, Other},
+	} {
+		if scope, v := s.Values(c.scope, c.v); scope != c.wantScope || v != c.want {
+			t.Fatalf("Values(%q, %q) = %q, %q; want %q, %q", c.scope, c.v, scope, v, c.wantScope, c.want)
+		}
+	}
+}

@@ -796,12 +796,18 @@ end
 -- attempts, how many of them did not succeed, their run time (claim to end)
 -- and their cost, price at claim (px) × run time, in 1e-12 USD. cost()
 -- queues an attempt; write_costs() folds them, one HGET and one HSET per
--- field and script. A day's hash holds at most COST_CAP fields: past it a
--- new field is counted under "_other\t_other\t<pool>\t" (pools are the
--- operator's, so that grows by at most one field per pool), and every key
--- expires COST_TTL_MS after its last write: a submitter inventing tenants
--- or types grows neither the key count nor a key.
-local COST_CAP, COST_TTL_MS = 4096, 400 * 86400000
+-- field and script. Each tenant has at most COST_CAP fields of a day's
+-- hash: past them a new field of the tenant is counted under
+-- "<tenant>\t_other\t<pool>\t" (pools are the operator's, so that grows by
+-- at most one field per pool), so a tenant's spend is always its own row,
+-- whatever other tenants record. The hash counts each tenant's fields
+-- under "\tn\t<tenant>" (not a record: parseCost skips it). A day's hash
+-- holds at most COST_TENANTS tenants' counts: past them a new tenant's
+-- attempts are counted under tenant and type "_other" (only callers of
+-- every tenant can name tenants). Every key expires COST_TTL_MS after its
+-- last write: a submitter inventing types grows neither the key count nor
+-- a key past its tenant's share.
+local COST_CAP, COST_TENANTS, COST_TTL_MS = 512, 1024, 400 * 86400000
 local function cost(tenant, ty, pool, tags, price, ms, failed)
   if not pool or not ty or ms == nil then return end
   local f = (tenant or 'default') .. '\t' .. ty .. '\t' .. pool .. '\t' .. (tags or '')
@@ -820,9 +826,20 @@ local function write_costs(now)
   for _, f in ipairs(C.COST_FIELDS) do
     local c = C.COSTS[f]
     local v = redis.call('HGET', key, f)
-    if not v and redis.call('HLEN', key) >= COST_CAP then
-      f = '_other\t_other\t' .. c[5] .. '\t'
-      v = redis.call('HGET', key, f)
+    if not v then
+      local tenant = string.match(f, '^([^\t]*)\t')
+      local nf = '\tn\t' .. tenant
+      local n = tonumber(redis.call('HGET', key, nf) or '')
+      if n == nil and redis.call('HLEN', key) >= COST_TENANTS * (COST_CAP + 1) then
+        nf = '\tn\t_other'
+        n = tonumber(redis.call('HGET', key, nf) or '') or 0
+        f = '_other\t_other\t' .. c[5] .. '\t'
+        v = redis.call('HGET', key, f)
+      elseif (n or 0) >= COST_CAP then
+        f = tenant .. '\t_other\t' .. c[5] .. '\t'
+        v = redis.call('HGET', key, f)
+      end
+      if not v then redis.call('HSET', key, nf, fmt((n or 0) + 1)) end
     end
     local n, fl, ms, pico = 0, 0, 0, 0
     if v then

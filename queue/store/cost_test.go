@@ -194,3 +194,49 @@ func TestCostRecordsOfReturnedAndExpiredAttempts(t *testing.T) {
 		t.Fatalf("cost records (-want +got):\n%s", d)
 	}
 }
+
+// A day's records hold each tenant's fields apart: with thousands of
+// another tenant's fields in the hash, acme's attempt is acme's own
+// record, and a tenant past its own fields (COST_CAP) is counted under its
+// own name with type _other, never under another's or tenant _other.
+func TestCostRecordsStayPerTenant(t *testing.T) {
+	e := newEnv(t)
+	tenant := func(n string) func(*task.Spec) { return func(s *task.Spec) { s.Tenant = n } }
+	typ := func(n string) func(*task.Spec) { return func(s *task.Spec) { s.Type = n } }
+	day := CostDay(e.clock.Now())
+	key := e.s.keys[0].prefix + "cost:" + fmt.Sprint(day.Unix()/86400)
+	// flood holds 5000 fields, 600 of them counted as its own.
+	fields := map[string]any{"\tn\tflood": 600}
+	for i := range 5000 {
+		fields[fmt.Sprintf("flood\tt%d\tcpu\t", i)] = "1 0 1000 1"
+	}
+	if err := e.rdb.HSet(e.ctx, key, fields).Err(); err != nil {
+		t.Fatal(err)
+	}
+	e.submit("cpu", tenant("acme"), typ("report"))
+	e.submit("cpu", tenant("flood"), typ("brand-new"))
+	ts, err := e.s.Claim(e.ctx, ClaimRequest{Pool: "cpu", Worker: "w1", N: 10, Price: 3.6})
+	if err != nil || len(ts) != 2 {
+		t.Fatal(len(ts), err)
+	}
+	e.clock.Advance(time.Second)
+	for _, tk := range ts {
+		if _, err := e.s.Complete(e.ctx, Completion{ID: tk.ID, Token: tk.LeaseToken}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	rs, err := e.s.Costs(e.ctx, day, day)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]int64{}
+	for _, r := range costSum(rs) {
+		if r.Tenant != "flood" || r.Type == CostOther {
+			got[r.Tenant+"/"+r.Type] += r.Runs
+		}
+	}
+	want := map[string]int64{"acme/report": 1, "flood/" + CostOther: 1}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Fatalf("records other than flood's seeded ones (-want +got):\n%s", diff)
+	}
+}
