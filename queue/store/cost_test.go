@@ -203,8 +203,8 @@ func TestCostRecordsStayPerTenant(t *testing.T) {
 	e := newEnv(t)
 	tenant := func(n string) func(*task.Spec) { return func(s *task.Spec) { s.Tenant = n } }
 	typ := func(n string) func(*task.Spec) { return func(s *task.Spec) { s.Type = n } }
-	day := CostDay(e.clock.Now())
-	key := e.s.keys[0].prefix + "cost:" + fmt.Sprint(day.Unix()/86400)
+	day := queue.CostDay(e.clock.Now())
+	key := e.s.Keys[0].Prefix + "cost:" + fmt.Sprint(day.Unix()/86400)
 	// flood holds 5000 fields, 600 of them counted as its own.
 	fields := map[string]any{"\tn\tflood": 600}
 	for i := range 5000 {
@@ -215,13 +215,13 @@ func TestCostRecordsStayPerTenant(t *testing.T) {
 	}
 	e.submit("cpu", tenant("acme"), typ("report"))
 	e.submit("cpu", tenant("flood"), typ("brand-new"))
-	ts, err := e.s.Claim(e.ctx, ClaimRequest{Pool: "cpu", Worker: "w1", N: 10, Price: 3.6})
+	ts, err := e.s.Claim(e.ctx, queue.ClaimRequest{Pool: "cpu", Worker: "w1", N: 10, Price: 3.6})
 	if err != nil || len(ts) != 2 {
 		t.Fatal(len(ts), err)
 	}
 	e.clock.Advance(time.Second)
 	for _, tk := range ts {
-		if _, err := e.s.Complete(e.ctx, Completion{ID: tk.ID, Token: tk.LeaseToken}); err != nil {
+		if _, err := e.s.Complete(e.ctx, queue.Completion{ID: tk.ID, Token: tk.LeaseToken}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -231,11 +231,11 @@ func TestCostRecordsStayPerTenant(t *testing.T) {
 	}
 	got := map[string]int64{}
 	for _, r := range costSum(rs) {
-		if r.Tenant != "flood" || r.Type == CostOther {
+		if r.Tenant != "flood" || r.Type == queue.CostOther {
 			got[r.Tenant+"/"+r.Type] += r.Runs
 		}
 	}
-	want := map[string]int64{"acme/report": 1, "flood/" + CostOther: 1}
+	want := map[string]int64{"acme/report": 1, "flood/" + queue.CostOther: 1}
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Fatalf("records other than flood's seeded ones (-want +got):\n%s", diff)
 	}
