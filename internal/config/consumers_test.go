@@ -71,7 +71,7 @@ func TestEverySettingHasAConsumer(t *testing.T) {
 		for tp.Kind() == reflect.Pointer || tp.Kind() == reflect.Slice || tp.Kind() == reflect.Map {
 			tp = tp.Elem()
 		}
-		if tp.Kind() != reflect.Struct || seen[tp] || tp.PkgPath() != reflect.TypeOf(Region{}).PkgPath() {
+		if tp.Kind() != reflect.Struct || seen[tp] || !strings.HasPrefix(tp.PkgPath(), reflect.TypeOf(Region{}).PkgPath()) {
 			return
 		}
 		seen[tp] = true

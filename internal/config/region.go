@@ -1,15 +1,14 @@
 package config
 
 import (
-	"cmp"
 	"math"
 	"net/url"
 	"strings"
 	"time"
 
+	"github.com/ax-sched/ax/internal/config/quotas"
 	"github.com/ax-sched/ax/queue"
 	axregion "github.com/ax-sched/ax/region"
-	"github.com/ax-sched/ax/schedule"
 	"github.com/ax-sched/ax/worker/handlers"
 )
 
@@ -451,60 +450,13 @@ func (t Token) Expires() time.Time {
 	return e
 }
 
-// Quotas bound what each tenant may ask of one server, so that one tenant
-// cannot take the capacity of the others: submits beyond a tenant's rate
-// get 429 before any work is done for them.
-type Quotas struct {
-	// Default applies to every tenant without an entry in Tenants.
-	Default TenantQuota `mapstructure:"default" yaml:"default"`
-	// Tenants replace Default for the tenants they name.
-	Tenants map[string]TenantQuota `mapstructure:"tenants" yaml:"tenants"`
-	Batch   BatchLimits            `mapstructure:"batch" yaml:"batch"`
-}
-
-// TenantQuota is one tenant's submit rate: a token bucket refilled at
-// SubmitsPerSecond tasks a second holding at most Burst (a batch takes one
-// per task). SubmitsPerSecond 0 is no limit.
-type TenantQuota struct {
-	SubmitsPerSecond float64 `mapstructure:"submits_per_second" yaml:"submits_per_second"`
-	Burst            int     `mapstructure:"burst" yaml:"burst"`
-	// MaxBacklog is the most unfinished tasks (PENDING, READY, RUNNING) the
-	// tenant's submits, DAG runs and hand-offs received may leave in this
-	// region; 0: no limit.
-	MaxBacklog int `mapstructure:"max_backlog" yaml:"max_backlog"`
-	// MaxSchedules is the most schedules the tenant may have in the
-	// federation; 0: quotas.default's, whose 0 is
-	// schedule.MaxSchedulesDefault.
-	MaxSchedules int `mapstructure:"max_schedules" yaml:"max_schedules"`
-	// ScheduleFiresPerSecond is how many slots of the tenant's schedules
-	// the federation leader fires a second; 0: quotas.default's, whose 0
-	// is schedule.FiresPerSecondDefault.
-	ScheduleFiresPerSecond float64 `mapstructure:"schedule_fires_per_second" yaml:"schedule_fires_per_second"`
-}
-
-// Quota returns tenant's quota.
-func (q Quotas) Quota(tenant string) TenantQuota {
-	if t, ok := q.Tenants[tenant]; ok {
-		return t
-	}
-	return q.Default
-}
-
-// Schedules returns the limits of tenant's schedules, each unset value
-// taken from quotas.default, then from the schedule package's defaults.
-func (q Quotas) Schedules(tenant string) schedule.Limits {
-	t := q.Quota(tenant)
-	return schedule.Limits{MaxSchedules: cmp.Or(t.MaxSchedules, q.Default.MaxSchedules, schedule.MaxSchedulesDefault),
-		FiresPerSecond: cmp.Or(t.ScheduleFiresPerSecond, q.Default.ScheduleFiresPerSecond, schedule.FiresPerSecondDefault)}
-}
-
-// BatchLimits cap one POST /v1/tasks/batch.
-type BatchLimits struct {
-	// MaxItems is the most tasks in one batch (at most 1000).
-	MaxItems int `mapstructure:"max_items" yaml:"max_items"`
-	// MaxBytes is the largest batch body.
-	MaxBytes int64 `mapstructure:"max_bytes" yaml:"max_bytes"`
-}
+// Quotas, TenantQuota and BatchLimits are the quotas: section, kept in
+// package quotas with its validation.
+type (
+	Quotas      = quotas.Quotas
+	TenantQuota = quotas.TenantQuota
+	BatchLimits = quotas.BatchLimits
+)
 
 // Worker configures `ax worker` and its built-in handlers.
 type Worker struct {

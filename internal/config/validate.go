@@ -565,35 +565,12 @@ func (r *Region) validateTimings(p *problems) {
 }
 
 func (r *Region) validateQuotas(p *problems) {
-	q := r.Quotas
-	check := func(key string, t TenantQuota) {
-		if !(t.SubmitsPerSecond >= 0) || math.IsInf(t.SubmitsPerSecond, 0) {
-			p.add(keypath.Join(key, "submits_per_second"), "must be ≥ 0 (0: no limit), got %v", t.SubmitsPerSecond)
-		}
-		if t.MaxBacklog < 0 {
-			p.add(keypath.Join(key, "max_backlog"), "must be ≥ 0 (0: no limit), got %d", t.MaxBacklog)
-		}
-		if t.MaxSchedules < 0 {
-			p.add(keypath.Join(key, "max_schedules"), "must be ≥ 0 (0: the default), got %d", t.MaxSchedules)
-		}
-		if !(t.ScheduleFiresPerSecond >= 0) || math.IsInf(t.ScheduleFiresPerSecond, 0) {
-			p.add(keypath.Join(key, "schedule_fires_per_second"), "must be ≥ 0 (0: the default), got %v", t.ScheduleFiresPerSecond)
-		}
-		if t.SubmitsPerSecond > 0 && t.Burst < 1 {
-			p.add(keypath.Join(key, "burst"), "must be ≥ 1 with submits_per_second, got %d", t.Burst)
-		}
+	// A task.max_payload out of range is reported by its own key.
+	payload := r.Task.MaxPayload
+	if payload > maxPayload {
+		payload = 0
 	}
-	check("quotas.default", q.Default)
-	for _, name := range keypath.Sorted(q.Tenants) {
-		check(keypath.Entry("quotas.tenants", name), q.Tenants[name])
-	}
-	if q.Batch.MaxItems < 1 || q.Batch.MaxItems > maxClaimBatch {
-		p.add("quotas.batch.max_items", "must be between 1 and %d, got %d", maxClaimBatch, q.Batch.MaxItems)
-	}
-	// One task of the largest payload must fit in a batch.
-	if min := r.Task.MaxPayload + 64<<10; r.Task.MaxPayload > 0 && r.Task.MaxPayload <= maxPayload && q.Batch.MaxBytes < min {
-		p.add("quotas.batch.max_bytes", "must be ≥ task.max_payload + 64 KiB (%d), got %d", min, q.Batch.MaxBytes)
-	}
+	r.Quotas.Validate(p.add, payload, maxClaimBatch)
 }
 
 func (r *Region) validateAuth(p *problems) {

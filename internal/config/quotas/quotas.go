@@ -1,0 +1,98 @@
+package quotas
+
+import (
+	"cmp"
+	"math"
+
+	"github.com/ax-sched/ax/internal/config/keypath"
+	"github.com/ax-sched/ax/schedule"
+)
+
+// Quotas bound what each tenant may ask of one server, so that one tenant
+// cannot take the capacity of the others: submits beyond a tenant's rate
+// get 429 before any work is done for them.
+type Quotas struct {
+	// Default applies to every tenant without an entry in Tenants.
+	Default TenantQuota `mapstructure:"default" yaml:"default"`
+	// Tenants replace Default for the tenants they name.
+	Tenants map[string]TenantQuota `mapstructure:"tenants" yaml:"tenants"`
+	Batch   BatchLimits            `mapstructure:"batch" yaml:"batch"`
+}
+
+// TenantQuota is one tenant's submit rate: a token bucket refilled at
+// SubmitsPerSecond tasks a second holding at most Burst (a batch takes one
+// per task). SubmitsPerSecond 0 is no limit.
+type TenantQuota struct {
+	SubmitsPerSecond float64 `mapstructure:"submits_per_second" yaml:"submits_per_second"`
+	Burst            int     `mapstructure:"burst" yaml:"burst"`
+	// MaxBacklog is the most unfinished tasks (PENDING, READY, RUNNING) the
+	// tenant's submits, DAG runs and hand-offs received may leave in this
+	// region; 0: no limit.
+	MaxBacklog int `mapstructure:"max_backlog" yaml:"max_backlog"`
+	// MaxSchedules is the most schedules the tenant may have in the
+	// federation; 0: quotas.default's, whose 0 is
+	// schedule.MaxSchedulesDefault.
+	MaxSchedules int `mapstructure:"max_schedules" yaml:"max_schedules"`
+	// ScheduleFiresPerSecond is how many slots of the tenant's schedules
+	// the federation leader fires a second; 0: quotas.default's, whose 0
+	// is schedule.FiresPerSecondDefault.
+	ScheduleFiresPerSecond float64 `mapstructure:"schedule_fires_per_second" yaml:"schedule_fires_per_second"`
+}
+
+// Quota returns tenant's quota.
+func (q Quotas) Quota(tenant string) TenantQuota {
+	if t, ok := q.Tenants[tenant]; ok {
+		return t
+	}
+	return q.Default
+}
+
+// Schedules returns the limits of tenant's schedules, each unset value
+// taken from quotas.default, then from the schedule package's defaults.
+func (q Quotas) Schedules(tenant string) schedule.Limits {
+	t := q.Quota(tenant)
+	return schedule.Limits{MaxSchedules: cmp.Or(t.MaxSchedules, q.Default.MaxSchedules, schedule.MaxSchedulesDefault),
+		FiresPerSecond: cmp.Or(t.ScheduleFiresPerSecond, q.Default.ScheduleFiresPerSecond, schedule.FiresPerSecondDefault)}
+}
+
+// BatchLimits cap one POST /v1/tasks/batch.
+type BatchLimits struct {
+	// MaxItems is the most tasks in one batch (at most 1000).
+	MaxItems int `mapstructure:"max_items" yaml:"max_items"`
+	// MaxBytes is the largest batch body.
+	MaxBytes int64 `mapstructure:"max_bytes" yaml:"max_bytes"`
+}
+
+// Validate reports each problem of q through add, by its key path under
+// "quotas"; maxPayload is task.max_payload (a batch must hold one task of
+// it) and maxItems the most a batch may ever hold.
+func (q Quotas) Validate(add func(key, format string, args ...any), maxPayload int64, maxItems int) {
+	check := func(key string, t TenantQuota) {
+		if !(t.SubmitsPerSecond >= 0) || math.IsInf(t.SubmitsPerSecond, 0) {
+			add(keypath.Join(key, "submits_per_second"), "must be ≥ 0 (0: no limit), got %v", t.SubmitsPerSecond)
+		}
+		if t.MaxBacklog < 0 {
+			add(keypath.Join(key, "max_backlog"), "must be ≥ 0 (0: no limit), got %d", t.MaxBacklog)
+		}
+		if t.MaxSchedules < 0 {
+			add(keypath.Join(key, "max_schedules"), "must be ≥ 0 (0: the default), got %d", t.MaxSchedules)
+		}
+		if !(t.ScheduleFiresPerSecond >= 0) || math.IsInf(t.ScheduleFiresPerSecond, 0) {
+			add(keypath.Join(key, "schedule_fires_per_second"), "must be ≥ 0 (0: the default), got %v", t.ScheduleFiresPerSecond)
+		}
+		if t.SubmitsPerSecond > 0 && t.Burst < 1 {
+			add(keypath.Join(key, "burst"), "must be ≥ 1 with submits_per_second, got %d", t.Burst)
+		}
+	}
+	check("quotas.default", q.Default)
+	for _, name := range keypath.Sorted(q.Tenants) {
+		check(keypath.Entry("quotas.tenants", name), q.Tenants[name])
+	}
+	if q.Batch.MaxItems < 1 || q.Batch.MaxItems > maxItems {
+		add("quotas.batch.max_items", "must be between 1 and %d, got %d", maxItems, q.Batch.MaxItems)
+	}
+	// One task of the largest payload must fit in a batch.
+	if min := maxPayload + 64<<10; maxPayload > 0 && q.Batch.MaxBytes < min {
+		add("quotas.batch.max_bytes", "must be ≥ task.max_payload + 64 KiB (%d), got %d", min, q.Batch.MaxBytes)
+	}
+}
