@@ -80,7 +80,7 @@ func (s *Scheduler) Create(ctx context.Context, d *apiv1.Schedule, by string) (*
 		case rev == 0 && attempt < 16:
 			// Another write of the tenant's schedules (or the legacy name)
 			// meanwhile, on another server: read again after a moment.
-			if !sleepCtx(ctx, time.Duration(1+rand.IntN(20))*time.Millisecond) {
+			if !sleepCtx(ctx, time.Duration(1+rand.IntN(50))*time.Millisecond) {
 				return nil, ctx.Err()
 			}
 			continue
