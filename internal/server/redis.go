@@ -2,6 +2,8 @@ package server
 
 import (
 	"fmt"
+	"slices"
+	"strings"
 
 	"github.com/ax-sched/ax/internal/config"
 	"github.com/ax-sched/ax/internal/tlsconf"
@@ -66,4 +68,33 @@ func redisNode(c config.Redis) string {
 // region and its shards.
 func redisIdentity(cfg *config.Region, fed string) identity.ID {
 	return identity.ID{Federation: fed, Region: cfg.Name, Shards: max(1, cfg.Redis.Shards)}
+}
+
+// redisOrigin names the config key that says which Redis cfg reaches
+// (redis.addr, redis.sentinel.addrs or redis.cluster.addrs) and where its
+// value came from: the variable that set it (AX_REDIS_ADDR) or the config
+// file.
+func redisOrigin(cfg *config.Region) (key, from string) {
+	key = "redis.addr"
+	switch {
+	case cfg.Redis.Sentinel.MasterName != "":
+		key = "redis.sentinel.addrs"
+	case len(cfg.Redis.Cluster.Addrs) > 0:
+		key = "redis.cluster.addrs"
+	}
+	env := config.EnvPrefix + "_" + strings.ToUpper(strings.ReplaceAll(key, ".", "_"))
+	if slices.Contains(cfg.OverrideEnv(), env) {
+		return key, env
+	}
+	if src := cfg.Source(); src != "" {
+		return key, src
+	}
+	return key, "the config"
+}
+
+// redisUnreachable is a server's start failing on its first Redis call: it
+// names the key to fix, its value and where the value came from.
+func redisUnreachable(cfg *config.Region, err error) error {
+	key, from := redisOrigin(cfg)
+	return fmt.Errorf("redis at %s (%s, from %s) does not answer: %w", redisNode(cfg.Redis), key, from, err)
 }

@@ -160,7 +160,10 @@ func (s *Server) dial(ctx context.Context) error {
 	if s.store, err = store.New(s.rdb, so); err != nil {
 		return err
 	}
-	return s.store.Ping(ctx)
+	if err := s.store.Ping(ctx); err != nil {
+		return redisUnreachable(cfg, err)
+	}
+	return nil
 }
 
 // apiTLS loads the API's certificate (nil: plain http) and returns the TLS

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
-	"slices"
 	"time"
 
 	"github.com/ax-sched/ax/internal/buildinfo"
@@ -61,7 +60,8 @@ func RunWorker(ctx context.Context, cfg *config.Region, p config.Pool, id string
 	pctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	if err := store.Ping(pctx); err != nil {
 		msg = "ax worker has not connected to Redis yet; retrying"
-		log.Warn(msg, "err", err, "redis.addr", cfg.Redis.HostPort(), "from", redisAddrOrigin(cfg))
+		key, from := redisOrigin(cfg)
+		log.Warn(msg, "err", err, key, redisNode(cfg.Redis), "from", from)
 	}
 	cancel()
 	log.Info(msg, "region", cfg.Name, "pool", p.Name, "id", id, "slots", cfg.Worker.Concurrency,
@@ -95,16 +95,4 @@ func registerBuiltins(w *worker.Worker, cfg *config.Region) error {
 func registerBasic(w *worker.Worker) {
 	w.Handle("noop", handlers.Noop)
 	w.Handle("sleep", handlers.Sleep)
-}
-
-// redisAddrOrigin says where cfg's redis.addr came from: the environment
-// (AX_REDIS_ADDR) or the config file.
-func redisAddrOrigin(cfg *config.Region) string {
-	if slices.Contains(cfg.OverrideEnv(), "AX_REDIS_ADDR") {
-		return "AX_REDIS_ADDR"
-	}
-	if src := cfg.Source(); src != "" {
-		return src
-	}
-	return "the config"
 }
