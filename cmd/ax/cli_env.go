@@ -88,30 +88,18 @@ func cliRun(body func(ctx context.Context, env *cliEnv, args []string) error) fu
 		if errors.As(err, &opErr) && opErr.Op == "dial" {
 			return fmt.Errorf("cannot reach the ax server at %s (--api): %v", api.BaseURL(), opErr.Err)
 		}
-		return err
+		return authHint(err)
 	}
 }
 
 // cliUsage is a usage error: exit status 2, no request sent.
 func cliUsage(format string, args ...any) error {
-	return &exitError{code: 2, err: fmt.Errorf(format, args...)}
+	return &exitError{code: exitUsage, err: fmt.Errorf(format, args...)}
 }
 
-// cliCommand sets what every client command shares: flag and argument
-// errors are usage errors.
-func cliCommand(c *cobra.Command) *cobra.Command {
-	c.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return &exitError{code: 2, err: err} })
-	if c.Args != nil {
-		check := c.Args
-		c.Args = func(cmd *cobra.Command, args []string) error {
-			if err := check(cmd, args); err != nil {
-				return &exitError{code: 2, err: fmt.Errorf("%v (usage: %s)", err, cmd.UseLine())}
-			}
-			return nil
-		}
-	}
-	return c
-}
+// cliCommand marks a client command (flag and argument errors are usage
+// errors for every command: unifyUsage).
+func cliCommand(c *cobra.Command) *cobra.Command { return c }
 
 // cliTrackExplicit makes c remember which flags were typed on its command
 // line, before the root's hook (bindViper) fills the others from AX_* env

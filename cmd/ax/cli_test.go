@@ -905,7 +905,7 @@ func TestCLIBulkCancelPerRegion(t *testing.T) {
 
 // --tenant addresses one tenant's schedules (each tenant has its own
 // names) and narrows ax cost and ax dlq list; a tenant's token naming
-// another is the server's 403, one line and exit 1, never a quiet report
+// another is the server's 403, one line and exit 3 (exitAuth), never a quiet report
 // of its own. An AX_TENANT exported for submits sends none of them.
 func TestCLITenantScopes(t *testing.T) {
 	for _, c := range []struct {
@@ -936,7 +936,7 @@ func TestCLITenantScopes(t *testing.T) {
 	forbidden := `{"error":{"code":"permission_denied","message":"this token may only read the cost of tenant acme","field":"tenant"}}`
 	f = newCLIFakeAPI(t).on("GET /v1/cost", 403, forbidden)
 	r = cliExec(t, nil, f, "", "cost", "--tenant", "globex")
-	if r.code != 1 || r.stdout != "" || r.err == nil || !strings.Contains(r.err.Error(), "tenant acme") || strings.Contains(r.err.Error(), "\n") {
+	if r.code != exitAuth || r.stdout != "" || r.err == nil || !strings.Contains(r.err.Error(), "tenant acme") || strings.Contains(r.err.Error(), "\n") {
 		t.Errorf("cost --tenant another: exit %d %v, stdout %q", r.code, r.err, r.stdout)
 	}
 	if q := f.requests()[0].Query; !strings.Contains(q, "tenant=globex") {
@@ -955,5 +955,36 @@ func TestCLITenantScopes(t *testing.T) {
 		if r := cliExec(t, nil, f, "", c.args...); r.err != nil || strings.Contains(f.requests()[0].Query, "tenant=") {
 			t.Errorf("%v with AX_TENANT: %v, query %q", c.args, r.err, f.requests()[0].Query)
 		}
+	}
+}
+
+// Every command answers the same mistake with the same exit status and one
+// line: a misspelt flag names the closest flag, an unknown command the
+// closest command, and the API's 401 says how to give a token.
+func TestCLIMistakesShareExitCodesAndHints(t *testing.T) {
+	for _, c := range []struct {
+		args []string
+		code int
+		want string
+	}{
+		{[]string{"submit", "--typ", "noop"}, exitUsage, "unknown flag: --typ (did you mean --type?)"},
+		{[]string{"tasks", "ls", "--stat", "RUNNING"}, exitUsage, "(did you mean --state?)"},
+		{[]string{"get", "t1", "--outptu", "json"}, exitUsage, "(did you mean --output?)"},
+		{[]string{"server", "--confg", "x.yaml"}, exitUsage, "unknown flag: --confg (did you mean --config?)"},
+		{[]string{"worker", "--pol", "cpu"}, exitUsage, "(did you mean --pool?)"},
+		{[]string{"dev", "--prot", "0"}, exitUsage, "(did you mean --port?)"},
+		{[]string{"dev", "extra"}, exitUsage, `unknown command "extra" for "ax dev"`},
+		{[]string{"version", "--nope"}, exitUsage, "unknown flag: --nope"},
+		{[]string{"sumbit"}, exitUsage, `(did you mean "submit"?)`},
+		{[]string{"regions"}, exitAuth, "missing or unknown bearer token (field Authorization) (give the API's token with --token or AX_TOKEN)"},
+	} {
+		t.Run(strings.Join(c.args, " "), func(t *testing.T) {
+			f := newCLIFakeAPI(t).on("GET /v1/regions", 401,
+				`{"error":{"code":"unauthenticated","message":"missing or unknown bearer token","field":"Authorization"}}`)
+			r := cliExec(t, nil, f, "", c.args...)
+			if r.code != c.code || r.err == nil || !strings.Contains(r.err.Error(), c.want) {
+				t.Errorf("exit %d, %v; want exit %d and %q", r.code, r.err, c.code, c.want)
+			}
+		})
 	}
 }

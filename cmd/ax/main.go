@@ -42,7 +42,7 @@ func main() {
 // dump; a config file's problems one per line (each names its file and
 // key), any other error on one line.
 func report(w io.Writer, err error) int {
-	code := 1
+	code := exitFailed
 	var ee *exitError
 	if errors.As(err, &ee) {
 		code = ee.code
@@ -90,6 +90,8 @@ func newRoot() *cobra.Command {
 		root.AddCommand(c())
 	}
 	refuseUnknownSubcommands(root)
+	unifyUsage(root)
+	root.SetUsageTemplate(root.UsageTemplate() + "\n" + exitCodesHelp + "\n")
 	return root
 }
 
@@ -124,7 +126,12 @@ func groupRun(cmd *cobra.Command, args []string) error {
 		return cliUsage("%v (see %s --help)", err, cmd.CommandPath())
 	}
 	if rest := fs.Args(); len(rest) > 0 {
-		return cliUsage("unknown command %q for %q (see %s --help)", rest[0], cmd.CommandPath(), cmd.CommandPath())
+		hint := ""
+		cmd.SuggestionsMinimumDistance = max(cmd.SuggestionsMinimumDistance, 2)
+		if s := cmd.SuggestionsFor(rest[0]); len(s) > 0 {
+			hint = fmt.Sprintf(" (did you mean %q?)", s[0])
+		}
+		return cliUsage("unknown command %q for %q%s (see %s --help)", rest[0], cmd.CommandPath(), hint, cmd.CommandPath())
 	}
 	if h, _ := fs.GetBool("help"); h {
 		return cmd.Help()

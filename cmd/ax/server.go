@@ -55,4 +55,4 @@ func newServerCmd() *cobra.Command {
 	return c
 }
 
-func usageErr(err error) error { return &exitError{code: 2, err: err} }
+func usageErr(err error) error { return &exitError{code: exitUsage, err: err} }
