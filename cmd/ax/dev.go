@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"os"
 	"os/signal"
+	"strconv"
 	"strings"
 	"syscall"
 
@@ -20,7 +21,7 @@ func newDevCmd() *cobra.Command {
 	var tmp bool
 	var apiPort int
 	var workers int
-	var noDemo bool
+	var noDemo, auth bool
 	c := &cobra.Command{
 		Use:   "dev",
 		Short: "Run everything on this machine: embedded etcd, one Redis per region, three regions with leaders, workers and the API",
@@ -30,7 +31,13 @@ Redis-compatible server that is for trying ax out only), the three regions of
 configs/dev (AWS-, GCP- and Azure-like, example prices), a worker for every
 pool with the noop, sleep and demo exec handlers (none with
 --no-demo-workers: run your own, see the README), and the API on
-127.0.0.1:8080 with auth OFF. Ctrl-C stops everything.`,
+127.0.0.1:8080 with auth OFF (--auth, or AX_AUTH_ENABLED=true: on, with an
+admin token made for the run and printed). Ports another process holds are
+replaced by free ones, and the banner says so. Ctrl-C stops everything.
+
+On a terminal it prints a short banner and logs warnings only
+(AX_LOG_FORMAT=text logs everything); otherwise it logs JSON, the banner's
+facts included.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			// Its workers run commands: as `ax worker` does
@@ -38,6 +45,16 @@ pool with the noop, sleep and demo exec handlers (none with
 			// environment, so nothing is unset.
 			if _, err := handlers.SealProcess(); err != nil {
 				return err
+			}
+			// AX_AUTH_ENABLED=true asks for auth as --auth does: the
+			// configs have no tokens of their own, so it is not theirs.
+			if v, ok := os.LookupEnv("AX_AUTH_ENABLED"); ok {
+				on, err := strconv.ParseBool(v)
+				if err != nil {
+					return usageErr(fmt.Errorf("AX_AUTH_ENABLED=%q: want true or false", v))
+				}
+				auth = auth || on
+				os.Unsetenv("AX_AUTH_ENABLED")
 			}
 			if tmp {
 				d, err := os.MkdirTemp("", "ax-dev-")
@@ -49,54 +66,109 @@ pool with the noop, sleep and demo exec handlers (none with
 			}
 			ctx, stop := signal.NotifyContext(cmd.Context(), syscall.SIGINT, syscall.SIGTERM)
 			defer stop()
-			log := server.NewLogger(slog.LevelInfo)
+			level := slog.LevelInfo
+			if server.LogOnTerminal() {
+				level = slog.LevelWarn // the banner says what runs
+			}
+			log := server.NewLogger(level)
 			opts := loadOptions(cmd.Root())
 			cfgs, err := server.DevConfigs(opts)
 			if err != nil {
 				return usageErr(err) // the environment's problems: the files are ax's own
 			}
 			warnIgnoredEnv(log, cfgs[0]) // the same environment for every region
-			out, started := cmd.OutOrStdout(), false
+			out, started, human := cmd.OutOrStdout(), false, server.LogIsText()
 			err = server.RunDev(ctx, cfgs, server.DevOptions{Dir: dir, Port: apiPort, Slots: workers, Demo: !noDemo,
+				AnyPortIfBusy: !cmd.Flags().Changed("port"), Auth: auth,
 				Load: []config.Option{opts}, Started: func(d server.Dev) {
 					started = true
-					writeDevBanner(out, d, !noDemo)
+					if human {
+						writeDevBanner(out, d, !noDemo)
+					} else {
+						logDevStart(log, d)
+						if d.Token != "" { // never into a log
+							fmt.Fprintln(out, "export AX_TOKEN="+d.Token)
+						}
+					}
 				}}, log)
-			if started {
+			if started && human {
 				fmt.Fprintln(out, "ax dev stopped.")
+			} else if started {
+				log.Info("ax dev stopped")
 			}
 			return err
 		},
 	}
 	c.Flags().StringVar(&dir, "dir", ".ax-dev", "state directory (etcd data, Redis files)")
 	c.Flags().BoolVar(&tmp, "tmp", false, "keep state in a temporary directory, removed on exit")
-	c.Flags().IntVar(&apiPort, "port", 8080, "API port of the first region; the others take the next ports (0: any free ports, printed at start)")
+	c.Flags().IntVar(&apiPort, "port", 8080, "API port of the first region; the others take the next ports (0: any free ports, printed at start). Busy default ports are replaced by free ones; a busy --port is an error")
 	c.Flags().IntVar(&workers, "worker-slots", 4, "slots of each dev worker (one worker per pool), at most its pool's slots")
 	c.Flags().BoolVar(&noDemo, "no-demo-workers", false, "start no worker: pools have no slots until you run your own (README: your own handler)")
+	c.Flags().BoolVar(&auth, "auth", false, "turn auth on in every region, with an admin token made for this run (printed at start)")
 	return c
 }
 
-// writeDevBanner tells what ax dev runs and what to try next.
+// writeDevBanner tells what ax dev runs, what it had to move, and what to
+// try next: the lines to paste into another shell come first.
 func writeDevBanner(w io.Writer, d server.Dev, demo bool) {
 	var lines []string
 	for _, r := range d.Regions {
 		lines = append(lines, fmt.Sprintf("  %-13s API %-22s Redis %-16s pools: %s", r.Name, r.API, r.Redis, strings.Join(r.Pools, ", ")))
 	}
 	first := d.Regions[0]
+	var notes []string
+	if d.PortsBusy != "" {
+		notes = append(notes, "  ports "+d.PortsBusy+" are taken: the APIs are on free ports (above)")
+	}
+	for _, r := range d.Regions {
+		if r.RedisBusy != "" {
+			notes = append(notes, fmt.Sprintf("  %s is taken: %s's Redis is on %s", r.RedisBusy, r.Name, r.Redis))
+		}
+	}
+	auth := "auth OFF"
+	exports := "  export AX_API=" + first.API
+	if d.Token != "" {
+		auth = "auth on, admin token below"
+		exports += "\n  export AX_TOKEN=" + d.Token
+	}
 	if !demo {
-		lines = append(lines, "  no workers (--no-demo-workers): run your own, e.g.\n"+
+		notes = append(notes, "  no workers (--no-demo-workers): run your own, e.g.\n"+
 			"  go run ./examples/customhandler --redis "+first.Redis+" --region "+first.Name+" --pool cpu-spot")
 	}
+	note := ""
+	if len(notes) > 0 {
+		note = strings.Join(notes, "\n") + "\n"
+	}
 	fmt.Fprintf(w, `
-ax dev is running (state in %s):
+ax dev is running (state in %s, %s):
   etcd          %s (embedded)
 %s
   dashboard     %s/
+%s
+In another shell (the CLI reads these):
+%s
 
 Try next:
 %s
 Ctrl-C stops everything.
-`, d.Dir, d.Etcd, strings.Join(lines, "\n"), first.API, devHints(first.API))
+`, d.Dir, auth, d.Etcd, strings.Join(lines, "\n"), first.API, note, exports, devHints(first.API))
+}
+
+// logDevStart is the banner's facts as one log line, for a log collector
+// (the admin token is printed on stdout, never logged).
+func logDevStart(log *slog.Logger, d server.Dev) {
+	attrs := []any{"dir", d.Dir, "etcd", d.Etcd, "auth", d.Token != ""}
+	if d.PortsBusy != "" {
+		attrs = append(attrs, "ports_taken", d.PortsBusy)
+	}
+	for _, r := range d.Regions {
+		g := []any{"api", r.API, "redis", r.Redis, "pools", r.Pools}
+		if r.RedisBusy != "" {
+			g = append(g, "redis_taken", r.RedisBusy)
+		}
+		attrs = append(attrs, slog.Group(r.Name, g...))
+	}
+	log.Info("ax dev is running", attrs...)
 }
 
 // defaultAPI is the CLI's --api default: ax dev's first region on its

@@ -20,11 +20,12 @@ import (
 
 // devProc is one `ax dev` process a test runs.
 type devProc struct {
-	t    *testing.T
-	cmd  *exec.Cmd
-	log  lockedBuffer
-	done chan struct{} // closed once ax dev has been reaped
-	api  string        // us-east-1's API
+	t     *testing.T
+	cmd   *exec.Cmd
+	log   lockedBuffer
+	done  chan struct{} // closed once ax dev has been reaped
+	api   string        // us-east-1's API
+	token string        // the admin token of an ax dev with auth on
 }
 
 // startDev runs `ax dev --port 0 <args>` and waits until its three regions
@@ -34,10 +35,18 @@ type devProc struct {
 // it.
 func startDev(t *testing.T, args ...string) *devProc {
 	t.Helper()
+	return launchDev(t, nil, append([]string{"--port", "0"}, args...)...)
+}
+
+// launchDev runs `ax dev <args>` with env added to the test's environment
+// and waits as startDev does; with auth on (the banner's AX_TOKEN) its
+// readiness checks send the token.
+func launchDev(t *testing.T, env []string, args ...string) *devProc {
+	t.Helper()
 	d := &devProc{t: t, done: make(chan struct{})}
-	d.cmd = exec.Command(axBin, append([]string{"dev", "--port", "0"}, args...)...)
+	d.cmd = exec.Command(axBin, append([]string{"dev"}, args...)...)
 	d.cmd.Stdout, d.cmd.Stderr = &d.log, &d.log
-	d.cmd.Env = append(os.Environ(), "AX_LOG_FORMAT=text")
+	d.cmd.Env = append(append(os.Environ(), "AX_LOG_FORMAT=text"), env...)
 	dieWithTest(d.cmd, false)
 	if err := d.cmd.Start(); err != nil {
 		t.Fatal(err)
@@ -64,6 +73,9 @@ func startDev(t *testing.T, args ...string) *devProc {
 		resp.Body.Close()
 		return resp.StatusCode == 200
 	})
+	if m := devToken.FindStringSubmatch(d.log.String()); m != nil {
+		d.token = m[1]
+	}
 	demo := !slices.Contains(args, "--no-demo-workers")
 	waitUntil(t, 30*time.Second, "three healthy regions", func() bool {
 		var r struct {
@@ -75,7 +87,7 @@ func startDev(t *testing.T, args ...string) *devProc {
 				} `json:"pools"`
 			} `json:"regions"`
 		}
-		if getJSON(d.api+"/v1/regions", &r) != nil || len(r.Regions) != 3 {
+		if getJSONAuth(d.api+"/v1/regions", d.token, &r) != nil || len(r.Regions) != 3 {
 			return false
 		}
 		for _, g := range r.Regions {
@@ -414,6 +426,9 @@ func TestDevRestartOnState(t *testing.T) {
 // devAPI finds the first region's API in ax dev's banner.
 var devAPI = regexp.MustCompile(`us-east-1\s+API (http://127\.0\.0\.1:\d+)`)
 
+// devToken finds the admin token in the banner of an ax dev with auth on.
+var devToken = regexp.MustCompile(`(?m)^  export AX_TOKEN=([0-9a-f]+)$`)
+
 // devAPIs finds every region's API in ax dev's banner.
 var devAPIs = regexp.MustCompile(`(?m)^\s+(\S+)\s+API (http://127\.0\.0\.1:\d+)`)
 
@@ -435,8 +450,18 @@ func (l *lockedBuffer) String() string {
 	return l.b.String()
 }
 
-func getJSON(url string, v any) error {
-	resp, err := http.Get(url)
+func getJSON(url string, v any) error { return getJSONAuth(url, "", v) }
+
+// getJSONAuth is getJSON with a bearer token (none when empty).
+func getJSONAuth(url, token string, v any) error {
+	req, err := http.NewRequest(http.MethodGet, url, nil)
+	if err != nil {
+		return err
+	}
+	if token != "" {
+		req.Header.Set("Authorization", "Bearer "+token)
+	}
+	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
 		return err
 	}

@@ -2,6 +2,9 @@ package server
 
 import (
 	"context"
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -29,11 +32,17 @@ import (
 
 // DevOptions say how RunDev runs.
 type DevOptions struct {
-	Dir   string          // state directory (etcd data, Redis files)
-	Port  int             // API port of the first region, the others the next ones; 0: any free ports
-	Slots int             // slots of each demo worker, at most its pool's slots
-	Demo  bool            // a worker for every pool
-	Load  []config.Option // the configs' Load options (SIGHUP re-reads them)
+	Dir   string // state directory (etcd data, Redis files)
+	Port  int    // API port of the first region, the others the next ones; 0: any free ports
+	Slots int    // slots of each demo worker, at most its pool's slots
+	Demo  bool   // a worker for every pool
+	// AnyPortIfBusy: when Port's ports are taken, the APIs take free ones
+	// (Dev.PortsBusy says so) instead of failing.
+	AnyPortIfBusy bool
+	// Auth turns auth on in every region with an admin token made for this
+	// run (Dev.Token) and a cluster token of its own.
+	Auth bool
+	Load []config.Option // the configs' Load options (SIGHUP re-reads them)
 	// Started, when not nil, is called once everything runs.
 	Started func(Dev)
 }
@@ -43,12 +52,20 @@ type Dev struct {
 	Dir     string // absolute
 	Etcd    string // the embedded etcd's client URL
 	Regions []DevRegion
+	// PortsBusy names the API ports asked for that were taken ("8080-8082"),
+	// when the APIs took free ones instead; else empty.
+	PortsBusy string
+	// Token is the admin token of this run with DevOptions.Auth; else empty.
+	Token string
 }
 
 // DevRegion is one region of Dev.
 type DevRegion struct {
 	Name, API, Redis string
-	Pools            []string // sorted
+	// RedisBusy is the config's Redis address when another process held
+	// it and the region's Redis took a free port (Redis); else empty.
+	RedisBusy string
+	Pools     []string // sorted
 }
 
 // RunDev runs cfgs (DevConfigs) on this machine until ctx ends: an
@@ -67,7 +84,7 @@ func RunDev(ctx context.Context, cfgs []*config.Region, o DevOptions, log *slog.
 	defer lock.unlock()
 	// Bind every API port before etcd and Redis pick their free ports, so
 	// they cannot take one of ours. Port 0 lets the kernel choose each.
-	lns, err := listenDev(o.Port, len(cfgs))
+	lns, busy, err := listenDev(o.Port, len(cfgs), o.AnyPortIfBusy)
 	if err != nil {
 		return err
 	}
@@ -82,22 +99,41 @@ func RunDev(ctx context.Context, cfgs []*config.Region, o DevOptions, log *slog.
 	if err != nil {
 		return fmt.Errorf("embedded etcd: %w", err)
 	}
+	if ctx.Err() != nil {
+		etcd.Close()
+		return interrupted(log)
+	}
 	defer etcd.Close()
 	d := &devRun{opts: o, log: log, errc: make(chan error, 32)}
+	info := Dev{Dir: abs, Etcd: endpoint, PortsBusy: busy}
+	if o.Auth {
+		if d.auth, info.Token, err = devAuth(); err != nil {
+			return err
+		}
+	}
 	defer d.stopRedis()
 	runCtx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	go d.reloadOnHUP(runCtx)
-	info := Dev{Dir: abs, Etcd: endpoint}
 	for i, cfg := range cfgs {
+		asked := cfg.Redis.Addr
 		r, err := d.startRegion(ctx, runCtx, cfg, abs, endpoint, lns[i])
 		lns[i] = nil // the server owns it now
 		if err != nil {
+			if ctx.Err() != nil {
+				return interrupted(log)
+			}
 			return err
 		}
-		info.Regions = append(info.Regions, DevRegion{Name: cfg.Name, API: cfg.PublicAddr, Redis: r.addr, Pools: poolList(cfg)})
+		dr := DevRegion{Name: cfg.Name, API: cfg.PublicAddr, Redis: r.addr, Pools: poolList(cfg)}
+		if r.addr != asked {
+			dr.RedisBusy = asked
+		}
+		info.Regions = append(info.Regions, dr)
 	}
-	log.Warn("ax dev: auth is OFF for every region (configs/dev); never expose these ports")
+	if !o.Auth {
+		log.Warn("ax dev: auth is OFF for every region (configs/dev); never expose these ports")
+	}
 	if o.Started != nil {
 		o.Started(info)
 	}
@@ -118,6 +154,7 @@ type devRun struct {
 	errc chan error
 	wg   sync.WaitGroup
 	reds []*devRedis
+	auth *config.Auth // with DevOptions.Auth, every region's
 
 	mu      sync.Mutex // servers, read by the SIGHUP loop
 	servers []*Server
@@ -158,6 +195,9 @@ func (d *devRun) startRegion(ctx, runCtx context.Context, cfg *config.Region, di
 	cfg.Listen = ln.Addr().String()
 	cfg.PublicAddr = "http://" + cfg.Listen
 	cfg.Auth.Enabled = false
+	if d.auth != nil {
+		cfg.Auth.Enabled, cfg.Auth.ClusterToken, cfg.Auth.Tokens = true, d.auth.ClusterToken, d.auth.Tokens
+	}
 	cfg.Worker.Concurrency = d.opts.Slots
 	cfg.Worker.ShutdownGrace = 5 * time.Second
 	// One registry per region: its API exports its own region's series
@@ -219,9 +259,42 @@ func (r *devRedis) stop() {
 	}
 }
 
+// interrupted is RunDev's answer to a Ctrl-C before everything ran: a
+// clean stop, not a failure (what was started is stopped by the caller's
+// defers).
+func interrupted(log *slog.Logger) error {
+	log.Info("ax dev: interrupted during start-up; stopped")
+	return nil
+}
+
+// devAuth is the auth section of every region with DevOptions.Auth: an
+// admin token and a cluster token, each 32 random bytes in hex; token is
+// the admin's, in clear.
+func devAuth() (a *config.Auth, token string, err error) {
+	b := make([]byte, 64)
+	if _, err := rand.Read(b); err != nil {
+		return nil, "", err
+	}
+	token = hex.EncodeToString(b[:32])
+	sum := sha256.Sum256([]byte(token))
+	return &config.Auth{Enabled: true, ClusterToken: hex.EncodeToString(b[32:]),
+		Tokens: []config.Token{{Name: "ax-dev-admin", TokenSHA256: hex.EncodeToString(sum[:]), Role: "admin"}}}, token, nil
+}
+
 // listenDev binds n API listeners on 127.0.0.1: port, port+1, ... or, when
-// port is 0, n ports the kernel chooses.
-func listenDev(port, n int) ([]net.Listener, error) {
+// port is 0, n ports the kernel chooses. When one of those is taken and
+// anyIfBusy, it binds n free ports instead and busy names the ones asked
+// for ("8080-8082").
+func listenDev(port, n int, anyIfBusy bool) (lns []net.Listener, busy string, err error) {
+	lns, err = listenPorts(port, n)
+	if err != nil && anyIfBusy && port != 0 {
+		busy = fmt.Sprintf("%d-%d", port, port+n-1)
+		lns, err = listenPorts(0, n)
+	}
+	return lns, busy, err
+}
+
+func listenPorts(port, n int) ([]net.Listener, error) {
 	var lns []net.Listener
 	for i := 0; i < n; i++ {
 		addr := "127.0.0.1:0"
@@ -403,6 +476,8 @@ func reloadDev(servers []*Server, log *slog.Logger, opts ...config.Option) {
 	for _, s := range servers {
 		for _, c := range cfgs {
 			if c.Name == s.cfg.Name {
+				// What RunDev replaced in the files stays as it runs.
+				c.Redis, c.Etcd, c.Listen, c.PublicAddr, c.Auth, c.Worker = s.cfg.Redis, s.cfg.Etcd, s.cfg.Listen, s.cfg.PublicAddr, s.cfg.Auth, s.cfg.Worker
 				s.Reload(c)
 			}
 		}

@@ -20,6 +20,14 @@ func NewLogger(level slog.Level) *slog.Logger {
 	return l
 }
 
+// LogIsText says whether NewLogger writes text: AX_LOG_FORMAT=text, or
+// stderr is a terminal and AX_LOG_FORMAT does not ask for json.
+func LogIsText() bool { return logText(os.Getenv("AX_LOG_FORMAT"), os.Stderr) }
+
+// LogOnTerminal says whether the log goes to a terminal by default: stderr
+// is one and AX_LOG_FORMAT chooses no format.
+func LogOnTerminal() bool { return os.Getenv("AX_LOG_FORMAT") == "" && logText("", os.Stderr) }
+
 // useRedisLog sends the Redis client's messages (process-wide) to l.
 func useRedisLog(l *slog.Logger) { redis.SetLogger(redisLogger{l.With("component", "redis")}) }
 
