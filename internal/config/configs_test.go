@@ -32,7 +32,7 @@ func TestDevConfigs(t *testing.T) {
 	}
 	ondemand := map[string]string{"class": "ondemand", "cpu": "x86"}
 	spot := map[string]string{"class": "spot", "cpu": "x86"}
-	// Prices from ../shared/data/prices.csv, as the files' comments derive them.
+	// Prices from placement/testdata/prices.csv, as the files' comments derive them.
 	want := map[string]struct {
 		provider, listen, redis string
 		pools                   []poolPrice

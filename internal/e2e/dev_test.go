@@ -2,11 +2,13 @@ package e2e
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"fmt"
 	"net/http"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"regexp"
 	"slices"
 	"strings"
@@ -262,7 +264,43 @@ func TestDevSmoke(t *testing.T) {
 	}
 	d.checkMetrics(map[string]float64{"us-east-1": 34, "europe-west4": 33, "eastus": 33})
 	d.checkCost(map[string]int64{"us-east-1": 34, "europe-west4": 33, "eastus": 33})
+	d.checkHeadlessScreenshots(ids[0])
 	d.interrupt()
+}
+
+// checkHeadlessScreenshots takes the README's headless screenshot of the
+// dashboard's two live pages, the overview and a task's page, with
+// ?live=0: each settles within its virtual time budget and leaves a PNG
+// (with the event stream open the budget never ran out and Chromium
+// never returned).
+func (d *devProc) checkHeadlessScreenshots(id string) {
+	d.t.Helper()
+	bin := ""
+	for _, name := range []string{"chromium", "chromium-browser", "google-chrome"} {
+		if p, err := exec.LookPath(name); err == nil {
+			bin = p
+			break
+		}
+	}
+	if bin == "" {
+		d.t.Fatal("chromium is not installed (make deps installs it: apt-get install chromium)")
+	}
+	for _, page := range []string{"#/", "#/task/" + id} {
+		png := filepath.Join(d.t.TempDir(), "shot.png")
+		ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+		cmd := exec.CommandContext(ctx, bin, "--headless", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage",
+			"--user-data-dir="+d.t.TempDir(), "--window-size=1280,900", "--virtual-time-budget=3000",
+			"--screenshot="+png, d.api+"/?live=0"+page)
+		out, err := cmd.CombinedOutput()
+		cancel()
+		if ctx.Err() != nil {
+			d.t.Fatalf("headless screenshot of %s did not finish within 60 s (the page never settled):\n%s", page, tail(string(out), 2000))
+		}
+		b, rerr := os.ReadFile(png)
+		if err != nil || rerr != nil || !bytes.HasPrefix(b, []byte("\x89PNG")) || len(b) < 10000 {
+			d.t.Fatalf("headless screenshot of %s: %v, %v, %d bytes:\n%s", page, err, rerr, len(b), tail(string(out), 2000))
+		}
+	}
 }
 
 // checkHints checks the commands ax dev prints under "Try next": on

@@ -69,6 +69,11 @@ function who() {
 // send the token, so each (re)connect first trades it for a one-use ticket
 // of 30 s (POST /v1/stream/tickets): the token never goes into a URL. The
 // stream of the page left is closed on every route change.
+// ?live=0 in the page's address turns the streams off: an open stream is a
+// fetch that never ends, so a headless browser's virtual time budget
+// (chromium --headless --screenshot --virtual-time-budget=N) would never
+// run out and the page never settle.
+const liveOff = new URLSearchParams(location.search).get('live') === '0';
 let live = {gen: 0, es: null, retry: null};
 function stopLive() {
   live.gen++;
@@ -78,6 +83,7 @@ function stopLive() {
 }
 function startLive(query, handlers) {
   stopLive();
+  if (liveOff) return;
   const gen = live.gen;
   const open = async () => {
     if (gen !== live.gen) return;
