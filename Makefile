@@ -29,20 +29,20 @@ DATE    ?= $(shell date -u +%Y-%m-%dT%H:%M:%SZ)
 HELM    := helm.sh/helm/v3/cmd/helm@v3.22.0
 LDFLAGS ?= -X github.com/ax-sched/ax/internal/buildinfo.version=$(VERSION) -X github.com/ax-sched/ax/internal/buildinfo.commit=$(COMMIT) -X github.com/ax-sched/ax/internal/buildinfo.date=$(DATE)
 
-.PHONY: test check deps vet unit cluster race short fuzz build bench clean
+.PHONY: test check deps vet unit cluster race short fuzz build bench clean cluster-fuzz
 
 # Everything: the full unit and e2e suites (race-checked where it sees anything), the
 # Redis Cluster runs, fuzzing.
 test: deps vet build
-	@# The process-level suites (unit) mostly wait on processes and timers: the
-	@# Redis Cluster runs and the fuzzing go alongside them (one stage of about
-	@# 4.5 min instead of 7.5; make test took 11 min 58 s with fuzz after race).
-	$(MAKE) --no-print-directory -j3 unit cluster fuzz
-	$(MAKE) --no-print-directory race
+	@# Three streams at once (docs/benchmarks.md, "make test"): the process-level
+	@# suites (unit: e2e mostly waits on processes and timers), the -race run, and
+	@# the Redis Cluster runs then the fuzzing. unit uses the bin/ax just built.
+	$(MAKE) --no-print-directory -j3 unit race cluster-fuzz AX_TEST_BIN=$(CURDIR)/bin/ax
 
 # The fast loop (< 2 min on 2 cores with a warm build cache): slow multi-process tests
-# (testenv.Slow, e2e) skip under -short.
-check: deps vet build short
+# (testenv.Slow, e2e) skip under -short; vet and the build go alongside the tests.
+check: deps
+	$(MAKE) --no-print-directory -j3 vet build short
 
 # Installs what a fresh Debian machine with only Go lacks; fails if a tool is still missing.
 deps:
@@ -71,13 +71,20 @@ vet:
 build:
 	$(GO) build -ldflags "$(LDFLAGS)" -o bin/ax ./cmd/ax
 
+# -p 4: every package at once, so internal/e2e (the longest) starts first thing instead
+# of after cmd/ax. AX_TEST_BIN (make test: bin/ax) is the ax binary internal/e2e and
+# deploy run; empty, they build their own.
 unit:
-	$(GO) test -count=1 -timeout 20m $(PLAIN)
+	AX_TEST_BIN=$(AX_TEST_BIN) $(GO) test -count=1 -p 4 -timeout 20m $(PLAIN)
+
+cluster-fuzz:
+	@$(MAKE) --no-print-directory cluster
+	@$(MAKE) --no-print-directory fuzz
 
 # The queue and worker suites once more on a real 3-master Redis Cluster
 # (internal/testenv: redis-server --cluster-enabled, redis-cli --cluster create).
 cluster:
-	AX_TEST_REDIS=cluster $(GO) test -count=1 -timeout 5m ./queue/ ./worker/
+	AX_TEST_REDIS=cluster $(GO) test -count=1 -timeout 10m ./queue/ ./worker/
 
 race:
 	$(GO) test -count=1 -race -timeout 20m $(RACE)
@@ -88,12 +95,15 @@ short:
 	$(GO) test -count=1 -short -p 4 -timeout 10m ./...
 
 # Every Fuzz target of the module, found in its test files, $(FUZZTIME) each (their seed
-# corpora already ran as tests in `unit`/`race`).
+# corpora already ran as tests in `unit`/`race`). Each starts from its seeds and
+# testdata/fuzz in a fresh cache directory: the shared cache's corpus grows with every
+# run, and re-running it first took longer each time (134 inputs for FuzzSubmitDecode).
 fuzz:
-	@set -e; for d in $$($(GO) list -f '{{.Dir}}' ./...); do \
+	@set -e; cache=$$(mktemp -d); trap 'rm -rf $$cache' EXIT; \
+	for d in $$($(GO) list -f '{{.Dir}}' ./...); do \
 		for f in $$(sed -n 's/^func \(Fuzz[A-Za-z0-9_]*\)(.*/\1/p' $$d/*_test.go 2>/dev/null); do \
 			echo "fuzz $$f ($${d#$$(pwd)/})"; \
-			$(GO) test -run '^$$' -fuzz "^$$f\$$" -fuzztime $(FUZZTIME) $$d; \
+			$(GO) test -run '^$$' -fuzz "^$$f\$$" -fuzztime $(FUZZTIME) $$d -test.fuzzcachedir=$$cache; \
 		done; \
 	done
 

@@ -84,9 +84,13 @@ func loadRegion(t *testing.T, name string, data []byte, env map[string]string) *
 	return r
 }
 
-// axBinary builds cmd/ax into a temp dir and returns its path.
+// axBinary returns the path of an ax binary: make test's (AX_TEST_BIN,
+// built once for every suite), else cmd/ax built into a temp dir.
 func axBinary(t *testing.T) string {
 	t.Helper()
+	if bin := os.Getenv("AX_TEST_BIN"); bin != "" {
+		return bin
+	}
 	bin := filepath.Join(t.TempDir(), "ax")
 	run(t, repoRoot(t), nil, "go", "build", "-o", bin, "./cmd/ax")
 	return bin

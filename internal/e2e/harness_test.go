@@ -40,12 +40,16 @@ func TestMain(m *testing.M) {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
 	}
-	axBin = filepath.Join(dir, "ax")
-	build := exec.Command("go", "build", "-o", axBin, "github.com/ax-sched/ax/cmd/ax")
-	build.Stdout, build.Stderr = os.Stderr, os.Stderr
-	if err := build.Run(); err != nil {
-		fmt.Fprintln(os.Stderr, "build ax:", err)
-		os.Exit(1)
+	// make test builds bin/ax once and names it in AX_TEST_BIN; run alone,
+	// the suite builds its own.
+	if axBin = os.Getenv("AX_TEST_BIN"); axBin == "" {
+		axBin = filepath.Join(dir, "ax")
+		build := exec.Command("go", "build", "-o", axBin, "github.com/ax-sched/ax/cmd/ax")
+		build.Stdout, build.Stderr = os.Stderr, os.Stderr
+		if err := build.Run(); err != nil {
+			fmt.Fprintln(os.Stderr, "build ax:", err)
+			os.Exit(1)
+		}
 	}
 	code := m.Run()
 	os.RemoveAll(dir)
