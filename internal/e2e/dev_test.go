@@ -292,8 +292,9 @@ func (d *devProc) checkHeadlessScreenshots(id string) {
 			"--user-data-dir="+d.t.TempDir(), "--window-size=1280,900", "--virtual-time-budget=3000",
 			"--screenshot="+png, d.api+"/?live=0"+page)
 		out, err := cmd.CombinedOutput()
+		late := ctx.Err() != nil
 		cancel()
-		if ctx.Err() != nil {
+		if late {
 			d.t.Fatalf("headless screenshot of %s did not finish within 60 s (the page never settled):\n%s", page, tail(string(out), 2000))
 		}
 		b, rerr := os.ReadFile(png)
