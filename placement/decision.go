@@ -106,8 +106,15 @@ type Decision struct {
 	Wait       time.Duration
 	OverTarget bool
 
-	outcome outcome
+	outcome   outcome
+	noHandler bool
 }
+
+// NoHandler reports a decision that chose no pool because no pool passing the tag and region
+// filters may run the task's type: some were NO_HANDLER (their live workers serve other
+// types) and the others have no live worker. The task waits for one; its type may be
+// misspelt.
+func (d Decision) NoHandler() bool { return d.noHandler }
 
 // Unplaceable reports that no pool could ever take the task: every pool was rejected for
 // TAG_MISMATCH or REGION_EXCLUDED. An empty snapshot is not unplaceable (the view may not be

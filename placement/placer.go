@@ -516,6 +516,30 @@ type choice struct {
 	// targeted: some eligible pool had a wait target (set by Explain only).
 	targeted            bool
 	matching, saturated int
+	// served counts the matching pools that may run the type (filter.serves),
+	// denied those whose live workers serve other types (NO_HANDLER).
+	served, denied int
+}
+
+// serves says whether pool i may run the filter's type: its live workers
+// serve it, or its types are not known and it has live slots (or scales
+// from zero). A pool with no live worker serves no type.
+func (f *filter) serves(s *Snapshot, i int) bool {
+	if f.serving != nil && !f.serving.has(i) {
+		return false
+	}
+	p := s.pools[i].pool
+	return p.Slots > 0 || p.ScaleFromZero || (f.serving != nil && p.Types != nil)
+}
+
+// countServing counts matching pool i in served or denied.
+func (c *choice) countServing(f *filter, s *Snapshot, i int) {
+	switch {
+	case f.serves(s, i):
+		c.served++
+	case f.serving != nil && !f.serving.has(i):
+		c.denied++
+	}
 }
 
 func noChoice() choice { return choice{best: -1, fb: fallback{best: -1}} }
@@ -544,6 +568,7 @@ func (q *query) search(f *filter) choice {
 		for i := range s.pools {
 			if f.matches(s, i) {
 				w.matching++
+				w.countServing(f, s, i)
 				if q.v.avail.has(i) && (f.serving == nil || f.serving.has(i)) {
 					w.saturated++
 				}
@@ -579,6 +604,7 @@ func (q *query) explain(f *filter, exp *Explanation) choice {
 			r = rRegionExcluded
 		default:
 			c.matching++
+			c.countServing(f, s, i)
 			r = q.v.reason[i]
 			if r == rNone && f.serving != nil && !f.serving.has(i) {
 				r = rNoHandler
@@ -638,7 +664,7 @@ func (c *choice) decide(s *Snapshot, exp *Explanation) (Decision, int) {
 		best, cost, wait, over, rule = c.fb.best, c.fb.cost, c.fb.wait, true, RuleLeastWait
 	}
 	if best < 0 {
-		return Decision{Index: -1, outcome: classify(len(s.pools), c.matching, c.saturated)}, -1
+		return Decision{Index: -1, outcome: classify(len(s.pools), c.matching, c.saturated), noHandler: c.served == 0 && c.denied > 0}, -1
 	}
 	e := &s.pools[best]
 	if exp != nil {

@@ -604,3 +604,37 @@ func TestNoHandler(t *testing.T) {
 		t.Fatalf("placed in %s after the caller changed its slice", key(d))
 	}
 }
+
+// A decision that places nothing says NoHandler when no pool passing the filters may run the
+// type: each one's live workers serve other types, or it has no live worker at all. A pool that
+// serves it, or one with live slots that does not publish its types, is not NO_HANDLER.
+func TestDecisionNoHandler(t *testing.T) {
+	use1 := cpuPool(t, "aws", "us-east-1", "m6i.xlarge")
+	euw1 := cpuPool(t, "aws", "eu-west-1", "m6i.xlarge")
+	noWorkers := func(p *Pool) { p.Slots = 0 }
+	for _, c := range []struct {
+		name  string
+		pools []Pool
+		typ   string
+		want  bool
+	}{
+		{"every pool serves other types", []Pool{with(use1, serves("greet")), with(euw1, serves("report"))}, "gret", true},
+		{"the others have no worker", []Pool{with(use1, serves("greet")), with(euw1, noWorkers)}, "gret", true},
+		{"a pool with live slots and unknown types", []Pool{with(use1, serves("greet")), euw1}, "gret", false},
+		{"a pool serves it, without a free slot", []Pool{with(with(use1, serves("gret")), noWorkers)}, "gret", false},
+		{"no pool has a worker", []Pool{with(use1, noWorkers), with(euw1, noWorkers)}, "gret", false},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			s := mustSnapshot(t, c.pools...)
+			p := mustPlacer(t, DefaultConfig(), nil)
+			for _, d := range []Decision{p.Place(s, Task{Type: c.typ}, t0), p.Explain(s, Task{Type: c.typ}, t0).Decision} {
+				if d.OK && c.want {
+					t.Fatalf("placed in %s", key(d))
+				}
+				if d.NoHandler() != c.want {
+					t.Errorf("NoHandler() = %v, want %v (decision %+v)", d.NoHandler(), c.want, d)
+				}
+			}
+		})
+	}
+}

@@ -456,8 +456,8 @@ type Assignment struct {
 	// Region, when set, is another region: the task goes to the outbox to be
 	// handed to Pool there.
 	Region string
-	// Reason of a deferral (Pool ""): NO_CAPACITY (default) or
-	// DEFERRED_BACKPRESSURE.
+	// Reason of a deferral (Pool ""): NO_CAPACITY (default),
+	// NO_HANDLER or DEFERRED_BACKPRESSURE.
 	Reason string
 }
 

@@ -21,10 +21,13 @@ func (s State) Terminal() bool { return s == Success || s == Failed || s == Canc
 
 // Reason codes recorded with transitions.
 const (
-	ReasonSubmitted        = "SUBMITTED"
-	ReasonPlaced           = "PLACED"
-	ReasonDue              = "DUE"
-	ReasonNoCapacity       = "NO_CAPACITY"
+	ReasonSubmitted  = "SUBMITTED"
+	ReasonPlaced     = "PLACED"
+	ReasonDue        = "DUE"
+	ReasonNoCapacity = "NO_CAPACITY"
+	// ReasonNoHandler: no pool the task may run in has a live worker serving its type
+	// (none started yet, or the type is misspelt); it waits PENDING for one.
+	ReasonNoHandler        = "NO_HANDLER"
 	ReasonClaimed          = "CLAIMED"
 	ReasonCompleted        = "COMPLETED"
 	ReasonHandlerError     = "HANDLER_ERROR"
@@ -81,7 +84,7 @@ var transitions = map[State]map[State][]string{
 		Ready:   {ReasonPlaced},
 	},
 	Pending: {
-		Pending:   {ReasonNoCapacity, ReasonPriority, ReasonHandOffRefused, ReasonHandOffRevoked, ReasonDeferred},
+		Pending:   {ReasonNoCapacity, ReasonNoHandler, ReasonPriority, ReasonHandOffRefused, ReasonHandOffRevoked, ReasonDeferred},
 		HandedOff: {ReasonHandedOff},
 		Ready:     {ReasonDue, ReasonPlaced, ReasonCommitted},
 		Canceled:  {ReasonCanceledByUser, ReasonUpstreamFailed},

@@ -26,7 +26,14 @@ func newGetCmd() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			return env.show(t, func(w *tabwriter.Writer) { render.Task(w, t, env.loc) })
+			if err := env.show(t, func(w *tabwriter.Writer) { render.Task(w, t, env.loc) }); err != nil {
+				return err
+			}
+			if t.State == task.Pending && t.Reason == task.ReasonNoHandler {
+				fmt.Fprintf(env.stderr, "ax: no live worker serves type %q in the pools this task may run in: it waits for one "+
+					"(is the type misspelt? ax explain --type %s shows each pool's reason)\n", t.Type, t.Type)
+			}
+			return nil
 		}),
 	})
 }

@@ -230,6 +230,8 @@ func (p *Picker) PlaceDue(_ context.Context, tasks []*task.Task) []queue.Assignm
 		case d.OK:
 			out = append(out, queue.Assignment{ID: t.ID, Pool: d.Pool, Region: d.Region})
 			p.cfg.Flights.Add(t.ID, d.Region, d.Pool, vs.Updated[d.Region], now)
+		case d.NoHandler():
+			out = append(out, queue.Assignment{ID: t.ID, RetryAt: now.Add(p.cfg.NoCapacityRetry), Reason: task.ReasonNoHandler})
 		default:
 			out = append(out, queue.Assignment{ID: t.ID, RetryAt: now.Add(p.cfg.NoCapacityRetry)})
 		}

@@ -202,9 +202,17 @@ func TestDevWithoutDemoWorkersRunsYourHandler(t *testing.T) {
 	if where != "us-east-1/" {
 		t.Fatalf("noop placed on %s with no worker serving it", where)
 	}
-	time.Sleep(2 * time.Second)
+	// ax get says why it waits, and that the type may be misspelt.
+	var out, stderr string
+	waitUntil(t, 20*time.Second, "ax get to show the noop task PENDING (NO_HANDLER)", func() bool {
+		out, stderr, _ = runAx(t, d.api, "get", noop)
+		return strings.Contains(out, "NO_HANDLER")
+	})
+	if !strings.Contains(stderr, `no live worker serves type "noop"`) || !strings.Contains(stderr, "misspelt") {
+		t.Errorf("ax get of a task nobody serves: stderr %q", stderr)
+	}
 	var tk task.Task
-	if err := getJSON(d.api+"/v1/tasks/"+noop, &tk); err != nil || tk.State != task.Pending || tk.Attempts != 0 {
+	if err := getJSON(d.api+"/v1/tasks/"+noop, &tk); err != nil || tk.State != task.Pending || tk.Reason != task.ReasonNoHandler || tk.Attempts != 0 {
 		t.Fatalf("noop nobody serves: %+v %v", tk, err)
 	}
 	var dlq apiv1.TaskList
