@@ -60,7 +60,7 @@ const runParallel = 8
 // calls lost and returns.
 //
 // Once per term, alongside, it indexes the region's runs created before the
-// listing's index existed (store.Store.IndexOldDAGRuns; a no-op once done).
+// listing's index existed (dagstore.DAGs.IndexOldDAGRuns; a no-op once done).
 //
 // A run whose cancel was requested (Runs.Cancel) has no WAITING node
 // left: the cancel moved them all to CANCELED in the same script that

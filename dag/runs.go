@@ -43,7 +43,7 @@ type Config struct {
 	Defaults task.Defaults
 	// Backlog is a tenant's max_backlog in this region (0 or nil: none). A
 	// run of a tenant with one reserves room for all its nodes when it is
-	// created (store.Store.ReserveBacklog), or is refused.
+	// created (queue.Engine.ReserveBacklog), or is refused.
 	Backlog func(tenant string) int
 	// Regions are the federation's regions (config `regions:`; Region is
 	// one too): a node's task naming another in its regions is refused
@@ -318,7 +318,7 @@ func neverSubmitted(rec queue.DAGNode) bool {
 }
 
 // canceledWaiting reports whether a node was WAITING when its run was
-// cancelled (store.Store.CancelDAG records no region).
+// cancelled (dagstore.DAGs.CancelDAG records no region).
 func canceledWaiting(rec queue.DAGNode) bool {
 	return rec.State == task.NodeCanceled && rec.Reason == task.ReasonCanceledByUser && rec.Region == ""
 }
@@ -326,7 +326,7 @@ func canceledWaiting(rec queue.DAGNode) bool {
 // Cancel cancels a DAG run wherever it lives: at home, or through one
 // forward to the home region named in the id (as DAG reads do). At home it
 // records the request and moves every WAITING node to CANCELED
-// (CANCELED_BY_USER) in one script (store.Store.CancelDAG), then asks every
+// (CANCELED_BY_USER) in one script (dagstore.DAGs.CancelDAG), then asks every
 // released node's task to stop through the task cancel path (Tasks.CancelTask: PENDING
 // and READY end CANCELED at once, RUNNING gets a cancel request, a task
 // handed off is reached where it is). What did not get through now — a

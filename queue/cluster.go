@@ -4,10 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/redis/go-redis/v9"
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/redis/go-redis/v9"
 )
 
 // cluster is the store's client when it is a Redis Cluster client.
@@ -18,7 +19,7 @@ func (s *Engine) Cluster() *redis.ClusterClient {
 
 // oneNode reports whether every shard is on one server, so one command may
 // name the keys of several shards.
-func (s *Engine) oneNode() bool { return s.Cluster() == nil || s.Opts.Shards == 1 }
+func (s *Engine) OneNode() bool { return s.Cluster() == nil || s.Opts.Shards == 1 }
 
 // node is the client of the master serving shard: on a cluster that
 // master's own client, else the store's client.
@@ -55,13 +56,13 @@ func (s *Engine) Conn(ctx context.Context, shard int) (*redis.Conn, error) {
 // blockingConn is a conn with its CLIENT ID, so another goroutine can end
 // its blocking command early (CLIENT UNBLOCK ... TIMEOUT: the command then
 // answers as if its timeout had passed).
-type blockingConn struct {
+type BlockingConn struct {
 	node redis.Cmdable // where CLIENT UNBLOCK is sent
-	c    *redis.Conn
+	C    *redis.Conn
 	id   int64
 }
 
-func (s *Engine) blockingConn(ctx context.Context, shard int) (*blockingConn, error) {
+func (s *Engine) BlockingConn(ctx context.Context, shard int) (*BlockingConn, error) {
 	node, err := s.node(ctx, shard)
 	if err != nil {
 		return nil, err
@@ -75,32 +76,32 @@ func (s *Engine) blockingConn(ctx context.Context, shard int) (*blockingConn, er
 		_ = c.Close()
 		return nil, fmt.Errorf("queue: client id: %w", err)
 	}
-	return &blockingConn{node: node, c: c, id: id}, nil
+	return &BlockingConn{node: node, C: c, id: id}, nil
 }
 
 // unblock ends the conn's blocking command, if one is running.
-func (b *blockingConn) unblock(ctx context.Context) error {
+func (b *BlockingConn) Unblock(ctx context.Context) error {
 	return b.node.ClientUnblock(ctx, b.id).Err()
 }
 
-func (b *blockingConn) close() { _ = b.c.Close() }
+func (b *BlockingConn) Close() { _ = b.C.Close() }
 
 // blockEach runs fn on a blocking connection of its own to every shard's
 // master at once. Once one fn reports that it found something, the others
 // are unblocked; blockEach returns when every fn has returned, with the
 // first error (an fn that did not run for its connection failing is
 // reported too). fn must return promptly once its command was unblocked.
-func (s *Engine) blockEach(ctx context.Context, shards int, fn func(ctx context.Context, c *redis.Conn, shard int) (found bool, err error)) error {
-	conns := make([]*blockingConn, shards)
+func (s *Engine) BlockEach(ctx context.Context, shards int, fn func(ctx context.Context, c *redis.Conn, shard int) (found bool, err error)) error {
+	conns := make([]*BlockingConn, shards)
 	defer func() {
 		for _, c := range conns {
 			if c != nil {
-				c.close()
+				c.Close()
 			}
 		}
 	}()
 	for i := range conns {
-		c, err := s.blockingConn(ctx, i)
+		c, err := s.BlockingConn(ctx, i)
 		if err != nil {
 			return err
 		}
@@ -117,7 +118,7 @@ func (s *Engine) blockEach(ctx context.Context, shards int, fn func(ctx context.
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			ok, err := fn(ctx, c.c, i)
+			ok, err := fn(ctx, c.C, i)
 			if err != nil {
 				mu.Lock()
 				if first == nil {
@@ -143,7 +144,7 @@ func (s *Engine) blockEach(ctx context.Context, shards int, fn func(ctx context.
 	for {
 		uctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Second)
 		for _, c := range conns {
-			_ = c.unblock(uctx)
+			_ = c.Unblock(uctx)
 		}
 		cancel()
 		select {
@@ -158,7 +159,7 @@ func (s *Engine) blockEach(ctx context.Context, shards int, fn func(ctx context.
 
 // isMoved tells an answer that the slot is served elsewhere now (a
 // resharding or a failover the cluster client has not seen yet).
-func isMoved(err error) bool {
+func IsMoved(err error) bool {
 	if err == nil {
 		return false
 	}

@@ -17,7 +17,7 @@ const (
 	codeNotFound        = 2  // no such task
 	codeHandedOff       = 3  // it lives in another region; next: the region
 	codeHandOffInFlight = 4  // its hand-off is in flight; next: the target region
-	codeLeaseLost       = 5  // (complete, fail, return) the lease token is not the task's; next: the state
+	CodeLeaseLost       = 5  // (complete, fail, return) the lease token is not the task's; next: the state
 	codeDAGNotFound     = 6  // (dag_update, dag_cancel) no such run, or another tenant's (the whole answer)
 )
 
@@ -32,7 +32,7 @@ var resultCodes = []struct {
 	{"NOT_FOUND", codeNotFound},
 	{"HANDED_OFF", codeHandedOff},
 	{"HANDOFF_IN_FLIGHT", codeHandOffInFlight},
-	{"LEASE_LOST", codeLeaseLost},
+	{"LEASE_LOST", CodeLeaseLost},
 	{"DAG_NOT_FOUND", codeDAGNotFound},
 }
 
@@ -51,7 +51,7 @@ func luaCodes() string {
 	return b.String()
 }
 
-func fenced(out []any) bool { return len(out) == 1 && ToInt(out[0]) == codeFenced }
+func Fenced(out []any) bool { return len(out) == 1 && ToInt(out[0]) == codeFenced }
 
 // dagMissing reports a DAG script's answer for no such run.
-func dagMissing(out []any) bool { return len(out) == 1 && ToInt(out[0]) == codeDAGNotFound }
+func DagMissing(out []any) bool { return len(out) == 1 && ToInt(out[0]) == codeDAGNotFound }

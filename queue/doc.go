@@ -1,7 +1,11 @@
-// Package queue is the per-region task store: the only code that touches a
-// region's Redis.
+// Package queue is the engine of the per-region task store, the only code
+// (with its sub-packages) that touches a region's Redis: the client and its
+// shards, the key layout, the Lua scripts and their runner. Each stage of a
+// task's journey is a package over it (submit, claim, maint, handoffs,
+// read, dagstore; store assembles them), and package record is the codec
+// of the task hash.
 //
-// It owns the task record, the key layout and the Lua scripts that make
+// It owns the key layout and the Lua scripts that make
 // every transition of the state machine (package task: states, reasons and
 // the transition table) atomic in one round trip. It stores task.Task values
 // and takes task.Spec values; it knows nothing of etcd, placement or HTTP:
@@ -12,7 +16,7 @@
 // a shard share the hash tag {s}, so a script stays on one Redis Cluster
 // slot; DAG runs have their own tag, see dag.go):
 //
-//	ax:{s}:t:<id>        HASH  task record (short field names, see record.go)
+//	ax:{s}:t:<id>        HASH  task record (short field names, see package record)
 //	ax:{s}:l:<id>        LIST  abnormal transitions of the task (the trail)
 //	ax:{s}:delayed       ZSET  PENDING tasks by due time (ms), and one marker
 //	                           ~<pool>:<p> per pinned delayed set below
@@ -64,14 +68,14 @@
 //	ax:{s}:pkd           ZSET  limit keys with parked tasks → next look (ms)
 //	ax:{s}:pk:<key>      ZSET  READY tasks parked by a limit of key
 //	ax:{s}:bl            HASH  tenant ('' default) → its unfinished tasks in
-//	                           the shard: the backlog (lib.lua, Store.Backlog),
+//	                           the shard: the backlog (lib.lua, Submitter.Backlog),
 //	                           room reserved for DAG nodes included
 //	ax:{s}:blr           HASH  task id → tenant: ids holding backlog room
 //	                           reserved, a DAG run's nodes not created yet
-//	                           (backlog.lua, Store.ReserveBacklog)
+//	                           (backlog.lua, Engine.ReserveBacklog)
 //	ax:{s}:qb:<tenant>   STRING the tenant's submit bucket, "<micro-tasks>
 //	                           <ms>", in the shard its name hashes to; expires
-//	                           once full again (quota.lua, Store.TakeQuota)
+//	                           once full again (quota.lua, Submitter.TakeQuota)
 //	ax:fnlibs            ZSET  script library name → last load or use (ms),
 //	                           one per server whatever the prefix: old
 //	                           libraries are deleted by it (functions.go)
@@ -79,7 +83,7 @@
 // State implied by structure: a pinned delayed task's record keeps st P and
 // rs SUBMITTED after promotion; it is READY while it is in its ready set.
 // Every script and read resolves that (lib.lua is_lazy/lazy_state,
-// read.go resolveLazy); the claim writes the READY step into the record.
+// read.go ResolveLazy); the claim writes the READY step into the record.
 // This makes promotion of a million such tasks cost ~4 µs of Redis a task
 // instead of ~10 (docs/benchmarks.md).
 //

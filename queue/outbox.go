@@ -1,55 +1,12 @@
 package queue
 
 import (
-	"context"
 	"errors"
-	"fmt"
-	"github.com/ax-sched/ax/task"
-	"github.com/redis/go-redis/v9"
-	"strconv"
-	"strings"
 	"time"
 )
 
-// Outbox returns up to limit tasks waiting to be handed to another region
-// whose next attempt is due, per shard: at most MaxOutboxRead (a sender's
-// wave of batches; MaxBatch when limit ≤ 0). Each has HandOffTarget and
-// Pool set. Read-only.
-func (s *HandOffs) Outbox(ctx context.Context, limit int) ([]*task.Task, error) {
-	if limit <= 0 {
-		limit = MaxBatch
-	}
-	limit = min(limit, MaxOutboxRead)
-	now := strconv.FormatInt(s.Now().UnixMilli(), 10)
-	var out []*task.Task
-	for shard := range s.Keys {
-		ids, err := s.RDB.ZRangeByScore(ctx, s.Keys[shard].Prefix+"outbox",
-			&redis.ZRangeBy{Min: "-inf", Max: now, Count: int64(limit)}).Result()
-		if err != nil {
-			return nil, fmt.Errorf("queue: outbox: %w", err)
-		}
-		ts, err := s.GetMany(ctx, shard, ids)
-		if err != nil {
-			return nil, err
-		}
-		out = append(out, ts...)
-	}
-	return out, nil
-}
-
 // MaxOutboxRead is the most one Outbox call reads per shard.
 const MaxOutboxRead = 4 * MaxBatch
-
-// HandOffDone records the receiver's definite answer: accepted moves the
-// task to HANDED_OFF (its record forwards there); refused sends it back to
-// placement. A leader passes its fence (see HandOffDoneMany).
-func (s *HandOffs) HandOffDone(ctx context.Context, id string, accepted bool, f ...Fence) error {
-	errs, err := s.HandOffDoneMany(ctx, []HandOffAnswer{{ID: id, Accepted: accepted}}, f...)
-	if err != nil {
-		return err
-	}
-	return errs[0]
-}
 
 // HandOffAnswer is a receiver's definite answer about one task in the
 // outbox.
@@ -71,122 +28,8 @@ type HandOffAnswer struct {
 // duplicate and cancels it).
 var ErrSendCancel = errors.New("queue: a cancel was requested during the hand-off: send it again with the cancel")
 
-// HandOffDoneMany records many definite answers (HandOffDone for each) in
-// one script call per shard and at most MaxBatch answers. Per-answer errors
-// are in input order: nil when recorded, ErrBadID, or a *TransitionError
-// when the task is not in the outbox (nothing changed for it). The error is
-// for Redis failures, and ErrFenced when f, the caller's leadership, is
-// older than one a shard has seen (nothing is recorded there then); answers
-// of shards not written by then carry it too.
-func (s *HandOffs) HandOffDoneMany(ctx context.Context, answers []HandOffAnswer, f ...Fence) ([]error, error) {
-	errs := make([]error, len(answers))
-	byShard := make([][]int, s.Opts.Shards)
-	for i, a := range answers {
-		shard, err := s.ShardOf(a.ID)
-		if err != nil {
-			errs[i] = err
-			continue
-		}
-		byShard[shard] = append(byShard[shard], i)
-	}
-	var failed error
-	for shard, idx := range byShard {
-		for start := 0; start < len(idx); start += MaxBatch {
-			chunk := idx[start:min(start+MaxBatch, len(idx))]
-			if failed == nil {
-				failed = s.handOffDoneShard(ctx, shard, answers, chunk, errs, f)
-			}
-			if failed != nil {
-				for _, i := range chunk {
-					errs[i] = failed
-				}
-			}
-		}
-	}
-	return errs, failed
-}
-
-func (s *HandOffs) handOffDoneShard(ctx context.Context, shard int, answers []HandOffAnswer, idx []int, errs []error, f []Fence) error {
-	keys := s.KeysWith(shard, s.Keys[shard].Prefix+"outbox")
-	token := ""
-	if len(f) > 0 {
-		keys = append(keys, s.fenceKey(shard, f[0]))
-		token = strconv.FormatInt(f[0].Token, 10)
-	}
-	argv := make([]any, 0, 4+2*len(idx))
-	argv = append(argv, s.Clock(), s.Opts.RetainDead.Milliseconds(), s.Opts.RetainCanceled.Milliseconds(), token)
-	for _, i := range idx {
-		outcome := "refused"
-		switch {
-		case answers[i].Revoked:
-			outcome = "revoked"
-		case answers[i].Accepted && answers[i].Canceled:
-			outcome = "accepted-canceled"
-		case answers[i].Accepted:
-			outcome = "accepted"
-		}
-		argv = append(argv, answers[i].ID, outcome)
-	}
-	out, err := s.Run(ctx, s.RDB, Scripts.handoff, keys, argv...).Slice()
-	if err != nil {
-		return fmt.Errorf("queue: hand-off: %w", err)
-	}
-	if fenced(out) {
-		return ErrFenced
-	}
-	if len(out) != len(idx) {
-		return fmt.Errorf("queue: hand-off: %d results for %d answers", len(out), len(idx))
-	}
-	for k, i := range idx {
-		switch r := ToStr(out[k]); r {
-		case "0":
-		case "2":
-			errs[i] = ErrSendCancel
-		default:
-			errs[i] = &task.TransitionError{ID: answers[i].ID, State: StateOf(strings.TrimPrefix(r, "1")), Op: "complete the hand-off of"}
-		}
-	}
-	return nil
-}
-
-// HandOffRetry schedules the next attempt of an unanswered hand-off — the
-// same target, the same id — at the given time.
-func (s *HandOffs) HandOffRetry(ctx context.Context, id string, at time.Time) error {
-	return s.HandOffRetryMany(ctx, []OutboxRetry{{ID: id, At: at}})
-}
-
 // OutboxRetry is the next attempt of one unanswered hand-off.
 type OutboxRetry struct {
 	ID string
 	At time.Time
-}
-
-// HandOffRetryMany schedules the next attempts of many unanswered
-// hand-offs (HandOffRetry for each) in one round trip: one ZADD XX per
-// shard. Tasks no longer in the outbox are left alone. It takes no fence: it
-// changes only when a task in the outbox is sent next, never what becomes
-// of it, so a deposed leader's retry at worst delays the next leader's
-// attempt by one backoff.
-func (s *HandOffs) HandOffRetryMany(ctx context.Context, retries []OutboxRetry) error {
-	byShard := make([][]redis.Z, s.Opts.Shards)
-	for _, r := range retries {
-		shard, err := s.ShardOf(r.ID)
-		if err != nil {
-			return err
-		}
-		byShard[shard] = append(byShard[shard], redis.Z{Score: float64(r.At.UnixMilli()), Member: r.ID})
-	}
-	pipe := s.RDB.Pipeline()
-	for shard, zs := range byShard {
-		for start := 0; start < len(zs); start += MaxBatch {
-			pipe.ZAddXX(ctx, s.Keys[shard].Prefix+"outbox", zs[start:min(start+MaxBatch, len(zs))]...)
-		}
-	}
-	if pipe.Len() == 0 {
-		return nil
-	}
-	if _, err := pipe.Exec(ctx); err != nil {
-		return fmt.Errorf("queue: hand-off retry: %w", err)
-	}
-	return nil
 }

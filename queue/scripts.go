@@ -5,9 +5,10 @@ import (
 	"embed"
 	"encoding/hex"
 	"fmt"
-	"github.com/redis/go-redis/v9"
 	"regexp"
 	"strings"
+
+	"github.com/redis/go-redis/v9"
 )
 
 //go:embed scripts/*.lua
@@ -20,40 +21,40 @@ var ScriptFS embed.FS
 // wrapped body behind the part of lib.lua it uses (its prelude) runs with
 // EVALSHA.
 var Scripts = struct {
-	Submit, promote, place, Claim, heartbeat, Complete, fail, ret,
-	reap, cancel, replay, priority, sweep, workers, handoff, drain, preempt, rtTrim, prices, rewake, fence, Cold, limits, limRead, Quota, held, fairShare, slowLane, replace, backlog, progress *Script
+	Submit, Promote, Place, Claim, Heartbeat, Complete, Fail, Ret,
+	Reap, Cancel, Replay, Priority, Sweep, Workers, Handoff, Drain, Preempt, RtTrim, Prices, Rewake, Fence, Cold, Limits, LimRead, Quota, Held, FairShare, SlowLane, Replace, backlog, Progress *Script
 }{
 	Submit:    Load("submit"),
-	promote:   Load("promote"),
-	place:     Load("place"),
+	Promote:   Load("promote"),
+	Place:     Load("place"),
 	Claim:     Load("claim"),
-	heartbeat: Load("heartbeat"),
+	Heartbeat: Load("heartbeat"),
 	Complete:  Load("complete"),
-	fail:      Load("fail"),
-	ret:       Load("return"),
-	reap:      Load("reap"),
-	cancel:    Load("cancel"),
-	replay:    Load("replay"),
-	priority:  Load("priority"),
-	sweep:     Load("sweep"),
-	workers:   Load("workers"),
-	handoff:   Load("handoff"),
-	held:      Load("held"),
-	drain:     Load("drain"),
-	preempt:   Load("preempt"),
-	rtTrim:    Load("rt_trim"),
-	prices:    Load("prices"),
-	rewake:    Load("rewake"),
-	fence:     Load("fence"),
+	Fail:      Load("fail"),
+	Ret:       Load("return"),
+	Reap:      Load("reap"),
+	Cancel:    Load("cancel"),
+	Replay:    Load("replay"),
+	Priority:  Load("priority"),
+	Sweep:     Load("sweep"),
+	Workers:   Load("workers"),
+	Handoff:   Load("handoff"),
+	Held:      Load("held"),
+	Drain:     Load("drain"),
+	Preempt:   Load("preempt"),
+	RtTrim:    Load("rt_trim"),
+	Prices:    Load("prices"),
+	Rewake:    Load("rewake"),
+	Fence:     Load("fence"),
 	Cold:      Load("cold"),
-	limits:    Load("limits"),
-	limRead:   Load("limdemand"),
+	Limits:    Load("limits"),
+	LimRead:   Load("limdemand"),
 	Quota:     Load("quota"),
-	fairShare: Load("fairshare"),
-	slowLane:  Load("slowlane"),
-	replace:   Load("replace"),
+	FairShare: Load("fairshare"),
+	SlowLane:  Load("slowlane"),
+	Replace:   Load("replace"),
 	backlog:   Load("backlog"),
-	progress:  Load("progress"),
+	Progress:  Load("progress"),
 }
 
 // script is one transition: its function in the library and its EVALSHA

@@ -4,16 +4,14 @@ import (
 	"cmp"
 	"context"
 	"fmt"
-	"github.com/ax-sched/ax/task"
-	"github.com/redis/go-redis/v9"
 	"hash/fnv"
-	"math/rand/v2"
-	"sort"
 	"strconv"
-	"strings"
-	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/ax-sched/ax/queue/record"
+	"github.com/ax-sched/ax/task"
+	"github.com/redis/go-redis/v9"
 )
 
 // MaxBatch bounds every batched script: Lua's unpack breaks near 8 000
@@ -109,21 +107,13 @@ type Engine struct {
 	Keys []shardKeys
 	Rr   atomic.Uint32
 	Fns  functions // FCALL or EVALSHA (functions.go)
-	// owed: with several shards, per pool the shard where a completion of
-	// this store left a tenant with work waiting below its floor, and by
-	// how many slots: the pool's next claims of that many start there
-	// (ClaimTasks).
-	owedMu sync.Mutex
-	owed   map[string]owedFloor
 }
-
-type owedFloor struct{ shard, slots int }
 
 type shardKeys struct {
 	Prefix string
 	Base   []string // KEYS[1..8] of every script
 	Rt     string   // run times (runtime.go)
-	px     string   // live prices (prices.go)
+	Px     string   // live prices (prices.go)
 }
 
 // newEngine returns the engine over rdb, opts' zero values defaulted.
@@ -139,7 +129,7 @@ func NewEngine(rdb redis.UniversalClient, opts Options) (*Engine, error) {
 		p := fmt.Sprintf("%s:{%s:%d}:", opts.Prefix, opts.Region, i)
 		s.Keys = append(s.Keys, shardKeys{Prefix: p, Base: []string{
 			p, p + "delayed", p + "due", p + "running", p + "dead", p + "cnt", p + "events", p + "seq",
-		}, Rt: p + "rt", px: p + "px"})
+		}, Rt: p + "rt", Px: p + "px"})
 	}
 	return s, nil
 }
@@ -177,7 +167,7 @@ func (s *Engine) KeysWith(shard int, extra ...string) []string {
 	return append(k, extra...)
 }
 
-func (s *Engine) fenceKey(shard int, f Fence) string {
+func (s *Engine) FenceKey(shard int, f Fence) string {
 	return s.Keys[shard].Prefix + "fence:" + f.Name
 }
 
@@ -278,7 +268,7 @@ func HistoryFields(h *History, region string) []any {
 		f = append(f, "pc", strconv.Itoa(h.PreemptCount))
 	}
 	if h.LastError != "" {
-		f = append(f, "er", clean(h.LastError, task.MaxErrorLen))
+		f = append(f, "er", record.Clean(h.LastError, task.MaxErrorLen))
 	}
 	for _, t := range CapTrail(h.Trail) {
 		r := t.Region
@@ -293,9 +283,9 @@ func HistoryFields(h *History, region string) []any {
 // trailLine writes a step in the trail list's format (lib.lua trail), with
 // the region of a carried step as an eighth column.
 func trailLine(t task.Transition, region string) string {
-	return strconv.FormatInt(t.At.UnixMilli(), 10) + "\t" + stateCodeOf(t.From) + "\t" + stateCodeOf(t.To) + "\t" +
-		clean(t.Reason, 64) + "\t" + clean(t.By, 128) + "\t" + strconv.Itoa(t.Attempt) + "\t" +
-		clean(t.Error, task.MaxErrorLen) + "\t" + clean(region, 63)
+	return strconv.FormatInt(t.At.UnixMilli(), 10) + "\t" + record.StateCodeOf(t.From) + "\t" + record.StateCodeOf(t.To) + "\t" +
+		record.Clean(t.Reason, 64) + "\t" + record.Clean(t.By, 128) + "\t" + strconv.Itoa(t.Attempt) + "\t" +
+		record.Clean(t.Error, task.MaxErrorLen) + "\t" + record.Clean(region, 63)
 }
 
 // SubmitResult is the outcome of one NewTask.
@@ -335,117 +325,17 @@ type PromoteOptions struct {
 	Spread   time.Duration
 }
 
-// Promote moves due delayed tasks on, at most limit per shard and call
-// (≤ MaxBatch), in scripts of at most promoteChunk tasks. Pinned tasks
-// become READY; the others wait in the due set for placement (DueTasks,
-// Place).
-func (s *Maintainer) Promote(ctx context.Context, f Fence, limit int, opt ...PromoteOptions) (PromoteResult, error) {
-	limit = clampBatch(limit)
-	o := PromoteOptions{Readmit: -1}
-	if len(opt) > 0 {
-		o = opt[0]
-	}
-	hot := ""
-	if len(o.HotPools) > 0 {
-		hot = "," + strings.Join(o.HotPools, ",") + ","
-	}
-	var res PromoteResult
-	for shard := range s.Keys {
-		var next *time.Time
-		readmitted := 0
-		for done := 0; done < limit; {
-			n := min(promoteChunk, limit-done)
-			budget := o.Readmit
-			if budget >= 0 {
-				budget = max(0, budget-readmitted)
-			}
-			out, err := s.Run(ctx, s.RDB, Scripts.promote, s.KeysWith(shard, s.fenceKey(shard, f)),
-				s.Clock(), f.Token, n, budget, hot, o.Spread.Milliseconds()).Slice()
-			if err != nil {
-				return res, fmt.Errorf("queue: promote: %w", err)
-			}
-			if fenced(out) {
-				return res, ErrFenced
-			}
-			moved := ToInt(out[0])
-			res.Moved += moved
-			res.Ready += ToInt(out[1])
-			if len(out) > 4 {
-				res.Deferred += ToInt(out[3])
-				readmitted += ToInt(out[4])
-			}
-			next = msTime(ToStr(out[2]))
-			done += moved
-			if len(out) > 5 && ToInt(out[5]) == 0 || len(out) <= 5 && moved < n {
-				break // nothing more is due now
-			}
-			if moved == 0 {
-				done++ // the limit was reached by markers alone: still bounded
-			}
-		}
-		res.Readmit += readmitted
-		if next != nil && (res.NextDue.IsZero() || next.Before(res.NextDue)) {
-			res.NextDue = *next
-		}
-	}
-	return res, nil
-}
-
 // promoteChunk bounds one promote script. On a Redis holding a million
 // tasks a promotion costs about 10 µs a task, so 1 000 in one script would
 // block every other client for 10 ms; 500 keep each script near 5 ms. A
 // Promote call of up to MaxBatch runs as two scripts then.
-const promoteChunk = 500
-
-// DueTasks returns up to limit PENDING tasks that are due and wait for
-// placement, oldest first. Read-only. Only what placement reads is filled
-// in (id, state, type, tags, regions, priority, critical, tenant, trace):
-// leaving the payload and the rest in Redis halves the cost of the read.
-func (s *Maintainer) DueTasks(ctx context.Context, limit int) ([]*task.Task, error) {
-	limit = clampBatch(limit)
-	var out []*task.Task
-	for shard := range s.Keys {
-		ids, err := s.RDB.ZRange(ctx, s.Keys[shard].Base[2], 0, int64(limit-1)).Result()
-		if err != nil {
-			return nil, fmt.Errorf("queue: due tasks: %w", err)
-		}
-		if len(ids) == 0 {
-			continue
-		}
-		p := s.Keys[shard].Prefix
-		pipe := s.RDB.Pipeline()
-		cmds := make([]*redis.SliceCmd, len(ids))
-		for i, id := range ids {
-			cmds[i] = pipe.HMGet(ctx, p+"t:"+id, placementFields...)
-		}
-		if _, err := pipe.Exec(ctx); err != nil {
-			return nil, fmt.Errorf("queue: due tasks: %w", err)
-		}
-		for i, c := range cmds {
-			vals := c.Val()
-			if len(vals) == 0 || vals[0] == nil {
-				continue // gone meanwhile
-			}
-			var r taskReader
-			r.t = &task.Task{ID: ids[i]}
-			for j, v := range vals {
-				if v, ok := v.(string); ok {
-					r.set(placementFields[j], v)
-				}
-			}
-			t := r.finish(s.Opts.Defaults)
-			t.HeldBy = s.Opts.Region
-			out = append(out, t)
-		}
-	}
-	return out, nil
-}
+const PromoteChunk = 500
 
 // placementFields are the record fields DueTasks reads; st first. Every
 // field placement reads is here: the price cap (mp: a task's own, or its
 // tenant's budget cap) and the wait target (mw) apply to delayed tasks, DAG
 // nodes, schedule slots and re-placed tasks as they do at submit.
-var placementFields = []string{"st", "ty", "tg", "rg", "pr", "cr", "tn", "tr", "rs", "du", "mp", "mw"}
+var PlacementFields = []string{"st", "ty", "tg", "rg", "pr", "cr", "tn", "tr", "rs", "du", "mp", "mw"}
 
 // Assignment is a placement decision for a due task: a local pool, or no
 // capacity now (Pool "") with the time to try again.
@@ -464,43 +354,6 @@ type Assignment struct {
 // PlaceResult counts what Place did.
 type PlaceResult struct{ Placed, Deferred, Skipped int }
 
-// Place applies placement decisions to due tasks (leader only), in scripts
-// of at most promoteChunk tasks (a placement costs about what a classic
-// promotion does, so the same bound keeps each script near 5 ms).
-func (s *Maintainer) Place(ctx context.Context, f Fence, as []Assignment) (PlaceResult, error) {
-	var res PlaceResult
-	byShard := make([][]any, s.Opts.Shards)
-	for _, a := range as {
-		shard, err := s.ShardOf(a.ID)
-		if err != nil {
-			res.Skipped++
-			continue
-		}
-		retry := ""
-		if a.Pool == "" {
-			retry = strconv.FormatInt(a.RetryAt.UnixMilli(), 10)
-		}
-		byShard[shard] = append(byShard[shard], a.ID, a.Pool, retry, a.Region, a.Reason)
-	}
-	for shard, items := range byShard {
-		for start := 0; start < len(items); start += 5 * promoteChunk {
-			chunk := items[start:min(start+5*promoteChunk, len(items))]
-			argv := append([]any{s.Clock(), f.Token, len(chunk) / 5}, chunk...)
-			out, err := s.Run(ctx, s.RDB, Scripts.place, s.KeysWith(shard, s.fenceKey(shard, f), s.Keys[shard].Prefix+"outbox"), argv...).Slice()
-			if err != nil {
-				return res, fmt.Errorf("queue: place: %w", err)
-			}
-			if fenced(out) {
-				return res, ErrFenced
-			}
-			res.Placed += ToInt(out[0])
-			res.Deferred += ToInt(out[1])
-			res.Skipped += ToInt(out[2])
-		}
-	}
-	return res, nil
-}
-
 // ClaimRequest asks for up to N READY tasks of a pool.
 type ClaimRequest struct {
 	Pool   string
@@ -513,13 +366,6 @@ type ClaimRequest struct {
 	// Types the claimer serves: only tasks of these types are taken (the
 	// zero value: every type). Tasks of other types keep their place.
 	Types Types
-}
-
-// Claim takes up to N READY tasks of a pool (READY→RUNNING), each with a
-// lease token in Task.LeaseToken.
-func (s *Claimer) Claim(ctx context.Context, req ClaimRequest) ([]*task.Task, error) {
-	c, err := s.ClaimTasks(ctx, req)
-	return c.Tasks, err
 }
 
 // Claimed is a claim's answer.
@@ -535,85 +381,6 @@ type Claimed struct {
 	// a floor's freed slot goes to another tenant (docs/fairness.md, "Ties
 	// and stale counts").
 	Counts bool
-}
-
-// ClaimTasks is Claim that also says when parked tasks may be released and
-// whether what runs counts (Claimed.Counts).
-func (s *Claimer) ClaimTasks(ctx context.Context, req ClaimRequest) (Claimed, error) {
-	var c Claimed
-	n := clampBatch(req.N)
-	served := req.Types.code
-	if req.Types.All() {
-		served = "*"
-	} else if served == "," {
-		return c, nil // serves no type
-	}
-	price := ""
-	if req.Price > 0 {
-		price = strconv.FormatFloat(req.Price, 'f', -1, 64)
-	}
-	var out []*task.Task
-	start := int(s.Rr.Add(1))
-	if s.Opts.Shards > 1 {
-		if k, ok := s.takeOwed(req.Pool, n); ok {
-			start = k
-		}
-	}
-	for i := 0; i < s.Opts.Shards && len(out) < n; i++ {
-		shard := (start + i) % s.Opts.Shards
-		res, err := s.Run(ctx, s.RDB, Scripts.Claim, s.KeysWith(shard, s.Keys[shard].px), s.Clock(), req.Pool, req.Worker,
-			n-len(out), s.Opts.Lease.Milliseconds(), s.Opts.AgingStep.Milliseconds(), price,
-			s.Opts.Defaults.Timeout.Milliseconds(), served, ClaimSkip).Slice()
-		if err != nil {
-			c.Tasks = out
-			return c, fmt.Errorf("queue: claim: %w", err)
-		}
-		if len(res) < 4 {
-			continue
-		}
-		if len(res)%2 == 1 {
-			c.Counts = true
-		}
-		now := msTime(ToStr(res[0]))
-		first, _ := strconv.ParseInt(ToStr(res[1]), 10, 64)
-		paid, _ := strconv.ParseFloat(ToStr(res[2]), 64)
-		if p := ToStr(res[3]); p != "" {
-			d := time.Duration(ToInt(p)) * time.Millisecond
-			if c.Parked == 0 || d < c.Parked {
-				c.Parked = max(d, time.Millisecond)
-			}
-		}
-		for j := 4; j+1 < len(res); j += 2 {
-			pairs, _ := res[j+1].([]any)
-			t := decodePairs(ToStr(res[j]), pairs, s.Opts.Defaults)
-			if mayBeLazy(t) {
-				markLazyReady(t) // the claim wrote rs, rt, eq as well
-			}
-			// What the claim set in Redis, applied to the copy read before it.
-			t.State, t.Reason, t.Worker = task.Running, task.ReasonClaimed, req.Worker
-			t.LeaseToken = strconv.FormatInt(first+int64((j-4)/2), 10)
-			if now != nil {
-				sa := *now
-				t.StartedAt = &sa
-			}
-			t.Attempts++
-			t.PricePerHour = paid
-			t.HeldBy = s.Opts.Region
-			out = append(out, t)
-		}
-	}
-	c.Tasks = out
-	return c, nil
-}
-
-// WaitForWork blocks until a wake-up marker for pool appears or timeout
-// passes. It returns true when woken. A claimer that waits again and again
-// keeps a Waker instead (on a Redis Cluster this call sets one up and tears
-// it down each time).
-func (s *Claimer) WaitForWork(ctx context.Context, pool string, timeout time.Duration) (bool, error) {
-	w := s.NewWaker(pool)
-	defer w.Close()
-	return w.Wait(ctx, timeout)
 }
 
 // Lease identifies a held task.
@@ -635,44 +402,6 @@ type Stop struct {
 	Why StopReason
 }
 
-// Heartbeat extends every lease a worker holds and records the worker (with
-// its slots and the task types it serves; the zero Types: not said) as
-// alive in its pool, one call per shard. It returns the tasks to stop.
-func (s *Claimer) Heartbeat(ctx context.Context, worker, pool string, slots int, types Types, held []Lease) ([]Stop, error) {
-	byShard := make([][]any, s.Opts.Shards)
-	var stops []Stop
-	for _, l := range held {
-		shard, err := s.ShardOf(l.ID)
-		if err != nil {
-			stops = append(stops, Stop{Lease: l, Why: StopLost})
-			continue
-		}
-		byShard[shard] = append(byShard[shard], l.ID, l.Token)
-	}
-	for shard, items := range byShard {
-		if shard != 0 && len(items) == 0 {
-			continue // liveness lives in shard 0
-		}
-		p := s.Keys[shard].Prefix
-		// The types live where the leader reads liveness: shard 0.
-		typ := "-"
-		if shard == 0 {
-			typ = types.code
-		}
-		argv := append([]any{s.Clock(), worker, s.Opts.Lease.Milliseconds(), slots, len(items) / 2,
-			s.Opts.Defaults.Timeout.Milliseconds(), typ}, items...)
-		out, err := s.Run(ctx, s.RDB, Scripts.heartbeat, s.KeysWith(shard, p+"workers:"+pool, p+"slots:"+pool,
-			p+"types:"+pool), argv...).Slice()
-		if err != nil {
-			return nil, fmt.Errorf("queue: heartbeat: %w", err)
-		}
-		for i := 0; i+2 < len(out); i += 3 {
-			stops = append(stops, Stop{Lease: Lease{ID: ToStr(out[i]), Token: ToStr(out[i+1])}, Why: StopReason(ToStr(out[i+2]))})
-		}
-	}
-	return stops, nil
-}
-
 // Completion is a successful attempt to record.
 type Completion struct {
 	ID, Token, Result string
@@ -680,79 +409,6 @@ type Completion struct {
 	// task.MaxResultLen); a caller that refuses larger results instead of
 	// cutting them checks them before.
 	MaxResult int
-}
-
-// Complete records successes (RUNNING→SUCCESS) in batches. The returned
-// slice holds nil or ErrLeaseLost per completion.
-func (s *Claimer) Complete(ctx context.Context, cs ...Completion) ([]error, error) {
-	errs := make([]error, len(cs))
-	byShard := make([][]int, s.Opts.Shards)
-	for i, c := range cs {
-		shard, err := s.ShardOf(c.ID)
-		if err != nil {
-			errs[i] = err
-			continue
-		}
-		byShard[shard] = append(byShard[shard], i)
-	}
-	for shard, idx := range byShard {
-		for start := 0; start < len(idx); start += MaxBatch {
-			part := idx[start:min(start+MaxBatch, len(idx))]
-			argv := make([]any, 0, 5+3*len(part))
-			argv = append(argv, s.Clock(), len(part), s.Opts.RunTimePairs, s.Alpha(), s.Opts.RetainSuccess.Milliseconds())
-			for _, i := range part {
-				argv = append(argv, cs[i].ID, cs[i].Token, bound(cs[i].Result, cmp.Or(cs[i].MaxResult, task.MaxResultLen)))
-			}
-			out, err := s.Run(ctx, s.RDB, Scripts.Complete, s.KeysWith(shard, s.Keys[shard].Rt), argv...).Slice()
-			if err != nil {
-				return nil, fmt.Errorf("queue: complete: %w", err)
-			}
-			for k, i := range part {
-				if ToInt(out[k]) != CodeOK {
-					errs[i] = ErrLeaseLost
-				}
-			}
-			if len(out) > len(part)+1 && s.Opts.Shards > 1 {
-				s.owe(ToStr(out[len(part)]), shard, ToInt(out[len(part)+1]))
-			}
-		}
-	}
-	return errs, nil
-}
-
-// owe records that pool's shard owes a floor slots: a tenant with work
-// waiting there is below its floor by that many after a completion. The
-// store's next claims of the pool, for that many slots, start on that
-// shard, so the slots the completions freed go to the floor
-// (docs/fairness.md, "Shards"), not to whatever shard the claims' turn is
-// at; slots freed one at a time are claimed one at a time.
-func (s *Claimer) owe(pool string, shard, slots int) {
-	if slots <= 0 {
-		return
-	}
-	s.owedMu.Lock()
-	if s.owed == nil {
-		s.owed = map[string]owedFloor{}
-	}
-	s.owed[pool] = owedFloor{shard, slots}
-	s.owedMu.Unlock()
-}
-
-// takeOwed returns the shard where pool owes a floor, counting a claim of
-// n slots against what it owes.
-func (s *Claimer) takeOwed(pool string, n int) (int, bool) {
-	s.owedMu.Lock()
-	defer s.owedMu.Unlock()
-	o, ok := s.owed[pool]
-	if !ok {
-		return 0, false
-	}
-	if o.slots -= n; o.slots > 0 {
-		s.owed[pool] = o
-	} else {
-		delete(s.owed, pool)
-	}
-	return o.shard, true
 }
 
 // Failure is a failed attempt to record.
@@ -763,95 +419,6 @@ type Failure struct {
 	Reason    string // trail reason of the step; default HANDLER_ERROR
 }
 
-// Fail records a failed attempt: retry with backoff and jitter while retries
-// are left and the error is retryable, else FAILED into the dead set. It
-// returns the new state and, for PENDING, when the retry is due.
-func (s *Claimer) Fail(ctx context.Context, f Failure) (task.State, time.Time, error) {
-	shard, err := s.ShardOf(f.ID)
-	if err != nil {
-		return "", time.Time{}, err
-	}
-	reason := f.Reason
-	if reason == "" {
-		reason = task.ReasonHandlerError
-	}
-	retry := "0"
-	if f.Retryable {
-		retry = "1"
-	}
-	out, err := s.Run(ctx, s.RDB, Scripts.fail, s.KeysWith(shard, s.Keys[shard].Rt), s.Clock(), f.ID, f.Token,
-		clean(f.Error, task.MaxErrorLen), retry, rand.IntN(1000), s.Opts.RetainDead.Milliseconds(),
-		s.Opts.RetainCanceled.Milliseconds(), reason, s.Opts.Defaults.MaxRetries,
-		s.Opts.Defaults.RetryBase.Milliseconds(), s.Opts.Defaults.RetryCap.Milliseconds(),
-		s.Opts.RunTimePairs, s.Alpha()).Slice()
-	if err != nil {
-		return "", time.Time{}, fmt.Errorf("queue: fail: %w", err)
-	}
-	if err := leaseResult(f.ID, out); err != nil {
-		return "", time.Time{}, err
-	}
-	var due time.Time
-	if t := msTime(ToStr(out[2])); t != nil && ToStr(out[2]) != "0" {
-		due = *t
-	}
-	return StateOf(ToStr(out[1])), due, nil
-}
-
-// Return gives a RUNNING task back without spending a retry (graceful
-// shutdown, preemption): READY at once with its original enqueue time, or
-// after delay.
-func (s *Claimer) Return(ctx context.Context, id, token, reason string, delay time.Duration) (task.State, error) {
-	shard, err := s.ShardOf(id)
-	if err != nil {
-		return "", err
-	}
-	out, err := s.Run(ctx, s.RDB, Scripts.ret, s.KeysWith(shard), s.Clock(), id, token, reason,
-		delay.Milliseconds(), s.Opts.RetainCanceled.Milliseconds()).Slice()
-	if err != nil {
-		return "", fmt.Errorf("queue: return: %w", err)
-	}
-	if err := leaseResult(id, out); err != nil {
-		return "", err
-	}
-	return StateOf(ToStr(out[1])), nil
-}
-
-func leaseResult(id string, out []any) error {
-	switch ToInt(out[0]) {
-	case CodeOK:
-		return nil
-	case codeLeaseLost:
-		return fmt.Errorf("%w: task %s is %s", ErrLeaseLost, id, StateOf(ToStr(out[1])))
-	default:
-		return fmt.Errorf("%w: %s", task.ErrNotFound, id)
-	}
-}
-
-// Reap moves expired leases through TIMEOUT on (leader only), at most limit
-// per shard. It returns how many it moved and the next lease expiry.
-func (s *Maintainer) Reap(ctx context.Context, f Fence, limit int) (int, time.Time, error) {
-	limit = clampBatch(limit)
-	total := 0
-	var next time.Time
-	for shard := range s.Keys {
-		out, err := s.Run(ctx, s.RDB, Scripts.reap, s.KeysWith(shard, s.fenceKey(shard, f)), s.Clock(), f.Token,
-			limit, rand.IntN(1000), s.Opts.RetainDead.Milliseconds(), s.Opts.RetainCanceled.Milliseconds(),
-			s.Opts.Defaults.MaxRetries, s.Opts.Defaults.RetryBase.Milliseconds(), s.Opts.Defaults.RetryCap.Milliseconds(),
-			s.Opts.Defaults.Timeout.Milliseconds()).Slice()
-		if err != nil {
-			return total, next, fmt.Errorf("queue: reap: %w", err)
-		}
-		if fenced(out) {
-			return total, next, ErrFenced
-		}
-		total += ToInt(out[0])
-		if t := msTime(ToStr(out[1])); t != nil && (next.IsZero() || t.Before(next)) {
-			next = *t
-		}
-	}
-	return total, next, nil
-}
-
 // HandedOffError says a task now lives in another region.
 type HandedOffError struct{ ID, Region string }
 
@@ -859,38 +426,15 @@ func (e *HandedOffError) Error() string {
 	return fmt.Sprintf("queue: task %s was handed off to %s", e.ID, e.Region)
 }
 
-// Cancel cancels a task: PENDING/READY at once (returns CANCELED), RUNNING
-// as a request (returns RUNNING). Terminal tasks give a *TransitionError,
-// handed-off ones a *HandedOffError.
-func (s *Tasks) Cancel(ctx context.Context, id, reason, by string) (task.State, error) {
-	shard, err := s.ShardOf(id)
-	if err != nil {
-		return "", err
-	}
-	if reason == "" {
-		reason = task.ReasonCanceledByUser
-	}
-	out, err := s.Run(ctx, s.RDB, Scripts.cancel, s.KeysWith(shard), s.Clock(), id, reason, by,
-		s.Opts.RetainCanceled.Milliseconds()).Slice()
-	if err != nil {
-		return "", fmt.Errorf("queue: cancel: %w", err)
-	}
-	st, err := s.opResult(id, "cancel", out)
-	if s.thawedOn(ctx, id, err) {
-		return s.Cancel(ctx, id, reason, by)
-	}
-	return st, err
-}
-
-func (s *Engine) opResult(id, op string, out []any) (task.State, error) {
+func (s *Engine) OpResult(id, op string, out []any) (task.State, error) {
 	switch ToInt(out[0]) {
 	case CodeOK:
 		if len(out) > 1 {
-			return StateOf(ToStr(out[1])), nil
+			return record.StateOf(ToStr(out[1])), nil
 		}
 		return "", nil
 	case codeIllegal:
-		return "", &task.TransitionError{ID: id, State: StateOf(ToStr(out[1])), Op: op}
+		return "", &task.TransitionError{ID: id, State: record.StateOf(ToStr(out[1])), Op: op}
 	case codeHandedOff:
 		return "", &HandedOffError{ID: id, Region: ToStr(out[1])}
 	case codeHandOffInFlight:
@@ -898,45 +442,6 @@ func (s *Engine) opResult(id, op string, out []any) (task.State, error) {
 	default:
 		return "", fmt.Errorf("%w: %s", task.ErrNotFound, id)
 	}
-}
-
-// Replay puts a dead letter back (FAILED→PENDING) with a fresh retry budget.
-// A handed-off task gives a *HandedOffError naming where it lives.
-func (s *Tasks) Replay(ctx context.Context, id, by string) error {
-	shard, err := s.ShardOf(id)
-	if err != nil {
-		return err
-	}
-	out, err := s.Run(ctx, s.RDB, Scripts.replay, s.KeysWith(shard), s.Clock(), id, by).Slice()
-	if err != nil {
-		return fmt.Errorf("queue: replay: %w", err)
-	}
-	_, err = s.opResult(id, "replay", out)
-	if s.thawedOn(ctx, id, err) {
-		return s.Replay(ctx, id, by)
-	}
-	return err
-}
-
-// SetPriority changes a live task's priority; a READY task keeps its place
-// in time.
-func (s *Tasks) SetPriority(ctx context.Context, id string, priority int, by string) error {
-	if priority < 0 || priority > task.MaxPriority {
-		return &task.FieldError{Field: "priority", Msg: fmt.Sprintf("must be between 0 and %d", task.MaxPriority)}
-	}
-	shard, err := s.ShardOf(id)
-	if err != nil {
-		return err
-	}
-	out, err := s.Run(ctx, s.RDB, Scripts.priority, s.KeysWith(shard), s.Clock(), id, priority, by).Slice()
-	if err != nil {
-		return fmt.Errorf("queue: priority: %w", err)
-	}
-	_, err = s.opResult(id, "change the priority of", out)
-	if s.thawedOn(ctx, id, err) {
-		return s.SetPriority(ctx, id, priority, by)
-	}
-	return err
 }
 
 // Swept is what one Sweep did and left.
@@ -949,36 +454,6 @@ type Swept struct {
 	// Lag is how long the oldest minute of successes not yet deleted has
 	// been past its retention (the largest of the shards; 0: none is).
 	Lag time.Duration
-}
-
-// Sweep drops dead letters older than the retention and deletes the
-// successes past theirs (leader only; sweep.lua): one call of the script a
-// shard, each deleting at most limit successes (MaxBatch: ~2.3 ms of
-// Redis, BenchmarkSweepSuccesses). The caller repeats while Left, so the
-// sweep keeps up with any completion rate, and calls it at least every
-// SweepAlive/2 otherwise: complete.lua keeps successes without a TTL only
-// while a Sweep ran within SweepAlive.
-func (s *Maintainer) Sweep(ctx context.Context, f Fence, limit int) (Swept, error) {
-	var r Swept
-	for shard := range s.Keys {
-		out, err := s.Run(ctx, s.RDB, Scripts.sweep, s.KeysWith(shard, s.fenceKey(shard, f)), s.Clock(), f.Token,
-			s.Opts.RetainDead.Milliseconds(), clampBatch(limit), s.Opts.RetainSuccess.Milliseconds(), clampBatch(limit),
-			SweepAlive.Milliseconds()).Slice()
-		if err != nil {
-			return r, fmt.Errorf("queue: sweep: %w", err)
-		}
-		if fenced(out) {
-			return r, ErrFenced
-		}
-		if len(out) < 4 {
-			return r, fmt.Errorf("queue: sweep: %d values returned, want 4", len(out))
-		}
-		r.Dead += ToInt(out[0])
-		r.Successes += ToInt(out[1])
-		r.Left = r.Left || ToInt(out[2]) != 0
-		r.Lag = max(r.Lag, time.Duration(ToInt(out[3]))*time.Millisecond)
-	}
-	return r, nil
 }
 
 // SweepAlive is how long one Sweep keeps complete.lua from giving successes
@@ -999,39 +474,7 @@ type PoolWorkers struct {
 	Types []string
 }
 
-// CleanWorkers forgets a pool's dead workers and returns the live figures.
-func (s *Maintainer) CleanWorkers(ctx context.Context, f Fence, pool string, cutoff time.Duration) (PoolWorkers, error) {
-	p := s.Keys[0].Prefix
-	out, err := s.Run(ctx, s.RDB, Scripts.workers, s.KeysWith(0, s.fenceKey(0, f), p+"workers:"+pool, p+"slots:"+pool,
-		p+"types:"+pool), s.Clock(), f.Token, cutoff.Milliseconds()).Slice()
-	if err != nil {
-		return PoolWorkers{}, fmt.Errorf("queue: clean workers: %w", err)
-	}
-	if fenced(out) {
-		return PoolWorkers{}, ErrFenced
-	}
-	pw := PoolWorkers{Removed: ToInt(out[0]), Live: ToInt(out[1]), Slots: ToInt(out[2])}
-	if pw.Live == 0 || ToInt(out[3]) != 0 {
-		return pw, nil // no worker, or one that may serve any type
-	}
-	union := map[string]bool{}
-	for _, v := range out[4:] {
-		for _, t := range splitTypes(ToStr(v)) {
-			union[t] = true
-		}
-		if len(union) > MaxPoolTypes {
-			return pw, nil
-		}
-	}
-	pw.Types = make([]string, 0, len(union))
-	for t := range union {
-		pw.Types = append(pw.Types, t)
-	}
-	sort.Strings(pw.Types)
-	return pw, nil
-}
-
-func clampBatch(n int) int {
+func ClampBatch(n int) int {
 	if n <= 0 || n > MaxBatch {
 		return MaxBatch
 	}

@@ -2,9 +2,10 @@ package queue
 
 import (
 	"fmt"
-	"github.com/ax-sched/ax/task"
 	"slices"
 	"strings"
+
+	"github.com/ax-sched/ax/task"
 )
 
 // Bounds of handler-aware routing. A worker's list travels with every
@@ -38,11 +39,11 @@ const (
 // passing a task over costs one field read and changes nothing, bounded
 // per claim by claimSkip.
 type Types struct {
-	code string // "": unsaid; "*": every type; else ",a,b," (sorted), "," for none
+	Code string // "": unsaid; "*": every type; else ",a,b," (sorted), "," for none
 }
 
 // AnyType serves every task type.
-var AnyType = Types{code: "*"}
+var AnyType = Types{Code: "*"}
 
 // ServeTypes is the set of the given task types (duplicates are folded).
 // Each must be a task type name (task.CheckType) and there may be at most
@@ -59,18 +60,18 @@ func ServeTypes(types ...string) (Types, error) {
 			return Types{}, fmt.Errorf("queue: task type %q: %w", t, err)
 		}
 	}
-	return Types{code: "," + strings.Join(ts, ",") + ","}, nil
+	return Types{Code: "," + strings.Join(ts, ",") + ","}, nil
 }
 
 // Known reports whether the set was said (not the zero value).
-func (t Types) Known() bool { return t.code != "" }
+func (t Types) Known() bool { return t.Code != "" }
 
 // All reports whether every type is served: AnyType, or the zero value.
-func (t Types) All() bool { return t.code == "" || t.code == "*" }
+func (t Types) All() bool { return t.Code == "" || t.Code == "*" }
 
 // Serves reports whether typ is in the set.
 func (t Types) Serves(typ string) bool {
-	return t.All() || (typ != "" && !strings.Contains(typ, ",") && strings.Contains(t.code, ","+typ+","))
+	return t.All() || (typ != "" && !strings.Contains(typ, ",") && strings.Contains(t.Code, ","+typ+","))
 }
 
 // List returns the listed types, sorted; nil when All.
@@ -78,7 +79,7 @@ func (t Types) List() []string {
 	if t.All() {
 		return nil
 	}
-	return splitTypes(t.code)
+	return SplitTypes(t.Code)
 }
 
 // String is "*" for every type, else the comma-joined list.
@@ -86,11 +87,11 @@ func (t Types) String() string {
 	if t.All() {
 		return "*"
 	}
-	return strings.Trim(t.code, ",")
+	return strings.Trim(t.Code, ",")
 }
 
 // splitTypes parses a stored list (",a,b,"), never nil.
-func splitTypes(code string) []string {
+func SplitTypes(code string) []string {
 	out := []string{}
 	for _, s := range strings.Split(code, ",") {
 		if s != "" {

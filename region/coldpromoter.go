@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/ax-sched/ax/queue"
+	"github.com/ax-sched/ax/queue/maint"
 )
 
 // coldEveryMax is the longest the cold promoter sleeps.
@@ -15,7 +16,7 @@ type coldStore interface {
 	PromoteCold(ctx context.Context, f queue.Fence, limit int) (int, time.Time, error)
 }
 
-var _ coldStore = (*queue.Maintainer)(nil)
+var _ coldStore = (*maint.Maintainer)(nil)
 
 // coldPromoterConfig tunes the cold promoter.
 type coldPromoterConfig struct {

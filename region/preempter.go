@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/ax-sched/ax/queue"
+	"github.com/ax-sched/ax/queue/maint"
 	"github.com/ax-sched/ax/task"
 )
 
@@ -74,7 +75,7 @@ type preemptStore interface {
 	RequestPreemption(ctx context.Context, f queue.Fence, id, token, preemptor string) (bool, string, error)
 }
 
-var _ preemptStore = (*queue.Maintainer)(nil)
+var _ preemptStore = (*maint.Maintainer)(nil)
 
 // preempter looks for urgent tasks stuck in full pools and asks workers
 // to give back lower-priority preemptible work, within the Preemption

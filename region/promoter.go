@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/ax-sched/ax/queue"
+	"github.com/ax-sched/ax/queue/maint"
 	"github.com/ax-sched/ax/task"
 )
 
@@ -21,7 +22,7 @@ type promoteStore interface {
 	Place(ctx context.Context, f queue.Fence, as []queue.Assignment) (queue.PlaceResult, error)
 }
 
-var _ promoteStore = (*queue.Maintainer)(nil)
+var _ promoteStore = (*maint.Maintainer)(nil)
 
 // promoterConfig tunes the promoter.
 type promoterConfig struct {

@@ -10,6 +10,8 @@ import (
 
 	"github.com/ax-sched/ax/lease"
 	"github.com/ax-sched/ax/queue"
+	"github.com/ax-sched/ax/queue/maint"
+	"github.com/ax-sched/ax/queue/read"
 	"github.com/ax-sched/ax/task"
 	clientv3 "go.etcd.io/etcd/client/v3"
 )
@@ -43,13 +45,13 @@ type runTimeTrimmer interface {
 
 // figures is a figuresStore over the store's reads and its leader stage.
 type figures struct {
-	*queue.Tasks
-	*queue.Maintainer
+	*read.Tasks
+	*maint.Maintainer
 }
 
 var (
 	_ figuresStore   = figures{}
-	_ runTimeTrimmer = (*queue.Maintainer)(nil)
+	_ runTimeTrimmer = (*maint.Maintainer)(nil)
 )
 
 // publisherConfig tunes the figures publisher.

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/ax-sched/ax/queue"
+	"github.com/ax-sched/ax/queue/maint"
 )
 
 // reapStore is what the reaper asks of the store.
@@ -13,7 +14,7 @@ type reapStore interface {
 	Reap(ctx context.Context, f queue.Fence, limit int) (int, time.Time, error)
 }
 
-var _ reapStore = (*queue.Maintainer)(nil)
+var _ reapStore = (*maint.Maintainer)(nil)
 
 // reaperConfig tunes the reaper.
 type reaperConfig struct {

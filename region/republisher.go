@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/ax-sched/ax/queue"
+	"github.com/ax-sched/ax/queue/maint"
 )
 
 // Defaults of the republisher.
@@ -39,8 +40,8 @@ type laneStore interface {
 }
 
 var (
-	_ republishStore = (*queue.Maintainer)(nil)
-	_ laneStore      = (*queue.Maintainer)(nil)
+	_ republishStore = (*maint.Maintainer)(nil)
+	_ laneStore      = (*maint.Maintainer)(nil)
 )
 
 // republisherConfig tunes the republisher; a nil source is a value the

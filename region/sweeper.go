@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/ax-sched/ax/queue"
+	"github.com/ax-sched/ax/queue/maint"
 )
 
 // SweepIdleDefault is the sweeper's period while it is caught up (well
@@ -17,7 +18,7 @@ type sweepStore interface {
 	Sweep(ctx context.Context, f queue.Fence, limit int) (queue.Swept, error)
 }
 
-var _ sweepStore = (*queue.Maintainer)(nil)
+var _ sweepStore = (*maint.Maintainer)(nil)
 
 // sweeperConfig tunes the sweeper.
 type sweeperConfig struct {
@@ -25,7 +26,7 @@ type sweeperConfig struct {
 }
 
 // sweeper keeps the retention of dead letters and finished tasks
-// (store.Store.Sweep). While records past their retention are left it
+// (maint.Maintainer.Sweep). While records past their retention are left it
 // sweeps again after a pause as long as the last sweep took, so it takes
 // at most half of Redis's time and still outpaces any completion rate a
 // Redis sustains; caught up, it sweeps every Idle. It exports the sweep's

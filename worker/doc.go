@@ -1,5 +1,5 @@
 // Package worker is the Go worker runtime: it serves one pool of one region,
-// claiming tasks from that region's store (its queue.Claimer stage), running the handler
+// claiming tasks from that region's store (its claim.Claimer stage), running the handler
 // registered for each task's type, keeping the leases alive and recording
 // every outcome. `ax worker` is built on it, and so is any program that runs
 // its own handlers.
@@ -16,7 +16,7 @@
 // A worker has Concurrency slots. Whenever slots are free it claims up to
 // min(free slots, ClaimBatch) tasks in one store.Claim. When a claim comes
 // back short the queue is empty, and the worker blocks on the pool's wake-up
-// markers (a queue.Waker: one BLPOP over every shard on one Redis, one
+// markers (a claim.Waker: one BLPOP over every shard on one Redis, one
 // blocking pop per shard on a Redis Cluster) instead of polling: a submit
 // brings it back within milliseconds; the wait's safety timeout (IdleWait,
 // 1s) bounds the cost of a lost marker. A claim that came back full means work may remain,

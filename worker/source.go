@@ -5,11 +5,12 @@ import (
 	"time"
 
 	"github.com/ax-sched/ax/queue"
+	"github.com/ax-sched/ax/queue/claim"
 	"github.com/ax-sched/ax/task"
 )
 
 // Source is where a worker takes its tasks and records their outcomes:
-// a region's store (its *queue.Claimer stage, a direct worker) or the API
+// a region's store (its *claim.Claimer stage, a direct worker) or the API
 // (Remote). A Source is safe for concurrent use.
 type Source interface {
 	Claims
@@ -43,7 +44,7 @@ type Outcomes interface {
 // waking is a Source whose claims answer at once: an idle claim loop
 // blocks on its wake-ups instead (the direct store's markers).
 type waking interface {
-	NewWaker(pool string) *queue.Waker
+	NewWaker(pool string) *claim.Waker
 }
 
 // lookup is a Source that can read a task back: after a resent
@@ -88,10 +89,10 @@ func (longPoll) Wait(context.Context, time.Duration) (bool, error) { return fals
 func (longPoll) Close()                                            {}
 
 var (
-	_ Source = (*queue.Claimer)(nil)
-	_ waking = (*queue.Claimer)(nil)
-	_ lookup = (*queue.Claimer)(nil)
-	_ waiter = (*queue.Waker)(nil)
+	_ Source = (*claim.Claimer)(nil)
+	_ waking = (*claim.Claimer)(nil)
+	_ lookup = (*claim.Claimer)(nil)
+	_ waiter = (*claim.Waker)(nil)
 
-	_ progressStore = (*queue.Claimer)(nil)
+	_ progressStore = (*claim.Claimer)(nil)
 )

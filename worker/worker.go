@@ -14,6 +14,7 @@ import (
 
 	"github.com/ax-sched/ax/internal/tracing"
 	"github.com/ax-sched/ax/queue"
+	"github.com/ax-sched/ax/queue/claim"
 	"github.com/ax-sched/ax/task"
 	"go.opentelemetry.io/otel/trace"
 )
@@ -67,7 +68,7 @@ type job struct {
 // New returns a worker for opts.Pool claiming through store: a region's
 // store (its Claimer stage) or the API (Remote).
 func New(store Source, opts Options) (*Worker, error) {
-	if c, direct := store.(*queue.Claimer); store == nil || direct && c == nil {
+	if c, direct := store.(*claim.Claimer); store == nil || direct && c == nil {
 		return nil, errors.New("worker: store is nil")
 	}
 	lease := store.Options().Lease

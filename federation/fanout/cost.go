@@ -1,7 +1,7 @@
 package fanout
 
 // Cost reports (GET /v1/cost): each region reads the cost records of the
-// attempts it ran (store.Store.Costs), prices their reference and groups
+// attempts it ran (read.Tasks.Costs), prices their reference and groups
 // them; the server asked merges every region's rows like a fan-out of
 // dead letters (fanout.go): a region that does not answer is named, never
 // dropped silently. docs/cost.md says how each figure is computed.

@@ -16,7 +16,7 @@ import (
 // pool chosen with the prices and windows of their submit. When the pool's
 // live price rises past Config.ReplaceOnPriceRise × its configured price
 // (a spot spike) or its capacity window closes, the ones placement would
-// now send elsewhere go back to placement (store.Store.Replace: READY →
+// now send elsewhere go back to placement (maint.Maintainer.Replace: READY →
 // PENDING, REPLACED_COST, into the due set, fenced; the place loop then
 // places them with the figures of now, like any due task).
 

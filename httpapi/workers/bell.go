@@ -5,7 +5,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/ax-sched/ax/queue"
+	"github.com/ax-sched/ax/queue/claim"
 )
 
 // bells lets every claim waiting on this server for a pool share one
@@ -84,6 +84,6 @@ func (b *bells) ring(pool string, bl *bell) {
 	}
 }
 
-var _ Claimer = (*queue.Claimer)(nil)
+var _ Claimer = (*claim.Claimer)(nil)
 
-var _ Recorder = (*queue.Claimer)(nil)
+var _ Recorder = (*claim.Claimer)(nil)

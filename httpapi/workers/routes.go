@@ -10,6 +10,7 @@ import (
 	"github.com/ax-sched/ax/apiv1"
 	"github.com/ax-sched/ax/httpapi/endpoint"
 	"github.com/ax-sched/ax/queue"
+	"github.com/ax-sched/ax/queue/claim"
 	"github.com/ax-sched/ax/task"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/redis/go-redis/v9"
@@ -28,15 +29,15 @@ type Limits struct {
 }
 
 // Claimer is the region's claiming stage, acting for remote workers;
-// *queue.Claimer implements it.
+// *claim.Claimer implements it.
 type Claimer interface {
 	ClaimTasks(ctx context.Context, req queue.ClaimRequest) (queue.Claimed, error)
 	Heartbeat(ctx context.Context, worker, pool string, slots int, types queue.Types, held []queue.Lease) ([]queue.Stop, error)
-	NewWaker(pool string) *queue.Waker
+	NewWaker(pool string) *claim.Waker
 	Options() queue.Options
 }
 
-// Recorder records how attempts end; *queue.Claimer implements it.
+// Recorder records how attempts end; *claim.Claimer implements it.
 type Recorder interface {
 	Complete(ctx context.Context, cs ...queue.Completion) ([]error, error)
 	Fail(ctx context.Context, f queue.Failure) (task.State, time.Time, error)
@@ -45,7 +46,7 @@ type Recorder interface {
 	Progress(ctx context.Context, id, token string, p task.Progress) error
 }
 
-// Reader reads one stored task of the region; *queue.Store implements it.
+// Reader reads one stored task of the region; *store.Store implements it.
 type Reader interface {
 	Get(ctx context.Context, id string) (*task.Task, error)
 }

@@ -370,7 +370,7 @@ auth: {enabled: false}
 	}
 }
 
-// keyShard is store.Store.ShardForKey: the shard of a keyed submit.
+// keyShard is queue.Engine.ShardForKey: the shard of a keyed submit.
 func keyShard(tenant, key string, shards int) int {
 	h := fnv.New32a()
 	h.Write([]byte(tenant))

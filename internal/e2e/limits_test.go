@@ -107,7 +107,7 @@ limits:
   - {key: three, concurrency: 3}
 `,
 		// us-east-1 keeps its tasks over 3 shards: a concurrency of 1
-		// holds for the region, not one per shard (store.Store.SetLimits).
+		// holds for the region, not one per shard (maint.Maintainer.SetLimits).
 		shards: map[string]int{"us-east-1": 3},
 		// eu-west-1 also has the pool fair, shared 3:1 between the
 		// tenants (its price keeps the untagged tasks above in cpu).
@@ -357,7 +357,7 @@ limits:
 	// A task handed off keeps its id, and the id names its shard: every
 	// task eu-west-1 (one shard) hands to us-east-1 (three) lands on
 	// us-east-1's shard 0. A concurrency of 3 is usable in full there all
-	// the same, its parts following the work (store.Store.SetLimits).
+	// the same, its parts following the work (maint.Maintainer.SetLimits).
 	t.Run("a concurrency of 3 handed off onto one of us-east-1's shards", func(t *testing.T) {
 		fed := fed.on(t)
 		var ids []string

@@ -2,12 +2,13 @@ package store_test
 
 import (
 	"errors"
-	"github.com/ax-sched/ax/queue"
-	"github.com/ax-sched/ax/task"
 	"slices"
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/ax-sched/ax/queue"
+	"github.com/ax-sched/ax/task"
 )
 
 func tenant(name string) func(*task.Spec) { return func(s *task.Spec) { s.Tenant = name } }

@@ -3,13 +3,14 @@ package store_test
 import (
 	"context"
 	"errors"
+	"sync"
+	"testing"
+	"time"
+
 	"github.com/ax-sched/ax/internal/testenv"
 	"github.com/ax-sched/ax/queue"
 	"github.com/ax-sched/ax/task"
 	"github.com/redis/go-redis/v9"
-	"sync"
-	"testing"
-	"time"
 )
 
 func TestConcurrentClaimsEachExactlyOnce(t *testing.T) {

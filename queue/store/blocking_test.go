@@ -2,12 +2,13 @@ package store_test
 
 import (
 	"context"
+	"testing"
+	"time"
+
 	"github.com/ax-sched/ax/internal/testenv"
 	"github.com/ax-sched/ax/queue"
 	"github.com/ax-sched/ax/task"
 	"github.com/redis/go-redis/v9"
-	"testing"
-	"time"
 )
 
 // A long-poll (Events with a wait) on Options.Blocking leaves the main

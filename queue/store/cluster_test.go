@@ -3,13 +3,15 @@ package store_test
 import (
 	"context"
 	"fmt"
-	"github.com/ax-sched/ax/internal/testenv"
-	"github.com/ax-sched/ax/queue"
-	"github.com/ax-sched/ax/task"
-	"go.uber.org/goleak"
 	"sort"
 	"testing"
 	"time"
+
+	"github.com/ax-sched/ax/internal/testenv"
+	"github.com/ax-sched/ax/queue"
+	"github.com/ax-sched/ax/queue/claim"
+	"github.com/ax-sched/ax/task"
+	"go.uber.org/goleak"
 )
 
 // newClusterEnv is newEnv on a real 3-master Redis Cluster with 3 shards,
@@ -68,7 +70,7 @@ func (e *env) submitOn(shard int, pool string) string {
 }
 
 // waitAsync runs w.Wait in a goroutine; the channel gets its answer.
-func waitAsync(ctx context.Context, w *queue.Waker, timeout time.Duration) <-chan error {
+func waitAsync(ctx context.Context, w *claim.Waker, timeout time.Duration) <-chan error {
 	ch := make(chan error, 1)
 	go func() {
 		ok, err := w.Wait(ctx, timeout)
@@ -131,7 +133,7 @@ func TestClusterWakerLeavesMarkersForOthers(t *testing.T) {
 	// pop still running has ended (each blocks wakerBlock at most).
 	e.submitOn(2, "cpu")
 	key := e.s.Keys[2].Prefix + "wake:cpu"
-	time.Sleep(queue.WakerBlock + 500*time.Millisecond)
+	time.Sleep(claim.WakerBlock + 500*time.Millisecond)
 	if n, err := e.rdb.LLen(e.ctx, key).Result(); err != nil || n != 1 {
 		t.Fatalf("shard 2's markers with no one waiting: %d, %v; want 1", n, err)
 	}

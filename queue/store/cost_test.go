@@ -3,11 +3,13 @@ package store_test
 import (
 	"errors"
 	"fmt"
-	"github.com/ax-sched/ax/queue"
-	"github.com/ax-sched/ax/task"
-	"github.com/google/go-cmp/cmp"
 	"testing"
 	"time"
+
+	"github.com/ax-sched/ax/queue"
+	"github.com/ax-sched/ax/queue/record"
+	"github.com/ax-sched/ax/task"
+	"github.com/google/go-cmp/cmp"
 )
 
 // costSum merges records by (day, tenant, type, pool, tags): the shards'
@@ -15,7 +17,7 @@ import (
 func costSum(rs []queue.CostRecord) map[string]queue.CostRecord {
 	m := map[string]queue.CostRecord{}
 	for _, r := range rs {
-		k := fmt.Sprintf("%s %s %s %s %s", r.Day.Format(time.DateOnly), r.Tenant, r.Type, r.Pool, queue.EncodeTags(r.Tags))
+		k := fmt.Sprintf("%s %s %s %s %s", r.Day.Format(time.DateOnly), r.Tenant, r.Type, r.Pool, record.EncodeTags(r.Tags))
 		s := m[k]
 		s.Day, s.Tenant, s.Type, s.Pool, s.Tags = r.Day, r.Tenant, r.Type, r.Pool, r.Tags
 		s.Runs += r.Runs

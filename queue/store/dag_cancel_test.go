@@ -2,11 +2,12 @@ package store_test
 
 import (
 	"errors"
-	"github.com/ax-sched/ax/queue"
-	"github.com/ax-sched/ax/task"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/ax-sched/ax/queue"
+	"github.com/ax-sched/ax/task"
 )
 
 // TestDAGCancel drives dag_cancel.lua and its interplay with dag_update.lua

@@ -3,11 +3,12 @@ package store_test
 import (
 	"context"
 	"fmt"
-	"github.com/ax-sched/ax/internal/testenv"
-	"github.com/ax-sched/ax/queue"
 	"strconv"
 	"strings"
 	"testing"
+
+	"github.com/ax-sched/ax/internal/testenv"
+	"github.com/ax-sched/ax/queue"
 )
 
 // BenchmarkLeaderFairRound: one leader round's SetFairShare over 3 shards

@@ -3,12 +3,13 @@ package store_test
 import (
 	"context"
 	"fmt"
-	"github.com/ax-sched/ax/queue"
-	"github.com/ax-sched/ax/task"
-	"github.com/redis/go-redis/v9"
 	"slices"
 	"testing"
 	"time"
+
+	"github.com/ax-sched/ax/queue"
+	"github.com/ax-sched/ax/task"
+	"github.com/redis/go-redis/v9"
 )
 
 func tenantOf(tn string) func(*task.Spec) { return func(s *task.Spec) { s.Tenant = tn } }

@@ -2,10 +2,11 @@ package store_test
 
 import (
 	"errors"
-	"github.com/ax-sched/ax/queue"
-	"github.com/ax-sched/ax/task"
 	"testing"
 	"time"
+
+	"github.com/ax-sched/ax/queue"
+	"github.com/ax-sched/ax/task"
 )
 
 // receiveHeld stores n hand-offs from region from in rs, held for its word.

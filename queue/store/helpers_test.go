@@ -2,16 +2,22 @@ package store_test
 
 import (
 	"context"
-	"github.com/ax-sched/ax/internal/testenv"
-	"github.com/ax-sched/ax/queue"
-	"github.com/ax-sched/ax/queue/store"
-	"github.com/ax-sched/ax/queue/submit"
-	"github.com/ax-sched/ax/task"
-	"github.com/redis/go-redis/v9"
 	"os"
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/ax-sched/ax/internal/testenv"
+	"github.com/ax-sched/ax/queue"
+	"github.com/ax-sched/ax/queue/claim"
+	"github.com/ax-sched/ax/queue/dagstore"
+	"github.com/ax-sched/ax/queue/handoffs"
+	"github.com/ax-sched/ax/queue/maint"
+	"github.com/ax-sched/ax/queue/read"
+	"github.com/ax-sched/ax/queue/store"
+	"github.com/ax-sched/ax/queue/submit"
+	"github.com/ax-sched/ax/task"
+	"github.com/redis/go-redis/v9"
 )
 
 // fakeClock is a settable clock injected into scripts.
@@ -54,11 +60,11 @@ type env struct {
 type stageSet struct {
 	*queue.Engine
 	*submit.Submitter
-	*queue.Claimer
-	*queue.Maintainer
-	*queue.HandOffs
-	*queue.Tasks
-	*queue.DAGs
+	*claim.Claimer
+	*maint.Maintainer
+	*handoffs.HandOffs
+	*read.Tasks
+	*dagstore.DAGs
 	store *store.Store
 }
 

@@ -2,11 +2,12 @@ package store_test
 
 import (
 	"errors"
-	"github.com/ax-sched/ax/queue"
-	"github.com/ax-sched/ax/task"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/ax-sched/ax/queue"
+	"github.com/ax-sched/ax/task"
 )
 
 // receiver is a second region's store on the same Redis (keys are scoped by

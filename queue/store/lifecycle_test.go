@@ -3,11 +3,12 @@ package store_test
 import (
 	"errors"
 	"fmt"
-	"github.com/ax-sched/ax/queue"
-	"github.com/ax-sched/ax/task"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/ax-sched/ax/queue"
+	"github.com/ax-sched/ax/task"
 )
 
 func TestHappyPathAndTrail(t *testing.T) {

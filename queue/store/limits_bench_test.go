@@ -2,12 +2,13 @@ package store_test
 
 import (
 	"context"
-	"github.com/ax-sched/ax/internal/testenv"
-	"github.com/ax-sched/ax/queue"
-	"github.com/ax-sched/ax/task"
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/ax-sched/ax/internal/testenv"
+	"github.com/ax-sched/ax/queue"
+	"github.com/ax-sched/ax/task"
 )
 
 // BenchmarkClaimLimits times claim.lua and complete.lua in Redis (SLOWLOG,

@@ -3,14 +3,15 @@ package store_test
 import (
 	"context"
 	"fmt"
-	"github.com/ax-sched/ax/internal/testenv"
-	"github.com/ax-sched/ax/queue"
-	"github.com/ax-sched/ax/task"
 	"slices"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/ax-sched/ax/internal/testenv"
+	"github.com/ax-sched/ax/queue"
+	"github.com/ax-sched/ax/task"
 )
 
 func limitKeyOf(k string) func(*task.Spec) { return func(s *task.Spec) { s.LimitKey = k } }

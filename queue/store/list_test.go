@@ -1,10 +1,11 @@
 package store_test
 
 import (
-	"github.com/ax-sched/ax/queue"
-	"github.com/ax-sched/ax/task"
 	"testing"
 	"time"
+
+	"github.com/ax-sched/ax/queue"
+	"github.com/ax-sched/ax/task"
 )
 
 // TestList lists a shard's tasks newest first through each index (the

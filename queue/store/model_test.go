@@ -4,13 +4,15 @@ import (
 	"errors"
 	"flag"
 	"fmt"
-	"github.com/ax-sched/ax/queue"
-	"github.com/ax-sched/ax/task"
 	"math/rand/v2"
 	"sort"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/ax-sched/ax/queue"
+	"github.com/ax-sched/ax/queue/record"
+	"github.com/ax-sched/ax/task"
 )
 
 var modelSeed = flag.Uint64("model.seed", 0, "seed for TestModel (0: random)")
@@ -476,7 +478,7 @@ func (m *model) check(t *testing.T, e *env, step int, what string) {
 		if tk.lazy && tk.state == task.Ready {
 			wantRaw = task.Pending
 		}
-		if got := queue.StateOf(sts[i].Val()); got != wantRaw {
+		if got := record.StateOf(sts[i].Val()); got != wantRaw {
 			fail("task %s is %q in Redis, model says %s (lazy %v)", id, got, wantRaw, tk.lazy)
 		}
 		inDset := 0

@@ -2,12 +2,13 @@ package store_test
 
 import (
 	"errors"
-	"github.com/ax-sched/ax/queue"
-	"github.com/ax-sched/ax/task"
-	"github.com/google/go-cmp/cmp"
 	"sort"
 	"testing"
 	"time"
+
+	"github.com/ax-sched/ax/queue"
+	"github.com/ax-sched/ax/task"
+	"github.com/google/go-cmp/cmp"
 )
 
 // outboxIDs submits n tasks bound for region "us-east" (pool "cpu") and

@@ -2,10 +2,11 @@ package store_test
 
 import (
 	"fmt"
-	"github.com/ax-sched/ax/queue"
-	"github.com/ax-sched/ax/task"
 	"testing"
 	"time"
+
+	"github.com/ax-sched/ax/queue"
+	"github.com/ax-sched/ax/task"
 )
 
 func TestPinnedDelayedLifecycle(t *testing.T) {

@@ -1,8 +1,9 @@
 package store_test
 
 import (
-	"github.com/ax-sched/ax/queue"
 	"testing"
+
+	"github.com/ax-sched/ax/queue"
 )
 
 // A claim records the pool's live price when the leader set one (a price

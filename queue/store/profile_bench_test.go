@@ -3,13 +3,14 @@ package store_test
 import (
 	"context"
 	"fmt"
-	"github.com/ax-sched/ax/internal/testenv"
-	"github.com/ax-sched/ax/queue"
 	"slices"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/ax-sched/ax/internal/testenv"
+	"github.com/ax-sched/ax/queue"
 )
 
 // BenchmarkLifecycleProfile is where the Redis time of one task's life

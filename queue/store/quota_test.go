@@ -3,12 +3,13 @@ package store_test
 import (
 	"context"
 	"errors"
-	"github.com/ax-sched/ax/queue"
 	"regexp"
 	"strconv"
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/ax-sched/ax/queue"
 )
 
 // TestQuotaIsSharedByTheServersOfARegion: two stores on one Redis (two

@@ -2,9 +2,10 @@ package store_test
 
 import (
 	"errors"
+	"testing"
+
 	"github.com/ax-sched/ax/queue"
 	"github.com/ax-sched/ax/task"
-	"testing"
 )
 
 // Re-placement: the leader takes READY tasks out of a pool

@@ -2,11 +2,12 @@ package store_test
 
 import (
 	"fmt"
+	"testing"
+	"time"
+
 	"github.com/ax-sched/ax/queue"
 	"github.com/ax-sched/ax/task"
 	"github.com/google/go-cmp/cmp"
-	"testing"
-	"time"
 )
 
 func typ(name string) func(*task.Spec) { return func(s *task.Spec) { s.Type = name } }

@@ -2,14 +2,15 @@ package store_test
 
 import (
 	"context"
-	"github.com/ax-sched/ax/internal/testenv"
-	"github.com/ax-sched/ax/queue"
-	"github.com/ax-sched/ax/task"
-	"github.com/redis/go-redis/v9"
 	"slices"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/ax-sched/ax/internal/testenv"
+	"github.com/ax-sched/ax/queue"
+	"github.com/ax-sched/ax/task"
+	"github.com/redis/go-redis/v9"
 )
 
 // calls reports whether a SLOWLOG entry's arguments are a call of sc, by

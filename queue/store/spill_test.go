@@ -4,12 +4,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/ax-sched/ax/queue"
-	"github.com/ax-sched/ax/task"
-	"github.com/redis/go-redis/v9"
 	"strings"
 	"sync/atomic"
 	"testing"
+
+	"github.com/ax-sched/ax/queue"
+	"github.com/ax-sched/ax/task"
+	"github.com/redis/go-redis/v9"
 )
 
 // refusal is the fake of the ax server's Redis gate refusing a call to a

@@ -1,11 +1,12 @@
 package store_test
 
 import (
+	"testing"
+	"time"
+
 	"github.com/ax-sched/ax/queue"
 	"github.com/ax-sched/ax/task"
 	"github.com/google/go-cmp/cmp"
-	"testing"
-	"time"
 )
 
 // Starving counts READY tasks by pool and priority, and due tasks waiting

@@ -2,6 +2,11 @@ package store
 
 import (
 	"github.com/ax-sched/ax/queue"
+	"github.com/ax-sched/ax/queue/claim"
+	"github.com/ax-sched/ax/queue/dagstore"
+	"github.com/ax-sched/ax/queue/handoffs"
+	"github.com/ax-sched/ax/queue/maint"
+	"github.com/ax-sched/ax/queue/read"
 	"github.com/ax-sched/ax/queue/submit"
 	"github.com/redis/go-redis/v9"
 )
@@ -12,11 +17,11 @@ import (
 type Store struct {
 	*queue.Engine
 	submitter  *submit.Submitter
-	claimer    *queue.Claimer
-	maintainer *queue.Maintainer
-	handOffs   *queue.HandOffs
-	tasks      *queue.Tasks
-	dags       *queue.DAGs
+	claimer    *claim.Claimer
+	maintainer *maint.Maintainer
+	handOffs   *handoffs.HandOffs
+	tasks      *read.Tasks
+	dags       *dagstore.DAGs
 }
 
 // New returns a Store over rdb.
@@ -29,24 +34,24 @@ func New(rdb redis.UniversalClient, opts queue.Options) (*Store, error) {
 }
 
 func newStore(e *queue.Engine) *Store {
-	return &Store{Engine: e, submitter: submit.New(e), claimer: &queue.Claimer{Engine: e}, maintainer: &queue.Maintainer{Engine: e},
-		handOffs: &queue.HandOffs{Engine: e}, tasks: &queue.Tasks{Engine: e}, dags: &queue.DAGs{Engine: e}}
+	return &Store{Engine: e, submitter: submit.New(e), claimer: claim.New(e), maintainer: maint.New(e),
+		handOffs: handoffs.New(e), tasks: read.New(e), dags: dagstore.New(e)}
 }
 
 // Submitter is the store's submitting stage.
 func (s *Store) Submitter() *submit.Submitter { return s.submitter }
 
 // Claimer is the store's claiming stage.
-func (s *Store) Claimer() *queue.Claimer { return s.claimer }
+func (s *Store) Claimer() *claim.Claimer { return s.claimer }
 
 // Maintainer is the store's leader stage.
-func (s *Store) Maintainer() *queue.Maintainer { return s.maintainer }
+func (s *Store) Maintainer() *maint.Maintainer { return s.maintainer }
 
 // HandOffs is the store's hand-off records.
-func (s *Store) HandOffs() *queue.HandOffs { return s.handOffs }
+func (s *Store) HandOffs() *handoffs.HandOffs { return s.handOffs }
 
 // Tasks is the store's reads and user actions.
-func (s *Store) Tasks() *queue.Tasks { return s.tasks }
+func (s *Store) Tasks() *read.Tasks { return s.tasks }
 
 // DAGs is the store's DAG runs.
-func (s *Store) DAGs() *queue.DAGs { return s.dags }
+func (s *Store) DAGs() *dagstore.DAGs { return s.dags }

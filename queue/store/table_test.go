@@ -4,11 +4,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/ax-sched/ax/queue"
-	"github.com/ax-sched/ax/task"
 	"sort"
 	"testing"
 	"time"
+
+	"github.com/ax-sched/ax/queue"
+	"github.com/ax-sched/ax/task"
 )
 
 // snapshot is every key of the shard with its full content, to prove that

@@ -2,13 +2,14 @@ package store_test
 
 import (
 	"fmt"
-	"github.com/ax-sched/ax/queue"
-	"github.com/ax-sched/ax/task"
-	"github.com/google/go-cmp/cmp"
 	"sort"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/ax-sched/ax/queue"
+	"github.com/ax-sched/ax/task"
+	"github.com/google/go-cmp/cmp"
 )
 
 func serve(t *testing.T, types ...string) queue.Types {

@@ -3,12 +3,14 @@ package submit
 import (
 	"context"
 	"fmt"
-	"github.com/ax-sched/ax/queue"
-	"github.com/ax-sched/ax/task"
-	"github.com/redis/go-redis/v9"
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/ax-sched/ax/queue"
+	"github.com/ax-sched/ax/queue/record"
+	"github.com/ax-sched/ax/task"
+	"github.com/redis/go-redis/v9"
 )
 
 // coldEligible reports whether the task goes to the cold tier.
@@ -54,7 +56,7 @@ func (s *Submitter) submitCold(ctx context.Context, sc redis.Scripter, shard int
 		pk := ptrKey{t.Spec, t.Pool, t.Pinned && t.Pool != ""}
 		ref, ok := byPtr[pk]
 		if !ok {
-			f := queue.SpecFields(t.Spec, s.Opts.Defaults)
+			f := record.SpecFields(t.Spec, s.Opts.Defaults)
 			if pk.pinned {
 				f = append(f, "pn", "1", "po", t.Pool)
 			}

@@ -3,10 +3,11 @@ package submit
 import (
 	"context"
 	"fmt"
-	"github.com/ax-sched/ax/queue"
 	"math"
 	"strconv"
 	"time"
+
+	"github.com/ax-sched/ax/queue"
 )
 
 // TakeQuota takes n submits from tenant's bucket (refilled at perSecond,

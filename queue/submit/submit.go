@@ -4,12 +4,14 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/ax-sched/ax/queue"
-	"github.com/ax-sched/ax/task"
-	"github.com/redis/go-redis/v9"
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/ax-sched/ax/queue"
+	"github.com/ax-sched/ax/queue/record"
+	"github.com/ax-sched/ax/task"
+	"github.com/redis/go-redis/v9"
 )
 
 // Submit accepts tasks, at most MaxBatch per Redis call. Results are in
@@ -188,13 +190,13 @@ func (s *Submitter) submitShard(ctx context.Context, sc redis.Scripter, shard in
 			nkeyed++
 			idem = nkeyed
 			keys = append(keys, s.Keys[shard].Prefix+"idem:"+sp.Tenant+":"+sp.IdempotencyKey)
-			ttl = queue.Ms(time.Duration(sp.IdempotencyTTL))
+			ttl = record.Ms(time.Duration(sp.IdempotencyTTL))
 			hash = sp.Hash()
 		}
 		// Tasks of one call often share a spec (fan-out, schedules, batches
 		// built from one template): encode it once. argv copies f.
 		if f == nil || sp != prevSpec || t.Pool != prevPool || t.Pinned != prevPinned {
-			f = queue.SpecFields(sp, s.Opts.Defaults)
+			f = record.SpecFields(sp, s.Opts.Defaults)
 			if t.Pinned && t.Pool != "" {
 				f = append(f, "pn", "1", "po", t.Pool)
 			}
@@ -247,7 +249,7 @@ func (s *Submitter) submitShard(ctx context.Context, sc redis.Scripter, shard in
 			if next+1 >= len(out) {
 				return nil, fmt.Errorf("queue: submit: short answer")
 			}
-			r = queue.SubmitResult{ID: queue.ToStr(out[next]), State: queue.StateOf(queue.ToStr(out[next+1]))}
+			r = queue.SubmitResult{ID: queue.ToStr(out[next]), State: record.StateOf(queue.ToStr(out[next+1]))}
 			next += 2
 			switch c {
 			case '1':
@@ -262,7 +264,7 @@ func (s *Submitter) submitShard(ctx context.Context, sc redis.Scripter, shard in
 				r = queue.SubmitResult{ID: ids[i], Err: queue.ErrBacklogFull}
 			}
 		default:
-			r = queue.SubmitResult{ID: ids[i], State: queue.StateOf(string(c))}
+			r = queue.SubmitResult{ID: ids[i], State: record.StateOf(string(c))}
 		}
 		res[i] = r
 	}

@@ -1,9 +1,11 @@
-package queue
+package maint
 
 import (
 	"context"
 	"fmt"
 	"strconv"
+
+	"github.com/ax-sched/ax/queue"
 )
 
 // Replace is the leader's re-placement of READY tasks of pool when the
@@ -14,7 +16,7 @@ import (
 // figures of now. The others are left alone. It returns how many moved;
 // ErrFenced once a newer leader exists (nothing of that shard's batch
 // moved).
-func (s *Maintainer) Replace(ctx context.Context, f Fence, pool, why string, ids []string) (int, error) {
+func (s *Maintainer) Replace(ctx context.Context, f queue.Fence, pool, why string, ids []string) (int, error) {
 	byShard := make([][]any, s.Opts.Shards)
 	for _, id := range ids {
 		shard, err := s.ShardOf(id)
@@ -25,18 +27,18 @@ func (s *Maintainer) Replace(ctx context.Context, f Fence, pool, why string, ids
 	}
 	total := 0
 	for shard, items := range byShard {
-		for start := 0; start < len(items); start += MaxBatch {
-			chunk := items[start:min(start+MaxBatch, len(items))]
-			keys := s.KeysWith(shard, s.fenceKey(shard, f))
+		for start := 0; start < len(items); start += queue.MaxBatch {
+			chunk := items[start:min(start+queue.MaxBatch, len(items))]
+			keys := s.KeysWith(shard, s.FenceKey(shard, f))
 			argv := append([]any{s.Clock(), strconv.FormatInt(f.Token, 10), pool, why}, chunk...)
-			out, err := s.Run(ctx, s.RDB, Scripts.replace, keys, argv...).Slice()
+			out, err := s.Run(ctx, s.RDB, queue.Scripts.Replace, keys, argv...).Slice()
 			if err != nil {
 				return total, fmt.Errorf("queue: replace: %w", err)
 			}
-			if fenced(out) {
-				return total, ErrFenced
+			if queue.Fenced(out) {
+				return total, queue.ErrFenced
 			}
-			total += ToInt(out[0])
+			total += queue.ToInt(out[0])
 		}
 	}
 	return total, nil

@@ -1,4 +1,4 @@
-package queue
+package maint
 
 import (
 	"math/rand/v2"

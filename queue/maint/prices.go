@@ -1,10 +1,12 @@
-package queue
+package maint
 
 import (
 	"context"
 	"fmt"
 	"sort"
 	"strconv"
+
+	"github.com/ax-sched/ax/queue"
 )
 
 // SetPrices replaces the live price per slot-hour of the region's pools
@@ -12,7 +14,7 @@ import (
 // instead of the claiming worker's configured price, so that a price
 // override reaches per-task cost at once. A pool left out, or
 // priced ≤ 0, gets the worker's price again.
-func (s *Maintainer) SetPrices(ctx context.Context, f Fence, prices map[string]float64) error {
+func (s *Maintainer) SetPrices(ctx context.Context, f queue.Fence, prices map[string]float64) error {
 	pools := make([]string, 0, len(prices))
 	for p, v := range prices {
 		if v > 0 {
@@ -26,12 +28,12 @@ func (s *Maintainer) SetPrices(ctx context.Context, f Fence, prices map[string]f
 		for _, p := range pools {
 			argv = append(argv, p, strconv.FormatFloat(prices[p], 'f', -1, 64))
 		}
-		out, err := s.Run(ctx, s.RDB, Scripts.prices, s.KeysWith(shard, s.fenceKey(shard, f), s.Keys[shard].px), argv...).Slice()
+		out, err := s.Run(ctx, s.RDB, queue.Scripts.Prices, s.KeysWith(shard, s.FenceKey(shard, f), s.Keys[shard].Px), argv...).Slice()
 		if err != nil {
 			return fmt.Errorf("queue: set prices: %w", err)
 		}
-		if fenced(out) {
-			return ErrFenced
+		if queue.Fenced(out) {
+			return queue.ErrFenced
 		}
 	}
 	return nil
@@ -41,14 +43,14 @@ func (s *Maintainer) SetPrices(ctx context.Context, f Fence, prices map[string]f
 // with a lower token is refused on all of them (ErrFenced), whichever it
 // writes to first. A new leader calls it before its first leader-only
 // write; ErrFenced means a newer leader exists already.
-func (s *Maintainer) Fence(ctx context.Context, f Fence) error {
+func (s *Maintainer) Fence(ctx context.Context, f queue.Fence) error {
 	for shard := range s.Keys {
-		out, err := s.Run(ctx, s.RDB, Scripts.fence, s.KeysWith(shard, s.fenceKey(shard, f)), s.Clock(), f.Token).Slice()
+		out, err := s.Run(ctx, s.RDB, queue.Scripts.Fence, s.KeysWith(shard, s.FenceKey(shard, f)), s.Clock(), f.Token).Slice()
 		if err != nil {
 			return fmt.Errorf("queue: fence: %w", err)
 		}
-		if fenced(out) {
-			return ErrFenced
+		if queue.Fenced(out) {
+			return queue.ErrFenced
 		}
 	}
 	return nil

@@ -1,9 +1,11 @@
-package queue
+package claim
 
 import (
 	"context"
 	"encoding/json"
 	"fmt"
+
+	"github.com/ax-sched/ax/queue"
 	"github.com/ax-sched/ax/task"
 )
 
@@ -20,18 +22,9 @@ func (s *Claimer) Progress(ctx context.Context, id, token string, p task.Progres
 	if err != nil {
 		return fmt.Errorf("queue: progress: %w", err)
 	}
-	out, err := s.Run(ctx, s.RDB, Scripts.progress, s.KeysWith(shard), s.Clock(), id, token, string(b)).Slice()
+	out, err := s.Run(ctx, s.RDB, queue.Scripts.Progress, s.KeysWith(shard), s.Clock(), id, token, string(b)).Slice()
 	if err != nil {
 		return fmt.Errorf("queue: progress: %w", err)
 	}
 	return leaseResult(id, out)
-}
-
-// decodeProgress reads the record's progress field.
-func decodeProgress(v string) *task.Progress {
-	var p task.Progress
-	if json.Unmarshal([]byte(v), &p) != nil {
-		return nil
-	}
-	return &p
 }

@@ -1,13 +1,14 @@
-package queue
+package record
 
 import (
 	"encoding/json"
-	"github.com/ax-sched/ax/task"
 	"sort"
 	"strconv"
 	"strings"
 	"time"
 	"unicode/utf8"
+
+	"github.com/ax-sched/ax/task"
 )
 
 // The task hash uses short field names to stay small (docs/architecture.md §4):
@@ -41,7 +42,7 @@ var codeStates = func() map[string]task.State {
 }()
 
 // stateCodeOf is the record's code of a state ("" for none).
-func stateCodeOf(st task.State) string {
+func StateCodeOf(st task.State) string {
 	if c, ok := stateCodes[st]; ok {
 		return c
 	}
@@ -77,7 +78,7 @@ func EncodeTags(tags map[string]string) string {
 	return b.String()
 }
 
-func decodeTags(s string) map[string]string {
+func DecodeTags(s string) map[string]string {
 	if s == "" {
 		return nil
 	}
@@ -145,7 +146,7 @@ func SpecFields(s *task.Spec, d task.Defaults) []any {
 
 func Ms(d time.Duration) string { return strconv.FormatInt(d.Milliseconds(), 10) }
 
-func msTime(s string) *time.Time {
+func MsTime(s string) *time.Time {
 	if s == "" {
 		return nil
 	}
@@ -157,7 +158,7 @@ func msTime(s string) *time.Time {
 	return &t
 }
 
-func atoi(s string) int { v, _ := strconv.Atoi(s); return v }
+func Atoi(s string) int { v, _ := strconv.Atoi(s); return v }
 
 func msDur(s string) task.Duration {
 	v, _ := strconv.ParseInt(s, 10, 64)
@@ -166,47 +167,47 @@ func msDur(s string) task.Duration {
 
 // decodeTask builds a Task from a hash given as field→value; d fills the
 // fields a record leaves out because they equal the region defaults.
-func decodeTask(id string, h map[string]string, d task.Defaults) *task.Task {
-	var r taskReader
-	r.t = &task.Task{ID: id}
+func DecodeTask(id string, h map[string]string, d task.Defaults) *task.Task {
+	var r TaskReader
+	r.T = &task.Task{ID: id}
 	for k, v := range h {
-		r.set(k, v)
+		r.Set(k, v)
 	}
-	return r.finish(d)
+	return r.Finish(d)
 }
 
 // decodePairs is decodeTask for a flat field, value, … reply (a record as
 // a script returns it), without building a map: claims decode every
 // record they take.
-func decodePairs(id string, pairs []any, d task.Defaults) *task.Task {
-	var r taskReader
-	r.t = &task.Task{ID: id}
+func DecodePairs(id string, pairs []any, d task.Defaults) *task.Task {
+	var r TaskReader
+	r.T = &task.Task{ID: id}
 	for i := 0; i+1 < len(pairs); i += 2 {
 		k, _ := pairs[i].(string)
 		v, _ := pairs[i+1].(string)
-		r.set(k, v)
+		r.Set(k, v)
 	}
-	return r.finish(d)
+	return r.Finish(d)
 }
 
 // taskReader fills a Task field by field and remembers which of the
 // fields that default to the region's values were present.
-type taskReader struct {
-	t                          *task.Task
+type TaskReader struct {
+	T                          *task.Task
 	hasTo, hasMr, hasRb, hasRc bool
 }
 
 // set applies record field k: the spec's fields (setSpec), else the
 // state's (setState); an unknown field is ignored.
-func (r *taskReader) set(k, v string) {
+func (r *TaskReader) Set(k, v string) {
 	if !r.setSpec(k, v) {
 		r.setState(k, v)
 	}
 }
 
 // setSpec applies k when it is a field of the spec and says whether it was.
-func (r *taskReader) setSpec(k, v string) bool {
-	t := r.t
+func (r *TaskReader) setSpec(k, v string) bool {
+	t := r.T
 	switch k {
 	case "ty":
 		t.Type = v
@@ -215,9 +216,9 @@ func (r *taskReader) setSpec(k, v string) bool {
 			t.Payload = json.RawMessage(v)
 		}
 	case "pr":
-		t.Priority = atoi(v)
+		t.Priority = Atoi(v)
 	case "tg":
-		t.Tags = decodeTags(v)
+		t.Tags = DecodeTags(v)
 	case "rg":
 		if v != "" {
 			t.Regions = strings.Split(v, ",")
@@ -225,7 +226,7 @@ func (r *taskReader) setSpec(k, v string) bool {
 	case "to":
 		t.Timeout, r.hasTo = msDur(v), v != ""
 	case "mr":
-		t.MaxRetries, r.hasMr = atoi(v), v != ""
+		t.MaxRetries, r.hasMr = Atoi(v), v != ""
 	case "rb":
 		t.RetryBase, r.hasRb = msDur(v), v != ""
 	case "rc":
@@ -254,8 +255,8 @@ func (r *taskReader) setSpec(k, v string) bool {
 
 // setState applies k when it is a field of the task's life (state, lease,
 // attempts, times, hand-off).
-func (r *taskReader) setState(k, v string) {
-	t := r.t
+func (r *TaskReader) setState(k, v string) {
+	t := r.T
 	switch k {
 	case "st":
 		t.State = StateOf(v)
@@ -268,9 +269,9 @@ func (r *taskReader) setState(k, v string) {
 	case "wk":
 		t.Worker = v
 	case "at":
-		t.Attempts = atoi(v)
+		t.Attempts = Atoi(v)
 	case "pc":
-		t.PreemptCount = atoi(v)
+		t.PreemptCount = Atoi(v)
 	case "cx":
 		t.CancelRequested = v == "1"
 	case "ho":
@@ -284,19 +285,19 @@ func (r *taskReader) setState(k, v string) {
 	case "pg":
 		t.Progress = decodeProgress(v)
 	case "du":
-		t.DueAt = msTime(v)
+		t.DueAt = MsTime(v)
 	case "eq":
-		t.EnqueuedAt = msTime(v)
+		t.EnqueuedAt = MsTime(v)
 	case "rt":
-		t.ReadyAt = msTime(v)
+		t.ReadyAt = MsTime(v)
 	case "sa":
-		t.StartedAt = msTime(v)
+		t.StartedAt = MsTime(v)
 	case "fa":
-		t.FinishedAt = msTime(v)
+		t.FinishedAt = MsTime(v)
 	case "lt":
 		t.LeaseToken = v
 	case "ct":
-		if c := msTime(v); c != nil {
+		if c := MsTime(v); c != nil {
 			t.CreatedAt = *c
 		}
 	case "px":
@@ -306,8 +307,8 @@ func (r *taskReader) setState(k, v string) {
 	}
 }
 
-func (r *taskReader) finish(d task.Defaults) *task.Task {
-	t := r.t
+func (r *TaskReader) Finish(d task.Defaults) *task.Task {
+	t := r.T
 	if !r.hasTo {
 		t.Timeout = task.Duration(d.Timeout)
 	}
@@ -340,7 +341,7 @@ func (r *taskReader) finish(d task.Defaults) *task.Task {
 
 // bound cuts s to at most max bytes on a UTF-8 boundary (results keep
 // their newlines; they never go into the trail).
-func bound(s string, max int) string {
+func Bound(s string, max int) string {
 	if len(s) <= max {
 		return s
 	}
@@ -352,11 +353,11 @@ func bound(s string, max int) string {
 }
 
 // clean makes free text safe for the tab-separated trail and bounds it.
-func clean(s string, max int) string {
+func Clean(s string, max int) string {
 	return strings.Map(func(r rune) rune {
 		if r == '\t' || r == '\n' || r == '\r' {
 			return ' '
 		}
 		return r
-	}, bound(s, max))
+	}, Bound(s, max))
 }

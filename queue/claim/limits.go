@@ -1,0 +1,32 @@
+package claim
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/ax-sched/ax/queue"
+	"github.com/ax-sched/ax/queue/record"
+	"github.com/ax-sched/ax/task"
+)
+
+// RetryAfter gives a RUNNING task back without spending a retry and pauses
+// its tenant's tasks of its limit key (of its type when it names none) for
+// every worker of the region until now + d (cut to MaxRetryAfter, at least 1 ms). The task
+// waits READY until then. A cancel requested meanwhile wins (CANCELED).
+func (s *Claimer) RetryAfter(ctx context.Context, id, token string, d time.Duration) (task.State, error) {
+	shard, err := s.ShardOf(id)
+	if err != nil {
+		return "", err
+	}
+	d = min(max(d, time.Millisecond), queue.MaxRetryAfter)
+	out, err := s.Run(ctx, s.RDB, queue.Scripts.Ret, s.KeysWith(shard), s.Clock(), id, token, task.ReasonRetryAfter,
+		0, s.Opts.RetainCanceled.Milliseconds(), d.Milliseconds()).Slice()
+	if err != nil {
+		return "", fmt.Errorf("queue: retry after: %w", err)
+	}
+	if err := leaseResult(id, out); err != nil {
+		return "", err
+	}
+	return record.StateOf(queue.ToStr(out[1])), nil
+}

@@ -1,0 +1,37 @@
+package maint
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/ax-sched/ax/queue"
+)
+
+// TrimRunTimes keeps each shard's run-time hash well under its cap
+// (Options.RunTimePairs, which the scripts never exceed: a new pair is
+// dropped while the hash is full): a shard past 3/4 of the cap is brought
+// down to half, the least used pairs first (rt_trim.lua). Leader only; it
+// returns how many pairs it removed. Without it the first RunTimePairs
+// type names ever completed would hold the hash for good.
+func (s *Maintainer) TrimRunTimes(ctx context.Context, f queue.Fence) (int, error) {
+	removed := 0
+	for shard := range s.Keys {
+		n, err := s.RDB.HLen(ctx, s.Keys[shard].Rt).Result()
+		if err != nil {
+			return removed, fmt.Errorf("queue: trim run times: %w", err)
+		}
+		if n <= int64(s.Opts.RunTimePairs)*3/4 {
+			continue
+		}
+		out, err := s.Run(ctx, s.RDB, queue.Scripts.RtTrim, s.KeysWith(shard, s.FenceKey(shard, f), s.Keys[shard].Rt),
+			s.Clock(), f.Token, max(1, s.Opts.RunTimePairs/2)).Slice()
+		if err != nil {
+			return removed, fmt.Errorf("queue: trim run times: %w", err)
+		}
+		if queue.Fenced(out) {
+			return removed, queue.ErrFenced
+		}
+		removed += queue.ToInt(out[0])
+	}
+	return removed, nil
+}
