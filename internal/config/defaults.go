@@ -5,11 +5,11 @@ import (
 
 	"github.com/ax-sched/ax/apiv1"
 	"github.com/ax-sched/ax/federation"
+	"github.com/ax-sched/ax/internal/config/quotas"
 	"github.com/ax-sched/ax/lease"
 	"github.com/ax-sched/ax/placement"
 	"github.com/ax-sched/ax/queue"
 	axregion "github.com/ax-sched/ax/region"
-	"github.com/ax-sched/ax/schedule"
 	"github.com/ax-sched/ax/task"
 	"github.com/ax-sched/ax/worker"
 )
@@ -65,7 +65,7 @@ func Default() *Region {
 			MaxConnectionsPerClient: 256, FirstRequestTimeout: 5 * time.Second,
 			MaxLongPolls: 8, MaxLongPollsPerTenant: 2},
 		Quotas: Quotas{Batch: BatchLimits{MaxItems: apiv1.MaxBatch, MaxBytes: 16 << 20},
-			Default: TenantQuota{MaxSchedules: schedule.MaxSchedulesDefault, ScheduleFiresPerSecond: schedule.FiresPerSecondDefault}},
+			Default: quotas.DefaultTenant()},
 		RemoteWorkers: RemoteWorkers{MaxResultBytes: apiv1.DefaultMaxResultBytes, MaxWait: 30 * time.Second,
 			MaxLongPolls: 1024, MaxLongPollsPerToken: 256},
 		Placement: Placement{

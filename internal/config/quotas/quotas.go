@@ -96,3 +96,9 @@ func (q Quotas) Validate(add func(key, format string, args ...any), maxPayload i
 		add("quotas.batch.max_bytes", "must be ≥ task.max_payload + 64 KiB (%d), got %d", min, q.Batch.MaxBytes)
 	}
 }
+
+// DefaultTenant is the quota of a tenant the configuration leaves out: the
+// schedule caps are schedule's own defaults (the other limits: none).
+func DefaultTenant() TenantQuota {
+	return TenantQuota{MaxSchedules: schedule.MaxSchedulesDefault, ScheduleFiresPerSecond: schedule.FiresPerSecondDefault}
+}
