@@ -41,15 +41,15 @@ needs no Redis settings, and --config then only configures its handlers
 				return err
 			}
 			rw, err := remoteSettings(api, token, tokenFile)
+			if err == nil && rw != nil && len(typeConcurrency) > 0 {
+				err = fmt.Errorf("--type-concurrency: a remote worker's claims cannot name types; run a direct worker (--config) for types with slots of their own")
+			}
 			if err != nil {
 				forget()
 				return usageErr(err)
 			}
 			if rw != nil && file == "" {
 				forget()
-				if len(typeConcurrency) > 0 {
-					return usageErr(fmt.Errorf("--type-concurrency: a remote worker's claims cannot name types; run a direct worker (--config) for types with slots of their own"))
-				}
 				rw.Pool, rw.ID, rw.Concurrency = pool, id, concurrency
 				return runRemote(cmd, *rw, nil, metricsAddr)
 			}
@@ -74,9 +74,6 @@ needs no Redis settings, and --config then only configures its handlers
 			}
 			cfg.Auth = config.Auth{Enabled: cfg.Auth.Enabled, Tokens: tokens, FailuresPerMinute: cfg.Auth.FailuresPerMinute}
 			if rw != nil {
-				if len(typeConcurrency) > 0 {
-					return usageErr(fmt.Errorf("--type-concurrency: a remote worker's claims cannot name types; run a direct worker (--config) for types with slots of their own"))
-				}
 				rw.Pool, rw.ID, rw.Concurrency = pool, id, concurrency
 				return runRemote(cmd, *rw, cfg, metricsAddr)
 			}
