@@ -159,6 +159,11 @@ func (h *Handlers) claim(w http.ResponseWriter, r *http.Request, sc scope) error
 	defer h.metrics.longPolls.Dec()
 	_ = http.NewResponseController(w).SetWriteDeadline(time.Now().Add(wait + 30*time.Second))
 	n := min(req.Max, se.Slots-len(hs))
+	if n <= 0 {
+		began := time.Now()
+		n = h.awaitFree(r.Context(), se.ID, sc.token, req.Max, se.Slots, wait)
+		wait = max(wait-time.Since(began), 0)
+	}
 	tasks, err := h.claimFor(r.Context(), se, sc, types, n, wait)
 	if err != nil {
 		return err
@@ -169,6 +174,34 @@ func (h *Handlers) claim(w http.ResponseWriter, r *http.Request, sc scope) error
 	}
 	endpoint.WriteJSON(w, http.StatusOK, out)
 	return nil
+}
+
+// freePoll is how often a claim that found no free slot reads the
+// worker's held tasks again: a report (to any server of the region) frees
+// them.
+const freePoll = 10 * time.Millisecond
+
+// awaitFree waits, up to wait, until the worker with id holds fewer than
+// slots tasks here, and returns how many it may claim (at most max); 0
+// when none freed in time.
+func (h *Handlers) awaitFree(ctx context.Context, id, token string, max, slots int, wait time.Duration) int {
+	end := time.Now().Add(wait)
+	for {
+		left := time.Until(end)
+		if left <= 0 || ctx.Err() != nil {
+			return 0
+		}
+		sleep(ctx, min(freePoll, left))
+		lctx, cancel := context.WithTimeout(ctx, callTimeout)
+		_, hs, err := h.sessions.load(lctx, id, token)
+		cancel()
+		if err != nil {
+			return 0
+		}
+		if free := slots - len(hs); free > 0 {
+			return min(max, free)
+		}
+	}
 }
 
 // claimFor claims up to n tasks for se, waiting up to wait for a first

@@ -54,9 +54,11 @@ type Source struct {
 	reg      apiv1.WorkerRegister
 	id       string                 // worker id of the current registration; "" none yet
 	info     apiv1.WorkerRegistered // the registration's answer
-	leases   map[string]string
-	stops    []queue.Stop // from reports' answers, for the next Heartbeat
-	regMu    sync.Mutex   // one registration at a time
+	leases   map[string]string      // claimed, outcome not yet answered
+	stopped  map[string]bool        // of leases, those a report's answer stopped (the server no longer counts them)
+	freed    chan struct{}          // capacity 1: an outcome was answered or a task stopped
+	stops    []queue.Stop           // from reports' answers, for the next Heartbeat
+	regMu    sync.Mutex             // one registration at a time
 	closeRep func()
 }
 
@@ -91,7 +93,7 @@ func New(urls []string, token string, opts Options) (*Source, error) {
 		tr.DialContext = (&net.Dialer{Timeout: 3 * time.Second, KeepAlive: 30 * time.Second}).DialContext
 		hc = &http.Client{Transport: tr}
 	}
-	s := &Source{opts: opts, log: opts.Logger.With("component", "remote-worker"), leases: map[string]string{}}
+	s := &Source{opts: opts, log: opts.Logger.With("component", "remote-worker"), leases: map[string]string{}, stopped: map[string]bool{}, freed: make(chan struct{}, 1)}
 	s.c = &conn{urls: clean, auth: "Bearer " + token, hc: hc, onErr: func(u string, err error, attempt int) {
 		s.log.Warn("API request failed; retrying", "url", u, "err", err, "attempt", attempt)
 	}}
@@ -225,18 +227,22 @@ func (s *Source) call(ctx context.Context, op string, body, out any) error {
 }
 
 // ClaimTasks long-polls one claim: it answers as soon as a task was
-// claimed, or empty after ClaimWait.
+// claimed, or empty after ClaimWait. The server counts a task as held
+// until its outcome's report is answered, so a claim asks for at most the
+// slots free by that count, and with none free it waits here for a
+// report's answer (up to ClaimWait) instead of asking.
 func (s *Source) ClaimTasks(ctx context.Context, req queue.ClaimRequest) (queue.Claimed, error) {
-	sent := time.Now()
 	s.mu.Lock()
-	n, wait := req.N, s.opts.ClaimWait
-	if s.info.MaxClaim > 0 {
-		n = min(n, s.info.MaxClaim)
-	}
+	wait := s.opts.ClaimWait
 	if s.info.MaxWaitMS > 0 {
 		wait = min(wait, time.Duration(s.info.MaxWaitMS)*time.Millisecond)
 	}
 	s.mu.Unlock()
+	n := s.claimable(ctx, req.N, wait)
+	if n == 0 {
+		return queue.Claimed{}, ctx.Err()
+	}
+	sent := time.Now()
 	var ans apiv1.WorkerClaimResponse
 	if err := s.call(ctx, "claim", apiv1.WorkerClaimRequest{Max: max(n, 1), WaitMS: int(wait.Milliseconds())}, &ans); err != nil {
 		return queue.Claimed{}, fmt.Errorf("remote: claim: %w", err)
@@ -256,6 +262,46 @@ func (s *Source) ClaimTasks(ctx context.Context, req queue.ClaimRequest) (queue.
 	}
 	s.mu.Unlock()
 	return queue.Claimed{Tasks: out}, nil
+}
+
+// claimable waits up to wait for a slot free by the server's count and
+// returns how many of want to ask for (0: none freed in time).
+func (s *Source) claimable(ctx context.Context, want int, wait time.Duration) int {
+	var timeout <-chan time.Time
+	for {
+		s.mu.Lock()
+		n := want
+		if s.info.MaxClaim > 0 {
+			n = min(n, s.info.MaxClaim)
+		}
+		if s.reg.Slots > 0 {
+			n = min(n, s.reg.Slots-(len(s.leases)-len(s.stopped)))
+		}
+		s.mu.Unlock()
+		if n > 0 {
+			return n
+		}
+		if timeout == nil {
+			t := time.NewTimer(wait)
+			defer t.Stop()
+			timeout = t.C
+		}
+		select {
+		case <-s.freed:
+		case <-timeout:
+			return 0
+		case <-ctx.Done():
+			return 0
+		}
+	}
+}
+
+// free wakes a claim waiting for a slot.
+func (s *Source) free() {
+	select {
+	case s.freed <- struct{}{}:
+	default:
+	}
 }
 
 // Heartbeat sends held with the next report and returns the stops every
@@ -288,7 +334,9 @@ func (s *Source) noteStops(items []apiv1.WorkerStop) {
 			continue
 		}
 		s.stops = append(s.stops, queue.Stop{Lease: queue.Lease{ID: it.ID, Token: tok}, Why: stopReason(it.Reason)})
+		s.stopped[it.ID] = true
 	}
+	s.free()
 }
 
 func stopReason(r string) queue.StopReason {
@@ -308,7 +356,9 @@ func stopReason(r string) queue.StopReason {
 func (s *Source) settled(id string) {
 	s.mu.Lock()
 	delete(s.leases, id)
+	delete(s.stopped, id)
 	s.mu.Unlock()
+	s.free()
 }
 
 // Complete reports successes. A result that is JSON goes as that value,
