@@ -434,7 +434,7 @@ func hostileTenantWalk(t *testing.T, fed *federation, idB string) {
 		strings.Count(out, "b-nightly") != 2 || !strings.Contains(out, "TENANT") {
 		t.Errorf("ax schedule list of every tenant: exit %d %q %q", code, out, stderr)
 	}
-	if out, stderr, code := runAx(t, api, "--token", tok(tokSubmitterA), "cost", "--tenant", "team-b"); code != 1 || out != "" ||
+	if out, stderr, code := runAx(t, api, "--token", tok(tokSubmitterA), "cost", "--tenant", "team-b"); code != 3 || out != "" ||
 		strings.Count(strings.TrimSpace(stderr), "\n") != 0 || !strings.Contains(stderr, "tenant team-a") {
 		t.Errorf("ax cost --tenant team-b with team-a's token: exit %d %q %q", code, out, stderr)
 	}

@@ -129,7 +129,9 @@ func (s *specSession) ok(token, method, path string, body any, want int, v any) 
 // kin-openapi; then the client oapi-codegen generated from the spec
 // round-trips them (internal/e2e/apiclient).
 func TestOpenAPISession(t *testing.T) {
-	fed := newFederation(t, fedOpts{})
+	wtok := "wtok-" + randomHex(16)
+	fed := newFederation(t, fedOpts{tokens: fmt.Sprintf("- {name: spec-worker, token_sha256: %s, role: worker, tenants: [team-a], pools: [cpu]}", sha256Hex(wtok))})
+	fed.tokens["spec-worker"] = wtok
 	const home = "us-east-1"
 	s := newSpecSession(t, fed, home)
 
@@ -204,6 +206,16 @@ func TestOpenAPISession(t *testing.T) {
 	s.ok("", "GET", "/v1/openapi.json", nil, 200, nil)
 	s.do(tokSubmitterA, "POST", "/v1/regions/eu-west-1/drain", nil, 403, false)
 	s.ok(tokAdmin, "POST", "/v1/regions/eu-west-1/drain", nil, 200, nil)
+
+	// The worker protocol, with a worker token (its own routes only).
+	var reg struct {
+		WorkerID string `json:"worker_id"`
+	}
+	s.ok("spec-worker", "POST", "/v1/workers", map[string]any{"pool": "cpu", "types": []string{"noop"}, "slots": 1}, 201, &reg)
+	s.do("spec-worker", "POST", "/v1/workers", map[string]any{"pool": "cpu", "slots": 0}, 400, true)
+	s.ok("spec-worker", "POST", "/v1/workers/"+reg.WorkerID+"/claim", map[string]any{"max": 1, "wait_ms": 0}, 200, nil)
+	s.ok("spec-worker", "POST", "/v1/workers/"+reg.WorkerID+"/report", map[string]any{}, 200, nil)
+	s.ok("spec-worker", "DELETE", "/v1/workers/"+reg.WorkerID, nil, 204, nil)
 
 	var missing []string
 	for _, p := range s.doc.Paths.InMatchingOrder() {

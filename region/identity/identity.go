@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"strings"
 	"sync"
 
 	"github.com/ax-sched/ax/queue"
@@ -103,6 +104,11 @@ func (g *Guard) OnConnect(ctx context.Context, cn *redis.Conn) error {
 		if b, err = cn.Get(ctx, Key).Bytes(); err != nil {
 			return fmt.Errorf("identity: read the Redis at %s: %w", g.addr, err)
 		}
+	case err != nil && strings.HasPrefix(err.Error(), "ERR unknown command 'get'"):
+		// A server without GET is a Sentinel: go-redis runs OnConnect on
+		// its connections to the sentinels too. Only data nodes carry an
+		// identity.
+		return nil
 	case err != nil:
 		return fmt.Errorf("identity: read the Redis at %s: %w", g.addr, err)
 	}
