@@ -40,6 +40,15 @@ func TestMain(m *testing.M) {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
 	}
+	// Everything the suite and its processes put in a temp dir lands under
+	// dir, removed at the end: an `ax dev --tmp` killed by a test leaves
+	// its Redis files and etcd WAL there, not in the machine's /tmp.
+	tmp := filepath.Join(dir, "tmp")
+	if err := os.Mkdir(tmp, 0o700); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	_ = os.Setenv("TMPDIR", tmp)
 	// make test builds bin/ax once and names it in AX_TEST_BIN; run alone,
 	// the suite builds its own.
 	// The processes the suite starts must not inherit it (ax warns of an

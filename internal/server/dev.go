@@ -27,6 +27,7 @@ import (
 	"github.com/ax-sched/ax/internal/config"
 	"github.com/ax-sched/ax/internal/redisproc"
 	"go.etcd.io/etcd/server/v3/embed"
+	"go.etcd.io/etcd/server/v3/storage/wal"
 	"go.uber.org/zap"
 )
 
@@ -408,6 +409,10 @@ func startDevEtcd(dir string, fresh bool) (e *embed.Etcd, endpoint string, err e
 	}
 	return nil, "", err
 }
+
+// ax dev's etcd holds a few schedules and overrides: 4 MB WAL segments
+// instead of etcd's preallocated 64 MB.
+func init() { wal.SegmentSizeBytes = 4 << 20 }
 
 func startDevEtcdOnce(dir string) (*embed.Etcd, string, error) {
 	cfg := embed.NewConfig()
