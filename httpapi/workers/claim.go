@@ -9,17 +9,12 @@ import (
 
 	"github.com/ax-sched/ax/apiv1"
 	"github.com/ax-sched/ax/httpapi/endpoint"
-	"github.com/ax-sched/ax/queue"
 	"github.com/ax-sched/ax/task"
+	"github.com/ax-sched/ax/worker/proxy"
 )
 
-// callTimeout bounds one store call made for a worker.
-const callTimeout = 5 * time.Second
-
-// refusedDelay is how long a task of a tenant outside the token waits
-// before it is READY again: the claim that returned it does not take it
-// again at once.
-const refusedDelay = time.Second
+// callTimeout bounds one call to the region's Redis made for a worker.
+const callTimeout = proxy.CallTimeout
 
 func (h *Handlers) register(w http.ResponseWriter, r *http.Request, sc scope) error {
 	var req apiv1.WorkerRegister
@@ -37,13 +32,12 @@ func (h *Handlers) register(w http.ResponseWriter, r *http.Request, sc scope) er
 	}
 	// Alive in its pool at once: a pool's published slots are its live
 	// workers'.
-	if _, err := h.cfg.Claimer.Heartbeat(ctx, se.ID, se.Pool, se.Slots, typesOf(se.Types), nil); err != nil {
+	if err := h.cfg.Claimer.Alive(ctx, se.worker()); err != nil {
 		return err
 	}
 	h.metrics.registered.WithLabelValues(se.Pool).Inc()
-	opts := h.cfg.Claimer.Options()
 	endpoint.WriteJSON(w, http.StatusCreated, apiv1.WorkerRegistered{WorkerID: se.ID, Region: h.cfg.Region,
-		LeaseMS: int(opts.Lease.Milliseconds()), HeartbeatMS: int(h.cfg.Heartbeat.Milliseconds()),
+		LeaseMS: int(h.cfg.Claimer.Lease().Milliseconds()), HeartbeatMS: int(h.cfg.Heartbeat.Milliseconds()),
 		MaxWaitMS: int(h.cfg.Limits.MaxWait.Milliseconds()), MaxClaim: apiv1.MaxWorkerClaim,
 		MaxResultBytes: h.cfg.Limits.MaxResultBytes})
 	return nil
@@ -64,8 +58,8 @@ func (h *Handlers) checkRegister(req *apiv1.WorkerRegister, sc scope) error {
 		return bad(apiv1.CodeInvalid, "name", "at most 256 bytes")
 	case len(req.Labels) > task.MaxTags:
 		return bad(apiv1.CodeInvalid, "labels", "at most "+strconv.Itoa(task.MaxTags)+" labels")
-	case len(req.Types) > queue.MaxWorkerTypes:
-		return bad(apiv1.CodeInvalid, "types", "at most "+strconv.Itoa(queue.MaxWorkerTypes)+" types")
+	case len(req.Types) > proxy.MaxTypes:
+		return bad(apiv1.CodeInvalid, "types", "at most "+strconv.Itoa(proxy.MaxTypes)+" types")
 	}
 	for k, v := range req.Labels {
 		if len(k) > 64 || len(v) > 256 {
@@ -87,28 +81,22 @@ func (h *Handlers) checkRegister(req *apiv1.WorkerRegister, sc scope) error {
 	return nil
 }
 
-// typesOf is a registration's types as the store takes them (every type
-// when it names none).
-func typesOf(types []string) queue.Types {
-	if len(types) == 0 {
-		return queue.AnyType
-	}
-	t, err := queue.ServeTypes(types...)
-	if err != nil {
-		return queue.AnyType
-	}
-	return t
+// worker is the registered worker as the region sees it, handed every
+// type it registered (every type when it named none).
+func (se session) worker() proxy.Worker {
+	return proxy.Worker{ID: se.ID, Pool: se.Pool, Slots: se.Slots, AnyType: len(se.Types) == 0, Types: se.Types}
 }
 
-// served is what a worker may be handed now: its registered types that its
-// token (as reloaded) still allows; ok false when its pool is no longer
-// the token's.
-func (se session) served(sc scope) (queue.Types, bool) {
+// served is the worker as it may be handed tasks now: its registered
+// types that its token (as reloaded) still allows; ok false when its pool
+// is no longer the token's.
+func (se session) served(sc scope) (proxy.Worker, bool) {
+	w := se.worker()
 	if !sc.pool(se.Pool) {
-		return queue.Types{}, false
+		return w, false
 	}
 	if sc.all || len(sc.ws.Types) == 0 {
-		return typesOf(se.Types), true
+		return w, true
 	}
 	types := se.Types
 	if len(types) == 0 {
@@ -120,11 +108,8 @@ func (se session) served(sc scope) (queue.Types, bool) {
 			keep = append(keep, t)
 		}
 	}
-	if len(keep) == 0 {
-		t, _ := queue.ServeTypes()
-		return t, true // serves no type: claims nothing
-	}
-	return typesOf(keep), true
+	w.AnyType, w.Types = false, keep // none kept: serves no type, claims nothing
+	return w, true
 }
 
 func (h *Handlers) claim(w http.ResponseWriter, r *http.Request, sc scope) error {
@@ -145,7 +130,7 @@ func (h *Handlers) claim(w http.ResponseWriter, r *http.Request, sc scope) error
 	if err != nil {
 		return err
 	}
-	types, ok := se.served(sc)
+	wk, ok := se.served(sc)
 	if !ok {
 		return &endpoint.Error{Code: apiv1.CodeForbidden, Field: "worker_id", Msg: "this token may no longer serve pool " + se.Pool}
 	}
@@ -164,7 +149,7 @@ func (h *Handlers) claim(w http.ResponseWriter, r *http.Request, sc scope) error
 		n = h.awaitFree(r.Context(), se.ID, sc.token, req.Max, se.Slots, wait)
 		wait = max(wait-time.Since(began), 0)
 	}
-	tasks, err := h.claimFor(r.Context(), se, sc, types, n, wait)
+	tasks, err := h.claimFor(r.Context(), wk, sc, n, wait)
 	if err != nil {
 		return err
 	}
@@ -191,7 +176,13 @@ func (h *Handlers) awaitFree(ctx context.Context, id, token string, max, slots i
 		if left <= 0 || ctx.Err() != nil {
 			return 0
 		}
-		sleep(ctx, min(freePoll, left))
+		t := time.NewTimer(min(freePoll, left))
+		select {
+		case <-t.C:
+		case <-ctx.Done():
+			t.Stop()
+			return 0
+		}
 		lctx, cancel := context.WithTimeout(ctx, callTimeout)
 		_, hs, err := h.sessions.load(lctx, id, token)
 		cancel()
@@ -204,97 +195,30 @@ func (h *Handlers) awaitFree(ctx context.Context, id, token string, max, slots i
 	}
 }
 
-// claimFor claims up to n tasks for se, waiting up to wait for a first
-// one; the tasks of tenants outside sc go back unseen.
-func (h *Handlers) claimFor(ctx context.Context, se session, sc scope, types queue.Types, n int, wait time.Duration) ([]*task.Task, error) {
-	end := time.Now().Add(wait)
-	wasted := 0
-	for {
-		left := time.Until(end)
-		if n <= 0 {
-			// No free slot: wait out the poll (the worker asks again
-			// after its next outcome).
-			sleep(ctx, left)
-			return nil, nil
+// claimFor claims up to n tasks for w, waiting up to wait for a first
+// one, and records them as held; the tasks of tenants outside sc go back
+// unseen.
+func (h *Handlers) claimFor(ctx context.Context, w proxy.Worker, sc scope, n int, wait time.Duration) ([]*task.Task, error) {
+	keep := func(ts []*task.Task) error {
+		add := make(map[string]string, len(ts))
+		for _, t := range ts {
+			add[t.ID] = t.LeaseToken
 		}
-		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), callTimeout)
-		c, err := h.cfg.Claimer.ClaimTasks(cctx, queue.ClaimRequest{Pool: se.Pool, Worker: se.ID, N: n, Types: types})
-		cancel()
-		keep := h.refuseForeign(c.Tasks, sc)
-		if len(keep) > 0 {
-			if ctx.Err() != nil {
-				// The worker left: nobody will run them.
-				h.giveBack(keep, task.ReasonWorkerShutdown)
-				return nil, ctx.Err()
-			}
-			add := make(map[string]string, len(keep))
-			for _, t := range keep {
-				add[t.ID] = t.LeaseToken
-			}
-			uctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), callTimeout)
-			uerr := h.sessions.update(uctx, se.ID, add, nil)
-			cancel()
-			if uerr != nil {
-				h.giveBack(keep, task.ReasonWorkerShutdown)
-				return nil, uerr
-			}
-			h.metrics.claims.WithLabelValues(se.Pool).Add(float64(len(keep)))
-			return keep, nil
-		}
-		if err != nil {
-			return nil, err
-		}
-		if left <= 0 || ctx.Err() != nil {
-			return nil, nil
-		}
-		switch {
-		case c.Parked > 0 && c.Parked < left:
-			sleep(ctx, c.Parked)
-		case len(c.Tasks) > 0:
-			sleep(ctx, min(refusedDelay, left))
-		default:
-			if wasted > 0 {
-				// A wake-up for tasks this worker does not serve: another
-				// claimer's; let it take them before listening again.
-				sleep(ctx, min(20*time.Millisecond<<min(wasted-1, 6), left))
-			}
-			if h.bells.wait(ctx, se.Pool, min(time.Until(end), bellPoll)) {
-				wasted++
-			} else {
-				wasted = 0
-			}
-		}
+		uctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), callTimeout)
+		defer cancel()
+		return h.sessions.update(uctx, w.ID, add, nil)
 	}
-}
-
-// refuseForeign gives back the tasks of tenants outside sc and returns
-// the others.
-func (h *Handlers) refuseForeign(ts []*task.Task, sc scope) []*task.Task {
-	var keep, foreign []*task.Task
-	for _, t := range ts {
-		if sc.tenant(t.Tenant) {
-			keep = append(keep, t)
-		} else {
-			foreign = append(foreign, t)
-		}
+	c, err := h.cfg.Claimer.Claim(ctx, proxy.Request{Worker: w, N: n, Wait: wait, Accept: sc.tenant, Keep: keep})
+	if c.Refused > 0 {
+		h.metrics.refused.Add(float64(c.Refused))
 	}
-	if len(foreign) > 0 {
-		h.metrics.refused.Add(float64(len(foreign)))
-		h.giveBackAfter(foreign, task.ReasonTenantRefused, refusedDelay)
+	if err != nil {
+		return nil, err
 	}
-	return keep
-}
-
-func (h *Handlers) giveBack(ts []*task.Task, reason string) { h.giveBackAfter(ts, reason, 0) }
-
-func (h *Handlers) giveBackAfter(ts []*task.Task, reason string, delay time.Duration) {
-	for _, t := range ts {
-		ctx, cancel := context.WithTimeout(context.Background(), callTimeout)
-		if _, err := h.cfg.Recorder.Return(ctx, t.ID, t.LeaseToken, reason, delay); err != nil {
-			h.log.Warn("remote worker: giving a task back failed; the reaper takes it after its lease", "task", t.ID, "err", err)
-		}
-		cancel()
+	if len(c.Tasks) > 0 {
+		h.metrics.claims.WithLabelValues(w.Pool).Add(float64(len(c.Tasks)))
 	}
+	return c.Tasks, nil
 }
 
 // wireTask is t as a remote worker gets it.
@@ -312,18 +236,6 @@ func wireTask(t *task.Task) apiv1.WorkerTask {
 		Deadline: start.Add(time.Duration(t.Timeout)).UTC()}
 }
 
-func sleep(ctx context.Context, d time.Duration) {
-	if d <= 0 {
-		return
-	}
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-	case <-ctx.Done():
-	}
-}
-
 func (h *Handlers) leave(w http.ResponseWriter, r *http.Request, sc scope) error {
 	id := r.PathValue("worker_id")
 	ctx, cancel := context.WithTimeout(r.Context(), callTimeout)
@@ -332,10 +244,12 @@ func (h *Handlers) leave(w http.ResponseWriter, r *http.Request, sc scope) error
 	if err != nil {
 		return err
 	}
+	held := make([]apiv1.WorkerLease, 0, len(hs))
 	for tid, hd := range hs {
-		if _, err := h.cfg.Recorder.Return(ctx, tid, hd.Lease, task.ReasonWorkerShutdown, 0); err != nil && !lostLease(err) {
-			return err
-		}
+		held = append(held, apiv1.WorkerLease{ID: tid, Lease: hd.Lease})
+	}
+	if err := h.cfg.Recorder.Release(ctx, held); err != nil {
+		return err
 	}
 	if err := h.sessions.remove(ctx, id); err != nil {
 		return err

@@ -15,6 +15,7 @@ import (
 	"github.com/ax-sched/ax/queue"
 	"github.com/ax-sched/ax/queue/store"
 	"github.com/ax-sched/ax/task"
+	"github.com/ax-sched/ax/worker/proxy"
 )
 
 // TestClaimRefusesOtherTenants: a task of a tenant outside the worker's
@@ -43,7 +44,8 @@ func TestClaimRefusesOtherTenants(t *testing.T) {
 		}
 		return res[0].ID
 	}
-	h := New(Config{Region: "us-east-1", Pools: []string{"acme-gpu"}, Claimer: st.Claimer(), Recorder: st.Claimer(),
+	px := proxy.New(st.Claimer(), nil)
+	h := New(Config{Region: "us-east-1", Pools: []string{"acme-gpu"}, Claimer: px, Recorder: px,
 		Reader: st, Redis: rdb, Heartbeat: time.Second})
 	p := endpoint.Principal{Name: "acme-workers", Role: endpoint.RoleWorker,
 		Worker: &endpoint.WorkerScope{Tenants: []string{"acme"}, Pools: []string{"acme-gpu"}}}

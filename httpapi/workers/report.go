@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"math/rand/v2"
 	"net/http"
 	"slices"
 	"strconv"
@@ -14,7 +13,6 @@ import (
 
 	"github.com/ax-sched/ax/apiv1"
 	"github.com/ax-sched/ax/httpapi/endpoint"
-	"github.com/ax-sched/ax/queue"
 	"github.com/ax-sched/ax/task"
 )
 
@@ -24,10 +22,6 @@ const maxReportItems = apiv1.MaxWorkerSlots
 
 // maxRetryAfter bounds an outcome's retry_after_ms.
 const maxRetryAfter = 24 * time.Hour
-
-// Preempted tasks wait this long (plus up to as much again) before they are
-// READY again, as a direct worker's do (worker.DefaultPreemptDelayMin).
-const preemptDelay = 60 * time.Second
 
 func (h *Handlers) report(w http.ResponseWriter, r *http.Request, sc scope) error {
 	var req apiv1.WorkerReport
@@ -215,16 +209,13 @@ type reportRun struct {
 
 func (rp *reportRun) holds(id, lease string) bool { return rp.mine[id+"\x00"+lease] }
 
-func lostLease(err error) bool {
-	return errors.Is(err, queue.ErrLeaseLost) || errors.Is(err, task.ErrNotFound) || errors.Is(err, task.ErrBadID)
-}
-
 var errLost = &apiv1.WorkerOutcomeResult{Code: "lease_lost", Message: "the task is no longer this worker's (its lease expired, or it was stopped)"}
 
 // outcomes records the report's outcomes, each answered in order.
 func (rp *reportRun) outcomes(ctx context.Context, os []apiv1.WorkerOutcome, results []string) error {
-	var cs []queue.Completion
-	var csAt []int
+	var mine []apiv1.WorkerOutcome
+	var mineRes []string
+	var at []int
 	for i, o := range os {
 		rp.resp.Outcomes[i] = apiv1.WorkerOutcomeResult{ID: o.ID, OK: true}
 		rp.done = append(rp.done, o.ID)
@@ -235,41 +226,21 @@ func (rp *reportRun) outcomes(ctx context.Context, os []apiv1.WorkerOutcome, res
 			rp.lost(i, o)
 			continue
 		}
-		var err error
-		switch {
-		case o.Status == apiv1.OutcomeSuccess:
-			cs = append(cs, queue.Completion{ID: o.ID, Token: o.Lease, Result: results[i], MaxResult: rp.h.cfg.Limits.MaxResultBytes})
-			csAt = append(csAt, i)
-			continue
-		case o.Status == apiv1.OutcomeReturn:
-			_, err = rp.h.cfg.Recorder.Return(ctx, o.ID, o.Lease, task.ReasonWorkerShutdown, time.Duration(o.RetryAfterMS)*time.Millisecond)
-		case (o.Retry == nil || *o.Retry) && o.RetryAfterMS > 0:
-			_, err = rp.h.cfg.Recorder.RetryAfter(ctx, o.ID, o.Lease, time.Duration(o.RetryAfterMS)*time.Millisecond)
-		default:
-			_, _, err = rp.h.cfg.Recorder.Fail(ctx, queue.Failure{ID: o.ID, Token: o.Lease, Error: o.Error, Retryable: o.Retry == nil || *o.Retry})
-		}
-		if err != nil && !lostLease(err) {
-			return err
-		}
-		if err != nil {
-			rp.lost(i, o)
-			continue
-		}
-		rp.h.metrics.reports.WithLabelValues(rp.se.Pool, o.Status).Inc()
+		mine, mineRes, at = append(mine, o), append(mineRes, results[i]), append(at, i)
 	}
-	if len(cs) == 0 {
+	if len(mine) == 0 {
 		return nil
 	}
-	errs, err := rp.h.cfg.Recorder.Complete(ctx, cs...)
+	lost, err := rp.h.cfg.Recorder.Record(ctx, mine, mineRes, rp.h.cfg.Limits.MaxResultBytes)
 	if err != nil {
 		return err
 	}
-	for k, i := range csAt {
-		if errs[k] != nil {
+	for k, i := range at {
+		if lost[k] {
 			rp.lost(i, os[i])
 			continue
 		}
-		rp.h.metrics.reports.WithLabelValues(rp.se.Pool, apiv1.OutcomeSuccess).Inc()
+		rp.h.metrics.reports.WithLabelValues(rp.se.Pool, os[i].Status).Inc()
 	}
 	return nil
 }
@@ -289,7 +260,7 @@ func (rp *reportRun) progress(ctx context.Context, ps []apiv1.WorkerProgress) er
 			continue
 		}
 		err := rp.h.cfg.Recorder.Progress(ctx, p.ID, p.Lease, task.Progress{Percent: p.Percent, Message: p.Message, UpdatedAt: now})
-		if err != nil && !lostLease(err) {
+		if err != nil {
 			return err
 		}
 	}
@@ -297,11 +268,11 @@ func (rp *reportRun) progress(ctx context.Context, ps []apiv1.WorkerProgress) er
 }
 
 // heartbeat extends the leases of the held tasks and registers the worker
-// alive; the tasks the store says to stop are ended here and named in the
+// alive; the tasks the store says to stop are ended and named in the
 // answer. Tasks the worker holds here but did not list for a whole lease
 // are forgotten (the reaper has taken them).
 func (rp *reportRun) heartbeat(ctx context.Context, ls []apiv1.WorkerLease) error {
-	var leases []queue.Lease
+	var leases []apiv1.WorkerLease
 	listed := map[string]bool{}
 	for _, l := range ls {
 		if slices.Contains(rp.done, l.ID) {
@@ -309,58 +280,29 @@ func (rp *reportRun) heartbeat(ctx context.Context, ls []apiv1.WorkerLease) erro
 		}
 		listed[l.ID] = true
 		if !rp.holds(l.ID, l.Lease) {
-			rp.stop(l.ID, apiv1.StopLeaseLost)
+			rp.stop(apiv1.WorkerStop{ID: l.ID, Reason: apiv1.StopLeaseLost})
 			continue
 		}
-		leases = append(leases, queue.Lease{ID: l.ID, Token: l.Lease})
+		leases = append(leases, l)
 		rp.add[l.ID] = l.Lease
 	}
-	lease := rp.h.cfg.Claimer.Options().Lease
+	lease := rp.h.cfg.Claimer.Lease()
 	for id, hd := range rp.hs {
 		if !listed[id] && !slices.Contains(rp.done, id) && time.Since(hd.Seen) > lease {
 			rp.drop = append(rp.drop, id)
 		}
 	}
-	types, _ := rp.se.served(rp.sc)
-	stops, err := rp.h.cfg.Claimer.Heartbeat(ctx, rp.se.ID, rp.se.Pool, rp.se.Slots, types, leases)
+	w, _ := rp.se.served(rp.sc)
+	stops, err := rp.h.cfg.Claimer.Heartbeat(ctx, w, leases)
 	if err != nil {
 		return err
 	}
 	for _, s := range stops {
-		reason, err := rp.h.end(ctx, s)
-		if err != nil {
-			return err
-		}
 		delete(rp.add, s.ID)
 		rp.drop = append(rp.drop, s.ID)
-		rp.stop(s.ID, reason)
+		rp.stop(s)
 	}
 	return nil
 }
 
-func (rp *reportRun) stop(id, reason string) {
-	rp.resp.Stop = append(rp.resp.Stop, apiv1.WorkerStop{ID: id, Reason: reason})
-}
-
-// end records how a task the store stopped ends, as a direct worker would
-// once its handler stopped, and names the stop on the wire.
-func (h *Handlers) end(ctx context.Context, s queue.Stop) (string, error) {
-	var err error
-	reason := apiv1.StopLeaseLost
-	switch s.Why {
-	case queue.StopCanceled:
-		reason = apiv1.StopCanceled
-		_, _, err = h.cfg.Recorder.Fail(ctx, queue.Failure{ID: s.ID, Token: s.Token, Error: "canceled while running", Retryable: true})
-	case queue.StopPreempted:
-		reason = apiv1.StopPreempted
-		_, err = h.cfg.Recorder.Return(ctx, s.ID, s.Token, task.ReasonPreempted, preemptDelay+rand.N(preemptDelay))
-	case queue.StopDeadline:
-		reason = apiv1.StopDeadline
-		_, _, err = h.cfg.Recorder.Fail(ctx, queue.Failure{ID: s.ID, Token: s.Token, Retryable: true, Reason: task.ReasonDeadline,
-			Error: "timeout: the attempt ran past its deadline"})
-	}
-	if err != nil && !lostLease(err) {
-		return "", err
-	}
-	return reason, nil
-}
+func (rp *reportRun) stop(s apiv1.WorkerStop) { rp.resp.Stop = append(rp.resp.Stop, s) }

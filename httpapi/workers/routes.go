@@ -9,9 +9,8 @@ import (
 
 	"github.com/ax-sched/ax/apiv1"
 	"github.com/ax-sched/ax/httpapi/endpoint"
-	"github.com/ax-sched/ax/queue"
-	"github.com/ax-sched/ax/queue/claim"
 	"github.com/ax-sched/ax/task"
+	"github.com/ax-sched/ax/worker/proxy"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/redis/go-redis/v9"
 )
@@ -28,23 +27,26 @@ type Limits struct {
 	LongPolls, LongPollsPerToken int
 }
 
-// Claimer is the region's claiming stage, acting for remote workers;
-// *claim.Claimer implements it.
+// Claimer claims tasks for remote workers and keeps them alive in their
+// pool; *proxy.Proxy implements it.
 type Claimer interface {
-	ClaimTasks(ctx context.Context, req queue.ClaimRequest) (queue.Claimed, error)
-	Heartbeat(ctx context.Context, worker, pool string, slots int, types queue.Types, held []queue.Lease) ([]queue.Stop, error)
-	NewWaker(pool string) *claim.Waker
-	Options() queue.Options
+	Alive(ctx context.Context, w proxy.Worker) error
+	Claim(ctx context.Context, r proxy.Request) (proxy.Claimed, error)
+	Heartbeat(ctx context.Context, w proxy.Worker, held []apiv1.WorkerLease) ([]apiv1.WorkerStop, error)
+	Lease() time.Duration
 }
 
-// Recorder records how attempts end; *claim.Claimer implements it.
+// Recorder records what remote workers report; *proxy.Proxy implements it.
 type Recorder interface {
-	Complete(ctx context.Context, cs ...queue.Completion) ([]error, error)
-	Fail(ctx context.Context, f queue.Failure) (task.State, time.Time, error)
-	Return(ctx context.Context, id, token, reason string, delay time.Duration) (task.State, error)
-	RetryAfter(ctx context.Context, id, token string, d time.Duration) (task.State, error)
-	Progress(ctx context.Context, id, token string, p task.Progress) error
+	Record(ctx context.Context, os []apiv1.WorkerOutcome, results []string, maxResult int) (lost []bool, err error)
+	Progress(ctx context.Context, id, lease string, p task.Progress) error
+	Release(ctx context.Context, held []apiv1.WorkerLease) error
 }
+
+var (
+	_ Claimer  = (*proxy.Proxy)(nil)
+	_ Recorder = (*proxy.Proxy)(nil)
+)
 
 // Reader reads one stored task of the region; *store.Store implements it.
 type Reader interface {
@@ -58,8 +60,9 @@ type Config struct {
 	// Region is this server's region; Pools its pools.
 	Region string
 	Pools  []string
-	// Claimer, Recorder and Reader are the region's store; Redis holds
-	// the workers' registrations, shared by the region's servers.
+	// Claimer and Recorder act in the region's store for the workers,
+	// Reader reads it; Redis holds the workers' registrations, shared by
+	// the region's servers.
 	Claimer  Claimer
 	Recorder Recorder
 	Reader   Reader
@@ -76,7 +79,6 @@ type Handlers struct {
 	cfg      Config
 	sessions *sessions
 	polls    *endpoint.LongPolls
-	bells    *bells
 	metrics  *metrics
 	log      *slog.Logger
 }
@@ -105,8 +107,7 @@ func New(cfg Config) *Handlers {
 	h := &Handlers{cfg: cfg, polls: endpoint.NewLongPolls(l.LongPolls, l.LongPollsPerToken),
 		metrics: newMetrics(cfg.Registerer), log: cfg.Logger}
 	if cfg.Claimer != nil {
-		h.sessions = &sessions{rdb: cfg.Redis, lease: cfg.Claimer.Options().Lease}
-		h.bells = newBells(cfg.Claimer)
+		h.sessions = &sessions{rdb: cfg.Redis, lease: cfg.Claimer.Lease()}
 	}
 	return h
 }

@@ -29,6 +29,7 @@ import (
 	"github.com/ax-sched/ax/region"
 	"github.com/ax-sched/ax/region/identity"
 	"github.com/ax-sched/ax/schedule"
+	"github.com/ax-sched/ax/worker/proxy"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/redis/go-redis/v9"
 	clientv3 "go.etcd.io/etcd/client/v3"
@@ -295,6 +296,7 @@ func (s *Server) serveAPI(reg *prometheus.Registry, own prometheus.Registerer) {
 	}
 	s.quotas.Store(&cfg.Quotas)
 	s.auth = apiAuth(cfg, s.log)
+	px := proxy.New(s.store.Claimer(), s.log)
 	api := httpapi.New(s.node, httpapi.Config{
 		// In ax dev the region's workers register with reg too.
 		Auth: s.auth, MaxPayload: int(cfg.Task.MaxPayload), Gatherer: reg, Registerer: own, Pools: pools,
@@ -308,7 +310,7 @@ func (s *Server) serveAPI(reg *prometheus.Registry, own prometheus.Registerer) {
 		PublicDetails: cfg.HTTPServer.PublicDetails, MaxHeaderBytes: cfg.HTTPServer.MaxHeaderBytes,
 		Workers: httpapi.WorkerConfig{Limits: httpapi.WorkerLimits{MaxResultBytes: cfg.RemoteWorkers.MaxResultBytes,
 			MaxWait: cfg.RemoteWorkers.MaxWait, LongPolls: cfg.RemoteWorkers.MaxLongPolls, LongPollsPerToken: cfg.RemoteWorkers.MaxLongPollsPerToken},
-			Store: httpapi.WorkerStore{Claimer: s.store.Claimer(), Recorder: s.store.Claimer(), Reader: s.store, Redis: s.rdb,
+			Store: httpapi.WorkerStore{Claimer: px, Recorder: px, Reader: s.store, Redis: s.rdb,
 				Heartbeat: cfg.Lease.Heartbeat}},
 		Ready: func(context.Context) error {
 			if err := s.regionalProbe.Err(); err != nil {

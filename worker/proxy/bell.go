@@ -1,4 +1,4 @@
-package workers
+package proxy
 
 import (
 	"context"
@@ -14,7 +14,7 @@ import (
 // Redis pop, not a thousand. A bell's goroutine runs only while someone
 // waits and ends when the last waiter leaves.
 type bells struct {
-	claimer Claimer
+	claimer *claim.Claimer
 	mu      sync.Mutex
 	by      map[string]*bell
 }
@@ -24,7 +24,7 @@ type bell struct {
 	rung    chan struct{} // closed and replaced at each ring
 }
 
-func newBells(c Claimer) *bells { return &bells{claimer: c, by: map[string]*bell{}} }
+func newBells(c *claim.Claimer) *bells { return &bells{claimer: c, by: map[string]*bell{}} }
 
 // bellPoll bounds one wait of a bell's pop: how soon it notices that its
 // waiters left.
@@ -83,7 +83,3 @@ func (b *bells) ring(pool string, bl *bell) {
 		}
 	}
 }
-
-var _ Claimer = (*claim.Claimer)(nil)
-
-var _ Recorder = (*claim.Claimer)(nil)
