@@ -19,7 +19,14 @@ import (
 // uses. Written here rather than taken from a library: the subset is ten
 // keywords, and a keyword the checker does not know fails the check, so
 // the spec cannot grow past what is verified without this file noticing.
-type spec3 struct{ doc map[string]any }
+// A strict checker also refuses a property an object schema does not list
+// when the schema says nothing of additionalProperties: an answer of the
+// server with a field the spec lacks is then a finding, so a client
+// generated from the spec sees every field.
+type spec3 struct {
+	doc    map[string]any
+	strict bool
+}
 
 // annotations carry no constraint.
 var annotations = []string{"description", "title", "example", "examples", "default"}
@@ -101,6 +108,9 @@ func (s spec3) check(schema, v any, at string) []string {
 						errs = append(errs, s.check(p, val, at+"."+name)...)
 					}
 					continue
+				}
+				if k == "properties" && s.strict && sc["additionalProperties"] == nil {
+					bad("property %q is not in the schema", name)
 				}
 				if k == "additionalProperties" {
 					switch ap := rule.(type) {
@@ -199,7 +209,7 @@ func loadSpec(t *testing.T, f *fed) spec3 {
 	t.Helper()
 	var doc map[string]any
 	f.Call(http.MethodGet, f.R(aws).URL()+"/v1/openapi.json", "", nil).Want(t, http.StatusOK).JSON(t, &doc)
-	return spec3{doc: doc}
+	return spec3{doc: doc, strict: true}
 }
 
 // TestSchemaCheckerRefuses: the checker finds what a wrong answer has
@@ -238,6 +248,19 @@ func TestSchemaCheckerRefuses(t *testing.T) {
 	}
 	if errs := s.check(map[string]any{"pattern": "x"}, "x", "$"); len(errs) != 1 || !strings.Contains(errs[0], "does not know") {
 		t.Errorf("an unknown keyword: %v", errs)
+	}
+	open := map[string]any{"type": "object", "properties": map[string]any{"id": map[string]any{"type": "string"}}}
+	extra := map[string]any{"id": "x", "extra": true}
+	if errs := s.check(open, extra, "$"); len(errs) != 0 {
+		t.Errorf("a lenient checker refuses an unlisted property: %v", errs)
+	}
+	s.strict = true
+	if errs := s.check(open, extra, "$"); len(errs) != 1 || !strings.Contains(errs[0], `"extra" is not in the schema`) {
+		t.Errorf("a strict checker on an unlisted property: %v", errs)
+	}
+	open["additionalProperties"] = true
+	if errs := s.check(open, extra, "$"); len(errs) != 0 {
+		t.Errorf("a strict checker refuses what additionalProperties allows: %v", errs)
 	}
 }
 

@@ -894,6 +894,7 @@ export interface components {
             max_retries: number;
             /** @description a Go duration ("1m30s") */
             max_wait?: string;
+            /** @description the submitter's JSON value, as submitted (any JSON type) */
             payload?: unknown;
             pinned?: boolean;
             pool?: string;
@@ -943,6 +944,7 @@ export interface components {
         };
         TaskSpec: {
             type: string;
+            /** @description any JSON value, handed to the handler as it is */
             payload?: unknown;
             priority?: number;
             tags?: {
@@ -1275,6 +1277,7 @@ export interface operations {
                 };
             };
             401: components["responses"]["Error"];
+            403: components["responses"]["Error"];
             404: components["responses"]["Error"];
             431: components["responses"]["Error"];
             503: components["responses"]["Error"];
@@ -1301,6 +1304,7 @@ export interface operations {
                 };
             };
             401: components["responses"]["Error"];
+            403: components["responses"]["Error"];
             404: components["responses"]["Error"];
             431: components["responses"]["Error"];
             503: components["responses"]["Error"];
@@ -1528,6 +1532,7 @@ export interface operations {
                 };
             };
             401: components["responses"]["Error"];
+            403: components["responses"]["Error"];
             431: components["responses"]["Error"];
         };
     };
@@ -1625,6 +1630,7 @@ export interface operations {
             };
             400: components["responses"]["Error"];
             401: components["responses"]["Error"];
+            403: components["responses"]["Error"];
             429: components["responses"]["Error"];
             431: components["responses"]["Error"];
             503: components["responses"]["Error"];
@@ -1719,6 +1725,7 @@ export interface operations {
                 };
             };
             401: components["responses"]["Error"];
+            403: components["responses"]["Error"];
             404: components["responses"]["Error"];
             431: components["responses"]["Error"];
             503: components["responses"]["Error"];
@@ -2007,6 +2014,7 @@ export interface operations {
             };
             400: components["responses"]["Error"];
             401: components["responses"]["Error"];
+            403: components["responses"]["Error"];
             404: components["responses"]["Error"];
             429: components["responses"]["Error"];
             431: components["responses"]["Error"];

@@ -591,7 +591,9 @@ type Task struct {
 	MaxRetries          int      `json:"max_retries"`
 
 	// MaxWait a Go duration ("1m30s")
-	MaxWait          *string     `json:"max_wait,omitempty"`
+	MaxWait *string `json:"max_wait,omitempty"`
+
+	// Payload the submitter's JSON value, as submitted (any JSON type)
 	Payload          interface{} `json:"payload,omitempty"`
 	Pinned           *bool       `json:"pinned,omitempty"`
 	Pool             *string     `json:"pool,omitempty"`
@@ -659,7 +661,9 @@ type TaskSpec struct {
 	MaxRetries          *int     `json:"max_retries,omitempty"`
 
 	// MaxWait Go duration: the task's own target for its expected wait before it starts (the smaller of it and the pool's applies)
-	MaxWait     *string            `json:"max_wait,omitempty"`
+	MaxWait *string `json:"max_wait,omitempty"`
+
+	// Payload any JSON value, handed to the handler as it is
 	Payload     interface{}        `json:"payload,omitempty"`
 	Preemptible *bool              `json:"preemptible,omitempty"`
 	Priority    *int               `json:"priority,omitempty"`
@@ -4438,6 +4442,8 @@ type GetDAGResponse struct {
 	JSON200 *DAGStatus
 	// JSON401 the response for an HTTP 401 `application/json` response
 	JSON401 *Error
+	// JSON403 the response for an HTTP 403 `application/json` response
+	JSON403 *Error
 	// JSON404 the response for an HTTP 404 `application/json` response
 	JSON404 *Error
 	// JSON431 the response for an HTTP 431 `application/json` response
@@ -4454,6 +4460,11 @@ func (r GetDAGResponse) GetJSON200() *DAGStatus {
 // GetJSON401 returns the response for an HTTP 401 `application/json` response
 func (r GetDAGResponse) GetJSON401() *Error {
 	return r.JSON401
+}
+
+// GetJSON403 returns the response for an HTTP 403 `application/json` response
+func (r GetDAGResponse) GetJSON403() *Error {
+	return r.JSON403
 }
 
 // GetJSON404 returns the response for an HTTP 404 `application/json` response
@@ -4661,6 +4672,8 @@ type ListEventsResponse struct {
 	JSON400 *Error
 	// JSON401 the response for an HTTP 401 `application/json` response
 	JSON401 *Error
+	// JSON403 the response for an HTTP 403 `application/json` response
+	JSON403 *Error
 	// JSON429 the response for an HTTP 429 `application/json` response
 	JSON429 *Error
 	// JSON431 the response for an HTTP 431 `application/json` response
@@ -4682,6 +4695,11 @@ func (r ListEventsResponse) GetJSON400() *Error {
 // GetJSON401 returns the response for an HTTP 401 `application/json` response
 func (r ListEventsResponse) GetJSON401() *Error {
 	return r.JSON401
+}
+
+// GetJSON403 returns the response for an HTTP 403 `application/json` response
+func (r ListEventsResponse) GetJSON403() *Error {
+	return r.JSON403
 }
 
 // GetJSON429 returns the response for an HTTP 429 `application/json` response
@@ -4859,6 +4877,8 @@ type ListRegionsResponse struct {
 	JSON200 *RegionsResponse
 	// JSON401 the response for an HTTP 401 `application/json` response
 	JSON401 *Error
+	// JSON403 the response for an HTTP 403 `application/json` response
+	JSON403 *Error
 	// JSON431 the response for an HTTP 431 `application/json` response
 	JSON431 *Error
 }
@@ -4871,6 +4891,11 @@ func (r ListRegionsResponse) GetJSON200() *RegionsResponse {
 // GetJSON401 returns the response for an HTTP 401 `application/json` response
 func (r ListRegionsResponse) GetJSON401() *Error {
 	return r.JSON401
+}
+
+// GetJSON403 returns the response for an HTTP 403 `application/json` response
+func (r ListRegionsResponse) GetJSON403() *Error {
+	return r.JSON403
 }
 
 // GetJSON431 returns the response for an HTTP 431 `application/json` response
@@ -5516,6 +5541,8 @@ type StreamEventsResponse struct {
 	JSON400 *Error
 	// JSON401 the response for an HTTP 401 `application/json` response
 	JSON401 *Error
+	// JSON403 the response for an HTTP 403 `application/json` response
+	JSON403 *Error
 	// JSON404 the response for an HTTP 404 `application/json` response
 	JSON404 *Error
 	// JSON429 the response for an HTTP 429 `application/json` response
@@ -5534,6 +5561,11 @@ func (r StreamEventsResponse) GetJSON400() *Error {
 // GetJSON401 returns the response for an HTTP 401 `application/json` response
 func (r StreamEventsResponse) GetJSON401() *Error {
 	return r.JSON401
+}
+
+// GetJSON403 returns the response for an HTTP 403 `application/json` response
+func (r StreamEventsResponse) GetJSON403() *Error {
+	return r.JSON403
 }
 
 // GetJSON404 returns the response for an HTTP 404 `application/json` response
@@ -6007,6 +6039,8 @@ type GetTaskResponse struct {
 	JSON200 *Task
 	// JSON401 the response for an HTTP 401 `application/json` response
 	JSON401 *Error
+	// JSON403 the response for an HTTP 403 `application/json` response
+	JSON403 *Error
 	// JSON404 the response for an HTTP 404 `application/json` response
 	JSON404 *Error
 	// JSON431 the response for an HTTP 431 `application/json` response
@@ -6023,6 +6057,11 @@ func (r GetTaskResponse) GetJSON200() *Task {
 // GetJSON401 returns the response for an HTTP 401 `application/json` response
 func (r GetTaskResponse) GetJSON401() *Error {
 	return r.JSON401
+}
+
+// GetJSON403 returns the response for an HTTP 403 `application/json` response
+func (r GetTaskResponse) GetJSON403() *Error {
+	return r.JSON403
 }
 
 // GetJSON404 returns the response for an HTTP 404 `application/json` response
@@ -6332,6 +6371,8 @@ type GetTaskTrailResponse struct {
 	JSON200 *Trail
 	// JSON401 the response for an HTTP 401 `application/json` response
 	JSON401 *Error
+	// JSON403 the response for an HTTP 403 `application/json` response
+	JSON403 *Error
 	// JSON404 the response for an HTTP 404 `application/json` response
 	JSON404 *Error
 	// JSON431 the response for an HTTP 431 `application/json` response
@@ -6348,6 +6389,11 @@ func (r GetTaskTrailResponse) GetJSON200() *Trail {
 // GetJSON401 returns the response for an HTTP 401 `application/json` response
 func (r GetTaskTrailResponse) GetJSON401() *Error {
 	return r.JSON401
+}
+
+// GetJSON403 returns the response for an HTTP 403 `application/json` response
+func (r GetTaskTrailResponse) GetJSON403() *Error {
+	return r.JSON403
 }
 
 // GetJSON404 returns the response for an HTTP 404 `application/json` response
@@ -7533,6 +7579,13 @@ func ParseGetDAGResponse(rsp *http.Response) (*GetDAGResponse, error) {
 		}
 		response.JSON401 = &dest
 
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest Error
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON403 = &dest
+
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
 		var dest Error
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
@@ -7716,6 +7769,13 @@ func ParseListEventsResponse(rsp *http.Response) (*ListEventsResponse, error) {
 		}
 		response.JSON401 = &dest
 
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest Error
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON403 = &dest
+
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
 		var dest Error
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
@@ -7863,6 +7923,13 @@ func ParseListRegionsResponse(rsp *http.Response) (*ListRegionsResponse, error) 
 			return nil, err
 		}
 		response.JSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest Error
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON403 = &dest
 
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 431:
 		var dest Error
@@ -8401,6 +8468,13 @@ func ParseStreamEventsResponse(rsp *http.Response) (*StreamEventsResponse, error
 		}
 		response.JSON401 = &dest
 
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest Error
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON403 = &dest
+
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
 		var dest Error
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
@@ -8802,6 +8876,13 @@ func ParseGetTaskResponse(rsp *http.Response) (*GetTaskResponse, error) {
 		}
 		response.JSON401 = &dest
 
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest Error
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON403 = &dest
+
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
 		var dest Error
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
@@ -9066,6 +9147,13 @@ func ParseGetTaskTrailResponse(rsp *http.Response) (*GetTaskTrailResponse, error
 			return nil, err
 		}
 		response.JSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest Error
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON403 = &dest
 
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
 		var dest Error
