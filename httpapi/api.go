@@ -19,6 +19,7 @@ import (
 	"github.com/ax-sched/ax/httpapi/schedules"
 	"github.com/ax-sched/ax/httpapi/stream"
 	"github.com/ax-sched/ax/httpapi/workers"
+	"github.com/ax-sched/ax/internal/tracing"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"github.com/redis/go-redis/v9"
@@ -260,6 +261,7 @@ func (a *API) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 func (a *API) route(pattern string, need Role, h endpoint.Handler) {
 	a.routes = append(a.routes, pattern)
 	a.mux.HandleFunc(pattern, func(w http.ResponseWriter, r *http.Request) {
+		tracing.NameRoute(r.Context(), pattern)
 		rec := &statusRecorder{ResponseWriter: w, code: 200}
 		defer func() { a.requests.WithLabelValues(pattern, strconv.Itoa(rec.code)).Inc() }()
 		p, aerr := a.principal(pattern, r)

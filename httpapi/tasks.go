@@ -461,11 +461,20 @@ func parseDLQQuery(raw string, p Principal) (federation.DLQQuery, error) {
 	return q, err
 }
 
-// joinTrace makes the request's W3C trace (a traceparent header) the trace
-// of the specs that name none, and its span the parent of their submit
-// spans. The trace id is not part of a spec's idempotency hash, so a retry
-// under another trace is still the same task.
+// joinTrace makes the request's trace — its HTTP server span's
+// (tracing.Handler), else its W3C traceparent header's — the trace of the
+// specs that name none, and that span the parent of their submit spans.
+// The trace id is not part of a spec's idempotency hash, so a retry under
+// another trace is still the same task.
 func joinTrace(r *http.Request, specs ...*task.Spec) context.Context {
+	if sc := trace.SpanContextFromContext(r.Context()); sc.IsValid() && !sc.IsRemote() {
+		for _, sp := range specs {
+			if sp.TraceID == "" {
+				sp.TraceID = sc.TraceID().String()
+			}
+		}
+		return r.Context()
+	}
 	sc, ok := tracing.ParseTraceparent(r.Header.Get("traceparent"))
 	if !ok || !sc.IsValid() {
 		return r.Context()

@@ -663,9 +663,16 @@ func (l Limit) Share(region string, regions []string) LimitShare {
 
 // Tracing is where spans go (internal/tracing).
 type Tracing struct {
-	// Endpoint is the collector's OTLP/HTTP base URL
-	// (http://otel-collector:4318); empty: no tracing.
+	// Endpoint is the collector's OTLP base URL (http/protobuf:
+	// http://otel-collector:4318, grpc: http://otel-collector:4317); empty:
+	// the standard OTEL_EXPORTER_OTLP_ENDPOINT, and no tracing without it.
 	Endpoint string `mapstructure:"endpoint" yaml:"endpoint"`
+	// Protocol is http/protobuf or grpc; empty: the standard
+	// OTEL_EXPORTER_OTLP_PROTOCOL, else http/protobuf.
+	Protocol string `mapstructure:"protocol" yaml:"protocol"`
+	// Redis adds a span per Redis command made within a traced request or
+	// task (none for the background loops).
+	Redis bool `mapstructure:"redis" yaml:"redis"`
 	// SampleRatio of tasks traced, 0 < r ≤ 1 (default 1). The decision is
 	// the task's trace id's, the same in every process.
 	SampleRatio float64 `mapstructure:"sample_ratio" yaml:"sample_ratio"`

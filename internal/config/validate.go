@@ -167,8 +167,13 @@ func validateTracing(p *problems, path string, t Tracing) {
 	if t.Endpoint != "" {
 		u, err := url.Parse(t.Endpoint)
 		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-			p.add(path+".endpoint", "want http(s)://host:port of an OTLP/HTTP collector, got %q", t.Endpoint)
+			p.add(path+".endpoint", "want http(s)://host:port of an OTLP collector, got %q", t.Endpoint)
 		}
+	}
+	switch t.Protocol {
+	case "", "http/protobuf", "grpc":
+	default:
+		p.add(path+".protocol", "must be http/protobuf or grpc, got %q", t.Protocol)
 	}
 	// Checked with tracing off too: a bad ratio would only surface the
 	// day an endpoint is set (AX_TRACING_ENDPOINT), far from the file.

@@ -15,7 +15,11 @@ import (
 // operation sent to the home server and to the holder's.
 func TestEveryTaskOperationFollowsAHandedOffTask(t *testing.T) {
 	col := startOTLP(t)
-	fed := newFederation(t, fedOpts{extra: "tracing: {endpoint: " + col.URL + "}"})
+	// Only the standard variable names the collector (every process
+	// inherits the test's environment); tracing.redis adds Redis spans.
+	t.Setenv("OTEL_EXPORTER_OTLP_ENDPOINT", col.URL)
+	t.Setenv("OTEL_EXPORTER_OTLP_PROTOCOL", "http/protobuf")
+	fed := newFederation(t, fedOpts{extra: "tracing: {redis: true}"})
 
 	t.Run("one trace links submit, hand-off, receipt and run across regions", func(t *testing.T) {
 		traceID, parent := randomHex(16), randomHex(8)
@@ -46,9 +50,24 @@ func TestEveryTaskOperationFollowsAHandedOffTask(t *testing.T) {
 			}
 			return len(byName) == 4
 		})
+		var httpSpan, redisCmd otlpSpan
+		waitUntil(t, 15*time.Second, "the request's HTTP server span and a Redis span under it", func() bool {
+			for _, s := range col.trace(traceID) {
+				switch {
+				case s.Name == "POST /v1/tasks":
+					httpSpan = s
+				case s.Attrs["db.system.name"] == "redis" && httpSpan.SpanID != "" && s.ParentID == httpSpan.SpanID:
+					redisCmd = s
+				}
+			}
+			return httpSpan.SpanID != "" && redisCmd.SpanID != ""
+		})
+		if httpSpan.Service != "ax-server" || httpSpan.Region != "us-east-1" || httpSpan.ParentID != parent || httpSpan.Attrs["http.route"] != "/v1/tasks" {
+			t.Fatalf("HTTP server span %+v: want us-east-1's server, child of the request's traceparent %s", httpSpan, parent)
+		}
 		sub := byName["ax.submit"]
-		if sub.Service != "ax-server" || sub.Region != "us-east-1" || sub.ParentID != parent || sub.Attrs["ax.placement.region"] != "eu-west-1" {
-			t.Fatalf("submit span %+v: want us-east-1's server, child of the request's span %s, placed in eu-west-1", sub, parent)
+		if sub.Service != "ax-server" || sub.Region != "us-east-1" || sub.ParentID != httpSpan.SpanID || sub.Attrs["ax.placement.region"] != "eu-west-1" {
+			t.Fatalf("submit span %+v: want us-east-1's server, child of the HTTP server span %s, placed in eu-west-1", sub, httpSpan.SpanID)
 		}
 		for name, want := range map[string]struct{ service, region string }{
 			"ax.handoff": {"ax-server", "us-east-1"}, "ax.handoff.receive": {"ax-server", "eu-west-1"},

@@ -264,6 +264,10 @@ func (s *Server) assemble(pc placement.Config, peerTLS *tls.Config, reg *prometh
 	if s.tracer, s.stopTracing, err = startTracing(cfg, "ax-server", s.id); err != nil {
 		return err
 	}
+	if cfg.Tracing.Redis {
+		tracing.Hooks(s.rdb, s.tracer, redisNode(cfg.Redis))
+		tracing.Hooks(s.blocking, s.tracer, redisNode(cfg.Redis))
+	}
 	s.node, err = federation.NewNode(federation.Config{
 		Region: cfg.Name, Regions: cfg.Regions, ClusterToken: cfg.Auth.ClusterToken, Defaults: defaultsOf(cfg),
 		Placement: pc, Logger: s.log, PeerTLS: peerTLS, AllowInsecurePeers: cfg.Auth.AllowInsecurePeers,
@@ -321,7 +325,7 @@ func (s *Server) serveAPI(reg *prometheus.Registry, own prometheus.Registerer) {
 		GlobalEtcd: s.globalProbe.Err,
 	})
 	hs := cfg.HTTPServer
-	s.http = &http.Server{Handler: withWriteDeadline(gated(api), hs.WriteTimeout), ReadHeaderTimeout: hs.ReadHeaderTimeout, ReadTimeout: hs.ReadTimeout,
+	s.http = &http.Server{Handler: tracing.Handler(s.tracer, withWriteDeadline(gated(api), hs.WriteTimeout)), ReadHeaderTimeout: hs.ReadHeaderTimeout, ReadTimeout: hs.ReadTimeout,
 		WriteTimeout: hs.WriteTimeout, IdleTimeout: hs.IdleTimeout, MaxHeaderBytes: httpapi.HeaderReadLimit(hs.MaxHeaderBytes),
 		ConnContext: httpapi.ConnContext}
 	s.ln = httpapi.NewListener(s.ln, httpapi.ListenerOptions{Max: hs.MaxConnections, PerClient: hs.MaxConnectionsPerClient,
@@ -434,11 +438,12 @@ func (s *Server) close() {
 // startTracing is the OpenTelemetry provider of cfg.Tracing (nil, and a
 // no-op stop, when tracing is off); stop flushes what is buffered.
 func startTracing(cfg *config.Region, service, instance string) (trace.TracerProvider, func(), error) {
-	if cfg.Tracing.Endpoint == "" {
+	tc := tracing.Config{Endpoint: cfg.Tracing.Endpoint, Protocol: cfg.Tracing.Protocol, SampleRatio: cfg.Tracing.SampleRatio,
+		Service: service, Region: cfg.Name, Instance: instance}
+	if !tc.Enabled() {
 		return nil, func() {}, nil
 	}
-	p, err := tracing.New(tracing.Config{Endpoint: cfg.Tracing.Endpoint, SampleRatio: cfg.Tracing.SampleRatio,
-		Service: service, Region: cfg.Name, Instance: instance})
+	p, err := tracing.New(tc)
 	if err != nil {
 		return nil, nil, err
 	}

@@ -9,6 +9,7 @@ import (
 
 	"github.com/ax-sched/ax/internal/buildinfo"
 	"github.com/ax-sched/ax/internal/config"
+	"github.com/ax-sched/ax/internal/tracing"
 	"github.com/ax-sched/ax/queue/store"
 	"github.com/ax-sched/ax/region/identity"
 	"github.com/ax-sched/ax/worker"
@@ -39,6 +40,9 @@ func RunWorker(ctx context.Context, cfg *config.Region, p config.Pool, id string
 		return err
 	}
 	defer stopTracing()
+	if cfg.Tracing.Redis {
+		tracing.Hooks(rdb, tp, redisNode(cfg.Redis))
+	}
 	w, err := worker.New(store.Claimer(), worker.Options{
 		Pool: p.Name, ID: id, Concurrency: cfg.Worker.Concurrency, TypeConcurrency: cfg.Worker.TypeConcurrency(), ClaimBatch: cfg.Worker.ClaimBatch,
 		Heartbeat: cfg.Lease.Heartbeat, ShutdownGrace: cfg.Worker.ShutdownGrace,

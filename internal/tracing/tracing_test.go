@@ -57,13 +57,3 @@ func TestSpansOfATaskLinkWithoutCarriedContext(t *testing.T) {
 		t.Errorf("Traceparent = %q", got)
 	}
 }
-
-func TestNewRefusesABadEndpointAndIsANoOpWithout(t *testing.T) {
-	if _, err := New(Config{Endpoint: "collector:4318"}); err == nil {
-		t.Fatal("an endpoint without scheme was accepted")
-	}
-	p, err := New(Config{})
-	if err != nil || p.Shutdown(context.Background()) != nil {
-		t.Fatalf("off: %v", err)
-	}
-}
