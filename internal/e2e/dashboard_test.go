@@ -183,6 +183,7 @@ func dashboardInBrowser(t *testing.T, fed *federation) {
 	run("open the run", chromedp.Click(`#dag-table a[href="#/dags/`+dagRun.ID+`"]`, chromedp.ByQuery),
 		chromedp.WaitVisible(".graph .node", chromedp.ByQuery), chromedp.Text(".graph", &graph, chromedp.ByQuery))
 	shot("dag")
+	dashboardActions(t, fed, api, dagRun.ID, run, shot)
 	if !strings.Contains(dagRows, "eu-west-1") || !strings.Contains(dagRows, "1 RELEASED, 1 WAITING") {
 		t.Fatalf("DAG listing: %q", dagRows)
 	}

@@ -25,6 +25,31 @@ async function api(method, path, body) {
   return d;
 }
 
+// act asks before a write: it shows what will be done and runs it only on
+// Confirm, then says how it went (the API's refusal, 403 for a token
+// without the role, as it came) and calls after (a re-render) on success.
+function act(what, run, after) {
+  const box = $('#confirm'), out = $('#action-result');
+  $('#confirm-text').textContent = what + '?';
+  out.textContent = '';
+  out.className = '';
+  box.hidden = false;
+  $('#confirm-no').onclick = () => { box.hidden = true; };
+  $('#confirm-yes').onclick = async () => {
+    box.hidden = true;
+    try {
+      await run();
+      out.textContent = what + ': done';
+      out.className = 'ok';
+      if (after) await after();
+    } catch (e) {
+      if (e.message === 'unauthorized') return;
+      out.textContent = what + ': ' + e.message;
+      out.className = 'bad';
+    }
+  };
+}
+
 function time(s) { return s ? esc(s) : '<span class="muted">-</span>'; }
 function state(s) { return '<span class="state s-' + esc(s) + '">' + esc(s) + '</span>'; }
 function taskLink(id) { return '<a class="task-link" href="#/task/' + encodeURIComponent(id) + '">' + esc(id) + '</a>'; }
@@ -225,6 +250,9 @@ async function renderTask(t) {
     row('price at claim', t.price_per_hour ? '$' + esc(t.price_per_hour) + '/slot-h' : '') +
     row('created', time(t.created_at)) + row('due', time(t.due_at)) + row('ready', time(t.ready_at)) + row('started', time(t.started_at)) +
     row('finished', time(t.finished_at)) + row('last error', esc(t.last_error)) + row('result', esc(t.result)) + row('trace id', esc(t.trace_id)) + '</table>';
+  h += '<div class="actions" id="task-actions"><button id="act-cancel">Cancel</button><button id="act-replay">Replay</button>' +
+    '<label>priority <select id="act-prio">' + [0, 1, 2, 3, 4].map(p => '<option' + (p === t.priority ? ' selected' : '') + '>' + p + '</option>').join('') +
+    '</select></label><button id="act-priority">Set priority</button></div>';
   h += '<h2>Payload</h2><pre>' + esc(t.payload === undefined ? 'null' : JSON.stringify(t.payload, null, 2)) + '</pre>';
   h += '<h2>Trail</h2><table id="trail"><tr><th>time</th><th>region</th><th>from</th><th>to</th><th>reason</th><th>by</th><th>attempt</th><th>error</th></tr>';
   for (const s of tr.transitions) {
@@ -233,6 +261,14 @@ async function renderTask(t) {
   }
   h += '</table><h2>Placement</h2><p class="muted">Where this spec would be placed now, with every candidate\'s reasons (a dry run: prices and fill move).</p><div id="explain"></div>';
   view().innerHTML = h;
+  const path = '/v1/tasks/' + encodeURIComponent(id);
+  const reload = async () => renderTask(await api('GET', path));
+  $('#act-cancel').onclick = () => act('cancel task ' + id, () => api('POST', path + '/cancel'), reload);
+  $('#act-replay').onclick = () => act('replay task ' + id, () => api('POST', path + '/replay'), reload);
+  $('#act-priority').onclick = () => {
+    const p = +$('#act-prio').value;
+    act('set the priority of task ' + id + ' to ' + p, () => api('POST', path + '/priority', {priority: p}), reload);
+  };
   try {
     const spec = {type: t.type, priority: t.priority, tags: t.tags, regions: t.regions};
     if (t.tenant) spec.tenant = t.tenant;
@@ -315,29 +351,92 @@ async function dags(id, q) {
   d.nodes.forEach(n => deep(n));
   const cols = [];
   for (const n of d.nodes) (cols[depth[n.id]] = cols[depth[n.id]] || []).push(n);
-  let g = '<p>' + esc(d.name || '') + ' · ' + state(d.state) + ' · tenant ' + esc(d.tenant) + ' · home ' + esc(d.region) + ' · created ' + time(d.created_at) + '</p><div class="graph">';
+  let g = '<p>' + esc(d.name || '') + ' · ' + state(d.state) + ' · tenant ' + esc(d.tenant) + ' · home ' + esc(d.region) + ' · created ' + time(d.created_at) + '</p>' +
+    '<div class="actions"><button id="dag-cancel">Cancel run</button></div><div class="graph-wrap"><svg id="dag-edges"></svg><div class="graph">';
   for (const c of cols) {
-    g += '<div class="col">' + (c || []).map(n => '<div class="node n-' + esc(n.state) + '"><b>' + esc(n.id) + '</b><small>' + esc(n.state) + (n.task_state ? ' · ' + esc(n.task_state) : '') +
+    g += '<div class="col">' + (c || []).map(n => '<div class="node n-' + esc(n.state) + '" data-node="' + esc(n.id) + '"><b>' + esc(n.id) + '</b><small>' + esc(n.state) + (n.task_state ? ' · ' + esc(n.task_state) : '') +
       '</small><small>' + (n.depends_on && n.depends_on.length ? '← ' + esc(n.depends_on.join(', ')) : 'root') + '</small></div>').join('') + '</div>';
   }
-  g += '</div><table><tr><th>node</th><th>state</th><th>task</th><th>task state</th><th>region</th><th>pool</th><th>attempts</th><th>rule</th></tr>';
+  g += '</div></div><table><tr><th>node</th><th>state</th><th>task</th><th>task state</th><th>region</th><th>pool</th><th>attempts</th><th>rule</th></tr>';
   for (const n of d.nodes) {
-    g += '<tr><td>' + esc(n.id) + '</td><td>' + esc(n.state) + ' ' + esc(n.reason) + '</td><td>' + (n.task_id ? taskLink(n.task_id) : '') + '</td><td>' + esc(n.task_state) +
+    g += '<tr><td>' + esc(n.id) + '</td><td>' + esc(n.state) + ' ' + esc(n.reason) + '</td><td>' + (n.task_id && n.task_state ? taskLink(n.task_id) : '<span class="muted">not run</span>') + '</td><td>' + esc(n.task_state) +
       '</td><td>' + esc(n.region) + '</td><td>' + esc(n.pool) + '</td><td class="num">' + esc(n.attempts) + '</td><td>' + esc(n.trigger_rule) + '</td></tr>';
   }
   $('#dag').innerHTML = g + '</table>';
+  drawEdges(d.nodes);
+  $('#dag-cancel').onclick = () => act('cancel DAG run ' + id, () => api('POST', '/v1/dags/' + encodeURIComponent(id) + '/cancel'), () => dags(id, q));
+}
+
+// drawEdges draws an arrow from each upstream node to the node that
+// depends on it, over the graph's columns.
+function drawEdges(nodes) {
+  const svg = $('#dag-edges'), wrap = svg.parentElement, base = wrap.getBoundingClientRect();
+  const box = id => { const e = wrap.querySelector('.node[data-node="' + CSS.escape(id) + '"]'); return e && e.getBoundingClientRect(); };
+  svg.setAttribute('width', Math.ceil(base.width));
+  svg.setAttribute('height', Math.ceil(base.height));
+  const ns = 'http://www.w3.org/2000/svg';
+  for (const n of nodes) {
+    const to = box(n.id);
+    for (const u of n.depends_on || []) {
+      const from = box(u);
+      if (!from || !to) continue;
+      const l = document.createElementNS(ns, 'line');
+      l.setAttribute('x1', from.right - base.left);
+      l.setAttribute('y1', from.top + from.height / 2 - base.top);
+      l.setAttribute('x2', to.left - base.left);
+      l.setAttribute('y2', to.top + to.height / 2 - base.top);
+      l.setAttribute('class', 'edge');
+      l.dataset.edge = u + '>' + n.id;
+      svg.appendChild(l);
+    }
+  }
 }
 
 // ---- schedules ------------------------------------------------------------------
 async function schedules() {
   const d = await api('GET', '/v1/schedules');
-  let h = '<h1>Schedules</h1><table id="schedules"><tr><th>name</th><th>tenant</th><th>cron</th><th>zone</th><th>home</th><th>task type</th><th>paused</th><th>next slot</th><th>last slot</th><th>last outcome</th><th>last task</th></tr>';
+  let h = '<h1>Schedules</h1><table id="schedules"><tr><th>name</th><th>tenant</th><th>cron</th><th>zone</th><th>home</th><th>task type</th><th>paused</th><th>next slot</th><th>last slot</th><th>last outcome</th><th>last task</th><th></th></tr>';
   for (const s of d.schedules || []) {
     h += '<tr><td>' + esc(s.name) + '</td><td>' + esc(s.task && s.task.tenant) + '</td><td>' + esc(s.cron) + '</td><td>' + esc(s.timezone) + '</td><td>' + esc(s.home_region) + '</td><td>' + esc(s.task && s.task.type) +
       '</td><td>' + (s.paused ? 'yes' : 'no') + '</td><td>' + time(s.next_slot) + '</td><td>' + time(s.last_slot) + '</td><td>' + esc(s.last_outcome) + '</td><td>' +
-      (s.last_task_id ? taskLink(s.last_task_id) : '') + '</td></tr>';
+      (s.last_task_id ? taskLink(s.last_task_id) : '') + '</td><td><button class="sched-toggle" data-name="' + esc(s.name) + '" data-op="' + (s.paused ? 'resume' : 'pause') + '">' +
+      (s.paused ? 'Resume' : 'Pause') + '</button></td></tr>';
   }
   view().innerHTML = h + '</table>';
+  document.querySelectorAll('.sched-toggle').forEach(b => {
+    b.onclick = () => act(b.dataset.op + ' schedule ' + b.dataset.name,
+      () => api('POST', '/v1/schedules/' + encodeURIComponent(b.dataset.name) + '/' + b.dataset.op), schedules);
+  });
+}
+
+// ---- workers ------------------------------------------------------------------------
+// workers: every region's pools as the region leader last published them:
+// live workers, their slots, what runs and waits.
+async function workers() {
+  const d = await api('GET', '/v1/regions');
+  let h = '<h1>Workers</h1><table id="workers"><tr><th>region</th><th>pool</th><th>live workers</th><th>slots</th><th>running</th><th>utilisation</th><th>ready</th><th>paused</th><th>tags</th></tr>';
+  for (const r of d.regions || []) {
+    for (const p of r.pools || []) {
+      h += '<tr><td class="region">' + esc(r.name) + (r.stale ? ' <small class="warn">stale</small>' : '') + '</td><td>' + esc(p.name) + '</td><td class="num' + (p.workers ? '' : ' bad') + '">' + esc(p.workers || 0) +
+        '</td><td class="num">' + esc(p.slots || 0) + '</td><td class="num">' + esc(p.running || 0) + '</td><td>' + bar(p.utilisation, p.utilisation > 0.9) + pct(p.utilisation) +
+        '</td><td class="num">' + esc(p.ready || 0) + '</td><td>' + (p.paused ? 'yes' : 'no') + '</td><td>' + esc(Object.entries(p.tags || {}).map(e => e.join('=')).join(', ')) + '</td></tr>';
+    }
+  }
+  view().innerHTML = h + '</table>';
+  sizeBars();
+}
+
+// ---- budgets ------------------------------------------------------------------------
+// budgets: each tenant's monthly budget against its spend this UTC month.
+async function budgets() {
+  const d = await api('GET', '/v1/cost?group_by=tenant');
+  let h = '<h1>Budgets</h1>' + partial(d) + '<table id="budgets"><tr><th>tenant</th><th>spent (USD)</th><th>budget (USD)</th><th>used</th><th>state</th><th>over budget</th><th>price cap</th></tr>';
+  for (const b of d.budgets || []) {
+    h += '<tr><td>' + esc(b.tenant) + '</td><td class="num">' + esc(b.spent_usd.toFixed(4)) + '</td><td class="num">' + esc(b.monthly_budget_usd) + '</td><td>' + bar(b.used_ratio, b.used_ratio >= 0.8) + pct(b.used_ratio) +
+      '</td><td class="' + (b.state === 'ok' ? 'ok' : 'bad') + '">' + esc(b.state) + '</td><td>' + esc(b.over_budget) + '</td><td class="num">' + esc(b.price_cap || '') + '</td></tr>';
+  }
+  view().innerHTML = h + '</table>' + ((d.budgets || []).length ? '' : '<p class="muted">no tenant has a budget (budgets: in the region config)</p>');
+  sizeBars();
 }
 
 // ---- cost ---------------------------------------------------------------------------
@@ -354,6 +453,9 @@ async function cost(q) {
 // ---- routing ---------------------------------------------------------------------
 async function route() {
   stopLive();
+  $('#confirm').hidden = true;
+  $('#action-result').textContent = '';
+  $('#action-result').className = '';
   who();
   const [path, qs] = (location.hash.slice(1) || '/').split('?');
   const q = new URLSearchParams(qs || '');
@@ -367,6 +469,8 @@ async function route() {
       case 'dags': await dags(parts[1], q); break;
       case 'schedules': await schedules(); break;
       case 'cost': await cost(q); break;
+      case 'workers': await workers(); break;
+      case 'budgets': await budgets(); break;
       default: view().innerHTML = '<p>no such page</p>';
     }
   } catch (e) { if (e.message !== 'unauthorized') fail(e); }

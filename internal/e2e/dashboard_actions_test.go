@@ -1,0 +1,125 @@
+package e2e
+
+import (
+	"encoding/json"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/chromedp/chromedp"
+)
+
+// dashboardActions drives the dashboard's writes in the browser signed in
+// with an operator's token of team-a: a task's priority and cancel from
+// its page, a schedule's pause, a DAG run's cancel (its graph draws the
+// edge, and its node that never ran links nowhere), each confirmed first
+// and checked through the API; the workers and budgets views; then, signed
+// in as a submitter, a cancel that the API refuses (403) changes nothing.
+func dashboardActions(t *testing.T, fed *federation, api, dagRun string, run func(string, ...chromedp.Action), shot func(string)) {
+	t.Helper()
+	get := func(path string, v any) {
+		t.Helper()
+		code, body := fed.call("us-east-1", tokOperatorA, http.MethodGet, path, nil)
+		if code != http.StatusOK || json.Unmarshal(body, v) != nil {
+			t.Fatalf("GET %s: %d %s", path, code, body)
+		}
+	}
+	submit := func() string {
+		t.Helper()
+		code, body := fed.call("us-east-1", tokSubmitterA, http.MethodPost, "/v1/tasks", map[string]any{"type": "sleep", "delay": "1h", "regions": []string{"us-east-1"}})
+		var sr struct{ ID string }
+		if code != http.StatusCreated || json.Unmarshal(body, &sr) != nil {
+			t.Fatalf("submit: %d %s", code, body)
+		}
+		return sr.ID
+	}
+	confirm := func(click string) []chromedp.Action {
+		return []chromedp.Action{chromedp.Click(click, chromedp.ByQuery), chromedp.WaitVisible("#confirm", chromedp.ByQuery),
+			chromedp.Click("#confirm-yes", chromedp.ByQuery), chromedp.WaitVisible("#action-result.ok", chromedp.ByQuery)}
+	}
+
+	// A task's page: priority 3, then cancel.
+	id := submit()
+	run("open a waiting task", chromedp.Navigate(api+"/#/task/"+id), chromedp.WaitVisible("#task-actions", chromedp.ByQuery),
+		chromedp.SetValue("#act-prio", "3", chromedp.ByQuery))
+	run("set its priority", confirm("#act-priority")...)
+	var tk struct {
+		Priority int
+		State    string
+	}
+	get("/v1/tasks/"+id, &tk)
+	if tk.Priority != 3 {
+		t.Fatalf("after Set priority 3 in the dashboard: priority %d", tk.Priority)
+	}
+	run("cancel it", append(confirm("#act-cancel"), chromedp.WaitVisible("#task-state .s-CANCELED", chromedp.ByQuery))...)
+	shot("task-actions")
+	get("/v1/tasks/"+id, &tk)
+	if tk.State != "CANCELED" {
+		t.Fatalf("after Cancel in the dashboard: %s", tk.State)
+	}
+
+	// A schedule paused from the schedules page.
+	code, body := fed.call("us-east-1", tokOperatorA, http.MethodPost, "/v1/schedules", map[string]any{
+		"name": "dash-nightly", "cron": "0 0 3 * * *", "task": map[string]any{"type": "sleep"}})
+	if code != http.StatusCreated {
+		t.Fatalf("create a schedule: %d %s", code, body)
+	}
+	toggle := `.sched-toggle[data-name="dash-nightly"]`
+	run("pause the schedule", append([]chromedp.Action{chromedp.Navigate(api + "/#/schedules"), chromedp.WaitVisible(toggle, chromedp.ByQuery)},
+		append(confirm(toggle), chromedp.WaitVisible(toggle+`[data-op="resume"]`, chromedp.ByQuery))...)...)
+	shot("schedules")
+	var sched struct{ Paused bool }
+	get("/v1/schedules/dash-nightly", &sched)
+	if !sched.Paused {
+		t.Fatal("the schedule paused in the dashboard is not paused")
+	}
+
+	// The DAG run: one edge extract → load; load never ran: no task link.
+	var edges, loadRow string
+	run("open the DAG run", chromedp.Navigate(api+"/#/dags/"+dagRun), chromedp.WaitVisible("#dag-edges line", chromedp.ByQuery),
+		chromedp.Evaluate(`[...document.querySelectorAll('#dag-edges line')].map(l => l.dataset.edge).join(',')`, &edges),
+		chromedp.Evaluate(`[...document.querySelectorAll('#dag table tr')].find(r => r.cells[0].textContent === 'load').innerHTML`, &loadRow))
+	if edges != "extract>load" || strings.Contains(loadRow, "task-link") || !strings.Contains(loadRow, "not run") {
+		t.Fatalf("DAG graph: edges %q, load's row %q: want the edge extract>load and no link for a node that never ran", edges, loadRow)
+	}
+	run("cancel the DAG run", confirm("#dag-cancel")...)
+	// The cancel is recorded at once; the run ends once its nodes have.
+	waitUntil(t, 15*time.Second, "the DAG run canceled in the dashboard to end CANCELED", func() bool {
+		var dag struct{ State string }
+		code, body := fed.call("eu-west-1", tokOperatorA, http.MethodGet, "/v1/dags/"+dagRun, nil)
+		return code == http.StatusOK && json.Unmarshal(body, &dag) == nil && dag.State == "CANCELED"
+	})
+
+	// The workers and budgets views.
+	var workers, budgets string
+	run("the workers view", chromedp.Navigate(api+"/#/workers"), chromedp.WaitVisible("#workers", chromedp.ByQuery), chromedp.Text("#workers", &workers, chromedp.ByQuery))
+	shot("workers")
+	run("the budgets view", chromedp.Navigate(api+"/#/budgets"), chromedp.WaitVisible("#budgets", chromedp.ByQuery), chromedp.Text("main", &budgets, chromedp.ByQuery))
+	for _, want := range []string{"us-east-1", "eu-west-1", "live workers"} {
+		if !strings.Contains(workers, want) {
+			t.Fatalf("workers view lacks %q: %q", want, workers)
+		}
+	}
+	if !strings.Contains(budgets, "Budgets") {
+		t.Fatalf("budgets view: %q", budgets)
+	}
+
+	// A submitter's token: the buttons are there, the API refuses, nothing changes.
+	id = submit()
+	var refused string
+	run("cancel as a submitter", chromedp.Evaluate(`sessionStorage.setItem('ax.token', `+jsString(fed.token(tokSubmitterA))+`)`, nil),
+		chromedp.Navigate(api+"/#/task/"+id), chromedp.WaitVisible("#act-cancel", chromedp.ByQuery), chromedp.Click("#act-cancel", chromedp.ByQuery),
+		chromedp.Click("#confirm-yes", chromedp.ByQuery), chromedp.WaitVisible("#action-result.bad", chromedp.ByQuery), chromedp.Text("#action-result", &refused, chromedp.ByQuery))
+	get("/v1/tasks/"+id, &tk)
+	if tk.State != "PENDING" || !strings.Contains(refused, "role") {
+		t.Fatalf("a submitter's cancel from the dashboard: %q, the task %s; want refused and PENDING", refused, tk.State)
+	}
+	run("sign back in as the operator", chromedp.Evaluate(`sessionStorage.setItem('ax.token', `+jsString(fed.token(tokOperatorA))+`)`, nil))
+}
+
+// jsString is s as a JavaScript string literal.
+func jsString(s string) string {
+	b, _ := json.Marshal(s)
+	return string(b)
+}
