@@ -15,8 +15,8 @@ import (
 // Sentinel (its own credentials) or Cluster, over TLS when redis.tls or a
 // rediss:// addr says so (sentinels and every node too).
 // poolSize > 0 sets its connection pool's size (per node). guard (nil:
-// none) checks every new connection's Redis is the region's own (a Redis
-// Cluster is not checked: identity.Key is on one node only).
+// none) checks every new connection's Redis is the region's own (each node
+// of a Redis Cluster; a Sentinel's connections pass it).
 //
 // A call's context deadline bounds it (ContextTimeoutEnabled): a wait for
 // a pooled connection and the retries end at the deadline, and so does an
@@ -30,7 +30,7 @@ import (
 func redisClient(c config.Redis, poolSize int, guard *identity.Guard) (redis.UniversalClient, error) {
 	o := &redis.UniversalOptions{Username: c.Username, Password: c.Password, DB: c.DB, PoolSize: poolSize,
 		ContextTimeoutEnabled: true}
-	if guard != nil && len(c.Cluster.Addrs) == 0 {
+	if guard != nil {
 		o.OnConnect = guard.OnConnect
 	}
 	switch {
@@ -54,11 +54,14 @@ func redisClient(c config.Redis, poolSize int, guard *identity.Guard) (redis.Uni
 	return redis.NewUniversalClient(o), nil
 }
 
-// redisNode names one Redis in the log: its address, or the master name
-// Sentinel answers for.
+// redisNode names one Redis in the log: its address, the master name
+// Sentinel answers for, or a cluster's seed addresses.
 func redisNode(c config.Redis) string {
-	if c.Sentinel.MasterName != "" {
+	switch {
+	case c.Sentinel.MasterName != "":
 		return "sentinel:" + c.Sentinel.MasterName
+	case len(c.Cluster.Addrs) > 0:
+		return "cluster:" + strings.Join(c.Cluster.Addrs, ",")
 	}
 	return c.HostPort()
 }

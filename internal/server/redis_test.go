@@ -13,6 +13,7 @@ import (
 	"github.com/ax-sched/ax/internal/testenv"
 	"github.com/ax-sched/ax/queue"
 	"github.com/ax-sched/ax/queue/store"
+	"github.com/ax-sched/ax/region/identity"
 	"github.com/ax-sched/ax/task"
 )
 
@@ -91,7 +92,10 @@ func TestRedisTLSSentinelAndClusterRunForReal(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 			defer cancel()
-			rc, err := redisClient(c.cfg, 0, nil)
+			// With a server's identity guard: the sentinels' connections
+			// pass it, the master's and every cluster node's are marked.
+			guard := identity.NewGuard(redisNode(c.cfg), identity.ID{Federation: "f", Region: "tls-1", Shards: c.shards}, true, nil)
+			rc, err := redisClient(c.cfg, 0, guard)
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -6,16 +6,15 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"strings"
 	"sync"
 
 	"github.com/ax-sched/ax/queue"
 	"github.com/redis/go-redis/v9"
 )
 
-// Key holds a Redis's identity (JSON of ID). It is outside every shard's
-// hash tag: a Redis Cluster is not marked (each of its nodes would need a
-// key of its own).
+// Key holds a Redis's identity (JSON of ID), outside every shard's hash
+// tag. Each node of a Redis Cluster holds its own copy, under Key with a
+// hash tag of a slot it serves (node.go).
 const Key = "ax:identity"
 
 // ID is who owns a Redis.
@@ -86,31 +85,31 @@ func NewGuard(addr string, want ID, mark bool, log *slog.Logger) *Guard {
 
 // OnConnect reads the identity of the Redis cn reaches, marks it when it
 // has none and the guard marks, and fails the connection of a Redis of
-// another owner (a *Mismatch, logged at ERROR once per owner found).
+// another owner (a *Mismatch, logged at ERROR once per owner found). A
+// Sentinel (go-redis runs OnConnect on its connections to the sentinels
+// too) holds no data and passes; each node of a Redis Cluster is checked
+// on its own key (node.go).
 func (g *Guard) OnConnect(ctx context.Context, cn *redis.Conn) error {
 	g.mu.Lock()
 	want := g.want
 	g.mu.Unlock()
-	b, err := cn.Get(ctx, Key).Bytes()
+	n, b, err := probe(ctx, cn)
 	switch {
-	case errors.Is(err, redis.Nil):
-		if !g.write || want.Federation == "" {
+	case err != nil:
+		return fmt.Errorf("identity: read the Redis at %s: %w", g.addr, err)
+	case n.key == "":
+		return nil
+	case b == nil:
+		if !g.write || want.Federation == "" || n.replica {
 			return nil
 		}
 		mine, _ := json.Marshal(want)
-		if err := cn.SetNX(ctx, Key, mine, 0).Err(); err != nil {
+		if err := cn.SetNX(ctx, n.key, mine, 0).Err(); err != nil {
 			return fmt.Errorf("identity: mark the Redis at %s: %w", g.addr, err)
 		}
-		if b, err = cn.Get(ctx, Key).Bytes(); err != nil {
+		if b, err = cn.Get(ctx, n.key).Bytes(); err != nil {
 			return fmt.Errorf("identity: read the Redis at %s: %w", g.addr, err)
 		}
-	case err != nil && strings.HasPrefix(err.Error(), "ERR unknown command 'get'"):
-		// A server without GET is a Sentinel: go-redis runs OnConnect on
-		// its connections to the sentinels too. Only data nodes carry an
-		// identity.
-		return nil
-	case err != nil:
-		return fmt.Errorf("identity: read the Redis at %s: %w", g.addr, err)
 	}
 	var got ID
 	if err := json.Unmarshal(b, &got); err != nil {
