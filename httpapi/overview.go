@@ -28,12 +28,17 @@ func windowStatus(s *region.Schedule, now time.Time) *apiv1.CapacityWindow {
 	next := -1 // minutes from now to the nearest boundary
 	for _, w := range s.Windows {
 		a, err1 := placement.ParseTimeOfDay(w.Start)
-		b, err2 := placement.ParseTimeOfDay(w.End)
+		// 24:00 is the end of the day; an end equal to the start (00:00
+		// to 24:00) makes a window of the whole day, which never changes.
+		b, err2 := placement.ParseWindowEnd(w.End)
 		if err1 != nil || err2 != nil {
 			continue
 		}
 		if (a < b && a <= minute && minute < b) || (b <= a && (minute >= a || minute < b)) {
 			out.Open, out.Slots, out.Window = w.Slots > 0, w.Slots, w.Start+"–"+w.End
+		}
+		if a == b {
+			continue
 		}
 		for _, edge := range []int{a, b} {
 			d := (edge - minute + 24*60) % (24 * 60)

@@ -34,6 +34,12 @@ func TestWindowStatus(t *testing.T) {
 		{"a window with no slots is closed", &region.Schedule{Timezone: "UTC", Windows: []region.ScheduleWindow{{Start: "00:00", End: "12:00", Slots: 0}}},
 			time.Date(2026, 12, 1, 6, 0, 0, 0, time.UTC),
 			&apiv1.CapacityWindow{Window: "00:00–12:00", Timezone: "UTC", NextChange: ptr(time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC))}},
+		{"the whole day: open, no change to come", &region.Schedule{Timezone: "UTC", Windows: []region.ScheduleWindow{{Start: "00:00", End: "24:00", Slots: 3}}},
+			time.Date(2026, 12, 1, 23, 59, 0, 0, time.UTC),
+			&apiv1.CapacityWindow{Open: true, Slots: 3, Window: "00:00–24:00", Timezone: "UTC"}},
+		{"to the end of the day", &region.Schedule{Timezone: "UTC", Windows: []region.ScheduleWindow{{Start: "18:00", End: "24:00", Slots: 2}}},
+			time.Date(2026, 12, 1, 23, 0, 0, 0, time.UTC),
+			&apiv1.CapacityWindow{Open: true, Slots: 2, Window: "18:00–24:00", Timezone: "UTC", NextChange: ptr(time.Date(2026, 12, 2, 0, 0, 0, 0, time.UTC))}},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			got := windowStatus(c.s, c.now.UTC())
