@@ -17,6 +17,8 @@ const (
 	// MaxWorkerClaim bounds WorkerClaimRequest.Max (and
 	// WorkerRegistered.MaxClaim).
 	MaxWorkerClaim = 256
+	// MaxClaimID bounds WorkerClaimRequest.ClaimID (bytes).
+	MaxClaimID = 64
 	// MaxProgressMessage bounds WorkerProgress.Message (bytes).
 	MaxProgressMessage = 512
 	// DefaultMaxResultBytes is a region's max_result_bytes unless its
@@ -84,6 +86,12 @@ type WorkerClaimRequest struct {
 	Max int `json:"max"`
 	// WaitMS is how long to wait for a first task, 0..MaxWaitMS.
 	WaitMS int `json:"wait_ms"`
+	// ClaimID (optional, at most MaxClaimID bytes) names this claim: a
+	// retry of it with the same id, after its answer was lost with a
+	// connection or a server, answers the tasks the first try took
+	// instead of taking others. A worker sends a new id with every claim
+	// and the same id with every retry of one.
+	ClaimID string `json:"claim_id,omitempty"`
 }
 
 // WorkerClaimResponse answers a claim (200): the tasks claimed, or none

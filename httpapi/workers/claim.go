@@ -122,6 +122,8 @@ func (h *Handlers) claim(w http.ResponseWriter, r *http.Request, sc scope) error
 		return &endpoint.Error{Code: apiv1.CodeInvalid, Field: "max", Msg: "must be 1.." + strconv.Itoa(apiv1.MaxWorkerClaim)}
 	case req.WaitMS < 0 || time.Duration(req.WaitMS)*time.Millisecond > h.cfg.Limits.MaxWait:
 		return &endpoint.Error{Code: apiv1.CodeInvalid, Field: "wait_ms", Msg: "must be 0.." + strconv.FormatInt(h.cfg.Limits.MaxWait.Milliseconds(), 10)}
+	case len(req.ClaimID) > apiv1.MaxClaimID:
+		return &endpoint.Error{Code: apiv1.CodeInvalid, Field: "claim_id", Msg: "at most " + strconv.Itoa(apiv1.MaxClaimID) + " bytes"}
 	}
 	id := r.PathValue("worker_id")
 	lctx, cancel := context.WithTimeout(r.Context(), callTimeout)
@@ -133,6 +135,18 @@ func (h *Handlers) claim(w http.ResponseWriter, r *http.Request, sc scope) error
 	wk, ok := se.served(sc)
 	if !ok {
 		return &endpoint.Error{Code: apiv1.CodeForbidden, Field: "worker_id", Msg: "this token may no longer serve pool " + se.Pool}
+	}
+	if req.ClaimID != "" && req.ClaimID == se.Claim.ID {
+		actx, cancel := context.WithTimeout(context.WithoutCancel(r.Context()), callTimeout)
+		tasks, err := h.again(actx, se, hs)
+		cancel()
+		if err != nil {
+			return err
+		}
+		if len(tasks) > 0 {
+			writeTasks(w, tasks)
+			return nil
+		}
 	}
 	wait := time.Duration(req.WaitMS) * time.Millisecond
 	release, err := h.polls.Acquire(sc.who())
@@ -149,16 +163,20 @@ func (h *Handlers) claim(w http.ResponseWriter, r *http.Request, sc scope) error
 		n = h.awaitFree(r.Context(), se.ID, sc.token, req.Max, se.Slots, wait)
 		wait = max(wait-time.Since(began), 0)
 	}
-	tasks, err := h.claimFor(r.Context(), wk, sc, n, wait)
+	tasks, err := h.claimFor(r.Context(), wk, sc, n, wait, req.ClaimID)
 	if err != nil {
 		return err
 	}
+	writeTasks(w, tasks)
+	return nil
+}
+
+func writeTasks(w http.ResponseWriter, tasks []*task.Task) {
 	out := apiv1.WorkerClaimResponse{Tasks: make([]apiv1.WorkerTask, 0, len(tasks))}
 	for _, t := range tasks {
 		out.Tasks = append(out.Tasks, wireTask(t))
 	}
 	endpoint.WriteJSON(w, http.StatusOK, out)
-	return nil
 }
 
 // freePoll is how often a claim that found no free slot reads the
@@ -197,20 +215,30 @@ func (h *Handlers) awaitFree(ctx context.Context, id, token string, max, slots i
 
 // claimFor claims up to n tasks for w, waiting up to wait for a first
 // one, and records them as held; the tasks of tenants outside sc go back
-// unseen.
-func (h *Handlers) claimFor(ctx context.Context, w proxy.Worker, sc scope, n int, wait time.Duration) ([]*task.Task, error) {
+// unseen. With cid not "", each store claim is recorded as claim cid's
+// before it is sent, and its answer after (again).
+func (h *Handlers) claimFor(ctx context.Context, w proxy.Worker, sc scope, n int, wait time.Duration, cid string) ([]*task.Task, error) {
 	keep := func(ts []*task.Task) error {
-		add := make(map[string]string, len(ts))
-		for _, t := range ts {
-			add[t.ID] = t.LeaseToken
-		}
 		uctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), callTimeout)
 		defer cancel()
-		return h.sessions.update(uctx, w.ID, add, nil)
+		return h.sessions.answered(uctx, w.ID, cid, ts)
 	}
-	c, err := h.cfg.Claimer.Claim(ctx, proxy.Request{Worker: w, N: n, Wait: wait, Accept: sc.tenant, Keep: keep})
+	var taking func() error
+	if cid != "" {
+		taking = func() error {
+			uctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), callTimeout)
+			defer cancel()
+			return h.sessions.intend(uctx, w.ID, cid)
+		}
+	}
+	c, err := h.cfg.Claimer.Claim(ctx, proxy.Request{Worker: w, N: n, Wait: wait, Accept: sc.tenant, Keep: keep, Taking: taking})
 	if c.Refused > 0 {
 		h.metrics.refused.Add(float64(c.Refused))
+	}
+	if err == nil && len(c.Tasks) == 0 && cid != "" {
+		// A retry of this claim then claims afresh, without looking for
+		// tasks it took.
+		err = keep(nil)
 	}
 	if err != nil {
 		return nil, err

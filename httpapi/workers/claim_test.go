@@ -3,6 +3,7 @@ package workers
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -23,67 +24,177 @@ import (
 // a tenant's own) is never handed out: the claim gives it back
 // (TENANT_REFUSED, no attempt spent) and answers no task; the token's own
 // tenant's task is handed out.
-func TestClaimRefusesOtherTenants(t *testing.T) {
+// protoEnv serves the protocol over a real Redis to one worker token of
+// acme's pool acme-gpu.
+type protoEnv struct {
+	t   *testing.T
+	ctx context.Context
+	st  *store.Store
+	h   *Handlers
+	p   endpoint.Principal
+}
+
+func newProtoEnv(t *testing.T) *protoEnv {
 	if testing.Short() {
 		t.Skip("starts Redis")
 	}
-	ctx := context.Background()
 	rdb := testenv.StartRedis(t).Client()
 	st, err := store.New(rdb, queue.Options{Region: "us-east-1", Lease: 3 * time.Second})
 	if err != nil {
 		t.Fatal(err)
-	}
-	submit := func(tenant string) string {
-		sp := &task.Spec{Type: "resize", Tenant: tenant}
-		if err := sp.Normalize(task.DefaultDefaults(), time.Now()); err != nil {
-			t.Fatal(err)
-		}
-		res, err := st.Submitter().Submit(ctx, queue.NewTask{Spec: sp, Pool: "acme-gpu", Pinned: true})
-		if err != nil || res[0].Err != nil {
-			t.Fatal(err, res)
-		}
-		return res[0].ID
 	}
 	px := proxy.New(st.Claimer(), nil)
 	h := New(Config{Region: "us-east-1", Pools: []string{"acme-gpu"}, Claimer: px, Recorder: px,
 		Reader: st, Redis: rdb, Heartbeat: time.Second})
 	p := endpoint.Principal{Name: "acme-workers", Role: endpoint.RoleWorker,
 		Worker: &endpoint.WorkerScope{Tenants: []string{"acme"}, Pools: []string{"acme-gpu"}}}
-	call := func(method, path, body string, out any) int {
-		mux := http.NewServeMux()
-		for _, rt := range h.Routes() {
-			mux.HandleFunc(rt.Pattern, func(w http.ResponseWriter, r *http.Request) {
-				if err := rt.Handle(w, r, p); err != nil {
-					endpoint.WriteError(w, err)
-				}
-			})
-		}
-		rec := httptest.NewRecorder()
-		mux.ServeHTTP(rec, httptest.NewRequest(method, path, strings.NewReader(body)))
-		if out != nil {
-			_ = json.Unmarshal(rec.Body.Bytes(), out)
-		}
-		return rec.Code
+	return &protoEnv{t: t, ctx: context.Background(), st: st, h: h, p: p}
+}
+
+func (e *protoEnv) submit(tenant string) string {
+	e.t.Helper()
+	sp := &task.Spec{Type: "resize", Tenant: tenant}
+	if err := sp.Normalize(task.DefaultDefaults(), time.Now()); err != nil {
+		e.t.Fatal(err)
 	}
+	res, err := e.st.Submitter().Submit(e.ctx, queue.NewTask{Spec: sp, Pool: "acme-gpu", Pinned: true})
+	if err != nil || res[0].Err != nil {
+		e.t.Fatal(err, res)
+	}
+	return res[0].ID
+}
+
+func (e *protoEnv) call(method, path, body string, out any) int {
+	mux := http.NewServeMux()
+	for _, rt := range e.h.Routes() {
+		mux.HandleFunc(rt.Pattern, func(w http.ResponseWriter, r *http.Request) {
+			if err := rt.Handle(w, r, e.p); err != nil {
+				endpoint.WriteError(w, err)
+			}
+		})
+	}
+	rec := httptest.NewRecorder()
+	mux.ServeHTTP(rec, httptest.NewRequest(method, path, strings.NewReader(body)))
+	if out != nil {
+		_ = json.Unmarshal(rec.Body.Bytes(), out)
+	}
+	return rec.Code
+}
+
+func (e *protoEnv) register(slots int) string {
+	e.t.Helper()
 	var reg apiv1.WorkerRegistered
-	if code := call("POST", "/v1/workers", `{"pool":"acme-gpu","slots":4}`, &reg); code != 201 {
-		t.Fatalf("register: %d", code)
+	if code := e.call("POST", "/v1/workers", fmt.Sprintf(`{"pool":"acme-gpu","slots":%d}`, slots), &reg); code != 201 {
+		e.t.Fatalf("register: %d", code)
 	}
-	globex := submit("globex")
+	return reg.WorkerID
+}
+
+// TestClaimRefusesOtherTenants: a task of a tenant outside the worker's
+// token that sits in its pool anyway (placed before the pool was declared
+// a tenant's own) is never handed out: the claim gives it back
+// (TENANT_REFUSED, no attempt spent) and answers no task; the token's own
+// tenant's task is handed out.
+func TestClaimRefusesOtherTenants(t *testing.T) {
+	e := newProtoEnv(t)
+	id := e.register(4)
+	globex := e.submit("globex")
 	var c apiv1.WorkerClaimResponse
-	if code := call("POST", "/v1/workers/"+reg.WorkerID+"/claim", `{"max":4,"wait_ms":0}`, &c); code != 200 || len(c.Tasks) != 0 {
+	if code := e.call("POST", "/v1/workers/"+id+"/claim", `{"max":4,"wait_ms":0}`, &c); code != 200 || len(c.Tasks) != 0 {
 		t.Fatalf("claim with only globex's task: %d %+v", code, c)
 	}
-	tk, err := st.Get(ctx, globex)
+	tk, err := e.st.Get(e.ctx, globex)
 	if err != nil || tk.Reason != task.ReasonTenantRefused || tk.Attempts != 0 || tk.State == task.Running {
 		t.Fatalf("globex's task after the claim: %+v %v", tk, err)
 	}
-	acme := submit("acme")
-	if code := call("POST", "/v1/workers/"+reg.WorkerID+"/claim", `{"max":4,"wait_ms":2000}`, &c); code != 200 ||
+	acme := e.submit("acme")
+	if code := e.call("POST", "/v1/workers/"+id+"/claim", `{"max":4,"wait_ms":2000}`, &c); code != 200 ||
 		len(c.Tasks) != 1 || c.Tasks[0].ID != acme || c.Tasks[0].Tenant != "acme" {
 		t.Fatalf("claim with acme's task: %d %+v", code, c)
 	}
-	if code := call("POST", "/v1/workers/"+reg.WorkerID+"/claim", `{"max":4,"wait_ms":1500}`, &c); code != 200 || len(c.Tasks) != 0 {
+	if code := e.call("POST", "/v1/workers/"+id+"/claim", `{"max":4,"wait_ms":1500}`, &c); code != 200 || len(c.Tasks) != 0 {
 		t.Fatalf("claim after globex's task is READY again: %d %+v", code, c)
+	}
+}
+
+// TestClaimRetryAnswersWhatTheFirstTryTook: a claim's answer lost (the
+// connection broke after the server recorded the tasks, or the server died
+// between the store's claim and recording them) costs no attempt: the
+// retry with the same claim_id answers the same tasks under the same
+// leases, and the worker's success ends them after one attempt. A claim of
+// another id takes only new tasks.
+func TestClaimRetryAnswersWhatTheFirstTryTook(t *testing.T) {
+	e := newProtoEnv(t)
+	id := e.register(4)
+	claim := func(body string) apiv1.WorkerClaimResponse {
+		t.Helper()
+		var c apiv1.WorkerClaimResponse
+		if code := e.call("POST", "/v1/workers/"+id+"/claim", body, &c); code != 200 {
+			t.Fatalf("claim %s: %d", body, code)
+		}
+		return c
+	}
+	succeed := func(wt apiv1.WorkerTask) {
+		t.Helper()
+		var ans apiv1.WorkerReportResponse
+		body := fmt.Sprintf(`{"outcomes":[{"id":%q,"lease":%q,"status":"success"}]}`, wt.ID, wt.Lease)
+		if code := e.call("POST", "/v1/workers/"+id+"/report", body, &ans); code != 200 || len(ans.Outcomes) != 1 || !ans.Outcomes[0].OK {
+			t.Fatalf("report: %d %+v", code, ans)
+		}
+		tk, err := e.st.Get(e.ctx, wt.ID)
+		if err != nil || tk.State != task.Success || tk.Attempts != 1 {
+			t.Fatalf("task %s after its success: %+v %v", wt.ID, tk, err)
+		}
+	}
+
+	t.Run("answer lost after the session recorded it", func(t *testing.T) {
+		a := e.submit("acme")
+		first := claim(`{"max":4,"wait_ms":1000,"claim_id":"c-1"}`)
+		if len(first.Tasks) != 1 || first.Tasks[0].ID != a {
+			t.Fatalf("first try: %+v", first)
+		}
+		b := e.submit("acme")
+		again := claim(`{"max":4,"wait_ms":1000,"claim_id":"c-1"}`)
+		if len(again.Tasks) != 1 || again.Tasks[0].ID != a || again.Tasks[0].Lease != first.Tasks[0].Lease {
+			t.Fatalf("retry: %+v, want %s under lease %s again", again, a, first.Tasks[0].Lease)
+		}
+		next := claim(`{"max":4,"wait_ms":1000,"claim_id":"c-2"}`)
+		if len(next.Tasks) != 1 || next.Tasks[0].ID != b {
+			t.Fatalf("a new claim: %+v, want only %s", next, b)
+		}
+		succeed(again.Tasks[0])
+		succeed(next.Tasks[0])
+	})
+
+	t.Run("server died within the store claim", func(t *testing.T) {
+		a := e.submit("acme")
+		// What a server does for claim c-3 before it dies: the record,
+		// then the store's claim, whose answer nobody reads.
+		if err := e.h.sessions.intend(e.ctx, id, "c-3"); err != nil {
+			t.Fatal(err)
+		}
+		c, err := e.st.Claimer().ClaimTasks(e.ctx, queue.ClaimRequest{Pool: "acme-gpu", Worker: id, N: 4})
+		if err != nil || len(c.Tasks) != 1 || c.Tasks[0].ID != a {
+			t.Fatalf("store claim: %+v %v", c, err)
+		}
+		again := claim(`{"max":4,"wait_ms":0,"claim_id":"c-3"}`)
+		if len(again.Tasks) != 1 || again.Tasks[0].ID != a || again.Tasks[0].Lease != c.Tasks[0].LeaseToken {
+			t.Fatalf("retry: %+v, want %s under lease %s", again, a, c.Tasks[0].LeaseToken)
+		}
+		succeed(again.Tasks[0])
+	})
+
+	t.Run("first try took nothing", func(t *testing.T) {
+		if c := claim(`{"max":4,"wait_ms":0,"claim_id":"c-4"}`); len(c.Tasks) != 0 {
+			t.Fatalf("empty pool: %+v", c)
+		}
+		a := e.submit("acme")
+		if c := claim(`{"max":4,"wait_ms":1000,"claim_id":"c-4"}`); len(c.Tasks) != 1 || c.Tasks[0].ID != a {
+			t.Fatalf("retry of an empty claim: %+v, want %s claimed afresh", c, a)
+		}
+	})
+
+	if code := e.call("POST", "/v1/workers/"+id+"/claim", fmt.Sprintf(`{"max":1,"claim_id":%q}`, strings.Repeat("x", apiv1.MaxClaimID+1)), nil); code != 400 {
+		t.Fatalf("an oversized claim_id: %d, want 400", code)
 	}
 }

@@ -34,6 +34,8 @@ type Claimer interface {
 	Claim(ctx context.Context, r proxy.Request) (proxy.Claimed, error)
 	Heartbeat(ctx context.Context, w proxy.Worker, held []apiv1.WorkerLease) ([]apiv1.WorkerStop, error)
 	Lease() time.Duration
+	// Again finds the tasks of a claim whose answer was lost (again).
+	Again(ctx context.Context, w proxy.Worker, ids []string, since time.Time, holds func(id string) bool) ([]*task.Task, error)
 }
 
 // Recorder records what remote workers report; *proxy.Proxy implements it.

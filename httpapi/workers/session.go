@@ -35,6 +35,8 @@ type session struct {
 	Slots  int
 	Name   string
 	Labels map[string]string
+	// Claim is the worker's last claim that named a claim_id.
+	Claim claimRecord
 }
 
 // held is one task a worker holds: its lease, and when the worker last
@@ -101,6 +103,7 @@ func (s *sessions) load(ctx context.Context, id, token string) (session, map[str
 	}
 	se := session{ID: id, Token: m["tk"], Pool: m["po"], Name: m["nm"]}
 	se.Slots, _ = strconv.Atoi(m["sl"])
+	se.Claim = parseClaim(m["ci"], m["cs"])
 	if m["ty"] != "" {
 		se.Types = strings.Split(m["ty"], ",")
 	}

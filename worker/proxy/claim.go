@@ -25,6 +25,9 @@ type Request struct {
 	// Keep records the tasks about to be handed out; when it fails they go
 	// back.
 	Keep func([]*task.Task) error
+	// Taking (nil: none) is called before each store claim; when it fails
+	// the claim ends with its error, having taken nothing.
+	Taking func() error
 }
 
 // Claimed is what a claim handed out, and how many tasks it gave back
@@ -52,6 +55,11 @@ func (p *Proxy) Claim(ctx context.Context, r Request) (Claimed, error) {
 			// after its next outcome).
 			sleep(ctx, left)
 			return out, nil
+		}
+		if r.Taking != nil {
+			if err := r.Taking(); err != nil {
+				return out, err
+			}
 		}
 		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), CallTimeout)
 		c, err := p.c.ClaimTasks(cctx, queue.ClaimRequest{Pool: w.Pool, Worker: w.ID, N: r.N, Types: types})

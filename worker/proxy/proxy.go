@@ -10,6 +10,7 @@ import (
 	"github.com/ax-sched/ax/apiv1"
 	"github.com/ax-sched/ax/queue"
 	"github.com/ax-sched/ax/queue/claim"
+	"github.com/ax-sched/ax/queue/read"
 	"github.com/ax-sched/ax/task"
 	"github.com/ax-sched/ax/worker"
 )
@@ -24,6 +25,7 @@ const MaxTypes = queue.MaxWorkerTypes
 // stage.
 type Proxy struct {
 	c     *claim.Claimer
+	tasks *read.Tasks
 	bells *bells
 	log   *slog.Logger
 }
@@ -34,7 +36,7 @@ func New(c *claim.Claimer, log *slog.Logger) *Proxy {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	return &Proxy{c: c, bells: newBells(c), log: log}
+	return &Proxy{c: c, tasks: read.New(c.Engine), bells: newBells(c), log: log}
 }
 
 // Worker is a remote worker as the region sees it.

@@ -2,6 +2,8 @@ package remote
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -244,24 +246,37 @@ func (s *Source) ClaimTasks(ctx context.Context, req queue.ClaimRequest) (queue.
 	}
 	sent := time.Now()
 	var ans apiv1.WorkerClaimResponse
-	if err := s.call(ctx, "claim", apiv1.WorkerClaimRequest{Max: max(n, 1), WaitMS: int(wait.Milliseconds())}, &ans); err != nil {
+	// Every retry of this claim (conn.do resends the same body) names it,
+	// so a retry after a lost answer gets the tasks the lost one held.
+	body := apiv1.WorkerClaimRequest{Max: max(n, 1), WaitMS: int(wait.Milliseconds()), ClaimID: newClaimID()}
+	if err := s.call(ctx, "claim", body, &ans); err != nil {
 		return queue.Claimed{}, fmt.Errorf("remote: claim: %w", err)
 	}
-	out := make([]*task.Task, len(ans.Tasks))
+	out := make([]*task.Task, 0, len(ans.Tasks))
 	s.mu.Lock()
-	for i, t := range ans.Tasks {
+	for _, t := range ans.Tasks {
+		if s.leases[t.ID] == t.Lease {
+			continue // already running here
+		}
 		s.leases[t.ID] = t.Lease
-		out[i] = &task.Task{
+		out = append(out, &task.Task{
 			ID: t.ID, Type: t.Type, Payload: t.Payload, Attempts: t.Attempt, MaxRetries: t.MaxRetries,
 			Priority: t.Priority, Tags: t.Tags, Tenant: t.Tenant, TraceID: t.TraceID, LeaseToken: t.Lease,
 			// The worker counts the deadline from before the claim was
 			// sent: it fires no later than the server's.
 			Timeout: task.Duration(t.Deadline.Sub(sent)),
 			State:   task.Running,
-		}
+		})
 	}
 	s.mu.Unlock()
 	return queue.Claimed{Tasks: out}, nil
+}
+
+// newClaimID names one claim (its retries share it).
+func newClaimID() string {
+	var b [12]byte
+	_, _ = rand.Read(b[:])
+	return "c-" + hex.EncodeToString(b[:])
 }
 
 // claimable waits up to wait for a slot free by the server's count and

@@ -991,6 +991,8 @@ export interface components {
         WorkerClaimRequest: {
             max: number;
             wait_ms?: number;
+            /** @description Names this claim: a retry with the same id (after its answer was lost) answers the tasks the first try took. A new id per claim, the same for its retries. */
+            claim_id?: string;
         };
         WorkerClaimResponse: {
             tasks: components["schemas"]["WorkerTask"][];

@@ -1,3 +1,4 @@
+import { randomBytes } from "node:crypto";
 import { AxError, FinalError, TaskStoppedError } from "./errors.js";
 import { type ConnectOptions, Transport, backoff, seg, sleep } from "./http.js";
 import type { ClaimAnswer, ClaimedTask, Outcome, Registration, Report, ReportAnswer, Verdict } from "./protocol.js";
@@ -220,6 +221,9 @@ export class Worker {
   }
 
   async #claimLoop(): Promise<void> {
+    // One id per claim, kept by its retries: a retry after a lost answer
+    // (a server died, a connection broke) gets the tasks that answer held.
+    let claimId = "";
     for (let failures = 0; !this.#stopping; ) {
       // Free as the server counts: a task is held until its outcome is reported.
       const free = this.#o.concurrency - this.#running.size - this.#outcomes.length - this.#reporting;
@@ -231,9 +235,10 @@ export class Worker {
       const reg = this.#reg!;
       const wait = Math.max(0, Math.min(this.#o.waitMs, reg.max_wait_ms));
       let tasks: ClaimedTask[];
+      claimId ||= `c-${randomBytes(12).toString("hex")}`;
       try {
         const ans = await this.#t.call<ClaimAnswer>("POST", `/v1/workers/${seg(reg.worker_id)}/claim`, {
-          body: { max: Math.min(free, reg.max_claim), wait_ms: wait },
+          body: { max: Math.min(free, reg.max_claim), wait_ms: wait, claim_id: claimId },
           timeoutMs: wait + 15_000,
           retries: Infinity,
           idempotent: true,
@@ -241,6 +246,7 @@ export class Worker {
         });
         tasks = ans?.tasks ?? [];
         failures = 0;
+        claimId = "";
       } catch (e) {
         if (this.#stopping) return;
         if (this.#forgotten(e)) {
@@ -263,6 +269,8 @@ export class Worker {
   }
 
   #start(c: ClaimedTask): void {
+    // A retried claim's answer may name a task already running here.
+    if (this.#running.get(c.id)?.claim.lease === c.lease) return;
     const handler = this.#handlers.get(c.type);
     if (!handler || this.#stopping) {
       // Not ours to run now: back to READY without spending an attempt.

@@ -705,8 +705,10 @@ type TriggerRule string
 
 // WorkerClaimRequest defines model for WorkerClaimRequest.
 type WorkerClaimRequest struct {
-	Max    int  `json:"max"`
-	WaitMs *int `json:"wait_ms,omitempty"`
+	// ClaimId Names this claim: a retry with the same id (after its answer was lost) answers the tasks the first try took. A new id per claim, the same for its retries.
+	ClaimId *string `json:"claim_id,omitempty"`
+	Max     int     `json:"max"`
+	WaitMs  *int    `json:"wait_ms,omitempty"`
 }
 
 // WorkerClaimResponse defines model for WorkerClaimResponse.

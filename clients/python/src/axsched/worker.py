@@ -38,6 +38,7 @@ import logging
 import os
 import queue
 import re
+import secrets
 import signal
 import socket
 import threading
@@ -329,6 +330,9 @@ class Worker:
 
     def _claim_loop(self) -> None:
         attempt = 0
+        # One id per claim, kept by its retries: a retry after a lost answer
+        # (a server died, a connection broke) gets the tasks that answer held.
+        claim_id = ""
         while not self._stopping.is_set():
             with self._mu:
                 while self._busy() >= self.concurrency and not self._stopping.is_set():
@@ -338,11 +342,13 @@ class Worker:
                 return
             wid = self.worker_id or ""
             wait_ms = min(CLAIM_WAIT_MS, self._param("max_wait_ms", CLAIM_WAIT_MS))
-            body = {"max": max(1, min(free, self._param("max_claim", 256))), "wait_ms": wait_ms}
+            claim_id = claim_id or "c-" + secrets.token_hex(12)
+            body = {"max": max(1, min(free, self._param("max_claim", 256))), "wait_ms": wait_ms, "claim_id": claim_id}
             try:
                 r = self._call("claimWorkerTasks", body, wid, timeout=wait_ms / 1000 + 15,
                                  stop=self._stopping, canceler=self._claim_cancel)
                 attempt = 0
+                claim_id = ""
             except InterruptedError:
                 return
             except APIError as e:
@@ -382,6 +388,9 @@ class Worker:
         run = _Run(task)
         h = self._handlers.get(task.type)
         with self._mu:
+            held = self._runs.get(task.id)
+            if held is not None and held.task.lease == task.lease:
+                return  # a retried claim's answer names a task already running here
             if self._stopping.is_set() or h is None:
                 # Claimed as the worker stops, or of a type it has no handler for:
                 # back to the queue without spending an attempt.
