@@ -237,11 +237,14 @@ func (c *Cell) lead(ctx context.Context, l *lease.Leadership, p Placer, extra []
 	c.leading.Store(true)
 	c.metrics.leader.WithLabelValues(c.cfg.Region).Set(1)
 	c.metrics.leaderChanges.WithLabelValues(c.cfg.Region).Inc()
+	c.metrics.lead(c.cfg.Region, c.cfg.Pools)
 	c.log.Info("leading the cell", "token", l.Token(), "id", c.cfg.ID)
 	defer func() {
 		c.leading.Store(false)
 		c.metrics.leader.WithLabelValues(c.cfg.Region).Set(0)
+		// The term's services have stopped: nothing exports any more.
 		c.metrics.forget(c.cfg.Region)
+		c.exp.restart()
 		c.log.Info("stopped leading the cell", "token", l.Token(), "reason", l.Err())
 	}()
 	if !c.fence(ctx, t) {

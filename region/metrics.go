@@ -77,16 +77,25 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 	return m
 }
 
-// init makes the region's counters exist at zero, so rates and alerts see
-// them before the first event.
+// init makes the counters of what this server does exist at zero, so
+// rates and alerts see them before the first event.
 func (m *Metrics) init(region string, pools []Pool) {
-	for _, c := range []*prometheus.CounterVec{m.leaderChanges, m.fenced, m.promoted, m.placed, m.reaped, m.deferred, m.fairStale} {
+	for _, c := range []*prometheus.CounterVec{m.leaderChanges, m.fenced, m.promoted, m.placed, m.reaped, m.deferred} {
 		c.WithLabelValues(region)
 	}
 	m.leader.WithLabelValues(region)
 	m.sweepLag.WithLabelValues(region)
 	for _, p := range pools {
 		m.preemptions.WithLabelValues(region, p.Name, Preempted)
+	}
+}
+
+// lead makes the counters the leader reads from the store (ax_limited_total,
+// ax_fair_stale_claims_total) exist at zero when a term starts: a standby
+// does not export them, as it does not export the gauges (forget).
+func (m *Metrics) lead(region string, pools []Pool) {
+	m.fairStale.WithLabelValues(region)
+	for _, p := range pools {
 		for _, k := range []string{"rate", "concurrency", "paused", "slow"} {
 			m.limited.WithLabelValues(region, p.Name, k)
 		}
@@ -94,7 +103,7 @@ func (m *Metrics) init(region string, pools []Pool) {
 }
 
 // forget drops the figures only the leader keeps up to date (pool gauges,
-// queue figures) when a term ends, so a standby never
+// queue figures, the store's counters) when a term ends, so a standby never
 // exports a stale copy next to the new leader's.
 func (m *Metrics) forget(region string) {
 	l := prometheus.Labels{"region": region}
@@ -102,6 +111,8 @@ func (m *Metrics) forget(region string) {
 		m.starving, m.tenantStarving, m.dead, m.pending, m.held, m.parked, m.laneSlots, m.laneRunning, m.sweepLag} {
 		g.DeletePartialMatch(l)
 	}
+	m.limited.DeletePartialMatch(l)
+	m.fairStale.DeletePartialMatch(l)
 }
 
 // FencedRejections reads the fenced-write counter of a region (tests, status).
@@ -131,6 +142,13 @@ type exported struct {
 	limitedSeen   map[string]int // "pool kind" → the store's count last exported
 	fairStaleSeen int
 	overSlots     map[string]int // pool → its live workers' slots last warned about
+}
+
+// restart makes the next term's first look export all the store counted
+// (its counters start again from zero: forget dropped them).
+func (e *exported) restart() {
+	e.limitedSeen = map[string]int{}
+	e.fairStaleSeen = 0
 }
 
 func newExported(region string, m *Metrics) *exported {

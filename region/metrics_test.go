@@ -67,12 +67,19 @@ func TestLeaderExportsStarvationAndDLQAndForgetsThemAfterItsTerm(t *testing.T) {
 		}
 		return false
 	})
-	if n := series(t, regB, "ax_tasks_starving"); n != 0 {
-		t.Fatalf("the standby exports %d starvation series", n)
+	// The standby exports neither the gauges nor the counters the leader
+	// reads from the store.
+	for _, name := range []string{"ax_tasks_starving", "ax_limited_total", "ax_fair_stale_claims_total"} {
+		if n := series(t, regB, name); n != 0 {
+			t.Fatalf("the standby exports %d series of %s", n, name)
+		}
+	}
+	if n := series(t, regA, "ax_limited_total"); n != 4 {
+		t.Fatalf("the leader exports %d series of ax_limited_total, want 4 (cpu × rate, concurrency, paused, slow)", n)
 	}
 	stopA()
 	waitFor(t, 5*time.Second, "b leads", b.Leading)
-	for _, name := range []string{"ax_tasks_starving", "ax_dlq_tasks", "ax_tasks_pending", "ax_pool_ready"} {
+	for _, name := range []string{"ax_tasks_starving", "ax_dlq_tasks", "ax_tasks_pending", "ax_pool_ready", "ax_limited_total", "ax_fair_stale_claims_total"} {
 		if n := series(t, regA, name); n != 0 {
 			t.Errorf("the former leader still exports %d series of %s", n, name)
 		}
@@ -81,6 +88,9 @@ func TestLeaderExportsStarvationAndDLQAndForgetsThemAfterItsTerm(t *testing.T) {
 		return testutil.ToFloat64(b.metrics.starving.WithLabelValues("eu-west", "cpu", "2")) == 3 &&
 			testutil.ToFloat64(b.metrics.dead.WithLabelValues("eu-west")) == 1
 	})
+	if n := series(t, regB, "ax_limited_total"); n != 4 {
+		t.Errorf("the new leader exports %d series of ax_limited_total, want 4", n)
+	}
 	if v := testutil.ToFloat64(b.metrics.leaderChanges.WithLabelValues("eu-west")); v != 1 {
 		t.Fatalf("b's leader changes: %v", v)
 	}
