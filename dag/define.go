@@ -102,8 +102,8 @@ func (r *Runs) define(req *apiv1.DAGRequest, now time.Time) (*queue.DAGDef, erro
 		if sp.Tenant != "" && sp.Tenant != tenant {
 			return nil, &task.FieldError{Field: nodeField(i, "task.tenant"), Msg: fmt.Sprintf("must be the DAG's tenant %q (or left out)", tenant)}
 		}
-		if sp.IdempotencyKey != "" {
-			return nil, &task.FieldError{Field: nodeField(i, "task.idempotency_key"), Msg: "not allowed in a DAG node: its task id is derived from the run and the node"}
+		if key, f := sp.Key(); key != "" {
+			return nil, &task.FieldError{Field: nodeField(i, "task."+f), Msg: "not allowed in a DAG node: its task id is derived from the run and the node"}
 		}
 		sp.Tenant = tenant
 		if err := sp.Normalize(r.cfg.Defaults, now); err != nil {

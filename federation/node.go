@@ -175,7 +175,7 @@ func NewNode(cfg Config, store *store.Store, v *View, cell *region.Cell, m *Metr
 	n.Pipeline = submit.New(submit.Config{Region: cfg.Region, Regions: cfg.Regions, Defaults: cfg.Defaults,
 		SaturatedRetryAfter: cfg.SaturatedRetryAfter, Backlog: cfg.Backlog, TracerProvider: cfg.TracerProvider, Now: cfg.Now,
 		Store: store.Submitter(), View: v, Flights: flights, Picker: n.picker, Peer: n.peer, Budgets: n.budgets, Metrics: m, Wake: wake,
-		Sends: sends})
+		Sends: sends, Locate: func(ctx context.Context, id string) (*task.Task, error) { return n.Reader.Get(ctx, id, 0) }})
 	hc := handoff.Config{Region: cfg.Region, Regions: cfg.Regions, Defaults: cfg.Defaults, HandOffHorizon: cfg.HandOffHorizon,
 		StuckPoolGrace: cfg.StuckPoolGrace, ReplaceOnPriceRise: cfg.ReplaceOnPriceRise, Backlog: cfg.Backlog,
 		TracerProvider: cfg.TracerProvider, Now: cfg.Now, Store: store, Cell: cell, View: v, Flights: flights,

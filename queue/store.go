@@ -229,6 +229,10 @@ type NewTask struct {
 	// backlog (ReserveBacklog, a DAG run's node): if so the task takes it
 	// (it is counted already and not checked), else it is counted as any.
 	Reserved bool
+	// Supersedes, for a task with a unique key: the key is taken from
+	// this task if it still holds it (its home record forwards, and the
+	// caller found it past the key's unique_until where it went).
+	Supersedes string
 }
 
 // History is the part of a task's past that travels with it from region to

@@ -135,6 +135,9 @@ func (s *Scheduler) Validate(req *apiv1.ScheduleRequest) (*apiv1.Schedule, error
 		return nil, fieldError("task.delay", "a schedule sets each run's time (use jitter to spread runs)")
 	case sp.IdempotencyKey != "" || sp.IdempotencyTTL != 0:
 		return nil, fieldError("task.idempotency_key", "each run's id is derived from the schedule and slot; a key would merge runs")
+	case sp.UniqueKey != "" || sp.DebounceKey != "":
+		_, f := sp.Key()
+		return nil, fieldError("task."+f, "each run's id is derived from the schedule and slot; use the schedule's overlap policy")
 	}
 	// A region outside the federation would leave every run PENDING
 	// forever (a task submitted alone is refused the same way).

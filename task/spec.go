@@ -114,6 +114,7 @@ type Spec struct {
 	// before it starts: placement takes the cheapest pool whose expected
 	// wait stays within it (or the pool's target, whichever is smaller).
 	MaxWait Duration `json:"max_wait,omitempty"`
+	Grouping
 }
 
 var (
@@ -156,7 +157,7 @@ func badTimeField(data []byte) *FieldError {
 	if json.Unmarshal(data, &m) != nil {
 		return nil
 	}
-	for _, f := range []string{"delay", "timeout", "retry_base", "retry_cap", "idempotency_ttl", "max_wait"} {
+	for _, f := range append([]string{"delay", "timeout", "retry_base", "retry_cap", "idempotency_ttl", "max_wait"}, groupingDurations...) {
 		if raw, ok := m[f]; ok {
 			var d Duration
 			if err := json.Unmarshal(raw, &d); err != nil {
@@ -235,6 +236,9 @@ func (s *Spec) Normalize(d Defaults, now time.Time) error {
 		return err
 	}
 	if err := s.normalizeIdempotency(d); err != nil {
+		return err
+	}
+	if err := s.normalizeGrouping(); err != nil {
 		return err
 	}
 	if err := s.normalizeTenant(); err != nil {

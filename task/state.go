@@ -38,10 +38,13 @@ const (
 	ReasonDeadline         = "DEADLINE_EXCEEDED"
 	ReasonCanceledByUser   = "CANCELED_BY_USER"
 	ReasonUpstreamFailed   = "UPSTREAM_FAILED"
-	ReasonPreempted        = "PREEMPTED"
-	ReasonWorkerShutdown   = "WORKER_SHUTDOWN"
-	ReasonReplayed         = "REPLAYED"
-	ReasonHandedOff        = "HANDED_OFF"
+	// ReasonDebounced: a newer submit of the task's debounce key replaced
+	// it while it waited.
+	ReasonDebounced      = "DEBOUNCED"
+	ReasonPreempted      = "PREEMPTED"
+	ReasonWorkerShutdown = "WORKER_SHUTDOWN"
+	ReasonReplayed       = "REPLAYED"
+	ReasonHandedOff      = "HANDED_OFF"
 	// ReasonReceived: a region accepted a task handed to it; the step
 	// follows the sender's HANDED_OFF step in the carried trail.
 	ReasonReceived       = "RECEIVED"
@@ -87,7 +90,7 @@ var transitions = map[State]map[State][]string{
 		Pending:   {ReasonNoCapacity, ReasonNoHandler, ReasonPriority, ReasonHandOffRefused, ReasonHandOffRevoked, ReasonDeferred},
 		HandedOff: {ReasonHandedOff},
 		Ready:     {ReasonDue, ReasonPlaced, ReasonCommitted},
-		Canceled:  {ReasonCanceledByUser, ReasonUpstreamFailed},
+		Canceled:  {ReasonCanceledByUser, ReasonUpstreamFailed, ReasonDebounced},
 	},
 	Ready: {
 		Ready:    {ReasonPriority, ReasonRateLimited, ReasonConcurrencyLimited, ReasonRetryAfter, ReasonSlowLaneFull},

@@ -10,6 +10,7 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/ax-sched/ax/client"
+	"github.com/ax-sched/ax/cmd/ax/internal/groupflags"
 	"github.com/ax-sched/ax/task"
 )
 
@@ -36,14 +37,13 @@ type specFlags struct {
 	limitKey       string
 	maxPrice       float64
 	maxWait        time.Duration
+	group          groupflags.Flags
 }
 
 // specFlagNames are the flags above, to tell whether any was given.
-var specFlagNames = []string{
-	"type", "payload", "payload-file", "priority", "tag", "region", "delay", "run-at", "timeout",
+var specFlagNames = append([]string{"type", "payload", "payload-file", "priority", "tag", "region", "delay", "run-at", "timeout",
 	"max-retries", "retry-base", "retry-cap", "idempotency-key", "idempotency-ttl", "preemptible",
-	"critical", "tenant", "trace-id", "limit-key", "max-price", "max-wait",
-}
+	"critical", "tenant", "trace-id", "limit-key", "max-price", "max-wait"}, groupflags.Names...)
 
 func (f *specFlags) register(fs *pflag.FlagSet) {
 	fs.StringVar(&f.typ, "type", "", "task type (handler name), e.g. report.generate")
@@ -67,6 +67,7 @@ func (f *specFlags) register(fs *pflag.FlagSet) {
 	fs.Float64Var(&f.maxPrice, "max-price", 0, "max_price_per_slot_hour: never placed on a pool dearer than this (USD per slot-hour; 0: no cap)")
 	fs.DurationVar(&f.maxWait, "max-wait", 0, "max_wait: the task's target for its wait before it starts; the cheapest pool expected to start it within that wins (0: the pools')")
 	fs.StringVar(&f.limitKey, "limit-key", "", "the shared resource whose limits apply (the region's limits: config, at most 64 bytes)")
+	f.group.Register(fs)
 }
 
 // typed names a spec flag given on the command line, to refuse it next to
@@ -102,7 +103,7 @@ func (f *specFlags) spec(env *cliEnv) (*task.Spec, error) {
 		MaxPricePerSlotHour: f.maxPrice,
 		MaxWait:             task.Duration(f.maxWait),
 	}
-	if s.Type == "" {
+	if f.group.Apply(s); s.Type == "" {
 		return nil, cliUsage("--type is required (or -f FILE)")
 	}
 	if fl.Changed("priority") {

@@ -81,7 +81,7 @@ func describeSubmit(r *apiv1.SubmitResponse) string {
 	}
 	s := fmt.Sprintf("%s in %s", r.State, where)
 	if r.Duplicate {
-		s += " (an earlier submit with this idempotency key)"
+		s += " (an earlier submit with this idempotency or unique key)"
 	}
 	return s
 }

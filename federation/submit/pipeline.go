@@ -42,6 +42,10 @@ type Config struct {
 	Metrics *metrics.Metrics
 	// Wake tells the region's leader that tasks arrived; nil: nobody.
 	Wake func()
+	// Locate finds a task wherever it lives (a unique key's holder handed
+	// off to another region); nil: such a holder holds its key until its
+	// unique_for ends.
+	Locate func(ctx context.Context, id string) (*task.Task, error)
 	// Sends reports whether this server sends the region's hand-offs now
 	// (it leads the region's cell); nil: it does. A hand-off placed by a
 	// server that does not send it is counted in flight only until the

@@ -86,10 +86,11 @@ func (p *submitPass) budget(it *item) { it.out.Err = p.n.cfg.Budgets.Apply(it.sp
 // keyHome routes a keyed spec to its key's home region when that is
 // another one (a forwarded submit is never routed again).
 func (p *submitPass) keyHome(it *item) {
-	if it.spec.IdempotencyKey == "" || p.forwarded {
+	key, _ := it.spec.Key()
+	if key == "" || p.forwarded {
 		return
 	}
-	if home := p.n.KeyHome(it.spec.Tenant, it.spec.IdempotencyKey); home != p.n.cfg.Region {
+	if home := p.n.KeyHome(it.spec.Tenant, key); home != p.n.cfg.Region {
 		it.home = home
 	}
 }
@@ -114,7 +115,8 @@ func (p *submitPass) backlog(it *item) {
 func (p *submitPass) place(it *item) {
 	n, sp, snap := p.n, it.spec, p.vs.Pools
 	it.out.Region = n.cfg.Region
-	if sp.RunAt != nil {
+	if sp.RunAt != nil || sp.DebounceKey != "" {
+		// Placed when due: a debounced task's start is the store's to set.
 		return
 	}
 	d := n.cfg.Picker.Place(snap, sp, p.now)
@@ -195,6 +197,8 @@ func (p *submitPass) store(ctx context.Context, items []item) {
 				if p.spill(it, round) {
 					again = append(again, it)
 				}
+			case p.released(ctx, it, res[k]):
+				again = append(again, it)
 			default:
 				p.stored(ctx, it, res[k], began, stored)
 			}
@@ -255,6 +259,8 @@ func (p *submitPass) stored(ctx context.Context, it *item, r queue.SubmitResult,
 	}
 	it.out.ID, it.out.State, it.out.Duplicate, it.out.Err = r.ID, r.State, r.Duplicate, r.Err
 	switch {
+	case r.Duplicate && it.spec.UniqueConflict == task.UniqueConflictReject:
+		it.out = Outcome{ID: r.ID, Err: &task.UniqueConflictError{ID: r.ID}}
 	case r.Duplicate:
 		p.duplicate(ctx, it)
 	case r.Err == nil:

@@ -47,6 +47,7 @@ func ErrorOf(err error) *Error {
 	var ae *Error
 	var fe *task.FieldError
 	var te *task.TransitionError
+	var uc *task.UniqueConflictError
 	var pe *federation.PlacementError
 	var peer *federation.PeerError
 	var ns *federation.NotServedError
@@ -79,6 +80,8 @@ func ErrorOf(err error) *Error {
 		return &Error{Code: apiv1.CodeNotFound, Msg: "no such DAG run", Field: "id"}
 	case errors.Is(err, task.ErrIdempotencyConflict):
 		return &Error{Code: apiv1.CodeConflict, Msg: "idempotency key already used with a different spec", Field: "idempotency_key"}
+	case errors.As(err, &uc):
+		return &Error{Code: apiv1.CodeConflict, Msg: uc.Error() + " (unique_conflict is reject)", Field: "unique_key"}
 	case errors.As(err, &te):
 		// The task's state is what does not allow it.
 		return &Error{Code: apiv1.CodeFailedPrecond, Msg: te.Error(), Field: "state"}

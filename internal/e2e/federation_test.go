@@ -30,6 +30,7 @@ func TestFederationHandedOffTaskSucceedsWithAuth(t *testing.T) {
 			coldTaskThroughAPI(t, fed)
 			if !c.opts.ownEtcd {
 				dashboardInBrowser(t, fed) // one browser is enough
+				groupedSubmits(t, fed)
 			}
 			etcdOutageIsReported(t, fed, !c.opts.ownEtcd)
 		})

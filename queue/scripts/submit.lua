@@ -32,6 +32,21 @@
 --   its pool is at its admission limit (its id, ''); 5 refused: its
 --   tenant's backlog is at its cap (its id, ''). A created
 --   task's id is the one sent.
+-- Flag 'u': KEYS[9+idem_index] is a unique key ("uq:<tenant>:<key>", value
+--   "<id>|<mode>"), idem_ttl_ms its unique_for and spec_hash its mode: 's'
+--   held while its task waits to start, 'f' while it waits or runs, 'w'
+--   for the whole TTL; after the mode letter, the id of a task the caller
+--   found past the mode where it was handed off (its key is taken). A
+--   held key answers code 1 with its task's id and state (the caller
+--   decides between that task and a conflict); a key whose task is gone
+--   or past its mode is taken by the new task.
+-- Flag 'b': KEYS[9+idem_index] is a debounce key ("db:<tenant>:<key>",
+--   value "<id>|<first ms>"), idem_ttl_ms the debounce and spec_hash
+--   "<max_wait ms> <retention ms>" (max_wait 0: none). The key's task, while
+--   PENDING unplaced, never attempted and not yet due, is CANCELED (DEBOUNCED, kept
+--   for the retention) and the new task waits until now + debounce, at most
+--   first + max_wait, where first is the replaced run's first submit (now
+--   when none was replaced). The task is created as with a due_ms.
 local now = clock(ARGV[1])
 local snow = fmt(now)
 local n = tonumber(ARGV[2])
@@ -55,6 +70,44 @@ local function ready_in(pool)
 end
 local BLCAP = {}
 for c, t in string.gmatch(ARGV[#ARGV], '(%d+) ([^\n]*)\n') do BLCAP[t] = tonumber(c) end
+-- unique_holder is the task holding unique key k (id and state), nil
+-- when the key is free: absent, its task gone, or its task past the mode.
+local function unique_holder(k, sup)
+  local v = redis.call('GET', k)
+  if not v then return nil end
+  local sep = string.find(v, '|', 1, true)
+  local eid, mode = string.sub(v, 1, sep - 1), string.sub(v, sep + 1)
+  if eid == sup then return nil end
+  local est = redis.call('HGET', tkey(eid), 'st')
+  if mode == 'w' then return eid, est or '' end
+  if not est or est == 'S' or est == 'F' or est == 'C' then return nil end
+  -- A HANDED_OFF record ('H') holds: its task waits or runs elsewhere.
+  if mode == 's' and est ~= 'P' and est ~= 'R' and est ~= 'H' then return nil end
+  return eid, est
+end
+-- debounce replaces the task of debounce key k while it waits unplaced,
+-- unattempted and not yet due (CANCELED, DEBOUNCED); the answer is the run's
+-- first submit (ms), now when nothing was replaced.
+local function debounce(k, retention)
+  local v = redis.call('GET', k)
+  if not v then return now end
+  local sep = string.find(v, '|', 1, true)
+  local eid, first = string.sub(v, 1, sep - 1), tonumber(string.sub(v, sep + 1))
+  local tk = tkey(eid)
+  local r = redis.call('HMGET', tk, 'st', 'ob', 'pn', 'at', 'tn', 'po', 'du')
+  if r[1] ~= 'P' or r[2] or r[3] == '1' or (r[4] and r[4] ~= '0') or r[6] or (tonumber(r[7] or '') or 0) <= now then
+    return now
+  end
+  redis.call('ZREM', dnkey(), eid)
+  redis.call('ZREM', K_DELAYED, eid)
+  cnt('P', -1)
+  redis.call('HSET', tk, 'st', 'C', 'rs', 'DEBOUNCED', 'fa', snow)
+  cnt('tC', 1)
+  backlog(r[5] or '', -1)
+  trail(eid, now, 'P', 'C', 'DEBOUNCED', 'submit', '0', '')
+  retain(eid, retention)
+  return first
+end
 local i = 4
 for _ = 1, n do
   local id, pool, flags, prio, due = ARGV[i], ARGV[i + 1], ARGV[i + 2], ARGV[i + 3], ARGV[i + 4]
@@ -63,7 +116,15 @@ for _ = 1, n do
   local fstart = i + 10
   i = fstart + 2 * nf
   local done = false
-  if idx > 0 then
+  local uniq = idx > 0 and string.find(flags, 'u', 1, true) ~= nil
+  local deb = idx > 0 and string.find(flags, 'b', 1, true) ~= nil
+  if uniq then
+    local eid, est = unique_holder(KEYS[9 + idx], string.sub(hash, 2))
+    if eid then
+      codes[#codes + 1] = '1'; out[#out + 1] = eid; out[#out + 1] = est
+      done = true
+    end
+  elseif idx > 0 and not deb then
     local v = redis.call('GET', KEYS[9 + idx])
     if v then
       local sep = string.find(v, '|', 1, true)
@@ -113,6 +174,14 @@ for _ = 1, n do
   if not done and not reserved and BLCAP[tn] and backlog_now(tn) >= BLCAP[tn] then
     codes[#codes + 1] = '5'; out[#out + 1] = id; out[#out + 1] = ''
     done = true
+  end
+  local dbfirst
+  if not done and deb then
+    local mw, ret = string.match(hash, '(%d+) (%d+)')
+    dbfirst = debounce(KEYS[9 + idx], ret)
+    local d = now + tonumber(ttl)
+    if tonumber(mw) > 0 then d = math.min(d, dbfirst + tonumber(mw)) end
+    if d > now then due = fmt(d) else due = '' end
   end
   if not done then
     if not reserved then backlog(tn, 1) end
@@ -205,7 +274,13 @@ for _ = 1, n do
       end
     end
     redis.call('HSET', tkey(id), unpack(f))
-    if idx > 0 then
+    if uniq then
+      redis.call('SET', KEYS[9 + idx], id .. '|' .. string.sub(hash, 1, 1), 'PX', ttl)
+    elseif deb then
+      -- Kept a minute past the task's start: replaceable until then.
+      local left = (tonumber(due) or now) - now + 60000
+      redis.call('SET', KEYS[9 + idx], id .. '|' .. fmt(dbfirst), 'PX', fmt(left))
+    elseif idx > 0 then
       redis.call('SET', KEYS[9 + idx], id .. '|' .. hash, 'PX', ttl)
     end
     created[#created + 1] = id

@@ -17,7 +17,7 @@ import (
 func (s *Submitter) coldEligible(t queue.NewTask, now time.Time) bool {
 	sp := t.Spec
 	return s.Opts.ColdHorizon > 0 && t.ID == "" && sp.RunAt != nil && !sp.RunAt.Before(now.Add(s.Opts.ColdHorizon)) &&
-		sp.IdempotencyKey == "" && t.HandOff == "" && t.History == nil && !t.Returning
+		sp.IdempotencyKey == "" && sp.UniqueKey == "" && sp.DebounceKey == "" && t.HandOff == "" && t.History == nil && !t.Returning
 }
 
 // splitCold takes the cold tasks out of idx.

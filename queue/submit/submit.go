@@ -43,8 +43,9 @@ func (s *Submitter) Submit(ctx context.Context, tasks ...queue.NewTask) ([]queue
 				return nil, err
 			}
 			shard = p.Shard % s.Opts.Shards
-		case t.Spec.IdempotencyKey != "":
-			shard = s.ShardForKey(t.Spec.Tenant, t.Spec.IdempotencyKey)
+		case t.Spec.IdempotencyKey != "" || t.Spec.UniqueKey != "" || t.Spec.DebounceKey != "":
+			key, _ := t.Spec.Key()
+			shard = s.ShardForKey(t.Spec.Tenant, key)
 		default:
 			shard = int(s.Rr.Add(1) % uint32(s.Opts.Shards))
 		}
@@ -80,7 +81,7 @@ func (s *Submitter) Submit(ctx context.Context, tasks ...queue.NewTask) ([]queue
 				}
 			}
 			for _, i := range unsent {
-				if to < 0 || tasks[i].ID != "" || tasks[i].Spec.IdempotencyKey != "" {
+				if key, _ := tasks[i].Spec.Key(); to < 0 || tasks[i].ID != "" || key != "" {
 					return nil, err
 				}
 			}
@@ -186,12 +187,19 @@ func (s *Submitter) submitShard(ctx context.Context, sc redis.Scripter, shard in
 			due = strconv.FormatInt(sp.RunAt.UnixMilli(), 10)
 		}
 		idem, ttl, hash := 0, "0", ""
-		if sp.IdempotencyKey != "" {
+		gk, gflag := s.groupKey(shard, t)
+		switch {
+		case sp.IdempotencyKey != "":
 			nkeyed++
 			idem = nkeyed
 			keys = append(keys, s.Keys[shard].Prefix+"idem:"+sp.Tenant+":"+sp.IdempotencyKey)
 			ttl = record.Ms(time.Duration(sp.IdempotencyTTL))
 			hash = sp.Hash()
+		case gk != "":
+			nkeyed++
+			idem = nkeyed
+			keys = append(keys, gk)
+			ttl, hash = s.groupArgs(sp, t.Supersedes)
 		}
 		// Tasks of one call often share a spec (fan-out, schedules, batches
 		// built from one template): encode it once. argv copies f.
@@ -212,6 +220,7 @@ func (s *Submitter) submitShard(ctx context.Context, sc redis.Scripter, shard in
 		if t.Reserved {
 			flags += "v"
 		}
+		flags += gflag
 		if t.AdmitMax > 0 && t.Pool != "" && t.HandOff == "" {
 			flags += "a"
 		}

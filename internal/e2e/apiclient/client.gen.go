@@ -125,6 +125,45 @@ func (e State) Valid() bool {
 	}
 }
 
+// Defines values for TaskSpecUniqueConflict.
+const (
+	Existing TaskSpecUniqueConflict = "existing"
+	Reject   TaskSpecUniqueConflict = "reject"
+)
+
+// Valid indicates whether the value is a known member of the TaskSpecUniqueConflict enum.
+func (e TaskSpecUniqueConflict) Valid() bool {
+	switch e {
+	case Existing:
+		return true
+	case Reject:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for TaskSpecUniqueUntil.
+const (
+	Finished TaskSpecUniqueUntil = "finished"
+	Started  TaskSpecUniqueUntil = "started"
+	Window   TaskSpecUniqueUntil = "window"
+)
+
+// Valid indicates whether the value is a known member of the TaskSpecUniqueUntil enum.
+func (e TaskSpecUniqueUntil) Valid() bool {
+	switch e {
+	case Finished:
+		return true
+	case Started:
+		return true
+	case Window:
+		return true
+	default:
+		return false
+	}
+}
+
 // Defines values for TriggerRule.
 const (
 	AllDone    TriggerRule = "all_done"
@@ -650,6 +689,15 @@ type TaskProgress struct {
 type TaskSpec struct {
 	Critical *bool `json:"critical,omitempty"`
 
+	// Debounce Go duration: how long the task waits for a newer submit of its debounce_key before it starts (required with debounce_key)
+	Debounce *string `json:"debounce,omitempty"`
+
+	// DebounceKey per tenant: a submit of this key replaces the task of the key still waiting for its start (that one ends CANCELED, reason DEBOUNCED) and waits debounce again. Not with run_at or delay
+	DebounceKey *string `json:"debounce_key,omitempty"`
+
+	// DebounceMaxWait Go duration: the latest start after the first submit of a debounced run (default none)
+	DebounceMaxWait *string `json:"debounce_max_wait,omitempty"`
+
 	// Delay Go duration
 	Delay          *string `json:"delay,omitempty"`
 	IdempotencyKey *string `json:"idempotency_key,omitempty"`
@@ -676,7 +724,25 @@ type TaskSpec struct {
 	Timeout     *string            `json:"timeout,omitempty"`
 	TraceId     *string            `json:"trace_id,omitempty"`
 	Type        string             `json:"type"`
+
+	// UniqueConflict a submit meeting a held unique key: 200 with the holder (existing, the default) or 409 naming unique_key (reject)
+	UniqueConflict *TaskSpecUniqueConflict `json:"unique_conflict,omitempty"`
+
+	// UniqueFor Go duration: the longest the unique key holds (default 24h, at most 720h)
+	UniqueFor *string `json:"unique_for,omitempty"`
+
+	// UniqueKey per tenant: while a task of this key waits (or runs, per unique_until), a submit of the same key creates nothing and answers with that task (200), or 409 naming unique_key when unique_conflict is reject. Decided in the key's home region. Not with idempotency_key or debounce_key
+	UniqueKey *string `json:"unique_key,omitempty"`
+
+	// UniqueUntil when the unique key is released before unique_for ends: once its task starts, once it is terminal (the default), or never (window)
+	UniqueUntil *TaskSpecUniqueUntil `json:"unique_until,omitempty"`
 }
+
+// TaskSpecUniqueConflict a submit meeting a held unique key: 200 with the holder (existing, the default) or 409 naming unique_key (reject)
+type TaskSpecUniqueConflict string
+
+// TaskSpecUniqueUntil when the unique key is released before unique_for ends: once its task starts, once it is terminal (the default), or never (window)
+type TaskSpecUniqueUntil string
 
 // Trail defines model for Trail.
 type Trail struct {
