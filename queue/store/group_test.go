@@ -138,3 +138,31 @@ func TestDebounceReplacesTheWaitingTask(t *testing.T) {
 		t.Fatalf("new run starts at %v, want %v", tk.DueAt, want)
 	}
 }
+
+// TestUniqueKeyOfAHandedOffHolder: a key whose holder left the region
+// (its record forwards, HANDED_OFF) stays held, and is taken from that
+// holder only by a submit naming it (NewTask.Supersedes, once its region
+// said it is past unique_until).
+func TestUniqueKeyOfAHandedOffHolder(t *testing.T) {
+	e := newEnv(t)
+	key := unique("moved", task.UniqueUntilFinished, time.Hour)
+	first := e.submitOne(queue.NewTask{Spec: e.spec(key), Pool: "cpu"})
+	if err := e.rdb.HSet(e.ctx, e.shardPrefix(first.ID)+"t:"+first.ID, "st", "H").Err(); err != nil {
+		t.Fatal(err)
+	}
+	held := e.submitOne(queue.NewTask{Spec: e.spec(key), Pool: "cpu"})
+	if !held.Duplicate || held.ID != first.ID || held.State != task.HandedOff {
+		t.Fatalf("while handed off: %+v", held)
+	}
+	other := e.submitOne(queue.NewTask{Spec: e.spec(key), Pool: "cpu", Supersedes: "not-the-holder"})
+	if !other.Duplicate || other.ID != first.ID {
+		t.Fatalf("superseding another task: %+v", other)
+	}
+	next := e.submitOne(queue.NewTask{Spec: e.spec(key), Pool: "cpu", Supersedes: first.ID})
+	if next.Duplicate || next.ID == first.ID {
+		t.Fatalf("superseding the holder: %+v", next)
+	}
+	if again := e.submitOne(queue.NewTask{Spec: e.spec(key), Pool: "cpu"}); !again.Duplicate || again.ID != next.ID {
+		t.Fatalf("after the takeover: %+v, want a duplicate of %s", again, next.ID)
+	}
+}
