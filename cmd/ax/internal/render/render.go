@@ -195,7 +195,7 @@ func Schedule(w *tabwriter.Writer, s *apiv1.ScheduleStatus, loc *time.Location) 
 // Regions prints one row per pool; a region without pools gets one
 // row of its own.
 func Regions(w *tabwriter.Writer, res *apiv1.RegionsResponse) {
-	fmt.Fprintln(w, "REGION\tPROVIDER\tLEADER\tSERVERS\tHEALTHY\tPOOL\tSLOTS\tRUNNING\tREADY\tPARKED\tSTARVING\tFILL\tPRICE $/SLOT-H\tSPOT")
+	fmt.Fprintln(w, "REGION\tPROVIDER\tLEADER\tSERVERS\tHEALTHY\tPOOL\tSLOTS\tRUNNING\tREADY\tPARKED\tSTARVING\tFILL\tPRICE $/SLOT-H\tSPOT\tWINDOW")
 	for _, r := range res.Regions {
 		health := "yes"
 		switch {
@@ -205,7 +205,7 @@ func Regions(w *tabwriter.Writer, res *apiv1.RegionsResponse) {
 			health = "no"
 		}
 		if len(r.Pools) == 0 {
-			fmt.Fprintf(w, "%s\t%s\t%s\t%d\t%s\t-\t-\t-\t-\t-\t-\t-\t-\t-\n", r.Name, Or(r.Provider), Or(r.Leader), r.Servers, health)
+			fmt.Fprintf(w, "%s\t%s\t%s\t%d\t%s\t-\t-\t-\t-\t-\t-\t-\t-\t-\t-\n", r.Name, Or(r.Provider), Or(r.Leader), r.Servers, health)
 		}
 		for _, p := range r.Pools {
 			fill := fmt.Sprintf("%.1f%%", 100*p.QueueFill)
@@ -216,10 +216,31 @@ func Regions(w *tabwriter.Writer, res *apiv1.RegionsResponse) {
 			if p.Spot {
 				spot = "yes"
 			}
-			fmt.Fprintf(w, "%s\t%s\t%s\t%d\t%s\t%s\t%d\t%d\t%d\t%d\t%d\t%s\t%.3f\t%s\n", r.Name, Or(r.Provider), Or(r.Leader), r.Servers, health,
-				p.Name, p.Slots, p.Running, p.Ready, p.Parked, p.Starving, fill, p.PricePerSlotHour, spot)
+			fmt.Fprintf(w, "%s\t%s\t%s\t%d\t%s\t%s\t%d\t%d\t%d\t%d\t%d\t%s\t%.3f\t%s\t%s\n", r.Name, Or(r.Provider), Or(r.Leader), r.Servers, health,
+				p.Name, p.Slots, p.Running, p.Ready, p.Parked, p.Starving, fill, p.PricePerSlotHour, spot, capacityWindow(p.CapacityWindow))
 		}
 	}
+}
+
+// capacityWindow is a pool's capacity window now, in the window's time
+// zone: "-" without a capacity schedule, "open: 3 slots until 18:00
+// Europe/Berlin", "open: 3 slots all day", "closed until 20:00 UTC".
+func capacityWindow(cw *apiv1.CapacityWindow) string {
+	if cw == nil {
+		return "-"
+	}
+	until := " all day"
+	if cw.NextChange != nil {
+		loc, err := time.LoadLocation(cw.Timezone)
+		if err != nil {
+			loc = time.UTC
+		}
+		until = " until " + cw.NextChange.In(loc).Format("15:04") + " " + cw.Timezone
+	}
+	if !cw.Open {
+		return "closed" + until
+	}
+	return fmt.Sprintf("open: %d slots%s", cw.Slots, until)
 }
 
 // DAGCancel prints the answer of a DAG cancel as one line; false when
