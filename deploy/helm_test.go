@@ -448,6 +448,14 @@ func checkRegionObjects(t *testing.T, m manifests, r chartRegion, secretName str
 		if err != nil || port != itoa(c.port("metrics")) {
 			t.Errorf("%s: --metrics %q; want the container port named metrics (%d)", name, vals["metrics"], c.port("metrics"))
 		}
+		if c.LivenessProbe == nil || c.LivenessProbe.HTTPGet == nil || c.LivenessProbe.HTTPGet.Path != "/healthz" || c.port(c.LivenessProbe.HTTPGet.Port) == 0 {
+			t.Errorf("%s: liveness %s; want GET /healthz on a named port (/metrics needs a token when private)", name, describeProbe(c.LivenessProbe))
+		}
+		if pdb, ok := m["PodDisruptionBudget"][name]; !ok {
+			t.Errorf("no PodDisruptionBudget %s", name)
+		} else if p := spec[pdbSpec](t, pdb); !subset(p.Selector.MatchLabels, d.Template.Metadata.Labels) || p.MaxUnavailable == nil || *p.MaxUnavailable < 1 {
+			t.Errorf("PodDisruptionBudget %s: %+v: want the pool's workers, maxUnavailable ≥ 1", name, p)
+		}
 		ws := spec[serviceSpec](t, m["Service"]["ax-worker-"+r.name])
 		if !subset(ws.Selector, d.Template.Metadata.Labels) || len(ws.Ports) != 1 || c.port(ws.Ports[0].TargetPort) == 0 {
 			t.Errorf("Service ax-worker-%s does not reach %s's metrics port", r.name, name)
@@ -492,6 +500,9 @@ func TestHelmChart(t *testing.T) {
 			}
 			wantSvc = append(wantSvc, "ax-"+r.name, "ax-worker-"+r.name)
 			wantPDB = append(wantPDB, "ax-server-"+r.name)
+			for _, p := range r.pools {
+				wantPDB = append(wantPDB, "ax-worker-"+r.name+"-"+p)
+			}
 			wantCM = append(wantCM, "ax-config-"+r.name)
 		}
 		for kind, want := range map[string][]string{"Deployment": wantDeploy, "Service": wantSvc, "PodDisruptionBudget": wantPDB,
@@ -578,7 +589,7 @@ func TestHelmChart(t *testing.T) {
 		// helm template does not render NOTES.txt: a copy of the chart
 		// carries it into a ConfigMap.
 		dir := filepath.Join(t.TempDir(), "ax")
-		run(t, "", nil, "cp", "-r", chartDir(t), dir)
+		run(t, "", nil, "cp", "-rL", chartDir(t), dir) // -L: the chart links its rules and dashboard
 		err := os.WriteFile(filepath.Join(dir, "templates", "notes-check.yaml"), []byte(
 			"apiVersion: v1\nkind: ConfigMap\nmetadata: {name: notes}\ndata:\n  notes: |\n    {{- include \"ax/templates/NOTES.txt\" . | nindent 4 }}\n"), 0o644)
 		if err != nil {

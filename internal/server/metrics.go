@@ -34,7 +34,8 @@ func WorkerMetrics(cfg *config.Region, reg prometheus.Registerer) *worker.Metric
 
 // ServeMetrics exposes g on addr (/metrics): a worker's --metrics, behind
 // the same authentication as the servers' /metrics (cfg's auth and
-// http_server.public_details).
+// http_server.public_details), and /healthz (open, no data) for a
+// liveness probe that holds no token.
 func ServeMetrics(addr string, g prometheus.Gatherer, cfg *config.Region, log *slog.Logger) (*http.Server, error) {
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
@@ -42,7 +43,8 @@ func ServeMetrics(addr string, g prometheus.Gatherer, cfg *config.Region, log *s
 	}
 	mux := http.NewServeMux()
 	mux.Handle("GET /metrics", httpapi.MetricsHandler(apiAuth(cfg, log), cfg.HTTPServer.PublicDetails, g))
-	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
+	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte("ok\n")) })
+	srv := &http.Server{Addr: ln.Addr().String(), Handler: mux, ReadHeaderTimeout: 5 * time.Second}
 	log.Info("metrics listening", "addr", ln.Addr().String())
 	go func() {
 		if err := srv.Serve(ln); err != nil && err != http.ErrServerClosed {
