@@ -292,6 +292,32 @@ func trailLine(t task.Transition, region string) string {
 		record.Clean(t.Error, task.MaxErrorLen) + "\t" + record.Clean(region, 63)
 }
 
+// Quota is the share of a tenant's submit bucket a batch takes before it
+// is stored: N submits from a bucket refilled at PerSecond and holding at
+// most Burst. PerSecond ≤ 0 or N ≤ 0 takes nothing.
+type Quota struct {
+	Tenant    string
+	PerSecond float64
+	Burst, N  int
+}
+
+// QuotaError is a batch its quota stopped before anything of it was
+// stored: refused (Err nil; Wait is how long until N submits would fit) or
+// the bucket could not be read (Err).
+type QuotaError struct {
+	Wait time.Duration
+	Err  error
+}
+
+func (e *QuotaError) Error() string {
+	if e.Err != nil {
+		return e.Err.Error()
+	}
+	return "queue: over the tenant's submit quota"
+}
+
+func (e *QuotaError) Unwrap() error { return e.Err }
+
 // SubmitResult is the outcome of one NewTask.
 type SubmitResult struct {
 	ID        string

@@ -53,15 +53,19 @@ type Config struct {
 	Sends func() bool
 }
 
-// Store is what the pipeline needs of this region's store: the quota
-// step's buckets, the store step's submit, and the reads that answer a
-// repeated submit and a backlog's room.
+// Store is what the pipeline needs of this region's store: the store
+// step's submit (taking the request's quota with its first tasks), the
+// quota buckets of DAGs and schedules, and the reads that answer a repeated
+// submit and a backlog's room.
 type Store interface {
 	// TakeQuota takes count submits from tenant's bucket (perSecond refill,
 	// burst size); not ok, wait is how long until they would fit.
 	TakeQuota(ctx context.Context, tenant string, perSecond float64, burst, count int) (ok bool, wait time.Duration, err error)
 	// Submit stores tasks, each admitted or refused on its own.
 	Submit(ctx context.Context, tasks ...queue.NewTask) ([]queue.SubmitResult, error)
+	// SubmitWithin is Submit after taking q from its bucket; refused or
+	// failed there (a *queue.QuotaError), it stores nothing.
+	SubmitWithin(ctx context.Context, q queue.Quota, tasks ...queue.NewTask) ([]queue.SubmitResult, error)
 	// Get reads a task of this region.
 	Get(ctx context.Context, id string) (*task.Task, error)
 	// Backlog counts tenant's unfinished tasks in this region.

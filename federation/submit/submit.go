@@ -41,6 +41,8 @@ type submitPass struct {
 	now       time.Time
 	vs        *view.Snap
 	forwarded bool
+	quota     Quota
+	take      queue.Quota // what the store step's first call takes of quota
 }
 
 // Submit validates, routes and places specs (already decoded; tenant set).
@@ -49,7 +51,15 @@ type submitPass struct {
 // home, backlog, place; then the items placed here are stored (spilling
 // from a full pool to the next candidate) and the keyed ones forwarded.
 func (n *Pipeline) Submit(ctx context.Context, specs []*task.Spec, forwarded bool) []Outcome {
-	p := &submitPass{n: n, now: n.cfg.Now(), vs: n.cfg.View.Current(), forwarded: forwarded}
+	out, _ := n.submit(ctx, Quota{}, 0, specs, forwarded)
+	return out
+}
+
+// submit is Submit whose store step takes count submits of quota first
+// (SubmitWithin): refused there, it returns the request's error and has
+// stored and forwarded nothing.
+func (n *Pipeline) submit(ctx context.Context, quota Quota, count int, specs []*task.Spec, forwarded bool) ([]Outcome, error) {
+	p := &submitPass{n: n, now: n.cfg.Now(), vs: n.cfg.View.Current(), forwarded: forwarded, quota: quota, take: quota.store(count)}
 	items := make([]item, len(specs))
 	for i, sp := range specs {
 		items[i].spec = sp
@@ -61,13 +71,15 @@ func (n *Pipeline) Submit(ctx context.Context, specs []*task.Spec, forwarded boo
 			}
 		}
 	}
-	p.store(ctx, items)
+	if err := p.store(ctx, items); err != nil {
+		return nil, err
+	}
 	p.forward(ctx, items)
 	out := make([]Outcome, len(items))
 	for i := range items {
 		out[i] = items[i].out
 	}
-	return out
+	return out, nil
 }
 
 // validate normalizes the spec and refuses regions outside the federation.
@@ -165,13 +177,19 @@ func (p *submitPass) saturated(it *item) {
 
 // store stores the items placed here in one store call per round; the
 // ones a full pool refused spill to the next candidate and go in the next
-// round (at most maxSpillRounds to local pools).
-func (p *submitPass) store(ctx context.Context, items []item) {
+// round (at most maxSpillRounds to local pools). The first call takes the
+// request's quota (p.take) with its tasks, alone when there are none; the
+// quota refused, store returns the request's error and nothing is stored.
+func (p *submitPass) store(ctx context.Context, items []item) error {
 	var batch []*item
 	for i := range items {
 		if !items[i].decided() {
 			batch = append(batch, &items[i])
 		}
+	}
+	if len(batch) == 0 && p.take.N > 0 {
+		_, err := p.n.cfg.Store.SubmitWithin(ctx, p.take)
+		return p.refused(err, nil)
 	}
 	for round := 0; len(batch) > 0; round++ {
 		nts := make([]queue.NewTask, len(batch))
@@ -185,7 +203,16 @@ func (p *submitPass) store(ctx context.Context, items []item) {
 		// flight forgotten early costs nothing wrong: the store's admission
 		// (AdmitMax) is authoritative, and a task it refuses spills.
 		began := p.n.cfg.Now()
-		res, err := p.n.cfg.Store.Submit(ctx, nts...)
+		var res []queue.SubmitResult
+		var err error
+		if round == 0 && p.take.N > 0 {
+			res, err = p.n.cfg.Store.SubmitWithin(ctx, p.take, nts...)
+			if err := p.refused(err, batch); err != nil {
+				return err
+			}
+		} else {
+			res, err = p.n.cfg.Store.Submit(ctx, nts...)
+		}
 		stored := p.n.cfg.Now()
 		var again []*item
 		for k, it := range batch {
@@ -206,6 +233,20 @@ func (p *submitPass) store(ctx context.Context, items []item) {
 		p.n.wake()
 		batch = again
 	}
+	return nil
+}
+
+// refused is the request's error when err is the store's refusal of its
+// quota (the batch's flights are dropped: nothing was stored), else nil.
+func (p *submitPass) refused(err error, batch []*item) error {
+	var qe *queue.QuotaError
+	if !errors.As(err, &qe) {
+		return nil
+	}
+	for _, it := range batch {
+		p.n.cfg.Flights.Drop(it.ticket)
+	}
+	return p.quota.refused(qe)
 }
 
 // spill moves an item its local pool refused as full (the pool's admission

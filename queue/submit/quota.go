@@ -34,3 +34,20 @@ func (s *Submitter) TakeQuota(ctx context.Context, tenant string, perSecond floa
 	ms, _ := strconv.ParseInt(queue.ToStr(out[1]), 10, 64)
 	return false, time.Duration(ms) * time.Millisecond, nil
 }
+
+// SubmitWithin is Submit after the quota step: it takes q's N submits
+// from the tenant's bucket, then stores tasks (none: it only takes the
+// quota). When the bucket refuses them or cannot be read, nothing is
+// stored and the error is a *queue.QuotaError.
+func (s *Submitter) SubmitWithin(ctx context.Context, q queue.Quota, tasks ...queue.NewTask) ([]queue.SubmitResult, error) {
+	ok, wait, err := s.TakeQuota(ctx, q.Tenant, q.PerSecond, q.Burst, q.N)
+	switch {
+	case err != nil:
+		return nil, &queue.QuotaError{Err: err}
+	case !ok:
+		return nil, &queue.QuotaError{Wait: wait}
+	case len(tasks) == 0:
+		return nil, nil
+	}
+	return s.Submit(ctx, tasks...)
+}
