@@ -42,9 +42,13 @@ type DAGStatus struct {
 	FinishedAt *time.Time    `json:"finished_at,omitempty"`
 	// CancelRequestedAt is set once POST /v1/dags/{id}/cancel reached the
 	// run while it was RUNNING; the run ends CANCELED once every node settled.
-	CancelRequestedAt *time.Time      `json:"cancel_requested_at,omitempty"`
-	CancelRequestedBy string          `json:"cancel_requested_by,omitempty"`
-	Nodes             []DAGNodeStatus `json:"nodes"`
+	CancelRequestedAt *time.Time `json:"cancel_requested_at,omitempty"`
+	CancelRequestedBy string     `json:"cancel_requested_by,omitempty"`
+	// Schedule and Period are set on a run a schedule started: the
+	// schedule's name and the slot's logical period.
+	Schedule string          `json:"schedule,omitempty"`
+	Period   *Period         `json:"period,omitempty"`
+	Nodes    []DAGNodeStatus `json:"nodes"`
 }
 
 // DAGNodeStatus is one node of a DAGStatus.

@@ -10,12 +10,17 @@ import (
 // Schedule is a cron schedule's definition (package schedule), as stored
 // in the global etcd and returned by the API.
 type Schedule struct {
-	Name       string     `json:"name"`
-	Cron       string     `json:"cron"`
-	Timezone   string     `json:"timezone"`
-	Task       *task.Spec `json:"task"` // as given (tenant applied), normalized at each firing by the home region
-	HomeRegion string     `json:"home_region"`
-	Misfire    string     `json:"misfire"`
+	Name     string `json:"name"`
+	Cron     string `json:"cron"`
+	Timezone string `json:"timezone"`
+	// Task is the spec each slot submits (as given, tenant applied,
+	// normalized at each firing by the home region); nil when DAG is set.
+	Task *task.Spec `json:"task"`
+	// DAG is the run each slot starts instead (the body POST /v1/dags
+	// takes, tenant applied); nil for a single-task schedule.
+	DAG        *DAGRequest `json:"dag,omitempty"`
+	HomeRegion string      `json:"home_region"`
+	Misfire    string      `json:"misfire"`
 	// CatchUpLimit bounds a catch-up (misfire catch_up only).
 	CatchUpLimit int           `json:"catch_up_limit,omitempty"`
 	Overlap      string        `json:"overlap"`
@@ -34,7 +39,10 @@ type ScheduleStatus struct {
 	LastOutcome string     `json:"last_outcome,omitempty"`
 	// LastFiredSlot is the last slot that has a task (LastTaskID).
 	LastFiredSlot *time.Time `json:"last_fired_slot"`
-	LastTaskID    string     `json:"last_task_id,omitempty"`
+	// LastTaskID is its task's id, or its DAG run's for a DAG schedule.
+	LastTaskID string `json:"last_task_id,omitempty"`
+	// LastPeriod is the logical period of LastFiredSlot.
+	LastPeriod *Period `json:"last_period,omitempty"`
 	// NextSlot is the next slot from now (null while paused).
 	NextSlot *time.Time `json:"next_slot"`
 }
@@ -44,13 +52,14 @@ type ScheduleList struct {
 	Schedules []ScheduleStatus `json:"schedules"`
 }
 
-// ScheduleRequest is POST /v1/schedules. Jitter and task stay raw so that
-// their errors name the field.
+// ScheduleRequest is POST /v1/schedules. Jitter, task and dag stay raw so
+// that their errors name the field. Exactly one of task and dag is given.
 type ScheduleRequest struct {
 	Name         string          `json:"name"`
 	Cron         string          `json:"cron"`
 	Timezone     string          `json:"timezone"`
 	Task         json.RawMessage `json:"task"`
+	DAG          json.RawMessage `json:"dag"`
 	HomeRegion   string          `json:"home_region"`
 	Misfire      string          `json:"misfire"`
 	CatchUpLimit *int            `json:"catch_up_limit"`
@@ -78,4 +87,90 @@ type ScheduleEnqueueResponse struct {
 	ID      string     `json:"id"`
 	State   task.State `json:"state"`
 	Created bool       `json:"created"`
+}
+
+// Period is a slot's logical period: from its slot to the schedule's next
+// slot after it, in the schedule's time zone. A run processes the data of
+// its period (Airflow's data interval, Dagster's partition).
+type Period struct {
+	Start time.Time `json:"period_start"`
+	End   time.Time `json:"period_end"`
+}
+
+// ScheduledDAG is POST /v1/internal/dags: the federation leader starts a
+// DAG schedule's run of one period in the schedule's home region under the
+// run id derived from the slot.
+type ScheduledDAG struct {
+	ID       string     `json:"id"`
+	Schedule string     `json:"schedule"`
+	Period   Period     `json:"period"`
+	DAG      DAGRequest `json:"dag"`
+}
+
+// ScheduledDAGResponse answers it: 200 whether the run was created now or
+// existed already, or Refused (the home region refuses the run itself:
+// sending it again cannot help).
+type ScheduledDAGResponse struct {
+	ID      string `json:"id"`
+	Created bool   `json:"created"`
+	Refused *Error `json:"refused,omitempty"`
+}
+
+// BackfillRequest is POST /v1/schedules/{name}/backfill: start the runs of
+// every slot s with from ≤ s ≤ to, oldest first, at most max_active at
+// once. From and to are RFC 3339 times, or dates (2006-01-02: midnight in
+// the schedule's time zone).
+type BackfillRequest struct {
+	From      string `json:"from"`
+	To        string `json:"to"`
+	MaxActive int    `json:"max_active,omitempty"`
+}
+
+// RerunRequest is POST /v1/schedules/{name}/rerun: run one period again,
+// under a new run id (the period's earlier run is left as it ended).
+// Period is its start, a slot of the schedule (RFC 3339, or a date).
+type RerunRequest struct {
+	Period string `json:"period"`
+}
+
+// Backfill states.
+const (
+	BackfillRunning  = "RUNNING"
+	BackfillDone     = "DONE"
+	BackfillCanceled = "CANCELED"
+)
+
+// Backfill is a backfill's (or a rerun's) progress: 201 of POST
+// /v1/schedules/{name}/backfill and /rerun, and each of a schedule's
+// Backfills.
+type Backfill struct {
+	ID        string    `json:"id"`
+	Schedule  string    `json:"schedule"`
+	From      time.Time `json:"from"`
+	To        time.Time `json:"to"`
+	MaxActive int       `json:"max_active"`
+	// Rerun is set on a rerun: its runs' ids differ from the period's
+	// first run's.
+	Rerun   bool   `json:"rerun,omitempty"`
+	State   string `json:"state"`
+	Periods int    `json:"periods"` // slots in [from, to]
+	// Runs are the periods started so far, oldest first, with their run
+	// (task or DAG run) ids and what starting them did.
+	Runs       []BackfillRun `json:"runs"`
+	Active     []string      `json:"active"` // ids started and not seen ended
+	CreatedAt  time.Time     `json:"created_at"`
+	CreatedBy  string        `json:"created_by,omitempty"`
+	FinishedAt *time.Time    `json:"finished_at,omitempty"`
+}
+
+// BackfillRun is one period a backfill started.
+type BackfillRun struct {
+	Period  Period `json:"period"`
+	ID      string `json:"id"`
+	Outcome string `json:"outcome"` // a slot's outcome: fired, already_fired, rejected, budget_exceeded
+}
+
+// BackfillList answers GET /v1/schedules/{name}/backfills, newest first.
+type BackfillList struct {
+	Backfills []Backfill `json:"backfills"`
 }

@@ -97,6 +97,46 @@ func (c *Client) ResumeScheduleOf(ctx context.Context, tenant, name string) (jso
 	return c.scheduleCall(ctx, http.MethodPost, schedulePath(name)+"/resume", tenant)
 }
 
+// Backfills runs a schedule's past periods: a range (backfill), one
+// period again (rerun), and reads what they did.
+func (c *Client) Backfills() *Backfills { return &Backfills{c: c} }
+
+// Backfills is Client.Backfills. Each call addresses tenant's schedule
+// name ("": the caller's tenant).
+type Backfills struct{ c *Client }
+
+// Start starts the runs of schedule name's periods in [req.From, req.To],
+// oldest first, at most req.MaxActive at once (POST
+// /v1/schedules/{name}/backfill).
+func (b *Backfills) Start(ctx context.Context, tenant, name string, req apiv1.BackfillRequest) (*apiv1.Backfill, error) {
+	var out apiv1.Backfill
+	_, err := b.c.do(ctx, http.MethodPost, schedulePath(name)+"/backfill", tenantQuery(tenant), req, &out)
+	return &out, err
+}
+
+// Rerun runs one period of schedule name again, under a new run id (POST
+// /v1/schedules/{name}/rerun).
+func (b *Backfills) Rerun(ctx context.Context, tenant, name string, req apiv1.RerunRequest) (*apiv1.Backfill, error) {
+	var out apiv1.Backfill
+	_, err := b.c.do(ctx, http.MethodPost, schedulePath(name)+"/rerun", tenantQuery(tenant), req, &out)
+	return &out, err
+}
+
+// List lists the backfills and reruns of schedule name, newest first (GET
+// /v1/schedules/{name}/backfills).
+func (b *Backfills) List(ctx context.Context, tenant, name string) (*apiv1.BackfillList, error) {
+	var out apiv1.BackfillList
+	_, err := b.c.do(ctx, http.MethodGet, schedulePath(name)+"/backfills", tenantQuery(tenant), nil, &out)
+	return &out, err
+}
+
+func tenantQuery(tenant string) url.Values {
+	if tenant == "" {
+		return nil
+	}
+	return url.Values{"tenant": {tenant}}
+}
+
 func schedulePath(name string) string { return "/v1/schedules/" + url.PathEscape(name) }
 
 // scheduleCall is a bodiless schedule call, with tenant= when tenant is

@@ -52,6 +52,22 @@ func prefixed(i int, err error) error {
 // nodes for a cycle, whose message walks it: "cycle: a -> b -> a" (x -> y:
 // y depends on x).
 func (r *Runs) define(req *apiv1.DAGRequest, now time.Time) (*queue.DAGDef, error) {
+	def, err := r.validate(req, now)
+	if err != nil {
+		return nil, err
+	}
+	return def, assignIDs(def, r.store.NewID(rand.IntN(r.store.Options().Shards), now))
+}
+
+// Check validates a request (tenant already settled) as Create would,
+// storing nothing; its errors are define's.
+func (r *Runs) Check(req *apiv1.DAGRequest) error {
+	_, err := r.validate(req, r.cfg.Now())
+	return err
+}
+
+// validate is define without the ids.
+func (r *Runs) validate(req *apiv1.DAGRequest, now time.Time) (*queue.DAGDef, error) {
 	if req.Name != "" && !dagNameRe.MatchString(req.Name) {
 		return nil, &task.FieldError{Field: "name", Msg: "1–128 letters, digits and _ . : / - only"}
 	}
@@ -130,7 +146,12 @@ func (r *Runs) define(req *apiv1.DAGRequest, now time.Time) (*queue.DAGDef, erro
 	if _, cycle := topoOrder(def.Nodes); cycle != nil {
 		return nil, &task.FieldError{Field: "nodes", Msg: "cycle: " + strings.Join(cycle, " -> ")}
 	}
-	def.ID = r.store.NewID(rand.IntN(r.store.Options().Shards), now)
+	return def, nil
+}
+
+// assignIDs gives def the run id id and derives every node's task id.
+func assignIDs(def *queue.DAGDef, id string) error {
+	def.ID = id
 	used := make(map[string]bool, len(def.Nodes))
 	for i := range def.Nodes {
 		// 30 bits of hash: two nodes of one run collide about once in 2 000
@@ -138,7 +159,7 @@ func (r *Runs) define(req *apiv1.DAGRequest, now time.Time) (*queue.DAGDef, erro
 		for salt := 0; ; salt++ {
 			id, err := queue.DAGTaskID(def.ID, def.Nodes[i].ID, salt)
 			if err != nil {
-				return nil, err
+				return err
 			}
 			if !used[id] {
 				used[id] = true
@@ -147,7 +168,7 @@ func (r *Runs) define(req *apiv1.DAGRequest, now time.Time) (*queue.DAGDef, erro
 			}
 		}
 	}
-	return def, nil
+	return nil
 }
 
 func compactJSON(raw json.RawMessage) json.RawMessage {

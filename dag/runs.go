@@ -98,6 +98,11 @@ func (r *Runs) Create(ctx context.Context, req *apiv1.DAGRequest) (*apiv1.DAGSta
 	if err != nil {
 		return nil, err
 	}
+	return r.create(ctx, def)
+}
+
+// create stores the run def and releases its root nodes.
+func (r *Runs) create(ctx context.Context, def *queue.DAGDef) (*apiv1.DAGStatus, error) {
 	initial := map[string]queue.DAGNode{}
 	var roots []string
 	for _, nd := range def.Nodes {
@@ -127,7 +132,7 @@ func (r *Runs) Create(ctx context.Context, req *apiv1.DAGRequest) (*apiv1.DAGSta
 		r.log.Warn("DAG roots not submitted yet; the reconciler will", "dag", def.ID, "err", err)
 	}
 	st := &apiv1.DAGStatus{ID: def.ID, Name: def.Name, Tenant: def.Tenant, Region: r.cfg.Region, State: task.DAGRunning,
-		CreatedAt: mustParseID(def.ID).Time, Nodes: make([]apiv1.DAGNodeStatus, len(def.Nodes))}
+		CreatedAt: mustParseID(def.ID).Time, Schedule: def.Schedule, Period: periodOf(def), Nodes: make([]apiv1.DAGNodeStatus, len(def.Nodes))}
 	for i, nd := range def.Nodes {
 		s := task.NodeWaiting
 		if len(nd.DependsOn) == 0 {
@@ -226,7 +231,7 @@ func (r *Runs) Status(ctx context.Context, id string, hops int) (*apiv1.DAGStatu
 	}
 	st := &apiv1.DAGStatus{ID: id, Name: def.Name, Tenant: def.Tenant, Region: r.cfg.Region, State: run.State,
 		CreatedAt: run.CreatedAt, FinishedAt: run.FinishedAt, CancelRequestedAt: run.CancelRequestedAt,
-		CancelRequestedBy: run.CanceledBy, Nodes: make([]apiv1.DAGNodeStatus, len(def.Nodes))}
+		CancelRequestedBy: run.CanceledBy, Schedule: def.Schedule, Period: periodOf(def), Nodes: make([]apiv1.DAGNodeStatus, len(def.Nodes))}
 	var live []string
 	for _, nd := range def.Nodes {
 		if run.Nodes[nd.ID].State == task.NodeReleased {

@@ -41,6 +41,11 @@ type DAGDef struct {
 	// tenant's backlog (ReserveBacklog), its nodes' tasks take it
 	// (NewTask.Reserved) and the run gives back what is left when it ends.
 	BacklogMax int `json:"backlog_max,omitempty"`
+	// Schedule and PeriodStart/PeriodEnd are set on a run a schedule
+	// started: the schedule's name and the slot's logical period.
+	Schedule    string     `json:"schedule,omitempty"`
+	PeriodStart *time.Time `json:"period_start,omitempty"`
+	PeriodEnd   *time.Time `json:"period_end,omitempty"`
 }
 
 // TaskIDs is the task id of every node.

@@ -15,17 +15,24 @@ import (
 type Limits struct {
 	MaxSchedules   int     // 0: MaxSchedulesDefault
 	FiresPerSecond float64 // 0: FiresPerSecondDefault
+	// MaxBackfillPeriods bounds the periods of one backfill (a longer
+	// range is refused, 400 naming to); 0: MaxBackfillPeriodsDefault.
+	MaxBackfillPeriods int
 }
 
 // Defaults of Limits.
 const (
-	MaxSchedulesDefault   = 1000
-	FiresPerSecondDefault = 50
+	MaxSchedulesDefault       = 1000
+	FiresPerSecondDefault     = 50
+	MaxBackfillPeriodsDefault = 1000
 )
 
 func (l Limits) orDefaults() Limits {
 	if l.MaxSchedules <= 0 {
 		l.MaxSchedules = MaxSchedulesDefault
+	}
+	if l.MaxBackfillPeriods <= 0 {
+		l.MaxBackfillPeriods = MaxBackfillPeriodsDefault
 	}
 	if !(l.FiresPerSecond > 0) {
 		l.FiresPerSecond = FiresPerSecondDefault

@@ -121,8 +121,19 @@ func (s *Scheduler) Validate(req *apiv1.ScheduleRequest) (*apiv1.Schedule, error
 			return nil, fieldError("jitter", fmt.Sprintf("must be shorter than the interval between slots (%v)", gap))
 		}
 	}
-	if len(req.Task) == 0 || string(req.Task) == "null" {
-		return nil, fieldError("task", "is required")
+	hasTask, hasDAG := given(req.Task), given(req.DAG)
+	switch {
+	case hasTask && hasDAG:
+		return nil, fieldError("dag", "a schedule fires a task or starts a DAG, not both")
+	case hasDAG:
+		dr, err := decodeDAG(req.DAG)
+		if err != nil {
+			return nil, err
+		}
+		d.DAG = dr
+		return d, nil
+	case !hasTask:
+		return nil, fieldError("task", "is required (or dag: a DAG each slot starts)")
 	}
 	sp, err := task.DecodeSpec(req.Task)
 	if err != nil {

@@ -58,7 +58,14 @@ type Config struct {
 	CallTimeout time.Duration
 	// Limits returns a tenant's limits (read at each use, so a reload
 	// applies at once); nil: the defaults (Limits).
-	Limits     func(tenant string) Limits
+	Limits func(tenant string) Limits
+	// DAGs starts the runs of DAG schedules (nil: a DAG schedule is
+	// refused at creation, 503).
+	DAGs DAGStarter
+	// BudgetRoom refuses a tenant past its monthly budget (an error with a
+	// BudgetExceeded method that returns true): a DAG schedule's slot is
+	// then given up, as a task's is by Enqueuer.Enqueue. nil: no budgets.
+	BudgetRoom func(tenant string) error
 	Registerer prometheus.Registerer // nil: metrics are not registered
 	Logger     *slog.Logger
 	Now        func() time.Time // the clock slots are compared with (tests inject one)
@@ -163,6 +170,8 @@ type term struct {
 	listedAt time.Time
 	turn     int                // rotates the tenant served first
 	buckets  map[string]*bucket // fires per tenant (Limits)
+	// backfillAt is when the backfills were last advanced (wall clock).
+	backfillAt time.Time
 }
 
 // bucket returns tenant's fire bucket.
@@ -343,7 +352,11 @@ func (s *Scheduler) pass(ctx context.Context, t *term) time.Duration {
 			return 0 // the next pass starts at once, with what is due then
 		}
 	}
-	return max(wait, 5*time.Millisecond)
+	if err := s.stepBackfills(ctx, t); errors.Is(err, errNotLeader) {
+		t.l.Lost(err)
+		return 0
+	}
+	return max(min(wait, backfillEvery), 5*time.Millisecond)
 }
 
 // advance fires (or skips) up to limit of a schedule's due slots,
@@ -404,6 +417,7 @@ func (s *Scheduler) advance(ctx context.Context, l *lease.Leadership, e *entry, 
 }
 
 func traceOf(sp *task.Spec, id string) string {
+	// A DAG schedule's (sp nil) trace is its run id's.
 	if sp != nil && sp.TraceID != "" {
 		return sp.TraceID
 	}
@@ -428,11 +442,9 @@ func (s *Scheduler) fire(ctx context.Context, e *entry, slot time.Time) (outcome
 	if d.Overlap != OverlapAllow && e.st.LastFiredSlot != nil {
 		prev := e.st.LastTaskID
 		if prev == "" {
-			prev = taskID(e.idSeq(), *e.st.LastFiredSlot, d.HomeRegion)
+			prev = e.runID(*e.st.LastFiredSlot)
 		}
-		cctx, cancel := context.WithTimeout(ctx, s.cfg.CallTimeout)
-		busy, err := s.tasks.Unfinished(cctx, prev)
-		cancel()
+		busy, err := s.unfinished(ctx, e, prev)
 		if err != nil {
 			return "", "", err
 		}
@@ -443,32 +455,25 @@ func (s *Scheduler) fire(ctx context.Context, e *entry, slot time.Time) (outcome
 		}
 		if busy {
 			// A run that finished meanwhile is fine (CancelTask's contract).
-			cctx, cancel := context.WithTimeout(ctx, s.cfg.CallTimeout)
-			err := s.tasks.CancelTask(cctx, prev, "schedule:"+d.Name)
-			cancel()
-			if err != nil {
+			if err := s.cancelRun(ctx, e, prev, "schedule:"+d.Name); err != nil {
 				return "", "", err
 			}
 			s.log.Info("schedule: previous run replaced", "schedule", d.Name, "slot", slot, "previous", prev,
 				"reason", "OVERLAP_REPLACED")
 		}
 	}
-	id = taskID(e.idSeq(), slot, d.HomeRegion)
-	sp := *d.Task
+	id = e.runID(slot)
 	runAt := slot.Add(jitterOffset(d.Name, slot, time.Duration(d.Jitter))).UTC()
-	sp.RunAt = &runAt
-	cctx, cancel := context.WithTimeout(ctx, s.cfg.CallTimeout)
-	created, refused, err := s.tasks.Enqueue(cctx, d.HomeRegion, id, &sp)
-	cancel()
+	created, refused, err := s.start(ctx, e, slot, id, runAt)
 	switch {
 	case err != nil:
 		return "", "", err
 	case budgetRefusal(refused):
 		s.log.Warn("schedule: its tenant is past its monthly budget; slot given up", "schedule", d.Name, "slot", slot,
-			"id", id, "tenant", d.Task.Tenant, "err", refused, "reason", "BUDGET_EXCEEDED")
+			"id", id, "tenant", tenantOf(d), "err", refused, "reason", "BUDGET_EXCEEDED")
 		return OutcomeBudgetExceeded, "", nil
 	case refused != nil:
-		s.log.Error("schedule: the home region refuses the task; slot given up", "schedule", d.Name, "slot", slot,
+		s.log.Error("schedule: the home region refuses the run; slot given up", "schedule", d.Name, "slot", slot,
 			"id", id, "home_region", d.HomeRegion, "err", refused, "reason", "REJECTED")
 		return OutcomeRejected, "", nil
 	case created:

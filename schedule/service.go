@@ -25,16 +25,26 @@ import (
 // the caller ("" is "default"), as created now by by.
 func (s *Scheduler) Create(ctx context.Context, d *apiv1.Schedule, by string) (*apiv1.ScheduleStatus, error) {
 	now := s.now()
-	if err := s.checkTask(d.Task, now); err != nil {
-		return nil, err
+	tenant := tenantOf(d)
+	switch {
+	case d.DAG != nil:
+		dr := *d.DAG
+		dr.Tenant = tenant
+		if err := s.checkDAG(&dr); err != nil {
+			return nil, err
+		}
+		d.DAG = &dr
+	default:
+		if err := s.checkTask(d.Task, now); err != nil {
+			return nil, err
+		}
+		if d.Task.Tenant == "" {
+			t := *d.Task
+			t.Tenant = tenant
+			d.Task = &t
+		}
 	}
 	d.CreatedAt, d.CreatedBy = now.UTC(), by
-	tenant := tenantOf(d)
-	if d.Task.Tenant == "" {
-		t := *d.Task
-		t.Tenant = tenant
-		d.Task = &t
-	}
 	maxSchedules := s.limits(tenant).MaxSchedules
 	// One create at a time per server: creates of one tenant fail each
 	// other's count check (store.create), so concurrent ones would retry
@@ -220,6 +230,8 @@ func (s *Scheduler) status(sd stored, st State, now time.Time) apiv1.ScheduleSta
 		if st.LastFiredSlot != nil {
 			lf := st.LastFiredSlot.In(comp.loc)
 			out.LastFiredSlot, out.LastTaskID = &lf, st.LastTaskID
+			p := (&entry{comp: comp}).periodOf(*st.LastFiredSlot)
+			out.LastPeriod = &p
 		}
 	}
 	if !sd.def.Paused {

@@ -88,7 +88,10 @@ func (sd stored) idTenant() string {
 // tenantOf is a definition's tenant: its task's, "default" when unset (as
 // a task submitted without one).
 func tenantOf(d *apiv1.Schedule) string {
-	if d.Task == nil || d.Task.Tenant == "" {
+	switch {
+	case d.DAG != nil && d.DAG.Tenant != "":
+		return d.DAG.Tenant
+	case d.Task == nil || d.Task.Tenant == "":
 		return "default"
 	}
 	return d.Task.Tenant
@@ -99,7 +102,7 @@ func tenantOf(d *apiv1.Schedule) string {
 func (st store) parse(kv *mvccpb.KeyValue) (stored, bool) {
 	var d apiv1.Schedule
 	rec := record{Schedule: &d}
-	if err := json.Unmarshal(kv.Value, &rec); err != nil || d.Task == nil {
+	if err := json.Unmarshal(kv.Value, &rec); err != nil || d.Task == nil && d.DAG == nil {
 		return stored{}, false
 	}
 	sd := stored{def: &d, seq: rec.IDSeq, key: string(kv.Key), rev: kv.CreateRevision, modRev: kv.ModRevision}
@@ -250,14 +253,15 @@ func (st store) state(ctx context.Context, sd stored) (State, bool, error) {
 	return s, true, nil
 }
 
-// remove deletes the definition sd and its state; a definition deleted or
+// remove deletes the definition sd, its state and its backfills; a definition deleted or
 // created again since sd was read is ErrNotFound.
 func (st store) remove(ctx context.Context, sd stored) error {
 	cctx, cancel := st.call(ctx)
 	defer cancel()
 	resp, err := st.c.Txn(cctx).
 		If(clientv3.Compare(clientv3.CreateRevision(sd.key), "=", sd.rev)).
-		Then(clientv3.OpDelete(sd.key), clientv3.OpDelete(st.stateKey(sd.key))).
+		Then(clientv3.OpDelete(sd.key), clientv3.OpDelete(st.stateKey(sd.key)),
+			clientv3.OpDelete(st.backfillPrefix(sd.key), clientv3.WithPrefix())).
 		Commit()
 	if err != nil {
 		return fmt.Errorf("schedule %s: delete: %w", sd.def.Name, err)

@@ -4,9 +4,10 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"github.com/ax-sched/ax/cmd/ax/internal/render"
 
 	"github.com/ax-sched/ax/apiv1"
+	"github.com/ax-sched/ax/cmd/ax/internal/render"
+	"github.com/ax-sched/ax/cmd/ax/internal/schedcli"
 	"github.com/spf13/cobra"
 )
 
@@ -90,47 +91,15 @@ tenants use a name. --tenant is taken from the command line only.`,
 			return w.Flush()
 		}),
 	}
-	var pauseExplicit, resumeExplicit, delExplicit func(string) bool
-	pause := scheduleAction("pause", "Stop a schedule from firing", "paused", func(ctx context.Context, env *cliEnv, name string) (json.RawMessage, error) {
-		return env.api.PauseScheduleOf(ctx, tenantFor(pauseExplicit), name)
-	})
-	resume := scheduleAction("resume", "Let a paused schedule fire again", "resumed", func(ctx context.Context, env *cliEnv, name string) (json.RawMessage, error) {
-		return env.api.ResumeScheduleOf(ctx, tenantFor(resumeExplicit), name)
-	})
-	del := scheduleAction("delete", "Delete a schedule", "deleted", func(ctx context.Context, env *cliEnv, name string) (json.RawMessage, error) {
-		return nil, env.api.DeleteScheduleOf(ctx, tenantFor(delExplicit), name)
-	})
 	listExplicit, getExplicit = cliTrackExplicit(list), cliTrackExplicit(get)
-	pauseExplicit, resumeExplicit, delExplicit = cliTrackExplicit(pause), cliTrackExplicit(resume), cliTrackExplicit(del)
 	list.Flags().StringVar(&tenant, "tenant", "", "only this tenant's schedules (a token of one tenant: its own)")
-	for _, sub := range []*cobra.Command{get, pause, resume, del} {
-		sub.Flags().StringVar(&tenant, "tenant", "", "the schedule's tenant (default: the token's; needed by a token of every tenant when two tenants use the name)")
+	get.Flags().StringVar(&tenant, "tenant", "", "the schedule's tenant (default: the token's; needed by a token of every tenant when two tenants use the name)")
+	run := func(body func(context.Context, schedcli.Env, []string) error) func(*cobra.Command, []string) error {
+		return cliRun(func(ctx context.Context, env *cliEnv, args []string) error {
+			return body(ctx, schedcli.Env{API: env.api, JSON: env.json, Stdout: env.stdout, Loc: env.loc, PrintJSON: env.printJSON}, args)
+		})
 	}
-	c.AddCommand(cliCommand(create), cliCommand(list), cliCommand(get), pause, resume, del)
+	c.AddCommand(cliCommand(create), cliCommand(list), cliCommand(get))
+	c.AddCommand(append(schedcli.Actions(run), schedcli.Commands(run)...)...)
 	return c
-}
-
-// scheduleAction is pause, resume or delete NAME. With -o json it prints
-// the server's answer, or {"name":..., "<done>":true} when the answer is
-// empty, so scripts always get JSON.
-func scheduleAction(use, short, done string, call func(context.Context, *cliEnv, string) (json.RawMessage, error)) *cobra.Command {
-	return cliCommand(&cobra.Command{
-		Use:   use + " NAME",
-		Short: short,
-		Args:  cobra.ExactArgs(1),
-		RunE: cliRun(func(ctx context.Context, env *cliEnv, args []string) error {
-			res, err := call(ctx, env, args[0])
-			if err != nil {
-				return err
-			}
-			if env.json {
-				if len(res) == 0 {
-					return env.printJSON(map[string]any{"name": args[0], done: true})
-				}
-				return env.printJSON(res)
-			}
-			fmt.Fprintf(env.stdout, "schedule %s %s\n", args[0], done)
-			return nil
-		}),
-	})
 }

@@ -134,6 +134,10 @@ func (e *Error) Error() string {
 	return fmt.Sprintf("peer answered %d %s: %s", e.Status, e.Body.Code, e.Body.Message)
 }
 
+// HTTPStatus is the peer's answer's status, for the packages that reach
+// peers through interfaces of their own and cannot name this type.
+func (e *Error) HTTPStatus() int { return e.Status }
+
 // httpClient is the HTTP client of calls to peers.
 func httpClient(tc *tls.Config) *http.Client {
 	tr := http.DefaultTransport.(*http.Transport).Clone()

@@ -27,6 +27,9 @@ type Runs interface {
 	// List reads this region's runs that match f, newest first, and the
 	// cursor of the next page ("" at the end).
 	List(ctx context.Context, f apiv1.DAGFilter) ([]apiv1.DAGSummary, string, error)
+	// StartHere starts a schedule's run in this region under its derived
+	// id, once: a refusal of the run itself is the answer's Refused.
+	StartHere(ctx context.Context, sd *apiv1.ScheduledDAG) (*apiv1.ScheduledDAGResponse, error)
 }
 
 // Federation is what the DAG endpoints need of the federation;
@@ -67,7 +70,29 @@ func (srv *Handlers) Routes() []endpoint.Route {
 		{Pattern: "GET /v1/dags", Role: endpoint.RoleSubmitter, Handle: srv.listDAGs},
 		{Pattern: "GET /v1/dags/{id}", Role: endpoint.RoleSubmitter, Handle: srv.getDAG},
 		{Pattern: "POST /v1/dags/{id}/cancel", Role: endpoint.RoleOperator, Handle: srv.cancelDAG},
+		// The router lets only the cluster token call an internal route.
+		{Pattern: "POST /v1/internal/dags", Role: endpoint.RoleAdmin, Handle: srv.startScheduled},
 	}
+}
+
+// startScheduled serves POST /v1/internal/dags: the federation leader
+// starts a DAG schedule's run of one period here, its home region.
+func (srv *Handlers) startScheduled(w http.ResponseWriter, r *http.Request, _ endpoint.Principal) error {
+	dags, err := srv.runs()
+	if err != nil {
+		return err
+	}
+	limit := min(int64(apiv1.MaxDAGNodes)*int64(srv.cfg.MaxPayload+4<<10), 64<<20)
+	var sd apiv1.ScheduledDAG
+	if err := endpoint.Decode(w, r, limit, &sd); err != nil {
+		return err
+	}
+	resp, err := dags.StartHere(r.Context(), &sd)
+	if err != nil {
+		return err
+	}
+	endpoint.WriteJSON(w, http.StatusOK, resp)
+	return nil
 }
 
 // runs is the server's DAG runs, or a 503 when it serves none.

@@ -3,6 +3,7 @@ package schedules
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net/http"
 
 	"github.com/ax-sched/ax/apiv1"
@@ -21,6 +22,15 @@ import (
 type Scheduler interface {
 	Definer
 	Keeper
+	Backfiller
+}
+
+// Backfiller runs a schedule's past periods: a range (backfill), one
+// period again (rerun), and lists what it did.
+type Backfiller interface {
+	Backfill(ctx context.Context, name, tenant string, req *apiv1.BackfillRequest, by string) (*apiv1.Backfill, error)
+	Rerun(ctx context.Context, name, tenant string, req *apiv1.RerunRequest, by string) (*apiv1.Backfill, error)
+	Backfills(ctx context.Context, name, tenant string) ([]apiv1.Backfill, error)
 }
 
 // Definer makes schedules (POST /v1/schedules).
@@ -77,6 +87,9 @@ func (srv *Handlers) Routes() []endpoint.Route {
 		{Pattern: "DELETE /v1/schedules/{name}", Role: endpoint.RoleOperator, Handle: srv.deleteSchedule},
 		{Pattern: "POST /v1/schedules/{name}/pause", Role: endpoint.RoleOperator, Handle: srv.pauseSchedule(true)},
 		{Pattern: "POST /v1/schedules/{name}/resume", Role: endpoint.RoleOperator, Handle: srv.pauseSchedule(false)},
+		{Pattern: "POST /v1/schedules/{name}/backfill", Role: endpoint.RoleOperator, Handle: srv.backfill},
+		{Pattern: "POST /v1/schedules/{name}/rerun", Role: endpoint.RoleOperator, Handle: srv.rerun},
+		{Pattern: "GET /v1/schedules/{name}/backfills", Role: endpoint.RoleSubmitter, Handle: srv.listBackfills},
 	}
 }
 
@@ -110,6 +123,17 @@ func (srv *Handlers) createSchedule(w http.ResponseWriter, r *http.Request, p en
 	d, err := sc.Validate(&req)
 	if err != nil {
 		return err
+	}
+	if d.DAG != nil {
+		if err := srv.admitDAG(r.Context(), d, p); err != nil {
+			return err
+		}
+		st, err := sc.Create(r.Context(), d, p.Name)
+		if err != nil {
+			return err
+		}
+		endpoint.WriteJSON(w, http.StatusCreated, st)
+		return nil
 	}
 	if err := endpoint.ApplyTenant(d.Task, p, srv.cfg.MaxPayload); err != nil {
 		var ae *endpoint.Error
@@ -234,4 +258,123 @@ func scheduleTenant(r *http.Request, p endpoint.Principal) (string, error) {
 		return "", &task.FieldError{Field: "tenant", Msg: "given more than once"}
 	}
 	return p.Scope(v.Get("tenant"), "address the schedules of")
+}
+
+// admitDAG settles a DAG schedule's tenant and admits it as POST /v1/dags
+// admits a run, once: each node takes a submit from the tenant's quota,
+// and, homed here, needs room in its backlog; a node a token may not
+// submit, or no pool under the tenant's cap matches, is refused naming
+// dag.nodes[i].task.
+func (srv *Handlers) admitDAG(ctx context.Context, d *apiv1.Schedule, p endpoint.Principal) error {
+	dr := d.DAG
+	if p.Tenant != "" {
+		if dr.Tenant != "" && dr.Tenant != p.Tenant {
+			return &endpoint.Error{Code: apiv1.CodeForbidden, Msg: "this token may only submit for tenant " + p.Tenant, Field: "dag.tenant"}
+		}
+		dr.Tenant = p.Tenant
+	}
+	tenant := endpoint.TenantOr(dr.Tenant)
+	specs := map[int]*task.Spec{}
+	for i, nd := range dr.Nodes {
+		sp, err := task.DecodeSpec(nd.Task)
+		if err != nil {
+			continue // Create names it
+		}
+		if err := endpoint.CheckTrust(sp, p); err != nil {
+			e := endpoint.ErrorOf(err)
+			e.Field = fmt.Sprintf("dag.nodes[%d].task.%s", i, e.Field)
+			return e
+		}
+		if len(sp.Payload) > srv.cfg.MaxPayload {
+			return &endpoint.Error{Code: apiv1.CodeTooLarge, Field: fmt.Sprintf("dag.nodes[%d].task.payload", i),
+				Msg: fmt.Sprintf("payload larger than %d bytes", srv.cfg.MaxPayload)}
+		}
+		sp.Tenant = tenant
+		specs[i] = sp
+	}
+	n := max(len(dr.Nodes), 1)
+	if err := srv.cfg.Quotas.Take(ctx, p, n, "nodes"); err != nil {
+		return err
+	}
+	if d.HomeRegion == "" || d.HomeRegion == srv.cfg.Fed.Region() {
+		if err := srv.cfg.Fed.BacklogRoom(ctx, tenant, n); err != nil {
+			return err
+		}
+	}
+	if err := srv.cfg.Fed.BudgetRoom(tenant); err != nil {
+		return err
+	}
+	for i := range dr.Nodes {
+		sp := specs[i]
+		if sp == nil {
+			continue
+		}
+		if err := srv.cfg.Fed.BudgetFits(sp); err != nil {
+			e := endpoint.ErrorOf(err)
+			e.Field = fmt.Sprintf("dag.nodes[%d].task", i)
+			return e
+		}
+	}
+	return nil
+}
+
+// backfill is POST /v1/schedules/{name}/backfill: 201 with the backfill,
+// which the federation leader then runs.
+func (srv *Handlers) backfill(w http.ResponseWriter, r *http.Request, p endpoint.Principal) error {
+	sc, tenant, err := srv.addressed(r, p)
+	if err != nil {
+		return err
+	}
+	var req apiv1.BackfillRequest
+	if err := endpoint.Decode(w, r, 4<<10, &req); err != nil {
+		return err
+	}
+	bf, err := sc.Backfill(r.Context(), r.PathValue("name"), tenant, &req, p.Name)
+	if err != nil {
+		return err
+	}
+	endpoint.WriteJSON(w, http.StatusCreated, bf)
+	return nil
+}
+
+// rerun is POST /v1/schedules/{name}/rerun: 201 with the rerun (a
+// backfill of one period under a new run id).
+func (srv *Handlers) rerun(w http.ResponseWriter, r *http.Request, p endpoint.Principal) error {
+	sc, tenant, err := srv.addressed(r, p)
+	if err != nil {
+		return err
+	}
+	var req apiv1.RerunRequest
+	if err := endpoint.Decode(w, r, 4<<10, &req); err != nil {
+		return err
+	}
+	bf, err := sc.Rerun(r.Context(), r.PathValue("name"), tenant, &req, p.Name)
+	if err != nil {
+		return err
+	}
+	endpoint.WriteJSON(w, http.StatusCreated, bf)
+	return nil
+}
+
+func (srv *Handlers) listBackfills(w http.ResponseWriter, r *http.Request, p endpoint.Principal) error {
+	sc, tenant, err := srv.addressed(r, p)
+	if err != nil {
+		return err
+	}
+	list, err := sc.Backfills(r.Context(), r.PathValue("name"), tenant)
+	if err != nil {
+		return err
+	}
+	endpoint.WriteJSON(w, http.StatusOK, apiv1.BackfillList{Backfills: list})
+	return nil
+}
+
+// addressed is the server's schedules and the tenant a request addresses.
+func (srv *Handlers) addressed(r *http.Request, p endpoint.Principal) (Scheduler, string, error) {
+	sc, err := srv.scheduler()
+	if err != nil {
+		return nil, "", err
+	}
+	tenant, err := scheduleTenant(r, p)
+	return sc, tenant, err
 }

@@ -27,6 +27,7 @@ func TestEverySettingHasAConsumer(t *testing.T) {
 		// Quotas.Schedules reads both into schedule.Limits.
 		"MaxSchedules":           "Schedules",
 		"ScheduleFiresPerSecond": "Schedules",
+		"MaxBackfillPeriods":     "Schedules",
 	}
 	used := map[string]bool{}
 	root := filepath.Join("..", "..")

@@ -277,8 +277,9 @@ func (s *Server) assemble(pc placement.Config, peerTLS *tls.Config, reg *prometh
 	if err != nil {
 		return err
 	}
+	s.dags = dag.New(s.store, s.node, dag.Config{Region: cfg.Name, Regions: cfg.Regions, Defaults: defaultsOf(cfg), Backlog: s.maxBacklog, Registerer: reg, Logger: s.log})
 	s.sched = schedule.New(s.global, s.node, schedule.Config{
-		Region: cfg.Name, Regions: cfg.Regions, Defaults: defaultsOf(cfg),
+		Region: cfg.Name, Regions: cfg.Regions, Defaults: defaultsOf(cfg), DAGs: s.dags, BudgetRoom: s.node.BudgetRoom,
 		Prefix: cfg.Etcd.Prefix, ID: s.id, SessionTTL: cfg.Etcd.SessionTTL, Registerer: own, Logger: s.log,
 		Limits: func(tenant string) schedule.Limits {
 			if q := s.quotas.Load(); q != nil {
@@ -286,7 +287,6 @@ func (s *Server) assemble(pc placement.Config, peerTLS *tls.Config, reg *prometh
 			}
 			return schedule.Limits{}
 		}})
-	s.dags = dag.New(s.store, s.node, dag.Config{Region: cfg.Name, Regions: cfg.Regions, Defaults: defaultsOf(cfg), Backlog: s.maxBacklog, Registerer: reg, Logger: s.log})
 	s.serveAPI(reg, own)
 	return nil
 }

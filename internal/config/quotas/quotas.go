@@ -37,6 +37,10 @@ type TenantQuota struct {
 	// the federation leader fires a second; 0: quotas.default's, whose 0
 	// is schedule.FiresPerSecondDefault.
 	ScheduleFiresPerSecond float64 `mapstructure:"schedule_fires_per_second" yaml:"schedule_fires_per_second"`
+	// MaxBackfillPeriods is the most periods one backfill of the tenant's
+	// schedules may run; 0: quotas.default's, whose 0 is
+	// schedule.MaxBackfillPeriodsDefault.
+	MaxBackfillPeriods int `mapstructure:"max_backfill_periods" yaml:"max_backfill_periods"`
 }
 
 // Quota returns tenant's quota.
@@ -52,7 +56,8 @@ func (q Quotas) Quota(tenant string) TenantQuota {
 func (q Quotas) Schedules(tenant string) schedule.Limits {
 	t := q.Quota(tenant)
 	return schedule.Limits{MaxSchedules: cmp.Or(t.MaxSchedules, q.Default.MaxSchedules, schedule.MaxSchedulesDefault),
-		FiresPerSecond: cmp.Or(t.ScheduleFiresPerSecond, q.Default.ScheduleFiresPerSecond, schedule.FiresPerSecondDefault)}
+		FiresPerSecond:     cmp.Or(t.ScheduleFiresPerSecond, q.Default.ScheduleFiresPerSecond, schedule.FiresPerSecondDefault),
+		MaxBackfillPeriods: cmp.Or(t.MaxBackfillPeriods, q.Default.MaxBackfillPeriods, schedule.MaxBackfillPeriodsDefault)}
 }
 
 // BatchLimits cap one POST /v1/tasks/batch.
@@ -80,6 +85,9 @@ func (q Quotas) Validate(add func(key, format string, args ...any), maxPayload i
 		if !(t.ScheduleFiresPerSecond >= 0) || math.IsInf(t.ScheduleFiresPerSecond, 0) {
 			add(keypath.Join(key, "schedule_fires_per_second"), "must be ≥ 0 (0: the default), got %v", t.ScheduleFiresPerSecond)
 		}
+		if t.MaxBackfillPeriods < 0 {
+			add(keypath.Join(key, "max_backfill_periods"), "must be ≥ 0 (0: the default), got %d", t.MaxBackfillPeriods)
+		}
 		if t.SubmitsPerSecond > 0 && t.Burst < 1 {
 			add(keypath.Join(key, "burst"), "must be ≥ 1 with submits_per_second, got %d", t.Burst)
 		}
@@ -100,5 +108,6 @@ func (q Quotas) Validate(add func(key, format string, args ...any), maxPayload i
 // DefaultTenant is the quota of a tenant the configuration leaves out: the
 // schedule caps are schedule's own defaults (the other limits: none).
 func DefaultTenant() TenantQuota {
-	return TenantQuota{MaxSchedules: schedule.MaxSchedulesDefault, ScheduleFiresPerSecond: schedule.FiresPerSecondDefault}
+	return TenantQuota{MaxSchedules: schedule.MaxSchedulesDefault, ScheduleFiresPerSecond: schedule.FiresPerSecondDefault,
+		MaxBackfillPeriods: schedule.MaxBackfillPeriodsDefault}
 }

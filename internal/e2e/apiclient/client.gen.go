@@ -17,6 +17,27 @@ import (
 	"github.com/oapi-codegen/runtime"
 )
 
+// Defines values for BackfillState.
+const (
+	BackfillStateCANCELED BackfillState = "CANCELED"
+	BackfillStateDONE     BackfillState = "DONE"
+	BackfillStateRUNNING  BackfillState = "RUNNING"
+)
+
+// Valid indicates whether the value is a known member of the BackfillState enum.
+func (e BackfillState) Valid() bool {
+	switch e {
+	case BackfillStateCANCELED:
+		return true
+	case BackfillStateDONE:
+		return true
+	case BackfillStateRUNNING:
+		return true
+	default:
+		return false
+	}
+}
+
 // Defines values for BulkCancelRequestState.
 const (
 	BulkCancelRequestStatePENDING BulkCancelRequestState = "PENDING"
@@ -230,6 +251,58 @@ func (e WorkerStopReason) Valid() bool {
 	}
 }
 
+// Backfill defines model for Backfill.
+type Backfill struct {
+	// Active run ids started and not seen ended
+	Active     []string   `json:"active"`
+	CreatedAt  time.Time  `json:"created_at"`
+	CreatedBy  *string    `json:"created_by,omitempty"`
+	FinishedAt *time.Time `json:"finished_at,omitempty"`
+	From       time.Time  `json:"from"`
+	Id         string     `json:"id"`
+	MaxActive  int        `json:"max_active"`
+
+	// Periods slots in [from, to]
+	Periods  int           `json:"periods"`
+	Rerun    *bool         `json:"rerun,omitempty"`
+	Runs     []BackfillRun `json:"runs"`
+	Schedule string        `json:"schedule"`
+	State    BackfillState `json:"state"`
+	To       time.Time     `json:"to"`
+}
+
+// BackfillState defines model for Backfill.State.
+type BackfillState string
+
+// BackfillList defines model for BackfillList.
+type BackfillList struct {
+	Backfills []Backfill `json:"backfills"`
+}
+
+// BackfillRequest defines model for BackfillRequest.
+type BackfillRequest struct {
+	// From RFC 3339 time, or a date (2006-01-02: midnight in the schedule's zone)
+	From string `json:"from"`
+
+	// MaxActive runs at once, 1 to 100 (default 1)
+	MaxActive *int `json:"max_active,omitempty"`
+
+	// To likewise; slots up to and including it
+	To string `json:"to"`
+}
+
+// BackfillRun defines model for BackfillRun.
+type BackfillRun struct {
+	// Id the task's or DAG run's id
+	Id string `json:"id"`
+
+	// Outcome fired, already_fired, rejected or budget_exceeded
+	Outcome string `json:"outcome"`
+
+	// Period a slot's logical period: from the slot to the schedule's next slot, in the schedule's time zone
+	Period Period `json:"period"`
+}
+
 // BatchItem defines model for BatchItem.
 type BatchItem struct {
 	Error  *ErrorDetail    `json:"error,omitempty"`
@@ -398,9 +471,15 @@ type DAGStatus struct {
 	Id                string          `json:"id"`
 	Name              *string         `json:"name,omitempty"`
 	Nodes             []DAGNodeStatus `json:"nodes"`
-	Region            string          `json:"region"`
-	State             DAGState        `json:"state"`
-	Tenant            string          `json:"tenant"`
+
+	// Period a slot's logical period: from the slot to the schedule's next slot, in the schedule's time zone
+	Period *Period `json:"period,omitempty"`
+	Region string  `json:"region"`
+
+	// Schedule the schedule that started the run
+	Schedule *string  `json:"schedule,omitempty"`
+	State    DAGState `json:"state"`
+	Tenant   string   `json:"tenant"`
 }
 
 // DAGSummary defines model for DAGSummary.
@@ -470,6 +549,15 @@ type Explanation struct {
 // NodeState defines model for NodeState.
 type NodeState string
 
+// Period a slot's logical period: from the slot to the schedule's next slot, in the schedule's time zone
+type Period struct {
+	// PeriodEnd the schedule's next slot after it
+	PeriodEnd time.Time `json:"period_end"`
+
+	// PeriodStart the slot, in the schedule's time zone
+	PeriodStart time.Time `json:"period_start"`
+}
+
 // PoolStatus defines model for PoolStatus.
 type PoolStatus struct {
 	CapacityWindow *CapacityWindow `json:"capacity_window,omitempty"`
@@ -538,6 +626,12 @@ type RegionsResponse struct {
 	Regions    []RegionStatus `json:"regions"`
 }
 
+// RerunRequest defines model for RerunRequest.
+type RerunRequest struct {
+	// Period the period's start (a slot of the schedule): RFC 3339 time, or a date
+	Period string `json:"period"`
+}
+
 // ScheduleDeleted defines model for ScheduleDeleted.
 type ScheduleDeleted struct {
 	Deleted bool   `json:"deleted"`
@@ -551,41 +645,52 @@ type ScheduleList struct {
 
 // ScheduleRequest defines model for ScheduleRequest.
 type ScheduleRequest struct {
-	CatchUpLimit *int    `json:"catch_up_limit,omitempty"`
-	Cron         string  `json:"cron"`
-	HomeRegion   *string `json:"home_region,omitempty"`
+	CatchUpLimit *int   `json:"catch_up_limit,omitempty"`
+	Cron         string `json:"cron"`
+
+	// Dag the DAG run each slot starts (as POST /v1/dags takes it), instead of task; exactly one of task and dag
+	Dag        *DAGRequest `json:"dag,omitempty"`
+	HomeRegion *string     `json:"home_region,omitempty"`
 
 	// Jitter a Go duration ("30s")
-	Jitter   *string  `json:"jitter,omitempty"`
-	Misfire  *string  `json:"misfire,omitempty"`
-	Name     string   `json:"name"`
-	Overlap  *string  `json:"overlap,omitempty"`
-	Paused   *bool    `json:"paused,omitempty"`
-	Task     TaskSpec `json:"task"`
-	Timezone *string  `json:"timezone,omitempty"`
+	Jitter  *string `json:"jitter,omitempty"`
+	Misfire *string `json:"misfire,omitempty"`
+	Name    string  `json:"name"`
+	Overlap *string `json:"overlap,omitempty"`
+	Paused  *bool   `json:"paused,omitempty"`
+
+	// Task the task each slot submits; exactly one of task and dag
+	Task     *TaskSpec `json:"task,omitempty"`
+	Timezone *string   `json:"timezone,omitempty"`
 }
 
 // ScheduleStatus defines model for ScheduleStatus.
 type ScheduleStatus struct {
-	CatchUpLimit *int      `json:"catch_up_limit,omitempty"`
-	CreatedAt    time.Time `json:"created_at"`
-	CreatedBy    *string   `json:"created_by,omitempty"`
-	Cron         string    `json:"cron"`
-	HomeRegion   string    `json:"home_region"`
+	CatchUpLimit *int        `json:"catch_up_limit,omitempty"`
+	CreatedAt    time.Time   `json:"created_at"`
+	CreatedBy    *string     `json:"created_by,omitempty"`
+	Cron         string      `json:"cron"`
+	Dag          *DAGRequest `json:"dag,omitempty"`
+	HomeRegion   string      `json:"home_region"`
 
 	// Jitter a Go duration ("1m30s")
 	Jitter        *string    `json:"jitter,omitempty"`
 	LastFiredSlot *time.Time `json:"last_fired_slot"`
 	LastOutcome   *string    `json:"last_outcome,omitempty"`
-	LastSlot      *time.Time `json:"last_slot,omitempty"`
-	LastTaskId    *string    `json:"last_task_id,omitempty"`
-	Misfire       string     `json:"misfire"`
-	Name          string     `json:"name"`
-	NextSlot      *time.Time `json:"next_slot"`
-	Overlap       string     `json:"overlap"`
-	Paused        bool       `json:"paused"`
-	Task          *TaskSpec  `json:"task"`
-	Timezone      string     `json:"timezone"`
+
+	// LastPeriod a slot's logical period: from the slot to the schedule's next slot, in the schedule's time zone
+	LastPeriod *Period    `json:"last_period,omitempty"`
+	LastSlot   *time.Time `json:"last_slot,omitempty"`
+
+	// LastTaskId the last fired slot's task id, or its DAG run's id for a DAG schedule
+	LastTaskId *string    `json:"last_task_id,omitempty"`
+	Misfire    string     `json:"misfire"`
+	Name       string     `json:"name"`
+	NextSlot   *time.Time `json:"next_slot"`
+	Overlap    string     `json:"overlap"`
+	Paused     bool       `json:"paused"`
+	Task       *TaskSpec  `json:"task"`
+	Timezone   string     `json:"timezone"`
 }
 
 // State a task state; TIMEOUT appears only in trails (the reaper moves a timed-out task on to PENDING or FAILED at once)
@@ -987,8 +1092,26 @@ type GetScheduleParams struct {
 	Tenant *string `form:"tenant,omitempty" json:"tenant,omitempty"`
 }
 
+// BackfillScheduleParams defines parameters for BackfillSchedule.
+type BackfillScheduleParams struct {
+	// Tenant the tenant whose schedules to address: each tenant names its schedules in a namespace of its own. A token of one tenant may give only its own (another is 403 field tenant); a token of every tenant needs it when several tenants have a schedule of this name (409 field tenant otherwise).
+	Tenant *string `form:"tenant,omitempty" json:"tenant,omitempty"`
+}
+
+// ListScheduleBackfillsParams defines parameters for ListScheduleBackfills.
+type ListScheduleBackfillsParams struct {
+	// Tenant the tenant whose schedules to address: each tenant names its schedules in a namespace of its own. A token of one tenant may give only its own (another is 403 field tenant); a token of every tenant needs it when several tenants have a schedule of this name (409 field tenant otherwise).
+	Tenant *string `form:"tenant,omitempty" json:"tenant,omitempty"`
+}
+
 // PauseScheduleParams defines parameters for PauseSchedule.
 type PauseScheduleParams struct {
+	// Tenant the tenant whose schedules to address: each tenant names its schedules in a namespace of its own. A token of one tenant may give only its own (another is 403 field tenant); a token of every tenant needs it when several tenants have a schedule of this name (409 field tenant otherwise).
+	Tenant *string `form:"tenant,omitempty" json:"tenant,omitempty"`
+}
+
+// RerunScheduleParams defines parameters for RerunSchedule.
+type RerunScheduleParams struct {
 	// Tenant the tenant whose schedules to address: each tenant names its schedules in a namespace of its own. A token of one tenant may give only its own (another is 403 field tenant); a token of every tenant needs it when several tenants have a schedule of this name (409 field tenant otherwise).
 	Tenant *string `form:"tenant,omitempty" json:"tenant,omitempty"`
 }
@@ -1057,6 +1180,12 @@ type ExplainPlacementJSONRequestBody = TaskSpec
 
 // CreateScheduleJSONRequestBody defines body for CreateSchedule for application/json ContentType.
 type CreateScheduleJSONRequestBody = ScheduleRequest
+
+// BackfillScheduleJSONRequestBody defines body for BackfillSchedule for application/json ContentType.
+type BackfillScheduleJSONRequestBody = BackfillRequest
+
+// RerunScheduleJSONRequestBody defines body for RerunSchedule for application/json ContentType.
+type RerunScheduleJSONRequestBody = RerunRequest
 
 // SubmitTaskJSONRequestBody defines body for SubmitTask for application/json ContentType.
 type SubmitTaskJSONRequestBody = TaskSpec
@@ -1267,10 +1396,53 @@ type ClientInterface interface {
 	// Corresponds with GET /v1/schedules/{name} (the `GetSchedule` operationId).
 	GetSchedule(ctx context.Context, name string, params *GetScheduleParams, reqEditors ...RequestEditorFn) (*http.Response, error)
 
+	// BackfillScheduleWithBody Backfill a schedule's periods (operator)
+	//
+	// Starts the runs of every slot s with from ≤ s ≤ to, oldest first, at most max_active at once; the federation leader runs it (GET /v1/schedules/{name}/backfills follows it). A period that has a run already is not run again. 400 naming from (after to), to (no slot, or more periods than the tenant's max_backfill_periods) or max_active.
+	//
+	// Takes any type of body and a specified content type.
+	//
+	// Corresponds with POST /v1/schedules/{name}/backfill (the `BackfillSchedule` operationId).
+	BackfillScheduleWithBody(ctx context.Context, name string, params *BackfillScheduleParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// BackfillSchedule Backfill a schedule's periods (operator)
+	//
+	// Starts the runs of every slot s with from ≤ s ≤ to, oldest first, at most max_active at once; the federation leader runs it (GET /v1/schedules/{name}/backfills follows it). A period that has a run already is not run again. 400 naming from (after to), to (no slot, or more periods than the tenant's max_backfill_periods) or max_active.
+	//
+	// Takes a body of the `application/json` content type.
+	//
+	// Corresponds with POST /v1/schedules/{name}/backfill (the `BackfillSchedule` operationId).
+	BackfillSchedule(ctx context.Context, name string, params *BackfillScheduleParams, body BackfillScheduleJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// ListScheduleBackfills A schedule's backfills and reruns
+	//
+	// Newest first, with the periods each started and their run ids.
+	//
+	// Corresponds with GET /v1/schedules/{name}/backfills (the `ListScheduleBackfills` operationId).
+	ListScheduleBackfills(ctx context.Context, name string, params *ListScheduleBackfillsParams, reqEditors ...RequestEditorFn) (*http.Response, error)
+
 	// PauseSchedule Pause a schedule (operator)
 	//
 	// Corresponds with POST /v1/schedules/{name}/pause (the `PauseSchedule` operationId).
 	PauseSchedule(ctx context.Context, name string, params *PauseScheduleParams, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// RerunScheduleWithBody Run one period of a schedule again (operator)
+	//
+	// Starts a new run of the period (under a new run id; its earlier runs are left as they ended). 400 naming period when it is not a slot of the schedule.
+	//
+	// Takes any type of body and a specified content type.
+	//
+	// Corresponds with POST /v1/schedules/{name}/rerun (the `RerunSchedule` operationId).
+	RerunScheduleWithBody(ctx context.Context, name string, params *RerunScheduleParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// RerunSchedule Run one period of a schedule again (operator)
+	//
+	// Starts a new run of the period (under a new run id; its earlier runs are left as they ended). 400 naming period when it is not a slot of the schedule.
+	//
+	// Takes a body of the `application/json` content type.
+	//
+	// Corresponds with POST /v1/schedules/{name}/rerun (the `RerunSchedule` operationId).
+	RerunSchedule(ctx context.Context, name string, params *RerunScheduleParams, body RerunScheduleJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// ResumeSchedule Resume a schedule (operator)
 	//
@@ -1734,11 +1906,104 @@ func (c *Client) GetSchedule(ctx context.Context, name string, params *GetSchedu
 	return c.Client.Do(req)
 }
 
+// BackfillScheduleWithBody Backfill a schedule's periods (operator)
+//
+// Starts the runs of every slot s with from ≤ s ≤ to, oldest first, at most max_active at once; the federation leader runs it (GET /v1/schedules/{name}/backfills follows it). A period that has a run already is not run again. 400 naming from (after to), to (no slot, or more periods than the tenant's max_backfill_periods) or max_active.
+//
+// Takes any type of body and a specified content type.
+//
+// Corresponds with POST /v1/schedules/{name}/backfill (the `BackfillSchedule` operationId).
+func (c *Client) BackfillScheduleWithBody(ctx context.Context, name string, params *BackfillScheduleParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewBackfillScheduleRequestWithBody(c.Server, name, params, contentType, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// BackfillSchedule Backfill a schedule's periods (operator)
+//
+// Starts the runs of every slot s with from ≤ s ≤ to, oldest first, at most max_active at once; the federation leader runs it (GET /v1/schedules/{name}/backfills follows it). A period that has a run already is not run again. 400 naming from (after to), to (no slot, or more periods than the tenant's max_backfill_periods) or max_active.
+//
+// Takes a body of the `application/json` content type.
+//
+// Corresponds with POST /v1/schedules/{name}/backfill (the `BackfillSchedule` operationId).
+func (c *Client) BackfillSchedule(ctx context.Context, name string, params *BackfillScheduleParams, body BackfillScheduleJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewBackfillScheduleRequest(c.Server, name, params, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// ListScheduleBackfills A schedule's backfills and reruns
+//
+// Newest first, with the periods each started and their run ids.
+//
+// Corresponds with GET /v1/schedules/{name}/backfills (the `ListScheduleBackfills` operationId).
+func (c *Client) ListScheduleBackfills(ctx context.Context, name string, params *ListScheduleBackfillsParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewListScheduleBackfillsRequest(c.Server, name, params)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
 // PauseSchedule Pause a schedule (operator)
 //
 // Corresponds with POST /v1/schedules/{name}/pause (the `PauseSchedule` operationId).
 func (c *Client) PauseSchedule(ctx context.Context, name string, params *PauseScheduleParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
 	req, err := NewPauseScheduleRequest(c.Server, name, params)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// RerunScheduleWithBody Run one period of a schedule again (operator)
+//
+// Starts a new run of the period (under a new run id; its earlier runs are left as they ended). 400 naming period when it is not a slot of the schedule.
+//
+// Takes any type of body and a specified content type.
+//
+// Corresponds with POST /v1/schedules/{name}/rerun (the `RerunSchedule` operationId).
+func (c *Client) RerunScheduleWithBody(ctx context.Context, name string, params *RerunScheduleParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewRerunScheduleRequestWithBody(c.Server, name, params, contentType, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// RerunSchedule Run one period of a schedule again (operator)
+//
+// Starts a new run of the period (under a new run id; its earlier runs are left as they ended). 400 naming period when it is not a slot of the schedule.
+//
+// Takes a body of the `application/json` content type.
+//
+// Corresponds with POST /v1/schedules/{name}/rerun (the `RerunSchedule` operationId).
+func (c *Client) RerunSchedule(ctx context.Context, name string, params *RerunScheduleParams, body RerunScheduleJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewRerunScheduleRequest(c.Server, name, params, body)
 	if err != nil {
 		return nil, err
 	}
@@ -3033,6 +3298,141 @@ func NewGetScheduleRequest(server string, name string, params *GetScheduleParams
 	return req, nil
 }
 
+// NewBackfillScheduleRequest calls the generic BackfillSchedule builder with application/json body
+func NewBackfillScheduleRequest(server string, name string, params *BackfillScheduleParams, body BackfillScheduleJSONRequestBody) (*http.Request, error) {
+	var bodyReader io.Reader
+	buf, err := json.Marshal(body)
+	if err != nil {
+		return nil, err
+	}
+	bodyReader = bytes.NewReader(buf)
+	return NewBackfillScheduleRequestWithBody(server, name, params, "application/json", bodyReader)
+}
+
+// NewBackfillScheduleRequestWithBody constructs an http.Request for the BackfillSchedule method, with any body, and a specified content type
+func NewBackfillScheduleRequestWithBody(server string, name string, params *BackfillScheduleParams, contentType string, body io.Reader) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "name", name, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/v1/schedules/%s/backfill", pathParam0)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	if params != nil {
+		// queryValues collects non-styled parameters (passthrough, JSON)
+		// that are safe to round-trip through url.Values.Encode().
+		queryValues := queryURL.Query()
+		// rawQueryFragments collects pre-encoded query fragments from
+		// styled parameters, preserving literal commas as delimiters
+		// per the OpenAPI spec (e.g. "color=blue,black,brown").
+		var rawQueryFragments []string
+
+		if params.Tenant != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "tenant", *params.Tenant, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if encoded := queryValues.Encode(); encoded != "" {
+			rawQueryFragments = append(rawQueryFragments, encoded)
+		}
+		queryURL.RawQuery = strings.Join(rawQueryFragments, "&")
+	}
+
+	req, err := http.NewRequest(http.MethodPost, queryURL.String(), body)
+	if err != nil {
+		return nil, err
+	}
+
+	req.Header.Add("Content-Type", contentType)
+
+	return req, nil
+}
+
+// NewListScheduleBackfillsRequest constructs an http.Request for the ListScheduleBackfills method
+func NewListScheduleBackfillsRequest(server string, name string, params *ListScheduleBackfillsParams) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "name", name, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/v1/schedules/%s/backfills", pathParam0)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	if params != nil {
+		// queryValues collects non-styled parameters (passthrough, JSON)
+		// that are safe to round-trip through url.Values.Encode().
+		queryValues := queryURL.Query()
+		// rawQueryFragments collects pre-encoded query fragments from
+		// styled parameters, preserving literal commas as delimiters
+		// per the OpenAPI spec (e.g. "color=blue,black,brown").
+		var rawQueryFragments []string
+
+		if params.Tenant != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "tenant", *params.Tenant, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if encoded := queryValues.Encode(); encoded != "" {
+			rawQueryFragments = append(rawQueryFragments, encoded)
+		}
+		queryURL.RawQuery = strings.Join(rawQueryFragments, "&")
+	}
+
+	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
 // NewPauseScheduleRequest constructs an http.Request for the PauseSchedule method
 func NewPauseScheduleRequest(server string, name string, params *PauseScheduleParams) (*http.Request, error) {
 	var err error
@@ -3090,6 +3490,80 @@ func NewPauseScheduleRequest(server string, name string, params *PauseSchedulePa
 	if err != nil {
 		return nil, err
 	}
+
+	return req, nil
+}
+
+// NewRerunScheduleRequest calls the generic RerunSchedule builder with application/json body
+func NewRerunScheduleRequest(server string, name string, params *RerunScheduleParams, body RerunScheduleJSONRequestBody) (*http.Request, error) {
+	var bodyReader io.Reader
+	buf, err := json.Marshal(body)
+	if err != nil {
+		return nil, err
+	}
+	bodyReader = bytes.NewReader(buf)
+	return NewRerunScheduleRequestWithBody(server, name, params, "application/json", bodyReader)
+}
+
+// NewRerunScheduleRequestWithBody constructs an http.Request for the RerunSchedule method, with any body, and a specified content type
+func NewRerunScheduleRequestWithBody(server string, name string, params *RerunScheduleParams, contentType string, body io.Reader) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "name", name, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/v1/schedules/%s/rerun", pathParam0)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	if params != nil {
+		// queryValues collects non-styled parameters (passthrough, JSON)
+		// that are safe to round-trip through url.Values.Encode().
+		queryValues := queryURL.Query()
+		// rawQueryFragments collects pre-encoded query fragments from
+		// styled parameters, preserving literal commas as delimiters
+		// per the OpenAPI spec (e.g. "color=blue,black,brown").
+		var rawQueryFragments []string
+
+		if params.Tenant != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "tenant", *params.Tenant, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if encoded := queryValues.Encode(); encoded != "" {
+			rawQueryFragments = append(rawQueryFragments, encoded)
+		}
+		queryURL.RawQuery = strings.Join(rawQueryFragments, "&")
+	}
+
+	req, err := http.NewRequest(http.MethodPost, queryURL.String(), body)
+	if err != nil {
+		return nil, err
+	}
+
+	req.Header.Add("Content-Type", contentType)
 
 	return req, nil
 }
@@ -4075,12 +4549,57 @@ type ClientWithResponsesInterface interface {
 	// Corresponds with GET /v1/schedules/{name} (the `GetSchedule` operationId).
 	GetScheduleWithResponse(ctx context.Context, name string, params *GetScheduleParams, reqEditors ...RequestEditorFn) (*GetScheduleResponse, error)
 
+	// BackfillScheduleWithBodyWithResponse Backfill a schedule's periods (operator)
+	//
+	// Starts the runs of every slot s with from ≤ s ≤ to, oldest first, at most max_active at once; the federation leader runs it (GET /v1/schedules/{name}/backfills follows it). A period that has a run already is not run again. 400 naming from (after to), to (no slot, or more periods than the tenant's max_backfill_periods) or max_active.
+	//
+	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /v1/schedules/{name}/backfill (the `BackfillSchedule` operationId).
+	BackfillScheduleWithBodyWithResponse(ctx context.Context, name string, params *BackfillScheduleParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*BackfillScheduleResponse, error)
+
+	// BackfillScheduleWithResponse Backfill a schedule's periods (operator)
+	//
+	// Starts the runs of every slot s with from ≤ s ≤ to, oldest first, at most max_active at once; the federation leader runs it (GET /v1/schedules/{name}/backfills follows it). A period that has a run already is not run again. 400 naming from (after to), to (no slot, or more periods than the tenant's max_backfill_periods) or max_active.
+	//
+	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /v1/schedules/{name}/backfill (the `BackfillSchedule` operationId).
+	BackfillScheduleWithResponse(ctx context.Context, name string, params *BackfillScheduleParams, body BackfillScheduleJSONRequestBody, reqEditors ...RequestEditorFn) (*BackfillScheduleResponse, error)
+
+	// ListScheduleBackfillsWithResponse A schedule's backfills and reruns
+	//
+	// Newest first, with the periods each started and their run ids.
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with GET /v1/schedules/{name}/backfills (the `ListScheduleBackfills` operationId).
+	ListScheduleBackfillsWithResponse(ctx context.Context, name string, params *ListScheduleBackfillsParams, reqEditors ...RequestEditorFn) (*ListScheduleBackfillsResponse, error)
+
 	// PauseScheduleWithResponse Pause a schedule (operator)
 	//
 	// Returns a wrapper object for the known response body format(s).
 	//
 	// Corresponds with POST /v1/schedules/{name}/pause (the `PauseSchedule` operationId).
 	PauseScheduleWithResponse(ctx context.Context, name string, params *PauseScheduleParams, reqEditors ...RequestEditorFn) (*PauseScheduleResponse, error)
+
+	// RerunScheduleWithBodyWithResponse Run one period of a schedule again (operator)
+	//
+	// Starts a new run of the period (under a new run id; its earlier runs are left as they ended). 400 naming period when it is not a slot of the schedule.
+	//
+	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /v1/schedules/{name}/rerun (the `RerunSchedule` operationId).
+	RerunScheduleWithBodyWithResponse(ctx context.Context, name string, params *RerunScheduleParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*RerunScheduleResponse, error)
+
+	// RerunScheduleWithResponse Run one period of a schedule again (operator)
+	//
+	// Starts a new run of the period (under a new run id; its earlier runs are left as they ended). 400 naming period when it is not a slot of the schedule.
+	//
+	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /v1/schedules/{name}/rerun (the `RerunSchedule` operationId).
+	RerunScheduleWithResponse(ctx context.Context, name string, params *RerunScheduleParams, body RerunScheduleJSONRequestBody, reqEditors ...RequestEditorFn) (*RerunScheduleResponse, error)
 
 	// ResumeScheduleWithResponse Resume a schedule (operator)
 	//
@@ -5422,6 +5941,179 @@ func (r GetScheduleResponse) ContentType() string {
 	return ""
 }
 
+type BackfillScheduleResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON201 the response for an HTTP 201 `application/json` response
+	JSON201 *Backfill
+	// JSON400 the response for an HTTP 400 `application/json` response
+	JSON400 *Error
+	// JSON401 the response for an HTTP 401 `application/json` response
+	JSON401 *Error
+	// JSON403 the response for an HTTP 403 `application/json` response
+	JSON403 *Error
+	// JSON404 the response for an HTTP 404 `application/json` response
+	JSON404 *Error
+	// JSON409 the response for an HTTP 409 `application/json` response
+	JSON409 *Error
+	// JSON431 the response for an HTTP 431 `application/json` response
+	JSON431 *Error
+	// JSON503 the response for an HTTP 503 `application/json` response
+	JSON503 *Error
+}
+
+// GetJSON201 returns the response for an HTTP 201 `application/json` response
+func (r BackfillScheduleResponse) GetJSON201() *Backfill {
+	return r.JSON201
+}
+
+// GetJSON400 returns the response for an HTTP 400 `application/json` response
+func (r BackfillScheduleResponse) GetJSON400() *Error {
+	return r.JSON400
+}
+
+// GetJSON401 returns the response for an HTTP 401 `application/json` response
+func (r BackfillScheduleResponse) GetJSON401() *Error {
+	return r.JSON401
+}
+
+// GetJSON403 returns the response for an HTTP 403 `application/json` response
+func (r BackfillScheduleResponse) GetJSON403() *Error {
+	return r.JSON403
+}
+
+// GetJSON404 returns the response for an HTTP 404 `application/json` response
+func (r BackfillScheduleResponse) GetJSON404() *Error {
+	return r.JSON404
+}
+
+// GetJSON409 returns the response for an HTTP 409 `application/json` response
+func (r BackfillScheduleResponse) GetJSON409() *Error {
+	return r.JSON409
+}
+
+// GetJSON431 returns the response for an HTTP 431 `application/json` response
+func (r BackfillScheduleResponse) GetJSON431() *Error {
+	return r.JSON431
+}
+
+// GetJSON503 returns the response for an HTTP 503 `application/json` response
+func (r BackfillScheduleResponse) GetJSON503() *Error {
+	return r.JSON503
+}
+
+// GetBody returns the raw response body bytes
+func (r BackfillScheduleResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r BackfillScheduleResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r BackfillScheduleResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r BackfillScheduleResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+type ListScheduleBackfillsResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *BackfillList
+	// JSON400 the response for an HTTP 400 `application/json` response
+	JSON400 *Error
+	// JSON401 the response for an HTTP 401 `application/json` response
+	JSON401 *Error
+	// JSON403 the response for an HTTP 403 `application/json` response
+	JSON403 *Error
+	// JSON404 the response for an HTTP 404 `application/json` response
+	JSON404 *Error
+	// JSON431 the response for an HTTP 431 `application/json` response
+	JSON431 *Error
+	// JSON503 the response for an HTTP 503 `application/json` response
+	JSON503 *Error
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r ListScheduleBackfillsResponse) GetJSON200() *BackfillList {
+	return r.JSON200
+}
+
+// GetJSON400 returns the response for an HTTP 400 `application/json` response
+func (r ListScheduleBackfillsResponse) GetJSON400() *Error {
+	return r.JSON400
+}
+
+// GetJSON401 returns the response for an HTTP 401 `application/json` response
+func (r ListScheduleBackfillsResponse) GetJSON401() *Error {
+	return r.JSON401
+}
+
+// GetJSON403 returns the response for an HTTP 403 `application/json` response
+func (r ListScheduleBackfillsResponse) GetJSON403() *Error {
+	return r.JSON403
+}
+
+// GetJSON404 returns the response for an HTTP 404 `application/json` response
+func (r ListScheduleBackfillsResponse) GetJSON404() *Error {
+	return r.JSON404
+}
+
+// GetJSON431 returns the response for an HTTP 431 `application/json` response
+func (r ListScheduleBackfillsResponse) GetJSON431() *Error {
+	return r.JSON431
+}
+
+// GetJSON503 returns the response for an HTTP 503 `application/json` response
+func (r ListScheduleBackfillsResponse) GetJSON503() *Error {
+	return r.JSON503
+}
+
+// GetBody returns the raw response body bytes
+func (r ListScheduleBackfillsResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r ListScheduleBackfillsResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r ListScheduleBackfillsResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r ListScheduleBackfillsResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
 type PauseScheduleResponse struct {
 	Body         []byte
 	HTTPResponse *http.Response
@@ -5506,6 +6198,96 @@ func (r PauseScheduleResponse) StatusCode() int {
 
 // ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
 func (r PauseScheduleResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+type RerunScheduleResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON201 the response for an HTTP 201 `application/json` response
+	JSON201 *Backfill
+	// JSON400 the response for an HTTP 400 `application/json` response
+	JSON400 *Error
+	// JSON401 the response for an HTTP 401 `application/json` response
+	JSON401 *Error
+	// JSON403 the response for an HTTP 403 `application/json` response
+	JSON403 *Error
+	// JSON404 the response for an HTTP 404 `application/json` response
+	JSON404 *Error
+	// JSON409 the response for an HTTP 409 `application/json` response
+	JSON409 *Error
+	// JSON431 the response for an HTTP 431 `application/json` response
+	JSON431 *Error
+	// JSON503 the response for an HTTP 503 `application/json` response
+	JSON503 *Error
+}
+
+// GetJSON201 returns the response for an HTTP 201 `application/json` response
+func (r RerunScheduleResponse) GetJSON201() *Backfill {
+	return r.JSON201
+}
+
+// GetJSON400 returns the response for an HTTP 400 `application/json` response
+func (r RerunScheduleResponse) GetJSON400() *Error {
+	return r.JSON400
+}
+
+// GetJSON401 returns the response for an HTTP 401 `application/json` response
+func (r RerunScheduleResponse) GetJSON401() *Error {
+	return r.JSON401
+}
+
+// GetJSON403 returns the response for an HTTP 403 `application/json` response
+func (r RerunScheduleResponse) GetJSON403() *Error {
+	return r.JSON403
+}
+
+// GetJSON404 returns the response for an HTTP 404 `application/json` response
+func (r RerunScheduleResponse) GetJSON404() *Error {
+	return r.JSON404
+}
+
+// GetJSON409 returns the response for an HTTP 409 `application/json` response
+func (r RerunScheduleResponse) GetJSON409() *Error {
+	return r.JSON409
+}
+
+// GetJSON431 returns the response for an HTTP 431 `application/json` response
+func (r RerunScheduleResponse) GetJSON431() *Error {
+	return r.JSON431
+}
+
+// GetJSON503 returns the response for an HTTP 503 `application/json` response
+func (r RerunScheduleResponse) GetJSON503() *Error {
+	return r.JSON503
+}
+
+// GetBody returns the raw response body bytes
+func (r RerunScheduleResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r RerunScheduleResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r RerunScheduleResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r RerunScheduleResponse) ContentType() string {
 	if r.HTTPResponse != nil {
 		return r.HTTPResponse.Header.Get("Content-Type")
 	}
@@ -7093,6 +7875,51 @@ func (c *ClientWithResponses) GetScheduleWithResponse(ctx context.Context, name 
 	return ParseGetScheduleResponse(rsp)
 }
 
+// BackfillScheduleWithBodyWithResponse Backfill a schedule's periods (operator)
+//
+// Starts the runs of every slot s with from ≤ s ≤ to, oldest first, at most max_active at once; the federation leader runs it (GET /v1/schedules/{name}/backfills follows it). A period that has a run already is not run again. 400 naming from (after to), to (no slot, or more periods than the tenant's max_backfill_periods) or max_active.
+//
+// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /v1/schedules/{name}/backfill (the `BackfillSchedule` operationId).
+func (c *ClientWithResponses) BackfillScheduleWithBodyWithResponse(ctx context.Context, name string, params *BackfillScheduleParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*BackfillScheduleResponse, error) {
+	rsp, err := c.BackfillScheduleWithBody(ctx, name, params, contentType, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseBackfillScheduleResponse(rsp)
+}
+
+// BackfillScheduleWithResponse Backfill a schedule's periods (operator)
+//
+// Starts the runs of every slot s with from ≤ s ≤ to, oldest first, at most max_active at once; the federation leader runs it (GET /v1/schedules/{name}/backfills follows it). A period that has a run already is not run again. 400 naming from (after to), to (no slot, or more periods than the tenant's max_backfill_periods) or max_active.
+//
+// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /v1/schedules/{name}/backfill (the `BackfillSchedule` operationId).
+func (c *ClientWithResponses) BackfillScheduleWithResponse(ctx context.Context, name string, params *BackfillScheduleParams, body BackfillScheduleJSONRequestBody, reqEditors ...RequestEditorFn) (*BackfillScheduleResponse, error) {
+	rsp, err := c.BackfillSchedule(ctx, name, params, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseBackfillScheduleResponse(rsp)
+}
+
+// ListScheduleBackfillsWithResponse A schedule's backfills and reruns
+//
+// Newest first, with the periods each started and their run ids.
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with GET /v1/schedules/{name}/backfills (the `ListScheduleBackfills` operationId).
+func (c *ClientWithResponses) ListScheduleBackfillsWithResponse(ctx context.Context, name string, params *ListScheduleBackfillsParams, reqEditors ...RequestEditorFn) (*ListScheduleBackfillsResponse, error) {
+	rsp, err := c.ListScheduleBackfills(ctx, name, params, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseListScheduleBackfillsResponse(rsp)
+}
+
 // PauseScheduleWithResponse Pause a schedule (operator)
 //
 // Returns a wrapper object for the known response body format(s).
@@ -7104,6 +7931,36 @@ func (c *ClientWithResponses) PauseScheduleWithResponse(ctx context.Context, nam
 		return nil, err
 	}
 	return ParsePauseScheduleResponse(rsp)
+}
+
+// RerunScheduleWithBodyWithResponse Run one period of a schedule again (operator)
+//
+// Starts a new run of the period (under a new run id; its earlier runs are left as they ended). 400 naming period when it is not a slot of the schedule.
+//
+// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /v1/schedules/{name}/rerun (the `RerunSchedule` operationId).
+func (c *ClientWithResponses) RerunScheduleWithBodyWithResponse(ctx context.Context, name string, params *RerunScheduleParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*RerunScheduleResponse, error) {
+	rsp, err := c.RerunScheduleWithBody(ctx, name, params, contentType, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseRerunScheduleResponse(rsp)
+}
+
+// RerunScheduleWithResponse Run one period of a schedule again (operator)
+//
+// Starts a new run of the period (under a new run id; its earlier runs are left as they ended). 400 naming period when it is not a slot of the schedule.
+//
+// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /v1/schedules/{name}/rerun (the `RerunSchedule` operationId).
+func (c *ClientWithResponses) RerunScheduleWithResponse(ctx context.Context, name string, params *RerunScheduleParams, body RerunScheduleJSONRequestBody, reqEditors ...RequestEditorFn) (*RerunScheduleResponse, error) {
+	rsp, err := c.RerunSchedule(ctx, name, params, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseRerunScheduleResponse(rsp)
 }
 
 // ResumeScheduleWithResponse Resume a schedule (operator)
@@ -8358,6 +9215,149 @@ func ParseGetScheduleResponse(rsp *http.Response) (*GetScheduleResponse, error) 
 	return response, nil
 }
 
+// ParseBackfillScheduleResponse parses an HTTP response from a BackfillScheduleWithResponse call
+func ParseBackfillScheduleResponse(rsp *http.Response) (*BackfillScheduleResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &BackfillScheduleResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 201:
+		var dest Backfill
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON201 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest Error
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Error
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest Error
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest Error
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 409:
+		var dest Error
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON409 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 431:
+		var dest Error
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON431 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest Error
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON503 = &dest
+
+	}
+
+	return response, nil
+}
+
+// ParseListScheduleBackfillsResponse parses an HTTP response from a ListScheduleBackfillsWithResponse call
+func ParseListScheduleBackfillsResponse(rsp *http.Response) (*ListScheduleBackfillsResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &ListScheduleBackfillsResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest BackfillList
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest Error
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Error
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest Error
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest Error
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 431:
+		var dest Error
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON431 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest Error
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON503 = &dest
+
+	}
+
+	return response, nil
+}
+
 // ParsePauseScheduleResponse parses an HTTP response from a PauseScheduleWithResponse call
 func ParsePauseScheduleResponse(rsp *http.Response) (*PauseScheduleResponse, error) {
 	bodyBytes, err := io.ReadAll(rsp.Body)
@@ -8378,6 +9378,81 @@ func ParsePauseScheduleResponse(rsp *http.Response) (*PauseScheduleResponse, err
 			return nil, err
 		}
 		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest Error
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Error
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest Error
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest Error
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 409:
+		var dest Error
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON409 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 431:
+		var dest Error
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON431 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest Error
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON503 = &dest
+
+	}
+
+	return response, nil
+}
+
+// ParseRerunScheduleResponse parses an HTTP response from a RerunScheduleWithResponse call
+func ParseRerunScheduleResponse(rsp *http.Response) (*RerunScheduleResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &RerunScheduleResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 201:
+		var dest Backfill
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON201 = &dest
 
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
 		var dest Error

@@ -139,8 +139,11 @@ func Schedules(out io.Writer, raw json.RawMessage, loc *time.Location) bool {
 	fmt.Fprintln(w, "NAME\tTENANT\tCRON\tTIME ZONE\tHOME\tPAUSED\tLAST FIRED\tNEXT SLOT")
 	for _, s := range list {
 		tenant := ""
-		if s.Task != nil {
+		switch {
+		case s.Task != nil:
 			tenant = s.Task.Tenant
+		case s.DAG != nil:
+			tenant = s.DAG.Tenant
 		}
 		fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%v\t%s\t%s\n", s.Name, Or(tenant), Or(s.Cron), Or(s.Timezone), Or(s.HomeRegion),
 			s.Paused, Time(s.LastFiredSlot, loc), Time(s.NextSlot, loc))
@@ -178,8 +181,23 @@ func Schedule(w *tabwriter.Writer, s *apiv1.ScheduleStatus, loc *time.Location) 
 	}
 	row("Last slot", last)
 	row("Last fired", Time(s.LastFiredSlot, loc))
-	row("Last task", s.LastTaskID)
+	if s.DAG != nil {
+		row("Last run", s.LastTaskID)
+	} else {
+		row("Last task", s.LastTaskID)
+	}
+	if s.LastPeriod != nil {
+		row("Last period", periodText(*s.LastPeriod))
+	}
 	row("Next slot", Time(s.NextSlot, loc))
+	if g := s.DAG; g != nil {
+		ids := make([]string, len(g.Nodes))
+		for i, n := range g.Nodes {
+			ids[i] = n.ID
+		}
+		row("DAG", g.Name)
+		row("DAG nodes", strings.Join(ids, ","))
+	}
 	if t := s.Task; t != nil {
 		row("Task type", t.Type)
 		if t.Priority != nil {
@@ -288,10 +306,12 @@ func DAGCancel(out io.Writer, id string, raw json.RawMessage) bool {
 // depends_on}]}); false otherwise.
 func DAG(out io.Writer, raw json.RawMessage) bool {
 	var d struct {
-		ID    string `json:"id"`
-		Name  string `json:"name"`
-		State string `json:"state"`
-		Nodes []struct {
+		ID       string        `json:"id"`
+		Name     string        `json:"name"`
+		State    string        `json:"state"`
+		Schedule string        `json:"schedule"`
+		Period   *apiv1.Period `json:"period"`
+		Nodes    []struct {
 			ID        string   `json:"id"`
 			State     string   `json:"state"`
 			Reason    string   `json:"reason"`
@@ -306,7 +326,11 @@ func DAG(out io.Writer, raw json.RawMessage) bool {
 		return false
 	}
 	w := Table(out)
-	fmt.Fprintf(w, "DAG %s\t%s\t%s\n\n", d.ID, Or(d.State), d.Name)
+	fmt.Fprintf(w, "DAG %s\t%s\t%s\n", d.ID, Or(d.State), d.Name)
+	if d.Period != nil {
+		fmt.Fprintf(w, "Schedule %s\tperiod %s\n", Or(d.Schedule), periodText(*d.Period))
+	}
+	fmt.Fprintln(w)
 	fmt.Fprintln(w, "NODE\tSTATE\tTASK\tTASK STATE\tWHERE\tDEPENDS ON")
 	for _, n := range d.Nodes {
 		deps := "-"
@@ -473,4 +497,10 @@ func expectedDuration(c apiv1.Candidate) string {
 		return d.String() + " (default)"
 	}
 	return fmt.Sprintf("%s (%s, %d runs)", d, c.EstimateSource, c.Observations)
+}
+
+// periodText is a logical period as "start → end", RFC 3339 in the
+// schedule's zone (as the API gives it).
+func periodText(p apiv1.Period) string {
+	return p.Start.Format(time.RFC3339) + " → " + p.End.Format(time.RFC3339)
 }

@@ -1,0 +1,121 @@
+package schedule
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+
+	"slices"
+	"time"
+
+	"github.com/ax-sched/ax/apiv1"
+	"github.com/ax-sched/ax/schedule/backfill"
+)
+
+// Backfills and reruns as the API makes and reads them; tenant is as for
+// the other schedule endpoints (service.go). Errors are *task.FieldError
+// naming the request's field, ErrNotFound, or the global etcd failing.
+
+// Backfill starts the runs of every period of tenant's schedule name in
+// the request's range, oldest first, at most max_active at once. A period
+// that has a run already (fired on time, or by an earlier backfill) is not
+// run again: its run counts as the backfill's.
+func (s *Scheduler) Backfill(ctx context.Context, name, tenant string, req *apiv1.BackfillRequest, by string) (*apiv1.Backfill, error) {
+	sd, err := s.find(ctx, name, tenant)
+	if err != nil {
+		return nil, err
+	}
+	comp, err := compile(sd.def.Cron, sd.def.Timezone)
+	if err != nil {
+		return nil, err
+	}
+	r, slots, err := backfill.Parse(req, comp.loc, func(after, through time.Time, limit int) []time.Time {
+		return comp.between(after, through, limit)
+	}, s.limits(sd.tenant()).MaxBackfillPeriods)
+	if err != nil {
+		return nil, err
+	}
+	rec := &bfRecord{Backfill: apiv1.Backfill{From: r.From, To: r.To, MaxActive: r.MaxActive, Periods: len(slots)}}
+	rec.Next = &slots[0]
+	return s.createBackfill(ctx, sd, rec, by)
+}
+
+// Rerun runs one period of tenant's schedule name again, under a new run
+// id (the rerun's number added to the slot): whatever its earlier runs
+// did, the period gets a run of its own.
+func (s *Scheduler) Rerun(ctx context.Context, name, tenant string, req *apiv1.RerunRequest, by string) (*apiv1.Backfill, error) {
+	sd, err := s.find(ctx, name, tenant)
+	if err != nil {
+		return nil, err
+	}
+	comp, err := compile(sd.def.Cron, sd.def.Timezone)
+	if err != nil {
+		return nil, err
+	}
+	slot, err := backfill.ParseRerun(req, comp.loc, func(t time.Time) bool { return comp.next(t.Add(-time.Second)).Equal(t) })
+	if err != nil {
+		return nil, err
+	}
+	prior, err := s.store.backfillsOf(ctx, sd.key)
+	if err != nil {
+		return nil, unavailable(err)
+	}
+	attempt := 1
+	for _, bs := range prior {
+		if bs.rec.Rerun && bs.rec.From.Equal(slot) && bs.rec.DefRev == sd.rev {
+			attempt = max(attempt, bs.rec.Attempt+1)
+		}
+	}
+	// Slots are whole seconds: the rerun's milliseconds keep its ids apart
+	// from every slot's.
+	if attempt > 999 {
+		return nil, fieldError("period", "this period was run again 999 times already")
+	}
+	rec := &bfRecord{Backfill: apiv1.Backfill{From: slot, To: slot, MaxActive: 1, Periods: 1, Rerun: true}, Attempt: attempt}
+	rec.Next = &slot
+	return s.createBackfill(ctx, sd, rec, by)
+}
+
+// createBackfill stores rec, RUNNING, as a new backfill of sd by by.
+func (s *Scheduler) createBackfill(ctx context.Context, sd stored, rec *bfRecord, by string) (*apiv1.Backfill, error) {
+	rec.Schedule, rec.State, rec.CreatedAt, rec.CreatedBy, rec.DefRev = sd.def.Name, apiv1.BackfillRunning, s.now().UTC(), by, sd.rev
+	rec.Runs, rec.Active = []apiv1.BackfillRun{}, []string{}
+	for attempt := 0; ; attempt++ {
+		var b [4]byte
+		if _, err := rand.Read(b[:]); err != nil {
+			return nil, err
+		}
+		rec.ID = s.now().UTC().Format("20060102t150405") + "-" + hex.EncodeToString(b[:])
+		ok, err := s.store.createBackfill(ctx, sd, rec)
+		switch {
+		case err != nil:
+			return nil, unavailable(err)
+		case ok:
+			out := rec.Backfill
+			return &out, nil
+		case attempt >= 3:
+			// The definition changed generation (deleted, created again).
+			return nil, ErrNotFound
+		}
+	}
+}
+
+// Backfills lists the backfills and reruns of tenant's schedule name,
+// newest first.
+func (s *Scheduler) Backfills(ctx context.Context, name, tenant string) ([]apiv1.Backfill, error) {
+	sd, err := s.find(ctx, name, tenant)
+	if err != nil {
+		return nil, err
+	}
+	list, err := s.store.backfillsOf(ctx, sd.key)
+	if err != nil {
+		return nil, unavailable(err)
+	}
+	out := []apiv1.Backfill{}
+	for _, bs := range slices.Backward(list) {
+		if bs.rec.DefRev == sd.rev {
+			out = append(out, bs.rec.Backfill)
+		}
+	}
+	return out, nil
+}
