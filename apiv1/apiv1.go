@@ -33,6 +33,10 @@ const HeaderForwarded = "X-Ax-Forwarded"
 // of one POST /v1/internal/handoff/batch.
 const MaxBatch = 1000
 
+// DefaultBatchMaxBytes bounds the body of one POST /v1/tasks/batch unless
+// the region's quotas.batch.max_bytes says otherwise.
+const DefaultBatchMaxBytes = 16 << 20
+
 // ErrorBody wraps Error.
 type ErrorBody struct {
 	Error Error `json:"error"`

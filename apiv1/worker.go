@@ -26,6 +26,14 @@ const (
 	DefaultMaxResultBytes = 64 << 10
 )
 
+// Defaults of a region's remote_workers keys: a claim's longest wait, and
+// the claims that may wait at once on one server and of one token.
+const (
+	DefaultWorkerMaxWait           = 30 * time.Second
+	DefaultWorkerLongPolls         = 1024
+	DefaultWorkerLongPollsPerToken = 256
+)
+
 // CodeResultTooLarge answers 413 a report whose outcome's result is over
 // the region's max_result_bytes (field outcomes[i].result); nothing of the
 // report is applied.

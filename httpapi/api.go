@@ -142,7 +142,7 @@ func New(n *federation.Node, cfg Config) *API {
 		cfg.BatchMaxItems = apiv1.MaxBatch
 	}
 	if cfg.BatchMaxBytes <= 0 {
-		cfg.BatchMaxBytes = 16 << 20
+		cfg.BatchMaxBytes = apiv1.DefaultBatchMaxBytes
 	}
 	a := &API{fed: n, cfg: cfg, mux: http.NewServeMux(), fails: newFailLog(cfg.Logger),
 		requests: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "ax_http_requests_total",

@@ -59,9 +59,12 @@ type Options struct {
 
 // The defaults of Options' zero (or negative) values.
 const (
-	ShardsDefault         = 1
-	PrefixDefault         = "ax"
-	LeaseDefault          = 10 * time.Second
+	ShardsDefault = 1
+	PrefixDefault = "ax"
+	LeaseDefault  = 10 * time.Second
+	// HeartbeatDefault is how often a worker reports the tasks it holds:
+	// a few times within LeaseDefault.
+	HeartbeatDefault      = 3 * time.Second
 	AgingStepDefault      = 60 * time.Second
 	RetainSuccessDefault  = 24 * time.Hour
 	RetainCanceledDefault = 24 * time.Hour

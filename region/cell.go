@@ -69,7 +69,7 @@ type Config struct {
 	// <prefix>regions/<region> on the global one.
 	Prefix     string
 	SessionTTL time.Duration // the election's and the registration's (lease.DefaultSessionTTL)
-	// Heartbeat is the workers' heartbeat interval (HeartbeatDefault).
+	// Heartbeat is the workers' heartbeat interval (queue.HeartbeatDefault).
 	Heartbeat       time.Duration
 	PublishInterval time.Duration // PublishIntervalDefault
 	MaxSleep        time.Duration // longest the promoter and reaper sleep (MaxSleepDefault)

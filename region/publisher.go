@@ -18,7 +18,6 @@ import (
 
 // Defaults of the figures publisher.
 const (
-	HeartbeatDefault           = 3 * time.Second
 	PublishIntervalDefault     = 2 * time.Second
 	StarvationThresholdDefault = 10 * time.Minute
 	RunTimeTypesDefault        = 32
@@ -62,7 +61,7 @@ type publisherConfig struct {
 	// SessionTTL.
 	Key        string
 	SessionTTL time.Duration
-	// Heartbeat is the workers' heartbeat interval (HeartbeatDefault): a
+	// Heartbeat is the workers' heartbeat interval (queue.HeartbeatDefault): a
 	// worker that missed about three is dead, and the publisher looks at
 	// least once a second, at most once a Heartbeat.
 	Heartbeat time.Duration
@@ -274,7 +273,7 @@ func runTimesByPool(rts []queue.RunTime, top int) map[string][]RunTime {
 }
 
 func (c publisherConfig) withDefaults() publisherConfig {
-	c.Heartbeat = cmp.Or(max(c.Heartbeat, 0), HeartbeatDefault)
+	c.Heartbeat = cmp.Or(max(c.Heartbeat, 0), queue.HeartbeatDefault)
 	c.PublishInterval = cmp.Or(max(c.PublishInterval, 0), PublishIntervalDefault)
 	c.StarvationThreshold = cmp.Or(max(c.StarvationThreshold, 0), StarvationThresholdDefault)
 	c.RunTimeTypes = cmp.Or(max(c.RunTimeTypes, 0), RunTimeTypesDefault)

@@ -16,7 +16,7 @@ import (
 // Defaults of Options; zero values take them.
 const (
 	DefaultClaimBatch      = 32
-	DefaultHeartbeat       = 3 * time.Second
+	DefaultHeartbeat       = queue.HeartbeatDefault
 	DefaultShutdownGrace   = 30 * time.Second
 	DefaultIdleWait        = time.Second
 	DefaultPreemptDelayMin = 60 * time.Second

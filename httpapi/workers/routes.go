@@ -10,6 +10,7 @@ import (
 	"github.com/ax-sched/ax/apiv1"
 	"github.com/ax-sched/ax/httpapi/endpoint"
 	"github.com/ax-sched/ax/task"
+	"github.com/ax-sched/ax/worker"
 	"github.com/ax-sched/ax/worker/proxy"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/redis/go-redis/v9"
@@ -20,10 +21,11 @@ type Limits struct {
 	// MaxResultBytes bounds one result's JSON text (default
 	// apiv1.DefaultMaxResultBytes).
 	MaxResultBytes int
-	// MaxWait bounds a claim's wait (default 30s).
+	// MaxWait bounds a claim's wait (default apiv1.DefaultWorkerMaxWait).
 	MaxWait time.Duration
 	// LongPolls caps the claims waiting at once on this server (default
-	// 1024), LongPollsPerToken those of one token (default 256).
+	// apiv1.DefaultWorkerLongPolls), LongPollsPerToken those of one token
+	// (default apiv1.DefaultWorkerLongPollsPerToken).
 	LongPolls, LongPollsPerToken int
 }
 
@@ -92,16 +94,16 @@ func New(cfg Config) *Handlers {
 		l.MaxResultBytes = apiv1.DefaultMaxResultBytes
 	}
 	if l.MaxWait <= 0 {
-		l.MaxWait = 30 * time.Second
+		l.MaxWait = apiv1.DefaultWorkerMaxWait
 	}
 	if l.LongPolls <= 0 {
-		l.LongPolls = 1024
+		l.LongPolls = apiv1.DefaultWorkerLongPolls
 	}
 	if l.LongPollsPerToken <= 0 {
-		l.LongPollsPerToken = 256
+		l.LongPollsPerToken = apiv1.DefaultWorkerLongPollsPerToken
 	}
 	if cfg.Heartbeat <= 0 {
-		cfg.Heartbeat = 3 * time.Second
+		cfg.Heartbeat = worker.DefaultHeartbeat
 	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)

@@ -64,10 +64,10 @@ func Default() *Region {
 			WriteTimeout: 30 * time.Second, IdleTimeout: 60 * time.Second, MaxHeaderBytes: 64 << 10, MaxConnections: 4096,
 			MaxConnectionsPerClient: 256, FirstRequestTimeout: 5 * time.Second,
 			MaxLongPolls: 8, MaxLongPollsPerTenant: 2},
-		Quotas: Quotas{Batch: BatchLimits{MaxItems: apiv1.MaxBatch, MaxBytes: 16 << 20},
+		Quotas: quotas.Quotas{Batch: quotas.BatchLimits{MaxItems: apiv1.MaxBatch, MaxBytes: apiv1.DefaultBatchMaxBytes},
 			Default: quotas.DefaultTenant()},
-		RemoteWorkers: RemoteWorkers{MaxResultBytes: apiv1.DefaultMaxResultBytes, MaxWait: 30 * time.Second,
-			MaxLongPolls: 1024, MaxLongPollsPerToken: 256},
+		RemoteWorkers: RemoteWorkers{MaxResultBytes: apiv1.DefaultMaxResultBytes, MaxWait: apiv1.DefaultWorkerMaxWait,
+			MaxLongPolls: apiv1.DefaultWorkerLongPolls, MaxLongPollsPerToken: apiv1.DefaultWorkerLongPollsPerToken},
 		Placement: Placement{
 			StaleAfter:      pl.StaleAfter,
 			UnhealthyGrace:  10 * time.Second,

@@ -57,7 +57,7 @@ type Region struct {
 	// HTTPServer bounds the API's connections (timeouts, header size, count).
 	HTTPServer HTTPServer `mapstructure:"http_server" yaml:"http_server"`
 	// Quotas bound what each tenant may ask of one server.
-	Quotas Quotas `mapstructure:"quotas" yaml:"quotas"`
+	Quotas quotas.Quotas `mapstructure:"quotas" yaml:"quotas"`
 	// Tenants are per-tenant monthly budgets, by tenant name (docs/cost.md
 	// "Budgets"). Every region's file should list the same: each server
 	// judges the tenants its own file names.
@@ -449,14 +449,6 @@ func (t Token) Expires() time.Time {
 	e, _ := time.Parse(time.RFC3339, t.ExpiresAt)
 	return e
 }
-
-// Quotas, TenantQuota and BatchLimits are the quotas: section, kept in
-// package quotas with its validation.
-type (
-	Quotas      = quotas.Quotas
-	TenantQuota = quotas.TenantQuota
-	BatchLimits = quotas.BatchLimits
-)
 
 // Worker configures `ax worker` and its built-in handlers.
 type Worker struct {

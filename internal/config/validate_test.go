@@ -7,6 +7,8 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+
+	"github.com/ax-sched/ax/internal/config/quotas"
 )
 
 // full is a valid file that switches on every optional part, so that each
@@ -247,7 +249,7 @@ func TestValidateEachRule(t *testing.T) {
 		{"budget price without cap", func(r *Region) {
 			r.Tenants = map[string]TenantBudget{"team-a": {MonthlyBudgetUSD: 500, OverBudget: "refuse", PriceCap: 0.4}}
 		}, "tenants.team-a.price_cap: applies only with over_budget: cap"},
-		{"quota burst", func(r *Region) { r.Quotas.Tenants = map[string]TenantQuota{"team-a": {SubmitsPerSecond: 5}} },
+		{"quota burst", func(r *Region) { r.Quotas.Tenants = map[string]quotas.TenantQuota{"team-a": {SubmitsPerSecond: 5}} },
 			"quotas.tenants[team-a].burst: must be ≥ 1 with submits_per_second, got 0"},
 		{"quota rate", func(r *Region) { r.Quotas.Default.SubmitsPerSecond = -1 },
 			"quotas.default.submits_per_second: must be ≥ 0 (0: no limit), got -1"},

@@ -19,6 +19,7 @@ import (
 	"github.com/ax-sched/ax/httpapi"
 	"github.com/ax-sched/ax/internal/buildinfo"
 	"github.com/ax-sched/ax/internal/config"
+	"github.com/ax-sched/ax/internal/config/quotas"
 	"github.com/ax-sched/ax/internal/tlsconf"
 	"github.com/ax-sched/ax/internal/tracing"
 	"github.com/ax-sched/ax/lease"
@@ -61,7 +62,7 @@ type Server struct {
 	auth                       *httpapi.Auth
 	blocking                   redis.UniversalClient         // long-polls' own (queue.Options.Blocking)
 	tls                        *tlsconf.Server               // nil: plain http
-	quotas                     atomic.Pointer[config.Quotas] // SIGHUP replaces them
+	quotas                     atomic.Pointer[quotas.Quotas] // SIGHUP replaces them
 	ln                         net.Listener
 	id                         string
 	limits                     atomic.Pointer[[]queue.Limit]              // the region's limits (SIGHUP reloads them)
