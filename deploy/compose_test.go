@@ -208,6 +208,13 @@ func TestComposeFile(t *testing.T) {
 	regionLists := map[string][]string{}
 	hostPorts := map[string]string{}
 	var prom, grafana string
+	type remoteProc struct {
+		name string
+		vals map[string]string
+		env  map[string]string
+		deps []string
+	}
+	var remotes []remoteProc
 
 	names := slices.Sorted(maps.Keys(cf.Services))
 	for _, name := range names {
@@ -258,6 +265,10 @@ func TestComposeFile(t *testing.T) {
 				t.Errorf("%s: dockerfile %q: want deploy/docker/Dockerfile (%v)", name, s.Build.Dockerfile, err)
 			}
 			sub, vals := checkAxArgs(t, name, flags, s.Command)
+			if sub == "worker" && vals["api"] != "" {
+				remotes = append(remotes, remoteProc{name: name, vals: vals, env: s.Environment, deps: s.dependsOn(t)})
+				continue
+			}
 			cfgPath := s.hostPath(t, name, dir, vals["config"])
 			data, err := os.ReadFile(cfgPath)
 			if err != nil {
@@ -340,6 +351,51 @@ func TestComposeFile(t *testing.T) {
 		}
 	}
 
+	// A remote worker: the API URLs of one region's servers (it depends
+	// on them), its worker token and nothing else in its environment (no
+	// Redis credentials, no cluster token), no region config; it serves a
+	// pool of that region.
+	for _, rp := range remotes {
+		region := ""
+		for _, u := range strings.Split(rp.vals["api"], ",") {
+			pu, err := url.Parse(u)
+			if err != nil {
+				t.Errorf("%s: --api %q: %v", rp.name, u, err)
+				continue
+			}
+			for r, ss := range servers {
+				if slices.Contains(ss, pu.Hostname()) {
+					if region != "" && region != r {
+						t.Errorf("%s: --api names servers of %s and %s", rp.name, region, r)
+					}
+					region = r
+				}
+			}
+			if !slices.Contains(rp.deps, pu.Hostname()) {
+				t.Errorf("%s: --api names %s, which it does not depend on (%q)", rp.name, pu.Hostname(), rp.deps)
+			}
+		}
+		if region == "" {
+			t.Errorf("%s: --api %q names no ax server of the file", rp.name, rp.vals["api"])
+			continue
+		}
+		if len(rp.env) != 1 || rp.env["AX_WORKER_TOKEN"] == "" {
+			t.Errorf("%s: environment %v; want its worker token (AX_WORKER_TOKEN) alone", rp.name, rp.env)
+		}
+		if rp.vals["config"] != "" {
+			t.Errorf("%s: --config %q: a remote worker holds no region config", rp.name, rp.vals["config"])
+		}
+		if !slices.Contains(pools[region], rp.vals["pool"]) {
+			t.Errorf("%s: --pool %q is not a pool of %s (%q)", rp.name, rp.vals["pool"], region, pools[region])
+		}
+		_, port, err := net.SplitHostPort(rp.vals["metrics"])
+		if err != nil {
+			t.Errorf("%s: --metrics %q: want [host]:port, so Prometheus can scrape it", rp.name, rp.vals["metrics"])
+		}
+		procs = append(procs, axProc{service: rp.name, sub: "worker", target: rp.name + ":" + port})
+		workers[region] = append(workers[region], rp.vals["pool"])
+	}
+
 	// Topology: two regions, each in every region's list, 2+ servers each,
 	// a worker for every pool, no pool served twice.
 	var regions []string
@@ -367,6 +423,9 @@ func TestComposeFile(t *testing.T) {
 	}
 	configs := map[string]string{}
 	for _, p := range procs {
+		if p.config == "" {
+			continue // a remote worker
+		}
 		if c, ok := configs[p.region]; ok && c != p.config {
 			t.Errorf("%s: region %s read from %s and %s", p.service, p.region, c, p.config)
 		}
@@ -467,6 +526,10 @@ func TestComposeWorkersHoldNoClusterToken(t *testing.T) {
 	var workers, redises int
 	for name, s := range cf.Services {
 		switch {
+		case len(s.Command) > 0 && s.Command[0] == "worker" && slices.Contains(s.Command, "--api"):
+			if len(s.Environment) != 1 || s.Environment["AX_WORKER_TOKEN"] == "" {
+				t.Errorf("%s: a remote worker's environment %v; want its worker token alone", name, s.Environment)
+			}
 		case len(s.Command) > 0 && s.Command[0] == "worker":
 			workers++
 			if _, ok := s.Environment["AX_AUTH_CLUSTER_TOKEN"]; ok {

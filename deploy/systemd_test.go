@@ -102,3 +102,60 @@ func TestSystemdUnits(t *testing.T) {
 		})
 	}
 }
+
+// TestSystemdRemoteWorkerUnit: the remote worker's unit runs ax worker of
+// its instance's pool with only a worker token (a credential file) and the
+// API URLs: no region config, no environment file of the servers' or of a
+// direct worker's (the cluster token, Redis credentials), nothing naming
+// Redis or the cluster token; as a non-root user, stopped by SIGTERM with
+// more time than the worker's shutdown grace.
+func TestSystemdRemoteWorkerUnit(t *testing.T) {
+	dir := filepath.Join(repoRoot(t), "deploy", "systemd")
+	s := unitService(t, filepath.Join(dir, "ax-remote-worker@.service"))
+	if len(s["ExecStart"]) != 1 {
+		t.Fatalf("ExecStart %q: want one", s["ExecStart"])
+	}
+	exec := strings.ReplaceAll(strings.ReplaceAll(s["ExecStart"][0], "%i", "team-a"), "${CREDENTIALS_DIRECTORY}", "/run/credentials/x")
+	argv := strings.Fields(exec)
+	if argv[0] != "/usr/local/bin/ax" {
+		t.Errorf("ExecStart runs %s; want /usr/local/bin/ax", argv[0])
+	}
+	flags := map[string]map[string]bool{"worker": axFlags(t, axBinary(t), "worker")}
+	sub, vals := checkAxArgs(t, "ax-remote-worker@.service", flags, argv[1:])
+	if sub != "worker" || vals["pool"] != "team-a" {
+		t.Errorf("runs ax %s --pool %q; want ax worker --pool of the instance", sub, vals["pool"])
+	}
+	if vals["config"] != "" {
+		t.Errorf("--config %q: a remote worker holds no region config", vals["config"])
+	}
+	if vals["token-file"] != "/run/credentials/x/worker-token" {
+		t.Errorf("--token-file %q: want the credential ${CREDENTIALS_DIRECTORY}/worker-token", vals["token-file"])
+	}
+	if c := s["LoadCredential"]; len(c) != 1 || !strings.HasPrefix(c[0], "worker-token:/etc/ax/") {
+		t.Errorf("LoadCredential %q: want worker-token from a file under /etc/ax", c)
+	}
+	others := append(unitService(t, filepath.Join(dir, "ax-server.service"))["EnvironmentFile"],
+		unitService(t, filepath.Join(dir, "ax-worker@.service"))["EnvironmentFile"]...)
+	for _, f := range s["EnvironmentFile"] {
+		if slices.Contains(others, f) {
+			t.Errorf("EnvironmentFile=%s: a file of the servers or of direct workers (cluster token, Redis credentials)", f)
+		}
+	}
+	for k, vs := range s {
+		for _, v := range vs {
+			if u := strings.ToUpper(v); strings.Contains(u, "REDIS") || strings.Contains(u, "CLUSTER_TOKEN") || strings.Contains(v, "region.yaml") {
+				t.Errorf("%s=%s: a remote worker is given Redis, the cluster token or a region config", k, v)
+			}
+		}
+	}
+	if u := s["User"]; len(u) != 1 || u[0] == "root" || u[0] == "0" {
+		t.Errorf("User %q: want a non-root user", u)
+	}
+	if k := s["KillSignal"]; len(k) != 1 || k[0] != "SIGTERM" {
+		t.Errorf("KillSignal %q: ax stops gracefully on SIGTERM", k)
+	}
+	stop, err := strconv.Atoi(strings.Join(s["TimeoutStopSec"], ""))
+	if err != nil || time.Duration(stop)*time.Second <= config.Default().Worker.ShutdownGrace {
+		t.Errorf("TimeoutStopSec %q: want more than worker.shutdown_grace's default", s["TimeoutStopSec"])
+	}
+}
