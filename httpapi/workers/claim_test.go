@@ -34,7 +34,9 @@ type protoEnv struct {
 	p   endpoint.Principal
 }
 
-func newProtoEnv(t *testing.T) *protoEnv {
+func newProtoEnv(t *testing.T) *protoEnv { return newProtoEnvLimits(t, Limits{}) }
+
+func newProtoEnvLimits(t *testing.T, lim Limits) *protoEnv {
 	if testing.Short() {
 		t.Skip("starts Redis")
 	}
@@ -44,7 +46,7 @@ func newProtoEnv(t *testing.T) *protoEnv {
 		t.Fatal(err)
 	}
 	px := proxy.New(st.Claimer(), nil)
-	h := New(Config{Region: "us-east-1", Pools: []string{"acme-gpu"}, Claimer: px, Recorder: px,
+	h := New(Config{Limits: lim, Region: "us-east-1", Pools: []string{"acme-gpu"}, Claimer: px, Recorder: px,
 		Reader: st, Redis: rdb, Heartbeat: time.Second})
 	p := endpoint.Principal{Name: "acme-workers", Role: endpoint.RoleWorker,
 		Worker: &endpoint.WorkerScope{Tenants: []string{"acme"}, Pools: []string{"acme-gpu"}}}
@@ -65,6 +67,14 @@ func (e *protoEnv) submit(tenant string) string {
 }
 
 func (e *protoEnv) call(method, path, body string, out any) int {
+	rec := e.do(method, path, body)
+	if out != nil {
+		_ = json.Unmarshal(rec.Body.Bytes(), out)
+	}
+	return rec.Code
+}
+
+func (e *protoEnv) do(method, path, body string) *httptest.ResponseRecorder {
 	mux := http.NewServeMux()
 	for _, rt := range e.h.Routes() {
 		mux.HandleFunc(rt.Pattern, func(w http.ResponseWriter, r *http.Request) {
@@ -75,10 +85,7 @@ func (e *protoEnv) call(method, path, body string, out any) int {
 	}
 	rec := httptest.NewRecorder()
 	mux.ServeHTTP(rec, httptest.NewRequest(method, path, strings.NewReader(body)))
-	if out != nil {
-		_ = json.Unmarshal(rec.Body.Bytes(), out)
-	}
-	return rec.Code
+	return rec
 }
 
 func (e *protoEnv) register(slots int) string {
@@ -196,5 +203,38 @@ func TestClaimRetryAnswersWhatTheFirstTryTook(t *testing.T) {
 
 	if code := e.call("POST", "/v1/workers/"+id+"/claim", fmt.Sprintf(`{"max":1,"claim_id":%q}`, strings.Repeat("x", apiv1.MaxClaimID+1)), nil); code != 400 {
 		t.Fatalf("an oversized claim_id: %d, want 400", code)
+	}
+}
+
+// TestClaimLongPollCapPerToken: past remote_workers.max_long_polls_per_token
+// claims waiting at once, a further claim of the same token answers 429
+// saturated with Retry-After and takes nothing; once the waiting claim
+// ended, a claim is served again.
+func TestClaimLongPollCapPerToken(t *testing.T) {
+	e := newProtoEnvLimits(t, Limits{LongPollsPerToken: 1})
+	a, b := e.register(4), e.register(4)
+	done := make(chan int, 1)
+	go func() { done <- e.call("POST", "/v1/workers/"+a+"/claim", `{"max":4,"wait_ms":3000}`, nil) }()
+	var rec *httptest.ResponseRecorder
+	for end := time.Now().Add(2 * time.Second); time.Now().Before(end); time.Sleep(20 * time.Millisecond) {
+		if rec = e.do("POST", "/v1/workers/"+b+"/claim", `{"max":4,"wait_ms":0}`); rec.Code == http.StatusTooManyRequests {
+			break
+		}
+	}
+	var eb struct {
+		Error struct{ Code string } `json:"error"`
+	}
+	_ = json.Unmarshal(rec.Body.Bytes(), &eb)
+	if rec.Code != http.StatusTooManyRequests || eb.Error.Code != apiv1.CodeSaturated || rec.Header().Get("Retry-After") == "" {
+		t.Fatalf("a second waiting claim of the token: %d %s (Retry-After %q), want 429 saturated with Retry-After",
+			rec.Code, rec.Body.String(), rec.Header().Get("Retry-After"))
+	}
+	if code := <-done; code != http.StatusOK {
+		t.Fatalf("the waiting claim: %d", code)
+	}
+	id := e.submit("acme")
+	var c apiv1.WorkerClaimResponse
+	if code := e.call("POST", "/v1/workers/"+b+"/claim", `{"max":4,"wait_ms":1000}`, &c); code != http.StatusOK || len(c.Tasks) != 1 || c.Tasks[0].ID != id {
+		t.Fatalf("a claim once the first ended: %d %+v", code, c)
 	}
 }
