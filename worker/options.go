@@ -50,8 +50,8 @@ type Options struct {
 	// handlers of one type that all block (a hung upstream) never stall
 	// the others. Each must be > 0 and together less than Concurrency.
 	TypeConcurrency map[string]int
-	// ClaimBatch bounds the tasks taken by one claim (default 32, at most
-	// queue.MaxBatch).
+	// ClaimBatch bounds the tasks taken by one claim (default 32, a
+	// remote Source's remote.DefaultClaimBatch; at most queue.MaxBatch).
 	ClaimBatch int
 	// Heartbeat is the interval of lease renewal (default 3s). It must be
 	// shorter than the store's lease; a third of it leaves room for two

@@ -12,9 +12,14 @@ func Remote(urls []string, token string, opts remote.Options) (*remote.Source, e
 	return remote.New(urls, token, opts)
 }
 
+// claimBatcher is a Source whose claims should be larger than
+// DefaultClaimBatch unless Options.ClaimBatch says otherwise.
+type claimBatcher interface{ ClaimBatch() int }
+
 var (
-	_ Source     = (*remote.Source)(nil)
-	_ Session    = (*remote.Source)(nil)
-	_ Progressor = (*remote.Source)(nil)
-	_ beatPacer  = (*remote.Source)(nil)
+	_ claimBatcher = (*remote.Source)(nil)
+	_ Source       = (*remote.Source)(nil)
+	_ Session      = (*remote.Source)(nil)
+	_ Progressor   = (*remote.Source)(nil)
+	_ beatPacer    = (*remote.Source)(nil)
 )

@@ -72,6 +72,9 @@ func New(store Source, opts Options) (*Worker, error) {
 		return nil, errors.New("worker: store is nil")
 	}
 	lease := store.Options().Lease
+	if cb, ok := store.(claimBatcher); ok && opts.ClaimBatch == 0 {
+		opts.ClaimBatch = cb.ClaimBatch()
+	}
 	if err := opts.withDefaults(lease); err != nil {
 		return nil, err
 	}

@@ -24,6 +24,10 @@ import (
 const (
 	DefaultClaimWait = time.Second
 	DefaultLease     = 30 * time.Second
+	// DefaultClaimBatch is a remote worker's claim size unless its
+	// worker.Options.ClaimBatch says otherwise: a claim is a round trip
+	// through a server, so it takes more than a direct worker's.
+	DefaultClaimBatch = 128
 )
 
 // Options configure a Source.
@@ -102,6 +106,10 @@ func New(urls []string, token string, opts Options) (*Source, error) {
 	s.rep = newReporter(s)
 	return s, nil
 }
+
+// ClaimBatch is the claim size a worker over this Source takes unless
+// told otherwise (DefaultClaimBatch).
+func (s *Source) ClaimBatch() int { return DefaultClaimBatch }
 
 // Options gives the registration's lease (DefaultLease until the first
 // registration answered) and region.
