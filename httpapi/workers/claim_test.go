@@ -214,9 +214,9 @@ func TestClaimLongPollCapPerToken(t *testing.T) {
 	e := newProtoEnvLimits(t, Limits{LongPollsPerToken: 1})
 	a, b := e.register(4), e.register(4)
 	done := make(chan int, 1)
-	go func() { done <- e.call("POST", "/v1/workers/"+a+"/claim", `{"max":4,"wait_ms":3000}`, nil) }()
+	go func() { done <- e.call("POST", "/v1/workers/"+a+"/claim", `{"max":4,"wait_ms":8000}`, nil) }()
 	var rec *httptest.ResponseRecorder
-	for end := time.Now().Add(2 * time.Second); time.Now().Before(end); time.Sleep(20 * time.Millisecond) {
+	for end := time.Now().Add(7 * time.Second); time.Now().Before(end); time.Sleep(20 * time.Millisecond) {
 		if rec = e.do("POST", "/v1/workers/"+b+"/claim", `{"max":4,"wait_ms":0}`); rec.Code == http.StatusTooManyRequests {
 			break
 		}
@@ -234,7 +234,7 @@ func TestClaimLongPollCapPerToken(t *testing.T) {
 	}
 	id := e.submit("acme")
 	var c apiv1.WorkerClaimResponse
-	if code := e.call("POST", "/v1/workers/"+b+"/claim", `{"max":4,"wait_ms":1000}`, &c); code != http.StatusOK || len(c.Tasks) != 1 || c.Tasks[0].ID != id {
+	if code := e.call("POST", "/v1/workers/"+b+"/claim", `{"max":4,"wait_ms":5000}`, &c); code != http.StatusOK || len(c.Tasks) != 1 || c.Tasks[0].ID != id {
 		t.Fatalf("a claim once the first ended: %d %+v", code, c)
 	}
 }
