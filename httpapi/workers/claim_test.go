@@ -206,35 +206,3 @@ func TestClaimRetryAnswersWhatTheFirstTryTook(t *testing.T) {
 	}
 }
 
-// TestClaimLongPollCapPerToken: past remote_workers.max_long_polls_per_token
-// claims waiting at once, a further claim of the same token answers 429
-// saturated with Retry-After and takes nothing; once the waiting claim
-// ended, a claim is served again.
-func TestClaimLongPollCapPerToken(t *testing.T) {
-	e := newProtoEnvLimits(t, Limits{LongPollsPerToken: 1})
-	a, b := e.register(4), e.register(4)
-	done := make(chan int, 1)
-	go func() { done <- e.call("POST", "/v1/workers/"+a+"/claim", `{"max":4,"wait_ms":8000}`, nil) }()
-	var rec *httptest.ResponseRecorder
-	for end := time.Now().Add(7 * time.Second); time.Now().Before(end); time.Sleep(20 * time.Millisecond) {
-		if rec = e.do("POST", "/v1/workers/"+b+"/claim", `{"max":4,"wait_ms":0}`); rec.Code == http.StatusTooManyRequests {
-			break
-		}
-	}
-	var eb struct {
-		Error struct{ Code string } `json:"error"`
-	}
-	_ = json.Unmarshal(rec.Body.Bytes(), &eb)
-	if rec.Code != http.StatusTooManyRequests || eb.Error.Code != apiv1.CodeSaturated || rec.Header().Get("Retry-After") == "" {
-		t.Fatalf("a second waiting claim of the token: %d %s (Retry-After %q), want 429 saturated with Retry-After",
-			rec.Code, rec.Body.String(), rec.Header().Get("Retry-After"))
-	}
-	if code := <-done; code != http.StatusOK {
-		t.Fatalf("the waiting claim: %d", code)
-	}
-	id := e.submit("acme")
-	var c apiv1.WorkerClaimResponse
-	if code := e.call("POST", "/v1/workers/"+b+"/claim", `{"max":4,"wait_ms":5000}`, &c); code != http.StatusOK || len(c.Tasks) != 1 || c.Tasks[0].ID != id {
-		t.Fatalf("a claim once the first ended: %d %+v", code, c)
-	}
-}
