@@ -205,4 +205,3 @@ func TestClaimRetryAnswersWhatTheFirstTryTook(t *testing.T) {
 		t.Fatalf("an oversized claim_id: %d, want 400", code)
 	}
 }
-
