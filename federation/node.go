@@ -69,6 +69,10 @@ type Config struct {
 	// are checked the same way (a slot past it is refused); DAG nodes are
 	// counted, not refused: their DAG reserved room for them.
 	Backlog func(tenant string) int
+	// BacklogBytes is a tenant's max_backlog_bytes in this region: the
+	// most payload bytes its unfinished tasks may hold here, checked as
+	// Backlog is (queue.NewTask.BacklogBytesMax); 0 or a nil func: none.
+	BacklogBytes func(tenant string) int64
 	// Budgets are the tenants' monthly budgets (package budget), by tenant;
 	// nil: none. Node.SetBudgets replaces them.
 	Budgets map[string]Budget
@@ -173,11 +177,11 @@ func NewNode(cfg Config, store *store.Store, v *View, cell *region.Cell, m *Metr
 	n.budgets = budget.New(budget.Config{Region: cfg.Region, Budgets: cfg.Budgets, Refresh: cfg.BudgetRefresh, Metrics: m,
 		Logger: cfg.Logger, Now: cfg.Now}, n.Reader)
 	n.Pipeline = submit.New(submit.Config{Region: cfg.Region, Regions: cfg.Regions, Defaults: cfg.Defaults,
-		SaturatedRetryAfter: cfg.SaturatedRetryAfter, Backlog: cfg.Backlog, TracerProvider: cfg.TracerProvider, Now: cfg.Now,
+		SaturatedRetryAfter: cfg.SaturatedRetryAfter, Backlog: cfg.Backlog, BacklogBytes: cfg.BacklogBytes, TracerProvider: cfg.TracerProvider, Now: cfg.Now,
 		Store: store.Submitter(), View: v, Flights: flights, Picker: n.picker, Peer: n.peer, Budgets: n.budgets, Metrics: m, Wake: wake,
 		Sends: sends, Locate: func(ctx context.Context, id string) (*task.Task, error) { return n.Reader.Get(ctx, id, 0) }})
 	hc := handoff.Config{Region: cfg.Region, Regions: cfg.Regions, Defaults: cfg.Defaults, HandOffHorizon: cfg.HandOffHorizon,
-		StuckPoolGrace: cfg.StuckPoolGrace, ReplaceOnPriceRise: cfg.ReplaceOnPriceRise, Backlog: cfg.Backlog,
+		StuckPoolGrace: cfg.StuckPoolGrace, ReplaceOnPriceRise: cfg.ReplaceOnPriceRise, Backlog: cfg.Backlog, BacklogBytes: cfg.BacklogBytes,
 		TracerProvider: cfg.TracerProvider, Now: cfg.Now, Store: store, Cell: cell, View: v, Flights: flights,
 		Picker: n.picker, Peer: n.peer, Metrics: m, Logger: cfg.Logger}
 	n.Sender, n.Receiver, n.Mover = handoff.NewSender(hc), handoff.NewReceiver(hc), handoff.NewMover(hc)

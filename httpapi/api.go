@@ -28,7 +28,7 @@ import (
 // Config configures the HTTP API.
 type Config struct {
 	Auth       *Auth
-	MaxPayload int // bytes of one task's payload (default 1 MiB): 413 above
+	MaxPayload int // bytes of one task's payload (default 64 KiB): 413 above
 	// Gatherer serves GET /metrics (default prometheus.DefaultGatherer);
 	// Registerer, when set, gets the API's own metrics.
 	Gatherer   prometheus.Gatherer
@@ -56,6 +56,11 @@ type Config struct {
 	// bucket in the region's Redis shared by its servers; nil: no quotas.
 	// Only tokens of one tenant are limited.
 	Quota func(tenant string) (perSecond float64, burst int)
+	// MemoryReserve is the share of the region's Redis maxmemory kept for
+	// work already accepted (0: off), Memory what reads how full it is;
+	// either nil: off (endpoint.Reserve says what is refused).
+	MemoryReserve func() float64
+	Memory        func(ctx context.Context) (MemoryUse, error)
 	// BatchMaxItems and BatchMaxBytes cap one POST /v1/tasks/batch
 	// (defaults: apiv1.MaxBatch and 16 MiB).
 	BatchMaxItems int
@@ -71,6 +76,9 @@ type Config struct {
 	// the API with http.Server.MaxHeaderBytes HeaderReadLimit(it).
 	MaxHeaderBytes int
 }
+
+// MemoryUse is how full the region's Redis is (Config.Memory).
+type MemoryUse = endpoint.MemoryUse
 
 // WorkerLimits bounds the remote worker protocol (config remote_workers);
 // zero values take the defaults.
@@ -130,7 +138,7 @@ type Readiness interface {
 // New builds the API of the server whose federation node is n.
 func New(n *federation.Node, cfg Config) *API {
 	if cfg.MaxPayload <= 0 {
-		cfg.MaxPayload = 1 << 20
+		cfg.MaxPayload = 64 << 10
 	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
@@ -158,7 +166,7 @@ func New(n *federation.Node, cfg Config) *API {
 	if n != nil {
 		region = n.Region()
 	}
-	quotas := endpoint.NewQuotas(cfg.Quota, n)
+	quotas := endpoint.NewQuotas(cfg.Quota, n, endpoint.NewReserve(cfg.MemoryReserve, cfg.Memory))
 	a.tasks = newTaskHandlers(n, cfg, quotas, &refusalMeter{gather: cfg.Gatherer, region: region})
 	a.streams = stream.New(stream.Config{Fed: n, Tokens: cfg.Auth, Regions: a.tasks.regionsResponse, Task: a.tasks.getFor,
 		LongPolls: cfg.LongPolls, LongPollsPerTenant: cfg.LongPollsPerTenant, ClusterToken: clusterToken})
@@ -286,6 +294,7 @@ func (a *API) route(pattern string, need Role, h endpoint.Handler) {
 		r = r.WithContext(federation.WithHops(r.Context(), a.trustedHops(r, p)))
 		if err := h(rec, r, p); err != nil {
 			e := endpoint.ErrorOf(err)
+			e.ScopeTo(p.Tenant)
 			a.fails.failed(r.Context(), pattern, e)
 			endpoint.WriteError(rec, e)
 		}

@@ -232,9 +232,9 @@ func TestAPIContract(t *testing.T) {
 		}
 	})
 
-	t.Run("413 above 1 MiB", func(t *testing.T) {
-		big := strings.Repeat("a", 1<<20)
-		// A payload just over 1 MiB (the body fits the read limit).
+	t.Run("413 above 64 KiB", func(t *testing.T) {
+		big := strings.Repeat("a", 64<<10)
+		// A payload just over 64 KiB, the default (the body fits the read limit).
 		rep := f.Call(http.MethodPost, tasks, tokAcme, `{"type":"x","payload":"`+big+`"}`).Want(t, http.StatusRequestEntityTooLarge)
 		if e := rep.Err(t); e.Code != apiv1.CodeTooLarge || e.Field != "payload" {
 			t.Fatalf("413: %s", rep.Body)
@@ -244,8 +244,8 @@ func TestAPIContract(t *testing.T) {
 		if rep.Err(t).Code != apiv1.CodeTooLarge {
 			t.Fatalf("413: %s", rep.Body)
 		}
-		// Exactly 1 MiB is allowed: the JSON string with its quotes.
-		f.Call(http.MethodPost, tasks, tokAcme, `{"type":"x","regions":["aws-use1"],"payload":"`+big[:1<<20-2]+`"}`).Want(t, http.StatusCreated)
+		// Exactly 64 KiB is allowed: the JSON string with its quotes.
+		f.Call(http.MethodPost, tasks, tokAcme, `{"type":"x","regions":["aws-use1"],"payload":"`+big[:64<<10-2]+`"}`).Want(t, http.StatusCreated)
 		// In a batch, the item says it.
 		var br apiv1.BatchResponse
 		f.Call(http.MethodPost, tasks+"/batch", tokAcme, `{"tasks":[{"type":"x","regions":["aws-use1"]},{"type":"x","payload":"`+big+`"}]}`).

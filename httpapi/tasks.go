@@ -125,6 +125,9 @@ func (th *taskHandlers) submit(w http.ResponseWriter, r *http.Request, p Princip
 	if err != nil {
 		return err
 	}
+	if err := th.quotas.Admit(r.Context(), sp.Tenant, len(sp.Payload)); err != nil {
+		return err
+	}
 	outs, err := th.sub.SubmitWithin(joinTrace(r, sp), th.quotas.Of(p), []*task.Spec{sp}, endpoint.Hops(r) > 0)
 	if err != nil {
 		return err
@@ -162,6 +165,9 @@ func (th *taskHandlers) submitBatch(w http.ResponseWriter, r *http.Request, p Pr
 		if err == nil {
 			err = endpoint.ApplyTenant(sp, p, th.cfg.MaxPayload)
 		}
+		if err == nil {
+			err = th.quotas.Admit(r.Context(), sp.Tenant, len(sp.Payload))
+		}
 		if err != nil {
 			e := endpoint.ErrorOf(err)
 			b := e.Body()
@@ -182,6 +188,7 @@ func (th *taskHandlers) submitBatch(w http.ResponseWriter, r *http.Request, p Pr
 		i := idx[k]
 		if o.Err != nil {
 			e := endpoint.ErrorOf(o.Err)
+			e.ScopeTo(p.Tenant)
 			b := e.Body()
 			if b.Field != "" {
 				b.Field = fmt.Sprintf("tasks[%d].%s", i, b.Field)
@@ -421,7 +428,11 @@ func (th *taskHandlers) explain(w http.ResponseWriter, r *http.Request, p Princi
 	if err != nil {
 		return err
 	}
-	endpoint.WriteJSON(w, http.StatusOK, endpoint.ExplanationOf(ex))
+	out := endpoint.ExplanationOf(ex)
+	if p.Tenant != "" {
+		endpoint.ScopeExplanation(&out)
+	}
+	endpoint.WriteJSON(w, http.StatusOK, out)
 	return nil
 }
 

@@ -24,6 +24,10 @@ var (
 	// holding its share of that many unfinished tasks in the task's shard:
 	// nothing was stored.
 	ErrBacklogFull = errors.New("queue: the tenant's backlog is at its limit")
+	// ErrBacklogBytesFull: a submit with NewTask.BacklogBytesMax found its
+	// payload would take its tenant's unfinished tasks past their share of
+	// that many payload bytes in the task's shard: nothing was stored.
+	ErrBacklogBytesFull = errors.New("queue: the tenant's backlog bytes are at their limit")
 )
 
 // NotSent reports whether err says that a Redis call was refused before

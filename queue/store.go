@@ -228,6 +228,13 @@ type NewTask struct {
 	// atomically in the submit script; else its result is ErrBacklogFull
 	// and nothing is stored (the cold tier's submit checks it the same way).
 	BacklogMax int
+	// BacklogBytesMax, when > 0, creates the task only while its payload
+	// fits beside the payloads of its tenant's unfinished tasks in this
+	// region within that many bytes (docs/security.md
+	// "max_backlog_bytes"): each shard checks its share, ⌈BacklogBytesMax
+	// ÷ shards⌉, atomically in the submit script; else its result is
+	// ErrBacklogBytesFull and nothing is stored.
+	BacklogBytesMax int64
 	// Reserved: room may have been reserved for this id in its tenant's
 	// backlog (ReserveBacklog, a DAG run's node): if so the task takes it
 	// (it is counted already and not checked), else it is counted as any.

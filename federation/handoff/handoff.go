@@ -34,7 +34,9 @@ type Config struct {
 	// (ReplaceLoop); 0: only when its capacity window closes.
 	ReplaceOnPriceRise float64
 	// Backlog is a tenant's max_backlog in this region; nil: none.
-	Backlog        func(tenant string) int
+	Backlog func(tenant string) int
+	// BacklogBytes is a tenant's max_backlog_bytes in this region; nil: none.
+	BacklogBytes   func(tenant string) int64
 	TracerProvider trace.TracerProvider
 	Now            func() time.Time
 
@@ -99,6 +101,14 @@ func (n *env) wake() {
 	if n.cell != nil {
 		n.cell.Wake()
 	}
+}
+
+// backlogBytesMax is sp's tenant's max_backlog_bytes here (0: none).
+func (n *env) backlogBytesMax(sp *task.Spec) int64 {
+	if n.cfg.BacklogBytes == nil {
+		return 0
+	}
+	return n.cfg.BacklogBytes(sp.Tenant)
 }
 
 // backlogMax is sp's tenant's max_backlog here (0: none).

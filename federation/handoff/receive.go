@@ -89,7 +89,7 @@ func (n *Receiver) AcceptMany(ctx context.Context, hs []apiv1.HandOff, known fun
 		// Held until the sender's word (HeldLoop, Commit): the sender's
 		// record decides whether it runs here.
 		tasks = append(tasks, queue.NewTask{ID: h.ID, Spec: sp, Pool: h.Pool, Returning: true, History: historyOf(h),
-			AdmitMax: n.picker.AdmitMax(h.Pool, sp.Critical), HeldFrom: h.From, BacklogMax: n.backlogMax(sp)})
+			AdmitMax: n.picker.AdmitMax(h.Pool, sp.Critical), HeldFrom: h.From, BacklogMax: n.backlogMax(sp), BacklogBytesMax: n.backlogBytesMax(sp)})
 		idx = append(idx, i)
 	}
 	if len(tasks) == 0 {
@@ -116,6 +116,10 @@ func (n *Receiver) AcceptMany(ctx context.Context, hs []apiv1.HandOff, known fun
 			// keeps it.
 			out[i].Err = &Refusal{Field: "max_backlog", Reason: fmt.Sprintf("tenant %s has %d unfinished tasks in %s, its max_backlog",
 				tasks[k].Spec.Tenant, tasks[k].BacklogMax, n.cfg.Region)}
+			n.metrics.Rejected.WithLabelValues(n.cfg.Region, "backlog").Inc()
+		case errors.Is(r.Err, queue.ErrBacklogBytesFull):
+			out[i].Err = &Refusal{Field: "max_backlog_bytes", Reason: fmt.Sprintf("tenant %s's unfinished tasks in %s hold up to its max_backlog_bytes (%d): this payload does not fit",
+				tasks[k].Spec.Tenant, n.cfg.Region, tasks[k].BacklogBytesMax)}
 			n.metrics.Rejected.WithLabelValues(n.cfg.Region, "backlog").Inc()
 		default:
 			out[i].Err = &Refusal{Reason: r.Err.Error()}

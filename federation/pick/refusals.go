@@ -56,10 +56,18 @@ func (r *refusals) refusing(tenant string, now time.Time) []string {
 }
 
 // BacklogRefusal reports whether a hand-off's refusal was the receiver's
-// max_backlog.
+// max_backlog or max_backlog_bytes.
 func BacklogRefusal(err error) bool {
 	var pe *peer.Error
-	return errors.As(err, &pe) && (pe.Body.Field == "max_backlog" || strings.HasSuffix(pe.Body.Field, ".max_backlog"))
+	if !errors.As(err, &pe) {
+		return false
+	}
+	for _, f := range []string{"max_backlog", "max_backlog_bytes"} {
+		if pe.Body.Field == f || strings.HasSuffix(pe.Body.Field, "."+f) {
+			return true
+		}
+	}
+	return false
 }
 
 // NoteRefusal leaves region out of tenant's placements for a while: it

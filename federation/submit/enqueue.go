@@ -73,8 +73,8 @@ func (n *Pipeline) EnqueueFixed(ctx context.Context, id string, sp *task.Spec) (
 	if err := sp.Normalize(n.cfg.Defaults, n.cfg.Now()); err != nil {
 		return false, "", err
 	}
-	max := n.backlogMax(sp)
-	res, err := n.SubmitFixed(ctx, queue.NewTask{ID: id, Spec: sp, BacklogMax: max})
+	max, maxBytes := n.backlogMax(sp), n.backlogBytesMax(sp)
+	res, err := n.SubmitFixed(ctx, queue.NewTask{ID: id, Spec: sp, BacklogMax: max, BacklogBytesMax: maxBytes})
 	if err != nil {
 		return false, "", err
 	}
@@ -83,6 +83,9 @@ func (n *Pipeline) EnqueueFixed(ctx context.Context, id string, sp *task.Spec) (
 	case errors.Is(r.Err, queue.ErrBacklogFull):
 		n.cfg.Metrics.Rejected.WithLabelValues(n.cfg.Region, "backlog").Inc()
 		return false, "", &QuotaError{Field: "max_backlog", Tenant: sp.Tenant, Max: max}
+	case errors.Is(r.Err, queue.ErrBacklogBytesFull):
+		n.cfg.Metrics.Rejected.WithLabelValues(n.cfg.Region, "backlog").Inc()
+		return false, "", &QuotaError{Field: "max_backlog_bytes", Tenant: sp.Tenant, Max: int(maxBytes)}
 	case errors.Is(r.Err, task.ErrExists):
 		return false, r.State, nil
 	case r.Err != nil:

@@ -38,7 +38,7 @@ func (e *PlacementError) Error() string {
 
 // QuotaError is a submit refused by one of its tenant's quotas (429).
 type QuotaError struct {
-	Field  string // the quota's key: "max_backlog"
+	Field  string // the quota's key: "max_backlog" or "max_backlog_bytes"
 	Tenant string
 	Max    int
 	// Have and Asked, when Asked > 0: the backlog read and the tasks a
@@ -57,6 +57,9 @@ func (e *QuotaError) Error() string {
 	if e.Asked > 0 {
 		return fmt.Sprintf("tenant %s has %d unfinished tasks in this region: %d more would pass its %s (%d); wait for some to finish",
 			e.Tenant, e.Have, e.Asked, e.Field, e.Max)
+	}
+	if e.Field == "max_backlog_bytes" {
+		return fmt.Sprintf("tenant %s's unfinished tasks in this region hold its max_backlog_bytes (%d bytes of payloads) or close to it: this payload does not fit; wait for some to finish", e.Tenant, e.Max)
 	}
 	return fmt.Sprintf("tenant %s has %d unfinished tasks in this region, its %s: wait for some to finish", e.Tenant, e.Max, e.Field)
 }

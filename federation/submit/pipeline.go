@@ -29,7 +29,11 @@ type Config struct {
 	// the most unfinished tasks its submits may leave here, checked
 	// atomically by the store (queue.NewTask.BacklogMax); 0 or a nil func:
 	// none.
-	Backlog        func(tenant string) int
+	Backlog func(tenant string) int
+	// BacklogBytes is a tenant's max_backlog_bytes in this region, checked
+	// by the store as Backlog is (queue.NewTask.BacklogBytesMax); 0 or a
+	// nil func: none.
+	BacklogBytes   func(tenant string) int64
 	TracerProvider trace.TracerProvider
 	Now            func() time.Time
 
@@ -99,6 +103,14 @@ func (n *Pipeline) wake() {
 
 // backlogMax is sp's tenant's max_backlog (0: none).
 func (n *Pipeline) backlogMax(sp *task.Spec) int { return n.backlogMaxOf(sp.Tenant) }
+
+// backlogBytesMax is sp's tenant's max_backlog_bytes (0: none).
+func (n *Pipeline) backlogBytesMax(sp *task.Spec) int64 {
+	if n.cfg.BacklogBytes == nil {
+		return 0
+	}
+	return n.cfg.BacklogBytes(sp.Tenant)
+}
 
 func (n *Pipeline) backlogMaxOf(tenant string) int {
 	if n.cfg.Backlog == nil {

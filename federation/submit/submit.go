@@ -117,7 +117,7 @@ func (p *submitPass) backlog(it *item) {
 		n.cfg.Metrics.Rejected.WithLabelValues(n.cfg.Region, "backlog").Inc()
 		return
 	}
-	it.nt = queue.NewTask{Spec: it.spec, BacklogMax: n.backlogMax(it.spec)}
+	it.nt = queue.NewTask{Spec: it.spec, BacklogMax: n.backlogMax(it.spec), BacklogBytesMax: n.backlogBytesMax(it.spec)}
 }
 
 // place decides the item's pool: a local pool (with its admission limit),
@@ -259,7 +259,7 @@ func (p *submitPass) spill(it *item, round int) bool {
 		it.refused = map[string]bool{}
 	}
 	it.refused[it.nt.Pool] = true
-	nt := queue.NewTask{Spec: it.spec, BacklogMax: it.nt.BacklogMax}
+	nt := queue.NewTask{Spec: it.spec, BacklogMax: it.nt.BacklogMax, BacklogBytesMax: it.nt.BacklogBytesMax}
 	switch {
 	case round < maxSpillRounds && n.cfg.Picker.SpillLocal(p.vs.Pools, it.spec, p.now, it.refused, &nt):
 		it.out.Region = n.cfg.Region
@@ -294,8 +294,12 @@ func (p *submitPass) stored(ctx context.Context, it *item, r queue.SubmitResult,
 			n.cfg.Flights.Drop(it.ticket)
 		}
 	}
-	if errors.Is(r.Err, queue.ErrBacklogFull) {
+	switch {
+	case errors.Is(r.Err, queue.ErrBacklogFull):
 		r.Err = &QuotaError{Field: "max_backlog", Tenant: it.spec.Tenant, Max: it.nt.BacklogMax}
+		n.cfg.Metrics.Rejected.WithLabelValues(n.cfg.Region, "backlog").Inc()
+	case errors.Is(r.Err, queue.ErrBacklogBytesFull):
+		r.Err = &QuotaError{Field: "max_backlog_bytes", Tenant: it.spec.Tenant, Max: int(it.nt.BacklogBytesMax)}
 		n.cfg.Metrics.Rejected.WithLabelValues(n.cfg.Region, "backlog").Inc()
 	}
 	it.out.ID, it.out.State, it.out.Duplicate, it.out.Err = r.ID, r.State, r.Duplicate, r.Err

@@ -21,12 +21,24 @@ type QuotaBuckets interface {
 type Quotas struct {
 	of      func(tenant string) (perSecond float64, burst int)
 	buckets QuotaBuckets
+	reserve *Reserve
 }
 
 // NewQuotas takes submits from buckets at the rate and burst of each
-// tenant (nil: no quotas; a rate of 0: none for that tenant).
-func NewQuotas(of func(tenant string) (perSecond float64, burst int), buckets QuotaBuckets) *Quotas {
-	return &Quotas{of: of, buckets: buckets}
+// tenant (nil: no quotas; a rate of 0: none for that tenant), and admits
+// new tasks only while reserve does (nil: always).
+func NewQuotas(of func(tenant string) (perSecond float64, burst int), buckets QuotaBuckets, reserve *Reserve) *Quotas {
+	return &Quotas{of: of, buckets: buckets, reserve: reserve}
+}
+
+// Admit refuses a new task of tenant with a payload of bytes while the
+// region's Redis is in its memory reserve (Reserve.Admit); nil when it
+// may be submitted.
+func (q *Quotas) Admit(ctx context.Context, tenant string, bytes int) error {
+	if q == nil {
+		return nil
+	}
+	return q.reserve.Admit(ctx, tenant, bytes)
 }
 
 // Of is p's quota; zero (no limit) for a principal that is not limited.
@@ -43,7 +55,13 @@ func (q *Quotas) Of(p Principal) federation.Quota {
 // the wait until n would fit, or a 400 naming field when n can never fit
 // at once. A Redis failure is returned as it is (503 in the error map).
 func (q *Quotas) Take(ctx context.Context, p Principal, n int, field string) error {
-	if q == nil || q.buckets == nil {
+	if q == nil {
+		return nil
+	}
+	if err := q.reserve.Admit(ctx, p.Tenant, 0); err != nil {
+		return err
+	}
+	if q.buckets == nil {
 		return nil
 	}
 	return q.buckets.TakeQuota(ctx, q.Of(p), n, field)

@@ -161,7 +161,7 @@ func TestExampleIsTheDefaults(t *testing.T) {
 		{Name: "team-a-gpu-workers", TokenSHA256: sha256Hex("example-worker-token"), Role: "worker",
 			Tenants: []string{"team-a"}, Pools: []string{"team-a-gpu"}, Types: []string{"resize", "embed"}},
 	}
-	want.Quotas.Tenants = map[string]quotas.TenantQuota{"team-a": {SubmitsPerSecond: 100, Burst: 200, MaxBacklog: 100000,
+	want.Quotas.Tenants = map[string]quotas.TenantQuota{"team-a": {SubmitsPerSecond: 100, Burst: 200, MaxBacklog: 100000, MaxBacklogBytes: 1 << 30,
 		MaxSchedules: 200, ScheduleFiresPerSecond: 20, MaxBackfillPeriods: 500}}
 	want.Tenants = map[string]TenantBudget{"team-a": {MonthlyBudgetUSD: 500, OverBudget: "cap", PriceCap: 0.40}}
 	want.Worker.Exec.Allow = map[string]ExecRule{"report.generate": {

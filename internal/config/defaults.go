@@ -14,6 +14,12 @@ import (
 	"github.com/ax-sched/ax/worker"
 )
 
+// DefaultMaxPayload is task.max_payload's default: enough for the ids,
+// parameters and small documents a task carries (large data belongs in a
+// store the task names), and small enough that one tenant's backlog of
+// them does not fill the Redis every tenant shares.
+const DefaultMaxPayload = 64 << 10
+
 // Default returns the defaults of every key: the one place they are
 // gathered, each taken from the package that applies it when that package
 // names one (configs/example.yaml repeats them for readers; a test keeps
@@ -50,7 +56,7 @@ func Default() *Region {
 		Thresholds: Thresholds(axregion.DefaultThresholds()),
 		Retry:      Retry{MaxRetries: td.MaxRetries, Base: td.RetryBase, Cap: td.RetryCap},
 		Lease:      Lease{Duration: queue.LeaseDefault, Heartbeat: worker.DefaultHeartbeat},
-		Task:       Task{DefaultTimeout: td.Timeout, MaxPayload: int64(td.MaxPayload), ColdHorizon: 5 * time.Minute},
+		Task:       Task{DefaultTimeout: td.Timeout, MaxPayload: DefaultMaxPayload, ColdHorizon: 5 * time.Minute},
 		AgingStep:  queue.AgingStepDefault,
 		Retention: Retention{
 			Success:  queue.RetainSuccessDefault,
@@ -65,7 +71,7 @@ func Default() *Region {
 			MaxConnectionsPerClient: 256, FirstRequestTimeout: 5 * time.Second,
 			MaxLongPolls: 8, MaxLongPollsPerTenant: 2},
 		Quotas: quotas.Quotas{Batch: quotas.BatchLimits{MaxItems: apiv1.MaxBatch, MaxBytes: apiv1.DefaultBatchMaxBytes},
-			Default: quotas.DefaultTenant()},
+			Default: quotas.DefaultTenant(), MemoryReserve: quotas.MemoryReserveDefault},
 		RemoteWorkers: RemoteWorkers{MaxResultBytes: apiv1.DefaultMaxResultBytes, MaxWait: apiv1.DefaultWorkerMaxWait,
 			MaxLongPolls: apiv1.DefaultWorkerLongPolls, MaxLongPollsPerToken: apiv1.DefaultWorkerLongPollsPerToken},
 		Placement: Placement{

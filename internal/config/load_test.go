@@ -77,7 +77,7 @@ func TestDefaultsApplied(t *testing.T) {
 		"thresholds":                {d.Thresholds, Thresholds{Alert: 0.6, Spill: 0.8, Pause: 0.95, Resume: 0.4}},
 		"retry":                     {d.Retry, Retry{MaxRetries: 4, Base: 300 * time.Millisecond, Cap: 30 * time.Second}},
 		"lease":                     {d.Lease, Lease{Duration: 10 * time.Second, Heartbeat: 3 * time.Second}},
-		"task":                      {d.Task, Task{DefaultTimeout: 30 * time.Minute, MaxPayload: 1048576, ColdHorizon: 5 * time.Minute}},
+		"task":                      {d.Task, Task{DefaultTimeout: 30 * time.Minute, MaxPayload: 65536, ColdHorizon: 5 * time.Minute}},
 		"aging_step":                {d.AgingStep, time.Minute},
 		"retention.dead":            {d.Retention.Dead, 168 * time.Hour},
 		"starvation_threshold":      {d.StarvationThreshold, 10 * time.Minute},

@@ -30,6 +30,9 @@ const (
 	dnsLabelRule = "must be a lowercase DNS label (a-z, 0-9 and '-', at most 63 characters)"
 	// maxPayload is Redis' limit on one string value.
 	maxPayload = 512 << 20
+	// maxTaskPayload bounds task.max_payload: a tenant's payloads take the
+	// region's Redis memory, which every tenant shares.
+	maxTaskPayload = 1 << 20
 	// maxShards is the number of Redis Cluster hash slots: more shards
 	// could not be spread over more masters.
 	maxShards = 16384
@@ -493,8 +496,8 @@ func (r *Region) validateTimings(p *problems) {
 	}
 
 	positive(p, "task.default_timeout", r.Task.DefaultTimeout)
-	if r.Task.MaxPayload <= 0 || r.Task.MaxPayload > maxPayload {
-		p.add("task.max_payload", "must be > 0 and ≤ %d bytes (Redis' limit), got %d", maxPayload, r.Task.MaxPayload)
+	if r.Task.MaxPayload <= 0 || r.Task.MaxPayload > maxTaskPayload {
+		p.add("task.max_payload", "must be > 0 and ≤ %d bytes (1 MiB), got %d", maxTaskPayload, r.Task.MaxPayload)
 	}
 	if h := r.Task.ColdHorizon; h != 0 && h < time.Minute {
 		p.add("task.cold_horizon", "must be 0 (every delayed task hot) or ≥ 1m, got %s", h)
@@ -572,7 +575,7 @@ func (r *Region) validateTimings(p *problems) {
 func (r *Region) validateQuotas(p *problems) {
 	// A task.max_payload out of range is reported by its own key.
 	payload := r.Task.MaxPayload
-	if payload > maxPayload {
+	if payload > maxTaskPayload {
 		payload = 0
 	}
 	r.Quotas.Validate(p.add, payload, maxClaimBatch)

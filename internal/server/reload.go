@@ -118,6 +118,23 @@ type override struct {
 	share   *queue.FairShare // what it applied; nil: fair share off
 }
 
+// maxBacklogBytes is tenant's max_backlog_bytes in this region (0: none),
+// as last loaded (SIGHUP reloads it).
+func (s *Server) maxBacklogBytes(tenant string) int64 {
+	if q := s.quotas.Load(); q != nil {
+		return q.Quota(tenant).MaxBacklogBytes
+	}
+	return 0
+}
+
+// memoryReserve is quotas.memory_reserve as last loaded (0: off).
+func (s *Server) memoryReserve() float64 {
+	if q := s.quotas.Load(); q != nil {
+		return q.MemoryReserve
+	}
+	return 0
+}
+
 // maxBacklog is tenant's max_backlog in this region (0: none), as last
 // loaded (SIGHUP reloads it).
 func (s *Server) maxBacklog(tenant string) int {

@@ -273,7 +273,7 @@ func (s *Server) assemble(pc placement.Config, peerTLS *tls.Config, reg *prometh
 		Region: cfg.Name, Regions: cfg.Regions, ClusterToken: cfg.Auth.ClusterToken, Defaults: defaultsOf(cfg),
 		Placement: pc, Logger: s.log, PeerTLS: peerTLS, AllowInsecurePeers: cfg.Auth.AllowInsecurePeers,
 		TracerProvider: s.tracer, HandOffHorizon: cfg.Placement.HandOffHorizon, StuckPoolGrace: cfg.Placement.UnhealthyGrace, ReplaceOnPriceRise: cfg.Placement.ReplaceOnPriceRise,
-		Backlog: s.maxBacklog, Budgets: budgetsOf(cfg), BudgetRefresh: cfg.BudgetRefresh,
+		Backlog: s.maxBacklog, BacklogBytes: s.maxBacklogBytes, Budgets: budgetsOf(cfg), BudgetRefresh: cfg.BudgetRefresh,
 	}, s.store, s.view, s.cell, federation.NewMetrics(reg))
 	if err != nil {
 		return err
@@ -290,6 +290,12 @@ func (s *Server) assemble(pc placement.Config, peerTLS *tls.Config, reg *prometh
 		}})
 	s.serveAPI(reg, own)
 	return nil
+}
+
+// memory is how full the region's Redis is, for the API's memory reserve.
+func (s *Server) memory(ctx context.Context) (httpapi.MemoryUse, error) {
+	m, err := s.store.Submitter().Memory(ctx)
+	return httpapi.MemoryUse{Used: m.Used, Max: m.Max, Top: m.Top}, err
 }
 
 // serveAPI builds the HTTP API and the server and listener that serve it.
@@ -312,6 +318,7 @@ func (s *Server) serveAPI(reg *prometheus.Registry, own prometheus.Registerer) {
 			return q.SubmitsPerSecond, q.Burst
 		},
 		BatchMaxItems: cfg.Quotas.Batch.MaxItems, BatchMaxBytes: cfg.Quotas.Batch.MaxBytes,
+		MemoryReserve: s.memoryReserve, Memory: s.memory,
 		PublicDetails: cfg.HTTPServer.PublicDetails, MaxHeaderBytes: cfg.HTTPServer.MaxHeaderBytes,
 		Workers: httpapi.WorkerConfig{Limits: httpapi.WorkerLimits{MaxResultBytes: cfg.RemoteWorkers.MaxResultBytes,
 			MaxWait: cfg.RemoteWorkers.MaxWait, LongPolls: cfg.RemoteWorkers.MaxLongPolls, LongPollsPerToken: cfg.RemoteWorkers.MaxLongPollsPerToken},

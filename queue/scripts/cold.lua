@@ -20,11 +20,13 @@
 -- ARGV: 1 clock, 2 op:
 --   'submit', 3 bucket size ms, 4 nspec, then per template nf and nf
 --     field/value pairs, then n and per task id, template index (1-based),
---     due ms, then backlog caps as submit.lua's last ARGV ("<cap>
+--     due ms, then backlog caps as submit.lua's last ARGV ("<cap> <bytes>
 --     <tenant>\n" per limited tenant): a task of such a tenant is stored
---     only while its backlog in this shard is below cap.
+--     only while its backlog in this shard is below cap and its payload
+--     fits in bytes beside the tenant's backlog's payloads there.
 --     Returns one character per task: 'P' stored, '3' the id exists, '5'
---     refused: its tenant's backlog is at its cap.
+--     refused: its tenant's backlog is at its cap, '6' refused: its
+--     payload does not fit in its tenant's backlog bytes.
 --   'promote' (leader, fenced), 3 token, 4 lead ms, 5 limit: thaws the
 --     tasks of buckets starting before now + lead, at most limit.
 --     Returns {RC.FENCED} fenced; else {moved, next bucket start ms or '', ids
@@ -43,20 +45,23 @@ if op == 'submit' then
   local tpl = {} -- index -> {fields, template id or nil, uses, tenant}
   for s = 1, nspec do
     local nf = tonumber(ARGV[i])
-    local f, tn = {}, ''
+    local f, tn, pb = {}, '', 0
     for j = i + 1, i + 2 * nf, 2 do
       f[#f + 1] = ARGV[j]; f[#f + 1] = ARGV[j + 1]
-      if ARGV[j] == 'tn' then tn = ARGV[j + 1] end
+      if ARGV[j] == 'tn' then tn = ARGV[j + 1] elseif ARGV[j] == 'pl' then pb = #ARGV[j + 1] end
     end
-    tpl[s] = {f, nil, 0, tn}
+    tpl[s] = {f, nil, 0, tn, pb}
     i = i + 1 + 2 * nf
   end
   local snow = fmt(now)
   local codes, created = {}, {}
   local BUCKETS = {}
   local n = tonumber(ARGV[i])
-  local BLCAP = {}
-  for c, tn in string.gmatch(ARGV[i + 1 + 3 * n] or '', '(%d+) ([^\n]*)\n') do BLCAP[tn] = tonumber(c) end
+  local BLCAP, BLBCAP = {}, {}
+  for c, b, tn in string.gmatch(ARGV[i + 1 + 3 * n] or '', '(%d+) (%d+) ([^\n]*)\n') do
+    if c ~= '0' then BLCAP[tn] = tonumber(c) end
+    if b ~= '0' then BLBCAP[tn] = tonumber(b) end
+  end
   i = i + 1
   for _ = 1, n do
     local id, s, due = ARGV[i], tonumber(ARGV[i + 1]), ARGV[i + 2]
@@ -67,6 +72,8 @@ if op == 'submit' then
       codes[#codes + 1] = '3'
     elseif BLCAP[tn] and backlog_now(tn) >= BLCAP[tn] then
       codes[#codes + 1] = '5'
+    elseif BLBCAP[tn] and backlog_bytes_now(tn) + tpl[s][5] > BLBCAP[tn] then
+      codes[#codes + 1] = '6'
     else
       local t = tpl[s]
       if t[2] == nil then
@@ -76,7 +83,7 @@ if op == 'submit' then
         redis.call('HSET', tplkey(t[2]), unpack(f))
       end
       t[3] = t[3] + 1
-      backlog(t[4], 1)
+      backlog(t[4], 1, t[5])
       redis.call('HSET', ik, id, due .. ' ' .. t[2])
       local b = tonumber(due)
       b = fmt(b - b % size)

@@ -41,7 +41,7 @@ for k = 0, n - 1 do
     end
     if r[11] then fair_release(r[3], r[11]) end -- its slot in the pool's fair share (lib.lua)
     cnt('u:' .. r[3], -1)
-    backlog(r[7], -1)
+    backlog_task(r[7], -1, id)
     if r[6] then
       runtime(r[3], r[5], now - tonumber(r[6]))
       cost(r[7], r[5], r[3], r[8], r[9], now - tonumber(r[6]), false)

@@ -43,7 +43,7 @@ for i = 5, #ARGV, 2 do
     redis.call('HDEL', tk, 'ob', 'cx')
     cnt('P', -1)
     cnt('tC', 1)
-    backlog(r[6], -1)
+    backlog_task(r[6], -1, id)
     trail(id, now, 'P', 'C', 'CANCELED_BY_USER', r[2], r[3] or '0', 'the hand-off was refused after a cancel request')
     retain(id, ARGV[3])
     out[#out + 1] = '0'
@@ -54,7 +54,7 @@ for i = 5, #ARGV, 2 do
       redis.call('HDEL', tk, 'ob', 'cx')
       cnt('P', -1)
       cnt('tH', 1)
-      backlog(r[6], -1) -- it left the region
+      backlog_task(r[6], -1, id) -- it left the region
       trail(id, now, 'P', 'H', 'HANDED_OFF', r[2] .. '/' .. (r[4] or ''), r[3] or '0', '')
       retain(id, ARGV[2])
       handed[#handed + 1] = id

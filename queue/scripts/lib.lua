@@ -133,23 +133,33 @@ local function zadd(key, score, member)
   t[#t + 1] = member
 end
 
--- Backlog (issue 11, docs/security.md): per tenant, this shard's tasks that
--- were accepted and have not finished — PENDING (cold and in the outbox
--- too), READY, RUNNING — in one hash, bl: tenant ('' the default) → count.
--- submit.lua and cold.lua add each task they create (hand-offs received
--- included); every step to SUCCESS, FAILED or CANCELED and an accepted
--- hand-off take one away; a replay adds one. Deltas add up in BL and reach
--- Redis once per tenant when the script ends; a count never goes below 0
--- (tasks accepted before the count existed).
+-- Backlog (docs/security.md "max_backlog"): per tenant, this shard's
+-- tasks that were accepted and have not finished — PENDING (cold and in
+-- the outbox too), READY, RUNNING — in one hash, bl: tenant ('' the
+-- default) → count, and their payload bytes in another, blb: tenant →
+-- bytes. submit.lua and cold.lua add each task they create (hand-offs
+-- received included); every step to SUCCESS, FAILED or CANCELED and an
+-- accepted hand-off take one away; a replay adds one. Deltas add up in BL
+-- (BLB) and reach Redis once per tenant when the script ends; a count
+-- never goes below 0 (tasks accepted before the count existed).
 local function blkey() return C.K_PREFIX .. 'bl' end
-local function backlog(tn, d)
+local function blbkey() return C.K_PREFIX .. 'blb' end
+-- backlog adds d tasks of tenant tn holding nb payload bytes (nb has d's
+-- sign; nil: none).
+local function backlog(tn, d, nb)
   tn = tn or ''
   local v = C.BL[tn]
   if v == nil then C.BL_T[#C.BL_T + 1] = tn; v = 0 end
   C.BL[tn] = v + d
+  if nb and nb ~= 0 then C.BLB[tn] = (C.BLB[tn] or 0) + nb end
 end
+-- payload_bytes is the size of task id's payload as stored.
+local function payload_bytes(id) return redis.call('HSTRLEN', tkey(id), 'pl') end
+-- backlog_task adds (d = 1) or takes away (d = -1) task id of tenant tn,
+-- its payload's bytes with it.
+local function backlog_task(tn, d, id) backlog(tn, d, d * payload_bytes(id)) end
 -- backlog_end takes away a task whose script did not read its tenant.
-local function backlog_end(id) backlog(redis.call('HGET', tkey(id), 'tn'), -1) end
+local function backlog_end(id) backlog_task(redis.call('HGET', tkey(id), 'tn'), -1, id) end
 -- backlog_now is tenant's count in this shard, with this script's deltas.
 local function backlog_now(tn)
   local v = C.BL_READ[tn]
@@ -158,6 +168,16 @@ local function backlog_now(tn)
     C.BL_READ[tn] = v
   end
   return v + (C.BL[tn] or 0)
+end
+-- backlog_bytes_now is tenant's payload bytes in this shard, with this
+-- script's deltas.
+local function backlog_bytes_now(tn)
+  local v = C.BLB_READ[tn]
+  if v == nil then
+    v = tonumber(redis.call('HGET', blbkey(), tn) or '0')
+    C.BLB_READ[tn] = v
+  end
+  return v + (C.BLB[tn] or 0)
 end
 
 -- finish writes what cnt, zadd and backlog queued, and the tenants that
@@ -169,6 +189,8 @@ local function finish()
     for _, t in ipairs(l) do
       local d = C.BL[t]
       if d ~= 0 and redis.call('HINCRBY', blkey(), t, fmt(d)) <= 0 then redis.call('HDEL', blkey(), t) end
+      local b = rawget(C, 'BLB') and C.BLB[t]
+      if b and b ~= 0 and redis.call('HINCRBY', blbkey(), t, fmt(b)) <= 0 then redis.call('HDEL', blbkey(), t) end
     end
   end
   l = rawget(C, 'ZKEYS')

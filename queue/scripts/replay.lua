@@ -21,7 +21,7 @@ redis.call('HSET', tk, 'st', 'P', 'rs', 'REPLAYED', 'at', '0', 'du', fmt(now))
 redis.call('HDEL', tk, 'fa', 'rt', 'sa', 'wk')
 redis.call('ZADD', K_DELAYED, fmt(now), id)
 cnt('P', 1)
-backlog(r[3], 1)
+backlog_task(r[3], 1, id)
 trail(id, now, 'F', 'P', 'REPLAYED', ARGV[3], '0', '')
 event('replay', {id}, 1)
 return {RC.OK}

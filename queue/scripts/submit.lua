@@ -18,19 +18,23 @@
 --   (counted with the tasks this call made READY there), else code 4. A pinned task with a delay waits in its
 --   pool's delayed set (see lib.lua: state implied by structure), an
 --   unplaced one in dn.
---   The last ARGV (after the tasks): backlog caps, "<cap> <tenant>\n" per
---   limited tenant ('' none): a task of such a tenant is created only while
---   the tenant's backlog in this shard (lib.lua backlog, counted with this
---   call's) is below cap, else code 5. Every task created is counted, but
---   one with flag 'v' whose id holds room reserved (backlog.lua) takes its
---   reservation instead (and is not checked).
+--   The last ARGV (after the tasks): backlog caps, "<cap> <bytes> <tenant>\n"
+--   per limited tenant ('' none; 0: that cap none): a task of such a tenant
+--   is created only while the tenant's backlog in this shard (lib.lua
+--   backlog, counted with this call's) is below cap, else code 5, and its
+--   payload fits in bytes beside the payloads the tenant's backlog holds
+--   in this shard, else code 6. Every task created is counted, its payload
+--   too, but one with flag 'v' whose id holds room reserved (backlog.lua)
+--   takes its reservation instead (and is not checked; its payload is
+--   counted).
 -- Returns: {codes, then id, state for each task not created}. codes has one
 --   character per task, in order: its state code (P, R) when created; 1 a
 --   duplicate of an earlier task with the same key and spec (the pair is that
 --   task's id and state); 2 key reused with another spec (the first task's id,
 --   ''); 3 a task with this id already exists (its id and state); 4 refused:
 --   its pool is at its admission limit (its id, ''); 5 refused: its
---   tenant's backlog is at its cap (its id, ''). A created
+--   tenant's backlog is at its cap (its id, ''); 6 refused: its payload
+--   does not fit in its tenant's backlog bytes (its id, ''). A created
 --   task's id is the one sent.
 -- Flag 'u': KEYS[9+idem_index] is a unique key ("uq:<tenant>:<key>", value
 --   "<id>|<mode>"), idem_ttl_ms its unique_for and spec_hash its mode: 's'
@@ -68,8 +72,11 @@ local function ready_in(pool)
   end
   return r
 end
-local BLCAP = {}
-for c, t in string.gmatch(ARGV[#ARGV], '(%d+) ([^\n]*)\n') do BLCAP[t] = tonumber(c) end
+local BLCAP, BLBCAP = {}, {}
+for c, b, t in string.gmatch(ARGV[#ARGV], '(%d+) (%d+) ([^\n]*)\n') do
+  if c ~= '0' then BLCAP[t] = tonumber(c) end
+  if b ~= '0' then BLBCAP[t] = tonumber(b) end
+end
 -- unique_holder is the task holding unique key k (id and state), nil
 -- when the key is free: absent, its task gone, or its task past the mode.
 local function unique_holder(k, sup)
@@ -103,7 +110,7 @@ local function debounce(k, retention)
   cnt('P', -1)
   redis.call('HSET', tk, 'st', 'C', 'rs', 'DEBOUNCED', 'fa', snow)
   cnt('tC', 1)
-  backlog(r[5] or '', -1)
+  backlog_task(r[5] or '', -1, eid)
   trail(eid, now, 'P', 'C', 'DEBOUNCED', 'submit', '0', '')
   retain(eid, retention)
   return first
@@ -163,9 +170,9 @@ for _ = 1, n do
     codes[#codes + 1] = '4'; out[#out + 1] = id; out[#out + 1] = ''
     done = true
   end
-  local tn = ''
+  local tn, pb = '', 0
   for j = fstart, fstart + 2 * nf - 1, 2 do
-    if ARGV[j] == 'tn' then tn = ARGV[j + 1]; break end
+    if ARGV[j] == 'tn' then tn = ARGV[j + 1] elseif ARGV[j] == 'pl' then pb = #ARGV[j + 1] end
   end
   -- Flag 'v': room may be reserved for this id (backlog.lua); it is
   -- counted already, so neither checked nor counted again.
@@ -173,6 +180,10 @@ for _ = 1, n do
       and redis.call('HDEL', K_PREFIX .. 'blr', id) == 1
   if not done and not reserved and BLCAP[tn] and backlog_now(tn) >= BLCAP[tn] then
     codes[#codes + 1] = '5'; out[#out + 1] = id; out[#out + 1] = ''
+    done = true
+  end
+  if not done and not reserved and BLBCAP[tn] and backlog_bytes_now(tn) + pb > BLBCAP[tn] then
+    codes[#codes + 1] = '6'; out[#out + 1] = id; out[#out + 1] = ''
     done = true
   end
   local dbfirst
@@ -184,7 +195,7 @@ for _ = 1, n do
     if d > now then due = fmt(d) else due = '' end
   end
   if not done then
-    if not reserved then backlog(tn, 1) end
+    backlog(tn, reserved and 0 or 1, pb)
     -- One HSET per task: the spec's fields and the state's together.
     local f = {}
     local lines = {}

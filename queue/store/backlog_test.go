@@ -1,14 +1,17 @@
 package store_test
 
 import (
+	"context"
 	"errors"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/ax-sched/ax/queue"
 	"github.com/ax-sched/ax/task"
+	"github.com/redis/go-redis/v9"
 )
 
 func tenant(name string) func(*task.Spec) { return func(s *task.Spec) { s.Tenant = name } }
@@ -22,10 +25,20 @@ func (e *env) backlog(tn string) int {
 	return n
 }
 
+func (e *env) backlogBytes(tn string) int64 {
+	e.t.Helper()
+	n, err := e.s.BacklogBytes(e.ctx, tn)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	return n
+}
+
 // TestBacklogFollowsEveryPath: every way a task is accepted adds one to its
-// tenant's backlog and every way it finishes or leaves the region takes it
-// away, so the count is the tenant's unfinished tasks whichever path they
-// took (a missed decrement would lock a tenant out for good).
+// tenant's backlog (and its payload's bytes to the tenant's backlog bytes)
+// and every way it finishes or leaves the region takes it away, so the
+// count is the tenant's unfinished tasks whichever path they took (a
+// missed decrement would lock a tenant out for good).
 func TestBacklogFollowsEveryPath(t *testing.T) {
 	e := newEnv(t, func(o *queue.Options) { o.ColdHorizon = 5 * time.Minute })
 	want := 0
@@ -34,6 +47,10 @@ func TestBacklogFollowsEveryPath(t *testing.T) {
 		want += d
 		if got := e.backlog("acme"); got != want {
 			t.Fatalf("%s: backlog %d, want %d", what, got, want)
+		}
+		// Every spec of this test holds the payload {"n":1}: 7 bytes.
+		if got := e.backlogBytes("acme"); got != int64(7*want) {
+			t.Fatalf("%s: backlog bytes %d, want %d", what, got, 7*want)
 		}
 	}
 	// Pinned ready, unplaced, delayed, cold: all count.
@@ -45,8 +62,8 @@ func TestBacklogFollowsEveryPath(t *testing.T) {
 	step("submit cold", 1)
 	e.submit("", tenant("other"))
 	step("another tenant's", 0)
-	if got := e.backlog("other"); got != 1 {
-		t.Fatalf("other's backlog %d, want 1", got)
+	if got, b := e.backlog("other"), e.backlogBytes("other"); got != 1 || b != 7 {
+		t.Fatalf("other's backlog %d (%d bytes), want 1 (7 bytes)", got, b)
 	}
 
 	tk := e.claimOne("cpu")
@@ -457,5 +474,137 @@ func TestBacklogCapHoldsInTheColdTier(t *testing.T) {
 	}
 	if got := e.backlog("acme"); got != n-1 {
 		t.Fatalf("after a cancel: backlog %d, want %d", got, n-1)
+	}
+}
+
+// TestBacklogBytesCapRefusesAndStoresNothing: a tenant's submit whose
+// payload would take its unfinished tasks' payloads past
+// BacklogBytesMax is ErrBacklogBytesFull and leaves no trace, in the hot
+// and the cold tier alike; a finished task gives its bytes back; another
+// tenant is not refused; two stores submitting at once never overshoot.
+func TestBacklogBytesCapRefusesAndStoresNothing(t *testing.T) {
+	e := newEnv(t, oneShard, func(o *queue.Options) { o.ColdHorizon = 5 * time.Minute })
+	big := func(n int, mod ...func(*task.Spec)) *task.Spec {
+		return e.spec(append(mod, func(s *task.Spec) { s.Tenant = "acme"; s.Payload = []byte(`"` + strings.Repeat("x", n-2) + `"`) })...)
+	}
+	const capB = 10_000
+	nt := func(sp *task.Spec) queue.NewTask { return queue.NewTask{Spec: sp, BacklogBytesMax: capB} }
+	// 4 000 + 4 000 fit, 4 000 more do not; 1 500 still do.
+	res, err := e.s.Submit(e.ctx, nt(big(4000)), nt(big(4000, delay(time.Hour))), nt(big(4000)), nt(big(1500)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	res0 := res
+	if res[0].Err != nil || res[1].Err != nil || !errors.Is(res[2].Err, queue.ErrBacklogBytesFull) || res[3].Err != nil {
+		t.Fatalf("results %+v, want created, created (cold), ErrBacklogBytesFull, created", res)
+	}
+	if _, err := e.s.Get(e.ctx, res[2].ID); !errors.Is(err, task.ErrNotFound) {
+		t.Fatalf("refused task: %v, want not found", err)
+	}
+	if got, n := e.backlogBytes("acme"), e.backlog("acme"); got != 9500 || n != 3 {
+		t.Fatalf("backlog %d tasks, %d bytes; want 3, 9500", n, got)
+	}
+	// The cold tier refuses alike.
+	res, err = e.s.Submit(e.ctx, nt(big(600, delay(time.Hour))))
+	if err != nil || !errors.Is(res[0].Err, queue.ErrBacklogBytesFull) {
+		t.Fatalf("cold over the cap: %v %+v, want ErrBacklogBytesFull", err, res)
+	}
+	coldID := res0[1].ID
+	// Another tenant has bytes of its own.
+	res, err = e.s.Submit(e.ctx, queue.NewTask{Spec: e.spec(tenant("other"), func(s *task.Spec) { s.Payload = []byte(`"` + strings.Repeat("y", 8000) + `"`) }), BacklogBytesMax: capB})
+	if err != nil || res[0].Err != nil {
+		t.Fatalf("another tenant: %v %+v", err, res)
+	}
+	// Cancelling the cold one gives its 4 000 bytes back.
+	if _, err := e.s.Cancel(e.ctx, coldID, "CANCELED_BY_USER", "test"); err != nil {
+		t.Fatal(err)
+	}
+	if got := e.backlogBytes("acme"); got != 5500 {
+		t.Fatalf("backlog bytes %d after a cancel, want 5500", got)
+	}
+
+	// Two stores at once: 40 submits of 1 000 bytes into the 4 500 left:
+	// exactly 4 fit.
+	other, err := newStages(e.rdb, e.s.Options())
+	if err != nil {
+		t.Fatal(err)
+	}
+	var mu sync.Mutex
+	created := 0
+	var wg sync.WaitGroup
+	for i := range 40 {
+		s := e.s
+		if i%2 == 1 {
+			s = other
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			res, err := s.Submit(e.ctx, nt(big(1000)))
+			mu.Lock()
+			defer mu.Unlock()
+			switch {
+			case err != nil:
+				t.Error(err)
+			case res[0].Err == nil:
+				created++
+			case !errors.Is(res[0].Err, queue.ErrBacklogBytesFull):
+				t.Error(res[0].Err)
+			}
+		}()
+	}
+	wg.Wait()
+	if created != 4 || e.backlogBytes("acme") != 9500 {
+		t.Fatalf("created %d, backlog bytes %d; want 4 and 9500", created, e.backlogBytes("acme"))
+	}
+}
+
+// TestMemoryNamesTheTopTenant: Memory reads the Redis's used memory
+// against its maxmemory and names the tenant whose unfinished tasks hold
+// the most payload bytes (the default tenant as "default"), which changes
+// as tasks finish.
+func TestMemoryNamesTheTopTenant(t *testing.T) {
+	e := newEnv(t)
+	setMax := func(c redis.Cmdable, v string) {
+		if err := c.ConfigSet(e.ctx, "maxmemory", v).Err(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	each := func(fn func(c redis.Cmdable)) {
+		if cc, ok := e.rdb.(*redis.ClusterClient); ok {
+			if err := cc.ForEachMaster(e.ctx, func(_ context.Context, c *redis.Client) error { fn(c); return nil }); err != nil {
+				t.Fatal(err)
+			}
+			return
+		}
+		fn(e.rdb)
+	}
+	each(func(c redis.Cmdable) {
+		was, err := c.ConfigGet(e.ctx, "maxmemory").Result()
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { setMax(c, was["maxmemory"]) })
+		setMax(c, "1gb")
+	})
+	payload := func(n int) func(*task.Spec) {
+		return func(s *task.Spec) { s.Payload = []byte(`"` + strings.Repeat("p", n) + `"`) }
+	}
+	e.submit("", tenant("small"), payload(100))
+	e.submit("", tenant("small"), payload(100))
+	bigID := e.submit("", tenant("big"), payload(1000))
+	e.submit("", payload(500))
+	m, err := e.s.Memory(e.ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if m.Max != 1<<30 || m.Used <= 0 || m.Used >= m.Max || m.Top != "big" || m.TopBytes != 1002 {
+		t.Fatalf("memory %+v, want max 1 GiB, some used, top big with 1002 bytes", m)
+	}
+	if _, err := e.s.Cancel(e.ctx, bigID, "CANCELED_BY_USER", "test"); err != nil {
+		t.Fatal(err)
+	}
+	if m, err = e.s.Memory(e.ctx); err != nil || m.Top != "default" || m.TopBytes != 502 {
+		t.Fatalf("after big's cancel: %+v %v, want top default with 502 bytes", m, err)
 	}
 }

@@ -98,6 +98,8 @@ func (s *Submitter) submitCold(ctx context.Context, sc redis.Scripter, shard int
 			r.Err = task.ErrExists
 		case '5':
 			r = queue.SubmitResult{ID: ids[i], Err: queue.ErrBacklogFull}
+		case '6':
+			r = queue.SubmitResult{ID: ids[i], Err: queue.ErrBacklogBytesFull}
 		}
 		res[i] = r
 	}

@@ -254,7 +254,7 @@ func (s *Submitter) submitShard(ctx context.Context, sc redis.Scripter, shard in
 	for k, i := range idx {
 		var r queue.SubmitResult
 		switch c := codes[k]; c {
-		case '1', '2', '3', '4', '5':
+		case '1', '2', '3', '4', '5', '6':
 			if next+1 >= len(out) {
 				return nil, fmt.Errorf("queue: submit: short answer")
 			}
@@ -271,6 +271,8 @@ func (s *Submitter) submitShard(ctx context.Context, sc redis.Scripter, shard in
 				r = queue.SubmitResult{ID: ids[i], Err: queue.ErrPoolFull}
 			case '5':
 				r = queue.SubmitResult{ID: ids[i], Err: queue.ErrBacklogFull}
+			case '6':
+				r = queue.SubmitResult{ID: ids[i], Err: queue.ErrBacklogBytesFull}
 			}
 		default:
 			r = queue.SubmitResult{ID: ids[i], State: record.StateOf(string(c))}
@@ -280,23 +282,26 @@ func (s *Submitter) submitShard(ctx context.Context, sc redis.Scripter, shard in
 	return nil, nil
 }
 
-// backlogCaps is submit.lua's last ARGV: "<cap> <tenant>\n" for each
-// tenant of idx with a BacklogMax (the first such task's), cap its share
-// in one shard, ⌈BacklogMax ÷ shards⌉.
+// backlogCaps is submit.lua's last ARGV: "<cap> <bytes> <tenant>\n" for
+// each tenant of idx with a BacklogMax or BacklogBytesMax (the first such
+// task's), each its share in one shard (⌈max ÷ shards⌉; 0: none).
 func (s *Submitter) backlogCaps(tasks []queue.NewTask, idx []int) string {
 	var b strings.Builder
 	var seen map[string]bool
+	shards := int64(s.Opts.Shards)
 	for _, i := range idx {
 		t := tasks[i]
 		tn := queue.BacklogTenant(t.Spec.Tenant)
-		if t.BacklogMax <= 0 || seen[tn] {
+		if (t.BacklogMax <= 0 && t.BacklogBytesMax <= 0) || seen[tn] {
 			continue
 		}
 		if seen == nil {
 			seen = map[string]bool{}
 		}
 		seen[tn] = true
-		b.WriteString(strconv.Itoa((t.BacklogMax + s.Opts.Shards - 1) / s.Opts.Shards))
+		b.WriteString(strconv.FormatInt((int64(max(t.BacklogMax, 0))+shards-1)/shards, 10))
+		b.WriteByte(' ')
+		b.WriteString(strconv.FormatInt((max(t.BacklogBytesMax, 0)+shards-1)/shards, 10))
 		b.WriteByte(' ')
 		b.WriteString(tn)
 		b.WriteByte('\n')
@@ -307,9 +312,21 @@ func (s *Submitter) backlogCaps(tasks []queue.NewTask, idx []int) string {
 // Backlog is tenant's unfinished tasks in this region (docs/security.md
 // "max_backlog"): the sum of every shard's count, one HGET per shard.
 func (s *Submitter) Backlog(ctx context.Context, tenant string) (int, error) {
-	n := 0
+	n, err := s.backlogSum(ctx, "bl", tenant)
+	return int(n), err
+}
+
+// BacklogBytes is the payload bytes of tenant's unfinished tasks in this
+// region (docs/security.md "max_backlog_bytes"), one HGET per shard.
+func (s *Submitter) BacklogBytes(ctx context.Context, tenant string) (int64, error) {
+	return s.backlogSum(ctx, "blb", tenant)
+}
+
+// backlogSum sums tenant's field of the per-shard hash named name.
+func (s *Submitter) backlogSum(ctx context.Context, name, tenant string) (int64, error) {
+	var n int64
 	for shard := range s.Keys {
-		v, err := s.RDB.HGet(ctx, s.Keys[shard].Prefix+"bl", queue.BacklogTenant(tenant)).Int()
+		v, err := s.RDB.HGet(ctx, s.Keys[shard].Prefix+name, queue.BacklogTenant(tenant)).Int64()
 		if err != nil && !errors.Is(err, redis.Nil) {
 			return 0, fmt.Errorf("queue: backlog: %w", err)
 		}

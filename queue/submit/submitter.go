@@ -5,7 +5,8 @@ import (
 )
 
 // Submitter accepts new tasks: the submit script, the cold tier's submit,
-// the tenants' submit quotas and backlog room.
+// the tenants' submit quotas and backlog room, and how full the region's
+// Redis is (Memory).
 type Submitter struct{ *queue.Engine }
 
 // New returns the submitting stage over e.

@@ -17,7 +17,22 @@ type Quotas struct {
 	// Tenants replace Default for the tenants they name.
 	Tenants map[string]TenantQuota `mapstructure:"tenants" yaml:"tenants"`
 	Batch   BatchLimits            `mapstructure:"batch" yaml:"batch"`
+	// MemoryReserve is the share of the region's Redis maxmemory kept for
+	// work already accepted (docs/security.md "Memory reserve"): once a
+	// shard's used memory passes maxmemory × (1 − MemoryReserve), the
+	// tenant holding the most payload bytes is refused new tasks (429);
+	// past maxmemory × (1 − MemoryReserve/4), every tenant's (503). 0: off.
+	MemoryReserve float64 `mapstructure:"memory_reserve" yaml:"memory_reserve"`
 }
+
+// MemoryReserveDefault is memory_reserve's default: a tenth of maxmemory
+// is room for what accepted tasks still write (leases, results, trails)
+// while new submits are refused.
+const MemoryReserveDefault = 0.1
+
+// MemoryReserveMax is the largest memory_reserve: a reserve above half of
+// maxmemory would refuse submits on a Redis that is mostly free.
+const MemoryReserveMax = 0.5
 
 // TenantQuota is one tenant's submit rate: a token bucket refilled at
 // SubmitsPerSecond tasks a second holding at most Burst (a batch takes one
@@ -29,6 +44,9 @@ type TenantQuota struct {
 	// tenant's submits, DAG runs and hand-offs received may leave in this
 	// region; 0: no limit.
 	MaxBacklog int `mapstructure:"max_backlog" yaml:"max_backlog"`
+	// MaxBacklogBytes is the most payload bytes those unfinished tasks may
+	// hold in this region, checked with MaxBacklog; 0: no limit.
+	MaxBacklogBytes int64 `mapstructure:"max_backlog_bytes" yaml:"max_backlog_bytes"`
 	// MaxSchedules is the most schedules the tenant may have in the
 	// federation; 0: quotas.default's, whose 0 is
 	// schedule.MaxSchedulesDefault.
@@ -79,6 +97,9 @@ func (q Quotas) Validate(add func(key, format string, args ...any), maxPayload i
 		if t.MaxBacklog < 0 {
 			add(keypath.Join(key, "max_backlog"), "must be ≥ 0 (0: no limit), got %d", t.MaxBacklog)
 		}
+		if t.MaxBacklogBytes < 0 || (t.MaxBacklogBytes > 0 && t.MaxBacklogBytes < maxPayload) {
+			add(keypath.Join(key, "max_backlog_bytes"), "must be 0 (no limit) or ≥ task.max_payload (%d), got %d", maxPayload, t.MaxBacklogBytes)
+		}
 		if t.MaxSchedules < 0 {
 			add(keypath.Join(key, "max_schedules"), "must be ≥ 0 (0: the default), got %d", t.MaxSchedules)
 		}
@@ -95,6 +116,9 @@ func (q Quotas) Validate(add func(key, format string, args ...any), maxPayload i
 	check("quotas.default", q.Default)
 	for _, name := range keypath.Sorted(q.Tenants) {
 		check(keypath.Entry("quotas.tenants", name), q.Tenants[name])
+	}
+	if !(q.MemoryReserve >= 0 && q.MemoryReserve <= MemoryReserveMax) {
+		add("quotas.memory_reserve", "must be between 0 (off) and %v, got %v", MemoryReserveMax, q.MemoryReserve)
 	}
 	if q.Batch.MaxItems < 1 || q.Batch.MaxItems > maxItems {
 		add("quotas.batch.max_items", "must be between 1 and %d, got %d", maxItems, q.Batch.MaxItems)
