@@ -49,6 +49,37 @@ type State struct {
 	Leader        int64      `json:"leader_token"` // fencing token of the term that wrote it
 }
 
+// validatePolicies checks and defaults the misfire, catch-up and overlap
+// policies of req into d; errors are *task.FieldError.
+func validatePolicies(req *apiv1.ScheduleRequest, d *apiv1.Schedule) error {
+	switch d.Misfire {
+	case "":
+		d.Misfire = MisfireFireOnce
+	case MisfireSkip, MisfireFireOnce, MisfireCatchUp:
+	default:
+		return fieldError("misfire", "must be skip, fire_once or catch_up")
+	}
+	if req.CatchUpLimit != nil {
+		if d.Misfire != MisfireCatchUp {
+			return fieldError("catch_up_limit", "only with misfire catch_up")
+		}
+		if *req.CatchUpLimit < 1 || *req.CatchUpLimit > MaxCatchUpLimit {
+			return fieldError("catch_up_limit", fmt.Sprintf("must be between 1 and %d", MaxCatchUpLimit))
+		}
+		d.CatchUpLimit = *req.CatchUpLimit
+	} else if d.Misfire == MisfireCatchUp {
+		d.CatchUpLimit = DefaultCatchUpLimit
+	}
+	switch d.Overlap {
+	case "":
+		d.Overlap = OverlapAllow
+	case OverlapAllow, OverlapForbid, OverlapReplace:
+	default:
+		return fieldError("overlap", "must be allow, forbid or replace")
+	}
+	return nil
+}
+
 var nameRe = regexp.MustCompile(`^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$`)
 
 // Validate checks a request and builds the definition (CreatedAt and
@@ -83,30 +114,8 @@ func (s *Scheduler) Validate(req *apiv1.ScheduleRequest) (*apiv1.Schedule, error
 	if !slices.Contains(s.cfg.Regions, d.HomeRegion) {
 		return nil, fieldError("home_region", fmt.Sprintf("must be one of the federation's regions %v", s.cfg.Regions))
 	}
-	switch d.Misfire {
-	case "":
-		d.Misfire = MisfireFireOnce
-	case MisfireSkip, MisfireFireOnce, MisfireCatchUp:
-	default:
-		return nil, fieldError("misfire", "must be skip, fire_once or catch_up")
-	}
-	if req.CatchUpLimit != nil {
-		if d.Misfire != MisfireCatchUp {
-			return nil, fieldError("catch_up_limit", "only with misfire catch_up")
-		}
-		if *req.CatchUpLimit < 1 || *req.CatchUpLimit > MaxCatchUpLimit {
-			return nil, fieldError("catch_up_limit", fmt.Sprintf("must be between 1 and %d", MaxCatchUpLimit))
-		}
-		d.CatchUpLimit = *req.CatchUpLimit
-	} else if d.Misfire == MisfireCatchUp {
-		d.CatchUpLimit = DefaultCatchUpLimit
-	}
-	switch d.Overlap {
-	case "":
-		d.Overlap = OverlapAllow
-	case OverlapAllow, OverlapForbid, OverlapReplace:
-	default:
-		return nil, fieldError("overlap", "must be allow, forbid or replace")
+	if err := validatePolicies(req, d); err != nil {
+		return nil, err
 	}
 	if len(req.Jitter) > 0 && string(req.Jitter) != "null" {
 		if err := d.Jitter.UnmarshalJSON(req.Jitter); err != nil {

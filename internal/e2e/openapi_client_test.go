@@ -97,7 +97,7 @@ func clientRoundTrip(t *testing.T, fed *federation, region string) {
 	cd, err := ops.CancelDAGWithResponse(ctx, dag.JSON201.Id)
 	check("cancelDAG", cd.StatusCode(), err, 200, cd.JSON200 != nil)
 
-	sc, err := ops.CreateScheduleWithResponse(ctx, apiclient.ScheduleRequest{Name: "client-nightly", Cron: "0 0 2 * * *", Task: apiclient.TaskSpec{Type: "noop"}})
+	sc, err := ops.CreateScheduleWithResponse(ctx, apiclient.ScheduleRequest{Name: "client-nightly", Cron: "0 0 2 * * *", Task: &apiclient.TaskSpec{Type: "noop"}})
 	check("createSchedule", sc.StatusCode(), err, 201, sc.JSON201 != nil && sc.JSON201.Name == "client-nightly" && sc.JSON201.NextSlot != nil)
 	scs, err := ops.ListSchedulesWithResponse(ctx, &apiclient.ListSchedulesParams{})
 	check("listSchedules", scs.StatusCode(), err, 200, scs.JSON200 != nil && len(scs.JSON200.Schedules) > 0)

@@ -517,6 +517,66 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/v1/schedules/{name}/backfill": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Backfill a schedule's periods (operator)
+         * @description Starts the runs of every slot s with from ≤ s ≤ to, oldest first, at most max_active at once; the federation leader runs it (GET /v1/schedules/{name}/backfills follows it). A period that has a run already is not run again. 400 naming from (after to), to (no slot, or more periods than the tenant's max_backfill_periods) or max_active.
+         */
+        post: operations["backfillSchedule"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/schedules/{name}/rerun": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Run one period of a schedule again (operator)
+         * @description Starts a new run of the period (under a new run id; its earlier runs are left as they ended). 400 naming period when it is not a slot of the schedule.
+         */
+        post: operations["rerunSchedule"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/schedules/{name}/backfills": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * A schedule's backfills and reruns
+         * @description Newest first, with the periods each started and their run ids.
+         */
+        get: operations["listScheduleBackfills"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
 }
 export type webhooks = Record<string, never>;
 export interface components {
@@ -687,6 +747,9 @@ export interface components {
             region: string;
             state: components["schemas"]["DAGState"];
             tenant: string;
+            /** @description the schedule that started the run */
+            schedule?: string;
+            period?: components["schemas"]["Period"];
         };
         DAGSummary: {
             /** Format: date-time */
@@ -825,8 +888,11 @@ export interface components {
             name: string;
             overlap?: string;
             paused?: boolean;
-            task: components["schemas"]["TaskSpec"];
+            /** @description the task each slot submits; exactly one of task and dag */
+            task?: components["schemas"]["TaskSpec"];
             timezone?: string;
+            /** @description the DAG run each slot starts (as POST /v1/dags takes it), instead of task; exactly one of task and dag */
+            dag?: components["schemas"]["DAGRequest"];
         };
         ScheduleStatus: {
             catch_up_limit?: number;
@@ -842,6 +908,7 @@ export interface components {
             last_outcome?: string;
             /** Format: date-time */
             last_slot?: string;
+            /** @description the last fired slot's task id, or its DAG run's id for a DAG schedule */
             last_task_id?: string;
             misfire: string;
             name: string;
@@ -851,6 +918,8 @@ export interface components {
             paused: boolean;
             task: components["schemas"]["TaskSpec"] | null;
             timezone: string;
+            dag?: components["schemas"]["DAGRequest"];
+            last_period?: components["schemas"]["Period"];
         };
         /**
          * @description a task state; TIMEOUT appears only in trails (the reaper moves a timed-out task on to PENDING or FAILED at once)
@@ -970,6 +1039,26 @@ export interface components {
             max_price_per_slot_hour?: number;
             /** @description Go duration: the task's own target for its expected wait before it starts (the smaller of it and the pool's applies) */
             max_wait?: string;
+            /** @description per tenant: while a task of this key waits (or runs, per unique_until), a submit of the same key creates nothing and answers with that task (200), or 409 naming unique_key when unique_conflict is reject. Decided in the key's home region. Not with idempotency_key or debounce_key */
+            unique_key?: string;
+            /** @description Go duration: the longest the unique key holds (default 24h, at most 720h) */
+            unique_for?: string;
+            /**
+             * @description when the unique key is released before unique_for ends: once its task starts, once it is terminal (the default), or never (window)
+             * @enum {string}
+             */
+            unique_until?: "started" | "finished" | "window";
+            /**
+             * @description a submit meeting a held unique key: 200 with the holder (existing, the default) or 409 naming unique_key (reject)
+             * @enum {string}
+             */
+            unique_conflict?: "existing" | "reject";
+            /** @description per tenant: a submit of this key replaces the task of the key still waiting for its start (that one ends CANCELED, reason DEBOUNCED) and waits debounce again. Not with run_at or delay */
+            debounce_key?: string;
+            /** @description Go duration: how long the task waits for a newer submit of its debounce_key before it starts (required with debounce_key) */
+            debounce?: string;
+            /** @description Go duration: the latest start after the first submit of a debounced run (default none) */
+            debounce_max_wait?: string;
         };
         Trail: {
             id: string;
@@ -1081,6 +1170,63 @@ export interface components {
              * @description when this attempt's timeout ends
              */
             deadline: string;
+        };
+        /** @description a slot's logical period: from the slot to the schedule's next slot, in the schedule's time zone */
+        Period: {
+            /**
+             * Format: date-time
+             * @description the slot, in the schedule's time zone
+             */
+            period_start: string;
+            /**
+             * Format: date-time
+             * @description the schedule's next slot after it
+             */
+            period_end: string;
+        };
+        BackfillRequest: {
+            /** @description RFC 3339 time, or a date (2006-01-02: midnight in the schedule's zone) */
+            from: string;
+            /** @description likewise; slots up to and including it */
+            to: string;
+            /** @description runs at once, 1 to 100 (default 1) */
+            max_active?: number;
+        };
+        RerunRequest: {
+            /** @description the period's start (a slot of the schedule): RFC 3339 time, or a date */
+            period: string;
+        };
+        BackfillRun: {
+            period: components["schemas"]["Period"];
+            /** @description the task's or DAG run's id */
+            id: string;
+            /** @description fired, already_fired, rejected or budget_exceeded */
+            outcome: string;
+        };
+        Backfill: {
+            id: string;
+            schedule: string;
+            /** Format: date-time */
+            from: string;
+            /** Format: date-time */
+            to: string;
+            max_active: number;
+            rerun?: boolean;
+            /** @enum {string} */
+            state: "RUNNING" | "DONE" | "CANCELED";
+            /** @description slots in [from, to] */
+            periods: number;
+            runs: components["schemas"]["BackfillRun"][];
+            /** @description run ids started and not seen ended */
+            active: string[];
+            /** Format: date-time */
+            created_at: string;
+            created_by?: string;
+            /** Format: date-time */
+            finished_at?: string;
+        };
+        BackfillList: {
+            backfills: components["schemas"]["Backfill"][];
         };
     };
     responses: {
@@ -2188,6 +2334,109 @@ export interface operations {
             403: components["responses"]["Error"];
             404: components["responses"]["Error"];
             413: components["responses"]["Error"];
+            431: components["responses"]["Error"];
+            503: components["responses"]["Error"];
+        };
+    };
+    backfillSchedule: {
+        parameters: {
+            query?: {
+                /** @description the tenant whose schedules to address: each tenant names its schedules in a namespace of its own. A token of one tenant may give only its own (another is 403 field tenant); a token of every tenant needs it when several tenants have a schedule of this name (409 field tenant otherwise). */
+                tenant?: string;
+            };
+            header?: never;
+            path: {
+                name: string;
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["BackfillRequest"];
+            };
+        };
+        responses: {
+            /** @description OK */
+            201: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Backfill"];
+                };
+            };
+            400: components["responses"]["Error"];
+            401: components["responses"]["Error"];
+            403: components["responses"]["Error"];
+            404: components["responses"]["Error"];
+            409: components["responses"]["Error"];
+            431: components["responses"]["Error"];
+            503: components["responses"]["Error"];
+        };
+    };
+    rerunSchedule: {
+        parameters: {
+            query?: {
+                /** @description the tenant whose schedules to address: each tenant names its schedules in a namespace of its own. A token of one tenant may give only its own (another is 403 field tenant); a token of every tenant needs it when several tenants have a schedule of this name (409 field tenant otherwise). */
+                tenant?: string;
+            };
+            header?: never;
+            path: {
+                name: string;
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["RerunRequest"];
+            };
+        };
+        responses: {
+            /** @description OK */
+            201: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Backfill"];
+                };
+            };
+            400: components["responses"]["Error"];
+            401: components["responses"]["Error"];
+            403: components["responses"]["Error"];
+            404: components["responses"]["Error"];
+            409: components["responses"]["Error"];
+            431: components["responses"]["Error"];
+            503: components["responses"]["Error"];
+        };
+    };
+    listScheduleBackfills: {
+        parameters: {
+            query?: {
+                /** @description the tenant whose schedules to address: each tenant names its schedules in a namespace of its own. A token of one tenant may give only its own (another is 403 field tenant); a token of every tenant needs it when several tenants have a schedule of this name (409 field tenant otherwise). */
+                tenant?: string;
+            };
+            header?: never;
+            path: {
+                name: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description OK */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["BackfillList"];
+                };
+            };
+            400: components["responses"]["Error"];
+            401: components["responses"]["Error"];
+            403: components["responses"]["Error"];
+            404: components["responses"]["Error"];
             431: components["responses"]["Error"];
             503: components["responses"]["Error"];
         };
