@@ -3,6 +3,8 @@ package apiv1
 import (
 	"encoding/json"
 	"time"
+
+	"github.com/ax-sched/ax/task"
 )
 
 // The remote worker protocol (docs/worker-protocol.md): a worker with a
@@ -20,10 +22,10 @@ const (
 	// MaxClaimID bounds WorkerClaimRequest.ClaimID (bytes).
 	MaxClaimID = 64
 	// MaxProgressMessage bounds WorkerProgress.Message (bytes).
-	MaxProgressMessage = 512
-	// DefaultMaxResultBytes is a region's max_result_bytes unless its
+	MaxProgressMessage = task.MaxProgressMessage
+	// DefaultMaxResultBytes is a region's results.max_bytes unless its
 	// configuration says otherwise.
-	DefaultMaxResultBytes = 64 << 10
+	DefaultMaxResultBytes = task.DefaultMaxResultBytes
 )
 
 // Defaults of a region's remote_workers keys: a claim's longest wait, and
@@ -35,8 +37,9 @@ const (
 )
 
 // CodeResultTooLarge answers 413 a report whose outcome's result is over
-// the region's max_result_bytes (field outcomes[i].result); nothing of the
-// report is applied.
+// the region's results.max_bytes (field outcomes[i].result); nothing of
+// the report is applied. A worker reports such an attempt as a failure
+// with reason RESULT_TOO_LARGE instead.
 const CodeResultTooLarge = "result_too_large"
 
 // The stop reasons of WorkerStop.
@@ -168,6 +171,10 @@ type WorkerOutcome struct {
 	// Retry (failure): false makes the failure final (dead letter);
 	// absent or true retries while the task has retries left.
 	Retry *bool `json:"retry,omitempty"`
+	// Reason (failure) may be RESULT_TOO_LARGE: the handler's result was
+	// over max_result_bytes; the failure is final and the task FAILED
+	// with that reason.
+	Reason string `json:"reason,omitempty"`
 	// RetryAfterMS: on a return, how long the task waits before it is
 	// READY again; on a retried failure, > 0 pauses the task's key for
 	// that long instead of the task's backoff, and spends no retry (a

@@ -16,6 +16,7 @@ import (
 	"github.com/ax-sched/ax/httpapi/dashboard"
 	"github.com/ax-sched/ax/httpapi/endpoint"
 	"github.com/ax-sched/ax/httpapi/handoff"
+	"github.com/ax-sched/ax/httpapi/results"
 	"github.com/ax-sched/ax/httpapi/schedules"
 	"github.com/ax-sched/ax/httpapi/stream"
 	"github.com/ax-sched/ax/httpapi/workers"
@@ -173,6 +174,7 @@ func New(n *federation.Node, cfg Config) *API {
 	for _, family := range [][]endpoint.Route{
 		a.tasks.routes(),
 		a.streams.Routes(),
+		results.New(results.Config{Task: a.tasks.getFor, LongPolls: cfg.LongPolls, LongPollsPerTenant: cfg.LongPollsPerTenant}).Routes(),
 		handoff.New(handoff.Config{Receiver: n, Enqueuer: n, MaxPayload: cfg.MaxPayload, Pools: cfg.Pools, Logger: cfg.Logger}).Routes(),
 		schedules.New(schedules.Config{Scheduler: cfg.Schedules, Fed: n, Quotas: quotas, MaxPayload: cfg.MaxPayload}).Routes(),
 		dags.New(dags.Config{Runs: cfg.DAGs, Fed: n, Quotas: quotas, MaxPayload: cfg.MaxPayload}).Routes(),

@@ -424,7 +424,13 @@ type Claimed struct {
 }
 
 // Lease identifies a held task.
-type Lease struct{ ID, Token string }
+type Lease struct {
+	ID, Token string
+	// Progress, when not nil, is the attempt's progress to record with
+	// the heartbeat (percent 0..100 and message; the store adds the
+	// attempt and its clock).
+	Progress *task.Progress
+}
 
 // StopReason says why a worker must stop a task.
 type StopReason string
@@ -442,13 +448,11 @@ type Stop struct {
 	Why StopReason
 }
 
-// Completion is a successful attempt to record.
+// Completion is a successful attempt to record. Result must be at most
+// the region's result limit: the caller checks it (and fails the attempt
+// with task.ReasonResultTooLarge when over); the store never cuts it.
 type Completion struct {
 	ID, Token, Result string
-	// MaxResult is how many bytes of Result are kept (0:
-	// task.MaxResultLen); a caller that refuses larger results instead of
-	// cutting them checks them before.
-	MaxResult int
 }
 
 // Failure is a failed attempt to record.

@@ -28,9 +28,18 @@ const (
 	// MaxPricePerSlotHour bounds Spec.MaxPricePerSlotHour (USD).
 	MaxPricePerSlotHour = 1e6
 	// MaxMaxWait bounds Spec.MaxWait.
-	MaxMaxWait   = 30 * 24 * time.Hour
-	MaxErrorLen  = 2048
-	MaxResultLen = 4096
+	MaxMaxWait  = 30 * 24 * time.Hour
+	MaxErrorLen = 2048
+	// DefaultMaxResultBytes is a region's result limit unless its
+	// results.max_bytes says otherwise; MaxResultBytes bounds that key. A
+	// result over the region's limit fails its attempt
+	// (ReasonResultTooLarge), never cut.
+	DefaultMaxResultBytes = 64 << 10
+	MaxResultBytes        = 1 << 20
+	// MaxProgressMessage bounds a progress message (bytes; cut beyond).
+	MaxProgressMessage = 512
+	// MaxResultTTL bounds Spec.ResultTTL.
+	MaxResultTTL = 30 * 24 * time.Hour
 )
 
 // Defaults are the region's values for fields a spec leaves out.
@@ -115,6 +124,10 @@ type Spec struct {
 	// wait stays within it (or the pool's target, whichever is smaller).
 	MaxWait Duration `json:"max_wait,omitempty"`
 	Grouping
+	// ResultTTL, when > 0, is how long the task's record and result are
+	// kept after it succeeds (0: the region's retention.success); the
+	// region's sweep removes them after it.
+	ResultTTL Duration `json:"result_ttl,omitempty"`
 }
 
 var (
@@ -157,7 +170,7 @@ func badTimeField(data []byte) *FieldError {
 	if json.Unmarshal(data, &m) != nil {
 		return nil
 	}
-	for _, f := range append([]string{"delay", "timeout", "retry_base", "retry_cap", "idempotency_ttl", "max_wait"}, groupingDurations...) {
+	for _, f := range append([]string{"delay", "timeout", "retry_base", "retry_cap", "idempotency_ttl", "max_wait", "result_ttl"}, groupingDurations...) {
 		if raw, ok := m[f]; ok {
 			var d Duration
 			if err := json.Unmarshal(raw, &d); err != nil {
@@ -404,14 +417,17 @@ func (s *Spec) normalizeTenant() error {
 	return nil
 }
 
-// checkCaps checks the price cap, the wait target, the limit key and the
-// trace id.
+// checkCaps checks the price cap, the wait target, the result TTL, the
+// limit key and the trace id.
 func (s *Spec) checkCaps() error {
 	if p := s.MaxPricePerSlotHour; p < 0 || math.IsNaN(p) || math.IsInf(p, 0) || p > MaxPricePerSlotHour {
 		return fieldErr("max_price_per_slot_hour", "must be a price per slot-hour in USD, 0 (no cap) to %g", float64(MaxPricePerSlotHour))
 	}
 	if s.MaxWait < 0 || time.Duration(s.MaxWait) > MaxMaxWait {
 		return fieldErr("max_wait", "must be a duration from 0 (no target) to %v", MaxMaxWait)
+	}
+	if s.ResultTTL < 0 || time.Duration(s.ResultTTL) > MaxResultTTL || (s.ResultTTL > 0 && time.Duration(s.ResultTTL) < time.Second) {
+		return fieldErr("result_ttl", "must be a duration from 1s to %v (0: the region's retention)", MaxResultTTL)
 	}
 	if err := ValidLimitKey(s.LimitKey); err != "" && s.LimitKey != "" {
 		return fieldErr("limit_key", "%s", err)

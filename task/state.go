@@ -77,6 +77,10 @@ const (
 	// ReasonTenantRefused: a remote worker's claim took a task of a tenant
 	// its token does not serve; the server gave it back unseen.
 	ReasonTenantRefused = "TENANT_REFUSED"
+	// ReasonResultTooLarge: the handler succeeded with a result over its
+	// region's results.max_bytes; the attempt fails for good (the result
+	// is never cut).
+	ReasonResultTooLarge = "RESULT_TOO_LARGE"
 )
 
 // Transition table (docs/architecture.md §3) as data. Every script moves a task only along
@@ -104,7 +108,7 @@ var transitions = map[State]map[State][]string{
 		Pending:  {ReasonHandlerError, ReasonDeadline, ReasonPreempted, ReasonWorkerShutdown, ReasonTenantRefused},
 		Ready:    {ReasonPreempted, ReasonWorkerShutdown, ReasonRetryAfter, ReasonTenantRefused},
 		Timeout:  {ReasonHeartbeatLost, ReasonDeadline},
-		Failed:   {ReasonRetriesExhausted, ReasonNonRetryable},
+		Failed:   {ReasonRetriesExhausted, ReasonNonRetryable, ReasonResultTooLarge},
 		Canceled: {ReasonCanceledByUser},
 	},
 	Timeout: {

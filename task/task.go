@@ -26,7 +26,9 @@ type Task struct {
 	// MaxPricePerSlotHour is the spec's price cap (0: none).
 	MaxPricePerSlotHour float64 `json:"max_price_per_slot_hour,omitempty"`
 	// MaxWait is the spec's own wait target (0: none).
-	MaxWait         Duration `json:"max_wait,omitempty"`
+	MaxWait Duration `json:"max_wait,omitempty"`
+	// ResultTTL is the spec's result_ttl (0: the region's retention).
+	ResultTTL       Duration `json:"result_ttl,omitempty"`
 	State           State    `json:"state"`
 	Reason          string   `json:"reason,omitempty"`
 	Region          string   `json:"region"`  // home region (from the id)
@@ -40,9 +42,16 @@ type Task struct {
 	HandedOffTo     string   `json:"handed_off_to,omitempty"`
 	HandOffTarget   string   `json:"handoff_target,omitempty"` // in the outbox, bound for this region
 	LastError       string   `json:"last_error,omitempty"`
-	Result          string   `json:"result,omitempty"`
-	// Progress is the last progress a remote worker reported for the
-	// running attempt (nil: none).
+	// Result is the text a successful attempt gave back (a remote
+	// worker's: JSON text), at most its region's results.max_bytes.
+	Result string `json:"result,omitempty"`
+	// ResultExpiresAt is when a SUCCESS record (and its result) becomes
+	// due for removal: finished_at + result_ttl; the region's sweep
+	// removes it within two minutes after.
+	ResultExpiresAt *time.Time `json:"result_expires_at,omitempty"`
+	// Progress is the last progress reported for the task's latest
+	// attempt (nil: none yet). A new attempt starts at 0 (Attempt says
+	// which attempt it is of).
 	Progress     *Progress  `json:"progress,omitempty"`
 	PricePerHour float64    `json:"price_per_slot_hour,omitempty"`
 	CreatedAt    time.Time  `json:"created_at"`
@@ -56,8 +65,10 @@ type Task struct {
 
 // Progress is how far a running attempt got, as its worker said.
 type Progress struct {
-	Percent   float64   `json:"percent"`
-	Message   string    `json:"message,omitempty"`
+	Percent float64 `json:"percent"`
+	Message string  `json:"message,omitempty"`
+	// Attempt is the attempt the progress is of (0: not said).
+	Attempt   int       `json:"attempt,omitempty"`
 	UpdatedAt time.Time `json:"updated_at"`
 }
 
@@ -93,6 +104,7 @@ func (t *Task) Spec() *Spec {
 		Timeout: t.Timeout, MaxRetries: &mr, RetryBase: t.RetryBase, RetryCap: t.RetryCap,
 		Preemptible: t.Preemptible, Critical: t.Critical, Tenant: t.Tenant, TraceID: t.TraceID,
 		LimitKey: t.LimitKey, MaxPricePerSlotHour: t.MaxPricePerSlotHour, MaxWait: t.MaxWait,
+		ResultTTL: t.ResultTTL,
 	}
 	return sp
 }

@@ -129,7 +129,7 @@ func (a *acker) flush(ctx context.Context) {
 		}
 		cs := make([]queue.Completion, len(batch))
 		for i, j := range batch {
-			cs[i] = queue.Completion{ID: j.id, Token: j.token, Result: clampText(j.task.Result(), task.MaxResultLen)}
+			cs[i] = queue.Completion{ID: j.id, Token: j.token, Result: j.task.Result()}
 		}
 		cctx, cancel := context.WithTimeout(ctx, callTimeout)
 		errs, err := w.store.Complete(cctx, cs...)

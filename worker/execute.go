@@ -101,6 +101,10 @@ func (w *Worker) settle(j *job, err, cause error, runtime time.Duration) {
 	case lost:
 		w.drop(j, "lease lost while running")
 	case err == nil:
+		if why := w.resultTooLarge(t); why != "" {
+			w.fail(j, queue.Failure{Retryable: false, Reason: task.ReasonResultTooLarge, Error: why})
+			return
+		}
 		w.acks.add(j)
 	case stop == "" && errors.Is(cause, ErrShutdown):
 		w.giveBackAs(j, task.ReasonWorkerShutdown, 0)
@@ -121,6 +125,23 @@ func (w *Worker) settle(j *job, err, cause error, runtime time.Duration) {
 	default:
 		w.fail(j, queue.Failure{Error: err.Error(), Retryable: true})
 	}
+}
+
+// resultTooLarge says why t's result cannot be recorded ("": it can): it
+// is over the region's limit (Options.MaxResultBytes, or the remote
+// Source's).
+func (w *Worker) resultTooLarge(t *Task) string {
+	size, limit := len(t.Result()), w.opts.MaxResultBytes
+	if rs, ok := w.store.(resultSizer); ok {
+		var l int
+		if size, l = rs.ResultSize(t.Result()); l > 0 {
+			limit = l
+		}
+	}
+	if size <= limit {
+		return ""
+	}
+	return fmt.Sprintf("the result is %d bytes, over this region's limit of %d bytes (results.max_bytes); it was not stored", size, limit)
 }
 
 // giveBack returns a task claimed during shutdown without running it.

@@ -9,24 +9,37 @@ import (
 
 // heartbeatLoop sends one heartbeat at once, then one every Heartbeat, until
 // stop is closed. A failed one is retried sooner (backoff, at most one
-// interval), so a short Redis hiccup costs no lease.
+// interval), so a short Redis hiccup costs no lease. A handler's progress
+// brings the next one forward, to no sooner than progressEvery after the
+// last.
 func (w *Worker) heartbeatLoop(ctx context.Context, stop <-chan struct{}) {
 	t := time.NewTimer(0)
 	defer t.Stop()
 	fails := 0
+	var last time.Time
+	next := time.Now()
 	for {
 		select {
 		case <-stop:
 			return
+		case <-w.progressKick:
+			if soon := last.Add(progressEvery); soon.Before(next) {
+				next = soon
+				t.Reset(time.Until(soon))
+			}
+			continue
 		case <-t.C:
 		}
+		last = time.Now()
 		if err := w.beat(ctx); err != nil {
 			fails++
 			w.log.Warn("heartbeat failed; retrying", "err", err, "attempt", fails)
-			t.Reset(min(backoff(fails), w.beatEvery()))
+			next = time.Now().Add(min(backoff(fails), w.beatEvery()))
+			t.Reset(time.Until(next))
 			continue
 		}
 		fails = 0
+		next = time.Now().Add(w.beatEvery())
 		t.Reset(w.beatEvery())
 	}
 }
@@ -42,7 +55,8 @@ func (w *Worker) beatEvery() time.Duration {
 	return w.opts.Heartbeat
 }
 
-// beat extends the lease of every held task in one call, registers the
+// beat extends the lease of every held task in one call, with the
+// progress their handlers reported since the last beat, registers the
 // worker's slots and the task types it serves, and stops the handlers the
 // store names.
 func (w *Worker) beat(ctx context.Context) error {
@@ -50,7 +64,8 @@ func (w *Worker) beat(ctx context.Context) error {
 	held := make([]queue.Lease, 0, len(w.held))
 	for _, j := range w.held {
 		if !j.lost {
-			held = append(held, queue.Lease{ID: j.id, Token: j.token})
+			held = append(held, queue.Lease{ID: j.id, Token: j.token, Progress: j.progress})
+			j.progress = nil
 		}
 	}
 	w.mu.Unlock()
@@ -59,6 +74,7 @@ func (w *Worker) beat(ctx context.Context) error {
 	stops, err := w.store.Heartbeat(cctx, w.opts.ID, w.opts.Pool, w.opts.Concurrency, w.Types(), held)
 	cancel()
 	if err != nil {
+		w.keepProgress(held)
 		return err
 	}
 	w.lastBeat.Store(sent.UnixNano())
@@ -103,5 +119,17 @@ func stopCause(why queue.StopReason) error {
 		return ErrDeadline
 	default:
 		return ErrLeaseLost
+	}
+}
+
+// keepProgress puts back the progress of a heartbeat that failed, unless a
+// newer one came meanwhile.
+func (w *Worker) keepProgress(held []queue.Lease) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	for _, l := range held {
+		if j := w.held[l.ID]; l.Progress != nil && j != nil && j.token == l.Token && j.progress == nil {
+			j.progress = l.Progress
+		}
 	}
 }

@@ -70,6 +70,11 @@ type Options struct {
 	PreemptDelayMin, PreemptDelayMax time.Duration
 	// PricePerSlotHour is recorded on every task at claim, for cost reports.
 	PricePerSlotHour float64
+	// MaxResultBytes is the region's result limit (its results.max_bytes;
+	// default task.DefaultMaxResultBytes, at most task.MaxResultBytes): a
+	// success whose result is longer fails for good with reason
+	// RESULT_TOO_LARGE instead of being recorded.
+	MaxResultBytes int
 	// Logger receives the worker's logs (default slog.Default()).
 	Logger *slog.Logger
 	// TracerProvider receives a span per attempt ("ax.run"), a child of the
@@ -158,6 +163,12 @@ func (o *Options) withDefaults(lease time.Duration) error {
 	}
 	if o.PricePerSlotHour < 0 {
 		return fmt.Errorf("worker: Options.PricePerSlotHour %v must not be negative", o.PricePerSlotHour)
+	}
+	if o.MaxResultBytes < 0 || o.MaxResultBytes > task.MaxResultBytes {
+		return fmt.Errorf("worker: Options.MaxResultBytes %d must be 0 (default) to %d", o.MaxResultBytes, task.MaxResultBytes)
+	}
+	if o.MaxResultBytes == 0 {
+		o.MaxResultBytes = task.DefaultMaxResultBytes
 	}
 	if o.Logger == nil {
 		o.Logger = slog.Default()

@@ -1,60 +1,36 @@
 package worker
 
 import (
-	"context"
-	"sync"
 	"time"
 
 	"github.com/ax-sched/ax/task"
 )
 
-// progressStore is a direct store's write of a task's progress.
-type progressStore interface {
-	Progress(ctx context.Context, id, token string, p task.Progress) error
-}
+// progressEvery is the least time between two heartbeats that carry a
+// task's progress: a handler may report as often as it likes, the store
+// sees at most one update a second per task.
+const progressEvery = time.Second
 
-// progressFunc is what Task.SetProgress calls for job j: the Source's own
-// (Remote batches it into its reports), else a write per call to a
-// direct store, coalesced (one write in flight per task, the newest
-// progress next), else nil.
+// progressFunc is what Task.SetProgress calls for the task id: the
+// Source's own (a Progressor batches it into its reports), else it is kept
+// on the job as the newest progress and sent with the next heartbeat,
+// which comes early for it (at most one a progressEvery).
 func (w *Worker) progressFunc(id, token string) func(percent int, message string) {
-	switch s := w.store.(type) {
-	case Progressor:
+	if s, ok := w.store.(Progressor); ok {
 		return func(percent int, message string) { s.Progress(id, token, percent, message) }
-	case progressStore:
-		var mu sync.Mutex
-		var next *task.Progress
-		busy := false
-		return func(percent int, message string) {
-			mu.Lock()
-			next = &task.Progress{Percent: float64(percent), Message: message, UpdatedAt: time.Now()}
-			if busy {
-				mu.Unlock()
-				return
-			}
-			busy = true
-			mu.Unlock()
-			// Called from a running handler, so its job holds w.tasks
-			// above zero: Run waits for this write too.
-			w.tasks.Add(1)
-			go func() {
-				defer w.tasks.Done()
-				for {
-					mu.Lock()
-					p := next
-					next, busy = nil, p != nil
-					mu.Unlock()
-					if p == nil {
-						return
-					}
-					ctx, cancel := context.WithTimeout(context.Background(), callTimeout)
-					if err := s.Progress(ctx, id, token, *p); err != nil {
-						w.log.Debug("recording progress failed", "task", id, "err", err)
-					}
-					cancel()
-				}
-			}()
+	}
+	return func(percent int, message string) {
+		w.mu.Lock()
+		if j := w.held[id]; j != nil && j.token == token && !j.done {
+			// The store keeps the percent from going down; so does the
+			// worker between two heartbeats.
+			j.progressHi = max(j.progressHi, float64(percent))
+			j.progress = &task.Progress{Percent: j.progressHi, Message: message}
+		}
+		w.mu.Unlock()
+		select {
+		case w.progressKick <- struct{}{}:
+		default:
 		}
 	}
-	return nil
 }

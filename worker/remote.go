@@ -22,4 +22,6 @@ var (
 	_ Session      = (*remote.Source)(nil)
 	_ Progressor   = (*remote.Source)(nil)
 	_ beatPacer    = (*remote.Source)(nil)
+
+	_ resultSizer = (*remote.Source)(nil)
 )

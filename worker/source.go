@@ -26,8 +26,9 @@ type Claims interface {
 	// without wake-ups (no NewWaker) may hold the call until a task comes
 	// or a short wait ends.
 	ClaimTasks(ctx context.Context, req queue.ClaimRequest) (queue.Claimed, error)
-	// Heartbeat extends the leases held, records the worker alive with its
-	// slots and types, and names the tasks whose handlers must stop.
+	// Heartbeat extends the leases held (recording the progress a lease
+	// carries), records the worker alive with its slots and types, and
+	// names the tasks whose handlers must stop.
 	Heartbeat(ctx context.Context, worker, pool string, slots int, types queue.Types, held []queue.Lease) ([]queue.Stop, error)
 }
 
@@ -63,10 +64,17 @@ type Session interface {
 }
 
 // Progressor is a Source that carries a handler's progress
-// (Task.SetProgress) to the task.
+// (Task.SetProgress) to the task its own way; any other Source gets it
+// with the heartbeat (queue.Lease.Progress).
 type Progressor interface {
 	// Progress must not block: it queues the latest progress of a task.
 	Progress(id, token string, percent int, message string)
+}
+
+// resultSizer is a Source that sends results in a form of its own and
+// knows its server's limit (0: not known yet).
+type resultSizer interface {
+	ResultSize(result string) (size, limit int)
 }
 
 // beatPacer is a Source that says how often it wants heartbeats (the
@@ -93,6 +101,4 @@ var (
 	_ waking = (*claim.Claimer)(nil)
 	_ lookup = (*claim.Claimer)(nil)
 	_ waiter = (*claim.Waker)(nil)
-
-	_ progressStore = (*claim.Claimer)(nil)
 )

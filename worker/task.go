@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"github.com/ax-sched/ax/apiv1"
 	"sync"
 	"time"
 	"unicode/utf8"
@@ -64,23 +63,38 @@ func newTask(qt *task.Task, deadline time.Time) *Task {
 	}
 }
 
-// SetResult sets the text recorded with a success (at most
-// task.MaxResultLen bytes are kept). The last call wins.
+// SetResult sets the text (or bytes) recorded with a success; the last
+// call wins. A result over the region's limit (Options.MaxResultBytes)
+// fails the attempt for good (RESULT_TOO_LARGE): it is never cut. Clients
+// read it with GET /v1/tasks/{id}/result until the task's result_ttl.
 func (t *Task) SetResult(s string) {
 	t.mu.Lock()
 	t.result = s
 	t.mu.Unlock()
 }
 
+// SetResultJSON sets the JSON encoding of v as the result (SetResult).
+func (t *Task) SetResultJSON(v any) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return fmt.Errorf("worker: result of %s: %w", t.Type, err)
+	}
+	t.SetResult(string(b))
+	return nil
+}
+
 // SetProgress reports how far the handler got: percent (cut to 0..100)
-// and a short message, shown on the task (GET /v1/tasks/{id}). It never
-// blocks: a remote worker sends it with its next report, a direct one
-// writes it in the background (the newest call wins either way).
+// and a short message (at most task.MaxProgressMessage bytes), shown on
+// the task (GET /v1/tasks/{id}, ax get, the event stream). Call it as
+// often as you like: it never blocks, the newest call wins, and the worker
+// sends at most one a second per task with its heartbeat (a remote worker:
+// with its next report). Within an attempt the shown percent never goes
+// down; a new attempt starts again at 0.
 func (t *Task) SetProgress(percent int, message string) {
 	if t.progress == nil {
 		return
 	}
-	t.progress(min(max(percent, 0), 100), clampText(message, apiv1.MaxProgressMessage))
+	t.progress(min(max(percent, 0), 100), clampText(message, task.MaxProgressMessage))
 }
 
 // Result is the text given to SetResult.

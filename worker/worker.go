@@ -40,6 +40,8 @@ type Worker struct {
 	started  atomic.Bool
 	stopping atomic.Bool  // Run's context has ended
 	lastBeat atomic.Int64 // unix ns at which the last successful heartbeat was sent
+	// progressKick wakes the heartbeat loop for a handler's progress.
+	progressKick chan struct{}
 
 	mu     sync.Mutex
 	held   map[string]*job // claimed and not yet settled, by task id
@@ -63,6 +65,10 @@ type job struct {
 	lost    bool             // lease known lost: nothing is recorded
 	done    bool             // the handler returned
 	runtime time.Duration    // handler run time, once done
+	// progress is the newest the handler reported and no heartbeat has
+	// carried yet (nil: none).
+	progress   *task.Progress
+	progressHi float64 // the highest percent reported
 }
 
 // New returns a worker for opts.Pool claiming through store: a region's
@@ -92,6 +98,8 @@ func New(store Source, opts Options) (*Worker, error) {
 		served:   mustServe(),
 		held:     map[string]*job{},
 		groups:   newSlots(opts),
+
+		progressKick: make(chan struct{}, 1),
 	}
 	w.acks = newAcker(w)
 	if opts.Metrics != nil {

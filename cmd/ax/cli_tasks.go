@@ -17,11 +17,16 @@ import (
 )
 
 func newGetCmd() *cobra.Command {
-	return cliCommand(&cobra.Command{
+	var wait time.Duration
+	c := cliCommand(&cobra.Command{
 		Use:   "get ID",
-		Short: "Show a task: spec, state, attempts, where it runs, times, last error",
+		Short: "Show a task: spec, state, progress, attempts, where it runs, times, last error, result",
 		Args:  cobra.ExactArgs(1),
 		RunE: cliRun(func(ctx context.Context, env *cliEnv, args []string) error {
+			var waitErr error // how the wait ended: nil once it succeeded
+			if wait > 0 {
+				_, waitErr = env.api.Wait(ctx, args[0], wait)
+			}
 			t, err := env.api.Get(ctx, args[0])
 			if err != nil {
 				return err
@@ -29,13 +34,12 @@ func newGetCmd() *cobra.Command {
 			if err := env.show(t, func(w *tabwriter.Writer) { render.Task(w, t, env.loc) }); err != nil {
 				return err
 			}
-			if t.State == task.Pending && t.Reason == task.ReasonNoHandler {
-				fmt.Fprintf(env.stderr, "ax: no live worker serves type %q in the pools this task may run in: it waits for one "+
-					"(is the type misspelt? ax explain --type %s shows each pool's reason)\n", t.Type, t.Type)
-			}
-			return nil
+			render.TaskHint(env.stderr, t)
+			return waitErr
 		}),
 	})
+	c.Flags().DurationVar(&wait, "wait", 0, "first wait up to this long for the task to end (GET /v1/tasks/{id}/result?wait=); exit 1 unless it succeeded")
+	return c
 }
 
 func newTasksCmd() *cobra.Command {
@@ -98,14 +102,7 @@ env or the settings file.`,
 			if err != nil {
 				return err
 			}
-			err = env.show(res, func(w *tabwriter.Writer) {
-				fmt.Fprintln(w, "ID\tREGION\tSTATE\tTYPE\tTENANT\tPOOL\tATTEMPTS\tCREATED")
-				for _, t := range res.Tasks {
-					fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%s\t%d\t%s\n", t.ID, render.Or(t.HeldBy), t.State, t.Type, render.Or(t.Tenant),
-						render.Or(t.Pool), t.Attempts, render.Time(&t.CreatedAt, env.loc))
-				}
-			})
-			if err != nil {
+			if err := env.show(res, func(w *tabwriter.Writer) { render.TaskRows(w, res.Tasks, env.loc) }); err != nil {
 				return err
 			}
 			if !env.json && res.NextCursor != "" {

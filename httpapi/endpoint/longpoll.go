@@ -60,3 +60,15 @@ func (l *LongPolls) Acquire(who string) (release func(), err error) {
 		})
 	}, nil
 }
+
+// Poller is who a long-poll or stream counts against: the tenant, or an
+// every-tenant token by name; "" for another server's proxied call.
+func Poller(p Principal) string {
+	switch {
+	case p.Cluster:
+		return ""
+	case p.Tenant == "":
+		return "token:" + p.Name
+	}
+	return "tenant:" + p.Tenant
+}

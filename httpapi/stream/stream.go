@@ -284,18 +284,6 @@ func (h *hub) pause() {
 	}
 }
 
-// poller is who a long-poll or stream counts against: the tenant, or an
-// every-tenant token by name; "" for another server's proxied call.
-func poller(p endpoint.Principal) string {
-	switch {
-	case p.Cluster:
-		return ""
-	case p.Tenant == "":
-		return "token:" + p.Name
-	}
-	return "tenant:" + p.Tenant
-}
-
 // stream is GET /v1/stream: without task=, `regions` events (the
 // /v1/regions answer, whenever it changes) and `events` (this region's
 // events, task ids hidden from a tenant's token as on /v1/events); with
@@ -313,7 +301,7 @@ func (s *Streams) stream(w http.ResponseWriter, r *http.Request, p endpoint.Prin
 			return err
 		}
 	}
-	release, err := s.polls.Acquire(poller(p))
+	release, err := s.polls.Acquire(endpoint.Poller(p))
 	if err != nil {
 		return err
 	}
@@ -412,7 +400,7 @@ func (s *Streams) stream(w http.ResponseWriter, r *http.Request, p endpoint.Prin
 
 func (s *Streams) events(w http.ResponseWriter, r *http.Request, p endpoint.Principal) error {
 	q := r.URL.Query()
-	release, err := s.polls.Acquire(poller(p))
+	release, err := s.polls.Acquire(endpoint.Poller(p))
 	if err != nil {
 		return err
 	}

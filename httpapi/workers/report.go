@@ -130,6 +130,9 @@ func (h *Handlers) checkOutcome(i int, o apiv1.WorkerOutcome) (string, error) {
 	default:
 		return "", invalid(field("outcomes", i, "status"), "must be success, failure or return, got "+strconv.Quote(o.Status))
 	}
+	if o.Reason != "" && (o.Reason != task.ReasonResultTooLarge || o.Status != apiv1.OutcomeFailure) {
+		return "", invalid(field("outcomes", i, "reason"), "only a failure may name a reason, and only "+task.ReasonResultTooLarge)
+	}
 	if o.RetryAfterMS < 0 || time.Duration(o.RetryAfterMS)*time.Millisecond > maxRetryAfter {
 		return "", invalid(field("outcomes", i, "retry_after_ms"), "must be 0.."+strconv.FormatInt(maxRetryAfter.Milliseconds(), 10))
 	}
@@ -146,7 +149,7 @@ func (h *Handlers) checkOutcome(i int, o apiv1.WorkerOutcome) (string, error) {
 	}
 	if b.Len() > h.cfg.Limits.MaxResultBytes {
 		return "", &endpoint.Error{Code: apiv1.CodeResultTooLarge, Field: field("outcomes", i, "result"),
-			Msg: fmt.Sprintf("the result is %d bytes of JSON, over this region's max_result_bytes (%d); nothing of the report was applied",
+			Msg: fmt.Sprintf("the result is %d bytes of JSON, over this region's results.max_bytes (%d); nothing of the report was applied: report a failure with reason RESULT_TOO_LARGE instead",
 				b.Len(), h.cfg.Limits.MaxResultBytes)}
 	}
 	return b.String(), nil

@@ -72,6 +72,7 @@ func Default() *Region {
 			MaxLongPolls: 8, MaxLongPollsPerTenant: 2},
 		Quotas: quotas.Quotas{Batch: quotas.BatchLimits{MaxItems: apiv1.MaxBatch, MaxBytes: apiv1.DefaultBatchMaxBytes},
 			Default: quotas.DefaultTenant(), MemoryReserve: quotas.MemoryReserveDefault},
+		Results: Results{MaxBytes: task.DefaultMaxResultBytes},
 		RemoteWorkers: RemoteWorkers{MaxResultBytes: apiv1.DefaultMaxResultBytes, MaxWait: apiv1.DefaultWorkerMaxWait,
 			MaxLongPolls: apiv1.DefaultWorkerLongPolls, MaxLongPollsPerToken: apiv1.DefaultWorkerLongPollsPerToken},
 		Placement: Placement{
@@ -129,4 +130,8 @@ func (r *Region) fillDerived(set func(key string) bool) {
 	if r.Redis.Mode() != "addr" && !set("redis.addr") {
 		r.Redis.Addr = ""
 	}
+	if !set("results.max_bytes") && set("remote_workers.max_result_bytes") {
+		r.Results.MaxBytes = r.RemoteWorkers.MaxResultBytes
+	}
+	r.RemoteWorkers.MaxResultBytes = r.Results.MaxBytes
 }

@@ -68,6 +68,8 @@ type Region struct {
 	Worker        Worker        `mapstructure:"worker" yaml:"worker"`
 	// RemoteWorkers bounds docs/worker-protocol.md on every server.
 	RemoteWorkers RemoteWorkers `mapstructure:"remote_workers" yaml:"remote_workers"`
+	// Results bounds what a task gives back (docs/tasks.md).
+	Results Results `mapstructure:"results" yaml:"results"`
 	// Limits are rate and concurrency limits per task type, tenant or
 	// limit_key, enforced at claim (docs/limits.md). SIGHUP reloads them.
 	Limits []Limit `mapstructure:"limits" yaml:"limits"`
@@ -397,13 +399,23 @@ type Preemption struct {
 	MaxPerWorkerPerMinute int     `mapstructure:"max_per_worker_per_minute" yaml:"max_per_worker_per_minute"`
 }
 
-// RemoteWorkers bounds a result's JSON text (413 above, never cut), a claim's
-// wait, the claims waiting at once on a server and of one token.
+// RemoteWorkers bounds a claim's wait, the claims waiting at once on a
+// server and of one token. MaxResultBytes is the old name of
+// results.max_bytes, used when that key is not set; afterwards both hold
+// the region's limit.
 type RemoteWorkers struct {
 	MaxResultBytes       int           `mapstructure:"max_result_bytes" yaml:"max_result_bytes"`
 	MaxWait              time.Duration `mapstructure:"max_wait" yaml:"max_wait"`
 	MaxLongPolls         int           `mapstructure:"max_long_polls" yaml:"max_long_polls"`
 	MaxLongPollsPerToken int           `mapstructure:"max_long_polls_per_token" yaml:"max_long_polls_per_token"`
+}
+
+// Results bounds the results of the region's tasks: a result over
+// MaxBytes (1..1 MiB) fails its attempt (RESULT_TOO_LARGE), direct and
+// remote workers alike; it is never cut. A SUCCESS record and its result
+// are kept for the task's result_ttl, by default retention.success.
+type Results struct {
+	MaxBytes int `mapstructure:"max_bytes" yaml:"max_bytes"`
 }
 
 // Auth is API authentication. Tokens are kept only as SHA-256 hashes.

@@ -631,8 +631,11 @@ func (r *Region) validateAuth(p *problems) {
 		r.validateWorkerScope(p, path, t)
 	}
 	rw := r.RemoteWorkers
-	if rw.MaxResultBytes < 1 || rw.MaxResultBytes > maxPayload || rw.MaxWait < 0 || rw.MaxWait > 5*time.Minute {
-		p.add("remote_workers", "max_result_bytes must be 1..%d, max_wait 0s..5m; got %d and %s", maxPayload, rw.MaxResultBytes, rw.MaxWait)
+	if r.Results.MaxBytes < 1 || r.Results.MaxBytes > task.MaxResultBytes {
+		p.add("results.max_bytes", "must be 1..%d, got %d", task.MaxResultBytes, r.Results.MaxBytes)
+	}
+	if rw.MaxWait < 0 || rw.MaxWait > 5*time.Minute {
+		p.add("remote_workers.max_wait", "must be 0s..5m, got %s", rw.MaxWait)
 	}
 	if rw.MaxLongPolls < 1 || rw.MaxLongPollsPerToken < 1 || rw.MaxLongPollsPerToken > rw.MaxLongPolls {
 		p.add("remote_workers.max_long_polls", "max_long_polls and max_long_polls_per_token must be ≥ 1, per token ≤ total, got %d and %d",

@@ -54,6 +54,9 @@ func clientRoundTrip(t *testing.T, fed *federation, region string) {
 	check("listTasks", list.StatusCode(), err, 200, list.JSON200 != nil && len(list.JSON200.Tasks) > 0)
 	trail, err := sub.GetTaskTrailWithResponse(ctx, id)
 	check("getTaskTrail", trail.StatusCode(), err, 200, trail.JSON200 != nil && len(trail.JSON200.Transitions) > 0)
+	resWait := "5s"
+	res, err := sub.GetTaskResultWithResponse(ctx, id, &apiclient.GetTaskResultParams{Wait: &resWait})
+	check("getTaskResult", res.StatusCode(), err, 200, res.JSON200 != nil && res.JSON200.Done && res.JSON200.State == apiclient.StateSUCCESS)
 	batch, err := sub.SubmitTasksWithResponse(ctx, apiclient.SubmitTasksJSONRequestBody{Tasks: []apiclient.TaskSpec{{Type: "noop"}}})
 	check("submitTasks", batch.StatusCode(), err, 200, batch.JSON200 != nil && batch.JSON200.Accepted == 1)
 

@@ -196,6 +196,9 @@ func TestOpenAPISession(t *testing.T) {
 	s.do(tokSubmitterB, "GET", "/v1/tasks/"+sub.ID, nil, 404, false)
 	s.ok(tokSubmitterA, "GET", "/v1/tasks/"+sub.ID+"/trail", nil, 200, nil)
 	s.do(tokSubmitterA, "GET", "/v1/tasks/nope/trail", nil, 404, false)
+	s.ok(tokSubmitterA, "GET", "/v1/tasks/"+sub.ID+"/result?wait=5s", nil, 200, nil)
+	s.do(tokSubmitterA, "GET", "/v1/tasks/"+sub.ID+"/result?wait=forever", nil, 400, true)
+	s.do(tokSubmitterB, "GET", "/v1/tasks/"+sub.ID+"/result", nil, 404, false)
 	for _, st := range []string{"PENDING", "HANDED_OFF", "READY", "RUNNING", "SUCCESS", "FAILED", "CANCELED", "TIMEOUT"} {
 		s.ok(tokOperator, "GET", "/v1/tasks?limit=5&state="+st, nil, 200, nil)
 	}
@@ -204,6 +207,7 @@ func TestOpenAPISession(t *testing.T) {
 	s.do(tokOperatorA, "POST", "/v1/tasks/"+sub.ID+"/cancel", nil, 409, false)
 	var later struct{ ID string }
 	s.ok(tokSubmitterA, "POST", "/v1/tasks", map[string]any{"type": "noop", "delay": "1h"}, 201, &later)
+	s.ok(tokSubmitterA, "GET", "/v1/tasks/"+later.ID+"/result?wait=50ms", nil, 202, nil)
 	s.do(tokSubmitterA, "POST", "/v1/tasks/"+later.ID+"/priority", map[string]any{"priority": 3}, 403, false)
 	s.ok(tokOperator, "POST", "/v1/tasks/"+later.ID+"/priority", map[string]any{"priority": 3}, 200, nil)
 	s.do(tokOperator, "POST", "/v1/tasks/"+later.ID+"/priority", map[string]any{"priority": 7}, 400, true)

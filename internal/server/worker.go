@@ -48,6 +48,7 @@ func RunWorker(ctx context.Context, cfg *config.Region, p config.Pool, id string
 		Heartbeat: cfg.Lease.Heartbeat, ShutdownGrace: cfg.Worker.ShutdownGrace,
 		PreemptDelayMin: cfg.Preemption.ReadmitDelayMin, PreemptDelayMax: cfg.Preemption.ReadmitDelayMax,
 		PricePerSlotHour: p.PricePerSlotHour * (1 - p.Discount),
+		MaxResultBytes:   cfg.Results.MaxBytes,
 		Logger:           log.With("region", cfg.Name), // the worker adds pool and worker
 		Metrics:          m,
 		TracerProvider:   tp,

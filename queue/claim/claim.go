@@ -1,7 +1,6 @@
 package claim
 
 import (
-	"cmp"
 	"context"
 	"fmt"
 	"math/rand/v2"
@@ -111,7 +110,7 @@ func (s *Claimer) Heartbeat(ctx context.Context, worker, pool string, slots int,
 			stops = append(stops, queue.Stop{Lease: l, Why: queue.StopLost})
 			continue
 		}
-		byShard[shard] = append(byShard[shard], l.ID, l.Token)
+		byShard[shard] = append(byShard[shard], l.ID, l.Token, progressArg(l.Progress))
 	}
 	for shard, items := range byShard {
 		if shard != 0 && len(items) == 0 {
@@ -123,7 +122,7 @@ func (s *Claimer) Heartbeat(ctx context.Context, worker, pool string, slots int,
 		if shard == 0 {
 			typ = types.Code
 		}
-		argv := append([]any{s.Clock(), worker, s.Opts.Lease.Milliseconds(), slots, len(items) / 2,
+		argv := append([]any{s.Clock(), worker, s.Opts.Lease.Milliseconds(), slots, len(items) / 3,
 			s.Opts.Defaults.Timeout.Milliseconds(), typ}, items...)
 		out, err := s.Run(ctx, s.RDB, queue.Scripts.Heartbeat, s.KeysWith(shard, p+"workers:"+pool, p+"slots:"+pool,
 			p+"types:"+pool), argv...).Slice()
@@ -156,7 +155,7 @@ func (s *Claimer) Complete(ctx context.Context, cs ...queue.Completion) ([]error
 			argv := make([]any, 0, 5+3*len(part))
 			argv = append(argv, s.Clock(), len(part), s.Opts.RunTimePairs, s.Alpha(), s.Opts.RetainSuccess.Milliseconds())
 			for _, i := range part {
-				argv = append(argv, cs[i].ID, cs[i].Token, record.Bound(cs[i].Result, cmp.Or(cs[i].MaxResult, task.MaxResultLen)))
+				argv = append(argv, cs[i].ID, cs[i].Token, cs[i].Result)
 			}
 			out, err := s.Run(ctx, s.RDB, queue.Scripts.Complete, s.KeysWith(shard, s.Keys[shard].Rt), argv...).Slice()
 			if err != nil {

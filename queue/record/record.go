@@ -28,6 +28,8 @@ import (
 //	   it brought and its RECEIVED step
 //	lk limit key  lc the limit keys whose concurrency a RUNNING task holds
 //	   (",k:a,n:b,")  pk the limit key a READY task is parked under (limits.go)
+//	xt result_ttl (ms)  rx when a SUCCESS record is due for removal (ms)
+//	pg progress "<attempt>\t<percent>\t<updated ms>\t<message>"
 var stateCodes = map[task.State]string{
 	task.Pending: "P", task.Ready: "R", task.Running: "U", task.Success: "S", task.Failed: "F",
 	task.Canceled: "C", task.HandedOff: "H", task.Timeout: "T",
@@ -141,6 +143,9 @@ func SpecFields(s *task.Spec, d task.Defaults) []any {
 	if s.MaxWait > 0 {
 		f = append(f, "mw", Ms(time.Duration(s.MaxWait)))
 	}
+	if s.ResultTTL > 0 {
+		f = append(f, "xt", Ms(time.Duration(s.ResultTTL)))
+	}
 	return f
 }
 
@@ -247,6 +252,8 @@ func (r *TaskReader) setSpec(k, v string) bool {
 		t.MaxPricePerSlotHour, _ = strconv.ParseFloat(v, 64)
 	case "mw":
 		t.MaxWait = msDur(v)
+	case "xt":
+		t.ResultTTL = msDur(v)
 	default:
 		return false
 	}
@@ -282,6 +289,8 @@ func (r *TaskReader) setState(k, v string) {
 		t.LastError = v
 	case "rv":
 		t.Result = v
+	case "rx":
+		t.ResultExpiresAt = MsTime(v)
 	case "pg":
 		t.Progress = decodeProgress(v)
 	case "du":
@@ -333,6 +342,7 @@ func (r *TaskReader) Finish(d task.Defaults) *task.Task {
 	if t.TraceID == "" {
 		t.TraceID = task.TraceIDFor(t.ID)
 	}
+	t.Progress = progressOf(t)
 	if p, err := task.ParseID(t.ID); err == nil {
 		t.Region = p.Region
 	}

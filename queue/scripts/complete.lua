@@ -2,9 +2,10 @@
 -- lease token.
 -- Each success is a run-time observation of its (pool, type) (lib.lua
 -- runtime): from its start (sa) to now, and a cost record (lib.lua cost).
--- The record and its trail are kept for the retention of successes by the
--- leader's sweep (lib.lua retain_success), not by a TTL, while a sweeper
--- is alive; by a TTL of the retention otherwise.
+-- The record and its trail are kept for the task's result_ttl (xt; else
+-- the region's retention of successes) by the leader's sweep (lib.lua
+-- retain_success), not by a TTL, while a sweeper is alive; by a TTL of it
+-- otherwise. rx records when that ends (ms).
 -- KEYS: 1-8 see lib.lua; 9 run times.
 -- ARGV: 1 clock, 2 n, 3 run-time pairs cap, 4 run-time weight alpha,
 --       5 success retention ms, then per task: id, token, result.
@@ -15,11 +16,11 @@ local now = clock(ARGV[1])
 local snow = fmt(now)
 local n = tonumber(ARGV[2])
 local rtcap, alpha, ret = tonumber(ARGV[3]), tonumber(ARGV[4]), ARGV[5]
-local out, ids = {}, {}
+local out, ids, ttls = {}, {}, {}
 for k = 0, n - 1 do
   local id, token, result = ARGV[6 + 3 * k], ARGV[7 + 3 * k], ARGV[8 + 3 * k]
   local tk = tkey(id)
-  local r = redis.call('HMGET', tk, 'st', 'lt', 'po', 'pq', 'ty', 'sa', 'tn', 'tg', 'px', 'lc', 'fs')
+  local r = redis.call('HMGET', tk, 'st', 'lt', 'po', 'pq', 'ty', 'sa', 'tn', 'tg', 'px', 'lc', 'fs', 'xt')
   if r[1] ~= 'U' or r[2] ~= token then
     out[k + 1] = RC.LEASE_LOST
   else
@@ -27,17 +28,19 @@ for k = 0, n - 1 do
     -- the lease token is blanked in the same HSET (an HDEL per task cost
     -- a command), a preemption request deleted only when there is one.
     if r[4] then redis.call('HDEL', tk, 'pq') end
+    local ttl = tonumber(r[12])
+    local rx = fmt(now + (ttl or tonumber(ret)))
     if r[10] and r[10] ~= '' then
       release_add(r[10]) -- concurrency held under a limit (lib.lua)
       if result ~= '' then
-        redis.call('HSET', tk, 'st', 'S', 'rs', 'COMPLETED', 'fa', snow, 'lt', '', 'lc', '', 'rv', result)
+        redis.call('HSET', tk, 'st', 'S', 'rs', 'COMPLETED', 'fa', snow, 'lt', '', 'lc', '', 'rx', rx, 'rv', result)
       else
-        redis.call('HSET', tk, 'st', 'S', 'rs', 'COMPLETED', 'fa', snow, 'lt', '', 'lc', '')
+        redis.call('HSET', tk, 'st', 'S', 'rs', 'COMPLETED', 'fa', snow, 'lt', '', 'lc', '', 'rx', rx)
       end
     elseif result ~= '' then
-      redis.call('HSET', tk, 'st', 'S', 'rs', 'COMPLETED', 'fa', snow, 'lt', '', 'rv', result)
+      redis.call('HSET', tk, 'st', 'S', 'rs', 'COMPLETED', 'fa', snow, 'lt', '', 'rx', rx, 'rv', result)
     else
-      redis.call('HSET', tk, 'st', 'S', 'rs', 'COMPLETED', 'fa', snow, 'lt', '')
+      redis.call('HSET', tk, 'st', 'S', 'rs', 'COMPLETED', 'fa', snow, 'lt', '', 'rx', rx)
     end
     if r[11] then fair_release(r[3], r[11]) end -- its slot in the pool's fair share (lib.lua)
     cnt('u:' .. r[3], -1)
@@ -48,6 +51,7 @@ for k = 0, n - 1 do
     end
     out[k + 1] = RC.OK
     ids[#ids + 1] = id
+    ttls[#ids] = ttl
   end
 end
 if #ids > 0 then
@@ -56,7 +60,7 @@ if #ids > 0 then
   cnt('tS', #ids)
   write_runtimes(KEYS[9], now, rtcap, alpha)
   write_costs(now)
-  retain_success(now, ids, ret)
+  retain_success(now, ids, ret, ttls)
   release_flush()
   local owed, by = fair_flush()
   if owed then out[n + 1] = owed; out[n + 2] = by end

@@ -5,7 +5,10 @@
 -- ARGV: 1 clock, 2 worker, 3 lease_ms, 4 slots, 5 n, 6 default timeout ms (for
 --       records that omit it), 7 served types: '*' every type, ',a,b,' a
 --       list (',' none), '' not said (the entry is removed), '-' leave as
---       it is (shards but 0); then n pairs id, token.
+--       it is (shards but 0); then n triples id, token, progress: '' none,
+--       else "<percent>\t<message>" (lib.lua set_progress; the record's
+--       attempt and the script's clock are added).
+-- Progress written makes one 'progress' event naming its tasks.
 -- Returns: flat triples id, token, why for each task to stop:
 --   LOST (token no longer valid), CANCELED (cancel requested),
 --   PREEMPTED (preemption requested), DEADLINE (timeout passed).
@@ -37,12 +40,13 @@ local function threshold(pool)
 end
 local lanes = {}
 local stop = {}
+local moved = {}
 local function halt(id, token, why)
   stop[#stop + 1] = id; stop[#stop + 1] = token; stop[#stop + 1] = why
 end
 for k = 0, n - 1 do
-  local id, token = ARGV[8 + 2 * k], ARGV[9 + 2 * k]
-  local r = redis.call('HMGET', tkey(id), 'st', 'lt', 'cx', 'pq', 'sa', 'to', 'po', 'ty', 'lc')
+  local id, token, pg = ARGV[8 + 3 * k], ARGV[9 + 3 * k], ARGV[10 + 3 * k]
+  local r = redis.call('HMGET', tkey(id), 'st', 'lt', 'cx', 'pq', 'sa', 'to', 'po', 'ty', 'lc', 'at', 'pg')
   -- The attempt's deadline: started + timeout (claim does not store it).
   local dl = tonumber(r[5] or '0') + tonumber(r[6] or ARGV[6])
   if r[1] ~= 'U' or r[2] ~= token then
@@ -54,6 +58,11 @@ for k = 0, n - 1 do
   elseif now >= dl then
     halt(id, token, 'DEADLINE')
   else
+    if pg ~= '' then
+      local pct, msg = string.match(pg, '^([^\t]*)\t(.*)$')
+      set_progress(tkey(id), r[10], r[11], pct, msg or '', now)
+      moved[#moved + 1] = id
+    end
     local exp = now + lease
     if dl < exp then exp = dl end
     redis.call('ZADD', K_RUNNING, 'XX', fmt(exp), id)
@@ -75,4 +84,5 @@ for k = 0, n - 1 do
   end
 end
 for key, d in pairs(lanes) do redis.call('HINCRBY', lmkey('lc'), key, d) end
+event('progress', moved, #moved)
 return stop

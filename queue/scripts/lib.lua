@@ -334,30 +334,58 @@ local function retain(id, ms, has_log)
   if has_log ~= false then redis.call('PEXPIRE', lkey(id), ms) end
 end
 
--- Retention of successes (issue 16). No TTL per record: a PEXPIRE in
--- every complete cost ~2 µs of Redis a task, and filled the expires dict
--- that every key lookup then checks. A SUCCESS task's id goes instead into
--- the list of the minute it finished, rs:<minute> (minutes since the
--- epoch, by the script's clock), one RPUSH per script call; the index rsi
--- holds those minutes (score: the minute's start, ms). The leader's sweep
--- (sweep.lua) deletes the records and trails of the minutes older than the
--- retention, in bounded batches, without reading them: a SUCCESS record
--- never changes state again.
+-- Retention of successes. No TTL per record: a PEXPIRE in every complete
+-- costs Redis time on the drain's path and fills the expires dict that
+-- every key lookup then checks. A SUCCESS task's id goes instead into a
+-- minute's list, rs:<minute> (minutes since the epoch, by the script's
+-- clock), one RPUSH per list per script call; the index rsi holds those
+-- minutes (score: the minute's start, ms). The leader's sweep (sweep.lua)
+-- deletes the records and trails of the minutes older than the region's
+-- retention ms, in bounded batches, without reading them: a SUCCESS record
+-- never changes state again. The minute is the one the task finished in,
+-- shifted by its own result_ttl less ms when it has one (ttls[i], ms), so
+-- that the sweep, which knows only ms, removes it once its ttl is past.
 -- Only while a sweeper is alive (rsw, renewed by every sweep.lua call for a
 -- few minutes): while none is (a leader of a build without the sweep, in a
 -- rolling upgrade or after a downgrade; a leaderless region), each success
--- gets its TTL of ms as before, so that nothing outlives its retention
--- for want of a sweep. One EXISTS a call.
-local function retain_success(now, ids, ms)
+-- gets a TTL of its retention, so that nothing outlives it for want of a
+-- sweep. One EXISTS a call.
+local function retain_success(now, ids, ms, ttls)
   if #ids == 0 then return end
   if redis.call('EXISTS', C.K_PREFIX .. 'rsw') == 0 then
-    for _, id in ipairs(ids) do retain(id, ms) end
+    for i, id in ipairs(ids) do retain(id, ttls[i] or ms) end
     return
   end
-  local m = math.floor(now / 60000)
-  local k = C.K_PREFIX .. 'rs:' .. fmt(m)
-  for i = 1, #ids, 2000 do redis.call('RPUSH', k, unpack(ids, i, math.min(i + 1999, #ids))) end
-  redis.call('ZADD', C.K_PREFIX .. 'rsi', 'NX', fmt(m * 60000), fmt(m))
+  local lists, order = {}, {}
+  for i, id in ipairs(ids) do
+    local m = math.floor(now / 60000)
+    if ttls[i] then m = math.floor((now + ttls[i] - tonumber(ms)) / 60000) end
+    local l = lists[m]
+    if not l then l = {}; lists[m] = l; order[#order + 1] = m end
+    l[#l + 1] = id
+  end
+  for _, m in ipairs(order) do
+    local l, k = lists[m], C.K_PREFIX .. 'rs:' .. fmt(m)
+    for i = 1, #l, 2000 do redis.call('RPUSH', k, unpack(l, i, math.min(i + 1999, #l))) end
+    redis.call('ZADD', C.K_PREFIX .. 'rsi', 'NX', fmt(m * 60000), fmt(m))
+  end
+end
+
+-- Progress of a running attempt: the record's pg is "<attempt> <percent>
+-- <updated ms> <message>" (tab-separated). set_progress writes pct
+-- (0..100) and msg for attempt at; within one attempt the percent never
+-- goes down (a lower one keeps the higher, with the new message), so what
+-- readers see is monotonic until a new attempt, which starts again at 0.
+-- old is the record's pg (nil: none). Returns true.
+local function set_progress(tk, at, old, pct, msg, now)
+  pct = tonumber(pct) or 0
+  if pct < 0 then pct = 0 elseif pct > 100 then pct = 100 end
+  if old then
+    local oa, op = string.match(old, '^(%d+)\t([%d.]+)\t')
+    if oa == at and tonumber(op) and tonumber(op) > pct then pct = tonumber(op) end
+  end
+  redis.call('HSET', tk, 'pg', (at or '0') .. '\t' .. tostring(pct) .. '\t' .. fmt(now) .. '\t' .. msg)
+  return true
 end
 
 -- backoff is min(cap, base*2^(attempt-1)) plus up to 25% jitter (j in 0..999).
@@ -383,7 +411,8 @@ local function retry_or_dead(id, now, at, mr, rb, rc, from, reason, by, err, ret
     trail(id, now, from, 'P', reason, by, fmt(at), err)
     return 'P', due
   end
-  local r = retryable and 'RETRIES_EXHAUSTED' or 'NON_RETRYABLE'
+  -- a final failure keeps a reason that says why it is final
+  local r = retryable and 'RETRIES_EXHAUSTED' or (reason == 'RESULT_TOO_LARGE' and reason or 'NON_RETRYABLE')
   redis.call('HSET', tkey(id), 'st', 'F', 'rs', r, 'fa', fmt(now))
   redis.call('ZADD', C.K_DEAD, fmt(now), id)
   backlog_end(id)

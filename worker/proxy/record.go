@@ -10,10 +10,10 @@ import (
 )
 
 // Record records the outcomes of attempts remote workers held, in order;
-// results[i] is os[i]'s result as stored (compact JSON, "" none), kept up
-// to maxResult bytes. lost[i] says os[i]'s lease was no longer the
+// results[i] is os[i]'s result as stored (compact JSON, "" none), checked
+// against the region's limit before (never cut here). lost[i] says os[i]'s lease was no longer the
 // worker's: nothing of it was recorded. err is the store's failure.
-func (p *Proxy) Record(ctx context.Context, os []apiv1.WorkerOutcome, results []string, maxResult int) (lost []bool, err error) {
+func (p *Proxy) Record(ctx context.Context, os []apiv1.WorkerOutcome, results []string, _ int) (lost []bool, err error) {
 	lost = make([]bool, len(os))
 	var cs []queue.Completion
 	var csAt []int
@@ -21,13 +21,15 @@ func (p *Proxy) Record(ctx context.Context, os []apiv1.WorkerOutcome, results []
 		var err error
 		switch {
 		case o.Status == apiv1.OutcomeSuccess:
-			cs = append(cs, queue.Completion{ID: o.ID, Token: o.Lease, Result: results[i], MaxResult: maxResult})
+			cs = append(cs, queue.Completion{ID: o.ID, Token: o.Lease, Result: results[i]})
 			csAt = append(csAt, i)
 			continue
 		case o.Status == apiv1.OutcomeReturn:
 			_, err = p.c.Return(ctx, o.ID, o.Lease, task.ReasonWorkerShutdown, time.Duration(o.RetryAfterMS)*time.Millisecond)
 		case (o.Retry == nil || *o.Retry) && o.RetryAfterMS > 0:
 			_, err = p.c.RetryAfter(ctx, o.ID, o.Lease, time.Duration(o.RetryAfterMS)*time.Millisecond)
+		case o.Reason == task.ReasonResultTooLarge:
+			_, _, err = p.c.Fail(ctx, queue.Failure{ID: o.ID, Token: o.Lease, Error: o.Error, Reason: o.Reason})
 		default:
 			_, _, err = p.c.Fail(ctx, queue.Failure{ID: o.ID, Token: o.Lease, Error: o.Error, Retryable: o.Retry == nil || *o.Retry})
 		}

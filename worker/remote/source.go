@@ -394,6 +394,15 @@ func (s *Source) Complete(ctx context.Context, cs ...queue.Completion) ([]error,
 	return s.rep.outcomes(ctx, items)
 }
 
+// ResultSize is the size a result is sent as (its JSON text) and the
+// registration's max_result_bytes (0 before the first registration).
+func (s *Source) ResultSize(result string) (size, limit int) {
+	s.mu.Lock()
+	limit = s.info.MaxResultBytes
+	s.mu.Unlock()
+	return len(resultJSON(result)), limit
+}
+
 func resultJSON(r string) json.RawMessage {
 	if r == "" {
 		return nil
@@ -408,7 +417,11 @@ func resultJSON(r string) json.RawMessage {
 // Fail reports a failed attempt. The protocol answers no state: it returns
 // the state the failure asks for (FAILED when final, PENDING for a retry).
 func (s *Source) Fail(ctx context.Context, f queue.Failure) (task.State, time.Time, error) {
-	err := s.one(ctx, apiv1.WorkerOutcome{ID: f.ID, Lease: f.Token, Status: apiv1.OutcomeFailure, Error: f.Error, Retry: &f.Retryable})
+	o := apiv1.WorkerOutcome{ID: f.ID, Lease: f.Token, Status: apiv1.OutcomeFailure, Error: f.Error, Retry: &f.Retryable}
+	if f.Reason == task.ReasonResultTooLarge {
+		o.Reason = f.Reason
+	}
+	err := s.one(ctx, o)
 	if err != nil {
 		return "", time.Time{}, err
 	}

@@ -76,6 +76,26 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/v1/tasks/{id}/result": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * A task's result, waiting until it is terminal
+         * @description Answers 200 once the task is SUCCESS (its result), FAILED or CANCELED (its error and reason), from any server of any region, also for a task handed to another region; with wait= it waits up to that long (at most 1m) and answers 202 with the task's state and progress when it is still not terminal. Waits held at once are capped per server and tenant (http_server.max_long_polls, 429 with Retry-After beyond). A result past its result_ttl is gone: 404.
+         */
+        get: operations["getTaskResult"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/v1/tasks/{id}/cancel": {
         parameters: {
             query?: never;
@@ -978,6 +998,7 @@ export interface components {
             /** @description home region */
             region: string;
             regions?: string[];
+            /** @description SUCCESS: the text the handler gave back (a remote worker's: JSON text), at most the region's results.max_bytes; GET /v1/tasks/{id}/result answers it as JSON */
             result?: string;
             /** @description a Go duration ("1m30s") */
             retry_base: string;
@@ -996,6 +1017,13 @@ export interface components {
             type: string;
             worker?: string;
             progress?: components["schemas"]["TaskProgress"];
+            /** @description a Go duration: the spec's result_ttl (absent: the region's retention) */
+            result_ttl?: string;
+            /**
+             * Format: date-time
+             * @description SUCCESS: when the record and its result are due for removal (finished_at + result_ttl); the region's sweep removes them within two minutes after
+             */
+            result_expires_at?: string;
         };
         TaskList: {
             next_cursor?: string;
@@ -1003,13 +1031,39 @@ export interface components {
             tasks: components["schemas"]["Task"][];
             unavailable: string[];
         };
-        /** @description the last progress a remote worker reported for the running attempt */
+        /** @description the latest attempt's progress (0..100 and a short message), sent by its worker at most once a second; within an attempt the percent never goes down */
         TaskProgress: {
             /** Format: double */
             percent: number;
             message?: string;
+            /** @description the attempt the progress is of; a new attempt starts again at 0 and says so */
+            attempt?: number;
             /** Format: date-time */
             updated_at: string;
+        };
+        /** @description a task's result, or its error once it failed */
+        TaskResult: {
+            id: string;
+            state: components["schemas"]["State"];
+            /** @description the task is SUCCESS, FAILED or CANCELED */
+            done: boolean;
+            /** @description the reason of its last step (RESULT_TOO_LARGE, RETRIES_EXHAUSTED, CANCELED_BY_USER, ...) */
+            reason?: string;
+            /** @description SUCCESS: what the handler gave back: JSON as that value, other text as a JSON string; absent: none */
+            result?: unknown;
+            /**
+             * Format: byte
+             * @description a result that is not UTF-8 text, base64-encoded (then result is absent)
+             */
+            result_base64?: string;
+            /** @description FAILED or CANCELED: the last attempt's error */
+            error?: string;
+            attempts: number;
+            /** Format: date-time */
+            finished_at?: string;
+            /** Format: date-time */
+            result_expires_at?: string;
+            progress?: components["schemas"]["TaskProgress"];
         };
         TaskSpec: {
             type: string;
@@ -1059,6 +1113,8 @@ export interface components {
             debounce?: string;
             /** @description Go duration: the latest start after the first submit of a debounced run (default none) */
             debounce_max_wait?: string;
+            /** @description Go duration, 1s to 720h: how long the record and its result are kept after SUCCESS (default: the region's retention.success) */
+            result_ttl?: string;
         };
         Trail: {
             id: string;
@@ -1095,13 +1151,18 @@ export interface components {
             lease: string;
             /** @enum {string} */
             status: "success" | "failure" | "return";
-            /** @description success: any JSON, stored as its JSON text (at most max_result_bytes) */
+            /** @description success: any JSON, stored as its JSON text (at most max_result_bytes; over it, report a failure with reason RESULT_TOO_LARGE) */
             result?: unknown;
             error?: string;
             /** @description failure: false makes it final (dead letter); absent: true */
             retry?: boolean;
             /** @description return: wait this long before READY; retried failure: > 0 pauses the task's key instead of its backoff, spending no retry */
             retry_after_ms?: number;
+            /**
+             * @description failure: RESULT_TOO_LARGE when the handler's result was over max_result_bytes; the failure is final and the task FAILED with that reason
+             * @enum {string}
+             */
+            reason?: "RESULT_TOO_LARGE";
         };
         WorkerOutcomeResult: {
             id: string;
@@ -1454,6 +1515,47 @@ export interface operations {
             401: components["responses"]["Error"];
             403: components["responses"]["Error"];
             404: components["responses"]["Error"];
+            431: components["responses"]["Error"];
+            503: components["responses"]["Error"];
+        };
+    };
+    getTaskResult: {
+        parameters: {
+            query?: {
+                /** @description Go duration up to 1m (default 0: answer at once): how long to wait for the task to become terminal */
+                wait?: string;
+            };
+            header?: never;
+            path: {
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description terminal */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["TaskResult"];
+                };
+            };
+            /** @description not terminal when the wait ended */
+            202: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["TaskResult"];
+                };
+            };
+            400: components["responses"]["Error"];
+            401: components["responses"]["Error"];
+            403: components["responses"]["Error"];
+            404: components["responses"]["Error"];
+            429: components["responses"]["Error"];
             431: components["responses"]["Error"];
             503: components["responses"]["Error"];
         };

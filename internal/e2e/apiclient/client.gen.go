@@ -206,6 +206,21 @@ func (e TriggerRule) Valid() bool {
 	}
 }
 
+// Defines values for WorkerOutcomeReason.
+const (
+	RESULTTOOLARGE WorkerOutcomeReason = "RESULT_TOO_LARGE"
+)
+
+// Valid indicates whether the value is a known member of the WorkerOutcomeReason enum.
+func (e WorkerOutcomeReason) Valid() bool {
+	switch e {
+	case RESULTTOOLARGE:
+		return true
+	default:
+		return false
+	}
+}
+
 // Defines values for WorkerOutcomeStatus.
 const (
 	Failure WorkerOutcomeStatus = "failure"
@@ -746,7 +761,7 @@ type Task struct {
 	PricePerSlotHour *float64    `json:"price_per_slot_hour,omitempty"`
 	Priority         int         `json:"priority"`
 
-	// Progress the last progress a remote worker reported for the running attempt
+	// Progress the latest attempt's progress (0..100 and a short message), sent by its worker at most once a second; within an attempt the percent never goes down
 	Progress *TaskProgress `json:"progress,omitempty"`
 	ReadyAt  *time.Time    `json:"ready_at,omitempty"`
 	Reason   *string       `json:"reason,omitempty"`
@@ -754,7 +769,15 @@ type Task struct {
 	// Region home region
 	Region  string    `json:"region"`
 	Regions *[]string `json:"regions,omitempty"`
-	Result  *string   `json:"result,omitempty"`
+
+	// Result SUCCESS: the text the handler gave back (a remote worker's: JSON text), at most the region's results.max_bytes; GET /v1/tasks/{id}/result answers it as JSON
+	Result *string `json:"result,omitempty"`
+
+	// ResultExpiresAt SUCCESS: when the record and its result are due for removal (finished_at + result_ttl); the region's sweep removes them within two minutes after
+	ResultExpiresAt *time.Time `json:"result_expires_at,omitempty"`
+
+	// ResultTtl a Go duration: the spec's result_ttl (absent: the region's retention)
+	ResultTtl *string `json:"result_ttl,omitempty"`
 
 	// RetryBase a Go duration ("1m30s")
 	RetryBase string `json:"retry_base"`
@@ -783,11 +806,42 @@ type TaskList struct {
 	Unavailable []string         `json:"unavailable"`
 }
 
-// TaskProgress the last progress a remote worker reported for the running attempt
+// TaskProgress the latest attempt's progress (0..100 and a short message), sent by its worker at most once a second; within an attempt the percent never goes down
 type TaskProgress struct {
+	// Attempt the attempt the progress is of; a new attempt starts again at 0 and says so
+	Attempt   *int      `json:"attempt,omitempty"`
 	Message   *string   `json:"message,omitempty"`
 	Percent   float64   `json:"percent"`
 	UpdatedAt time.Time `json:"updated_at"`
+}
+
+// TaskResult a task's result, or its error once it failed
+type TaskResult struct {
+	Attempts int `json:"attempts"`
+
+	// Done the task is SUCCESS, FAILED or CANCELED
+	Done bool `json:"done"`
+
+	// Error FAILED or CANCELED: the last attempt's error
+	Error      *string    `json:"error,omitempty"`
+	FinishedAt *time.Time `json:"finished_at,omitempty"`
+	Id         string     `json:"id"`
+
+	// Progress the latest attempt's progress (0..100 and a short message), sent by its worker at most once a second; within an attempt the percent never goes down
+	Progress *TaskProgress `json:"progress,omitempty"`
+
+	// Reason the reason of its last step (RESULT_TOO_LARGE, RETRIES_EXHAUSTED, CANCELED_BY_USER, ...)
+	Reason *string `json:"reason,omitempty"`
+
+	// Result SUCCESS: what the handler gave back: JSON as that value, other text as a JSON string; absent: none
+	Result interface{} `json:"result,omitempty"`
+
+	// ResultBase64 a result that is not UTF-8 text, base64-encoded (then result is absent)
+	ResultBase64    *[]byte    `json:"result_base64,omitempty"`
+	ResultExpiresAt *time.Time `json:"result_expires_at,omitempty"`
+
+	// State a task state; TIMEOUT appears only in trails (the reaper moves a timed-out task on to PENDING or FAILED at once)
+	State State `json:"state"`
 }
 
 // TaskSpec defines model for TaskSpec.
@@ -817,18 +871,21 @@ type TaskSpec struct {
 	MaxWait *string `json:"max_wait,omitempty"`
 
 	// Payload any JSON value, handed to the handler as it is
-	Payload     interface{}        `json:"payload,omitempty"`
-	Preemptible *bool              `json:"preemptible,omitempty"`
-	Priority    *int               `json:"priority,omitempty"`
-	Regions     *[]string          `json:"regions,omitempty"`
-	RetryBase   *string            `json:"retry_base,omitempty"`
-	RetryCap    *string            `json:"retry_cap,omitempty"`
-	RunAt       *time.Time         `json:"run_at,omitempty"`
-	Tags        *map[string]string `json:"tags,omitempty"`
-	Tenant      *string            `json:"tenant,omitempty"`
-	Timeout     *string            `json:"timeout,omitempty"`
-	TraceId     *string            `json:"trace_id,omitempty"`
-	Type        string             `json:"type"`
+	Payload     interface{} `json:"payload,omitempty"`
+	Preemptible *bool       `json:"preemptible,omitempty"`
+	Priority    *int        `json:"priority,omitempty"`
+	Regions     *[]string   `json:"regions,omitempty"`
+
+	// ResultTtl Go duration, 1s to 720h: how long the record and its result are kept after SUCCESS (default: the region's retention.success)
+	ResultTtl *string            `json:"result_ttl,omitempty"`
+	RetryBase *string            `json:"retry_base,omitempty"`
+	RetryCap  *string            `json:"retry_cap,omitempty"`
+	RunAt     *time.Time         `json:"run_at,omitempty"`
+	Tags      *map[string]string `json:"tags,omitempty"`
+	Tenant    *string            `json:"tenant,omitempty"`
+	Timeout   *string            `json:"timeout,omitempty"`
+	TraceId   *string            `json:"trace_id,omitempty"`
+	Type      string             `json:"type"`
 
 	// UniqueConflict a submit meeting a held unique key: 200 with the holder (existing, the default) or 409 naming unique_key (reject)
 	UniqueConflict *TaskSpecUniqueConflict `json:"unique_conflict,omitempty"`
@@ -899,7 +956,10 @@ type WorkerOutcome struct {
 	Id    string  `json:"id"`
 	Lease string  `json:"lease"`
 
-	// Result success: any JSON, stored as its JSON text (at most max_result_bytes)
+	// Reason failure: RESULT_TOO_LARGE when the handler's result was over max_result_bytes; the failure is final and the task FAILED with that reason
+	Reason *WorkerOutcomeReason `json:"reason,omitempty"`
+
+	// Result success: any JSON, stored as its JSON text (at most max_result_bytes; over it, report a failure with reason RESULT_TOO_LARGE)
 	Result interface{} `json:"result,omitempty"`
 
 	// Retry failure: false makes it final (dead letter); absent: true
@@ -909,6 +969,9 @@ type WorkerOutcome struct {
 	RetryAfterMs *int                `json:"retry_after_ms,omitempty"`
 	Status       WorkerOutcomeStatus `json:"status"`
 }
+
+// WorkerOutcomeReason failure: RESULT_TOO_LARGE when the handler's result was over max_result_bytes; the failure is final and the task FAILED with that reason
+type WorkerOutcomeReason string
 
 // WorkerOutcomeStatus defines model for WorkerOutcome.Status.
 type WorkerOutcomeStatus string
@@ -1170,6 +1233,12 @@ type ListTasksParams struct {
 // SubmitTasksJSONBody defines parameters for SubmitTasks.
 type SubmitTasksJSONBody struct {
 	Tasks []TaskSpec `json:"tasks"`
+}
+
+// GetTaskResultParams defines parameters for GetTaskResult.
+type GetTaskResultParams struct {
+	// Wait Go duration up to 1m (default 0: answer at once): how long to wait for the task to become terminal
+	Wait *string `form:"wait,omitempty" json:"wait,omitempty"`
 }
 
 // CreateDAGJSONRequestBody defines body for CreateDAG for application/json ContentType.
@@ -1546,6 +1615,13 @@ type ClientInterface interface {
 	//
 	// Corresponds with POST /v1/tasks/{id}/replay (the `ReplayTask` operationId).
 	ReplayTask(ctx context.Context, id string, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// GetTaskResult A task's result, waiting until it is terminal
+	//
+	// Answers 200 once the task is SUCCESS (its result), FAILED or CANCELED (its error and reason), from any server of any region, also for a task handed to another region; with wait= it waits up to that long (at most 1m) and answers 202 with the task's state and progress when it is still not terminal. Waits held at once are capped per server and tenant (http_server.max_long_polls, 429 with Retry-After beyond). A result past its result_ttl is gone: 404.
+	//
+	// Corresponds with GET /v1/tasks/{id}/result (the `GetTaskResult` operationId).
+	GetTaskResult(ctx context.Context, id string, params *GetTaskResultParams, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// GetTaskTrail A task's transitions across regions
 	//
@@ -2257,6 +2333,23 @@ func (c *Client) SetTaskPriority(ctx context.Context, id string, body SetTaskPri
 // Corresponds with POST /v1/tasks/{id}/replay (the `ReplayTask` operationId).
 func (c *Client) ReplayTask(ctx context.Context, id string, reqEditors ...RequestEditorFn) (*http.Response, error) {
 	req, err := NewReplayTaskRequest(c.Server, id)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// GetTaskResult A task's result, waiting until it is terminal
+//
+// Answers 200 once the task is SUCCESS (its result), FAILED or CANCELED (its error and reason), from any server of any region, also for a task handed to another region; with wait= it waits up to that long (at most 1m) and answers 202 with the task's state and progress when it is still not terminal. Waits held at once are capped per server and tenant (http_server.max_long_polls, 429 with Retry-After beyond). A result past its result_ttl is gone: 404.
+//
+// Corresponds with GET /v1/tasks/{id}/result (the `GetTaskResult` operationId).
+func (c *Client) GetTaskResult(ctx context.Context, id string, params *GetTaskResultParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewGetTaskResultRequest(c.Server, id, params)
 	if err != nil {
 		return nil, err
 	}
@@ -4165,6 +4258,67 @@ func NewReplayTaskRequest(server string, id string) (*http.Request, error) {
 	return req, nil
 }
 
+// NewGetTaskResultRequest constructs an http.Request for the GetTaskResult method
+func NewGetTaskResultRequest(server string, id string, params *GetTaskResultParams) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "id", id, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/v1/tasks/%s/result", pathParam0)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	if params != nil {
+		// queryValues collects non-styled parameters (passthrough, JSON)
+		// that are safe to round-trip through url.Values.Encode().
+		queryValues := queryURL.Query()
+		// rawQueryFragments collects pre-encoded query fragments from
+		// styled parameters, preserving literal commas as delimiters
+		// per the OpenAPI spec (e.g. "color=blue,black,brown").
+		var rawQueryFragments []string
+
+		if params.Wait != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "wait", *params.Wait, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if encoded := queryValues.Encode(); encoded != "" {
+			rawQueryFragments = append(rawQueryFragments, encoded)
+		}
+		queryURL.RawQuery = strings.Join(rawQueryFragments, "&")
+	}
+
+	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
 // NewGetTaskTrailRequest constructs an http.Request for the GetTaskTrail method
 func NewGetTaskTrailRequest(server string, id string) (*http.Request, error) {
 	var err error
@@ -4717,6 +4871,15 @@ type ClientWithResponsesInterface interface {
 	//
 	// Corresponds with POST /v1/tasks/{id}/replay (the `ReplayTask` operationId).
 	ReplayTaskWithResponse(ctx context.Context, id string, reqEditors ...RequestEditorFn) (*ReplayTaskResponse, error)
+
+	// GetTaskResultWithResponse A task's result, waiting until it is terminal
+	//
+	// Answers 200 once the task is SUCCESS (its result), FAILED or CANCELED (its error and reason), from any server of any region, also for a task handed to another region; with wait= it waits up to that long (at most 1m) and answers 202 with the task's state and progress when it is still not terminal. Waits held at once are capped per server and tenant (http_server.max_long_polls, 429 with Retry-After beyond). A result past its result_ttl is gone: 404.
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with GET /v1/tasks/{id}/result (the `GetTaskResult` operationId).
+	GetTaskResultWithResponse(ctx context.Context, id string, params *GetTaskResultParams, reqEditors ...RequestEditorFn) (*GetTaskResultResponse, error)
 
 	// GetTaskTrailWithResponse A task's transitions across regions
 	//
@@ -7214,6 +7377,103 @@ func (r ReplayTaskResponse) ContentType() string {
 	return ""
 }
 
+type GetTaskResultResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *TaskResult
+	// JSON202 the response for an HTTP 202 `application/json` response
+	JSON202 *TaskResult
+	// JSON400 the response for an HTTP 400 `application/json` response
+	JSON400 *Error
+	// JSON401 the response for an HTTP 401 `application/json` response
+	JSON401 *Error
+	// JSON403 the response for an HTTP 403 `application/json` response
+	JSON403 *Error
+	// JSON404 the response for an HTTP 404 `application/json` response
+	JSON404 *Error
+	// JSON429 the response for an HTTP 429 `application/json` response
+	JSON429 *Error
+	// JSON431 the response for an HTTP 431 `application/json` response
+	JSON431 *Error
+	// JSON503 the response for an HTTP 503 `application/json` response
+	JSON503 *Error
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r GetTaskResultResponse) GetJSON200() *TaskResult {
+	return r.JSON200
+}
+
+// GetJSON202 returns the response for an HTTP 202 `application/json` response
+func (r GetTaskResultResponse) GetJSON202() *TaskResult {
+	return r.JSON202
+}
+
+// GetJSON400 returns the response for an HTTP 400 `application/json` response
+func (r GetTaskResultResponse) GetJSON400() *Error {
+	return r.JSON400
+}
+
+// GetJSON401 returns the response for an HTTP 401 `application/json` response
+func (r GetTaskResultResponse) GetJSON401() *Error {
+	return r.JSON401
+}
+
+// GetJSON403 returns the response for an HTTP 403 `application/json` response
+func (r GetTaskResultResponse) GetJSON403() *Error {
+	return r.JSON403
+}
+
+// GetJSON404 returns the response for an HTTP 404 `application/json` response
+func (r GetTaskResultResponse) GetJSON404() *Error {
+	return r.JSON404
+}
+
+// GetJSON429 returns the response for an HTTP 429 `application/json` response
+func (r GetTaskResultResponse) GetJSON429() *Error {
+	return r.JSON429
+}
+
+// GetJSON431 returns the response for an HTTP 431 `application/json` response
+func (r GetTaskResultResponse) GetJSON431() *Error {
+	return r.JSON431
+}
+
+// GetJSON503 returns the response for an HTTP 503 `application/json` response
+func (r GetTaskResultResponse) GetJSON503() *Error {
+	return r.JSON503
+}
+
+// GetBody returns the raw response body bytes
+func (r GetTaskResultResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r GetTaskResultResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r GetTaskResultResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r GetTaskResultResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
 type GetTaskTrailResponse struct {
 	Body         []byte
 	HTTPResponse *http.Response
@@ -8168,6 +8428,21 @@ func (c *ClientWithResponses) ReplayTaskWithResponse(ctx context.Context, id str
 		return nil, err
 	}
 	return ParseReplayTaskResponse(rsp)
+}
+
+// GetTaskResultWithResponse A task's result, waiting until it is terminal
+//
+// Answers 200 once the task is SUCCESS (its result), FAILED or CANCELED (its error and reason), from any server of any region, also for a task handed to another region; with wait= it waits up to that long (at most 1m) and answers 202 with the task's state and progress when it is still not terminal. Waits held at once are capped per server and tenant (http_server.max_long_polls, 429 with Retry-After beyond). A result past its result_ttl is gone: 404.
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with GET /v1/tasks/{id}/result (the `GetTaskResult` operationId).
+func (c *ClientWithResponses) GetTaskResultWithResponse(ctx context.Context, id string, params *GetTaskResultParams, reqEditors ...RequestEditorFn) (*GetTaskResultResponse, error) {
+	rsp, err := c.GetTaskResult(ctx, id, params, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseGetTaskResultResponse(rsp)
 }
 
 // GetTaskTrailWithResponse A task's transitions across regions
@@ -10243,6 +10518,88 @@ func ParseReplayTaskResponse(rsp *http.Response) (*ReplayTaskResponse, error) {
 			return nil, err
 		}
 		response.JSON409 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 431:
+		var dest Error
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON431 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest Error
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON503 = &dest
+
+	}
+
+	return response, nil
+}
+
+// ParseGetTaskResultResponse parses an HTTP response from a GetTaskResultWithResponse call
+func ParseGetTaskResultResponse(rsp *http.Response) (*GetTaskResultResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &GetTaskResultResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest TaskResult
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 202:
+		var dest TaskResult
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON202 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest Error
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Error
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest Error
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest Error
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest Error
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON429 = &dest
 
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 431:
 		var dest Error

@@ -98,11 +98,46 @@ func Task(w *tabwriter.Writer, t *task.Task, loc *time.Location) {
 	row("Ready", Time(t.ReadyAt, loc))
 	row("Started", Time(t.StartedAt, loc))
 	row("Finished", Time(t.FinishedAt, loc))
+	row("Progress", progressText(t.Progress))
 	row("Last error", Cut(t.LastError, 200))
 	row("Result", Cut(t.Result, 200))
+	row("Result expires", Time(t.ResultExpiresAt, loc))
 	row("Payload", Cut(string(t.Payload), 200))
 	row("Trace ID", t.TraceID)
 	row("Limit key", t.LimitKey)
+}
+
+// TaskRows is a table of tasks, one row each (ax tasks ls).
+func TaskRows(w io.Writer, tasks []*task.Task, loc *time.Location) {
+	fmt.Fprintln(w, "ID\tREGION\tSTATE\tTYPE\tTENANT\tPOOL\tATTEMPTS\tCREATED")
+	for _, t := range tasks {
+		fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%s\t%d\t%s\n", t.ID, Or(t.HeldBy), t.State, t.Type, Or(t.Tenant),
+			Or(t.Pool), t.Attempts, Time(&t.CreatedAt, loc))
+	}
+}
+
+// TaskHint tells on w what the user may have done wrong when t waits for
+// a handler no live worker serves.
+func TaskHint(w io.Writer, t *task.Task) {
+	if t.State == task.Pending && t.Reason == task.ReasonNoHandler {
+		fmt.Fprintf(w, "ax: no live worker serves type %q in the pools this task may run in: it waits for one "+
+			"(is the type misspelt? ax explain --type %s shows each pool's reason)\n", t.Type, t.Type)
+	}
+}
+
+// progressText is "40% resizing (attempt 2)" ("" for none).
+func progressText(p *task.Progress) string {
+	if p == nil {
+		return ""
+	}
+	s := strconv.FormatFloat(p.Percent, 'f', -1, 64) + "%"
+	if p.Message != "" {
+		s += " " + Cut(p.Message, 120)
+	}
+	if p.Attempt > 0 {
+		s += fmt.Sprintf(" (attempt %d)", p.Attempt)
+	}
+	return s
 }
 
 func Tags(tags map[string]string) string {
