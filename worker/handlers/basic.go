@@ -14,7 +14,11 @@ func Noop(context.Context, *worker.Task) error { return nil }
 
 var _ worker.Handler = Noop
 
-// Sleep waits the payload's {"ms": N} milliseconds, or until ctx ends.
+// sleepProgressEvery is how often Sleep reports how far it got.
+const sleepProgressEvery = 250 * time.Millisecond
+
+// Sleep waits the payload's {"ms": N} milliseconds, or until ctx ends,
+// reporting its progress (the share of the time slept) as it goes.
 func Sleep(ctx context.Context, t *worker.Task) error {
 	var p struct {
 		MS *int64 `json:"ms"`
@@ -26,14 +30,23 @@ func Sleep(ctx context.Context, t *worker.Task) error {
 		return worker.NonRetryable(errors.New(`sleep: payload needs {"ms": N} with N ≥ 0`))
 	}
 	d := time.Duration(*p.MS) * time.Millisecond
+	start := time.Now()
 	timer := time.NewTimer(d)
 	defer timer.Stop()
-	select {
-	case <-timer.C:
-		t.SetResult(fmt.Sprintf("slept %v", d))
-		return nil
-	case <-ctx.Done():
-		return fmt.Errorf("sleep interrupted: %w", context.Cause(ctx))
+	tick := time.NewTicker(sleepProgressEvery)
+	defer tick.Stop()
+	for {
+		select {
+		case <-tick.C:
+			slept := time.Since(start)
+			t.SetProgress(int(100*slept/d), fmt.Sprintf("slept %v of %v", slept.Truncate(time.Millisecond), d))
+		case <-timer.C:
+			t.SetProgress(100, fmt.Sprintf("slept %v", d))
+			t.SetResult(fmt.Sprintf("slept %v", d))
+			return nil
+		case <-ctx.Done():
+			return fmt.Errorf("sleep interrupted: %w", context.Cause(ctx))
+		}
 	}
 }
 

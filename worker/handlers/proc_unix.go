@@ -12,6 +12,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/ax-sched/ax/task"
 	"github.com/ax-sched/ax/worker"
 )
 
@@ -23,7 +24,9 @@ func (c *command) run(ctx context.Context, t *worker.Task, argv, env []string) e
 		ctx, cancel = context.WithTimeoutCause(ctx, c.rule.Timeout, errRuleTimeout)
 		defer cancel()
 	}
-	stdout, stderr := newTail(tailBytes), newTail(tailBytes)
+	// stdout is the result: kept whole up to the largest a region takes,
+	// so one over the region's limit fails (RESULT_TOO_LARGE), never cut.
+	stdout, stderr := newTail(task.MaxResultBytes+1), newTail(tailBytes)
 	outR, outW, err := os.Pipe()
 	if err != nil {
 		return fmt.Errorf("exec %s: %w", c.name, err)

@@ -249,7 +249,10 @@ async function renderTask(t) {
     row('tags', esc(Object.entries(t.tags || {}).map(e => e.join('=')).join(', '))) + row('regions allowed', esc((t.regions || []).join(', '))) +
     row('price at claim', t.price_per_hour ? '$' + esc(t.price_per_hour) + '/slot-h' : '') +
     row('created', time(t.created_at)) + row('due', time(t.due_at)) + row('ready', time(t.ready_at)) + row('started', time(t.started_at)) +
-    row('finished', time(t.finished_at)) + row('last error', esc(t.last_error)) + row('result', esc(t.result)) + row('trace id', esc(t.trace_id)) + '</table>';
+    row('progress', t.progress ? '<span id="task-progress">' + esc(t.progress.percent) + '% ' + esc(t.progress.message || '') +
+      (t.progress.attempt ? ' (attempt ' + esc(t.progress.attempt) + ')' : '') + '</span>' : '') +
+    row('finished', time(t.finished_at)) + row('last error', esc(t.last_error)) + row('result', esc(t.result)) +
+    row('result expires', time(t.result_expires_at)) + row('trace id', esc(t.trace_id)) + '</table>';
   h += '<div class="actions" id="task-actions"><button id="act-cancel">Cancel</button><button id="act-replay">Replay</button>' +
     '<label>priority <select id="act-prio">' + [0, 1, 2, 3, 4].map(p => '<option' + (p === t.priority ? ' selected' : '') + '>' + p + '</option>').join('') +
     '</select></label><button id="act-priority">Set priority</button></div>';
