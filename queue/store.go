@@ -453,6 +453,9 @@ type Stop struct {
 // with task.ReasonResultTooLarge when over); the store never cuts it.
 type Completion struct {
 	ID, Token, Result string
+	// Progress, when not nil, is the attempt's last progress, not yet
+	// recorded (as Lease.Progress).
+	Progress *task.Progress
 }
 
 // Failure is a failed attempt to record.

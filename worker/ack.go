@@ -128,9 +128,12 @@ func (a *acker) flush(ctx context.Context) {
 			return
 		}
 		cs := make([]queue.Completion, len(batch))
+		w.mu.Lock()
 		for i, j := range batch {
-			cs[i] = queue.Completion{ID: j.id, Token: j.token, Result: j.task.Result()}
+			// The progress no heartbeat carried yet goes with the success.
+			cs[i] = queue.Completion{ID: j.id, Token: j.token, Result: j.task.Result(), Progress: j.progress}
 		}
+		w.mu.Unlock()
 		cctx, cancel := context.WithTimeout(ctx, callTimeout)
 		errs, err := w.store.Complete(cctx, cs...)
 		cancel()

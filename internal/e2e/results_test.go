@@ -68,7 +68,7 @@ func TestResultsAndProgressAcrossRegions(t *testing.T) {
 
 	t.Run("a result over the limit fails the attempt with RESULT_TOO_LARGE", func(t *testing.T) {
 		fed := fed.on(t)
-		h := fed.handedOffTask(home, away, tokSubmitterA, map[string]any{"type": "big"})
+		h := fed.handedOffTask(home, away, tokSubmitterA, map[string]any{"type": "exec", "payload": map[string]string{"command": "big"}})
 		c, err := client.New(fed.server(home).api, client.WithToken(fed.token(tokSubmitterA)), client.WithHTTPClient(fed.http))
 		if err != nil {
 			t.Fatal(err)

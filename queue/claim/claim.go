@@ -152,10 +152,10 @@ func (s *Claimer) Complete(ctx context.Context, cs ...queue.Completion) ([]error
 	for shard, idx := range byShard {
 		for start := 0; start < len(idx); start += queue.MaxBatch {
 			part := idx[start:min(start+queue.MaxBatch, len(idx))]
-			argv := make([]any, 0, 5+3*len(part))
+			argv := make([]any, 0, 5+4*len(part))
 			argv = append(argv, s.Clock(), len(part), s.Opts.RunTimePairs, s.Alpha(), s.Opts.RetainSuccess.Milliseconds())
 			for _, i := range part {
-				argv = append(argv, cs[i].ID, cs[i].Token, cs[i].Result)
+				argv = append(argv, cs[i].ID, cs[i].Token, cs[i].Result, progressArg(cs[i].Progress))
 			}
 			out, err := s.Run(ctx, s.RDB, queue.Scripts.Complete, s.KeysWith(shard, s.Keys[shard].Rt), argv...).Slice()
 			if err != nil {

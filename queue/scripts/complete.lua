@@ -8,7 +8,8 @@
 -- otherwise. rx records when that ends (ms).
 -- KEYS: 1-8 see lib.lua; 9 run times.
 -- ARGV: 1 clock, 2 n, 3 run-time pairs cap, 4 run-time weight alpha,
---       5 success retention ms, then per task: id, token, result.
+--       5 success retention ms, then per task: id, token, result, progress
+--       ('' none; else as heartbeat.lua's, recorded first).
 -- Returns: per task a code: RC.OK done; RC.LEASE_LOST lease lost (nothing changed); then,
 -- if any, a pool where a tenant with work waiting is now below its floor
 -- and by how many slots.
@@ -18,9 +19,9 @@ local n = tonumber(ARGV[2])
 local rtcap, alpha, ret = tonumber(ARGV[3]), tonumber(ARGV[4]), ARGV[5]
 local out, ids, ttls = {}, {}, {}
 for k = 0, n - 1 do
-  local id, token, result = ARGV[6 + 3 * k], ARGV[7 + 3 * k], ARGV[8 + 3 * k]
+  local id, token, result, pg = ARGV[6 + 4 * k], ARGV[7 + 4 * k], ARGV[8 + 4 * k], ARGV[9 + 4 * k]
   local tk = tkey(id)
-  local r = redis.call('HMGET', tk, 'st', 'lt', 'po', 'pq', 'ty', 'sa', 'tn', 'tg', 'px', 'lc', 'fs', 'xt')
+  local r = redis.call('HMGET', tk, 'st', 'lt', 'po', 'pq', 'ty', 'sa', 'tn', 'tg', 'px', 'lc', 'fs', 'xt', 'at', 'pg')
   if r[1] ~= 'U' or r[2] ~= token then
     out[k + 1] = RC.LEASE_LOST
   else
@@ -28,6 +29,10 @@ for k = 0, n - 1 do
     -- the lease token is blanked in the same HSET (an HDEL per task cost
     -- a command), a preemption request deleted only when there is one.
     if r[4] then redis.call('HDEL', tk, 'pq') end
+    if pg ~= '' then
+      local pct, msg = string.match(pg, '^([^\t]*)\t(.*)$')
+      set_progress(tk, r[13], r[14], pct, msg or '', now)
+    end
     local ttl = tonumber(r[12])
     local rx = fmt(now + (ttl or tonumber(ret)))
     if r[10] and r[10] ~= '' then

@@ -289,7 +289,7 @@ func benchCompleteLearning(b *testing.B, n int) {
 			}
 			argv := []any{"", n, s.Opts.RunTimePairs, s.Alpha(), s.Opts.RetainSuccess.Milliseconds()}
 			for _, t := range ts {
-				argv = append(argv, t.ID, t.LeaseToken, "")
+				argv = append(argv, t.ID, t.LeaseToken, "", "")
 			}
 			out, err := arms[a].Run(ctx, rdb, s.KeysWith(0, s.Keys[0].Rt), argv...).Slice()
 			if err != nil {
