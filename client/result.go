@@ -40,14 +40,14 @@ func (c *Client) result(ctx context.Context, id string, wait time.Duration) (*ap
 	return &out, nil
 }
 
-// Wait waits up to timeout (0: not at all, one look) for the task to be
+// Wait waits, through c, up to timeout (0: not at all, one look) for the task to be
 // terminal, wherever it runs (GET /v1/tasks/{id}/result), and returns its
 // result (Result: JSON; Result of a handler's plain text:
 // a JSON string). A task that ended FAILED or CANCELED is a
 // *TaskFailedError; one still not terminal after timeout is ErrNotDone,
 // with its last answer (state, progress). A server busy with other waits
 // (429) is asked again after its Retry-After.
-func (c *Client) Wait(ctx context.Context, id string, timeout time.Duration) (*apiv1.TaskResult, error) {
+func Wait(ctx context.Context, c *Client, id string, timeout time.Duration) (*apiv1.TaskResult, error) {
 	end := time.Now().Add(timeout)
 	var asked time.Time
 	for {

@@ -25,7 +25,7 @@ func newGetCmd() *cobra.Command {
 		RunE: cliRun(func(ctx context.Context, env *cliEnv, args []string) error {
 			var waitErr error // how the wait ended: nil once it succeeded
 			if wait > 0 {
-				_, waitErr = env.api.Wait(ctx, args[0], wait)
+				_, waitErr = client.Wait(ctx, env.api, args[0], wait)
 			}
 			t, err := env.api.Get(ctx, args[0])
 			if err != nil {

@@ -55,7 +55,7 @@ func TestResultsAndProgressAcrossRegions(t *testing.T) {
 			t.Fatal(err)
 		}
 		h2 := fed.handedOffTask(home, away, tokSubmitterA, sleep(500))
-		got, err := c.Wait(context.Background(), h2.ID, 30*time.Second)
+		got, err := client.Wait(context.Background(), c, h2.ID, 30*time.Second)
 		if err != nil || got.State != task.Success || string(got.Result) != `"slept 500ms"` {
 			t.Fatalf("client.Wait: %+v %v", got, err)
 		}
@@ -73,7 +73,7 @@ func TestResultsAndProgressAcrossRegions(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		res, err := c.Wait(context.Background(), h.ID, 30*time.Second)
+		res, err := client.Wait(context.Background(), c, h.ID, 30*time.Second)
 		var failed *client.TaskFailedError
 		if !errors.As(err, &failed) || failed.Reason != task.ReasonResultTooLarge || res.Result != nil ||
 			!strings.Contains(failed.Message, "70000 bytes, over this region's limit of 65536") || res.Attempts != 1 {
