@@ -134,9 +134,12 @@ func newMetricsFederation(t *testing.T) *metricsFederation {
 	promtool(t)
 	// us-east-1's cpu pool is spot, half the price of an on-demand pool
 	// with the same tags: its tasks save money (ax_savings_dollars_total).
+	// team-b's budget, far from its edge, exports
+	// ax_tenant_budget_used_ratio, which the budget alerts read.
 	fed := newFederation(t, fedOpts{noWorkers: true, pools: map[string]string{"us-east-1": `
 - {name: cpu, tags: {class: cpu}, slots: 50, price_per_slot_hour: 0.04, spot: true}
-- {name: reserve, tags: {class: cpu}, slots: 4, price_per_slot_hour: 0.08}`}})
+- {name: reserve, tags: {class: cpu}, slots: 4, price_per_slot_hour: 0.08}`},
+		extra: "tenants:\n  team-b: {monthly_budget_usd: 1000, over_budget: cap, price_cap: 1}\n"})
 	fed.startWorker("us-east-1", "reserve")
 	workers := map[string]string{}
 	for _, r := range fed.order {

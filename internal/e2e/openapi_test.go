@@ -251,6 +251,12 @@ func TestOpenAPISession(t *testing.T) {
 	s.do(tokOperatorA, "GET", "/v1/schedules/no-such", nil, 404, false)
 	s.ok(tokOperatorA, "POST", "/v1/schedules/spec-nightly/pause", nil, 200, nil)
 	s.ok(tokOperatorA, "POST", "/v1/schedules/spec-nightly/resume", nil, 200, nil)
+	s.ok(tokOperatorA, "POST", "/v1/schedules/spec-nightly/backfill", map[string]any{"from": "2026-01-01", "to": "2026-01-02T12:00:00Z", "max_active": 1}, 201, nil)
+	s.do(tokOperatorA, "POST", "/v1/schedules/spec-nightly/backfill", map[string]any{"from": "2026-01-03", "to": "2026-01-01"}, 400, false)
+	s.do(tokOperatorA, "POST", "/v1/schedules/spec-nightly/backfill", map[string]any{"from": "2026-01-01"}, 400, true)
+	s.ok(tokOperatorA, "GET", "/v1/schedules/spec-nightly/backfills", nil, 200, nil)
+	s.ok(tokOperatorA, "POST", "/v1/schedules/spec-nightly/rerun", map[string]any{"period": "2026-01-01T02:00:00Z"}, 201, nil)
+	s.do(tokOperatorA, "POST", "/v1/schedules/spec-nightly/rerun", map[string]any{}, 400, true)
 	s.ok(tokOperatorA, "DELETE", "/v1/schedules/spec-nightly", nil, 200, nil)
 
 	s.ok("", "GET", "/v1/openapi.json", nil, 200, nil)
