@@ -333,14 +333,22 @@ auth: {enabled: false}
 		}
 		for _, id := range l.ids {
 			seen[id] = true
-			resp, err := httpc.Get(servers[0].api + "/v1/tasks/" + id)
-			if err != nil {
-				t.Fatal(err)
+			// 404 is lost; 503 and 429 say "ask again", not "gone".
+			code := 0
+			for try := 0; try < 50; try++ {
+				resp, err := httpc.Get(servers[0].api + "/v1/tasks/" + id)
+				if err != nil {
+					t.Fatal(err)
+				}
+				resp.Body.Close()
+				if code = resp.StatusCode; code != http.StatusServiceUnavailable && code != http.StatusTooManyRequests {
+					break
+				}
+				time.Sleep(100 * time.Millisecond)
 			}
-			resp.Body.Close()
-			if resp.StatusCode != http.StatusOK {
+			if code != http.StatusOK {
 				lost++
-				lostIDs = append(lostIDs, id)
+				lostIDs = append(lostIDs, fmt.Sprintf("%s (%d)", id, code))
 			}
 		}
 		if len(l.ids) > 1 {
