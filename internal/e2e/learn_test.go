@@ -157,9 +157,10 @@ func TestSlowCheapPoolStopsWinningOnceLearnt(t *testing.T) {
 		time.Sleep(100 * time.Millisecond)
 	}
 
-	// What an operator sees: `ax explain -o json` on every server.
+	// What an operator sees: `ax explain -o json` on every server (a
+	// tenant's token is not shown the run counts behind an estimate).
 	for _, s := range servers {
-		out, stderr, code := runAx(t, s.api, "--token", fed.token(tokSubmitterA), "explain", "--type", "exec",
+		out, stderr, code := runAx(t, s.api, "--token", fed.token(tokOperator), "explain", "--type", "exec",
 			"--tag", "class=cpu", "-o", "json")
 		var ex apiv1.Explanation
 		if code != 0 || json.Unmarshal([]byte(out), &ex) != nil {
