@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -154,3 +155,32 @@ func TestWorkerRedisACL(t *testing.T) {
 }
 
 func ptr[T any](v T) *T { return &v }
+
+// TestWorkerACLAllowsEveryScriptCommand: the library's scripts run with
+// the worker's rights when a worker calls them, so every command a script
+// names must be one ax-worker.acl allows (a missing one fails only on the
+// script path that reaches it).
+func TestWorkerACLAllowsEveryScriptCommand(t *testing.T) {
+	allowed := map[string]bool{}
+	for _, r := range workerACL(t) {
+		if strings.HasPrefix(r, "+") {
+			allowed[strings.ToLower(r[1:])] = true
+		}
+	}
+	call := regexp.MustCompile(`redis\.p?call\('([A-Za-z]+)'`)
+	files, err := filepath.Glob(filepath.Join(repoRoot(t), "queue", "scripts", "*.lua"))
+	if err != nil || len(files) == 0 {
+		t.Fatalf("no scripts in queue/scripts: %v", err)
+	}
+	for _, f := range files {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, m := range call.FindAllStringSubmatch(string(b), -1) {
+			if c := strings.ToLower(m[1]); !allowed[c] {
+				t.Errorf("%s calls %s, which deploy/redis/ax-worker.acl does not allow", filepath.Base(f), strings.ToUpper(c))
+			}
+		}
+	}
+}
