@@ -86,6 +86,7 @@ class FakeAX:
 
     def handle(self, method, path, body, alive=lambda: True):
         """(status, answer) of a request (the caller holds no lock)."""
+        path, _, query = path.partition("?")
         m = re.match(r"^/v1/workers(?:/([^/]+)(?:/(claim|report))?)?$", path)
         if m:
             wid, verb = m.group(1), m.group(2)
@@ -99,6 +100,9 @@ class FakeAX:
                 return self.report(wid, body)
             if method == "DELETE":
                 return self.leave(wid)
+        m = re.match(r"^/v1/tasks/([^/]+)/result$", path)
+        if m and method == "GET":
+            return self.result(m.group(1), query, alive)
         m = re.match(r"^/v1/tasks/([^/]+)$", path)
         if m and method == "GET":
             with self.mu:
@@ -113,6 +117,27 @@ class FakeAX:
             tid = self.submit(body["type"], body.get("payload"))
             return 201, {"id": tid, "state": "READY", "region": "fake-1", "pool": "p"}
         return 404, {"error": {"code": "not_found", "message": "no route %s %s" % (method, path)}}
+
+    def result(self, tid, query, alive):
+        """GET /v1/tasks/{id}/result: waits up to ?wait=<n>ms for the task to be terminal."""
+        m = re.search(r"(?:^|&)wait=(\d+)ms(?:&|$)", query)
+        end = time.monotonic() + (int(m.group(1)) / 1000 if m else 0)
+        with self.mu:
+            while True:
+                t = self.tasks.get(tid)
+                if t is None:
+                    return 404, {"error": {"code": "not_found", "message": "no such task", "field": "id"}}
+                done = t["state"] in ("SUCCESS", "FAILED", "CANCELED")
+                left = end - time.monotonic()
+                if done or left <= 0 or not alive():
+                    break
+                self.mu.wait(min(left, 0.05))
+            out = {"id": tid, "state": t["state"], "done": done, "attempts": t["attempts"]}
+            if t["state"] == "SUCCESS" and t["result"]:
+                out["result"] = json.loads(t["result"])
+            if t["last_error"]:
+                out["error"] = t["last_error"]
+            return (200 if done else 202), out
 
     def register(self, body):
         if not body.get("pool") or not 1 <= body.get("slots", 0) <= 1024:
@@ -240,7 +265,7 @@ class FakeServer:
                 if f:
                     status, answer = f["status"], f["body"] or {"error": {"code": "unavailable", "message": "fault"}}
                 else:
-                    status, answer = srv.ax.handle(self.command, self.path.split("?")[0], body or {},
+                    status, answer = srv.ax.handle(self.command, self.path, body or {},
                                                    lambda: not srv.dead)
                 if srv.dead:
                     return

@@ -87,22 +87,63 @@ class ClientTest(unittest.TestCase):
         c.submit({"type": "x", "idempotency_key": "k1"})
         self.assertEqual(len(self.ax.seen("POST", "^/v1/tasks$")), 3)
 
-    def test_wait_polls_until_terminal_and_times_out(self):
+    def test_wait_long_polls_the_result_until_terminal_and_times_out(self):
         c = self.client()
         tid = self.ax.submit("x")
         with self.assertRaises(WaitTimeout) as e:
             c.wait(tid, timeout=0.2)
-        self.assertEqual(e.exception.task["state"], "READY")
+        self.assertEqual((e.exception.task["state"], e.exception.task["done"]), ("READY", False))
         self.assertIsInstance(e.exception, TimeoutError)
+        asked = len(self.ax.seen("GET", "/result"))
+        self.assertTrue(1 <= asked <= 2, asked)
 
         def finish():
-            time.sleep(0.2)
+            time.sleep(0.3)
             with self.ax.mu:
-                self.ax.tasks[tid]["state"] = "SUCCESS"
+                self.ax.tasks[tid].update(state="SUCCESS", result='{"w":2}')
+                self.ax.mu.notify_all()
 
         import threading
         threading.Thread(target=finish).start()
-        self.assertEqual(c.wait(tid, timeout=5)["state"], "SUCCESS")
+        t0 = time.monotonic()
+        r = c.wait(tid, timeout=5)
+        self.assertEqual((r["state"], r["done"], r["result"]), ("SUCCESS", True, {"w": 2}))
+        self.assertLess(time.monotonic() - t0, 1.5)
+        waits = [x[2] for x in self.ax.seen("GET", "/result")][asked:]
+        self.assertEqual(len(waits), 1, waits)  # one long poll, no polling of GET /v1/tasks/{id}
+        self.assertRegex(waits[0], r"^/v1/tasks/%s/result\?wait=\d+ms$" % tid)
+        self.assertEqual(self.ax.seen("GET", "^/v1/tasks/[^/]+$"), [])
+
+    def test_wait_asks_again_after_a_saturated_answer(self):
+        c = self.client()
+        tid = self.ax.submit("x")
+        with self.ax.mu:
+            self.ax.tasks[tid]["state"] = "FAILED"
+            self.ax.tasks[tid]["last_error"] = "boom"
+        self.ax.fault("/result", status=429, retry_after="0.1", times=1)
+        r = c.wait(tid, timeout=5)
+        self.assertEqual((r["state"], r["error"]), ("FAILED", "boom"))
+        self.assertEqual(len(self.ax.seen("GET", "/result")), 2)
+        with self.assertRaises(APIError) as e:
+            c.wait("t-none", timeout=1)
+        self.assertEqual(e.exception.status, 404)
+
+    def test_submit_fields_and_when_a_submit_is_sent_again(self):
+        c = self.client()
+        self.ax.fault("^/v1/tasks$", drop=True, times=1)
+        c.submit({"type": "x"}, unique_key="u1", unique_for="1h")
+        sent = self.ax.seen("POST", "^/v1/tasks$")
+        self.assertEqual(len(sent), 2)  # a unique key makes the resend create nothing new
+        self.assertEqual(sent[-1][3], {"type": "x", "unique_key": "u1", "unique_for": "1h"})
+        self.ax.fault("^/v1/tasks$", drop=True, times=1)
+        c.submit({"type": "x"}, debounce_key="d1", debounce="2s", debounce_max_wait="30s")
+        sent = self.ax.seen("POST", "^/v1/tasks$")
+        self.assertEqual(sent[-1][3], {"type": "x", "debounce_key": "d1", "debounce": "2s", "debounce_max_wait": "30s"})
+        self.assertEqual(len(sent), 4)
+        self.ax.fault("^/v1/tasks$", drop=True, times=1)
+        with self.assertRaises(OSError):
+            c.submit({"type": "x", "unique_key": "u2"}, unique_conflict="reject")
+        self.assertEqual(len(self.ax.seen("POST", "^/v1/tasks$")), 5)
 
     def test_urls_are_checked(self):
         for bad in ("", "ftp://x", "localhost:8080", ","):

@@ -4,6 +4,7 @@ AX_URL is its first region's API (internal/e2e's TestPythonSDK sets it).
 Skipped without AX_URL.
 """
 
+import datetime
 import os
 import unittest
 import uuid
@@ -73,6 +74,23 @@ class ClientLiveTest(unittest.TestCase):
         with self.assertRaises(APIError) as e:
             self.ax.get_schedule(name)
         self.assertEqual(e.exception.status, 404)
+
+    def test_schedule_backfill_and_rerun(self):
+        name = unique("py-backfill")
+        self.ax.create_schedule({"name": name, "cron": "0 3 * * *", "timezone": "UTC", "paused": True,
+                                 "task": {"type": unique("py.cron"), "tags": SPOT, "regions": [REGION]}})
+        b = self.ax.backfill_schedule(name, datetime.date(2026, 1, 1), "2026-01-03", max_active=2)
+        self.assertEqual((b["schedule"], b["periods"], b["max_active"], b.get("rerun", False)), (name, 2, 2, False))
+        r = self.ax.rerun_schedule(name, datetime.datetime(2026, 1, 1, 3, tzinfo=datetime.timezone.utc))
+        self.assertEqual((r["periods"], r.get("rerun")), (1, True))
+        self.assertEqual({x["id"] for x in self.ax.list_schedule_backfills(name)["backfills"]}, {b["id"], r["id"]})
+        with self.assertRaises(APIError) as e:
+            self.ax.backfill_schedule(name, "2026-01-03", "2026-01-01")
+        self.assertEqual((e.exception.status, e.exception.field), (400, "from"))
+        with self.assertRaises(APIError) as e:
+            self.ax.rerun_schedule(name, "2026-01-01T04:00:00Z")
+        self.assertEqual((e.exception.status, e.exception.field), (400, "period"))
+        self.ax.delete_schedule(name)
 
 
 if __name__ == "__main__":

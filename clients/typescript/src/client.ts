@@ -21,12 +21,22 @@ export type DAGRequest = Schemas["DAGRequest"];
 export type DAGStatus = Schemas["DAGStatus"];
 export type ScheduleRequest = Schemas["ScheduleRequest"];
 export type ScheduleStatus = Schemas["ScheduleStatus"];
+export type TaskResult = Schemas["TaskResult"];
+export type BackfillRequest = Schemas["BackfillRequest"];
+export type Backfill = Schemas["Backfill"];
 export type TaskFilter = Query<"listTasks">;
 export type DeadLetterFilter = Query<"listDeadLetters">;
 export type DAGFilter = Query<"listDAGs">;
 
 /** The states a task never leaves on its own. */
 export const terminalStates: readonly TaskState[] = ["SUCCESS", "FAILED", "CANCELED"];
+/** The longest wait GET /v1/tasks/{id}/result takes, in milliseconds. */
+export const maxResultWaitMs = 60_000;
+// The fewest milliseconds between two result waits: a server that answers
+// before the wait it was asked for (one without waits) is asked at most 5
+// times a second.
+const minResultAskMs = 200;
+
 /** The states a DAG run never leaves. */
 export const dagTerminalStates: readonly Schemas["DAGState"][] = ["SUCCESS", "FAILED", "CANCELED"];
 
@@ -56,15 +66,17 @@ export class Client {
 
   /**
    * POST /v1/tasks. A connection error after the request may have reached the
-   * server is retried only when the spec has an idempotency_key.
+   * server is retried only when sending the spec twice creates one task: it
+   * has an idempotency_key, a debounce_key, or a unique_key whose
+   * unique_conflict is not "reject" (docs/tasks.md).
    */
   submit(spec: TaskSpec, o: RequestOptions = {}): Promise<Answer<"submitTask">> {
-    return this.#call("POST", "/v1/tasks", { body: spec, signal: o.signal, idempotent: !!spec.idempotency_key });
+    return this.#call("POST", "/v1/tasks", { body: spec, signal: o.signal, idempotent: resendable(spec) });
   }
 
   /** POST /v1/tasks/batch: up to 1000 specs, each answered on its own. */
   submitBatch(specs: TaskSpec[], o: RequestOptions = {}): Promise<Answer<"submitTasks">> {
-    return this.#call("POST", "/v1/tasks/batch", { body: { tasks: specs }, signal: o.signal, idempotent: specs.every((s) => !!s.idempotency_key) });
+    return this.#call("POST", "/v1/tasks/batch", { body: { tasks: specs }, signal: o.signal, idempotent: specs.every(resendable) });
   }
 
   /** GET /v1/tasks/{id}: the task, wherever it is held. */
@@ -78,12 +90,37 @@ export class Client {
   }
 
   /**
-   * Polls GET /v1/tasks/{id} until the task is SUCCESS, FAILED or CANCELED
-   * (50 ms apart at first, 1 s at most) and returns it; after timeoutMs it
-   * throws WaitTimeout (an AxError, code "timeout", holding the last read).
+   * GET /v1/tasks/{id}/result: the task's result once it is SUCCESS (result
+   * as a JSON value), its error once FAILED or CANCELED (done true); with
+   * waitMs (at most 60 000) the server holds the answer until then or until
+   * the wait ends (done false, the state and progress).
    */
-  wait(id: string, timeoutMs = 60_000, o: RequestOptions = {}): Promise<Task> {
-    return poll(() => this.get(id, o), terminalStates, id, timeoutMs, 50, o.signal);
+  result(id: string, waitMs = 0, o: RequestOptions = {}): Promise<TaskResult> {
+    const wait = Math.max(0, Math.min(Math.floor(waitMs), maxResultWaitMs));
+    return this.#call("GET", `/v1/tasks/${seg(id)}/result`, {
+      query: wait > 0 ? { wait: `${wait}ms` } : undefined,
+      signal: o.signal,
+      timeoutMs: wait + 15_000,
+    });
+  }
+
+  /**
+   * Waits until the task is SUCCESS, FAILED or CANCELED and returns its
+   * result (see result): long-polls GET /v1/tasks/{id}/result, up to 60 s a
+   * call, so a task handed to another region is waited for where it runs.
+   * After timeoutMs it throws WaitTimeout (an AxError, code "timeout",
+   * holding the last answer).
+   */
+  async wait(id: string, timeoutMs = 60_000, o: RequestOptions = {}): Promise<TaskResult> {
+    const end = Date.now() + timeoutMs;
+    for (;;) {
+      const asked = Date.now();
+      const r = await this.result(id, Math.max(0, end - asked), o);
+      if (r.done) return r;
+      const now = Date.now();
+      if (now >= end) throw new WaitTimeout(id, timeoutMs, r);
+      await sleep(Math.max(0, Math.min(asked + minResultAskMs, end) - now), o.signal);
+    }
   }
 
   /** GET /v1/tasks: one page of tasks of every region. */
@@ -186,6 +223,25 @@ export class Client {
     return this.#call("POST", `/v1/schedules/${seg(name)}/resume`, { query: { tenant }, body: {}, signal: o.signal, idempotent: true });
   }
 
+  /**
+   * POST /v1/schedules/{name}/backfill (operator token): runs every slot from
+   * req.from to req.to (RFC 3339 times or dates), at most req.max_active at
+   * once; a period that ran already is not run again.
+   */
+  backfillSchedule(name: string, req: BackfillRequest, tenant?: string, o: RequestOptions = {}): Promise<Answer<"backfillSchedule">> {
+    return this.#call("POST", `/v1/schedules/${seg(name)}/backfill`, { query: { tenant }, body: req, signal: o.signal });
+  }
+
+  /** POST /v1/schedules/{name}/rerun (operator token): a new run of the period starting at period (a slot). */
+  rerunSchedule(name: string, period: string, tenant?: string, o: RequestOptions = {}): Promise<Answer<"rerunSchedule">> {
+    return this.#call("POST", `/v1/schedules/${seg(name)}/rerun`, { query: { tenant }, body: { period }, signal: o.signal });
+  }
+
+  /** GET /v1/schedules/{name}/backfills: its backfills and reruns, newest first. */
+  listScheduleBackfills(name: string, tenant?: string, o: RequestOptions = {}): Promise<Answer<"listScheduleBackfills">> {
+    return this.#call("GET", `/v1/schedules/${seg(name)}/backfills`, { query: { tenant }, signal: o.signal });
+  }
+
   /** GET /v1/regions: every region's health, pools and prices. */
   regions(o: RequestOptions = {}): Promise<Answer<"listRegions">> {
     return this.#call("GET", "/v1/regions", o);
@@ -195,6 +251,11 @@ export class Client {
   explain(spec: TaskSpec, o: RequestOptions = {}): Promise<Answer<"explainPlacement">> {
     return this.#call("POST", "/v1/placement/explain", { body: spec, signal: o.signal, idempotent: true });
   }
+}
+
+/** Whether sending spec twice creates one task, so a retry after no answer is safe. */
+function resendable(spec: TaskSpec): boolean {
+  return !!spec.idempotency_key || !!spec.debounce_key || (!!spec.unique_key && spec.unique_conflict !== "reject");
 }
 
 async function* pages<F extends { cursor?: string }, P extends { next_cursor?: string }, T>(

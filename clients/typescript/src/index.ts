@@ -1,8 +1,10 @@
 // ax's TypeScript SDK: Client calls the HTTP API, Worker runs handlers for
 // tasks claimed through the worker protocol.
-export { Client, dagTerminalStates, terminalStates } from "./client.js";
+export { Client, dagTerminalStates, maxResultWaitMs, terminalStates } from "./client.js";
 export type {
   Answer,
+  Backfill,
+  BackfillRequest,
   ClientOptions,
   DAGFilter,
   DAGRequest,
@@ -16,6 +18,7 @@ export type {
   Task as TaskRecord,
   TaskFilter,
   TaskList,
+  TaskResult,
   TaskSpec,
   TaskState,
   Trail,

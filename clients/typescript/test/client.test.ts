@@ -27,22 +27,60 @@ describe("Client", () => {
     fake.hooks = [];
   }
 
-  it("submits, gets and waits until the task is terminal", async () => {
+  it("submits, gets and waits for the result with one long poll", async () => {
     fresh();
     const ax = new Client({ urls: url, token: "tok" });
     const sub = await ax.submit({ type: "resize", payload: { w: 10 } });
     assert.equal(sub.state, "READY");
-    let gets = 0;
-    fake.hooks.push((c) => {
-      if (c.method !== "GET") return;
-      gets++;
-      return { status: 200, body: { ...fake.tasks.get(sub.id), state: gets < 3 ? "RUNNING" : "SUCCESS", result: "done" } };
-    });
-    const t = await ax.wait(sub.id, 5_000);
-    assert.equal(t.state, "SUCCESS");
-    assert.equal(t.result, "done");
-    assert.equal(gets, 3);
+    assert.equal((await ax.get(sub.id)).state, "READY");
+    setTimeout(() => Object.assign(fake.tasks.get(sub.id), { state: "SUCCESS", result: { w: 5 } }), 300);
+    const start = Date.now();
+    const r = await ax.wait(sub.id, 5_000);
+    assert.deepEqual([r.state, r.done, r.result], ["SUCCESS", true, { w: 5 }]);
+    assert.ok(Date.now() - start < 1_500, `took ${Date.now() - start} ms`);
+    const waits = fake.calls.filter((c) => c.path.includes("/result"));
+    assert.equal(waits.length, 1, JSON.stringify(waits));
+    assert.match(waits[0]!.path, new RegExp(`^/v1/tasks/${sub.id}/result\\?wait=\\d+ms$`));
+    assert.equal(fake.calls.filter((c) => c.method === "GET").length, 2, "GET /v1/tasks/{id} is read once, by the test");
     assert.deepEqual(fake.calls[0]!.body, { type: "resize", payload: { w: 10 } });
+  });
+
+  it("wait asks again after a saturated answer and answers a failed task's error", async () => {
+    fresh();
+    const ax = new Client(url);
+    const sub = await ax.submit({ type: "boom" });
+    Object.assign(fake.tasks.get(sub.id), { state: "FAILED", last_error: "boom" });
+    let n = 0;
+    fake.hooks.push((c) => (c.path.includes("/result") && n++ === 0 ? apiError(429, "saturated", "too many long-polls", undefined, 0) : undefined));
+    const r = await ax.wait(sub.id, 5_000);
+    assert.deepEqual([r.state, r.error], ["FAILED", "boom"]);
+    assert.equal(fake.calls.filter((c) => c.path.includes("/result")).length, 2);
+    const e = await ax.wait("no-such-task", 1_000).catch((e: unknown) => e);
+    assert.ok(e instanceof AxError && e.status === 404, String(e));
+  });
+
+  it("sends a cut-off submit again only when a second send creates nothing new", async () => {
+    fresh();
+    const ax = new Client(url);
+    const cutNext = () => {
+      let cut = 0;
+      fake.hooks = [(c) => (c.method === "POST" && cut++ === 0 ? "destroy" : undefined)];
+    };
+    for (const spec of [
+      { type: "u", unique_key: "u1", unique_for: "1h" },
+      { type: "d", debounce_key: "d1", debounce: "2s", debounce_max_wait: "30s" },
+    ] as const) {
+      cutNext();
+      fake.calls = [];
+      await ax.submit(spec);
+      assert.equal(fake.calls.length, 2, spec.type);
+      assert.deepEqual(fake.calls[1]!.body, spec);
+    }
+    cutNext();
+    fake.calls = [];
+    const e = await ax.submit({ type: "r", unique_key: "u2", unique_conflict: "reject" }).catch((e: unknown) => e);
+    assert.ok(e instanceof AxError && e.code === "unavailable", String(e));
+    assert.equal(fake.calls.length, 1);
   });
 
   it("throws AxError with status, code, message and field, without retrying a 400", async () => {

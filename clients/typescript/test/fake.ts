@@ -147,6 +147,7 @@ export class FakeRegion {
       if (method === "GET" && p.length === 2) return { status: 200, body: this.#page(url) };
       const t = this.tasks.get(p[2] ?? "");
       if (!t) return apiError(404, "not_found", "no such task", "id");
+      if (method === "GET" && p[3] === "result") return this.#result(p[2]!, url, gone);
       if (method === "GET") return { status: 200, body: t };
       if (p[3] === "cancel") return { status: 200, body: { id: t.id, state: "CANCELED", requested: true } };
     }
@@ -195,6 +196,24 @@ export class FakeRegion {
       return ok ? { id: o.id, ok } : { id: o.id, ok, code: "lease_lost", message: "not held" };
     });
     return { stop: this.stops.splice(0), outcomes: answers };
+  }
+
+  // #result answers GET /v1/tasks/{id}/result, waiting up to ?wait=<n>ms
+  // for the task (fake.tasks, which tests change) to be terminal.
+  async #result(id: string, url: URL, gone: () => boolean): Promise<{ status: number; body: unknown }> {
+    const m = /^(\d+)ms$/.exec(url.searchParams.get("wait") ?? "");
+    const end = Date.now() + (m ? Number(m[1]) : 0);
+    for (;;) {
+      const t = this.tasks.get(id);
+      const done = ["SUCCESS", "FAILED", "CANCELED"].includes(t.state);
+      if (done || Date.now() >= end || gone()) {
+        const body: Record<string, unknown> = { id, state: t.state, done, attempts: t.attempts };
+        if (t.result !== undefined) body.result = t.result;
+        if (t.last_error) body.error = t.last_error;
+        return { status: done ? 200 : 202, body };
+      }
+      await new Promise((r) => setTimeout(r, Math.min(20, end - Date.now())));
+    }
   }
 
   #page(url: URL): unknown {

@@ -3,7 +3,7 @@
     from axsched import Client, APIError
     ax = Client("http://127.0.0.1:8080")          # token: argument or AX_TOKEN
     t = ax.submit({"type": "report.generate", "payload": {"id": 7}})
-    done = ax.wait(t["id"], timeout=60)           # SUCCESS, FAILED or CANCELED
+    done = ax.wait(t["id"], timeout=60)           # its result once SUCCESS, FAILED or CANCELED
     for task in ax.iter_tasks(state="FAILED", type="report.generate"):
         ax.replay(task["id"])
 
@@ -14,6 +14,7 @@ server raises the OSError of the last attempt.
 
 from __future__ import annotations
 
+import datetime
 import os
 import time
 import urllib.parse
@@ -32,6 +33,7 @@ ROUTES: Dict[str, Tuple[str, str]] = {
     "listTasks": ("GET", "/v1/tasks"),
     "getTask": ("GET", "/v1/tasks/{id}"),
     "getTaskTrail": ("GET", "/v1/tasks/{id}/trail"),
+    "getTaskResult": ("GET", "/v1/tasks/{id}/result"),
     "cancelTask": ("POST", "/v1/tasks/{id}/cancel"),
     "replayTask": ("POST", "/v1/tasks/{id}/replay"),
     "setTaskPriority": ("POST", "/v1/tasks/{id}/priority"),
@@ -48,7 +50,16 @@ ROUTES: Dict[str, Tuple[str, str]] = {
     "deleteSchedule": ("DELETE", "/v1/schedules/{name}"),
     "pauseSchedule": ("POST", "/v1/schedules/{name}/pause"),
     "resumeSchedule": ("POST", "/v1/schedules/{name}/resume"),
+    "backfillSchedule": ("POST", "/v1/schedules/{name}/backfill"),
+    "rerunSchedule": ("POST", "/v1/schedules/{name}/rerun"),
+    "listScheduleBackfills": ("GET", "/v1/schedules/{name}/backfills"),
 }
+
+# The longest wait the result route takes (GET /v1/tasks/{id}/result?wait=).
+MAX_RESULT_WAIT = 60.0
+# The fewest seconds between two result waits: a server that answers before
+# the wait it was asked for (one without waits) is asked at most 5 times a second.
+MIN_RESULT_ASK = 0.2
 
 # The task states no transition leaves (but replay of a FAILED one).
 TERMINAL = frozenset({"SUCCESS", "FAILED", "CANCELED"})
@@ -85,32 +96,71 @@ class Client:
 
     # Tasks.
 
-    def submit(self, spec: Mapping[str, Any]) -> Dict[str, Any]:
+    def submit(self, spec: Optional[Mapping[str, Any]] = None, *, unique_key: Optional[str] = None,
+               unique_for: Optional[str] = None, unique_until: Optional[str] = None,
+               unique_conflict: Optional[str] = None, debounce_key: Optional[str] = None,
+               debounce: Optional[str] = None, debounce_max_wait: Optional[str] = None) -> Dict[str, Any]:
         """POST /v1/tasks: {id, state, region, pool, duplicate}.
 
-        A submit that may have reached a server without an answer is sent
-        again only when spec has an idempotency_key (else it could run twice).
+        The keyword fields join spec (docs/tasks.md): unique_key with
+        unique_for (a Go duration), unique_until ("started" or "finished")
+        and unique_conflict ("existing": the holder's answer, 200; "reject":
+        409 naming unique_key); debounce_key with debounce and
+        debounce_max_wait (Go durations). A submit that may have reached a
+        server without an answer is sent again only when sending it twice
+        creates one task: with an idempotency_key, a debounce_key, or a
+        unique_key whose conflict is not "reject" (else it could run twice).
         """
-        return self._call("submitTask", dict(spec), idempotent=bool(spec.get("idempotency_key")))
+        body = dict(spec or {})
+        for k, v in (("unique_key", unique_key), ("unique_for", unique_for), ("unique_until", unique_until),
+                     ("unique_conflict", unique_conflict), ("debounce_key", debounce_key), ("debounce", debounce),
+                     ("debounce_max_wait", debounce_max_wait)):
+            if v is not None:
+                body[k] = v
+        return self._call("submitTask", body, idempotent=_resendable(body))
 
     def submit_batch(self, specs: Sequence[Mapping[str, Any]]) -> Dict[str, Any]:
         """POST /v1/tasks/batch: {accepted, rejected, results}, one result per spec."""
-        keyed = all(s.get("idempotency_key") for s in specs)
+        keyed = all(_resendable(s) for s in specs)
         return self._call("submitTasks", {"tasks": [dict(s) for s in specs]}, idempotent=keyed)
 
     def get(self, task_id: str) -> Dict[str, Any]:
         """GET /v1/tasks/{id}: the task, wherever it is held."""
         return self._call("getTask", id=task_id)
 
-    def wait(self, task_id: str, timeout: float = 60.0, poll: float = 0.05, max_poll: float = 2.0,
-             clock: Callable[[], float] = time.monotonic,
-             sleep: Callable[[float], None] = time.sleep) -> Dict[str, Any]:
-        """Reads the task until it is SUCCESS, FAILED or CANCELED, at most timeout seconds.
+    def result(self, task_id: str, wait: float = 0.0) -> Dict[str, Any]:
+        """GET /v1/tasks/{id}/result: {id, state, done, reason, result, error, attempts, progress, ...}.
 
-        The polls back off from poll to max_poll. Raises WaitTimeout (a
-        TimeoutError holding the last task read) when time runs out.
+        With wait (seconds, at most 60) the server holds the answer until the
+        task is SUCCESS, FAILED or CANCELED or the wait ends (done false).
+        result is the handler's result as a JSON value.
         """
-        return _poll(self.get, task_id, TERMINAL, timeout, poll, max_poll, clock, sleep)
+        wait = max(0.0, min(wait, MAX_RESULT_WAIT))
+        q = {"wait": "%dms" % int(wait * 1000)} if wait > 0 else None
+        return self._t.call("GET", ROUTES["getTaskResult"][1].replace("{id}", urllib.parse.quote(task_id, safe="")),
+                            None, q, timeout=max(self._t.timeout, wait + 15))
+
+    def wait(self, task_id: str, timeout: float = 60.0, clock: Callable[[], float] = time.monotonic,
+             sleep: Callable[[float], None] = time.sleep) -> Dict[str, Any]:
+        """Waits at most timeout seconds for the task to be SUCCESS, FAILED or CANCELED; its result.
+
+        Long-polls GET /v1/tasks/{id}/result (each wait up to 60 s, so a
+        task handed to another region is waited for where it runs) and
+        returns its answer once done: state, result (the handler's result
+        as a JSON value), error and reason of a FAILED or CANCELED task,
+        attempts. Raises WaitTimeout (a TimeoutError holding the last
+        answer) when time runs out, APIError for a task that does not exist.
+        """
+        end = clock() + timeout
+        while True:
+            asked = clock()
+            last = self.result(task_id, wait=max(0.0, end - asked))
+            if last.get("done"):
+                return last
+            now = clock()
+            if now >= end:
+                raise WaitTimeout(task_id, timeout, last)
+            sleep(max(0.0, min(asked + MIN_RESULT_ASK, end) - now))
 
     def trail(self, task_id: str) -> Any:
         """GET /v1/tasks/{id}/trail: its transitions, across regions."""
@@ -207,6 +257,50 @@ class Client:
     def resume_schedule(self, name: str) -> Dict[str, Any]:
         """POST /v1/schedules/{name}/resume."""
         return self._call("resumeSchedule", {}, name=name)
+
+    def backfill_schedule(self, name: str, start: Union[str, datetime.datetime, datetime.date],
+                          end: Union[str, datetime.datetime, datetime.date], max_active: Optional[int] = None,
+                          tenant: Optional[str] = None) -> Dict[str, Any]:
+        """POST /v1/schedules/{name}/backfill (operator token): runs every slot from start to end, both included.
+
+        start and end: RFC 3339 times, aware datetimes or dates (midnight in
+        the schedule's zone). max_active: runs at once (1..100, default 1).
+        tenant: whose schedule, for a token of every tenant. Answers the
+        backfill {id, state, periods, runs, active, ...}; a period that ran
+        already is not run again.
+        """
+        body: Dict[str, Any] = {"from": _when(start), "to": _when(end)}
+        if max_active is not None:
+            body["max_active"] = max_active
+        return self._call("backfillSchedule", body, query={"tenant": tenant}, idempotent=False, name=name)
+
+    def rerun_schedule(self, name: str, period: Union[str, datetime.datetime, datetime.date],
+                       tenant: Optional[str] = None) -> Dict[str, Any]:
+        """POST /v1/schedules/{name}/rerun (operator token): a new run of the period starting at period (a slot)."""
+        return self._call("rerunSchedule", {"period": _when(period)}, query={"tenant": tenant}, idempotent=False,
+                          name=name)
+
+    def list_schedule_backfills(self, name: str, tenant: Optional[str] = None) -> Dict[str, Any]:
+        """GET /v1/schedules/{name}/backfills: {"backfills": [...]}, newest first."""
+        return self._call("listScheduleBackfills", query={"tenant": tenant}, name=name)
+
+
+def _resendable(spec: Mapping[str, Any]) -> bool:
+    """Whether sending spec twice creates one task (a retry after no answer is safe)."""
+    if spec.get("idempotency_key") or spec.get("debounce_key"):
+        return True
+    return bool(spec.get("unique_key")) and spec.get("unique_conflict") != "reject"
+
+
+def _when(t: Union[str, datetime.datetime, datetime.date]) -> str:
+    """t as the API takes a time: an RFC 3339 string, or a date (2006-01-02)."""
+    if isinstance(t, datetime.datetime):
+        if t.tzinfo is None:
+            raise ValueError("time %r has no time zone" % t)
+        return t.isoformat()
+    if isinstance(t, datetime.date):
+        return t.isoformat()
+    return str(t)
 
 
 def _pages(page: Callable[..., Dict[str, Any]], key: str, filters: Dict[str, Any]) -> Iterator[Dict[str, Any]]:
