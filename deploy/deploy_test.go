@@ -12,10 +12,12 @@ package deploy
 
 import (
 	"bytes"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 
 	"go.yaml.in/yaml/v3"
@@ -84,16 +86,47 @@ func loadRegion(t *testing.T, name string, data []byte, env map[string]string) *
 	return r
 }
 
+// built is the ax binary axBinary builds, once for the whole package run
+// (each build links the whole server); TestMain removes its directory.
+var built struct {
+	once     sync.Once
+	dir, bin string
+	err      error
+}
+
+func TestMain(m *testing.M) {
+	code := m.Run()
+	if built.dir != "" {
+		_ = os.RemoveAll(built.dir)
+	}
+	os.Exit(code)
+}
+
 // axBinary returns the path of an ax binary: make test's (AX_TEST_BIN,
-// built once for every suite), else cmd/ax built into a temp dir.
+// built once for every suite), else cmd/ax built once into a temp dir.
 func axBinary(t *testing.T) string {
 	t.Helper()
 	if bin := os.Getenv("AX_TEST_BIN"); bin != "" {
 		return bin
 	}
-	bin := filepath.Join(t.TempDir(), "ax")
-	run(t, repoRoot(t), nil, "go", "build", "-o", bin, "./cmd/ax")
-	return bin
+	root := repoRoot(t)
+	built.once.Do(func() {
+		if built.dir, built.err = os.MkdirTemp("", "ax-deploy-test-"); built.err != nil {
+			return
+		}
+		bin := filepath.Join(built.dir, "ax")
+		cmd := exec.Command("go", "build", "-o", bin, "./cmd/ax")
+		cmd.Dir = root
+		if out, err := cmd.CombinedOutput(); err != nil {
+			built.err = fmt.Errorf("go build ./cmd/ax: %v\n%s", err, out)
+			return
+		}
+		built.bin = bin
+	})
+	if built.err != nil {
+		t.Fatal(built.err)
+	}
+	return built.bin
 }
 
 // axFlags lists the long flags `ax <sub> --help` documents, global ones

@@ -209,6 +209,7 @@ func TestSaturationSpillsToTheNextCheapest(t *testing.T) {
 }
 
 func TestBurstFillsCheapestFirst(t *testing.T) {
+	testenv.Slow(t)
 	// Room for 12 824 below the hard watermark (0.8 × capacity + 4 free
 	// slots each); the cheapest pool has the most.
 	caps := map[string]int{

@@ -198,6 +198,7 @@ func payloadN(i int) string { return strconv.Itoa(i) }
 // requests in flight at once, whose word (commit) reaches the target for
 // every task (each READY there).
 func TestHandOffBatchLandsEveryTaskOnce(t *testing.T) {
+	testenv.Slow(t)
 	const n = 2500
 	f := newFed(t, fedtest.WithCapacity(az, poolSpot, 4*n))
 	ctx := fedtest.Ctx(t)

@@ -16,6 +16,7 @@ import (
 // redis.addr, its value and where the value came from: the config file, or
 // the variable that overrode it.
 func TestServerNamesTheRedisKeyItCannotReach(t *testing.T) {
+	testenv.Slow(t)
 	etcd := testenv.StartEtcd(t)
 	path := filepath.Join(t.TempDir(), "r1.yaml")
 	region := "region: r1\nlisten: 127.0.0.1:0\nauth: {enabled: false}\npools:\n  - {name: cpu, slots: 1}\n" +

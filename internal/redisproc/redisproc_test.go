@@ -255,6 +255,9 @@ func processAlive(pid int) bool {
 }
 
 func TestStartClusterWithPassword(t *testing.T) {
+	if testing.Short() {
+		t.Skip("slow (a Redis Cluster of three processes): skipped under -short; `make test` runs it")
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	defer cancel()
 	c, err := StartCluster(ctx, 3, 0, WithPassword("cl-pw"))

@@ -56,6 +56,7 @@ func TestRedisPasswordIsRequired(t *testing.T) {
 }
 
 func TestRedisClusterServesEverySlot(t *testing.T) {
+	Slow(t)
 	c := StartRedisCluster(t, 3)
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
@@ -92,6 +93,7 @@ func TestRedisClusterServesEverySlot(t *testing.T) {
 }
 
 func TestRedisSentinelFailsOver(t *testing.T) {
+	Slow(t)
 	s := StartRedisSentinel(t, SentinelOptions{Password: "data-pw", SentinelPassword: "sentinel-pw"})
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()

@@ -145,6 +145,7 @@ func (r *logRecords) count(level slog.Level, key, value string) int {
 // WARN naming the frozen node as its gate closes, an INFO as it opens
 // after SIGCONT, nothing for the others. After SIGCONT every key works.
 func TestClusterGateRefusesOnlyTheFrozenMastersCalls(t *testing.T) {
+	testenv.Slow(t)
 	rc := startPartialCluster(t)
 	cc := redis.NewClusterClient(&redis.ClusterOptions{Addrs: rc.Addrs(), ContextTimeoutEnabled: true})
 	defer cc.Close()
