@@ -1,0 +1,260 @@
+package e2e
+
+import (
+	"bufio"
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/ax-sched/ax/task"
+)
+
+// sdkWorkers starts remote workers of one SDK running its gated worker
+// program (testdata/sdkgated.py, clients/typescript/test/e2e-gated-worker.ts)
+// and reads what they ran.
+type sdkWorkers struct {
+	f           *federation
+	sdk, pool   string
+	bin         string
+	args        []string
+	env         []string
+	runs, gates string
+	procs       map[string]*proc // by worker name
+}
+
+// start starts worker name with grace seconds for its handlers at SIGTERM.
+func (s *sdkWorkers) start(name string, grace int) *proc {
+	s.f.t.Helper()
+	env := append(append([]string{}, s.env...), "AX_E2E_NAME="+name, fmt.Sprintf("AX_E2E_GRACE=%d", grace))
+	p := s.f.procs.startBin(s.bin, "us-east-1/"+s.sdk+"-"+name, env, s.args...)
+	s.procs[name] = p
+	return p
+}
+
+// open lets the gated task id through its gate.
+func (s *sdkWorkers) open(id string) {
+	s.f.t.Helper()
+	if err := os.WriteFile(filepath.Join(s.gates, id), nil, 0o600); err != nil {
+		s.f.t.Fatal(err)
+	}
+}
+
+// sdkRun is one line of a gated worker's runs file: a handler started,
+// passed its gate (done) or saw its stop (stopped).
+type sdkRun struct {
+	Ev      string `json:"ev"`
+	ID      string `json:"id"`
+	Attempt int    `json:"attempt"`
+	Worker  string `json:"worker"`
+}
+
+// ran is what the workers did with task id, in order: "start A 1",
+// "done A 1", ...
+func (s *sdkWorkers) ran(id string) []string {
+	s.f.t.Helper()
+	fh, err := os.Open(s.runs)
+	if os.IsNotExist(err) {
+		return nil
+	}
+	if err != nil {
+		s.f.t.Fatal(err)
+	}
+	defer fh.Close()
+	var out []string
+	sc := bufio.NewScanner(fh)
+	for sc.Scan() {
+		var r sdkRun
+		if json.Unmarshal(sc.Bytes(), &r) != nil {
+			continue // a line being written
+		}
+		if r.ID == id {
+			out = append(out, fmt.Sprintf("%s %s %d", r.Ev, r.Worker, r.Attempt))
+		}
+	}
+	return out
+}
+
+// startedOn waits until a worker started task id and returns which.
+func (s *sdkWorkers) startedOn(id string) string {
+	s.f.t.Helper()
+	var who string
+	waitUntil(s.f.t, 30*time.Second, "a "+s.sdk+" worker to start "+id, func() bool {
+		for _, r := range s.ran(id) {
+			if f := strings.Fields(r); f[0] == "start" {
+				who = f[1]
+				return true
+			}
+		}
+		return false
+	})
+	return who
+}
+
+// Remote workers of the Python and the TypeScript SDK, as a team running
+// its own compute meets them: auth on, two regions of two servers, each
+// SDK's workers holding only us-east-1's two API URLs and a worker token
+// scoped to tenant team-a and the SDK's own pool of team-a.
+//
+// Stopped (SIGTERM) with two tasks in flight, a worker finishes the one
+// that ends within its grace (after the signal) and hands back the one that
+// does not, which another worker then runs to SUCCESS: nothing is lost.
+// Killed (SIGKILL) mid-task — a task handed to us-east-1 from eu-west-1 —
+// the task's lease runs out and it runs again on the other worker, which
+// ends it SUCCESS; it passed its gate exactly once.
+func TestSDKWorkersKilledAndStopped(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts a two-region federation and SDK workers")
+	}
+	py := pythonSDK(t)
+	tsDir := typescriptSDK(t)
+	secret := map[string]string{"py-workers": "pw-" + randomHex(16), "ts-workers": "tw-" + randomHex(16)}
+	var tokens strings.Builder
+	for name, pool := range map[string]string{"py-workers": "py", "ts-workers": "ts"} {
+		fmt.Fprintf(&tokens, "- {name: %s, token_sha256: %s, role: worker, tenants: [team-a], pools: [%s], types: [sdk.gated]}\n",
+			name, sha256Hex(secret[name]), pool)
+	}
+	// Both regions declare the pools (a worker token names pools of its
+	// region's file); only us-east-1's have workers.
+	pools := "- {name: cpu, tags: {class: cpu}, slots: 8, price_per_slot_hour: 0.04}\n" +
+		"- {name: py, tags: {class: py}, slots: 8, price_per_slot_hour: 0.04, tenants: [team-a]}\n" +
+		"- {name: ts, tags: {class: ts}, slots: 8, price_per_slot_hour: 0.04, tenants: [team-a]}"
+	f := newFederation(t, fedOpts{servers: 2, noWorkers: true, tokens: tokens.String(),
+		pools:    map[string]string{"us-east-1": pools, "eu-west-1": pools},
+		unserved: map[string][]string{"us-east-1": {"cpu"}, "eu-west-1": {"cpu", "py", "ts"}}})
+	us := f.region("us-east-1")
+	urls := "AX_URL=" + us.servers[0].api + "," + us.servers[1].api
+	script, _ := filepath.Abs(filepath.Join("testdata", "sdkgated.py"))
+	sdks := []*sdkWorkers{
+		{sdk: "python", pool: "py", bin: py, args: []string{script},
+			env: []string{"PATH=" + os.Getenv("PATH"), "PYTHONDONTWRITEBYTECODE=1", "PYTHONUNBUFFERED=1", urls,
+				"AX_TOKEN=" + secret["py-workers"], "AX_POOL=py"}},
+		{sdk: "typescript", pool: "ts", bin: "node", args: []string{filepath.Join(tsDir, "dist", "test", "e2e-gated-worker.js")},
+			env: []string{"PATH=" + os.Getenv("PATH"), urls, "AX_TOKEN=" + secret["ts-workers"], "AX_POOL=ts"}},
+	}
+	for _, s := range sdks {
+		t.Run(s.sdk, func(t *testing.T) {
+			s.f, s.procs = f.on(t), map[string]*proc{}
+			dir := t.TempDir()
+			s.runs, s.gates = filepath.Join(dir, "runs.jsonl"), filepath.Join(dir, "gates")
+			if err := os.Mkdir(s.gates, 0o700); err != nil {
+				t.Fatal(err)
+			}
+			s.env = append(s.env, "AX_E2E_RUNS="+s.runs, "AX_E2E_GATES="+s.gates)
+			sdkStops(t, f, s)
+			sdkKill(t, f, s)
+		})
+	}
+}
+
+// gatedSpec is a task of team-a for s's pool in us-east-1 that waits at its
+// gate.
+func (s *sdkWorkers) gatedSpec(n int) map[string]any {
+	return map[string]any{"type": "sdk.gated", "tags": map[string]string{"class": s.pool}, "regions": []string{"us-east-1"},
+		"max_retries": 2, "payload": map[string]any{"n": n, "gate": true}}
+}
+
+// sdkStops: SIGTERM of worker A holding two tasks: "quick" passes its gate
+// after the signal, within A's grace, and succeeds on A; "long" does not, A
+// hands it back (WORKER_SHUTDOWN) as its grace ends and exits 0, and worker
+// B runs it to SUCCESS.
+func sdkStops(t *testing.T, f *federation, s *sdkWorkers) {
+	a := s.start("A", 5)
+	waitPools(f, map[string][]string{"us-east-1": {s.pool}})
+	quick, _ := f.submit("us-east-1", tokSubmitterA, s.gatedSpec(1))
+	long, _ := f.submit("us-east-1", tokSubmitterA, s.gatedSpec(2))
+	for _, id := range []string{quick, long} {
+		if who := s.startedOn(id); who != "A" {
+			t.Fatalf("task %s started on %s, want A (the only worker)", id, who)
+		}
+	}
+	s.start("B", 10)
+	a.signal(syscall.SIGTERM)
+	waitUntil(t, 10*time.Second, "worker A to begin its shutdown", func() bool { return strings.Contains(a.log.String(), "stopping") })
+	s.open(quick)
+	select {
+	case <-a.done:
+	case <-time.After(20 * time.Second):
+		t.Fatalf("worker A still runs 20 s after SIGTERM:\n%s", tail(a.log.String(), 3000))
+	}
+	if !a.cmd.ProcessState.Success() || !strings.Contains(a.log.String(), "sdkgated exited") {
+		t.Fatalf("worker A exited %v after SIGTERM:\n%s", a.cmd.ProcessState, tail(a.log.String(), 3000))
+	}
+	tq := f.waitState("us-east-1", tokSubmitterA, quick, task.Success, 10*time.Second)
+	if got := strings.Join(s.ran(quick), ", "); got != "start A 1, done A 1" || tq.Attempts != 1 || tq.Result != `{"n":1,"worker":"A"}` {
+		t.Fatalf("quick task %s: ran %q, %d attempts, result %q; want it run once on A within its grace", quick, got, tq.Attempts, tq.Result)
+	}
+	if who := s.startedOnAgain(long, "B"); who != "B" {
+		t.Fatalf("long task %s handed back by A started again on %s, want B", long, who)
+	}
+	s.open(long)
+	tl := f.waitState("us-east-1", tokSubmitterA, long, task.Success, 20*time.Second)
+	ran := s.ran(long)
+	if len(ran) != 4 || ran[0] != "start A 1" || ran[1] != "stopped A 1" || !strings.HasPrefix(ran[2], "start B ") ||
+		!strings.HasPrefix(ran[3], "done B ") || tl.Result != `{"n":2,"worker":"B"}` {
+		t.Fatalf("long task %s: ran %q, result %q; want started on A, stopped at its grace, run to the end on B", long, ran, tl.Result)
+	}
+	if !hasReason(f.trail("us-east-1", tokSubmitterA, long), task.ReasonWorkerShutdown) {
+		t.Fatalf("long task %s: no %s in its trail: %+v", long, task.ReasonWorkerShutdown, f.trail("us-east-1", tokSubmitterA, long))
+	}
+	t.Logf("%s: SIGTERM: quick ran once on A, long handed back by A and run on B (%d attempts)", s.sdk, tl.Attempts)
+}
+
+// sdkKill: a task handed to us-east-1 from eu-west-1 starts on one of
+// workers B and C; that one is SIGKILLed at the gate; the lease runs out
+// and the other runs the task to SUCCESS on its second attempt, read from
+// both regions.
+func sdkKill(t *testing.T, f *federation, s *sdkWorkers) {
+	s.start("C", 10)
+	h := f.handedOffTask("eu-west-1", "us-east-1", tokSubmitterA, s.gatedSpec(3))
+	first := s.startedOn(h.ID)
+	victim := s.procs[first]
+	waitUntil(t, 10*time.Second, "the progress of "+h.ID+" through GET", func() bool {
+		tk, code := f.getTask("us-east-1", tokSubmitterA, h.ID)
+		return code == 200 && tk.Progress != nil && tk.Progress.Percent == 50
+	})
+	victim.kill()
+	killed := time.Now()
+	s.open(h.ID)
+	tk := f.waitState("eu-west-1", tokSubmitterA, h.ID, task.Success, 30*time.Second)
+	other := map[string]string{"B": "C", "C": "B"}[first]
+	ran := s.ran(h.ID)
+	want := []string{"start " + first + " 1", "start " + other + " 2", "done " + other + " 2"}
+	if strings.Join(ran, ", ") != strings.Join(want, ", ") || tk.Attempts != 2 || tk.Result != fmt.Sprintf(`{"n":3,"worker":%q}`, other) {
+		t.Fatalf("task %s after worker %s's SIGKILL: ran %q, %d attempts, result %q; want %q, 2 attempts, run to the end once on %s",
+			h.ID, first, ran, tk.Attempts, tk.Result, want, other)
+	}
+	if !hasReason(f.trail("us-east-1", tokSubmitterA, h.ID), task.ReasonHeartbeatLost) {
+		t.Fatalf("task %s: no %s in its trail", h.ID, task.ReasonHeartbeatLost)
+	}
+	t.Logf("%s: SIGKILL of %s mid-task: SUCCESS on %s %v later", s.sdk, first, other, time.Since(killed).Round(time.Millisecond))
+}
+
+// startedOnAgain waits until worker who started task id (after another
+// worker did) and returns who started it last.
+func (s *sdkWorkers) startedOnAgain(id, who string) string {
+	s.f.t.Helper()
+	var last string
+	waitUntil(s.f.t, 30*time.Second, "worker "+who+" to start "+id, func() bool {
+		for _, r := range s.ran(id) {
+			if f := strings.Fields(r); f[0] == "start" {
+				last = f[1]
+			}
+		}
+		return last == who
+	})
+	return last
+}
+
+func hasReason(tr []task.Transition, reason string) bool {
+	for _, x := range tr {
+		if x.Reason == reason {
+			return true
+		}
+	}
+	return false
+}
