@@ -1,8 +1,10 @@
 package apiv1
 
 import (
+	"encoding/base64"
 	"encoding/json"
 	"time"
+	"unicode/utf8"
 
 	"github.com/ax-sched/ax/task"
 )
@@ -35,4 +37,54 @@ type TaskResult struct {
 	ResultExpiresAt *time.Time `json:"result_expires_at,omitempty"`
 	// Progress is the latest attempt's progress (nil: none reported).
 	Progress *task.Progress `json:"progress,omitempty"`
+}
+
+// ResultValue is a result as one JSON value: JSON text as that value, any
+// other UTF-8 text as a JSON string, bytes as a JSON string of their
+// standard base64.
+func ResultValue(b []byte) json.RawMessage {
+	switch {
+	case json.Valid(b):
+		return json.RawMessage(b)
+	case utf8.Valid(b):
+		s, _ := json.Marshal(string(b))
+		return s
+	}
+	s, _ := json.Marshal(base64.StdEncoding.EncodeToString(b))
+	return s
+}
+
+// ResultText is what ResultValue encoded, for a handler: a JSON string's
+// text, any other JSON value's text.
+func ResultText(v json.RawMessage) []byte {
+	var s string
+	if len(v) > 0 && v[0] == '"' && json.Unmarshal(v, &s) == nil {
+		return []byte(s)
+	}
+	return v
+}
+
+// WireParents are a task's parents' results as WorkerTask.Parents gives
+// them (nil: none).
+func WireParents(p task.ParentResults) map[string]json.RawMessage {
+	if len(p) == 0 {
+		return nil
+	}
+	out := make(map[string]json.RawMessage, len(p))
+	for k, v := range p {
+		out[k] = ResultValue(v)
+	}
+	return out
+}
+
+// ParentsOf reads WorkerTask.Parents back (nil: none).
+func ParentsOf(w map[string]json.RawMessage) task.ParentResults {
+	if len(w) == 0 {
+		return nil
+	}
+	out := make(task.ParentResults, len(w))
+	for k, v := range w {
+		out[k] = ResultText(v)
+	}
+	return out
 }

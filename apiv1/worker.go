@@ -127,6 +127,10 @@ type WorkerTask struct {
 	Lease string `json:"lease"`
 	// Deadline is when this attempt's timeout ends.
 	Deadline time.Time `json:"deadline"`
+	// Parents, for a DAG node, are its parents' results by parent node id
+	// (those that succeeded and still kept one), each as ResultValue
+	// gives it.
+	Parents map[string]json.RawMessage `json:"parents,omitempty"`
 }
 
 // WorkerReport is POST /v1/workers/{worker_id}/report. Every list is

@@ -20,6 +20,7 @@ import (
 	"github.com/ax-sched/ax/queue"
 	"github.com/ax-sched/ax/queue/store"
 	"github.com/ax-sched/ax/task"
+	"github.com/google/go-cmp/cmp"
 	"github.com/prometheus/client_golang/prometheus"
 	dto "github.com/prometheus/client_model/go"
 )
@@ -39,6 +40,7 @@ func TestDAGRuns(t *testing.T) {
 		testDAGFailure(t, e, home, w)
 	})
 	t.Run("reads are forwarded home and tenant-scoped", func(t *testing.T) { testDAGReads(t, e, home) })
+	t.Run("a node's task carries its parents' results across regions", func(t *testing.T) { testDAGParents(t, e, home, w) })
 	t.Run("killing the home leader mid-run loses nothing", func(t *testing.T) {
 		testenv.Slow(t)
 		testDAGLeaderKill(t, e, home, w)
@@ -82,6 +84,7 @@ func testDAGValidation(t *testing.T, e *dagEnv, s *dagServer) {
 		{"region outside the federation", dagTokAcme, dag(n("a"), map[string]any{"id": "b", "task": map[string]any{"type": "ok", "regions": []string{"moon-1"}}}), 400, "nodes[1].task.regions[0]", `no region "moon-1" in the federation`},
 		{"unknown task field", dagTokAcme, dag(map[string]any{"id": "a", "task": map[string]any{"type": "ok", "colour": "red"}}), 400, "nodes[0].task.colour", "unknown field"},
 		{"spec inline", dagTokAcme, dag(map[string]any{"id": "a", "type": "ok"}), 400, "nodes[0].type", `goes under "task"`},
+		{"parents given", dagTokAcme, dag(map[string]any{"id": "a", "task": map[string]any{"type": "ok", "parents": map[string]any{"x": "eA=="}}}), 400, "nodes[0].task.parents", "set by a DAG run"},
 		{"idempotency key", dagTokAcme, dag(map[string]any{"id": "a", "task": map[string]any{"type": "ok", "idempotency_key": "k"}}), 400, "nodes[0].task.idempotency_key", "derived"},
 		{"another tenant's task", dagTokAcme, dag(map[string]any{"id": "a", "task": map[string]any{"type": "ok", "tenant": "globex"}}), 400, "nodes[0].task.tenant", `"acme"`},
 		{"payload too large", dagTokAcme, dag(map[string]any{"id": "a", "task": map[string]any{"type": "ok", "payload": strings.Repeat("x", 1<<20+1)}}), 413, "nodes[0].task.payload", "larger than"},
@@ -499,4 +502,33 @@ func leaderlessRuns(t *testing.T) (*Runs, *store.Store, *testenv.Redis) {
 		t.Fatal(err)
 	}
 	return New(st, n, Config{Region: "us-east-1", Logger: discardLog()}), st, rd
+}
+
+// testDAGParents: extract (us-east-1) and bin (eu-west-1, a result that is
+// not UTF-8) feed load (ap-south-1) under all_done beside a failed node;
+// load's task carries both results byte for byte and nothing of the
+// failed parent or of nodes that are not its parents.
+func testDAGParents(t *testing.T, e *dagEnv, home *dagRegion, w *dagWorkers) {
+	load := dagNode("load", "ok", "ap-south-1", "extract", "bin", "broken")
+	load["trigger_rule"] = "all_done"
+	nodes := []map[string]any{dagNode("extract", "ok", "us-east-1"), dagNode("bin", "bytes", "eu-west-1"),
+		dagNode("broken", "fail", "us-east-1"), dagNode("other", "ok", "eu-west-1"), load}
+	var created apiv1.DAGStatus
+	e.submitDAG(home.any(), dagTokAcme, map[string]any{"name": "parents", "nodes": nodes}).Want(t, http.StatusCreated).JSON(t, &created)
+	e.waitDAG(home, created.ID, 30*time.Second)
+	ids := map[string]string{}
+	for _, n := range created.Nodes {
+		ids[n.ID] = n.TaskID
+	}
+	runs := w.ran(ids["load"])
+	if len(runs) != 1 {
+		t.Fatalf("load ran %d times, want 1", len(runs))
+	}
+	want := task.ParentResults{"extract": []byte(ids["extract"] + " in us-east-1"), "bin": []byte("\xff\x00\xfe")}
+	if diff := cmp.Diff(want, runs[0].Parents); diff != "" {
+		t.Fatalf("load's parents (-want +got):\n%s", diff)
+	}
+	if roots := w.ran(ids["extract"]); len(roots) != 1 || roots[0].Parents != nil {
+		t.Fatalf("extract ran %v; want once, with no parents", roots)
+	}
 }

@@ -118,6 +118,9 @@ func (r *Runs) validate(req *apiv1.DAGRequest, now time.Time) (*queue.DAGDef, er
 		if sp.Tenant != "" && sp.Tenant != tenant {
 			return nil, &task.FieldError{Field: nodeField(i, "task.tenant"), Msg: fmt.Sprintf("must be the DAG's tenant %q (or left out)", tenant)}
 		}
+		if err := sp.RefuseInternal(); err != nil {
+			return nil, prefixed(i, err)
+		}
 		if key, f := sp.Key(); key != "" {
 			return nil, &task.FieldError{Field: nodeField(i, "task."+f), Msg: "not allowed in a DAG node: its task id is derived from the run and the node"}
 		}

@@ -296,10 +296,13 @@ type dagRunRec struct {
 	Region     string
 	Type       string
 	Start, End int64
+	Parents    task.ParentResults // what the task carried of its parents
 }
 
 // startWorkers runs one worker per region until the test ends. Tasks of
-// type "fail" fail without retry; every other task succeeds.
+// type "fail" fail without retry; every other task succeeds with the
+// result "<id> in <region>" (a task of type "bytes": 3 bytes that are not
+// UTF-8).
 func (e *dagEnv) startWorkers(delay time.Duration) *dagWorkers {
 	w := &dagWorkers{e: e, delay: delay, runs: map[string][]dagRunRec{}}
 	ctx, cancel := context.WithCancel(context.Background())
@@ -351,7 +354,7 @@ func (w *dagWorkers) claimLoop(ctx context.Context, name string, st *store.Store
 			continue
 		}
 		for _, t := range ts {
-			rec := dagRunRec{Region: name, Type: t.Type, Start: w.clock.Add(1)}
+			rec := dagRunRec{Region: name, Type: t.Type, Start: w.clock.Add(1), Parents: t.Parents}
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
@@ -372,7 +375,11 @@ func (w *dagWorkers) claimLoop(ctx context.Context, name string, st *store.Store
 					_, _, _ = st.Claimer().Fail(cctx, queue.Failure{ID: t.ID, Token: t.LeaseToken, Error: "boom", Retryable: false})
 					return
 				}
-				_, _ = st.Claimer().Complete(cctx, queue.Completion{ID: t.ID, Token: t.LeaseToken})
+				result := t.ID + " in " + name
+				if t.Type == "bytes" {
+					result = "\xff\x00\xfe"
+				}
+				_, _ = st.Claimer().Complete(cctx, queue.Completion{ID: t.ID, Token: t.LeaseToken, Result: result})
 			}()
 		}
 	}

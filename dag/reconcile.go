@@ -420,6 +420,11 @@ func (p *runPass) settleWaiting() {
 func (p *runPass) recordReleases(invalid map[string]error, log *slog.Logger) {
 	for _, node := range p.release {
 		to := queue.DAGNode{State: task.NodeReleased}
+		if errors.Is(invalid[node], errParentsUnread) {
+			p.states[node] = task.NodeWaiting // released on a later pass
+			log.Info("DAG node waits for its parents' results", "dag", p.id, "node", node, "err", invalid[node])
+			continue
+		}
 		if err := invalid[node]; err != nil {
 			to = queue.DAGNode{State: task.NodeFailed, Reason: reasonInvalidSpec}
 			log.Warn("DAG node spec no longer valid", "dag", p.id, "node", node, "err", err)
@@ -427,6 +432,9 @@ func (p *runPass) recordReleases(invalid map[string]error, log *slog.Logger) {
 		p.steps = append(p.steps, queue.DAGStep{Node: node, From: task.NodeWaiting, To: to})
 	}
 	for _, node := range p.missing {
+		if errors.Is(invalid[node], errParentsUnread) {
+			continue // submitted on a later pass
+		}
 		if err := invalid[node]; err != nil {
 			p.step(node, task.NodeReleased, queue.DAGNode{State: task.NodeFailed, Reason: reasonInvalidSpec})
 			continue

@@ -151,9 +151,12 @@ func mustParseID(id string) task.ParsedID {
 // releaseDAGNodes submits the tasks of nodes into this region's store,
 // unplaced, with their derived ids: a task already there (released before)
 // is left as it is. Specs are normalized now, so a node's delay counts from
-// its release. invalid names the nodes whose spec no longer validates (the
-// region's defaults changed since the run was accepted); they are not
-// submitted.
+// its release. Each task carries its node's parents' results
+// (task.Spec.Parents). invalid names the nodes whose spec no longer
+// validates (the region's defaults changed since the run was accepted, or
+// the parents' results are over task.MaxParentResults), and those whose
+// parents could not be read now (errParentsUnread: released on a later
+// pass); they are not submitted.
 func (r *Runs) release(ctx context.Context, def *queue.DAGDef, nodes []string) (invalid map[string]error, err error) {
 	if len(nodes) == 0 {
 		return nil, nil
@@ -163,12 +166,16 @@ func (r *Runs) release(ctx context.Context, def *queue.DAGDef, nodes []string) (
 	for i := range def.Nodes {
 		byID[def.Nodes[i].ID] = &def.Nodes[i]
 	}
+	parents := r.parentResults(ctx, byID, nodes)
 	tasks := make([]queue.NewTask, 0, len(nodes))
 	for _, id := range nodes {
 		nd := byID[id]
 		sp, err := task.DecodeSpec(nd.Task)
 		if err == nil {
 			sp.Tenant = def.Tenant
+			sp.Parents, err = parents.of(nd)
+		}
+		if err == nil {
 			err = sp.Normalize(r.cfg.Defaults, now)
 		}
 		if err != nil {

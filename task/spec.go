@@ -128,6 +128,10 @@ type Spec struct {
 	// kept after it succeeds (0: the region's retention.success); the
 	// region's sweep removes them after it.
 	ResultTTL Duration `json:"result_ttl,omitempty"`
+	// Parents are a DAG node's parents' results (ParentResults): written
+	// by the run's release and carried by hand-offs; a client's submit
+	// naming them is refused (RefuseInternal).
+	Parents ParentResults `json:"parents,omitempty"`
 }
 
 var (
@@ -418,7 +422,7 @@ func (s *Spec) normalizeTenant() error {
 }
 
 // checkCaps checks the price cap, the wait target, the result TTL, the
-// limit key and the trace id.
+// limit key, the trace id and the parents' results.
 func (s *Spec) checkCaps() error {
 	if p := s.MaxPricePerSlotHour; p < 0 || math.IsNaN(p) || math.IsInf(p, 0) || p > MaxPricePerSlotHour {
 		return fieldErr("max_price_per_slot_hour", "must be a price per slot-hour in USD, 0 (no cap) to %g", float64(MaxPricePerSlotHour))
@@ -435,7 +439,7 @@ func (s *Spec) checkCaps() error {
 	if s.TraceID != "" && !traceRe.MatchString(s.TraceID) {
 		return fieldErr("trace_id", "must be 32 lowercase hex digits (W3C trace-id)")
 	}
-	return nil
+	return s.checkParents()
 }
 
 // Hash is a digest of everything that makes two specs "the same task" for

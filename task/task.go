@@ -3,6 +3,7 @@ package task
 import (
 	"encoding/json"
 	"time"
+	"unicode/utf8"
 )
 
 // Task is a task as stored: its spec and its state.
@@ -28,22 +29,31 @@ type Task struct {
 	// MaxWait is the spec's own wait target (0: none).
 	MaxWait Duration `json:"max_wait,omitempty"`
 	// ResultTTL is the spec's result_ttl (0: the region's retention).
-	ResultTTL       Duration `json:"result_ttl,omitempty"`
-	State           State    `json:"state"`
-	Reason          string   `json:"reason,omitempty"`
-	Region          string   `json:"region"`  // home region (from the id)
-	HeldBy          string   `json:"held_by"` // region whose store holds this record
-	Pool            string   `json:"pool,omitempty"`
-	Pinned          bool     `json:"pinned,omitempty"`
-	Worker          string   `json:"worker,omitempty"`
-	Attempts        int      `json:"attempts"`
-	PreemptCount    int      `json:"preempt_count,omitempty"`
-	CancelRequested bool     `json:"cancel_requested,omitempty"`
-	HandedOffTo     string   `json:"handed_off_to,omitempty"`
-	HandOffTarget   string   `json:"handoff_target,omitempty"` // in the outbox, bound for this region
-	LastError       string   `json:"last_error,omitempty"`
+	ResultTTL Duration `json:"result_ttl,omitempty"`
+	// UniqueKey and DebounceKey are the spec's unique_key and
+	// debounce_key (docs/tasks.md): the key it was submitted under.
+	UniqueKey   string `json:"unique_key,omitempty"`
+	DebounceKey string `json:"debounce_key,omitempty"`
+	// Parents are a DAG node's parents' results (Spec.Parents), for its
+	// handler; not shown by the API (read the parents' tasks).
+	Parents         ParentResults `json:"-"`
+	State           State         `json:"state"`
+	Reason          string        `json:"reason,omitempty"`
+	Region          string        `json:"region"`  // home region (from the id)
+	HeldBy          string        `json:"held_by"` // region whose store holds this record
+	Pool            string        `json:"pool,omitempty"`
+	Pinned          bool          `json:"pinned,omitempty"`
+	Worker          string        `json:"worker,omitempty"`
+	Attempts        int           `json:"attempts"`
+	PreemptCount    int           `json:"preempt_count,omitempty"`
+	CancelRequested bool          `json:"cancel_requested,omitempty"`
+	HandedOffTo     string        `json:"handed_off_to,omitempty"`
+	HandOffTarget   string        `json:"handoff_target,omitempty"` // in the outbox, bound for this region
+	LastError       string        `json:"last_error,omitempty"`
 	// Result is the text a successful attempt gave back (a remote
 	// worker's: JSON text), at most its region's results.max_bytes.
+	// A Result that is not UTF-8 text travels as ResultBase64 in JSON
+	// (MarshalJSON), so a read through another region keeps its bytes.
 	Result string `json:"result,omitempty"`
 	// ResultExpiresAt is when a SUCCESS record (and its result) becomes
 	// due for removal: finished_at + result_ttl; the region's sweep
@@ -104,7 +114,41 @@ func (t *Task) Spec() *Spec {
 		Timeout: t.Timeout, MaxRetries: &mr, RetryBase: t.RetryBase, RetryCap: t.RetryCap,
 		Preemptible: t.Preemptible, Critical: t.Critical, Tenant: t.Tenant, TraceID: t.TraceID,
 		LimitKey: t.LimitKey, MaxPricePerSlotHour: t.MaxPricePerSlotHour, MaxWait: t.MaxWait,
-		ResultTTL: t.ResultTTL,
+		ResultTTL: t.ResultTTL, Parents: t.Parents,
 	}
+	// The key was settled at home; the receiver of a hand-off shows it and
+	// takes none (a task with an id takes no key).
+	sp.UniqueKey = t.UniqueKey
 	return sp
+}
+
+// taskJSON is Task's JSON form, with the bytes of a result that is not
+// UTF-8 text in result_base64 (then result is absent).
+type taskJSON struct {
+	*taskAlias
+	ResultBase64 []byte `json:"result_base64,omitempty"`
+}
+
+type taskAlias Task
+
+// MarshalJSON writes t, a Result that is not UTF-8 text as result_base64.
+func (t Task) MarshalJSON() ([]byte, error) {
+	a := taskAlias(t)
+	j := taskJSON{taskAlias: &a}
+	if !utf8.ValidString(t.Result) {
+		j.ResultBase64, a.Result = []byte(t.Result), ""
+	}
+	return json.Marshal(j)
+}
+
+// UnmarshalJSON reads what MarshalJSON writes.
+func (t *Task) UnmarshalJSON(b []byte) error {
+	j := taskJSON{taskAlias: (*taskAlias)(t)}
+	if err := json.Unmarshal(b, &j); err != nil {
+		return err
+	}
+	if j.ResultBase64 != nil {
+		t.Result = string(j.ResultBase64)
+	}
+	return nil
 }

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"sort"
 	"sync"
 	"time"
 	"unicode/utf8"
@@ -36,6 +37,7 @@ type Task struct {
 	// scheduling latency.
 	ReadyAt time.Time
 
+	parents  task.ParentResults
 	mu       sync.Mutex
 	result   string
 	progress func(percent int, message string) // nil: the Source keeps none
@@ -60,7 +62,43 @@ func newTask(qt *task.Task, deadline time.Time) *Task {
 		LimitKey:   qt.LimitKey,
 		Deadline:   deadline,
 		Price:      qt.PricePerHour,
+		parents:    qt.Parents,
 	}
+}
+
+// ParentResult is the result of the DAG node's parent node (its node id
+// in the run's definition), as that parent's handler gave it; ok is false
+// when the task is no DAG node, node is none of its parents, or the
+// parent gave no result it still kept (it did not succeed, as under
+// trigger rule all_done, or its result_ttl passed before the release).
+// A remote worker sees a JSON result as its JSON text and a text result
+// as the text.
+func (t *Task) ParentResult(node string) (result string, ok bool) {
+	b, ok := t.parents[node]
+	return string(b), ok
+}
+
+// DecodeParent unmarshals the JSON result of parent node into v: a
+// missing result is an error, and a malformed one NonRetryable.
+func (t *Task) DecodeParent(node string, v any) error {
+	b, ok := t.parents[node]
+	if !ok {
+		return fmt.Errorf("worker: %s has no result of parent %q", t.ID, node)
+	}
+	if err := json.Unmarshal(b, v); err != nil {
+		return NonRetryable(fmt.Errorf("result of parent %q of %s: %w", node, t.Type, err))
+	}
+	return nil
+}
+
+// Parents are the node ids of the parents whose results the task holds.
+func (t *Task) Parents() []string {
+	ids := make([]string, 0, len(t.parents))
+	for id := range t.parents {
+		ids = append(ids, id)
+	}
+	sort.Strings(ids)
+	return ids
 }
 
 // SetResult sets the text (or bytes) recorded with a success; the last

@@ -37,13 +37,14 @@ type specFlags struct {
 	limitKey       string
 	maxPrice       float64
 	maxWait        time.Duration
+	resultTTL      time.Duration
 	group          groupflags.Flags
 }
 
 // specFlagNames are the flags above, to tell whether any was given.
 var specFlagNames = append([]string{"type", "payload", "payload-file", "priority", "tag", "region", "delay", "run-at", "timeout",
 	"max-retries", "retry-base", "retry-cap", "idempotency-key", "idempotency-ttl", "preemptible",
-	"critical", "tenant", "trace-id", "limit-key", "max-price", "max-wait"}, groupflags.Names...)
+	"critical", "tenant", "trace-id", "limit-key", "max-price", "max-wait", "result-ttl"}, groupflags.Names...)
 
 func (f *specFlags) register(fs *pflag.FlagSet) {
 	fs.StringVar(&f.typ, "type", "", "task type (handler name), e.g. report.generate")
@@ -67,6 +68,7 @@ func (f *specFlags) register(fs *pflag.FlagSet) {
 	fs.Float64Var(&f.maxPrice, "max-price", 0, "max_price_per_slot_hour: never placed on a pool dearer than this (USD per slot-hour; 0: no cap)")
 	fs.DurationVar(&f.maxWait, "max-wait", 0, "max_wait: the task's target for its wait before it starts; the cheapest pool expected to start it within that wins (0: the pools')")
 	fs.StringVar(&f.limitKey, "limit-key", "", "the shared resource whose limits apply (the region's limits: config, at most 64 bytes)")
+	fs.DurationVar(&f.resultTTL, "result-ttl", 0, "result_ttl: how long the task and its result are kept after it succeeds (1s to 720h; default: the region's retention)")
 	f.group.Register(fs)
 }
 
@@ -102,6 +104,7 @@ func (f *specFlags) spec(env *cliEnv) (*task.Spec, error) {
 		LimitKey:            f.limitKey,
 		MaxPricePerSlotHour: f.maxPrice,
 		MaxWait:             task.Duration(f.maxWait),
+		ResultTTL:           task.Duration(f.resultTTL),
 	}
 	if f.group.Apply(s); s.Type == "" {
 		return nil, cliUsage("--type is required (or -f FILE)")
@@ -118,7 +121,7 @@ func (f *specFlags) spec(env *cliEnv) (*task.Spec, error) {
 	for _, d := range []struct {
 		name string
 		v    time.Duration
-	}{{"delay", f.delay}, {"timeout", f.timeout}, {"retry-base", f.retryBase}, {"retry-cap", f.retryCap}, {"idempotency-ttl", f.idempotencyTTL}} {
+	}{{"delay", f.delay}, {"timeout", f.timeout}, {"retry-base", f.retryBase}, {"retry-cap", f.retryCap}, {"idempotency-ttl", f.idempotencyTTL}, {"result-ttl", f.resultTTL}} {
 		if d.v < 0 {
 			return nil, cliUsage("--%s %s: must not be negative", d.name, d.v)
 		}

@@ -51,10 +51,13 @@ func CheckTrust(sp *task.Spec, p Principal) error {
 	return nil
 }
 
-// ApplyTenant checks a spec p submits (CheckTrust, a payload of at most
+// ApplyTenant checks a spec p submits (no parents, CheckTrust, a payload of at most
 // maxPayload bytes) and gives it p's tenant: a token of one tenant submits
 // for its own only (naming another is 403 field tenant).
 func ApplyTenant(sp *task.Spec, p Principal, maxPayload int) error {
+	if err := sp.RefuseInternal(); err != nil {
+		return err
+	}
 	if err := CheckTrust(sp, p); err != nil {
 		return err
 	}

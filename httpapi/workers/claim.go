@@ -261,7 +261,7 @@ func wireTask(t *task.Task) apiv1.WorkerTask {
 	}
 	return apiv1.WorkerTask{ID: t.ID, Type: t.Type, Payload: t.Payload, Attempt: t.Attempts, MaxRetries: t.MaxRetries,
 		Priority: t.Priority, Tags: tags, Tenant: t.Tenant, TraceID: t.TraceID, Lease: t.LeaseToken,
-		Deadline: start.Add(time.Duration(t.Timeout)).UTC()}
+		Deadline: start.Add(time.Duration(t.Timeout)).UTC(), Parents: apiv1.WireParents(t.Parents)}
 }
 
 func (h *Handlers) leave(w http.ResponseWriter, r *http.Request, sc scope) error {

@@ -30,6 +30,8 @@ import (
 //	   (",k:a,n:b,")  pk the limit key a READY task is parked under (limits.go)
 //	xt result_ttl (ms)  rx when a SUCCESS record is due for removal (ms)
 //	pg progress "<attempt>\t<percent>\t<updated ms>\t<message>"
+//	uk unique key  dk debounce key  pa a DAG node's parents' results (JSON
+//	   object, node id → base64)
 var stateCodes = map[task.State]string{
 	task.Pending: "P", task.Ready: "R", task.Running: "U", task.Success: "S", task.Failed: "F",
 	task.Canceled: "C", task.HandedOff: "H", task.Timeout: "T",
@@ -146,6 +148,16 @@ func SpecFields(s *task.Spec, d task.Defaults) []any {
 	if s.ResultTTL > 0 {
 		f = append(f, "xt", Ms(time.Duration(s.ResultTTL)))
 	}
+	if s.UniqueKey != "" {
+		f = append(f, "uk", s.UniqueKey)
+	}
+	if s.DebounceKey != "" {
+		f = append(f, "dk", s.DebounceKey)
+	}
+	if len(s.Parents) > 0 {
+		b, _ := json.Marshal(s.Parents) // a map of byte slices always encodes
+		f = append(f, "pa", string(b))
+	}
 	return f
 }
 
@@ -254,6 +266,12 @@ func (r *TaskReader) setSpec(k, v string) bool {
 		t.MaxWait = msDur(v)
 	case "xt":
 		t.ResultTTL = msDur(v)
+	case "uk":
+		t.UniqueKey = v
+	case "dk":
+		t.DebounceKey = v
+	case "pa":
+		_ = json.Unmarshal([]byte(v), &t.Parents) // written by SpecFields
 	default:
 		return false
 	}

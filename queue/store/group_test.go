@@ -5,6 +5,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/go-cmp/cmp"
+
 	"github.com/ax-sched/ax/queue"
 	"github.com/ax-sched/ax/task"
 )
@@ -40,6 +42,9 @@ func TestUniqueKeyHoldsPerMode(t *testing.T) {
 			first := e.submitOne(queue.NewTask{Spec: e.spec(key), Pool: "cpu"})
 			if first.Duplicate {
 				t.Fatalf("first submit: %+v", first)
+			}
+			if rec, err := e.s.Get(e.ctx, first.ID); err != nil || rec.UniqueKey != "k-"+tc.until {
+				t.Fatalf("the record's unique key: %+v %v, want k-%s", rec, err, tc.until)
 			}
 			again := e.submitOne(queue.NewTask{Spec: e.spec(key), Pool: "cpu"})
 			if !again.Duplicate || again.ID != first.ID || again.State != task.Ready {
@@ -106,7 +111,7 @@ func TestDebounceReplacesTheWaitingTask(t *testing.T) {
 		}
 	}
 	last, err := e.s.Get(e.ctx, ids[3])
-	if err != nil || last.State != task.Pending || string(last.Payload) != `{"n":3}` {
+	if err != nil || last.State != task.Pending || string(last.Payload) != `{"n":3}` || last.DebounceKey != "sync-user-7" {
 		t.Fatalf("last: %+v %v", last, err)
 	}
 	// Submitted at +24 s: +34 s by its debounce, capped at +25 s.
@@ -164,5 +169,26 @@ func TestUniqueKeyOfAHandedOffHolder(t *testing.T) {
 	}
 	if again := e.submitOne(queue.NewTask{Spec: e.spec(key), Pool: "cpu"}); !again.Duplicate || again.ID != next.ID {
 		t.Fatalf("after the takeover: %+v, want a duplicate of %s", again, next.ID)
+	}
+}
+
+// TestParentResultsRideTheRecord: a DAG node's parents' results, bytes
+// that are not UTF-8 among them, are stored with its task and handed to
+// the worker that claims it unchanged; a task of no DAG carries none.
+func TestParentResultsRideTheRecord(t *testing.T) {
+	e := newEnv(t)
+	parents := task.ParentResults{"extract": []byte(`{"rows":3}`), "bin": {0xff, 0x00, 0xfe}, "empty": {}}
+	node := e.submitOne(queue.NewTask{Spec: e.spec(func(s *task.Spec) { s.Parents = parents }), Pool: "cpu"})
+	plain := e.submitOne(queue.NewTask{Spec: e.spec(), Pool: "cpu"})
+	got := map[string]task.ParentResults{}
+	for _, tk := range e.claim("cpu", 10) {
+		got[tk.ID] = tk.Parents
+	}
+	if diff := cmp.Diff(map[string]task.ParentResults{node.ID: parents, plain.ID: nil}, got); diff != "" {
+		t.Fatalf("claimed parents (-want +got):\n%s", diff)
+	}
+	rec, err := e.s.Get(e.ctx, node.ID)
+	if err != nil || cmp.Diff(parents, rec.Parents) != "" || cmp.Diff(parents, rec.Spec().Parents) != "" {
+		t.Fatalf("read back: %+v %v", rec, err)
 	}
 }

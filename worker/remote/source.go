@@ -274,6 +274,7 @@ func (s *Source) ClaimTasks(ctx context.Context, req queue.ClaimRequest) (queue.
 			// sent: it fires no later than the server's.
 			Timeout: task.Duration(t.Deadline.Sub(sent)),
 			State:   task.Running,
+			Parents: apiv1.ParentsOf(t.Parents),
 		})
 	}
 	s.mu.Unlock()

@@ -1000,6 +1000,15 @@ export interface components {
             regions?: string[];
             /** @description SUCCESS: the text the handler gave back (a remote worker's: JSON text), at most the region's results.max_bytes; GET /v1/tasks/{id}/result answers it as JSON */
             result?: string;
+            /**
+             * Format: byte
+             * @description SUCCESS: a result that is not UTF-8 text, base64-encoded (then result is absent)
+             */
+            result_base64?: string;
+            /** @description the unique_key the task was submitted under */
+            unique_key?: string;
+            /** @description the debounce_key the task was submitted under */
+            debounce_key?: string;
             /** @description a Go duration ("1m30s") */
             retry_base: string;
             /** @description a Go duration ("1m30s") */
@@ -1231,6 +1240,10 @@ export interface components {
              * @description when this attempt's timeout ends
              */
             deadline: string;
+            /** @description a DAG node's parents' results by parent node id (those that succeeded and still kept one): JSON as that value, other text as a JSON string, bytes as a JSON string of their base64 */
+            parents?: {
+                [key: string]: unknown;
+            };
         };
         /** @description a slot's logical period: from the slot to the schedule's next slot, in the schedule's time zone */
         Period: {

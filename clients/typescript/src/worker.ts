@@ -26,6 +26,13 @@ export interface Task<P = unknown> {
   readonly signal: AbortSignal;
   /** Reports how far the task is (0..100), visible in GET /v1/tasks/{id} within about a second. */
   progress(percent: number, message?: string): void;
+  /**
+   * A DAG node's parents' results by parent node id (those that succeeded and
+   * still kept one): JSON as that value, other text as a string.
+   */
+  readonly parents: Readonly<Record<string, unknown>>;
+  /** The result of parent node `node` (undefined: none, see parents). */
+  parentResult<R = unknown>(node: string): R | undefined;
 }
 
 /**
@@ -298,6 +305,8 @@ export class Worker {
       deadline,
       signal: r.ctrl.signal,
       progress: (percent, message) => this.#progress(r, percent, message),
+      parents: c.parents ?? {},
+      parentResult: <R>(node: string) => (c.parents ?? {})[node] as R | undefined,
     };
     Promise.resolve()
       .then(() => handler(task))

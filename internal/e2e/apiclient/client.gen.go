@@ -730,15 +730,18 @@ type SubmitResponse struct {
 
 // Task defines model for Task.
 type Task struct {
-	Attempts        int        `json:"attempts"`
-	CancelRequested *bool      `json:"cancel_requested,omitempty"`
-	CreatedAt       time.Time  `json:"created_at"`
-	Critical        *bool      `json:"critical,omitempty"`
-	DueAt           *time.Time `json:"due_at,omitempty"`
-	EnqueuedAt      *time.Time `json:"enqueued_at,omitempty"`
-	FinishedAt      *time.Time `json:"finished_at,omitempty"`
-	HandedOffTo     *string    `json:"handed_off_to,omitempty"`
-	HandoffTarget   *string    `json:"handoff_target,omitempty"`
+	Attempts        int       `json:"attempts"`
+	CancelRequested *bool     `json:"cancel_requested,omitempty"`
+	CreatedAt       time.Time `json:"created_at"`
+	Critical        *bool     `json:"critical,omitempty"`
+
+	// DebounceKey the debounce_key the task was submitted under
+	DebounceKey   *string    `json:"debounce_key,omitempty"`
+	DueAt         *time.Time `json:"due_at,omitempty"`
+	EnqueuedAt    *time.Time `json:"enqueued_at,omitempty"`
+	FinishedAt    *time.Time `json:"finished_at,omitempty"`
+	HandedOffTo   *string    `json:"handed_off_to,omitempty"`
+	HandoffTarget *string    `json:"handoff_target,omitempty"`
 
 	// HeldBy the region whose store holds this record
 	HeldBy              string   `json:"held_by"`
@@ -773,6 +776,9 @@ type Task struct {
 	// Result SUCCESS: the text the handler gave back (a remote worker's: JSON text), at most the region's results.max_bytes; GET /v1/tasks/{id}/result answers it as JSON
 	Result *string `json:"result,omitempty"`
 
+	// ResultBase64 SUCCESS: a result that is not UTF-8 text, base64-encoded (then result is absent)
+	ResultBase64 *[]byte `json:"result_base64,omitempty"`
+
 	// ResultExpiresAt SUCCESS: when the record and its result are due for removal (finished_at + result_ttl); the region's sweep removes them within two minutes after
 	ResultExpiresAt *time.Time `json:"result_expires_at,omitempty"`
 
@@ -792,10 +798,13 @@ type Task struct {
 	Tenant string             `json:"tenant"`
 
 	// Timeout a Go duration ("1m30s")
-	Timeout string  `json:"timeout"`
-	TraceId string  `json:"trace_id"`
-	Type    string  `json:"type"`
-	Worker  *string `json:"worker,omitempty"`
+	Timeout string `json:"timeout"`
+	TraceId string `json:"trace_id"`
+	Type    string `json:"type"`
+
+	// UniqueKey the unique_key the task was submitted under
+	UniqueKey *string `json:"unique_key,omitempty"`
+	Worker    *string `json:"worker,omitempty"`
 }
 
 // TaskList defines model for TaskList.
@@ -1049,6 +1058,9 @@ type WorkerTask struct {
 	// Lease opaque: send it back with every report about the task
 	Lease      string `json:"lease"`
 	MaxRetries int    `json:"max_retries"`
+
+	// Parents a DAG node's parents' results by parent node id (those that succeeded and still kept one): JSON as that value, other text as a JSON string, bytes as a JSON string of their base64
+	Parents *map[string]interface{} `json:"parents,omitempty"`
 
 	// Payload the task's payload, any JSON; absent when none
 	Payload  interface{}       `json:"payload,omitempty"`

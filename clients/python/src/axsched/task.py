@@ -34,6 +34,9 @@ class Task:
         self.trace_id: str = str(raw.get("trace_id") or "")
         self.deadline: Optional[datetime.datetime] = parse_time(raw.get("deadline"))
         self.lease: str = str(raw.get("lease") or "")
+        # A DAG node's parents' results by parent node id (those that
+        # succeeded and still kept one): JSON as that value, other text as a str.
+        self.parents: Dict[str, Any] = dict(raw.get("parents") or {})
         self.stop_reason: Optional[str] = None
         self._cancel = threading.Event()
         self._report_progress = report_progress
@@ -53,6 +56,10 @@ class Task:
         if self.deadline is None:
             return None
         return (self.deadline - datetime.datetime.now(datetime.timezone.utc)).total_seconds()
+
+    def parent_result(self, node: str) -> Any:
+        """The result of parent node `node` of a DAG node's task (None: none, see parents)."""
+        return self.parents.get(node)
 
     def progress(self, percent: float, message: str = "") -> None:
         """Reports how far the attempt got (0..100); GET /v1/tasks/{id} shows the last one.

@@ -89,6 +89,8 @@ func Task(w *tabwriter.Writer, t *task.Task, loc *time.Location) {
 	row("Timeout", time.Duration(t.Timeout).String())
 	row("Retry backoff", fmt.Sprintf("%s … %s", time.Duration(t.RetryBase), time.Duration(t.RetryCap)))
 	row("Idempotency key", t.IdempotencyKey)
+	row("Unique key", t.UniqueKey)
+	row("Debounce key", t.DebounceKey)
 	if t.PricePerHour > 0 {
 		row("Price", fmt.Sprintf("$%.3f/slot-h", t.PricePerHour))
 	}
@@ -102,6 +104,9 @@ func Task(w *tabwriter.Writer, t *task.Task, loc *time.Location) {
 	row("Last error", Cut(t.LastError, 200))
 	row("Result", Cut(t.Result, 200))
 	row("Result expires", Time(t.ResultExpiresAt, loc))
+	if t.ResultTTL > 0 {
+		row("Result TTL", time.Duration(t.ResultTTL).String())
+	}
 	row("Payload", Cut(string(t.Payload), 200))
 	row("Trace ID", t.TraceID)
 	row("Limit key", t.LimitKey)
