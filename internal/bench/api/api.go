@@ -55,6 +55,9 @@ type Options struct {
 	Etcd func(dir string) (endpoint string, stop func(), err error)
 	// RedisServer is the redis-server binary (default on PATH).
 	RedisServer string
+	// AOF, when set, gives every region's redis-server the append-only
+	// file with this appendfsync policy (everysec: how users run it).
+	AOF string
 	// SampleEvery: one task in this many has its submit→start measured
 	// (default 10).
 	SampleEvery int
@@ -114,10 +117,15 @@ func Run(ctx context.Context, o Options, progress bench.Progress) (*bench.Summar
 	if o.Etcd == nil {
 		return nil, errors.New("bench: api: no etcd starter (api.Options.Etcd)")
 	}
+	switch o.AOF {
+	case "", "everysec", "always", "no":
+	default:
+		return nil, fmt.Errorf("bench: api: --aof %q: want everysec, always or no (the appendfsync policy)", o.AOF)
+	}
 	s := bench.NewSummary("api")
 	s.Params = map[string]any{"single": o.Single, "conns": o.Conns, "batched": o.Batched, "batch": o.Batch,
 		"batch_conns": o.BatchConns, "workers": o.Workers, "concurrency": o.Concurrency, "modes": o.Modes,
-		"payload_bytes": len(bench.Payload64), "auth": true}
+		"payload_bytes": len(bench.Payload64), "auth": true, "aof": o.AOF}
 	for _, mode := range o.Modes {
 		if base := strings.TrimSuffix(mode, "-tls"); base != "local" && base != "handoff" {
 			return nil, fmt.Errorf("bench: api: mode %q: want local, handoff, local-tls or handoff-tls", mode)
@@ -226,6 +234,9 @@ func startFed(ctx context.Context, o Options, names []string, withTLS bool) (_ *
 		r := &apiRegion{name: name, password: secret(), cfg: filepath.Join(dir, name+".yaml")}
 		sctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 		ropts := []redisproc.Option{redisproc.WithBinary(o.RedisServer), redisproc.WithPassword(r.password)}
+		if o.AOF != "" {
+			ropts = append(ropts, redisproc.WithAOF(o.AOF))
+		}
 		if withTLS {
 			addr, err := freeAddr()
 			if err != nil {
@@ -444,7 +455,7 @@ func apiMode(ctx context.Context, s *bench.Summary, o Options, mode string, prog
 	env := bench.Over(nodes...)
 	if s.Redis.Version == "" {
 		s.Redis = bench.RedisInfo{Managed: true, Version: bench.InfoField(must(f.regions[0].rdb.Info(ctx, "server").Result()), "redis_version"),
-			Config: "one temporary redis-server per region started by ax bench (requirepass): appendonly no, save \"\", maxmemory-policy noeviction"}
+			Config: "one temporary redis-server per region started by ax bench (requirepass): " + persistence(o.AOF) + `, save "", maxmemory-policy noeviction`}
 	}
 	run := f.regions[len(f.regions)-1]
 	sp := map[string]any{"type": "noop", "payload": json.RawMessage(bench.Payload64), "tags": map[string]string{"class": "cpu"}}
@@ -608,4 +619,12 @@ func firstRejection(r *apiv1.BatchResponse) string {
 		}
 	}
 	return ""
+}
+
+// persistence says how the run's Redis keeps its data.
+func persistence(aof string) string {
+	if aof == "" {
+		return "appendonly no"
+	}
+	return "appendonly yes, appendfsync " + aof
 }

@@ -355,7 +355,7 @@ and Redis per task (INFO cpu, commandstats).`,
 			if err != nil {
 				return err
 			}
-			o.Exe, o.RedisServer = exe, bf.target.RedisServer
+			o.Exe, o.RedisServer, o.AOF = exe, bf.target.RedisServer, bf.target.AOF
 			o.Workers, o.Concurrency = bf.workers.Workers, bf.workers.Concurrency
 			switch {
 			case handoffOnly && localOnly:
@@ -436,7 +436,10 @@ It needs an ax source tree (the tools are built from it: run it there or
 pass --dir): go for asynq and River, node for BullMQ (npm ci from the npm
 registry the first time), PostgreSQL for River. A tool whose prerequisite
 is missing is left out with a note. --aof everysec gives every Redis an
-append-only file (River's PostgreSQL fsync on, synchronous_commit off).`,
+append-only file (River's PostgreSQL fsync on, synchronous_commit off);
+--aof none,everysec runs every tool both ways in each round, back to back,
+names the second run tool@everysec, compares it with ax@everysec, and adds
+a table of each tool's figures with the AOF ÷ without it, same round.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			exe, err := os.Executable()

@@ -43,6 +43,10 @@ type Options struct {
 	// AOF: every Redis with appendonly yes and this appendfsync policy;
 	// River's PostgreSQL then gets fsync on (synchronous_commit stays off:
 	// commits are flushed by the WAL writer within 200 ms, like everysec).
+	// A comma-separated list ("none,everysec") runs every tool once per
+	// policy in each round, back to back, so that a policy's cost is read
+	// in the same minutes; "none" is no persistence. A run with a policy
+	// is named tool@policy (ax@everysec) and compared with ax@policy.
 	AOF string
 	// RedisServer is the redis-server binary the tools start.
 	RedisServer string
@@ -74,10 +78,12 @@ func (o *Options) defaults() error {
 			return fmt.Errorf("bench compare: tool %q: want one of %s", t, strings.Join(peerTools, ", "))
 		}
 	}
-	switch o.AOF {
-	case "", "everysec", "always":
-	default:
-		return fmt.Errorf("bench compare: --aof %q: want everysec or always", o.AOF)
+	for _, a := range o.policies() {
+		switch a {
+		case "", "everysec", "always":
+		default:
+			return fmt.Errorf("bench compare: --aof %q: want everysec, always or none (or a list of them)", o.AOF)
+		}
 	}
 	if o.Dir == "" {
 		d, err := findCompareDir()
@@ -87,6 +93,31 @@ func (o *Options) defaults() error {
 		o.Dir = d
 	}
 	return nil
+}
+
+// policies are the persistence settings each tool runs under, in order
+// ("" is none).
+func (o *Options) policies() []string {
+	var ps []string
+	for _, a := range strings.Split(o.AOF, ",") {
+		a = strings.TrimSpace(a)
+		if a == "none" {
+			a = ""
+		}
+		if !slices.Contains(ps, a) {
+			ps = append(ps, a)
+		}
+	}
+	return ps
+}
+
+// withPolicy is a run's name: the tool, and the persistence policy when
+// there is one.
+func withPolicy(tool, aof string) string {
+	if aof == "" {
+		return tool
+	}
+	return tool + "@" + aof
 }
 
 // findCompareDir looks for internal/bench/compare from the working
@@ -142,7 +173,9 @@ func (r *peerRun) phase(name string) (peerFig, bool) {
 
 // peerCmd is how one tool is run.
 type peerCmd struct {
-	name string
+	name string // the tool with its policy: asynq@everysec
+	base string // the tool without it: asynq
+	ax   string // the ax run it is compared with: ax@everysec
 	argv []string
 	dir  string
 }
@@ -169,7 +202,11 @@ func Run(ctx context.Context, o Options, progress bench.Progress) (*bench.Summar
 	if len(cmds) == 0 {
 		return nil, errors.New("bench compare: no tool can run here: " + strings.Join(notes, "; "))
 	}
-	s.Redis = bench.RedisInfo{Managed: true, Config: "one temporary redis-server per run (each tool starts its own): " + persistence(o.AOF) + `, save "", maxmemory-policy noeviction`}
+	var persists []string
+	for _, a := range o.policies() {
+		persists = append(persists, persistence(a))
+	}
+	s.Redis = bench.RedisInfo{Managed: true, Config: "one temporary redis-server per run (each tool starts its own): " + strings.Join(persists, " / ") + `, save "", maxmemory-policy noeviction`}
 
 	type result struct {
 		round int
@@ -261,12 +298,12 @@ func Run(ctx context.Context, o Options, progress bench.Progress) (*bench.Summar
 			if f, ok := run.phase("submit-single"); ok {
 				single = append(single, f.rate)
 			}
-			if ax := get("ax", r); ax != nil && c.name != "ax" {
+			if ax := get(c.ax, r); ax != nil && c.name != c.ax {
 				rd, rb, rc = addRatios(ax, run, rd, rb, rc)
 			}
 		}
 		row := []string{c.name, medCell(drain, "%.0f"), medCell(both, "%.0f"), medCell(single, "%.0f"), medCell(dcpu, "%.1f"), medCell(bcpu, "%.1f")}
-		if c.name == "ax" {
+		if c.name == c.ax {
 			row = append(row, "—", "—", "—")
 		} else {
 			row = append(row, medCell(rd, "%.2f×"), medCell(rb, "%.2f×"), medCell(rc, "%.2f×"))
@@ -280,8 +317,44 @@ func Run(ctx context.Context, o Options, progress bench.Progress) (*bench.Summar
 		med.Rows = append(med.Rows, row)
 	}
 	s.Tables = []bench.Table{runs, med}
+	if cost := policyCost(cmds, o.Rounds, get); len(cost.Rows) > 0 {
+		s.Tables = append(s.Tables, cost)
+	}
 	s.Finish()
 	return s, nil
+}
+
+// policyCost is, for every run with a persistence policy, the median over
+// rounds of its figures ÷ the same tool's without one in the same round
+// (only when both ran).
+func policyCost(cmds []peerCmd, rounds int, get func(string, int) *peerRun) bench.Table {
+	t := bench.Table{Title: "with the policy ÷ without, same round (median of the per-round ratios): rates, and backend CPU per task",
+		Head: []string{"RUN", "DRAIN", "SUBMIT+DRAIN", "SUBMIT ONE/CALL", "DRAIN BACKEND µs", "S+D BACKEND µs"}}
+	for _, c := range cmds {
+		if c.base == c.name || !slices.ContainsFunc(cmds, func(b peerCmd) bool { return b.name == c.base }) {
+			continue
+		}
+		ratios := make([][]float64, 5)
+		for r := 1; r <= rounds; r++ {
+			with, without := get(c.name, r), get(c.base, r)
+			for i, ph := range []string{"drain", "submit+drain", "submit-single"} {
+				w, ok1 := with.phase(ph)
+				n, ok2 := without.phase(ph)
+				if ok1 && ok2 && n.rate > 0 {
+					ratios[i] = append(ratios[i], w.rate/n.rate)
+					if i < 2 && n.backend > 0 {
+						ratios[3+i] = append(ratios[3+i], w.backend/n.backend)
+					}
+				}
+			}
+		}
+		row := []string{c.name + " ÷ " + c.base}
+		for _, v := range ratios {
+			row = append(row, medCell(v, "%.2f×"))
+		}
+		t.Rows = append(t.Rows, row)
+	}
+	return t
 }
 
 // addRatios appends one round's ax ÷ tool figures: drain rate to rd,
@@ -321,10 +394,11 @@ func (o *Options) prepare(ctx context.Context, bin string) ([]peerCmd, []string)
 	var cmds []peerCmd
 	var notes []string
 	skip := func(t, why string) {
-		notes = append(notes, t+" not run: "+why)
+		if n := t + " not run: " + why; !slices.Contains(notes, n) {
+			notes = append(notes, n)
+		}
 	}
 	slots := strconv.Itoa(o.Workers * o.Concurrency)
-	n, single := strconv.Itoa(o.N), strconv.Itoa(o.Single)
 	built := map[string]string{}
 	build := func(dir string) (string, error) {
 		if p, ok := built[dir]; ok {
@@ -343,67 +417,80 @@ func (o *Options) prepare(ctx context.Context, bin string) ([]peerCmd, []string)
 		return out, nil
 	}
 	for _, t := range tools {
-		switch t {
-		case "ax":
-			argv := []string{o.Exe, "bench", "throughput", "-n", n, "--single", single, "--workers", strconv.Itoa(o.Workers),
-				"--concurrency", strconv.Itoa(o.Concurrency), "--redis-server", o.RedisServer, "-o", "json"}
-			if o.AOF != "" {
-				argv = append(argv, "--aof", o.AOF)
+		for _, aof := range o.policies() {
+			if c, ok := o.toolCmd(ctx, t, aof, slots, build, skip); ok {
+				c.name, c.base, c.ax = withPolicy(t, aof), t, withPolicy("ax", aof)
+				cmds = append(cmds, c)
 			}
-			cmds = append(cmds, peerCmd{name: t, argv: argv})
-		case "asynq":
-			p, err := build("asynq")
-			if err != nil {
-				skip(t, err.Error())
-				continue
-			}
-			argv := []string{p, "-n", n, "-concurrency", slots, "-redis-server", o.RedisServer, "-o", "json"}
-			if o.AOF != "" {
-				argv = append(argv, "-appendonly", o.AOF)
-			}
-			cmds = append(cmds, peerCmd{name: t, argv: argv})
-		case "bullmq":
-			node, err := exec.LookPath("node")
-			if err != nil {
-				skip(t, "node is not on PATH")
-				continue
-			}
-			dir := filepath.Join(o.Dir, "bullmq")
-			if _, err := os.Stat(filepath.Join(dir, "node_modules", "bullmq")); err != nil {
-				// Its pinned packages (package-lock.json), from the npm registry.
-				c := exec.CommandContext(ctx, "npm", "ci", "--no-audit", "--no-fund")
-				c.Dir = dir
-				if b, err := c.CombinedOutput(); err != nil {
-					skip(t, fmt.Sprintf("npm ci in %s: %v: %s", dir, err, lastLine(string(b))))
-					continue
-				}
-			}
-			argv := []string{node, "bench.mjs", "-n", n, "-single", single, "-concurrency", slots, "-redis-server", o.RedisServer, "-o", "json"}
-			if o.AOF != "" {
-				argv = append(argv, "-appendonly", o.AOF)
-			}
-			cmds = append(cmds, peerCmd{name: t, argv: argv, dir: dir})
-		case "river", "river-1ms":
-			if !havePostgres() {
-				skip(t, "PostgreSQL (initdb, postgres) not found under /usr/lib/postgresql/*/bin or on PATH")
-				continue
-			}
-			p, err := build("river")
-			if err != nil {
-				skip(t, err.Error())
-				continue
-			}
-			argv := []string{p, "-n", n, "-single", single, "-concurrency", slots, "-o", "json"}
-			if t == "river-1ms" {
-				argv = append(argv, "-fetch-cooldown", "1ms")
-			}
-			if o.AOF != "" {
-				argv = append(argv, "-fsync")
-			}
-			cmds = append(cmds, peerCmd{name: t, argv: argv})
 		}
 	}
 	return cmds, notes
+}
+
+// toolCmd is how tool t runs under persistence policy aof, or false (and a
+// note through skip) when it cannot run here.
+func (o *Options) toolCmd(ctx context.Context, t, aof, slots string, build func(string) (string, error), skip func(t, why string)) (peerCmd, bool) {
+	n, single := strconv.Itoa(o.N), strconv.Itoa(o.Single)
+	switch t {
+	case "ax":
+		argv := []string{o.Exe, "bench", "throughput", "-n", n, "--single", single, "--workers", strconv.Itoa(o.Workers),
+			"--concurrency", strconv.Itoa(o.Concurrency), "--redis-server", o.RedisServer, "-o", "json"}
+		if aof != "" {
+			argv = append(argv, "--aof", aof)
+		}
+		return peerCmd{argv: argv}, true
+	case "asynq":
+		p, err := build("asynq")
+		if err != nil {
+			skip(t, err.Error())
+			return peerCmd{}, false
+		}
+		argv := []string{p, "-n", n, "-concurrency", slots, "-redis-server", o.RedisServer, "-o", "json"}
+		if aof != "" {
+			argv = append(argv, "-appendonly", aof)
+		}
+		return peerCmd{argv: argv}, true
+	case "bullmq":
+		node, err := exec.LookPath("node")
+		if err != nil {
+			skip(t, "node is not on PATH")
+			return peerCmd{}, false
+		}
+		dir := filepath.Join(o.Dir, "bullmq")
+		if _, err := os.Stat(filepath.Join(dir, "node_modules", "bullmq")); err != nil {
+			// Its pinned packages (package-lock.json), from the npm registry.
+			c := exec.CommandContext(ctx, "npm", "ci", "--no-audit", "--no-fund")
+			c.Dir = dir
+			if b, err := c.CombinedOutput(); err != nil {
+				skip(t, fmt.Sprintf("npm ci in %s: %v: %s", dir, err, lastLine(string(b))))
+				return peerCmd{}, false
+			}
+		}
+		argv := []string{node, "bench.mjs", "-n", n, "-single", single, "-concurrency", slots, "-redis-server", o.RedisServer, "-o", "json"}
+		if aof != "" {
+			argv = append(argv, "-appendonly", aof)
+		}
+		return peerCmd{argv: argv, dir: dir}, true
+	case "river", "river-1ms":
+		if !havePostgres() {
+			skip(t, "PostgreSQL (initdb, postgres) not found under /usr/lib/postgresql/*/bin or on PATH")
+			return peerCmd{}, false
+		}
+		p, err := build("river")
+		if err != nil {
+			skip(t, err.Error())
+			return peerCmd{}, false
+		}
+		argv := []string{p, "-n", n, "-single", single, "-concurrency", slots, "-o", "json"}
+		if t == "river-1ms" {
+			argv = append(argv, "-fetch-cooldown", "1ms")
+		}
+		if aof != "" {
+			argv = append(argv, "-fsync")
+		}
+		return peerCmd{argv: argv}, true
+	}
+	return peerCmd{}, false
 }
 
 func havePostgres() bool {

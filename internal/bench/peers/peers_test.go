@@ -60,3 +60,38 @@ func TestPeerPhaseReadsAsynqEnqueueAsSubmitSingle(t *testing.T) {
 		t.Fatal("a phase the tool does not have was found")
 	}
 }
+
+// With a list of policies each tool runs once per policy in every round,
+// and the policy's cost is the same round's ratio to the run without it.
+func TestPeersRunsEachPolicyInTheSameRound(t *testing.T) {
+	dir := t.TempDir()
+	// Drains 1000/s without an AOF, 800/s with one (its argv says which).
+	script := `#!/bin/sh
+rate=1000; case "$*" in *"--aof everysec"*) rate=800;; esac
+echo '{"phases":[{"name":"drain","tasks_per_s":'$rate',"redis_cpu_us_per_task":40},{"name":"submit+drain","tasks_per_s":700}]}'
+`
+	exe := filepath.Join(dir, "ax")
+	if err := os.WriteFile(exe, []byte(script), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	s, err := Run(context.Background(), Options{Exe: exe, Dir: dir, Tools: []string{"ax"}, Rounds: 2, N: 10, AOF: "none,everysec"}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, row := range s.Tables[0].Rows {
+		names = append(names, row[0]+":"+row[1]+":"+row[4])
+	}
+	if got, want := strings.Join(names, " "), "1:ax:1000 1:ax@everysec:800 2:ax:1000 2:ax@everysec:800"; got != want {
+		t.Fatalf("runs %q, want %q", got, want)
+	}
+	if len(s.Tables) != 3 || len(s.Tables[2].Rows) != 1 {
+		t.Fatalf("want a third table with one row (ax@everysec ÷ ax): %+v", s.Tables)
+	}
+	if row := s.Tables[2].Rows[0]; row[0] != "ax@everysec ÷ ax" || !strings.HasPrefix(row[1], "0.80×") || !strings.HasPrefix(row[2], "1.00×") {
+		t.Errorf("policy cost row %v: want drain 0.80×, submit+drain 1.00×", row)
+	}
+	if _, err := Run(context.Background(), Options{Exe: exe, Dir: dir, Tools: []string{"ax"}, AOF: "none,sometimes"}, nil); err == nil || !strings.Contains(err.Error(), "sometimes") {
+		t.Errorf("an unknown policy: err = %v, want it named", err)
+	}
+}
