@@ -1,6 +1,8 @@
 package endpoint
 
 import (
+	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -10,8 +12,10 @@ import (
 // LongPolls bounds the long-polls a server holds (/v1/events, a remote
 // worker's claim): each holds a Redis connection or a goroutine for its
 // whole wait, so without a bound one tenant's long-polls take the pool
-// every submit, claim and leader loop needs. Beyond the per-tenant (per
-// caller) or the server-wide cap a long-poll gets 429.
+// every submit, claim and leader loop needs. Beyond the per-caller cap (a
+// tenant's, or a token's: see Poller; a remote worker's claims count per
+// token) or the server-wide cap a long-poll gets 429, whose message names
+// the cap it met.
 type LongPolls struct {
 	mu        sync.Mutex
 	max       int
@@ -21,7 +25,7 @@ type LongPolls struct {
 }
 
 // NewLongPolls caps long-polls at max on the server (default 8) and
-// perTenant for one caller (default 2).
+// perTenant for one caller, a tenant or a token (default 2).
 func NewLongPolls(max, perTenant int) *LongPolls {
 	if max <= 0 {
 		max = 8
@@ -32,19 +36,21 @@ func NewLongPolls(max, perTenant int) *LongPolls {
 	return &LongPolls{max: max, perTenant: perTenant, by: map[string]int{}}
 }
 
-// Acquire takes a place for who (a tenant, or the token's name for an
-// every-tenant token; "" for another server's proxied long-poll, whose
-// tenant its own server counted); release gives it back.
+// Acquire takes a place for who ("tenant:<name>", or "token:<name>" for an
+// every-tenant token and for a worker token; "" for another server's
+// proxied long-poll, whose caller its own server counted); release gives
+// it back.
 func (l *LongPolls) Acquire(who string) (release func(), err error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if who != "" && l.by[who] >= l.perTenant {
+		kind, _, _ := strings.Cut(who, ":") // "tenant" or "token"
 		return nil, &Error{Code: apiv1.CodeSaturated, RetryAfter: time.Second,
-			Msg: "too many concurrent long-polls for this tenant"}
+			Msg: "too many concurrent long-polls for this " + kind + " on this server: at most " + strconv.Itoa(l.perTenant) + " per " + kind}
 	}
 	if l.total >= l.max {
 		return nil, &Error{Code: apiv1.CodeSaturated, RetryAfter: time.Second,
-			Msg: "too many concurrent long-polls on this server"}
+			Msg: "too many concurrent long-polls on this server: at most " + strconv.Itoa(l.max)}
 	}
 	l.by[who]++
 	l.total++

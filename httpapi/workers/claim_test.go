@@ -17,13 +17,9 @@ import (
 	"github.com/ax-sched/ax/queue/store"
 	"github.com/ax-sched/ax/task"
 	"github.com/ax-sched/ax/worker/proxy"
+	"github.com/prometheus/client_golang/prometheus/testutil"
 )
 
-// TestClaimRefusesOtherTenants: a task of a tenant outside the worker's
-// token that sits in its pool anyway (placed before the pool was declared
-// a tenant's own) is never handed out: the claim gives it back
-// (TENANT_REFUSED, no attempt spent) and answers no task; the token's own
-// tenant's task is handed out.
 // protoEnv serves the protocol over a real Redis to one worker token of
 // acme's pool acme-gpu.
 type protoEnv struct {
@@ -75,16 +71,21 @@ func (e *protoEnv) call(method, path, body string, out any) int {
 }
 
 func (e *protoEnv) do(method, path, body string) *httptest.ResponseRecorder {
+	return e.doAs(context.Background(), e.p, method, path, body)
+}
+
+// doAs sends a request as p that ends (its client gone) with ctx.
+func (e *protoEnv) doAs(ctx context.Context, p endpoint.Principal, method, path, body string) *httptest.ResponseRecorder {
 	mux := http.NewServeMux()
 	for _, rt := range e.h.Routes() {
 		mux.HandleFunc(rt.Pattern, func(w http.ResponseWriter, r *http.Request) {
-			if err := rt.Handle(w, r, e.p); err != nil {
+			if err := rt.Handle(w, r, p); err != nil {
 				endpoint.WriteError(w, err)
 			}
 		})
 	}
 	rec := httptest.NewRecorder()
-	mux.ServeHTTP(rec, httptest.NewRequest(method, path, strings.NewReader(body)))
+	mux.ServeHTTP(rec, httptest.NewRequest(method, path, strings.NewReader(body)).WithContext(ctx))
 	return rec
 }
 
@@ -203,5 +204,60 @@ func TestClaimRetryAnswersWhatTheFirstTryTook(t *testing.T) {
 
 	if code := e.call("POST", "/v1/workers/"+id+"/claim", fmt.Sprintf(`{"max":1,"claim_id":%q}`, strings.Repeat("x", apiv1.MaxClaimID+1)), nil); code != 400 {
 		t.Fatalf("an oversized claim_id: %d, want 400", code)
+	}
+}
+
+// TestClaimLongPollCapPerToken: with remote_workers.max_long_polls_per_token
+// claims of a token waiting on a server, a further claim of that token
+// answers 429 saturated with Retry-After, names the cap it met (per token)
+// and takes nothing, while a claim of another token of the same tenant is
+// served; once the waiting claim ended (its client left), the token's claim
+// is served again. The waiting claim is held open by its client, not by a
+// timer, and cannot take a task (its one slot is busy), so the second
+// claim, sent once the first is counted waiting, meets a settled state.
+func TestClaimLongPollCapPerToken(t *testing.T) {
+	e := newProtoEnvLimits(t, Limits{LongPollsPerToken: 1, MaxWait: time.Minute})
+	a, b := e.register(1), e.register(4)
+	busy := e.submit("acme")
+	var c apiv1.WorkerClaimResponse
+	if code := e.call("POST", "/v1/workers/"+a+"/claim", `{"max":1,"wait_ms":0}`, &c); code != http.StatusOK || len(c.Tasks) != 1 || c.Tasks[0].ID != busy {
+		t.Fatalf("worker a's claim of its one task: %d %+v", code, c)
+	}
+	other := e.p
+	other.Name = "acme-workers-2"
+	var reg apiv1.WorkerRegistered
+	if rec := e.doAs(e.ctx, other, "POST", "/v1/workers", `{"pool":"acme-gpu","slots":4}`); rec.Code != 201 ||
+		json.Unmarshal(rec.Body.Bytes(), &reg) != nil {
+		t.Fatalf("register with another token: %d %s", rec.Code, rec.Body)
+	}
+	ctx, leave := context.WithCancel(e.ctx)
+	defer leave()
+	done := make(chan *httptest.ResponseRecorder, 1)
+	go func() { done <- e.doAs(ctx, e.p, "POST", "/v1/workers/"+a+"/claim", `{"max":4,"wait_ms":60000}`) }()
+	for end := time.Now().Add(30 * time.Second); testutil.ToFloat64(e.h.metrics.longPolls) != 1; time.Sleep(5 * time.Millisecond) {
+		if time.Now().After(end) {
+			t.Fatal("the first claim is not waiting after 30 s")
+		}
+	}
+	id := e.submit("acme")
+	rec := e.do("POST", "/v1/workers/"+b+"/claim", `{"max":4,"wait_ms":0}`)
+	var eb struct {
+		Error struct{ Code, Message string } `json:"error"`
+	}
+	_ = json.Unmarshal(rec.Body.Bytes(), &eb)
+	if rec.Code != http.StatusTooManyRequests || eb.Error.Code != apiv1.CodeSaturated || rec.Header().Get("Retry-After") == "" ||
+		!strings.Contains(eb.Error.Message, "at most 1 per token") {
+		t.Fatalf("a second waiting claim of the token: %d %s (Retry-After %q), want 429 saturated with Retry-After naming the cap per token",
+			rec.Code, rec.Body.String(), rec.Header().Get("Retry-After"))
+	}
+	// The refused claim took nothing: the task is there for the other token.
+	rec = e.doAs(e.ctx, other, "POST", "/v1/workers/"+reg.WorkerID+"/claim", `{"max":4,"wait_ms":0}`)
+	if json.Unmarshal(rec.Body.Bytes(), &c) != nil || rec.Code != http.StatusOK || len(c.Tasks) != 1 || c.Tasks[0].ID != id {
+		t.Fatalf("a claim of another token of the same tenant: %d %s, want task %s", rec.Code, rec.Body, id)
+	}
+	leave()
+	<-done
+	if code := e.call("POST", "/v1/workers/"+b+"/claim", `{"max":4,"wait_ms":0}`, &c); code != http.StatusOK {
+		t.Fatalf("the token's claim once its waiting claim ended: %d", code)
 	}
 }
