@@ -70,6 +70,9 @@ type Config struct {
 	// off (and auth on), /metrics needs a token of every tenant and /readyz
 	// tells others only whether the server is ready.
 	PublicDetails bool
+	// Profiling serves /debug/pprof/ to an admin token of every tenant
+	// (with auth off, to anyone): profiles show the server's code paths.
+	Profiling bool
 	// Workers serves the remote worker protocol.
 	Workers WorkerConfig
 	// MaxHeaderBytes > 0 answers a request whose request line and headers
@@ -185,6 +188,9 @@ func New(n *federation.Node, cfg Config) *API {
 		}
 	}
 	a.mux.Handle("GET /metrics", MetricsHandler(cfg.Auth, cfg.PublicDetails, cfg.Gatherer))
+	if cfg.Profiling {
+		a.mux.Handle("GET /debug/pprof/", profiles(cfg.Auth))
+	}
 	a.mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) { w.Write([]byte("ok\n")) })
 	a.mux.HandleFunc("GET /readyz", a.readyz)
 	dashboard.Register(a.mux)

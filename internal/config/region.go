@@ -590,6 +590,9 @@ type HTTPServer struct {
 	// region) to callers without a token; off, they need a token of any
 	// role (with auth on), and /readyz tells others only ready or not.
 	PublicDetails bool `mapstructure:"public_details" yaml:"public_details"`
+	// Profiling serves Go's runtime profiles (/debug/pprof/) to a token of
+	// every tenant with the admin role, never publicly: off by default.
+	Profiling bool `mapstructure:"profiling" yaml:"profiling"`
 }
 
 // APITLS is the API's TLS. With Cert and Key set the API serves https only;

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net/http"
 	"os"
 	"slices"
 	"strconv"
@@ -32,9 +33,13 @@ func TestRemoteWorkerBench(t *testing.T) {
 		t.Skip("a benchmark: set AX_BENCH_REMOTE=tasks per drain")
 	}
 	wtok := "wtok-" + randomHex(16)
+	// AX_BENCH_PROFILE=file: a CPU profile of the server over the first
+	// seconds of the remote drain (http_server.profiling, the admin token).
+	prof := os.Getenv("AX_BENCH_PROFILE")
 	f := newFederation(t, fedOpts{regions: []string{"us-east-1"}, noWorkers: true, lease: 10 * time.Second, heartbeat: 3 * time.Second,
-		pools:  map[string]string{"us-east-1": "- {name: cpu, tags: {class: cpu}, slots: 1024, price_per_slot_hour: 0.04}"},
-		tokens: fmt.Sprintf("- {name: bench-workers, token_sha256: %s, role: worker, tenants: [team-a], pools: [cpu]}", sha256Hex(wtok))})
+		httpServer: fmt.Sprintf("profiling: %v", prof != ""),
+		pools:      map[string]string{"us-east-1": "- {name: cpu, tags: {class: cpu}, slots: 1024, price_per_slot_hour: 0.04}"},
+		tokens:     fmt.Sprintf("- {name: bench-workers, token_sha256: %s, role: worker, tenants: [team-a], pools: [cpu]}", sha256Hex(wtok))})
 	r := f.region("us-east-1")
 	srv := r.servers[0]
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
@@ -62,6 +67,12 @@ func TestRemoteWorkerBench(t *testing.T) {
 		wctx, cancel := context.WithCancel(ctx)
 		var wg sync.WaitGroup
 		cpu0 := procCPU(t, srv.pid())
+		profiled := make(chan struct{})
+		if name == "remote" && prof != "" {
+			go func() { defer close(profiled); profileServer(t, f, srv.api, prof) }()
+		} else {
+			close(profiled)
+		}
 		start := time.Now()
 		for i := range 2 {
 			w, err := worker.New(src(i), worker.Options{Pool: "cpu", ID: fmt.Sprintf("%s-%d", name, i), Concurrency: 128, Logger: log,
@@ -78,6 +89,7 @@ func TestRemoteWorkerBench(t *testing.T) {
 		cpu := procCPU(t, srv.pid()) - cpu0
 		cancel()
 		wg.Wait()
+		<-profiled
 		return took, cpu.Seconds()
 	}
 	direct, directCPU := drain("direct", func(int) worker.Source { return r.store.Claimer() })
@@ -111,6 +123,26 @@ func TestRemoteWorkerBench(t *testing.T) {
 	t.Logf("remote:  %d tasks in %v = %.0f/s; server CPU %.2fs = %.0f µs per task", n, rem.Round(time.Millisecond), float64(n)/rem.Seconds(), remCPU, remCPU/float64(n)*1e6)
 	t.Logf("remote ÷ direct: %.0f %%", 100*direct.Seconds()/rem.Seconds())
 	t.Logf("remote idle pickup (submit to handler start, %d): p50 %v p90 %v max %v", len(picks), picks[len(picks)/2], picks[len(picks)*9/10], picks[len(picks)-1])
+}
+
+// profileServer writes a 3-second CPU profile of the server at api to file.
+func profileServer(t *testing.T, f *federation, api, file string) {
+	req, _ := http.NewRequest(http.MethodGet, api+"/debug/pprof/profile?seconds=3", nil)
+	req.Header.Set("Authorization", "Bearer "+f.token(tokAdmin))
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Error(err)
+		return
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	if resp.StatusCode != http.StatusOK {
+		t.Errorf("profile: %d %s", resp.StatusCode, b)
+		return
+	}
+	if err := os.WriteFile(file, b, 0o644); err != nil {
+		t.Error(err)
+	}
 }
 
 // procCPU is the user+system CPU time pid has used (Linux /proc).

@@ -319,7 +319,7 @@ func (s *Server) serveAPI(reg *prometheus.Registry, own prometheus.Registerer) {
 		},
 		BatchMaxItems: cfg.Quotas.Batch.MaxItems, BatchMaxBytes: cfg.Quotas.Batch.MaxBytes,
 		MemoryReserve: s.memoryReserve, Memory: s.memory,
-		PublicDetails: cfg.HTTPServer.PublicDetails, MaxHeaderBytes: cfg.HTTPServer.MaxHeaderBytes,
+		PublicDetails: cfg.HTTPServer.PublicDetails, Profiling: cfg.HTTPServer.Profiling, MaxHeaderBytes: cfg.HTTPServer.MaxHeaderBytes,
 		Workers: httpapi.WorkerConfig{Limits: httpapi.WorkerLimits{MaxResultBytes: cfg.Results.MaxBytes,
 			MaxWait: cfg.RemoteWorkers.MaxWait, LongPolls: cfg.RemoteWorkers.MaxLongPolls, LongPollsPerToken: cfg.RemoteWorkers.MaxLongPollsPerToken},
 			Store: httpapi.WorkerStore{Claimer: px, Recorder: px, Reader: s.store, Redis: s.rdb,
