@@ -121,6 +121,15 @@ func TestRemoteWorkerBench(t *testing.T) {
 	slices.Sort(picks)
 	t.Logf("direct:  %d tasks in %v = %.0f/s (server CPU %.2fs)", n, direct.Round(time.Millisecond), float64(n)/direct.Seconds(), directCPU)
 	t.Logf("remote:  %d tasks in %v = %.0f/s; server CPU %.2fs = %.0f µs per task", n, rem.Round(time.Millisecond), float64(n)/rem.Seconds(), remCPU, remCPU/float64(n)*1e6)
+	if resp, err := http.Get(srv.api + "/metrics"); err == nil {
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		for _, l := range strings.Split(string(b), "\n") {
+			if strings.HasPrefix(l, "ax_http_requests_total") && strings.Contains(l, "workers") {
+				t.Logf("%s", l) // calls of the worker protocol, both drains and the pickups
+			}
+		}
+	}
 	t.Logf("remote ÷ direct: %.0f %%", 100*direct.Seconds()/rem.Seconds())
 	t.Logf("remote idle pickup (submit to handler start, %d): p50 %v p90 %v max %v", len(picks), picks[len(picks)/2], picks[len(picks)*9/10], picks[len(picks)-1])
 }
