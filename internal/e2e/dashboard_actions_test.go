@@ -34,16 +34,21 @@ func dashboardActions(t *testing.T, fed *federation, api, dagRun string, run fun
 		}
 		return sr.ID
 	}
-	confirm := func(click string) []chromedp.Action {
-		return []chromedp.Action{chromedp.Click(click, chromedp.ByQuery), chromedp.WaitVisible("#confirm", chromedp.ByQuery),
-			chromedp.Click("#confirm-yes", chromedp.ByQuery), chromedp.WaitVisible("#action-result.ok", chromedp.ByQuery)}
+	// An action: the button, the confirmation, and its result, which
+	// shows once the page has re-rendered with the outcome.
+	confirm := func(click chromedp.Action) []chromedp.Action {
+		return []chromedp.Action{click, chromedp.WaitVisible("#confirm", chromedp.ByQuery),
+			press("#confirm-yes"), chromedp.WaitVisible("#action-result.ok", chromedp.ByQuery)}
 	}
 
-	// A task's page: priority 3, then cancel.
+	// A task's page: priority 3, then cancel. The page re-renders as the
+	// stream and the actions change the task: every click finds its
+	// button afresh (press), and the cancel waits for the page drawn with
+	// priority 3 (the option selected in the markup, not the one set).
 	id := submit()
-	run("open a waiting task", chromedp.Navigate(api+"/#/task/"+id), chromedp.WaitVisible("#task-actions", chromedp.ByQuery),
-		chromedp.SetValue("#act-prio", "3", chromedp.ByQuery))
-	run("set its priority", confirm("#act-priority")...)
+	run("open a waiting task", chromedp.Navigate(api+"/#/task/"+id), chromedp.WaitVisible("#task-actions", chromedp.ByQuery))
+	run("set its priority", append(confirm(pressWith("#act-priority", `document.querySelector('#act-prio').value = '3';`)),
+		chromedp.Poll(`document.querySelector('#act-prio option[selected]')?.textContent === '3'`, nil, chromedp.WithPollingInterval(50*time.Millisecond)))...)
 	var tk struct {
 		Priority int
 		State    string
@@ -52,7 +57,7 @@ func dashboardActions(t *testing.T, fed *federation, api, dagRun string, run fun
 	if tk.Priority != 3 {
 		t.Fatalf("after Set priority 3 in the dashboard: priority %d", tk.Priority)
 	}
-	run("cancel it", append(confirm("#act-cancel"), chromedp.WaitVisible("#task-state .s-CANCELED", chromedp.ByQuery))...)
+	run("cancel it", append(confirm(press("#act-cancel")), chromedp.WaitVisible("#task-state .s-CANCELED", chromedp.ByQuery))...)
 	shot("task-actions")
 	get("/v1/tasks/"+id, &tk)
 	if tk.State != "CANCELED" {
@@ -67,7 +72,7 @@ func dashboardActions(t *testing.T, fed *federation, api, dagRun string, run fun
 	}
 	toggle := `.sched-toggle[data-name="dash-nightly"]`
 	run("pause the schedule", append([]chromedp.Action{chromedp.Navigate(api + "/#/schedules"), chromedp.WaitVisible(toggle, chromedp.ByQuery)},
-		append(confirm(toggle), chromedp.WaitVisible(toggle+`[data-op="resume"]`, chromedp.ByQuery))...)...)
+		append(confirm(press(toggle)), chromedp.WaitVisible(toggle+`[data-op="resume"]`, chromedp.ByQuery))...)...)
 	shot("schedules")
 	var sched struct{ Paused bool }
 	get("/v1/schedules/dash-nightly", &sched)
@@ -83,7 +88,7 @@ func dashboardActions(t *testing.T, fed *federation, api, dagRun string, run fun
 	if edges != "extract>load" || strings.Contains(loadRow, "task-link") || !strings.Contains(loadRow, "not run") {
 		t.Fatalf("DAG graph: edges %q, load's row %q: want the edge extract>load and no link for a node that never ran", edges, loadRow)
 	}
-	run("cancel the DAG run", confirm("#dag-cancel")...)
+	run("cancel the DAG run", confirm(press("#dag-cancel"))...)
 	// The cancel is recorded at once; the run ends once its nodes have.
 	waitUntil(t, 15*time.Second, "the DAG run canceled in the dashboard to end CANCELED", func() bool {
 		var dag struct{ State string }
@@ -109,8 +114,7 @@ func dashboardActions(t *testing.T, fed *federation, api, dagRun string, run fun
 	id = submit()
 	var refused string
 	run("cancel as a submitter", chromedp.Evaluate(`sessionStorage.setItem('ax.token', `+jsString(fed.token(tokSubmitterA))+`)`, nil),
-		chromedp.Navigate(api+"/#/task/"+id), chromedp.WaitVisible("#act-cancel", chromedp.ByQuery), chromedp.Click("#act-cancel", chromedp.ByQuery),
-		chromedp.Click("#confirm-yes", chromedp.ByQuery), chromedp.WaitVisible("#action-result.bad", chromedp.ByQuery), chromedp.Text("#action-result", &refused, chromedp.ByQuery))
+		chromedp.Navigate(api+"/#/task/"+id), press("#act-cancel"), chromedp.WaitVisible("#confirm", chromedp.ByQuery), press("#confirm-yes"), chromedp.WaitVisible("#action-result.bad", chromedp.ByQuery), chromedp.Text("#action-result", &refused, chromedp.ByQuery))
 	get("/v1/tasks/"+id, &tk)
 	if tk.State != "PENDING" || !strings.Contains(refused, "role") {
 		t.Fatalf("a submitter's cancel from the dashboard: %q, the task %s; want refused and PENDING", refused, tk.State)
@@ -122,4 +126,17 @@ func dashboardActions(t *testing.T, fed *federation, api, dagRun string, run fun
 func jsString(s string) string {
 	b, _ := json.Marshal(s)
 	return string(b)
+}
+
+// press clicks the visible element sel matches, found and clicked in one
+// step inside the page: a re-render between finding the element and
+// clicking it cannot leave the test holding a node the page dropped.
+func press(sel string) chromedp.Action { return pressWith(sel, "") }
+
+// pressWith runs js (which may set the form's fields) just before the
+// click, in the same step.
+func pressWith(sel, js string) chromedp.Action {
+	return chromedp.Poll(`(() => { const e = document.querySelector(`+jsString(sel)+`);
+		if (!e || !e.isConnected || e.offsetParent === null) return false; `+js+` e.click(); return true; })()`,
+		nil, chromedp.WithPollingInterval(50*time.Millisecond))
 }

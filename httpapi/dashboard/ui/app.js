@@ -27,7 +27,9 @@ async function api(method, path, body) {
 
 // act asks before a write: it shows what will be done and runs it only on
 // Confirm, then says how it went (the API's refusal, 403 for a token
-// without the role, as it came) and calls after (a re-render) on success.
+// without the role, as it came). On success it first awaits after (the
+// page's re-render), so once #action-result.ok shows, the page shows the
+// outcome: its nodes are the fresh ones.
 function act(what, run, after) {
   const box = $('#confirm'), out = $('#action-result');
   $('#confirm-text').textContent = what + '?';
@@ -39,13 +41,20 @@ function act(what, run, after) {
     box.hidden = true;
     try {
       await run();
-      out.textContent = what + ': done';
-      out.className = 'ok';
-      if (after) await after();
     } catch (e) {
       if (e.message === 'unauthorized') return;
       out.textContent = what + ': ' + e.message;
       out.className = 'bad';
+      return;
+    }
+    try {
+      if (after) await after();
+      out.textContent = what + ': done';
+      out.className = 'ok';
+    } catch (e) {
+      if (e.message === 'unauthorized') return;
+      out.textContent = what + ': done (the page did not refresh: ' + e.message + ')';
+      out.className = 'ok';
     }
   };
 }
@@ -228,17 +237,28 @@ async function tasks(q) {
   $('#task-results').innerHTML = r;
 }
 
+// taskPage renders a task and keeps it current: the stream's updates and
+// an action's reload go through one queue, one render at a time, and a
+// state already shown is not drawn again.
 async function taskPage(id) {
-  let shown = JSON.stringify(await renderTask(await api('GET', '/v1/tasks/' + encodeURIComponent(id))));
-  startLive('task=' + encodeURIComponent(id), {task: async t => {
-    const s = JSON.stringify(t);
-    if (s === shown) return;
-    shown = s;
-    await renderTask(t);
-  }});
+  const path = '/v1/tasks/' + encodeURIComponent(id);
+  let shown = '', queue = Promise.resolve();
+  const show = t => {
+    const done = queue.then(async () => {
+      const s = JSON.stringify(t);
+      if (s === shown) return;
+      shown = s;
+      await renderTask(t, reload);
+    });
+    queue = done.catch(() => {});
+    return done;
+  };
+  const reload = async () => show(await api('GET', path));
+  await reload();
+  startLive('task=' + encodeURIComponent(id), {task: show});
 }
 
-async function renderTask(t) {
+async function renderTask(t, reload) {
   const id = t.id;
   const tr = await api('GET', '/v1/tasks/' + encodeURIComponent(id) + '/trail');
   const row = (k, v) => v === undefined || v === null || v === '' ? '' : '<tr><th>' + esc(k) + '</th><td>' + v + '</td></tr>';
@@ -265,7 +285,6 @@ async function renderTask(t) {
   h += '</table><h2>Placement</h2><p class="muted">Where this spec would be placed now, with every candidate\'s reasons (a dry run: prices and fill move).</p><div id="explain"></div>';
   view().innerHTML = h;
   const path = '/v1/tasks/' + encodeURIComponent(id);
-  const reload = async () => renderTask(await api('GET', path));
   $('#act-cancel').onclick = () => act('cancel task ' + id, () => api('POST', path + '/cancel'), reload);
   $('#act-replay').onclick = () => act('replay task ' + id, () => api('POST', path + '/replay'), reload);
   $('#act-priority').onclick = () => {
