@@ -142,6 +142,20 @@ type WorkerReport struct {
 	Held     []WorkerLease    `json:"held,omitempty"`
 	Progress []WorkerProgress `json:"progress,omitempty"`
 	Outcomes []WorkerOutcome  `json:"outcomes,omitempty"`
+	// Claim, when set, claims more tasks once the report is applied, in
+	// the same round trip: the slots its outcomes free are counted free.
+	// It never waits for a task (a claim's long-poll does); none ready,
+	// the answer has no tasks.
+	Claim *WorkerReportClaim `json:"claim,omitempty"`
+}
+
+// WorkerReportClaim is a report's claim: like a WorkerClaimRequest
+// without the wait, and with the same claim_id contract (a resent report
+// with the same claim_id answers the tasks the first one took).
+type WorkerReportClaim struct {
+	// Max is 1..MaxWorkerClaim, cut to the worker's free slots.
+	Max     int    `json:"max"`
+	ClaimID string `json:"claim_id,omitempty"`
 }
 
 // WorkerLease names a task the worker holds.
@@ -193,6 +207,9 @@ type WorkerReportResponse struct {
 	Stop []WorkerStop `json:"stop"`
 	// Outcomes answer the report's outcomes, in their order.
 	Outcomes []WorkerOutcomeResult `json:"outcomes"`
+	// Tasks are what the report's claim took (none without a claim),
+	// held by the worker from now on as a claim's are.
+	Tasks []WorkerTask `json:"tasks,omitempty"`
 }
 
 // WorkerStop is a task to stop and why (Stop*).

@@ -261,3 +261,62 @@ func TestClaimLongPollCapPerToken(t *testing.T) {
 		t.Fatalf("the token's claim once its waiting claim ended: %d", code)
 	}
 }
+
+// TestReportClaimsInTheSameRoundTrip: a report with a claim records its
+// outcome first and answers the tasks it then claimed, counting the slot
+// the outcome freed; the same report resent (its answer lost) answers the
+// same tasks under the same leases and takes no others; a claim.max out of
+// range is 400 field claim.max and nothing of the report is applied.
+func TestReportClaimsInTheSameRoundTrip(t *testing.T) {
+	e := newProtoEnv(t)
+	id := e.register(1)
+	first := e.submit("acme")
+	var c apiv1.WorkerClaimResponse
+	if code := e.call("POST", "/v1/workers/"+id+"/claim", `{"max":1,"wait_ms":0}`, &c); code != 200 || len(c.Tasks) != 1 {
+		t.Fatalf("claim: %d %+v", code, c)
+	}
+	second, third := e.submit("acme"), e.submit("acme")
+	done := fmt.Sprintf(`{"outcomes":[{"id":%q,"lease":%q,"status":"success"}]`, first, c.Tasks[0].Lease)
+
+	var bad apiv1.ErrorBody
+	if code := e.call("POST", "/v1/workers/"+id+"/report", done+`,"claim":{"max":0}}`, &bad); code != 400 || bad.Error.Field != "claim.max" {
+		t.Fatalf("claim.max 0: %d %+v", code, bad)
+	}
+	if tk, _ := e.st.Get(e.ctx, first); tk.State != task.Running {
+		t.Fatalf("a refused report changed the task: %s", tk.State)
+	}
+
+	body := done + `,"claim":{"max":4,"claim_id":"c-1"}}`
+	var r1, r2 apiv1.WorkerReportResponse
+	if code := e.call("POST", "/v1/workers/"+id+"/report", body, &r1); code != 200 || len(r1.Outcomes) != 1 || !r1.Outcomes[0].OK {
+		t.Fatalf("report: %d %+v", code, r1)
+	}
+	if tk, _ := e.st.Get(e.ctx, first); tk.State != task.Success {
+		t.Fatalf("the reported task: %s", tk.State)
+	}
+	// One slot: the outcome freed it, and the claim took one task.
+	if len(r1.Tasks) != 1 || (r1.Tasks[0].ID != second && r1.Tasks[0].ID != third) || r1.Tasks[0].Lease == "" {
+		t.Fatalf("the report's claim answered %+v, want one of %s %s", r1.Tasks, second, third)
+	}
+	if code := e.call("POST", "/v1/workers/"+id+"/report", body, &r2); code != 200 {
+		t.Fatalf("resent report: %d", code)
+	}
+	if len(r2.Tasks) != 1 || r2.Tasks[0].ID != r1.Tasks[0].ID || r2.Tasks[0].Lease != r1.Tasks[0].Lease {
+		t.Fatalf("the resent report's claim answered %+v, want %+v again", r2.Tasks, r1.Tasks)
+	}
+	running := 0
+	for _, tid := range []string{second, third} {
+		if tk, _ := e.st.Get(e.ctx, tid); tk.State == task.Running {
+			running++
+		}
+	}
+	if running != 1 {
+		t.Fatalf("%d tasks running after the resent report, want 1 (one slot)", running)
+	}
+	// The claimed task is held: its outcome is recorded.
+	out := fmt.Sprintf(`{"outcomes":[{"id":%q,"lease":%q,"status":"success"}]}`, r1.Tasks[0].ID, r1.Tasks[0].Lease)
+	var r3 apiv1.WorkerReportResponse
+	if code := e.call("POST", "/v1/workers/"+id+"/report", out, &r3); code != 200 || !r3.Outcomes[0].OK || len(r3.Tasks) != 0 {
+		t.Fatalf("outcome of the report-claimed task: %d %+v", code, r3)
+	}
+}

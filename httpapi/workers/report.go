@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"net/http"
 	"slices"
 	"strconv"
@@ -58,6 +59,15 @@ func (h *Handlers) report(w http.ResponseWriter, r *http.Request, sc scope) erro
 	if err := h.sessions.update(ctx, se.ID, rp.add, rp.drop); err != nil {
 		return err
 	}
+	if req.Claim != nil {
+		tasks, err := rp.claim(ctx, *req.Claim)
+		if err != nil {
+			return err
+		}
+		for _, t := range tasks {
+			rp.resp.Tasks = append(rp.resp.Tasks, wireTask(t))
+		}
+	}
 	endpoint.WriteJSON(w, http.StatusOK, rp.resp)
 	return nil
 }
@@ -93,6 +103,14 @@ func (h *Handlers) checkReport(req *apiv1.WorkerReport) ([]string, error) {
 		}
 		if len(p.Message) > apiv1.MaxProgressMessage {
 			return nil, invalid(field("progress", i, "message"), "at most "+strconv.Itoa(apiv1.MaxProgressMessage)+" bytes")
+		}
+	}
+	if c := req.Claim; c != nil {
+		switch {
+		case c.Max < 1 || c.Max > apiv1.MaxWorkerClaim:
+			return nil, invalid("claim.max", "must be 1.."+strconv.Itoa(apiv1.MaxWorkerClaim))
+		case len(c.ClaimID) > apiv1.MaxClaimID:
+			return nil, invalid("claim.claim_id", "at most "+strconv.Itoa(apiv1.MaxClaimID)+" bytes")
 		}
 	}
 	results := make([]string, len(req.Outcomes))
@@ -306,6 +324,35 @@ func (rp *reportRun) heartbeat(ctx context.Context, ls []apiv1.WorkerLease) erro
 		rp.stop(s)
 	}
 	return nil
+}
+
+// claim runs the report's claim once the report is applied: a resent
+// report's claim (its claim_id the session's last) answers what the first
+// took; else up to c.Max tasks, cut to the slots free once the report's
+// outcomes and stops are counted, without waiting for one.
+func (rp *reportRun) claim(ctx context.Context, c apiv1.WorkerReportClaim) ([]*task.Task, error) {
+	w, ok := rp.se.served(rp.sc)
+	if !ok {
+		return nil, nil // the claim route says why (403 worker_id)
+	}
+	now := maps.Clone(rp.hs)
+	for _, id := range rp.drop {
+		delete(now, id)
+	}
+	for id, lease := range rp.add {
+		now[id] = held{Lease: lease, Seen: time.Now()}
+	}
+	if c.ClaimID != "" && c.ClaimID == rp.se.Claim.ID {
+		ts, err := rp.h.again(ctx, rp.se, now)
+		if err != nil || len(ts) > 0 {
+			return ts, err
+		}
+	}
+	n := min(c.Max, rp.se.Slots-len(now))
+	if n <= 0 {
+		return nil, nil
+	}
+	return rp.h.claimFor(ctx, w, rp.sc, n, 0, c.ClaimID)
 }
 
 func (rp *reportRun) stop(s apiv1.WorkerStop) { rp.resp.Stop = append(rp.resp.Stop, s) }

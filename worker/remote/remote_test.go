@@ -32,6 +32,7 @@ type protocol struct {
 	registers int
 	deletes   int
 	reports   int
+	byReport  int               // tasks handed out by reports' claims
 	stop      map[string]string // id -> reason, for the next report
 	unavail   int               // answer this many requests 503 first
 	n         int
@@ -146,6 +147,15 @@ func (p *protocol) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			ans.Stop = append(ans.Stop, apiv1.WorkerStop{ID: id, Reason: why})
 			delete(p.stop, id)
 			delete(p.leased, id)
+		}
+		if c := rep.Claim; c != nil {
+			k := min(c.Max, len(p.ready))
+			ans.Tasks = append([]apiv1.WorkerTask{}, p.ready[:k]...)
+			p.ready = p.ready[k:]
+			for _, t := range ans.Tasks {
+				p.leased[t.ID] = t.Lease
+			}
+			p.byReport += k
 		}
 		_ = json.NewEncoder(w).Encode(ans)
 	default:
@@ -339,3 +349,55 @@ func TestNewRejectsBadSettings(t *testing.T) {
 }
 
 var testLogger = slog.New(slog.NewTextHandler(io.Discard, nil))
+
+// TestSaturatedWorkerClaimsWithItsReports: a worker whose slots are all
+// busy asks for more tasks in the report that frees them; the tasks the
+// report answers run, each once.
+func TestSaturatedWorkerClaimsWithItsReports(t *testing.T) {
+	p := newProtocol()
+	live := httptest.NewServer(p)
+	t.Cleanup(live.Close)
+	src, err := worker.Remote([]string{live.URL}, "wtok", remote.Options{ClaimWait: 100 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	const n = 60
+	for range n {
+		p.add("work", `{}`)
+	}
+	var mu sync.Mutex
+	runs := map[string]int{}
+	w, err := worker.New(src, worker.Options{Pool: "acme-gpu", ID: "box-1", Concurrency: 2, Heartbeat: 50 * time.Millisecond,
+		Logger: testLogger, ShutdownGrace: time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	w.Handle("work", func(_ context.Context, tk *worker.Task) error {
+		mu.Lock()
+		runs[tk.ID]++
+		mu.Unlock()
+		time.Sleep(2 * time.Millisecond)
+		return nil
+	})
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- w.Run(ctx) }()
+	waitFor(t, "every outcome", func() bool { r, _, _ := p.snapshot(); return len(r) == n })
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	for id, k := range runs {
+		if k != 1 {
+			t.Errorf("%s ran %d times", id, k)
+		}
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if len(runs) != n || p.byReport == 0 {
+		t.Errorf("%d tasks ran, %d of them claimed by reports: want %d, some by reports", len(runs), p.byReport, n)
+	}
+	t.Logf("%d of %d tasks came with reports (%d reports)", p.byReport, n, p.reports)
+}

@@ -159,7 +159,7 @@ func (r *reporter) flush(ctx context.Context) {
 	if len(calls)+len(beats)+len(prog) == 0 {
 		return
 	}
-	body := apiv1.WorkerReport{Progress: prog, Outcomes: make([]apiv1.WorkerOutcome, 0, n)}
+	body := apiv1.WorkerReport{Progress: prog, Outcomes: make([]apiv1.WorkerOutcome, 0, n), Claim: r.s.reportClaim(n)}
 	if len(beats) > 0 {
 		body.Held = beats[len(beats)-1].held // the newest knows best
 		if body.Held == nil {
@@ -200,10 +200,14 @@ func (r *reporter) send(ctx context.Context, body *apiv1.WorkerReport, owner []*
 		index[i] = seen[c]
 		seen[c]++
 	}
+	sent := time.Now()
 	for {
 		var ans apiv1.WorkerReportResponse
 		err := r.s.call(ctx, "report", body, &ans)
 		if err == nil {
+			// Before the outcomes settle: the claim they wake finds the
+			// report's tasks waiting instead of asking the server.
+			r.s.claimedEarly(ans.Tasks, sent)
 			r.answer(body.Outcomes, owner, index, ans)
 			return ans, nil
 		}
@@ -224,6 +228,8 @@ func (r *reporter) send(ctx context.Context, body *apiv1.WorkerReport, owner []*
 			body.Held = append(body.Held[:i:i], body.Held[i+1:]...)
 		case ok && list == "progress" && i < len(body.Progress):
 			body.Progress = append(body.Progress[:i:i], body.Progress[i+1:]...)
+		case strings.HasPrefix(api.Field, "claim.") && body.Claim != nil:
+			body.Claim = nil
 		default:
 			// Not one item's fault: every outcome is refused as it is.
 			for k, it := range body.Outcomes {

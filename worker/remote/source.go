@@ -64,6 +64,8 @@ type Source struct {
 	stopped  map[string]bool        // of leases, those a report's answer stopped (the server no longer counts them)
 	freed    chan struct{}          // capacity 1: an outcome was answered or a task stopped
 	stops    []queue.Stop           // from reports' answers, for the next Heartbeat
+	want     int                    // a ClaimTasks waits for a free slot and wants this many; 0: none waits
+	early    []*task.Task           // claimed by a report, not yet handed to the worker (their leases are in leases)
 	regMu    sync.Mutex             // one registration at a time
 	closeRep func()
 }
@@ -248,7 +250,10 @@ func (s *Source) ClaimTasks(ctx context.Context, req queue.ClaimRequest) (queue.
 		wait = min(wait, time.Duration(s.info.MaxWaitMS)*time.Millisecond)
 	}
 	s.mu.Unlock()
-	n := s.claimable(ctx, req.N, wait)
+	n, early := s.claimable(ctx, req.N, wait)
+	if len(early) > 0 {
+		return queue.Claimed{Tasks: early}, nil
+	}
 	if n == 0 {
 		return queue.Claimed{}, ctx.Err()
 	}
@@ -260,9 +265,17 @@ func (s *Source) ClaimTasks(ctx context.Context, req queue.ClaimRequest) (queue.
 	if err := s.call(ctx, "claim", body, &ans); err != nil {
 		return queue.Claimed{}, fmt.Errorf("remote: claim: %w", err)
 	}
-	out := make([]*task.Task, 0, len(ans.Tasks))
 	s.mu.Lock()
-	for _, t := range ans.Tasks {
+	out := s.admit(ans.Tasks, sent)
+	s.mu.Unlock()
+	return queue.Claimed{Tasks: out}, nil
+}
+
+// admit records the leases of tasks a claim answered (sent at sent) and
+// returns them as the worker runs them; mu held.
+func (s *Source) admit(ts []apiv1.WorkerTask, sent time.Time) []*task.Task {
+	out := make([]*task.Task, 0, len(ts))
+	for _, t := range ts {
 		if s.leases[t.ID] == t.Lease {
 			continue // already running here
 		}
@@ -277,8 +290,40 @@ func (s *Source) ClaimTasks(ctx context.Context, req queue.ClaimRequest) (queue.
 			Parents: apiv1.ParentsOf(t.Parents),
 		})
 	}
+	return out
+}
+
+// reportClaim is the claim a report with nOut outcomes carries: while a
+// ClaimTasks waits for a slot, the report asks for the slots its outcomes
+// free, so their tasks come back in the report's answer instead of one
+// more round trip. nil when no claim waits or no slot would be free.
+func (s *Source) reportClaim(nOut int) *apiv1.WorkerReportClaim {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.want <= 0 || nOut == 0 || s.id == "" {
+		return nil
+	}
+	n := min(s.want, s.reg.Slots-(len(s.leases)-len(s.stopped))+nOut, apiv1.MaxWorkerClaim)
+	if s.info.MaxClaim > 0 {
+		n = min(n, s.info.MaxClaim)
+	}
+	if n <= 0 {
+		return nil
+	}
+	s.want = 0 // one report asks for a waiting claim
+	return &apiv1.WorkerReportClaim{Max: n, ClaimID: newClaimID()}
+}
+
+// claimedEarly keeps the tasks a report's claim took (sent at sent) for
+// the next ClaimTasks and wakes it.
+func (s *Source) claimedEarly(ts []apiv1.WorkerTask, sent time.Time) {
+	if len(ts) == 0 {
+		return
+	}
+	s.mu.Lock()
+	s.early = append(s.early, s.admit(ts, sent)...)
 	s.mu.Unlock()
-	return queue.Claimed{Tasks: out}, nil
+	s.free()
 }
 
 // newClaimID names one claim (its retries share it).
@@ -290,10 +335,22 @@ func newClaimID() string {
 
 // claimable waits up to wait for a slot free by the server's count and
 // returns how many of want to ask for (0: none freed in time).
-func (s *Source) claimable(ctx context.Context, want int, wait time.Duration) int {
+func (s *Source) claimable(ctx context.Context, want int, wait time.Duration) (int, []*task.Task) {
 	var timeout <-chan time.Time
+	defer func() {
+		s.mu.Lock()
+		s.want = 0
+		s.mu.Unlock()
+	}()
 	for {
 		s.mu.Lock()
+		if len(s.early) > 0 {
+			k := min(max(want, 1), len(s.early))
+			early := s.early[:k:k]
+			s.early = s.early[k:]
+			s.mu.Unlock()
+			return 0, early
+		}
 		n := want
 		if s.info.MaxClaim > 0 {
 			n = min(n, s.info.MaxClaim)
@@ -301,9 +358,12 @@ func (s *Source) claimable(ctx context.Context, want int, wait time.Duration) in
 		if s.reg.Slots > 0 {
 			n = min(n, s.reg.Slots-(len(s.leases)-len(s.stopped)))
 		}
+		if n <= 0 {
+			s.want = want
+		}
 		s.mu.Unlock()
 		if n > 0 {
-			return n
+			return n, nil
 		}
 		if timeout == nil {
 			t := time.NewTimer(wait)
@@ -313,9 +373,9 @@ func (s *Source) claimable(ctx context.Context, want int, wait time.Duration) in
 		select {
 		case <-s.freed:
 		case <-timeout:
-			return 0
+			return 0, nil
 		case <-ctx.Done():
-			return 0
+			return 0, nil
 		}
 	}
 }
@@ -335,6 +395,11 @@ func (s *Source) Heartbeat(ctx context.Context, _, _ string, _ int, _ queue.Type
 	for i, l := range held {
 		items[i] = apiv1.WorkerLease{ID: l.ID, Lease: l.Token}
 	}
+	s.mu.Lock()
+	for _, t := range s.early { // held too, though not running yet
+		items = append(items, apiv1.WorkerLease{ID: t.ID, Lease: t.LeaseToken})
+	}
+	s.mu.Unlock()
 	if err := s.rep.beat(ctx, items); err != nil {
 		return nil, err
 	}

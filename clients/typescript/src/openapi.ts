@@ -1210,10 +1210,20 @@ export interface components {
             held?: components["schemas"]["WorkerLease"][];
             progress?: components["schemas"]["WorkerProgress"][];
             outcomes?: components["schemas"]["WorkerOutcome"][];
+            claim?: components["schemas"]["WorkerReportClaim"];
+        };
+        /** @description Claims more tasks once the report is applied, in the same round trip (no wait: none ready, no tasks). */
+        WorkerReportClaim: {
+            /** @description At most this many tasks, cut to the slots free once the report is applied. */
+            max: number;
+            /** @description As a claim's: the same report resent with the same id answers the tasks the first took. */
+            claim_id?: string;
         };
         WorkerReportResponse: {
             stop: components["schemas"]["WorkerStop"][];
             outcomes: components["schemas"]["WorkerOutcomeResult"][];
+            /** @description What the report's claim took (none without a claim). */
+            tasks?: components["schemas"]["WorkerTask"][];
         };
         WorkerStop: {
             id: string;

@@ -1027,15 +1027,29 @@ type WorkerRegistered struct {
 
 // WorkerReport defines model for WorkerReport.
 type WorkerReport struct {
-	Held     *[]WorkerLease    `json:"held,omitempty"`
-	Outcomes *[]WorkerOutcome  `json:"outcomes,omitempty"`
-	Progress *[]WorkerProgress `json:"progress,omitempty"`
+	// Claim Claims more tasks once the report is applied, in the same round trip (no wait: none ready, no tasks).
+	Claim    *WorkerReportClaim `json:"claim,omitempty"`
+	Held     *[]WorkerLease     `json:"held,omitempty"`
+	Outcomes *[]WorkerOutcome   `json:"outcomes,omitempty"`
+	Progress *[]WorkerProgress  `json:"progress,omitempty"`
+}
+
+// WorkerReportClaim Claims more tasks once the report is applied, in the same round trip (no wait: none ready, no tasks).
+type WorkerReportClaim struct {
+	// ClaimId As a claim's: the same report resent with the same id answers the tasks the first took.
+	ClaimId *string `json:"claim_id,omitempty"`
+
+	// Max At most this many tasks, cut to the slots free once the report is applied.
+	Max int `json:"max"`
 }
 
 // WorkerReportResponse defines model for WorkerReportResponse.
 type WorkerReportResponse struct {
 	Outcomes []WorkerOutcomeResult `json:"outcomes"`
 	Stop     []WorkerStop          `json:"stop"`
+
+	// Tasks What the report's claim took (none without a claim).
+	Tasks *[]WorkerTask `json:"tasks,omitempty"`
 }
 
 // WorkerStop defines model for WorkerStop.
