@@ -28,6 +28,9 @@ type DAGNodeSpec struct {
 	DependsOn   []string         `json:"depends_on,omitempty"`
 	TriggerRule task.TriggerRule `json:"trigger_rule,omitempty"` // default all_success
 	Task        json.RawMessage  `json:"task"`
+	// DependsOnSchedules holds the node until other schedules' runs allow
+	// it: only in a schedule's DAG (POST /v1/schedules).
+	DependsOnSchedules []ScheduleDependency `json:"depends_on_schedules,omitempty"`
 }
 
 // DAGStatus is a DAG run as the API shows it (201 of POST /v1/dags, 200 of
@@ -67,6 +70,9 @@ type DAGNodeStatus struct {
 	Pool      string     `json:"pool,omitempty"`
 	Attempts  int        `json:"attempts,omitempty"`
 	UpdatedAt *time.Time `json:"updated_at,omitempty"`
+	// Gates are the node's dependencies on other schedules' runs, as the
+	// federation leader resolved them when it started the run.
+	Gates []task.Gate `json:"gates,omitempty"`
 }
 
 // Query parameters of server-to-server calls, honoured only on calls with

@@ -105,6 +105,26 @@ type ScheduledDAG struct {
 	Schedule string     `json:"schedule"`
 	Period   Period     `json:"period"`
 	DAG      DAGRequest `json:"dag"`
+	// Gates are the resolved depends_on_schedules of each node, by node id
+	// (the nodes' own depends_on_schedules are left out).
+	Gates map[string][]task.Gate `json:"gates,omitempty"`
+}
+
+// ScheduleDependency is a dependency of a schedule's DAG node on another
+// schedule of the same tenant.
+type ScheduleDependency struct {
+	Schedule string `json:"schedule"`
+	// Rule is same_period (wait for the upstream's run whose period covers
+	// this run's period start) or latest_success (its newest successful
+	// run, ended within max_age, when the run starts; never waits).
+	Rule   string        `json:"rule"`
+	MaxAge task.Duration `json:"max_age,omitempty"` // latest_success only; 0: any age
+	// Timeout bounds a same_period wait from the run's start (default
+	// 24h); then the node fails with UPSTREAM_TIMEOUT, or is skipped.
+	Timeout task.Duration `json:"timeout,omitempty"`
+	// OnTimeout is fail (the default) or skip: what the node does when
+	// the dependency cannot be met (timeout, or no recent success).
+	OnTimeout string `json:"on_timeout,omitempty"`
 }
 
 // ScheduledDAGResponse answers it: 200 whether the run was created now or
@@ -161,6 +181,8 @@ type Backfill struct {
 	CreatedAt  time.Time     `json:"created_at"`
 	CreatedBy  string        `json:"created_by,omitempty"`
 	FinishedAt *time.Time    `json:"finished_at,omitempty"`
+	// CanceledBy names who cancelled it (state CANCELED).
+	CanceledBy string `json:"canceled_by,omitempty"`
 }
 
 // BackfillRun is one period a backfill started.

@@ -130,6 +130,15 @@ func (b *Backfills) List(ctx context.Context, tenant, name string) (*apiv1.Backf
 	return &out, err
 }
 
+// Cancel cancels the backfill (or rerun) id of schedule name: no period
+// of it starts any more and its active runs are asked to stop (POST
+// /v1/schedules/{name}/backfills/{id}/cancel).
+func (b *Backfills) Cancel(ctx context.Context, tenant, name, id string) (*apiv1.Backfill, error) {
+	var out apiv1.Backfill
+	_, err := b.c.do(ctx, http.MethodPost, schedulePath(name)+"/backfills/"+url.PathEscape(id)+"/cancel", tenantQuery(tenant), nil, &out)
+	return &out, err
+}
+
 func tenantQuery(tenant string) url.Values {
 	if tenant == "" {
 		return nil

@@ -108,6 +108,9 @@ func (r *Runs) validate(req *apiv1.DAGRequest, now time.Time) (*queue.DAGDef, er
 		default:
 			return nil, &task.FieldError{Field: nodeField(i, "trigger_rule"), Msg: fmt.Sprintf("%q: must be all_success, all_done or one_failed", rule)}
 		}
+		if len(nd.DependsOnSchedules) > 0 {
+			return nil, &task.FieldError{Field: nodeField(i, "depends_on_schedules"), Msg: "only in a schedule's DAG (POST /v1/schedules): a run started by hand has no period"}
+		}
 		if t := strings.TrimSpace(string(nd.Task)); t == "" || t == "null" {
 			return nil, &task.FieldError{Field: nodeField(i, "task"), Msg: "is required: the node's task spec"}
 		}

@@ -215,6 +215,11 @@ func (rc *reconciler) reconcile(ctx context.Context, id string) error {
 	}
 	p := newRunPass(id, run, plan)
 	p.recordOutcomes(rc.runs.tasksOf(ctx, p.releasedTasks()))
+	p.now = rc.runs.cfg.Now()
+	p.settleStale()
+	if gs := p.gatedRuns(); len(gs) > 0 {
+		p.upstreams = rc.runs.readUpstreams(ctx, gs)
+	}
 	p.settleWaiting()
 	// Submit first, record after: a crash in between leaves a WAITING
 	// node whose task exists, and the next pass's submit finds it.
@@ -322,6 +327,8 @@ type runPass struct {
 	release   []string                  // WAITING nodes to release
 	missing   []string                  // RELEASED nodes whose task does not exist
 	stop      []string                  // task ids to cancel (a cancelled run)
+	now       time.Time                 // the gates' deadlines are compared with it
+	upstreams map[string]upstream       // the runs gates wait for, by id
 }
 
 func newRunPass(id string, run *queue.DAGRun, plan *runPlan) *runPass {
@@ -400,6 +407,9 @@ func (p *runPass) settleWaiting() {
 			ups[k] = p.states[dep]
 		}
 		to, reason := decide(nd.TriggerRule, ups)
+		if to == task.NodeReleased && len(nd.Gates) > 0 {
+			to, reason = p.gate(&nd)
+		}
 		switch to {
 		case "":
 			continue

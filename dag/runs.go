@@ -106,7 +106,7 @@ func (r *Runs) create(ctx context.Context, def *queue.DAGDef) (*apiv1.DAGStatus,
 	initial := map[string]queue.DAGNode{}
 	var roots []string
 	for _, nd := range def.Nodes {
-		if len(nd.DependsOn) == 0 {
+		if isRoot(&nd) {
 			initial[nd.ID] = queue.DAGNode{State: task.NodeReleased}
 			roots = append(roots, nd.ID)
 		}
@@ -135,10 +135,10 @@ func (r *Runs) create(ctx context.Context, def *queue.DAGDef) (*apiv1.DAGStatus,
 		CreatedAt: mustParseID(def.ID).Time, Schedule: def.Schedule, Period: periodOf(def), Nodes: make([]apiv1.DAGNodeStatus, len(def.Nodes))}
 	for i, nd := range def.Nodes {
 		s := task.NodeWaiting
-		if len(nd.DependsOn) == 0 {
+		if isRoot(&nd) {
 			s = task.NodeReleased
 		}
-		st.Nodes[i] = apiv1.DAGNodeStatus{ID: nd.ID, DependsOn: nd.DependsOn, TriggerRule: nd.TriggerRule, State: s, TaskID: nd.TaskID}
+		st.Nodes[i] = apiv1.DAGNodeStatus{ID: nd.ID, DependsOn: nd.DependsOn, TriggerRule: nd.TriggerRule, State: s, TaskID: nd.TaskID, Gates: nd.Gates}
 	}
 	return st, nil
 }
@@ -249,7 +249,7 @@ func (r *Runs) Status(ctx context.Context, id string, hops int) (*apiv1.DAGStatu
 	for i, nd := range def.Nodes {
 		rec := run.Nodes[nd.ID]
 		ns := apiv1.DAGNodeStatus{ID: nd.ID, DependsOn: nd.DependsOn, TriggerRule: nd.TriggerRule, State: rec.State,
-			Reason: rec.Reason, TaskID: nd.TaskID, Region: rec.Region, Pool: rec.Pool, Attempts: rec.Attempts}
+			Reason: rec.Reason, TaskID: nd.TaskID, Region: rec.Region, Pool: rec.Pool, Attempts: rec.Attempts, Gates: nd.Gates}
 		if !rec.At.IsZero() {
 			at := rec.At
 			ns.UpdatedAt = &at
@@ -265,7 +265,7 @@ func (r *Runs) Status(ctx context.Context, id string, hops int) (*apiv1.DAGStatu
 		case task.NodeSuccess:
 			ns.TaskState = task.Success
 		case task.NodeFailed:
-			if rec.Reason != reasonInvalidSpec {
+			if !gateSettled(rec) && rec.Reason != reasonInvalidSpec {
 				ns.TaskState = task.Failed
 			}
 		case task.NodeCanceled:

@@ -92,6 +92,9 @@ func (r *Runs) startHere(ctx context.Context, sd *apiv1.ScheduledDAG) (bool, err
 	if err := assignIDs(def, sd.ID); err != nil {
 		return false, err
 	}
+	if err := attachGates(def, sd.Gates); err != nil {
+		return false, err
+	}
 	start, end := sd.Period.Start.UTC(), sd.Period.End.UTC()
 	def.Schedule, def.PeriodStart, def.PeriodEnd = sd.Schedule, &start, &end
 	if _, err := r.create(ctx, def); err != nil {
@@ -129,6 +132,19 @@ func (r *Runs) RunState(ctx context.Context, id string) (state task.DAGState, fi
 	return st.State, st.FinishedAt, true, nil
 }
 
+// TaskState reads the task id wherever it is held, and when it ended; ok
+// is false for a task no region knows.
+func (r *Runs) TaskState(ctx context.Context, id string) (state task.State, finished *time.Time, ok bool, err error) {
+	t, err := r.tasks.Get(ctx, id, 0)
+	switch {
+	case errors.Is(err, task.ErrNotFound), isNotFound(err):
+		return "", nil, false, nil
+	case err != nil:
+		return "", nil, false, err
+	}
+	return t.State, t.FinishedAt, true, nil
+}
+
 // CancelRun cancels the run id wherever it lives, as by; a run missing or
 // ended already is not an error.
 func (r *Runs) CancelRun(ctx context.Context, id, by string) error {
@@ -153,4 +169,21 @@ func periodOf(def *queue.DAGDef) *apiv1.Period {
 		return nil
 	}
 	return &apiv1.Period{Start: *def.PeriodStart, End: *def.PeriodEnd}
+}
+
+// attachGates gives each node of def its gates (by node id); a gate of a
+// node def does not have is refused.
+func attachGates(def *queue.DAGDef, gates map[string][]task.Gate) error {
+	index := make(map[string]int, len(def.Nodes))
+	for i, nd := range def.Nodes {
+		index[nd.ID] = i
+	}
+	for node, gs := range gates {
+		i, ok := index[node]
+		if !ok {
+			return &task.FieldError{Field: "gates", Msg: fmt.Sprintf("gates of unknown node %q", node)}
+		}
+		def.Nodes[i].Gates = gs
+	}
+	return nil
 }

@@ -64,6 +64,9 @@ type DAGNodeDef struct {
 	TriggerRule task.TriggerRule `json:"trigger_rule"`
 	TaskID      string           `json:"task_id"`
 	Task        json.RawMessage  `json:"task"`
+	// Gates hold the node until other schedules' runs allow it (a
+	// schedule's run only; package dag opens them).
+	Gates []task.Gate `json:"gates,omitempty"`
 }
 
 // DAGNode is the recorded state of one node.

@@ -4,6 +4,8 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"fmt"
+	"github.com/ax-sched/ax/schedule/slots"
 
 	"slices"
 	"time"
@@ -25,12 +27,12 @@ func (s *Scheduler) Backfill(ctx context.Context, name, tenant string, req *apiv
 	if err != nil {
 		return nil, err
 	}
-	comp, err := compile(sd.def.Cron, sd.def.Timezone)
+	comp, err := slots.Compile(sd.def.Cron, sd.def.Timezone)
 	if err != nil {
 		return nil, err
 	}
-	r, slots, err := backfill.Parse(req, comp.loc, func(after, through time.Time, limit int) []time.Time {
-		return comp.between(after, through, limit)
+	r, slots, err := backfill.Parse(req, comp.Loc(), func(after, through time.Time, limit int) []time.Time {
+		return comp.Between(after, through, limit)
 	}, s.limits(sd.tenant()).MaxBackfillPeriods)
 	if err != nil {
 		return nil, err
@@ -48,11 +50,11 @@ func (s *Scheduler) Rerun(ctx context.Context, name, tenant string, req *apiv1.R
 	if err != nil {
 		return nil, err
 	}
-	comp, err := compile(sd.def.Cron, sd.def.Timezone)
+	comp, err := slots.Compile(sd.def.Cron, sd.def.Timezone)
 	if err != nil {
 		return nil, err
 	}
-	slot, err := backfill.ParseRerun(req, comp.loc, func(t time.Time) bool { return comp.next(t.Add(-time.Second)).Equal(t) })
+	slot, err := backfill.ParseRerun(req, comp.Loc(), func(t time.Time) bool { return comp.Next(t.Add(-time.Second)).Equal(t) })
 	if err != nil {
 		return nil, err
 	}
@@ -118,4 +120,39 @@ func (s *Scheduler) Backfills(ctx context.Context, name, tenant string) ([]apiv1
 		}
 	}
 	return out, nil
+}
+
+// ErrBackfillNotFound: the schedule has no backfill with that id.
+var ErrBackfillNotFound error = &apiv1.Error{Code: apiv1.CodeNotFound, Message: "no such backfill", Field: "id"}
+
+// CancelBackfill cancels the backfill (or rerun) id of tenant's schedule
+// name, as by: no period of it starts any more, and its active runs are
+// asked to stop. A backfill that ended already is returned as it is.
+func (s *Scheduler) CancelBackfill(ctx context.Context, name, tenant, id, by string) (*apiv1.Backfill, error) {
+	sd, err := s.find(ctx, name, tenant)
+	if err != nil {
+		return nil, err
+	}
+	rec, found, err := s.store.cancelBackfill(ctx, sd.key, sd.rev, id, by, s.now().UTC())
+	switch {
+	case err != nil:
+		return nil, unavailable(err)
+	case !found:
+		return nil, ErrBackfillNotFound
+	}
+	if rec.CanceledBy == by && rec.State == apiv1.BackfillCanceled {
+		e := &entry{stored: sd}
+		var failed []string
+		for _, run := range rec.Active {
+			if err := s.cancelRun(ctx, e, run, "backfill:"+rec.ID); err != nil {
+				failed = append(failed, run)
+			}
+		}
+		if len(failed) > 0 {
+			return nil, &apiv1.Error{Code: apiv1.CodeUnavailable, RetryAfterSeconds: 1,
+				Message: fmt.Sprintf("backfill cancelled; runs not reached yet, cancel again to retry: %v", failed)}
+		}
+	}
+	out := rec.Backfill
+	return &out, nil
 }

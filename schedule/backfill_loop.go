@@ -80,7 +80,7 @@ func (s *Scheduler) stepBackfill(ctx context.Context, t *term, e *entry, bs bfSt
 		}
 		slot := *rec.Next
 		id := taskID(e.idSeq(), slot.Add(time.Duration(rec.Attempt)*time.Millisecond), e.def.HomeRegion)
-		created, refused, err := s.start(ctx, e, slot, id, slot)
+		created, refused, err := s.start(ctx, t, e, slot, id, slot)
 		if err != nil {
 			return err
 		}
@@ -90,7 +90,7 @@ func (s *Scheduler) stepBackfill(ctx context.Context, t *term, e *entry, bs bfSt
 		if outcome == OutcomeFired || outcome == OutcomeAlreadyFired {
 			rec.Active = append(rec.Active, id)
 		}
-		if next := e.comp.next(slot); !next.IsZero() && !next.After(rec.To) {
+		if next := e.comp.Next(slot); !next.IsZero() && !next.After(rec.To) {
 			rec.Next = &next
 		} else {
 			rec.Next = nil
@@ -98,7 +98,14 @@ func (s *Scheduler) stepBackfill(ctx context.Context, t *term, e *entry, bs bfSt
 		s.fires.WithLabelValues(e.tenant(), e.def.Name, outcome).Inc()
 		s.log.Info("schedule backfill: period started", "schedule", e.def.Name, "tenant", e.tenant(), "backfill", rec.ID,
 			"period_start", slot, "id", id, "outcome", outcome, "active", len(rec.Active), "rerun", rec.Rerun)
-		if err := s.putBackfill(ctx, t, bs); err != nil {
+		if err := s.putBackfill(ctx, t, &bs); err != nil {
+			if errors.Is(err, errGone) && (outcome == OutcomeFired || outcome == OutcomeAlreadyFired) {
+				// Cancelled (or deleted) since it was read: the run just
+				// started is not its, and stops.
+				if cerr := s.cancelRun(ctx, e, id, "backfill:"+rec.ID); cerr != nil {
+					s.log.Warn("schedule backfill: run of a cancelled backfill not cancelled", "backfill", rec.ID, "id", id, "err", cerr)
+				}
+			}
 			return err
 		}
 		changed = false
@@ -109,12 +116,12 @@ func (s *Scheduler) stepBackfill(ctx context.Context, t *term, e *entry, bs bfSt
 		s.log.Info("schedule backfill: done", "schedule", e.def.Name, "tenant", e.tenant(), "backfill", rec.ID, "periods", len(rec.Runs))
 	}
 	if changed {
-		return s.putBackfill(ctx, t, bs)
+		return s.putBackfill(ctx, t, &bs)
 	}
 	return nil
 }
 
-func (s *Scheduler) putBackfill(ctx context.Context, t *term, bs bfStored) error {
+func (s *Scheduler) putBackfill(ctx context.Context, t *term, bs *bfStored) error {
 	bs.rec.Leader = t.l.Token()
 	return s.store.putBackfill(ctx, t.l, bs)
 }

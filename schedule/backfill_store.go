@@ -32,11 +32,12 @@ type bfRecord struct {
 	Leader  int64      `json:"leader_token,omitempty"`
 }
 
-// bfStored is a record with its key and create revision.
+// bfStored is a record with its key, create and mod revisions.
 type bfStored struct {
-	rec *bfRecord
-	key string
-	rev int64
+	rec    *bfRecord
+	key    string
+	rev    int64
+	modRev int64
 }
 
 // backfillPrefix is the prefix of every backfill of the definition at key.
@@ -87,7 +88,7 @@ func (st store) backfillsOf(ctx context.Context, defKey string) ([]bfStored, err
 	for _, kv := range resp.Kvs {
 		var rec bfRecord
 		if json.Unmarshal(kv.Value, &rec) == nil {
-			out = append(out, bfStored{rec: &rec, key: string(kv.Key), rev: kv.CreateRevision})
+			out = append(out, bfStored{rec: &rec, key: string(kv.Key), rev: kv.CreateRevision, modRev: kv.ModRevision})
 		}
 	}
 	sort.SliceStable(out, func(i, j int) bool { return out[i].rev < out[j].rev })
@@ -95,9 +96,10 @@ func (st store) backfillsOf(ctx context.Context, defKey string) ([]bfStored, err
 }
 
 // putBackfill writes a backfill's progress, only while l leads the
-// federation and only while the record exists in its generation: errGone
-// when it was deleted.
-func (st store) putBackfill(ctx context.Context, l *lease.Leadership, bs bfStored) error {
+// federation and only while the record is as bs read it: errGone when it
+// was deleted or changed (cancelled) meanwhile. It moves bs.modRev to the
+// write's.
+func (st store) putBackfill(ctx context.Context, l *lease.Leadership, bs *bfStored) error {
 	b, err := json.Marshal(bs.rec)
 	if err != nil {
 		return err
@@ -107,7 +109,7 @@ func (st store) putBackfill(ctx context.Context, l *lease.Leadership, bs bfStore
 	resp, err := st.c.Txn(cctx).
 		If(l.Cmp()).
 		Then(clientv3.OpTxn(
-			[]clientv3.Cmp{clientv3.Compare(clientv3.CreateRevision(bs.key), "=", bs.rev)},
+			[]clientv3.Cmp{clientv3.Compare(clientv3.CreateRevision(bs.key), "=", bs.rev), clientv3.Compare(clientv3.ModRevision(bs.key), "=", bs.modRev)},
 			[]clientv3.Op{clientv3.OpPut(bs.key, string(b))},
 			nil)).
 		Commit()
@@ -120,5 +122,48 @@ func (st store) putBackfill(ctx context.Context, l *lease.Leadership, bs bfStore
 	if inner := resp.Responses[0].GetResponseTxn(); inner == nil || !inner.Succeeded {
 		return errGone
 	}
+	bs.modRev = resp.Header.Revision
 	return nil
+}
+
+// cancelBackfill moves the backfill id of the definition at defKey to
+// CANCELED (by by, at now) unless it ended already, and returns it as it
+// is then; found is false when there is none.
+func (st store) cancelBackfill(ctx context.Context, defKey string, defRev int64, id, by string, now time.Time) (rec *bfRecord, found bool, err error) {
+	key := st.backfillPrefix(defKey) + id
+	for attempt := 0; attempt < 8; attempt++ {
+		cctx, cancel := st.call(ctx)
+		resp, err := st.c.Get(cctx, key)
+		cancel()
+		if err != nil {
+			return nil, false, fmt.Errorf("schedule backfill %s: read: %w", id, err)
+		}
+		if len(resp.Kvs) == 0 {
+			return nil, false, nil
+		}
+		kv := resp.Kvs[0]
+		var r bfRecord
+		if json.Unmarshal(kv.Value, &r) != nil || r.DefRev != defRev {
+			return nil, false, nil
+		}
+		if r.State != apiv1.BackfillRunning {
+			return &r, true, nil
+		}
+		r.State, r.FinishedAt, r.CanceledBy, r.Next = apiv1.BackfillCanceled, &now, by, nil
+		b, err := json.Marshal(&r)
+		if err != nil {
+			return nil, false, err
+		}
+		cctx, cancel = st.call(ctx)
+		tr, err := st.c.Txn(cctx).If(clientv3.Compare(clientv3.ModRevision(key), "=", kv.ModRevision)).
+			Then(clientv3.OpPut(key, string(b))).Commit()
+		cancel()
+		if err != nil {
+			return nil, false, fmt.Errorf("schedule backfill %s: cancel: %w", id, err)
+		}
+		if tr.Succeeded {
+			return &r, true, nil
+		}
+	}
+	return nil, false, fmt.Errorf("schedule backfill %s: cancel: concurrent writers", id)
 }

@@ -1,6 +1,7 @@
 package schedule
 
 import (
+	"github.com/ax-sched/ax/schedule/slots"
 	"time"
 
 	"github.com/ax-sched/ax/apiv1"
@@ -25,29 +26,29 @@ const maxOnTime = 100
 // planSlots decides, at now, what to do with the slots after the last one
 // handled (after). A slot older than tolerance at now is missed, and the
 // misfire policy decides; later ones are on time and fire.
-func planSlots(c compiled, d *apiv1.Schedule, after, now time.Time, tolerance time.Duration) firePlan {
+func planSlots(c slots.Clock, d *apiv1.Schedule, after, now time.Time, tolerance time.Duration) firePlan {
 	var p firePlan
 	cutoff := now.Add(-tolerance)
 	switch d.Misfire {
 	case MisfireSkip:
-		if s, ok := c.newestBefore(after, cutoff); ok {
+		if s, ok := c.NewestBefore(after, cutoff); ok {
 			p.skipTo = s
-			p.skipped = c.count(after, s) + 1
+			p.skipped = c.Count(after, s) + 1
 		}
 	default:
 		k := 1
 		if d.Misfire == MisfireCatchUp {
 			k = max(d.CatchUpLimit, 1)
 		}
-		if missed := c.latest(after, cutoff, k); len(missed) > 0 {
+		if missed := c.Latest(after, cutoff, k); len(missed) > 0 {
 			p.fire = missed
-			p.skipped = c.count(after, missed[0])
+			p.skipped = c.Count(after, missed[0])
 		}
 	}
 	from := after
 	if cutoff.Add(-time.Nanosecond).After(from) {
 		from = cutoff.Add(-time.Nanosecond)
 	}
-	p.fire = append(p.fire, c.between(from, now, maxOnTime)...)
+	p.fire = append(p.fire, c.Between(from, now, maxOnTime)...)
 	return p
 }

@@ -3,6 +3,7 @@ package schedule
 import (
 	"errors"
 	"fmt"
+	"github.com/ax-sched/ax/schedule/slots"
 	"regexp"
 	"slices"
 	"strings"
@@ -101,11 +102,11 @@ func (s *Scheduler) Validate(req *apiv1.ScheduleRequest) (*apiv1.Schedule, error
 	if d.Timezone == "" {
 		d.Timezone = "UTC"
 	}
-	c, err := compile(d.Cron, d.Timezone)
+	c, err := slots.Compile(d.Cron, d.Timezone)
 	if err != nil {
 		return nil, err
 	}
-	if c.next(now).IsZero() {
+	if c.Next(now).IsZero() {
 		return nil, fieldError("cron", "never fires")
 	}
 	if d.HomeRegion == "" {
@@ -126,7 +127,7 @@ func (s *Scheduler) Validate(req *apiv1.ScheduleRequest) (*apiv1.Schedule, error
 		}
 		// A window as long as the interval would let a run start after the
 		// next slot's run: overlap policies would compare the wrong runs.
-		if gap := c.minGap(now, 16); d.Jitter > 0 && time.Duration(d.Jitter) >= gap {
+		if gap := c.MinGap(now, 16); d.Jitter > 0 && time.Duration(d.Jitter) >= gap {
 			return nil, fieldError("jitter", fmt.Sprintf("must be shorter than the interval between slots (%v)", gap))
 		}
 	}

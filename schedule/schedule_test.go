@@ -2,6 +2,7 @@ package schedule
 
 import (
 	"encoding/json"
+	"github.com/ax-sched/ax/schedule/slots"
 	"go.etcd.io/etcd/api/v3/mvccpb"
 	"strings"
 	"testing"
@@ -90,7 +91,7 @@ func TestScheduleCron(t *testing.T) {
 			if tz == "" {
 				tz = "UTC"
 			}
-			c, err := compile(tc.cron, tz)
+			c, err := slots.Compile(tc.cron, tz)
 			if tc.err != "" {
 				fe, ok := err.(*task.FieldError)
 				if !ok || fe.Field != tc.err {
@@ -102,7 +103,7 @@ func TestScheduleCron(t *testing.T) {
 				t.Fatal(err)
 			}
 			var got []string
-			for s := c.next(at); len(got) < len(tc.want); s = c.next(s) {
+			for s := c.Next(at); len(got) < len(tc.want); s = c.Next(s) {
 				got = append(got, s.Format(time.RFC3339))
 			}
 			if diff := cmp.Diff(tc.want, got); diff != "" {
@@ -117,7 +118,7 @@ func TestScheduleCron(t *testing.T) {
 // missed, the rest are on time.
 func TestSchedulePlan(t *testing.T) {
 	now := time.Date(2026, 5, 1, 12, 0, 0, 0, time.UTC)
-	c, err := compile("*/1 * * * * *", "UTC")
+	c, err := slots.Compile("*/1 * * * * *", "UTC")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -163,7 +164,7 @@ func TestSchedulePlan(t *testing.T) {
 // A long gap of a sparse schedule is planned without walking it second by
 // second: the latest missed slot comes from a binary search.
 func TestSchedulePlanLongGap(t *testing.T) {
-	c, err := compile("* * * 1 1 *", "Europe/Paris") // every second of 1 January
+	c, err := slots.Compile("* * * 1 1 *", "Europe/Paris") // every second of 1 January
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -180,8 +181,8 @@ func TestSchedulePlanLongGap(t *testing.T) {
 	if !cmp.Equal(want, p.fire, cmp.Comparer(time.Time.Equal)) {
 		t.Errorf("fire %v, want %v", p.fire, want)
 	}
-	if p.skipped != countCap {
-		t.Errorf("skipped %d, want the cap %d", p.skipped, countCap)
+	if p.skipped != slots.CountCap {
+		t.Errorf("skipped %d, want the cap %d", p.skipped, slots.CountCap)
 	}
 }
 

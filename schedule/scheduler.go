@@ -3,6 +3,7 @@ package schedule
 import (
 	"context"
 	"errors"
+	"github.com/ax-sched/ax/schedule/slots"
 	"log/slog"
 	"strings"
 	"sync"
@@ -184,11 +185,22 @@ func (t *term) bucket(tenant string) *bucket {
 	return b
 }
 
+// lookup finds tenant's schedule name among the term's entries (nil: none).
+func (t *term) lookup(st store, tenant, name string) *entry {
+	if e := t.entries[st.defKey(tenant, name)]; e != nil {
+		return e
+	}
+	if e := t.entries[st.legacyKey(name)]; e != nil && e.tenant() == tenant {
+		return e
+	}
+	return nil
+}
+
 // entry is the leader's copy of one schedule. Its state is read from etcd
 // once per term and then kept here: only this term writes it.
 type entry struct {
 	stored
-	comp    compiled
+	comp    slots.Clock
 	st      State
 	lastErr string    // logged once until it changes
 	dueAt   time.Time // its first slot not handled yet (pass)
@@ -252,7 +264,7 @@ func (s *Scheduler) refresh(ctx context.Context, t *term) error {
 		seen[key] = true
 		e := t.entries[key]
 		if e == nil || e.rev != sd.rev {
-			comp, err := compile(sd.def.Cron, sd.def.Timezone)
+			comp, err := slots.Compile(sd.def.Cron, sd.def.Timezone)
 			if err != nil {
 				if !t.warned[key] {
 					t.warned[key] = true
@@ -297,7 +309,7 @@ func (s *Scheduler) pass(ctx context.Context, t *term) time.Duration {
 		if after.IsZero() {
 			after = e.def.CreatedAt
 		}
-		e.dueAt = e.comp.next(after)
+		e.dueAt = e.comp.Next(after)
 		switch {
 		case e.dueAt.IsZero():
 		case e.dueAt.After(now):
@@ -323,7 +335,7 @@ func (s *Scheduler) pass(ctx context.Context, t *term) time.Duration {
 				wait = min(wait, b.untilOne(lim))
 				continue
 			}
-			next, fired, err := s.advance(ctx, t.l, e, int(tokens))
+			next, fired, err := s.advance(ctx, t, e, int(tokens))
 			b.tokens -= float64(fired)
 			switch {
 			case errors.Is(err, errNotLeader):
@@ -364,7 +376,8 @@ func (s *Scheduler) pass(ctx context.Context, t *term) time.Duration {
 // (the tenant's fires). Order per slot: enqueue, then record; a slot
 // enqueued but not recorded is enqueued again by the next pass or leader,
 // which the store refuses (same id). Slots beyond limit stay due.
-func (s *Scheduler) advance(ctx context.Context, l *lease.Leadership, e *entry, limit int) (next time.Time, handled int, err error) {
+func (s *Scheduler) advance(ctx context.Context, t *term, e *entry, limit int) (next time.Time, handled int, err error) {
+	l := t.l
 	now := s.now()
 	after := e.st.LastSlot
 	if after.IsZero() {
@@ -387,7 +400,7 @@ func (s *Scheduler) advance(ctx context.Context, l *lease.Leadership, e *entry, 
 	}
 	for i, slot := range p.fire {
 		handled++
-		outcome, id, err := s.fire(ctx, e, slot)
+		outcome, id, err := s.fire(ctx, t, e, slot)
 		if err != nil {
 			return time.Time{}, handled, err
 		}
@@ -413,7 +426,7 @@ func (s *Scheduler) advance(ctx context.Context, l *lease.Leadership, e *entry, 
 		}
 		s.log.Info("schedule slot", attrs...)
 	}
-	return e.comp.next(now), handled, nil
+	return e.comp.Next(now), handled, nil
 }
 
 func traceOf(sp *task.Spec, id string) string {
@@ -437,7 +450,7 @@ func (s *Scheduler) record(ctx context.Context, l *lease.Leadership, e *entry, s
 // fire applies the overlap policy and enqueues the slot's task. It returns
 // the outcome and, when the slot has a task, its id; an error leaves the
 // slot for the next pass.
-func (s *Scheduler) fire(ctx context.Context, e *entry, slot time.Time) (outcome, id string, err error) {
+func (s *Scheduler) fire(ctx context.Context, t *term, e *entry, slot time.Time) (outcome, id string, err error) {
 	d := e.def
 	if d.Overlap != OverlapAllow && e.st.LastFiredSlot != nil {
 		prev := e.st.LastTaskID
@@ -464,7 +477,7 @@ func (s *Scheduler) fire(ctx context.Context, e *entry, slot time.Time) (outcome
 	}
 	id = e.runID(slot)
 	runAt := slot.Add(jitterOffset(d.Name, slot, time.Duration(d.Jitter))).UTC()
-	created, refused, err := s.start(ctx, e, slot, id, runAt)
+	created, refused, err := s.start(ctx, t, e, slot, id, runAt)
 	switch {
 	case err != nil:
 		return "", "", err

@@ -4,12 +4,14 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/ax-sched/ax/schedule/slots"
 	"math/rand/v2"
 	"sort"
 	"strings"
 	"time"
 
 	"github.com/ax-sched/ax/apiv1"
+	"github.com/ax-sched/ax/schedule/depend"
 )
 
 // The definitions as the API reads and writes them. Each tenant names its
@@ -71,6 +73,9 @@ func (s *Scheduler) Create(ctx context.Context, d *apiv1.Schedule, by string) (*
 			}
 			taken[o.idSeq()] = true
 		}
+		if err := depend.CheckUpstreams(d, tenantDefs(defs, tenant)); err != nil {
+			return nil, err
+		}
 		if mine >= maxSchedules {
 			return nil, &apiv1.Error{Code: apiv1.CodeQuotaExceeded, Field: "max_schedules",
 				Message: fmt.Sprintf("tenant %s has %d schedules, its max_schedules: delete one first", tenant, mine)}
@@ -100,6 +105,17 @@ func (s *Scheduler) Create(ctx context.Context, d *apiv1.Schedule, by string) (*
 		st := s.status(stored{def: d, seq: &seq, key: s.store.defKey(tenant, d.Name), rev: rev}, State{}, now)
 		return &st, nil
 	}
+}
+
+// tenantDefs is tenant's schedules among defs, by name.
+func tenantDefs(defs []stored, tenant string) map[string]*apiv1.Schedule {
+	out := map[string]*apiv1.Schedule{}
+	for _, o := range defs {
+		if o.tenant() == tenant {
+			out[o.def.Name] = o.def
+		}
+	}
+	return out
 }
 
 // List returns the schedules of tenant ("" every tenant's), sorted by
@@ -220,22 +236,22 @@ func unavailable(err error) error {
 // its next slot. Times are in the schedule's zone.
 func (s *Scheduler) status(sd stored, st State, now time.Time) apiv1.ScheduleStatus {
 	out := apiv1.ScheduleStatus{Schedule: *sd.def}
-	comp, err := compile(sd.def.Cron, sd.def.Timezone)
+	comp, err := slots.Compile(sd.def.Cron, sd.def.Timezone)
 	if err != nil {
 		return out
 	}
 	if st.DefRev == sd.rev && !st.LastSlot.IsZero() {
-		ls := st.LastSlot.In(comp.loc)
+		ls := st.LastSlot.In(comp.Loc())
 		out.LastSlot, out.LastOutcome = &ls, st.LastOutcome
 		if st.LastFiredSlot != nil {
-			lf := st.LastFiredSlot.In(comp.loc)
+			lf := st.LastFiredSlot.In(comp.Loc())
 			out.LastFiredSlot, out.LastTaskID = &lf, st.LastTaskID
 			p := (&entry{comp: comp}).periodOf(*st.LastFiredSlot)
 			out.LastPeriod = &p
 		}
 	}
 	if !sd.def.Paused {
-		if next := comp.next(now); !next.IsZero() {
+		if next := comp.Next(now); !next.IsZero() {
 			out.NextSlot = &next
 		}
 	}

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/ax-sched/ax/apiv1"
+	"github.com/ax-sched/ax/schedule/depend"
 	"github.com/ax-sched/ax/schedule/period"
 	"github.com/ax-sched/ax/task"
 )
@@ -35,6 +36,9 @@ type DAGStarter interface {
 	// CancelRun cancels a run wherever it lives, as by; a run missing or
 	// ended already is not an error.
 	CancelRun(ctx context.Context, id, by string) error
+	// TaskState reads a task wherever it is held, and when it ended; ok is
+	// false for a task no region knows.
+	TaskState(ctx context.Context, id string) (state task.State, finished *time.Time, ok bool, err error)
 }
 
 // given reports whether a raw request field holds a value.
@@ -75,6 +79,9 @@ func decodeDAG(raw json.RawMessage) (*apiv1.DAGRequest, error) {
 			return nil, fieldError(f+"idempotency_key", "each node's task id is derived from the run")
 		}
 	}
+	if err := depend.Check(&dr); err != nil {
+		return nil, err
+	}
 	return &dr, nil
 }
 
@@ -85,7 +92,8 @@ func (s *Scheduler) checkDAG(dr *apiv1.DAGRequest) error {
 		return &apiv1.Error{Code: apiv1.CodeUnavailable, Field: "dag", RetryAfterSeconds: 1,
 			Message: "this server runs no DAG runs: a DAG schedule cannot be checked here"}
 	}
-	err := s.cfg.DAGs.Check(dr)
+	plain, _ := depend.Strip(dr)
+	err := s.cfg.DAGs.Check(&plain)
 	var fe *task.FieldError
 	if errors.As(err, &fe) {
 		return fe.Under("dag")
@@ -95,11 +103,11 @@ func (s *Scheduler) checkDAG(dr *apiv1.DAGRequest) error {
 
 // periodOf is the logical period of a slot of e.
 func (e *entry) periodOf(slot time.Time) apiv1.Period {
-	next := e.comp.next(slot)
+	next := e.comp.Next(slot)
 	if next.IsZero() {
 		next = slot // a last slot: an empty period
 	}
-	return period.Of(slot, next, e.comp.loc)
+	return period.Of(slot, next, e.comp.Loc())
 }
 
 // runID is the task id, or DAG run id, of a slot of e.
@@ -138,7 +146,7 @@ var errNoDAGs = errors.New("schedule: this server runs no DAG runs")
 // start submits the run of one slot under id, to start at runAt: the
 // slot's task, or its DAG run, created now, whose root nodes' tasks run at
 // runAt (the jitter delays the whole run). Results are Enqueuer.Enqueue's.
-func (s *Scheduler) start(ctx context.Context, e *entry, slot time.Time, id string, runAt time.Time) (created bool, refused, err error) {
+func (s *Scheduler) start(ctx context.Context, t *term, e *entry, slot time.Time, id string, runAt time.Time) (created bool, refused, err error) {
 	d := e.def
 	p := e.periodOf(slot)
 	cctx, cancel := context.WithTimeout(ctx, s.cfg.CallTimeout)
@@ -157,9 +165,16 @@ func (s *Scheduler) start(ctx context.Context, e *entry, slot time.Time, id stri
 			return false, err, nil
 		}
 	}
-	sd := &apiv1.ScheduledDAG{ID: id, Schedule: d.Name, Period: p, DAG: *d.DAG}
-	sd.DAG.Nodes = make([]apiv1.DAGNodeSpec, len(d.DAG.Nodes))
-	for i, nd := range d.DAG.Nodes {
+	plain, deps := depend.Strip(d.DAG)
+	sd := &apiv1.ScheduledDAG{ID: id, Schedule: d.Name, Period: p, DAG: plain}
+	if deps {
+		gates, err := s.gates(ctx, e, p, func(name string) *entry { return t.lookup(s.store, e.tenant(), name) })
+		if err != nil {
+			return false, nil, err
+		}
+		sd.Gates = gates
+	}
+	for i, nd := range plain.Nodes {
 		var at *time.Time
 		if len(nd.DependsOn) == 0 && runAt.After(slot) {
 			at = &runAt

@@ -31,6 +31,7 @@ type Backfiller interface {
 	Backfill(ctx context.Context, name, tenant string, req *apiv1.BackfillRequest, by string) (*apiv1.Backfill, error)
 	Rerun(ctx context.Context, name, tenant string, req *apiv1.RerunRequest, by string) (*apiv1.Backfill, error)
 	Backfills(ctx context.Context, name, tenant string) ([]apiv1.Backfill, error)
+	CancelBackfill(ctx context.Context, name, tenant, id, by string) (*apiv1.Backfill, error)
 }
 
 // Definer makes schedules (POST /v1/schedules).
@@ -90,6 +91,7 @@ func (srv *Handlers) Routes() []endpoint.Route {
 		{Pattern: "POST /v1/schedules/{name}/backfill", Role: endpoint.RoleOperator, Handle: srv.backfill},
 		{Pattern: "POST /v1/schedules/{name}/rerun", Role: endpoint.RoleOperator, Handle: srv.rerun},
 		{Pattern: "GET /v1/schedules/{name}/backfills", Role: endpoint.RoleSubmitter, Handle: srv.listBackfills},
+		{Pattern: "POST /v1/schedules/{name}/backfills/{id}/cancel", Role: endpoint.RoleOperator, Handle: srv.cancelBackfill},
 	}
 }
 
@@ -366,6 +368,21 @@ func (srv *Handlers) listBackfills(w http.ResponseWriter, r *http.Request, p end
 		return err
 	}
 	endpoint.WriteJSON(w, http.StatusOK, apiv1.BackfillList{Backfills: list})
+	return nil
+}
+
+// cancelBackfill is POST /v1/schedules/{name}/backfills/{id}/cancel: 200
+// with the backfill, CANCELED (or as it ended).
+func (srv *Handlers) cancelBackfill(w http.ResponseWriter, r *http.Request, p endpoint.Principal) error {
+	sc, tenant, err := srv.addressed(r, p)
+	if err != nil {
+		return err
+	}
+	bf, err := sc.CancelBackfill(r.Context(), r.PathValue("name"), tenant, r.PathValue("id"), p.Name)
+	if err != nil {
+		return err
+	}
+	endpoint.WriteJSON(w, http.StatusOK, bf)
 	return nil
 }
 

@@ -597,6 +597,26 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/v1/schedules/{name}/backfills/{id}/cancel": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Cancel a backfill or rerun (operator)
+         * @description No period of it starts any more, and its active runs are asked to stop. 200 with the backfill, CANCELED (or as it ended already). An unknown id is 404 field id; runs that could not be reached yet are 503 (cancel again).
+         */
+        post: operations["cancelScheduleBackfill"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
 }
 export type webhooks = Record<string, never>;
 export interface components {
@@ -731,6 +751,8 @@ export interface components {
             id: string;
             task: components["schemas"]["TaskSpec"];
             trigger_rule?: components["schemas"]["TriggerRule"];
+            /** @description only in a schedule's DAG (POST /v1/schedules): the node also waits for other schedules' runs. A DAG run started by hand refuses it (400). */
+            depends_on_schedules?: components["schemas"]["ScheduleDependency"][];
         };
         DAGNodeStatus: {
             attempts?: number;
@@ -745,6 +767,7 @@ export interface components {
             trigger_rule: components["schemas"]["TriggerRule"];
             /** Format: date-time */
             updated_at?: string;
+            gates?: components["schemas"]["ScheduleGate"][];
         };
         DAGRequest: {
             name?: string;
@@ -1308,9 +1331,50 @@ export interface components {
             created_by?: string;
             /** Format: date-time */
             finished_at?: string;
+            /** @description who cancelled it (state CANCELED) */
+            canceled_by?: string;
         };
         BackfillList: {
             backfills: components["schemas"]["Backfill"][];
+        };
+        /** @description A dependency of a schedule's DAG node on another schedule of the same tenant. */
+        ScheduleDependency: {
+            /** @description the upstream schedule's name */
+            schedule: string;
+            /**
+             * @description same_period: wait for the upstream's run whose period covers this run's period start; latest_success: the upstream's newest successful run must have ended within max_age when the run starts (never waits)
+             * @enum {string}
+             */
+            rule: "same_period" | "latest_success";
+            /** @description latest_success only: a Go duration such as "36h" (default: any age) */
+            max_age?: string;
+            /** @description same_period only: how long the node waits from the run's start (default 24h, at most 720h); then on_timeout */
+            timeout?: string;
+            /**
+             * @description what the node does when the dependency cannot be met: FAILED (UPSTREAM_TIMEOUT, UPSTREAM_STALE) or SKIPPED; default fail
+             * @enum {string}
+             */
+            on_timeout?: "fail" | "skip";
+        };
+        /** @description A node's dependency on another schedule as the federation leader resolved it when it started the run. */
+        ScheduleGate: {
+            schedule: string;
+            /** @enum {string} */
+            rule: "same_period" | "latest_success";
+            /** @description the upstream run the node waits for (a DAG run's id when dag, else a task's) */
+            run_id?: string;
+            dag?: boolean;
+            /**
+             * Format: date-time
+             * @description the upstream run's period start
+             */
+            period?: string;
+            /** @description latest_success found no successful run recent enough: the node fails (or is skipped) at once */
+            stale?: boolean;
+            /** Format: date-time */
+            deadline: string;
+            /** @enum {string} */
+            on_timeout?: "fail" | "skip";
         };
     };
     responses: {
@@ -2562,6 +2626,39 @@ export interface operations {
             401: components["responses"]["Error"];
             403: components["responses"]["Error"];
             404: components["responses"]["Error"];
+            431: components["responses"]["Error"];
+            503: components["responses"]["Error"];
+        };
+    };
+    cancelScheduleBackfill: {
+        parameters: {
+            query?: {
+                /** @description the tenant whose schedules to address: each tenant names its schedules in a namespace of its own. A token of one tenant may give only its own (another is 403 field tenant); a token of every tenant needs it when several tenants have a schedule of this name (409 field tenant otherwise). */
+                tenant?: string;
+            };
+            header?: never;
+            path: {
+                name: string;
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description OK */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Backfill"];
+                };
+            };
+            400: components["responses"]["Error"];
+            401: components["responses"]["Error"];
+            403: components["responses"]["Error"];
+            404: components["responses"]["Error"];
+            409: components["responses"]["Error"];
             431: components["responses"]["Error"];
             503: components["responses"]["Error"];
         };

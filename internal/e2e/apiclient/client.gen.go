@@ -110,6 +110,78 @@ func (e NodeState) Valid() bool {
 	}
 }
 
+// Defines values for ScheduleDependencyOnTimeout.
+const (
+	ScheduleDependencyOnTimeoutFail ScheduleDependencyOnTimeout = "fail"
+	ScheduleDependencyOnTimeoutSkip ScheduleDependencyOnTimeout = "skip"
+)
+
+// Valid indicates whether the value is a known member of the ScheduleDependencyOnTimeout enum.
+func (e ScheduleDependencyOnTimeout) Valid() bool {
+	switch e {
+	case ScheduleDependencyOnTimeoutFail:
+		return true
+	case ScheduleDependencyOnTimeoutSkip:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for ScheduleDependencyRule.
+const (
+	ScheduleDependencyRuleLatestSuccess ScheduleDependencyRule = "latest_success"
+	ScheduleDependencyRuleSamePeriod    ScheduleDependencyRule = "same_period"
+)
+
+// Valid indicates whether the value is a known member of the ScheduleDependencyRule enum.
+func (e ScheduleDependencyRule) Valid() bool {
+	switch e {
+	case ScheduleDependencyRuleLatestSuccess:
+		return true
+	case ScheduleDependencyRuleSamePeriod:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for ScheduleGateOnTimeout.
+const (
+	ScheduleGateOnTimeoutFail ScheduleGateOnTimeout = "fail"
+	ScheduleGateOnTimeoutSkip ScheduleGateOnTimeout = "skip"
+)
+
+// Valid indicates whether the value is a known member of the ScheduleGateOnTimeout enum.
+func (e ScheduleGateOnTimeout) Valid() bool {
+	switch e {
+	case ScheduleGateOnTimeoutFail:
+		return true
+	case ScheduleGateOnTimeoutSkip:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for ScheduleGateRule.
+const (
+	ScheduleGateRuleLatestSuccess ScheduleGateRule = "latest_success"
+	ScheduleGateRuleSamePeriod    ScheduleGateRule = "same_period"
+)
+
+// Valid indicates whether the value is a known member of the ScheduleGateRule enum.
+func (e ScheduleGateRule) Valid() bool {
+	switch e {
+	case ScheduleGateRuleLatestSuccess:
+		return true
+	case ScheduleGateRuleSamePeriod:
+		return true
+	default:
+		return false
+	}
+}
+
 // Defines values for State.
 const (
 	StateCANCELED  State = "CANCELED"
@@ -269,7 +341,10 @@ func (e WorkerStopReason) Valid() bool {
 // Backfill defines model for Backfill.
 type Backfill struct {
 	// Active run ids started and not seen ended
-	Active     []string   `json:"active"`
+	Active []string `json:"active"`
+
+	// CanceledBy who cancelled it (state CANCELED)
+	CanceledBy *string    `json:"canceled_by,omitempty"`
 	CreatedAt  time.Time  `json:"created_at"`
 	CreatedBy  *string    `json:"created_by,omitempty"`
 	FinishedAt *time.Time `json:"finished_at,omitempty"`
@@ -444,22 +519,26 @@ type DAGList struct {
 
 // DAGNodeSpec defines model for DAGNodeSpec.
 type DAGNodeSpec struct {
-	DependsOn   *[]string    `json:"depends_on,omitempty"`
-	Id          string       `json:"id"`
-	Task        TaskSpec     `json:"task"`
-	TriggerRule *TriggerRule `json:"trigger_rule,omitempty"`
+	DependsOn *[]string `json:"depends_on,omitempty"`
+
+	// DependsOnSchedules only in a schedule's DAG (POST /v1/schedules): the node also waits for other schedules' runs. A DAG run started by hand refuses it (400).
+	DependsOnSchedules *[]ScheduleDependency `json:"depends_on_schedules,omitempty"`
+	Id                 string                `json:"id"`
+	Task               TaskSpec              `json:"task"`
+	TriggerRule        *TriggerRule          `json:"trigger_rule,omitempty"`
 }
 
 // DAGNodeStatus defines model for DAGNodeStatus.
 type DAGNodeStatus struct {
-	Attempts  *int      `json:"attempts,omitempty"`
-	DependsOn *[]string `json:"depends_on,omitempty"`
-	Id        string    `json:"id"`
-	Pool      *string   `json:"pool,omitempty"`
-	Reason    *string   `json:"reason,omitempty"`
-	Region    *string   `json:"region,omitempty"`
-	State     NodeState `json:"state"`
-	TaskId    string    `json:"task_id"`
+	Attempts  *int            `json:"attempts,omitempty"`
+	DependsOn *[]string       `json:"depends_on,omitempty"`
+	Gates     *[]ScheduleGate `json:"gates,omitempty"`
+	Id        string          `json:"id"`
+	Pool      *string         `json:"pool,omitempty"`
+	Reason    *string         `json:"reason,omitempty"`
+	Region    *string         `json:"region,omitempty"`
+	State     NodeState       `json:"state"`
+	TaskId    string          `json:"task_id"`
 
 	// TaskState a task state; TIMEOUT appears only in trails (the reaper moves a timed-out task on to PENDING or FAILED at once)
 	TaskState   *State      `json:"task_state,omitempty"`
@@ -652,6 +731,54 @@ type ScheduleDeleted struct {
 	Deleted bool   `json:"deleted"`
 	Name    string `json:"name"`
 }
+
+// ScheduleDependency A dependency of a schedule's DAG node on another schedule of the same tenant.
+type ScheduleDependency struct {
+	// MaxAge latest_success only: a Go duration such as "36h" (default: any age)
+	MaxAge *string `json:"max_age,omitempty"`
+
+	// OnTimeout what the node does when the dependency cannot be met: FAILED (UPSTREAM_TIMEOUT, UPSTREAM_STALE) or SKIPPED; default fail
+	OnTimeout *ScheduleDependencyOnTimeout `json:"on_timeout,omitempty"`
+
+	// Rule same_period: wait for the upstream's run whose period covers this run's period start; latest_success: the upstream's newest successful run must have ended within max_age when the run starts (never waits)
+	Rule ScheduleDependencyRule `json:"rule"`
+
+	// Schedule the upstream schedule's name
+	Schedule string `json:"schedule"`
+
+	// Timeout same_period only: how long the node waits from the run's start (default 24h, at most 720h); then on_timeout
+	Timeout *string `json:"timeout,omitempty"`
+}
+
+// ScheduleDependencyOnTimeout what the node does when the dependency cannot be met: FAILED (UPSTREAM_TIMEOUT, UPSTREAM_STALE) or SKIPPED; default fail
+type ScheduleDependencyOnTimeout string
+
+// ScheduleDependencyRule same_period: wait for the upstream's run whose period covers this run's period start; latest_success: the upstream's newest successful run must have ended within max_age when the run starts (never waits)
+type ScheduleDependencyRule string
+
+// ScheduleGate A node's dependency on another schedule as the federation leader resolved it when it started the run.
+type ScheduleGate struct {
+	Dag       *bool                  `json:"dag,omitempty"`
+	Deadline  time.Time              `json:"deadline"`
+	OnTimeout *ScheduleGateOnTimeout `json:"on_timeout,omitempty"`
+
+	// Period the upstream run's period start
+	Period *time.Time       `json:"period,omitempty"`
+	Rule   ScheduleGateRule `json:"rule"`
+
+	// RunId the upstream run the node waits for (a DAG run's id when dag, else a task's)
+	RunId    *string `json:"run_id,omitempty"`
+	Schedule string  `json:"schedule"`
+
+	// Stale latest_success found no successful run recent enough: the node fails (or is skipped) at once
+	Stale *bool `json:"stale,omitempty"`
+}
+
+// ScheduleGateOnTimeout defines model for ScheduleGate.OnTimeout.
+type ScheduleGateOnTimeout string
+
+// ScheduleGateRule defines model for ScheduleGate.Rule.
+type ScheduleGateRule string
 
 // ScheduleList defines model for ScheduleList.
 type ScheduleList struct {
@@ -1193,6 +1320,12 @@ type ListScheduleBackfillsParams struct {
 	Tenant *string `form:"tenant,omitempty" json:"tenant,omitempty"`
 }
 
+// CancelScheduleBackfillParams defines parameters for CancelScheduleBackfill.
+type CancelScheduleBackfillParams struct {
+	// Tenant the tenant whose schedules to address: each tenant names its schedules in a namespace of its own. A token of one tenant may give only its own (another is 403 field tenant); a token of every tenant needs it when several tenants have a schedule of this name (409 field tenant otherwise).
+	Tenant *string `form:"tenant,omitempty" json:"tenant,omitempty"`
+}
+
 // PauseScheduleParams defines parameters for PauseSchedule.
 type PauseScheduleParams struct {
 	// Tenant the tenant whose schedules to address: each tenant names its schedules in a namespace of its own. A token of one tenant may give only its own (another is 403 field tenant); a token of every tenant needs it when several tenants have a schedule of this name (409 field tenant otherwise).
@@ -1515,6 +1648,13 @@ type ClientInterface interface {
 	//
 	// Corresponds with GET /v1/schedules/{name}/backfills (the `ListScheduleBackfills` operationId).
 	ListScheduleBackfills(ctx context.Context, name string, params *ListScheduleBackfillsParams, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// CancelScheduleBackfill Cancel a backfill or rerun (operator)
+	//
+	// No period of it starts any more, and its active runs are asked to stop. 200 with the backfill, CANCELED (or as it ended already). An unknown id is 404 field id; runs that could not be reached yet are 503 (cancel again).
+	//
+	// Corresponds with POST /v1/schedules/{name}/backfills/{id}/cancel (the `CancelScheduleBackfill` operationId).
+	CancelScheduleBackfill(ctx context.Context, name string, id string, params *CancelScheduleBackfillParams, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// PauseSchedule Pause a schedule (operator)
 	//
@@ -2053,6 +2193,23 @@ func (c *Client) BackfillSchedule(ctx context.Context, name string, params *Back
 // Corresponds with GET /v1/schedules/{name}/backfills (the `ListScheduleBackfills` operationId).
 func (c *Client) ListScheduleBackfills(ctx context.Context, name string, params *ListScheduleBackfillsParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
 	req, err := NewListScheduleBackfillsRequest(c.Server, name, params)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// CancelScheduleBackfill Cancel a backfill or rerun (operator)
+//
+// No period of it starts any more, and its active runs are asked to stop. 200 with the backfill, CANCELED (or as it ended already). An unknown id is 404 field id; runs that could not be reached yet are 503 (cancel again).
+//
+// Corresponds with POST /v1/schedules/{name}/backfills/{id}/cancel (the `CancelScheduleBackfill` operationId).
+func (c *Client) CancelScheduleBackfill(ctx context.Context, name string, id string, params *CancelScheduleBackfillParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewCancelScheduleBackfillRequest(c.Server, name, id, params)
 	if err != nil {
 		return nil, err
 	}
@@ -3552,6 +3709,74 @@ func NewListScheduleBackfillsRequest(server string, name string, params *ListSch
 	return req, nil
 }
 
+// NewCancelScheduleBackfillRequest constructs an http.Request for the CancelScheduleBackfill method
+func NewCancelScheduleBackfillRequest(server string, name string, id string, params *CancelScheduleBackfillParams) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "name", name, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	var pathParam1 string
+
+	pathParam1, err = runtime.StyleParamWithOptions("simple", false, "id", id, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/v1/schedules/%s/backfills/%s/cancel", pathParam0, pathParam1)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	if params != nil {
+		// queryValues collects non-styled parameters (passthrough, JSON)
+		// that are safe to round-trip through url.Values.Encode().
+		queryValues := queryURL.Query()
+		// rawQueryFragments collects pre-encoded query fragments from
+		// styled parameters, preserving literal commas as delimiters
+		// per the OpenAPI spec (e.g. "color=blue,black,brown").
+		var rawQueryFragments []string
+
+		if params.Tenant != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "tenant", *params.Tenant, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if encoded := queryValues.Encode(); encoded != "" {
+			rawQueryFragments = append(rawQueryFragments, encoded)
+		}
+		queryURL.RawQuery = strings.Join(rawQueryFragments, "&")
+	}
+
+	req, err := http.NewRequest(http.MethodPost, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
 // NewPauseScheduleRequest constructs an http.Request for the PauseSchedule method
 func NewPauseScheduleRequest(server string, name string, params *PauseScheduleParams) (*http.Request, error) {
 	var err error
@@ -4755,6 +4980,15 @@ type ClientWithResponsesInterface interface {
 	//
 	// Corresponds with GET /v1/schedules/{name}/backfills (the `ListScheduleBackfills` operationId).
 	ListScheduleBackfillsWithResponse(ctx context.Context, name string, params *ListScheduleBackfillsParams, reqEditors ...RequestEditorFn) (*ListScheduleBackfillsResponse, error)
+
+	// CancelScheduleBackfillWithResponse Cancel a backfill or rerun (operator)
+	//
+	// No period of it starts any more, and its active runs are asked to stop. 200 with the backfill, CANCELED (or as it ended already). An unknown id is 404 field id; runs that could not be reached yet are 503 (cancel again).
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /v1/schedules/{name}/backfills/{id}/cancel (the `CancelScheduleBackfill` operationId).
+	CancelScheduleBackfillWithResponse(ctx context.Context, name string, id string, params *CancelScheduleBackfillParams, reqEditors ...RequestEditorFn) (*CancelScheduleBackfillResponse, error)
 
 	// PauseScheduleWithResponse Pause a schedule (operator)
 	//
@@ -6297,6 +6531,96 @@ func (r ListScheduleBackfillsResponse) StatusCode() int {
 
 // ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
 func (r ListScheduleBackfillsResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+type CancelScheduleBackfillResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *Backfill
+	// JSON400 the response for an HTTP 400 `application/json` response
+	JSON400 *Error
+	// JSON401 the response for an HTTP 401 `application/json` response
+	JSON401 *Error
+	// JSON403 the response for an HTTP 403 `application/json` response
+	JSON403 *Error
+	// JSON404 the response for an HTTP 404 `application/json` response
+	JSON404 *Error
+	// JSON409 the response for an HTTP 409 `application/json` response
+	JSON409 *Error
+	// JSON431 the response for an HTTP 431 `application/json` response
+	JSON431 *Error
+	// JSON503 the response for an HTTP 503 `application/json` response
+	JSON503 *Error
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r CancelScheduleBackfillResponse) GetJSON200() *Backfill {
+	return r.JSON200
+}
+
+// GetJSON400 returns the response for an HTTP 400 `application/json` response
+func (r CancelScheduleBackfillResponse) GetJSON400() *Error {
+	return r.JSON400
+}
+
+// GetJSON401 returns the response for an HTTP 401 `application/json` response
+func (r CancelScheduleBackfillResponse) GetJSON401() *Error {
+	return r.JSON401
+}
+
+// GetJSON403 returns the response for an HTTP 403 `application/json` response
+func (r CancelScheduleBackfillResponse) GetJSON403() *Error {
+	return r.JSON403
+}
+
+// GetJSON404 returns the response for an HTTP 404 `application/json` response
+func (r CancelScheduleBackfillResponse) GetJSON404() *Error {
+	return r.JSON404
+}
+
+// GetJSON409 returns the response for an HTTP 409 `application/json` response
+func (r CancelScheduleBackfillResponse) GetJSON409() *Error {
+	return r.JSON409
+}
+
+// GetJSON431 returns the response for an HTTP 431 `application/json` response
+func (r CancelScheduleBackfillResponse) GetJSON431() *Error {
+	return r.JSON431
+}
+
+// GetJSON503 returns the response for an HTTP 503 `application/json` response
+func (r CancelScheduleBackfillResponse) GetJSON503() *Error {
+	return r.JSON503
+}
+
+// GetBody returns the raw response body bytes
+func (r CancelScheduleBackfillResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r CancelScheduleBackfillResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r CancelScheduleBackfillResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r CancelScheduleBackfillResponse) ContentType() string {
 	if r.HTTPResponse != nil {
 		return r.HTTPResponse.Header.Get("Content-Type")
 	}
@@ -8206,6 +8530,21 @@ func (c *ClientWithResponses) ListScheduleBackfillsWithResponse(ctx context.Cont
 	return ParseListScheduleBackfillsResponse(rsp)
 }
 
+// CancelScheduleBackfillWithResponse Cancel a backfill or rerun (operator)
+//
+// No period of it starts any more, and its active runs are asked to stop. 200 with the backfill, CANCELED (or as it ended already). An unknown id is 404 field id; runs that could not be reached yet are 503 (cancel again).
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /v1/schedules/{name}/backfills/{id}/cancel (the `CancelScheduleBackfill` operationId).
+func (c *ClientWithResponses) CancelScheduleBackfillWithResponse(ctx context.Context, name string, id string, params *CancelScheduleBackfillParams, reqEditors ...RequestEditorFn) (*CancelScheduleBackfillResponse, error) {
+	rsp, err := c.CancelScheduleBackfill(ctx, name, id, params, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseCancelScheduleBackfillResponse(rsp)
+}
+
 // PauseScheduleWithResponse Pause a schedule (operator)
 //
 // Returns a wrapper object for the known response body format(s).
@@ -9639,6 +9978,81 @@ func ParseListScheduleBackfillsResponse(rsp *http.Response) (*ListScheduleBackfi
 			return nil, err
 		}
 		response.JSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 431:
+		var dest Error
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON431 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest Error
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON503 = &dest
+
+	}
+
+	return response, nil
+}
+
+// ParseCancelScheduleBackfillResponse parses an HTTP response from a CancelScheduleBackfillWithResponse call
+func ParseCancelScheduleBackfillResponse(rsp *http.Response) (*CancelScheduleBackfillResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &CancelScheduleBackfillResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest Backfill
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest Error
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Error
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest Error
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest Error
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 409:
+		var dest Error
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON409 = &dest
 
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 431:
 		var dest Error

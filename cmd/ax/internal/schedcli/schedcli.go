@@ -29,7 +29,7 @@ type Env struct {
 // client set-up and exit statuses).
 type Run func(body func(ctx context.Context, env Env, args []string) error) func(*cobra.Command, []string) error
 
-// Commands are backfill, rerun and backfills.
+// Commands are backfill, rerun, backfills and cancel-backfill.
 func Commands(run Run) []*cobra.Command {
 	var from, to, periodFlag string
 	var maxActive int
@@ -99,7 +99,20 @@ The federation leader runs the backfill; --wait follows it to its end.`,
 		}
 		return nil
 	})
-	cmds := []*cobra.Command{backfill, rerun, list}
+	cancel := &cobra.Command{
+		Use:   "cancel-backfill NAME ID",
+		Short: "Cancel a backfill or rerun: no period of it starts any more, its active runs stop",
+		Args:  cobra.ExactArgs(2),
+	}
+	cancelTyped := track(cancel)
+	cancel.RunE = run(func(ctx context.Context, env Env, args []string) error {
+		bf, err := env.API.Backfills().Cancel(ctx, tenantOf(cancel, cancelTyped), args[0], args[1])
+		if err != nil {
+			return err
+		}
+		return show(env, bf)
+	})
+	cmds := []*cobra.Command{backfill, rerun, list, cancel}
 	for _, c := range cmds {
 		c.Flags().String("tenant", "", tenantHelp)
 	}

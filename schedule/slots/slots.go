@@ -1,4 +1,4 @@
-package schedule
+package slots
 
 import (
 	"fmt"
@@ -7,8 +7,11 @@ import (
 	"time"
 	_ "time/tzdata" // schedules name IANA zones; servers in minimal images have no zoneinfo
 
+	"github.com/ax-sched/ax/task"
 	"github.com/robfig/cron/v3"
 )
+
+func fieldError(field, msg string) error { return &task.FieldError{Field: field, Msg: msg} }
 
 // cronParser reads six fields, seconds first; fiveFieldParser the
 // classic five.
@@ -21,31 +24,32 @@ var (
 // after t (zero when there is none within five years).
 type slotClock interface{ Next(t time.Time) time.Time }
 
-// compiled is a parsed cron expression in its time zone.
-type compiled struct {
+// Clock is a parsed cron expression in its time zone: it names the
+// schedule's slots.
+type Clock struct {
 	clock slotClock
 	loc   *time.Location
 }
 
-// compile parses expr in the zone tz. Errors are *task.FieldError.
-func compile(expr, tz string) (compiled, error) {
+// Compile parses expr in the zone tz. Errors are *task.FieldError.
+func Compile(expr, tz string) (Clock, error) {
 	if tz == "Local" {
-		return compiled{}, fieldError("timezone", "name an IANA zone such as Europe/Paris; Local differs between servers")
+		return Clock{}, fieldError("timezone", "name an IANA zone such as Europe/Paris; Local differs between servers")
 	}
 	loc, err := time.LoadLocation(tz)
 	if err != nil {
-		return compiled{}, fieldError("timezone", fmt.Sprintf("unknown time zone %q", tz))
+		return Clock{}, fieldError("timezone", fmt.Sprintf("unknown time zone %q", tz))
 	}
 	expr = strings.TrimSpace(expr)
 	if strings.HasPrefix(expr, "TZ=") || strings.HasPrefix(expr, "CRON_TZ=") {
-		return compiled{}, fieldError("cron", "give the zone in the timezone field, not in the expression")
+		return Clock{}, fieldError("cron", "give the zone in the timezone field, not in the expression")
 	}
 	if d, ok := strings.CutPrefix(expr, "@every "); ok {
 		every, err := time.ParseDuration(strings.TrimSpace(d))
 		if err != nil || every < time.Second || every%time.Second != 0 {
-			return compiled{}, fieldError("cron", "@every takes a whole number of seconds, at least 1s")
+			return Clock{}, fieldError("cron", "@every takes a whole number of seconds, at least 1s")
 		}
-		return compiled{clock: everyClock(every / time.Second), loc: loc}, nil
+		return Clock{clock: everyClock(every / time.Second), loc: loc}, nil
 	}
 	p := cronParser
 	if !strings.HasPrefix(expr, "@") {
@@ -54,14 +58,14 @@ func compile(expr, tz string) (compiled, error) {
 			p = fiveFieldParser
 		case 6:
 		default:
-			return compiled{}, fieldError("cron", "must have 6 fields (second minute hour day-of-month month day-of-week), or the classic 5 without seconds")
+			return Clock{}, fieldError("cron", "must have 6 fields (second minute hour day-of-month month day-of-week), or the classic 5 without seconds")
 		}
 	}
 	s, err := p.Parse(expr)
 	if err != nil {
-		return compiled{}, fieldError("cron", err.Error())
+		return Clock{}, fieldError("cron", err.Error())
 	}
-	return compiled{clock: s, loc: loc}, nil
+	return Clock{clock: s, loc: loc}, nil
 }
 
 // everyClock fires at the multiples of n seconds since the Unix epoch.
@@ -86,24 +90,24 @@ func floorDiv(a, b int64) int64 {
 	return q
 }
 
-// next is the first slot strictly after t (zero: none).
-func (c compiled) next(t time.Time) time.Time { return c.clock.Next(t.In(c.loc)) }
+// Next is the first slot strictly after t (zero: none).
+func (c Clock) Next(t time.Time) time.Time { return c.clock.Next(t.In(c.loc)) }
 
-// between returns the slots s with after < s ≤ through, oldest first, at
+// Between returns the slots s with after < s ≤ through, oldest first, at
 // most limit of them.
-func (c compiled) between(after, through time.Time, limit int) []time.Time {
+func (c Clock) Between(after, through time.Time, limit int) []time.Time {
 	var out []time.Time
-	for s := c.next(after); !s.IsZero() && !s.After(through) && len(out) < limit; s = c.next(s) {
+	for s := c.Next(after); !s.IsZero() && !s.After(through) && len(out) < limit; s = c.Next(s) {
 		out = append(out, s)
 	}
 	return out
 }
 
-// newestBefore returns the latest slot s with after < s < end. Cron has no
+// NewestBefore returns the latest slot s with after < s < end. Cron has no
 // "previous", but next is monotonic, so a binary search over seconds finds
 // it in ~40 steps however long the gap.
-func (c compiled) newestBefore(after, end time.Time) (time.Time, bool) {
-	first := c.next(after)
+func (c Clock) NewestBefore(after, end time.Time) (time.Time, bool) {
+	first := c.Next(after)
 	if first.IsZero() || !first.Before(end) {
 		return time.Time{}, false
 	}
@@ -113,21 +117,21 @@ func (c compiled) newestBefore(after, end time.Time) (time.Time, bool) {
 		if !mid.After(lo) {
 			mid = lo.Add(time.Second)
 		}
-		if s := c.next(mid); !s.IsZero() && s.Before(end) {
+		if s := c.Next(mid); !s.IsZero() && s.Before(end) {
 			lo = mid
 		} else {
 			hi = mid
 		}
 	}
-	return c.next(lo), true
+	return c.Next(lo), true
 }
 
-// latest returns up to k of the most recent slots s with after < s < end,
+// Latest returns up to k of the most recent slots s with after < s < end,
 // oldest first.
-func (c compiled) latest(after, end time.Time, k int) []time.Time {
+func (c Clock) Latest(after, end time.Time, k int) []time.Time {
 	var out []time.Time
 	for len(out) < k {
-		s, ok := c.newestBefore(after, end)
+		s, ok := c.NewestBefore(after, end)
 		if !ok {
 			break
 		}
@@ -138,25 +142,25 @@ func (c compiled) latest(after, end time.Time, k int) []time.Time {
 	return out
 }
 
-// countCap bounds how many skipped slots are counted for the metric: a
+// CountCap bounds how many skipped slots are counted for the metric: a
 // schedule firing every second that missed a week is not walked slot by slot.
-const countCap = 10000
+const CountCap = 10000
 
-// count is the number of slots s with after < s < end, at most countCap.
-func (c compiled) count(after, end time.Time) int {
+// Count is the number of slots s with after < s < end, at most CountCap.
+func (c Clock) Count(after, end time.Time) int {
 	n := 0
-	for s := c.next(after); !s.IsZero() && s.Before(end) && n < countCap; s = c.next(s) {
+	for s := c.Next(after); !s.IsZero() && s.Before(end) && n < CountCap; s = c.Next(s) {
 		n++
 	}
 	return n
 }
 
-// minGap is the shortest interval between the next k slots after t.
-func (c compiled) minGap(t time.Time, k int) time.Duration {
+// MinGap is the shortest interval between the next k slots after t.
+func (c Clock) MinGap(t time.Time, k int) time.Duration {
 	gap := time.Duration(1<<63 - 1)
-	prev := c.next(t)
+	prev := c.Next(t)
 	for i := 0; i < k && !prev.IsZero(); i++ {
-		s := c.next(prev)
+		s := c.Next(prev)
 		if s.IsZero() {
 			break
 		}
@@ -165,3 +169,6 @@ func (c compiled) minGap(t time.Time, k int) time.Duration {
 	}
 	return gap
 }
+
+// Loc is the clock's time zone.
+func (c Clock) Loc() *time.Location { return c.loc }

@@ -1,0 +1,459 @@
+package e2e
+
+import (
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"net/url"
+	"slices"
+	"sort"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/ax-sched/ax/apiv1"
+	"github.com/ax-sched/ax/task"
+)
+
+// pipelines drives schedules of DAGs through one server of a federation
+// (api: swapped when that server is killed).
+type pipelines struct {
+	fed *federation
+	t   *testing.T
+	api string
+	tok string
+}
+
+func (p *pipelines) on(t *testing.T) *pipelines {
+	q := *p
+	q.t, q.fed = t, p.fed.on(t)
+	return &q
+}
+
+func (p *pipelines) call(method, path string, body any, want int, out any) []byte {
+	p.t.Helper()
+	code, b := p.fed.callAPI(p.api, p.tok, method, path, body)
+	if code != want {
+		p.t.Fatalf("%s %s: %d %s, want %d", method, path, code, b, want)
+	}
+	if out != nil {
+		if err := json.Unmarshal(b, out); err != nil {
+			p.t.Fatalf("%s %s: %v in %s", method, path, err, b)
+		}
+	}
+	return b
+}
+
+// refused posts a schedule that must be refused 400 naming field; the
+// schedule then does not exist.
+func (p *pipelines) refused(body map[string]any, field string) {
+	p.t.Helper()
+	code, b := p.fed.callAPI(p.api, p.tok, http.MethodPost, "/v1/schedules", body)
+	var e struct{ Error apiv1.Error }
+	_ = json.Unmarshal(b, &e)
+	if code != http.StatusBadRequest || e.Error.Field != field || e.Error.Message == "" {
+		p.t.Errorf("schedule %v: %d %s, want 400 naming %s", body["name"], code, b, field)
+	}
+	if code, _ := p.fed.callAPI(p.api, p.tok, http.MethodGet, "/v1/schedules/"+body["name"].(string), nil); code != http.StatusNotFound {
+		p.t.Errorf("refused schedule %v: GET %d, want 404", body["name"], code)
+	}
+}
+
+// runs reads every DAG run of schedule name (its DAG is named after it),
+// oldest period first.
+func (p *pipelines) runs(name string) []apiv1.DAGStatus {
+	p.t.Helper()
+	var out []apiv1.DAGStatus
+	cursor := ""
+	for {
+		q := url.Values{"name": {name}, "limit": {"100"}}
+		if cursor != "" {
+			q.Set("cursor", cursor)
+		}
+		var list apiv1.DAGList
+		p.call(http.MethodGet, "/v1/dags?"+q.Encode(), nil, http.StatusOK, &list)
+		for _, s := range list.Runs {
+			var st apiv1.DAGStatus
+			p.call(http.MethodGet, "/v1/dags/"+s.ID, nil, http.StatusOK, &st)
+			if st.Schedule == name {
+				out = append(out, st)
+			}
+		}
+		if list.NextCursor == "" {
+			break
+		}
+		cursor = list.NextCursor
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Period.Start.Before(out[j].Period.Start) })
+	return out
+}
+
+func (p *pipelines) task(id string) task.Task {
+	p.t.Helper()
+	var tk task.Task
+	p.call(http.MethodGet, "/v1/tasks/"+id, nil, http.StatusOK, &tk)
+	return tk
+}
+
+func (p *pipelines) backfill(name, id string) apiv1.Backfill {
+	p.t.Helper()
+	var list apiv1.BackfillList
+	p.call(http.MethodGet, "/v1/schedules/"+name+"/backfills", nil, http.StatusOK, &list)
+	for _, bf := range list.Backfills {
+		if bf.ID == id {
+			return bf
+		}
+	}
+	p.t.Fatalf("backfill %s of %s not listed", id, name)
+	return apiv1.Backfill{}
+}
+
+// node is a DAG node sleeping ms with its period in its payload; regions
+// pins it.
+func node(id string, ms int, deps []string, regions ...string) map[string]any {
+	tk := map[string]any{"type": "sleep", "tags": map[string]string{"class": "cpu"},
+		"payload": map[string]any{"ms": ms, "node": id, "period_start": "{{period_start}}", "period_end": "{{period_end}}"}}
+	if len(regions) > 0 {
+		tk["regions"] = regions
+	}
+	return map[string]any{"id": id, "depends_on": deps, "task": tk}
+}
+
+// diamondOf is the warehouse pipeline: extract, then clean (in region
+// away) and stats, then load.
+func diamondOf(name string, ms int, away string) map[string]any {
+	return map[string]any{"name": name, "nodes": []any{
+		node("extract", ms, nil), node("clean", ms, []string{"extract"}, away),
+		node("stats", ms, []string{"extract"}), node("load", ms, []string{"clean", "stats"})}}
+}
+
+// maxOverlap is the most runs whose [created_at, finished_at] overlap.
+func maxOverlap(runs []apiv1.DAGStatus) int {
+	type ev struct {
+		at time.Time
+		d  int
+	}
+	var evs []ev
+	for _, r := range runs {
+		evs = append(evs, ev{r.CreatedAt, 1}, ev{*r.FinishedAt, -1})
+	}
+	sort.Slice(evs, func(i, j int) bool {
+		if evs[i].at.Equal(evs[j].at) {
+			return evs[i].d < evs[j].d // an end before a start at the same instant
+		}
+		return evs[i].at.Before(evs[j].at)
+	})
+	n, most := 0, 0
+	for _, e := range evs {
+		n += e.d
+		most = max(most, n)
+	}
+	return most
+}
+
+// Pipelines on a clock through real processes (two regions of two
+// servers, auth on): a schedule starts a diamond DAG per slot with its
+// period in every task, one node placed in the other region; another
+// schedule's node waits for the first's run of the same period; a
+// latest_success dependency on a run too old fails at once; a backfill of
+// 20 periods with --max-active 3 runs them oldest first, never more than 3
+// at once; a backfill is cancelled; the federation leader SIGKILLed
+// mid-backfill neither repeats nor loses a period.
+func TestSchedulePipelines(t *testing.T) {
+	if testing.Short() {
+		t.Skip("e2e: a federation of four servers")
+	}
+	const home, away = "us-east-1", "eu-west-1"
+	fed := newFederation(t, fedOpts{servers: 2, extra: "quotas:\n  tenants:\n    team-a: {max_backfill_periods: 40}\n"})
+	pl := &pipelines{fed: fed, t: t, api: fed.region(home).servers[1].api, tok: tokOperatorA}
+	every2s := "*/2 * * * * *"
+
+	t.Run("bad input", func(t *testing.T) {
+		p := pl.on(t)
+		p.call(http.MethodPost, "/v1/schedules", map[string]any{"name": "cyc-b", "cron": every2s, "paused": true,
+			"dag": map[string]any{"nodes": []any{node("x", 1, nil)}}}, http.StatusCreated, nil)
+		dep := func(name, up string) map[string]any {
+			n := node("x", 1, nil)
+			n["depends_on_schedules"] = []any{map[string]any{"schedule": up, "rule": "same_period"}}
+			return map[string]any{"name": name, "cron": every2s, "paused": true, "dag": map[string]any{"nodes": []any{n}}}
+		}
+		p.call(http.MethodPost, "/v1/schedules", dep("cyc-a", "cyc-b"), http.StatusCreated, nil)
+		p.call(http.MethodDelete, "/v1/schedules/cyc-b", nil, http.StatusOK, nil)
+		const f = "dag.nodes[0].depends_on_schedules[0].schedule"
+		p.refused(dep("cyc-b", "cyc-a"), f) // cyc-b -> cyc-a -> cyc-b
+		p.refused(dep("selfish", "selfish"), f)
+		p.refused(dep("orphan", "no-such-schedule"), f)
+		bad := dep("rule", "cyc-a")
+		bad["dag"].(map[string]any)["nodes"].([]any)[0].(map[string]any)["depends_on_schedules"].([]any)[0].(map[string]any)["rule"] = "whenever"
+		p.refused(bad, "dag.nodes[0].depends_on_schedules[0].rule")
+		code, b := p.fed.callAPI(p.api, p.tok, http.MethodPost, "/v1/dags", dep("x", "cyc-a")["dag"])
+		if code != http.StatusBadRequest || !strings.Contains(string(b), `"nodes[0].depends_on_schedules"`) {
+			t.Errorf("POST /v1/dags with depends_on_schedules: %d %s, want 400 naming nodes[0].depends_on_schedules", code, b)
+		}
+		for _, c := range []struct {
+			req   map[string]any
+			field string
+		}{
+			{map[string]any{"from": "2026-01-03", "to": "2026-01-01"}, "from"},
+			{map[string]any{"from": "2026-01-01T00:00:00Z", "to": "2026-01-01T00:01:20Z"}, "to"}, // 41 periods > 40
+		} {
+			code, b := p.fed.callAPI(p.api, p.tok, http.MethodPost, "/v1/schedules/cyc-a/backfill", c.req)
+			var e struct{ Error apiv1.Error }
+			_ = json.Unmarshal(b, &e)
+			if code != http.StatusBadRequest || e.Error.Field != c.field {
+				t.Errorf("backfill %v: %d %s, want 400 naming %s", c.req, code, b, c.field)
+			}
+		}
+		var list apiv1.BackfillList
+		p.call(http.MethodGet, "/v1/schedules/cyc-a/backfills", nil, http.StatusOK, &list)
+		if len(list.Backfills) != 0 {
+			t.Errorf("refused backfills left %d backfills", len(list.Backfills))
+		}
+		p.call(http.MethodDelete, "/v1/schedules/cyc-a", nil, http.StatusOK, nil)
+	})
+
+	t.Run("diamond per slot and same_period", func(t *testing.T) {
+		p := pl.on(t)
+		p.call(http.MethodPost, "/v1/schedules", map[string]any{"name": "wh", "cron": every2s, "misfire": "skip",
+			"home_region": home, "dag": diamondOf("wh", 150, away)}, http.StatusCreated, nil)
+		publish := node("publish", 50, []string{"prep"})
+		publish["depends_on_schedules"] = []any{map[string]any{"schedule": "wh", "rule": "same_period", "timeout": "30s"}}
+		p.call(http.MethodPost, "/v1/schedules", map[string]any{"name": "report", "cron": every2s, "misfire": "skip",
+			"home_region": away, "dag": map[string]any{"name": "report", "nodes": []any{node("prep", 10, nil), publish}}}, http.StatusCreated, nil)
+		var wh, report []apiv1.DAGStatus
+		ended := func(runs []apiv1.DAGStatus) []apiv1.DAGStatus {
+			return slices.DeleteFunc(runs, func(r apiv1.DAGStatus) bool { return r.State == task.DAGRunning })
+		}
+		waitUntil(t, 60*time.Second, "3 ended runs of report", func() bool {
+			report = ended(p.runs("report"))
+			return len(report) >= 3
+		})
+		p.call(http.MethodDelete, "/v1/schedules/report", nil, http.StatusOK, nil)
+		p.call(http.MethodDelete, "/v1/schedules/wh", nil, http.StatusOK, nil)
+		wh = ended(p.runs("wh"))
+		byPeriod := map[time.Time]apiv1.DAGStatus{}
+		for _, r := range wh {
+			if r.State != task.DAGSuccess || r.Region != home || r.Period.End.Sub(r.Period.Start) != 2*time.Second {
+				t.Errorf("wh run %s: %s in %s, period %v, want SUCCESS in %s over 2s", r.ID, r.State, r.Region, r.Period, home)
+			}
+			if _, dup := byPeriod[r.Period.Start]; dup {
+				t.Errorf("two wh runs of period %v", r.Period.Start)
+			}
+			byPeriod[r.Period.Start] = r
+			for _, n := range r.Nodes {
+				tk := p.task(n.TaskID)
+				want := fmt.Sprintf(`"period_start":"%s"`, r.Period.Start.UTC().Format(time.RFC3339))
+				wantEnd := fmt.Sprintf(`"period_end":"%s"`, r.Period.End.UTC().Format(time.RFC3339))
+				if !strings.Contains(string(tk.Payload), want) || !strings.Contains(string(tk.Payload), wantEnd) {
+					t.Errorf("wh run %s node %s: payload %s, want %s", r.ID, n.ID, tk.Payload, want)
+				}
+				if n.ID == "clean" && n.Region != away {
+					t.Errorf("wh run %s: clean ran in %q, want %s", r.ID, n.Region, away)
+				}
+			}
+		}
+		var lags []time.Duration
+		for _, r := range report {
+			pub := r.Nodes[1]
+			if r.State != task.DAGSuccess || pub.State != task.NodeSuccess || len(pub.Gates) != 1 {
+				t.Errorf("report run %s: %s, publish %s (%s) gates %+v", r.ID, r.State, pub.State, pub.Reason, pub.Gates)
+				continue
+			}
+			g := pub.Gates[0]
+			up, ok := byPeriod[r.Period.Start]
+			if !ok || g.RunID != up.ID || g.Period == nil || !g.Period.Equal(r.Period.Start) {
+				t.Errorf("report run %s of %v waits for %+v, want wh's run of its period (%s)", r.ID, r.Period.Start, g, up.ID)
+				continue
+			}
+			started := p.task(pub.TaskID).CreatedAt
+			if started.Before(*up.FinishedAt) {
+				t.Errorf("report run %s: publish started %v, before wh's run %s succeeded (%v)", r.ID, started, up.ID, *up.FinishedAt)
+			}
+			if prep := p.task(r.Nodes[0].TaskID); prep.FinishedAt == nil || !prep.FinishedAt.Before(*up.FinishedAt) {
+				t.Errorf("report run %s: prep ended %v, not before wh's run (%v): publish did not wait", r.ID, prep.FinishedAt, *up.FinishedAt)
+			}
+			lags = append(lags, started.Sub(*up.FinishedAt))
+		}
+		t.Logf("%d wh runs, %d report runs; publish created after wh's run of its period succeeded by %v", len(wh), len(report), lags)
+	})
+
+	t.Run("latest_success and timeouts", func(t *testing.T) {
+		p := pl.on(t)
+		// hourly's one success: a backfill of its latest slot.
+		p.call(http.MethodPost, "/v1/schedules", map[string]any{"name": "hourly", "cron": "0 0 * * * *", "paused": true,
+			"home_region": away, "task": map[string]any{"type": "noop", "tags": map[string]string{"class": "cpu"}}}, http.StatusCreated, nil)
+		p.call(http.MethodPost, "/v1/schedules", map[string]any{"name": "yearly", "cron": "0 0 0 1 1 *", "paused": true,
+			"dag": map[string]any{"nodes": []any{node("x", 1, nil)}}}, http.StatusCreated, nil)
+		slot := time.Now().UTC().Truncate(time.Hour).Format(time.RFC3339)
+		var bf apiv1.Backfill
+		p.call(http.MethodPost, "/v1/schedules/hourly/backfill", map[string]any{"from": slot, "to": slot}, http.StatusCreated, &bf)
+		waitUntil(t, 30*time.Second, "hourly's backfill done", func() bool { return p.backfill("hourly", bf.ID).State == apiv1.BackfillDone })
+		bf = p.backfill("hourly", bf.ID)
+		up := p.fed.waitState(away, p.tok, bf.Runs[0].ID, task.Success, 20*time.Second)
+		time.Sleep(time.Until(up.FinishedAt.Add(1500 * time.Millisecond)))
+		dep := func(id, up, rule string, extra map[string]any) map[string]any {
+			n := node(id, 10, nil)
+			d := map[string]any{"schedule": up, "rule": rule}
+			for k, v := range extra {
+				d[k] = v
+			}
+			n["depends_on_schedules"] = []any{d}
+			return n
+		}
+		p.call(http.MethodPost, "/v1/schedules", map[string]any{"name": "checks", "cron": every2s, "misfire": "skip", "home_region": home,
+			"dag": map[string]any{"name": "checks", "nodes": []any{
+				dep("strict", "hourly", "latest_success", map[string]any{"max_age": "1s"}),
+				dep("lenient", "hourly", "latest_success", map[string]any{"max_age": "2h"}),
+				dep("covered", "hourly", "same_period", nil),
+				dep("late", "yearly", "same_period", map[string]any{"timeout": "2s", "on_timeout": "skip"}),
+				node("after", 10, []string{"strict"}),
+			}}}, http.StatusCreated, nil)
+		var run apiv1.DAGStatus
+		waitUntil(t, 30*time.Second, "a run of checks ended", func() bool {
+			for _, r := range p.runs("checks") {
+				if r.State != task.DAGRunning {
+					run = r
+					return true
+				}
+			}
+			return false
+		})
+		p.call(http.MethodDelete, "/v1/schedules/checks", nil, http.StatusOK, nil)
+		want := map[string][2]string{
+			"strict":  {string(task.NodeFailed), task.ReasonUpstreamStale},
+			"lenient": {string(task.NodeSuccess), task.ReasonCompleted},
+			"covered": {string(task.NodeSuccess), task.ReasonCompleted},
+			"late":    {string(task.NodeSkipped), task.ReasonUpstreamTimeout},
+			"after":   {string(task.NodeCanceled), task.ReasonUpstreamFailed},
+		}
+		if run.State != task.DAGFailed {
+			t.Errorf("checks run %s: %s, want FAILED (strict)", run.ID, run.State)
+		}
+		for _, n := range run.Nodes {
+			if w := want[n.ID]; string(n.State) != w[0] || n.Reason != w[1] {
+				t.Errorf("checks node %s: %s %s, want %s %s (gates %+v)", n.ID, n.State, n.Reason, w[0], w[1], n.Gates)
+			}
+			if n.ID == "strict" {
+				if n.TaskState != "" || n.UpdatedAt == nil {
+					t.Errorf("strict: task state %q, want no task", n.TaskState)
+				} else {
+					t.Logf("strict failed %v after its run was created", n.UpdatedAt.Sub(run.CreatedAt))
+				}
+			}
+		}
+	})
+
+	// The backfilled schedule: paused (only backfills run it), a minute
+	// apart, a two-node DAG whose first node runs in the other region.
+	bfDAG := func(name string, ms int) map[string]any {
+		return map[string]any{"name": name, "cron": "0 * * * * *", "paused": true, "home_region": home,
+			"dag": map[string]any{"name": name, "nodes": []any{node("load", ms, nil, away), node("check", ms/2, []string{"load"})}}}
+	}
+	from := time.Now().UTC().Truncate(time.Minute).Add(-3 * time.Hour)
+	checkBackfill := func(t *testing.T, p *pipelines, name string, bf apiv1.Backfill, n int) {
+		t.Helper()
+		runs := p.runs(name)
+		if bf.State != apiv1.BackfillDone || len(bf.Runs) != n || len(runs) != n {
+			t.Fatalf("backfill %s: %s, %d periods started, %d runs; want DONE, %d", bf.ID, bf.State, len(bf.Runs), len(runs), n)
+		}
+		byCreation := slices.Clone(runs)
+		sort.Slice(byCreation, func(i, j int) bool { return byCreation[i].CreatedAt.Before(byCreation[j].CreatedAt) })
+		for i, r := range runs {
+			if want := bf.Runs[0].Period.Start.Add(time.Duration(i) * time.Minute); !r.Period.Start.Equal(want) || r.State != task.DAGSuccess {
+				t.Errorf("run %d %s: period %v %s, want %v SUCCESS", i, r.ID, r.Period.Start, r.State, want)
+			}
+			if byCreation[i].ID != r.ID {
+				t.Errorf("run %d created is of period %v, want %v: not in period order", i, byCreation[i].Period.Start, r.Period.Start)
+			}
+		}
+		if m := maxOverlap(runs); m > 3 {
+			t.Errorf("%d runs active at once, want at most 3", m)
+		} else {
+			t.Logf("backfill %s: %d periods, at most %d runs at once, %v from creation to end", bf.ID, n, m, bf.FinishedAt.Sub(bf.CreatedAt))
+		}
+	}
+
+	t.Run("backfill 20 periods max-active 3", func(t *testing.T) {
+		p := pl.on(t)
+		p.call(http.MethodPost, "/v1/schedules", bfDAG("nightly", 400), http.StatusCreated, nil)
+		out, stderr, code := runAx(t, p.api, "--token", p.fed.token(p.tok), "-o", "json", "schedule", "backfill", "nightly",
+			"--from", from.Format(time.RFC3339), "--to", from.Add(19*time.Minute).Format(time.RFC3339), "--max-active", "3", "--wait")
+		var bf apiv1.Backfill
+		if code != 0 || json.Unmarshal([]byte(out), &bf) != nil {
+			t.Fatalf("ax schedule backfill: exit %d: %s %s", code, out, stderr)
+		}
+		checkBackfill(t, p, "nightly", bf, 20)
+	})
+
+	t.Run("backfill cancel", func(t *testing.T) {
+		p := pl.on(t)
+		p.call(http.MethodPost, "/v1/schedules", bfDAG("slow", 3000), http.StatusCreated, nil)
+		var bf apiv1.Backfill
+		p.call(http.MethodPost, "/v1/schedules/slow/backfill", map[string]any{"from": from.Format(time.RFC3339),
+			"to": from.Add(9 * time.Minute).Format(time.RFC3339), "max_active": 1}, http.StatusCreated, &bf)
+		waitUntil(t, 20*time.Second, "the first period started", func() bool { return len(p.backfill("slow", bf.ID).Runs) > 0 })
+		out, stderr, code := runAx(t, p.api, "--token", p.fed.token(p.tok), "-o", "json", "schedule", "cancel-backfill", "slow", bf.ID)
+		var got apiv1.Backfill
+		if code != 0 || json.Unmarshal([]byte(out), &got) != nil || got.State != apiv1.BackfillCanceled || got.CanceledBy != tokOperatorA {
+			t.Fatalf("ax schedule cancel-backfill: exit %d: %s %s", code, out, stderr)
+		}
+		started := len(got.Runs)
+		waitUntil(t, 20*time.Second, "the started run ended", func() bool {
+			for _, r := range p.runs("slow") {
+				if r.State == task.DAGRunning {
+					return false
+				}
+			}
+			return true
+		})
+		time.Sleep(time.Second) // a leader pass or two
+		runs := p.runs("slow")
+		if len(runs) != started || p.backfill("slow", bf.ID).State != apiv1.BackfillCanceled {
+			t.Errorf("after the cancel: %d runs, want the %d started before it", len(runs), started)
+		}
+		for _, r := range runs {
+			if r.State != task.DAGCanceled {
+				t.Errorf("run %s of the cancelled backfill: %s, want CANCELED", r.ID, r.State)
+			}
+		}
+	})
+
+	t.Run("federation leader killed mid-backfill", func(t *testing.T) {
+		p := pl.on(t)
+		p.call(http.MethodPost, "/v1/schedules", bfDAG("failover", 800), http.StatusCreated, nil)
+		var bf apiv1.Backfill
+		p.call(http.MethodPost, "/v1/schedules/failover/backfill", map[string]any{"from": from.Format(time.RFC3339),
+			"to": from.Add(19 * time.Minute).Format(time.RFC3339), "max_active": 3}, http.StatusCreated, &bf)
+		waitUntil(t, 30*time.Second, "5 periods started", func() bool { return len(p.backfill("failover", bf.ID).Runs) >= 5 })
+		var leader *proc
+		for _, r := range fed.order {
+			for _, s := range fed.region(r).servers {
+				if metric(t, s.api, "ax_federation_leader") == 1 {
+					leader = s
+				}
+			}
+		}
+		if leader == nil {
+			t.Fatal("no server leads the federation")
+		}
+		leader.kill()
+		for _, r := range fed.order {
+			for _, s := range fed.region(r).servers {
+				if s != leader {
+					p.api = s.api
+				}
+			}
+		}
+		t.Logf("federation leader %s SIGKILLed with %d periods started", leader.name, len(p.backfill("failover", bf.ID).Runs))
+		waitUntil(t, 90*time.Second, "the backfill done", func() bool { return p.backfill("failover", bf.ID).State == apiv1.BackfillDone })
+		bf = p.backfill("failover", bf.ID)
+		seen := map[time.Time]bool{}
+		for _, r := range bf.Runs {
+			if seen[r.Period.Start] {
+				t.Errorf("period %v started twice", r.Period.Start)
+			}
+			seen[r.Period.Start] = true
+		}
+		checkBackfill(t, p, "failover", bf, 20)
+	})
+}

@@ -1,0 +1,142 @@
+package depend
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/ax-sched/ax/apiv1"
+	"github.com/ax-sched/ax/task"
+)
+
+// Bounds of a same_period dependency's timeout.
+const (
+	DefaultTimeout = 24 * time.Hour
+	MaxTimeout     = 30 * 24 * time.Hour
+)
+
+func fieldError(field, msg string) error { return &task.FieldError{Field: field, Msg: msg} }
+
+// Check validates the depends_on_schedules of a DAG's nodes
+// (their shape: Create checks the names against the tenant's schedules)
+// and fills in the defaults.
+func Check(dr *apiv1.DAGRequest) error {
+	for i := range dr.Nodes {
+		deps := dr.Nodes[i].DependsOnSchedules
+		seen := map[string]bool{}
+		for j := range deps {
+			d := &deps[j]
+			f := fmt.Sprintf("dag.nodes[%d].depends_on_schedules[%d].", i, j)
+			switch {
+			case d.Schedule == "":
+				return fieldError(f+"schedule", "is required: the name of a schedule of the same tenant")
+			case seen[d.Schedule]:
+				return fieldError(f+"schedule", fmt.Sprintf("%q is listed twice for this node", d.Schedule))
+			}
+			seen[d.Schedule] = true
+			switch d.Rule {
+			case task.GateSamePeriod:
+				if d.MaxAge != 0 {
+					return fieldError(f+"max_age", "only with rule latest_success")
+				}
+			case task.GateLatestSuccess:
+				if d.MaxAge < 0 {
+					return fieldError(f+"max_age", "must not be negative")
+				}
+				if d.Timeout != 0 {
+					return fieldError(f+"timeout", "only with rule same_period: latest_success never waits")
+				}
+			default:
+				return fieldError(f+"rule", "must be same_period or latest_success")
+			}
+			if d.Rule == task.GateSamePeriod {
+				switch {
+				case d.Timeout == 0:
+					d.Timeout = task.Duration(DefaultTimeout)
+				case d.Timeout < task.Duration(time.Second) || d.Timeout > task.Duration(MaxTimeout):
+					return fieldError(f+"timeout", fmt.Sprintf("must be between 1s and %v", MaxTimeout))
+				}
+			}
+			switch d.OnTimeout {
+			case "":
+				d.OnTimeout = task.GateFail
+			case task.GateFail, task.GateSkip:
+			default:
+				return fieldError(f+"on_timeout", "must be fail or skip")
+			}
+		}
+	}
+	return nil
+}
+
+// Upstreams lists the schedules d depends on, in node order.
+func Upstreams(d *apiv1.Schedule) []string {
+	if d.DAG == nil {
+		return nil
+	}
+	var out []string
+	for _, nd := range d.DAG.Nodes {
+		for _, dep := range nd.DependsOnSchedules {
+			if !slices.Contains(out, dep.Schedule) {
+				out = append(out, dep.Schedule)
+			}
+		}
+	}
+	return out
+}
+
+// CheckUpstreams refuses a dependency of d on a schedule its tenant does
+// not have (defs: the tenant's schedules) and a cycle through d, naming
+// the node's field and the cycle's path.
+func CheckUpstreams(d *apiv1.Schedule, defs map[string]*apiv1.Schedule) error {
+	if d.DAG == nil {
+		return nil
+	}
+	for i, nd := range d.DAG.Nodes {
+		for j, dep := range nd.DependsOnSchedules {
+			f := fmt.Sprintf("dag.nodes[%d].depends_on_schedules[%d].schedule", i, j)
+			if dep.Schedule == d.Name {
+				return fieldError(f, fmt.Sprintf("cycle: %s -> %s", d.Name, d.Name))
+			}
+			if defs[dep.Schedule] == nil {
+				return fieldError(f, fmt.Sprintf("no schedule named %q", dep.Schedule))
+			}
+			if path := pathTo(dep.Schedule, d.Name, defs, map[string]bool{}); path != nil {
+				return fieldError(f, "cycle: "+strings.Join(append([]string{d.Name}, path...), " -> "))
+			}
+		}
+	}
+	return nil
+}
+
+// pathTo returns a dependency path from one schedule to another (both
+// included), or nil.
+func pathTo(from, to string, defs map[string]*apiv1.Schedule, seen map[string]bool) []string {
+	if from == to {
+		return []string{to}
+	}
+	if seen[from] || defs[from] == nil {
+		return nil
+	}
+	seen[from] = true
+	for _, up := range Upstreams(defs[from]) {
+		if p := pathTo(up, to, defs, seen); p != nil {
+			return append([]string{from}, p...)
+		}
+	}
+	return nil
+}
+
+// Strip returns dr with its nodes' depends_on_schedules left
+// out (what the DAG runs check and start), and whether it had any.
+func Strip(dr *apiv1.DAGRequest) (apiv1.DAGRequest, bool) {
+	out := *dr
+	out.Nodes = slices.Clone(dr.Nodes)
+	had := false
+	for i := range out.Nodes {
+		had = had || len(out.Nodes[i].DependsOnSchedules) > 0
+		out.Nodes[i].DependsOnSchedules = nil
+	}
+	return out, had
+}
