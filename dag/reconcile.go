@@ -252,7 +252,7 @@ func (rc *reconciler) dropMissing(ctx context.Context, id string) error {
 	def, derr := st.DAGs().DAGDefinition(ctx, id)
 	switch {
 	case derr == nil && def.BacklogMax > 0:
-		if err := st.UnreserveBacklog(ctx, def.TaskIDs()); err != nil {
+		if err := st.DAGs().UnreserveBacklog(ctx, def.TaskIDs()); err != nil {
 			return err
 		}
 		if err := st.DAGs().ForgetDAGDefinition(ctx, id); err != nil {
@@ -488,7 +488,7 @@ func (rc *reconciler) giveBack(ctx context.Context, id string) error {
 	if plan.def.BacklogMax <= 0 {
 		return nil
 	}
-	return rc.runs.store.UnreserveBacklog(ctx, plan.def.TaskIDs())
+	return rc.runs.store.DAGs().UnreserveBacklog(ctx, plan.def.TaskIDs())
 }
 
 // outcomeOf is a node's state for its task's terminal state.

@@ -43,7 +43,7 @@ type Config struct {
 	Defaults task.Defaults
 	// Backlog is a tenant's max_backlog in this region (0 or nil: none). A
 	// run of a tenant with one reserves room for all its nodes when it is
-	// created (queue.Engine.ReserveBacklog), or is refused.
+	// created (dagstore.DAGs.ReserveBacklog), or is refused.
 	Backlog func(tenant string) int
 	// Regions are the federation's regions (config `regions:`; Region is
 	// one too): a node's task naming another in its regions is refused

@@ -13,22 +13,22 @@ import (
 
 // cluster is the store's client when it is a Redis Cluster client.
 func (s *Engine) Cluster() *redis.ClusterClient {
-	c, _ := s.RDB.(*redis.ClusterClient)
+	c, _ := s.rdb.(*redis.ClusterClient)
 	return c
 }
 
 // oneNode reports whether every shard is on one server, so one command may
 // name the keys of several shards.
-func (s *Engine) OneNode() bool { return s.Cluster() == nil || s.Opts.Shards == 1 }
+func (s *Engine) OneNode() bool { return s.Cluster() == nil || s.opts.Shards == 1 }
 
 // node is the client of the master serving shard: on a cluster that
 // master's own client, else the store's client.
 func (s *Engine) node(ctx context.Context, shard int) (redis.Cmdable, error) {
 	cc := s.Cluster()
 	if cc == nil {
-		return s.RDB, nil
+		return s.rdb, nil
 	}
-	n, err := cc.MasterForKey(ctx, s.Keys[shard].Prefix)
+	n, err := cc.MasterForKey(ctx, s.Prefix(shard))
 	if err != nil {
 		return nil, fmt.Errorf("queue: master of shard %d: %w", shard, err)
 	}
@@ -40,17 +40,17 @@ func (s *Engine) node(ctx context.Context, shard int) (redis.Cmdable, error) {
 // or be ended from elsewhere (a blocking read, CLIENT UNBLOCK). Close it:
 // it returns to its pool.
 func (s *Engine) Conn(ctx context.Context, shard int) (*redis.Conn, error) {
-	switch c := s.RDB.(type) {
+	switch c := s.rdb.(type) {
 	case *redis.Client: // one Redis, or Sentinel's failover client
 		return c.Conn(), nil
 	case *redis.ClusterClient:
-		n, err := c.MasterForKey(ctx, s.Keys[shard].Prefix)
+		n, err := c.MasterForKey(ctx, s.Prefix(shard))
 		if err != nil {
 			return nil, fmt.Errorf("queue: master of shard %d: %w", shard, err)
 		}
 		return n.Conn(), nil
 	}
-	return nil, fmt.Errorf("queue: a %T cannot give a connection of its own", s.RDB)
+	return nil, fmt.Errorf("queue: a %T cannot give a connection of its own", s.rdb)
 }
 
 // blockingConn is a conn with its CLIENT ID, so another goroutine can end

@@ -22,8 +22,8 @@ const ColdBucket = 10 * time.Second
 const ColdChunk = 100
 
 func (s *Engine) ColdKeys(shard int, extra ...string) []string {
-	p := s.Keys[shard].Prefix
-	return s.KeysWith(shard, append([]string{p + "cold", p + "cseq"}, extra...)...)
+	p := s.Prefix(shard)
+	return s.KeysWith(shard, append([]string{ColdKey(p), ColdSeqKey(p)}, extra...)...)
 }
 
 // thaw makes a cold task an ordinary delayed one; false when id is not in
@@ -33,7 +33,7 @@ func (s *Engine) thaw(ctx context.Context, id string) (bool, error) {
 	if err != nil {
 		return false, err
 	}
-	n, err := s.Run(ctx, s.RDB, Scripts.Cold, s.ColdKeys(shard), s.Clock(), "thaw", id).Int()
+	n, err := s.Run(ctx, s.rdb, Scripts.Cold, s.ColdKeys(shard), s.Clock(), "thaw", id).Int()
 	if err != nil {
 		return false, fmt.Errorf("queue: thaw: %w", err)
 	}
@@ -54,14 +54,14 @@ func (s *Engine) ThawedOn(ctx context.Context, id string, err error) bool {
 // waitingCold is Waiting over one shard's cold tier: each index hash is
 // read whole (a few hundred entries), each template once.
 func (s *Engine) WaitingCold(ctx context.Context, shard int, f Filter, fn func([]*task.Task) error) error {
-	p := s.Keys[shard].Prefix
-	idx, err := s.ScanKeys(ctx, p+"cx:*")
+	p := s.Prefix(shard)
+	idx, err := s.ScanKeys(ctx, ColdIndexPattern(p))
 	if err != nil {
 		return err
 	}
 	tpls := map[string]map[string]string{}
 	for _, k := range idx {
-		kv, err := s.RDB.HGetAll(ctx, k).Result()
+		kv, err := s.rdb.HGetAll(ctx, k).Result()
 		if err != nil {
 			return fmt.Errorf("queue: cold index: %w", err)
 		}
@@ -73,12 +73,12 @@ func (s *Engine) WaitingCold(ctx context.Context, shard int, f Filter, fn func([
 			}
 			tpl, ok := tpls[ref]
 			if !ok {
-				if tpl, err = s.RDB.HGetAll(ctx, p+"cs:"+ref).Result(); err != nil {
+				if tpl, err = s.rdb.HGetAll(ctx, ColdTemplateKey(p, ref)).Result(); err != nil {
 					return fmt.Errorf("queue: cold template: %w", err)
 				}
 				tpls[ref] = tpl
 			}
-			t := s.coldTask(id, due, tpl)
+			t := coldTask(id, due, tpl, &s.opts)
 			if f.Match(t) {
 				keep = append(keep, t)
 			}
@@ -94,7 +94,7 @@ func (s *Engine) WaitingCold(ctx context.Context, shard int, f Filter, fn func([
 
 // coldTask is the task a cold index entry (due ms) and its template
 // describe, as a read would see it.
-func (s *Engine) coldTask(id, due string, tpl map[string]string) *task.Task {
+func coldTask(id, due string, tpl map[string]string, o *Options) *task.Task {
 	h := make(map[string]string, len(tpl)+3)
 	for k, v := range tpl {
 		if k != "#" {
@@ -102,19 +102,19 @@ func (s *Engine) coldTask(id, due string, tpl map[string]string) *task.Task {
 		}
 	}
 	h["st"], h["rs"], h["du"] = "P", task.ReasonSubmitted, due
-	t := record.DecodeTask(id, h, s.Opts.Defaults)
-	t.HeldBy = s.Opts.Region
+	t := record.DecodeTask(id, h, o.Defaults)
+	t.HeldBy = o.Region
 	return t
 }
 
 // coldIDs are the ids in one shard's cold tier.
 func (s *Engine) ColdIDs(ctx context.Context, shard int, into map[string]bool) error {
-	idx, err := s.ScanKeys(ctx, s.Keys[shard].Prefix+"cx:*")
+	idx, err := s.ScanKeys(ctx, ColdIndexPattern(s.Prefix(shard)))
 	if err != nil {
 		return err
 	}
 	for _, k := range idx {
-		ids, err := s.RDB.HKeys(ctx, k).Result()
+		ids, err := s.rdb.HKeys(ctx, k).Result()
 		if err != nil {
 			return fmt.Errorf("queue: cold index: %w", err)
 		}
@@ -128,11 +128,11 @@ func (s *Engine) ColdIDs(ctx context.Context, shard int, into map[string]bool) e
 // readCold reads the tasks of one shard that are in its cold tier, without
 // thawing them (a listing is no reason to); ids not there are left out.
 func (s *Engine) ReadCold(ctx context.Context, shard int, ids []string) ([]*task.Task, error) {
-	p := s.Keys[shard].Prefix
-	pipe := s.RDB.Pipeline()
+	p := s.Prefix(shard)
+	pipe := s.rdb.Pipeline()
 	cmds := make([]*redis.StringCmd, len(ids))
 	for i, id := range ids {
-		cmds[i] = pipe.HGet(ctx, p+"cx:"+id[13:16], id)
+		cmds[i] = pipe.HGet(ctx, ColdIndexKey(p, id), id)
 	}
 	if _, err := pipe.Exec(ctx); err != nil && err != redis.Nil {
 		return nil, fmt.Errorf("queue: cold index: %w", err)
@@ -147,12 +147,12 @@ func (s *Engine) ReadCold(ctx context.Context, shard int, ids []string) ([]*task
 		tpl, ok := tpls[ref]
 		if !ok {
 			var err error
-			if tpl, err = s.RDB.HGetAll(ctx, p+"cs:"+ref).Result(); err != nil {
+			if tpl, err = s.rdb.HGetAll(ctx, ColdTemplateKey(p, ref)).Result(); err != nil {
 				return nil, fmt.Errorf("queue: cold template: %w", err)
 			}
 			tpls[ref] = tpl
 		}
-		out = append(out, s.coldTask(ids[i], due, tpl))
+		out = append(out, coldTask(ids[i], due, tpl, &s.opts))
 	}
 	return out, nil
 }

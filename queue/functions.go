@@ -47,29 +47,29 @@ func (s *Engine) Run(ctx context.Context, c redis.Scripter, sc *Script, keys []s
 	if !ok {
 		return sc.Ev.Run(ctx, c, keys, args...)
 	}
-	if s.Fns.Mode.Load() == fnUnknown {
+	if s.fns.Mode.Load() == fnUnknown {
 		s.LoadFunctions(ctx) // on failure the FCALL below tells why
 	}
-	if s.Fns.Mode.Load() == FnEval {
+	if s.fns.Mode.Load() == FnEval {
 		return sc.Ev.Run(ctx, c, keys, args...)
 	}
-	if now := time.Now().UnixNano(); now >= s.Fns.next.Load() {
-		s.Fns.next.Store(now + int64(fnRefresh))
-		s.RDB.ZAdd(ctx, FnRegistry, redis.Z{Score: float64(s.Now().UnixMilli()), Member: Library.Name}) // best effort
+	if now := time.Now().UnixNano(); now >= s.fns.next.Load() {
+		s.fns.next.Store(now + int64(fnRefresh))
+		s.rdb.ZAdd(ctx, FnRegistry, redis.Z{Score: float64(s.Now().UnixMilli()), Member: Library.Name}) // best effort
 	}
 	cmd := fc.FCall(ctx, sc.Fn, keys, args...)
 	switch err := cmd.Err(); {
 	case err == nil:
 		// A client that may not load the library (a worker's Redis ACL
 		// user) runs the one the servers loaded, without trying again.
-		s.Fns.Mode.CompareAndSwap(fnUnknown, fnCall)
+		s.fns.Mode.CompareAndSwap(fnUnknown, fnCall)
 	case noFunction(err):
 		if err := s.loadOn(ctx, c, fc, keys); err != nil {
 			return redis.NewCmdResult(nil, err)
 		}
 		cmd = fc.FCall(ctx, sc.Fn, keys, args...)
 	case unknownCommand(err): // a server that has no Functions (now)
-		s.Fns.Mode.Store(FnEval)
+		s.fns.Mode.Store(FnEval)
 		return sc.Ev.Run(ctx, c, keys, args...)
 	}
 	return cmd
@@ -80,9 +80,9 @@ func (s *Engine) Run(ctx context.Context, c redis.Scripter, sc *Script, keys []s
 // the store's first script call does. A Redis without Functions is not an
 // error: the store then runs its scripts with EVALSHA.
 func (s *Engine) LoadFunctions(ctx context.Context) error {
-	s.Fns.mu.Lock()
-	defer s.Fns.mu.Unlock()
-	if s.Fns.Mode.Load() != fnUnknown {
+	s.fns.mu.Lock()
+	defer s.fns.mu.Unlock()
+	if s.fns.Mode.Load() != fnUnknown {
 		return nil
 	}
 	var err error
@@ -91,15 +91,15 @@ func (s *Engine) LoadFunctions(ctx context.Context) error {
 			return n.FunctionLoadReplace(ctx, Library.code).Err()
 		})
 	} else {
-		err = s.RDB.FunctionLoadReplace(ctx, Library.code).Err()
+		err = s.rdb.FunctionLoadReplace(ctx, Library.code).Err()
 	}
 	switch {
 	case err == nil:
-		s.Fns.Mode.Store(fnCall)
-		s.Fns.next.Store(time.Now().UnixNano() + int64(fnRefresh))
+		s.fns.Mode.Store(fnCall)
+		s.fns.next.Store(time.Now().UnixNano() + int64(fnRefresh))
 		s.PruneFunctions(ctx) // housekeeping: a failure leaves old libraries for the next load
 	case unknownCommand(err):
-		s.Fns.Mode.Store(FnEval)
+		s.fns.Mode.Store(FnEval)
 		return nil
 	default:
 		return fmt.Errorf("queue: load the script library: %w", err)
@@ -112,10 +112,10 @@ func (s *Engine) LoadFunctions(ctx context.Context) error {
 // this file); it returns the names deleted. LoadFunctions runs it.
 func (s *Engine) PruneFunctions(ctx context.Context) ([]string, error) {
 	now := s.Now().UnixMilli()
-	if err := s.RDB.ZAdd(ctx, FnRegistry, redis.Z{Score: float64(now), Member: Library.Name}).Err(); err != nil {
+	if err := s.rdb.ZAdd(ctx, FnRegistry, redis.Z{Score: float64(now), Member: Library.Name}).Err(); err != nil {
 		return nil, fmt.Errorf("queue: register the script library: %w", err)
 	}
-	used, err := s.RDB.ZRangeWithScores(ctx, FnRegistry, 0, -1).Result()
+	used, err := s.rdb.ZRangeWithScores(ctx, FnRegistry, 0, -1).Result()
 	if err != nil {
 		return nil, fmt.Errorf("queue: read the script library registry: %w", err)
 	}
@@ -125,7 +125,7 @@ func (s *Engine) PruneFunctions(ctx context.Context) ([]string, error) {
 	}
 	// The libraries on the server(s), and a way to delete from each.
 	present := map[string]bool{}
-	each := func(f func(redis.Cmdable) error) error { return f(s.RDB) }
+	each := func(f func(redis.Cmdable) error) error { return f(s.rdb) }
 	if cc := s.Cluster(); cc != nil {
 		each = func(f func(redis.Cmdable) error) error {
 			return cc.ForEachMaster(ctx, func(ctx context.Context, n *redis.Client) error { return f(n) })
@@ -151,7 +151,7 @@ func (s *Engine) PruneFunctions(ctx context.Context) ([]string, error) {
 		switch {
 		case name == Library.Name || !strings.HasPrefix(name, "ax_"):
 		case !ok: // left by a build from before the registry: its grace starts now
-			s.RDB.ZAddNX(ctx, FnRegistry, redis.Z{Score: float64(now), Member: name})
+			s.rdb.ZAddNX(ctx, FnRegistry, redis.Z{Score: float64(now), Member: name})
 		case t < cutoff:
 			err := each(func(c redis.Cmdable) error {
 				if err := c.FunctionDelete(ctx, name).Err(); err != nil && !strings.Contains(err.Error(), "not found") {
@@ -162,14 +162,14 @@ func (s *Engine) PruneFunctions(ctx context.Context) ([]string, error) {
 			if err != nil {
 				return gone, fmt.Errorf("queue: delete script library %s: %w", name, err)
 			}
-			s.RDB.ZRem(ctx, FnRegistry, name)
+			s.rdb.ZRem(ctx, FnRegistry, name)
 			gone = append(gone, name)
 		}
 	}
 	// Registry entries of libraries no server holds any more.
 	for name, t := range last {
 		if !present[name] && t < cutoff {
-			s.RDB.ZRem(ctx, FnRegistry, name)
+			s.rdb.ZRem(ctx, FnRegistry, name)
 		}
 	}
 	slices.Sort(gone)
@@ -195,7 +195,7 @@ func (s *Engine) loadOn(ctx context.Context, c redis.Scripter, fc fcaller, keys 
 
 // FunctionsInUse reports whether the store runs its scripts with FCALL
 // (false: not decided yet, or EVALSHA).
-func (s *Engine) FunctionsInUse() bool { return s.Fns.Mode.Load() == fnCall }
+func (s *Engine) FunctionsInUse() bool { return s.fns.Mode.Load() == fnCall }
 
 func noFunction(err error) bool {
 	var re redis.Error

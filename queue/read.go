@@ -3,7 +3,6 @@ package queue
 import (
 	"context"
 	"fmt"
-	"strconv"
 
 	"github.com/ax-sched/ax/queue/record"
 	"github.com/ax-sched/ax/task"
@@ -16,7 +15,7 @@ func (s *Engine) Get(ctx context.Context, id string) (*task.Task, error) {
 	if err != nil {
 		return nil, err
 	}
-	h, err := s.RDB.HGetAll(ctx, s.Keys[shard].Prefix+"t:"+id).Result()
+	h, err := s.rdb.HGetAll(ctx, TaskKey(s.Prefix(shard), id)).Result()
 	if err != nil {
 		return nil, fmt.Errorf("queue: get: %w", err)
 	}
@@ -27,8 +26,8 @@ func (s *Engine) Get(ctx context.Context, id string) (*task.Task, error) {
 		}
 		return nil, err
 	}
-	t := record.DecodeTask(id, h, s.Opts.Defaults)
-	t.HeldBy = s.Opts.Region
+	t := record.DecodeTask(id, h, s.opts.Defaults)
+	t.HeldBy = s.opts.Region
 	if err := s.ResolveLazy(ctx, shard, []*task.Task{t}); err != nil {
 		return nil, err
 	}
@@ -50,8 +49,12 @@ func MarkLazyReady(t *task.Task) {
 	t.ReadyAt, t.EnqueuedAt = &d, &d
 }
 
-// resolveLazy settles the state of records that may have been promoted
-// untouched, with one ZSCORE each (one pipeline).
+// ResolveLazy settles the state of records that may have been promoted
+// untouched, with one ZSCORE each (one pipeline). A pinned delayed task's
+// record keeps st P and rs SUBMITTED after promotion; it is READY while it
+// is in its ready set. Every script and read resolves that (lib.lua
+// is_lazy/lazy_state, and here); the claim writes the READY step into the
+// record.
 func (s *Engine) ResolveLazy(ctx context.Context, shard int, ts []*task.Task) error {
 	var lazy []*task.Task
 	for _, t := range ts {
@@ -62,11 +65,11 @@ func (s *Engine) ResolveLazy(ctx context.Context, shard int, ts []*task.Task) er
 	if len(lazy) == 0 {
 		return nil
 	}
-	p := s.Keys[shard].Prefix
-	pipe := s.RDB.Pipeline()
+	p := s.Prefix(shard)
+	pipe := s.rdb.Pipeline()
 	cmds := make([]*redis.FloatCmd, len(lazy))
 	for i, t := range lazy {
-		cmds[i] = pipe.ZScore(ctx, p+"q:"+t.Pool+":"+strconv.Itoa(t.Priority), t.ID)
+		cmds[i] = pipe.ZScore(ctx, ReadyKey(p, t.Pool, t.Priority), t.ID)
 	}
 	if _, err := pipe.Exec(ctx); err != nil && err != redis.Nil {
 		return fmt.Errorf("queue: read tasks: %w", err)
@@ -85,11 +88,11 @@ func (s *Engine) GetMany(ctx context.Context, shard int, ids []string) ([]*task.
 	if len(ids) == 0 {
 		return nil, nil
 	}
-	p := s.Keys[shard].Prefix
-	pipe := s.RDB.Pipeline()
+	p := s.Prefix(shard)
+	pipe := s.rdb.Pipeline()
 	cmds := make([]*redis.MapStringStringCmd, len(ids))
 	for i, id := range ids {
-		cmds[i] = pipe.HGetAll(ctx, p+"t:"+id)
+		cmds[i] = pipe.HGetAll(ctx, TaskKey(p, id))
 	}
 	if _, err := pipe.Exec(ctx); err != nil {
 		return nil, fmt.Errorf("queue: read tasks: %w", err)
@@ -97,8 +100,8 @@ func (s *Engine) GetMany(ctx context.Context, shard int, ids []string) ([]*task.
 	out := make([]*task.Task, 0, len(ids))
 	for i, c := range cmds {
 		if h := c.Val(); len(h) > 0 {
-			t := record.DecodeTask(ids[i], h, s.Opts.Defaults)
-			t.HeldBy = s.Opts.Region
+			t := record.DecodeTask(ids[i], h, s.opts.Defaults)
+			t.HeldBy = s.opts.Region
 			out = append(out, t)
 		}
 	}

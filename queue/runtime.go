@@ -28,7 +28,7 @@ type RunTime struct {
 	Last time.Time
 }
 
-func (s *Engine) Alpha() string { return strconv.FormatFloat(s.Opts.RunTimeAlpha, 'f', -1, 64) }
+func (s *Engine) Alpha() string { return strconv.FormatFloat(s.opts.RunTimeAlpha, 'f', -1, 64) }
 
 // parseRunTime reads "n mean_us sd_us last_ms" (lib.lua runtime).
 func ParseRunTime(v string) (n int64, mean, sd float64, last int64, ok bool) {

@@ -28,7 +28,7 @@ func (s *Engine) ScanKeys(ctx context.Context, match string) ([]string, error) {
 	var out []string
 	var cursor uint64
 	for {
-		keys, next, err := s.RDB.Scan(ctx, cursor, match, 500).Result()
+		keys, next, err := s.rdb.Scan(ctx, cursor, match, 500).Result()
 		if err != nil {
 			return nil, fmt.Errorf("queue: scan: %w", err)
 		}
@@ -49,7 +49,7 @@ func (s *Engine) Ping(ctx context.Context) error {
 	if cc := s.Cluster(); cc != nil {
 		return cc.ForEachMaster(ctx, func(ctx context.Context, c *redis.Client) error { return ping(ctx, c) })
 	}
-	return ping(ctx, s.RDB)
+	return ping(ctx, s.rdb)
 }
 
 func ping(ctx context.Context, rdb redis.Cmdable) error {

@@ -14,7 +14,14 @@ import (
 //go:embed scripts/*.lua
 var ScriptFS embed.FS
 
-// scripts holds every transition. Each is a function of one Redis Functions
+// Time inside scripts comes from Redis TIME; tests inject time through
+// Options.Now, which is passed to every script as an explicit argument
+// (Engine.Clock). Numbers cross the Lua boundary as integer strings
+// (string.format('%d')), never through tostring, which keeps only 14
+// significant digits. Each script makes one transition of the state
+// machine (package task) atomic in one round trip.
+
+// Scripts holds every transition. Each is a function of one Redis Functions
 // library (library below: lib.lua once, then every script's body wrapped in
 // a function), loaded once per Redis and called with FCALL (functions.go);
 // where Redis has no Functions (< 7, or miniredis under ax dev) the same
@@ -22,7 +29,7 @@ var ScriptFS embed.FS
 // EVALSHA.
 var Scripts = struct {
 	Submit, Promote, Place, Claim, Heartbeat, Complete, Fail, Ret,
-	Reap, Cancel, Replay, Priority, Sweep, Workers, Handoff, Drain, Preempt, RtTrim, Prices, Rewake, Fence, Cold, Limits, LimRead, Quota, Held, FairShare, SlowLane, Replace, backlog, Progress *Script
+	Reap, Cancel, Replay, Priority, Sweep, Workers, Handoff, Drain, Preempt, RtTrim, Prices, Rewake, Fence, Cold, Limits, LimRead, Quota, Held, FairShare, SlowLane, Replace, Progress *Script
 }{
 	Submit:    Load("submit"),
 	Promote:   Load("promote"),
@@ -53,7 +60,6 @@ var Scripts = struct {
 	FairShare: Load("fairshare"),
 	SlowLane:  Load("slowlane"),
 	Replace:   Load("replace"),
-	backlog:   Load("backlog"),
 	Progress:  Load("progress"),
 }
 

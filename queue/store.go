@@ -2,7 +2,6 @@ package queue
 
 import (
 	"cmp"
-	"context"
 	"fmt"
 	"hash/fnv"
 	"strconv"
@@ -102,46 +101,62 @@ func (o *Options) withDefaults() error {
 	return nil
 }
 
-// engine is what every stage shares: the client and its shards, the
-// options, the keys and the script runner. It is safe for concurrent use.
+// Engine is what every stage shares: the client and its shards, the
+// options, the key prefixes and the script runner. It is safe for
+// concurrent use; the stage packages reach it only through its methods and
+// the key functions (keys.go).
 type Engine struct {
-	RDB  redis.UniversalClient
-	Opts Options
-	Keys []shardKeys
-	Rr   atomic.Uint32
-	Fns  functions // FCALL or EVALSHA (functions.go)
+	rdb    redis.UniversalClient
+	opts   Options
+	shards []shardKeys
+	rr     atomic.Uint32 // NextShard's counter
+	fns    functions     // FCALL or EVALSHA (functions.go)
 }
 
 type shardKeys struct {
-	Prefix string
-	Base   []string // KEYS[1..8] of every script
-	Rt     string   // run times (runtime.go)
-	Px     string   // live prices (prices.go)
+	prefix string
+	base   []string // KEYS[1..8] of every script
 }
 
-// newEngine returns the engine over rdb, opts' zero values defaulted.
+// NewEngine returns the engine over rdb, opts' zero values defaulted.
 func NewEngine(rdb redis.UniversalClient, opts Options) (*Engine, error) {
 	if err := opts.withDefaults(); err != nil {
 		return nil, err
 	}
-	s := &Engine{RDB: rdb, Opts: opts}
+	s := &Engine{rdb: rdb, opts: opts}
 	if opts.EvalSHA {
-		s.Fns.Mode.Store(FnEval)
+		s.fns.Mode.Store(FnEval)
 	}
 	for i := 0; i < opts.Shards; i++ {
-		p := fmt.Sprintf("%s:{%s:%d}:", opts.Prefix, opts.Region, i)
-		s.Keys = append(s.Keys, shardKeys{Prefix: p, Base: []string{
-			p, p + "delayed", p + "due", p + "running", p + "dead", p + "cnt", p + "events", p + "seq",
-		}, Rt: p + "rt", Px: p + "px"})
+		p := shardPrefix(opts.Prefix, opts.Region, i)
+		base := append(make([]string, 0, 1+len(baseKeySuffixes)), p)
+		for _, suf := range baseKeySuffixes {
+			base = append(base, p+suf)
+		}
+		s.shards = append(s.shards, shardKeys{prefix: p, base: base})
 	}
 	return s, nil
 }
 
-// Options returns the store's effective options.
-func (s *Engine) Options() Options { return s.Opts }
+// Options returns the engine's effective options (defaults applied); the
+// engine never changes them.
+func (s *Engine) Options() Options { return s.opts }
 
-// Client is the underlying Redis client.
-func (s *Engine) Client() redis.UniversalClient { return s.RDB }
+// Shards is the number of shards, Options().Shards: at least 1, fixed for
+// the engine's life.
+func (s *Engine) Shards() int { return s.opts.Shards }
+
+// Client is the underlying Redis client, shared by every stage; callers
+// must not close it.
+func (s *Engine) Client() redis.UniversalClient { return s.rdb }
+
+// Prefix is the prefix of every key of shard (keys.go), 0 ≤ shard <
+// Shards(); the key functions take it.
+func (s *Engine) Prefix(shard int) string { return s.shards[shard].prefix }
+
+// NextShard returns the shards in turn, starting anywhere: where a caller
+// spreads work (a new task's shard, a claim's first shard).
+func (s *Engine) NextShard() int { return int(s.rr.Add(1) % uint32(s.opts.Shards)) }
 
 // Fence identifies a leader-only write: the election and the leader's
 // fencing token (the CreateRevision of its election key).
@@ -150,30 +165,33 @@ type Fence struct {
 	Token int64
 }
 
+// Clock is the time argument every script takes: "" (scripts read Redis
+// TIME) unless Options.Now is set, then its ms.
 func (s *Engine) Clock() string {
-	if s.Opts.Now == nil {
+	if s.opts.Now == nil {
 		return ""
 	}
-	return strconv.FormatInt(s.Opts.Now().UnixMilli(), 10)
+	return strconv.FormatInt(s.opts.Now().UnixMilli(), 10)
 }
 
+// Now is Options.Now() when set, else the local clock: the time the Go
+// side uses beside the scripts'.
 func (s *Engine) Now() time.Time {
-	if s.Opts.Now != nil {
-		return s.Opts.Now()
+	if s.opts.Now != nil {
+		return s.opts.Now()
 	}
 	return time.Now()
 }
 
+// KeysWith returns a new slice of shard's KEYS[1..8] (the keys every
+// script takes first, keys.go) followed by extra.
 func (s *Engine) KeysWith(shard int, extra ...string) []string {
-	k := make([]string, 0, 8+len(extra))
-	k = append(k, s.Keys[shard].Base...)
+	k := make([]string, 0, len(s.shards[shard].base)+len(extra))
+	k = append(k, s.shards[shard].base...)
 	return append(k, extra...)
 }
 
-func (s *Engine) FenceKey(shard int, f Fence) string {
-	return s.Keys[shard].Prefix + "fence:" + f.Name
-}
-
+// ShardOf is the shard holding task id, or the error of a malformed id.
 func (s *Engine) ShardOf(id string) (int, error) {
 	p, err := task.ParseID(id)
 	if err != nil {
@@ -181,7 +199,7 @@ func (s *Engine) ShardOf(id string) (int, error) {
 	}
 	// A task handed off from another region keeps its id; it lives in the
 	// shard its id names, modulo this region's shard count.
-	return p.Shard % s.Opts.Shards, nil
+	return p.Shard % s.opts.Shards, nil
 }
 
 // ShardForKey is the shard of a keyed submit: from tenant and key, so the
@@ -191,7 +209,7 @@ func (s *Engine) ShardForKey(tenant, key string) int {
 	h.Write([]byte(tenant))
 	h.Write([]byte{0})
 	h.Write([]byte(key))
-	return int(h.Sum32() % uint32(s.Opts.Shards))
+	return int(h.Sum32() % uint32(s.opts.Shards))
 }
 
 // NewTask is one task to accept.
@@ -269,37 +287,6 @@ func CapTrail(tr []task.Transition) []task.Transition {
 		return tr
 	}
 	return append(append([]task.Transition(nil), tr[:16]...), tr[len(tr)-(MaxCarriedTrail-16):]...)
-}
-
-// historyFields are the record fields and trail lines (field "~") that
-// carry h into the receiving region's record.
-func HistoryFields(h *History, region string) []any {
-	f := []any{"ct", strconv.FormatInt(h.CreatedAt.UnixMilli(), 10)}
-	if h.Attempts > 0 {
-		f = append(f, "at", strconv.Itoa(h.Attempts))
-	}
-	if h.PreemptCount > 0 {
-		f = append(f, "pc", strconv.Itoa(h.PreemptCount))
-	}
-	if h.LastError != "" {
-		f = append(f, "er", record.Clean(h.LastError, task.MaxErrorLen))
-	}
-	for _, t := range CapTrail(h.Trail) {
-		r := t.Region
-		if r == "" {
-			r = region
-		}
-		f = append(f, "~", trailLine(t, r))
-	}
-	return f
-}
-
-// trailLine writes a step in the trail list's format (lib.lua trail), with
-// the region of a carried step as an eighth column.
-func trailLine(t task.Transition, region string) string {
-	return strconv.FormatInt(t.At.UnixMilli(), 10) + "\t" + record.StateCodeOf(t.From) + "\t" + record.StateCodeOf(t.To) + "\t" +
-		record.Clean(t.Reason, 64) + "\t" + record.Clean(t.By, 128) + "\t" + strconv.Itoa(t.Attempt) + "\t" +
-		record.Clean(t.Error, task.MaxErrorLen) + "\t" + record.Clean(region, 63)
 }
 
 // Quota is the share of a tenant's submit bucket a batch takes before it
@@ -551,88 +538,5 @@ func ToStr(v any) string {
 
 // NewID returns a new id of this region on shard, from the store's generator.
 func (s *Engine) NewID(shard int, now time.Time) string {
-	return s.Opts.IDs.New(s.Opts.Region, shard, now)
-}
-
-// ReserveBacklog reserves room in tenant's backlog in this region for
-// tasks that will be created later with these ids (a DAG run's nodes,
-// docs/security.md "max_backlog"), as if they existed: they count from
-// now, and a task created with NewTask.Reserved under one of them takes
-// its room instead of being counted (or checked) again. Each shard checks
-// the ids it will hold against its share of max, ⌈max ÷ shards⌉, with its
-// count in one script, so concurrent reservations and submits never pass
-// it together. All or nothing: when a shard has no room, the shards
-// reserved already give theirs back and the error is ErrBacklogFull.
-// UnreserveBacklog gives back the room of ids whose task was never
-// created.
-func (s *Engine) ReserveBacklog(ctx context.Context, tenant string, max int, ids []string) error {
-	byShard, err := s.idsByShard(ids)
-	if err != nil {
-		return err
-	}
-	capOf := strconv.Itoa((max + s.Opts.Shards - 1) / s.Opts.Shards)
-	tn := BacklogTenant(tenant)
-	var done []string
-	for shard, sids := range byShard {
-		if len(sids) == 0 {
-			continue
-		}
-		argv := make([]any, 0, 4+len(sids))
-		argv = append(argv, s.Clock(), "r", tn, capOf)
-		for _, id := range sids {
-			argv = append(argv, id)
-		}
-		ok, err := s.Run(ctx, s.RDB, Scripts.backlog, s.KeysWith(shard), argv...).Int()
-		if err == nil && ok != 1 {
-			err = fmt.Errorf("%w: %d tasks of tenant %s do not fit in its max_backlog (%d)", ErrBacklogFull, len(ids), tenant, max)
-		} else if err != nil {
-			err = fmt.Errorf("queue: reserve backlog: %w", err)
-		}
-		if err != nil {
-			if len(done) > 0 {
-				_ = s.UnreserveBacklog(context.WithoutCancel(ctx), done)
-			}
-			return err
-		}
-		done = append(done, sids...)
-	}
-	return nil
-}
-
-// UnreserveBacklog gives back the backlog room ReserveBacklog reserved for
-// ids whose task was not created (a node that never ran, a run that
-// ended); ids created already, or never reserved, change nothing, so it
-// may run any number of times.
-func (s *Engine) UnreserveBacklog(ctx context.Context, ids []string) error {
-	byShard, err := s.idsByShard(ids)
-	if err != nil {
-		return err
-	}
-	for shard, sids := range byShard {
-		if len(sids) == 0 {
-			continue
-		}
-		argv := make([]any, 0, 4+len(sids))
-		argv = append(argv, s.Clock(), "u", "", "0")
-		for _, id := range sids {
-			argv = append(argv, id)
-		}
-		if err := s.Run(ctx, s.RDB, Scripts.backlog, s.KeysWith(shard), argv...).Err(); err != nil {
-			return fmt.Errorf("queue: give back backlog: %w", err)
-		}
-	}
-	return nil
-}
-
-// idsByShard groups ids by the shard that holds them.
-func (s *Engine) idsByShard(ids []string) ([][]string, error) {
-	out := make([][]string, s.Opts.Shards)
-	for _, id := range ids {
-		shard, err := s.ShardOf(id)
-		if err != nil {
-			return nil, err
-		}
-		out[shard] = append(out[shard], id)
-	}
-	return out, nil
+	return s.opts.IDs.New(s.opts.Region, shard, now)
 }

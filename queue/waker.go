@@ -17,7 +17,7 @@ import (
 func (s *Engine) PopAny(ctx context.Context, keys []string, timeout time.Duration) (bool, error) {
 	var err error
 	if timeout%time.Second == 0 {
-		err = s.RDB.BLPop(ctx, timeout, keys...).Err()
+		err = s.rdb.BLPop(ctx, timeout, keys...).Err()
 	} else {
 		args := make([]any, 0, len(keys)+2)
 		args = append(args, "BLPOP")
@@ -25,7 +25,7 @@ func (s *Engine) PopAny(ctx context.Context, keys []string, timeout time.Duratio
 			args = append(args, k)
 		}
 		args = append(args, strconv.FormatFloat(timeout.Seconds(), 'f', 3, 64))
-		err = s.RDB.Do(ctx, args...).Err()
+		err = s.rdb.Do(ctx, args...).Err()
 	}
 	if errors.Is(err, redis.Nil) {
 		return false, nil

@@ -35,17 +35,17 @@ func (s *Claimer) ClaimTasks(ctx context.Context, req queue.ClaimRequest) (queue
 		price = strconv.FormatFloat(req.Price, 'f', -1, 64)
 	}
 	var out []*task.Task
-	start := int(s.Rr.Add(1))
-	if s.Opts.Shards > 1 {
+	start := s.NextShard()
+	if s.Shards() > 1 {
 		if k, ok := s.takeOwed(req.Pool, n); ok {
 			start = k
 		}
 	}
-	for i := 0; i < s.Opts.Shards && len(out) < n; i++ {
-		shard := (start + i) % s.Opts.Shards
-		res, err := s.Run(ctx, s.RDB, queue.Scripts.Claim, s.KeysWith(shard, s.Keys[shard].Px), s.Clock(), req.Pool, req.Worker,
-			n-len(out), s.Opts.Lease.Milliseconds(), s.Opts.AgingStep.Milliseconds(), price,
-			s.Opts.Defaults.Timeout.Milliseconds(), served, queue.ClaimSkip).Slice()
+	for i := 0; i < s.Shards() && len(out) < n; i++ {
+		shard := (start + i) % s.Shards()
+		res, err := s.Run(ctx, s.Client(), queue.Scripts.Claim, s.KeysWith(shard, queue.PricesKey(s.Prefix(shard))), s.Clock(), req.Pool, req.Worker,
+			n-len(out), s.Options().Lease.Milliseconds(), s.Options().AgingStep.Milliseconds(), price,
+			s.Options().Defaults.Timeout.Milliseconds(), served, queue.ClaimSkip).Slice()
 		if err != nil {
 			c.Tasks = out
 			return c, fmt.Errorf("queue: claim: %w", err)
@@ -67,7 +67,7 @@ func (s *Claimer) ClaimTasks(ctx context.Context, req queue.ClaimRequest) (queue
 		}
 		for j := 4; j+1 < len(res); j += 2 {
 			pairs, _ := res[j+1].([]any)
-			t := record.DecodePairs(queue.ToStr(res[j]), pairs, s.Opts.Defaults)
+			t := record.DecodePairs(queue.ToStr(res[j]), pairs, s.Options().Defaults)
 			if queue.MayBeLazy(t) {
 				queue.MarkLazyReady(t) // the claim wrote rs, rt, eq as well
 			}
@@ -80,7 +80,7 @@ func (s *Claimer) ClaimTasks(ctx context.Context, req queue.ClaimRequest) (queue
 			}
 			t.Attempts++
 			t.PricePerHour = paid
-			t.HeldBy = s.Opts.Region
+			t.HeldBy = s.Options().Region
 			out = append(out, t)
 		}
 	}
@@ -102,7 +102,7 @@ func (s *Claimer) WaitForWork(ctx context.Context, pool string, timeout time.Dur
 // its slots and the task types it serves; the zero Types: not said) as
 // alive in its pool, one call per shard. It returns the tasks to stop.
 func (s *Claimer) Heartbeat(ctx context.Context, worker, pool string, slots int, types queue.Types, held []queue.Lease) ([]queue.Stop, error) {
-	byShard := make([][]any, s.Opts.Shards)
+	byShard := make([][]any, s.Shards())
 	var stops []queue.Stop
 	for _, l := range held {
 		shard, err := s.ShardOf(l.ID)
@@ -116,16 +116,16 @@ func (s *Claimer) Heartbeat(ctx context.Context, worker, pool string, slots int,
 		if shard != 0 && len(items) == 0 {
 			continue // liveness lives in shard 0
 		}
-		p := s.Keys[shard].Prefix
+		p := s.Prefix(shard)
 		// The types live where the leader reads liveness: shard 0.
 		typ := "-"
 		if shard == 0 {
 			typ = types.Code
 		}
-		argv := append([]any{s.Clock(), worker, s.Opts.Lease.Milliseconds(), slots, len(items) / 3,
-			s.Opts.Defaults.Timeout.Milliseconds(), typ}, items...)
-		out, err := s.Run(ctx, s.RDB, queue.Scripts.Heartbeat, s.KeysWith(shard, p+"workers:"+pool, p+"slots:"+pool,
-			p+"types:"+pool), argv...).Slice()
+		argv := append([]any{s.Clock(), worker, s.Options().Lease.Milliseconds(), slots, len(items) / 3,
+			s.Options().Defaults.Timeout.Milliseconds(), typ}, items...)
+		out, err := s.Run(ctx, s.Client(), queue.Scripts.Heartbeat, s.KeysWith(shard, queue.WorkersKey(p, pool), queue.SlotsKey(p, pool),
+			queue.TypesKey(p, pool)), argv...).Slice()
 		if err != nil {
 			return nil, fmt.Errorf("queue: heartbeat: %w", err)
 		}
@@ -140,7 +140,7 @@ func (s *Claimer) Heartbeat(ctx context.Context, worker, pool string, slots int,
 // slice holds nil or ErrLeaseLost per completion.
 func (s *Claimer) Complete(ctx context.Context, cs ...queue.Completion) ([]error, error) {
 	errs := make([]error, len(cs))
-	byShard := make([][]int, s.Opts.Shards)
+	byShard := make([][]int, s.Shards())
 	for i, c := range cs {
 		shard, err := s.ShardOf(c.ID)
 		if err != nil {
@@ -153,11 +153,11 @@ func (s *Claimer) Complete(ctx context.Context, cs ...queue.Completion) ([]error
 		for start := 0; start < len(idx); start += queue.MaxBatch {
 			part := idx[start:min(start+queue.MaxBatch, len(idx))]
 			argv := make([]any, 0, 5+4*len(part))
-			argv = append(argv, s.Clock(), len(part), s.Opts.RunTimePairs, s.Alpha(), s.Opts.RetainSuccess.Milliseconds())
+			argv = append(argv, s.Clock(), len(part), s.Options().RunTimePairs, s.Alpha(), s.Options().RetainSuccess.Milliseconds())
 			for _, i := range part {
 				argv = append(argv, cs[i].ID, cs[i].Token, cs[i].Result, progressArg(cs[i].Progress))
 			}
-			out, err := s.Run(ctx, s.RDB, queue.Scripts.Complete, s.KeysWith(shard, s.Keys[shard].Rt), argv...).Slice()
+			out, err := s.Run(ctx, s.Client(), queue.Scripts.Complete, s.KeysWith(shard, queue.RunTimesKey(s.Prefix(shard))), argv...).Slice()
 			if err != nil {
 				return nil, fmt.Errorf("queue: complete: %w", err)
 			}
@@ -166,7 +166,7 @@ func (s *Claimer) Complete(ctx context.Context, cs ...queue.Completion) ([]error
 					errs[i] = queue.ErrLeaseLost
 				}
 			}
-			if len(out) > len(part)+1 && s.Opts.Shards > 1 {
+			if len(out) > len(part)+1 && s.Shards() > 1 {
 				s.owe(queue.ToStr(out[len(part)]), shard, queue.ToInt(out[len(part)+1]))
 			}
 		}
@@ -225,11 +225,11 @@ func (s *Claimer) Fail(ctx context.Context, f queue.Failure) (task.State, time.T
 	if f.Retryable {
 		retry = "1"
 	}
-	out, err := s.Run(ctx, s.RDB, queue.Scripts.Fail, s.KeysWith(shard, s.Keys[shard].Rt), s.Clock(), f.ID, f.Token,
-		record.Clean(f.Error, task.MaxErrorLen), retry, rand.IntN(1000), s.Opts.RetainDead.Milliseconds(),
-		s.Opts.RetainCanceled.Milliseconds(), reason, s.Opts.Defaults.MaxRetries,
-		s.Opts.Defaults.RetryBase.Milliseconds(), s.Opts.Defaults.RetryCap.Milliseconds(),
-		s.Opts.RunTimePairs, s.Alpha()).Slice()
+	out, err := s.Run(ctx, s.Client(), queue.Scripts.Fail, s.KeysWith(shard, queue.RunTimesKey(s.Prefix(shard))), s.Clock(), f.ID, f.Token,
+		record.Clean(f.Error, task.MaxErrorLen), retry, rand.IntN(1000), s.Options().RetainDead.Milliseconds(),
+		s.Options().RetainCanceled.Milliseconds(), reason, s.Options().Defaults.MaxRetries,
+		s.Options().Defaults.RetryBase.Milliseconds(), s.Options().Defaults.RetryCap.Milliseconds(),
+		s.Options().RunTimePairs, s.Alpha()).Slice()
 	if err != nil {
 		return "", time.Time{}, fmt.Errorf("queue: fail: %w", err)
 	}
@@ -251,8 +251,8 @@ func (s *Claimer) Return(ctx context.Context, id, token, reason string, delay ti
 	if err != nil {
 		return "", err
 	}
-	out, err := s.Run(ctx, s.RDB, queue.Scripts.Ret, s.KeysWith(shard), s.Clock(), id, token, reason,
-		delay.Milliseconds(), s.Opts.RetainCanceled.Milliseconds()).Slice()
+	out, err := s.Run(ctx, s.Client(), queue.Scripts.Ret, s.KeysWith(shard), s.Clock(), id, token, reason,
+		delay.Milliseconds(), s.Options().RetainCanceled.Milliseconds()).Slice()
 	if err != nil {
 		return "", fmt.Errorf("queue: return: %w", err)
 	}

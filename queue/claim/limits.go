@@ -20,8 +20,8 @@ func (s *Claimer) RetryAfter(ctx context.Context, id, token string, d time.Durat
 		return "", err
 	}
 	d = min(max(d, time.Millisecond), queue.MaxRetryAfter)
-	out, err := s.Run(ctx, s.RDB, queue.Scripts.Ret, s.KeysWith(shard), s.Clock(), id, token, task.ReasonRetryAfter,
-		0, s.Opts.RetainCanceled.Milliseconds(), d.Milliseconds()).Slice()
+	out, err := s.Run(ctx, s.Client(), queue.Scripts.Ret, s.KeysWith(shard), s.Clock(), id, token, task.ReasonRetryAfter,
+		0, s.Options().RetainCanceled.Milliseconds(), d.Milliseconds()).Slice()
 	if err != nil {
 		return "", fmt.Errorf("queue: retry after: %w", err)
 	}

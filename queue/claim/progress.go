@@ -21,7 +21,7 @@ func (s *Claimer) Progress(ctx context.Context, id, token string, p task.Progres
 	if err != nil {
 		return err
 	}
-	out, err := s.Run(ctx, s.RDB, queue.Scripts.Progress, s.KeysWith(shard), s.Clock(), id, token,
+	out, err := s.Run(ctx, s.Client(), queue.Scripts.Progress, s.KeysWith(shard), s.Clock(), id, token,
 		strconv.FormatFloat(p.Percent, 'f', -1, 64), record.Clean(p.Message, task.MaxProgressMessage)).Slice()
 	if err != nil {
 		return fmt.Errorf("queue: progress: %w", err)

@@ -57,9 +57,9 @@ const WakerBlock = time.Second
 // NewWaker returns a Waker for pool. On a cluster it starts one goroutine
 // per shard; they pop only while someone waits.
 func (s *Claimer) NewWaker(pool string) *Waker {
-	w := &Waker{s: s.Engine, pool: pool, keys: make([]string, len(s.Keys))}
-	for i, k := range s.Keys {
-		w.keys[i] = k.Prefix + "wake:" + pool
+	w := &Waker{s: s.Engine, pool: pool, keys: make([]string, s.Shards())}
+	for i := range w.keys {
+		w.keys[i] = queue.WakeKey(s.Prefix(i), pool)
 	}
 	if s.OneNode() {
 		return w
@@ -67,8 +67,8 @@ func (s *Claimer) NewWaker(pool string) *Waker {
 	w.open = make(chan struct{})
 	w.signal = make(chan struct{}, 1)
 	w.stop = make(chan struct{})
-	w.conns = make([]*queue.BlockingConn, len(s.Keys))
-	for shard := range s.Keys {
+	w.conns = make([]*queue.BlockingConn, s.Shards())
+	for shard := range s.Shards() {
 		w.wg.Add(1)
 		go func() { defer w.wg.Done(); w.popLoop(shard) }()
 	}
@@ -281,7 +281,7 @@ func (w *Waker) giveBack(ctx context.Context, shard int) {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Second)
 	defer cancel()
 	// Should this fail, claimers still wake on their safety timeout.
-	_ = w.s.Run(ctx, w.s.RDB, queue.Scripts.Rewake, w.s.KeysWith(shard), w.s.Clock(), w.pool).Err()
+	_ = w.s.Run(ctx, w.s.Client(), queue.Scripts.Rewake, w.s.KeysWith(shard), w.s.Clock(), w.pool).Err()
 }
 
 // Close stops the pops and waits for them. Wait calls after it fail.

@@ -15,17 +15,18 @@ import (
 	"github.com/redis/go-redis/v9"
 )
 
-var dagScripts = struct{ create, update, cancel *queue.Script }{
-	create: queue.Load("dag_create"),
-	update: queue.Load("dag_update"),
-	cancel: queue.Load("dag_cancel"),
+var dagScripts = struct{ create, update, cancel, backlog *queue.Script }{
+	backlog: queue.Load("backlog"),
+	create:  queue.Load("dag_create"),
+	update:  queue.Load("dag_update"),
+	cancel:  queue.Load("dag_cancel"),
 }
 
 func (s *DAGs) DagKey(id, suffix string) string {
-	return s.Opts.Prefix + ":{dag:" + id + "}:" + suffix
+	return s.Options().Prefix + ":{dag:" + id + "}:" + suffix
 }
 
-func (s *DAGs) activeDAGs() string { return s.Opts.Prefix + ":{dags}:active" }
+func (s *DAGs) activeDAGs() string { return s.Options().Prefix + ":{dags}:active" }
 
 // CreateDAG stores a new run: RUNNING, every node in its first state
 // (initial; nodes left out are WAITING). It fails with ErrExists when a run
@@ -47,10 +48,10 @@ func (s *DAGs) CreateDAG(ctx context.Context, def *queue.DAGDef, initial map[str
 	if err != nil {
 		return err
 	}
-	if err := s.RDB.ZAdd(ctx, s.activeDAGs(), redis.Z{Score: float64(p.Time.UnixMilli()), Member: def.ID}).Err(); err != nil {
+	if err := s.Client().ZAdd(ctx, s.activeDAGs(), redis.Z{Score: float64(p.Time.UnixMilli()), Member: def.ID}).Err(); err != nil {
 		return fmt.Errorf("queue: create DAG: %w", err)
 	}
-	if err := s.RDB.Set(ctx, s.DagKey(def.ID, "def"), b, 0).Err(); err != nil {
+	if err := s.Client().Set(ctx, s.DagKey(def.ID, "def"), b, 0).Err(); err != nil {
 		return fmt.Errorf("queue: create DAG: %w", err)
 	}
 	ids := def.TaskIDs()
@@ -58,8 +59,8 @@ func (s *DAGs) CreateDAG(ctx context.Context, def *queue.DAGDef, initial map[str
 		// Nothing else was stored (should these fail, the reconciler
 		// forgets the id).
 		ctx := context.WithoutCancel(ctx)
-		if s.RDB.Del(ctx, s.DagKey(def.ID, "def")).Err() == nil {
-			_ = s.RDB.ZRem(ctx, s.activeDAGs(), def.ID).Err()
+		if s.Client().Del(ctx, s.DagKey(def.ID, "def")).Err() == nil {
+			_ = s.Client().ZRem(ctx, s.activeDAGs(), def.ID).Err()
 		}
 		return err
 	}
@@ -87,7 +88,7 @@ func (s *DAGs) createDAG(ctx context.Context, def *queue.DAGDef, initial map[str
 	// would never move.
 	// The index of every run (GET /v1/dags) shares the active set's slot.
 	z := redis.Z{Score: float64(p.Time.UnixMilli()), Member: def.ID}
-	if _, err := s.RDB.TxPipelined(ctx, func(pipe redis.Pipeliner) error {
+	if _, err := s.Client().TxPipelined(ctx, func(pipe redis.Pipeliner) error {
 		pipe.ZAdd(ctx, s.activeDAGs(), z)
 		pipe.ZAdd(ctx, s.AllDAGs(), z)
 		pipe.ZRemRangeByRank(ctx, s.AllDAGs(), 0, -maxDAGIndex-1)
@@ -105,7 +106,7 @@ func (s *DAGs) createDAG(ctx context.Context, def *queue.DAGDef, initial map[str
 		argv = append(argv, n.ID, st.Value())
 	}
 	keys := []string{s.DagKey(def.ID, "def"), s.DagKey(def.ID, "run"), s.DagKey(def.ID, "nodes")}
-	code, err := s.Run(ctx, s.RDB, dagScripts.create, keys, argv...).Int()
+	code, err := s.Run(ctx, s.Client(), dagScripts.create, keys, argv...).Int()
 	if err != nil {
 		return fmt.Errorf("queue: create DAG: %w", err)
 	}
@@ -117,7 +118,7 @@ func (s *DAGs) createDAG(ctx context.Context, def *queue.DAGDef, initial map[str
 
 // DAGDefinition reads a run's definition.
 func (s *DAGs) DAGDefinition(ctx context.Context, id string) (*queue.DAGDef, error) {
-	b, err := s.RDB.Get(ctx, s.DagKey(id, "def")).Bytes()
+	b, err := s.Client().Get(ctx, s.DagKey(id, "def")).Bytes()
 	if errors.Is(err, redis.Nil) {
 		return nil, fmt.Errorf("%w: %s", queue.ErrDAGNotFound, id)
 	}
@@ -133,7 +134,7 @@ func (s *DAGs) DAGDefinition(ctx context.Context, id string) (*queue.DAGDef, err
 
 // DAG reads a run's state and every node's (one round trip).
 func (s *DAGs) DAG(ctx context.Context, id string) (*queue.DAGRun, error) {
-	pipe := s.RDB.Pipeline()
+	pipe := s.Client().Pipeline()
 	rc := pipe.HGetAll(ctx, s.DagKey(id, "run"))
 	nc := pipe.HGetAll(ctx, s.DagKey(id, "nodes"))
 	if _, err := pipe.Exec(ctx); err != nil {
@@ -162,7 +163,7 @@ func dagRunOf(id string, h, nodes map[string]string) *queue.DAGRun {
 	return r
 }
 
-func (s *DAGs) AllDAGs() string { return s.Opts.Prefix + ":{dags}:all" }
+func (s *DAGs) AllDAGs() string { return s.Options().Prefix + ":{dags}:all" }
 
 // maxDAGIndex bounds the index of runs DAGRunsBefore pages through (the
 // oldest leave it first); runs expire on their own retention anyway.
@@ -180,7 +181,7 @@ func (s *DAGs) DAGRunsBefore(ctx context.Context, ms int64, id string, limit int
 	}
 	// Runs of the mark's millisecond at or after its id come back too: ask
 	// for a few more and skip them.
-	zs, err := s.RDB.ZRevRangeByScoreWithScores(ctx, s.AllDAGs(), &redis.ZRangeBy{Max: max, Min: "-inf", Count: int64(limit + 64)}).Result()
+	zs, err := s.Client().ZRevRangeByScoreWithScores(ctx, s.AllDAGs(), &redis.ZRangeBy{Max: max, Min: "-inf", Count: int64(limit + 64)}).Result()
 	if err != nil {
 		return nil, false, fmt.Errorf("queue: DAG runs: %w", err)
 	}
@@ -194,7 +195,7 @@ func (s *DAGs) DAGRunsBefore(ctx context.Context, ms int64, id string, limit int
 	}
 	more := len(ids) > limit
 	ids = ids[:min(len(ids), limit)]
-	pipe := s.RDB.Pipeline()
+	pipe := s.Client().Pipeline()
 	runs := make([]*redis.MapStringStringCmd, len(ids))
 	nodes := make([]*redis.MapStringStringCmd, len(ids))
 	for i, id := range ids {
@@ -216,14 +217,14 @@ func (s *DAGs) DAGRunsBefore(ctx context.Context, ms int64, id string, limit int
 		}
 	}
 	if len(gone) > 0 {
-		_ = s.RDB.ZRem(ctx, s.AllDAGs(), gone...).Err() // tidying: the next listing retries
+		_ = s.Client().ZRem(ctx, s.AllDAGs(), gone...).Err() // tidying: the next listing retries
 	}
 	return out, more, nil
 }
 
 // dagsIndexed marks that IndexOldDAGRuns went through every run key once:
 // runs created since are indexed by CreateDAG.
-func (s *DAGs) DagsIndexed() string { return s.Opts.Prefix + ":{dags}:indexed" }
+func (s *DAGs) DagsIndexed() string { return s.Options().Prefix + ":{dags}:indexed" }
 
 // IndexOldDAGRuns adds to the index DAGRunsBefore reads the runs created
 // before that index existed (they have a run hash but no index entry). It
@@ -234,12 +235,12 @@ func (s *DAGs) DagsIndexed() string { return s.Opts.Prefix + ":{dags}:indexed" }
 // indexed, and later calls return at once. It returns how many runs it
 // added.
 func (s *DAGs) IndexOldDAGRuns(ctx context.Context, batch int) (int, error) {
-	if n, err := s.RDB.Exists(ctx, s.DagsIndexed()).Result(); err != nil {
+	if n, err := s.Client().Exists(ctx, s.DagsIndexed()).Result(); err != nil {
 		return 0, fmt.Errorf("queue: index DAG runs: %w", err)
 	} else if n == 1 {
 		return 0, nil
 	}
-	head, tail := s.Opts.Prefix+":{dag:", "}:run"
+	head, tail := s.Options().Prefix+":{dag:", "}:run"
 	var added atomic.Int64 // a cluster's masters are scanned at once
 	scan := func(ctx context.Context, c redis.Cmdable) error {
 		var cursor uint64
@@ -256,7 +257,7 @@ func (s *DAGs) IndexOldDAGRuns(ctx context.Context, batch int) (int, error) {
 				}
 			}
 			if len(zs) > 0 {
-				n, err := s.RDB.ZAddNX(ctx, s.AllDAGs(), zs...).Result()
+				n, err := s.Client().ZAddNX(ctx, s.AllDAGs(), zs...).Result()
 				if err != nil {
 					return err
 				}
@@ -271,12 +272,12 @@ func (s *DAGs) IndexOldDAGRuns(ctx context.Context, batch int) (int, error) {
 	if cc := s.Cluster(); cc != nil {
 		err = cc.ForEachMaster(ctx, func(ctx context.Context, c *redis.Client) error { return scan(ctx, c) })
 	} else {
-		err = scan(ctx, s.RDB)
+		err = scan(ctx, s.Client())
 	}
 	if err != nil {
 		return int(added.Load()), fmt.Errorf("queue: index DAG runs: %w", err)
 	}
-	if _, err := s.RDB.TxPipelined(ctx, func(pipe redis.Pipeliner) error {
+	if _, err := s.Client().TxPipelined(ctx, func(pipe redis.Pipeliner) error {
 		pipe.ZRemRangeByRank(ctx, s.AllDAGs(), 0, -maxDAGIndex-1)
 		pipe.Set(ctx, s.DagsIndexed(), "1", 0)
 		return nil
@@ -288,7 +289,7 @@ func (s *DAGs) IndexOldDAGRuns(ctx context.Context, batch int) (int, error) {
 
 // ActiveDAGs lists up to limit ids of running DAG runs, oldest first.
 func (s *DAGs) ActiveDAGs(ctx context.Context, limit int) ([]string, error) {
-	ids, err := s.RDB.ZRange(ctx, s.activeDAGs(), 0, int64(queue.ClampBatch(limit)-1)).Result()
+	ids, err := s.Client().ZRange(ctx, s.activeDAGs(), 0, int64(queue.ClampBatch(limit)-1)).Result()
 	if err != nil {
 		return nil, fmt.Errorf("queue: active DAGs: %w", err)
 	}
@@ -297,7 +298,7 @@ func (s *DAGs) ActiveDAGs(ctx context.Context, limit int) ([]string, error) {
 
 // ForgetDAG takes an ended (or never created) run out of the active set.
 func (s *DAGs) ForgetDAG(ctx context.Context, id string) error {
-	if err := s.RDB.ZRem(ctx, s.activeDAGs(), id).Err(); err != nil {
+	if err := s.Client().ZRem(ctx, s.activeDAGs(), id).Err(); err != nil {
 		return fmt.Errorf("queue: forget DAG: %w", err)
 	}
 	return nil
@@ -306,7 +307,7 @@ func (s *DAGs) ForgetDAG(ctx context.Context, id string) error {
 // ForgetDAGDefinition deletes the definition of a run that was never
 // stored (a create that stopped after its backlog reservation).
 func (s *DAGs) ForgetDAGDefinition(ctx context.Context, id string) error {
-	if err := s.RDB.Del(ctx, s.DagKey(id, "def")).Err(); err != nil {
+	if err := s.Client().Del(ctx, s.DagKey(id, "def")).Err(); err != nil {
 		return fmt.Errorf("queue: forget DAG: %w", err)
 	}
 	return nil
@@ -321,13 +322,13 @@ func (s *DAGs) ForgetDAGDefinition(ctx context.Context, id string) error {
 // the call then only ends the run if every node is settled.
 func (s *DAGs) UpdateDAG(ctx context.Context, f queue.Fence, id string, steps []queue.DAGStep) (queue.DAGUpdate, error) {
 	argv := make([]any, 0, 6+3*len(steps))
-	argv = append(argv, s.Clock(), f.Token, s.Opts.RetainSuccess.Milliseconds(), s.Opts.RetainDead.Milliseconds(),
-		s.Opts.RetainCanceled.Milliseconds(), len(steps))
+	argv = append(argv, s.Clock(), f.Token, s.Options().RetainSuccess.Milliseconds(), s.Options().RetainDead.Milliseconds(),
+		s.Options().RetainCanceled.Milliseconds(), len(steps))
 	for _, st := range steps {
 		argv = append(argv, st.Node, queue.NodeCodes[st.From], st.To.Value())
 	}
 	keys := []string{s.DagKey(id, "def"), s.DagKey(id, "run"), s.DagKey(id, "nodes"), s.DagKey(id, "fence:"+f.Name)}
-	out, err := s.Run(ctx, s.RDB, dagScripts.update, keys, argv...).Slice()
+	out, err := s.Run(ctx, s.Client(), dagScripts.update, keys, argv...).Slice()
 	if err != nil {
 		return queue.DAGUpdate{}, fmt.Errorf("queue: update DAG: %w", err)
 	}
@@ -359,7 +360,7 @@ func (s *DAGs) UpdateDAG(ctx context.Context, f queue.Fence, id string, steps []
 func (s *DAGs) CancelDAG(ctx context.Context, id, tenant, by string) (queue.DAGCancel, error) {
 	canceled := queue.DAGNode{State: task.NodeCanceled, Reason: task.ReasonCanceledByUser}
 	keys := []string{s.DagKey(id, "run"), s.DagKey(id, "nodes")}
-	out, err := s.Run(ctx, s.RDB, dagScripts.cancel, keys, s.Clock(), tenant, by, canceled.Value()).Slice()
+	out, err := s.Run(ctx, s.Client(), dagScripts.cancel, keys, s.Clock(), tenant, by, canceled.Value()).Slice()
 	if err != nil {
 		return queue.DAGCancel{}, fmt.Errorf("queue: cancel DAG: %w", err)
 	}

@@ -17,19 +17,19 @@ func (s *HandOffs) Held(ctx context.Context, before time.Time, limit int) ([]que
 	limit = queue.ClampBatch(limit)
 	max := strconv.FormatInt(before.UnixMilli(), 10)
 	var out []queue.HeldTask
-	for shard := range s.Keys {
-		p := s.Keys[shard].Prefix
-		zs, err := s.RDB.ZRangeByScoreWithScores(ctx, p+"held", &redis.ZRangeBy{Min: "-inf", Max: max, Count: int64(limit)}).Result()
+	for shard := range s.Shards() {
+		p := s.Prefix(shard)
+		zs, err := s.Client().ZRangeByScoreWithScores(ctx, queue.HeldKey(p), &redis.ZRangeBy{Min: "-inf", Max: max, Count: int64(limit)}).Result()
 		if err != nil {
 			return nil, fmt.Errorf("queue: held: %w", err)
 		}
 		if len(zs) == 0 {
 			continue
 		}
-		pipe := s.RDB.Pipeline()
+		pipe := s.Client().Pipeline()
 		cmds := make([]*redis.StringCmd, len(zs))
 		for i, z := range zs {
-			cmds[i] = pipe.HGet(ctx, p+"t:"+z.Member.(string), "hf")
+			cmds[i] = pipe.HGet(ctx, queue.TaskKey(p, z.Member.(string)), "hf")
 		}
 		if _, err := pipe.Exec(ctx); err != nil && err != redis.Nil {
 			return nil, fmt.Errorf("queue: held: %w", err)
@@ -60,7 +60,7 @@ func (s *HandOffs) Release(ctx context.Context, from string, ids []string) (int,
 func (s *HandOffs) Drop(ctx context.Context, from string, ids []string) (int, error) {
 	var own, others []string
 	for _, id := range ids {
-		if p, err := task.ParseID(id); err == nil && p.Region == s.Opts.Region {
+		if p, err := task.ParseID(id); err == nil && p.Region == s.Options().Region {
 			own = append(own, id)
 		} else {
 			others = append(others, id)
@@ -75,7 +75,7 @@ func (s *HandOffs) Drop(ctx context.Context, from string, ids []string) (int, er
 }
 
 func (s *HandOffs) settleHeld(ctx context.Context, op, from string, ids []string) (int, error) {
-	byShard := make([][]string, s.Opts.Shards)
+	byShard := make([][]string, s.Shards())
 	for _, id := range ids {
 		shard, err := s.ShardOf(id)
 		if err != nil {
@@ -88,11 +88,11 @@ func (s *HandOffs) settleHeld(ctx context.Context, op, from string, ids []string
 		for start := 0; start < len(ids); start += queue.MaxBatch {
 			chunk := ids[start:min(start+queue.MaxBatch, len(ids))]
 			argv := make([]any, 0, 4+len(chunk))
-			argv = append(argv, s.Clock(), op, from, s.Opts.RetainDead.Milliseconds())
+			argv = append(argv, s.Clock(), op, from, s.Options().RetainDead.Milliseconds())
 			for _, id := range chunk {
 				argv = append(argv, id)
 			}
-			out, err := s.Run(ctx, s.RDB, queue.Scripts.Held, s.KeysWith(shard, s.Keys[shard].Prefix+"held"), argv...).StringSlice()
+			out, err := s.Run(ctx, s.Client(), queue.Scripts.Held, s.KeysWith(shard, queue.HeldKey(s.Prefix(shard))), argv...).StringSlice()
 			if err != nil {
 				return n, fmt.Errorf("queue: %s held hand-offs: %w", op, err)
 			}
@@ -112,7 +112,7 @@ func (s *HandOffs) settleHeld(ctx context.Context, op, from string, ids []string
 // record is the one decision (held.lua), so its state is the answer.
 func (s *HandOffs) HandOffWord(ctx context.Context, target string, ids []string) ([]string, error) {
 	out := make([]string, len(ids))
-	pipe := s.RDB.Pipeline()
+	pipe := s.Client().Pipeline()
 	cmds := make([]*redis.SliceCmd, len(ids))
 	for i, id := range ids {
 		shard, err := s.ShardOf(id)
@@ -120,7 +120,7 @@ func (s *HandOffs) HandOffWord(ctx context.Context, target string, ids []string)
 			out[i] = queue.WordUnknown
 			continue
 		}
-		cmds[i] = pipe.HMGet(ctx, s.Keys[shard].Prefix+"t:"+id, "st", "ho", "ob")
+		cmds[i] = pipe.HMGet(ctx, queue.TaskKey(s.Prefix(shard), id), "st", "ho", "ob")
 	}
 	if pipe.Len() > 0 {
 		if _, err := pipe.Exec(ctx); err != nil {
@@ -128,7 +128,7 @@ func (s *HandOffs) HandOffWord(ctx context.Context, target string, ids []string)
 		}
 	}
 	now := s.Now()
-	keep := min(s.Opts.RetainSuccess, s.Opts.RetainCanceled, s.Opts.RetainDead)
+	keep := min(s.Options().RetainSuccess, s.Options().RetainCanceled, s.Options().RetainDead)
 	for i, c := range cmds {
 		if c == nil {
 			continue

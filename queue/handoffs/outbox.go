@@ -24,8 +24,8 @@ func (s *HandOffs) Outbox(ctx context.Context, limit int) ([]*task.Task, error) 
 	limit = min(limit, queue.MaxOutboxRead)
 	now := strconv.FormatInt(s.Now().UnixMilli(), 10)
 	var out []*task.Task
-	for shard := range s.Keys {
-		ids, err := s.RDB.ZRangeByScore(ctx, s.Keys[shard].Prefix+"outbox",
+	for shard := range s.Shards() {
+		ids, err := s.Client().ZRangeByScore(ctx, queue.OutboxKey(s.Prefix(shard)),
 			&redis.ZRangeBy{Min: "-inf", Max: now, Count: int64(limit)}).Result()
 		if err != nil {
 			return nil, fmt.Errorf("queue: outbox: %w", err)
@@ -59,7 +59,7 @@ func (s *HandOffs) HandOffDone(ctx context.Context, id string, accepted bool, f 
 // of shards not written by then carry it too.
 func (s *HandOffs) HandOffDoneMany(ctx context.Context, answers []queue.HandOffAnswer, f ...queue.Fence) ([]error, error) {
 	errs := make([]error, len(answers))
-	byShard := make([][]int, s.Opts.Shards)
+	byShard := make([][]int, s.Shards())
 	for i, a := range answers {
 		shard, err := s.ShardOf(a.ID)
 		if err != nil {
@@ -86,14 +86,14 @@ func (s *HandOffs) HandOffDoneMany(ctx context.Context, answers []queue.HandOffA
 }
 
 func (s *HandOffs) handOffDoneShard(ctx context.Context, shard int, answers []queue.HandOffAnswer, idx []int, errs []error, f []queue.Fence) error {
-	keys := s.KeysWith(shard, s.Keys[shard].Prefix+"outbox")
+	keys := s.KeysWith(shard, queue.OutboxKey(s.Prefix(shard)))
 	token := ""
 	if len(f) > 0 {
-		keys = append(keys, s.FenceKey(shard, f[0]))
+		keys = append(keys, queue.FenceKey(s.Prefix(shard), f[0]))
 		token = strconv.FormatInt(f[0].Token, 10)
 	}
 	argv := make([]any, 0, 4+2*len(idx))
-	argv = append(argv, s.Clock(), s.Opts.RetainDead.Milliseconds(), s.Opts.RetainCanceled.Milliseconds(), token)
+	argv = append(argv, s.Clock(), s.Options().RetainDead.Milliseconds(), s.Options().RetainCanceled.Milliseconds(), token)
 	for _, i := range idx {
 		outcome := "refused"
 		switch {
@@ -106,7 +106,7 @@ func (s *HandOffs) handOffDoneShard(ctx context.Context, shard int, answers []qu
 		}
 		argv = append(argv, answers[i].ID, outcome)
 	}
-	out, err := s.Run(ctx, s.RDB, queue.Scripts.Handoff, keys, argv...).Slice()
+	out, err := s.Run(ctx, s.Client(), queue.Scripts.Handoff, keys, argv...).Slice()
 	if err != nil {
 		return fmt.Errorf("queue: hand-off: %w", err)
 	}
@@ -141,7 +141,7 @@ func (s *HandOffs) HandOffRetry(ctx context.Context, id string, at time.Time) er
 // of it, so a deposed leader's retry at worst delays the next leader's
 // attempt by one backoff.
 func (s *HandOffs) HandOffRetryMany(ctx context.Context, retries []queue.OutboxRetry) error {
-	byShard := make([][]redis.Z, s.Opts.Shards)
+	byShard := make([][]redis.Z, s.Shards())
 	for _, r := range retries {
 		shard, err := s.ShardOf(r.ID)
 		if err != nil {
@@ -149,10 +149,10 @@ func (s *HandOffs) HandOffRetryMany(ctx context.Context, retries []queue.OutboxR
 		}
 		byShard[shard] = append(byShard[shard], redis.Z{Score: float64(r.At.UnixMilli()), Member: r.ID})
 	}
-	pipe := s.RDB.Pipeline()
+	pipe := s.Client().Pipeline()
 	for shard, zs := range byShard {
 		for start := 0; start < len(zs); start += queue.MaxBatch {
-			pipe.ZAddXX(ctx, s.Keys[shard].Prefix+"outbox", zs[start:min(start+queue.MaxBatch, len(zs))]...)
+			pipe.ZAddXX(ctx, queue.OutboxKey(s.Prefix(shard)), zs[start:min(start+queue.MaxBatch, len(zs))]...)
 		}
 	}
 	if pipe.Len() == 0 {

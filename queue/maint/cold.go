@@ -16,13 +16,13 @@ import (
 // Leader only: fenced.
 func (s *Maintainer) PromoteCold(ctx context.Context, f queue.Fence, limit int) (int, time.Time, error) {
 	limit = queue.ClampBatch(limit)
-	lead := (s.Opts.ColdHorizon / 2).Milliseconds()
+	lead := (s.Options().ColdHorizon / 2).Milliseconds()
 	moved := 0
 	var next time.Time
-	for shard := range s.Keys {
+	for shard := range s.Shards() {
 		for done := 0; done < limit; {
 			n := min(queue.ColdChunk, limit-done)
-			out, err := s.Run(ctx, s.RDB, queue.Scripts.Cold, s.ColdKeys(shard, s.FenceKey(shard, f)),
+			out, err := s.Run(ctx, s.Client(), queue.Scripts.Cold, s.ColdKeys(shard, queue.FenceKey(s.Prefix(shard), f)),
 				s.Clock(), "promote", f.Token, lead, n).Slice()
 			if err != nil {
 				return moved, next, fmt.Errorf("queue: promote cold: %w", err)

@@ -36,7 +36,7 @@ func weightMilli(w, def float64) int64 {
 // take its tasks as before, at no extra cost.
 func (s *Maintainer) SetFairShare(ctx context.Context, f queue.Fence, pools map[string]queue.FairShare) error {
 	names := slices.Sorted(maps.Keys(pools))
-	n := s.Opts.Shards
+	n := s.Shards()
 	var items []fairItem
 	for _, p := range names {
 		for _, t := range slices.Sorted(maps.Keys(pools[p].Tenants)) {
@@ -116,7 +116,7 @@ type fairItem struct {
 // only when they change: with several shards some floor or max has parts
 // that follow the tenant's work (SetFairShare).
 func (s *Maintainer) FairShareMoves(pools map[string]queue.FairShare) bool {
-	if s.Opts.Shards == 1 {
+	if s.Shards() == 1 {
 		return false
 	}
 	for _, fs := range pools {
@@ -193,8 +193,8 @@ func (s *Maintainer) fairShards(ctx context.Context, names []string, items []fai
 	for _, j := range moving {
 		byPool[items[j].pool] = append(byPool[items[j].pool], j)
 	}
-	out := make([]laneShard, s.Opts.Shards)
-	held := make([]fairHeld, s.Opts.Shards)
+	out := make([]laneShard, s.Shards())
+	held := make([]fairHeld, s.Shards())
 	type read struct {
 		shard int
 		pool  string
@@ -202,20 +202,20 @@ func (s *Maintainer) fairShards(ctx context.Context, names []string, items []fai
 		run   *redis.SliceCmd
 	}
 	var reads []read
-	set := make([]*redis.StringSliceCmd, s.Opts.Shards)
-	pipe := s.RDB.Pipeline()
+	set := make([]*redis.StringSliceCmd, s.Shards())
+	pipe := s.Client().Pipeline()
 	for shard := range out {
 		out[shard] = laneShard{slots: make([]int, n), running: make([]int, n), parked: make([]int, n)}
-		pre := s.Keys[shard].Prefix
-		set[shard] = pipe.SMembers(ctx, pre+"fsp")
+		pre := s.Prefix(shard)
+		set[shard] = pipe.SMembers(ctx, queue.FairPoolsKey(pre))
 		for _, p := range names {
-			r := read{shard: shard, pool: p, parts: pipe.HGetAll(ctx, pre+"fs:"+p)}
+			r := read{shard: shard, pool: p, parts: pipe.HGetAll(ctx, queue.FairPartsKey(pre, p))}
 			if js := byPool[p]; len(js) > 0 {
 				fields := make([]string, 0, 2*len(js))
 				for _, j := range js {
 					fields = append(fields, items[j].tenant, "^"+items[j].tenant)
 				}
-				r.run = pipe.HMGet(ctx, pre+"fr:"+p, fields...)
+				r.run = pipe.HMGet(ctx, queue.FairRunningKey(pre, p), fields...)
 			}
 			reads = append(reads, r)
 		}
@@ -234,7 +234,7 @@ func (s *Maintainer) fairShards(ctx context.Context, names []string, items []fai
 		n        *redis.IntCmd
 	}
 	var cards []card
-	pipe = s.RDB.Pipeline()
+	pipe = s.Client().Pipeline()
 	for _, r := range reads {
 		parts := r.parts.Val()
 		if _, ok := held[r.shard].pools[r.pool]; ok && len(parts) > 0 {
@@ -256,7 +256,7 @@ func (s *Maintainer) fairShards(ctx context.Context, names []string, items []fai
 				mask = "1234"
 			}
 			for _, pr := range mask {
-				key := fmt.Sprintf("%sfq:%s:%c:%s", s.Keys[r.shard].Prefix, r.pool, pr, items[j].tenant)
+				key := fmt.Sprintf("%sfq:%s:%c:%s", s.Prefix(r.shard), r.pool, pr, items[j].tenant)
 				cards = append(cards, card{r.shard, j, pipe.ZCard(ctx, key)})
 			}
 		}
@@ -276,8 +276,8 @@ func (s *Maintainer) fairShards(ctx context.Context, names []string, items []fai
 // share, over every shard (tests, tools).
 func (s *Maintainer) FairRunning(ctx context.Context, pool string) (map[string]int, error) {
 	out := map[string]int{}
-	for shard := range s.Keys {
-		m, err := s.RDB.HGetAll(ctx, s.Keys[shard].Prefix+"fr:"+pool).Result()
+	for shard := range s.Shards() {
+		m, err := s.Client().HGetAll(ctx, queue.FairRunningKey(s.Prefix(shard), pool)).Result()
 		if err != nil {
 			return nil, fmt.Errorf("queue: fair running: %w", err)
 		}

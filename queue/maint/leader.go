@@ -30,7 +30,7 @@ func (s *Maintainer) Promote(ctx context.Context, f queue.Fence, limit int, opt 
 		hot = "," + strings.Join(o.HotPools, ",") + ","
 	}
 	var res queue.PromoteResult
-	for shard := range s.Keys {
+	for shard := range s.Shards() {
 		var next *time.Time
 		readmitted := 0
 		for done := 0; done < limit; {
@@ -39,7 +39,7 @@ func (s *Maintainer) Promote(ctx context.Context, f queue.Fence, limit int, opt 
 			if budget >= 0 {
 				budget = max(0, budget-readmitted)
 			}
-			out, err := s.Run(ctx, s.RDB, queue.Scripts.Promote, s.KeysWith(shard, s.FenceKey(shard, f)),
+			out, err := s.Run(ctx, s.Client(), queue.Scripts.Promote, s.KeysWith(shard, queue.FenceKey(s.Prefix(shard), f)),
 				s.Clock(), f.Token, n, budget, hot, o.Spread.Milliseconds()).Slice()
 			if err != nil {
 				return res, fmt.Errorf("queue: promote: %w", err)
@@ -78,19 +78,19 @@ func (s *Maintainer) Promote(ctx context.Context, f queue.Fence, limit int, opt 
 func (s *Maintainer) DueTasks(ctx context.Context, limit int) ([]*task.Task, error) {
 	limit = queue.ClampBatch(limit)
 	var out []*task.Task
-	for shard := range s.Keys {
-		ids, err := s.RDB.ZRange(ctx, s.Keys[shard].Base[2], 0, int64(limit-1)).Result()
+	for shard := range s.Shards() {
+		ids, err := s.Client().ZRange(ctx, queue.DueKey(s.Prefix(shard)), 0, int64(limit-1)).Result()
 		if err != nil {
 			return nil, fmt.Errorf("queue: due tasks: %w", err)
 		}
 		if len(ids) == 0 {
 			continue
 		}
-		p := s.Keys[shard].Prefix
-		pipe := s.RDB.Pipeline()
+		p := s.Prefix(shard)
+		pipe := s.Client().Pipeline()
 		cmds := make([]*redis.SliceCmd, len(ids))
 		for i, id := range ids {
-			cmds[i] = pipe.HMGet(ctx, p+"t:"+id, queue.PlacementFields...)
+			cmds[i] = pipe.HMGet(ctx, queue.TaskKey(p, id), queue.PlacementFields...)
 		}
 		if _, err := pipe.Exec(ctx); err != nil {
 			return nil, fmt.Errorf("queue: due tasks: %w", err)
@@ -107,8 +107,8 @@ func (s *Maintainer) DueTasks(ctx context.Context, limit int) ([]*task.Task, err
 					r.Set(queue.PlacementFields[j], v)
 				}
 			}
-			t := r.Finish(s.Opts.Defaults)
-			t.HeldBy = s.Opts.Region
+			t := r.Finish(s.Options().Defaults)
+			t.HeldBy = s.Options().Region
 			out = append(out, t)
 		}
 	}
@@ -120,7 +120,7 @@ func (s *Maintainer) DueTasks(ctx context.Context, limit int) ([]*task.Task, err
 // promotion does, so the same bound keeps each script near 5 ms).
 func (s *Maintainer) Place(ctx context.Context, f queue.Fence, as []queue.Assignment) (queue.PlaceResult, error) {
 	var res queue.PlaceResult
-	byShard := make([][]any, s.Opts.Shards)
+	byShard := make([][]any, s.Shards())
 	for _, a := range as {
 		shard, err := s.ShardOf(a.ID)
 		if err != nil {
@@ -137,7 +137,7 @@ func (s *Maintainer) Place(ctx context.Context, f queue.Fence, as []queue.Assign
 		for start := 0; start < len(items); start += 5 * queue.PromoteChunk {
 			chunk := items[start:min(start+5*queue.PromoteChunk, len(items))]
 			argv := append([]any{s.Clock(), f.Token, len(chunk) / 5}, chunk...)
-			out, err := s.Run(ctx, s.RDB, queue.Scripts.Place, s.KeysWith(shard, s.FenceKey(shard, f), s.Keys[shard].Prefix+"outbox"), argv...).Slice()
+			out, err := s.Run(ctx, s.Client(), queue.Scripts.Place, s.KeysWith(shard, queue.FenceKey(s.Prefix(shard), f), queue.OutboxKey(s.Prefix(shard))), argv...).Slice()
 			if err != nil {
 				return res, fmt.Errorf("queue: place: %w", err)
 			}
@@ -158,11 +158,11 @@ func (s *Maintainer) Reap(ctx context.Context, f queue.Fence, limit int) (int, t
 	limit = queue.ClampBatch(limit)
 	total := 0
 	var next time.Time
-	for shard := range s.Keys {
-		out, err := s.Run(ctx, s.RDB, queue.Scripts.Reap, s.KeysWith(shard, s.FenceKey(shard, f)), s.Clock(), f.Token,
-			limit, rand.IntN(1000), s.Opts.RetainDead.Milliseconds(), s.Opts.RetainCanceled.Milliseconds(),
-			s.Opts.Defaults.MaxRetries, s.Opts.Defaults.RetryBase.Milliseconds(), s.Opts.Defaults.RetryCap.Milliseconds(),
-			s.Opts.Defaults.Timeout.Milliseconds()).Slice()
+	for shard := range s.Shards() {
+		out, err := s.Run(ctx, s.Client(), queue.Scripts.Reap, s.KeysWith(shard, queue.FenceKey(s.Prefix(shard), f)), s.Clock(), f.Token,
+			limit, rand.IntN(1000), s.Options().RetainDead.Milliseconds(), s.Options().RetainCanceled.Milliseconds(),
+			s.Options().Defaults.MaxRetries, s.Options().Defaults.RetryBase.Milliseconds(), s.Options().Defaults.RetryCap.Milliseconds(),
+			s.Options().Defaults.Timeout.Milliseconds()).Slice()
 		if err != nil {
 			return total, next, fmt.Errorf("queue: reap: %w", err)
 		}
@@ -186,9 +186,9 @@ func (s *Maintainer) Reap(ctx context.Context, f queue.Fence, limit int) (int, t
 // while a Sweep ran within SweepAlive.
 func (s *Maintainer) Sweep(ctx context.Context, f queue.Fence, limit int) (queue.Swept, error) {
 	var r queue.Swept
-	for shard := range s.Keys {
-		out, err := s.Run(ctx, s.RDB, queue.Scripts.Sweep, s.KeysWith(shard, s.FenceKey(shard, f)), s.Clock(), f.Token,
-			s.Opts.RetainDead.Milliseconds(), queue.ClampBatch(limit), s.Opts.RetainSuccess.Milliseconds(), queue.ClampBatch(limit),
+	for shard := range s.Shards() {
+		out, err := s.Run(ctx, s.Client(), queue.Scripts.Sweep, s.KeysWith(shard, queue.FenceKey(s.Prefix(shard), f)), s.Clock(), f.Token,
+			s.Options().RetainDead.Milliseconds(), queue.ClampBatch(limit), s.Options().RetainSuccess.Milliseconds(), queue.ClampBatch(limit),
 			queue.SweepAlive.Milliseconds()).Slice()
 		if err != nil {
 			return r, fmt.Errorf("queue: sweep: %w", err)
@@ -209,9 +209,9 @@ func (s *Maintainer) Sweep(ctx context.Context, f queue.Fence, limit int) (queue
 
 // CleanWorkers forgets a pool's dead workers and returns the live figures.
 func (s *Maintainer) CleanWorkers(ctx context.Context, f queue.Fence, pool string, cutoff time.Duration) (queue.PoolWorkers, error) {
-	p := s.Keys[0].Prefix
-	out, err := s.Run(ctx, s.RDB, queue.Scripts.Workers, s.KeysWith(0, s.FenceKey(0, f), p+"workers:"+pool, p+"slots:"+pool,
-		p+"types:"+pool), s.Clock(), f.Token, cutoff.Milliseconds()).Slice()
+	p := s.Prefix(0)
+	out, err := s.Run(ctx, s.Client(), queue.Scripts.Workers, s.KeysWith(0, queue.FenceKey(s.Prefix(0), f), queue.WorkersKey(p, pool), queue.SlotsKey(p, pool),
+		queue.TypesKey(p, pool)), s.Clock(), f.Token, cutoff.Milliseconds()).Slice()
 	if err != nil {
 		return queue.PoolWorkers{}, fmt.Errorf("queue: clean workers: %w", err)
 	}

@@ -39,7 +39,7 @@ func (s *Maintainer) SetLimits(ctx context.Context, f queue.Fence, limits []queu
 	for j, k := range keys {
 		ls[j] = by[k]
 	}
-	n := s.Opts.Shards
+	n := s.Shards()
 	if n == 1 {
 		whole := make([]queue.SharePart, len(keys))
 		for j, l := range ls {
@@ -74,7 +74,7 @@ func (s *Maintainer) SetLimits(ctx context.Context, f queue.Fence, limits []queu
 // when they change: the store has several shards, and the parts of every
 // limit follow the shards' work (SetLimits).
 func (s *Maintainer) LimitsMove(limits []queue.Limit) bool {
-	if s.Opts.Shards < 2 {
+	if s.Shards() < 2 {
 		return false
 	}
 	for _, l := range limits {
@@ -330,11 +330,11 @@ func (s *Maintainer) limitDemand(ctx context.Context, keys []string) ([][]queue.
 	for j, k := range keys {
 		at[k] = j
 	}
-	out := make([][]queue.SharePart, s.Opts.Shards)
-	stored := make([]int, s.Opts.Shards)
+	out := make([][]queue.SharePart, s.Shards())
+	stored := make([]int, s.Shards())
 	for shard := range out {
 		out[shard] = make([]queue.SharePart, len(keys))
-		res, err := s.Run(ctx, s.RDB, queue.Scripts.LimRead, s.KeysWith(shard), s.Clock()).Slice()
+		res, err := s.Run(ctx, s.Client(), queue.Scripts.LimRead, s.KeysWith(shard), s.Clock()).Slice()
 		if err != nil {
 			return nil, nil, fmt.Errorf("queue: limits' demand: %w", err)
 		}

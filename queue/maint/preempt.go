@@ -3,7 +3,6 @@ package maint
 import (
 	"context"
 	"fmt"
-	"strconv"
 	"time"
 
 	"github.com/ax-sched/ax/queue"
@@ -16,15 +15,15 @@ import (
 // waits).
 func (s *Maintainer) Running(ctx context.Context, pool string) ([]queue.RunningTask, error) {
 	var out []queue.RunningTask
-	for shard := range s.Keys {
-		ids, err := s.RDB.ZRange(ctx, s.Keys[shard].Base[3], 0, -1).Result()
+	for shard := range s.Shards() {
+		ids, err := s.Client().ZRange(ctx, queue.RunningKey(s.Prefix(shard)), 0, -1).Result()
 		if err != nil {
 			return nil, fmt.Errorf("queue: running: %w", err)
 		}
-		pipe := s.RDB.Pipeline()
+		pipe := s.Client().Pipeline()
 		cmds := make([]interface{ Val() []any }, len(ids))
 		for i, id := range ids {
-			cmds[i] = pipe.HMGet(ctx, s.Keys[shard].Prefix+"t:"+id, "st", "po", "pr", "pe", "pc", "sa", "lt", "wk")
+			cmds[i] = pipe.HMGet(ctx, queue.TaskKey(s.Prefix(shard), id), "st", "po", "pr", "pe", "pc", "sa", "lt", "wk")
 		}
 		if len(ids) > 0 {
 			if _, err := pipe.Exec(ctx); err != nil {
@@ -52,9 +51,9 @@ func (s *Maintainer) Running(ctx context.Context, pool string) ([]queue.RunningT
 // oldest one.
 func (s *Maintainer) Heads(ctx context.Context, pool string) ([]queue.WaitingHead, error) {
 	var out []queue.WaitingHead
-	for shard := range s.Keys {
+	for shard := range s.Shards() {
 		for p := 0; p <= task.MaxPriority; p++ {
-			z, err := s.RDB.ZRangeWithScores(ctx, s.Keys[shard].Prefix+"q:"+pool+":"+strconv.Itoa(p), 0, 0).Result()
+			z, err := s.Client().ZRangeWithScores(ctx, queue.ReadyKey(s.Prefix(shard), pool, p), 0, 0).Result()
 			if err != nil {
 				return nil, fmt.Errorf("queue: heads: %w", err)
 			}
@@ -73,7 +72,7 @@ func (s *Maintainer) RequestPreemption(ctx context.Context, f queue.Fence, id, t
 	if err != nil {
 		return false, "", err
 	}
-	out, err := s.Run(ctx, s.RDB, queue.Scripts.Preempt, s.KeysWith(shard, s.FenceKey(shard, f)), s.Clock(), f.Token, id, token, preemptor).Slice()
+	out, err := s.Run(ctx, s.Client(), queue.Scripts.Preempt, s.KeysWith(shard, queue.FenceKey(s.Prefix(shard), f)), s.Clock(), f.Token, id, token, preemptor).Slice()
 	if err != nil {
 		return false, "", fmt.Errorf("queue: preempt: %w", err)
 	}

@@ -22,13 +22,13 @@ func (s *Maintainer) SetPrices(ctx context.Context, f queue.Fence, prices map[st
 		}
 	}
 	sort.Strings(pools)
-	for shard := range s.Keys {
+	for shard := range s.Shards() {
 		argv := make([]any, 0, 2+2*len(pools))
 		argv = append(argv, s.Clock(), f.Token)
 		for _, p := range pools {
 			argv = append(argv, p, strconv.FormatFloat(prices[p], 'f', -1, 64))
 		}
-		out, err := s.Run(ctx, s.RDB, queue.Scripts.Prices, s.KeysWith(shard, s.FenceKey(shard, f), s.Keys[shard].Px), argv...).Slice()
+		out, err := s.Run(ctx, s.Client(), queue.Scripts.Prices, s.KeysWith(shard, queue.FenceKey(s.Prefix(shard), f), queue.PricesKey(s.Prefix(shard))), argv...).Slice()
 		if err != nil {
 			return fmt.Errorf("queue: set prices: %w", err)
 		}
@@ -44,8 +44,8 @@ func (s *Maintainer) SetPrices(ctx context.Context, f queue.Fence, prices map[st
 // writes to first. A new leader calls it before its first leader-only
 // write; ErrFenced means a newer leader exists already.
 func (s *Maintainer) Fence(ctx context.Context, f queue.Fence) error {
-	for shard := range s.Keys {
-		out, err := s.Run(ctx, s.RDB, queue.Scripts.Fence, s.KeysWith(shard, s.FenceKey(shard, f)), s.Clock(), f.Token).Slice()
+	for shard := range s.Shards() {
+		out, err := s.Run(ctx, s.Client(), queue.Scripts.Fence, s.KeysWith(shard, queue.FenceKey(s.Prefix(shard), f)), s.Clock(), f.Token).Slice()
 		if err != nil {
 			return fmt.Errorf("queue: fence: %w", err)
 		}

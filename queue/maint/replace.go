@@ -17,7 +17,7 @@ import (
 // ErrFenced once a newer leader exists (nothing of that shard's batch
 // moved).
 func (s *Maintainer) Replace(ctx context.Context, f queue.Fence, pool, why string, ids []string) (int, error) {
-	byShard := make([][]any, s.Opts.Shards)
+	byShard := make([][]any, s.Shards())
 	for _, id := range ids {
 		shard, err := s.ShardOf(id)
 		if err != nil {
@@ -29,9 +29,9 @@ func (s *Maintainer) Replace(ctx context.Context, f queue.Fence, pool, why strin
 	for shard, items := range byShard {
 		for start := 0; start < len(items); start += queue.MaxBatch {
 			chunk := items[start:min(start+queue.MaxBatch, len(items))]
-			keys := s.KeysWith(shard, s.FenceKey(shard, f))
+			keys := s.KeysWith(shard, queue.FenceKey(s.Prefix(shard), f))
 			argv := append([]any{s.Clock(), strconv.FormatInt(f.Token, 10), pool, why}, chunk...)
-			out, err := s.Run(ctx, s.RDB, queue.Scripts.Replace, keys, argv...).Slice()
+			out, err := s.Run(ctx, s.Client(), queue.Scripts.Replace, keys, argv...).Slice()
 			if err != nil {
 				return total, fmt.Errorf("queue: replace: %w", err)
 			}

@@ -15,16 +15,16 @@ import (
 // type names ever completed would hold the hash for good.
 func (s *Maintainer) TrimRunTimes(ctx context.Context, f queue.Fence) (int, error) {
 	removed := 0
-	for shard := range s.Keys {
-		n, err := s.RDB.HLen(ctx, s.Keys[shard].Rt).Result()
+	for shard := range s.Shards() {
+		n, err := s.Client().HLen(ctx, queue.RunTimesKey(s.Prefix(shard))).Result()
 		if err != nil {
 			return removed, fmt.Errorf("queue: trim run times: %w", err)
 		}
-		if n <= int64(s.Opts.RunTimePairs)*3/4 {
+		if n <= int64(s.Options().RunTimePairs)*3/4 {
 			continue
 		}
-		out, err := s.Run(ctx, s.RDB, queue.Scripts.RtTrim, s.KeysWith(shard, s.FenceKey(shard, f), s.Keys[shard].Rt),
-			s.Clock(), f.Token, max(1, s.Opts.RunTimePairs/2)).Slice()
+		out, err := s.Run(ctx, s.Client(), queue.Scripts.RtTrim, s.KeysWith(shard, queue.FenceKey(s.Prefix(shard), f), queue.RunTimesKey(s.Prefix(shard))),
+			s.Clock(), f.Token, max(1, s.Options().RunTimePairs/2)).Slice()
 		if err != nil {
 			return removed, fmt.Errorf("queue: trim run times: %w", err)
 		}

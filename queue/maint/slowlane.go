@@ -26,7 +26,7 @@ import (
 // pool left out has none.
 func (s *Maintainer) SetSlowLanes(ctx context.Context, f queue.Fence, lanes map[string]queue.SlowLane) error {
 	names := slices.Sorted(maps.Keys(lanes))
-	n := s.Opts.Shards
+	n := s.Shards()
 	caps := make([][]int, n) // shard → slots, in names' order
 	for shard := range caps {
 		caps[shard] = make([]int, len(names))
@@ -71,7 +71,7 @@ func (s *Maintainer) SetSlowLanes(ctx context.Context, f queue.Fence, lanes map[
 // when they change: with several shards a lane's slots follow the shards'
 // slow work (SetSlowLanes).
 func (s *Maintainer) SlowLanesMove(lanes map[string]queue.SlowLane) bool {
-	return s.Opts.Shards > 1 && len(lanes) > 0
+	return s.Shards() > 1 && len(lanes) > 0
 }
 
 // laneShard is one shard's part of the moving lanes (or limits), by
@@ -81,7 +81,7 @@ type laneShard struct{ slots, running, parked []int }
 // writeParts runs a fenced leader script on shard that answers, from
 // out[first] on, what each of its n items runs there after it.
 func (s *Maintainer) writeParts(ctx context.Context, sc *queue.Script, what string, f queue.Fence, shard int, argv []any, first, n int) ([]int, error) {
-	out, err := s.Run(ctx, s.RDB, sc, s.KeysWith(shard, s.FenceKey(shard, f)), argv...).Slice()
+	out, err := s.Run(ctx, s.Client(), sc, s.KeysWith(shard, queue.FenceKey(s.Prefix(shard), f)), argv...).Slice()
 	if err != nil {
 		return nil, fmt.Errorf("queue: %s: %w", what, err)
 	}
@@ -146,7 +146,7 @@ func moveParts(moving []int, total func(j int) int, caps [][]int, now []laneShar
 func (s *Maintainer) laneShards(ctx context.Context, names []string, moving []int) ([]laneShard, error) {
 	where := func(p string, j int) partKeys {
 		k := "w:" + names[j]
-		return partKeys{part: p + "sln", partField: names[j], run: p + "lc", runField: k, waiting: []string{p + "pk:" + k}}
+		return partKeys{part: queue.SlowLanesKey(p), partField: names[j], run: queue.LimitRunningKey(p), runField: k, waiting: []string{queue.ParkedKey(p, k)}}
 	}
 	slots := func(v string) int { // "threshold_ms slots"
 		_, c, _ := strings.Cut(v, " ")
@@ -166,16 +166,16 @@ type partKeys struct {
 // shardParts reads every shard's part of the moving items (of n): one
 // pipeline a shard; part parses the part's value.
 func (s *Maintainer) shardParts(ctx context.Context, n int, moving []int, where func(prefix string, j int) partKeys, part func(string) int) ([]laneShard, error) {
-	out := make([]laneShard, s.Opts.Shards)
+	out := make([]laneShard, s.Shards())
 	for shard := range out {
-		pipe := s.RDB.Pipeline()
+		pipe := s.Client().Pipeline()
 		type reads struct {
 			part, run *redis.StringCmd
 			waiting   []*redis.IntCmd
 		}
 		rs := map[int]*reads{}
 		for _, j := range moving {
-			k := where(s.Keys[shard].Prefix, j)
+			k := where(s.Prefix(shard), j)
 			r := &reads{part: pipe.HGet(ctx, k.part, k.partField), run: pipe.HGet(ctx, k.run, k.runField)}
 			for _, w := range k.waiting {
 				r.waiting = append(r.waiting, pipe.ZCard(ctx, w))

@@ -28,19 +28,19 @@ const tenantSample = 256
 func (s *Maintainer) Starving(ctx context.Context, pools []string, threshold time.Duration) (queue.Starving, error) {
 	out := queue.Starving{Ready: make(map[string][task.MaxPriority + 1]int, len(pools))}
 	before := "(" + strconv.FormatInt(s.Now().Add(-threshold).UnixMilli(), 10)
-	for shard := range s.Keys {
-		p := s.Keys[shard].Prefix
-		pipe := s.RDB.Pipeline()
+	for shard := range s.Shards() {
+		p := s.Prefix(shard)
+		pipe := s.Client().Pipeline()
 		ready := make([][task.MaxPriority + 1]*redis.IntCmd, len(pools))
 		for i, pool := range pools {
 			for prio := 0; prio <= task.MaxPriority; prio++ {
-				ready[i][prio] = pipe.ZCount(ctx, p+"q:"+pool+":"+strconv.Itoa(prio), "-inf", before)
+				ready[i][prio] = pipe.ZCount(ctx, queue.ReadyKey(p, pool, prio), "-inf", before)
 			}
 		}
-		due := pipe.ZCount(ctx, s.Keys[shard].Base[2], "-inf", before)
+		due := pipe.ZCount(ctx, queue.DueKey(s.Prefix(shard)), "-inf", before)
 		idx := make([]*redis.StringSliceCmd, len(pools))
 		for i, pool := range pools {
-			idx[i] = pipe.ZRange(ctx, p+"fi:"+pool, 0, -1)
+			idx[i] = pipe.ZRange(ctx, queue.FairIndexKey(p, pool), 0, -1)
 		}
 		if _, err := pipe.Exec(ctx); err != nil {
 			return queue.Starving{}, fmt.Errorf("queue: starving: %w", err)
@@ -83,12 +83,12 @@ func (s *Maintainer) starvingTenants(ctx context.Context, p string, pools []stri
 		n            [task.MaxPriority]*redis.IntCmd
 	}
 	var cells []cell
-	pipe := s.RDB.Pipeline()
+	pipe := s.Client().Pipeline()
 	for i, pool := range pools {
 		for _, tn := range idx[i].Val() {
 			c := cell{pool: pool, tenant: tn}
 			for prio := 1; prio <= task.MaxPriority; prio++ {
-				c.n[prio-1] = pipe.ZCount(ctx, p+"fq:"+pool+":"+strconv.Itoa(prio)+":"+tn, "-inf", before)
+				c.n[prio-1] = pipe.ZCount(ctx, queue.FairQueueKey(p, pool, prio, tn), "-inf", before)
 			}
 			cells = append(cells, c)
 		}
@@ -123,11 +123,11 @@ func (s *Maintainer) sampleTenants(ctx context.Context, p string, pools []string
 	if len(pools) == 0 {
 		return nil
 	}
-	pipe := s.RDB.Pipeline()
+	pipe := s.Client().Pipeline()
 	heads := make([][task.MaxPriority]*redis.ZSliceCmd, len(pools))
 	for i, pool := range pools {
 		for prio := 1; prio <= task.MaxPriority; prio++ {
-			heads[i][prio-1] = pipe.ZRangeByScoreWithScores(ctx, p+"q:"+pool+":"+strconv.Itoa(prio),
+			heads[i][prio-1] = pipe.ZRangeByScoreWithScores(ctx, queue.ReadyKey(p, pool, prio),
 				&redis.ZRangeBy{Min: "-inf", Max: before, Count: tenantSample})
 		}
 	}
@@ -146,11 +146,11 @@ func (s *Maintainer) sampleTenants(ctx context.Context, p string, pools []string
 			ids[i] = append(ids[i], z.Member.(string))
 		}
 	}
-	pipe = s.RDB.Pipeline()
+	pipe = s.Client().Pipeline()
 	tns := make([][]*redis.StringCmd, len(pools))
 	for i := range pools {
 		for _, id := range ids[i] {
-			tns[i] = append(tns[i], pipe.HGet(ctx, p+"t:"+id, "tn"))
+			tns[i] = append(tns[i], pipe.HGet(ctx, queue.TaskKey(p, id), "tn"))
 		}
 	}
 	if _, err := pipe.Exec(ctx); err != nil && !errors.Is(err, redis.Nil) {

@@ -19,8 +19,8 @@ func (s *Tasks) Cancel(ctx context.Context, id, reason, by string) (task.State, 
 	if reason == "" {
 		reason = task.ReasonCanceledByUser
 	}
-	out, err := s.Run(ctx, s.RDB, queue.Scripts.Cancel, s.KeysWith(shard), s.Clock(), id, reason, by,
-		s.Opts.RetainCanceled.Milliseconds()).Slice()
+	out, err := s.Run(ctx, s.Client(), queue.Scripts.Cancel, s.KeysWith(shard), s.Clock(), id, reason, by,
+		s.Options().RetainCanceled.Milliseconds()).Slice()
 	if err != nil {
 		return "", fmt.Errorf("queue: cancel: %w", err)
 	}
@@ -38,7 +38,7 @@ func (s *Tasks) Replay(ctx context.Context, id, by string) error {
 	if err != nil {
 		return err
 	}
-	out, err := s.Run(ctx, s.RDB, queue.Scripts.Replay, s.KeysWith(shard), s.Clock(), id, by).Slice()
+	out, err := s.Run(ctx, s.Client(), queue.Scripts.Replay, s.KeysWith(shard), s.Clock(), id, by).Slice()
 	if err != nil {
 		return fmt.Errorf("queue: replay: %w", err)
 	}
@@ -59,7 +59,7 @@ func (s *Tasks) SetPriority(ctx context.Context, id string, priority int, by str
 	if err != nil {
 		return err
 	}
-	out, err := s.Run(ctx, s.RDB, queue.Scripts.Priority, s.KeysWith(shard), s.Clock(), id, priority, by).Slice()
+	out, err := s.Run(ctx, s.Client(), queue.Scripts.Priority, s.KeysWith(shard), s.Clock(), id, priority, by).Slice()
 	if err != nil {
 		return fmt.Errorf("queue: priority: %w", err)
 	}

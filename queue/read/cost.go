@@ -25,12 +25,12 @@ func (s *Tasks) Costs(ctx context.Context, from, to time.Time) ([]queue.CostReco
 		return nil, fmt.Errorf("queue: costs: %d days (at most %d)", days, queue.MaxCostDays)
 	}
 	var out []queue.CostRecord
-	for shard := range s.Keys {
-		pipe := s.RDB.Pipeline()
+	for shard := range s.Shards() {
+		pipe := s.Client().Pipeline()
 		cmds := make([]*redis.MapStringStringCmd, days)
 		for d := range days {
 			day := from.Add(time.Duration(d) * 24 * time.Hour)
-			cmds[d] = pipe.HGetAll(ctx, s.Keys[shard].Prefix+"cost:"+strconv.FormatInt(day.Unix()/86400, 10))
+			cmds[d] = pipe.HGetAll(ctx, queue.CostKey(s.Prefix(shard), day.Unix()/86400))
 		}
 		if _, err := pipe.Exec(ctx); err != nil && err != redis.Nil {
 			return nil, fmt.Errorf("queue: costs: %w", err)

@@ -33,12 +33,12 @@ func (s *Tasks) PauseStatus(ctx context.Context, tenant, limitKey, taskType stri
 
 func (s *Tasks) keyStatus(ctx context.Context, k string) (queue.LimitState, error) {
 	var st queue.LimitState
-	for shard := range s.Keys {
-		p := s.Keys[shard].Prefix
-		pipe := s.RDB.Pipeline()
-		lc := pipe.HGet(ctx, p+"lc", k)
-		pk := pipe.ZCard(ctx, p+"pk:"+k)
-		lp := pipe.HGet(ctx, p+"lp", k)
+	for shard := range s.Shards() {
+		p := s.Prefix(shard)
+		pipe := s.Client().Pipeline()
+		lc := pipe.HGet(ctx, queue.LimitRunningKey(p), k)
+		pk := pipe.ZCard(ctx, queue.ParkedKey(p, k))
+		lp := pipe.HGet(ctx, queue.LimitPausedKey(p), k)
 		_, _ = pipe.Exec(ctx) // HGET of an absent field is redis.Nil: read each answer
 		if err := pk.Err(); err != nil {
 			return st, fmt.Errorf("queue: limit status: %w", err)

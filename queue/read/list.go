@@ -32,7 +32,7 @@ func (s *Tasks) List(ctx context.Context, q queue.ListQuery) ([]*task.Task, bool
 		shard int
 	}
 	var ids []entry
-	for shard := range s.Keys {
+	for shard := range s.Shards() {
 		got, err := s.listIDs(ctx, shard, q)
 		if err != nil {
 			return nil, false, err
@@ -91,46 +91,46 @@ func (s *Tasks) List(ctx context.Context, q queue.ListQuery) ([]*task.Task, bool
 
 // listIDs are the ids of one shard that may hold tasks of q's state.
 func (s *Tasks) listIDs(ctx context.Context, shard int, q queue.ListQuery) (map[string]bool, error) {
-	p := s.Keys[shard].Prefix
+	p := s.Prefix(shard)
 	var sets []string
 	cold := false // the cold tier's ids too (delayed tasks far off, no record)
 	switch q.State {
 	case task.Ready:
 		// Pinned delayed tasks promoted untouched are in the ready sets
 		// (their records still say PENDING; reads resolve them).
-		match := p + "q:*"
+		match := queue.ReadyPattern(p, "*")
 		if q.Pool != "" {
-			match = p + "q:" + globEscape(q.Pool) + ":*"
+			match = queue.ReadyPattern(p, globEscape(q.Pool))
 		}
 		qs, err := s.ScanKeys(ctx, match)
 		if err != nil {
 			return nil, err
 		}
 		// READY tasks a limit parked wait in their key's set (limits.go).
-		pks, err := s.ScanKeys(ctx, p+"pk:*")
+		pks, err := s.ScanKeys(ctx, queue.ParkedPattern(p))
 		if err != nil {
 			return nil, err
 		}
 		sets = append(qs, pks...)
 	case task.Pending:
-		ds, err := s.ScanKeys(ctx, p+"d:*")
+		ds, err := s.ScanKeys(ctx, queue.PinnedDelayedPattern(p))
 		if err != nil {
 			return nil, err
 		}
-		sets = append([]string{p + "delayed", p + "dn", p + "due"}, ds...)
+		sets = append([]string{queue.DelayedKey(p), queue.DelayedUnplacedKey(p), queue.DueKey(p)}, ds...)
 		cold = true
 	case task.Running:
-		sets = []string{p + "running"}
+		sets = []string{queue.RunningKey(p)}
 	case task.Failed:
-		sets = []string{p + "dead"}
+		sets = []string{queue.DeadKey(p)}
 	default:
-		keys, err := s.ScanKeys(ctx, p+"t:*")
+		keys, err := s.ScanKeys(ctx, queue.TaskPattern(p))
 		if err != nil {
 			return nil, err
 		}
 		ids := make(map[string]bool, len(keys))
 		for _, k := range keys {
-			ids[strings.TrimPrefix(k, p+"t:")] = true
+			ids[queue.TaskID(p, k)] = true
 		}
 		return ids, s.ColdIDs(ctx, shard, ids)
 	}
@@ -143,7 +143,7 @@ func (s *Tasks) listIDs(ctx context.Context, shard int, q queue.ListQuery) (map[
 	for _, set := range sets {
 		var cursor uint64
 		for {
-			kv, next, err := s.RDB.ZScan(ctx, set, cursor, "", 1000).Result()
+			kv, next, err := s.Client().ZScan(ctx, set, cursor, "", 1000).Result()
 			if err != nil {
 				return nil, fmt.Errorf("queue: zscan: %w", err)
 			}

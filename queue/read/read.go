@@ -38,14 +38,14 @@ func (s *Tasks) Trails(ctx context.Context, ids []string) (map[string][]task.Tra
 		l *redis.StringSliceCmd
 	}
 	rs := make([]reads, len(ids))
-	pipe := s.RDB.Pipeline()
+	pipe := s.Client().Pipeline()
 	for i, id := range ids {
 		shard, err := s.ShardOf(id)
 		if err != nil {
 			return nil, err
 		}
-		p := s.Keys[shard].Prefix
-		rs[i] = reads{pipe.HGetAll(ctx, p+"t:"+id), pipe.LRange(ctx, p+"l:"+id, 0, -1)}
+		p := s.Prefix(shard)
+		rs[i] = reads{pipe.HGetAll(ctx, queue.TaskKey(p, id)), pipe.LRange(ctx, queue.TrailKey(p, id), 0, -1)}
 	}
 	if len(ids) > 0 {
 		if _, err := pipe.Exec(ctx); err != nil && !errors.Is(err, redis.Nil) {
@@ -58,7 +58,7 @@ func (s *Tasks) Trails(ctx context.Context, ids []string) (map[string][]task.Tra
 	hs := make([]map[string]string, len(ids))
 	for i, id := range ids {
 		if hs[i] = rs[i].h.Val(); len(hs[i]) > 0 {
-			if t := record.DecodeTask(id, hs[i], s.Opts.Defaults); queue.MayBeLazy(t) {
+			if t := record.DecodeTask(id, hs[i], s.Options().Defaults); queue.MayBeLazy(t) {
 				shard, _ := s.ShardOf(id)
 				lazy[shard] = append(lazy[shard], t)
 			}
@@ -86,7 +86,7 @@ func (s *Tasks) Trails(ctx context.Context, ids []string) (map[string][]task.Tra
 		if ready[id] {
 			h["st"], h["rs"], h["rt"] = "R", task.ReasonDue, h["du"]
 		}
-		out[id] = buildTrail(h, rs[i].l.Val(), s.Opts.Region)
+		out[id] = buildTrail(h, rs[i].l.Val(), s.Options().Region)
 	}
 	if len(thawed) > 0 {
 		more, err := s.Trails(ctx, thawed)
@@ -168,8 +168,8 @@ func readyReason(h map[string]string) string {
 func (s *Tasks) Counts(ctx context.Context) (*queue.Counts, error) {
 	c := &queue.Counts{ReadyBy: map[string][task.MaxPriority + 1]int{}, RunningBy: map[string]int{},
 		ParkedBy: map[string]int{}, LimitedBy: map[string]map[string]int{}}
-	for shard := range s.Keys {
-		h, err := s.RDB.HGetAll(ctx, s.Keys[shard].Base[5]).Result()
+	for shard := range s.Shards() {
+		h, err := s.Client().HGetAll(ctx, queue.CountsKey(s.Prefix(shard))).Result()
 		if err != nil {
 			return nil, fmt.Errorf("queue: counts: %w", err)
 		}
@@ -231,8 +231,8 @@ func (s *Tasks) DeadLetters(ctx context.Context, offset, limit int) ([]*task.Tas
 		shard int
 	}
 	var all []entry
-	for shard := range s.Keys {
-		zs, err := s.RDB.ZRevRangeWithScores(ctx, s.Keys[shard].Base[4], 0, int64(offset+limit-1)).Result()
+	for shard := range s.Shards() {
+		zs, err := s.Client().ZRevRangeWithScores(ctx, queue.DeadKey(s.Prefix(shard)), 0, int64(offset+limit-1)).Result()
 		if err != nil {
 			return nil, fmt.Errorf("queue: dead letters: %w", err)
 		}
@@ -251,7 +251,7 @@ func (s *Tasks) DeadLetters(ctx context.Context, offset, limit int) ([]*task.Tas
 		return nil, nil
 	}
 	page := all[offset:min(offset+limit, len(all))]
-	byShard := make([][]string, len(s.Keys))
+	byShard := make([][]string, s.Shards())
 	for _, e := range page {
 		byShard[e.shard] = append(byShard[e.shard], e.id)
 	}
@@ -280,8 +280,8 @@ func (s *Tasks) DeadLetters(ctx context.Context, offset, limit int) ([]*task.Tas
 // "$" becomes the stream's latest id, so nothing written between two calls
 // is missed.
 func (s *Tasks) Events(ctx context.Context, after []string, count int, block time.Duration) ([]task.Event, []string, error) {
-	next := make([]string, len(s.Keys))
-	for i := range s.Keys {
+	next := make([]string, s.Shards())
+	for i := range s.Shards() {
 		next[i] = "$"
 		if i < len(after) && after[i] != "" {
 			next[i] = after[i]
@@ -291,16 +291,16 @@ func (s *Tasks) Events(ctx context.Context, after []string, count int, block tim
 		return nil, next, err
 	}
 	if s.OneNode() {
-		streams := make([]string, 0, 2*len(s.Keys))
-		for i := range s.Keys {
-			streams = append(streams, s.Keys[i].Base[6])
+		streams := make([]string, 0, 2*s.Shards())
+		for i := range s.Shards() {
+			streams = append(streams, queue.EventsKey(s.Prefix(i)))
 		}
 		args := &redis.XReadArgs{Streams: append(streams, next...), Count: int64(count), Block: block}
-		rdb := s.RDB
+		rdb := s.Client()
 		if block <= 0 {
 			args.Block = -1
-		} else if s.Opts.Blocking != nil {
-			rdb = s.Opts.Blocking
+		} else if s.Options().Blocking != nil {
+			rdb = s.Options().Blocking
 		}
 		res, err := rdb.XRead(ctx, args).Result()
 		if err != nil && err != redis.Nil {
@@ -308,8 +308,8 @@ func (s *Tasks) Events(ctx context.Context, after []string, count int, block tim
 		}
 		var out []task.Event
 		for _, st := range res {
-			for shard := range s.Keys {
-				if s.Keys[shard].Base[6] == st.Stream {
+			for shard := range s.Shards() {
+				if queue.EventsKey(s.Prefix(shard)) == st.Stream {
 					out = s.appendEvents(out, next, shard, st.Messages)
 				}
 			}
@@ -319,11 +319,11 @@ func (s *Tasks) Events(ctx context.Context, after []string, count int, block tim
 	// A cluster: one XREAD per shard (its stream's slot), all at once in
 	// one pipeline, then, when none had anything, one blocking XREAD per
 	// shard on connections of their own until the first answers.
-	res := make([][]redis.XMessage, len(s.Keys))
-	pipe := s.RDB.Pipeline()
-	cmds := make([]*redis.XStreamSliceCmd, len(s.Keys))
-	for i := range s.Keys {
-		cmds[i] = pipe.XRead(ctx, &redis.XReadArgs{Streams: []string{s.Keys[i].Base[6], next[i]}, Count: int64(count), Block: -1})
+	res := make([][]redis.XMessage, s.Shards())
+	pipe := s.Client().Pipeline()
+	cmds := make([]*redis.XStreamSliceCmd, s.Shards())
+	for i := range s.Shards() {
+		cmds[i] = pipe.XRead(ctx, &redis.XReadArgs{Streams: []string{queue.EventsKey(s.Prefix(i)), next[i]}, Count: int64(count), Block: -1})
 	}
 	if _, err := pipe.Exec(ctx); err != nil && err != redis.Nil {
 		return nil, next, fmt.Errorf("queue: events: %w", err)
@@ -335,8 +335,8 @@ func (s *Tasks) Events(ctx context.Context, after []string, count int, block tim
 		}
 	}
 	if !found && block > 0 {
-		err := s.BlockEach(ctx, len(s.Keys), func(ctx context.Context, c *redis.Conn, shard int) (bool, error) {
-			st, err := c.XRead(ctx, &redis.XReadArgs{Streams: []string{s.Keys[shard].Base[6], next[shard]},
+		err := s.BlockEach(ctx, s.Shards(), func(ctx context.Context, c *redis.Conn, shard int) (bool, error) {
+			st, err := c.XRead(ctx, &redis.XReadArgs{Streams: []string{queue.EventsKey(s.Prefix(shard)), next[shard]},
 				Count: int64(count), Block: block}).Result()
 			if err == redis.Nil || err == nil && len(st) == 0 {
 				return false, nil
@@ -361,11 +361,11 @@ func (s *Tasks) Events(ctx context.Context, after []string, count int, block tim
 // resolveLatest replaces each "$" in ids with its shard's latest stream
 // entry id ("0-0" for an empty stream), in one pipeline.
 func (s *Tasks) resolveLatest(ctx context.Context, ids []string) error {
-	pipe := s.RDB.Pipeline()
+	pipe := s.Client().Pipeline()
 	cmds := make([]*redis.XMessageSliceCmd, len(ids))
 	for i, id := range ids {
 		if id == "$" {
-			cmds[i] = pipe.XRevRangeN(ctx, s.Keys[i].Base[6], "+", "-", 1)
+			cmds[i] = pipe.XRevRangeN(ctx, queue.EventsKey(s.Prefix(i)), "+", "-", 1)
 		}
 	}
 	if pipe.Len() == 0 {
@@ -402,13 +402,13 @@ func (s *Tasks) appendEvents(out []task.Event, next []string, shard int, ms []re
 // LiveSlots reads a pool's live workers and slots without changing
 // anything: workers whose last heartbeat is within maxAge.
 func (s *Tasks) LiveSlots(ctx context.Context, pool string, maxAge time.Duration) (workers, slots int, err error) {
-	p := s.Keys[0].Prefix
+	p := s.Prefix(0)
 	min := strconv.FormatInt(s.Now().Add(-maxAge).UnixMilli(), 10)
-	ws, err := s.RDB.ZRangeByScore(ctx, p+"workers:"+pool, &redis.ZRangeBy{Min: min, Max: "+inf"}).Result()
+	ws, err := s.Client().ZRangeByScore(ctx, queue.WorkersKey(p, pool), &redis.ZRangeBy{Min: min, Max: "+inf"}).Result()
 	if err != nil || len(ws) == 0 {
 		return 0, 0, err
 	}
-	vals, err := s.RDB.HMGet(ctx, p+"slots:"+pool, ws...).Result()
+	vals, err := s.Client().HMGet(ctx, queue.SlotsKey(p, pool), ws...).Result()
 	if err != nil {
 		return 0, 0, err
 	}

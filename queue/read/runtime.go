@@ -21,8 +21,8 @@ func (s *Tasks) RunTimes(ctx context.Context) ([]queue.RunTime, error) {
 		last     int64
 	}
 	by := map[[2]string][]part{}
-	for shard := range s.Keys {
-		h, err := s.RDB.HGetAll(ctx, s.Keys[shard].Rt).Result()
+	for shard := range s.Shards() {
+		h, err := s.Client().HGetAll(ctx, queue.RunTimesKey(s.Prefix(shard))).Result()
 		if err != nil {
 			return nil, fmt.Errorf("queue: run times: %w", err)
 		}

@@ -13,24 +13,24 @@ import (
 // batches of up to 500. It is an operator path (O(waiting tasks)), not a
 // hot one.
 func (s *Tasks) Waiting(ctx context.Context, f queue.Filter, fn func([]*task.Task) error) error {
-	for shard := range s.Keys {
-		p := s.Keys[shard].Prefix
+	for shard := range s.Shards() {
+		p := s.Prefix(shard)
 		sets := []string{}
 		if f.State == "" || f.State == task.Pending {
 			// The outbox too: a cancel there is a request the hand-off
 			// carries (cancel.lua).
-			sets = append(sets, p+"delayed", p+"dn", p+"due", p+"outbox")
+			sets = append(sets, queue.DelayedKey(p), queue.DelayedUnplacedKey(p), queue.DueKey(p), queue.OutboxKey(p))
 			// Pinned delayed tasks wait in per-pool delayed sets.
-			ds, err := s.ScanKeys(ctx, p+"d:*")
+			ds, err := s.ScanKeys(ctx, queue.PinnedDelayedPattern(p))
 			if err != nil {
 				return err
 			}
 			sets = append(sets, ds...)
 		}
 		if f.State == "" || f.State == task.Ready {
-			match := p + "q:*"
+			match := queue.ReadyPattern(p, "*")
 			if f.Pool != "" {
-				match = p + "q:" + f.Pool + ":*"
+				match = queue.ReadyPattern(p, f.Pool)
 			}
 			qs, err := s.ScanKeys(ctx, match)
 			if err != nil {
@@ -41,7 +41,7 @@ func (s *Tasks) Waiting(ctx context.Context, f queue.Filter, fn func([]*task.Tas
 		for _, set := range sets {
 			var cursor uint64
 			for {
-				kv, next, err := s.RDB.ZScan(ctx, set, cursor, "", 500).Result()
+				kv, next, err := s.Client().ZScan(ctx, set, cursor, "", 500).Result()
 				if err != nil {
 					return fmt.Errorf("queue: zscan: %w", err)
 				}

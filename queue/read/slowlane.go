@@ -17,8 +17,8 @@ func (s *Tasks) SlowLaneStatus(ctx context.Context, pool string) (queue.LimitSta
 // SlowTypes are the types slow in pool's lane on any shard, sorted.
 func (s *Tasks) SlowTypes(ctx context.Context, pool string) ([]string, error) {
 	seen := map[string]bool{}
-	for shard := range s.Keys {
-		ts, err := s.RDB.HKeys(ctx, s.Keys[shard].Prefix+"slt:"+pool).Result()
+	for shard := range s.Shards() {
+		ts, err := s.Client().HKeys(ctx, queue.SlowTypesKey(s.Prefix(shard), pool)).Result()
 		if err != nil {
 			return nil, fmt.Errorf("queue: slow types: %w", err)
 		}

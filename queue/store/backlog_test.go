@@ -359,7 +359,7 @@ func TestDAGReservationsAndSubmitsShareTheCap(t *testing.T) {
 	}
 	share := (capN + shards - 1) / shards
 	for sh := range shards {
-		if n, _ := e.rdb.HGet(e.ctx, e.s.Keys[sh].Prefix+"bl", "acme").Int(); n > share {
+		if n, _ := e.rdb.HGet(e.ctx, e.s.Prefix(sh)+"bl", "acme").Int(); n > share {
 			t.Fatalf("shard %d holds %d, its share is %d", sh, n, share)
 		}
 	}
@@ -450,7 +450,7 @@ func TestBacklogCapHoldsInTheColdTier(t *testing.T) {
 	}
 	share := (capN + shards - 1) / shards
 	for sh := range shards {
-		if n, _ := e.rdb.HGet(e.ctx, e.s.Keys[sh].Prefix+"bl", "acme").Int(); n > share {
+		if n, _ := e.rdb.HGet(e.ctx, e.s.Prefix(sh)+"bl", "acme").Int(); n > share {
 			t.Fatalf("shard %d holds %d, its share is %d", sh, n, share)
 		}
 	}

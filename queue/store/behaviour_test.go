@@ -204,9 +204,9 @@ func TestWakeUpMarker(t *testing.T) {
 	for i := 0; i < 6; i++ {
 		e.submit("cpu")
 	}
-	for _, k := range e.s.Keys {
-		if n, _ := e.s.RDB.LLen(e.ctx, k.Prefix+"wake:cpu").Result(); n != 1 {
-			t.Fatalf("%s: %d markers, want 1", k.Prefix, n)
+	for i := range e.s.Shards() {
+		if n, _ := e.s.Client().LLen(e.ctx, e.s.Prefix(i)+"wake:cpu").Result(); n != 1 {
+			t.Fatalf("%s: %d markers, want 1", e.s.Prefix(i), n)
 		}
 	}
 }
@@ -236,7 +236,7 @@ func TestLuaNumbersNear2to53(t *testing.T) {
 	if pr, _ = e.s.Promote(e.ctx, leader, 10); pr.Ready != 1 {
 		t.Fatalf("not promoted at %d", big)
 	}
-	score, _ := e.s.RDB.ZScore(e.ctx, e.shardPrefix(res[0].ID)+"q:cpu:2", res[0].ID).Result()
+	score, _ := e.s.Client().ZScore(e.ctx, e.shardPrefix(res[0].ID)+"q:cpu:2", res[0].ID).Result()
 	if int64(score) != big {
 		t.Fatalf("ready score %d, want %d", int64(score), big)
 	}

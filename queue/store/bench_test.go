@@ -69,10 +69,18 @@ func BenchmarkSubmitBatch1000(b *testing.B) {
 }
 
 func BenchmarkPromote1000(b *testing.B) {
-	s, ctx, _ := benchStore(b)
+	_, ctx, r := benchStore(b)
 	sp := benchSpec(b)
 	base := time.Now()
 	due := base.Add(time.Second)
+	atBase, err := newStages(r.Client(), queue.Options{Region: "bench", Now: func() time.Time { return base }})
+	if err != nil {
+		b.Fatal(err)
+	}
+	atDue, err := newStages(r.Client(), queue.Options{Region: "bench", Now: func() time.Time { return due.Add(time.Second) }})
+	if err != nil {
+		b.Fatal(err)
+	}
 	sp.RunAt = &due
 	batch := make([]queue.NewTask, 1000)
 	f := queue.Fence{Name: "b", Token: 1}
@@ -81,17 +89,14 @@ func BenchmarkPromote1000(b *testing.B) {
 		for j := range batch {
 			batch[j] = queue.NewTask{Spec: sp, Pool: "cpu", Pinned: true}
 		}
-		s.Opts.Now = func() time.Time { return base }
-		if _, err := s.Submit(ctx, batch...); err != nil {
+		if _, err := atBase.Submit(ctx, batch...); err != nil {
 			b.Fatal(err)
 		}
-		s.Opts.Now = func() time.Time { return due.Add(time.Second) }
 		b.StartTimer()
-		res, err := s.Promote(ctx, f, 1000)
+		res, err := atDue.Promote(ctx, f, 1000)
 		if err != nil || res.Ready != 1000 {
 			b.Fatal(res, err)
 		}
-		s.Opts.Now = nil
 	}
 	b.ReportMetric(float64(b.N*1000)/b.Elapsed().Seconds(), "tasks/s")
 }
@@ -205,7 +210,7 @@ func BenchmarkMemoryPerTask(b *testing.B) {
 			}
 		}
 		// The capped event stream is shared overhead, not per task.
-		c.Del(ctx, s.Keys[0].Base[6])
+		c.Del(ctx, queue.EventsKey(s.Prefix(0)))
 		b.ReportMetric(float64(used()-before)/n, "bytes/task")
 	}
 }
@@ -287,11 +292,11 @@ func benchCompleteLearning(b *testing.B, n int) {
 			if err != nil || len(ts) != n {
 				b.Fatal(len(ts), err)
 			}
-			argv := []any{"", n, s.Opts.RunTimePairs, s.Alpha(), s.Opts.RetainSuccess.Milliseconds()}
+			argv := []any{"", n, s.Options().RunTimePairs, s.Alpha(), s.Options().RetainSuccess.Milliseconds()}
 			for _, t := range ts {
 				argv = append(argv, t.ID, t.LeaseToken, "", "")
 			}
-			out, err := arms[a].Run(ctx, rdb, s.KeysWith(0, s.Keys[0].Rt), argv...).Slice()
+			out, err := arms[a].Run(ctx, rdb, s.KeysWith(0, queue.RunTimesKey(s.Prefix(0))), argv...).Slice()
 			if err != nil {
 				b.Fatal(err)
 			}

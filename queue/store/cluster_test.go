@@ -47,14 +47,14 @@ func newClusterEnv(t *testing.T) *env {
 	// Which masters serve the shards depends on the hash tags' slots (with
 	// region eu-west: two of them share one).
 	masters := map[string]bool{}
-	for _, k := range s.Keys {
-		n, err := s.Cluster().MasterForKey(ctx, k.Prefix)
+	for shard := range s.Shards() {
+		n, err := s.Cluster().MasterForKey(ctx, s.Prefix(shard))
 		if err != nil {
 			t.Fatal(err)
 		}
 		masters[n.Options().Addr] = true
 	}
-	t.Logf("%d shards on %d masters", len(s.Keys), len(masters))
+	t.Logf("%d shards on %d masters", s.Shards(), len(masters))
 	return e
 }
 
@@ -86,7 +86,7 @@ func TestClusterWakerWakesOnEveryShard(t *testing.T) {
 	e := newClusterEnv(t)
 	ignore := goleak.IgnoreCurrent()
 	w := e.s.NewWaker("cpu")
-	for shard := range e.s.Keys {
+	for shard := range e.s.Shards() {
 		start := time.Now()
 		woke := waitAsync(e.ctx, w, 5*time.Second)
 		time.Sleep(20 * time.Millisecond) // the waiter is listening
@@ -132,7 +132,7 @@ func TestClusterWakerLeavesMarkersForOthers(t *testing.T) {
 	// No one waits now: a marker stays for the next claimer once every
 	// pop still running has ended (each blocks wakerBlock at most).
 	e.submitOn(2, "cpu")
-	key := e.s.Keys[2].Prefix + "wake:cpu"
+	key := e.s.Prefix(2) + "wake:cpu"
 	time.Sleep(claim.WakerBlock + 500*time.Millisecond)
 	if n, err := e.rdb.LLen(e.ctx, key).Result(); err != nil || n != 1 {
 		t.Fatalf("shard 2's markers with no one waiting: %d, %v; want 1", n, err)
@@ -212,7 +212,7 @@ func TestClusterWakerCancelAndClose(t *testing.T) {
 func TestClusterEvents(t *testing.T) {
 	e := newClusterEnv(t)
 	var ids []string
-	for shard := range e.s.Keys {
+	for shard := range e.s.Shards() {
 		ids = append(ids, e.submitOn(shard, "cpu"))
 	}
 	evs, next, err := e.s.Events(e.ctx, []string{"0", "0", "0"}, 100, 0)
@@ -267,7 +267,7 @@ func TestClusterCountsAndListings(t *testing.T) {
 	if err := e.s.Ping(e.ctx); err != nil {
 		t.Fatal(err)
 	}
-	for shard := range e.s.Keys {
+	for shard := range e.s.Shards() {
 		for range 2 {
 			e.submitOn(shard, "cpu")
 		}

@@ -206,7 +206,7 @@ func TestCostRecordsStayPerTenant(t *testing.T) {
 	tenant := func(n string) func(*task.Spec) { return func(s *task.Spec) { s.Tenant = n } }
 	typ := func(n string) func(*task.Spec) { return func(s *task.Spec) { s.Type = n } }
 	day := queue.CostDay(e.clock.Now())
-	key := e.s.Keys[0].Prefix + "cost:" + fmt.Sprint(day.Unix()/86400)
+	key := e.s.Prefix(0) + "cost:" + fmt.Sprint(day.Unix()/86400)
 	// flood holds 5000 fields, 600 of them counted as its own.
 	fields := map[string]any{"\tn\tflood": 600}
 	for i := range 5000 {

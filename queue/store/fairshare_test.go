@@ -183,7 +183,7 @@ func TestFairSharePrioritiesAndLazyRemoval(t *testing.T) {
 	if fmt.Sprint(order) != fmt.Sprint(want) {
 		t.Errorf("claim order %v, want %v (a0 b2 a1 a3)", order, want)
 	}
-	if ks := e.keys(e.s.Keys[0].Prefix + "fq:*"); len(ks) != 0 {
+	if ks := e.keys(e.s.Prefix(0) + "fq:*"); len(ks) != 0 {
 		t.Errorf("tenant sets left after every task was claimed: %v", ks)
 	}
 }
@@ -231,8 +231,8 @@ func TestFairShareReadyPathsAndOff(t *testing.T) {
 	e.submitMany("p", "a", 3)
 	e.setFair(nil)
 	for _, pat := range []string{"fs:*", "fi:*", "fq:*", "fr:*", "fsp"} {
-		for i := range e.s.Keys {
-			if ks := e.keys(e.s.Keys[i].Prefix + pat); len(ks) != 0 {
+		for i := range e.s.Shards() {
+			if ks := e.keys(e.s.Prefix(i) + pat); len(ks) != 0 {
 				t.Errorf("fair share off: %v left", ks)
 			}
 		}
@@ -268,12 +268,12 @@ func BenchmarkClaimFairShare(b *testing.B) {
 // filters types leaves what it passed over in the tenant's set.
 func TestFairShareMasksAndShortfall(t *testing.T) {
 	e := newEnv(t, oneShard)
-	pre := e.s.Keys[0].Prefix
+	pre := e.s.Prefix(0)
 	mask := func(tn string) (string, bool) {
-		v, err := e.s.RDB.HGet(e.ctx, pre+"fr:p", "^"+tn).Result()
+		v, err := e.s.Client().HGet(e.ctx, pre+"fr:p", "^"+tn).Result()
 		return v, err == nil
 	}
-	indexed := func(tn string) bool { return e.s.RDB.ZScore(e.ctx, pre+"fi:p", tn).Err() == nil }
+	indexed := func(tn string) bool { return e.s.Client().ZScore(e.ctx, pre+"fi:p", tn).Err() == nil }
 
 	e.setFair(map[string]queue.FairShare{"p": {Tenants: map[string]queue.TenantShare{"a": {Weight: 3}, "b": {Weight: 1}}}})
 	e.submitMany("p", "a", 8)
@@ -283,7 +283,7 @@ func TestFairShareMasksAndShortfall(t *testing.T) {
 	}
 
 	e = newEnv(t, oneShard)
-	pre = e.s.Keys[0].Prefix
+	pre = e.s.Prefix(0)
 	e.setFair(map[string]queue.FairShare{"p": {Tenants: map[string]queue.TenantShare{"a": {Weight: 1}, "b": {Weight: 1}}}})
 	var a1 []string
 	for range 3 {
@@ -330,7 +330,7 @@ func TestFairShareMasksAndShortfall(t *testing.T) {
 
 	// A mask missing (a tenant indexed before masks): the claim reads every
 	// set of the tenant and writes what it found.
-	if err := e.s.RDB.HDel(e.ctx, pre+"fr:p", "^b").Err(); err != nil {
+	if err := e.s.Client().HDel(e.ctx, pre+"fr:p", "^b").Err(); err != nil {
 		t.Fatal(err)
 	}
 	if ts := e.claim("p", 2); len(ts) != 2 || ts[0].Tenant != "b" {
@@ -358,7 +358,7 @@ func TestFairShareMasksAndShortfall(t *testing.T) {
 	if len(got) != 1 || got[0].ID != y {
 		t.Fatalf("the type-y claimer took %v, want %s only", got, y)
 	}
-	if n := e.s.RDB.ZCard(e.ctx, pre+"fq:p:2:a").Val(); n != 2 {
+	if n := e.s.Client().ZCard(e.ctx, pre+"fq:p:2:a").Val(); n != 2 {
 		t.Errorf("a's set after the filtered claim holds %d, want the 2 passed over", n)
 	}
 	if m, _ := mask("a"); m != "2" {
@@ -432,16 +432,16 @@ func TestFairShareClaimsFullWhileWorkWaits(t *testing.T) {
 func TestFairShareExactSets(t *testing.T) {
 	stale := func(e *env, ids ...string) {
 		t.Helper()
-		pre := e.s.Keys[0].Prefix
+		pre := e.s.Prefix(0)
 		for _, id := range ids {
 			// the entry an older ax left: the task's old score in a's set of priority 1
-			if err := e.s.RDB.ZAdd(e.ctx, pre+"fq:p:1:a", redis.Z{Score: 1, Member: id}).Err(); err != nil {
+			if err := e.s.Client().ZAdd(e.ctx, pre+"fq:p:1:a", redis.Z{Score: 1, Member: id}).Err(); err != nil {
 				t.Fatal(err)
 			}
 		}
 	}
 	marked := func(e *env) bool {
-		v, _ := e.s.RDB.HGet(e.ctx, e.s.Keys[0].Prefix+"fr:p", "!").Result()
+		v, _ := e.s.Client().HGet(e.ctx, e.s.Prefix(0)+"fr:p", "!").Result()
 		return v == "1"
 	}
 	setup := func() (*env, []string) {
@@ -495,7 +495,7 @@ func TestFairShareExactSets(t *testing.T) {
 
 	// Not marked (an older ax's sets): the claim checks, and is full.
 	e, a = setup()
-	if err := e.s.RDB.HDel(e.ctx, e.s.Keys[0].Prefix+"fr:p", "!").Err(); err != nil {
+	if err := e.s.Client().HDel(e.ctx, e.s.Prefix(0)+"fr:p", "!").Err(); err != nil {
 		t.Fatal(err)
 	}
 	ts = e.claim("p", 7)
@@ -530,7 +530,7 @@ func TestFairShareExactSets(t *testing.T) {
 	if n, err := e.s.Replace(e.ctx, leader, "p", "test", []string{r}); err != nil || n != 1 {
 		t.Fatalf("replace: %d %v", n, err)
 	}
-	if n, _ := e.s.RDB.ZCard(e.ctx, e.s.Keys[0].Prefix+"fq:p:1:a").Result(); n != 0 {
+	if n, _ := e.s.Client().ZCard(e.ctx, e.s.Prefix(0)+"fq:p:1:a").Result(); n != 0 {
 		t.Errorf("a drained and a re-placed task left %d entries in the tenant set", n)
 	}
 }
@@ -552,8 +552,8 @@ func TestFairShareBelowShardsMoves(t *testing.T) {
 	total := e.submitOnEveryShard("p", tenantOf("a"))
 	e.submitMany("p", "b", 6)
 	parts := func() (floor, mx int) {
-		for i := range e.s.Keys {
-			v, _ := e.s.RDB.HGet(e.ctx, e.s.Keys[i].Prefix+"fs:p", "a").Result()
+		for i := range e.s.Shards() {
+			v, _ := e.s.Client().HGet(e.ctx, e.s.Prefix(i)+"fs:p", "a").Result()
 			var w, fl int
 			fmt.Sscanf(v, "%d %d", &w, &fl)
 			floor += fl
@@ -618,8 +618,8 @@ func (e *env) handedOff(pool string, from, n int, mod ...func(*task.Spec)) []str
 // fairParts sums the shards' parts of tenant tn's floor and max in pool.
 func (e *env) fairParts(pool, tn string) (floor, mx int) {
 	e.t.Helper()
-	for i := range e.s.Keys {
-		v, _ := e.s.RDB.HGet(e.ctx, e.s.Keys[i].Prefix+"fs:"+pool, tn).Result()
+	for i := range e.s.Shards() {
+		v, _ := e.s.Client().HGet(e.ctx, e.s.Prefix(i)+"fs:"+pool, tn).Result()
 		var w, fl int
 		fmt.Sscanf(v, "%d %d", &w, &fl)
 		floor += fl
@@ -738,8 +738,8 @@ func TestFairShareWritesWhatChanged(t *testing.T) {
 	e.setFair(both)
 	held := func(key string) []int {
 		var n []int
-		for i := range e.s.Keys {
-			c, err := e.rdb.HLen(e.ctx, e.s.Keys[i].Prefix+key).Result()
+		for i := range e.s.Shards() {
+			c, err := e.rdb.HLen(e.ctx, e.s.Prefix(i)+key).Result()
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -750,7 +750,7 @@ func TestFairShareWritesWhatChanged(t *testing.T) {
 	if got := held("fs:q"); !slices.Equal(got, []int{2, 2, 2}) {
 		t.Fatalf("fs:q fields by shard %v, want 2 each ('*' and a)", got)
 	}
-	if err := e.rdb.Del(e.ctx, e.s.Keys[1].Prefix+"fs:p").Err(); err != nil {
+	if err := e.rdb.Del(e.ctx, e.s.Prefix(1)+"fs:p").Err(); err != nil {
 		t.Fatal(err)
 	}
 	e.setFair(both)
@@ -785,7 +785,7 @@ func floorSim(t *testing.T, shards int, ackFirst, oneByOne bool) (short, claims 
 	e.submitMany("p", "a", 300)
 	stores := make([]*stageSet, 2)
 	for i := range stores {
-		s, err := newStages(e.rdb, e.s.Opts)
+		s, err := newStages(e.rdb, e.s.Options())
 		if err != nil {
 			t.Fatal(err)
 		}

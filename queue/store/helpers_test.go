@@ -138,7 +138,7 @@ func (e *env) shardPrefix(id string) string {
 	if err != nil {
 		e.t.Fatal(err)
 	}
-	return e.s.Keys[sh].Prefix
+	return e.s.Prefix(sh)
 }
 
 func (e *env) spec(mod ...func(*task.Spec)) *task.Spec {

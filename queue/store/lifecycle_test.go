@@ -272,7 +272,7 @@ func TestHandedBackReplacesForwardingRecord(t *testing.T) {
 	if err != nil || tk.State != task.Ready || tk.Pool != "gpu" || tk.HandedOffTo != "" {
 		t.Fatalf("record after coming back: %+v %v", tk, err)
 	}
-	if ttl := e.rdb.PTTL(e.ctx, e.s.Keys[0].Prefix+"l:"+id).Val(); ttl >= 0 {
+	if ttl := e.rdb.PTTL(e.ctx, e.s.Prefix(0)+"l:"+id).Val(); ttl >= 0 {
 		t.Fatalf("trail list still expires in %v", ttl)
 	}
 	tr, _ := e.s.Trail(e.ctx, id)
@@ -303,7 +303,7 @@ func TestGeneratedIDCollisionGetsANewID(t *testing.T) {
 	e := newEnv(t, func(o *queue.Options) { o.IDs = task.NewIDGenAt(seq) })
 	next := task.FormatID("eu-west", 0, e.clock.Now().UnixMilli(), seq+1)
 	// Another process stored a task under exactly that id.
-	if err := e.rdb.HSet(e.ctx, e.s.Keys[0].Prefix+"t:"+next, "st", "R", "ty", "other").Err(); err != nil {
+	if err := e.rdb.HSet(e.ctx, e.s.Prefix(0)+"t:"+next, "st", "R", "ty", "other").Err(); err != nil {
 		t.Fatal(err)
 	}
 	res, err := e.s.Submit(e.ctx, queue.NewTask{Spec: e.spec(), Pool: "cpu"})

@@ -339,8 +339,8 @@ func TestConcurrencyBelowShardsMoves(t *testing.T) {
 		total := e.submitOnEveryShard("p", limitKeyOf("deploy"))
 		parts := func() int {
 			sum := 0
-			for i := range e.s.Keys {
-				v, _ := e.rdb.HGet(e.ctx, e.s.Keys[i].Prefix+"lim", "k:deploy").Result()
+			for i := range e.s.Shards() {
+				v, _ := e.rdb.HGet(e.ctx, e.s.Prefix(i)+"lim", "k:deploy").Result()
 				sum += queue.MovedPart(v)
 			}
 			return sum
@@ -395,9 +395,9 @@ func (e *env) submitOnWith(shard int, pool string, mod ...func(*task.Spec)) stri
 // limitParts reads every shard's part of a limit key and what it runs.
 func (e *env) limitParts(key string) []queue.SharePart {
 	e.t.Helper()
-	out := make([]queue.SharePart, len(e.s.Keys))
-	for i := range e.s.Keys {
-		p := e.s.Keys[i].Prefix
+	out := make([]queue.SharePart, e.s.Shards())
+	for i := range e.s.Shards() {
+		p := e.s.Prefix(i)
 		v, err := e.rdb.HGet(e.ctx, p+"lim", key).Result()
 		if err != nil {
 			e.t.Fatalf("shard %d: no part of %s: %v", i, key, err)

@@ -400,9 +400,9 @@ func (m *model) check(t *testing.T, e *env, step int, what string) {
 		t.Helper()
 		t.Fatalf("step %d (%s): %s", step, what, fmt.Sprintf(format, args...))
 	}
-	p := e.s.Keys[0].Prefix
+	p := e.s.Prefix(0)
 	members := func(key string) map[string]bool {
-		ids, err := e.s.RDB.ZRange(e.ctx, key, 0, -1).Result()
+		ids, err := e.s.Client().ZRange(e.ctx, key, 0, -1).Result()
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -458,12 +458,12 @@ func (m *model) check(t *testing.T, e *env, step int, what string) {
 			fail("READY task %s (prio %d, tenant %s) of pool %s is in no tenant set", id, tk.prio, tk.tenant, fairPool)
 		}
 	}
-	if v, _ := e.s.RDB.HGet(e.ctx, p+"fr:"+fairPool, "!").Result(); v != "1" {
+	if v, _ := e.s.Client().HGet(e.ctx, p+"fr:"+fairPool, "!").Result(); v != "1" {
 		fail("pool %s's tenant sets not marked exact (%q)", fairPool, v)
 	}
 	var nP, nR, nU, nF int
 	readyBy := map[string]int{}
-	pipe := e.s.RDB.Pipeline()
+	pipe := e.s.Client().Pipeline()
 	sts := make([]interface{ Val() string }, len(m.order))
 	for i, id := range m.order {
 		sts[i] = pipe.HGet(e.ctx, p+"t:"+id, "st")
@@ -516,9 +516,9 @@ func (m *model) check(t *testing.T, e *env, step int, what string) {
 			if tk.lazy {
 				key = fmt.Sprintf("%sd:%s:%d", p, tk.pool, tk.prio)
 			}
-			s, err := e.s.RDB.ZScore(e.ctx, key, id).Result()
+			s, err := e.s.Client().ZScore(e.ctx, key, id).Result()
 			if err != nil && !tk.lazy {
-				s, _ = e.s.RDB.ZScore(e.ctx, p+"dn", id).Result()
+				s, _ = e.s.Client().ZScore(e.ctx, p+"dn", id).Result()
 			}
 			if int64(s) != tk.due.UnixMilli() {
 				fail("task %s due %d, model %d", id, int64(s), tk.due.UnixMilli())

@@ -181,9 +181,12 @@ func commandStats(b *testing.B, r *testenv.Redis) (map[string][2]float64, float6
 // submitted, claimed and completed, then swept past their retention;
 // Redis CPU per task deleted (INFO cpu around the Sweep only).
 func BenchmarkSweepSuccesses(b *testing.B) {
-	s, ctx, r := benchStore(b)
+	_, ctx, r := benchStore(b)
 	now := time.Now()
-	s.Opts.Now = func() time.Time { return now }
+	s, err := newStages(r.Client(), queue.Options{Region: "bench", Now: func() time.Time { return now }})
+	if err != nil {
+		b.Fatal(err)
+	}
 	sp := benchSpec(b)
 	batch := make([]queue.NewTask, 1000)
 	var cpu float64
@@ -210,7 +213,7 @@ func BenchmarkSweepSuccesses(b *testing.B) {
 			}
 			left -= len(ts)
 		}
-		now = now.Add(s.Opts.RetainSuccess + 2*time.Minute)
+		now = now.Add(s.Options().RetainSuccess + 2*time.Minute)
 		_, c0 := commandStats(b, r)
 		b.StartTimer()
 		n := 0

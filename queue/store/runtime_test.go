@@ -134,7 +134,7 @@ func TestRunTimesBounded(t *testing.T) {
 		}
 		e.runFor("cpu", time.Millisecond)
 	}
-	rt := e.s.Keys[0].Rt
+	rt := queue.RunTimesKey(e.s.Prefix(0))
 	if n := e.rdb.HLen(e.ctx, rt).Val(); n != pairs {
 		t.Fatalf("hash holds %d pairs, want the cap %d", n, pairs)
 	}
@@ -194,7 +194,7 @@ func TestRunTimesAcrossShards(t *testing.T) {
 		t.Fatal(err)
 	}
 	for sh := range 2 {
-		if e.rdb.HLen(e.ctx, e.s.Keys[sh].Rt).Val() != 1 {
+		if e.rdb.HLen(e.ctx, queue.RunTimesKey(e.s.Prefix(sh))).Val() != 1 {
 			t.Fatalf("shard %d has no run time", sh)
 		}
 	}

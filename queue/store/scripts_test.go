@@ -68,7 +68,13 @@ func TestScriptsRunAsFunctions(t *testing.T) {
 			}
 		}
 	}
-	e.s.Fns.Mode.Store(queue.FnEval)
+	opts := e.s.Options()
+	opts.EvalSHA = true
+	ev, err := newStages(e.rdb, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.s = ev
 	id = e.submit("cpu")
 	tk = e.claimOne("cpu")
 	if errs, err := e.s.Complete(e.ctx, queue.Completion{ID: id, Token: tk.LeaseToken, Result: "ok"}); tk.ID != id || err != nil || errs[0] != nil {

@@ -279,8 +279,8 @@ func TestSlowLaneFollowsWorkOverShards(t *testing.T) {
 func (e *env) laneParts(pool string) int {
 	e.t.Helper()
 	sum := 0
-	for i := range e.s.Keys {
-		v, _ := e.rdb.HGet(e.ctx, e.s.Keys[i].Prefix+"sln", pool).Result()
+	for i := range e.s.Shards() {
+		v, _ := e.rdb.HGet(e.ctx, e.s.Prefix(i)+"sln", pool).Result()
 		var thr, n int
 		fmt.Sscanf(v, "%d %d", &thr, &n)
 		sum += n

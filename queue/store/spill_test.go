@@ -96,15 +96,15 @@ func (h *shardHook) past(fn func()) {
 // past the hook.
 func (e *env) backlogs(h *shardHook, tenant string) []int {
 	e.t.Helper()
-	out := make([]int, len(e.s.Keys))
+	out := make([]int, e.s.Shards())
 	h.past(func() { e.backlogsInto(tenant, out) })
 	return out
 }
 
 func (e *env) backlogsInto(tenant string, out []int) {
 	e.t.Helper()
-	for i, k := range e.s.Keys {
-		n, err := e.rdb.HGet(e.ctx, k.Prefix+"bl", queue.BacklogTenant(tenant)).Int()
+	for i := range e.s.Shards() {
+		n, err := e.rdb.HGet(e.ctx, e.s.Prefix(i)+"bl", queue.BacklogTenant(tenant)).Int()
 		if err != nil && !errors.Is(err, redis.Nil) {
 			e.t.Fatal(err)
 		}

@@ -20,10 +20,10 @@ func (e *env) snapshot() string {
 	sort.Strings(keys)
 	out := ""
 	for _, k := range keys {
-		if k == e.s.Keys[0].Base[6] { // the event stream only grows
+		if k == queue.EventsKey(e.s.Prefix(0)) { // the event stream only grows
 			continue
 		}
-		v, err := e.s.RDB.Dump(e.ctx, k).Result()
+		v, err := e.s.Client().Dump(e.ctx, k).Result()
 		if err != nil {
 			e.t.Fatal(err)
 		}

@@ -125,7 +125,7 @@ func TestClaimTakesOnlyServedTypes(t *testing.T) {
 	}
 	as, bs := order("t.a"), order("t.b")
 	rdb := e.rdb
-	wake := e.s.Keys[0].Prefix + "wake:cpu"
+	wake := e.s.Prefix(0) + "wake:cpu"
 	rdb.Del(e.ctx, wake)
 
 	got, err := e.s.Claim(e.ctx, queue.ClaimRequest{Pool: "cpu", Worker: "wa", N: 10, Types: serve(t, "t.a", "t.x")})
@@ -266,7 +266,7 @@ func TestCleanWorkersReportsServedTypes(t *testing.T) {
 		if pw.Removed != 1 || pw.Live != 1 || !cmp.Equal(pw.Types, []string{"a"}) {
 			t.Fatalf("%+v", pw)
 		}
-		if n, _ := e.rdb.HLen(e.ctx, e.s.Keys[0].Prefix+"types:cpu").Result(); n != 1 {
+		if n, _ := e.rdb.HLen(e.ctx, e.s.Prefix(0)+"types:cpu").Result(); n != 1 {
 			t.Fatalf("types hash holds %d workers, want 1", n)
 		}
 		// A worker that stops saying its types is no longer listed as one

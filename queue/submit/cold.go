@@ -16,13 +16,13 @@ import (
 // coldEligible reports whether the task goes to the cold tier.
 func (s *Submitter) coldEligible(t queue.NewTask, now time.Time) bool {
 	sp := t.Spec
-	return s.Opts.ColdHorizon > 0 && t.ID == "" && sp.RunAt != nil && !sp.RunAt.Before(now.Add(s.Opts.ColdHorizon)) &&
+	return s.Options().ColdHorizon > 0 && t.ID == "" && sp.RunAt != nil && !sp.RunAt.Before(now.Add(s.Options().ColdHorizon)) &&
 		sp.IdempotencyKey == "" && sp.UniqueKey == "" && sp.DebounceKey == "" && t.HandOff == "" && t.History == nil && !t.Returning
 }
 
 // splitCold takes the cold tasks out of idx.
 func (s *Submitter) splitCold(tasks []queue.NewTask, idx []int) (cold, hot []int) {
-	if s.Opts.ColdHorizon <= 0 {
+	if s.Options().ColdHorizon <= 0 {
 		return nil, idx
 	}
 	now := s.Now()
@@ -56,7 +56,7 @@ func (s *Submitter) submitCold(ctx context.Context, sc redis.Scripter, shard int
 		pk := ptrKey{t.Spec, t.Pool, t.Pinned && t.Pool != ""}
 		ref, ok := byPtr[pk]
 		if !ok {
-			f := record.SpecFields(t.Spec, s.Opts.Defaults)
+			f := record.SpecFields(t.Spec, s.Options().Defaults)
 			if pk.pinned {
 				f = append(f, "pn", "1", "po", t.Pool)
 			}

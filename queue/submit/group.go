@@ -20,20 +20,12 @@ func (s *Submitter) groupKey(shard int, t queue.NewTask) (key, flag string) {
 	}
 	switch {
 	case sp.UniqueKey != "":
-		return UniqueKey(s.Keys[shard].Prefix, sp.Tenant, sp.UniqueKey), "u"
+		return queue.UniqueKey(s.Prefix(shard), sp.Tenant, sp.UniqueKey), "u"
 	case sp.DebounceKey != "":
-		return DebounceKey(s.Keys[shard].Prefix, sp.Tenant, sp.DebounceKey), "b"
+		return queue.DebounceKey(s.Prefix(shard), sp.Tenant, sp.DebounceKey), "b"
 	}
 	return "", ""
 }
-
-// UniqueKey is the Redis key of a tenant's unique key in a shard (prefix
-// "ax:{s}:"): "<id>|<mode>" of the task holding it, with its unique_for TTL.
-func UniqueKey(prefix, tenant, key string) string { return prefix + "uq:" + tenant + ":" + key }
-
-// DebounceKey is the Redis key of a tenant's debounce key in a shard:
-// "<id>|<first submit ms>" of the task waiting under it.
-func DebounceKey(prefix, tenant, key string) string { return prefix + "db:" + tenant + ":" + key }
 
 // uniqueModes are submit.lua's letters of the unique_until values.
 var uniqueModes = map[string]string{
@@ -50,5 +42,5 @@ func (s *Submitter) groupArgs(sp *task.Spec, supersedes string) (ttl, hash strin
 		return record.Ms(time.Duration(sp.UniqueFor)), uniqueModes[sp.UniqueUntil] + supersedes
 	}
 	return record.Ms(time.Duration(sp.Debounce)),
-		record.Ms(time.Duration(sp.DebounceMaxWait)) + " " + strconv.FormatInt(s.Opts.RetainCanceled.Milliseconds(), 10)
+		record.Ms(time.Duration(sp.DebounceMaxWait)) + " " + strconv.FormatInt(s.Options().RetainCanceled.Milliseconds(), 10)
 }

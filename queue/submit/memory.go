@@ -54,12 +54,12 @@ func (s *Submitter) Memory(ctx context.Context) (Memory, error) {
 				return Memory{}, err
 			}
 		}
-	} else if err := fill(ctx, s.RDB); err != nil {
+	} else if err := fill(ctx, s.Client()); err != nil {
 		return Memory{}, err
 	}
 	bytes := map[string]int64{}
-	for shard := range s.Keys {
-		h, err := s.RDB.HGetAll(ctx, s.Keys[shard].Prefix+"blb").Result()
+	for shard := range s.Shards() {
+		h, err := s.Client().HGetAll(ctx, queue.BacklogBytesKey(s.Prefix(shard))).Result()
 		if err != nil {
 			return Memory{}, fmt.Errorf("queue: memory: %w", err)
 		}

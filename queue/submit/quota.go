@@ -23,7 +23,7 @@ func (s *Submitter) TakeQuota(ctx context.Context, tenant string, perSecond floa
 	shard := s.ShardForKey(tenant, "")
 	// micro-tasks per ms, at least 1 (a rate under 0.001/s is 0.001/s).
 	rate := max(1, int64(math.Round(perSecond*1000)))
-	out, err := s.Run(ctx, s.RDB, queue.Scripts.Quota, s.KeysWith(shard, s.Keys[shard].Prefix+"qb:"+tenant),
+	out, err := s.Run(ctx, s.Client(), queue.Scripts.Quota, s.KeysWith(shard, queue.QuotaKey(s.Prefix(shard), tenant)),
 		s.Clock(), rate, burst, n).Slice()
 	if err != nil {
 		return false, 0, fmt.Errorf("queue: quota: %w", err)

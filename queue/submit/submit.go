@@ -31,7 +31,7 @@ import (
 // the first try stored, not store another on a shard nobody looks at).
 func (s *Submitter) Submit(ctx context.Context, tasks ...queue.NewTask) ([]queue.SubmitResult, error) {
 	res := make([]queue.SubmitResult, len(tasks))
-	byShard := make([][]int, s.Opts.Shards)
+	byShard := make([][]int, s.Shards())
 	now := s.Now()
 	ids := make([]string, len(tasks))
 	for i, t := range tasks {
@@ -42,16 +42,16 @@ func (s *Submitter) Submit(ctx context.Context, tasks ...queue.NewTask) ([]queue
 			if err != nil {
 				return nil, err
 			}
-			shard = p.Shard % s.Opts.Shards
+			shard = p.Shard % s.Shards()
 		case t.Spec.IdempotencyKey != "" || t.Spec.UniqueKey != "" || t.Spec.DebounceKey != "":
 			key, _ := t.Spec.Key()
 			shard = s.ShardForKey(t.Spec.Tenant, key)
 		default:
-			shard = int(s.Rr.Add(1) % uint32(s.Opts.Shards))
+			shard = s.NextShard()
 		}
 		ids[i] = t.ID
 		if ids[i] == "" {
-			ids[i] = s.Opts.IDs.New(s.Opts.Region, shard, now)
+			ids[i] = s.Options().IDs.New(s.Options().Region, shard, now)
 		}
 		byShard[shard] = append(byShard[shard], i)
 	}
@@ -71,12 +71,12 @@ func (s *Submitter) Submit(ctx context.Context, tasks ...queue.NewTask) ([]queue
 				return nil, err
 			}
 			if refused == nil {
-				refused = make([]bool, s.Opts.Shards)
+				refused = make([]bool, s.Shards())
 			}
 			refused[shard] = true
 			to := -1
-			for k := 1; k < s.Opts.Shards && to < 0; k++ {
-				if n := (shard + k) % s.Opts.Shards; !refused[n] {
+			for k := 1; k < s.Shards() && to < 0; k++ {
+				if n := (shard + k) % s.Shards(); !refused[n] {
 					to = n
 				}
 			}
@@ -86,7 +86,7 @@ func (s *Submitter) Submit(ctx context.Context, tasks ...queue.NewTask) ([]queue
 				}
 			}
 			for _, i := range unsent {
-				ids[i] = s.Opts.IDs.New(s.Opts.Region, to, s.Now())
+				ids[i] = s.Options().IDs.New(s.Options().Region, to, s.Now())
 				byShard[to] = append(byShard[to], i)
 			}
 			more = true
@@ -98,8 +98,8 @@ func (s *Submitter) Submit(ctx context.Context, tasks ...queue.NewTask) ([]queue
 // submitOn submits tasks idx on shard. On an error that NotSent reports,
 // unsent are those of idx it did not store (the others' results are set).
 func (s *Submitter) submitOn(ctx context.Context, shard int, tasks []queue.NewTask, ids []string, idx []int, res []queue.SubmitResult) (unsent []int, err error) {
-	var sc redis.Scripter = s.RDB
-	if s.Opts.WaitReplicas > 0 {
+	var sc redis.Scripter = s.Client()
+	if s.Options().WaitReplicas > 0 {
 		// WAIT counts the replicas that have this connection's writes:
 		// the scripts and the WAIT must share one connection (of a
 		// pool, WAIT would answer for another connection's, maybe none).
@@ -115,7 +115,7 @@ func (s *Submitter) submitOn(ctx context.Context, shard int, tasks []queue.NewTa
 		if !queue.NotSent(err) {
 			return nil, err
 		}
-		if stored && s.Opts.WaitReplicas > 0 {
+		if stored && s.Options().WaitReplicas > 0 {
 			// The tasks stored on this connection are owed a WAIT that
 			// this Redis refuses too: they may be lost in a failover.
 			return nil, fmt.Errorf("%w: submit: shard %d stored tasks, then refused the call: %v", queue.ErrUnavailable, shard, err)
@@ -137,7 +137,7 @@ func (s *Submitter) submitOn(ctx context.Context, shard int, tasks []queue.NewTa
 			var again []int
 			for _, i := range chunk {
 				if tasks[i].ID == "" && errors.Is(res[i].Err, task.ErrExists) {
-					ids[i] = s.Opts.IDs.New(s.Opts.Region, shard, s.Now())
+					ids[i] = s.Options().IDs.New(s.Options().Region, shard, s.Now())
 					again = append(again, i)
 				}
 			}
@@ -150,12 +150,12 @@ func (s *Submitter) submitOn(ctx context.Context, shard int, tasks []queue.NewTa
 		}
 	}
 	if c, ok := sc.(*redis.Conn); ok {
-		n, err := c.Wait(ctx, s.Opts.WaitReplicas, s.Opts.WaitTimeout).Result()
+		n, err := c.Wait(ctx, s.Options().WaitReplicas, s.Options().WaitTimeout).Result()
 		if err != nil {
 			return nil, fmt.Errorf("queue: submit: wait for replicas: %w", err)
 		}
-		if int(n) < s.Opts.WaitReplicas {
-			return nil, fmt.Errorf("%w: submit: only %d of %d replicas acknowledged", queue.ErrUnavailable, n, s.Opts.WaitReplicas)
+		if int(n) < s.Options().WaitReplicas {
+			return nil, fmt.Errorf("%w: submit: only %d of %d replicas acknowledged", queue.ErrUnavailable, n, s.Options().WaitReplicas)
 		}
 	}
 	return nil, nil
@@ -171,7 +171,7 @@ func (s *Submitter) submitShard(ctx context.Context, sc redis.Scripter, shard in
 		}
 		idx = hot
 	}
-	keys := s.KeysWith(shard, s.Keys[shard].Prefix+"outbox")
+	keys := s.KeysWith(shard, queue.OutboxKey(s.Prefix(shard)))
 	argv := make([]any, 0, 3+len(idx)*31)
 	argv = append(argv, s.Clock(), len(idx), s.admitCaps(tasks, idx))
 	nkeyed := 0
@@ -192,7 +192,7 @@ func (s *Submitter) submitShard(ctx context.Context, sc redis.Scripter, shard in
 		case sp.IdempotencyKey != "":
 			nkeyed++
 			idem = nkeyed
-			keys = append(keys, s.Keys[shard].Prefix+"idem:"+sp.Tenant+":"+sp.IdempotencyKey)
+			keys = append(keys, queue.IdemKey(s.Prefix(shard), sp.Tenant, sp.IdempotencyKey))
 			ttl = record.Ms(time.Duration(sp.IdempotencyTTL))
 			hash = sp.Hash()
 		case gk != "":
@@ -204,7 +204,7 @@ func (s *Submitter) submitShard(ctx context.Context, sc redis.Scripter, shard in
 		// Tasks of one call often share a spec (fan-out, schedules, batches
 		// built from one template): encode it once. argv copies f.
 		if f == nil || sp != prevSpec || t.Pool != prevPool || t.Pinned != prevPinned {
-			f = record.SpecFields(sp, s.Opts.Defaults)
+			f = record.SpecFields(sp, s.Options().Defaults)
 			if t.Pinned && t.Pool != "" {
 				f = append(f, "pn", "1", "po", t.Pool)
 			}
@@ -227,7 +227,7 @@ func (s *Submitter) submitShard(ctx context.Context, sc redis.Scripter, shard in
 		fields := f
 		if t.History != nil {
 			flags += "h"
-			fields = append(append([]any(nil), f...), queue.HistoryFields(t.History, s.Opts.Region)...)
+			fields = append(append([]any(nil), f...), historyFields(t.History, s.Options().Region)...)
 		}
 		if t.HeldFrom != "" {
 			flags += "k"
@@ -239,7 +239,7 @@ func (s *Submitter) submitShard(ctx context.Context, sc redis.Scripter, shard in
 	argv = append(argv, s.backlogCaps(tasks, idx))
 	out, err := s.Run(ctx, sc, queue.Scripts.Submit, keys, argv...).Slice()
 	if err != nil {
-		if cc := s.Cluster(); cc != nil && sc != redis.Scripter(s.RDB) {
+		if cc := s.Cluster(); cc != nil && sc != redis.Scripter(s.Client()) {
 			// On a connection of its own the cluster client does not see
 			// a dead master or a moved slot: have it ask the cluster again.
 			cc.ReloadState(ctx)
@@ -288,7 +288,7 @@ func (s *Submitter) submitShard(ctx context.Context, sc redis.Scripter, shard in
 func (s *Submitter) backlogCaps(tasks []queue.NewTask, idx []int) string {
 	var b strings.Builder
 	var seen map[string]bool
-	shards := int64(s.Opts.Shards)
+	shards := int64(s.Shards())
 	for _, i := range idx {
 		t := tasks[i]
 		tn := queue.BacklogTenant(t.Spec.Tenant)
@@ -312,21 +312,21 @@ func (s *Submitter) backlogCaps(tasks []queue.NewTask, idx []int) string {
 // Backlog is tenant's unfinished tasks in this region (docs/security.md
 // "max_backlog"): the sum of every shard's count, one HGET per shard.
 func (s *Submitter) Backlog(ctx context.Context, tenant string) (int, error) {
-	n, err := s.backlogSum(ctx, "bl", tenant)
+	n, err := s.backlogSum(ctx, queue.BacklogKey, tenant)
 	return int(n), err
 }
 
 // BacklogBytes is the payload bytes of tenant's unfinished tasks in this
 // region (docs/security.md "max_backlog_bytes"), one HGET per shard.
 func (s *Submitter) BacklogBytes(ctx context.Context, tenant string) (int64, error) {
-	return s.backlogSum(ctx, "blb", tenant)
+	return s.backlogSum(ctx, queue.BacklogBytesKey, tenant)
 }
 
-// backlogSum sums tenant's field of the per-shard hash named name.
-func (s *Submitter) backlogSum(ctx context.Context, name, tenant string) (int64, error) {
+// backlogSum sums tenant's field of the per-shard hash key names.
+func (s *Submitter) backlogSum(ctx context.Context, key func(p string) string, tenant string) (int64, error) {
 	var n int64
-	for shard := range s.Keys {
-		v, err := s.RDB.HGet(ctx, s.Keys[shard].Prefix+name, queue.BacklogTenant(tenant)).Int64()
+	for shard := range s.Shards() {
+		v, err := s.Client().HGet(ctx, key(s.Prefix(shard)), queue.BacklogTenant(tenant)).Int64()
 		if err != nil && !errors.Is(err, redis.Nil) {
 			return 0, fmt.Errorf("queue: backlog: %w", err)
 		}
@@ -352,7 +352,38 @@ func (s *Submitter) admitCaps(tasks []queue.NewTask, idx []int) string {
 		}
 		b.WriteString(t.Pool)
 		b.WriteByte(' ')
-		b.WriteString(strconv.Itoa((t.AdmitMax + s.Opts.Shards - 1) / s.Opts.Shards))
+		b.WriteString(strconv.Itoa((t.AdmitMax + s.Shards() - 1) / s.Shards()))
 	}
 	return b.String()
+}
+
+// historyFields are the record fields and trail lines (field "~") that
+// carry h into the receiving region's record.
+func historyFields(h *queue.History, region string) []any {
+	f := []any{"ct", strconv.FormatInt(h.CreatedAt.UnixMilli(), 10)}
+	if h.Attempts > 0 {
+		f = append(f, "at", strconv.Itoa(h.Attempts))
+	}
+	if h.PreemptCount > 0 {
+		f = append(f, "pc", strconv.Itoa(h.PreemptCount))
+	}
+	if h.LastError != "" {
+		f = append(f, "er", record.Clean(h.LastError, task.MaxErrorLen))
+	}
+	for _, t := range queue.CapTrail(h.Trail) {
+		r := t.Region
+		if r == "" {
+			r = region
+		}
+		f = append(f, "~", trailLine(t, r))
+	}
+	return f
+}
+
+// trailLine writes a step in the trail list's format (lib.lua trail), with
+// the region of a carried step as an eighth column.
+func trailLine(t task.Transition, region string) string {
+	return strconv.FormatInt(t.At.UnixMilli(), 10) + "\t" + record.StateCodeOf(t.From) + "\t" + record.StateCodeOf(t.To) + "\t" +
+		record.Clean(t.Reason, 64) + "\t" + record.Clean(t.By, 128) + "\t" + strconv.Itoa(t.Attempt) + "\t" +
+		record.Clean(t.Error, task.MaxErrorLen) + "\t" + record.Clean(region, 63)
 }
