@@ -18,9 +18,14 @@ type Schedule struct {
 	Task *task.Spec `json:"task"`
 	// DAG is the run each slot starts instead (the body POST /v1/dags
 	// takes, tenant applied); nil for a single-task schedule.
-	DAG        *DAGRequest `json:"dag,omitempty"`
-	HomeRegion string      `json:"home_region"`
-	Misfire    string      `json:"misfire"`
+	DAG *DAGRequest `json:"dag,omitempty"`
+	// DependsOnSchedules holds a single-task schedule's runs until other
+	// schedules' runs allow them (a DAG's nodes say it themselves): each
+	// slot then starts a one-node DAG run, named after the schedule, whose
+	// node "task" is the spec.
+	DependsOnSchedules []ScheduleDependency `json:"depends_on_schedules,omitempty"`
+	HomeRegion         string               `json:"home_region"`
+	Misfire            string               `json:"misfire"`
 	// CatchUpLimit bounds a catch-up (misfire catch_up only).
 	CatchUpLimit int           `json:"catch_up_limit,omitempty"`
 	Overlap      string        `json:"overlap"`
@@ -55,17 +60,19 @@ type ScheduleList struct {
 // ScheduleRequest is POST /v1/schedules. Jitter, task and dag stay raw so
 // that their errors name the field. Exactly one of task and dag is given.
 type ScheduleRequest struct {
-	Name         string          `json:"name"`
-	Cron         string          `json:"cron"`
-	Timezone     string          `json:"timezone"`
-	Task         json.RawMessage `json:"task"`
-	DAG          json.RawMessage `json:"dag"`
-	HomeRegion   string          `json:"home_region"`
-	Misfire      string          `json:"misfire"`
-	CatchUpLimit *int            `json:"catch_up_limit"`
-	Overlap      string          `json:"overlap"`
-	Jitter       json.RawMessage `json:"jitter"`
-	Paused       bool            `json:"paused"`
+	Name     string          `json:"name"`
+	Cron     string          `json:"cron"`
+	Timezone string          `json:"timezone"`
+	Task     json.RawMessage `json:"task"`
+	DAG      json.RawMessage `json:"dag"`
+	// DependsOnSchedules: with task only (Schedule.DependsOnSchedules).
+	DependsOnSchedules []ScheduleDependency `json:"depends_on_schedules"`
+	HomeRegion         string               `json:"home_region"`
+	Misfire            string               `json:"misfire"`
+	CatchUpLimit       *int                 `json:"catch_up_limit"`
+	Overlap            string               `json:"overlap"`
+	Jitter             json.RawMessage      `json:"jitter"`
+	Paused             bool                 `json:"paused"`
 }
 
 // ScheduleDeleted answers DELETE /v1/schedules/{name}.

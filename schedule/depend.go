@@ -35,7 +35,11 @@ const (
 func (s *Scheduler) gates(ctx context.Context, e *entry, p apiv1.Period, lookup func(name string) *entry) (map[string][]task.Gate, error) {
 	var out map[string][]task.Gate
 	now := s.now().UTC()
-	for _, nd := range e.def.DAG.Nodes {
+	dr, err := dagOf(e.def)
+	if err != nil {
+		return nil, err
+	}
+	for _, nd := range dr.Nodes {
 		for _, dep := range nd.DependsOnSchedules {
 			g := task.Gate{Schedule: dep.Schedule, Rule: dep.Rule, OnTimeout: dep.OnTimeout}
 			u := lookup(dep.Schedule)
@@ -44,7 +48,7 @@ func (s *Scheduler) gates(ctx context.Context, e *entry, p apiv1.Period, lookup 
 				g.Stale = true
 			case dep.Rule == task.GateSamePeriod:
 				g.Deadline = now.Add(time.Duration(dep.Timeout))
-				g.DAG = u.def.DAG != nil
+				g.DAG = runsDAG(u.def)
 				if slot, ok := u.comp.NewestBefore(p.Start.Add(-coverLookback), p.Start.Add(time.Nanosecond)); ok {
 					g.RunID, g.Period = u.runID(slot), &slot
 				}
@@ -65,7 +69,7 @@ func (s *Scheduler) gates(ctx context.Context, e *entry, p apiv1.Period, lookup 
 // latestSuccess points g at u's newest successful run among its latest
 // periods, or marks it stale when none ended within maxAge (0: any age).
 func (s *Scheduler) latestSuccess(ctx context.Context, u *entry, g *task.Gate, now time.Time, maxAge time.Duration) error {
-	g.DAG = u.def.DAG != nil
+	g.DAG = runsDAG(u.def)
 	slots := u.comp.Latest(now.Add(-coverLookback), now.Add(time.Nanosecond), latestSuccessSlots)
 	for _, slot := range slices.Backward(slots) {
 		id := u.runID(slot)
@@ -95,7 +99,7 @@ func (s *Scheduler) succeeded(ctx context.Context, u *entry, id string) (bool, *
 	}
 	cctx, cancel := context.WithTimeout(ctx, s.cfg.CallTimeout)
 	defer cancel()
-	if u.def.DAG == nil {
+	if !runsDAG(u.def) {
 		st, finished, ok, err := s.cfg.DAGs.TaskState(cctx, id)
 		return ok && st == task.Success, finished, err
 	}

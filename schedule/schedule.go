@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/ax-sched/ax/apiv1"
+	"github.com/ax-sched/ax/schedule/depend"
 	"github.com/ax-sched/ax/task"
 )
 
@@ -135,6 +136,8 @@ func (s *Scheduler) Validate(req *apiv1.ScheduleRequest) (*apiv1.Schedule, error
 	switch {
 	case hasTask && hasDAG:
 		return nil, fieldError("dag", "a schedule fires a task or starts a DAG, not both")
+	case hasDAG && len(req.DependsOnSchedules) > 0:
+		return nil, fieldError("depends_on_schedules", "a DAG schedule's nodes say it: dag.nodes[i].depends_on_schedules")
 	case hasDAG:
 		dr, err := decodeDAG(req.DAG)
 		if err != nil {
@@ -165,7 +168,10 @@ func (s *Scheduler) Validate(req *apiv1.ScheduleRequest) (*apiv1.Schedule, error
 	if err := task.CheckRegions(sp.Regions, append(slices.Clone(s.cfg.Regions), s.cfg.Region)); err != nil {
 		return nil, taskFieldError(err)
 	}
-	d.Task = sp
+	if err := depend.CheckList("depends_on_schedules", req.DependsOnSchedules); err != nil {
+		return nil, err
+	}
+	d.Task, d.DependsOnSchedules = sp, req.DependsOnSchedules
 	return d, nil
 }
 

@@ -41,6 +41,24 @@ type DAGStarter interface {
 	TaskState(ctx context.Context, id string) (state task.State, finished *time.Time, ok bool, err error)
 }
 
+// runsDAG reports whether d's slots start DAG runs: a DAG schedule's, or
+// a single-task schedule's with dependencies (dagOf).
+func runsDAG(d *apiv1.Schedule) bool { return d.DAG != nil || len(d.DependsOnSchedules) > 0 }
+
+// dagOf is the run each slot of d starts (runsDAG): its DAG, or one node,
+// "task", running its task spec, holding its dependencies.
+func dagOf(d *apiv1.Schedule) (*apiv1.DAGRequest, error) {
+	if d.DAG != nil {
+		return d.DAG, nil
+	}
+	raw, err := json.Marshal(d.Task)
+	if err != nil {
+		return nil, err
+	}
+	return &apiv1.DAGRequest{Name: d.Name, Tenant: tenantOf(d),
+		Nodes: []apiv1.DAGNodeSpec{{ID: "task", Task: raw, DependsOnSchedules: d.DependsOnSchedules}}}, nil
+}
+
 // given reports whether a raw request field holds a value.
 func given(raw json.RawMessage) bool {
 	t := bytes.TrimSpace(raw)
@@ -118,7 +136,7 @@ func (e *entry) runID(slot time.Time) string { return taskID(e.idSeq(), slot, e.
 func (s *Scheduler) unfinished(ctx context.Context, e *entry, id string) (bool, error) {
 	cctx, cancel := context.WithTimeout(ctx, s.cfg.CallTimeout)
 	defer cancel()
-	if e.def.DAG == nil {
+	if !runsDAG(e.def) {
 		return s.tasks.Unfinished(cctx, id)
 	}
 	if s.cfg.DAGs == nil {
@@ -132,7 +150,7 @@ func (s *Scheduler) unfinished(ctx context.Context, e *entry, id string) (bool, 
 func (s *Scheduler) cancelRun(ctx context.Context, e *entry, id, by string) error {
 	cctx, cancel := context.WithTimeout(ctx, s.cfg.CallTimeout)
 	defer cancel()
-	if e.def.DAG == nil {
+	if !runsDAG(e.def) {
 		return s.tasks.CancelTask(cctx, id, by)
 	}
 	if s.cfg.DAGs == nil {
@@ -151,7 +169,7 @@ func (s *Scheduler) start(ctx context.Context, t *term, e *entry, slot time.Time
 	p := e.periodOf(slot)
 	cctx, cancel := context.WithTimeout(ctx, s.cfg.CallTimeout)
 	defer cancel()
-	if d.DAG == nil {
+	if !runsDAG(d) {
 		sp := *d.Task
 		sp.RunAt = &runAt
 		sp.Payload = period.Render(sp.Payload, p, d.Name)
@@ -165,7 +183,11 @@ func (s *Scheduler) start(ctx context.Context, t *term, e *entry, slot time.Time
 			return false, err, nil
 		}
 	}
-	plain, deps := depend.Strip(d.DAG)
+	dr, err := dagOf(d)
+	if err != nil {
+		return false, nil, err
+	}
+	plain, deps := depend.Strip(dr)
 	sd := &apiv1.ScheduledDAG{ID: id, Schedule: d.Name, Period: p, DAG: plain}
 	if deps {
 		gates, err := s.gates(ctx, e, p, func(name string) *entry { return t.lookup(s.store, e.tenant(), name) })

@@ -85,7 +85,6 @@ type Handlers struct {
 	polls    *endpoint.LongPolls
 	metrics  *metrics
 	log      *slog.Logger
-	beats    beats
 }
 
 // New builds the worker protocol's endpoints.

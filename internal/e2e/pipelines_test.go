@@ -183,6 +183,12 @@ func TestSchedulePipelines(t *testing.T) {
 		p.refused(dep("cyc-b", "cyc-a"), f) // cyc-b -> cyc-a -> cyc-b
 		p.refused(dep("selfish", "selfish"), f)
 		p.refused(dep("orphan", "no-such-schedule"), f)
+		single := map[string]any{"name": "single-orphan", "cron": every2s, "paused": true, "task": map[string]any{"type": "noop"},
+			"depends_on_schedules": []any{map[string]any{"schedule": "no-such-schedule", "rule": "latest_success"}}}
+		p.refused(single, "depends_on_schedules[0].schedule")
+		both := dep("both", "cyc-a")
+		both["depends_on_schedules"] = single["depends_on_schedules"]
+		p.refused(both, "depends_on_schedules")
 		bad := dep("rule", "cyc-a")
 		bad["dag"].(map[string]any)["nodes"].([]any)[0].(map[string]any)["depends_on_schedules"].([]any)[0].(map[string]any)["rule"] = "whenever"
 		p.refused(bad, "dag.nodes[0].depends_on_schedules[0].rule")
@@ -308,7 +314,26 @@ func TestSchedulePipelines(t *testing.T) {
 				dep("late", "yearly", "same_period", map[string]any{"timeout": "2s", "on_timeout": "skip"}),
 				node("after", 10, []string{"strict"}),
 			}}}, http.StatusCreated, nil)
+		// A single-task schedule with a dependency: each slot a one-node run.
+		p.call(http.MethodPost, "/v1/schedules", map[string]any{"name": "single", "cron": every2s, "misfire": "skip", "home_region": away,
+			"task":                 map[string]any{"type": "noop", "tags": map[string]string{"class": "cpu"}, "payload": map[string]any{"day": "{{period_date}}"}},
+			"depends_on_schedules": []any{map[string]any{"schedule": "hourly", "rule": "latest_success", "max_age": "2h"}}}, http.StatusCreated, nil)
 		var run apiv1.DAGStatus
+		waitUntil(t, 30*time.Second, "a run of single ended", func() bool {
+			for _, r := range p.runs("single") {
+				if r.State != task.DAGRunning {
+					run = r
+					return true
+				}
+			}
+			return false
+		})
+		p.call(http.MethodDelete, "/v1/schedules/single", nil, http.StatusOK, nil)
+		if n := run.Nodes; run.State != task.DAGSuccess || len(n) != 1 || n[0].ID != "task" || len(n[0].Gates) != 1 || n[0].Gates[0].RunID != bf.Runs[0].ID {
+			t.Errorf("single's run %s: %s, nodes %+v; want SUCCESS, one node gated on hourly's run %s", run.ID, run.State, run.Nodes, bf.Runs[0].ID)
+		} else if tk := p.task(n[0].TaskID); !strings.Contains(string(tk.Payload), run.Period.Start.UTC().Format(time.DateOnly)) {
+			t.Errorf("single's task payload %s, want its period's date", tk.Payload)
+		}
 		waitUntil(t, 30*time.Second, "a run of checks ended", func() bool {
 			for _, r := range p.runs("checks") {
 				if r.State != task.DAGRunning {

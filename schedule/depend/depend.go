@@ -23,61 +23,84 @@ func fieldError(field, msg string) error { return &task.FieldError{Field: field,
 // and fills in the defaults.
 func Check(dr *apiv1.DAGRequest) error {
 	for i := range dr.Nodes {
-		deps := dr.Nodes[i].DependsOnSchedules
-		seen := map[string]bool{}
-		for j := range deps {
-			d := &deps[j]
-			f := fmt.Sprintf("dag.nodes[%d].depends_on_schedules[%d].", i, j)
-			switch {
-			case d.Schedule == "":
-				return fieldError(f+"schedule", "is required: the name of a schedule of the same tenant")
-			case seen[d.Schedule]:
-				return fieldError(f+"schedule", fmt.Sprintf("%q is listed twice for this node", d.Schedule))
-			}
-			seen[d.Schedule] = true
-			switch d.Rule {
-			case task.GateSamePeriod:
-				if d.MaxAge != 0 {
-					return fieldError(f+"max_age", "only with rule latest_success")
-				}
-			case task.GateLatestSuccess:
-				if d.MaxAge < 0 {
-					return fieldError(f+"max_age", "must not be negative")
-				}
-				if d.Timeout != 0 {
-					return fieldError(f+"timeout", "only with rule same_period: latest_success never waits")
-				}
-			default:
-				return fieldError(f+"rule", "must be same_period or latest_success")
-			}
-			if d.Rule == task.GateSamePeriod {
-				switch {
-				case d.Timeout == 0:
-					d.Timeout = task.Duration(DefaultTimeout)
-				case d.Timeout < task.Duration(time.Second) || d.Timeout > task.Duration(MaxTimeout):
-					return fieldError(f+"timeout", fmt.Sprintf("must be between 1s and %v", MaxTimeout))
-				}
-			}
-			switch d.OnTimeout {
-			case "":
-				d.OnTimeout = task.GateFail
-			case task.GateFail, task.GateSkip:
-			default:
-				return fieldError(f+"on_timeout", "must be fail or skip")
-			}
+		if err := CheckList(fmt.Sprintf("dag.nodes[%d].depends_on_schedules", i), dr.Nodes[i].DependsOnSchedules); err != nil {
+			return err
 		}
 	}
 	return nil
 }
 
-// Upstreams lists the schedules d depends on, in node order.
-func Upstreams(d *apiv1.Schedule) []string {
-	if d.DAG == nil {
-		return nil
+// CheckList validates one list of dependencies, whose field is field
+// (errors name field[j].<key>), and fills in the defaults.
+func CheckList(field string, deps []apiv1.ScheduleDependency) error {
+	seen := map[string]bool{}
+	for j := range deps {
+		d := &deps[j]
+		f := fmt.Sprintf("%s[%d].", field, j)
+		switch {
+		case d.Schedule == "":
+			return fieldError(f+"schedule", "is required: the name of a schedule of the same tenant")
+		case seen[d.Schedule]:
+			return fieldError(f+"schedule", fmt.Sprintf("%q is listed twice for this node", d.Schedule))
+		}
+		seen[d.Schedule] = true
+		switch d.Rule {
+		case task.GateSamePeriod:
+			if d.MaxAge != 0 {
+				return fieldError(f+"max_age", "only with rule latest_success")
+			}
+		case task.GateLatestSuccess:
+			if d.MaxAge < 0 {
+				return fieldError(f+"max_age", "must not be negative")
+			}
+			if d.Timeout != 0 {
+				return fieldError(f+"timeout", "only with rule same_period: latest_success never waits")
+			}
+		default:
+			return fieldError(f+"rule", "must be same_period or latest_success")
+		}
+		if d.Rule == task.GateSamePeriod {
+			switch {
+			case d.Timeout == 0:
+				d.Timeout = task.Duration(DefaultTimeout)
+			case d.Timeout < task.Duration(time.Second) || d.Timeout > task.Duration(MaxTimeout):
+				return fieldError(f+"timeout", fmt.Sprintf("must be between 1s and %v", MaxTimeout))
+			}
+		}
+		switch d.OnTimeout {
+		case "":
+			d.OnTimeout = task.GateFail
+		case task.GateFail, task.GateSkip:
+		default:
+			return fieldError(f+"on_timeout", "must be fail or skip")
+		}
 	}
+	return nil
+}
+
+// list is one list of dependencies of a schedule and its field.
+type list struct {
+	field string
+	deps  []apiv1.ScheduleDependency
+}
+
+// lists are d's lists of dependencies: its own (a single-task schedule's),
+// then each node's.
+func lists(d *apiv1.Schedule) []list {
+	out := []list{{"depends_on_schedules", d.DependsOnSchedules}}
+	if d.DAG != nil {
+		for i, nd := range d.DAG.Nodes {
+			out = append(out, list{fmt.Sprintf("dag.nodes[%d].depends_on_schedules", i), nd.DependsOnSchedules})
+		}
+	}
+	return out
+}
+
+// Upstreams lists the schedules d depends on.
+func Upstreams(d *apiv1.Schedule) []string {
 	var out []string
-	for _, nd := range d.DAG.Nodes {
-		for _, dep := range nd.DependsOnSchedules {
+	for _, l := range lists(d) {
+		for _, dep := range l.deps {
 			if !slices.Contains(out, dep.Schedule) {
 				out = append(out, dep.Schedule)
 			}
@@ -88,14 +111,11 @@ func Upstreams(d *apiv1.Schedule) []string {
 
 // CheckUpstreams refuses a dependency of d on a schedule its tenant does
 // not have (defs: the tenant's schedules) and a cycle through d, naming
-// the node's field and the cycle's path.
+// the dependency's field and the cycle's path.
 func CheckUpstreams(d *apiv1.Schedule, defs map[string]*apiv1.Schedule) error {
-	if d.DAG == nil {
-		return nil
-	}
-	for i, nd := range d.DAG.Nodes {
-		for j, dep := range nd.DependsOnSchedules {
-			f := fmt.Sprintf("dag.nodes[%d].depends_on_schedules[%d].schedule", i, j)
+	for _, l := range lists(d) {
+		for j, dep := range l.deps {
+			f := fmt.Sprintf("%s[%d].schedule", l.field, j)
 			if dep.Schedule == d.Name {
 				return fieldError(f, fmt.Sprintf("cycle: %s -> %s", d.Name, d.Name))
 			}

@@ -64,7 +64,13 @@ func TestCheckUpstreams(t *testing.T) {
 		{on("x", "nope"), `no schedule named "nope"`},
 		{on("x", "x"), "cycle: x -> x"},
 		{on("c", "a"), "cycle: c -> a -> b -> c"}, // c created again, depending on a
+		{&apiv1.Schedule{Name: "c", DependsOnSchedules: []apiv1.ScheduleDependency{{Schedule: "a"}}}, "cycle: c -> a -> b -> c"},
+		{&apiv1.Schedule{Name: "t", DependsOnSchedules: []apiv1.ScheduleDependency{{Schedule: "gone"}}}, `no schedule named "gone"`},
 	} {
+		field := "dag.nodes[1].depends_on_schedules[0].schedule"
+		if c.d.DAG == nil {
+			field = "depends_on_schedules[0].schedule"
+		}
 		err := CheckUpstreams(c.d, defs)
 		if c.want == "" {
 			if err != nil {
@@ -73,7 +79,7 @@ func TestCheckUpstreams(t *testing.T) {
 			continue
 		}
 		var fe *task.FieldError
-		if !errors.As(err, &fe) || fe.Field != "dag.nodes[1].depends_on_schedules[0].schedule" || !strings.Contains(fe.Msg, c.want) {
+		if !errors.As(err, &fe) || fe.Field != field || !strings.Contains(fe.Msg, c.want) {
 			t.Errorf("%s: %v, want %q naming the field", c.d.Name, err, c.want)
 		}
 	}

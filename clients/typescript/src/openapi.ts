@@ -936,6 +936,8 @@ export interface components {
             timezone?: string;
             /** @description the DAG run each slot starts (as POST /v1/dags takes it), instead of task; exactly one of task and dag */
             dag?: components["schemas"]["DAGRequest"];
+            /** @description with task only: each slot then starts a one-node DAG run named after the schedule (node "task") that waits for these schedules' runs as a DAG node's depends_on_schedules does; a DAG schedule's nodes say it themselves (400 depends_on_schedules) */
+            depends_on_schedules?: components["schemas"]["ScheduleDependency"][];
         };
         ScheduleStatus: {
             catch_up_limit?: number;
@@ -963,6 +965,8 @@ export interface components {
             timezone: string;
             dag?: components["schemas"]["DAGRequest"];
             last_period?: components["schemas"]["Period"];
+            /** @description with task only: each slot then starts a one-node DAG run named after the schedule (node "task") that waits for these schedules' runs as a DAG node's depends_on_schedules does; a DAG schedule's nodes say it themselves (400 depends_on_schedules) */
+            depends_on_schedules?: components["schemas"]["ScheduleDependency"][];
         };
         /**
          * @description a task state; TIMEOUT appears only in trails (the reaper moves a timed-out task on to PENDING or FAILED at once)

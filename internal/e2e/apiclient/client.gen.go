@@ -791,8 +791,11 @@ type ScheduleRequest struct {
 	Cron         string `json:"cron"`
 
 	// Dag the DAG run each slot starts (as POST /v1/dags takes it), instead of task; exactly one of task and dag
-	Dag        *DAGRequest `json:"dag,omitempty"`
-	HomeRegion *string     `json:"home_region,omitempty"`
+	Dag *DAGRequest `json:"dag,omitempty"`
+
+	// DependsOnSchedules with task only: each slot then starts a one-node DAG run named after the schedule (node "task") that waits for these schedules' runs as a DAG node's depends_on_schedules does; a DAG schedule's nodes say it themselves (400 depends_on_schedules)
+	DependsOnSchedules *[]ScheduleDependency `json:"depends_on_schedules,omitempty"`
+	HomeRegion         *string               `json:"home_region,omitempty"`
 
 	// Jitter a Go duration ("30s")
 	Jitter  *string `json:"jitter,omitempty"`
@@ -813,7 +816,10 @@ type ScheduleStatus struct {
 	CreatedBy    *string     `json:"created_by,omitempty"`
 	Cron         string      `json:"cron"`
 	Dag          *DAGRequest `json:"dag,omitempty"`
-	HomeRegion   string      `json:"home_region"`
+
+	// DependsOnSchedules with task only: each slot then starts a one-node DAG run named after the schedule (node "task") that waits for these schedules' runs as a DAG node's depends_on_schedules does; a DAG schedule's nodes say it themselves (400 depends_on_schedules)
+	DependsOnSchedules *[]ScheduleDependency `json:"depends_on_schedules,omitempty"`
+	HomeRegion         string                `json:"home_region"`
 
 	// Jitter a Go duration ("1m30s")
 	Jitter        *string    `json:"jitter,omitempty"`
