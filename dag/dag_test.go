@@ -14,6 +14,7 @@ import (
 
 	"github.com/ax-sched/ax/apiv1"
 	"github.com/ax-sched/ax/federation"
+	"github.com/ax-sched/ax/federation/view"
 	"github.com/ax-sched/ax/internal/fedtest"
 	"github.com/ax-sched/ax/internal/testenv"
 	"github.com/ax-sched/ax/placement"
@@ -495,7 +496,7 @@ func leaderlessRuns(t *testing.T) (*Runs, *store.Store, *testenv.Redis) {
 		t.Fatal(err)
 	}
 	pcfg := placement.DefaultConfig()
-	view := federation.NewView(etcd.Client(), "/ax/", pcfg, time.Second, nil)
+	view := view.New(etcd.Client(), "/ax/", pcfg, time.Second, nil)
 	t.Cleanup(view.Close)
 	n, err := federation.NewNode(federation.Config{Region: "us-east-1", Placement: pcfg, Logger: discardLog()}, st, view, nil, nil)
 	if err != nil {

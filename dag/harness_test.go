@@ -14,6 +14,8 @@ import (
 
 	"github.com/ax-sched/ax/apiv1"
 	"github.com/ax-sched/ax/federation"
+	"github.com/ax-sched/ax/federation/metrics"
+	"github.com/ax-sched/ax/federation/view"
 	"github.com/ax-sched/ax/httpapi"
 	"github.com/ax-sched/ax/internal/fedtest"
 	"github.com/ax-sched/ax/internal/testenv"
@@ -73,7 +75,7 @@ type dagRegion struct {
 type dagServer struct {
 	id     string
 	cli    *clientv3.Client
-	view   *federation.View
+	view   *view.View
 	node   *federation.Node
 	runs   *Runs
 	cell   *region.Cell
@@ -140,7 +142,7 @@ func (r *dagRegion) start() *dagServer {
 	cli := e.etcd.Client()
 	reg := prometheus.NewRegistry()
 	log := e.log.With("server", id)
-	view := federation.NewView(cli, "/ax/", e.pcfg, time.Second, log)
+	view := view.New(cli, "/ax/", e.pcfg, time.Second, log)
 	// The HTTP server first (the cell publishes its address), serving the
 	// API built below.
 	var api atomic.Pointer[httpapi.API]
@@ -153,7 +155,7 @@ func (r *dagRegion) start() *dagServer {
 	node, err := federation.NewNode(federation.Config{
 		Region: r.name, Regions: dagRegions, ClusterToken: dagTokCluster, Placement: e.pcfg, Logger: log,
 		NoCapacityRetry: 300 * time.Millisecond, SaturatedRetryAfter: 2 * time.Second,
-	}, r.store, view, cell, federation.NewMetrics(reg))
+	}, r.store, view, cell, metrics.New(reg))
 	if err != nil {
 		hs.Close()
 		view.Close()

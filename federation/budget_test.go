@@ -7,7 +7,8 @@ import (
 	"time"
 
 	"github.com/ax-sched/ax/apiv1"
-	"github.com/ax-sched/ax/federation"
+	"github.com/ax-sched/ax/federation/budget"
+	"github.com/ax-sched/ax/federation/submit"
 	"github.com/ax-sched/ax/internal/fedtest"
 	"github.com/ax-sched/ax/queue"
 	"github.com/ax-sched/ax/schedule"
@@ -25,8 +26,8 @@ import (
 // placed as usual.
 func TestMonthlyBudgets(t *testing.T) {
 	f := newFed(t,
-		fedtest.WithBudget("acme", federation.Budget{MonthlyUSD: 1e-9, Refuse: true}),
-		fedtest.WithBudget("globex", federation.Budget{MonthlyUSD: 1e-9, PriceCap: 0.01}))
+		fedtest.WithBudget("acme", budget.Budget{MonthlyUSD: 1e-9, Refuse: true}),
+		fedtest.WithBudget("globex", budget.Budget{MonthlyUSD: 1e-9, PriceCap: 0.01}))
 	ctx := fedtest.Ctx(t)
 	onDemand := spec{"type": "etl.step", "tags": map[string]string{"arch": "x86", "class": "on-demand"}}
 	if sr := f.SubmitOK(aws, tokGlobex, onDemand); deref(sr.Pool) != poolCPU {
@@ -135,7 +136,7 @@ func budgetHooks(t *testing.T, f *fed) {
 	// its cap match is refused as its submit is (422 with the explanation);
 	// one under the cap, one no pool matches anyway (placed when due, as
 	// ever) and acme's (BudgetRoom's) are not.
-	var pe *federation.PlacementError
+	var pe *submit.PlacementError
 	if err := n.BudgetFits(&task.Spec{Type: "etl.step", Tenant: "globex", Tags: map[string]string{"arch": "x86", "class": "on-demand"}}); !errors.As(err, &pe) || pe.Saturated {
 		t.Fatalf("globex's on-demand node past its cap budget: %v, want unplaceable", err)
 	}
@@ -146,7 +147,7 @@ func budgetHooks(t *testing.T, f *fed) {
 		}
 	}
 
-	n.SetBudgets(map[string]federation.Budget{"acme": {MonthlyUSD: 1e6, Refuse: true},
+	n.SetBudgets(map[string]budget.Budget{"acme": {MonthlyUSD: 1e6, Refuse: true},
 		"globex": {MonthlyUSD: 1e-9, PriceCap: 0.01}})
 	if err := n.RefreshBudgets(ctx); err != nil {
 		t.Fatal(err)

@@ -75,7 +75,7 @@ type Config struct {
 	BacklogBytes func(tenant string) int64
 	// Budgets are the tenants' monthly budgets (package budget), by tenant;
 	// nil: none. Node.SetBudgets replaces them.
-	Budgets map[string]Budget
+	Budgets map[string]budget.Budget
 	// BudgetRefresh is how often BudgetLoop rereads the spend.
 	BudgetRefresh time.Duration
 	// Now is the node's one clock: placement, in-flight accounting, stuck
@@ -118,7 +118,7 @@ type Node struct {
 // the cell's placer and runs leader loops beside it (cmd/ax passes them to
 // cell.Run); it wakes the cell after submits and reads its figures. cell
 // may be nil for a node that places nothing (tests drive its loops).
-func NewNode(cfg Config, store *store.Store, v *View, cell *region.Cell, m *Metrics) (*Node, error) {
+func NewNode(cfg Config, store *store.Store, v *view.View, cell *region.Cell, m *metrics.Metrics) (*Node, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
@@ -207,10 +207,10 @@ func (n *Node) Region() string { return n.cfg.Region }
 func (n *Node) Store() *store.Store { return n.store }
 
 // View is the global view.
-func (n *Node) View() *View { return n.view }
+func (n *Node) View() *view.View { return n.view }
 
 // Estimator holds the learnt durations placement uses: the view sets what
-// every region's leader publishes (View.Learn).
+// every region's leader publishes (view.View.Learn).
 func (n *Node) Estimator() *placement.Estimator { return n.est }
 
 // Peer is the client of other regions' servers.
@@ -236,7 +236,7 @@ func (n *Node) PlaceDue(ctx context.Context, tasks []*task.Task) []queue.Assignm
 var _ region.Placer = (*Node)(nil)
 
 // BudgetOf returns tenant's budget status; false when it has no budget.
-func (n *Node) BudgetOf(tenant string) (BudgetStatus, bool) { return n.budgets.Of(tenant) }
+func (n *Node) BudgetOf(tenant string) (budget.BudgetStatus, bool) { return n.budgets.Of(tenant) }
 
 // Budgets are the budgets of tenant ("" every tenant) as this server
 // judges them, by tenant name.
@@ -247,7 +247,7 @@ func (n *Node) Budgets(tenant string) []apiv1.CostBudget { return n.budgets.List
 func (n *Node) BudgetRoom(tenant string) error { return n.budgets.Room(tenant) }
 
 // SetBudgets puts budgets in force in place of Config.Budgets (budget.Book.Set).
-func (n *Node) SetBudgets(budgets map[string]Budget) { n.budgets.Set(budgets) }
+func (n *Node) SetBudgets(budgets map[string]budget.Budget) { n.budgets.Set(budgets) }
 
 // BudgetLoop rereads the spend of the tenants with a budget every
 // Config.BudgetRefresh until ctx ends (budget.Book.Loop).

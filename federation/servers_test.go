@@ -8,7 +8,7 @@ import (
 	"time"
 
 	"github.com/ax-sched/ax/apiv1"
-	"github.com/ax-sched/ax/federation"
+	"github.com/ax-sched/ax/federation/view"
 	"github.com/ax-sched/ax/internal/fedtest"
 	"github.com/ax-sched/ax/internal/testenv"
 	"github.com/ax-sched/ax/placement"
@@ -20,7 +20,7 @@ import (
 func TestViewCountsAnnouncedServers(t *testing.T) {
 	e := testenv.StartEtcd(t)
 	c := e.Client()
-	v := federation.NewView(c, "/ax/", placement.DefaultConfig(), time.Second, nil)
+	v := view.New(c, "/ax/", placement.DefaultConfig(), time.Second, nil)
 	t.Cleanup(v.Close)
 	if n := v.Pools().Servers(); n != 0 {
 		t.Fatalf("servers before any announcement: %d", n)
@@ -33,7 +33,7 @@ func TestViewCountsAnnouncedServers(t *testing.T) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			federation.Announce(ctx, c, "/ax/", federation.ServerInfo{Region: "r1", ID: id, API: "http://" + id}, 2*time.Second, nil)
+			view.Announce(ctx, c, "/ax/", view.ServerInfo{Region: "r1", ID: id, API: "http://" + id}, 2*time.Second, nil)
 		}()
 	}
 	t.Cleanup(func() {
@@ -55,7 +55,7 @@ func TestRegionsShowAnnouncedServers(t *testing.T) {
 	cctx, cancel := context.WithCancel(ctx)
 	go func() {
 		defer close(done)
-		federation.Announce(cctx, f.EtcdCli, "/ax/", federation.ServerInfo{Region: aws, ID: "extra", API: "http://x"}, 2*time.Second, nil)
+		view.Announce(cctx, f.EtcdCli, "/ax/", view.ServerInfo{Region: aws, ID: "extra", API: "http://x"}, 2*time.Second, nil)
 	}()
 	t.Cleanup(func() { cancel(); <-done })
 	fedtest.Eventually(t, 10*time.Second, "aws shows its announced server", func() bool {

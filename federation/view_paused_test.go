@@ -6,7 +6,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/ax-sched/ax/federation"
+	"github.com/ax-sched/ax/federation/view"
 	"github.com/ax-sched/ax/internal/fedtest"
 	"github.com/ax-sched/ax/internal/testenv"
 	"github.com/ax-sched/ax/placement"
@@ -22,7 +22,7 @@ import (
 func TestViewCarriesPausedIntoPlacement(t *testing.T) {
 	e := testenv.StartEtcd(t)
 	c := e.Client()
-	v := federation.NewView(c, "/ax/", placement.DefaultConfig(), time.Millisecond, nil)
+	v := view.New(c, "/ax/", placement.DefaultConfig(), time.Millisecond, nil)
 	t.Cleanup(v.Close)
 	publish := func(paused ...bool) {
 		t.Helper()
@@ -68,7 +68,7 @@ func TestViewCarriesPausedIntoPlacement(t *testing.T) {
 func TestOpenWindowWithoutWorkersTakesNothing(t *testing.T) {
 	e := testenv.StartEtcd(t)
 	c := e.Client()
-	v := federation.NewView(c, "/ax/", placement.DefaultConfig(), time.Millisecond, nil)
+	v := view.New(c, "/ax/", placement.DefaultConfig(), time.Millisecond, nil)
 	t.Cleanup(v.Close)
 	always := &region.Schedule{Timezone: "UTC", Windows: []region.ScheduleWindow{{Start: "00:00", End: "12:00", Slots: 7}, {Start: "12:00", End: "00:00", Slots: 7}}}
 	publish := func(workers int, slots ...int) {

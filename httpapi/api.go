@@ -12,6 +12,8 @@ import (
 
 	"github.com/ax-sched/ax/apiv1"
 	"github.com/ax-sched/ax/federation"
+	"github.com/ax-sched/ax/federation/peer"
+	"github.com/ax-sched/ax/federation/view"
 	"github.com/ax-sched/ax/httpapi/dags"
 	"github.com/ax-sched/ax/httpapi/dashboard"
 	"github.com/ax-sched/ax/httpapi/endpoint"
@@ -134,7 +136,7 @@ type Readiness interface {
 	// Region is this server's region.
 	Region() string
 	// View is the federation's global view.
-	View() *federation.View
+	View() *view.View
 	// Ping reports whether the region's store answers.
 	Ping(ctx context.Context) error
 }
@@ -299,7 +301,7 @@ func (a *API) route(pattern string, need Role, h endpoint.Handler) {
 			endpoint.WriteError(rec, &endpoint.Error{Code: apiv1.CodeForbidden, Field: "Authorization", Msg: "this token's role may not do that"})
 			return
 		}
-		r = r.WithContext(federation.WithHops(r.Context(), a.trustedHops(r, p)))
+		r = r.WithContext(peer.WithHops(r.Context(), a.trustedHops(r, p)))
 		if err := h(rec, r, p); err != nil {
 			e := endpoint.ErrorOf(err)
 			e.ScopeTo(p.Tenant)

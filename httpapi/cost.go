@@ -9,6 +9,7 @@ import (
 
 	"github.com/ax-sched/ax/apiv1"
 	"github.com/ax-sched/ax/federation"
+	"github.com/ax-sched/ax/federation/fanout"
 	"github.com/ax-sched/ax/httpapi/endpoint"
 	"github.com/ax-sched/ax/task"
 )
@@ -36,9 +37,9 @@ func (th *taskHandlers) cost(w http.ResponseWriter, r *http.Request, p Principal
 // list of apiv1.CostGroups (default tenant,pool). A scoped principal reads
 // its own tenant's (tenant= naming another is 403); an unknown parameter
 // is refused.
-func parseCostQuery(raw string, p Principal, now time.Time) (federation.CostQuery, error) {
+func parseCostQuery(raw string, p Principal, now time.Time) (fanout.CostQuery, error) {
 	today := federation.CostDay(now)
-	q := federation.CostQuery{From: time.Date(today.Year(), today.Month(), 1, 0, 0, 0, 0, time.UTC), To: today,
+	q := fanout.CostQuery{From: time.Date(today.Year(), today.Month(), 1, 0, 0, 0, 0, time.UTC), To: today,
 		GroupBy: []string{apiv1.CostGroupTenant, apiv1.CostGroupPool}}
 	v, err := endpoint.ParseQuery(raw, "from", "to", "group_by", "tenant", "region")
 	if err != nil {

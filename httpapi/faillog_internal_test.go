@@ -11,7 +11,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/ax-sched/ax/federation"
+	"github.com/ax-sched/ax/federation/peer"
 	"github.com/redis/go-redis/v9"
 )
 
@@ -66,7 +66,7 @@ func TestOutageFailuresAreLoggedOncePer10s(t *testing.T) {
 		case "outage":
 			return fmt.Errorf("get: %w", outage)
 		case "peer":
-			return fmt.Errorf("forward: %w", &federation.PeerError{Status: 502}) // no error body
+			return fmt.Errorf("forward: %w", &peer.Error{Status: 502}) // no error body
 		}
 		return errors.New("a bug")
 	})

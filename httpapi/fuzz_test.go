@@ -13,6 +13,7 @@ import (
 
 	"github.com/ax-sched/ax/apiv1"
 	"github.com/ax-sched/ax/federation"
+	"github.com/ax-sched/ax/federation/view"
 	"github.com/ax-sched/ax/httpapi"
 	"github.com/ax-sched/ax/internal/fedtest"
 	"github.com/ax-sched/ax/internal/testenv"
@@ -56,7 +57,7 @@ func newFuzzEnv(tb testing.TB) *fuzzEnv {
 	pcfg := placement.DefaultConfig()
 	pcfg.StaleAfter = 24 * time.Hour // the figures are written once
 	quiet := slog.New(slog.DiscardHandler)
-	view := federation.NewView(cli, "/ax/", pcfg, time.Second, quiet)
+	view := view.New(cli, "/ax/", pcfg, time.Second, quiet)
 	tb.Cleanup(view.Close)
 	fedtest.Eventually(tb, 10*time.Second, "the view holds the region", func() bool {
 		ri, ok := view.Region(aws)

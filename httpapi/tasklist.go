@@ -9,6 +9,7 @@ import (
 
 	"github.com/ax-sched/ax/apiv1"
 	"github.com/ax-sched/ax/federation"
+	"github.com/ax-sched/ax/federation/fanout"
 	"github.com/ax-sched/ax/httpapi/endpoint"
 	"github.com/ax-sched/ax/task"
 )
@@ -40,8 +41,8 @@ const maxPayloadFilter = 256
 // tenant replaces any tenant= it gives (another tenant's is refused); the
 // payload search is for operators, since a payload may hold what its
 // submitter alone should read.
-func parseTaskQuery(raw string, p Principal) (federation.TaskQuery, error) {
-	q := federation.TaskQuery{Limit: 100}
+func parseTaskQuery(raw string, p Principal) (fanout.TaskQuery, error) {
+	q := fanout.TaskQuery{Limit: 100}
 	v, err := endpoint.ParseQuery(raw, taskParams...)
 	if err != nil {
 		return q, err

@@ -11,6 +11,9 @@ import (
 
 	"github.com/ax-sched/ax/apiv1"
 	"github.com/ax-sched/ax/federation"
+	"github.com/ax-sched/ax/federation/fanout"
+	"github.com/ax-sched/ax/federation/submit"
+	"github.com/ax-sched/ax/federation/view"
 	"github.com/ax-sched/ax/httpapi/endpoint"
 	"github.com/ax-sched/ax/internal/tracing"
 	"github.com/ax-sched/ax/placement"
@@ -23,7 +26,7 @@ type Submitter interface {
 	// SubmitWithin takes the specs from q's bucket, all or none (a
 	// refusal is the request's error), then places and stores them, one
 	// outcome each, in order.
-	SubmitWithin(ctx context.Context, q federation.Quota, specs []*task.Spec, forwarded bool) ([]federation.Outcome, error)
+	SubmitWithin(ctx context.Context, q submit.Quota, specs []*task.Spec, forwarded bool) ([]submit.Outcome, error)
 	// Explain places sp without storing it, saying why each pool won or not.
 	Explain(sp *task.Spec) (placement.Explanation, error)
 }
@@ -36,16 +39,16 @@ type TaskActions interface {
 	// missing id's.
 	GetAs(ctx context.Context, id string, hops int, tenant string) (*task.Task, error)
 	Trail(ctx context.Context, id string, hops int) ([]task.Transition, error)
-	Act(ctx context.Context, op federation.TaskOp, id string, priority int, by string, hops int) (task.State, error)
+	Act(ctx context.Context, op fanout.TaskOp, id string, priority int, by string, hops int) (task.State, error)
 }
 
 // Listings are the reads and the bulk action that gather every region's
 // part; *federation.Node implements it.
 type Listings interface {
-	Tasks(ctx context.Context, q federation.TaskQuery, hops int) (*federation.DeadLetterPage, error)
-	DeadLetters(ctx context.Context, q federation.DLQQuery, hops int) (*federation.DeadLetterPage, error)
-	BulkCancel(ctx context.Context, f federation.Filter, only, by string, hops int) (*federation.BulkCanceled, error)
-	Cost(ctx context.Context, q federation.CostQuery, hops int) (*federation.CostReport, error)
+	Tasks(ctx context.Context, q fanout.TaskQuery, hops int) (*fanout.DeadLetterPage, error)
+	DeadLetters(ctx context.Context, q fanout.DLQQuery, hops int) (*fanout.DeadLetterPage, error)
+	BulkCancel(ctx context.Context, f federation.Filter, only, by string, hops int) (*fanout.BulkCanceled, error)
+	Cost(ctx context.Context, q fanout.CostQuery, hops int) (*fanout.CostReport, error)
 	// Budgets are tenant's monthly budgets ("" every tenant's).
 	Budgets(tenant string) []apiv1.CostBudget
 }
@@ -54,7 +57,7 @@ type Listings interface {
 // one; *federation.Node implements it.
 type Regions interface {
 	Region() string
-	View() *federation.View
+	View() *view.View
 	// Proxy asks a server of regionName and decodes its answer into out.
 	Proxy(ctx context.Context, regionName, method, path string, in, out any) error
 	// Drain moves this region's waiting tasks elsewhere at rate tasks/s.
@@ -85,9 +88,9 @@ func (th *taskHandlers) routes() []endpoint.Route {
 		{Pattern: "POST /v1/tasks/batch", Role: RoleSubmitter, Handle: th.submitBatch},
 		{Pattern: "GET /v1/tasks/{id}", Role: RoleSubmitter, Handle: th.get},
 		{Pattern: "GET /v1/tasks/{id}/trail", Role: RoleSubmitter, Handle: th.trail},
-		{Pattern: "POST /v1/tasks/{id}/cancel", Role: RoleOperator, Handle: th.act(federation.OpCancel)},
-		{Pattern: "POST /v1/tasks/{id}/replay", Role: RoleOperator, Handle: th.act(federation.OpReplay)},
-		{Pattern: "POST /v1/tasks/{id}/priority", Role: RoleOperator, Handle: th.act(federation.OpPriority)},
+		{Pattern: "POST /v1/tasks/{id}/cancel", Role: RoleOperator, Handle: th.act(fanout.OpCancel)},
+		{Pattern: "POST /v1/tasks/{id}/replay", Role: RoleOperator, Handle: th.act(fanout.OpReplay)},
+		{Pattern: "POST /v1/tasks/{id}/priority", Role: RoleOperator, Handle: th.act(fanout.OpPriority)},
 		{Pattern: "POST /v1/tasks/cancel", Role: RoleOperator, Handle: th.bulkCancel},
 		{Pattern: "GET /v1/tasks", Role: RoleSubmitter, Handle: th.listTasks},
 		{Pattern: "GET /v1/dlq", Role: RoleSubmitter, Handle: th.dlq},
@@ -111,7 +114,7 @@ func (th *taskHandlers) readSpec(w http.ResponseWriter, r *http.Request, p Princ
 	return sp, endpoint.ApplyTenant(sp, p, th.cfg.MaxPayload)
 }
 
-func respOf(o federation.Outcome) *apiv1.SubmitResponse {
+func respOf(o submit.Outcome) *apiv1.SubmitResponse {
 	r := &apiv1.SubmitResponse{ID: o.ID, State: o.State, Region: o.Region, Duplicate: o.Duplicate}
 	if o.Pool != "" {
 		pool := o.Pool
@@ -227,7 +230,7 @@ func (th *taskHandlers) get(w http.ResponseWriter, r *http.Request, p Principal)
 // region it was handed to is unreachable (a 503 only for its own tenant).
 func (th *taskHandlers) getFor(ctx context.Context, p Principal, id string, h int) (*task.Task, error) {
 	t, err := th.acts.GetAs(ctx, id, h, p.Tenant)
-	var hu *federation.HolderUnreachableError
+	var hu *fanout.HolderUnreachableError
 	switch {
 	case errors.As(err, &hu) && !p.Sees(hu.Record.Tenant):
 		return nil, task.ErrNotFound
@@ -264,11 +267,11 @@ func (th *taskHandlers) trail(w http.ResponseWriter, r *http.Request, p Principa
 	return nil
 }
 
-func (th *taskHandlers) act(op federation.TaskOp) endpoint.Handler {
+func (th *taskHandlers) act(op fanout.TaskOp) endpoint.Handler {
 	return func(w http.ResponseWriter, r *http.Request, p Principal) error {
 		id := r.PathValue("id")
 		prio := 0
-		if op == federation.OpPriority {
+		if op == fanout.OpPriority {
 			var req apiv1.PriorityRequest
 			if err := endpoint.Decode(w, r, 4<<10, &req); err != nil {
 				return err
@@ -289,7 +292,7 @@ func (th *taskHandlers) act(op federation.TaskOp) endpoint.Handler {
 			return err
 		}
 		switch op {
-		case federation.OpCancel:
+		case fanout.OpCancel:
 			// RUNNING: the worker stops it; PENDING: its hand-off to another
 			// region is in flight and carries the cancel there.
 			endpoint.WriteJSON(w, http.StatusOK, apiv1.CancelResponse{ID: id, State: st, Requested: st == task.Running || st == task.Pending})
@@ -390,7 +393,7 @@ func (th *taskHandlers) drain(w http.ResponseWriter, r *http.Request, p Principa
 	name := r.PathValue("region")
 	if name != th.regs.Region() {
 		if endpoint.Hops(r) > 0 {
-			return &federation.NotServedError{Region: name}
+			return &fanout.NotServedError{Region: name}
 		}
 		var resp apiv1.DrainResponse
 		path := "/v1/regions/" + url.PathEscape(name) + "/drain"
@@ -438,22 +441,22 @@ func (th *taskHandlers) explain(w http.ResponseWriter, r *http.Request, p Princi
 
 // maxDLQOffset bounds GET /v1/dlq's offset= (ten pages of the largest
 // limit); the cursor pages on without a bound.
-const maxDLQOffset = 10 * federation.MaxDLQLimit
+const maxDLQOffset = 10 * fanout.MaxDLQLimit
 
 // parseDLQQuery reads GET /v1/dlq's parameters; a scoped principal lists
 // its own tenant's (tenant= naming another is 403). An unknown parameter is refused rather
 // than ignored: a typo (typ=) must not turn a filtered listing into a full
 // one.
-func parseDLQQuery(raw string, p Principal) (federation.DLQQuery, error) {
-	q := federation.DLQQuery{Limit: 100}
+func parseDLQQuery(raw string, p Principal) (fanout.DLQQuery, error) {
+	q := fanout.DLQQuery{Limit: 100}
 	v, err := endpoint.ParseQuery(raw, "type", "tenant", "region", "limit", "offset", "cursor")
 	if err != nil {
 		return q, err
 	}
 	if s := v.Get("limit"); s != "" {
 		k, err := strconv.Atoi(s)
-		if err != nil || k < 1 || k > federation.MaxDLQLimit {
-			return q, &task.FieldError{Field: "limit", Msg: fmt.Sprintf("must be 1..%d", federation.MaxDLQLimit)}
+		if err != nil || k < 1 || k > fanout.MaxDLQLimit {
+			return q, &task.FieldError{Field: "limit", Msg: fmt.Sprintf("must be 1..%d", fanout.MaxDLQLimit)}
 		}
 		q.Limit = k
 	}

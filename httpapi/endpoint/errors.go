@@ -16,6 +16,11 @@ import (
 
 	"github.com/ax-sched/ax/apiv1"
 	"github.com/ax-sched/ax/federation"
+	"github.com/ax-sched/ax/federation/budget"
+	"github.com/ax-sched/ax/federation/fanout"
+	"github.com/ax-sched/ax/federation/handoff"
+	"github.com/ax-sched/ax/federation/peer"
+	"github.com/ax-sched/ax/federation/submit"
 	"github.com/ax-sched/ax/task"
 	"github.com/redis/go-redis/v9"
 )
@@ -48,15 +53,15 @@ func ErrorOf(err error) *Error {
 	var fe *task.FieldError
 	var te *task.TransitionError
 	var uc *task.UniqueConflictError
-	var pe *federation.PlacementError
-	var peer *federation.PeerError
-	var ns *federation.NotServedError
-	var none *federation.NoRegionAnswered
+	var pe *submit.PlacementError
+	var perr *peer.Error
+	var ns *fanout.NotServedError
+	var none *fanout.NoRegionAnswered
 	var tl *TooLargeError
-	var rf *federation.Refusal
-	var qe *federation.QuotaError
-	var re *federation.RateError
-	var be *federation.BudgetError
+	var rf *handoff.Refusal
+	var qe *submit.QuotaError
+	var re *submit.RateError
+	var be *budget.BudgetError
 	var we *apiv1.Error
 	switch {
 	case errors.As(err, &ae):
@@ -110,15 +115,15 @@ func ErrorOf(err error) *Error {
 			why[i] = p.Region + ": " + ErrorOf(p.Err).Body().Message
 		}
 		return &Error{Code: apiv1.CodeUnavailable, RetryAfter: 5 * time.Second,
-			Msg: federation.ErrRegionUnavailable.Error() + ": no region answered: " + strings.Join(why, "; ")}
-	case errors.Is(err, federation.ErrRegionUnavailable):
+			Msg: peer.ErrRegionUnavailable.Error() + ": no region answered: " + strings.Join(why, "; ")}
+	case errors.Is(err, peer.ErrRegionUnavailable):
 		return &Error{Code: apiv1.CodeUnavailable, Msg: err.Error(), RetryAfter: 5 * time.Second}
-	case errors.As(err, &peer):
-		if peer.Status >= 400 && peer.Status < 600 && peer.Body.Code != "" {
+	case errors.As(err, &perr):
+		if perr.Status >= 400 && perr.Status < 600 && perr.Body.Code != "" {
 			// Its Retry-After too: the holder's 503 (its Redis out) is
 			// the caller's, header included. The peer is an ax server: its
 			// status is its code's.
-			b := peer.Body
+			b := perr.Body
 			return &Error{Code: b.Code, Msg: b.Message, Field: b.Field, peer: &b,
 				RetryAfter: time.Duration(b.RetryAfterSeconds) * time.Second}
 		}

@@ -8,7 +8,7 @@ import (
 	"testing"
 
 	"github.com/ax-sched/ax/apiv1"
-	"github.com/ax-sched/ax/federation"
+	"github.com/ax-sched/ax/federation/peer"
 	"github.com/ax-sched/ax/internal/testenv"
 )
 
@@ -49,7 +49,7 @@ func TestStoreErrorsAreNotShown(t *testing.T) {
 func TestPeerRetryAfterIsAHeader(t *testing.T) {
 	body := apiv1.Error{Code: apiv1.CodeUnavailable, Message: "the task store is unavailable, retry later (ref x)", RetryAfterSeconds: 5}
 	rec := httptest.NewRecorder()
-	WriteError(rec, fmt.Errorf("get: %w", &federation.PeerError{Status: 503, Body: body}))
+	WriteError(rec, fmt.Errorf("get: %w", &peer.Error{Status: 503, Body: body}))
 	if rec.Code != 503 || rec.Header().Get("Retry-After") != "5" || !strings.Contains(rec.Body.String(), `"retry_after_seconds":5`) {
 		t.Fatalf("peer 503: %d Retry-After %q %s", rec.Code, rec.Header().Get("Retry-After"), rec.Body)
 	}

@@ -3,16 +3,16 @@ package endpoint
 import (
 	"context"
 
-	"github.com/ax-sched/ax/federation"
+	"github.com/ax-sched/ax/federation/submit"
 )
 
 // QuotaBuckets takes submits from each tenant's bucket in the region's
 // store; *federation.Node implements it (the submit pipeline's quota step).
 type QuotaBuckets interface {
 	// TakeQuota takes count submits from q's bucket: a
-	// *federation.RateError when they do not fit now, a *task.FieldError
+	// *submit.RateError when they do not fit now, a *task.FieldError
 	// naming field when they never can.
-	TakeQuota(ctx context.Context, q federation.Quota, count int, field string) error
+	TakeQuota(ctx context.Context, q submit.Quota, count int, field string) error
 }
 
 // Quotas are the tenants' submit quotas. Only tokens of one
@@ -42,12 +42,12 @@ func (q *Quotas) Admit(ctx context.Context, tenant string, bytes int) error {
 }
 
 // Of is p's quota; zero (no limit) for a principal that is not limited.
-func (q *Quotas) Of(p Principal) federation.Quota {
+func (q *Quotas) Of(p Principal) submit.Quota {
 	if q == nil || q.of == nil || p.Tenant == "" || p.Cluster {
-		return federation.Quota{}
+		return submit.Quota{}
 	}
 	perSecond, burst := q.of(p.Tenant)
-	return federation.Quota{Tenant: p.Tenant, PerSecond: perSecond, Burst: burst}
+	return submit.Quota{Tenant: p.Tenant, PerSecond: perSecond, Burst: burst}
 }
 
 // Take takes n submits from p's tenant's bucket for a request that is not

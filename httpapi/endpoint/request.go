@@ -10,7 +10,8 @@ import (
 	"strings"
 
 	"github.com/ax-sched/ax/apiv1"
-	"github.com/ax-sched/ax/federation"
+	"github.com/ax-sched/ax/federation/fanout"
+	"github.com/ax-sched/ax/federation/peer"
 	"github.com/ax-sched/ax/placement"
 	"github.com/ax-sched/ax/task"
 )
@@ -30,7 +31,7 @@ type Route struct {
 // Hops is the request's trusted hop count, the servers it has passed:
 // set by the router from X-Ax-Forwarded, which only another ax server may
 // send.
-func Hops(r *http.Request) int { return federation.HopsOf(r.Context()) }
+func Hops(r *http.Request) int { return peer.HopsOf(r.Context()) }
 
 // CheckTrust refuses what only operators may ask for: priority 0 (the most
 // urgent, which preempts others and is promoted first) and critical (which
@@ -92,7 +93,7 @@ func cut(s string, n int) string {
 
 // Outcomes are the per-region parts of a fan-out as the API answers them:
 // a region that did not answer carries its error.
-func Outcomes(parts []federation.RegionPart) []apiv1.RegionOutcome {
+func Outcomes(parts []fanout.RegionPart) []apiv1.RegionOutcome {
 	out := make([]apiv1.RegionOutcome, len(parts))
 	for i, p := range parts {
 		out[i] = apiv1.RegionOutcome{Region: p.Region, Count: p.Count}

@@ -10,7 +10,7 @@ import (
 	"strings"
 
 	"github.com/ax-sched/ax/apiv1"
-	"github.com/ax-sched/ax/federation"
+	"github.com/ax-sched/ax/federation/handoff"
 	"github.com/ax-sched/ax/httpapi/endpoint"
 	"github.com/ax-sched/ax/task"
 )
@@ -22,7 +22,7 @@ type Receiver interface {
 	// region's, or says why not (Accepted false, Reason, Field).
 	Accept(ctx context.Context, h apiv1.HandOff, known func(pool string) bool) (apiv1.HandOffResponse, error)
 	// AcceptMany stores a batch of hand-offs, each with its own result.
-	AcceptMany(ctx context.Context, hs []apiv1.HandOff, known func(pool string) bool) ([]federation.Accepted, error)
+	AcceptMany(ctx context.Context, hs []apiv1.HandOff, known func(pool string) bool) ([]handoff.Accepted, error)
 	// Commit releases the hand-offs from held here that the sender says
 	// may run, and says how many.
 	Commit(ctx context.Context, from string, ids []string) (int, error)
@@ -202,7 +202,7 @@ func (srv *Handlers) handoffStatus(w http.ResponseWriter, r *http.Request, _ end
 // accepted: what the single-item endpoint answers, the field named by the
 // item's place.
 func handOffRefusal(i int, err error) (int, apiv1.Error) {
-	var rf *federation.Refusal
+	var rf *handoff.Refusal
 	switch {
 	case errors.As(err, &rf): // its field is the item's (pool)
 	case errors.Is(err, task.ErrBadID):

@@ -19,7 +19,7 @@ import (
 	"time"
 
 	"github.com/ax-sched/ax/apiv1"
-	"github.com/ax-sched/ax/federation"
+	"github.com/ax-sched/ax/federation/fanout"
 	"github.com/ax-sched/ax/httpapi/endpoint"
 	"github.com/ax-sched/ax/task"
 )
@@ -407,7 +407,7 @@ func (s *Streams) events(w http.ResponseWriter, r *http.Request, p endpoint.Prin
 	defer release()
 	if reg := q.Get("region"); reg != "" && reg != s.cfg.Fed.Region() {
 		if endpoint.Hops(r) > 0 {
-			return &federation.NotServedError{Region: reg}
+			return &fanout.NotServedError{Region: reg}
 		}
 		wait, _, err := parseEventsQuery(q)
 		if err != nil {

@@ -16,6 +16,9 @@ import (
 
 	"github.com/ax-sched/ax/apiv1"
 	"github.com/ax-sched/ax/federation"
+	"github.com/ax-sched/ax/federation/budget"
+	"github.com/ax-sched/ax/federation/metrics"
+	"github.com/ax-sched/ax/federation/view"
 	"github.com/ax-sched/ax/internal/testenv"
 	"github.com/ax-sched/ax/placement"
 	"github.com/ax-sched/ax/queue"
@@ -129,7 +132,7 @@ type config struct {
 	stuck    time.Duration  // re-placement grace of pools without workers (0: the default)
 	horizon  time.Duration  // hand-off horizon (0: the default)
 	backlog  map[string]int // "region/tenant" → max_backlog (none: no limit)
-	budgets  map[string]federation.Budget
+	budgets  map[string]budget.Budget
 }
 
 type Option func(*config)
@@ -150,10 +153,10 @@ func WithBacklog(regionName, tenant string, n int) Option {
 }
 
 // WithBudget sets a tenant's monthly budget on every server.
-func WithBudget(tenant string, b federation.Budget) Option {
+func WithBudget(tenant string, b budget.Budget) Option {
 	return func(c *config) {
 		if c.budgets == nil {
-			c.budgets = map[string]federation.Budget{}
+			c.budgets = map[string]budget.Budget{}
 		}
 		c.budgets[tenant] = b
 	}
@@ -222,7 +225,7 @@ type Region struct {
 // Server is one running ax server of a region.
 type Server struct {
 	Cli  *clientv3.Client
-	View *federation.View
+	View *view.View
 	Node *federation.Node
 	Cell *region.Cell
 	HTTP *httptest.Server
@@ -329,7 +332,7 @@ func (r *Region) Start() {
 	cli := r.f.Etcd.Client()
 	reg := prometheus.NewRegistry()
 	log := r.f.Log.With("server", r.Name)
-	view := federation.NewView(cli, "/ax/", r.f.Placement, Grace, log)
+	view := view.New(cli, "/ax/", r.f.Placement, Grace, log)
 	s := &Server{Cli: cli, View: view, Reg: reg, Region: r, done: make(chan struct{})}
 	// The HTTP server first (the cell publishes its address); it serves
 	// the API stored below, before anyone learns the address.
@@ -353,7 +356,7 @@ func (r *Region) Start() {
 		HandOffHorizon: r.f.cfg.horizon,
 		Backlog:        func(tenant string) int { return r.f.cfg.backlog[r.Name+"/"+tenant] },
 		Budgets:        r.f.cfg.budgets,
-	}, r.Store, view, cell, federation.NewMetrics(reg))
+	}, r.Store, view, cell, metrics.New(reg))
 	if err != nil {
 		s.HTTP.Close()
 		view.Close()

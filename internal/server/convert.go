@@ -6,7 +6,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/ax-sched/ax/federation"
+	"github.com/ax-sched/ax/federation/budget"
 	"github.com/ax-sched/ax/httpapi"
 	"github.com/ax-sched/ax/internal/config"
 	"github.com/ax-sched/ax/lease"
@@ -56,13 +56,13 @@ func placementConfig(cfg *config.Region) placement.Config {
 }
 
 // budgetsOf is the region file's tenants' monthly budgets.
-func budgetsOf(cfg *config.Region) map[string]federation.Budget {
-	var out map[string]federation.Budget
+func budgetsOf(cfg *config.Region) map[string]budget.Budget {
+	var out map[string]budget.Budget
 	for name, t := range cfg.Tenants {
 		if out == nil {
-			out = map[string]federation.Budget{}
+			out = map[string]budget.Budget{}
 		}
-		out[name] = federation.Budget{MonthlyUSD: t.MonthlyBudgetUSD, Refuse: t.OverBudget == "refuse", PriceCap: t.PriceCap}
+		out[name] = budget.Budget{MonthlyUSD: t.MonthlyBudgetUSD, Refuse: t.OverBudget == "refuse", PriceCap: t.PriceCap}
 	}
 	return out
 }

@@ -16,6 +16,8 @@ import (
 
 	"github.com/ax-sched/ax/dag"
 	"github.com/ax-sched/ax/federation"
+	"github.com/ax-sched/ax/federation/metrics"
+	"github.com/ax-sched/ax/federation/view"
 	"github.com/ax-sched/ax/httpapi"
 	"github.com/ax-sched/ax/internal/buildinfo"
 	"github.com/ax-sched/ax/internal/config"
@@ -53,7 +55,7 @@ type Server struct {
 	stopTracing                func()
 	rdb                        redis.UniversalClient
 	store                      *store.Store
-	view                       *federation.View
+	view                       *view.View
 	node                       *federation.Node
 	cell                       *region.Cell
 	sched                      *schedule.Scheduler
@@ -108,7 +110,7 @@ func Start(ctx context.Context, cfg *config.Region, ln net.Listener, reg *promet
 		reg = NewRegistry()
 	}
 	pc := placementConfig(cfg)
-	s.view = federation.NewView(s.global, cfg.Etcd.Prefix, pc, cfg.Placement.UnhealthyGrace, s.log)
+	s.view = view.New(s.global, cfg.Etcd.Prefix, pc, cfg.Placement.UnhealthyGrace, s.log)
 	// The view and the schedules export no region of their own: label them
 	// with this server's, like every other series it exports.
 	own := prometheus.WrapRegistererWith(prometheus.Labels{"region": cfg.Name}, reg)
@@ -274,7 +276,7 @@ func (s *Server) assemble(pc placement.Config, peerTLS *tls.Config, reg *prometh
 		Placement: pc, Logger: s.log, PeerTLS: peerTLS, AllowInsecurePeers: cfg.Auth.AllowInsecurePeers,
 		TracerProvider: s.tracer, HandOffHorizon: cfg.Placement.HandOffHorizon, StuckPoolGrace: cfg.Placement.UnhealthyGrace, ReplaceOnPriceRise: cfg.Placement.ReplaceOnPriceRise,
 		Backlog: s.maxBacklog, BacklogBytes: s.maxBacklogBytes, Budgets: budgetsOf(cfg), BudgetRefresh: cfg.BudgetRefresh,
-	}, s.store, s.view, s.cell, federation.NewMetrics(reg))
+	}, s.store, s.view, s.cell, metrics.New(reg))
 	if err != nil {
 		return err
 	}
@@ -378,7 +380,7 @@ func (s *Server) Run(ctx context.Context) error {
 	}
 	go func() {
 		defer wg.Done()
-		federation.Announce(cctx, s.global, s.cfg.Etcd.Prefix, federation.ServerInfo{
+		view.Announce(cctx, s.global, s.cfg.Etcd.Prefix, view.ServerInfo{
 			Region: s.cfg.Name, ID: s.id, API: s.cfg.PublicAddr, Started: time.Now().UTC()}, s.cfg.Etcd.SessionTTL, s.log)
 	}()
 	go func() {
