@@ -321,8 +321,8 @@ func unauthorized(rec *statusRecorder, r *http.Request, e *endpoint.Error) {
 			body = append(body, '\n')
 			st := e.Status()
 			retry := ""
-			if e.RetryAfter > 0 {
-				retry = fmt.Sprintf("Retry-After: %d\r\n", int((e.RetryAfter+time.Second-1)/time.Second))
+			if s := e.RetryAfterSeconds(); s > 0 {
+				retry = fmt.Sprintf("Retry-After: %d\r\n", s)
 			}
 			fmt.Fprintf(buf, "HTTP/1.1 %d %s\r\nContent-Type: application/json\r\n"+
 				"WWW-Authenticate: Bearer realm=\"ax\"\r\n%sContent-Length: %d\r\nConnection: close\r\n\r\n%s", st, http.StatusText(st), retry, len(body), body)

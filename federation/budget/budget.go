@@ -68,6 +68,9 @@ const budgetWarn = 0.8
 type BudgetError struct {
 	Tenant        string
 	Spent, Budget float64
+	// RetryAfter is when the refusal may change: the next spend read
+	// (Config.Refresh), which sees a raised budget.
+	RetryAfter time.Duration
 }
 
 func (e *BudgetError) Error() string {
@@ -138,7 +141,7 @@ func (bk *Book) Apply(sp *task.Spec) error {
 	}
 	if st.Refuse {
 		bk.cfg.Metrics.Rejected.WithLabelValues(bk.cfg.Region, "budget").Inc()
-		return &BudgetError{Tenant: sp.Tenant, Spent: st.SpentUSD, Budget: st.MonthlyUSD}
+		return &BudgetError{Tenant: sp.Tenant, Spent: st.SpentUSD, Budget: st.MonthlyUSD, RetryAfter: bk.cfg.Refresh}
 	}
 	bk.Cap(sp)
 	return nil
@@ -158,7 +161,7 @@ func (bk *Book) Cap(sp *task.Spec) {
 func (bk *Book) Room(tenant string) error {
 	if st, ok := bk.Of(tenant); ok && st.Over && st.Refuse {
 		bk.cfg.Metrics.Rejected.WithLabelValues(bk.cfg.Region, "budget").Inc()
-		return &BudgetError{Tenant: tenant, Spent: st.SpentUSD, Budget: st.MonthlyUSD}
+		return &BudgetError{Tenant: tenant, Spent: st.SpentUSD, Budget: st.MonthlyUSD, RetryAfter: bk.cfg.Refresh}
 	}
 	return nil
 }

@@ -102,8 +102,9 @@ func ErrorOf(err error) *Error {
 	case errors.As(err, &re):
 		return &Error{Code: apiv1.CodeQuotaExceeded, Msg: re.Error(), RetryAfter: re.Wait}
 	case errors.As(err, &be):
-		// Spend does not fall before the month ends: no Retry-After.
-		return &Error{Code: apiv1.CodeBudgetExceeded, Msg: be.Error(), Field: "monthly_budget_usd"}
+		// Spend does not fall before the month ends, but a raised budget
+		// or a released reservation counts from the next spend read.
+		return &Error{Code: apiv1.CodeBudgetExceeded, Msg: be.Error(), Field: "monthly_budget_usd", RetryAfter: be.RetryAfter}
 	case errors.As(err, &rf):
 		return &Error{Code: apiv1.CodeUnplaceable, Msg: rf.Reason, Field: rf.Field}
 	case errors.As(err, &ns):
@@ -193,19 +194,47 @@ func statusOf(code string) int {
 // Body is the error as the answer's body holds it.
 func (e *Error) Body() apiv1.Error {
 	if e.peer != nil {
-		return *e.peer
+		b := *e.peer
+		b.RetryAfterSeconds = e.RetryAfterSeconds()
+		return b
 	}
 	b := apiv1.Error{Code: e.Code, Message: e.Msg, Field: e.Field, Explanation: e.Expl}
-	if e.RetryAfter > 0 {
-		b.RetryAfterSeconds = int((e.RetryAfter + time.Second - 1) / time.Second)
-	}
+	b.RetryAfterSeconds = e.RetryAfterSeconds()
 	return b
+}
+
+// Bounds of the Retry-After of a 429 or 503: a client told 0 comes back
+// at once and a client told hours gives up on work that would have fit
+// in seconds; what a refusal waits for (a slot, a token, a spend read, a
+// dependency's return) is seconds to minutes away.
+const (
+	MinRetryAfter = time.Second
+	MaxRetryAfter = 5 * time.Minute
+)
+
+// RetryAfterSeconds is the Retry-After the error is answered with, in
+// whole seconds: for a 429 or 503 (another region's included) its
+// RetryAfter rounded up and held within MinRetryAfter..MaxRetryAfter
+// (MinRetryAfter when it has none); for any other status its RetryAfter
+// rounded up, 0 for none.
+func (e *Error) RetryAfterSeconds() int {
+	d := e.RetryAfter
+	if e.peer != nil {
+		d = time.Duration(e.peer.RetryAfterSeconds) * time.Second
+	}
+	if st := e.Status(); st == http.StatusTooManyRequests || st == http.StatusServiceUnavailable {
+		d = min(max(d, MinRetryAfter), MaxRetryAfter)
+	}
+	if d <= 0 {
+		return 0
+	}
+	return int((d + time.Second - 1) / time.Second)
 }
 
 func WriteError(w http.ResponseWriter, err error) {
 	e := ErrorOf(err)
-	if e.RetryAfter > 0 {
-		w.Header().Set("Retry-After", strconv.Itoa(int((e.RetryAfter+time.Second-1)/time.Second)))
+	if s := e.RetryAfterSeconds(); s > 0 {
+		w.Header().Set("Retry-After", strconv.Itoa(s))
 	}
 	WriteJSON(w, e.Status(), apiv1.ErrorBody{Error: e.Body()})
 }

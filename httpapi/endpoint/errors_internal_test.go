@@ -1,15 +1,20 @@
 package endpoint
 
 import (
+	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"net/http/httptest"
+	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/ax-sched/ax/apiv1"
 	"github.com/ax-sched/ax/federation/peer"
 	"github.com/ax-sched/ax/internal/testenv"
+	"github.com/ax-sched/ax/task"
 )
 
 // A real Redis' OOM error (whose text names the Lua script's hash and line)
@@ -52,5 +57,51 @@ func TestPeerRetryAfterIsAHeader(t *testing.T) {
 	WriteError(rec, fmt.Errorf("get: %w", &peer.Error{Status: 503, Body: body}))
 	if rec.Code != 503 || rec.Header().Get("Retry-After") != "5" || !strings.Contains(rec.Body.String(), `"retry_after_seconds":5`) {
 		t.Fatalf("peer 503: %d Retry-After %q %s", rec.Code, rec.Header().Get("Retry-After"), rec.Body)
+	}
+}
+
+// Every 429 and 503 tells the client when to come back, within seconds
+// to minutes: never 0 (a client hammering at once), never hours (a client
+// giving up on work that would fit soon), another region's answer
+// included; other statuses carry none unless they set one.
+func TestRetryAfterOf429And503IsBounded(t *testing.T) {
+	peer := func(status int, code string, secs int) error {
+		return &federation.PeerError{Status: status, Body: apiv1.Error{Code: code, Message: "m", RetryAfterSeconds: secs}}
+	}
+	for _, c := range []struct {
+		name   string
+		err    error
+		status int
+		want   string
+	}{
+		{"rate with no wait", &federation.RateError{Wait: 0}, 429, "1"},
+		{"rate of 300 ms", &federation.RateError{Wait: 300 * time.Millisecond}, 429, "1"},
+		{"rate of 2.5 s", &federation.RateError{Wait: 2500 * time.Millisecond}, 429, "3"},
+		{"rate of a day", &federation.RateError{Wait: 24 * time.Hour}, 429, "300"},
+		{"budget", &federation.BudgetError{Tenant: "t", RetryAfter: 30 * time.Second}, 429, "30"},
+		{"budget without a refresh", &federation.BudgetError{Tenant: "t"}, 429, "1"},
+		{"deadline", context.DeadlineExceeded, 503, "1"},
+		{"peer 503 of 0 s", peer(503, apiv1.CodeUnavailable, 0), 503, "1"},
+		{"peer 429 of hours", peer(429, apiv1.CodeSaturated, 7200), 429, "300"},
+		{"peer 404", peer(404, apiv1.CodeNotFound, 0), 404, ""},
+		{"invalid", &task.FieldError{Field: "type", Msg: "bad"}, 400, ""},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			w := httptest.NewRecorder()
+			WriteError(w, c.err)
+			if w.Code != c.status {
+				t.Fatalf("status %d, want %d", w.Code, c.status)
+			}
+			if got := w.Header().Get("Retry-After"); got != c.want {
+				t.Errorf("Retry-After %q, want %q", got, c.want)
+			}
+			var body apiv1.ErrorBody
+			if err := json.Unmarshal(w.Body.Bytes(), &body); err != nil {
+				t.Fatal(err)
+			}
+			if got := strconv.Itoa(body.Error.RetryAfterSeconds); c.want != "" && got != c.want || c.want == "" && body.Error.RetryAfterSeconds != 0 {
+				t.Errorf("retry_after_seconds %d, header %q", body.Error.RetryAfterSeconds, c.want)
+			}
+		})
 	}
 }
