@@ -112,6 +112,7 @@ type Node struct {
 	peer    *peer.Client
 	picker  *pick.Picker
 	budgets *budget.Book
+	flights *view.Flights
 }
 
 // NewNode ties a region's store and cell to the global view. The node is
@@ -155,7 +156,7 @@ func NewNode(cfg Config, store *store.Store, v *view.View, cell *region.Cell, m 
 	// A placement not seen landing after this long is no longer counted
 	// (its target is down, or another server of the region sends it).
 	flights := view.NewFlights(max(2*cfg.Placement.StaleAfter, 30*time.Second))
-	n := &Node{cfg: cfg, store: store, view: v, est: est}
+	n := &Node{cfg: cfg, store: store, view: v, est: est, flights: flights}
 	// A submit wakes the cell's leader (due tasks to place) and this
 	// server's outbox loop (tasks placed elsewhere), when it leads.
 	wake := func() {

@@ -52,8 +52,8 @@ type Config struct {
 	Locate func(ctx context.Context, id string) (*task.Task, error)
 	// Sends reports whether this server sends the region's hand-offs now
 	// (it leads the region's cell); nil: it does. A hand-off placed by a
-	// server that does not send it is counted in flight only until the
-	// target's next figures (Flights), as it never sees it land.
+	// server that does not send it is counted in flight until it leaves
+	// the region's outbox (Flights.Await), as it never sees it land.
 	Sends func() bool
 }
 

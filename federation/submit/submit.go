@@ -286,9 +286,9 @@ func (p *submitPass) stored(ctx context.Context, it *item, r queue.SubmitResult,
 			case it.nt.HandOff == "":
 				n.cfg.Flights.Landed(r.ID, began)
 			case !n.sends():
-				// The leader sends it, at once: the target's figures
-				// published after now are counted to hold it.
-				n.cfg.Flights.Landed(r.ID, stored)
+				// The leader sends it: it counts until it leaves the
+				// outbox (Node's watch of awaited flights).
+				n.cfg.Flights.Await(r.ID)
 			}
 		} else {
 			n.cfg.Flights.Drop(it.ticket)

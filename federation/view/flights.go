@@ -20,8 +20,10 @@ import (
 // A flight counts from the first figures newer than those its placement was
 // decided on (before that the placer's damping counts it) until the pool's
 // region publishes figures newer than the moment the task landed in its
-// store. Flights that never land for this server (another server of the
-// region sends the hand-off) are forgotten after horizon.
+// store. A hand-off that another server of the region sends (Await) lands
+// when it leaves the region's outbox, which that server's watch of the
+// outbox reports (Awaited, Landed); flights that never land are forgotten
+// after horizon.
 type Flights struct {
 	horizon time.Duration
 
@@ -35,6 +37,7 @@ type flight struct {
 	basis        time.Time // UpdatedAt of the figures the placement was decided on
 	placed       time.Time
 	landed       time.Time // when the task was in the target's store; zero while in flight
+	await        bool      // a hand-off another server sends: watched in the outbox
 }
 
 func NewFlights(horizon time.Duration) *Flights {
@@ -81,6 +84,30 @@ func (f *Flights) Landed(id string, now time.Time) {
 		f.byID[id] = fl
 	}
 	f.mu.Unlock()
+}
+
+// Await marks id's flight as a hand-off another server of the region sends:
+// it counts until Landed (its watcher saw it leave the outbox) or horizon.
+func (f *Flights) Await(id string) {
+	f.mu.Lock()
+	if fl, ok := f.byID[id]; ok {
+		fl.await = true
+		f.byID[id] = fl
+	}
+	f.mu.Unlock()
+}
+
+// Awaited is the ids of the flights marked by Await that have not landed.
+func (f *Flights) Awaited() []string {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	var out []string
+	for id, fl := range f.byID {
+		if fl.await && fl.landed.IsZero() {
+			out = append(out, id)
+		}
+	}
+	return out
 }
 
 // Drop forgets a flight, by task id or ticket: never stored, or its

@@ -49,3 +49,37 @@ func TestFlightsCountWhatTheFiguresMiss(t *testing.T) {
 		t.Fatalf("flights left: %v", fl.byID)
 	}
 }
+
+// A hand-off another server of the region sends counts in flight through
+// every newer figures of its target until its watcher lands it (it left
+// the outbox), and then until figures newer than that arrive: a slow
+// sender never lets a burst past the target's watermark.
+func TestAwaitedFlightCountsUntilItLeavesTheOutbox(t *testing.T) {
+	t0 := time.Date(2026, 1, 1, 12, 0, 0, 0, time.UTC)
+	at := func(ms int) time.Time { return t0.Add(time.Duration(ms) * time.Millisecond) }
+	fl := NewFlights(time.Minute)
+	ticket := fl.Reserve("r2", "p", at(100), at(150))
+	fl.Bind(ticket, "sent-by-the-leader")
+	fl.Await("sent-by-the-leader")
+	fl.Add("local", "r1", "p", at(100), at(150))
+	fl.Landed("local", at(160))
+	if diff := cmp.Diff([]string{"sent-by-the-leader"}, fl.Awaited()); diff != "" {
+		t.Fatalf("awaited (-want +got)\n%s", diff)
+	}
+	for _, u := range []int{300, 1000, 5000} {
+		got := fl.missing(map[string]time.Time{"r2": at(u)}, at(u+10))
+		if diff := cmp.Diff(map[string]int{"r2/p": 1}, got); diff != "" {
+			t.Fatalf("figures of %d ms, still in the outbox: (-want +got)\n%s", u, diff)
+		}
+	}
+	fl.Landed("sent-by-the-leader", at(6000))
+	if got := fl.Awaited(); len(got) != 0 {
+		t.Fatalf("awaited after landing: %v", got)
+	}
+	if diff := cmp.Diff(map[string]int{"r2/p": 1}, fl.missing(map[string]time.Time{"r2": at(5500)}, at(6010))); diff != "" {
+		t.Fatalf("figures older than the landing: (-want +got)\n%s", diff)
+	}
+	if got := fl.missing(map[string]time.Time{"r2": at(6100)}, at(6110)); got != nil {
+		t.Fatalf("figures newer than the landing: %v", got)
+	}
+}

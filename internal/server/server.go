@@ -362,10 +362,14 @@ func (s *Server) Run(ctx context.Context) error {
 	errc := make(chan error, 3)
 	cctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	wg.Add(6)
+	wg.Add(7)
 	go func() {
 		defer wg.Done()
 		s.node.BudgetLoop(cctx)
+	}()
+	go func() {
+		defer wg.Done()
+		s.node.FlightsLoop(cctx)
 	}()
 	go func() {
 		defer wg.Done()

@@ -2,6 +2,7 @@ package handoffs
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strconv"
 	"strings"
@@ -162,4 +163,31 @@ func (s *HandOffs) HandOffRetryMany(ctx context.Context, retries []queue.OutboxR
 		return fmt.Errorf("queue: hand-off retry: %w", err)
 	}
 	return nil
+}
+
+// InOutbox reports, for each of ids, whether it waits in the outbox still
+// (not yet answered by its target): one pipelined ZSCORE per id, a
+// pipeline per shard. A malformed id is reported absent. Read-only.
+func (s *HandOffs) InOutbox(ctx context.Context, ids []string) ([]bool, error) {
+	out := make([]bool, len(ids))
+	byShard := make(map[int][]int)
+	for i, id := range ids {
+		if shard, err := s.ShardOf(id); err == nil {
+			byShard[shard] = append(byShard[shard], i)
+		}
+	}
+	for shard, idx := range byShard {
+		pipe := s.Client().Pipeline()
+		cmds := make([]*redis.FloatCmd, len(idx))
+		for k, i := range idx {
+			cmds[k] = pipe.ZScore(ctx, queue.OutboxKey(s.Prefix(shard)), ids[i])
+		}
+		if _, err := pipe.Exec(ctx); err != nil && !errors.Is(err, redis.Nil) {
+			return nil, fmt.Errorf("queue: in outbox: %w", err)
+		}
+		for k, i := range idx {
+			out[i] = cmds[k].Err() == nil
+		}
+	}
+	return out, nil
 }
