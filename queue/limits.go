@@ -13,6 +13,9 @@ const (
 	LimitType   = "type"   // every task of a task type
 	LimitTenant = "tenant" // every task of a tenant
 	LimitKey    = "key"    // every task that names the limit_key
+	// LimitPool: every task a pool runs; the leader's limit of a pool's
+	// capacity window (region), not an operator's.
+	LimitPool = "pool"
 )
 
 // Limit is a rate and concurrency limit on one key of a region (its share
@@ -23,9 +26,13 @@ type Limit struct {
 	Rate        float64 // tasks started per second, over every worker of the region
 	Burst       int     // tasks that may start at once after a quiet spell (default: max(1, Rate))
 	Concurrency int     // tasks RUNNING at once
+	// Closed: a concurrency of none for now (a closed capacity window):
+	// nothing of the key starts until it is written with some.
+	Closed bool
 }
 
-// limitKey is the key's name in the store: 'y:', 'n:' or 'k:' and the name.
+// KeyOfLimit is the key's name in the store: 'y:', 'n:', 'k:' or 'c:' and
+// the name.
 func KeyOfLimit(kind, name string) (string, error) {
 	switch kind {
 	case LimitType:
@@ -34,8 +41,10 @@ func KeyOfLimit(kind, name string) (string, error) {
 		return "n:" + name, nil
 	case LimitKey:
 		return "k:" + name, nil
+	case LimitPool:
+		return "c:" + name, nil
 	}
-	return "", fmt.Errorf("queue: limit kind %q is not type, tenant or key", kind)
+	return "", fmt.Errorf("queue: limit kind %q is not type, tenant, key or pool", kind)
 }
 
 // movedPart is the part a shard's "a b part" value holds, 0 for "a b 1 z"

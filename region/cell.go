@@ -295,7 +295,7 @@ func (c *Cell) services(t *term, p Placer, extra []LeaderLoop) []service {
 			RunTimeTypes: cfg.RunTimeTypes, SlowLanes: cfg.SlowLanes,
 		}.withDefaults()}
 	rcfg := republisherConfig{Every: min(pub.cfg.Heartbeat, RepublishEveryDefault), Pools: cfg.Pools,
-		LivePrice: cfg.LivePrice, Limits: cfg.Limits, FairShare: cfg.FairShare}
+		LivePrice: cfg.LivePrice, Limits: withWindows(cfg.Limits, cfg.Pools, c.store.Maintainer().Now), FairShare: cfg.FairShare}
 	if cfg.SlowLanes != nil {
 		rcfg.SlowLanes = func() (map[string]queue.SlowLane, bool) { return c.view.slowLanes(t.fence.Token) }
 	}

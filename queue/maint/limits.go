@@ -26,7 +26,7 @@ func (s *Maintainer) SetLimits(ctx context.Context, f queue.Fence, limits []queu
 		if err != nil {
 			return err
 		}
-		if l.Rate <= 0 && l.Concurrency <= 0 {
+		if l.Rate <= 0 && l.Concurrency <= 0 && !l.Closed {
 			continue
 		}
 		if _, dup := by[k]; !dup {
@@ -78,7 +78,7 @@ func (s *Maintainer) LimitsMove(limits []queue.Limit) bool {
 		return false
 	}
 	for _, l := range limits {
-		if l.Rate > 0 || l.Concurrency > 0 {
+		if l.Rate > 0 || l.Concurrency > 0 || l.Closed {
 			return true
 		}
 	}
@@ -290,7 +290,7 @@ func limitPart(l queue.Limit, p queue.SharePart) string {
 			rb = fmt.Sprintf("%d %d", p.Rate, p.Burst)
 		}
 	}
-	if l.Concurrency > 0 && p.Conc == 0 {
+	if (l.Concurrency > 0 || l.Closed) && p.Conc == 0 {
 		return rb + " 1 z"
 	}
 	return fmt.Sprintf("%s %d", rb, p.Conc)

@@ -18,6 +18,9 @@
 -- limited one is parked (taken out of the ready set, RATE_LIMITED,
 -- CONCURRENCY_LIMITED or RETRY_AFTER in the trail), at most 64 per claim,
 -- and the claim goes on behind it.
+-- Capacity window (docs/cost.md): a pool with a capacity schedule has the
+-- key c:<pool>, a concurrency limit of its window's slots now (none while
+-- closed), held by every task it runs, whatever its workers' slots.
 -- Slow lane (docs/fairness.md): in a pool with one, a task of a slow type
 -- also has the key w:<pool>, a concurrency limit of the lane's slots: past
 -- it the task is parked (SLOW_LANE_FULL) like a limited one, and a slow
@@ -48,6 +51,9 @@ local skipped = 0
 -- EXISTS a claim); otherwise no limit code runs.
 local LIM = redis.call('EXISTS', lmkey('lim'), lmkey('lp'), lmkey('pkd'), lmkey('sln')) > 0
 local LANE = LIM and lim_cfg('w:' .. pool) and 'w:' .. pool -- this pool's slow lane key, if any
+-- CAP: the pool's capacity window (the leader's limit c:<pool>, its
+-- window's slots now, none while closed): every task of the pool holds it
+local CAP = LIM and lim_cfg('c:' .. pool) and 'c:' .. pool
 if LIM then
   for _, key in ipairs(redis.call('ZRANGEBYSCORE', lmkey('pkd'), '-inf', fmt(now), 'LIMIT', 0, 8)) do
     local room, again = lim_room(key, now)
@@ -78,6 +84,7 @@ local function keys_of(ty, tn, lk)
     ks = {pause_key(tn, lk, ty), 'y:' .. ty, 'n:' .. tn}
     if lk ~= '' then ks[#ks + 1] = 'k:' .. lk end
     if LANE and slow_type(pool, ty) then ks[#ks + 1] = LANE end
+    if CAP then ks[#ks + 1] = CAP end
     b[lk] = ks
   end
   return ks
