@@ -198,6 +198,9 @@ type apiCall struct{}
 // keep their own timeouts and back-offs.
 func Gated(ctx context.Context) context.Context { return context.WithValue(ctx, apiCall{}, true) }
 
+// IsGated reports whether ctx is marked by Gated.
+func IsGated(ctx context.Context) bool { return ctx.Value(apiCall{}) != nil }
+
 // redisGate is the go-redis hook of a client of one Redis server: the
 // server's clients on one Redis or Sentinel (the probe's health), or one
 // node's client in a Redis Cluster (that node's, NodeProbe.gate). An API

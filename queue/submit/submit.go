@@ -164,6 +164,7 @@ func (s *Submitter) submitOn(ctx context.Context, shard int, tasks []queue.NewTa
 // submitShard submits tasks idx (at most MaxBatch) on shard in one call
 // (two when some go to the cold tier: those first). On an error, unsent are
 // those of idx not stored when NotSent(err), the results of the others set.
+// A small call over the pooled client goes in a group with others (commit.go).
 func (s *Submitter) submitShard(ctx context.Context, sc redis.Scripter, shard int, tasks []queue.NewTask, ids []string, idx []int, res []queue.SubmitResult) (unsent []int, err error) {
 	if cold, hot := s.splitCold(tasks, idx); len(cold) > 0 {
 		if err := s.submitCold(ctx, sc, shard, tasks, ids, cold, res); err != nil || len(hot) == 0 {
@@ -171,6 +172,16 @@ func (s *Submitter) submitShard(ctx context.Context, sc redis.Scripter, shard in
 		}
 		idx = hot
 	}
+	if len(idx) <= groupSolo && s.group != nil && sc == redis.Scripter(s.Client()) {
+		return s.group.submit(ctx, s, shard, tasks, ids, idx, res)
+	}
+	return s.runShard(ctx, sc, shard, tasks, ids, idx, res)
+}
+
+// runShard submits tasks idx (at most MaxBatch, none for the cold tier)
+// on shard in one script call. On an error, idx are unsent when
+// NotSent(err).
+func (s *Submitter) runShard(ctx context.Context, sc redis.Scripter, shard int, tasks []queue.NewTask, ids []string, idx []int, res []queue.SubmitResult) (unsent []int, err error) {
 	keys := s.KeysWith(shard, queue.OutboxKey(s.Prefix(shard)))
 	argv := make([]any, 0, 3+len(idx)*31)
 	argv = append(argv, s.Clock(), len(idx), s.admitCaps(tasks, idx))
