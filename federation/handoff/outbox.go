@@ -83,12 +83,23 @@ func (n *Sender) OutboxLoop(ctx context.Context, f queue.Fence, lost func(error)
 		o.mu.Lock()
 		mark := o.ended
 		o.mu.Unlock()
-		tasks, err := n.store.HandOffs().Outbox(ctx, handOffRead)
+		// The records of tasks in flight are not read again: a wave of
+		// them would be read at every wake while their requests run.
+		flying := 0
+		tasks, err := n.store.HandOffs().OutboxExcept(ctx, handOffRead, func(id string) bool {
+			o.mu.Lock()
+			defer o.mu.Unlock()
+			if o.flying(id, mark) {
+				flying++
+				return true
+			}
+			return false
+		})
 		if err != nil {
 			n.log.Warn("outbox read", "err", err)
 		}
 		wait := outboxPoll
-		if o.dispatch(ctx, tasks, mark) > 0 {
+		if o.dispatch(ctx, tasks, mark)+flying > 0 {
 			// Tasks in flight came back in the read: the end of their
 			// requests (freed) or a wake calls the next read, not the poll.
 			wait = outboxBusyPoll
@@ -213,6 +224,13 @@ func definite(status int) bool {
 	return status/100 == 4
 }
 
+// flying reports whether task id is in a request, or its request ended
+// after mark (o.mu held): a read of the outbox begun at mark may predate
+// its answer's record.
+func (o *outbox) flying(id string, mark uint64) bool {
+	return o.inFlight[id] || o.endedAt[id] > mark
+}
+
 // dispatch starts requests for the due tasks not in flight, grouped by
 // target, as many as each target has free requests for (handOffInFlight);
 // the rest wait for the next pass. tasks were read after mark requests had
@@ -223,7 +241,7 @@ func (o *outbox) dispatch(ctx context.Context, tasks []*task.Task, mark uint64) 
 	var targets []string
 	o.mu.Lock()
 	for _, t := range tasks {
-		if o.inFlight[t.ID] || o.endedAt[t.ID] > mark {
+		if o.flying(t.ID, mark) {
 			flying++
 			continue
 		}

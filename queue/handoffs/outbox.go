@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -19,6 +20,13 @@ import (
 // wave of batches; MaxBatch when limit ≤ 0). Each has HandOffTarget and
 // Pool set. Read-only.
 func (s *HandOffs) Outbox(ctx context.Context, limit int) ([]*task.Task, error) {
+	return s.OutboxExcept(ctx, limit, nil)
+}
+
+// OutboxExcept is Outbox without the records of the ids skip reports (a
+// sender's tasks in flight): their ids count against limit, but their
+// records are not read. A nil skip skips none.
+func (s *HandOffs) OutboxExcept(ctx context.Context, limit int, skip func(id string) bool) ([]*task.Task, error) {
 	if limit <= 0 {
 		limit = queue.MaxBatch
 	}
@@ -30,6 +38,12 @@ func (s *HandOffs) Outbox(ctx context.Context, limit int) ([]*task.Task, error) 
 			&redis.ZRangeBy{Min: "-inf", Max: now, Count: int64(limit)}).Result()
 		if err != nil {
 			return nil, fmt.Errorf("queue: outbox: %w", err)
+		}
+		if skip != nil {
+			ids = slices.DeleteFunc(ids, skip)
+		}
+		if len(ids) == 0 {
+			continue
 		}
 		ts, err := s.GetMany(ctx, shard, ids)
 		if err != nil {
