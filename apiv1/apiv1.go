@@ -311,6 +311,10 @@ type HandOff struct {
 	// decides whether the task runs here or elsewhere. Absent: the
 	// receiver runs it at once (a sender from before the commit).
 	From string `json:"from,omitempty"`
+	// Traceparent names the sender's hand-off span of this task (W3C
+	// traceparent) in a batch request, whose own header can name only one
+	// trace's span; the receipt's span is its child.
+	Traceparent string `json:"traceparent,omitempty"`
 }
 
 // HandOffResponse is the receiver's definite answer.

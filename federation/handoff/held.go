@@ -77,7 +77,11 @@ func (n *Receiver) otherRegion(field, name string) error {
 // path for hand-offs whose commit was lost (the sender stopped, or the
 // network dropped it) and for ones the sender revoked while this region
 // was away.
+// It sets ax_handoffs_held_oldest_age_seconds on each look, and removes
+// the series when it stops (another server leads).
 func (n *Receiver) HeldLoop(ctx context.Context, _ queue.Fence, _ func(error)) {
+	age := n.metrics.HeldAge.WithLabelValues(n.cfg.Region)
+	defer n.metrics.HeldAge.DeleteLabelValues(n.cfg.Region)
 	every(ctx, heldEvery, func() bool {
 		now := n.cfg.Now()
 		held, err := n.store.HandOffs().Held(ctx, now.Add(-heldAsk), apiv1.MaxBatch)
@@ -86,9 +90,14 @@ func (n *Receiver) HeldLoop(ctx context.Context, _ queue.Fence, _ func(error)) {
 			return true
 		}
 		byFrom := map[string][]queue.HeldTask{}
+		oldest := now
 		for _, h := range held {
 			byFrom[h.From] = append(byFrom[h.From], h)
+			if h.At.Before(oldest) {
+				oldest = h.At
+			}
 		}
+		age.Set(now.Sub(oldest).Seconds())
 		for from, hs := range byFrom {
 			n.askWord(ctx, from, hs, now)
 		}

@@ -17,6 +17,7 @@ import (
 	"github.com/ax-sched/ax/apiv1"
 	"github.com/ax-sched/ax/federation/peer"
 	"github.com/ax-sched/ax/federation/pick"
+	"github.com/ax-sched/ax/internal/tracing"
 	"github.com/ax-sched/ax/queue"
 	"github.com/ax-sched/ax/task"
 )
@@ -355,15 +356,16 @@ func (o *outbox) sendParcel(ctx context.Context, target, api string, p parcel) (
 	var as []answer
 	each := len(p.tasks) == 1 || o.single(target)
 	start := o.n.cfg.Now()
+	spans := o.n.planHandOffs(p.tasks)
 	if !each {
-		as, failed, each = o.sendBatch(ctx, target, api, p)
+		as, failed, each = o.sendBatch(ctx, target, api, p, spans)
 		if failed == nil && !each {
 			o.landed(p.commit) // the target has them
 			delivered = true
 		}
 	}
 	if each {
-		as, failed = o.sendEach(ctx, api, p)
+		as, failed = o.sendEach(ctx, api, p, spans)
 	}
 	if failed != nil {
 		as = append(as, unansweredAll(p.tasks[len(as):], notSent(target, failed))...)
@@ -374,7 +376,7 @@ func (o *outbox) sendParcel(ctx context.Context, target, api string, p parcel) (
 		}
 	}
 	words = o.settle(ctx, target, as)
-	o.n.traceHandOff(start, target, as)
+	o.n.traceHandOff(start, target, as, spans)
 	return words, delivered, failed
 }
 
@@ -453,11 +455,11 @@ func (o *outbox) single(target string) bool {
 // is set when the target refused the request itself, not its tasks (no
 // batch endpoint: an older server; or a shape it does not take): nothing
 // was decided, and the parcel goes one task per request.
-func (o *outbox) sendBatch(ctx context.Context, target, api string, p parcel) (as []answer, failed error, each bool) {
+func (o *outbox) sendBatch(ctx context.Context, target, api string, p parcel, spans handOffSpans) (as []answer, failed error, each bool) {
 	cctx, cancel := context.WithTimeout(ctx, handOffBatchTimeout)
 	defer cancel()
 	var resp apiv1.HandOffBatchResponse
-	_, err := o.n.peer.Call(cctx, api, http.MethodPost, "/v1/internal/handoff/batch", apiv1.HandOffBatch{Items: p.items, Commit: p.commit}, &resp)
+	_, err := o.n.peer.Call(cctx, api, http.MethodPost, "/v1/internal/handoff/batch", apiv1.HandOffBatch{Items: spans.items(p.items), Commit: p.commit}, &resp)
 	var pe *peer.Error
 	switch {
 	case err == nil:
@@ -500,9 +502,9 @@ func (o *outbox) sendBatch(ctx context.Context, target, api string, p parcel) (a
 // sendEach sends a parcel one task per request, to the single-item
 // endpoint, in turn, and stops at the first request that gets no definite
 // answer (failed): the tasks after it are not sent.
-func (o *outbox) sendEach(ctx context.Context, api string, p parcel) (as []answer, failed error) {
+func (o *outbox) sendEach(ctx context.Context, api string, p parcel, spans handOffSpans) (as []answer, failed error) {
 	for i, t := range p.tasks {
-		cctx, cancel := context.WithTimeout(ctx, handOffTimeout)
+		cctx, cancel := context.WithTimeout(tracing.WithPlanned(ctx, spans[t.ID]), handOffTimeout)
 		var resp apiv1.HandOffResponse
 		_, err := o.n.peer.Call(cctx, api, http.MethodPost, "/v1/internal/handoff", p.items[i], &resp)
 		cancel()

@@ -125,7 +125,7 @@ func (n *Receiver) AcceptMany(ctx context.Context, hs []apiv1.HandOff, known fun
 			out[i].Err = &Refusal{Reason: r.Err.Error()}
 		}
 		if out[i].Err == nil {
-			n.traceReceived(ctx, now, hs[i].ID, tasks[k].Spec, out[i].State, out[i].Duplicate)
+			n.traceReceived(ctx, now, &hs[i], tasks[k].Spec, out[i].State, out[i].Duplicate)
 		}
 		// A cancel requested at home while the hand-off was in flight: carry
 		// it out here, also on a repeat (the first attempt may have stored

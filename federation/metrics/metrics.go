@@ -23,6 +23,7 @@ type Metrics struct {
 	Forwarded  *prometheus.CounterVec
 	Placements *prometheus.CounterVec
 	BudgetUsed *prometheus.GaugeVec // ax_tenant_budget_used_ratio
+	HeldAge    *prometheus.GaugeVec // ax_handoffs_held_oldest_age_seconds
 
 	types *labelcap.Scoped // tenant → its types
 }
@@ -47,10 +48,13 @@ func New(reg prometheus.Registerer) *Metrics {
 		BudgetUsed: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "ax_tenant_budget_used_ratio",
 			Help: "A tenant's spend this UTC month (every region's cost records, reread every 30 s) ÷ its monthly_budget_usd; " +
 				"only tenants with a budget in the config (bounded by it)."}, []string{"tenant"}),
+		HeldAge: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "ax_handoffs_held_oldest_age_seconds",
+			Help: "Age of the oldest hand-off this region holds unrun until its sender's word, as its leader last looked (every second); " +
+				"0: none held past a second. Only the region's leader has the series."}, []string{"region"}),
 		types: labelcap.NewScoped(maxTenantLabels, maxTypeLabels),
 	}
 	if reg != nil {
-		reg.MustRegister(m.Submitted, m.Rejected, m.Refusals, m.Handoffs, m.Forwarded, m.Placements, m.BudgetUsed)
+		reg.MustRegister(m.Submitted, m.Rejected, m.Refusals, m.Handoffs, m.Forwarded, m.Placements, m.BudgetUsed, m.HeldAge)
 	}
 	return m
 }

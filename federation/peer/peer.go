@@ -21,6 +21,7 @@ import (
 	"github.com/ax-sched/ax/apiv1"
 	"github.com/ax-sched/ax/federation/metrics"
 	"github.com/ax-sched/ax/federation/view"
+	"github.com/ax-sched/ax/internal/tracing"
 	"github.com/ax-sched/ax/task"
 )
 
@@ -210,6 +211,11 @@ func (c *Client) Call(ctx context.Context, base, method, path string, in, out an
 	req.Header.Set(apiv1.HeaderForwarded, strconv.Itoa(hopsOf(ctx)+1))
 	if c.cfg.Token != "" {
 		req.Header.Set("Authorization", "Bearer "+c.cfg.Token)
+	}
+	// The span in ctx (the request being served, a hand-off) is the
+	// parent of the peer's server span.
+	if tp := tracing.Traceparent(ctx); tp != "" {
+		req.Header.Set("traceparent", tp)
 	}
 	var gotConn atomic.Bool
 	req = req.WithContext(httptrace.WithClientTrace(ctx, &httptrace.ClientTrace{

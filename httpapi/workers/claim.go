@@ -282,6 +282,7 @@ func (h *Handlers) leave(w http.ResponseWriter, r *http.Request, sc scope) error
 	if err := h.sessions.remove(ctx, id); err != nil {
 		return err
 	}
+	h.beats.forget(id)
 	w.WriteHeader(http.StatusNoContent)
 	return nil
 }

@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -318,5 +319,53 @@ func TestReportClaimsInTheSameRoundTrip(t *testing.T) {
 	var r3 apiv1.WorkerReportResponse
 	if code := e.call("POST", "/v1/workers/"+id+"/report", out, &r3); code != 200 || !r3.Outcomes[0].OK || len(r3.Tasks) != 0 {
 		t.Fatalf("outcome of the report-claimed task: %d %+v", code, r3)
+	}
+}
+
+// countingClaimer counts the store heartbeats a Handlers sends.
+type countingClaimer struct {
+	Claimer
+	mu    sync.Mutex
+	beats int
+}
+
+func (c *countingClaimer) Heartbeat(ctx context.Context, w proxy.Worker, held []apiv1.WorkerLease) ([]apiv1.WorkerStop, error) {
+	c.mu.Lock()
+	c.beats++
+	c.mu.Unlock()
+	return c.Claimer.Heartbeat(ctx, w, held)
+}
+
+// TestReportsWithoutLeasesBeatOncePerHalfHeartbeat: reports that carry
+// only outcomes record the worker alive in its pool once per half
+// heartbeat, not once each; a report listing held leases always extends
+// them.
+func TestReportsWithoutLeasesBeatOncePerHalfHeartbeat(t *testing.T) {
+	e := newProtoEnv(t)
+	cc := &countingClaimer{Claimer: e.h.cfg.Claimer}
+	e.h = New(Config{Region: "us-east-1", Pools: []string{"acme-gpu"}, Claimer: cc, Recorder: e.h.cfg.Recorder,
+		Reader: e.h.cfg.Reader, Redis: e.h.cfg.Redis, Heartbeat: time.Hour})
+	id := e.register(8)
+	for range 4 {
+		e.submit("acme")
+	}
+	var c apiv1.WorkerClaimResponse
+	if code := e.call("POST", "/v1/workers/"+id+"/claim", `{"max":4,"wait_ms":0}`, &c); code != 200 || len(c.Tasks) != 4 {
+		t.Fatalf("claim: %d %+v", code, c)
+	}
+	for _, tk := range c.Tasks[:3] {
+		var r apiv1.WorkerReportResponse
+		body := fmt.Sprintf(`{"outcomes":[{"id":%q,"lease":%q,"status":"success"}]}`, tk.ID, tk.Lease)
+		if code := e.call("POST", "/v1/workers/"+id+"/report", body, &r); code != 200 || !r.Outcomes[0].OK {
+			t.Fatalf("report: %d %+v", code, r)
+		}
+	}
+	if cc.beats != 1 {
+		t.Fatalf("%d store heartbeats for 3 outcome-only reports within half a heartbeat, want 1", cc.beats)
+	}
+	last := c.Tasks[3]
+	held := fmt.Sprintf(`{"held":[{"id":%q,"lease":%q}]}`, last.ID, last.Lease)
+	if code := e.call("POST", "/v1/workers/"+id+"/report", held, nil); code != 200 || cc.beats != 2 {
+		t.Fatalf("a report with held leases: %d, %d store heartbeats, want 2", code, cc.beats)
 	}
 }

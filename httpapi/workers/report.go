@@ -313,11 +313,15 @@ func (rp *reportRun) heartbeat(ctx context.Context, ls []apiv1.WorkerLease) erro
 			rp.drop = append(rp.drop, id)
 		}
 	}
+	if len(leases) == 0 && !rp.h.beats.due(rp.se.ID, rp.h.cfg.Heartbeat/2) {
+		return nil // no lease to extend, and recorded alive just now
+	}
 	w, _ := rp.se.served(rp.sc)
 	stops, err := rp.h.cfg.Claimer.Heartbeat(ctx, w, leases)
 	if err != nil {
 		return err
 	}
+	rp.h.beats.mark(rp.se.ID)
 	for _, s := range stops {
 		delete(rp.add, s.ID)
 		rp.drop = append(rp.drop, s.ID)

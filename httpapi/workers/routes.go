@@ -85,6 +85,7 @@ type Handlers struct {
 	polls    *endpoint.LongPolls
 	metrics  *metrics
 	log      *slog.Logger
+	beats    beats
 }
 
 // New builds the worker protocol's endpoints.

@@ -15,10 +15,10 @@ import (
 // operation sent to the home server and to the holder's.
 func TestEveryTaskOperationFollowsAHandedOffTask(t *testing.T) {
 	col := startOTLP(t)
-	// Only the standard variable names the collector (every process
-	// inherits the test's environment); tracing.redis adds Redis spans.
+	// Only the standard endpoint variable names the collector and turns
+	// tracing on (every process inherits the test's environment; the
+	// protocol is http/protobuf by default); tracing.redis adds Redis spans.
 	t.Setenv("OTEL_EXPORTER_OTLP_ENDPOINT", col.URL)
-	t.Setenv("OTEL_EXPORTER_OTLP_PROTOCOL", "http/protobuf")
 	fed := newFederation(t, fedOpts{extra: "tracing: {redis: true}"})
 
 	t.Run("one trace links submit, hand-off, receipt and run across regions", func(t *testing.T) {
@@ -65,17 +65,42 @@ func TestEveryTaskOperationFollowsAHandedOffTask(t *testing.T) {
 		if httpSpan.Service != "ax-server" || httpSpan.Region != "us-east-1" || httpSpan.ParentID != parent || httpSpan.Attrs["http.route"] != "/v1/tasks" {
 			t.Fatalf("HTTP server span %+v: want us-east-1's server, child of the request's traceparent %s", httpSpan, parent)
 		}
+		// One chain: the request → submit → the hand-off (a client span)
+		// → eu-west-1's HTTP server span of the hand-off request → the
+		// receipt → the run on eu-west-1's worker.
 		sub := byName["ax.submit"]
 		if sub.Service != "ax-server" || sub.Region != "us-east-1" || sub.ParentID != httpSpan.SpanID || sub.Attrs["ax.placement.region"] != "eu-west-1" {
 			t.Fatalf("submit span %+v: want us-east-1's server, child of the HTTP server span %s, placed in eu-west-1", sub, httpSpan.SpanID)
 		}
-		for name, want := range map[string]struct{ service, region string }{
-			"ax.handoff": {"ax-server", "us-east-1"}, "ax.handoff.receive": {"ax-server", "eu-west-1"},
-			"ax.run sleep": {"ax-worker", "eu-west-1"}} {
-			s, ok := byName[name]
-			if !ok || s.Service != want.service || s.Region != want.region || s.ParentID != sub.SpanID {
-				t.Fatalf("span %s: %+v; want from %s in %s, a child of the submit span %s", name, s, want.service, want.region, sub.SpanID)
+		var peerSpan otlpSpan
+		waitUntil(t, 15*time.Second, "eu-west-1's HTTP server span of the hand-off request", func() bool {
+			for _, s := range col.trace(traceID) {
+				if s.Name == "POST /v1/internal/handoff" && s.ParentID == byName["ax.handoff"].SpanID {
+					peerSpan = s
+				}
 			}
+			return peerSpan.SpanID != ""
+		})
+		chain := []struct {
+			name            string
+			service, region string
+			parent          string
+		}{
+			{"ax.handoff", "ax-server", "us-east-1", sub.SpanID},
+			{"POST /v1/internal/handoff", "ax-server", "eu-west-1", byName["ax.handoff"].SpanID},
+			{"ax.handoff.receive", "ax-server", "eu-west-1", peerSpan.SpanID},
+			{"ax.run sleep", "ax-worker", "eu-west-1", byName["ax.handoff.receive"].SpanID},
+		}
+		byName["POST /v1/internal/handoff"] = peerSpan
+		for _, want := range chain {
+			s := byName[want.name]
+			if s.Service != want.service || s.Region != want.region || s.ParentID != want.parent {
+				t.Fatalf("span %s: %+v; want from %s in %s, a child of %s (the chain HTTP %s → submit %s → hand-off %s → peer HTTP %s → receive %s)",
+					want.name, s, want.service, want.region, want.parent, httpSpan.SpanID, sub.SpanID, byName["ax.handoff"].SpanID, peerSpan.SpanID, byName["ax.handoff.receive"].SpanID)
+			}
+		}
+		if peerSpan.Attrs["http.route"] != "/v1/internal/handoff" {
+			t.Fatalf("the hand-off request's server span: %+v", peerSpan)
 		}
 		if run := byName["ax.run sleep"]; run.StartNanos < sub.EndNanos || run.EndNanos < run.StartNanos {
 			t.Fatalf("the run (%d–%d) does not follow the submit (ended %d)", run.StartNanos, run.EndNanos, sub.EndNanos)

@@ -251,7 +251,12 @@ func RootSpanID(taskID string) trace.SpanID {
 // Traceparent is the W3C traceparent header of the span in ctx, "" when
 // it has none.
 func Traceparent(ctx context.Context) string {
-	sc := trace.SpanContextFromContext(ctx)
+	return TraceparentOf(trace.SpanContextFromContext(ctx))
+}
+
+// TraceparentOf is the W3C traceparent header naming sc, "" when sc is
+// invalid.
+func TraceparentOf(sc trace.SpanContext) string {
 	if !sc.IsValid() {
 		return ""
 	}

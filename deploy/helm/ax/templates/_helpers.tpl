@@ -137,3 +137,14 @@ readOnlyRootFilesystem: true
 capabilities:
   drop: [ALL]
 {{- end -}}
+
+{{/* ax.dnsEgress: the egress rule to the cluster's DNS (networkPolicy.dns.to), UDP and TCP 53. */}}
+{{- define "ax.dnsEgress" -}}
+- ports:
+    - {protocol: UDP, port: 53}
+    - {protocol: TCP, port: 53}
+  {{- with .Values.networkPolicy.dns.to }}
+  to:
+    {{- toYaml . | nindent 4 }}
+  {{- end }}
+{{- end -}}
