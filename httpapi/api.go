@@ -14,6 +14,7 @@ import (
 	"github.com/ax-sched/ax/federation"
 	"github.com/ax-sched/ax/federation/peer"
 	"github.com/ax-sched/ax/federation/view"
+	"github.com/ax-sched/ax/httpapi/batches"
 	"github.com/ax-sched/ax/httpapi/dags"
 	"github.com/ax-sched/ax/httpapi/dashboard"
 	"github.com/ax-sched/ax/httpapi/endpoint"
@@ -50,6 +51,8 @@ type Config struct {
 	Schedules Schedules
 	// DAGs serves /v1/dags (nil: 503).
 	DAGs DAGs
+	// Batches serves /v1/batches (nil: 503).
+	Batches batches.Batches
 	// LongPolls caps concurrent /v1/events long-polls on this server
 	// (default 8), LongPollsPerTenant those of one tenant (default 2).
 	LongPolls, LongPollsPerTenant int
@@ -183,6 +186,7 @@ func New(n *federation.Node, cfg Config) *API {
 		handoff.New(handoff.Config{Receiver: n, Enqueuer: n, MaxPayload: cfg.MaxPayload, Pools: cfg.Pools, Logger: cfg.Logger}).Routes(),
 		schedules.New(schedules.Config{Scheduler: cfg.Schedules, Fed: n, Quotas: quotas, MaxPayload: cfg.MaxPayload}).Routes(),
 		dags.New(dags.Config{Runs: cfg.DAGs, Fed: n, Quotas: quotas, MaxPayload: cfg.MaxPayload}).Routes(),
+		batches.New(batches.Config{Batches: cfg.Batches, Submitter: n, Quotas: quotas, MaxPayload: cfg.MaxPayload}).Routes(),
 		workers.New(cfg.Workers.with(n, cfg)).Routes(),
 	} {
 		for _, rt := range family {

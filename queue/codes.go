@@ -19,6 +19,7 @@ const (
 	codeHandOffInFlight = 4  // its hand-off is in flight; next: the target region
 	CodeLeaseLost       = 5  // (complete, fail, return) the lease token is not the task's; next: the state
 	codeDAGNotFound     = 6  // (dag_update, dag_cancel) no such run, or another tenant's (the whole answer)
+	codeBatchNotFound   = 7  // (batch_add, batch_seal, batch_member) no such batch (the whole answer)
 )
 
 // resultCodes names every code for Lua, in the order above.
@@ -34,6 +35,7 @@ var resultCodes = []struct {
 	{"HANDOFF_IN_FLIGHT", codeHandOffInFlight},
 	{"LEASE_LOST", CodeLeaseLost},
 	{"DAG_NOT_FOUND", codeDAGNotFound},
+	{"BATCH_NOT_FOUND", codeBatchNotFound},
 }
 
 // luaCodes is the declaration of RC, the table of result codes every
@@ -52,6 +54,9 @@ func luaCodes() string {
 }
 
 func Fenced(out []any) bool { return len(out) == 1 && ToInt(out[0]) == codeFenced }
+
+// BatchMissing reports a batch script's answer for no such batch.
+func BatchMissing(out []any) bool { return len(out) == 1 && ToInt(out[0]) == codeBatchNotFound }
 
 // dagMissing reports a DAG script's answer for no such run.
 func DagMissing(out []any) bool { return len(out) == 1 && ToInt(out[0]) == codeDAGNotFound }

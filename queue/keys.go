@@ -45,6 +45,9 @@ import (
 //	ax:{s}:idem:<tenant>:<key> STRING id and spec hash, with the key's TTL
 //	ax:{s}:uq:<tenant>:<key>   STRING id and unique_until of the task holding a unique key, TTL unique_for
 //	ax:{s}:db:<tenant>:<key>   STRING id and first submit (ms) of a debounce key's waiting task, until a minute past its start
+//	ax:{s}:bdone         LIST  "<batch> <id> <S|F|C>": ends of batch members
+//	                           this shard ended, until the leader reports them
+//	                           (lib.lua batch_end; package batch)
 //	ax:{s}:cnt           HASH  O(1) counters by state, pool and priority
 //	ax:{s}:seq           STRING lease token sequence
 //	ax:{s}:fence:<name>  STRING highest fencing token seen per election

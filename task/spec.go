@@ -132,6 +132,11 @@ type Spec struct {
 	// by the run's release and carried by hand-offs; a client's submit
 	// naming them is refused (RefuseInternal).
 	Parents ParentResults `json:"parents,omitempty"`
+	// Batch is the id of the batch the task is a member of (package
+	// batch): written by the batch's create and carried by hand-offs, so
+	// whichever region ends the task reports its end to the batch; a
+	// client's submit naming it is refused (RefuseInternal).
+	Batch string `json:"batch,omitempty"`
 }
 
 var (

@@ -36,20 +36,22 @@ type Task struct {
 	DebounceKey string `json:"debounce_key,omitempty"`
 	// Parents are a DAG node's parents' results (Spec.Parents), for its
 	// handler; not shown by the API (read the parents' tasks).
-	Parents         ParentResults `json:"-"`
-	State           State         `json:"state"`
-	Reason          string        `json:"reason,omitempty"`
-	Region          string        `json:"region"`  // home region (from the id)
-	HeldBy          string        `json:"held_by"` // region whose store holds this record
-	Pool            string        `json:"pool,omitempty"`
-	Pinned          bool          `json:"pinned,omitempty"`
-	Worker          string        `json:"worker,omitempty"`
-	Attempts        int           `json:"attempts"`
-	PreemptCount    int           `json:"preempt_count,omitempty"`
-	CancelRequested bool          `json:"cancel_requested,omitempty"`
-	HandedOffTo     string        `json:"handed_off_to,omitempty"`
-	HandOffTarget   string        `json:"handoff_target,omitempty"` // in the outbox, bound for this region
-	LastError       string        `json:"last_error,omitempty"`
+	Parents ParentResults `json:"-"`
+	// Batch is the batch the task is a member of (Spec.Batch; "" none).
+	Batch           string `json:"batch,omitempty"`
+	State           State  `json:"state"`
+	Reason          string `json:"reason,omitempty"`
+	Region          string `json:"region"`  // home region (from the id)
+	HeldBy          string `json:"held_by"` // region whose store holds this record
+	Pool            string `json:"pool,omitempty"`
+	Pinned          bool   `json:"pinned,omitempty"`
+	Worker          string `json:"worker,omitempty"`
+	Attempts        int    `json:"attempts"`
+	PreemptCount    int    `json:"preempt_count,omitempty"`
+	CancelRequested bool   `json:"cancel_requested,omitempty"`
+	HandedOffTo     string `json:"handed_off_to,omitempty"`
+	HandOffTarget   string `json:"handoff_target,omitempty"` // in the outbox, bound for this region
+	LastError       string `json:"last_error,omitempty"`
 	// Result is the text a successful attempt gave back (a remote
 	// worker's: JSON text), at most its region's results.max_bytes.
 	// A Result that is not UTF-8 text travels as ResultBase64 in JSON
@@ -114,7 +116,7 @@ func (t *Task) Spec() *Spec {
 		Timeout: t.Timeout, MaxRetries: &mr, RetryBase: t.RetryBase, RetryCap: t.RetryCap,
 		Preemptible: t.Preemptible, Critical: t.Critical, Tenant: t.Tenant, TraceID: t.TraceID,
 		LimitKey: t.LimitKey, MaxPricePerSlotHour: t.MaxPricePerSlotHour, MaxWait: t.MaxWait,
-		ResultTTL: t.ResultTTL, Parents: t.Parents,
+		ResultTTL: t.ResultTTL, Parents: t.Parents, Batch: t.Batch,
 	}
 	// The key was settled at home; the receiver of a hand-off shows it and
 	// takes none (a task with an id takes no key).

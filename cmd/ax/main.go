@@ -64,7 +64,7 @@ var commands = []func() *cobra.Command{
 	newServerCmd, newWorkerCmd, newDevCmd, command.New, newVersionCmd,
 	// Clients of the HTTP API.
 	newSubmitCmd, newGetCmd, newTasksCmd, newTrailCmd, newCancelCmd, newPriorityCmd, newTailCmd,
-	newExplainCmd, newRegionsCmd, newRegionCmd, newCostCmd, newDLQCmd, newDAGCmd, newScheduleCmd,
+	newExplainCmd, newRegionsCmd, newRegionCmd, newCostCmd, newDLQCmd, newDAGCmd, newScheduleCmd, newBatchCmd,
 }
 
 func newRoot() *cobra.Command {

@@ -113,6 +113,18 @@ func clientRoundTrip(t *testing.T, fed *federation, region string) {
 	ds, err := ops.DeleteScheduleWithResponse(ctx, "client-nightly", &apiclient.DeleteScheduleParams{})
 	check("deleteSchedule", ds.StatusCode(), err, 200, ds.JSON200 != nil && ds.JSON200.Deleted)
 
+	bt, err := sub.CreateBatchWithResponse(ctx, apiclient.CreateBatchJSONRequestBody{Tasks: []apiclient.TaskSpec{{Type: "noop", Delay: &delay}},
+		OnComplete: &apiclient.TaskSpec{Type: "noop"}})
+	check("createBatch", bt.StatusCode(), err, 201, bt.JSON201 != nil && bt.JSON201.Counts.Total == 1 && bt.JSON201.OnCompleteId != nil)
+	bts, err := sub.ListBatchesWithResponse(ctx, &apiclient.ListBatchesParams{})
+	check("listBatches", bts.StatusCode(), err, 200, bts.JSON200 != nil && len(bts.JSON200.Batches) > 0)
+	gb, err := sub.GetBatchWithResponse(ctx, bt.JSON201.Id)
+	check("getBatch", gb.StatusCode(), err, 200, gb.JSON200 != nil && gb.JSON200.State == apiclient.BatchStatusStateRUNNING)
+	cb, err := ops.CancelBatchWithResponse(ctx, bt.JSON201.Id)
+	check("cancelBatch", cb.StatusCode(), err, 200, cb.JSON200 != nil)
+	nb, err := sub.CreateBatchWithResponse(ctx, apiclient.CreateBatchJSONRequestBody{Tasks: []apiclient.TaskSpec{}})
+	check("createBatch of no task", nb.StatusCode(), err, 400, nb.JSON400 != nil && nb.JSON400.Error.Field != nil && *nb.JSON400.Error.Field == "tasks")
+
 	dr, err := as(tokAdmin).DrainRegionWithResponse(ctx, "eu-west-1", &apiclient.DrainRegionParams{})
 	check("drainRegion", dr.StatusCode(), err, 200, dr.JSON200 != nil && dr.JSON200.Region == "eu-west-1")
 }

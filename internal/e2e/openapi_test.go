@@ -240,6 +240,19 @@ func TestOpenAPISession(t *testing.T) {
 	s.do(tokSubmitterA, "POST", "/v1/dags/"+run.ID+"/cancel", nil, 403, false)
 	s.ok(tokOperatorA, "POST", "/v1/dags/"+run.ID+"/cancel", nil, 200, nil)
 
+	// Batches.
+	var bt struct{ ID string }
+	s.ok(tokSubmitterA, "POST", "/v1/batches", map[string]any{"name": "spec", "tasks": []any{map[string]any{"type": "noop", "delay": "1h"}},
+		"on_complete": map[string]any{"type": "noop", "payload": map[string]string{"to": "ops"}}}, 201, &bt)
+	s.do(tokSubmitterA, "POST", "/v1/batches", map[string]any{"tasks": []any{}}, 400, true)
+	s.do(tokSubmitterA, "POST", "/v1/batches", map[string]any{"tasks": []any{map[string]any{"type": "noop"}}, "on_complete": map[string]any{"type": "noop", "priority": 9}}, 400, true)
+	s.ok(tokSubmitterA, "GET", "/v1/batches?limit=5", nil, 200, nil)
+	s.do(tokSubmitterA, "GET", "/v1/batches?limit=0", nil, 400, true)
+	s.ok(tokSubmitterA, "GET", "/v1/batches/"+bt.ID, nil, 200, nil)
+	s.do(tokSubmitterB, "GET", "/v1/batches/"+bt.ID, nil, 404, false)
+	s.do(tokSubmitterA, "POST", "/v1/batches/"+bt.ID+"/cancel", nil, 403, false)
+	s.ok(tokOperatorA, "POST", "/v1/batches/"+bt.ID+"/cancel", nil, 200, nil)
+
 	// Schedules.
 	sched := map[string]any{"name": "spec-nightly", "cron": "0 0 2 * * *", "task": map[string]any{"type": "noop"}}
 	s.do(tokSubmitterA, "POST", "/v1/schedules", sched, 403, false)

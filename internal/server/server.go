@@ -14,6 +14,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/ax-sched/ax/batch"
 	"github.com/ax-sched/ax/dag"
 	"github.com/ax-sched/ax/federation"
 	"github.com/ax-sched/ax/federation/metrics"
@@ -60,6 +61,7 @@ type Server struct {
 	cell                       *region.Cell
 	sched                      *schedule.Scheduler
 	dags                       *dag.Runs
+	batches                    *batch.Batches
 	http                       *http.Server
 	auth                       *httpapi.Auth
 	blocking                   redis.UniversalClient         // long-polls' own (queue.Options.Blocking)
@@ -281,6 +283,8 @@ func (s *Server) assemble(pc placement.Config, peerTLS *tls.Config, reg *prometh
 		return err
 	}
 	s.dags = dag.New(s.store, s.node, dag.Config{Region: cfg.Name, Regions: cfg.Regions, Defaults: defaultsOf(cfg), Backlog: s.maxBacklog, Registerer: reg, Logger: s.log})
+	s.batches = batch.New(s.store.Engine, s.node, batch.Config{Region: cfg.Name, Regions: cfg.Regions, Defaults: defaultsOf(cfg),
+		Retain: s.store.Options().RetainSuccess, Logger: s.log})
 	s.sched = schedule.New(s.global, s.node, schedule.Config{
 		Region: cfg.Name, Regions: cfg.Regions, Defaults: defaultsOf(cfg), DAGs: s.dags, BudgetRoom: s.node.BudgetRoom,
 		Prefix: cfg.Etcd.Prefix, ID: s.id, SessionTTL: cfg.Etcd.SessionTTL, Registerer: own, Logger: s.log,
@@ -313,7 +317,7 @@ func (s *Server) serveAPI(reg *prometheus.Registry, own prometheus.Registerer) {
 	api := httpapi.New(s.node, httpapi.Config{
 		// In ax dev the region's workers register with reg too.
 		Auth: s.auth, MaxPayload: int(cfg.Task.MaxPayload), Gatherer: reg, Registerer: own, Pools: pools,
-		Schedules: s.sched, DAGs: s.dags,
+		Schedules: s.sched, DAGs: s.dags, Batches: s.batches,
 		Logger: s.log, LongPolls: cfg.HTTPServer.MaxLongPolls, LongPollsPerTenant: cfg.HTTPServer.MaxLongPollsPerTenant,
 		Quota: func(tenant string) (float64, int) {
 			q := s.quotas.Load().Quota(tenant)
@@ -389,7 +393,7 @@ func (s *Server) Run(ctx context.Context) error {
 	}()
 	go func() {
 		defer wg.Done()
-		if err := s.cell.Run(cctx, s.node, s.node.OutboxLoop, s.node.HeldLoop, s.dags.Loop, s.node.StuckPoolLoop, s.node.ReplaceLoop); err != nil {
+		if err := s.cell.Run(cctx, s.node, s.node.OutboxLoop, s.node.HeldLoop, s.dags.Loop, s.batches.Loop, s.node.StuckPoolLoop, s.node.ReplaceLoop); err != nil {
 			errc <- fmt.Errorf("cell: %w", err)
 		}
 	}()

@@ -158,6 +158,9 @@ func SpecFields(s *task.Spec, d task.Defaults) []any {
 		b, _ := json.Marshal(s.Parents) // a map of byte slices always encodes
 		f = append(f, "pa", string(b))
 	}
+	if s.Batch != "" {
+		f = append(f, "bt", s.Batch)
+	}
 	return f
 }
 
@@ -272,6 +275,8 @@ func (r *TaskReader) setSpec(k, v string) bool {
 		t.DebounceKey = v
 	case "pa":
 		_ = json.Unmarshal([]byte(v), &t.Parents) // written by SpecFields
+	case "bt":
+		t.Batch = v
 	default:
 		return false
 	}

@@ -46,6 +46,7 @@ end
 redis.call('HSET', tk, 'st', 'C', 'rs', reason, 'fa', fmt(now))
 cnt('tC', 1)
 backlog_task(r[10], -1, id)
+batch_end(id, 'C')
 trail(id, now, st, 'C', reason, by, r[4] or '0', '')
 retain(id, ARGV[5])
 event('cancel', {id}, 1)

@@ -32,6 +32,7 @@ if r[11] == '1' then
   redis.call('HSET', tk, 'st', 'C', 'rs', 'CANCELED_BY_USER', 'fa', fmt(now))
   cnt('tC', 1)
   backlog_task(r[13], -1, id)
+  batch_end(id, 'C')
   trail(id, now, 'U', 'C', 'CANCELED_BY_USER', r[10], r[3], err)
   retain(id, ARGV[8])
   event('cancel', {id}, 1)

@@ -44,6 +44,7 @@ for i = 5, #ARGV, 2 do
     cnt('P', -1)
     cnt('tC', 1)
     backlog_task(r[6], -1, id)
+    batch_end(id, 'C')
     trail(id, now, 'P', 'C', 'CANCELED_BY_USER', r[2], r[3] or '0', 'the hand-off was refused after a cancel request')
     retain(id, ARGV[3])
     out[#out + 1] = '0'

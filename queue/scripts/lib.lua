@@ -180,6 +180,19 @@ local function backlog_bytes_now(tn)
   return v + (C.BLB[tn] or 0)
 end
 
+-- Batches (package batch): a member's record carries its batch's id (bt).
+-- Every step of a member to SUCCESS, FAILED or CANCELED, in whichever
+-- region ends it, queues "<batch> <id> <code>" (code S, F or C) on the
+-- shard's bdone list in the same script; the region leader's reporter
+-- applies the list to each batch in its home region, where the member's
+-- first report counts (batch_member.lua), and trims it.
+-- batch_end queues task id's end (code) when it is a member; bt is its
+-- record's bt when the caller read it (false: none), nil to read it here.
+local function batch_end(id, code, bt)
+  if bt == nil then bt = redis.call('HGET', tkey(id), 'bt') end
+  if bt then redis.call('RPUSH', C.K_PREFIX .. 'bdone', bt .. ' ' .. id .. ' ' .. code) end
+end
+
 -- finish writes what cnt, zadd and backlog queued, and the tenants that
 -- got fair-share work (fair_add queues them in FIDX: {index key, score,
 -- tenant}, added after the sets they name, ZADD NX); the call ends with it.
@@ -416,6 +429,7 @@ local function retry_or_dead(id, now, at, mr, rb, rc, from, reason, by, err, ret
   redis.call('HSET', tkey(id), 'st', 'F', 'rs', r, 'fa', fmt(now))
   redis.call('ZADD', C.K_DEAD, fmt(now), id)
   backlog_end(id)
+  batch_end(id, 'F')
   cnt('F', 1)
   cnt('tF', 1)
   trail(id, now, from, 'F', r, by, fmt(at), err)

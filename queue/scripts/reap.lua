@@ -34,6 +34,7 @@ for k, id in ipairs(ids) do
       redis.call('HSET', tk, 'st', 'C', 'rs', 'CANCELED_BY_USER', 'fa', fmt(now))
       cnt('tC', 1)
       backlog_end(id)
+      batch_end(id, 'C')
       trail(id, now, 'T', 'C', 'CANCELED_BY_USER', 'reaper', r[2], '')
       retain(id, ARGV[6])
     else

@@ -35,6 +35,7 @@ if r[10] == '1' then
   redis.call('HSET', tk, 'st', 'C', 'rs', 'CANCELED_BY_USER', 'fa', fmt(now))
   cnt('tC', 1)
   backlog_task(r[14], -1, id)
+  batch_end(id, 'C')
   trail(id, now, 'U', 'C', 'CANCELED_BY_USER', r[9], r[3], '')
   retain(id, ARGV[6])
   return {RC.OK, 'C'}

@@ -111,6 +111,7 @@ local function debounce(k, retention)
   redis.call('HSET', tk, 'st', 'C', 'rs', 'DEBOUNCED', 'fa', snow)
   cnt('tC', 1)
   backlog_task(r[5] or '', -1, eid)
+  batch_end(eid, 'C')
   trail(eid, now, 'P', 'C', 'DEBOUNCED', 'submit', '0', '')
   retain(eid, retention)
   return first

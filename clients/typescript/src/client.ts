@@ -19,6 +19,8 @@ export type TaskList = Schemas["TaskList"];
 export type Trail = Schemas["Trail"];
 export type DAGRequest = Schemas["DAGRequest"];
 export type DAGStatus = Schemas["DAGStatus"];
+export type BatchCreate = Schemas["BatchCreate"];
+export type BatchStatus = Schemas["BatchStatus"];
 export type ScheduleRequest = Schemas["ScheduleRequest"];
 export type ScheduleStatus = Schemas["ScheduleStatus"];
 export type TaskResult = Schemas["TaskResult"];
@@ -191,6 +193,35 @@ export class Client {
   /** POST /v1/dags/{id}/cancel. */
   cancelDAG(id: string, o: RequestOptions = {}): Promise<Answer<"cancelDAG">> {
     return this.#call("POST", `/v1/dags/${seg(id)}/cancel`, { body: {}, signal: o.signal, idempotent: true });
+  }
+
+  /**
+   * POST /v1/batches: submits up to 10 000 tasks as one batch; its
+   * on_complete (on_success) callback task runs once every member has ended
+   * (succeeded), with the batch's counts and failed ids in its payload.
+   */
+  createBatch(batch: BatchCreate, o: RequestOptions = {}): Promise<Answer<"createBatch">> {
+    return this.#call("POST", "/v1/batches", { body: batch, signal: o.signal });
+  }
+
+  /** GET /v1/batches/{id}: counts by state, failed and canceled ids, the callbacks. */
+  getBatch(id: string, o: RequestOptions = {}): Promise<Answer<"getBatch">> {
+    return this.#call("GET", `/v1/batches/${seg(id)}`, o);
+  }
+
+  /** GET /v1/batches: one page of the server's region's batches. */
+  listBatches(filter: Query<"listBatches"> = {}, o: RequestOptions = {}): Promise<Answer<"listBatches">> {
+    return this.#call("GET", "/v1/batches", { query: filter, signal: o.signal });
+  }
+
+  /** Polls GET /v1/batches/{id} until every member has ended (COMPLETED); WaitTimeout after timeoutMs. */
+  waitBatch(id: string, timeoutMs = 60_000, o: RequestOptions = {}): Promise<BatchStatus> {
+    return poll(() => this.getBatch(id, o), ["COMPLETED"], id, timeoutMs, 100, o.signal);
+  }
+
+  /** POST /v1/batches/{id}/cancel: cancels the members not ended yet (the callbacks still run once). */
+  cancelBatch(id: string, o: RequestOptions = {}): Promise<Answer<"cancelBatch">> {
+    return this.#call("POST", `/v1/batches/${seg(id)}/cancel`, { body: {}, signal: o.signal, idempotent: true });
   }
 
   /** POST /v1/schedules. */

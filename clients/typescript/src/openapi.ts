@@ -617,6 +617,67 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/v1/batches": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * The batches whose home is this server's region, newest first, with a cursor
+         * @description A token of one tenant lists that tenant's batches.
+         */
+        get: operations["listBatches"];
+        put?: never;
+        /**
+         * Submit tasks as one batch, with callbacks that run once every member has ended
+         * @description Up to 10 000 task specs (the server submits them through the submit path in parts of 1 000, each part within the tenant's submit quota); a member takes no idempotency, unique or debounce key. on_complete runs once when every member is SUCCESS, FAILED or CANCELED, on_success once when every member SUCCEEDED; each callback's task receives as its payload {batch_id, name, callback (on_complete or on_success), counts (BatchCounts), failed and canceled (member ids, at most 1 000 each), omitted, payload (the callback spec's own)}. Members may run in any region; the batch lives in the region of the server that accepts it (its home). A member the submit path refuses is listed in rejected and is not part of the batch; when every member is refused the answer is the first refusal. 400 naming tasks (0 or over 10 000 tasks), tasks[i].<field> or on_complete.<field> / on_success.<field>; nothing is stored.
+         */
+        post: operations["createBatch"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/batches/{id}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * A batch: its members' counts by state, the ids of failed and canceled members, its callbacks
+         * @description Any server of any region answers (the batch's home region is asked).
+         */
+        get: operations["getBatch"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/batches/{id}/cancel": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /** Cancel a batch: every member not ended yet is asked to stop; its callbacks run once they have ended */
+        post: operations["cancelBatch"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
 }
 export type webhooks = Record<string, never>;
 export interface components {
@@ -1060,6 +1121,8 @@ export interface components {
              * @description SUCCESS: when the record and its result are due for removal (finished_at + result_ttl); the region's sweep removes them within two minutes after
              */
             result_expires_at?: string;
+            /** @description the batch the task is a member of */
+            batch?: string;
         };
         TaskList: {
             next_cursor?: string;
@@ -1379,6 +1442,61 @@ export interface components {
             deadline: string;
             /** @enum {string} */
             on_timeout?: "fail" | "skip";
+        };
+        BatchCounts: {
+            total: number;
+            succeeded: number;
+            failed: number;
+            canceled: number;
+            unfinished: number;
+        };
+        BatchCreate: {
+            name?: string;
+            tenant?: string;
+            tasks: components["schemas"]["TaskSpec"][];
+            /** @description runs once when every member has ended */
+            on_complete?: components["schemas"]["TaskSpec"];
+            /** @description runs once when every member SUCCEEDED */
+            on_success?: components["schemas"]["TaskSpec"];
+        };
+        BatchStatus: {
+            id: string;
+            name?: string;
+            tenant: string;
+            /** @description the batch's home region */
+            region: string;
+            /** @enum {string} */
+            state: "RUNNING" | "COMPLETED";
+            counts: components["schemas"]["BatchCounts"];
+            /**
+             * @description due: complete, its callback task being stored; sent: stored
+             * @enum {string}
+             */
+            callback: "none" | "waiting" | "due" | "sent";
+            /** @description the task id on_complete takes */
+            on_complete_id?: string;
+            /** @description the task id on_success takes (absent once it cannot run) */
+            on_success_id?: string;
+            cancel_requested?: boolean;
+            /** Format: date-time */
+            created_at: string;
+            /** Format: date-time */
+            completed_at?: string;
+            /** @description ids of FAILED members (GET; at most 1 000) */
+            failed?: string[];
+            /** @description ids of CANCELED members (GET; at most 1 000) */
+            canceled?: string[];
+            /** @description members the create refused (create only) */
+            rejected?: components["schemas"]["BatchRejected"][];
+        };
+        BatchRejected: {
+            index: number;
+            status: number;
+            error: components["schemas"]["ErrorDetail"];
+        };
+        BatchList: {
+            batches: components["schemas"]["BatchStatus"][];
+            next?: string;
         };
     };
     responses: {
@@ -2663,6 +2781,124 @@ export interface operations {
             403: components["responses"]["Error"];
             404: components["responses"]["Error"];
             409: components["responses"]["Error"];
+            431: components["responses"]["Error"];
+            503: components["responses"]["Error"];
+        };
+    };
+    listBatches: {
+        parameters: {
+            query?: {
+                /** @description tenant */
+                tenant?: string;
+                /** @description 1..500 (default 50) */
+                limit?: number;
+                /** @description next of the previous page */
+                after?: string;
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description OK */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["BatchList"];
+                };
+            };
+            400: components["responses"]["Error"];
+            401: components["responses"]["Error"];
+            403: components["responses"]["Error"];
+            431: components["responses"]["Error"];
+            503: components["responses"]["Error"];
+        };
+    };
+    createBatch: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["BatchCreate"];
+            };
+        };
+        responses: {
+            /** @description OK */
+            201: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["BatchStatus"];
+                };
+            };
+            400: components["responses"]["Error"];
+            401: components["responses"]["Error"];
+            403: components["responses"]["Error"];
+            413: components["responses"]["Error"];
+            422: components["responses"]["Error"];
+            429: components["responses"]["Error"];
+            431: components["responses"]["Error"];
+            503: components["responses"]["Error"];
+        };
+    };
+    getBatch: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description OK */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["BatchStatus"];
+                };
+            };
+            401: components["responses"]["Error"];
+            403: components["responses"]["Error"];
+            404: components["responses"]["Error"];
+            431: components["responses"]["Error"];
+            503: components["responses"]["Error"];
+        };
+    };
+    cancelBatch: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description OK */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["BatchStatus"];
+                };
+            };
+            401: components["responses"]["Error"];
+            403: components["responses"]["Error"];
+            404: components["responses"]["Error"];
             431: components["responses"]["Error"];
             503: components["responses"]["Error"];
         };

@@ -38,6 +38,48 @@ func (e BackfillState) Valid() bool {
 	}
 }
 
+// Defines values for BatchStatusCallback.
+const (
+	Due     BatchStatusCallback = "due"
+	None    BatchStatusCallback = "none"
+	Sent    BatchStatusCallback = "sent"
+	Waiting BatchStatusCallback = "waiting"
+)
+
+// Valid indicates whether the value is a known member of the BatchStatusCallback enum.
+func (e BatchStatusCallback) Valid() bool {
+	switch e {
+	case Due:
+		return true
+	case None:
+		return true
+	case Sent:
+		return true
+	case Waiting:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for BatchStatusState.
+const (
+	BatchStatusStateCOMPLETED BatchStatusState = "COMPLETED"
+	BatchStatusStateRUNNING   BatchStatusState = "RUNNING"
+)
+
+// Valid indicates whether the value is a known member of the BatchStatusState enum.
+func (e BatchStatusState) Valid() bool {
+	switch e {
+	case BatchStatusStateCOMPLETED:
+		return true
+	case BatchStatusStateRUNNING:
+		return true
+	default:
+		return false
+	}
+}
+
 // Defines values for BulkCancelRequestState.
 const (
 	BulkCancelRequestStatePENDING BulkCancelRequestState = "PENDING"
@@ -393,11 +435,46 @@ type BackfillRun struct {
 	Period Period `json:"period"`
 }
 
+// BatchCounts defines model for BatchCounts.
+type BatchCounts struct {
+	Canceled   int `json:"canceled"`
+	Failed     int `json:"failed"`
+	Succeeded  int `json:"succeeded"`
+	Total      int `json:"total"`
+	Unfinished int `json:"unfinished"`
+}
+
+// BatchCreate defines model for BatchCreate.
+type BatchCreate struct {
+	Name *string `json:"name,omitempty"`
+
+	// OnComplete runs once when every member has ended
+	OnComplete *TaskSpec `json:"on_complete,omitempty"`
+
+	// OnSuccess runs once when every member SUCCEEDED
+	OnSuccess *TaskSpec  `json:"on_success,omitempty"`
+	Tasks     []TaskSpec `json:"tasks"`
+	Tenant    *string    `json:"tenant,omitempty"`
+}
+
 // BatchItem defines model for BatchItem.
 type BatchItem struct {
 	Error  *ErrorDetail    `json:"error,omitempty"`
 	Status int             `json:"status"`
 	Task   *SubmitResponse `json:"task,omitempty"`
+}
+
+// BatchList defines model for BatchList.
+type BatchList struct {
+	Batches []BatchStatus `json:"batches"`
+	Next    *string       `json:"next,omitempty"`
+}
+
+// BatchRejected defines model for BatchRejected.
+type BatchRejected struct {
+	Error  ErrorDetail `json:"error"`
+	Index  int         `json:"index"`
+	Status int         `json:"status"`
 }
 
 // BatchResponse defines model for BatchResponse.
@@ -406,6 +483,44 @@ type BatchResponse struct {
 	Rejected int         `json:"rejected"`
 	Results  []BatchItem `json:"results"`
 }
+
+// BatchStatus defines model for BatchStatus.
+type BatchStatus struct {
+	// Callback due: complete, its callback task being stored; sent: stored
+	Callback        BatchStatusCallback `json:"callback"`
+	CancelRequested *bool               `json:"cancel_requested,omitempty"`
+
+	// Canceled ids of CANCELED members (GET; at most 1 000)
+	Canceled    *[]string   `json:"canceled,omitempty"`
+	CompletedAt *time.Time  `json:"completed_at,omitempty"`
+	Counts      BatchCounts `json:"counts"`
+	CreatedAt   time.Time   `json:"created_at"`
+
+	// Failed ids of FAILED members (GET; at most 1 000)
+	Failed *[]string `json:"failed,omitempty"`
+	Id     string    `json:"id"`
+	Name   *string   `json:"name,omitempty"`
+
+	// OnCompleteId the task id on_complete takes
+	OnCompleteId *string `json:"on_complete_id,omitempty"`
+
+	// OnSuccessId the task id on_success takes (absent once it cannot run)
+	OnSuccessId *string `json:"on_success_id,omitempty"`
+
+	// Region the batch's home region
+	Region string `json:"region"`
+
+	// Rejected members the create refused (create only)
+	Rejected *[]BatchRejected `json:"rejected,omitempty"`
+	State    BatchStatusState `json:"state"`
+	Tenant   string           `json:"tenant"`
+}
+
+// BatchStatusCallback due: complete, its callback task being stored; sent: stored
+type BatchStatusCallback string
+
+// BatchStatusState defines model for BatchStatus.State.
+type BatchStatusState string
 
 // BulkCancelRequest defines model for BulkCancelRequest.
 type BulkCancelRequest struct {
@@ -863,7 +978,10 @@ type SubmitResponse struct {
 
 // Task defines model for Task.
 type Task struct {
-	Attempts        int       `json:"attempts"`
+	Attempts int `json:"attempts"`
+
+	// Batch the batch the task is a member of
+	Batch           *string   `json:"batch,omitempty"`
 	CancelRequested *bool     `json:"cancel_requested,omitempty"`
 	CreatedAt       time.Time `json:"created_at"`
 	Critical        *bool     `json:"critical,omitempty"`
@@ -1218,6 +1336,18 @@ type WorkerTask struct {
 	Type     string            `json:"type"`
 }
 
+// ListBatchesParams defines parameters for ListBatches.
+type ListBatchesParams struct {
+	// Tenant tenant
+	Tenant *string `form:"tenant,omitempty" json:"tenant,omitempty"`
+
+	// Limit 1..500 (default 50)
+	Limit *int `form:"limit,omitempty" json:"limit,omitempty"`
+
+	// After next of the previous page
+	After *string `form:"after,omitempty" json:"after,omitempty"`
+}
+
 // GetCostReportParams defines parameters for GetCostReport.
 type GetCostReportParams struct {
 	// GroupBy comma-separated: tenant,type,pool,region,…
@@ -1406,6 +1536,9 @@ type GetTaskResultParams struct {
 	Wait *string `form:"wait,omitempty" json:"wait,omitempty"`
 }
 
+// CreateBatchJSONRequestBody defines body for CreateBatch for application/json ContentType.
+type CreateBatchJSONRequestBody = BatchCreate
+
 // CreateDAGJSONRequestBody defines body for CreateDAG for application/json ContentType.
 type CreateDAGJSONRequestBody = DAGRequest
 
@@ -1515,6 +1648,43 @@ func WithRequestEditorFn(fn RequestEditorFn) ClientOption {
 
 // The interface specification for the client above.
 type ClientInterface interface {
+
+	// ListBatches The batches whose home is this server's region, newest first, with a cursor
+	//
+	// A token of one tenant lists that tenant's batches.
+	//
+	// Corresponds with GET /v1/batches (the `ListBatches` operationId).
+	ListBatches(ctx context.Context, params *ListBatchesParams, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// CreateBatchWithBody Submit tasks as one batch, with callbacks that run once every member has ended
+	//
+	// Up to 10 000 task specs (the server submits them through the submit path in parts of 1 000, each part within the tenant's submit quota); a member takes no idempotency, unique or debounce key. on_complete runs once when every member is SUCCESS, FAILED or CANCELED, on_success once when every member SUCCEEDED; each callback's task receives as its payload {batch_id, name, callback (on_complete or on_success), counts (BatchCounts), failed and canceled (member ids, at most 1 000 each), omitted, payload (the callback spec's own)}. Members may run in any region; the batch lives in the region of the server that accepts it (its home). A member the submit path refuses is listed in rejected and is not part of the batch; when every member is refused the answer is the first refusal. 400 naming tasks (0 or over 10 000 tasks), tasks[i].<field> or on_complete.<field> / on_success.<field>; nothing is stored.
+	//
+	// Takes any type of body and a specified content type.
+	//
+	// Corresponds with POST /v1/batches (the `CreateBatch` operationId).
+	CreateBatchWithBody(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// CreateBatch Submit tasks as one batch, with callbacks that run once every member has ended
+	//
+	// Up to 10 000 task specs (the server submits them through the submit path in parts of 1 000, each part within the tenant's submit quota); a member takes no idempotency, unique or debounce key. on_complete runs once when every member is SUCCESS, FAILED or CANCELED, on_success once when every member SUCCEEDED; each callback's task receives as its payload {batch_id, name, callback (on_complete or on_success), counts (BatchCounts), failed and canceled (member ids, at most 1 000 each), omitted, payload (the callback spec's own)}. Members may run in any region; the batch lives in the region of the server that accepts it (its home). A member the submit path refuses is listed in rejected and is not part of the batch; when every member is refused the answer is the first refusal. 400 naming tasks (0 or over 10 000 tasks), tasks[i].<field> or on_complete.<field> / on_success.<field>; nothing is stored.
+	//
+	// Takes a body of the `application/json` content type.
+	//
+	// Corresponds with POST /v1/batches (the `CreateBatch` operationId).
+	CreateBatch(ctx context.Context, body CreateBatchJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// GetBatch A batch: its members' counts by state, the ids of failed and canceled members, its callbacks
+	//
+	// Any server of any region answers (the batch's home region is asked).
+	//
+	// Corresponds with GET /v1/batches/{id} (the `GetBatch` operationId).
+	GetBatch(ctx context.Context, id string, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// CancelBatch Cancel a batch: every member not ended yet is asked to stop; its callbacks run once they have ended
+	//
+	// Corresponds with POST /v1/batches/{id}/cancel (the `CancelBatch` operationId).
+	CancelBatch(ctx context.Context, id string, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// GetCostReport Spend and savings by tenant, type, pool, region
 	//
@@ -1858,6 +2028,93 @@ type ClientInterface interface {
 	//
 	// Corresponds with POST /v1/workers/{worker_id}/report (the `ReportWorker` operationId).
 	ReportWorker(ctx context.Context, workerId string, body ReportWorkerJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
+}
+
+// ListBatches The batches whose home is this server's region, newest first, with a cursor
+//
+// A token of one tenant lists that tenant's batches.
+//
+// Corresponds with GET /v1/batches (the `ListBatches` operationId).
+func (c *Client) ListBatches(ctx context.Context, params *ListBatchesParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewListBatchesRequest(c.Server, params)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// CreateBatchWithBody Submit tasks as one batch, with callbacks that run once every member has ended
+//
+// Up to 10 000 task specs (the server submits them through the submit path in parts of 1 000, each part within the tenant's submit quota); a member takes no idempotency, unique or debounce key. on_complete runs once when every member is SUCCESS, FAILED or CANCELED, on_success once when every member SUCCEEDED; each callback's task receives as its payload {batch_id, name, callback (on_complete or on_success), counts (BatchCounts), failed and canceled (member ids, at most 1 000 each), omitted, payload (the callback spec's own)}. Members may run in any region; the batch lives in the region of the server that accepts it (its home). A member the submit path refuses is listed in rejected and is not part of the batch; when every member is refused the answer is the first refusal. 400 naming tasks (0 or over 10 000 tasks), tasks[i].<field> or on_complete.<field> / on_success.<field>; nothing is stored.
+//
+// Takes any type of body and a specified content type.
+//
+// Corresponds with POST /v1/batches (the `CreateBatch` operationId).
+func (c *Client) CreateBatchWithBody(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewCreateBatchRequestWithBody(c.Server, contentType, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// CreateBatch Submit tasks as one batch, with callbacks that run once every member has ended
+//
+// Up to 10 000 task specs (the server submits them through the submit path in parts of 1 000, each part within the tenant's submit quota); a member takes no idempotency, unique or debounce key. on_complete runs once when every member is SUCCESS, FAILED or CANCELED, on_success once when every member SUCCEEDED; each callback's task receives as its payload {batch_id, name, callback (on_complete or on_success), counts (BatchCounts), failed and canceled (member ids, at most 1 000 each), omitted, payload (the callback spec's own)}. Members may run in any region; the batch lives in the region of the server that accepts it (its home). A member the submit path refuses is listed in rejected and is not part of the batch; when every member is refused the answer is the first refusal. 400 naming tasks (0 or over 10 000 tasks), tasks[i].<field> or on_complete.<field> / on_success.<field>; nothing is stored.
+//
+// Takes a body of the `application/json` content type.
+//
+// Corresponds with POST /v1/batches (the `CreateBatch` operationId).
+func (c *Client) CreateBatch(ctx context.Context, body CreateBatchJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewCreateBatchRequest(c.Server, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// GetBatch A batch: its members' counts by state, the ids of failed and canceled members, its callbacks
+//
+// Any server of any region answers (the batch's home region is asked).
+//
+// Corresponds with GET /v1/batches/{id} (the `GetBatch` operationId).
+func (c *Client) GetBatch(ctx context.Context, id string, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewGetBatchRequest(c.Server, id)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// CancelBatch Cancel a batch: every member not ended yet is asked to stop; its callbacks run once they have ended
+//
+// Corresponds with POST /v1/batches/{id}/cancel (the `CancelBatch` operationId).
+func (c *Client) CancelBatch(ctx context.Context, id string, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewCancelBatchRequest(c.Server, id)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
 }
 
 // GetCostReport Spend and savings by tenant, type, pool, region
@@ -2691,6 +2948,192 @@ func (c *Client) ReportWorker(ctx context.Context, workerId string, body ReportW
 		return nil, err
 	}
 	return c.Client.Do(req)
+}
+
+// NewListBatchesRequest constructs an http.Request for the ListBatches method
+func NewListBatchesRequest(server string, params *ListBatchesParams) (*http.Request, error) {
+	var err error
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/v1/batches")
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	if params != nil {
+		// queryValues collects non-styled parameters (passthrough, JSON)
+		// that are safe to round-trip through url.Values.Encode().
+		queryValues := queryURL.Query()
+		// rawQueryFragments collects pre-encoded query fragments from
+		// styled parameters, preserving literal commas as delimiters
+		// per the OpenAPI spec (e.g. "color=blue,black,brown").
+		var rawQueryFragments []string
+
+		if params.Tenant != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "tenant", *params.Tenant, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.Limit != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "limit", *params.Limit, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.After != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "after", *params.After, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if encoded := queryValues.Encode(); encoded != "" {
+			rawQueryFragments = append(rawQueryFragments, encoded)
+		}
+		queryURL.RawQuery = strings.Join(rawQueryFragments, "&")
+	}
+
+	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
+// NewCreateBatchRequest calls the generic CreateBatch builder with application/json body
+func NewCreateBatchRequest(server string, body CreateBatchJSONRequestBody) (*http.Request, error) {
+	var bodyReader io.Reader
+	buf, err := json.Marshal(body)
+	if err != nil {
+		return nil, err
+	}
+	bodyReader = bytes.NewReader(buf)
+	return NewCreateBatchRequestWithBody(server, "application/json", bodyReader)
+}
+
+// NewCreateBatchRequestWithBody constructs an http.Request for the CreateBatch method, with any body, and a specified content type
+func NewCreateBatchRequestWithBody(server string, contentType string, body io.Reader) (*http.Request, error) {
+	var err error
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/v1/batches")
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodPost, queryURL.String(), body)
+	if err != nil {
+		return nil, err
+	}
+
+	req.Header.Add("Content-Type", contentType)
+
+	return req, nil
+}
+
+// NewGetBatchRequest constructs an http.Request for the GetBatch method
+func NewGetBatchRequest(server string, id string) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "id", id, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/v1/batches/%s", pathParam0)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
+// NewCancelBatchRequest constructs an http.Request for the CancelBatch method
+func NewCancelBatchRequest(server string, id string) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "id", id, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/v1/batches/%s/cancel", pathParam0)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodPost, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
 }
 
 // NewGetCostReportRequest constructs an http.Request for the GetCostReport method
@@ -4822,6 +5265,49 @@ func WithBaseURL(baseURL string) ClientOption {
 // ClientWithResponsesInterface is the interface specification for the client with responses above.
 type ClientWithResponsesInterface interface {
 
+	// ListBatchesWithResponse The batches whose home is this server's region, newest first, with a cursor
+	//
+	// A token of one tenant lists that tenant's batches.
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with GET /v1/batches (the `ListBatches` operationId).
+	ListBatchesWithResponse(ctx context.Context, params *ListBatchesParams, reqEditors ...RequestEditorFn) (*ListBatchesResponse, error)
+
+	// CreateBatchWithBodyWithResponse Submit tasks as one batch, with callbacks that run once every member has ended
+	//
+	// Up to 10 000 task specs (the server submits them through the submit path in parts of 1 000, each part within the tenant's submit quota); a member takes no idempotency, unique or debounce key. on_complete runs once when every member is SUCCESS, FAILED or CANCELED, on_success once when every member SUCCEEDED; each callback's task receives as its payload {batch_id, name, callback (on_complete or on_success), counts (BatchCounts), failed and canceled (member ids, at most 1 000 each), omitted, payload (the callback spec's own)}. Members may run in any region; the batch lives in the region of the server that accepts it (its home). A member the submit path refuses is listed in rejected and is not part of the batch; when every member is refused the answer is the first refusal. 400 naming tasks (0 or over 10 000 tasks), tasks[i].<field> or on_complete.<field> / on_success.<field>; nothing is stored.
+	//
+	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /v1/batches (the `CreateBatch` operationId).
+	CreateBatchWithBodyWithResponse(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*CreateBatchResponse, error)
+
+	// CreateBatchWithResponse Submit tasks as one batch, with callbacks that run once every member has ended
+	//
+	// Up to 10 000 task specs (the server submits them through the submit path in parts of 1 000, each part within the tenant's submit quota); a member takes no idempotency, unique or debounce key. on_complete runs once when every member is SUCCESS, FAILED or CANCELED, on_success once when every member SUCCEEDED; each callback's task receives as its payload {batch_id, name, callback (on_complete or on_success), counts (BatchCounts), failed and canceled (member ids, at most 1 000 each), omitted, payload (the callback spec's own)}. Members may run in any region; the batch lives in the region of the server that accepts it (its home). A member the submit path refuses is listed in rejected and is not part of the batch; when every member is refused the answer is the first refusal. 400 naming tasks (0 or over 10 000 tasks), tasks[i].<field> or on_complete.<field> / on_success.<field>; nothing is stored.
+	//
+	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /v1/batches (the `CreateBatch` operationId).
+	CreateBatchWithResponse(ctx context.Context, body CreateBatchJSONRequestBody, reqEditors ...RequestEditorFn) (*CreateBatchResponse, error)
+
+	// GetBatchWithResponse A batch: its members' counts by state, the ids of failed and canceled members, its callbacks
+	//
+	// Any server of any region answers (the batch's home region is asked).
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with GET /v1/batches/{id} (the `GetBatch` operationId).
+	GetBatchWithResponse(ctx context.Context, id string, reqEditors ...RequestEditorFn) (*GetBatchResponse, error)
+
+	// CancelBatchWithResponse Cancel a batch: every member not ended yet is asked to stop; its callbacks run once they have ended
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /v1/batches/{id}/cancel (the `CancelBatch` operationId).
+	CancelBatchWithResponse(ctx context.Context, id string, reqEditors ...RequestEditorFn) (*CancelBatchResponse, error)
+
 	// GetCostReportWithResponse Spend and savings by tenant, type, pool, region
 	//
 	// Returns a wrapper object for the known response body format(s).
@@ -5214,6 +5700,331 @@ type ClientWithResponsesInterface interface {
 	//
 	// Corresponds with POST /v1/workers/{worker_id}/report (the `ReportWorker` operationId).
 	ReportWorkerWithResponse(ctx context.Context, workerId string, body ReportWorkerJSONRequestBody, reqEditors ...RequestEditorFn) (*ReportWorkerResponse, error)
+}
+
+type ListBatchesResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *BatchList
+	// JSON400 the response for an HTTP 400 `application/json` response
+	JSON400 *Error
+	// JSON401 the response for an HTTP 401 `application/json` response
+	JSON401 *Error
+	// JSON403 the response for an HTTP 403 `application/json` response
+	JSON403 *Error
+	// JSON431 the response for an HTTP 431 `application/json` response
+	JSON431 *Error
+	// JSON503 the response for an HTTP 503 `application/json` response
+	JSON503 *Error
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r ListBatchesResponse) GetJSON200() *BatchList {
+	return r.JSON200
+}
+
+// GetJSON400 returns the response for an HTTP 400 `application/json` response
+func (r ListBatchesResponse) GetJSON400() *Error {
+	return r.JSON400
+}
+
+// GetJSON401 returns the response for an HTTP 401 `application/json` response
+func (r ListBatchesResponse) GetJSON401() *Error {
+	return r.JSON401
+}
+
+// GetJSON403 returns the response for an HTTP 403 `application/json` response
+func (r ListBatchesResponse) GetJSON403() *Error {
+	return r.JSON403
+}
+
+// GetJSON431 returns the response for an HTTP 431 `application/json` response
+func (r ListBatchesResponse) GetJSON431() *Error {
+	return r.JSON431
+}
+
+// GetJSON503 returns the response for an HTTP 503 `application/json` response
+func (r ListBatchesResponse) GetJSON503() *Error {
+	return r.JSON503
+}
+
+// GetBody returns the raw response body bytes
+func (r ListBatchesResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r ListBatchesResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r ListBatchesResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r ListBatchesResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+type CreateBatchResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON201 the response for an HTTP 201 `application/json` response
+	JSON201 *BatchStatus
+	// JSON400 the response for an HTTP 400 `application/json` response
+	JSON400 *Error
+	// JSON401 the response for an HTTP 401 `application/json` response
+	JSON401 *Error
+	// JSON403 the response for an HTTP 403 `application/json` response
+	JSON403 *Error
+	// JSON413 the response for an HTTP 413 `application/json` response
+	JSON413 *Error
+	// JSON422 the response for an HTTP 422 `application/json` response
+	JSON422 *Error
+	// JSON429 the response for an HTTP 429 `application/json` response
+	JSON429 *Error
+	// JSON431 the response for an HTTP 431 `application/json` response
+	JSON431 *Error
+	// JSON503 the response for an HTTP 503 `application/json` response
+	JSON503 *Error
+}
+
+// GetJSON201 returns the response for an HTTP 201 `application/json` response
+func (r CreateBatchResponse) GetJSON201() *BatchStatus {
+	return r.JSON201
+}
+
+// GetJSON400 returns the response for an HTTP 400 `application/json` response
+func (r CreateBatchResponse) GetJSON400() *Error {
+	return r.JSON400
+}
+
+// GetJSON401 returns the response for an HTTP 401 `application/json` response
+func (r CreateBatchResponse) GetJSON401() *Error {
+	return r.JSON401
+}
+
+// GetJSON403 returns the response for an HTTP 403 `application/json` response
+func (r CreateBatchResponse) GetJSON403() *Error {
+	return r.JSON403
+}
+
+// GetJSON413 returns the response for an HTTP 413 `application/json` response
+func (r CreateBatchResponse) GetJSON413() *Error {
+	return r.JSON413
+}
+
+// GetJSON422 returns the response for an HTTP 422 `application/json` response
+func (r CreateBatchResponse) GetJSON422() *Error {
+	return r.JSON422
+}
+
+// GetJSON429 returns the response for an HTTP 429 `application/json` response
+func (r CreateBatchResponse) GetJSON429() *Error {
+	return r.JSON429
+}
+
+// GetJSON431 returns the response for an HTTP 431 `application/json` response
+func (r CreateBatchResponse) GetJSON431() *Error {
+	return r.JSON431
+}
+
+// GetJSON503 returns the response for an HTTP 503 `application/json` response
+func (r CreateBatchResponse) GetJSON503() *Error {
+	return r.JSON503
+}
+
+// GetBody returns the raw response body bytes
+func (r CreateBatchResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r CreateBatchResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r CreateBatchResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r CreateBatchResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+type GetBatchResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *BatchStatus
+	// JSON401 the response for an HTTP 401 `application/json` response
+	JSON401 *Error
+	// JSON403 the response for an HTTP 403 `application/json` response
+	JSON403 *Error
+	// JSON404 the response for an HTTP 404 `application/json` response
+	JSON404 *Error
+	// JSON431 the response for an HTTP 431 `application/json` response
+	JSON431 *Error
+	// JSON503 the response for an HTTP 503 `application/json` response
+	JSON503 *Error
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r GetBatchResponse) GetJSON200() *BatchStatus {
+	return r.JSON200
+}
+
+// GetJSON401 returns the response for an HTTP 401 `application/json` response
+func (r GetBatchResponse) GetJSON401() *Error {
+	return r.JSON401
+}
+
+// GetJSON403 returns the response for an HTTP 403 `application/json` response
+func (r GetBatchResponse) GetJSON403() *Error {
+	return r.JSON403
+}
+
+// GetJSON404 returns the response for an HTTP 404 `application/json` response
+func (r GetBatchResponse) GetJSON404() *Error {
+	return r.JSON404
+}
+
+// GetJSON431 returns the response for an HTTP 431 `application/json` response
+func (r GetBatchResponse) GetJSON431() *Error {
+	return r.JSON431
+}
+
+// GetJSON503 returns the response for an HTTP 503 `application/json` response
+func (r GetBatchResponse) GetJSON503() *Error {
+	return r.JSON503
+}
+
+// GetBody returns the raw response body bytes
+func (r GetBatchResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r GetBatchResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r GetBatchResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r GetBatchResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+type CancelBatchResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *BatchStatus
+	// JSON401 the response for an HTTP 401 `application/json` response
+	JSON401 *Error
+	// JSON403 the response for an HTTP 403 `application/json` response
+	JSON403 *Error
+	// JSON404 the response for an HTTP 404 `application/json` response
+	JSON404 *Error
+	// JSON431 the response for an HTTP 431 `application/json` response
+	JSON431 *Error
+	// JSON503 the response for an HTTP 503 `application/json` response
+	JSON503 *Error
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r CancelBatchResponse) GetJSON200() *BatchStatus {
+	return r.JSON200
+}
+
+// GetJSON401 returns the response for an HTTP 401 `application/json` response
+func (r CancelBatchResponse) GetJSON401() *Error {
+	return r.JSON401
+}
+
+// GetJSON403 returns the response for an HTTP 403 `application/json` response
+func (r CancelBatchResponse) GetJSON403() *Error {
+	return r.JSON403
+}
+
+// GetJSON404 returns the response for an HTTP 404 `application/json` response
+func (r CancelBatchResponse) GetJSON404() *Error {
+	return r.JSON404
+}
+
+// GetJSON431 returns the response for an HTTP 431 `application/json` response
+func (r CancelBatchResponse) GetJSON431() *Error {
+	return r.JSON431
+}
+
+// GetJSON503 returns the response for an HTTP 503 `application/json` response
+func (r CancelBatchResponse) GetJSON503() *Error {
+	return r.JSON503
+}
+
+// GetBody returns the raw response body bytes
+func (r CancelBatchResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r CancelBatchResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r CancelBatchResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r CancelBatchResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
 }
 
 type GetCostReportResponse struct {
@@ -8245,6 +9056,79 @@ func (r ReportWorkerResponse) ContentType() string {
 	return ""
 }
 
+// ListBatchesWithResponse The batches whose home is this server's region, newest first, with a cursor
+//
+// A token of one tenant lists that tenant's batches.
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with GET /v1/batches (the `ListBatches` operationId).
+func (c *ClientWithResponses) ListBatchesWithResponse(ctx context.Context, params *ListBatchesParams, reqEditors ...RequestEditorFn) (*ListBatchesResponse, error) {
+	rsp, err := c.ListBatches(ctx, params, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseListBatchesResponse(rsp)
+}
+
+// CreateBatchWithBodyWithResponse Submit tasks as one batch, with callbacks that run once every member has ended
+//
+// Up to 10 000 task specs (the server submits them through the submit path in parts of 1 000, each part within the tenant's submit quota); a member takes no idempotency, unique or debounce key. on_complete runs once when every member is SUCCESS, FAILED or CANCELED, on_success once when every member SUCCEEDED; each callback's task receives as its payload {batch_id, name, callback (on_complete or on_success), counts (BatchCounts), failed and canceled (member ids, at most 1 000 each), omitted, payload (the callback spec's own)}. Members may run in any region; the batch lives in the region of the server that accepts it (its home). A member the submit path refuses is listed in rejected and is not part of the batch; when every member is refused the answer is the first refusal. 400 naming tasks (0 or over 10 000 tasks), tasks[i].<field> or on_complete.<field> / on_success.<field>; nothing is stored.
+//
+// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /v1/batches (the `CreateBatch` operationId).
+func (c *ClientWithResponses) CreateBatchWithBodyWithResponse(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*CreateBatchResponse, error) {
+	rsp, err := c.CreateBatchWithBody(ctx, contentType, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseCreateBatchResponse(rsp)
+}
+
+// CreateBatchWithResponse Submit tasks as one batch, with callbacks that run once every member has ended
+//
+// Up to 10 000 task specs (the server submits them through the submit path in parts of 1 000, each part within the tenant's submit quota); a member takes no idempotency, unique or debounce key. on_complete runs once when every member is SUCCESS, FAILED or CANCELED, on_success once when every member SUCCEEDED; each callback's task receives as its payload {batch_id, name, callback (on_complete or on_success), counts (BatchCounts), failed and canceled (member ids, at most 1 000 each), omitted, payload (the callback spec's own)}. Members may run in any region; the batch lives in the region of the server that accepts it (its home). A member the submit path refuses is listed in rejected and is not part of the batch; when every member is refused the answer is the first refusal. 400 naming tasks (0 or over 10 000 tasks), tasks[i].<field> or on_complete.<field> / on_success.<field>; nothing is stored.
+//
+// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /v1/batches (the `CreateBatch` operationId).
+func (c *ClientWithResponses) CreateBatchWithResponse(ctx context.Context, body CreateBatchJSONRequestBody, reqEditors ...RequestEditorFn) (*CreateBatchResponse, error) {
+	rsp, err := c.CreateBatch(ctx, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseCreateBatchResponse(rsp)
+}
+
+// GetBatchWithResponse A batch: its members' counts by state, the ids of failed and canceled members, its callbacks
+//
+// Any server of any region answers (the batch's home region is asked).
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with GET /v1/batches/{id} (the `GetBatch` operationId).
+func (c *ClientWithResponses) GetBatchWithResponse(ctx context.Context, id string, reqEditors ...RequestEditorFn) (*GetBatchResponse, error) {
+	rsp, err := c.GetBatch(ctx, id, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseGetBatchResponse(rsp)
+}
+
+// CancelBatchWithResponse Cancel a batch: every member not ended yet is asked to stop; its callbacks run once they have ended
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /v1/batches/{id}/cancel (the `CancelBatch` operationId).
+func (c *ClientWithResponses) CancelBatchWithResponse(ctx context.Context, id string, reqEditors ...RequestEditorFn) (*CancelBatchResponse, error) {
+	rsp, err := c.CancelBatch(ctx, id, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseCancelBatchResponse(rsp)
+}
+
 // GetCostReportWithResponse Spend and savings by tenant, type, pool, region
 //
 // Returns a wrapper object for the known response body format(s).
@@ -8930,6 +9814,271 @@ func (c *ClientWithResponses) ReportWorkerWithResponse(ctx context.Context, work
 		return nil, err
 	}
 	return ParseReportWorkerResponse(rsp)
+}
+
+// ParseListBatchesResponse parses an HTTP response from a ListBatchesWithResponse call
+func ParseListBatchesResponse(rsp *http.Response) (*ListBatchesResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &ListBatchesResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest BatchList
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest Error
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Error
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest Error
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 431:
+		var dest Error
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON431 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest Error
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON503 = &dest
+
+	}
+
+	return response, nil
+}
+
+// ParseCreateBatchResponse parses an HTTP response from a CreateBatchWithResponse call
+func ParseCreateBatchResponse(rsp *http.Response) (*CreateBatchResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &CreateBatchResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 201:
+		var dest BatchStatus
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON201 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest Error
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Error
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest Error
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 413:
+		var dest Error
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON413 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 422:
+		var dest Error
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON422 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest Error
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON429 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 431:
+		var dest Error
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON431 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest Error
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON503 = &dest
+
+	}
+
+	return response, nil
+}
+
+// ParseGetBatchResponse parses an HTTP response from a GetBatchWithResponse call
+func ParseGetBatchResponse(rsp *http.Response) (*GetBatchResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &GetBatchResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest BatchStatus
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Error
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest Error
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest Error
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 431:
+		var dest Error
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON431 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest Error
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON503 = &dest
+
+	}
+
+	return response, nil
+}
+
+// ParseCancelBatchResponse parses an HTTP response from a CancelBatchWithResponse call
+func ParseCancelBatchResponse(rsp *http.Response) (*CancelBatchResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &CancelBatchResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest BatchStatus
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Error
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest Error
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest Error
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 431:
+		var dest Error
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON431 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest Error
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON503 = &dest
+
+	}
+
+	return response, nil
 }
 
 // ParseGetCostReportResponse parses an HTTP response from a GetCostReportWithResponse call

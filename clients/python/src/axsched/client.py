@@ -23,7 +23,7 @@ from typing import Any, Callable, Dict, Iterator, Mapping, Optional, Sequence, T
 from ._transport import Transport
 from .errors import WaitTimeout
 
-__all__ = ["Client", "ROUTES", "TERMINAL", "DAG_TERMINAL"]
+__all__ = ["Client", "ROUTES", "TERMINAL", "DAG_TERMINAL", "BATCH_TERMINAL"]
 
 # The routes the client calls, by the spec's operationId: (method, path).
 # The package's tests check each against httpapi/openapi.json.
@@ -44,6 +44,10 @@ ROUTES: Dict[str, Tuple[str, str]] = {
     "listDAGs": ("GET", "/v1/dags"),
     "getDAG": ("GET", "/v1/dags/{id}"),
     "cancelDAG": ("POST", "/v1/dags/{id}/cancel"),
+    "createBatch": ("POST", "/v1/batches"),
+    "listBatches": ("GET", "/v1/batches"),
+    "getBatch": ("GET", "/v1/batches/{id}"),
+    "cancelBatch": ("POST", "/v1/batches/{id}/cancel"),
     "createSchedule": ("POST", "/v1/schedules"),
     "listSchedules": ("GET", "/v1/schedules"),
     "getSchedule": ("GET", "/v1/schedules/{name}"),
@@ -65,6 +69,8 @@ MIN_RESULT_ASK = 0.2
 TERMINAL = frozenset({"SUCCESS", "FAILED", "CANCELED"})
 # The DAG states no transition leaves.
 DAG_TERMINAL = frozenset({"SUCCESS", "FAILED", "CANCELED"})
+# The state of a batch whose members have all ended.
+BATCH_TERMINAL = frozenset({"COMPLETED"})
 
 
 class Client:
@@ -231,6 +237,37 @@ class Client:
     def wait_dag(self, dag_id: str, timeout: float = 60.0, poll: float = 0.1, max_poll: float = 2.0) -> Dict[str, Any]:
         """Reads the DAG run until it is SUCCESS, FAILED or CANCELED; WaitTimeout after timeout."""
         return _poll(self.get_dag, dag_id, DAG_TERMINAL, timeout, poll, max_poll, time.monotonic, time.sleep)
+
+    # Batches.
+
+    def create_batch(self, tasks: Sequence[Mapping[str, Any]], *, on_complete: Optional[Mapping[str, Any]] = None,
+                     on_success: Optional[Mapping[str, Any]] = None, name: Optional[str] = None) -> Dict[str, Any]:
+        """POST /v1/batches: up to 10 000 task specs as one batch; on_complete (on_success) runs once
+        every member has ended (succeeded), with the batch's counts and failed ids in its payload."""
+        body: Dict[str, Any] = {"tasks": [dict(t) for t in tasks]}
+        if on_complete is not None:
+            body["on_complete"] = dict(on_complete)
+        if on_success is not None:
+            body["on_success"] = dict(on_success)
+        if name:
+            body["name"] = name
+        return self._call("createBatch", body, idempotent=False)
+
+    def get_batch(self, batch_id: str) -> Dict[str, Any]:
+        """GET /v1/batches/{id}: counts by state, failed and canceled ids, the callbacks' task ids."""
+        return self._call("getBatch", id=batch_id)
+
+    def list_batches(self, **filters: Any) -> Dict[str, Any]:
+        """GET /v1/batches: one page of the server's region's batches (tenant, limit, after)."""
+        return self._call("listBatches", query=filters)
+
+    def cancel_batch(self, batch_id: str) -> Dict[str, Any]:
+        """POST /v1/batches/{id}/cancel: cancels the members not ended yet; the callbacks still run once."""
+        return self._call("cancelBatch", {}, id=batch_id)
+
+    def wait_batch(self, batch_id: str, timeout: float = 60.0, poll: float = 0.1, max_poll: float = 2.0) -> Dict[str, Any]:
+        """Reads the batch until every member has ended (COMPLETED); WaitTimeout after timeout."""
+        return _poll(self.get_batch, batch_id, BATCH_TERMINAL, timeout, poll, max_poll, time.monotonic, time.sleep)
 
     # Schedules.
 

@@ -1,0 +1,219 @@
+package e2e
+
+import (
+	"context"
+	"encoding/json"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/ax-sched/ax/apiv1"
+	"github.com/ax-sched/ax/client"
+	"github.com/ax-sched/ax/task"
+)
+
+// Batches with callbacks through real processes, auth on, two regions of
+// two servers: members placed in both regions (handed off to the other),
+// the callback stored once with the batch's outcome in its payload and run
+// once; bad input refused naming the field with nothing stored; a cancel
+// from the other region; and the leader of the region where the last
+// member runs SIGKILLed as it finishes: the callback still runs once.
+func TestBatchesWithCallbacksAcrossRegions(t *testing.T) {
+	const home, away = "us-east-1", "eu-west-1"
+	fed := newFederation(t, fedOpts{servers: 2, worker: `exec: {allow: {fail: {argv: [/bin/false]}}}`})
+	sleep := func(region string, ms int) map[string]any {
+		return map[string]any{"type": "sleep", "payload": map[string]int{"ms": ms}, "regions": []string{region}, "tags": map[string]string{"class": "cpu"}}
+	}
+	// waitBatch waits until the batch, read through api, has stored its
+	// callbacks.
+	waitBatch := func(t *testing.T, api, id string) apiv1.BatchStatus {
+		var st apiv1.BatchStatus
+		waitUntil(t, 60*time.Second, "batch "+id+" to complete and store its callback", func() bool {
+			st = apiv1.BatchStatus{}
+			code, body := fed.callAPI(api, tokSubmitterA, http.MethodGet, "/v1/batches/"+id, nil)
+			return code == http.StatusOK && json.Unmarshal(body, &st) == nil && st.State == apiv1.BatchCompleted &&
+				st.Callback == apiv1.BatchCallbackSent
+		})
+		return st
+	}
+	// callbackRanOnce waits for the callback task id to succeed and checks
+	// it ran once; it returns the outcome its payload carried.
+	callbackRanOnce := func(t *testing.T, api, id string) apiv1.BatchOutcome {
+		var tk task.Task
+		waitUntil(t, 30*time.Second, "callback "+id+" to succeed", func() bool {
+			code, body := fed.callAPI(api, tokSubmitterA, http.MethodGet, "/v1/tasks/"+id, nil)
+			return code == http.StatusOK && json.Unmarshal(body, &tk) == nil && tk.State == task.Success
+		})
+		if tk.Attempts != 1 {
+			t.Fatalf("callback %s ran %d attempts", id, tk.Attempts)
+		}
+		var out apiv1.BatchOutcome
+		if err := json.Unmarshal(tk.Payload, &out); err != nil {
+			t.Fatalf("callback payload %s: %v", tk.Payload, err)
+		}
+		return out
+	}
+
+	t.Run("members in two regions, one failed: on_complete runs once, on_success never", func(t *testing.T) {
+		fed := fed.on(t)
+		c, err := client.New(fed.server(home).api, client.WithToken(fed.token(tokSubmitterA)), client.WithHTTPClient(fed.http))
+		if err != nil {
+			t.Fatal(err)
+		}
+		raw := func(v any) json.RawMessage { b, _ := json.Marshal(v); return b }
+		req := apiv1.BatchCreate{Name: "nightly",
+			OnComplete: raw(map[string]any{"type": "noop", "payload": map[string]string{"report": "ops"}}),
+			OnSuccess:  raw(map[string]any{"type": "noop"})}
+		for range 3 {
+			req.Tasks = append(req.Tasks, raw(sleep(away, 800)))
+		}
+		req.Tasks = append(req.Tasks, raw(sleep(home, 300)),
+			raw(map[string]any{"type": "exec", "payload": map[string]string{"command": "fail"}, "max_retries": 0, "regions": []string{away}}))
+		st, err := client.CreateBatch(context.Background(), c, req)
+		if err != nil || st.Counts.Total != 5 || len(st.Rejected) != 0 || st.Tenant != "team-a" || st.Region != home {
+			t.Fatalf("create: %+v %v", st, err)
+		}
+		// Read from the other region (the home answers through it).
+		done := waitBatch(t, fed.server(away).api, st.ID)
+		if done.Counts != (apiv1.BatchCounts{Total: 5, Succeeded: 4, Failed: 1}) || len(done.Failed) != 1 || done.OnSuccessID != "" {
+			t.Fatalf("batch: %+v", done)
+		}
+		// The failed member ran in eu-west-1: handed off from its home.
+		h, err := fed.region(home).store.Get(context.Background(), done.Failed[0])
+		if err != nil || h.State != task.HandedOff || h.HandedOffTo != away {
+			t.Fatalf("failed member in its home region: %+v %v", h, err)
+		}
+		out := callbackRanOnce(t, fed.server(away).api, done.OnCompleteID)
+		if out.BatchID != st.ID || out.Callback != "on_complete" || out.Counts != done.Counts || len(out.Failed) != 1 ||
+			out.Failed[0] != done.Failed[0] || string(out.Payload) != `{"report":"ops"}` {
+			t.Fatalf("outcome %+v", out)
+		}
+		// Another tenant sees no such batch; the CLI shows it.
+		if code, body := fed.call(home, tokSubmitterB, http.MethodGet, "/v1/batches/"+st.ID, nil); code != http.StatusNotFound {
+			t.Fatalf("another tenant's read: %d %s", code, body)
+		}
+		out2, errOut, exit := runAx(t, fed.server(away).api, "--token", fed.token(tokSubmitterA), "batch", "get", st.ID)
+		if exit != 0 || !strings.Contains(out2, "COMPLETED") || !strings.Contains(out2, "5: 4 succeeded, 1 failed") {
+			t.Fatalf("ax batch get: exit %d\n%s\n%s", exit, out2, errOut)
+		}
+	})
+
+	t.Run("bad input: 4xx naming the field, nothing stored", func(t *testing.T) {
+		fed := fed.on(t)
+		before := batchKeys(t, fed)
+		many := make([]map[string]any, apiv1.MaxBatchMembers+1)
+		for i := range many {
+			many[i] = map[string]any{"type": "noop"}
+		}
+		for _, c := range []struct {
+			name  string
+			body  map[string]any
+			code  int
+			field string
+		}{
+			{"no task", map[string]any{"tasks": []any{}}, 400, "tasks"},
+			{"10 001 tasks", map[string]any{"tasks": many}, 400, "tasks"},
+			{"on_complete invalid", map[string]any{"tasks": []any{map[string]any{"type": "noop"}}, "on_complete": map[string]any{"type": "no spaces"}}, 400, "on_complete.type"},
+			{"negative unique_for", map[string]any{"tasks": []any{map[string]any{"type": "noop", "unique_key": "k", "unique_for": "-1s"}}}, 400, "tasks[0].unique_for"},
+			{"a member's key", map[string]any{"tasks": []any{map[string]any{"type": "noop"}, map[string]any{"type": "noop", "idempotency_key": "k"}}}, 400, "tasks[1].idempotency_key"},
+			{"a member's internal field", map[string]any{"tasks": []any{map[string]any{"type": "noop", "batch": "x"}}}, 400, "tasks[0].batch"},
+			{"a payload over the limit", map[string]any{"tasks": []any{map[string]any{"type": "noop", "payload": strings.Repeat("x", 70000)}}}, 413, "tasks[0].payload"},
+		} {
+			code, body := fed.call(home, tokSubmitterA, http.MethodPost, "/v1/batches", c.body)
+			var e struct{ Error apiv1.Error }
+			if code != c.code || json.Unmarshal(body, &e) != nil || e.Error.Field != c.field || e.Error.Code == "" || e.Error.Message == "" {
+				t.Errorf("%s: %d %s; want %d naming %s", c.name, code, body[:min(len(body), 300)], c.code, c.field)
+			}
+		}
+		if after := batchKeys(t, fed); after != before {
+			t.Fatalf("batch keys %d before, %d after the refusals", before, after)
+		}
+	})
+
+	t.Run("cancel from the other region: every member canceled, on_complete runs once", func(t *testing.T) {
+		fed := fed.on(t)
+		body := map[string]any{"tasks": []any{sleep(away, 60000), sleep(away, 60000), sleep(home, 60000)},
+			"on_complete": map[string]any{"type": "noop"}}
+		code, resp := fed.call(home, tokSubmitterA, http.MethodPost, "/v1/batches", body)
+		var st apiv1.BatchStatus
+		if code != http.StatusCreated || json.Unmarshal(resp, &st) != nil {
+			t.Fatalf("create: %d %s", code, resp)
+		}
+		if code, resp := fed.call(away, tokSubmitterA, http.MethodPost, "/v1/batches/"+st.ID+"/cancel", nil); code != http.StatusForbidden {
+			t.Fatalf("a submitter's cancel: %d %s", code, resp)
+		}
+		if code, resp := fed.call(away, tokOperatorA, http.MethodPost, "/v1/batches/"+st.ID+"/cancel", nil); code != http.StatusOK {
+			t.Fatalf("cancel: %d %s", code, resp)
+		}
+		done := waitBatch(t, fed.server(away).api, st.ID)
+		if done.Counts != (apiv1.BatchCounts{Total: 3, Canceled: 3}) {
+			t.Fatalf("batch: %+v", done)
+		}
+		if out := callbackRanOnce(t, fed.server(home).api, done.OnCompleteID); len(out.Canceled) != 3 {
+			t.Fatalf("outcome %+v", out)
+		}
+	})
+
+	t.Run("the leader of the last member's region SIGKILLed as it finishes: the callback runs once", func(t *testing.T) {
+		fed := fed.on(t)
+		r := fed.region(away)
+		var leader, standby *proc
+		for _, s := range r.servers {
+			if metric(t, s.api, "ax_region_leader") > 0 {
+				leader = s
+			} else {
+				standby = s
+			}
+		}
+		if leader == nil || standby == nil {
+			t.Fatalf("no leader and standby in %s", away)
+		}
+		body := map[string]any{"tasks": []any{sleep(away, 2000)}, "on_complete": map[string]any{"type": "noop"}}
+		code, resp := fed.call(home, tokSubmitterA, http.MethodPost, "/v1/batches", body)
+		var st apiv1.BatchStatus
+		if code != http.StatusCreated || json.Unmarshal(resp, &st) != nil {
+			t.Fatalf("create: %d %s", code, resp)
+		}
+		ids, err := batchMembers(fed, st.ID)
+		if err != nil || len(ids) != 1 {
+			t.Fatalf("members %v %v", ids, err)
+		}
+		waitUntil(t, 20*time.Second, "the member half-way", func() bool {
+			tk, code := fed.getTask(home, tokSubmitterA, ids[0])
+			return code == http.StatusOK && tk.Progress != nil && tk.Progress.Percent >= 50
+		})
+		leader.kill()
+		fed.waitState(home, tokSubmitterA, ids[0], task.Success, 20*time.Second)
+		done := waitBatch(t, fed.server(home).api, st.ID)
+		if done.Counts != (apiv1.BatchCounts{Total: 1, Succeeded: 1}) {
+			t.Fatalf("batch %+v", done)
+		}
+		callbackRanOnce(t, standby.api, done.OnCompleteID)
+		if metric(t, standby.api, "ax_region_leader") == 0 {
+			t.Fatalf("the standby of %s did not take over", away)
+		}
+	})
+}
+
+// batchKeys counts the keys of batches in every region's Redis.
+func batchKeys(t *testing.T, fed *federation) int {
+	n := 0
+	for _, name := range fed.order {
+		ks, err := fed.region(name).rdb.Keys(context.Background(), "ax:{batch:*").Result()
+		if err != nil {
+			t.Fatal(err)
+		}
+		n += len(ks)
+	}
+	return n
+}
+
+// batchMembers reads a batch's member ids from its home region's Redis.
+func batchMembers(fed *federation, id string) ([]string, error) {
+	p, err := task.ParseID(id)
+	if err != nil {
+		return nil, err
+	}
+	return fed.region(p.Region).rdb.LRange(context.Background(), "ax:{batch:"+id+"}:ids", 0, -1).Result()
+}
