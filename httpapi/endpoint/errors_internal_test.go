@@ -12,7 +12,9 @@ import (
 	"time"
 
 	"github.com/ax-sched/ax/apiv1"
+	"github.com/ax-sched/ax/federation/budget"
 	"github.com/ax-sched/ax/federation/peer"
+	"github.com/ax-sched/ax/federation/submit"
 	"github.com/ax-sched/ax/internal/testenv"
 	"github.com/ax-sched/ax/task"
 )
@@ -65,8 +67,8 @@ func TestPeerRetryAfterIsAHeader(t *testing.T) {
 // giving up on work that would fit soon), another region's answer
 // included; other statuses carry none unless they set one.
 func TestRetryAfterOf429And503IsBounded(t *testing.T) {
-	peer := func(status int, code string, secs int) error {
-		return &federation.PeerError{Status: status, Body: apiv1.Error{Code: code, Message: "m", RetryAfterSeconds: secs}}
+	peerErr := func(status int, code string, secs int) error {
+		return &peer.Error{Status: status, Body: apiv1.Error{Code: code, Message: "m", RetryAfterSeconds: secs}}
 	}
 	for _, c := range []struct {
 		name   string
@@ -74,16 +76,16 @@ func TestRetryAfterOf429And503IsBounded(t *testing.T) {
 		status int
 		want   string
 	}{
-		{"rate with no wait", &federation.RateError{Wait: 0}, 429, "1"},
-		{"rate of 300 ms", &federation.RateError{Wait: 300 * time.Millisecond}, 429, "1"},
-		{"rate of 2.5 s", &federation.RateError{Wait: 2500 * time.Millisecond}, 429, "3"},
-		{"rate of a day", &federation.RateError{Wait: 24 * time.Hour}, 429, "300"},
-		{"budget", &federation.BudgetError{Tenant: "t", RetryAfter: 30 * time.Second}, 429, "30"},
-		{"budget without a refresh", &federation.BudgetError{Tenant: "t"}, 429, "1"},
+		{"rate with no wait", &submit.RateError{Wait: 0}, 429, "1"},
+		{"rate of 300 ms", &submit.RateError{Wait: 300 * time.Millisecond}, 429, "1"},
+		{"rate of 2.5 s", &submit.RateError{Wait: 2500 * time.Millisecond}, 429, "3"},
+		{"rate of a day", &submit.RateError{Wait: 24 * time.Hour}, 429, "300"},
+		{"budget", &budget.BudgetError{Tenant: "t", RetryAfter: 30 * time.Second}, 429, "30"},
+		{"budget without a refresh", &budget.BudgetError{Tenant: "t"}, 429, "1"},
 		{"deadline", context.DeadlineExceeded, 503, "1"},
-		{"peer 503 of 0 s", peer(503, apiv1.CodeUnavailable, 0), 503, "1"},
-		{"peer 429 of hours", peer(429, apiv1.CodeSaturated, 7200), 429, "300"},
-		{"peer 404", peer(404, apiv1.CodeNotFound, 0), 404, ""},
+		{"peer 503 of 0 s", peerErr(503, apiv1.CodeUnavailable, 0), 503, "1"},
+		{"peer 429 of hours", peerErr(429, apiv1.CodeSaturated, 7200), 429, "300"},
+		{"peer 404", peerErr(404, apiv1.CodeNotFound, 0), 404, ""},
 		{"invalid", &task.FieldError{Field: "type", Msg: "bad"}, 400, ""},
 	} {
 		t.Run(c.name, func(t *testing.T) {
