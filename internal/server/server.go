@@ -140,7 +140,7 @@ func (s *Server) dial(ctx context.Context) error {
 	}
 	if strings.Join(gc.Endpoints, ",") == strings.Join(rc.Endpoints, ",") {
 		s.global = s.regional
-	} else if s.global, err = gc.Dial(ctx); err != nil {
+	} else if s.global, err = s.dialGlobal(ctx, gc); err != nil {
 		// The region schedules its own work without the global etcd; but a
 		// server needs it once to start.
 		return fmt.Errorf("global etcd %v: %w", gc.Endpoints, err)
@@ -170,6 +170,29 @@ func (s *Server) dial(ctx context.Context) error {
 		return redisUnreachable(cfg, err)
 	}
 	return nil
+}
+
+// globalDials is how many times a server starting dials the global etcd
+// before it gives up: a link to another continent may be down for seconds
+// (a flap) and a server started then starts once it comes back.
+const globalDials = 4
+
+// dialGlobal dials the global etcd up to globalDials times, a second apart;
+// a configuration error fails at once.
+func (s *Server) dialGlobal(ctx context.Context, gc lease.Config) (*clientv3.Client, error) {
+	for try := 1; ; try++ {
+		cli, err := gc.Dial(ctx)
+		var cerr *lease.ConfigError
+		if err == nil || try == globalDials || errors.As(err, &cerr) {
+			return cli, err
+		}
+		s.log.Warn("global etcd unreachable; dialling again", "endpoints", gc.Endpoints, "try", try, "err", err)
+		select {
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		case <-time.After(time.Second):
+		}
+	}
 }
 
 // apiTLS loads the API's certificate (nil: plain http) and returns the TLS
