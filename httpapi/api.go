@@ -230,21 +230,30 @@ func New(n *federation.Node, cfg Config) *API {
 func MetricsHandler(auth *Auth, publicDetails bool, g prometheus.Gatherer) http.Handler {
 	metrics := promhttp.HandlerFor(g, promhttp.HandlerOpts{})
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if !publicDetails {
-			p, aerr := auth.authenticate(r)
-			if aerr != nil {
-				unauthorized(&statusRecorder{ResponseWriter: w, code: 200}, r, aerr)
-				return
-			}
-			MarkTrusted(r.Context())
-			if p.Tenant != "" || p.Role == RoleWorker {
-				endpoint.WriteError(w, &endpoint.Error{Code: apiv1.CodeForbidden, Field: "Authorization",
-					Msg: "metrics name every tenant: they need a token of every tenant (tenant \"\")"})
-				return
-			}
+		if !publicDetails && !admitted(w, r, auth, func(p Principal) bool { return p.Tenant == "" && p.Role != RoleWorker },
+			"metrics name every tenant: they need a token of every tenant (tenant \"\")") {
+			return
 		}
 		metrics.ServeHTTP(w, r)
 	})
+}
+
+// admitted authenticates r outside the router, for an endpoint whose
+// answer shows every tenant: it answers 401 for a bad or missing token and
+// 403 with why when allow refuses the token, and reports whether r may go
+// on. With auth off every request is admitted.
+func admitted(w http.ResponseWriter, r *http.Request, auth *Auth, allow func(Principal) bool, why string) bool {
+	p, aerr := auth.authenticate(r)
+	if aerr != nil {
+		unauthorized(&statusRecorder{ResponseWriter: w, code: 200}, r, aerr)
+		return false
+	}
+	MarkTrusted(r.Context())
+	if !allow(p) {
+		endpoint.WriteError(w, &endpoint.Error{Code: apiv1.CodeForbidden, Field: "Authorization", Msg: why})
+		return false
+	}
+	return true
 }
 
 // allowed are the methods some route serves r's path with, r's own

@@ -6,9 +6,6 @@ import (
 	"strconv"
 	"strings"
 	"time"
-
-	"github.com/ax-sched/ax/apiv1"
-	"github.com/ax-sched/ax/httpapi/endpoint"
 )
 
 // profiles serves net/http/pprof's index and profiles under /debug/pprof/
@@ -23,18 +20,9 @@ func profiles(auth *Auth) http.Handler {
 		"trace":   pprof.Trace,
 	}
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if auth != nil && auth.Enabled {
-			p, aerr := auth.authenticate(r)
-			if aerr != nil {
-				unauthorized(&statusRecorder{ResponseWriter: w, code: 200}, r, aerr)
-				return
-			}
-			MarkTrusted(r.Context())
-			if p.Tenant != "" || p.Role != RoleAdmin {
-				endpoint.WriteError(w, &endpoint.Error{Code: apiv1.CodeForbidden, Field: "Authorization",
-					Msg: "profiles need an admin token of every tenant (tenant \"\")"})
-				return
-			}
+		if !admitted(w, r, auth, func(p Principal) bool { return p.Tenant == "" && p.Role == RoleAdmin },
+			"profiles need an admin token of every tenant (tenant \"\")") {
+			return
 		}
 		name := strings.TrimPrefix(r.URL.Path, "/debug/pprof/")
 		if sec, err := strconv.Atoi(r.URL.Query().Get("seconds")); err == nil && sec > 0 && (name == "profile" || name == "trace") {
