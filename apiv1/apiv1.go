@@ -233,6 +233,42 @@ type RegionsResponse struct {
 	GlobalView bool `json:"global_view"`
 }
 
+// HistoryResponse answers GET /v1/history: the answering server's samples
+// of the last hour (since it started), oldest first, one every
+// EverySeconds. Tenant is the tenant the tenant figures are of ("": every
+// tenant).
+type HistoryResponse struct {
+	EverySeconds int             `json:"every_seconds"`
+	Tenant       string          `json:"tenant,omitempty"`
+	Samples      []HistorySample `json:"samples"`
+}
+
+// HistorySample is one look of the answering server. The counts are
+// cumulative: a chart draws their rate between samples.
+type HistorySample struct {
+	At time.Time `json:"at"`
+	// Regions is every region's queue depth as the global view had it.
+	Regions []HistoryRegion `json:"regions"`
+	// Succeeded and Failed are the answering server's region's tasks that
+	// ended so since its store began; absent when its Redis did not answer.
+	Succeeded *int `json:"succeeded,omitempty"`
+	Failed    *int `json:"failed,omitempty"`
+	// Submitted is the submits this server accepted since it started.
+	Submitted float64 `json:"submitted"`
+	// SpendUSD is today's (UTC) spend in the regions that answered; absent
+	// when it could not be read.
+	SpendUSD *float64 `json:"spend_usd,omitempty"`
+}
+
+// HistoryRegion is one region's pools summed: READY and RUNNING tasks and
+// slots.
+type HistoryRegion struct {
+	Name    string `json:"name"`
+	Ready   int    `json:"ready"`
+	Running int    `json:"running"`
+	Slots   int    `json:"slots"`
+}
+
 // DrainResponse answers POST /v1/regions/{region}/drain.
 type DrainResponse struct {
 	Region string `json:"region"`

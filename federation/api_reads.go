@@ -33,6 +33,16 @@ var (
 	ErrStoreUnavailable = queue.ErrUnavailable
 )
 
+// Finished counts the region's tasks that ended SUCCEEDED and FAILED since
+// its store began.
+func (n *Node) Finished(ctx context.Context) (succeeded, failed int, err error) {
+	c, err := n.store.Tasks().Counts(ctx)
+	if err != nil {
+		return 0, 0, err
+	}
+	return c.Succeeded, c.Failed, nil
+}
+
 // Events reads up to count of the region's events after the stream ids in
 // after (one per shard; none: only new ones), blocking up to block for the
 // first; it returns them and the ids to read on from.

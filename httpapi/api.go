@@ -19,6 +19,7 @@ import (
 	"github.com/ax-sched/ax/httpapi/dashboard"
 	"github.com/ax-sched/ax/httpapi/endpoint"
 	"github.com/ax-sched/ax/httpapi/handoff"
+	"github.com/ax-sched/ax/httpapi/history"
 	"github.com/ax-sched/ax/httpapi/results"
 	"github.com/ax-sched/ax/httpapi/schedules"
 	"github.com/ax-sched/ax/httpapi/stream"
@@ -130,7 +131,12 @@ type API struct {
 	tasks    *taskHandlers
 	streams  *stream.Streams
 	fails    *failLog // the causes of hidden 5xx answers
+	history  *history.Ring
 }
+
+// History is the ring GET /v1/history answers from; the server runs its
+// loop (Ring.Run) for as long as it serves.
+func (a *API) History() *history.Ring { return a.history }
 
 // Readiness is what GET /readyz asks of the federation (each family of
 // endpoints asks for its own: tasks.go's interfaces and the
@@ -179,8 +185,10 @@ func New(n *federation.Node, cfg Config) *API {
 	a.tasks = newTaskHandlers(n, cfg, quotas, &refusalMeter{gather: cfg.Gatherer, region: region})
 	a.streams = stream.New(stream.Config{Fed: n, Tokens: cfg.Auth, Regions: a.tasks.regionsResponse, Task: a.tasks.getFor,
 		LongPolls: cfg.LongPolls, LongPollsPerTenant: cfg.LongPollsPerTenant, ClusterToken: clusterToken})
+	a.history = history.New(history.Config{Look: historyLook(n, a.tasks, cfg.Gatherer)})
 	for _, family := range [][]endpoint.Route{
 		a.tasks.routes(),
+		a.history.Routes(),
 		a.streams.Routes(),
 		results.New(results.Config{Task: a.tasks.getFor, LongPolls: cfg.LongPolls, LongPollsPerTenant: cfg.LongPollsPerTenant}).Routes(),
 		handoff.New(handoff.Config{Receiver: n, Enqueuer: n, MaxPayload: cfg.MaxPayload, Pools: cfg.Pools, Logger: cfg.Logger}).Routes(),

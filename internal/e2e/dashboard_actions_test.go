@@ -14,7 +14,8 @@ import (
 // with an operator's token of team-a: a task's priority and cancel from
 // its page, a schedule's pause, a DAG run's cancel (its graph draws the
 // edge, and its node that never ran links nowhere), each confirmed first
-// and checked through the API; the workers and budgets views; then, signed
+// and checked through the API; the workers and budgets views; the
+// overview's history charts; then, signed
 // in as a submitter, a cancel that the API refuses (403) changes nothing.
 func dashboardActions(t *testing.T, fed *federation, api, dagRun string, run func(string, ...chromedp.Action), shot func(string)) {
 	t.Helper()
@@ -108,6 +109,44 @@ func dashboardActions(t *testing.T, fed *federation, api, dagRun string, run fun
 	}
 	if !strings.Contains(budgets, "Budgets") {
 		t.Fatalf("budgets view: %q", budgets)
+	}
+
+	// The overview's history charts (GET /v1/history, a sample every 15 s):
+	// each region's queue depth, the throughput and today's spend, drawn
+	// from two samples at least.
+	waitUntil(t, 45*time.Second, "two history samples with the regions", func() bool {
+		var h struct {
+			Samples []struct{ Regions []json.RawMessage }
+		}
+		code, body := fed.call("us-east-1", tokOperatorA, http.MethodGet, "/v1/history", nil)
+		n := 0
+		if code == http.StatusOK && json.Unmarshal(body, &h) == nil {
+			for _, s := range h.Samples {
+				if len(s.Regions) > 0 {
+					n++
+				}
+			}
+		}
+		return n >= 2
+	})
+	var lines string
+	run("the history charts", chromedp.Navigate(api+"/#/"), chromedp.WaitVisible("#chart-depth polyline", chromedp.ByQuery),
+		chromedp.Evaluate(`[...document.querySelectorAll('.chart polyline')].map(l => l.closest('figure').id + '|' + l.dataset.series + '|' + l.dataset.points + '|' + l.dataset.last).join('\n')`, &lines))
+	shot("charts")
+	series := map[string][]string{}
+	for _, l := range strings.Split(lines, "\n") {
+		if f := strings.Split(l, "|"); len(f) == 4 {
+			series[f[0]+" "+f[1]] = f[2:]
+		}
+	}
+	for _, want := range []string{"chart-depth us-east-1 ready", "chart-depth eu-west-1 ready", "chart-depth eu-west-1 running",
+		"chart-throughput finished/min (this region)", "chart-throughput submitted/min (this server)", "chart-spend spend today $ (team-a)"} {
+		if v, ok := series[want]; !ok || v[0] == "1" && !strings.HasPrefix(want, "chart-throughput") {
+			t.Fatalf("history charts: no line %q of two points or more: %q", want, lines)
+		}
+	}
+	if sp := series["chart-spend spend today $ (team-a)"]; sp[1] == "0" && time.Now().UTC().Hour() > 0 {
+		t.Fatalf("history charts: team-a's spend today is 0 after its tasks ran: %q", lines)
 	}
 
 	// A submitter's token: the buttons are there, the API refuses, nothing changes.

@@ -66,7 +66,7 @@ func dashboardInBrowser(t *testing.T, fed *federation) {
 	ctx, cancel = context.WithTimeout(ctx, 60*time.Second)
 	defer cancel()
 
-	var heldBy, trail, rows, url, stored, pools, refusedCells, starvingCells, costToday string
+	var heldBy, placed, trail, rows, url, stored, pools, refusedCells, starvingCells, costToday string
 	var alerted bool
 	steps := []struct {
 		what, shot string
@@ -90,6 +90,7 @@ func dashboardInBrowser(t *testing.T, fed *federation) {
 		{"open the task", "", []chromedp.Action{chromedp.Click(`#task-table a[href="#/task/`+h.ID+`"]`, chromedp.ByQuery),
 			chromedp.WaitVisible("#trail", chromedp.ByQuery),
 			chromedp.Text("#held-by", &heldBy, chromedp.ByQuery),
+			chromedp.Text("#placed", &placed, chromedp.ByQuery),
 			chromedp.Text("#trail", &trail, chromedp.ByQuery),
 			chromedp.Location(&url),
 			chromedp.Evaluate(`sessionStorage.getItem('ax.token') !== null`, &alerted),
@@ -211,6 +212,9 @@ func dashboardInBrowser(t *testing.T, fed *federation) {
 	}
 	if !strings.Contains(rows, h.ID) || !strings.Contains(rows, "eu-west-1") {
 		t.Fatalf("search results: %q", rows)
+	}
+	if !strings.Contains(placed, "eu-west-1/cpu") || !strings.Contains(placed, "handed off by us-east-1") {
+		t.Fatalf("task page: the placement as recorded %q, want eu-west-1/cpu, handed off by us-east-1", placed)
 	}
 	if heldBy != "eu-west-1" {
 		t.Fatalf("task page: held by %q, want eu-west-1", heldBy)

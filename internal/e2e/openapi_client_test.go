@@ -79,6 +79,9 @@ func clientRoundTrip(t *testing.T, fed *federation, region string) {
 
 	regions, err := sub.ListRegionsWithResponse(ctx)
 	check("listRegions", regions.StatusCode(), err, 200, regions.JSON200 != nil && len(regions.JSON200.Regions) == 2)
+	minutes := 5
+	hist, err := sub.GetHistoryWithResponse(ctx, &apiclient.GetHistoryParams{Minutes: &minutes})
+	check("getHistory", hist.StatusCode(), err, 200, hist.JSON200 != nil && hist.JSON200.EverySeconds == 15)
 	ex, err := sub.ExplainPlacementWithResponse(ctx, apiclient.TaskSpec{Type: "noop"})
 	check("explainPlacement", ex.StatusCode(), err, 200, ex.JSON200 != nil && ex.JSON200.Outcome == "PLACED" && ex.JSON200.Chosen != nil)
 	wait := "0s"

@@ -222,6 +222,9 @@ func TestOpenAPISession(t *testing.T) {
 
 	// The federation.
 	s.ok(tokSubmitterA, "GET", "/v1/regions", nil, 200, nil)
+	s.ok(tokSubmitterA, "GET", "/v1/history?minutes=5", nil, 200, nil)
+	s.do(tokSubmitterA, "GET", "/v1/history?minutes=0", nil, 400, true)
+	s.do(tokSubmitterA, "GET", "/v1/history?tenant=team-b", nil, 403, false)
 	s.ok(tokSubmitterA, "POST", "/v1/placement/explain", map[string]any{"type": "noop"}, 200, nil)
 	s.ok(tokSubmitterA, "GET", "/v1/events?region="+home+"&wait=0s", nil, 200, nil)
 	s.do(tokSubmitterA, "GET", "/v1/events?wait=forever", nil, 400, false)

@@ -20,6 +20,7 @@ import (
 	"github.com/ax-sched/ax/federation/metrics"
 	"github.com/ax-sched/ax/federation/view"
 	"github.com/ax-sched/ax/httpapi"
+	"github.com/ax-sched/ax/httpapi/history"
 	"github.com/ax-sched/ax/internal/buildinfo"
 	"github.com/ax-sched/ax/internal/config"
 	"github.com/ax-sched/ax/internal/config/quotas"
@@ -52,6 +53,7 @@ type Server struct {
 	regionalProbe, globalProbe *lease.Probe
 	redisProbe                 *health.Probe
 	nodeProbe                  *health.NodeProbe    // a Redis Cluster's gates per master; nil on one Redis
+	history                    *history.Ring        // the dashboard's charts (GET /v1/history)
 	tracer                     trace.TracerProvider // nil: tracing off
 	stopTracing                func()
 	rdb                        redis.UniversalClient
@@ -361,6 +363,7 @@ func (s *Server) serveAPI(reg *prometheus.Registry, own prometheus.Registerer) {
 		},
 		GlobalEtcd: s.globalProbe.Err,
 	})
+	s.history = api.History()
 	hs := cfg.HTTPServer
 	s.http = &http.Server{Handler: tracing.Handler(s.tracer, withWriteDeadline(gated(api), hs.WriteTimeout)), ReadHeaderTimeout: hs.ReadHeaderTimeout, ReadTimeout: hs.ReadTimeout,
 		WriteTimeout: hs.WriteTimeout, IdleTimeout: hs.IdleTimeout, MaxHeaderBytes: httpapi.HeaderReadLimit(hs.MaxHeaderBytes),
@@ -401,6 +404,11 @@ func (s *Server) Run(ctx context.Context) error {
 	go func() {
 		defer wg.Done()
 		s.redisProbe.Run(cctx)
+	}()
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		s.history.Run(cctx)
 	}()
 	if s.nodeProbe != nil {
 		wg.Add(1)

@@ -678,6 +678,26 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/v1/history": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * The answering server's recent history: queue depth, throughput, spend
+         * @description The dashboard's charts: this server's samples of the last hour (since it started), one every every_seconds: every region's queue depth as the global view had it, this server's region's finished tasks and this server's accepted submits (cumulative counts: a chart draws their rate), today's spend. A tenant's token gets its own tenant's submits and spend.
+         */
+        get: operations["getHistory"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
 }
 export type webhooks = Record<string, never>;
 export interface components {
@@ -1497,6 +1517,32 @@ export interface components {
         BatchList: {
             batches: components["schemas"]["BatchStatus"][];
             next?: string;
+        };
+        HistoryResponse: {
+            /** @description seconds between samples */
+            every_seconds: number;
+            /** @description the tenant the submits and spend are of; absent: every tenant */
+            tenant?: string;
+            samples: components["schemas"]["HistorySample"][];
+        };
+        HistorySample: {
+            /** Format: date-time */
+            at: string;
+            regions: components["schemas"]["HistoryRegion"][];
+            /** @description this server's region's tasks that ended SUCCESS since its store began; absent when its Redis did not answer */
+            succeeded?: number;
+            /** @description as succeeded, FAILED */
+            failed?: number;
+            /** @description submits this server accepted since it started */
+            submitted: number;
+            /** @description today's (UTC) spend in the regions that answered; absent when it could not be read */
+            spend_usd?: number;
+        };
+        HistoryRegion: {
+            name: string;
+            ready: number;
+            running: number;
+            slots: number;
         };
     };
     responses: {
@@ -2901,6 +2947,35 @@ export interface operations {
             404: components["responses"]["Error"];
             431: components["responses"]["Error"];
             503: components["responses"]["Error"];
+        };
+    };
+    getHistory: {
+        parameters: {
+            query?: {
+                /** @description the last N minutes, 1 to 60 (default 60) */
+                minutes?: number;
+                /** @description only this tenant's submits and spend (a tenant's token: its own) */
+                tenant?: string;
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description OK */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["HistoryResponse"];
+                };
+            };
+            400: components["responses"]["Error"];
+            401: components["responses"]["Error"];
+            403: components["responses"]["Error"];
+            431: components["responses"]["Error"];
         };
     };
 }

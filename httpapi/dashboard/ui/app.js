@@ -151,13 +151,77 @@ async function overview() {
         ' s</td><td class="num">' + esc((r.spend_usd || 0).toFixed(6)) + '</td><td class="num">' + esc((r.savings_usd || 0).toFixed(6)) + '</td></tr>').join('') +
       '</table>' + ((c.rows || []).length ? '' : '<p class="muted">nothing ran today</p>');
   } catch (e) { if (e.message === 'unauthorized') throw e; overviewCost = '<p class="bad">cost: ' + esc(e.message || e) + '</p>'; }
+  await loadHistory();
   await renderOverview(await api('GET', '/v1/regions'));
   let busy = false;
   startLive('', {regions: async d => {
     if (busy) return;
     busy = true;
-    try { await renderOverview(d); } finally { busy = false; }
+    try {
+      if (Date.now() - historyAt >= 15000) await loadHistory();
+      await renderOverview(d);
+    } finally { busy = false; }
   }});
+}
+
+// ---- history charts ------------------------------------------------------------
+// The answering server's samples of the last hour (GET /v1/history, one
+// every 15 s): every region's queue depth, this region's finished tasks
+// and this server's submits per minute, today's spend. Reread at most
+// every 15 s as the overview refreshes.
+let historyHTML = '', historyAt = 0;
+async function loadHistory() {
+  historyAt = Date.now();
+  try {
+    historyHTML = historyCharts(await api('GET', '/v1/history?minutes=60'));
+  } catch (e) {
+    if (e.message === 'unauthorized') throw e;
+    historyHTML = '<p class="bad">history: ' + esc(e.message || e) + '</p>';
+  }
+}
+
+function historyCharts(h) {
+  const ss = h.samples || [];
+  const t = s => Date.parse(s.at);
+  const names = [...new Set(ss.flatMap(s => (s.regions || []).map(r => r.name)))].sort();
+  const depth = names.map(n => ({name: n + ' ready', points: ss.flatMap(s => (s.regions || []).filter(r => r.name === n).map(r => [t(s), r.ready]))}))
+    .concat(names.map(n => ({name: n + ' running', points: ss.flatMap(s => (s.regions || []).filter(r => r.name === n).map(r => [t(s), r.running]))})));
+  // Counters to rates per minute between consecutive samples.
+  const rate = get => ss.slice(1).map((s, i) => {
+    const a = get(ss[i]), b = get(s), dt = (t(s) - t(ss[i])) / 60000;
+    return a === undefined || b === undefined || dt <= 0 ? null : [t(s), Math.max(0, b - a) / dt];
+  }).filter(Boolean);
+  const finished = s => s.succeeded === undefined ? undefined : s.succeeded + (s.failed || 0);
+  const through = [{name: 'finished/min (this region)', points: rate(finished)}, {name: 'submitted/min (this server)', points: rate(s => s.submitted)}];
+  const spend = [{name: 'spend today $' + (h.tenant ? ' (' + h.tenant + ')' : ''), points: ss.filter(s => s.spend_usd !== undefined).map(s => [t(s), s.spend_usd])}];
+  return '<h2>Last hour <small class="muted">(this server\'s samples every ' + esc(h.every_seconds) + ' s since it started; Grafana for longer)</small></h2><div class="charts">' +
+    chart('chart-depth', 'Queue depth (tasks)', depth) + chart('chart-throughput', 'Throughput (tasks/min)', through) +
+    chart('chart-spend', 'Spend today (USD)', spend, 4) + '</div>';
+}
+
+// chart draws series of [ms, value] points as an SVG line chart (no
+// style attributes: the CSP forbids them; colours come from classes).
+function chart(id, title, series, digits = 1) {
+  const W = 420, H = 140, L = 44, B = 18;
+  const all = series.flatMap(s => s.points);
+  const t0 = Math.min(...all.map(p => p[0])), t1 = Math.max(...all.map(p => p[0]));
+  const max = Math.max(0, ...all.map(p => p[1]));
+  const x = v => L + (t1 > t0 ? (v - t0) / (t1 - t0) : 1) * (W - L - 6);
+  const y = v => H - B - (max > 0 ? v / max : 0) * (H - B - 8);
+  let g = '<line class="axis" x1="' + L + '" y1="' + (H - B) + '" x2="' + (W - 6) + '" y2="' + (H - B) + '"></line>' +
+    '<text x="' + (L - 4) + '" y="12" class="tick" text-anchor="end">' + esc(max.toFixed(digits)) + '</text>' +
+    '<text x="' + (L - 4) + '" y="' + (H - B) + '" class="tick" text-anchor="end">0</text>';
+  if (all.length) {
+    const hm = ms => new Date(ms).toISOString().slice(11, 16);
+    g += '<text x="' + L + '" y="' + (H - 4) + '" class="tick">' + esc(hm(t0)) + '</text><text x="' + (W - 6) + '" y="' + (H - 4) + '" class="tick" text-anchor="end">' + esc(hm(t1)) + ' UTC</text>';
+  }
+  series.forEach((s, i) => {
+    if (s.points.length) g += '<polyline class="line l' + (i % 6) + '" data-series="' + esc(s.name) + '" data-points="' + s.points.length + '" data-last="' + esc(s.points[s.points.length - 1][1]) +
+      '" points="' + s.points.map(p => x(p[0]).toFixed(1) + ',' + y(p[1]).toFixed(1)).join(' ') + '"></polyline>';
+  });
+  const legend = series.map((s, i) => '<span class="key k' + (i % 6) + '">' + esc(s.name) + (s.points.length ? ' ' + esc((+s.points[s.points.length - 1][1]).toFixed(digits)) : ' -') + '</span>').join(' ');
+  return '<figure class="chart" id="' + id + '" data-max="' + esc(max) + '"><figcaption>' + esc(title) + '</figcaption><svg viewBox="0 0 ' + W + ' ' + H + '" width="' + W + '" height="' + H + '">' + g +
+    '</svg><p class="legend">' + legend + (all.length < 2 ? ' <span class="muted">(a second sample comes within 15 s)</span>' : '') + '</p></figure>';
 }
 
 // capWindow: a scheduled pool's window now (open with its slots, or closed) and its next change.
@@ -201,7 +265,7 @@ async function renderOverview(d) {
       h += '<p class="refusals">Submits this server refused per minute: ' + (r.length ? r.map(e => '<span class="bad">' + esc(e[0]) + ' ' + e[1].toFixed(1) + '</span>').join(', ') : '<span class="ok">none</span>') + '</p>';
     }
   }
-  view().innerHTML = h + overviewCost;
+  view().innerHTML = h + historyHTML + overviewCost;
   sizeBars();
 }
 
@@ -282,7 +346,10 @@ async function renderTask(t, reload) {
     h += '<tr><td>' + time(s.ts) + '</td><td class="region">' + esc(s.region) + '</td><td>' + esc(s.from) + '</td><td>' + state(s.to) + '</td><td>' + esc(s.reason) +
       '</td><td>' + esc(s.by) + '</td><td class="num">' + esc(s.attempt) + '</td><td>' + esc(s.error) + '</td></tr>';
   }
-  h += '</table><h2>Placement</h2><p class="muted">Where this spec would be placed now, with every candidate\'s reasons (a dry run: prices and fill move).</p><div id="explain"></div>';
+  const handed = tr.transitions.filter(s => s.reason === 'HANDED_OFF').pop();
+  h += '</table><h2>Placement</h2><p id="placed">Placed: <b>' + esc(t.held_by || t.region) + (t.pool ? '/' + esc(t.pool) : '') + '</b>' +
+    (handed ? ' · handed off by ' + esc(handed.region) + ' at ' + time(handed.ts) + ' to ' + esc(handed.by) : ' · in its home region') + ' <small class="muted">(as recorded)</small></p>' +
+    '<p class="muted">Where this spec would be placed now, with every candidate\'s reasons (a dry run: prices and fill move).</p><div id="explain"></div>';
   view().innerHTML = h;
   const path = '/v1/tasks/' + encodeURIComponent(id);
   $('#act-cancel').onclick = () => act('cancel task ' + id, () => api('POST', path + '/cancel'), reload);

@@ -755,6 +755,42 @@ type Explanation struct {
 	Rule       *string     `json:"rule,omitempty"`
 }
 
+// HistoryRegion defines model for HistoryRegion.
+type HistoryRegion struct {
+	Name    string `json:"name"`
+	Ready   int    `json:"ready"`
+	Running int    `json:"running"`
+	Slots   int    `json:"slots"`
+}
+
+// HistoryResponse defines model for HistoryResponse.
+type HistoryResponse struct {
+	// EverySeconds seconds between samples
+	EverySeconds int             `json:"every_seconds"`
+	Samples      []HistorySample `json:"samples"`
+
+	// Tenant the tenant the submits and spend are of; absent: every tenant
+	Tenant *string `json:"tenant,omitempty"`
+}
+
+// HistorySample defines model for HistorySample.
+type HistorySample struct {
+	At time.Time `json:"at"`
+
+	// Failed as succeeded, FAILED
+	Failed  *int            `json:"failed,omitempty"`
+	Regions []HistoryRegion `json:"regions"`
+
+	// SpendUsd today's (UTC) spend in the regions that answered; absent when it could not be read
+	SpendUsd *float32 `json:"spend_usd,omitempty"`
+
+	// Submitted submits this server accepted since it started
+	Submitted float32 `json:"submitted"`
+
+	// Succeeded this server's region's tasks that ended SUCCESS since its store began; absent when its Redis did not answer
+	Succeeded *int `json:"succeeded,omitempty"`
+}
+
 // NodeState defines model for NodeState.
 type NodeState string
 
@@ -1420,6 +1456,15 @@ type ListEventsParams struct {
 	Wait *string `form:"wait,omitempty" json:"wait,omitempty"`
 }
 
+// GetHistoryParams defines parameters for GetHistory.
+type GetHistoryParams struct {
+	// Minutes the last N minutes, 1 to 60 (default 60)
+	Minutes *int `form:"minutes,omitempty" json:"minutes,omitempty"`
+
+	// Tenant only this tenant's submits and spend (a tenant's token: its own)
+	Tenant *string `form:"tenant,omitempty" json:"tenant,omitempty"`
+}
+
 // DrainRegionParams defines parameters for DrainRegion.
 type DrainRegionParams struct {
 	// Rate tasks per second
@@ -1735,6 +1780,13 @@ type ClientInterface interface {
 	//
 	// Corresponds with GET /v1/events (the `ListEvents` operationId).
 	ListEvents(ctx context.Context, params *ListEventsParams, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// GetHistory The answering server's recent history: queue depth, throughput, spend
+	//
+	// The dashboard's charts: this server's samples of the last hour (since it started), one every every_seconds: every region's queue depth as the global view had it, this server's region's finished tasks and this server's accepted submits (cumulative counts: a chart draws their rate), today's spend. A tenant's token gets its own tenant's submits and spend.
+	//
+	// Corresponds with GET /v1/history (the `GetHistory` operationId).
+	GetHistory(ctx context.Context, params *GetHistoryParams, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// GetOpenAPI This document
 	//
@@ -2237,6 +2289,23 @@ func (c *Client) ListDeadLetters(ctx context.Context, params *ListDeadLettersPar
 // Corresponds with GET /v1/events (the `ListEvents` operationId).
 func (c *Client) ListEvents(ctx context.Context, params *ListEventsParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
 	req, err := NewListEventsRequest(c.Server, params)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// GetHistory The answering server's recent history: queue depth, throughput, spend
+//
+// The dashboard's charts: this server's samples of the last hour (since it started), one every every_seconds: every region's queue depth as the global view had it, this server's region's finished tasks and this server's accepted submits (cumulative counts: a chart draws their rate), today's spend. A tenant's token gets its own tenant's submits and spend.
+//
+// Corresponds with GET /v1/history (the `GetHistory` operationId).
+func (c *Client) GetHistory(ctx context.Context, params *GetHistoryParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewGetHistoryRequest(c.Server, params)
 	if err != nil {
 		return nil, err
 	}
@@ -3629,6 +3698,72 @@ func NewListEventsRequest(server string, params *ListEventsParams) (*http.Reques
 		if params.Wait != nil {
 
 			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "wait", *params.Wait, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if encoded := queryValues.Encode(); encoded != "" {
+			rawQueryFragments = append(rawQueryFragments, encoded)
+		}
+		queryURL.RawQuery = strings.Join(rawQueryFragments, "&")
+	}
+
+	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
+// NewGetHistoryRequest constructs an http.Request for the GetHistory method
+func NewGetHistoryRequest(server string, params *GetHistoryParams) (*http.Request, error) {
+	var err error
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/v1/history")
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	if params != nil {
+		// queryValues collects non-styled parameters (passthrough, JSON)
+		// that are safe to round-trip through url.Values.Encode().
+		queryValues := queryURL.Query()
+		// rawQueryFragments collects pre-encoded query fragments from
+		// styled parameters, preserving literal commas as delimiters
+		// per the OpenAPI spec (e.g. "color=blue,black,brown").
+		var rawQueryFragments []string
+
+		if params.Minutes != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "minutes", *params.Minutes, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.Tenant != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "tenant", *params.Tenant, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
 				return nil, err
 			} else {
 				for _, qp := range strings.Split(queryFrag, "&") {
@@ -5370,6 +5505,15 @@ type ClientWithResponsesInterface interface {
 	// Corresponds with GET /v1/events (the `ListEvents` operationId).
 	ListEventsWithResponse(ctx context.Context, params *ListEventsParams, reqEditors ...RequestEditorFn) (*ListEventsResponse, error)
 
+	// GetHistoryWithResponse The answering server's recent history: queue depth, throughput, spend
+	//
+	// The dashboard's charts: this server's samples of the last hour (since it started), one every every_seconds: every region's queue depth as the global view had it, this server's region's finished tasks and this server's accepted submits (cumulative counts: a chart draws their rate), today's spend. A tenant's token gets its own tenant's submits and spend.
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with GET /v1/history (the `GetHistory` operationId).
+	GetHistoryWithResponse(ctx context.Context, params *GetHistoryParams, reqEditors ...RequestEditorFn) (*GetHistoryResponse, error)
+
 	// GetOpenAPIWithResponse This document
 	//
 	// Returns a wrapper object for the known response body format(s).
@@ -6567,6 +6711,75 @@ func (r ListEventsResponse) StatusCode() int {
 
 // ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
 func (r ListEventsResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+type GetHistoryResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *HistoryResponse
+	// JSON400 the response for an HTTP 400 `application/json` response
+	JSON400 *Error
+	// JSON401 the response for an HTTP 401 `application/json` response
+	JSON401 *Error
+	// JSON403 the response for an HTTP 403 `application/json` response
+	JSON403 *Error
+	// JSON431 the response for an HTTP 431 `application/json` response
+	JSON431 *Error
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r GetHistoryResponse) GetJSON200() *HistoryResponse {
+	return r.JSON200
+}
+
+// GetJSON400 returns the response for an HTTP 400 `application/json` response
+func (r GetHistoryResponse) GetJSON400() *Error {
+	return r.JSON400
+}
+
+// GetJSON401 returns the response for an HTTP 401 `application/json` response
+func (r GetHistoryResponse) GetJSON401() *Error {
+	return r.JSON401
+}
+
+// GetJSON403 returns the response for an HTTP 403 `application/json` response
+func (r GetHistoryResponse) GetJSON403() *Error {
+	return r.JSON403
+}
+
+// GetJSON431 returns the response for an HTTP 431 `application/json` response
+func (r GetHistoryResponse) GetJSON431() *Error {
+	return r.JSON431
+}
+
+// GetBody returns the raw response body bytes
+func (r GetHistoryResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r GetHistoryResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r GetHistoryResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r GetHistoryResponse) ContentType() string {
 	if r.HTTPResponse != nil {
 		return r.HTTPResponse.Header.Get("Content-Type")
 	}
@@ -9239,6 +9452,21 @@ func (c *ClientWithResponses) ListEventsWithResponse(ctx context.Context, params
 	return ParseListEventsResponse(rsp)
 }
 
+// GetHistoryWithResponse The answering server's recent history: queue depth, throughput, spend
+//
+// The dashboard's charts: this server's samples of the last hour (since it started), one every every_seconds: every region's queue depth as the global view had it, this server's region's finished tasks and this server's accepted submits (cumulative counts: a chart draws their rate), today's spend. A tenant's token gets its own tenant's submits and spend.
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with GET /v1/history (the `GetHistory` operationId).
+func (c *ClientWithResponses) GetHistoryWithResponse(ctx context.Context, params *GetHistoryParams, reqEditors ...RequestEditorFn) (*GetHistoryResponse, error) {
+	rsp, err := c.GetHistory(ctx, params, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseGetHistoryResponse(rsp)
+}
+
 // GetOpenAPIWithResponse This document
 //
 // Returns a wrapper object for the known response body format(s).
@@ -10516,6 +10744,60 @@ func ParseListEventsResponse(rsp *http.Response) (*ListEventsResponse, error) {
 			return nil, err
 		}
 		response.JSON503 = &dest
+
+	}
+
+	return response, nil
+}
+
+// ParseGetHistoryResponse parses an HTTP response from a GetHistoryWithResponse call
+func ParseGetHistoryResponse(rsp *http.Response) (*GetHistoryResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &GetHistoryResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest HistoryResponse
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest Error
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Error
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest Error
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 431:
+		var dest Error
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON431 = &dest
 
 	}
 
