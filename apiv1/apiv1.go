@@ -261,12 +261,21 @@ type HistorySample struct {
 }
 
 // HistoryRegion is one region's pools summed: READY and RUNNING tasks and
-// slots.
+// slots; Pools are each pool's fill.
 type HistoryRegion struct {
-	Name    string `json:"name"`
-	Ready   int    `json:"ready"`
-	Running int    `json:"running"`
-	Slots   int    `json:"slots"`
+	Name    string        `json:"name"`
+	Ready   int           `json:"ready"`
+	Running int           `json:"running"`
+	Slots   int           `json:"slots"`
+	Pools   []HistoryPool `json:"pools"`
+}
+
+// HistoryPool is one pool as its region's leader last published it:
+// QueueFill is READY ÷ queue capacity, Utilisation RUNNING ÷ slots (0..1).
+type HistoryPool struct {
+	Name        string  `json:"name"`
+	QueueFill   float64 `json:"queue_fill"`
+	Utilisation float64 `json:"utilisation"`
 }
 
 // DrainResponse answers POST /v1/regions/{region}/drain.

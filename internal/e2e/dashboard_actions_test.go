@@ -112,7 +112,8 @@ func dashboardActions(t *testing.T, fed *federation, api, dagRun string, run fun
 	}
 
 	// The overview's history charts (GET /v1/history, a sample every 15 s):
-	// each region's queue depth, the throughput and today's spend, drawn
+	// each region's queue depth, each pool's fill, the throughput and
+	// today's spend, drawn
 	// from two samples at least.
 	waitUntil(t, 45*time.Second, "two history samples with the regions", func() bool {
 		var h struct {
@@ -139,7 +140,7 @@ func dashboardActions(t *testing.T, fed *federation, api, dagRun string, run fun
 			series[f[0]+" "+f[1]] = f[2:]
 		}
 	}
-	for _, want := range []string{"chart-depth us-east-1 ready", "chart-depth eu-west-1 ready", "chart-depth eu-west-1 running",
+	for _, want := range []string{"chart-depth us-east-1 ready", "chart-depth eu-west-1 ready", "chart-depth eu-west-1 running", "chart-fill us-east-1/cpu", "chart-fill eu-west-1/cpu",
 		"chart-throughput finished/min (this region)", "chart-throughput submitted/min (this server)", "chart-spend spend today $ (team-a)"} {
 		if v, ok := series[want]; !ok || v[0] == "1" && !strings.HasPrefix(want, "chart-throughput") {
 			t.Fatalf("history charts: no line %q of two points or more: %q", want, lines)

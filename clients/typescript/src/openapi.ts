@@ -1543,6 +1543,15 @@ export interface components {
             ready: number;
             running: number;
             slots: number;
+            /** @description each pool's queue fill and utilisation as its region's leader last published them */
+            pools: components["schemas"]["HistoryPool"][];
+        };
+        HistoryPool: {
+            name: string;
+            /** @description READY ÷ the pool's queue capacity */
+            queue_fill: number;
+            /** @description RUNNING ÷ slots, 0 to 1 */
+            utilisation: number;
         };
     };
     responses: {

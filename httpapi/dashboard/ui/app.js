@@ -166,8 +166,10 @@ async function overview() {
 
 // ---- history charts ------------------------------------------------------------
 // The answering server's samples of the last hour (GET /v1/history, one
-// every 15 s): every region's queue depth, this region's finished tasks
-// and this server's submits per minute, today's spend. Reread at most
+// every 15 s): every region's queue depth, each pool's queue fill, this
+// region's finished tasks and this server's submits per minute, today's
+// spend. The ready→start wait is measured by the workers
+// (ax_task_wait_seconds): Grafana's overview charts its p99. Reread at most
 // every 15 s as the overview refreshes.
 let historyHTML = '', historyAt = 0;
 async function loadHistory() {
@@ -193,15 +195,21 @@ function historyCharts(h) {
   }).filter(Boolean);
   const finished = s => s.succeeded === undefined ? undefined : s.succeeded + (s.failed || 0);
   const through = [{name: 'finished/min (this region)', points: rate(finished)}, {name: 'submitted/min (this server)', points: rate(s => s.submitted)}];
+  // Each pool's queue fill (READY ÷ capacity) in percent.
+  const pools = [...new Set(ss.flatMap(s => (s.regions || []).flatMap(r => (r.pools || []).map(p => r.name + '/' + p.name))))].sort();
+  const fillOf = (s, rp) => (s.regions || []).flatMap(r => (r.pools || []).filter(p => r.name + '/' + p.name === rp)).map(p => [t(s), 100 * p.queue_fill]);
+  const fill = pools.map(rp => ({name: rp, points: ss.flatMap(s => fillOf(s, rp))}));
   const spend = [{name: 'spend today $' + (h.tenant ? ' (' + h.tenant + ')' : ''), points: ss.filter(s => s.spend_usd !== undefined).map(s => [t(s), s.spend_usd])}];
   return '<h2>Last hour <small class="muted">(this server\'s samples every ' + esc(h.every_seconds) + ' s since it started; Grafana for longer)</small></h2><div class="charts">' +
     chart('chart-depth', 'Queue depth (tasks)', depth) + chart('chart-throughput', 'Throughput (tasks/min)', through) +
-    chart('chart-spend', 'Spend today (USD)', spend, 4) + '</div>';
+    chart('chart-fill', 'Queue fill (% of capacity)', fill) + chart('chart-spend', 'Spend today (USD)', spend, 4) + '</div>';
 }
 
 // chart draws series of [ms, value] points as an SVG line chart (no
 // style attributes: the CSP forbids them; colours come from classes).
 function chart(id, title, series, digits = 1) {
+  // A figure below what digits can show is written with an exponent.
+  const num = v => v !== 0 && Math.abs(v) < Math.pow(10, -digits) ? v.toExponential(2) : v.toFixed(digits);
   const W = 420, H = 140, L = 44, B = 18;
   const all = series.flatMap(s => s.points);
   const t0 = Math.min(...all.map(p => p[0])), t1 = Math.max(...all.map(p => p[0]));
@@ -209,7 +217,7 @@ function chart(id, title, series, digits = 1) {
   const x = v => L + (t1 > t0 ? (v - t0) / (t1 - t0) : 1) * (W - L - 6);
   const y = v => H - B - (max > 0 ? v / max : 0) * (H - B - 8);
   let g = '<line class="axis" x1="' + L + '" y1="' + (H - B) + '" x2="' + (W - 6) + '" y2="' + (H - B) + '"></line>' +
-    '<text x="' + (L - 4) + '" y="12" class="tick" text-anchor="end">' + esc(max.toFixed(digits)) + '</text>' +
+    '<text x="' + (L - 4) + '" y="12" class="tick" text-anchor="end">' + esc(num(max)) + '</text>' +
     '<text x="' + (L - 4) + '" y="' + (H - B) + '" class="tick" text-anchor="end">0</text>';
   if (all.length) {
     const hm = ms => new Date(ms).toISOString().slice(11, 16);
@@ -219,7 +227,7 @@ function chart(id, title, series, digits = 1) {
     if (s.points.length) g += '<polyline class="line l' + (i % 6) + '" data-series="' + esc(s.name) + '" data-points="' + s.points.length + '" data-last="' + esc(s.points[s.points.length - 1][1]) +
       '" points="' + s.points.map(p => x(p[0]).toFixed(1) + ',' + y(p[1]).toFixed(1)).join(' ') + '"></polyline>';
   });
-  const legend = series.map((s, i) => '<span class="key k' + (i % 6) + '">' + esc(s.name) + (s.points.length ? ' ' + esc((+s.points[s.points.length - 1][1]).toFixed(digits)) : ' -') + '</span>').join(' ');
+  const legend = series.map((s, i) => '<span class="key k' + (i % 6) + '">' + esc(s.name) + (s.points.length ? ' ' + esc(num(+s.points[s.points.length - 1][1])) : ' -') + '</span>').join(' ');
   return '<figure class="chart" id="' + id + '" data-max="' + esc(max) + '"><figcaption>' + esc(title) + '</figcaption><svg viewBox="0 0 ' + W + ' ' + H + '" width="' + W + '" height="' + H + '">' + g +
     '</svg><p class="legend">' + legend + (all.length < 2 ? ' <span class="muted">(a second sample comes within 15 s)</span>' : '') + '</p></figure>';
 }

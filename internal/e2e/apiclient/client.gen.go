@@ -755,12 +755,26 @@ type Explanation struct {
 	Rule       *string     `json:"rule,omitempty"`
 }
 
+// HistoryPool defines model for HistoryPool.
+type HistoryPool struct {
+	Name string `json:"name"`
+
+	// QueueFill READY ÷ the pool's queue capacity
+	QueueFill float32 `json:"queue_fill"`
+
+	// Utilisation RUNNING ÷ slots, 0 to 1
+	Utilisation float32 `json:"utilisation"`
+}
+
 // HistoryRegion defines model for HistoryRegion.
 type HistoryRegion struct {
-	Name    string `json:"name"`
-	Ready   int    `json:"ready"`
-	Running int    `json:"running"`
-	Slots   int    `json:"slots"`
+	Name string `json:"name"`
+
+	// Pools each pool's queue fill and utilisation as its region's leader last published them
+	Pools   []HistoryPool `json:"pools"`
+	Ready   int           `json:"ready"`
+	Running int           `json:"running"`
+	Slots   int           `json:"slots"`
 }
 
 // HistoryResponse defines model for HistoryResponse.
