@@ -20,6 +20,8 @@ const (
 	CodeLeaseLost       = 5  // (complete, fail, return) the lease token is not the task's; next: the state
 	codeDAGNotFound     = 6  // (dag_update, dag_cancel) no such run, or another tenant's (the whole answer)
 	codeBatchNotFound   = 7  // (batch_add, batch_seal, batch_member) no such batch (the whole answer)
+	codeRefused         = 8  // (quota, backlog reserve) not taken, nothing changed; next (quota): the wait in ms
+	CodeExists          = 9  // (dag_create) a run with this id exists, nothing changed (the whole answer)
 )
 
 // resultCodes names every code for Lua, in the order above.
@@ -36,6 +38,8 @@ var resultCodes = []struct {
 	{"LEASE_LOST", CodeLeaseLost},
 	{"DAG_NOT_FOUND", codeDAGNotFound},
 	{"BATCH_NOT_FOUND", codeBatchNotFound},
+	{"REFUSED", codeRefused},
+	{"EXISTS", CodeExists},
 }
 
 // luaCodes is the declaration of RC, the table of result codes every

@@ -33,11 +33,11 @@ func (s *Engine) thaw(ctx context.Context, id string) (bool, error) {
 	if err != nil {
 		return false, err
 	}
-	n, err := s.Run(ctx, s.rdb, Scripts.Cold, s.ColdKeys(shard), s.Clock(), "thaw", id).Int()
+	code, err := s.Run(ctx, s.rdb, Scripts.Cold, s.ColdKeys(shard), s.Clock(), "thaw", id).Int()
 	if err != nil {
 		return false, fmt.Errorf("queue: thaw: %w", err)
 	}
-	return n == 1, nil
+	return code == CodeOK, nil
 }
 
 // thawedOn reports whether err says id was not found and id was in the

@@ -36,8 +36,8 @@ func (s *DAGs) ReserveBacklog(ctx context.Context, tenant string, max int, ids [
 		for _, id := range sids {
 			argv = append(argv, id)
 		}
-		ok, err := s.Run(ctx, s.Client(), dagScripts.backlog, s.KeysWith(shard), argv...).Int()
-		if err == nil && ok != 1 {
+		code, err := s.Run(ctx, s.Client(), dagScripts.backlog, s.KeysWith(shard), argv...).Int()
+		if err == nil && code != queue.CodeOK {
 			err = fmt.Errorf("%w: %d tasks of tenant %s do not fit in its max_backlog (%d)", queue.ErrBacklogFull, len(ids), tenant, max)
 		} else if err != nil {
 			err = fmt.Errorf("queue: reserve backlog: %w", err)

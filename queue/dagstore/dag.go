@@ -110,7 +110,7 @@ func (s *DAGs) createDAG(ctx context.Context, def *queue.DAGDef, initial map[str
 	if err != nil {
 		return fmt.Errorf("queue: create DAG: %w", err)
 	}
-	if code == 1 {
+	if code == queue.CodeExists {
 		return fmt.Errorf("%w: DAG run %s", task.ErrExists, def.ID)
 	}
 	return nil

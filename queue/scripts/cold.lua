@@ -31,7 +31,8 @@
 --     tasks of buckets starting before now + lead, at most limit.
 --     Returns {RC.FENCED} fenced; else {moved, next bucket start ms or '', ids
 --     taken from buckets (fewer than limit: no more are ahead)}.
---   'thaw', 3 id. Returns 1 when the id was cold (now hot), else 0.
+--   'thaw', 3 id. Returns RC.OK when the id was cold (now hot), else
+--     RC.NOT_FOUND.
 local now = clock(ARGV[1])
 local op = ARGV[2]
 local K_COLD, K_CSEQ = KEYS[9], KEYS[10]
@@ -167,8 +168,8 @@ end
 if op == 'thaw' then
   local ok = thaw_one(ARGV[3])
   settle()
-  if ok then return 1 end
-  return 0
+  if ok then return RC.OK end
+  return RC.NOT_FOUND
 end
 
 -- promote

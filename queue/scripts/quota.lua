@@ -6,7 +6,8 @@
 --   "<micro-tasks> <last ms>", expiring once it would be full again.
 -- ARGV: 1 clock, 2 rate in micro-tasks per ms (= tasks/s × 1000), 3 burst,
 --   4 tasks asked.
--- Returns: {1} taken; {0, ms} refused: the wait until they would be there.
+-- Returns: {RC.OK} taken; {RC.REFUSED, ms} refused: the wait until they
+--   would be there.
 local now = clock(ARGV[1])
 local rate, burst, n = tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4])
 local full = burst * 1e6
@@ -22,8 +23,8 @@ if v then
 end
 local need = n * 1e6
 if tok < need then
-  return {0, fmt(math.ceil((need - tok) / rate))}
+  return {RC.REFUSED, fmt(math.ceil((need - tok) / rate))}
 end
 tok = tok - need
 redis.call('SET', KEYS[9], string.format('%d %d', tok, now), 'PX', fmt(math.ceil((full - tok) / rate) + 1000))
-return {1}
+return {RC.OK}

@@ -4,6 +4,6 @@
 -- KEYS: lib.lua's eight (the wake list is built from KEYS[1], the shard
 --   prefix, like every script's).
 -- ARGV: 1 clock (unused), 2 pool.
--- Returns: 1.
+-- Returns: RC.OK.
 wake(ARGV[2])
-return 1
+return RC.OK

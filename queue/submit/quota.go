@@ -28,7 +28,7 @@ func (s *Submitter) TakeQuota(ctx context.Context, tenant string, perSecond floa
 	if err != nil {
 		return false, 0, fmt.Errorf("queue: quota: %w", err)
 	}
-	if queue.ToInt(out[0]) == 1 {
+	if queue.ToInt(out[0]) == queue.CodeOK {
 		return true, 0, nil
 	}
 	ms, _ := strconv.ParseInt(queue.ToStr(out[1]), 10, 64)
