@@ -7,7 +7,6 @@ import (
 	"time"
 
 	"github.com/ax-sched/ax/apiv1"
-	"github.com/ax-sched/ax/queue"
 	"github.com/ax-sched/ax/queue/batchstore"
 	"github.com/ax-sched/ax/task"
 )
@@ -65,14 +64,14 @@ const RetainDefault = 24 * time.Hour
 // cancels them through it; Reporter and Recover are its region leader loop.
 type Batches struct {
 	store *batchstore.Batches
-	eng   *queue.Engine
 	tasks Tasks
 	cfg   Config
 	log   *slog.Logger
 }
 
-// New prepares the batches kept in e (the region's store engine).
-func New(e *queue.Engine, tasks Tasks, cfg Config) *Batches {
+// New prepares the batches kept in store, the region's, whose members and
+// callbacks go through tasks.
+func New(store *batchstore.Batches, tasks Tasks, cfg Config) *Batches {
 	if cfg.Defaults == (task.Defaults{}) {
 		cfg.Defaults = task.DefaultDefaults()
 	}
@@ -85,7 +84,7 @@ func New(e *queue.Engine, tasks Tasks, cfg Config) *Batches {
 	if cfg.Retain <= 0 {
 		cfg.Retain = RetainDefault
 	}
-	return &Batches{store: batchstore.New(e), eng: e, tasks: tasks, cfg: cfg, log: cfg.Logger}
+	return &Batches{store: store, tasks: tasks, cfg: cfg, log: cfg.Logger}
 }
 
 // homeOf is the home region of batch id.

@@ -56,7 +56,7 @@ func newBatches(t testing.TB) (*Batches, *fakeTasks, *store.Store) {
 		t.Fatal(err)
 	}
 	ft := &fakeTasks{st: st, stored: map[string]int{}, specs: map[string]*task.Spec{}}
-	return New(st.Engine, ft, Config{Region: "eu-west"}), ft, st
+	return New(st.Batches(), ft, Config{Region: "eu-west"}), ft, st
 }
 
 // submitter stores members unplaced in st, as the pipeline would.

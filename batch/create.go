@@ -113,7 +113,7 @@ func (b *Batches) Create(ctx context.Context, name, tenant string, members []*ta
 			return nil, nil, err
 		}
 	}
-	id := b.eng.NewID(0, b.cfg.Now())
+	id := b.store.NewID(0, b.cfg.Now())
 	if err := b.store.Create(ctx, id, req.Tenant, req.Name, cbs); err != nil {
 		return nil, nil, err
 	}

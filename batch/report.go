@@ -31,7 +31,7 @@ func (b *Batches) Loop(ctx context.Context, _ queue.Fence, _ func(error)) {
 	var recovered time.Time
 	for {
 		full := false
-		for shard := range b.eng.Shards() {
+		for shard := range b.store.Shards() {
 			more, err := b.reportShard(ctx, shard)
 			if err != nil && ctx.Err() == nil {
 				b.log.Warn("batch ends not reported yet; trying again", "shard", shard, "err", err)

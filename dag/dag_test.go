@@ -502,7 +502,7 @@ func leaderlessRuns(t *testing.T) (*Runs, *store.Store, *testenv.Redis) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return New(st, n, Config{Region: "us-east-1", Logger: discardLog()}), st, rd
+	return New(st.DAGs(), n, Config{Region: "us-east-1", Logger: discardLog()}), st, rd
 }
 
 // testDAGParents: extract (us-east-1) and bin (eu-west-1, a result that is

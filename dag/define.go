@@ -56,7 +56,7 @@ func (r *Runs) define(req *apiv1.DAGRequest, now time.Time) (*queue.DAGDef, erro
 	if err != nil {
 		return nil, err
 	}
-	return def, assignIDs(def, r.store.NewID(rand.IntN(r.store.Options().Shards), now))
+	return def, assignIDs(def, r.dags.NewID(rand.IntN(r.dags.Options().Shards), now))
 }
 
 // Check validates a request (tenant already settled) as Create would,

@@ -161,7 +161,7 @@ func (r *dagRegion) start() *dagServer {
 		view.Close()
 		e.t.Fatal(err)
 	}
-	runs := New(r.store, node, Config{Region: r.name, Regions: dagRegions, Registerer: reg, Logger: log})
+	runs := New(r.store.DAGs(), node, Config{Region: r.name, Regions: dagRegions, Registerer: reg, Logger: log})
 	api.Store(httpapi.New(node, httpapi.Config{Auth: e.auth, Gatherer: reg, Pools: []string{dagPool}, DAGs: runs}))
 	ctx, cancel := context.WithCancel(context.Background())
 	s := &dagServer{id: id, cli: cli, view: view, node: node, runs: runs, cell: cell, http: hs, cancel: cancel, done: make(chan struct{})}

@@ -28,7 +28,7 @@ func (r *Runs) List(ctx context.Context, f apiv1.DAGFilter) ([]apiv1.DAGSummary,
 	// Expired runs leave the index as they are met, so a read that found
 	// only those still moves on; the rounds bound it all the same.
 	for scanned, round := 0, 0; scanned < listScan && round < 20; round++ {
-		runs, more, err := r.store.DAGs().DAGRunsBefore(ctx, ms, id, min(max(f.Limit, 100), listScan))
+		runs, more, err := r.dags.DAGRunsBefore(ctx, ms, id, min(max(f.Limit, 100), listScan))
 		if err != nil {
 			return nil, "", err
 		}

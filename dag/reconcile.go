@@ -96,7 +96,7 @@ const indexBatch = 1000
 // indexOld lists the runs written before GET /v1/dags had an index; a
 // failure is retried by the next term.
 func (r *Runs) indexOld(ctx context.Context) {
-	n, err := r.store.DAGs().IndexOldDAGRuns(ctx, indexBatch)
+	n, err := r.dags.IndexOldDAGRuns(ctx, indexBatch)
 	switch {
 	case err != nil && ctx.Err() == nil:
 		r.log.Warn("DAG runs of before the listing index not indexed yet; the next leader term retries", "err", err)
@@ -125,7 +125,7 @@ type runPlan struct {
 // pass reconciles every running DAG of the region once. It returns
 // queue.ErrFenced when this leader was replaced.
 func (rc *reconciler) pass(ctx context.Context) error {
-	ids, err := rc.runs.store.DAGs().ActiveDAGs(ctx, queue.MaxBatch)
+	ids, err := rc.runs.dags.ActiveDAGs(ctx, queue.MaxBatch)
 	if err != nil {
 		if ctx.Err() == nil {
 			rc.runs.log.Warn("DAG reconciler: active runs", "err", err)
@@ -171,7 +171,7 @@ func (rc *reconciler) plan(ctx context.Context, id string) (*runPlan, error) {
 	if p != nil {
 		return p, nil
 	}
-	def, err := rc.runs.store.DAGs().DAGDefinition(ctx, id)
+	def, err := rc.runs.dags.DAGDefinition(ctx, id)
 	if err != nil {
 		return nil, err
 	}
@@ -191,13 +191,13 @@ func (rc *reconciler) forget(ctx context.Context, id string) error {
 	delete(rc.plans, id)
 	delete(rc.swept, id)
 	rc.mu.Unlock()
-	return rc.runs.store.DAGs().ForgetDAG(ctx, id)
+	return rc.runs.dags.ForgetDAG(ctx, id)
 }
 
 // reconcile is one step of one run (see Loop). Running it twice, or on
 // two servers at once, changes nothing the first did not.
 func (rc *reconciler) reconcile(ctx context.Context, id string) error {
-	run, err := rc.runs.store.DAGs().DAG(ctx, id)
+	run, err := rc.runs.dags.DAG(ctx, id)
 	if errors.Is(err, queue.ErrDAGNotFound) {
 		return rc.dropMissing(ctx, id)
 	}
@@ -246,16 +246,16 @@ func (rc *reconciler) dropMissing(ctx context.Context, id string) error {
 	if p, perr := task.ParseID(id); perr == nil && time.Since(p.Time) <= orphanAfter {
 		return nil // being created
 	}
-	st := rc.runs.store
+	st := rc.runs.dags
 	// A create that stopped between its backlog reservation and the run
 	// left the definition: give its room back.
-	def, derr := st.DAGs().DAGDefinition(ctx, id)
+	def, derr := st.DAGDefinition(ctx, id)
 	switch {
 	case derr == nil && def.BacklogMax > 0:
-		if err := st.DAGs().UnreserveBacklog(ctx, def.TaskIDs()); err != nil {
+		if err := st.UnreserveBacklog(ctx, def.TaskIDs()); err != nil {
 			return err
 		}
-		if err := st.DAGs().ForgetDAGDefinition(ctx, id); err != nil {
+		if err := st.ForgetDAGDefinition(ctx, id); err != nil {
 			return err
 		}
 	case derr != nil && !errors.Is(derr, queue.ErrDAGNotFound):
@@ -293,7 +293,7 @@ func (rc *reconciler) stopTasks(ctx context.Context, p *runPass) {
 // the run if the write ended it. It returns queue.ErrFenced when this
 // leader was replaced.
 func (rc *reconciler) record(ctx context.Context, p *runPass) error {
-	up, err := rc.runs.store.DAGs().UpdateDAG(ctx, rc.fence, p.id, p.steps)
+	up, err := rc.runs.dags.UpdateDAG(ctx, rc.fence, p.id, p.steps)
 	if len(p.release) > 0 && (err != nil || up.Applied < len(p.steps)) {
 		rc.withdraw(ctx, p.id, p.plan, p.release)
 	}
@@ -488,7 +488,7 @@ func (rc *reconciler) giveBack(ctx context.Context, id string) error {
 	if plan.def.BacklogMax <= 0 {
 		return nil
 	}
-	return rc.runs.store.DAGs().UnreserveBacklog(ctx, plan.def.TaskIDs())
+	return rc.runs.dags.UnreserveBacklog(ctx, plan.def.TaskIDs())
 }
 
 // outcomeOf is a node's state for its task's terminal state.
@@ -572,7 +572,7 @@ func (rc *reconciler) overtaken(id string, def *queue.DAGDef, run *queue.DAGRun)
 // fenced: a node cancelled while WAITING must not run whoever submitted its
 // task.
 func (rc *reconciler) withdraw(ctx context.Context, id string, plan *runPlan, nodes []string) {
-	run, err := rc.runs.store.DAGs().DAG(ctx, id)
+	run, err := rc.runs.dags.DAG(ctx, id)
 	if err != nil {
 		rc.runs.log.Warn("DAG cancel: overtaken releases not checked", "dag", id, "err", err)
 		return

@@ -12,7 +12,7 @@ import (
 
 	"github.com/ax-sched/ax/apiv1"
 	"github.com/ax-sched/ax/queue"
-	"github.com/ax-sched/ax/queue/store"
+	"github.com/ax-sched/ax/queue/dagstore"
 	"github.com/ax-sched/ax/task"
 	"github.com/prometheus/client_golang/prometheus"
 )
@@ -59,7 +59,7 @@ type Config struct {
 // reads and cancels them through it, and Loop, a region leader loop,
 // reconciles them.
 type Runs struct {
-	store   *store.Store
+	dags    *dagstore.DAGs
 	tasks   Tasks
 	cfg     Config
 	log     *slog.Logger
@@ -68,9 +68,9 @@ type Runs struct {
 	}
 }
 
-// New prepares the DAG runs kept in store, the home region's, whose tasks
-// go through tasks.
-func New(store *store.Store, tasks Tasks, cfg Config) *Runs {
+// New prepares the DAG runs kept in dags, the home region's store of runs,
+// whose tasks go through tasks.
+func New(dags *dagstore.DAGs, tasks Tasks, cfg Config) *Runs {
 	if cfg.Defaults == (task.Defaults{}) {
 		cfg.Defaults = task.DefaultDefaults()
 	}
@@ -80,7 +80,7 @@ func New(store *store.Store, tasks Tasks, cfg Config) *Runs {
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}
-	r := &Runs{store: store, tasks: tasks, cfg: cfg, log: cfg.Logger}
+	r := &Runs{dags: dags, tasks: tasks, cfg: cfg, log: cfg.Logger}
 	r.metrics.runs = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "ax_dag_runs_total",
 		Help: "DAG runs entering a state: RUNNING (accepted), SUCCESS, FAILED, CANCELED."}, []string{"region", "state"})
 	r.metrics.released = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "ax_dag_nodes_released_total",
@@ -114,7 +114,7 @@ func (r *Runs) create(ctx context.Context, def *queue.DAGDef) (*apiv1.DAGStatus,
 	if r.cfg.Backlog != nil {
 		def.BacklogMax = r.cfg.Backlog(def.Tenant)
 	}
-	if err := r.store.DAGs().CreateDAG(ctx, def, initial); err != nil {
+	if err := r.dags.CreateDAG(ctx, def, initial); err != nil {
 		if errors.Is(err, queue.ErrBacklogFull) {
 			// Tasks finish on their own time: a few seconds is a fair retry.
 			return nil, &apiv1.Error{Code: apiv1.CodeQuotaExceeded, Field: "max_backlog", RetryAfterSeconds: 5,
@@ -228,11 +228,11 @@ func (r *Runs) Status(ctx context.Context, id string, hops int) (*apiv1.DAGStatu
 		}
 		return &st, nil
 	}
-	def, err := r.store.DAGs().DAGDefinition(ctx, id)
+	def, err := r.dags.DAGDefinition(ctx, id)
 	if err != nil {
 		return nil, err
 	}
-	run, err := r.store.DAGs().DAG(ctx, id)
+	run, err := r.dags.DAG(ctx, id)
 	if err != nil {
 		return nil, err
 	}
@@ -364,7 +364,7 @@ func (r *Runs) Cancel(ctx context.Context, id, tenant, by string, hops int) (*ap
 		}
 		return &st, nil
 	}
-	c, err := r.store.DAGs().CancelDAG(ctx, id, tenant, by)
+	c, err := r.dags.CancelDAG(ctx, id, tenant, by)
 	if err != nil {
 		return nil, err
 	}
@@ -372,11 +372,11 @@ func (r *Runs) Cancel(ctx context.Context, id, tenant, by string, hops int) (*ap
 		r.log.Info("DAG run cancel requested", "dag", id, "by", by, "waiting_canceled", c.Canceled)
 	}
 	if c.State == task.DAGRunning {
-		def, err := r.store.DAGs().DAGDefinition(ctx, id)
+		def, err := r.dags.DAGDefinition(ctx, id)
 		if err != nil {
 			return nil, err
 		}
-		run, err := r.store.DAGs().DAG(ctx, id)
+		run, err := r.dags.DAG(ctx, id)
 		if err != nil {
 			return nil, err
 		}

@@ -79,7 +79,7 @@ func (r *Runs) startHere(ctx context.Context, sd *apiv1.ScheduledDAG) (bool, err
 	if err != nil || p.Region != r.cfg.Region {
 		return false, &task.FieldError{Field: "id", Msg: fmt.Sprintf("%q is not a run id of region %s", sd.ID, r.cfg.Region)}
 	}
-	switch _, err := r.store.DAGs().DAG(ctx, sd.ID); {
+	switch _, err := r.dags.DAG(ctx, sd.ID); {
 	case err == nil:
 		return false, nil
 	case !errors.Is(err, queue.ErrDAGNotFound):

@@ -173,7 +173,7 @@ func NewNode(cfg Config, store *store.Store, v *view.View, cell *region.Cell, m 
 		AllowInsecure: cfg.AllowInsecurePeers, View: v, Metrics: m, Logger: cfg.Logger})
 	n.picker = pick.New(pick.Config{Region: cfg.Region, Regions: cfg.Regions, Placement: cfg.Placement,
 		NoCapacityRetry: cfg.NoCapacityRetry, View: v, Flights: flights, Metrics: m, Now: cfg.Now}, pl)
-	n.Reader = fanout.New(fanout.Config{Region: cfg.Region, Regions: cfg.Regions, Store: store, Peer: n.peer, View: v,
+	n.Reader = fanout.New(fanout.Config{Region: cfg.Region, Regions: cfg.Regions, Store: store.Tasks(), Peer: n.peer, View: v,
 		Logger: cfg.Logger, Wake: wake})
 	n.budgets = budget.New(budget.Config{Region: cfg.Region, Budgets: cfg.Budgets, Refresh: cfg.BudgetRefresh, Metrics: m,
 		Logger: cfg.Logger, Now: cfg.Now}, n.Reader)

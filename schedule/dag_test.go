@@ -30,7 +30,7 @@ type dagFed struct {
 func newDAGFed(t *testing.T) *dagFed {
 	f := &dagFed{fed: newFed(t), runs: map[string]*dag.Runs{}}
 	for _, r := range fedtest.Regions {
-		f.runs[r] = dag.New(f.R(r).Store, f.R(r).Node(), dag.Config{Region: r, Regions: fedtest.Regions, Logger: f.Log})
+		f.runs[r] = dag.New(f.R(r).Store.DAGs(), f.R(r).Node(), dag.Config{Region: r, Regions: fedtest.Regions, Logger: f.Log})
 	}
 	cli := f.Etcd.Client()
 	s := New(cli, f.R(gcp).Node(), Config{Region: gcp, Regions: fedtest.Regions, ID: "sched-gcp", SessionTTL: testTTL,

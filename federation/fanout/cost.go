@@ -93,7 +93,7 @@ func (rd *Reader) Cost(ctx context.Context, q CostQuery, hops int) (*CostReport,
 // localCost is this region's part of a report: its cost records in q's
 // days, each priced against its reference, grouped by q.GroupBy.
 func (rd *Reader) localCost(ctx context.Context, q CostQuery) ([]apiv1.CostRow, error) {
-	recs, err := rd.cfg.Store.Tasks().Costs(ctx, q.From, q.To)
+	recs, err := rd.cfg.Store.Costs(ctx, q.From, q.To)
 	if err != nil {
 		return nil, err
 	}

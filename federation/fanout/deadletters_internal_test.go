@@ -76,7 +76,7 @@ func TestFanoutLocalDeadLettersAcrossShards(t *testing.T) {
 		})
 		return out
 	}
-	n := New(Config{Store: st})
+	n := New(Config{Store: st.Tasks()})
 	for _, tc := range []struct {
 		q     dlqQuery
 		limit int

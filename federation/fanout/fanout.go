@@ -179,7 +179,7 @@ func (rd *Reader) BulkCancel(ctx context.Context, f queue.Filter, only, by strin
 	parts := fanOut(ctx, rd, regions,
 		func(ctx context.Context) (int, error) {
 			// A partial count is kept with the error: those tasks are cancelled.
-			return rd.cfg.Store.Tasks().CancelWhere(ctx, f, by)
+			return rd.cfg.Store.CancelWhere(ctx, f, by)
 		},
 		func(ctx context.Context, api string) (int, error) {
 			var out apiv1.BulkCancelResponse
@@ -485,7 +485,7 @@ func (rd *Reader) localDeadLetters(ctx context.Context, q dlqQuery, after *dlqMa
 	seen := map[string]bool{}
 	found := []*task.Task{}
 	for off := 0; ; off += deadLetterChunk - deadLetterOverlap {
-		ts, err := rd.cfg.Store.Tasks().DeadLetters(ctx, off, deadLetterChunk)
+		ts, err := rd.cfg.Store.DeadLetters(ctx, off, deadLetterChunk)
 		if err != nil {
 			return nil, false, err
 		}

@@ -11,15 +11,15 @@ import (
 	"github.com/ax-sched/ax/federation/budget"
 	"github.com/ax-sched/ax/federation/peer"
 	"github.com/ax-sched/ax/federation/view"
-	"github.com/ax-sched/ax/queue/store"
+	"github.com/ax-sched/ax/queue/read"
 	"github.com/ax-sched/ax/task"
 )
 
 // Config of a server's reader.
 type Config struct {
-	Region  string   // this server's region
-	Regions []string // every region of the federation (config regions:)
-	Store   *store.Store
+	Region  string      // this server's region
+	Regions []string    // every region of the federation (config regions:)
+	Store   *read.Tasks // this region's tasks
 	Peer    *peer.Client
 	View    *view.View
 	Logger  *slog.Logger

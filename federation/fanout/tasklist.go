@@ -91,7 +91,7 @@ func (rd *Reader) Tasks(ctx context.Context, q TaskQuery, hops int) (*DeadLetter
 		local: func(ctx context.Context, limit int) ([]*task.Task, bool, error) {
 			lq := f
 			lq.Limit = limit
-			ts, more, err := rd.cfg.Store.Tasks().List(ctx, lq)
+			ts, more, err := rd.cfg.Store.List(ctx, lq)
 			for _, t := range ts {
 				t.Payload = nil
 			}

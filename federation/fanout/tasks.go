@@ -80,7 +80,7 @@ func carried(tr []task.Transition) bool {
 // which a hand-off carries from region to region (from an older sender
 // that carried none, the home part followed by the receiver's).
 func (rd *Reader) Trail(ctx context.Context, id string, hops int) ([]task.Transition, error) {
-	tr, err := rd.cfg.Store.Tasks().Trail(ctx, id)
+	tr, err := rd.cfg.Store.Trail(ctx, id)
 	if errors.Is(err, task.ErrNotFound) && hops < maxHops {
 		if home, ok := rd.cfg.Peer.Home(id); ok {
 			var r apiv1.TrailResponse
@@ -133,12 +133,12 @@ func (rd *Reader) Act(ctx context.Context, op TaskOp, id string, priority int, b
 	var err error
 	switch op {
 	case OpCancel:
-		st, err = rd.cfg.Store.Tasks().Cancel(ctx, id, task.ReasonCanceledByUser, by)
+		st, err = rd.cfg.Store.Cancel(ctx, id, task.ReasonCanceledByUser, by)
 	case OpReplay:
-		err = rd.cfg.Store.Tasks().Replay(ctx, id, by)
+		err = rd.cfg.Store.Replay(ctx, id, by)
 		st = task.Pending
 	case OpPriority:
-		err = rd.cfg.Store.Tasks().SetPriority(ctx, id, priority, by)
+		err = rd.cfg.Store.SetPriority(ctx, id, priority, by)
 	}
 	if err == nil {
 		rd.wake()

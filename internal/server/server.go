@@ -307,8 +307,8 @@ func (s *Server) assemble(pc placement.Config, peerTLS *tls.Config, reg *prometh
 	if err != nil {
 		return err
 	}
-	s.dags = dag.New(s.store, s.node, dag.Config{Region: cfg.Name, Regions: cfg.Regions, Defaults: defaultsOf(cfg), Backlog: s.maxBacklog, Registerer: reg, Logger: s.log})
-	s.batches = batch.New(s.store.Engine, s.node, batch.Config{Region: cfg.Name, Regions: cfg.Regions, Defaults: defaultsOf(cfg),
+	s.dags = dag.New(s.store.DAGs(), s.node, dag.Config{Region: cfg.Name, Regions: cfg.Regions, Defaults: defaultsOf(cfg), Backlog: s.maxBacklog, Registerer: reg, Logger: s.log})
+	s.batches = batch.New(s.store.Batches(), s.node, batch.Config{Region: cfg.Name, Regions: cfg.Regions, Defaults: defaultsOf(cfg),
 		Retain: s.store.Options().RetainSuccess, Logger: s.log})
 	s.sched = schedule.New(s.global, s.node, schedule.Config{
 		Region: cfg.Name, Regions: cfg.Regions, Defaults: defaultsOf(cfg), DAGs: s.dags, BudgetRoom: s.node.BudgetRoom,

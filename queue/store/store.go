@@ -2,6 +2,7 @@ package store
 
 import (
 	"github.com/ax-sched/ax/queue"
+	"github.com/ax-sched/ax/queue/batchstore"
 	"github.com/ax-sched/ax/queue/claim"
 	"github.com/ax-sched/ax/queue/dagstore"
 	"github.com/ax-sched/ax/queue/handoffs"
@@ -22,6 +23,7 @@ type Store struct {
 	handOffs   *handoffs.HandOffs
 	tasks      *read.Tasks
 	dags       *dagstore.DAGs
+	batches    *batchstore.Batches
 }
 
 // New returns a Store over rdb.
@@ -35,7 +37,7 @@ func New(rdb redis.UniversalClient, opts queue.Options) (*Store, error) {
 
 func newStore(e *queue.Engine) *Store {
 	return &Store{Engine: e, submitter: submit.New(e), claimer: claim.New(e), maintainer: maint.New(e),
-		handOffs: handoffs.New(e), tasks: read.New(e), dags: dagstore.New(e)}
+		handOffs: handoffs.New(e), tasks: read.New(e), dags: dagstore.New(e), batches: batchstore.New(e)}
 }
 
 // Submitter is the store's submitting stage.
@@ -55,3 +57,6 @@ func (s *Store) Tasks() *read.Tasks { return s.tasks }
 
 // DAGs is the store's DAG runs.
 func (s *Store) DAGs() *dagstore.DAGs { return s.dags }
+
+// Batches is the store's batches.
+func (s *Store) Batches() *batchstore.Batches { return s.batches }
