@@ -230,7 +230,7 @@ local function finish()
   C = nil
 end
 
--- Run times (issue 14): how long a pool takes to run a task type, learnt
+-- Run times (docs/architecture.md §5): how long a pool takes to run a task type, learnt
 -- from completions and published by the region leader for placement. One
 -- hash per shard (the caller's key), one field per pair,
 -- "<pool> <type>" → "n mean_us sd_us last_ms": the count, an exponentially
@@ -595,7 +595,7 @@ local function fair_flush()
   return owed, by
 end
 
--- Limits (issue 13, docs/limits.md, queue/limits.go). A task has the limit
+-- Limits (docs/limits.md, queue/limits.go). A task has the limit
 -- keys 'y:<type>', 'n:<tenant>' and, when it names one, 'k:<limit_key>'.
 -- Per shard, every key built from the prefix (the shared hash tag keeps
 -- them on the shard's Cluster slot):
@@ -854,7 +854,7 @@ local function make_ready(id, now, pool, prio, eq, reason, has_pool)
   wake(pool)
 end
 
--- Cost records (issue 14, docs/cost.md): what every ended attempt cost, in
+-- Cost records (docs/cost.md): what every ended attempt cost, in
 -- the region that ran it. One hash per shard and UTC day, cost:<day> (days
 -- since the Unix epoch, by the script's clock), one field per
 -- "<tenant>\t<type>\t<pool>\t<tags>" → "runs failed run_ms pico_usd": the

@@ -1,5 +1,5 @@
 -- replace.lua: the leader's re-placement of READY tasks when the world
--- changed under them (issue 14: their pool's live price rose past the
+-- changed under them (their pool's live price rose past the
 -- region's threshold, or its capacity window closed): READY→PENDING
 -- (REPLACED_COST) into the due set, where the leader's place loop places
 -- them with the prices and windows of now. A task no longer READY in the

@@ -59,7 +59,7 @@ local codes = {}
 local created = {}
 local LOW = {} -- '<pool>:<p>' -> {pool, p, earliest due} of pinned delayed tasks
 local DN         -- earliest due of unplaced delayed tasks
--- Admission (issue 14): the limits, and each limited pool's READY count in
+-- Admission: the limits, and each limited pool's READY count in
 -- this shard, read once and counted on as this call adds to it.
 local ADMIT, READY = {}, {}
 for p, v in string.gmatch(ARGV[3], '(%S+) (%d+)') do ADMIT[p] = tonumber(v) end

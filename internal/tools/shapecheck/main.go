@@ -1,7 +1,8 @@
 // Command shapecheck fails when the module's code outgrows the limits the project keeps:
 // a package's non-test Go over 2 500 lines, a type with more than 40 methods, a function
 // longer than 150 lines or above cyclomatic complexity 35, or a comment that cites one
-// of the project's issues (history belongs in commit messages, not in the code).
+// of the project's issues (history belongs in commit messages, not in the code), in Go
+// or in a script beside it (Lua, shell, Python, TypeScript, JavaScript).
 //
 // Usage: go run ./internal/tools/shapecheck [-pending FILE] [root]
 //
@@ -55,19 +56,22 @@ func main() {
 		os.Exit(2)
 	}
 	dirs := map[string][]string{}
+	var scriptFiles []string
 	err = filepath.WalkDir(root, func(path string, d fs.DirEntry, err error) error {
 		if err != nil {
 			return err
 		}
 		if d.IsDir() {
 			name := d.Name()
-			if path != root && (strings.HasPrefix(name, ".") || name == "node_modules" || name == "testdata" || name == "vendor") {
+			if path != root && (strings.HasPrefix(name, ".") || name == "node_modules" || name == "testdata" || name == "vendor" || name == "dist" || name == "__pycache__") {
 				return filepath.SkipDir
 			}
 			return nil
 		}
 		if strings.HasSuffix(path, ".go") {
 			dirs[filepath.Dir(path)] = append(dirs[filepath.Dir(path)], path)
+		} else if isScript(path) {
+			scriptFiles = append(scriptFiles, path)
 		}
 		return nil
 	})
@@ -88,6 +92,14 @@ func main() {
 			os.Exit(2)
 		}
 		out = append(out, f...)
+	}
+	for _, path := range scriptFiles {
+		src, err := os.ReadFile(path)
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "shapecheck:", err)
+			os.Exit(2)
+		}
+		out = append(out, scriptFindings(path, string(src))...)
 	}
 	failed := 0
 	used := make([]bool, len(pending))
