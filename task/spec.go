@@ -123,6 +123,10 @@ type Spec struct {
 	// before it starts: placement takes the cheapest pool whose expected
 	// wait stays within it (or the pool's target, whichever is smaller).
 	MaxWait Duration `json:"max_wait,omitempty"`
+	// Slots is the share of a worker slot the task holds while it runs
+	// (0.001..1 in steps of 0.001; left out: 1), so small tasks pack onto
+	// one slot (docs/tasks.md "Fractional slots").
+	Slots Slots `json:"slots,omitempty"`
 	Grouping
 	// ResultTTL, when > 0, is how long the task's record and result are
 	// kept after it succeeds (0: the region's retention.success); the
@@ -185,6 +189,12 @@ func badTimeField(data []byte) *FieldError {
 			if err := json.Unmarshal(raw, &d); err != nil {
 				return &FieldError{Field: f, Msg: "must be a duration such as \"90s\" or a number of milliseconds"}
 			}
+		}
+	}
+	if raw, ok := m["slots"]; ok {
+		var v Slots
+		if err := json.Unmarshal(raw, &v); err != nil {
+			return &FieldError{Field: "slots", Msg: "must be a number from 0.001 to 1"}
 		}
 	}
 	if raw, ok := m["run_at"]; ok {
@@ -261,6 +271,9 @@ func (s *Spec) Normalize(d Defaults, now time.Time) error {
 		return err
 	}
 	if err := s.normalizeGrouping(); err != nil {
+		return err
+	}
+	if err := s.normalizeSlots(); err != nil {
 		return err
 	}
 	if err := s.normalizeTenant(); err != nil {

@@ -28,6 +28,8 @@ type Task struct {
 	MaxPricePerSlotHour float64 `json:"max_price_per_slot_hour,omitempty"`
 	// MaxWait is the spec's own wait target (0: none).
 	MaxWait Duration `json:"max_wait,omitempty"`
+	// Slots is the spec's share of a worker slot (0: a whole slot).
+	Slots Slots `json:"slots,omitempty"`
 	// ResultTTL is the spec's result_ttl (0: the region's retention).
 	ResultTTL Duration `json:"result_ttl,omitempty"`
 	// UniqueKey and DebounceKey are the spec's unique_key and
@@ -116,7 +118,7 @@ func (t *Task) Spec() *Spec {
 		Timeout: t.Timeout, MaxRetries: &mr, RetryBase: t.RetryBase, RetryCap: t.RetryCap,
 		Preemptible: t.Preemptible, Critical: t.Critical, Tenant: t.Tenant, TraceID: t.TraceID,
 		LimitKey: t.LimitKey, MaxPricePerSlotHour: t.MaxPricePerSlotHour, MaxWait: t.MaxWait,
-		ResultTTL: t.ResultTTL, Parents: t.Parents, Batch: t.Batch,
+		ResultTTL: t.ResultTTL, Parents: t.Parents, Batch: t.Batch, Slots: t.Slots,
 	}
 	// The key was settled at home; the receiver of a hand-off shows it and
 	// takes none (a task with an id takes no key).

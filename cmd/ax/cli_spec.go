@@ -38,13 +38,14 @@ type specFlags struct {
 	maxPrice       float64
 	maxWait        time.Duration
 	resultTTL      time.Duration
+	slots          float64
 	group          groupflags.Flags
 }
 
 // specFlagNames are the flags above, to tell whether any was given.
 var specFlagNames = append([]string{"type", "payload", "payload-file", "priority", "tag", "region", "delay", "run-at", "timeout",
 	"max-retries", "retry-base", "retry-cap", "idempotency-key", "idempotency-ttl", "preemptible",
-	"critical", "tenant", "trace-id", "limit-key", "max-price", "max-wait", "result-ttl"}, groupflags.Names...)
+	"critical", "tenant", "trace-id", "limit-key", "max-price", "max-wait", "result-ttl", "slots"}, groupflags.Names...)
 
 func (f *specFlags) register(fs *pflag.FlagSet) {
 	fs.StringVar(&f.typ, "type", "", "task type (handler name), e.g. report.generate")
@@ -69,6 +70,7 @@ func (f *specFlags) register(fs *pflag.FlagSet) {
 	fs.DurationVar(&f.maxWait, "max-wait", 0, "max_wait: the task's target for its wait before it starts; the cheapest pool expected to start it within that wins (0: the pools')")
 	fs.StringVar(&f.limitKey, "limit-key", "", "the shared resource whose limits apply (the region's limits: config, at most 64 bytes)")
 	fs.DurationVar(&f.resultTTL, "result-ttl", 0, "result_ttl: how long the task and its result are kept after it succeeds (1s to 720h; default: the region's retention)")
+	fs.Float64Var(&f.slots, "slots", 1, "the share of a worker slot the task holds while it runs, 0.001 to 1 (0.25: four such tasks share one slot)")
 	f.group.Register(fs)
 }
 
@@ -105,6 +107,7 @@ func (f *specFlags) spec(env *cliEnv) (*task.Spec, error) {
 		MaxPricePerSlotHour: f.maxPrice,
 		MaxWait:             task.Duration(f.maxWait),
 		ResultTTL:           task.Duration(f.resultTTL),
+		Slots:               task.Slots(f.slots),
 	}
 	if f.group.Apply(s); s.Type == "" {
 		return nil, cliUsage("--type is required (or -f FILE)")
@@ -114,6 +117,9 @@ func (f *specFlags) spec(env *cliEnv) (*task.Spec, error) {
 			return nil, cliUsage("--priority %d: must be between 0 and %d", f.priority, task.MaxPriority)
 		}
 		s.Priority = &f.priority
+	}
+	if fl.Changed("slots") && f.slots <= 0 {
+		return nil, cliUsage("--slots %g: must be from 0.001 to 1", f.slots)
 	}
 	if fl.Changed("max-retries") {
 		s.MaxRetries = &f.maxRetries

@@ -145,6 +145,9 @@ func SpecFields(s *task.Spec, d task.Defaults) []any {
 	if s.MaxWait > 0 {
 		f = append(f, "mw", Ms(time.Duration(s.MaxWait)))
 	}
+	if m := s.SlotMilli(); m != task.MilliSlots {
+		f = append(f, "sl", strconv.Itoa(m))
+	}
 	if s.ResultTTL > 0 {
 		f = append(f, "xt", Ms(time.Duration(s.ResultTTL)))
 	}
@@ -267,6 +270,10 @@ func (r *TaskReader) setSpec(k, v string) bool {
 		t.MaxPricePerSlotHour, _ = strconv.ParseFloat(v, 64)
 	case "mw":
 		t.MaxWait = msDur(v)
+	case "sl":
+		if m := Atoi(v); m > 0 && m < task.MilliSlots {
+			t.Slots = task.Slots(m) / task.MilliSlots
+		}
 	case "xt":
 		t.ResultTTL = msDur(v)
 	case "uk":

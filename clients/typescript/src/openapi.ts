@@ -1091,6 +1091,11 @@ export interface components {
             max_retries: number;
             /** @description a Go duration ("1m30s") */
             max_wait?: string;
+            /**
+             * Format: double
+             * @description the share of a worker slot the task holds while it runs; absent: 1 (docs/tasks.md, Fractional slots)
+             */
+            slots?: number;
             /** @description the submitter's JSON value, as submitted (any JSON type) */
             payload?: unknown;
             pinned?: boolean;
@@ -1212,6 +1217,8 @@ export interface components {
             max_price_per_slot_hour?: number;
             /** @description Go duration: the task's own target for its expected wait before it starts (the smaller of it and the pool's applies) */
             max_wait?: string;
+            /** @description the share of a worker slot the task holds while it runs (0.001 to 1 in steps of 0.001; absent: 1): a worker with N slots runs tasks whose slots sum to at most N, so four tasks of 0.25 share one slot (docs/tasks.md, Fractional slots) */
+            slots?: number;
             /** @description per tenant: while a task of this key waits (or runs, per unique_until), a submit of the same key creates nothing and answers with that task (200), or 409 naming unique_key when unique_conflict is reject. Decided in the key's home region. Not with idempotency_key or debounce_key */
             unique_key?: string;
             /** @description Go duration: the longest the unique key holds (default 24h, at most 720h) */

@@ -1090,7 +1090,10 @@ type Task struct {
 	RetryBase string `json:"retry_base"`
 
 	// RetryCap a Go duration ("1m30s")
-	RetryCap  string     `json:"retry_cap"`
+	RetryCap string `json:"retry_cap"`
+
+	// Slots the share of a worker slot the task holds while it runs; absent: 1 (docs/tasks.md, Fractional slots)
+	Slots     *float64   `json:"slots,omitempty"`
 	StartedAt *time.Time `json:"started_at,omitempty"`
 
 	// State a task state; TIMEOUT appears only in trails (the reaper moves a timed-out task on to PENDING or FAILED at once)
@@ -1187,15 +1190,18 @@ type TaskSpec struct {
 	Regions     *[]string   `json:"regions,omitempty"`
 
 	// ResultTtl Go duration, 1s to 720h: how long the record and its result are kept after SUCCESS (default: the region's retention.success)
-	ResultTtl *string            `json:"result_ttl,omitempty"`
-	RetryBase *string            `json:"retry_base,omitempty"`
-	RetryCap  *string            `json:"retry_cap,omitempty"`
-	RunAt     *time.Time         `json:"run_at,omitempty"`
-	Tags      *map[string]string `json:"tags,omitempty"`
-	Tenant    *string            `json:"tenant,omitempty"`
-	Timeout   *string            `json:"timeout,omitempty"`
-	TraceId   *string            `json:"trace_id,omitempty"`
-	Type      string             `json:"type"`
+	ResultTtl *string    `json:"result_ttl,omitempty"`
+	RetryBase *string    `json:"retry_base,omitempty"`
+	RetryCap  *string    `json:"retry_cap,omitempty"`
+	RunAt     *time.Time `json:"run_at,omitempty"`
+
+	// Slots the share of a worker slot the task holds while it runs (0.001 to 1 in steps of 0.001; absent: 1): a worker with N slots runs tasks whose slots sum to at most N, so four tasks of 0.25 share one slot (docs/tasks.md, Fractional slots)
+	Slots   *float32           `json:"slots,omitempty"`
+	Tags    *map[string]string `json:"tags,omitempty"`
+	Tenant  *string            `json:"tenant,omitempty"`
+	Timeout *string            `json:"timeout,omitempty"`
+	TraceId *string            `json:"trace_id,omitempty"`
+	Type    string             `json:"type"`
 
 	// UniqueConflict a submit meeting a held unique key: 200 with the holder (existing, the default) or 409 naming unique_key (reject)
 	UniqueConflict *TaskSpecUniqueConflict `json:"unique_conflict,omitempty"`

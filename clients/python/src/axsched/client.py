@@ -105,14 +105,16 @@ class Client:
     def submit(self, spec: Optional[Mapping[str, Any]] = None, *, unique_key: Optional[str] = None,
                unique_for: Optional[str] = None, unique_until: Optional[str] = None,
                unique_conflict: Optional[str] = None, debounce_key: Optional[str] = None,
-               debounce: Optional[str] = None, debounce_max_wait: Optional[str] = None) -> Dict[str, Any]:
+               debounce: Optional[str] = None, debounce_max_wait: Optional[str] = None,
+               slots: Optional[float] = None) -> Dict[str, Any]:
         """POST /v1/tasks: {id, state, region, pool, duplicate}.
 
         The keyword fields join spec (docs/tasks.md): unique_key with
         unique_for (a Go duration), unique_until ("started" or "finished")
         and unique_conflict ("existing": the holder's answer, 200; "reject":
         409 naming unique_key); debounce_key with debounce and
-        debounce_max_wait (Go durations). A submit that may have reached a
+        debounce_max_wait (Go durations); slots, the share of a worker slot
+        the task holds (0.001 to 1; four tasks of 0.25 share one slot). A submit that may have reached a
         server without an answer is sent again only when sending it twice
         creates one task: with an idempotency_key, a debounce_key, or a
         unique_key whose conflict is not "reject" (else it could run twice).
@@ -120,7 +122,7 @@ class Client:
         body = dict(spec or {})
         for k, v in (("unique_key", unique_key), ("unique_for", unique_for), ("unique_until", unique_until),
                      ("unique_conflict", unique_conflict), ("debounce_key", debounce_key), ("debounce", debounce),
-                     ("debounce_max_wait", debounce_max_wait)):
+                     ("debounce_max_wait", debounce_max_wait), ("slots", slots)):
             if v is not None:
                 body[k] = v
         return self._call("submitTask", body, idempotent=_resendable(body))

@@ -110,6 +110,9 @@ func Task(w *tabwriter.Writer, t *task.Task, loc *time.Location) {
 	row("Payload", Cut(string(t.Payload), 200))
 	row("Trace ID", t.TraceID)
 	row("Limit key", t.LimitKey)
+	if t.Slots > 0 {
+		row("Slots", strconv.FormatFloat(float64(t.Slots), 'f', -1, 64))
+	}
 }
 
 // TaskRows is a table of tasks, one row each (ax tasks ls).
