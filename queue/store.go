@@ -393,6 +393,12 @@ type ClaimRequest struct {
 	// Types the claimer serves: only tasks of these types are taken (the
 	// zero value: every type). Tasks of other types keep their place.
 	Types Types
+	// Room, when > 0, is the claimer's free room in milli-slots
+	// (task.MilliSlots a whole slot): the tasks taken fit it together
+	// (task.Task.SlotMilli each) and N only bounds their count. A task
+	// that does not fit ends the claim in its place (Claimed.Full).
+	// 0: every task counts one of N.
+	Room int
 }
 
 // Claimed is a claim's answer.
@@ -408,6 +414,10 @@ type Claimed struct {
 	// a floor's freed slot goes to another tenant (docs/fairness.md, "Ties
 	// and stale counts").
 	Counts bool
+	// Full: a READY task did not fit the request's Room (it keeps its
+	// place): the claimer should claim again once one of its tasks ends,
+	// not before.
+	Full bool
 }
 
 // Lease identifies a held task.

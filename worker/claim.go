@@ -28,9 +28,14 @@ func (w *Worker) claimLoop(ctx, base context.Context, g *slots) {
 	// claim's answer); sooner than the idle wait, the worker claims again
 	// then instead of waiting for a wake-up, which a release sends no one.
 	var parked time.Duration
+	// full: the last claim met a task its room could not fit, so the next
+	// one waits for a task of g to end (and free room) first.
+	full := false
 	for ctx.Err() == nil {
 		woken := false
-		if !mayRemain && parked > 0 {
+		if full {
+			// the wait is in reserve
+		} else if !mayRemain && parked > 0 {
 			if !sleep(ctx, parked) {
 				return
 			}
@@ -43,10 +48,11 @@ func (w *Worker) claimLoop(ctx, base context.Context, g *slots) {
 				return
 			}
 		}
-		n := w.reserve(ctx, g, w.opts.ClaimBatch)
-		if n == 0 {
+		room := w.reserve(ctx, g, full)
+		if room == 0 {
 			return
 		}
+		n := w.opts.ClaimBatch
 		// In a pool with a fair share the successes that freed these slots
 		// are recorded first, so the claim does not count them as running
 		// (a floor's freed slot would go to another tenant). Elsewhere the
@@ -59,7 +65,7 @@ func (w *Worker) claimLoop(ctx, base context.Context, g *slots) {
 		// or those tasks would sit RUNNING until their leases expire.
 		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), callTimeout)
 		claimed, err := w.store.ClaimTasks(cctx, queue.ClaimRequest{
-			Pool: w.opts.Pool, Worker: w.opts.ID, N: n, Price: w.opts.PricePerSlotHour, Types: w.claimTypes(g),
+			Pool: w.opts.Pool, Worker: w.opts.ID, N: n, Price: w.opts.PricePerSlotHour, Types: w.claimTypes(g), Room: room,
 		})
 		cancel()
 		if err == nil {
@@ -70,7 +76,11 @@ func (w *Worker) claimLoop(ctx, base context.Context, g *slots) {
 		if claimed.Parked < w.opts.IdleWait {
 			parked = claimed.Parked
 		}
-		w.release(g, n-len(tasks))
+		for _, t := range tasks {
+			room -= t.SlotMilli()
+		}
+		w.unreserve(g, room)
+		full = claimed.Full && err == nil
 		switch {
 		case len(tasks) > 0 || !woken:
 			wasted = 0
@@ -91,7 +101,7 @@ func (w *Worker) claimLoop(ctx, base context.Context, g *slots) {
 			continue
 		}
 		fails = 0
-		mayRemain = len(tasks) == n
+		mayRemain = len(tasks) == n || full
 	}
 }
 
@@ -133,7 +143,7 @@ func (w *Worker) start(base context.Context, g *slots, qt *task.Task, sent time.
 	// base never ends, so a job's context costs no registration with a
 	// shared parent: thousands of tasks a second would contend on its lock.
 	ctx, cancel := context.WithCancelCause(base)
-	j := &job{task: t, id: qt.ID, token: qt.LeaseToken, slots: g, claimedAt: sent, cancel: cancel}
+	j := &job{task: t, id: qt.ID, token: qt.LeaseToken, slots: g, milli: qt.SlotMilli(), claimedAt: sent, cancel: cancel}
 	w.mu.Lock()
 	w.held[j.id] = j
 	halted := w.halted

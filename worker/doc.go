@@ -13,8 +13,12 @@
 //
 // # Slots, claims and wake-ups
 //
-// A worker has Concurrency slots. Whenever slots are free it claims up to
-// min(free slots, ClaimBatch) tasks in one store.Claim. When a claim comes
+// A worker has Concurrency slots, counted in milli-slots: a task holds its
+// spec's slots (task.Spec.Slots, a whole slot when left out) while it runs.
+// Whenever room is free it claims up to ClaimBatch tasks that fit the free
+// room together in one store.Claim; a claim that meets a task the room
+// cannot fit stops there (the task keeps its place) and the next claim
+// waits for a running task to end. When a claim comes
 // back short the queue is empty, and the worker blocks on the pool's wake-up
 // markers (a claim.Waker: one BLPOP over every shard on one Redis, one
 // blocking pop per shard on a Redis Cluster) instead of polling: a submit

@@ -37,7 +37,7 @@ func (w *Worker) execute(ctx context.Context, j *job) {
 		// and the next claim waits for it, acker.settled), so the claim of
 		// it never counts this task as running.
 		w.settle(j, err, cause, rt)
-		w.release(j.slots, 1)
+		w.release(j.slots, j.milli)
 		endRun(span, err, cause)
 	}()
 	err = runHandler(ctx, w.handler(j.task.Type), j.task)
@@ -147,7 +147,7 @@ func (w *Worker) resultTooLarge(t *Task) string {
 // giveBack returns a task claimed during shutdown without running it.
 func (w *Worker) giveBack(j *job) {
 	defer w.tasks.Done()
-	w.release(j.slots, 1)
+	w.release(j.slots, j.milli)
 	w.mu.Lock()
 	j.done = true
 	w.mu.Unlock()

@@ -5,17 +5,20 @@ import (
 	"sort"
 
 	"github.com/ax-sched/ax/queue"
+	"github.com/ax-sched/ax/task"
 )
 
 // slots is one of the worker's concurrency pools: a type's own
 // (Options.TypeConcurrency), or the shared one (typ "") of every other
-// type. Each has its own claim loop and idle wait, and claims only its
+// type. Its room is counted in milli-slots (task.MilliSlots a slot): a
+// task holds its SlotMilli of it while it runs, so four tasks of slots
+// 0.25 run in one slot. Each has its own claim loop and idle wait, and claims only its
 // types, so handlers of one type that all block hold only that type's
 // slots: the others keep claiming and running.
 type slots struct {
 	typ   string // "" the shared pool
-	size  int
-	free  int           // under Worker.mu
+	size  int           // milli-slots
+	free  int           // milli-slots, under Worker.mu
 	freed chan struct{} // a slot was freed (capacity 1)
 	waker waiter        // the claim loop's idle wait, set by Run
 	// counts: the last claim said the pool has a fair share
@@ -34,9 +37,10 @@ func newSlots(opts Options) []*slots {
 		shared -= n
 	}
 	sort.Strings(types)
+	shared *= task.MilliSlots
 	out := []*slots{{size: shared, free: shared, freed: make(chan struct{}, 1), counts: true}}
 	for _, t := range types {
-		n := opts.TypeConcurrency[t]
+		n := opts.TypeConcurrency[t] * task.MilliSlots
 		out = append(out, &slots{typ: t, size: n, free: n, freed: make(chan struct{}, 1), counts: true})
 	}
 	return out
@@ -75,13 +79,22 @@ func (w *Worker) claimTypes(g *slots) queue.Types {
 	return t
 }
 
-// reserve takes up to n free slots of g, waiting until at least one is
-// free. It returns 0 when ctx ends first.
-func (w *Worker) reserve(ctx context.Context, g *slots, n int) int {
+// reserve takes all of g's free room (milli-slots), waiting until some
+// is free; with afterFree, it first waits for a task of g to end (the
+// last claim found a task its room could not fit). It returns 0 when ctx
+// ends first.
+func (w *Worker) reserve(ctx context.Context, g *slots, afterFree bool) int {
+	if afterFree {
+		select {
+		case <-ctx.Done():
+			return 0
+		case <-g.freed:
+		}
+	}
 	for {
 		w.mu.Lock()
-		k := min(g.free, n)
-		g.free -= k
+		k := g.free
+		g.free = 0
 		w.mu.Unlock()
 		if k > 0 {
 			return k
@@ -94,13 +107,24 @@ func (w *Worker) reserve(ctx context.Context, g *slots, n int) int {
 	}
 }
 
-// release gives n slots of g back.
-func (w *Worker) release(g *slots, n int) {
-	if n <= 0 {
+// unreserve gives back the room a claim did not use, without waking the
+// claim loop (nothing ended).
+func (w *Worker) unreserve(g *slots, room int) {
+	if room == 0 {
 		return
 	}
 	w.mu.Lock()
-	g.free += n
+	g.free += room
+	w.mu.Unlock()
+}
+
+// release gives back the room (milli-slots) of a task of g that ended.
+func (w *Worker) release(g *slots, room int) {
+	if room <= 0 {
+		return
+	}
+	w.mu.Lock()
+	g.free += room
 	w.mu.Unlock()
 	select {
 	case g.freed <- struct{}{}:

@@ -32,6 +32,9 @@ type Task struct {
 	LimitKey   string    // the spec's limit_key ("" when none)
 	Deadline   time.Time // when this attempt's timeout ends
 	Price      float64   // price per slot-hour recorded at claim (0: none)
+	// Slots is the share of a worker slot the task holds while it runs
+	// (task.Spec.Slots): 1 for a whole slot.
+	Slots float64
 	// ReadyAt is when the task last became READY, by the Redis clock (ms);
 	// zero when the store did not keep it. Start − ReadyAt is the
 	// scheduling latency.
@@ -62,6 +65,7 @@ func newTask(qt *task.Task, deadline time.Time) *Task {
 		LimitKey:   qt.LimitKey,
 		Deadline:   deadline,
 		Price:      qt.PricePerHour,
+		Slots:      float64(qt.SlotMilli()) / task.MilliSlots,
 		parents:    qt.Parents,
 	}
 }

@@ -56,7 +56,8 @@ type Worker struct {
 type job struct {
 	task      *Task
 	id, token string
-	slots     *slots    // the concurrency pool whose slot it holds
+	slots     *slots    // the concurrency pool whose room it holds
+	milli     int       // the room it holds (its SlotMilli)
 	claimedAt time.Time // local time just before the claim was sent
 	cancel    context.CancelCauseFunc
 

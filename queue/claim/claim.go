@@ -41,11 +41,16 @@ func (s *Claimer) ClaimTasks(ctx context.Context, req queue.ClaimRequest) (queue
 			start = k
 		}
 	}
-	for i := 0; i < s.Shards() && len(out) < n; i++ {
+	room := req.Room
+	for i := 0; i < s.Shards() && len(out) < n && !c.Full; i++ {
 		shard := (start + i) % s.Shards()
+		roomArg := ""
+		if req.Room > 0 {
+			roomArg = strconv.Itoa(room)
+		}
 		res, err := s.Run(ctx, s.Client(), queue.Scripts.Claim, s.KeysWith(shard, queue.PricesKey(s.Prefix(shard))), s.Clock(), req.Pool, req.Worker,
 			n-len(out), s.Options().Lease.Milliseconds(), s.Options().AgingStep.Milliseconds(), price,
-			s.Options().Defaults.Timeout.Milliseconds(), served, queue.ClaimSkip).Slice()
+			s.Options().Defaults.Timeout.Milliseconds(), served, queue.ClaimSkip, roomArg).Slice()
 		if err != nil {
 			c.Tasks = out
 			return c, fmt.Errorf("queue: claim: %w", err)
@@ -53,9 +58,7 @@ func (s *Claimer) ClaimTasks(ctx context.Context, req queue.ClaimRequest) (queue
 		if len(res) < 4 {
 			continue
 		}
-		if len(res)%2 == 1 {
-			c.Counts = true
-		}
+		res = claimMarks(res, &c)
 		now := record.MsTime(queue.ToStr(res[0]))
 		first, _ := strconv.ParseInt(queue.ToStr(res[1]), 10, 64)
 		paid, _ := strconv.ParseFloat(queue.ToStr(res[2]), 64)
@@ -81,11 +84,34 @@ func (s *Claimer) ClaimTasks(ctx context.Context, req queue.ClaimRequest) (queue
 			t.Attempts++
 			t.PricePerHour = paid
 			t.HeldBy = s.Options().Region
+			room -= t.SlotMilli()
 			out = append(out, t)
+		}
+		if req.Room > 0 && room <= 0 {
+			c.Full = true
 		}
 	}
 	c.Tasks = out
 	return c, nil
+}
+
+// claimMarks takes the trailing marks off a claim's answer: '~' the claim
+// stopped at a task its room could not fit (Full), '!' the pool has a
+// fair share (Counts).
+func claimMarks(res []any, c *queue.Claimed) []any {
+	for len(res) > 4 {
+		m, ok := res[len(res)-1].(string)
+		switch {
+		case ok && m == "~":
+			c.Full = true
+		case ok && m == "!":
+			c.Counts = true
+		default:
+			return res
+		}
+		res = res[:len(res)-1]
+	}
+	return res
 }
 
 // WaitForWork blocks until a wake-up marker for pool appears or timeout

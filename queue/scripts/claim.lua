@@ -25,16 +25,25 @@
 -- also has the key w:<pool>, a concurrency limit of the lane's slots: past
 -- it the task is parked (SLOW_LANE_FULL) like a limited one, and a slow
 -- task's end unparks the next, so quick tasks keep flowing behind them.
+-- Room (docs/tasks.md "Fractional slots"): a claimer that counts slots
+-- sends its free room in milli-slots (ARGV 11); each task takes its sl
+-- (1000, a whole slot, when absent) out of it, and n only bounds the count.
+-- A task that does not fit what is left ends the claim where it stands: it
+-- keeps its place (no smaller task behind it jumps it), the answer says
+-- the claim stopped for room, and the claimer claims again once a task of
+-- its own ends.
 -- KEYS: 1-8 see lib.lua; 9 prices.
 -- ARGV: 1 clock, 2 pool, 3 worker, 4 n, 5 lease_ms, 6 aging_step_ms,
 --       7 the worker's price per slot-hour ('' = none), 8 default timeout
 --       ms (records omit fields equal to the region default), 9 served
 --       types: '*' every type, else ',a,b,' (',' none), 10 per-priority
---       skip bound.
+--       skip bound, 11 free room in milli-slots ('' or absent: none, every
+--       task counts one of n).
 -- Returns: {now_ms, first lease token, price recorded ('' = none), ms until
 -- parked tasks are looked at again ('' = none of this pool parked), then per claimed
 -- task: id, its record as HGETALL pairs before the claim}. The j-th
--- task (from 1) holds token first+j-1; the caller applies what the claim
+-- task (from 1) holds token first+j-1; a last '~' (before a fair
+-- share's '!') says the claim stopped at a task its room could not fit; the caller applies what the claim
 -- set (st U, wk, lt, sa now, at+1, px; for a task promoted untouched, rs
 -- DUE and rt, eq its due time) to its copy.
 local now = clock(ARGV[1])
@@ -47,6 +56,10 @@ if filter then
   for ty in string.gmatch(ARGV[9], '[^,]+') do served[ty] = true end
 end
 local skipped = 0
+-- ROOM: the claimer's free room left (milli-slots), nil when it sends none;
+-- FULL: a task did not fit it, which ends the claim.
+local ROOM = ARGV[11] and ARGV[11] ~= '' and tonumber(ARGV[11]) or nil
+local FULL = false
 -- LIM: the shard has limits, pauses, slow lanes or parked tasks (one
 -- EXISTS a claim); otherwise no limit code runs.
 local LIM = redis.call('EXISTS', lmkey('lim'), lmkey('lp'), lmkey('pkd'), lmkey('sln')) > 0
@@ -92,23 +105,25 @@ end
 local held = {} -- id -> ',key,...,' of the concurrency it takes
 local rec = {}  -- id -> its record as read by admit (limits on)
 -- admit: 'take' this task, 'skip' it (not a type this claimer serves: it
--- stays, counting towards the bound) or 'park' it (limited).
+-- stays, counting towards the bound), 'park' it (limited) or 'full' (it
+-- does not fit the room left: it stays, and the claim ends).
 local F = fair(pool) -- the pool's fair share (lib.lua), false when it has none
 local TN = {}         -- id -> tenant, for fs (F only)
 local function admit(id, p, pool, score, tn)
-  local ty, lk
+  local ty, lk, sl
   local h = rec[id]
-  if h == nil and LIM then
+  if h == nil and (LIM or ROOM) then
     -- the record, read once: the claim returns it (rec) if it takes the task
     h = redis.call('HGETALL', tkey(id))
     rec[id] = h
   end
   -- the record is parsed only for what is checked: its type (the
   -- claimer's types), its keys (limits); a fair share gave its tenant
-  if h and (LIM or filter or not tn) then
+  if h and (LIM or ROOM or filter or not tn) then
     for x = 1, #h, 2 do
       local f = h[x]
-      if f == 'ty' then ty = h[x + 1] elseif f == 'tn' then tn = h[x + 1] elseif f == 'lk' then lk = h[x + 1] end
+      if f == 'ty' then ty = h[x + 1] elseif f == 'tn' then tn = h[x + 1] elseif f == 'lk' then lk = h[x + 1]
+      elseif f == 'sl' then sl = h[x + 1] end
     end
   elseif filter and (tn or not F) then
     ty = redis.call('HGET', tkey(id), 'ty')
@@ -120,7 +135,18 @@ local function admit(id, p, pool, score, tn)
     skipped = skipped + 1
     return 'skip'
   end
-  if not LIM then return 'take', tn end
+  local need = 0
+  if ROOM then
+    need = tonumber(sl or '1000')
+    if need > ROOM then
+      FULL = true
+      return 'full'
+    end
+  end
+  if not LIM then
+    if ROOM then ROOM = ROOM - need end
+    return 'take', tn
+  end
   local ks = keys_of(ty or '', tn or 'default', lk or '')
   for _, key in ipairs(ks) do
     local room, again, kind = lim_room(key, now)
@@ -143,6 +169,7 @@ local function admit(id, p, pool, score, tn)
   end
   for _, key in ipairs(ks) do lim_take(key, now) end
   if hl then held[id] = hl end
+  if ROOM then ROOM = ROOM - need end
   return 'take', tn
 end
 
@@ -181,7 +208,7 @@ end
 -- tasks were passed over or parked, so a claimer that serves what it finds
 -- reads no more than an unfiltered claim.
 local off0, passed = 0, 0
-while #chosen < n and passed < math.max(bound, 1) and parked < PARK_MAX do
+while #chosen < n and passed < math.max(bound, 1) and parked < PARK_MAX and not FULL do
   local want = n - #chosen
   local top = redis.call('ZRANGE', qkey(pool, 0), off0, off0 + want - 1, 'WITHSCORES')
   off0 = off0 + #top / 2
@@ -194,6 +221,8 @@ while #chosen < n and passed < math.max(bound, 1) and parked < PARK_MAX do
     elseif a == 'park' then
       remove(0, id)
       if parked >= PARK_MAX then break end
+    elseif a == 'full' then
+      break
     else
       passed = passed + 1
       if passed >= bound then break end
@@ -227,7 +256,7 @@ local sp = {'1', '2', '3', '4'}
 -- merging a tenant's priorities. With limits a task's admission writes
 -- (tokens, counts) before that removal, so heads are checked as read.
 local EX = false
-if F and left > 0 and parked < PARK_MAX then
+if F and left > 0 and parked < PARK_MAX and not FULL then
   local fik, frk = K_PREFIX .. 'fi:' .. pool, K_PREFIX .. 'fr:' .. pool
   local exact = redis.call('HGET', frk, '!') == '1'
   EX = exact and not LIM
@@ -328,7 +357,7 @@ if F and left > 0 and parked < PARK_MAX then
     if not c.ps then start(c) end
     local e, got = c.e, 0
     local one = #c.ps == 1 and c.ps[1] -- one priority: no merge
-    if one and EX and not filter then
+    if one and EX and not filter and not ROOM then
       -- every head is READY and taken as it is (admit would only say so)
       local p = one
       local g = gone[p]
@@ -383,6 +412,9 @@ if F and left > 0 and parked < PARK_MAX then
       elseif a == 'park' then
         remove(p, id)
         consumed(c, p, id)
+      elseif a == 'full' then
+        c.skip[p] = true -- it stays in the tenant's set
+        return
       else
         c.skip[p] = true
         c.over = c.over + 1
@@ -404,7 +436,7 @@ if F and left > 0 and parked < PARK_MAX then
       local e = c.e
       if e.v < vmax - 2000 then e.v, e.vset = vmax - 2000, true end
     end
-    while left > 0 and parked < PARK_MAX do
+    while left > 0 and parked < PARK_MAX and not FULL do
       -- share out `left` slots: c.a each, on (score, v) with the slots given
       local act = 0
       for _, c in ipairs(fcand) do
@@ -434,13 +466,13 @@ if F and left > 0 and parked < PARK_MAX then
           best.sc, best.v = fair_score(e.c, e.r + e.d + a), best.v + e.inc
         end
         for _, c in ipairs(fcand) do
-          if c.a > 0 and parked < PARK_MAX then draw(c, c.a) end
+          if c.a > 0 and parked < PARK_MAX and not FULL then draw(c, c.a) end
         end
       end
     end
   end
 end
-if left > 0 and parked < PARK_MAX and not fair_on then
+if left > 0 and parked < PARK_MAX and not fair_on and not FULL then
   -- heads of priorities 1..4, merged by key; a priority that passed over
   -- `bound` tasks is done for this claim.
   local heads, pos, off, over, more, pkn = {}, {}, {}, {}, {}, {}
@@ -454,7 +486,7 @@ if left > 0 and parked < PARK_MAX and not fair_on then
     off[p], over[p], pkn[p] = 0, 0, 0
     refill(p)
   end
-  while left > 0 and parked < PARK_MAX do
+  while left > 0 and parked < PARK_MAX and not FULL do
     local best, bestKey = nil, nil
     for p = 1, 4 do
       local h = heads[p]
@@ -477,6 +509,8 @@ if left > 0 and parked < PARK_MAX and not fair_on then
     elseif a == 'park' then
       remove(best, id)
       pkn[best] = pkn[best] + 1
+    elseif a == 'full' then
+      break
     else
       over[best] = over[best] + 1
     end
@@ -638,7 +672,7 @@ end
 -- Chain the wake-up: if work remains, leave a marker for the next idle
 -- claimer; tasks passed over are work for another worker of the pool (the
 -- worker backs off when such wake-ups keep finding it nothing to take).
-if skipped > 0 or parked >= PARK_MAX or (k == n and redis.call('EXISTS', qkey(pool, 0), qkey(pool, 1), qkey(pool, 2), qkey(pool, 3), qkey(pool, 4)) > 0) then
+if skipped > 0 or parked >= PARK_MAX or ((k == n or FULL) and redis.call('EXISTS', qkey(pool, 0), qkey(pool, 1), qkey(pool, 2), qkey(pool, 3), qkey(pool, 4)) > 0) then
   wake(pool)
 end
 if LIM then
@@ -652,6 +686,7 @@ if LIM then
   end
 end
 event('claim', ids, k)
+if FULL then out[#out + 1] = '~' end
 -- A fair share counts what runs (a floor's part may be on any shard): the
 -- claimer should record its ended tasks before it claims their slots.
 if F then out[#out + 1] = '!' end
