@@ -16,7 +16,7 @@ import (
 // types, so handlers of one type that all block hold only that type's
 // slots: the others keep claiming and running.
 type slots struct {
-	typ   string // "" the shared pool
+	typ   string        // "" the shared pool
 	size  int           // milli-slots
 	free  int           // milli-slots, under Worker.mu
 	freed chan struct{} // a slot was freed (capacity 1)
