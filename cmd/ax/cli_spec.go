@@ -70,7 +70,7 @@ func (f *specFlags) register(fs *pflag.FlagSet) {
 	fs.DurationVar(&f.maxWait, "max-wait", 0, "max_wait: the task's target for its wait before it starts; the cheapest pool expected to start it within that wins (0: the pools')")
 	fs.StringVar(&f.limitKey, "limit-key", "", "the shared resource whose limits apply (the region's limits: config, at most 64 bytes)")
 	fs.DurationVar(&f.resultTTL, "result-ttl", 0, "result_ttl: how long the task and its result are kept after it succeeds (1s to 720h; default: the region's retention)")
-	fs.Float64Var(&f.slots, "slots", 1, "the share of a worker slot the task holds while it runs, 0.001 to 1 (0.25: four such tasks share one slot)")
+	fs.Float64Var(&f.slots, "slots", 0, "the share of a worker slot the task holds while it runs, 0.001 to 1 (0.25: four such tasks share one slot; default: a whole slot)")
 	f.group.Register(fs)
 }
 
@@ -107,7 +107,6 @@ func (f *specFlags) spec(env *cliEnv) (*task.Spec, error) {
 		MaxPricePerSlotHour: f.maxPrice,
 		MaxWait:             task.Duration(f.maxWait),
 		ResultTTL:           task.Duration(f.resultTTL),
-		Slots:               task.Slots(f.slots),
 	}
 	if f.group.Apply(s); s.Type == "" {
 		return nil, cliUsage("--type is required (or -f FILE)")
@@ -118,8 +117,11 @@ func (f *specFlags) spec(env *cliEnv) (*task.Spec, error) {
 		}
 		s.Priority = &f.priority
 	}
-	if fl.Changed("slots") && f.slots <= 0 {
-		return nil, cliUsage("--slots %g: must be from 0.001 to 1", f.slots)
+	if fl.Changed("slots") {
+		if f.slots <= 0 {
+			return nil, cliUsage("--slots %g: must be from 0.001 to 1", f.slots)
+		}
+		s.Slots = task.Slots(f.slots)
 	}
 	if fl.Changed("max-retries") {
 		s.MaxRetries = &f.maxRetries
