@@ -6,11 +6,13 @@ import (
 	"github.com/ax-sched/ax/cmd/ax/internal/render"
 	"strings"
 	"text/tabwriter"
+	"time"
 
 	"github.com/spf13/cobra"
 
 	"github.com/ax-sched/ax/apiv1"
 	"github.com/ax-sched/ax/client"
+	"github.com/ax-sched/ax/cmd/ax/internal/dlqcli"
 )
 
 func newDLQCmd() *cobra.Command {
@@ -98,27 +100,84 @@ func cliPartial(env *cliEnv, regions []apiv1.RegionOutcome, unavailable []string
 }
 
 func newDLQReplayCmd() *cobra.Command {
-	return cliCommand(&cobra.Command{
-		Use:   "replay ID...",
-		Short: "Put dead letters back to PENDING, to run again",
-		Args:  cobra.MinimumNArgs(1),
-		RunE: cliRun(func(ctx context.Context, env *cliEnv, args []string) error {
-			var done []*apiv1.TaskUpdate
-			err := env.each(args, func(id string) error {
-				res, err := env.api.Replay(ctx, id)
-				if err == nil {
-					done = append(done, res)
-				}
-				return err
-			})
-			if perr := cliShowEach(env, done, len(args), func(w *tabwriter.Writer) {
-				for _, r := range done {
-					fmt.Fprintf(w, "%s\t%s\treplayed\n", r.ID, r.State)
-				}
-			}); perr != nil {
-				return perr
+	var (
+		f        dlqcli.Filter
+		since    string
+		all, dry bool
+		explicit func(string) bool
+	)
+	c := &cobra.Command{
+		Use:   "replay [ID...]",
+		Short: "Put dead letters back to PENDING, to run again: by id, or every one a filter chooses",
+		Long: `Replay dead letters: the ids given, or, with no id, the dead letters of
+every region that --type, --tenant, --region and --since choose (--all: every
+one), newest first, at most --max. --since is a duration back from now (24h)
+or an RFC 3339 time. --dry-run lists what would be replayed. Filters are
+taken from the command line only, never from AX_* env or the settings file.
+A region that did not answer is named and the command exits 1.`,
+		Example: `  ax dlq replay 06f1c2d9k3m8q2zx.0.us-east-1
+  ax dlq replay --type report.generate --since 2h --dry-run
+  ax dlq replay --tenant team-a --region eu-west-1 --max 5000`,
+		Args: cobra.ArbitraryArgs,
+	}
+	c.RunE = cliRun(func(ctx context.Context, env *cliEnv, args []string) error {
+		filtered := false
+		for _, name := range []string{"type", "tenant", "region", "since", "all", "max", "dry-run"} {
+			filtered = filtered || explicit(name)
+		}
+		if len(args) > 0 {
+			if filtered {
+				return cliUsage("give dead letters' ids or a filter (--type, --tenant, --region, --since, --all), not both")
 			}
-			return err
-		}),
+			return replayIDs(ctx, env, args)
+		}
+		if !explicit("type") && !explicit("tenant") && !explicit("region") && !explicit("since") && !all {
+			return cliUsage("give dead letters' ids, or choose them with --type, --tenant, --region or --since (--all: every dead letter)")
+		}
+		if !explicit("type") {
+			f.Type = ""
+		}
+		if !explicit("tenant") {
+			f.Tenant = ""
+		}
+		if !explicit("region") {
+			f.Region = ""
+		}
+		var err error
+		if f.Since, err = dlqcli.ParseSince(since, time.Now()); err != nil {
+			return cliUsage("%v", err)
+		}
+		if f.Max < 1 {
+			return cliUsage("--max must be at least 1")
+		}
+		return dlqcli.ReplayMatching(ctx, dlqcli.Env{API: env.api, JSON: env.json, Stdout: env.stdout, Stderr: env.stderr, PrintJSON: env.printJSON}, f, dry)
 	})
+	explicit = cliTrackExplicit(c)
+	c.Flags().StringVar(&f.Type, "type", "", "replay the dead letters of this type")
+	c.Flags().StringVar(&f.Tenant, "tenant", "", "replay this tenant's dead letters")
+	c.Flags().StringVar(&f.Region, "region", "", "replay the dead letters held in this region (default: every region)")
+	c.Flags().StringVar(&since, "since", "", "replay those that failed since: a duration back from now (24h) or an RFC 3339 time")
+	c.Flags().BoolVar(&all, "all", false, "replay every dead letter (with no other filter)")
+	c.Flags().IntVar(&f.Max, "max", dlqcli.MaxDefault, "replay at most this many")
+	c.Flags().BoolVar(&dry, "dry-run", false, "list the dead letters the filter chooses; replay none")
+	return cliCommand(c)
+}
+
+func replayIDs(ctx context.Context, env *cliEnv, ids []string) error {
+	var done []*apiv1.TaskUpdate
+	err := env.each(ids, func(id string) error {
+		res, err := env.api.Replay(ctx, id)
+		if err == nil {
+			done = append(done, res)
+		}
+		return err
+	})
+	if perr := cliShowEach(env, done, len(ids), func(w *tabwriter.Writer) {
+		for _, r := range done {
+			fmt.Fprintf(w, "%s\t%s\treplayed\n", r.ID, r.State)
+		}
+	}); perr != nil {
+		return perr
+	}
+	return err
 }

@@ -57,26 +57,11 @@ func cliRun(body func(ctx context.Context, env *cliEnv, args []string) error) fu
 		default:
 			return cliUsage("--output %q: want table or json", out)
 		}
-		addr, _ := cmd.Flags().GetString("api")
-		token, _ := cmd.Flags().GetString("token")
-		tr := http.DefaultTransport.(*http.Transport).Clone()
-		tr.ResponseHeaderTimeout = cliHeaderTimeout
-		defer tr.CloseIdleConnections()
-		ca, _ := cmd.Flags().GetString("ca")
-		cert, _ := cmd.Flags().GetString("cert")
-		key, _ := cmd.Flags().GetString("key")
-		if ca != "" || cert != "" || key != "" {
-			tc, err := tlsconf.Client(tlsconf.Files{CA: ca, Cert: cert, Key: key})
-			if err != nil {
-				return cliUsage("--ca/--cert/--key: %v", strings.TrimPrefix(err.Error(), "tls: "))
-			}
-			tr.TLSClientConfig = tc
-		}
-		api, err := client.New(addr, client.WithToken(token), client.WithUserAgent("ax-cli"),
-			client.WithHTTPClient(&http.Client{Transport: tr}))
+		api, tr, err := cliClient(cmd)
 		if err != nil {
-			return cliUsage("--api: %v", strings.TrimPrefix(err.Error(), "client: "))
+			return err
 		}
+		defer tr.CloseIdleConnections()
 		ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
 		defer stop()
 		env := &cliEnv{cmd: cmd, api: api, json: out == "json", loc: time.UTC, stdout: cmd.OutOrStdout(), stderr: cmd.ErrOrStderr()}
@@ -90,6 +75,30 @@ func cliRun(body func(ctx context.Context, env *cliEnv, args []string) error) fu
 		}
 		return authHint(err)
 	}
+}
+
+// cliClient builds the API client of cmd's --api, --token and TLS flags.
+func cliClient(cmd *cobra.Command) (*client.Client, *http.Transport, error) {
+	addr, _ := cmd.Flags().GetString("api")
+	token, _ := cmd.Flags().GetString("token")
+	tr := http.DefaultTransport.(*http.Transport).Clone()
+	tr.ResponseHeaderTimeout = cliHeaderTimeout
+	ca, _ := cmd.Flags().GetString("ca")
+	cert, _ := cmd.Flags().GetString("cert")
+	key, _ := cmd.Flags().GetString("key")
+	if ca != "" || cert != "" || key != "" {
+		tc, err := tlsconf.Client(tlsconf.Files{CA: ca, Cert: cert, Key: key})
+		if err != nil {
+			return nil, nil, cliUsage("--ca/--cert/--key: %v", strings.TrimPrefix(err.Error(), "tls: "))
+		}
+		tr.TLSClientConfig = tc
+	}
+	api, err := client.New(addr, client.WithToken(token), client.WithUserAgent("ax-cli"),
+		client.WithHTTPClient(&http.Client{Transport: tr}))
+	if err != nil {
+		return nil, nil, cliUsage("--api: %v", strings.TrimPrefix(err.Error(), "client: "))
+	}
+	return api, tr, nil
 }
 
 // cliUsage is a usage error: exit status 2, no request sent.

@@ -16,6 +16,8 @@ import (
 	"sort"
 	"strings"
 
+	"github.com/ax-sched/ax/client"
+	"github.com/ax-sched/ax/cmd/ax/internal/complete"
 	"github.com/ax-sched/ax/internal/bench/command"
 	"github.com/ax-sched/ax/internal/config"
 	"github.com/spf13/cobra"
@@ -90,6 +92,11 @@ func newRoot() *cobra.Command {
 		root.AddCommand(c())
 	}
 	refuseUnknownSubcommands(root)
+	complete.Register(root, func(cmd *cobra.Command) (*client.Client, error) {
+		_ = bindViper(cmd) // completion runs no hooks: AX_* env and the settings file apply here
+		api, _, err := cliClient(cmd)
+		return api, err
+	})
 	unifyUsage(root)
 	root.SetUsageTemplate(root.UsageTemplate() + "\n" + exitCodesHelp + "\n")
 	return root

@@ -3,6 +3,8 @@ package e2e
 import (
 	"encoding/json"
 	"net/http"
+	"os/exec"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -189,6 +191,64 @@ func TestEveryTaskOperationFollowsAHandedOffTask(t *testing.T) {
 		}
 		if code, body := fed.call(h.Home, tokOperator, http.MethodPost, "/v1/tasks/"+h.ID+"/cancel", nil); code != http.StatusOK {
 			t.Fatalf("cancel: %d %s", code, body)
+		}
+	})
+
+	t.Run("the CLI follows every region, completes ids and replays dead letters by filter", func(t *testing.T) {
+		api, tok := fed.server("us-east-1").api, fed.token(tokOperator)
+		var out lockedBuffer
+		tail := exec.Command(axBin, "--api", api, "--settings", "", "--token", tok, "tail", "-o", "json", "--wait", "2s")
+		tail.Stdout = &out
+		if err := tail.Start(); err != nil {
+			t.Fatal(err)
+		}
+		defer func() { _ = tail.Process.Kill(); _ = tail.Wait() }()
+		time.Sleep(time.Second) // the tail's first polls are under way
+		since := time.Now().UTC().Format(time.RFC3339Nano)
+		var failed []string
+		for range 2 {
+			h := fed.handedOffTask("us-east-1", "eu-west-1", tokSubmitterA, map[string]any{
+				"type": "sleep", "payload": map[string]int{"ms": -1}, "max_retries": 0})
+			fed.waitState(h.Home, tokSubmitterA, h.ID, task.Failed, 20*time.Second)
+			failed = append(failed, h.ID)
+		}
+		// The tail saw both regions' events of the handed-off tasks: the
+		// submit in us-east-1 and the claim in eu-west-1.
+		waitUntil(t, 20*time.Second, "ax tail's events from both regions", func() bool {
+			seen := map[string]bool{}
+			for _, l := range strings.Split(out.String(), "\n") {
+				var e struct {
+					Region, Op string
+					Tasks      []string
+				}
+				if json.Unmarshal([]byte(l), &e) == nil && slices.Contains(e.Tasks, failed[0]) {
+					seen[e.Region+" "+e.Op] = true
+				}
+			}
+			return seen["us-east-1 submit"] && seen["eu-west-1 claim"]
+		})
+		stdout, stderr, code := runAx(t, api, "--token", tok, "__complete", "dlq", "replay", "")
+		for _, id := range failed {
+			if code != 0 || !strings.Contains(stdout, id) {
+				t.Fatalf("completion of ax dlq replay (exit %d, %s) lacks %s:\n%s", code, stderr, id, stdout)
+			}
+		}
+		stdout, stderr, code = runAx(t, api, "--token", tok, "-o", "json", "dlq", "replay", "--tenant", "team-a", "--since", since, "--dry-run")
+		var ids []string
+		if code != 0 || json.Unmarshal([]byte(stdout), &ids) != nil || len(ids) != 2 || !slices.Contains(ids, failed[0]) || !slices.Contains(ids, failed[1]) {
+			t.Fatalf("dry run (exit %d, %s): %s, want exactly %v", code, stderr, stdout, failed)
+		}
+		// Another tenant's filter chooses none of them.
+		if stdout, _, code = runAx(t, api, "--token", tok, "-o", "json", "dlq", "replay", "--tenant", "team-b", "--since", since, "--dry-run"); code != 0 || strings.TrimSpace(stdout) != "null" && strings.TrimSpace(stdout) != "[]" {
+			t.Fatalf("team-b's dry run (exit %d): %s", code, stdout)
+		}
+		if _, stderr, code = runAx(t, api, "--token", tok, "dlq", "replay", "--tenant", "team-a", "--since", since); code != 0 || !strings.Contains(stderr, "replayed 2 of 2") {
+			t.Fatalf("replay by filter: exit %d, %s", code, stderr)
+		}
+		for _, id := range failed {
+			waitUntil(t, 20*time.Second, "the replayed task FAILED again", func() bool {
+				return countReason(fed.trail("us-east-1", tokSubmitterA, id), task.ReasonReplayed) == 1
+			})
 		}
 	})
 

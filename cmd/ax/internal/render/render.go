@@ -461,9 +461,9 @@ func eventTime(id string, loc *time.Location) string {
 	ms, _, _ := strings.Cut(id, "-")
 	n, err := strconv.ParseInt(ms, 10, 64)
 	if err != nil || n <= 0 {
-		return "--:--:--.---"
+		return "----------T--:--:--.---"
 	}
-	return time.UnixMilli(n).In(loc).Format("15:04:05.000Z07:00")
+	return time.UnixMilli(n).In(loc).Format("2006-01-02T15:04:05.000Z07:00")
 }
 
 // Explanation prints every candidate: the chosen first, then the
