@@ -163,7 +163,7 @@ func (h *Handlers) claim(w http.ResponseWriter, r *http.Request, sc scope) error
 		n = h.awaitFree(r.Context(), se.ID, sc.token, req.Max, se.Slots, wait)
 		wait = max(wait-time.Since(began), 0)
 	}
-	tasks, err := h.claimFor(r.Context(), wk, sc, n, wait, req.ClaimID)
+	tasks, err := h.claimFor(r.Context(), wk, sc, n, wait, req.ClaimID, routeClaim)
 	if err != nil {
 		return err
 	}
@@ -213,11 +213,18 @@ func (h *Handlers) awaitFree(ctx context.Context, id, token string, max, slots i
 	}
 }
 
+// Routes of ax_remote_worker_claims_total: the claim route, a report's claim.
+const (
+	routeClaim  = "claim"
+	routeReport = "report"
+)
+
 // claimFor claims up to n tasks for w, waiting up to wait for a first
 // one, and records them as held; the tasks of tenants outside sc go back
 // unseen. With cid not "", each store claim is recorded as claim cid's
-// before it is sent, and its answer after (again).
-func (h *Handlers) claimFor(ctx context.Context, w proxy.Worker, sc scope, n int, wait time.Duration, cid string) ([]*task.Task, error) {
+// before it is sent, and its answer after (again). route (routeClaim,
+// routeReport) labels the tasks it counts.
+func (h *Handlers) claimFor(ctx context.Context, w proxy.Worker, sc scope, n int, wait time.Duration, cid, route string) ([]*task.Task, error) {
 	keep := func(ts []*task.Task) error {
 		uctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), callTimeout)
 		defer cancel()
@@ -244,7 +251,7 @@ func (h *Handlers) claimFor(ctx context.Context, w proxy.Worker, sc scope, n int
 		return nil, err
 	}
 	if len(c.Tasks) > 0 {
-		h.metrics.claims.WithLabelValues(w.Pool).Add(float64(len(c.Tasks)))
+		h.metrics.claims.WithLabelValues(w.Pool, route).Add(float64(len(c.Tasks)))
 	}
 	return c.Tasks, nil
 }

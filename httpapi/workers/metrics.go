@@ -15,7 +15,8 @@ type metrics struct {
 func newMetrics(reg prometheus.Registerer) *metrics {
 	m := &metrics{
 		claims: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "ax_remote_worker_claims_total",
-			Help: "Tasks this server claimed for remote workers and handed to them, by pool."}, []string{"pool"}),
+			Help: "Tasks this server claimed for remote workers and handed to them, by pool and route (claim: the claim route; report: a report's claim)."},
+			[]string{"pool", "route"}),
 		reports: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "ax_remote_worker_reports_total",
 			Help: "Outcomes remote workers reported to this server, by pool and outcome (success, failure, return, lease_lost)."},
 			[]string{"pool", "outcome"}),

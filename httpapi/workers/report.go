@@ -356,7 +356,7 @@ func (rp *reportRun) claim(ctx context.Context, c apiv1.WorkerReportClaim) ([]*t
 	if n <= 0 {
 		return nil, nil
 	}
-	return rp.h.claimFor(ctx, w, rp.sc, n, 0, c.ClaimID)
+	return rp.h.claimFor(ctx, w, rp.sc, n, 0, c.ClaimID, routeReport)
 }
 
 func (rp *reportRun) stop(s apiv1.WorkerStop) { rp.resp.Stop = append(rp.resp.Stop, s) }

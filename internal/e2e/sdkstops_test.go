@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"bufio"
+	"context"
 	"encoding/json"
 	"fmt"
 	"os"
@@ -27,10 +28,18 @@ type sdkWorkers struct {
 	procs       map[string]*proc // by worker name
 }
 
-// start starts worker name with grace seconds for its handlers at SIGTERM.
+// start starts worker name with grace seconds for its handlers at SIGTERM
+// and 4 slots.
 func (s *sdkWorkers) start(name string, grace int) *proc {
 	s.f.t.Helper()
-	env := append(append([]string{}, s.env...), "AX_E2E_NAME="+name, fmt.Sprintf("AX_E2E_GRACE=%d", grace))
+	return s.startSlots(name, grace, 4)
+}
+
+// startSlots is start with slots.
+func (s *sdkWorkers) startSlots(name string, grace, slots int) *proc {
+	s.f.t.Helper()
+	env := append(append([]string{}, s.env...), "AX_E2E_NAME="+name, fmt.Sprintf("AX_E2E_GRACE=%d", grace),
+		fmt.Sprintf("AX_E2E_SLOTS=%d", slots))
 	p := s.f.procs.startBin(s.bin, "us-east-1/"+s.sdk+"-"+name, env, s.args...)
 	s.procs[name] = p
 	return p
@@ -105,7 +114,9 @@ func (s *sdkWorkers) startedOn(id string) string {
 // does not, which another worker then runs to SUCCESS: nothing is lost.
 // Killed (SIGKILL) mid-task — a task handed to us-east-1 from eu-west-1 —
 // the task's lease runs out and it runs again on the other worker, which
-// ends it SUCCESS; it passed its gate exactly once.
+// ends it SUCCESS; it passed its gate exactly once. Busy in its only slot,
+// a worker gets a task handed off from eu-west-1 in the answer to the
+// report of the outcome that frees the slot (a report claim).
 func TestSDKWorkersKilledAndStopped(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts a two-region federation and SDK workers")
@@ -147,6 +158,7 @@ func TestSDKWorkersKilledAndStopped(t *testing.T) {
 			s.env = append(s.env, "AX_E2E_RUNS="+s.runs, "AX_E2E_GATES="+s.gates)
 			sdkStops(t, f, s)
 			sdkKill(t, f, s)
+			sdkReportClaim(t, f, s)
 		})
 	}
 }
@@ -159,9 +171,10 @@ func (s *sdkWorkers) gatedSpec(n int) map[string]any {
 }
 
 // sdkStops: SIGTERM of worker A holding two tasks: "quick" passes its gate
-// after the signal, within A's grace, and succeeds on A; "long" does not, A
-// hands it back (WORKER_SHUTDOWN) as its grace ends and exits 0, and worker
-// B runs it to SUCCESS.
+// after the signal, within A's grace, and succeeds on A; "long" does not: A
+// stops its handler as its grace ends, hands the task back (WORKER_SHUTDOWN)
+// once the handler noted the stop and returned, and exits 0; worker B then
+// runs it to SUCCESS.
 func sdkStops(t *testing.T, f *federation, s *sdkWorkers) {
 	a := s.start("A", 5)
 	waitPools(f, map[string][]string{"us-east-1": {s.pool}})
@@ -193,25 +206,12 @@ func sdkStops(t *testing.T, f *federation, s *sdkWorkers) {
 	}
 	s.open(long)
 	tl := f.waitState("us-east-1", tokSubmitterA, long, task.Success, 20*time.Second)
-	// The SDKs hand the task back as A's grace ends and stop its handler
-	// at the same moment, without waiting for the handler to end: B may
-	// start it before A's handler notes its stop, and A may exit before
-	// the note. What holds: started on A, run to the end once, on B.
+	// A hands the task back only once its stopped handler returned: it
+	// never runs on A and B at once.
 	ran := s.ran(long)
-	var starts, dones []string
-	for _, r := range ran {
-		switch {
-		case strings.HasPrefix(r, "start "):
-			starts = append(starts, r)
-		case strings.HasPrefix(r, "done "):
-			dones = append(dones, r)
-		case r != "stopped A 1":
-			t.Fatalf("long task %s: ran %q: %q is neither a start, a done nor A's stop", long, ran, r)
-		}
-	}
-	if len(starts) != 2 || starts[0] != "start A 1" || !strings.HasPrefix(starts[1], "start B ") ||
-		len(dones) != 1 || !strings.HasPrefix(dones[0], "done B ") || tl.Result != `{"n":2,"worker":"B"}` {
-		t.Fatalf("long task %s: ran %q, result %q; want started on A, handed back at its grace, run to the end once on B", long, ran, tl.Result)
+	if len(ran) != 4 || ran[0] != "start A 1" || ran[1] != "stopped A 1" || !strings.HasPrefix(ran[2], "start B ") ||
+		!strings.HasPrefix(ran[3], "done B ") || tl.Result != `{"n":2,"worker":"B"}` {
+		t.Fatalf("long task %s: ran %q, result %q; want started on A, stopped at its grace, run to the end on B", long, ran, tl.Result)
 	}
 	if !hasReason(f.trail("us-east-1", tokSubmitterA, long), task.ReasonWorkerShutdown) {
 		t.Fatalf("long task %s: no %s in its trail: %+v", long, task.ReasonWorkerShutdown, f.trail("us-east-1", tokSubmitterA, long))
@@ -247,6 +247,58 @@ func sdkKill(t *testing.T, f *federation, s *sdkWorkers) {
 		t.Fatalf("task %s: no %s in its trail", h.ID, task.ReasonHeartbeatLost)
 	}
 	t.Logf("%s: SIGKILL of %s mid-task: SUCCESS on %s %v later", s.sdk, first, other, time.Since(killed).Round(time.Millisecond))
+}
+
+// sdkReportClaim: worker D, the pool's only one, with one slot, runs a
+// gated task; a task handed to us-east-1 from eu-west-1 waits READY; the
+// gate opens, and D gets the handed-off task in the answer to the report
+// of the gated task's outcome: ax_remote_worker_claims_total of the pool
+// counts it with route="report", none with route="claim". It runs once,
+// on D, and is SUCCESS read from eu-west-1.
+func sdkReportClaim(t *testing.T, f *federation, s *sdkWorkers) {
+	for name, p := range s.procs {
+		select {
+		case <-p.done:
+		default:
+			p.stop()
+			if !p.cmd.ProcessState.Success() {
+				t.Fatalf("worker %s exited %v after SIGTERM:\n%s", name, p.cmd.ProcessState, tail(p.log.String(), 3000))
+			}
+		}
+	}
+	us := f.region("us-east-1")
+	claimed := func(route string) float64 {
+		n := 0.0
+		for _, srv := range us.servers {
+			n += metricWhere(t, srv.api, "ax_remote_worker_claims_total", fmt.Sprintf("pool=%q", s.pool), fmt.Sprintf("route=%q", route))
+		}
+		return n
+	}
+	s.startSlots("D", 10, 1)
+	waitPools(f, map[string][]string{"us-east-1": {s.pool}})
+	busy, _ := f.submit("us-east-1", tokSubmitterA, s.gatedSpec(4))
+	if who := s.startedOn(busy); who != "D" {
+		t.Fatalf("task %s started on %s, want D (the only worker)", busy, who)
+	}
+	byClaim, byReport := claimed("claim"), claimed("report")
+	spec := s.gatedSpec(5)
+	spec["payload"] = map[string]any{"n": 5}
+	h := f.handedOffTask("eu-west-1", "us-east-1", tokSubmitterA, spec)
+	waitUntil(t, 10*time.Second, "handed-off task "+h.ID+" READY in us-east-1", func() bool {
+		tk, err := us.store.Get(context.Background(), h.ID)
+		return err == nil && tk.State == task.Ready
+	})
+	s.open(busy)
+	f.waitState("us-east-1", tokSubmitterA, busy, task.Success, 10*time.Second)
+	tk := f.waitState("eu-west-1", tokSubmitterA, h.ID, task.Success, 20*time.Second)
+	if got := strings.Join(s.ran(h.ID), ", "); got != "start D 1, done D 1" || tk.Attempts != 1 || tk.Result != `{"n":5,"worker":"D"}` {
+		t.Fatalf("handed-off task %s: ran %q, %d attempts, result %q; want run once on D", h.ID, got, tk.Attempts, tk.Result)
+	}
+	if dc, dr := claimed("claim")-byClaim, claimed("report")-byReport; dc != 0 || dr != 1 {
+		t.Fatalf("pool %s: %v tasks handed out by the claim route and %v by report claims while D ran %s and then %s; want 0 and 1",
+			s.pool, dc, dr, busy, h.ID)
+	}
+	t.Logf("%s: handed-off task %s reached busy worker D in a report's answer", s.sdk, h.ID)
 }
 
 // startedOnAgain waits until worker who started task id (after another

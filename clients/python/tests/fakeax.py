@@ -27,6 +27,8 @@ class FakeAX:
         self.params = {"lease_ms": lease_ms, "heartbeat_ms": heartbeat_ms, "max_wait_ms": max_wait_ms,
                        "max_claim": 256, "max_result_bytes": max_result_bytes}
         self.runs = collections.Counter()  # task id -> claims
+        self.routes = collections.Counter()  # "claim" / "report" -> tasks handed out that way
+        self.report_claims = {}  # claim_id -> the tasks a report's claim took
 
     # Setup.
 
@@ -152,26 +154,34 @@ class FakeAX:
         if not 0 <= wait_ms <= self.params["max_wait_ms"]:
             return 400, {"error": {"code": "invalid_argument", "message": "wait_ms", "field": "wait_ms"}}
         end = time.monotonic() + wait_ms / 1000
-        types = set(self.workers[wid].get("types") or [])
         out = []
         with self.mu:
             while True:
-                for tid in list(self.ready):
-                    if len(out) >= n or not alive():
-                        break
-                    t = self.tasks[tid]
-                    if types and t["type"] not in types:
-                        continue
-                    self.ready.remove(tid)
-                    t.update(state="RUNNING", lease=uuid.uuid4().hex, worker=wid, attempts=t["attempts"] + 1)
-                    self.runs[tid] += 1
-                    out.append({"id": tid, "type": t["type"], "payload": t["payload"], "attempt": t["attempts"],
-                                "max_retries": t["max_retries"], "priority": 0, "tags": {}, "tenant": t["tenant"],
-                                "trace_id": "", "lease": t["lease"], "deadline": "2099-01-01T00:00:00.123456789Z"})
+                if alive() and wid in self.workers:
+                    out = self.take(wid, n, "claim")
                 left = end - time.monotonic()
                 if out or left <= 0:
                     return 200, {"tasks": out}
                 self.mu.wait(min(left, 0.05))
+
+    def take(self, wid, n, route):
+        """Leases up to n READY tasks of wid's types to it (the caller holds mu)."""
+        types = set(self.workers[wid].get("types") or [])
+        out = []
+        for tid in list(self.ready):
+            if len(out) >= n:
+                break
+            t = self.tasks[tid]
+            if types and t["type"] not in types:
+                continue
+            self.ready.remove(tid)
+            t.update(state="RUNNING", lease=uuid.uuid4().hex, worker=wid, attempts=t["attempts"] + 1)
+            self.runs[tid] += 1
+            self.routes[route] += 1
+            out.append({"id": tid, "type": t["type"], "payload": t["payload"], "attempt": t["attempts"],
+                        "max_retries": t["max_retries"], "priority": 0, "tags": {}, "tenant": t["tenant"],
+                        "trace_id": "", "lease": t["lease"], "deadline": "2099-01-01T00:00:00.123456789Z"})
+        return out
 
     def report(self, wid, body):
         limit = self.params["max_result_bytes"]
@@ -179,6 +189,9 @@ class FakeAX:
             if "result" in o and len(json.dumps(o["result"], separators=(",", ":"))) > limit:
                 return 413, {"error": {"code": "result_too_large", "message": "over %d bytes" % limit,
                                        "field": "outcomes[%d].result" % i}}
+        claim = body.get("claim")
+        if claim is not None and not 1 <= claim.get("max", 0) <= 256:
+            return 400, {"error": {"code": "invalid_argument", "message": "must be 1..256", "field": "claim.max"}}
         stop, answers = [], []
         with self.mu:
             for p in body.get("progress") or []:
@@ -210,8 +223,22 @@ class FakeAX:
                 if t and t["cancel"] and t["state"] == "RUNNING":
                     t.update(state="CANCELED", lease="")
                     stop.append({"id": h["id"], "reason": "canceled"})
+            answer = {"stop": stop, "outcomes": answers}
+            if claim is not None:
+                # Like the server: cut to the slots free once the report is
+                # applied; the same claim_id again answers what it took.
+                cid = claim.get("claim_id") or ""
+                took = [x for x in self.report_claims.get(cid, [])
+                        if self.tasks[x["id"]]["lease"] == x["lease"] and self.tasks[x["id"]]["state"] == "RUNNING"]
+                if not took:
+                    held = sum(1 for t in self.tasks.values() if t["state"] == "RUNNING" and t["worker"] == wid)
+                    took = self.take(wid, min(claim["max"], self.workers[wid]["slots"] - held), "report")
+                    if cid:
+                        self.report_claims[cid] = took
+                if took:
+                    answer["tasks"] = took
             self.mu.notify_all()
-        return 200, {"stop": stop, "outcomes": answers}
+        return 200, answer
 
     def leave(self, wid):
         with self.mu:

@@ -267,6 +267,106 @@ class WorkerTest(unittest.TestCase):
         claims_after = [r for r in self.ax.seen("POST", "/claim")]
         self.assertTrue(claims_after)
 
+    def test_a_busy_worker_claims_its_next_tasks_in_the_report_of_its_outcomes(self):
+        w = self.worker(concurrency=1)
+
+        @w.handler("x")
+        def x(task):
+            time.sleep(0.1)
+            return task.payload
+
+        ids = [self.ax.submit("x", i) for i in range(3)]
+        self.start(w)
+        for i, tid in enumerate(ids):
+            self.assertEqual(self.state(tid, "SUCCESS")["result"], str(i))
+        self.assertEqual(dict(self.ax.runs), {tid: 1 for tid in ids})
+        # The first through the claim route; each next one in the answer to
+        # the report of the outcome that freed the slot.
+        self.assertEqual((self.ax.routes["claim"], self.ax.routes["report"]), (1, 2))
+        claims = [r[3]["claim"] for r in self.ax.seen("POST", "/report") if "claim" in r[3]]
+        self.assertGreaterEqual(len(claims), 3)
+        self.assertTrue(all(c["max"] == 1 and c["claim_id"].startswith("c-") for c in claims), claims)
+        self.assertEqual(len({c["claim_id"] for c in claims}), len(claims))  # a new id once answered
+        self.assertTrue(all("outcomes" in r[3] for r in self.ax.seen("POST", "/report") if "claim" in r[3]))
+
+    def test_a_report_claim_lost_with_its_report_is_resent_under_the_same_claim_id(self):
+        w = self.worker(concurrency=1)
+        w.handler("x")(lambda task: task.payload)
+        self.ax.fault("/report", drop=True, times=1, has="claim")
+        ids = [self.ax.submit("x", i) for i in range(2)]
+        self.start(w)
+        for tid in ids:
+            self.state(tid, "SUCCESS")
+        self.assertEqual(dict(self.ax.runs), {tid: 1 for tid in ids})
+        claims = [r[3]["claim"]["claim_id"] for r in self.ax.seen("POST", "/report") if "claim" in r[3]]
+        self.assertGreaterEqual(len(claims), 2)
+        self.assertEqual(claims[0], claims[1])
+
+    def test_a_refused_report_claim_stops_report_claims_and_loses_nothing(self):
+        w = self.worker(concurrency=1)
+        w.handler("x")(lambda task: task.payload)
+        self.ax.fault("/report", status=400, times=1, has="claim",
+                      body={"error": {"code": "invalid_argument", "message": "must be 1..256", "field": "claim.max"}})
+        ids = [self.ax.submit("x", i) for i in range(3)]
+        self.start(w)
+        for i, tid in enumerate(ids):
+            self.assertEqual(self.state(tid, "SUCCESS")["result"], str(i))
+        self.assertEqual(dict(self.ax.runs), {tid: 1 for tid in ids})
+        self.assertEqual((self.ax.routes["claim"], self.ax.routes["report"]), (3, 0))
+        self.assertEqual(len([r for r in self.ax.seen("POST", "/report") if "claim" in r[3]]), 1)
+
+    def test_at_the_end_of_the_grace_a_task_goes_back_once_its_handler_returned(self):
+        w = self.worker(concurrency=2, grace=0.2, settle=5)
+        started, seen = threading.Event(), {}
+
+        @w.handler("slow_to_stop")
+        def slow_to_stop(task):
+            started.set()
+            task.cancel_event.wait(30)
+            time.sleep(0.3)  # cleaning up after the stop
+            seen["state_at_return"] = self.ax.task(task.id)["state"]
+            return None
+
+        @w.handler("async_slow_to_stop")
+        async def async_slow_to_stop(task):
+            try:
+                await asyncio.sleep(30)
+            except asyncio.CancelledError:
+                await asyncio.sleep(0.3)  # cleaning up after the stop
+                seen["async_state_at_return"] = self.ax.task(task.id)["state"]
+                raise
+
+        tid, aid = self.ax.submit("slow_to_stop"), self.ax.submit("async_slow_to_stop")
+        stop = self.start(w)
+        self.assertTrue(started.wait(5))
+        self.state(aid, "RUNNING")
+        stop()
+        # Neither was handed back while it ran.
+        self.assertEqual((seen["state_at_return"], seen["async_state_at_return"]), ("RUNNING", "RUNNING"))
+        self.assertEqual(sorted(self.returned()), sorted([tid, aid]))
+
+    def returned(self):
+        """The ids of the tasks the worker's reports handed back."""
+        return [o["id"] for r in self.ax.seen("POST", "/report") for o in r[3].get("outcomes", [])
+                if o["status"] == "return"]
+
+    def test_a_handler_that_ignores_its_stop_is_waited_for_settle_seconds_only(self):
+        w = self.worker(concurrency=1, grace=0.1, settle=0.2)
+        started, release = threading.Event(), threading.Event()
+        self.addCleanup(release.set)
+
+        @w.handler("deaf")
+        def deaf(task):
+            started.set()
+            release.wait(30)
+
+        tid = self.ax.submit("deaf")
+        stop = self.start(w)
+        self.assertTrue(started.wait(5))
+        stop()  # returns although the handler still runs
+        self.assertFalse(release.is_set())
+        self.assertEqual(self.returned(), [tid])
+
     def test_a_revoked_token_stops_the_worker(self):
         w = self.worker()
         w.handler("x")(lambda t: None)

@@ -55,6 +55,12 @@ export interface WorkerOptions extends ConnectOptions {
   name?: string;
   /** How long running handlers may take to finish after stop (or SIGTERM); default 30 000 ms. */
   graceMs?: number;
+  /**
+   * How long a handler stopped at the end of the grace may take to return
+   * before its task is handed back; default 1 000 ms. Handing it back first
+   * would let another worker start it while this one still runs it.
+   */
+  settleMs?: number;
   /** Stop on SIGTERM and SIGINT (a second signal stops at once); default true. */
   signals?: boolean;
   /** The long-poll's wait in milliseconds (at most the server's max_wait_ms); default 20 000. */
@@ -71,6 +77,8 @@ interface Running {
   // stopped: the server no longer counts it ours (stop, shutdown return): its outcome is dropped.
   stopped: boolean;
   timer?: ReturnType<typeof setTimeout>;
+  // Settles when the handler returned or threw.
+  ended?: Promise<void>;
 }
 
 const maxErrorChars = 4096;
@@ -82,8 +90,10 @@ const progressEveryMs = 1_000;
  * Worker runs handlers for tasks claimed through the API's worker protocol
  * (docs/worker-protocol.md) with only an API URL and a worker token: a
  * long-poll claim loop and one report loop that batches heartbeats, progress
- * and outcomes. On a connection error or a 503 it moves to the next URL and
- * keeps its tasks; when the server forgot it (404 worker_id) it registers again.
+ * and outcomes. While every slot is busy, a report of outcomes also claims:
+ * the tasks they make room for come in its answer, without a claim after it.
+ * On a connection error or a 503 it moves to the next URL and keeps its
+ * tasks; when the server forgot it (404 worker_id) it registers again.
  *
  *     const w = new Worker({ urls: "http://127.0.0.1:8080", token, pool: "cpu-spot" });
  *     w.handle("resize", async (task) => ({ size: task.payload }));
@@ -91,7 +101,7 @@ const progressEveryMs = 1_000;
  */
 export class Worker {
   readonly #t: Transport;
-  readonly #o: Required<Pick<WorkerOptions, "pool" | "concurrency" | "graceMs" | "signals" | "waitMs" | "log">> & WorkerOptions;
+  readonly #o: Required<Pick<WorkerOptions, "pool" | "concurrency" | "graceMs" | "settleMs" | "signals" | "waitMs" | "log">> & WorkerOptions;
   readonly #handlers = new Map<string, Handler>();
   readonly #running = new Map<string, Running>();
   #reg: Registration | undefined;
@@ -113,9 +123,14 @@ export class Worker {
   #poke: (() => void) | undefined;
   // The claim loop waits for a free slot on #slotFreed.
   #slotFreed: (() => void) | undefined;
+  // A report claim's id until a report carrying it is answered (a report
+  // sent again claims under it); #reportClaims false once a server refused one.
+  #reportClaimId = "";
+  #reportClaims = true;
+  #claimWaiting = false;
 
   constructor(o: WorkerOptions) {
-    this.#o = { concurrency: 4, graceMs: 30_000, signals: true, waitMs: 20_000, log: (m) => console.error(`ax worker: ${m}`), ...o };
+    this.#o = { concurrency: 4, graceMs: 30_000, settleMs: 1_000, signals: true, waitMs: 20_000, log: (m) => console.error(`ax worker: ${m}`), ...o };
     if (!o.pool) throw new TypeError("ax: Worker needs a pool");
     const c = this.#o.concurrency;
     if (!Number.isInteger(c) || c < 1 || c > 1024) throw new TypeError(`ax: concurrency must be 1..1024, got ${c}`);
@@ -235,8 +250,11 @@ export class Worker {
       // Free as the server counts: a task is held until its outcome is reported.
       const free = this.#o.concurrency - this.#running.size - this.#outcomes.length - this.#reporting;
       if (free <= 0) {
+        // Meanwhile a report of outcomes claims for it (#reportClaim).
+        this.#claimWaiting = true;
         await new Promise<void>((r) => (this.#slotFreed = r));
         this.#slotFreed = undefined;
+        this.#claimWaiting = false;
         continue;
       }
       const reg = this.#reg!;
@@ -308,7 +326,7 @@ export class Worker {
       parents: c.parents ?? {},
       parentResult: <R>(node: string) => (c.parents ?? {})[node] as R | undefined,
     };
-    Promise.resolve()
+    r.ended = Promise.resolve()
       .then(() => handler(task))
       .then(
         (result) => this.#finish(r, this.#success(result)),
@@ -349,7 +367,7 @@ export class Worker {
   }
 
   // #drain waits for running handlers until the grace ends, then stops the
-  // rest and puts their tasks back.
+  // rest and puts each task back once its handler returned, or settleMs on.
   async #drain(): Promise<void> {
     const grace = sleep(this.#o.graceMs, this.#graceCtrl.signal).catch(() => {});
     let over = false;
@@ -362,13 +380,18 @@ export class Worker {
       this.#slotFreed = undefined;
     }
     this.#graceCtrl.abort();
-    for (const r of this.#running.values()) {
-      if (r.stopped) continue;
+    const stopped = [...this.#running.values()].filter((r) => !r.stopped);
+    for (const r of stopped) {
       r.stopped = true;
       clearTimeout(r.timer);
       r.ctrl.abort(new TaskStoppedError(r.claim.id, "shutdown"));
-      this.#outcomes.push({ id: r.claim.id, lease: r.claim.lease, status: "return" });
     }
+    if (stopped.length === 0) return;
+    const settle = new AbortController();
+    await Promise.race([Promise.all(stopped.map((r) => r.ended)), sleep(this.#o.settleMs, settle.signal).catch(() => {})]);
+    settle.abort();
+    for (const r of stopped) this.#outcomes.push({ id: r.claim.id, lease: r.claim.lease, status: "return" });
+    this.#wake();
   }
 
   #wake(): void {
@@ -423,6 +446,8 @@ export class Worker {
     const outcomes = this.#outcomes;
     this.#outcomes = [];
     if (outcomes.length) body.outcomes = outcomes;
+    const claim = this.#reportClaim(outcomes.length, last);
+    if (claim) body.claim = claim;
     this.#lastReport = Date.now();
     let ans: ReportAnswer | undefined;
     this.#reporting = outcomes.length;
@@ -445,6 +470,9 @@ export class Worker {
       return false;
     }
     this.#reporting = 0;
+    if (claim && this.#reportClaimId === claim.claim_id) this.#reportClaimId = "";
+    // Before the outcomes free their slots: the claim loop they wake counts these.
+    for (const c of ans?.tasks ?? []) this.#start(c);
     if (outcomes.length) this.#slotFreed?.();
     for (const s of ans?.stop ?? []) {
       const r = this.#running.get(s.id);
@@ -458,6 +486,18 @@ export class Worker {
     return true;
   }
 
+  // #reportClaim is the claim of a report of n outcomes: while the claim
+  // loop waits for a slot, the slots they free; undefined when it does not
+  // wait or none would be free.
+  #reportClaim(n: number, last: boolean): Report["claim"] {
+    if (n === 0 || last || this.#stopping || !this.#reportClaims || !this.#claimWaiting) return undefined;
+    // Free once the report is applied: #running and the outcomes queued after it are held.
+    const max = Math.min(this.#o.concurrency - this.#running.size - this.#outcomes.length, this.#reg!.max_claim);
+    if (max <= 0) return undefined;
+    this.#reportClaimId ||= `c-${randomBytes(12).toString("hex")}`;
+    return { max, claim_id: this.#reportClaimId };
+  }
+
   #requeue(outcomes: Outcome[], moved: Running[]): void {
     this.#outcomes = outcomes.concat(this.#outcomes);
     moved.forEach((r) => (r.progressDirty = true));
@@ -467,6 +507,13 @@ export class Worker {
   // field): the item at fault is answered or dropped, the rest sent again.
   #rejected(e: AxError, outcomes: Outcome[], moved: Running[]): void {
     this.#o.log(`report refused: ${e}`);
+    if (e.field.startsWith("claim")) {
+      // A server that refuses the report's claim: claim through the claim route only.
+      this.#reportClaims = false;
+      this.#requeue(outcomes, moved);
+      this.#wake();
+      return;
+    }
     const m = /^(outcomes|progress|held)\[(\d+)\]/.exec(e.field);
     if (!m) return; // nothing says which item: dropping the batch is the only way out of a loop
     const i = Number(m[2]);

@@ -2,6 +2,7 @@
 // (the twin of internal/e2e/testdata/sdkgated.py): $AX_URL (the region's
 // servers), $AX_TOKEN (a worker token), $AX_POOL, $AX_E2E_NAME (its name in
 // the runs file), $AX_E2E_GRACE (seconds running handlers get at SIGTERM),
+// $AX_E2E_SLOTS (its concurrency),
 // $AX_E2E_RUNS (a file: one JSON line per handler start and end) and
 // $AX_E2E_GATES (a directory: a task whose payload has "gate" waits until
 // the file GATES/<task id> exists).
@@ -17,7 +18,7 @@ function note(ev: string, task: Task): void {
   appendFileSync(runs, JSON.stringify({ ev, id: task.id, attempt: task.attempt, worker: name }) + "\n");
 }
 
-const w = new Worker({ pool: process.env.AX_POOL!, concurrency: 4, graceMs: Number(process.env.AX_E2E_GRACE) * 1000, name });
+const w = new Worker({ pool: process.env.AX_POOL!, concurrency: Number(process.env.AX_E2E_SLOTS ?? 4), graceMs: Number(process.env.AX_E2E_GRACE) * 1000, name });
 w.handle("sdk.gated", async (task) => {
   note("start", task);
   const p = (task.payload ?? {}) as { n?: number; gate?: boolean };

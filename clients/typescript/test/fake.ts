@@ -29,6 +29,9 @@ export class FakeRegion {
   progress: Progress[] = [];
   reports: Report[] = [];
   stops: { id: string; reason: "canceled" | "preempted" | "lease_lost" }[] = [];
+  /** Tasks handed out by each route: the claim route, or a report's claim. */
+  routes = { claim: 0, report: 0 };
+  #reportClaims = new Map<string, ClaimedTask[]>();
   tasks = new Map<string, any>();
   heartbeatMs = 200;
   maxResultBytes = 1024;
@@ -135,7 +138,7 @@ export class FakeRegion {
         return { status: 204 };
       }
       if (p[3] === "claim") return { status: 200, body: { tasks: await this.#claim(p[2], body, gone) } };
-      if (p[3] === "report") return { status: 200, body: this.#report(body) };
+      if (p[3] === "report") return this.#report(p[2], body);
     }
     if (p[0] === "v1" && p[1] === "tasks") {
       if (method === "POST" && p.length === 2) {
@@ -160,8 +163,7 @@ export class FakeRegion {
   // holds (outcome not reported yet), and with none free waits out the poll.
   async #claim(worker: string, body: { max: number; wait_ms: number }, gone: () => boolean): Promise<ClaimedTask[]> {
     const end = Date.now() + body.wait_ms;
-    const held = [...this.leasedBy].filter(([id, w]) => w === worker && this.leased.has(id)).length;
-    const n = Math.min(body.max, (this.workers.get(worker)?.slots ?? 0) - held);
+    const n = Math.min(body.max, (this.workers.get(worker)?.slots ?? 0) - this.#held(worker));
     if (n <= 0) {
       await new Promise((r) => setTimeout(r, body.wait_ms));
       return [];
@@ -176,15 +178,26 @@ export class FakeRegion {
       });
     }
     if (!this.workers.has(worker) || gone()) return [];
-    const out = this.ready.splice(0, n);
+    return this.#take(worker, n, "claim");
+  }
+
+  #held(worker: string): number {
+    return [...this.leasedBy].filter(([id, w]) => w === worker && this.leased.has(id)).length;
+  }
+
+  #take(worker: string, n: number, route: "claim" | "report"): ClaimedTask[] {
+    const out = this.ready.splice(0, Math.max(0, n));
     out.forEach((t) => {
       this.leased.set(t.id, t);
       this.leasedBy.set(t.id, worker);
     });
+    this.routes[route] += out.length;
     return out;
   }
 
-  #report(body: Report): unknown {
+  #report(worker: string, body: Report): { status: number; body?: unknown } {
+    const claim = body.claim;
+    if (claim && !(claim.max >= 1 && claim.max <= 256)) return apiError(400, "invalid_argument", "must be 1..256", "claim.max");
     this.reports.push(body);
     this.progress.push(...(body.progress ?? []));
     const answers = (body.outcomes ?? []).map((o) => {
@@ -195,7 +208,18 @@ export class FakeRegion {
       }
       return ok ? { id: o.id, ok } : { id: o.id, ok, code: "lease_lost", message: "not held" };
     });
-    return { stop: this.stops.splice(0), outcomes: answers };
+    const out: { stop: unknown[]; outcomes: unknown[]; tasks?: ClaimedTask[] } = { stop: this.stops.splice(0), outcomes: answers };
+    if (claim) {
+      // Like the server: cut to the slots free once the report is applied;
+      // the same claim_id again answers the tasks it took.
+      let took = (this.#reportClaims.get(claim.claim_id ?? "") ?? []).filter((t) => this.leased.get(t.id) === t);
+      if (took.length === 0) {
+        took = this.#take(worker, Math.min(claim.max, (this.workers.get(worker)?.slots ?? 0) - this.#held(worker)), "report");
+        if (claim.claim_id) this.#reportClaims.set(claim.claim_id, took);
+      }
+      if (took.length) out.tasks = took;
+    }
+    return { status: 200, body: out };
   }
 
   // #result answers GET /v1/tasks/{id}/result, waiting up to ?wait=<n>ms

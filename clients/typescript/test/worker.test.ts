@@ -17,11 +17,11 @@ describe("Worker", () => {
     fake.close();
   });
 
-  async function start(handlers: Record<string, (t: Task<any>) => unknown>, o: { concurrency?: number; graceMs?: number; servers?: number } = {}) {
+  async function start(handlers: Record<string, (t: Task<any>) => unknown>, o: { concurrency?: number; graceMs?: number; settleMs?: number; servers?: number } = {}) {
     fake = new FakeRegion();
     const urls: string[] = [];
     for (let i = 0; i < (o.servers ?? 1); i++) urls.push(await fake.listen());
-    const w = new Worker({ urls, token: "wt", pool: "acme-gpu", concurrency: o.concurrency ?? 2, graceMs: o.graceMs ?? 2_000, signals: false, waitMs: 300, log: quiet });
+    const w = new Worker({ urls, token: "wt", pool: "acme-gpu", concurrency: o.concurrency ?? 2, graceMs: o.graceMs ?? 2_000, settleMs: o.settleMs, signals: false, waitMs: 300, log: quiet });
     for (const [type, h] of Object.entries(handlers)) w.handle(type, h);
     current = w;
     const done = w.run();
@@ -217,7 +217,7 @@ describe("Worker", () => {
           return new Promise(() => t.signal.addEventListener("abort", () => (reason = t.signal.reason)));
         },
       },
-      { graceMs: 400 },
+      { graceMs: 400, settleMs: 100 },
     );
     const q = fake.add({ type: "quick" });
     const s = fake.add({ type: "stuck" });
@@ -226,13 +226,115 @@ describe("Worker", () => {
     await w.stop();
     await done;
     const took = Date.now() - t0;
-    assert.ok(took >= 400 && took < 1_500, `stop took ${took} ms with a 400 ms grace`);
+    assert.ok(took >= 400 && took < 1_500, `stop took ${took} ms with a 400 ms grace and a 100 ms settle`);
     assert.deepEqual(fake.outcome(q.id), { id: q.id, lease: q.lease, status: "success", result: "quick" });
     assert.deepEqual(fake.outcome(s.id), { id: s.id, lease: s.lease, status: "return" });
     assert.ok(reason instanceof TaskStoppedError && reason.reason === "shutdown");
     const last = fake.calls.at(-1)!;
     assert.equal(last.method, "DELETE");
     assert.equal(fake.calls.filter((c) => c.path.endsWith("/claim")).at(-1)!.body.max >= 1, true);
+  });
+
+  it("at the end of the grace hands a task back only once its stopped handler returned", async () => {
+    let handedBackWhileRunning: boolean | undefined;
+    const { w, done } = await start(
+      {
+        tidy: (t) =>
+          new Promise((_, reject) =>
+            t.signal.addEventListener("abort", () =>
+              setTimeout(() => {
+                handedBackWhileRunning = !!fake.outcome(t.id);
+                reject(t.signal.reason);
+              }, 200),
+            ),
+          ),
+      },
+      { graceMs: 100, settleMs: 5_000 },
+    );
+    const a = fake.add({ type: "tidy" });
+    await fake.until(() => fake.reports.some((r) => r.held?.some((h) => h.id === a.id)), 3_000, "the task running");
+    await w.stop();
+    await done;
+    assert.equal(handedBackWhileRunning, false);
+    assert.deepEqual(fake.outcome(a.id), { id: a.id, lease: a.lease, status: "return" });
+  });
+
+  it("hands back the task of a handler that ignores its stop after settleMs", async () => {
+    let started = false;
+    const { w, done } = await start(
+      {
+        deaf: () => {
+          started = true;
+          return new Promise(() => {});
+        },
+      },
+      { graceMs: 100, settleMs: 200 },
+    );
+    const a = fake.add({ type: "deaf" });
+    await fake.until(() => started, 3_000, "handler started");
+    await w.stop();
+    await done;
+    assert.deepEqual(fake.outcome(a.id), { id: a.id, lease: a.lease, status: "return" });
+  });
+
+  it("claims its next tasks in the answer to the report of its outcomes while every slot is busy", async () => {
+    const { w, done } = await start(
+      {
+        job: async (t) => {
+          await new Promise((r) => setTimeout(r, 50));
+          return t.payload;
+        },
+      },
+      { concurrency: 1 },
+    );
+    const ids = [0, 1, 2].map((i) => fake.add({ type: "job", payload: i }).id);
+    await fake.until(() => ids.every((id) => fake.outcome(id)), 5_000, "3 outcomes");
+    ids.forEach((id, i) => assert.deepEqual({ ...fake.outcome(id), lease: undefined }, { id, lease: undefined, status: "success", result: i }));
+    // The first through the claim route; each next one in the answer to the
+    // report of the outcome that freed the slot.
+    assert.deepEqual(fake.routes, { claim: 1, report: 2 });
+    const claims = fake.reports.filter((r) => r.claim);
+    assert.ok(claims.length >= 3 && claims.every((r) => r.claim!.max === 1 && r.outcomes?.length), JSON.stringify(claims));
+    assert.equal(new Set(claims.map((r) => r.claim!.claim_id)).size, claims.length, "a new claim_id once answered");
+    await w.stop();
+    await done;
+  });
+
+  it("sends a report's claim again under the same claim_id when its answer was lost", async () => {
+    const { w, done } = await start({ job: (t) => t.payload }, { concurrency: 1 });
+    let drop = true;
+    fake.hooks.push((c) => {
+      if (drop && c.path.endsWith("/report") && c.body?.claim) {
+        drop = false;
+        return "destroy";
+      }
+      return undefined;
+    });
+    const ids = [0, 1].map((i) => fake.add({ type: "job", payload: i }).id);
+    await fake.until(() => ids.every((id) => fake.outcome(id)), 5_000, "2 outcomes");
+    const sent = fake.calls.filter((c) => c.path.endsWith("/report") && c.body?.claim).map((c) => c.body.claim.claim_id);
+    assert.ok(sent.length >= 2 && sent[0] === sent[1], JSON.stringify(sent));
+    await w.stop();
+    await done;
+  });
+
+  it("claims through the claim route only once a server refused a report's claim", async () => {
+    const { w, done } = await start({ job: (t) => t.payload }, { concurrency: 1 });
+    let refuse = true;
+    fake.hooks.push((c) => {
+      if (refuse && c.path.endsWith("/report") && c.body?.claim) {
+        refuse = false;
+        return apiError(400, "invalid_argument", "must be 1..256", "claim.max");
+      }
+      return undefined;
+    });
+    const ids = [0, 1, 2].map((i) => fake.add({ type: "job", payload: i }).id);
+    await fake.until(() => ids.every((id) => fake.outcome(id)), 5_000, "3 outcomes");
+    ids.forEach((id, i) => assert.equal((fake.outcome(id) as { result?: unknown }).result, i));
+    assert.deepEqual(fake.routes, { claim: 3, report: 0 });
+    assert.equal(fake.calls.filter((c) => c.path.endsWith("/report") && c.body?.claim).length, 1);
+    await w.stop();
+    await done;
   });
 
   it("stops on SIGTERM: finishes the running task, reports it, leaves and exits 0", async () => {

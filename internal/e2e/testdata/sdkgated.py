@@ -2,7 +2,7 @@
 
 Its whole environment: PATH, AX_URL (the region's servers), AX_TOKEN (a
 worker token), AX_POOL, AX_E2E_NAME (its name in the runs file), AX_E2E_GRACE
-(seconds running handlers get at SIGTERM), AX_E2E_RUNS (a file: one JSON line
+(seconds running handlers get at SIGTERM), AX_E2E_SLOTS (its concurrency), AX_E2E_RUNS (a file: one JSON line
 per handler start and per handler end) and AX_E2E_GATES (a directory: a task
 whose payload has "gate" waits until the file GATES/<task id> exists). The
 TypeScript twin is clients/typescript/test/e2e-gated-worker.ts.
@@ -21,7 +21,7 @@ NAME = os.environ["AX_E2E_NAME"]
 RUNS = os.environ["AX_E2E_RUNS"]
 GATES = os.environ["AX_E2E_GATES"]
 
-w = Worker(pool=os.environ["AX_POOL"], concurrency=4, grace=float(os.environ["AX_E2E_GRACE"]), name=NAME)
+w = Worker(pool=os.environ["AX_POOL"], concurrency=int(os.environ.get("AX_E2E_SLOTS", "4")), grace=float(os.environ["AX_E2E_GRACE"]), name=NAME)
 
 
 def note(ev, task):

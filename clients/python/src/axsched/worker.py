@@ -23,9 +23,14 @@ deadline) is cancelled in its handler and its outcome dropped. Connection
 errors and 503 move the worker to the next server URL, keeping its leases; a
 registration the server forgot (404 worker_id) is made again.
 
+While every slot is busy, a report that carries outcomes also claims (a
+report claim): the tasks its outcomes make room for come back in the same
+round trip instead of in a claim sent after it.
+
 Shutdown (SIGTERM, SIGINT or stop()): stop claiming, let running handlers
-finish within grace seconds, hand back the rest (status return: no attempt
-spent), report, leave (DELETE). A second signal ends the grace at once.
+finish within grace seconds, stop the rest and hand each back (status
+return: no attempt spent) once its handler returned or settle seconds
+passed, report, leave (DELETE). A second signal ends the grace at once.
 """
 
 from __future__ import annotations
@@ -85,6 +90,10 @@ class _Run:
         self.future: Optional[concurrent.futures.Future] = None
         # done: an outcome was queued (or is no longer wanted) for it.
         self.done = False
+        # started: its async handler began; ended: its handler returned
+        # (an async one's future is done as soon as it is cancelled).
+        self.started = False
+        self.ended = threading.Event()
 
 
 class Worker:
@@ -93,12 +102,15 @@ class Worker:
     urls: the API URLs of the region's servers (one string, comma-separated
     or a list; default $AX_URL). token: a worker token (default $AX_TOKEN).
     concurrency: how many tasks run at once (the worker's slots). grace:
-    seconds running handlers get to finish at shutdown. labels and name
-    describe it to operators.
+    seconds running handlers get to finish at shutdown. settle: seconds a
+    handler stopped at the end of the grace gets to return before its task
+    is handed back (so another worker does not start it while this one
+    still runs it; a handler that ignores its stop past settle may). labels
+    and name describe it to operators.
     """
 
     def __init__(self, urls: Union[str, Sequence[str], None] = None, token: Optional[str] = None, *,
-                 pool: str, concurrency: int = 4, grace: float = 30.0,
+                 pool: str, concurrency: int = 4, grace: float = 30.0, settle: float = 1.0,
                  labels: Optional[Mapping[str, str]] = None, name: Optional[str] = None) -> None:
         if urls is None:
             urls = os.environ.get("AX_URL", "")
@@ -111,6 +123,7 @@ class Worker:
         self.pool = pool
         self.concurrency = concurrency
         self.grace = grace
+        self.settle = settle
         self.labels = dict(labels or {})
         self.name = name or socket.gethostname()
         self._t = Transport(urls, token, retries=3)
@@ -131,6 +144,12 @@ class Worker:
         # Outcomes queued or in flight: the server counts their tasks as held
         # (against the worker's slots) until a report carried them.
         self._unacked = 0
+        # The claim loop waits for a slot: a report of outcomes claims for it.
+        self._claim_waiting = False
+        # The claim id of a report claim not yet answered (its retries and
+        # the next report's claim keep it); False once the server refused one.
+        self._report_claim_id = ""
+        self._report_claims = True
 
         self._stop_requested = threading.Event()
         self._stopping = threading.Event()  # claims end
@@ -245,15 +264,24 @@ class Worker:
                 if left <= 0:
                     break
                 self._slot_cv.wait(min(left, 0.2))
-            # 3. The rest go back without spending an attempt.
-            for r in list(self._runs.values()):
-                if not r.done:
-                    r.done = True
-                    r.task._stop("shutdown")
-                    if r.future is not None:
-                        r.future.cancel()
-                    self._queue_outcome({"id": r.task.id, "lease": r.task.lease, "status": "return",
-                                         "retry_after_ms": 0})
+            # 3. The rest are stopped (their outcomes are dropped) ...
+            stopped = [r for r in self._runs.values() if not r.done]
+            for r in stopped:
+                r.done = True
+        for r in stopped:
+            r.task._stop("shutdown")
+            if r.future is not None:
+                r.future.cancel()  # outside _mu: a cancelled future calls _finish at once
+        # ... and each goes back without spending an attempt once its handler
+        # returned, or settle seconds on: handing it back first would let
+        # another worker start it while this one still runs it.
+        end = time.monotonic() + self.settle
+        for r in stopped:
+            r.ended.wait(max(0.0, end - time.monotonic()))
+        with self._mu:
+            for r in stopped:
+                self._queue_outcome({"id": r.task.id, "lease": r.task.lease, "status": "return",
+                                     "retry_after_ms": 0})
             # 4. The report loop sends what is pending and ends.
             self._closing.set()
             self._report_cv.notify_all()
@@ -336,7 +364,9 @@ class Worker:
         while not self._stopping.is_set():
             with self._mu:
                 while self._busy() >= self.concurrency and not self._stopping.is_set():
+                    self._claim_waiting = True
                     self._slot_cv.wait()
+                self._claim_waiting = False
                 free = self.concurrency - self._busy()
             if self._stopping.is_set():
                 return
@@ -398,16 +428,21 @@ class Worker:
                 return
             self._runs[task.id] = run
         assert self._pool is not None
-        if inspect.iscoroutinefunction(h):
+        is_async = inspect.iscoroutinefunction(h)
+        if is_async:
             assert self._loop is not None
-            fut: concurrent.futures.Future = asyncio.run_coroutine_threadsafe(_run_async(h, task), self._loop)
+            fut: concurrent.futures.Future = asyncio.run_coroutine_threadsafe(_run_async(h, run), self._loop)
         else:
             fut = self._pool.submit(_run_sync, h, task)
         with self._mu:
             run.future = fut
-        fut.add_done_callback(lambda f: self._finish(run, f))
+        fut.add_done_callback(lambda f: self._finish(run, f, is_async))
 
-    def _finish(self, run: _Run, fut: concurrent.futures.Future) -> None:
+    def _finish(self, run: _Run, fut: concurrent.futures.Future, is_async: bool) -> None:
+        if not is_async or not run.started:
+            # A sync handler's future is done when it returned (or was
+            # cancelled before it began); an async one's sets ended itself.
+            run.ended.set()
         with self._mu:
             self._runs.pop(run.task.id, None)
             self._slot_cv.notify_all()
@@ -477,7 +512,11 @@ class Worker:
                 progress = [p for p in self._progress.values() if not self._runs.get(p["id"], _DONE).done]
                 outcomes = self._outcomes
                 self._outcomes, self._progress, self._wake_at = [], {}, None
-            body = {k: v for k, v in (("held", held), ("progress", progress), ("outcomes", outcomes)) if v}
+                claim = self._report_claim(len(outcomes), closing)
+            body: Dict[str, Any] = {k: v for k, v in (("held", held), ("progress", progress), ("outcomes", outcomes))
+                                    if v}
+            if claim is not None:
+                body["claim"] = claim
             wid = self.worker_id or ""
             err: Optional[BaseException] = None
             try:
@@ -485,6 +524,12 @@ class Worker:
                                  stop=None if closing else self._closing)
                 attempt = 0
                 next_beat = time.monotonic() + self._param("heartbeat_ms", 10000) / 2000
+                if claim is not None:
+                    with self._mu:
+                        if self._report_claim_id == claim["claim_id"]:
+                            self._report_claim_id = ""
+                # Before the outcomes free their slots: the claim loop they
+                # wake counts the tasks the report's claim took.
                 self._answered(r or {})
                 self._acked(len(outcomes))
                 continue
@@ -523,6 +568,20 @@ class Worker:
             else:
                 self._closing.wait(wait)
 
+    def _report_claim(self, n_outcomes: int, closing: bool) -> Optional[Dict[str, Any]]:
+        """The claim of a report of n_outcomes outcomes (the caller holds _mu):
+        while the claim loop waits for a slot, the slots those outcomes free;
+        None when it does not wait or none would be free."""
+        if not (n_outcomes and self._claim_waiting and self._report_claims) or closing or \
+                self._stop_requested.is_set():
+            return None
+        # _busy counts the report's own outcomes: the server frees them first.
+        n = min(self.concurrency - self._busy() + n_outcomes, self._param("max_claim", 256))
+        if n <= 0:
+            return None
+        self._report_claim_id = self._report_claim_id or "c-" + secrets.token_hex(12)
+        return {"max": n, "claim_id": self._report_claim_id}
+
     def _requeue(self, progress: List[Dict[str, Any]], outcomes: List[Dict[str, Any]]) -> None:
         with self._mu:
             self._outcomes[:0] = outcomes
@@ -532,6 +591,8 @@ class Worker:
                 self._wake(0)
 
     def _answered(self, r: Mapping[str, Any]) -> None:
+        for raw in r.get("tasks") or []:
+            self._start(raw)  # the report's claim took it
         for s in r.get("stop") or []:
             with self._mu:
                 run = self._runs.get(s.get("id"))
@@ -553,6 +614,13 @@ class Worker:
                 outcomes: List[Dict[str, Any]]) -> bool:
         """Fixes a report the server refused for one item (field held[i], progress[i],
         outcomes[i]...) and queues the rest again; False when e names no item."""
+        if 400 <= e.status < 500 and e.status != 429 and (e.field or "").startswith("claim"):
+            # A server that refuses the report's claim: claim through the claim route only.
+            log.warning("worker %s: report claim refused, claiming without it: %s", self.worker_id, e)
+            with self._mu:
+                self._report_claims = False
+            self._requeue(progress, outcomes)
+            return True
         m = _FIELD_ITEM.match(e.field or "")
         if e.status < 400 or e.status >= 500 or e.status == 429 or not m:
             return False
@@ -624,14 +692,19 @@ def _run_sync(h: Handler, task: Task) -> Any:
     return h(task)
 
 
-async def _run_async(h: Handler, task: Task) -> Any:
-    left = task.seconds_left()
-    if left is None:
-        return await h(task)
+async def _run_async(h: Handler, run: _Run) -> Any:
+    run.started = True
+    task = run.task
     try:
-        return await asyncio.wait_for(h(task), timeout=max(left, 0))
-    except asyncio.TimeoutError:
-        raise TimeoutError("deadline %s passed" % task.deadline.isoformat() if task.deadline else "") from None
+        left = task.seconds_left()
+        if left is None:
+            return await h(task)
+        try:
+            return await asyncio.wait_for(h(task), timeout=max(left, 0))
+        except asyncio.TimeoutError:
+            raise TimeoutError("deadline %s passed" % task.deadline.isoformat() if task.deadline else "") from None
+    finally:
+        run.ended.set()
 
 
 def _error_text(exc: BaseException) -> str:
