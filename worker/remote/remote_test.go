@@ -10,6 +10,7 @@ import (
 	"net/http/httptest"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -400,4 +401,46 @@ func TestSaturatedWorkerClaimsWithItsReports(t *testing.T) {
 		t.Errorf("%d tasks ran, %d of them claimed by reports: want %d, some by reports", len(runs), p.byReport, n)
 	}
 	t.Logf("%d of %d tasks came with reports (%d reports)", p.byReport, n, p.reports)
+}
+
+// At the end of the grace the worker stops a handler and gives its task
+// back only once the handler returned: another worker cannot start it
+// while this one still runs it.
+func TestStoppedHandlerGivesItsTaskBackOnceItReturned(t *testing.T) {
+	p := newProtocol()
+	live := httptest.NewServer(p)
+	t.Cleanup(live.Close)
+	src, err := worker.Remote([]string{live.URL}, "wtok", remote.Options{ClaimWait: 100 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	w, err := worker.New(src, worker.Options{Pool: "acme-gpu", ID: "box-1", Concurrency: 1, Heartbeat: 50 * time.Millisecond,
+		Logger: testLogger, ShutdownGrace: 100 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	started := make(chan struct{})
+	var backWhileRunning atomic.Bool
+	w.Handle("tidy", func(ctx context.Context, tk *worker.Task) error {
+		close(started)
+		<-ctx.Done()
+		time.Sleep(200 * time.Millisecond) // cleaning up after the stop
+		_, failures, _ := p.snapshot()
+		_, back := failures[tk.ID]
+		backWhileRunning.Store(back)
+		return ctx.Err()
+	})
+	id := p.add("tidy", `{}`)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- w.Run(ctx) }()
+	<-started
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	_, failures, _ := p.snapshot()
+	if o := failures[id]; o.Status != apiv1.OutcomeReturn || backWhileRunning.Load() {
+		t.Fatalf("outcome %+v, handed back while the handler ran: %v; want a return, after the handler returned", o, backWhileRunning.Load())
+	}
 }
