@@ -79,7 +79,7 @@ func benchEstimator(tb testing.TB, cfg Config, pools []Pool) *Estimator {
 	for ti, typ := range benchTypes {
 		base := time.Duration(30*(ti+1)) * time.Second
 		for i, p := range pools {
-			est.Observe(typ, p.Key(), base*time.Duration(70+(i*31+ti*17)%61)/100)
+			est.Observe("", typ, p.Key(), base*time.Duration(70+(i*31+ti*17)%61)/100)
 		}
 	}
 	return est

@@ -9,8 +9,10 @@ import (
 	"github.com/hashicorp/golang-lru/v2/simplelru"
 )
 
-// Estimator holds how long each task type runs in each pool: per (type, pool key), an estimate
-// learnt from completions, in an LRU bounded by Config.EstimatorSize. Estimates arrive two ways:
+// Estimator holds how long each tenant's task types run in each pool: per (tenant, type, pool key),
+// an estimate learnt from that tenant's completions, in an LRU bounded by Config.EstimatorSize.
+// A tenant's tasks are placed by its own estimates only: another tenant's runs of a type of the
+// same name never move them (a tenant could otherwise make a pool look slow or fast to others). Estimates arrive two ways:
 // [Estimator.Set] takes one learnt elsewhere (in production, the region leaders publish what
 // their stores learnt from every completion, and each server's view sets them here, so every
 // server places with the same ones); [Estimator.Observe] folds one run into an exponentially
@@ -18,9 +20,10 @@ import (
 // so pairs that stopped completing are the first dropped. It is safe for concurrent use; share
 // one between Placers.
 //
-// A pool with no estimate of a type takes the type's estimate in the other pools of the snapshot
-// (their means weighted by observation count, unscaled: how much faster one pool runs another
-// type says little about this one), and the default only when no pool has one. Unscaled, an
+// A pool with no estimate of a tenant's type takes the tenant's estimate of the type in the other
+// pools of the snapshot (their means weighted by observation count, unscaled: how much faster one
+// pool runs another type says little about this one), and the default only when no pool has one
+// for the tenant: never another tenant's. Unscaled, an
 // unknown pool is judged by its price against the known ones, as if it ran at their speed.
 type Estimator struct {
 	alpha float64
@@ -33,7 +36,7 @@ type Estimator struct {
 	lru *simplelru.LRU[estKey, learnt]
 }
 
-type estKey struct{ typ, pool string }
+type estKey struct{ tenant, typ, pool string }
 
 // learnt is an Estimate in seconds.
 type learnt struct {
@@ -41,7 +44,7 @@ type learnt struct {
 	count          int64
 }
 
-// Estimate is a learnt duration of a task type in one pool.
+// Estimate is a learnt duration of a tenant's task type in one pool.
 type Estimate struct {
 	// Mean is the expected duration: a moving average of observed run times.
 	Mean time.Duration
@@ -55,12 +58,12 @@ type Estimate struct {
 type Source string
 
 const (
-	// SourceLearnt: the pool's own estimate for the type.
+	// SourceLearnt: the pool's own estimate for the tenant's type.
 	SourceLearnt Source = "learnt"
-	// SourceTypeOtherPools: the pool has none; the type's estimates in the other pools, weighted
-	// by their observation counts.
+	// SourceTypeOtherPools: the pool has none; the tenant's estimates of the type in the other
+	// pools, weighted by their observation counts.
 	SourceTypeOtherPools Source = "type_other_pools"
-	// SourceDefault: no pool has an estimate for the type: Config.DefaultDuration.
+	// SourceDefault: no pool has an estimate for the tenant's type: Config.DefaultDuration.
 	SourceDefault Source = "default"
 )
 
@@ -80,15 +83,15 @@ func NewEstimator(cfg Config) (*Estimator, error) {
 	return &Estimator{alpha: cfg.EWMAAlpha, lru: lru}, nil
 }
 
-// Observe folds one completed run of a task of type typ in pool poolKey (Pool.Key) into its
-// estimate: weight Config.EWMAAlpha for the new run (the first one is the estimate). Negative
-// durations are ignored.
-func (e *Estimator) Observe(typ, poolKey string, d time.Duration) {
+// Observe folds one completed run of tenant's task of type typ in pool poolKey (Pool.Key) into
+// its estimate: weight Config.EWMAAlpha for the new run (the first one is the estimate).
+// Negative durations are ignored.
+func (e *Estimator) Observe(tenant, typ, poolKey string, d time.Duration) {
 	if d < 0 {
 		return
 	}
 	x := max(d, shortestObservation).Seconds()
-	k := estKey{typ, poolKey}
+	k := estKey{tenant, typ, poolKey}
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	v, ok := e.lru.Get(k)
@@ -105,15 +108,15 @@ func (e *Estimator) Observe(typ, poolKey string, d time.Duration) {
 	e.version.Add(1)
 }
 
-// Set replaces the estimate of typ in poolKey with est, learnt elsewhere. A mean ≤ 0 is ignored;
-// a count < 1 counts as 1.
-func (e *Estimator) Set(typ, poolKey string, est Estimate) {
+// Set replaces the estimate of tenant's typ in poolKey with est, learnt elsewhere. A mean ≤ 0 is
+// ignored; a count < 1 counts as 1.
+func (e *Estimator) Set(tenant, typ, poolKey string, est Estimate) {
 	if est.Mean <= 0 {
 		return
 	}
 	v := learnt{mean: max(est.Mean, shortestObservation).Seconds(), variance: math.Pow(max(est.Spread, 0).Seconds(), 2),
 		count: max(est.Count, 1)}
-	k := estKey{typ, poolKey}
+	k := estKey{tenant, typ, poolKey}
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	if old, ok := e.lru.Get(k); ok && old == v {
@@ -123,17 +126,18 @@ func (e *Estimator) Set(typ, poolKey string, est Estimate) {
 	e.version.Add(1)
 }
 
-// Estimate returns the estimated duration of typ in poolKey, or known false when there is none.
-func (e *Estimator) Estimate(typ, poolKey string) (d time.Duration, known bool) {
-	est, ok := e.Lookup(typ, poolKey)
+// Estimate returns the estimated duration of tenant's typ in poolKey, or known false when there
+// is none.
+func (e *Estimator) Estimate(tenant, typ, poolKey string) (d time.Duration, known bool) {
+	est, ok := e.Lookup(tenant, typ, poolKey)
 	return est.Mean, ok
 }
 
-// Lookup returns the estimate of typ in poolKey, or false when there is none.
-func (e *Estimator) Lookup(typ, poolKey string) (Estimate, bool) {
+// Lookup returns the estimate of tenant's typ in poolKey, or false when there is none.
+func (e *Estimator) Lookup(tenant, typ, poolKey string) (Estimate, bool) {
 	e.mu.RLock()
 	defer e.mu.RUnlock()
-	v, ok := e.lru.Peek(estKey{typ, poolKey})
+	v, ok := e.lru.Peek(estKey{tenant, typ, poolKey})
 	if !ok {
 		return Estimate{}, false
 	}
@@ -146,8 +150,8 @@ func (v learnt) estimate() Estimate {
 
 func seconds(s float64) time.Duration { return time.Duration(s * float64(time.Second)) }
 
-// table reads typ's estimates for every pool of s, with the fallbacks for the pools without one.
-func (e *Estimator) table(typ string, s *Snapshot, defaultHours float64, now int64) *durations {
+// table reads k's estimates for every pool of s, with the fallbacks for the pools without one.
+func (e *Estimator) table(k tableKey, s *Snapshot, defaultHours float64, now int64) *durations {
 	d := newDurations(len(s.pools), s.words)
 	d.builtAt = now
 	e.mu.RLock()
@@ -155,7 +159,7 @@ func (e *Estimator) table(typ string, s *Snapshot, defaultHours float64, now int
 	// Read the version under the lock: no observation can land between it and the values.
 	d.version = e.version.Load()
 	for i := range s.pools {
-		if v, ok := e.lru.Peek(estKey{typ, s.pools[i].key}); ok {
+		if v, ok := e.lru.Peek(estKey{k.tenant, k.typ, s.pools[i].key}); ok {
 			d.learn(i, v)
 		}
 	}
@@ -163,10 +167,10 @@ func (e *Estimator) table(typ string, s *Snapshot, defaultHours float64, now int
 	return d
 }
 
-// carry moves prev, a table of the same type for an earlier snapshot, onto s: pools s shares
+// carry moves prev, a table of the same key for an earlier snapshot, onto s: pools s shares
 // with it (remap[i] is the index there, -1 for a new pool) keep their learnt values, new pools
 // are read, and the fallbacks are worked out again. The result is as fresh as prev.
-func (e *Estimator) carry(prev *durations, remap []int32, typ string, s *Snapshot, defaultHours float64) *durations {
+func (e *Estimator) carry(prev *durations, remap []int32, k tableKey, s *Snapshot, defaultHours float64) *durations {
 	d := newDurations(len(s.pools), s.words)
 	d.version, d.builtAt = prev.version, prev.builtAt
 	locked := false
@@ -183,7 +187,7 @@ func (e *Estimator) carry(prev *durations, remap []int32, typ string, s *Snapsho
 				defer e.mu.RUnlock()
 				locked = true
 			}
-			if v, ok := e.lru.Peek(estKey{typ, s.pools[i].key}); ok {
+			if v, ok := e.lru.Peek(estKey{k.tenant, k.typ, s.pools[i].key}); ok {
 				d.learn(i, v)
 			}
 		}
@@ -192,7 +196,10 @@ func (e *Estimator) carry(prev *durations, remap []int32, typ string, s *Snapsho
 	return d
 }
 
-// durations is one task type's expected duration in every pool of one snapshot.
+// tableKey names a duration table: one tenant's task type.
+type tableKey struct{ tenant, typ string }
+
+// durations is one tenant's task type's expected duration in every pool of one snapshot.
 type durations struct {
 	version uint64 // of the Estimator it was read from
 	builtAt int64  // decision time (Unix ns) it was read at

@@ -11,7 +11,7 @@ import (
 func TestEstimatorEWMA(t *testing.T) {
 	cfg := DefaultConfig() // alpha 0.2
 	e := mustEstimator(t, cfg)
-	if d, ok := e.Estimate("etl", "us-east-1/cpu"); ok || d != 0 {
+	if d, ok := e.Estimate("", "etl", "us-east-1/cpu"); ok || d != 0 {
 		t.Fatalf("empty estimator: %v, %v", d, ok)
 	}
 	steps := []struct {
@@ -24,20 +24,20 @@ func TestEstimatorEWMA(t *testing.T) {
 		{2 * time.Second, 10 * time.Second},  // 0.2 × 2 + 0.8 × 12 = 10
 	}
 	for i, st := range steps {
-		e.Observe("etl", "us-east-1/cpu", st.observe)
-		got, ok := e.Estimate("etl", "us-east-1/cpu")
+		e.Observe("", "etl", "us-east-1/cpu", st.observe)
+		got, ok := e.Estimate("", "etl", "us-east-1/cpu")
 		if !ok || (got-st.want).Abs() > time.Microsecond {
 			t.Fatalf("step %d: estimate %v, %v; want %v", i, got, ok, st.want)
 		}
 	}
-	if _, ok := e.Estimate("etl", "eu-west-1/cpu"); ok {
+	if _, ok := e.Estimate("", "etl", "eu-west-1/cpu"); ok {
 		t.Fatal("estimates leak between pools")
 	}
-	if _, ok := e.Estimate("train", "us-east-1/cpu"); ok {
+	if _, ok := e.Estimate("", "train", "us-east-1/cpu"); ok {
 		t.Fatal("estimates leak between types")
 	}
-	e.Observe("tiny", "p", 0)
-	if d, _ := e.Estimate("tiny", "p"); d != shortestObservation {
+	e.Observe("", "tiny", "p", 0)
+	if d, _ := e.Estimate("", "tiny", "p"); d != shortestObservation {
 		t.Fatalf("a zero duration is kept as %v, want %v", d, shortestObservation)
 	}
 }
@@ -46,15 +46,15 @@ func TestEstimatorLRU(t *testing.T) {
 	cfg := DefaultConfig()
 	cfg.EstimatorSize = 3
 	e := mustEstimator(t, cfg)
-	e.Observe("a", "p", time.Second)
-	e.Observe("b", "p", 2*time.Second)
-	e.Observe("c", "p", 3*time.Second)
-	e.Estimate("a", "p") // reads do not refresh: "a" is still the least recently observed
-	e.Observe("d", "p", 4*time.Second)
-	e.Observe("b", "p", 2*time.Second) // refreshes "b"
-	e.Observe("e", "p", 5*time.Second) // evicts "c"
+	e.Observe("", "a", "p", time.Second)
+	e.Observe("", "b", "p", 2*time.Second)
+	e.Observe("", "c", "p", 3*time.Second)
+	e.Estimate("", "a", "p") // reads do not refresh: "a" is still the least recently observed
+	e.Observe("", "d", "p", 4*time.Second)
+	e.Observe("", "b", "p", 2*time.Second) // refreshes "b"
+	e.Observe("", "e", "p", 5*time.Second) // evicts "c"
 	for typ, want := range map[string]bool{"a": false, "b": true, "c": false, "d": true, "e": true} {
-		if _, ok := e.Estimate(typ, "p"); ok != want {
+		if _, ok := e.Estimate("", typ, "p"); ok != want {
 			t.Errorf("%s kept = %v, want %v", typ, ok, want)
 		}
 	}
@@ -73,8 +73,8 @@ func TestPlacerRereadsEstimates(t *testing.T) {
 			if got := key(p.Place(s, cpuTask(), t0)); got != use1.Key() {
 				t.Fatalf("no estimates: chose %s", got)
 			}
-			e.Observe("etl", use1.Key(), 2*time.Hour)
-			e.Observe("etl", euw1.Key(), time.Hour)
+			e.Observe("", "etl", use1.Key(), 2*time.Hour)
+			e.Observe("", "etl", euw1.Key(), time.Hour)
 			want := euw1.Key() // 0.0535 × 1 h < 0.048 × 2 h
 			if refresh > 0 {
 				want = use1.Key() // still on the estimates read a moment ago
@@ -100,7 +100,7 @@ func TestEstimatesCarriedAcrossSnapshots(t *testing.T) {
 	usc1.PricePerSlotHour = priceOf(t, "gcp", "us-central1", "n2-standard-4").spot / 4 // 0.01388
 	want := map[string]time.Duration{use1.Key(): 2 * time.Hour, euw1.Key(): time.Hour, apne1.Key(): 10 * time.Minute}
 	for k, d := range want {
-		e.Observe("etl", k, d)
+		e.Observe("", "etl", k, d)
 	}
 	p := mustPlacer(t, cfg, e)
 	if got := key(p.Place(mustSnapshot(t, euw1, use1), cpuTask(), t0)); got != euw1.Key() {
@@ -148,7 +148,7 @@ func TestEstimatorConcurrent(t *testing.T) {
 			n := 0
 			for i := range 2000 {
 				typ := fmt.Sprintf("t%d", i%10)
-				e.Observe(typ, pools[(g+i)%2].Key(), time.Duration(i%50+1)*time.Second)
+				e.Observe("", typ, pools[(g+i)%2].Key(), time.Duration(i%50+1)*time.Second)
 				if d := p.Place(s, Task{Type: typ}, t0); d.OK {
 					n++
 				}
@@ -197,7 +197,7 @@ func TestPlaceConcurrentSnapshots(t *testing.T) {
 					continue
 				}
 				if d := p.Place(s, task, t0); d.OK {
-					e.Observe(task.Type, base[d.Index+len(base)-s.Len()].Key(), time.Duration(1+i%30)*time.Second)
+					e.Observe("", task.Type, base[d.Index+len(base)-s.Len()].Key(), time.Duration(1+i%30)*time.Second)
 				} else if d.Err() == nil {
 					t.Errorf("failed decision without an error: %+v", d)
 					return
@@ -248,14 +248,14 @@ func TestFallbackOrder(t *testing.T) {
 		third.Key(): {time.Second, SourceDefault, 0},
 	})
 	// The slow pool's runs take 4 min: the others are assumed as slow, so price still decides.
-	e.Set("etl", slow.Key(), Estimate{Mean: 4 * time.Minute, Spread: 30 * time.Second, Count: 300})
+	e.Set("", "etl", slow.Key(), Estimate{Mean: 4 * time.Minute, Spread: 30 * time.Second, Count: 300})
 	check("one pool learnt", etl, slow.Key(), map[string]want{
 		slow.Key(): {4 * time.Minute, SourceLearnt, 300}, fast.Key(): {4 * time.Minute, SourceTypeOtherPools, 300},
 		third.Key(): {4 * time.Minute, SourceTypeOtherPools, 300},
 	})
 	// The fast pool runs it in 1 min: 0.03 × 1 < 0.01 × 4, it wins; the third pool takes the
 	// count-weighted mean (300 × 4 + 100 × 1) / 400 = 3.25 min.
-	e.Set("etl", fast.Key(), Estimate{Mean: time.Minute, Count: 100})
+	e.Set("", "etl", fast.Key(), Estimate{Mean: time.Minute, Count: 100})
 	check("two pools learnt", etl, fast.Key(), map[string]want{
 		slow.Key(): {4 * time.Minute, SourceLearnt, 300}, fast.Key(): {time.Minute, SourceLearnt, 100},
 		third.Key(): {3*time.Minute + 15*time.Second, SourceTypeOtherPools, 400},
@@ -265,12 +265,29 @@ func TestFallbackOrder(t *testing.T) {
 		slow.Key(): {time.Second, SourceDefault, 0}, fast.Key(): {time.Second, SourceDefault, 0},
 		third.Key(): {time.Second, SourceDefault, 0},
 	})
+	// Another tenant's etl learns nothing from this tenant's runs: not the pools' own, not the
+	// fallback from other pools; the default, and price decides as before anything ran.
+	check("another tenant", Task{Type: "etl", Tenant: "globex", Tags: etl.Tags}, slow.Key(), map[string]want{
+		slow.Key(): {time.Second, SourceDefault, 0}, fast.Key(): {time.Second, SourceDefault, 0},
+		third.Key(): {time.Second, SourceDefault, 0},
+	})
+	// Its own runs are its own: globex's fast pool runs etl in 10 min (slower than the slow pool's
+	// 4 min for the first tenant), so it places on the slow pool, the first tenant on the fast one.
+	e.Set("globex", "etl", fast.Key(), Estimate{Mean: 10 * time.Minute, Count: 5})
+	check("another tenant learnt", Task{Type: "etl", Tenant: "globex", Tags: etl.Tags}, slow.Key(), map[string]want{
+		slow.Key(): {10 * time.Minute, SourceTypeOtherPools, 5}, fast.Key(): {10 * time.Minute, SourceLearnt, 5},
+		third.Key(): {10 * time.Minute, SourceTypeOtherPools, 5},
+	})
+	check("the first tenant after", etl, fast.Key(), map[string]want{
+		slow.Key(): {4 * time.Minute, SourceLearnt, 300}, fast.Key(): {time.Minute, SourceLearnt, 100},
+		third.Key(): {3*time.Minute + 15*time.Second, SourceTypeOtherPools, 400},
+	})
 	if c := p.Explain(s, etl, t0).Candidates[0]; c.Spread != 30*time.Second {
 		t.Errorf("spread of the slow pool: %v, want 30s", c.Spread)
 	}
 	// Setting the same estimate again changes nothing a Placer must reread.
 	v := e.version.Load()
-	e.Set("etl", fast.Key(), Estimate{Mean: time.Minute, Count: 100})
+	e.Set("", "etl", fast.Key(), Estimate{Mean: time.Minute, Count: 100})
 	if e.version.Load() != v {
 		t.Error("an unchanged Set bumped the version")
 	}

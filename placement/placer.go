@@ -44,11 +44,11 @@ type state struct {
 	herd bitset
 	view atomic.Pointer[view]
 
-	tablesMu sync.Mutex                            // serialises writers of tables
-	tables   atomic.Pointer[map[string]*durations] // per task type; copied on write
+	tablesMu sync.Mutex                              // serialises writers of tables
+	tables   atomic.Pointer[map[tableKey]*durations] // per tenant and task type; copied on write
 	// The previous state's tables, and for each pool its index there (-1: new), so tables still
 	// fresh are carried over instead of reread from the Estimator.
-	prevTables map[string]*durations
+	prevTables map[tableKey]*durations
 	remap      []int32
 }
 
@@ -257,9 +257,9 @@ func nanos(t time.Time) int64 {
 	return t.UnixNano()
 }
 
-// durations returns typ's duration table for st, rereading the estimator when it changed and the
-// table is older than Config.EstimateRefresh; nil without an estimator.
-func (p *Placer) durations(st *state, typ string, now time.Time) *durations {
+// durations returns the duration table of tenant's typ for st, rereading the estimator when it
+// changed and the table is older than Config.EstimateRefresh; nil without an estimator.
+func (p *Placer) durations(st *state, tenant, typ string, now time.Time) *durations {
 	if p.est == nil {
 		return nil
 	}
@@ -268,11 +268,12 @@ func (p *Placer) durations(st *state, typ string, now time.Time) *durations {
 		return d != nil && (d.version == p.est.version.Load() ||
 			(n >= d.builtAt && n-d.builtAt < int64(p.cfg.EstimateRefresh)))
 	}
-	var tables map[string]*durations
+	k := tableKey{tenant, typ}
+	var tables map[tableKey]*durations
 	if m := st.tables.Load(); m != nil {
 		tables = *m
 	}
-	if d := tables[typ]; fresh(d) {
+	if d := tables[k]; fresh(d) {
 		return d
 	}
 	st.tablesMu.Lock()
@@ -280,22 +281,22 @@ func (p *Placer) durations(st *state, typ string, now time.Time) *durations {
 	if m := st.tables.Load(); m != nil {
 		tables = *m
 	}
-	if d := tables[typ]; fresh(d) {
+	if d := tables[k]; fresh(d) {
 		return d
 	}
 	var d *durations
-	if prev := st.prevTables[typ]; fresh(prev) {
-		d = p.est.carry(prev, st.remap, typ, st.snap, p.defaultHours)
+	if prev := st.prevTables[k]; fresh(prev) {
+		d = p.est.carry(prev, st.remap, k, st.snap, p.defaultHours)
 	} else {
-		d = p.est.table(typ, st.snap, p.defaultHours, n)
+		d = p.est.table(k, st.snap, p.defaultHours, n)
 	}
-	next := make(map[string]*durations, len(tables)+1)
+	next := make(map[tableKey]*durations, len(tables)+1)
 	if len(tables) < maxTables {
 		for k, v := range tables {
 			next[k] = v
 		}
 	}
-	next[typ] = d
+	next[k] = d
 	st.tables.Store(&next)
 	return d
 }
@@ -434,7 +435,7 @@ func beyond(i int, bound float64, best int, bestCost float64) bool {
 // each was rejected and how each eligible one scored, and skips nothing; the same bitsets, score
 // and comparison decide. It returns the decision and the chosen pool's snapshot index (-1: none).
 func (p *Placer) evaluate(st *state, t *Task, now time.Time, exp *Explanation) (Decision, int) {
-	q := query{p: p, st: st, v: p.view(st, now), t: t, durs: p.durations(st, t.Type, now), home: homeOf(st.snap, t)}
+	q := query{p: p, st: st, v: p.view(st, now), t: t, durs: p.durations(st, t.Tenant, t.Type, now), home: homeOf(st.snap, t)}
 	// Room for the filter's bitsets on the stack, so Place does not allocate for them.
 	var tagBuf [8]bitset
 	var regBuf [4]uint64

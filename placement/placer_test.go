@@ -56,18 +56,18 @@ func TestPlaceCheapestEligible(t *testing.T) {
 		{
 			name: "learnt durations", pools: cpus, task: cpuTask(), want: "eu-west-1/m6i.xlarge",
 			observe: func(e *Estimator) {
-				e.Observe("etl", use1.Key(), 2*time.Hour) // 0.096 USD
-				e.Observe("etl", usc1.Key(), 2*time.Hour)
-				e.Observe("etl", apne1.Key(), 2*time.Hour)
-				e.Observe("etl", euw1.Key(), time.Hour) // 0.0535 USD
+				e.Observe("", "etl", use1.Key(), 2*time.Hour) // 0.096 USD
+				e.Observe("", "etl", usc1.Key(), 2*time.Hour)
+				e.Observe("", "etl", apne1.Key(), 2*time.Hour)
+				e.Observe("", "etl", euw1.Key(), time.Hour) // 0.0535 USD
 			},
 		},
 		{
 			name: "unknown duration uses the default", pools: cpus, task: cpuTask(), want: "us-east-1/m6i.xlarge",
 			cfg: func(c *Config) { c.DefaultDuration = time.Hour },
 			observe: func(e *Estimator) {
-				e.Observe("etl", euw1.Key(), 30*time.Minute) // 0.02675 USD vs 0.048 for the default
-				e.Observe("etl", use1.Key(), 20*time.Minute) // 0.016 USD
+				e.Observe("", "etl", euw1.Key(), 30*time.Minute) // 0.02675 USD vs 0.048 for the default
+				e.Observe("", "etl", use1.Key(), 20*time.Minute) // 0.016 USD
 			},
 		},
 	}
@@ -449,7 +449,7 @@ func TestExplainScoreParts(t *testing.T) {
 			p.Discount = 0.5
 			p.Slots, p.Running, p.Ready, p.QueueCapacity = 10, 10, tc.ready, 1000
 		})
-		est.Observe("etl", pool.Key(), 90*time.Minute)
+		est.Observe("", "etl", pool.Key(), 90*time.Minute)
 		p := mustPlacer(t, cfg, est)
 		c := p.Explain(mustSnapshot(t, pool), Task{Type: "etl", Home: "us-east-1", Critical: tc.critical}, t0).Candidates[0]
 		fill := float64(tc.ready) / 1000

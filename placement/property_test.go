@@ -131,7 +131,7 @@ func TestExplainMatchesPlace(t *testing.T) {
 		est := mustEstimator(t, cfg)
 		for range rng.IntN(200) {
 			pool := pools[rng.IntN(len(pools))]
-			est.Observe(fmt.Sprintf("type-%d", rng.IntN(3)), pool.Key(), time.Duration(1+rng.IntN(7200))*time.Second)
+			est.Observe("", fmt.Sprintf("type-%d", rng.IntN(3)), pool.Key(), time.Duration(1+rng.IntN(7200))*time.Second)
 		}
 		pcfg := cfg
 		if iter%4 == 3 {
@@ -155,7 +155,7 @@ func TestExplainMatchesPlace(t *testing.T) {
 					t.Fatal(err)
 				}
 				if iter%2 == 0 {
-					est.Observe("type-0", pools[0].Key(), time.Second)
+					est.Observe("", "type-0", pools[0].Key(), time.Second)
 				}
 			}
 			task := randomTask(rng)
@@ -213,13 +213,13 @@ func TestExplainMatchesPlace(t *testing.T) {
 // naiveDuration is the expected duration of typ in pools[i] by the fallback order: the pool's
 // own estimate, the count-weighted mean of the type's estimates in the other pools, the default.
 func naiveDuration(est *Estimator, typ string, pools []Pool, i int, def time.Duration) (time.Duration, Source, int64) {
-	if e, ok := est.Lookup(typ, pools[i].Key()); ok {
+	if e, ok := est.Lookup("", typ, pools[i].Key()); ok {
 		return e.Mean, SourceLearnt, e.Count
 	}
 	var sum float64
 	var n int64
 	for _, p := range pools {
-		if e, ok := est.Lookup(typ, p.Key()); ok {
+		if e, ok := est.Lookup("", typ, p.Key()); ok {
 			sum += float64(e.Count) * e.Mean.Seconds()
 			n += e.Count
 		}

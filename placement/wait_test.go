@@ -19,8 +19,8 @@ func TestExpectedWait(t *testing.T) {
 	})
 	// 30 s tasks everywhere: 8 slots drain 0.27 tasks/s, 481 ÷ 0.27 = 1804 s.
 	learn := func(e *Estimator) {
-		e.Set("etl", cheap.Key(), Estimate{Mean: 30 * time.Second, Count: 100})
-		e.Set("etl", idle.Key(), Estimate{Mean: 30 * time.Second, Count: 100})
+		e.Set("", "etl", cheap.Key(), Estimate{Mean: 30 * time.Second, Count: 100})
+		e.Set("", "etl", idle.Key(), Estimate{Mean: 30 * time.Second, Count: 100})
 	}
 	tests := []struct {
 		name     string

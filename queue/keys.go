@@ -60,8 +60,8 @@ import (
 //	                           target region, by next send time (ms)
 //	ax:{s}:held          ZSET  hand-offs received and held until their sender's
 //	                           word, by when to ask it (ms)
-//	ax:{s}:rt            HASH  "<pool> <type>" → run-time count, moving mean
-//	                           and spread (µs), last (ms); capped (runtime.go)
+//	ax:{s}:rtn           HASH  "<pool> <type> <tenant>" → run-time count, moving
+//	                           mean and spread (µs), last (ms); capped (runtime.go)
 //	ax:{s}:px            HASH  pool → live price per slot-hour, which claims
 //	                           record (the leader writes it, prices.go)
 //	ax:{s}:cost:<day>    HASH  "<tenant>\t<type>\t<pool>\t<tags>" → runs,
@@ -128,7 +128,7 @@ func UniqueKey(p, tenant, key string) string   { return p + "uq:" + tenant + ":"
 func DebounceKey(p, tenant, key string) string { return p + "db:" + tenant + ":" + key }
 func OutboxKey(p string) string                { return p + "outbox" }
 func HeldKey(p string) string                  { return p + "held" }
-func RunTimesKey(p string) string              { return p + "rt" }
+func RunTimesKey(p string) string              { return p + "rtn" }
 func PricesKey(p string) string                { return p + "px" }
 func CostKey(p string, day int64) string       { return p + "cost:" + strconv.FormatInt(day, 10) }
 func LimitsKey(p string) string                { return p + "lim" }

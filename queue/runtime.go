@@ -6,8 +6,10 @@ import (
 	"time"
 )
 
-// RunTime is what a region's completions say about how long one task type
-// runs in one pool: the learnt duration placement scores with.
+// RunTime is what a region's completions say about how long one tenant's
+// task type runs in one pool: the learnt duration placement scores that
+// tenant's tasks with. Learnt per tenant, so that no tenant's runs move
+// another's placements.
 //
 // The scripts that end an attempt fold its run time (start to end) into
 // its pair atomically, in the same call: complete.lua for every success,
@@ -17,7 +19,7 @@ import (
 // nothing of how long the work takes, and counting them would make a pool
 // that fails a type at once look the fastest for it.
 type RunTime struct {
-	Pool, Type string
+	Pool, Type, Tenant string
 	// Count is the number of observations (every shard's).
 	Count int64
 	// Mean and Spread are an exponentially weighted mean and standard

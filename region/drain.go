@@ -15,29 +15,29 @@ const drainWindow = 10 * time.Minute
 
 // drainRates turns the store's learnt run-time counts into each pool's
 // finished tasks per second. Every completion and handler failure folds
-// one observation into its (pool, type) count, so the counts' growth is
+// one observation into its (pool, type, tenant) count, so the counts' growth is
 // what the pool drained. A pair trimmed from the store or seen again after
 // a trim must not read as a drop or a burst: only growth of a pair seen at
 // the previous reading counts, and a new pair counts its own count (it was
 // first completed since, or came back small). Owned by the house loop.
 type drainRates struct {
-	last   map[[2]string]int64 // (pool, type) → count at the previous reading
+	last   map[[3]string]int64 // (pool, type, tenant) → count at the previous reading
 	total  map[string]int64    // pool → finished tasks counted so far
 	meters map[string]*placement.DrainMeter
 	read   bool // a reading was taken
 }
 
 func newDrainRates() *drainRates {
-	return &drainRates{last: map[[2]string]int64{}, total: map[string]int64{}, meters: map[string]*placement.DrainMeter{}}
+	return &drainRates{last: map[[3]string]int64{}, total: map[string]int64{}, meters: map[string]*placement.DrainMeter{}}
 }
 
 // count reads rts and returns each pool's finished tasks counted so far.
 func (d *drainRates) count(rts []queue.RunTime) map[string]int64 {
 	first := !d.read
 	d.read = true
-	seen := make(map[[2]string]int64, len(rts))
+	seen := make(map[[3]string]int64, len(rts))
 	for _, r := range rts {
-		k := [2]string{r.Pool, r.Type}
+		k := [3]string{r.Pool, r.Type, r.Tenant}
 		seen[k] = r.Count
 		prev, ok := d.last[k]
 		switch {

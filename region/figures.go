@@ -40,9 +40,13 @@ type PoolFigures struct {
 	// Paused: backpressure holds priorities 3–4 until the fill falls under
 	// the resume threshold.
 	Paused bool `json:"paused,omitempty"`
-	// RunTimes are the pool's learnt run times per task type, the types
-	// with the most observations first, at most Config.RunTimeTypes.
-	RunTimes []RunTime `json:"run_times,omitempty"`
+	// RunTimes are the pool's learnt run times per tenant and task type,
+	// at most Config.RunTimeTypes, taken from the tenants in turn (each
+	// tenant's most observed first), so that no tenant's volume keeps
+	// another's out. Placement reads a tenant's own only. (Leaders before
+	// run times were learnt per tenant published "run_times", merged over
+	// tenants: they are not read.)
+	RunTimes []RunTime `json:"tenant_run_times,omitempty"`
 	// Types the live workers serve (queue.PoolWorkers.Types); null: any
 	// type, as far as the leader knows (and what older leaders publish).
 	Types []string `json:"types"`
@@ -63,11 +67,13 @@ type PoolFigures struct {
 	Starving int `json:"starving,omitempty"`
 }
 
-// RunTime is how long one task type runs in a pool, learnt from its
-// completions (queue.RunTime): placement's expected duration.
+// RunTime is how long one tenant's task type runs in a pool, learnt from
+// its completions (queue.RunTime): placement's expected duration for that
+// tenant's tasks.
 type RunTime struct {
-	Type  string `json:"type"`
-	Count int64  `json:"count"`
+	Type   string `json:"type"`
+	Tenant string `json:"tenant"`
+	Count  int64  `json:"count"`
 	// Seconds is the exponentially weighted mean run time; Spread its
 	// standard deviation, both in seconds.
 	Seconds float64 `json:"seconds"`

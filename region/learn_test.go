@@ -14,12 +14,13 @@ import (
 )
 
 // The leader publishes each pool's learnt run times with the region's
-// figures, the types with the most observations first and at most
-// RunTimeTypes of them.
+// figures, per tenant, at most RunTimeTypes of them: each tenant's most
+// observed first, then each tenant's second, so that a tenant with more
+// runs does not keep another's out.
 func TestPublishesRunTimes(t *testing.T) {
 	h := newHarness(t)
 	a, _ := h.startCell("a", nil, func(c *Config) {
-		c.RunTimeTypes = 2
+		c.RunTimeTypes = 3
 		c.Pools = append(c.Pools, Pool{Name: "gpu", QueueCapacity: 10, PricePerSlotHour: 2})
 	})
 	waitFor(t, 10*time.Second, "a leads", a.Leading)
@@ -33,9 +34,9 @@ func TestPublishesRunTimes(t *testing.T) {
 		t.Fatal(err)
 	}
 	ctx := context.Background()
-	run := func(pool, typ string, d time.Duration) {
+	run := func(pool, typ string, d time.Duration, tenant ...string) {
 		t.Helper()
-		sp := &task.Spec{Type: typ}
+		sp := &task.Spec{Type: typ, Tenant: append(tenant, "")[0]}
 		if err := sp.Normalize(task.DefaultDefaults(), time.Now()); err != nil {
 			t.Fatal(err)
 		}
@@ -58,12 +59,15 @@ func TestPublishesRunTimes(t *testing.T) {
 	}
 	run("cpu", "encode", 100*time.Millisecond)
 	run("cpu", "encode", 300*time.Millisecond)
-	run("cpu", "rare", 10*time.Millisecond) // beyond the top 2
+	run("cpu", "rare", 10*time.Millisecond) // beyond the top 3
+	run("cpu", "resize", 5*time.Second, "globex")
 	run("gpu", "train", 90*time.Second)
 
 	want := map[string][]RunTime{
-		"cpu": {{Type: "resize", Count: 3, Seconds: 0.25}, {Type: "encode", Count: 2, Seconds: 0.2, Spread: 0.1}},
-		"gpu": {{Type: "train", Count: 1, Seconds: 90}},
+		"cpu": {{Type: "resize", Tenant: "default", Count: 3, Seconds: 0.25},
+			{Type: "encode", Tenant: "default", Count: 2, Seconds: 0.2, Spread: 0.1},
+			{Type: "resize", Tenant: "globex", Count: 1, Seconds: 5}},
+		"gpu": {{Type: "train", Tenant: "default", Count: 1, Seconds: 90}},
 	}
 	var got map[string][]RunTime
 	waitFor(t, 5*time.Second, "run times published", func() bool {

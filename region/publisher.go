@@ -259,15 +259,40 @@ func sumStarving(byPrio [task.MaxPriority + 1]int) int {
 	return n
 }
 
-// runTimesByPool keeps each pool's top types (rts comes sorted by pool,
-// then count, highest first).
+// runTimesByPool keeps at most top of each pool's run times (rts comes
+// sorted by pool, then count, highest first): every tenant's most observed
+// first, then every tenant's second, and so on, each round by count; the
+// kept ones by count, highest first.
 func runTimesByPool(rts []queue.RunTime, top int) map[string][]RunTime {
+	// rank[i]: how many of its tenant's pairs in its pool come before rts[i].
+	rank := make([]int, len(rts))
+	seen := map[[2]string]int{}
+	for i, r := range rts {
+		k := [2]string{r.Pool, r.Tenant}
+		rank[i] = seen[k]
+		seen[k]++
+	}
+	order := make([]int, len(rts))
+	for i := range order {
+		order[i] = i
+	}
+	sort.SliceStable(order, func(a, b int) bool {
+		ra, rb := rts[order[a]], rts[order[b]]
+		if ra.Pool != rb.Pool {
+			return ra.Pool < rb.Pool
+		}
+		return rank[order[a]] < rank[order[b]]
+	})
 	out := map[string][]RunTime{}
-	for _, r := range rts {
+	for _, i := range order {
+		r := rts[i]
 		if len(out[r.Pool]) < top {
-			out[r.Pool] = append(out[r.Pool], RunTime{Type: r.Type, Count: r.Count,
+			out[r.Pool] = append(out[r.Pool], RunTime{Type: r.Type, Tenant: r.Tenant, Count: r.Count,
 				Seconds: r.Mean.Seconds(), Spread: r.Spread.Seconds()})
 		}
+	}
+	for _, l := range out {
+		sort.SliceStable(l, func(a, b int) bool { return l[a].Count > l[b].Count })
 	}
 	return out
 }

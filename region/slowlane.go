@@ -36,13 +36,24 @@ func slowLanes(cfg map[string]SlowLane, figs Figures, rts []queue.RunTime) map[s
 			continue
 		}
 		q := queue.SlowLane{Threshold: l.Threshold, Slots: laneSlots(l.MaxShare, p.Slots)}
+		// A lane holds a type whatever its tenant: its mean over every
+		// tenant's runs, weighted by their counts.
+		type sum struct {
+			n    int64
+			mean float64 // ns × n
+		}
+		byType := map[string]sum{}
 		for _, rt := range rts {
 			if rt.Pool != p.Name || rt.Count == 0 {
 				continue
 			}
-			q.Known = append(q.Known, rt.Type)
-			if rt.Mean >= l.Threshold {
-				q.Slow = append(q.Slow, rt.Type)
+			v := byType[rt.Type]
+			byType[rt.Type] = sum{v.n + rt.Count, v.mean + float64(rt.Count)*float64(rt.Mean)}
+		}
+		for typ, v := range byType {
+			q.Known = append(q.Known, typ)
+			if time.Duration(v.mean/float64(v.n)) >= l.Threshold {
+				q.Slow = append(q.Slow, typ)
 			}
 		}
 		sort.Strings(q.Known)

@@ -9,7 +9,8 @@ import (
 // Learn makes the view set every region's published run times into est,
 // the estimator this server's placer reads: every server of every region
 // then places with the same learnt durations, a publication (a couple of
-// seconds) after the completions that taught them.
+// seconds) after the completions that taught them. Run times are each
+// tenant's own (region.RunTime): a tenant's tasks are placed by them only.
 func (v *View) Learn(est *placement.Estimator) {
 	v.est.Store(est)
 	v.Refresh()
@@ -31,7 +32,7 @@ func (v *View) teach(est *placement.Estimator, infos []RegionInfo) {
 		for _, p := range r.Pools {
 			key := placement.Pool{Region: r.Region, Name: p.Name}.Key()
 			for _, rt := range p.RunTimes {
-				est.Set(rt.Type, key, placement.Estimate{Mean: seconds(rt.Seconds), Spread: seconds(rt.Spread), Count: rt.Count})
+				est.Set(rt.Tenant, rt.Type, key, placement.Estimate{Mean: seconds(rt.Seconds), Spread: seconds(rt.Spread), Count: rt.Count})
 			}
 		}
 	}

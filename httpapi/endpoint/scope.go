@@ -10,9 +10,9 @@ import (
 // ScopeExplanation narrows a placement explanation to what a token of one
 // tenant may learn (docs/security.md "Aggregates scoped per tenant"): the
 // pools reserved for other tenants are left out (their names and figures
-// are theirs), and so are the run counts and spreads behind duration
-// estimates, which other tenants' runs of a type of the same name feed. A
-// nil explanation is left alone.
+// are theirs). Duration estimates, their run counts and spreads stay: they
+// are learnt from the explained task's tenant's own runs only. A nil
+// explanation is left alone.
 func ScopeExplanation(ex *apiv1.Explanation) {
 	if ex == nil {
 		return
@@ -20,12 +20,6 @@ func ScopeExplanation(ex *apiv1.Explanation) {
 	ex.Candidates = slices.DeleteFunc(ex.Candidates, func(c apiv1.Candidate) bool {
 		return c.Rejected == string(placement.ReasonTenantPool)
 	})
-	for i := range ex.Candidates {
-		ex.Candidates[i].Observations, ex.Candidates[i].SpreadSeconds = 0, 0
-	}
-	if ex.Chosen != nil {
-		ex.Chosen.Observations, ex.Chosen.SpreadSeconds = 0, 0
-	}
 }
 
 // ScopeTo narrows what e tells a principal of one tenant (tenant != ""):

@@ -116,7 +116,7 @@ func Placement(ctx context.Context, o PlacementOptions, progress Progress) (*Sum
 		for ti, typ := range benchTypes {
 			base := time.Duration(30*(ti+1)) * time.Second
 			for i, p := range benchPools(n, t0) {
-				est.Observe(typ, p.Key(), base*time.Duration(70+(i*31+ti*17)%61)/100)
+				est.Observe("", typ, p.Key(), base*time.Duration(70+(i*31+ti*17)%61)/100)
 			}
 		}
 		pl, err := placement.NewPlacer(cfg, est)

@@ -157,11 +157,11 @@ func TestSlowCheapPoolStopsWinningOnceLearnt(t *testing.T) {
 		time.Sleep(100 * time.Millisecond)
 	}
 
-	// What an operator sees: `ax explain -o json` on every server (a
-	// tenant's token is not shown the run counts behind an estimate).
+	// What an operator sees: `ax explain -o json` on every server, for
+	// team-a's tasks (estimates are learnt per tenant).
 	for _, s := range servers {
 		out, stderr, code := runAx(t, s.api, "--token", fed.token(tokOperator), "explain", "--type", "exec",
-			"--tag", "class=cpu", "-o", "json")
+			"--tag", "class=cpu", "--tenant", "team-a", "-o", "json")
 		var ex apiv1.Explanation
 		if code != 0 || json.Unmarshal([]byte(out), &ex) != nil {
 			t.Fatalf("ax explain on %s: exit %d: %s %s", s.name, code, out, stderr)

@@ -1,7 +1,7 @@
 -- complete.lua: RUNNING→SUCCESS for a batch, each only with its current
 -- lease token.
--- Each success is a run-time observation of its (pool, type) (lib.lua
--- runtime): from its start (sa) to now, and a cost record (lib.lua cost).
+-- Each success is a run-time observation of its (pool, type, tenant)
+-- (lib.lua runtime): from its start (sa) to now, and a cost record (lib.lua cost).
 -- The record and its trail are kept for the task's result_ttl (xt; else
 -- the region's retention of successes) by the leader's sweep (lib.lua
 -- retain_success), not by a TTL, while a sweeper is alive; by a TTL of it
@@ -52,7 +52,7 @@ for k = 0, n - 1 do
     backlog_task(r[7], -1, id)
     batch_end(id, 'S', r[15])
     if r[6] then
-      runtime(r[3], r[5], now - tonumber(r[6]))
+      runtime(r[3], r[5], r[7], now - tonumber(r[6]))
       cost(r[7], r[5], r[3], r[8], r[9], now - tonumber(r[6]), false)
     end
     out[k + 1] = RC.OK

@@ -3,7 +3,7 @@
 -- when a cancel was requested meanwhile; past the deadline RUNNING→TIMEOUT
 -- →PENDING or →FAILED.
 -- An attempt that ran into its deadline is a run-time observation of its
--- (pool, type) (lib.lua runtime): the work takes at least that long there.
+-- (pool, type, tenant) (lib.lua runtime): the work takes at least that long there.
 -- Other failures are not: how soon a handler fails says nothing of how
 -- long the work takes, and a pool failing a type at once would look the
 -- fastest and draw all of it.
@@ -39,7 +39,7 @@ if r[11] == '1' then
   return {RC.OK, 'C', '0'}
 end
 if ARGV[9] == 'DEADLINE_EXCEEDED' and r[9] then
-  runtime(r[7], r[12], now - tonumber(r[9]))
+  runtime(r[7], r[12], r[13], now - tonumber(r[9]))
   write_runtimes(KEYS[9], now, tonumber(ARGV[13]), tonumber(ARGV[14]))
 end
 -- An attempt that ran past its deadline goes through TIMEOUT, as a reaped

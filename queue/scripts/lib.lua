@@ -230,24 +230,25 @@ local function finish()
   C = nil
 end
 
--- Run times (docs/architecture.md §5): how long a pool takes to run a task type, learnt
--- from completions and published by the region leader for placement. One
--- hash per shard (the caller's key), one field per pair,
--- "<pool> <type>" → "n mean_us sd_us last_ms": the count, an exponentially
--- weighted mean and standard deviation of the run time, and the last
--- observation. The weight of a new observation is max(alpha, 1/n), so the
--- estimate is the plain mean until n reaches 1/alpha. runtime() queues an
--- observation; write_runtimes() folds them, one HGET and one HSET per pair
--- and script whatever the batch. The hash holds at most cap pairs: a new
--- pair is dropped while it is full (the leader trims the least used,
--- rt_trim.lua), so a flood of new type names costs one HLEN each and grows
--- nothing.
-local function runtime(pool, ty, ms)
+-- Run times (docs/architecture.md §5): how long a pool takes to run a
+-- tenant's task type, learnt from completions and published by the region
+-- leader for placement. One hash per shard (the caller's key), one field
+-- per triple, "<pool> <type> <tenant>" ("default" for a record without
+-- one) → "n mean_us sd_us last_ms": the count, an exponentially weighted
+-- mean and standard deviation of the run time, and the last observation.
+-- Per tenant, so that one tenant's runs never move the estimate another
+-- tenant's tasks are placed by. The weight of a new observation is
+-- max(alpha, 1/n), so the estimate is the plain mean until n reaches
+-- 1/alpha. runtime() queues an observation; write_runtimes() folds them,
+-- one HGET and one HSET per triple and script whatever the batch. The hash
+-- holds at most cap triples: a new one is dropped while it is full (the
+-- leader trims the least used, rt_trim.lua), so a flood of new type names
+-- costs one HLEN each and grows nothing.
+local function runtime(pool, ty, tenant, ms)
   if not pool or not ty or ms == nil then return end
-  local p = C.RT[pool]
-  if p == nil then p = {}; C.RT[pool] = p end
-  local t = p[ty]
-  if t == nil then t = {}; p[ty] = t; C.RT_PAIRS[#C.RT_PAIRS + 1] = {pool .. ' ' .. ty, t} end
+  local f = pool .. ' ' .. ty .. ' ' .. (tenant or 'default')
+  local t = C.RT[f]
+  if t == nil then t = {}; C.RT[f] = t; C.RT_PAIRS[#C.RT_PAIRS + 1] = {f, t} end
   t[#t + 1] = ms
 end
 local function write_runtimes(key, now, cap, alpha)

@@ -29,7 +29,11 @@ func (e *env) runTimes() map[string]queue.RunTime {
 	}
 	m := map[string]queue.RunTime{}
 	for _, r := range rts {
-		m[r.Pool+" "+r.Type] = r
+		k := r.Pool + " " + r.Type
+		if r.Tenant != "default" {
+			k += " " + r.Tenant
+		}
+		m[k] = r
 	}
 	return m
 }
@@ -64,10 +68,10 @@ func TestRunTimesAfterCompletes(t *testing.T) {
 	ms := func(n int) time.Duration { return time.Duration(n) * time.Millisecond }
 	// Population standard deviation of 100, 200, 300 ms: 81.650 ms.
 	want := map[string]queue.RunTime{
-		"cpu resize": {Pool: "cpu", Type: "resize", Count: 3, Mean: ms(200), Spread: 81650 * time.Microsecond,
+		"cpu resize": {Pool: "cpu", Type: "resize", Tenant: "default", Count: 3, Mean: ms(200), Spread: 81650 * time.Microsecond,
 			Last: start.Add(ms(600))},
-		"gpu resize": {Pool: "gpu", Type: "resize", Count: 2, Mean: ms(50), Last: start.Add(ms(650))},
-		"cpu encode": {Pool: "cpu", Type: "encode", Count: 1, Mean: ms(50), Last: start.Add(ms(650))},
+		"gpu resize": {Pool: "gpu", Type: "resize", Tenant: "default", Count: 2, Mean: ms(50), Last: start.Add(ms(650))},
+		"cpu encode": {Pool: "cpu", Type: "encode", Tenant: "default", Count: 1, Mean: ms(50), Last: start.Add(ms(650))},
 	}
 	if d := cmp.Diff(want, e.runTimes()); d != "" {
 		t.Fatalf("run times (-want +got):\n%s", d)
@@ -87,6 +91,55 @@ func TestRunTimesAfterCompletes(t *testing.T) {
 	wantMean := before + (ms(1100)-before)/5
 	if d := after.Mean - wantMean; d < -time.Microsecond || d > time.Microsecond || after.Count != 14 {
 		t.Fatalf("after an outlier: mean %v count %d, want %v (1 µs rounding) and 14", after.Mean, after.Count, wantMean)
+	}
+}
+
+// Run times are learnt per tenant: another tenant's runs of a type of the
+// same name in the same pool (completed in the same batch, or ran into
+// their deadline) leave a tenant's figures as they were.
+func TestRunTimesPerTenant(t *testing.T) {
+	e := newEnv(t, oneShard)
+	for range 3 {
+		e.submit("cpu", typ("resize"), tenant("acme"))
+		e.runFor("cpu", 100*time.Millisecond)
+	}
+	before := e.runTimes()["cpu resize acme"]
+	// One batch mixing both tenants: globex's runs are 50x slower.
+	e.submit("cpu", typ("resize"), tenant("acme"))
+	e.submit("cpu", typ("resize"), tenant("globex"))
+	e.submit("cpu", typ("resize"), tenant("globex"))
+	acme, globex := e.claim("cpu", 10), []*task.Task(nil)
+	e.clock.Advance(100 * time.Millisecond)
+	var cs []queue.Completion
+	for _, tk := range acme {
+		if tk.Tenant == "globex" {
+			globex = append(globex, tk)
+			continue
+		}
+		cs = append(cs, queue.Completion{ID: tk.ID, Token: tk.LeaseToken})
+	}
+	if _, err := e.s.Complete(e.ctx, cs...); err != nil {
+		t.Fatal(err)
+	}
+	e.clock.Advance(4900 * time.Millisecond)
+	cs = []queue.Completion{{ID: globex[0].ID, Token: globex[0].LeaseToken}}
+	if _, err := e.s.Complete(e.ctx, cs...); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := e.s.Fail(e.ctx, queue.Failure{ID: globex[1].ID, Token: globex[1].LeaseToken, Error: "deadline",
+		Retryable: true, Reason: task.ReasonDeadline}); err != nil {
+		t.Fatal(err)
+	}
+	got := e.runTimes()
+	a, g := got["cpu resize acme"], got["cpu resize globex"]
+	if a.Count != before.Count+1 || a.Mean != 100*time.Millisecond || a.Tenant != "acme" {
+		t.Errorf("acme's run time moved by globex's runs: %+v (before %+v)", a, before)
+	}
+	if g.Count != 2 || g.Mean != 5*time.Second || g.Tenant != "globex" {
+		t.Errorf("globex: %+v, want 2 observations of 5s", g)
+	}
+	if len(got) != 2 {
+		t.Errorf("run times %v, want one per tenant", got)
 	}
 }
 

@@ -476,7 +476,7 @@ func (w *world) teach(r *simRegion) {
 		p := &w.pools[i]
 		for ti, rt := range p.rts {
 			if rt.n > 0 {
-				w.est.Set(w.s.Types[ti].Name, p.key, placement.Estimate{
+				w.est.Set("", w.s.Types[ti].Name, p.key, placement.Estimate{
 					Mean: time.Duration(rt.mean) * time.Millisecond, Spread: time.Duration(rt.sd) * time.Millisecond, Count: rt.n})
 			}
 		}
