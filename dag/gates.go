@@ -3,6 +3,7 @@ package dag
 import (
 	"context"
 	"errors"
+	"slices"
 	"sync"
 	"time"
 
@@ -11,10 +12,10 @@ import (
 )
 
 // Gates of a schedule's run (task.Gate): a node whose trigger rule would
-// release it is held while a gate is closed. Each pass reads, once per
-// upstream run, the state of the runs its WAITING gated nodes wait for,
-// wherever they live, the same way it reads its own nodes' tasks: the
-// upstream's end is seen on the first pass after it is recorded.
+// release it is held while a gate is closed. The reconciler reads the
+// state of the runs its WAITING gated nodes wait for, wherever they live,
+// when an upstream's end wakes it (upstreams.go), and reruns of the
+// period count: a gate opens on the first success among the period's runs.
 
 // upstream is what a pass knows of a run a gate waits for.
 type upstream int
@@ -48,8 +49,8 @@ func (p *runPass) gatedRuns() []task.Gate {
 	return out
 }
 
-// readUpstreams reads the state of each gate's upstream run.
-func (r *Runs) readUpstreams(ctx context.Context, gates []task.Gate) map[string]upstream {
+// readUpstreams reads the state of each gate's upstream runs (periodRuns).
+func (r *Runs) readUpstreams(ctx context.Context, tenant string, gates []task.Gate) map[string]upstream {
 	out := make(map[string]upstream, len(gates))
 	byID := make(map[string]task.Gate, len(gates))
 	ids := make([]string, len(gates))
@@ -59,7 +60,7 @@ func (r *Runs) readUpstreams(ctx context.Context, gates []task.Gate) map[string]
 	var mu sync.Mutex
 	eachID(ids, taskParallel, func(id string) {
 		cctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-		u := r.readUpstream(cctx, byID[id])
+		u := r.readPeriod(cctx, tenant, byID[id])
 		cancel()
 		mu.Lock()
 		out[id] = u
@@ -68,9 +69,29 @@ func (r *Runs) readUpstreams(ctx context.Context, gates []task.Gate) map[string]
 	return out
 }
 
-func (r *Runs) readUpstream(ctx context.Context, g task.Gate) upstream {
+// readPeriod is what g's upstream runs say: success when one of them
+// succeeded, else what the newest says (a rerun under way is waited for).
+func (r *Runs) readPeriod(ctx context.Context, tenant string, g task.Gate) upstream {
+	ids, err := r.periodRuns(ctx, tenant, g)
+	var newest upstream
+	for i, id := range slices.Backward(ids) {
+		u := r.readUpstream(ctx, g, id)
+		if u == upstreamSuccess {
+			return u
+		}
+		if i == len(ids)-1 {
+			newest = u
+		}
+	}
+	if err != nil && newest != upstreamFailed {
+		return upstreamUnread // its reruns are unknown: read again next pass
+	}
+	return newest
+}
+
+func (r *Runs) readUpstream(ctx context.Context, g task.Gate, id string) upstream {
 	if g.DAG {
-		state, _, ok, err := r.RunState(ctx, g.RunID)
+		state, _, ok, err := r.RunState(ctx, id)
 		switch {
 		case err != nil:
 			return upstreamUnread
@@ -81,7 +102,7 @@ func (r *Runs) readUpstream(ctx context.Context, g task.Gate) upstream {
 		}
 		return upstreamFailed
 	}
-	t, err := r.tasks.Get(ctx, g.RunID, 0)
+	t, err := r.tasks.Get(ctx, id, 0)
 	switch {
 	case errors.Is(err, task.ErrNotFound), isNotFound(err):
 		return upstreamPending

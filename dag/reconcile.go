@@ -73,8 +73,20 @@ const runParallel = 8
 // does, once a term, the first pass over a cancelled run, for a pass that
 // died between its submit and its record.
 func (r *Runs) Loop(ctx context.Context, f queue.Fence, lost func(error)) {
-	rc := &reconciler{runs: r, fence: f, plans: map[string]*runPlan{}}
+	rc := &reconciler{runs: r, fence: f, plans: map[string]*runPlan{}, gates: map[string]*gateReads{}, kick: make(chan struct{}, 1)}
 	go r.indexOld(ctx)
+	if r.ups != nil {
+		wctx, cancel := context.WithCancel(ctx)
+		done := make(chan struct{})
+		go func() {
+			defer close(done)
+			r.ups.WatchEnds(wctx, rc.wake)
+		}()
+		defer func() {
+			cancel()
+			<-done
+		}()
+	}
 	t := time.NewTicker(interval)
 	defer t.Stop()
 	for {
@@ -86,6 +98,7 @@ func (r *Runs) Loop(ctx context.Context, f queue.Fence, lost func(error)) {
 		case <-ctx.Done():
 			return
 		case <-t.C:
+		case <-rc.kick:
 		}
 	}
 }
@@ -111,8 +124,11 @@ type reconciler struct {
 	fence queue.Fence
 
 	mu    sync.Mutex
-	plans map[string]*runPlan // definitions read this term; they never change
-	swept map[string]bool     // cancelled runs whose overtaken releases were withdrawn this term
+	plans map[string]*runPlan   // definitions read this term; they never change
+	swept map[string]bool       // cancelled runs whose overtaken releases were withdrawn this term
+	gates map[string]*gateReads // by run id: its gates' last read
+	wakes uint64                // ends that woke gates this term
+	kick  chan struct{}         // an end woke gates: pass now
 }
 
 // runPlan is a run's definition prepared for reconciling.
@@ -145,6 +161,11 @@ func (rc *reconciler) pass(ctx context.Context) error {
 	for id := range rc.swept {
 		if !active[id] {
 			delete(rc.swept, id)
+		}
+	}
+	for id := range rc.gates {
+		if !active[id] {
+			delete(rc.gates, id)
 		}
 	}
 	rc.mu.Unlock()
@@ -217,9 +238,7 @@ func (rc *reconciler) reconcile(ctx context.Context, id string) error {
 	p.recordOutcomes(rc.runs.tasksOf(ctx, p.releasedTasks()))
 	p.now = rc.runs.cfg.Now()
 	p.settleStale()
-	if gs := p.gatedRuns(); len(gs) > 0 {
-		p.upstreams = rc.runs.readUpstreams(ctx, gs)
-	}
+	p.upstreams = rc.upstreamsOf(ctx, p)
 	p.settleWaiting()
 	// Submit first, record after: a crash in between leaves a WAITING
 	// node whose task exists, and the next pass's submit finds it.
@@ -312,6 +331,7 @@ func (rc *reconciler) record(ctx context.Context, p *runPass) error {
 	}
 	rc.runs.metrics.runs.WithLabelValues(rc.runs.cfg.Region, string(up.State)).Inc()
 	rc.runs.log.Info("DAG run ended", "dag", p.id, "state", up.State)
+	rc.runs.recordEnd(ctx, p, up.State)
 	return rc.finish(ctx, p.id)
 }
 

@@ -62,6 +62,7 @@ type Runs struct {
 	dags    *dagstore.DAGs
 	tasks   Tasks
 	cfg     Config
+	ups     Upstreams // nil: gates read every pass, reruns unseen
 	log     *slog.Logger
 	metrics struct {
 		runs, released *prometheus.CounterVec

@@ -16,8 +16,10 @@ import (
 // task.Gate the run's home region opens (package dag): same_period names
 // the upstream's run whose period covers this run's period start (derived
 // id: no read), latest_success looks for the upstream's newest successful
-// run among its latestSuccessSlots latest periods, and marks the gate
-// stale when none ended within max_age.
+// run among its latestSuccessSlots latest periods (a period's reruns
+// count, newest first), and marks the gate stale when none ended within
+// max_age. The home region counts a same_period upstream's reruns too
+// (dag.Upstreams.Reruns, ends.go).
 
 // Dependency bounds.
 const (
@@ -71,22 +73,34 @@ func (s *Scheduler) gates(ctx context.Context, e *entry, p apiv1.Period, lookup 
 func (s *Scheduler) latestSuccess(ctx context.Context, u *entry, g *task.Gate, now time.Time, maxAge time.Duration) error {
 	g.DAG = runsDAG(u.def)
 	slots := u.comp.Latest(now.Add(-coverLookback), now.Add(time.Nanosecond), latestSuccessSlots)
+	reruns, err := s.startedRuns(ctx, u.stored, true)
+	if err != nil {
+		return unavailable(err)
+	}
 	for _, slot := range slices.Backward(slots) {
-		id := u.runID(slot)
-		ok, finished, err := s.succeeded(ctx, u, id)
-		if err != nil {
-			return err
+		// The period's newest success counts: its reruns', then its own.
+		ids := []string{u.runID(slot)}
+		for _, r := range reruns {
+			if r.Period.Start.Equal(slot) {
+				ids = append(ids, r.ID)
+			}
 		}
-		if !ok {
-			continue
-		}
-		g.Period = &slot
-		if maxAge > 0 && (finished == nil || now.Sub(*finished) > maxAge) {
-			g.Stale = true
+		for _, id := range slices.Backward(ids) {
+			ok, finished, err := s.succeeded(ctx, u, id)
+			if err != nil {
+				return err
+			}
+			if !ok {
+				continue
+			}
+			g.Period = &slot
+			if maxAge > 0 && (finished == nil || now.Sub(*finished) > maxAge) {
+				g.Stale = true
+				return nil
+			}
+			g.RunID = id
 			return nil
 		}
-		g.RunID = id
-		return nil
 	}
 	g.Stale = true
 	return nil

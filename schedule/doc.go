@@ -9,6 +9,10 @@
 //     skipped, State), written only by the federation leader in a
 //     transaction that compares its election key, so a deposed leader
 //     cannot move it.
+//   - <prefix>schedule-ends/<tenant>/<name> holds the last end of a DAG
+//     run the schedule started, written by the run's home region: every
+//     region watches it to wake the gates waiting for it (package
+//     schedule/ends).
 //   - A slot's task id is derived from (schedule, slot) (TaskID): the
 //     leader enqueues the task into the schedule's home region first and
 //     records the slot second, so a leader that dies in between makes its

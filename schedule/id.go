@@ -1,40 +1,24 @@
 package schedule
 
 import (
-	"crypto/rand"
-	"encoding/binary"
-	"hash/fnv"
 	"time"
+
+	"github.com/ax-sched/ax/schedule/runid"
 )
 
-// idAlphabet is queue's id alphabet (base32hex): ids sort like the
-// numbers they encode.
-const idAlphabet = "0123456789abcdefghijklmnopqrstuv"
+// The derivations of run ids (package runid), by their short names here.
+var (
+	taskID       = runid.ID
+	derivedSeq   = runid.DerivedSeq
+	newSeq       = runid.NewSeq
+	jitterOffset = runid.Jitter
+)
 
 // TaskID is the id of the task of one slot of a schedule whose ids are
 // derived from its tenant and name (derivedSeq): the definitions stored
 // without a sequence of their own. taskID is the general form.
 func TaskID(tenant, name string, slot time.Time, home string) string {
 	return taskID(derivedSeq(tenant, name), slot, home)
-}
-
-// taskID is the id of the task of one slot of the schedule whose id
-// sequence is seq: a valid ax id whose time part is the slot's Unix
-// milliseconds and whose sequence part is seq, on shard 0 of the home
-// region. Every leader derives the same id, so the store refuses a second
-// task for the slot.
-func taskID(seq uint64, slot time.Time, home string) string {
-	var b [16]byte
-	v := uint64(slot.UnixMilli())
-	for i := 9; i >= 0; i-- {
-		b[i] = idAlphabet[v&31]
-		v >>= 5
-	}
-	for i := 15; i >= 10; i-- {
-		b[i] = idAlphabet[seq&31]
-		seq >>= 5
-	}
-	return string(b[:]) + ".0." + home
 }
 
 // idSeq is the sequence part of the schedule's task ids: the one drawn at
@@ -46,51 +30,4 @@ func (sd stored) idSeq() uint64 {
 		return uint64(*sd.seq)
 	}
 	return derivedSeq(sd.idTenant(), sd.def.Name)
-}
-
-// derivedSeq is the 30-bit FNV-1a hash of a schedule's tenant and name
-// (tenant "": the name's alone). Anyone can compute it, so new schedules
-// do not use it (newSeq).
-func derivedSeq(tenant, name string) uint64 {
-	h := fnv.New64a()
-	if tenant != "" {
-		h.Write([]byte(tenant))
-		h.Write([]byte{'/'})
-	}
-	h.Write([]byte(name))
-	s := h.Sum64()
-	return (s ^ s>>30 ^ s>>60) & (1<<30 - 1)
-}
-
-// newSeq draws the id sequence of a new schedule: 30 random bits that no
-// schedule of any tenant has (taken). Random, not derived from the name:
-// no tenant can pick a name whose ids another tenant's schedule would
-// need, nor learn from its own ids whether another schedule exists.
-func newSeq(taken map[uint64]bool) (uint32, error) {
-	var b [4]byte
-	for {
-		if _, err := rand.Read(b[:]); err != nil {
-			return 0, err
-		}
-		seq := binary.BigEndian.Uint32(b[:]) & (1<<30 - 1)
-		if !taken[uint64(seq)] {
-			return seq, nil
-		}
-	}
-}
-
-// jitterOffset is the run's delay after its slot: in [0, window), from a
-// hash of name and slot, so every leader computes the same.
-func jitterOffset(name string, slot time.Time, window time.Duration) time.Duration {
-	ms := window.Milliseconds()
-	if ms <= 0 {
-		return 0
-	}
-	h := fnv.New64a()
-	h.Write([]byte(name))
-	h.Write([]byte{0})
-	var b [8]byte
-	binary.BigEndian.PutUint64(b[:], uint64(slot.UnixMilli()))
-	h.Write(b[:])
-	return time.Duration(h.Sum64()%uint64(ms)) * time.Millisecond
 }

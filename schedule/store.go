@@ -10,6 +10,7 @@ import (
 
 	"github.com/ax-sched/ax/apiv1"
 	"github.com/ax-sched/ax/lease"
+	"github.com/ax-sched/ax/schedule/ends"
 	"go.etcd.io/etcd/api/v3/mvccpb"
 	clientv3 "go.etcd.io/etcd/client/v3"
 )
@@ -253,7 +254,7 @@ func (st store) state(ctx context.Context, sd stored) (State, bool, error) {
 	return s, true, nil
 }
 
-// remove deletes the definition sd, its state and its backfills; a definition deleted or
+// remove deletes the definition sd, its state, its backfills and its last run end; a definition deleted or
 // created again since sd was read is ErrNotFound.
 func (st store) remove(ctx context.Context, sd stored) error {
 	cctx, cancel := st.call(ctx)
@@ -261,7 +262,8 @@ func (st store) remove(ctx context.Context, sd stored) error {
 	resp, err := st.c.Txn(cctx).
 		If(clientv3.Compare(clientv3.CreateRevision(sd.key), "=", sd.rev)).
 		Then(clientv3.OpDelete(sd.key), clientv3.OpDelete(st.stateKey(sd.key)),
-			clientv3.OpDelete(st.backfillPrefix(sd.key), clientv3.WithPrefix())).
+			clientv3.OpDelete(st.backfillPrefix(sd.key), clientv3.WithPrefix()),
+			clientv3.OpDelete(ends.Key(st.prefix, sd.tenant(), sd.def.Name))).
 		Commit()
 	if err != nil {
 		return fmt.Errorf("schedule %s: delete: %w", sd.def.Name, err)

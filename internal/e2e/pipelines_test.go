@@ -368,6 +368,67 @@ func TestSchedulePipelines(t *testing.T) {
 		}
 	})
 
+	t.Run("reruns reach dependants", func(t *testing.T) {
+		p := pl.on(t)
+		const hourly = "0 0 * * * *"
+		slot := time.Now().UTC().Truncate(time.Hour).Add(-time.Hour)
+		per := slot.Format(time.RFC3339)
+		// src is paused: its period's run never started.
+		p.call(http.MethodPost, "/v1/schedules", map[string]any{"name": "src", "cron": hourly, "paused": true, "home_region": home,
+			"dag": map[string]any{"name": "src", "nodes": []any{node("make", 100, nil)}}}, http.StatusCreated, nil)
+		dependant := func(name, timeout string) {
+			n := node("use", 10, nil)
+			n["depends_on_schedules"] = []any{map[string]any{"schedule": "src", "rule": "same_period", "timeout": timeout}}
+			p.call(http.MethodPost, "/v1/schedules", map[string]any{"name": name, "cron": hourly, "paused": true, "home_region": away,
+				"dag": map[string]any{"name": name, "nodes": []any{n}}}, http.StatusCreated, nil)
+			p.call(http.MethodPost, "/v1/schedules/"+name+"/backfill", map[string]any{"from": per, "to": per}, http.StatusCreated, nil)
+		}
+		dependant("strictdep", "2s")
+		dependant("patient", "60s")
+		ended := func(name string, n int) []apiv1.DAGStatus {
+			var runs []apiv1.DAGStatus
+			waitUntil(t, 30*time.Second, fmt.Sprintf("%d ended runs of %s", n, name), func() bool {
+				runs = slices.DeleteFunc(p.runs(name), func(r apiv1.DAGStatus) bool { return r.State == task.DAGRunning })
+				return len(runs) >= n
+			})
+			sort.Slice(runs, func(i, j int) bool { return runs[i].CreatedAt.Before(runs[j].CreatedAt) })
+			return runs
+		}
+		if r := ended("strictdep", 1)[0]; r.State != task.DAGFailed || r.Nodes[0].Reason != task.ReasonUpstreamTimeout {
+			t.Fatalf("strictdep's run %s: %s, node %s %s; want FAILED, UPSTREAM_TIMEOUT", r.ID, r.State, r.Nodes[0].State, r.Nodes[0].Reason)
+		}
+		if runs := p.runs("patient"); len(runs) != 1 || runs[0].State != task.DAGRunning || runs[0].Nodes[0].State != task.NodeWaiting {
+			t.Fatalf("patient's runs %+v, want one RUNNING, its node WAITING", runs)
+		}
+		out, stderr, code := runAx(t, p.api, "--token", p.fed.token(p.tok), "-o", "json", "schedule", "rerun", "src", "--period", per)
+		var bf apiv1.Backfill
+		if code != 0 || json.Unmarshal([]byte(out), &bf) != nil {
+			t.Fatalf("ax schedule rerun: exit %d: %s %s", code, out, stderr)
+		}
+		src := ended("src", 1)[0]
+		if src.State != task.DAGSuccess || !src.Period.Start.Equal(slot) {
+			t.Fatalf("src's rerun %s: %s of %v, want SUCCESS of %s", src.ID, src.State, src.Period.Start, per)
+		}
+		// The dependant still waiting is released by the rerun's success.
+		pat := ended("patient", 1)[0]
+		if pat.State != task.DAGSuccess {
+			t.Fatalf("patient's run %s: %s (%+v), want SUCCESS after src's rerun", pat.ID, pat.State, pat.Nodes)
+		}
+		started := p.task(pat.Nodes[0].TaskID).CreatedAt
+		if started.Before(*src.FinishedAt) {
+			t.Errorf("patient's node started %v, before src's rerun succeeded (%v)", started, *src.FinishedAt)
+		}
+		// The dependant that timed out, rerun, sees the rerun's success.
+		p.call(http.MethodPost, "/v1/schedules/strictdep/rerun", map[string]any{"period": per}, http.StatusCreated, nil)
+		if r := ended("strictdep", 2)[1]; r.State != task.DAGSuccess {
+			t.Errorf("strictdep's rerun %s: %s, node %s %s; want SUCCESS", r.ID, r.State, r.Nodes[0].State, r.Nodes[0].Reason)
+		}
+		t.Logf("patient's node created %v after src's rerun of its period succeeded", started.Sub(*src.FinishedAt))
+		for _, n := range []string{"strictdep", "patient", "src"} {
+			p.call(http.MethodDelete, "/v1/schedules/"+n, nil, http.StatusOK, nil)
+		}
+	})
+
 	// The backfilled schedule: paused (only backfills run it), a minute
 	// apart, a two-node DAG whose first node runs in the other region.
 	bfDAG := func(name string, ms int) map[string]any {

@@ -34,6 +34,7 @@ import (
 	"github.com/ax-sched/ax/region"
 	"github.com/ax-sched/ax/region/identity"
 	"github.com/ax-sched/ax/schedule"
+	"github.com/ax-sched/ax/schedule/ends"
 	"github.com/ax-sched/ax/worker/proxy"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/redis/go-redis/v9"
@@ -319,6 +320,11 @@ func (s *Server) assemble(pc placement.Config, peerTLS *tls.Config, reg *prometh
 			}
 			return schedule.Limits{}
 		}})
+	// Gates: run ends through the global etcd, reruns from the schedules.
+	s.dags.SetUpstreams(struct {
+		*ends.Log
+		*schedule.Scheduler
+	}{ends.New(s.global, cfg.Etcd.Prefix), s.sched})
 	s.serveAPI(reg, own)
 	return nil
 }
