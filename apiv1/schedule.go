@@ -203,3 +203,42 @@ type BackfillRun struct {
 type BackfillList struct {
 	Backfills []Backfill `json:"backfills"`
 }
+
+// ScheduleGrid answers GET /v1/schedules/{name}/grid: the schedule's
+// latest periods (columns, oldest first) × its DAG's nodes (rows), each
+// cell the node's state in the period's run (Airflow's grid view).
+type ScheduleGrid struct {
+	Schedule string `json:"schedule"`
+	// Nodes are the DAG's node ids in definition order; "task" for a
+	// schedule of one task.
+	Nodes   []string     `json:"nodes"`
+	Periods []GridPeriod `json:"periods"`
+}
+
+// GridPeriod is one period of a ScheduleGrid and its newest run (a rerun
+// when there is one).
+type GridPeriod struct {
+	Period Period `json:"period"`
+	// RunID is the run shown: a DAG run's id, or a task's for a schedule
+	// of one task; "" when the period has no run (not fired yet, skipped,
+	// paused, expired).
+	RunID string `json:"run_id,omitempty"`
+	// Runs counts the period's runs: its slot's and its reruns.
+	Runs  int    `json:"runs"`
+	State string `json:"state,omitempty"` // the run's (DAG or task) state
+	// Cells are the nodes' states in that run, in Nodes' order.
+	Cells []GridCell `json:"cells"`
+}
+
+// GridCell is one node in one period's run.
+type GridCell struct {
+	State  string `json:"state,omitempty"` // "" when the period has no run
+	Reason string `json:"reason,omitempty"`
+	TaskID string `json:"task_id,omitempty"` // the node's task, once it has one
+}
+
+// Bounds of GET /v1/schedules/{name}/grid's periods parameter.
+const (
+	GridPeriodsDefault = 12
+	GridPeriodsMax     = 50
+)

@@ -132,6 +132,16 @@ func (r *Runs) RunState(ctx context.Context, id string) (state task.DAGState, fi
 	return st.State, st.FinishedAt, true, nil
 }
 
+// RunStatus reads the run id wherever it lives; nil when no region knows
+// it.
+func (r *Runs) RunStatus(ctx context.Context, id string) (*apiv1.DAGStatus, error) {
+	st, err := r.Status(ctx, id, 0)
+	if errors.Is(err, queue.ErrDAGNotFound) || isNotFound(err) {
+		return nil, nil
+	}
+	return st, err
+}
+
 // TaskState reads the task id wherever it is held, and when it ended; ok
 // is false for a task no region knows.
 func (r *Runs) TaskState(ctx context.Context, id string) (state task.State, finished *time.Time, ok bool, err error) {

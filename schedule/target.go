@@ -33,6 +33,8 @@ type DAGStarter interface {
 	// RunState reads a run wherever it lives; ok is false when no region
 	// knows it (expired: it has finished).
 	RunState(ctx context.Context, id string) (state task.DAGState, finished *time.Time, ok bool, err error)
+	// RunStatus reads a run wherever it lives; nil when no region knows it.
+	RunStatus(ctx context.Context, id string) (*apiv1.DAGStatus, error)
 	// CancelRun cancels a run wherever it lives, as by; a run missing or
 	// ended already is not an error.
 	CancelRun(ctx context.Context, id, by string) error

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"strconv"
 
 	"github.com/ax-sched/ax/apiv1"
 	"github.com/ax-sched/ax/httpapi/endpoint"
@@ -32,6 +33,9 @@ type Backfiller interface {
 	Rerun(ctx context.Context, name, tenant string, req *apiv1.RerunRequest, by string) (*apiv1.Backfill, error)
 	Backfills(ctx context.Context, name, tenant string) ([]apiv1.Backfill, error)
 	CancelBackfill(ctx context.Context, name, tenant, id, by string) (*apiv1.Backfill, error)
+	// Grid is the schedule's latest periods × its nodes (periods from 1
+	// to apiv1.GridPeriodsMax, else a field error naming periods).
+	Grid(ctx context.Context, name, tenant string, periods int) (*apiv1.ScheduleGrid, error)
 }
 
 // Definer makes schedules (POST /v1/schedules).
@@ -91,6 +95,7 @@ func (srv *Handlers) Routes() []endpoint.Route {
 		{Pattern: "POST /v1/schedules/{name}/backfill", Role: endpoint.RoleOperator, Handle: srv.backfill},
 		{Pattern: "POST /v1/schedules/{name}/rerun", Role: endpoint.RoleOperator, Handle: srv.rerun},
 		{Pattern: "GET /v1/schedules/{name}/backfills", Role: endpoint.RoleSubmitter, Handle: srv.listBackfills},
+		{Pattern: "GET /v1/schedules/{name}/grid", Role: endpoint.RoleSubmitter, Handle: srv.grid},
 		{Pattern: "POST /v1/schedules/{name}/backfills/{id}/cancel", Role: endpoint.RoleOperator, Handle: srv.cancelBackfill},
 	}
 }
@@ -251,8 +256,8 @@ func (srv *Handlers) pauseSchedule(paused bool) endpoint.Handler {
 // tenant= (the only parameter these endpoints take), which a token of one
 // tenant may give only as its own; without it, a token of one tenant its
 // own, one of every tenant every tenant ("").
-func scheduleTenant(r *http.Request, p endpoint.Principal) (string, error) {
-	v, err := endpoint.ParseQuery(r.URL.RawQuery, "tenant")
+func scheduleTenant(r *http.Request, p endpoint.Principal, params ...string) (string, error) {
+	v, err := endpoint.ParseQuery(r.URL.RawQuery, append([]string{"tenant"}, params...)...)
 	if err != nil {
 		return "", err
 	}
@@ -371,6 +376,27 @@ func (srv *Handlers) listBackfills(w http.ResponseWriter, r *http.Request, p end
 	return nil
 }
 
+// grid is GET /v1/schedules/{name}/grid?periods=N: 200 with the
+// schedule's latest N periods (default apiv1.GridPeriodsDefault) × nodes.
+func (srv *Handlers) grid(w http.ResponseWriter, r *http.Request, p endpoint.Principal) error {
+	sc, tenant, err := srv.addressed(r, p, "periods")
+	if err != nil {
+		return err
+	}
+	n := apiv1.GridPeriodsDefault
+	if v := r.URL.Query().Get("periods"); v != "" {
+		if n, err = strconv.Atoi(v); err != nil {
+			return &task.FieldError{Field: "periods", Msg: "a whole number of periods, from 1 to 50"}
+		}
+	}
+	g, err := sc.Grid(r.Context(), r.PathValue("name"), tenant, n)
+	if err != nil {
+		return err
+	}
+	endpoint.WriteJSON(w, http.StatusOK, g)
+	return nil
+}
+
 // cancelBackfill is POST /v1/schedules/{name}/backfills/{id}/cancel: 200
 // with the backfill, CANCELED (or as it ended).
 func (srv *Handlers) cancelBackfill(w http.ResponseWriter, r *http.Request, p endpoint.Principal) error {
@@ -386,12 +412,13 @@ func (srv *Handlers) cancelBackfill(w http.ResponseWriter, r *http.Request, p en
 	return nil
 }
 
-// addressed is the server's schedules and the tenant a request addresses.
-func (srv *Handlers) addressed(r *http.Request, p endpoint.Principal) (Scheduler, string, error) {
+// addressed is the server's schedules and the tenant a request addresses;
+// params are the endpoint's query parameters besides tenant.
+func (srv *Handlers) addressed(r *http.Request, p endpoint.Principal, params ...string) (Scheduler, string, error) {
 	sc, err := srv.scheduler()
 	if err != nil {
 		return nil, "", err
 	}
-	tenant, err := scheduleTenant(r, p)
+	tenant, err := scheduleTenant(r, p, params...)
 	return sc, tenant, err
 }

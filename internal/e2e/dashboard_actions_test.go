@@ -81,6 +81,8 @@ func dashboardActions(t *testing.T, fed *federation, api, dagRun string, run fun
 		t.Fatal("the schedule paused in the dashboard is not paused")
 	}
 
+	scheduleGrid(t, fed, api, run, shot)
+
 	// The DAG run: one edge extract → load; load never ran: no task link.
 	var edges, loadRow string
 	run("open the DAG run", chromedp.Navigate(api+"/#/dags/"+dagRun), chromedp.WaitVisible("#dag-edges line", chromedp.ByQuery),
@@ -179,4 +181,87 @@ func pressWith(sel, js string) chromedp.Action {
 	return chromedp.Poll(`(() => { const e = document.querySelector(`+jsString(sel)+`);
 		if (!e || !e.isConnected || e.offsetParent === null) return false; `+js+` e.click(); return true; })()`,
 		nil, chromedp.WithPollingInterval(50*time.Millisecond))
+}
+
+// scheduleGrid: a DAG schedule firing every 2 s (clean placed in
+// eu-west-1, check failing, load cancelled by it) shows its periods ×
+// nodes on its page, each cell the node's state in that period's run and
+// a link to the node's task when it has one; a bad periods is 400.
+func scheduleGrid(t *testing.T, fed *federation, api string, run func(string, ...chromedp.Action), shot func(string)) {
+	t.Helper()
+	nd := func(id string, payload map[string]any, deps []string, extra map[string]any) map[string]any {
+		tk := map[string]any{"type": "sleep", "payload": payload, "max_retries": 0}
+		for k, v := range extra {
+			tk[k] = v
+		}
+		return map[string]any{"id": id, "depends_on": deps, "task": tk}
+	}
+	ok := map[string]any{"ms": 10, "day": "{{period_start}}"}
+	code, body := fed.call("us-east-1", tokOperatorA, http.MethodPost, "/v1/schedules", map[string]any{
+		"name": "dash-grid", "cron": "*/2 * * * * *", "misfire": "skip", "home_region": "us-east-1",
+		"dag": map[string]any{"name": "dash-grid", "nodes": []any{
+			nd("extract", ok, nil, nil), nd("clean", ok, []string{"extract"}, map[string]any{"regions": []string{"eu-west-1"}}),
+			nd("check", map[string]any{"ms": -1}, []string{"extract"}, nil), nd("load", ok, []string{"clean", "check"}, nil)}}})
+	if code != http.StatusCreated {
+		t.Fatalf("create a DAG schedule: %d %s", code, body)
+	}
+	defer fed.call("us-east-1", tokOperatorA, http.MethodDelete, "/v1/schedules/dash-grid", nil)
+	var grid struct {
+		Nodes   []string
+		Periods []struct {
+			RunID string `json:"run_id"`
+			State string
+			Cells []struct {
+				State, Reason string
+				TaskID        string `json:"task_id"`
+			}
+		}
+	}
+	ended := 0
+	waitUntil(t, 40*time.Second, "3 ended runs of dash-grid in its grid", func() bool {
+		code, body := fed.call("eu-west-1", tokOperatorA, http.MethodGet, "/v1/schedules/dash-grid/grid?periods=8", nil)
+		if code != http.StatusOK || json.Unmarshal(body, &grid) != nil {
+			t.Fatalf("GET grid: %d %s", code, body)
+		}
+		ended = 0
+		for _, p := range grid.Periods {
+			if p.State == "FAILED" {
+				ended++
+			}
+		}
+		return ended >= 3
+	})
+	if code, body := fed.call("us-east-1", tokOperatorA, http.MethodPost, "/v1/schedules/dash-grid/pause", nil); code != http.StatusOK {
+		t.Fatalf("pause dash-grid: %d %s", code, body)
+	}
+	if strings.Join(grid.Nodes, ",") != "extract,clean,check,load" {
+		t.Fatalf("grid nodes %v", grid.Nodes)
+	}
+	for _, p := range grid.Periods {
+		if p.State != "FAILED" {
+			continue
+		}
+		want := []string{"SUCCESS", "SUCCESS", "FAILED", "CANCELED"}
+		for i, c := range p.Cells {
+			if c.State != want[i] || (c.TaskID == "") != (i == 3) {
+				t.Errorf("grid period of run %s, node %s: %s %s task %q, want %s (load: no task)", p.RunID, grid.Nodes[i], c.State, c.Reason, c.TaskID, want[i])
+			}
+		}
+	}
+	if code, body := fed.call("us-east-1", tokOperatorA, http.MethodGet, "/v1/schedules/dash-grid/grid?periods=0", nil); code != http.StatusBadRequest || !strings.Contains(string(body), `"periods"`) {
+		t.Errorf("grid?periods=0: %d %s, want 400 naming periods", code, body)
+	}
+	var cells string
+	run("the schedule's grid", chromedp.Navigate(api+"/#/schedules/dash-grid?tenant=team-a&periods=8"), chromedp.WaitVisible("#grid td.g-cell", chromedp.ByQuery),
+		chromedp.Evaluate(`[...document.querySelectorAll('#grid td.g-cell')].filter(c => c.dataset.state).map(c => c.dataset.node + '=' + c.dataset.state + (c.querySelector('a.task-link') ? '+link' : '')).join(',')`, &cells))
+	shot("schedule-grid")
+	got := map[string]int{}
+	for _, c := range strings.Split(cells, ",") {
+		got[c]++
+	}
+	for _, want := range []string{"extract=SUCCESS+link", "clean=SUCCESS+link", "check=FAILED+link", "load=CANCELED"} {
+		if got[want] < ended {
+			t.Errorf("grid page cells %q: %q %d times, want %d at least (one per ended run)", cells, want, got[want], ended)
+		}
+	}
 }

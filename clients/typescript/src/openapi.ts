@@ -597,6 +597,26 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/v1/schedules/{name}/grid": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * A schedule's latest periods × its DAG's nodes (the grid view)
+         * @description The schedule's newest periods — its last slots up to now and the periods its backfills and reruns started — oldest first, each with the node states of its newest run (a rerun when there is one). A period without a run has empty cells. 400 names periods when it is not a whole number from 1 to 50.
+         */
+        get: operations["getScheduleGrid"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/v1/schedules/{name}/backfills/{id}/cancel": {
         parameters: {
             query?: never;
@@ -1559,6 +1579,33 @@ export interface components {
             queue_fill: number;
             /** @description RUNNING ÷ slots, 0 to 1 */
             utilisation: number;
+        };
+        /** @description a schedule's latest periods (columns, oldest first) × its DAG's nodes (rows) */
+        ScheduleGrid: {
+            schedule: string;
+            /** @description the DAG's node ids in definition order; task for a schedule of one task */
+            nodes: string[];
+            periods: components["schemas"]["GridPeriod"][];
+        };
+        /** @description one period of a grid and its newest run */
+        GridPeriod: {
+            period: components["schemas"]["Period"];
+            /** @description the run shown (a DAG run's id, or a task's for a schedule of one task); absent when the period has no run */
+            run_id?: string;
+            /** @description the period's runs: its slot's and its reruns */
+            runs: number;
+            /** @description the run's state */
+            state?: string;
+            /** @description the nodes' states in that run, in nodes' order */
+            cells: components["schemas"]["GridCell"][];
+        };
+        /** @description one node in one period's run */
+        GridCell: {
+            /** @description the node's state; absent when the period has no run */
+            state?: string;
+            reason?: string;
+            /** @description the node's task, once it has one (a node skipped or cancelled before it ran has none) */
+            task_id?: string;
         };
     };
     responses: {
@@ -2804,6 +2851,39 @@ export interface operations {
                 };
                 content: {
                     "application/json": components["schemas"]["BackfillList"];
+                };
+            };
+            400: components["responses"]["Error"];
+            401: components["responses"]["Error"];
+            403: components["responses"]["Error"];
+            404: components["responses"]["Error"];
+            431: components["responses"]["Error"];
+            503: components["responses"]["Error"];
+        };
+    };
+    getScheduleGrid: {
+        parameters: {
+            query?: {
+                /** @description the tenant whose schedules to address: each tenant names its schedules in a namespace of its own. A token of one tenant may give only its own (another is 403 field tenant); a token of every tenant needs it when several tenants have a schedule of this name (409 field tenant otherwise). */
+                tenant?: string;
+                /** @description how many periods (columns), from 1 to 50 (default 12) */
+                periods?: number;
+            };
+            header?: never;
+            path: {
+                name: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description OK */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ScheduleGrid"];
                 };
             };
             400: components["responses"]["Error"];

@@ -494,7 +494,8 @@ async function schedules() {
   const d = await api('GET', '/v1/schedules');
   let h = '<h1>Schedules</h1><table id="schedules"><tr><th>name</th><th>tenant</th><th>cron</th><th>zone</th><th>home</th><th>task type</th><th>paused</th><th>next slot</th><th>last slot</th><th>last outcome</th><th>last task</th><th></th></tr>';
   for (const s of d.schedules || []) {
-    h += '<tr><td>' + esc(s.name) + '</td><td>' + esc(s.task && s.task.tenant) + '</td><td>' + esc(s.cron) + '</td><td>' + esc(s.timezone) + '</td><td>' + esc(s.home_region) + '</td><td>' + esc(s.task && s.task.type) +
+    const tenant = s.task ? s.task.tenant : s.dag && s.dag.tenant;
+    h += '<tr><td><a class="sched-link" href="#/schedules/' + encodeURIComponent(s.name) + (tenant ? '?tenant=' + encodeURIComponent(tenant) : '') + '">' + esc(s.name) + '</a></td><td>' + esc(tenant) + '</td><td>' + esc(s.cron) + '</td><td>' + esc(s.timezone) + '</td><td>' + esc(s.home_region) + '</td><td>' + esc(s.task && s.task.type) +
       '</td><td>' + (s.paused ? 'yes' : 'no') + '</td><td>' + time(s.next_slot) + '</td><td>' + time(s.last_slot) + '</td><td>' + esc(s.last_outcome) + '</td><td>' +
       (s.last_task_id ? taskLink(s.last_task_id) : '') + '</td><td><button class="sched-toggle" data-name="' + esc(s.name) + '" data-op="' + (s.paused ? 'resume' : 'pause') + '">' +
       (s.paused ? 'Resume' : 'Pause') + '</button></td></tr>';
@@ -504,6 +505,38 @@ async function schedules() {
     b.onclick = () => act(b.dataset.op + ' schedule ' + b.dataset.name,
       () => api('POST', '/v1/schedules/' + encodeURIComponent(b.dataset.name) + '/' + b.dataset.op), schedules);
   });
+}
+
+// schedulePage: one schedule and its grid of periods (columns, oldest
+// first) × nodes (rows), each cell the node's state in the period's newest
+// run, linking to its task (GET /v1/schedules/{name}/grid).
+async function schedulePage(name, q) {
+  const qs = q.get('tenant') ? '?tenant=' + encodeURIComponent(q.get('tenant')) : '';
+  const n = q.get('periods') || '12';
+  const path = '/v1/schedules/' + encodeURIComponent(name);
+  const [s, g] = await Promise.all([api('GET', path + qs), api('GET', path + '/grid' + (qs ? qs + '&' : '?') + 'periods=' + encodeURIComponent(n))]);
+  let h = '<h1>Schedule ' + esc(s.name) + '</h1><p>cron <code>' + esc(s.cron) + '</code> ' + esc(s.timezone || 'UTC') + ', home ' + esc(s.home_region) +
+    (s.paused ? ', <span class="warn">paused</span>' : '') + ', next slot ' + time(s.next_slot) + '</p>';
+  const isDAG = !!(s.dag || (s.depends_on_schedules || []).length);
+  h += '<h2>Last ' + esc(g.periods.length) + ' periods</h2><table id="grid" class="grid"><tr><th>node</th>';
+  for (const p of g.periods) {
+    const label = esc(p.period.period_start.replace('T', ' ').replace(/(:00)?(Z|[+-]\d\d:\d\d)$/, ''));
+    const run = p.run_id ? '<a href="#/' + (isDAG ? 'dags' : 'task') + '/' + encodeURIComponent(p.run_id) + '">' + label + '</a>' : label;
+    h += '<th class="g-period" data-period="' + esc(p.period.period_start) + '" title="' + esc(p.period.period_start + ' → ' + p.period.period_end) + '">' + run +
+      (p.state ? '<br><span class="state s-' + esc(p.state) + '">' + esc(p.state) + '</span>' : '<br><span class="muted">no run</span>') + (p.runs > 1 ? ' <small>×' + esc(p.runs) + '</small>' : '') + '</th>';
+  }
+  h += '</tr>';
+  g.nodes.forEach((node, i) => {
+    h += '<tr><td>' + esc(node) + '</td>';
+    for (const p of g.periods) {
+      const c = p.cells[i] || {};
+      const title = esc((c.state || 'no run') + (c.reason ? ' ' + c.reason : ''));
+      const box = '<span class="cell g-' + esc(c.state || 'none') + '" title="' + title + '">' + esc(c.state ? c.state.slice(0, 1) : '·') + '</span>';
+      h += '<td class="g-cell" data-node="' + esc(node) + '" data-state="' + esc(c.state || '') + '">' + (c.task_id ? '<a class="task-link" href="#/task/' + encodeURIComponent(c.task_id) + '">' + box + '</a>' : box) + '</td>';
+    }
+    h += '</tr>';
+  });
+  view().innerHTML = h + '</table><p class="muted">S success · F failed · C canceled · R released (running) · W waiting · no run: not fired, skipped or expired. A period rerun shows its newest run (×n runs).</p>';
 }
 
 // ---- workers ------------------------------------------------------------------------
@@ -564,7 +597,7 @@ async function route() {
       case 'task': await taskPage(parts[1]); break;
       case 'dlq': await dlq(q); break;
       case 'dags': await dags(parts[1], q); break;
-      case 'schedules': await schedules(); break;
+      case 'schedules': await (parts[1] ? schedulePage(parts[1], q) : schedules()); break;
       case 'cost': await cost(q); break;
       case 'workers': await workers(); break;
       case 'budgets': await budgets(); break;

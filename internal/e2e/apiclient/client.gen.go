@@ -755,6 +755,35 @@ type Explanation struct {
 	Rule       *string     `json:"rule,omitempty"`
 }
 
+// GridCell one node in one period's run
+type GridCell struct {
+	Reason *string `json:"reason,omitempty"`
+
+	// State the node's state; absent when the period has no run
+	State *string `json:"state,omitempty"`
+
+	// TaskId the node's task, once it has one (a node skipped or cancelled before it ran has none)
+	TaskId *string `json:"task_id,omitempty"`
+}
+
+// GridPeriod one period of a grid and its newest run
+type GridPeriod struct {
+	// Cells the nodes' states in that run, in nodes' order
+	Cells []GridCell `json:"cells"`
+
+	// Period a slot's logical period: from the slot to the schedule's next slot, in the schedule's time zone
+	Period Period `json:"period"`
+
+	// RunId the run shown (a DAG run's id, or a task's for a schedule of one task); absent when the period has no run
+	RunId *string `json:"run_id,omitempty"`
+
+	// Runs the period's runs: its slot's and its reruns
+	Runs int `json:"runs"`
+
+	// State the run's state
+	State *string `json:"state,omitempty"`
+}
+
 // HistoryPool defines model for HistoryPool.
 type HistoryPool struct {
 	Name string `json:"name"`
@@ -944,6 +973,14 @@ type ScheduleGateOnTimeout string
 
 // ScheduleGateRule defines model for ScheduleGate.Rule.
 type ScheduleGateRule string
+
+// ScheduleGrid a schedule's latest periods (columns, oldest first) × its DAG's nodes (rows)
+type ScheduleGrid struct {
+	// Nodes the DAG's node ids in definition order; task for a schedule of one task
+	Nodes    []string     `json:"nodes"`
+	Periods  []GridPeriod `json:"periods"`
+	Schedule string       `json:"schedule"`
+}
 
 // ScheduleList defines model for ScheduleList.
 type ScheduleList struct {
@@ -1527,6 +1564,15 @@ type CancelScheduleBackfillParams struct {
 	Tenant *string `form:"tenant,omitempty" json:"tenant,omitempty"`
 }
 
+// GetScheduleGridParams defines parameters for GetScheduleGrid.
+type GetScheduleGridParams struct {
+	// Tenant the tenant whose schedules to address: each tenant names its schedules in a namespace of its own. A token of one tenant may give only its own (another is 403 field tenant); a token of every tenant needs it when several tenants have a schedule of this name (409 field tenant otherwise).
+	Tenant *string `form:"tenant,omitempty" json:"tenant,omitempty"`
+
+	// Periods how many periods (columns), from 1 to 50 (default 12)
+	Periods *int `form:"periods,omitempty" json:"periods,omitempty"`
+}
+
 // PauseScheduleParams defines parameters for PauseSchedule.
 type PauseScheduleParams struct {
 	// Tenant the tenant whose schedules to address: each tenant names its schedules in a namespace of its own. A token of one tenant may give only its own (another is 403 field tenant); a token of every tenant needs it when several tenants have a schedule of this name (409 field tenant otherwise).
@@ -1903,6 +1949,13 @@ type ClientInterface interface {
 	//
 	// Corresponds with POST /v1/schedules/{name}/backfills/{id}/cancel (the `CancelScheduleBackfill` operationId).
 	CancelScheduleBackfill(ctx context.Context, name string, id string, params *CancelScheduleBackfillParams, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// GetScheduleGrid A schedule's latest periods × its DAG's nodes (the grid view)
+	//
+	// The schedule's newest periods — its last slots up to now and the periods its backfills and reruns started — oldest first, each with the node states of its newest run (a rerun when there is one). A period without a run has empty cells. 400 names periods when it is not a whole number from 1 to 50.
+	//
+	// Corresponds with GET /v1/schedules/{name}/grid (the `GetScheduleGrid` operationId).
+	GetScheduleGrid(ctx context.Context, name string, params *GetScheduleGridParams, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// PauseSchedule Pause a schedule (operator)
 	//
@@ -2562,6 +2615,23 @@ func (c *Client) ListScheduleBackfills(ctx context.Context, name string, params 
 // Corresponds with POST /v1/schedules/{name}/backfills/{id}/cancel (the `CancelScheduleBackfill` operationId).
 func (c *Client) CancelScheduleBackfill(ctx context.Context, name string, id string, params *CancelScheduleBackfillParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
 	req, err := NewCancelScheduleBackfillRequest(c.Server, name, id, params)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// GetScheduleGrid A schedule's latest periods × its DAG's nodes (the grid view)
+//
+// The schedule's newest periods — its last slots up to now and the periods its backfills and reruns started — oldest first, each with the node states of its newest run (a rerun when there is one). A period without a run has empty cells. 400 names periods when it is not a whole number from 1 to 50.
+//
+// Corresponds with GET /v1/schedules/{name}/grid (the `GetScheduleGrid` operationId).
+func (c *Client) GetScheduleGrid(ctx context.Context, name string, params *GetScheduleGridParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewGetScheduleGridRequest(c.Server, name, params)
 	if err != nil {
 		return nil, err
 	}
@@ -4381,6 +4451,79 @@ func NewCancelScheduleBackfillRequest(server string, name string, id string, par
 	return req, nil
 }
 
+// NewGetScheduleGridRequest constructs an http.Request for the GetScheduleGrid method
+func NewGetScheduleGridRequest(server string, name string, params *GetScheduleGridParams) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "name", name, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/v1/schedules/%s/grid", pathParam0)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	if params != nil {
+		// queryValues collects non-styled parameters (passthrough, JSON)
+		// that are safe to round-trip through url.Values.Encode().
+		queryValues := queryURL.Query()
+		// rawQueryFragments collects pre-encoded query fragments from
+		// styled parameters, preserving literal commas as delimiters
+		// per the OpenAPI spec (e.g. "color=blue,black,brown").
+		var rawQueryFragments []string
+
+		if params.Tenant != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "tenant", *params.Tenant, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.Periods != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "periods", *params.Periods, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if encoded := queryValues.Encode(); encoded != "" {
+			rawQueryFragments = append(rawQueryFragments, encoded)
+		}
+		queryURL.RawQuery = strings.Join(rawQueryFragments, "&")
+	}
+
+	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
 // NewPauseScheduleRequest constructs an http.Request for the PauseSchedule method
 func NewPauseScheduleRequest(server string, name string, params *PauseScheduleParams) (*http.Request, error) {
 	var err error
@@ -5645,6 +5788,15 @@ type ClientWithResponsesInterface interface {
 	//
 	// Corresponds with POST /v1/schedules/{name}/backfills/{id}/cancel (the `CancelScheduleBackfill` operationId).
 	CancelScheduleBackfillWithResponse(ctx context.Context, name string, id string, params *CancelScheduleBackfillParams, reqEditors ...RequestEditorFn) (*CancelScheduleBackfillResponse, error)
+
+	// GetScheduleGridWithResponse A schedule's latest periods × its DAG's nodes (the grid view)
+	//
+	// The schedule's newest periods — its last slots up to now and the periods its backfills and reruns started — oldest first, each with the node states of its newest run (a rerun when there is one). A period without a run has empty cells. 400 names periods when it is not a whole number from 1 to 50.
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with GET /v1/schedules/{name}/grid (the `GetScheduleGrid` operationId).
+	GetScheduleGridWithResponse(ctx context.Context, name string, params *GetScheduleGridParams, reqEditors ...RequestEditorFn) (*GetScheduleGridResponse, error)
 
 	// PauseScheduleWithResponse Pause a schedule (operator)
 	//
@@ -7677,6 +7829,89 @@ func (r CancelScheduleBackfillResponse) ContentType() string {
 	return ""
 }
 
+type GetScheduleGridResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *ScheduleGrid
+	// JSON400 the response for an HTTP 400 `application/json` response
+	JSON400 *Error
+	// JSON401 the response for an HTTP 401 `application/json` response
+	JSON401 *Error
+	// JSON403 the response for an HTTP 403 `application/json` response
+	JSON403 *Error
+	// JSON404 the response for an HTTP 404 `application/json` response
+	JSON404 *Error
+	// JSON431 the response for an HTTP 431 `application/json` response
+	JSON431 *Error
+	// JSON503 the response for an HTTP 503 `application/json` response
+	JSON503 *Error
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r GetScheduleGridResponse) GetJSON200() *ScheduleGrid {
+	return r.JSON200
+}
+
+// GetJSON400 returns the response for an HTTP 400 `application/json` response
+func (r GetScheduleGridResponse) GetJSON400() *Error {
+	return r.JSON400
+}
+
+// GetJSON401 returns the response for an HTTP 401 `application/json` response
+func (r GetScheduleGridResponse) GetJSON401() *Error {
+	return r.JSON401
+}
+
+// GetJSON403 returns the response for an HTTP 403 `application/json` response
+func (r GetScheduleGridResponse) GetJSON403() *Error {
+	return r.JSON403
+}
+
+// GetJSON404 returns the response for an HTTP 404 `application/json` response
+func (r GetScheduleGridResponse) GetJSON404() *Error {
+	return r.JSON404
+}
+
+// GetJSON431 returns the response for an HTTP 431 `application/json` response
+func (r GetScheduleGridResponse) GetJSON431() *Error {
+	return r.JSON431
+}
+
+// GetJSON503 returns the response for an HTTP 503 `application/json` response
+func (r GetScheduleGridResponse) GetJSON503() *Error {
+	return r.JSON503
+}
+
+// GetBody returns the raw response body bytes
+func (r GetScheduleGridResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r GetScheduleGridResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r GetScheduleGridResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r GetScheduleGridResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
 type PauseScheduleResponse struct {
 	Body         []byte
 	HTTPResponse *http.Response
@@ -9683,6 +9918,21 @@ func (c *ClientWithResponses) CancelScheduleBackfillWithResponse(ctx context.Con
 	return ParseCancelScheduleBackfillResponse(rsp)
 }
 
+// GetScheduleGridWithResponse A schedule's latest periods × its DAG's nodes (the grid view)
+//
+// The schedule's newest periods — its last slots up to now and the periods its backfills and reruns started — oldest first, each with the node states of its newest run (a rerun when there is one). A period without a run has empty cells. 400 names periods when it is not a whole number from 1 to 50.
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with GET /v1/schedules/{name}/grid (the `GetScheduleGrid` operationId).
+func (c *ClientWithResponses) GetScheduleGridWithResponse(ctx context.Context, name string, params *GetScheduleGridParams, reqEditors ...RequestEditorFn) (*GetScheduleGridResponse, error) {
+	rsp, err := c.GetScheduleGrid(ctx, name, params, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseGetScheduleGridResponse(rsp)
+}
+
 // PauseScheduleWithResponse Pause a schedule (operator)
 //
 // Returns a wrapper object for the known response body format(s).
@@ -11510,6 +11760,74 @@ func ParseCancelScheduleBackfillResponse(rsp *http.Response) (*CancelScheduleBac
 			return nil, err
 		}
 		response.JSON409 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 431:
+		var dest Error
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON431 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest Error
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON503 = &dest
+
+	}
+
+	return response, nil
+}
+
+// ParseGetScheduleGridResponse parses an HTTP response from a GetScheduleGridWithResponse call
+func ParseGetScheduleGridResponse(rsp *http.Response) (*GetScheduleGridResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &GetScheduleGridResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest ScheduleGrid
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest Error
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Error
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest Error
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest Error
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON404 = &dest
 
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 431:
 		var dest Error
