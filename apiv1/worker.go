@@ -131,6 +131,10 @@ type WorkerTask struct {
 	// (those that succeeded and still kept one), each as ResultValue
 	// gives it.
 	Parents map[string]json.RawMessage `json:"parents,omitempty"`
+	// Slots is the share of a worker slot the task holds while it runs
+	// (task.Spec.Slots), when less than a whole one; absent: 1. The server
+	// hands a worker tasks whose slots fit its registered slots together.
+	Slots float64 `json:"slots,omitempty"`
 }
 
 // WorkerReport is POST /v1/workers/{worker_id}/report. Every list is

@@ -157,13 +157,17 @@ func (h *Handlers) claim(w http.ResponseWriter, r *http.Request, sc scope) error
 	h.metrics.longPolls.Inc()
 	defer h.metrics.longPolls.Dec()
 	_ = http.NewResponseController(w).SetWriteDeadline(time.Now().Add(wait + 30*time.Second))
-	n := min(req.Max, se.Slots-len(hs))
-	if n <= 0 {
+	room := se.Slots*task.MilliSlots - heldRoom(hs)
+	if room <= 0 {
 		began := time.Now()
-		n = h.awaitFree(r.Context(), se.ID, sc.token, req.Max, se.Slots, wait)
+		room = h.awaitFree(r.Context(), se.ID, sc.token, se.Slots, wait)
 		wait = max(wait-time.Since(began), 0)
 	}
-	tasks, err := h.claimFor(r.Context(), wk, sc, n, wait, req.ClaimID, routeClaim)
+	n := req.Max
+	if room <= 0 {
+		n = 0
+	}
+	tasks, err := h.claimFor(r.Context(), wk, sc, n, room, wait, req.ClaimID, routeClaim)
 	if err != nil {
 		return err
 	}
@@ -184,10 +188,10 @@ func writeTasks(w http.ResponseWriter, tasks []*task.Task) {
 // them.
 const freePoll = 10 * time.Millisecond
 
-// awaitFree waits, up to wait, until the worker with id holds fewer than
-// slots tasks here, and returns how many it may claim (at most max); 0
+// awaitFree waits, up to wait, until the tasks the worker with id holds
+// here leave room in its slots, and returns that room (milli-slots); 0
 // when none freed in time.
-func (h *Handlers) awaitFree(ctx context.Context, id, token string, max, slots int, wait time.Duration) int {
+func (h *Handlers) awaitFree(ctx context.Context, id, token string, slots int, wait time.Duration) int {
 	end := time.Now().Add(wait)
 	for {
 		left := time.Until(end)
@@ -207,8 +211,8 @@ func (h *Handlers) awaitFree(ctx context.Context, id, token string, max, slots i
 		if err != nil {
 			return 0
 		}
-		if free := slots - len(hs); free > 0 {
-			return min(max, free)
+		if free := slots*task.MilliSlots - heldRoom(hs); free > 0 {
+			return free
 		}
 	}
 }
@@ -219,12 +223,12 @@ const (
 	routeReport = "report"
 )
 
-// claimFor claims up to n tasks for w, waiting up to wait for a first
-// one, and records them as held; the tasks of tenants outside sc go back
+// claimFor claims up to n tasks for w that fit room (milli-slots),
+// waiting up to wait for a first one, and records them as held; the tasks of tenants outside sc go back
 // unseen. With cid not "", each store claim is recorded as claim cid's
 // before it is sent, and its answer after (again). route (routeClaim,
 // routeReport) labels the tasks it counts.
-func (h *Handlers) claimFor(ctx context.Context, w proxy.Worker, sc scope, n int, wait time.Duration, cid, route string) ([]*task.Task, error) {
+func (h *Handlers) claimFor(ctx context.Context, w proxy.Worker, sc scope, n, room int, wait time.Duration, cid, route string) ([]*task.Task, error) {
 	keep := func(ts []*task.Task) error {
 		uctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), callTimeout)
 		defer cancel()
@@ -238,7 +242,7 @@ func (h *Handlers) claimFor(ctx context.Context, w proxy.Worker, sc scope, n int
 			return h.sessions.intend(uctx, w.ID, cid)
 		}
 	}
-	c, err := h.cfg.Claimer.Claim(ctx, proxy.Request{Worker: w, N: n, Wait: wait, Accept: sc.tenant, Keep: keep, Taking: taking})
+	c, err := h.cfg.Claimer.Claim(ctx, proxy.Request{Worker: w, N: n, Room: room, Wait: wait, Accept: sc.tenant, Keep: keep, Taking: taking})
 	if c.Refused > 0 {
 		h.metrics.refused.Add(float64(c.Refused))
 	}
@@ -268,7 +272,7 @@ func wireTask(t *task.Task) apiv1.WorkerTask {
 	}
 	return apiv1.WorkerTask{ID: t.ID, Type: t.Type, Payload: t.Payload, Attempt: t.Attempts, MaxRetries: t.MaxRetries,
 		Priority: t.Priority, Tags: tags, Tenant: t.Tenant, TraceID: t.TraceID, Lease: t.LeaseToken,
-		Deadline: start.Add(time.Duration(t.Timeout)).UTC(), Parents: apiv1.WireParents(t.Parents)}
+		Deadline: start.Add(time.Duration(t.Timeout)).UTC(), Parents: apiv1.WireParents(t.Parents), Slots: float64(t.Slots)}
 }
 
 func (h *Handlers) leave(w http.ResponseWriter, r *http.Request, sc scope) error {

@@ -72,7 +72,7 @@ func (s *sessions) answered(ctx context.Context, id, cid string, ts []*task.Task
 		if len(ts) > 0 {
 			kv := make([]any, 0, 2*len(ts))
 			for _, t := range ts {
-				kv = append(kv, t.ID, t.LeaseToken+":"+now)
+				kv = append(kv, t.ID, heldValue(t.LeaseToken, now, t.SlotMilli()))
 			}
 			p.HSet(ctx, heldKey(id), kv...)
 			p.PExpire(ctx, heldKey(id), s.ttl())

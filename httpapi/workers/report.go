@@ -45,7 +45,7 @@ func (h *Handlers) report(w http.ResponseWriter, r *http.Request, sc scope) erro
 		return err
 	}
 	// From here on the report is applied: no 4xx any more.
-	rp := &reportRun{h: h, se: se, sc: sc, hs: hs, mine: mine, add: map[string]string{},
+	rp := &reportRun{h: h, se: se, sc: sc, hs: hs, mine: mine, add: map[string]held{},
 		resp: apiv1.WorkerReportResponse{Stop: []apiv1.WorkerStop{}, Outcomes: make([]apiv1.WorkerOutcomeResult, len(req.Outcomes))}}
 	if err := rp.outcomes(ctx, req.Outcomes, results); err != nil {
 		return err
@@ -223,7 +223,7 @@ type reportRun struct {
 	hs   map[string]held
 	mine map[string]bool
 	done []string // tasks whose outcome was reported
-	add  map[string]string
+	add  map[string]held
 	drop []string
 	resp apiv1.WorkerReportResponse
 }
@@ -305,7 +305,7 @@ func (rp *reportRun) heartbeat(ctx context.Context, ls []apiv1.WorkerLease) erro
 			continue
 		}
 		leases = append(leases, l)
-		rp.add[l.ID] = l.Lease
+		rp.add[l.ID] = held{Lease: l.Lease, Milli: rp.hs[l.ID].Milli}
 	}
 	lease := rp.h.cfg.Claimer.Lease()
 	for id, hd := range rp.hs {
@@ -333,7 +333,8 @@ func (rp *reportRun) heartbeat(ctx context.Context, ls []apiv1.WorkerLease) erro
 // claim runs the report's claim once the report is applied: a resent
 // report's claim (its claim_id the session's last) answers what the first
 // took; else up to c.Max tasks, cut to the slots free once the report's
-// outcomes and stops are counted, without waiting for one.
+// outcomes and stops are counted (in milli-slots: the tasks taken fit
+// the room the worker's slots leave), without waiting for one.
 func (rp *reportRun) claim(ctx context.Context, c apiv1.WorkerReportClaim) ([]*task.Task, error) {
 	w, ok := rp.se.served(rp.sc)
 	if !ok {
@@ -343,8 +344,8 @@ func (rp *reportRun) claim(ctx context.Context, c apiv1.WorkerReportClaim) ([]*t
 	for _, id := range rp.drop {
 		delete(now, id)
 	}
-	for id, lease := range rp.add {
-		now[id] = held{Lease: lease, Seen: time.Now()}
+	for id, h := range rp.add {
+		now[id] = held{Lease: h.Lease, Seen: time.Now(), Milli: h.Milli}
 	}
 	if c.ClaimID != "" && c.ClaimID == rp.se.Claim.ID {
 		ts, err := rp.h.again(ctx, rp.se, now)
@@ -352,11 +353,11 @@ func (rp *reportRun) claim(ctx context.Context, c apiv1.WorkerReportClaim) ([]*t
 			return ts, err
 		}
 	}
-	n := min(c.Max, rp.se.Slots-len(now))
-	if n <= 0 {
+	room := rp.se.Slots*task.MilliSlots - heldRoom(now)
+	if room <= 0 {
 		return nil, nil
 	}
-	return rp.h.claimFor(ctx, w, rp.sc, n, 0, c.ClaimID, routeReport)
+	return rp.h.claimFor(ctx, w, rp.sc, c.Max, room, 0, c.ClaimID, routeReport)
 }
 
 func (rp *reportRun) stop(s apiv1.WorkerStop) { rp.resp.Stop = append(rp.resp.Stop, s) }

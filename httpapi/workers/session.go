@@ -14,6 +14,7 @@ import (
 
 	"github.com/ax-sched/ax/apiv1"
 	"github.com/ax-sched/ax/httpapi/endpoint"
+	"github.com/ax-sched/ax/task"
 	"github.com/redis/go-redis/v9"
 )
 
@@ -44,6 +45,31 @@ type session struct {
 type held struct {
 	Lease string
 	Seen  time.Time
+	// Milli is the room the task holds in milli-slots (its
+	// task.SlotMilli); 0 in an entry of an older server: a whole slot.
+	Milli int
+}
+
+// heldValue is a held entry as stored: "lease:seen ms[:milli]", the
+// milli-slots only when less than a whole slot.
+func heldValue(lease, seen string, milli int) string {
+	if milli > 0 && milli < task.MilliSlots {
+		return lease + ":" + seen + ":" + strconv.Itoa(milli)
+	}
+	return lease + ":" + seen
+}
+
+// heldRoom is the room the tasks of hs hold, in milli-slots.
+func heldRoom(hs map[string]held) int {
+	m := 0
+	for _, h := range hs {
+		if h.Milli > 0 && h.Milli < task.MilliSlots {
+			m += h.Milli
+		} else {
+			m += task.MilliSlots
+		}
+	}
+	return m
 }
 
 var idRe = regexp.MustCompile(`^rw-[0-9a-f]{32}$`)
@@ -109,16 +135,18 @@ func (s *sessions) load(ctx context.Context, id, token string) (session, map[str
 	}
 	out := make(map[string]held, len(hs.Val()))
 	for tid, v := range hs.Val() {
-		lease, seen, _ := strings.Cut(v, ":")
+		lease, rest, _ := strings.Cut(v, ":")
+		seen, milli, _ := strings.Cut(rest, ":")
 		ms, _ := strconv.ParseInt(seen, 10, 64)
-		out[tid] = held{Lease: lease, Seen: time.UnixMilli(ms)}
+		m, _ := strconv.Atoi(milli)
+		out[tid] = held{Lease: lease, Seen: time.UnixMilli(ms), Milli: m}
 	}
 	return se, out, nil
 }
 
 // update records tasks the worker now holds (add, seen now) and drops
 // those it no longer does.
-func (s *sessions) update(ctx context.Context, id string, add map[string]string, drop []string) error {
+func (s *sessions) update(ctx context.Context, id string, add map[string]held, drop []string) error {
 	if len(add) == 0 && len(drop) == 0 {
 		return nil
 	}
@@ -129,8 +157,8 @@ func (s *sessions) update(ctx context.Context, id string, add map[string]string,
 		}
 		if len(add) > 0 {
 			kv := make([]any, 0, 2*len(add))
-			for tid, lease := range add {
-				kv = append(kv, tid, lease+":"+now)
+			for tid, h := range add {
+				kv = append(kv, tid, heldValue(h.Lease, now, h.Milli))
 			}
 			p.HSet(ctx, heldKey(id), kv...)
 			p.PExpire(ctx, heldKey(id), s.ttl())

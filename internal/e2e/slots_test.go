@@ -5,6 +5,9 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"sort"
 	"strings"
 	"sync"
 	"testing"
@@ -61,23 +64,40 @@ func (h *slotHooks) seen() (calls, most, mostQ int) {
 // --slots`) run four at once on it, as the hook they call sees; a whole
 // task among them runs alone, and the worker never holds more than its
 // slot. Each task reads slots 0.25 through either region; slots 0 or 1.5
-// is a 400 naming slots, and nothing is created.
+// is a 400 naming slots, and nothing is created. A remote worker (`ax
+// worker --api`, one slot, pool rgpu) packs four quarter tasks the same
+// way: the server hands it tasks that fit its slot.
 func TestFractionalSlotsPackAHandedOffWorker(t *testing.T) {
 	testenv.Slow(t)
 	hooks := &slotHooks{hold: 700 * time.Millisecond}
 	srv := httptest.NewServer(hooks)
 	defer srv.Close()
+	wtok := "wtok-" + randomHex(16)
 	fed := newFederation(t, fedOpts{
 		servers: 2,
 		worker:  fmt.Sprintf("http: {allow_prefixes: [%q], deny_private: false}\n", srv.URL+"/hooks/"),
 		pools: map[string]string{"eu-west-1": `- {name: cpu, tags: {class: cpu}, slots: 50, price_per_slot_hour: 0.04}
-- {name: gpu, tags: {class: gpu}, slots: 1, price_per_slot_hour: 2}`},
+- {name: gpu, tags: {class: gpu}, slots: 1, price_per_slot_hour: 2}
+- {name: rgpu, tags: {class: rgpu}, slots: 1, price_per_slot_hour: 2}`,
+			// worker tokens name pools every region declares
+			"us-east-1": `- {name: cpu, tags: {class: cpu}, slots: 50, price_per_slot_hour: 0.04}
+- {name: rgpu, tags: {class: rgpu}, slots: 1, price_per_slot_hour: 2}`},
+		unserved:  map[string][]string{"us-east-1": {"rgpu"}},
+		tokens:    fmt.Sprintf("- {name: rgpu-workers, token_sha256: %s, role: worker, tenants: [team-a], pools: [rgpu]}", sha256Hex(wtok)),
 		noWorkers: true,
 	})
 	fed.startWorker("us-east-1", "cpu")
 	fed.startWorker("eu-west-1", "cpu")
 	fed.startWorker("eu-west-1", "gpu", "--concurrency", "1")
+	eu := fed.region("eu-west-1")
+	tokenFile := filepath.Join(t.TempDir(), "worker-token")
+	if err := os.WriteFile(tokenFile, []byte(wtok+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	fed.procs.start("eu-west-1/remote-rgpu", baseEnv(), "worker", "--api", eu.servers[0].api+","+eu.servers[1].api,
+		"--token-file", tokenFile, "--pool", "rgpu", "--concurrency", "1", "--id", "remote-rgpu-1")
 	fed.waitPlaceable()
+	t.Run("remote worker", func(t *testing.T) { remotePacksQuarters(t, fed) })
 
 	spec := func(path string, slots float64) map[string]any {
 		sp := map[string]any{"type": "http", "tags": map[string]string{"class": "gpu"},
@@ -146,5 +166,47 @@ func TestFractionalSlotsPackAHandedOffWorker(t *testing.T) {
 	}
 	if mostQ != 4 {
 		t.Fatalf("at most %d quarter tasks ran at once on one slot, want 4", mostQ)
+	}
+}
+
+// remotePacksQuarters: 8 sleep tasks of slots 0.25 handed off to pool
+// rgpu, whose one remote worker has one slot. The server counts a task
+// held from its claim until its outcome is recorded, so the tasks' records
+// (started_at to finished_at, both by eu-west-1's Redis clock) overlap at
+// most four at a time; four did.
+func remotePacksQuarters(t *testing.T, fed *federation) {
+	var ids []string
+	for range 8 {
+		id, _ := fed.submit("us-east-1", tokSubmitterA, map[string]any{"type": "sleep", "payload": map[string]int{"ms": 1200},
+			"tags": map[string]string{"class": "rgpu"}, "regions": []string{"eu-west-1"}, "slots": 0.25})
+		ids = append(ids, id)
+	}
+	type edge struct {
+		at    time.Time
+		delta int
+	}
+	var edges []edge
+	for _, id := range ids {
+		tk := fed.waitState("us-east-1", tokSubmitterA, id, task.Success, 60*time.Second)
+		if tk.Slots != 0.25 || tk.HeldBy != "eu-west-1" || tk.Attempts != 1 || tk.StartedAt == nil || tk.FinishedAt == nil {
+			t.Fatalf("%s: %+v", id, tk)
+		}
+		edges = append(edges, edge{*tk.StartedAt, 1}, edge{*tk.FinishedAt, -1})
+	}
+	// An end before a start at the same millisecond: the slot was free.
+	sort.Slice(edges, func(i, j int) bool {
+		if edges[i].at.Equal(edges[j].at) {
+			return edges[i].delta < edges[j].delta
+		}
+		return edges[i].at.Before(edges[j].at)
+	})
+	now, most := 0, 0
+	for _, e := range edges {
+		now += e.delta
+		most = max(most, now)
+	}
+	t.Logf("remote worker of one slot: at most %d quarter tasks at once", most)
+	if most != 4 {
+		t.Fatalf("at most %d quarter tasks ran at once on the remote worker's slot, want 4", most)
 	}
 }

@@ -13,11 +13,19 @@ import (
 // it again at once.
 const refusedDelay = time.Second
 
+// fullPause is how long a claim that met a task its worker's room could
+// not fit waits before it answers empty: a worker whose room is taken by
+// small tasks claims about once a second until one ends.
+const fullPause = time.Second
+
 // Request asks for tasks on a remote worker's behalf.
 type Request struct {
 	Worker Worker
 	// N is how many tasks it may take (0: none, the claim waits out Wait).
 	N int
+	// Room, when > 0, is the worker's free room in milli-slots: the tasks
+	// taken fit it together (queue.ClaimRequest.Room).
+	Room int
 	// Wait bounds the wait for a first task.
 	Wait time.Duration
 	// Accept reports whether the worker may be handed a task of tenant.
@@ -62,7 +70,7 @@ func (p *Proxy) Claim(ctx context.Context, r Request) (Claimed, error) {
 			}
 		}
 		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), CallTimeout)
-		c, err := p.c.ClaimTasks(cctx, queue.ClaimRequest{Pool: w.Pool, Worker: w.ID, N: r.N, Types: types})
+		c, err := p.c.ClaimTasks(cctx, queue.ClaimRequest{Pool: w.Pool, Worker: w.ID, N: r.N, Types: types, Room: r.Room})
 		cancel()
 		keep, refused := p.refuse(c.Tasks, r.Accept)
 		out.Refused += refused
@@ -83,6 +91,13 @@ func (p *Proxy) Claim(ctx context.Context, r Request) (Claimed, error) {
 			return out, err
 		}
 		if left <= 0 || ctx.Err() != nil {
+			return out, nil
+		}
+		if c.Full && len(c.Tasks) == 0 {
+			// The next task does not fit the worker's room: answer empty
+			// after a while (the worker asks again, its room perhaps grown
+			// by an outcome reported meanwhile to any server).
+			sleep(ctx, min(left, fullPause))
 			return out, nil
 		}
 		switch {

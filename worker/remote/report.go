@@ -159,7 +159,13 @@ func (r *reporter) flush(ctx context.Context) {
 	if len(calls)+len(beats)+len(prog) == 0 {
 		return
 	}
-	body := apiv1.WorkerReport{Progress: prog, Outcomes: make([]apiv1.WorkerOutcome, 0, n), Claim: r.s.reportClaim(n)}
+	outs := make([]string, 0, n)
+	for _, c := range calls {
+		for _, it := range c.items {
+			outs = append(outs, it.ID)
+		}
+	}
+	body := apiv1.WorkerReport{Progress: prog, Outcomes: make([]apiv1.WorkerOutcome, 0, n), Claim: r.s.reportClaim(outs)}
 	if len(beats) > 0 {
 		body.Held = beats[len(beats)-1].held // the newest knows best
 		if body.Held == nil {

@@ -62,6 +62,7 @@ type Source struct {
 	info     apiv1.WorkerRegistered // the registration's answer
 	leases   map[string]string      // claimed, outcome not yet answered
 	stopped  map[string]bool        // of leases, those a report's answer stopped (the server no longer counts them)
+	milli    map[string]int         // of leases, the room each holds in milli-slots when less than a slot
 	freed    chan struct{}          // capacity 1: an outcome was answered or a task stopped
 	stops    []queue.Stop           // from reports' answers, for the next Heartbeat
 	want     int                    // a ClaimTasks waits for a free slot and wants this many; 0: none waits
@@ -101,7 +102,7 @@ func New(urls []string, token string, opts Options) (*Source, error) {
 		tr.DialContext = (&net.Dialer{Timeout: 3 * time.Second, KeepAlive: 30 * time.Second}).DialContext
 		hc = &http.Client{Transport: tr}
 	}
-	s := &Source{opts: opts, log: opts.Logger.With("component", "remote-worker"), leases: map[string]string{}, stopped: map[string]bool{}, freed: make(chan struct{}, 1)}
+	s := &Source{opts: opts, log: opts.Logger.With("component", "remote-worker"), leases: map[string]string{}, stopped: map[string]bool{}, milli: map[string]int{}, freed: make(chan struct{}, 1)}
 	s.c = &conn{urls: clean, auth: "Bearer " + token, hc: hc, onErr: func(u string, err error, attempt int) {
 		s.log.Warn("API request failed; retrying", "url", u, "err", err, "attempt", attempt)
 	}}
@@ -240,9 +241,11 @@ func (s *Source) call(ctx context.Context, op string, body, out any) error {
 
 // ClaimTasks long-polls one claim: it answers as soon as a task was
 // claimed, or empty after ClaimWait. The server counts a task as held
-// until its outcome's report is answered, so a claim asks for at most the
-// slots free by that count, and with none free it waits here for a
-// report's answer (up to ClaimWait) instead of asking.
+// until its outcome's report is answered, so a claim asks only while the
+// tasks held by that count leave room in the worker's slots (milli-slots:
+// a task holds its slots), and with none free it waits here for a
+// report's answer (up to ClaimWait) instead of asking; the server hands
+// out tasks that fit that room.
 func (s *Source) ClaimTasks(ctx context.Context, req queue.ClaimRequest) (queue.Claimed, error) {
 	s.mu.Lock()
 	wait := s.opts.ClaimWait
@@ -280,7 +283,14 @@ func (s *Source) admit(ts []apiv1.WorkerTask, sent time.Time) []*task.Task {
 			continue // already running here
 		}
 		s.leases[t.ID] = t.Lease
+		sl := task.Slots(t.Slots)
+		if m := task.Milli(sl); m < task.MilliSlots {
+			s.milli[t.ID] = m
+		} else {
+			sl = 0
+		}
 		out = append(out, &task.Task{
+			Slots: sl,
 			ID: t.ID, Type: t.Type, Payload: t.Payload, Attempts: t.Attempt, MaxRetries: t.MaxRetries,
 			Priority: t.Priority, Tags: t.Tags, Tenant: t.Tenant, TraceID: t.TraceID, LeaseToken: t.Lease,
 			// The worker counts the deadline from before the claim was
@@ -297,13 +307,16 @@ func (s *Source) admit(ts []apiv1.WorkerTask, sent time.Time) []*task.Task {
 // ClaimTasks waits for a slot, the report asks for the slots its outcomes
 // free, so their tasks come back in the report's answer instead of one
 // more round trip. nil when no claim waits or no slot would be free.
-func (s *Source) reportClaim(nOut int) *apiv1.WorkerReportClaim {
+func (s *Source) reportClaim(outs []string) *apiv1.WorkerReportClaim {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.want <= 0 || nOut == 0 || s.id == "" {
+	if s.want <= 0 || len(outs) == 0 || s.id == "" {
 		return nil
 	}
-	n := min(s.want, s.reg.Slots-(len(s.leases)-len(s.stopped))+nOut, apiv1.MaxWorkerClaim)
+	n := min(s.want, apiv1.MaxWorkerClaim)
+	if s.reg.Slots > 0 && s.freeRoom(outs) <= 0 {
+		n = 0
+	}
 	if s.info.MaxClaim > 0 {
 		n = min(n, s.info.MaxClaim)
 	}
@@ -355,8 +368,8 @@ func (s *Source) claimable(ctx context.Context, want int, wait time.Duration) (i
 		if s.info.MaxClaim > 0 {
 			n = min(n, s.info.MaxClaim)
 		}
-		if s.reg.Slots > 0 {
-			n = min(n, s.reg.Slots-(len(s.leases)-len(s.stopped)))
+		if s.reg.Slots > 0 && s.freeRoom(nil) <= 0 {
+			n = 0
 		}
 		if n <= 0 {
 			s.want = want
@@ -378,6 +391,33 @@ func (s *Source) claimable(ctx context.Context, want int, wait time.Duration) (i
 			return 0, nil
 		}
 	}
+}
+
+// freeRoom is the room (milli-slots) the worker's slots leave beside the
+// tasks the server counts as held, those of outs (outcomes about to be
+// reported) taken as freed; mu held. The server cuts a claim to the same
+// room: its tasks fit it together.
+func (s *Source) freeRoom(outs []string) int {
+	room := s.reg.Slots * task.MilliSlots
+	for id := range s.leases {
+		if !s.stopped[id] {
+			room -= s.roomOf(id)
+		}
+	}
+	for _, id := range outs {
+		if _, ok := s.leases[id]; ok && !s.stopped[id] {
+			room += s.roomOf(id)
+		}
+	}
+	return room
+}
+
+// roomOf is the room the held task id takes (milli-slots); mu held.
+func (s *Source) roomOf(id string) int {
+	if m, ok := s.milli[id]; ok {
+		return m
+	}
+	return task.MilliSlots
 }
 
 // free wakes a claim waiting for a slot.
@@ -446,6 +486,7 @@ func (s *Source) settled(id string) {
 	s.mu.Lock()
 	delete(s.leases, id)
 	delete(s.stopped, id)
+	delete(s.milli, id)
 	s.mu.Unlock()
 	s.free()
 }

@@ -1391,6 +1391,8 @@ export interface components {
             parents?: {
                 [key: string]: unknown;
             };
+            /** @description the share of a worker slot the task holds while it runs, when less than one (absent: 1): the server hands a worker tasks whose slots fit its registered slots together, so a worker should count it, not one slot, against its slots */
+            slots?: number;
         };
         /** @description a slot's logical period: from the slot to the schedule's next slot, in the schedule's time zone */
         Period: {

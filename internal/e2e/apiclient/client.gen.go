@@ -1421,12 +1421,15 @@ type WorkerTask struct {
 	Parents *map[string]interface{} `json:"parents,omitempty"`
 
 	// Payload the task's payload, any JSON; absent when none
-	Payload  interface{}       `json:"payload,omitempty"`
-	Priority int               `json:"priority"`
-	Tags     map[string]string `json:"tags"`
-	Tenant   string            `json:"tenant"`
-	TraceId  string            `json:"trace_id"`
-	Type     string            `json:"type"`
+	Payload  interface{} `json:"payload,omitempty"`
+	Priority int         `json:"priority"`
+
+	// Slots the share of a worker slot the task holds while it runs, when less than one (absent: 1): the server hands a worker tasks whose slots fit its registered slots together, so a worker should count it, not one slot, against its slots
+	Slots   *float32          `json:"slots,omitempty"`
+	Tags    map[string]string `json:"tags"`
+	Tenant  string            `json:"tenant"`
+	TraceId string            `json:"trace_id"`
+	Type    string            `json:"type"`
 }
 
 // ListBatchesParams defines parameters for ListBatches.
