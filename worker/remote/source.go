@@ -1,6 +1,7 @@
 package remote
 
 import (
+	"cmp"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
@@ -63,6 +64,7 @@ type Source struct {
 	leases   map[string]string      // claimed, outcome not yet answered
 	stopped  map[string]bool        // of leases, those a report's answer stopped (the server no longer counts them)
 	milli    map[string]int         // of leases, the room each holds in milli-slots when less than a slot
+	smallest int                    // the least room a task handed out took (milli-slots; 0: none yet, a whole slot)
 	freed    chan struct{}          // capacity 1: an outcome was answered or a task stopped
 	stops    []queue.Stop           // from reports' answers, for the next Heartbeat
 	want     int                    // a ClaimTasks waits for a free slot and wants this many; 0: none waits
@@ -286,12 +288,15 @@ func (s *Source) admit(ts []apiv1.WorkerTask, sent time.Time) []*task.Task {
 		sl := task.Slots(t.Slots)
 		if m := task.Milli(sl); m < task.MilliSlots {
 			s.milli[t.ID] = m
+			if s.smallest == 0 || m < s.smallest {
+				s.smallest = m
+			}
 		} else {
 			sl = 0
 		}
 		out = append(out, &task.Task{
 			Slots: sl,
-			ID: t.ID, Type: t.Type, Payload: t.Payload, Attempts: t.Attempt, MaxRetries: t.MaxRetries,
+			ID:    t.ID, Type: t.Type, Payload: t.Payload, Attempts: t.Attempt, MaxRetries: t.MaxRetries,
 			Priority: t.Priority, Tags: t.Tags, Tenant: t.Tenant, TraceID: t.TraceID, LeaseToken: t.Lease,
 			// The worker counts the deadline from before the claim was
 			// sent: it fires no later than the server's.
@@ -314,8 +319,8 @@ func (s *Source) reportClaim(outs []string) *apiv1.WorkerReportClaim {
 		return nil
 	}
 	n := min(s.want, apiv1.MaxWorkerClaim)
-	if s.reg.Slots > 0 && s.freeRoom(outs) <= 0 {
-		n = 0
+	if s.reg.Slots > 0 {
+		n = min(n, s.fits(s.freeRoom(outs)))
 	}
 	if s.info.MaxClaim > 0 {
 		n = min(n, s.info.MaxClaim)
@@ -368,8 +373,8 @@ func (s *Source) claimable(ctx context.Context, want int, wait time.Duration) (i
 		if s.info.MaxClaim > 0 {
 			n = min(n, s.info.MaxClaim)
 		}
-		if s.reg.Slots > 0 && s.freeRoom(nil) <= 0 {
-			n = 0
+		if s.reg.Slots > 0 {
+			n = min(n, s.fits(s.freeRoom(nil)))
 		}
 		if n <= 0 {
 			s.want = want
@@ -410,6 +415,17 @@ func (s *Source) freeRoom(outs []string) int {
 		}
 	}
 	return room
+}
+
+// fits is how many tasks a claim asks for at most with room free: as many
+// of the smallest the worker was handed so far (a whole slot until it
+// was handed a fraction) as room holds; the server's cut makes the
+// tasks fit the room together. mu held.
+func (s *Source) fits(room int) int {
+	if room <= 0 {
+		return 0
+	}
+	return room / cmp.Or(s.smallest, task.MilliSlots)
 }
 
 // roomOf is the room the held task id takes (milli-slots); mu held.
