@@ -62,6 +62,21 @@ const RetainDefault = 24 * time.Hour
 
 // Batches are the batches of one server: the API creates, reads and
 // cancels them through it; Reporter and Recover are its region leader loop.
+//
+// Any server accepts a batch; its region becomes the batch's home, written
+// into the batch's id (the task id format), and the batch's counts live in
+// the home region's Redis. Its members are submitted through the ordinary
+// submit pipeline carrying the batch's id, so each runs wherever it is
+// placed. Fan-in is counted by the scripts that end the members: the
+// script that moves a member to SUCCESS, FAILED or CANCELED, in whichever
+// region, queues its end on its shard's list in the same step; each
+// region's leader reports those lists to the batches' home regions
+// (Reporter), whose script counts each member once and completes the batch
+// with its last member, setting its callback due in that same step. The
+// callback's task has an id derived from the batch's, so storing it twice
+// stores it once: the server that completed the batch stores it at once,
+// and the home region's leader stores any callback still due (a server
+// killed in between). It reaches the federation through Tasks.
 type Batches struct {
 	store *batchstore.Batches
 	tasks Tasks

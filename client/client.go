@@ -21,7 +21,13 @@ const DefaultUserAgent = "ax-go-client"
 // payloads is not, hence the margin.
 const maxBody = 256 << 20
 
-// Client calls one ax server. It is safe for concurrent use.
+// Client calls one ax server. It is safe for concurrent use. Any server of
+// any region answers for every task (ids carry their home region and the
+// server forwards). Every call takes a context first and honours it: cancel
+// it to abandon the request. The Client sets no overall timeout of its own,
+// because Events is a long poll; bound calls with ctx, or give an
+// *http.Client with WithHTTPClient. DAGs and schedules pass through as
+// json.RawMessage: the client adds nothing to them.
 type Client struct {
 	base      *url.URL
 	http      *http.Client

@@ -46,7 +46,24 @@ var sentinels = []struct {
 	{ErrInternal, []string{apiv1.CodeInternal}, []int{http.StatusInternalServerError}},
 }
 
-// APIError is a non-2xx answer of the server.
+// APIError is a non-2xx answer of the server: the HTTP status, the error
+// code, message and field of the body {"error":{...}}, the Retry-After delay
+// and, on 422, the placement explanation. Match kinds with errors.Is against
+// the sentinels (ErrNotFound, ErrConflict, ErrSaturated, ...), read the
+// details with errors.As:
+//
+//	_, err := c.Submit(ctx, spec)
+//	var apiErr *client.APIError
+//	switch {
+//	case errors.Is(err, client.ErrSaturated) && errors.As(err, &apiErr):
+//		time.Sleep(apiErr.RetryAfter)
+//	case errors.Is(err, client.ErrInvalid):
+//		// fix the spec: apiErr.Field names the offending field
+//	}
+//
+// A body that is not the JSON error shape (a proxy's HTML page) still gives
+// an APIError with the status and the start of the body as the message.
+// Transport failures and context errors are returned wrapped, as they are.
 type APIError struct {
 	// Status is the HTTP status code.
 	Status int

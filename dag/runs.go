@@ -50,7 +50,7 @@ type Config struct {
 	// (400 naming nodes[i].task.regions[j]), as a task submitted alone is,
 	// rather than stored to wait PENDING forever. nil: not checked.
 	Regions    []string
-	Registerer prometheus.Registerer // nil: metrics are not registered
+	Registerer prometheus.Registerer // ax_dag_runs_total and ax_dag_nodes_released_total; nil: not registered
 	Logger     *slog.Logger
 	Now        func() time.Time
 }
@@ -58,6 +58,19 @@ type Config struct {
 // Runs are the DAG runs whose home is this server's region: the API creates,
 // reads and cancels them through it, and Loop, a region leader loop,
 // reconciles them.
+//
+// Any server accepts a run; its region becomes the run's home, written into
+// the run's id (the task id format). The definition and every node's state
+// live in one slot of the home region's Redis (queue/dagstore). Each node's
+// task id is derived from (run id, node id), so releasing a node twice
+// submits the same id, which the store accepts once. A released task is
+// submitted unplaced into the home region's store; the region leader places
+// it like any due task — in any region, handed off through the outbox — so
+// every node is placed on its own. The reconciler (Loop) settles nodes and
+// releases their dependents. A cancel (Cancel) stops a run: its waiting
+// nodes are never released, its released nodes' tasks are cancelled. It
+// reaches tasks in other regions, and the other regions' servers, through
+// Tasks.
 type Runs struct {
 	dags    *dagstore.DAGs
 	tasks   Tasks

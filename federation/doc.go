@@ -5,12 +5,5 @@
 // tasks to the regions they were placed in and receive theirs, reads and
 // actions (package fanout) follow a task wherever it lives and ask every
 // region for what spans the federation, and the global view (package view)
-// and budgets (package budget) are what they decide by. Calls to other
-// regions' servers go through package peer.
-//
-// Boundary: federation → region → {queue, lease}; placement is pure and
-// takes values; task and apiv1 are the model and the wire shapes. Schedules
-// (package schedule) and DAG runs (package dag) each define the small
-// interface they need (schedule.Enqueuer, dag.Tasks), which *Node
-// implements (contracts_test.go), so federation imports neither.
+// and budgets (package budget) are what they decide by.
 package federation

@@ -15,7 +15,10 @@ const (
 	// seconds of a leader dying, and long enough for a LAN hiccup. Across a
 	// WAN (a global etcd in another region) use 10s or more.
 	DefaultSessionTTL = 5 * time.Second
-	// DefaultCallTimeout bounds every single etcd request this package makes.
+	// DefaultCallTimeout bounds every single etcd request this package
+	// makes. Requests and watches also require the member to have a raft
+	// leader, so a member cut off in a minority fails fast instead of
+	// answering stale.
 	DefaultCallTimeout = 5 * time.Second
 	// DefaultSyncInterval is how often a View asks etcd to confirm that its
 	// watch is current.

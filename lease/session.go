@@ -182,6 +182,13 @@ func (s *Session) Close(ctx context.Context) error {
 // (lease expired or revoked, keepalive stalled, etcd restarted) it closes
 // the stale one and grants a new one, retrying with backoff while etcd is
 // unreachable. Registrations built on a Manager follow it to each new lease.
+//
+// Each Session, Manager, Leadership, Registration and View owns exactly one
+// goroutine, started by its constructor and stopped and waited for by its
+// Close (Leadership: Resign). Shut down from the top: leader functions and
+// Elector.Run (cancel their context), then Registrations and Views, then
+// Managers, then the etcd clients; a Registration closed after its Manager
+// finds its key already gone with the revoked lease.
 type Manager struct {
 	c      *clientv3.Client
 	opts   []Option

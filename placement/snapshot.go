@@ -74,6 +74,11 @@ type tagPair struct{ key, value string }
 // watermarks still decides correctly, but walks every matching pool). It copies what it keeps
 // (tags included), so the caller may reuse pools afterwards; capacity schedules are shared and
 // must not be changed.
+//
+// Build a Snapshot once per published view and reuse it for many decisions: it
+// sorts pools by their published cost and indexes them by tag and region, so [Placer.Place] touches
+// only matching pools, stops at the first that cannot win, and does not allocate in the common
+// case. Time is always passed in (now), never read from the clock.
 func NewSnapshot(cfg Config, pools []Pool) (*Snapshot, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err

@@ -76,6 +76,23 @@ type Config struct {
 // definitions through it (service.go), and Run campaigns in the federation
 // election (<prefix>elect/federation) and, while it leads, fires the
 // schedules.
+//
+// <prefix>schedules/<name> holds a definition (apiv1.Schedule), written
+// through the API; only pause and resume change it after creation.
+// <prefix>schedule-state/<name> holds the last slot handled (fired or
+// skipped, State), written only by the federation leader in a transaction
+// that compares its election key, so a deposed leader cannot move it.
+// <prefix>schedule-ends/<tenant>/<name> holds the last end of a DAG run the
+// schedule started, written by the run's home region: every region watches
+// it to wake the gates waiting for it (package schedule/ends). A
+// slot's task id is derived from (schedule, slot) (TaskID): the leader
+// enqueues the task into the schedule's home region first and records the
+// slot second, so a leader that dies in between makes its successor enqueue
+// the same id again, which the store refuses (task.ErrExists).
+//
+// It reaches tasks only through Enqueuer. Errors a caller sees are
+// *apiv1.Error (conflict, not found, unavailable) or *task.FieldError, so
+// the API maps them without importing this package.
 type Scheduler struct {
 	tasks   Enqueuer
 	store   store

@@ -16,7 +16,7 @@ import (
 )
 
 // Schedule errors. The exported ones are what an API caller sees, so they
-// carry their API code (see doc.go).
+// carry their API code (see Scheduler).
 var (
 	ErrExists   error = &apiv1.Error{Code: apiv1.CodeConflict, Message: "this tenant has a schedule with this name", Field: "name"}
 	ErrNotFound error = &apiv1.Error{Code: apiv1.CodeNotFound, Message: "no such schedule", Field: "name"}

@@ -12,6 +12,24 @@ import (
 // claimLoop fills g's free slots with tasks of its types until ctx ends. Handlers run under base, which
 // the end of ctx does not cancel: the shutdown stops them itself, after the
 // grace (stopHandlers).
+//
+// A worker's slots are counted in milli-slots: a task holds its spec's
+// slots (task.Spec.Slots, a whole slot when left out) while it runs.
+// Whenever room is free it claims up to ClaimBatch tasks that fit the free
+// room together in one call; a claim that meets a task the room cannot fit
+// stops there (the task keeps its place) and the next claim waits for a
+// running task to end. A claim that came back short found the queue empty: the loop
+// then blocks on the pool's wake-up markers (waitForWork) instead of
+// polling, so a submit brings it back within milliseconds and IdleWait
+// bounds the cost of a lost marker. A claim that came back full means work
+// may remain, so the next free slot claims again at once. A slot frees once
+// its task's outcome is recorded; in a pool with a fair share (the last
+// claim's queue.Claimed.Counts) a claim first flushes the successes queued
+// for acknowledgement, so the store never counts a task that ended as
+// running when it decides whose the slot is. A wake-up passed on for
+// another worker's types can come back to this one while that worker is
+// busy: from the second such wake-up in a row the loop waits (wastedWait)
+// before it listens again.
 func (w *Worker) claimLoop(ctx, base context.Context, g *slots) {
 	// mayRemain: the last claim came back full, so more work may be queued
 	// and the next free slot claims at once; otherwise wait for a wake-up.

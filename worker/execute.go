@@ -88,8 +88,7 @@ func stackHead(stack []byte, n int) string {
 	return strings.Join(frames, " <- ")
 }
 
-// settle records the outcome of an attempt (package documentation,
-// "Outcomes").
+// settle records the outcome of an attempt by the rules Handler states.
 func (w *Worker) settle(j *job, err, cause error, runtime time.Duration) {
 	w.mu.Lock()
 	j.done, j.runtime = true, runtime

@@ -8,7 +8,11 @@ import (
 )
 
 // heartbeatLoop sends one heartbeat at once, then one every Heartbeat, until
-// stop is closed. A failed one is retried sooner (backoff, at most one
+// stop is closed. A heartbeat extends the lease of every task the worker
+// holds (running, or finished and waiting for its acknowledgement) and
+// records the worker, its slots and its types as alive, so the pool's
+// capacity shows before any task arrives; its answer names the tasks to
+// stop (stopJob). A failed one is retried sooner (backoff, at most one
 // interval), so a short Redis hiccup costs no lease. A handler's progress
 // brings the next one forward, to no sooner than progressEvery after the
 // last.

@@ -49,6 +49,9 @@ type Options struct {
 	// other types share the rest, each pool claimed on its own, so
 	// handlers of one type that all block (a hung upstream) never stall
 	// the others. Each must be > 0 and together less than Concurrency.
+	// The heartbeat still publishes Concurrency slots and every served
+	// type; with HandleAny the shared slots claim every type, those with
+	// slots of their own included.
 	TypeConcurrency map[string]int
 	// ClaimBatch bounds the tasks taken by one claim (default 32, a
 	// remote Source's remote.DefaultClaimBatch; at most queue.MaxBatch).

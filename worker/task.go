@@ -13,8 +13,35 @@ import (
 	"github.com/ax-sched/ax/task"
 )
 
-// Handler runs one attempt of a task. It must return when ctx is done; the
-// error decides what happens to the task (see the package documentation).
+// Handler runs one attempt of a task. It must return when ctx is done: ctx
+// carries the task's deadline (its timeout from claim) and is cancelled with
+// a cause (context.Cause) when the task must stop — ErrLeaseLost,
+// ErrCanceled, ErrPreempted, ErrDeadline or ErrShutdown.
+//
+// When it returns, the task is settled by the first rule that holds:
+//
+//   - lease lost: nothing is recorded; someone else owns the task now.
+//   - it returned nil: SUCCESS with the text given to SetResult. A handler
+//     that finished its work is believed even if a stop arrived meanwhile.
+//     Successes are acknowledged in batches (up to 32, or after 2ms, or at
+//     once when a claim waits for them).
+//   - stopped by the worker's shutdown: given back (READY, no retry spent).
+//   - preempted: given back with a jittered 60–120s delay (no retry spent).
+//   - cancel requested: acknowledged as a failed attempt, which the store
+//     turns into CANCELED.
+//   - deadline passed: failed with reason DEADLINE_EXCEEDED (retryable).
+//   - the error is NonRetryable (errors.Is(err, ErrNonRetryable)): FAILED,
+//     NON_RETRYABLE.
+//   - the error is a RetryAfter(d, err) (errors.As finds a *RetryAfterError):
+//     the tenant's tasks of the task's limit key, or its type, are paused
+//     until now + d for every worker of the region, and the task waits READY
+//     (RETRY_AFTER in its trail) without spending a retry.
+//   - any other error, or a panic (its value and the top of its stack become
+//     the error text): failed with retry and backoff while retries are left.
+//
+// Result text is bounded to task.MaxResultLen bytes, error text to
+// task.MaxErrorLen. An acknowledgement is retried until it is recorded or
+// the lease is known to be lost.
 type Handler func(ctx context.Context, t *Task) error
 
 // Task is what a handler sees of the task it runs. The fields are copies:

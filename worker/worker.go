@@ -19,7 +19,8 @@ import (
 	"go.opentelemetry.io/otel/trace"
 )
 
-// Worker serves one pool: see the package documentation. Create it with
+// Worker serves one pool (Handler says what a handler's return does, Run
+// how it stops). Create it with
 // New, register handlers with Handle, then call Run once.
 type Worker struct {
 	store  Source
@@ -115,7 +116,8 @@ func (w *Worker) Options() Options { return w.opts }
 // Handle registers h for tasks of type typ, before or while Run runs. The
 // worker claims only the types it has handlers for, and publishes them with
 // its heartbeat so that placement sends a type only to pools whose workers
-// serve it. It panics on a nil handler, a type that is not a task type name
+// serve it; tasks of other types stay READY, in order, for the pool's other
+// workers. It panics on a nil handler, a type that is not a task type name
 // (task.CheckType), a type registered twice, or more than
 // queue.MaxWorkerTypes types, like http.Handle: all are programming errors
 // (a worker that serves more types takes them all with HandleAny).
@@ -222,6 +224,9 @@ func (w *Worker) typesLocked() []string {
 //     task is given back as its handler returns;
 //  4. once every handler returned, queued completions are flushed;
 //  5. then heartbeats stop: until here they kept every held lease alive.
+//
+// Errors of the Source never stop it: every call is retried with capped,
+// jittered backoff.
 func (w *Worker) Run(ctx context.Context) error {
 	if !w.started.CompareAndSwap(false, true) {
 		return errors.New("worker: Run called more than once")

@@ -31,6 +31,23 @@ type Config struct {
 // Reader follows a task wherever it lives (get, trail, actions) and
 // answers the federation-wide listings, bulk actions and cost reports by
 // asking every region.
+//
+// The server that receives a listing or bulk action asks every other
+// region's server in parallel — with the cluster token, one hop, and a
+// deadline — and merges their answers with its own. A request that arrives
+// forwarded (X-Ax-Forwarded > 0) is answered from this region alone, so a
+// fan-out never loops. A region that does not answer (not healthy in the
+// view, refused, timed out, failed) is named in the answer's "unavailable"
+// with its error in "regions", never dropped silently; the answer stays 200
+// while at least one region answered, and is 503 (or the one region's own
+// error) when none did.
+//
+// A peer sees the cluster token, an unscoped principal, so the caller's
+// tenant travels as an explicit filter (tenant=), which narrows what any
+// unscoped principal sees and which a scoped principal cannot widen. The
+// caller's name travels as on_behalf_of=, honoured only on cluster-token
+// calls, so the trails of tasks cancelled in other regions name the
+// operator, not "cluster".
 type Reader struct{ cfg Config }
 
 // New is the reader of cfg.

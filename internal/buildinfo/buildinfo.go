@@ -26,6 +26,17 @@ type Info struct {
 }
 
 // Get returns this binary's build information.
+//
+// The stamp is three link-time strings, set with
+//
+//	go build -ldflags "-X github.com/ax-sched/ax/internal/buildinfo.version=v1.2.0
+//	  -X github.com/ax-sched/ax/internal/buildinfo.commit=$(git rev-parse HEAD)
+//	  -X github.com/ax-sched/ax/internal/buildinfo.date=$(date -u +%Y-%m-%dT%H:%M:%SZ)"
+//
+// as `make build` and deploy/docker/Dockerfile do. A plain `go build` or
+// `go install` leaves them empty; Get then falls back to what the Go
+// toolchain recorded in the binary (the module version, vcs.revision and
+// vcs.time), and to "unknown".
 func Get() Info {
 	bi, _ := debug.ReadBuildInfo()
 	return resolve(version, commit, date, bi)

@@ -103,6 +103,18 @@ type Server struct {
 // Start starts a redis-server and waits until it is usable, until it exits,
 // or until ctx ends. A server loading a large dataset is waited for as long
 // as ctx allows; give ctx a deadline.
+//
+// It returns only once the server is usable: it answers PING with PONG,
+// which a Redis still loading its append-only file or snapshot does not (it
+// answers LOADING, for seconds with a large dataset), and the answer comes
+// from this child and not from another server on the port. Stop ends it with
+// SIGTERM, then SIGKILL after a grace period, and waits until it is gone, so
+// a new server can start on the same port and directory right after.
+//
+// The child dies with its parent even if the parent is killed: on Linux by
+// the kernel's parent-death signal, elsewhere by a shell watchdog (see
+// proc_bsd.go). It runs in its own process group, so a Ctrl-C in the
+// parent's terminal does not reach it: its owner stops it, in order.
 func Start(ctx context.Context, opts ...Option) (*Server, error) {
 	cfg := config{bin: "redis-server", stopGrace: 10 * time.Second, launch: launch}
 	for _, o := range opts {

@@ -9,7 +9,7 @@ import (
 	"github.com/ax-sched/ax/worker"
 )
 
-// Noop succeeds at once.
+// Noop succeeds at once, whatever its payload.
 func Noop(context.Context, *worker.Task) error { return nil }
 
 var _ worker.Handler = Noop

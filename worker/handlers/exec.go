@@ -117,6 +117,16 @@ func CheckEnvName(name string) error {
 // Exec returns the exec handler for an allowlist of commands, by the name
 // payloads use. Templates are checked here, so a bad rule fails at start.
 //
+// A payload {"command": "echo", "args": {"msg": "hello"}} runs the
+// allowlisted command named "echo"; args fill the rule's {{.name}}
+// placeholders and must be strings or numbers. The payload never reaches a
+// shell: each argv element is one argument. Values starting with '-' or
+// holding ".." are refused unless the rule's Args allow them (ArgRule, with
+// an optional pattern), and the command's environment is only what the
+// rule's Env names. Success records the last 4 KiB of stdout; a non-zero
+// exit is a retryable failure with the last bytes of stderr (or stdout when
+// stderr is empty).
+//
 // The command runs in its own process group. When the task is stopped
 // (timeout, cancel, shutdown) or the rule's Timeout passes, the whole group
 // gets SIGTERM, then SIGKILL after KillGrace; when the command exits by

@@ -63,6 +63,16 @@ var errRedirectRefused = errors.New("redirect to a URL outside the allowlist")
 // HTTP returns the http handler: it POSTs the payload's body as JSON to its
 // url, with headers Idempotency-Key (the task id: the task may run more
 // than once), X-Ax-Task-Id, X-Ax-Attempt and traceparent.
+//
+// A payload {"url": "https://hooks.example.com/x", "body": {...}} is sent
+// if the url's clean form (percent-encoding decoded, dot segments resolved)
+// lies under an allowlisted prefix; redirects are checked the same way, and
+// DenyPrivate refuses internal addresses at connection time. 2xx succeeds
+// with the last 4 KiB of the response; 4xx fails for good (NonRetryable)
+// except 408, 425 and 429; 5xx and transport errors are retried. A 429 or
+// 503 with Retry-After, or a 2xx, 429 or 503 whose JSON answer has
+// "retry_after_seconds", is a worker.RetryAfter: the tenant's tasks of the
+// key wait that long, no retry spent (docs/limits.md).
 func HTTP(opts HTTPOptions) (worker.Handler, error) {
 	if len(opts.Allow) == 0 {
 		return nil, errors.New("http: Allow needs at least one URL prefix")

@@ -69,6 +69,25 @@ type Sample struct {
 const SampleEvery = 5 * time.Minute
 
 // Run replays the scenario's day under each policy (nil: all) with seed.
+//
+// The ax policy is the real placement package called as a server calls it: each simulated
+// server has its own [placement.Placer] (damping included) over snapshots built from figures the
+// simulated regions publish the way region leaders do (every second when a figure moved 5 %,
+// else every 2 s; live prices, slots, running, ready, capacity windows, the measured drain rate
+// from a [placement.DrainMeter], the learnt run times per (pool, type) folded with the formula
+// of queue/scripts/lib.lua and set into the servers' estimator on each publication). A region
+// that fails stops publishing; its figures stay in the view until its registration's lease
+// expires (the stale window), and a hand-off that cannot connect marks the region a suspect
+// in the sender's view and is placed again, as federation's outbox does.
+//
+// The other policies see the same view: round-robin over eligible pools, cheapest list price,
+// and a greedy hindsight schedule that knows every task's true duration in every pool, the
+// prices of the whole day, the exact state of every queue and which regions are down. Each
+// policy replays the same arrivals (same seed) on its own copy of the world, on a simulated
+// clock: a day takes a second or two of CPU.
+//
+// Costs are what the workers would record: the live price per slot-hour at the claim × the
+// task's run time. Waits run from submission to claim, hand-offs and re-placements included.
 func Run(s *Scenario, seed uint64, policies []string) ([]Result, error) {
 	if len(policies) == 0 {
 		policies = Policies
