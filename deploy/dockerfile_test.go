@@ -421,6 +421,12 @@ func TestDockerfileBuildsAStaticBinary(t *testing.T) {
 		t.Errorf("make build stamps %v, the Dockerfile %v", got, want)
 	}
 
+	// What follows builds ax as the image does (its own flags, so a second
+	// full build beside make's): `make test` runs it, `make check` stops
+	// at the Dockerfile's checks above.
+	if testing.Short() {
+		t.Skip("builds ax as the image does: skipped under -short; `make test` runs it")
+	}
 	ctxDir := t.TempDir()
 	copyContext(t, root, ctxDir)
 	bin := filepath.Join(t.TempDir(), "ax")
