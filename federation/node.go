@@ -73,6 +73,14 @@ type Config struct {
 	// most payload bytes its unfinished tasks may hold here, checked as
 	// Backlog is (queue.NewTask.BacklogBytesMax); 0 or a nil func: none.
 	BacklogBytes func(tenant string) int64
+	// MemoryAdmit is the region's Redis memory reserve (quotas.memory_reserve,
+	// the API's endpoint.Reserve.Admit): it refuses a new task of tenant
+	// with a payload of bytes while Redis is in the reserve. Schedule slots
+	// (EnqueueFixed) and hand-offs received ask it as API submits do, and
+	// its refusal (429 or 503) is one to try again later: the slot is
+	// retried until its misfire policy decides, the hand-off stays with
+	// its sender. nil: none.
+	MemoryAdmit func(ctx context.Context, tenant string, bytes int) error
 	// Budgets are the tenants' monthly budgets (package budget), by tenant;
 	// nil: none. Node.SetBudgets replaces them.
 	Budgets map[string]budget.Budget
@@ -178,12 +186,12 @@ func NewNode(cfg Config, store *store.Store, v *view.View, cell *region.Cell, m 
 	n.budgets = budget.New(budget.Config{Region: cfg.Region, Budgets: cfg.Budgets, Refresh: cfg.BudgetRefresh, Metrics: m,
 		Logger: cfg.Logger, Now: cfg.Now}, n.Reader)
 	n.Pipeline = submit.New(submit.Config{Region: cfg.Region, Regions: cfg.Regions, Defaults: cfg.Defaults,
-		SaturatedRetryAfter: cfg.SaturatedRetryAfter, Backlog: cfg.Backlog, BacklogBytes: cfg.BacklogBytes, TracerProvider: cfg.TracerProvider, Now: cfg.Now,
+		SaturatedRetryAfter: cfg.SaturatedRetryAfter, Backlog: cfg.Backlog, BacklogBytes: cfg.BacklogBytes, MemoryAdmit: cfg.MemoryAdmit, TracerProvider: cfg.TracerProvider, Now: cfg.Now,
 		Store: store.Submitter(), View: v, Flights: flights, Picker: n.picker, Peer: n.peer, Budgets: n.budgets, Metrics: m, Wake: wake,
 		Sends: sends, Locate: func(ctx context.Context, id string) (*task.Task, error) { return n.Reader.Get(ctx, id, 0) }})
 	hc := handoff.Config{Region: cfg.Region, Regions: cfg.Regions, Defaults: cfg.Defaults, HandOffHorizon: cfg.HandOffHorizon,
 		StuckPoolGrace: cfg.StuckPoolGrace, ReplaceOnPriceRise: cfg.ReplaceOnPriceRise, Backlog: cfg.Backlog, BacklogBytes: cfg.BacklogBytes,
-		TracerProvider: cfg.TracerProvider, Now: cfg.Now, Store: store, Cell: cell, View: v, Flights: flights,
+		MemoryAdmit: cfg.MemoryAdmit, TracerProvider: cfg.TracerProvider, Now: cfg.Now, Store: store, Cell: cell, View: v, Flights: flights,
 		Picker: n.picker, Peer: n.peer, Metrics: m, Logger: cfg.Logger}
 	n.Sender, n.Receiver, n.Mover = handoff.NewSender(hc), handoff.NewReceiver(hc), handoff.NewMover(hc)
 	v.Only(cfg.Regions)

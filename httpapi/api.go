@@ -68,6 +68,10 @@ type Config struct {
 	// either nil: off (endpoint.Reserve says what is refused).
 	MemoryReserve func() float64
 	Memory        func(ctx context.Context) (MemoryUse, error)
+	// Reserve, when set, is the memory reserve to use instead of one made
+	// of MemoryReserve and Memory: the one the federation's schedule slots
+	// and hand-offs received ask too (federation.Config.MemoryAdmit).
+	Reserve *Reserve
 	// BatchMaxItems and BatchMaxBytes cap one POST /v1/tasks/batch
 	// (defaults: apiv1.MaxBatch and 16 MiB).
 	BatchMaxItems int
@@ -89,6 +93,15 @@ type Config struct {
 
 // MemoryUse is how full the region's Redis is (Config.Memory).
 type MemoryUse = endpoint.MemoryUse
+
+// Reserve is the region's memory reserve (Config.Reserve).
+type Reserve = endpoint.Reserve
+
+// NewReserve is endpoint.NewReserve: share (0: off) and read are asked at
+// each request.
+func NewReserve(share func() float64, read func(context.Context) (MemoryUse, error)) *Reserve {
+	return endpoint.NewReserve(share, read)
+}
 
 // WorkerLimits bounds the remote worker protocol (config remote_workers);
 // zero values take the defaults.
@@ -181,7 +194,11 @@ func New(n *federation.Node, cfg Config) *API {
 	if n != nil {
 		region = n.Region()
 	}
-	quotas := endpoint.NewQuotas(cfg.Quota, n, endpoint.NewReserve(cfg.MemoryReserve, cfg.Memory))
+	reserve := cfg.Reserve
+	if reserve == nil {
+		reserve = endpoint.NewReserve(cfg.MemoryReserve, cfg.Memory)
+	}
+	quotas := endpoint.NewQuotas(cfg.Quota, n, reserve)
 	a.tasks = newTaskHandlers(n, cfg, quotas, &refusalMeter{gather: cfg.Gatherer, region: region})
 	a.streams = stream.New(stream.Config{Fed: n, Tokens: cfg.Auth, Regions: a.tasks.regionsResponse, Task: a.tasks.getFor,
 		LongPolls: cfg.LongPolls, LongPollsPerTenant: cfg.LongPollsPerTenant, ClusterToken: clusterToken})

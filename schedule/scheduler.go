@@ -114,6 +114,7 @@ const (
 	OutcomeMisfireSkipped = "misfire_skipped" // missed, and the misfire policy gave it up
 	OutcomeRejected       = "rejected"        // the home region refused the task for good (invalid there)
 	OutcomeBudgetExceeded = "budget_exceeded" // its tenant is past its monthly budget (over_budget: refuse)
+	OutcomeDeferred       = "deferred"        // a pass left a due slot for the next (home unreachable, in its memory reserve); never LastOutcome
 )
 
 // New prepares the schedules kept in the global etcd c, fired through
@@ -150,7 +151,7 @@ func New(c *clientv3.Client, tasks Enqueuer, cfg Config) *Scheduler {
 		tasks: tasks, cfg: cfg, log: cfg.Logger.With("component", "schedules"),
 		store: store{c: c, prefix: cfg.Prefix, timeout: cfg.CallTimeout},
 		fires: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "ax_schedule_fires_total",
-			Help: "Slots of cron schedules handled by the federation leader, by tenant, schedule and outcome (fired, already_fired, skipped_overlap, misfire_skipped, rejected, budget_exceeded)."},
+			Help: "Slots of cron schedules handled by the federation leader, by tenant, schedule and outcome (fired, already_fired, skipped_overlap, misfire_skipped, rejected, budget_exceeded; deferred: a pass left a due slot for the next)."},
 			[]string{"tenant", "schedule", "outcome"}),
 		leader: prometheus.NewGauge(prometheus.GaugeOpts{Name: "ax_federation_leader",
 			Help: "1 while this server leads the federation (and fires the schedules)."}),
@@ -366,6 +367,7 @@ func (s *Scheduler) pass(ctx context.Context, t *term) time.Duration {
 				if ctx.Err() != nil {
 					return 0
 				}
+				s.fires.WithLabelValues(tenant, e.def.Name, OutcomeDeferred).Inc()
 				if msg := err.Error(); msg != e.lastErr {
 					e.lastErr = msg
 					s.log.Warn("schedule: slot not fired; retrying", "schedule", e.def.Name, "tenant", tenant, "home_region", e.def.HomeRegion, "err", err)

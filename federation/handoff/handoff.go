@@ -1,6 +1,7 @@
 package handoff
 
 import (
+	"context"
 	"log/slog"
 	"time"
 
@@ -36,7 +37,12 @@ type Config struct {
 	// Backlog is a tenant's max_backlog in this region; nil: none.
 	Backlog func(tenant string) int
 	// BacklogBytes is a tenant's max_backlog_bytes in this region; nil: none.
-	BacklogBytes   func(tenant string) int64
+	BacklogBytes func(tenant string) int64
+	// MemoryAdmit is the region's memory reserve for hand-offs received:
+	// a hand-off it refuses is answered with its refusal (429 or 503), so
+	// the sender keeps the task and sends it again later
+	// (federation.Config.MemoryAdmit); nil: none.
+	MemoryAdmit    func(ctx context.Context, tenant string, bytes int) error
 	TracerProvider trace.TracerProvider
 	Now            func() time.Time
 

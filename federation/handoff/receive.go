@@ -78,6 +78,13 @@ func (n *Receiver) AcceptMany(ctx context.Context, hs []apiv1.HandOff, known fun
 		if err == nil && h.From != "" && (h.From == n.cfg.Region || !slices.Contains(n.cfg.Regions, h.From)) {
 			err = &Refusal{Field: "from", Reason: "not another region of the federation: " + h.From}
 		}
+		if err == nil && n.cfg.MemoryAdmit != nil {
+			// Not a Refusal: the reserve's 429 or 503, which the sender
+			// takes as "try again later" and keeps the task.
+			if err = n.cfg.MemoryAdmit(ctx, sp.Tenant, len(sp.Payload)); err != nil {
+				n.metrics.Rejected.WithLabelValues(n.cfg.Region, "memory_reserve").Inc()
+			}
+		}
 		if err != nil {
 			out[i].Err = err
 			continue

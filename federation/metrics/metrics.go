@@ -34,7 +34,7 @@ func New(reg prometheus.Registerer) *Metrics {
 		Submitted: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "ax_tasks_submitted_total",
 			Help: "Tasks accepted by this server."}, []string{"region", "tenant", "type"}),
 		Rejected: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "ax_tasks_rejected_total",
-			Help: "Submissions refused, by reason (unplaceable, saturated, invalid)."}, []string{"region", "reason"}),
+			Help: "Submissions refused, by reason (unplaceable, saturated, unregistered, backlog, memory_reserve)."}, []string{"region", "reason"}),
 		Refusals: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "ax_pool_refusals_total",
 			Help: "Submissions this server refused as saturated (429), counted once for each pool that was saturated for it " +
 				"(target: the pool's region): the backpressure of each pool."}, []string{"region", "target", "pool"}),

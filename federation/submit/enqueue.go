@@ -68,10 +68,18 @@ func (n *Pipeline) Enqueue(ctx context.Context, home, id string, sp *task.Spec) 
 // schedule's slot is checked against its tenant's max_backlog here in the
 // submit script, as an API submit is (a *QuotaError when full, nothing
 // stored): however many schedules were created at once, their slots never
-// pass it together.
+// pass it together. While the region's Redis is in its memory reserve
+// (Config.MemoryAdmit) the reserve's refusal is returned, nothing stored:
+// an error, not a refusal of the task, so the slot is tried again.
 func (n *Pipeline) EnqueueFixed(ctx context.Context, id string, sp *task.Spec) (created bool, state task.State, err error) {
 	if err := sp.Normalize(n.cfg.Defaults, n.cfg.Now()); err != nil {
 		return false, "", err
+	}
+	if n.cfg.MemoryAdmit != nil {
+		if err := n.cfg.MemoryAdmit(ctx, sp.Tenant, len(sp.Payload)); err != nil {
+			n.cfg.Metrics.Rejected.WithLabelValues(n.cfg.Region, "memory_reserve").Inc()
+			return false, "", err
+		}
 	}
 	max, maxBytes := n.backlogMax(sp), n.backlogBytesMax(sp)
 	res, err := n.SubmitFixed(ctx, queue.NewTask{ID: id, Spec: sp, BacklogMax: max, BacklogBytesMax: maxBytes})

@@ -33,7 +33,11 @@ type Config struct {
 	// BacklogBytes is a tenant's max_backlog_bytes in this region, checked
 	// by the store as Backlog is (queue.NewTask.BacklogBytesMax); 0 or a
 	// nil func: none.
-	BacklogBytes   func(tenant string) int64
+	BacklogBytes func(tenant string) int64
+	// MemoryAdmit is the region's memory reserve for schedule slots
+	// (EnqueueFixed): its refusal is returned as it is, an error to try
+	// again later (federation.Config.MemoryAdmit); nil: none.
+	MemoryAdmit    func(ctx context.Context, tenant string, bytes int) error
 	TracerProvider trace.TracerProvider
 	Now            func() time.Time
 

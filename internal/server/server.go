@@ -299,11 +299,15 @@ func (s *Server) assemble(pc placement.Config, peerTLS *tls.Config, reg *prometh
 		tracing.Hooks(s.rdb, s.tracer, redisNode(cfg.Redis))
 		tracing.Hooks(s.blocking, s.tracer, redisNode(cfg.Redis))
 	}
+	// One reserve for the API's submits, schedule slots and hand-offs
+	// received: the bytes each admits count against the same reading.
+	reserve := httpapi.NewReserve(s.memoryReserve, s.memory)
 	s.node, err = federation.NewNode(federation.Config{
 		Region: cfg.Name, Regions: cfg.Regions, ClusterToken: cfg.Auth.ClusterToken, Defaults: defaultsOf(cfg),
 		Placement: pc, Logger: s.log, PeerTLS: peerTLS, AllowInsecurePeers: cfg.Auth.AllowInsecurePeers,
 		TracerProvider: s.tracer, HandOffHorizon: cfg.Placement.HandOffHorizon, StuckPoolGrace: cfg.Placement.UnhealthyGrace, ReplaceOnPriceRise: cfg.Placement.ReplaceOnPriceRise,
 		Backlog: s.maxBacklog, BacklogBytes: s.maxBacklogBytes, Budgets: budgetsOf(cfg), BudgetRefresh: cfg.BudgetRefresh,
+		MemoryAdmit: reserve.Admit,
 	}, s.store, s.view, s.cell, metrics.New(reg))
 	if err != nil {
 		return err
@@ -325,7 +329,7 @@ func (s *Server) assemble(pc placement.Config, peerTLS *tls.Config, reg *prometh
 		*ends.Log
 		*schedule.Scheduler
 	}{ends.New(s.global, cfg.Etcd.Prefix), s.sched})
-	s.serveAPI(reg, own)
+	s.serveAPI(reg, own, reserve)
 	return nil
 }
 
@@ -336,7 +340,7 @@ func (s *Server) memory(ctx context.Context) (httpapi.MemoryUse, error) {
 }
 
 // serveAPI builds the HTTP API and the server and listener that serve it.
-func (s *Server) serveAPI(reg *prometheus.Registry, own prometheus.Registerer) {
+func (s *Server) serveAPI(reg *prometheus.Registry, own prometheus.Registerer, reserve *httpapi.Reserve) {
 	cfg := s.cfg
 	var pools []string
 	for _, p := range cfg.Pools {
@@ -355,7 +359,7 @@ func (s *Server) serveAPI(reg *prometheus.Registry, own prometheus.Registerer) {
 			return q.SubmitsPerSecond, q.Burst
 		},
 		BatchMaxItems: cfg.Quotas.Batch.MaxItems, BatchMaxBytes: cfg.Quotas.Batch.MaxBytes,
-		MemoryReserve: s.memoryReserve, Memory: s.memory,
+		Reserve:       reserve,
 		PublicDetails: cfg.HTTPServer.PublicDetails, Profiling: cfg.HTTPServer.Profiling, MaxHeaderBytes: cfg.HTTPServer.MaxHeaderBytes,
 		Workers: httpapi.WorkerConfig{Limits: httpapi.WorkerLimits{MaxResultBytes: cfg.Results.MaxBytes,
 			MaxWait: cfg.RemoteWorkers.MaxWait, LongPolls: cfg.RemoteWorkers.MaxLongPolls, LongPollsPerToken: cfg.RemoteWorkers.MaxLongPollsPerToken},
