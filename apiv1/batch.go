@@ -88,6 +88,10 @@ type BatchList struct {
 	Batches []BatchStatus `json:"batches"`
 	// Next is the cursor of the next page ("" at the end).
 	Next string `json:"next,omitempty"`
+	// Regions are the regions asked with what each gave; Unavailable the
+	// ones that did not answer (their batches are not listed).
+	Regions     []RegionOutcome `json:"regions,omitempty"`
+	Unavailable []string        `json:"unavailable,omitempty"`
 }
 
 // BatchOutcome is the payload of a batch's callback task.

@@ -35,9 +35,9 @@ func GetBatch(ctx context.Context, c *Client, id string) (*apiv1.BatchStatus, er
 	return &out, nil
 }
 
-// ListBatches reads the batches whose home is the server's region, newest
-// first (limit 0: the server's default), from cursor after ("": the
-// newest).
+// ListBatches reads the batches of every region, newest first (limit 0:
+// the server's default), from cursor after ("": the newest); the regions
+// that did not answer are in the answer's Unavailable.
 func ListBatches(ctx context.Context, c *Client, limit int, after string) (*apiv1.BatchList, error) {
 	q := url.Values{}
 	if limit > 0 {

@@ -211,7 +211,7 @@ func New(n *federation.Node, cfg Config) *API {
 		handoff.New(handoff.Config{Receiver: n, Enqueuer: n, MaxPayload: cfg.MaxPayload, Pools: cfg.Pools, Logger: cfg.Logger}).Routes(),
 		schedules.New(schedules.Config{Scheduler: cfg.Schedules, Fed: n, Quotas: quotas, MaxPayload: cfg.MaxPayload}).Routes(),
 		dags.New(dags.Config{Runs: cfg.DAGs, Fed: n, Quotas: quotas, MaxPayload: cfg.MaxPayload}).Routes(),
-		batches.New(batches.Config{Batches: cfg.Batches, Submitter: n, Quotas: quotas, MaxPayload: cfg.MaxPayload}).Routes(),
+		batches.New(batches.Config{Batches: cfg.Batches, Submitter: n, Fed: n, Quotas: quotas, MaxPayload: cfg.MaxPayload}).Routes(),
 		workers.New(cfg.Workers.with(n, cfg)).Routes(),
 	} {
 		for _, rt := range family {

@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
-	"strconv"
 
 	"github.com/ax-sched/ax/apiv1"
 	"github.com/ax-sched/ax/federation/submit"
@@ -37,10 +36,22 @@ type Submitter interface {
 	SubmitWithin(ctx context.Context, q submit.Quota, specs []*task.Spec, forwarded bool) ([]submit.Outcome, error)
 }
 
+// Federation is how a listing reaches the other regions;
+// *federation.Node implements it.
+type Federation interface {
+	// Region is this server's region.
+	Region() string
+	// FanOutRegions are the regions a listing asks (only: that one).
+	FanOutRegions(only string, hops int) ([]string, error)
+	// Proxy asks a server of regionName and decodes its answer into out.
+	Proxy(ctx context.Context, regionName, method, path string, in, out any) error
+}
+
 // Config is what the batch endpoints are served from.
 type Config struct {
 	Batches    Batches // nil: 503, this server keeps no batches
 	Submitter  Submitter
+	Fed        Federation
 	Quotas     *endpoint.Quotas
 	MaxPayload int // bytes of one task's payload
 }
@@ -196,38 +207,6 @@ func (h *Handlers) get(w http.ResponseWriter, r *http.Request, p endpoint.Princi
 		return err
 	}
 	endpoint.WriteJSON(w, http.StatusOK, st)
-	return nil
-}
-
-// maxList bounds a page of GET /v1/batches.
-const maxList = 500
-
-func (h *Handlers) list(w http.ResponseWriter, r *http.Request, p endpoint.Principal) error {
-	bs, err := h.batches()
-	if err != nil {
-		return err
-	}
-	q := r.URL.Query()
-	limit := 50
-	if v := q.Get("limit"); v != "" {
-		n, err := strconv.Atoi(v)
-		if err != nil || n < 1 || n > maxList {
-			return &task.FieldError{Field: "limit", Msg: fmt.Sprintf("must be 1 to %d", maxList)}
-		}
-		limit = n
-	}
-	tenant := p.Tenant
-	if t := q.Get("tenant"); t != "" {
-		if p.Tenant != "" && t != p.Tenant {
-			return &endpoint.Error{Code: apiv1.CodeForbidden, Field: "tenant", Msg: "this token reads tenant " + p.Tenant + " only"}
-		}
-		tenant = t
-	}
-	list, next, err := bs.List(r.Context(), tenant, limit, q.Get("after"))
-	if err != nil {
-		return err
-	}
-	endpoint.WriteJSON(w, http.StatusOK, apiv1.BatchList{Batches: list, Next: next})
 	return nil
 }
 

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"net/http"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -96,6 +97,26 @@ func TestBatchesWithCallbacksAcrossRegions(t *testing.T) {
 		out2, errOut, exit := runAx(t, fed.server(away).api, "--token", fed.token(tokSubmitterA), "batch", "get", st.ID)
 		if exit != 0 || !strings.Contains(out2, "COMPLETED") || !strings.Contains(out2, "5: 4 succeeded, 1 failed") {
 			t.Fatalf("ax batch get: exit %d\n%s\n%s", exit, out2, errOut)
+		}
+		// Listed from the other region too (every region's batches,
+		// merged), and not to another tenant.
+		for _, c := range []struct {
+			token string
+			want  bool
+		}{{tokSubmitterA, true}, {tokSubmitterB, false}} {
+			code, body := fed.call(away, c.token, http.MethodGet, "/v1/batches?limit=500", nil)
+			var l apiv1.BatchList
+			if code != http.StatusOK || json.Unmarshal(body, &l) != nil || len(l.Unavailable) != 0 || len(l.Regions) != 2 {
+				t.Fatalf("list via %s: %d %s", away, code, body)
+			}
+			found := slices.ContainsFunc(l.Batches, func(b apiv1.BatchStatus) bool { return b.ID == st.ID })
+			if found != c.want {
+				t.Fatalf("list via %s as %s: batch %s listed %v, want %v: %s", away, c.token, st.ID, found, c.want, body)
+			}
+		}
+		out2, errOut, exit = runAx(t, fed.server(away).api, "--token", fed.token(tokSubmitterA), "batch", "ls")
+		if exit != 0 || !strings.Contains(out2, st.ID) {
+			t.Fatalf("ax batch ls via %s: exit %d\n%s\n%s", away, exit, out2, errOut)
 		}
 	})
 

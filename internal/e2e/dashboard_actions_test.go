@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"encoding/json"
+	"github.com/ax-sched/ax/apiv1"
 	"net/http"
 	"strings"
 	"testing"
@@ -97,6 +98,32 @@ func dashboardActions(t *testing.T, fed *federation, api, dagRun string, run fun
 		var dag struct{ State string }
 		code, body := fed.call("eu-west-1", tokOperatorA, http.MethodGet, "/v1/dags/"+dagRun, nil)
 		return code == http.StatusOK && json.Unmarshal(body, &dag) == nil && dag.State == "CANCELED"
+	})
+
+	// A batch of two members, one handed off to eu-west-1, both waiting an
+	// hour: listed (home us-east-1), its page, then canceled from it.
+	code, body = fed.call("us-east-1", tokSubmitterA, http.MethodPost, "/v1/batches", map[string]any{"name": "dash-batch",
+		"tasks": []any{map[string]any{"type": "sleep", "delay": "1h", "regions": []string{"us-east-1"}},
+			map[string]any{"type": "sleep", "delay": "1h", "regions": []string{"eu-west-1"}}},
+		"on_complete": map[string]any{"type": "noop"}})
+	var bt struct{ ID string }
+	if code != http.StatusCreated || json.Unmarshal(body, &bt) != nil {
+		t.Fatalf("create a batch: %d %s", code, body)
+	}
+	var batchRow string
+	row := `#batch-table a.batch-link[href="#/batches/` + bt.ID + `"]`
+	run("the batches view", chromedp.Navigate(api+"/#/batches"), chromedp.WaitVisible(row, chromedp.ByQuery),
+		chromedp.Evaluate(`document.querySelector('`+row+`').closest('tr').textContent`, &batchRow))
+	if !strings.Contains(batchRow, "dash-batch") || !strings.Contains(batchRow, "us-east-1") || !strings.Contains(batchRow, "2: 0 succeeded") {
+		t.Fatalf("batches view row %q: want its name, home us-east-1 and 2 members", batchRow)
+	}
+	run("open the batch and cancel it", append([]chromedp.Action{chromedp.Navigate(api + "/#/batches/" + bt.ID), chromedp.WaitVisible("#batch-cancel", chromedp.ByQuery)},
+		append(confirm(press("#batch-cancel")), chromedp.WaitVisible("#batch .bad", chromedp.ByQuery))...)...)
+	shot("batch")
+	waitUntil(t, 20*time.Second, "the batch canceled in the dashboard to complete with 2 canceled", func() bool {
+		var st apiv1.BatchStatus
+		code, body := fed.call("eu-west-1", tokOperatorA, http.MethodGet, "/v1/batches/"+bt.ID, nil)
+		return code == http.StatusOK && json.Unmarshal(body, &st) == nil && st.State == apiv1.BatchCompleted && st.Counts.Canceled == 2
 	})
 
 	// The workers and budgets views.

@@ -645,8 +645,8 @@ export interface paths {
             cookie?: never;
         };
         /**
-         * The batches whose home is this server's region, newest first, with a cursor
-         * @description A token of one tenant lists that tenant's batches.
+         * The batches of every region (each listed by its home), newest first, with a cursor
+         * @description A token of one tenant lists that tenant's batches. Every region's batches are gathered and merged by creation time; a page ends where a region with more to give stopped. A region that did not answer is listed in unavailable (and regions[].error); when none answered, the first region's error.
          */
         get: operations["listBatches"];
         put?: never;
@@ -1546,6 +1546,8 @@ export interface components {
         BatchList: {
             batches: components["schemas"]["BatchStatus"][];
             next?: string;
+            regions?: components["schemas"]["RegionOutcome"][];
+            unavailable?: string[];
         };
         HistoryResponse: {
             /** @description seconds between samples */
@@ -2938,6 +2940,8 @@ export interface operations {
                 limit?: number;
                 /** @description next of the previous page */
                 after?: string;
+                /** @description only the batches whose home is this region */
+                region?: string;
             };
             header?: never;
             path?: never;

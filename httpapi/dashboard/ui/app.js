@@ -464,6 +464,39 @@ async function dags(id, q) {
   $('#dag-cancel').onclick = () => act('cancel DAG run ' + id, () => api('POST', '/v1/dags/' + encodeURIComponent(id) + '/cancel'), () => dags(id, q));
 }
 
+// ---- batches --------------------------------------------------------------------
+// batches: GET /v1/batches (every region's, newest first) or one batch with
+// its counts, failed members, callbacks and a cancel.
+async function batches(id, q) {
+  view().innerHTML = '<h1>Batches</h1><form id="batch-open" class="filters"><label>batch id<input name="id" size="34" value="' + esc(id || '') + '"></label><button type="submit">Open</button></form><div id="batch"></div>';
+  $('#batch-open').addEventListener('submit', ev => { ev.preventDefault(); location.hash = '#/batches/' + encodeURIComponent(params(ev.target).get('id') || ''); });
+  const counts = c => esc(c.total) + ': ' + esc(c.succeeded) + ' succeeded, ' + esc(c.failed) + ' failed, ' + esc(c.canceled) + ' canceled';
+  if (!id) {
+    const d = await api('GET', '/v1/batches?' + q.toString());
+    let h = partial(d) + '<table id="batch-table"><tr><th>batch</th><th>name</th><th>state</th><th>tenant</th><th>home</th><th>members</th><th>callback</th><th>created</th></tr>';
+    for (const b of d.batches) {
+      h += '<tr><td><a class="batch-link" href="#/batches/' + encodeURIComponent(b.id) + '">' + esc(b.id) + '</a></td><td>' + esc(b.name) + '</td><td>' + state(b.state) + '</td><td>' + esc(b.tenant) +
+        '</td><td class="region">' + esc(b.region) + '</td><td>' + counts(b.counts) + '</td><td>' + esc(b.callback) + '</td><td>' + time(b.created_at) + '</td></tr>';
+    }
+    h += '</table>' + (d.batches.length ? '' : '<p class="muted">no batch</p>');
+    if (d.next) { const p = new URLSearchParams(q); p.set('after', d.next); h += '<p><a href="#/batches?' + esc(p.toString()) + '">next page</a></p>'; }
+    $('#batch').innerHTML = h;
+    return;
+  }
+  const b = await api('GET', '/v1/batches/' + encodeURIComponent(id));
+  // A callback's task exists once it was sent; before, its id only.
+  const cb = t => b.callback === 'waiting' ? esc(t) : taskLink(t);
+  let h = '<p>' + esc(b.name || '') + ' · ' + state(b.state) + ' · tenant ' + esc(b.tenant) + ' · home ' + esc(b.region) + ' · created ' + time(b.created_at) +
+    (b.completed_at ? ' · completed ' + time(b.completed_at) : '') + (b.cancel_requested ? ' · <span class="bad">cancel requested</span>' : '') + '</p>' +
+    '<div class="actions"><button id="batch-cancel">Cancel batch</button></div>' +
+    '<p id="batch-counts">members ' + counts(b.counts) + '</p><p>callback ' + esc(b.callback) +
+    (b.on_complete_id ? ' · on_complete ' + cb(b.on_complete_id) : '') + (b.on_success_id ? ' · on_success ' + cb(b.on_success_id) : '') + '</p>';
+  const failed = b.failed || [];
+  if (failed.length) h += '<h2>Failed members</h2><ul id="batch-failed">' + failed.map(t => '<li>' + taskLink(t) + '</li>').join('') + '</ul>';
+  $('#batch').innerHTML = h;
+  $('#batch-cancel').onclick = () => act('cancel batch ' + id, () => api('POST', '/v1/batches/' + encodeURIComponent(id) + '/cancel'), () => batches(id, q));
+}
+
 // drawEdges draws an arrow from each upstream node to the node that
 // depends on it, over the graph's columns.
 function drawEdges(nodes) {
@@ -597,6 +630,7 @@ async function route() {
       case 'task': await taskPage(parts[1]); break;
       case 'dlq': await dlq(q); break;
       case 'dags': await dags(parts[1], q); break;
+      case 'batches': await batches(parts[1], q); break;
       case 'schedules': await (parts[1] ? schedulePage(parts[1], q) : schedules()); break;
       case 'cost': await cost(q); break;
       case 'workers': await workers(); break;

@@ -466,8 +466,10 @@ type BatchItem struct {
 
 // BatchList defines model for BatchList.
 type BatchList struct {
-	Batches []BatchStatus `json:"batches"`
-	Next    *string       `json:"next,omitempty"`
+	Batches     []BatchStatus    `json:"batches"`
+	Next        *string          `json:"next,omitempty"`
+	Regions     *[]RegionOutcome `json:"regions,omitempty"`
+	Unavailable *[]string        `json:"unavailable,omitempty"`
 }
 
 // BatchRejected defines model for BatchRejected.
@@ -1442,6 +1444,9 @@ type ListBatchesParams struct {
 
 	// After next of the previous page
 	After *string `form:"after,omitempty" json:"after,omitempty"`
+
+	// Region only the batches whose home is this region
+	Region *string `form:"region,omitempty" json:"region,omitempty"`
 }
 
 // GetCostReportParams defines parameters for GetCostReport.
@@ -1763,9 +1768,9 @@ func WithRequestEditorFn(fn RequestEditorFn) ClientOption {
 // The interface specification for the client above.
 type ClientInterface interface {
 
-	// ListBatches The batches whose home is this server's region, newest first, with a cursor
+	// ListBatches The batches of every region (each listed by its home), newest first, with a cursor
 	//
-	// A token of one tenant lists that tenant's batches.
+	// A token of one tenant lists that tenant's batches. Every region's batches are gathered and merged by creation time; a page ends where a region with more to give stopped. A region that did not answer is listed in unavailable (and regions[].error); when none answered, the first region's error.
 	//
 	// Corresponds with GET /v1/batches (the `ListBatches` operationId).
 	ListBatches(ctx context.Context, params *ListBatchesParams, reqEditors ...RequestEditorFn) (*http.Response, error)
@@ -2158,9 +2163,9 @@ type ClientInterface interface {
 	ReportWorker(ctx context.Context, workerId string, body ReportWorkerJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
 }
 
-// ListBatches The batches whose home is this server's region, newest first, with a cursor
+// ListBatches The batches of every region (each listed by its home), newest first, with a cursor
 //
-// A token of one tenant lists that tenant's batches.
+// A token of one tenant lists that tenant's batches. Every region's batches are gathered and merged by creation time; a page ends where a region with more to give stopped. A region that did not answer is listed in unavailable (and regions[].error); when none answered, the first region's error.
 //
 // Corresponds with GET /v1/batches (the `ListBatches` operationId).
 func (c *Client) ListBatches(ctx context.Context, params *ListBatchesParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
@@ -3167,6 +3172,18 @@ func NewListBatchesRequest(server string, params *ListBatchesParams) (*http.Requ
 		if params.After != nil {
 
 			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "after", *params.After, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.Region != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "region", *params.Region, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
 				return nil, err
 			} else {
 				for _, qp := range strings.Split(queryFrag, "&") {
@@ -5566,9 +5583,9 @@ func WithBaseURL(baseURL string) ClientOption {
 // ClientWithResponsesInterface is the interface specification for the client with responses above.
 type ClientWithResponsesInterface interface {
 
-	// ListBatchesWithResponse The batches whose home is this server's region, newest first, with a cursor
+	// ListBatchesWithResponse The batches of every region (each listed by its home), newest first, with a cursor
 	//
-	// A token of one tenant lists that tenant's batches.
+	// A token of one tenant lists that tenant's batches. Every region's batches are gathered and merged by creation time; a page ends where a region with more to give stopped. A region that did not answer is listed in unavailable (and regions[].error); when none answered, the first region's error.
 	//
 	// Returns a wrapper object for the known response body format(s).
 	//
@@ -9527,9 +9544,9 @@ func (r ReportWorkerResponse) ContentType() string {
 	return ""
 }
 
-// ListBatchesWithResponse The batches whose home is this server's region, newest first, with a cursor
+// ListBatchesWithResponse The batches of every region (each listed by its home), newest first, with a cursor
 //
-// A token of one tenant lists that tenant's batches.
+// A token of one tenant lists that tenant's batches. Every region's batches are gathered and merged by creation time; a page ends where a region with more to give stopped. A region that did not answer is listed in unavailable (and regions[].error); when none answered, the first region's error.
 //
 // Returns a wrapper object for the known response body format(s).
 //

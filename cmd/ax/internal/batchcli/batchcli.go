@@ -91,7 +91,7 @@ payload, its own payload under "payload". Prints the batch id.`,
 		return show(env, st)
 	})
 	var limit int
-	ls := &cobra.Command{Use: "ls", Short: "List the batches of the server's region, newest first", Args: cobra.NoArgs}
+	ls := &cobra.Command{Use: "ls", Short: "List the batches of every region, newest first (REGION: the batch's home)", Args: cobra.NoArgs}
 	ls.Flags().IntVar(&limit, "limit", 50, "at most this many")
 	ls.RunE = run(func(ctx context.Context, env Env, _ []string) error {
 		list, err := client.ListBatches(ctx, env.API, limit, "")
@@ -102,13 +102,19 @@ payload, its own payload under "payload". Prints the batch id.`,
 			return env.PrintJSON(list)
 		}
 		w := render.Table(env.Stdout)
-		fmt.Fprintln(w, "ID\tNAME\tSTATE\tTOTAL\tOK\tFAILED\tCANCELED\tCALLBACK\tCREATED")
+		fmt.Fprintln(w, "ID\tREGION\tNAME\tSTATE\tTOTAL\tOK\tFAILED\tCANCELED\tCALLBACK\tCREATED")
 		for _, b := range list.Batches {
 			c := b.Counts
-			fmt.Fprintf(w, "%s\t%s\t%s\t%d\t%d\t%d\t%d\t%s\t%s\n", b.ID, render.Or(b.Name), b.State, c.Total, c.Succeeded,
+			fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%d\t%d\t%d\t%d\t%s\t%s\n", b.ID, b.Region, render.Or(b.Name), b.State, c.Total, c.Succeeded,
 				c.Failed, c.Canceled, b.Callback, render.Time(&b.CreatedAt, env.Loc))
 		}
-		return w.Flush()
+		if err := w.Flush(); err != nil {
+			return err
+		}
+		if len(list.Unavailable) > 0 {
+			return fmt.Errorf("partial result: unavailable region(s): %s", strings.Join(list.Unavailable, ", "))
+		}
+		return nil
 	})
 	cancel := &cobra.Command{Use: "cancel ID", Short: "Cancel a batch's members not ended yet (its callbacks still run once)", Args: cobra.ExactArgs(1)}
 	cancel.RunE = run(func(ctx context.Context, env Env, args []string) error {
