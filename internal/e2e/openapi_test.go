@@ -276,6 +276,8 @@ func TestOpenAPISession(t *testing.T) {
 	s.do(tokOperatorA, "POST", "/v1/schedules/spec-nightly/backfills/no-such/cancel", nil, 404, false)
 	s.ok(tokOperatorA, "POST", "/v1/schedules/spec-nightly/rerun", map[string]any{"period": "2026-01-01T02:00:00Z"}, 201, nil)
 	s.do(tokOperatorA, "POST", "/v1/schedules/spec-nightly/rerun", map[string]any{}, 400, true)
+	s.ok(tokOperatorA, "GET", "/v1/schedules/spec-nightly/grid?periods=3", nil, 200, nil)
+	s.do(tokOperatorA, "GET", "/v1/schedules/spec-nightly/grid?periods=0", nil, 400, true)
 	s.ok(tokOperatorA, "DELETE", "/v1/schedules/spec-nightly", nil, 200, nil)
 
 	s.ok("", "GET", "/v1/openapi.json", nil, 200, nil)
