@@ -164,12 +164,19 @@ type RegionOutcome struct {
 
 // PoolStatus is one pool as published by its region's leader.
 type PoolStatus struct {
-	Name    string            `json:"name"`
-	Tags    map[string]string `json:"tags"`
-	Slots   int               `json:"slots"`
-	Workers int               `json:"workers"`
-	Running int               `json:"running"`
-	Ready   int               `json:"ready"`
+	Name string            `json:"name"`
+	Tags map[string]string `json:"tags"`
+	// Slots is what the pool runs at once now: its live workers' slots,
+	// or with a capacity window the slots the window lends now (at most
+	// the live workers', 0 while every window is closed). Utilisation is
+	// Running ÷ Slots.
+	Slots int `json:"slots"`
+	// WorkerSlots is the live workers' slots of a pool with a capacity
+	// window (omitted without one: Slots says it).
+	WorkerSlots int `json:"worker_slots,omitempty"`
+	Workers     int `json:"workers"`
+	Running     int `json:"running"`
+	Ready       int `json:"ready"`
 	// Parked: READY tasks set aside by a limit or a full slow lane
 	// (counted in Ready).
 	Parked           int     `json:"parked,omitempty"`

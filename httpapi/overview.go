@@ -57,6 +57,30 @@ func windowStatus(s *region.Schedule, now time.Time) *apiv1.CapacityWindow {
 	return out
 }
 
+// windowSlots makes a windowed pool's Slots the slots its window lends
+// now, as claims hold it (region.withWindows) and placement counts it:
+// inside a window its slots, at most the live workers' (a pool that
+// scales from zero: the window's), outside every window none; the live
+// workers' slots move to WorkerSlots and Utilisation is over the window's.
+func windowSlots(ps *apiv1.PoolStatus, scaleFromZero bool) {
+	cw := ps.CapacityWindow
+	if cw == nil {
+		return
+	}
+	ps.WorkerSlots = ps.Slots
+	n := 0
+	if cw.Open {
+		n = cw.Slots
+		if !scaleFromZero {
+			n = min(n, ps.Slots)
+		}
+	}
+	ps.Slots, ps.Utilisation = n, 0
+	if n > 0 {
+		ps.Utilisation = float64(ps.Running) / float64(n)
+	}
+}
+
 // refusalMeter turns this server's ax_tasks_rejected_total of its region
 // (by reason) and ax_pool_refusals_total (by pool) into refusals per
 // minute: a sample per call (at most one a second; the first when the API

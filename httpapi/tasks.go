@@ -365,13 +365,15 @@ func (th *taskHandlers) regionsResponse() apiv1.RegionsResponse {
 		rs := apiv1.RegionStatus{Name: ri.Region, Provider: ri.Provider, API: ri.API, Leader: ri.Leader, Healthy: ri.Healthy, Stale: ri.Stale,
 			UpdatedAt: ri.UpdatedAt, Servers: th.regs.View().Servers(ri.Region)}
 		for _, p := range ri.Pools {
-			rs.Pools = append(rs.Pools, apiv1.PoolStatus{
+			ps := apiv1.PoolStatus{
 				Name: p.Name, Tags: p.Tags, Slots: p.Slots, Workers: p.Workers, Running: p.Running, Ready: p.Ready,
 				Parked:        p.Parked,
 				QueueCapacity: p.QueueCapacity, Utilisation: p.Utilisation(), QueueFill: p.QueueFill(),
 				PricePerSlotHour: p.PricePerSlotHour, Spot: p.Spot, Discount: p.Discount, Paused: p.Paused,
 				CapacityWindow: windowStatus(p.Schedule, now), Starving: p.Starving,
-			})
+			}
+			windowSlots(&ps, p.ScaleFromZero)
+			rs.Pools = append(rs.Pools, ps)
 			if refused.byPool != nil {
 				v := refused.pool(ri.Region, p.Name)
 				rs.Pools[len(rs.Pools)-1].RefusedPerMinute = &v

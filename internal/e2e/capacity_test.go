@@ -4,9 +4,14 @@ import (
 	"context"
 	"encoding/json"
 	"net/http"
+	"os"
+	"os/exec"
+	"strconv"
+	"strings"
 	"testing"
 	"time"
 
+	"github.com/ax-sched/ax/apiv1"
 	"github.com/ax-sched/ax/task"
 )
 
@@ -28,6 +33,7 @@ func TestCapacityWindowNeverRunsMore(t *testing.T) {
 	fed.startWorker("eu-west-1", "cpu")
 	fed.startWorker("eu-west-1", "gpu")
 	fed.waitPlaceable()
+	windowShown(t, fed, window)
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	eu := fed.region("eu-west-1")
@@ -95,6 +101,54 @@ func TestCapacityWindowNeverRunsMore(t *testing.T) {
 	if !killed {
 		t.Error("the leader was never killed: the case after a leader change was not walked")
 	}
+}
+
+// windowShown checks that GET /v1/regions, from a server of each region,
+// and ax regions show eu-west-1's windowed gpu pool with the window's
+// slots (its worker's apart, in worker_slots), not the worker's.
+func windowShown(t *testing.T, fed *federation, window int) {
+	t.Helper()
+	for _, name := range []string{"us-east-1", "eu-west-1"} {
+		code, body := fed.call(name, tokOperator, http.MethodGet, "/v1/regions", nil)
+		if code != http.StatusOK {
+			t.Fatalf("GET /v1/regions on %s: %d %s", name, code, body)
+		}
+		var res apiv1.RegionsResponse
+		if err := json.Unmarshal(body, &res); err != nil {
+			t.Fatal(err)
+		}
+		var gpu *apiv1.PoolStatus
+		for _, r := range res.Regions {
+			for i, p := range r.Pools {
+				if r.Name == "eu-west-1" && p.Name == "gpu" {
+					gpu = &r.Pools[i]
+				}
+			}
+		}
+		switch {
+		case gpu == nil:
+			t.Fatalf("%s's /v1/regions has no eu-west-1/gpu: %s", name, body)
+		case gpu.CapacityWindow == nil || !gpu.CapacityWindow.Open || gpu.CapacityWindow.Slots != window:
+			t.Errorf("%s shows eu-west-1/gpu's window as %+v, want open with %d slots", name, gpu.CapacityWindow, window)
+		case gpu.Slots != window || gpu.WorkerSlots <= window:
+			t.Errorf("%s shows eu-west-1/gpu with slots %d, worker_slots %d: want the window's %d of the worker's more", name, gpu.Slots, gpu.WorkerSlots, window)
+		}
+	}
+	cmd := exec.Command(axBin, "--api", fed.server("us-east-1").api, "--settings", "", "regions")
+	cmd.Env = append(os.Environ(), "AX_TOKEN="+fed.token(tokOperator))
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("ax regions: %v\n%s", err, out)
+	}
+	for _, line := range strings.Split(string(out), "\n") {
+		if f := strings.Fields(line); len(f) > 7 && f[0] == "eu-west-1" && f[5] == "gpu" {
+			if f[6] != strconv.Itoa(window) || f[7] != "of" {
+				t.Errorf("ax regions shows eu-west-1/gpu's slots as %q, want %d of the worker's:\n%s", strings.Join(f[6:9], " "), window, out)
+			}
+			return
+		}
+	}
+	t.Errorf("ax regions shows no eu-west-1/gpu:\n%s", out)
 }
 
 // jsonID is the id of a 201's task.

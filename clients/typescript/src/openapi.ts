@@ -971,6 +971,7 @@ export interface components {
              */
             refused_per_minute?: number;
             running: number;
+            /** @description What the pool runs at once now: its live workers' slots, or with a capacity window the slots the window lends now (at most the live workers', 0 while every window is closed). */
             slots: number;
             spot: boolean;
             /** @description READY tasks of the pool waiting longer than its region's starvation_threshold (every priority), as the region's leader last counted (ax_tasks_starving). */
@@ -983,6 +984,8 @@ export interface components {
              * @description running ÷ slots
              */
             utilisation: number;
+            /** @description The live workers' slots of a pool with a capacity window (absent without one: slots says it). */
+            worker_slots?: number;
             workers: number;
         };
         PriorityRequest: {

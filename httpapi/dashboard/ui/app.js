@@ -232,6 +232,11 @@ function chart(id, title, series, digits = 1) {
     '</svg><p class="legend">' + legend + (all.length < 2 ? ' <span class="muted">(a second sample comes within 15 s)</span>' : '') + '</p></figure>';
 }
 
+// slotsCell: what a pool runs at once now; with a capacity window, the window's slots of the live workers'.
+function slotsCell(p) {
+  return esc(p.slots || 0) + (p.capacity_window && p.worker_slots ? ' <small>of ' + esc(p.worker_slots) + '</small>' : '');
+}
+
 // capWindow: a scheduled pool's window now (open with its slots, or closed) and its next change.
 function capWindow(w) {
   if (!w) return '<span class="muted">always</span>';
@@ -262,7 +267,7 @@ async function renderOverview(d) {
       const pressure = p.paused ? '<span class="bad">paused (≥ pause watermark)</span>' : p.queue_fill >= 0.8 ? '<span class="bad">saturated</span>' :
         p.queue_fill >= 0.6 ? '<span class="warn">deferring low priorities</span>' : '<span class="ok">ok</span>';
       h += '<tr><td>' + esc(p.name) + (p.spot ? ' <small>(spot)</small>' : '') + '</td><td>' + esc(tags) + '</td><td class="num">' + esc(p.workers) +
-        '</td><td class="num">' + esc(p.slots) + '</td><td class="num">' + esc(p.running) + '</td><td>' + bar(p.utilisation) + pct(p.utilisation) +
+        '</td><td class="num">' + slotsCell(p) + '</td><td class="num">' + esc(p.running) + '</td><td>' + bar(p.utilisation) + pct(p.utilisation) +
         '</td><td class="num">' + esc(p.ready) + '</td><td>' + bar(p.queue_fill, p.queue_fill >= 0.6) + pct(p.queue_fill) + '</td><td>' + pressure +
         '</td><td class="num refused">' + refusedCell(p.refused_per_minute) + '</td><td class="num starving">' +
         (p.starving > 0 ? '<span class="bad">' + esc(p.starving) + '</span>' : '<span class="ok">0</span>') + '</td><td class="window">' + capWindow(p.capacity_window) + '</td><td class="num">' + (p.price_per_slot_hour || 0).toFixed(4) + '</td></tr>';
@@ -581,7 +586,7 @@ async function workers() {
   for (const r of d.regions || []) {
     for (const p of r.pools || []) {
       h += '<tr><td class="region">' + esc(r.name) + (r.stale ? ' <small class="warn">stale</small>' : '') + '</td><td>' + esc(p.name) + '</td><td class="num' + (p.workers ? '' : ' bad') + '">' + esc(p.workers || 0) +
-        '</td><td class="num">' + esc(p.slots || 0) + '</td><td class="num">' + esc(p.running || 0) + '</td><td>' + bar(p.utilisation, p.utilisation > 0.9) + pct(p.utilisation) +
+        '</td><td class="num">' + slotsCell(p) + '</td><td class="num">' + esc(p.running || 0) + '</td><td>' + bar(p.utilisation, p.utilisation > 0.9) + pct(p.utilisation) +
         '</td><td class="num">' + esc(p.ready || 0) + '</td><td>' + (p.paused ? 'yes' : 'no') + '</td><td>' + esc(Object.entries(p.tags || {}).map(e => e.join('=')).join(', ')) + '</td></tr>';
     }
   }

@@ -867,8 +867,10 @@ type PoolStatus struct {
 	// RefusedPerMinute Submits the answering server refused per minute lately as saturated (429) while this pool was saturated for them (ax_pool_refusals_total): the pool's backpressure as that server meets it, in any region. Counted over the last minute (since the server started, when it is younger).
 	RefusedPerMinute *float64 `json:"refused_per_minute,omitempty"`
 	Running          int      `json:"running"`
-	Slots            int      `json:"slots"`
-	Spot             bool     `json:"spot"`
+
+	// Slots What the pool runs at once now: its live workers' slots, or with a capacity window the slots the window lends now (at most the live workers', 0 while every window is closed).
+	Slots int  `json:"slots"`
+	Spot  bool `json:"spot"`
 
 	// Starving READY tasks of the pool waiting longer than its region's starvation_threshold (every priority), as the region's leader last counted (ax_tasks_starving).
 	Starving int               `json:"starving"`
@@ -876,7 +878,10 @@ type PoolStatus struct {
 
 	// Utilisation running ÷ slots
 	Utilisation float64 `json:"utilisation"`
-	Workers     int     `json:"workers"`
+
+	// WorkerSlots The live workers' slots of a pool with a capacity window (absent without one: slots says it).
+	WorkerSlots *int `json:"worker_slots,omitempty"`
+	Workers     int  `json:"workers"`
 }
 
 // PriorityRequest defines model for PriorityRequest.

@@ -277,8 +277,13 @@ func Regions(w *tabwriter.Writer, res *apiv1.RegionsResponse) {
 			if p.Spot {
 				spot = "yes"
 			}
-			fmt.Fprintf(w, "%s\t%s\t%s\t%d\t%s\t%s\t%d\t%d\t%d\t%d\t%d\t%s\t%.3f\t%s\t%s\n", r.Name, Or(r.Provider), Or(r.Leader), r.Servers, health,
-				p.Name, p.Slots, p.Running, p.Ready, p.Parked, p.Starving, fill, p.PricePerSlotHour, spot, capacityWindow(p.CapacityWindow))
+			slots := strconv.Itoa(p.Slots)
+			if p.CapacityWindow != nil && p.WorkerSlots > 0 {
+				// The window's slots, then the live workers' they come from.
+				slots += " of " + strconv.Itoa(p.WorkerSlots)
+			}
+			fmt.Fprintf(w, "%s\t%s\t%s\t%d\t%s\t%s\t%s\t%d\t%d\t%d\t%d\t%s\t%.3f\t%s\t%s\n", r.Name, Or(r.Provider), Or(r.Leader), r.Servers, health,
+				p.Name, slots, p.Running, p.Ready, p.Parked, p.Starving, fill, p.PricePerSlotHour, spot, capacityWindow(p.CapacityWindow))
 		}
 	}
 }
