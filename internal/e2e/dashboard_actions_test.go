@@ -279,7 +279,10 @@ func scheduleGrid(t *testing.T, fed *federation, api string, run func(string, ..
 		t.Errorf("grid?periods=0: %d %s, want 400 naming periods", code, body)
 	}
 	var cells string
-	run("the schedule's grid", chromedp.Navigate(api+"/#/schedules/dash-grid?tenant=team-a&periods=8"), chromedp.WaitVisible("#grid td.g-cell", chromedp.ByQuery),
+	// The page asks for 50 periods (100 s, the whole test): slots go on
+	// appearing (empty) after the pause, and a window of 8 may have moved
+	// past the oldest ended run by the time the page loads.
+	run("the schedule's grid", chromedp.Navigate(api+"/#/schedules/dash-grid?tenant=team-a&periods=50"), chromedp.WaitVisible("#grid td.g-cell", chromedp.ByQuery),
 		chromedp.Evaluate(`[...document.querySelectorAll('#grid td.g-cell')].filter(c => c.dataset.state).map(c => c.dataset.node + '=' + c.dataset.state + (c.querySelector('a.task-link') ? '+link' : '')).join(',')`, &cells))
 	shot("schedule-grid")
 	got := map[string]int{}
