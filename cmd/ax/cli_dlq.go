@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"github.com/ax-sched/ax/cmd/ax/internal/render"
-	"strings"
 	"text/tabwriter"
 	"time"
 
@@ -96,7 +95,7 @@ func cliPartial(env *cliEnv, regions []apiv1.RegionOutcome, unavailable []string
 			fmt.Fprintf(env.stderr, "ax: region %s did not answer: %s\n", r.Region, r.Error.Message)
 		}
 	}
-	return fmt.Errorf("partial result: unavailable region(s): %s", strings.Join(unavailable, ", "))
+	return render.Partial(unavailable)
 }
 
 func newDLQReplayCmd() *cobra.Command {
@@ -150,7 +149,7 @@ A region that did not answer is named and the command exits 1.`,
 		if f.Max < 1 {
 			return cliUsage("--max must be at least 1")
 		}
-		return dlqcli.ReplayMatching(ctx, dlqcli.Env{API: env.api, JSON: env.json, Stdout: env.stdout, Stderr: env.stderr, PrintJSON: env.printJSON}, f, dry)
+		return dlqcli.ReplayMatching(ctx, dlqcli.Env{API: env.api, Stderr: env.stderr, Show: env.show}, f, dry)
 	})
 	explicit = cliTrackExplicit(c)
 	c.Flags().StringVar(&f.Type, "type", "", "replay the dead letters of this type")

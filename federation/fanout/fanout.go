@@ -20,9 +20,9 @@ import (
 	"github.com/ax-sched/ax/task"
 )
 
-// fanOutDeadline bounds each peer's part of a fan-out. It is below the peer
+// Deadline bounds each peer's part of a fan-out. It is below the peer
 // client's own 10 s timeout, so a slow region is reported by this deadline.
-const fanOutDeadline = 8 * time.Second
+const Deadline = 8 * time.Second
 
 // MaxDLQLimit is the largest page of GET /v1/dlq.
 const MaxDLQLimit = 1000
@@ -59,7 +59,7 @@ func fanOut[T any](ctx context.Context, rd *Reader, regions []string,
 				return
 			}
 			rd.cfg.Peer.Forwarded(name)
-			cctx, cancel := context.WithTimeout(ctx, fanOutDeadline)
+			cctx, cancel := context.WithTimeout(ctx, Deadline)
 			defer cancel()
 			parts[i].val, err = remote(cctx, api)
 			var pe *peer.Error

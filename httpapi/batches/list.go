@@ -8,18 +8,15 @@ import (
 	"sort"
 	"strconv"
 	"sync"
-	"time"
 
 	"github.com/ax-sched/ax/apiv1"
+	"github.com/ax-sched/ax/federation/fanout"
 	"github.com/ax-sched/ax/httpapi/endpoint"
 	"github.com/ax-sched/ax/task"
 )
 
 // maxList bounds a page of GET /v1/batches.
 const maxList = 500
-
-// fanOutTimeout bounds one region's part of a listing.
-const fanOutTimeout = 8 * time.Second
 
 // list is GET /v1/batches: the batches of every region (or ?region=),
 // newest first by creation, merged; a page ends where a region with more
@@ -73,7 +70,7 @@ func (h *Handlers) list(w http.ResponseWriter, r *http.Request, p endpoint.Princ
 				}
 			}
 			var l apiv1.BatchList
-			ctx, cancel := context.WithTimeout(r.Context(), fanOutTimeout)
+			ctx, cancel := context.WithTimeout(r.Context(), fanout.Deadline)
 			defer cancel()
 			parts[i].err = h.cfg.Fed.Proxy(ctx, reg, http.MethodGet, "/v1/batches?"+v.Encode(), nil, &l)
 			parts[i].batches, parts[i].next = l.Batches, l.Next

@@ -8,9 +8,9 @@ import (
 	"strconv"
 	"strings"
 	"sync"
-	"time"
 
 	"github.com/ax-sched/ax/apiv1"
+	"github.com/ax-sched/ax/federation/fanout"
 	"github.com/ax-sched/ax/httpapi/endpoint"
 	"github.com/ax-sched/ax/task"
 )
@@ -75,7 +75,7 @@ func (srv *Handlers) listDAGs(w http.ResponseWriter, r *http.Request, p endpoint
 				}
 			}
 			var l apiv1.DAGList
-			ctx, cancel := context.WithTimeout(r.Context(), fanOutTimeout)
+			ctx, cancel := context.WithTimeout(r.Context(), fanout.Deadline)
 			defer cancel()
 			parts[i].err = srv.cfg.Fed.Proxy(ctx, reg, http.MethodGet, "/v1/dags?"+q.Encode(), nil, &l)
 			parts[i].runs, parts[i].next = l.Runs, l.NextCursor
@@ -129,9 +129,6 @@ func (srv *Handlers) listDAGs(w http.ResponseWriter, r *http.Request, p endpoint
 	endpoint.WriteJSON(w, http.StatusOK, out)
 	return nil
 }
-
-// fanOutTimeout bounds one region's part of a listing.
-const fanOutTimeout = 8 * time.Second // as the federation's fan-outs
 
 // newerMark orders listing cursors (ms.id) newest first.
 func newerMark(a, b string) bool {

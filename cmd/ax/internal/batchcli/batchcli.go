@@ -111,10 +111,7 @@ payload, its own payload under "payload". Prints the batch id.`,
 		if err := w.Flush(); err != nil {
 			return err
 		}
-		if len(list.Unavailable) > 0 {
-			return fmt.Errorf("partial result: unavailable region(s): %s", strings.Join(list.Unavailable, ", "))
-		}
-		return nil
+		return render.Partial(list.Unavailable)
 	})
 	cancel := &cobra.Command{Use: "cancel ID", Short: "Cancel a batch's members not ended yet (its callbacks still run once)", Args: cobra.ExactArgs(1)}
 	cancel.RunE = run(func(ctx context.Context, env Env, args []string) error {

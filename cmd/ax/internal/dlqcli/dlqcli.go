@@ -9,6 +9,7 @@ import (
 	"io"
 	"slices"
 	"strings"
+	"text/tabwriter"
 	"time"
 
 	"github.com/ax-sched/ax/apiv1"
@@ -82,10 +83,11 @@ func Matching(ctx context.Context, api *client.Client, f Filter) (ids []string, 
 
 // Env is what ReplayMatching needs of the CLI.
 type Env struct {
-	API            *client.Client
-	JSON           bool
-	Stdout, Stderr io.Writer
-	PrintJSON      func(v any) error
+	API    *client.Client
+	Stderr io.Writer
+	// Show prints v as JSON with -o json, else calls table with a table
+	// writer on stdout.
+	Show func(v any, table func(w *tabwriter.Writer)) error
 }
 
 // ReplayMatching replays the dead letters f chooses (with dry, lists them
@@ -102,14 +104,14 @@ func ReplayMatching(ctx context.Context, env Env, f Filter, dry bool) error {
 	}
 	var failed error
 	if dry {
-		err = show(env, ids, func(w io.Writer) {
+		err = env.Show(ids, func(w *tabwriter.Writer) {
 			for _, id := range ids {
 				fmt.Fprintf(w, "%s\twould be replayed\n", id)
 			}
 		})
 	} else {
 		done := Replay(ctx, env.API, ids, env.Stderr)
-		err = show(env, done, func(w io.Writer) {
+		err = env.Show(done, func(w *tabwriter.Writer) {
 			for _, r := range done {
 				fmt.Fprintf(w, "%s\t%s\treplayed\n", r.ID, r.State)
 			}
@@ -124,20 +126,8 @@ func ReplayMatching(ctx context.Context, env Env, f Filter, dry bool) error {
 		return err
 	case failed != nil:
 		return failed
-	case len(unavailable) > 0:
-		return fmt.Errorf("partial result: unavailable region(s): %s", strings.Join(unavailable, ", "))
 	}
-	return nil
-}
-
-// show prints v as JSON with -o json, else table's lines aligned.
-func show(env Env, v any, table func(w io.Writer)) error {
-	if env.JSON {
-		return env.PrintJSON(v)
-	}
-	w := render.Table(env.Stdout)
-	table(w)
-	return w.Flush()
+	return render.Partial(unavailable)
 }
 
 // Replay replays each of ids once, writing a line to w for each one it

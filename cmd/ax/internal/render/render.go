@@ -42,6 +42,16 @@ func Time(t *time.Time, loc *time.Location) string {
 	return t.In(loc).Format("2006-01-02T15:04:05.000Z07:00")
 }
 
+// Partial is the error of an answer gathered from every region that some
+// did not give (nil when all did): the command exits 1 after printing the
+// rest.
+func Partial(unavailable []string) error {
+	if len(unavailable) == 0 {
+		return nil
+	}
+	return fmt.Errorf("partial result: unavailable region(s): %s", strings.Join(unavailable, ", "))
+}
+
 // Table is the CLI's table writer: columns two spaces apart.
 func Table(w io.Writer) *tabwriter.Writer { return tabwriter.NewWriter(w, 0, 4, 2, ' ', 0) }
 
