@@ -24,9 +24,8 @@
 --     <tenant>\n" per limited tenant): a task of such a tenant is stored
 --     only while its backlog in this shard is below cap and its payload
 --     fits in bytes beside the tenant's backlog's payloads there.
---     Returns one character per task: 'P' stored, '3' the id exists, '5'
---     refused: its tenant's backlog is at its cap, '6' refused: its
---     payload does not fit in its tenant's backlog bytes.
+--     Returns one character per task: 'P' stored, else an item code
+--     (IC.EXISTS, IC.BACKLOG_FULL, IC.BACKLOG_BYTES: queue/codes.go).
 --   'promote' (leader, fenced), 3 token, 4 lead ms, 5 limit: thaws the
 --     tasks of buckets starting before now + lead, at most limit.
 --     Returns {RC.FENCED} fenced; else {moved, next bucket start ms or '', ids
@@ -70,11 +69,11 @@ if op == 'submit' then
     local ik = ixkey(id)
     local tn = tpl[s][4]
     if redis.call('EXISTS', tkey(id)) == 1 or redis.call('HEXISTS', ik, id) == 1 then
-      codes[#codes + 1] = '3'
+      codes[#codes + 1] = IC.EXISTS
     elseif BLCAP[tn] and backlog_now(tn) >= BLCAP[tn] then
-      codes[#codes + 1] = '5'
+      codes[#codes + 1] = IC.BACKLOG_FULL
     elseif BLBCAP[tn] and backlog_bytes_now(tn) + tpl[s][5] > BLBCAP[tn] then
-      codes[#codes + 1] = '6'
+      codes[#codes + 1] = IC.BACKLOG_BYTES
     else
       local t = tpl[s]
       if t[2] == nil then

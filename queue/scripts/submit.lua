@@ -28,14 +28,9 @@
 --   takes its reservation instead (and is not checked; its payload is
 --   counted).
 -- Returns: {codes, then id, state for each task not created}. codes has one
---   character per task, in order: its state code (P, R) when created; 1 a
---   duplicate of an earlier task with the same key and spec (the pair is that
---   task's id and state); 2 key reused with another spec (the first task's id,
---   ''); 3 a task with this id already exists (its id and state); 4 refused:
---   its pool is at its admission limit (its id, ''); 5 refused: its
---   tenant's backlog is at its cap (its id, ''); 6 refused: its payload
---   does not fit in its tenant's backlog bytes (its id, ''). A created
---   task's id is the one sent.
+--   character per task, in order: its state code (P, R) when created, else
+--   an item code (IC, queue/codes.go, which says what its id, state pair
+--   holds). A created task's id is the one sent.
 -- Flag 'u': KEYS[9+idem_index] is a unique key ("uq:<tenant>:<key>", value
 --   "<id>|<mode>"), idem_ttl_ms its unique_for and spec_hash its mode: 's'
 --   held while its task waits to start, 'f' while it waits or runs, 'w'
@@ -129,7 +124,7 @@ for _ = 1, n do
   if uniq then
     local eid, est = unique_holder(KEYS[9 + idx], string.sub(hash, 2))
     if eid then
-      codes[#codes + 1] = '1'; out[#out + 1] = eid; out[#out + 1] = est
+      codes[#codes + 1] = IC.DUPLICATE; out[#out + 1] = eid; out[#out + 1] = est
       done = true
     end
   elseif idx > 0 and not deb then
@@ -139,9 +134,9 @@ for _ = 1, n do
       local eid, eh = string.sub(v, 1, sep - 1), string.sub(v, sep + 1)
       if eh == hash then
         local est = redis.call('HGET', tkey(eid), 'st') or ''
-        codes[#codes + 1] = '1'; out[#out + 1] = eid; out[#out + 1] = est
+        codes[#codes + 1] = IC.DUPLICATE; out[#out + 1] = eid; out[#out + 1] = est
       else
-        codes[#codes + 1] = '2'; out[#out + 1] = eid; out[#out + 1] = ''
+        codes[#codes + 1] = IC.KEY_REUSED; out[#out + 1] = eid; out[#out + 1] = ''
       end
       done = true
     end
@@ -162,13 +157,13 @@ for _ = 1, n do
         back = redis.call('PERSIST', lkey(id)) == 1 or redis.call('EXISTS', lkey(id)) == 1
       end
     else
-      codes[#codes + 1] = '3'; out[#out + 1] = id; out[#out + 1] = est
+      codes[#codes + 1] = IC.EXISTS; out[#out + 1] = id; out[#out + 1] = est
       done = true
     end
   end
   if not done and ADMIT[pool] and string.find(flags, 'a', 1, true) and not (tonumber(due) and tonumber(due) > now)
       and ready_in(pool) >= ADMIT[pool] then
-    codes[#codes + 1] = '4'; out[#out + 1] = id; out[#out + 1] = ''
+    codes[#codes + 1] = IC.POOL_FULL; out[#out + 1] = id; out[#out + 1] = ''
     done = true
   end
   local tn, pb = '', 0
@@ -180,11 +175,11 @@ for _ = 1, n do
   local reserved = not done and string.find(flags, 'v', 1, true) ~= nil
       and redis.call('HDEL', K_PREFIX .. 'blr', id) == 1
   if not done and not reserved and BLCAP[tn] and backlog_now(tn) >= BLCAP[tn] then
-    codes[#codes + 1] = '5'; out[#out + 1] = id; out[#out + 1] = ''
+    codes[#codes + 1] = IC.BACKLOG_FULL; out[#out + 1] = id; out[#out + 1] = ''
     done = true
   end
   if not done and not reserved and BLBCAP[tn] and backlog_bytes_now(tn) + pb > BLBCAP[tn] then
-    codes[#codes + 1] = '6'; out[#out + 1] = id; out[#out + 1] = ''
+    codes[#codes + 1] = IC.BACKLOG_BYTES; out[#out + 1] = id; out[#out + 1] = ''
     done = true
   end
   local dbfirst

@@ -94,11 +94,11 @@ func (s *Submitter) submitCold(ctx context.Context, sc redis.Scripter, shard int
 	for k, i := range idx {
 		r := queue.SubmitResult{ID: ids[i], State: task.Pending}
 		switch codes[k] {
-		case '3':
+		case queue.ItemExists:
 			r.Err = task.ErrExists
-		case '5':
+		case queue.ItemBacklogFull:
 			r = queue.SubmitResult{ID: ids[i], Err: queue.ErrBacklogFull}
-		case '6':
+		case queue.ItemBacklogBytes:
 			r = queue.SubmitResult{ID: ids[i], Err: queue.ErrBacklogBytesFull}
 		}
 		res[i] = r

@@ -264,25 +264,25 @@ func (s *Submitter) runShard(ctx context.Context, sc redis.Scripter, shard int, 
 	next := 1 // the next id, state pair of a task not created
 	for k, i := range idx {
 		var r queue.SubmitResult
-		switch c := codes[k]; c {
-		case '1', '2', '3', '4', '5', '6':
+		switch c := codes[k]; {
+		case queue.IsItemRefusal(c):
 			if next+1 >= len(out) {
 				return nil, fmt.Errorf("queue: submit: short answer")
 			}
 			r = queue.SubmitResult{ID: queue.ToStr(out[next]), State: record.StateOf(queue.ToStr(out[next+1]))}
 			next += 2
 			switch c {
-			case '1':
+			case queue.ItemDuplicate:
 				r.Duplicate = true
-			case '2':
+			case queue.ItemKeyReused:
 				r.Err = task.ErrIdempotencyConflict
-			case '3':
+			case queue.ItemExists:
 				r.Err = task.ErrExists
-			case '4':
+			case queue.ItemPoolFull:
 				r = queue.SubmitResult{ID: ids[i], Err: queue.ErrPoolFull}
-			case '5':
+			case queue.ItemBacklogFull:
 				r = queue.SubmitResult{ID: ids[i], Err: queue.ErrBacklogFull}
-			case '6':
+			case queue.ItemBacklogBytes:
 				r = queue.SubmitResult{ID: ids[i], Err: queue.ErrBacklogBytesFull}
 			}
 		default:
