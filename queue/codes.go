@@ -3,6 +3,8 @@ package queue
 import (
 	"fmt"
 	"strings"
+
+	"github.com/ax-sched/ax/queue/record"
 )
 
 // Result codes of the scripts: the first entry of an answer of a script
@@ -42,64 +44,20 @@ var resultCodes = []struct {
 	{"EXISTS", CodeExists},
 }
 
-// Item codes of the batch scripts (submit.lua, cold.lua): one character
-// per task of the call, in order. A created task's character is its state
-// code (record: 'P', 'R'); the others say why it was not created. Lua reads
-// them as IC.<name> (luaCodes), never as bare characters.
-const (
-	ItemDuplicate    = '1' // a duplicate of an earlier task with the same key and spec; next: that task's id and state
-	ItemKeyReused    = '2' // the key is held by a task of another spec; next: that task's id, ''
-	ItemExists       = '3' // a task with this id exists; next: its id and state
-	ItemPoolFull     = '4' // refused: its pool is at its admission limit; next: its id, ''
-	ItemBacklogFull  = '5' // refused: its tenant's backlog is at its count cap; next: its id, ''
-	ItemBacklogBytes = '6' // refused: its payload does not fit in its tenant's backlog bytes; next: its id, ''
-)
-
-// itemCodes names every item code for Lua, in the order above.
-var itemCodes = []struct {
-	name string
-	code byte
-}{
-	{"DUPLICATE", ItemDuplicate},
-	{"KEY_REUSED", ItemKeyReused},
-	{"EXISTS", ItemExists},
-	{"POOL_FULL", ItemPoolFull},
-	{"BACKLOG_FULL", ItemBacklogFull},
-	{"BACKLOG_BYTES", ItemBacklogBytes},
-}
-
-// IsItemRefusal reports whether c, one character of a batch script's
-// codes, is an item code (the task was not created) rather than a state.
-func IsItemRefusal(c byte) bool {
-	for _, ic := range itemCodes {
-		if ic.code == c {
-			return true
-		}
-	}
-	return false
-}
-
 // luaCodes is the declaration of RC (result codes) and IC (item codes),
 // the tables every script reads, placed at the top of lib.lua
 // (scripts.go libSource).
 func luaCodes() string {
-	var b strings.Builder
-	b.WriteString("-- RC, IC: the scripts' result and item codes, generated from queue/codes.go.\nlocal RC = {")
+	rc := make([]string, len(resultCodes))
 	for i, c := range resultCodes {
-		if i > 0 {
-			b.WriteString(", ")
-		}
-		fmt.Fprintf(&b, "%s = %d", c.name, c.code)
+		rc[i] = fmt.Sprintf("%s = %d", c.name, c.code)
 	}
-	b.WriteString("}\nlocal IC = {")
-	for i, c := range itemCodes {
-		if i > 0 {
-			b.WriteString(", ")
-		}
-		fmt.Fprintf(&b, "%s = '%c'", c.name, c.code)
+	ic := make([]string, len(record.ItemCodes))
+	for i, c := range record.ItemCodes {
+		ic[i] = fmt.Sprintf("%s = '%c'", c.Name, c.Code)
 	}
-	b.WriteString("}\n")
-	return b.String()
+	return "-- RC, IC: the scripts' result and item codes, generated from queue/codes.go.\n" +
+		"local RC = {" + strings.Join(rc, ", ") + "}\nlocal IC = {" + strings.Join(ic, ", ") + "}\n"
 }
 
 func Fenced(out []any) bool { return len(out) == 1 && ToInt(out[0]) == codeFenced }

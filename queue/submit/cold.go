@@ -94,11 +94,11 @@ func (s *Submitter) submitCold(ctx context.Context, sc redis.Scripter, shard int
 	for k, i := range idx {
 		r := queue.SubmitResult{ID: ids[i], State: task.Pending}
 		switch codes[k] {
-		case queue.ItemExists:
+		case record.ItemExists:
 			r.Err = task.ErrExists
-		case queue.ItemBacklogFull:
+		case record.ItemBacklogFull:
 			r = queue.SubmitResult{ID: ids[i], Err: queue.ErrBacklogFull}
-		case queue.ItemBacklogBytes:
+		case record.ItemBacklogBytes:
 			r = queue.SubmitResult{ID: ids[i], Err: queue.ErrBacklogBytesFull}
 		}
 		res[i] = r

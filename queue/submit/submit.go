@@ -265,24 +265,24 @@ func (s *Submitter) runShard(ctx context.Context, sc redis.Scripter, shard int, 
 	for k, i := range idx {
 		var r queue.SubmitResult
 		switch c := codes[k]; {
-		case queue.IsItemRefusal(c):
+		case record.IsItemRefusal(c):
 			if next+1 >= len(out) {
 				return nil, fmt.Errorf("queue: submit: short answer")
 			}
 			r = queue.SubmitResult{ID: queue.ToStr(out[next]), State: record.StateOf(queue.ToStr(out[next+1]))}
 			next += 2
 			switch c {
-			case queue.ItemDuplicate:
+			case record.ItemDuplicate:
 				r.Duplicate = true
-			case queue.ItemKeyReused:
+			case record.ItemKeyReused:
 				r.Err = task.ErrIdempotencyConflict
-			case queue.ItemExists:
+			case record.ItemExists:
 				r.Err = task.ErrExists
-			case queue.ItemPoolFull:
+			case record.ItemPoolFull:
 				r = queue.SubmitResult{ID: ids[i], Err: queue.ErrPoolFull}
-			case queue.ItemBacklogFull:
+			case record.ItemBacklogFull:
 				r = queue.SubmitResult{ID: ids[i], Err: queue.ErrBacklogFull}
-			case queue.ItemBacklogBytes:
+			case record.ItemBacklogBytes:
 				r = queue.SubmitResult{ID: ids[i], Err: queue.ErrBacklogBytesFull}
 			}
 		default:

@@ -1,9 +1,8 @@
-package queue_test
+package record_test
 
 import (
 	"testing"
 
-	"github.com/ax-sched/ax/queue"
 	"github.com/ax-sched/ax/queue/record"
 	"github.com/ax-sched/ax/task"
 )
@@ -11,15 +10,15 @@ import (
 // A batch script's character is a state code or an item code, never both:
 // a created task and a refused one must not read alike.
 func TestItemCodesAreNotStates(t *testing.T) {
-	items := []byte{queue.ItemDuplicate, queue.ItemKeyReused, queue.ItemExists,
-		queue.ItemPoolFull, queue.ItemBacklogFull, queue.ItemBacklogBytes}
+	items := []byte{record.ItemDuplicate, record.ItemKeyReused, record.ItemExists,
+		record.ItemPoolFull, record.ItemBacklogFull, record.ItemBacklogBytes}
 	seen := map[byte]bool{}
 	for _, c := range items {
 		if seen[c] {
 			t.Errorf("item code %q used twice", c)
 		}
 		seen[c] = true
-		if !queue.IsItemRefusal(c) {
+		if !record.IsItemRefusal(c) {
 			t.Errorf("IsItemRefusal(%q) = false", c)
 		}
 	}
@@ -29,7 +28,7 @@ func TestItemCodesAreNotStates(t *testing.T) {
 		if len(code) != 1 {
 			t.Fatalf("state %s has code %q", st, code)
 		}
-		if queue.IsItemRefusal(code[0]) {
+		if record.IsItemRefusal(code[0]) {
 			t.Errorf("state %s's code %q is also an item code", st, code)
 		}
 	}
