@@ -243,7 +243,11 @@ local left = n - #chosen
 -- set's head read no longer than that. A tenant that has fewer (its sets
 -- run out, stale entries, tasks parked or passed over) is out, and the
 -- slots it left are shared again among the others: the same tenants get the
--- same slots as giving them one by one. What a tenant's draw consumed is a
+-- same slots as giving them one by one. A claimer with room gets no more
+-- shared out at a time than the whole slots its room holds (one at least),
+-- and again for what room is left after the draws: shared out by N, the
+-- tenant drawn first would fill the room with slots the share gave it
+-- beyond it (a floor's tenant took every slot). What a tenant's draw consumed is a
 -- prefix of each of its sets, removed by rank; a claimer that filters types
 -- removes by id (a task passed over stays). An index with no tenant (tasks
 -- READY before the pool's fair share began) leaves the claim to the plain
@@ -451,7 +455,10 @@ if F and left > 0 and parked < PARK_MAX and not FULL then
         if not imore or read_index() == 0 then break end
       else
         local nc = #fcand
-        for _ = 1, left do
+        -- with room: its whole slots at a time (above)
+        local share = left
+        if ROOM then share = math.min(left, math.max(1, math.floor(ROOM / 1000))) end
+        for _ = 1, share do
           local best, bs, bv = nil, nil, nil
           for j = 1, nc do
             local c = fcand[j]

@@ -139,3 +139,25 @@ func TestClaimRoomFairShare(t *testing.T) {
 		t.Fatalf("ran %d of the 6 tasks", seen)
 	}
 }
+
+// The room, not N, bounds what a fair claim shares out: with 8 slots of
+// room free at once and N 32, a tenant with a floor of 4 gets its 4 and the
+// other tenant the rest, as if the 8 slots were claimed one by one,
+// whichever tenant the claim draws first.
+func TestClaimRoomFairShareFloor(t *testing.T) {
+	e := newEnv(t, oneShard)
+	e.setFair(map[string]queue.FairShare{"p": {Tenants: map[string]queue.TenantShare{"a": {Weight: 3}, "b": {Weight: 1, Floor: 4}}}})
+	e.submitMany("p", "a", 100)
+	c := e.claimRoom("p", 32, 8000)
+	if got := tenants(c.Tasks); got["a"] != 8 {
+		t.Fatalf("a alone: claimed %v, want a 8", got)
+	}
+	e.submitMany("p", "b", 12)
+	for range 3 {
+		e.complete(c.Tasks...)
+		c = e.claimRoom("p", 32, 8000)
+		if got := tenants(c.Tasks); got["a"] != 4 || got["b"] != 4 {
+			t.Fatalf("8 slots free: claimed %v, want b its floor 4, a 4", got)
+		}
+	}
+}
