@@ -62,6 +62,7 @@ import (
 //	                           word, by when to ask it (ms)
 //	ax:{s}:rtn           HASH  "<pool> <type> <tenant>" → run-time count, moving
 //	                           mean and spread (µs), last (ms); capped (runtime.go)
+//	ax:{s}:rtt           HASH  tenant → its triples in rtn (each tenant's cap)
 //	ax:{s}:px            HASH  pool → live price per slot-hour, which claims
 //	                           record (the leader writes it, prices.go)
 //	ax:{s}:cost:<day>    HASH  "<tenant>\t<type>\t<pool>\t<tags>" → runs,
@@ -129,6 +130,7 @@ func DebounceKey(p, tenant, key string) string { return p + "db:" + tenant + ":"
 func OutboxKey(p string) string                { return p + "outbox" }
 func HeldKey(p string) string                  { return p + "held" }
 func RunTimesKey(p string) string              { return p + "rtn" }
+func RunTimeTenantsKey(p string) string        { return p + "rtt" }
 func PricesKey(p string) string                { return p + "px" }
 func CostKey(p string, day int64) string       { return p + "cost:" + strconv.FormatInt(day, 10) }
 func LimitsKey(p string) string                { return p + "lim" }

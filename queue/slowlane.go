@@ -1,8 +1,6 @@
 package queue
 
-import (
-	"time"
-)
+import "time"
 
 // SlowLane keeps one pool's slow tasks to a share of its slots
 // (docs/fairness.md): a task of a slow type starts only while fewer than
@@ -18,8 +16,11 @@ type SlowLane struct {
 	// Slots is how many slow tasks the pool runs at once in the region
 	// (at least 1), over all shards.
 	Slots int
-	// Slow are the types the learnt run times put past Threshold; Known
-	// every type with a learnt run time: a type known and not slow is
-	// quick again even if a heartbeat marked it.
-	Slow, Known []string
+	// Slow are the tenants' types the learnt run times put past Threshold
+	// (slow for that tenant only); Known every tenant's type with a learnt
+	// run time: one known and not slow is quick again if a heartbeat marked it.
+	Slow, Known []LaneType
 }
+
+// LaneType is one tenant's task type in a slow lane ("default": no tenant).
+type LaneType struct{ Type, Tenant string }

@@ -1,8 +1,10 @@
 package region
 
 import (
+	"cmp"
 	"math"
-	"sort"
+	"slices"
+	"strings"
 	"time"
 
 	"github.com/ax-sched/ax/queue"
@@ -36,28 +38,24 @@ func slowLanes(cfg map[string]SlowLane, figs Figures, rts []queue.RunTime) map[s
 			continue
 		}
 		q := queue.SlowLane{Threshold: l.Threshold, Slots: laneSlots(l.MaxShare, p.Slots)}
-		// A lane holds a type whatever its tenant: its mean over every
-		// tenant's runs, weighted by their counts.
-		type sum struct {
-			n    int64
-			mean float64 // ns × n
-		}
-		byType := map[string]sum{}
+		// A type is slow for a tenant by that tenant's runs of it only
+		// (rts holds one entry per pool, type and tenant): another
+		// tenant's slow handler of the type holds no task of this one.
 		for _, rt := range rts {
 			if rt.Pool != p.Name || rt.Count == 0 {
 				continue
 			}
-			v := byType[rt.Type]
-			byType[rt.Type] = sum{v.n + rt.Count, v.mean + float64(rt.Count)*float64(rt.Mean)}
-		}
-		for typ, v := range byType {
-			q.Known = append(q.Known, typ)
-			if time.Duration(v.mean/float64(v.n)) >= l.Threshold {
-				q.Slow = append(q.Slow, typ)
+			t := queue.LaneType{Type: rt.Type, Tenant: rt.Tenant}
+			q.Known = append(q.Known, t)
+			if rt.Mean >= l.Threshold {
+				q.Slow = append(q.Slow, t)
 			}
 		}
-		sort.Strings(q.Known)
-		sort.Strings(q.Slow)
+		byField := func(a, b queue.LaneType) int {
+			return cmp.Or(strings.Compare(a.Type, b.Type), strings.Compare(a.Tenant, b.Tenant))
+		}
+		slices.SortFunc(q.Known, byField)
+		slices.SortFunc(q.Slow, byField)
 		out[p.Name] = q
 	}
 	return out

@@ -446,7 +446,7 @@ func blockedTypeStallsNoOther(t *testing.T, fed *federation, hooks *hookLog, hoo
 // slow types to 2 slots (max_share 0.25, threshold 500 ms).
 //   - a first sleep task of 1.5 s makes sleep slow (its heartbeat past the
 //     threshold, then the learnt run time the leader writes);
-//   - 10 sleep tasks of 800 ms (one handed off from us-east-1) and then 40
+//   - 10 sleep tasks of 800 ms of team-a's (one handed off from us-east-1) and then 40
 //     quick http ones: never more than 2 sleep tasks RUNNING at once (their
 //     start and end in the store), 2 reached; every quick one finished
 //     before the last sleep task started; the sleep tasks each ran once
@@ -465,10 +465,11 @@ func slowLaneHoldsItsShare(t *testing.T, fed *federation, hookURL string) {
 	fed.waitState("eu-west-1", tokSubmitterA, first, task.Success, 20*time.Second)
 	waitUntil(t, 10*time.Second, "sleep slow in pool lane", func() bool {
 		ts, err := r.store.Tasks().SlowTypes(ctx, "lane")
-		return err == nil && slices.Contains(ts, "sleep")
+		return err == nil && slices.Contains(ts, queue.LaneType{Type: "sleep", Tenant: "team-a"})
 	})
 
-	handed := fed.handedOffTask("us-east-1", "eu-west-1", tokSubmitterB, sleep(800))
+	// team-a's: sleep is slow for team-a only (TestSlowLanePerTenant)
+	handed := fed.handedOffTask("us-east-1", "eu-west-1", tokSubmitterA, sleep(800))
 	slow := []string{handed.ID}
 	for range 9 {
 		id, _ := fed.submit("eu-west-1", tokSubmitterA, sleep(800))
@@ -492,7 +493,7 @@ func slowLaneHoldsItsShare(t *testing.T, fed *federation, hookURL string) {
 			quickDone = *tk.FinishedAt
 		}
 	}
-	fed.waitState("us-east-1", tokSubmitterB, handed.ID, task.Success, 30*time.Second)
+	fed.waitState("us-east-1", tokSubmitterA, handed.ID, task.Success, 30*time.Second)
 	type edge struct {
 		at time.Time
 		d  int

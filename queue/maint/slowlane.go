@@ -1,6 +1,7 @@
 package maint
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"maps"
@@ -293,6 +294,10 @@ func fromTurn(turn, n int) []int {
 	return order
 }
 
+// laneField is a lane type as slt:<pool> keeps it (lib.lua slow_type),
+// "<type> <tenant>": types and tenants hold no space.
+func laneField(t queue.LaneType) string { return t.Type + " " + cmp.Or(t.Tenant, "default") }
+
 // writeLanes writes one shard's lanes with the given slots (by names'
 // index) and returns what each lane runs on the shard after it.
 func (s *Maintainer) writeLanes(ctx context.Context, f queue.Fence, shard int, names []string, lanes map[string]queue.SlowLane, slots []int) ([]int, error) {
@@ -301,11 +306,11 @@ func (s *Maintainer) writeLanes(ctx context.Context, f queue.Fence, shard int, n
 		l := lanes[p]
 		argv = append(argv, p, max(l.Threshold.Milliseconds(), 1), slots[j], len(l.Slow))
 		for _, t := range l.Slow {
-			argv = append(argv, t)
+			argv = append(argv, laneField(t))
 		}
 		argv = append(argv, len(l.Known))
 		for _, t := range l.Known {
-			argv = append(argv, t)
+			argv = append(argv, laneField(t))
 		}
 	}
 	return s.writeParts(ctx, queue.Scripts.SlowLane, "set slow lanes", f, shard, argv, 1, len(names))

@@ -21,8 +21,8 @@
 -- Capacity window (docs/cost.md): a pool with a capacity schedule has the
 -- key c:<pool>, a concurrency limit of its window's slots now (none while
 -- closed), held by every task it runs, whatever its workers' slots.
--- Slow lane (docs/fairness.md): in a pool with one, a task of a slow type
--- also has the key w:<pool>, a concurrency limit of the lane's slots: past
+-- Slow lane (docs/fairness.md): in a pool with one, a task of a type slow
+-- for its tenant also has the key w:<pool>, a concurrency limit of the lane's slots: past
 -- it the task is parked (SLOW_LANE_FULL) like a limited one, and a slow
 -- task's end unparks the next, so quick tasks keep flowing behind them.
 -- Room (docs/tasks.md "Fractional slots"): a claimer that counts slots
@@ -96,7 +96,7 @@ local function keys_of(ty, tn, lk)
     -- the pause first: a paused task waits for the pause, not a token
     ks = {pause_key(tn, lk, ty), 'y:' .. ty, 'n:' .. tn}
     if lk ~= '' then ks[#ks + 1] = 'k:' .. lk end
-    if LANE and slow_type(pool, ty) then ks[#ks + 1] = LANE end
+    if LANE and slow_type(pool, ty, tn) then ks[#ks + 1] = LANE end
     if CAP then ks[#ks + 1] = CAP end
     b[lk] = ks
   end

@@ -22,7 +22,7 @@ elseif ARGV[7] ~= '-' then
   redis.call('HSET', KEYS[11], worker, ARGV[7])
 end
 -- Slow lanes (docs/fairness.md): a task RUNNING past its pool's
--- threshold makes its type slow at once (the first burst of a type not yet
+-- threshold makes its tenant's type slow at once (the first burst of a type not yet
 -- learnt is contained from then on), and a task of a slow type not yet
 -- counted in the lane is counted now (it started before its type was
 -- known slow), so no more of them start while the lane is full.
@@ -46,7 +46,7 @@ local function halt(id, token, why)
 end
 for k = 0, n - 1 do
   local id, token, pg = ARGV[8 + 3 * k], ARGV[9 + 3 * k], ARGV[10 + 3 * k]
-  local r = redis.call('HMGET', tkey(id), 'st', 'lt', 'cx', 'pq', 'sa', 'to', 'po', 'ty', 'lc', 'at', 'pg')
+  local r = redis.call('HMGET', tkey(id), 'st', 'lt', 'cx', 'pq', 'sa', 'to', 'po', 'ty', 'lc', 'at', 'pg', 'tn')
   -- The attempt's deadline: started + timeout (claim does not store it).
   local dl = tonumber(r[5] or '0') + tonumber(r[6] or ARGV[6])
   if r[1] ~= 'U' or r[2] ~= token then
@@ -69,9 +69,9 @@ for k = 0, n - 1 do
     local pool, ty = r[7], r[8] or ''
     local thr = LANES and pool and threshold(pool)
     if thr then
-      local slow = slow_type(pool, ty)
+      local slow = slow_type(pool, ty, r[12])
       if not slow and now - tonumber(r[5] or now) >= thr then
-        mark_slow(pool, ty)
+        mark_slow(pool, ty, r[12])
         slow = true
       end
       local key, lcv = 'w:' .. pool, r[9]

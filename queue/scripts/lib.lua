@@ -241,9 +241,13 @@ end
 -- max(alpha, 1/n), so the estimate is the plain mean until n reaches
 -- 1/alpha. runtime() queues an observation; write_runtimes() folds them,
 -- one HGET and one HSET per triple and script whatever the batch. The hash
--- holds at most cap triples: a new one is dropped while it is full (the
--- leader trims the least used, rt_trim.lua), so a flood of new type names
--- costs one HLEN each and grows nothing.
+-- holds at most cap triples, and each tenant at most a quarter of cap
+-- (rt_tenant_cap; counted in rtt, tenant → its triples): a new one is
+-- dropped while the hash or its tenant's share is full (the leader trims
+-- the least used of the tenants holding most, rt_trim.lua), so a flood of
+-- new type names costs an HLEN and an HGET each, grows nothing, and
+-- neither fills another tenant's share nor pushes its triples out.
+local function rt_tenant_cap(cap) return math.max(1, math.floor(cap / 4)) end
 local function runtime(pool, ty, tenant, ms)
   if not pool or not ty or ms == nil then return end
   local f = pool .. ' ' .. ty .. ' ' .. (tenant or 'default')
@@ -252,6 +256,7 @@ local function runtime(pool, ty, tenant, ms)
   t[#t + 1] = ms
 end
 local function write_runtimes(key, now, cap, alpha)
+  local rtt = C.K_PREFIX .. 'rtt'
   for _, pair in ipairs(C.RT_PAIRS) do
     local f, obs = pair[1], pair[2]
     local n, mean, sd
@@ -260,7 +265,15 @@ local function write_runtimes(key, now, cap, alpha)
       local a, b, c = string.match(v, '^(%d+) (%d+) (%d+)')
       n, mean, sd = tonumber(a), tonumber(b), tonumber(c)
     end
-    if n or redis.call('HLEN', key) < cap then
+    local new = false
+    if not n and redis.call('HLEN', key) < cap then
+      local tn = string.match(f, ' ([^ ]*)$')
+      if tonumber(redis.call('HGET', rtt, tn) or '0') < rt_tenant_cap(cap) then
+        redis.call('HINCRBY', rtt, tn, 1)
+        new = true
+      end
+    end
+    if n or new then
       n, mean = n or 0, mean or 0
       local var = (sd or 0) ^ 2
       for _, ms in ipairs(obs) do
@@ -614,8 +627,12 @@ end
 -- A pool's slow lane (docs/fairness.md, slowlane.lua) is the key
 -- 'w:<pool>': a concurrency limit the tasks of its slow types take, set in
 --   sln  HASH  pool → "threshold_ms slots" (the leader's)
---   slt:<pool> HASH type → 'e' slow by its learnt run time (the leader's)
---              or 'h' (a RUNNING task of it passed the threshold: heartbeat)
+--   slt:<pool> HASH "<type> <tenant>" ('default' for none) → 'e' slow
+--              by that tenant's learnt run time of the type (the
+--              leader's) or 'h' (a RUNNING task of theirs passed the
+--              threshold: heartbeat). Per tenant: one tenant's slow
+--              handler never puts another tenant's tasks of the type in
+--              the lane.
 local function lmkey(s) return C.K_PREFIX .. s end
 -- pause_key is where a handler's retry after pauses a task: its tenant's
 -- tasks of its limit_key, or of its type when it names none, so that a
@@ -744,20 +761,23 @@ local function lim_flush(now)
 end
 local LIM_REASON = {rate = 'RATE_LIMITED', concurrency = 'CONCURRENCY_LIMITED', paused = 'RETRY_AFTER',
   slow = 'SLOW_LANE_FULL'}
--- slow_type: whether ty is slow in pool's slow lane (memoized); mark_slow
--- makes it so (a RUNNING task of it passed the threshold).
-local function slow_type(pool, ty)
-  local k = pool .. '\t' .. ty
+-- slow_type: whether tenant tn's type ty is slow in pool's slow lane
+-- (memoized); mark_slow makes it so (a RUNNING task of it passed the
+-- threshold).
+local function slow_type(pool, ty, tn)
+  local f = ty .. ' ' .. (tn or 'default')
+  local k = pool .. '\t' .. f
   local v = C.SLOWT[k]
   if v == nil then
-    v = redis.call('HEXISTS', lmkey('slt:' .. pool), ty) == 1
+    v = redis.call('HEXISTS', lmkey('slt:' .. pool), f) == 1
     C.SLOWT[k] = v
   end
   return v
 end
-local function mark_slow(pool, ty)
-  redis.call('HSETNX', lmkey('slt:' .. pool), ty, 'h')
-  C.SLOWT[pool .. '\t' .. ty] = true
+local function mark_slow(pool, ty, tn)
+  local f = ty .. ' ' .. (tn or 'default')
+  redis.call('HSETNX', lmkey('slt:' .. pool), f, 'h')
+  C.SLOWT[pool .. '\t' .. f] = true
 end
 -- park sets a READY task aside under key until the key has room, and
 -- looks at key again at `again` (ms). score: its ready-set score. The

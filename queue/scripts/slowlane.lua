@@ -1,16 +1,18 @@
 -- slowlane.lua (leader, fenced): replaces the shard's slow lanes, this
 -- shard's part of each pool's (queue/slowlane.go), which claims enforce
 -- (lib.lua, claim.lua). A lane is its threshold and the slots its slow
--- tasks may hold at once; its slow types are those the leader's learnt run
--- times put past the threshold ('e'), plus those a heartbeat saw run past
--- it ('h', heartbeat.lua) that the learnt run times do not yet know. A
+-- tasks may hold at once; its slow types, each "<type> <tenant>", are
+-- those the leader's learnt run times put past the threshold ('e'), plus
+-- those a heartbeat saw run past it ('h', heartbeat.lua) that the learnt
+-- run times do not yet know. A
 -- pool whose lane goes has its slow types forgotten and its parked tasks
 -- looked at now. Running counts and parked tasks stay.
 -- Cost: O(types given) a pool, and O(parked) when a type turns quick.
 -- KEYS: 1-8 see lib.lua; 9 fence key.
 -- ARGV: 1 clock, 2 fencing token, 3 number of pools, then per pool: its
 --       name, threshold ms, slots, the number of slow types and those,
---       the number of known types and those (known and not slow: quick).
+--       the number of known types and those (known and not slow: quick);
+--       each type "<type> <tenant>".
 --       Slots may be 0: the shard's slow tasks of that pool wait parked
 --       until the leader gives it some (queue/slowlane.go).
 -- Returns: {RC.FENCED} fenced; else {0, then per pool in ARGV's order the slow

@@ -5,6 +5,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/ax-sched/ax/internal/testenv"
 	"github.com/ax-sched/ax/queue"
@@ -121,4 +122,24 @@ func benchClaimArms(b *testing.B, setOn func(context.Context, *stageSet) error, 
 		slices.Sort(v)
 		b.ReportMetric(float64(v[len(v)/2])/32, name+"-µs/task")
 	}
+}
+
+// BenchmarkClaimSlowLane: claim.lua and complete.lua per task without and
+// with a slow lane on the pool, tasks of four tenants of one type in
+// turn; the lane holds another type slow for each tenant, so every claim
+// looks up each (type, tenant) of its tasks once and none is held.
+func BenchmarkClaimSlowLane(b *testing.B) {
+	tenants := []string{"t0", "t1", "t2", "t3"}
+	sp := make([]*task.Spec, len(tenants))
+	var slow []queue.LaneType
+	for i, tn := range tenants {
+		sp[i] = benchSpec(b)
+		sp[i].Tenant = tn
+		slow = append(slow, queue.LaneType{Type: "bench.slow", Tenant: tn})
+	}
+	benchClaimArms(b, func(ctx context.Context, on *stageSet) error {
+		return on.SetSlowLanes(ctx, queue.Fence{Name: "region", Token: 1}, map[string]queue.SlowLane{
+			"cpu": {Threshold: time.Minute, Slots: 1 << 20, Slow: slow, Known: slow},
+		})
+	}, func(i int) *task.Spec { return sp[i%len(sp)] })
 }

@@ -2,10 +2,12 @@ package store_test
 
 import (
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/ax-sched/ax/queue"
+	"github.com/ax-sched/ax/queue/maint"
 	"github.com/ax-sched/ax/task"
 	"github.com/google/go-cmp/cmp"
 )
@@ -169,63 +171,100 @@ func TestRunTimesFromFailures(t *testing.T) {
 	}
 }
 
-// A flood of new type names cannot grow a shard's hash past its cap, and
-// the leader's trim keeps the types that carry the work.
+// A flood of new type names cannot grow a shard's hash past its cap, nor
+// a tenant's triples past its share (a quarter of the cap): a hostile
+// tenant completing many one-off types, each more often than another
+// tenant's real types, neither keeps a third tenant's new type out nor
+// makes the leader's trim push the real types out; the trim keeps the
+// types that carry the work and takes from the tenants holding the most.
 func TestRunTimesBounded(t *testing.T) {
-	const pairs = 8
+	const pairs, share = 16, 4
+	if maint.TenantRunTimePairs(pairs) != share {
+		t.Fatalf("a tenant's share of %d: %d, want %d", pairs, maint.TenantRunTimePairs(pairs), share)
+	}
 	e := newEnv(t, oneShard, func(o *queue.Options) { o.RunTimePairs = pairs }) // a shard's cap
-	// Two real types, each with many completions.
+	// Tenant good's two real types, each with 5 completions.
 	for range 5 {
-		e.submit("cpu", typ("resize"))
-		e.submit("cpu", typ("encode"))
+		e.submit("cpu", typ("resize"), tenantOf("good"))
+		e.submit("cpu", typ("encode"), tenantOf("good"))
 		e.runFor("cpu", 10*time.Millisecond)
 	}
-	// A hostile tenant completes 50 one-off types, in batches.
-	for b := range 5 {
-		for i := range 10 {
-			e.submit("cpu", typ(fmt.Sprintf("junk-%d-%d", b, i)))
+	// Tenant evil completes 20 one-off types, 8 times each.
+	for range 8 {
+		for i := range 20 {
+			e.submit("cpu", typ(fmt.Sprintf("junk-%d", i)), tenantOf("evil"))
 		}
 		e.runFor("cpu", time.Millisecond)
 	}
 	rt := queue.RunTimesKey(e.s.Prefix(0))
-	if n := e.rdb.HLen(e.ctx, rt).Val(); n != pairs {
-		t.Fatalf("hash holds %d pairs, want the cap %d", n, pairs)
+	held := func() map[string]int {
+		m := map[string]int{}
+		for f := range e.rdb.HGetAll(e.ctx, rt).Val() {
+			m[f[strings.LastIndexByte(f, ' ')+1:]]++
+		}
+		return m
 	}
-	got := e.runTimes()
-	if got["cpu resize"].Count != 5 || got["cpu encode"].Count != 5 {
-		t.Fatalf("real types lost: %v", got)
+	if d := cmp.Diff(map[string]int{"good": 2, "evil": share}, held()); d != "" {
+		t.Fatalf("triples by tenant (-want +got):\n%s", d)
 	}
-	// Full: a new type is dropped, an existing one still counts.
-	e.submit("cpu", typ("newcomer"))
-	e.submit("cpu", typ("resize"))
+	// Tenant late's new type still finds room; evil's fifth does not.
+	e.submit("cpu", typ("newcomer"), tenantOf("late"))
+	e.submit("cpu", typ("junk-99"), tenantOf("evil"))
+	e.submit("cpu", typ("resize"), tenantOf("good"))
 	e.runFor("cpu", 10*time.Millisecond)
-	got = e.runTimes()
-	if _, ok := got["cpu newcomer"]; ok || got["cpu resize"].Count != 6 {
-		t.Fatalf("full hash: newcomer %v, resize %d (want dropped, 6)", got["cpu newcomer"], got["cpu resize"].Count)
+	got := e.runTimes()
+	if _, ok := got["cpu newcomer late"]; !ok {
+		t.Errorf("late's new type was dropped: %v", got)
 	}
-
-	// The leader trims to half, least used first; a stale leader is fenced.
+	if _, ok := got["cpu junk-99 evil"]; ok {
+		t.Errorf("evil's fifth type was kept past its share of %d", share)
+	}
+	if got["cpu resize good"].Count != 6 || got["cpu encode good"].Count != 5 {
+		t.Fatalf("real types: %v", got)
+	}
+	// The leader trims to half (8), each tenant to half its share (2),
+	// from the tenants holding the most, least used first: good keeps
+	// both real types though evil's junk ran more often.
 	if _, err := e.s.TrimRunTimes(e.ctx, queue.Fence{Name: leader.Name, Token: leader.Token}); err != nil {
 		t.Fatal(err)
 	}
 	got = e.runTimes()
-	if len(got) != pairs/2 || got["cpu resize"].Count != 6 || got["cpu encode"].Count != 5 {
-		t.Fatalf("after trim: %d pairs %v, want %d with resize and encode", len(got), got, pairs/2)
+	if len(got) > pairs/2 || got["cpu resize good"].Count != 6 || got["cpu encode good"].Count != 5 {
+		t.Fatalf("after trim: %d triples %v, want at most %d with good's resize and encode", len(got), got, pairs/2)
 	}
-	for i := range pairs {
-		e.submit("cpu", typ(fmt.Sprintf("more-%d", i)))
+	if h := held(); h["evil"] > share/2 {
+		t.Errorf("after trim evil holds %d triples, want at most %d", h["evil"], share/2)
 	}
-	e.runFor("cpu", time.Millisecond)
-	if _, err := e.s.TrimRunTimes(e.ctx, queue.Fence{Name: leader.Name, Token: leader.Token - 1}); err != queue.ErrFenced {
-		t.Fatalf("trim by an old leader: %v, want ErrFenced", err)
+	tenants := map[string]string{}
+	for k, v := range e.rdb.HGetAll(e.ctx, queue.RunTimeTenantsKey(e.s.Prefix(0))).Val() {
+		tenants[k] = v
 	}
-	// Under 3/4 of the cap nothing is trimmed.
-	e.rdb.Del(e.ctx, rt)
-	e.submit("cpu", typ("resize"))
-	e.runFor("cpu", time.Millisecond)
+	want := map[string]string{}
+	for k, v := range held() {
+		want[k] = fmt.Sprint(v)
+	}
+	if d := cmp.Diff(want, tenants); d != "" {
+		t.Errorf("tenants' counts after trim (-want +got):\n%s", d)
+	}
+	// Under 3/4 of the cap and of every share nothing is trimmed.
 	if n, err := e.s.TrimRunTimes(e.ctx, leader); err != nil || n != 0 {
 		t.Fatalf("trim of a small hash: %d %v", n, err)
 	}
+	// Ten more tenants of one-off types each: the hash stops at its cap;
+	// a stale leader's trim is fenced.
+	for i := range 10 {
+		for j := range 3 {
+			e.submit("cpu", typ(fmt.Sprintf("t%d-%d", i, j)), tenantOf(fmt.Sprintf("t%d", i)))
+		}
+	}
+	e.runFor("cpu", time.Millisecond)
+	if n := e.rdb.HLen(e.ctx, rt).Val(); n != pairs {
+		t.Fatalf("hash holds %d triples, want the cap %d", n, pairs)
+	}
+	if _, err := e.s.TrimRunTimes(e.ctx, queue.Fence{Name: leader.Name, Token: leader.Token - 1}); err != queue.ErrFenced {
+		t.Fatalf("trim by an old leader: %v, want ErrFenced", err)
+	}
+
 }
 
 // Shards merge: counts add up, means weigh by count.

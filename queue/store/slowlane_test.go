@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"maps"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -28,6 +29,16 @@ func (e *env) laneState(pool string) queue.LimitState {
 	return st
 }
 
+// laneTypes reads "<type> <tenant>" each.
+func laneTypes(fs ...string) []queue.LaneType {
+	out := make([]queue.LaneType, len(fs))
+	for i, f := range fs {
+		typ, tn, _ := strings.Cut(f, " ")
+		out[i] = queue.LaneType{Type: typ, Tenant: tn}
+	}
+	return out
+}
+
 func byType(ts []*task.Task) map[string]int {
 	m := map[string]int{}
 	for _, t := range ts {
@@ -50,7 +61,7 @@ func TestSlowLaneHoldsItsShare(t *testing.T) {
 			if fair {
 				e.setFair(map[string]queue.FairShare{"p": {Tenants: map[string]queue.TenantShare{"a": {Weight: 3}, "b": {Weight: 1}}}})
 			}
-			e.setLanes(map[string]queue.SlowLane{"p": {Threshold: time.Minute, Slots: 2, Slow: []string{"big"}, Known: []string{"big", "small"}}})
+			e.setLanes(map[string]queue.SlowLane{"p": {Threshold: time.Minute, Slots: 2, Slow: laneTypes("big a"), Known: laneTypes("big a", "small b")}})
 			var big []string
 			for range 6 {
 				big = append(big, e.submit("p", typeOf("big"), tenantOf("a")))
@@ -115,7 +126,7 @@ func TestSlowLaneHoldsItsShare(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if d := cmp.Diff([]string{"big", "new"}, types); d != "" {
+			if d := cmp.Diff(laneTypes("big a", "new b"), types); d != "" {
 				t.Errorf("slow types (-want +got):\n%s", d)
 			}
 			// Heartbeats again: nothing counted twice.
@@ -138,7 +149,7 @@ func TestSlowLaneHoldsItsShare(t *testing.T) {
 				t.Errorf("with the lane empty the claim took %v, want its 2 slots, in order", got)
 			}
 			// The leader learnt that new is quick: the parked one of it starts.
-			e.setLanes(map[string]queue.SlowLane{"p": {Threshold: time.Minute, Slots: 2, Slow: []string{"big"}, Known: []string{"big", "new"}}})
+			e.setLanes(map[string]queue.SlowLane{"p": {Threshold: time.Minute, Slots: 2, Slow: laneTypes("big a"), Known: laneTypes("big a", "new b")}})
 			e.clock.Advance(2 * time.Second)
 			if got := e.claim("p", 10); len(got) != 1 || got[0].ID != late {
 				t.Errorf("with new quick again the claim took %v, want the late new task", got)
@@ -152,6 +163,48 @@ func TestSlowLaneHoldsItsShare(t *testing.T) {
 	}
 }
 
+// A type is slow for one tenant: tenant a's slow "big" holds a's tasks of
+// it to the lane's 2 slots while b's tasks of big all start, and a task of
+// a's running past the threshold makes the type slow for a only, so b's
+// tasks of it go on starting past the lane.
+func TestSlowLanePerTenant(t *testing.T) {
+	e := newEnv(t, oneShard)
+	e.setLanes(map[string]queue.SlowLane{"p": {Threshold: time.Minute, Slots: 2, Slow: laneTypes("big a"), Known: laneTypes("big a", "big b")}})
+	for _, tn := range []string{"a", "b"} {
+		for range 4 {
+			e.submit("p", typeOf("big"), tenantOf(tn))
+		}
+	}
+	if d := cmp.Diff(map[string]int{"a": 2, "b": 4}, tenants(e.claim("p", 10))); d != "" {
+		t.Fatalf("claimed by tenant (-want +got):\n%s", d)
+	}
+	// a's "new" runs past the threshold: slow for a, not for b.
+	e.submit("p", typeOf("new"), tenantOf("a"))
+	first := e.claim("p", 10)
+	if len(first) != 1 {
+		t.Fatalf("claimed %d of a's new type, want 1", len(first))
+	}
+	e.clock.Advance(61 * time.Second)
+	if _, err := e.s.Heartbeat(e.ctx, "w1", "p", 10, queue.Types{}, []queue.Lease{{ID: first[0].ID, Token: first[0].LeaseToken}}); err != nil {
+		t.Fatal(err)
+	}
+	types, err := e.s.SlowTypes(e.ctx, "p")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d := cmp.Diff(laneTypes("big a", "new a"), types); d != "" {
+		t.Errorf("slow types (-want +got):\n%s", d)
+	}
+	for _, tn := range []string{"a", "b"} {
+		for range 3 {
+			e.submit("p", typeOf("new"), tenantOf(tn))
+		}
+	}
+	if d := cmp.Diff(map[string]int{"b": 3}, tenants(e.claim("p", 10))); d != "" {
+		t.Errorf("with the lane full of a's, claimed by tenant (-want +got):\n%s", d)
+	}
+}
+
 // A lane of 2 slots on 3 shards (a task's shard is chosen at submit, a
 // claim sees one shard at a time): the shards' parts add up to 2, never
 // one each, a shard without one keeps its slow tasks parked, and the slots
@@ -159,7 +212,7 @@ func TestSlowLaneHoldsItsShare(t *testing.T) {
 // slow task runs, never more than 2 at once.
 func TestSlowLaneSplitAcrossShards(t *testing.T) {
 	e := newEnv(t, func(o *queue.Options) { o.Shards = 3 })
-	lanes := map[string]queue.SlowLane{"p": {Threshold: time.Minute, Slots: 2, Slow: []string{"big"}, Known: []string{"big"}}}
+	lanes := map[string]queue.SlowLane{"p": {Threshold: time.Minute, Slots: 2, Slow: laneTypes("big default"), Known: laneTypes("big default")}}
 	if !e.s.SlowLanesMove(lanes) {
 		t.Error("a lane of 2 slots on 3 shards: SlowLanesMove false, want true")
 	}
@@ -225,7 +278,7 @@ func (e *env) submitOnEveryShard(pool string, mod ...func(*task.Spec)) int {
 // every round; when the slow work moves to another shard, its slots follow.
 func TestSlowLaneFollowsWorkOverShards(t *testing.T) {
 	e := newEnv(t, func(o *queue.Options) { o.Shards = 3 })
-	lanes := map[string]queue.SlowLane{"p": {Threshold: time.Minute, Slots: 6, Slow: []string{"big"}, Known: []string{"big"}}}
+	lanes := map[string]queue.SlowLane{"p": {Threshold: time.Minute, Slots: 6, Slow: laneTypes("big default"), Known: laneTypes("big default")}}
 	e.setLanes(lanes)
 	parts := func() int { return e.laneParts("p") }
 	first := e.handedOff("p", 0, 18, typeOf("big"))
