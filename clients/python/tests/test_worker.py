@@ -165,6 +165,50 @@ class WorkerTest(unittest.TestCase):
         outcomes = [o for r in self.ax.seen("POST", "/report") for o in r[3].get("outcomes", [])]
         self.assertEqual(outcomes, [])
 
+    def test_a_cancelled_async_handler_holds_its_slot_until_it_returned(self):
+        w = self.worker(concurrency=1)
+        live, peak, mu = [0], [0], threading.Lock()
+        cleaned = threading.Event()
+
+        def enter():
+            with mu:
+                live[0] += 1
+                peak[0] = max(peak[0], live[0])
+
+        def leave():
+            with mu:
+                live[0] -= 1
+
+        @w.handler("stubborn")
+        async def stubborn(task):
+            enter()
+            try:
+                await asyncio.sleep(30)
+            except asyncio.CancelledError:
+                await asyncio.sleep(0.5)  # cleaning up after the cancel
+                cleaned.set()
+                raise
+            finally:
+                leave()
+
+        @w.handler("quick")
+        async def quick(task):
+            enter()
+            try:
+                await asyncio.sleep(0.05)
+            finally:
+                leave()
+
+        sid = self.ax.submit("stubborn")
+        self.start(w)
+        self.state(sid, "RUNNING")
+        qid = self.ax.submit("quick")
+        self.ax.cancel(sid)
+        self.state(sid, "CANCELED")
+        self.state(qid, "SUCCESS")
+        self.assertTrue(cleaned.is_set())
+        self.assertEqual(peak[0], 1, "a cancelled handler still cleaning up and another ran at once in 1 slot")
+
     def test_faults_on_claim_and_report_lose_nothing(self):
         w = self.worker()
 

@@ -79,21 +79,45 @@ WORKER_ROUTES: Dict[str, Tuple[str, str]] = {
     "deleteWorker": ("DELETE", "/v1/workers/{worker_id}"),
 }
 
+# _Future: a handler's future, a sync one's (thread pool) or an async one's (asyncio Task).
+_Future = Union["concurrent.futures.Future[Any]", "asyncio.Future[Any]"]
+
 _FIELD_ITEM = re.compile(r"^(held|progress|outcomes)\[(\d+)\]")
 
 
 class _Run:
-    """A task being run: its handler's future and whether its outcome still counts."""
+    """A task being run: its handler's future and whether its outcome still counts.
 
-    def __init__(self, task: Task) -> None:
+    A sync handler's future is done once it returned (a running thread
+    cannot be cancelled: its task's cancel_event tells it to stop). An
+    async handler runs as an asyncio Task on the worker's loop, done only
+    once its coroutine is over, a cancellation's cleanup included: its slot
+    is freed then, not when it is asked to stop, so what runs never exceeds
+    the worker's concurrency.
+    """
+
+    def __init__(self, task: Task, loop: Optional[asyncio.AbstractEventLoop] = None) -> None:
         self.task = task
-        self.future: Optional[concurrent.futures.Future] = None
+        self.future: Optional[concurrent.futures.Future] = None  # a sync handler's
+        self.loop = loop  # an async handler's loop (None: sync)
+        self.atask: Optional[asyncio.Task] = None  # an async handler's, loop thread only
+        self.cancelled = False  # loop thread only: stopped before it began
         # done: an outcome was queued (or is no longer wanted) for it.
         self.done = False
-        # started: its async handler began; ended: its handler returned
-        # (an async one's future is done as soon as it is cancelled).
-        self.started = False
+        # ended: its handler returned (or will never run).
         self.ended = threading.Event()
+
+    def cancel(self) -> None:
+        """Asks the handler to stop (any thread)."""
+        if self.loop is not None:
+            self.loop.call_soon_threadsafe(self._cancel_async)
+        elif self.future is not None:
+            self.future.cancel()
+
+    def _cancel_async(self) -> None:
+        self.cancelled = True
+        if self.atask is not None:
+            self.atask.cancel()
 
 
 class Worker:
@@ -270,8 +294,7 @@ class Worker:
                 r.done = True
         for r in stopped:
             r.task._stop("shutdown")
-            if r.future is not None:
-                r.future.cancel()  # outside _mu: a cancelled future calls _finish at once
+            r.cancel()  # outside _mu: a sync future cancelled before it began calls _finish at once
         # ... and each goes back without spending an attempt once its handler
         # returned, or settle seconds on: handing it back first would let
         # another worker start it while this one still runs it.
@@ -415,8 +438,9 @@ class Worker:
 
     def _start(self, raw: Mapping[str, Any]) -> None:
         task = Task(raw, self._report_progress)
-        run = _Run(task)
         h = self._handlers.get(task.type)
+        is_async = h is not None and inspect.iscoroutinefunction(h)
+        run = _Run(task, self._loop if is_async else None)
         with self._mu:
             held = self._runs.get(task.id)
             if held is not None and held.task.lease == task.lease:
@@ -428,21 +452,29 @@ class Worker:
                 return
             self._runs[task.id] = run
         assert self._pool is not None
-        is_async = inspect.iscoroutinefunction(h)
         if is_async:
             assert self._loop is not None
-            fut: concurrent.futures.Future = asyncio.run_coroutine_threadsafe(_run_async(h, run), self._loop)
-        else:
-            fut = self._pool.submit(_run_sync, h, task)
+            self._loop.call_soon_threadsafe(self._begin_async, run, h)
+            return
+        fut = self._pool.submit(_run_sync, h, task)
         with self._mu:
             run.future = fut
-        fut.add_done_callback(lambda f: self._finish(run, f, is_async))
+        fut.add_done_callback(lambda f: self._finish(run, f))
 
-    def _finish(self, run: _Run, fut: concurrent.futures.Future, is_async: bool) -> None:
-        if not is_async or not run.started:
-            # A sync handler's future is done when it returned (or was
-            # cancelled before it began); an async one's sets ended itself.
-            run.ended.set()
+    def _begin_async(self, run: _Run, h: Handler) -> None:
+        """Starts an async handler (loop thread); its slot is freed when its coroutine is over."""
+        assert run.loop is not None
+        if run.cancelled:  # stopped before it began: it never runs
+            f = run.loop.create_future()
+            f.cancel()
+            self._finish(run, f)
+            return
+        run.atask = run.loop.create_task(_run_async(h, run))
+        run.atask.add_done_callback(lambda f: self._finish(run, f))
+
+    def _finish(self, run: _Run, fut: _Future) -> None:
+        # fut is done: the handler returned, or will never run
+        run.ended.set()
         with self._mu:
             self._runs.pop(run.task.id, None)
             self._slot_cv.notify_all()
@@ -451,7 +483,7 @@ class Worker:
             run.done = True
             self._queue_outcome(self._outcome(run.task, fut))
 
-    def _outcome(self, task: Task, fut: concurrent.futures.Future) -> Dict[str, Any]:
+    def _outcome(self, task: Task, fut: _Future) -> Dict[str, Any]:
         o: Dict[str, Any] = {"id": task.id, "lease": task.lease}
         exc: Optional[BaseException]
         if fut.cancelled():
@@ -602,8 +634,7 @@ class Worker:
                 self._progress.pop(run.task.id, None)
                 self._slot_cv.notify_all()
             run.task._stop(str(s.get("reason") or "stopped"))
-            if run.future is not None:
-                run.future.cancel()
+            run.cancel()
             log.info("worker %s: task %s stopped: %s", self.worker_id, run.task.id, run.task.stop_reason)
         for o in r.get("outcomes") or []:
             if not o.get("ok", True):
@@ -693,7 +724,6 @@ def _run_sync(h: Handler, task: Task) -> Any:
 
 
 async def _run_async(h: Handler, run: _Run) -> Any:
-    run.started = True
     task = run.task
     try:
         left = task.seconds_left()
