@@ -198,6 +198,10 @@ type PoolStatus struct {
 	// Starving is how many of the pool's READY tasks have waited longer
 	// than its region's starvation_threshold, as its leader last counted.
 	Starving int `json:"starving"`
+	// WaitP99Seconds is the 99th percentile of the pool's ready→start
+	// waits over the last minute, from a sample of its region's claims, as
+	// its leader last published it; omitted: too few claims to say.
+	WaitP99Seconds *float64 `json:"wait_p99_seconds,omitempty"`
 }
 
 // CapacityWindow is where a pool with a capacity schedule stands now:
@@ -283,6 +287,8 @@ type HistoryPool struct {
 	Name        string  `json:"name"`
 	QueueFill   float64 `json:"queue_fill"`
 	Utilisation float64 `json:"utilisation"`
+	// WaitP99Seconds: as PoolStatus's (omitted: too few claims to say).
+	WaitP99Seconds *float64 `json:"wait_p99_seconds,omitempty"`
 }
 
 // DrainResponse answers POST /v1/regions/{region}/drain.

@@ -24,7 +24,7 @@ func historyLook(n *federation.Node, th *taskHandlers, gather prometheus.Gathere
 		for _, rs := range th.regionsResponse().Regions {
 			hr := apiv1.HistoryRegion{Name: rs.Name, Pools: []apiv1.HistoryPool{}}
 			for _, p := range rs.Pools {
-				hr.Pools = append(hr.Pools, apiv1.HistoryPool{Name: p.Name, QueueFill: p.QueueFill, Utilisation: p.Utilisation})
+				hr.Pools = append(hr.Pools, apiv1.HistoryPool{Name: p.Name, QueueFill: p.QueueFill, Utilisation: p.Utilisation, WaitP99Seconds: p.WaitP99Seconds})
 				hr.Ready += p.Ready
 				hr.Running += p.Running
 				hr.Slots += p.Slots

@@ -370,7 +370,7 @@ func (th *taskHandlers) regionsResponse() apiv1.RegionsResponse {
 				Parked:        p.Parked,
 				QueueCapacity: p.QueueCapacity, Utilisation: p.Utilisation(), QueueFill: p.QueueFill(),
 				PricePerSlotHour: p.PricePerSlotHour, Spot: p.Spot, Discount: p.Discount, Paused: p.Paused,
-				CapacityWindow: windowStatus(p.Schedule, now), Starving: p.Starving,
+				CapacityWindow: windowStatus(p.Schedule, now), Starving: p.Starving, WaitP99Seconds: p.WaitP99Seconds,
 			}
 			windowSlots(&ps, p.ScaleFromZero)
 			rs.Pools = append(rs.Pools, ps)

@@ -65,6 +65,10 @@ type PoolFigures struct {
 	// Starving is how many of its READY tasks have waited longer than the
 	// region's starvation_threshold (every priority; ax_tasks_starving).
 	Starving int `json:"starving,omitempty"`
+	// WaitP99Seconds is the 99th percentile of the region's ready→start
+	// waits in the pool over the last minute, from a sample of its claims
+	// (waitWindow); nil: too few claims to say.
+	WaitP99Seconds *float64 `json:"wait_p99_seconds,omitempty"`
 }
 
 // RunTime is how long one tenant's task type runs in a pool, learnt from

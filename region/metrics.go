@@ -139,6 +139,7 @@ type exported struct {
 	region        string
 	metrics       *Metrics
 	drain         *drainRates
+	waits         *waitWindow
 	limitedSeen   map[string]int // "pool kind" → the store's count last exported
 	fairStaleSeen int
 	overSlots     map[string]int // pool → its live workers' slots last warned about
@@ -149,10 +150,11 @@ type exported struct {
 func (e *exported) restart() {
 	e.limitedSeen = map[string]int{}
 	e.fairStaleSeen = 0
+	e.waits.after = nil // the claims from the term's start on
 }
 
 func newExported(region string, m *Metrics) *exported {
-	return &exported{region: region, metrics: m, drain: newDrainRates(),
+	return &exported{region: region, metrics: m, drain: newDrainRates(), waits: &waitWindow{},
 		limitedSeen: map[string]int{}, overSlots: map[string]int{}}
 }
 

@@ -35,6 +35,7 @@ type figuresStore interface {
 	RunTimes(ctx context.Context) ([]queue.RunTime, error)
 	CleanWorkers(ctx context.Context, f queue.Fence, pool string, cutoff time.Duration) (queue.PoolWorkers, error)
 	SlowLaneStatus(ctx context.Context, pool string) (queue.LimitState, error)
+	startsReader
 }
 
 // runTimeTrimmer bounds the store's learnt run times.
@@ -195,6 +196,9 @@ func (s *publisher) collect(ctx context.Context) (Figures, queueFigures, error) 
 	}
 	learnt := runTimesByPool(rts, s.cfg.RunTimeTypes)
 	drained, now := s.exp.drain.count(rts), time.Now()
+	if err := s.exp.waits.look(ctx, s.store, now); err != nil {
+		s.term.log.Debug("ready-to-start sample", "err", err) // the window stays as it was
+	}
 	// A worker is dead after missing about three heartbeats.
 	cutoff := 3*s.cfg.Heartbeat + time.Second
 	figs := Figures{Region: s.cfg.Region, Provider: s.cfg.Provider, API: s.cfg.API, Leader: s.cfg.ID, Token: s.term.fence.Token, UpdatedAt: asOf}
@@ -223,6 +227,9 @@ func (s *publisher) collect(ctx context.Context) (Figures, queueFigures, error) 
 			Tenants:        p.Tenants,
 			Starving:       sumStarving(qf.starving.Ready[p.Name]),
 		})
+		if p99, ok := s.exp.waits.p99(p.Name); ok {
+			figs.Pools[len(figs.Pools)-1].WaitP99Seconds = &p99
+		}
 	}
 	sort.Slice(figs.Pools, func(i, j int) bool { return figs.Pools[i].Name < figs.Pools[j].Name })
 	for i := range figs.Pools {

@@ -141,23 +141,37 @@ func dashboardActions(t *testing.T, fed *federation, api, dagRun string, run fun
 	}
 
 	// The overview's history charts (GET /v1/history, a sample every 15 s):
-	// each region's queue depth, each pool's fill, the throughput and
-	// today's spend, drawn
-	// from two samples at least.
-	waitUntil(t, 45*time.Second, "two history samples with the regions", func() bool {
-		var h struct {
-			Samples []struct{ Regions []json.RawMessage }
-		}
+	// each region's queue depth, each pool's fill, the throughput, the
+	// ready→start p99 and today's spend, drawn from two samples at least.
+	// The p99 needs claims in the last minute: eight short tasks handed to
+	// eu-west-1 one after another, each its own claim there.
+	for range 8 {
+		id, _ := fed.submit("us-east-1", tokSubmitterA, map[string]any{"type": "sleep", "payload": map[string]int{"ms": 1}, "regions": []string{"eu-west-1"}})
+		waitUntil(t, 20*time.Second, "a short task handed to eu-west-1 to succeed", func() bool {
+			var st struct{ State string }
+			code, body := fed.call("us-east-1", tokOperatorA, http.MethodGet, "/v1/tasks/"+id, nil)
+			return code == http.StatusOK && json.Unmarshal(body, &st) == nil && st.State == "SUCCESS"
+		})
+	}
+	waitUntil(t, 60*time.Second, "two history samples with the regions, one with eu-west-1's ready→start p99", func() bool {
+		var h apiv1.HistoryResponse
 		code, body := fed.call("us-east-1", tokOperatorA, http.MethodGet, "/v1/history", nil)
-		n := 0
+		n, waits := 0, 0
 		if code == http.StatusOK && json.Unmarshal(body, &h) == nil {
 			for _, s := range h.Samples {
 				if len(s.Regions) > 0 {
 					n++
 				}
+				for _, r := range s.Regions {
+					for _, p := range r.Pools {
+						if r.Name == "eu-west-1" && p.WaitP99Seconds != nil {
+							waits++
+						}
+					}
+				}
 			}
 		}
-		return n >= 2
+		return n >= 2 && waits >= 1
 	})
 	var lines string
 	run("the history charts", chromedp.Navigate(api+"/#/"), chromedp.WaitVisible("#chart-depth polyline", chromedp.ByQuery),
@@ -170,8 +184,8 @@ func dashboardActions(t *testing.T, fed *federation, api, dagRun string, run fun
 		}
 	}
 	for _, want := range []string{"chart-depth us-east-1 ready", "chart-depth eu-west-1 ready", "chart-depth eu-west-1 running", "chart-fill us-east-1/cpu", "chart-fill eu-west-1/cpu",
-		"chart-throughput finished/min (this region)", "chart-throughput submitted/min (this server)", "chart-spend spend today $ (team-a)"} {
-		if v, ok := series[want]; !ok || v[0] == "1" && !strings.HasPrefix(want, "chart-throughput") {
+		"chart-throughput finished/min (this region)", "chart-throughput submitted/min (this server)", "chart-spend spend today $ (team-a)", "chart-wait eu-west-1/cpu"} {
+		if v, ok := series[want]; !ok || v[0] == "1" && !strings.HasPrefix(want, "chart-throughput") && !strings.HasPrefix(want, "chart-wait") {
 			t.Fatalf("history charts: no line %q of two points or more: %q", want, lines)
 		}
 	}

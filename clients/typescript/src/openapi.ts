@@ -984,6 +984,8 @@ export interface components {
              * @description running ÷ slots
              */
             utilisation: number;
+            /** @description The 99th percentile of the pool's ready→start waits over the last minute, from a sample of its region's claims (the tasks each claim event names), as the region's leader last published it. Omitted while fewer than 5 claims were sampled in the minute. */
+            wait_p99_seconds?: number;
             /** @description The live workers' slots of a pool with a capacity window (absent without one: slots says it). */
             worker_slots?: number;
             workers: number;
@@ -1586,6 +1588,8 @@ export interface components {
             queue_fill: number;
             /** @description RUNNING ÷ slots, 0 to 1 */
             utilisation: number;
+            /** @description As PoolStatus.wait_p99_seconds at the sample's time; omitted: too few claims to say. */
+            wait_p99_seconds?: number;
         };
         /** @description a schedule's latest periods (columns, oldest first) × its DAG's nodes (rows) */
         ScheduleGrid: {

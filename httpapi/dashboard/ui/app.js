@@ -168,9 +168,8 @@ async function overview() {
 // The answering server's samples of the last hour (GET /v1/history, one
 // every 15 s): every region's queue depth, each pool's queue fill, this
 // region's finished tasks and this server's submits per minute, today's
-// spend. The ready→start wait is measured by the workers
-// (ax_task_wait_seconds): Grafana's overview charts its p99. Reread at most
-// every 15 s as the overview refreshes.
+// spend, each pool's ready→start p99 (its leader's sample of the last
+// minute's claims). Reread at most every 15 s as the overview refreshes.
 let historyHTML = '', historyAt = 0;
 async function loadHistory() {
   historyAt = Date.now();
@@ -199,10 +198,14 @@ function historyCharts(h) {
   const pools = [...new Set(ss.flatMap(s => (s.regions || []).flatMap(r => (r.pools || []).map(p => r.name + '/' + p.name))))].sort();
   const fillOf = (s, rp) => (s.regions || []).flatMap(r => (r.pools || []).filter(p => r.name + '/' + p.name === rp)).map(p => [t(s), 100 * p.queue_fill]);
   const fill = pools.map(rp => ({name: rp, points: ss.flatMap(s => fillOf(s, rp))}));
+  // Each pool's ready→start p99 in seconds; a sample without one (too few claims) leaves a gap.
+  const waitOf = (s, rp) => (s.regions || []).flatMap(r => (r.pools || []).filter(p => r.name + '/' + p.name === rp && p.wait_p99_seconds !== undefined)).map(p => [t(s), p.wait_p99_seconds]);
+  const waits = pools.map(rp => ({name: rp, points: ss.flatMap(s => waitOf(s, rp))})).filter(w => w.points.length);
   const spend = [{name: 'spend today $' + (h.tenant ? ' (' + h.tenant + ')' : ''), points: ss.filter(s => s.spend_usd !== undefined).map(s => [t(s), s.spend_usd])}];
   return '<h2>Last hour <small class="muted">(this server\'s samples every ' + esc(h.every_seconds) + ' s since it started; Grafana for longer)</small></h2><div class="charts">' +
     chart('chart-depth', 'Queue depth (tasks)', depth) + chart('chart-throughput', 'Throughput (tasks/min)', through) +
-    chart('chart-fill', 'Queue fill (% of capacity)', fill) + chart('chart-spend', 'Spend today (USD)', spend, 4) + '</div>';
+    chart('chart-fill', 'Queue fill (% of capacity)', fill) + chart('chart-wait', 'Ready→start p99 (s, last minute\'s claims)', waits, 3) +
+    chart('chart-spend', 'Spend today (USD)', spend, 4) + '</div>';
 }
 
 // chart draws series of [ms, value] points as an SVG line chart (no
@@ -261,7 +264,7 @@ async function renderOverview(d) {
   for (const g of d.regions) {
     h += '<h2 class="region">' + esc(g.name) + ' <small class="' + (g.healthy ? 'ok' : 'bad') + '">' + (g.healthy ? 'healthy' : 'unhealthy') + (g.stale ? ', stale' : '') +
       '</small></h2><p class="muted">leader ' + esc(g.leader) + ' · ' + esc(g.api) + ' · ' + esc(g.servers) + ' server(s)</p>';
-    h += '<table class="pools"><tr><th>pool</th><th>tags</th><th>workers</th><th>slots</th><th>running</th><th>utilisation</th><th>ready</th><th>queue fill</th><th>pressure</th><th title="submits this server refused per minute (429) while this pool was saturated for them">refused/min</th><th title="READY tasks waiting past their region starvation_threshold">starving</th><th>capacity window</th><th>$/slot-h</th></tr>';
+    h += '<table class="pools"><tr><th>pool</th><th>tags</th><th>workers</th><th>slots</th><th>running</th><th>utilisation</th><th>ready</th><th>queue fill</th><th>pressure</th><th title="submits this server refused per minute (429) while this pool was saturated for them">refused/min</th><th title="READY tasks waiting past their region starvation_threshold">starving</th><th title="99th percentile of ready→start waits over the last minute, from a sample of the region’s claims">wait p99</th><th>capacity window</th><th>$/slot-h</th></tr>';
     for (const p of g.pools || []) {
       const tags = Object.entries(p.tags || {}).map(e => e.join('=')).join(', ');
       const pressure = p.paused ? '<span class="bad">paused (≥ pause watermark)</span>' : p.queue_fill >= 0.8 ? '<span class="bad">saturated</span>' :
@@ -270,7 +273,8 @@ async function renderOverview(d) {
         '</td><td class="num">' + slotsCell(p) + '</td><td class="num">' + esc(p.running) + '</td><td>' + bar(p.utilisation) + pct(p.utilisation) +
         '</td><td class="num">' + esc(p.ready) + '</td><td>' + bar(p.queue_fill, p.queue_fill >= 0.6) + pct(p.queue_fill) + '</td><td>' + pressure +
         '</td><td class="num refused">' + refusedCell(p.refused_per_minute) + '</td><td class="num starving">' +
-        (p.starving > 0 ? '<span class="bad">' + esc(p.starving) + '</span>' : '<span class="ok">0</span>') + '</td><td class="window">' + capWindow(p.capacity_window) + '</td><td class="num">' + (p.price_per_slot_hour || 0).toFixed(4) + '</td></tr>';
+        (p.starving > 0 ? '<span class="bad">' + esc(p.starving) + '</span>' : '<span class="ok">0</span>') + '</td><td class="num wait">' +
+        (p.wait_p99_seconds === undefined ? '<span class="muted">-</span>' : esc(p.wait_p99_seconds < 1 ? Math.round(1000 * p.wait_p99_seconds) + ' ms' : p.wait_p99_seconds.toFixed(1) + ' s')) + '</td><td class="window">' + capWindow(p.capacity_window) + '</td><td class="num">' + (p.price_per_slot_hour || 0).toFixed(4) + '</td></tr>';
     }
     h += '</table>';
     if (g.refused_per_minute) {

@@ -795,6 +795,9 @@ type HistoryPool struct {
 
 	// Utilisation RUNNING ÷ slots, 0 to 1
 	Utilisation float32 `json:"utilisation"`
+
+	// WaitP99Seconds As PoolStatus.wait_p99_seconds at the sample's time; omitted: too few claims to say.
+	WaitP99Seconds *float32 `json:"wait_p99_seconds,omitempty"`
 }
 
 // HistoryRegion defines model for HistoryRegion.
@@ -878,6 +881,9 @@ type PoolStatus struct {
 
 	// Utilisation running ÷ slots
 	Utilisation float64 `json:"utilisation"`
+
+	// WaitP99Seconds The 99th percentile of the pool's ready→start waits over the last minute, from a sample of its region's claims (the tasks each claim event names), as the region's leader last published it. Omitted while fewer than 5 claims were sampled in the minute.
+	WaitP99Seconds *float32 `json:"wait_p99_seconds,omitempty"`
 
 	// WorkerSlots The live workers' slots of a pool with a capacity window (absent without one: slots says it).
 	WorkerSlots *int `json:"worker_slots,omitempty"`
