@@ -495,8 +495,8 @@ func TestCLIExplainFromFile(t *testing.T) {
 func TestCLIRegionsTable(t *testing.T) {
 	f := newCLIFakeAPI(t).on("GET /v1/regions", 200, `{"global_view":false,"regions":[
 	 {"name":"eu-west","provider":"gcp","leader":"srv-1","healthy":true,"servers":2,"pools":[
-	  {"name":"cpu","slots":16,"running":12,"ready":30,"queue_fill":0.3,"price_per_slot_hour":0.04,"spot":false},
-	  {"name":"gpu-spot","slots":3,"worker_slots":8,"running":3,"ready":95,"parked":7,"starving":40,"queue_fill":0.95,"price_per_slot_hour":1.1,"spot":true,"paused":true,
+	  {"name":"cpu","slots":16,"running":12,"ready":30,"wait_p99_seconds":0.034,"queue_fill":0.3,"price_per_slot_hour":0.04,"spot":false},
+	  {"name":"gpu-spot","slots":3,"worker_slots":8,"running":3,"ready":95,"parked":7,"starving":40,"wait_p99_seconds":1.2345,"queue_fill":0.95,"price_per_slot_hour":1.1,"spot":true,"paused":true,
 	   "capacity_window":{"open":true,"slots":3,"window":"20:00–08:00","timezone":"Europe/Berlin","next_change":"2026-12-08T07:00:00Z"}},
 	  {"name":"day","slots":3,"worker_slots":4,"queue_fill":0,"price_per_slot_hour":0.01,"capacity_window":{"open":true,"slots":3,"window":"00:00–24:00","timezone":"UTC"}},
 	  {"name":"night","slots":0,"worker_slots":4,"queue_fill":0,"price_per_slot_hour":0.01,"capacity_window":{"open":false,"slots":0,"timezone":"UTC","next_change":"2026-12-08T20:00:00Z"}}]},
@@ -507,12 +507,12 @@ func TestCLIRegionsTable(t *testing.T) {
 	}
 	lines := strings.Split(strings.TrimSpace(r.stdout), "\n")
 	want := []string{
-		"REGION PROVIDER LEADER SERVERS HEALTHY POOL SLOTS RUNNING READY PARKED STARVING FILL PRICE $/SLOT-H SPOT WINDOW",
-		"eu-west gcp srv-1 2 yes cpu 16 12 30 0 0 30.0% 0.040 no -",
-		"eu-west gcp srv-1 2 yes gpu-spot 3 of 8 3 95 7 40 95.0% paused 1.100 yes open: 3 slots until 08:00 Europe/Berlin",
-		"eu-west gcp srv-1 2 yes day 3 of 4 0 0 0 0 0.0% 0.010 no open: 3 slots all day",
-		"eu-west gcp srv-1 2 yes night 0 of 4 0 0 0 0 0.0% 0.010 no closed until 20:00 UTC",
-		"us-east - - 0 stale - - - - - - - - - -",
+		"REGION PROVIDER LEADER SERVERS HEALTHY POOL SLOTS RUNNING READY PARKED STARVING WAIT-P99 FILL PRICE $/SLOT-H SPOT WINDOW",
+		"eu-west gcp srv-1 2 yes cpu 16 12 30 0 0 34ms 30.0% 0.040 no -",
+		"eu-west gcp srv-1 2 yes gpu-spot 3 of 8 3 95 7 40 1.235s 95.0% paused 1.100 yes open: 3 slots until 08:00 Europe/Berlin",
+		"eu-west gcp srv-1 2 yes day 3 of 4 0 0 0 0 - 0.0% 0.010 no open: 3 slots all day",
+		"eu-west gcp srv-1 2 yes night 0 of 4 0 0 0 0 - 0.0% 0.010 no closed until 20:00 UTC",
+		"us-east - - 0 stale - - - - - - - - - - -",
 	}
 	if len(lines) != len(want) {
 		t.Fatalf("table:\n%s", r.stdout)

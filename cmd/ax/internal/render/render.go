@@ -266,7 +266,7 @@ func Schedule(w *tabwriter.Writer, s *apiv1.ScheduleStatus, loc *time.Location) 
 // Regions prints one row per pool; a region without pools gets one
 // row of its own.
 func Regions(w *tabwriter.Writer, res *apiv1.RegionsResponse) {
-	fmt.Fprintln(w, "REGION\tPROVIDER\tLEADER\tSERVERS\tHEALTHY\tPOOL\tSLOTS\tRUNNING\tREADY\tPARKED\tSTARVING\tFILL\tPRICE $/SLOT-H\tSPOT\tWINDOW")
+	fmt.Fprintln(w, "REGION\tPROVIDER\tLEADER\tSERVERS\tHEALTHY\tPOOL\tSLOTS\tRUNNING\tREADY\tPARKED\tSTARVING\tWAIT-P99\tFILL\tPRICE $/SLOT-H\tSPOT\tWINDOW")
 	for _, r := range res.Regions {
 		health := "yes"
 		switch {
@@ -276,7 +276,7 @@ func Regions(w *tabwriter.Writer, res *apiv1.RegionsResponse) {
 			health = "no"
 		}
 		if len(r.Pools) == 0 {
-			fmt.Fprintf(w, "%s\t%s\t%s\t%d\t%s\t-\t-\t-\t-\t-\t-\t-\t-\t-\t-\n", r.Name, Or(r.Provider), Or(r.Leader), r.Servers, health)
+			fmt.Fprintf(w, "%s\t%s\t%s\t%d\t%s\t-\t-\t-\t-\t-\t-\t-\t-\t-\t-\t-\n", r.Name, Or(r.Provider), Or(r.Leader), r.Servers, health)
 		}
 		for _, p := range r.Pools {
 			fill := fmt.Sprintf("%.1f%%", 100*p.QueueFill)
@@ -292,8 +292,12 @@ func Regions(w *tabwriter.Writer, res *apiv1.RegionsResponse) {
 				// The window's slots, then the live workers' they come from.
 				slots += " of " + strconv.Itoa(p.WorkerSlots)
 			}
-			fmt.Fprintf(w, "%s\t%s\t%s\t%d\t%s\t%s\t%s\t%d\t%d\t%d\t%d\t%s\t%.3f\t%s\t%s\n", r.Name, Or(r.Provider), Or(r.Leader), r.Servers, health,
-				p.Name, slots, p.Running, p.Ready, p.Parked, p.Starving, fill, p.PricePerSlotHour, spot, capacityWindow(p.CapacityWindow))
+			wait := "-" // too few claims in the last minute to say
+			if p.WaitP99Seconds != nil {
+				wait = time.Duration(*p.WaitP99Seconds * float64(time.Second)).Round(time.Millisecond).String()
+			}
+			fmt.Fprintf(w, "%s\t%s\t%s\t%d\t%s\t%s\t%s\t%d\t%d\t%d\t%d\t%s\t%s\t%.3f\t%s\t%s\n", r.Name, Or(r.Provider), Or(r.Leader), r.Servers, health,
+				p.Name, slots, p.Running, p.Ready, p.Parked, p.Starving, wait, fill, p.PricePerSlotHour, spot, capacityWindow(p.CapacityWindow))
 		}
 	}
 }
