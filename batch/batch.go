@@ -53,8 +53,13 @@ type Config struct {
 	Defaults task.Defaults
 	// Retain is how long a completed batch is kept (default 24 h).
 	Retain time.Duration
-	Logger *slog.Logger
-	Now    func() time.Time
+	// RunEnded records the end of a single-task schedule's run (a task
+	// whose Spec.ScheduleEnd is set) for the gates waiting for it
+	// (schedule/ends.Log.RunEnded); nil: such ends are dropped, and the
+	// gates read them on their own.
+	RunEnded func(ctx context.Context, tenant, schedule string, period time.Time, id string, state task.DAGState) error
+	Logger   *slog.Logger
+	Now      func() time.Time
 }
 
 // RetainDefault is Config.Retain's default.

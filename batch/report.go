@@ -4,11 +4,14 @@ import (
 	"context"
 	"errors"
 	"net/http"
+	"slices"
+	"strings"
 	"time"
 
 	"github.com/ax-sched/ax/apiv1"
 	"github.com/ax-sched/ax/queue"
 	"github.com/ax-sched/ax/queue/batchstore"
+	"github.com/ax-sched/ax/task"
 )
 
 // Reporter's pace: a pass every ReportInterval (at once again while a
@@ -21,7 +24,8 @@ const (
 )
 
 // Loop is the region leader loop of batches: it reports the ends of
-// members this region's shards ended to their batches' home regions, and
+// members this region's shards ended to their batches' home regions (and
+// those of single-task schedules' tasks to the gates, Config.RunEnded), and
 // stores the callbacks still due of this region's batches (Recover). Its
 // writes are idempotent, so it needs no fencing: two leaders for a moment
 // count each end once and store each callback once.
@@ -63,7 +67,12 @@ func (b *Batches) reportShard(ctx context.Context, shard int) (more bool, err er
 		return false, err
 	}
 	byRegion := map[string][]batchstore.End{}
+	var runs []batchstore.End
 	for _, e := range ends {
+		if strings.HasPrefix(e.Batch, "s/") {
+			runs = append(runs, e)
+			continue
+		}
 		home, err := homeOf(e.Batch)
 		if err != nil {
 			continue // not a batch id: nothing to report it to
@@ -82,7 +91,42 @@ func (b *Batches) reportShard(ctx context.Context, shard int) (more bool, err er
 			return false, err
 		}
 	}
+	b.runsEnded(ctx, runs)
 	return n == reportRead, b.store.Trim(ctx, shard, n)
+}
+
+// runsEnded records the ends of single-task schedules' runs, once per
+// schedule and read (one end wakes every gate waiting for the schedule).
+// A failure is logged, not retried: the gates read their upstreams on a
+// slow timer too (package dag), and the batches' ends must not wait for
+// the global etcd.
+func (b *Batches) runsEnded(ctx context.Context, runs []batchstore.End) {
+	if b.cfg.RunEnded == nil {
+		return
+	}
+	seen := map[string]bool{}
+	for _, e := range slices.Backward(runs) { // the newest end of each schedule
+		tenant, name, period, ok := task.ParseScheduleEnd(e.Batch)
+		if !ok || seen[tenant+"/"+name] {
+			continue
+		}
+		seen[tenant+"/"+name] = true
+		if err := b.cfg.RunEnded(ctx, tenant, name, period, e.Member, endState(e.Code)); err != nil && ctx.Err() == nil {
+			b.log.Warn("schedule run end not recorded; the gates waiting for it read it later", "schedule", name, "tenant", tenant,
+				"task", e.Member, "err", err)
+		}
+	}
+}
+
+// endState is a run's state for a task end's code (S, F or C).
+func endState(code string) task.DAGState {
+	switch code {
+	case "S":
+		return task.DAGSuccess
+	case "F":
+		return task.DAGFailed
+	}
+	return task.DAGCanceled
 }
 
 // send reports ends to their batches' home region.

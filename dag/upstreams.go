@@ -29,10 +29,10 @@ type Upstreams interface {
 // an upstream period is not seen.
 func (r *Runs) SetUpstreams(u Upstreams) { r.ups = u }
 
-// gateRecheck is how long a gate whose upstream is a DAG run goes without
-// a read when no end woke it: a safety net for ends the watch missed (a
-// watch restarting, a record lost with the server that ended the run), not
-// the way a gate normally opens.
+// gateRecheck is how long a gate goes without a read when no end woke it:
+// a safety net for ends the watch missed (a watch restarting, a record
+// lost with the server that ended the run, a task started before its
+// schedule's runs recorded their ends), not the way a gate normally opens.
 const gateRecheck = 30 * time.Second
 
 // gateReads is what the reconciler knows of the upstreams of one run's
@@ -63,11 +63,11 @@ func (rc *reconciler) wake(tenant, schedule string) {
 	}
 }
 
-// upstreamsOf is what p's gates know of the runs they wait for. A gate on
-// a DAG run is read when the run's end wakes it (wake), on the first pass
-// of the term, when a deadline passes, and every gateRecheck; in between
-// the last read stands. A gate on a single task (a schedule without a DAG)
-// is read every pass, like the run's own tasks: task ends wake nobody.
+// upstreamsOf is what p's gates know of the runs they wait for. A gate is
+// read when its upstream's run end wakes it (wake: a DAG run's end, or a
+// single-task schedule's task's, recorded by the region that ended it), on
+// the first pass of the term, when a deadline passes, and every
+// gateRecheck; in between the last read stands.
 func (rc *reconciler) upstreamsOf(ctx context.Context, p *runPass) map[string]upstream {
 	gs := p.gatedRuns()
 	if len(gs) == 0 {
@@ -79,21 +79,11 @@ func (rc *reconciler) upstreamsOf(ctx context.Context, p *runPass) map[string]up
 	rc.mu.Lock()
 	gr, wakes := rc.gates[p.id], rc.wakes
 	rc.mu.Unlock()
-	due := gr == nil || rc.runs.ups == nil || !p.now.Before(gr.next)
-	read := gs
-	if !due {
-		read = slices.DeleteFunc(slices.Clone(gs), func(g task.Gate) bool { return g.DAG })
+	if gr != nil && rc.runs.ups != nil && p.now.Before(gr.next) {
+		return gr.last
 	}
 	tenant := p.plan.def.Tenant
-	got := rc.runs.readUpstreams(ctx, tenant, read)
-	if !due {
-		for id, u := range gr.last {
-			if _, ok := got[id]; !ok {
-				got[id] = u
-			}
-		}
-		return got
-	}
+	got := rc.runs.readUpstreams(ctx, tenant, gs)
 	next := p.now.Add(gateRecheck)
 	var keys []string
 	for _, g := range gs {

@@ -10,8 +10,8 @@ import (
 )
 
 // Grid is tenant's schedule name's latest periods × its nodes (package
-// grid): the newest periods among its last slots up to now and the
-// periods its backfills and reruns started, at most periods of them, each
+// grid): the newest periods among its slots since its creation up to now
+// and the periods its backfills and reruns started, at most periods of them, each
 // with its newest run's node states. A run no region knows (not started,
 // or expired) leaves its column empty; one that cannot be read now is 503.
 func (s *Scheduler) Grid(ctx context.Context, name, tenant string, periods int) (*apiv1.ScheduleGrid, error) {
@@ -42,8 +42,14 @@ func (s *Scheduler) Grid(ctx context.Context, name, tenant string, periods int) 
 	if err != nil {
 		return nil, unavailable(err)
 	}
+	// The slots start after the schedule's creation, as its first fire:
+	// earlier periods are columns only when backfills or reruns ran them.
 	now := s.now()
-	cols := grid.Columns(comp.Latest(now.Add(-coverLookback), now.Add(time.Nanosecond), periods), e.runID, started, periods)
+	after := now.Add(-coverLookback)
+	if sd.def.CreatedAt.After(after) {
+		after = sd.def.CreatedAt
+	}
+	cols := grid.Columns(comp.Latest(after, now.Add(time.Nanosecond), periods), e.runID, started, periods)
 	cctx, cancel := context.WithTimeout(ctx, s.cfg.CallTimeout)
 	defer cancel()
 	if out.Periods, err = grid.Periods(cctx, s.cfg.DAGs, runsDAG(sd.def), out.Nodes, cols, e.periodOf); err != nil {

@@ -149,6 +149,9 @@ func (s *Scheduler) Validate(req *apiv1.ScheduleRequest) (*apiv1.Schedule, error
 		return nil, fieldError("task", "is required (or dag: a DAG each slot starts)")
 	}
 	sp, err := task.DecodeSpec(req.Task)
+	if err == nil {
+		err = sp.RefuseInternal()
+	}
 	if err != nil {
 		return nil, taskFieldError(err)
 	}

@@ -175,6 +175,7 @@ func (s *Scheduler) start(ctx context.Context, t *term, e *entry, slot time.Time
 		sp := *d.Task
 		sp.RunAt = &runAt
 		sp.Payload = period.Render(sp.Payload, p, d.Name)
+		sp.ScheduleEnd = task.ScheduleEndOf(tenantOf(d), d.Name, slot)
 		return s.tasks.Enqueue(cctx, d.HomeRegion, id, &sp)
 	}
 	if s.cfg.DAGs == nil {

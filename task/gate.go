@@ -1,6 +1,10 @@
 package task
 
-import "time"
+import (
+	"strconv"
+	"strings"
+	"time"
+)
 
 // Gates: a node of a schedule's DAG run that depends on another schedule
 // (package schedule) carries one Gate per such dependency. The federation
@@ -56,4 +60,26 @@ func (g Gate) Unmet(reason string) (NodeState, string) {
 		return NodeSkipped, reason
 	}
 	return NodeFailed, reason
+}
+
+// ScheduleEndOf is the Spec.ScheduleEnd of the task tenant's schedule name
+// runs for the period starting at period. Tenants and schedule names hold
+// no '/' or space (their validations), so it parses back (ParseScheduleEnd)
+// and fits a space-separated list entry.
+func ScheduleEndOf(tenant, name string, period time.Time) string {
+	return "s/" + tenant + "/" + name + "/" + strconv.FormatInt(period.UnixMilli(), 10)
+}
+
+// ParseScheduleEnd takes a ScheduleEndOf apart; ok is false when s is not
+// one.
+func ParseScheduleEnd(s string) (tenant, name string, period time.Time, ok bool) {
+	f := strings.Split(s, "/")
+	if len(f) != 4 || f[0] != "s" || f[1] == "" || f[2] == "" {
+		return "", "", time.Time{}, false
+	}
+	ms, err := strconv.ParseInt(f[3], 10, 64)
+	if err != nil {
+		return "", "", time.Time{}, false
+	}
+	return f[1], f[2], time.UnixMilli(ms).UTC(), true
 }

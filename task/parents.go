@@ -36,13 +36,17 @@ func (s *Spec) checkParents() error {
 
 // RefuseInternal refuses a spec a client sent that sets what only ax sets
 // (parents: a DAG run writes them when it releases a node; batch: a
-// batch's create writes it into its members).
+// batch's create writes it into its members; schedule_end: a schedule
+// writes it into its slots' tasks).
 func (s *Spec) RefuseInternal() error {
 	if s.Parents != nil {
 		return fieldErr("parents", "is set by a DAG run when it releases a node; a submit cannot give it")
 	}
 	if s.Batch != "" {
 		return fieldErr("batch", "is set by POST /v1/batches for its members; a submit cannot give it")
+	}
+	if s.ScheduleEnd != "" {
+		return fieldErr("schedule_end", "is set by a schedule for its slots' tasks; a submit cannot give it")
 	}
 	return nil
 }

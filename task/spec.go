@@ -141,6 +141,12 @@ type Spec struct {
 	// whichever region ends the task reports its end to the batch; a
 	// client's submit naming it is refused (RefuseInternal).
 	Batch string `json:"batch,omitempty"`
+	// ScheduleEnd marks the task as the run of a single-task schedule's
+	// slot: "s/<tenant>/<schedule>/<period start, unix ms>" (ScheduleEndOf).
+	// Written by the schedule's leader and carried by hand-offs, so
+	// whichever region ends the task records its end for the gates waiting
+	// for it; a client's submit naming it is refused (RefuseInternal).
+	ScheduleEnd string `json:"schedule_end,omitempty"`
 }
 
 var (

@@ -40,7 +40,9 @@ type Task struct {
 	// handler; not shown by the API (read the parents' tasks).
 	Parents ParentResults `json:"-"`
 	// Batch is the batch the task is a member of (Spec.Batch; "" none).
-	Batch           string `json:"batch,omitempty"`
+	Batch string `json:"batch,omitempty"`
+	// ScheduleEnd is Spec.ScheduleEnd; not shown by the API.
+	ScheduleEnd     string `json:"-"`
 	State           State  `json:"state"`
 	Reason          string `json:"reason,omitempty"`
 	Region          string `json:"region"`  // home region (from the id)
@@ -119,6 +121,7 @@ func (t *Task) Spec() *Spec {
 		Preemptible: t.Preemptible, Critical: t.Critical, Tenant: t.Tenant, TraceID: t.TraceID,
 		LimitKey: t.LimitKey, MaxPricePerSlotHour: t.MaxPricePerSlotHour, MaxWait: t.MaxWait,
 		ResultTTL: t.ResultTTL, Parents: t.Parents, Batch: t.Batch, Slots: t.Slots,
+		ScheduleEnd: t.ScheduleEnd,
 	}
 	// The key was settled at home; the receiver of a hand-off shows it and
 	// takes none (a task with an id takes no key).

@@ -313,8 +313,11 @@ func (s *Server) assemble(pc placement.Config, peerTLS *tls.Config, reg *prometh
 		return err
 	}
 	s.dags = dag.New(s.store.DAGs(), s.node, dag.Config{Region: cfg.Name, Regions: cfg.Regions, Defaults: defaultsOf(cfg), Backlog: s.maxBacklog, Registerer: reg, Logger: s.log})
+	// Run ends (of DAG runs and single tasks that schedules started) go
+	// through the global etcd to the gates waiting for them.
+	runEnds := ends.New(s.global, cfg.Etcd.Prefix)
 	s.batches = batch.New(s.store.Batches(), s.node, batch.Config{Region: cfg.Name, Regions: cfg.Regions, Defaults: defaultsOf(cfg),
-		Retain: s.store.Options().RetainSuccess, Logger: s.log})
+		Retain: s.store.Options().RetainSuccess, RunEnded: runEnds.RunEnded, Logger: s.log})
 	s.sched = schedule.New(s.global, s.node, schedule.Config{
 		Region: cfg.Name, Regions: cfg.Regions, Defaults: defaultsOf(cfg), DAGs: s.dags, BudgetRoom: s.node.BudgetRoom,
 		Prefix: cfg.Etcd.Prefix, ID: s.id, SessionTTL: cfg.Etcd.SessionTTL, Registerer: own, Logger: s.log,
@@ -328,7 +331,7 @@ func (s *Server) assemble(pc placement.Config, peerTLS *tls.Config, reg *prometh
 	s.dags.SetUpstreams(struct {
 		*ends.Log
 		*schedule.Scheduler
-	}{ends.New(s.global, cfg.Etcd.Prefix), s.sched})
+	}{runEnds, s.sched})
 	s.serveAPI(reg, own, reserve)
 	return nil
 }

@@ -164,6 +164,9 @@ func SpecFields(s *task.Spec, d task.Defaults) []any {
 	if s.Batch != "" {
 		f = append(f, "bt", s.Batch)
 	}
+	if s.ScheduleEnd != "" {
+		f = append(f, "se", s.ScheduleEnd)
+	}
 	return f
 }
 
@@ -284,6 +287,8 @@ func (r *TaskReader) setSpec(k, v string) bool {
 		_ = json.Unmarshal([]byte(v), &t.Parents) // written by SpecFields
 	case "bt":
 		t.Batch = v
+	case "se":
+		t.ScheduleEnd = v
 	default:
 		return false
 	}

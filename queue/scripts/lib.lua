@@ -186,11 +186,20 @@ end
 -- shard's bdone list in the same script; the region leader's reporter
 -- applies the list to each batch in its home region, where the member's
 -- first report counts (batch_member.lua), and trims it.
--- batch_end queues task id's end (code) when it is a member; bt is its
--- record's bt when the caller read it (false: none), nil to read it here.
-local function batch_end(id, code, bt)
-  if bt == nil then bt = redis.call('HGET', tkey(id), 'bt') end
+-- The task of a single-task schedule's slot carries se (task.ScheduleEndOf,
+-- "s/<tenant>/<schedule>/<period ms>"): its end is queued on the same list
+-- as "<se> <id> <code>", and the reporter records it in the global etcd for
+-- the gates waiting for it (package batch, schedule/ends).
+-- batch_end queues task id's end (code) when it is a member or a
+-- schedule's run; bt and se are its record's when the caller read them
+-- (false: none), nil to read them here.
+local function batch_end(id, code, bt, se)
+  if bt == nil then
+    local r = redis.call('HMGET', tkey(id), 'bt', 'se')
+    bt, se = r[1], r[2]
+  end
   if bt then redis.call('RPUSH', C.K_PREFIX .. 'bdone', bt .. ' ' .. id .. ' ' .. code) end
+  if se then redis.call('RPUSH', C.K_PREFIX .. 'bdone', se .. ' ' .. id .. ' ' .. code) end
 end
 
 -- finish writes what cnt, zadd and backlog queued, and the tenants that
