@@ -27,13 +27,13 @@ func (s *Scheduler) Backfill(ctx context.Context, name, tenant string, req *apiv
 	if err != nil {
 		return nil, err
 	}
-	comp, err := slots.Compile(sd.def.Cron, sd.def.Timezone)
+	comp, err := slots.Compile(sd.Def.Cron, sd.Def.Timezone)
 	if err != nil {
 		return nil, err
 	}
 	r, slots, err := backfill.Parse(req, comp.Loc(), func(after, through time.Time, limit int) []time.Time {
 		return comp.Between(after, through, limit)
-	}, s.limits(sd.tenant()).MaxBackfillPeriods)
+	}, s.limits(sd.Tenant()).MaxBackfillPeriods)
 	if err != nil {
 		return nil, err
 	}
@@ -50,7 +50,7 @@ func (s *Scheduler) Rerun(ctx context.Context, name, tenant string, req *apiv1.R
 	if err != nil {
 		return nil, err
 	}
-	comp, err := slots.Compile(sd.def.Cron, sd.def.Timezone)
+	comp, err := slots.Compile(sd.Def.Cron, sd.Def.Timezone)
 	if err != nil {
 		return nil, err
 	}
@@ -58,14 +58,14 @@ func (s *Scheduler) Rerun(ctx context.Context, name, tenant string, req *apiv1.R
 	if err != nil {
 		return nil, err
 	}
-	prior, err := s.store.backfillsOf(ctx, sd.key)
+	prior, err := s.store.BackfillsOf(ctx, sd.Key)
 	if err != nil {
 		return nil, unavailable(err)
 	}
 	attempt := 1
 	for _, bs := range prior {
-		if bs.rec.Rerun && bs.rec.From.Equal(slot) && bs.rec.DefRev == sd.rev {
-			attempt = max(attempt, bs.rec.Attempt+1)
+		if bs.Rec.Rerun && bs.Rec.From.Equal(slot) && bs.Rec.DefRev == sd.Rev {
+			attempt = max(attempt, bs.Rec.Attempt+1)
 		}
 	}
 	// Slots are whole seconds: the rerun's milliseconds keep its ids apart
@@ -80,7 +80,7 @@ func (s *Scheduler) Rerun(ctx context.Context, name, tenant string, req *apiv1.R
 
 // createBackfill stores rec, RUNNING, as a new backfill of sd by by.
 func (s *Scheduler) createBackfill(ctx context.Context, sd stored, rec *bfRecord, by string) (*apiv1.Backfill, error) {
-	rec.Schedule, rec.State, rec.CreatedAt, rec.CreatedBy, rec.DefRev = sd.def.Name, apiv1.BackfillRunning, s.now().UTC(), by, sd.rev
+	rec.Schedule, rec.State, rec.CreatedAt, rec.CreatedBy, rec.DefRev = sd.Def.Name, apiv1.BackfillRunning, s.now().UTC(), by, sd.Rev
 	rec.Runs, rec.Active = []apiv1.BackfillRun{}, []string{}
 	for attempt := 0; ; attempt++ {
 		var b [4]byte
@@ -88,7 +88,7 @@ func (s *Scheduler) createBackfill(ctx context.Context, sd stored, rec *bfRecord
 			return nil, err
 		}
 		rec.ID = s.now().UTC().Format("20060102t150405") + "-" + hex.EncodeToString(b[:])
-		ok, err := s.store.createBackfill(ctx, sd, rec)
+		ok, err := s.store.CreateBackfill(ctx, sd, rec)
 		switch {
 		case err != nil:
 			return nil, unavailable(err)
@@ -109,14 +109,14 @@ func (s *Scheduler) Backfills(ctx context.Context, name, tenant string) ([]apiv1
 	if err != nil {
 		return nil, err
 	}
-	list, err := s.store.backfillsOf(ctx, sd.key)
+	list, err := s.store.BackfillsOf(ctx, sd.Key)
 	if err != nil {
 		return nil, unavailable(err)
 	}
 	out := []apiv1.Backfill{}
 	for _, bs := range slices.Backward(list) {
-		if bs.rec.DefRev == sd.rev {
-			out = append(out, bs.rec.Backfill)
+		if bs.Rec.DefRev == sd.Rev {
+			out = append(out, bs.Rec.Backfill)
 		}
 	}
 	return out, nil
@@ -133,7 +133,7 @@ func (s *Scheduler) CancelBackfill(ctx context.Context, name, tenant, id, by str
 	if err != nil {
 		return nil, err
 	}
-	rec, found, err := s.store.cancelBackfill(ctx, sd.key, sd.rev, id, by, s.now().UTC())
+	rec, found, err := s.store.CancelBackfill(ctx, sd.Key, sd.Rev, id, by, s.now().UTC())
 	switch {
 	case err != nil:
 		return nil, unavailable(err)

@@ -28,17 +28,17 @@ func (s *Scheduler) stepBackfills(ctx context.Context, t *term) error {
 		return nil
 	}
 	t.backfillAt = time.Now()
-	all, err := s.store.backfillsOf(ctx, "")
+	all, err := s.store.BackfillsOf(ctx, "")
 	if err != nil {
 		s.log.Warn("schedules: cannot read backfills", "err", err)
 		return nil
 	}
 	for _, bs := range all {
-		if bs.rec.State != apiv1.BackfillRunning {
+		if bs.Rec.State != apiv1.BackfillRunning {
 			continue
 		}
-		e := t.entries[s.store.defKeyOf(bs.key)]
-		if e == nil || e.rev != bs.rec.DefRev {
+		e := t.entries[s.store.DefKeyOf(bs.Key)]
+		if e == nil || e.Rev != bs.Rec.DefRev {
 			continue // its schedule is gone or was created again
 		}
 		err := s.stepBackfill(ctx, t, e, bs)
@@ -50,7 +50,7 @@ func (s *Scheduler) stepBackfills(ctx context.Context, t *term) error {
 			if ctx.Err() != nil {
 				return nil
 			}
-			s.log.Warn("schedule backfill: not advanced; retrying", "schedule", e.def.Name, "tenant", e.tenant(), "backfill", bs.rec.ID, "err", err)
+			s.log.Warn("schedule backfill: not advanced; retrying", "schedule", e.Def.Name, "tenant", e.Tenant(), "backfill", bs.Rec.ID, "err", err)
 		}
 	}
 	return nil
@@ -59,7 +59,7 @@ func (s *Scheduler) stepBackfills(ctx context.Context, t *term) error {
 // stepBackfill forgets bs's active runs that ended and starts its next
 // periods while fewer than max_active run, recording after each start.
 func (s *Scheduler) stepBackfill(ctx context.Context, t *term, e *entry, bs bfStored) error {
-	rec := bs.rec
+	rec := bs.Rec
 	active := rec.Active[:0:0]
 	for _, id := range rec.Active {
 		busy, err := s.unfinished(ctx, e, id)
@@ -72,14 +72,14 @@ func (s *Scheduler) stepBackfill(ctx context.Context, t *term, e *entry, bs bfSt
 	}
 	changed := len(active) != len(rec.Active)
 	rec.Active = active
-	b := t.bucket(e.tenant())
-	lim := s.limits(e.tenant())
+	b := t.bucket(e.Tenant())
+	lim := s.limits(e.Tenant())
 	for rec.Next != nil && len(rec.Active) < rec.MaxActive {
 		if b.refill(time.Now(), lim) < 1 {
 			break
 		}
 		slot := *rec.Next
-		id := taskID(e.idSeq(), slot.Add(time.Duration(rec.Attempt)*time.Millisecond), e.def.HomeRegion)
+		id := taskID(e.IDSeq(), slot.Add(time.Duration(rec.Attempt)*time.Millisecond), e.Def.HomeRegion)
 		created, refused, err := s.start(ctx, t, e, slot, id, slot)
 		if err != nil {
 			return err
@@ -95,8 +95,8 @@ func (s *Scheduler) stepBackfill(ctx context.Context, t *term, e *entry, bs bfSt
 		} else {
 			rec.Next = nil
 		}
-		s.fires.WithLabelValues(e.tenant(), e.def.Name, outcome).Inc()
-		s.log.Info("schedule backfill: period started", "schedule", e.def.Name, "tenant", e.tenant(), "backfill", rec.ID,
+		s.fires.WithLabelValues(e.Tenant(), e.Def.Name, outcome).Inc()
+		s.log.Info("schedule backfill: period started", "schedule", e.Def.Name, "tenant", e.Tenant(), "backfill", rec.ID,
 			"period_start", slot, "id", id, "outcome", outcome, "active", len(rec.Active), "rerun", rec.Rerun)
 		if err := s.putBackfill(ctx, t, &bs); err != nil {
 			if errors.Is(err, errGone) && (outcome == OutcomeFired || outcome == OutcomeAlreadyFired) {
@@ -113,7 +113,7 @@ func (s *Scheduler) stepBackfill(ctx context.Context, t *term, e *entry, bs bfSt
 	if rec.Next == nil && len(rec.Active) == 0 {
 		now := s.now().UTC()
 		rec.State, rec.FinishedAt, changed = apiv1.BackfillDone, &now, true
-		s.log.Info("schedule backfill: done", "schedule", e.def.Name, "tenant", e.tenant(), "backfill", rec.ID, "periods", len(rec.Runs))
+		s.log.Info("schedule backfill: done", "schedule", e.Def.Name, "tenant", e.Tenant(), "backfill", rec.ID, "periods", len(rec.Runs))
 	}
 	if changed {
 		return s.putBackfill(ctx, t, &bs)
@@ -122,8 +122,8 @@ func (s *Scheduler) stepBackfill(ctx context.Context, t *term, e *entry, bs bfSt
 }
 
 func (s *Scheduler) putBackfill(ctx context.Context, t *term, bs *bfStored) error {
-	bs.rec.Leader = t.l.Token()
-	return s.store.putBackfill(ctx, t.l, bs)
+	bs.Rec.Leader = t.l.Token()
+	return s.store.PutBackfill(ctx, t.l, bs)
 }
 
 // outcomeOf names what starting a run did (start's results, err nil).

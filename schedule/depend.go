@@ -37,7 +37,7 @@ const (
 func (s *Scheduler) gates(ctx context.Context, e *entry, p apiv1.Period, lookup func(name string) *entry) (map[string][]task.Gate, error) {
 	var out map[string][]task.Gate
 	now := s.now().UTC()
-	dr, err := dagOf(e.def)
+	dr, err := dagOf(e.Def)
 	if err != nil {
 		return nil, err
 	}
@@ -50,7 +50,7 @@ func (s *Scheduler) gates(ctx context.Context, e *entry, p apiv1.Period, lookup 
 				g.Stale = true
 			case dep.Rule == task.GateSamePeriod:
 				g.Deadline = now.Add(time.Duration(dep.Timeout))
-				g.DAG = runsDAG(u.def)
+				g.DAG = runsDAG(u.Def)
 				if slot, ok := u.comp.NewestBefore(p.Start.Add(-coverLookback), p.Start.Add(time.Nanosecond)); ok {
 					g.RunID, g.Period = u.runID(slot), &slot
 				}
@@ -71,7 +71,7 @@ func (s *Scheduler) gates(ctx context.Context, e *entry, p apiv1.Period, lookup 
 // latestSuccess points g at u's newest successful run among its latest
 // periods, or marks it stale when none ended within maxAge (0: any age).
 func (s *Scheduler) latestSuccess(ctx context.Context, u *entry, g *task.Gate, now time.Time, maxAge time.Duration) error {
-	g.DAG = runsDAG(u.def)
+	g.DAG = runsDAG(u.Def)
 	slots := u.comp.Latest(now.Add(-coverLookback), now.Add(time.Nanosecond), latestSuccessSlots)
 	reruns, err := s.startedRuns(ctx, u.stored, true)
 	if err != nil {
@@ -113,7 +113,7 @@ func (s *Scheduler) succeeded(ctx context.Context, u *entry, id string) (bool, *
 	}
 	cctx, cancel := context.WithTimeout(ctx, s.cfg.CallTimeout)
 	defer cancel()
-	if !runsDAG(u.def) {
+	if !runsDAG(u.Def) {
 		st, finished, ok, err := s.cfg.DAGs.TaskState(cctx, id)
 		return ok && st == task.Success, finished, err
 	}

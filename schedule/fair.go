@@ -93,7 +93,7 @@ type dueQueues struct {
 func newDueQueues(due []*entry, turn int) dueQueues {
 	q := dueQueues{queues: map[string][]*entry{}}
 	for _, e := range due {
-		tn := e.tenant()
+		tn := e.Tenant()
 		if _, ok := q.queues[tn]; !ok {
 			q.tenants = append(q.tenants, tn)
 		}
@@ -109,7 +109,7 @@ func newDueQueues(due []*entry, turn int) dueQueues {
 			if c := a.dueAt.Compare(b.dueAt); c != 0 {
 				return c
 			}
-			return strings.Compare(a.key, b.key)
+			return strings.Compare(a.Key, b.Key)
 		})
 	}
 	return q

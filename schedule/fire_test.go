@@ -17,6 +17,7 @@ import (
 	"github.com/ax-sched/ax/internal/testenv"
 	"github.com/ax-sched/ax/lease"
 	"github.com/ax-sched/ax/queue"
+	"github.com/ax-sched/ax/schedule/defs"
 	"github.com/ax-sched/ax/task"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	clientv3 "go.etcd.io/etcd/client/v3"
@@ -77,19 +78,19 @@ func (f *fed) createSchedule(regionName, token string, body any) reply {
 	return f.Call(http.MethodPost, f.R(regionName).URL()+"/v1/schedules", token, body)
 }
 
-func (f *fed) schedStore() store {
-	return store{c: f.EtcdCli, prefix: "/ax/", timeout: 5 * time.Second}
+func (f *fed) schedStore() defs.Store {
+	return defs.New(f.EtcdCli, "/ax/", 5*time.Second)
 }
 
 // sched reads the one schedule named name (of any tenant).
 func (f *fed) sched(name string) stored {
 	f.T.Helper()
-	defs, _, err := f.schedStore().list(context.Background())
+	defs, _, err := f.schedStore().List(context.Background())
 	if err != nil {
 		f.T.Fatal(err)
 	}
 	for _, sd := range defs {
-		if sd.def.Name == name {
+		if sd.Def.Name == name {
 			return sd
 		}
 	}
@@ -101,13 +102,13 @@ func (f *fed) sched(name string) stored {
 // scheduler derives it (tenant "": the legacy definition of name).
 func (f *fed) slotID(tenant, name string, slot time.Time, home string) string {
 	f.T.Helper()
-	defs, _, err := f.schedStore().list(context.Background())
+	defs, _, err := f.schedStore().List(context.Background())
 	if err != nil {
 		f.T.Fatal(err)
 	}
 	for _, sd := range defs {
-		if sd.def.Name == name && (tenant == "" && sd.legacy || tenant != "" && !sd.legacy && sd.tenant() == tenant) {
-			return taskID(sd.idSeq(), slot, home)
+		if sd.Def.Name == name && (tenant == "" && sd.Legacy || tenant != "" && !sd.Legacy && sd.Tenant() == tenant) {
+			return taskID(sd.IDSeq(), slot, home)
 		}
 	}
 	f.T.Fatalf("no schedule %s of tenant %q", name, tenant)
@@ -116,7 +117,7 @@ func (f *fed) slotID(tenant, name string, slot time.Time, home string) string {
 
 func (f *fed) schedState(name string) State {
 	f.T.Helper()
-	st, _, err := f.schedStore().state(context.Background(), f.sched(name))
+	st, _, err := f.schedStore().State(context.Background(), f.sched(name))
 	if err != nil {
 		f.T.Fatal(err)
 	}
@@ -127,8 +128,8 @@ func (f *fed) schedState(name string) State {
 func (f *fed) setLastSlot(name string, last time.Time) {
 	f.T.Helper()
 	sd := f.sched(name)
-	b, _ := json.Marshal(State{DefRev: sd.rev, LastSlot: last, LastOutcome: OutcomeFired})
-	if _, err := f.EtcdCli.Put(context.Background(), f.schedStore().stateKey(sd.key), string(b)); err != nil {
+	b, _ := json.Marshal(State{DefRev: sd.Rev, LastSlot: last, LastOutcome: OutcomeFired})
+	if _, err := f.EtcdCli.Put(context.Background(), f.schedStore().StateKey(sd.Key), string(b)); err != nil {
 		f.T.Fatal(err)
 	}
 }
@@ -500,7 +501,7 @@ func TestScheduleMisfire(t *testing.T) {
 			}
 		}
 		fedtest.Eventually(t, 10*time.Second, "mf-shared (default) reaches F", func() bool {
-			st, _, err := f.schedStore().state(ctx, stored{def: &apiv1.Schedule{Name: "mf-shared"}, key: "/ax/schedules/default/mf-shared"})
+			st, _, err := f.schedStore().State(ctx, stored{Def: &apiv1.Schedule{Name: "mf-shared"}, Key: "/ax/schedules/default/mf-shared"})
 			return err == nil && st.LastSlot.Equal(F)
 		})
 		check(t, "mf-shared", []int{2, 1, 0})
@@ -525,7 +526,7 @@ func TestScheduleMisfire(t *testing.T) {
 			t.Errorf("default's mf-shared: %+v", st)
 		}
 		f.Call(http.MethodPost, url+"/mf-shared/pause?tenant=globex", tokOperator, nil).Want(t, http.StatusOK).JSON(t, &st)
-		if !st.Paused || st.Task.Tenant != "globex" || f.sched("mf-legacy").legacy != true {
+		if !st.Paused || st.Task.Tenant != "globex" || f.sched("mf-legacy").Legacy != true {
 			t.Errorf("paused globex's: %+v", st)
 		}
 		f.Call(http.MethodDelete, url+"/mf-shared?tenant=globex", tokOperator, nil).Want(t, http.StatusOK)

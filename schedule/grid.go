@@ -25,16 +25,16 @@ func (s *Scheduler) Grid(ctx context.Context, name, tenant string, periods int) 
 	if err != nil {
 		return nil, err
 	}
-	comp, err := slots.Compile(sd.def.Cron, sd.def.Timezone)
+	comp, err := slots.Compile(sd.Def.Cron, sd.Def.Timezone)
 	if err != nil {
 		return nil, err
 	}
 	e := &entry{stored: sd, comp: comp}
-	dr, err := dagOf(sd.def)
+	dr, err := dagOf(sd.Def)
 	if err != nil {
 		return nil, err
 	}
-	out := &apiv1.ScheduleGrid{Schedule: sd.def.Name, Nodes: make([]string, len(dr.Nodes))}
+	out := &apiv1.ScheduleGrid{Schedule: sd.Def.Name, Nodes: make([]string, len(dr.Nodes))}
 	for i, nd := range dr.Nodes {
 		out.Nodes[i] = nd.ID
 	}
@@ -46,13 +46,13 @@ func (s *Scheduler) Grid(ctx context.Context, name, tenant string, periods int) 
 	// earlier periods are columns only when backfills or reruns ran them.
 	now := s.now()
 	after := now.Add(-coverLookback)
-	if sd.def.CreatedAt.After(after) {
-		after = sd.def.CreatedAt
+	if sd.Def.CreatedAt.After(after) {
+		after = sd.Def.CreatedAt
 	}
 	cols := grid.Columns(comp.Latest(after, now.Add(time.Nanosecond), periods), e.runID, started, periods)
 	cctx, cancel := context.WithTimeout(ctx, s.cfg.CallTimeout)
 	defer cancel()
-	if out.Periods, err = grid.Periods(cctx, s.cfg.DAGs, runsDAG(sd.def), out.Nodes, cols, e.periodOf); err != nil {
+	if out.Periods, err = grid.Periods(cctx, s.cfg.DAGs, runsDAG(sd.Def), out.Nodes, cols, e.periodOf); err != nil {
 		return nil, unavailable(err)
 	}
 	return out, nil

@@ -3,11 +3,16 @@ package schedule
 import (
 	"time"
 
+	"github.com/ax-sched/ax/schedule/defs"
 	"github.com/ax-sched/ax/schedule/runid"
 )
 
-// The derivations of run ids (package runid), by their short names here.
+// The derivations of run ids (package runid) and the stored definitions
+// (package defs), by their short names here.
 var (
+	tenantOf     = defs.TenantOf
+	errGone      = defs.ErrGone
+	errNotLeader = defs.ErrNotLeader
 	taskID       = runid.ID
 	derivedSeq   = runid.DerivedSeq
 	newSeq       = runid.NewSeq
@@ -21,13 +26,14 @@ func TaskID(tenant, name string, slot time.Time, home string) string {
 	return taskID(derivedSeq(tenant, name), slot, home)
 }
 
-// idSeq is the sequence part of the schedule's task ids: the one drawn at
-// its creation (newSeq), or, for a definition stored without one (created
-// by an earlier version), derivedSeq of its tenant and name — "" for a
-// legacy definition — so its slots keep the ids they had.
-func (sd stored) idSeq() uint64 {
-	if sd.seq != nil {
-		return uint64(*sd.seq)
-	}
-	return derivedSeq(sd.idTenant(), sd.def.Name)
-}
+// Schedule errors an API caller sees (they carry their API code).
+var (
+	ErrExists   = defs.ErrExists
+	ErrNotFound = defs.ErrNotFound
+)
+
+type (
+	stored   = defs.Stored
+	bfRecord = defs.BackfillRecord
+	bfStored = defs.StoredBackfill
+)

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/ax-sched/ax/apiv1"
+	"github.com/ax-sched/ax/schedule/defs"
 	"github.com/ax-sched/ax/schedule/depend"
 	"github.com/ax-sched/ax/task"
 )
@@ -37,19 +38,8 @@ const (
 	MaxCatchUpLimit     = 1000
 )
 
-// State is <prefix>schedule-state/<tenant>/<name> (a legacy definition's
-// <prefix>schedule-state/<name>), written by the leader.
-type State struct {
-	// DefRev is the create revision of the definition this state belongs
-	// to: a schedule deleted and created again starts afresh.
-	DefRev        int64      `json:"def_rev"`
-	LastSlot      time.Time  `json:"last_slot"`
-	LastOutcome   string     `json:"last_outcome"`
-	LastFiredSlot *time.Time `json:"last_fired_slot,omitempty"`
-	LastTaskID    string     `json:"last_task_id,omitempty"`
-	UpdatedAt     time.Time  `json:"updated_at"`
-	Leader        int64      `json:"leader_token"` // fencing token of the term that wrote it
-}
+// State is what the leader last did with a schedule (defs.State).
+type State = defs.State
 
 // validatePolicies checks and defaults the misfire, catch-up and overlap
 // policies of req into d; errors are *task.FieldError.

@@ -1,9 +1,7 @@
 package schedule
 
 import (
-	"encoding/json"
 	"github.com/ax-sched/ax/schedule/slots"
-	"go.etcd.io/etcd/api/v3/mvccpb"
 	"strings"
 	"testing"
 	"time"
@@ -205,30 +203,5 @@ func TestScheduleJitter(t *testing.T) {
 	}
 	if off := jitterOffset("nightly", slot, 0); off != 0 {
 		t.Errorf("no window: offset %v", off)
-	}
-}
-
-// A definition stored without an id sequence (created by an earlier
-// version) keeps the ids derived from its tenant and name; one stored
-// with its sequence keeps that one through a rewrite (pause).
-func TestStoredIDSeq(t *testing.T) {
-	st := store{prefix: "/ax/"}
-	def := `{"name": "nightly", "cron": "@daily", "task": {"type": "x", "tenant": "acme"}}`
-	kv := &mvccpb.KeyValue{Key: []byte("/ax/schedules/acme/nightly"), Value: []byte(def)}
-	sd, ok := st.parse(kv)
-	if !ok || sd.idSeq() != derivedSeq("acme", "nightly") {
-		t.Fatalf("parse %v: seq %d, want the derived %d", ok, sd.idSeq(), derivedSeq("acme", "nightly"))
-	}
-	seq := uint32(12345)
-	b, err := json.Marshal(record{Schedule: sd.def, IDSeq: &seq})
-	if err != nil {
-		t.Fatal(err)
-	}
-	kv.Value = b
-	if sd, ok = st.parse(kv); !ok || sd.idSeq() != 12345 || sd.def.Name != "nightly" || sd.def.Task.Tenant != "acme" {
-		t.Fatalf("parse %s: %v %d %+v", b, ok, sd.idSeq(), sd.def)
-	}
-	if b, _ = json.Marshal(record{Schedule: sd.def, IDSeq: sd.seq}); !strings.Contains(string(b), `"id_seq":12345`) {
-		t.Fatalf("rewritten as %s", b)
 	}
 }

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/ax-sched/ax/lease"
+	"github.com/ax-sched/ax/schedule/defs"
 	"github.com/ax-sched/ax/task"
 	"github.com/prometheus/client_golang/prometheus"
 	clientv3 "go.etcd.io/etcd/client/v3"
@@ -95,7 +96,7 @@ type Config struct {
 // the API maps them without importing this package.
 type Scheduler struct {
 	tasks   Enqueuer
-	store   store
+	store   defs.Store
 	cfg     Config
 	log     *slog.Logger
 	fires   *prometheus.CounterVec
@@ -149,7 +150,7 @@ func New(c *clientv3.Client, tasks Enqueuer, cfg Config) *Scheduler {
 	}
 	s := &Scheduler{
 		tasks: tasks, cfg: cfg, log: cfg.Logger.With("component", "schedules"),
-		store: store{c: c, prefix: cfg.Prefix, timeout: cfg.CallTimeout},
+		store: defs.New(c, cfg.Prefix, cfg.CallTimeout),
 		fires: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "ax_schedule_fires_total",
 			Help: "Slots of cron schedules handled by the federation leader, by tenant, schedule and outcome (fired, already_fired, skipped_overlap, misfire_skipped, rejected, budget_exceeded; deferred: a pass left a due slot for the next)."},
 			[]string{"tenant", "schedule", "outcome"}),
@@ -170,7 +171,7 @@ func (s *Scheduler) now() time.Time { return s.cfg.Now() }
 // Run campaigns in the federation election until ctx ends, firing the
 // schedules during each term. It returns nil when ctx is cancelled.
 func (s *Scheduler) Run(ctx context.Context) error {
-	el := lease.NewElector(s.store.c, s.cfg.Prefix+"elect/federation", s.cfg.ID,
+	el := lease.NewElector(s.store.Client(), s.cfg.Prefix+"elect/federation", s.cfg.ID,
 		lease.WithTTL(s.cfg.SessionTTL), lease.WithCallTimeout(s.cfg.CallTimeout), lease.WithLogger(s.cfg.Logger))
 	err := el.Run(ctx, s.lead)
 	if errors.Is(err, context.Canceled) {
@@ -204,11 +205,11 @@ func (t *term) bucket(tenant string) *bucket {
 }
 
 // lookup finds tenant's schedule name among the term's entries (nil: none).
-func (t *term) lookup(st store, tenant, name string) *entry {
-	if e := t.entries[st.defKey(tenant, name)]; e != nil {
+func (t *term) lookup(st defs.Store, tenant, name string) *entry {
+	if e := t.entries[st.DefKey(tenant, name)]; e != nil {
 		return e
 	}
-	if e := t.entries[st.legacyKey(name)]; e != nil && e.tenant() == tenant {
+	if e := t.entries[st.LegacyKey(name)]; e != nil && e.Tenant() == tenant {
 		return e
 	}
 	return nil
@@ -237,7 +238,7 @@ func (s *Scheduler) lead(ctx context.Context, l *lease.Leadership) {
 	}()
 	t := &term{l: l, entries: map[string]*entry{}, warned: map[string]bool{}, buckets: map[string]*bucket{}}
 	for t.loaded == nil {
-		st, err := s.store.states(ctx)
+		st, err := s.store.States(ctx)
 		if err == nil {
 			t.loaded = st
 			break
@@ -265,7 +266,7 @@ func (s *Scheduler) refresh(ctx context.Context, t *term) error {
 	if !t.listedAt.IsZero() && time.Since(t.listedAt) < listEvery {
 		return nil
 	}
-	defs, bad, err := s.store.list(ctx)
+	defs, bad, err := s.store.List(ctx)
 	if err != nil {
 		return err
 	}
@@ -278,25 +279,25 @@ func (s *Scheduler) refresh(ctx context.Context, t *term) error {
 	}
 	seen := make(map[string]bool, len(defs))
 	for _, sd := range defs {
-		key := sd.key
+		key := sd.Key
 		seen[key] = true
 		e := t.entries[key]
-		if e == nil || e.rev != sd.rev {
-			comp, err := slots.Compile(sd.def.Cron, sd.def.Timezone)
+		if e == nil || e.Rev != sd.Rev {
+			comp, err := slots.Compile(sd.Def.Cron, sd.Def.Timezone)
 			if err != nil {
 				if !t.warned[key] {
 					t.warned[key] = true
-					s.log.Error("schedules: definition does not compile; ignored", "schedule", sd.def.Name, "tenant", sd.tenant(), "err", err)
+					s.log.Error("schedules: definition does not compile; ignored", "schedule", sd.Def.Name, "tenant", sd.Tenant(), "err", err)
 				}
 				continue
 			}
 			e = &entry{stored: sd, comp: comp}
-			if st, ok := t.loaded[s.store.stateKey(key)]; ok && st.DefRev == sd.rev {
+			if st, ok := t.loaded[s.store.StateKey(key)]; ok && st.DefRev == sd.Rev {
 				e.st = st
 			}
 			t.entries[key] = e
-		} else if e.modRev != sd.modRev {
-			e.def, e.modRev = sd.def, sd.modRev // paused or resumed
+		} else if e.ModRev != sd.ModRev {
+			e.Def, e.ModRev = sd.Def, sd.ModRev // paused or resumed
 		}
 	}
 	for key := range t.entries {
@@ -320,12 +321,12 @@ func (s *Scheduler) pass(ctx context.Context, t *term) time.Duration {
 	wait := time.Second
 	var due []*entry
 	for _, e := range t.entries {
-		if e.def.Paused {
+		if e.Def.Paused {
 			continue
 		}
 		after := e.st.LastSlot
 		if after.IsZero() {
-			after = e.def.CreatedAt
+			after = e.Def.CreatedAt
 		}
 		e.dueAt = e.comp.Next(after)
 		switch {
@@ -361,16 +362,16 @@ func (s *Scheduler) pass(ctx context.Context, t *term) time.Duration {
 				t.l.Lost(err)
 				return 0
 			case errors.Is(err, errGone):
-				delete(t.entries, e.key)
+				delete(t.entries, e.Key)
 				continue
 			case err != nil:
 				if ctx.Err() != nil {
 					return 0
 				}
-				s.fires.WithLabelValues(tenant, e.def.Name, OutcomeDeferred).Inc()
+				s.fires.WithLabelValues(tenant, e.Def.Name, OutcomeDeferred).Inc()
 				if msg := err.Error(); msg != e.lastErr {
 					e.lastErr = msg
-					s.log.Warn("schedule: slot not fired; retrying", "schedule", e.def.Name, "tenant", tenant, "home_region", e.def.HomeRegion, "err", err)
+					s.log.Warn("schedule: slot not fired; retrying", "schedule", e.Def.Name, "tenant", tenant, "home_region", e.Def.HomeRegion, "err", err)
 				}
 				continue
 			}
@@ -400,10 +401,10 @@ func (s *Scheduler) advance(ctx context.Context, t *term, e *entry, limit int) (
 	now := s.now()
 	after := e.st.LastSlot
 	if after.IsZero() {
-		after = e.def.CreatedAt
+		after = e.Def.CreatedAt
 	}
-	p := planSlots(e.comp, e.def, after, now, s.cfg.Tolerance)
-	name, tenant := e.def.Name, e.tenant()
+	p := planSlots(e.comp, e.Def, after, now, s.cfg.Tolerance)
+	name, tenant := e.Def.Name, e.Tenant()
 	if !p.skipTo.IsZero() {
 		st := e.st
 		st.LastSlot, st.LastOutcome = p.skipTo, OutcomeMisfireSkipped
@@ -412,7 +413,7 @@ func (s *Scheduler) advance(ctx context.Context, t *term, e *entry, limit int) (
 		}
 		s.fires.WithLabelValues(tenant, name, OutcomeMisfireSkipped).Add(float64(p.skipped))
 		s.log.Info("schedule: missed slots skipped", "schedule", name, "tenant", tenant, "slots", p.skipped, "through", p.skipTo,
-			"misfire", e.def.Misfire, "reason", "MISFIRE_SKIPPED")
+			"misfire", e.Def.Misfire, "reason", "MISFIRE_SKIPPED")
 	}
 	if len(p.fire) > limit {
 		p.fire = p.fire[:max(limit, 0)]
@@ -436,12 +437,12 @@ func (s *Scheduler) advance(ctx context.Context, t *term, e *entry, limit int) (
 		if i == 0 && p.skipped > 0 && p.skipTo.IsZero() {
 			s.fires.WithLabelValues(tenant, name, OutcomeMisfireSkipped).Add(float64(p.skipped))
 			s.log.Info("schedule: missed slots skipped", "schedule", name, "tenant", tenant, "slots", p.skipped, "before", slot,
-				"misfire", e.def.Misfire, "reason", "MISFIRE_SKIPPED")
+				"misfire", e.Def.Misfire, "reason", "MISFIRE_SKIPPED")
 		}
 		attrs := []any{"schedule", name, "tenant", tenant, "slot", slot, "outcome", outcome, "reason", strings.ToUpper(outcome),
 			"late", now.Sub(slot).Round(time.Millisecond)}
 		if id != "" {
-			attrs = append(attrs, "id", id, "trace_id", traceOf(e.def.Task, id), "home_region", e.def.HomeRegion)
+			attrs = append(attrs, "id", id, "trace_id", traceOf(e.Def.Task, id), "home_region", e.Def.HomeRegion)
 		}
 		s.log.Info("schedule slot", attrs...)
 	}
@@ -458,8 +459,8 @@ func traceOf(sp *task.Spec, id string) string {
 
 // record writes the entry's new state under the term's guard.
 func (s *Scheduler) record(ctx context.Context, l *lease.Leadership, e *entry, st State) error {
-	st.DefRev, st.UpdatedAt, st.Leader = e.rev, s.now().UTC(), l.Token()
-	if err := s.store.advance(ctx, l, e.key, e.rev, st); err != nil {
+	st.DefRev, st.UpdatedAt, st.Leader = e.Rev, s.now().UTC(), l.Token()
+	if err := s.store.Advance(ctx, l, e.Key, e.Rev, st); err != nil {
 		return err
 	}
 	e.st = st
@@ -470,7 +471,7 @@ func (s *Scheduler) record(ctx context.Context, l *lease.Leadership, e *entry, s
 // the outcome and, when the slot has a task, its id; an error leaves the
 // slot for the next pass.
 func (s *Scheduler) fire(ctx context.Context, t *term, e *entry, slot time.Time) (outcome, id string, err error) {
-	d := e.def
+	d := e.Def
 	if d.Overlap != OverlapAllow && e.st.LastFiredSlot != nil {
 		prev := e.st.LastTaskID
 		if prev == "" {

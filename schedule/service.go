@@ -54,7 +54,7 @@ func (s *Scheduler) Create(ctx context.Context, d *apiv1.Schedule, by string) (*
 	s.createMu.Lock()
 	defer s.createMu.Unlock()
 	for attempt := 0; ; attempt++ {
-		defs, _, listRev, err := s.store.listAt(ctx)
+		defs, _, listRev, err := s.store.ListAt(ctx)
 		if err != nil {
 			return nil, unavailable(err)
 		}
@@ -63,15 +63,15 @@ func (s *Scheduler) Create(ctx context.Context, d *apiv1.Schedule, by string) (*
 		mine := 0
 		for _, o := range defs {
 			switch {
-			case o.tenant() == tenant && o.def.Name == d.Name:
+			case o.Tenant() == tenant && o.Def.Name == d.Name:
 				return nil, ErrExists
-			case o.legacy && o.def.Name == d.Name:
-				legacyRev = o.rev // another tenant's, in the old layout
+			case o.Legacy && o.Def.Name == d.Name:
+				legacyRev = o.Rev // another tenant's, in the old layout
 			}
-			if o.tenant() == tenant {
+			if o.Tenant() == tenant {
 				mine++
 			}
-			taken[o.idSeq()] = true
+			taken[o.IDSeq()] = true
 		}
 		if err := depend.CheckUpstreams(d, tenantDefs(defs, tenant)); err != nil {
 			return nil, err
@@ -86,7 +86,7 @@ func (s *Scheduler) Create(ctx context.Context, d *apiv1.Schedule, by string) (*
 		if err != nil {
 			return nil, unavailable(err)
 		}
-		rev, exists, err := s.store.create(ctx, d, seq, legacyRev, listRev)
+		rev, exists, err := s.store.Create(ctx, d, seq, legacyRev, listRev)
 		switch {
 		case err != nil:
 			return nil, unavailable(err)
@@ -102,7 +102,7 @@ func (s *Scheduler) Create(ctx context.Context, d *apiv1.Schedule, by string) (*
 		case rev == 0:
 			return nil, unavailable(fmt.Errorf("schedule %s: create: concurrent writers", d.Name))
 		}
-		st := s.status(stored{def: d, seq: &seq, key: s.store.defKey(tenant, d.Name), rev: rev}, State{}, now)
+		st := s.status(stored{Def: d, Seq: &seq, Key: s.store.DefKey(tenant, d.Name), Rev: rev}, State{}, now)
 		return &st, nil
 	}
 }
@@ -111,8 +111,8 @@ func (s *Scheduler) Create(ctx context.Context, d *apiv1.Schedule, by string) (*
 func tenantDefs(defs []stored, tenant string) map[string]*apiv1.Schedule {
 	out := map[string]*apiv1.Schedule{}
 	for _, o := range defs {
-		if o.tenant() == tenant {
-			out[o.def.Name] = o.def
+		if o.Tenant() == tenant {
+			out[o.Def.Name] = o.Def
 		}
 	}
 	return out
@@ -121,19 +121,19 @@ func tenantDefs(defs []stored, tenant string) map[string]*apiv1.Schedule {
 // List returns the schedules of tenant ("" every tenant's), sorted by
 // name, then tenant.
 func (s *Scheduler) List(ctx context.Context, tenant string) ([]apiv1.ScheduleStatus, error) {
-	defs, _, err := s.store.list(ctx)
+	defs, _, err := s.store.List(ctx)
 	if err != nil {
 		return nil, unavailable(err)
 	}
-	states, err := s.store.states(ctx)
+	states, err := s.store.States(ctx)
 	if err != nil {
 		return nil, unavailable(err)
 	}
 	now := s.now()
 	out := []apiv1.ScheduleStatus{}
 	for _, sd := range defs {
-		if tenant == "" || tenant == sd.tenant() {
-			out = append(out, s.status(sd, states[s.store.stateKey(sd.key)], now))
+		if tenant == "" || tenant == sd.Tenant() {
+			out = append(out, s.status(sd, states[s.store.StateKey(sd.Key)], now))
 		}
 	}
 	sort.SliceStable(out, func(i, j int) bool {
@@ -160,7 +160,7 @@ func (s *Scheduler) Delete(ctx context.Context, name, tenant string) error {
 	if err != nil {
 		return err
 	}
-	return unavailable(s.store.remove(ctx, sd))
+	return unavailable(s.store.Remove(ctx, sd))
 }
 
 // SetPaused pauses or resumes a schedule. A resumed schedule's missed
@@ -170,7 +170,7 @@ func (s *Scheduler) SetPaused(ctx context.Context, name, tenant string, paused b
 	if err != nil {
 		return nil, err
 	}
-	sd, err = s.store.update(ctx, sd, func(d *apiv1.Schedule) { d.Paused = paused })
+	sd, err = s.store.Update(ctx, sd, func(d *apiv1.Schedule) { d.Paused = paused })
 	if err != nil {
 		return nil, unavailable(err)
 	}
@@ -184,19 +184,19 @@ func (s *Scheduler) find(ctx context.Context, name, tenant string) (stored, erro
 		return stored{}, ErrNotFound
 	}
 	if tenant != "" {
-		sd, err := s.store.get(ctx, tenant, name)
+		sd, err := s.store.Get(ctx, tenant, name)
 		return sd, unavailable(err)
 	}
-	defs, _, err := s.store.list(ctx)
+	defs, _, err := s.store.List(ctx)
 	if err != nil {
 		return stored{}, unavailable(err)
 	}
 	var found []stored
 	var tenants []string
 	for _, sd := range defs {
-		if sd.def.Name == name {
+		if sd.Def.Name == name {
 			found = append(found, sd)
-			tenants = append(tenants, sd.tenant())
+			tenants = append(tenants, sd.Tenant())
 		}
 	}
 	switch len(found) {
@@ -211,7 +211,7 @@ func (s *Scheduler) find(ctx context.Context, name, tenant string) (stored, erro
 }
 
 func (s *Scheduler) withState(ctx context.Context, sd stored) (*apiv1.ScheduleStatus, error) {
-	st, _, err := s.store.state(ctx, sd)
+	st, _, err := s.store.State(ctx, sd)
 	if err != nil {
 		return nil, unavailable(err)
 	}
@@ -235,12 +235,12 @@ func unavailable(err error) error {
 // leader last did with it (when the state belongs to this definition), and
 // its next slot. Times are in the schedule's zone.
 func (s *Scheduler) status(sd stored, st State, now time.Time) apiv1.ScheduleStatus {
-	out := apiv1.ScheduleStatus{Schedule: *sd.def}
-	comp, err := slots.Compile(sd.def.Cron, sd.def.Timezone)
+	out := apiv1.ScheduleStatus{Schedule: *sd.Def}
+	comp, err := slots.Compile(sd.Def.Cron, sd.Def.Timezone)
 	if err != nil {
 		return out
 	}
-	if st.DefRev == sd.rev && !st.LastSlot.IsZero() {
+	if st.DefRev == sd.Rev && !st.LastSlot.IsZero() {
 		ls := st.LastSlot.In(comp.Loc())
 		out.LastSlot, out.LastOutcome = &ls, st.LastOutcome
 		if st.LastFiredSlot != nil {
@@ -250,7 +250,7 @@ func (s *Scheduler) status(sd stored, st State, now time.Time) apiv1.ScheduleSta
 			out.LastPeriod = &p
 		}
 	}
-	if !sd.def.Paused {
+	if !sd.Def.Paused {
 		if next := comp.Next(now); !next.IsZero() {
 			out.NextSlot = &next
 		}

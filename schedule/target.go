@@ -131,14 +131,14 @@ func (e *entry) periodOf(slot time.Time) apiv1.Period {
 }
 
 // runID is the task id, or DAG run id, of a slot of e.
-func (e *entry) runID(slot time.Time) string { return taskID(e.idSeq(), slot, e.def.HomeRegion) }
+func (e *entry) runID(slot time.Time) string { return taskID(e.IDSeq(), slot, e.Def.HomeRegion) }
 
 // unfinished reports whether the run id of e (its task or its DAG run)
 // exists and has not ended.
 func (s *Scheduler) unfinished(ctx context.Context, e *entry, id string) (bool, error) {
 	cctx, cancel := context.WithTimeout(ctx, s.cfg.CallTimeout)
 	defer cancel()
-	if !runsDAG(e.def) {
+	if !runsDAG(e.Def) {
 		return s.tasks.Unfinished(cctx, id)
 	}
 	if s.cfg.DAGs == nil {
@@ -152,7 +152,7 @@ func (s *Scheduler) unfinished(ctx context.Context, e *entry, id string) (bool, 
 func (s *Scheduler) cancelRun(ctx context.Context, e *entry, id, by string) error {
 	cctx, cancel := context.WithTimeout(ctx, s.cfg.CallTimeout)
 	defer cancel()
-	if !runsDAG(e.def) {
+	if !runsDAG(e.Def) {
 		return s.tasks.CancelTask(cctx, id, by)
 	}
 	if s.cfg.DAGs == nil {
@@ -167,7 +167,7 @@ var errNoDAGs = errors.New("schedule: this server runs no DAG runs")
 // slot's task, or its DAG run, created now, whose root nodes' tasks run at
 // runAt (the jitter delays the whole run). Results are Enqueuer.Enqueue's.
 func (s *Scheduler) start(ctx context.Context, t *term, e *entry, slot time.Time, id string, runAt time.Time) (created bool, refused, err error) {
-	d := e.def
+	d := e.Def
 	p := e.periodOf(slot)
 	cctx, cancel := context.WithTimeout(ctx, s.cfg.CallTimeout)
 	defer cancel()
@@ -193,7 +193,7 @@ func (s *Scheduler) start(ctx context.Context, t *term, e *entry, slot time.Time
 	plain, deps := depend.Strip(dr)
 	sd := &apiv1.ScheduledDAG{ID: id, Schedule: d.Name, Period: p, DAG: plain}
 	if deps {
-		gates, err := s.gates(ctx, e, p, func(name string) *entry { return t.lookup(s.store, e.tenant(), name) })
+		gates, err := s.gates(ctx, e, p, func(name string) *entry { return t.lookup(s.store, e.Tenant(), name) })
 		if err != nil {
 			return false, nil, err
 		}

@@ -1,4 +1,4 @@
-package schedule
+package defs
 
 import (
 	"context"
@@ -20,8 +20,8 @@ import (
 // its election key and the record's create revision (a schedule deleted
 // meanwhile takes its backfills with it).
 
-// bfRecord is a backfill as stored.
-type bfRecord struct {
+// BackfillRecord is a backfill as stored.
+type BackfillRecord struct {
 	apiv1.Backfill
 	DefRev int64 `json:"def_rev"` // the definition generation it belongs to
 	// Attempt is added to each slot, in milliseconds, in its runs' ids: 0
@@ -32,51 +32,51 @@ type bfRecord struct {
 	Leader  int64      `json:"leader_token,omitempty"`
 }
 
-// bfStored is a record with its key, create and mod revisions.
-type bfStored struct {
-	rec    *bfRecord
-	key    string
-	rev    int64
-	modRev int64
+// StoredBackfill is a record with its key, create and mod revisions.
+type StoredBackfill struct {
+	Rec    *BackfillRecord
+	Key    string
+	Rev    int64
+	ModRev int64
 }
 
-// backfillPrefix is the prefix of every backfill of the definition at key.
-func (st store) backfillPrefix(defKey string) string {
+// BackfillPrefix is the prefix of every backfill of the definition at key.
+func (st Store) BackfillPrefix(defKey string) string {
 	return st.prefix + "schedule-backfill/" + strings.TrimPrefix(defKey, st.prefix+"schedules/") + "#"
 }
 
-// defKeyOf is the definition key a backfill key belongs to.
-func (st store) defKeyOf(bfKey string) string {
+// DefKeyOf is the definition key a backfill key belongs to.
+func (st Store) DefKeyOf(bfKey string) string {
 	rest, _, _ := strings.Cut(strings.TrimPrefix(bfKey, st.prefix+"schedule-backfill/"), "#")
 	return st.prefix + "schedules/" + rest
 }
 
-// createBackfill stores a new backfill of sd, unless its definition changed
+// CreateBackfill stores a new backfill of sd, unless its definition changed
 // generation; false when the id is taken (draw another).
-func (st store) createBackfill(ctx context.Context, sd stored, rec *bfRecord) (bool, error) {
+func (st Store) CreateBackfill(ctx context.Context, sd Stored, rec *BackfillRecord) (bool, error) {
 	b, err := json.Marshal(rec)
 	if err != nil {
 		return false, err
 	}
-	key := st.backfillPrefix(sd.key) + rec.ID
+	key := st.BackfillPrefix(sd.Key) + rec.ID
 	cctx, cancel := st.call(ctx)
 	defer cancel()
 	resp, err := st.c.Txn(cctx).
-		If(clientv3.Compare(clientv3.CreateRevision(key), "=", 0), clientv3.Compare(clientv3.CreateRevision(sd.key), "=", sd.rev)).
+		If(clientv3.Compare(clientv3.CreateRevision(key), "=", 0), clientv3.Compare(clientv3.CreateRevision(sd.Key), "=", sd.Rev)).
 		Then(clientv3.OpPut(key, string(b))).
 		Commit()
 	if err != nil {
-		return false, fmt.Errorf("schedule %s: create backfill: %w", sd.def.Name, err)
+		return false, fmt.Errorf("schedule %s: create backfill: %w", sd.Def.Name, err)
 	}
 	return resp.Succeeded, nil
 }
 
-// backfillsOf reads the backfills of the definition at defKey ("": every
+// BackfillsOf reads the backfills of the definition at defKey ("": every
 // schedule's), oldest first.
-func (st store) backfillsOf(ctx context.Context, defKey string) ([]bfStored, error) {
+func (st Store) BackfillsOf(ctx context.Context, defKey string) ([]StoredBackfill, error) {
 	pfx := st.prefix + "schedule-backfill/"
 	if defKey != "" {
-		pfx = st.backfillPrefix(defKey)
+		pfx = st.BackfillPrefix(defKey)
 	}
 	cctx, cancel := st.call(ctx)
 	defer cancel()
@@ -84,23 +84,23 @@ func (st store) backfillsOf(ctx context.Context, defKey string) ([]bfStored, err
 	if err != nil {
 		return nil, fmt.Errorf("schedules: read backfills: %w", err)
 	}
-	out := make([]bfStored, 0, len(resp.Kvs))
+	out := make([]StoredBackfill, 0, len(resp.Kvs))
 	for _, kv := range resp.Kvs {
-		var rec bfRecord
+		var rec BackfillRecord
 		if json.Unmarshal(kv.Value, &rec) == nil {
-			out = append(out, bfStored{rec: &rec, key: string(kv.Key), rev: kv.CreateRevision, modRev: kv.ModRevision})
+			out = append(out, StoredBackfill{Rec: &rec, Key: string(kv.Key), Rev: kv.CreateRevision, ModRev: kv.ModRevision})
 		}
 	}
-	sort.SliceStable(out, func(i, j int) bool { return out[i].rev < out[j].rev })
+	sort.SliceStable(out, func(i, j int) bool { return out[i].Rev < out[j].Rev })
 	return out, nil
 }
 
-// putBackfill writes a backfill's progress, only while l leads the
-// federation and only while the record is as bs read it: errGone when it
+// PutBackfill writes a backfill's progress, only while l leads the
+// federation and only while the record is as bs read it: ErrGone when it
 // was deleted or changed (cancelled) meanwhile. It moves bs.modRev to the
 // write's.
-func (st store) putBackfill(ctx context.Context, l *lease.Leadership, bs *bfStored) error {
-	b, err := json.Marshal(bs.rec)
+func (st Store) PutBackfill(ctx context.Context, l *lease.Leadership, bs *StoredBackfill) error {
+	b, err := json.Marshal(bs.Rec)
 	if err != nil {
 		return err
 	}
@@ -109,28 +109,28 @@ func (st store) putBackfill(ctx context.Context, l *lease.Leadership, bs *bfStor
 	resp, err := st.c.Txn(cctx).
 		If(l.Cmp()).
 		Then(clientv3.OpTxn(
-			[]clientv3.Cmp{clientv3.Compare(clientv3.CreateRevision(bs.key), "=", bs.rev), clientv3.Compare(clientv3.ModRevision(bs.key), "=", bs.modRev)},
-			[]clientv3.Op{clientv3.OpPut(bs.key, string(b))},
+			[]clientv3.Cmp{clientv3.Compare(clientv3.CreateRevision(bs.Key), "=", bs.Rev), clientv3.Compare(clientv3.ModRevision(bs.Key), "=", bs.ModRev)},
+			[]clientv3.Op{clientv3.OpPut(bs.Key, string(b))},
 			nil)).
 		Commit()
 	if err != nil {
-		return fmt.Errorf("schedule backfill %s: record: %w", bs.key, err)
+		return fmt.Errorf("schedule backfill %s: record: %w", bs.Key, err)
 	}
 	if !resp.Succeeded {
-		return errNotLeader
+		return ErrNotLeader
 	}
 	if inner := resp.Responses[0].GetResponseTxn(); inner == nil || !inner.Succeeded {
-		return errGone
+		return ErrGone
 	}
-	bs.modRev = resp.Header.Revision
+	bs.ModRev = resp.Header.Revision
 	return nil
 }
 
-// cancelBackfill moves the backfill id of the definition at defKey to
+// CancelBackfill moves the backfill id of the definition at defKey to
 // CANCELED (by by, at now) unless it ended already, and returns it as it
 // is then; found is false when there is none.
-func (st store) cancelBackfill(ctx context.Context, defKey string, defRev int64, id, by string, now time.Time) (rec *bfRecord, found bool, err error) {
-	key := st.backfillPrefix(defKey) + id
+func (st Store) CancelBackfill(ctx context.Context, defKey string, defRev int64, id, by string, now time.Time) (rec *BackfillRecord, found bool, err error) {
+	key := st.BackfillPrefix(defKey) + id
 	for attempt := 0; attempt < 8; attempt++ {
 		cctx, cancel := st.call(ctx)
 		resp, err := st.c.Get(cctx, key)
@@ -142,7 +142,7 @@ func (st store) cancelBackfill(ctx context.Context, defKey string, defRev int64,
 			return nil, false, nil
 		}
 		kv := resp.Kvs[0]
-		var r bfRecord
+		var r BackfillRecord
 		if json.Unmarshal(kv.Value, &r) != nil || r.DefRev != defRev {
 			return nil, false, nil
 		}
