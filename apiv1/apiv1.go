@@ -169,14 +169,17 @@ type PoolStatus struct {
 	// Slots is what the pool runs at once now: its live workers' slots,
 	// or with a capacity window the slots the window lends now (at most
 	// the live workers', 0 while every window is closed). Utilisation is
-	// Running ÷ Slots.
+	// RunningSlots ÷ Slots.
 	Slots int `json:"slots"`
 	// WorkerSlots is the live workers' slots of a pool with a capacity
 	// window (omitted without one: Slots says it).
 	WorkerSlots int `json:"worker_slots,omitempty"`
 	Workers     int `json:"workers"`
 	Running     int `json:"running"`
-	Ready       int `json:"ready"`
+	// RunningSlots is the slot units the RUNNING tasks hold (a task of
+	// slots 0.25 a quarter, any other one): four quarter tasks fill 1.
+	RunningSlots float64 `json:"running_slots"`
+	Ready        int     `json:"ready"`
 	// Parked: READY tasks set aside by a limit or a full slow lane
 	// (counted in Ready).
 	Parked           int     `json:"parked,omitempty"`

@@ -77,7 +77,7 @@ func windowSlots(ps *apiv1.PoolStatus, scaleFromZero bool) {
 	}
 	ps.Slots, ps.Utilisation = n, 0
 	if n > 0 {
-		ps.Utilisation = float64(ps.Running) / float64(n)
+		ps.Utilisation = ps.RunningSlots / float64(n)
 	}
 }
 

@@ -367,6 +367,7 @@ func (th *taskHandlers) regionsResponse() apiv1.RegionsResponse {
 		for _, p := range ri.Pools {
 			ps := apiv1.PoolStatus{
 				Name: p.Name, Tags: p.Tags, Slots: p.Slots, Workers: p.Workers, Running: p.Running, Ready: p.Ready,
+				RunningSlots:  p.Busy(),
 				Parked:        p.Parked,
 				QueueCapacity: p.QueueCapacity, Utilisation: p.Utilisation(), QueueFill: p.QueueFill(),
 				PricePerSlotHour: p.PricePerSlotHour, Spot: p.Spot, Discount: p.Discount, Paused: p.Paused,

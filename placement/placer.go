@@ -263,7 +263,7 @@ func (p *Placer) buildView(s *Snapshot, now time.Time) *view {
 		}
 		// The small epsilon keeps e.g. 1000 × 0.95 at 950 despite binary rounding.
 		hardCap := int64(math.Floor(float64(pl.QueueCapacity)*p.cfg.HardWatermark + 1e-9))
-		free := int64(max(0, slots-pl.Running))
+		free := int64(max(0, math.Floor(float64(slots)-pl.busy()+1e-9)))
 		v.room[i] = room{free: free, headroom: max(0, hardCap-int64(pl.Ready)) + free, slots: int64(slots)}
 	}
 	return v

@@ -16,6 +16,9 @@ type Pool struct {
 	// Running and Ready are the tasks running and queued in the pool.
 	Running int
 	Ready   int
+	// RunningSlots is the slot units the running tasks hold (a task of
+	// slots 0.25 a quarter); 0 with Running > 0: Running (whole tasks).
+	RunningSlots float64
 	// QueueCapacity is the ready queue's capacity: queue fill = Ready ÷ QueueCapacity.
 	QueueCapacity int
 	// PricePerSlotHour is the list price in USD of one slot for one hour.
@@ -57,6 +60,14 @@ type Pool struct {
 	// Tenants, when set, makes the pool these tenants' own: a task of another tenant is rejected
 	// with TENANT_POOL. Nil: any tenant.
 	Tenants []string
+}
+
+// busy is the slot units p's running tasks hold.
+func (p *Pool) busy() float64 {
+	if p.RunningSlots > 0 || p.Running == 0 {
+		return p.RunningSlots
+	}
+	return float64(p.Running)
 }
 
 // Admits reports whether p takes tasks of tenant: p is no tenant's own, or tenant's.

@@ -248,6 +248,8 @@ func validatePool(p *Pool) error {
 		return fmt.Errorf("region and name are required")
 	case p.Slots < 0 || p.Running < 0 || p.Ready < 0 || p.QueueCapacity < 0:
 		return fmt.Errorf("slots, running, ready and queue capacity must be >= 0")
+	case !finite(p.RunningSlots) || p.RunningSlots < 0:
+		return fmt.Errorf("running slots %v must be >= 0", p.RunningSlots)
 	case !finite(p.PricePerSlotHour) || p.PricePerSlotHour < 0:
 		return fmt.Errorf("price per slot-hour %v must be >= 0", p.PricePerSlotHour)
 	case !finite(p.Discount) || p.Discount < 0 || p.Discount > 1:

@@ -46,6 +46,12 @@ func TestExpectedWait(t *testing.T) {
 			rule: RuleCheapestWithinWait}, // 481 ÷ 0.1 = 4810 s > 1 h
 		{name: "free slot waits for nothing", cfgWait: time.Second, cheap: func(p *Pool) { p.Ready, p.Running = 0, 7 },
 			want: cheap.Key(), rule: RuleCheapestWithinWait, source: WaitFreeSlot},
+		// 28 tasks of slots 0.25 hold 7 of the 8 slots: one is free.
+		{name: "quarter tasks leave a slot free", cfgWait: time.Second,
+			cheap: func(p *Pool) { p.Ready, p.Running, p.RunningSlots = 0, 28, 7 },
+			want:  cheap.Key(), rule: RuleCheapestWithinWait, source: WaitFreeSlot},
+		{name: "quarter tasks filling every slot", cheap: func(p *Pool) { p.Running, p.RunningSlots = 32, 8 },
+			want: cheap.Key(), rule: RuleCheapest, source: WaitSlots, wait: 1804 * time.Second},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

@@ -119,9 +119,9 @@ type Counts struct {
 	Held int
 	// Cumulative terminal transitions since the store began.
 	Succeeded, Canceled, Failed int
-	// ReadyBy[pool][priority], RunningBy[pool].
-	ReadyBy   map[string][task.MaxPriority + 1]int
-	RunningBy map[string]int
+	// ReadyBy[pool][priority]; RunningBy[pool], MilliBy[pool] the milli-slots they hold.
+	ReadyBy            map[string][task.MaxPriority + 1]int
+	RunningBy, MilliBy map[string]int
 	// ParkedBy[pool]: READY tasks set aside by a limit (counted in ReadyBy
 	// too); LimitedBy[pool][kind]: parkings since the store began, by kind
 	// (rate, concurrency, paused).

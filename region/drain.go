@@ -54,7 +54,8 @@ func (d *drainRates) count(rts []queue.RunTime) map[string]int64 {
 }
 
 // rate is pool's saturated drain rate (tasks/s) at now, given its count
-// (from count), running tasks and live slots.
+// (from count), the room its running tasks hold and its live slots (in
+// the same unit).
 func (d *drainRates) rate(pool string, now time.Time, count int64, running, slots int) float64 {
 	m, ok := d.meters[pool]
 	if !ok {

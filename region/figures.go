@@ -27,7 +27,11 @@ type PoolFigures struct {
 	Slots   int               `json:"slots"`   // live slots (sum over live workers)
 	Workers int               `json:"workers"` // live workers
 	Running int               `json:"running"`
-	Ready   int               `json:"ready"`
+	// RunningSlots is the slot units the RUNNING tasks hold (a task of
+	// slots 0.25 a quarter, any other one); 0 from leaders that did not
+	// publish it: Running stands in (Busy).
+	RunningSlots float64 `json:"running_slots,omitempty"`
+	Ready        int     `json:"ready"`
 	// Parked: READY tasks set aside by a limit or a full slow lane
 	// (counted in Ready).
 	Parked           int       `json:"parked,omitempty"`
@@ -98,12 +102,22 @@ type ScheduleWindow struct {
 	Slots int    `json:"slots"`
 }
 
-// Utilisation is running ÷ live slots (0 without slots).
+// Busy is the slot units the pool's RUNNING tasks hold: RunningSlots, or
+// Running when the leader did not publish it.
+func (p PoolFigures) Busy() float64 {
+	if p.RunningSlots > 0 || p.Running == 0 {
+		return p.RunningSlots
+	}
+	return float64(p.Running)
+}
+
+// Utilisation is the slot units busy ÷ live slots (0 without slots): four
+// tasks of slots 0.25 fill one slot.
 func (p PoolFigures) Utilisation() float64 {
 	if p.Slots <= 0 {
 		return 0
 	}
-	return float64(p.Running) / float64(p.Slots)
+	return p.Busy() / float64(p.Slots)
 }
 
 // QueueFill is ready ÷ queue capacity.

@@ -125,8 +125,10 @@ func (s *preempter) run(ctx context.Context) {
 			}
 		}
 		for _, p := range s.figures().Pools {
-			// Only when no slot frees otherwise: the pool is full.
-			if p.Slots == 0 || p.Running < p.Slots {
+			// Only when no slot frees otherwise: the pool is full, less
+			// than a whole slot free (in slot units: four quarter tasks
+			// fill one).
+			if p.Slots == 0 || float64(p.Slots)-p.Busy() >= 1 {
 				continue
 			}
 			if err := s.preemptPool(ctx, p.Name); err != nil {

@@ -371,7 +371,7 @@ func (v *View) rebuild(now time.Time) {
 				win.Cap(p.Slots)
 			}
 			pools = append(pools, placement.Pool{
-				Region: r.Region, Name: p.Name, Tags: p.Tags, Slots: p.Slots, Running: p.Running,
+				Region: r.Region, Name: p.Name, Tags: p.Tags, Slots: p.Slots, Running: p.Running, RunningSlots: p.Busy(),
 				Ready:         p.Ready + inFlight[r.Region+"/"+p.Name],
 				QueueCapacity: p.QueueCapacity, PricePerSlotHour: p.PricePerSlotHour, Spot: p.Spot,
 				Discount: p.Discount, Window: win, UpdatedAt: r.UpdatedAt,

@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
@@ -12,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ax-sched/ax/apiv1"
 	"github.com/ax-sched/ax/task"
 )
 
@@ -56,15 +58,28 @@ func (s *sdkWorkers) open(id string) {
 // sdkRun is one line of a gated worker's runs file: a handler started,
 // passed its gate (done) or saw its stop (stopped).
 type sdkRun struct {
-	Ev      string `json:"ev"`
-	ID      string `json:"id"`
-	Attempt int    `json:"attempt"`
-	Worker  string `json:"worker"`
+	Ev      string  `json:"ev"`
+	ID      string  `json:"id"`
+	Attempt int     `json:"attempt"`
+	Worker  string  `json:"worker"`
+	Slots   float64 `json:"slots"`
 }
 
 // ran is what the workers did with task id, in order: "start A 1",
 // "done A 1", ...
 func (s *sdkWorkers) ran(id string) []string {
+	s.f.t.Helper()
+	var out []string
+	for _, r := range s.all() {
+		if r.ID == id {
+			out = append(out, fmt.Sprintf("%s %s %d", r.Ev, r.Worker, r.Attempt))
+		}
+	}
+	return out
+}
+
+// all is the runs file's lines, in order.
+func (s *sdkWorkers) all() []sdkRun {
 	s.f.t.Helper()
 	fh, err := os.Open(s.runs)
 	if os.IsNotExist(err) {
@@ -74,16 +89,14 @@ func (s *sdkWorkers) ran(id string) []string {
 		s.f.t.Fatal(err)
 	}
 	defer fh.Close()
-	var out []string
+	var out []sdkRun
 	sc := bufio.NewScanner(fh)
 	for sc.Scan() {
 		var r sdkRun
 		if json.Unmarshal(sc.Bytes(), &r) != nil {
 			continue // a line being written
 		}
-		if r.ID == id {
-			out = append(out, fmt.Sprintf("%s %s %d", r.Ev, r.Worker, r.Attempt))
-		}
+		out = append(out, r)
 	}
 	return out
 }
@@ -116,7 +129,9 @@ func (s *sdkWorkers) startedOn(id string) string {
 // the task's lease runs out and it runs again on the other worker, which
 // ends it SUCCESS; it passed its gate exactly once. Busy in its only slot,
 // a worker gets a task handed off from eu-west-1 in the answer to the
-// report of the outcome that frees the slot (a report claim).
+// report of the outcome that frees the slot (a report claim). A worker of
+// one slot runs four tasks of slots 0.25 at once (one handed off from
+// eu-west-1), never a fifth beside them.
 func TestSDKWorkersKilledAndStopped(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts a two-region federation and SDK workers")
@@ -159,6 +174,7 @@ func TestSDKWorkersKilledAndStopped(t *testing.T) {
 			sdkStops(t, f, s)
 			sdkKill(t, f, s)
 			sdkReportClaim(t, f, s)
+			sdkPacks(t, f, s)
 		})
 	}
 }
@@ -324,4 +340,116 @@ func hasReason(tr []task.Transition, reason string) bool {
 		}
 	}
 	return false
+}
+
+// sdkPacks: worker D, the pool's only one, with one slot, is handed four
+// gated tasks of slots 0.25 (one handed to us-east-1 from eu-west-1) and
+// runs them at once, each handler seeing slots 0.25; a fifth quarter task
+// starts only after one of the four passed its gate. By the runs file, D
+// never ran more than four at once. Meanwhile GET /v1/regions, from a
+// server of each region, shows the pool running 4 tasks in 1 slot unit:
+// utilisation 1, not 4.
+func sdkPacks(t *testing.T, f *federation, s *sdkWorkers) {
+	quarter := func(n int) map[string]any {
+		sp := s.gatedSpec(n)
+		sp["slots"] = 0.25
+		return sp
+	}
+	h := f.handedOffTask("eu-west-1", "us-east-1", tokSubmitterA, quarter(10))
+	ids := []string{h.ID}
+	for n := 11; n < 14; n++ {
+		id, _ := f.submit("us-east-1", tokSubmitterA, quarter(n))
+		ids = append(ids, id)
+	}
+	for _, id := range ids {
+		if who := s.startedOn(id); who != "D" {
+			t.Fatalf("quarter task %s started on %s, want D (the only worker)", id, who)
+		}
+	}
+	poolShowsOneSlotBusy(t, f, s.pool)
+	fifth, _ := f.submit("us-east-1", tokSubmitterA, quarter(14))
+	waitUntil(t, 10*time.Second, "quarter task "+fifth+" READY in us-east-1", func() bool {
+		tk, err := f.region("us-east-1").store.Get(context.Background(), fifth)
+		return err == nil && tk.State == task.Ready
+	})
+	s.open(ids[0])
+	if who := s.startedOn(fifth); who != "D" {
+		t.Fatalf("quarter task %s started on %s, want D", fifth, who)
+	}
+	for _, id := range append(ids[1:], fifth) {
+		s.open(id)
+	}
+	for _, id := range append(ids, fifth) {
+		tk := f.waitState("eu-west-1", tokSubmitterA, id, task.Success, 20*time.Second)
+		if tk.Slots != 0.25 || tk.Attempts != 1 || tk.HeldBy != "us-east-1" {
+			t.Fatalf("quarter task %s: slots %v, %d attempts, held by %s; want 0.25, 1, us-east-1", id, tk.Slots, tk.Attempts, tk.HeldBy)
+		}
+	}
+	quarters := map[string]bool{fifth: true}
+	for _, id := range ids {
+		quarters[id] = true
+	}
+	now, most, fifthAt, firstDone := 0, 0, -1, -1
+	for i, r := range s.all() {
+		if !quarters[r.ID] {
+			continue
+		}
+		if r.Slots != 0.25 {
+			t.Fatalf("the handler of %s saw slots %v, want 0.25", r.ID, r.Slots)
+		}
+		switch r.Ev {
+		case "start":
+			now++
+			if r.ID == fifth {
+				fifthAt = i
+			}
+		case "done", "stopped":
+			now--
+			if firstDone < 0 {
+				firstDone = i
+			}
+		}
+		most = max(most, now)
+	}
+	if most != 4 || fifthAt < firstDone {
+		t.Fatalf("worker D of one slot ran at most %d quarter tasks at once (want 4); the fifth started at line %d, the first ended at %d",
+			most, fifthAt, firstDone)
+	}
+	t.Logf("%s: one slot ran four quarter tasks at once (one handed off), the fifth after one ended", s.sdk)
+}
+
+// poolShowsOneSlotBusy waits until GET /v1/regions, from a server of each
+// region, shows us-east-1's pool (one worker of one slot, four quarter
+// tasks running) with 4 running, running_slots 1 and utilisation 1.
+func poolShowsOneSlotBusy(t *testing.T, f *federation, pool string) {
+	t.Helper()
+	for _, via := range []string{"us-east-1", "eu-west-1"} {
+		var last string
+		ok := func() bool {
+			code, body := f.call(via, tokOperator, http.MethodGet, "/v1/regions", nil)
+			if code != http.StatusOK {
+				t.Fatalf("GET /v1/regions on %s: %d %s", via, code, body)
+			}
+			var res apiv1.RegionsResponse
+			if err := json.Unmarshal(body, &res); err != nil {
+				t.Fatal(err)
+			}
+			for _, r := range res.Regions {
+				for _, p := range r.Pools {
+					if r.Name == "us-east-1" && p.Name == pool {
+						last = fmt.Sprintf("slots %d, running %d, running_slots %v, utilisation %v", p.Slots, p.Running, p.RunningSlots, p.Utilisation)
+						return p.Slots == 1 && p.Running == 4 && p.RunningSlots == 1 && p.Utilisation == 1
+					}
+				}
+			}
+			return false
+		}
+		deadline := time.Now().Add(20 * time.Second)
+		for !ok() {
+			if time.Now().After(deadline) {
+				t.Fatalf("%s's /v1/regions shows us-east-1/%s with %s; want slots 1, running 4, running_slots 1, utilisation 1", via, pool, last)
+			}
+			time.Sleep(200 * time.Millisecond)
+		}
+	}
 }

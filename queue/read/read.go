@@ -166,8 +166,9 @@ func readyReason(h map[string]string) string {
 
 // Counts reads every counter of every shard (one HGETALL per shard).
 func (s *Tasks) Counts(ctx context.Context) (*queue.Counts, error) {
-	c := &queue.Counts{ReadyBy: map[string][task.MaxPriority + 1]int{}, RunningBy: map[string]int{},
+	c := &queue.Counts{ReadyBy: map[string][task.MaxPriority + 1]int{}, RunningBy: map[string]int{}, MilliBy: map[string]int{},
 		ParkedBy: map[string]int{}, LimitedBy: map[string]map[string]int{}}
+	gap := map[string]int{}
 	for shard := range s.Shards() {
 		h, err := s.Client().HGetAll(ctx, queue.CountsKey(s.Prefix(shard))).Result()
 		if err != nil {
@@ -196,6 +197,9 @@ func (s *Tasks) Counts(ctx context.Context) (*queue.Counts, error) {
 				c.FairStale += n
 			case strings.HasPrefix(k, "u:"):
 				c.RunningBy[k[2:]] += n
+			case strings.HasPrefix(k, "uf:"):
+				// the milli-slots fractional tasks leave free of whole slots
+				gap[k[3:]] += n
 			case strings.HasPrefix(k, "pk:"):
 				c.ParkedBy[k[3:]] += n
 			case strings.HasPrefix(k, "lim:"):
@@ -215,6 +219,9 @@ func (s *Tasks) Counts(ctx context.Context) (*queue.Counts, error) {
 				}
 			}
 		}
+	}
+	for pool, n := range c.RunningBy {
+		c.MilliBy[pool] = max(0, n*task.MilliSlots-max(0, gap[pool]))
 	}
 	return c, nil
 }

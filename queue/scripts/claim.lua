@@ -621,12 +621,14 @@ if k > 0 then
     local tk = tkey(id)
     -- The record as it was: the caller applies what this claim sets.
     local h = rec[id] or redis.call('HGETALL', tk)
-    local to, at, st, du
+    local to, at, st, du, sl
     for x = 1, #h, 2 do
       local f = h[x]
       if f == 'to' then to = h[x + 1] elseif f == 'at' then at = h[x + 1]
-      elseif f == 'st' then st = h[x + 1] elseif f == 'du' then du = h[x + 1] end
+      elseif f == 'st' then st = h[x + 1] elseif f == 'du' then du = h[x + 1]
+      elseif f == 'sl' then sl = h[x + 1] end
     end
+    slot_gap(pool, sl, 1)
     if st == 'P' and du then
       -- Promoted with its record untouched (lib.lua): it became READY at
       -- its due time, which is also its enqueue time.

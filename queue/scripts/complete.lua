@@ -21,7 +21,7 @@ local out, ids, ttls = {}, {}, {}
 for k = 0, n - 1 do
   local id, token, result, pg = ARGV[6 + 4 * k], ARGV[7 + 4 * k], ARGV[8 + 4 * k], ARGV[9 + 4 * k]
   local tk = tkey(id)
-  local r = redis.call('HMGET', tk, 'st', 'lt', 'po', 'pq', 'ty', 'sa', 'tn', 'tg', 'px', 'lc', 'fs', 'xt', 'at', 'pg', 'bt', 'se')
+  local r = redis.call('HMGET', tk, 'st', 'lt', 'po', 'pq', 'ty', 'sa', 'tn', 'tg', 'px', 'lc', 'fs', 'xt', 'at', 'pg', 'bt', 'se', 'sl')
   if r[1] ~= 'U' or r[2] ~= token then
     out[k + 1] = RC.LEASE_LOST
   else
@@ -49,11 +49,12 @@ for k = 0, n - 1 do
     end
     if r[11] then fair_release(r[3], r[11]) end -- its slot in the pool's fair share (lib.lua)
     cnt('u:' .. r[3], -1)
+    slot_gap(r[3], r[17], -1)
     backlog_task(r[7], -1, id)
     batch_end(id, 'S', r[15], r[16])
     if r[6] then
       runtime(r[3], r[5], r[7], now - tonumber(r[6]))
-      cost(r[7], r[5], r[3], r[8], r[9], now - tonumber(r[6]), false)
+      cost(r[7], r[5], r[3], r[8], r[9], now - tonumber(r[6]), false, r[17])
     end
     out[k + 1] = RC.OK
     ids[#ids + 1] = id

@@ -18,14 +18,14 @@
 local now = clock(ARGV[1])
 local id, token, err = ARGV[2], ARGV[3], ARGV[4]
 local tk = tkey(id)
-local r = redis.call('HMGET', tk, 'st', 'lt', 'at', 'mr', 'rb', 'rc', 'po', 'rt', 'sa', 'wk', 'cx', 'ty', 'tn', 'tg', 'px')
+local r = redis.call('HMGET', tk, 'st', 'lt', 'at', 'mr', 'rb', 'rc', 'po', 'rt', 'sa', 'wk', 'cx', 'ty', 'tn', 'tg', 'px', 'sl')
 if not r[1] then return {RC.NOT_FOUND} end
 if r[1] ~= 'U' or r[2] ~= token then return {RC.LEASE_LOST, r[1]} end
 leave_running(id, r[7])
 flush(id, r[8], r[9], r[10], r[3])
 redis.call('HSET', tk, 'er', err)
 if r[9] then
-  cost(r[13], r[12], r[7], r[14], r[15], now - tonumber(r[9]), true)
+  cost(r[13], r[12], r[7], r[14], r[15], now - tonumber(r[9]), true, r[16])
   write_costs(now)
 end
 if r[11] == '1' then

@@ -857,16 +857,25 @@ local function release_slots(lcv)
   release_add(lcv)
   release_flush()
 end
+-- slot_gap counts a fractional task (sl, milli-slots, nil: a whole slot)
+-- into or out of (d 1 / -1) its pool's uf:<pool>: the milli-slots its
+-- RUNNING tasks leave free of the slots they would take whole, so the
+-- pool's slot units busy are u:<pool> × 1000 − uf:<pool>.
+local function slot_gap(pool, sl, d)
+  local m = tonumber(sl or '')
+  if m and m > 0 and m < 1000 then cnt('uf:' .. pool, d * (1000 - m)) end
+end
 -- leave_running undoes a RUNNING task's bookkeeping.
 local function leave_running(id, pool)
   redis.call('ZREM', C.K_RUNNING, id)
-  local r = redis.call('HMGET', tkey(id), 'lc', 'fs')
+  local r = redis.call('HMGET', tkey(id), 'lc', 'fs', 'sl')
   local lcv = r[1]
   if lcv and lcv ~= '' then release_slots(lcv) end
   if r[2] then fair_release(pool, r[2]); fair_flush() end
   redis.call('HDEL', tkey(id), 'lt', 'pq', 'lc', 'fs')
   cnt('U', -1)
   cnt('u:' .. pool, -1)
+  slot_gap(pool, r[3], -1)
 end
 
 -- make_ready puts a PENDING task into its pool's ready set. has_pool: the
@@ -903,8 +912,12 @@ end
 -- last write: a submitter inventing types grows neither the key count nor
 -- a key past its tenant's share.
 local COST_CAP, COST_TENANTS, COST_TTL_MS = 512, 1024, 400 * 86400000
-local function cost(tenant, ty, pool, tags, price, ms, failed)
+-- sl: the task's slots in milli-slots (nil: a whole slot); a fractional
+-- task costs its share of the slot's price (run_ms stays wall time).
+local function cost(tenant, ty, pool, tags, price, ms, failed, sl)
   if not pool or not ty or ms == nil then return end
+  local share = tonumber(sl or '')
+  if share and share > 0 and share < 1000 then share = share / 1000 else share = 1 end
   local f = (tenant or 'default') .. '\t' .. ty .. '\t' .. pool .. '\t' .. (tags or '')
   local c = C.COSTS[f]
   if c == nil then c = {0, 0, 0, 0, pool}; C.COSTS[f] = c; C.COST_FIELDS[#C.COST_FIELDS + 1] = f end
@@ -913,7 +926,7 @@ local function cost(tenant, ty, pool, tags, price, ms, failed)
   if failed then c[2] = c[2] + 1 end
   c[3] = c[3] + ms
   -- $/slot-hour × ms ÷ 3.6e6 ms/h × 1e12 p$/$
-  c[4] = c[4] + (tonumber(price or '') or 0) * ms * 1e6 / 3.6
+  c[4] = c[4] + (tonumber(price or '') or 0) * ms * 1e6 / 3.6 * share
 end
 local function write_costs(now)
   if #C.COST_FIELDS == 0 then return end

@@ -14,7 +14,7 @@ local seed = tonumber(ARGV[4])
 local done = {}
 for k, id in ipairs(ids) do
   local tk = tkey(id)
-  local r = redis.call('HMGET', tk, 'st', 'at', 'mr', 'rb', 'rc', 'po', 'rt', 'sa', 'wk', 'cx', 'to', 'ty', 'tn', 'tg', 'px')
+  local r = redis.call('HMGET', tk, 'st', 'at', 'mr', 'rb', 'rc', 'po', 'rt', 'sa', 'wk', 'cx', 'to', 'ty', 'tn', 'tg', 'px', 'sl')
   if r[1] ~= 'U' then
     redis.call('ZREM', K_RUNNING, id) -- stale entry; nothing else to undo
   else
@@ -22,7 +22,7 @@ for k, id in ipairs(ids) do
     -- handler may have stopped earlier; nobody can say when): a cost
     -- record, counted failed.
     local expiry = tonumber(redis.call('ZSCORE', K_RUNNING, id) or fmt(now))
-    if r[8] then cost(r[13], r[12], r[6], r[14], r[15], math.min(expiry, now) - tonumber(r[8]), true) end
+    if r[8] then cost(r[13], r[12], r[6], r[14], r[15], math.min(expiry, now) - tonumber(r[8]), true, r[16]) end
     leave_running(id, r[6])
     flush(id, r[7], r[8], r[9], r[2])
     local why = 'HEARTBEAT_LOST'

@@ -15,7 +15,7 @@
 local now = clock(ARGV[1])
 local id, token, reason, delay = ARGV[2], ARGV[3], ARGV[4], tonumber(ARGV[5])
 local tk = tkey(id)
-local r = redis.call('HMGET', tk, 'st', 'lt', 'at', 'po', 'pr', 'eq', 'rt', 'sa', 'wk', 'cx', 'pc', 'lk', 'ty', 'tn', 'tg', 'px')
+local r = redis.call('HMGET', tk, 'st', 'lt', 'at', 'po', 'pr', 'eq', 'rt', 'sa', 'wk', 'cx', 'pc', 'lk', 'ty', 'tn', 'tg', 'px', 'sl')
 if not r[1] then return {RC.NOT_FOUND} end
 if r[1] ~= 'U' or r[2] ~= token then return {RC.LEASE_LOST, r[1]} end
 leave_running(id, r[4])
@@ -23,7 +23,7 @@ flush(id, r[7], r[8], r[9], r[3])
 -- The attempt held its slot from its claim to now: a cost record, not a
 -- success (lib.lua cost).
 if r[8] then
-  cost(r[14], r[13], r[4], r[15], r[16], now - tonumber(r[8]), true)
+  cost(r[14], r[13], r[4], r[15], r[16], now - tonumber(r[8]), true, r[17])
   write_costs(now)
 end
 local at = tonumber(r[3]) - 1

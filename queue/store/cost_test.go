@@ -242,3 +242,36 @@ func TestCostRecordsStayPerTenant(t *testing.T) {
 		t.Fatalf("records other than flood's seeded ones (-want +got):\n%s", diff)
 	}
 }
+
+// A fractional task costs its share of the slot's price per second: at
+// $3.60/h for 2 s, a task of slots 0.25 costs $0.0005 (a whole one
+// $0.002), succeeded or failed; its run time stays wall time.
+func TestCostRecordsOfFractionalTasks(t *testing.T) {
+	e := newEnv(t, oneShard)
+	day := queue.CostDay(e.clock.Now())
+	ok := e.submit("gpu", slotsOf(0.25))
+	bad := e.submit("gpu", slotsOf(0.25))
+	ts, err := e.s.Claim(e.ctx, queue.ClaimRequest{Pool: "gpu", Worker: "w1", N: 10, Price: 3.6, Room: 1000})
+	if err != nil || len(ts) != 2 {
+		t.Fatal(len(ts), err)
+	}
+	e.clock.Advance(2 * time.Second)
+	for _, tk := range ts {
+		if tk.ID == ok {
+			e.complete(tk)
+		} else if _, _, err := e.s.Fail(e.ctx, queue.Failure{ID: bad, Token: tk.LeaseToken, Error: "boom"}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	rs, err := e.s.Costs(e.ctx, day, day)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]queue.CostRecord{
+		day.Format(time.DateOnly) + " default test.noop gpu ": {Day: day, Tenant: "default", Type: "test.noop", Pool: "gpu",
+			Runs: 2, Failed: 1, RunTime: 4 * time.Second, PicoUSD: 1_000_000_000},
+	}
+	if d := cmp.Diff(want, costSum(rs)); d != "" {
+		t.Fatalf("cost records (-want +got):\n%s", d)
+	}
+}

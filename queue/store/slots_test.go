@@ -161,3 +161,40 @@ func TestClaimRoomFairShareFloor(t *testing.T) {
 		}
 	}
 }
+
+// The pool's counters hold the slot units its RUNNING tasks take: four
+// quarter tasks and a whole one are 5 tasks and 2 000 milli-slots, and
+// each end (a success, a failure) gives back its own share.
+func TestCountsRunningMilli(t *testing.T) {
+	e := newEnv(t, oneShard)
+	for range 4 {
+		e.submit("p", slotsOf(0.25))
+	}
+	e.submit("p")
+	c := e.claimRoom("p", 32, 2000)
+	if len(c.Tasks) != 5 {
+		t.Fatalf("claimed %d, want 5", len(c.Tasks))
+	}
+	want := func(tasks, milli int) {
+		t.Helper()
+		cs, err := e.s.Counts(e.ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if cs.RunningBy["p"] != tasks || cs.MilliBy["p"] != milli {
+			t.Fatalf("running %d tasks, %d milli-slots; want %d, %d", cs.RunningBy["p"], cs.MilliBy["p"], tasks, milli)
+		}
+	}
+	want(5, 2000)
+	e.complete(c.Tasks[0])
+	want(4, 1750)
+	q := c.Tasks[1]
+	if _, _, err := e.s.Fail(e.ctx, queue.Failure{ID: q.ID, Token: q.LeaseToken, Error: "boom"}); err != nil {
+		t.Fatal(err)
+	}
+	want(3, 1500)
+	e.complete(c.Tasks[4])
+	want(2, 500)
+	e.complete(c.Tasks[2:4]...)
+	want(0, 0)
+}

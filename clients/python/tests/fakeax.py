@@ -32,10 +32,11 @@ class FakeAX:
 
     # Setup.
 
-    def submit(self, type_, payload=None, max_retries=2, tenant="acme"):
+    def submit(self, type_, payload=None, max_retries=2, tenant="acme", slots=None):
         with self.mu:
             tid = "t-" + uuid.uuid4().hex[:12]
             self.tasks[tid] = {"id": tid, "type": type_, "payload": payload, "state": "READY", "attempts": 0,
+                               "slots": slots,
                                "max_retries": max_retries, "tenant": tenant, "result": "", "last_error": "",
                                "progress": None, "lease": "", "worker": "", "cancel": False, "retry_after_ms": None}
             self.ready.append(tid)
@@ -158,14 +159,23 @@ class FakeAX:
         with self.mu:
             while True:
                 if alive() and wid in self.workers:
-                    out = self.take(wid, n, "claim")
+                    out = self.take(wid, n, "claim", self.room(wid))
                 left = end - time.monotonic()
                 if out or left <= 0:
                     return 200, {"tasks": out}
                 self.mu.wait(min(left, 0.05))
 
-    def take(self, wid, n, route):
-        """Leases up to n READY tasks of wid's types to it (the caller holds mu)."""
+    def room(self, wid):
+        """wid's free room in milli-slots, as the server counts it: its slots
+        less the tasks it holds, a task of slots s holding s (the caller holds mu)."""
+        held = sum(int(round((t["slots"] or 1) * 1000)) for t in self.tasks.values()
+                   if t["state"] == "RUNNING" and t["worker"] == wid)
+        return self.workers[wid]["slots"] * 1000 - held
+
+    def take(self, wid, n, route, room):
+        """Leases up to n READY tasks of wid's types that fit room (milli-slots)
+        together to it, in order: one that does not fit ends the take (the
+        caller holds mu)."""
         types = set(self.workers[wid].get("types") or [])
         out = []
         for tid in list(self.ready):
@@ -174,6 +184,10 @@ class FakeAX:
             t = self.tasks[tid]
             if types and t["type"] not in types:
                 continue
+            need = int(round((t["slots"] or 1) * 1000))
+            if need > room:
+                break
+            room -= need
             self.ready.remove(tid)
             t.update(state="RUNNING", lease=uuid.uuid4().hex, worker=wid, attempts=t["attempts"] + 1)
             self.runs[tid] += 1
@@ -181,6 +195,8 @@ class FakeAX:
             out.append({"id": tid, "type": t["type"], "payload": t["payload"], "attempt": t["attempts"],
                         "max_retries": t["max_retries"], "priority": 0, "tags": {}, "tenant": t["tenant"],
                         "trace_id": "", "lease": t["lease"], "deadline": "2099-01-01T00:00:00.123456789Z"})
+            if t["slots"] is not None:
+                out[-1]["slots"] = t["slots"]
         return out
 
     def report(self, wid, body):
@@ -231,8 +247,7 @@ class FakeAX:
                 took = [x for x in self.report_claims.get(cid, [])
                         if self.tasks[x["id"]]["lease"] == x["lease"] and self.tasks[x["id"]]["state"] == "RUNNING"]
                 if not took:
-                    held = sum(1 for t in self.tasks.values() if t["state"] == "RUNNING" and t["worker"] == wid)
-                    took = self.take(wid, min(claim["max"], self.workers[wid]["slots"] - held), "report")
+                    took = self.take(wid, claim["max"], "report", self.room(wid))
                     if cid:
                         self.report_claims[cid] = took
                 if took:

@@ -333,6 +333,39 @@ class WorkerTest(unittest.TestCase):
         self.assertEqual(len({c["claim_id"] for c in claims}), len(claims))  # a new id once answered
         self.assertTrue(all("outcomes" in r[3] for r in self.ax.seen("POST", "/report") if "claim" in r[3]))
 
+    def test_one_slot_runs_four_quarter_tasks_at_once_and_never_more(self):
+        w = self.worker(concurrency=1)
+        mu, now, most, gate = threading.Lock(), [0], [0], threading.Event()
+
+        @w.handler("q")
+        def q(task):
+            self.assertEqual(task.slots, 0.25)
+            with mu:
+                now[0] += 1
+                most[0] = max(most[0], now[0])
+            gate.wait(10)
+            time.sleep(0.05)
+            with mu:
+                now[0] -= 1
+            return task.payload
+
+        ids = [self.ax.submit("q", i, slots=0.25) for i in range(9)]
+        self.start(w)
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline:
+            with mu:
+                if now[0] == 4:
+                    break
+            time.sleep(0.01)
+        time.sleep(0.3)  # a fifth would have started by now
+        with mu:
+            self.assertEqual(now[0], 4)
+        gate.set()
+        for i, tid in enumerate(ids):
+            self.assertEqual(self.state(tid, "SUCCESS")["result"], str(i))
+        self.assertEqual(most[0], 4)
+        self.assertEqual(dict(self.ax.runs), {tid: 1 for tid in ids})
+
     def test_a_report_claim_lost_with_its_report_is_resent_under_the_same_claim_id(self):
         w = self.worker(concurrency=1)
         w.handler("x")(lambda task: task.payload)

@@ -970,7 +970,13 @@ export interface components {
              * @description Submits the answering server refused per minute lately as saturated (429) while this pool was saturated for them (ax_pool_refusals_total): the pool's backpressure as that server meets it, in any region. Counted over the last minute (since the server started, when it is younger).
              */
             refused_per_minute?: number;
+            /** @description RUNNING tasks */
             running: number;
+            /**
+             * Format: double
+             * @description The slot units the RUNNING tasks hold: a task of slots 0.25 a quarter, any other one (four quarter tasks: 1)
+             */
+            running_slots: number;
             /** @description What the pool runs at once now: its live workers' slots, or with a capacity window the slots the window lends now (at most the live workers', 0 while every window is closed). */
             slots: number;
             spot: boolean;
@@ -981,7 +987,7 @@ export interface components {
             };
             /**
              * Format: double
-             * @description running ÷ slots
+             * @description running_slots ÷ slots: four tasks of slots 0.25 fill one slot
              */
             utilisation: number;
             /** @description The 99th percentile of the pool's ready→start waits over the last minute, from a sample of its region's claims (the tasks each claim event names), as the region's leader last published it. Omitted while fewer than 5 claims were sampled in the minute. */

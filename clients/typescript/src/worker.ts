@@ -33,6 +33,11 @@ export interface Task<P = unknown> {
   readonly parents: Readonly<Record<string, unknown>>;
   /** The result of parent node `node` (undefined: none, see parents). */
   parentResult<R = unknown>(node: string): R | undefined;
+  /**
+   * The share of a worker slot the task holds while it runs: 1, or less for
+   * a fractional task (docs/tasks.md "Fractional slots").
+   */
+  readonly slots: number;
 }
 
 /**
@@ -48,7 +53,10 @@ export type Handler<P = any> = (task: Task<P>) => unknown;
 export interface WorkerOptions extends ConnectOptions {
   /** The pool it serves (the worker token must allow it). */
   pool: string;
-  /** Tasks run at once (the worker's slots); default 4. */
+  /**
+   * The worker's slots; default 4. Whole tasks run that many at once, and
+   * fractional ones as many as fit (four tasks of slots 0.25 a slot).
+   */
   concurrency?: number;
   labels?: Record<string, string>;
   /** A name shown next to its worker_id. */
@@ -71,6 +79,8 @@ export interface WorkerOptions extends ConnectOptions {
 
 interface Running {
   claim: ClaimedTask;
+  // The room it holds in the worker's slots, in milli-slots.
+  milli: number;
   ctrl: AbortController;
   progress?: { percent: number; message?: string };
   progressDirty: boolean;
@@ -85,6 +95,15 @@ const maxErrorChars = 4096;
 // The protocol's bound on a progress message.
 const maxProgressBytes = 512;
 const progressEveryMs = 1_000;
+// A slot in milli-slots, the unit the server counts a worker's room in.
+const milliSlots = 1_000;
+
+// milliOf is the room a claimed task holds: a whole slot unless the server
+// said less.
+function milliOf(c: ClaimedTask): number {
+  const m = Math.round((c.slots ?? 1) * milliSlots);
+  return m > 0 && m < milliSlots ? m : milliSlots;
+}
 
 /**
  * Worker runs handlers for tasks claimed through the API's worker protocol
@@ -92,6 +111,10 @@ const progressEveryMs = 1_000;
  * long-poll claim loop and one report loop that batches heartbeats, progress
  * and outcomes. While every slot is busy, a report of outcomes also claims:
  * the tasks they make room for come in its answer, without a claim after it.
+ * Slots are counted in milli-slots as the server counts them (a task of
+ * slots 0.25 holds a quarter of one): a claim asks for as many tasks as the
+ * free room holds of the smallest it was handed so far (a whole slot until
+ * a fraction), and the server hands out tasks that fit that room together.
  * On a connection error or a 503 it moves to the next URL and keeps its
  * tasks; when the server forgot it (404 worker_id) it registers again.
  *
@@ -107,8 +130,12 @@ export class Worker {
   #reg: Registration | undefined;
   #registering: Promise<void> | undefined;
   #outcomes: Outcome[] = [];
-  // Outcomes in the report on its way: the server counts their tasks held until it answers.
+  // The room (milli-slots) each queued outcome's task held: the server counts it held until a report carried it.
+  readonly #outcomeMilli = new WeakMap<Outcome, number>();
+  // The room of the outcomes in the report on its way: the server counts their tasks held until it answers.
   #reporting = 0;
+  // The least room a task handed out took (milli-slots).
+  #smallest = milliSlots;
   #started = false;
   #fatal: unknown;
   #stopping = false;
@@ -248,7 +275,7 @@ export class Worker {
     let claimId = "";
     for (let failures = 0; !this.#stopping; ) {
       // Free as the server counts: a task is held until its outcome is reported.
-      const free = this.#o.concurrency - this.#running.size - this.#outcomes.length - this.#reporting;
+      const free = this.#fits(0);
       if (free <= 0) {
         // Meanwhile a report of outcomes claims for it (#reportClaim).
         this.#claimWaiting = true;
@@ -293,17 +320,40 @@ export class Worker {
     }
   }
 
+  // #fits is how many tasks a claim asks for at most, with freed milli-slots
+  // about to be freed (a report's outcomes): as many of the smallest task
+  // handed out so far as the free room holds, the room as the server counts
+  // it (running tasks, and those whose outcome it has not been told).
+  #fits(freed: number): number {
+    let room = this.#o.concurrency * milliSlots - this.#reporting + freed;
+    for (const r of this.#running.values()) room -= r.milli;
+    for (const o of this.#outcomes) room -= this.#milliOfOutcome(o);
+    return room > 0 ? Math.floor(room / this.#smallest) : 0;
+  }
+
+  #milliOfOutcome(o: Outcome): number {
+    return this.#outcomeMilli.get(o) ?? milliSlots;
+  }
+
+  // #queue queues the outcome of a task holding milli milli-slots for the next report.
+  #queue(o: Outcome, milli: number): void {
+    this.#outcomeMilli.set(o, milli);
+    this.#outcomes.push(o);
+  }
+
   #start(c: ClaimedTask): void {
     // A retried claim's answer may name a task already running here.
     if (this.#running.get(c.id)?.claim.lease === c.lease) return;
     const handler = this.#handlers.get(c.type);
+    const milli = milliOf(c);
     if (!handler || this.#stopping) {
       // Not ours to run now: back to READY without spending an attempt.
-      this.#outcomes.push({ id: c.id, lease: c.lease, status: "return", retry_after_ms: handler ? 0 : 1_000 });
+      this.#queue({ id: c.id, lease: c.lease, status: "return", retry_after_ms: handler ? 0 : 1_000 }, milli);
       this.#wake();
       return;
     }
-    const r: Running = { claim: c, ctrl: new AbortController(), progressDirty: false, stopped: false };
+    this.#smallest = Math.min(this.#smallest, milli);
+    const r: Running = { claim: c, milli, ctrl: new AbortController(), progressDirty: false, stopped: false };
     this.#running.set(c.id, r);
     let deadline: Date | undefined = c.deadline ? new Date(c.deadline) : undefined;
     if (deadline && !(deadline.getTime() > 0)) deadline = undefined; // absent, unparsable or Go's zero time: no timeout
@@ -325,6 +375,7 @@ export class Worker {
       progress: (percent, message) => this.#progress(r, percent, message),
       parents: c.parents ?? {},
       parentResult: <R>(node: string) => (c.parents ?? {})[node] as R | undefined,
+      slots: milli / milliSlots,
     };
     r.ended = Promise.resolve()
       .then(() => handler(task))
@@ -362,7 +413,7 @@ export class Worker {
     this.#running.delete(r.claim.id);
     this.#slotFreed?.();
     if (r.stopped) return;
-    this.#outcomes.push({ ...o, id: r.claim.id, lease: r.claim.lease } as Outcome);
+    this.#queue({ ...o, id: r.claim.id, lease: r.claim.lease } as Outcome, r.milli);
     this.#wake();
   }
 
@@ -390,7 +441,7 @@ export class Worker {
     const settle = new AbortController();
     await Promise.race([Promise.all(stopped.map((r) => r.ended)), sleep(this.#o.settleMs, settle.signal).catch(() => {})]);
     settle.abort();
-    for (const r of stopped) this.#outcomes.push({ id: r.claim.id, lease: r.claim.lease, status: "return" });
+    for (const r of stopped) this.#queue({ id: r.claim.id, lease: r.claim.lease, status: "return" }, r.milli);
     this.#wake();
   }
 
@@ -446,11 +497,13 @@ export class Worker {
     const outcomes = this.#outcomes;
     this.#outcomes = [];
     if (outcomes.length) body.outcomes = outcomes;
+    let freed = 0;
+    for (const o of outcomes) freed += this.#milliOfOutcome(o);
     const claim = this.#reportClaim(outcomes.length, last);
     if (claim) body.claim = claim;
     this.#lastReport = Date.now();
     let ans: ReportAnswer | undefined;
-    this.#reporting = outcomes.length;
+    this.#reporting = freed;
     try {
       ans = await this.#t.call<ReportAnswer>("POST", `/v1/workers/${seg(reg.worker_id)}/report`, { body, idempotent: true, retries: last ? 4 : undefined });
     } catch (e) {
@@ -487,12 +540,13 @@ export class Worker {
   }
 
   // #reportClaim is the claim of a report of n outcomes: while the claim
-  // loop waits for a slot, the slots they free; undefined when it does not
-  // wait or none would be free.
+  // loop waits for room, the tasks the room they free holds; undefined when
+  // it does not wait or none would fit.
   #reportClaim(n: number, last: boolean): Report["claim"] {
     if (n === 0 || last || this.#stopping || !this.#reportClaims || !this.#claimWaiting) return undefined;
-    // Free once the report is applied: #running and the outcomes queued after it are held.
-    const max = Math.min(this.#o.concurrency - this.#running.size - this.#outcomes.length, this.#reg!.max_claim);
+    // Free once the report is applied: #running and the outcomes queued after it are held
+    // (#outcomes no longer lists the report's own, #reporting is not set yet).
+    const max = Math.min(this.#fits(0), this.#reg!.max_claim);
     if (max <= 0) return undefined;
     this.#reportClaimId ||= `c-${randomBytes(12).toString("hex")}`;
     return { max, claim_id: this.#reportClaimId };
@@ -519,8 +573,10 @@ export class Worker {
     const i = Number(m[2]);
     if (m[1] === "outcomes") {
       const o = outcomes[i];
-      if (o && o.status === "success") outcomes[i] = { id: o.id, lease: o.lease, status: "failure", error: `the server refused the result: ${e.message}`, retry: false };
-      else outcomes.splice(i, 1);
+      if (o && o.status === "success") {
+        outcomes[i] = { id: o.id, lease: o.lease, status: "failure", error: `the server refused the result: ${e.message}`, retry: false };
+        this.#outcomeMilli.set(outcomes[i]!, this.#milliOfOutcome(o));
+      } else outcomes.splice(i, 1);
     } else if (m[1] === "progress") {
       moved.splice(i, 1);
     } else {

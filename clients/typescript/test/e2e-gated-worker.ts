@@ -15,7 +15,7 @@ const runs = process.env.AX_E2E_RUNS!;
 const gates = process.env.AX_E2E_GATES!;
 
 function note(ev: string, task: Task): void {
-  appendFileSync(runs, JSON.stringify({ ev, id: task.id, attempt: task.attempt, worker: name }) + "\n");
+  appendFileSync(runs, JSON.stringify({ ev, id: task.id, attempt: task.attempt, worker: name, slots: task.slots }) + "\n");
 }
 
 const w = new Worker({ pool: process.env.AX_POOL!, concurrency: Number(process.env.AX_E2E_SLOTS ?? 4), graceMs: Number(process.env.AX_E2E_GRACE) * 1000, name });

@@ -159,11 +159,12 @@ export class FakeRegion {
 
   // #claim claims nothing for a worker that hung up (a real server's
   // request context ends with the connection).
-  // Like the server, it claims at most the worker's slots minus the tasks it
-  // holds (outcome not reported yet), and with none free waits out the poll.
+  // Like the server, it claims tasks that fit the worker's free room: its
+  // slots less the tasks it holds (outcome not reported yet), in
+  // milli-slots, and with none free waits out the poll.
   async #claim(worker: string, body: { max: number; wait_ms: number }, gone: () => boolean): Promise<ClaimedTask[]> {
     const end = Date.now() + body.wait_ms;
-    const n = Math.min(body.max, (this.workers.get(worker)?.slots ?? 0) - this.#held(worker));
+    const n = this.#room(worker) > 0 ? body.max : 0;
     if (n <= 0) {
       await new Promise((r) => setTimeout(r, body.wait_ms));
       return [];
@@ -181,12 +182,29 @@ export class FakeRegion {
     return this.#take(worker, n, "claim");
   }
 
-  #held(worker: string): number {
-    return [...this.leasedBy].filter(([id, w]) => w === worker && this.leased.has(id)).length;
+  // #room is the worker's free room in milli-slots: its slots less what the
+  // tasks it holds take (a task of slots s takes s).
+  #room(worker: string): number {
+    let room = (this.workers.get(worker)?.slots ?? 0) * 1000;
+    for (const [id, w] of this.leasedBy) {
+      const t = this.leased.get(id);
+      if (w === worker && t) room -= Math.round((t.slots ?? 1) * 1000);
+    }
+    return room;
   }
 
+  // #take leases up to n ready tasks that fit the worker's room together, in
+  // order: one that does not fit ends the take.
   #take(worker: string, n: number, route: "claim" | "report"): ClaimedTask[] {
-    const out = this.ready.splice(0, Math.max(0, n));
+    let room = this.#room(worker);
+    let k = 0;
+    while (k < Math.min(n, this.ready.length)) {
+      const need = Math.round((this.ready[k]!.slots ?? 1) * 1000);
+      if (need > room) break;
+      room -= need;
+      k++;
+    }
+    const out = this.ready.splice(0, k);
     out.forEach((t) => {
       this.leased.set(t.id, t);
       this.leasedBy.set(t.id, worker);
@@ -214,7 +232,7 @@ export class FakeRegion {
       // the same claim_id again answers the tasks it took.
       let took = (this.#reportClaims.get(claim.claim_id ?? "") ?? []).filter((t) => this.leased.get(t.id) === t);
       if (took.length === 0) {
-        took = this.#take(worker, Math.min(claim.max, (this.workers.get(worker)?.slots ?? 0) - this.#held(worker)), "report");
+        took = this.#take(worker, claim.max, "report");
         if (claim.claim_id) this.#reportClaims.set(claim.claim_id, took);
       }
       if (took.length) out.tasks = took;

@@ -127,6 +127,37 @@ describe("Worker", () => {
     await done;
   });
 
+  it("runs four tasks of slots 0.25 at once on one slot, and never a fifth", async () => {
+    let now = 0;
+    let most = 0;
+    let open = false;
+    const seen: number[] = [];
+    const { w, done } = await start(
+      {
+        q: async (t) => {
+          seen.push(t.slots);
+          most = Math.max(most, ++now);
+          while (!open) await new Promise((r) => setTimeout(r, 5));
+          await new Promise((r) => setTimeout(r, 20));
+          now--;
+          return t.payload;
+        },
+      },
+      { concurrency: 1 },
+    );
+    const ids = Array.from({ length: 9 }, (_, i) => fake.add({ type: "q", payload: i, slots: 0.25 }).id);
+    await fake.until(() => now === 4, 3_000, "four quarter tasks running");
+    await new Promise((r) => setTimeout(r, 300)); // a fifth would have started by now
+    assert.equal(now, 4);
+    open = true;
+    await fake.until(() => ids.every((id) => fake.outcome(id)), 5_000, "9 outcomes");
+    assert.equal(most, 4);
+    assert.ok(seen.every((s) => s === 0.25), JSON.stringify(seen));
+    ids.forEach((id, i) => assert.deepEqual(fake.outcome(id), { id, lease: fake.outcome(id)!.lease, status: "success", result: i }));
+    await w.stop();
+    await done;
+  });
+
   it("asks for slots only once their outcomes are reported, so a busy worker never waits out a poll", async () => {
     fake = new FakeRegion();
     const w = new Worker({ urls: await fake.listen(), pool: "p", concurrency: 1, signals: false, waitMs: 5_000, log: quiet });

@@ -869,7 +869,12 @@ type PoolStatus struct {
 
 	// RefusedPerMinute Submits the answering server refused per minute lately as saturated (429) while this pool was saturated for them (ax_pool_refusals_total): the pool's backpressure as that server meets it, in any region. Counted over the last minute (since the server started, when it is younger).
 	RefusedPerMinute *float64 `json:"refused_per_minute,omitempty"`
-	Running          int      `json:"running"`
+
+	// Running RUNNING tasks
+	Running int `json:"running"`
+
+	// RunningSlots The slot units the RUNNING tasks hold: a task of slots 0.25 a quarter, any other one (four quarter tasks: 1)
+	RunningSlots float64 `json:"running_slots"`
 
 	// Slots What the pool runs at once now: its live workers' slots, or with a capacity window the slots the window lends now (at most the live workers', 0 while every window is closed).
 	Slots int  `json:"slots"`
@@ -879,7 +884,7 @@ type PoolStatus struct {
 	Starving int               `json:"starving"`
 	Tags     map[string]string `json:"tags"`
 
-	// Utilisation running ÷ slots
+	// Utilisation running_slots ÷ slots: four tasks of slots 0.25 fill one slot
 	Utilisation float64 `json:"utilisation"`
 
 	// WaitP99Seconds The 99th percentile of the pool's ready→start waits over the last minute, from a sample of its region's claims (the tasks each claim event names), as the region's leader last published it. Omitted while fewer than 5 claims were sampled in the minute.

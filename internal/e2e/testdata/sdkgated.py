@@ -26,7 +26,7 @@ w = Worker(pool=os.environ["AX_POOL"], concurrency=int(os.environ.get("AX_E2E_SL
 
 def note(ev, task):
     with open(RUNS, "a") as f:
-        f.write(json.dumps({"ev": ev, "id": task.id, "attempt": task.attempt, "worker": NAME}) + "\n")
+        f.write(json.dumps({"ev": ev, "id": task.id, "attempt": task.attempt, "worker": NAME, "slots": task.slots}) + "\n")
 
 
 @w.handler("sdk.gated")

@@ -13,9 +13,10 @@ class Task:
     """One attempt of a task, claimed by a Worker for a handler.
 
     id, type, payload (any JSON, None when none), attempt (1 for the first),
-    max_retries, priority, tags, tenant, trace_id and deadline (an aware
+    max_retries, priority, tags, tenant, trace_id, deadline (an aware
     datetime: when this attempt's timeout ends; None when the server sent
-    none). canceled turns True (and cancel_event is set) when the server says
+    none) and slots (the share of a worker slot it holds while it runs: 1.0,
+    or less for a fractional task, docs/tasks.md "Fractional slots"). canceled turns True (and cancel_event is set) when the server says
     to stop (the task was cancelled or preempted, its lease was lost, its
     deadline passed) or the worker shuts down past its grace; stop_reason
     says which. A sync handler checks canceled between steps; an async one
@@ -34,6 +35,10 @@ class Task:
         self.trace_id: str = str(raw.get("trace_id") or "")
         self.deadline: Optional[datetime.datetime] = parse_time(raw.get("deadline"))
         self.lease: str = str(raw.get("lease") or "")
+        self.slots: float = float(raw.get("slots") or 1.0)
+        # The room it holds in the worker's slots, in milli-slots (a whole
+        # slot unless the server said less).
+        self._milli: int = milli_slots(self.slots)
         # A DAG node's parents' results by parent node id (those that
         # succeeded and still kept one): JSON as that value, other text as a str.
         self.parents: Dict[str, Any] = dict(raw.get("parents") or {})
@@ -79,6 +84,19 @@ class Task:
 
     def __repr__(self) -> str:
         return "Task(id=%r, type=%r, attempt=%d, tenant=%r)" % (self.id, self.type, self.attempt, self.tenant)
+
+
+MILLI_SLOTS = 1000
+
+
+def milli_slots(slots: Any) -> int:
+    """The room a task of slots holds, in milli-slots: a whole slot (1000)
+    unless slots is a fraction in (0, 1)."""
+    try:
+        m = int(round(float(slots) * MILLI_SLOTS))
+    except (TypeError, ValueError):
+        return MILLI_SLOTS
+    return m if 0 < m < MILLI_SLOTS else MILLI_SLOTS
 
 
 def parse_time(v: Any) -> Optional[datetime.datetime]:

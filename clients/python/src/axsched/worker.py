@@ -23,6 +23,13 @@ deadline) is cancelled in its handler and its outcome dropped. Connection
 errors and 503 move the worker to the next server URL, keeping its leases; a
 registration the server forgot (404 worker_id) is made again.
 
+Slots are counted in milli-slots, as the server counts them: a task of
+"slots": 0.25 holds a quarter of one (task.slots), any other a whole one, so
+a worker of concurrency 1 runs four quarter tasks at once. A claim asks for
+as many tasks as its free room holds of the smallest it was handed so far (a
+whole slot until it was handed a fraction); the server hands out tasks that
+fit that room together.
+
 While every slot is busy, a report that carries outcomes also claims (a
 report claim): the tasks its outcomes make room for come back in the same
 round trip instead of in a claim sent after it.
@@ -53,7 +60,7 @@ from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Tuple
 
 from ._transport import Canceler, Transport
 from .errors import APIError, FinalError, RetryAfter
-from .task import Task
+from .task import MILLI_SLOTS, Task
 
 __all__ = ["Worker", "Handler", "WORKER_ROUTES"]
 
@@ -125,7 +132,8 @@ class Worker:
 
     urls: the API URLs of the region's servers (one string, comma-separated
     or a list; default $AX_URL). token: a worker token (default $AX_TOKEN).
-    concurrency: how many tasks run at once (the worker's slots). grace:
+    concurrency: the worker's slots (whole tasks at once; more of fractional
+    ones, as many as fit). grace:
     seconds running handlers get to finish at shutdown. settle: seconds a
     handler stopped at the end of the grace gets to return before its task
     is handed back (so another worker does not start it while this one
@@ -165,9 +173,14 @@ class Worker:
         self._outcomes: List[Dict[str, Any]] = []
         self._progress: Dict[str, Dict[str, Any]] = {}
         self._wake_at: Optional[float] = None
-        # Outcomes queued or in flight: the server counts their tasks as held
-        # (against the worker's slots) until a report carried them.
+        # The room (milli-slots) of outcomes queued or in flight: the server
+        # counts their tasks as held (against the worker's slots) until a
+        # report carried them. Each outcome says its own under "_milli"
+        # (not sent).
         self._unacked = 0
+        # The least room a task handed out took (milli-slots): a claim asks
+        # for as many as the free room holds.
+        self._smallest = MILLI_SLOTS
         # The claim loop waits for a slot: a report of outcomes claims for it.
         self._claim_waiting = False
         # The claim id of a report claim not yet answered (its retries and
@@ -304,7 +317,7 @@ class Worker:
         with self._mu:
             for r in stopped:
                 self._queue_outcome({"id": r.task.id, "lease": r.task.lease, "status": "return",
-                                     "retry_after_ms": 0})
+                                     "retry_after_ms": 0}, r.task._milli)
             # 4. The report loop sends what is pending and ends.
             self._closing.set()
             self._report_cv.notify_all()
@@ -386,11 +399,11 @@ class Worker:
         claim_id = ""
         while not self._stopping.is_set():
             with self._mu:
-                while self._busy() >= self.concurrency and not self._stopping.is_set():
+                while self._fits(0) <= 0 and not self._stopping.is_set():
                     self._claim_waiting = True
                     self._slot_cv.wait()
                 self._claim_waiting = False
-                free = self.concurrency - self._busy()
+                free = self._fits(0)
             if self._stopping.is_set():
                 return
             wid = self.worker_id or ""
@@ -421,19 +434,29 @@ class Worker:
                 self._start(raw)
 
     def _busy(self) -> int:
-        """Slots in use as the server counts them (the caller holds _mu)."""
-        return len(self._runs) + self._unacked
+        """Room in use as the server counts it, in milli-slots: running tasks
+        and those whose outcome is not reported yet (the caller holds _mu)."""
+        return sum(r.task._milli for r in self._runs.values()) + self._unacked
 
-    def _queue_outcome(self, o: Dict[str, Any]) -> None:
-        """Queues o for the next report (the caller holds _mu)."""
+    def _fits(self, freed: int) -> int:
+        """How many tasks a claim asks for at most, with freed milli-slots
+        about to be freed (a report's outcomes): as many of the smallest the
+        worker was handed as the free room holds (the caller holds _mu)."""
+        room = self.concurrency * MILLI_SLOTS - self._busy() + freed
+        return room // self._smallest if room > 0 else 0
+
+    def _queue_outcome(self, o: Dict[str, Any], milli: int) -> None:
+        """Queues o, the outcome of a task holding milli milli-slots, for the
+        next report (the caller holds _mu)."""
+        o["_milli"] = milli
         self._outcomes.append(o)
-        self._unacked += 1
+        self._unacked += milli
         self._wake(OUTCOME_DELAY)
 
-    def _acked(self, n: int) -> None:
-        if n:
+    def _acked(self, outcomes: List[Dict[str, Any]]) -> None:
+        if outcomes:
             with self._mu:
-                self._unacked -= n
+                self._unacked -= sum(o.get("_milli", MILLI_SLOTS) for o in outcomes)
                 self._slot_cv.notify_all()
 
     def _start(self, raw: Mapping[str, Any]) -> None:
@@ -448,9 +471,11 @@ class Worker:
             if self._stopping.is_set() or h is None:
                 # Claimed as the worker stops, or of a type it has no handler for:
                 # back to the queue without spending an attempt.
-                self._queue_outcome({"id": task.id, "lease": task.lease, "status": "return", "retry_after_ms": 0})
+                self._queue_outcome({"id": task.id, "lease": task.lease, "status": "return", "retry_after_ms": 0},
+                                    task._milli)
                 return
             self._runs[task.id] = run
+            self._smallest = min(self._smallest, task._milli)
         assert self._pool is not None
         if is_async:
             assert self._loop is not None
@@ -481,7 +506,7 @@ class Worker:
             if run.done or run.task.canceled:
                 return  # the server said stop, or shutdown handed it back
             run.done = True
-            self._queue_outcome(self._outcome(run.task, fut))
+            self._queue_outcome(self._outcome(run.task, fut), run.task._milli)
 
     def _outcome(self, task: Task, fut: _Future) -> Dict[str, Any]:
         o: Dict[str, Any] = {"id": task.id, "lease": task.lease}
@@ -544,8 +569,9 @@ class Worker:
                 progress = [p for p in self._progress.values() if not self._runs.get(p["id"], _DONE).done]
                 outcomes = self._outcomes
                 self._outcomes, self._progress, self._wake_at = [], {}, None
-                claim = self._report_claim(len(outcomes), closing)
-            body: Dict[str, Any] = {k: v for k, v in (("held", held), ("progress", progress), ("outcomes", outcomes))
+                claim = self._report_claim(outcomes, closing)
+            wire = [{k: v for k, v in o.items() if k != "_milli"} for o in outcomes]
+            body: Dict[str, Any] = {k: v for k, v in (("held", held), ("progress", progress), ("outcomes", wire))
                                     if v}
             if claim is not None:
                 body["claim"] = claim
@@ -563,7 +589,7 @@ class Worker:
                 # Before the outcomes free their slots: the claim loop they
                 # wake counts the tasks the report's claim took.
                 self._answered(r or {})
-                self._acked(len(outcomes))
+                self._acked(outcomes)
                 continue
             except InterruptedError:
                 self._requeue(progress, outcomes)  # closing began: send it as the last report
@@ -585,7 +611,7 @@ class Worker:
                 log.error("worker %s: report refused %d times, dropping %d outcomes and %d progress: %s", wid,
                           attempt, len(outcomes), len(progress), err)
                 attempt = 0
-                self._acked(len(outcomes))
+                self._acked(outcomes)
                 continue
             self._requeue(progress, outcomes)
             if closing and attempt > 3:
@@ -600,15 +626,16 @@ class Worker:
             else:
                 self._closing.wait(wait)
 
-    def _report_claim(self, n_outcomes: int, closing: bool) -> Optional[Dict[str, Any]]:
-        """The claim of a report of n_outcomes outcomes (the caller holds _mu):
-        while the claim loop waits for a slot, the slots those outcomes free;
-        None when it does not wait or none would be free."""
-        if not (n_outcomes and self._claim_waiting and self._report_claims) or closing or \
+    def _report_claim(self, outcomes: List[Dict[str, Any]], closing: bool) -> Optional[Dict[str, Any]]:
+        """The claim of a report of outcomes (the caller holds _mu): while the
+        claim loop waits for room, the tasks the room those outcomes free
+        holds; None when it does not wait or no room would be free."""
+        if not (outcomes and self._claim_waiting and self._report_claims) or closing or \
                 self._stop_requested.is_set():
             return None
         # _busy counts the report's own outcomes: the server frees them first.
-        n = min(self.concurrency - self._busy() + n_outcomes, self._param("max_claim", 256))
+        freed = sum(o.get("_milli", MILLI_SLOTS) for o in outcomes)
+        n = min(self._fits(freed), self._param("max_claim", 256))
         if n <= 0:
             return None
         self._report_claim_id = self._report_claim_id or "c-" + secrets.token_hex(12)
@@ -661,9 +688,10 @@ class Worker:
             bad = outcomes.pop(i)
             if e.field.endswith(".result") and bad.get("status") == "success":
                 outcomes.insert(i, {"id": bad["id"], "lease": bad["lease"], "status": "failure", "retry": False,
-                                    "error": "result refused: %s" % e.message})
+                                    "error": "result refused: %s" % e.message,
+                                    "_milli": bad.get("_milli", MILLI_SLOTS)})
             else:
-                self._acked(1)
+                self._acked([bad])
         elif kind == "progress" and i < len(progress):
             progress.pop(i)
         elif kind == "held" and i < len(held):
@@ -683,23 +711,39 @@ class _Done:
 
 
 class _Threads:
-    """concurrency daemon threads running sync handlers: one that ignores its
-    cancellation past the grace does not keep the process from exiting (the
-    threads of a ThreadPoolExecutor are joined at exit)."""
+    """Daemon threads running sync handlers, concurrency of them to begin
+    with and one more whenever a handler finds none idle (fractional tasks
+    run more handlers than slots): one that ignores its cancellation past
+    the grace does not keep the process from exiting (the threads of a
+    ThreadPoolExecutor are joined at exit)."""
 
     def __init__(self, n: int) -> None:
         self._q: "queue.SimpleQueue[Optional[tuple]]" = queue.SimpleQueue()
-        for i in range(n):
-            threading.Thread(target=self._serve, name="axsched-handler-%d" % i, daemon=True).start()
-        self._n = n
+        self._mu = threading.Lock()
+        self._n = 0
+        self._idle = 0
+        for _ in range(n):
+            self._spawn()
+
+    def _spawn(self) -> None:
+        """Starts one idle thread (the caller holds _mu, or none shares it yet)."""
+        threading.Thread(target=self._serve, name="axsched-handler-%d" % self._n, daemon=True).start()
+        self._n += 1
+        self._idle += 1
 
     def submit(self, fn: Callable[..., Any], *args: Any) -> concurrent.futures.Future:
         fut: concurrent.futures.Future = concurrent.futures.Future()
+        with self._mu:
+            if self._idle == 0:
+                self._spawn()
+            self._idle -= 1
         self._q.put((fut, fn, args))
         return fut
 
     def shutdown(self) -> None:
-        for _ in range(self._n):
+        with self._mu:
+            n = self._n
+        for _ in range(n):
             self._q.put(None)
 
     def _serve(self) -> None:
@@ -708,12 +752,13 @@ class _Threads:
             if item is None:
                 return
             fut, fn, args = item
-            if not fut.set_running_or_notify_cancel():
-                continue
-            try:
-                fut.set_result(fn(*args))
-            except BaseException as e:  # the handler's failure is its outcome
-                fut.set_exception(e)
+            if fut.set_running_or_notify_cancel():
+                try:
+                    fut.set_result(fn(*args))
+                except BaseException as e:  # the handler's failure is its outcome
+                    fut.set_exception(e)
+            with self._mu:
+                self._idle += 1
 
 
 _DONE = _Done()
