@@ -17,7 +17,7 @@ FUZZTIME ?= 20000x
 # python3: httpapi's tests run clients/python's tests against a real server;
 # python3-venv (no command of its own: VENV checks it): internal/e2e installs the
 # Python SDK into a venv with pip and runs its tests against ax dev.
-# node, npm: internal/e2e runs clients/typescript's tests (npm ci && npm test, Node 20+).
+# node, npm: internal/e2e runs clients/typescript's tests (npm ci && npm test, Node 20.19+).
 APT     := redis-server:redis-server redis-cli:redis-tools promtool:prometheus chromium:chromium python3:python3 node:nodejs npm:npm
 VENV    := python3 -c 'import ensurepip, venv'
 SUDO    := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
@@ -58,7 +58,7 @@ deps:
 		{ $(SUDO) apt-get update >/dev/null && $(SUDO) apt-get install -y --no-install-recommends python3-venv; }; \
 		$(VENV) || { echo "FATAL: python3 -m venv still unusable (apt package python3-venv)"; exit 1; }; }
 	@redis-server --version
-	@node -e 'process.exit(Number(process.versions.node.split(".")[0]) >= 20 ? 0 : 1)' || { echo "FATAL: node $$(node --version) is older than 20 (clients/typescript needs Node 20+)"; exit 1; }
+	@node -e 'const [a, b] = process.versions.node.split(".").map(Number); process.exit(a > 20 || (a === 20 && b >= 19) ? 0 : 1)' || { echo "FATAL: node $$(node --version) is older than 20.19 (clients/typescript needs Node 20+, its @hey-api/openapi-ts 20.19+)"; exit 1; }
 	@command -v helm >/dev/null 2>&1 || test -x "$$($(GO) env GOPATH)/bin/helm" || { echo "helm missing (deploy/helm_test.go renders the chart): go install $(HELM)"; $(GO) install $(HELM); }
 
 vet:
