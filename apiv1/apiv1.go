@@ -376,6 +376,11 @@ type HandOff struct {
 	// traceparent) in a batch request, whose own header can name only one
 	// trace's span; the receipt's span is its child.
 	Traceparent string `json:"traceparent,omitempty"`
+	// Budget is the reservation the task holds on its tenant's budget
+	// ledger at the sender ("<UTC month> <usd>"): the receiver takes it
+	// off its own ledger as the task ends, beside the actual cost it
+	// books. Absent: none.
+	Budget string `json:"budget,omitempty"`
 }
 
 // HandOffResponse is the receiver's definite answer.

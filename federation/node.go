@@ -86,6 +86,13 @@ type Config struct {
 	Budgets map[string]budget.Budget
 	// BudgetRefresh is how often BudgetLoop rereads the spend.
 	BudgetRefresh time.Duration
+	// BudgetShares holds the regions' shares of each refuse budget (the
+	// global etcd, under SharesPrefix): with it, a task of a tenant with
+	// a refuse budget reserves its expected cost in this region's share
+	// atomically at admission, and SharesLoop rebalances the shares
+	// (budget.Book.SharesLoop); nil: no reservations.
+	BudgetShares budget.Shares
+	SharesPrefix string
 	// Now is the node's one clock: placement, in-flight accounting, stuck
 	// pools (tests inject one); nil is time.Now. The view keeps the wall
 	// clock: it judges figures other servers stamped with theirs.
@@ -183,8 +190,12 @@ func NewNode(cfg Config, store *store.Store, v *view.View, cell *region.Cell, m 
 		NoCapacityRetry: cfg.NoCapacityRetry, View: v, Flights: flights, Metrics: m, Now: cfg.Now}, pl)
 	n.Reader = fanout.New(fanout.Config{Region: cfg.Region, Regions: cfg.Regions, Store: store.Tasks(), Peer: n.peer, View: v,
 		Logger: cfg.Logger, Wake: wake})
-	n.budgets = budget.New(budget.Config{Region: cfg.Region, Budgets: cfg.Budgets, Refresh: cfg.BudgetRefresh, Metrics: m,
-		Logger: cfg.Logger, Now: cfg.Now}, n.Reader)
+	bc := budget.Config{Region: cfg.Region, Budgets: cfg.Budgets, Refresh: cfg.BudgetRefresh, Metrics: m,
+		Logger: cfg.Logger, Now: cfg.Now, Regions: cfg.Regions, Shares: cfg.BudgetShares, SharesPrefix: cfg.SharesPrefix}
+	if cfg.BudgetShares != nil && store != nil {
+		bc.Ledgers = store.Maintainer()
+	}
+	n.budgets = budget.New(bc, n.Reader)
 	n.Pipeline = submit.New(submit.Config{Region: cfg.Region, Regions: cfg.Regions, Defaults: cfg.Defaults,
 		SaturatedRetryAfter: cfg.SaturatedRetryAfter, Backlog: cfg.Backlog, BacklogBytes: cfg.BacklogBytes, MemoryAdmit: cfg.MemoryAdmit, TracerProvider: cfg.TracerProvider, Now: cfg.Now,
 		Store: store.Submitter(), View: v, Flights: flights, Picker: n.picker, Peer: n.peer, Budgets: n.budgets, Metrics: m, Wake: wake,
@@ -257,6 +268,12 @@ func (n *Node) BudgetRoom(tenant string) error { return n.budgets.Room(tenant) }
 
 // SetBudgets puts budgets in force in place of Config.Budgets (budget.Book.Set).
 func (n *Node) SetBudgets(budgets map[string]budget.Budget) { n.budgets.Set(budgets) }
+
+// SharesLoop keeps this region's shares of the refuse budgets (a leader
+// loop; budget.Book.SharesLoop).
+func (n *Node) SharesLoop(ctx context.Context, f queue.Fence, lost func(error)) {
+	n.budgets.SharesLoop(ctx, f, lost)
+}
 
 // BudgetLoop rereads the spend of the tenants with a budget every
 // Config.BudgetRefresh until ctx ends (budget.Book.Loop).

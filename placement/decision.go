@@ -99,6 +99,10 @@ type Decision struct {
 	Index int
 	// Cost is the chosen pool's score: expected cost of the task there, in USD.
 	Cost float64
+	// Expected is what the task is expected to cost in the chosen pool, in
+	// USD: its price × the expected duration (Candidate.BaseCost), without
+	// the queue and cross-region penalties of Cost.
+	Expected float64
 	// OK is true when a pool was chosen.
 	OK bool
 	// Wait is the chosen pool's expected wait for the task; OverTarget is true when it is

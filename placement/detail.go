@@ -142,7 +142,7 @@ func (e *Explanation) CapPrice(max float64) {
 	if best >= 0 {
 		c := &e.Candidates[best]
 		c.Won = true
-		e.Decision = Decision{Region: c.Region, Pool: c.Pool, Index: c.Index, Cost: c.Cost, OK: true, Wait: c.Wait,
+		e.Decision = Decision{Region: c.Region, Pool: c.Pool, Index: c.Index, Cost: c.Cost, Expected: c.BaseCost, OK: true, Wait: c.Wait,
 			OverTarget: c.OverTarget, outcome: placed}
 		return
 	}

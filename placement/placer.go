@@ -536,6 +536,7 @@ type choice struct {
 	best     int // -1: none
 	bestCost float64
 	bestWait float64
+	bestBase float64  // its base cost (price × expected duration)
 	fb       fallback // the least-wait pool past its target
 	// targeted: some eligible pool had a wait target (set by Explain only).
 	targeted            bool
@@ -670,7 +671,7 @@ func (c *choice) offer(q *query, i int, sc *parts) reason {
 	default:
 		c.targeted = c.targeted || sc.target > 0
 		if better(i, sc.cost, c.best, c.bestCost) {
-			c.best, c.bestCost, c.bestWait = i, sc.cost, sc.wait
+			c.best, c.bestCost, c.bestWait, c.bestBase = i, sc.cost, sc.wait, sc.base
 		}
 	}
 	return rNone
@@ -683,9 +684,9 @@ func (c *choice) decide(s *Snapshot, exp *Explanation) (Decision, int) {
 	if c.targeted {
 		rule = RuleCheapestWithinWait
 	}
-	best, cost, wait, over := c.best, c.bestCost, c.bestWait, false
+	best, cost, wait, base, over := c.best, c.bestCost, c.bestWait, c.bestBase, false
 	if best < 0 && c.fb.best >= 0 {
-		best, cost, wait, over, rule = c.fb.best, c.fb.cost, c.fb.wait, true, RuleLeastWait
+		best, cost, wait, base, over, rule = c.fb.best, c.fb.cost, c.fb.wait, c.fb.base, true, RuleLeastWait
 	}
 	if best < 0 {
 		return Decision{Index: -1, outcome: classify(len(s.pools), c.matching, c.saturated), noHandler: c.served == 0 && c.denied > 0}, -1
@@ -695,7 +696,7 @@ func (c *choice) decide(s *Snapshot, exp *Explanation) (Decision, int) {
 		exp.Candidates[e.input].Won = true
 		exp.Rule = rule
 	}
-	return Decision{Region: e.pool.Region, Pool: e.pool.Name, Index: e.input, Cost: cost, OK: true,
+	return Decision{Region: e.pool.Region, Pool: e.pool.Name, Index: e.input, Cost: cost, Expected: base, OK: true,
 		Wait: seconds(wait), OverTarget: over, outcome: placed}, best
 }
 
@@ -703,11 +704,12 @@ func (c *choice) decide(s *Snapshot, exp *Explanation) (Decision, int) {
 type fallback struct {
 	best       int
 	wait, cost float64
+	base       float64
 }
 
 func (f *fallback) offer(i int, sc *parts) {
 	if lessWait(i, sc.wait, sc.cost, f.best, f.wait, f.cost) {
-		f.best, f.wait, f.cost = i, sc.wait, sc.cost
+		f.best, f.wait, f.cost, f.base = i, sc.wait, sc.cost, sc.base
 	}
 }
 
@@ -775,7 +777,7 @@ func (w *walk) run(part bitset, invert bool, cross float64) {
 				continue
 			}
 			if better(i, sc.cost, w.best, w.bestCost) {
-				w.best, w.bestCost, w.bestWait = i, sc.cost, sc.wait
+				w.best, w.bestCost, w.bestWait, w.bestBase = i, sc.cost, sc.wait, sc.base
 			}
 		}
 	}

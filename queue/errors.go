@@ -1,8 +1,6 @@
 package queue
 
-import (
-	"errors"
-)
+import "errors"
 
 var (
 	// ErrLeaseLost: the lease token is not the task's current one (the task

@@ -261,6 +261,8 @@ type NewTask struct {
 	// this task if it still holds it (its home record forwards, and the
 	// caller found it past the key's unique_until where it went).
 	Supersedes string
+	// Budget ("<UTC month> <USD>") is reserved on its ledger if it fits (else submit.ErrBudget); a hand-off's is carried.
+	Budget string
 }
 
 // History is the part of a task's past that travels with it from region to

@@ -55,7 +55,11 @@ type Task struct {
 	CancelRequested bool   `json:"cancel_requested,omitempty"`
 	HandedOffTo     string `json:"handed_off_to,omitempty"`
 	HandOffTarget   string `json:"handoff_target,omitempty"` // in the outbox, bound for this region
-	LastError       string `json:"last_error,omitempty"`
+	// BudgetHold is the reservation the task holds on its tenant's budget
+	// ledger ("<UTC month> <usd>", queue.NewTask.Budget): a hand-off
+	// carries it to the receiver. Not part of the API.
+	BudgetHold string `json:"-"`
+	LastError  string `json:"last_error,omitempty"`
 	// Result is the text a successful attempt gave back (a remote
 	// worker's: JSON text), at most its region's results.max_bytes.
 	// A Result that is not UTF-8 text travels as ResultBase64 in JSON

@@ -1,6 +1,7 @@
 package budget
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"log/slog"
@@ -20,9 +21,20 @@ type Config struct {
 	Region  string            // this server's region (metrics)
 	Budgets map[string]Budget // by tenant; nil: none
 	Refresh time.Duration     // how often Loop rereads the spend
-	Metrics *metrics.Metrics
-	Logger  *slog.Logger
-	Now     func() time.Time
+	// ShareInterval is how often the region's leader rebalances its
+	// shares of refuse budgets (SharesLoop; ShareIntervalDefault).
+	ShareInterval time.Duration
+	// Regions is every region of the federation; Ledgers this region's
+	// budget ledgers, Shares the global etcd's shares documents under
+	// SharesPrefix (nil Ledgers or Shares: no reservations are made
+	// beyond what the store checks, and SharesLoop does nothing).
+	Regions      []string
+	Ledgers      Ledgers
+	Shares       Shares
+	SharesPrefix string
+	Metrics      *metrics.Metrics
+	Logger       *slog.Logger
+	Now          func() time.Time
 }
 
 // Spend reads what tenants spent across the federation.
@@ -59,6 +71,7 @@ type Book struct {
 
 // New is the book of cfg's budgets; spend reads the spend (Refresh).
 func New(cfg Config, spend Spend) *Book {
+	cfg.ShareInterval = cmp.Or(max(cfg.ShareInterval, 0), ShareIntervalDefault)
 	return &Book{cfg: cfg, spend: spend, set: maps.Clone(cfg.Budgets)}
 }
 
@@ -82,9 +95,17 @@ type BudgetError struct {
 	// RetryAfter is when the refusal may change: the next spend read
 	// (Config.Refresh), which sees a raised budget.
 	RetryAfter time.Duration
+	// Reserved: the spend read is under the budget, but what the tenant's
+	// running and queued tasks are expected to cost leaves no room for
+	// this one's estimate in its region's share.
+	Reserved bool
 }
 
 func (e *BudgetError) Error() string {
+	if e.Reserved {
+		return fmt.Sprintf("tenant %s's monthly_budget_usd $%s is taken by its spend and the expected cost of its unfinished tasks (this region's share): retry once some finish",
+			e.Tenant, strconv.FormatFloat(e.Budget, 'g', 6, 64))
+	}
 	return fmt.Sprintf("tenant %s has spent $%s this month (UTC), past its monthly_budget_usd $%s: new tasks are refused until the month ends",
 		e.Tenant, strconv.FormatFloat(e.Spent, 'g', 6, 64), strconv.FormatFloat(e.Budget, 'g', 6, 64))
 }
@@ -175,6 +196,28 @@ func (bk *Book) Room(tenant string) error {
 		return &BudgetError{Tenant: tenant, Spent: st.SpentUSD, Budget: st.MonthlyUSD, RetryAfter: bk.cfg.Refresh}
 	}
 	return nil
+}
+
+// Hold is the reservation a new task of tenant with an estimated cost of
+// usd makes on its budget ledger (queue.NewTask.Budget, "<UTC month>
+// <usd>"); "" when tenant has no refuse budget (a cap budget reserves
+// nothing: past it, tasks are capped in price, not refused).
+func (bk *Book) Hold(tenant string, usd float64) string {
+	b, ok := bk.budgetSet()[tenant]
+	if !ok || b.MonthlyUSD <= 0 || !b.Refuse || bk.cfg.Ledgers == nil || bk.cfg.Shares == nil {
+		return ""
+	}
+	return bk.cfg.Now().UTC().Format("2006-01") + " " + strconv.FormatFloat(max(usd, 0), 'f', 12, 64)
+}
+
+// Refused is the error of a task its region's store refused because its
+// estimated cost does not fit in the region's share of its tenant's
+// budget (queue/submit ErrBudget): 429 budget_exceeded, retried after the
+// shares are next rebalanced.
+func (bk *Book) Refused(tenant string) error {
+	st, _ := bk.Of(tenant)
+	bk.cfg.Metrics.Rejected.WithLabelValues(bk.cfg.Region, "budget").Inc()
+	return &BudgetError{Tenant: tenant, Spent: st.SpentUSD, Budget: st.MonthlyUSD, RetryAfter: bk.cfg.ShareInterval, Reserved: true}
 }
 
 // budgetSet is the budgets in force (read-only).

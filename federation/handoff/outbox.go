@@ -416,7 +416,7 @@ func handOffOf(t *task.Task, spec json.RawMessage, trail []task.Transition, regi
 	trail = queue.CapTrail(append(trail[:len(trail):len(trail)], task.Transition{At: now, From: task.Pending, To: task.HandedOff,
 		Reason: task.ReasonHandedOff, By: t.HandOffTarget + "/" + t.Pool, Attempt: t.Attempts, Region: region}))
 	return apiv1.HandOff{ID: t.ID, Pool: t.Pool, Spec: spec, Cancel: t.CancelRequested, From: region,
-		Attempts: t.Attempts, PreemptCount: t.PreemptCount, CreatedAt: &created, LastError: t.LastError, Trail: trail}
+		Attempts: t.Attempts, PreemptCount: t.PreemptCount, CreatedAt: &created, LastError: t.LastError, Trail: trail, Budget: t.BudgetHold}
 }
 
 // parcelsOf cuts one target's tasks into requests of at most apiv1.MaxBatch

@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strconv"
+	"strings"
 	"time"
 
 	"github.com/ax-sched/ax/apiv1"
@@ -96,7 +98,8 @@ func (n *Receiver) AcceptMany(ctx context.Context, hs []apiv1.HandOff, known fun
 		// Held until the sender's word (HeldLoop, Commit): the sender's
 		// record decides whether it runs here.
 		tasks = append(tasks, queue.NewTask{ID: h.ID, Spec: sp, Pool: h.Pool, Returning: true, History: historyOf(h),
-			AdmitMax: n.picker.AdmitMax(h.Pool, sp.Critical), HeldFrom: h.From, BacklogMax: n.backlogMax(sp), BacklogBytesMax: n.backlogBytesMax(sp)})
+			AdmitMax: n.picker.AdmitMax(h.Pool, sp.Critical), HeldFrom: h.From, BacklogMax: n.backlogMax(sp), BacklogBytesMax: n.backlogBytesMax(sp),
+			Budget: budgetHold(h.Budget)})
 		idx = append(idx, i)
 	}
 	if len(tasks) == 0 {
@@ -182,4 +185,21 @@ func checkHistory(h apiv1.HandOff, now time.Time) error {
 		return &Refusal{Field: "last_error", Reason: "too long"}
 	}
 	return nil
+}
+
+// budgetHold is a hand-off's budget reservation when it has the form the
+// ledgers read ("<month> <usd>"), else "" (a sender's is trusted no
+// further: a malformed one is dropped, not stored).
+func budgetHold(s string) string {
+	month, usd, ok := strings.Cut(s, " ")
+	if !ok || len(month) != 7 {
+		return ""
+	}
+	if _, err := time.Parse("2006-01", month); err != nil {
+		return ""
+	}
+	if v, err := strconv.ParseFloat(usd, 64); err != nil || v < 0 || v > 1e9 {
+		return ""
+	}
+	return s
 }

@@ -11,6 +11,7 @@ import (
 	"github.com/ax-sched/ax/federation/view"
 	"github.com/ax-sched/ax/placement"
 	"github.com/ax-sched/ax/queue"
+	"github.com/ax-sched/ax/queue/submit"
 	"github.com/ax-sched/ax/task"
 )
 
@@ -64,7 +65,7 @@ func (n *Pipeline) submit(ctx context.Context, quota Quota, count int, specs []*
 	for i, sp := range specs {
 		items[i].spec = sp
 	}
-	for _, step := range []func(*item){p.validate, p.budget, p.keyHome, p.backlog, p.place} {
+	for _, step := range []func(*item){p.validate, p.budget, p.keyHome, p.backlog, p.place, p.hold} {
 		for i := range items {
 			if !items[i].decided() {
 				step(&items[i])
@@ -163,6 +164,21 @@ func (p *submitPass) place(it *item) {
 	}
 }
 
+// hold sets the reservation a task of a tenant with a refuse budget makes
+// on its budget ledger, checked by the store atomically (submit.ErrBudget):
+// its expected cost where it was placed, or for a task placed later (run_at,
+// debounce) where it would be placed now.
+func (p *submitPass) hold(it *item) {
+	if p.n.cfg.Budgets.Hold(it.spec.Tenant, 0) == "" {
+		return
+	}
+	usd := it.decision.Expected
+	if !it.decision.OK {
+		usd = p.n.cfg.Picker.Explain(p.vs.Pools, it.spec, p.now).Decision.Expected
+	}
+	it.nt.Budget = p.n.cfg.Budgets.Hold(it.spec.Tenant, usd)
+}
+
 // reserve counts a placement into region/pool in flight until it lands.
 func (p *submitPass) reserve(region, pool string) string {
 	return p.n.cfg.Flights.Reserve(region, pool, p.vs.Updated[region], p.now)
@@ -259,7 +275,8 @@ func (p *submitPass) spill(it *item, round int) bool {
 		it.refused = map[string]bool{}
 	}
 	it.refused[it.nt.Pool] = true
-	nt := queue.NewTask{Spec: it.spec, BacklogMax: it.nt.BacklogMax, BacklogBytesMax: it.nt.BacklogBytesMax}
+	nt := queue.NewTask{Spec: it.spec, BacklogMax: it.nt.BacklogMax, BacklogBytesMax: it.nt.BacklogBytesMax,
+		Budget: it.nt.Budget}
 	switch {
 	case round < maxSpillRounds && n.cfg.Picker.SpillLocal(p.vs.Pools, it.spec, p.now, it.refused, &nt):
 		it.out.Region = n.cfg.Region
@@ -301,6 +318,8 @@ func (p *submitPass) stored(ctx context.Context, it *item, r queue.SubmitResult,
 	case errors.Is(r.Err, queue.ErrBacklogBytesFull):
 		r.Err = &QuotaError{Field: "max_backlog_bytes", Tenant: it.spec.Tenant, Max: int(it.nt.BacklogBytesMax)}
 		n.cfg.Metrics.Rejected.WithLabelValues(n.cfg.Region, "backlog").Inc()
+	case errors.Is(r.Err, submit.ErrBudget):
+		r.Err = n.cfg.Budgets.Refused(it.spec.Tenant)
 	}
 	it.out.ID, it.out.State, it.out.Duplicate, it.out.Err = r.ID, r.State, r.Duplicate, r.Err
 	switch {

@@ -30,9 +30,9 @@ import (
 func TestSlowCheapPoolStopsWinningOnceLearnt(t *testing.T) {
 	slow, fast := "us-east-1", "eu-west-1"
 	fed := newFederation(t, fedOpts{servers: 2,
-		// team-b's and team-c's budgets are spent by one task each
-		// (budgetsThroughRealServers).
-		extra:  "budget_refresh: 300ms\ntenants: {" + budgetB + ", " + budgetC + "}",
+		// team-c's budget is spent by one task, team-b's lowered under
+		// what one task spent (budgetsThroughRealServers).
+		extra:  "budget_refresh: 300ms\ntenants: {" + budgetBRaised + ", " + budgetC + "}",
 		tokens: "- {name: " + tokSubmitterC + ", token: " + tokenC + ", role: submitter, tenant: team-c}",
 		pools: map[string]string{
 			slow: "- {name: cpu, tags: {class: cpu}, slots: 20, price_per_slot_hour: 0.02, queue_capacity: 40}",
@@ -378,7 +378,8 @@ func expectedWaitSpills(t *testing.T, fed *federation) {
 }
 
 // The budgets of TestSlowCheapPoolStopsWinningOnceLearnt: team-b's refuses
-// past $0.000001, team-c's caps its tasks at $0.03/slot-hour past it (the
+// past $1000, then past $0.000001 (lowered), then past $1000 again;
+// team-c's caps its tasks at $0.03/slot-hour past it (the
 // slow pool, $0.02, is under the cap; the fast one, $0.04, above it).
 const (
 	tokSubmitterC = "submitter-c" // submitter of tenant team-c (this file's federation only)
@@ -394,8 +395,11 @@ const (
 //
 // One schedule per tenant fires every second, created while the budgets
 // allowed it. One task of each tenant, handed off to the fast region,
-// spends its budget (0.2 s at $0.04/slot-hour ≈ $0.0000022). From the
-// next spend reads (budget_refresh 300ms):
+// spends team-c's budget (0.2 s at $0.04/slot-hour ≈ $0.0000022); team-b's
+// is then lowered under it in the files (SIGHUP): a task whose expected
+// cost is past a refuse budget is refused at admission, so no task of
+// team-b's can spend a budget of $0.000001. From the next spend reads
+// (budget_refresh 300ms):
 //   - team-b (refuse): every server answers its submits, DAG runs (POST
 //     /v1/dags and `ax dag submit`) and new schedules 429 budget_exceeded
 //     naming monthly_budget_usd, and stores nothing; its schedule's slots
@@ -496,6 +500,25 @@ func budgetsThroughRealServers(t *testing.T, fed *federation, servers []*proc, s
 	hc := fed.handedOffTask(slow, fast, tokSubmitterC, spec)
 	fed.waitState(slow, tokSubmitterB, hb.ID, task.Success, 20*time.Second)
 	fed.waitState(slow, tokSubmitterC, hc.ID, task.Success, 20*time.Second)
+	// rebudget is the operator replacing one budget line with another in
+	// every region's file, then SIGHUP to every server.
+	rebudget := func(from, to string) {
+		t.Helper()
+		for _, r := range fed.order {
+			path := fed.region(r).cfgPath
+			b, err := os.ReadFile(path)
+			if err != nil || !strings.Contains(string(b), from) {
+				t.Fatalf("%s: %v, or no %q in it", path, err, from)
+			}
+			if err := os.WriteFile(path, []byte(strings.Replace(string(b), from, to, 1)), 0o600); err != nil {
+				t.Fatal(err)
+			}
+			for _, s := range fed.region(r).servers {
+				s.signal(syscall.SIGHUP)
+			}
+		}
+	}
+	rebudget(budgetBRaised, budgetB)
 	// Through the real binary at the home of a task handed off and finished:
 	// its priority cannot change (409 naming state, one line, exit 1); ax
 	// schedule get prints a table, not JSON; a group given a subcommand's
@@ -647,20 +670,8 @@ func budgetsThroughRealServers(t *testing.T, fed *federation, servers []*proc, s
 		t.Fatalf("ax cost: exit %d, want team-b's and team-c's budget lines:\n%s%s", code, out, stderr)
 	}
 
-	// The operator raises team-b's budget: SIGHUP to every server.
-	for _, r := range fed.order {
-		path := fed.region(r).cfgPath
-		b, err := os.ReadFile(path)
-		if err != nil || !strings.Contains(string(b), budgetB) {
-			t.Fatalf("%s: %v, or no %q in it", path, err, budgetB)
-		}
-		if err := os.WriteFile(path, []byte(strings.Replace(string(b), budgetB, budgetBRaised, 1)), 0o600); err != nil {
-			t.Fatal(err)
-		}
-		for _, s := range fed.region(r).servers {
-			s.signal(syscall.SIGHUP)
-		}
-	}
+	// The operator raises team-b's budget again: SIGHUP to every server.
+	rebudget(budgetB, budgetBRaised)
 	var fired apiv1.ScheduleStatus
 	waitUntil(t, 15*time.Second, "team-b's schedule fires again once its budget allows", func() bool {
 		fired = schedGet("b-tick")

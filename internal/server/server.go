@@ -17,6 +17,7 @@ import (
 	"github.com/ax-sched/ax/batch"
 	"github.com/ax-sched/ax/dag"
 	"github.com/ax-sched/ax/federation"
+	"github.com/ax-sched/ax/federation/budget"
 	"github.com/ax-sched/ax/federation/metrics"
 	"github.com/ax-sched/ax/federation/view"
 	"github.com/ax-sched/ax/httpapi"
@@ -307,7 +308,8 @@ func (s *Server) assemble(pc placement.Config, peerTLS *tls.Config, reg *prometh
 		Placement: pc, Logger: s.log, PeerTLS: peerTLS, AllowInsecurePeers: cfg.Auth.AllowInsecurePeers,
 		TracerProvider: s.tracer, HandOffHorizon: cfg.Placement.HandOffHorizon, StuckPoolGrace: cfg.Placement.UnhealthyGrace, ReplaceOnPriceRise: cfg.Placement.ReplaceOnPriceRise,
 		Backlog: s.maxBacklog, BacklogBytes: s.maxBacklogBytes, Budgets: budgetsOf(cfg), BudgetRefresh: cfg.BudgetRefresh,
-		MemoryAdmit: reserve.Admit,
+		MemoryAdmit:  reserve.Admit,
+		BudgetShares: budget.EtcdShares{Client: s.global}, SharesPrefix: cfg.Etcd.Prefix + "budgets/",
 	}, s.store, s.view, s.cell, metrics.New(reg))
 	if err != nil {
 		return err
@@ -437,7 +439,7 @@ func (s *Server) Run(ctx context.Context) error {
 	}()
 	go func() {
 		defer wg.Done()
-		if err := s.cell.Run(cctx, s.node, s.node.OutboxLoop, s.node.HeldLoop, s.dags.Loop, s.batches.Loop, s.node.StuckPoolLoop, s.node.ReplaceLoop); err != nil {
+		if err := s.cell.Run(cctx, s.node, s.node.OutboxLoop, s.node.HeldLoop, s.dags.Loop, s.batches.Loop, s.node.StuckPoolLoop, s.node.ReplaceLoop, s.node.SharesLoop); err != nil {
 			errc <- fmt.Errorf("cell: %w", err)
 		}
 	}()

@@ -11,6 +11,7 @@ const (
 	ItemPoolFull     = '4' // refused: its pool is at its admission limit; next: its id, ''
 	ItemBacklogFull  = '5' // refused: its tenant's backlog is at its count cap; next: its id, ''
 	ItemBacklogBytes = '6' // refused: its payload does not fit in its tenant's backlog bytes; next: its id, ''
+	ItemBudget       = '7' // refused: its estimated cost does not fit in its tenant's budget ledger; next: its id, ''
 )
 
 // ItemCodes names every item code (for Lua: queue/codes.go IC), in the order above.
@@ -24,6 +25,7 @@ var ItemCodes = []struct {
 	{"POOL_FULL", ItemPoolFull},
 	{"BACKLOG_FULL", ItemBacklogFull},
 	{"BACKLOG_BYTES", ItemBacklogBytes},
+	{"BUDGET", ItemBudget},
 }
 
 // IsItemRefusal reports whether c, one character of a batch script's

@@ -320,6 +320,8 @@ func (r *TaskReader) setState(k, v string) {
 		t.HandedOffTo = v
 	case "ob":
 		t.HandOffTarget = v
+	case "br":
+		t.BudgetHold = v
 	case "er":
 		t.LastError = v
 	case "rv":

@@ -180,6 +180,42 @@ local function backlog_bytes_now(tn)
   return v + (C.BLB[tn] or 0)
 end
 
+-- Budget ledgers (queue/budget.go): for each tenant with a refuse budget,
+-- per UTC month, each shard has a hash bg:<YYYY-MM>:<tenant> with u, the
+-- USD its tasks hold: the estimate reserved by each task admitted here
+-- (submit.lua, flag 'g'), the actual cost of every attempt run here
+-- (write_costs), less the estimate of each task that ended here (a task
+-- handed off here brings its reservation, br "<month> <usd>", in its
+-- record: the sender's u keeps it, this shard's takes it off at the end);
+-- cap, what u may reach for a task to be admitted (the region leader's
+-- share of the budget); rf, the submits refused over cap. Only a ledger
+-- that exists is written: a tenant without one has no budget here.
+local function bgkey(month, tenant) return C.K_PREFIX .. 'bg:' .. month .. ':' .. tenant end
+-- month_of is the UTC "YYYY-MM" of ms since the epoch (days to civil date,
+-- H. Hinnant's algorithm).
+local function month_of(ms)
+  local z = math.floor(ms / 86400000) + 719468
+  local era = math.floor(z / 146097)
+  local doe = z - era * 146097
+  local yoe = math.floor((doe - math.floor(doe / 1460) + math.floor(doe / 36524) - math.floor(doe / 146096)) / 365)
+  local doy = doe - (365 * yoe + math.floor(yoe / 4) - math.floor(yoe / 100))
+  local mp = math.floor((5 * doy + 2) / 153)
+  local m, y = mp + 3, yoe + era * 400
+  if mp >= 10 then m = mp - 9 end
+  if m <= 2 then y = y + 1 end
+  return string.format('%04d-%02d', y, m)
+end
+-- budget_end takes off its ledger the estimate task id reserved, as it
+-- ends (its actual cost is booked attempt by attempt).
+local function budget_end(id)
+  local br = redis.call('HGET', tkey(id), 'br')
+  if not br then return end
+  local month, usd = string.match(br, '^(%S+) (%S+)$')
+  local k = bgkey(month or '', redis.call('HGET', tkey(id), 'tn') or 'default')
+  if tonumber(usd) and redis.call('EXISTS', k) == 1 then redis.call('HINCRBYFLOAT', k, 'u', string.format('%.12f', -tonumber(usd))) end
+  redis.call('HDEL', tkey(id), 'br')
+end
+
 -- Batches (package batch): a member's record carries its batch's id (bt).
 -- Every step of a member to SUCCESS, FAILED or CANCELED, in whichever
 -- region ends it, queues "<batch> <id> <code>" (code S, F or C) on the
@@ -192,8 +228,10 @@ end
 -- the gates waiting for it (package batch, schedule/ends).
 -- batch_end queues task id's end (code) when it is a member or a
 -- schedule's run; bt and se are its record's when the caller read them
--- (false: none), nil to read them here.
+-- (false: none), nil to read them here. Every end also releases the
+-- task's budget reservation (budget_end).
 local function batch_end(id, code, bt, se)
+  budget_end(id)
   if bt == nil then
     local r = redis.call('HMGET', tkey(id), 'bt', 'se')
     bt, se = r[1], r[2]
@@ -927,9 +965,17 @@ local function cost(tenant, ty, pool, tags, price, ms, failed, sl)
   c[3] = c[3] + ms
   -- $/slot-hour × ms ÷ 3.6e6 ms/h × 1e12 p$/$
   c[4] = c[4] + (tonumber(price or '') or 0) * ms * 1e6 / 3.6 * share
+  local t = tenant or 'default'
+  C.SPEND[t] = (C.SPEND[t] or 0) + (tonumber(price or '') or 0) * ms / 3.6e6 * share
 end
 local function write_costs(now)
   if #C.COST_FIELDS == 0 then return end
+  local month = month_of(now)
+  for t, usd in pairs(C.SPEND) do
+    local k = bgkey(month, t)
+    if usd > 0 and redis.call('EXISTS', k) == 1 then redis.call('HINCRBYFLOAT', k, 'u', string.format('%.12f', usd)) end
+  end
+  C.SPEND = {}
   local key = C.K_PREFIX .. 'cost:' .. fmt(math.floor(now / 86400000))
   for _, f in ipairs(C.COST_FIELDS) do
     local c = C.COSTS[f]

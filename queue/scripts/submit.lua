@@ -23,7 +23,11 @@
 --   is created only while the tenant's backlog in this shard (lib.lua
 --   backlog, counted with this call's) is below cap, else code 5, and its
 --   payload fits in bytes beside the payloads the tenant's backlog holds
---   in this shard, else code 6. Every task created is counted, its payload
+--   in this shard, else code 6; flag 'g': its field br ("<month> <usd>", its
+--   estimated cost) is reserved on its tenant's budget ledger of that month
+--   (lib.lua bgkey) while the ledger's u plus it is within cap, else
+--   IC.BUDGET (no ledger: IC.BUDGET too); br without 'g' (a hand-off received) is carried
+--   unreserved: its sender holds it. Every task created is counted, its payload
 --   too, but one with flag 'v' whose id holds room reserved (backlog.lua)
 --   takes its reservation instead (and is not checked; its payload is
 --   counted).
@@ -166,9 +170,9 @@ for _ = 1, n do
     codes[#codes + 1] = IC.POOL_FULL; out[#out + 1] = id; out[#out + 1] = ''
     done = true
   end
-  local tn, pb = '', 0
+  local tn, pb, br = '', 0, nil
   for j = fstart, fstart + 2 * nf - 1, 2 do
-    if ARGV[j] == 'tn' then tn = ARGV[j + 1] elseif ARGV[j] == 'pl' then pb = #ARGV[j + 1] end
+    if ARGV[j] == 'tn' then tn = ARGV[j + 1] elseif ARGV[j] == 'pl' then pb = #ARGV[j + 1] elseif ARGV[j] == 'br' then br = ARGV[j + 1] end
   end
   -- Flag 'v': room may be reserved for this id (backlog.lua); it is
   -- counted already, so neither checked nor counted again.
@@ -181,6 +185,19 @@ for _ = 1, n do
   if not done and not reserved and BLBCAP[tn] and backlog_bytes_now(tn) + pb > BLBCAP[tn] then
     codes[#codes + 1] = IC.BACKLOG_BYTES; out[#out + 1] = id; out[#out + 1] = ''
     done = true
+  end
+  if not done and br and string.find(flags, 'g', 1, true) then
+    local month, usd = string.match(br, '^(%S+) (%S+)$')
+    local k = bgkey(month or '', tn ~= '' and tn or 'default')
+    local l = redis.call('HMGET', k, 'u', 'cap')
+    usd = tonumber(usd) or 0
+    if not l[2] or (tonumber(l[1]) or 0) + usd > tonumber(l[2]) then
+      if l[2] then redis.call('HINCRBY', k, 'rf', 1) end
+      codes[#codes + 1] = IC.BUDGET; out[#out + 1] = id; out[#out + 1] = ''
+      done = true
+    else
+      redis.call('HINCRBYFLOAT', k, 'u', string.format('%.12f', usd))
+    end
   end
   local dbfirst
   if not done and deb then

@@ -17,7 +17,8 @@ import (
 func (s *Submitter) coldEligible(t queue.NewTask, now time.Time) bool {
 	sp := t.Spec
 	return s.Options().ColdHorizon > 0 && t.ID == "" && sp.RunAt != nil && !sp.RunAt.Before(now.Add(s.Options().ColdHorizon)) &&
-		sp.IdempotencyKey == "" && sp.UniqueKey == "" && sp.DebounceKey == "" && t.HandOff == "" && t.History == nil && !t.Returning
+		sp.IdempotencyKey == "" && sp.UniqueKey == "" && sp.DebounceKey == "" && t.HandOff == "" && t.History == nil && !t.Returning &&
+		t.Budget == ""
 }
 
 // splitCold takes the cold tasks out of idx.

@@ -178,6 +178,32 @@ func (s *Submitter) submitShard(ctx context.Context, sc redis.Scripter, shard in
 	return s.runShard(ctx, sc, shard, tasks, ids, idx, res)
 }
 
+// ErrBudget: a NewTask.Budget does not fit in its tenant's budget ledger
+// in its shard (or there is none yet): nothing was stored.
+var ErrBudget = errors.New("queue: the task's estimated cost is past its tenant's budget share")
+
+// flagsOf is submit.lua's flags for t but those of its key (u, b) and of
+// the fields it brings (h, k).
+func flagsOf(t queue.NewTask) string {
+	flags := ""
+	if t.Pinned {
+		flags = "p"
+	}
+	if t.Returning {
+		flags += "r"
+	}
+	if t.Reserved {
+		flags += "v"
+	}
+	if t.AdmitMax > 0 && t.Pool != "" && t.HandOff == "" {
+		flags += "a"
+	}
+	if t.Budget != "" && !t.Returning && t.HeldFrom == "" {
+		flags += "g" // a hand-off received carries its sender's reservation
+	}
+	return flags
+}
+
 // runShard submits tasks idx (at most MaxBatch, none for the cold tier)
 // on shard in one script call. On an error, idx are unsent when
 // NotSent(err).
@@ -221,20 +247,7 @@ func (s *Submitter) runShard(ctx context.Context, sc redis.Scripter, shard int, 
 			}
 			prevSpec, prevPool, prevPinned = sp, t.Pool, t.Pinned
 		}
-		flags := ""
-		if t.Pinned {
-			flags = "p"
-		}
-		if t.Returning {
-			flags += "r"
-		}
-		if t.Reserved {
-			flags += "v"
-		}
-		flags += gflag
-		if t.AdmitMax > 0 && t.Pool != "" && t.HandOff == "" {
-			flags += "a"
-		}
+		flags := flagsOf(t) + gflag
 		fields := f
 		if t.History != nil {
 			flags += "h"
@@ -243,6 +256,9 @@ func (s *Submitter) runShard(ctx context.Context, sc redis.Scripter, shard int, 
 		if t.HeldFrom != "" {
 			flags += "k"
 			fields = append(fields[:len(fields):len(fields)], "hf", t.HeldFrom)
+		}
+		if t.Budget != "" {
+			fields = append(fields[:len(fields):len(fields)], "br", t.Budget)
 		}
 		argv = append(argv, ids[i], t.Pool, flags, strconv.Itoa(*sp.Priority), due, idem, ttl, hash, t.HandOff, len(fields)/2)
 		argv = append(argv, fields...)
@@ -284,6 +300,8 @@ func (s *Submitter) runShard(ctx context.Context, sc redis.Scripter, shard int, 
 				r = queue.SubmitResult{ID: ids[i], Err: queue.ErrBacklogFull}
 			case record.ItemBacklogBytes:
 				r = queue.SubmitResult{ID: ids[i], Err: queue.ErrBacklogBytesFull}
+			case record.ItemBudget:
+				r = queue.SubmitResult{ID: ids[i], Err: ErrBudget}
 			}
 		default:
 			r = queue.SubmitResult{ID: ids[i], State: record.StateOf(string(c))}
