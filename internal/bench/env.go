@@ -44,6 +44,11 @@ type Target struct {
 	// EvalSHA runs the store's scripts with EVALSHA even where Redis has
 	// Functions (queue.Options.EvalSHA): the A/B of FCALL.
 	EvalSHA bool
+	// NoSweeper runs without the stand-in for the region leader's sweep:
+	// every success then takes a TTL on its record and trail (complete.lua's
+	// path for a region whose leader does not sweep). By default the bench
+	// sweeps as a leader does, so successes take the path production's do.
+	NoSweeper bool
 	// Log receives the workers' and the bench's own log lines (default:
 	// errors to stderr).
 	Log *slog.Logger
@@ -61,6 +66,8 @@ type Env struct {
 	cl    *redisproc.Cluster
 	// Store is the region's task store as a worker process builds it.
 	Store *store.Store
+	// stopSweep ends the sweeper (nil: none runs).
+	stopSweep func()
 }
 
 // Open connects to t.Addr, or starts a temporary redis-server.
@@ -144,7 +151,45 @@ func Open(ctx context.Context, t Target) (*Env, error) {
 		e.Close()
 		return nil, err
 	}
+	if !t.NoSweeper {
+		if e.stopSweep, err = e.sweeper(ctx); err != nil {
+			e.Close()
+			return nil, err
+		}
+	}
 	return e, nil
+}
+
+// sweeper stands in for the region leader's sweep: one Sweep now (so the
+// first success already finds a sweeper alive) and again every half of
+// queue.SweepAlive until stop. Its fence is the bench's own name.
+func (e *Env) sweeper(ctx context.Context) (stop func(), err error) {
+	f := queue.Fence{Name: "bench-sweep", Token: 1}
+	sweep := func(ctx context.Context) error {
+		_, err := e.Store.Maintainer().Sweep(ctx, f, queue.MaxBatch)
+		return err
+	}
+	if err := sweep(ctx); err != nil {
+		return nil, fmt.Errorf("bench: sweep: %w", err)
+	}
+	ctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		t := time.NewTicker(queue.SweepAlive / 2)
+		defer t.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-t.C:
+				if err := sweep(ctx); err != nil && ctx.Err() == nil {
+					e.Target.Log.Error("bench: sweep failed", "err", err)
+				}
+			}
+		}
+	}()
+	return func() { cancel(); <-done }, nil
 }
 
 // WithStore is e with a store of its own over e's Redis, built with opts;
@@ -181,6 +226,10 @@ func (e *Env) Addr() string {
 // Close removes the bench's keys from an external Redis (unless Keep) or
 // stops the temporary server.
 func (e *Env) Close() {
+	if e.stopSweep != nil {
+		e.stopSweep()
+		e.stopSweep = nil
+	}
 	if e.rdb != nil && !e.Managed() && !e.Target.Keep {
 		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 		if err := e.clean(ctx); err != nil {

@@ -370,6 +370,8 @@ func (r *TaskReader) Finish(d task.Defaults) *task.Task {
 	switch {
 	case t.State == task.Running:
 		t.Reason = task.ReasonClaimed // implied: claim leaves rs as it was
+	case t.State == task.Success:
+		t.Reason = task.ReasonCompleted // implied: complete leaves rs as it was
 	case t.Reason == "" && t.State == task.Ready:
 		t.Reason = task.ReasonPlaced
 	}

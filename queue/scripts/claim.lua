@@ -104,6 +104,7 @@ local function keys_of(ty, tn, lk)
 end
 local held = {} -- id -> ',key,...,' of the concurrency it takes
 local rec = {}  -- id -> its record as read by admit (limits on)
+local pre = {}  -- id -> {to, at, st, du} of rec[id], read with what admit checks
 -- admit: 'take' this task, 'skip' it (not a type this claimer serves: it
 -- stays, counting towards the bound), 'park' it (limited) or 'full' (it
 -- does not fit the room left: it stays, and the claim ends).
@@ -120,11 +121,15 @@ local function admit(id, p, pool, score, tn)
   -- the record is parsed only for what is checked: its type (the
   -- claimer's types), its keys (limits); a fair share gave its tenant
   if h and (LIM or ROOM or filter or not tn) then
+    -- what the claim's write needs too (one walk over the record)
+    local to, at, st, du
     for x = 1, #h, 2 do
       local f = h[x]
-      if f == 'ty' then ty = h[x + 1] elseif f == 'tn' then tn = h[x + 1] elseif f == 'lk' then lk = h[x + 1]
-      elseif f == 'sl' then sl = h[x + 1] end
+      if f == 'ty' then ty = h[x + 1] elseif f == 'tn' then tn = h[x + 1] elseif f == 'at' then at = h[x + 1]
+      elseif f == 'st' then st = h[x + 1] elseif f == 'to' then to = h[x + 1] elseif f == 'lk' then lk = h[x + 1]
+      elseif f == 'sl' then sl = h[x + 1] elseif f == 'du' then du = h[x + 1] end
     end
+    pre[id] = {to, at, st, du, sl}
   elseif filter and (tn or not F) then
     ty = redis.call('HGET', tkey(id), 'ty')
   elseif F and not tn then
@@ -622,11 +627,16 @@ if k > 0 then
     -- The record as it was: the caller applies what this claim sets.
     local h = rec[id] or redis.call('HGETALL', tk)
     local to, at, st, du, sl
-    for x = 1, #h, 2 do
-      local f = h[x]
-      if f == 'to' then to = h[x + 1] elseif f == 'at' then at = h[x + 1]
-      elseif f == 'st' then st = h[x + 1] elseif f == 'du' then du = h[x + 1]
-      elseif f == 'sl' then sl = h[x + 1] end
+    local v = pre[id]
+    if v then
+      to, at, st, du, sl = v[1], v[2], v[3], v[4], v[5]
+    else
+      for x = 1, #h, 2 do
+        local f = h[x]
+        if f == 'to' then to = h[x + 1] elseif f == 'at' then at = h[x + 1]
+        elseif f == 'st' then st = h[x + 1] elseif f == 'du' then du = h[x + 1]
+        elseif f == 'sl' then sl = h[x + 1] end
+      end
     end
     slot_gap(pool, sl, 1)
     if st == 'P' and du then

@@ -5,7 +5,8 @@
 -- The record and its trail are kept for the task's result_ttl (xt; else
 -- the region's retention of successes) by the leader's sweep (lib.lua
 -- retain_success), not by a TTL, while a sweeper is alive; by a TTL of it
--- otherwise. rx records when that ends (ms).
+-- otherwise. rx records when that ends (ms). The reason COMPLETED is
+-- implied by st S (record.TaskReader): rs keeps why the task became READY.
 -- KEYS: 1-8 see lib.lua; 9 run times.
 -- ARGV: 1 clock, 2 n, 3 run-time pairs cap, 4 run-time weight alpha,
 --       5 success retention ms, then per task: id, token, result, progress
@@ -18,10 +19,13 @@ local snow = fmt(now)
 local n = tonumber(ARGV[2])
 local rtcap, alpha, ret = tonumber(ARGV[3]), tonumber(ARGV[4]), ARGV[5]
 local out, ids, ttls = {}, {}, {}
+local upool, ufield -- the last success's pool and its running-count field
 for k = 0, n - 1 do
   local id, token, result, pg = ARGV[6 + 4 * k], ARGV[7 + 4 * k], ARGV[8 + 4 * k], ARGV[9 + 4 * k]
   local tk = tkey(id)
-  local r = redis.call('HMGET', tk, 'st', 'lt', 'po', 'pq', 'ty', 'sa', 'tn', 'tg', 'px', 'lc', 'fs', 'xt', 'at', 'pg', 'bt', 'se', 'sl')
+  -- what a success needs of the record (a progress's attempt and last
+  -- value only when the call brings one)
+  local r = redis.call('HMGET', tk, 'st', 'lt', 'po', 'pq', 'ty', 'sa', 'tn', 'tg', 'px', 'lc', 'fs', 'xt', 'bt', 'se', 'sl')
   if r[1] ~= 'U' or r[2] ~= token then
     out[k + 1] = RC.LEASE_LOST
   else
@@ -31,30 +35,32 @@ for k = 0, n - 1 do
     if r[4] then redis.call('HDEL', tk, 'pq') end
     if pg ~= '' then
       local pct, msg = string.match(pg, '^([^\t]*)\t(.*)$')
-      set_progress(tk, r[13], r[14], pct, msg or '', now)
+      local a = redis.call('HMGET', tk, 'at', 'pg')
+      set_progress(tk, a[1], a[2], pct, msg or '', now)
     end
     local ttl = tonumber(r[12])
     local rx = fmt(now + (ttl or tonumber(ret)))
     if r[10] and r[10] ~= '' then
       release_add(r[10]) -- concurrency held under a limit (lib.lua)
       if result ~= '' then
-        redis.call('HSET', tk, 'st', 'S', 'rs', 'COMPLETED', 'fa', snow, 'lt', '', 'lc', '', 'rx', rx, 'rv', result)
+        redis.call('HSET', tk, 'st', 'S', 'fa', snow, 'lt', '', 'lc', '', 'rx', rx, 'rv', result)
       else
-        redis.call('HSET', tk, 'st', 'S', 'rs', 'COMPLETED', 'fa', snow, 'lt', '', 'lc', '', 'rx', rx)
+        redis.call('HSET', tk, 'st', 'S', 'fa', snow, 'lt', '', 'lc', '', 'rx', rx)
       end
     elseif result ~= '' then
-      redis.call('HSET', tk, 'st', 'S', 'rs', 'COMPLETED', 'fa', snow, 'lt', '', 'rx', rx, 'rv', result)
+      redis.call('HSET', tk, 'st', 'S', 'fa', snow, 'lt', '', 'rx', rx, 'rv', result)
     else
-      redis.call('HSET', tk, 'st', 'S', 'rs', 'COMPLETED', 'fa', snow, 'lt', '', 'rx', rx)
+      redis.call('HSET', tk, 'st', 'S', 'fa', snow, 'lt', '', 'rx', rx)
     end
     if r[11] then fair_release(r[3], r[11]) end -- its slot in the pool's fair share (lib.lua)
-    cnt('u:' .. r[3], -1)
-    slot_gap(r[3], r[17], -1)
+    if r[3] ~= upool then upool, ufield = r[3], 'u:' .. r[3] end
+    cnt(ufield, -1)
+    slot_gap(r[3], r[15], -1)
     backlog_task(r[7], -1, id)
-    batch_end(id, 'S', r[15], r[16])
+    batch_end(id, 'S', r[13], r[14])
     if r[6] then
       runtime(r[3], r[5], r[7], now - tonumber(r[6]))
-      cost(r[7], r[5], r[3], r[8], r[9], now - tonumber(r[6]), false, r[17])
+      cost(r[7], r[5], r[3], r[8], r[9], now - tonumber(r[6]), false, r[15])
     end
     out[k + 1] = RC.OK
     ids[#ids + 1] = id

@@ -61,6 +61,7 @@ with another Redis queue fairly.`,
 	pf.StringVar(&bf.target.AOF, "aof", "", "the temporary Redis with the append-only file on and this appendfsync policy (everysec: how users run it; always); empty: no persistence")
 	pf.BoolVar(&bf.target.Keep, "keep", false, "leave the bench's keys in --redis after the run")
 	pf.BoolVar(&bf.target.EvalSHA, "evalsha", false, "run the store's scripts with EVALSHA even where Redis has Functions (the A/B of FCALL)")
+	pf.BoolVar(&bf.target.NoSweeper, "no-sweeper", false, "run without the stand-in for the region leader's sweep: every success then takes a TTL (the path of a region whose leader does not sweep)")
 	pf.StringVar(&bf.compare, "compare", "", "print deltas against this earlier JSON summary (-o json output)")
 	pf.StringVar(&bf.cpuprofile, "cpuprofile", "", "write a Go CPU profile of the run to this file")
 	pf.BoolVar(&bf.verbose, "verbose", false, "log the workers' info messages to stderr")
