@@ -104,7 +104,7 @@ local function keys_of(ty, tn, lk)
 end
 local held = {} -- id -> ',key,...,' of the concurrency it takes
 local rec = {}  -- id -> its record as read by admit (limits on)
-local pre = {}  -- id -> {to, at, st, du} of rec[id], read with what admit checks
+local pre = {}  -- id -> {to, at, st, du, sl} of rec[id], read with what admit checks
 -- admit: 'take' this task, 'skip' it (not a type this claimer serves: it
 -- stays, counting towards the bound), 'park' it (limited) or 'full' (it
 -- does not fit the room left: it stays, and the claim ends).
