@@ -25,7 +25,7 @@ for k = 0, n - 1 do
   local tk = tkey(id)
   -- what a success needs of the record (a progress's attempt and last
   -- value only when the call brings one)
-  local r = redis.call('HMGET', tk, 'st', 'lt', 'po', 'pq', 'ty', 'sa', 'tn', 'tg', 'px', 'lc', 'fs', 'xt', 'bt', 'se', 'sl')
+  local r = redis.call('HMGET', tk, 'st', 'lt', 'po', 'pq', 'ty', 'sa', 'tn', 'tg', 'px', 'lc', 'fs', 'xt', 'bt', 'se', 'sl', 'br')
   if r[1] ~= 'U' or r[2] ~= token then
     out[k + 1] = RC.LEASE_LOST
   else
@@ -57,7 +57,7 @@ for k = 0, n - 1 do
     cnt(ufield, -1)
     slot_gap(r[3], r[15], -1)
     backlog_task(r[7], -1, id)
-    batch_end(id, 'S', r[13], r[14])
+    batch_end(id, 'S', r[13], r[14], r[16], r[7])
     if r[6] then
       runtime(r[3], r[5], r[7], now - tonumber(r[6]))
       cost(r[7], r[5], r[3], r[8], r[9], now - tonumber(r[6]), false, r[15])

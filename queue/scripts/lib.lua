@@ -205,13 +205,13 @@ local function month_of(ms)
   if m <= 2 then y = y + 1 end
   return string.format('%04d-%02d', y, m)
 end
--- budget_end takes off its ledger the estimate task id reserved, as it
--- ends (its actual cost is booked attempt by attempt).
-local function budget_end(id)
-  local br = redis.call('HGET', tkey(id), 'br')
+-- budget_end takes off its ledger the estimate task id reserved (br, its
+-- record's "<month> <usd>"; false: none), as it ends (its actual cost is
+-- booked attempt by attempt); tn is the record's tenant.
+local function budget_end(id, br, tn)
   if not br then return end
   local month, usd = string.match(br, '^(%S+) (%S+)$')
-  local k = bgkey(month or '', redis.call('HGET', tkey(id), 'tn') or 'default')
+  local k = bgkey(month or '', tn or 'default')
   if tonumber(usd) and redis.call('EXISTS', k) == 1 then redis.call('HINCRBYFLOAT', k, 'u', string.format('%.12f', -tonumber(usd))) end
   redis.call('HDEL', tkey(id), 'br')
 end
@@ -227,15 +227,15 @@ end
 -- as "<se> <id> <code>", and the reporter records it in the global etcd for
 -- the gates waiting for it (package batch, schedule/ends).
 -- batch_end queues task id's end (code) when it is a member or a
--- schedule's run; bt and se are its record's when the caller read them
--- (false: none), nil to read them here. Every end also releases the
--- task's budget reservation (budget_end).
-local function batch_end(id, code, bt, se)
-  budget_end(id)
+-- schedule's run; bt, se, br and tn are its record's when the caller read
+-- them (false: none), bt nil to read them all here in one HMGET. Every end
+-- also releases the task's budget reservation (budget_end).
+local function batch_end(id, code, bt, se, br, tn)
   if bt == nil then
-    local r = redis.call('HMGET', tkey(id), 'bt', 'se')
-    bt, se = r[1], r[2]
+    local r = redis.call('HMGET', tkey(id), 'bt', 'se', 'br', 'tn')
+    bt, se, br, tn = r[1], r[2], r[3], r[4]
   end
+  budget_end(id, br, tn)
   if bt then redis.call('RPUSH', C.K_PREFIX .. 'bdone', bt .. ' ' .. id .. ' ' .. code) end
   if se then redis.call('RPUSH', C.K_PREFIX .. 'bdone', se .. ' ' .. id .. ' ' .. code) end
 end
