@@ -74,7 +74,7 @@ func dashboardInBrowser(t *testing.T, fed *federation) {
 	}{
 		{"open the dashboard", "", []chromedp.Action{chromedp.Navigate(api + "/"), chromedp.WaitVisible("#login-form", chromedp.ByQuery)}},
 		{"sign in", "overview", []chromedp.Action{chromedp.SendKeys("#token", fed.token(tokOperatorA), chromedp.ByQuery),
-			chromedp.Click(`#login-form button[type="submit"]`, chromedp.ByQuery),
+			press(`#login-form button[type="submit"]`),
 			chromedp.WaitVisible("h2.region", chromedp.ByQuery), // the overview, with the token
 			chromedp.Text("table.pools", &pools, chromedp.ByQuery),
 			chromedp.Evaluate(`[...document.querySelectorAll('table.pools td.refused')].map(e => e.textContent).join(',')`, &refusedCells),
@@ -84,10 +84,10 @@ func dashboardInBrowser(t *testing.T, fed *federation) {
 			chromedp.WaitVisible("#task-search", chromedp.ByQuery),
 			chromedp.SetValue(`#task-search input[name="type"]`, "sleep", chromedp.ByQuery),
 			chromedp.SetValue(`#task-search input[name="region"]`, "eu-west-1", chromedp.ByQuery),
-			chromedp.Click(`#task-search button[type="submit"]`, chromedp.ByQuery),
+			press(`#task-search button[type="submit"]`),
 			chromedp.WaitVisible(`#task-table a[href="#/task/`+h.ID+`"]`, chromedp.ByQuery),
 			chromedp.Text("#task-table", &rows, chromedp.ByQuery)}},
-		{"open the task", "", []chromedp.Action{chromedp.Click(`#task-table a[href="#/task/`+h.ID+`"]`, chromedp.ByQuery),
+		{"open the task", "", []chromedp.Action{press(`#task-table a[href="#/task/`+h.ID+`"]`),
 			chromedp.WaitVisible("#trail", chromedp.ByQuery),
 			chromedp.Text("#held-by", &heldBy, chromedp.ByQuery),
 			chromedp.Text("#placed", &placed, chromedp.ByQuery),
@@ -97,8 +97,8 @@ func dashboardInBrowser(t *testing.T, fed *federation) {
 			chromedp.Evaluate(`document.querySelector('pre').textContent`, &stored)}},
 		{"replay a dead letter of eu-west-1 from the DLQ page", "dlq", []chromedp.Action{chromedp.Navigate(api + "/#/dlq?type=sleep"),
 			chromedp.WaitVisible(`#dlq-table input.pick[value="`+dead.ID+`"]`, chromedp.ByQuery),
-			chromedp.Click(`#dlq-table input.pick[value="`+dead.ID+`"]`, chromedp.ByQuery),
-			chromedp.Click("#replay", chromedp.ByQuery),
+			press(`#dlq-table input.pick[value="`+dead.ID+`"]`),
+			press("#replay"),
 			chromedp.WaitVisible("#bulk-result.ok", chromedp.ByQuery),
 			chromedp.Text("#bulk-result", &replayed, chromedp.ByQuery)}},
 	}
@@ -181,7 +181,7 @@ func dashboardInBrowser(t *testing.T, fed *federation) {
 		chromedp.WaitVisible(`#dag-table a[href="#/dags/`+dagRun.ID+`"]`, chromedp.ByQuery),
 		chromedp.Text("#dag-table", &dagRows, chromedp.ByQuery))
 	shot("dags")
-	run("open the run", chromedp.Click(`#dag-table a[href="#/dags/`+dagRun.ID+`"]`, chromedp.ByQuery),
+	run("open the run", press(`#dag-table a[href="#/dags/`+dagRun.ID+`"]`),
 		chromedp.WaitVisible(".graph .node", chromedp.ByQuery), chromedp.Text(".graph", &graph, chromedp.ByQuery))
 	shot("dag")
 	dashboardActions(t, fed, api, dagRun.ID, run, shot)
