@@ -61,7 +61,15 @@ type Options struct {
 	// SampleEvery: one task in this many has its submit→start measured
 	// (default 10).
 	SampleEvery int
+	// ServerProfile, when set, is a directory: every server serves
+	// /debug/pprof/ (http_server.profiling) and each phase writes a CPU
+	// profile of each server over its first ProfileFor seconds there, as
+	// <mode>-<phase>-<region>.prof.
+	ServerProfile string
 }
+
+// ProfileFor is how long a server profile of a phase lasts.
+const ProfileFor = 5 * time.Second
 
 func (o *Options) defaults() {
 	if o.Single <= 0 {
@@ -333,8 +341,10 @@ auth:
     - {name: bench-admin, token_sha256: %s, role: admin, tenant: ""}
 worker:
   concurrency: %d
+http_server:
+  profiling: %v
 %s`, r.name, listen, strings.Join(names, ", "), etcd, etcd, f.redisAddr(r),
-		o.Workers*o.Concurrency, 4*(o.Single+o.Batched), sha(f.submit), sha(f.admin), o.Concurrency, f.apiTLS())
+		o.Workers*o.Concurrency, 4*(o.Single+o.Batched), sha(f.submit), sha(f.admin), o.Concurrency, o.ServerProfile != "", f.apiTLS())
 }
 
 // redisAddr is r's redis: block value: its TLS port with TLS.
@@ -345,13 +355,13 @@ func (f *apiFed) redisAddr(r *apiRegion) string {
 	return fmt.Sprintf("{addr: \"rediss://127.0.0.1:%d\", tls: {ca: %q}}", r.tlsPort, f.ca.File)
 }
 
-// apiTLS is the http_server block of a run with TLS (https, peers
+// apiTLS is the http_server block's tls line of a run with TLS (https, peers
 // verified with the run's CA).
 func (f *apiFed) apiTLS() string {
 	if !f.tls {
 		return ""
 	}
-	return fmt.Sprintf("http_server:\n  tls: {cert: %q, key: %q, ca: %q}\n", f.cert, f.key, f.ca.File)
+	return fmt.Sprintf("  tls: {cert: %q, key: %q, ca: %q}\n", f.cert, f.key, f.ca.File)
 }
 
 // placeable: the server at api sees every region healthy with a leader,
@@ -527,6 +537,7 @@ func apiPhase(ctx context.Context, s *bench.Summary, f *apiFed, env *bench.Env, 
 	}
 	stopBar := bench.Ticker(ctx, func() { progress.Report(name, int(accepted.Load()), n) })
 	m := f.startMeter(ctx, env)
+	profiled := f.profile(ctx, c, name)
 	for range k {
 		wg.Add(1)
 		go func() {
@@ -579,6 +590,9 @@ func apiPhase(ctx context.Context, s *bench.Summary, f *apiFed, env *bench.Env, 
 	if err != nil {
 		return err
 	}
+	if err := profiled(); err != nil {
+		return err
+	}
 	u := m.inner.Stop(ctx)
 	serverCPU := f.cpu(f.serverProcs()) - m.servers
 	workerCPU := f.cpu(f.workers) - m.workers
@@ -627,4 +641,47 @@ func persistence(aof string) string {
 		return "appendonly no"
 	}
 	return "appendonly yes, appendfsync " + aof
+}
+
+// profile starts a CPU profile of every server over the first ProfileFor
+// of phase (Options.ServerProfile); the function it returns waits for
+// them and reports the first failure.
+func (f *apiFed) profile(ctx context.Context, c *client.Client, phase string) func() error {
+	if f.o.ServerProfile == "" {
+		return func() error { return nil }
+	}
+	var wg sync.WaitGroup
+	errs := make([]error, len(f.regions))
+	for i, r := range f.regions {
+		wg.Go(func() {
+			file := filepath.Join(f.o.ServerProfile, strings.ReplaceAll(phase, "/", "-")+"-"+r.name+".prof")
+			errs[i] = f.fetchProfile(ctx, c, r.api, file)
+		})
+	}
+	return func() error {
+		wg.Wait()
+		return errors.Join(errs...)
+	}
+}
+
+// fetchProfile writes api's CPU profile over ProfileFor to file.
+func (f *apiFed) fetchProfile(ctx context.Context, c *client.Client, api, file string) error {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, fmt.Sprintf("%s/debug/pprof/profile?seconds=%d", api, int(ProfileFor/time.Second)), nil)
+	if err != nil {
+		return err
+	}
+	req.Header.Set("Authorization", "Bearer "+f.admin)
+	resp, err := (&http.Client{Transport: &http.Transport{TLSClientConfig: f.clientTLS}}).Do(req)
+	if err != nil {
+		return fmt.Errorf("profile of %s: %w", api, err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return fmt.Errorf("profile of %s: %s", api, resp.Status)
+	}
+	var b bytes.Buffer
+	if _, err := b.ReadFrom(resp.Body); err != nil {
+		return fmt.Errorf("profile of %s: %w", api, err)
+	}
+	return os.WriteFile(file, b.Bytes(), 0o644)
 }
