@@ -138,7 +138,7 @@ func (wc WorkerConfig) with(n *federation.Node, cfg Config) workers.Config {
 type API struct {
 	cfg      Config
 	mux      *http.ServeMux
-	routes   []string // the /v1 patterns registered, for the OpenAPI test
+	routes   []string // every pattern registered, for the OpenAPI test
 	requests *prometheus.CounterVec
 	fed      Readiness
 	tasks    *taskHandlers
@@ -218,23 +218,22 @@ func New(n *federation.Node, cfg Config) *API {
 			a.route(rt.Pattern, rt.Role, rt.Handle)
 		}
 	}
-	a.mux.Handle("GET /metrics", MetricsHandler(cfg.Auth, cfg.PublicDetails, cfg.Gatherer))
+	a.handle("GET /metrics", MetricsHandler(cfg.Auth, cfg.PublicDetails, cfg.Gatherer))
 	if cfg.Profiling {
-		a.mux.Handle("GET /debug/pprof/", profiles(cfg.Auth))
+		a.handle("GET /debug/pprof/", profiles(cfg.Auth))
 	}
-	a.mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) { w.Write([]byte("ok\n")) })
-	a.mux.HandleFunc("GET /readyz", a.readyz)
-	dashboard.Register(a.mux)
+	a.handle("GET /healthz", http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { w.Write([]byte("ok\n")) }))
+	a.handle("GET /readyz", http.HandlerFunc(a.readyz))
+	dashboard.Register(registrar(a.handle))
 	for _, d := range []struct {
 		pattern string
 		doc     []byte
 	}{{"GET /v1/openapi.json", openAPI}, {"GET /v1/openapi-internal.json", openAPIInternal}} {
-		pattern, doc := d.pattern, d.doc
-		a.routes = append(a.routes, pattern)
-		a.mux.HandleFunc(pattern, func(w http.ResponseWriter, _ *http.Request) {
+		doc := d.doc
+		a.handle(d.pattern, http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
 			w.Header().Set("Content-Type", "application/json")
 			_, _ = w.Write(doc)
-		})
+		}))
 	}
 	a.mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		if allow := a.allowed(r); len(allow) > 0 {
@@ -310,6 +309,20 @@ func (a *API) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	a.mux.ServeHTTP(w, r)
 }
+
+// handle registers an endpoint that authenticates on its own or not at all
+// (metrics, health, the dashboard's files, the OpenAPI documents) and
+// notes its pattern with the routes', so that routes lists every pattern
+// the API serves.
+func (a *API) handle(pattern string, h http.Handler) {
+	a.routes = append(a.routes, pattern)
+	a.mux.Handle(pattern, h)
+}
+
+// registrar lets a package register its endpoints through API.handle.
+type registrar func(pattern string, h http.Handler)
+
+func (r registrar) Handle(pattern string, h http.Handler) { r(pattern, h) }
 
 // route registers one endpoint behind authentication and a role check, and
 // counts it. A handler's error is answered through endpoint.WriteError, the one

@@ -99,8 +99,10 @@ func (l *linter) operation(at, path string, op map[string]any, shared any) {
 	}
 	if body := op["requestBody"]; body != nil {
 		body = l.deref(at, body)
-		if dig(body, "content", "application/json", "schema") == nil {
+		if s := dig(body, "content", "application/json", "schema"); s == nil {
 			l.bad("%s: the request body has no application/json schema", at)
+		} else {
+			l.inline(at+" request", s)
 		}
 		l.reach(dig(body, "content"))
 	}
@@ -124,8 +126,10 @@ func (l *linter) operation(at, path string, op map[string]any, shared any) {
 			l.bad("%s %s: untyped (no content)", at, code)
 		}
 		for _, media := range sortedKeys(content) {
-			if dig(content[media], "schema") == nil {
+			if s := dig(content[media], "schema"); s == nil {
 				l.bad("%s %s %s: no schema", at, code, media)
+			} else {
+				l.inline(at+" "+code, s)
 			}
 		}
 		l.reach(content)
@@ -143,6 +147,14 @@ func (l *linter) operation(at, path string, op map[string]any, shared any) {
 				l.bad("%s: behind the bearer token but no %s answer", at, code)
 			}
 		}
+	}
+}
+
+// inline checks a schema written in an operation rather than referred to
+// as the component schemas are.
+func (l *linter) inline(at string, s any) {
+	if dig(s, "$ref") == nil {
+		l.schema(at, s)
 	}
 }
 
@@ -327,6 +339,8 @@ func TestOpenAPILintFinds(t *testing.T) {
 		{`{"$ref":"#/components/schemas/X"}`, `{"$ref":"#/components/schemas/Y"}`, `resolves to nothing`},
 		{`{"$ref":"#/components/schemas/X"}`, `{"type":"string"}`, "components.schemas.X: no operation uses it"},
 		{`"any":{"description":"whatever the submitter sent"}`, `"any":{}`, "X.any: untyped"},
+		{`"schema":{"$ref":"#/components/schemas/X"}`, `"schema":{"type":"object"}`, "GET /v1/x/{id} 200: an object with neither"},
+		{`"schema":{"$ref":"#/components/schemas/X"}`, `"schema":{"type":"object","properties":{"n":{}}}`, "GET /v1/x/{id} 200.n: untyped"},
 		{`"X":{"type":"object","properties"`, `"X":{"type":"object","required":["nope"],"properties"`, `required "nope"`},
 	} {
 		doc := strings.Replace(good, c.old, c.new, 1)

@@ -20,9 +20,15 @@ var uiFiles embed.FS
 const dashboardCSP = "default-src 'none'; script-src 'self'; style-src 'self'; connect-src 'self'; img-src 'self' data:; " +
 	"form-action 'self'; base-uri 'none'; frame-ancestors 'none'"
 
+// Mux is where Register registers: an *http.ServeMux, or the API's
+// registrar that also notes each pattern.
+type Mux interface {
+	Handle(pattern string, h http.Handler)
+}
+
 // Register serves / and /ui/ on mux (no authentication: the files hold no
 // data; every figure comes from the API with the operator's token).
-func Register(mux *http.ServeMux) {
+func Register(mux Mux) {
 	sub, _ := fs.Sub(uiFiles, "ui")
 	files := http.StripPrefix("/ui/", http.FileServerFS(sub))
 	secure := func(h http.Handler) http.HandlerFunc {
@@ -34,8 +40,8 @@ func Register(mux *http.ServeMux) {
 			h.ServeHTTP(w, r)
 		}
 	}
-	mux.HandleFunc("GET /{$}", secure(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	mux.Handle("GET /{$}", secure(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		http.ServeFileFS(w, r, sub, "index.html")
 	})))
-	mux.HandleFunc("GET /ui/", secure(files))
+	mux.Handle("GET /ui/", secure(files))
 }

@@ -1624,6 +1624,38 @@ export interface components {
             /** @description the node's task, once it has one (a node skipped or cancelled before it ran has none) */
             task_id?: string;
         };
+        /** @description An OpenAPI 3.1 document: the one that describes these operations. */
+        OpenAPIDocument: {
+            /** @description The OpenAPI version the document follows (3.1.x). */
+            openapi: string;
+            /** @description The API's title, version and description. */
+            info: {
+                title: string;
+                version: string;
+                description?: string;
+            } & {
+                [key: string]: unknown;
+            };
+            servers?: {
+                [key: string]: unknown;
+            }[];
+            tags?: {
+                [key: string]: unknown;
+            }[];
+            security?: {
+                [key: string]: unknown;
+            }[];
+            /** @description The operations, by path and method. */
+            paths: {
+                [key: string]: unknown;
+            };
+            /** @description The schemas, responses and security schemes the operations refer to. */
+            components?: {
+                [key: string]: unknown;
+            };
+        } & {
+            [key: string]: unknown;
+        };
     };
     responses: {
         /** @description an error, naming the field at fault where there is one */
@@ -2545,7 +2577,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": Record<string, never>;
+                    "application/json": components["schemas"]["OpenAPIDocument"];
                 };
             };
             431: components["responses"]["Error"];

@@ -842,6 +842,33 @@ type HistorySample struct {
 // NodeState defines model for NodeState.
 type NodeState string
 
+// OpenAPIDocument An OpenAPI 3.1 document: the one that describes these operations.
+type OpenAPIDocument struct {
+	// Components The schemas, responses and security schemes the operations refer to.
+	Components *map[string]interface{} `json:"components,omitempty"`
+
+	// Info The API's title, version and description.
+	Info OpenAPIDocument_Info `json:"info"`
+
+	// Openapi The OpenAPI version the document follows (3.1.x).
+	Openapi string `json:"openapi"`
+
+	// Paths The operations, by path and method.
+	Paths                map[string]interface{}    `json:"paths"`
+	Security             *[]map[string]interface{} `json:"security,omitempty"`
+	Servers              *[]map[string]interface{} `json:"servers,omitempty"`
+	Tags                 *[]map[string]interface{} `json:"tags,omitempty"`
+	AdditionalProperties map[string]interface{}    `json:"-"`
+}
+
+// OpenAPIDocument_Info The API's title, version and description.
+type OpenAPIDocument_Info struct {
+	Description          *string                `json:"description,omitempty"`
+	Title                string                 `json:"title"`
+	Version              string                 `json:"version"`
+	AdditionalProperties map[string]interface{} `json:"-"`
+}
+
 // Period a slot's logical period: from the slot to the schedule's next slot, in the schedule's time zone
 type Period struct {
 	// PeriodEnd the schedule's next slot after it
@@ -1709,6 +1736,254 @@ type ClaimWorkerTasksJSONRequestBody = WorkerClaimRequest
 
 // ReportWorkerJSONRequestBody defines body for ReportWorker for application/json ContentType.
 type ReportWorkerJSONRequestBody = WorkerReport
+
+// Getter for additional properties for OpenAPIDocument. Returns the specified
+// element and whether it was found
+func (a OpenAPIDocument) Get(fieldName string) (value interface{}, found bool) {
+	if a.AdditionalProperties != nil {
+		value, found = a.AdditionalProperties[fieldName]
+	}
+	return
+}
+
+// Setter for additional properties for OpenAPIDocument
+func (a *OpenAPIDocument) Set(fieldName string, value interface{}) {
+	if a.AdditionalProperties == nil {
+		a.AdditionalProperties = make(map[string]interface{})
+	}
+	a.AdditionalProperties[fieldName] = value
+}
+
+// Override default JSON handling for OpenAPIDocument to handle AdditionalProperties
+func (a *OpenAPIDocument) UnmarshalJSON(b []byte) error {
+	object := make(map[string]json.RawMessage)
+	err := json.Unmarshal(b, &object)
+	if err != nil {
+		return err
+	}
+
+	if raw, found := object["components"]; found {
+		err = json.Unmarshal(raw, &a.Components)
+		if err != nil {
+			return fmt.Errorf("error reading 'components': %w", err)
+		}
+		delete(object, "components")
+	}
+
+	if raw, found := object["info"]; found {
+		err = json.Unmarshal(raw, &a.Info)
+		if err != nil {
+			return fmt.Errorf("error reading 'info': %w", err)
+		}
+		delete(object, "info")
+	}
+
+	if raw, found := object["openapi"]; found {
+		err = json.Unmarshal(raw, &a.Openapi)
+		if err != nil {
+			return fmt.Errorf("error reading 'openapi': %w", err)
+		}
+		delete(object, "openapi")
+	}
+
+	if raw, found := object["paths"]; found {
+		err = json.Unmarshal(raw, &a.Paths)
+		if err != nil {
+			return fmt.Errorf("error reading 'paths': %w", err)
+		}
+		delete(object, "paths")
+	}
+
+	if raw, found := object["security"]; found {
+		err = json.Unmarshal(raw, &a.Security)
+		if err != nil {
+			return fmt.Errorf("error reading 'security': %w", err)
+		}
+		delete(object, "security")
+	}
+
+	if raw, found := object["servers"]; found {
+		err = json.Unmarshal(raw, &a.Servers)
+		if err != nil {
+			return fmt.Errorf("error reading 'servers': %w", err)
+		}
+		delete(object, "servers")
+	}
+
+	if raw, found := object["tags"]; found {
+		err = json.Unmarshal(raw, &a.Tags)
+		if err != nil {
+			return fmt.Errorf("error reading 'tags': %w", err)
+		}
+		delete(object, "tags")
+	}
+
+	if len(object) != 0 {
+		a.AdditionalProperties = make(map[string]interface{})
+		for fieldName, fieldBuf := range object {
+			var fieldVal interface{}
+			err := json.Unmarshal(fieldBuf, &fieldVal)
+			if err != nil {
+				return fmt.Errorf("error unmarshaling field %s: %w", fieldName, err)
+			}
+			a.AdditionalProperties[fieldName] = fieldVal
+		}
+	}
+	return nil
+}
+
+// Override default JSON handling for OpenAPIDocument to handle AdditionalProperties
+func (a OpenAPIDocument) MarshalJSON() ([]byte, error) {
+	var err error
+	object := make(map[string]json.RawMessage)
+
+	if a.Components != nil {
+		object["components"], err = json.Marshal(a.Components)
+		if err != nil {
+			return nil, fmt.Errorf("error marshaling 'components': %w", err)
+		}
+	}
+
+	object["info"], err = json.Marshal(a.Info)
+	if err != nil {
+		return nil, fmt.Errorf("error marshaling 'info': %w", err)
+	}
+
+	object["openapi"], err = json.Marshal(a.Openapi)
+	if err != nil {
+		return nil, fmt.Errorf("error marshaling 'openapi': %w", err)
+	}
+
+	if a.Paths != nil {
+		object["paths"], err = json.Marshal(a.Paths)
+		if err != nil {
+			return nil, fmt.Errorf("error marshaling 'paths': %w", err)
+		}
+	}
+
+	if a.Security != nil {
+		object["security"], err = json.Marshal(a.Security)
+		if err != nil {
+			return nil, fmt.Errorf("error marshaling 'security': %w", err)
+		}
+	}
+
+	if a.Servers != nil {
+		object["servers"], err = json.Marshal(a.Servers)
+		if err != nil {
+			return nil, fmt.Errorf("error marshaling 'servers': %w", err)
+		}
+	}
+
+	if a.Tags != nil {
+		object["tags"], err = json.Marshal(a.Tags)
+		if err != nil {
+			return nil, fmt.Errorf("error marshaling 'tags': %w", err)
+		}
+	}
+
+	for fieldName, field := range a.AdditionalProperties {
+		object[fieldName], err = json.Marshal(field)
+		if err != nil {
+			return nil, fmt.Errorf("error marshaling '%s': %w", fieldName, err)
+		}
+	}
+	return json.Marshal(object)
+}
+
+// Getter for additional properties for OpenAPIDocument_Info. Returns the specified
+// element and whether it was found
+func (a OpenAPIDocument_Info) Get(fieldName string) (value interface{}, found bool) {
+	if a.AdditionalProperties != nil {
+		value, found = a.AdditionalProperties[fieldName]
+	}
+	return
+}
+
+// Setter for additional properties for OpenAPIDocument_Info
+func (a *OpenAPIDocument_Info) Set(fieldName string, value interface{}) {
+	if a.AdditionalProperties == nil {
+		a.AdditionalProperties = make(map[string]interface{})
+	}
+	a.AdditionalProperties[fieldName] = value
+}
+
+// Override default JSON handling for OpenAPIDocument_Info to handle AdditionalProperties
+func (a *OpenAPIDocument_Info) UnmarshalJSON(b []byte) error {
+	object := make(map[string]json.RawMessage)
+	err := json.Unmarshal(b, &object)
+	if err != nil {
+		return err
+	}
+
+	if raw, found := object["description"]; found {
+		err = json.Unmarshal(raw, &a.Description)
+		if err != nil {
+			return fmt.Errorf("error reading 'description': %w", err)
+		}
+		delete(object, "description")
+	}
+
+	if raw, found := object["title"]; found {
+		err = json.Unmarshal(raw, &a.Title)
+		if err != nil {
+			return fmt.Errorf("error reading 'title': %w", err)
+		}
+		delete(object, "title")
+	}
+
+	if raw, found := object["version"]; found {
+		err = json.Unmarshal(raw, &a.Version)
+		if err != nil {
+			return fmt.Errorf("error reading 'version': %w", err)
+		}
+		delete(object, "version")
+	}
+
+	if len(object) != 0 {
+		a.AdditionalProperties = make(map[string]interface{})
+		for fieldName, fieldBuf := range object {
+			var fieldVal interface{}
+			err := json.Unmarshal(fieldBuf, &fieldVal)
+			if err != nil {
+				return fmt.Errorf("error unmarshaling field %s: %w", fieldName, err)
+			}
+			a.AdditionalProperties[fieldName] = fieldVal
+		}
+	}
+	return nil
+}
+
+// Override default JSON handling for OpenAPIDocument_Info to handle AdditionalProperties
+func (a OpenAPIDocument_Info) MarshalJSON() ([]byte, error) {
+	var err error
+	object := make(map[string]json.RawMessage)
+
+	if a.Description != nil {
+		object["description"], err = json.Marshal(a.Description)
+		if err != nil {
+			return nil, fmt.Errorf("error marshaling 'description': %w", err)
+		}
+	}
+
+	object["title"], err = json.Marshal(a.Title)
+	if err != nil {
+		return nil, fmt.Errorf("error marshaling 'title': %w", err)
+	}
+
+	object["version"], err = json.Marshal(a.Version)
+	if err != nil {
+		return nil, fmt.Errorf("error marshaling 'version': %w", err)
+	}
+
+	for fieldName, field := range a.AdditionalProperties {
+		object[fieldName], err = json.Marshal(field)
+		if err != nil {
+			return nil, fmt.Errorf("error marshaling '%s': %w", fieldName, err)
+		}
+	}
+	return json.Marshal(object)
+}
 
 // RequestEditorFn is the function signature for the RequestEditor callback function
 type RequestEditorFn func(ctx context.Context, req *http.Request) error
@@ -6998,13 +7273,13 @@ type GetOpenAPIResponse struct {
 	Body         []byte
 	HTTPResponse *http.Response
 	// JSON200 the response for an HTTP 200 `application/json` response
-	JSON200 *map[string]interface{}
+	JSON200 *OpenAPIDocument
 	// JSON431 the response for an HTTP 431 `application/json` response
 	JSON431 *Error
 }
 
 // GetJSON200 returns the response for an HTTP 200 `application/json` response
-func (r GetOpenAPIResponse) GetJSON200() *map[string]interface{} {
+func (r GetOpenAPIResponse) GetJSON200() *OpenAPIDocument {
 	return r.JSON200
 }
 
@@ -11125,7 +11400,7 @@ func ParseGetOpenAPIResponse(rsp *http.Response) (*GetOpenAPIResponse, error) {
 
 	switch {
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
-		var dest map[string]interface{}
+		var dest OpenAPIDocument
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
 			return nil, err
 		}
