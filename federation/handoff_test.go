@@ -1,10 +1,12 @@
 package federation_test
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -243,6 +245,99 @@ func TestHandOffBatchLandsEveryTaskOnce(t *testing.T) {
 	}
 	if tk, rep := f.GetTask(aws, tokAcme, ids[0]); rep.Status != http.StatusOK || tk.HeldBy != az || tk.State != task.Ready {
 		t.Fatalf("GET through the home region: %d %+v", rep.Status, tk)
+	}
+}
+
+// Words owed pile up while requests are in flight: three batches of a
+// wave of four are answered (3 000 words owed; the fourth, still in
+// flight, keeps them from going in a commit request of their own), then
+// more tasks arrive. Their batch carries at most apiv1.MaxBatch words (the
+// receiver refuses a larger commit, and with it the batch's tasks, which
+// then went one request each); the rest follow in later requests. Every
+// task lands once and READY, and no task goes alone.
+func TestHandOffWordsOwedSpreadOverRequests(t *testing.T) {
+	testenv.Slow(t)
+	const wave, more = 4000, 500
+	f := newFed(t, fedtest.WithCapacity(az, poolSpot, 4*(wave+more)))
+	ctx := fedtest.Ctx(t)
+	var c handOffCounter
+	var mu sync.Mutex
+	var commits []int
+	gates := []chan struct{}{make(chan struct{}), make(chan struct{}), make(chan struct{}), make(chan struct{})}
+	c.install(t, f.R(az), func(w http.ResponseWriter, req *http.Request, next http.Handler) {
+		if req.URL.Path != "/v1/internal/handoff/batch" {
+			next.ServeHTTP(w, req)
+			return
+		}
+		body, err := io.ReadAll(req.Body)
+		var b apiv1.HandOffBatch
+		if err != nil || json.Unmarshal(body, &b) != nil {
+			t.Errorf("a batch request the test cannot read: %v", err)
+		}
+		req.Body = io.NopCloser(bytes.NewReader(body))
+		mu.Lock()
+		i := len(commits)
+		commits = append(commits, len(b.Commit))
+		mu.Unlock()
+		// The first wave's answers wait for the test.
+		rec := httptest.NewRecorder()
+		next.ServeHTTP(rec, req)
+		if i < len(gates) {
+			select {
+			case <-gates[i]:
+			case <-time.After(time.Minute):
+			}
+		}
+		for k, v := range rec.Header() {
+			w.Header()[k] = v
+		}
+		w.WriteHeader(rec.Code)
+		_, _ = w.Write(rec.Body.Bytes())
+	})
+	requests := func() int {
+		mu.Lock()
+		defer mu.Unlock()
+		return len(commits)
+	}
+	handedOff := func(ids []string) int {
+		k := 0
+		for _, id := range ids {
+			if tk, err := f.R(aws).Store.Get(ctx, id); err == nil && tk.State == task.HandedOff {
+				k++
+			}
+		}
+		return k
+	}
+	f.R(aws).Stop()
+	ids := fillOutbox(t, ctx, f.R(aws), az, poolSpot, wave, payloadN)
+	f.R(aws).Start()
+	fedtest.Eventually(t, time.Minute, "the first wave's four batches at the target", func() bool { return requests() == len(gates) })
+	for _, g := range gates[:3] {
+		close(g)
+	}
+	fedtest.Eventually(t, time.Minute, "three batches recorded as handed off", func() bool { return handedOff(ids) == 3*apiv1.MaxBatch })
+	ids = append(ids, fillOutbox(t, ctx, f.R(aws), az, poolSpot, more, payloadN)...)
+	fedtest.Eventually(t, time.Minute, "the later tasks' batch at the target", func() bool { return requests() > len(gates) })
+	close(gates[3])
+	fedtest.Eventually(t, 2*time.Minute, "every hand-off answered", func() bool { return f.OutboxEmpty(ctx) })
+	checkHandedOffOnce(t, ctx, f, ids, aws, az)
+	fedtest.Eventually(t, 30*time.Second, "every task READY at the target (its word arrived)", func() bool {
+		c, err := f.R(az).Store.Tasks().Counts(ctx)
+		return err == nil && c.Ready == wave+more
+	})
+	mu.Lock()
+	defer mu.Unlock()
+	t.Logf("%d batch requests carrying %v words; %d single, %d word requests", c.batch.Load(), commits, c.single.Load(), c.words.Load())
+	if single := c.single.Load(); single != 0 {
+		t.Fatalf("%d tasks went one request each: a batch was refused", single)
+	}
+	for i, k := range commits {
+		if k > apiv1.MaxBatch {
+			t.Fatalf("batch request %d carried %d words, more than %d", i, k, apiv1.MaxBatch)
+		}
+	}
+	if commits[len(gates)] == 0 {
+		t.Fatalf("the later batch carried no words (%v): the test did not pile them up", commits)
 	}
 }
 

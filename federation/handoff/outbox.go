@@ -178,6 +178,17 @@ type target struct {
 	words []string
 }
 
+// take removes and returns the words a batch request carries: the oldest
+// apiv1.MaxBatch, as many as a receiver takes in one request (it refuses
+// the whole batch, tasks included, over that). The rest wait for the next
+// request to the target, or for commit once none is in flight.
+func (tg *target) take() []string {
+	n := min(len(tg.words), apiv1.MaxBatch)
+	out := tg.words[:n:n]
+	tg.words = slices.Clone(tg.words[n:])
+	return out
+}
+
 // forget drops what the outbox remembers of a task once it is settled
 // (o.mu held).
 func (o *outbox) forget(id string) {
@@ -320,7 +331,7 @@ func (o *outbox) target(name string) *target {
 func (o *outbox) fly(ctx context.Context, name, api string, p parcel) {
 	o.mu.Lock()
 	tg := o.target(name)
-	p.commit, tg.words = tg.words, nil
+	p.commit = tg.take()
 	o.mu.Unlock()
 	words, delivered, _ := o.sendParcel(ctx, name, api, p)
 	o.mu.Lock()

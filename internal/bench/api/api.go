@@ -66,6 +66,9 @@ type Options struct {
 	// profile of each server over its first ProfileFor seconds there, as
 	// <mode>-<phase>-<region>.prof.
 	ServerProfile string
+	// Logs, when set, is a directory each ax process's output is written
+	// to (<region>-<process>.log), for reading what a run did.
+	Logs string
 }
 
 // ProfileFor is how long a server profile of a phase lasts.
@@ -282,14 +285,14 @@ func startFed(ctx context.Context, o Options, names []string, withTLS bool) (_ *
 	}
 	for _, r := range f.regions {
 		env := append(axEnv(), "AX_REDIS_PASSWORD="+r.password, "AX_AUTH_CLUSTER_TOKEN="+f.cluster)
-		if r.server, err = startAx(o.Exe, r.name+"/server", env, "server", "--config", r.cfg); err != nil {
+		if r.server, err = startAx(o.Exe, r.name+"/server", o.Logs, env, "server", "--config", r.cfg); err != nil {
 			return nil, err
 		}
 	}
 	run := f.regions[len(f.regions)-1]
 	for i := range o.Workers {
 		id := fmt.Sprintf("%s-w%d", run.name, i+1)
-		w, err := startAx(o.Exe, run.name+"/"+id, append(axEnv(), "AX_REDIS_PASSWORD="+run.password),
+		w, err := startAx(o.Exe, run.name+"/"+id, o.Logs, append(axEnv(), "AX_REDIS_PASSWORD="+run.password),
 			"worker", "--config", run.cfg, "--pool", "cpu", "--id", id)
 		if err != nil {
 			return nil, err

@@ -5,9 +5,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
@@ -21,6 +23,7 @@ type axProc struct {
 	name string
 	cmd  *exec.Cmd
 	out  *procLog
+	file *os.File // the whole output (Options.Logs); nil without
 	done chan struct{}
 }
 
@@ -50,12 +53,21 @@ func (l *procLog) String() string {
 
 // startAx starts bin with args and env. The child is in its own process
 // group (a Ctrl-C reaches only the bench, which stops it) and the kernel
-// kills it if the bench dies.
-func startAx(bin, name string, env []string, args ...string) (*axProc, error) {
+// kills it if the bench dies. With logs set (a directory) its whole
+// output is also written to logs/<name>.log, '/' in name made '-'.
+func startAx(bin, name, logs string, env []string, args ...string) (*axProc, error) {
 	p := &axProc{name: name, out: &procLog{}, done: make(chan struct{})}
 	p.cmd = exec.Command(bin, args...)
 	p.cmd.Env = env
 	p.cmd.Stdout, p.cmd.Stderr = p.out, p.out
+	if logs != "" {
+		f, err := os.Create(filepath.Join(logs, strings.ReplaceAll(name, "/", "-")+".log"))
+		if err != nil {
+			return nil, fmt.Errorf("bench: the log of %s: %w", name, err)
+		}
+		p.file = f
+		p.cmd.Stdout, p.cmd.Stderr = io.MultiWriter(p.out, f), io.MultiWriter(p.out, f)
+	}
 	p.cmd.SysProcAttr = procAttr()
 	if err := p.cmd.Start(); err != nil {
 		return nil, fmt.Errorf("bench: start %s: %w", name, err)
@@ -72,6 +84,9 @@ func (p *axProc) stop() {
 	case <-time.After(10 * time.Second):
 		_ = p.cmd.Process.Kill()
 		<-p.done
+	}
+	if p.file != nil {
+		_ = p.file.Close()
 	}
 }
 

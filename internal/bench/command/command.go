@@ -389,6 +389,7 @@ and Redis per task (INFO cpu, commandstats).`,
 	f.IntVar(&o.Batch, "batch", 1000, "tasks per POST /v1/tasks/batch (≤ 1000)")
 	f.IntVar(&o.BatchConns, "batch-conns", 2, "connections submitting batches")
 	f.IntVar(&o.SampleEvery, "sample-every", 10, "one task in this many has its submit→start read back")
+	f.StringVar(&o.Logs, "logs", "", "a directory: each ax process's output as <region>-<process>.log (the bench keeps only the tail of each otherwise)")
 	f.StringVar(&o.ServerProfile, "server-profile", "", "a directory: a CPU profile of each ax server over each phase's first 5 s, as <mode>-<phase>-<region>.prof")
 	f.BoolVar(&localOnly, "local-only", false, "only the one-region mode (mode \"local\")")
 	f.BoolVar(&handoffOnly, "handoff", false, "only the two-region hand-off mode")
