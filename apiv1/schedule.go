@@ -156,8 +156,29 @@ type BackfillRequest struct {
 // RerunRequest is POST /v1/schedules/{name}/rerun: run one period again,
 // under a new run id (the period's earlier run is left as it ended).
 // Period is its start, a slot of the schedule (RFC 3339, or a date).
+// Downstream reruns, too, the runs of the schedules that depend on it,
+// transitively, for the periods that overlap the rerun ones: each such
+// rerun's gates on a schedule rerun with it wait for that schedule's
+// rerun of the period, not for an earlier success.
 type RerunRequest struct {
-	Period string `json:"period"`
+	Period     string `json:"period"`
+	Downstream bool   `json:"downstream,omitempty"`
+}
+
+// RerunRef names one rerun: its schedule and its id.
+type RerunRef struct {
+	Schedule string `json:"schedule"`
+	ID       string `json:"id"`
+}
+
+// RerunWait is a run of an upstream schedule's rerun that a downstream
+// rerun (RerunRequest.Downstream) waits for.
+type RerunWait struct {
+	Schedule string `json:"schedule"`
+	Rerun    string `json:"rerun"` // the upstream's rerun's id
+	Period   Period `json:"period"`
+	RunID    string `json:"run_id"`        // a DAG run's id when DAG is set, else a task's
+	DAG      bool   `json:"dag,omitempty"` // the upstream's slots start DAG runs
 }
 
 // Backfill states.
@@ -190,6 +211,13 @@ type Backfill struct {
 	FinishedAt *time.Time    `json:"finished_at,omitempty"`
 	// CanceledBy names who cancelled it (state CANCELED).
 	CanceledBy string `json:"canceled_by,omitempty"`
+	// Downstream lists, on a rerun asked for with downstream, the reruns
+	// it made of the schedules that depend on it, in dependency order.
+	Downstream []RerunRef `json:"downstream,omitempty"`
+	// WaitsFor lists, on such a downstream rerun, the upstream reruns'
+	// runs its runs wait for: a run's gate on one of those schedules
+	// opens only on that schedule's rerun of an overlapping period.
+	WaitsFor []RerunWait `json:"waits_for,omitempty"`
 }
 
 // BackfillRun is one period a backfill started.
@@ -197,6 +225,9 @@ type BackfillRun struct {
 	Period  Period `json:"period"`
 	ID      string `json:"id"`
 	Outcome string `json:"outcome"` // a slot's outcome: fired, already_fired, rejected, budget_exceeded
+	// WaitsFor are the upstream reruns' run ids this run's gates wait
+	// for (a downstream rerun's run; Backfill.WaitsFor).
+	WaitsFor []string `json:"waits_for,omitempty"`
 }
 
 // BackfillList answers GET /v1/schedules/{name}/backfills, newest first.

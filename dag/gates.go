@@ -15,7 +15,8 @@ import (
 // release it is held while a gate is closed. The reconciler reads the
 // state of the runs its WAITING gated nodes wait for, wherever they live,
 // when an upstream's end wakes it (upstreams.go), and reruns of the
-// period count: a gate opens on the first success among the period's runs.
+// period count: a gate opens on the first success among the period's runs
+// (an Exact gate, a downstream rerun's: on its own run's only).
 
 // upstream is what a pass knows of a run a gate waits for.
 type upstream int

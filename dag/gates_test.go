@@ -1,6 +1,8 @@
 package dag
 
 import (
+	"context"
+	"slices"
 	"testing"
 	"time"
 
@@ -54,5 +56,31 @@ func TestGates(t *testing.T) {
 	}
 	if len(p.gatedRuns()) != 0 {
 		t.Error("a stale gate has no run to read")
+	}
+}
+
+// fakeReruns answers Reruns with one rerun of every period.
+type fakeReruns struct{ Upstreams }
+
+func (fakeReruns) Reruns(context.Context, string, string, time.Time) ([]string, error) {
+	return []string{"rerun"}, nil
+}
+
+// A same_period gate counts the period's reruns; an exact one (a
+// downstream rerun's) only the run it names.
+func TestGatePeriodRuns(t *testing.T) {
+	at := time.Date(2026, 3, 1, 2, 0, 0, 0, time.UTC)
+	r := &Runs{ups: fakeReruns{}}
+	g := task.Gate{Schedule: "up", Rule: task.GateSamePeriod, RunID: "first", Period: &at}
+	exact := g
+	exact.Exact, exact.RunID = true, "rerun-2"
+	for _, c := range []struct {
+		g    task.Gate
+		want []string
+	}{{g, []string{"first", "rerun"}}, {exact, []string{"rerun-2"}}} {
+		got, err := r.periodRuns(context.Background(), "t", c.g)
+		if err != nil || !slices.Equal(got, c.want) {
+			t.Errorf("periodRuns(exact %v): %v %v, want %v", c.g.Exact, got, err, c.want)
+		}
 	}
 }

@@ -106,10 +106,10 @@ func (rc *reconciler) upstreamsOf(ctx context.Context, p *runPass) map[string]up
 }
 
 // periodRuns is the runs that can open g: the run it names and, for a
-// same_period gate, the reruns of that period, oldest first. A failure to
+// same_period gate not Exact, the reruns of that period, oldest first. A failure to
 // list the reruns leaves the run it names, and is reported.
 func (r *Runs) periodRuns(ctx context.Context, tenant string, g task.Gate) ([]string, error) {
-	if r.ups == nil || g.Rule != task.GateSamePeriod || g.Period == nil {
+	if r.ups == nil || g.Rule != task.GateSamePeriod || g.Period == nil || g.Exact {
 		return []string{g.RunID}, nil
 	}
 	reruns, err := r.ups.Reruns(ctx, tenant, g.Schedule, *g.Period)

@@ -31,7 +31,7 @@ var schemaTypes = map[string]any{
 	"HistoryPool": apiv1.HistoryPool{}, "HistoryRegion": apiv1.HistoryRegion{}, "HistoryResponse": apiv1.HistoryResponse{},
 	"HistorySample": apiv1.HistorySample{}, "Period": apiv1.Period{}, "PoolStatus": apiv1.PoolStatus{},
 	"PriorityRequest": apiv1.PriorityRequest{}, "RegionOutcome": apiv1.RegionOutcome{}, "RegionStatus": apiv1.RegionStatus{},
-	"RegionsResponse": apiv1.RegionsResponse{}, "RerunRequest": apiv1.RerunRequest{}, "ScheduleDeleted": apiv1.ScheduleDeleted{},
+	"RegionsResponse": apiv1.RegionsResponse{}, "RerunRequest": apiv1.RerunRequest{}, "RerunRef": apiv1.RerunRef{}, "RerunWait": apiv1.RerunWait{}, "ScheduleDeleted": apiv1.ScheduleDeleted{},
 	"ScheduleDependency": apiv1.ScheduleDependency{}, "ScheduleGate": task.Gate{}, "ScheduleGrid": apiv1.ScheduleGrid{},
 	"ScheduleList": apiv1.ScheduleList{}, "ScheduleRequest": apiv1.ScheduleRequest{}, "ScheduleStatus": apiv1.ScheduleStatus{},
 	"StreamTicket": apiv1.StreamTicket{}, "SubmitResponse": apiv1.SubmitResponse{}, "Task": task.Task{},

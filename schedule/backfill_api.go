@@ -39,12 +39,13 @@ func (s *Scheduler) Backfill(ctx context.Context, name, tenant string, req *apiv
 	}
 	rec := &bfRecord{Backfill: apiv1.Backfill{From: r.From, To: r.To, MaxActive: r.MaxActive, Periods: len(slots)}}
 	rec.Next = &slots[0]
-	return s.createBackfill(ctx, sd, rec, by)
+	return s.createBackfills(ctx, []*rerunPart{{e: &entry{stored: sd}, rec: rec}}, by)
 }
 
 // Rerun runs one period of tenant's schedule name again, under a new run
 // id (the rerun's number added to the slot): whatever its earlier runs
-// did, the period gets a run of its own.
+// did, the period gets a run of its own. With downstream, the schedules
+// depending on it are rerun with it (rerun_down.go).
 func (s *Scheduler) Rerun(ctx context.Context, name, tenant string, req *apiv1.RerunRequest, by string) (*apiv1.Backfill, error) {
 	sd, err := s.find(ctx, name, tenant)
 	if err != nil {
@@ -58,45 +59,78 @@ func (s *Scheduler) Rerun(ctx context.Context, name, tenant string, req *apiv1.R
 	if err != nil {
 		return nil, err
 	}
+	if req.Downstream {
+		return s.rerunDownstream(ctx, sd, comp, slot, by)
+	}
+	attempt, err := s.nextAttempt(ctx, sd, slot, slot)
+	if err != nil {
+		return nil, err
+	}
+	rec := &bfRecord{Backfill: apiv1.Backfill{From: slot, To: slot, MaxActive: 1, Periods: 1, Rerun: true}, Attempt: attempt}
+	rec.Next = &slot
+	return s.createBackfills(ctx, []*rerunPart{{e: &entry{stored: sd}, rec: rec}}, by)
+}
+
+// nextAttempt is the number of a new rerun of sd's slots from first to
+// last: above every earlier rerun's that shares one of them, so no slot's
+// run id repeats.
+func (s *Scheduler) nextAttempt(ctx context.Context, sd stored, first, last time.Time) (int, error) {
 	prior, err := s.store.BackfillsOf(ctx, sd.Key)
 	if err != nil {
-		return nil, unavailable(err)
+		return 0, unavailable(err)
 	}
 	attempt := 1
 	for _, bs := range prior {
-		if bs.Rec.Rerun && bs.Rec.From.Equal(slot) && bs.Rec.DefRev == sd.Rev {
+		if bs.Rec.Rerun && bs.Rec.DefRev == sd.Rev && !bs.Rec.From.After(last) && !bs.Rec.To.Before(first) {
 			attempt = max(attempt, bs.Rec.Attempt+1)
 		}
 	}
 	// Slots are whole seconds: the rerun's milliseconds keep its ids apart
 	// from every slot's.
 	if attempt > 999 {
-		return nil, fieldError("period", "this period was run again 999 times already")
+		return 0, fieldError("period", "this period was run again 999 times already")
 	}
-	rec := &bfRecord{Backfill: apiv1.Backfill{From: slot, To: slot, MaxActive: 1, Periods: 1, Rerun: true}, Attempt: attempt}
-	rec.Next = &slot
-	return s.createBackfill(ctx, sd, rec, by)
+	return attempt, nil
 }
 
-// createBackfill stores rec, RUNNING, as a new backfill of sd by by.
-func (s *Scheduler) createBackfill(ctx context.Context, sd stored, rec *bfRecord, by string) (*apiv1.Backfill, error) {
-	rec.Schedule, rec.State, rec.CreatedAt, rec.CreatedBy, rec.DefRev = sd.Def.Name, apiv1.BackfillRunning, s.now().UTC(), by, sd.Rev
-	rec.Runs, rec.Active = []apiv1.BackfillRun{}, []string{}
+// createBackfills stores each part's record, RUNNING, as a new backfill of
+// its schedule by by, all or none; it returns the first's. The first
+// lists the others' (Downstream), and each wait names its upstream's.
+func (s *Scheduler) createBackfills(ctx context.Context, parts []*rerunPart, by string) (*apiv1.Backfill, error) {
+	sds := make([]stored, len(parts))
+	recs := make([]*bfRecord, len(parts))
+	for i, p := range parts {
+		rec := p.rec
+		rec.Schedule, rec.State, rec.CreatedAt, rec.CreatedBy, rec.DefRev = p.e.Def.Name, apiv1.BackfillRunning, s.now().UTC(), by, p.e.Rev
+		rec.Runs, rec.Active = []apiv1.BackfillRun{}, []string{}
+		sds[i], recs[i] = p.e.stored, rec
+	}
 	for attempt := 0; ; attempt++ {
-		var b [4]byte
-		if _, err := rand.Read(b[:]); err != nil {
-			return nil, err
+		ids := map[string]string{}
+		for _, rec := range recs {
+			var b [4]byte
+			if _, err := rand.Read(b[:]); err != nil {
+				return nil, err
+			}
+			rec.ID = s.now().UTC().Format("20060102t150405") + "-" + hex.EncodeToString(b[:])
+			ids[rec.Schedule] = rec.ID
 		}
-		rec.ID = s.now().UTC().Format("20060102t150405") + "-" + hex.EncodeToString(b[:])
-		ok, err := s.store.CreateBackfill(ctx, sd, rec)
+		recs[0].Downstream = nil
+		for _, rec := range recs[1:] {
+			recs[0].Downstream = append(recs[0].Downstream, apiv1.RerunRef{Schedule: rec.Schedule, ID: rec.ID})
+			for i := range rec.WaitsFor {
+				rec.WaitsFor[i].Rerun = ids[rec.WaitsFor[i].Schedule]
+			}
+		}
+		ok, err := s.store.CreateBackfills(ctx, sds, recs)
 		switch {
 		case err != nil:
 			return nil, unavailable(err)
 		case ok:
-			out := rec.Backfill
+			out := recs[0].Backfill
 			return &out, nil
 		case attempt >= 3:
-			// The definition changed generation (deleted, created again).
+			// A definition changed generation (deleted, created again).
 			return nil, ErrNotFound
 		}
 	}

@@ -80,13 +80,14 @@ func (s *Scheduler) stepBackfill(ctx context.Context, t *term, e *entry, bs bfSt
 		}
 		slot := *rec.Next
 		id := taskID(e.IDSeq(), slot.Add(time.Duration(rec.Attempt)*time.Millisecond), e.Def.HomeRegion)
-		created, refused, err := s.start(ctx, t, e, slot, id, slot)
+		created, refused, err := s.start(ctx, t, e, slot, id, slot, rec.WaitsFor)
 		if err != nil {
 			return err
 		}
 		b.tokens--
 		outcome := outcomeOf(created, refused)
-		rec.Runs = append(rec.Runs, apiv1.BackfillRun{Period: e.periodOf(slot), ID: id, Outcome: outcome})
+		p := e.periodOf(slot)
+		rec.Runs = append(rec.Runs, apiv1.BackfillRun{Period: p, ID: id, Outcome: outcome, WaitsFor: runIDs(waitingIn(rec.WaitsFor, p))})
 		if outcome == OutcomeFired || outcome == OutcomeAlreadyFired {
 			rec.Active = append(rec.Active, id)
 		}

@@ -33,8 +33,10 @@ const (
 
 // gates resolves the dependencies of e's DAG nodes for its run of period
 // p, started now: by node id. lookup finds a schedule of e's tenant in
-// this term (nil: gone; its gates are stale).
-func (s *Scheduler) gates(ctx context.Context, e *entry, p apiv1.Period, lookup func(name string) *entry) (map[string][]task.Gate, error) {
+// this term (nil: gone; its gates are stale). waits are a downstream
+// rerun's (nil for a slot or a backfill): a dependency on a schedule
+// rerun with it gets exact gates on that rerun's runs (exactGates).
+func (s *Scheduler) gates(ctx context.Context, e *entry, p apiv1.Period, waits []apiv1.RerunWait, lookup func(name string) *entry) (map[string][]task.Gate, error) {
 	var out map[string][]task.Gate
 	now := s.now().UTC()
 	dr, err := dagOf(e.Def)
@@ -43,6 +45,13 @@ func (s *Scheduler) gates(ctx context.Context, e *entry, p apiv1.Period, lookup 
 	}
 	for _, nd := range dr.Nodes {
 		for _, dep := range nd.DependsOnSchedules {
+			if exact := exactGates(dep, waits, p, now); len(exact) > 0 {
+				if out == nil {
+					out = map[string][]task.Gate{}
+				}
+				out[nd.ID] = append(out[nd.ID], exact...)
+				continue
+			}
 			g := task.Gate{Schedule: dep.Schedule, Rule: dep.Rule, OnTimeout: dep.OnTimeout}
 			u := lookup(dep.Schedule)
 			switch {

@@ -497,7 +497,7 @@ func (s *Scheduler) fire(ctx context.Context, t *term, e *entry, slot time.Time)
 	}
 	id = e.runID(slot)
 	runAt := slot.Add(jitterOffset(d.Name, slot, time.Duration(d.Jitter))).UTC()
-	created, refused, err := s.start(ctx, t, e, slot, id, runAt)
+	created, refused, err := s.start(ctx, t, e, slot, id, runAt, nil)
 	switch {
 	case err != nil:
 		return "", "", err

@@ -165,8 +165,9 @@ var errNoDAGs = errors.New("schedule: this server runs no DAG runs")
 
 // start submits the run of one slot under id, to start at runAt: the
 // slot's task, or its DAG run, created now, whose root nodes' tasks run at
-// runAt (the jitter delays the whole run). Results are Enqueuer.Enqueue's.
-func (s *Scheduler) start(ctx context.Context, t *term, e *entry, slot time.Time, id string, runAt time.Time) (created bool, refused, err error) {
+// runAt (the jitter delays the whole run); waits are a downstream rerun's
+// (gates). Results are Enqueuer.Enqueue's.
+func (s *Scheduler) start(ctx context.Context, t *term, e *entry, slot time.Time, id string, runAt time.Time, waits []apiv1.RerunWait) (created bool, refused, err error) {
 	d := e.Def
 	p := e.periodOf(slot)
 	cctx, cancel := context.WithTimeout(ctx, s.cfg.CallTimeout)
@@ -193,7 +194,7 @@ func (s *Scheduler) start(ctx context.Context, t *term, e *entry, slot time.Time
 	plain, deps := depend.Strip(dr)
 	sd := &apiv1.ScheduledDAG{ID: id, Schedule: d.Name, Period: p, DAG: plain}
 	if deps {
-		gates, err := s.gates(ctx, e, p, func(name string) *entry { return t.lookup(s.store, e.Tenant(), name) })
+		gates, err := s.gates(ctx, e, p, waits, func(name string) *entry { return t.lookup(s.store, e.Tenant(), name) })
 		if err != nil {
 			return false, nil, err
 		}

@@ -41,6 +41,10 @@ type Gate struct {
 	// when DAG is set, else a task's.
 	RunID string `json:"run_id,omitempty"`
 	DAG   bool   `json:"dag,omitempty"`
+	// Exact: only RunID opens the gate, not another run of its period (a
+	// downstream rerun waits for its upstream's rerun, not for the
+	// period's earlier success).
+	Exact bool `json:"exact,omitempty"`
 	// Period is the start of the upstream's period (same_period), or of
 	// the successful run found (latest_success).
 	Period *time.Time `json:"period,omitempty"`

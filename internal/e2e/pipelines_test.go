@@ -455,6 +455,77 @@ func TestSchedulePipelines(t *testing.T) {
 		}
 	})
 
+	t.Run("downstream rerun waits for the upstream's rerun", func(t *testing.T) {
+		p := pl.on(t)
+		const hourly = "0 0 * * * *"
+		slot := time.Now().UTC().Truncate(time.Hour).Add(-3 * time.Hour)
+		per := slot.Format(time.RFC3339)
+		// srcd's task runs in the other region, long enough for a
+		// dependant started against its old success to show.
+		p.call(http.MethodPost, "/v1/schedules", map[string]any{"name": "srcd", "cron": hourly, "paused": true, "home_region": home,
+			"dag": map[string]any{"name": "srcd", "nodes": []any{node("make", 1500, nil, away)}}}, http.StatusCreated, nil)
+		use := node("use", 10, nil)
+		use["depends_on_schedules"] = []any{map[string]any{"schedule": "srcd", "rule": "same_period", "timeout": "60s"}}
+		p.call(http.MethodPost, "/v1/schedules", map[string]any{"name": "dstd", "cron": hourly, "paused": true, "home_region": home,
+			"dag": map[string]any{"name": "dstd", "nodes": []any{use}}}, http.StatusCreated, nil)
+		// The period's first runs, both successful: the old success.
+		for _, n := range []string{"srcd", "dstd"} {
+			p.call(http.MethodPost, "/v1/schedules/"+n+"/backfill", map[string]any{"from": per, "to": per}, http.StatusCreated, nil)
+		}
+		succeeded := func(name string, n int) []apiv1.DAGStatus {
+			var runs []apiv1.DAGStatus
+			waitUntil(t, 60*time.Second, fmt.Sprintf("%d ended runs of %s", n, name), func() bool {
+				runs = slices.DeleteFunc(p.runs(name), func(r apiv1.DAGStatus) bool { return r.State == task.DAGRunning })
+				return len(runs) >= n
+			})
+			sort.Slice(runs, func(i, j int) bool { return runs[i].CreatedAt.Before(runs[j].CreatedAt) })
+			for _, r := range runs {
+				if r.State != task.DAGSuccess {
+					t.Fatalf("%s's run %s: %s (%+v), want SUCCESS", name, r.ID, r.State, r.Nodes)
+				}
+			}
+			return runs
+		}
+		first := succeeded("dstd", 1)[0]
+		// A plain rerun of srcd's period first: a later success of the
+		// period than its first run, which the downstream rerun must not
+		// take either.
+		p.call(http.MethodPost, "/v1/schedules/srcd/rerun", map[string]any{"period": per}, http.StatusCreated, nil)
+		succeeded("srcd", 2)
+		out, stderr, code := runAx(t, p.api, "--token", p.fed.token(p.tok), "-o", "json", "schedule", "rerun", "srcd", "--period", per, "--downstream")
+		var root apiv1.Backfill
+		if code != 0 || json.Unmarshal([]byte(out), &root) != nil || len(root.Downstream) != 1 || root.Downstream[0].Schedule != "dstd" {
+			t.Fatalf("ax schedule rerun --downstream: exit %d: %s %s, want a rerun of srcd naming dstd's", code, out, stderr)
+		}
+		src := succeeded("srcd", 3)[2]
+		rerun := succeeded("dstd", 2)[1]
+		var srcRerun apiv1.Backfill
+		waitUntil(t, 30*time.Second, "srcd's rerun recorded its run", func() bool {
+			srcRerun = p.backfill("srcd", root.ID)
+			return len(srcRerun.Runs) == 1
+		})
+		if src.ID != srcRerun.Runs[0].ID || src.Nodes[0].Region != away {
+			t.Fatalf("srcd's second run %s in %s, want its rerun's %s in %s", src.ID, src.Nodes[0].Region, srcRerun.Runs[0].ID, away)
+		}
+		started := p.task(rerun.Nodes[0].TaskID).CreatedAt
+		if started.Before(*src.FinishedAt) {
+			t.Errorf("dstd's rerun node started %v, before srcd's rerun succeeded (%v)", started, *src.FinishedAt)
+		}
+		g := rerun.Nodes[0].Gates
+		if rerun.ID == first.ID || !rerun.Period.Start.Equal(slot) || len(g) != 1 || g[0].RunID != src.ID || !g[0].Exact {
+			t.Fatalf("dstd's rerun %s of %v gates %+v, want one exact gate on srcd's rerun %s", rerun.ID, rerun.Period.Start, g, src.ID)
+		}
+		// The CLI shows what the downstream rerun waits for.
+		text, stderr, code := runAx(t, p.api, "--token", p.fed.token(p.tok), "schedule", "backfills", "dstd")
+		if code != 0 || !strings.Contains(text, "waits for srcd's rerun "+root.ID+": run "+src.ID) || !strings.Contains(text, "waits for "+src.ID) {
+			t.Errorf("ax schedule backfills dstd: exit %d: %s %s, want the rerun waiting for %s", code, text, stderr, src.ID)
+		}
+		t.Logf("dstd's rerun node created %v after srcd's rerun (in %s) succeeded; %s", started.Sub(*src.FinishedAt), away, text)
+		for _, n := range []string{"dstd", "srcd"} {
+			p.call(http.MethodDelete, "/v1/schedules/"+n, nil, http.StatusOK, nil)
+		}
+	})
+
 	t.Run("single-task upstream records its end", func(t *testing.T) {
 		p := pl.on(t)
 		const hourly = "0 0 * * * *"

@@ -51,22 +51,26 @@ func (st Store) DefKeyOf(bfKey string) string {
 	return st.prefix + "schedules/" + rest
 }
 
-// CreateBackfill stores a new backfill of sd, unless its definition changed
-// generation; false when the id is taken (draw another).
-func (st Store) CreateBackfill(ctx context.Context, sd Stored, rec *BackfillRecord) (bool, error) {
-	b, err := json.Marshal(rec)
-	if err != nil {
-		return false, err
+// CreateBackfills stores new backfills, recs[i] of sds[i], all or none,
+// unless a definition changed generation; false when one of the ids is
+// taken or a definition changed (draw other ids, or give up).
+func (st Store) CreateBackfills(ctx context.Context, sds []Stored, recs []*BackfillRecord) (bool, error) {
+	var cmps []clientv3.Cmp
+	var puts []clientv3.Op
+	for i, sd := range sds {
+		b, err := json.Marshal(recs[i])
+		if err != nil {
+			return false, err
+		}
+		key := st.BackfillPrefix(sd.Key) + recs[i].ID
+		cmps = append(cmps, clientv3.Compare(clientv3.CreateRevision(key), "=", 0), clientv3.Compare(clientv3.CreateRevision(sd.Key), "=", sd.Rev))
+		puts = append(puts, clientv3.OpPut(key, string(b)))
 	}
-	key := st.BackfillPrefix(sd.Key) + rec.ID
 	cctx, cancel := st.call(ctx)
 	defer cancel()
-	resp, err := st.c.Txn(cctx).
-		If(clientv3.Compare(clientv3.CreateRevision(key), "=", 0), clientv3.Compare(clientv3.CreateRevision(sd.Key), "=", sd.Rev)).
-		Then(clientv3.OpPut(key, string(b))).
-		Commit()
+	resp, err := st.c.Txn(cctx).If(cmps...).Then(puts...).Commit()
 	if err != nil {
-		return false, fmt.Errorf("schedule %s: create backfill: %w", sd.Def.Name, err)
+		return false, fmt.Errorf("schedule %s: create backfill: %w", sds[0].Def.Name, err)
 	}
 	return resp.Succeeded, nil
 }

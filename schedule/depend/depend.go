@@ -160,3 +160,77 @@ func Strip(dr *apiv1.DAGRequest) (apiv1.DAGRequest, bool) {
 	}
 	return out, had
 }
+
+// Downstream lists the schedules among defs (a tenant's, by name) that
+// depend on root, directly or through others, each after every one of its
+// upstreams that is listed (root itself is not listed). A cycle among root
+// and them, which Create refuses but definitions written around it could
+// hold, is a 409 failed_precondition naming field downstream and the
+// cycle's path: a rerun along it would wait for itself.
+func Downstream(root string, defs map[string]*apiv1.Schedule) ([]string, error) {
+	dependants := map[string][]string{}
+	names := make([]string, 0, len(defs))
+	for name := range defs {
+		names = append(names, name)
+	}
+	slices.Sort(names)
+	for _, name := range names {
+		for _, up := range Upstreams(defs[name]) {
+			dependants[up] = append(dependants[up], name)
+		}
+	}
+	in := map[string]bool{root: true}
+	for queue := []string{root}; len(queue) > 0; queue = queue[1:] {
+		for _, d := range dependants[queue[0]] {
+			if !in[d] {
+				in[d] = true
+				queue = append(queue, d)
+			}
+		}
+	}
+	o := orderer{defs: defs, in: in, state: map[string]int{}}
+	for _, name := range append([]string{root}, names...) {
+		if in[name] {
+			if err := o.visit(name); err != nil {
+				return nil, err
+			}
+		}
+	}
+	return slices.DeleteFunc(o.out, func(n string) bool { return n == root }), nil
+}
+
+// orderer sorts a set of schedules upstreams first (depth first).
+type orderer struct {
+	defs  map[string]*apiv1.Schedule
+	in    map[string]bool
+	state map[string]int // 1 on the path being walked, 2 listed
+	path  []string
+	out   []string
+}
+
+func (o *orderer) visit(name string) error {
+	switch o.state[name] {
+	case 2:
+		return nil
+	case 1:
+		i := slices.Index(o.path, name)
+		cycle := append(slices.Clone(o.path[i:]), name)
+		return &apiv1.Error{Code: apiv1.CodeFailedPrecond, Field: "downstream",
+			Message: "cycle: " + strings.Join(cycle, " -> ") + ": a downstream rerun along it would wait for itself"}
+	}
+	o.state[name] = 1
+	o.path = append(o.path, name)
+	if d := o.defs[name]; d != nil {
+		for _, up := range Upstreams(d) {
+			if o.in[up] {
+				if err := o.visit(up); err != nil {
+					return err
+				}
+			}
+		}
+	}
+	o.path = o.path[:len(o.path)-1]
+	o.state[name] = 2
+	o.out = append(o.out, name)
+	return nil
+}

@@ -2,6 +2,7 @@ package depend
 
 import (
 	"errors"
+	"slices"
 	"strings"
 	"testing"
 
@@ -83,4 +84,44 @@ func TestCheckUpstreams(t *testing.T) {
 			t.Errorf("%s: %v, want %q naming the field", c.d.Name, err, c.want)
 		}
 	}
+}
+
+func TestDownstream(t *testing.T) {
+	on := func(name string, ups ...string) *apiv1.Schedule {
+		var deps []apiv1.ScheduleDependency
+		for _, u := range ups {
+			deps = append(deps, apiv1.ScheduleDependency{Schedule: u, Rule: task.GateSamePeriod})
+		}
+		return &apiv1.Schedule{Name: name, DAG: dagWith(deps...)}
+	}
+	// a -> b, c; d on b and c; e on d; f on nothing; g on f.
+	defs := map[string]*apiv1.Schedule{"a": on("a"), "b": on("b", "a"), "c": on("c", "a"), "d": on("d", "c", "b"),
+		"e": on("e", "d"), "f": on("f"), "g": on("g", "f")}
+	for _, c := range []struct {
+		root string
+		want []string
+	}{
+		{"a", []string{"b", "c", "d", "e"}},
+		{"c", []string{"d", "e"}},
+		{"e", nil},
+		{"f", []string{"g"}},
+	} {
+		got, err := Downstream(c.root, defs)
+		if err != nil || !slices.Equal(got, c.want) {
+			t.Errorf("Downstream(%s): %v %v, want %v", c.root, got, err, c.want)
+		}
+	}
+	// A cycle written around Create's check: refused with its path.
+	defs["a"] = on("a", "e")
+	_, err := Downstream("c", defs)
+	var ae *apiv1.Error
+	if !errors.As(err, &ae) || ae.Field != "downstream" || !strings.Contains(ae.Message, "cycle: ") {
+		t.Fatalf("Downstream on a cycle: %v, want a 409 naming downstream and the path", err)
+	}
+	for _, hop := range []string{"a", "c", "d", "e"} {
+		if !strings.Contains(ae.Message, hop) {
+			t.Errorf("cycle message %q does not name %s", ae.Message, hop)
+		}
+	}
+	t.Log(ae.Message)
 }

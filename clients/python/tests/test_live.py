@@ -90,6 +90,16 @@ class ClientLiveTest(unittest.TestCase):
         with self.assertRaises(APIError) as e:
             self.ax.rerun_schedule(name, "2026-01-01T04:00:00Z")
         self.assertEqual((e.exception.status, e.exception.field), (400, "period"))
+        after = unique("py-after")
+        self.ax.create_schedule({"name": after, "cron": "0 3 * * *", "timezone": "UTC", "paused": True,
+                                 "task": {"type": unique("py.cron"), "tags": SPOT, "regions": [REGION]},
+                                 "depends_on_schedules": [{"schedule": name, "rule": "same_period"}]})
+        d = self.ax.rerun_schedule(name, "2026-01-02T03:00:00Z", downstream=True)
+        self.assertEqual([x["schedule"] for x in d["downstream"]], [after])
+        a = self.ax.list_schedule_backfills(after)["backfills"][0]
+        self.assertEqual((a["id"], a["waits_for"][0]["schedule"], a["waits_for"][0]["rerun"]),
+                         (d["downstream"][0]["id"], name, d["id"]))
+        self.ax.delete_schedule(after)
         self.ax.delete_schedule(name)
 
 

@@ -50,6 +50,16 @@ export interface RequestOptions {
   signal?: AbortSignal;
 }
 
+/** Options of rerunSchedule. */
+export interface RerunOptions extends RequestOptions {
+  /**
+   * Rerun, too, the schedules that depend on this one (transitively) for their
+   * overlapping periods; each waits for its upstream's rerun, not for the
+   * period's earlier success.
+   */
+  downstream?: boolean;
+}
+
 /**
  * Client calls ax's HTTP API (httpapi/openapi.json). Tasks of every region are
  * reachable through any server. 429, 503 and connection errors are retried
@@ -263,9 +273,14 @@ export class Client {
     return this.#call("POST", `/v1/schedules/${seg(name)}/backfill`, { query: { tenant }, body: req, signal: o.signal });
   }
 
-  /** POST /v1/schedules/{name}/rerun (operator token): a new run of the period starting at period (a slot). */
-  rerunSchedule(name: string, period: string, tenant?: string, o: RequestOptions = {}): Promise<Answer<"rerunSchedule">> {
-    return this.#call("POST", `/v1/schedules/${seg(name)}/rerun`, { query: { tenant }, body: { period }, signal: o.signal });
+  /**
+   * POST /v1/schedules/{name}/rerun (operator token): a new run of the period
+   * starting at period (a slot); with o.downstream, of its dependants' too
+   * (the answer's downstream lists their reruns).
+   */
+  rerunSchedule(name: string, period: string, tenant?: string, o: RerunOptions = {}): Promise<Answer<"rerunSchedule">> {
+    const body = o.downstream ? { period, downstream: true } : { period };
+    return this.#call("POST", `/v1/schedules/${seg(name)}/rerun`, { query: { tenant }, body, signal: o.signal });
   }
 
   /** GET /v1/schedules/{name}/backfills: its backfills and reruns, newest first. */

@@ -568,7 +568,7 @@ export interface paths {
         put?: never;
         /**
          * Run one period of a schedule again (operator)
-         * @description Starts a new run of the period (under a new run id; its earlier runs are left as they ended). 400 naming period when it is not a slot of the schedule.
+         * @description Starts a new run of the period (under a new run id; its earlier runs are left as they ended); the federation leader starts it (GET /v1/schedules/{name}/backfills follows it). With downstream, the schedules of the tenant that depend on this one, directly or through others, get a rerun of their periods that overlap a rerun period, all created in one write: the answer lists them (downstream), each lists the upstream runs it waits for (waits_for), and their gates on a schedule rerun with them open only on that rerun's success. 400 naming period when it is not a slot of the schedule, or downstream when the reruns would hold more periods than the tenant's max_backfill_periods or more than 49 dependants; 409 failed_precondition naming downstream, with the cycle's path in the message, when the dependencies between the schedules loop.
          */
         post: operations["rerunSchedule"];
         delete?: never;
@@ -1429,6 +1429,8 @@ export interface components {
         RerunRequest: {
             /** @description the period's start (a slot of the schedule): RFC 3339 time, or a date */
             period: string;
+            /** @description rerun, too, the schedules that depend on this one, directly or through others, for their periods that overlap a rerun period (default false). Each such rerun's gates on a schedule rerun with it wait for that schedule's rerun of the period (exact gates), never for the period's earlier success, whatever the dependency's rule; a latest_success dependency then waits at most 24h. */
+            downstream?: boolean;
         };
         BackfillRun: {
             period: components["schemas"]["Period"];
@@ -1436,6 +1438,8 @@ export interface components {
             id: string;
             /** @description fired, already_fired, rejected or budget_exceeded */
             outcome: string;
+            /** @description the upstream reruns' run ids this run's gates wait for (a downstream rerun's run) */
+            waits_for?: string[];
         };
         Backfill: {
             id: string;
@@ -1460,6 +1464,10 @@ export interface components {
             finished_at?: string;
             /** @description who cancelled it (state CANCELED) */
             canceled_by?: string;
+            /** @description on a rerun asked for with downstream: the reruns it made of the schedules depending on it, upstreams first */
+            downstream?: components["schemas"]["RerunRef"][];
+            /** @description on a downstream rerun: the upstream reruns' runs its runs wait for (a run's gate on one of those schedules opens only on that schedule's rerun of an overlapping period) */
+            waits_for?: components["schemas"]["RerunWait"][];
         };
         BackfillList: {
             backfills: components["schemas"]["Backfill"][];
@@ -1502,6 +1510,8 @@ export interface components {
             deadline: string;
             /** @enum {string} */
             on_timeout?: "fail" | "skip";
+            /** @description only run_id opens the gate, not another run of its period: a downstream rerun's gate on its upstream's rerun */
+            exact?: boolean;
         };
         BatchCounts: {
             total: number;
@@ -1655,6 +1665,22 @@ export interface components {
             };
         } & {
             [key: string]: unknown;
+        };
+        /** @description one rerun: its schedule and its id */
+        RerunRef: {
+            schedule: string;
+            id: string;
+        };
+        /** @description a run of an upstream schedule's rerun that a downstream rerun waits for */
+        RerunWait: {
+            /** @description the upstream schedule */
+            schedule: string;
+            /** @description the upstream's rerun's id */
+            rerun: string;
+            period: components["schemas"]["Period"];
+            /** @description the run waited for: a DAG run's id when dag, else a task's */
+            run_id: string;
+            dag?: boolean;
         };
     };
     responses: {

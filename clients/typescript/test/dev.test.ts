@@ -97,6 +97,13 @@ describe("against ax dev", { skip: bin ? false : "AX_BIN is not set (the ax bina
     assert.ok(bad instanceof AxError && bad.status === 400 && bad.field === "from", String(bad));
     const off = await ax.rerunSchedule("ts-backfill", "2026-01-01T04:00:00Z").catch((e: unknown) => e);
     assert.ok(off instanceof AxError && off.status === 400 && off.field === "period", String(off));
+    await ax.createSchedule({ name: "ts-after", cron: "0 3 * * *", timezone: "UTC", paused: true, task: { type: "noop" },
+      depends_on_schedules: [{ schedule: "ts-backfill", rule: "same_period" }] });
+    const d = await ax.rerunSchedule("ts-backfill", "2026-01-02T03:00:00Z", undefined, { downstream: true });
+    assert.deepEqual(d.downstream?.map((x) => x.schedule), ["ts-after"]);
+    const after = (await ax.listScheduleBackfills("ts-after")).backfills[0];
+    assert.deepEqual([after?.id, after?.waits_for?.[0]?.schedule, after?.waits_for?.[0]?.rerun], [d.downstream?.[0]?.id, "ts-backfill", d.id]);
+    await ax.deleteSchedule("ts-after");
     await ax.deleteSchedule("ts-backfill");
   });
 

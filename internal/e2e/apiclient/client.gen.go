@@ -386,13 +386,16 @@ type Backfill struct {
 	Active []string `json:"active"`
 
 	// CanceledBy who cancelled it (state CANCELED)
-	CanceledBy *string    `json:"canceled_by,omitempty"`
-	CreatedAt  time.Time  `json:"created_at"`
-	CreatedBy  *string    `json:"created_by,omitempty"`
-	FinishedAt *time.Time `json:"finished_at,omitempty"`
-	From       time.Time  `json:"from"`
-	Id         string     `json:"id"`
-	MaxActive  int        `json:"max_active"`
+	CanceledBy *string   `json:"canceled_by,omitempty"`
+	CreatedAt  time.Time `json:"created_at"`
+	CreatedBy  *string   `json:"created_by,omitempty"`
+
+	// Downstream on a rerun asked for with downstream: the reruns it made of the schedules depending on it, upstreams first
+	Downstream *[]RerunRef `json:"downstream,omitempty"`
+	FinishedAt *time.Time  `json:"finished_at,omitempty"`
+	From       time.Time   `json:"from"`
+	Id         string      `json:"id"`
+	MaxActive  int         `json:"max_active"`
 
 	// Periods slots in [from, to]
 	Periods  int           `json:"periods"`
@@ -401,6 +404,9 @@ type Backfill struct {
 	Schedule string        `json:"schedule"`
 	State    BackfillState `json:"state"`
 	To       time.Time     `json:"to"`
+
+	// WaitsFor on a downstream rerun: the upstream reruns' runs its runs wait for (a run's gate on one of those schedules opens only on that schedule's rerun of an overlapping period)
+	WaitsFor *[]RerunWait `json:"waits_for,omitempty"`
 }
 
 // BackfillState defines model for Backfill.State.
@@ -433,6 +439,9 @@ type BackfillRun struct {
 
 	// Period a slot's logical period: from the slot to the schedule's next slot, in the schedule's time zone
 	Period Period `json:"period"`
+
+	// WaitsFor the upstream reruns' run ids this run's gates wait for (a downstream rerun's run)
+	WaitsFor *[]string `json:"waits_for,omitempty"`
 }
 
 // BatchCounts defines model for BatchCounts.
@@ -959,10 +968,36 @@ type RegionsResponse struct {
 	Regions    []RegionStatus `json:"regions"`
 }
 
+// RerunRef one rerun: its schedule and its id
+type RerunRef struct {
+	Id       string `json:"id"`
+	Schedule string `json:"schedule"`
+}
+
 // RerunRequest defines model for RerunRequest.
 type RerunRequest struct {
+	// Downstream rerun, too, the schedules that depend on this one, directly or through others, for their periods that overlap a rerun period (default false). Each such rerun's gates on a schedule rerun with it wait for that schedule's rerun of the period (exact gates), never for the period's earlier success, whatever the dependency's rule; a latest_success dependency then waits at most 24h.
+	Downstream *bool `json:"downstream,omitempty"`
+
 	// Period the period's start (a slot of the schedule): RFC 3339 time, or a date
 	Period string `json:"period"`
+}
+
+// RerunWait a run of an upstream schedule's rerun that a downstream rerun waits for
+type RerunWait struct {
+	Dag *bool `json:"dag,omitempty"`
+
+	// Period a slot's logical period: from the slot to the schedule's next slot, in the schedule's time zone
+	Period Period `json:"period"`
+
+	// Rerun the upstream's rerun's id
+	Rerun string `json:"rerun"`
+
+	// RunId the run waited for: a DAG run's id when dag, else a task's
+	RunId string `json:"run_id"`
+
+	// Schedule the upstream schedule
+	Schedule string `json:"schedule"`
 }
 
 // ScheduleDeleted defines model for ScheduleDeleted.
@@ -997,8 +1032,11 @@ type ScheduleDependencyRule string
 
 // ScheduleGate A node's dependency on another schedule as the federation leader resolved it when it started the run.
 type ScheduleGate struct {
-	Dag       *bool                  `json:"dag,omitempty"`
-	Deadline  time.Time              `json:"deadline"`
+	Dag      *bool     `json:"dag,omitempty"`
+	Deadline time.Time `json:"deadline"`
+
+	// Exact only run_id opens the gate, not another run of its period: a downstream rerun's gate on its upstream's rerun
+	Exact     *bool                  `json:"exact,omitempty"`
 	OnTimeout *ScheduleGateOnTimeout `json:"on_timeout,omitempty"`
 
 	// Period the upstream run's period start
@@ -2263,7 +2301,7 @@ type ClientInterface interface {
 
 	// RerunScheduleWithBody Run one period of a schedule again (operator)
 	//
-	// Starts a new run of the period (under a new run id; its earlier runs are left as they ended). 400 naming period when it is not a slot of the schedule.
+	// Starts a new run of the period (under a new run id; its earlier runs are left as they ended); the federation leader starts it (GET /v1/schedules/{name}/backfills follows it). With downstream, the schedules of the tenant that depend on this one, directly or through others, get a rerun of their periods that overlap a rerun period, all created in one write: the answer lists them (downstream), each lists the upstream runs it waits for (waits_for), and their gates on a schedule rerun with them open only on that rerun's success. 400 naming period when it is not a slot of the schedule, or downstream when the reruns would hold more periods than the tenant's max_backfill_periods or more than 49 dependants; 409 failed_precondition naming downstream, with the cycle's path in the message, when the dependencies between the schedules loop.
 	//
 	// Takes any type of body and a specified content type.
 	//
@@ -2272,7 +2310,7 @@ type ClientInterface interface {
 
 	// RerunSchedule Run one period of a schedule again (operator)
 	//
-	// Starts a new run of the period (under a new run id; its earlier runs are left as they ended). 400 naming period when it is not a slot of the schedule.
+	// Starts a new run of the period (under a new run id; its earlier runs are left as they ended); the federation leader starts it (GET /v1/schedules/{name}/backfills follows it). With downstream, the schedules of the tenant that depend on this one, directly or through others, get a rerun of their periods that overlap a rerun period, all created in one write: the answer lists them (downstream), each lists the upstream runs it waits for (waits_for), and their gates on a schedule rerun with them open only on that rerun's success. 400 naming period when it is not a slot of the schedule, or downstream when the reruns would hold more periods than the tenant's max_backfill_periods or more than 49 dependants; 409 failed_precondition naming downstream, with the cycle's path in the message, when the dependencies between the schedules loop.
 	//
 	// Takes a body of the `application/json` content type.
 	//
@@ -2958,7 +2996,7 @@ func (c *Client) PauseSchedule(ctx context.Context, name string, params *PauseSc
 
 // RerunScheduleWithBody Run one period of a schedule again (operator)
 //
-// Starts a new run of the period (under a new run id; its earlier runs are left as they ended). 400 naming period when it is not a slot of the schedule.
+// Starts a new run of the period (under a new run id; its earlier runs are left as they ended); the federation leader starts it (GET /v1/schedules/{name}/backfills follows it). With downstream, the schedules of the tenant that depend on this one, directly or through others, get a rerun of their periods that overlap a rerun period, all created in one write: the answer lists them (downstream), each lists the upstream runs it waits for (waits_for), and their gates on a schedule rerun with them open only on that rerun's success. 400 naming period when it is not a slot of the schedule, or downstream when the reruns would hold more periods than the tenant's max_backfill_periods or more than 49 dependants; 409 failed_precondition naming downstream, with the cycle's path in the message, when the dependencies between the schedules loop.
 //
 // Takes any type of body and a specified content type.
 //
@@ -2977,7 +3015,7 @@ func (c *Client) RerunScheduleWithBody(ctx context.Context, name string, params 
 
 // RerunSchedule Run one period of a schedule again (operator)
 //
-// Starts a new run of the period (under a new run id; its earlier runs are left as they ended). 400 naming period when it is not a slot of the schedule.
+// Starts a new run of the period (under a new run id; its earlier runs are left as they ended); the federation leader starts it (GET /v1/schedules/{name}/backfills follows it). With downstream, the schedules of the tenant that depend on this one, directly or through others, get a rerun of their periods that overlap a rerun period, all created in one write: the answer lists them (downstream), each lists the upstream runs it waits for (waits_for), and their gates on a schedule rerun with them open only on that rerun's success. 400 naming period when it is not a slot of the schedule, or downstream when the reruns would hold more periods than the tenant's max_backfill_periods or more than 49 dependants; 409 failed_precondition naming downstream, with the cycle's path in the message, when the dependencies between the schedules loop.
 //
 // Takes a body of the `application/json` content type.
 //
@@ -6118,7 +6156,7 @@ type ClientWithResponsesInterface interface {
 
 	// RerunScheduleWithBodyWithResponse Run one period of a schedule again (operator)
 	//
-	// Starts a new run of the period (under a new run id; its earlier runs are left as they ended). 400 naming period when it is not a slot of the schedule.
+	// Starts a new run of the period (under a new run id; its earlier runs are left as they ended); the federation leader starts it (GET /v1/schedules/{name}/backfills follows it). With downstream, the schedules of the tenant that depend on this one, directly or through others, get a rerun of their periods that overlap a rerun period, all created in one write: the answer lists them (downstream), each lists the upstream runs it waits for (waits_for), and their gates on a schedule rerun with them open only on that rerun's success. 400 naming period when it is not a slot of the schedule, or downstream when the reruns would hold more periods than the tenant's max_backfill_periods or more than 49 dependants; 409 failed_precondition naming downstream, with the cycle's path in the message, when the dependencies between the schedules loop.
 	//
 	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 	//
@@ -6127,7 +6165,7 @@ type ClientWithResponsesInterface interface {
 
 	// RerunScheduleWithResponse Run one period of a schedule again (operator)
 	//
-	// Starts a new run of the period (under a new run id; its earlier runs are left as they ended). 400 naming period when it is not a slot of the schedule.
+	// Starts a new run of the period (under a new run id; its earlier runs are left as they ended); the federation leader starts it (GET /v1/schedules/{name}/backfills follows it). With downstream, the schedules of the tenant that depend on this one, directly or through others, get a rerun of their periods that overlap a rerun period, all created in one write: the answer lists them (downstream), each lists the upstream runs it waits for (waits_for), and their gates on a schedule rerun with them open only on that rerun's success. 400 naming period when it is not a slot of the schedule, or downstream when the reruns would hold more periods than the tenant's max_backfill_periods or more than 49 dependants; 409 failed_precondition naming downstream, with the cycle's path in the message, when the dependencies between the schedules loop.
 	//
 	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 	//
@@ -10259,7 +10297,7 @@ func (c *ClientWithResponses) PauseScheduleWithResponse(ctx context.Context, nam
 
 // RerunScheduleWithBodyWithResponse Run one period of a schedule again (operator)
 //
-// Starts a new run of the period (under a new run id; its earlier runs are left as they ended). 400 naming period when it is not a slot of the schedule.
+// Starts a new run of the period (under a new run id; its earlier runs are left as they ended); the federation leader starts it (GET /v1/schedules/{name}/backfills follows it). With downstream, the schedules of the tenant that depend on this one, directly or through others, get a rerun of their periods that overlap a rerun period, all created in one write: the answer lists them (downstream), each lists the upstream runs it waits for (waits_for), and their gates on a schedule rerun with them open only on that rerun's success. 400 naming period when it is not a slot of the schedule, or downstream when the reruns would hold more periods than the tenant's max_backfill_periods or more than 49 dependants; 409 failed_precondition naming downstream, with the cycle's path in the message, when the dependencies between the schedules loop.
 //
 // Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 //
@@ -10274,7 +10312,7 @@ func (c *ClientWithResponses) RerunScheduleWithBodyWithResponse(ctx context.Cont
 
 // RerunScheduleWithResponse Run one period of a schedule again (operator)
 //
-// Starts a new run of the period (under a new run id; its earlier runs are left as they ended). 400 naming period when it is not a slot of the schedule.
+// Starts a new run of the period (under a new run id; its earlier runs are left as they ended); the federation leader starts it (GET /v1/schedules/{name}/backfills follows it). With downstream, the schedules of the tenant that depend on this one, directly or through others, get a rerun of their periods that overlap a rerun period, all created in one write: the answer lists them (downstream), each lists the upstream runs it waits for (waits_for), and their gates on a schedule rerun with them open only on that rerun's success. 400 naming period when it is not a slot of the schedule, or downstream when the reruns would hold more periods than the tenant's max_backfill_periods or more than 49 dependants; 409 failed_precondition naming downstream, with the cycle's path in the message, when the dependencies between the schedules loop.
 //
 // Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 //

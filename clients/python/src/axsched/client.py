@@ -314,10 +314,16 @@ class Client:
         return self._call("backfillSchedule", body, query={"tenant": tenant}, idempotent=False, name=name)
 
     def rerun_schedule(self, name: str, period: Union[str, datetime.datetime, datetime.date],
-                       tenant: Optional[str] = None) -> Dict[str, Any]:
-        """POST /v1/schedules/{name}/rerun (operator token): a new run of the period starting at period (a slot)."""
-        return self._call("rerunSchedule", {"period": _when(period)}, query={"tenant": tenant}, idempotent=False,
-                          name=name)
+                       tenant: Optional[str] = None, downstream: bool = False) -> Dict[str, Any]:
+        """POST /v1/schedules/{name}/rerun (operator token): a new run of the period starting at period (a slot).
+
+        With downstream, the schedules depending on it (transitively) are rerun for their overlapping periods,
+        each waiting for its upstream's rerun, not for the period's earlier success; the answer's "downstream"
+        lists their reruns."""
+        body: Dict[str, Any] = {"period": _when(period)}
+        if downstream:
+            body["downstream"] = True
+        return self._call("rerunSchedule", body, query={"tenant": tenant}, idempotent=False, name=name)
 
     def list_schedule_backfills(self, name: str, tenant: Optional[str] = None) -> Dict[str, Any]:
         """GET /v1/schedules/{name}/backfills: {"backfills": [...]}, newest first."""

@@ -33,7 +33,7 @@ type Run func(body func(ctx context.Context, env Env, args []string) error) func
 func Commands(run Run) []*cobra.Command {
 	var from, to, periodFlag string
 	var maxActive int
-	var wait bool
+	var wait, downstream bool
 	backfill := &cobra.Command{
 		Use:   "backfill NAME --from T --to T [--max-active N] [--wait]",
 		Short: "Run a schedule's periods in a range, oldest first, at most N at once",
@@ -64,19 +64,27 @@ The federation leader runs the backfill; --wait follows it to its end.`,
 	backfill.Flags().BoolVar(&wait, "wait", false, "follow the backfill until every period ran")
 
 	rerun := &cobra.Command{
-		Use:   "rerun NAME --period T",
+		Use:   "rerun NAME --period T [--downstream]",
 		Short: "Run one period of a schedule again, under a new run id",
-		Args:  cobra.ExactArgs(1),
+		Long: `Run one period of a schedule again, under a new run id.
+
+With --downstream the schedules that depend on it, directly or through
+others, are rerun too, for their periods that overlap a rerun period; their
+runs' gates on a schedule rerun with them wait for that schedule's rerun of
+the period, not for its earlier success. A cycle between the schedules is
+refused (409, naming the path).`,
+		Args: cobra.ExactArgs(1),
 	}
 	rerunTyped := track(rerun)
 	rerun.RunE = run(func(ctx context.Context, env Env, args []string) error {
-		bf, err := env.API.Backfills().Rerun(ctx, tenantOf(rerun, rerunTyped), args[0], apiv1.RerunRequest{Period: periodFlag})
+		bf, err := env.API.Backfills().Rerun(ctx, tenantOf(rerun, rerunTyped), args[0], apiv1.RerunRequest{Period: periodFlag, Downstream: downstream})
 		if err != nil {
 			return err
 		}
 		return show(env, bf)
 	})
 	rerun.Flags().StringVar(&periodFlag, "period", "", "the period's start, a slot of the schedule (RFC 3339 or 2006-01-02)")
+	rerun.Flags().BoolVar(&downstream, "downstream", false, "rerun the schedules depending on it too, each after its upstream's rerun")
 
 	list := &cobra.Command{
 		Use:   "backfills NAME",
@@ -139,7 +147,9 @@ func follow(ctx context.Context, env Env, tenant, name, id string) (*apiv1.Backf
 	}
 }
 
-// show prints a backfill: a header line, then one line per period started.
+// show prints a backfill: a header line, the reruns it made downstream
+// or waits for, then one line per period started (with the upstream runs
+// its gates wait for).
 func show(env Env, bf *apiv1.Backfill) error {
 	if env.JSON {
 		return env.PrintJSON(bf)
@@ -150,10 +160,21 @@ func show(env Env, bf *apiv1.Backfill) error {
 	}
 	fmt.Fprintf(env.Stdout, "%s %s of %s: %s, %d of %d periods started, %d active (max %d)\n", kind, bf.ID, bf.Schedule,
 		bf.State, len(bf.Runs), bf.Periods, len(bf.Active), bf.MaxActive)
+	for _, d := range bf.Downstream {
+		fmt.Fprintf(env.Stdout, "  downstream: rerun %s of %s\n", d.ID, d.Schedule)
+	}
+	for _, wt := range bf.WaitsFor {
+		start := wt.Period.Start.In(env.Loc)
+		fmt.Fprintf(env.Stdout, "  waits for %s's rerun %s: run %s of %s\n", wt.Schedule, wt.Rerun, wt.RunID, render.Time(&start, env.Loc))
+	}
 	w := render.Table(env.Stdout)
 	for _, r := range bf.Runs {
 		start, end := r.Period.Start.In(env.Loc), r.Period.End.In(env.Loc)
-		fmt.Fprintf(w, "  %s\t%s\t%s\t%s\n", render.Time(&start, env.Loc), render.Time(&end, env.Loc), r.ID, r.Outcome)
+		waits := ""
+		if len(r.WaitsFor) > 0 {
+			waits = "\twaits for " + strings.Join(r.WaitsFor, ", ")
+		}
+		fmt.Fprintf(w, "  %s\t%s\t%s\t%s%s\n", render.Time(&start, env.Loc), render.Time(&end, env.Loc), r.ID, r.Outcome, waits)
 	}
 	return w.Flush()
 }
