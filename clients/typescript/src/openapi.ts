@@ -336,13 +336,13 @@ export interface paths {
         };
         /**
          * Schedules with their next and last slots
-         * @description A token of one tenant lists its tenant's; a token of every tenant every tenant's, sorted by name, then tenant.
+         * @description A token of one tenant lists its tenant's; a token of every tenant every tenant's, sorted by name, then tenant. Each shows its definition, its next slot (null while paused), the last slot the federation leader handled and what it did with it (last_outcome), and the last slot that has a run, with the run's id and period.
          */
         get: operations["listSchedules"];
         put?: never;
         /**
          * Create a schedule (operator)
-         * @description Takes one submit from the tenant's quota and needs room for one task in its max_backlog (429 quota_exceeded naming max_backlog). The schedule is its task's tenant's: each tenant names its schedules in a namespace of its own (409 when this tenant has the name). It takes no query parameters (the tenant is task.tenant's; ?tenant= is 400).
+         * @description Validates the schedule as its home region will at each slot and stores it in the global etcd; the federation leader fires it from its next slot after now. The schedule is its task's (or DAG's) tenant's: each tenant names its schedules in a namespace of its own (409 conflict naming name when this tenant has the name). Creating one takes from the tenant's submit quota one task (a DAG schedule: one per node) and, homed in the answering server's region, needs as much room in its max_backlog (429 quota_exceeded naming max_backlog); 429 quota_exceeded naming max_schedules when the tenant has as many schedules as that limit allows; 429 budget_exceeded when the tenant is past a refuse budget. 400 names the field: name, cron (6 fields with seconds, the classic 5, or @every N s), timezone, home_region, misfire, catch_up_limit, overlap, jitter (shorter than the interval between slots), task.<field> or dag.<field> (a run_at, delay, idempotency, unique or debounce key is refused: each run's id is derived from the schedule and the slot), depends_on_schedules[j].<field> or dag.nodes[i].depends_on_schedules[j].<field> (an unknown schedule, or a cycle between schedules, whose path the message gives). A DAG schedule on a server that runs no DAG runs is 503. It takes no query parameters (the tenant is task.tenant's or dag.tenant's; ?tenant= is 400).
          */
         post: operations["createSchedule"];
         delete?: never;
@@ -358,11 +358,17 @@ export interface paths {
             path?: never;
             cookie?: never;
         };
-        /** A schedule */
+        /**
+         * A schedule
+         * @description The schedule as GET /v1/schedules lists it; 404 naming name when the tenant has none so named.
+         */
         get: operations["getSchedule"];
         put?: never;
         post?: never;
-        /** Delete a schedule (operator) */
+        /**
+         * Delete a schedule (operator)
+         * @description Deletes the definition with its state, its backfills and reruns and its record of run ends: no slot, backfill or rerun of it starts any more. Runs already started are left to end; a schedule created again under the name starts afresh (new run ids).
+         */
         delete: operations["deleteSchedule"];
         options?: never;
         head?: never;
@@ -378,7 +384,10 @@ export interface paths {
         };
         get?: never;
         put?: never;
-        /** Pause a schedule (operator) */
+        /**
+         * Pause a schedule (operator)
+         * @description No slot of it fires while it is paused (next_slot is null); its backfills and reruns still run. On resume, the slots passed meanwhile are missed slots: its misfire policy decides which of them fire.
+         */
         post: operations["pauseSchedule"];
         delete?: never;
         options?: never;
@@ -395,7 +404,10 @@ export interface paths {
         };
         get?: never;
         put?: never;
-        /** Resume a schedule (operator) */
+        /**
+         * Resume a schedule (operator)
+         * @description Fires again from its next slot; the slots passed while it was paused are missed slots, which its misfire policy decides (skip: none; fire_once: the latest; catch_up: the latest catch_up_limit, oldest first).
+         */
         post: operations["resumeSchedule"];
         delete?: never;
         options?: never;
@@ -548,7 +560,7 @@ export interface paths {
         put?: never;
         /**
          * Backfill a schedule's periods (operator)
-         * @description Starts the runs of every slot s with from ≤ s ≤ to, oldest first, at most max_active at once; the federation leader runs it (GET /v1/schedules/{name}/backfills follows it). A period that has a run already is not run again. 400 naming from (after to), to (no slot, or more periods than the tenant's max_backfill_periods) or max_active.
+         * @description Starts the runs of every slot s with from ≤ s ≤ to, oldest first, at most max_active at once (a run counts until it ends); the federation leader runs it (GET /v1/schedules/{name}/backfills follows it), each started period taking a fire from the tenant's schedule_fires_per_second, and a leader that fails over neither repeats nor loses a period (each period's run id is derived from the slot). A period that has a run already (fired on time, or by an earlier backfill) is not run again: that run counts as the backfill's (outcome already_fired). Runs of a schedule with dependencies wait for their upstreams as a slot's do. 400 naming from (after to, or not a time), to (no slot in the range, or more periods than the tenant's max_backfill_periods) or max_active (1 to 100).
          */
         post: operations["backfillSchedule"];
         delete?: never;
@@ -586,7 +598,7 @@ export interface paths {
         };
         /**
          * A schedule's backfills and reruns
-         * @description Newest first, with the periods each started and their run ids.
+         * @description Newest first: each backfill and rerun of the schedule (as it is now: a schedule deleted and created again has none) with its state, the periods it started, their run ids and outcomes, the runs not seen ended yet (active), and, on a downstream rerun, the upstream reruns' runs it waits for.
          */
         get: operations["listScheduleBackfills"];
         put?: never;
@@ -606,7 +618,7 @@ export interface paths {
         };
         /**
          * A schedule's latest periods × its DAG's nodes (the grid view)
-         * @description The schedule's newest periods — its last slots up to now and the periods its backfills and reruns started — oldest first, each with the node states of its newest run (a rerun when there is one). A period without a run has empty cells. 400 names periods when it is not a whole number from 1 to 50.
+         * @description The schedule's newest periods, at most periods of them, oldest first: its slots from its creation up to now (none before it existed, and none more than 400 days back) and the periods its backfills and reruns started, however old. Each period shows the newest of its runs a region still knows (a rerun when there is one) with its state and its nodes' states, in the order of nodes (a schedule of one task: one node, task, the task's state); runs counts the period's runs regions still know. A period without such a run (not fired yet, skipped, paused, expired) has empty cells. 400 names periods when it is not a whole number from 1 to 50; 503 when a run cannot be read now.
          */
         get: operations["getScheduleGrid"];
         put?: never;
@@ -868,6 +880,7 @@ export interface components {
             trigger_rule: components["schemas"]["TriggerRule"];
             /** Format: date-time */
             updated_at?: string;
+            /** @description a node of a schedule's run: its dependencies on other schedules as the federation leader resolved them when it started the run */
             gates?: components["schemas"]["ScheduleGate"][];
         };
         DAGRequest: {
@@ -893,6 +906,7 @@ export interface components {
             tenant: string;
             /** @description the schedule that started the run */
             schedule?: string;
+            /** @description the logical period of the schedule's slot the run is for (absent on a run started by hand) */
             period?: components["schemas"]["Period"];
         };
         DAGSummary: {
@@ -1034,17 +1048,25 @@ export interface components {
             schedules: components["schemas"]["ScheduleStatus"][];
         };
         ScheduleRequest: {
+            /** @description with misfire catch_up only: how many missed slots fire, 1 to 1000 (default 10) */
             catch_up_limit?: number;
+            /** @description when it fires: 6 fields (second minute hour day-of-month month day-of-week), the classic 5 without seconds, a descriptor (@daily, @hourly…), or @every N s (multiples of N seconds since the Unix epoch) */
             cron: string;
+            /** @description the region each run is submitted into (default: the answering server's region); its tasks may be placed in any region their spec allows */
             home_region?: string;
-            /** @description a Go duration ("30s") */
+            /** @description a Go duration ("30s"): each run starts a delay in [0, jitter) after its slot, the same on every leader (a hash of the name and slot); shorter than the interval between slots */
             jitter?: string;
+            /** @description what happens to slots missed (not reached within 2 s: the federation leader was down, or the schedule paused): skip (none fires), fire_once (the default: the latest fires), catch_up (the latest catch_up_limit fire, oldest first) */
             misfire?: string;
+            /** @description a DNS label (lowercase letters, digits and -, at most 63), unique among the tenant's schedules */
             name: string;
+            /** @description when a slot comes while the schedule's previous run (its task, or its DAG run) has not ended: allow (the default: it fires anyway), forbid (the slot is skipped, outcome skipped_overlap), replace (the previous run is cancelled, then the slot fires) */
             overlap?: string;
+            /** @description create it paused: no slot fires until it is resumed (backfills and reruns still run) */
             paused?: boolean;
             /** @description the task each slot submits; exactly one of task and dag */
             task?: components["schemas"]["TaskSpec"];
+            /** @description the IANA zone the cron expression and the periods are read in (default UTC; Local is refused) */
             timezone?: string;
             /** @description the DAG run each slot starts (as POST /v1/dags takes it), instead of task; exactly one of task and dag */
             dag?: components["schemas"]["DAGRequest"];
@@ -1055,27 +1077,41 @@ export interface components {
             catch_up_limit?: number;
             /** Format: date-time */
             created_at: string;
+            /** @description the token that created it */
             created_by?: string;
             cron: string;
             home_region: string;
             /** @description a Go duration ("1m30s") */
             jitter?: string;
-            /** Format: date-time */
+            /**
+             * Format: date-time
+             * @description the last slot that has a run (last_task_id)
+             */
             last_fired_slot: string | null;
+            /** @description what the leader did with last_slot: fired, already_fired (a leader before it had), skipped_overlap, misfire_skipped, rejected (the home region refused the run) or budget_exceeded */
             last_outcome?: string;
-            /** Format: date-time */
+            /**
+             * Format: date-time
+             * @description the last slot the federation leader handled: fired, or skipped by a policy
+             */
             last_slot?: string;
             /** @description the last fired slot's task id, or its DAG run's id for a DAG schedule */
             last_task_id?: string;
             misfire: string;
             name: string;
-            /** Format: date-time */
+            /**
+             * Format: date-time
+             * @description the next slot after now; null while paused, or when the expression fires no more
+             */
             next_slot: string | null;
             overlap: string;
             paused: boolean;
+            /** @description the task each slot submits; null for a DAG schedule */
             task: components["schemas"]["TaskSpec"] | null;
             timezone: string;
+            /** @description the DAG each slot starts a run of; absent for a task schedule */
             dag?: components["schemas"]["DAGRequest"];
+            /** @description the logical period of last_fired_slot */
             last_period?: components["schemas"]["Period"];
             /** @description with task only: each slot then starts a one-node DAG run named after the schedule (node "task") that waits for these schedules' runs as a DAG node's depends_on_schedules does; a DAG schedule's nodes say it themselves (400 depends_on_schedules) */
             depends_on_schedules?: components["schemas"]["ScheduleDependency"][];
@@ -1414,7 +1450,7 @@ export interface components {
             period_start: string;
             /**
              * Format: date-time
-             * @description the schedule's next slot after it
+             * @description the schedule's next slot after it (the slot itself for a last slot: an empty period)
              */
             period_end: string;
         };
@@ -1448,9 +1484,14 @@ export interface components {
             from: string;
             /** Format: date-time */
             to: string;
+            /** @description runs at once (a downstream rerun: all its periods, whose gates hold them) */
             max_active: number;
+            /** @description set on a rerun: its runs' ids are the slots' plus the rerun's number in milliseconds, so they never meet a slot's or an earlier rerun's */
             rerun?: boolean;
-            /** @enum {string} */
+            /**
+             * @description RUNNING while periods are left to start or runs it started have not ended; then DONE; CANCELED by POST /v1/schedules/{name}/backfills/{id}/cancel
+             * @enum {string}
+             */
             state: "RUNNING" | "DONE" | "CANCELED";
             /** @description slots in [from, to] */
             periods: number;
@@ -1477,7 +1518,7 @@ export interface components {
             /** @description the upstream schedule's name */
             schedule: string;
             /**
-             * @description same_period: wait for the upstream's run whose period covers this run's period start; latest_success: the upstream's newest successful run must have ended within max_age when the run starts (never waits)
+             * @description same_period: wait for the upstream's run whose period covers this run's period start, or a rerun of that period (the first success among them opens it; a rerun under way is waited for); latest_success: the upstream's newest successful run (reruns count) among its latest 8 periods must have ended within max_age when the run starts (never waits). A run of a downstream rerun (POST /v1/schedules/{name}/rerun with downstream) waits instead for its upstream's rerun, whichever the rule
              * @enum {string}
              */
             rule: "same_period" | "latest_success";
@@ -1496,7 +1537,7 @@ export interface components {
             schedule: string;
             /** @enum {string} */
             rule: "same_period" | "latest_success";
-            /** @description the upstream run the node waits for (a DAG run's id when dag, else a task's) */
+            /** @description the upstream run the node waits for (a DAG run's id when dag, else a task's): for same_period the period's run, whose reruns open the gate too unless exact; for latest_success the successful run found */
             run_id?: string;
             dag?: boolean;
             /**
@@ -1617,9 +1658,9 @@ export interface components {
         /** @description one period of a grid and its newest run */
         GridPeriod: {
             period: components["schemas"]["Period"];
-            /** @description the run shown (a DAG run's id, or a task's for a schedule of one task); absent when the period has no run */
+            /** @description the run shown, the newest of the period's runs a region still knows (a DAG run's id, or a task's for a schedule of one task); absent when there is none */
             run_id?: string;
-            /** @description the period's runs: its slot's and its reruns */
+            /** @description how many of the period's runs (its slot's, its backfills' and its reruns') a region still knows */
             runs: number;
             /** @description the run's state */
             state?: string;

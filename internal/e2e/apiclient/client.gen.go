@@ -395,21 +395,27 @@ type Backfill struct {
 	FinishedAt *time.Time  `json:"finished_at,omitempty"`
 	From       time.Time   `json:"from"`
 	Id         string      `json:"id"`
-	MaxActive  int         `json:"max_active"`
+
+	// MaxActive runs at once (a downstream rerun: all its periods, whose gates hold them)
+	MaxActive int `json:"max_active"`
 
 	// Periods slots in [from, to]
-	Periods  int           `json:"periods"`
+	Periods int `json:"periods"`
+
+	// Rerun set on a rerun: its runs' ids are the slots' plus the rerun's number in milliseconds, so they never meet a slot's or an earlier rerun's
 	Rerun    *bool         `json:"rerun,omitempty"`
 	Runs     []BackfillRun `json:"runs"`
 	Schedule string        `json:"schedule"`
-	State    BackfillState `json:"state"`
-	To       time.Time     `json:"to"`
+
+	// State RUNNING while periods are left to start or runs it started have not ended; then DONE; CANCELED by POST /v1/schedules/{name}/backfills/{id}/cancel
+	State BackfillState `json:"state"`
+	To    time.Time     `json:"to"`
 
 	// WaitsFor on a downstream rerun: the upstream reruns' runs its runs wait for (a run's gate on one of those schedules opens only on that schedule's rerun of an overlapping period)
 	WaitsFor *[]RerunWait `json:"waits_for,omitempty"`
 }
 
-// BackfillState defines model for Backfill.State.
+// BackfillState RUNNING while periods are left to start or runs it started have not ended; then DONE; CANCELED by POST /v1/schedules/{name}/backfills/{id}/cancel
 type BackfillState string
 
 // BackfillList defines model for BackfillList.
@@ -656,15 +662,17 @@ type DAGNodeSpec struct {
 
 // DAGNodeStatus defines model for DAGNodeStatus.
 type DAGNodeStatus struct {
-	Attempts  *int            `json:"attempts,omitempty"`
-	DependsOn *[]string       `json:"depends_on,omitempty"`
-	Gates     *[]ScheduleGate `json:"gates,omitempty"`
-	Id        string          `json:"id"`
-	Pool      *string         `json:"pool,omitempty"`
-	Reason    *string         `json:"reason,omitempty"`
-	Region    *string         `json:"region,omitempty"`
-	State     NodeState       `json:"state"`
-	TaskId    string          `json:"task_id"`
+	Attempts  *int      `json:"attempts,omitempty"`
+	DependsOn *[]string `json:"depends_on,omitempty"`
+
+	// Gates a node of a schedule's run: its dependencies on other schedules as the federation leader resolved them when it started the run
+	Gates  *[]ScheduleGate `json:"gates,omitempty"`
+	Id     string          `json:"id"`
+	Pool   *string         `json:"pool,omitempty"`
+	Reason *string         `json:"reason,omitempty"`
+	Region *string         `json:"region,omitempty"`
+	State  NodeState       `json:"state"`
+	TaskId string          `json:"task_id"`
 
 	// TaskState a task state; TIMEOUT appears only in trails (the reaper moves a timed-out task on to PENDING or FAILED at once)
 	TaskState   *State      `json:"task_state,omitempty"`
@@ -692,7 +700,7 @@ type DAGStatus struct {
 	Name              *string         `json:"name,omitempty"`
 	Nodes             []DAGNodeStatus `json:"nodes"`
 
-	// Period a slot's logical period: from the slot to the schedule's next slot, in the schedule's time zone
+	// Period the logical period of the schedule's slot the run is for (absent on a run started by hand)
 	Period *Period `json:"period,omitempty"`
 	Region string  `json:"region"`
 
@@ -785,10 +793,10 @@ type GridPeriod struct {
 	// Period a slot's logical period: from the slot to the schedule's next slot, in the schedule's time zone
 	Period Period `json:"period"`
 
-	// RunId the run shown (a DAG run's id, or a task's for a schedule of one task); absent when the period has no run
+	// RunId the run shown, the newest of the period's runs a region still knows (a DAG run's id, or a task's for a schedule of one task); absent when there is none
 	RunId *string `json:"run_id,omitempty"`
 
-	// Runs the period's runs: its slot's and its reruns
+	// Runs how many of the period's runs (its slot's, its backfills' and its reruns') a region still knows
 	Runs int `json:"runs"`
 
 	// State the run's state
@@ -880,7 +888,7 @@ type OpenAPIDocument_Info struct {
 
 // Period a slot's logical period: from the slot to the schedule's next slot, in the schedule's time zone
 type Period struct {
-	// PeriodEnd the schedule's next slot after it
+	// PeriodEnd the schedule's next slot after it (the slot itself for a last slot: an empty period)
 	PeriodEnd time.Time `json:"period_end"`
 
 	// PeriodStart the slot, in the schedule's time zone
@@ -1014,7 +1022,7 @@ type ScheduleDependency struct {
 	// OnTimeout what the node does when the dependency cannot be met: FAILED (UPSTREAM_TIMEOUT, UPSTREAM_STALE) or SKIPPED; default fail
 	OnTimeout *ScheduleDependencyOnTimeout `json:"on_timeout,omitempty"`
 
-	// Rule same_period: wait for the upstream's run whose period covers this run's period start; latest_success: the upstream's newest successful run must have ended within max_age when the run starts (never waits)
+	// Rule same_period: wait for the upstream's run whose period covers this run's period start, or a rerun of that period (the first success among them opens it; a rerun under way is waited for); latest_success: the upstream's newest successful run (reruns count) among its latest 8 periods must have ended within max_age when the run starts (never waits). A run of a downstream rerun (POST /v1/schedules/{name}/rerun with downstream) waits instead for its upstream's rerun, whichever the rule
 	Rule ScheduleDependencyRule `json:"rule"`
 
 	// Schedule the upstream schedule's name
@@ -1027,7 +1035,7 @@ type ScheduleDependency struct {
 // ScheduleDependencyOnTimeout what the node does when the dependency cannot be met: FAILED (UPSTREAM_TIMEOUT, UPSTREAM_STALE) or SKIPPED; default fail
 type ScheduleDependencyOnTimeout string
 
-// ScheduleDependencyRule same_period: wait for the upstream's run whose period covers this run's period start; latest_success: the upstream's newest successful run must have ended within max_age when the run starts (never waits)
+// ScheduleDependencyRule same_period: wait for the upstream's run whose period covers this run's period start, or a rerun of that period (the first success among them opens it; a rerun under way is waited for); latest_success: the upstream's newest successful run (reruns count) among its latest 8 periods must have ended within max_age when the run starts (never waits). A run of a downstream rerun (POST /v1/schedules/{name}/rerun with downstream) waits instead for its upstream's rerun, whichever the rule
 type ScheduleDependencyRule string
 
 // ScheduleGate A node's dependency on another schedule as the federation leader resolved it when it started the run.
@@ -1043,7 +1051,7 @@ type ScheduleGate struct {
 	Period *time.Time       `json:"period,omitempty"`
 	Rule   ScheduleGateRule `json:"rule"`
 
-	// RunId the upstream run the node waits for (a DAG run's id when dag, else a task's)
+	// RunId the upstream run the node waits for (a DAG run's id when dag, else a task's): for same_period the period's run, whose reruns open the gate too unless exact; for latest_success the successful run found
 	RunId    *string `json:"run_id,omitempty"`
 	Schedule string  `json:"schedule"`
 
@@ -1072,58 +1080,87 @@ type ScheduleList struct {
 
 // ScheduleRequest defines model for ScheduleRequest.
 type ScheduleRequest struct {
-	CatchUpLimit *int   `json:"catch_up_limit,omitempty"`
-	Cron         string `json:"cron"`
+	// CatchUpLimit with misfire catch_up only: how many missed slots fire, 1 to 1000 (default 10)
+	CatchUpLimit *int `json:"catch_up_limit,omitempty"`
+
+	// Cron when it fires: 6 fields (second minute hour day-of-month month day-of-week), the classic 5 without seconds, a descriptor (@daily, @hourly…), or @every N s (multiples of N seconds since the Unix epoch)
+	Cron string `json:"cron"`
 
 	// Dag the DAG run each slot starts (as POST /v1/dags takes it), instead of task; exactly one of task and dag
 	Dag *DAGRequest `json:"dag,omitempty"`
 
 	// DependsOnSchedules with task only: each slot then starts a one-node DAG run named after the schedule (node "task") that waits for these schedules' runs as a DAG node's depends_on_schedules does; a DAG schedule's nodes say it themselves (400 depends_on_schedules)
 	DependsOnSchedules *[]ScheduleDependency `json:"depends_on_schedules,omitempty"`
-	HomeRegion         *string               `json:"home_region,omitempty"`
 
-	// Jitter a Go duration ("30s")
-	Jitter  *string `json:"jitter,omitempty"`
+	// HomeRegion the region each run is submitted into (default: the answering server's region); its tasks may be placed in any region their spec allows
+	HomeRegion *string `json:"home_region,omitempty"`
+
+	// Jitter a Go duration ("30s"): each run starts a delay in [0, jitter) after its slot, the same on every leader (a hash of the name and slot); shorter than the interval between slots
+	Jitter *string `json:"jitter,omitempty"`
+
+	// Misfire what happens to slots missed (not reached within 2 s: the federation leader was down, or the schedule paused): skip (none fires), fire_once (the default: the latest fires), catch_up (the latest catch_up_limit fire, oldest first)
 	Misfire *string `json:"misfire,omitempty"`
-	Name    string  `json:"name"`
+
+	// Name a DNS label (lowercase letters, digits and -, at most 63), unique among the tenant's schedules
+	Name string `json:"name"`
+
+	// Overlap when a slot comes while the schedule's previous run (its task, or its DAG run) has not ended: allow (the default: it fires anyway), forbid (the slot is skipped, outcome skipped_overlap), replace (the previous run is cancelled, then the slot fires)
 	Overlap *string `json:"overlap,omitempty"`
-	Paused  *bool   `json:"paused,omitempty"`
+
+	// Paused create it paused: no slot fires until it is resumed (backfills and reruns still run)
+	Paused *bool `json:"paused,omitempty"`
 
 	// Task the task each slot submits; exactly one of task and dag
-	Task     *TaskSpec `json:"task,omitempty"`
-	Timezone *string   `json:"timezone,omitempty"`
+	Task *TaskSpec `json:"task,omitempty"`
+
+	// Timezone the IANA zone the cron expression and the periods are read in (default UTC; Local is refused)
+	Timezone *string `json:"timezone,omitempty"`
 }
 
 // ScheduleStatus defines model for ScheduleStatus.
 type ScheduleStatus struct {
-	CatchUpLimit *int        `json:"catch_up_limit,omitempty"`
-	CreatedAt    time.Time   `json:"created_at"`
-	CreatedBy    *string     `json:"created_by,omitempty"`
-	Cron         string      `json:"cron"`
-	Dag          *DAGRequest `json:"dag,omitempty"`
+	CatchUpLimit *int      `json:"catch_up_limit,omitempty"`
+	CreatedAt    time.Time `json:"created_at"`
+
+	// CreatedBy the token that created it
+	CreatedBy *string `json:"created_by,omitempty"`
+	Cron      string  `json:"cron"`
+
+	// Dag the DAG each slot starts a run of; absent for a task schedule
+	Dag *DAGRequest `json:"dag,omitempty"`
 
 	// DependsOnSchedules with task only: each slot then starts a one-node DAG run named after the schedule (node "task") that waits for these schedules' runs as a DAG node's depends_on_schedules does; a DAG schedule's nodes say it themselves (400 depends_on_schedules)
 	DependsOnSchedules *[]ScheduleDependency `json:"depends_on_schedules,omitempty"`
 	HomeRegion         string                `json:"home_region"`
 
 	// Jitter a Go duration ("1m30s")
-	Jitter        *string    `json:"jitter,omitempty"`
-	LastFiredSlot *time.Time `json:"last_fired_slot"`
-	LastOutcome   *string    `json:"last_outcome,omitempty"`
+	Jitter *string `json:"jitter,omitempty"`
 
-	// LastPeriod a slot's logical period: from the slot to the schedule's next slot, in the schedule's time zone
-	LastPeriod *Period    `json:"last_period,omitempty"`
-	LastSlot   *time.Time `json:"last_slot,omitempty"`
+	// LastFiredSlot the last slot that has a run (last_task_id)
+	LastFiredSlot *time.Time `json:"last_fired_slot"`
+
+	// LastOutcome what the leader did with last_slot: fired, already_fired (a leader before it had), skipped_overlap, misfire_skipped, rejected (the home region refused the run) or budget_exceeded
+	LastOutcome *string `json:"last_outcome,omitempty"`
+
+	// LastPeriod the logical period of last_fired_slot
+	LastPeriod *Period `json:"last_period,omitempty"`
+
+	// LastSlot the last slot the federation leader handled: fired, or skipped by a policy
+	LastSlot *time.Time `json:"last_slot,omitempty"`
 
 	// LastTaskId the last fired slot's task id, or its DAG run's id for a DAG schedule
-	LastTaskId *string    `json:"last_task_id,omitempty"`
-	Misfire    string     `json:"misfire"`
-	Name       string     `json:"name"`
-	NextSlot   *time.Time `json:"next_slot"`
-	Overlap    string     `json:"overlap"`
-	Paused     bool       `json:"paused"`
-	Task       *TaskSpec  `json:"task"`
-	Timezone   string     `json:"timezone"`
+	LastTaskId *string `json:"last_task_id,omitempty"`
+	Misfire    string  `json:"misfire"`
+	Name       string  `json:"name"`
+
+	// NextSlot the next slot after now; null while paused, or when the expression fires no more
+	NextSlot *time.Time `json:"next_slot"`
+	Overlap  string     `json:"overlap"`
+	Paused   bool       `json:"paused"`
+
+	// Task the task each slot submits; null for a DAG schedule
+	Task     *TaskSpec `json:"task"`
+	Timezone string    `json:"timezone"`
 }
 
 // State a task state; TIMEOUT appears only in trails (the reaper moves a timed-out task on to PENDING or FAILED at once)
@@ -2222,14 +2259,14 @@ type ClientInterface interface {
 
 	// ListSchedules Schedules with their next and last slots
 	//
-	// A token of one tenant lists its tenant's; a token of every tenant every tenant's, sorted by name, then tenant.
+	// A token of one tenant lists its tenant's; a token of every tenant every tenant's, sorted by name, then tenant. Each shows its definition, its next slot (null while paused), the last slot the federation leader handled and what it did with it (last_outcome), and the last slot that has a run, with the run's id and period.
 	//
 	// Corresponds with GET /v1/schedules (the `ListSchedules` operationId).
 	ListSchedules(ctx context.Context, params *ListSchedulesParams, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// CreateScheduleWithBody Create a schedule (operator)
 	//
-	// Takes one submit from the tenant's quota and needs room for one task in its max_backlog (429 quota_exceeded naming max_backlog). The schedule is its task's tenant's: each tenant names its schedules in a namespace of its own (409 when this tenant has the name). It takes no query parameters (the tenant is task.tenant's; ?tenant= is 400).
+	// Validates the schedule as its home region will at each slot and stores it in the global etcd; the federation leader fires it from its next slot after now. The schedule is its task's (or DAG's) tenant's: each tenant names its schedules in a namespace of its own (409 conflict naming name when this tenant has the name). Creating one takes from the tenant's submit quota one task (a DAG schedule: one per node) and, homed in the answering server's region, needs as much room in its max_backlog (429 quota_exceeded naming max_backlog); 429 quota_exceeded naming max_schedules when the tenant has as many schedules as that limit allows; 429 budget_exceeded when the tenant is past a refuse budget. 400 names the field: name, cron (6 fields with seconds, the classic 5, or @every N s), timezone, home_region, misfire, catch_up_limit, overlap, jitter (shorter than the interval between slots), task.<field> or dag.<field> (a run_at, delay, idempotency, unique or debounce key is refused: each run's id is derived from the schedule and the slot), depends_on_schedules[j].<field> or dag.nodes[i].depends_on_schedules[j].<field> (an unknown schedule, or a cycle between schedules, whose path the message gives). A DAG schedule on a server that runs no DAG runs is 503. It takes no query parameters (the tenant is task.tenant's or dag.tenant's; ?tenant= is 400).
 	//
 	// Takes any type of body and a specified content type.
 	//
@@ -2238,7 +2275,7 @@ type ClientInterface interface {
 
 	// CreateSchedule Create a schedule (operator)
 	//
-	// Takes one submit from the tenant's quota and needs room for one task in its max_backlog (429 quota_exceeded naming max_backlog). The schedule is its task's tenant's: each tenant names its schedules in a namespace of its own (409 when this tenant has the name). It takes no query parameters (the tenant is task.tenant's; ?tenant= is 400).
+	// Validates the schedule as its home region will at each slot and stores it in the global etcd; the federation leader fires it from its next slot after now. The schedule is its task's (or DAG's) tenant's: each tenant names its schedules in a namespace of its own (409 conflict naming name when this tenant has the name). Creating one takes from the tenant's submit quota one task (a DAG schedule: one per node) and, homed in the answering server's region, needs as much room in its max_backlog (429 quota_exceeded naming max_backlog); 429 quota_exceeded naming max_schedules when the tenant has as many schedules as that limit allows; 429 budget_exceeded when the tenant is past a refuse budget. 400 names the field: name, cron (6 fields with seconds, the classic 5, or @every N s), timezone, home_region, misfire, catch_up_limit, overlap, jitter (shorter than the interval between slots), task.<field> or dag.<field> (a run_at, delay, idempotency, unique or debounce key is refused: each run's id is derived from the schedule and the slot), depends_on_schedules[j].<field> or dag.nodes[i].depends_on_schedules[j].<field> (an unknown schedule, or a cycle between schedules, whose path the message gives). A DAG schedule on a server that runs no DAG runs is 503. It takes no query parameters (the tenant is task.tenant's or dag.tenant's; ?tenant= is 400).
 	//
 	// Takes a body of the `application/json` content type.
 	//
@@ -2247,17 +2284,21 @@ type ClientInterface interface {
 
 	// DeleteSchedule Delete a schedule (operator)
 	//
+	// Deletes the definition with its state, its backfills and reruns and its record of run ends: no slot, backfill or rerun of it starts any more. Runs already started are left to end; a schedule created again under the name starts afresh (new run ids).
+	//
 	// Corresponds with DELETE /v1/schedules/{name} (the `DeleteSchedule` operationId).
 	DeleteSchedule(ctx context.Context, name string, params *DeleteScheduleParams, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// GetSchedule A schedule
+	//
+	// The schedule as GET /v1/schedules lists it; 404 naming name when the tenant has none so named.
 	//
 	// Corresponds with GET /v1/schedules/{name} (the `GetSchedule` operationId).
 	GetSchedule(ctx context.Context, name string, params *GetScheduleParams, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// BackfillScheduleWithBody Backfill a schedule's periods (operator)
 	//
-	// Starts the runs of every slot s with from ≤ s ≤ to, oldest first, at most max_active at once; the federation leader runs it (GET /v1/schedules/{name}/backfills follows it). A period that has a run already is not run again. 400 naming from (after to), to (no slot, or more periods than the tenant's max_backfill_periods) or max_active.
+	// Starts the runs of every slot s with from ≤ s ≤ to, oldest first, at most max_active at once (a run counts until it ends); the federation leader runs it (GET /v1/schedules/{name}/backfills follows it), each started period taking a fire from the tenant's schedule_fires_per_second, and a leader that fails over neither repeats nor loses a period (each period's run id is derived from the slot). A period that has a run already (fired on time, or by an earlier backfill) is not run again: that run counts as the backfill's (outcome already_fired). Runs of a schedule with dependencies wait for their upstreams as a slot's do. 400 naming from (after to, or not a time), to (no slot in the range, or more periods than the tenant's max_backfill_periods) or max_active (1 to 100).
 	//
 	// Takes any type of body and a specified content type.
 	//
@@ -2266,7 +2307,7 @@ type ClientInterface interface {
 
 	// BackfillSchedule Backfill a schedule's periods (operator)
 	//
-	// Starts the runs of every slot s with from ≤ s ≤ to, oldest first, at most max_active at once; the federation leader runs it (GET /v1/schedules/{name}/backfills follows it). A period that has a run already is not run again. 400 naming from (after to), to (no slot, or more periods than the tenant's max_backfill_periods) or max_active.
+	// Starts the runs of every slot s with from ≤ s ≤ to, oldest first, at most max_active at once (a run counts until it ends); the federation leader runs it (GET /v1/schedules/{name}/backfills follows it), each started period taking a fire from the tenant's schedule_fires_per_second, and a leader that fails over neither repeats nor loses a period (each period's run id is derived from the slot). A period that has a run already (fired on time, or by an earlier backfill) is not run again: that run counts as the backfill's (outcome already_fired). Runs of a schedule with dependencies wait for their upstreams as a slot's do. 400 naming from (after to, or not a time), to (no slot in the range, or more periods than the tenant's max_backfill_periods) or max_active (1 to 100).
 	//
 	// Takes a body of the `application/json` content type.
 	//
@@ -2275,7 +2316,7 @@ type ClientInterface interface {
 
 	// ListScheduleBackfills A schedule's backfills and reruns
 	//
-	// Newest first, with the periods each started and their run ids.
+	// Newest first: each backfill and rerun of the schedule (as it is now: a schedule deleted and created again has none) with its state, the periods it started, their run ids and outcomes, the runs not seen ended yet (active), and, on a downstream rerun, the upstream reruns' runs it waits for.
 	//
 	// Corresponds with GET /v1/schedules/{name}/backfills (the `ListScheduleBackfills` operationId).
 	ListScheduleBackfills(ctx context.Context, name string, params *ListScheduleBackfillsParams, reqEditors ...RequestEditorFn) (*http.Response, error)
@@ -2289,12 +2330,14 @@ type ClientInterface interface {
 
 	// GetScheduleGrid A schedule's latest periods × its DAG's nodes (the grid view)
 	//
-	// The schedule's newest periods — its last slots up to now and the periods its backfills and reruns started — oldest first, each with the node states of its newest run (a rerun when there is one). A period without a run has empty cells. 400 names periods when it is not a whole number from 1 to 50.
+	// The schedule's newest periods, at most periods of them, oldest first: its slots from its creation up to now (none before it existed, and none more than 400 days back) and the periods its backfills and reruns started, however old. Each period shows the newest of its runs a region still knows (a rerun when there is one) with its state and its nodes' states, in the order of nodes (a schedule of one task: one node, task, the task's state); runs counts the period's runs regions still know. A period without such a run (not fired yet, skipped, paused, expired) has empty cells. 400 names periods when it is not a whole number from 1 to 50; 503 when a run cannot be read now.
 	//
 	// Corresponds with GET /v1/schedules/{name}/grid (the `GetScheduleGrid` operationId).
 	GetScheduleGrid(ctx context.Context, name string, params *GetScheduleGridParams, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// PauseSchedule Pause a schedule (operator)
+	//
+	// No slot of it fires while it is paused (next_slot is null); its backfills and reruns still run. On resume, the slots passed meanwhile are missed slots: its misfire policy decides which of them fire.
 	//
 	// Corresponds with POST /v1/schedules/{name}/pause (the `PauseSchedule` operationId).
 	PauseSchedule(ctx context.Context, name string, params *PauseScheduleParams, reqEditors ...RequestEditorFn) (*http.Response, error)
@@ -2318,6 +2361,8 @@ type ClientInterface interface {
 	RerunSchedule(ctx context.Context, name string, params *RerunScheduleParams, body RerunScheduleJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// ResumeSchedule Resume a schedule (operator)
+	//
+	// Fires again from its next slot; the slots passed while it was paused are missed slots, which its misfire policy decides (skip: none; fire_once: the latest; catch_up: the latest catch_up_limit, oldest first).
 	//
 	// Corresponds with POST /v1/schedules/{name}/resume (the `ResumeSchedule` operationId).
 	ResumeSchedule(ctx context.Context, name string, params *ResumeScheduleParams, reqEditors ...RequestEditorFn) (*http.Response, error)
@@ -2807,7 +2852,7 @@ func (c *Client) DrainRegion(ctx context.Context, region string, params *DrainRe
 
 // ListSchedules Schedules with their next and last slots
 //
-// A token of one tenant lists its tenant's; a token of every tenant every tenant's, sorted by name, then tenant.
+// A token of one tenant lists its tenant's; a token of every tenant every tenant's, sorted by name, then tenant. Each shows its definition, its next slot (null while paused), the last slot the federation leader handled and what it did with it (last_outcome), and the last slot that has a run, with the run's id and period.
 //
 // Corresponds with GET /v1/schedules (the `ListSchedules` operationId).
 func (c *Client) ListSchedules(ctx context.Context, params *ListSchedulesParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
@@ -2824,7 +2869,7 @@ func (c *Client) ListSchedules(ctx context.Context, params *ListSchedulesParams,
 
 // CreateScheduleWithBody Create a schedule (operator)
 //
-// Takes one submit from the tenant's quota and needs room for one task in its max_backlog (429 quota_exceeded naming max_backlog). The schedule is its task's tenant's: each tenant names its schedules in a namespace of its own (409 when this tenant has the name). It takes no query parameters (the tenant is task.tenant's; ?tenant= is 400).
+// Validates the schedule as its home region will at each slot and stores it in the global etcd; the federation leader fires it from its next slot after now. The schedule is its task's (or DAG's) tenant's: each tenant names its schedules in a namespace of its own (409 conflict naming name when this tenant has the name). Creating one takes from the tenant's submit quota one task (a DAG schedule: one per node) and, homed in the answering server's region, needs as much room in its max_backlog (429 quota_exceeded naming max_backlog); 429 quota_exceeded naming max_schedules when the tenant has as many schedules as that limit allows; 429 budget_exceeded when the tenant is past a refuse budget. 400 names the field: name, cron (6 fields with seconds, the classic 5, or @every N s), timezone, home_region, misfire, catch_up_limit, overlap, jitter (shorter than the interval between slots), task.<field> or dag.<field> (a run_at, delay, idempotency, unique or debounce key is refused: each run's id is derived from the schedule and the slot), depends_on_schedules[j].<field> or dag.nodes[i].depends_on_schedules[j].<field> (an unknown schedule, or a cycle between schedules, whose path the message gives). A DAG schedule on a server that runs no DAG runs is 503. It takes no query parameters (the tenant is task.tenant's or dag.tenant's; ?tenant= is 400).
 //
 // Takes any type of body and a specified content type.
 //
@@ -2843,7 +2888,7 @@ func (c *Client) CreateScheduleWithBody(ctx context.Context, contentType string,
 
 // CreateSchedule Create a schedule (operator)
 //
-// Takes one submit from the tenant's quota and needs room for one task in its max_backlog (429 quota_exceeded naming max_backlog). The schedule is its task's tenant's: each tenant names its schedules in a namespace of its own (409 when this tenant has the name). It takes no query parameters (the tenant is task.tenant's; ?tenant= is 400).
+// Validates the schedule as its home region will at each slot and stores it in the global etcd; the federation leader fires it from its next slot after now. The schedule is its task's (or DAG's) tenant's: each tenant names its schedules in a namespace of its own (409 conflict naming name when this tenant has the name). Creating one takes from the tenant's submit quota one task (a DAG schedule: one per node) and, homed in the answering server's region, needs as much room in its max_backlog (429 quota_exceeded naming max_backlog); 429 quota_exceeded naming max_schedules when the tenant has as many schedules as that limit allows; 429 budget_exceeded when the tenant is past a refuse budget. 400 names the field: name, cron (6 fields with seconds, the classic 5, or @every N s), timezone, home_region, misfire, catch_up_limit, overlap, jitter (shorter than the interval between slots), task.<field> or dag.<field> (a run_at, delay, idempotency, unique or debounce key is refused: each run's id is derived from the schedule and the slot), depends_on_schedules[j].<field> or dag.nodes[i].depends_on_schedules[j].<field> (an unknown schedule, or a cycle between schedules, whose path the message gives). A DAG schedule on a server that runs no DAG runs is 503. It takes no query parameters (the tenant is task.tenant's or dag.tenant's; ?tenant= is 400).
 //
 // Takes a body of the `application/json` content type.
 //
@@ -2862,6 +2907,8 @@ func (c *Client) CreateSchedule(ctx context.Context, body CreateScheduleJSONRequ
 
 // DeleteSchedule Delete a schedule (operator)
 //
+// Deletes the definition with its state, its backfills and reruns and its record of run ends: no slot, backfill or rerun of it starts any more. Runs already started are left to end; a schedule created again under the name starts afresh (new run ids).
+//
 // Corresponds with DELETE /v1/schedules/{name} (the `DeleteSchedule` operationId).
 func (c *Client) DeleteSchedule(ctx context.Context, name string, params *DeleteScheduleParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
 	req, err := NewDeleteScheduleRequest(c.Server, name, params)
@@ -2876,6 +2923,8 @@ func (c *Client) DeleteSchedule(ctx context.Context, name string, params *Delete
 }
 
 // GetSchedule A schedule
+//
+// The schedule as GET /v1/schedules lists it; 404 naming name when the tenant has none so named.
 //
 // Corresponds with GET /v1/schedules/{name} (the `GetSchedule` operationId).
 func (c *Client) GetSchedule(ctx context.Context, name string, params *GetScheduleParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
@@ -2892,7 +2941,7 @@ func (c *Client) GetSchedule(ctx context.Context, name string, params *GetSchedu
 
 // BackfillScheduleWithBody Backfill a schedule's periods (operator)
 //
-// Starts the runs of every slot s with from ≤ s ≤ to, oldest first, at most max_active at once; the federation leader runs it (GET /v1/schedules/{name}/backfills follows it). A period that has a run already is not run again. 400 naming from (after to), to (no slot, or more periods than the tenant's max_backfill_periods) or max_active.
+// Starts the runs of every slot s with from ≤ s ≤ to, oldest first, at most max_active at once (a run counts until it ends); the federation leader runs it (GET /v1/schedules/{name}/backfills follows it), each started period taking a fire from the tenant's schedule_fires_per_second, and a leader that fails over neither repeats nor loses a period (each period's run id is derived from the slot). A period that has a run already (fired on time, or by an earlier backfill) is not run again: that run counts as the backfill's (outcome already_fired). Runs of a schedule with dependencies wait for their upstreams as a slot's do. 400 naming from (after to, or not a time), to (no slot in the range, or more periods than the tenant's max_backfill_periods) or max_active (1 to 100).
 //
 // Takes any type of body and a specified content type.
 //
@@ -2911,7 +2960,7 @@ func (c *Client) BackfillScheduleWithBody(ctx context.Context, name string, para
 
 // BackfillSchedule Backfill a schedule's periods (operator)
 //
-// Starts the runs of every slot s with from ≤ s ≤ to, oldest first, at most max_active at once; the federation leader runs it (GET /v1/schedules/{name}/backfills follows it). A period that has a run already is not run again. 400 naming from (after to), to (no slot, or more periods than the tenant's max_backfill_periods) or max_active.
+// Starts the runs of every slot s with from ≤ s ≤ to, oldest first, at most max_active at once (a run counts until it ends); the federation leader runs it (GET /v1/schedules/{name}/backfills follows it), each started period taking a fire from the tenant's schedule_fires_per_second, and a leader that fails over neither repeats nor loses a period (each period's run id is derived from the slot). A period that has a run already (fired on time, or by an earlier backfill) is not run again: that run counts as the backfill's (outcome already_fired). Runs of a schedule with dependencies wait for their upstreams as a slot's do. 400 naming from (after to, or not a time), to (no slot in the range, or more periods than the tenant's max_backfill_periods) or max_active (1 to 100).
 //
 // Takes a body of the `application/json` content type.
 //
@@ -2930,7 +2979,7 @@ func (c *Client) BackfillSchedule(ctx context.Context, name string, params *Back
 
 // ListScheduleBackfills A schedule's backfills and reruns
 //
-// Newest first, with the periods each started and their run ids.
+// Newest first: each backfill and rerun of the schedule (as it is now: a schedule deleted and created again has none) with its state, the periods it started, their run ids and outcomes, the runs not seen ended yet (active), and, on a downstream rerun, the upstream reruns' runs it waits for.
 //
 // Corresponds with GET /v1/schedules/{name}/backfills (the `ListScheduleBackfills` operationId).
 func (c *Client) ListScheduleBackfills(ctx context.Context, name string, params *ListScheduleBackfillsParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
@@ -2964,7 +3013,7 @@ func (c *Client) CancelScheduleBackfill(ctx context.Context, name string, id str
 
 // GetScheduleGrid A schedule's latest periods × its DAG's nodes (the grid view)
 //
-// The schedule's newest periods — its last slots up to now and the periods its backfills and reruns started — oldest first, each with the node states of its newest run (a rerun when there is one). A period without a run has empty cells. 400 names periods when it is not a whole number from 1 to 50.
+// The schedule's newest periods, at most periods of them, oldest first: its slots from its creation up to now (none before it existed, and none more than 400 days back) and the periods its backfills and reruns started, however old. Each period shows the newest of its runs a region still knows (a rerun when there is one) with its state and its nodes' states, in the order of nodes (a schedule of one task: one node, task, the task's state); runs counts the period's runs regions still know. A period without such a run (not fired yet, skipped, paused, expired) has empty cells. 400 names periods when it is not a whole number from 1 to 50; 503 when a run cannot be read now.
 //
 // Corresponds with GET /v1/schedules/{name}/grid (the `GetScheduleGrid` operationId).
 func (c *Client) GetScheduleGrid(ctx context.Context, name string, params *GetScheduleGridParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
@@ -2980,6 +3029,8 @@ func (c *Client) GetScheduleGrid(ctx context.Context, name string, params *GetSc
 }
 
 // PauseSchedule Pause a schedule (operator)
+//
+// No slot of it fires while it is paused (next_slot is null); its backfills and reruns still run. On resume, the slots passed meanwhile are missed slots: its misfire policy decides which of them fire.
 //
 // Corresponds with POST /v1/schedules/{name}/pause (the `PauseSchedule` operationId).
 func (c *Client) PauseSchedule(ctx context.Context, name string, params *PauseScheduleParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
@@ -3033,6 +3084,8 @@ func (c *Client) RerunSchedule(ctx context.Context, name string, params *RerunSc
 }
 
 // ResumeSchedule Resume a schedule (operator)
+//
+// Fires again from its next slot; the slots passed while it was paused are missed slots, which its misfire policy decides (skip: none; fire_once: the latest; catch_up: the latest catch_up_limit, oldest first).
 //
 // Corresponds with POST /v1/schedules/{name}/resume (the `ResumeSchedule` operationId).
 func (c *Client) ResumeSchedule(ctx context.Context, name string, params *ResumeScheduleParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
@@ -6063,7 +6116,7 @@ type ClientWithResponsesInterface interface {
 
 	// ListSchedulesWithResponse Schedules with their next and last slots
 	//
-	// A token of one tenant lists its tenant's; a token of every tenant every tenant's, sorted by name, then tenant.
+	// A token of one tenant lists its tenant's; a token of every tenant every tenant's, sorted by name, then tenant. Each shows its definition, its next slot (null while paused), the last slot the federation leader handled and what it did with it (last_outcome), and the last slot that has a run, with the run's id and period.
 	//
 	// Returns a wrapper object for the known response body format(s).
 	//
@@ -6072,7 +6125,7 @@ type ClientWithResponsesInterface interface {
 
 	// CreateScheduleWithBodyWithResponse Create a schedule (operator)
 	//
-	// Takes one submit from the tenant's quota and needs room for one task in its max_backlog (429 quota_exceeded naming max_backlog). The schedule is its task's tenant's: each tenant names its schedules in a namespace of its own (409 when this tenant has the name). It takes no query parameters (the tenant is task.tenant's; ?tenant= is 400).
+	// Validates the schedule as its home region will at each slot and stores it in the global etcd; the federation leader fires it from its next slot after now. The schedule is its task's (or DAG's) tenant's: each tenant names its schedules in a namespace of its own (409 conflict naming name when this tenant has the name). Creating one takes from the tenant's submit quota one task (a DAG schedule: one per node) and, homed in the answering server's region, needs as much room in its max_backlog (429 quota_exceeded naming max_backlog); 429 quota_exceeded naming max_schedules when the tenant has as many schedules as that limit allows; 429 budget_exceeded when the tenant is past a refuse budget. 400 names the field: name, cron (6 fields with seconds, the classic 5, or @every N s), timezone, home_region, misfire, catch_up_limit, overlap, jitter (shorter than the interval between slots), task.<field> or dag.<field> (a run_at, delay, idempotency, unique or debounce key is refused: each run's id is derived from the schedule and the slot), depends_on_schedules[j].<field> or dag.nodes[i].depends_on_schedules[j].<field> (an unknown schedule, or a cycle between schedules, whose path the message gives). A DAG schedule on a server that runs no DAG runs is 503. It takes no query parameters (the tenant is task.tenant's or dag.tenant's; ?tenant= is 400).
 	//
 	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 	//
@@ -6081,7 +6134,7 @@ type ClientWithResponsesInterface interface {
 
 	// CreateScheduleWithResponse Create a schedule (operator)
 	//
-	// Takes one submit from the tenant's quota and needs room for one task in its max_backlog (429 quota_exceeded naming max_backlog). The schedule is its task's tenant's: each tenant names its schedules in a namespace of its own (409 when this tenant has the name). It takes no query parameters (the tenant is task.tenant's; ?tenant= is 400).
+	// Validates the schedule as its home region will at each slot and stores it in the global etcd; the federation leader fires it from its next slot after now. The schedule is its task's (or DAG's) tenant's: each tenant names its schedules in a namespace of its own (409 conflict naming name when this tenant has the name). Creating one takes from the tenant's submit quota one task (a DAG schedule: one per node) and, homed in the answering server's region, needs as much room in its max_backlog (429 quota_exceeded naming max_backlog); 429 quota_exceeded naming max_schedules when the tenant has as many schedules as that limit allows; 429 budget_exceeded when the tenant is past a refuse budget. 400 names the field: name, cron (6 fields with seconds, the classic 5, or @every N s), timezone, home_region, misfire, catch_up_limit, overlap, jitter (shorter than the interval between slots), task.<field> or dag.<field> (a run_at, delay, idempotency, unique or debounce key is refused: each run's id is derived from the schedule and the slot), depends_on_schedules[j].<field> or dag.nodes[i].depends_on_schedules[j].<field> (an unknown schedule, or a cycle between schedules, whose path the message gives). A DAG schedule on a server that runs no DAG runs is 503. It takes no query parameters (the tenant is task.tenant's or dag.tenant's; ?tenant= is 400).
 	//
 	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 	//
@@ -6090,12 +6143,16 @@ type ClientWithResponsesInterface interface {
 
 	// DeleteScheduleWithResponse Delete a schedule (operator)
 	//
+	// Deletes the definition with its state, its backfills and reruns and its record of run ends: no slot, backfill or rerun of it starts any more. Runs already started are left to end; a schedule created again under the name starts afresh (new run ids).
+	//
 	// Returns a wrapper object for the known response body format(s).
 	//
 	// Corresponds with DELETE /v1/schedules/{name} (the `DeleteSchedule` operationId).
 	DeleteScheduleWithResponse(ctx context.Context, name string, params *DeleteScheduleParams, reqEditors ...RequestEditorFn) (*DeleteScheduleResponse, error)
 
 	// GetScheduleWithResponse A schedule
+	//
+	// The schedule as GET /v1/schedules lists it; 404 naming name when the tenant has none so named.
 	//
 	// Returns a wrapper object for the known response body format(s).
 	//
@@ -6104,7 +6161,7 @@ type ClientWithResponsesInterface interface {
 
 	// BackfillScheduleWithBodyWithResponse Backfill a schedule's periods (operator)
 	//
-	// Starts the runs of every slot s with from ≤ s ≤ to, oldest first, at most max_active at once; the federation leader runs it (GET /v1/schedules/{name}/backfills follows it). A period that has a run already is not run again. 400 naming from (after to), to (no slot, or more periods than the tenant's max_backfill_periods) or max_active.
+	// Starts the runs of every slot s with from ≤ s ≤ to, oldest first, at most max_active at once (a run counts until it ends); the federation leader runs it (GET /v1/schedules/{name}/backfills follows it), each started period taking a fire from the tenant's schedule_fires_per_second, and a leader that fails over neither repeats nor loses a period (each period's run id is derived from the slot). A period that has a run already (fired on time, or by an earlier backfill) is not run again: that run counts as the backfill's (outcome already_fired). Runs of a schedule with dependencies wait for their upstreams as a slot's do. 400 naming from (after to, or not a time), to (no slot in the range, or more periods than the tenant's max_backfill_periods) or max_active (1 to 100).
 	//
 	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 	//
@@ -6113,7 +6170,7 @@ type ClientWithResponsesInterface interface {
 
 	// BackfillScheduleWithResponse Backfill a schedule's periods (operator)
 	//
-	// Starts the runs of every slot s with from ≤ s ≤ to, oldest first, at most max_active at once; the federation leader runs it (GET /v1/schedules/{name}/backfills follows it). A period that has a run already is not run again. 400 naming from (after to), to (no slot, or more periods than the tenant's max_backfill_periods) or max_active.
+	// Starts the runs of every slot s with from ≤ s ≤ to, oldest first, at most max_active at once (a run counts until it ends); the federation leader runs it (GET /v1/schedules/{name}/backfills follows it), each started period taking a fire from the tenant's schedule_fires_per_second, and a leader that fails over neither repeats nor loses a period (each period's run id is derived from the slot). A period that has a run already (fired on time, or by an earlier backfill) is not run again: that run counts as the backfill's (outcome already_fired). Runs of a schedule with dependencies wait for their upstreams as a slot's do. 400 naming from (after to, or not a time), to (no slot in the range, or more periods than the tenant's max_backfill_periods) or max_active (1 to 100).
 	//
 	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 	//
@@ -6122,7 +6179,7 @@ type ClientWithResponsesInterface interface {
 
 	// ListScheduleBackfillsWithResponse A schedule's backfills and reruns
 	//
-	// Newest first, with the periods each started and their run ids.
+	// Newest first: each backfill and rerun of the schedule (as it is now: a schedule deleted and created again has none) with its state, the periods it started, their run ids and outcomes, the runs not seen ended yet (active), and, on a downstream rerun, the upstream reruns' runs it waits for.
 	//
 	// Returns a wrapper object for the known response body format(s).
 	//
@@ -6140,7 +6197,7 @@ type ClientWithResponsesInterface interface {
 
 	// GetScheduleGridWithResponse A schedule's latest periods × its DAG's nodes (the grid view)
 	//
-	// The schedule's newest periods — its last slots up to now and the periods its backfills and reruns started — oldest first, each with the node states of its newest run (a rerun when there is one). A period without a run has empty cells. 400 names periods when it is not a whole number from 1 to 50.
+	// The schedule's newest periods, at most periods of them, oldest first: its slots from its creation up to now (none before it existed, and none more than 400 days back) and the periods its backfills and reruns started, however old. Each period shows the newest of its runs a region still knows (a rerun when there is one) with its state and its nodes' states, in the order of nodes (a schedule of one task: one node, task, the task's state); runs counts the period's runs regions still know. A period without such a run (not fired yet, skipped, paused, expired) has empty cells. 400 names periods when it is not a whole number from 1 to 50; 503 when a run cannot be read now.
 	//
 	// Returns a wrapper object for the known response body format(s).
 	//
@@ -6148,6 +6205,8 @@ type ClientWithResponsesInterface interface {
 	GetScheduleGridWithResponse(ctx context.Context, name string, params *GetScheduleGridParams, reqEditors ...RequestEditorFn) (*GetScheduleGridResponse, error)
 
 	// PauseScheduleWithResponse Pause a schedule (operator)
+	//
+	// No slot of it fires while it is paused (next_slot is null); its backfills and reruns still run. On resume, the slots passed meanwhile are missed slots: its misfire policy decides which of them fire.
 	//
 	// Returns a wrapper object for the known response body format(s).
 	//
@@ -6173,6 +6232,8 @@ type ClientWithResponsesInterface interface {
 	RerunScheduleWithResponse(ctx context.Context, name string, params *RerunScheduleParams, body RerunScheduleJSONRequestBody, reqEditors ...RequestEditorFn) (*RerunScheduleResponse, error)
 
 	// ResumeScheduleWithResponse Resume a schedule (operator)
+	//
+	// Fires again from its next slot; the slots passed while it was paused are missed slots, which its misfire policy decides (skip: none; fire_once: the latest; catch_up: the latest catch_up_limit, oldest first).
 	//
 	// Returns a wrapper object for the known response body format(s).
 	//
@@ -10138,7 +10199,7 @@ func (c *ClientWithResponses) DrainRegionWithResponse(ctx context.Context, regio
 
 // ListSchedulesWithResponse Schedules with their next and last slots
 //
-// A token of one tenant lists its tenant's; a token of every tenant every tenant's, sorted by name, then tenant.
+// A token of one tenant lists its tenant's; a token of every tenant every tenant's, sorted by name, then tenant. Each shows its definition, its next slot (null while paused), the last slot the federation leader handled and what it did with it (last_outcome), and the last slot that has a run, with the run's id and period.
 //
 // Returns a wrapper object for the known response body format(s).
 //
@@ -10153,7 +10214,7 @@ func (c *ClientWithResponses) ListSchedulesWithResponse(ctx context.Context, par
 
 // CreateScheduleWithBodyWithResponse Create a schedule (operator)
 //
-// Takes one submit from the tenant's quota and needs room for one task in its max_backlog (429 quota_exceeded naming max_backlog). The schedule is its task's tenant's: each tenant names its schedules in a namespace of its own (409 when this tenant has the name). It takes no query parameters (the tenant is task.tenant's; ?tenant= is 400).
+// Validates the schedule as its home region will at each slot and stores it in the global etcd; the federation leader fires it from its next slot after now. The schedule is its task's (or DAG's) tenant's: each tenant names its schedules in a namespace of its own (409 conflict naming name when this tenant has the name). Creating one takes from the tenant's submit quota one task (a DAG schedule: one per node) and, homed in the answering server's region, needs as much room in its max_backlog (429 quota_exceeded naming max_backlog); 429 quota_exceeded naming max_schedules when the tenant has as many schedules as that limit allows; 429 budget_exceeded when the tenant is past a refuse budget. 400 names the field: name, cron (6 fields with seconds, the classic 5, or @every N s), timezone, home_region, misfire, catch_up_limit, overlap, jitter (shorter than the interval between slots), task.<field> or dag.<field> (a run_at, delay, idempotency, unique or debounce key is refused: each run's id is derived from the schedule and the slot), depends_on_schedules[j].<field> or dag.nodes[i].depends_on_schedules[j].<field> (an unknown schedule, or a cycle between schedules, whose path the message gives). A DAG schedule on a server that runs no DAG runs is 503. It takes no query parameters (the tenant is task.tenant's or dag.tenant's; ?tenant= is 400).
 //
 // Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 //
@@ -10168,7 +10229,7 @@ func (c *ClientWithResponses) CreateScheduleWithBodyWithResponse(ctx context.Con
 
 // CreateScheduleWithResponse Create a schedule (operator)
 //
-// Takes one submit from the tenant's quota and needs room for one task in its max_backlog (429 quota_exceeded naming max_backlog). The schedule is its task's tenant's: each tenant names its schedules in a namespace of its own (409 when this tenant has the name). It takes no query parameters (the tenant is task.tenant's; ?tenant= is 400).
+// Validates the schedule as its home region will at each slot and stores it in the global etcd; the federation leader fires it from its next slot after now. The schedule is its task's (or DAG's) tenant's: each tenant names its schedules in a namespace of its own (409 conflict naming name when this tenant has the name). Creating one takes from the tenant's submit quota one task (a DAG schedule: one per node) and, homed in the answering server's region, needs as much room in its max_backlog (429 quota_exceeded naming max_backlog); 429 quota_exceeded naming max_schedules when the tenant has as many schedules as that limit allows; 429 budget_exceeded when the tenant is past a refuse budget. 400 names the field: name, cron (6 fields with seconds, the classic 5, or @every N s), timezone, home_region, misfire, catch_up_limit, overlap, jitter (shorter than the interval between slots), task.<field> or dag.<field> (a run_at, delay, idempotency, unique or debounce key is refused: each run's id is derived from the schedule and the slot), depends_on_schedules[j].<field> or dag.nodes[i].depends_on_schedules[j].<field> (an unknown schedule, or a cycle between schedules, whose path the message gives). A DAG schedule on a server that runs no DAG runs is 503. It takes no query parameters (the tenant is task.tenant's or dag.tenant's; ?tenant= is 400).
 //
 // Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 //
@@ -10183,6 +10244,8 @@ func (c *ClientWithResponses) CreateScheduleWithResponse(ctx context.Context, bo
 
 // DeleteScheduleWithResponse Delete a schedule (operator)
 //
+// Deletes the definition with its state, its backfills and reruns and its record of run ends: no slot, backfill or rerun of it starts any more. Runs already started are left to end; a schedule created again under the name starts afresh (new run ids).
+//
 // Returns a wrapper object for the known response body format(s).
 //
 // Corresponds with DELETE /v1/schedules/{name} (the `DeleteSchedule` operationId).
@@ -10195,6 +10258,8 @@ func (c *ClientWithResponses) DeleteScheduleWithResponse(ctx context.Context, na
 }
 
 // GetScheduleWithResponse A schedule
+//
+// The schedule as GET /v1/schedules lists it; 404 naming name when the tenant has none so named.
 //
 // Returns a wrapper object for the known response body format(s).
 //
@@ -10209,7 +10274,7 @@ func (c *ClientWithResponses) GetScheduleWithResponse(ctx context.Context, name 
 
 // BackfillScheduleWithBodyWithResponse Backfill a schedule's periods (operator)
 //
-// Starts the runs of every slot s with from ≤ s ≤ to, oldest first, at most max_active at once; the federation leader runs it (GET /v1/schedules/{name}/backfills follows it). A period that has a run already is not run again. 400 naming from (after to), to (no slot, or more periods than the tenant's max_backfill_periods) or max_active.
+// Starts the runs of every slot s with from ≤ s ≤ to, oldest first, at most max_active at once (a run counts until it ends); the federation leader runs it (GET /v1/schedules/{name}/backfills follows it), each started period taking a fire from the tenant's schedule_fires_per_second, and a leader that fails over neither repeats nor loses a period (each period's run id is derived from the slot). A period that has a run already (fired on time, or by an earlier backfill) is not run again: that run counts as the backfill's (outcome already_fired). Runs of a schedule with dependencies wait for their upstreams as a slot's do. 400 naming from (after to, or not a time), to (no slot in the range, or more periods than the tenant's max_backfill_periods) or max_active (1 to 100).
 //
 // Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 //
@@ -10224,7 +10289,7 @@ func (c *ClientWithResponses) BackfillScheduleWithBodyWithResponse(ctx context.C
 
 // BackfillScheduleWithResponse Backfill a schedule's periods (operator)
 //
-// Starts the runs of every slot s with from ≤ s ≤ to, oldest first, at most max_active at once; the federation leader runs it (GET /v1/schedules/{name}/backfills follows it). A period that has a run already is not run again. 400 naming from (after to), to (no slot, or more periods than the tenant's max_backfill_periods) or max_active.
+// Starts the runs of every slot s with from ≤ s ≤ to, oldest first, at most max_active at once (a run counts until it ends); the federation leader runs it (GET /v1/schedules/{name}/backfills follows it), each started period taking a fire from the tenant's schedule_fires_per_second, and a leader that fails over neither repeats nor loses a period (each period's run id is derived from the slot). A period that has a run already (fired on time, or by an earlier backfill) is not run again: that run counts as the backfill's (outcome already_fired). Runs of a schedule with dependencies wait for their upstreams as a slot's do. 400 naming from (after to, or not a time), to (no slot in the range, or more periods than the tenant's max_backfill_periods) or max_active (1 to 100).
 //
 // Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 //
@@ -10239,7 +10304,7 @@ func (c *ClientWithResponses) BackfillScheduleWithResponse(ctx context.Context, 
 
 // ListScheduleBackfillsWithResponse A schedule's backfills and reruns
 //
-// Newest first, with the periods each started and their run ids.
+// Newest first: each backfill and rerun of the schedule (as it is now: a schedule deleted and created again has none) with its state, the periods it started, their run ids and outcomes, the runs not seen ended yet (active), and, on a downstream rerun, the upstream reruns' runs it waits for.
 //
 // Returns a wrapper object for the known response body format(s).
 //
@@ -10269,7 +10334,7 @@ func (c *ClientWithResponses) CancelScheduleBackfillWithResponse(ctx context.Con
 
 // GetScheduleGridWithResponse A schedule's latest periods × its DAG's nodes (the grid view)
 //
-// The schedule's newest periods — its last slots up to now and the periods its backfills and reruns started — oldest first, each with the node states of its newest run (a rerun when there is one). A period without a run has empty cells. 400 names periods when it is not a whole number from 1 to 50.
+// The schedule's newest periods, at most periods of them, oldest first: its slots from its creation up to now (none before it existed, and none more than 400 days back) and the periods its backfills and reruns started, however old. Each period shows the newest of its runs a region still knows (a rerun when there is one) with its state and its nodes' states, in the order of nodes (a schedule of one task: one node, task, the task's state); runs counts the period's runs regions still know. A period without such a run (not fired yet, skipped, paused, expired) has empty cells. 400 names periods when it is not a whole number from 1 to 50; 503 when a run cannot be read now.
 //
 // Returns a wrapper object for the known response body format(s).
 //
@@ -10283,6 +10348,8 @@ func (c *ClientWithResponses) GetScheduleGridWithResponse(ctx context.Context, n
 }
 
 // PauseScheduleWithResponse Pause a schedule (operator)
+//
+// No slot of it fires while it is paused (next_slot is null); its backfills and reruns still run. On resume, the slots passed meanwhile are missed slots: its misfire policy decides which of them fire.
 //
 // Returns a wrapper object for the known response body format(s).
 //
@@ -10326,6 +10393,8 @@ func (c *ClientWithResponses) RerunScheduleWithResponse(ctx context.Context, nam
 }
 
 // ResumeScheduleWithResponse Resume a schedule (operator)
+//
+// Fires again from its next slot; the slots passed while it was paused are missed slots, which its misfire policy decides (skip: none; fire_once: the latest; catch_up: the latest catch_up_limit, oldest first).
 //
 // Returns a wrapper object for the known response body format(s).
 //
