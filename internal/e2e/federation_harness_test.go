@@ -48,6 +48,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -690,6 +691,50 @@ func (f *federation) waitState(region, token, id string, state task.State, withi
 	f.t.Fatalf("task %s via %s: want %s within %v, last seen %d %s (reason %s, error %q)",
 		id, region, state, within, code, tk.State, tk.Reason, tk.LastError)
 	return tk
+}
+
+// waitStates is waitState for many tasks at once: it reads them 8 at a
+// time (a read through a region that does not hold the task crosses to the
+// one that does, over the WAN link of fedOpts.wan), again until each is in
+// state, and fails when one is not within `within` of the call.
+func (f *federation) waitStates(region, token string, ids []string, state task.State, within time.Duration) {
+	f.t.Helper()
+	deadline := time.Now().Add(within)
+	left := slices.Clone(ids)
+	last := map[string]string{}
+	for {
+		var mu sync.Mutex
+		var still []string
+		sem := make(chan struct{}, 8)
+		var wg sync.WaitGroup
+		for _, id := range left {
+			wg.Add(1)
+			sem <- struct{}{}
+			go func() {
+				defer func() { <-sem; wg.Done() }()
+				code, body := f.call(region, token, http.MethodGet, "/v1/tasks/"+id, nil)
+				var tk task.Task
+				if code == http.StatusOK && json.Unmarshal(body, &tk) == nil && tk.State == state {
+					return
+				}
+				mu.Lock()
+				still = append(still, id)
+				last[id] = fmt.Sprintf("%d %s (reason %s, error %q)", code, tk.State, tk.Reason, tk.LastError)
+				mu.Unlock()
+			}()
+		}
+		wg.Wait()
+		if len(still) == 0 {
+			return
+		}
+		if time.Now().After(deadline) {
+			slices.Sort(still)
+			f.t.Fatalf("%d of %d tasks via %s not %s within %v; %s last seen %s", len(still), len(ids), region, state, within,
+				still[0], last[still[0]])
+		}
+		left = still
+		time.Sleep(50 * time.Millisecond)
+	}
 }
 
 // task reads a task straight from the region's Redis.

@@ -64,6 +64,9 @@ func TestMain(m *testing.M) {
 			os.Exit(1)
 		}
 	}
+	if f := flag.Lookup("test.run"); f != nil && f.Value.String() == "" {
+		prepareSDKs() // the whole suite: its SDK tests will need them
+	}
 	code := m.Run()
 	os.RemoveAll(dir)
 	os.Exit(code)

@@ -105,6 +105,7 @@ func runPyTests(t *testing.T, py string, env []string, modules ...string) {
 // rotation, shutdown against an in-process fake) and its tests against a
 // real ax dev (auth off, no demo workers) all passing.
 func TestPythonSDK(t *testing.T) {
+	t.Parallel()
 	py := pythonSDK(t)
 	cmd := exec.Command(py, "-c", "import axsched, os; d = os.path.dirname(axsched.__file__); "+
 		"print(d); print(os.path.exists(os.path.join(d, 'py.typed')))")

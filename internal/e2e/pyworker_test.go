@@ -33,6 +33,7 @@ const (
 // its environment and gets 403 from the API beyond its protocol; SIGTERM
 // ends it cleanly.
 func TestPythonWorkerFederation(t *testing.T) {
+	t.Parallel()
 	py := pythonSDK(t)
 	secret := map[string]string{}
 	var tokens strings.Builder

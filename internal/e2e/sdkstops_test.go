@@ -136,6 +136,7 @@ func TestSDKWorkersKilledAndStopped(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts a two-region federation and SDK workers")
 	}
+	t.Parallel()
 	py := pythonSDK(t)
 	tsDir := typescriptSDK(t)
 	secret := map[string]string{"py-workers": "pw-" + randomHex(16), "ts-workers": "tw-" + randomHex(16)}
@@ -162,8 +163,14 @@ func TestSDKWorkersKilledAndStopped(t *testing.T) {
 		{sdk: "typescript", pool: "ts", bin: "node", args: []string{filepath.Join(tsDir, "dist", "test", "e2e-gated-worker.js")},
 			env: []string{"PATH=" + os.Getenv("PATH"), urls, "AX_TOKEN=" + secret["ts-workers"], "AX_POOL=ts"}},
 	}
+	// The two SDKs' workers serve pools of their own: their cases run side
+	// by side.
 	for _, s := range sdks {
 		t.Run(s.sdk, func(t *testing.T) {
+			t.Parallel()
+			if s.sdk == "typescript" {
+				typescriptDist(t)
+			}
 			s.f, s.procs = f.on(t), map[string]*proc{}
 			dir := t.TempDir()
 			s.runs, s.gates = filepath.Join(dir, "runs.jsonl"), filepath.Join(dir, "gates")
@@ -171,10 +178,10 @@ func TestSDKWorkersKilledAndStopped(t *testing.T) {
 				t.Fatal(err)
 			}
 			s.env = append(s.env, "AX_E2E_RUNS="+s.runs, "AX_E2E_GATES="+s.gates)
-			sdkStops(t, f, s)
-			sdkKill(t, f, s)
-			sdkReportClaim(t, f, s)
-			sdkPacks(t, f, s)
+			sdkStops(t, s.f, s)
+			sdkKill(t, s.f, s)
+			sdkReportClaim(t, s.f, s)
+			sdkPacks(t, s.f, s)
 		})
 	}
 }

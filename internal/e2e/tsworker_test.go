@@ -24,6 +24,12 @@ var tsSDK struct {
 	err  string
 }
 
+// tsDist guards clients/typescript's dist/: TestTypeScriptSDK's npm test
+// rebuilds it (write lock) while no test starts a program from it (read
+// lock, typescriptDist), so the tests that run those programs can run in
+// parallel with TestTypeScriptSDK's other steps and with each other.
+var tsDist sync.RWMutex
+
 // typescriptSDK returns clients/typescript's directory after npm ci and
 // npm run build. node and npm must be installed (make deps); the test fails
 // without them.
@@ -38,30 +44,63 @@ func typescriptSDK(t *testing.T) string {
 	if err != nil {
 		t.Fatal(err)
 	}
-	tsSDK.once.Do(func() {
-		for _, args := range [][]string{{"ci", "--no-audit", "--no-fund"}, {"run", "build"}} {
-			cmd := exec.Command("npm", args...)
-			cmd.Dir, cmd.Env = dir, baseEnv()
-			if out, err := cmd.CombinedOutput(); err != nil {
-				tsSDK.err = "npm " + strings.Join(args, " ") + ": " + err.Error() + "\n" + tail(string(out), 4000)
-				return
-			}
-		}
-	})
+	tsSDK.once.Do(func() { tsSDK.err = buildTypeScriptSDK(dir) })
 	if tsSDK.err != "" {
 		t.Fatal(tsSDK.err)
 	}
 	return dir
 }
 
+// typescriptDist is typescriptSDK for a test that starts programs of its
+// dist/: it holds tsDist's read lock until t ends.
+func typescriptDist(t *testing.T) string {
+	t.Helper()
+	dir := typescriptSDK(t)
+	tsDist.RLock()
+	t.Cleanup(tsDist.RUnlock)
+	return dir
+}
+
+// buildTypeScriptSDK runs npm ci and npm run build in dir; "" when both
+// succeeded, else what failed.
+func buildTypeScriptSDK(dir string) string {
+	for _, args := range [][]string{{"ci", "--no-audit", "--no-fund"}, {"run", "build"}} {
+		cmd := exec.Command("npm", args...)
+		cmd.Dir, cmd.Env = dir, baseEnv()
+		if out, err := cmd.CombinedOutput(); err != nil {
+			return "npm " + strings.Join(args, " ") + ": " + err.Error() + "\n" + tail(string(out), 4000)
+		}
+	}
+	return ""
+}
+
+// prepareSDKs installs the Python SDK and builds the TypeScript one in
+// the background (what pythonSDK and typescriptSDK would do at their first
+// call), when their tools are there: a whole run of the suite then has
+// them ready by the time its SDK tests, which run last (t.Parallel), ask.
+func prepareSDKs() {
+	if _, err := exec.LookPath("python3"); err == nil {
+		go pyVenv.once.Do(func() { pyVenv.python, pyVenv.err = installPythonSDK() })
+	}
+	_, errNode := exec.LookPath("node")
+	_, errNpm := exec.LookPath("npm")
+	dir, err := filepath.Abs(filepath.Join("..", "..", "clients", "typescript"))
+	if errNode == nil && errNpm == nil && err == nil {
+		go tsSDK.once.Do(func() { tsSDK.err = buildTypeScriptSDK(dir) })
+	}
+}
+
 // TestTypeScriptSDK runs clients/typescript's own tests (npm test): the types
 // checked against httpapi/openapi.json, unit tests against an in-process fake
 // server, and the client and worker against a real `ax dev` of this build.
 func TestTypeScriptSDK(t *testing.T) {
+	t.Parallel()
 	dir := typescriptSDK(t)
 	cmd := exec.Command("npm", "test")
 	cmd.Dir, cmd.Env = dir, append(baseEnv(), "AX_BIN="+axBin)
+	tsDist.Lock() // npm test rebuilds dist/
 	out, err := cmd.CombinedOutput()
+	tsDist.Unlock()
 	if err != nil {
 		t.Fatalf("npm test in clients/typescript: %v\n%s", err, tail(string(out), 12000))
 	}
@@ -82,7 +121,8 @@ func TestTypeScriptSDK(t *testing.T) {
 // visible through GET; team-b's never reach it; SIGKILL of the server it
 // talks to mid-task loses nothing and runs nothing twice; SIGTERM drains it.
 func TestTypeScriptWorker(t *testing.T) {
-	dir := typescriptSDK(t)
+	t.Parallel()
+	dir := typescriptDist(t)
 	wtok := "wt-" + randomHex(16)
 	// Both regions declare the pool (a worker token names pools of its
 	// region's file); only us-east-1's has a worker.

@@ -252,7 +252,5 @@ func flappingRegistrationNever422(t *testing.T, fed *federation) {
 		t.Fatal("no submit accepted during the flap")
 	}
 	endFlap()
-	for _, id := range ids {
-		fed.waitState("us-east-1", tokSubmitterA, id, task.Success, 60*time.Second)
-	}
+	fed.waitStates("us-east-1", tokSubmitterA, ids, task.Success, 90*time.Second)
 }
