@@ -28,7 +28,9 @@ const (
 	// MaxPricePerSlotHour bounds Spec.MaxPricePerSlotHour (USD).
 	MaxPricePerSlotHour = 1e6
 	// MaxMaxWait bounds Spec.MaxWait.
-	MaxMaxWait  = 30 * 24 * time.Hour
+	MaxMaxWait = 30 * 24 * time.Hour
+	// MaxMaxPause bounds Spec.MaxPause and a region's retry.max_pause.
+	MaxMaxPause = 30 * 24 * time.Hour
 	MaxErrorLen = 2048
 	// DefaultMaxResultBytes is a region's result limit unless its
 	// results.max_bytes says otherwise; MaxResultBytes bounds that key. A
@@ -50,6 +52,9 @@ type Defaults struct {
 	RetryCap       time.Duration
 	IdempotencyTTL time.Duration
 	MaxPayload     int
+	// MaxPause is the pause budget of a task whose spec names none
+	// (Spec.MaxPause).
+	MaxPause time.Duration
 }
 
 // DefaultDefaults are docs/architecture.md §3's defaults.
@@ -61,6 +66,7 @@ func DefaultDefaults() Defaults {
 		RetryCap:       30 * time.Second,
 		IdempotencyTTL: 24 * time.Hour,
 		MaxPayload:     1 << 20,
+		MaxPause:       time.Hour,
 	}
 }
 
@@ -123,6 +129,11 @@ type Spec struct {
 	// before it starts: placement takes the cheapest pool whose expected
 	// wait stays within it (or the pool's target, whichever is smaller).
 	MaxWait Duration `json:"max_wait,omitempty"`
+	// MaxPause, when > 0, is the task's pause budget: the most its
+	// handler's retry-after answers may make it wait in all. An answer
+	// that would take its paused time past it fails the attempt instead
+	// (ReasonMaxPauseExceeded). 0: the region's retry.max_pause.
+	MaxPause Duration `json:"max_pause,omitempty"`
 	// Slots is the share of a worker slot the task holds while it runs
 	// (0.001..1 in steps of 0.001; left out: 1), so small tasks pack onto
 	// one slot (docs/tasks.md "Fractional slots").
@@ -189,7 +200,7 @@ func badTimeField(data []byte) *FieldError {
 	if json.Unmarshal(data, &m) != nil {
 		return nil
 	}
-	for _, f := range append([]string{"delay", "timeout", "retry_base", "retry_cap", "idempotency_ttl", "max_wait", "result_ttl"}, groupingDurations...) {
+	for _, f := range append([]string{"delay", "timeout", "retry_base", "retry_cap", "idempotency_ttl", "max_wait", "max_pause", "result_ttl"}, groupingDurations...) {
 		if raw, ok := m[f]; ok {
 			var d Duration
 			if err := json.Unmarshal(raw, &d); err != nil {
@@ -445,7 +456,7 @@ func (s *Spec) normalizeTenant() error {
 	return nil
 }
 
-// checkCaps checks the price cap, the wait target, the result TTL, the
+// checkCaps checks the price cap, the wait target, the pause budget, the result TTL, the
 // limit key, the trace id and the parents' results.
 func (s *Spec) checkCaps() error {
 	if p := s.MaxPricePerSlotHour; p < 0 || math.IsNaN(p) || math.IsInf(p, 0) || p > MaxPricePerSlotHour {
@@ -453,6 +464,9 @@ func (s *Spec) checkCaps() error {
 	}
 	if s.MaxWait < 0 || time.Duration(s.MaxWait) > MaxMaxWait {
 		return fieldErr("max_wait", "must be a duration from 0 (no target) to %v", MaxMaxWait)
+	}
+	if s.MaxPause < 0 || time.Duration(s.MaxPause) > MaxMaxPause {
+		return fieldErr("max_pause", "must be a duration from 0 (the region's retry.max_pause) to %v", MaxMaxPause)
 	}
 	if s.ResultTTL < 0 || time.Duration(s.ResultTTL) > MaxResultTTL || (s.ResultTTL > 0 && time.Duration(s.ResultTTL) < time.Second) {
 		return fieldErr("result_ttl", "must be a duration from 1s to %v (0: the region's retention)", MaxResultTTL)

@@ -81,6 +81,12 @@ const (
 	// region's results.max_bytes; the attempt fails for good (the result
 	// is never cut).
 	ReasonResultTooLarge = "RESULT_TOO_LARGE"
+	// ReasonMaxPauseExceeded: the handler asked to be called again later
+	// (ReasonRetryAfter), but the pause would have taken the task's paused
+	// time past its pause budget (Spec.MaxPause): the attempt fails
+	// instead, retried by the task's policy; FAILED with this reason when
+	// it was the last.
+	ReasonMaxPauseExceeded = "MAX_PAUSE_EXCEEDED"
 )
 
 // Transition table (docs/architecture.md §3) as data. Every script moves a task only along
@@ -105,10 +111,10 @@ var transitions = map[State]map[State][]string{
 	Running: {
 		Running:  {ReasonPriority, ReasonPreemptRequested},
 		Success:  {ReasonCompleted},
-		Pending:  {ReasonHandlerError, ReasonDeadline, ReasonPreempted, ReasonWorkerShutdown, ReasonTenantRefused},
+		Pending:  {ReasonHandlerError, ReasonDeadline, ReasonPreempted, ReasonWorkerShutdown, ReasonTenantRefused, ReasonMaxPauseExceeded},
 		Ready:    {ReasonPreempted, ReasonWorkerShutdown, ReasonRetryAfter, ReasonTenantRefused},
 		Timeout:  {ReasonHeartbeatLost, ReasonDeadline},
-		Failed:   {ReasonRetriesExhausted, ReasonNonRetryable, ReasonResultTooLarge},
+		Failed:   {ReasonRetriesExhausted, ReasonNonRetryable, ReasonResultTooLarge, ReasonMaxPauseExceeded},
 		Canceled: {ReasonCanceledByUser},
 	},
 	Timeout: {

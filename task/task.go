@@ -28,6 +28,11 @@ type Task struct {
 	MaxPricePerSlotHour float64 `json:"max_price_per_slot_hour,omitempty"`
 	// MaxWait is the spec's own wait target (0: none).
 	MaxWait Duration `json:"max_wait,omitempty"`
+	// MaxPause is the spec's pause budget (0: the region's retry.max_pause).
+	MaxPause Duration `json:"max_pause,omitempty"`
+	// Paused is how long its handler's retry-after answers have made it
+	// wait in all, counted against its pause budget.
+	Paused Duration `json:"paused,omitempty"`
 	// Slots is the spec's share of a worker slot (0: a whole slot).
 	Slots Slots `json:"slots,omitempty"`
 	// ResultTTL is the spec's result_ttl (0: the region's retention).
@@ -124,7 +129,7 @@ func (t *Task) Spec() *Spec {
 		Timeout: t.Timeout, MaxRetries: &mr, RetryBase: t.RetryBase, RetryCap: t.RetryCap,
 		Preemptible: t.Preemptible, Critical: t.Critical, Tenant: t.Tenant, TraceID: t.TraceID,
 		LimitKey: t.LimitKey, MaxPricePerSlotHour: t.MaxPricePerSlotHour, MaxWait: t.MaxWait,
-		ResultTTL: t.ResultTTL, Parents: t.Parents, Batch: t.Batch, Slots: t.Slots,
+		MaxPause: t.MaxPause, ResultTTL: t.ResultTTL, Parents: t.Parents, Batch: t.Batch, Slots: t.Slots,
 		ScheduleEnd: t.ScheduleEnd,
 	}
 	// The key was settled at home; the receiver of a hand-off shows it and

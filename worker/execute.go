@@ -173,7 +173,9 @@ func (w *Worker) giveBackAs(j *job, reason string, delay time.Duration) {
 }
 
 // retryAfter is store.RetryAfter: the task's key is paused for every
-// worker and the task waits READY, no retry spent.
+// worker and the task waits READY, no retry spent — unless the pause is
+// past the task's pause budget: then the store failed the attempt
+// (PENDING or FAILED, task.ReasonMaxPauseExceeded).
 func (w *Worker) retryAfter(j *job, d time.Duration, err error) {
 	var st task.State
 	ok := w.record(j, "retry after", func(ctx context.Context) (err error) {
@@ -183,10 +185,18 @@ func (w *Worker) retryAfter(j *job, d time.Duration, err error) {
 	if !ok {
 		return
 	}
-	w.log.Info("task paused its key", "task", j.id, "trace", j.task.TraceID, "after", d, "err", err, "state", st)
-	if st == task.Canceled {
+	switch st {
+	case task.Canceled:
 		w.stats.canceled.Add(1)
-	} else {
+	case task.Pending, task.Failed:
+		w.log.Warn("task attempt failed: its retry after is past its pause budget", "task", j.id, "trace", j.task.TraceID,
+			"after", d, "err", err, "state", st, "reason", task.ReasonMaxPauseExceeded)
+		w.stats.failed.Add(1)
+		if m := w.opts.Metrics; m != nil {
+			m.failed(w.opts.Pool, st, task.ReasonMaxPauseExceeded)
+		}
+	default:
+		w.log.Info("task paused its key", "task", j.id, "trace", j.task.TraceID, "after", d, "err", err, "state", st)
 		w.stats.returned.Add(1)
 	}
 	w.finish(j, st)

@@ -37,6 +37,7 @@ type specFlags struct {
 	limitKey       string
 	maxPrice       float64
 	maxWait        time.Duration
+	maxPause       time.Duration
 	resultTTL      time.Duration
 	slots          float64
 	group          groupflags.Flags
@@ -45,7 +46,7 @@ type specFlags struct {
 // specFlagNames are the flags above, to tell whether any was given.
 var specFlagNames = append([]string{"type", "payload", "payload-file", "priority", "tag", "region", "delay", "run-at", "timeout",
 	"max-retries", "retry-base", "retry-cap", "idempotency-key", "idempotency-ttl", "preemptible",
-	"critical", "tenant", "trace-id", "limit-key", "max-price", "max-wait", "result-ttl", "slots"}, groupflags.Names...)
+	"critical", "tenant", "trace-id", "limit-key", "max-price", "max-wait", "max-pause", "result-ttl", "slots"}, groupflags.Names...)
 
 func (f *specFlags) register(fs *pflag.FlagSet) {
 	fs.StringVar(&f.typ, "type", "", "task type (handler name), e.g. report.generate")
@@ -68,6 +69,7 @@ func (f *specFlags) register(fs *pflag.FlagSet) {
 	fs.StringVar(&f.traceID, "trace-id", "", "W3C trace id to propagate (32 hex digits; default: generated)")
 	fs.Float64Var(&f.maxPrice, "max-price", 0, "max_price_per_slot_hour: never placed on a pool dearer than this (USD per slot-hour; 0: no cap)")
 	fs.DurationVar(&f.maxWait, "max-wait", 0, "max_wait: the task's target for its wait before it starts; the cheapest pool expected to start it within that wins (0: the pools')")
+	fs.DurationVar(&f.maxPause, "max-pause", 0, "max_pause: the most the handler's retry-after answers may make the task wait in all; past it an answer fails the attempt (0: the region's retry.max_pause)")
 	fs.StringVar(&f.limitKey, "limit-key", "", "the shared resource whose limits apply (the region's limits: config, at most 64 bytes)")
 	fs.DurationVar(&f.resultTTL, "result-ttl", 0, "result_ttl: how long the task and its result are kept after it succeeds (1s to 720h; default: the region's retention)")
 	fs.Float64Var(&f.slots, "slots", 0, "the share of a worker slot the task holds while it runs, 0.001 to 1 (0.25: four such tasks share one slot; default: a whole slot)")
@@ -106,6 +108,7 @@ func (f *specFlags) spec(env *cliEnv) (*task.Spec, error) {
 		LimitKey:            f.limitKey,
 		MaxPricePerSlotHour: f.maxPrice,
 		MaxWait:             task.Duration(f.maxWait),
+		MaxPause:            task.Duration(f.maxPause),
 		ResultTTL:           task.Duration(f.resultTTL),
 	}
 	if f.group.Apply(s); s.Type == "" {
@@ -129,7 +132,7 @@ func (f *specFlags) spec(env *cliEnv) (*task.Spec, error) {
 	for _, d := range []struct {
 		name string
 		v    time.Duration
-	}{{"delay", f.delay}, {"timeout", f.timeout}, {"retry-base", f.retryBase}, {"retry-cap", f.retryCap}, {"idempotency-ttl", f.idempotencyTTL}, {"result-ttl", f.resultTTL}} {
+	}{{"delay", f.delay}, {"timeout", f.timeout}, {"retry-base", f.retryBase}, {"retry-cap", f.retryCap}, {"idempotency-ttl", f.idempotencyTTL}, {"max-pause", f.maxPause}, {"result-ttl", f.resultTTL}} {
 		if d.v < 0 {
 			return nil, cliUsage("--%s %s: must not be negative", d.name, d.v)
 		}

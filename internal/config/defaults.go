@@ -54,7 +54,7 @@ func Default() *Region {
 			WaitTimeout: queue.WaitTimeoutDefault,
 		},
 		Thresholds: Thresholds(axregion.DefaultThresholds()),
-		Retry:      Retry{MaxRetries: td.MaxRetries, Base: td.RetryBase, Cap: td.RetryCap},
+		Retry:      Retry{MaxRetries: td.MaxRetries, Base: td.RetryBase, Cap: td.RetryCap, MaxPause: td.MaxPause},
 		Lease:      Lease{Duration: queue.LeaseDefault, Heartbeat: worker.DefaultHeartbeat},
 		Task:       Task{DefaultTimeout: td.Timeout, MaxPayload: DefaultMaxPayload, ColdHorizon: 5 * time.Minute},
 		AgingStep:  queue.AgingStepDefault,

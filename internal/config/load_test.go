@@ -75,7 +75,7 @@ func TestDefaultsApplied(t *testing.T) {
 		"redis.addr":                {d.Redis.Addr, "127.0.0.1:6379"},
 		"redis.wait_timeout":        {d.Redis.WaitTimeout, 100 * time.Millisecond},
 		"thresholds":                {d.Thresholds, Thresholds{Alert: 0.6, Spill: 0.8, Pause: 0.95, Resume: 0.4}},
-		"retry":                     {d.Retry, Retry{MaxRetries: 4, Base: 300 * time.Millisecond, Cap: 30 * time.Second}},
+		"retry":                     {d.Retry, Retry{MaxRetries: 4, Base: 300 * time.Millisecond, Cap: 30 * time.Second, MaxPause: time.Hour}},
 		"lease":                     {d.Lease, Lease{Duration: 10 * time.Second, Heartbeat: 3 * time.Second}},
 		"task":                      {d.Task, Task{DefaultTimeout: 30 * time.Minute, MaxPayload: 65536, ColdHorizon: 5 * time.Minute}},
 		"aging_step":                {d.AgingStep, time.Minute},

@@ -321,10 +321,13 @@ type Thresholds struct {
 }
 
 // Retry is the default retry policy: min(Cap, Base·2^n) + jitter.
+// MaxPause is the pause budget of a task whose spec names none
+// (task.Spec.MaxPause): a retry after past it fails the attempt.
 type Retry struct {
 	MaxRetries int           `mapstructure:"max_retries" yaml:"max_retries"`
 	Base       time.Duration `mapstructure:"base" yaml:"base"`
 	Cap        time.Duration `mapstructure:"cap" yaml:"cap"`
+	MaxPause   time.Duration `mapstructure:"max_pause" yaml:"max_pause"`
 }
 
 // Lease is how long a claim lives without a heartbeat and how often workers

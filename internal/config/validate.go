@@ -479,15 +479,21 @@ func validateThresholds(p *problems, path string, t Thresholds) {
 	}
 }
 
-func (r *Region) validateTimings(p *problems) {
-	if r.Retry.MaxRetries < 0 {
-		p.add("retry.max_retries", "must be ≥ 0, got %d", r.Retry.MaxRetries)
+func validateRetry(p *problems, r Retry) {
+	if r.MaxRetries < 0 {
+		p.add("retry.max_retries", "must be ≥ 0, got %d", r.MaxRetries)
 	}
-	positive(p, "retry.base", r.Retry.Base)
-	if r.Retry.Cap < r.Retry.Base {
-		p.add("retry.cap", "must be ≥ retry.base (%s), got %s", r.Retry.Base, r.Retry.Cap)
+	positive(p, "retry.base", r.Base)
+	if r.Cap < r.Base {
+		p.add("retry.cap", "must be ≥ retry.base (%s), got %s", r.Base, r.Cap)
 	}
+	if r.MaxPause <= 0 || r.MaxPause > task.MaxMaxPause {
+		p.add("retry.max_pause", "must be > 0 and ≤ %s, got %s", task.MaxMaxPause, r.MaxPause)
+	}
+}
 
+func (r *Region) validateTimings(p *problems) {
+	validateRetry(p, r.Retry)
 	positive(p, "lease.duration", r.Lease.Duration)
 	positive(p, "lease.heartbeat", r.Lease.Heartbeat)
 	if r.Lease.Heartbeat > 0 && r.Lease.Heartbeat >= r.Lease.Duration/2 {

@@ -127,6 +127,7 @@ func TestValidateEachRule(t *testing.T) {
 			"thresholds: must satisfy 0 < resume < alert < spill < pause ≤ 1, got resume 0, alert 0.6, spill 0.8, pause 0.95"},
 		{"retries", func(r *Region) { r.Retry.MaxRetries = -1 }, "retry.max_retries: must be ≥ 0, got -1"},
 		{"retry cap", func(r *Region) { r.Retry.Cap = time.Millisecond }, "retry.cap: must be ≥ retry.base (300ms), got 1ms"},
+		{"no pause budget", func(r *Region) { r.Retry.MaxPause = 0 }, "retry.max_pause: must be > 0 and ≤ 720h0m0s, got 0s"},
 		{"heartbeat", func(r *Region) { r.Lease.Heartbeat = 5 * time.Second },
 			"lease.heartbeat: must be < lease.duration/2 (5s), so one late heartbeat does not lose the lease; got 5s"},
 		{"task timeout", func(r *Region) { r.Task.DefaultTimeout = 0 }, "task.default_timeout: must be > 0, got 0s"},

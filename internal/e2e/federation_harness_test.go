@@ -102,6 +102,8 @@ type fedOpts struct {
 	redisPassword string
 	// lease, heartbeat and ttl (etcd session) default to 3s, 1s and 2s.
 	lease, heartbeat, ttl time.Duration
+	// maxPause is every region's retry.max_pause; default: ax's default.
+	maxPause time.Duration
 	// worker is YAML inside each region's `worker:` block, unindented.
 	worker string
 	// regionWorker is YAML added to one region's `worker:` block (after
@@ -303,6 +305,10 @@ func (f *federation) config(r *fedRegion) string {
 		httpServer += fmt.Sprintf("\ntls: {cert: %q, key: %q, client_ca: %q, ca: %q}\n", c.Cert, c.Key, c.CA, c.CA)
 	}
 	extra := "http_server:\n" + indent(httpServer, "  ") + "\n" + o.extra
+	retry := "{base: 100ms, cap: 1s, max_retries: 2}"
+	if o.maxPause > 0 {
+		retry = fmt.Sprintf("{base: 100ms, cap: 1s, max_retries: 2, max_pause: %s}", o.maxPause)
+	}
 	pools := o.pools[r.name]
 	if pools == "" {
 		pools = "- {name: cpu, tags: {class: cpu}, slots: 50, price_per_slot_hour: 0.04}"
@@ -318,7 +324,7 @@ etcd:
 redis: %s
 pools:
 %slease: {duration: %s, heartbeat: %s}
-retry: {base: 100ms, cap: 1s, max_retries: 2}
+retry: %s
 auth:
   enabled: true
   tokens:
@@ -329,7 +335,7 @@ auth:
 %s
 %s
 `, r.name, providerOf(r.name), strings.Join(f.order, ", "), f.regionalEndpoint(r), f.globalEndpoint(r), o.ttl, redisAddr,
-		indent(pools, "  ")+"\n", o.lease, o.heartbeat, tokens.String(), indent(o.worker, "  "),
+		indent(pools, "  ")+"\n", o.lease, o.heartbeat, retry, tokens.String(), indent(o.worker, "  "),
 		indent(o.regionWorker[r.name], "  "), extra)
 }
 

@@ -38,6 +38,7 @@ func defaultsOf(cfg *config.Region) task.Defaults {
 	return task.Defaults{
 		Timeout: cfg.Task.DefaultTimeout, MaxRetries: cfg.Retry.MaxRetries, RetryBase: cfg.Retry.Base,
 		RetryCap: cfg.Retry.Cap, IdempotencyTTL: 24 * time.Hour, MaxPayload: int(cfg.Task.MaxPayload),
+		MaxPause: cfg.Retry.MaxPause,
 	}
 }
 

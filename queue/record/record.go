@@ -29,6 +29,8 @@ import (
 //	lk limit key  lc the limit keys whose concurrency a RUNNING task holds
 //	   (",k:a,n:b,")  pk the limit key a READY task is parked under (limits.go)
 //	xt result_ttl (ms)  rx when a SUCCESS record is due for removal (ms)
+//	xp max pause, the spec's pause budget (ms)  pd paused in all by its
+//	   handler's retry-after answers (ms; return.lua)
 //	pg progress "<attempt>\t<percent>\t<updated ms>\t<message>"
 //	uk unique key  dk debounce key  pa a DAG node's parents' results (JSON
 //	   object, node id → base64)
@@ -144,6 +146,9 @@ func SpecFields(s *task.Spec, d task.Defaults) []any {
 	}
 	if s.MaxWait > 0 {
 		f = append(f, "mw", Ms(time.Duration(s.MaxWait)))
+	}
+	if s.MaxPause > 0 {
+		f = append(f, "xp", Ms(time.Duration(s.MaxPause)))
 	}
 	if m := s.SlotMilli(); m != task.MilliSlots {
 		f = append(f, "sl", strconv.Itoa(m))
@@ -273,6 +278,8 @@ func (r *TaskReader) setSpec(k, v string) bool {
 		t.MaxPricePerSlotHour, _ = strconv.ParseFloat(v, 64)
 	case "mw":
 		t.MaxWait = msDur(v)
+	case "xp":
+		t.MaxPause = msDur(v)
 	case "sl":
 		if m := Atoi(v); m > 0 && m < task.MilliSlots {
 			t.Slots = task.Slots(m) / task.MilliSlots
@@ -322,6 +329,8 @@ func (r *TaskReader) setState(k, v string) {
 		t.HandOffTarget = v
 	case "br":
 		t.BudgetHold = v
+	case "pd":
+		t.Paused = msDur(v)
 	case "er":
 		t.LastError = v
 	case "rv":

@@ -485,8 +485,10 @@ local function retry_or_dead(id, now, at, mr, rb, rc, from, reason, by, err, ret
     trail(id, now, from, 'P', reason, by, fmt(at), err)
     return 'P', due
   end
-  -- a final failure keeps a reason that says why it is final
-  local r = retryable and 'RETRIES_EXHAUSTED' or (reason == 'RESULT_TOO_LARGE' and reason or 'NON_RETRYABLE')
+  -- a final failure keeps a reason that says why it is final: its own when
+  -- the reason names a limit the task met, else how its retries ended
+  local r = (reason == 'RESULT_TOO_LARGE' or reason == 'MAX_PAUSE_EXCEEDED') and reason or
+    (retryable and 'RETRIES_EXHAUSTED' or 'NON_RETRYABLE')
   redis.call('HSET', tkey(id), 'st', 'F', 'rs', r, 'fa', fmt(now))
   redis.call('ZADD', C.K_DEAD, fmt(now), id)
   backlog_end(id)

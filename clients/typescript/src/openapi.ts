@@ -1158,6 +1158,10 @@ export interface components {
             max_retries: number;
             /** @description a Go duration ("1m30s") */
             max_wait?: string;
+            /** @description a Go duration: the spec's max_pause (absent: the region's retry.max_pause) */
+            max_pause?: string;
+            /** @description a Go duration: how long its handler's retry-after answers have made it wait in all, counted against its pause budget (absent: none) */
+            paused?: string;
             /**
              * Format: double
              * @description the share of a worker slot the task holds while it runs; absent: 1 (docs/tasks.md, Fractional slots)
@@ -1284,6 +1288,8 @@ export interface components {
             max_price_per_slot_hour?: number;
             /** @description Go duration: the task's own target for its expected wait before it starts (the smaller of it and the pool's applies) */
             max_wait?: string;
+            /** @description Go duration, 0 to 720h: the task's pause budget, the most its handler's retry-after answers may make it wait in all; an answer that would go past it fails the attempt instead (reason MAX_PAUSE_EXCEEDED, retried by the task's policy, FAILED with that reason after the last). Absent or 0: the region's retry.max_pause (default 1h) */
+            max_pause?: string;
             /** @description the share of a worker slot the task holds while it runs (0.001 to 1 in steps of 0.001; absent: 1): a worker with N slots runs tasks whose slots sum to at most N, so four tasks of 0.25 share one slot (docs/tasks.md, Fractional slots) */
             slots?: number;
             /** @description per tenant: while a task of this key waits (or runs, per unique_until), a submit of the same key creates nothing and answers with that task (200), or 409 naming unique_key when unique_conflict is reject. Decided in the key's home region. Not with idempotency_key or debounce_key */

@@ -1202,16 +1202,22 @@ type Task struct {
 	HandoffTarget *string    `json:"handoff_target,omitempty"`
 
 	// HeldBy the region whose store holds this record
-	HeldBy              string   `json:"held_by"`
-	Id                  string   `json:"id"`
-	IdempotencyKey      *string  `json:"idempotency_key,omitempty"`
-	LastError           *string  `json:"last_error,omitempty"`
-	LimitKey            *string  `json:"limit_key,omitempty"`
+	HeldBy         string  `json:"held_by"`
+	Id             string  `json:"id"`
+	IdempotencyKey *string `json:"idempotency_key,omitempty"`
+	LastError      *string `json:"last_error,omitempty"`
+	LimitKey       *string `json:"limit_key,omitempty"`
+
+	// MaxPause a Go duration: the spec's max_pause (absent: the region's retry.max_pause)
+	MaxPause            *string  `json:"max_pause,omitempty"`
 	MaxPricePerSlotHour *float64 `json:"max_price_per_slot_hour,omitempty"`
 	MaxRetries          int      `json:"max_retries"`
 
 	// MaxWait a Go duration ("1m30s")
 	MaxWait *string `json:"max_wait,omitempty"`
+
+	// Paused a Go duration: how long its handler's retry-after answers have made it wait in all, counted against its pause budget (absent: none)
+	Paused *string `json:"paused,omitempty"`
 
 	// Payload the submitter's JSON value, as submitted (any JSON type)
 	Payload          interface{} `json:"payload,omitempty"`
@@ -1332,6 +1338,9 @@ type TaskSpec struct {
 	IdempotencyKey *string `json:"idempotency_key,omitempty"`
 	IdempotencyTtl *string `json:"idempotency_ttl,omitempty"`
 	LimitKey       *string `json:"limit_key,omitempty"`
+
+	// MaxPause Go duration, 0 to 720h: the task's pause budget, the most its handler's retry-after answers may make it wait in all; an answer that would go past it fails the attempt instead (reason MAX_PAUSE_EXCEEDED, retried by the task's policy, FAILED with that reason after the last). Absent or 0: the region's retry.max_pause (default 1h)
+	MaxPause *string `json:"max_pause,omitempty"`
 
 	// MaxPricePerSlotHour never placed on a pool whose effective price per slot-hour is above it (docs/cost.md)
 	MaxPricePerSlotHour *float32 `json:"max_price_per_slot_hour,omitempty"`

@@ -83,6 +83,13 @@ func Task(w *tabwriter.Writer, t *task.Task, loc *time.Location) {
 	if t.PreemptCount > 0 {
 		row("Preempted", fmt.Sprintf("%d times", t.PreemptCount))
 	}
+	if t.Paused > 0 || t.MaxPause > 0 {
+		budget := "the region's max_pause"
+		if t.MaxPause > 0 {
+			budget = "max_pause " + time.Duration(t.MaxPause).String()
+		}
+		row("Paused", fmt.Sprintf("%s by retry after, of %s", time.Duration(t.Paused), budget))
+	}
 	row("Tags", Tags(t.Tags))
 	row("Regions", strings.Join(t.Regions, ","))
 	var flags []string
