@@ -23,6 +23,14 @@ type BatchCreate struct {
 	// BatchOutcome.
 	OnComplete json.RawMessage `json:"on_complete,omitempty"`
 	OnSuccess  json.RawMessage `json:"on_success,omitempty"`
+	// IdempotencyKey (at most 256 characters) makes a retry create
+	// nothing: the same key of the same tenant with the same request
+	// answers 200 with the batch the first created (Duplicate), with
+	// another request 409 naming idempotency_key, and while the first is
+	// still creating it 503 with a Retry-After. Kept as long as a task's
+	// idempotency key, in one region of the federation (any server
+	// answers for it).
+	IdempotencyKey string `json:"idempotency_key,omitempty"`
 }
 
 // BatchCounts are a batch's members by how they stand.
@@ -71,6 +79,9 @@ type BatchStatus struct {
 	// Rejected are the members the create refused (not part of the
 	// batch), by their index in tasks (create only).
 	Rejected []BatchRejected `json:"rejected,omitempty"`
+	// Duplicate is true when the create's idempotency key answered with
+	// the batch an earlier create stored (create only: 200, nothing new).
+	Duplicate bool `json:"duplicate,omitempty"`
 }
 
 // MaxBatchIDs bounds the member ids a BatchStatus or BatchOutcome lists.

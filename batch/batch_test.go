@@ -86,8 +86,8 @@ func TestCallbackRunsOnceWhenEveryMemberEnded(t *testing.T) {
 	ctx := context.Background()
 	b, ft, st := newBatches(t)
 	members := []*task.Spec{{Type: "a"}, {Type: "b"}, {Type: "c"}}
-	status, rejected, err := b.Create(ctx, "nightly", "default", members,
-		&task.Spec{Type: "done", Payload: json.RawMessage(`{"x":1}`)}, &task.Spec{Type: "all-ok"}, submitter(st))
+	status, rejected, err := b.Create(ctx, &Request{Name: "nightly", Tenant: "default", Members: members,
+		OnComplete: &task.Spec{Type: "done", Payload: json.RawMessage(`{"x":1}`)}, OnSuccess: &task.Spec{Type: "all-ok"}}, submitter(st))
 	if err != nil || len(rejected) > 0 {
 		t.Fatalf("create: %v %v", err, rejected)
 	}
@@ -146,7 +146,7 @@ func TestCallbackRunsOnceWhenEveryMemberEnded(t *testing.T) {
 func TestRecoverStoresADueCallback(t *testing.T) {
 	ctx := context.Background()
 	b, ft, st := newBatches(t)
-	status, _, err := b.Create(ctx, "", "default", []*task.Spec{{Type: "a"}}, &task.Spec{Type: "done"}, nil, submitter(st))
+	status, _, err := b.Create(ctx, &Request{Tenant: "default", Members: []*task.Spec{{Type: "a"}}, OnComplete: &task.Spec{Type: "done"}}, submitter(st))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -190,7 +190,7 @@ func TestCreateRefusesBadInputAndStoresNothing(t *testing.T) {
 		{"bad on_complete", []*task.Spec{{Type: "a"}}, &task.Spec{Type: ""}, "on_complete.type"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			_, _, err := b.Create(ctx, "", "default", c.members, c.cb, nil, submitter(st))
+			_, _, err := b.Create(ctx, &Request{Tenant: "default", Members: c.members, OnComplete: c.cb}, submitter(st))
 			fe, ok := err.(*task.FieldError)
 			if !ok || fe.Field != c.field {
 				t.Fatalf("err %v, want field %s", err, c.field)

@@ -49,7 +49,7 @@ func BenchmarkMemberLifecycle(b *testing.B) {
 			specs[i] = &task.Spec{Type: "noop"}
 		}
 		if member {
-			if _, _, err := bs.Create(ctx, "", "default", specs, &task.Spec{Type: "done"}, nil, submit); err != nil {
+			if _, _, err := bs.Create(ctx, &Request{Tenant: "default", Members: specs, OnComplete: &task.Spec{Type: "done"}}, submit); err != nil {
 				b.Fatal(err)
 			}
 		} else if _, _, err := submit(ctx, specs); err != nil {

@@ -19,6 +19,10 @@ type Request struct {
 	Members    []*task.Spec
 	OnComplete *task.Spec
 	OnSuccess  *task.Spec
+	// IdempotencyKey ("": none) makes a repeat of the request create
+	// nothing: the key's first create answers every later one
+	// (Batches.Create).
+	IdempotencyKey string
 }
 
 // MaxNameLen bounds a batch's name.
@@ -40,6 +44,9 @@ func (b *Batches) Validate(req *Request) error {
 	}
 	if len(req.Name) > MaxNameLen {
 		return &task.FieldError{Field: "name", Msg: fmt.Sprintf("longer than %d characters", MaxNameLen)}
+	}
+	if len(req.IdempotencyKey) > task.MaxIdemKeyLen {
+		return &task.FieldError{Field: "idempotency_key", Msg: fmt.Sprintf("longer than %d characters", task.MaxIdemKeyLen)}
 	}
 	for i, sp := range req.Members {
 		if err := b.check(sp); err != nil {
@@ -100,10 +107,16 @@ func under(err error, prefix string) error {
 // outage) before any member was accepted is the error too, after it the
 // members accepted so far are the batch.
 //
+// With an idempotency key, the key of req's tenant in this region decides
+// (keep every key of a tenant in one region: the API sends a create to its
+// key's home): a key a create stored its batch under answers that batch
+// (Duplicate, created nothing) while the request is the same, and a 409
+// naming idempotency_key when it is not; a key whose create is still under
+// way answers 503 with a Retry-After; a create that stored nothing frees
+// its key. A key is kept as long as a task's (Defaults.IdempotencyTTL).
+//
 // rejected are the refused members' errors by their index in tasks.
-func (b *Batches) Create(ctx context.Context, name, tenant string, members []*task.Spec, onComplete, onSuccess *task.Spec,
-	submit SubmitFunc) (st *apiv1.BatchStatus, rejected map[int]error, err error) {
-	req := &Request{Name: name, Tenant: tenant, Members: members, OnComplete: onComplete, OnSuccess: onSuccess}
+func (b *Batches) Create(ctx context.Context, req *Request, submit SubmitFunc) (st *apiv1.BatchStatus, rejected map[int]error, err error) {
 	if err := b.Validate(req); err != nil {
 		return nil, nil, err
 	}
@@ -114,10 +127,15 @@ func (b *Batches) Create(ctx context.Context, name, tenant string, members []*ta
 		}
 	}
 	id := b.store.NewID(0, b.cfg.Now())
+	k, held, err := b.claim(ctx, req, id)
+	if err != nil || held != nil {
+		return held, nil, err
+	}
 	if err := b.store.Create(ctx, id, req.Tenant, req.Name, cbs); err != nil {
+		k.release(ctx)
 		return nil, nil, err
 	}
-	rejected, first, accepted, err := b.submitMembers(ctx, id, req.Members, submit)
+	rejected, first, accepted, err := b.submitMembers(ctx, id, req.Members, submit, k.touch)
 	if err == nil && accepted == 0 {
 		err = under(rejected[first], fmt.Sprintf("tasks[%d]", first))
 	}
@@ -126,8 +144,10 @@ func (b *Batches) Create(ctx context.Context, name, tenant string, members []*ta
 		if derr := b.store.Delete(context.WithoutCancel(ctx), id); derr != nil {
 			b.log.Warn("batch refused, its record left to expire", "batch", id, "err", derr)
 		}
+		k.release(ctx)
 		return nil, nil, err
 	}
+	k.settle(ctx)
 	if err != nil {
 		b.log.Warn("batch created with part of its tasks: a submit call failed", "batch", id, "accepted", accepted, "err", err)
 	}
@@ -146,7 +166,8 @@ func (b *Batches) Create(ctx context.Context, name, tenant string, members []*ta
 // submitMembers submits members in parts, recording each part's accepted
 // ids before the next; first is the index of the first refused. It stops
 // at a call's error (returned; the members left are refused with it).
-func (b *Batches) submitMembers(ctx context.Context, id string, members []*task.Spec, submit SubmitFunc) (rejected map[int]error, first, accepted int, err error) {
+func (b *Batches) submitMembers(ctx context.Context, id string, members []*task.Spec, submit SubmitFunc,
+	touch func(context.Context)) (rejected map[int]error, first, accepted int, err error) {
 	rejected, first = map[int]error{}, -1
 	refuse := func(i int, err error) {
 		rejected[i] = err
@@ -155,6 +176,9 @@ func (b *Batches) submitMembers(ctx context.Context, id string, members []*task.
 		}
 	}
 	for start := 0; start < len(members); start += apiv1.MaxBatch {
+		if start > 0 {
+			touch(ctx)
+		}
 		part := members[start:min(start+apiv1.MaxBatch, len(members))]
 		for _, sp := range part {
 			sp.Batch = id

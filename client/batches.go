@@ -16,7 +16,11 @@ import (
 // CreateBatch submits req's tasks as one batch (up to
 // apiv1.MaxBatchMembers; the server submits them in parts) and answers
 // the batch: its id, counts, and the members it refused (Rejected, by
-// index; they are not part of it).
+// index; they are not part of it). With req.IdempotencyKey a repeat of the
+// request creates nothing and answers the first create's batch
+// (Duplicate); the key with another request is a 409 *Error naming
+// idempotency_key, and a repeat while the first is still creating a 503
+// with a Retry-After.
 func CreateBatch(ctx context.Context, c *Client, req apiv1.BatchCreate) (*apiv1.BatchStatus, error) {
 	var out apiv1.BatchStatus
 	if _, err := c.do(ctx, http.MethodPost, "/v1/batches", nil, req, &out); err != nil {

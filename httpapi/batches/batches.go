@@ -5,8 +5,10 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"slices"
 
 	"github.com/ax-sched/ax/apiv1"
+	"github.com/ax-sched/ax/batch"
 	"github.com/ax-sched/ax/federation/submit"
 	"github.com/ax-sched/ax/httpapi/endpoint"
 	"github.com/ax-sched/ax/task"
@@ -18,8 +20,11 @@ import (
 type Batches interface {
 	// Create validates and creates a batch in this region, submitting its
 	// members through submit; rejected are the refused members by index.
-	Create(ctx context.Context, name, tenant string, members []*task.Spec, onComplete, onSuccess *task.Spec,
-		submit func(ctx context.Context, specs []*task.Spec) ([]string, []error, error)) (*apiv1.BatchStatus, map[int]error, error)
+	// A request whose idempotency key answered with an earlier create's
+	// batch is that batch, Duplicate.
+	Create(ctx context.Context, req *batch.Request, submit batch.SubmitFunc) (*apiv1.BatchStatus, map[int]error, error)
+	// Validate checks a request as Create does before it stores anything.
+	Validate(req *batch.Request) error
 	// Status reads a batch wherever its home is, of tenant ("": any).
 	Status(ctx context.Context, id, tenant string) (*apiv1.BatchStatus, error)
 	// List reads this region's batches of tenant ("": any), newest first.
@@ -41,6 +46,8 @@ type Submitter interface {
 type Federation interface {
 	// Region is this server's region.
 	Region() string
+	// KeyHome is the region that keeps tenant's idempotency key.
+	KeyHome(tenant, key string) string
 	// FanOutRegions are the regions a listing asks (only: that one).
 	FanOutRegions(only string, hops int) ([]string, error)
 	// Proxy asks a server of regionName and decodes its answer into out.
@@ -128,8 +135,38 @@ func (h *Handlers) create(w http.ResponseWriter, r *http.Request, p endpoint.Pri
 		}
 		cbs[k] = sp
 	}
-	quota := h.cfg.Quotas.Of(p)
-	send := func(ctx context.Context, specs []*task.Spec) ([]string, []error, error) {
+	breq := &batch.Request{Name: req.Name, Tenant: endpoint.TenantOr(req.Tenant), Members: members,
+		OnComplete: cbs[0], OnSuccess: cbs[1], IdempotencyKey: req.IdempotencyKey}
+	if home := h.keyHome(breq, p); home != "" {
+		if err := bs.Validate(breq); err != nil {
+			return err
+		}
+		return h.forward(w, r, p, home, &req, breq.Tenant)
+	}
+	st, rejected, err := bs.Create(r.Context(), breq, h.send(h.cfg.Quotas.Of(p)))
+	if err != nil {
+		return err
+	}
+	if st.Duplicate {
+		endpoint.WriteJSON(w, http.StatusOK, st)
+		return nil
+	}
+	for i := range len(req.Tasks) {
+		if rerr, ok := rejected[i]; ok {
+			e := endpoint.ErrorOf(rerr)
+			e.ScopeTo(p.Tenant)
+			b := e.Body()
+			b.Field = fieldUnder(b.Field, fmt.Sprintf("tasks[%d]", i))
+			st.Rejected = append(st.Rejected, apiv1.BatchRejected{Index: i, Status: e.Status(), Error: &b})
+		}
+	}
+	endpoint.WriteJSON(w, http.StatusCreated, st)
+	return nil
+}
+
+// send submits a part of a batch's members within quota.
+func (h *Handlers) send(quota submit.Quota) batch.SubmitFunc {
+	return func(ctx context.Context, specs []*task.Spec) ([]string, []error, error) {
 		outs, err := h.cfg.Submitter.SubmitWithin(ctx, quota, specs, false)
 		if err != nil {
 			return nil, nil, err
@@ -143,20 +180,52 @@ func (h *Handlers) create(w http.ResponseWriter, r *http.Request, p endpoint.Pri
 		}
 		return ids, errs, nil
 	}
-	st, rejected, err := bs.Create(r.Context(), req.Name, endpoint.TenantOr(req.Tenant), members, cbs[0], cbs[1], send)
-	if err != nil {
-		return err
+}
+
+// keyHome is the region a create with an idempotency key goes to when it
+// is not this one ("": create here). Another server's request was routed
+// by it already.
+func (h *Handlers) keyHome(req *batch.Request, p endpoint.Principal) string {
+	if req.IdempotencyKey == "" || p.Cluster || h.cfg.Fed == nil {
+		return ""
 	}
-	for i := range len(req.Tasks) {
-		if rerr, ok := rejected[i]; ok {
-			e := endpoint.ErrorOf(rerr)
-			e.ScopeTo(p.Tenant)
-			b := e.Body()
-			b.Field = fieldUnder(b.Field, fmt.Sprintf("tasks[%d]", i))
-			st.Rejected = append(st.Rejected, apiv1.BatchRejected{Index: i, Status: e.Status(), Error: &b})
+	if home := h.cfg.Fed.KeyHome(req.Tenant, req.IdempotencyKey); home != h.cfg.Fed.Region() {
+		return home
+	}
+	return ""
+}
+
+// forward sends a create, validated here, to the home region of
+// its idempotency key, which keeps the key and the batch; it answers as
+// that region did. The caller's quota is taken here first, part by part
+// as a create here would take it (the home does not count another
+// server's request).
+func (h *Handlers) forward(w http.ResponseWriter, r *http.Request, p endpoint.Principal, home string, req *apiv1.BatchCreate, tenant string) error {
+	for start := 0; start < len(req.Tasks); start += apiv1.MaxBatch {
+		if err := h.cfg.Quotas.Take(r.Context(), p, min(apiv1.MaxBatch, len(req.Tasks)-start), "tasks"); err != nil {
+			return err
 		}
 	}
-	endpoint.WriteJSON(w, http.StatusCreated, st)
+	req.Tenant = tenant
+	var st apiv1.BatchStatus
+	if err := h.cfg.Fed.Proxy(r.Context(), home, http.MethodPost, "/v1/batches", req, &st); err != nil {
+		return err
+	}
+	for _, rj := range st.Rejected {
+		// The home answered another server: scope its explanations to
+		// the caller, as an answer made here is.
+		if e := rj.Error; e != nil && e.Explanation != nil && p.Tenant != "" {
+			ex := *e.Explanation
+			ex.Candidates = slices.Clone(ex.Candidates)
+			endpoint.ScopeExplanation(&ex)
+			e.Explanation = &ex
+		}
+	}
+	status := http.StatusCreated
+	if st.Duplicate {
+		status = http.StatusOK
+	}
+	endpoint.WriteJSON(w, status, &st)
 	return nil
 }
 

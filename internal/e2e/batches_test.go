@@ -4,7 +4,10 @@ import (
 	"context"
 	"encoding/json"
 	"net/http"
+	"os"
+	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -120,6 +123,153 @@ func TestBatchesWithCallbacksAcrossRegions(t *testing.T) {
 		}
 	})
 
+	t.Run("idempotency", func(t *testing.T) {
+		fed := fed.on(t)
+		key := "nightly-" + strconv.FormatInt(time.Now().UnixNano(), 36)
+		// A member for each region: whichever is the key's home (where the
+		// batch lives), one member is handed off to the other.
+		body := func(ms int) []byte {
+			b, _ := json.Marshal(map[string]any{"name": "idem", "idempotency_key": key,
+				"tasks": []any{sleep(away, ms), sleep(home, ms)}, "on_complete": map[string]any{"type": "noop"}})
+			return b
+		}
+		before := batchRecords(t, fed)
+		create := func(api, token string, b []byte) (int, apiv1.BatchStatus, apiv1.Error, http.Header) {
+			code, resp, hdr := fed.callAPIHeader(api, token, http.MethodPost, "/v1/batches", b)
+			var st apiv1.BatchStatus
+			var e struct{ Error apiv1.Error }
+			_ = json.Unmarshal(resp, &st)
+			_ = json.Unmarshal(resp, &e)
+			return code, st, e.Error, hdr
+		}
+		code, first, _, _ := create(fed.server(home).api, tokSubmitterA, body(300))
+		if code != http.StatusCreated || first.Duplicate || first.Counts.Total != 2 || first.Tenant != "team-a" {
+			t.Fatalf("create: %d %+v", code, first)
+		}
+		// The same request again through every server of both regions: the
+		// first batch, nothing created.
+		for _, name := range fed.order {
+			for _, s := range fed.region(name).servers {
+				code, st, e, _ := create(s.api, tokSubmitterA, body(300))
+				if code != http.StatusOK || !st.Duplicate || st.ID != first.ID || st.Counts.Total != 2 {
+					t.Fatalf("repeat via %s: %d %+v %+v, want 200 with %s", name, code, st, e, first.ID)
+				}
+			}
+		}
+		// The CLI's repeat prints the same id.
+		lines := filepath.Join(t.TempDir(), "tasks.jsonl")
+		var jl []byte
+		for _, m := range []map[string]any{sleep(away, 300), sleep(home, 300)} {
+			b, _ := json.Marshal(m)
+			jl = append(append(jl, b...), '\n')
+		}
+		if err := os.WriteFile(lines, jl, 0o600); err != nil {
+			t.Fatal(err)
+		}
+		var cliIDs []string
+		for _, region := range []string{away, home} {
+			out, errOut, exit := runAx(t, fed.server(region).api, "--token", fed.token(tokSubmitterA), "batch", "submit", "-f", lines,
+				"--name", "idem-cli", "--idempotency-key", key+"-cli", "--on-complete", `{"type":"noop"}`)
+			if exit != 0 {
+				t.Fatalf("ax batch submit via %s: exit %d\n%s\n%s", region, exit, out, errOut)
+			}
+			cliIDs = append(cliIDs, strings.TrimSpace(out))
+		}
+		if cliIDs[0] == "" || cliIDs[0] != cliIDs[1] {
+			t.Fatalf("ax batch submit twice with one key: %q", cliIDs)
+		}
+		// The key with another request: 409 naming it, from either region.
+		for _, region := range []string{away, home} {
+			code, _, e, _ := create(fed.server(region).api, tokSubmitterA, body(301))
+			if code != http.StatusConflict || e.Code != apiv1.CodeConflict || e.Field != "idempotency_key" || e.Message == "" {
+				t.Fatalf("another request under the key via %s: %d %+v", region, code, e)
+			}
+		}
+		// Another tenant's key of the same name is its own.
+		code, other, _, _ := create(fed.server(away).api, tokSubmitterB, body(300))
+		if code != http.StatusCreated || other.Duplicate || other.ID == first.ID || other.Tenant != "team-b" {
+			t.Fatalf("team-b's create under the name: %d %+v", code, other)
+		}
+		if got := batchRecords(t, fed) - before; got != 3 {
+			t.Fatalf("%d batches stored, want 3 (team-a's, the CLI's, team-b's)", got)
+		}
+		if ids, err := batchMembers(fed, first.ID); err != nil || len(ids) != 2 {
+			t.Fatalf("members of %s: %v %v, want 2 (the repeats stored none)", first.ID, ids, err)
+		} else {
+			// The member for the region that is not the batch's home was
+			// handed off there.
+			for _, id := range ids {
+				tk, err := fed.region(first.Region).store.Get(context.Background(), id)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if want := slices.Contains(tk.Regions, first.Region); want == (tk.State == task.HandedOff) {
+					t.Fatalf("member %s of home %s: state %s, regions %v", id, first.Region, tk.State, tk.Regions)
+				}
+			}
+		}
+		done := waitBatch(t, fed.server(away).api, first.ID)
+		if done.Counts != (apiv1.BatchCounts{Total: 2, Succeeded: 2}) {
+			t.Fatalf("batch %+v", done)
+		}
+		callbackRanOnce(t, fed.server(home).api, done.OnCompleteID)
+
+		// Twins at once through servers of both regions: one creates, the
+		// others answer its batch or, while it is still creating, 503 with a
+		// Retry-After; never a second batch.
+		key = key + "-twins"
+		var many []any
+		for range 1500 {
+			many = append(many, map[string]any{"type": "noop", "delay": "1h", "regions": []string{away}})
+		}
+		twin, _ := json.Marshal(map[string]any{"idempotency_key": key, "tasks": many})
+		before = batchRecords(t, fed)
+		type answer struct {
+			code  int
+			id    string
+			retry string
+		}
+		answers := make(chan answer, 4)
+		var apis []string
+		for _, name := range fed.order {
+			for _, s := range fed.region(name).servers {
+				apis = append(apis, s.api)
+			}
+		}
+		for _, api := range apis {
+			go func() {
+				code, st, _, hdr := create(api, tokSubmitterA, twin)
+				answers <- answer{code, st.ID, hdr.Get("Retry-After")}
+			}()
+		}
+		created, ids := 0, map[string]bool{}
+		for range apis {
+			a := <-answers
+			t.Logf("twin: %d %s retry-after %q", a.code, a.id, a.retry)
+			switch {
+			case a.code == http.StatusCreated:
+				created++
+				ids[a.id] = true
+			case a.code == http.StatusOK:
+				ids[a.id] = true
+			case a.code == http.StatusServiceUnavailable && a.retry != "":
+			default:
+				t.Fatalf("a twin answered %+v", a)
+			}
+		}
+		if created != 1 || len(ids) != 1 || batchRecords(t, fed)-before != 1 {
+			t.Fatalf("twins: %d created, batches %v, %d stored", created, ids, batchRecords(t, fed)-before)
+		}
+		for id := range ids {
+			if m, err := batchMembers(fed, id); err != nil || len(m) != 1500 {
+				t.Fatalf("twins' batch %s: %d members, %v", id, len(m), err)
+			}
+			if code, resp := fed.call(away, tokOperatorA, http.MethodPost, "/v1/batches/"+id+"/cancel", nil); code != http.StatusOK {
+				t.Fatalf("cancel: %d %s", code, resp)
+			}
+		}
+	})
+
 	t.Run("bad input: 4xx naming the field, nothing stored", func(t *testing.T) {
 		fed := fed.on(t)
 		before := batchKeys(t, fed)
@@ -222,6 +372,19 @@ func batchKeys(t *testing.T, fed *federation) int {
 	n := 0
 	for _, name := range fed.order {
 		ks, err := fed.region(name).rdb.Keys(context.Background(), "ax:{batch:*").Result()
+		if err != nil {
+			t.Fatal(err)
+		}
+		n += len(ks)
+	}
+	return n
+}
+
+// batchRecords counts the batches stored in every region's Redis.
+func batchRecords(t *testing.T, fed *federation) int {
+	n := 0
+	for _, name := range fed.order {
+		ks, err := fed.region(name).rdb.Keys(context.Background(), "ax:{batch:*}:b").Result()
 		if err != nil {
 			t.Fatal(err)
 		}

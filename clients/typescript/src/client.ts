@@ -211,7 +211,9 @@ export class Client {
    * (succeeded), with the batch's counts and failed ids in its payload.
    */
   createBatch(batch: BatchCreate, o: RequestOptions = {}): Promise<Answer<"createBatch">> {
-    return this.#call("POST", "/v1/batches", { body: batch, signal: o.signal });
+    // With an idempotency key a repeat creates nothing (it answers the
+    // first create's batch, duplicate: true): a cut-off request is resent.
+    return this.#call("POST", "/v1/batches", { body: batch, signal: o.signal, idempotent: !!batch.idempotency_key });
   }
 
   /** GET /v1/batches/{id}: counts by state, failed and canceled ids, the callbacks. */

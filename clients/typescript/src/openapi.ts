@@ -664,7 +664,7 @@ export interface paths {
         put?: never;
         /**
          * Submit tasks as one batch, with callbacks that run once every member has ended
-         * @description Up to 10 000 task specs (the server submits them through the submit path in parts of 1 000, each part within the tenant's submit quota); a member takes no idempotency, unique or debounce key. on_complete runs once when every member is SUCCESS, FAILED or CANCELED, on_success once when every member SUCCEEDED; each callback's task receives as its payload {batch_id, name, callback (on_complete or on_success), counts (BatchCounts), failed and canceled (member ids, at most 1 000 each), omitted, payload (the callback spec's own)}. Members may run in any region; the batch lives in the region of the server that accepts it (its home). A member the submit path refuses is listed in rejected and is not part of the batch; when every member is refused the answer is the first refusal. 400 naming tasks (0 or over 10 000 tasks), tasks[i].<field> or on_complete.<field> / on_success.<field>; nothing is stored.
+         * @description Up to 10 000 task specs (the server submits them through the submit path in parts of 1 000, each part within the tenant's submit quota); a member takes no idempotency, unique or debounce key. on_complete runs once when every member is SUCCESS, FAILED or CANCELED, on_success once when every member SUCCEEDED; each callback's task receives as its payload {batch_id, name, callback (on_complete or on_success), counts (BatchCounts), failed and canceled (member ids, at most 1 000 each), omitted, payload (the callback spec's own)}. Members may run in any region; the batch lives in the region of the server that accepts it (its home), or with an idempotency_key in the key's home region (any server sends it there). idempotency_key (per tenant, kept as long as a task's idempotency key): the same key with the same request answers 200 with the batch the first created (duplicate: true; no second batch, no second set of members), with another request 409 naming idempotency_key, and while the first request is still creating the batch 503 with a Retry-After (nothing created). A member the submit path refuses is listed in rejected and is not part of the batch; when every member is refused the answer is the first refusal. 400 naming tasks (0 or over 10 000 tasks), tasks[i].<field> or on_complete.<field> / on_success.<field>; nothing is stored.
          */
         post: operations["createBatch"];
         delete?: never;
@@ -1575,6 +1575,8 @@ export interface components {
             on_complete?: components["schemas"]["TaskSpec"];
             /** @description runs once when every member SUCCEEDED */
             on_success?: components["schemas"]["TaskSpec"];
+            /** @description makes a retry create nothing: see POST /v1/batches */
+            idempotency_key?: string;
         };
         BatchStatus: {
             id: string;
@@ -1605,6 +1607,8 @@ export interface components {
             canceled?: string[];
             /** @description members the create refused (create only) */
             rejected?: components["schemas"]["BatchRejected"][];
+            /** @description create only: the idempotency key answered with the batch an earlier create stored (HTTP 200) */
+            duplicate?: boolean;
         };
         BatchRejected: {
             index: number;
@@ -3096,6 +3100,15 @@ export interface operations {
             };
         };
         responses: {
+            /** @description the batch an earlier create with the same idempotency_key and the same request created (duplicate: true); nothing new was created */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["BatchStatus"];
+                };
+            };
             /** @description OK */
             201: {
                 headers: {
@@ -3108,6 +3121,7 @@ export interface operations {
             400: components["responses"]["Error"];
             401: components["responses"]["Error"];
             403: components["responses"]["Error"];
+            409: components["responses"]["Error"];
             413: components["responses"]["Error"];
             422: components["responses"]["Error"];
             429: components["responses"]["Error"];

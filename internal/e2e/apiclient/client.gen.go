@@ -461,7 +461,9 @@ type BatchCounts struct {
 
 // BatchCreate defines model for BatchCreate.
 type BatchCreate struct {
-	Name *string `json:"name,omitempty"`
+	// IdempotencyKey makes a retry create nothing: see POST /v1/batches
+	IdempotencyKey *string `json:"idempotency_key,omitempty"`
+	Name           *string `json:"name,omitempty"`
 
 	// OnComplete runs once when every member has ended
 	OnComplete *TaskSpec `json:"on_complete,omitempty"`
@@ -512,6 +514,9 @@ type BatchStatus struct {
 	CompletedAt *time.Time  `json:"completed_at,omitempty"`
 	Counts      BatchCounts `json:"counts"`
 	CreatedAt   time.Time   `json:"created_at"`
+
+	// Duplicate create only: the idempotency key answered with the batch an earlier create stored (HTTP 200)
+	Duplicate *bool `json:"duplicate,omitempty"`
 
 	// Failed ids of FAILED members (GET; at most 1 000)
 	Failed *[]string `json:"failed,omitempty"`
@@ -2152,7 +2157,7 @@ type ClientInterface interface {
 
 	// CreateBatchWithBody Submit tasks as one batch, with callbacks that run once every member has ended
 	//
-	// Up to 10 000 task specs (the server submits them through the submit path in parts of 1 000, each part within the tenant's submit quota); a member takes no idempotency, unique or debounce key. on_complete runs once when every member is SUCCESS, FAILED or CANCELED, on_success once when every member SUCCEEDED; each callback's task receives as its payload {batch_id, name, callback (on_complete or on_success), counts (BatchCounts), failed and canceled (member ids, at most 1 000 each), omitted, payload (the callback spec's own)}. Members may run in any region; the batch lives in the region of the server that accepts it (its home). A member the submit path refuses is listed in rejected and is not part of the batch; when every member is refused the answer is the first refusal. 400 naming tasks (0 or over 10 000 tasks), tasks[i].<field> or on_complete.<field> / on_success.<field>; nothing is stored.
+	// Up to 10 000 task specs (the server submits them through the submit path in parts of 1 000, each part within the tenant's submit quota); a member takes no idempotency, unique or debounce key. on_complete runs once when every member is SUCCESS, FAILED or CANCELED, on_success once when every member SUCCEEDED; each callback's task receives as its payload {batch_id, name, callback (on_complete or on_success), counts (BatchCounts), failed and canceled (member ids, at most 1 000 each), omitted, payload (the callback spec's own)}. Members may run in any region; the batch lives in the region of the server that accepts it (its home), or with an idempotency_key in the key's home region (any server sends it there). idempotency_key (per tenant, kept as long as a task's idempotency key): the same key with the same request answers 200 with the batch the first created (duplicate: true; no second batch, no second set of members), with another request 409 naming idempotency_key, and while the first request is still creating the batch 503 with a Retry-After (nothing created). A member the submit path refuses is listed in rejected and is not part of the batch; when every member is refused the answer is the first refusal. 400 naming tasks (0 or over 10 000 tasks), tasks[i].<field> or on_complete.<field> / on_success.<field>; nothing is stored.
 	//
 	// Takes any type of body and a specified content type.
 	//
@@ -2161,7 +2166,7 @@ type ClientInterface interface {
 
 	// CreateBatch Submit tasks as one batch, with callbacks that run once every member has ended
 	//
-	// Up to 10 000 task specs (the server submits them through the submit path in parts of 1 000, each part within the tenant's submit quota); a member takes no idempotency, unique or debounce key. on_complete runs once when every member is SUCCESS, FAILED or CANCELED, on_success once when every member SUCCEEDED; each callback's task receives as its payload {batch_id, name, callback (on_complete or on_success), counts (BatchCounts), failed and canceled (member ids, at most 1 000 each), omitted, payload (the callback spec's own)}. Members may run in any region; the batch lives in the region of the server that accepts it (its home). A member the submit path refuses is listed in rejected and is not part of the batch; when every member is refused the answer is the first refusal. 400 naming tasks (0 or over 10 000 tasks), tasks[i].<field> or on_complete.<field> / on_success.<field>; nothing is stored.
+	// Up to 10 000 task specs (the server submits them through the submit path in parts of 1 000, each part within the tenant's submit quota); a member takes no idempotency, unique or debounce key. on_complete runs once when every member is SUCCESS, FAILED or CANCELED, on_success once when every member SUCCEEDED; each callback's task receives as its payload {batch_id, name, callback (on_complete or on_success), counts (BatchCounts), failed and canceled (member ids, at most 1 000 each), omitted, payload (the callback spec's own)}. Members may run in any region; the batch lives in the region of the server that accepts it (its home), or with an idempotency_key in the key's home region (any server sends it there). idempotency_key (per tenant, kept as long as a task's idempotency key): the same key with the same request answers 200 with the batch the first created (duplicate: true; no second batch, no second set of members), with another request 409 naming idempotency_key, and while the first request is still creating the batch 503 with a Retry-After (nothing created). A member the submit path refuses is listed in rejected and is not part of the batch; when every member is refused the answer is the first refusal. 400 naming tasks (0 or over 10 000 tasks), tasks[i].<field> or on_complete.<field> / on_success.<field>; nothing is stored.
 	//
 	// Takes a body of the `application/json` content type.
 	//
@@ -2565,7 +2570,7 @@ func (c *Client) ListBatches(ctx context.Context, params *ListBatchesParams, req
 
 // CreateBatchWithBody Submit tasks as one batch, with callbacks that run once every member has ended
 //
-// Up to 10 000 task specs (the server submits them through the submit path in parts of 1 000, each part within the tenant's submit quota); a member takes no idempotency, unique or debounce key. on_complete runs once when every member is SUCCESS, FAILED or CANCELED, on_success once when every member SUCCEEDED; each callback's task receives as its payload {batch_id, name, callback (on_complete or on_success), counts (BatchCounts), failed and canceled (member ids, at most 1 000 each), omitted, payload (the callback spec's own)}. Members may run in any region; the batch lives in the region of the server that accepts it (its home). A member the submit path refuses is listed in rejected and is not part of the batch; when every member is refused the answer is the first refusal. 400 naming tasks (0 or over 10 000 tasks), tasks[i].<field> or on_complete.<field> / on_success.<field>; nothing is stored.
+// Up to 10 000 task specs (the server submits them through the submit path in parts of 1 000, each part within the tenant's submit quota); a member takes no idempotency, unique or debounce key. on_complete runs once when every member is SUCCESS, FAILED or CANCELED, on_success once when every member SUCCEEDED; each callback's task receives as its payload {batch_id, name, callback (on_complete or on_success), counts (BatchCounts), failed and canceled (member ids, at most 1 000 each), omitted, payload (the callback spec's own)}. Members may run in any region; the batch lives in the region of the server that accepts it (its home), or with an idempotency_key in the key's home region (any server sends it there). idempotency_key (per tenant, kept as long as a task's idempotency key): the same key with the same request answers 200 with the batch the first created (duplicate: true; no second batch, no second set of members), with another request 409 naming idempotency_key, and while the first request is still creating the batch 503 with a Retry-After (nothing created). A member the submit path refuses is listed in rejected and is not part of the batch; when every member is refused the answer is the first refusal. 400 naming tasks (0 or over 10 000 tasks), tasks[i].<field> or on_complete.<field> / on_success.<field>; nothing is stored.
 //
 // Takes any type of body and a specified content type.
 //
@@ -2584,7 +2589,7 @@ func (c *Client) CreateBatchWithBody(ctx context.Context, contentType string, bo
 
 // CreateBatch Submit tasks as one batch, with callbacks that run once every member has ended
 //
-// Up to 10 000 task specs (the server submits them through the submit path in parts of 1 000, each part within the tenant's submit quota); a member takes no idempotency, unique or debounce key. on_complete runs once when every member is SUCCESS, FAILED or CANCELED, on_success once when every member SUCCEEDED; each callback's task receives as its payload {batch_id, name, callback (on_complete or on_success), counts (BatchCounts), failed and canceled (member ids, at most 1 000 each), omitted, payload (the callback spec's own)}. Members may run in any region; the batch lives in the region of the server that accepts it (its home). A member the submit path refuses is listed in rejected and is not part of the batch; when every member is refused the answer is the first refusal. 400 naming tasks (0 or over 10 000 tasks), tasks[i].<field> or on_complete.<field> / on_success.<field>; nothing is stored.
+// Up to 10 000 task specs (the server submits them through the submit path in parts of 1 000, each part within the tenant's submit quota); a member takes no idempotency, unique or debounce key. on_complete runs once when every member is SUCCESS, FAILED or CANCELED, on_success once when every member SUCCEEDED; each callback's task receives as its payload {batch_id, name, callback (on_complete or on_success), counts (BatchCounts), failed and canceled (member ids, at most 1 000 each), omitted, payload (the callback spec's own)}. Members may run in any region; the batch lives in the region of the server that accepts it (its home), or with an idempotency_key in the key's home region (any server sends it there). idempotency_key (per tenant, kept as long as a task's idempotency key): the same key with the same request answers 200 with the batch the first created (duplicate: true; no second batch, no second set of members), with another request 409 naming idempotency_key, and while the first request is still creating the batch 503 with a Retry-After (nothing created). A member the submit path refuses is listed in rejected and is not part of the batch; when every member is refused the answer is the first refusal. 400 naming tasks (0 or over 10 000 tasks), tasks[i].<field> or on_complete.<field> / on_success.<field>; nothing is stored.
 //
 // Takes a body of the `application/json` content type.
 //
@@ -5985,7 +5990,7 @@ type ClientWithResponsesInterface interface {
 
 	// CreateBatchWithBodyWithResponse Submit tasks as one batch, with callbacks that run once every member has ended
 	//
-	// Up to 10 000 task specs (the server submits them through the submit path in parts of 1 000, each part within the tenant's submit quota); a member takes no idempotency, unique or debounce key. on_complete runs once when every member is SUCCESS, FAILED or CANCELED, on_success once when every member SUCCEEDED; each callback's task receives as its payload {batch_id, name, callback (on_complete or on_success), counts (BatchCounts), failed and canceled (member ids, at most 1 000 each), omitted, payload (the callback spec's own)}. Members may run in any region; the batch lives in the region of the server that accepts it (its home). A member the submit path refuses is listed in rejected and is not part of the batch; when every member is refused the answer is the first refusal. 400 naming tasks (0 or over 10 000 tasks), tasks[i].<field> or on_complete.<field> / on_success.<field>; nothing is stored.
+	// Up to 10 000 task specs (the server submits them through the submit path in parts of 1 000, each part within the tenant's submit quota); a member takes no idempotency, unique or debounce key. on_complete runs once when every member is SUCCESS, FAILED or CANCELED, on_success once when every member SUCCEEDED; each callback's task receives as its payload {batch_id, name, callback (on_complete or on_success), counts (BatchCounts), failed and canceled (member ids, at most 1 000 each), omitted, payload (the callback spec's own)}. Members may run in any region; the batch lives in the region of the server that accepts it (its home), or with an idempotency_key in the key's home region (any server sends it there). idempotency_key (per tenant, kept as long as a task's idempotency key): the same key with the same request answers 200 with the batch the first created (duplicate: true; no second batch, no second set of members), with another request 409 naming idempotency_key, and while the first request is still creating the batch 503 with a Retry-After (nothing created). A member the submit path refuses is listed in rejected and is not part of the batch; when every member is refused the answer is the first refusal. 400 naming tasks (0 or over 10 000 tasks), tasks[i].<field> or on_complete.<field> / on_success.<field>; nothing is stored.
 	//
 	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 	//
@@ -5994,7 +5999,7 @@ type ClientWithResponsesInterface interface {
 
 	// CreateBatchWithResponse Submit tasks as one batch, with callbacks that run once every member has ended
 	//
-	// Up to 10 000 task specs (the server submits them through the submit path in parts of 1 000, each part within the tenant's submit quota); a member takes no idempotency, unique or debounce key. on_complete runs once when every member is SUCCESS, FAILED or CANCELED, on_success once when every member SUCCEEDED; each callback's task receives as its payload {batch_id, name, callback (on_complete or on_success), counts (BatchCounts), failed and canceled (member ids, at most 1 000 each), omitted, payload (the callback spec's own)}. Members may run in any region; the batch lives in the region of the server that accepts it (its home). A member the submit path refuses is listed in rejected and is not part of the batch; when every member is refused the answer is the first refusal. 400 naming tasks (0 or over 10 000 tasks), tasks[i].<field> or on_complete.<field> / on_success.<field>; nothing is stored.
+	// Up to 10 000 task specs (the server submits them through the submit path in parts of 1 000, each part within the tenant's submit quota); a member takes no idempotency, unique or debounce key. on_complete runs once when every member is SUCCESS, FAILED or CANCELED, on_success once when every member SUCCEEDED; each callback's task receives as its payload {batch_id, name, callback (on_complete or on_success), counts (BatchCounts), failed and canceled (member ids, at most 1 000 each), omitted, payload (the callback spec's own)}. Members may run in any region; the batch lives in the region of the server that accepts it (its home), or with an idempotency_key in the key's home region (any server sends it there). idempotency_key (per tenant, kept as long as a task's idempotency key): the same key with the same request answers 200 with the batch the first created (duplicate: true; no second batch, no second set of members), with another request 409 naming idempotency_key, and while the first request is still creating the batch 503 with a Retry-After (nothing created). A member the submit path refuses is listed in rejected and is not part of the batch; when every member is refused the answer is the first refusal. 400 naming tasks (0 or over 10 000 tasks), tasks[i].<field> or on_complete.<field> / on_success.<field>; nothing is stored.
 	//
 	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 	//
@@ -6516,6 +6521,8 @@ func (r ListBatchesResponse) ContentType() string {
 type CreateBatchResponse struct {
 	Body         []byte
 	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *BatchStatus
 	// JSON201 the response for an HTTP 201 `application/json` response
 	JSON201 *BatchStatus
 	// JSON400 the response for an HTTP 400 `application/json` response
@@ -6524,6 +6531,8 @@ type CreateBatchResponse struct {
 	JSON401 *Error
 	// JSON403 the response for an HTTP 403 `application/json` response
 	JSON403 *Error
+	// JSON409 the response for an HTTP 409 `application/json` response
+	JSON409 *Error
 	// JSON413 the response for an HTTP 413 `application/json` response
 	JSON413 *Error
 	// JSON422 the response for an HTTP 422 `application/json` response
@@ -6534,6 +6543,11 @@ type CreateBatchResponse struct {
 	JSON431 *Error
 	// JSON503 the response for an HTTP 503 `application/json` response
 	JSON503 *Error
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r CreateBatchResponse) GetJSON200() *BatchStatus {
+	return r.JSON200
 }
 
 // GetJSON201 returns the response for an HTTP 201 `application/json` response
@@ -6554,6 +6568,11 @@ func (r CreateBatchResponse) GetJSON401() *Error {
 // GetJSON403 returns the response for an HTTP 403 `application/json` response
 func (r CreateBatchResponse) GetJSON403() *Error {
 	return r.JSON403
+}
+
+// GetJSON409 returns the response for an HTTP 409 `application/json` response
+func (r CreateBatchResponse) GetJSON409() *Error {
+	return r.JSON409
 }
 
 // GetJSON413 returns the response for an HTTP 413 `application/json` response
@@ -9960,7 +9979,7 @@ func (c *ClientWithResponses) ListBatchesWithResponse(ctx context.Context, param
 
 // CreateBatchWithBodyWithResponse Submit tasks as one batch, with callbacks that run once every member has ended
 //
-// Up to 10 000 task specs (the server submits them through the submit path in parts of 1 000, each part within the tenant's submit quota); a member takes no idempotency, unique or debounce key. on_complete runs once when every member is SUCCESS, FAILED or CANCELED, on_success once when every member SUCCEEDED; each callback's task receives as its payload {batch_id, name, callback (on_complete or on_success), counts (BatchCounts), failed and canceled (member ids, at most 1 000 each), omitted, payload (the callback spec's own)}. Members may run in any region; the batch lives in the region of the server that accepts it (its home). A member the submit path refuses is listed in rejected and is not part of the batch; when every member is refused the answer is the first refusal. 400 naming tasks (0 or over 10 000 tasks), tasks[i].<field> or on_complete.<field> / on_success.<field>; nothing is stored.
+// Up to 10 000 task specs (the server submits them through the submit path in parts of 1 000, each part within the tenant's submit quota); a member takes no idempotency, unique or debounce key. on_complete runs once when every member is SUCCESS, FAILED or CANCELED, on_success once when every member SUCCEEDED; each callback's task receives as its payload {batch_id, name, callback (on_complete or on_success), counts (BatchCounts), failed and canceled (member ids, at most 1 000 each), omitted, payload (the callback spec's own)}. Members may run in any region; the batch lives in the region of the server that accepts it (its home), or with an idempotency_key in the key's home region (any server sends it there). idempotency_key (per tenant, kept as long as a task's idempotency key): the same key with the same request answers 200 with the batch the first created (duplicate: true; no second batch, no second set of members), with another request 409 naming idempotency_key, and while the first request is still creating the batch 503 with a Retry-After (nothing created). A member the submit path refuses is listed in rejected and is not part of the batch; when every member is refused the answer is the first refusal. 400 naming tasks (0 or over 10 000 tasks), tasks[i].<field> or on_complete.<field> / on_success.<field>; nothing is stored.
 //
 // Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 //
@@ -9975,7 +9994,7 @@ func (c *ClientWithResponses) CreateBatchWithBodyWithResponse(ctx context.Contex
 
 // CreateBatchWithResponse Submit tasks as one batch, with callbacks that run once every member has ended
 //
-// Up to 10 000 task specs (the server submits them through the submit path in parts of 1 000, each part within the tenant's submit quota); a member takes no idempotency, unique or debounce key. on_complete runs once when every member is SUCCESS, FAILED or CANCELED, on_success once when every member SUCCEEDED; each callback's task receives as its payload {batch_id, name, callback (on_complete or on_success), counts (BatchCounts), failed and canceled (member ids, at most 1 000 each), omitted, payload (the callback spec's own)}. Members may run in any region; the batch lives in the region of the server that accepts it (its home). A member the submit path refuses is listed in rejected and is not part of the batch; when every member is refused the answer is the first refusal. 400 naming tasks (0 or over 10 000 tasks), tasks[i].<field> or on_complete.<field> / on_success.<field>; nothing is stored.
+// Up to 10 000 task specs (the server submits them through the submit path in parts of 1 000, each part within the tenant's submit quota); a member takes no idempotency, unique or debounce key. on_complete runs once when every member is SUCCESS, FAILED or CANCELED, on_success once when every member SUCCEEDED; each callback's task receives as its payload {batch_id, name, callback (on_complete or on_success), counts (BatchCounts), failed and canceled (member ids, at most 1 000 each), omitted, payload (the callback spec's own)}. Members may run in any region; the batch lives in the region of the server that accepts it (its home), or with an idempotency_key in the key's home region (any server sends it there). idempotency_key (per tenant, kept as long as a task's idempotency key): the same key with the same request answers 200 with the batch the first created (duplicate: true; no second batch, no second set of members), with another request 409 naming idempotency_key, and while the first request is still creating the batch 503 with a Retry-After (nothing created). A member the submit path refuses is listed in rejected and is not part of the batch; when every member is refused the answer is the first refusal. 400 naming tasks (0 or over 10 000 tasks), tasks[i].<field> or on_complete.<field> / on_success.<field>; nothing is stored.
 //
 // Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 //
@@ -10816,6 +10835,13 @@ func ParseCreateBatchResponse(rsp *http.Response) (*CreateBatchResponse, error) 
 	}
 
 	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest BatchStatus
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 201:
 		var dest BatchStatus
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
@@ -10843,6 +10869,13 @@ func ParseCreateBatchResponse(rsp *http.Response) (*CreateBatchResponse, error) 
 			return nil, err
 		}
 		response.JSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 409:
+		var dest Error
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON409 = &dest
 
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 413:
 		var dest Error

@@ -243,17 +243,24 @@ class Client:
     # Batches.
 
     def create_batch(self, tasks: Sequence[Mapping[str, Any]], *, on_complete: Optional[Mapping[str, Any]] = None,
-                     on_success: Optional[Mapping[str, Any]] = None, name: Optional[str] = None) -> Dict[str, Any]:
+                     on_success: Optional[Mapping[str, Any]] = None, name: Optional[str] = None,
+                     idempotency_key: Optional[str] = None) -> Dict[str, Any]:
         """POST /v1/batches: up to 10 000 task specs as one batch; on_complete (on_success) runs once
-        every member has ended (succeeded), with the batch's counts and failed ids in its payload."""
+        every member has ended (succeeded), with the batch's counts and failed ids in its payload.
+
+        With idempotency_key a repeat creates nothing: it answers the batch the first created
+        ("duplicate": True), so a request cut off without an answer is sent again; the key with
+        another request is a 409 APIError naming idempotency_key."""
         body: Dict[str, Any] = {"tasks": [dict(t) for t in tasks]}
+        if idempotency_key:
+            body["idempotency_key"] = idempotency_key
         if on_complete is not None:
             body["on_complete"] = dict(on_complete)
         if on_success is not None:
             body["on_success"] = dict(on_success)
         if name:
             body["name"] = name
-        return self._call("createBatch", body, idempotent=False)
+        return self._call("createBatch", body, idempotent=bool(idempotency_key))
 
     def get_batch(self, batch_id: str) -> Dict[str, Any]:
         """GET /v1/batches/{id}: counts by state, failed and canceled ids, the callbacks' task ids."""

@@ -35,17 +35,23 @@ type Run func(body func(ctx context.Context, env Env, args []string) error) func
 
 // Commands are submit, get, ls and cancel.
 func Commands(run Run) []*cobra.Command {
-	var file, name, onComplete, onSuccess string
+	var file, name, onComplete, onSuccess, idemKey string
 	submit := &cobra.Command{
-		Use:   "submit -f tasks.jsonl [--on-complete SPEC] [--on-success SPEC] [--name N]",
+		Use:   "submit -f tasks.jsonl [--on-complete SPEC] [--on-success SPEC] [--name N] [--idempotency-key K]",
 		Short: "Submit tasks as one batch whose callback runs once they have all ended",
 		Long: `Submit the tasks of a JSON-lines file (one spec per line, - for stdin; 1 to
 10 000) as one batch. --on-complete is a task spec (JSON, or @file) that runs
 once every member has ended (SUCCESS, FAILED or CANCELED); --on-success one
 that runs once every member SUCCEEDED. The callback's task receives the
 batch's counts and the ids of its failed and canceled members in its
-payload, its own payload under "payload". Prints the batch id.`,
+payload, its own payload under "payload". Prints the batch id.
+
+With --idempotency-key, running the command again creates nothing: it prints
+the id of the batch the first run created (the key with other tasks or
+callbacks is refused, 409), so a submit cut off without an answer can be
+run again safely.`,
 		Example: `  ax batch submit -f images.jsonl --on-complete '{"type":"report.send","payload":{"to":"ops"}}'
+  ax batch submit -f images.jsonl --idempotency-key nightly-2026-12-07
   ax batch get 06f1c2d9k3m8q2zx.0.us-east-1`,
 		Args: cobra.NoArgs,
 	}
@@ -53,7 +59,7 @@ payload, its own payload under "payload". Prints the batch id.`,
 		if file == "" {
 			return env.Usage("ax batch submit needs -f FILE (one task spec per line)")
 		}
-		req := apiv1.BatchCreate{Name: name}
+		req := apiv1.BatchCreate{Name: name, IdempotencyKey: idemKey}
 		var err error
 		if req.Tasks, err = readLines(env, file); err != nil {
 			return err
@@ -79,6 +85,7 @@ payload, its own payload under "payload". Prints the batch id.`,
 	})
 	submit.Flags().StringVarP(&file, "file", "f", "", "JSON-lines file of specs, one per line (- for stdin)")
 	submit.Flags().StringVar(&name, "name", "", "the batch's name")
+	submit.Flags().StringVar(&idemKey, "idempotency-key", "", "a repeat with this key creates nothing: it prints the first batch's id")
 	submit.Flags().StringVar(&onComplete, "on-complete", "", "task spec (JSON or @file) run once every member has ended")
 	submit.Flags().StringVar(&onSuccess, "on-success", "", "task spec (JSON or @file) run once every member succeeded")
 
