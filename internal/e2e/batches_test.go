@@ -24,6 +24,7 @@ import (
 // from the other region; and the leader of the region where the last
 // member runs SIGKILLed as it finishes: the callback still runs once.
 func TestBatchesWithCallbacksAcrossRegions(t *testing.T) {
+	t.Parallel()
 	const home, away = "us-east-1", "eu-west-1"
 	fed := newFederation(t, fedOpts{servers: 2, worker: `exec: {allow: {fail: {argv: [/bin/false]}}}`})
 	sleep := func(region string, ms int) map[string]any {

@@ -40,6 +40,7 @@ import (
 // every write to its shard until the old master is back as its replica:
 // the test restarts it. With two, the other replica follows the new master.
 func TestRedisFailoverLosesNoAcceptedTask(t *testing.T) {
+	t.Parallel()
 	// The three topologies share nothing (their own Redis processes, ax
 	// servers and free ports) and mostly wait on failovers: run side by side.
 	t.Run("sentinel, one replica", func(t *testing.T) { t.Parallel(); redisFailover(t, sentinelMode(t, 1)) })

@@ -19,6 +19,7 @@ import (
 // there within the stale window; eu-west-1 was the cheapest before (a live
 // price override), so every task went there while it lived.
 func TestRegionLossStrandsNoSurvivorTask(t *testing.T) {
+	t.Parallel()
 	fed := newFederation(t, fedOpts{})
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
@@ -83,6 +84,7 @@ func TestRegionLossStrandsNoSurvivorTask(t *testing.T) {
 // at home; the thawed region ran none.
 func TestFrozenRegionMidHandOffRunsEachTaskOnce(t *testing.T) {
 	testenv.Slow(t)
+	t.Parallel()
 	fed := newFederation(t, fedOpts{extra: "placement:\n  handoff_horizon: 2s\n"})
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()

@@ -21,6 +21,7 @@ func TestRemoteGoWorker(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts a two-region federation")
 	}
+	t.Parallel()
 	wtok := "wtok-" + randomHex(16)
 	f := newFederation(t, fedOpts{servers: 2, noWorkers: true,
 		pools:  map[string]string{"us-east-1": "- {name: cpu, tenants: [team-a], tags: {class: cpu}, slots: 8, price_per_slot_hour: 0.04}"},

@@ -186,6 +186,7 @@ func TestRemoteWorker(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts a federation")
 	}
+	t.Parallel()
 	workerTok := "worker-" + randomHex(16)
 	own := "- {name: cpu, tags: {class: cpu}, slots: 50, price_per_slot_hour: 0.04}\n" +
 		"- {name: team-a-gpu, tags: {gpu: l4}, slots: 8, price_per_slot_hour: 0.5, tenants: [team-a]}"

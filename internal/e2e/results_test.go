@@ -20,6 +20,7 @@ import (
 // RESULT_TOO_LARGE; a worker SIGKILLed mid-task leaves progress monotonic
 // and the result stored once, by the attempt that finished.
 func TestResultsAndProgressAcrossRegions(t *testing.T) {
+	t.Parallel()
 	const home, away = "us-east-1", "eu-west-1"
 	fed := newFederation(t, fedOpts{noWorkers: true,
 		worker: `exec: {allow: {big: {argv: [/usr/bin/head, "-c", "70000", /dev/zero]}}}`,

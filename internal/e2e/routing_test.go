@@ -68,6 +68,7 @@ func explainOf(t *testing.T, call func(body any) (int, []byte), typ string) (cho
 // on the greeter: none dead-lettered, none claimed by the built-in worker of
 // the same pool, which still runs its own types.
 func TestCustomTypeRunsOnlyWhereItIsServed(t *testing.T) {
+	t.Parallel()
 	fed := newFederation(t, fedOpts{})
 	eu := fed.region("eu-west-1")
 	fed.procs.startBin(customHandler(t), "eu-west-1/greeter", fed.workerEnv(eu),
