@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"github.com/ax-sched/ax/cmd/ax/internal/cli"
 	"github.com/ax-sched/ax/cmd/ax/internal/render"
 	"strings"
 	"text/tabwriter"
@@ -36,7 +37,7 @@ taken from the command line only.`,
   ax cost --from 2026-11-01 --to 2026-11-30 --group-by tenant,type,region
   ax cost --group-by day -o json`,
 		Args: cobra.NoArgs,
-		RunE: cliRun(func(ctx context.Context, env *cliEnv, _ []string) error {
+		RunE: cli.Run(func(ctx context.Context, env *cli.Env, _ []string) error {
 			if !explicit("region") {
 				f.Region = ""
 			}
@@ -52,11 +53,11 @@ taken from the command line only.`,
 			if explicit("group-by") && f.GroupBy == nil {
 				f.GroupBy = []string{}
 			}
-			res, err := env.api.Cost(ctx, f)
+			res, err := env.API.Cost(ctx, f)
 			if err != nil {
 				return err
 			}
-			err = env.show(res, func(w *tabwriter.Writer) {
+			err = env.Show(res, func(w *tabwriter.Writer) {
 				head := make([]string, 0, len(res.GroupBy)+7)
 				for _, g := range res.GroupBy {
 					head = append(head, strings.ToUpper(g))
@@ -80,13 +81,13 @@ taken from the command line only.`,
 			if err != nil {
 				return err
 			}
-			if !env.json {
-				fmt.Fprintf(env.stderr, "(%s to %s, UTC days; ON-DEMAND: the same run time on the cheapest on-demand pool that fits)\n", res.From, res.To)
+			if !env.JSON {
+				fmt.Fprintf(env.Stderr, "(%s to %s, UTC days; ON-DEMAND: the same run time on the cheapest on-demand pool that fits)\n", res.From, res.To)
 			}
-			return cliPartial(env, res.Regions, res.Unavailable)
+			return env.Partial(res.Regions, res.Unavailable)
 		}),
 	}
-	explicit = cliTrackExplicit(c)
+	explicit = cli.TrackExplicit(c)
 	c.Flags().StringVar(&f.From, "from", "", "first UTC day, YYYY-MM-DD (default: the first of this month)")
 	c.Flags().StringVar(&f.To, "to", "", "last UTC day, YYYY-MM-DD, inclusive (default: today)")
 	c.Flags().StringVar(&groupBy, "group-by", "tenant,pool", "dimensions, comma-separated: "+strings.Join(apiv1.CostGroups, ","))

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"github.com/ax-sched/ax/cmd/ax/internal/cli"
 	"github.com/ax-sched/ax/cmd/ax/internal/render"
 	"slices"
 	"strings"
@@ -37,20 +38,20 @@ one_failed) and its task spec under "task", as ax submit would send it:
 
 Prints the run's id; ax dag get ID shows every node, ax dag cancel ID stops the run.`,
 		Args: cobra.NoArgs,
-		RunE: cliRun(func(ctx context.Context, env *cliEnv, _ []string) error {
-			body, err := env.readJSONFile(file)
+		RunE: cli.Run(func(ctx context.Context, env *cli.Env, _ []string) error {
+			body, err := env.ReadJSONFile(file)
 			if err != nil {
 				return err
 			}
-			res, err := env.api.SubmitDAG(ctx, body)
+			res, err := env.API.SubmitDAG(ctx, body)
 			if err != nil {
 				return err
 			}
-			if id := render.RawField(res, "id"); id != "" && !env.json {
-				fmt.Fprintln(env.stdout, id)
+			if id := render.RawField(res, "id"); id != "" && !env.JSON {
+				fmt.Fprintln(env.Stdout, id)
 				return nil
 			}
-			return env.printJSON(res)
+			return env.PrintJSON(res)
 		}),
 	}
 	submit.Flags().StringVarP(&file, "file", "f", "", "DAG definition, JSON (- for stdin)")
@@ -58,13 +59,13 @@ Prints the run's id; ax dag get ID shows every node, ax dag cancel ID stops the 
 		Use:   "get ID",
 		Short: "Show a DAG run and its nodes",
 		Args:  cobra.ExactArgs(1),
-		RunE: cliRun(func(ctx context.Context, env *cliEnv, args []string) error {
-			res, err := env.api.GetDAG(ctx, args[0])
+		RunE: cli.Run(func(ctx context.Context, env *cli.Env, args []string) error {
+			res, err := env.API.GetDAG(ctx, args[0])
 			if err != nil {
 				return err
 			}
-			if env.json || !render.DAG(env.stdout, res) {
-				return env.printJSON(res)
+			if env.JSON || !render.DAG(env.Stdout, res) {
+				return env.PrintJSON(res)
 			}
 			return nil
 		}),
@@ -79,13 +80,13 @@ nodes that already ended stay as they are. The run ends CANCELED once every
 node settled. Cancelling again, or cancelling a run that already ended,
 changes nothing and says what is.`,
 		Args: cobra.ExactArgs(1),
-		RunE: cliRun(func(ctx context.Context, env *cliEnv, args []string) error {
-			res, err := env.api.CancelDAG(ctx, args[0])
+		RunE: cli.Run(func(ctx context.Context, env *cli.Env, args []string) error {
+			res, err := env.API.CancelDAG(ctx, args[0])
 			if err != nil {
 				return err
 			}
-			if env.json || !render.DAGCancel(env.stdout, args[0], res) {
-				return env.printJSON(res)
+			if env.JSON || !render.DAGCancel(env.Stdout, args[0], res) {
+				return env.PrintJSON(res)
 			}
 			return nil
 		}),
@@ -110,19 +111,19 @@ taken from the command line only.`,
 		Example: `  ax dag ls --state RUNNING
   ax dag ls --name nightly --limit 5 --cursor <next cursor printed by the previous page>`,
 		Args: cobra.NoArgs,
-		RunE: cliRun(func(ctx context.Context, env *cliEnv, _ []string) error {
+		RunE: cli.Run(func(ctx context.Context, env *cli.Env, _ []string) error {
 			if f.Limit < 1 {
-				return cliUsage("--limit must be at least 1")
+				return cli.Usage("--limit must be at least 1")
 			}
 			f.State = task.DAGState(strings.ToUpper(state))
 			if !explicit("tenant") {
 				f.Tenant = ""
 			}
-			res, err := env.api.ListDAGs(ctx, f)
+			res, err := env.API.ListDAGs(ctx, f)
 			if err != nil {
 				return err
 			}
-			err = env.show(res, func(w *tabwriter.Writer) {
+			err = env.Show(res, func(w *tabwriter.Writer) {
 				fmt.Fprintln(w, "ID\tNAME\tSTATE\tTENANT\tHOME\tNODES\tCREATED")
 				for _, r := range res.Runs {
 					var parts []string
@@ -131,19 +132,19 @@ taken from the command line only.`,
 					}
 					slices.Sort(parts)
 					fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", r.ID, render.Or(r.Name), r.State, render.Or(r.Tenant), r.Region,
-						render.Or(strings.Join(parts, ", ")), render.Time(&r.CreatedAt, env.loc))
+						render.Or(strings.Join(parts, ", ")), render.Time(&r.CreatedAt, env.Loc))
 				}
 			})
 			if err != nil {
 				return err
 			}
-			if !env.json && res.NextCursor != "" {
-				fmt.Fprintf(env.stderr, "(%d shown; more with --cursor %s)\n", len(res.Runs), res.NextCursor)
+			if !env.JSON && res.NextCursor != "" {
+				fmt.Fprintf(env.Stderr, "(%d shown; more with --cursor %s)\n", len(res.Runs), res.NextCursor)
 			}
-			return cliPartial(env, res.Regions, res.Unavailable)
+			return env.Partial(res.Regions, res.Unavailable)
 		}),
 	}
-	explicit = cliTrackExplicit(c)
+	explicit = cli.TrackExplicit(c)
 	c.Flags().StringVar(&f.Name, "name", "", "only runs of this name")
 	c.Flags().StringVar(&state, "state", "", "only runs in this state (RUNNING, SUCCESS, FAILED, CANCELED)")
 	c.Flags().StringVar(&f.Tenant, "tenant", "", "only runs of this tenant")

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"github.com/ax-sched/ax/cmd/ax/internal/cli"
 	"github.com/ax-sched/ax/cmd/ax/internal/render"
 	"text/tabwriter"
 	"time"
@@ -41,9 +42,9 @@ from AX_* env or the settings file.`,
 		Example: `  ax dlq list --type report.generate
   ax dlq list --limit 20 --cursor <next cursor printed by the previous page>`,
 		Args: cobra.NoArgs,
-		RunE: cliRun(func(ctx context.Context, env *cliEnv, _ []string) error {
+		RunE: cli.Run(func(ctx context.Context, env *cli.Env, _ []string) error {
 			if f.Limit < 1 || f.Offset < 0 {
-				return cliUsage("--limit must be at least 1 and --offset not negative")
+				return cli.Usage("--limit must be at least 1 and --offset not negative")
 			}
 			if !explicit("region") {
 				// An AX_REGION exported for another command must not hide
@@ -53,27 +54,27 @@ from AX_* env or the settings file.`,
 			if !explicit("tenant") {
 				f.Tenant = ""
 			}
-			res, err := env.api.DeadLetters(ctx, f)
+			res, err := env.API.DeadLetters(ctx, f)
 			if err != nil {
 				return err
 			}
-			err = env.show(res, func(w *tabwriter.Writer) {
+			err = env.Show(res, func(w *tabwriter.Writer) {
 				fmt.Fprintln(w, "ID\tREGION\tTYPE\tTENANT\tATTEMPTS\tFAILED\tLAST ERROR")
 				for _, t := range res.Tasks {
 					fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%d\t%s\t%s\n", t.ID, render.Or(t.HeldBy), t.Type, render.Or(t.Tenant), t.Attempts,
-						render.Time(t.FinishedAt, env.loc), render.Or(render.Cut(t.LastError, 60)))
+						render.Time(t.FinishedAt, env.Loc), render.Or(render.Cut(t.LastError, 60)))
 				}
 			})
 			if err != nil {
 				return err
 			}
-			if !env.json && res.NextCursor != "" {
-				fmt.Fprintf(env.stderr, "(%d shown; more with --cursor %s)\n", len(res.Tasks), res.NextCursor)
+			if !env.JSON && res.NextCursor != "" {
+				fmt.Fprintf(env.Stderr, "(%d shown; more with --cursor %s)\n", len(res.Tasks), res.NextCursor)
 			}
-			return cliPartial(env, res.Regions, res.Unavailable)
+			return env.Partial(res.Regions, res.Unavailable)
 		}),
 	}
-	explicit = cliTrackExplicit(c)
+	explicit = cli.TrackExplicit(c)
 	c.Flags().StringVar(&f.Type, "type", "", "only tasks of this type")
 	c.Flags().StringVar(&f.Tenant, "tenant", "", "only tasks of this tenant")
 	c.Flags().StringVar(&f.Region, "region", "", "only dead letters held in this region (default: every region)")
@@ -81,21 +82,6 @@ from AX_* env or the settings file.`,
 	c.Flags().StringVar(&f.Cursor, "cursor", "", "continue after the previous page (its next cursor)")
 	c.Flags().IntVar(&f.Offset, "offset", 0, "skip this many (prefer --cursor)")
 	return cliCommand(c)
-}
-
-// cliPartial reports the regions a fanned-out call could not reach: one
-// line each on stderr, and an error (exit 1) after the results are printed,
-// so neither a reader nor a script takes a partial answer for a whole one.
-func cliPartial(env *cliEnv, regions []apiv1.RegionOutcome, unavailable []string) error {
-	if len(unavailable) == 0 {
-		return nil
-	}
-	for _, r := range regions {
-		if r.Error != nil {
-			fmt.Fprintf(env.stderr, "ax: region %s did not answer: %s\n", r.Region, r.Error.Message)
-		}
-	}
-	return render.Partial(unavailable)
 }
 
 func newDLQReplayCmd() *cobra.Command {
@@ -119,19 +105,19 @@ A region that did not answer is named and the command exits 1.`,
   ax dlq replay --tenant team-a --region eu-west-1 --max 5000`,
 		Args: cobra.ArbitraryArgs,
 	}
-	c.RunE = cliRun(func(ctx context.Context, env *cliEnv, args []string) error {
+	c.RunE = cli.Run(func(ctx context.Context, env *cli.Env, args []string) error {
 		filtered := false
 		for _, name := range []string{"type", "tenant", "region", "since", "all", "max", "dry-run"} {
 			filtered = filtered || explicit(name)
 		}
 		if len(args) > 0 {
 			if filtered {
-				return cliUsage("give dead letters' ids or a filter (--type, --tenant, --region, --since, --all), not both")
+				return cli.Usage("give dead letters' ids or a filter (--type, --tenant, --region, --since, --all), not both")
 			}
 			return replayIDs(ctx, env, args)
 		}
 		if !explicit("type") && !explicit("tenant") && !explicit("region") && !explicit("since") && !all {
-			return cliUsage("give dead letters' ids, or choose them with --type, --tenant, --region or --since (--all: every dead letter)")
+			return cli.Usage("give dead letters' ids, or choose them with --type, --tenant, --region or --since (--all: every dead letter)")
 		}
 		if !explicit("type") {
 			f.Type = ""
@@ -144,14 +130,14 @@ A region that did not answer is named and the command exits 1.`,
 		}
 		var err error
 		if f.Since, err = dlqcli.ParseSince(since, time.Now()); err != nil {
-			return cliUsage("%v", err)
+			return cli.Usage("%v", err)
 		}
 		if f.Max < 1 {
-			return cliUsage("--max must be at least 1")
+			return cli.Usage("--max must be at least 1")
 		}
-		return dlqcli.ReplayMatching(ctx, dlqcli.Env{API: env.api, Stderr: env.stderr, Show: env.show}, f, dry)
+		return dlqcli.ReplayMatching(ctx, env, f, dry)
 	})
-	explicit = cliTrackExplicit(c)
+	explicit = cli.TrackExplicit(c)
 	c.Flags().StringVar(&f.Type, "type", "", "replay the dead letters of this type")
 	c.Flags().StringVar(&f.Tenant, "tenant", "", "replay this tenant's dead letters")
 	c.Flags().StringVar(&f.Region, "region", "", "replay the dead letters held in this region (default: every region)")
@@ -162,16 +148,16 @@ A region that did not answer is named and the command exits 1.`,
 	return cliCommand(c)
 }
 
-func replayIDs(ctx context.Context, env *cliEnv, ids []string) error {
+func replayIDs(ctx context.Context, env *cli.Env, ids []string) error {
 	var done []*apiv1.TaskUpdate
-	err := env.each(ids, func(id string) error {
-		res, err := env.api.Replay(ctx, id)
+	err := env.Each(ids, func(id string) error {
+		res, err := env.API.Replay(ctx, id)
 		if err == nil {
 			done = append(done, res)
 		}
 		return err
 	})
-	if perr := cliShowEach(env, done, len(ids), func(w *tabwriter.Writer) {
+	if perr := cli.ShowEach(env, done, len(ids), func(w *tabwriter.Writer) {
 		for _, r := range done {
 			fmt.Fprintf(w, "%s\t%s\treplayed\n", r.ID, r.State)
 		}

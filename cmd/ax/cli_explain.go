@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"github.com/ax-sched/ax/cmd/ax/internal/cli"
 	"github.com/ax-sched/ax/cmd/ax/internal/render"
 	"text/tabwriter"
 
@@ -29,18 +30,18 @@ submitted now (UNPLACEABLE: 422; SATURATED: 429), after printing why.`,
 		Example: `  ax explain --type render.frame --tag gpu=a100
   ax explain -f spec.json`,
 		Args: cobra.NoArgs,
-		RunE: cliRun(func(ctx context.Context, env *cliEnv, _ []string) error {
+		RunE: cli.Run(func(ctx context.Context, env *cli.Env, _ []string) error {
 			var spec *task.Spec
 			if file != "" {
 				if name, ok := sf.typed(explicit); ok {
-					return cliUsage("give -f or --%s (spec flags), not both", name)
+					return cli.Usage("give -f or --%s (spec flags), not both", name)
 				}
-				raw, err := env.readJSONFile(file)
+				raw, err := env.ReadJSONFile(file)
 				if err != nil {
 					return err
 				}
 				if spec, err = decodeSpecLine(raw); err != nil {
-					return cliUsage("%s: %s", cliInputName(file), cliFieldError(err))
+					return cli.Usage("%s: %s", cli.InputName(file), cliFieldError(err))
 				}
 			} else {
 				var err error
@@ -48,11 +49,11 @@ submitted now (UNPLACEABLE: 422; SATURATED: 429), after printing why.`,
 					return err
 				}
 			}
-			ex, err := env.api.Explain(ctx, spec)
+			ex, err := env.API.Explain(ctx, spec)
 			if err != nil {
 				return err
 			}
-			if err := env.show(ex, func(w *tabwriter.Writer) { render.Explanation(w, ex) }); err != nil {
+			if err := env.Show(ex, func(w *tabwriter.Writer) { render.Explanation(w, ex) }); err != nil {
 				return err
 			}
 			switch ex.Outcome {
@@ -64,7 +65,7 @@ submitted now (UNPLACEABLE: 422; SATURATED: 429), after printing why.`,
 			return nil
 		}),
 	}
-	explicit = cliTrackExplicit(c)
+	explicit = cli.TrackExplicit(c)
 	sf.register(c.Flags())
 	c.Flags().StringVarP(&file, "file", "f", "", "JSON file with one spec (- for stdin)")
 	return cliCommand(c)

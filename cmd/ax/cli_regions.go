@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"github.com/ax-sched/ax/cmd/ax/internal/cli"
 	"github.com/ax-sched/ax/cmd/ax/internal/render"
 	"text/tabwriter"
 
@@ -14,15 +15,15 @@ func newRegionsCmd() *cobra.Command {
 		Use:   "regions",
 		Short: "Show regions, their providers, leaders and pools: slots, load, parked and starving tasks, queue fill, price",
 		Args:  cobra.NoArgs,
-		RunE: cliRun(func(ctx context.Context, env *cliEnv, _ []string) error {
-			res, err := env.api.Regions(ctx)
+		RunE: cli.Run(func(ctx context.Context, env *cli.Env, _ []string) error {
+			res, err := env.API.Regions(ctx)
 			if err != nil {
 				return err
 			}
-			if !res.GlobalView && !env.json {
-				fmt.Fprintln(env.stderr, "warning: the server cannot reach the global etcd; this is its last known view")
+			if !res.GlobalView && !env.JSON {
+				fmt.Fprintln(env.Stderr, "warning: the server cannot reach the global etcd; this is its last known view")
 			}
-			return env.show(res, func(w *tabwriter.Writer) { render.Regions(w, res) })
+			return env.Show(res, func(w *tabwriter.Writer) { render.Regions(w, res) })
 		}),
 	})
 }
@@ -36,12 +37,12 @@ func newRegionCmd() *cobra.Command {
 		Use:   "drain REGION",
 		Short: "Move a region's READY tasks to other regions",
 		Args:  cobra.ExactArgs(1),
-		RunE: cliRun(func(ctx context.Context, env *cliEnv, args []string) error {
-			res, err := env.api.Drain(ctx, args[0])
+		RunE: cli.Run(func(ctx context.Context, env *cli.Env, args []string) error {
+			res, err := env.API.Drain(ctx, args[0])
 			if err != nil {
 				return err
 			}
-			return env.show(res, func(w *tabwriter.Writer) {
+			return env.Show(res, func(w *tabwriter.Writer) {
 				fmt.Fprintf(w, "drained %s: %d READY tasks moved\n", res.Region, res.Moved)
 			})
 		}),

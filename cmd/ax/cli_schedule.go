@@ -6,6 +6,7 @@ import (
 	"fmt"
 
 	"github.com/ax-sched/ax/apiv1"
+	"github.com/ax-sched/ax/cmd/ax/internal/cli"
 	"github.com/ax-sched/ax/cmd/ax/internal/render"
 	"github.com/ax-sched/ax/cmd/ax/internal/schedcli"
 	"github.com/spf13/cobra"
@@ -37,23 +38,23 @@ tenants use a name. --tenant is taken from the command line only.`,
 		Use:   "create -f schedule.json",
 		Short: "Create a schedule",
 		Args:  cobra.NoArgs,
-		RunE: cliRun(func(ctx context.Context, env *cliEnv, _ []string) error {
-			body, err := env.readJSONFile(file)
+		RunE: cli.Run(func(ctx context.Context, env *cli.Env, _ []string) error {
+			body, err := env.ReadJSONFile(file)
 			if err != nil {
 				return err
 			}
-			res, err := env.api.CreateSchedule(ctx, body)
+			res, err := env.API.CreateSchedule(ctx, body)
 			if err != nil {
 				return err
 			}
-			if env.json {
-				return env.printJSON(res)
+			if env.JSON {
+				return env.PrintJSON(res)
 			}
 			name := render.RawField(res, "name")
 			if name == "" {
 				name = render.RawField(body, "name")
 			}
-			fmt.Fprintf(env.stdout, "schedule %s created\n", render.Or(name))
+			fmt.Fprintf(env.Stdout, "schedule %s created\n", render.Or(name))
 			return nil
 		}),
 	}
@@ -62,13 +63,13 @@ tenants use a name. --tenant is taken from the command line only.`,
 		Use:   "list",
 		Short: "List schedules",
 		Args:  cobra.NoArgs,
-		RunE: cliRun(func(ctx context.Context, env *cliEnv, _ []string) error {
-			res, err := env.api.ListSchedulesOf(ctx, tenantFor(listExplicit))
+		RunE: cli.Run(func(ctx context.Context, env *cli.Env, _ []string) error {
+			res, err := env.API.ListSchedulesOf(ctx, tenantFor(listExplicit))
 			if err != nil {
 				return err
 			}
-			if env.json || !render.Schedules(env.stdout, res, env.loc) {
-				return env.printJSON(res)
+			if env.JSON || !render.Schedules(env.Stdout, res, env.Loc) {
+				return env.PrintJSON(res)
 			}
 			return nil
 		}),
@@ -77,29 +78,24 @@ tenants use a name. --tenant is taken from the command line only.`,
 		Use:   "get NAME",
 		Short: "Show a schedule",
 		Args:  cobra.ExactArgs(1),
-		RunE: cliRun(func(ctx context.Context, env *cliEnv, args []string) error {
-			res, err := env.api.GetScheduleOf(ctx, tenantFor(getExplicit), args[0])
+		RunE: cli.Run(func(ctx context.Context, env *cli.Env, args []string) error {
+			res, err := env.API.GetScheduleOf(ctx, tenantFor(getExplicit), args[0])
 			if err != nil {
 				return err
 			}
 			var st apiv1.ScheduleStatus
-			if env.json || json.Unmarshal(res, &st) != nil || st.Name == "" {
-				return env.printJSON(res)
+			if env.JSON || json.Unmarshal(res, &st) != nil || st.Name == "" {
+				return env.PrintJSON(res)
 			}
-			w := render.Table(env.stdout)
-			render.Schedule(w, &st, env.loc)
+			w := render.Table(env.Stdout)
+			render.Schedule(w, &st, env.Loc)
 			return w.Flush()
 		}),
 	}
-	listExplicit, getExplicit = cliTrackExplicit(list), cliTrackExplicit(get)
+	listExplicit, getExplicit = cli.TrackExplicit(list), cli.TrackExplicit(get)
 	list.Flags().StringVar(&tenant, "tenant", "", "only this tenant's schedules (a token of one tenant: its own)")
 	get.Flags().StringVar(&tenant, "tenant", "", "the schedule's tenant (default: the token's; needed by a token of every tenant when two tenants use the name)")
-	run := func(body func(context.Context, schedcli.Env, []string) error) func(*cobra.Command, []string) error {
-		return cliRun(func(ctx context.Context, env *cliEnv, args []string) error {
-			return body(ctx, schedcli.Env{API: env.api, JSON: env.json, Stdout: env.stdout, Loc: env.loc, PrintJSON: env.printJSON}, args)
-		})
-	}
 	c.AddCommand(cliCommand(create), cliCommand(list), cliCommand(get))
-	c.AddCommand(append(schedcli.Actions(run), schedcli.Commands(run)...)...)
+	c.AddCommand(append(schedcli.Actions(), schedcli.Commands()...)...)
 	return c
 }

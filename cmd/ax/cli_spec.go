@@ -10,6 +10,7 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/ax-sched/ax/client"
+	"github.com/ax-sched/ax/cmd/ax/internal/cli"
 	"github.com/ax-sched/ax/cmd/ax/internal/groupflags"
 	"github.com/ax-sched/ax/task"
 )
@@ -89,8 +90,8 @@ func (f *specFlags) typed(explicit func(string) bool) (string, bool) {
 
 // spec builds the spec from the flags and checks it with the server's rules,
 // so a bad value is a usage error before any request.
-func (f *specFlags) spec(env *cliEnv) (*task.Spec, error) {
-	fl := env.cmd.Flags()
+func (f *specFlags) spec(env *cli.Env) (*task.Spec, error) {
+	fl := env.Cmd.Flags()
 	s := &task.Spec{
 		Type:                f.typ,
 		Tags:                f.tags,
@@ -112,17 +113,17 @@ func (f *specFlags) spec(env *cliEnv) (*task.Spec, error) {
 		ResultTTL:           task.Duration(f.resultTTL),
 	}
 	if f.group.Apply(s); s.Type == "" {
-		return nil, cliUsage("--type is required (or -f FILE)")
+		return nil, cli.Usage("--type is required (or -f FILE)")
 	}
 	if fl.Changed("priority") {
 		if f.priority < 0 || f.priority > task.MaxPriority {
-			return nil, cliUsage("--priority %d: must be between 0 and %d", f.priority, task.MaxPriority)
+			return nil, cli.Usage("--priority %d: must be between 0 and %d", f.priority, task.MaxPriority)
 		}
 		s.Priority = &f.priority
 	}
 	if fl.Changed("slots") {
 		if f.slots <= 0 {
-			return nil, cliUsage("--slots %g: must be from 0.001 to 1", f.slots)
+			return nil, cli.Usage("--slots %g: must be from 0.001 to 1", f.slots)
 		}
 		s.Slots = task.Slots(f.slots)
 	}
@@ -134,39 +135,39 @@ func (f *specFlags) spec(env *cliEnv) (*task.Spec, error) {
 		v    time.Duration
 	}{{"delay", f.delay}, {"timeout", f.timeout}, {"retry-base", f.retryBase}, {"retry-cap", f.retryCap}, {"idempotency-ttl", f.idempotencyTTL}, {"max-pause", f.maxPause}, {"result-ttl", f.resultTTL}} {
 		if d.v < 0 {
-			return nil, cliUsage("--%s %s: must not be negative", d.name, d.v)
+			return nil, cli.Usage("--%s %s: must not be negative", d.name, d.v)
 		}
 	}
 	if f.runAt != "" {
 		t, err := time.Parse(time.RFC3339, f.runAt)
 		if err != nil {
-			return nil, cliUsage("--run-at %q: want an RFC 3339 time such as 2026-05-01T08:00:00Z", f.runAt)
+			return nil, cli.Usage("--run-at %q: want an RFC 3339 time such as 2026-05-01T08:00:00Z", f.runAt)
 		}
 		if f.delay != 0 {
-			return nil, cliUsage("give --run-at or --delay, not both")
+			return nil, cli.Usage("give --run-at or --delay, not both")
 		}
 		s.RunAt = &t
 	}
 	switch {
 	case f.payload != "" && f.payloadFile != "":
-		return nil, cliUsage("give --payload or --payload-file, not both")
+		return nil, cli.Usage("give --payload or --payload-file, not both")
 	case f.payload != "":
 		if !json.Valid([]byte(f.payload)) {
-			return nil, cliUsage("--payload is not valid JSON (quote strings: '\"text\"')")
+			return nil, cli.Usage("--payload is not valid JSON (quote strings: '\"text\"')")
 		}
 		s.Payload = json.RawMessage(f.payload)
 	case f.payloadFile != "":
-		b, err := env.readInput(f.payloadFile)
+		b, err := env.ReadInput(f.payloadFile)
 		if err != nil {
 			return nil, err
 		}
 		if !json.Valid(b) {
-			return nil, cliUsage("--payload-file %s: not valid JSON", cliInputName(f.payloadFile))
+			return nil, cli.Usage("--payload-file %s: not valid JSON", cli.InputName(f.payloadFile))
 		}
 		s.Payload = json.RawMessage(strings.TrimSpace(string(b)))
 	}
 	if err := client.ValidateSpec(s); err != nil {
-		return nil, cliUsage("%s", cliFieldError(err))
+		return nil, cli.Usage("%s", cliFieldError(err))
 	}
 	return s, nil
 }

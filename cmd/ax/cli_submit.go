@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/ax-sched/ax/cmd/ax/internal/cli"
 	"github.com/ax-sched/ax/cmd/ax/internal/render"
 	"io"
 	"net/http"
@@ -43,10 +44,10 @@ summary and the lines the server refused, and exits 1 if it refused any.`,
   ax submit --type email.send --delay 10m --idempotency-key welcome-42
   ax submit -f tasks.jsonl`,
 		Args: cobra.NoArgs,
-		RunE: cliRun(func(ctx context.Context, env *cliEnv, _ []string) error {
+		RunE: cli.Run(func(ctx context.Context, env *cli.Env, _ []string) error {
 			if file != "" {
 				if name, ok := sf.typed(explicit); ok {
-					return cliUsage("give -f or --%s (spec flags), not both", name)
+					return cli.Usage("give -f or --%s (spec flags), not both", name)
 				}
 				return submitFile(ctx, env, file)
 			}
@@ -54,20 +55,20 @@ summary and the lines the server refused, and exits 1 if it refused any.`,
 			if err != nil {
 				return err
 			}
-			res, err := env.api.Submit(ctx, spec)
+			res, err := env.API.Submit(ctx, spec)
 			if err != nil {
-				env.showRejection(err)
+				showRejection(env, err)
 				return err
 			}
-			if env.json {
-				return env.printJSON(res)
+			if env.JSON {
+				return env.PrintJSON(res)
 			}
-			fmt.Fprintln(env.stdout, res.ID)
-			fmt.Fprintf(env.stderr, "%s\n", describeSubmit(res))
+			fmt.Fprintln(env.Stdout, res.ID)
+			fmt.Fprintf(env.Stderr, "%s\n", describeSubmit(res))
 			return nil
 		}),
 	}
-	explicit = cliTrackExplicit(c)
+	explicit = cli.TrackExplicit(c)
 	sf.register(c.Flags())
 	c.Flags().StringVarP(&file, "file", "f", "", "JSON-lines file of specs, one per line (- for stdin)")
 	return cliCommand(c)
@@ -88,12 +89,12 @@ func describeSubmit(r *apiv1.SubmitResponse) string {
 
 // showRejection prints the placement explanation of a 422 to stderr, so the
 // one-line error that follows has its reasons above it.
-func (e *cliEnv) showRejection(err error) {
+func showRejection(e *cli.Env, err error) {
 	var apiErr *client.APIError
-	if e.json || !errors.As(err, &apiErr) || apiErr.Explanation == nil {
+	if e.JSON || !errors.As(err, &apiErr) || apiErr.Explanation == nil {
 		return
 	}
-	w := render.Table(e.stderr)
+	w := render.Table(e.Stderr)
 	render.Explanation(w, apiErr.Explanation)
 	_ = w.Flush()
 }
@@ -106,8 +107,8 @@ type specLine struct {
 
 // readSpecLines splits a JSON-lines input and checks every line; it fails
 // (usage, nothing sent) listing the bad ones.
-func (e *cliEnv) readSpecLines(path string) ([]specLine, error) {
-	data, err := e.readInput(path)
+func readSpecLines(e *cli.Env, path string) ([]specLine, error) {
+	data, err := e.ReadInput(path)
 	if err != nil {
 		return nil, err
 	}
@@ -136,18 +137,18 @@ func (e *cliEnv) readSpecLines(path string) ([]specLine, error) {
 	}
 	if nbad > 0 {
 		for _, b := range bad {
-			fmt.Fprintln(e.stderr, b)
+			fmt.Fprintln(e.Stderr, b)
 		}
-		return nil, cliUsage("%s: %d invalid line(s); nothing was submitted", cliInputName(path), nbad)
+		return nil, cli.Usage("%s: %d invalid line(s); nothing was submitted", cli.InputName(path), nbad)
 	}
 	if len(lines) == 0 {
-		return nil, cliUsage("%s: no specs", cliInputName(path))
+		return nil, cli.Usage("%s: no specs", cli.InputName(path))
 	}
 	return lines, nil
 }
 
-func submitFile(ctx context.Context, env *cliEnv, path string) error {
-	lines, err := env.readSpecLines(path)
+func submitFile(ctx context.Context, env *cli.Env, path string) error {
+	lines, err := readSpecLines(env, path)
 	if err != nil {
 		return err
 	}
@@ -156,19 +157,19 @@ func submitFile(ctx context.Context, env *cliEnv, path string) error {
 		specs[i] = l.spec
 	}
 	var onSent client.Progress
-	if progress.IsTerminal(env.stderr) {
-		bar := progress.New(env.stderr, "submitting")
+	if progress.IsTerminal(env.Stderr) {
+		bar := progress.New(env.Stderr, "submitting")
 		defer bar.Finish()
 		onSent = bar.Update
 	}
-	resp, sendErr := env.api.SubmitAll(ctx, specs, onSent)
-	if env.json {
-		if err := env.printJSON(resp); err != nil {
+	resp, sendErr := env.API.SubmitAll(ctx, specs, onSent)
+	if env.JSON {
+		if err := env.PrintJSON(resp); err != nil {
 			return err
 		}
 	} else {
-		w := render.Table(env.stdout)
-		writeBatchSummary(w, cliInputName(path), lines, resp)
+		w := render.Table(env.Stdout)
+		writeBatchSummary(w, cli.InputName(path), lines, resp)
 		if err := w.Flush(); err != nil {
 			return err
 		}

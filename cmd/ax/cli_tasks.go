@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"github.com/ax-sched/ax/cmd/ax/internal/cli"
 	"github.com/ax-sched/ax/cmd/ax/internal/render"
 	"strconv"
 	"strings"
@@ -22,19 +23,19 @@ func newGetCmd() *cobra.Command {
 		Use:   "get ID",
 		Short: "Show a task: spec, state, progress, attempts, where it runs, times, last error, result",
 		Args:  cobra.ExactArgs(1),
-		RunE: cliRun(func(ctx context.Context, env *cliEnv, args []string) error {
+		RunE: cli.Run(func(ctx context.Context, env *cli.Env, args []string) error {
 			var waitErr error // how the wait ended: nil once it succeeded
 			if wait > 0 {
-				_, waitErr = client.Wait(ctx, env.api, args[0], wait)
+				_, waitErr = client.Wait(ctx, env.API, args[0], wait)
 			}
-			t, err := env.api.Get(ctx, args[0])
+			t, err := env.API.Get(ctx, args[0])
 			if err != nil {
 				return err
 			}
-			if err := env.show(t, func(w *tabwriter.Writer) { render.Task(w, t, env.loc) }); err != nil {
+			if err := env.Show(t, func(w *tabwriter.Writer) { render.Task(w, t, env.Loc) }); err != nil {
 				return err
 			}
-			render.TaskHint(env.stderr, t)
+			render.TaskHint(env.Stderr, t)
 			return waitErr
 		}),
 	})
@@ -74,9 +75,9 @@ env or the settings file.`,
   ax tasks ls --type report.generate --created-after 2026-12-01T00:00:00Z
   ax tasks ls --limit 20 --cursor <next cursor printed by the previous page>`,
 		Args: cobra.NoArgs,
-		RunE: cliRun(func(ctx context.Context, env *cliEnv, _ []string) error {
+		RunE: cli.Run(func(ctx context.Context, env *cli.Env, _ []string) error {
 			if f.Limit < 1 {
-				return cliUsage("--limit must be at least 1")
+				return cli.Usage("--limit must be at least 1")
 			}
 			f.State = task.State(strings.ToUpper(state))
 			for _, t := range []struct {
@@ -88,7 +89,7 @@ env or the settings file.`,
 				}
 				tm, err := time.Parse(time.RFC3339Nano, t.v)
 				if err != nil {
-					return cliUsage("--%s: an RFC 3339 time with its zone, e.g. 2026-12-01T17:00:00Z", t.flag)
+					return cli.Usage("--%s: an RFC 3339 time with its zone, e.g. 2026-12-01T17:00:00Z", t.flag)
 				}
 				*t.to = tm
 			}
@@ -98,20 +99,20 @@ env or the settings file.`,
 			if !explicit("tenant") {
 				f.Tenant = ""
 			}
-			res, err := env.api.ListTasks(ctx, f)
+			res, err := env.API.ListTasks(ctx, f)
 			if err != nil {
 				return err
 			}
-			if err := env.show(res, func(w *tabwriter.Writer) { render.TaskRows(w, res.Tasks, env.loc) }); err != nil {
+			if err := env.Show(res, func(w *tabwriter.Writer) { render.TaskRows(w, res.Tasks, env.Loc) }); err != nil {
 				return err
 			}
-			if !env.json && res.NextCursor != "" {
-				fmt.Fprintf(env.stderr, "(%d shown; more with --cursor %s)\n", len(res.Tasks), res.NextCursor)
+			if !env.JSON && res.NextCursor != "" {
+				fmt.Fprintf(env.Stderr, "(%d shown; more with --cursor %s)\n", len(res.Tasks), res.NextCursor)
 			}
-			return cliPartial(env, res.Regions, res.Unavailable)
+			return env.Partial(res.Regions, res.Unavailable)
 		}),
 	}
-	explicit = cliTrackExplicit(c)
+	explicit = cli.TrackExplicit(c)
 	c.Flags().StringVar(&state, "state", "", "only tasks in this state (PENDING, HANDED_OFF, READY, RUNNING, SUCCESS, FAILED, CANCELED)")
 	c.Flags().StringVar(&f.Type, "type", "", "only tasks of this type")
 	c.Flags().StringVar(&f.Tenant, "tenant", "", "only tasks of this tenant")
@@ -131,15 +132,15 @@ func newTrailCmd() *cobra.Command {
 		Use:   "trail ID",
 		Short: "Show a task's transitions with their reason codes",
 		Args:  cobra.ExactArgs(1),
-		RunE: cliRun(func(ctx context.Context, env *cliEnv, args []string) error {
-			tr, err := env.api.Trail(ctx, args[0])
+		RunE: cli.Run(func(ctx context.Context, env *cli.Env, args []string) error {
+			tr, err := env.API.Trail(ctx, args[0])
 			if err != nil {
 				return err
 			}
-			return env.show(tr, func(w *tabwriter.Writer) {
+			return env.Show(tr, func(w *tabwriter.Writer) {
 				fmt.Fprintln(w, "TIME\tREGION\tFROM\tTO\tREASON\tBY\tATTEMPT\tERROR")
 				for _, s := range tr.Transitions {
-					fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%s\t%d\t%s\n", render.Time(&s.At, env.loc), render.Or(s.Region), render.Or(string(s.From)), s.To,
+					fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%s\t%d\t%s\n", render.Time(&s.At, env.Loc), render.Or(s.Region), render.Or(string(s.From)), s.To,
 						render.Or(s.Reason), render.Or(s.By), s.Attempt, render.Cut(s.Error, 80))
 				}
 			})
@@ -166,8 +167,8 @@ the settings file.`,
 		Example: `  ax cancel 01J9Z3K6X8
   ax cancel --type report.generate --state READY --tenant acme
   ax cancel --type report.generate --region us-east-1`,
-		RunE: cliRun(func(ctx context.Context, env *cliEnv, args []string) error {
-			// Only typed filters count (see cliTrackExplicit); the others
+		RunE: cli.Run(func(ctx context.Context, env *cli.Env, args []string) error {
+			// Only typed filters count (see cli.TrackExplicit); the others
 			// are cleared so the request carries exactly what was typed.
 			for name, v := range map[string]*string{"type": &filter.typ, "state": &filter.state, "tenant": &filter.tenant, "region": &filter.region} {
 				if !explicit(name) {
@@ -177,19 +178,19 @@ the settings file.`,
 			bulk := filter.typ != "" || filter.state != "" || filter.tenant != ""
 			switch {
 			case bulk && len(args) > 0:
-				return cliUsage("give task ids or a filter (--type, --state, --tenant), not both")
+				return cli.Usage("give task ids or a filter (--type, --state, --tenant), not both")
 			case !bulk && filter.region != "":
-				return cliUsage("--region limits a bulk cancel: give --type, --state or --tenant too")
+				return cli.Usage("--region limits a bulk cancel: give --type, --state or --tenant too")
 			case bulk:
 				state := task.State(strings.ToUpper(filter.state))
 				if state != "" && state != task.Pending && state != task.Ready {
-					return cliUsage("--state %q: want PENDING or READY (cancel running tasks by id)", filter.state)
+					return cli.Usage("--state %q: want PENDING or READY (cancel running tasks by id)", filter.state)
 				}
-				res, err := env.api.BulkCancel(ctx, apiv1.BulkCancelRequest{Type: filter.typ, State: state, Tenant: filter.tenant, Region: filter.region})
+				res, err := env.API.BulkCancel(ctx, apiv1.BulkCancelRequest{Type: filter.typ, State: state, Tenant: filter.tenant, Region: filter.region})
 				if err != nil {
 					return err
 				}
-				err = env.show(res, func(w *tabwriter.Writer) {
+				err = env.Show(res, func(w *tabwriter.Writer) {
 					if len(res.Regions) > 0 {
 						fmt.Fprintln(w, "REGION\tCANCELED")
 						for _, r := range res.Regions {
@@ -205,19 +206,19 @@ the settings file.`,
 				if err != nil {
 					return err
 				}
-				return cliPartial(env, res.Regions, res.Unavailable)
+				return env.Partial(res.Regions, res.Unavailable)
 			case len(args) == 0:
-				return cliUsage("give task ids or a filter (--type, --state, --tenant)")
+				return cli.Usage("give task ids or a filter (--type, --state, --tenant)")
 			}
 			var done []*apiv1.CancelResponse
-			err := env.each(args, func(id string) error {
-				res, err := env.api.Cancel(ctx, id)
+			err := env.Each(args, func(id string) error {
+				res, err := env.API.Cancel(ctx, id)
 				if err == nil {
 					done = append(done, res)
 				}
 				return err
 			})
-			if perr := cliShowEach(env, done, len(args), func(w *tabwriter.Writer) {
+			if perr := cli.ShowEach(env, done, len(args), func(w *tabwriter.Writer) {
 				for _, r := range done {
 					note := ""
 					switch {
@@ -234,24 +235,12 @@ the settings file.`,
 			return err
 		}),
 	}
-	explicit = cliTrackExplicit(c)
+	explicit = cli.TrackExplicit(c)
 	c.Flags().StringVar(&filter.typ, "type", "", "bulk: cancel tasks of this type")
 	c.Flags().StringVar(&filter.state, "state", "", "bulk: cancel tasks in this state (PENDING or READY)")
 	c.Flags().StringVar(&filter.tenant, "tenant", "", "bulk: cancel tasks of this tenant")
 	c.Flags().StringVar(&filter.region, "region", "", "bulk: cancel in this region only (default: every region)")
 	return cliCommand(c)
-}
-
-// cliShowEach prints the results of a per-id action: with -o json one object
-// for one id, an array for several; nothing when every id failed.
-func cliShowEach[T any](e *cliEnv, done []T, ids int, table func(w *tabwriter.Writer)) error {
-	if len(done) == 0 {
-		return nil
-	}
-	if e.json && ids == 1 {
-		return e.printJSON(done[0])
-	}
-	return e.show(done, table)
 }
 
 func newPriorityCmd() *cobra.Command {
@@ -266,16 +255,16 @@ and the one a retry of it waits at. A finished task (SUCCESS, FAILED,
 CANCELED) is refused (409 failed_precondition, field state): replay a dead
 letter first.`, task.MaxPriority),
 		Args: cobra.ExactArgs(2),
-		RunE: cliRun(func(ctx context.Context, env *cliEnv, args []string) error {
+		RunE: cli.Run(func(ctx context.Context, env *cli.Env, args []string) error {
 			p, err := strconv.Atoi(args[1])
 			if err != nil || p < 0 || p > task.MaxPriority {
-				return cliUsage("priority %q: want an integer from 0 (highest) to %d (lowest)", args[1], task.MaxPriority)
+				return cli.Usage("priority %q: want an integer from 0 (highest) to %d (lowest)", args[1], task.MaxPriority)
 			}
-			res, err := env.api.SetPriority(ctx, args[0], p)
+			res, err := env.API.SetPriority(ctx, args[0], p)
 			if err != nil {
 				return err
 			}
-			return env.show(res, func(w *tabwriter.Writer) {
+			return env.Show(res, func(w *tabwriter.Writer) {
 				note := ""
 				if res.State == task.Running {
 					note = " (keeps running: preemption and a retry use it)"

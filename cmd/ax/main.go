@@ -17,6 +17,7 @@ import (
 	"strings"
 
 	"github.com/ax-sched/ax/client"
+	"github.com/ax-sched/ax/cmd/ax/internal/cli"
 	"github.com/ax-sched/ax/cmd/ax/internal/complete"
 	"github.com/ax-sched/ax/internal/bench/command"
 	"github.com/ax-sched/ax/internal/config"
@@ -34,6 +35,9 @@ type exitError struct {
 func (e *exitError) Error() string { return e.err.Error() }
 func (e *exitError) Unwrap() error { return e.err }
 
+// ExitCode is the status the process exits with (cli.Code).
+func (e *exitError) ExitCode() int { return e.code }
+
 func main() {
 	if err := newRoot().Execute(); err != nil {
 		os.Exit(report(os.Stderr, err))
@@ -44,11 +48,7 @@ func main() {
 // dump; a config file's problems one per line (each names its file and
 // key), any other error on one line.
 func report(w io.Writer, err error) int {
-	code := exitFailed
-	var ee *exitError
-	if errors.As(err, &ee) {
-		code = ee.code
-	}
+	code := cli.Code(err)
 	var ce config.Errors
 	if errors.As(err, &ce) {
 		for _, fe := range ce {
@@ -94,7 +94,7 @@ func newRoot() *cobra.Command {
 	refuseUnknownSubcommands(root)
 	complete.Register(root, func(cmd *cobra.Command) (*client.Client, error) {
 		_ = bindViper(cmd) // completion runs no hooks: AX_* env and the settings file apply here
-		api, _, err := cliClient(cmd)
+		api, _, err := cli.Client(cmd)
 		return api, err
 	})
 	unifyUsage(root)
@@ -130,7 +130,7 @@ func groupRun(cmd *cobra.Command, args []string) error {
 	fs := cmd.Flags()
 	fs.ParseErrorsWhitelist.UnknownFlags = true
 	if err := fs.Parse(args); err != nil {
-		return cliUsage("%v (see %s --help)", err, cmd.CommandPath())
+		return cli.Usage("%v (see %s --help)", err, cmd.CommandPath())
 	}
 	if rest := fs.Args(); len(rest) > 0 {
 		hint := ""
@@ -138,14 +138,14 @@ func groupRun(cmd *cobra.Command, args []string) error {
 		if s := cmd.SuggestionsFor(rest[0]); len(s) > 0 {
 			hint = fmt.Sprintf(" (did you mean %q?)", s[0])
 		}
-		return cliUsage("unknown command %q for %q%s (see %s --help)", rest[0], cmd.CommandPath(), hint, cmd.CommandPath())
+		return cli.Usage("unknown command %q for %q%s (see %s --help)", rest[0], cmd.CommandPath(), hint, cmd.CommandPath())
 	}
 	if h, _ := fs.GetBool("help"); h {
 		return cmd.Help()
 	}
 	fs.ParseErrorsWhitelist.UnknownFlags = false
 	if err := fs.Parse(args); err != nil {
-		return cliUsage("%v: %q needs a subcommand (see %s --help)", err, cmd.CommandPath(), cmd.CommandPath())
+		return cli.Usage("%v: %q needs a subcommand (see %s --help)", err, cmd.CommandPath(), cmd.CommandPath())
 	}
 	return cmd.Help()
 }

@@ -3,10 +3,9 @@ package main
 import (
 	"errors"
 	"fmt"
-	"net/http"
 	"strings"
 
-	"github.com/ax-sched/ax/client"
+	"github.com/ax-sched/ax/cmd/ax/internal/cli"
 	"github.com/ax-sched/ax/internal/config/keypath"
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
@@ -15,9 +14,9 @@ import (
 // ax's exit statuses, the same for every command: a script tells the kind
 // of mistake by the number.
 const (
-	exitFailed = 1 // the work failed: a server refused or failed the request, a process stopped on an error
-	exitUsage  = 2 // the command line, a file or the environment is wrong: nothing was sent or started
-	exitAuth   = 3 // the server refused the credentials (401) or the role (403)
+	exitFailed = cli.ExitFailed
+	exitUsage  = cli.ExitUsage
+	exitAuth   = cli.ExitAuth
 )
 
 // exitCodesHelp is the table above, for `ax --help`.
@@ -77,18 +76,6 @@ func unifyUsage(c *cobra.Command) {
 	}
 }
 
-// authHint turns the API's 401 and 403 into exit status 3, a 401 with what
-// to give: a token it does not know, or none at all.
-func authHint(err error) error {
-	var ae *client.APIError
-	if !errors.As(err, &ae) {
-		return err
-	}
-	switch ae.Status {
-	case http.StatusUnauthorized:
-		return &exitError{code: exitAuth, err: fmt.Errorf("%w (give the API's token with --token or AX_TOKEN)", err)}
-	case http.StatusForbidden:
-		return &exitError{code: exitAuth, err: err}
-	}
-	return err
-}
+// cliCommand marks a client command (flag and argument errors are usage
+// errors for every command: unifyUsage).
+func cliCommand(c *cobra.Command) *cobra.Command { return c }

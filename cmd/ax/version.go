@@ -10,7 +10,7 @@ import (
 )
 
 // newVersionCmd prints the build: one line, or JSON with -o json. It needs
-// no server, so it does not go through cliRun.
+// no server, so it does not go through cli.Run.
 func newVersionCmd() *cobra.Command {
 	return cliCommand(&cobra.Command{
 		Use:   "version",
@@ -30,7 +30,7 @@ func newVersionCmd() *cobra.Command {
 				_, err = fmt.Fprintf(cmd.OutOrStdout(), "%s\n", b)
 				return err
 			default:
-				return cliUsage("--output %q: want table or json", out)
+				return usageErr(fmt.Errorf("--output %q: want table or json", out))
 			}
 		},
 	})

@@ -6,35 +6,17 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"io"
 	"strings"
-	"time"
 
 	"github.com/ax-sched/ax/apiv1"
 	"github.com/ax-sched/ax/client"
+	"github.com/ax-sched/ax/cmd/ax/internal/cli"
 	"github.com/ax-sched/ax/cmd/ax/internal/render"
 	"github.com/spf13/cobra"
 )
 
-// Env is what the commands need of the CLI: its API client, -o json, where
-// to print, stdin, and the zone of the times printed.
-type Env struct {
-	API    *client.Client
-	JSON   bool
-	Stdout io.Writer
-	Loc    *time.Location
-	// ReadInput reads a file, or stdin for "-".
-	ReadInput func(path string) ([]byte, error)
-	PrintJSON func(v any) error
-	// Usage makes a usage error (exit 2).
-	Usage func(format string, args ...any) error
-}
-
-// Run adapts a command's body to cobra with the CLI's Env.
-type Run func(body func(ctx context.Context, env Env, args []string) error) func(*cobra.Command, []string) error
-
 // Commands are submit, get, ls and cancel.
-func Commands(run Run) []*cobra.Command {
+func Commands() []*cobra.Command {
 	var file, name, onComplete, onSuccess, idemKey string
 	submit := &cobra.Command{
 		Use:   "submit -f tasks.jsonl [--on-complete SPEC] [--on-success SPEC] [--name N] [--idempotency-key K]",
@@ -55,9 +37,9 @@ run again safely.`,
   ax batch get 06f1c2d9k3m8q2zx.0.us-east-1`,
 		Args: cobra.NoArgs,
 	}
-	submit.RunE = run(func(ctx context.Context, env Env, _ []string) error {
+	submit.RunE = cli.Run(func(ctx context.Context, env *cli.Env, _ []string) error {
 		if file == "" {
-			return env.Usage("ax batch submit needs -f FILE (one task spec per line)")
+			return cli.Usage("ax batch submit needs -f FILE (one task spec per line)")
 		}
 		req := apiv1.BatchCreate{Name: name, IdempotencyKey: idemKey}
 		var err error
@@ -90,7 +72,7 @@ run again safely.`,
 	submit.Flags().StringVar(&onSuccess, "on-success", "", "task spec (JSON or @file) run once every member succeeded")
 
 	get := &cobra.Command{Use: "get ID", Short: "Show a batch: its counts by state and its callbacks", Args: cobra.ExactArgs(1)}
-	get.RunE = run(func(ctx context.Context, env Env, args []string) error {
+	get.RunE = cli.Run(func(ctx context.Context, env *cli.Env, args []string) error {
 		st, err := client.GetBatch(ctx, env.API, args[0])
 		if err != nil {
 			return err
@@ -100,7 +82,7 @@ run again safely.`,
 	var limit int
 	ls := &cobra.Command{Use: "ls", Short: "List the batches of every region, newest first (REGION: the batch's home)", Args: cobra.NoArgs}
 	ls.Flags().IntVar(&limit, "limit", 50, "at most this many")
-	ls.RunE = run(func(ctx context.Context, env Env, _ []string) error {
+	ls.RunE = cli.Run(func(ctx context.Context, env *cli.Env, _ []string) error {
 		list, err := client.ListBatches(ctx, env.API, limit, "")
 		if err != nil {
 			return err
@@ -121,7 +103,7 @@ run again safely.`,
 		return render.Partial(list.Unavailable)
 	})
 	cancel := &cobra.Command{Use: "cancel ID", Short: "Cancel a batch's members not ended yet (its callbacks still run once)", Args: cobra.ExactArgs(1)}
-	cancel.RunE = run(func(ctx context.Context, env Env, args []string) error {
+	cancel.RunE = cli.Run(func(ctx context.Context, env *cli.Env, args []string) error {
 		st, err := client.CancelBatch(ctx, env.API, args[0])
 		if err != nil {
 			return err
@@ -132,7 +114,7 @@ run again safely.`,
 }
 
 // show prints a batch.
-func show(env Env, st *apiv1.BatchStatus) error {
+func show(env *cli.Env, st *apiv1.BatchStatus) error {
 	if env.JSON {
 		return env.PrintJSON(st)
 	}
@@ -154,7 +136,7 @@ func show(env Env, st *apiv1.BatchStatus) error {
 
 // readLines reads a JSON-lines file of specs (- for stdin): each line
 // must be a JSON object.
-func readLines(env Env, path string) ([]json.RawMessage, error) {
+func readLines(env *cli.Env, path string) ([]json.RawMessage, error) {
 	data, err := env.ReadInput(path)
 	if err != nil {
 		return nil, err
@@ -168,7 +150,7 @@ func readLines(env Env, path string) ([]json.RawMessage, error) {
 			continue
 		}
 		if !json.Valid(line) || line[0] != '{' {
-			return nil, env.Usage("%s line %d: not a JSON object", path, no)
+			return nil, cli.Usage("%s line %d: not a JSON object", path, no)
 		}
 		out = append(out, json.RawMessage(append([]byte(nil), line...)))
 	}
@@ -176,7 +158,7 @@ func readLines(env Env, path string) ([]json.RawMessage, error) {
 }
 
 // specArg reads a callback flag: JSON, or @file.
-func specArg(env Env, flag, v string) (json.RawMessage, error) {
+func specArg(env *cli.Env, flag, v string) (json.RawMessage, error) {
 	if v == "" {
 		return nil, nil
 	}
@@ -189,7 +171,7 @@ func specArg(env Env, flag, v string) (json.RawMessage, error) {
 	}
 	b = bytes.TrimSpace(b)
 	if !json.Valid(b) || len(b) == 0 || b[0] != '{' {
-		return nil, env.Usage("--%s: not a JSON task spec", flag)
+		return nil, cli.Usage("--%s: not a JSON task spec", flag)
 	}
 	return b, nil
 }

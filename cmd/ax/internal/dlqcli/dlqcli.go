@@ -14,6 +14,7 @@ import (
 
 	"github.com/ax-sched/ax/apiv1"
 	"github.com/ax-sched/ax/client"
+	"github.com/ax-sched/ax/cmd/ax/internal/cli"
 	"github.com/ax-sched/ax/cmd/ax/internal/render"
 )
 
@@ -81,20 +82,11 @@ func Matching(ctx context.Context, api *client.Client, f Filter) (ids []string, 
 	}
 }
 
-// Env is what ReplayMatching needs of the CLI.
-type Env struct {
-	API    *client.Client
-	Stderr io.Writer
-	// Show prints v as JSON with -o json, else calls table with a table
-	// writer on stdout.
-	Show func(v any, table func(w *tabwriter.Writer)) error
-}
-
 // ReplayMatching replays the dead letters f chooses (with dry, lists them
 // and replays none): a line each on Stdout (-o json: one list), a count and
 // each failure on Stderr. It fails when one was not replayed or a region
 // did not answer (after printing the rest).
-func ReplayMatching(ctx context.Context, env Env, f Filter, dry bool) error {
+func ReplayMatching(ctx context.Context, env *cli.Env, f Filter, dry bool) error {
 	ids, more, unavailable, err := Matching(ctx, env.API, f)
 	if err != nil {
 		return err

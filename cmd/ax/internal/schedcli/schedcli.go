@@ -4,33 +4,18 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"io"
 	"strings"
 	"time"
 
 	"github.com/ax-sched/ax/apiv1"
 	"github.com/ax-sched/ax/client"
+	"github.com/ax-sched/ax/cmd/ax/internal/cli"
 	"github.com/ax-sched/ax/cmd/ax/internal/render"
 	"github.com/spf13/cobra"
-	"github.com/spf13/pflag"
 )
 
-// Env is what the commands need of the CLI: its API client, -o json, where
-// to print and the zone of the times printed.
-type Env struct {
-	API       *client.Client
-	JSON      bool
-	Stdout    io.Writer
-	Loc       *time.Location
-	PrintJSON func(v any) error
-}
-
-// Run adapts a command's body to cobra with the CLI's Env (the root's
-// client set-up and exit statuses).
-type Run func(body func(ctx context.Context, env Env, args []string) error) func(*cobra.Command, []string) error
-
 // Commands are backfill, rerun, backfills and cancel-backfill.
-func Commands(run Run) []*cobra.Command {
+func Commands() []*cobra.Command {
 	var from, to, periodFlag string
 	var maxActive int
 	var wait, downstream bool
@@ -45,8 +30,8 @@ period that has a run already is not run again (ax schedule rerun does).
 The federation leader runs the backfill; --wait follows it to its end.`,
 		Args: cobra.ExactArgs(1),
 	}
-	backfillTyped := track(backfill)
-	backfill.RunE = run(func(ctx context.Context, env Env, args []string) error {
+	backfillTyped := cli.TrackExplicit(backfill)
+	backfill.RunE = cli.Run(func(ctx context.Context, env *cli.Env, args []string) error {
 		bf, err := env.API.Backfills().Start(ctx, tenantOf(backfill, backfillTyped), args[0], apiv1.BackfillRequest{From: from, To: to, MaxActive: maxActive})
 		if err != nil {
 			return err
@@ -75,8 +60,8 @@ the period, not for its earlier success. A cycle between the schedules is
 refused (409, naming the path).`,
 		Args: cobra.ExactArgs(1),
 	}
-	rerunTyped := track(rerun)
-	rerun.RunE = run(func(ctx context.Context, env Env, args []string) error {
+	rerunTyped := cli.TrackExplicit(rerun)
+	rerun.RunE = cli.Run(func(ctx context.Context, env *cli.Env, args []string) error {
 		bf, err := env.API.Backfills().Rerun(ctx, tenantOf(rerun, rerunTyped), args[0], apiv1.RerunRequest{Period: periodFlag, Downstream: downstream})
 		if err != nil {
 			return err
@@ -91,8 +76,8 @@ refused (409, naming the path).`,
 		Short: "List a schedule's backfills and reruns with the runs they started",
 		Args:  cobra.ExactArgs(1),
 	}
-	listTyped := track(list)
-	list.RunE = run(func(ctx context.Context, env Env, args []string) error {
+	listTyped := cli.TrackExplicit(list)
+	list.RunE = cli.Run(func(ctx context.Context, env *cli.Env, args []string) error {
 		res, err := env.API.Backfills().List(ctx, tenantOf(list, listTyped), args[0])
 		if err != nil {
 			return err
@@ -112,8 +97,8 @@ refused (409, naming the path).`,
 		Short: "Cancel a backfill or rerun: no period of it starts any more, its active runs stop",
 		Args:  cobra.ExactArgs(2),
 	}
-	cancelTyped := track(cancel)
-	cancel.RunE = run(func(ctx context.Context, env Env, args []string) error {
+	cancelTyped := cli.TrackExplicit(cancel)
+	cancel.RunE = cli.Run(func(ctx context.Context, env *cli.Env, args []string) error {
 		bf, err := env.API.Backfills().Cancel(ctx, tenantOf(cancel, cancelTyped), args[0], args[1])
 		if err != nil {
 			return err
@@ -128,7 +113,7 @@ refused (409, naming the path).`,
 }
 
 // follow reads the backfill id until it is no longer RUNNING.
-func follow(ctx context.Context, env Env, tenant, name, id string) (*apiv1.Backfill, error) {
+func follow(ctx context.Context, env *cli.Env, tenant, name, id string) (*apiv1.Backfill, error) {
 	for {
 		res, err := env.API.Backfills().List(ctx, tenant, name)
 		if err != nil {
@@ -150,7 +135,7 @@ func follow(ctx context.Context, env Env, tenant, name, id string) (*apiv1.Backf
 // show prints a backfill: a header line, the reruns it made downstream
 // or waits for, then one line per period started (with the upstream runs
 // its gates wait for).
-func show(env Env, bf *apiv1.Backfill) error {
+func show(env *cli.Env, bf *apiv1.Backfill) error {
 	if env.JSON {
 		return env.PrintJSON(bf)
 	}
@@ -179,25 +164,11 @@ func show(env Env, bf *apiv1.Backfill) error {
 	return w.Flush()
 }
 
-// track makes c remember the flags typed on its command line, before the
-// root's hook fills the others from AX_* and the settings file: --tenant
-// is taken from the command line only (an exported AX_TENANT must not
-// address another namespace).
-func track(c *cobra.Command) map[string]bool {
-	typed := map[string]bool{}
-	c.PersistentPreRunE = func(cmd *cobra.Command, args []string) error {
-		cmd.Flags().Visit(func(f *pflag.Flag) { typed[f.Name] = true })
-		if r := cmd.Root(); r != cmd && r.PersistentPreRunE != nil {
-			return r.PersistentPreRunE(cmd, args)
-		}
-		return nil
-	}
-	return typed
-}
-
-// tenantOf is c's --tenant when typed on its command line, else "".
-func tenantOf(c *cobra.Command, typed map[string]bool) string {
-	if !typed["tenant"] {
+// tenantOf is c's --tenant when typed on its command line (typed: from
+// cli.TrackExplicit), else "": an exported AX_TENANT must not address
+// another namespace.
+func tenantOf(c *cobra.Command, typed func(string) bool) string {
+	if !typed("tenant") {
 		return ""
 	}
 	v, _ := c.Flags().GetString("tenant")
@@ -207,7 +178,7 @@ func tenantOf(c *cobra.Command, typed map[string]bool) string {
 // Actions are pause, resume and delete NAME. With -o json each prints the
 // server's answer, or {"name":..., "<done>":true} when the answer is
 // empty, so scripts always get JSON.
-func Actions(run Run) []*cobra.Command {
+func Actions() []*cobra.Command {
 	type call func(api *client.Client, ctx context.Context, tenant, name string) (json.RawMessage, error)
 	var out []*cobra.Command
 	for _, a := range []struct {
@@ -221,8 +192,8 @@ func Actions(run Run) []*cobra.Command {
 		}},
 	} {
 		c := &cobra.Command{Use: a.use + " NAME", Short: a.short, Args: cobra.ExactArgs(1)}
-		typed := track(c)
-		c.RunE = run(func(ctx context.Context, env Env, args []string) error {
+		typed := cli.TrackExplicit(c)
+		c.RunE = cli.Run(func(ctx context.Context, env *cli.Env, args []string) error {
 			res, err := a.call(env.API, ctx, tenantOf(c, typed), args[0])
 			if err != nil {
 				return err

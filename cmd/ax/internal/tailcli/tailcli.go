@@ -8,13 +8,13 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"slices"
 	"sync"
 	"time"
 
 	"github.com/ax-sched/ax/apiv1"
 	"github.com/ax-sched/ax/client"
+	"github.com/ax-sched/ax/cmd/ax/internal/cli"
 	"github.com/ax-sched/ax/cmd/ax/internal/render"
 	"github.com/ax-sched/ax/task"
 	"github.com/spf13/cobra"
@@ -31,23 +31,8 @@ const (
 	rediscover = 30 * time.Second
 )
 
-// Env is what the command needs of the CLI.
-type Env struct {
-	API            *client.Client
-	JSON           bool
-	Stdout, Stderr io.Writer
-	Loc            *time.Location
-	// MaxWait is the longest --wait the CLI's HTTP client waits for.
-	MaxWait time.Duration
-	// Usage makes a usage error (exit 2).
-	Usage func(format string, args ...any) error
-}
-
-// Run adapts the command's body to cobra with the CLI's Env.
-type Run func(body func(ctx context.Context, env Env, args []string) error) func(*cobra.Command, []string) error
-
 // Command is ax tail.
-func Command(run Run) *cobra.Command {
+func Command() *cobra.Command {
 	var (
 		region string
 		wait   time.Duration
@@ -69,9 +54,9 @@ for another region's events waits at most 5s there.`,
   ax tail --region eu-west-1 -o json`,
 		Args: cobra.NoArgs,
 	}
-	c.RunE = run(func(ctx context.Context, env Env, _ []string) error {
-		if wait < time.Second || wait > env.MaxWait {
-			return env.Usage("--wait %s: want between 1s and %s", wait, env.MaxWait)
+	c.RunE = cli.Run(func(ctx context.Context, env *cli.Env, _ []string) error {
+		if wait < time.Second || wait > cli.MaxWait {
+			return cli.Usage("--wait %s: want between 1s and %s", wait, cli.MaxWait)
 		}
 		t := &tail{env: env, wait: wait, enc: json.NewEncoder(env.Stdout)}
 		if region != "" {
@@ -87,7 +72,7 @@ for another region's events waits at most 5s there.`,
 // tail prints the events of one or more regions' streams, one line (or
 // JSON object) at a time.
 type tail struct {
-	env  Env
+	env  *cli.Env
 	wait time.Duration
 	mu   sync.Mutex // one event's line at a time
 	enc  *json.Encoder
