@@ -74,6 +74,7 @@ func TestCLITailFollowsEveryRegion(t *testing.T) {
 			mu.Lock()
 			calls[region]++
 			n, both := calls[region], calls["us-east"] > 1 && calls["eu-west"] > 1
+			stop := cancel // the run's own: the second run replaces it
 			mu.Unlock()
 			switch {
 			case n == 1 && region == "us-east":
@@ -81,7 +82,7 @@ func TestCLITailFollowsEveryRegion(t *testing.T) {
 			case n == 1:
 				cliReply(w, 200, `{"region":"eu-west","events":[{"id":"1767323046000-0","op":"claim","n":1,"tasks":["t1"]}],"next":"e1"}`)
 			case both:
-				cancel() // Ctrl-C once both streams were read
+				stop() // Ctrl-C once both streams were read
 				<-r.Context().Done()
 			default:
 				cliReply(w, 200, `{"region":"`+region+`","events":[],"next":""}`)
@@ -103,9 +104,9 @@ func TestCLITailFollowsEveryRegion(t *testing.T) {
 		t.Fatalf("events %q, want one of each region", got)
 	}
 
+	mu.Lock()
 	ctx, cancel = context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	mu.Lock()
 	calls = map[string]int{}
 	mu.Unlock()
 	r = cliExec(t, ctx, f, "", "tail", "--wait", "1s")
