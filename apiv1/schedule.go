@@ -157,7 +157,7 @@ type BackfillRequest struct {
 // under a new run id (the period's earlier run is left as it ended).
 // Period is its start, a slot of the schedule (RFC 3339, or a date).
 // Downstream reruns, too, the runs of the schedules that depend on it,
-// transitively, for the periods that overlap the rerun ones: each such
+// transitively, for their periods that start within a rerun one: each such
 // rerun's gates on a schedule rerun with it wait for that schedule's
 // rerun of the period, not for an earlier success.
 type RerunRequest struct {
@@ -216,7 +216,8 @@ type Backfill struct {
 	Downstream []RerunRef `json:"downstream,omitempty"`
 	// WaitsFor lists, on such a downstream rerun, the upstream reruns'
 	// runs its runs wait for: a run's gate on one of those schedules
-	// opens only on that schedule's rerun of an overlapping period.
+	// opens only on that schedule's rerun of the period holding the
+	// run's start.
 	WaitsFor []RerunWait `json:"waits_for,omitempty"`
 }
 

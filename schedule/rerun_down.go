@@ -17,15 +17,16 @@ import (
 // of one schedule also reruns, in the same etcd transaction, the schedules
 // of its tenant that depend on it, directly or through others
 // (depend.Downstream, which refuses a cycle naming its path): each gets a
-// rerun of its periods that overlap a period rerun upstream of it, over
-// the hull of those periods. A downstream rerun records the upstream
-// reruns' runs it waits for (apiv1.Backfill.WaitsFor, run ids derived from
-// the upstream's rerun number as its own are), and each of its runs gets,
-// for a dependency on such a schedule, one Exact gate per upstream rerun
-// run of an overlapping period (gatesOf): it opens on that run's success,
-// never on an earlier success of the period, whatever the dependency's
-// rule, and waits at most the dependency's timeout (a latest_success
-// dependency: depend.DefaultTimeout).
+// rerun of its periods that start within a period rerun upstream of it
+// (the runs whose same_period gates name that period), over the hull of
+// those periods. A downstream rerun records the upstream reruns' runs it
+// waits for (apiv1.Backfill.WaitsFor, run ids derived from the upstream's
+// rerun number as its own are), and each of its runs gets, for a
+// dependency on such a schedule, an Exact gate on the upstream rerun's run
+// whose period holds the run's start (exactGates): it opens on that run's
+// success, never on an earlier success of the period, whatever the
+// dependency's rule, and waits at most the dependency's timeout (a
+// latest_success dependency: depend.DefaultTimeout).
 
 // maxRerunSchedules bounds the schedules of one downstream rerun: its
 // records are written in one etcd transaction (two compares each, within
@@ -49,7 +50,7 @@ func (p *rerunPart) periods() []apiv1.Period {
 }
 
 // rerunDownstream plans and stores the rerun of root's period slot and
-// of its dependants' overlapping periods, by by; it returns root's.
+// of its dependants' periods starting within it, by by; it returns root's.
 func (s *Scheduler) rerunDownstream(ctx context.Context, root stored, comp slots.Clock, slot time.Time, by string) (*apiv1.Backfill, error) {
 	all, _, err := s.store.List(ctx)
 	if err != nil {
@@ -82,7 +83,7 @@ func (s *Scheduler) rerunDownstream(ctx context.Context, root stored, comp slots
 				ups = append(ups, u.periods()...)
 			}
 		}
-		if p.slots = overlapping(c, ups, limit-total+1); len(p.slots) == 0 {
+		if p.slots = startingIn(c, ups, limit-total+1); len(p.slots) == 0 {
 			continue
 		}
 		if total += len(p.slots); total > limit {
@@ -109,17 +110,16 @@ func (s *Scheduler) rerunDownstream(ctx context.Context, root stored, comp slots
 	return s.createBackfills(ctx, parts, by)
 }
 
-// overlapping lists the slots of c whose periods overlap one of ups (each
-// a period of an upstream), over their hull, at most limit of them.
-func overlapping(c slots.Clock, ups []apiv1.Period, limit int) []time.Time {
+// startingIn lists the slots of c within one of ups (each a period of an
+// upstream), over their hull, at most limit of them.
+func startingIn(c slots.Clock, ups []apiv1.Period, limit int) []time.Time {
 	var first, last time.Time
 	for _, u := range ups {
-		// The slot whose period holds u's start, then those inside u.
-		in := c.Between(u.Start, u.End.Add(-time.Nanosecond), limit)
-		if s, ok := c.NewestBefore(u.Start.Add(-coverLookback), u.Start.Add(time.Nanosecond)); ok && (s.Equal(u.Start) || c.Next(s).After(u.Start)) {
-			in = append([]time.Time{s}, in...)
+		end := u.End
+		if !end.After(u.Start) {
+			end = u.Start.Add(time.Nanosecond) // an empty period holds its start
 		}
-		for _, s := range in {
+		for _, s := range c.Between(u.Start.Add(-time.Nanosecond), end.Add(-time.Nanosecond), limit) {
 			if first.IsZero() || s.Before(first) {
 				first = s
 			}
@@ -135,9 +135,8 @@ func overlapping(c slots.Clock, ups []apiv1.Period, limit int) []time.Time {
 }
 
 // waitsOf lists the runs of p's upstreams' reruns (byPart) whose periods
-// overlap p's.
+// hold the start of one of p's periods.
 func waitsOf(p *rerunPart, byPart map[string]*rerunPart) []apiv1.RerunWait {
-	hull := apiv1.Period{Start: p.slots[0], End: p.e.periodOf(p.slots[len(p.slots)-1]).End}
 	var out []apiv1.RerunWait
 	for _, up := range depend.Upstreams(p.e.Def) {
 		u := byPart[up]
@@ -145,7 +144,7 @@ func waitsOf(p *rerunPart, byPart map[string]*rerunPart) []apiv1.RerunWait {
 			continue
 		}
 		for i, per := range u.periods() {
-			if overlaps(per, hull) {
+			if slices.ContainsFunc(p.slots, func(s time.Time) bool { return holds(per, s) }) {
 				slot := u.slots[i].Add(time.Duration(u.rec.Attempt) * time.Millisecond)
 				out = append(out, apiv1.RerunWait{Schedule: up, Period: per, DAG: runsDAG(u.e.Def),
 					RunID: taskID(u.e.IDSeq(), slot, u.e.Def.HomeRegion)})
@@ -155,17 +154,18 @@ func waitsOf(p *rerunPart, byPart map[string]*rerunPart) []apiv1.RerunWait {
 	return out
 }
 
-// overlaps reports whether two periods share an instant (an empty period
-// shares its start).
-func overlaps(a, b apiv1.Period) bool {
-	return a.Start.Equal(b.Start) || a.Start.Before(b.End) && b.Start.Before(a.End)
+// holds reports whether period p holds the instant t (an empty period
+// holds its start).
+func holds(p apiv1.Period, t time.Time) bool {
+	return t.Equal(p.Start) || !t.Before(p.Start) && t.Before(p.End)
 }
 
-// waitingIn is the waits of a downstream rerun whose periods overlap p.
+// waitingIn is the waits of a downstream rerun whose periods hold p's
+// start.
 func waitingIn(waits []apiv1.RerunWait, p apiv1.Period) []apiv1.RerunWait {
 	var out []apiv1.RerunWait
 	for _, w := range waits {
-		if overlaps(w.Period, p) {
+		if holds(w.Period, p.Start) {
 			out = append(out, w)
 		}
 	}

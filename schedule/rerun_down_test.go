@@ -17,8 +17,10 @@ import (
 )
 
 // A downstream schedule's periods rerun with an upstream period are those
-// that overlap it: the same period, the hours of a day, the day of an hour.
-func TestRerunOverlapping(t *testing.T) {
+// that start within it (the runs whose same_period gates name it): the
+// same period, the hours of a day, the days of a week, and a day only for
+// the hour it starts in.
+func TestRerunStartingIn(t *testing.T) {
 	clock := func(cron string) slots.Clock {
 		c, err := slots.Compile(cron, "UTC")
 		if err != nil {
@@ -26,26 +28,27 @@ func TestRerunOverlapping(t *testing.T) {
 		}
 		return c
 	}
-	at := func(h int) time.Time { return time.Date(2026, 3, 2, h, 0, 0, 0, time.UTC) }
-	hour := apiv1.Period{Start: at(5), End: at(6)}
-	day := apiv1.Period{Start: at(0), End: at(24)}
+	at := func(d, h int) time.Time { return time.Date(2026, 3, d, h, 0, 0, 0, time.UTC) }
+	hour := apiv1.Period{Start: at(2, 5), End: at(2, 6)}
+	day := apiv1.Period{Start: at(2, 0), End: at(3, 0)}
+	week := apiv1.Period{Start: at(2, 1), End: at(9, 1)} // Monday 01:00 to Monday 01:00
 	for _, c := range []struct {
-		name string
-		cron string
-		ups  []apiv1.Period
-		want []time.Time
+		name  string
+		cron  string
+		ups   []apiv1.Period
+		limit int
+		want  []time.Time
 	}{
-		{"same period", "0 0 * * * *", []apiv1.Period{hour}, []time.Time{at(5)}},
-		{"the day of an hour", "0 0 0 * * *", []apiv1.Period{hour}, []time.Time{at(0)}},
-		{"the hours of a day", "0 0 */6 * * *", []apiv1.Period{day}, []time.Time{at(0), at(6), at(12), at(18)}},
-		{"the hull of two hours", "0 0 * * * *", []apiv1.Period{{Start: at(2), End: at(3)}, hour}, []time.Time{at(2), at(3), at(4), at(5)}},
-		{"at most limit", "0 0 * * * *", []apiv1.Period{day}, []time.Time{at(0), at(1), at(2)}},
+		{"same period", "0 0 * * * *", []apiv1.Period{hour}, 100, []time.Time{at(2, 5)}},
+		{"not the day of a later hour", "0 0 0 * * *", []apiv1.Period{hour}, 100, nil},
+		{"the day of its first hour", "0 0 0 * * *", []apiv1.Period{{Start: at(2, 0), End: at(2, 1)}}, 100, []time.Time{at(2, 0)}},
+		{"the hours of a day", "0 0 */6 * * *", []apiv1.Period{day}, 100, []time.Time{at(2, 0), at(2, 6), at(2, 12), at(2, 18)}},
+		{"the nights of a week", "0 0 2 * * *", []apiv1.Period{week}, 100, []time.Time{at(2, 2), at(3, 2), at(4, 2), at(5, 2), at(6, 2), at(7, 2), at(8, 2)}},
+		{"the hull of two hours", "0 0 * * * *", []apiv1.Period{{Start: at(2, 2), End: at(2, 3)}, hour}, 100, []time.Time{at(2, 2), at(2, 3), at(2, 4), at(2, 5)}},
+		{"an empty last period", "0 0 * * * *", []apiv1.Period{{Start: at(2, 5), End: at(2, 5)}}, 100, []time.Time{at(2, 5)}},
+		{"at most limit", "0 0 * * * *", []apiv1.Period{day}, 3, []time.Time{at(2, 0), at(2, 1), at(2, 2)}},
 	} {
-		limit := 100
-		if c.name == "at most limit" {
-			limit = 3
-		}
-		if got := overlapping(clock(c.cron), c.ups, limit); !slices.Equal(got, c.want) {
+		if got := startingIn(clock(c.cron), c.ups, c.limit); !slices.Equal(got, c.want) {
 			t.Errorf("%s: %v, want %v", c.name, got, c.want)
 		}
 	}
@@ -81,7 +84,8 @@ func TestScheduleRerunDownstream(t *testing.T) {
 		f.createSchedule(gcp, tokOperator, s).Want(t, http.StatusCreated)
 	}
 	url := f.R(gcp).URL() + "/v1/schedules/"
-	slot := time.Date(2026, 3, 2, 5, 0, 0, 0, time.UTC)
+	// The day's first hour: daily's run of the day starts within it.
+	slot := time.Date(2026, 3, 2, 0, 0, 0, 0, time.UTC)
 	// A plain rerun first: the downstream one is the period's second.
 	f.Call(http.MethodPost, url+"up/rerun", tokOperator, spec{"period": slot}).Want(t, http.StatusCreated)
 	var root apiv1.Backfill

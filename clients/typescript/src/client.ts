@@ -54,7 +54,7 @@ export interface RequestOptions {
 export interface RerunOptions extends RequestOptions {
   /**
    * Rerun, too, the schedules that depend on this one (transitively) for their
-   * overlapping periods; each waits for its upstream's rerun, not for the
+   * periods starting within a rerun one; each waits for its upstream's rerun, not for the
    * period's earlier success.
    */
   downstream?: boolean;

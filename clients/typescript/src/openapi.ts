@@ -580,7 +580,7 @@ export interface paths {
         put?: never;
         /**
          * Run one period of a schedule again (operator)
-         * @description Starts a new run of the period (under a new run id; its earlier runs are left as they ended); the federation leader starts it (GET /v1/schedules/{name}/backfills follows it). With downstream, the schedules of the tenant that depend on this one, directly or through others, get a rerun of their periods that overlap a rerun period, all created in one write: the answer lists them (downstream), each lists the upstream runs it waits for (waits_for), and their gates on a schedule rerun with them open only on that rerun's success. 400 naming period when it is not a slot of the schedule, or downstream when the reruns would hold more periods than the tenant's max_backfill_periods or more than 49 dependants; 409 failed_precondition naming downstream, with the cycle's path in the message, when the dependencies between the schedules loop.
+         * @description Starts a new run of the period (under a new run id; its earlier runs are left as they ended); the federation leader starts it (GET /v1/schedules/{name}/backfills follows it). With downstream, the schedules of the tenant that depend on this one, directly or through others, get a rerun of their periods that start within a rerun period (the runs whose same_period gates name it), all created in one write: the answer lists them (downstream), each lists the upstream runs it waits for (waits_for), and their gates on a schedule rerun with them open only on that rerun's success. 400 naming period when it is not a slot of the schedule, or downstream when the reruns would hold more periods than the tenant's max_backfill_periods or more than 49 dependants; 409 failed_precondition naming downstream, with the cycle's path in the message, when the dependencies between the schedules loop.
          */
         post: operations["rerunSchedule"];
         delete?: never;
@@ -1471,7 +1471,7 @@ export interface components {
         RerunRequest: {
             /** @description the period's start (a slot of the schedule): RFC 3339 time, or a date */
             period: string;
-            /** @description rerun, too, the schedules that depend on this one, directly or through others, for their periods that overlap a rerun period (default false). Each such rerun's gates on a schedule rerun with it wait for that schedule's rerun of the period (exact gates), never for the period's earlier success, whatever the dependency's rule; a latest_success dependency then waits at most 24h. */
+            /** @description rerun, too, the schedules that depend on this one, directly or through others, for their periods that start within a rerun period, the runs whose same_period gates name it (default false). Each such rerun's gates on a schedule rerun with it wait for that schedule's rerun of the period (exact gates), never for the period's earlier success, whatever the dependency's rule; a latest_success dependency then waits at most 24h. */
             downstream?: boolean;
         };
         BackfillRun: {
@@ -1513,7 +1513,7 @@ export interface components {
             canceled_by?: string;
             /** @description on a rerun asked for with downstream: the reruns it made of the schedules depending on it, upstreams first */
             downstream?: components["schemas"]["RerunRef"][];
-            /** @description on a downstream rerun: the upstream reruns' runs its runs wait for (a run's gate on one of those schedules opens only on that schedule's rerun of an overlapping period) */
+            /** @description on a downstream rerun: the upstream reruns' runs its runs wait for (a run's gate on one of those schedules opens only on that schedule's rerun of the period holding the run's start) */
             waits_for?: components["schemas"]["RerunWait"][];
         };
         BackfillList: {

@@ -411,7 +411,7 @@ type Backfill struct {
 	State BackfillState `json:"state"`
 	To    time.Time     `json:"to"`
 
-	// WaitsFor on a downstream rerun: the upstream reruns' runs its runs wait for (a run's gate on one of those schedules opens only on that schedule's rerun of an overlapping period)
+	// WaitsFor on a downstream rerun: the upstream reruns' runs its runs wait for (a run's gate on one of those schedules opens only on that schedule's rerun of the period holding the run's start)
 	WaitsFor *[]RerunWait `json:"waits_for,omitempty"`
 }
 
@@ -989,7 +989,7 @@ type RerunRef struct {
 
 // RerunRequest defines model for RerunRequest.
 type RerunRequest struct {
-	// Downstream rerun, too, the schedules that depend on this one, directly or through others, for their periods that overlap a rerun period (default false). Each such rerun's gates on a schedule rerun with it wait for that schedule's rerun of the period (exact gates), never for the period's earlier success, whatever the dependency's rule; a latest_success dependency then waits at most 24h.
+	// Downstream rerun, too, the schedules that depend on this one, directly or through others, for their periods that start within a rerun period, the runs whose same_period gates name it (default false). Each such rerun's gates on a schedule rerun with it wait for that schedule's rerun of the period (exact gates), never for the period's earlier success, whatever the dependency's rule; a latest_success dependency then waits at most 24h.
 	Downstream *bool `json:"downstream,omitempty"`
 
 	// Period the period's start (a slot of the schedule): RFC 3339 time, or a date
@@ -2358,7 +2358,7 @@ type ClientInterface interface {
 
 	// RerunScheduleWithBody Run one period of a schedule again (operator)
 	//
-	// Starts a new run of the period (under a new run id; its earlier runs are left as they ended); the federation leader starts it (GET /v1/schedules/{name}/backfills follows it). With downstream, the schedules of the tenant that depend on this one, directly or through others, get a rerun of their periods that overlap a rerun period, all created in one write: the answer lists them (downstream), each lists the upstream runs it waits for (waits_for), and their gates on a schedule rerun with them open only on that rerun's success. 400 naming period when it is not a slot of the schedule, or downstream when the reruns would hold more periods than the tenant's max_backfill_periods or more than 49 dependants; 409 failed_precondition naming downstream, with the cycle's path in the message, when the dependencies between the schedules loop.
+	// Starts a new run of the period (under a new run id; its earlier runs are left as they ended); the federation leader starts it (GET /v1/schedules/{name}/backfills follows it). With downstream, the schedules of the tenant that depend on this one, directly or through others, get a rerun of their periods that start within a rerun period (the runs whose same_period gates name it), all created in one write: the answer lists them (downstream), each lists the upstream runs it waits for (waits_for), and their gates on a schedule rerun with them open only on that rerun's success. 400 naming period when it is not a slot of the schedule, or downstream when the reruns would hold more periods than the tenant's max_backfill_periods or more than 49 dependants; 409 failed_precondition naming downstream, with the cycle's path in the message, when the dependencies between the schedules loop.
 	//
 	// Takes any type of body and a specified content type.
 	//
@@ -2367,7 +2367,7 @@ type ClientInterface interface {
 
 	// RerunSchedule Run one period of a schedule again (operator)
 	//
-	// Starts a new run of the period (under a new run id; its earlier runs are left as they ended); the federation leader starts it (GET /v1/schedules/{name}/backfills follows it). With downstream, the schedules of the tenant that depend on this one, directly or through others, get a rerun of their periods that overlap a rerun period, all created in one write: the answer lists them (downstream), each lists the upstream runs it waits for (waits_for), and their gates on a schedule rerun with them open only on that rerun's success. 400 naming period when it is not a slot of the schedule, or downstream when the reruns would hold more periods than the tenant's max_backfill_periods or more than 49 dependants; 409 failed_precondition naming downstream, with the cycle's path in the message, when the dependencies between the schedules loop.
+	// Starts a new run of the period (under a new run id; its earlier runs are left as they ended); the federation leader starts it (GET /v1/schedules/{name}/backfills follows it). With downstream, the schedules of the tenant that depend on this one, directly or through others, get a rerun of their periods that start within a rerun period (the runs whose same_period gates name it), all created in one write: the answer lists them (downstream), each lists the upstream runs it waits for (waits_for), and their gates on a schedule rerun with them open only on that rerun's success. 400 naming period when it is not a slot of the schedule, or downstream when the reruns would hold more periods than the tenant's max_backfill_periods or more than 49 dependants; 409 failed_precondition naming downstream, with the cycle's path in the message, when the dependencies between the schedules loop.
 	//
 	// Takes a body of the `application/json` content type.
 	//
@@ -3061,7 +3061,7 @@ func (c *Client) PauseSchedule(ctx context.Context, name string, params *PauseSc
 
 // RerunScheduleWithBody Run one period of a schedule again (operator)
 //
-// Starts a new run of the period (under a new run id; its earlier runs are left as they ended); the federation leader starts it (GET /v1/schedules/{name}/backfills follows it). With downstream, the schedules of the tenant that depend on this one, directly or through others, get a rerun of their periods that overlap a rerun period, all created in one write: the answer lists them (downstream), each lists the upstream runs it waits for (waits_for), and their gates on a schedule rerun with them open only on that rerun's success. 400 naming period when it is not a slot of the schedule, or downstream when the reruns would hold more periods than the tenant's max_backfill_periods or more than 49 dependants; 409 failed_precondition naming downstream, with the cycle's path in the message, when the dependencies between the schedules loop.
+// Starts a new run of the period (under a new run id; its earlier runs are left as they ended); the federation leader starts it (GET /v1/schedules/{name}/backfills follows it). With downstream, the schedules of the tenant that depend on this one, directly or through others, get a rerun of their periods that start within a rerun period (the runs whose same_period gates name it), all created in one write: the answer lists them (downstream), each lists the upstream runs it waits for (waits_for), and their gates on a schedule rerun with them open only on that rerun's success. 400 naming period when it is not a slot of the schedule, or downstream when the reruns would hold more periods than the tenant's max_backfill_periods or more than 49 dependants; 409 failed_precondition naming downstream, with the cycle's path in the message, when the dependencies between the schedules loop.
 //
 // Takes any type of body and a specified content type.
 //
@@ -3080,7 +3080,7 @@ func (c *Client) RerunScheduleWithBody(ctx context.Context, name string, params 
 
 // RerunSchedule Run one period of a schedule again (operator)
 //
-// Starts a new run of the period (under a new run id; its earlier runs are left as they ended); the federation leader starts it (GET /v1/schedules/{name}/backfills follows it). With downstream, the schedules of the tenant that depend on this one, directly or through others, get a rerun of their periods that overlap a rerun period, all created in one write: the answer lists them (downstream), each lists the upstream runs it waits for (waits_for), and their gates on a schedule rerun with them open only on that rerun's success. 400 naming period when it is not a slot of the schedule, or downstream when the reruns would hold more periods than the tenant's max_backfill_periods or more than 49 dependants; 409 failed_precondition naming downstream, with the cycle's path in the message, when the dependencies between the schedules loop.
+// Starts a new run of the period (under a new run id; its earlier runs are left as they ended); the federation leader starts it (GET /v1/schedules/{name}/backfills follows it). With downstream, the schedules of the tenant that depend on this one, directly or through others, get a rerun of their periods that start within a rerun period (the runs whose same_period gates name it), all created in one write: the answer lists them (downstream), each lists the upstream runs it waits for (waits_for), and their gates on a schedule rerun with them open only on that rerun's success. 400 naming period when it is not a slot of the schedule, or downstream when the reruns would hold more periods than the tenant's max_backfill_periods or more than 49 dependants; 409 failed_precondition naming downstream, with the cycle's path in the message, when the dependencies between the schedules loop.
 //
 // Takes a body of the `application/json` content type.
 //
@@ -6229,7 +6229,7 @@ type ClientWithResponsesInterface interface {
 
 	// RerunScheduleWithBodyWithResponse Run one period of a schedule again (operator)
 	//
-	// Starts a new run of the period (under a new run id; its earlier runs are left as they ended); the federation leader starts it (GET /v1/schedules/{name}/backfills follows it). With downstream, the schedules of the tenant that depend on this one, directly or through others, get a rerun of their periods that overlap a rerun period, all created in one write: the answer lists them (downstream), each lists the upstream runs it waits for (waits_for), and their gates on a schedule rerun with them open only on that rerun's success. 400 naming period when it is not a slot of the schedule, or downstream when the reruns would hold more periods than the tenant's max_backfill_periods or more than 49 dependants; 409 failed_precondition naming downstream, with the cycle's path in the message, when the dependencies between the schedules loop.
+	// Starts a new run of the period (under a new run id; its earlier runs are left as they ended); the federation leader starts it (GET /v1/schedules/{name}/backfills follows it). With downstream, the schedules of the tenant that depend on this one, directly or through others, get a rerun of their periods that start within a rerun period (the runs whose same_period gates name it), all created in one write: the answer lists them (downstream), each lists the upstream runs it waits for (waits_for), and their gates on a schedule rerun with them open only on that rerun's success. 400 naming period when it is not a slot of the schedule, or downstream when the reruns would hold more periods than the tenant's max_backfill_periods or more than 49 dependants; 409 failed_precondition naming downstream, with the cycle's path in the message, when the dependencies between the schedules loop.
 	//
 	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 	//
@@ -6238,7 +6238,7 @@ type ClientWithResponsesInterface interface {
 
 	// RerunScheduleWithResponse Run one period of a schedule again (operator)
 	//
-	// Starts a new run of the period (under a new run id; its earlier runs are left as they ended); the federation leader starts it (GET /v1/schedules/{name}/backfills follows it). With downstream, the schedules of the tenant that depend on this one, directly or through others, get a rerun of their periods that overlap a rerun period, all created in one write: the answer lists them (downstream), each lists the upstream runs it waits for (waits_for), and their gates on a schedule rerun with them open only on that rerun's success. 400 naming period when it is not a slot of the schedule, or downstream when the reruns would hold more periods than the tenant's max_backfill_periods or more than 49 dependants; 409 failed_precondition naming downstream, with the cycle's path in the message, when the dependencies between the schedules loop.
+	// Starts a new run of the period (under a new run id; its earlier runs are left as they ended); the federation leader starts it (GET /v1/schedules/{name}/backfills follows it). With downstream, the schedules of the tenant that depend on this one, directly or through others, get a rerun of their periods that start within a rerun period (the runs whose same_period gates name it), all created in one write: the answer lists them (downstream), each lists the upstream runs it waits for (waits_for), and their gates on a schedule rerun with them open only on that rerun's success. 400 naming period when it is not a slot of the schedule, or downstream when the reruns would hold more periods than the tenant's max_backfill_periods or more than 49 dependants; 409 failed_precondition naming downstream, with the cycle's path in the message, when the dependencies between the schedules loop.
 	//
 	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 	//
@@ -10392,7 +10392,7 @@ func (c *ClientWithResponses) PauseScheduleWithResponse(ctx context.Context, nam
 
 // RerunScheduleWithBodyWithResponse Run one period of a schedule again (operator)
 //
-// Starts a new run of the period (under a new run id; its earlier runs are left as they ended); the federation leader starts it (GET /v1/schedules/{name}/backfills follows it). With downstream, the schedules of the tenant that depend on this one, directly or through others, get a rerun of their periods that overlap a rerun period, all created in one write: the answer lists them (downstream), each lists the upstream runs it waits for (waits_for), and their gates on a schedule rerun with them open only on that rerun's success. 400 naming period when it is not a slot of the schedule, or downstream when the reruns would hold more periods than the tenant's max_backfill_periods or more than 49 dependants; 409 failed_precondition naming downstream, with the cycle's path in the message, when the dependencies between the schedules loop.
+// Starts a new run of the period (under a new run id; its earlier runs are left as they ended); the federation leader starts it (GET /v1/schedules/{name}/backfills follows it). With downstream, the schedules of the tenant that depend on this one, directly or through others, get a rerun of their periods that start within a rerun period (the runs whose same_period gates name it), all created in one write: the answer lists them (downstream), each lists the upstream runs it waits for (waits_for), and their gates on a schedule rerun with them open only on that rerun's success. 400 naming period when it is not a slot of the schedule, or downstream when the reruns would hold more periods than the tenant's max_backfill_periods or more than 49 dependants; 409 failed_precondition naming downstream, with the cycle's path in the message, when the dependencies between the schedules loop.
 //
 // Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 //
@@ -10407,7 +10407,7 @@ func (c *ClientWithResponses) RerunScheduleWithBodyWithResponse(ctx context.Cont
 
 // RerunScheduleWithResponse Run one period of a schedule again (operator)
 //
-// Starts a new run of the period (under a new run id; its earlier runs are left as they ended); the federation leader starts it (GET /v1/schedules/{name}/backfills follows it). With downstream, the schedules of the tenant that depend on this one, directly or through others, get a rerun of their periods that overlap a rerun period, all created in one write: the answer lists them (downstream), each lists the upstream runs it waits for (waits_for), and their gates on a schedule rerun with them open only on that rerun's success. 400 naming period when it is not a slot of the schedule, or downstream when the reruns would hold more periods than the tenant's max_backfill_periods or more than 49 dependants; 409 failed_precondition naming downstream, with the cycle's path in the message, when the dependencies between the schedules loop.
+// Starts a new run of the period (under a new run id; its earlier runs are left as they ended); the federation leader starts it (GET /v1/schedules/{name}/backfills follows it). With downstream, the schedules of the tenant that depend on this one, directly or through others, get a rerun of their periods that start within a rerun period (the runs whose same_period gates name it), all created in one write: the answer lists them (downstream), each lists the upstream runs it waits for (waits_for), and their gates on a schedule rerun with them open only on that rerun's success. 400 naming period when it is not a slot of the schedule, or downstream when the reruns would hold more periods than the tenant's max_backfill_periods or more than 49 dependants; 409 failed_precondition naming downstream, with the cycle's path in the message, when the dependencies between the schedules loop.
 //
 // Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 //

@@ -324,7 +324,7 @@ class Client:
                        tenant: Optional[str] = None, downstream: bool = False) -> Dict[str, Any]:
         """POST /v1/schedules/{name}/rerun (operator token): a new run of the period starting at period (a slot).
 
-        With downstream, the schedules depending on it (transitively) are rerun for their overlapping periods,
+        With downstream, the schedules depending on it (transitively) are rerun for their periods starting in it,
         each waiting for its upstream's rerun, not for the period's earlier success; the answer's "downstream"
         lists their reruns."""
         body: Dict[str, Any] = {"period": _when(period)}

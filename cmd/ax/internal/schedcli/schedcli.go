@@ -54,7 +54,8 @@ The federation leader runs the backfill; --wait follows it to its end.`,
 		Long: `Run one period of a schedule again, under a new run id.
 
 With --downstream the schedules that depend on it, directly or through
-others, are rerun too, for their periods that overlap a rerun period; their
+others, are rerun too, for their periods that start within a rerun period
+(the runs whose same_period gates name it); their
 runs' gates on a schedule rerun with them wait for that schedule's rerun of
 the period, not for its earlier success. A cycle between the schedules is
 refused (409, naming the path).`,
