@@ -213,6 +213,7 @@ func NewNode(cfg Config, store *store.Store, v *view.View, cell *region.Cell, m 
 	}
 	v.Track(flights)
 	v.Learn(est)
+	v.Observe(pl.Observe)
 	return n, nil
 }
 

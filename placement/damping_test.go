@@ -1,6 +1,7 @@
 package placement
 
 import (
+	"fmt"
 	"math"
 	"slices"
 	"testing"
@@ -291,5 +292,50 @@ func TestSnapshotServersOverrideConfig(t *testing.T) {
 	}
 	if s.WithServers(0).Servers() != 0 {
 		t.Fatal("WithServers(0) must fall back to the config")
+	}
+}
+
+// A server that placed nothing for a while (a standby in front of a burst)
+// judges a pool's return between the snapshots it observed, not against the
+// last one it placed on: figures that kept coming every second over 20 s
+// (longer than stale_after) and a price that dropped 10 s ago are not a
+// return, so its burst fills the pool to its hard watermark. Without the
+// observed snapshots the same burst is damped to a quarter: the gap since
+// its last look reads as a stale gap, the old price as a drop.
+func TestIdleServerJudgesReturnsBetweenObservedSnapshots(t *testing.T) {
+	cfg := DefaultConfig()
+	cfg.Servers = 4
+	pool := func(age time.Duration, dear bool) Pool {
+		p := burstPools(t)[0]
+		p.UpdatedAt = t0.Add(-age)
+		if dear {
+			p.PricePerSlotHour *= 1.5
+		}
+		return p
+	}
+	for _, observe := range []bool{true, false} {
+		t.Run(fmt.Sprintf("observed %v", observe), func(t *testing.T) {
+			p := mustPlacer(t, cfg, nil)
+			if d := p.Place(mustSnapshot(t, pool(21*time.Second, true)), cpuTask(), t0.Add(-20*time.Second)); !d.OK {
+				t.Fatalf("first placement: %v", d.Err())
+			}
+			if observe {
+				for age := 20 * time.Second; age > 0; age -= time.Second {
+					p.Observe(mustSnapshot(t, pool(age, age > 10*time.Second)))
+				}
+			}
+			s := mustSnapshot(t, pool(0, false))
+			n := 0
+			for p.Place(s, cpuTask(), t0).OK {
+				n++
+			}
+			want := headroom(pool(0, false), cfg.HardWatermark)
+			if !observe {
+				want /= 4
+			}
+			if n != want {
+				t.Errorf("the burst placed %d, want %d", n, want)
+			}
+		})
 	}
 }

@@ -131,6 +131,14 @@ func (p *Placer) Place(s *Snapshot, t Task, now time.Time) Decision {
 	return d
 }
 
+// Observe makes s the Placer's snapshot without placing. Whether a pool has just become
+// attractive to every server at once (new, back from unhealthy or stale, slots back, price
+// dropped) is judged against the snapshot the Placer saw before; a source of snapshots that
+// passes each one it builds to Observe has that judged between consecutive snapshots, so a
+// server that placed nothing for a while does not take a change every other server saw long
+// ago for a new one, nor figures that kept coming for figures back from stale.
+func (p *Placer) Observe(s *Snapshot) { p.state(s) }
+
 // Explain runs the same evaluation as Place and returns every pool's reason and score parts. It
 // counts nothing, so Place called next with the same arguments chooses the same pool.
 func (p *Placer) Explain(s *Snapshot, t Task, now time.Time) Explanation {

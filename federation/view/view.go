@@ -49,6 +49,8 @@ type View struct {
 	flights atomic.Pointer[Flights]             // the node's placements not yet in the figures (flights.go)
 	est     atomic.Pointer[placement.Estimator] // gets the published run times (estimates.go)
 	taught  map[string]time.Time                // region → UpdatedAt of the figures est got (under mu)
+	// observer gets every placement snapshot built (Observe).
+	observer atomic.Pointer[func(*placement.Snapshot)]
 	// members are the regions of the federation (config `regions:`); a
 	// registration of any other name is ignored, so a stray or forged entry
 	// in the global etcd is never placed on or contacted. nil: all.
@@ -233,6 +235,13 @@ func (v *View) Servers(region string) int {
 // Pools is the placement snapshot built from the current view.
 func (v *View) Pools() *placement.Snapshot { return v.snap.Load().Pools }
 
+// Observe passes every placement snapshot the view builds from now on to
+// f, in the order they become current (placement.Placer.Observe).
+func (v *View) Observe(f func(*placement.Snapshot)) {
+	v.observer.Store(&f)
+	v.Refresh()
+}
+
 // Refresh rebuilds the snapshot now (tests, and after a known change).
 func (v *View) Refresh() { v.rebuild(time.Now()) }
 
@@ -388,7 +397,12 @@ func (v *View) rebuild(now time.Time) {
 	// Servers announced in the global etcd (Announce) share each pool's
 	// headroom; none announced: the configured count.
 	snap.WithServers(v.servers.Snapshot().Len())
+	v.mu.Lock()
 	v.snap.Store(&Snap{infos: infos, Pools: snap, Updated: updated, prices: prices, built: now})
+	if f := v.observer.Load(); f != nil {
+		(*f)(snap)
+	}
+	v.mu.Unlock()
 }
 
 // stale is the staleness rule: figures older than stale_after, unless

@@ -107,7 +107,9 @@ func neverConnectedPlacedAgain(t *testing.T, ctx context.Context, fed *federatio
 // A burst of tasks pinned to eu-west-1 through a standby server of
 // us-east-1 (the leader sends the hand-offs, so the standby never sees
 // them land): eu-west-1's pool fills to its spill watermark (0.80 of a
-// queue capacity of 100) before the first 429, and not past it.
+// queue capacity of 100) before the first 429, and not past it. The
+// standby placed one task there longer than stale_after before: figures
+// that kept coming meanwhile are not a pool back from stale to it.
 func standbyBurstFills(t *testing.T, ctx context.Context, fed *federation) {
 	var standby *proc
 	for _, s := range fed.region("us-east-1").servers {
@@ -119,6 +121,12 @@ func standbyBurstFills(t *testing.T, ctx context.Context, fed *federation) {
 		t.Fatal("no standby in us-east-1")
 	}
 	eu := fed.region("eu-west-1")
+	if code, body := fed.callAPI(standby.api, tokSubmitterA, http.MethodPost, "/v1/tasks",
+		map[string]any{"type": "noop", "regions": []string{"eu-west-1"}}); code != http.StatusCreated {
+		t.Fatalf("a first task through the standby: %d %s", code, body)
+	}
+	// Idle for longer than stale_after (5s), while eu-west-1 publishes.
+	time.Sleep(6 * time.Second)
 	spec := map[string]any{"type": "sleep", "regions": []string{"eu-west-1"}, "payload": map[string]int{"ms": 10000}}
 	accepted, first429 := 0, -1
 	for i := range 200 {
