@@ -72,10 +72,12 @@ build:
 	$(GO) build -ldflags "$(LDFLAGS)" -o bin/ax ./cmd/ax
 
 # -p 4: every package at once, so internal/e2e (the longest) starts first thing instead
-# of after cmd/ax. AX_TEST_BIN (make test: bin/ax) is the ax binary internal/e2e and
-# deploy run; empty, they build their own.
+# of after cmd/ax. -parallel 4: internal/e2e's t.Parallel tests (they wait on processes
+# and leases, a quarter of a core each) four at a time, not GOMAXPROCS (2); only e2e has
+# any (docs/benchmarks.md). AX_TEST_BIN (make test: bin/ax) is the ax binary
+# internal/e2e and deploy run; empty, they build their own.
 unit:
-	AX_TEST_BIN=$(AX_TEST_BIN) $(GO) test -count=1 -p 4 -timeout 20m $(PLAIN)
+	AX_TEST_BIN=$(AX_TEST_BIN) $(GO) test -count=1 -p 4 -parallel 4 -timeout 20m $(PLAIN)
 
 cluster-fuzz:
 	@$(MAKE) --no-print-directory cluster
