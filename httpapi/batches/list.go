@@ -5,9 +5,7 @@ import (
 	"fmt"
 	"net/http"
 	"net/url"
-	"sort"
 	"strconv"
-	"sync"
 
 	"github.com/ax-sched/ax/apiv1"
 	"github.com/ax-sched/ax/federation/fanout"
@@ -53,16 +51,16 @@ func (h *Handlers) list(w http.ResponseWriter, r *http.Request, p endpoint.Princ
 			return err
 		}
 	}
-	parts := make([]listPart, len(regions))
-	var wg sync.WaitGroup
-	for i, reg := range regions {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			if reg == "" || reg == h.cfg.Fed.Region() {
-				parts[i].batches, parts[i].next, parts[i].err = bs.List(r.Context(), tenant, limit, after)
-				return
-			}
+	here := ""
+	if h.cfg.Fed != nil {
+		here = h.cfg.Fed.Region()
+	}
+	pages := fanout.Pages(r.Context(), regions, here,
+		func(ctx context.Context) (p fanout.Page[apiv1.BatchStatus]) {
+			p.Items, p.Next, p.Err = bs.List(ctx, tenant, limit, after)
+			return p
+		},
+		func(ctx context.Context, reg string) fanout.Page[apiv1.BatchStatus] {
 			v := url.Values{"region": {reg}, "limit": {strconv.Itoa(limit)}}
 			for k, s := range map[string]string{"tenant": tenant, "after": after} {
 				if s != "" {
@@ -70,14 +68,10 @@ func (h *Handlers) list(w http.ResponseWriter, r *http.Request, p endpoint.Princ
 				}
 			}
 			var l apiv1.BatchList
-			ctx, cancel := context.WithTimeout(r.Context(), fanout.Deadline)
-			defer cancel()
-			parts[i].err = h.cfg.Fed.Proxy(ctx, reg, http.MethodGet, "/v1/batches?"+v.Encode(), nil, &l)
-			parts[i].batches, parts[i].next = l.Batches, l.Next
-		}()
-	}
-	wg.Wait()
-	out, err := merge(regions, parts, limit)
+			err := h.cfg.Fed.Proxy(ctx, reg, http.MethodGet, "/v1/batches?"+v.Encode(), nil, &l)
+			return fanout.Page[apiv1.BatchStatus]{Items: l.Batches, Next: l.Next, Err: err}
+		})
+	out, err := merge(regions, pages, limit)
 	if err != nil {
 		return err
 	}
@@ -85,61 +79,33 @@ func (h *Handlers) list(w http.ResponseWriter, r *http.Request, p endpoint.Princ
 	return nil
 }
 
-// listPart is one region's answer to a listing.
-type listPart struct {
-	batches []apiv1.BatchStatus
-	next    string // the region's cursor: creation ms, exclusive
-	err     error
+// byCreation merges the regions' pages of batches: newest first by
+// creation; a region's cursor is a creation time (unix ms), and the next
+// page holds the batches created before it.
+var byCreation = fanout.Order[apiv1.BatchStatus]{
+	Newer: func(a, b apiv1.BatchStatus) bool { return a.CreatedAt.After(b.CreatedAt) },
+	Mark:  func(b apiv1.BatchStatus) string { return strconv.FormatInt(b.CreatedAt.UnixMilli(), 10) },
+	NewerMark: func(a, b string) bool {
+		am, _ := strconv.ParseInt(a, 10, 64)
+		bm, _ := strconv.ParseInt(b, 10, 64)
+		return am > bm
+	},
+	Past: func(b apiv1.BatchStatus, mark string) bool {
+		ms, _ := strconv.ParseInt(mark, 10, 64)
+		return b.CreatedAt.UnixMilli() < ms
+	},
 }
 
-// merge is the page of the regions' parts: newest first, at most limit,
+// merge is the page of the regions' pages: newest first, at most limit,
 // ending where the region with the newest cursor stopped.
-func merge(regions []string, parts []listPart, limit int) (*apiv1.BatchList, error) {
-	out := &apiv1.BatchList{Batches: []apiv1.BatchStatus{}}
-	var all []apiv1.BatchStatus
-	bound, answered := int64(0), 0
-	var firstErr error
-	for i, pt := range parts {
-		ro := apiv1.RegionOutcome{Region: regions[i]}
-		if pt.err != nil {
-			b := endpoint.ErrorOf(pt.err).Body()
-			ro.Error = &b
-			out.Unavailable = append(out.Unavailable, regions[i])
-			firstErr = cmpErr(firstErr, pt.err)
-		} else {
-			answered++
-			ro.Count = len(pt.batches)
-			all = append(all, pt.batches...)
-			if n, _ := strconv.ParseInt(pt.next, 10, 64); n > bound {
-				bound = n
-			}
-		}
-		if regions[i] != "" {
-			out.Regions = append(out.Regions, ro)
-		}
+func merge(regions []string, pages []fanout.Page[apiv1.BatchStatus], limit int) (*apiv1.BatchList, error) {
+	m, err := fanout.MergePages(regions, pages, limit, byCreation)
+	if err != nil {
+		return nil, err
 	}
-	if answered == 0 {
-		return nil, firstErr
-	}
-	sort.SliceStable(all, func(i, j int) bool { return all[i].CreatedAt.After(all[j].CreatedAt) })
-	for _, b := range all {
-		if bound != 0 && b.CreatedAt.UnixMilli() < bound || len(out.Batches) == limit {
-			break
-		}
-		out.Batches = append(out.Batches, b)
-	}
-	switch {
-	case len(out.Batches) == limit && (len(all) > limit || bound != 0):
-		out.Next = strconv.FormatInt(out.Batches[len(out.Batches)-1].CreatedAt.UnixMilli(), 10)
-	case bound != 0:
-		out.Next = strconv.FormatInt(bound, 10)
+	out := &apiv1.BatchList{Batches: m.Items, Next: m.Next, Unavailable: m.Unavailable}
+	if len(m.Parts) > 0 {
+		out.Regions = endpoint.Outcomes(m.Parts)
 	}
 	return out, nil
-}
-
-func cmpErr(first, err error) error {
-	if first != nil {
-		return first
-	}
-	return err
 }

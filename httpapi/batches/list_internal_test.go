@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/ax-sched/ax/apiv1"
+	"github.com/ax-sched/ax/federation/fanout"
 )
 
 // merge orders every region's batches newest first, ends a page where the
@@ -19,10 +20,10 @@ func TestMergeEndsWhereARegionStopped(t *testing.T) {
 	}
 	ms := func(n int) string { return strconv.FormatInt(t0.UnixMilli()+int64(n), 10) }
 	// a gave 3 and has more (next at its last, 50); b gave all it has.
-	parts := []listPart{
-		{batches: []apiv1.BatchStatus{b("a1", 90), b("a2", 70), b("a3", 50)}, next: ms(50)},
-		{batches: []apiv1.BatchStatus{b("b1", 80), b("b2", 40), b("b3", 10)}},
-		{err: errors.New("down")},
+	parts := []fanout.Page[apiv1.BatchStatus]{
+		{Items: []apiv1.BatchStatus{b("a1", 90), b("a2", 70), b("a3", 50)}, Next: ms(50)},
+		{Items: []apiv1.BatchStatus{b("b1", 80), b("b2", 40), b("b3", 10)}},
+		{Err: errors.New("down")},
 	}
 	out, err := merge([]string{"a", "b", "c"}, parts, 3)
 	if err != nil {

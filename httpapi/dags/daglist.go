@@ -4,10 +4,8 @@ import (
 	"context"
 	"net/http"
 	"net/url"
-	"sort"
 	"strconv"
 	"strings"
-	"sync"
 
 	"github.com/ax-sched/ax/apiv1"
 	"github.com/ax-sched/ax/federation/fanout"
@@ -53,21 +51,12 @@ func (srv *Handlers) listDAGs(w http.ResponseWriter, r *http.Request, p endpoint
 	if err != nil {
 		return err
 	}
-	type part struct {
-		runs []apiv1.DAGSummary
-		next string
-		err  error
-	}
-	parts := make([]part, len(regions))
-	var wg sync.WaitGroup
-	for i, reg := range regions {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			if reg == srv.cfg.Fed.Region() {
-				parts[i].runs, parts[i].next, parts[i].err = dags.List(r.Context(), f)
-				return
-			}
+	pages := fanout.Pages(r.Context(), regions, srv.cfg.Fed.Region(),
+		func(ctx context.Context) (p fanout.Page[apiv1.DAGSummary]) {
+			p.Items, p.Next, p.Err = dags.List(ctx, f)
+			return p
+		},
+		func(ctx context.Context, reg string) fanout.Page[apiv1.DAGSummary] {
 			q := url.Values{"region": {reg}, "limit": {strconv.Itoa(f.Limit)}}
 			for k, s := range map[string]string{"tenant": f.Tenant, "name": f.Name, "state": string(f.State), "cursor": f.Cursor} {
 				if s != "" {
@@ -75,59 +64,24 @@ func (srv *Handlers) listDAGs(w http.ResponseWriter, r *http.Request, p endpoint
 				}
 			}
 			var l apiv1.DAGList
-			ctx, cancel := context.WithTimeout(r.Context(), fanout.Deadline)
-			defer cancel()
-			parts[i].err = srv.cfg.Fed.Proxy(ctx, reg, http.MethodGet, "/v1/dags?"+q.Encode(), nil, &l)
-			parts[i].runs, parts[i].next = l.Runs, l.NextCursor
-		}()
+			err := srv.cfg.Fed.Proxy(ctx, reg, http.MethodGet, "/v1/dags?"+q.Encode(), nil, &l)
+			return fanout.Page[apiv1.DAGSummary]{Items: l.Runs, Next: l.NextCursor, Err: err}
+		})
+	m, err := fanout.MergePages(regions, pages, f.Limit, byMark)
+	if err != nil {
+		return err
 	}
-	wg.Wait()
-	// Merge: a region with more to give bounds the page at its cursor, so
-	// nothing older than what it gave is listed before what it holds back.
-	out := apiv1.DAGList{Runs: []apiv1.DAGSummary{}}
-	var all []apiv1.DAGSummary
-	bound, answered := "", 0
-	var firstErr error
-	for i, pt := range parts {
-		ro := apiv1.RegionOutcome{Region: regions[i]}
-		if pt.err != nil {
-			b := endpoint.ErrorOf(pt.err).Body()
-			ro.Error = &b
-			out.Unavailable = append(out.Unavailable, regions[i])
-			if firstErr == nil {
-				firstErr = pt.err
-			}
-		} else {
-			answered++
-			ro.Count = len(pt.runs)
-			all = append(all, pt.runs...)
-			if pt.next != "" && (bound == "" || newerMark(pt.next, bound)) {
-				bound = pt.next
-			}
-		}
-		out.Regions = append(out.Regions, ro)
-	}
-	if answered == 0 {
-		return firstErr
-	}
-	sort.Slice(all, func(i, j int) bool { return newerMark(all[i].Cursor(), all[j].Cursor()) })
-	for _, s := range all {
-		if bound != "" && !newerMark(s.Cursor(), bound) {
-			break
-		}
-		if len(out.Runs) == f.Limit {
-			break
-		}
-		out.Runs = append(out.Runs, s)
-	}
-	switch {
-	case len(out.Runs) == f.Limit && len(all) > f.Limit || len(out.Runs) == f.Limit && bound != "":
-		out.NextCursor = out.Runs[len(out.Runs)-1].Cursor()
-	case bound != "":
-		out.NextCursor = bound
-	}
-	endpoint.WriteJSON(w, http.StatusOK, out)
+	endpoint.WriteJSON(w, http.StatusOK, apiv1.DAGList{Runs: m.Items, NextCursor: m.Next, Regions: endpoint.Outcomes(m.Parts), Unavailable: m.Unavailable})
 	return nil
+}
+
+// byMark merges the regions' pages of runs: newest first by their
+// cursors (ms.id); the next page holds the runs older than a cursor.
+var byMark = fanout.Order[apiv1.DAGSummary]{
+	Newer:     func(a, b apiv1.DAGSummary) bool { return newerMark(a.Cursor(), b.Cursor()) },
+	Mark:      apiv1.DAGSummary.Cursor,
+	NewerMark: newerMark,
+	Past:      func(s apiv1.DAGSummary, mark string) bool { return !newerMark(s.Cursor(), mark) },
 }
 
 // newerMark orders listing cursors (ms.id) newest first.
