@@ -28,6 +28,7 @@ func runAx(t *testing.T, api string, args ...string) (string, string, int) {
 // ax submit → ax get → ax trail through a real server and worker; -o json
 // parses; errors exit non-zero with a one-line message.
 func TestCLIAgainstRealServer(t *testing.T) {
+	t.Parallel()
 	c := newCluster(t, clusterOpts{})
 	srv := c.start("server", "server")
 	c.waitReady(srv)

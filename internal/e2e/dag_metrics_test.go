@@ -15,6 +15,7 @@ import (
 // succeeded, two nodes released (the DAG counters are registered whatever
 // gatherer the API is given).
 func TestDAGMetricsOnARealServer(t *testing.T) {
+	t.Parallel()
 	fed := newFederation(t, fedOpts{})
 	node := func(id, region string, deps ...string) map[string]any {
 		return map[string]any{"id": id, "depends_on": deps, "task": map[string]any{

@@ -15,6 +15,7 @@ import (
 // the limit (and its 4096 bytes of slack), which it refuses before any
 // handler runs. Headers under the limit are served.
 func TestOversizedHeadersGetTheJSONError(t *testing.T) {
+	t.Parallel()
 	fed := newFederation(t, fedOpts{noWorkers: true, regions: []string{"us-east-1"}, httpServer: "max_header_bytes: 8192\n"})
 	for _, c := range []struct {
 		pad  int

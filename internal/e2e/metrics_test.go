@@ -213,6 +213,7 @@ func (m *metricsFederation) exported() map[string]bool {
 // only its own region, and carries the design's metrics with the workload's
 // figures.
 func TestMetricsOfRealServersAndWorkers(t *testing.T) {
+	t.Parallel()
 	m := newMetricsFederation(t)
 	t.Run("ax cost: spend where it ran, federation-wide, per tenant", func(t *testing.T) {
 		var rep struct {

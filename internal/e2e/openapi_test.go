@@ -174,6 +174,7 @@ func (s *specSession) ok(token, method, path string, body any, want int, v any) 
 // kin-openapi; then the client oapi-codegen generated from the spec
 // round-trips them (internal/e2e/apiclient).
 func TestOpenAPISession(t *testing.T) {
+	t.Parallel()
 	wtok := "wtok-" + randomHex(16)
 	fed := newFederation(t, fedOpts{tokens: fmt.Sprintf("- {name: spec-worker, token_sha256: %s, role: worker, tenants: [team-a], pools: [cpu]}", sha256Hex(wtok))})
 	fed.tokens["spec-worker"] = wtok

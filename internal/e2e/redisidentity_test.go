@@ -20,6 +20,7 @@ func TestRedisOfAnotherFederationRefused(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts two federations of real processes")
 	}
+	t.Parallel()
 	a := newFederation(t, fedOpts{regions: []string{"us-east-1"}, redisLink: true, redisPassword: "same"})
 	b := newFederation(t, fedOpts{regions: []string{"us-east-1"}, noWorkers: true, redisPassword: "same"})
 	ra, rb := a.region("us-east-1"), b.region("us-east-1")

@@ -21,6 +21,7 @@ import (
 // rule that succeeds and in one that fails with its output in the error,
 // and neither shows a secret.
 func TestExecChildrenDoNotSeeTheWorkersSecrets(t *testing.T) {
+	t.Parallel()
 	fed := newFederation(t, fedOpts{sharedEnv: true, worker: `
 exec:
   allow:
@@ -59,6 +60,7 @@ exec:
 // ../../../etc/passwd is refused before cat runs; a plain value still runs.
 // A command not allowed is refused without the allowlist in its error.
 func TestExecTemplateValuesAreRefused(t *testing.T) {
+	t.Parallel()
 	data := t.TempDir()
 	if err := os.WriteFile(filepath.Join(data, "ok.txt"), []byte("fine\n"), 0o600); err != nil {
 		t.Fatal(err)
@@ -112,6 +114,7 @@ exec:
 // deny_private on (the default), a prefix host that resolves to loopback
 // is refused when connecting.
 func TestHTTPTargetsAreCleanedAndChecked(t *testing.T) {
+	t.Parallel()
 	var mu sync.Mutex
 	var paths []string
 	hook := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {

@@ -35,6 +35,7 @@ true`
 //     worker overwrote the secrets' values in its environment block at
 //     start, so /proc/<worker>/environ shows stars.
 func TestTenantCodeReadsNoWorkerSecret(t *testing.T) {
+	t.Parallel()
 	secrets := t.TempDir()
 	pwFile := filepath.Join(secrets, "redis-password")
 	rule := func(runAs, cfg, pw string) string {

@@ -25,6 +25,7 @@ import (
 // certificate (rediss://), the CLI takes --ca/--cert/--key, and SIGHUP
 // puts a renewed certificate in service without a restart.
 func TestTLSOnEveryHop(t *testing.T) {
+	t.Parallel()
 	fed := newFederation(t, fedOpts{tls: true})
 	h := fed.handedOffTask("us-east-1", "eu-west-1", tokSubmitterA, map[string]any{"type": "noop"})
 	// Read through its home region: forwarded to eu-west-1 over https.
