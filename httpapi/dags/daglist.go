@@ -76,12 +76,14 @@ func (srv *Handlers) listDAGs(w http.ResponseWriter, r *http.Request, p endpoint
 }
 
 // byMark merges the regions' pages of runs: newest first by their
-// cursors (ms.id); the next page holds the runs older than a cursor.
+// cursors (ms.id). A region's cursor is its page's last run, and its next
+// page holds the runs older than it: that run is on this page, those
+// older wait.
 var byMark = fanout.Order[apiv1.DAGSummary]{
 	Newer:     func(a, b apiv1.DAGSummary) bool { return newerMark(a.Cursor(), b.Cursor()) },
 	Mark:      apiv1.DAGSummary.Cursor,
 	NewerMark: newerMark,
-	Past:      func(s apiv1.DAGSummary, mark string) bool { return !newerMark(s.Cursor(), mark) },
+	Past:      func(s apiv1.DAGSummary, mark string) bool { return newerMark(mark, s.Cursor()) },
 }
 
 // newerMark orders listing cursors (ms.id) newest first.
