@@ -473,9 +473,17 @@ func TestSchedulePipelines(t *testing.T) {
 			p.call(http.MethodPost, "/v1/schedules/"+n+"/backfill", map[string]any{"from": per, "to": per}, http.StatusCreated, nil)
 		}
 		succeeded := func(name string, n int) []apiv1.DAGStatus {
-			var runs []apiv1.DAGStatus
+			var runs, all []apiv1.DAGStatus
+			defer func() {
+				if t.Failed() {
+					for _, r := range all {
+						t.Logf("%s run %s: %s, period %v, created %v", name, r.ID, r.State, r.Period, r.CreatedAt)
+					}
+				}
+			}()
 			waitUntil(t, 60*time.Second, fmt.Sprintf("%d ended runs of %s", n, name), func() bool {
-				runs = slices.DeleteFunc(p.runs(name), func(r apiv1.DAGStatus) bool { return r.State == task.DAGRunning })
+				all = p.runs(name)
+				runs = slices.DeleteFunc(slices.Clone(all), func(r apiv1.DAGStatus) bool { return r.State == task.DAGRunning })
 				return len(runs) >= n
 			})
 			sort.Slice(runs, func(i, j int) bool { return runs[i].CreatedAt.Before(runs[j].CreatedAt) })

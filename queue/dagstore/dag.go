@@ -217,9 +217,35 @@ func (s *DAGs) DAGRunsBefore(ctx context.Context, ms int64, id string, limit int
 		}
 	}
 	if len(gone) > 0 {
-		_ = s.Client().ZRem(ctx, s.AllDAGs(), gone...).Err() // tidying: the next listing retries
+		s.tidyIndex(ctx, gone)
 	}
 	return out, more, nil
+}
+
+// tidyIndex takes out of the index the runs of gone (no run hash when
+// listed) that are not in the active set: expired ones. A run being created
+// has no hash yet but is in the active set, which CreateDAG fills with the
+// index (or before it) and which loses the run only once it has ended, so
+// a listing racing a creation keeps it. Errors leave it to the next
+// listing.
+func (s *DAGs) tidyIndex(ctx context.Context, gone []any) {
+	ids := make([]string, len(gone))
+	for i, g := range gone {
+		ids[i], _ = g.(string)
+	}
+	scores, err := s.Client().ZMScore(ctx, s.activeDAGs(), ids...).Result()
+	if err != nil || len(scores) != len(ids) {
+		return
+	}
+	var expired []any
+	for i, sc := range scores {
+		if sc == 0 { // not active: scores are ids' milliseconds, never 0
+			expired = append(expired, gone[i])
+		}
+	}
+	if len(expired) > 0 {
+		_ = s.Client().ZRem(ctx, s.AllDAGs(), expired...).Err()
+	}
 }
 
 // dagsIndexed marks that IndexOldDAGRuns went through every run key once:

@@ -3,6 +3,8 @@ package store_test
 import (
 	"slices"
 	"testing"
+
+	"github.com/redis/go-redis/v9"
 )
 
 // TestIndexOldDAGRuns: runs written before the index of every run existed
@@ -71,4 +73,28 @@ func anys(ss []string) []any {
 		out[i] = s
 	}
 	return out
+}
+
+// TestListingRacingACreation: a listing that meets a run whose hashes are
+// not written yet (CreateDAG indexes it, with the active set, first) keeps
+// it in the index, so it is listed once created; a run that expired (no
+// hash, not active) leaves the index.
+func TestListingRacingACreation(t *testing.T) {
+	e := newEnv(t)
+	creating, expired := e.dagDef("a"), e.dagDef("a")
+	for _, id := range []string{creating.ID, expired.ID} {
+		if err := e.rdb.ZAdd(e.ctx, e.s.AllDAGs(), redis.Z{Score: 1e12, Member: id}).Err(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := e.rdb.ZAdd(e.ctx, e.s.Options().Prefix+":{dags}:active", redis.Z{Score: 1e12, Member: creating.ID}).Err(); err != nil {
+		t.Fatal(err)
+	}
+	if runs, _, err := e.s.DAGRunsBefore(e.ctx, 0, "", 100); err != nil || len(runs) != 0 {
+		t.Fatalf("list: %v %v, want no run yet", runs, err)
+	}
+	left, err := e.rdb.ZRange(e.ctx, e.s.AllDAGs(), 0, -1).Result()
+	if err != nil || !slices.Equal(left, []string{creating.ID}) {
+		t.Fatalf("index after the listing: %v %v, want only the run being created", left, err)
+	}
 }
