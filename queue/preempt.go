@@ -4,18 +4,18 @@ import (
 	"time"
 )
 
-// RunningTask is what the preemption decision needs of a RUNNING task.
+// RunningTask is what preemption needs of a RUNNING task (Slots: milli-slots held).
 type RunningTask struct {
 	ID, Token, Pool, Worker string
-	Priority                int
+	Priority, Slots         int
 	Preemptible             bool
 	PreemptCount            int
 	StartedAt               time.Time
 }
 
-// WaitingHead is the oldest READY task of a pool at one priority.
+// WaitingHead is a pool's oldest READY task of a priority (Slots: milli-slots asked).
 type WaitingHead struct {
-	ID         string
-	Priority   int
-	EnqueuedAt time.Time
+	ID              string
+	Priority, Slots int
+	EnqueuedAt      time.Time
 }

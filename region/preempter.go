@@ -55,6 +55,10 @@ const (
 	DeniedRuntime           = "PREEMPT_DENIED_RUNTIME"
 	DeniedPreemptedTooOften = "PREEMPT_DENIED_PREEMPT_COUNT"
 	DeniedWorkerRate        = "PREEMPT_DENIED_WORKER_RATE"
+	// DeniedRoom: the preemptible tasks of no one worker hold the slots
+	// the urgent task asks for (a whole slot's task waits for eight
+	// eighths, all on one worker).
+	DeniedRoom = "PREEMPT_DENIED_ROOM"
 )
 
 // Timing of the preempter: how often it looks at the pools, how long an
@@ -128,10 +132,11 @@ func (s *preempter) run(ctx context.Context) {
 			// Only when no slot frees otherwise: the pool is full, less
 			// than a whole slot free (in slot units: four quarter tasks
 			// fill one).
-			if p.Slots == 0 || float64(p.Slots)-p.Busy() >= 1 {
+			free := float64(p.Slots) - p.Busy()
+			if p.Slots == 0 || free >= 1 {
 				continue
 			}
-			if err := s.preemptPool(ctx, p.Name); err != nil {
+			if err := s.preemptPool(ctx, p.Name, int(free*task.MilliSlots)); err != nil {
 				if s.term.failed(ctx, "preempt", err) {
 					return
 				}
@@ -140,7 +145,12 @@ func (s *preempter) run(ctx context.Context) {
 	}
 }
 
-func (s *preempter) preemptPool(ctx context.Context, pool string) error {
+// preemptPool asks for the slots of the pool's most urgent waiting task
+// that could preempt someone: when free (milli-slots the pool has free)
+// holds less than it asks for, the fewest least urgent victims of one
+// worker whose slots (in slot units: eight tasks of an eighth hold one)
+// hold what it asks for.
+func (s *preempter) preemptPool(ctx context.Context, pool string, free int) error {
 	cfg, byWorker, pending := s.cfg, s.byWorker, s.pending
 	now := time.Now()
 	heads, err := s.store.Heads(ctx, pool)
@@ -158,8 +168,8 @@ func (s *preempter) preemptPool(ctx context.Context, pool string) error {
 			urgent = h
 		}
 	}
-	if urgent == nil {
-		return nil
+	if urgent == nil || urgent.Slots > 0 && urgent.Slots <= free {
+		return nil // it fits already
 	}
 	// One victim per urgent task until it is claimed (or preemptPending passes).
 	if at, ok := pending[urgent.ID]; ok && now.Sub(at) < preemptPending {
@@ -187,19 +197,18 @@ func (s *preempter) preemptPool(ctx context.Context, pool string) error {
 			victims = append(victims, r)
 		}
 	}
+	if len(victims) > 0 {
+		if victims = enough(victims, milliOf(urgent.Slots)); len(victims) == 0 {
+			denied = DeniedRoom
+		}
+	}
 	if len(victims) == 0 {
 		s.metrics.preemptions.WithLabelValues(s.term.region, pool, denied).Inc()
 		s.term.log.Debug("preemption denied", "pool", pool, "task", urgent.ID, "priority", urgent.Priority, "reason", denied)
 		pending[urgent.ID] = now.Add(preemptRetry - preemptPending) // look again in preemptRetry
 		return nil
 	}
-	// Least urgent first, then the one that ran least (least work lost).
-	sort.Slice(victims, func(i, j int) bool {
-		if victims[i].Priority != victims[j].Priority {
-			return victims[i].Priority > victims[j].Priority
-		}
-		return victims[i].StartedAt.After(victims[j].StartedAt)
-	})
+	asked := false
 	for _, v := range victims {
 		ok, why, err := s.store.RequestPreemption(ctx, s.term.fence, v.ID, v.Token, urgent.ID)
 		if err != nil {
@@ -209,12 +218,52 @@ func (s *preempter) preemptPool(ctx context.Context, pool string) error {
 			s.term.log.Debug("preemption refused by the store", "victim", v.ID, "why", why)
 			continue
 		}
-		byWorker[v.Worker] = append(byWorker[v.Worker], now)
-		pending[urgent.ID] = now
+		asked = true
 		s.metrics.preemptions.WithLabelValues(s.term.region, pool, Preempted).Inc()
 		s.term.log.Info("preempting", "pool", pool, "victim", v.ID, "victim_priority", v.Priority,
 			"for", urgent.ID, "priority", urgent.Priority, "reason", Preempted)
-		return nil
+	}
+	if asked {
+		// One decision for the worker's rate, however many of its tasks
+		// it took to free the slots.
+		byWorker[victims[0].Worker] = append(byWorker[victims[0].Worker], now)
+		pending[urgent.ID] = now
+	}
+	return nil
+}
+
+// milliOf is a task's milli-slots (0: a whole slot).
+func milliOf(m int) int {
+	if m <= 0 {
+		return task.MilliSlots
+	}
+	return m
+}
+
+// enough picks, among victims, the fewest of one worker whose slots add up
+// to need (milli-slots): least urgent first, then the one that ran least
+// (least work lost), on the first worker whose victims in that order
+// reach need; none when no worker's do.
+func enough(victims []queue.RunningTask, need int) []queue.RunningTask {
+	sort.Slice(victims, func(i, j int) bool {
+		if victims[i].Priority != victims[j].Priority {
+			return victims[i].Priority > victims[j].Priority
+		}
+		return victims[i].StartedAt.After(victims[j].StartedAt)
+	})
+	held := map[string]int{}
+	for _, v := range victims {
+		if held[v.Worker] += milliOf(v.Slots); held[v.Worker] >= need {
+			var out []queue.RunningTask
+			for _, u := range victims {
+				if u.Worker == v.Worker {
+					out = append(out, u)
+				}
+				if u.ID == v.ID {
+					return out
+				}
+			}
+		}
 	}
 	return nil
 }

@@ -249,7 +249,9 @@ func (s *Maintainer) fairShards(ctx context.Context, names []string, items []fai
 				out[r.shard].slots[j] = queue.MovedPart(v)
 			}
 			if v, ok := run[2*k].(string); ok {
-				out[r.shard].running[j], _ = strconv.Atoi(v)
+				// milli-slots: the whole slots they fill, rounded up
+				m, _ := strconv.Atoi(v)
+				out[r.shard].running[j] = (m + 999) / 1000
 			}
 			mask, ok := run[2*k+1].(string)
 			if !ok {
@@ -272,8 +274,9 @@ func (s *Maintainer) fairShards(ctx context.Context, names []string, items []fai
 	return out, held, nil
 }
 
-// FairRunning is how many tasks each tenant runs in pool under its fair
-// share, over every shard (tests, tools).
+// FairRunning is how many slots each tenant's tasks running in pool under
+// its fair share hold, in milli-slots (a whole slot is 1000), over every
+// shard (tests, tools).
 func (s *Maintainer) FairRunning(ctx context.Context, pool string) (map[string]int, error) {
 	out := map[string]int{}
 	for shard := range s.Shards() {

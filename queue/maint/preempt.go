@@ -2,12 +2,14 @@ package maint
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
 	"github.com/ax-sched/ax/queue"
 	"github.com/ax-sched/ax/queue/record"
 	"github.com/ax-sched/ax/task"
+	"github.com/redis/go-redis/v9"
 )
 
 // Running lists the RUNNING tasks of a pool (O(running tasks of the
@@ -23,7 +25,7 @@ func (s *Maintainer) Running(ctx context.Context, pool string) ([]queue.RunningT
 		pipe := s.Client().Pipeline()
 		cmds := make([]interface{ Val() []any }, len(ids))
 		for i, id := range ids {
-			cmds[i] = pipe.HMGet(ctx, queue.TaskKey(s.Prefix(shard), id), "st", "po", "pr", "pe", "pc", "sa", "lt", "wk")
+			cmds[i] = pipe.HMGet(ctx, queue.TaskKey(s.Prefix(shard), id), "st", "po", "pr", "pe", "pc", "sa", "lt", "wk", "sl")
 		}
 		if len(ids) > 0 {
 			if _, err := pipe.Exec(ctx); err != nil {
@@ -37,7 +39,7 @@ func (s *Maintainer) Running(ctx context.Context, pool string) ([]queue.RunningT
 				continue
 			}
 			rt := queue.RunningTask{ID: ids[i], Pool: pool, Priority: record.Atoi(str(2)), Preemptible: str(3) == "1",
-				PreemptCount: record.Atoi(str(4)), Token: str(6), Worker: str(7)}
+				PreemptCount: record.Atoi(str(4)), Token: str(6), Worker: str(7), Slots: milli(str(8))}
 			if t := record.MsTime(str(5)); t != nil {
 				rt.StartedAt = *t
 			}
@@ -45,6 +47,14 @@ func (s *Maintainer) Running(ctx context.Context, pool string) ([]queue.RunningT
 		}
 	}
 	return out, nil
+}
+
+// milli is a record's sl as milli-slots ("" or 0: a whole slot).
+func milli(sl string) int {
+	if m := record.Atoi(sl); m > 0 {
+		return m
+	}
+	return task.MilliSlots
 }
 
 // Heads returns, for each priority of a pool that has READY tasks, the
@@ -58,7 +68,12 @@ func (s *Maintainer) Heads(ctx context.Context, pool string) ([]queue.WaitingHea
 				return nil, fmt.Errorf("queue: heads: %w", err)
 			}
 			for _, m := range z {
-				out = append(out, queue.WaitingHead{ID: fmt.Sprint(m.Member), Priority: p, EnqueuedAt: time.UnixMilli(int64(m.Score))})
+				id := fmt.Sprint(m.Member)
+				sl, err := s.Client().HGet(ctx, queue.TaskKey(s.Prefix(shard), id), "sl").Result()
+				if err != nil && !errors.Is(err, redis.Nil) {
+					return nil, fmt.Errorf("queue: heads: %w", err)
+				}
+				out = append(out, queue.WaitingHead{ID: id, Priority: p, Slots: milli(sl), EnqueuedAt: time.UnixMilli(int64(m.Score))})
 			}
 		}
 	}

@@ -185,8 +185,10 @@ local function remove(p, id)
   if l == nil then l = {}; gone[p] = l end
   l[#l + 1] = id
 end
--- FT: per tenant of a fair pool, its share and running count as read,
--- and the slots this claim gave it (d).
+-- FT: per tenant of a fair pool, its share and running milli-slots as
+-- read, and the milli-slots this claim gave it (d: each task's slots as
+-- far as the claim read them, a whole slot where it did not; the record
+-- walk below counts them exactly, FX).
 local FT = {}
 local function ft(tn)
   local e = FT[tn]
@@ -198,6 +200,11 @@ local function ft(tn)
   end
   return e
 end
+-- milli: the milli-slots of task id as far as the claim read its record.
+local function milli(id)
+  local v = pre[id]
+  return slot_milli(v and v[5])
+end
 local function take(p, id, tn)
   chosen[#chosen + 1] = {id, p}
   remove(p, id)
@@ -205,7 +212,7 @@ local function take(p, id, tn)
     tn = tn or 'default'
     TN[id] = tn
     local e = ft(tn)
-    e.d = e.d + 1
+    e.d = e.d + milli(id)
   end
 end
 
@@ -387,7 +394,7 @@ if F and left > 0 and parked < PARK_MAX and not FULL then
         end
         local k = last - i + 1
         c.pos[p], c.used[p] = last + 1, c.used[p] + k
-        got, left, e.d = got + k, left - k, e.d + k
+        got, left, e.d = got + k, left - k, e.d + 1000 * k
       end
       return
     end
@@ -414,7 +421,7 @@ if F and left > 0 and parked < PARK_MAX and not FULL then
         chosen[#chosen + 1] = {id, p}
         remove(p, id)
         TN[id] = c.tn
-        e.d = e.d + 1
+        e.d = e.d + milli(id)
         got = got + 1
         left = left - 1
         consumed(c, p, id)
@@ -452,7 +459,7 @@ if F and left > 0 and parked < PARK_MAX and not FULL then
         c.a = 0
         if not c.out then
           local e = c.e
-          c.sc, c.v = fair_score(e.c, e.r + e.d), e.v + e.d * e.inc
+          c.sc, c.v = fair_score(e.c, e.r + e.d), e.v + e.d * e.inc / 1000
           if c.sc < 1e12 then act = act + 1 end
         end
       end
@@ -475,7 +482,7 @@ if F and left > 0 and parked < PARK_MAX and not FULL then
           if best == nil then break end
           local a, e = best.a + 1, best.e
           best.a = a
-          best.sc, best.v = fair_score(e.c, e.r + e.d + a), best.v + e.inc
+          best.sc, best.v = fair_score(e.c, e.r + e.d + 1000 * a), best.v + e.inc
         end
         for _, c in ipairs(fcand) do
           if c.a > 0 and parked < PARK_MAX and not FULL then draw(c, c.a) end
@@ -564,9 +571,12 @@ for p = 0, 4 do
   local g = gone[p]
   if g and #g > 0 and redis.call('ZREM', qkey(pool, p), unpack(g)) < #g and EX then unexact(p, g) end
 end
+-- FW: the fair-share writes, made once the record walk below counted
+-- each tenant's milli-slots exactly (FX).
+local FW, FX = nil, {}
 if F then
-  local fik, frk = K_PREFIX .. 'fi:' .. pool, K_PREFIX .. 'fr:' .. pool
   local hs, za, zr, emptied = {}, {'XX'}, {}, {}
+  FW = {hs = hs, za = za, zr = zr, emptied = emptied}
   for _, c in ipairs(fcand) do
     if c.ps then
       -- what the draw consumed goes; a set it read to the end (and passed
@@ -595,19 +605,6 @@ if F then
       end
     end
   end
-  for tn, e in pairs(FT) do
-    if e.d > 0 then
-      -- the script's view of both is current: nothing ran in between
-      hs[#hs + 1] = tn; hs[#hs + 1] = fmt(e.r + e.d)
-      hs[#hs + 1] = '~' .. tn; hs[#hs + 1] = fmt(e.v + e.d * e.inc)
-      if not emptied[tn] then za[#za + 1] = fair_score(e.c, e.r + e.d); za[#za + 1] = tn end
-    elseif e.vset then
-      hs[#hs + 1] = '~' .. tn; hs[#hs + 1] = fmt(e.v)
-    end
-  end
-  if #hs > 0 then redis.call('HSET', frk, unpack(hs)) end
-  if #za > 1 then redis.call('ZADD', fik, unpack(za)) end
-  if #zr > 0 then redis.call('ZREM', fik, unpack(zr)) end
 end
 
 -- The reason CLAIMED is implied by st U (nothing else sets rs while RUNNING),
@@ -649,8 +646,9 @@ if k > 0 then
     if dl < exp then exp = dl end
     local hl = held[id]
     if F then
-      -- fs: the tenant whose slot of the pool's fair share the task holds
+      -- fs: the tenant whose slots of the pool's fair share the task holds
       local fs = TN[id] or 'default'
+      FX[fs] = (FX[fs] or 0) + slot_milli(sl)
       if hl and price ~= '' then
         redis.call('HSET', tk, 'st', 'U', 'wk', worker, 'lt', fmt(first + j - 1), 'sa', snow,
           'at', fmt(tonumber(at or '0') + 1), 'fs', fs, 'px', price, 'lc', hl)
@@ -686,6 +684,23 @@ if k > 0 then
   cnt('R', -k)
   cnt('U', k)
   cnt('u:' .. pool, k)
+end
+if FW then
+  local hs, za, zr = FW.hs, FW.za, FW.zr
+  for tn, e in pairs(FT) do
+    local d = FX[tn] or 0
+    if d > 0 then
+      -- the script's view of both is current: nothing ran in between
+      hs[#hs + 1] = tn; hs[#hs + 1] = fmt(e.r + d)
+      hs[#hs + 1] = '~' .. tn; hs[#hs + 1] = fmt(math.floor(e.v + d * e.inc / 1000))
+      if not FW.emptied[tn] then za[#za + 1] = fair_score(e.c, e.r + d); za[#za + 1] = tn end
+    elseif e.vset then
+      hs[#hs + 1] = '~' .. tn; hs[#hs + 1] = fmt(e.v)
+    end
+  end
+  if #hs > 0 then redis.call('HSET', K_PREFIX .. 'fr:' .. pool, unpack(hs)) end
+  if #za > 1 then redis.call('ZADD', K_PREFIX .. 'fi:' .. pool, unpack(za)) end
+  if #zr > 0 then redis.call('ZREM', K_PREFIX .. 'fi:' .. pool, unpack(zr)) end
 end
 
 -- Chain the wake-up: if work remains, leave a marker for the next idle

@@ -52,7 +52,7 @@ for k = 0, n - 1 do
     else
       redis.call('HSET', tk, 'st', 'S', 'fa', snow, 'lt', '', 'rx', rx)
     end
-    if r[11] then fair_release(r[3], r[11]) end -- its slot in the pool's fair share (lib.lua)
+    if r[11] then fair_release(r[3], r[11], r[15]) end -- its slots in the pool's fair share (lib.lua)
     if r[3] ~= upool then upool, ufield = r[3], 'u:' .. r[3] end
     cnt(ufield, -1)
     slot_gap(r[3], r[15], -1)

@@ -11,7 +11,8 @@
 --       pairs ('*' any other tenant; " z" after: this shard's part of the
 --       max is none for now, queue/fairshare.go fairPart).
 -- Returns: {RC.FENCED} fenced; else {0, tasks indexed, then per tenant named in
--- ARGV ('*' left out) its tasks RUNNING in the pool on this shard}.
+-- ARGV ('*' left out) the slots its tasks RUNNING in the pool on this
+-- shard hold, whole ones rounded up}.
 -- A pool whose parts changed is woken: a part given here may start tasks.
 if not fence(KEYS[9], ARGV[2]) then return {RC.FENCED} end
 local fsp = K_PREFIX .. 'fsp'
@@ -39,7 +40,8 @@ for _ = 1, tonumber(ARGV[3]) do
   for tn in pairs(parts) do moved[#moved + 1] = tn end -- now '*'
   if #named > 0 then
     local r = redis.call('HMGET', frk, unpack(named))
-    for j = 1, #named do out[#out + 1] = tonumber(r[j] or '0') end
+    -- whole slots, rounded up (fr holds milli-slots)
+    for j = 1, #named do out[#out + 1] = math.ceil(tonumber(r[j] or '0') / 1000) end
   end
   if was and (all or #moved > 0) then wake(pool) end
   i = i + 2 + 2 * nf

@@ -505,7 +505,9 @@ end
 --   fs:<pool>         HASH  tenant → "weight_milli floor max" ('*': any
 --                           other tenant); no hash: no fair share, and no
 --                           other fair-share key is read or written
---   fr:<pool>         HASH  tenant → its tasks RUNNING in the pool;
+--   fr:<pool>         HASH  tenant → the slots its tasks RUNNING in the
+--                           pool hold, in milli-slots (a task of slots
+--                           0.125 holds 125: eight hold one slot);
 --                           '~'<tenant> → its starts ÷ weight (ties);
 --                           '^'<tenant> → its priority mask: the
 --                           priorities of its non-empty fq sets ("24");
@@ -520,7 +522,8 @@ end
 -- emptied. No '^' field (indexed before masks) is unknown: a claim reads
 -- all four sets and writes what it found.
 -- The score orders tenants: below its floor a tenant comes first (r/floor
--- - 1 < 0), then by running ÷ weight, and at its max it is out (≥ 1e12).
+-- - 1 < 0), then by running ÷ weight, and at its max it is out (≥ 1e12);
+-- running r is in milli-slots, floors and maxes in slots.
 local function fair(pool)
   local f = C.FAIR[pool]
   if f == nil then
@@ -540,12 +543,20 @@ local function fair(pool)
 end
 local function fair_of(f, tn) return f[tn] or f['*'] end
 local function fair_score(c, r)
-  if c.no or c.mx > 0 and r >= c.mx then return 1e12 + r end
-  if r < c.fl then return r / c.fl - 1 end
-  return r * 1000 / c.w
+  if c.no or c.mx > 0 and r >= c.mx * 1000 then return 1e12 + r end
+  if r < c.fl * 1000 then return r / (c.fl * 1000) - 1 end
+  return r / c.w
 end
--- fair_running: the tenant's running count in the pool, starts ÷ weight
--- (v, '~<tenant>': 1000 a start of weight 1) and mask (false: unknown);
+-- slot_milli is the milli-slots a task of record field sl holds (nil: a
+-- whole slot).
+local function slot_milli(sl)
+  local m = tonumber(sl or '')
+  if m and m > 0 then return m end
+  return 1000
+end
+-- fair_running: the tenant's running milli-slots in the pool, starts ÷
+-- weight (v, '~<tenant>': 1000 a whole slot's start of weight 1) and mask
+-- (false: unknown);
 -- fair_prefetch reads them for several tenants with one HMGET.
 local function fair_prefetch(pool, tns)
   local m = C.FRUN[pool]
@@ -625,16 +636,17 @@ end
 -- fair_added: the priorities (digit → true) this call added tasks of the
 -- tenant in (fair_add's zadd lands at finish, after a claim's reads).
 local function fair_added(pool, tn) return rawget(C, 'FSEEN') and C.FSEEN[pool .. '\t' .. tn] end
--- fair_release gives back the slot a RUNNING task held in its pool's fair
--- share (its record's fs field: the tenant); fair_flush writes what the
--- script gave back, one HINCRBY per tenant, re-scores the tenant, and
--- wakes the pool when the tenant was at its max; it returns a pool where a
--- tenant with work waiting is now below its floor and by how many slots.
-local function fair_release(pool, tn)
+-- fair_release gives back the slots a RUNNING task held in its pool's fair
+-- share (its record's fs field: the tenant; sl its slots, nil: a whole
+-- one); fair_flush writes what the script gave back, one HINCRBY per
+-- tenant, re-scores the tenant, and wakes the pool when the tenant was at
+-- its max; it returns a pool where a tenant with work waiting is now below
+-- its floor and by how many slots (whole ones, rounded up).
+local function fair_release(pool, tn, sl)
   local k = pool .. '\t' .. tn
   local e = C.FREL[k]
   if e == nil then e = {pool, tn, 0}; C.FREL[k] = e; C.FREL_K[#C.FREL_K + 1] = k end
-  e[3] = e[3] + 1
+  e[3] = e[3] + slot_milli(sl)
 end
 local function fair_flush()
   local owed, by = nil, 0
@@ -648,8 +660,9 @@ local function fair_flush()
       local c = fair_of(f, tn)
       local sc = fair_score(c, r)
       if redis.call('ZADD', C.K_PREFIX .. 'fi:' .. pool, 'XX', 'CH', sc, tn) > 0 then
-        if c.mx > 0 and r + n >= c.mx then wake(pool) end
-        if sc < 0 and c.fl - r > by then owed, by = pool, c.fl - r end
+        if c.mx > 0 and r + n >= c.mx * 1000 then wake(pool) end
+        local short = math.ceil((c.fl * 1000 - r) / 1000)
+        if sc < 0 and short > by then owed, by = pool, short end
       end
     end
     C.FREL[k] = nil
@@ -911,7 +924,7 @@ local function leave_running(id, pool)
   local r = redis.call('HMGET', tkey(id), 'lc', 'fs', 'sl')
   local lcv = r[1]
   if lcv and lcv ~= '' then release_slots(lcv) end
-  if r[2] then fair_release(pool, r[2]); fair_flush() end
+  if r[2] then fair_release(pool, r[2], r[3]); fair_flush() end
   redis.call('HDEL', tkey(id), 'lt', 'pq', 'lc', 'fs')
   cnt('U', -1)
   cnt('u:' .. pool, -1)

@@ -101,8 +101,8 @@ func TestFairShareWeights(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if want := tenants(running); fr["a"] != want["a"] || fr["b"] != want["b"] {
-		t.Errorf("store's running counts %v, want %v", fr, want)
+	if want := tenants(running); fr["a"] != 1000*want["a"] || fr["b"] != 1000*want["b"] {
+		t.Errorf("store's running milli-slots %v, want 1000 × %v", fr, want)
 	}
 }
 
@@ -324,7 +324,7 @@ func TestFairShareMasksAndShortfall(t *testing.T) {
 		t.Errorf("a emptied: mask %q (%v), indexed %v; want \"\", out of the index", m, ok, indexed("a"))
 	}
 	fr, _ := e.s.FairRunning(e.ctx, "p")
-	if fr["a"] != 3 || fr["b"] != 5 || len(fr) != 2 {
+	if fr["a"] != 3000 || fr["b"] != 5000 || len(fr) != 2 {
 		t.Errorf("running counts %v, want a 3, b 5", fr)
 	}
 
@@ -489,7 +489,7 @@ func TestFairShareExactSets(t *testing.T) {
 	if len(next) != 1 || next[0].ID != a[1] {
 		t.Fatalf("after it: claimed %v, want only a1 (priority 3)", ids(next))
 	}
-	if fr, _ := e.s.FairRunning(e.ctx, "p"); fr["a"] != 3 || fr["b"] != 4 {
+	if fr, _ := e.s.FairRunning(e.ctx, "p"); fr["a"] != 3000 || fr["b"] != 4000 {
 		t.Errorf("running counts %v, want a 3, b 4", fr)
 	}
 

@@ -198,3 +198,33 @@ func TestCountsRunningMilli(t *testing.T) {
 	e.complete(c.Tasks[2:4]...)
 	want(0, 0)
 }
+
+// Fair share counts slot units: two tenants of equal weight, one running
+// tasks of an eighth of a slot, the other whole ones, each gets half of
+// the room's slots (a 32 tasks, b 4), not half of its tasks; and when
+// eight of a's tasks end (one slot), that slot is a's again: it holds 3
+// slots to b's 4.
+func TestFairShareCountsSlotUnits(t *testing.T) {
+	e := newEnv(t, oneShard)
+	e.setFair(map[string]queue.FairShare{"p": {Tenants: map[string]queue.TenantShare{"a": {Weight: 1}, "b": {Weight: 1}}}})
+	e.submitMany("p", "a", 100, slotsOf(0.125))
+	e.submitMany("p", "b", 100)
+	c := e.claimRoom("p", 64, 8000)
+	if got := tenants(c.Tasks); got["a"] != 32 || got["b"] != 4 {
+		t.Fatalf("8 slots free: claimed %v, want a 32 (4 slots), b 4 (4 slots)", got)
+	}
+	if fr, _ := e.s.FairRunning(e.ctx, "p"); fr["a"] != 4000 || fr["b"] != 4000 {
+		t.Fatalf("running milli-slots %v, want a 4000, b 4000", fr)
+	}
+	var ofA []*task.Task
+	for _, tk := range c.Tasks {
+		if tk.Tenant == "a" && len(ofA) < 8 {
+			ofA = append(ofA, tk)
+		}
+	}
+	e.complete(ofA...)
+	c = e.claimRoom("p", 64, 1000)
+	if got := tenants(c.Tasks); got["a"] != 8 || got["b"] != 0 {
+		t.Fatalf("a's slot freed: claimed %v, want a 8 (it holds 3 slots to b's 4)", got)
+	}
+}
