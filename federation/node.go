@@ -213,7 +213,6 @@ func NewNode(cfg Config, store *store.Store, v *view.View, cell *region.Cell, m 
 	}
 	v.Track(flights)
 	v.Learn(est)
-	v.Observe(pl.Observe)
 	return n, nil
 }
 

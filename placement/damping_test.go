@@ -1,7 +1,6 @@
 package placement
 
 import (
-	"fmt"
 	"math"
 	"slices"
 	"testing"
@@ -295,42 +294,40 @@ func TestSnapshotServersOverrideConfig(t *testing.T) {
 	}
 }
 
-// A server that placed nothing for a while (a standby in front of a burst)
-// judges a pool's return between the snapshots it observed, not against the
-// last one it placed on: figures that kept coming every second over 20 s
-// (longer than stale_after) and a price that dropped 10 s ago are not a
-// return, so its burst fills the pool to its hard watermark. Without the
-// observed snapshots the same burst is damped to a quarter: the gap since
-// its last look reads as a stale gap, the old price as a drop.
-func TestIdleServerJudgesReturnsBetweenObservedSnapshots(t *testing.T) {
+// A server that placed nothing into a pool for longer than StaleAfter (a
+// standby in front of a burst) judges the pool's return by the gap between
+// its figures and the ones published just before them (PrevUpdatedAt), not
+// by the time since it last placed: figures that kept coming every second
+// are no return, so its burst fills the pool to its hard watermark; figures
+// that resumed after a gap longer than StaleAfter are, and the same burst is
+// damped to a quarter.
+func TestIdleServerJudgesTheGapBetweenFigures(t *testing.T) {
 	cfg := DefaultConfig()
 	cfg.Servers = 4
-	pool := func(age time.Duration, dear bool) Pool {
-		p := burstPools(t)[0]
-		p.UpdatedAt = t0.Add(-age)
-		if dear {
-			p.PricePerSlotHour *= 1.5
-		}
-		return p
-	}
-	for _, observe := range []bool{true, false} {
-		t.Run(fmt.Sprintf("observed %v", observe), func(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		prevAge time.Duration // age of the figures published before the burst's
+		quarter bool
+	}{
+		{"figures kept coming", time.Second, false},
+		{"figures resumed after a stale gap", cfg.StaleAfter + time.Second, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
 			p := mustPlacer(t, cfg, nil)
-			if d := p.Place(mustSnapshot(t, pool(21*time.Second, true)), cpuTask(), t0.Add(-20*time.Second)); !d.OK {
+			old := burstPools(t)[0]
+			old.UpdatedAt = t0.Add(-20 * time.Second)
+			if d := p.Place(mustSnapshot(t, old), cpuTask(), old.UpdatedAt); !d.OK {
 				t.Fatalf("first placement: %v", d.Err())
 			}
-			if observe {
-				for age := 20 * time.Second; age > 0; age -= time.Second {
-					p.Observe(mustSnapshot(t, pool(age, age > 10*time.Second)))
-				}
-			}
-			s := mustSnapshot(t, pool(0, false))
+			pool := burstPools(t)[0]
+			pool.UpdatedAt, pool.PrevUpdatedAt = t0, t0.Add(-tc.prevAge)
+			s := mustSnapshot(t, pool)
 			n := 0
 			for p.Place(s, cpuTask(), t0).OK {
 				n++
 			}
-			want := headroom(pool(0, false), cfg.HardWatermark)
-			if !observe {
+			want := headroom(pool, cfg.HardWatermark)
+			if tc.quarter {
 				want /= 4
 			}
 			if n != want {

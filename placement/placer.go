@@ -131,14 +131,6 @@ func (p *Placer) Place(s *Snapshot, t Task, now time.Time) Decision {
 	return d
 }
 
-// Observe makes s the Placer's snapshot without placing. Whether a pool has just become
-// attractive to every server at once (new, back from unhealthy or stale, slots back, price
-// dropped) is judged against the snapshot the Placer saw before; a source of snapshots that
-// passes each one it builds to Observe has that judged between consecutive snapshots, so a
-// server that placed nothing for a while does not take a change every other server saw long
-// ago for a new one, nor figures that kept coming for figures back from stale.
-func (p *Placer) Observe(s *Snapshot) { p.state(s) }
-
 // Explain runs the same evaluation as Place and returns every pool's reason and score parts. It
 // counts nothing, so Place called next with the same arguments chooses the same pool.
 func (p *Placer) Explain(s *Snapshot, t Task, now time.Time) Explanation {
@@ -211,10 +203,18 @@ func (p *Placer) state(s *Snapshot) *state {
 // returned reports whether pool e, compared with its previous entry was, has just become
 // attractive to every server at once: its region turned healthy, its figures resumed after a
 // gap longer than StaleAfter (it was stale), its slots came back, or its price dropped.
+// The gap is the one between e's figures and the ones published just before them
+// (PrevUpdatedAt, when known), not the time since was's: a server that placed nothing into
+// the pool for longer than StaleAfter while its figures kept coming must not take it for
+// back from stale.
 func (p *Placer) returned(was, e *entry) bool {
 	a, b := was.pool, e.pool
+	prev := a.UpdatedAt
+	if b.PrevUpdatedAt.After(prev) {
+		prev = b.PrevUpdatedAt
+	}
 	return !a.RegionHealthy && b.RegionHealthy ||
-		b.UpdatedAt.Sub(a.UpdatedAt) > p.cfg.StaleAfter ||
+		b.UpdatedAt.Sub(prev) > p.cfg.StaleAfter ||
 		a.Slots == 0 && b.Slots > 0 ||
 		e.price < was.price
 }

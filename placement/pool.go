@@ -33,6 +33,10 @@ type Pool struct {
 	// UpdatedAt is when these figures were published. A newer value also ends the damping of
 	// the placements this server counted into the pool (see Placer).
 	UpdatedAt time.Time
+	// PrevUpdatedAt is when the figures before these were published (zero: not known). The
+	// gap between the two says whether the pool was stale before these figures, however long
+	// ago this server last placed into it (see Placer).
+	PrevUpdatedAt time.Time
 	// RegionHealthy is false when the region is not registered or its leader is gone.
 	RegionHealthy bool
 	// Local marks a pool of the placing server's own region. Its figures are local truth

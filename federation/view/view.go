@@ -49,8 +49,9 @@ type View struct {
 	flights atomic.Pointer[Flights]             // the node's placements not yet in the figures (flights.go)
 	est     atomic.Pointer[placement.Estimator] // gets the published run times (estimates.go)
 	taught  map[string]time.Time                // region → UpdatedAt of the figures est got (under mu)
-	// observer gets every placement snapshot built (Observe).
-	observer atomic.Pointer[func(*placement.Snapshot)]
+	// published: region → UpdatedAt of its newest figures seen and of the
+	// ones before them (under mu; placement.Pool.PrevUpdatedAt).
+	published map[string][2]time.Time
 	// members are the regions of the federation (config `regions:`); a
 	// registration of any other name is ignored, so a stray or forged entry
 	// in the global etcd is never placed on or contacted. nil: all.
@@ -132,6 +133,7 @@ func New(c *clientv3.Client, prefix string, pcfg placement.Config, grace time.Du
 		fairShares: lease.NewView(c, prefix+"fairshare/", lease.WithLogger(log)),
 		servers:    lease.NewView(c, prefix+"servers/", lease.WithLogger(log)),
 		health:     map[string]*health{},
+		published:  map[string][2]time.Time{},
 		stop:       make(chan struct{}), done: make(chan struct{}),
 	}
 	v.rebuild(time.Now())
@@ -235,13 +237,6 @@ func (v *View) Servers(region string) int {
 // Pools is the placement snapshot built from the current view.
 func (v *View) Pools() *placement.Snapshot { return v.snap.Load().Pools }
 
-// Observe passes every placement snapshot the view builds from now on to
-// f, in the order they become current (placement.Placer.Observe).
-func (v *View) Observe(f func(*placement.Snapshot)) {
-	v.observer.Store(&f)
-	v.Refresh()
-}
-
 // Refresh rebuilds the snapshot now (tests, and after a known change).
 func (v *View) Refresh() { v.rebuild(time.Now()) }
 
@@ -329,9 +324,11 @@ func (v *View) rebuild(now time.Time) {
 	v.mu.Lock()
 	infos = v.withHome(infos, prices)
 	seen := map[string]bool{}
+	prevAt := make(map[string]time.Time, len(infos))
 	for i := range infos {
 		r := &infos[i]
 		seen[r.Region] = true
+		prevAt[r.Region] = v.prevPublished(r.Region, r.UpdatedAt)
 		r.Healthy = v.judge(r.Region, !r.Stale, now)
 		if v.isHome(r.Region) {
 			// This server runs in it: it is live, whatever was suspected.
@@ -383,7 +380,7 @@ func (v *View) rebuild(now time.Time) {
 				Region: r.Region, Name: p.Name, Tags: p.Tags, Slots: p.Slots, Running: p.Running, RunningSlots: p.Busy(),
 				Ready:         p.Ready + inFlight[r.Region+"/"+p.Name],
 				QueueCapacity: p.QueueCapacity, PricePerSlotHour: p.PricePerSlotHour, Spot: p.Spot,
-				Discount: p.Discount, Window: win, UpdatedAt: r.UpdatedAt,
+				Discount: p.Discount, Window: win, UpdatedAt: r.UpdatedAt, PrevUpdatedAt: prevAt[r.Region],
 				RegionHealthy: r.Healthy, Local: v.isHome(r.Region), ScaleFromZero: p.ScaleFromZero, Paused: p.Paused,
 				Types: p.Types, DrainRate: p.DrainRate, MaxWait: seconds(p.MaxWaitSeconds), Tenants: p.Tenants,
 			})
@@ -397,12 +394,21 @@ func (v *View) rebuild(now time.Time) {
 	// Servers announced in the global etcd (Announce) share each pool's
 	// headroom; none announced: the configured count.
 	snap.WithServers(v.servers.Snapshot().Len())
-	v.mu.Lock()
 	v.snap.Store(&Snap{infos: infos, Pools: snap, Updated: updated, prices: prices, built: now})
-	if f := v.observer.Load(); f != nil {
-		(*f)(snap)
+}
+
+// prevPublished records that region's newest figures were published at and
+// returns when the figures before them were (zero: not seen). v.mu held.
+func (v *View) prevPublished(region string, at time.Time) time.Time {
+	p := v.published[region]
+	switch {
+	case at.After(p[0]):
+		v.published[region] = [2]time.Time{at, p[0]}
+		return p[0]
+	case at.Equal(p[0]):
+		return p[1]
 	}
-	v.mu.Unlock()
+	return time.Time{}
 }
 
 // stale is the staleness rule: figures older than stale_after, unless
