@@ -163,3 +163,55 @@ func budgetHooks(t *testing.T, f *fed) {
 		t.Fatalf("acme's DAG runs once its budget allows: %v", err)
 	}
 }
+
+// A schedule's slot reserves its expected cost on its tenant's budget
+// ledger, as a submit does: the regions share acme's refuse budget of
+// $0.00003 (about 20 slots' estimates) in the etcd; slots enqueued into az, from aws (az's
+// internal enqueue) and in az itself, are stored while az's share has
+// room, then refused as budget_exceeded with nothing stored, though
+// nothing was spent; the slots stored never reserve past the budget.
+func TestScheduleSlotsReserveBudget(t *testing.T) {
+	const usd = 3e-5
+	f := newFed(t, fedtest.WithBudget("acme", budget.Budget{MonthlyUSD: usd, Refuse: true}), fedtest.WithBudgetShares())
+	ctx := fedtest.Ctx(t)
+	slot := func() *task.Spec { return &task.Spec{Type: "etl.step", Tenant: "acme", Tags: x86Spot} }
+	ex, err := f.R(az).Node().Explain(slot())
+	if err != nil || !ex.Decision.OK || ex.Decision.Expected <= 0 {
+		t.Fatalf("a slot's placement in az: %+v %v, want one with an expected cost", ex.Decision, err)
+	}
+	each := ex.Decision.Expected
+	at := time.Now().UTC().Truncate(time.Second)
+	stored, i := 0, 0
+	enqueue := func(from string) (bool, error) {
+		i++
+		id := schedule.TaskID("acme", "acme-hourly", at.Add(time.Duration(i)*time.Second), az)
+		created, refused, err := f.R(from).Node().Enqueue(ctx, az, id, slot())
+		if err != nil {
+			t.Fatalf("slot %d from %s: %v", i, from, err)
+		}
+		if created {
+			stored++
+		}
+		return created, refused
+	}
+	// The first slot waits for az's leader to take its share.
+	fedtest.Eventually(t, 20*time.Second, "a first slot of acme stored in az", func() bool {
+		ok, _ := enqueue(az)
+		return ok
+	})
+	var refused error
+	for n := 0; n < 100 && refused == nil; n++ {
+		_, refused = enqueue([]string{aws, az}[n%2])
+	}
+	var be interface{ BudgetExceeded() bool }
+	if !errors.As(refused, &be) || !be.BudgetExceeded() {
+		t.Fatalf("after %d slots stored: refused %v, want a budget refusal", stored, refused)
+	}
+	if float64(stored)*each > usd*1.0001 {
+		t.Errorf("%d slots of %g USD each stored under a budget of %g USD", stored, each, usd)
+	}
+	if st, _ := f.R(aws).Node().BudgetOf("acme"); st.SpentUSD != 0 {
+		t.Errorf("acme spent %v, want nothing (the slots only reserved)", st.SpentUSD)
+	}
+	t.Logf("%d slots stored, then refused: %v", stored, refused)
+}

@@ -135,6 +135,10 @@ func (e *Error) Error() string {
 	return fmt.Sprintf("peer answered %d %s: %s", e.Status, e.Body.Code, e.Body.Message)
 }
 
+// BudgetExceeded reports whether the peer refused for its tenant's budget
+// (429 budget_exceeded).
+func (e *Error) BudgetExceeded() bool { return e.Body.Code == apiv1.CodeBudgetExceeded }
+
 // HTTPStatus is the peer's answer's status, for the packages that reach
 // peers through interfaces of their own and cannot name this type.
 func (e *Error) HTTPStatus() int { return e.Status }

@@ -7,8 +7,10 @@ import (
 	"net/http"
 
 	"github.com/ax-sched/ax/apiv1"
+	"github.com/ax-sched/ax/federation/budget"
 	"github.com/ax-sched/ax/federation/peer"
 	"github.com/ax-sched/ax/queue"
+	"github.com/ax-sched/ax/queue/submit"
 	"github.com/ax-sched/ax/task"
 )
 
@@ -35,7 +37,8 @@ func (n *Pipeline) Enqueue(ctx context.Context, home, id string, sp *task.Spec) 
 		created, _, err := n.EnqueueFixed(ctx, id, sp)
 		var fe *task.FieldError
 		var qe *QuotaError
-		if errors.As(err, &fe) || errors.As(err, &qe) {
+		var be *budget.BudgetError
+		if errors.As(err, &fe) || errors.As(err, &qe) || errors.As(err, &be) {
 			return false, err, nil
 		}
 		return created, nil, err
@@ -53,7 +56,8 @@ func (n *Pipeline) Enqueue(ctx context.Context, home, id string, sp *task.Spec) 
 	_, err = n.cfg.Peer.Call(ctx, api, http.MethodPost, "/v1/internal/enqueue", apiv1.ScheduleEnqueue{ID: id, Spec: spec}, &resp)
 	var pe *peer.Error
 	if errors.As(err, &pe) && (pe.Status == http.StatusBadRequest || pe.Status == http.StatusRequestEntityTooLarge ||
-		pe.Status == http.StatusUnprocessableEntity || pe.Status == http.StatusTooManyRequests && pe.Body.Field == "max_backlog") {
+		pe.Status == http.StatusUnprocessableEntity || pe.Status == http.StatusTooManyRequests &&
+		(pe.Body.Field == "max_backlog" || pe.Body.Code == apiv1.CodeBudgetExceeded)) {
 		return false, err, nil
 	}
 	if err != nil {
@@ -82,7 +86,8 @@ func (n *Pipeline) EnqueueFixed(ctx context.Context, id string, sp *task.Spec) (
 		}
 	}
 	max, maxBytes := n.backlogMax(sp), n.backlogBytesMax(sp)
-	res, err := n.SubmitFixed(ctx, queue.NewTask{ID: id, Spec: sp, BacklogMax: max, BacklogBytesMax: maxBytes})
+	res, err := n.SubmitFixed(ctx, queue.NewTask{ID: id, Spec: sp, BacklogMax: max, BacklogBytesMax: maxBytes,
+		Budget: n.holdLater(sp)})
 	if err != nil {
 		return false, "", err
 	}
@@ -94,12 +99,24 @@ func (n *Pipeline) EnqueueFixed(ctx context.Context, id string, sp *task.Spec) (
 	case errors.Is(r.Err, queue.ErrBacklogBytesFull):
 		n.cfg.Metrics.Rejected.WithLabelValues(n.cfg.Region, "backlog").Inc()
 		return false, "", &QuotaError{Field: "max_backlog_bytes", Tenant: sp.Tenant, Max: int(maxBytes)}
+	case errors.Is(r.Err, submit.ErrBudget):
+		return false, "", n.cfg.Budgets.Refused(sp.Tenant)
 	case errors.Is(r.Err, task.ErrExists):
 		return false, r.State, nil
 	case r.Err != nil:
 		return false, "", r.Err
 	}
 	return true, r.State, nil
+}
+
+// holdLater is the reservation a task stored unplaced (a schedule's slot)
+// makes on its tenant's budget ledger when the tenant has a refuse budget:
+// its expected cost where it would be placed now ("" none).
+func (n *Pipeline) holdLater(sp *task.Spec) string {
+	if n.cfg.Budgets.Hold(sp.Tenant, 0) == "" {
+		return ""
+	}
+	return n.cfg.Budgets.Hold(sp.Tenant, n.cfg.Picker.Explain(n.cfg.View.Pools(), sp, n.cfg.Now()).Decision.Expected)
 }
 
 // SubmitFixed stores tasks (normalized, with their fixed ids) in this

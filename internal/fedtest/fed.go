@@ -133,6 +133,7 @@ type config struct {
 	horizon  time.Duration  // hand-off horizon (0: the default)
 	backlog  map[string]int // "region/tenant" → max_backlog (none: no limit)
 	budgets  map[string]budget.Budget
+	shares   bool // the regions share their tenants' refuse budgets in the etcd (WithBudgetShares)
 }
 
 type Option func(*config)
@@ -161,6 +162,11 @@ func WithBudget(tenant string, b budget.Budget) Option {
 		c.budgets[tenant] = b
 	}
 }
+
+// WithBudgetShares makes every server hold refuse budgets in its store's
+// ledger, each region's share kept in the etcd by its leader (ax server's
+// budget.EtcdShares and SharesLoop).
+func WithBudgetShares() Option { return func(c *config) { c.shares = true } }
 
 // WithSlots sets the slots of the worker registered for one pool (0: no
 // worker).
@@ -350,12 +356,17 @@ func (r *Region) Start() {
 		Logger:    log,
 		LivePrice: func(pool string) (float64, bool) { return view.PriceOverride(r.Name, pool) },
 	}, region.NewMetrics(reg))
+	var shares budget.Shares
+	if r.f.cfg.shares {
+		shares = budget.EtcdShares{Client: cli}
+	}
 	node, err := federation.NewNode(federation.Config{
 		Region: r.Name, Regions: Regions, ClusterToken: TokCluster, Placement: r.f.Placement, Logger: log,
 		NoCapacityRetry: 300 * time.Millisecond, SaturatedRetryAfter: 2 * time.Second, StuckPoolGrace: r.f.cfg.stuck,
 		HandOffHorizon: r.f.cfg.horizon,
 		Backlog:        func(tenant string) int { return r.f.cfg.backlog[r.Name+"/"+tenant] },
 		Budgets:        r.f.cfg.budgets,
+		BudgetShares:   shares, SharesPrefix: "/ax/budgets/",
 	}, r.Store, view, cell, metrics.New(reg))
 	if err != nil {
 		s.HTTP.Close()
@@ -368,7 +379,7 @@ func (r *Region) Start() {
 	s.cancel = cancel
 	go func() {
 		defer close(s.done)
-		_ = cell.Run(ctx, node, node.OutboxLoop, node.HeldLoop, node.StuckPoolLoop)
+		_ = cell.Run(ctx, node, node.OutboxLoop, node.HeldLoop, node.StuckPoolLoop, node.SharesLoop)
 	}()
 	r.srv = s
 }
