@@ -55,6 +55,13 @@ func neverConnectedPlacedAgain(t *testing.T, ctx context.Context, fed *federatio
 		at time.Time
 	}
 	var subs []sub
+	// us-east-1 places on eu-west-1 right now: over the lossy link the
+	// region's global-etcd session may have lapsed and come back since
+	// euCheapest (its registration gone meanwhile, nothing placed there).
+	waitUntil(t, 30*time.Second, "us-east-1 placing on eu-west-1 before the partition", func() bool {
+		_, where := fed.submit("us-east-1", tokSubmitterA, spec)
+		return where == "eu-west-1"
+	})
 	eu.partition()
 	for range 60 {
 		id, _ := fed.submit("us-east-1", tokSubmitterA, spec)
