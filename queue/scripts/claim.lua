@@ -142,7 +142,7 @@ local function admit(id, p, pool, score, tn)
   end
   local need = 0
   if ROOM then
-    need = tonumber(sl or '1000')
+    need = slot_milli(sl)
     if need > ROOM then
       FULL = true
       return 'full'

@@ -915,8 +915,8 @@ end
 -- RUNNING tasks leave free of the slots they would take whole, so the
 -- pool's slot units busy are u:<pool> × 1000 − uf:<pool>.
 local function slot_gap(pool, sl, d)
-  local m = tonumber(sl or '')
-  if m and m > 0 and m < 1000 then cnt('uf:' .. pool, d * (1000 - m)) end
+  local free = 1000 - slot_milli(sl)
+  if free > 0 then cnt('uf:' .. pool, d * free) end
 end
 -- leave_running undoes a RUNNING task's bookkeeping.
 local function leave_running(id, pool)
@@ -969,8 +969,7 @@ local COST_CAP, COST_TENANTS, COST_TTL_MS = 512, 1024, 400 * 86400000
 -- task costs its share of the slot's price (run_ms stays wall time).
 local function cost(tenant, ty, pool, tags, price, ms, failed, sl)
   if not pool or not ty or ms == nil then return end
-  local share = tonumber(sl or '')
-  if share and share > 0 and share < 1000 then share = share / 1000 else share = 1 end
+  local share = math.min(slot_milli(sl), 1000) / 1000
   local f = (tenant or 'default') .. '\t' .. ty .. '\t' .. pool .. '\t' .. (tags or '')
   local c = C.COSTS[f]
   if c == nil then c = {0, 0, 0, 0, pool}; C.COSTS[f] = c; C.COST_FIELDS[#C.COST_FIELDS + 1] = f end
@@ -979,9 +978,10 @@ local function cost(tenant, ty, pool, tags, price, ms, failed, sl)
   if failed then c[2] = c[2] + 1 end
   c[3] = c[3] + ms
   -- $/slot-hour × ms ÷ 3.6e6 ms/h × 1e12 p$/$
-  c[4] = c[4] + (tonumber(price or '') or 0) * ms * 1e6 / 3.6 * share
+  local p = tonumber(price or '') or 0
+  c[4] = c[4] + p * ms * 1e6 / 3.6 * share
   local t = tenant or 'default'
-  C.SPEND[t] = (C.SPEND[t] or 0) + (tonumber(price or '') or 0) * ms / 3.6e6 * share
+  C.SPEND[t] = (C.SPEND[t] or 0) + p * ms / 3.6e6 * share
 end
 local function write_costs(now)
   if #C.COST_FIELDS == 0 then return end
