@@ -34,9 +34,7 @@ type protoEnv struct {
 func newProtoEnv(t *testing.T) *protoEnv { return newProtoEnvLimits(t, Limits{}) }
 
 func newProtoEnvLimits(t *testing.T, lim Limits) *protoEnv {
-	if testing.Short() {
-		t.Skip("starts Redis")
-	}
+	testenv.Slow(t)
 	rdb := testenv.StartRedis(t).Client()
 	st, err := store.New(rdb, queue.Options{Region: "us-east-1", Lease: 3 * time.Second})
 	if err != nil {

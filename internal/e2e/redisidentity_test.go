@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ax-sched/ax/internal/testenv"
 	"github.com/ax-sched/ax/task"
 )
 
@@ -17,9 +18,7 @@ import (
 // both identities, submits 503, nothing written there; when the address
 // reaches its own Redis again, it serves again.
 func TestRedisOfAnotherFederationRefused(t *testing.T) {
-	if testing.Short() {
-		t.Skip("starts two federations of real processes")
-	}
+	testenv.Slow(t)
 	t.Parallel()
 	a := newFederation(t, fedOpts{regions: []string{"us-east-1"}, redisLink: true, redisPassword: "same"})
 	b := newFederation(t, fedOpts{regions: []string{"us-east-1"}, noWorkers: true, redisPassword: "same"})
