@@ -10,6 +10,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -540,7 +541,7 @@ func apiPhase(ctx context.Context, s *bench.Summary, f *apiFed, env *bench.Env, 
 	}
 	stopBar := bench.Ticker(ctx, func() { progress.Report(name, int(accepted.Load()), n) })
 	m := f.startMeter(ctx, env)
-	profiled := f.profile(ctx, c, name)
+	profiled := f.profile(ctx, name)
 	for range k {
 		wg.Add(1)
 		go func() {
@@ -593,12 +594,14 @@ func apiPhase(ctx context.Context, s *bench.Summary, f *apiFed, env *bench.Env, 
 	if err != nil {
 		return err
 	}
-	if err := profiled(); err != nil {
-		return err
-	}
 	u := m.inner.Stop(ctx)
 	serverCPU := f.cpu(f.serverProcs()) - m.servers
 	workerCPU := f.cpu(f.workers) - m.workers
+	// The phase's figures end with its last success, not with a profile
+	// still being taken.
+	if err := profiled(); err != nil {
+		return err
+	}
 	u.AxCPU = serverCPU
 	ph := s.AddPhase(name, int64(n), u)
 
@@ -649,7 +652,7 @@ func persistence(aof string) string {
 // profile starts a CPU profile of every server over the first ProfileFor
 // of phase (Options.ServerProfile); the function it returns waits for
 // them and reports the first failure.
-func (f *apiFed) profile(ctx context.Context, c *client.Client, phase string) func() error {
+func (f *apiFed) profile(ctx context.Context, phase string) func() error {
 	if f.o.ServerProfile == "" {
 		return func() error { return nil }
 	}
@@ -658,7 +661,7 @@ func (f *apiFed) profile(ctx context.Context, c *client.Client, phase string) fu
 	for i, r := range f.regions {
 		wg.Go(func() {
 			file := filepath.Join(f.o.ServerProfile, strings.ReplaceAll(phase, "/", "-")+"-"+r.name+".prof")
-			errs[i] = f.fetchProfile(ctx, c, r.api, file)
+			errs[i] = f.fetchProfile(ctx, r.api, file)
 		})
 	}
 	return func() error {
@@ -668,7 +671,7 @@ func (f *apiFed) profile(ctx context.Context, c *client.Client, phase string) fu
 }
 
 // fetchProfile writes api's CPU profile over ProfileFor to file.
-func (f *apiFed) fetchProfile(ctx context.Context, c *client.Client, api, file string) error {
+func (f *apiFed) fetchProfile(ctx context.Context, api, file string) error {
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, fmt.Sprintf("%s/debug/pprof/profile?seconds=%d", api, int(ProfileFor/time.Second)), nil)
 	if err != nil {
 		return err
@@ -682,9 +685,13 @@ func (f *apiFed) fetchProfile(ctx context.Context, c *client.Client, api, file s
 	if resp.StatusCode != http.StatusOK {
 		return fmt.Errorf("profile of %s: %s", api, resp.Status)
 	}
-	var b bytes.Buffer
-	if _, err := b.ReadFrom(resp.Body); err != nil {
+	out, err := os.Create(file)
+	if err != nil {
+		return err
+	}
+	if _, err := io.Copy(out, resp.Body); err != nil {
+		out.Close()
 		return fmt.Errorf("profile of %s: %w", api, err)
 	}
-	return os.WriteFile(file, b.Bytes(), 0o644)
+	return out.Close()
 }
